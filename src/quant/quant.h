@@ -1,0 +1,38 @@
+// Block formats of GGUF tensors: dequantize, quantize (reference) and dot products.
+//
+// Every public function dispatches at run time to a SIMD kernel when the CPU has one, else to the
+// scalar reference in namespace loom::quant::ref, which is the ground truth the SIMD kernels are
+// tested against. Block layouts are byte-exact with the GGUF/ggml formats.
+//
+// Dot products take the weight row in its own type and the activation row already converted to
+// vec_dot_type(weight type) — the same activation formats llama.cpp uses on CPUs, so results
+// match its numerics: Q8_0 for Q4_0/Q5_0/Q8_0, Q8_1 for Q4_1/Q5_1, F16 for F16, BF16 for BF16,
+// F32 for F32.
+#pragma once
+
+#include <cstdint>
+
+#include "gguf/tensor_type.h"
+
+namespace loom::quant {
+
+// Types loom can compute with in this build (dequantize + dot); others are refused at load.
+bool is_supported(TensorType t);
+// The activation format a dot with weights of type t consumes.
+TensorType vec_dot_type(TensorType t);
+
+// n must be a multiple of the block size of t (see tensor_type_info). dst/src may be unaligned.
+void dequantize_row(TensorType t, const void* src, float* dst, int64_t n);
+// Reference quantization (round-to-nearest as ggml's reference quantizers). Also used to convert
+// activations to vec_dot_type before dot products.
+void quantize_row(TensorType t, const float* src, void* dst, int64_t n);
+// sum_i w[i] * a[i] over n elements; w in type t, a in vec_dot_type(t).
+float vec_dot(TensorType t, int64_t n, const void* w, const void* a);
+
+namespace ref {
+void dequantize_row(TensorType t, const void* src, float* dst, int64_t n);
+void quantize_row(TensorType t, const float* src, void* dst, int64_t n);
+float vec_dot(TensorType t, int64_t n, const void* w, const void* a);
+}  // namespace ref
+
+}  // namespace loom::quant

@@ -1,0 +1,75 @@
+#include "test_util.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <limits>
+
+namespace loom::test {
+namespace fs = std::filesystem;
+
+std::string shared_dir() {
+  if (const char* env = std::getenv("LOOM_SHARED"); env && *env) {
+    if (fs::is_directory(env)) return env;
+    ADD_FAILURE() << "LOOM_SHARED=" << env << " is not a directory";
+    return "";
+  }
+  fs::path p = fs::path(LOOM_SOURCE_DIR) / ".." / "shared";
+  if (fs::is_directory(p)) return fs::canonical(p).string();
+  ADD_FAILURE() << "shared test data not found: set LOOM_SHARED to the shared folder or place it at "
+                << p.string() << " (it holds models/ and golden/)";
+  return "";
+}
+
+std::string shared_path(const std::string& rel) {
+  std::string dir = shared_dir();
+  if (dir.empty()) return "";
+  std::string p = dir + "/" + rel;
+  if (!fs::exists(p)) ADD_FAILURE() << "missing shared file: " << p;
+  return p;
+}
+
+std::string data_dir() { return std::string(LOOM_SOURCE_DIR) + "/tests/data"; }
+std::string loom_binary() { return std::string(LOOM_BINARY_DIR) + "/bin/loom"; }
+
+std::vector<uint8_t> read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) { ADD_FAILURE() << "cannot read " << path; return {}; }
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), {});
+}
+
+std::vector<float> read_f32_file(const std::string& path) {
+  auto bytes = read_file(path);
+  std::vector<float> v(bytes.size() / 4);
+  if (!v.empty()) std::memcpy(v.data(), bytes.data(), v.size() * 4);
+  return v;
+}
+
+std::string read_text_file(const std::string& path) {
+  auto bytes = read_file(path);
+  return std::string(bytes.begin(), bytes.end());
+}
+
+float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return std::numeric_limits<float>::infinity();
+  float m = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    float d = std::fabs(a[i] - b[i]);
+    if (!(d <= m)) m = d;  // NaN propagates as "not <=" -> recorded
+  }
+  return m;
+}
+
+float max_abs(const std::vector<float>& a) {
+  float m = 0;
+  for (float x : a) m = std::max(m, std::fabs(x));
+  return m;
+}
+
+}  // namespace loom::test

@@ -1,0 +1,28 @@
+// Helpers shared by tests: locating ../shared (models, goldens) and this repo's tests/data.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace loom::test {
+
+// The shared folder: $LOOM_SHARED, else ../shared beside the repository root. Fails the current
+// test (ADD_FAILURE with the paths tried) and returns "" when missing.
+std::string shared_dir();
+// shared_dir() + "/" + rel; fails the test with a clear message if the file does not exist.
+std::string shared_path(const std::string& rel);
+// This repository's tests/data folder.
+std::string data_dir();
+// Path of the built loom binary (build/bin/loom).
+std::string loom_binary();
+
+std::vector<uint8_t> read_file(const std::string& path);
+std::vector<float> read_f32_file(const std::string& path);
+std::string read_text_file(const std::string& path);
+
+// Largest |a-b| over two equally long vectors; +inf when sizes differ.
+float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b);
+float max_abs(const std::vector<float>& a);
+
+}  // namespace loom::test
