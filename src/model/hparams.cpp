@@ -1,0 +1,63 @@
+#include "model/hparams.h"
+
+namespace loom {
+namespace {
+
+// "<arch>.<key>" as a positive integer within [lo, hi].
+Expected<int64_t> arch_int(const gguf::GgufFile& f, const std::string& arch, const char* key,
+                           std::optional<int64_t> fallback, int64_t lo, int64_t hi) {
+  const std::string full = arch + "." + key;
+  Expected<int64_t> v = fallback ? f.get_int_or(full, *fallback) : f.get_int(full);
+  if (!v) return v.status();
+  if (*v < lo || *v > hi) {
+    return corrupt("metadata " + full + " = " + std::to_string(*v) + " is out of range [" +
+                   std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  }
+  return v;
+}
+
+}  // namespace
+
+Expected<ModelHparams> read_hparams(const gguf::GgufFile& f) {
+  ModelHparams hp;
+  LOOM_ASSIGN_OR_RETURN(hp.arch_name, f.get_string("general.architecture"));
+  const std::string& a = hp.arch_name;
+  if (a == "llama") {
+    hp.arch = Arch::kLlama;
+    hp.rope_mode = ops::RopeMode::kNormal;
+  } else {
+    return unsupported("architecture '" + a + "' is not supported yet (supported: llama)");
+  }
+  constexpr int64_t kBig = int64_t(1) << 31;
+  LOOM_ASSIGN_OR_RETURN(hp.n_embd, arch_int(f, a, "embedding_length", std::nullopt, 1, 1 << 20));
+  LOOM_ASSIGN_OR_RETURN(hp.n_layer, arch_int(f, a, "block_count", std::nullopt, 1, 4096));
+  LOOM_ASSIGN_OR_RETURN(hp.n_head, arch_int(f, a, "attention.head_count", std::nullopt, 1, 1 << 16));
+  LOOM_ASSIGN_OR_RETURN(hp.n_head_kv, arch_int(f, a, "attention.head_count_kv", hp.n_head, 1, hp.n_head));
+  LOOM_ASSIGN_OR_RETURN(hp.n_ff, arch_int(f, a, "feed_forward_length", std::nullopt, 1, 1 << 24));
+  LOOM_ASSIGN_OR_RETURN(hp.n_ctx_train, arch_int(f, a, "context_length", 2048, 1, kBig));
+  if (hp.n_head % hp.n_head_kv != 0) {
+    return corrupt("head_count " + std::to_string(hp.n_head) + " is not a multiple of head_count_kv " +
+                   std::to_string(hp.n_head_kv));
+  }
+  const int64_t default_head_dim = hp.n_embd % hp.n_head == 0 ? hp.n_embd / hp.n_head : 0;
+  LOOM_ASSIGN_OR_RETURN(hp.head_dim, arch_int(f, a, "attention.key_length",
+                                              default_head_dim ? std::optional<int64_t>(default_head_dim) : std::nullopt,
+                                              1, 1 << 14));
+  LOOM_ASSIGN_OR_RETURN(int64_t v_len, arch_int(f, a, "attention.value_length", hp.head_dim, 1, 1 << 14));
+  if (v_len != hp.head_dim) return unsupported("attention.value_length differs from key_length");
+  LOOM_ASSIGN_OR_RETURN(hp.n_rot, arch_int(f, a, "rope.dimension_count", hp.head_dim, 0, hp.head_dim));
+  if (hp.n_rot % 2 != 0 || hp.n_rot > ops::kMaxRopeDims) return corrupt("rope.dimension_count must be even and <= 1024");
+  LOOM_ASSIGN_OR_RETURN(double eps, f.get_float_or(a + ".attention.layer_norm_rms_epsilon", 1e-5));
+  LOOM_ASSIGN_OR_RETURN(double base, f.get_float_or(a + ".rope.freq_base", 10000.0));
+  LOOM_ASSIGN_OR_RETURN(double scale_linear, f.get_float_or(a + ".rope.scale_linear", 1.0));
+  if (!(eps > 0 && eps < 1)) return corrupt("layer_norm_rms_epsilon out of range");
+  if (!(base > 0)) return corrupt("rope.freq_base must be positive");
+  if (!(scale_linear > 0)) return corrupt("rope.scale_linear must be positive");
+  hp.rms_eps = float(eps);
+  hp.rope_freq_base = float(base);
+  hp.rope_freq_scale = float(1.0 / scale_linear);
+  LOOM_ASSIGN_OR_RETURN(hp.n_vocab, arch_int(f, a, "vocab_size", 0, 0, kBig));
+  return hp;
+}
+
+}  // namespace loom

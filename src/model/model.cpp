@@ -1,0 +1,153 @@
+#include "model/model.h"
+
+#include <utility>
+
+#include "base/timer.h"
+#include "quant/quant.h"
+
+namespace loom {
+namespace {
+
+std::string shape_str(std::initializer_list<int64_t> ne) {
+  std::string s = "[";
+  for (int64_t x : ne) s += (s.size() > 1 ? ", " : "") + std::to_string(x);
+  return s + "]";
+}
+
+std::string shape_str(const gguf::TensorInfo& t) {
+  std::string s = "[";
+  for (int d = 0; d < t.n_dims; ++d) s += (d ? ", " : "") + std::to_string(t.ne[d]);
+  return s + "]";
+}
+
+}  // namespace
+
+Expected<std::shared_ptr<const Model>> Model::load(const std::string& path, const ModelLoadParams& params) {
+  const int64_t t0 = now_us();
+  LOOM_ASSIGN_OR_RETURN(gguf::GgufFile file, gguf::GgufFile::open(path));
+  auto model = from_gguf(std::move(file), params);
+  if (!model) return Status(model.status().code(), path + ": " + model.status().message());
+  const_cast<Model&>(**model).load_time_us_ = now_us() - t0;
+  return model;
+}
+
+Expected<std::shared_ptr<const Model>> Model::from_gguf(gguf::GgufFile file, const ModelLoadParams& params) {
+  std::shared_ptr<Model> m(new Model());
+  m->file_ = std::move(file);
+  LOOM_ASSIGN_OR_RETURN(m->vocab_, Vocab::from_gguf(m->file_));
+  if (params.vocab_only) return std::shared_ptr<const Model>(std::move(m));
+  LOOM_ASSIGN_OR_RETURN(m->hp_, read_hparams(m->file_));
+  switch (m->hp_.arch) {
+    case Arch::kLlama: LOOM_RETURN_IF_ERROR(m->bind_llama()); break;
+  }
+  return std::shared_ptr<const Model>(std::move(m));
+}
+
+namespace {
+
+// Binds tensors by name, checking presence, shape and type; the first problem is kept.
+class Binder {
+ public:
+  Binder(const gguf::GgufFile& f, std::vector<std::vector<float>>& owned) : f_(f), owned_(owned) {}
+
+  const gguf::TensorInfo* find(const std::string& name, std::initializer_list<int64_t> shape, bool required) {
+    if (!st_.is_ok()) return nullptr;
+    const gguf::TensorInfo* t = f_.find_tensor(name);
+    if (!t) {
+      if (required) st_ = not_found("missing tensor '" + name + "' (expected shape " + shape_str(shape) + ")");
+      return nullptr;
+    }
+    bool ok = true;
+    int d = 0;
+    for (int64_t want : shape) ok = ok && t->ne[d++] == want;
+    for (; d < gguf::kMaxDims; ++d) ok = ok && t->ne[d] == 1;
+    if (!ok) {
+      st_ = corrupt("tensor '" + name + "' has shape " + shape_str(*t) + ", expected " + shape_str(shape));
+      return nullptr;
+    }
+    return t;
+  }
+
+  TensorView matrix(const std::string& name, int64_t cols, int64_t rows, bool required = true) {
+    const gguf::TensorInfo* t = find(name, {cols, rows}, required);
+    if (!t) return {};
+    if (!quant::is_supported(t->type)) {
+      st_ = unsupported("tensor '" + name + "' has type " + std::string(tensor_type_name(t->type)) +
+                        ", which this build cannot compute with yet");
+      return {};
+    }
+    bytes_ += t->nbytes;
+    params_ += uint64_t(t->n_elements());
+    return TensorView{t->type, t->data, cols, rows, size_t(row_bytes(t->type, cols))};
+  }
+
+  const float* vector(const std::string& name, int64_t n) {
+    const gguf::TensorInfo* t = find(name, {n}, true);
+    if (!t) return nullptr;
+    params_ += uint64_t(n);
+    if (t->type == TensorType::F32 && reinterpret_cast<uintptr_t>(t->data) % alignof(float) == 0) {
+      return reinterpret_cast<const float*>(t->data);
+    }
+    if (!quant::is_supported(t->type)) {
+      st_ = unsupported("tensor '" + name + "' has unsupported type " + std::string(tensor_type_name(t->type)));
+      return nullptr;
+    }
+    owned_.emplace_back(size_t(n));
+    quant::dequantize_row(t->type, t->data, owned_.back().data(), n);
+    return owned_.back().data();
+  }
+
+  const Status& status() const { return st_; }
+  uint64_t bytes() const { return bytes_; }
+  uint64_t params() const { return params_; }
+
+ private:
+  const gguf::GgufFile& f_;
+  std::vector<std::vector<float>>& owned_;
+  Status st_;
+  uint64_t bytes_ = 0;
+  uint64_t params_ = 0;
+};
+
+}  // namespace
+
+Status Model::bind_llama() {
+  ModelHparams& hp = hp_;
+  const gguf::TensorInfo* emb = file_.find_tensor("token_embd.weight");
+  if (!emb) return not_found("missing tensor 'token_embd.weight'");
+  if (hp.n_vocab == 0) hp.n_vocab = emb->ne[1];
+  if (hp.n_vocab != vocab_->n_tokens()) {
+    return corrupt("model has " + std::to_string(hp.n_vocab) + " embedding rows but the vocabulary has " +
+                   std::to_string(vocab_->n_tokens()) + " tokens");
+  }
+  const int64_t E = hp.n_embd, Q = hp.n_embd_q(), KV = hp.n_embd_kv(), F = hp.n_ff, V = hp.n_vocab;
+  Binder b(file_, owned_);
+  w_.tok_embd = b.matrix("token_embd.weight", E, V);
+  w_.output_norm = b.vector("output_norm.weight", E);
+  w_.output = b.matrix("output.weight", E, V, /*required=*/false);
+  if (b.status().is_ok() && w_.output.empty()) {
+    w_.output = w_.tok_embd;
+    w_.tied_output = true;
+  }
+  w_.layers.resize(size_t(hp.n_layer));
+  for (int64_t il = 0; il < hp.n_layer; ++il) {
+    const std::string p = "blk." + std::to_string(il) + ".";
+    LayerWeights& l = w_.layers[size_t(il)];
+    l.attn_norm = b.vector(p + "attn_norm.weight", E);
+    l.wq = b.matrix(p + "attn_q.weight", E, Q);
+    l.wk = b.matrix(p + "attn_k.weight", E, KV);
+    l.wv = b.matrix(p + "attn_v.weight", E, KV);
+    l.wo = b.matrix(p + "attn_output.weight", Q, E);
+    l.ffn_norm = b.vector(p + "ffn_norm.weight", E);
+    l.ffn_gate = b.matrix(p + "ffn_gate.weight", E, F);
+    l.ffn_up = b.matrix(p + "ffn_up.weight", E, F);
+    l.ffn_down = b.matrix(p + "ffn_down.weight", F, E);
+  }
+  LOOM_RETURN_IF_ERROR(b.status());
+  // A decode step reads every matrix once but only one embedding row (unless tied to the output).
+  decode_weight_bytes_ = w_.tied_output ? b.bytes() : b.bytes() - emb->nbytes + w_.tok_embd.row_bytes;
+  n_params_ = b.params();
+  return Status::ok();
+}
+
+}  // namespace loom

@@ -1,0 +1,71 @@
+// A loaded model: hyperparameters, vocabulary and weights bound by tensor name. Immutable after
+// load, so one Model may serve many contexts and threads at once.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "gguf/gguf.h"
+#include "model/hparams.h"
+#include "ops/tensor_view.h"
+#include "vocab/vocab.h"
+
+namespace loom {
+
+struct LayerWeights {
+  const float* attn_norm = nullptr;  // [n_embd]
+  TensorView wq;                     // [n_embd_q rows][n_embd]
+  TensorView wk;                     // [n_embd_kv rows][n_embd]
+  TensorView wv;                     // [n_embd_kv rows][n_embd]
+  TensorView wo;                     // [n_embd rows][n_embd_q]
+  const float* ffn_norm = nullptr;   // [n_embd]
+  TensorView ffn_gate;               // [n_ff rows][n_embd]
+  TensorView ffn_up;                 // [n_ff rows][n_embd]
+  TensorView ffn_down;               // [n_embd rows][n_ff]
+};
+
+struct ModelWeights {
+  TensorView tok_embd;                 // [n_vocab rows][n_embd]
+  const float* output_norm = nullptr;  // [n_embd]
+  TensorView output;                   // [n_vocab rows][n_embd]; == tok_embd when tied
+  bool tied_output = false;
+  std::vector<LayerWeights> layers;
+};
+
+struct ModelLoadParams {
+  bool vocab_only = false;  // tokenizer work without binding weights
+};
+
+class Model {
+ public:
+  static Expected<std::shared_ptr<const Model>> load(const std::string& path, const ModelLoadParams& params = {});
+  // Builds from an already opened file (tests construct files in memory).
+  static Expected<std::shared_ptr<const Model>> from_gguf(gguf::GgufFile file, const ModelLoadParams& params = {});
+
+  const ModelHparams& hparams() const { return hp_; }
+  const Vocab& vocab() const { return *vocab_; }
+  const ModelWeights& weights() const { return w_; }
+  const gguf::GgufFile& file() const { return file_; }
+  // Bytes of weights a single-token decode step reads (every matrix once, one embedding row).
+  uint64_t decode_weight_bytes() const { return decode_weight_bytes_; }
+  uint64_t n_params() const { return n_params_; }
+  int64_t load_time_us() const { return load_time_us_; }
+
+ private:
+  Model() = default;
+  Status bind_llama();
+
+  gguf::GgufFile file_;
+  ModelHparams hp_;
+  std::optional<Vocab> vocab_;  // always set after a successful load
+  ModelWeights w_;
+  std::vector<std::vector<float>> owned_;  // norm vectors converted to f32 when stored otherwise
+  uint64_t decode_weight_bytes_ = 0;
+  uint64_t n_params_ = 0;
+  int64_t load_time_us_ = 0;
+};
+
+}  // namespace loom

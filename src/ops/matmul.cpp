@@ -1,0 +1,43 @@
+#include "ops/matmul.h"
+
+#include <algorithm>
+
+#include "quant/quant.h"
+
+namespace loom::ops {
+
+size_t matmul_scratch_bytes(TensorType t, int64_t k, int64_t n) {
+  const TensorType dt = quant::vec_dot_type(t);
+  if (dt == TensorType::F32) return 0;
+  return size_t(row_bytes(dt, k)) * size_t(n);
+}
+
+void matmul(ThreadPool& pool, const TensorView& w, const float* x, int64_t n, float* y, void* scratch) {
+  const int64_t k = w.cols, m = w.rows;
+  const TensorType dt = quant::vec_dot_type(w.type);
+  const void* act = x;
+  size_t act_row_bytes = size_t(k) * sizeof(float);
+  if (dt != TensorType::F32) {
+    act_row_bytes = size_t(row_bytes(dt, k));
+    auto* q = static_cast<uint8_t*>(scratch);
+    pool.parallel_for(n, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) quant::quantize_row(dt, x + i * k, q + i * act_row_bytes, k);
+    });
+    act = q;
+  }
+  const auto* a = static_cast<const uint8_t*>(act);
+  // Blocks of weight rows reused across all activation rows.
+  constexpr int64_t kRowBlock = 16;
+  pool.parallel_for(m, [&](int64_t r0, int64_t r1) {
+    for (int64_t rb = r0; rb < r1; rb += kRowBlock) {
+      const int64_t re = std::min(r1, rb + kRowBlock);
+      for (int64_t i = 0; i < n; ++i) {
+        const uint8_t* ai = a + i * act_row_bytes;
+        float* yi = y + i * m;
+        for (int64_t r = rb; r < re; ++r) yi[r] = quant::vec_dot(w.type, k, w.row(r), ai);
+      }
+    }
+  }, kRowBlock);
+}
+
+}  // namespace loom::ops

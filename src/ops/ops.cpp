@@ -1,0 +1,94 @@
+#include "ops/ops.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <limits>
+
+#include "quant/quant.h"
+
+namespace loom::ops {
+
+void rms_norm_row(const float* x, const float* w, int64_t n, float eps, float* out) {
+  double ss = 0;  // double: rows are long and values large in some models
+  for (int64_t i = 0; i < n; ++i) ss += double(x[i]) * x[i];
+  const float inv = float(1.0 / std::sqrt(ss / double(n) + eps));
+  if (w) {
+    for (int64_t i = 0; i < n; ++i) out[i] = x[i] * inv * w[i];
+  } else {
+    for (int64_t i = 0; i < n; ++i) out[i] = x[i] * inv;
+  }
+}
+
+void rms_norm(const float* x, const float* w, int64_t n_rows, int64_t n, float eps, float* out) {
+  for (int64_t r = 0; r < n_rows; ++r) rms_norm_row(x + r * n, w, n, eps, out + r * n);
+}
+
+void add_inplace(float* x, const float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] += y[i];
+}
+
+void scale_inplace(float* x, float s, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] *= s;
+}
+
+void swiglu_inplace(float* gate, const float* up, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    gate[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+float softmax_inplace(float* x, int64_t n) {
+  float mx = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < n; ++i) mx = std::max(mx, x[i]);
+  if (mx == -std::numeric_limits<float>::infinity()) {
+    std::fill(x, x + n, 0.0f);
+    return mx;
+  }
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float e = x[i] == -std::numeric_limits<float>::infinity() ? 0.0f : std::exp(x[i] - mx);
+    x[i] = e;
+    sum += e;
+  }
+  const float inv = float(1.0 / sum);
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+  return mx;
+}
+
+void get_row(const TensorView& table, int64_t r, float* out) {
+  assert(r >= 0 && r < table.rows);
+  quant::dequantize_row(table.type, table.row(r), out, table.cols);
+}
+
+void rope(float* x, const int32_t* pos, int n_tokens, int n_heads, int head_dim, const RopeParams& p) {
+  const int n_rot = p.n_rot > 0 ? std::min(p.n_rot, head_dim) : head_dim;
+  const int half = n_rot / 2;
+  // cos/sin per (token, pair) computed once and reused by every head. theta is formed in double
+  // so long positions keep full float precision.
+  float cs[kMaxRopeDims];  // stack: no allocation on the decode path
+  assert(n_rot <= kMaxRopeDims);
+  for (int t = 0; t < n_tokens; ++t) {
+    const double pp = double(pos[t]) * p.freq_scale;
+    for (int i = 0; i < half; ++i) {
+      const double inv_freq = std::pow(double(p.freq_base), -2.0 * i / n_rot);
+      const double theta = pp * inv_freq;
+      cs[2 * i] = float(std::cos(theta));
+      cs[2 * i + 1] = float(std::sin(theta));
+    }
+    for (int h = 0; h < n_heads; ++h) {
+      float* v = x + (int64_t(t) * n_heads + h) * head_dim;
+      for (int i = 0; i < half; ++i) {
+        const int a = p.mode == RopeMode::kNormal ? 2 * i : i;
+        const int b = p.mode == RopeMode::kNormal ? 2 * i + 1 : i + half;
+        const float c = cs[2 * i], s = cs[2 * i + 1];
+        const float x0 = v[a], x1 = v[b];
+        v[a] = x0 * c - x1 * s;
+        v[b] = x0 * s + x1 * c;
+      }
+    }
+  }
+}
+
+}  // namespace loom::ops

@@ -1,0 +1,42 @@
+// Element-wise and row-wise float ops over activations. Shapes are in the comments; all
+// buffers are dense row-major float arrays. These know nothing of models.
+#pragma once
+
+#include <cstdint>
+
+#include "ops/tensor_view.h"
+
+namespace loom::ops {
+
+// out[i] = x[i] / sqrt(mean(x^2) + eps) * (w ? w[i] : 1), for one row of n.
+void rms_norm_row(const float* x, const float* w, int64_t n, float eps, float* out);
+// Same for n_rows rows of length n (w shared by all rows).
+void rms_norm(const float* x, const float* w, int64_t n_rows, int64_t n, float eps, float* out);
+
+// x[i] += y[i]
+void add_inplace(float* x, const float* y, int64_t n);
+// x[i] *= s
+void scale_inplace(float* x, float s, int64_t n);
+// gate[i] = silu(gate[i]) * up[i]  (SwiGLU)
+void swiglu_inplace(float* gate, const float* up, int64_t n);
+// In-place softmax over n values; -inf entries become 0. Returns the max.
+float softmax_inplace(float* x, int64_t n);
+
+// Row r of a table in any supported type, dequantized to float (token embedding lookup).
+void get_row(const TensorView& table, int64_t r, float* out);
+
+enum class RopeMode { kNormal, kNeox };  // pairs (2i, 2i+1) vs (i, i + n_rot/2)
+
+struct RopeParams {
+  int n_rot = 0;             // rotated dimensions per head (<= head_dim)
+  float freq_base = 10000.f;
+  float freq_scale = 1.f;    // positions are multiplied by this (linear scaling)
+  RopeMode mode = RopeMode::kNormal;
+};
+
+inline constexpr int kMaxRopeDims = 1024;
+
+// Rotates x [n_tokens][n_heads][head_dim] in place; pos [n_tokens].
+void rope(float* x, const int32_t* pos, int n_tokens, int n_heads, int head_dim, const RopeParams& p);
+
+}  // namespace loom::ops

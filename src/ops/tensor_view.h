@@ -1,0 +1,23 @@
+// A non-owning view of a (possibly quantized) 2-D weight matrix as stored in a GGUF file:
+// `rows` rows of `cols` elements, each row `row_bytes` long. Ops take weights as TensorView.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "gguf/tensor_type.h"
+
+namespace loom {
+
+struct TensorView {
+  TensorType type = TensorType::F32;
+  const void* data = nullptr;
+  int64_t cols = 0;       // ne[0]: elements per row (the reduction dimension of a matmul)
+  int64_t rows = 0;       // ne[1] * ne[2] * ne[3]
+  size_t row_bytes = 0;   // bytes of one row in `type`
+
+  bool empty() const { return data == nullptr; }
+  const uint8_t* row(int64_t r) const { return static_cast<const uint8_t*>(data) + r * row_bytes; }
+};
+
+}  // namespace loom

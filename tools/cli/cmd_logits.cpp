@@ -1,0 +1,53 @@
+// loom logits -m MODEL -p PROMPT [--json]: logits after the last prompt token (one batch).
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <iostream>
+
+#include "commands.h"
+#include "context/context.h"
+
+namespace loom::cli {
+
+void register_logits(CLI::App& app, int& exit_code) {
+  struct Opts {
+    std::string model, prompt;
+    int n_ctx = 0, threads = 0;
+    bool json = false;
+  };
+  auto o = std::make_shared<Opts>();
+  CLI::App* sub = app.add_subcommand("logits", "Print the logits after the last prompt token");
+  sub->add_option("-m,--model", o->model, "GGUF model file")->required();
+  sub->add_option("-p,--prompt", o->prompt, "prompt text")->required();
+  sub->add_option("-c,--ctx-size", o->n_ctx, "context size (default: training context, at most 4096)")->check(CLI::NonNegativeNumber);
+  sub->add_option("-t,--threads", o->threads, "threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  sub->add_flag("--json", o->json, "print one JSON object");
+  sub->callback([o, &exit_code] {
+    exit_code = 1;
+    auto model = load_model_or_report(o->model);
+    if (!model) return;
+    std::vector<int32_t> ids = model->vocab().tokenize(o->prompt, true, false);
+    if (ids.empty()) { fail(invalid_argument("the prompt produced no tokens")); return; }
+    ContextParams cp;
+    cp.n_ctx = o->n_ctx > 0 ? o->n_ctx : std::max<int>(default_n_ctx(*model), int(ids.size()));
+    cp.n_batch = std::max<int>(int(ids.size()), 1);
+    cp.n_ubatch = cp.n_batch;
+    cp.n_threads = o->threads;
+    auto ctx = Context::create(model, cp);
+    if (!ctx) { fail(ctx.status()); return; }
+    if (Status st = (*ctx)->decode(Batch::from_tokens(ids, 0)); !st) { fail(st); return; }
+    auto logits = (*ctx)->logits(-1);
+    if (!logits) { fail(logits.status()); return; }
+    if (o->json) {
+      nlohmann::json j;
+      j["n_vocab"] = logits->size();
+      j["logits"] = std::vector<float>(logits->begin(), logits->end());
+      std::cout << j.dump() << "\n";
+    } else {
+      for (size_t i = 0; i < logits->size(); ++i) std::printf("%zu %.6f\n", i, double((*logits)[i]));
+    }
+    exit_code = 0;
+  });
+}
+
+}  // namespace loom::cli

@@ -1,0 +1,27 @@
+// Subcommands of the `loom` binary. Each registers its flags on the app and returns the exit
+// code through `exit_code` when it runs: 0 success, 1 runtime error (bad file, bad input), 2 usage.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <memory>
+#include <string>
+
+#include "base/status.h"
+#include "model/model.h"
+
+namespace loom::cli {
+
+void register_generate(CLI::App& app, int& exit_code);
+void register_tokenize(CLI::App& app, int& exit_code);
+void register_logits(CLI::App& app, int& exit_code);
+void register_info(CLI::App& app, int& exit_code);
+
+// Prints "loom: <message>" on stderr and returns 1.
+int fail(const Status& st);
+// Loads a model, or returns nullptr after printing the error.
+std::shared_ptr<const Model> load_model_or_report(const std::string& path, bool vocab_only = false);
+// Context size default: the model's training context capped at 4096.
+int default_n_ctx(const Model& m);
+
+}  // namespace loom::cli

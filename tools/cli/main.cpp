@@ -1,0 +1,32 @@
+// The `loom` command line: one binary, one subcommand per job (see docs/cli.md).
+#include <cstdio>
+
+#include "commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"loom — fast local LLM inference on GGUF models"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "loom 0.1.0");
+  int exit_code = 0;
+  loom::cli::register_generate(app, exit_code);
+  loom::cli::register_tokenize(app, exit_code);
+  loom::cli::register_logits(app, exit_code);
+  loom::cli::register_info(app, exit_code);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "loom: %s\n", e.what());
+    std::fprintf(stderr, "run 'loom --help' for usage\n");
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "loom: internal error: %s\n", e.what());
+    return 1;
+  }
+  return exit_code;
+}
