@@ -43,7 +43,11 @@ void ThreadPool::dispatch(const Job& job, int max_threads) {
   generation_.fetch_add(1);
   if (sleeping_.load() > 0) generation_.notify_all();
   job.call(job.ctx, 0, nth);
-  while (pending_.load(std::memory_order_acquire) != 0) LOOM_CPU_RELAX();
+  // Spin briefly, then yield: on a loaded machine a descheduled worker must get the core back.
+  for (int spin = 0; pending_.load(std::memory_order_acquire) != 0; ++spin) {
+    if (spin < kSpinRounds / 16) LOOM_CPU_RELAX();
+    else std::this_thread::yield();
+  }
 }
 
 void ThreadPool::worker_loop(int ith) {
@@ -51,7 +55,8 @@ void ThreadPool::worker_loop(int ith) {
   for (;;) {
     uint32_t gen = generation_.load(std::memory_order_acquire);
     for (int spin = 0; gen == seen && spin < kSpinRounds; ++spin) {
-      LOOM_CPU_RELAX();
+      if (spin < kSpinRounds / 16) LOOM_CPU_RELAX();
+      else std::this_thread::yield();
       gen = generation_.load(std::memory_order_acquire);
     }
     if (gen == seen) {
