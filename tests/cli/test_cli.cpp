@@ -1,0 +1,164 @@
+// End-to-end tests of the `loom` binary: outputs against llama.cpp's goldens, JSON shapes, and
+// clean failures (one line on stderr, exit 1 or 2) on bad input.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <string>
+
+#include "test_util.h"
+
+namespace loom::test {
+namespace {
+
+struct RunResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+RunResult run_loom(const std::string& args) {
+  RunResult r;
+  char err_path[] = "/tmp/loom_cli_err_XXXXXX";
+  int fd = mkstemp(err_path);
+  if (fd >= 0) close(fd);
+  const std::string cmd = quote(loom_binary()) + " " + args + " 2>" + err_path;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  int status = pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.err = read_text_file(err_path);
+  std::remove(err_path);
+  return r;
+}
+
+std::string model(const char* name) { return quote(shared_path(std::string("models/") + name)); }
+
+TEST(Cli, GenerateGreedyPrintsTheGoldenStory) {
+  auto g = nlohmann::json::parse(read_text_file(shared_path("golden/stories260K.json")));
+  const std::string want = g["runs"][0]["greedy_text"];
+  auto r = run_loom("generate -m " + model("stories260K.gguf") + " -p 'Once upon a time' -n 64 --temp 0");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.substr(0, want.size()), want);
+}
+
+TEST(Cli, GenerateJsonHasIdsTextAndTimings) {
+  auto g = nlohmann::json::parse(read_text_file(shared_path("golden/stories260K.json")));
+  auto r = run_loom("generate -m " + model("stories260K.gguf") + " -p 'Once upon a time' -n 16 --temp 0 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["prompt_ids"], g["runs"][0]["prompt_ids"]);
+  auto want_ids = g["runs"][0]["greedy_ids"].get<std::vector<int>>();
+  want_ids.resize(16);
+  EXPECT_EQ(j["ids"].get<std::vector<int>>(), want_ids);
+  EXPECT_TRUE(j["text"].is_string());
+  EXPECT_TRUE(j["timings"]["prompt_tps"].is_number());
+  EXPECT_TRUE(j["timings"]["gen_tps"].is_number());
+}
+
+TEST(Cli, SeededSamplingIsReproducible) {
+  const std::string args = "generate -m " + model("stories260K.gguf") + " -p 'Once upon a time' -n 24 --temp 0.9 --seed 42";
+  auto a = run_loom(args), b = run_loom(args);
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  EXPECT_EQ(a.out, b.out);
+  EXPECT_FALSE(a.out.empty());
+}
+
+TEST(Cli, TokenizeJsonMatchesGolden) {
+  auto g = nlohmann::json::parse(read_text_file(shared_path("golden/llama-2-tiny-random.json")));
+  for (const auto& c : g["tokenize"]) {
+    const std::string text = c["text"];
+    if (text.find('\n') != std::string::npos || text.empty()) continue;  // keep the shell quoting simple
+    auto r = run_loom("tokenize -m " + model("llama-2-tiny-random.gguf") + " -p " + quote(text) + " --json");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["ids"], c["ids_add_special"]) << text;
+    EXPECT_EQ(j["pieces"].size(), j["ids"].size());
+    auto plain = run_loom("tokenize -m " + model("llama-2-tiny-random.gguf") + " -p " + quote(text) + " --no-bos --json");
+    EXPECT_EQ(nlohmann::json::parse(plain.out)["ids"], c["ids_plain"]) << text;
+  }
+}
+
+TEST(Cli, LogitsJsonMatchesGolden) {
+  auto r = run_loom("logits -m " + model("stories260K.gguf") + " -p 'Once upon a time' --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["n_vocab"], 512);
+  auto got = j["logits"].get<std::vector<float>>();
+  auto want = read_f32_file(shared_path("golden/stories260K.0.logits.f32"));
+  EXPECT_LE(max_abs_diff(got, want), 5e-3f * max_abs(want));
+}
+
+TEST(Cli, InfoJsonListsMetadataAndTensors) {
+  auto r = run_loom("info -m " + model("stories260K.gguf") + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["architecture"], "llama");
+  EXPECT_EQ(j["metadata"]["llama.block_count"], 5);
+  bool found = false;
+  for (const auto& t : j["tensors"]) {
+    if (t["name"] == "token_embd.weight") {
+      found = true;
+      EXPECT_EQ(t["type"], "f32");
+      EXPECT_EQ(t["shape"], nlohmann::json::array({64, 512}));
+      EXPECT_EQ(t["bytes"], 64 * 512 * 4);
+    }
+  }
+  EXPECT_TRUE(found);
+  auto text = run_loom("info -m " + model("stories260K.gguf"));
+  EXPECT_EQ(text.exit_code, 0);
+  EXPECT_NE(text.out.find("blk.0.attn_q.weight"), std::string::npos);
+}
+
+TEST(Cli, MissingModelFailsWithOneLineAndExitCode1) {
+  for (const char* cmd : {"generate", "tokenize", "logits", "info"}) {
+    const std::string prompt = std::string(cmd) == "info" ? "" : " -p hi";
+    auto r = run_loom(std::string(cmd) + " -m /nonexistent/model.gguf" + prompt);
+    EXPECT_EQ(r.exit_code, 1) << cmd;
+    EXPECT_NE(r.err.find("loom: "), std::string::npos) << cmd;
+    EXPECT_NE(r.err.find("/nonexistent/model.gguf"), std::string::npos) << cmd;
+  }
+}
+
+TEST(Cli, NotAGgufFileFailsCleanly) {
+  auto r = run_loom("generate -m " + quote(std::string(LOOM_SOURCE_DIR) + "/README.md") + " -p hi");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("not a GGUF file"), std::string::npos) << r.err;
+}
+
+TEST(Cli, BadFlagsExitWith2) {
+  EXPECT_EQ(run_loom("generate -m x --no-such-flag").exit_code, 2);
+  EXPECT_EQ(run_loom("generate -m " + model("stories260K.gguf") + " -p hi -n -5").exit_code, 2);
+  EXPECT_EQ(run_loom("generate -m " + model("stories260K.gguf") + " -p hi --temp abc").exit_code, 2);
+  EXPECT_EQ(run_loom("nosuchcommand").exit_code, 2);
+  EXPECT_EQ(run_loom("").exit_code, 2);
+}
+
+TEST(Cli, PromptLongerThanContextIsRefused) {
+  std::string long_prompt;
+  for (int i = 0; i < 300; ++i) long_prompt += "hello world ";
+  auto r = run_loom("generate -m " + model("stories260K.gguf") + " -p " + quote(long_prompt) + " -c 64 -n 4");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("context"), std::string::npos) << r.err;
+}
+
+TEST(Cli, GenerationStopsAtTheContextLimit) {
+  auto r = run_loom("generate -m " + model("stories260K.gguf") + " -p 'Once upon a time' -c 16 -n 100 --temp 0 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_LE(j["ids"].size() + j["prompt_ids"].size(), 16u + 1u);
+}
+
+}  // namespace
+}  // namespace loom::test
