@@ -4,21 +4,50 @@
 #include <cstring>
 #include <thread>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 namespace loom {
+namespace {
+
+#if defined(__x86_64__) || defined(__i386__)
+// CPUID bits, read directly (portable across GCC and Clang, unlike __builtin_cpu_supports for
+// every feature name), plus the OS check that YMM state is saved (XGETBV).
+CpuFeatures detect_x86() {
+  CpuFeatures f;
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
+  const bool osxsave = c & (1u << 27);
+  const bool avx = c & (1u << 28);
+  f.fma = c & (1u << 12);
+  f.f16c = c & (1u << 29);
+  bool ymm_enabled = false;
+  if (osxsave && avx) {
+    unsigned lo = 0, hi = 0;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    ymm_enabled = (lo & 0x6u) == 0x6u;
+  }
+  if (!ymm_enabled) return CpuFeatures{};
+  if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
+    f.avx2 = b & (1u << 5);
+    f.avx512f = b & (1u << 16);
+  }
+  return f;
+}
+#endif
+
+}  // namespace
 
 const CpuFeatures& cpu_features() {
   static const CpuFeatures features = [] {
-    CpuFeatures f;
     const char* force = std::getenv("LOOM_FORCE_SCALAR");
-    if (force && std::strcmp(force, "0") != 0 && force[0] != '\0') return f;
+    if (force && force[0] != '\0' && std::strcmp(force, "0") != 0) return CpuFeatures{};
 #if defined(__x86_64__) || defined(__i386__)
-    __builtin_cpu_init();
-    f.avx2 = __builtin_cpu_supports("avx2");
-    f.fma = __builtin_cpu_supports("fma");
-    f.f16c = __builtin_cpu_supports("f16c");
-    f.avx512f = __builtin_cpu_supports("avx512f");
+    return detect_x86();
+#else
+    return CpuFeatures{};
 #endif
-    return f;
   }();
   return features;
 }

@@ -261,6 +261,10 @@ Expected<GgufFile> GgufFile::parse(std::shared_ptr<Storage> storage, std::string
     if (type_of(*a) == ValueType::kUint32) align = std::get<uint32_t>(*a);
     else if (type_of(*a) == ValueType::kUint64) align = std::get<uint64_t>(*a);
     else if (type_of(*a) == ValueType::kInt32 && std::get<int32_t>(*a) > 0) align = std::get<int32_t>(*a);
+    else if (type_of(*a) != ValueType::kInt32) {
+      return corrupt("general.alignment has type " + std::string(value_type_name(type_of(*a))) +
+                     ", expected an unsigned integer");
+    }
     if (align == 0 || (align & (align - 1)) != 0 || align > (1u << 30)) {
       return corrupt("general.alignment must be a power of two, got " + to_string(*a));
     }

@@ -70,7 +70,14 @@ int64_t Array::int_at(uint64_t i) const {
   switch (elem_type) {
     case ValueType::kUint64: return int64_t(load<uint64_t>(raw, i));
     case ValueType::kInt64: return load<int64_t>(raw, i);
-    case ValueType::kFloat32: case ValueType::kFloat64: return int64_t(number_at(i));
+    case ValueType::kFloat32: case ValueType::kFloat64: {
+      // Converting a NaN or out-of-range double to an integer is undefined behaviour: saturate.
+      const double d = number_at(i);
+      if (std::isnan(d)) return 0;
+      if (d >= 9223372036854775808.0) return std::numeric_limits<int64_t>::max();
+      if (d < -9223372036854775808.0) return std::numeric_limits<int64_t>::min();
+      return int64_t(d);
+    }
     default: return int64_t(number_at(i));
   }
 }

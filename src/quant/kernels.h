@@ -1,0 +1,27 @@
+// Internal to src/quant: the SIMD kernel set and shared failure reporting. quant.cpp dispatches
+// between these kernels and the scalar references in formats_ref.cpp.
+#pragma once
+
+#include <cstdint>
+
+#include "gguf/tensor_type.h"
+
+namespace loom::quant::detail {
+
+// Reports a call with a type this build cannot handle or an n that is not a whole number of
+// blocks, then aborts: both are programming errors (loading refuses unsupported types).
+[[noreturn]] void fail(const char* fn, TensorType t, int64_t n);
+// Elements per block of a supported type (1 for F32/F16/BF16, 32 otherwise); 0 when unsupported.
+int64_t block_size_of(TensorType t);
+
+#if defined(__x86_64__)
+// AVX2 + FMA + F16C kernels (kernels_avx2.cpp). Each returns false when it has no kernel for t,
+// so the caller falls back to the reference; arguments are already validated.
+namespace avx2 {
+bool dequantize_row(TensorType t, const void* src, float* dst, int64_t n);
+bool quantize_row(TensorType t, const float* src, void* dst, int64_t n);
+bool vec_dot(TensorType t, int64_t n, const void* w, const void* a, float* out);
+}  // namespace avx2
+#endif
+
+}  // namespace loom::quant::detail

@@ -1,0 +1,411 @@
+// AVX2 + FMA + F16C kernels. Every function carries the target attribute instead of the file
+// being compiled with -mavx2, so the rest of the binary stays runnable on older x86 CPUs;
+// quant.cpp only calls in here when cpu_features().has_avx2_set().
+//
+// Exactness contract with the references (formats_ref.cpp), checked by tests/quant:
+//  - dequantize_row: bit-identical (same float multiply, then add; never fused).
+//  - quantize_row: byte-identical, including roundf's half-away-from-zero rounding.
+//  - vec_dot: same integer block dots, but float accumulation order differs (8 lanes, FMA), so
+//    results agree to rounding only.
+// All loads and stores are unaligned (loadu/storeu/memcpy). Block layouts: see blocks.h.
+#if defined(__x86_64__)
+
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "base/half.h"
+#include "quant/blocks.h"
+#include "quant/kernels.h"
+
+#define LOOM_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+namespace loom::quant::detail::avx2 {
+namespace {
+
+// ---- helpers ------------------------------------------------------------------------------
+
+LOOM_AVX2 inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+LOOM_AVX2 inline int hsum_i32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+  return _mm_cvtsi128_si32(s);
+}
+
+LOOM_AVX2 inline float hmax(__m256 v) {
+  __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_max_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+LOOM_AVX2 inline float f16(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+
+LOOM_AVX2 inline __m256i loadu256(const void* p) {
+  return _mm256_loadu_si256(static_cast<const __m256i*>(p));
+}
+LOOM_AVX2 inline __m128i loadu128(const void* p) {
+  return _mm_loadu_si128(static_cast<const __m128i*>(p));
+}
+
+// 16 bytes of packed nibbles -> 32 bytes 0..15 in element order (low nibbles are elements
+// 0..15, high nibbles 16..31).
+LOOM_AVX2 inline __m256i unpack_nibbles(const uint8_t* qs) {
+  const __m128i q = loadu128(qs);
+  const __m256i v = _mm256_set_m128i(_mm_srli_epi16(q, 4), q);
+  return _mm256_and_si256(v, _mm256_set1_epi8(0x0f));
+}
+
+// The 32 bits of qh (little-endian) -> 32 bytes, 0xff where the element's bit is set.
+LOOM_AVX2 inline __m256i expand_bits(const uint8_t* qh_ptr) {
+  uint32_t qh;
+  std::memcpy(&qh, qh_ptr, 4);
+  // Byte k of qh holds the bits of elements 8k..8k+7: replicate it over those 8 bytes...
+  const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                        2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+  const __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32(int(qh)), shuf);
+  // ...then test bit (i mod 8) in byte i.
+  const __m256i bit = _mm256_set1_epi64x(int64_t(0x8040201008040201ull));
+  return _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
+}
+
+// Decoded weight levels of one block, as signed (x_sym) or unsigned (x_min) bytes.
+LOOM_AVX2 inline __m256i levels_q4_0(const uint8_t* blk) {
+  return _mm256_sub_epi8(unpack_nibbles(blk + 2), _mm256_set1_epi8(8));
+}
+LOOM_AVX2 inline __m256i levels_q4_1(const uint8_t* blk) { return unpack_nibbles(blk + 4); }
+LOOM_AVX2 inline __m256i levels_q5_0(const uint8_t* blk) {
+  // (nibble | hi << 4) - 16: equals the nibble where hi is set, nibble - 16 (= nibble | 0xf0 as
+  // int8) where it is not.
+  const __m256i hi = expand_bits(blk + 2);
+  return _mm256_or_si256(unpack_nibbles(blk + 6), _mm256_andnot_si256(hi, _mm256_set1_epi8(-16)));
+}
+LOOM_AVX2 inline __m256i levels_q5_1(const uint8_t* blk) {
+  const __m256i hi = expand_bits(blk + 4);
+  return _mm256_or_si256(unpack_nibbles(blk + 8), _mm256_and_si256(hi, _mm256_set1_epi8(0x10)));
+}
+
+// Eight partial sums (as floats) of x[i] * y[i] over 32 int8 pairs (x: weights, y: activations).
+// maddubs multiplies unsigned by signed bytes, so x's sign is moved onto y first: |x| as u8 is
+// right even for x = -128, but y must not be -128 where x < 0 (negation would overflow). Q8
+// activations from the quantizers are within [-127, 127], so pair sums stay within
+// 2 * 128 * 127 and the int16 saturation of maddubs never triggers.
+LOOM_AVX2 inline __m256 dot_i8(__m256i x, __m256i y) {
+  const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
+  return _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
+}
+// Same for unsigned x in 0..31 (no sign transfer needed).
+LOOM_AVX2 inline __m256 dot_u8(__m256i ux, __m256i y) {
+  const __m256i p16 = _mm256_maddubs_epi16(ux, y);
+  return _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
+}
+
+// ---- dot products -------------------------------------------------------------------------
+
+// Symmetric weights (Q4_0/Q5_0/Q8_0 against Q8_0, Q8_1 against Q8_1): per block
+// acc += (d_w * d_a) * isum, with isum kept in 8 float lanes.
+template <int kWBytes, int kABytes, __m256i (*Levels)(const uint8_t*)>
+LOOM_AVX2 float dot_sym(int64_t nb, const uint8_t* w, const uint8_t* a) {
+  // The activation's int8 values start after its header (d, or d and s).
+  constexpr int kAOff = kABytes - 32;
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 1 < nb; i += 2) {  // two independent chains hide the FMA latency
+    const uint8_t* w0 = w + i * kWBytes;
+    const uint8_t* a0 = a + i * kABytes;
+    const uint8_t* w1 = w0 + kWBytes;
+    const uint8_t* a1 = a0 + kABytes;
+    const __m256 p0 = dot_i8(Levels(w0), loadu256(a0 + kAOff));
+    const __m256 p1 = dot_i8(Levels(w1), loadu256(a1 + kAOff));
+    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(f16(w0) * f16(a0)), p0, acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_set1_ps(f16(w1) * f16(a1)), p1, acc1);
+  }
+  for (; i < nb; ++i) {
+    const uint8_t* w0 = w + i * kWBytes;
+    const uint8_t* a0 = a + i * kABytes;
+    const __m256 p0 = dot_i8(Levels(w0), loadu256(a0 + kAOff));
+    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(f16(w0) * f16(a0)), p0, acc0);
+  }
+  return hsum(_mm256_add_ps(acc0, acc1));
+}
+
+LOOM_AVX2 inline __m256i levels_q8_0(const uint8_t* blk) { return loadu256(blk + 2); }
+LOOM_AVX2 inline __m256i levels_q8_1(const uint8_t* blk) { return loadu256(blk + 4); }
+
+// Weights with a minimum (Q4_1/Q5_1) against Q8_1: acc += (d_w d_a) isum, plus m_w * s_a.
+template <int kWBytes, __m256i (*Levels)(const uint8_t*)>
+LOOM_AVX2 float dot_min(int64_t nb, const uint8_t* w, const uint8_t* a) {
+  __m256 acc = _mm256_setzero_ps();
+  float mins = 0.0f;
+  for (int64_t i = 0; i < nb; ++i) {
+    const uint8_t* wb = w + i * kWBytes;
+    const uint8_t* ab = a + i * int64_t(sizeof(BlockQ8_1));
+    const __m256 p = dot_u8(Levels(wb), loadu256(ab + 4));
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(wb) * f16(ab)), p, acc);
+    mins += f16(wb + 2) * f16(ab + 2);
+  }
+  return hsum(acc) + mins;
+}
+
+// Float rows: 32 elements per iteration in four accumulators, then 8 at a time, then scalars.
+template <__m256 (*Load8)(const uint8_t*), float (*Load1)(const uint8_t*), int kElemBytes>
+LOOM_AVX2 float dot_float(int64_t n, const uint8_t* w, const uint8_t* a) {
+  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                   _mm256_setzero_ps()};
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    for (int k = 0; k < 4; ++k) {
+      const int64_t o = (i + 8 * k) * kElemBytes;
+      acc[k] = _mm256_fmadd_ps(Load8(w + o), Load8(a + o), acc[k]);
+    }
+  }
+  for (; i + 8 <= n; i += 8) {
+    acc[0] = _mm256_fmadd_ps(Load8(w + i * kElemBytes), Load8(a + i * kElemBytes), acc[0]);
+  }
+  float sum = hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+  for (; i < n; ++i) sum += Load1(w + i * kElemBytes) * Load1(a + i * kElemBytes);
+  return sum;
+}
+
+LOOM_AVX2 inline __m256 load8_f32(const uint8_t* p) {
+  return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
+}
+LOOM_AVX2 inline float load1_f32(const uint8_t* p) {
+  float v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+LOOM_AVX2 inline __m256 load8_f16(const uint8_t* p) { return _mm256_cvtph_ps(loadu128(p)); }
+LOOM_AVX2 inline float load1_f16(const uint8_t* p) { return f16(p); }
+// bf16 is the upper half of an f32: widen to 32 bits and shift into place.
+LOOM_AVX2 inline __m256 load8_bf16(const uint8_t* p) {
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(loadu128(p)), 16));
+}
+LOOM_AVX2 inline float load1_bf16(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return bf16_to_f32(h);
+}
+
+// ---- dequantization -----------------------------------------------------------------------
+
+// 32 signed levels -> q * d.
+LOOM_AVX2 inline void store_scaled(__m256i q, float d, uint8_t* y) {
+  const __m256 vd = _mm256_set1_ps(d);
+  const __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+  const __m128i parts[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
+  for (int k = 0; k < 4; ++k) {
+    const __m256 f = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(parts[k]));
+    _mm256_storeu_ps(reinterpret_cast<float*>(y + 32 * k), _mm256_mul_ps(f, vd));
+  }
+}
+// 32 unsigned levels -> q * d + m, rounded after the multiply and after the add (no FMA).
+LOOM_AVX2 inline void store_affine(__m256i q, float d, float m, uint8_t* y) {
+  const __m256 vd = _mm256_set1_ps(d), vm = _mm256_set1_ps(m);
+  const __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+  const __m128i parts[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
+  for (int k = 0; k < 4; ++k) {
+    const __m256 f = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(parts[k]));
+    _mm256_storeu_ps(reinterpret_cast<float*>(y + 32 * k), _mm256_add_ps(_mm256_mul_ps(f, vd), vm));
+  }
+}
+
+template <int kBytes, __m256i (*Levels)(const uint8_t*)>
+LOOM_AVX2 void dequant_sym(int64_t nb, const uint8_t* x, uint8_t* y) {
+  for (int64_t i = 0; i < nb; ++i) {
+    const uint8_t* b = x + i * kBytes;
+    store_scaled(Levels(b), f16(b), y + i * 128);
+  }
+}
+template <int kBytes, __m256i (*Levels)(const uint8_t*)>
+LOOM_AVX2 void dequant_min(int64_t nb, const uint8_t* x, uint8_t* y) {
+  for (int64_t i = 0; i < nb; ++i) {
+    const uint8_t* b = x + i * kBytes;
+    store_affine(Levels(b), f16(b), f16(b + 2), y + i * 128);
+  }
+}
+
+template <__m256 (*Load8)(const uint8_t*), float (*Load1)(const uint8_t*)>
+LOOM_AVX2 void dequant_half(int64_t n, const uint8_t* x, uint8_t* y) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(reinterpret_cast<float*>(y + 4 * i), Load8(x + 2 * i));
+  for (; i < n; ++i) {
+    const float v = Load1(x + 2 * i);
+    std::memcpy(y + 4 * i, &v, 4);
+  }
+}
+
+// ---- quantization -------------------------------------------------------------------------
+
+// roundf (half away from zero) of 8 floats, exactly: trunc(v) plus copysign(1, v) when the
+// discarded fraction, which subtraction computes exactly, is at least one half. Adding 0.5 and
+// truncating would be wrong for the float just below 0.5.
+LOOM_AVX2 inline __m256 round_half_away(__m256 v) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  const __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+  const __m256 frac = _mm256_andnot_ps(sign, _mm256_sub_ps(v, t));
+  const __m256 up = _mm256_cmp_ps(frac, _mm256_set1_ps(0.5f), _CMP_GE_OQ);
+  const __m256 one = _mm256_or_ps(_mm256_and_ps(v, sign), _mm256_set1_ps(1.0f));
+  return _mm256_add_ps(t, _mm256_and_ps(up, one));
+}
+
+// One Q8 block of 32 floats: writes the 32 int8 values, returns d (f32) and sum of the values.
+LOOM_AVX2 inline int quant_q8_block(const uint8_t* x, int8_t* qs, float* d_out) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  __m256 v[4];
+  __m256 amax = _mm256_setzero_ps();
+  for (int k = 0; k < 4; ++k) {
+    v[k] = _mm256_loadu_ps(reinterpret_cast<const float*>(x + 32 * k));
+    amax = _mm256_max_ps(_mm256_andnot_ps(sign, v[k]), amax);
+  }
+  // Same scalar steps as the reference: d = amax / 127 and id = 1 / d, both in f32.
+  const float d = hmax(amax) / 127.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  const __m256 vid = _mm256_set1_ps(id);
+  __m256i q[4];
+  for (int k = 0; k < 4; ++k) q[k] = _mm256_cvtps_epi32(round_half_away(_mm256_mul_ps(v[k], vid)));
+  const int sum = hsum_i32(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]),
+                                            _mm256_add_epi32(q[2], q[3])));
+  // Narrow 32 -> 16 -> 8 bits; packs works within 128-bit lanes, which leaves the 4-byte groups
+  // in the order 0 2 4 6 1 3 5 7 (in units of 4 elements); the permute restores element order.
+  const __m256i p16a = _mm256_packs_epi32(q[0], q[1]);
+  const __m256i p16b = _mm256_packs_epi32(q[2], q[3]);
+  __m256i p8 = _mm256_packs_epi16(p16a, p16b);
+  p8 = _mm256_permutevar8x32_epi32(p8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(qs), p8);
+  *d_out = d;
+  return sum;
+}
+
+LOOM_AVX2 void quant_q8_0(int64_t nb, const uint8_t* x, uint8_t* y) {
+  for (int64_t i = 0; i < nb; ++i) {
+    float d;
+    uint8_t* b = y + i * int64_t(sizeof(BlockQ8_0));
+    quant_q8_block(x + i * 128, reinterpret_cast<int8_t*>(b + 2), &d);
+    const uint16_t hd = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
+    std::memcpy(b, &hd, 2);
+  }
+}
+
+LOOM_AVX2 void quant_q8_1(int64_t nb, const uint8_t* x, uint8_t* y) {
+  for (int64_t i = 0; i < nb; ++i) {
+    float d;
+    uint8_t* b = y + i * int64_t(sizeof(BlockQ8_1));
+    const int sum = quant_q8_block(x + i * 128, reinterpret_cast<int8_t*>(b + 4), &d);
+    const uint16_t h[2] = {_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT),
+                           _cvtss_sh(float(sum) * d, _MM_FROUND_TO_NEAREST_INT)};
+    std::memcpy(b, h, 4);
+  }
+}
+
+// F16C's conversion rounds to nearest even like f32_to_f16 (and quiets NaNs the same way).
+LOOM_AVX2 void quant_f16(int64_t n, const uint8_t* x, uint8_t* y) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(reinterpret_cast<const float*>(x + 4 * i)),
+                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + 2 * i), h);
+  }
+  for (; i < n; ++i) {
+    float v;
+    std::memcpy(&v, x + 4 * i, 4);
+    const uint16_t h = f32_to_f16(v);
+    std::memcpy(y + 2 * i, &h, 2);
+  }
+}
+
+// bf16 = upper half of f32 after adding 0x7fff + lsb (round to nearest even); NaNs are quieted
+// instead (bit 6 of the result), as f32_to_bf16 does.
+LOOM_AVX2 inline __m256i bf16_bits8(const uint8_t* x) {
+  const __m256i u = _mm256_castps_si256(_mm256_loadu_ps(reinterpret_cast<const float*>(x)));
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+  const __m256i rounded = _mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb));
+  const __m256i is_nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)),
+                                            _mm256_set1_epi32(0x7f800000));
+  const __m256i quiet = _mm256_or_si256(u, _mm256_set1_epi32(0x400000));
+  return _mm256_srli_epi32(_mm256_blendv_epi8(rounded, quiet, is_nan), 16);
+}
+
+LOOM_AVX2 void quant_bf16(int64_t n, const uint8_t* x, uint8_t* y) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    // packus works per 128-bit lane: 64-bit groups come out as a0 b0 a1 b1; reorder to a0 a1 b0 b1.
+    const __m256i p = _mm256_packus_epi32(bf16_bits8(x + 4 * i), bf16_bits8(x + 4 * i + 32));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + 2 * i),
+                        _mm256_permute4x64_epi64(p, _MM_SHUFFLE(3, 1, 2, 0)));
+  }
+  for (; i < n; ++i) {
+    float v;
+    std::memcpy(&v, x + 4 * i, 4);
+    const uint16_t h = f32_to_bf16(v);
+    std::memcpy(y + 2 * i, &h, 2);
+  }
+}
+
+}  // namespace
+
+// ---- entry points (arguments validated by the caller) -----------------------------------
+
+LOOM_AVX2 bool dequantize_row(TensorType t, const void* src, float* dst, int64_t n) {
+  const auto* x = static_cast<const uint8_t*>(src);
+  auto* y = reinterpret_cast<uint8_t*>(dst);
+  const int64_t nb = n / kBlock;
+  switch (t) {
+    case TensorType::F16: dequant_half<load8_f16, load1_f16>(n, x, y); return true;
+    case TensorType::BF16: dequant_half<load8_bf16, load1_bf16>(n, x, y); return true;
+    case TensorType::Q4_0: dequant_sym<sizeof(BlockQ4_0), levels_q4_0>(nb, x, y); return true;
+    case TensorType::Q5_0: dequant_sym<sizeof(BlockQ5_0), levels_q5_0>(nb, x, y); return true;
+    case TensorType::Q8_0: dequant_sym<sizeof(BlockQ8_0), levels_q8_0>(nb, x, y); return true;
+    case TensorType::Q8_1: dequant_sym<sizeof(BlockQ8_1), levels_q8_1>(nb, x, y); return true;
+    case TensorType::Q4_1: dequant_min<sizeof(BlockQ4_1), levels_q4_1>(nb, x, y); return true;
+    case TensorType::Q5_1: dequant_min<sizeof(BlockQ5_1), levels_q5_1>(nb, x, y); return true;
+    default: return false;  // F32 is a copy; the reference memcpy is as fast
+  }
+}
+
+LOOM_AVX2 bool quantize_row(TensorType t, const float* src, void* dst, int64_t n) {
+  const auto* x = reinterpret_cast<const uint8_t*>(src);
+  auto* y = static_cast<uint8_t*>(dst);
+  switch (t) {
+    case TensorType::Q8_0: quant_q8_0(n / kBlock, x, y); return true;
+    case TensorType::Q8_1: quant_q8_1(n / kBlock, x, y); return true;
+    case TensorType::F16: quant_f16(n, x, y); return true;
+    case TensorType::BF16: quant_bf16(n, x, y); return true;
+    default: return false;  // weight quantizers are off the hot path
+  }
+}
+
+LOOM_AVX2 bool vec_dot(TensorType t, int64_t n, const void* w, const void* a, float* out) {
+  const auto* wb = static_cast<const uint8_t*>(w);
+  const auto* ab = static_cast<const uint8_t*>(a);
+  const int64_t nb = n / kBlock;
+  constexpr int k80 = sizeof(BlockQ8_0), k81 = sizeof(BlockQ8_1);
+  switch (t) {
+    case TensorType::F32: *out = dot_float<load8_f32, load1_f32, 4>(n, wb, ab); return true;
+    case TensorType::F16: *out = dot_float<load8_f16, load1_f16, 2>(n, wb, ab); return true;
+    case TensorType::BF16: *out = dot_float<load8_bf16, load1_bf16, 2>(n, wb, ab); return true;
+    case TensorType::Q4_0: *out = dot_sym<sizeof(BlockQ4_0), k80, levels_q4_0>(nb, wb, ab); return true;
+    case TensorType::Q5_0: *out = dot_sym<sizeof(BlockQ5_0), k80, levels_q5_0>(nb, wb, ab); return true;
+    case TensorType::Q8_0: *out = dot_sym<sizeof(BlockQ8_0), k80, levels_q8_0>(nb, wb, ab); return true;
+    case TensorType::Q8_1: *out = dot_sym<sizeof(BlockQ8_1), k81, levels_q8_1>(nb, wb, ab); return true;
+    case TensorType::Q4_1: *out = dot_min<sizeof(BlockQ4_1), levels_q4_1>(nb, wb, ab); return true;
+    case TensorType::Q5_1: *out = dot_min<sizeof(BlockQ5_1), levels_q5_1>(nb, wb, ab); return true;
+    default: return false;
+  }
+}
+
+}  // namespace loom::quant::detail::avx2
+
+#endif  // __x86_64__

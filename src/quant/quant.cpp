@@ -1,0 +1,133 @@
+// Public entry points of src/quant: type support tables and run-time dispatch between the AVX2
+// kernels (kernels_avx2.cpp) and the scalar references (formats_ref.cpp).
+#include "quant/quant.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "base/cpu.h"
+#include "quant/kernels.h"
+
+namespace loom::quant {
+
+namespace detail {
+
+void fail(const char* fn, TensorType t, int64_t n) {
+  const uint32_t id = static_cast<uint32_t>(t);
+  if (block_size_of(t) == 0) {
+    std::fprintf(stderr, "loom::quant::%s: unsupported tensor type %s (id %u)\n", fn,
+                 std::string(tensor_type_name(t)).c_str(), id);
+  } else {
+    std::fprintf(stderr, "loom::quant::%s: n=%lld is not a multiple of the %s block size %lld\n",
+                 fn, static_cast<long long>(n), std::string(tensor_type_name(t)).c_str(),
+                 static_cast<long long>(block_size_of(t)));
+  }
+  std::abort();
+}
+
+int64_t block_size_of(TensorType t) {
+  switch (t) {
+    case TensorType::F32:
+    case TensorType::F16:
+    case TensorType::BF16:
+      return 1;
+    case TensorType::Q4_0:
+    case TensorType::Q4_1:
+    case TensorType::Q5_0:
+    case TensorType::Q5_1:
+    case TensorType::Q8_0:
+    case TensorType::Q8_1:
+      return 32;
+    default:
+      return 0;
+  }
+}
+
+}  // namespace detail
+
+namespace {
+
+// Read once: cpu_features() already honours LOOM_FORCE_SCALAR.
+bool use_avx2() {
+#if defined(__x86_64__)
+  static const bool avx2 = cpu_features().has_avx2_set();
+  return avx2;
+#else
+  return false;
+#endif
+}
+
+bool valid(TensorType t, int64_t n) {
+  const int64_t bs = detail::block_size_of(t);
+  return bs != 0 && n >= 0 && n % bs == 0;
+}
+
+}  // namespace
+
+bool is_supported(TensorType t) { return detail::block_size_of(t) != 0; }
+
+TensorType vec_dot_type(TensorType t) {
+  switch (t) {
+    case TensorType::Q4_0:
+    case TensorType::Q5_0:
+    case TensorType::Q8_0:
+      return TensorType::Q8_0;
+    case TensorType::Q4_1:
+    case TensorType::Q5_1:
+    case TensorType::Q8_1:
+      return TensorType::Q8_1;
+    case TensorType::F16:
+      return TensorType::F16;
+    case TensorType::BF16:
+      return TensorType::BF16;
+    // Types loom cannot compute with yet: the activation format llama.cpp's CPU backend pairs
+    // with them, so that callers planning buffers see the eventual answer.
+    case TensorType::IQ4_NL:
+    case TensorType::MXFP4:
+      return TensorType::Q8_0;
+    case TensorType::Q2_K:
+    case TensorType::Q3_K:
+    case TensorType::Q4_K:
+    case TensorType::Q5_K:
+    case TensorType::Q6_K:
+    case TensorType::Q8_K:
+    case TensorType::IQ2_XXS:
+    case TensorType::IQ2_XS:
+    case TensorType::IQ3_XXS:
+    case TensorType::IQ1_S:
+    case TensorType::IQ3_S:
+    case TensorType::IQ2_S:
+    case TensorType::IQ4_XS:
+    case TensorType::IQ1_M:
+    case TensorType::TQ1_0:
+    case TensorType::TQ2_0:
+      return TensorType::Q8_K;
+    default:
+      return TensorType::F32;
+  }
+}
+
+void dequantize_row(TensorType t, const void* src, float* dst, int64_t n) {
+#if defined(__x86_64__)
+  if (use_avx2() && valid(t, n) && detail::avx2::dequantize_row(t, src, dst, n)) return;
+#endif
+  ref::dequantize_row(t, src, dst, n);
+}
+
+void quantize_row(TensorType t, const float* src, void* dst, int64_t n) {
+#if defined(__x86_64__)
+  if (use_avx2() && valid(t, n) && detail::avx2::quantize_row(t, src, dst, n)) return;
+#endif
+  ref::quantize_row(t, src, dst, n);
+}
+
+float vec_dot(TensorType t, int64_t n, const void* w, const void* a) {
+#if defined(__x86_64__)
+  float out;
+  if (use_avx2() && valid(t, n) && detail::avx2::vec_dot(t, n, w, a, &out)) return out;
+#endif
+  return ref::vec_dot(t, n, w, a);
+}
+
+}  // namespace loom::quant

@@ -1,0 +1,586 @@
+// Vocab: loading and validation, token attributes, special-token splitting, detokenization.
+// The rules mirror llama.cpp's llama_vocab (load, tokenizer_st_partition, tokenize,
+// token_to_piece, detokenize); comments note where and why loom deviates.
+#include "vocab/vocab.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <limits>
+#include <utility>
+
+#include "vocab/spm_tokenizer.h"
+
+namespace loom {
+
+namespace {
+
+constexpr std::string_view kSpaceEscape = "\xE2\x96\x81";  // U+2581, SentencePiece's space
+
+// Tokenizer families llama.cpp knows but loom does not implement yet.
+std::string_view pending_family(std::string_view model) {
+  if (model == "gpt2") return "BPE";
+  if (model == "bert") return "WordPiece";
+  if (model == "t5") return "Unigram";
+  if (model == "rwkv") return "RWKV";
+  if (model == "plamo2") return "PLaMo-2";
+  if (model == "none" || model == "no_vocab") return "no vocabulary";
+  return {};
+}
+
+Status check_model(std::string_view model) {
+  if (model == "llama") return Status::ok();
+  if (std::string_view family = pending_family(model); !family.empty()) {
+    return unsupported("tokenizer model '" + std::string(model) + "' (" + std::string(family) +
+                       ") is not supported yet; only 'llama' (SentencePiece) is");
+  }
+  return unsupported("unknown tokenizer model '" + std::string(model) + "'");
+}
+
+uint32_t attr_of_type(int32_t type) {
+  switch (static_cast<TokenType>(type)) {
+    case TokenType::kNormal: return kAttrNormal;
+    case TokenType::kUnknown: return kAttrUnknown;
+    case TokenType::kControl: return kAttrControl;
+    case TokenType::kUserDefined: return kAttrUserDefined;
+    case TokenType::kUnused: return kAttrUnused;
+    case TokenType::kByte: return kAttrByte;
+    case TokenType::kUndefined: return kAttrUndefined;
+  }
+  return kAttrUndefined;  // unknown type values load as undefined, as in llama.cpp
+}
+
+// isspace() of the "C" locale, without its undefined behaviour for negative chars.
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
+}
+
+void replace_all(std::string& s, std::string_view from, std::string_view to) {
+  std::string out;
+  out.reserve(s.size());
+  size_t pos = 0;
+  for (size_t hit; (hit = s.find(from, pos)) != std::string::npos; pos = hit + from.size()) {
+    out.append(s, pos, hit - pos);
+    out.append(to);
+  }
+  out.append(s, pos, std::string::npos);
+  s = std::move(out);
+}
+
+// The byte of a byte token: llama.cpp parses the two characters after "<0x" as hex.
+uint8_t byte_token_value(std::string_view text) {
+  unsigned value = 0;
+  for (size_t i = 3; i < text.size() && i < 5; ++i) {
+    const char c = text[i];
+    unsigned digit;
+    if (c >= '0' && c <= '9') digit = unsigned(c - '0');
+    else if (c >= 'a' && c <= 'f') digit = unsigned(c - 'a' + 10);
+    else if (c >= 'A' && c <= 'F') digit = unsigned(c - 'A' + 10);
+    else break;
+    value = value * 16 + digit;
+  }
+  return static_cast<uint8_t>(value);
+}
+
+// --- GGUF metadata reading ---
+
+Expected<std::vector<std::string>> read_string_array(const gguf::GgufFile& f, std::string_view key) {
+  LOOM_ASSIGN_OR_RETURN(const gguf::Array* arr, f.get_array(key));
+  if (arr->elem_type != gguf::ValueType::kString || arr->strings.size() != arr->count) {
+    return corrupt("metadata key '" + std::string(key) + "' is an array of " +
+                   std::string(gguf::value_type_name(arr->elem_type)) + ", expected strings");
+  }
+  return arr->strings;
+}
+
+// A numeric array of exactly `count` elements. `integral` refuses float (and bool) elements.
+Expected<const gguf::Array*> read_numeric_array(const gguf::GgufFile& f, std::string_view key,
+                                                size_t count, bool integral) {
+  LOOM_ASSIGN_OR_RETURN(const gguf::Array* arr, f.get_array(key));
+  const gguf::ValueType t = arr->elem_type;
+  const bool is_float = t == gguf::ValueType::kFloat32 || t == gguf::ValueType::kFloat64;
+  if (!arr->is_numeric() || t == gguf::ValueType::kBool || (integral && is_float)) {
+    return corrupt("metadata key '" + std::string(key) + "' is an array of " +
+                   std::string(gguf::value_type_name(t)) + ", expected " +
+                   (integral ? "integers" : "numbers"));
+  }
+  if (arr->count != count) {
+    return corrupt("metadata key '" + std::string(key) + "' has " + std::to_string(arr->count) +
+                   " elements but tokenizer.ggml.tokens has " + std::to_string(count));
+  }
+  if (arr->raw.size() < count * gguf::value_type_size(t)) {
+    return corrupt("metadata key '" + std::string(key) + "' is shorter than its count");
+  }
+  return arr;
+}
+
+Status read_optional_int(const gguf::GgufFile& f, std::string_view key, std::optional<int64_t>& out) {
+  if (!f.has(key)) return Status::ok();
+  LOOM_ASSIGN_OR_RETURN(out, f.get_int(key));
+  return Status::ok();
+}
+
+Status read_optional_bool(const gguf::GgufFile& f, std::string_view key, std::optional<bool>& out) {
+  if (!f.has(key)) return Status::ok();
+  LOOM_ASSIGN_OR_RETURN(out, f.get_bool(key));
+  return Status::ok();
+}
+
+// Texts by which llama.cpp recognises special tokens that the metadata does not name. For the
+// single-id roles the first text present wins (llama.cpp takes whichever its hash map yields
+// first; list order makes the choice deterministic and gives <|end|> over <|endoftext|> for
+// Phi-3, as llama.cpp's golden does).
+constexpr std::string_view kEotTexts[] = {
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>",
+    "<EOT>", "_<EOT>", "[EOT]", "<end_of_utterance>"};
+constexpr std::string_view kEomTexts[] = {"<|eom_id|>"};
+constexpr std::string_view kFimPreTexts[] = {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>",
+                                             "<PRE>", "<|code_prefix|>", "<|prefix|>"};
+constexpr std::string_view kFimSufTexts[] = {"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>",
+                                             "<SUF>", "<|code_suffix|>", "<|suffix|>"};
+constexpr std::string_view kFimMidTexts[] = {"<|fim_middle|>", "<fim-middle>", "<fim_middle>",
+                                             "<MID>", "<|code_middle|>", "<|middle|>"};
+constexpr std::string_view kFimPadTexts[] = {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"};
+constexpr std::string_view kFimRepTexts[] = {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>",
+                                             "<REPO>", "<reponame>"};
+constexpr std::string_view kFimSepTexts[] = {"<|file_sep|>"};
+// Every token with one of these texts ends generation (and is made a control token).
+constexpr std::string_view kEogTexts[] = {
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
+    "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
+    "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>"};
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Loading
+
+Expected<Vocab> Vocab::from_gguf(const gguf::GgufFile& f) {
+  static constexpr std::string_view kModelKey = "tokenizer.ggml.model";
+  if (!f.has(kModelKey)) {
+    return not_found("the file has no tokenizer (metadata key 'tokenizer.ggml.model' not found)");
+  }
+  VocabData d;
+  LOOM_ASSIGN_OR_RETURN(d.model, f.get_string(kModelKey));
+  // Refuse an unsupported family before reading its (possibly large) arrays.
+  LOOM_RETURN_IF_ERROR(check_model(d.model));
+  LOOM_ASSIGN_OR_RETURN(d.name, f.get_string_or("general.name", ""));
+
+  LOOM_ASSIGN_OR_RETURN(d.tokens, read_string_array(f, "tokenizer.ggml.tokens"));
+  const size_t n = d.tokens.size();
+
+  if (f.has("tokenizer.ggml.scores")) {
+    LOOM_ASSIGN_OR_RETURN(const gguf::Array* arr,
+                          read_numeric_array(f, "tokenizer.ggml.scores", n, /*integral=*/false));
+    d.scores.resize(n);
+    for (size_t i = 0; i < n; ++i) d.scores[i] = static_cast<float>(arr->number_at(i));
+  }
+  if (f.has("tokenizer.ggml.token_type")) {
+    LOOM_ASSIGN_OR_RETURN(const gguf::Array* arr,
+                          read_numeric_array(f, "tokenizer.ggml.token_type", n, /*integral=*/true));
+    d.token_types.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      const int64_t t = arr->int_at(i);
+      // Out-of-range values cannot be a known type; keep them unknown (-> undefined).
+      d.token_types[i] = (t >= 0 && t <= std::numeric_limits<int32_t>::max()) ? int32_t(t) : -1;
+    }
+  }
+
+  const std::pair<std::string_view, std::optional<int64_t>*> ids[] = {
+      {"tokenizer.ggml.bos_token_id", &d.bos},
+      {"tokenizer.ggml.eos_token_id", &d.eos},
+      {"tokenizer.ggml.eot_token_id", &d.eot},
+      {"tokenizer.ggml.eom_token_id", &d.eom},
+      {"tokenizer.ggml.unknown_token_id", &d.unk},
+      {"tokenizer.ggml.seperator_token_id", &d.sep},  // sic: the GGUF key is misspelt
+      {"tokenizer.ggml.padding_token_id", &d.pad},
+      {"tokenizer.ggml.mask_token_id", &d.mask},
+      {"tokenizer.ggml.fim_pre_token_id", &d.fim_pre},
+      {"tokenizer.ggml.fim_suf_token_id", &d.fim_suf},
+      {"tokenizer.ggml.fim_mid_token_id", &d.fim_mid},
+      {"tokenizer.ggml.fim_pad_token_id", &d.fim_pad},
+      {"tokenizer.ggml.fim_rep_token_id", &d.fim_rep},
+      {"tokenizer.ggml.fim_sep_token_id", &d.fim_sep},
+  };
+  for (const auto& [key, out] : ids) LOOM_RETURN_IF_ERROR(read_optional_int(f, key, *out));
+  // Older files name the FIM tokens with these keys.
+  const std::pair<std::string_view, std::optional<int64_t>*> deprecated[] = {
+      {"tokenizer.ggml.prefix_token_id", &d.fim_pre},
+      {"tokenizer.ggml.suffix_token_id", &d.fim_suf},
+      {"tokenizer.ggml.middle_token_id", &d.fim_mid},
+  };
+  for (const auto& [key, out] : deprecated) {
+    if (!out->has_value()) LOOM_RETURN_IF_ERROR(read_optional_int(f, key, *out));
+  }
+
+  LOOM_RETURN_IF_ERROR(read_optional_bool(f, "tokenizer.ggml.add_bos_token", d.add_bos));
+  LOOM_RETURN_IF_ERROR(read_optional_bool(f, "tokenizer.ggml.add_eos_token", d.add_eos));
+  LOOM_RETURN_IF_ERROR(read_optional_bool(f, "tokenizer.ggml.add_space_prefix", d.add_space_prefix));
+  return from_data(std::move(d));
+}
+
+Expected<Vocab> Vocab::from_data(VocabData data) {
+  Vocab v;
+  LOOM_RETURN_IF_ERROR(v.init(data));
+  return v;
+}
+
+Status Vocab::init(VocabData& d) {
+  LOOM_RETURN_IF_ERROR(check_model(d.model));
+  type_ = VocabType::kSpm;
+
+  const size_t n = d.tokens.size();
+  if (n == 0) return corrupt("tokenizer.ggml.tokens is empty");
+  if (n > size_t(std::numeric_limits<int32_t>::max())) {
+    return corrupt("tokenizer.ggml.tokens has too many entries (" + std::to_string(n) + ")");
+  }
+  if (!d.scores.empty() && d.scores.size() != n) {
+    return corrupt("tokenizer.ggml.scores has " + std::to_string(d.scores.size()) +
+                   " elements but tokenizer.ggml.tokens has " + std::to_string(n));
+  }
+  if (!d.token_types.empty() && d.token_types.size() != n) {
+    return corrupt("tokenizer.ggml.token_type has " + std::to_string(d.token_types.size()) +
+                   " elements but tokenizer.ggml.tokens has " + std::to_string(n));
+  }
+
+  tokens_.resize(n);
+  text_to_id_.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    TokenData& t = tokens_[i];
+    t.text = std::move(d.tokens[i]);
+    // An empty text would match everywhere when splitting out special tokens; llama.cpp renames
+    // such tokens the same way.
+    if (t.text.empty()) t.text = "[EMPTY_" + std::to_string(i) + "]";
+    t.score = d.scores.empty() ? 0.0f : d.scores[i];
+    // A NaN score would break the strict ordering the merge queue relies on.
+    if (std::isnan(t.score)) return corrupt("tokenizer.ggml.scores[" + std::to_string(i) + "] is NaN");
+    t.attr = d.token_types.empty() ? kAttrNormal : attr_of_type(d.token_types[i]);
+    max_token_length_ = std::max(max_token_length_, t.text.size());
+    auto [it, inserted] = text_to_id_.emplace(t.text, int32_t(i));
+    if (!inserted) {
+      // llama.cpp asserts on this (its id -> text and text -> id maps would disagree).
+      return corrupt("tokenizer.ggml.tokens has a duplicate token text at ids " +
+                     std::to_string(it->second) + " and " + std::to_string(i));
+    }
+  }
+
+  spm_split_at_spaces_ = std::none_of(tokens_.begin(), tokens_.end(), [](const TokenData& t) {
+    // Offsets of U+2581 past the leading run of U+2581s.
+    size_t lead = 0;
+    while (t.text.compare(lead, kSpaceEscape.size(), kSpaceEscape) == 0) lead += kSpaceEscape.size();
+    return t.text.find(kSpaceEscape, lead == 0 ? 1 : lead) != std::string::npos;
+  });
+
+  // Byte fallback table: "<0xXX>" tokens, else a token whose text is the byte itself.
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  for (int b = 0; b < 256; ++b) {
+    const char name[6] = {'<', '0', 'x', kHex[b >> 4], kHex[b & 15], '>'};
+    int32_t id = text_to_token(std::string_view(name, 6));
+    const char raw = static_cast<char>(b);
+    if (id == kNoToken) id = text_to_token(std::string_view(&raw, 1));
+    byte_tokens_[b] = id;
+  }
+
+  // SentencePiece defaults (llama.cpp's for "llama"), kept only if they exist in this vocab.
+  auto default_id = [&](int32_t id) { return id < int32_t(n) ? id : kNoToken; };
+  bos_ = default_id(1);
+  eos_ = default_id(2);
+  unk_ = default_id(0);
+  add_bos_ = true;
+  add_eos_ = false;
+  add_space_prefix_ = true;
+  // The newline token is found before the metadata's special ids are applied, as in llama.cpp.
+  nl_ = byte_tokens_['\n'];
+
+  // llama.cpp warns and keeps the default for an id outside the vocab; loom reports it.
+  const std::pair<const std::optional<int64_t>*, std::pair<int32_t*, std::string_view>> ids[] = {
+      {&d.bos, {&bos_, "bos_token_id"}},         {&d.eos, {&eos_, "eos_token_id"}},
+      {&d.eot, {&eot_, "eot_token_id"}},         {&d.eom, {&eom_, "eom_token_id"}},
+      {&d.unk, {&unk_, "unknown_token_id"}},     {&d.sep, {&sep_, "seperator_token_id"}},
+      {&d.pad, {&pad_, "padding_token_id"}},     {&d.mask, {&mask_, "mask_token_id"}},
+      {&d.fim_pre, {&fim_pre_, "fim_pre_token_id"}}, {&d.fim_suf, {&fim_suf_, "fim_suf_token_id"}},
+      {&d.fim_mid, {&fim_mid_, "fim_mid_token_id"}}, {&d.fim_pad, {&fim_pad_, "fim_pad_token_id"}},
+      {&d.fim_rep, {&fim_rep_, "fim_rep_token_id"}}, {&d.fim_sep, {&fim_sep_, "fim_sep_token_id"}},
+  };
+  for (const auto& [value, target] : ids) {
+    if (!value->has_value()) continue;
+    const int64_t id = **value;
+    if (id < 0 || id >= int64_t(n)) {
+      return corrupt("tokenizer.ggml." + std::string(target.second) + " = " + std::to_string(id) +
+                     " is outside the vocabulary of " + std::to_string(n) + " tokens");
+    }
+    *target.first = int32_t(id);
+  }
+  if (d.add_bos) add_bos_ = *d.add_bos;
+  if (d.add_eos) add_eos_ = *d.add_eos;
+  if (d.add_space_prefix) add_space_prefix_ = *d.add_space_prefix;
+
+  detect_special_tokens_by_text();
+
+  // Control tokens named "...unused..." are unused (they stay control tokens).
+  for (TokenData& t : tokens_) {
+    if ((t.attr & kAttrControl) && t.text.find("unused") != std::string::npos) t.attr |= kAttrUnused;
+  }
+
+  build_eog_set();
+
+  // Longest first, so that a special token containing another one wins. std::sort (not
+  // stable_sort) on ascending ids, as llama.cpp does, so ties come out in the same order.
+  special_tokens_.clear();
+  for (int32_t id = 0; id < int32_t(n); ++id) {
+    if (tokens_[id].attr & (kAttrControl | kAttrUserDefined | kAttrUnknown)) special_tokens_.push_back(id);
+  }
+  std::sort(special_tokens_.begin(), special_tokens_.end(), [&](int32_t a, int32_t b) {
+    return tokens_[a].text.size() > tokens_[b].text.size();
+  });
+
+  pieces_.resize(n);
+  for (int32_t id = 0; id < int32_t(n); ++id) pieces_[id] = piece_uncached(id);
+
+  // llama.cpp's Phi-3 workaround, keyed on the model name: special tokens eat the whitespace
+  // after them, except <unk>, <s> and <|endoftext|>. Applied after the special-token list is
+  // built, as there.
+  std::string name = d.name;
+  std::transform(name.begin(), name.end(), name.begin(),
+                 [](char c) { return static_cast<char>(std::tolower(static_cast<unsigned char>(c))); });
+  if (name.find("phi-3") != std::string::npos || name.find("phi3") != std::string::npos) {
+    for (int32_t id : special_tokens_) tokens_[id].attr |= kAttrRStrip;
+    set_attr_by_text("</s>", kAttrRStrip, true);
+    for (std::string_view t : {"<unk>", "<s>", "<|endoftext|>"}) set_attr_by_text(t, kAttrRStrip, false);
+  }
+  return Status::ok();
+}
+
+void Vocab::set_attr_by_text(std::string_view text, uint32_t bit, bool on) {
+  const int32_t id = text_to_token(text);
+  if (id == kNoToken) return;  // llama.cpp throws here; a missing token just needs no change
+  if (on) tokens_[id].attr |= bit;
+  else tokens_[id].attr &= ~bit;
+}
+
+void Vocab::detect_special_tokens_by_text() {
+  // A role the metadata leaves unset is taken by the first listed text present; that token
+  // becomes a control token, so parse_special=false no longer splits it out.
+  auto detect = [&](int32_t& role, std::span<const std::string_view> texts) {
+    if (role != kNoToken) return;
+    for (std::string_view text : texts) {
+      const int32_t id = text_to_token(text);
+      if (id == kNoToken) continue;
+      role = id;
+      tokens_[id].attr |= kAttrControl;
+      return;
+    }
+  };
+  detect(eot_, kEotTexts);
+  detect(eom_, kEomTexts);
+  detect(fim_pre_, kFimPreTexts);
+  detect(fim_suf_, kFimSufTexts);
+  detect(fim_mid_, kFimMidTexts);
+  detect(fim_pad_, kFimPadTexts);
+  detect(fim_rep_, kFimRepTexts);
+  detect(fim_sep_, kFimSepTexts);
+}
+
+void Vocab::build_eog_set() {
+  std::vector<int32_t> eog;
+  for (int32_t id : {fim_pad_, fim_rep_, fim_sep_}) {
+    if (id != kNoToken) eog.push_back(id);
+  }
+  for (std::string_view text : kEogTexts) {
+    const int32_t id = text_to_token(text);
+    if (id == kNoToken) continue;
+    eog.push_back(id);
+    tokens_[id].attr |= kAttrControl;
+  }
+  // gpt-oss: these must always be rendered, so llama.cpp makes them user-defined.
+  for (std::string_view text : {"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"}) {
+    if (int32_t id = text_to_token(text); id != kNoToken) tokens_[id].attr = kAttrUserDefined;
+  }
+  for (int32_t id : {eos_, eot_, eom_}) {
+    if (id != kNoToken) eog.push_back(id);
+  }
+  std::sort(eog.begin(), eog.end());
+  eog.erase(std::unique(eog.begin(), eog.end()), eog.end());
+
+  auto has_text = [&](std::string_view text) {
+    return std::any_of(eog.begin(), eog.end(), [&](int32_t id) { return tokens_[id].text == text; });
+  };
+  auto remove_text = [&](std::string_view text, uint32_t new_attr) {
+    for (auto it = eog.begin(); it != eog.end(); ++it) {
+      if (tokens_[*it].text == text) {
+        tokens_[*it].attr = new_attr;
+        eog.erase(it);
+        return;
+      }
+    }
+  };
+  // o200k_harmony / solar-open: there <|end|> separates messages and must not stop generation.
+  if (has_text("<|end|>") && ((has_text("<|return|>") && (has_text("<|call|>") || has_text("<|calls|>"))) ||
+                              ((has_text("<|call|>") || has_text("<|calls|>")) && has_text("<|flush|>")))) {
+    remove_text("<|end|>", kAttrUserDefined);
+  }
+  // Gemma 4 uses </s> as text.
+  if (has_text("<|tool_response>") && has_text("</s>")) remove_text("</s>", kAttrNormal);
+  eog_ids_ = std::move(eog);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Accessors
+
+Status Vocab::check_ids(std::span<const int32_t> ids) const {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (!is_valid(ids[i])) {
+      return out_of_range("token id " + std::to_string(ids[i]) + " at position " + std::to_string(i) +
+                          " is outside the vocabulary [0, " + std::to_string(n_tokens()) + ")");
+    }
+  }
+  return Status::ok();
+}
+
+std::string_view Vocab::token_text(int32_t id) const {
+  if (!is_valid(id)) return {};
+  return tokens_[id].text;  // (a ?: with "" would make a temporary std::string and dangle)
+}
+float Vocab::token_score(int32_t id) const { return is_valid(id) ? tokens_[id].score : 0.0f; }
+uint32_t Vocab::token_attr(int32_t id) const { return is_valid(id) ? tokens_[id].attr : kAttrUndefined; }
+
+bool Vocab::is_eog(int32_t id) const { return std::binary_search(eog_ids_.begin(), eog_ids_.end(), id); }
+
+int32_t Vocab::text_to_token(std::string_view text) const {
+  auto it = text_to_id_.find(text);
+  return it == text_to_id_.end() ? kNoToken : it->second;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tokenization
+
+std::vector<Vocab::Fragment> Vocab::partition(std::string_view text, bool parse_special) const {
+  std::vector<Fragment> fragments;
+  if (text.empty()) return fragments;
+  fragments.push_back(Fragment{kNoToken, 0, text.size()});
+
+  std::vector<Fragment> next;
+  for (int32_t special : special_tokens_) {
+    const TokenData& tok = tokens_[special];
+    // Control and unknown tokens are text unless parse_special; user-defined ones never are.
+    if (!parse_special && (tok.attr & (kAttrControl | kAttrUnknown))) continue;
+    const std::string_view needle = tok.text;
+
+    next.clear();
+    for (const Fragment& frag : fragments) {
+      if (frag.token != kNoToken) {
+        next.push_back(frag);
+        continue;
+      }
+      size_t base = frag.offset;
+      size_t length = frag.length;
+      while (length > 0) {
+        // Matches may not run past the fragment's end.
+        const size_t match = text.substr(0, base + length).find(needle, base);
+        if (match == std::string_view::npos) break;
+        size_t left_length = match - base;
+        if (tok.attr & kAttrLStrip) {
+          while (left_length > 0 && is_space(text[base + left_length - 1])) --left_length;
+        }
+        if (left_length > 0) next.push_back(Fragment{kNoToken, base, left_length});
+        next.push_back(Fragment{special, 0, 0});
+
+        const size_t end = base + length;
+        base = match + needle.size();
+        length = end - base;
+        if (tok.attr & kAttrRStrip) {
+          while (length > 0 && is_space(text[base])) {
+            ++base;
+            --length;
+          }
+        }
+      }
+      if (length > 0) next.push_back(Fragment{kNoToken, base, length});
+    }
+    fragments.swap(next);
+  }
+  return fragments;
+}
+
+std::vector<int32_t> Vocab::tokenize(std::string_view text, bool add_special, bool parse_special) const {
+  std::vector<int32_t> out;
+  const std::vector<Fragment> fragments = partition(text, parse_special);
+  switch (type_) {
+    case VocabType::kSpm: tokenize_spm(text, fragments, add_special, out); break;
+  }
+  return out;
+}
+
+void Vocab::tokenize_spm(std::string_view text, const std::vector<Fragment>& fragments,
+                         bool add_special, std::vector<int32_t>& out) const {
+  // Like SentencePiece, a space is prefixed to the text; llama.cpp also prefixes one to every
+  // text fragment that follows a special token.
+  bool prev_special = true;
+  if (add_special && add_bos_ && bos_ != kNoToken) out.push_back(bos_);
+
+  std::string buf;
+  for (const Fragment& frag : fragments) {
+    if (frag.token != kNoToken) {
+      out.push_back(frag.token);
+      prev_special = true;
+      continue;
+    }
+    buf.clear();
+    if (add_space_prefix_ && prev_special) buf.push_back(' ');
+    buf.append(text.substr(frag.offset, frag.length));
+    replace_all(buf, " ", kSpaceEscape);
+    detail::spm_segment(*this, buf, spm_split_at_spaces_, out);
+    prev_special = false;
+  }
+
+  if (add_special && add_eos_ && eos_ != kNoToken) out.push_back(eos_);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Detokenization
+
+std::string Vocab::piece_uncached(int32_t id) const {
+  const TokenData& t = tokens_[id];
+  // Unsupported attribute combinations render as nothing, like control tokens (llama.cpp).
+  if (t.attr & (kAttrUnknown | kAttrControl | kAttrUserDefined)) return t.text;
+  if (t.attr & kAttrNormal) {
+    std::string s = t.text;
+    replace_all(s, kSpaceEscape, " ");
+    return s;
+  }
+  if (t.attr & kAttrByte) return std::string(1, static_cast<char>(byte_token_value(t.text)));
+  return {};
+}
+
+std::string Vocab::token_to_piece(int32_t id, bool special) const {
+  if (!is_valid(id)) return {};
+  if (!special && (tokens_[id].attr & (kAttrUnknown | kAttrControl))) return {};
+  return pieces_[id];
+}
+
+Expected<std::string> Vocab::detokenize(std::span<const int32_t> ids, bool remove_special,
+                                        bool unparse_special) const {
+  LOOM_RETURN_IF_ERROR(check_ids(ids));
+  // The space SentencePiece put in front of the text is not part of it.
+  bool remove_space = add_space_prefix_;
+  if (remove_special && add_bos_ && !ids.empty() && ids.front() == bos_) {
+    remove_space = false;
+    ids = ids.subspan(1);
+  }
+  if (remove_special && add_eos_ && !ids.empty() && ids.back() == eos_) ids = ids.first(ids.size() - 1);
+
+  std::string out;
+  for (int32_t id : ids) {
+    if (!unparse_special && (tokens_[id].attr & (kAttrUnknown | kAttrControl))) {
+      remove_space = false;  // llama.cpp consumes the strip on the first token even if it is hidden
+      continue;
+    }
+    std::string_view piece = pieces_[id];
+    if (remove_space && !piece.empty() && piece.front() == ' ') piece.remove_prefix(1);
+    remove_space = false;
+    out.append(piece);
+  }
+  return out;
+}
+
+}  // namespace loom

@@ -1,0 +1,195 @@
+// Ops against straightforward double-precision references.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "base/half.h"
+#include "base/threadpool.h"
+#include "ops/attention.h"
+#include "ops/matmul.h"
+#include "ops/ops.h"
+#include "quant/quant.h"
+
+namespace loom::ops {
+namespace {
+
+std::vector<float> random_vec(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+TEST(Ops, RmsNormMatchesDefinition) {
+  auto x = random_vec(67, 1), w = random_vec(67, 2);
+  std::vector<float> out(67);
+  rms_norm_row(x.data(), w.data(), 67, 1e-5f, out.data());
+  double ss = 0;
+  for (float v : x) ss += double(v) * v;
+  const double inv = 1.0 / std::sqrt(ss / 67 + 1e-5);
+  for (int i = 0; i < 67; ++i) EXPECT_NEAR(out[size_t(i)], x[size_t(i)] * inv * w[size_t(i)], 1e-5);
+}
+
+TEST(Ops, SoftmaxHandlesMaskedEntries) {
+  const float ninf = -std::numeric_limits<float>::infinity();
+  std::vector<float> v = {1.0f, ninf, 3.0f, ninf};
+  softmax_inplace(v.data(), 4);
+  EXPECT_EQ(v[1], 0.0f);
+  EXPECT_EQ(v[3], 0.0f);
+  EXPECT_NEAR(v[0] + v[2], 1.0f, 1e-6);
+  EXPECT_NEAR(v[2] / v[0], std::exp(2.0f), 1e-4);
+  std::vector<float> all_masked = {ninf, ninf};
+  softmax_inplace(all_masked.data(), 2);
+  EXPECT_EQ(all_masked[0], 0.0f);
+}
+
+TEST(Ops, SwigluMatchesDefinition) {
+  auto g = random_vec(33, 3), u = random_vec(33, 4);
+  auto g2 = g;
+  swiglu_inplace(g2.data(), u.data(), 33);
+  for (size_t i = 0; i < 33; ++i) EXPECT_NEAR(g2[i], g[i] / (1 + std::exp(-g[i])) * u[i], 1e-6);
+}
+
+// Reference RoPE: rotate pairs by pos * base^(-2i/n_rot).
+void rope_ref(std::vector<float>& x, int pos, int n_rot, float base, bool neox) {
+  std::vector<float> y = x;
+  for (int i = 0; i < n_rot / 2; ++i) {
+    const double theta = pos * std::pow(double(base), -2.0 * i / n_rot);
+    const int a = neox ? i : 2 * i, b = neox ? i + n_rot / 2 : 2 * i + 1;
+    y[size_t(a)] = float(x[size_t(a)] * std::cos(theta) - x[size_t(b)] * std::sin(theta));
+    y[size_t(b)] = float(x[size_t(a)] * std::sin(theta) + x[size_t(b)] * std::cos(theta));
+  }
+  x = y;
+}
+
+TEST(Ops, RopeNormalAndNeoxPairings) {
+  for (bool neox : {false, true}) {
+    for (int n_rot : {8, 16}) {
+      auto x = random_vec(16 * 3, 5);  // 3 heads of 16
+      int32_t pos[1] = {37};
+      RopeParams p;
+      p.n_rot = n_rot;
+      p.freq_base = 10000.0f;
+      p.mode = neox ? RopeMode::kNeox : RopeMode::kNormal;
+      auto got = x;
+      rope(got.data(), pos, 1, 3, 16, p);
+      for (int h = 0; h < 3; ++h) {
+        std::vector<float> head(x.begin() + h * 16, x.begin() + (h + 1) * 16);
+        rope_ref(head, 37, n_rot, 10000.0f, neox);
+        for (int d = 0; d < 16; ++d) EXPECT_NEAR(got[size_t(h * 16 + d)], head[size_t(d)], 1e-5) << neox << n_rot;
+      }
+    }
+  }
+}
+
+TEST(Ops, RopeIsRelative) {
+  // <rope(q, m), rope(k, n)> depends only on m - n.
+  auto q = random_vec(32, 6), k = random_vec(32, 7);
+  RopeParams p;
+  p.n_rot = 32;
+  auto dot_at = [&](int m, int n) {
+    auto qq = q, kk = k;
+    int32_t pm[1] = {m}, pn[1] = {n};
+    rope(qq.data(), pm, 1, 1, 32, p);
+    rope(kk.data(), pn, 1, 1, 32, p);
+    double s = 0;
+    for (int i = 0; i < 32; ++i) s += double(qq[size_t(i)]) * kk[size_t(i)];
+    return s;
+  };
+  EXPECT_NEAR(dot_at(10, 3), dot_at(107, 100), 1e-4);
+  EXPECT_GT(std::fabs(dot_at(10, 3) - dot_at(10, 4)), 1e-4);
+}
+
+TEST(Ops, MatmulMatchesDequantizedReferenceForEveryType) {
+  ThreadPool pool(2);
+  const int64_t k = 96, m = 37, n = 5;
+  auto wf = random_vec(size_t(k * m), 8, 0.5f);
+  auto x = random_vec(size_t(k * n), 9);
+  for (TensorType t : {TensorType::F32, TensorType::F16, TensorType::BF16, TensorType::Q8_0, TensorType::Q4_0,
+                       TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1}) {
+    const size_t rb = size_t(row_bytes(t, k));
+    std::vector<uint8_t> w(rb * size_t(m));
+    for (int64_t r = 0; r < m; ++r) quant::quantize_row(t, wf.data() + r * k, w.data() + size_t(r) * rb, k);
+    TensorView view{t, w.data(), k, m, rb};
+    std::vector<uint8_t> scratch(matmul_scratch_bytes(t, k, n) + 1);
+    std::vector<float> y(size_t(m * n));
+    matmul(pool, view, x.data(), n, y.data(), scratch.data());
+    // Reference: the dequantized weights times the activations as the dot format rounds them.
+    const TensorType dt = quant::vec_dot_type(t);
+    std::vector<float> xa(x.size());
+    for (int64_t i = 0; i < n; ++i) {
+      std::vector<uint8_t> tmp(size_t(row_bytes(dt, k)));
+      quant::quantize_row(dt, x.data() + i * k, tmp.data(), k);
+      quant::dequantize_row(dt, tmp.data(), xa.data() + i * k, k);
+    }
+    std::vector<float> wd(static_cast<size_t>(k));
+    for (int64_t r = 0; r < m; ++r) {
+      quant::dequantize_row(t, w.data() + size_t(r) * rb, wd.data(), k);
+      for (int64_t i = 0; i < n; ++i) {
+        double s = 0, mag = 0;
+        for (int64_t j = 0; j < k; ++j) {
+          s += double(wd[size_t(j)]) * xa[size_t(i * k + j)];
+          mag += std::fabs(double(wd[size_t(j)]) * xa[size_t(i * k + j)]);
+        }
+        // Q8_1 stores the activation block sums as f16 (as llama.cpp does): the min term of
+        // Q4_1/Q5_1 carries that rounding.
+        const bool has_min = t == TensorType::Q4_1 || t == TensorType::Q5_1;
+        EXPECT_NEAR(y[size_t(i * m + r)], s, (has_min ? 1e-3 : 1e-5) * (1 + mag)) << tensor_type_name(t) << " row " << r << " tok " << i;
+      }
+    }
+  }
+}
+
+TEST(Ops, AttentionMatchesNaiveReference) {
+  ThreadPool pool(2);
+  const int T = 3, H = 4, Hkv = 2, D = 32, n_kv = 7;
+  auto q = random_vec(size_t(T * H * D), 10);
+  auto kf = random_vec(size_t(n_kv * Hkv * D), 11), vf = random_vec(size_t(n_kv * Hkv * D), 12);
+  for (TensorType kv_type : {TensorType::F32, TensorType::F16, TensorType::Q8_0}) {
+    const size_t head_bytes = size_t(row_bytes(kv_type, D));
+    std::vector<uint8_t> k(head_bytes * size_t(n_kv * Hkv)), v(k.size());
+    for (int i = 0; i < n_kv * Hkv; ++i) {
+      quant::quantize_row(kv_type, kf.data() + i * D, k.data() + size_t(i) * head_bytes, D);
+      quant::quantize_row(kv_type, vf.data() + i * D, v.data() + size_t(i) * head_bytes, D);
+    }
+    std::vector<float> mask(size_t(T * n_kv));
+    for (int t = 0; t < T; ++t) {
+      for (int c = 0; c < n_kv; ++c) mask[size_t(t * n_kv + c)] = c <= 4 + t ? 0.0f : -INFINITY;
+    }
+    AttentionParams p;
+    p.n_tokens = T; p.n_head = H; p.n_head_kv = Hkv; p.head_dim = D; p.n_kv = n_kv;
+    p.kv_type = kv_type; p.k = k.data(); p.v = v.data(); p.kv_row_bytes = head_bytes * Hkv;
+    p.mask = mask.data(); p.scale = 1.0f / std::sqrt(float(D));
+    std::vector<uint8_t> scratch(attention_scratch_bytes(n_kv, D, kv_type, pool.size()));
+    std::vector<float> out(size_t(T * H * D));
+    attention(pool, p, q.data(), out.data(), scratch.data());
+    const double tol = kv_type == TensorType::F32 ? 1e-5 : 0.03;
+    for (int t = 0; t < T; ++t) {
+      for (int h = 0; h < H; ++h) {
+        const int kvh = h / (H / Hkv);
+        std::vector<double> s(static_cast<size_t>(n_kv));
+        double mx = -1e30;
+        for (int c = 0; c < n_kv; ++c) {
+          double d = 0;
+          for (int i = 0; i < D; ++i) d += double(q[size_t((t * H + h) * D + i)]) * kf[size_t((c * Hkv + kvh) * D + i)];
+          s[size_t(c)] = c <= 4 + t ? d * p.scale : -1e300;
+          mx = std::max(mx, s[size_t(c)]);
+        }
+        double sum = 0;
+        for (auto& e : s) sum += (e = std::exp(e - mx));
+        for (int i = 0; i < D; ++i) {
+          double o = 0;
+          for (int c = 0; c < n_kv; ++c) o += s[size_t(c)] / sum * vf[size_t((c * Hkv + kvh) * D + i)];
+          EXPECT_NEAR(out[size_t((t * H + h) * D + i)], o, tol) << tensor_type_name(kv_type);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace loom::ops

@@ -1,0 +1,188 @@
+// Conformance of the SentencePiece tokenizer with llama.cpp: every tokenization case of the
+// golden files (made by real llama.cpp, see shared/golden/README.md) must match exactly, for
+// the two SPM models and the two SPM vocab-only files, plus llama.cpp's upstream .inp/.out
+// tokenizer tests (ids from Hugging Face tokenizers) for the vocab-only files.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gguf/gguf.h"
+#include "test_util.h"
+#include "vocab/utf8.h"
+#include "vocab/vocab.h"
+
+namespace loom {
+namespace {
+
+using Ids = std::vector<int32_t>;
+using nlohmann::json;
+
+struct GoldenSet {
+  const char* name;
+  const char* gguf;  // relative to the shared folder
+  const char* json;
+};
+
+// Models (their goldens also hold generation runs) and vocab-only files (their goldens also hold
+// the special ids llama.cpp resolved).
+const GoldenSet kModelSets[] = {
+    {"stories260K", "models/stories260K.gguf", "golden/stories260K.json"},
+    {"llama2_tiny_random", "models/llama-2-tiny-random.gguf", "golden/llama-2-tiny-random.json"},
+};
+const GoldenSet kVocabOnlySets[] = {
+    {"vocab_llama_spm", "golden/vocab/ggml-vocab-llama-spm.gguf", "golden/vocab/ggml-vocab-llama-spm.json"},
+    {"vocab_phi3", "golden/vocab/ggml-vocab-phi-3.gguf", "golden/vocab/ggml-vocab-phi-3.json"},
+};
+
+auto set_name = [](const auto& info) { return std::string(info.param.name); };
+
+Expected<Vocab> load_vocab(const std::string& rel) {
+  LOOM_ASSIGN_OR_RETURN(gguf::GgufFile f, gguf::GgufFile::open(test::shared_path(rel)));
+  return Vocab::from_gguf(f);
+}
+
+json load_json(const std::string& rel) {
+  std::ifstream in(test::shared_path(rel));
+  EXPECT_TRUE(in.good()) << rel;
+  return json::parse(in);
+}
+
+std::string ids_str(const Ids& ids) {
+  std::ostringstream os;
+  os << '[';
+  for (size_t i = 0; i < ids.size(); ++i) os << (i ? ", " : "") << ids[i];
+  return os.str() + ']';
+}
+
+class GoldenTokenize : public ::testing::TestWithParam<GoldenSet> {};
+
+TEST_P(GoldenTokenize, AllCasesMatchLlamaCpp) {
+  const GoldenSet& set = GetParam();
+  auto vocab = load_vocab(set.gguf);
+  ASSERT_TRUE(vocab.has_value()) << vocab.status().message();
+  const Vocab& v = *vocab;
+  const json golden = load_json(set.json);
+  const json& cases = golden.at("tokenize");
+  ASSERT_FALSE(cases.empty());
+
+  int failures = 0;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const json& c = cases[i];
+    const std::string text = c.at("text").get<std::string>();
+    SCOPED_TRACE("case " + std::to_string(i) + ": " + json(text).dump());
+    const Ids add_special = v.tokenize(text, true, false);
+    const Ids plain = v.tokenize(text, false, false);
+    const Ids parse_special = v.tokenize(text, false, true);
+    const Ids want_plain = c.at("ids_plain").get<Ids>();
+    const Ids want_parse = c.at("ids_parse_special").get<Ids>();
+    EXPECT_EQ(ids_str(add_special), ids_str(c.at("ids_add_special").get<Ids>()));
+    EXPECT_EQ(ids_str(plain), ids_str(want_plain));
+    EXPECT_EQ(ids_str(parse_special), ids_str(want_parse));
+
+    // Detokenize the golden ids, so a tokenization mismatch does not hide a detokenization one.
+    auto detok = v.detokenize(want_plain, false, false);
+    ASSERT_TRUE(detok.has_value()) << detok.status().message();
+    EXPECT_EQ(sanitize_utf8(*detok), c.at("detokenized_plain").get<std::string>());
+    if (c.contains("detokenized_parse_special")) {
+      auto detok_special = v.detokenize(want_parse, false, true);
+      ASSERT_TRUE(detok_special.has_value()) << detok_special.status().message();
+      EXPECT_EQ(sanitize_utf8(*detok_special), c.at("detokenized_parse_special").get<std::string>());
+    }
+    if (::testing::Test::HasFailure() && ++failures > 20) FAIL() << "too many failures";
+  }
+}
+
+class GoldenVocabOnly : public ::testing::TestWithParam<GoldenSet> {};
+
+TEST_P(GoldenVocabOnly, SpecialIdsMatchLlamaCpp) {
+  const GoldenSet& set = GetParam();
+  auto vocab = load_vocab(set.gguf);
+  ASSERT_TRUE(vocab.has_value()) << vocab.status().message();
+  const json golden = load_json(set.json);
+  const json& g = golden.at("vocab");
+  EXPECT_EQ(g.at("type").get<std::string>(), "spm");
+  EXPECT_EQ(vocab->bos(), g.at("bos").get<int32_t>());
+  EXPECT_EQ(vocab->eos(), g.at("eos").get<int32_t>());
+  EXPECT_EQ(vocab->eot(), g.at("eot").get<int32_t>());
+  EXPECT_EQ(vocab->sep(), g.at("sep").get<int32_t>());
+  EXPECT_EQ(vocab->pad(), g.at("pad").get<int32_t>());
+  EXPECT_EQ(vocab->nl(), g.at("nl").get<int32_t>());
+  EXPECT_EQ(vocab->add_bos(), g.at("add_bos").get<bool>());
+  EXPECT_EQ(vocab->add_eos(), g.at("add_eos").get<bool>());
+  EXPECT_EQ(vocab->n_tokens(), golden.at("n_vocab").get<int32_t>());
+}
+
+class GoldenModel : public ::testing::TestWithParam<GoldenSet> {};
+
+TEST_P(GoldenModel, RunsPromptIdsAndGreedyText) {
+  const GoldenSet& set = GetParam();
+  auto vocab = load_vocab(set.gguf);
+  ASSERT_TRUE(vocab.has_value()) << vocab.status().message();
+  const json golden = load_json(set.json);
+  ASSERT_FALSE(golden.at("runs").empty());
+  for (const json& run : golden.at("runs")) {
+    const std::string prompt = run.at("prompt").get<std::string>();
+    SCOPED_TRACE(prompt);
+    EXPECT_EQ(ids_str(vocab->tokenize(prompt, true, false)), ids_str(run.at("prompt_ids").get<Ids>()));
+    auto text = vocab->detokenize(run.at("greedy_ids").get<Ids>(), false, false);
+    ASSERT_TRUE(text.has_value()) << text.status().message();
+    EXPECT_EQ(sanitize_utf8(*text), run.at("greedy_text").get<std::string>());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, GoldenTokenize, ::testing::ValuesIn(kModelSets), set_name);
+INSTANTIATE_TEST_SUITE_P(VocabOnly, GoldenTokenize, ::testing::ValuesIn(kVocabOnlySets), set_name);
+INSTANTIATE_TEST_SUITE_P(VocabOnly, GoldenVocabOnly, ::testing::ValuesIn(kVocabOnlySets), set_name);
+INSTANTIATE_TEST_SUITE_P(Models, GoldenModel, ::testing::ValuesIn(kModelSets), set_name);
+
+// llama.cpp's own tokenizer tests: NAME.gguf.inp holds cases separated by
+// "\n__ggml_vocab_test__\n" (the file ends with one), NAME.gguf.out one line of ids per case,
+// tokenized without BOS and without parsing special tokens.
+class UpstreamVocabTest : public ::testing::TestWithParam<const char*> {};
+
+std::vector<std::string> split(const std::string& s, const std::string& sep) {
+  std::vector<std::string> parts;
+  size_t pos = 0;
+  for (size_t hit; (hit = s.find(sep, pos)) != std::string::npos; pos = hit + sep.size()) {
+    parts.push_back(s.substr(pos, hit - pos));
+  }
+  parts.push_back(s.substr(pos));
+  return parts;
+}
+
+TEST_P(UpstreamVocabTest, MatchesHuggingFaceIds) {
+  const std::string base = std::string("golden/vocab/") + GetParam();
+  auto vocab = load_vocab(base);
+  ASSERT_TRUE(vocab.has_value()) << vocab.status().message();
+  std::vector<std::string> inputs =
+      split(test::read_text_file(test::shared_path(base + ".inp")), "\n__ggml_vocab_test__\n");
+  std::vector<std::string> outputs = split(test::read_text_file(test::shared_path(base + ".out")), "\n");
+  ASSERT_EQ(inputs.back(), "");
+  ASSERT_EQ(outputs.back(), "");
+  inputs.pop_back();
+  outputs.pop_back();
+  ASSERT_EQ(inputs.size(), outputs.size());
+  ASSERT_GT(inputs.size(), 40u);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    SCOPED_TRACE("case " + std::to_string(i) + ": " + json(inputs[i]).dump());
+    Ids want;
+    std::istringstream line(outputs[i]);
+    for (int32_t id; line >> id;) want.push_back(id);
+    EXPECT_EQ(ids_str(vocab->tokenize(inputs[i], false, false)), ids_str(want));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Spm, UpstreamVocabTest,
+                         ::testing::Values("ggml-vocab-llama-spm.gguf", "ggml-vocab-phi-3.gguf"),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           for (char& c : name) if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+                           return name;
+                         });
+
+}  // namespace
+}  // namespace loom
