@@ -48,6 +48,9 @@ void attention(ThreadPool& pool, const AttentionParams& p, const float* q, float
   const auto* vbase = static_cast<const uint8_t*>(p.v);
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
+  // Small jobs (few heads over few cells) run on the calling thread: a wake-up costs more.
+  const int64_t work = int64_t(p.n_tokens) * p.n_head * p.n_kv * p.head_dim;
+  const int max_threads = work < (1 << 14) ? 1 : 0;
   pool.run([&](int ith, int nth) {
     ThreadScratch s = carve(scratch, ith, p.n_kv, p.head_dim, p.kv_type);
     const int64_t n_items = int64_t(p.n_tokens) * p.n_head;
@@ -82,7 +85,7 @@ void attention(ThreadPool& pool, const AttentionParams& p, const float* q, float
         for (int d = 0; d < p.head_dim; ++d) o[d] += w * s.vrow[d];
       }
     }
-  });
+  }, max_threads);
 }
 
 }  // namespace loom::ops

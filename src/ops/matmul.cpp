@@ -28,6 +28,8 @@ void matmul(ThreadPool& pool, const TensorView& w, const float* x, int64_t n, fl
   const auto* a = static_cast<const uint8_t*>(act);
   // Blocks of weight rows reused across all activation rows.
   constexpr int64_t kRowBlock = 16;
+  // Waking a thread costs microseconds: give each at least ~32 KiB of weights to read.
+  const int64_t min_rows = std::max<int64_t>(kRowBlock, int64_t(32 * 1024) / int64_t(std::max<size_t>(1, w.row_bytes)) / std::max<int64_t>(1, n));
   pool.parallel_for(m, [&](int64_t r0, int64_t r1) {
     for (int64_t rb = r0; rb < r1; rb += kRowBlock) {
       const int64_t re = std::min(r1, rb + kRowBlock);
@@ -37,7 +39,7 @@ void matmul(ThreadPool& pool, const TensorView& w, const float* x, int64_t n, fl
         for (int64_t r = rb; r < re; ++r) yi[r] = quant::vec_dot(w.type, k, w.row(r), ai);
       }
     }
-  }, kRowBlock);
+  }, min_rows);
 }
 
 }  // namespace loom::ops
