@@ -5,7 +5,7 @@
 #include <cassert>
 #include <string>
 #include <utility>
-#include <variant>
+#include <optional>
 
 namespace loom {
 
@@ -51,29 +51,28 @@ inline Status internal_error(std::string m) { return {StatusCode::kInternal, std
 template <typename T>
 class [[nodiscard]] Expected {
  public:
-  Expected(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
-  Expected(Status status) : v_(std::move(status)) {  // NOLINT
-    assert(!std::get<Status>(v_).is_ok() && "Expected built from an ok Status");
+  Expected(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  Expected(Status status) : status_(std::move(status)) {  // NOLINT
+    assert(!status_.is_ok() && "Expected built from an ok Status");
   }
 
-  bool has_value() const { return v_.index() == 0; }
+  bool has_value() const { return value_.has_value(); }
   explicit operator bool() const { return has_value(); }
 
-  T& value() & { assert(has_value()); return std::get<0>(v_); }
-  const T& value() const& { assert(has_value()); return std::get<0>(v_); }
-  T&& value() && { assert(has_value()); return std::get<0>(std::move(v_)); }
+  T& value() & { assert(has_value()); return *value_; }
+  const T& value() const& { assert(has_value()); return *value_; }
+  T&& value() && { assert(has_value()); return std::move(*value_); }
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
 
-  const Status& status() const {
-    static const Status kOk;
-    return has_value() ? kOk : std::get<1>(v_);
-  }
+  // ok when a value is held.
+  const Status& status() const { return status_; }
 
  private:
-  std::variant<T, Status> v_;
+  std::optional<T> value_;
+  Status status_;
 };
 
 }  // namespace loom

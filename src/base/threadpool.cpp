@@ -18,7 +18,7 @@ namespace {
 constexpr int kSpinRounds = 1 << 14;
 }  // namespace
 
-ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
+ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)), active_(n_threads_) {
   threads_.reserve(n_threads_ - 1);
   for (int i = 1; i < n_threads_; ++i) threads_.emplace_back([this, i] { worker_loop(i); });
 }
@@ -31,7 +31,7 @@ ThreadPool::~ThreadPool() {
 }
 
 void ThreadPool::dispatch(const Job& job, int max_threads) {
-  const int nth = max_threads > 0 ? std::min(max_threads, n_threads_) : n_threads_;
+  const int nth = max_threads > 0 ? std::min(max_threads, active_) : active_;
   if (nth == 1) {
     job.call(job.ctx, 0, 1);
     return;

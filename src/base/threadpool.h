@@ -20,6 +20,10 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int size() const { return n_threads_; }
+  // Threads that take part in jobs from now on (1..size()); contexts use fewer threads for
+  // single-token steps than for batches.
+  void set_active(int n) { active_ = n < 1 ? 1 : (n > n_threads_ ? n_threads_ : n); }
+  int active() const { return active_; }
 
   // Runs fn(ith, nth) on every thread (ith in [0, nth)) and returns when all have finished.
   // nth may be limited below size() for small jobs; fn must not call run() recursively.
@@ -36,7 +40,7 @@ class ThreadPool {
   void parallel_for(int64_t n, F&& fn, int64_t min_per_thread = 1) {
     if (n <= 0) return;
     int64_t max_t = (n + min_per_thread - 1) / std::max<int64_t>(1, min_per_thread);
-    int nth = static_cast<int>(std::min<int64_t>(n_threads_, std::max<int64_t>(1, max_t)));
+    int nth = static_cast<int>(std::min<int64_t>(active_, std::max<int64_t>(1, max_t)));
     run([&](int ith, int nt) {
       const int64_t begin = n * ith / nt, end = n * (ith + 1) / nt;
       if (begin < end) fn(begin, end);
@@ -52,6 +56,7 @@ class ThreadPool {
   void worker_loop(int ith);
 
   int n_threads_;
+  int active_;
   std::vector<std::thread> threads_;
   Job job_;
   int job_nth_ = 1;

@@ -1,33 +1,89 @@
 #include "context/context.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 
 #include "base/cpu.h"
+#include "base/log.h"
 #include "base/timer.h"
 
 namespace loom {
 
+int decode_result_code(const Status& st) {
+  switch (st.code()) {
+    case StatusCode::kOk: return 0;
+    case StatusCode::kResourceExhausted: return 1;
+    case StatusCode::kAborted: return 2;
+    case StatusCode::kInternal: return -3;
+    default: return -1;
+  }
+}
+
+struct Context::Checked {
+  int n = 0;
+  bool use_embd = false;
+};
+
+Context::~Context() = default;
+
 Expected<std::unique_ptr<Context>> Context::create(std::shared_ptr<const Model> model, const ContextParams& p) {
-  if (!model) return invalid_argument("no model");
+  if (!model) return invalid_argument("model cannot be null");
   const ModelHparams& hp = model->hparams();
-  std::unique_ptr<Context> ctx(new Context());
-  ctx->model_ = std::move(model);
-  ctx->params_ = p;
-  if (p.n_ctx < 0 || p.n_batch < 0 || p.n_ubatch < 0 || p.n_threads < 0) {
+  if (p.n_ctx < 0 || p.n_batch < 0 || p.n_ubatch < 0 || p.n_threads < 0 || p.n_threads_batch < 0 || p.n_seq_max < 0) {
     return invalid_argument("context sizes and thread counts must not be negative");
   }
-  if (p.n_seq_max < 1 || p.n_seq_max > kMaxSeqs) {
-    return invalid_argument("n_seq_max must be in [1, " + std::to_string(kMaxSeqs) + "]");
-  }
-  ctx->n_ctx_ = p.n_ctx > 0 ? p.n_ctx : int(std::min<int64_t>(hp.n_ctx_train, 1 << 20));
+  if (p.n_batch == 0 && p.n_ubatch == 0) return invalid_argument("n_batch and n_ubatch cannot both be zero");
+  if (p.n_ctx == 0 && hp.n_ctx_train == 0) return invalid_argument("n_ctx and the model's training context cannot both be zero");
+  if (p.n_seq_max > kMaxSeqs) return invalid_argument("n_seq_max must be at most " + std::to_string(kMaxSeqs));
+  std::unique_ptr<Context> ctx(new Context());
+  ctx->model_ = std::move(model);
   ContextParams& cp = ctx->params_;
-  cp.n_batch = std::min(cp.n_batch > 0 ? cp.n_batch : 2048, ctx->n_ctx_);
-  cp.n_ubatch = std::min(cp.n_ubatch > 0 ? cp.n_ubatch : 512, cp.n_batch);
-  const int n_threads = p.n_threads > 0 ? p.n_threads : cpu_count();
+  cp = p;
+  cp.n_seq_max = std::max(1, p.n_seq_max);
+  const int64_t n_ctx = p.n_ctx > 0 ? p.n_ctx : hp.n_ctx_train;
+  if (n_ctx > (1 << 24)) return invalid_argument("n_ctx " + std::to_string(n_ctx) + " is too large");
+  cp.n_ctx = int(n_ctx);
+
+  // RoPE: context overrides, scaling type, YaRN (the reference's derivation).
+  ops::RopeParams rope = model_rope(*ctx->model_);
+  if (p.rope_freq_base > 0) rope.freq_base = p.rope_freq_base;
+  if (p.rope_freq_scale > 0) rope.freq_scale = p.rope_freq_scale;
+  if (cp.rope_scaling == RopeScaling::kUnspecified) {
+    cp.rope_scaling = hp.rope_freq_scale != 1.0f ? RopeScaling::kLinear : RopeScaling::kNone;
+  }
+  if (cp.rope_scaling == RopeScaling::kNone) rope.freq_scale = 1.0f;
+  rope.ext_factor = p.yarn_ext_factor < 0 ? (cp.rope_scaling == RopeScaling::kYarn ? 1.0f : 0.0f) : p.yarn_ext_factor;
+  rope.attn_factor = p.yarn_attn_factor;
+  rope.beta_fast = p.yarn_beta_fast;
+  rope.beta_slow = p.yarn_beta_slow;
+  rope.n_ctx_orig = p.yarn_orig_ctx > 0 ? p.yarn_orig_ctx : int(hp.n_ctx_train);
+  cp.rope_freq_base = rope.freq_base;
+  cp.rope_freq_scale = rope.freq_scale;
+  cp.yarn_ext_factor = rope.ext_factor;
+  ctx->fwd_.rope = rope;
+
+  // Pooling and attention.
+  if (cp.pooling == Pooling::kUnspecified) cp.pooling = Pooling::kNone;  // decoder-only models pool nothing
+  if (cp.pooling == Pooling::kRank) {
+    return unsupported("rank pooling needs a classification head, which this model does not have");
+  }
+  ctx->causal_ = cp.attention != AttentionType::kNonCausal;
+
+  // Batch sizes.
+  const int n_batch_param = p.n_batch;
+  cp.n_batch = ctx->causal_ ? std::min(cp.n_ctx, p.n_batch > 0 ? p.n_batch : p.n_ubatch) : (p.n_batch > 0 ? p.n_batch : p.n_ubatch);
+  cp.n_ubatch = std::min(cp.n_batch, p.n_ubatch > 0 ? p.n_ubatch : n_batch_param);
+  if (cp.n_ubatch <= 0) cp.n_ubatch = cp.n_batch;
+
+  // Threads.
+  cp.n_threads = p.n_threads > 0 ? p.n_threads : cpu_count();
+  cp.n_threads_batch = p.n_threads_batch > 0 ? p.n_threads_batch : cp.n_threads;
+  ctx->pool_ = std::make_unique<ThreadPool>(std::max(cp.n_threads, cp.n_threads_batch));
 
   KvCacheParams kp;
   kp.n_layer = int(hp.n_layer);
-  kp.n_cells = ctx->n_ctx_;
+  kp.n_cells = cp.n_ctx;
   kp.n_embd_k = hp.n_embd_kv();
   kp.n_embd_v = hp.n_embd_kv();
   kp.head_dim = hp.head_dim;
@@ -35,132 +91,485 @@ Expected<std::unique_ptr<Context>> Context::create(std::shared_ptr<const Model> 
   kp.type_v = p.type_v;
   LOOM_ASSIGN_OR_RETURN(ctx->kv_, KvCache::create(kp));
 
-  ctx->pool_ = std::make_unique<ThreadPool>(n_threads);
-  ctx->scratch_ = ForwardScratch(*ctx->model_, cp.n_ubatch, ctx->n_ctx_, p.type_k, n_threads);
-  ctx->logits_.assign(size_t(cp.n_batch) * size_t(hp.n_vocab), 0.0f);
-  ctx->output_of_row_.assign(size_t(cp.n_batch), -1);
-  ctx->pos_.assign(size_t(cp.n_batch), 0);
-  ctx->cells_.assign(size_t(cp.n_ubatch), 0);
-  ctx->seq_.assign(size_t(cp.n_ubatch), 0);
+  ctx->scratch_ = ForwardScratch(*ctx->model_, cp.n_ubatch, cp.n_ctx, p.type_k, ctx->pool_->size());
+  ctx->fwd_.abort_cb = p.abort_callback;
+  ctx->fwd_.abort_data = p.abort_data;
+  ctx->fwd_.eval_cb = p.eval_callback;
+  ctx->fwd_.eval_data = p.eval_data;
+  ctx->set_embeddings(cp.embeddings);
+  const size_t nb = size_t(cp.n_batch);
+  ctx->embd_.assign(nb * size_t(hp.n_embd), 0.0f);
+  ctx->pooled_.assign(size_t(cp.n_seq_max) * size_t(hp.n_embd), 0.0f);
+  ctx->pooled_valid_.assign(size_t(cp.n_seq_max), 0);
+  ctx->pool_count_.assign(size_t(cp.n_seq_max), 0);
+  ctx->pool_pos_.assign(size_t(cp.n_seq_max), -1);
+  ctx->output_of_row_.assign(nb, -1);
+  ctx->pos_.assign(nb, 0);
+  ctx->seq_.assign(nb, 0);
+  ctx->cells_.assign(nb, 0);
   ctx->out_rows_.assign(size_t(cp.n_ubatch), 0);
-  ctx->mask_.assign(size_t(cp.n_ubatch) * size_t(ctx->n_ctx_), 0.0f);
+  ctx->mask_.assign(size_t(cp.n_ubatch) * size_t(cp.n_ctx), 0.0f);
+  ctx->deltas_.assign(size_t(cp.n_ctx), 0);
+  ctx->perf_.t_load_us = ctx->model_->load_time_us();
   return ctx;
 }
 
-Status Context::decode(const Batch& batch) {
+void Context::set_embeddings(bool on) {
+  params_.embeddings = on;
+  // The logits buffer is reserved once, on first need: embedding-only contexts never pay for it.
+  if (!on && logits_.empty()) logits_.assign(size_t(params_.n_batch) * size_t(model_->hparams().n_vocab), 0.0f);
+}
+
+void Context::set_n_threads(int n_threads, int n_threads_batch) {
+  params_.n_threads = std::clamp(n_threads > 0 ? n_threads : params_.n_threads, 1, pool_->size());
+  params_.n_threads_batch = std::clamp(n_threads_batch > 0 ? n_threads_batch : params_.n_threads_batch, 1, pool_->size());
+}
+
+void Context::set_abort_callback(bool (*cb)(void*), void* data) {
+  params_.abort_callback = cb;
+  params_.abort_data = data;
+  fwd_.abort_cb = cb;
+  fwd_.abort_data = data;
+}
+
+// ---------------------------------------------------------------------------------------------
+// decode / encode
+
+Status Context::validate(const Batch& batch, bool encoding, Checked* c) {
   const int n = batch.size();
-  if (n == 0) return invalid_argument("decode: empty batch");
+  c->n = n;
+  c->use_embd = batch.tokens.empty() && !batch.embd.empty();
+  if (n == 0) return invalid_argument("empty batch (n_tokens == 0)");
+  if (!batch.tokens.empty() && !batch.embd.empty()) return invalid_argument("a batch holds tokens or embeddings, not both");
+  if (c->use_embd) {
+    if (batch.embd_dim != n_embd() || batch.embd.size() % size_t(n_embd()) != 0) {
+      return invalid_argument("input embeddings must have n_embd = " + std::to_string(n_embd()) + " floats per token");
+    }
+  }
   if (n > params_.n_batch) {
-    return invalid_argument("decode: batch of " + std::to_string(n) + " tokens exceeds n_batch " +
-                            std::to_string(params_.n_batch));
+    return invalid_argument("batch of " + std::to_string(n) + " tokens exceeds n_batch " + std::to_string(params_.n_batch));
+  }
+  if ((encoding || !causal_) && n > params_.n_ubatch) {
+    return invalid_argument("a non-causal batch of " + std::to_string(n) + " tokens exceeds n_ubatch " +
+                            std::to_string(params_.n_ubatch) + " (it must fit one forward pass)");
   }
   auto size_ok = [n](size_t s) { return s == 0 || s == size_t(n); };
-  if (!size_ok(batch.pos.size()) || !size_ok(batch.seq_id.size()) || !size_ok(batch.output.size())) {
-    return invalid_argument("decode: pos, seq_id and output must be empty or have one entry per token");
+  if (!size_ok(batch.pos.size()) || !size_ok(batch.seq_ids.size()) || !size_ok(batch.output.size())) {
+    return invalid_argument("pos, seq_ids and output must be empty or have one entry per token");
   }
   const int64_t n_vocab = model_->hparams().n_vocab;
-  for (int i = 0; i < n; ++i) {
+  for (int i = 0; i < n && !c->use_embd; ++i) {
     const int32_t tok = batch.tokens[size_t(i)];
     if (tok < 0 || tok >= n_vocab) {
-      return invalid_argument("decode: token id " + std::to_string(tok) + " at batch index " + std::to_string(i) +
-                              " is out of range [0, " + std::to_string(n_vocab) + ")");
-    }
-    const int32_t seq = batch.seq_id.empty() ? 0 : batch.seq_id[size_t(i)];
-    if (seq < 0 || seq >= params_.n_seq_max) {
-      return invalid_argument("decode: sequence id " + std::to_string(seq) + " at batch index " + std::to_string(i) +
-                              " is out of range [0, " + std::to_string(params_.n_seq_max) + ")");
+      return invalid_argument("invalid token id " + std::to_string(tok) + " at batch index " + std::to_string(i) +
+                              " (the vocabulary has " + std::to_string(n_vocab) + " tokens)");
     }
   }
-  // Resolve positions: omitted positions continue each sequence.
-  std::vector<int32_t>& pos = pos_;
+  for (int i = 0; i < n; ++i) {
+    if (batch.seq_ids.empty()) {
+      seq_[size_t(i)] = 0;
+      continue;
+    }
+    const auto& s = batch.seq_ids[size_t(i)];
+    if (s.empty()) return invalid_argument("token at batch index " + std::to_string(i) + " belongs to no sequence");
+    for (int32_t id : s) {
+      if (id < 0 || id >= params_.n_seq_max) {
+        return invalid_argument("sequence id " + std::to_string(id) + " at batch index " + std::to_string(i) +
+                                " is out of range [0, " + std::to_string(params_.n_seq_max) + ")");
+      }
+    }
+    seq_[size_t(i)] = s[0];
+  }
+  // Positions: given, or each sequence continues after its own last position.
   if (!batch.pos.empty()) {
     for (int i = 0; i < n; ++i) {
-      if (batch.pos[size_t(i)] < 0) return invalid_argument("decode: negative position at batch index " + std::to_string(i));
-      pos[size_t(i)] = batch.pos[size_t(i)];
+      const int32_t p = batch.pos[size_t(i)];
+      if (p < 0 || p > (1 << 30)) return invalid_argument("invalid position " + std::to_string(p) + " at batch index " + std::to_string(i));
+      pos_[size_t(i)] = p;
     }
   } else {
     for (int i = 0; i < n; ++i) {
-      const int32_t seq = batch.seq_id.empty() ? 0 : batch.seq_id[size_t(i)];
-      int32_t last = kv_->seq_pos_max(seq);
+      int32_t last = kv_->seq_pos_max(seq_[size_t(i)]);
       for (int j = 0; j < i; ++j) {
-        const int32_t sj = batch.seq_id.empty() ? 0 : batch.seq_id[size_t(j)];
-        if (sj == seq) last = std::max(last, pos[size_t(j)]);
+        if (seq_[size_t(j)] == seq_[size_t(i)]) last = std::max(last, pos_[size_t(j)]);
       }
-      pos[size_t(i)] = last + 1;
+      pos_[size_t(i)] = last + 1;
     }
-  }
-  if (n > kv_->size() - kv_->used()) {
-    return Status(StatusCode::kResourceExhausted, "decode: the KV cache has " + std::to_string(kv_->size() - kv_->used()) +
-                                                      " free cells, the batch needs " + std::to_string(n));
-  }
-
-  // Output rows: flagged tokens, or the last one.
-  std::fill(output_of_row_.begin(), output_of_row_.end(), -1);
-  n_outputs_ = 0;
-  for (int i = 0; i < n; ++i) {
-    const bool want = batch.output.empty() ? i == n - 1 : batch.output[size_t(i)] != 0;
-    if (want) output_of_row_[size_t(i)] = n_outputs_++;
-  }
-  last_batch_size_ = n;
-
-  const int64_t t0 = now_us();
-  for (int first = 0; first < n; first += params_.n_ubatch) {
-    const int m = std::min(params_.n_ubatch, n - first);
-    LOOM_RETURN_IF_ERROR(decode_ubatch(first, m, batch, pos));
-  }
-  const int64_t dt = now_us() - t0;
-  if (n > 1) {
-    perf_.n_prompt_tokens += n;
-    perf_.t_prompt_us += dt;
-  } else {
-    perf_.n_gen_tokens += 1;
-    perf_.t_gen_us += dt;
   }
   return Status::ok();
 }
 
-Status Context::decode_ubatch(int first, int n, const Batch& batch, const std::vector<int32_t>& pos) {
-  if (!kv_->find_slot(n, cells_.data())) {
-    return Status(StatusCode::kResourceExhausted, "decode: no free KV cells");
-  }
-  for (int t = 0; t < n; ++t) {
-    seq_[size_t(t)] = batch.seq_id.empty() ? 0 : batch.seq_id[size_t(first + t)];
-    kv_->occupy(cells_[size_t(t)], pos[size_t(first + t)], seq_[size_t(t)]);
-  }
-  const int n_kv = kv_->n_kv();
-  kv_->build_mask(n, pos.data() + first, seq_.data(), n_kv, mask_.data());
-
-  int n_out = 0;
-  for (int t = 0; t < n; ++t) {
-    if (output_of_row_[size_t(first + t)] >= 0) out_rows_[size_t(n_out++)] = t;
-  }
-  ForwardBatch fb;
-  fb.n_tokens = n;
-  fb.tokens = batch.tokens.data() + first;
-  fb.pos = pos.data() + first;
-  fb.cells = cells_.data();
-  fb.n_kv = n_kv;
-  fb.mask = mask_.data();
-  fb.n_outputs = n_out;
-  fb.output_rows = out_rows_.data();
-  const int first_out = n_out ? output_of_row_[size_t(first + out_rows_[0])] : 0;
-  fb.logits = logits_.data() + size_t(first_out) * size_t(model_->hparams().n_vocab);
-  return forward(*model_, fb, kv_->view(), scratch_, *pool_);
+Status Context::prepare_kv() {
+  if (kv_->has_shift()) LOOM_RETURN_IF_ERROR(kv_update());
+  if (params_.defrag_thold > 0 && kv_->fragmentation() > params_.defrag_thold) kv_->defrag();
+  return Status::ok();
 }
 
+Status Context::decode(const Batch& batch) {
+  Checked c;
+  LOOM_RETURN_IF_ERROR(validate(batch, /*encoding=*/false, &c));
+  LOOM_RETURN_IF_ERROR(prepare_kv());
+  if (c.n > kv_->size() - kv_->used()) {
+    return Status(StatusCode::kResourceExhausted, "no KV slot: the cache has " + std::to_string(kv_->size() - kv_->used()) +
+                                                      " free cells, the batch needs " + std::to_string(c.n));
+  }
+  const int64_t t0 = params_.no_perf ? 0 : now_us();
+  LOOM_RETURN_IF_ERROR(run_ubatches(batch, c, /*encoding=*/false));
+  if (!params_.no_perf) {
+    const int64_t dt = now_us() - t0;
+    if (c.n > 1) {
+      perf_.n_prompt_tokens += c.n;
+      perf_.t_prompt_us += dt;
+    } else {
+      perf_.n_gen_tokens += 1;
+      perf_.t_gen_us += dt;
+    }
+  }
+  return Status::ok();
+}
+
+Status Context::encode(const Batch& batch) {
+  Checked c;
+  LOOM_RETURN_IF_ERROR(validate(batch, /*encoding=*/true, &c));
+  LOOM_RETURN_IF_ERROR(prepare_kv());
+  if (c.n > kv_->size() - kv_->used()) {
+    return Status(StatusCode::kResourceExhausted, "no KV slot for the encoder batch");
+  }
+  const int64_t t0 = params_.no_perf ? 0 : now_us();
+  Status st = run_ubatches(batch, c, /*encoding=*/true);
+  // The encoder's cells are scratch: the cache is left as it was.
+  kv_->release_cells(std::span<const int32_t>(cells_.data(), size_t(c.n)));
+  LOOM_RETURN_IF_ERROR(st);
+  if (!params_.no_perf) {
+    perf_.n_prompt_tokens += c.n;
+    perf_.t_prompt_us += now_us() - t0;
+  }
+  return Status::ok();
+}
+
+Status Context::run_ubatches(const Batch& batch, const Checked& c, bool encoding) {
+  const int n = c.n;
+  const bool embd_out = params_.embeddings || encoding;
+  const bool pooled = embd_out && params_.pooling != Pooling::kNone;
+  // Output rows: every token when pooling, else flagged tokens or the last one.
+  std::fill(output_of_row_.begin(), output_of_row_.begin() + n, -1);
+  int n_out = 0;
+  for (int i = 0; i < n; ++i) {
+    const bool want = pooled || (batch.output.empty() ? i == n - 1 : batch.output[size_t(i)] != 0);
+    if (want) output_of_row_[size_t(i)] = n_out++;
+  }
+  n_outputs_ = 0;  // outputs of a failed call are not readable
+  std::fill(pooled_valid_.begin(), pooled_valid_.end(), 0);
+
+  // All cells are chosen up front (so the call fails before computing anything when the cache
+  // is full) but each micro-batch occupies its own only when it runs, as a sequential decode
+  // would. Every cell taken is recorded so a failure can give them back.
+  if (!kv_->find_slot(n, cells_.data())) return Status(StatusCode::kResourceExhausted, "no KV slot for the batch");
+  MaskParams mp;
+  mp.causal = causal_ && !encoding;
+  const int ubatch = (encoding || !causal_) ? n : params_.n_ubatch;
+  ForwardConfig cfg = fwd_;
+  for (int first = 0; first < n; first += ubatch) {
+    const int m = std::min(ubatch, n - first);
+    for (int i = first; i < first + m; ++i) {
+      if (batch.seq_ids.empty()) {
+        const int32_t zero = 0;
+        kv_->occupy(cells_[size_t(i)], pos_[size_t(i)], std::span<const int32_t>(&zero, 1));
+      } else {
+        kv_->occupy(cells_[size_t(i)], pos_[size_t(i)], batch.seq_ids[size_t(i)]);
+      }
+    }
+    const int n_kv = kv_->n_kv();
+    kv_->build_mask(m, pos_.data() + first, seq_.data() + first, n_kv, mp, mask_.data());
+    int m_out = 0;
+    for (int t = 0; t < m; ++t) {
+      if (output_of_row_[size_t(first + t)] >= 0) out_rows_[size_t(m_out++)] = t;
+    }
+    ForwardBatch fb;
+    fb.n_tokens = m;
+    if (c.use_embd) fb.embd = batch.embd.data() + size_t(first) * size_t(n_embd());
+    else fb.tokens = batch.tokens.data() + first;
+    fb.pos = pos_.data() + first;
+    fb.cells = cells_.data() + first;
+    fb.n_kv = n_kv;
+    fb.mask = mask_.data();
+    fb.n_outputs = m_out;
+    fb.output_rows = out_rows_.data();
+    const size_t first_out = m_out ? size_t(output_of_row_[size_t(first + out_rows_[0])]) : 0;
+    fb.logits = embd_out ? nullptr : logits_.data() + first_out * size_t(n_vocab());
+    fb.hidden = embd_out ? embd_.data() + first_out * size_t(n_embd()) : nullptr;
+    cfg.n_threads = m > 1 ? params_.n_threads_batch : params_.n_threads;
+    Status st = forward(*model_, fb, kv_->view(), scratch_, *pool_, cfg);
+    if (!st) {
+      kv_->release_cells(std::span<const int32_t>(cells_.data(), size_t(n)));
+      return st;
+    }
+  }
+  n_outputs_ = n_out;
+  last_batch_size_ = n;
+  last_was_embd_ = embd_out;
+  if (pooled) pool_outputs(c);
+  return Status::ok();
+}
+
+void Context::pool_outputs(const Checked& c) {
+  const size_t E = size_t(n_embd());
+  std::fill(pooled_.begin(), pooled_.end(), 0.0f);
+  std::fill(pool_count_.begin(), pool_count_.end(), 0);
+  std::fill(pool_pos_.begin(), pool_pos_.end(), -1);
+  for (int i = 0; i < c.n; ++i) {
+    const size_t s = size_t(seq_[size_t(i)]);
+    const int32_t p = pos_[size_t(i)];
+    const float* h = embd_.data() + size_t(output_of_row_[size_t(i)]) * E;
+    float* dst = pooled_.data() + s * E;
+    // mean: average over the sequence's tokens; cls: its first position; last: its last position.
+    if (params_.pooling == Pooling::kMean) {
+      for (size_t d = 0; d < E; ++d) dst[d] += h[d];
+    } else if ((params_.pooling == Pooling::kCls && (pool_pos_[s] < 0 || p < pool_pos_[s])) ||
+               (params_.pooling == Pooling::kLast && p >= pool_pos_[s])) {
+      std::copy(h, h + E, dst);
+      pool_pos_[s] = p;
+    }
+    ++pool_count_[s];
+    pooled_valid_[s] = 1;
+  }
+  if (params_.pooling == Pooling::kMean) {
+    for (size_t s = 0; s < pool_count_.size(); ++s) {
+      if (pool_count_[s] == 0) continue;
+      const float inv = 1.0f / float(pool_count_[s]);
+      for (size_t d = 0; d < E; ++d) pooled_[s * E + d] *= inv;
+    }
+  }
+}
+
+Status Context::warmup() {
+  const int32_t tok = model_->vocab().bos() >= 0 ? model_->vocab().bos() : 0;
+  Batch b = Batch::from_tokens(std::span<const int32_t>(&tok, 1), 0);
+  const bool no_perf = params_.no_perf;
+  params_.no_perf = true;
+  Status st = decode(b);
+  params_.no_perf = no_perf;
+  kv_clear();
+  n_outputs_ = 0;
+  return st;
+}
+
+// ---------------------------------------------------------------------------------------------
+// outputs
+
 Expected<std::span<const float>> Context::logits(int i) const {
-  if (n_outputs_ == 0) return invalid_argument("logits: the last decode produced no outputs");
+  if (last_was_embd_ || logits_.empty()) return invalid_argument("no logits: the last decode produced embeddings");
+  if (n_outputs_ == 0) return invalid_argument("no logits: the last decode produced no outputs");
   int out = -1;
   if (i < 0) {
     out = n_outputs_ + i;
-    if (out < 0) return out_of_range("logits: index " + std::to_string(i) + " is before the first output");
+    if (out < 0) return out_of_range("negative index " + std::to_string(i) + " out of range [0, " + std::to_string(n_outputs_) + ")");
   } else {
-    if (i >= last_batch_size_) return out_of_range("logits: batch index " + std::to_string(i) + " is out of range");
+    if (i >= last_batch_size_) return out_of_range("index " + std::to_string(i) + " out of range [0, " + std::to_string(last_batch_size_) + ")");
     out = output_of_row_[size_t(i)];
-    if (out < 0) return invalid_argument("logits: batch index " + std::to_string(i) + " was not flagged for output");
+    if (out < 0) return invalid_argument("batch index " + std::to_string(i) + " was not flagged for output");
   }
-  const size_t nv = size_t(model_->hparams().n_vocab);
+  const size_t nv = size_t(n_vocab());
   return std::span<const float>(logits_.data() + size_t(out) * nv, nv);
+}
+
+std::span<const float> Context::all_logits() const {
+  if (last_was_embd_ || logits_.empty()) return {};
+  return std::span<const float>(logits_.data(), size_t(n_outputs_) * size_t(n_vocab()));
+}
+
+Expected<std::span<const float>> Context::embeddings(int i) const {
+  if (!last_was_embd_) return invalid_argument("no embeddings: the last decode produced logits (enable embeddings)");
+  if (n_outputs_ == 0) return invalid_argument("no embeddings: the last decode produced no outputs");
+  int out = -1;
+  if (i < 0) {
+    out = n_outputs_ + i;
+    if (out < 0) return out_of_range("negative index " + std::to_string(i) + " out of range");
+  } else {
+    if (i >= last_batch_size_) return out_of_range("index " + std::to_string(i) + " out of range");
+    out = output_of_row_[size_t(i)];
+    if (out < 0) return invalid_argument("batch index " + std::to_string(i) + " was not flagged for output");
+  }
+  const size_t E = size_t(n_embd());
+  return std::span<const float>(embd_.data() + size_t(out) * E, E);
+}
+
+std::span<const float> Context::all_embeddings() const {
+  if (!last_was_embd_) return {};
+  return std::span<const float>(embd_.data(), size_t(n_outputs_) * size_t(n_embd()));
+}
+
+Expected<std::span<const float>> Context::embeddings_seq(int seq) const {
+  if (params_.pooling == Pooling::kNone) return invalid_argument("no pooled embeddings: pooling is none");
+  if (seq < 0 || seq >= params_.n_seq_max) return out_of_range("sequence id " + std::to_string(seq) + " out of range");
+  if (!pooled_valid_[size_t(seq)]) return not_found("sequence " + std::to_string(seq) + " was not in the last batch");
+  const size_t E = size_t(n_embd());
+  return std::span<const float>(pooled_.data() + size_t(seq) * E, E);
+}
+
+// ---------------------------------------------------------------------------------------------
+// KV cache
+
+Status Context::check_seq(int seq, bool allow_negative) const {
+  if ((seq < 0 && !allow_negative) || seq >= params_.n_seq_max) {
+    return invalid_argument("sequence id " + std::to_string(seq) + " out of range [0, " + std::to_string(params_.n_seq_max) + ")");
+  }
+  return Status::ok();
+}
+
+void Context::kv_clear() { kv_->clear(); }
+
+Status Context::seq_rm(int seq, int p0, int p1) {
+  LOOM_RETURN_IF_ERROR(check_seq(seq, true));
+  kv_->seq_rm(seq, p0, p1);
+  return Status::ok();
+}
+
+Status Context::seq_cp(int src, int dst, int p0, int p1) {
+  LOOM_RETURN_IF_ERROR(check_seq(src, false));
+  LOOM_RETURN_IF_ERROR(check_seq(dst, false));
+  kv_->seq_cp(src, dst, p0, p1);
+  return Status::ok();
+}
+
+Status Context::seq_keep(int seq) {
+  LOOM_RETURN_IF_ERROR(check_seq(seq, false));
+  kv_->seq_keep(seq);
+  return Status::ok();
+}
+
+Status Context::seq_add(int seq, int p0, int p1, int delta) {
+  LOOM_RETURN_IF_ERROR(check_seq(seq, true));
+  kv_->seq_add(seq, p0, p1, delta);
+  return Status::ok();
+}
+
+Status Context::seq_div(int seq, int p0, int p1, int d) {
+  LOOM_RETURN_IF_ERROR(check_seq(seq, true));
+  if (d < 1) return invalid_argument("seq_div: divisor must be at least 1");
+  kv_->seq_div(seq, p0, p1, d);
+  return Status::ok();
+}
+
+Expected<int> Context::seq_pos_min(int seq) const {
+  LOOM_RETURN_IF_ERROR(check_seq(seq, true));
+  return kv_->seq_pos_min(seq);
+}
+
+Expected<int> Context::seq_pos_max(int seq) const {
+  LOOM_RETURN_IF_ERROR(check_seq(seq, true));
+  return kv_->seq_pos_max(seq);
+}
+
+Status Context::kv_update() {
+  if (!kv_->has_shift()) return Status::ok();
+  kv_->pending_deltas(deltas_.data());
+  ForwardConfig cfg = fwd_;
+  LOOM_RETURN_IF_ERROR(shift_k(*model_, kv_->view(), deltas_.data(), scratch_, *pool_, cfg));
+  kv_->clear_shift();
+  return Status::ok();
+}
+
+void Context::kv_defrag() {
+  if (kv_->has_shift()) (void)kv_update();
+  kv_->defrag();
+}
+
+// ---------------------------------------------------------------------------------------------
+// adapters
+
+Status Context::set_lora(std::shared_ptr<const LoraAdapter> adapter, float scale) {
+  if (!adapter) return invalid_argument("no adapter");
+  for (auto& [a, s] : loras_) {
+    if (a == adapter) {
+      s = scale;
+      rebuild_adapters();
+      return Status::ok();
+    }
+  }
+  loras_.emplace_back(std::move(adapter), scale);
+  rebuild_adapters();
+  return Status::ok();
+}
+
+Status Context::remove_lora(const LoraAdapter* adapter) {
+  auto it = std::find_if(loras_.begin(), loras_.end(), [&](const auto& p) { return p.first.get() == adapter; });
+  if (it == loras_.end()) return not_found("the adapter is not attached to this context");
+  loras_.erase(it);
+  rebuild_adapters();
+  return Status::ok();
+}
+
+void Context::clear_lora() {
+  loras_.clear();
+  rebuild_adapters();
+}
+
+Status Context::set_control_vector(std::span<const float> data, int n_embd_data, int il_start, int il_end) {
+  if (data.empty()) {
+    adapters_.cvec.clear();
+    return Status::ok();
+  }
+  if (n_embd_data != n_embd()) {
+    return invalid_argument("control vector n_embd " + std::to_string(n_embd_data) + " does not match the model's " +
+                            std::to_string(n_embd()));
+  }
+  if (data.size() % size_t(n_embd_data) != 0) return invalid_argument("control vector length is not a multiple of n_embd");
+  const size_t E = size_t(n_embd_data);
+  const size_t n_layer = size_t(model_->hparams().n_layer);
+  // Internally indexed by block: row L holds the vector added to block L's output.
+  adapters_.cvec.assign(n_layer * E, 0.0f);
+  for (size_t L = 1; L < n_layer && (L - 1) * E < data.size(); ++L) {
+    std::copy(data.begin() + long((L - 1) * E), data.begin() + long(L * E), adapters_.cvec.begin() + long(L * E));
+  }
+  adapters_.cvec_il_start = il_start;
+  adapters_.cvec_il_end = il_end;
+  fwd_.adapters = &adapters_;
+  return Status::ok();
+}
+
+void Context::rebuild_adapters() {
+  adapters_.layers.assign(size_t(model_->hparams().n_layer), {});
+  adapters_.tok_embd.clear();
+  adapters_.output.clear();
+  adapters_.max_rank = 0;
+  for (const auto& [a, scale] : loras_) {
+    for (const LoraTarget& t : a->targets()) {
+      LoraPair p{t.a, t.b, a->effective_scale(scale, t.rank)};
+      if (t.weight == "token_embd.weight") adapters_.tok_embd.push_back(p);
+      else if (t.weight == "output.weight") adapters_.output.push_back(p);
+      else adapters_.layers[size_t(t.layer)][t.kind].push_back(p);
+      adapters_.max_rank = std::max(adapters_.max_rank, t.rank);
+    }
+  }
+  if (adapters_.max_rank > scratch_.max_lora_rank()) {
+    scratch_ = ForwardScratch(*model_, params_.n_ubatch, params_.n_ctx, params_.type_k, pool_->size(), adapters_.max_rank);
+  }
+  fwd_.adapters = &adapters_;
+}
+
+// ---------------------------------------------------------------------------------------------
+// perf
+
+void Context::reset_perf() {
+  const int64_t load = perf_.t_load_us;
+  perf_ = {};
+  perf_.t_load_us = load;
+}
+
+std::string Context::perf_report() const {
+  char buf[512];
+  const double pp_ms = perf_.t_prompt_us / 1e3, tg_ms = perf_.t_gen_us / 1e3;
+  std::snprintf(buf, sizeof buf,
+                "load time   = %10.2f ms\n"
+                "prompt eval = %10.2f ms / %5lld tokens (%8.2f ms per token, %8.2f tokens per second)\n"
+                "eval time   = %10.2f ms / %5lld runs   (%8.2f ms per token, %8.2f tokens per second)\n",
+                perf_.t_load_us / 1e3, pp_ms, static_cast<long long>(perf_.n_prompt_tokens),
+                perf_.n_prompt_tokens ? pp_ms / double(perf_.n_prompt_tokens) : 0.0,
+                pp_ms > 0 ? 1e3 * double(perf_.n_prompt_tokens) / pp_ms : 0.0, tg_ms,
+                static_cast<long long>(perf_.n_gen_tokens), perf_.n_gen_tokens ? tg_ms / double(perf_.n_gen_tokens) : 0.0,
+                tg_ms > 0 ? 1e3 * double(perf_.n_gen_tokens) / tg_ms : 0.0);
+  return buf;
 }
 
 }  // namespace loom

@@ -1,83 +1,199 @@
-// The inference context: owns a KV cache and turns batches of tokens into logits.
-// Used by one thread at a time; the Model it holds may be shared.
+// The inference context: owns a KV cache and turns batches of tokens from many sequences into
+// logits or embeddings. Used by one thread at a time; the Model it holds may be shared.
+//
+// Behaviour follows ../shared/spec/context.md; where loom deliberately differs from the reference
+// (no aborts on bad input, all-or-nothing decode, checked state files) docs/context.md says so.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "base/status.h"
 #include "base/threadpool.h"
 #include "context/batch.h"
 #include "kv/kv_cache.h"
+#include "model/adapters.h"
 #include "model/forward.h"
 #include "model/model.h"
 
 namespace loom {
 
+enum class RopeScaling { kUnspecified, kNone, kLinear, kYarn };
+enum class Pooling { kUnspecified, kNone, kMean, kCls, kLast, kRank };
+enum class AttentionType { kUnspecified, kCausal, kNonCausal };
+
 struct ContextParams {
-  int n_ctx = 0;            // 0: the model's training context
+  int n_ctx = 512;          // 0: the model's training context
   int n_batch = 2048;       // most tokens one decode() call accepts
-  int n_ubatch = 512;       // most tokens one forward pass computes
-  int n_seq_max = 1;
-  int n_threads = 0;        // 0: all cores
+  int n_ubatch = 512;       // most tokens one forward pass computes (0: n_batch)
+  int n_seq_max = 1;        // sequence ids are in [0, n_seq_max)
+  int n_threads = 0;        // threads for single-token steps (0: all cores)
+  int n_threads_batch = 0;  // threads for batches (0: n_threads)
+  RopeScaling rope_scaling = RopeScaling::kUnspecified;
+  float rope_freq_base = 0.0f;   // 0: from the model
+  float rope_freq_scale = 0.0f;  // 0: from the model
+  float yarn_ext_factor = -1.0f; // < 0: 1 for YaRN scaling, else 0
+  float yarn_attn_factor = 1.0f;
+  float yarn_beta_fast = 32.0f;
+  float yarn_beta_slow = 1.0f;
+  int yarn_orig_ctx = 0;         // 0: the model's training context
+  Pooling pooling = Pooling::kUnspecified;
+  AttentionType attention = AttentionType::kUnspecified;
+  bool embeddings = false;       // produce embeddings instead of logits
   TensorType type_k = TensorType::F16;
   TensorType type_v = TensorType::F16;
+  float defrag_thold = -1.0f;    // > 0: defragment before a decode when holes exceed this fraction
+  bool no_perf = false;
+  bool (*abort_callback)(void* data) = nullptr;  // polled between layers; true stops the decode
+  void* abort_data = nullptr;
+  EvalCallback eval_callback = nullptr;          // observes named intermediate activations
+  void* eval_data = nullptr;
 };
 
 struct PerfCounters {
-  int64_t n_prompt_tokens = 0;  // tokens decoded in batches of more than one token
+  int64_t t_load_us = 0;
+  int64_t n_prompt_tokens = 0;  // tokens decoded in calls of more than one token
   int64_t t_prompt_us = 0;
   int64_t n_gen_tokens = 0;     // single-token decodes
   int64_t t_gen_us = 0;
+  int64_t n_reused = 0;         // reserved for prefix reuse accounting
 };
+
+// decode()/encode() results as the C API numbers them: 0 ok, 1 no KV slot (free cells and retry),
+// 2 aborted, negative invalid input or internal error.
+int decode_result_code(const Status& st);
 
 class Context {
  public:
   static Expected<std::unique_ptr<Context>> create(std::shared_ptr<const Model> model, const ContextParams& params);
+  ~Context();
 
+  // ---- configuration as resolved at creation ----
   const Model& model() const { return *model_; }
-  int n_ctx() const { return n_ctx_; }
+  std::shared_ptr<const Model> model_ptr() const { return model_; }
+  const ContextParams& params() const { return params_; }
+  int n_ctx() const { return params_.n_ctx; }
   int n_batch() const { return params_.n_batch; }
   int n_ubatch() const { return params_.n_ubatch; }
+  int n_seq_max() const { return params_.n_seq_max; }
   int n_vocab() const { return int(model_->hparams().n_vocab); }
+  int n_embd() const { return int(model_->hparams().n_embd); }
+  Pooling pooling() const { return params_.pooling; }
+  bool causal() const { return causal_; }
 
-  // Evaluates the batch. Errors: kInvalidArgument (bad token id, position, sequence, size),
-  // kResourceExhausted (no room in the KV cache), kAborted.
+  // ---- run-time toggles (take effect on the next decode) ----
+  void set_embeddings(bool on);
+  void set_causal_attn(bool causal) { causal_ = causal; }
+  void set_n_threads(int n_threads, int n_threads_batch);
+  void set_abort_callback(bool (*cb)(void*), void* data);
+
+  // ---- evaluation ----
+  // All-or-nothing: on any error the KV cache is exactly as before the call.
+  // Errors: kInvalidArgument (bad token, position, sequence, size), kResourceExhausted (no KV
+  // slot), kAborted (callback).
   Status decode(const Batch& batch);
+  // Non-causal evaluation of a whole batch (at most n_ubatch tokens) that leaves the KV cache as
+  // it was: the path of embedding / encoder models. Produces embeddings (pooled per sequence
+  // when pooling is set).
+  Status encode(const Batch& batch);
+  // Runs one token through the model and clears the cache again (pages weights in).
+  Status warmup();
 
-  // Logits of batch row i of the last decode (negative i counts from the last output row).
-  Expected<std::span<const float>> logits(int i) const;
+  // ---- outputs of the last decode / encode ----
   int n_outputs() const { return n_outputs_; }
+  // Logits of batch row i (negative i counts back from the last output).
+  Expected<std::span<const float>> logits(int i) const;
+  // All output rows in batch order: [n_outputs][n_vocab].
+  std::span<const float> all_logits() const;
+  Expected<std::span<const float>> embeddings(int i) const;
+  std::span<const float> all_embeddings() const;
+  // Pooled embedding of a sequence of the last decode: n_embd floats (rank pooling: 1).
+  Expected<std::span<const float>> embeddings_seq(int seq) const;
 
-  KvCache& kv() { return *kv_; }
+  // ---- KV cache ----
   const KvCache& kv() const { return *kv_; }
+  void kv_clear();
+  Status seq_rm(int seq, int p0, int p1);
+  Status seq_cp(int src, int dst, int p0, int p1);
+  Status seq_keep(int seq);
+  Status seq_add(int seq, int p0, int p1, int delta);
+  Status seq_div(int seq, int p0, int p1, int d);
+  Expected<int> seq_pos_min(int seq) const;
+  Expected<int> seq_pos_max(int seq) const;
+  bool can_shift() const { return true; }  // every supported architecture uses RoPE
+  // Applies pending position shifts to K now (otherwise done at the next decode).
+  Status kv_update();
+  void kv_defrag();
 
+  // ---- state ----
+  // Whole context: KV cache, last outputs, and `tokens` (the caller's prompt/history) stored beside.
+  std::vector<uint8_t> state_save(std::span<const int32_t> tokens = {}) const;
+  Status state_load(std::span<const uint8_t> data, std::vector<int32_t>* tokens = nullptr);
+  Status state_save_file(const std::string& path, std::span<const int32_t> tokens = {}) const;
+  Status state_load_file(const std::string& path, std::vector<int32_t>* tokens = nullptr);
+  // One sequence's cells; restoring into another sequence id works.
+  Expected<std::vector<uint8_t>> seq_state_save(int seq, std::span<const int32_t> tokens = {}) const;
+  Status seq_state_load(std::span<const uint8_t> data, int dst_seq, std::vector<int32_t>* tokens = nullptr);
+  Status seq_state_save_file(const std::string& path, int seq, std::span<const int32_t> tokens = {}) const;
+  Status seq_state_load_file(const std::string& path, int dst_seq, std::vector<int32_t>* tokens = nullptr);
+
+  // ---- adapters ----
+  // Adds the adapter, or changes its scale when already attached.
+  Status set_lora(std::shared_ptr<const LoraAdapter> adapter, float scale);
+  // kNotFound when the adapter is not attached.
+  Status remove_lora(const LoraAdapter* adapter);
+  void clear_lora();
+  // data: [n_layers_in_data][n_embd], the first row being layer 1 (llama.cpp's layout); the
+  // vector is added to the output of blocks il_start..il_end (inclusive). Empty data clears.
+  Status set_control_vector(std::span<const float> data, int n_embd, int il_start, int il_end);
+
+  // ---- perf ----
   const PerfCounters& perf() const { return perf_; }
-  void reset_perf() { perf_ = {}; }
+  void reset_perf();
+  std::string perf_report() const;
 
  private:
   Context() = default;
-  Status decode_ubatch(int first, int n, const Batch& batch, const std::vector<int32_t>& pos);
+  struct Checked;  // a validated batch
+  Status validate(const Batch& batch, bool encoding, Checked* out);
+  Status run_ubatches(const Batch& batch, const Checked& c, bool encoding);
+  Status prepare_kv();
+  void rebuild_adapters();
+  void pool_outputs(const Checked& c);
+  uint64_t fingerprint() const;
+  Status check_seq(int seq, bool allow_negative) const;
 
   std::shared_ptr<const Model> model_;
   ContextParams params_;
-  int n_ctx_ = 0;
+  bool causal_ = true;
+  bool has_logits_buffer_ = true;
   std::unique_ptr<KvCache> kv_;
   std::unique_ptr<ThreadPool> pool_;
   ForwardScratch scratch_;
+  ForwardConfig fwd_;
+  ForwardAdapters adapters_;
+  std::vector<std::pair<std::shared_ptr<const LoraAdapter>, float>> loras_;
 
   // Reserved at creation, reused by every decode.
-  std::vector<float> logits_;          // [n_batch][n_vocab]
-  std::vector<int32_t> output_of_row_; // batch row -> output index, -1 when none
-  std::vector<int32_t> pos_;           // [n_batch] resolved positions
-  std::vector<int32_t> cells_;         // [n_ubatch]
-  std::vector<int32_t> seq_;           // [n_ubatch]
-  std::vector<int32_t> out_rows_;      // [n_ubatch]
-  std::vector<float> mask_;            // [n_ubatch][n_ctx]
+  std::vector<float> logits_;           // [n_batch][n_vocab]
+  std::vector<float> embd_;             // [n_batch][n_embd] per-token outputs (embeddings mode)
+  std::vector<float> pooled_;           // [n_seq_max][n_embd]
+  std::vector<uint8_t> pooled_valid_;   // [n_seq_max]
+  std::vector<int32_t> pool_count_;     // [n_seq_max] tokens pooled per sequence
+  std::vector<int32_t> pool_pos_;       // [n_seq_max] position of the cls / last token chosen
+  std::vector<int32_t> output_of_row_;  // batch row -> output index, -1 when none
+  std::vector<int32_t> pos_;            // [n_batch] resolved positions
+  std::vector<int32_t> seq_;            // [n_batch] first sequence of each token (mask, positions)
+  std::vector<int32_t> cells_;          // [n_batch] cells used by the current decode
+  std::vector<int32_t> out_rows_;       // [n_ubatch]
+  std::vector<float> mask_;             // [n_ubatch][n_ctx]
+  std::vector<int32_t> deltas_;         // [n_ctx] pending K-shift
   int n_outputs_ = 0;
   int last_batch_size_ = 0;
+  bool last_was_embd_ = false;
   PerfCounters perf_;
 };
 

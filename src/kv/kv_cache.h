@@ -2,11 +2,16 @@
 // and per cell the position and the *set* of sequences that share it (a common prompt prefix
 // is stored once for many sequences). Which cells a token may attend to is derived from this
 // metadata as a mask for each micro-batch.
+//
+// Position edits (seq_add / seq_div) change cell positions at once and record the change in
+// `delta`; the K rows are re-rotated lazily (the context applies the pending shift through the
+// model's RoPE before the next forward pass).
 #pragma once
 
 #include <bitset>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "base/status.h"
@@ -21,6 +26,7 @@ inline constexpr int kMaxSeqs = 256;
 
 struct KvCell {
   Pos pos = -1;
+  Pos delta = 0;  // position change not yet applied to K (seq_add / seq_div)
   std::bitset<kMaxSeqs> seqs;
   bool empty() const { return seqs.none(); }
 };
@@ -35,42 +41,82 @@ struct KvCacheParams {
   TensorType type_v = TensorType::F16;
 };
 
+struct MaskParams {
+  bool causal = true;
+  int swa_window = 0;  // > 0: a token sees only cells with pos > its pos - window
+};
+
 class KvCache {
  public:
   static Expected<std::unique_ptr<KvCache>> create(const KvCacheParams& p);
 
+  const KvCacheParams& params() const { return params_; }
   int size() const { return int(cells_.size()); }
   int used() const { return used_; }
+  // Sum over cells of the number of sequences holding it (a shared cell counts once per sequence).
+  int n_tokens() const;
   const KvCell& cell(int i) const { return cells_[size_t(i)]; }
   const KvView& view() const { return view_; }
   size_t bytes() const { return storage_.size(); }
+  size_t k_bytes() const { return view_.k_row_bytes * cells_.size() * size_t(params_.n_layer); }
+  size_t v_bytes() const { return view_.v_row_bytes * cells_.size() * size_t(params_.n_layer); }
 
   // Free cells for n tokens, first fit (not necessarily contiguous); false when full.
-  // `out` must have room for n entries.
   bool find_slot(int n, int32_t* out) const;
-  void occupy(int cell, Pos pos, SeqId seq);
+  // Marks a free cell as holding `pos` for the given sequences.
+  void occupy(int cell, Pos pos, std::span<const SeqId> seqs);
+  // Frees cells (used to roll back a failed decode).
+  void release_cells(std::span<const int32_t> cells);
   // 1 + the highest occupied cell: attention scans cells [0, n_kv()).
   int n_kv() const;
 
-  // mask[t][c] = 0 when cell c holds token t's sequence at a position <= pos[t], else -inf.
-  void build_mask(int n_tokens, const Pos* pos, const SeqId* seq, int n_kv, float* mask) const;
+  // mask[t][c] = 0 when cell c holds seq[t] at a visible position, else -inf. Causal: pos <= pos[t].
+  void build_mask(int n_tokens, const Pos* pos, const SeqId* seq, int n_kv, const MaskParams& mp,
+                  float* mask) const;
 
+  // ---- sequence edits (seq < 0 = every sequence; p0 < 0 = from 0; p1 < 0 = to infinity) ----
   void clear();
-  // Removes seq from cells with p0 <= pos < p1 (p0 < 0: from 0; p1 < 0: to infinity);
-  // seq < 0 removes every sequence.
   void seq_rm(SeqId seq, Pos p0, Pos p1);
-  // Highest position of seq, or -1 when it has no cells.
+  void seq_cp(SeqId src, SeqId dst, Pos p0, Pos p1);
+  void seq_keep(SeqId seq);
+  void seq_add(SeqId seq, Pos p0, Pos p1, Pos delta);
+  void seq_div(SeqId seq, Pos p0, Pos p1, int d);
+  Pos seq_pos_min(SeqId seq) const;  // -1 when the sequence has no cells
   Pos seq_pos_max(SeqId seq) const;
+
+  // ---- K-shift bookkeeping ----
+  bool has_shift() const { return has_shift_; }
+  // Per-cell pending deltas ([size()]), for the model's K re-rotation.
+  void pending_deltas(int32_t* out) const;
+  void clear_shift();
+
+  // ---- defragmentation ----
+  // Fraction of the scanned range [0, n_kv()) that is holes.
+  float fragmentation() const;
+  // Moves occupied cells down into holes so they form the range [0, used()), copying K/V rows.
+  void defrag();
+
+  // Overwrites cell i's metadata (state restore); keeps used() and has_shift() consistent.
+  void set_cell(int i, const KvCell& cell);
+
+  // Raw row access (state save/restore).
+  uint8_t* k_row(int layer, int cell) { return static_cast<uint8_t*>(view_.layers[size_t(layer)].k) + size_t(cell) * view_.k_row_bytes; }
+  uint8_t* v_row(int layer, int cell) { return static_cast<uint8_t*>(view_.layers[size_t(layer)].v) + size_t(cell) * view_.v_row_bytes; }
+  const uint8_t* k_row(int layer, int cell) const { return const_cast<KvCache*>(this)->k_row(layer, cell); }
+  const uint8_t* v_row(int layer, int cell) const { return const_cast<KvCache*>(this)->v_row(layer, cell); }
 
  private:
   KvCache() = default;
-  void release(KvCell& c);
+  void free_cell(KvCell& c);
+  template <typename F>
+  void for_seq_cells(SeqId seq, Pos p0, Pos p1, F&& f);
 
   KvCacheParams params_;
   std::vector<KvCell> cells_;
   std::vector<uint8_t> storage_;
   KvView view_;
   int used_ = 0;
+  bool has_shift_ = false;
 };
 
 }  // namespace loom

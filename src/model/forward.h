@@ -2,6 +2,7 @@
 // tokens write and which cells each token may see (the mask); the forward only computes.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -10,6 +11,8 @@
 #include "base/status.h"
 #include "base/threadpool.h"
 #include "gguf/tensor_type.h"
+#include "ops/ops.h"
+#include "ops/tensor_view.h"
 
 namespace loom {
 
@@ -30,41 +33,87 @@ struct KvView {
   std::vector<KvLayerView> layers;
 };
 
+// One low-rank update y += scale · B·(A·x) of a weight (A: [rank rows][n_in], B: [n_out rows][rank]).
+struct LoraPair {
+  TensorView a;
+  TensorView b;
+  float scale = 1.0f;
+};
+
+enum LayerWeight { kWq, kWk, kWv, kWo, kFfnGate, kFfnUp, kFfnDown, kNumLayerWeights };
+
+// Adapters in effect for a context: LoRA pairs per weight and a control vector per layer.
+struct ForwardAdapters {
+  std::vector<std::array<std::vector<LoraPair>, kNumLayerWeights>> layers;  // [n_layer]
+  std::vector<LoraPair> tok_embd;  // a: [n_vocab rows][rank] (row per token), b: [n_embd rows][rank]
+  std::vector<LoraPair> output;
+  int max_rank = 0;
+  std::vector<float> cvec;         // [n_layer][n_embd] added to each block's output; empty = none
+  int cvec_il_start = 0, cvec_il_end = -1;  // inclusive layer range
+
+  bool has_lora() const { return max_rank > 0; }
+};
+
+// Observes named intermediate activations ([rows][cols] floats). Return false to stop the pass
+// (the forward then returns kAborted).
+using EvalCallback = bool (*)(const char* name, int layer, const float* data, int64_t cols, int64_t rows,
+                              void* user);
+
+// Per-context settings of the forward pass.
+struct ForwardConfig {
+  ops::RopeParams rope;             // effective RoPE (model values with context overrides)
+  bool (*abort_cb)(void* data) = nullptr;  // polled between layers
+  void* abort_data = nullptr;
+  EvalCallback eval_cb = nullptr;
+  void* eval_data = nullptr;
+  const ForwardAdapters* adapters = nullptr;
+  int n_threads = 0;                // threads for this pass (0: the whole pool)
+};
+
 struct ForwardBatch {
   int n_tokens = 0;
-  const int32_t* tokens = nullptr;   // [n_tokens] (ids validated by the caller)
+  const int32_t* tokens = nullptr;   // [n_tokens] (ids validated by the caller), or
+  const float* embd = nullptr;       // [n_tokens][n_embd] input embeddings instead of tokens
   const int32_t* pos = nullptr;      // [n_tokens]
   const int32_t* cells = nullptr;    // [n_tokens] cache cell each token's K/V is written to
   int n_kv = 0;                      // attention considers cells [0, n_kv)
   const float* mask = nullptr;       // [n_tokens][n_kv] additive mask (0 / -inf)
   int n_outputs = 0;
-  const int32_t* output_rows = nullptr;  // [n_outputs] batch rows whose logits are wanted
-  float* logits = nullptr;           // [n_outputs][n_vocab]
+  const int32_t* output_rows = nullptr;  // [n_outputs] batch rows whose outputs are wanted
+  float* logits = nullptr;           // [n_outputs][n_vocab], or null
+  float* hidden = nullptr;           // [n_outputs][n_embd] final-norm hidden states, or null
 };
 
-// Scratch buffers for micro-batches of up to max_tokens over up to max_kv cells, reserved once.
+// Scratch buffers for micro-batches of up to max_tokens over up to max_kv cells, reserved once
+// (and again when adapters of a larger rank are attached).
 class ForwardScratch {
  public:
   ForwardScratch() = default;
-  ForwardScratch(const Model& model, int max_tokens, int max_kv, TensorType type_k, int n_threads);
+  ForwardScratch(const Model& model, int max_tokens, int max_kv, TensorType type_k, int n_threads,
+                 int max_lora_rank = 0);
   Arena& arena() { return arena_; }
   int max_tokens() const { return max_tokens_; }
   int max_kv() const { return max_kv_; }
+  int max_lora_rank() const { return max_lora_rank_; }
 
  private:
   Arena arena_;
   int max_tokens_ = 0;
   int max_kv_ = 0;
+  int max_lora_rank_ = 0;
 };
 
-// Runs the model's forward for one micro-batch: stores K/V into the given cells, writes logits
-// of the output rows. Aborts between layers when `abort_cb` returns true (kAborted).
-struct ForwardHooks {
-  bool (*abort_cb)(void* data) = nullptr;
-  void* abort_data = nullptr;
-};
+// The effective RoPE of a model before context overrides.
+ops::RopeParams model_rope(const Model& model);
 
+// Runs the model's forward for one micro-batch: stores K/V into the given cells, writes the
+// requested outputs of the output rows.
 Status forward(const Model& model, const ForwardBatch& batch, const KvView& kv, ForwardScratch& scratch,
-               ThreadPool& pool, const ForwardHooks& hooks = {});
+               ThreadPool& pool, const ForwardConfig& config);
+
+// Re-rotates cached K rows by per-cell position deltas ([kv.n_cells], 0 = unchanged): the lazy
+// half of a position shift (RoPE(a + d) = RoPE(d) ∘ RoPE(a)).
+Status shift_k(const Model& model, const KvView& kv, const int32_t* deltas, ForwardScratch& scratch,
+               ThreadPool& pool, const ForwardConfig& config);
 
 }  // namespace loom

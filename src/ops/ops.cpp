@@ -62,20 +62,40 @@ void get_row(const TensorView& table, int64_t r, float* out) {
   quant::dequantize_row(table.type, table.row(r), out, table.cols);
 }
 
+namespace {
+// Dimension (pair index scale) at which a rotation completes n_rotations over n_ctx_orig.
+double yarn_corr_dim(int n_rot, int n_ctx_orig, double n_rotations, double base) {
+  return n_rot * std::log(n_ctx_orig / (n_rotations * 2 * M_PI)) / (2 * std::log(base));
+}
+}  // namespace
+
 void rope(float* x, const int32_t* pos, int n_tokens, int n_heads, int head_dim, const RopeParams& p) {
   const int n_rot = p.n_rot > 0 ? std::min(p.n_rot, head_dim) : head_dim;
   const int half = n_rot / 2;
+  double corr_lo = 0, corr_hi = 0;
+  float mscale = p.attn_factor;
+  if (p.ext_factor != 0.0f) {
+    const int n_orig = p.n_ctx_orig > 0 ? p.n_ctx_orig : 4096;
+    corr_lo = std::max(0.0, std::floor(yarn_corr_dim(n_rot, n_orig, p.beta_fast, p.freq_base)));
+    corr_hi = std::min(double(n_rot - 1), std::ceil(yarn_corr_dim(n_rot, n_orig, p.beta_slow, p.freq_base)));
+    mscale *= 1.0f + 0.1f * std::log(1.0f / p.freq_scale);
+  }
   // cos/sin per (token, pair) computed once and reused by every head. theta is formed in double
   // so long positions keep full float precision.
   float cs[kMaxRopeDims];  // stack: no allocation on the decode path
   assert(n_rot <= kMaxRopeDims);
   for (int t = 0; t < n_tokens; ++t) {
-    const double pp = double(pos[t]) * p.freq_scale;
     for (int i = 0; i < half; ++i) {
       const double inv_freq = std::pow(double(p.freq_base), -2.0 * i / n_rot);
-      const double theta = pp * inv_freq;
-      cs[2 * i] = float(std::cos(theta));
-      cs[2 * i + 1] = float(std::sin(theta));
+      const double extrap = double(pos[t]) * inv_freq;
+      double theta = extrap * p.freq_scale;
+      if (p.ext_factor != 0.0f) {
+        const double y = (i - corr_lo) / std::max(0.001, corr_hi - corr_lo);
+        const double ramp = (1.0 - std::min(1.0, std::max(0.0, y))) * p.ext_factor;
+        theta = theta * (1 - ramp) + extrap * ramp;
+      }
+      cs[2 * i] = float(std::cos(theta)) * mscale;
+      cs[2 * i + 1] = float(std::sin(theta)) * mscale;
     }
     for (int h = 0; h < n_heads; ++h) {
       float* v = x + (int64_t(t) * n_heads + h) * head_dim;

@@ -32,6 +32,13 @@ struct RopeParams {
   float freq_base = 10000.f;
   float freq_scale = 1.f;    // positions are multiplied by this (linear scaling)
   RopeMode mode = RopeMode::kNormal;
+  // YaRN (ext_factor > 0): blend interpolated and extrapolated angles per dimension between the
+  // correction dims given by beta_fast/beta_slow rotations over n_ctx_orig, and scale magnitudes.
+  float ext_factor = 0.f;
+  float attn_factor = 1.f;
+  float beta_fast = 32.f;
+  float beta_slow = 1.f;
+  int n_ctx_orig = 0;
 };
 
 inline constexpr int kMaxRopeDims = 1024;

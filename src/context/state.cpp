@@ -1,0 +1,385 @@
+// Context state: serialization of the KV cache (whole or one sequence), the last outputs and the
+// caller's tokens, with a format loom controls: magic, version, model fingerprint, cache types
+// and a checksum, so a wrong, truncated or corrupt state is refused before anything changes.
+//
+// Layout (little-endian):
+//   "LOOMSTAT" u32 version u32 kind(1 whole, 2 sequence)
+//   u64 model fingerprint, u32 type_k, u32 type_v, u32 n_layer, u64 k_row_bytes, u64 v_row_bytes
+//   u32 n_tokens, i32 tokens[n_tokens]
+//   whole only: u32 batch_size, u32 n_outputs, u8 outputs_are_embeddings, i32 output_of_row[batch_size],
+//               u64 n_floats, f32 outputs[n_floats]
+//   u32 n_cells, per cell: i32 pos, i32 delta, [whole only: u32 n_seq, i32 seq[n_seq]]
+//   per layer: K rows of the cells, then V rows
+//   u64 FNV-1a checksum of all bytes before it
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+
+#include "context/context.h"
+
+namespace loom {
+namespace {
+
+constexpr char kMagic[8] = {'L', 'O', 'O', 'M', 'S', 'T', 'A', 'T'};
+constexpr uint32_t kVersion = 1;
+constexpr uint32_t kKindWhole = 1, kKindSeq = 2;
+
+uint64_t fnv1a(const uint8_t* p, size_t n, uint64_t h = 14695981039346656037ull) {
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+class Writer {
+ public:
+  template <typename T>
+  void put(T v) {
+    const auto* p = reinterpret_cast<const uint8_t*>(&v);
+    buf.insert(buf.end(), p, p + sizeof(T));
+  }
+  void bytes(const void* p, size_t n) {
+    const auto* b = static_cast<const uint8_t*>(p);
+    buf.insert(buf.end(), b, b + n);
+  }
+  void finish() { put<uint64_t>(fnv1a(buf.data(), buf.size())); }
+  std::vector<uint8_t> buf;
+};
+
+class Reader {
+ public:
+  explicit Reader(std::span<const uint8_t> d) : d_(d) {}
+  template <typename T>
+  Status get(T* v, const char* what) {
+    LOOM_RETURN_IF_ERROR(need(sizeof(T), what));
+    std::memcpy(v, d_.data() + pos_, sizeof(T));
+    pos_ += sizeof(T);
+    return Status::ok();
+  }
+  Status view(const uint8_t** p, size_t n, const char* what) {
+    LOOM_RETURN_IF_ERROR(need(n, what));
+    *p = d_.data() + pos_;
+    pos_ += n;
+    return Status::ok();
+  }
+  size_t pos() const { return pos_; }
+  size_t remaining() const { return d_.size() - pos_; }
+
+ private:
+  Status need(size_t n, const char* what) const {
+    if (n > d_.size() - pos_) {
+      return corrupt(std::string("state is truncated: ") + what + " at offset " + std::to_string(pos_) +
+                     " needs " + std::to_string(n) + " bytes, " + std::to_string(d_.size() - pos_) + " remain");
+    }
+    return Status::ok();
+  }
+  std::span<const uint8_t> d_;
+  size_t pos_ = 0;
+};
+
+Status write_file_atomic(const std::string& path, const std::vector<uint8_t>& data) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) return io_error("cannot write " + tmp + ": " + std::strerror(errno));
+  const bool ok = std::fwrite(data.data(), 1, data.size(), f) == data.size() && std::fflush(f) == 0 && ::fsync(::fileno(f)) == 0;
+  std::fclose(f);
+  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    return io_error("cannot write state file " + path);
+  }
+  return Status::ok();
+}
+
+Expected<std::vector<uint8_t>> read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return io_error("cannot open state file " + path);
+  std::vector<uint8_t> data((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (f.bad()) return io_error("cannot read state file " + path);
+  return data;
+}
+
+// The parsed, checked content of a state buffer (views into it).
+struct Parsed {
+  uint32_t kind = 0;
+  std::vector<int32_t> tokens;
+  uint32_t batch_size = 0, n_outputs = 0;
+  bool outputs_embd = false;
+  const uint8_t* output_of_row = nullptr;  // i32[batch_size]
+  uint64_t n_floats = 0;
+  const uint8_t* floats = nullptr;
+  struct Cell { int32_t pos, delta; std::bitset<kMaxSeqs> seqs; };
+  std::vector<Cell> cells;
+  const uint8_t* rows = nullptr;  // per layer: K rows then V rows
+};
+
+}  // namespace
+
+uint64_t Context::fingerprint() const {
+  const ModelHparams& hp = model_->hparams();
+  uint64_t h = fnv1a(reinterpret_cast<const uint8_t*>(hp.arch_name.data()), hp.arch_name.size());
+  const int64_t dims[] = {hp.n_vocab, hp.n_embd, hp.n_layer, hp.n_head, hp.n_head_kv, hp.head_dim, hp.n_ff};
+  h = fnv1a(reinterpret_cast<const uint8_t*>(dims), sizeof dims, h);
+  for (const auto& t : model_->file().tensors()) {
+    h = fnv1a(reinterpret_cast<const uint8_t*>(t.name.data()), t.name.size(), h);
+    const uint32_t type = uint32_t(t.type);
+    h = fnv1a(reinterpret_cast<const uint8_t*>(&type), 4, h);
+    h = fnv1a(reinterpret_cast<const uint8_t*>(t.ne.data()), sizeof(t.ne), h);
+  }
+  return h;
+}
+
+namespace {
+
+void write_header(Writer& w, uint32_t kind, uint64_t fp, const KvCache& kv, std::span<const int32_t> tokens) {
+  w.bytes(kMagic, 8);
+  w.put<uint32_t>(kVersion);
+  w.put<uint32_t>(kind);
+  w.put<uint64_t>(fp);
+  w.put<uint32_t>(uint32_t(kv.params().type_k));
+  w.put<uint32_t>(uint32_t(kv.params().type_v));
+  w.put<uint32_t>(uint32_t(kv.params().n_layer));
+  w.put<uint64_t>(kv.view().k_row_bytes);
+  w.put<uint64_t>(kv.view().v_row_bytes);
+  w.put<uint32_t>(uint32_t(tokens.size()));
+  w.bytes(tokens.data(), tokens.size() * sizeof(int32_t));
+}
+
+void write_cells(Writer& w, const KvCache& kv, const std::vector<int>& cells, bool with_seqs) {
+  w.put<uint32_t>(uint32_t(cells.size()));
+  for (int c : cells) {
+    const KvCell& cell = kv.cell(c);
+    w.put<int32_t>(cell.pos);
+    w.put<int32_t>(cell.delta);
+    if (with_seqs) {
+      w.put<uint32_t>(uint32_t(cell.seqs.count()));
+      for (int s = 0; s < kMaxSeqs; ++s) {
+        if (cell.seqs.test(size_t(s))) w.put<int32_t>(s);
+      }
+    }
+  }
+  for (int il = 0; il < kv.params().n_layer; ++il) {
+    for (int c : cells) w.bytes(kv.k_row(il, c), kv.view().k_row_bytes);
+    for (int c : cells) w.bytes(kv.v_row(il, c), kv.view().v_row_bytes);
+  }
+}
+
+// Parses and checks everything; nothing is applied here.
+Status parse_state(std::span<const uint8_t> data, uint32_t want_kind, uint64_t fp, const KvCache& kv, int n_seq_max,
+                   Parsed* out) {
+  if (data.size() < 8 + 8) return corrupt("state is truncated (" + std::to_string(data.size()) + " bytes)");
+  const uint64_t stored_sum = [&] { uint64_t v; std::memcpy(&v, data.data() + data.size() - 8, 8); return v; }();
+  Reader r(data.first(data.size() - 8));
+  const uint8_t* magic = nullptr;
+  LOOM_RETURN_IF_ERROR(r.view(&magic, 8, "magic"));
+  if (std::memcmp(magic, kMagic, 8) != 0) return corrupt("not a loom state (bad magic)");
+  uint32_t version = 0, kind = 0;
+  LOOM_RETURN_IF_ERROR(r.get(&version, "version"));
+  if (version != kVersion) return unsupported("state format version " + std::to_string(version) + " is not supported (expected " + std::to_string(kVersion) + ")");
+  LOOM_RETURN_IF_ERROR(r.get(&kind, "kind"));
+  if (kind != want_kind) {
+    return invalid_argument(kind == kKindSeq ? "this is a sequence state; load it with the sequence functions"
+                                             : "this is a whole-context state, not a sequence state");
+  }
+  if (fnv1a(data.data(), data.size() - 8) != stored_sum) return corrupt("state checksum mismatch (corrupt or truncated)");
+  out->kind = kind;
+  uint64_t file_fp = 0, k_row = 0, v_row = 0;
+  uint32_t type_k = 0, type_v = 0, n_layer = 0, n_tokens = 0;
+  LOOM_RETURN_IF_ERROR(r.get(&file_fp, "fingerprint"));
+  if (file_fp != fp) return invalid_argument("state was saved with a different model");
+  LOOM_RETURN_IF_ERROR(r.get(&type_k, "type_k"));
+  LOOM_RETURN_IF_ERROR(r.get(&type_v, "type_v"));
+  LOOM_RETURN_IF_ERROR(r.get(&n_layer, "n_layer"));
+  LOOM_RETURN_IF_ERROR(r.get(&k_row, "k_row_bytes"));
+  LOOM_RETURN_IF_ERROR(r.get(&v_row, "v_row_bytes"));
+  if (type_k != uint32_t(kv.params().type_k) || type_v != uint32_t(kv.params().type_v)) {
+    return invalid_argument("state was saved with KV cache types " + std::string(tensor_type_name(TensorType(type_k))) + "/" +
+                            std::string(tensor_type_name(TensorType(type_v))) + ", this context uses " +
+                            std::string(tensor_type_name(kv.params().type_k)) + "/" + std::string(tensor_type_name(kv.params().type_v)));
+  }
+  if (n_layer != uint32_t(kv.params().n_layer) || k_row != kv.view().k_row_bytes || v_row != kv.view().v_row_bytes) {
+    return corrupt("state KV geometry does not match this context");
+  }
+  LOOM_RETURN_IF_ERROR(r.get(&n_tokens, "token count"));
+  if (uint64_t(n_tokens) * 4 > r.remaining()) return corrupt("state token count runs past the end");
+  const uint8_t* tok = nullptr;
+  LOOM_RETURN_IF_ERROR(r.view(&tok, size_t(n_tokens) * 4, "tokens"));
+  out->tokens.resize(n_tokens);
+  if (n_tokens) std::memcpy(out->tokens.data(), tok, size_t(n_tokens) * 4);
+
+  if (kind == kKindWhole) {
+    uint8_t is_embd = 0;
+    LOOM_RETURN_IF_ERROR(r.get(&out->batch_size, "batch size"));
+    LOOM_RETURN_IF_ERROR(r.get(&out->n_outputs, "output count"));
+    LOOM_RETURN_IF_ERROR(r.get(&is_embd, "output kind"));
+    out->outputs_embd = is_embd != 0;
+    if (uint64_t(out->batch_size) * 4 > r.remaining()) return corrupt("state batch size runs past the end");
+    LOOM_RETURN_IF_ERROR(r.view(&out->output_of_row, size_t(out->batch_size) * 4, "output ids"));
+    LOOM_RETURN_IF_ERROR(r.get(&out->n_floats, "output size"));
+    if (out->n_floats > r.remaining() / 4) return corrupt("state outputs run past the end");
+    LOOM_RETURN_IF_ERROR(r.view(&out->floats, size_t(out->n_floats) * 4, "outputs"));
+  }
+  uint32_t n_cells = 0;
+  LOOM_RETURN_IF_ERROR(r.get(&n_cells, "cell count"));
+  if (n_cells > uint32_t(kv.size())) {
+    return invalid_argument("state holds " + std::to_string(n_cells) + " cells but the cache has only " + std::to_string(kv.size()));
+  }
+  out->cells.resize(n_cells);
+  for (auto& c : out->cells) {
+    LOOM_RETURN_IF_ERROR(r.get(&c.pos, "cell position"));
+    LOOM_RETURN_IF_ERROR(r.get(&c.delta, "cell delta"));
+    if (c.pos < 0) return corrupt("state has a cell with a negative position");
+    if (kind == kKindWhole) {
+      uint32_t n_seq = 0;
+      LOOM_RETURN_IF_ERROR(r.get(&n_seq, "cell sequence count"));
+      if (n_seq == 0 || n_seq > uint32_t(kMaxSeqs)) return corrupt("state cell has an invalid sequence count");
+      for (uint32_t j = 0; j < n_seq; ++j) {
+        int32_t s = 0;
+        LOOM_RETURN_IF_ERROR(r.get(&s, "cell sequence id"));
+        if (s < 0 || s >= n_seq_max) {
+          return invalid_argument("state uses sequence id " + std::to_string(s) + ", outside this context's [0, " +
+                                  std::to_string(n_seq_max) + ")");
+        }
+        c.seqs.set(size_t(s));
+      }
+    }
+  }
+  const size_t rows_bytes = size_t(n_layer) * size_t(n_cells) * size_t(k_row + v_row);
+  LOOM_RETURN_IF_ERROR(r.view(&out->rows, rows_bytes, "KV rows"));
+  if (r.remaining() != 0) return corrupt("state has " + std::to_string(r.remaining()) + " unexpected trailing bytes");
+  return Status::ok();
+}
+
+void copy_rows_in(KvCache& kv, const Parsed& p, const std::vector<int>& dst_cells) {
+  const size_t kr = kv.view().k_row_bytes, vr = kv.view().v_row_bytes, n = p.cells.size();
+  const uint8_t* src = p.rows;
+  for (int il = 0; il < kv.params().n_layer; ++il) {
+    for (size_t i = 0; i < n; ++i, src += kr) std::memcpy(kv.k_row(il, dst_cells[i]), src, kr);
+    for (size_t i = 0; i < n; ++i, src += vr) std::memcpy(kv.v_row(il, dst_cells[i]), src, vr);
+  }
+}
+
+}  // namespace
+
+std::vector<uint8_t> Context::state_save(std::span<const int32_t> tokens) const {
+  Writer w;
+  write_header(w, kKindWhole, fingerprint(), *kv_, tokens);
+  w.put<uint32_t>(uint32_t(last_batch_size_));
+  w.put<uint32_t>(uint32_t(n_outputs_));
+  w.put<uint8_t>(last_was_embd_ ? 1 : 0);
+  w.bytes(output_of_row_.data(), size_t(last_batch_size_) * 4);
+  const size_t row = size_t(last_was_embd_ ? n_embd() : n_vocab());
+  const float* outs = last_was_embd_ ? embd_.data() : logits_.data();
+  const uint64_t n_floats = n_outputs_ > 0 && outs ? uint64_t(n_outputs_) * row : 0;
+  w.put<uint64_t>(n_floats);
+  w.bytes(outs, size_t(n_floats) * 4);
+  std::vector<int> cells;
+  for (int c = 0; c < kv_->size(); ++c) {
+    if (!kv_->cell(c).empty()) cells.push_back(c);
+  }
+  write_cells(w, *kv_, cells, /*with_seqs=*/true);
+  w.finish();
+  return std::move(w.buf);
+}
+
+Status Context::state_load(std::span<const uint8_t> data, std::vector<int32_t>* tokens) {
+  Parsed p;
+  LOOM_RETURN_IF_ERROR(parse_state(data, kKindWhole, fingerprint(), *kv_, params_.n_seq_max, &p));
+  const size_t row = size_t(p.outputs_embd ? n_embd() : n_vocab());
+  if (p.batch_size > uint32_t(params_.n_batch)) return invalid_argument("state outputs exceed this context's n_batch");
+  if (p.n_floats != uint64_t(p.n_outputs) * row) return corrupt("state output size does not match its output count");
+  if (!p.outputs_embd && p.n_outputs > 0 && logits_.empty()) return invalid_argument("state holds logits but this context has no logits buffer");
+  for (uint32_t i = 0; i < p.batch_size; ++i) {
+    int32_t o;
+    std::memcpy(&o, p.output_of_row + size_t(i) * 4, 4);
+    if (o < -1 || o >= int32_t(p.n_outputs)) return corrupt("state has an invalid output id " + std::to_string(o));
+  }
+  // Everything is checked: apply.
+  kv_->clear();
+  std::vector<int> dst(p.cells.size());
+  for (size_t i = 0; i < p.cells.size(); ++i) {
+    dst[i] = int(i);
+    KvCell cell;
+    cell.pos = p.cells[i].pos;
+    cell.delta = p.cells[i].delta;
+    cell.seqs = p.cells[i].seqs;
+    kv_->set_cell(int(i), cell);
+  }
+  copy_rows_in(*kv_, p, dst);
+  last_batch_size_ = int(p.batch_size);
+  n_outputs_ = int(p.n_outputs);
+  last_was_embd_ = p.outputs_embd;
+  std::fill(output_of_row_.begin(), output_of_row_.end(), -1);
+  if (p.batch_size) std::memcpy(output_of_row_.data(), p.output_of_row, size_t(p.batch_size) * 4);
+  if (p.n_floats) std::memcpy(p.outputs_embd ? embd_.data() : logits_.data(), p.floats, size_t(p.n_floats) * 4);
+  if (tokens) *tokens = std::move(p.tokens);
+  return Status::ok();
+}
+
+Expected<std::vector<uint8_t>> Context::seq_state_save(int seq, std::span<const int32_t> tokens) const {
+  LOOM_RETURN_IF_ERROR(check_seq(seq, false));
+  Writer w;
+  write_header(w, kKindSeq, fingerprint(), *kv_, tokens);
+  std::vector<int> cells;
+  for (int c = 0; c < kv_->size(); ++c) {
+    if (!kv_->cell(c).empty() && kv_->cell(c).seqs.test(size_t(seq))) cells.push_back(c);
+  }
+  write_cells(w, *kv_, cells, /*with_seqs=*/false);
+  w.finish();
+  return std::move(w.buf);
+}
+
+Status Context::seq_state_load(std::span<const uint8_t> data, int dst_seq, std::vector<int32_t>* tokens) {
+  LOOM_RETURN_IF_ERROR(check_seq(dst_seq, false));
+  Parsed p;
+  LOOM_RETURN_IF_ERROR(parse_state(data, kKindSeq, fingerprint(), *kv_, params_.n_seq_max, &p));
+  // The destination's old cells are replaced: count the cells that removal would free.
+  int freed = 0;
+  for (int c = 0; c < kv_->size(); ++c) {
+    const KvCell& cell = kv_->cell(c);
+    if (!cell.empty() && cell.seqs.test(size_t(dst_seq)) && cell.seqs.count() == 1) ++freed;
+  }
+  const int need = int(p.cells.size());
+  if (need > kv_->size() - kv_->used() + freed) {
+    return Status(StatusCode::kResourceExhausted, "not enough free KV cells to restore " + std::to_string(need) + " cells");
+  }
+  kv_->seq_rm(dst_seq, -1, -1);
+  std::vector<int32_t> slot(static_cast<size_t>(need));
+  if (need > 0 && !kv_->find_slot(need, slot.data())) return internal_error("KV slot vanished during restore");
+  std::vector<int> dst(slot.begin(), slot.end());
+  for (size_t i = 0; i < p.cells.size(); ++i) {
+    KvCell cell;
+    cell.pos = p.cells[i].pos;
+    cell.delta = p.cells[i].delta;
+    cell.seqs.set(size_t(dst_seq));
+    kv_->set_cell(dst[i], cell);
+  }
+  copy_rows_in(*kv_, p, dst);
+  if (tokens) *tokens = std::move(p.tokens);
+  return Status::ok();
+}
+
+Status Context::state_save_file(const std::string& path, std::span<const int32_t> tokens) const {
+  return write_file_atomic(path, state_save(tokens));
+}
+
+Status Context::state_load_file(const std::string& path, std::vector<int32_t>* tokens) {
+  LOOM_ASSIGN_OR_RETURN(std::vector<uint8_t> data, read_file(path));
+  Status st = state_load(data, tokens);
+  return st ? st : Status(st.code(), path + ": " + st.message());
+}
+
+Status Context::seq_state_save_file(const std::string& path, int seq, std::span<const int32_t> tokens) const {
+  LOOM_ASSIGN_OR_RETURN(std::vector<uint8_t> data, seq_state_save(seq, tokens));
+  return write_file_atomic(path, data);
+}
+
+Status Context::seq_state_load_file(const std::string& path, int dst_seq, std::vector<int32_t>* tokens) {
+  LOOM_ASSIGN_OR_RETURN(std::vector<uint8_t> data, read_file(path));
+  Status st = seq_state_load(data, dst_seq, tokens);
+  return st ? st : Status(st.code(), path + ": " + st.message());
+}
+
+}  // namespace loom
