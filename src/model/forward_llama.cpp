@@ -165,8 +165,10 @@ Status forward(const Model& model, const ForwardBatch& fb, const KvView& kv, For
   ap.n_head_kv = int(hp.n_head_kv);
   ap.head_dim = int(hp.head_dim);
   ap.n_kv = fb.n_kv;
-  ap.kv_type = kv.type_k;
-  ap.kv_row_bytes = kv.k_row_bytes;
+  ap.k_type = kv.type_k;
+  ap.v_type = kv.type_v;
+  ap.k_row_bytes = kv.k_row_bytes;
+  ap.v_row_bytes = kv.v_row_bytes;
   ap.mask = fb.mask;
   ap.scale = 1.0f / std::sqrt(float(hp.head_dim));
 

@@ -42,8 +42,9 @@ size_t attention_scratch_bytes(int n_kv, int head_dim, TensorType kv_type, int n
 
 void attention(ThreadPool& pool, const AttentionParams& p, const float* q, float* out, void* scratch) {
   const int group = p.n_head / p.n_head_kv;
-  const TensorType dt = quant::vec_dot_type(p.kv_type);
-  const size_t head_bytes = size_t(row_bytes(p.kv_type, p.head_dim));
+  const TensorType dt = quant::vec_dot_type(p.k_type);
+  const size_t k_head_bytes = size_t(row_bytes(p.k_type, p.head_dim));
+  const size_t v_head_bytes = size_t(row_bytes(p.v_type, p.head_dim));
   const auto* kbase = static_cast<const uint8_t*>(p.k);
   const auto* vbase = static_cast<const uint8_t*>(p.v);
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
@@ -52,7 +53,7 @@ void attention(ThreadPool& pool, const AttentionParams& p, const float* q, float
   const int64_t work = int64_t(p.n_tokens) * p.n_head * p.n_kv * p.head_dim;
   const int max_threads = work < (1 << 14) ? 1 : 0;
   pool.run([&](int ith, int nth) {
-    ThreadScratch s = carve(scratch, ith, p.n_kv, p.head_dim, p.kv_type);
+    ThreadScratch s = carve(scratch, ith, p.n_kv, p.head_dim, p.k_type);
     const int64_t n_items = int64_t(p.n_tokens) * p.n_head;
     for (int64_t item = n_items * ith / nth; item < n_items * (ith + 1) / nth; ++item) {
       const int t = int(item / p.n_head), h = int(item % p.n_head);
@@ -69,8 +70,8 @@ void attention(ThreadPool& pool, const AttentionParams& p, const float* q, float
           s.scores[c] = kNegInf;
           continue;
         }
-        const uint8_t* kc = kbase + size_t(c) * p.kv_row_bytes + size_t(kvh) * head_bytes;
-        float sc = quant::vec_dot(p.kv_type, p.head_dim, kc, qd) * p.scale;
+        const uint8_t* kc = kbase + size_t(c) * p.k_row_bytes + size_t(kvh) * k_head_bytes;
+        float sc = quant::vec_dot(p.k_type, p.head_dim, kc, qd) * p.scale;
         if (p.softcap > 0) sc = p.softcap * std::tanh(sc / p.softcap);
         s.scores[c] = sc + mrow[c];
       }
@@ -80,8 +81,8 @@ void attention(ThreadPool& pool, const AttentionParams& p, const float* q, float
       for (int c = 0; c < p.n_kv; ++c) {
         const float w = s.scores[c];
         if (w == 0.0f) continue;
-        const uint8_t* vc = vbase + size_t(c) * p.kv_row_bytes + size_t(kvh) * head_bytes;
-        quant::dequantize_row(p.kv_type, vc, s.vrow, p.head_dim);
+        const uint8_t* vc = vbase + size_t(c) * p.v_row_bytes + size_t(kvh) * v_head_bytes;
+        quant::dequantize_row(p.v_type, vc, s.vrow, p.head_dim);
         for (int d = 0; d < p.head_dim; ++d) o[d] += w * s.vrow[d];
       }
     }

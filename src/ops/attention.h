@@ -15,16 +15,18 @@ struct AttentionParams {
   int n_head_kv = 0;        // grouped-query: query head h reads kv head h / (n_head / n_head_kv)
   int head_dim = 0;
   int n_kv = 0;             // cells [0, n_kv) are candidates; the mask hides the rest
-  TensorType kv_type = TensorType::F16;
-  const void* k = nullptr;  // [cell][n_head_kv][head_dim] in kv_type
-  const void* v = nullptr;  // same layout
-  size_t kv_row_bytes = 0;  // bytes per cell (all kv heads)
+  TensorType k_type = TensorType::F16;
+  TensorType v_type = TensorType::F16;
+  const void* k = nullptr;  // [cell][n_head_kv][head_dim] in k_type
+  const void* v = nullptr;  // [cell][n_head_kv][head_dim] in v_type
+  size_t k_row_bytes = 0;   // bytes per cell (all kv heads)
+  size_t v_row_bytes = 0;
   const float* mask = nullptr;  // [n_tokens][n_kv], additive: 0 visible, -inf hidden
   float scale = 1.0f;
   float softcap = 0.0f;     // > 0: scores = softcap * tanh(scores / softcap)
 };
 
-size_t attention_scratch_bytes(int n_kv, int head_dim, TensorType kv_type, int n_threads);
+size_t attention_scratch_bytes(int n_kv, int head_dim, TensorType k_type, int n_threads);
 
 // q [n_tokens][n_head][head_dim] -> out [n_tokens][n_head][head_dim]. Work is split over
 // (token, head) pairs. scratch: attention_scratch_bytes(...).

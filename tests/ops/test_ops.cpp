@@ -162,7 +162,8 @@ TEST(Ops, AttentionMatchesNaiveReference) {
     }
     AttentionParams p;
     p.n_tokens = T; p.n_head = H; p.n_head_kv = Hkv; p.head_dim = D; p.n_kv = n_kv;
-    p.kv_type = kv_type; p.k = k.data(); p.v = v.data(); p.kv_row_bytes = head_bytes * Hkv;
+    p.k_type = kv_type; p.v_type = kv_type; p.k = k.data(); p.v = v.data();
+    p.k_row_bytes = head_bytes * Hkv; p.v_row_bytes = head_bytes * Hkv;
     p.mask = mask.data(); p.scale = 1.0f / std::sqrt(float(D));
     std::vector<uint8_t> scratch(attention_scratch_bytes(n_kv, D, kv_type, pool.size()));
     std::vector<float> out(size_t(T * H * D));
