@@ -64,7 +64,10 @@ Expected<std::unique_ptr<Context>> Context::create(std::shared_ptr<const Model> 
   ctx->fwd_.rope = rope;
 
   // Pooling and attention.
-  if (cp.pooling == Pooling::kUnspecified) cp.pooling = Pooling::kNone;  // decoder-only models pool nothing
+  if (cp.pooling == Pooling::kUnspecified) {
+    static constexpr Pooling kFromModel[] = {Pooling::kNone, Pooling::kMean, Pooling::kCls, Pooling::kLast, Pooling::kRank};
+    cp.pooling = hp.pooling_type >= 0 ? kFromModel[hp.pooling_type] : Pooling::kNone;
+  }
   if (cp.pooling == Pooling::kRank) {
     return unsupported("rank pooling needs a classification head, which this model does not have");
   }

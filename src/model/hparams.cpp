@@ -57,6 +57,8 @@ Expected<ModelHparams> read_hparams(const gguf::GgufFile& f) {
   hp.rope_freq_base = float(base);
   hp.rope_freq_scale = float(1.0 / scale_linear);
   LOOM_ASSIGN_OR_RETURN(hp.n_vocab, arch_int(f, a, "vocab_size", 0, 0, kBig));
+  LOOM_ASSIGN_OR_RETURN(int64_t pooling, arch_int(f, a, "pooling_type", -1, -1, 4));
+  hp.pooling_type = int(pooling);
   return hp;
 }
 

@@ -28,6 +28,7 @@ struct ModelHparams {
   float rope_freq_base = 10000.0f;
   float rope_freq_scale = 1.0f;
   ops::RopeMode rope_mode = ops::RopeMode::kNormal;
+  int pooling_type = -1;  // <arch>.pooling_type: 0 none, 1 mean, 2 cls, 3 last, 4 rank; -1 unset
 
   int64_t n_embd_q() const { return n_head * head_dim; }
   int64_t n_embd_kv() const { return n_head_kv * head_dim; }
