@@ -71,7 +71,8 @@ Expected<std::unique_ptr<Context>> Context::create(std::shared_ptr<const Model> 
   if (cp.pooling == Pooling::kRank) {
     return unsupported("rank pooling needs a classification head, which this model does not have");
   }
-  ctx->causal_ = cp.attention != AttentionType::kNonCausal;
+  ctx->causal_ = cp.attention == AttentionType::kUnspecified ? hp.causal : cp.attention == AttentionType::kCausal;
+  if (hp.arch == Arch::kBert) cp.embeddings = true;  // an encoder has no LM head: embeddings only
 
   // Batch sizes.
   const int n_batch_param = p.n_batch;
@@ -112,6 +113,7 @@ Expected<std::unique_ptr<Context>> Context::create(std::shared_ptr<const Model> 
   ctx->cells_.assign(nb, 0);
   ctx->out_rows_.assign(size_t(cp.n_ubatch), 0);
   ctx->mask_.assign(size_t(cp.n_ubatch) * size_t(cp.n_ctx), 0.0f);
+  if (hp.swa_window > 0) ctx->mask_swa_.assign(ctx->mask_.size(), 0.0f);
   ctx->deltas_.assign(size_t(cp.n_ctx), 0);
   ctx->perf_.t_load_us = ctx->model_->load_time_us();
   return ctx;
@@ -284,6 +286,11 @@ Status Context::run_ubatches(const Batch& batch, const Checked& c, bool encoding
     }
     const int n_kv = kv_->n_kv();
     kv_->build_mask(m, pos_.data() + first, seq_.data() + first, n_kv, mp, mask_.data());
+    if (!mask_swa_.empty()) {
+      MaskParams swa = mp;
+      swa.swa_window = model_->hparams().swa_window;
+      kv_->build_mask(m, pos_.data() + first, seq_.data() + first, n_kv, swa, mask_swa_.data());
+    }
     int m_out = 0;
     for (int t = 0; t < m; ++t) {
       if (output_of_row_[size_t(first + t)] >= 0) out_rows_[size_t(m_out++)] = t;
@@ -296,6 +303,7 @@ Status Context::run_ubatches(const Batch& batch, const Checked& c, bool encoding
     fb.cells = cells_.data() + first;
     fb.n_kv = n_kv;
     fb.mask = mask_.data();
+    fb.mask_swa = mask_swa_.empty() ? nullptr : mask_swa_.data();
     fb.n_outputs = m_out;
     fb.output_rows = out_rows_.data();
     const size_t first_out = m_out ? size_t(output_of_row_[size_t(first + out_rows_[0])]) : 0;

@@ -190,6 +190,7 @@ class Context {
   std::vector<int32_t> cells_;          // [n_batch] cells used by the current decode
   std::vector<int32_t> out_rows_;       // [n_ubatch]
   std::vector<float> mask_;             // [n_ubatch][n_ctx]
+  std::vector<float> mask_swa_;         // [n_ubatch][n_ctx] sliding-window layers (when the model has them)
   std::vector<int32_t> deltas_;         // [n_ctx] pending K-shift
   int n_outputs_ = 0;
   int last_batch_size_ = 0;

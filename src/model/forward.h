@@ -78,6 +78,7 @@ struct ForwardBatch {
   const int32_t* cells = nullptr;    // [n_tokens] cache cell each token's K/V is written to
   int n_kv = 0;                      // attention considers cells [0, n_kv)
   const float* mask = nullptr;       // [n_tokens][n_kv] additive mask (0 / -inf)
+  const float* mask_swa = nullptr;   // the same for sliding-window layers (null: model has none)
   int n_outputs = 0;
   const int32_t* output_rows = nullptr;  // [n_outputs] batch rows whose outputs are wanted
   float* logits = nullptr;           // [n_outputs][n_vocab], or null

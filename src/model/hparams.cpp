@@ -1,5 +1,7 @@
 #include "model/hparams.h"
 
+#include <cmath>
+
 namespace loom {
 namespace {
 
@@ -22,12 +24,22 @@ Expected<ModelHparams> read_hparams(const gguf::GgufFile& f) {
   ModelHparams hp;
   LOOM_ASSIGN_OR_RETURN(hp.arch_name, f.get_string("general.architecture"));
   const std::string& a = hp.arch_name;
-  if (a == "llama") {
-    hp.arch = Arch::kLlama;
-    hp.rope_mode = ops::RopeMode::kNormal;
-  } else {
-    return unsupported("architecture '" + a + "' is not supported yet (supported: llama)");
+  struct Family { const char* name; Arch arch; ops::RopeMode rope; };
+  static constexpr Family kFamilies[] = {
+      {"llama", Arch::kLlama, ops::RopeMode::kNormal},   {"qwen2", Arch::kQwen2, ops::RopeMode::kNeox},
+      {"qwen3", Arch::kQwen3, ops::RopeMode::kNeox},     {"phi3", Arch::kPhi3, ops::RopeMode::kNeox},
+      {"gemma", Arch::kGemma, ops::RopeMode::kNeox},     {"gemma2", Arch::kGemma2, ops::RopeMode::kNeox},
+      {"bert", Arch::kBert, ops::RopeMode::kNormal},
+  };
+  const Family* fam = nullptr;
+  for (const Family& f : kFamilies) {
+    if (a == f.name) fam = &f;
   }
+  if (!fam) {
+    return unsupported("architecture '" + a + "' is not supported (supported: llama, qwen2, qwen3, phi3, gemma, gemma2, bert)");
+  }
+  hp.arch = fam->arch;
+  hp.rope_mode = fam->rope;
   constexpr int64_t kBig = int64_t(1) << 31;
   LOOM_ASSIGN_OR_RETURN(hp.n_embd, arch_int(f, a, "embedding_length", std::nullopt, 1, 1 << 20));
   LOOM_ASSIGN_OR_RETURN(hp.n_layer, arch_int(f, a, "block_count", std::nullopt, 1, 4096));
@@ -48,6 +60,9 @@ Expected<ModelHparams> read_hparams(const gguf::GgufFile& f) {
   LOOM_ASSIGN_OR_RETURN(hp.n_rot, arch_int(f, a, "rope.dimension_count", hp.head_dim, 0, hp.head_dim));
   if (hp.n_rot % 2 != 0 || hp.n_rot > ops::kMaxRopeDims) return corrupt("rope.dimension_count must be even and <= 1024");
   LOOM_ASSIGN_OR_RETURN(double eps, f.get_float_or(a + ".attention.layer_norm_rms_epsilon", 1e-5));
+  LOOM_ASSIGN_OR_RETURN(double norm_eps, f.get_float_or(a + ".attention.layer_norm_epsilon", 1e-12));
+  if (!(norm_eps > 0 && norm_eps < 1)) return corrupt("layer_norm_epsilon out of range");
+  hp.norm_eps = float(norm_eps);
   LOOM_ASSIGN_OR_RETURN(double base, f.get_float_or(a + ".rope.freq_base", 10000.0));
   LOOM_ASSIGN_OR_RETURN(double scale_linear, f.get_float_or(a + ".rope.scale_linear", 1.0));
   if (!(eps > 0 && eps < 1)) return corrupt("layer_norm_rms_epsilon out of range");
@@ -59,6 +74,35 @@ Expected<ModelHparams> read_hparams(const gguf::GgufFile& f) {
   LOOM_ASSIGN_OR_RETURN(hp.n_vocab, arch_int(f, a, "vocab_size", 0, 0, kBig));
   LOOM_ASSIGN_OR_RETURN(int64_t pooling, arch_int(f, a, "pooling_type", -1, -1, 4));
   hp.pooling_type = int(pooling);
+  LOOM_ASSIGN_OR_RETURN(hp.causal, f.get_bool_or(a + ".attention.causal", hp.arch != Arch::kBert));
+
+  // Family traits.
+  switch (hp.arch) {
+    case Arch::kQwen2: hp.qkv_bias = true; break;
+    case Arch::kQwen3: hp.qk_norm = true; break;
+    case Arch::kGemma:
+    case Arch::kGemma2:
+      hp.ffn_act = FfnAct::kGelu;
+      hp.embd_scale = std::sqrt(float(hp.n_embd));
+      if (hp.arch == Arch::kGemma2) {
+        hp.post_norms = true;
+        LOOM_ASSIGN_OR_RETURN(double cap, f.get_float_or(a + ".attn_logit_softcapping", 50.0));
+        LOOM_ASSIGN_OR_RETURN(double fcap, f.get_float_or(a + ".final_logit_softcapping", 30.0));
+        LOOM_ASSIGN_OR_RETURN(int64_t swa, arch_int(f, a, "attention.sliding_window", 4096, 0, kBig));
+        if (cap < 0 || fcap < 0) return corrupt("soft-capping values must not be negative");
+        hp.attn_softcap = float(cap);
+        hp.final_softcap = float(fcap);
+        hp.swa_window = int(swa);
+        hp.swa_pattern = 2;  // even layers slide, odd layers see everything
+      }
+      break;
+    case Arch::kBert: hp.ffn_act = FfnAct::kGelu; break;
+    // phi3 files may carry attention.sliding_window, but the reference attends to the full
+    // context on every phi3 layer (its SWA pattern selects no layer); llama/Mistral GGUFs carry
+    // no window. Both therefore use full attention.
+    case Arch::kPhi3:
+    case Arch::kLlama: break;
+  }
   return hp;
 }
 

@@ -10,7 +10,10 @@
 
 namespace loom {
 
-enum class Arch { kLlama };
+// Architecture families. The decoder families share one forward (forward_decoder.cpp) driven by
+// the fields below; BERT-style encoders have their own (forward_bert.cpp).
+enum class Arch { kLlama, kQwen2, kQwen3, kPhi3, kGemma, kGemma2, kBert };
+enum class FfnAct { kSilu, kGelu };
 
 struct ModelHparams {
   std::string arch_name;  // general.architecture
@@ -29,6 +32,24 @@ struct ModelHparams {
   float rope_freq_scale = 1.0f;
   ops::RopeMode rope_mode = ops::RopeMode::kNormal;
   int pooling_type = -1;  // <arch>.pooling_type: 0 none, 1 mean, 2 cls, 3 last, 4 rank; -1 unset
+  bool causal = true;     // <arch>.attention.causal (encoders: false)
+
+  // Family traits (set from the architecture, some from metadata).
+  FfnAct ffn_act = FfnAct::kSilu;  // gated FFN: act(gate) * up
+  bool qkv_bias = false;           // qwen2: q/k/v biases
+  bool qk_norm = false;            // qwen3: RMSNorm per head on q and k
+  bool post_norms = false;         // gemma2: norms after attention and FFN, before the residual add
+  float embd_scale = 0.0f;         // gemma: embeddings multiplied by sqrt(n_embd)
+  float attn_scale = 0.0f;         // query scale; 0: 1/sqrt(head_dim)
+  float attn_softcap = 0.0f;       // gemma2: scores = c * tanh(scores / c)
+  float final_softcap = 0.0f;      // gemma2: logits = c * tanh(logits / c)
+  int swa_window = 0;              // sliding-window size for SWA layers (0: none)
+  int swa_pattern = 0;             // layer il uses SWA when il % pattern < pattern - 1
+  float norm_eps = 1e-12f;         // LayerNorm epsilon (BERT)
+
+  bool is_swa_layer(int64_t il) const {
+    return swa_window > 0 && (swa_pattern <= 1 || il % swa_pattern < swa_pattern - 1);
+  }
 
   int64_t n_embd_q() const { return n_head * head_dim; }
   int64_t n_embd_kv() const { return n_head_kv * head_dim; }

@@ -37,9 +37,7 @@ Expected<std::shared_ptr<const Model>> Model::from_gguf(gguf::GgufFile file, con
   LOOM_ASSIGN_OR_RETURN(m->vocab_, Vocab::from_gguf(m->file_));
   if (params.vocab_only) return std::shared_ptr<const Model>(std::move(m));
   LOOM_ASSIGN_OR_RETURN(m->hp_, read_hparams(m->file_));
-  switch (m->hp_.arch) {
-    case Arch::kLlama: LOOM_RETURN_IF_ERROR(m->bind_llama()); break;
-  }
+  LOOM_RETURN_IF_ERROR(m->hp_.arch == Arch::kBert ? m->bind_bert() : m->bind_decoder());
   return std::shared_ptr<const Model>(std::move(m));
 }
 
@@ -81,8 +79,17 @@ class Binder {
     return TensorView{t->type, t->data, cols, rows, size_t(row_bytes(t->type, cols))};
   }
 
-  const float* vector(const std::string& name, int64_t n) {
-    const gguf::TensorInfo* t = find(name, {n}, true);
+  // Rows [first, first + rows) of a matrix stored fused with others.
+  TensorView rows_of(const TensorView& fused, int64_t first, int64_t rows) {
+    if (fused.empty()) return {};
+    TensorView v = fused;
+    v.data = fused.row(first);
+    v.rows = rows;
+    return v;
+  }
+
+  const float* vector(const std::string& name, int64_t n, bool required = true) {
+    const gguf::TensorInfo* t = find(name, {n}, required);
     if (!t) return nullptr;
     params_ += uint64_t(n);
     if (t->type == TensorType::F32 && reinterpret_cast<uintptr_t>(t->data) % alignof(float) == 0) {
@@ -111,7 +118,74 @@ class Binder {
 
 }  // namespace
 
-Status Model::bind_llama() {
+Status Model::bind_decoder() {
+  ModelHparams& hp = hp_;
+  const gguf::TensorInfo* emb = file_.find_tensor("token_embd.weight");
+  if (!emb) return not_found("missing tensor 'token_embd.weight'");
+  if (hp.n_vocab == 0) hp.n_vocab = emb->ne[1];
+  if (hp.n_vocab != vocab_->n_tokens()) {
+    return corrupt("model has " + std::to_string(hp.n_vocab) + " embedding rows but the vocabulary has " +
+                   std::to_string(vocab_->n_tokens()) + " tokens");
+  }
+  const int64_t E = hp.n_embd, Q = hp.n_embd_q(), KV = hp.n_embd_kv(), F = hp.n_ff, V = hp.n_vocab, D = hp.head_dim;
+  Binder b(file_, owned_);
+  w_.tok_embd = b.matrix("token_embd.weight", E, V);
+  w_.output_norm = b.vector("output_norm.weight", E);
+  w_.output = b.matrix("output.weight", E, V, /*required=*/false);
+  if (b.status().is_ok() && w_.output.empty()) {
+    w_.output = w_.tok_embd;
+    w_.tied_output = true;
+  }
+  const bool fused_qkv = hp.arch == Arch::kPhi3;
+  const bool fused_gate_up = hp.arch == Arch::kPhi3;
+  w_.layers.resize(size_t(hp.n_layer));
+  for (int64_t il = 0; il < hp.n_layer; ++il) {
+    const std::string p = "blk." + std::to_string(il) + ".";
+    LayerWeights& l = w_.layers[size_t(il)];
+    l.attn_norm = b.vector(p + "attn_norm.weight", E);
+    if (fused_qkv) {
+      const TensorView qkv = b.matrix(p + "attn_qkv.weight", E, Q + 2 * KV);
+      l.wq = b.rows_of(qkv, 0, Q);
+      l.wk = b.rows_of(qkv, Q, KV);
+      l.wv = b.rows_of(qkv, Q + KV, KV);
+    } else {
+      l.wq = b.matrix(p + "attn_q.weight", E, Q);
+      l.wk = b.matrix(p + "attn_k.weight", E, KV);
+      l.wv = b.matrix(p + "attn_v.weight", E, KV);
+    }
+    l.wo = b.matrix(p + "attn_output.weight", Q, E);
+    if (hp.qkv_bias) {
+      l.bq = b.vector(p + "attn_q.bias", Q);
+      l.bk = b.vector(p + "attn_k.bias", KV);
+      l.bv = b.vector(p + "attn_v.bias", KV);
+    }
+    if (hp.qk_norm) {
+      l.q_norm = b.vector(p + "attn_q_norm.weight", D);
+      l.k_norm = b.vector(p + "attn_k_norm.weight", D);
+    }
+    if (hp.post_norms) {
+      l.post_attn_norm = b.vector(p + "post_attention_norm.weight", E);
+      l.post_ffn_norm = b.vector(p + "post_ffw_norm.weight", E);
+    }
+    l.ffn_norm = b.vector(p + "ffn_norm.weight", E);
+    if (fused_gate_up) {
+      const TensorView gate_up = b.matrix(p + "ffn_up.weight", E, 2 * F);
+      l.ffn_gate = b.rows_of(gate_up, 0, F);
+      l.ffn_up = b.rows_of(gate_up, F, F);
+    } else {
+      l.ffn_gate = b.matrix(p + "ffn_gate.weight", E, F);
+      l.ffn_up = b.matrix(p + "ffn_up.weight", E, F);
+    }
+    l.ffn_down = b.matrix(p + "ffn_down.weight", F, E);
+  }
+  LOOM_RETURN_IF_ERROR(b.status());
+  // A decode step reads every matrix once but only one embedding row (unless tied to the output).
+  decode_weight_bytes_ = w_.tied_output ? b.bytes() : b.bytes() - emb->nbytes + w_.tok_embd.row_bytes;
+  n_params_ = b.params();
+  return Status::ok();
+}
+
+Status Model::bind_bert() {
   ModelHparams& hp = hp_;
   const gguf::TensorInfo* emb = file_.find_tensor("token_embd.weight");
   if (!emb) return not_found("missing tensor 'token_embd.weight'");
@@ -123,29 +197,34 @@ Status Model::bind_llama() {
   const int64_t E = hp.n_embd, Q = hp.n_embd_q(), KV = hp.n_embd_kv(), F = hp.n_ff, V = hp.n_vocab;
   Binder b(file_, owned_);
   w_.tok_embd = b.matrix("token_embd.weight", E, V);
-  w_.output_norm = b.vector("output_norm.weight", E);
-  w_.output = b.matrix("output.weight", E, V, /*required=*/false);
-  if (b.status().is_ok() && w_.output.empty()) {
-    w_.output = w_.tok_embd;
-    w_.tied_output = true;
-  }
+  w_.pos_embd = b.matrix("position_embd.weight", E, hp.n_ctx_train);
+  const gguf::TensorInfo* types = file_.find_tensor("token_types.weight");
+  if (types) w_.type_embd = b.matrix("token_types.weight", E, types->ne[1]);
+  w_.tok_norm = b.vector("token_embd_norm.weight", E);
+  w_.tok_norm_b = b.vector("token_embd_norm.bias", E);
   w_.layers.resize(size_t(hp.n_layer));
   for (int64_t il = 0; il < hp.n_layer; ++il) {
     const std::string p = "blk." + std::to_string(il) + ".";
     LayerWeights& l = w_.layers[size_t(il)];
-    l.attn_norm = b.vector(p + "attn_norm.weight", E);
     l.wq = b.matrix(p + "attn_q.weight", E, Q);
     l.wk = b.matrix(p + "attn_k.weight", E, KV);
     l.wv = b.matrix(p + "attn_v.weight", E, KV);
+    l.bq = b.vector(p + "attn_q.bias", Q);
+    l.bk = b.vector(p + "attn_k.bias", KV);
+    l.bv = b.vector(p + "attn_v.bias", KV);
     l.wo = b.matrix(p + "attn_output.weight", Q, E);
-    l.ffn_norm = b.vector(p + "ffn_norm.weight", E);
-    l.ffn_gate = b.matrix(p + "ffn_gate.weight", E, F);
+    l.bo = b.vector(p + "attn_output.bias", E);
+    l.attn_out_norm = b.vector(p + "attn_output_norm.weight", E);
+    l.attn_out_norm_b = b.vector(p + "attn_output_norm.bias", E);
     l.ffn_up = b.matrix(p + "ffn_up.weight", E, F);
+    l.ffn_up_b = b.vector(p + "ffn_up.bias", F);
     l.ffn_down = b.matrix(p + "ffn_down.weight", F, E);
+    l.ffn_down_b = b.vector(p + "ffn_down.bias", E);
+    l.layer_out_norm = b.vector(p + "layer_output_norm.weight", E);
+    l.layer_out_norm_b = b.vector(p + "layer_output_norm.bias", E);
   }
   LOOM_RETURN_IF_ERROR(b.status());
-  // A decode step reads every matrix once but only one embedding row (unless tied to the output).
-  decode_weight_bytes_ = w_.tied_output ? b.bytes() : b.bytes() - emb->nbytes + w_.tok_embd.row_bytes;
+  decode_weight_bytes_ = b.bytes() - emb->nbytes + w_.tok_embd.row_bytes;
   n_params_ = b.params();
   return Status::ok();
 }

@@ -15,23 +15,45 @@
 
 namespace loom {
 
+// Weights of one block. Optional tensors are null/empty when the family has none. Fused tensors
+// in the file (phi3's attn_qkv and gate+up) are bound as row ranges, so the forward sees the
+// same views for every family.
 struct LayerWeights {
-  const float* attn_norm = nullptr;  // [n_embd]
+  const float* attn_norm = nullptr;  // [n_embd] (BERT: unused)
   TensorView wq;                     // [n_embd_q rows][n_embd]
   TensorView wk;                     // [n_embd_kv rows][n_embd]
   TensorView wv;                     // [n_embd_kv rows][n_embd]
   TensorView wo;                     // [n_embd rows][n_embd_q]
+  const float* bq = nullptr;         // [n_embd_q] biases (qwen2, BERT)
+  const float* bk = nullptr;         // [n_embd_kv]
+  const float* bv = nullptr;         // [n_embd_kv]
+  const float* bo = nullptr;         // [n_embd] (BERT)
+  const float* q_norm = nullptr;     // [head_dim] per-head RMSNorm of q (qwen3)
+  const float* k_norm = nullptr;     // [head_dim]
+  const float* post_attn_norm = nullptr;  // [n_embd] (gemma2)
   const float* ffn_norm = nullptr;   // [n_embd]
-  TensorView ffn_gate;               // [n_ff rows][n_embd]
+  TensorView ffn_gate;               // [n_ff rows][n_embd] (BERT: none)
   TensorView ffn_up;                 // [n_ff rows][n_embd]
   TensorView ffn_down;               // [n_embd rows][n_ff]
+  const float* ffn_up_b = nullptr;   // [n_ff] (BERT)
+  const float* ffn_down_b = nullptr; // [n_embd] (BERT)
+  const float* post_ffn_norm = nullptr;  // [n_embd] (gemma2)
+  // BERT post-norm LayerNorms (weight, bias).
+  const float* attn_out_norm = nullptr;
+  const float* attn_out_norm_b = nullptr;
+  const float* layer_out_norm = nullptr;
+  const float* layer_out_norm_b = nullptr;
 };
 
 struct ModelWeights {
   TensorView tok_embd;                 // [n_vocab rows][n_embd]
-  const float* output_norm = nullptr;  // [n_embd]
-  TensorView output;                   // [n_vocab rows][n_embd]; == tok_embd when tied
+  const float* output_norm = nullptr;  // [n_embd] (BERT: none)
+  TensorView output;                   // [n_vocab rows][n_embd]; == tok_embd when tied (BERT: none)
   bool tied_output = false;
+  TensorView pos_embd;                 // [n_ctx_train rows][n_embd] learned positions (BERT)
+  TensorView type_embd;                // [n_token_types rows][n_embd] (BERT)
+  const float* tok_norm = nullptr;     // [n_embd] LayerNorm after the embeddings (BERT)
+  const float* tok_norm_b = nullptr;
   std::vector<LayerWeights> layers;
 };
 
@@ -56,7 +78,8 @@ class Model {
 
  private:
   Model() = default;
-  Status bind_llama();
+  Status bind_decoder();
+  Status bind_bert();
 
   gguf::GgufFile file_;
   ModelHparams hp_;

@@ -24,6 +24,43 @@ void rms_norm(const float* x, const float* w, int64_t n_rows, int64_t n, float e
   for (int64_t r = 0; r < n_rows; ++r) rms_norm_row(x + r * n, w, n, eps, out + r * n);
 }
 
+void layer_norm_row(const float* x, const float* w, const float* b, int64_t n, float eps, float* out) {
+  double mean = 0;
+  for (int64_t i = 0; i < n; ++i) mean += x[i];
+  mean /= double(n);
+  double var = 0;
+  for (int64_t i = 0; i < n; ++i) var += (x[i] - mean) * (x[i] - mean);
+  var /= double(n);
+  const float inv = float(1.0 / std::sqrt(var + eps));
+  for (int64_t i = 0; i < n; ++i) {
+    float v = float(x[i] - mean) * inv;
+    if (w) v *= w[i];
+    if (b) v += b[i];
+    out[i] = v;
+  }
+}
+
+void add_bias(float* x, const float* b, int64_t n_rows, int64_t n) {
+  for (int64_t r = 0; r < n_rows; ++r) add_inplace(x + r * n, b, n);
+}
+
+void softcap_inplace(float* x, float c, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] = c * std::tanh(x[i] / c);
+}
+
+float gelu(float x) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + 0.044715f * x * x)));
+}
+
+void gelu_inplace(float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] = gelu(x[i]);
+}
+
+void geglu_inplace(float* gate, const float* up, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) gate[i] = gelu(gate[i]) * up[i];
+}
+
 void add_inplace(float* x, const float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] += y[i];
 }

@@ -13,6 +13,19 @@ void rms_norm_row(const float* x, const float* w, int64_t n, float eps, float* o
 // Same for n_rows rows of length n (w shared by all rows).
 void rms_norm(const float* x, const float* w, int64_t n_rows, int64_t n, float eps, float* out);
 
+// LayerNorm: out = (x - mean) / sqrt(var + eps) * w + b (w, b may be null), one row of n.
+void layer_norm_row(const float* x, const float* w, const float* b, int64_t n, float eps, float* out);
+
+// Adds a bias row b [n] to each of n_rows rows of x.
+void add_bias(float* x, const float* b, int64_t n_rows, int64_t n);
+// x[i] = c * tanh(x[i] / c)
+void softcap_inplace(float* x, float c, int64_t n);
+// GELU, tanh approximation (as the reference uses): 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))
+float gelu(float x);
+void gelu_inplace(float* x, int64_t n);
+// gate[i] = gelu(gate[i]) * up[i]  (GeGLU)
+void geglu_inplace(float* gate, const float* up, int64_t n);
+
 // x[i] += y[i]
 void add_inplace(float* x, const float* y, int64_t n);
 // x[i] *= s

@@ -3,7 +3,8 @@
 // step (same operations in the same order, float arithmetic, f16 scales rounded to nearest
 // even), so that quantized files and activations are byte-identical with llama.cpp's.
 //
-// Block layouts: see blocks.h.
+// Block layouts: see blocks.h. The super-block formats and IQ4_NL are in kquants_ref.cpp
+// (dequantization, dot products, Q8_K) and kquants_quantize.cpp (weight quantizers).
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
@@ -12,6 +13,7 @@
 #include "base/half.h"
 #include "quant/blocks.h"
 #include "quant/kernels.h"
+#include "quant/kquants.h"
 #include "quant/quant.h"
 
 namespace loom::quant::ref {
@@ -316,7 +318,9 @@ void dequantize_row(TensorType t, const void* src, float* dst, int64_t n) {
     case TensorType::Q5_1: return dequant_q5_1(src, dst, nb);
     case TensorType::Q8_0: return dequant_q8_0(src, dst, nb);
     case TensorType::Q8_1: return dequant_q8_1(src, dst, nb);
-    default: fail("dequantize_row", t, n);
+    default:
+      if (!kref::dequantize(t, src, dst, nb)) fail("dequantize_row", t, n);
+      return;
   }
 }
 
@@ -340,7 +344,9 @@ void quantize_row(TensorType t, const float* src, void* dst, int64_t n) {
     case TensorType::Q5_1: return quant_q5_1(src, dst, nb);
     case TensorType::Q8_0: return quant_q8_0(src, dst, nb);
     case TensorType::Q8_1: return quant_q8_1(src, dst, nb);
-    default: fail("quantize_row", t, n);
+    default:
+      if (!kref::quantize(t, src, dst, nb)) fail("quantize_row", t, n);
+      return;
   }
 }
 
@@ -403,7 +409,11 @@ float vec_dot(TensorType t, int64_t n, const void* w, const void* a) {
       }
       return sum;
     }
-    default: fail("vec_dot", t, n);
+    default: {
+      float out = 0.0f;
+      if (!kref::vec_dot(t, nb, w, a, &out)) fail("vec_dot", t, n);
+      return out;
+    }
   }
 }
 

@@ -11,7 +11,8 @@ namespace loom::quant::detail {
 // Reports a call with a type this build cannot handle or an n that is not a whole number of
 // blocks, then aborts: both are programming errors (loading refuses unsupported types).
 [[noreturn]] void fail(const char* fn, TensorType t, int64_t n);
-// Elements per block of a supported type (1 for F32/F16/BF16, 32 otherwise); 0 when unsupported.
+// Elements per block of a supported type (1 for F32/F16/BF16, 256 for the k-quants, Q8_K and
+// IQ4_XS, 32 otherwise); 0 when unsupported.
 int64_t block_size_of(TensorType t);
 
 #if defined(__x86_64__)
@@ -21,6 +22,11 @@ namespace avx2 {
 bool dequantize_row(TensorType t, const void* src, float* dst, int64_t n);
 bool quantize_row(TensorType t, const float* src, void* dst, int64_t n);
 bool vec_dot(TensorType t, int64_t n, const void* w, const void* a, float* out);
+// The super-block formats (kernels_avx2_k.cpp), called by the three above for the types they do
+// not handle themselves; nb = number of 256-element super-blocks.
+bool kq_dequantize_row(TensorType t, const void* src, float* dst, int64_t nb);
+bool kq_quantize_row(TensorType t, const float* src, void* dst, int64_t nb);
+bool kq_vec_dot(TensorType t, int64_t nb, const void* w, const void* a, float* out);
 }  // namespace avx2
 #endif
 

@@ -7,7 +7,8 @@
 //  - quantize_row: byte-identical, including roundf's half-away-from-zero rounding.
 //  - vec_dot: same integer block dots, but float accumulation order differs (8 lanes, FMA), so
 //    results agree to rounding only.
-// All loads and stores are unaligned (loadu/storeu/memcpy). Block layouts: see blocks.h.
+// All loads and stores are unaligned (loadu/storeu/memcpy). Block layouts: see blocks.h. The
+// super-block formats (Q2_K..Q6_K, Q8_K, IQ4_XS) are in kernels_avx2_k.cpp.
 #if defined(__x86_64__)
 
 #include <immintrin.h>
@@ -16,76 +17,23 @@
 #include <cstring>
 
 #include "base/half.h"
+#include "quant/avx2_util.h"
 #include "quant/blocks.h"
 #include "quant/kernels.h"
 
-#define LOOM_AVX2 __attribute__((target("avx2,fma,f16c")))
-
 namespace loom::quant::detail::avx2 {
 namespace {
-
-// ---- helpers ------------------------------------------------------------------------------
-
-LOOM_AVX2 inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-LOOM_AVX2 inline int hsum_i32(__m256i v) {
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
-  return _mm_cvtsi128_si32(s);
-}
-
-LOOM_AVX2 inline float hmax(__m256 v) {
-  __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_max_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-LOOM_AVX2 inline float f16(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return _cvtsh_ss(h);
-}
-
-LOOM_AVX2 inline __m256i loadu256(const void* p) {
-  return _mm256_loadu_si256(static_cast<const __m256i*>(p));
-}
-LOOM_AVX2 inline __m128i loadu128(const void* p) {
-  return _mm_loadu_si128(static_cast<const __m128i*>(p));
-}
-
-// 16 bytes of packed nibbles -> 32 bytes 0..15 in element order (low nibbles are elements
-// 0..15, high nibbles 16..31).
-LOOM_AVX2 inline __m256i unpack_nibbles(const uint8_t* qs) {
-  const __m128i q = loadu128(qs);
-  const __m256i v = _mm256_set_m128i(_mm_srli_epi16(q, 4), q);
-  return _mm256_and_si256(v, _mm256_set1_epi8(0x0f));
-}
-
-// The 32 bits of qh (little-endian) -> 32 bytes, 0xff where the element's bit is set.
-LOOM_AVX2 inline __m256i expand_bits(const uint8_t* qh_ptr) {
-  uint32_t qh;
-  std::memcpy(&qh, qh_ptr, 4);
-  // Byte k of qh holds the bits of elements 8k..8k+7: replicate it over those 8 bytes...
-  const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
-                                        2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
-  const __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32(int(qh)), shuf);
-  // ...then test bit (i mod 8) in byte i.
-  const __m256i bit = _mm256_set1_epi64x(int64_t(0x8040201008040201ull));
-  return _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
-}
 
 // Decoded weight levels of one block, as signed (x_sym) or unsigned (x_min) bytes.
 LOOM_AVX2 inline __m256i levels_q4_0(const uint8_t* blk) {
   return _mm256_sub_epi8(unpack_nibbles(blk + 2), _mm256_set1_epi8(8));
 }
 LOOM_AVX2 inline __m256i levels_q4_1(const uint8_t* blk) { return unpack_nibbles(blk + 4); }
+// IQ4_NL: the nibbles index the 16 int8 levels (one table per 128-bit lane for the byte shuffle).
+LOOM_AVX2 inline __m256i levels_iq4_nl(const uint8_t* blk) {
+  const __m128i table = loadu128(kIq4nlValues);
+  return _mm256_shuffle_epi8(_mm256_set_m128i(table, table), unpack_nibbles(blk + 2));
+}
 LOOM_AVX2 inline __m256i levels_q5_0(const uint8_t* blk) {
   // (nibble | hi << 4) - 16: equals the nibble where hi is set, nibble - 16 (= nibble | 0xf0 as
   // int8) where it is not.
@@ -369,9 +317,11 @@ LOOM_AVX2 bool dequantize_row(TensorType t, const void* src, float* dst, int64_t
     case TensorType::Q5_0: dequant_sym<sizeof(BlockQ5_0), levels_q5_0>(nb, x, y); return true;
     case TensorType::Q8_0: dequant_sym<sizeof(BlockQ8_0), levels_q8_0>(nb, x, y); return true;
     case TensorType::Q8_1: dequant_sym<sizeof(BlockQ8_1), levels_q8_1>(nb, x, y); return true;
+    case TensorType::IQ4_NL: dequant_sym<sizeof(BlockIQ4_NL), levels_iq4_nl>(nb, x, y); return true;
     case TensorType::Q4_1: dequant_min<sizeof(BlockQ4_1), levels_q4_1>(nb, x, y); return true;
     case TensorType::Q5_1: dequant_min<sizeof(BlockQ5_1), levels_q5_1>(nb, x, y); return true;
-    default: return false;  // F32 is a copy; the reference memcpy is as fast
+    case TensorType::F32: return false;  // a copy; the reference memcpy is as fast
+    default: return kq_dequantize_row(t, src, dst, n / kSuper);
   }
 }
 
@@ -383,6 +333,7 @@ LOOM_AVX2 bool quantize_row(TensorType t, const float* src, void* dst, int64_t n
     case TensorType::Q8_1: quant_q8_1(n / kBlock, x, y); return true;
     case TensorType::F16: quant_f16(n, x, y); return true;
     case TensorType::BF16: quant_bf16(n, x, y); return true;
+    case TensorType::Q8_K: return kq_quantize_row(t, src, dst, n / kSuper);
     default: return false;  // weight quantizers are off the hot path
   }
 }
@@ -402,7 +353,8 @@ LOOM_AVX2 bool vec_dot(TensorType t, int64_t n, const void* w, const void* a, fl
     case TensorType::Q8_1: *out = dot_sym<sizeof(BlockQ8_1), k81, levels_q8_1>(nb, wb, ab); return true;
     case TensorType::Q4_1: *out = dot_min<sizeof(BlockQ4_1), levels_q4_1>(nb, wb, ab); return true;
     case TensorType::Q5_1: *out = dot_min<sizeof(BlockQ5_1), levels_q5_1>(nb, wb, ab); return true;
-    default: return false;
+    case TensorType::IQ4_NL: *out = dot_sym<sizeof(BlockIQ4_NL), k80, levels_iq4_nl>(nb, wb, ab); return true;
+    default: return kq_vec_dot(t, n / kSuper, w, a, out);
   }
 }
 

@@ -18,6 +18,9 @@ void fail(const char* fn, TensorType t, int64_t n) {
   if (block_size_of(t) == 0) {
     std::fprintf(stderr, "loom::quant::%s: unsupported tensor type %s (id %u)\n", fn,
                  std::string(tensor_type_name(t)).c_str(), id);
+  } else if (n >= 0 && n % block_size_of(t) == 0) {
+    std::fprintf(stderr, "loom::quant::%s: no quantizer for tensor type %s (id %u) in this build\n",
+                 fn, std::string(tensor_type_name(t)).c_str(), id);
   } else {
     std::fprintf(stderr, "loom::quant::%s: n=%lld is not a multiple of the %s block size %lld\n",
                  fn, static_cast<long long>(n), std::string(tensor_type_name(t)).c_str(),
@@ -38,7 +41,16 @@ int64_t block_size_of(TensorType t) {
     case TensorType::Q5_1:
     case TensorType::Q8_0:
     case TensorType::Q8_1:
+    case TensorType::IQ4_NL:
       return 32;
+    case TensorType::Q2_K:
+    case TensorType::Q3_K:
+    case TensorType::Q4_K:
+    case TensorType::Q5_K:
+    case TensorType::Q6_K:
+    case TensorType::Q8_K:
+    case TensorType::IQ4_XS:
+      return 256;
     default:
       return 0;
   }
@@ -72,6 +84,7 @@ TensorType vec_dot_type(TensorType t) {
     case TensorType::Q4_0:
     case TensorType::Q5_0:
     case TensorType::Q8_0:
+    case TensorType::IQ4_NL:
       return TensorType::Q8_0;
     case TensorType::Q4_1:
     case TensorType::Q5_1:
@@ -81,24 +94,24 @@ TensorType vec_dot_type(TensorType t) {
       return TensorType::F16;
     case TensorType::BF16:
       return TensorType::BF16;
-    // Types loom cannot compute with yet: the activation format llama.cpp's CPU backend pairs
-    // with them, so that callers planning buffers see the eventual answer.
-    case TensorType::IQ4_NL:
-    case TensorType::MXFP4:
-      return TensorType::Q8_0;
     case TensorType::Q2_K:
     case TensorType::Q3_K:
     case TensorType::Q4_K:
     case TensorType::Q5_K:
     case TensorType::Q6_K:
     case TensorType::Q8_K:
+    case TensorType::IQ4_XS:
+      return TensorType::Q8_K;
+    // Types loom cannot compute with yet: the activation format llama.cpp's CPU backend pairs
+    // with them, so that callers planning buffers see the eventual answer.
+    case TensorType::MXFP4:
+      return TensorType::Q8_0;
     case TensorType::IQ2_XXS:
     case TensorType::IQ2_XS:
     case TensorType::IQ3_XXS:
     case TensorType::IQ1_S:
     case TensorType::IQ3_S:
     case TensorType::IQ2_S:
-    case TensorType::IQ4_XS:
     case TensorType::IQ1_M:
     case TensorType::TQ1_0:
     case TensorType::TQ2_0:

@@ -6,8 +6,8 @@
 //
 // Dot products take the weight row in its own type and the activation row already converted to
 // vec_dot_type(weight type) — the same activation formats llama.cpp uses on CPUs, so results
-// match its numerics: Q8_0 for Q4_0/Q5_0/Q8_0, Q8_1 for Q4_1/Q5_1, F16 for F16, BF16 for BF16,
-// F32 for F32.
+// match its numerics: Q8_0 for Q4_0/Q5_0/Q8_0/IQ4_NL, Q8_1 for Q4_1/Q5_1, Q8_K for
+// Q2_K..Q6_K/Q8_K/IQ4_XS, F16 for F16, BF16 for BF16, F32 for F32.
 #pragma once
 
 #include <cstdint>
@@ -23,8 +23,10 @@ TensorType vec_dot_type(TensorType t);
 
 // n must be a multiple of the block size of t (see tensor_type_info). dst/src may be unaligned.
 void dequantize_row(TensorType t, const void* src, float* dst, int64_t n);
-// Reference quantization (round-to-nearest as ggml's reference quantizers). Also used to convert
-// activations to vec_dot_type before dot products.
+// Reference quantization, byte-identical with ggml's reference quantizers (for the k-quants and
+// IQ4_NL/IQ4_XS: what llama-quantize writes without an importance matrix). Every supported type
+// can be quantized. Also used to convert activations to vec_dot_type before dot products (Q8_0,
+// Q8_1, Q8_K, F16, BF16 have fast paths; the weight quantizers are slow searches).
 void quantize_row(TensorType t, const float* src, void* dst, int64_t n);
 // sum_i w[i] * a[i] over n elements; w in type t, a in vec_dot_type(t).
 float vec_dot(TensorType t, int64_t n, const void* w, const void* a);

@@ -151,3 +151,79 @@ INSTANTIATE_TEST_SUITE_P(KQuantFamily, GoldenSteps,
 
 }  // namespace
 }  // namespace loom::test
+
+namespace loom::test {
+namespace {
+
+// Other decoder families: prompt logits and teacher-forced greedy steps (these goldens carry no
+// step files, so the greedy ids are followed while the margins are clear).
+class FamilyGolden : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(FamilyGolden, PromptLogitsMatchLlamaCpp) {
+  const std::string name = GetParam();
+  auto model = load_shared_model("models/" + name + ".gguf");
+  ASSERT_TRUE(model);
+  const std::string golden_path = shared_path("golden/" + name + ".json");
+  auto g = load_json(golden_path);
+  for (const auto& run : g["runs"]) {
+    auto ids = run["prompt_ids"].get<std::vector<int32_t>>();
+    auto want = read_f32_file(shared_path("golden/" + run["last_logits_file"].get<std::string>()));
+    auto ctx = make_context(model);
+    ASSERT_TRUE(ctx);
+    auto got = prompt_logits(*ctx, ids);
+    EXPECT_LE(max_abs_diff(got, want), 1e-3f * max_abs(want)) << name << " prompt: " << run["prompt"];
+    // Chunked through the cache (one token at a time) lands on the same logits.
+    auto chunked = make_context(model);
+    for (size_t i = 0; i + 1 < ids.size(); ++i) {
+      std::vector<int32_t> one = {ids[i]};
+      ASSERT_TRUE(chunked->decode(Batch::from_tokens(one, int32_t(i))).is_ok());
+    }
+    std::vector<int32_t> last = {ids.back()};
+    ASSERT_TRUE(chunked->decode(Batch::from_tokens(last, int32_t(ids.size() - 1))).is_ok());
+    auto l = chunked->logits(-1);
+    std::vector<float> cl(l->begin(), l->end());
+    EXPECT_LE(max_abs_diff(cl, want), 1e-3f * max_abs(want)) << name << " chunked";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, FamilyGolden,
+                         ::testing::Values("synth-qwen2-tiny-f32", "synth-phi3-tiny-f32", "synth-gemma2-tiny-f32"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           for (char& ch : n) {
+                             if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           }
+                           return n;
+                         });
+
+TEST(BertGolden, MeanPooledEmbeddingMatchesLlamaCpp) {
+  auto model = load_shared_model("models/synth-bert-tiny-f32.gguf");
+  ASSERT_TRUE(model);
+  auto g = load_json(shared_path("golden/synth-bert-tiny-f32.json"));
+  ContextParams cp;
+  cp.n_ctx = 512;
+  cp.n_batch = cp.n_ubatch = 512;
+  cp.n_threads = 2;
+  auto ctx = Context::create(model, cp);
+  ASSERT_TRUE(ctx.has_value()) << ctx.status().message();
+  EXPECT_FALSE((*ctx)->causal());
+  EXPECT_EQ((*ctx)->pooling(), Pooling::kMean);
+  for (const auto& run : g["runs"]) {
+    auto ids = run["prompt_ids"].get<std::vector<int32_t>>();
+    auto want = read_f32_file(shared_path("golden/" + run["embedding_file"].get<std::string>()));
+    ASSERT_TRUE((*ctx)->encode(Batch::from_tokens(ids, 0)).is_ok());
+    auto e = (*ctx)->embeddings_seq(0);
+    ASSERT_TRUE(e.has_value()) << e.status().message();
+    ASSERT_EQ(e->size(), want.size());
+    double dot = 0, na = 0, nb = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      dot += double((*e)[i]) * want[i];
+      na += double((*e)[i]) * (*e)[i];
+      nb += double(want[i]) * want[i];
+    }
+    EXPECT_GE(dot / std::sqrt(na * nb), 0.9999) << run["prompt"];
+  }
+}
+
+}  // namespace
+}  // namespace loom::test

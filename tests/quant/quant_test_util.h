@@ -22,10 +22,48 @@ inline const std::vector<TensorType>& all_types() {
   return types;
 }
 
+// The super-block formats and IQ4_NL (all with reference quantizers; random_kq_row makes rows of
+// random bytes for them as well).
+inline const std::vector<TensorType>& kquant_types() {
+  static const std::vector<TensorType> types = {
+      TensorType::Q2_K,   TensorType::Q3_K,  TensorType::Q4_K,   TensorType::Q5_K,
+      TensorType::Q6_K,   TensorType::Q8_K,  TensorType::IQ4_NL, TensorType::IQ4_XS};
+  return types;
+}
+inline std::vector<TensorType> every_supported_type() {
+  std::vector<TensorType> v = all_types();
+  v.insert(v.end(), kquant_types().begin(), kquant_types().end());
+  return v;
+}
+inline bool has_ref_quantizer(TensorType t) { return is_supported(t); }
+inline bool is_kquant(TensorType t) {
+  for (TensorType u : kquant_types()) {
+    if (u == t) return true;
+  }
+  return false;
+}
+// Byte offsets of the f16 scale fields in a block of a k-quant weight format (d first, then dmin
+// where the format has one); Q8_K's f32 d is at 0.
+inline std::vector<int> kq_scale_offsets(TensorType t) {
+  switch (t) {
+    case TensorType::Q2_K: return {80, 82};
+    case TensorType::Q3_K: return {108};
+    case TensorType::Q4_K:
+    case TensorType::Q5_K: return {0, 2};
+    case TensorType::Q6_K: return {208};
+    case TensorType::IQ4_NL:
+    case TensorType::IQ4_XS: return {0};
+    default: return {};
+  }
+}
+
 inline std::string type_name(TensorType t) { return std::string(tensor_type_name(t)); }
 inline int64_t block_size(TensorType t) { return tensor_type_info(t)->block_size; }
 inline int64_t block_bytes(TensorType t) { return tensor_type_info(t)->block_bytes; }
 inline bool has_min(TensorType t) { return t == TensorType::Q4_1 || t == TensorType::Q5_1; }
+inline bool has_kmin(TensorType t) {
+  return t == TensorType::Q2_K || t == TensorType::Q4_K || t == TensorType::Q5_K;
+}
 
 // Gaussian values with a per-block scale drawn over several orders of magnitude, a constant
 // block and an all-zero block now and then: the shapes real weights and activations take.
@@ -63,6 +101,37 @@ inline std::vector<uint8_t> random_row(TensorType t, int64_t n, std::mt19937& rn
   return q;
 }
 
+// Random bytes for a k-quant weight row (every level, scale and high-bit pattern), with finite
+// f16 super-block scales of random sign and magnitude 1e-4..1 (Q8_K: an f32 d).
+inline std::vector<uint8_t> random_kq_row(TensorType t, int64_t n, std::mt19937& rng) {
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> expo(-4.0f, 0.0f);
+  std::vector<uint8_t> v(size_t(row_bytes(t, n)));
+  for (auto& b : v) b = uint8_t(byte(rng));
+  for (int64_t b = 0; b < n / block_size(t); ++b) {
+    uint8_t* blk = v.data() + b * block_bytes(t);
+    const float mag = std::pow(10.0f, expo(rng)) * (byte(rng) & 1 ? -1.0f : 1.0f);
+    if (t == TensorType::Q8_K) {
+      std::memcpy(blk, &mag, 4);
+      continue;
+    }
+    for (int off : kq_scale_offsets(t)) {
+      const float m = std::pow(10.0f, expo(rng)) * (byte(rng) & 1 ? -1.0f : 1.0f);
+      const uint16_t h = f32_to_f16(m);
+      std::memcpy(blk + off, &h, 2);
+    }
+  }
+  return v;
+}
+
+// A random row of type t through the reference quantizer, for k-quants every other call random
+// bytes instead (levels and scale codes the quantizer would not produce).
+inline std::vector<uint8_t> any_random_row(TensorType t, int64_t n, std::mt19937& rng) {
+  static int calls = 0;
+  if (is_kquant(t) && t != TensorType::Q8_K && (calls++ & 1)) return random_kq_row(t, n, rng);
+  return random_row(t, n, rng);
+}
+
 // A buffer whose data() is `misalign` bytes past a 64-byte boundary.
 class Misaligned {
  public:
@@ -80,11 +149,25 @@ class Misaligned {
 
 // Sum over i of |w_i a_i| (from dequantized rows), plus |m_w s_a| per block for the formats with a
 // minimum: the scale against which float rounding of a dot product is judged.
+// For the k-quants with mins, the scaled-level and min parts count separately (they can cancel).
 inline double dot_magnitude(TensorType t, int64_t n, const uint8_t* w, const uint8_t* a) {
   std::vector<float> wf(size_t(n) + 1), af(size_t(n) + 1);
-  dequantize_row(t, w, wf.data(), n);
   ref::dequantize_row(vec_dot_type(t), a, af.data(), n);
   double mag = 0.0;
+  if (has_kmin(t)) {
+    // Zeroing dmin leaves d * scale * level, zeroing d leaves -dmin * min.
+    const std::vector<int> offs = kq_scale_offsets(t);
+    for (int part = 0; part < 2; ++part) {
+      std::vector<uint8_t> wc(w, w + row_bytes(t, n));
+      for (int64_t b = 0; b < n / block_size(t); ++b) {
+        std::memset(wc.data() + b * block_bytes(t) + offs[size_t(1 - part)], 0, 2);
+      }
+      dequantize_row(t, wc.data(), wf.data(), n);
+      for (int64_t i = 0; i < n; ++i) mag += std::fabs(double(wf[size_t(i)]) * af[size_t(i)]);
+    }
+    return mag;
+  }
+  dequantize_row(t, w, wf.data(), n);
   for (int64_t i = 0; i < n; ++i) mag += std::fabs(double(wf[size_t(i)]) * af[size_t(i)]);
   if (has_min(t)) {
     for (int64_t b = 0; b < n / 32; ++b) {

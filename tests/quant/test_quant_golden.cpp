@@ -1,11 +1,14 @@
 // Dequantization against llama.cpp's own (golden/kq/dequant/: ggml's to_float of
-// blk.0.attn_k.weight, ne = [256, 128], taken from each model file), compared bit for bit.
+// blk.0.attn_k.weight, ne = [256, 128], taken from each model file), compared bit for bit; and
+// the reference quantizers against llama-quantize: every tensor of every golden/kq model is
+// re-quantized from the F32 source model and compared byte for byte.
 //
 // The tensor bytes come from a minimal GGUF locator below (header, metadata skipped by type,
 // tensor infos, data section aligned to general.alignment or 32), so this test does not depend
 // on the gguf reader.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstring>
 #include <optional>
 #include <stdexcept>
@@ -71,7 +74,7 @@ class Cursor {
   uint64_t pos_ = 0;
 };
 
-std::optional<LocatedTensor> locate_tensor(const std::vector<uint8_t>& file, const std::string& name) {
+std::vector<std::pair<std::string, LocatedTensor>> list_tensors(const std::vector<uint8_t>& file) {
   Cursor c(file);
   if (c.get<uint32_t>() != 0x46554747u) throw std::runtime_error("not a GGUF file");
   const uint32_t version = c.get<uint32_t>();
@@ -85,7 +88,7 @@ std::optional<LocatedTensor> locate_tensor(const std::vector<uint8_t>& file, con
     if (key == "general.alignment" && type == 4) alignment = c.get<uint32_t>();
     else c.skip_value(type);
   }
-  std::optional<LocatedTensor> found;
+  std::vector<std::pair<std::string, LocatedTensor>> all;
   for (uint64_t i = 0; i < n_tensors; ++i) {
     LocatedTensor t;
     const std::string tname = c.str();
@@ -93,11 +96,18 @@ std::optional<LocatedTensor> locate_tensor(const std::vector<uint8_t>& file, con
     for (uint32_t d = 0; d < n_dims; ++d) t.ne.push_back(int64_t(c.get<uint64_t>()));
     t.type = c.get<uint32_t>();
     t.offset = c.get<uint64_t>();
-    if (tname == name) found = t;
+    all.emplace_back(tname, t);
   }
   const uint64_t data_start = (c.pos() + alignment - 1) / alignment * alignment;
-  if (found) found->offset += data_start;
-  return found;
+  for (auto& e : all) e.second.offset += data_start;
+  return all;
+}
+
+std::optional<LocatedTensor> locate_tensor(const std::vector<uint8_t>& file, const std::string& name) {
+  for (const auto& e : list_tensors(file)) {
+    if (e.first == name) return e.second;
+  }
+  return std::nullopt;
 }
 
 struct GoldenCase {
@@ -106,7 +116,7 @@ struct GoldenCase {
   const char* file;    // golden floats
 };
 
-// The entries of dequant/index.json for the types loom implements (the K/IQ types are not).
+// The entries of dequant/index.json (every type it lists).
 const GoldenCase kCases[] = {
     {"Q4_0", "synth-llama-kq-q4_0.gguf", "Q4_0.q4_0.blk.0.attn_k.weight.f32"},
     {"Q4_1", "synth-llama-kq-q4_1.gguf", "Q4_1.q4_1.blk.0.attn_k.weight.f32"},
@@ -114,6 +124,13 @@ const GoldenCase kCases[] = {
     {"Q5_1", "synth-llama-kq-q5_1.gguf", "Q5_1.q5_1.blk.0.attn_k.weight.f32"},
     {"Q8_0", "synth-llama-kq-q8_0.gguf", "Q8_0.q8_0.blk.0.attn_k.weight.f32"},
     {"BF16", "synth-llama-kq-bf16.gguf", "BF16.bf16.blk.0.attn_k.weight.f32"},
+    {"Q2_K", "synth-llama-kq-q2_k.gguf", "Q2_K.q2_k.blk.0.attn_k.weight.f32"},
+    {"Q3_K", "synth-llama-kq-q3_k_s.gguf", "Q3_K.q3_k_s.blk.0.attn_k.weight.f32"},
+    {"Q4_K", "synth-llama-kq-q4_k_m.gguf", "Q4_K.q4_k_m.blk.0.attn_k.weight.f32"},
+    {"Q5_K", "synth-llama-kq-q5_k_s.gguf", "Q5_K.q5_k_s.blk.0.attn_k.weight.f32"},
+    {"Q6_K", "synth-llama-kq-q6_k.gguf", "Q6_K.q6_k.blk.0.attn_k.weight.f32"},
+    {"IQ4_NL", "synth-llama-kq-iq4_nl.gguf", "IQ4_NL.iq4_nl.blk.0.attn_k.weight.f32"},
+    {"IQ4_XS", "synth-llama-kq-iq4_xs.gguf", "IQ4_XS.iq4_xs.blk.0.attn_k.weight.f32"},
 };
 
 TEST(QuantGolden, IndexListsTheCases) {
@@ -169,6 +186,70 @@ TEST_P(QuantGoldenDequant, BitExact) {
 
 INSTANTIATE_TEST_SUITE_P(Types, QuantGoldenDequant, ::testing::ValuesIn(kCases),
                          [](const auto& info) { return std::string(info.param.type); });
+
+// Reference quantizers against llama-quantize: every tensor of each golden/kq model (quantized
+// from synth-llama-kq-f32.gguf without an importance matrix) whose type loom can quantize is
+// re-quantized from the F32 source and compared byte for byte.
+bool has_weight_quantizer(uint32_t type) {
+  switch (static_cast<TensorType>(type)) {
+    case TensorType::Q4_0: case TensorType::Q4_1: case TensorType::Q5_0: case TensorType::Q5_1:
+    case TensorType::Q8_0: case TensorType::BF16: case TensorType::F16:
+    case TensorType::Q2_K: case TensorType::Q3_K: case TensorType::Q4_K: case TensorType::Q5_K:
+    case TensorType::Q6_K: case TensorType::IQ4_NL: case TensorType::IQ4_XS:
+      return true;
+    default:
+      return false;
+  }
+}
+
+class QuantGoldenQuantize : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(QuantGoldenQuantize, ByteIdenticalWithLlamaQuantize) {
+  const std::string name = GetParam();
+  const std::string src_path = loom::test::shared_path("golden/kq/synth-llama-kq-f32.gguf");
+  const std::string q_path = loom::test::shared_path("golden/kq/synth-llama-kq-" + name + ".gguf");
+  ASSERT_FALSE(src_path.empty() || q_path.empty());
+  const std::vector<uint8_t> src = loom::test::read_file(src_path);
+  const std::vector<uint8_t> qf = loom::test::read_file(q_path);
+  const auto src_tensors = list_tensors(src);
+  int checked = 0;
+  for (const auto& [tname, qt] : list_tensors(qf)) {
+    if (qt.ne.size() != 2 || !has_weight_quantizer(qt.type)) continue;
+    const auto st = locate_tensor(src, tname);
+    ASSERT_TRUE(st.has_value()) << tname;
+    ASSERT_EQ(st->type, 0u) << tname;
+    ASSERT_EQ(st->ne, qt.ne) << tname;
+    const auto type = static_cast<TensorType>(qt.type);
+    const int64_t cols = qt.ne[0], rows = qt.ne[1];
+    const int64_t rb = row_bytes(type, cols);
+    ASSERT_LE(qt.offset + uint64_t(rb * rows), qf.size());
+    ASSERT_LE(st->offset + uint64_t(cols * rows * 4), src.size());
+    std::vector<uint8_t> got(static_cast<size_t>(rb));
+    int64_t bad_rows = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      const auto* x = reinterpret_cast<const float*>(src.data() + st->offset + uint64_t(r * cols * 4));
+      ref::quantize_row(type, x, got.data(), cols);
+      const uint8_t* want = qf.data() + qt.offset + uint64_t(r * rb);
+      if (std::memcmp(got.data(), want, size_t(rb)) != 0 && ++bad_rows <= 3) {
+        size_t k = 0;
+        while (got[k] == want[k]) ++k;
+        ADD_FAILURE() << name << " " << tname << " (" << tensor_type_name(type) << ") row " << r
+                      << ": first differing byte " << k << " of " << rb << " (block " << k / size_t(block_bytes(type))
+                      << ", byte " << k % size_t(block_bytes(type)) << "): " << int(got[k]) << " vs " << int(want[k]);
+      }
+    }
+    EXPECT_EQ(bad_rows, 0) << name << " " << tname << " (" << tensor_type_name(type) << ")";
+    ++checked;
+  }
+  EXPECT_GT(checked, 0);
+  std::printf("%s: %d tensors byte-identical checked\n", name.c_str(), checked);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, QuantGoldenQuantize,
+                         ::testing::Values("q2_k", "q3_k_s", "q3_k_m", "q3_k_l", "q4_k_s", "q4_k_m",
+                                           "q5_k_s", "q5_k_m", "q6_k", "iq4_nl", "iq4_xs", "q4_0",
+                                           "q4_1", "q5_0", "q5_1", "q8_0", "bf16"),
+                         [](const auto& info) { return std::string(info.param); });
 
 }  // namespace
 }  // namespace loom::quant::test

@@ -14,7 +14,8 @@ namespace {
 TEST(QuantTypes, SupportedExactlyTheImplementedTypes) {
   for (uint32_t id = 0; id < 64; ++id) {
     const auto t = static_cast<TensorType>(id);
-    const bool expected = std::find(all_types().begin(), all_types().end(), t) != all_types().end();
+    const std::vector<TensorType> types = every_supported_type();
+    const bool expected = std::find(types.begin(), types.end(), t) != types.end();
     EXPECT_EQ(is_supported(t), expected) << "type id " << id;
   }
 }
@@ -29,7 +30,12 @@ TEST(QuantTypes, VecDotType) {
   EXPECT_EQ(vec_dot_type(TensorType::Q4_1), TensorType::Q8_1);
   EXPECT_EQ(vec_dot_type(TensorType::Q5_1), TensorType::Q8_1);
   EXPECT_EQ(vec_dot_type(TensorType::Q8_1), TensorType::Q8_1);
-  for (TensorType t : all_types()) {
+  EXPECT_EQ(vec_dot_type(TensorType::IQ4_NL), TensorType::Q8_0);
+  for (TensorType t : {TensorType::Q2_K, TensorType::Q3_K, TensorType::Q4_K, TensorType::Q5_K,
+                       TensorType::Q6_K, TensorType::Q8_K, TensorType::IQ4_XS}) {
+    EXPECT_EQ(vec_dot_type(t), TensorType::Q8_K) << type_name(t);
+  }
+  for (TensorType t : every_supported_type()) {
     EXPECT_TRUE(is_supported(vec_dot_type(t))) << type_name(t);
     EXPECT_EQ(block_size(vec_dot_type(t)), block_size(t)) << type_name(t);
   }
@@ -38,7 +44,8 @@ TEST(QuantTypes, VecDotType) {
 TEST(QuantDeathTest, RejectsUnsupportedTypeAndPartialBlocks) {
   float x[64] = {};
   uint8_t buf[256] = {};
-  EXPECT_DEATH(quantize_row(TensorType::Q4_K, x, buf, 256), "unsupported");
+  EXPECT_DEATH(quantize_row(TensorType::IQ2_XXS, x, buf, 256), "unsupported");
+  EXPECT_DEATH(dequantize_row(TensorType::Q4_K, buf, x, 32), "multiple");
   EXPECT_DEATH(dequantize_row(TensorType::Q8_0, buf, x, 31), "multiple");
 }
 
@@ -291,6 +298,125 @@ TEST(QuantVecDot, MatchesDoubleDotOfDequantizedRows) {
       const float s = vec_dot(t, n, w.data(), a.data());
       EXPECT_NEAR(r, exact, tol) << type_name(t) << " n=" << n << " ref";
       EXPECT_NEAR(s, exact, tol) << type_name(t) << " n=" << n << " dispatch";
+    }
+  }
+}
+
+TEST(QuantVecDot, KQuantsMatchDoubleDotOfDequantizedRows) {
+  std::mt19937 rng(8765);
+  for (TensorType t : kquant_types()) {
+    const TensorType at = vec_dot_type(t);
+    for (int64_t n : {256, 512, 1024, 4096, 8192}) {
+      for (int rep = 0; rep < 4; ++rep) {
+        const std::vector<uint8_t> w = any_random_row(t, n, rng);
+        const std::vector<uint8_t> a = random_row(at, n, rng);
+        std::vector<float> wf(static_cast<size_t>(n)), af(static_cast<size_t>(n));
+        ref::dequantize_row(t, w.data(), wf.data(), n);
+        ref::dequantize_row(at, a.data(), af.data(), n);
+        double exact = 0.0;
+        for (int64_t i = 0; i < n; ++i) exact += double(wf[size_t(i)]) * af[size_t(i)];
+        const double tol = 2e-6 * dot_magnitude(t, n, w.data(), a.data()) + 1e-30;
+        EXPECT_NEAR(ref::vec_dot(t, n, w.data(), a.data()), exact, tol) << type_name(t) << " n=" << n << " ref";
+        EXPECT_NEAR(vec_dot(t, n, w.data(), a.data()), exact, tol) << type_name(t) << " n=" << n << " dispatch";
+      }
+    }
+  }
+}
+
+// Q8_K: d = max / -127 from the element of largest magnitude with its sign (the first on ties),
+// levels rounded to nearest even, bsums of each 16.
+TEST(QuantLayout, Q8_K) {
+  float x[256];
+  for (int j = 0; j < 256; ++j) x[j] = float(j) - 100.0f;  // max magnitude 155 at j = 255
+  uint8_t b[292];
+  ref::quantize_row(TensorType::Q8_K, x, b, 256);
+  float d;
+  std::memcpy(&d, b, 4);
+  const float iscale = -127.0f / 155.0f;
+  EXPECT_EQ(f32_bits(d), f32_bits(1.0f / iscale));
+  const auto* qs = reinterpret_cast<const int8_t*>(b + 4);
+  EXPECT_EQ(qs[255], -127);
+  EXPECT_EQ(qs[100], 0);
+  for (int j = 0; j < 256; ++j) {
+    ASSERT_EQ(qs[j], int(std::nearbyint(iscale * x[j]))) << j;
+  }
+  for (int k = 0; k < 16; ++k) {
+    int s = 0;
+    for (int j = 0; j < 16; ++j) s += qs[16 * k + j];
+    int16_t bs;
+    std::memcpy(&bs, b + 260 + 2 * k, 2);
+    EXPECT_EQ(bs, s) << k;
+  }
+  // Ties in magnitude: the first one's sign wins; ties of x * iscale at .5 round to even.
+  float y[256] = {};
+  y[3] = -127.0f;
+  y[7] = 127.0f;
+  y[8] = 2.5f;    // iscale = -127 / -127 = 1: 2.5 -> 2
+  y[9] = 3.5f;    // -> 4
+  y[10] = -0.5f;  // -> 0
+  ref::quantize_row(TensorType::Q8_K, y, b, 256);
+  std::memcpy(&d, b, 4);
+  EXPECT_EQ(d, 1.0f);  // -1 had y[7] won
+  EXPECT_EQ(qs[3], -127);
+  EXPECT_EQ(qs[7], 127);
+  EXPECT_EQ(qs[8], 2);
+  EXPECT_EQ(qs[9], 4);
+  EXPECT_EQ(qs[10], 0);
+  // All zero: d = 0, every level and bsum 0.
+  const float z[256] = {};
+  std::memset(b, 0xaa, sizeof(b));
+  ref::quantize_row(TensorType::Q8_K, z, b, 256);
+  for (uint8_t v : b) ASSERT_EQ(v, 0);
+}
+
+// k-quant weight formats: quantize -> dequantize keeps the relative RMS error of Gaussian rows
+// below the format's typical level (byte-exactness with llama.cpp is checked by
+// test_quant_golden on real tensors).
+TEST(QuantRoundTrip, KQuantsRelativeRmsError) {
+  const std::pair<TensorType, double> bounds[] = {
+      {TensorType::Q2_K, 0.40}, {TensorType::Q3_K, 0.22}, {TensorType::Q4_K, 0.11},
+      {TensorType::Q5_K, 0.055}, {TensorType::Q6_K, 0.03}, {TensorType::IQ4_NL, 0.12},
+      {TensorType::IQ4_XS, 0.12}};
+  std::mt19937 rng(77);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (const auto& [t, bound] : bounds) {
+    const int64_t n = 256 * 64;
+    std::vector<float> x(static_cast<size_t>(n)), y(static_cast<size_t>(n));
+    for (auto& v : x) v = normal(rng) * 0.02f;
+    std::vector<uint8_t> q(size_t(row_bytes(t, n)));
+    ref::quantize_row(t, x.data(), q.data(), n);
+    ref::dequantize_row(t, q.data(), y.data(), n);
+    double err = 0, ref_sq = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      err += (double(x[i]) - y[i]) * (double(x[i]) - y[i]);
+      ref_sq += double(x[i]) * x[i];
+    }
+    const double rel = std::sqrt(err / ref_sq);
+    std::printf("%-7s relative rms error %.4f\n", type_name(t).c_str(), rel);
+    EXPECT_LT(rel, bound) << type_name(t);
+    // All-zero rows stay all zero.
+    std::vector<float> z(static_cast<size_t>(n), 0.0f);
+    ref::quantize_row(t, z.data(), q.data(), n);
+    ref::dequantize_row(t, q.data(), y.data(), n);
+    for (float v : y) ASSERT_EQ(v, 0.0f) << type_name(t);
+  }
+}
+
+TEST(QuantRoundTrip, Q8_KWithinHalfAStep) {
+  std::mt19937 rng(99);
+  for (int64_t n : {256, 1024, 4096}) {
+    const std::vector<float> x = random_floats(n, rng);
+    std::vector<uint8_t> q(size_t(row_bytes(TensorType::Q8_K, n)));
+    std::vector<float> y(static_cast<size_t>(n));
+    ref::quantize_row(TensorType::Q8_K, x.data(), q.data(), n);
+    ref::dequantize_row(TensorType::Q8_K, q.data(), y.data(), n);
+    for (int64_t b = 0; b < n / 256; ++b) {
+      float d;
+      std::memcpy(&d, q.data() + b * 292, 4);
+      for (int64_t j = b * 256; j < b * 256 + 256; ++j) {
+        ASSERT_LE(std::fabs(double(x[size_t(j)]) - y[size_t(j)]), 0.5 * std::fabs(d) * (1 + 1e-5) + 1e-30)
+            << "n=" << n << " element " << j;
+      }
     }
   }
 }

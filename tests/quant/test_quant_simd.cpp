@@ -4,6 +4,8 @@
 // LOOM_FORCE_SCALAR=1) both sides are the reference and the tests pass trivially.
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include "base/cpu.h"
 #include "quant_test_util.h"
 
@@ -19,7 +21,7 @@ std::vector<int64_t> lengths(TensorType t) {
   if (bs == 1) {
     for (int64_t n : {31, 33, 47, 63, 65, 100, 255, 257, 1000, 4096}) v.push_back(n);
   } else {
-    v.push_back(128 * bs);
+    v.push_back((bs == 32 ? 128 : 16) * bs);
   }
   return v;
 }
@@ -38,6 +40,7 @@ TEST(QuantSimd, ReportsKernelSet) {
 // Q8 weight levels of -128, which the dot kernels must accept (only activations are limited to
 // [-127, 127], see kernels_avx2.cpp).
 std::vector<uint8_t> random_bytes_row(TensorType t, int64_t n, std::mt19937& rng) {
+  if (is_kquant(t)) return random_kq_row(t, n, rng);
   std::uniform_int_distribution<int> byte(0, 255);
   std::vector<uint8_t> v(size_t(row_bytes(t, n)));
   for (auto& b : v) b = uint8_t(byte(rng));
@@ -70,7 +73,7 @@ std::vector<uint8_t> random_bytes_row(TensorType t, int64_t n, std::mt19937& rng
 
 TEST(QuantSimd, DequantizeBitExact) {
   std::mt19937 rng(11);
-  for (TensorType t : all_types()) {
+  for (TensorType t : every_supported_type()) {
     for (int64_t n : lengths(t)) {
       const std::vector<uint8_t> src = random_bytes_row(t, n, rng);
       std::vector<float> expect(size_t(n) + 1);
@@ -121,9 +124,37 @@ std::vector<float> tricky_floats(int64_t n, std::mt19937& rng) {
 
 TEST(QuantSimd, QuantizeByteIdentical) {
   std::mt19937 rng(12);
-  for (TensorType t : all_types()) {
+  std::vector<TensorType> types = all_types();
+  types.push_back(TensorType::Q8_K);
+  for (TensorType t : types) {
     for (int64_t n : lengths(t)) {
       std::vector<float> x = tricky_floats(n, rng);
+      if (t == TensorType::Q8_K) {
+        // Whole super-blocks of ties (d = +-1 from +-127, placed anywhere, sometimes twice with
+        // both signs: the first wins) and of magnitude ties.
+        std::uniform_int_distribution<int> pos(0, 255), level(-126, 126), coin(0, 1);
+        for (int64_t b = 0; b + 256 <= n; b += 512) {
+          for (int j = 0; j < 256; ++j) {
+            const float tie = float(level(rng)) + 0.5f;
+            x[size_t(b + j)] = coin(rng) ? tie : std::nextafter(tie, 0.0f);
+          }
+          x[size_t(b + pos(rng))] = coin(rng) ? 127.0f : -127.0f;
+          x[size_t(b + pos(rng))] = coin(rng) ? 127.0f : -127.0f;
+        }
+        // Degenerate super-blocks: subnormals only (the scale overflows to infinity), NaNs among
+        // normal values, infinities.
+        if (n >= 1024) {
+          for (int j = 0; j < 256; ++j) x[size_t(256 + j)] = float(j - 128) * 1e-45f;
+          x[size_t(768 + 5)] = std::numeric_limits<float>::quiet_NaN();
+          x[size_t(768 + 77)] = -std::numeric_limits<float>::quiet_NaN();
+          x[size_t(768 + 255)] = std::numeric_limits<float>::quiet_NaN();  // last lane
+        }
+        if (n >= 2048) {
+          x[size_t(1280 + 9)] = std::numeric_limits<float>::infinity();
+          x[size_t(1792 + 3)] = -std::numeric_limits<float>::infinity();
+          x[size_t(1792 + 4)] = std::numeric_limits<float>::infinity();
+        }
+      }
       if (block_size(t) == 1 && n >= 20) {
         x[16] = std::numeric_limits<float>::infinity();
         x[17] = -std::numeric_limits<float>::infinity();
@@ -151,14 +182,14 @@ TEST(QuantSimd, QuantizeByteIdentical) {
 
 TEST(QuantSimd, VecDotMatchesReference) {
   std::mt19937 rng(13);
-  for (TensorType t : all_types()) {
+  for (TensorType t : every_supported_type()) {
     const TensorType at = vec_dot_type(t);
     for (int64_t n : lengths(t)) {
       // Variant 1 (random bytes) only for block formats: random F16/BF16 bit patterns span the
       // whole exponent range and their products overflow.
-      for (int variant = 0; variant < (block_size(t) == 32 ? 2 : 1); ++variant) {
+      for (int variant = 0; variant < (block_size(t) > 1 ? 2 : 1); ++variant) {
         const std::vector<uint8_t> w =
-            variant == 0 ? random_row(t, n, rng) : random_bytes_row(t, n, rng);
+            variant == 0 ? any_random_row(t, n, rng) : random_bytes_row(t, n, rng);
         const std::vector<uint8_t> a = random_row(at, n, rng);
         const float expect = ref::vec_dot(t, n, w.data(), a.data());
         const double tol = 2e-6 * dot_magnitude(t, n, w.data(), a.data()) + 1e-30;
@@ -173,6 +204,72 @@ TEST(QuantSimd, VecDotMatchesReference) {
           }
         }
       }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace loom::quant::test
+
+namespace loom::quant::test {
+namespace {
+
+// Timing of one 4096-element dot per type, dispatch (SIMD) vs reference. Disabled: run with
+// --gtest_also_run_disabled_tests --gtest_filter='*VecDotSpeed*'.
+TEST(QuantSimd, DISABLED_VecDotSpeed) {
+  std::mt19937 rng(5);
+  constexpr int64_t n = 4096;
+  for (TensorType t : every_supported_type()) {
+    const std::vector<uint8_t> w = any_random_row(t, n, rng);
+    const std::vector<uint8_t> a = random_row(vec_dot_type(t), n, rng);
+    auto time_ns = [&](auto fn) {
+      volatile float sink = 0.0f;
+      int iters = 0;
+      const auto t0 = std::chrono::steady_clock::now();
+      auto t1 = t0;
+      do {
+        for (int k = 0; k < 64; ++k) sink = sink + fn(t, n, w.data(), a.data());
+        iters += 64;
+        t1 = std::chrono::steady_clock::now();
+      } while (t1 - t0 < std::chrono::milliseconds(100));
+      (void)sink;
+      return double(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count()) / iters;
+    };
+    const double simd = time_ns([](TensorType tt, int64_t nn, const void* ww, const void* aa) {
+      return vec_dot(tt, nn, ww, aa);
+    });
+    const double scalar = time_ns([](TensorType tt, int64_t nn, const void* ww, const void* aa) {
+      return ref::vec_dot(tt, nn, ww, aa);
+    });
+    std::vector<float> out(static_cast<size_t>(n));
+    const double deq_simd = time_ns([&](TensorType tt, int64_t nn, const void* ww, const void*) {
+      dequantize_row(tt, ww, out.data(), nn);
+      return out[0];
+    });
+    const double deq_scalar = time_ns([&](TensorType tt, int64_t nn, const void* ww, const void*) {
+      ref::dequantize_row(tt, ww, out.data(), nn);
+      return out[0];
+    });
+    std::printf("%-7s n=4096: vec_dot dispatch %7.1f ns ref %8.1f ns | dequantize dispatch %7.1f ns ref %8.1f ns\n",
+                type_name(t).c_str(), simd, scalar, deq_simd, deq_scalar);
+  }
+  {
+    const std::vector<float> x = random_floats(n, rng);
+    std::vector<uint8_t> q(size_t(row_bytes(TensorType::Q8_K, n)));
+    for (int pass = 0; pass < 2; ++pass) {
+      int iters = 0;
+      const auto t0 = std::chrono::steady_clock::now();
+      auto t1 = t0;
+      do {
+        for (int k = 0; k < 64; ++k) {
+          if (pass == 0) quantize_row(TensorType::Q8_K, x.data(), q.data(), n);
+          else ref::quantize_row(TensorType::Q8_K, x.data(), q.data(), n);
+        }
+        iters += 64;
+        t1 = std::chrono::steady_clock::now();
+      } while (t1 - t0 < std::chrono::milliseconds(100));
+      std::printf("quantize_row q8_K n=4096: %s %8.1f ns\n", pass == 0 ? "dispatch" : "ref",
+                  double(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count()) / iters);
     }
   }
 }

@@ -1,0 +1,437 @@
+/*
+ * loom C API: a plain C interface (C99 and C++) to loom's model, vocabulary and inference
+ * context, for language bindings. Behaviour follows llama.cpp's C API; names are loom's own.
+ *
+ * Error model
+ *   - Nothing aborts and nothing throws across this boundary.
+ *   - A function that can fail returns an int32_t status (LOOM_OK = 0, a negative LOOM_ERR_*
+ *     otherwise), or a NULL handle / pointer, or the documented error value of its return type.
+ *     decode/encode return their own codes (LOOM_DECODE_*).
+ *   - Every failure records a message for the calling thread: loom_last_error(). Successful
+ *     calls do not clear it (use loom_clear_last_error()).
+ *
+ * Lifetimes
+ *   - A context keeps its model alive: freeing the model handle while contexts exist is safe.
+ *     The same holds for LoRA adapters attached to a context.
+ *   - Pointers returned by get_logits / get_embeddings stay valid until the next decode, encode,
+ *     state load or free of that context. Strings returned by token / model getters live as long
+ *     as the model handle.
+ *   - A context is used by one thread at a time; a model may be shared by many.
+ */
+#ifndef LOOM_LOOM_H
+#define LOOM_LOOM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32)
+#  if defined(LOOM_BUILD_SHARED)
+#    define LOOM_API __declspec(dllexport)
+#  elif defined(LOOM_USE_SHARED)
+#    define LOOM_API __declspec(dllimport)
+#  else
+#    define LOOM_API
+#  endif
+#else
+#  define LOOM_API __attribute__((visibility("default")))
+#endif
+
+/* Bumped when a struct layout or a signature changes. */
+#define LOOM_C_API_VERSION 1
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef int32_t loom_token;
+typedef int32_t loom_pos;
+typedef int32_t loom_seq_id;
+
+#define LOOM_TOKEN_NULL (-1)
+
+typedef struct loom_model loom_model;
+typedef struct loom_context loom_context;
+typedef struct loom_lora_adapter loom_lora_adapter;
+typedef struct loom_control_vector loom_control_vector;
+
+/* ---- status codes ------------------------------------------------------------------------- */
+
+enum loom_status {
+  LOOM_OK = 0,
+  LOOM_ERR_INVALID_ARGUMENT = -1, /* malformed argument: NULL handle, bad id, bad size */
+  LOOM_ERR_NOT_FOUND = -2,        /* file, tensor, key or adapter missing */
+  LOOM_ERR_CORRUPT = -3,          /* file content malformed or inconsistent */
+  LOOM_ERR_UNSUPPORTED = -4,      /* well-formed but not implemented */
+  LOOM_ERR_IO = -5,               /* the OS refused (open, read, write) */
+  LOOM_ERR_OUT_OF_RANGE = -6,     /* index past the end */
+  LOOM_ERR_RESOURCE_EXHAUSTED = -7, /* no room (KV cache full, buffer too small) */
+  LOOM_ERR_ABORTED = -8,          /* stopped by a callback */
+  LOOM_ERR_INTERNAL = -9,
+  LOOM_ERR_OUT_OF_MEMORY = -10
+};
+
+/* decode / encode results. */
+enum loom_decode_result {
+  LOOM_DECODE_OK = 0,
+  LOOM_DECODE_NO_KV_SLOT = 1, /* no room for the batch: free cells (seq_rm) and retry */
+  LOOM_DECODE_ABORTED = 2,    /* the abort callback stopped it; the KV cache is unchanged */
+  LOOM_DECODE_INVALID = -1,   /* invalid input (message says which); the KV cache is unchanged */
+  LOOM_DECODE_INTERNAL = -3   /* internal error or out of memory */
+};
+
+/* Returned by the size-negotiating functions (tokenize, token_to_piece, detokenize) on error;
+ * any other negative value n means "buffer too small, -n needed". */
+#define LOOM_SIZE_ERROR (-2147483647 - 1)
+
+/* Message of the last failure on this thread ("" when none). Valid until the next failing call
+ * on this thread. Never NULL. */
+LOOM_API const char * loom_last_error(void);
+LOOM_API void loom_clear_last_error(void);
+/* Name of a LOOM_ERR_* code ("ok", "invalid argument", ...). */
+LOOM_API const char * loom_status_string(int32_t status);
+
+/* "MAJOR.MINOR.PATCH" of the library. */
+LOOM_API const char * loom_version(void);
+
+/* Log level of loom's stderr logging: 0 debug, 1 info, 2 warn (default), 3 error, 4 none. */
+LOOM_API void loom_set_log_level(int32_t level);
+
+/* ---- model --------------------------------------------------------------------------------- */
+
+typedef struct loom_model_params {
+  bool vocab_only; /* load only the tokenizer (no weights; contexts cannot be created) */
+} loom_model_params;
+
+LOOM_API loom_model_params loom_model_default_params(void);
+/* params NULL: defaults. NULL on failure. */
+LOOM_API loom_model * loom_model_load_from_file(const char * path, const loom_model_params * params);
+LOOM_API void loom_model_free(loom_model * model);
+
+LOOM_API bool loom_model_is_vocab_only(const loom_model * model);
+LOOM_API int32_t loom_model_n_vocab(const loom_model * model);
+LOOM_API int32_t loom_model_n_embd(const loom_model * model);
+LOOM_API int32_t loom_model_n_layer(const loom_model * model);
+LOOM_API int32_t loom_model_n_head(const loom_model * model);
+LOOM_API int32_t loom_model_n_head_kv(const loom_model * model);
+LOOM_API int32_t loom_model_n_ctx_train(const loom_model * model);
+LOOM_API float loom_model_rope_freq_scale_train(const loom_model * model);
+/* general.architecture ("llama"); "" when missing or model is NULL. */
+LOOM_API const char * loom_model_arch_name(const loom_model * model);
+/* Bytes of all tensors / number of weight parameters. */
+LOOM_API uint64_t loom_model_size(const loom_model * model);
+LOOM_API uint64_t loom_model_n_params(const loom_model * model);
+
+/* The string functions below follow snprintf: they write at most buf_size bytes including the
+ * terminating NUL and return the length of the full string (excluding NUL), or -1 on error
+ * (missing key, index out of range, NULL model). buf may be NULL when buf_size is 0. */
+
+/* "<arch> <params> <main tensor type>", e.g. "llama 292.4K Q8_0". */
+LOOM_API int32_t loom_model_desc(const loom_model * model, char * buf, size_t buf_size);
+LOOM_API int32_t loom_model_meta_count(const loom_model * model);
+LOOM_API int32_t loom_model_meta_key_by_index(const loom_model * model, int32_t i, char * buf, size_t buf_size);
+/* Values render as text: strings as they are, numbers in decimal, arrays as "[a, b, ...]". */
+LOOM_API int32_t loom_model_meta_val_str_by_index(const loom_model * model, int32_t i, char * buf, size_t buf_size);
+LOOM_API int32_t loom_model_meta_val_str(const loom_model * model, const char * key, char * buf, size_t buf_size);
+
+/* ---- vocabulary ------------------------------------------------------------------------------ */
+
+enum loom_vocab_type {
+  LOOM_VOCAB_TYPE_SPM = 1, /* SentencePiece ("llama") */
+  LOOM_VOCAB_TYPE_BPE = 2, /* byte-level BPE ("gpt2") */
+  LOOM_VOCAB_TYPE_WPM = 3  /* WordPiece ("bert") */
+};
+
+/* Token attribute bits (llama_token_attr values). */
+enum loom_token_attr {
+  LOOM_TOKEN_ATTR_UNDEFINED = 0,
+  LOOM_TOKEN_ATTR_UNKNOWN = 1 << 0,
+  LOOM_TOKEN_ATTR_UNUSED = 1 << 1,
+  LOOM_TOKEN_ATTR_NORMAL = 1 << 2,
+  LOOM_TOKEN_ATTR_CONTROL = 1 << 3,
+  LOOM_TOKEN_ATTR_USER_DEFINED = 1 << 4,
+  LOOM_TOKEN_ATTR_BYTE = 1 << 5,
+  LOOM_TOKEN_ATTR_NORMALIZED = 1 << 6,
+  LOOM_TOKEN_ATTR_LSTRIP = 1 << 7,
+  LOOM_TOKEN_ATTR_RSTRIP = 1 << 8,
+  LOOM_TOKEN_ATTR_SINGLE_WORD = 1 << 9
+};
+
+LOOM_API int32_t loom_vocab_type(const loom_model * model); /* LOOM_VOCAB_TYPE_*, -1 on error */
+LOOM_API int32_t loom_vocab_n_tokens(const loom_model * model);
+
+/* Tokenizes text_len bytes of text (text_len < 0: up to the NUL). Returns the number of tokens
+ * written, or -n when n_tokens_max is too small for the n tokens (nothing useful written), or
+ * LOOM_SIZE_ERROR on error. add_special adds BOS/EOS as the model says; parse_special lets
+ * the text of control tokens match them. */
+LOOM_API int32_t loom_tokenize(const loom_model * model, const char * text, int32_t text_len, loom_token * tokens,
+                               int32_t n_tokens_max, bool add_special, bool parse_special);
+/* The text of one token, not NUL-terminated. lstrip: remove up to that many leading spaces.
+ * special: render control tokens as their text. Returns bytes written, -n when length is too
+ * small, LOOM_SIZE_ERROR for an invalid token. */
+LOOM_API int32_t loom_token_to_piece(const loom_model * model, loom_token token, char * buf, int32_t length,
+                                     int32_t lstrip, bool special);
+/* The text of n_tokens tokens, not NUL-terminated. Returns bytes written, -n when
+ * text_len_max is too small, LOOM_SIZE_ERROR for an invalid token. */
+LOOM_API int32_t loom_detokenize(const loom_model * model, const loom_token * tokens, int32_t n_tokens, char * text,
+                                 int32_t text_len_max, bool remove_special, bool unparse_special);
+
+/* Special tokens; LOOM_TOKEN_NULL when the vocabulary has none. */
+LOOM_API loom_token loom_token_bos(const loom_model * model);
+LOOM_API loom_token loom_token_eos(const loom_model * model);
+LOOM_API loom_token loom_token_eot(const loom_model * model);
+LOOM_API loom_token loom_token_eom(const loom_model * model);
+LOOM_API loom_token loom_token_sep(const loom_model * model);
+LOOM_API loom_token loom_token_nl(const loom_model * model);
+LOOM_API loom_token loom_token_pad(const loom_model * model);
+LOOM_API loom_token loom_token_unk(const loom_model * model);
+LOOM_API loom_token loom_token_fim_pre(const loom_model * model);
+LOOM_API loom_token loom_token_fim_suf(const loom_model * model);
+LOOM_API loom_token loom_token_fim_mid(const loom_model * model);
+LOOM_API bool loom_add_bos_token(const loom_model * model);
+LOOM_API bool loom_add_eos_token(const loom_model * model);
+
+/* Per-token data. Invalid ids give "" / 0 / LOOM_TOKEN_ATTR_UNDEFINED / false. */
+LOOM_API bool loom_token_is_valid(const loom_model * model, loom_token token);
+LOOM_API bool loom_token_is_eog(const loom_model * model, loom_token token);
+LOOM_API bool loom_token_is_control(const loom_model * model, loom_token token);
+LOOM_API const char * loom_token_get_text(const loom_model * model, loom_token token);
+LOOM_API float loom_token_get_score(const loom_model * model, loom_token token);
+LOOM_API uint32_t loom_token_get_attr(const loom_model * model, loom_token token);
+
+/* ---- context --------------------------------------------------------------------------------- */
+
+enum loom_rope_scaling_type {
+  LOOM_ROPE_SCALING_UNSPECIFIED = -1,
+  LOOM_ROPE_SCALING_NONE = 0,
+  LOOM_ROPE_SCALING_LINEAR = 1,
+  LOOM_ROPE_SCALING_YARN = 2
+};
+enum loom_pooling_type {
+  LOOM_POOLING_UNSPECIFIED = -1,
+  LOOM_POOLING_NONE = 0,
+  LOOM_POOLING_MEAN = 1,
+  LOOM_POOLING_CLS = 2,
+  LOOM_POOLING_LAST = 3,
+  LOOM_POOLING_RANK = 4
+};
+enum loom_attention_type {
+  LOOM_ATTENTION_UNSPECIFIED = -1,
+  LOOM_ATTENTION_CAUSAL = 0,
+  LOOM_ATTENTION_NON_CAUSAL = 1
+};
+/* KV cache types (ggml type ids). */
+enum loom_kv_type {
+  LOOM_TYPE_F32 = 0,
+  LOOM_TYPE_F16 = 1,
+  LOOM_TYPE_Q4_0 = 2,
+  LOOM_TYPE_Q8_0 = 8
+};
+
+/* Polled between layers; returning true stops the decode (LOOM_DECODE_ABORTED). */
+typedef bool (*loom_abort_callback)(void * data);
+/* Observes named intermediate activations (rows x cols floats); return true to continue. */
+typedef bool (*loom_eval_callback)(const char * name, int layer, const float * data, int64_t cols, int64_t rows,
+                                   void * user_data);
+
+typedef struct loom_context_params {
+  int32_t n_ctx;           /* 0: the model's training context */
+  int32_t n_batch;         /* most tokens one decode accepts */
+  int32_t n_ubatch;        /* most tokens one forward pass computes (0: n_batch) */
+  int32_t n_seq_max;       /* sequence ids are in [0, n_seq_max) */
+  int32_t n_threads;       /* threads for single-token steps (0: all cores) */
+  int32_t n_threads_batch; /* threads for batches (0: n_threads) */
+  int32_t rope_scaling_type; /* LOOM_ROPE_SCALING_* */
+  int32_t pooling_type;      /* LOOM_POOLING_* */
+  int32_t attention_type;    /* LOOM_ATTENTION_* */
+  float rope_freq_base;      /* 0: from the model */
+  float rope_freq_scale;     /* 0: from the model */
+  float yarn_ext_factor;     /* < 0: 1 for YaRN scaling, else 0 */
+  float yarn_attn_factor;
+  float yarn_beta_fast;
+  float yarn_beta_slow;
+  int32_t yarn_orig_ctx;     /* 0: the model's training context */
+  float defrag_thold;        /* > 0: defragment before a decode when holes exceed this fraction */
+  int32_t type_k;            /* LOOM_TYPE_* */
+  int32_t type_v;
+  bool embeddings;           /* produce embeddings instead of logits */
+  bool no_perf;
+  loom_abort_callback abort_callback;
+  void * abort_callback_data;
+  loom_eval_callback eval_callback;
+  void * eval_callback_data;
+} loom_context_params;
+
+LOOM_API loom_context_params loom_context_default_params(void);
+/* params NULL: defaults. NULL on failure (NULL or vocab-only model, invalid params). */
+LOOM_API loom_context * loom_context_new(const loom_model * model, const loom_context_params * params);
+LOOM_API void loom_context_free(loom_context * ctx);
+
+/* Values as resolved at creation (0 on a NULL context). */
+LOOM_API int32_t loom_n_ctx(const loom_context * ctx);
+LOOM_API int32_t loom_n_batch(const loom_context * ctx);
+LOOM_API int32_t loom_n_ubatch(const loom_context * ctx);
+LOOM_API int32_t loom_n_seq_max(const loom_context * ctx);
+LOOM_API int32_t loom_n_threads(const loom_context * ctx);
+LOOM_API int32_t loom_n_threads_batch(const loom_context * ctx);
+LOOM_API int32_t loom_pooling_type(const loom_context * ctx);
+LOOM_API int32_t loom_n_vocab(const loom_context * ctx);
+LOOM_API int32_t loom_n_embd(const loom_context * ctx);
+
+/* Run-time toggles (take effect on the next decode). Return LOOM_OK or an error status. */
+LOOM_API int32_t loom_set_n_threads(loom_context * ctx, int32_t n_threads, int32_t n_threads_batch);
+LOOM_API int32_t loom_set_embeddings(loom_context * ctx, bool embeddings);
+LOOM_API int32_t loom_set_causal_attn(loom_context * ctx, bool causal_attn);
+LOOM_API int32_t loom_set_abort_callback(loom_context * ctx, loom_abort_callback callback, void * data);
+
+/* ---- batches --------------------------------------------------------------------------------- */
+
+/* A batch the caller fills. Optional arrays may be NULL:
+ *   token    ids [n_tokens]; NULL: embd holds [n_tokens][n_embd] input embeddings instead
+ *   pos      NULL: each sequence continues after its own last position
+ *   n_seq_id / seq_id: token i belongs to seq_id[i][0 .. n_seq_id[i]); seq_id NULL: all in
+ *            sequence 0; n_seq_id NULL: one sequence per token
+ *   logits   nonzero: token i produces an output; NULL: only the last token does */
+typedef struct loom_batch {
+  int32_t n_tokens;
+  loom_token * token;
+  float * embd;
+  loom_pos * pos;
+  int32_t * n_seq_id;
+  loom_seq_id ** seq_id;
+  int8_t * logits;
+} loom_batch;
+
+/* Allocates arrays for n_tokens_max tokens (n_tokens = 0): embd == 0 allocates `token`,
+ * otherwise `embd` with embd floats per token; seq_id[i] holds n_seq_max ids. On failure all
+ * pointers are NULL (see loom_last_error). Free with loom_batch_free. */
+LOOM_API loom_batch loom_batch_init(int32_t n_tokens_max, int32_t embd, int32_t n_seq_max);
+/* Frees what loom_batch_init allocated and zeroes the struct (NULL is fine). */
+LOOM_API void loom_batch_free(loom_batch * batch);
+/* A batch over the caller's tokens, in sequence 0, continuing it, output for the last token
+ * only. Nothing is allocated. */
+LOOM_API loom_batch loom_batch_get_one(loom_token * tokens, int32_t n_tokens);
+
+/* ---- evaluation ------------------------------------------------------------------------------ */
+
+/* All-or-nothing: on any failure the KV cache is exactly as before. Returns LOOM_DECODE_*. */
+LOOM_API int32_t loom_decode(loom_context * ctx, const loom_batch * batch);
+/* Non-causal evaluation of a whole batch (at most n_ubatch tokens) that leaves the KV cache as
+ * it was (embedding / encoder models). Returns LOOM_DECODE_*. */
+LOOM_API int32_t loom_encode(loom_context * ctx, const loom_batch * batch);
+/* Runs one token and clears the cache (pages weights in). Returns a status. */
+LOOM_API int32_t loom_warmup(loom_context * ctx);
+
+/* Number of output rows of the last decode. */
+LOOM_API int32_t loom_n_outputs(const loom_context * ctx);
+/* All output rows in batch order, [n_outputs][n_vocab]; NULL when there are none. */
+LOOM_API const float * loom_get_logits(const loom_context * ctx);
+/* Logits of batch row i (negative i counts back from the last output); NULL + error when that
+ * row has no output. */
+LOOM_API const float * loom_get_logits_ith(const loom_context * ctx, int32_t i);
+/* Per-token embeddings [n_outputs][n_embd] (embeddings mode); NULL when none. */
+LOOM_API const float * loom_get_embeddings(const loom_context * ctx);
+LOOM_API const float * loom_get_embeddings_ith(const loom_context * ctx, int32_t i);
+/* Pooled embedding of a sequence (n_embd floats; rank pooling: 1); NULL when none. */
+LOOM_API const float * loom_get_embeddings_seq(const loom_context * ctx, loom_seq_id seq);
+
+/* ---- KV cache -------------------------------------------------------------------------------- */
+
+LOOM_API void loom_kv_clear(loom_context * ctx);
+/* Positions [p0, p1) of sequence seq (seq < 0: every sequence; p0 < 0: from 0; p1 < 0: to the
+ * end). Return a status. */
+LOOM_API int32_t loom_kv_seq_rm(loom_context * ctx, loom_seq_id seq, loom_pos p0, loom_pos p1);
+LOOM_API int32_t loom_kv_seq_cp(loom_context * ctx, loom_seq_id src, loom_seq_id dst, loom_pos p0, loom_pos p1);
+LOOM_API int32_t loom_kv_seq_keep(loom_context * ctx, loom_seq_id seq);
+LOOM_API int32_t loom_kv_seq_add(loom_context * ctx, loom_seq_id seq, loom_pos p0, loom_pos p1, loom_pos delta);
+LOOM_API int32_t loom_kv_seq_div(loom_context * ctx, loom_seq_id seq, loom_pos p0, loom_pos p1, int32_t d);
+/* Smallest / largest position of seq (seq < 0: any); -1 when it holds no cells; LOOM_SIZE_ERROR
+ * for an invalid sequence id or context. */
+LOOM_API loom_pos loom_kv_seq_pos_min(const loom_context * ctx, loom_seq_id seq);
+LOOM_API loom_pos loom_kv_seq_pos_max(const loom_context * ctx, loom_seq_id seq);
+LOOM_API bool loom_kv_can_shift(const loom_context * ctx);
+/* Applies pending position shifts now (otherwise done at the next decode). */
+LOOM_API int32_t loom_kv_update(loom_context * ctx);
+LOOM_API void loom_kv_defrag(loom_context * ctx);
+/* Tokens stored (a cell shared by k sequences counts k times) and cells in use. */
+LOOM_API int32_t loom_kv_n_tokens(const loom_context * ctx);
+LOOM_API int32_t loom_kv_used_cells(const loom_context * ctx);
+
+/* ---- state ----------------------------------------------------------------------------------- */
+
+/* Whole context (KV cache and last outputs). Size in bytes; 0 on error. */
+LOOM_API size_t loom_state_get_size(const loom_context * ctx);
+/* Writes the state into dst; returns bytes written, 0 on error (dst smaller than needed). */
+LOOM_API size_t loom_state_get_data(const loom_context * ctx, uint8_t * dst, size_t size);
+/* Restores a state; a corrupt state, or one of another model or cache type, is refused and
+ * changes nothing. Returns a status. */
+LOOM_API int32_t loom_state_set_data(loom_context * ctx, const uint8_t * src, size_t size);
+/* State plus the caller's tokens to a file (written atomically). Returns a status. */
+LOOM_API int32_t loom_state_save_file(const loom_context * ctx, const char * path, const loom_token * tokens,
+                                      size_t n_token_count);
+/* Restores a file; the stored tokens go to tokens_out (room for n_token_capacity) and their
+ * number to *n_token_count_out. tokens_out and n_token_count_out may be NULL when not wanted.
+ * When tokens_out is non-NULL and the file holds more than n_token_capacity tokens, nothing is
+ * loaded: LOOM_ERR_RESOURCE_EXHAUSTED, with the number needed in *n_token_count_out. */
+LOOM_API int32_t loom_state_load_file(loom_context * ctx, const char * path, loom_token * tokens_out,
+                                      size_t n_token_capacity, size_t * n_token_count_out);
+
+/* One sequence's cells; restoring into another sequence id works. */
+LOOM_API size_t loom_state_seq_get_size(const loom_context * ctx, loom_seq_id seq);
+LOOM_API size_t loom_state_seq_get_data(const loom_context * ctx, uint8_t * dst, size_t size, loom_seq_id seq);
+LOOM_API int32_t loom_state_seq_set_data(loom_context * ctx, const uint8_t * src, size_t size, loom_seq_id dest_seq);
+LOOM_API int32_t loom_state_seq_save_file(const loom_context * ctx, const char * path, loom_seq_id seq,
+                                          const loom_token * tokens, size_t n_token_count);
+LOOM_API int32_t loom_state_seq_load_file(loom_context * ctx, const char * path, loom_seq_id dest_seq,
+                                          loom_token * tokens_out, size_t n_token_capacity,
+                                          size_t * n_token_count_out);
+
+/* ---- adapters -------------------------------------------------------------------------------- */
+
+/* A LoRA adapter GGUF checked against the model. NULL on failure. */
+LOOM_API loom_lora_adapter * loom_lora_adapter_load(const loom_model * model, const char * path);
+LOOM_API void loom_lora_adapter_free(loom_lora_adapter * adapter);
+/* Attaches the adapter with a scale, or changes its scale when attached. Returns a status. */
+LOOM_API int32_t loom_set_lora(loom_context * ctx, const loom_lora_adapter * adapter, float scale);
+/* LOOM_ERR_NOT_FOUND when the adapter is not attached. */
+LOOM_API int32_t loom_remove_lora(loom_context * ctx, const loom_lora_adapter * adapter);
+LOOM_API void loom_clear_lora(loom_context * ctx);
+
+/* A control vector file (direction.<L> tensors) multiplied by strength. NULL on failure. */
+LOOM_API loom_control_vector * loom_control_vector_load(const char * path, float strength);
+LOOM_API void loom_control_vector_free(loom_control_vector * cvec);
+/* Adds src into dst (vectors given together are summed); n_embd must agree. */
+LOOM_API int32_t loom_control_vector_add(loom_control_vector * dst, const loom_control_vector * src);
+/* Data [n_layers][n_embd], the first row being layer 1; its length is n_layers * n_embd. */
+LOOM_API const float * loom_control_vector_data(const loom_control_vector * cvec);
+LOOM_API int32_t loom_control_vector_n_embd(const loom_control_vector * cvec);
+LOOM_API int32_t loom_control_vector_n_layers(const loom_control_vector * cvec);
+/* Adds data (len floats, layer 1 first, n_embd per layer) to the output of blocks
+ * il_start..il_end (inclusive). data NULL (or len 0) clears. Returns a status. */
+LOOM_API int32_t loom_apply_control_vector(loom_context * ctx, const float * data, size_t len, int32_t n_embd,
+                                           int32_t il_start, int32_t il_end);
+
+/* ---- perf ------------------------------------------------------------------------------------ */
+
+typedef struct loom_perf_data {
+  int64_t t_load_us;
+  int64_t n_prompt_tokens; /* tokens decoded in calls of more than one token */
+  int64_t t_prompt_us;
+  int64_t n_gen_tokens;    /* single-token decodes */
+  int64_t t_gen_us;
+  int64_t n_reused;
+} loom_perf_data;
+
+/* Zeroes on a NULL context. */
+LOOM_API loom_perf_data loom_perf_get(const loom_context * ctx);
+LOOM_API void loom_perf_reset(loom_context * ctx);
+/* The human-readable report, snprintf-style (returns its full length, -1 on error). */
+LOOM_API int32_t loom_perf_report(const loom_context * ctx, char * buf, size_t buf_size);
+/* The report to stderr. */
+LOOM_API void loom_perf_print(const loom_context * ctx);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LOOM_LOOM_H */

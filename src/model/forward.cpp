@@ -1,0 +1,178 @@
+// What every family's forward shares: scratch sizing, buffers, LoRA-aware linear layers, input
+// embeddings, K/V stores, the K-shift, and the dispatch by architecture.
+#include "model/forward.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "model/forward_internal.h"
+#include "ops/attention.h"
+#include "ops/matmul.h"
+#include "quant/quant.h"
+
+namespace loom {
+namespace detail {
+namespace {
+
+int64_t max_cols(const Model& m) {
+  const ModelHparams& hp = m.hparams();
+  return std::max({hp.n_embd, hp.n_embd_q(), hp.n_ff});
+}
+
+size_t max_matmul_scratch(const Model& m, int64_t n, int max_rank) {
+  const ModelWeights& w = m.weights();
+  size_t best = w.output.empty() ? 0 : ops::matmul_scratch_bytes(w.output.type, w.output.cols, n);
+  for (const LayerWeights& l : w.layers) {
+    for (const TensorView* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down}) {
+      if (!t->empty()) best = std::max(best, ops::matmul_scratch_bytes(t->type, t->cols, n));
+    }
+  }
+  if (max_rank > 0) {
+    // LoRA halves may be of any supported type: size for the widest activation format.
+    for (TensorType t : {TensorType::F16, TensorType::BF16, TensorType::Q8_1}) {
+      best = std::max(best, ops::matmul_scratch_bytes(t, std::max<int64_t>(max_cols(m), max_rank), n));
+    }
+  }
+  return best;
+}
+
+template <typename Alloc>
+void layout(const Model& m, int T, int n_kv, TensorType type_k, int n_threads, int max_rank, Alloc&& alloc,
+            Buffers* b) {
+  const ModelHparams& hp = m.hparams();
+  const size_t E = size_t(hp.n_embd), Q = size_t(hp.n_embd_q()), KV = size_t(hp.n_embd_kv()),
+               F = size_t(hp.n_ff), V = size_t(hp.n_vocab), t = size_t(T);
+  auto floats = [&](size_t n) { return static_cast<float*>(alloc(sizeof(float) * n)); };
+  b->x = floats(E * t);
+  b->xb = floats(E * t);
+  b->q = floats(Q * t);
+  b->k = floats(KV * t);
+  b->v = floats(KV * t);
+  b->att = floats(Q * t);
+  b->tmp = floats(E * t);
+  b->gate = floats(F * t);
+  b->up = floats(F * t);
+  b->lora_t = floats(size_t(max_rank) * t);
+  b->lora_u = floats(max_rank > 0 ? std::max({F, V, Q, E}) * t : 0);
+  b->mm = alloc(max_matmul_scratch(m, T, max_rank));
+  b->attn = alloc(ops::attention_scratch_bytes(n_kv, int(hp.head_dim), type_k, n_threads));
+}
+
+}  // namespace
+
+Buffers carve(const Model& m, ForwardScratch& scratch, TensorType type_k, int n_threads) {
+  Arena& arena = scratch.arena();
+  arena.reset();
+  Buffers b;
+  layout(m, scratch.max_tokens(), scratch.max_kv(), type_k, n_threads, scratch.max_lora_rank(),
+         [&](size_t bytes) { return arena.allocate(bytes); }, &b);
+  return b;
+}
+
+void linear(ThreadPool& pool, const TensorView& w, const std::vector<LoraPair>* loras, const float* x, int T,
+            float* y, Buffers& b) {
+  ops::matmul(pool, w, x, T, y, b.mm);
+  if (!loras) return;
+  for (const LoraPair& l : *loras) {
+    ops::matmul(pool, l.a, x, T, b.lora_t, b.mm);
+    ops::matmul(pool, l.b, b.lora_t, T, b.lora_u, b.mm);
+    const int64_t n = int64_t(T) * w.rows;
+    for (int64_t i = 0; i < n; ++i) y[i] += l.scale * b.lora_u[i];
+  }
+}
+
+const std::vector<LoraPair>* layer_lora(const ForwardConfig& cfg, int il, LayerWeight kind) {
+  const ForwardAdapters* ad = cfg.adapters;
+  if (!ad || ad->layers.empty()) return nullptr;
+  const auto& v = ad->layers[size_t(il)][kind];
+  return v.empty() ? nullptr : &v;
+}
+
+void embed_tokens(const Model& m, const ForwardBatch& fb, const ForwardConfig& cfg, ThreadPool& pool, Buffers& b) {
+  const int64_t E = m.hparams().n_embd;
+  const int T = fb.n_tokens;
+  if (fb.embd) {
+    std::memcpy(b.x, fb.embd, sizeof(float) * size_t(T) * size_t(E));
+    return;
+  }
+  for (int t = 0; t < T; ++t) ops::get_row(m.weights().tok_embd, fb.tokens[t], b.x + t * E);
+  if (!cfg.adapters) return;
+  // E[t] + s·B·A[t]: A holds one row per token.
+  for (const LoraPair& l : cfg.adapters->tok_embd) {
+    for (int t = 0; t < T; ++t) ops::get_row(l.a, fb.tokens[t], b.lora_t + int64_t(t) * l.a.cols);
+    ops::matmul(pool, l.b, b.lora_t, T, b.lora_u, b.mm);
+    for (int64_t i = 0; i < int64_t(T) * E; ++i) b.x[i] += l.scale * b.lora_u[i];
+  }
+}
+
+void store_kv(const ForwardBatch& fb, const KvView& kv, const KvLayerView& cache, int64_t KV, const Buffers& b) {
+  for (int t = 0; t < fb.n_tokens; ++t) {
+    auto* kd = static_cast<uint8_t*>(cache.k) + size_t(fb.cells[t]) * kv.k_row_bytes;
+    auto* vd = static_cast<uint8_t*>(cache.v) + size_t(fb.cells[t]) * kv.v_row_bytes;
+    quant::quantize_row(kv.type_k, b.k + t * KV, kd, KV);
+    quant::quantize_row(kv.type_v, b.v + t * KV, vd, KV);
+  }
+}
+
+}  // namespace detail
+
+ForwardScratch::ForwardScratch(const Model& model, int max_tokens, int max_kv, TensorType type_k, int n_threads,
+                               int max_lora_rank)
+    : max_tokens_(max_tokens), max_kv_(max_kv), max_lora_rank_(max_lora_rank) {
+  size_t total = 0;
+  detail::Buffers b;
+  detail::layout(model, max_tokens, max_kv, type_k, n_threads, max_lora_rank,
+                 [&](size_t bytes) -> void* { total += Arena::padded(bytes); return nullptr; }, &b);
+  arena_.reserve(total + Arena::kAlign);
+}
+
+ops::RopeParams model_rope(const Model& model) {
+  const ModelHparams& hp = model.hparams();
+  ops::RopeParams rope;
+  rope.n_rot = int(hp.n_rot);
+  rope.freq_base = hp.rope_freq_base;
+  rope.freq_scale = hp.rope_freq_scale;
+  rope.mode = hp.rope_mode;
+  rope.n_ctx_orig = int(hp.n_ctx_train);
+  return rope;
+}
+
+Status forward(const Model& model, const ForwardBatch& fb, const KvView& kv, ForwardScratch& scratch,
+               ThreadPool& pool, const ForwardConfig& cfg) {
+  const int rank = cfg.adapters ? cfg.adapters->max_rank : 0;
+  if (fb.n_tokens <= 0 || fb.n_tokens > scratch.max_tokens() || fb.n_kv > scratch.max_kv() ||
+      rank > scratch.max_lora_rank()) {
+    return internal_error("forward: micro-batch exceeds the reserved scratch");
+  }
+  if (cfg.n_threads > 0) pool.set_active(cfg.n_threads);
+  if (model.hparams().arch == Arch::kBert) return detail::forward_bert(model, fb, kv, scratch, pool, cfg);
+  return detail::forward_decoder(model, fb, kv, scratch, pool, cfg);
+}
+
+Status shift_k(const Model& model, const KvView& kv, const int32_t* deltas, ForwardScratch& scratch,
+               ThreadPool& pool, const ForwardConfig& cfg) {
+  const ModelHparams& hp = model.hparams();
+  if (hp.arch == Arch::kBert) return Status::ok();  // learned positions: nothing to rotate
+  const int64_t KV = hp.n_embd_kv();
+  if (scratch.arena().capacity() < sizeof(float) * size_t(KV) * 2) return internal_error("shift_k: scratch too small");
+  scratch.arena().reset();
+  float* row = scratch.arena().alloc<float>(size_t(KV));
+  // A pure rotation by delta: YaRN's magnitude scale must not be applied a second time.
+  ops::RopeParams rope = cfg.rope;
+  rope.attn_factor = rope.ext_factor != 0.0f ? 1.0f / (1.0f + 0.1f * std::log(1.0f / rope.freq_scale)) : 1.0f;
+  (void)pool;
+  for (int il = 0; il < int(hp.n_layer); ++il) {
+    auto* base = static_cast<uint8_t*>(kv.layers[size_t(il)].k);
+    for (int c = 0; c < kv.n_cells; ++c) {
+      if (deltas[c] == 0) continue;
+      uint8_t* k = base + size_t(c) * kv.k_row_bytes;
+      quant::dequantize_row(kv.type_k, k, row, KV);
+      ops::rope(row, &deltas[c], 1, int(hp.n_head_kv), int(hp.head_dim), rope);
+      quant::quantize_row(kv.type_k, row, k, KV);
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace loom

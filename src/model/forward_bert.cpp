@@ -1,0 +1,98 @@
+// BERT-style encoders (post-norm, learned positions, biases, GELU FFN):
+//   x = LN(tok_embd[t] + type_embd[0] + pos_embd[pos])
+//   per layer: x = LN(x + Wo·attn(Wq·x + bq, Wk·x + bk, Wv·x + bv) + bo)
+//              x = LN(x + Wd·gelu(Wu·x + bu) + bd)
+// The outputs are the last hidden states (no final norm, no LM head): embeddings only.
+#include <cmath>
+#include <cstring>
+
+#include "model/forward_internal.h"
+#include "ops/attention.h"
+#include "ops/matmul.h"
+#include "ops/ops.h"
+
+namespace loom::detail {
+
+Status forward_bert(const Model& model, const ForwardBatch& fb, const KvView& kv, ForwardScratch& scratch,
+                    ThreadPool& pool, const ForwardConfig& cfg) {
+  const ModelHparams& hp = model.hparams();
+  const ModelWeights& w = model.weights();
+  const int T = fb.n_tokens;
+  const int64_t E = hp.n_embd, Q = hp.n_embd_q(), KV = hp.n_embd_kv(), F = hp.n_ff, D = hp.head_dim;
+  if (fb.logits) return invalid_argument("an encoder model produces embeddings, not logits (enable embeddings)");
+  for (int t = 0; t < T; ++t) {
+    if (fb.pos[t] >= w.pos_embd.rows) {
+      return invalid_argument("position " + std::to_string(fb.pos[t]) + " exceeds the model's " +
+                              std::to_string(w.pos_embd.rows) + " learned positions");
+    }
+  }
+  Buffers b = carve(model, scratch, kv.type_k, pool.size());
+
+  embed_tokens(model, fb, cfg, pool, b);
+  for (int t = 0; t < T; ++t) {
+    float* x = b.x + t * E;
+    if (!w.type_embd.empty()) {  // token type 0 ("sentence A") for every token
+      ops::get_row(w.type_embd, 0, b.tmp);
+      ops::add_inplace(x, b.tmp, E);
+    }
+    ops::get_row(w.pos_embd, fb.pos[t], b.tmp);
+    ops::add_inplace(x, b.tmp, E);
+    ops::layer_norm_row(x, w.tok_norm, w.tok_norm_b, E, hp.norm_eps, x);
+  }
+  if (!observe(cfg, "inp_norm", -1, b.x, E, T)) return aborted();
+
+  ops::AttentionParams ap;
+  ap.n_tokens = T;
+  ap.n_head = int(hp.n_head);
+  ap.n_head_kv = int(hp.n_head_kv);
+  ap.head_dim = int(D);
+  ap.n_kv = fb.n_kv;
+  ap.k_type = kv.type_k;
+  ap.v_type = kv.type_v;
+  ap.k_row_bytes = kv.k_row_bytes;
+  ap.v_row_bytes = kv.v_row_bytes;
+  ap.mask = fb.mask;
+  ap.scale = 1.0f / std::sqrt(float(D));
+
+  for (int il = 0; il < int(hp.n_layer); ++il) {
+    if (cfg.abort_cb && cfg.abort_cb(cfg.abort_data)) return aborted();
+    const LayerWeights& l = w.layers[size_t(il)];
+    const KvLayerView& cache = kv.layers[size_t(il)];
+    linear(pool, l.wq, layer_lora(cfg, il, kWq), b.x, T, b.q, b);
+    linear(pool, l.wk, layer_lora(cfg, il, kWk), b.x, T, b.k, b);
+    linear(pool, l.wv, layer_lora(cfg, il, kWv), b.x, T, b.v, b);
+    ops::add_bias(b.q, l.bq, T, Q);
+    ops::add_bias(b.k, l.bk, T, KV);
+    ops::add_bias(b.v, l.bv, T, KV);
+    store_kv(fb, kv, cache, KV, b);
+    ap.k = cache.k;
+    ap.v = cache.v;
+    ops::attention(pool, ap, b.q, b.att, b.attn);
+    linear(pool, l.wo, layer_lora(cfg, il, kWo), b.att, T, b.tmp, b);
+    ops::add_bias(b.tmp, l.bo, T, E);
+    ops::add_inplace(b.x, b.tmp, T * E);
+    for (int t = 0; t < T; ++t) {
+      ops::layer_norm_row(b.x + t * E, l.attn_out_norm, l.attn_out_norm_b, E, hp.norm_eps, b.x + t * E);
+    }
+    if (!observe(cfg, "ffn_inp", il, b.x, E, T)) return aborted();
+    linear(pool, l.ffn_up, layer_lora(cfg, il, kFfnUp), b.x, T, b.up, b);
+    ops::add_bias(b.up, l.ffn_up_b, T, F);
+    ops::gelu_inplace(b.up, T * F);
+    linear(pool, l.ffn_down, layer_lora(cfg, il, kFfnDown), b.up, T, b.tmp, b);
+    ops::add_bias(b.tmp, l.ffn_down_b, T, E);
+    ops::add_inplace(b.x, b.tmp, T * E);
+    for (int t = 0; t < T; ++t) {
+      ops::layer_norm_row(b.x + t * E, l.layer_out_norm, l.layer_out_norm_b, E, hp.norm_eps, b.x + t * E);
+    }
+    if (!observe(cfg, "l_out", il, b.x, E, T)) return aborted();
+  }
+
+  for (int o = 0; o < fb.n_outputs; ++o) {
+    std::memcpy(b.xb + o * E, b.x + int64_t(fb.output_rows[o]) * E, sizeof(float) * size_t(E));
+  }
+  if (!observe(cfg, "result_embd", -1, b.xb, E, fb.n_outputs)) return aborted();
+  if (fb.hidden) std::memcpy(fb.hidden, b.xb, sizeof(float) * size_t(fb.n_outputs) * size_t(E));
+  return Status::ok();
+}
+
+}  // namespace loom::detail

@@ -1,0 +1,119 @@
+// The decoder-only families (llama, qwen2, qwen3, phi3, gemma, gemma2) as one forward pass whose
+// differences are fields of ModelHparams:
+//   x = embed(tokens) [· embd_scale]
+//   per layer: a = attn(rope(n(Wq·h + bq)), rope(n(Wk·h + bk)), Wv·h + bv) with h = n(x)
+//              x += post_norm(Wo·a)
+//              x += post_norm(Wd · (act(Wg·n(x)) * Wu·n(x)))
+//              x += cvec[layer]   (control vector, when set)
+//   logits = softcap(Wout · n(x))   (only for output rows)
+// n() is RMSNorm with the matching weight; bracketed steps exist only where the family has them.
+#include <cmath>
+#include <cstring>
+
+#include "model/forward_internal.h"
+#include "ops/attention.h"
+#include "ops/matmul.h"
+#include "ops/ops.h"
+
+namespace loom::detail {
+
+Status forward_decoder(const Model& model, const ForwardBatch& fb, const KvView& kv, ForwardScratch& scratch,
+                       ThreadPool& pool, const ForwardConfig& cfg) {
+  const ModelHparams& hp = model.hparams();
+  const ModelWeights& w = model.weights();
+  const ForwardAdapters* ad = cfg.adapters;
+  const int T = fb.n_tokens;
+  const int64_t E = hp.n_embd, Q = hp.n_embd_q(), KV = hp.n_embd_kv(), F = hp.n_ff, D = hp.head_dim;
+  Buffers b = carve(model, scratch, kv.type_k, pool.size());
+
+  embed_tokens(model, fb, cfg, pool, b);
+  if (hp.embd_scale > 0) ops::scale_inplace(b.x, hp.embd_scale, T * E);
+  if (!observe(cfg, "inp_embd", -1, b.x, E, T)) return aborted();
+
+  ops::AttentionParams ap;
+  ap.n_tokens = T;
+  ap.n_head = int(hp.n_head);
+  ap.n_head_kv = int(hp.n_head_kv);
+  ap.head_dim = int(D);
+  ap.n_kv = fb.n_kv;
+  ap.k_type = kv.type_k;
+  ap.v_type = kv.type_v;
+  ap.k_row_bytes = kv.k_row_bytes;
+  ap.v_row_bytes = kv.v_row_bytes;
+  ap.scale = hp.attn_scale > 0 ? hp.attn_scale : 1.0f / std::sqrt(float(D));
+  ap.softcap = hp.attn_softcap;
+
+  for (int il = 0; il < int(hp.n_layer); ++il) {
+    if (cfg.abort_cb && cfg.abort_cb(cfg.abort_data)) return aborted();
+    const LayerWeights& l = w.layers[size_t(il)];
+    const KvLayerView& cache = kv.layers[size_t(il)];
+
+    // Attention block.
+    ops::rms_norm(b.x, l.attn_norm, T, E, hp.rms_eps, b.xb);
+    if (!observe(cfg, "attn_norm", il, b.xb, E, T)) return aborted();
+    linear(pool, l.wq, layer_lora(cfg, il, kWq), b.xb, T, b.q, b);
+    linear(pool, l.wk, layer_lora(cfg, il, kWk), b.xb, T, b.k, b);
+    linear(pool, l.wv, layer_lora(cfg, il, kWv), b.xb, T, b.v, b);
+    if (l.bq) {
+      ops::add_bias(b.q, l.bq, T, Q);
+      ops::add_bias(b.k, l.bk, T, KV);
+      ops::add_bias(b.v, l.bv, T, KV);
+    }
+    if (l.q_norm) {  // per-head RMSNorm before RoPE
+      ops::rms_norm(b.q, l.q_norm, T * hp.n_head, D, hp.rms_eps, b.q);
+      ops::rms_norm(b.k, l.k_norm, T * hp.n_head_kv, D, hp.rms_eps, b.k);
+    }
+    ops::rope(b.q, fb.pos, T, int(hp.n_head), int(D), cfg.rope);
+    ops::rope(b.k, fb.pos, T, int(hp.n_head_kv), int(D), cfg.rope);
+    if (!observe(cfg, "Qcur", il, b.q, Q, T) || !observe(cfg, "Kcur", il, b.k, KV, T) ||
+        !observe(cfg, "Vcur", il, b.v, KV, T)) {
+      return aborted();
+    }
+    store_kv(fb, kv, cache, KV, b);
+    ap.k = cache.k;
+    ap.v = cache.v;
+    ap.mask = hp.is_swa_layer(il) && fb.mask_swa ? fb.mask_swa : fb.mask;
+    ops::attention(pool, ap, b.q, b.att, b.attn);
+    if (!observe(cfg, "kqv_out", il, b.att, Q, T)) return aborted();
+    linear(pool, l.wo, layer_lora(cfg, il, kWo), b.att, T, b.tmp, b);
+    if (l.post_attn_norm) ops::rms_norm(b.tmp, l.post_attn_norm, T, E, hp.rms_eps, b.tmp);
+    ops::add_inplace(b.x, b.tmp, T * E);
+    if (!observe(cfg, "ffn_inp", il, b.x, E, T)) return aborted();
+
+    // Gated feed-forward block.
+    ops::rms_norm(b.x, l.ffn_norm, T, E, hp.rms_eps, b.xb);
+    if (!observe(cfg, "ffn_norm", il, b.xb, E, T)) return aborted();
+    linear(pool, l.ffn_gate, layer_lora(cfg, il, kFfnGate), b.xb, T, b.gate, b);
+    linear(pool, l.ffn_up, layer_lora(cfg, il, kFfnUp), b.xb, T, b.up, b);
+    if (hp.ffn_act == FfnAct::kGelu) ops::geglu_inplace(b.gate, b.up, T * F);
+    else ops::swiglu_inplace(b.gate, b.up, T * F);
+    linear(pool, l.ffn_down, layer_lora(cfg, il, kFfnDown), b.gate, T, b.tmp, b);
+    if (l.post_ffn_norm) ops::rms_norm(b.tmp, l.post_ffn_norm, T, E, hp.rms_eps, b.tmp);
+    if (!observe(cfg, "ffn_out", il, b.tmp, E, T)) return aborted();
+    ops::add_inplace(b.x, b.tmp, T * E);
+
+    if (ad && !ad->cvec.empty() && il >= ad->cvec_il_start && il <= ad->cvec_il_end &&
+        size_t(il + 1) * size_t(E) <= ad->cvec.size()) {
+      const float* dir = ad->cvec.data() + size_t(il) * size_t(E);
+      for (int t = 0; t < T; ++t) ops::add_inplace(b.x + t * E, dir, E);
+    }
+    if (!observe(cfg, "l_out", il, b.x, E, T)) return aborted();
+  }
+
+  if (fb.n_outputs > 0) {
+    // Gather the output rows, normalize, project to the vocabulary.
+    for (int o = 0; o < fb.n_outputs; ++o) {
+      ops::rms_norm_row(b.x + int64_t(fb.output_rows[o]) * E, w.output_norm, E, hp.rms_eps, b.xb + o * E);
+    }
+    if (!observe(cfg, "result_norm", -1, b.xb, E, fb.n_outputs)) return aborted();
+    if (fb.hidden) std::memcpy(fb.hidden, b.xb, sizeof(float) * size_t(fb.n_outputs) * size_t(E));
+    if (fb.logits) {
+      linear(pool, w.output, ad && !ad->output.empty() ? &ad->output : nullptr, b.xb, fb.n_outputs, fb.logits, b);
+      if (hp.final_softcap > 0) ops::softcap_inplace(fb.logits, hp.final_softcap, int64_t(fb.n_outputs) * hp.n_vocab);
+      if (!observe(cfg, "result_output", -1, fb.logits, hp.n_vocab, fb.n_outputs)) return aborted();
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace loom::detail

@@ -1,0 +1,55 @@
+// Shared pieces of the per-family forward passes (not part of the model layer's interface).
+#pragma once
+
+#include <vector>
+
+#include "model/forward.h"
+#include "model/model.h"
+
+namespace loom::detail {
+
+// Activation buffers of one micro-batch of T tokens, carved from the scratch arena.
+struct Buffers {
+  float* x;      // [T][E] residual stream
+  float* xb;     // [T][E] normed input of a sub-block
+  float* q;      // [T][Q]
+  float* k;      // [T][KV]
+  float* v;      // [T][KV]
+  float* att;    // [T][Q]
+  float* tmp;    // [T][E] sub-block output before the residual add
+  float* gate;   // [T][F]
+  float* up;     // [T][F]
+  float* lora_t; // [T][max_rank] A·x
+  float* lora_u; // [T][max(F, V, Q)] B·(A·x)
+  void* mm;      // matmul activation scratch
+  void* attn;    // attention scratch
+};
+
+// Carves the buffers from `arena` (reset first) for the scratch's reserved sizes.
+Buffers carve(const Model& m, ForwardScratch& scratch, TensorType type_k, int n_threads);
+
+// y = W·x (+ LoRA updates) for T rows.
+void linear(ThreadPool& pool, const TensorView& w, const std::vector<LoraPair>* loras, const float* x, int T,
+            float* y, Buffers& b);
+
+// The adapters of block il's weight `kind`, or null.
+const std::vector<LoraPair>* layer_lora(const ForwardConfig& cfg, int il, LayerWeight kind);
+
+inline bool observe(const ForwardConfig& c, const char* name, int layer, const float* data, int64_t cols, int64_t rows) {
+  return !c.eval_cb || c.eval_cb(name, layer, data, cols, rows, c.eval_data);
+}
+
+inline Status aborted() { return Status(StatusCode::kAborted, "aborted by callback"); }
+
+// Token embeddings (+ the embedding LoRA) into b.x, or a copy of the input embeddings.
+void embed_tokens(const Model& m, const ForwardBatch& fb, const ForwardConfig& cfg, ThreadPool& pool, Buffers& b);
+
+// Quantizes this micro-batch's K/V rows into their cache cells.
+void store_kv(const ForwardBatch& fb, const KvView& kv, const KvLayerView& cache, int64_t n_embd_kv, const Buffers& b);
+
+Status forward_decoder(const Model& m, const ForwardBatch& fb, const KvView& kv, ForwardScratch& scratch,
+                       ThreadPool& pool, const ForwardConfig& cfg);
+Status forward_bert(const Model& m, const ForwardBatch& fb, const KvView& kv, ForwardScratch& scratch,
+                    ThreadPool& pool, const ForwardConfig& cfg);
+
+}  // namespace loom::detail
