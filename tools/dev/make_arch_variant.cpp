@@ -1,0 +1,85 @@
+// Derives small synthetic models of architectures that ../shared/tools/make_gguf.py does not
+// write, from ones it does, with loom's GGUF writer. Used once to make test data
+// (tests/data/README.md says how); not part of the build's products.
+//
+//   make_arch_variant qwen3 IN_qwen2.gguf OUT.gguf   drop q/k/v biases, add per-head q/k RMSNorm weights
+//   make_arch_variant gemma IN_gemma2.gguf OUT.gguf  drop post-norms, soft-caps and the sliding window
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gguf/gguf.h"
+#include "gguf/gguf_writer.h"
+
+using namespace loom;
+
+namespace {
+
+int fail(const std::string& m) {
+  std::fprintf(stderr, "make_arch_variant: %s\n", m.c_str());
+  return 1;
+}
+
+// Renames every "<from>.x" key to "<to>.x" and sets general.architecture.
+Status rename_arch(gguf::GgufWriter& w, const std::string& from, const std::string& to) {
+  std::vector<gguf::KeyValue> kvs = w.metadata();
+  for (const auto& kv : kvs) {
+    if (kv.key.rfind(from + ".", 0) == 0) {
+      w.remove(kv.key);
+      LOOM_RETURN_IF_ERROR(w.set(to + kv.key.substr(from.size()), kv.value));
+    }
+  }
+  w.remove("general.architecture");
+  return w.set_string("general.architecture", to);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 4) return fail("usage: make_arch_variant qwen3|gemma IN.gguf OUT.gguf");
+  const std::string target = argv[1];
+  auto in = gguf::GgufFile::open(argv[2]);
+  if (!in) return fail(in.status().message());
+  auto w = gguf::GgufWriter::from_file(*in);
+  if (!w) return fail(w.status().message());
+  const int64_t n_layer = *in->get_int(*in->get_string("general.architecture") + ".block_count");
+  std::mt19937 rng(1234);
+  std::normal_distribution<float> noise(0.0f, 0.1f);
+  Status st;
+  if (target == "qwen3") {
+    st = rename_arch(*w, "qwen2", "qwen3");
+    const int64_t n_embd = *in->get_int("qwen2.embedding_length"), n_head = *in->get_int("qwen2.attention.head_count");
+    const int64_t head_dim = n_embd / n_head;
+    for (int64_t il = 0; il < n_layer && st.is_ok(); ++il) {
+      const std::string p = "blk." + std::to_string(il) + ".";
+      for (const char* b : {"attn_q.bias", "attn_k.bias", "attn_v.bias"}) w->remove_tensor(p + b);
+      for (const char* n : {"attn_q_norm.weight", "attn_k_norm.weight"}) {
+        std::vector<float> v(static_cast<size_t>(head_dim));
+        for (float& x : v) x = 1.0f + noise(rng);
+        std::vector<uint8_t> bytes(v.size() * 4);
+        std::memcpy(bytes.data(), v.data(), bytes.size());
+        st = w->add_tensor(p + n, TensorType::F32, {head_dim}, bytes);
+        if (!st) break;
+      }
+    }
+  } else if (target == "gemma") {
+    st = rename_arch(*w, "gemma2", "gemma");
+    for (const char* k : {"gemma.attn_logit_softcapping", "gemma.final_logit_softcapping", "gemma.attention.sliding_window"}) {
+      w->remove(k);
+    }
+    for (int64_t il = 0; il < n_layer; ++il) {
+      const std::string p = "blk." + std::to_string(il) + ".";
+      w->remove_tensor(p + "post_attention_norm.weight");
+      w->remove_tensor(p + "post_ffw_norm.weight");
+    }
+  } else {
+    return fail("unknown target '" + target + "'");
+  }
+  if (!st) return fail(st.message());
+  st = w->write_file(argv[3]);
+  if (!st) return fail(st.message());
+  return 0;
+}
