@@ -9,7 +9,9 @@
 #include <limits>
 #include <utility>
 
+#include "vocab/bpe_tokenizer.h"
 #include "vocab/spm_tokenizer.h"
+#include "vocab/wpm_tokenizer.h"
 
 namespace loom {
 
@@ -19,8 +21,6 @@ constexpr std::string_view kSpaceEscape = "\xE2\x96\x81";  // U+2581, SentencePi
 
 // Tokenizer families llama.cpp knows but loom does not implement yet.
 std::string_view pending_family(std::string_view model) {
-  if (model == "gpt2") return "BPE";
-  if (model == "bert") return "WordPiece";
   if (model == "t5") return "Unigram";
   if (model == "rwkv") return "RWKV";
   if (model == "plamo2") return "PLaMo-2";
@@ -29,10 +29,11 @@ std::string_view pending_family(std::string_view model) {
 }
 
 Status check_model(std::string_view model) {
-  if (model == "llama") return Status::ok();
+  if (model == "llama" || model == "gpt2" || model == "bert") return Status::ok();
   if (std::string_view family = pending_family(model); !family.empty()) {
     return unsupported("tokenizer model '" + std::string(model) + "' (" + std::string(family) +
-                       ") is not supported yet; only 'llama' (SentencePiece) is");
+                       ") is not supported yet; only 'llama' (SentencePiece), 'gpt2' (BPE) and "
+                       "'bert' (WordPiece) are");
   }
   return unsupported("unknown tokenizer model '" + std::string(model) + "'");
 }
@@ -80,6 +81,50 @@ uint8_t byte_token_value(std::string_view text) {
     value = value * 16 + digit;
   }
   return static_cast<uint8_t>(value);
+}
+
+// Hugging Face's clean_up_tokenization_spaces, in llama.cpp's three in-place passes. Each pass
+// keeps text[0] and compacts text[1..]; the checks read the pass's input (positions at or after
+// the read index are not yet overwritten).
+void clean_up_spaces(std::string& t) {
+  // 1: " ?", " !", " .", " ," lose the space.
+  size_t n = t.size(), total = n ? 1 : 0;
+  for (size_t i = 1; i < n; ++i) {
+    const char x = t[i];
+    if (t[i - 1] == ' ' && (x == '?' || x == '!' || x == '.' || x == ',')) --total;
+    t[total++] = x;
+  }
+  t.resize(total);
+  // 2: " ' " becomes "'" (the space after it is dropped by overwriting it with a NUL that later
+  // checks see, as in llama.cpp).
+  n = t.size();
+  total = n ? 1 : 0;
+  for (size_t i = 1; i < n; ++i) {
+    const char x = t[i];
+    if (x == '\'' && i + 1 < n && t[i - 1] == ' ' && t[i + 1] == ' ') {
+      --total;
+      t[++i] = '\0';
+    }
+    t[total++] = x;
+  }
+  t.resize(total);
+  // 3: " 's", " 'm", " 're", " 've" lose the space (" 't", " 'd", " 'll" keep it).
+  n = t.size();
+  total = n ? 1 : 0;
+  for (size_t i = 1; i < n; ++i) {
+    const char x = t[i];
+    if (t[i - 1] == ' ' && x == '\'' && i + 1 < n) {
+      const char x1 = t[i + 1];
+      if (x1 == 's' || x1 == 'm') {
+        --total;
+      } else if (x1 != 't' && x1 != 'd' && i + 2 < n) {
+        const char x2 = t[i + 2];
+        if ((x1 == 'r' && x2 == 'e') || (x1 == 'v' && x2 == 'e')) --total;
+      }
+    }
+    t[total++] = x;
+  }
+  t.resize(total);
 }
 
 // --- GGUF metadata reading ---
@@ -132,14 +177,19 @@ Status read_optional_bool(const gguf::GgufFile& f, std::string_view key, std::op
 // Phi-3, as llama.cpp's golden does).
 constexpr std::string_view kEotTexts[] = {
     "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>",
-    "<EOT>", "_<EOT>", "[EOT]", "<end_of_utterance>"};
+    "<EOT>", "_<EOT>", "[EOT]", "<end_of_utterance>",
+    "<\uFF5Cend\u2581of\u2581sentence\uFF5C>"};  // DeepSeek
 constexpr std::string_view kEomTexts[] = {"<|eom_id|>"};
-constexpr std::string_view kFimPreTexts[] = {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>",
-                                             "<PRE>", "<|code_prefix|>", "<|prefix|>"};
-constexpr std::string_view kFimSufTexts[] = {"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>",
-                                             "<SUF>", "<|code_suffix|>", "<|suffix|>"};
-constexpr std::string_view kFimMidTexts[] = {"<|fim_middle|>", "<fim-middle>", "<fim_middle>",
-                                             "<MID>", "<|code_middle|>", "<|middle|>"};
+// "<｜fim▁begin｜>" etc.: DeepSeek's FIM markers.
+constexpr std::string_view kFimPreTexts[] = {
+    "<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<PRE>", "<|code_prefix|>", "<|prefix|>",
+    "<\uFF5Cfim\u2581begin\uFF5C>"};
+constexpr std::string_view kFimSufTexts[] = {
+    "<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<SUF>", "<|code_suffix|>", "<|suffix|>",
+    "<\uFF5Cfim\u2581hole\uFF5C>"};
+constexpr std::string_view kFimMidTexts[] = {
+    "<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<MID>", "<|code_middle|>", "<|middle|>",
+    "<\uFF5Cfim\u2581end\uFF5C>"};
 constexpr std::string_view kFimPadTexts[] = {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"};
 constexpr std::string_view kFimRepTexts[] = {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>",
                                              "<REPO>", "<reponame>"};
@@ -186,6 +236,15 @@ Expected<Vocab> Vocab::from_gguf(const gguf::GgufFile& f) {
     }
   }
 
+  if (d.model == "gpt2") {
+    LOOM_ASSIGN_OR_RETURN(d.pre, f.get_string_or("tokenizer.ggml.pre", ""));
+    if (!f.has("tokenizer.ggml.merges")) {
+      return corrupt("BPE tokenizer without merges (metadata key 'tokenizer.ggml.merges' not found)");
+    }
+    LOOM_ASSIGN_OR_RETURN(d.merges, read_string_array(f, "tokenizer.ggml.merges"));
+  }
+  LOOM_RETURN_IF_ERROR(read_optional_bool(f, "tokenizer.ggml.normalizer.lowercase", d.lowercase));
+
   const std::pair<std::string_view, std::optional<int64_t>*> ids[] = {
       {"tokenizer.ggml.bos_token_id", &d.bos},
       {"tokenizer.ggml.eos_token_id", &d.eos},
@@ -215,6 +274,7 @@ Expected<Vocab> Vocab::from_gguf(const gguf::GgufFile& f) {
 
   LOOM_RETURN_IF_ERROR(read_optional_bool(f, "tokenizer.ggml.add_bos_token", d.add_bos));
   LOOM_RETURN_IF_ERROR(read_optional_bool(f, "tokenizer.ggml.add_eos_token", d.add_eos));
+  LOOM_RETURN_IF_ERROR(read_optional_bool(f, "tokenizer.ggml.add_sep_token", d.add_sep));
   LOOM_RETURN_IF_ERROR(read_optional_bool(f, "tokenizer.ggml.add_space_prefix", d.add_space_prefix));
   return from_data(std::move(d));
 }
@@ -227,7 +287,11 @@ Expected<Vocab> Vocab::from_data(VocabData data) {
 
 Status Vocab::init(VocabData& d) {
   LOOM_RETURN_IF_ERROR(check_model(d.model));
-  type_ = VocabType::kSpm;
+  type_ = d.model == "gpt2" ? VocabType::kBpe : d.model == "bert" ? VocabType::kWpm : VocabType::kSpm;
+  if (type_ == VocabType::kBpe) {
+    LOOM_ASSIGN_OR_RETURN(bpe_, detail::BpeTokenizer::create(d.pre, d.merges));
+    d.merges = {};  // the ranks now live in bpe_
+  }
 
   const size_t n = d.tokens.size();
   if (n == 0) return corrupt("tokenizer.ggml.tokens is empty");
@@ -281,16 +345,43 @@ Status Vocab::init(VocabData& d) {
     byte_tokens_[b] = id;
   }
 
-  // SentencePiece defaults (llama.cpp's for "llama"), kept only if they exist in this vocab.
+  // llama.cpp's defaults per family, kept only if the ids exist in this vocab.
   auto default_id = [&](int32_t id) { return id < int32_t(n) ? id : kNoToken; };
-  bos_ = default_id(1);
-  eos_ = default_id(2);
-  unk_ = default_id(0);
-  add_bos_ = true;
-  add_eos_ = false;
-  add_space_prefix_ = true;
-  // The newline token is found before the metadata's special ids are applied, as in llama.cpp.
-  nl_ = byte_tokens_['\n'];
+  switch (type_) {
+    case VocabType::kSpm:
+      bos_ = default_id(1);
+      eos_ = default_id(2);
+      unk_ = default_id(0);
+      add_bos_ = true;
+      add_space_prefix_ = true;
+      // Found before the metadata's special ids are applied, as in llama.cpp.
+      nl_ = byte_tokens_['\n'];
+      break;
+    case VocabType::kBpe: {
+      const detail::BpePreset& preset = bpe_->preset();
+      bos_ = preset.no_bos ? kNoToken : default_id(11);
+      eos_ = default_id(11);
+      add_bos_ = preset.force_add_bos;
+      add_sep_ = preset.add_sep;
+      clean_spaces_ = preset.clean_spaces;
+      std::vector<int32_t> ids;
+      bpe_->tokenize(*this, "\n", ids);
+      nl_ = ids.empty() ? kNoToken : ids.front();  // (the default pad id, which is none)
+      break;
+    }
+    case VocabType::kWpm:
+      bos_ = default_id(101);  // [CLS]
+      unk_ = default_id(100);
+      sep_ = default_id(102);
+      pad_ = default_id(0);
+      mask_ = default_id(103);
+      add_bos_ = true;
+      add_sep_ = true;
+      clean_spaces_ = true;
+      nl_ = pad_;
+      wpm_lowercase_ = d.lowercase.value_or(true);
+      break;
+  }
 
   // llama.cpp warns and keeps the default for an id outside the vocab; loom reports it.
   const std::pair<const std::optional<int64_t>*, std::pair<int32_t*, std::string_view>> ids[] = {
@@ -313,6 +404,7 @@ Status Vocab::init(VocabData& d) {
   }
   if (d.add_bos) add_bos_ = *d.add_bos;
   if (d.add_eos) add_eos_ = *d.add_eos;
+  if (d.add_sep) add_sep_ = *d.add_sep;
   if (d.add_space_prefix) add_space_prefix_ = *d.add_space_prefix;
 
   detect_special_tokens_by_text();
@@ -507,8 +599,36 @@ std::vector<int32_t> Vocab::tokenize(std::string_view text, bool add_special, bo
   const std::vector<Fragment> fragments = partition(text, parse_special);
   switch (type_) {
     case VocabType::kSpm: tokenize_spm(text, fragments, add_special, out); break;
+    case VocabType::kBpe: tokenize_bpe(text, fragments, add_special, out); break;
+    case VocabType::kWpm: tokenize_wpm(text, fragments, add_special, out); break;
   }
   return out;
+}
+
+void Vocab::tokenize_bpe(std::string_view text, const std::vector<Fragment>& fragments,
+                         bool add_special, std::vector<int32_t>& out) const {
+  if (add_special && add_bos_ && bos_ != kNoToken) out.push_back(bos_);
+  for (const Fragment& frag : fragments) {
+    if (frag.token != kNoToken) out.push_back(frag.token);
+    else bpe_->tokenize(*this, text.substr(frag.offset, frag.length), out);
+  }
+  if (add_special && add_eos_ && eos_ != kNoToken) out.push_back(eos_);
+}
+
+void Vocab::tokenize_wpm(std::string_view text, const std::vector<Fragment>& fragments,
+                         bool add_special, std::vector<int32_t>& out) const {
+  // llama.cpp always wraps WordPiece input in [CLS] ... [SEP] (the BOS and separator ids),
+  // whatever add_bos/add_eos say.
+  if (add_special && bos_ != kNoToken) out.push_back(bos_);
+  for (const Fragment& frag : fragments) {
+    if (frag.token != kNoToken) out.push_back(frag.token);
+    else detail::wpm_segment(*this, text.substr(frag.offset, frag.length), wpm_lowercase_, out);
+  }
+  if (add_special && sep_ != kNoToken) out.push_back(sep_);
+}
+
+std::string_view Vocab::pre_tokenizer() const {
+  return bpe_ ? std::string_view(bpe_->pre()) : std::string_view();
 }
 
 void Vocab::tokenize_spm(std::string_view text, const std::vector<Fragment>& fragments,
@@ -543,6 +663,10 @@ std::string Vocab::piece_uncached(int32_t id) const {
   const TokenData& t = tokens_[id];
   // Unsupported attribute combinations render as nothing, like control tokens (llama.cpp).
   if (t.attr & (kAttrUnknown | kAttrControl | kAttrUserDefined)) return t.text;
+  if (type_ == VocabType::kBpe) {
+    // Byte-level text decodes to bytes; BPE has no byte tokens.
+    return (t.attr & kAttrNormal) ? detail::byte_level_decode(t.text) : std::string();
+  }
   if (t.attr & kAttrNormal) {
     std::string s = t.text;
     replace_all(s, kSpaceEscape, " ");
@@ -580,6 +704,7 @@ Expected<std::string> Vocab::detokenize(std::span<const int32_t> ids, bool remov
     remove_space = false;
     out.append(piece);
   }
+  if (clean_spaces_) clean_up_spaces(out);
   return out;
 }
 

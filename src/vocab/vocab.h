@@ -5,8 +5,11 @@
 // and detokenization. The segmentation algorithm of each family lives in its own file:
 //   - spm_tokenizer.cpp: SentencePiece (tokenizer.ggml.model = "llama"), llama.cpp's
 //     llm_tokenizer_spm: bigram merges by score with byte fallback.
-// BPE ("gpt2"), WordPiece ("bert") and others are not implemented yet: from_gguf refuses them
-// with kUnsupported. Adding one means a new VocabType, its defaults in vocab.cpp and a
+//   - bpe_tokenizer.cpp: byte-level BPE ("gpt2"), llama.cpp's llm_tokenizer_bpe: regex
+//     pre-tokenization chosen by tokenizer.ggml.pre (PCRE2), GPT-2 byte mapping, ranked merges.
+//   - wpm_tokenizer.cpp: WordPiece ("bert"), llama.cpp's llm_tokenizer_wpm.
+// Others (Unigram "t5", RWKV, PLaMo-2) are not implemented yet: from_gguf refuses them with
+// kUnsupported. Adding one means a new VocabType, its defaults in vocab.cpp and a
 // *_tokenizer.cpp with the segmentation, dispatched from Vocab::tokenize.
 //
 // Error model: loading validates the metadata and returns a Status (never asserts) for anything a
@@ -17,6 +20,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -60,7 +64,13 @@ enum TokenAttr : uint32_t {
 
 enum class VocabType {
   kSpm,  // SentencePiece, tokenizer.ggml.model = "llama"
+  kBpe,  // byte-level BPE, tokenizer.ggml.model = "gpt2"
+  kWpm,  // WordPiece, tokenizer.ggml.model = "bert"
 };
+
+namespace detail {
+class BpeTokenizer;
+}
 
 // Plain-data description of a vocabulary: what from_gguf reads from the metadata, and what tests
 // (or converters) can fill in directly. Optional fields that are unset take the defaults llama.cpp
@@ -71,9 +81,12 @@ struct VocabData {
   std::vector<std::string> tokens;    // tokenizer.ggml.tokens
   std::vector<float> scores;          // tokenizer.ggml.scores; empty = all 0
   std::vector<int32_t> token_types;   // tokenizer.ggml.token_type; empty = all normal
+  std::string pre;                    // tokenizer.ggml.pre (BPE); empty = "default"
+  std::vector<std::string> merges;    // tokenizer.ggml.merges (BPE, required there)
+  std::optional<bool> lowercase;      // tokenizer.ggml.normalizer.lowercase (WordPiece)
   std::optional<int64_t> bos, eos, eot, eom, unk, sep, pad, mask;
   std::optional<int64_t> fim_pre, fim_suf, fim_mid, fim_pad, fim_rep, fim_sep;
-  std::optional<bool> add_bos, add_eos, add_space_prefix;
+  std::optional<bool> add_bos, add_eos, add_sep, add_space_prefix;
 };
 
 class Vocab {
@@ -81,8 +94,9 @@ class Vocab {
   static constexpr int32_t kNoToken = -1;
 
   // Reads tokenizer.ggml.* (and general.name). Errors: kNotFound when there is no tokenizer,
-  // kUnsupported for a tokenizer model other than "llama", kCorrupt for inconsistent metadata
-  // (array lengths, types, NaN scores, duplicate token texts, special ids out of range).
+  // kUnsupported for a tokenizer model other than "llama", "gpt2" and "bert" or an unknown BPE
+  // pre-tokenizer, kCorrupt for inconsistent metadata (array lengths, types, NaN scores,
+  // duplicate token texts, special ids out of range, a BPE vocabulary without merges).
   static Expected<Vocab> from_gguf(const gguf::GgufFile& file);
   // Same validation from plain data.
   static Expected<Vocab> from_data(VocabData data);
@@ -122,7 +136,7 @@ class Vocab {
   int32_t sep() const { return sep_; }
   int32_t pad() const { return pad_; }
   int32_t mask() const { return mask_; }
-  int32_t nl() const { return nl_; }  // the newline token
+  int32_t nl() const { return nl_; }  // the newline token (WordPiece: the pad id, as llama.cpp)
   int32_t fim_pre() const { return fim_pre_; }
   int32_t fim_suf() const { return fim_suf_; }
   int32_t fim_mid() const { return fim_mid_; }
@@ -131,24 +145,35 @@ class Vocab {
   int32_t fim_sep() const { return fim_sep_; }
   bool add_bos() const { return add_bos_; }
   bool add_eos() const { return add_eos_; }
+  // tokenizer.ggml.add_sep_token (true by default for WordPiece). Informational: like llama.cpp,
+  // WordPiece tokenization with add_special always appends the separator.
+  bool add_sep() const { return add_sep_; }
   bool add_space_prefix() const { return add_space_prefix_; }
+  // Whether detokenization removes the spaces that tokenizers put before punctuation and
+  // contractions (Hugging Face's clean_up_tokenization_spaces; BPE per pre-tokenizer, WordPiece).
+  bool clean_spaces() const { return clean_spaces_; }
+  // The BPE pre-tokenizer name ("default" when the metadata has none); "" for other families.
+  std::string_view pre_tokenizer() const;
 
   // llama_tokenize: add_special adds BOS/EOS as the metadata says; parse_special lets the text of
   // control (and unknown) tokens match those tokens. User-defined tokens are always split out.
-  // Never fails: any byte string tokenizes (unknown bytes go to <0xXX> tokens).
+  // Never fails: any byte string tokenizes (SPM: unknown bytes go to <0xXX> tokens; BPE: every
+  // byte has a byte-level token; WordPiece: an uncoverable word becomes [UNK]). Invalid UTF-8 is
+  // decoded as llama.cpp does (an undecodable byte becomes U+FFFD) for BPE and WordPiece.
   std::vector<int32_t> tokenize(std::string_view text, bool add_special, bool parse_special) const;
 
-  // llama_token_to_piece without lstrip: "▁" becomes " ", a byte token its byte, control and
-  // unknown tokens their text only when `special`, user-defined tokens always their text.
-  // "" for an invalid id.
+  // llama_token_to_piece without lstrip: "▁" becomes " " (SPM, WordPiece), a byte-level BPE text
+  // its bytes, a byte token its byte, control and unknown tokens their text only when
+  // `special`, user-defined tokens always their text. "" for an invalid id.
   std::string token_to_piece(int32_t id, bool special) const;
 
   // llama_detokenize. remove_special drops a leading BOS / trailing EOS when the vocab adds them;
   // unparse_special renders control tokens as their text. With add_space_prefix, one leading
   // space is removed from the first token's piece, even when that token renders as nothing;
-  // not when remove_special has dropped a leading BOS (llama.cpp's exact rules). kOutOfRange for
-  // an invalid id. The result may be invalid UTF-8 (byte tokens can split a character); see
-  // sanitize_utf8.
+  // not when remove_special has dropped a leading BOS (llama.cpp's exact rules). With
+  // clean_spaces(), " ?", " !", " .", " ,", " ' " and " 's", " 'm", " 're", " 've" lose their
+  // space. kOutOfRange for an invalid id. The result may be invalid UTF-8 (byte tokens can split
+  // a character); see sanitize_utf8.
   Expected<std::string> detokenize(std::span<const int32_t> ids, bool remove_special,
                                    bool unparse_special) const;
 
@@ -180,6 +205,10 @@ class Vocab {
   std::vector<Fragment> partition(std::string_view text, bool parse_special) const;
   void tokenize_spm(std::string_view text, const std::vector<Fragment>& fragments,
                     bool add_special, std::vector<int32_t>& out) const;
+  void tokenize_bpe(std::string_view text, const std::vector<Fragment>& fragments,
+                    bool add_special, std::vector<int32_t>& out) const;
+  void tokenize_wpm(std::string_view text, const std::vector<Fragment>& fragments,
+                    bool add_special, std::vector<int32_t>& out) const;
 
   VocabType type_ = VocabType::kSpm;
   std::vector<TokenData> tokens_;
@@ -193,6 +222,8 @@ class Vocab {
   size_t max_token_length_ = 0;
   // No token has U+2581 after anything but U+2581s: runs of spaces start independent pieces.
   bool spm_split_at_spaces_ = false;
+  std::shared_ptr<const detail::BpeTokenizer> bpe_;  // kBpe only (immutable, shared by copies)
+  bool wpm_lowercase_ = true;
 
   int32_t bos_ = kNoToken, eos_ = kNoToken, eot_ = kNoToken, eom_ = kNoToken, unk_ = kNoToken;
   int32_t sep_ = kNoToken, pad_ = kNoToken, mask_ = kNoToken, nl_ = kNoToken;
@@ -200,7 +231,9 @@ class Vocab {
   int32_t fim_pad_ = kNoToken, fim_rep_ = kNoToken, fim_sep_ = kNoToken;
   bool add_bos_ = false;
   bool add_eos_ = false;
+  bool add_sep_ = false;
   bool add_space_prefix_ = false;
+  bool clean_spaces_ = false;
 };
 
 }  // namespace loom

@@ -1,7 +1,8 @@
-// Conformance of the SentencePiece tokenizer with llama.cpp: every tokenization case of the
-// golden files (made by real llama.cpp, see shared/golden/README.md) must match exactly, for
-// the two SPM models and the two SPM vocab-only files, plus llama.cpp's upstream .inp/.out
-// tokenizer tests (ids from Hugging Face tokenizers) for the vocab-only files.
+// Conformance of the tokenizers with llama.cpp: every tokenization case of the golden files (made
+// by real llama.cpp, see shared/golden/README.md and shared/golden/vocab/README.md) must match
+// exactly, for the two SPM models and every vocab-only file (SentencePiece, byte-level BPE with
+// five pre-tokenizers, WordPiece), plus llama.cpp's upstream .inp/.out tokenizer tests (ids from
+// Hugging Face tokenizers) for the vocab-only files.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -33,10 +34,39 @@ const GoldenSet kModelSets[] = {
     {"stories260K", "models/stories260K.gguf", "golden/stories260K.json"},
     {"llama2_tiny_random", "models/llama-2-tiny-random.gguf", "golden/llama-2-tiny-random.json"},
 };
+// The synthetic models (tiny random weights on real vocabularies): SentencePiece and WordPiece.
+// Their goldens hold the prompt ids of their runs; the BERT one also tokenization cases.
+const GoldenSet kSynthTokenizeSets[] = {
+    {"synth_bert_tiny", "models/synth-bert-tiny-f32.gguf", "golden/synth-bert-tiny-f32.json"},
+};
+const GoldenSet kSynthSets[] = {
+    {"synth_bert_tiny", "models/synth-bert-tiny-f32.gguf", "golden/synth-bert-tiny-f32.json"},
+    {"synth_gemma2_tiny", "models/synth-gemma2-tiny-f32.gguf", "golden/synth-gemma2-tiny-f32.json"},
+    {"synth_llama_tiny", "models/synth-llama-tiny-f32.gguf", "golden/synth-llama-tiny-f32.json"},
+    {"synth_phi3_tiny", "models/synth-phi3-tiny-f32.gguf", "golden/synth-phi3-tiny-f32.json"},
+    {"synth_qwen2_tiny", "models/synth-qwen2-tiny-f32.gguf", "golden/synth-qwen2-tiny-f32.json"},
+};
 const GoldenSet kVocabOnlySets[] = {
     {"vocab_llama_spm", "golden/vocab/ggml-vocab-llama-spm.gguf", "golden/vocab/ggml-vocab-llama-spm.json"},
     {"vocab_phi3", "golden/vocab/ggml-vocab-phi-3.gguf", "golden/vocab/ggml-vocab-phi-3.json"},
+    {"bpe_llama3", "golden/vocab/llama3-bpe.gguf", "golden/vocab/llama3-bpe.json"},
+    {"bpe_gpt2", "golden/vocab/ggml-vocab-gpt-2.gguf", "golden/vocab/ggml-vocab-gpt-2.json"},
+    {"bpe_qwen2", "golden/vocab/ggml-vocab-qwen2.gguf", "golden/vocab/ggml-vocab-qwen2.json"},
+    {"bpe_deepseek_coder", "golden/vocab/ggml-vocab-deepseek-coder.gguf",
+     "golden/vocab/ggml-vocab-deepseek-coder.json"},
+    {"bpe_falcon", "golden/vocab/ggml-vocab-falcon.gguf", "golden/vocab/ggml-vocab-falcon.json"},
+    {"wpm_bert_base_uncased", "golden/vocab/bert-base-uncased.gguf", "golden/vocab/bert-base-uncased.json"},
+    {"wpm_bert_bge", "golden/vocab/ggml-vocab-bert-bge.gguf", "golden/vocab/ggml-vocab-bert-bge.json"},
 };
+
+std::string type_name(VocabType t) {
+  switch (t) {
+    case VocabType::kSpm: return "spm";
+    case VocabType::kBpe: return "bpe";
+    case VocabType::kWpm: return "wpm";
+  }
+  return "?";
+}
 
 auto set_name = [](const auto& info) { return std::string(info.param.name); };
 
@@ -104,7 +134,7 @@ TEST_P(GoldenVocabOnly, SpecialIdsMatchLlamaCpp) {
   ASSERT_TRUE(vocab.has_value()) << vocab.status().message();
   const json golden = load_json(set.json);
   const json& g = golden.at("vocab");
-  EXPECT_EQ(g.at("type").get<std::string>(), "spm");
+  EXPECT_EQ(type_name(vocab->type()), g.at("type").get<std::string>());
   EXPECT_EQ(vocab->bos(), g.at("bos").get<int32_t>());
   EXPECT_EQ(vocab->eos(), g.at("eos").get<int32_t>());
   EXPECT_EQ(vocab->eot(), g.at("eot").get<int32_t>());
@@ -113,6 +143,7 @@ TEST_P(GoldenVocabOnly, SpecialIdsMatchLlamaCpp) {
   EXPECT_EQ(vocab->nl(), g.at("nl").get<int32_t>());
   EXPECT_EQ(vocab->add_bos(), g.at("add_bos").get<bool>());
   EXPECT_EQ(vocab->add_eos(), g.at("add_eos").get<bool>());
+  EXPECT_EQ(vocab->add_sep(), g.at("add_sep").get<bool>());
   EXPECT_EQ(vocab->n_tokens(), golden.at("n_vocab").get<int32_t>());
 }
 
@@ -138,6 +169,25 @@ INSTANTIATE_TEST_SUITE_P(Models, GoldenTokenize, ::testing::ValuesIn(kModelSets)
 INSTANTIATE_TEST_SUITE_P(VocabOnly, GoldenTokenize, ::testing::ValuesIn(kVocabOnlySets), set_name);
 INSTANTIATE_TEST_SUITE_P(VocabOnly, GoldenVocabOnly, ::testing::ValuesIn(kVocabOnlySets), set_name);
 INSTANTIATE_TEST_SUITE_P(Models, GoldenModel, ::testing::ValuesIn(kModelSets), set_name);
+INSTANTIATE_TEST_SUITE_P(Synth, GoldenTokenize, ::testing::ValuesIn(kSynthTokenizeSets), set_name);
+
+// The prompts of the synthetic models' runs.
+class GoldenPromptIds : public ::testing::TestWithParam<GoldenSet> {};
+
+TEST_P(GoldenPromptIds, MatchLlamaCpp) {
+  const GoldenSet& set = GetParam();
+  auto vocab = load_vocab(set.gguf);
+  ASSERT_TRUE(vocab.has_value()) << vocab.status().message();
+  const json golden = load_json(set.json);
+  ASSERT_FALSE(golden.at("runs").empty());
+  for (const json& run : golden.at("runs")) {
+    const std::string prompt = run.at("prompt").get<std::string>();
+    SCOPED_TRACE(prompt);
+    EXPECT_EQ(ids_str(vocab->tokenize(prompt, true, false)), ids_str(run.at("prompt_ids").get<Ids>()));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Synth, GoldenPromptIds, ::testing::ValuesIn(kSynthSets), set_name);
 
 // llama.cpp's own tokenizer tests: NAME.gguf.inp holds cases separated by
 // "\n__ggml_vocab_test__\n" (the file ends with one), NAME.gguf.out one line of ids per case,
@@ -176,8 +226,12 @@ TEST_P(UpstreamVocabTest, MatchesHuggingFaceIds) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Spm, UpstreamVocabTest,
-                         ::testing::Values("ggml-vocab-llama-spm.gguf", "ggml-vocab-phi-3.gguf"),
+INSTANTIATE_TEST_SUITE_P(AllFamilies, UpstreamVocabTest,
+                         ::testing::Values("ggml-vocab-llama-spm.gguf", "ggml-vocab-phi-3.gguf",
+                                           "llama3-bpe.gguf", "ggml-vocab-gpt-2.gguf",
+                                           "ggml-vocab-qwen2.gguf", "ggml-vocab-deepseek-coder.gguf",
+                                           "ggml-vocab-falcon.gguf", "bert-base-uncased.gguf",
+                                           "ggml-vocab-bert-bge.gguf"),
                          [](const auto& info) {
                            std::string name = info.param;
                            for (char& c : name) if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';

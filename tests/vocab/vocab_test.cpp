@@ -215,7 +215,12 @@ TEST(VocabValidation, FromDataRejectsInconsistentData) {
   expect_code(d, StatusCode::kCorrupt, "huge pad");
   d = base;
   d.model = "gpt2";
-  expect_code(d, StatusCode::kUnsupported, "BPE");
+  d.merges = {"a b"};
+  d.pre = "no-such-pre-tokenizer";
+  expect_code(d, StatusCode::kUnsupported, "unknown BPE pre-tokenizer");
+  d = base;
+  d.model = "t5";
+  expect_code(d, StatusCode::kUnsupported, "Unigram");
   d = base;
   d.model = "martian";
   expect_code(d, StatusCode::kUnsupported, "unknown model");
@@ -289,7 +294,22 @@ TEST(VocabValidation, FromGgufRejectsCorruptMetadata) {
   std::vector<Case> cases;
   cases.push_back({"no tokenizer", GgufImage().str("general.architecture", "llama"), StatusCode::kNotFound});
   cases.push_back({"model not a string", GgufImage().u32("tokenizer.ggml.model", 1), StatusCode::kCorrupt});
-  cases.push_back({"gpt2", GgufImage().str("tokenizer.ggml.model", "gpt2").strings("tokenizer.ggml.tokens", toks),
+  cases.push_back({"gpt2 without merges",
+                   GgufImage().str("tokenizer.ggml.model", "gpt2").strings("tokenizer.ggml.tokens", toks),
+                   StatusCode::kCorrupt});
+  cases.push_back({"gpt2 merges not strings",
+                   GgufImage().str("tokenizer.ggml.model", "gpt2").strings("tokenizer.ggml.tokens", toks)
+                       .i32s("tokenizer.ggml.merges", {1}),
+                   StatusCode::kCorrupt});
+  cases.push_back({"gpt2 unknown pre",
+                   GgufImage().str("tokenizer.ggml.model", "gpt2").str("tokenizer.ggml.pre", "martian")
+                       .strings("tokenizer.ggml.tokens", toks).strings("tokenizer.ggml.merges", {"a a"}),
+                   StatusCode::kUnsupported});
+  cases.push_back({"bert lowercase not a bool",
+                   GgufImage().str("tokenizer.ggml.model", "bert").strings("tokenizer.ggml.tokens", toks)
+                       .str("tokenizer.ggml.normalizer.lowercase", "yes"),
+                   StatusCode::kCorrupt});
+  cases.push_back({"t5", GgufImage().str("tokenizer.ggml.model", "t5").strings("tokenizer.ggml.tokens", toks),
                    StatusCode::kUnsupported});
   cases.push_back({"no tokens", GgufImage().str("tokenizer.ggml.model", "llama"), StatusCode::kNotFound});
   cases.push_back({"tokens not strings",
@@ -341,14 +361,30 @@ TEST(VocabValidation, FromGgufRejectsCorruptMetadata) {
   }
 }
 
-TEST(VocabValidation, RealNonSpmVocabIsUnsupported) {
-  const std::string path = test::shared_path("golden/vocab/ggml-vocab-gpt-2.gguf");
-  auto f = gguf::GgufFile::open(path);
-  ASSERT_TRUE(f.has_value()) << f.status().message();
-  auto v = Vocab::from_gguf(*f);
-  ASSERT_FALSE(v.has_value());
-  EXPECT_EQ(v.status().code(), StatusCode::kUnsupported);
-  EXPECT_NE(v.status().message().find("gpt2"), std::string::npos) << v.status().message();
+TEST(VocabValidation, RealVocabsOfEveryFamilyLoad) {
+  struct Want {
+    const char* file;
+    VocabType type;
+    const char* pre;
+  };
+  const Want wants[] = {
+      {"golden/vocab/ggml-vocab-llama-spm.gguf", VocabType::kSpm, ""},
+      {"golden/vocab/llama3-bpe.gguf", VocabType::kBpe, "llama-bpe"},
+      {"golden/vocab/ggml-vocab-gpt-2.gguf", VocabType::kBpe, "gpt-2"},
+      {"golden/vocab/ggml-vocab-qwen2.gguf", VocabType::kBpe, "qwen2"},
+      {"golden/vocab/ggml-vocab-deepseek-coder.gguf", VocabType::kBpe, "deepseek-coder"},
+      {"golden/vocab/ggml-vocab-falcon.gguf", VocabType::kBpe, "falcon"},
+      {"golden/vocab/bert-base-uncased.gguf", VocabType::kWpm, ""},
+      {"golden/vocab/ggml-vocab-bert-bge.gguf", VocabType::kWpm, ""},
+  };
+  for (const Want& w : wants) {
+    auto f = gguf::GgufFile::open(test::shared_path(w.file));
+    ASSERT_TRUE(f.has_value()) << f.status().message();
+    auto v = Vocab::from_gguf(*f);
+    ASSERT_TRUE(v.has_value()) << w.file << ": " << v.status().message();
+    EXPECT_EQ(v->type(), w.type) << w.file;
+    EXPECT_EQ(v->pre_tokenizer(), w.pre) << w.file;
+  }
 }
 
 // ---- ids ----
