@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <cstdlib>
@@ -54,6 +55,15 @@ std::vector<float> read_f32_file(const std::string& path) {
 std::string read_text_file(const std::string& path) {
   auto bytes = read_file(path);
   return std::string(bytes.begin(), bytes.end());
+}
+
+std::string param_name(std::string n) {
+  if (auto slash = n.rfind('/'); slash != std::string::npos) n = n.substr(slash + 1);
+  if (auto dot = n.find(".json"); dot != std::string::npos) n = n.substr(0, dot);
+  for (char& ch : n) {
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  }
+  return n;
 }
 
 float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {

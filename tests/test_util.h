@@ -21,6 +21,10 @@ std::vector<uint8_t> read_file(const std::string& path);
 std::vector<float> read_f32_file(const std::string& path);
 std::string read_text_file(const std::string& path);
 
+// A GoogleTest parameter name from any text: the file name without folder and extension, with
+// every character that is not a letter or digit replaced by '_'.
+std::string param_name(std::string text);
+
 // Largest |a-b| over two equally long vectors; +inf when sizes differ.
 float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b);
 float max_abs(const std::vector<float>& a);

@@ -67,13 +67,7 @@ INSTANTIATE_TEST_SUITE_P(
                       AdapterCase{"lorabase-C100", {{"lora-C-embd-output.gguf", 1.0f}}},
                       AdapterCase{"lorabase-cvec080-L2-3", {}, "control-vector.gguf", 0.8f, 2, 3},
                       AdapterCase{"lorabase-cvecm050-L1-3", {}, "control-vector.gguf", -0.5f, 1, 3}),
-    [](const auto& info) {
-      std::string n = info.param.golden;
-      for (char& ch : n) {
-        if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
-      }
-      return n;
-    });
+    [](const auto& info) { return param_name(info.param.golden); });
 
 TEST(Adapters, SetRemoveClearAtRunTimeRestoresBaseExactly) {
   auto model = base_model();

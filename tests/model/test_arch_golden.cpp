@@ -36,13 +36,7 @@ TEST_P(ArchGolden, TeacherForcedStepsMatchLlamaCpp) {
 }
 
 INSTANTIATE_TEST_SUITE_P(OwnData, ArchGolden, ::testing::Values("synth-qwen3-tiny-f32", "synth-gemma-tiny-f32"),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           for (char& ch : n) {
-                             if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
-                           }
-                           return n;
-                         });
+                         [](const auto& info) { return param_name(info.param); });
 
 }  // namespace
 }  // namespace loom::test

@@ -11,7 +11,6 @@ struct GoldenCase {
   const char* model;     // file under models/ (or golden/kq/)
   const char* golden;    // json under golden/
   float rel_tol;         // max |Δ| <= rel_tol * max|golden|
-  bool check_greedy;     // compare greedy ids exactly
   bool check_top1;
 };
 
@@ -71,30 +70,22 @@ TEST_P(GoldenGreedy, GreedyIdsMatchLlamaCpp) {
   }
 }
 
-std::string case_name(const ::testing::TestParamInfo<GoldenCase>& info) {
-  std::string n = info.param.golden;
-  n = n.substr(n.rfind('/') + 1);
-  n = n.substr(0, n.find(".json"));
-  for (char& ch : n) {
-    if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
-  }
-  return n;
-}
+std::string case_name(const ::testing::TestParamInfo<GoldenCase>& info) { return param_name(info.param.golden); }
 
 INSTANTIATE_TEST_SUITE_P(
     RealModels, GoldenGreedy,
-    ::testing::Values(GoldenCase{"models/stories260K.gguf", "golden/stories260K.json", 5e-3f, true, true},
-                      GoldenCase{"models/llama-2-tiny-random.gguf", "golden/llama-2-tiny-random.json", 1e-3f, true, false}),
+    ::testing::Values(GoldenCase{"models/stories260K.gguf", "golden/stories260K.json", 5e-3f, true},
+                      GoldenCase{"models/llama-2-tiny-random.gguf", "golden/llama-2-tiny-random.json", 1e-3f, false}),
     case_name);
 
 INSTANTIATE_TEST_SUITE_P(
     Models, GoldenLogits,
-    ::testing::Values(GoldenCase{"models/stories260K.gguf", "golden/stories260K.json", 5e-3f, true, true},
-                      GoldenCase{"models/llama-2-tiny-random.gguf", "golden/llama-2-tiny-random.json", 1e-3f, true, false},
-                      GoldenCase{"models/synth-llama-tiny-f32.gguf", "golden/synth-llama-tiny-f32.json", 1e-3f, false, false},
-                      GoldenCase{"models/synth-llama-tiny-f16.gguf", "golden/synth-llama-tiny-f16.json", 1e-3f, false, false},
-                      GoldenCase{"models/synth-llama-tiny-q8_0.gguf", "golden/synth-llama-tiny-q8_0.json", 2e-2f, false, false},
-                      GoldenCase{"models/synth-llama-tiny-q4_0.gguf", "golden/synth-llama-tiny-q4_0.json", 2e-2f, false, false}),
+    ::testing::Values(GoldenCase{"models/stories260K.gguf", "golden/stories260K.json", 5e-3f, true},
+                      GoldenCase{"models/llama-2-tiny-random.gguf", "golden/llama-2-tiny-random.json", 1e-3f, false},
+                      GoldenCase{"models/synth-llama-tiny-f32.gguf", "golden/synth-llama-tiny-f32.json", 1e-3f, false},
+                      GoldenCase{"models/synth-llama-tiny-f16.gguf", "golden/synth-llama-tiny-f16.json", 1e-3f, false},
+                      GoldenCase{"models/synth-llama-tiny-q8_0.gguf", "golden/synth-llama-tiny-q8_0.json", 2e-2f, false},
+                      GoldenCase{"models/synth-llama-tiny-q4_0.gguf", "golden/synth-llama-tiny-q4_0.json", 2e-2f, false}),
     case_name);
 
 // Teacher-forced comparison over every greedy step of the k-quant family's goldens (the types
@@ -140,14 +131,7 @@ INSTANTIATE_TEST_SUITE_P(KQuantFamily, GoldenSteps,
                          ::testing::Values(StepCase{"synth-llama-kq-f32.json", 1e-3f},
                                            StepCase{"synth-llama-kq-bf16.json", 1e-2f},
                                            StepCase{"synth-llama-kq-q8_0.json", 3e-2f}),
-                         [](const auto& info) {
-                           std::string n = info.param.golden;
-                           n = n.substr(0, n.find(".json"));
-                           for (char& ch : n) {
-                             if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
-                           }
-                           return n;
-                         });
+                         [](const auto& info) { return param_name(info.param.golden); });
 
 }  // namespace
 }  // namespace loom::test
@@ -188,13 +172,7 @@ TEST_P(FamilyGolden, PromptLogitsMatchLlamaCpp) {
 
 INSTANTIATE_TEST_SUITE_P(Families, FamilyGolden,
                          ::testing::Values("synth-qwen2-tiny-f32", "synth-phi3-tiny-f32", "synth-gemma2-tiny-f32"),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           for (char& ch : n) {
-                             if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
-                           }
-                           return n;
-                         });
+                         [](const auto& info) { return param_name(info.param); });
 
 TEST(BertGolden, MeanPooledEmbeddingMatchesLlamaCpp) {
   auto model = load_shared_model("models/synth-bert-tiny-f32.gguf");
