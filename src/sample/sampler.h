@@ -1,32 +1,134 @@
-// Token selection from logits. This is the minimal sampler of the foundation: greedy (temp 0) and
-// seeded temperature sampling with optional top-k / top-p. The full composable chain (penalties,
-// min-p, typical, mirostat, grammar) replaces it in the sampling issue.
+// Token selection from logits: a chain of sampler stages (stages.h) in a user-chosen order, an
+// optional grammar (grammar.h), and Sampler, which builds llama.cpp's common chain from
+// SamplerParams.
+//
+//   Sampler s = *Sampler::create(params, &model->vocab());
+//   for (tok : prompt) s.accept(tok, /*accept_grammar=*/false);   // penalty history
+//   loop: tok = s.sample(logits); s.accept(tok); ...
+//
+// sample() does not change the state that accept() updates (penalty history, mirostat's mu,
+// grammar position); it only draws random numbers. A Sampler copy is an independent sampler with
+// the same state (one per sequence). The same seed, params and inputs give the same tokens.
 #pragma once
 
 #include <cstdint>
-#include <random>
+#include <memory>
 #include <span>
+#include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
+
+#include "base/status.h"
+#include "sample/grammar.h"
+#include "sample/stage.h"
+#include "sample/stages.h"
 
 namespace loom {
 
-struct SamplerParams {
-  float temp = 0.8f;
-  int top_k = 40;      // <= 0: all
-  float top_p = 0.95f; // >= 1: all
-  uint64_t seed = 0;
+class Vocab;
+
+// A sequence of stages applied in order to one candidate array.
+class SamplerChain {
+ public:
+  SamplerChain() = default;
+  SamplerChain(const SamplerChain& o);
+  SamplerChain& operator=(const SamplerChain& o);
+  SamplerChain(SamplerChain&&) noexcept = default;
+  SamplerChain& operator=(SamplerChain&&) noexcept = default;
+
+  SamplerChain& add(std::unique_ptr<SamplerStage> stage);
+  size_t size() const { return stages_.size(); }
+  SamplerStage& stage(size_t i) { return *stages_[i]; }
+  // "penalties -> top-k -> ... -> dist"
+  std::string describe() const;
+
+  void apply(Candidates& c);
+  // fill + apply; the selected token (the largest logit when no stage picked one), or -1 when no
+  // candidate is left.
+  int32_t sample(std::span<const float> logits);
+  void accept(int32_t token);
+  void reset();
+  // The candidates of the last sample() (probabilities are valid if a stage computed them).
+  const Candidates& candidates() const { return cur_; }
+
+ private:
+  std::vector<std::unique_ptr<SamplerStage>> stages_;
+  Candidates cur_;
 };
+
+// The configurable stages of the common chain (llama.cpp's common_sampler_type).
+enum class SamplerType { kPenalties, kDry, kTopK, kTypicalP, kTopP, kMinP, kXtc, kTemperature };
+// "penalties;dry;top_k;typ_p;top_p;min_p;xtc;temperature" (also ',' or ' ' separated; accepts
+// llama.cpp's aliases top-k, typical_p, typical, min-p, temp, ...). kInvalidArgument otherwise.
+Expected<std::vector<SamplerType>> parse_sampler_order(std::string_view text);
+const char* sampler_type_name(SamplerType t);
+
+struct SamplerParams {
+  float temp = 0.8f;      // <= 0 (with dynatemp_range 0): greedy
+  int top_k = 40;         // <= 0: all
+  float top_p = 0.95f;    // >= 1: off
+  uint64_t seed = 0;
+  float min_p = 0.05f;    // <= 0: off
+  float typical_p = 1.0f; // >= 1: off
+  float dynatemp_range = 0.0f;
+  float dynatemp_exponent = 1.0f;
+  float xtc_probability = 0.0f;
+  float xtc_threshold = 0.1f;
+  int32_t min_keep = 0;
+  int32_t penalty_last_n = 64;   // -1: n_ctx; 0: off
+  float penalty_repeat = 1.0f;
+  float penalty_freq = 0.0f;
+  float penalty_present = 0.0f;
+  DryParams dry;                 // multiplier 0: off
+  int32_t mirostat = 0;          // 0 off, 1 v1, 2 v2 (replaces the truncation stages and dist)
+  float mirostat_tau = 5.0f;
+  float mirostat_eta = 0.1f;
+  int32_t n_ctx = 4096;          // what -1 means for penalty_last_n and dry.penalty_last_n
+  std::vector<std::pair<int32_t, float>> logit_bias;
+  std::vector<SamplerType> order = {SamplerType::kPenalties, SamplerType::kDry,  SamplerType::kTopK,
+                                    SamplerType::kTypicalP,  SamplerType::kTopP, SamplerType::kMinP,
+                                    SamplerType::kXtc,       SamplerType::kTemperature};
+  std::string grammar;           // GBNF text; empty: unconstrained
+  std::string grammar_root = "root";
+};
+
+// The stages SamplerParams describe (no grammar): logit bias, then `order`, then dist (or greedy
+// when temp <= 0); with mirostat: logit bias, temperature, mirostat.
+SamplerChain build_chain(const SamplerParams& p, const Vocab* vocab, int32_t n_vocab);
 
 class Sampler {
  public:
+  // Without a vocabulary: no grammar (p.grammar must be empty) and no DRY sequence breakers.
   explicit Sampler(const SamplerParams& p);
-  // Index of the chosen token. logits must not be empty.
+  // Validates the params and parses the grammar (kInvalidArgument with line:column on error).
+  static Expected<Sampler> create(const SamplerParams& p, const Vocab* vocab);
+
+  Sampler(const Sampler& o);
+  Sampler& operator=(const Sampler& o);
+  Sampler(Sampler&&) noexcept = default;
+  Sampler& operator=(Sampler&&) noexcept = default;
+
+  // The next token; -1 when the grammar admits none (dead end). With a grammar, the chain runs
+  // first on the unconstrained logits and the grammar only checks the pick; when it rejects it,
+  // the chain runs again on the grammar-filtered candidates (llama.cpp's common_sampler).
   int32_t sample(std::span<const float> logits);
+  void accept(int32_t token, bool accept_grammar = true);
+  void reset();
+
+  const SamplerParams& params() const { return p_; }
+  const SamplerChain& chain() const { return chain_; }
+  bool has_grammar() const { return grammar_ != nullptr; }
+  const GrammarStage* grammar() const { return grammar_.get(); }
+  // Whether the grammar is complete and nothing else can follow (generation should stop).
+  bool grammar_done() const { return grammar_ && grammar_->matcher().is_done(); }
 
  private:
+  Sampler() = default;
   SamplerParams p_;
-  std::mt19937_64 rng_;
-  std::vector<std::pair<float, int32_t>> cand_;  // reused between calls
+  SamplerChain chain_;
+  std::unique_ptr<GrammarStage> grammar_;
+  Candidates cur_;
 };
 
 // Index of the largest value; the first one on ties.

@@ -121,8 +121,25 @@ TEST(Cli, InfoJsonListsMetadataAndTensors) {
   EXPECT_NE(text.out.find("blk.0.attn_q.weight"), std::string::npos);
 }
 
+TEST(Cli, EmbedJsonHasPooledOrPerTokenEmbeddings) {
+  auto r = run_loom("embed -m " + model("stories260K.gguf") + " -p 'Once upon a time' --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["n_embd"], 64);
+  EXPECT_EQ(j["embedding"].size(), 64u);
+  auto rows = run_loom("embed -m " + model("stories260K.gguf") + " -p 'Once upon a time' --pooling none --json");
+  ASSERT_EQ(rows.exit_code, 0) << rows.err;
+  EXPECT_EQ(nlohmann::json::parse(rows.out)["embeddings"].size(), 5u);  // BOS + 4 tokens
+  auto norm = run_loom("embed -m " + model("stories260K.gguf") + " -p 'Once upon a time' --normalize --json");
+  double s = 0;
+  const auto nj = nlohmann::json::parse(norm.out);
+  for (double x : nj["embedding"]) s += x * x;
+  EXPECT_NEAR(s, 1.0, 1e-4);
+  EXPECT_EQ(run_loom("embed -m " + model("stories260K.gguf") + " -p hi --pooling bogus").exit_code, 2);
+}
+
 TEST(Cli, MissingModelFailsWithOneLineAndExitCode1) {
-  for (const char* cmd : {"generate", "tokenize", "logits", "info"}) {
+  for (const char* cmd : {"generate", "tokenize", "logits", "info", "embed"}) {
     const std::string prompt = std::string(cmd) == "info" ? "" : " -p hi";
     auto r = run_loom(std::string(cmd) + " -m /nonexistent/model.gguf" + prompt);
     EXPECT_EQ(r.exit_code, 1) << cmd;

@@ -16,6 +16,10 @@ void register_generate(CLI::App& app, int& exit_code);
 void register_tokenize(CLI::App& app, int& exit_code);
 void register_logits(CLI::App& app, int& exit_code);
 void register_info(CLI::App& app, int& exit_code);
+void register_bench(CLI::App& app, int& exit_code);
+void register_template(CLI::App& app, int& exit_code);
+void register_embed(CLI::App& app, int& exit_code);
+void register_quantize(CLI::App& app, int& exit_code);
 
 // Prints "loom: <message>" on stderr and returns 1.
 int fail(const Status& st);

@@ -12,6 +12,10 @@ int main(int argc, char** argv) {
   loom::cli::register_tokenize(app, exit_code);
   loom::cli::register_logits(app, exit_code);
   loom::cli::register_info(app, exit_code);
+  loom::cli::register_bench(app, exit_code);
+  loom::cli::register_template(app, exit_code);
+  loom::cli::register_embed(app, exit_code);
+  loom::cli::register_quantize(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

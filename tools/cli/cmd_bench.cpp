@@ -1,0 +1,237 @@
+// loom bench -m MODEL [-p 512] [-n 128] [-t THREADS] [-r REPS] [-d DEPTH] [--json]
+//
+// Speed of a model on this machine, measured like llama-bench (and ../shared/bench/peer-bench.mjs)
+// so that the two can be put side by side:
+//  - pp: one batch of -p tokens into an empty cache, computed in one forward pass
+//    (n_batch = n_ubatch = p), logits for the last token only -> tokens/s;
+//  - tg: -n single-token decodes, after -d tokens already in the cache -> tokens/s;
+//  - one warm-up run of each first, then the median of -r repetitions; token ids are random valid
+//    ids from a fixed seed (the first is BOS when the vocabulary has one);
+//  - tg's achieved bandwidth: (weight bytes one decode step reads + KV bytes it reads, averaged
+//    over the run) × tg tokens/s, and the machine's read bandwidth measured in the same run with
+//    the same thread count, so the fraction of the memory limit can be read off directly.
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "bandwidth.h"
+#include "base/cpu.h"
+#include "base/timer.h"
+#include "commands.h"
+#include "context/context.h"
+
+namespace loom::cli {
+namespace {
+
+double median(std::vector<double> xs) {
+  if (xs.empty()) return 0.0;
+  std::sort(xs.begin(), xs.end());
+  const size_t m = xs.size() / 2;
+  return xs.size() % 2 ? xs[m] : 0.5 * (xs[m - 1] + xs[m]);
+}
+
+double round2(double x) { return std::round(x * 100.0) / 100.0; }
+
+std::string human_bytes(double b) {
+  char buf[32];
+  if (b >= 1e9) std::snprintf(buf, sizeof buf, "%.2f GB", b / 1e9);
+  else if (b >= 1e6) std::snprintf(buf, sizeof buf, "%.2f MB", b / 1e6);
+  else if (b >= 1e3) std::snprintf(buf, sizeof buf, "%.2f kB", b / 1e3);
+  else std::snprintf(buf, sizeof buf, "%.0f B", b);
+  return buf;
+}
+
+std::string join_runs(const std::vector<double>& xs) {
+  std::string s;
+  char buf[32];
+  for (double x : xs) {
+    std::snprintf(buf, sizeof buf, "%s%.1f", s.empty() ? "" : " ", x);
+    s += buf;
+  }
+  return s;
+}
+
+}  // namespace
+
+void register_bench(CLI::App& app, int& exit_code) {
+  struct Opts {
+    std::string model;
+    int n_prompt = 512, n_gen = 128, threads = 0, reps = 3, depth = 0, bw_mib = 1024, bw_passes = 5;
+    bool json = false;
+  };
+  auto o = std::make_shared<Opts>();
+  CLI::App* sub = app.add_subcommand("bench", "Measure prompt (pp) and generation (tg) speed, like llama-bench");
+  sub->add_option("-m,--model", o->model, "GGUF model file")->required();
+  sub->add_option("-p,--n-prompt", o->n_prompt, "pp: tokens of the prompt batch, one forward pass; 0 skips (default 512)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("-n,--n-gen", o->n_gen, "tg: single-token decode steps; 0 skips (default 128)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("-t,--threads", o->threads, "threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  sub->add_option("-r,--reps", o->reps, "repetitions; the median is reported (default 3)")->check(CLI::Range(1, 1000));
+  sub->add_option("-d,--depth", o->depth, "tokens already in the cache before the tg steps (default 0)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--bw-mib", o->bw_mib, "buffer for the memory bandwidth pass in MiB; 0 skips (default 1024)")
+      ->check(CLI::Range(0, 1 << 20));
+  sub->add_option("--bw-passes", o->bw_passes, "memory bandwidth passes, the best is kept (default 5)")
+      ->check(CLI::Range(1, 1000));
+  sub->add_flag("--json", o->json, "print one JSON object");
+  sub->callback([o, &exit_code] {
+    if (o->n_prompt == 0 && o->n_gen == 0) {
+      std::fprintf(stderr, "loom: nothing to measure: -p and -n are both 0\n");
+      exit_code = 2;
+      return;
+    }
+    exit_code = 1;
+    auto model = load_model_or_report(o->model);
+    if (!model) return;
+    const ModelHparams& hp = model->hparams();
+    const int n_threads = o->threads > 0 ? o->threads : cpu_count();
+    const int64_t n_ctx64 = std::max<int64_t>({int64_t(o->n_prompt), int64_t(o->depth) + o->n_gen, 1});
+    if (n_ctx64 > (1 << 24)) { fail(invalid_argument("-d plus -n is too large")); return; }
+
+    ContextParams cp;
+    cp.n_ctx = int(n_ctx64);
+    cp.n_batch = cp.n_ubatch = o->n_prompt > 0 ? o->n_prompt : std::min(512, cp.n_ctx);
+    cp.n_threads = n_threads;
+    auto ctx_or = Context::create(model, cp);
+    if (!ctx_or) { fail(ctx_or.status()); return; }
+    Context& ctx = **ctx_or;
+
+    // Random valid ids, fixed seed; BOS first as llama-bench does.
+    std::mt19937 rng(1234567u);
+    const int32_t n_vocab = int32_t(hp.n_vocab);
+    const int32_t bos = model->vocab().bos();
+    auto random_tokens = [&](int n, bool with_bos) {
+      std::vector<int32_t> t(size_t(std::max(n, 0)));
+      for (size_t i = 0; i < t.size(); ++i) t[i] = int32_t(rng() % uint32_t(n_vocab));
+      if (with_bos && !t.empty() && bos >= 0 && bos < n_vocab) t[0] = bos;
+      return t;
+    };
+
+    auto run_pp = [&](double& tps) -> Status {
+      ctx.kv_clear();
+      const std::vector<int32_t> toks = random_tokens(o->n_prompt, true);
+      const Batch b = Batch::from_tokens(toks, 0);
+      const int64_t t0 = now_us();
+      LOOM_RETURN_IF_ERROR(ctx.decode(b));
+      const int64_t dt = std::max<int64_t>(1, now_us() - t0);
+      tps = double(o->n_prompt) * 1e6 / double(dt);
+      return Status::ok();
+    };
+    auto run_tg = [&](double& tps) -> Status {
+      ctx.kv_clear();
+      // Fill the cache to the depth (not timed), in batches of n_ubatch.
+      const std::vector<int32_t> fill = random_tokens(o->depth, true);
+      for (int i = 0; i < o->depth; i += ctx.n_ubatch()) {
+        const int n = std::min(ctx.n_ubatch(), o->depth - i);
+        LOOM_RETURN_IF_ERROR(ctx.decode(Batch::from_tokens(std::span(fill).subspan(size_t(i), size_t(n)), i)));
+      }
+      const std::vector<int32_t> toks = random_tokens(o->n_gen, o->depth == 0);
+      Batch b = Batch::from_tokens(std::span(toks).first(1), o->depth);
+      const int64_t t0 = now_us();
+      for (int i = 0; i < o->n_gen; ++i) {
+        b.tokens[0] = toks[size_t(i)];
+        b.pos[0] = o->depth + i;
+        LOOM_RETURN_IF_ERROR(ctx.decode(b));
+      }
+      const int64_t dt = std::max<int64_t>(1, now_us() - t0);
+      tps = double(o->n_gen) * 1e6 / double(dt);
+      return Status::ok();
+    };
+
+    std::vector<double> pp_runs, tg_runs;
+    double warm = 0.0;
+    if (o->n_prompt > 0) {
+      if (Status st = run_pp(warm); !st) { fail(st); return; }
+    }
+    if (o->n_gen > 0) {
+      if (Status st = run_tg(warm); !st) { fail(st); return; }
+    }
+    for (int r = 0; r < o->reps && o->n_prompt > 0; ++r) {
+      double tps = 0.0;
+      if (Status st = run_pp(tps); !st) { fail(st); return; }
+      pp_runs.push_back(tps);
+    }
+    for (int r = 0; r < o->reps && o->n_gen > 0; ++r) {
+      double tps = 0.0;
+      if (Status st = run_tg(tps); !st) { fail(st); return; }
+      tg_runs.push_back(tps);
+    }
+    const double pp_tps = median(pp_runs), tg_tps = median(tg_runs);
+
+    // Bytes one tg step reads: every weight matrix once, plus for each layer the K and V rows of
+    // every cell it attends to (depth + i + 1 at step i), averaged over the run.
+    const KvView& kvv = ctx.kv().view();
+    const double kv_row = double(hp.n_layer) * double(kvv.k_row_bytes + kvv.v_row_bytes);
+    const double avg_cells = o->n_gen > 0 ? double(o->depth) + double(o->n_gen + 1) / 2.0 : 0.0;
+    const double kv_bytes = kv_row * avg_cells;
+    const double weight_bytes = double(model->decode_weight_bytes());
+    const double tg_gbps = (weight_bytes + kv_bytes) * tg_tps / 1e9;
+
+    ctx_or->reset();  // free the context (KV cache, scratch) before the 1 GiB pass
+    MemBandwidth bw;
+    if (o->bw_mib > 0) bw = measure_read_bandwidth(size_t(o->bw_mib) << 20, n_threads, o->bw_passes);
+    const double fraction = bw.gbps > 0.0 ? tg_gbps / bw.gbps : 0.0;
+
+    const std::string name = std::filesystem::path(o->model).filename().string();
+    if (o->json) {
+      nlohmann::json j;
+      j["model"] = o->model;
+      j["threads"] = n_threads;
+      j["pp_tokens"] = o->n_prompt;
+      j["tg_tokens"] = o->n_gen;
+      j["pp_tps"] = round2(pp_tps);
+      j["tg_tps"] = round2(tg_tps);
+      j["tg_gbps"] = std::round(tg_gbps * 1000.0) / 1000.0;
+      j["mem_bw_gbps"] = round2(bw.gbps);
+      j["bw_fraction"] = std::round(fraction * 10000.0) / 10000.0;
+      j["depth"] = o->depth;
+      j["reps"] = o->reps;
+      j["statistic"] = "median";
+      j["pp_runs"] = nlohmann::json::array();
+      for (double x : pp_runs) j["pp_runs"].push_back(round2(x));
+      j["tg_runs"] = nlohmann::json::array();
+      for (double x : tg_runs) j["tg_runs"].push_back(round2(x));
+      j["weight_bytes_per_token"] = model->decode_weight_bytes();
+      j["kv_bytes_per_token"] = uint64_t(kv_bytes);
+      j["mem_bw_kernel"] = bw.kernel;
+      j["mem_bw_bytes"] = bw.bytes;
+      std::cout << j.dump() << "\n";
+    } else {
+      std::printf("model    %s: %s, %.2f M params, %s of weights read per token\n", name.c_str(),
+                  hp.arch_name.c_str(), double(model->n_params()) / 1e6, human_bytes(weight_bytes).c_str());
+      std::printf("threads  %d, median of %d after a warm-up, depth %d\n", n_threads, o->reps, o->depth);
+      std::printf("%-10s %12s   %s\n", "test", "tokens/s", "runs");
+      char label[32];
+      if (o->n_prompt > 0) {
+        std::snprintf(label, sizeof label, "pp%d", o->n_prompt);
+        std::printf("%-10s %12.2f   %s\n", label, pp_tps, join_runs(pp_runs).c_str());
+      }
+      if (o->n_gen > 0) {
+        if (o->depth > 0) std::snprintf(label, sizeof label, "tg%d@d%d", o->n_gen, o->depth);
+        else std::snprintf(label, sizeof label, "tg%d", o->n_gen);
+        std::printf("%-10s %12.2f   %s\n", label, tg_tps, join_runs(tg_runs).c_str());
+        std::printf("tg reads %s per token (weights %s + KV %s): %.2f GB/s\n",
+                    human_bytes(weight_bytes + kv_bytes).c_str(), human_bytes(weight_bytes).c_str(),
+                    human_bytes(kv_bytes).c_str(), tg_gbps);
+      }
+      if (bw.gbps > 0.0) {
+        std::printf("memory   read bandwidth %.2f GB/s (%d thread%s, %s, %zu MiB, best of %d)", bw.gbps, bw.threads,
+                    bw.threads == 1 ? "" : "s", bw.kernel.c_str(), bw.bytes >> 20, bw.passes);
+        if (o->n_gen > 0) std::printf(": tg reaches %.1f %% of it", 100.0 * fraction);
+        std::printf("\n");
+      }
+    }
+    exit_code = 0;
+  });
+}
+
+}  // namespace loom::cli

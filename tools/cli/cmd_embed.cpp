@@ -1,0 +1,100 @@
+// loom embed -m MODEL -p TEXT [--pooling mean|cls|last|rank|none] [--normalize] [--json]
+// Embeddings of a text: pooled per the flag (default: the model's pooling, else mean), or one
+// row per token with --pooling none.
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <map>
+
+#include "commands.h"
+#include "context/context.h"
+
+namespace loom::cli {
+namespace {
+
+void l2_normalize(std::vector<float>& v) {
+  double s = 0;
+  for (float x : v) s += double(x) * x;
+  if (s > 0) {
+    const float inv = float(1.0 / std::sqrt(s));
+    for (float& x : v) x *= inv;
+  }
+}
+
+}  // namespace
+
+void register_embed(CLI::App& app, int& exit_code) {
+  struct Opts {
+    std::string model, prompt, pooling;
+    int threads = 0;
+    bool normalize = false, json = false;
+  };
+  auto o = std::make_shared<Opts>();
+  CLI::App* sub = app.add_subcommand("embed", "Print the embedding of a text");
+  sub->add_option("-m,--model", o->model, "GGUF model file")->required();
+  sub->add_option("-p,--prompt", o->prompt, "text to embed")->required();
+  sub->add_option("--pooling", o->pooling, "mean|cls|last|rank|none (default: the model's, else mean)")
+      ->check(CLI::IsMember({"mean", "cls", "last", "rank", "none"}));
+  sub->add_option("-t,--threads", o->threads, "threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  sub->add_flag("--normalize", o->normalize, "scale each embedding to unit L2 norm");
+  sub->add_flag("--json", o->json, "print one JSON object");
+  sub->callback([o, &exit_code] {
+    exit_code = 1;
+    auto model = load_model_or_report(o->model);
+    if (!model) return;
+    std::vector<int32_t> ids = model->vocab().tokenize(o->prompt, true, false);
+    if (ids.empty()) { fail(invalid_argument("the text produced no tokens")); return; }
+    static const std::map<std::string, Pooling> kPooling = {
+        {"mean", Pooling::kMean}, {"cls", Pooling::kCls}, {"last", Pooling::kLast}, {"rank", Pooling::kRank}, {"none", Pooling::kNone}};
+    ContextParams cp;
+    cp.n_ctx = std::max<int>(int(ids.size()), 8);
+    cp.n_batch = cp.n_ubatch = cp.n_ctx;
+    cp.n_threads = o->threads;
+    cp.embeddings = true;
+    cp.pooling = !o->pooling.empty() ? kPooling.at(o->pooling)
+                 : model->hparams().pooling_type >= 0 ? Pooling::kUnspecified : Pooling::kMean;
+    auto ctx_or = Context::create(model, cp);
+    if (!ctx_or) { fail(ctx_or.status()); return; }
+    Context& ctx = **ctx_or;
+    Batch batch = Batch::from_tokens(ids, 0, 0, /*all_outputs=*/true);
+    // Encoder (non-causal) models embed with encode; decoders with a causal decode.
+    Status st = ctx.causal() ? ctx.decode(batch) : ctx.encode(batch);
+    if (!st) { fail(st); return; }
+    nlohmann::json j;
+    j["n_embd"] = ctx.n_embd();
+    if (ctx.pooling() == Pooling::kNone) {
+      std::vector<std::vector<float>> rows;
+      for (int i = 0; i < int(ids.size()); ++i) {
+        auto e = ctx.embeddings(i);
+        if (!e) { fail(e.status()); return; }
+        rows.emplace_back(e->begin(), e->end());
+        if (o->normalize) l2_normalize(rows.back());
+      }
+      if (o->json) {
+        j["embeddings"] = rows;
+      } else {
+        for (const auto& r : rows) {
+          for (size_t d = 0; d < r.size(); ++d) std::printf(d ? " %.6f" : "%.6f", double(r[d]));
+          std::printf("\n");
+        }
+      }
+    } else {
+      auto e = ctx.embeddings_seq(0);
+      if (!e) { fail(e.status()); return; }
+      std::vector<float> v(e->begin(), e->end());
+      if (o->normalize) l2_normalize(v);
+      if (o->json) {
+        j["embedding"] = v;
+      } else {
+        for (size_t d = 0; d < v.size(); ++d) std::printf(d ? " %.6f" : "%.6f", double(v[d]));
+        std::printf("\n");
+      }
+    }
+    if (o->json) std::cout << j.dump() << "\n";
+    exit_code = 0;
+  });
+}
+
+}  // namespace loom::cli
