@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdio>
+#include <set>
 #include <string>
 
 #include "test_util.h"
@@ -136,6 +137,65 @@ TEST(Cli, EmbedJsonHasPooledOrPerTokenEmbeddings) {
   for (double x : nj["embedding"]) s += x * x;
   EXPECT_NEAR(s, 1.0, 1e-4);
   EXPECT_EQ(run_loom("embed -m " + model("stories260K.gguf") + " -p hi --pooling bogus").exit_code, 2);
+}
+
+TEST(Cli, ParallelSharesThePromptAndSamplesEachSequence) {
+  auto g = nlohmann::json::parse(read_text_file(shared_path("golden/stories260K.json")));
+  auto want = g["runs"][0]["greedy_ids"].get<std::vector<int>>();
+  want.resize(12);
+  auto r = run_loom("generate -m " + model("stories260K.gguf") + " -p 'Once upon a time' -n 12 --temp 0 --parallel 3 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["sequences"].size(), 3u);
+  for (const auto& s : j["sequences"]) EXPECT_EQ(s["ids"].get<std::vector<int>>(), want);  // greedy: all equal the golden
+  EXPECT_GT(j["timings"]["aggregate_tps"].get<double>(), 0.0);
+  auto sampled = run_loom("generate -m " + model("stories260K.gguf") + " -p 'Once upon a time' -n 24 --temp 1 --seed 3 --parallel 4 --json");
+  ASSERT_EQ(sampled.exit_code, 0) << sampled.err;
+  auto sj = nlohmann::json::parse(sampled.out);
+  std::set<std::vector<int>> distinct;
+  for (const auto& s : sj["sequences"]) distinct.insert(s["ids"].get<std::vector<int>>());
+  EXPECT_GT(distinct.size(), 1u);  // independent samplers diverge
+  auto text = run_loom("generate -m " + model("stories260K.gguf") + " -p 'Once upon a time' -n 8 --temp 0 --parallel 2");
+  EXPECT_NE(text.out.find("[sequence 1]"), std::string::npos);
+  EXPECT_NE(text.err.find("aggregate"), std::string::npos);
+}
+
+TEST(Cli, ContextShiftKeepsGeneratingPastTheContext) {
+  auto r = run_loom("generate -m " + model("stories260K.gguf") + " -p 'Once upon a time' -n 100 -c 32 --temp 0 --context-shift --keep 4 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["ids"].size(), 100u);
+  // The first tokens are unaffected by the shift: they equal the golden story's start.
+  auto g = nlohmann::json::parse(read_text_file(shared_path("golden/stories260K.json")));
+  auto want = g["runs"][0]["greedy_ids"].get<std::vector<int>>();
+  auto got = j["ids"].get<std::vector<int>>();
+  EXPECT_TRUE(std::equal(want.begin(), want.begin() + 20, got.begin()));
+}
+
+TEST(Cli, SaveAndLoadStateResumeAGeneration) {
+  const std::string state = std::string(LOOM_BINARY_DIR) + "/cli_test_state.bin";
+  const std::string base = "generate -m " + model("stories260K.gguf") + " -p 'Once upon a time' --temp 0 --json ";
+  auto whole = nlohmann::json::parse(run_loom(base + "-n 16").out)["ids"].get<std::vector<int>>();
+  auto first = run_loom(base + "-n 8 --save-state " + quote(state));
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  auto second = run_loom(base + "-n 8 --load-state " + quote(state));
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  auto a = nlohmann::json::parse(first.out)["ids"].get<std::vector<int>>();
+  auto sj = nlohmann::json::parse(second.out);
+  auto b = sj["ids"].get<std::vector<int>>();
+  EXPECT_EQ(sj["reused_tokens"], 13);  // 5 prompt tokens + 8 generated: nothing re-processed
+  a.insert(a.end(), b.begin(), b.end());
+  EXPECT_EQ(a, whole);
+  // A different prompt reuses the common prefix only.
+  auto other = run_loom("generate -m " + model("stories260K.gguf") + " -p 'Once upon a dog' -n 4 --temp 0 --json --load-state " + quote(state));
+  ASSERT_EQ(other.exit_code, 0) << other.err;
+  EXPECT_EQ(nlohmann::json::parse(other.out)["reused_tokens"], 4);  // BOS Once upon a
+  // A state of another model is refused.
+  auto wrong = run_loom("generate -m " + model("llama-2-tiny-random.gguf") + " -p hi -n 2 --load-state " + quote(state));
+  EXPECT_EQ(wrong.exit_code, 1);
+  EXPECT_NE(wrong.err.find("different model"), std::string::npos) << wrong.err;
+  std::remove(state.c_str());
+  EXPECT_EQ(run_loom(base + "--load-state /nonexistent/state.bin").exit_code, 1);
 }
 
 TEST(Cli, MissingModelFailsWithOneLineAndExitCode1) {

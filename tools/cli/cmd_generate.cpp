@@ -1,5 +1,6 @@
 // loom generate -m MODEL -p PROMPT [-n N] [-c CTX] [-t THREADS] [--temp T] [--seed S] [--json]
 //               [sampler flags] [--grammar-file F | --json-schema F]
+//               [--parallel N] [--context-shift --keep N] [--save-state F | --load-state F]
 // Streams the generated text (not the prompt) to stdout as it is produced.
 #include <nlohmann/json.hpp>
 
@@ -9,23 +10,286 @@
 #include <random>
 #include <sstream>
 
+#include "base/timer.h"
 #include "commands.h"
 #include "context/context.h"
 #include "sample/json_schema.h"
 #include "sample/sampler.h"
 
 namespace loom::cli {
+namespace {
+
+struct Opts {
+  std::string model, prompt;
+  int n_predict = 128, n_ctx = 0, threads = 0, top_k = 40;
+  float temp = 0.8f, top_p = 0.95f;
+  int64_t seed = -1;
+  bool json = false;
+  SamplerParams sp;  // the sampler flags other than temp/top-k/top-p/seed
+  std::string samplers, grammar_file, json_schema_file;
+  int parallel = 1;
+  bool context_shift = false;
+  int keep = 0;
+  std::string save_state, load_state;
+};
+
+Status read_text(const std::string& path, std::string* out) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return not_found("cannot open " + path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  *out = ss.str();
+  return Status::ok();
+}
+
+Expected<Sampler> build_sampler(const Opts& o, const Vocab& vocab, int n_ctx) {
+  SamplerParams sp = o.sp;
+  sp.temp = o.temp;
+  sp.top_k = o.top_k;
+  sp.top_p = o.top_p;
+  sp.seed = o.seed >= 0 ? uint64_t(o.seed) : std::random_device{}();
+  sp.n_ctx = n_ctx;
+  if (!o.samplers.empty()) {
+    LOOM_ASSIGN_OR_RETURN(sp.order, parse_sampler_order(o.samplers));
+  }
+  if (!o.grammar_file.empty()) {
+    LOOM_RETURN_IF_ERROR(read_text(o.grammar_file, &sp.grammar));
+  } else if (!o.json_schema_file.empty()) {
+    std::string schema;
+    LOOM_RETURN_IF_ERROR(read_text(o.json_schema_file, &schema));
+    LOOM_ASSIGN_OR_RETURN(sp.grammar, json_schema_to_grammar(std::string_view(schema)));
+  }
+  return Sampler::create(sp, &vocab);
+}
+
+// Decodes tokens[from..] into sequence `seq` at positions from.., in batches of n_batch; the
+// last token's logits are the output.
+Status decode_tokens(Context& ctx, std::span<const int32_t> tokens, size_t from, int seq = 0) {
+  for (size_t i = from; i < tokens.size(); i += size_t(ctx.n_batch())) {
+    const size_t n = std::min(tokens.size() - i, size_t(ctx.n_batch()));
+    LOOM_RETURN_IF_ERROR(ctx.decode(Batch::from_tokens(tokens.subspan(i, n), int32_t(i), seq)));
+  }
+  return Status::ok();
+}
+
+double rate(int64_t n, int64_t us) { return us > 0 ? 1e6 * double(n) / double(us) : 0.0; }
+
+// One stream: prompt (possibly resumed from a state file), sampling loop with optional
+// context shift, optional state save at the end.
+int generate_one(const Opts& o, std::shared_ptr<const Model> model, std::vector<int32_t> prompt) {
+  const Vocab& vocab = model->vocab();
+  ContextParams cp;
+  cp.n_ctx = o.n_ctx > 0 ? o.n_ctx : default_n_ctx(*model);
+  cp.n_threads = o.threads;
+  cp.n_batch = std::min<int>(cp.n_ctx, std::max<int>(512, int(prompt.size())));
+  auto ctx_or = Context::create(model, cp);
+  if (!ctx_or) return fail(ctx_or.status());
+  Context& ctx = **ctx_or;
+
+  // `history` is exactly what the KV cache holds, in order.
+  std::vector<int32_t> history;
+  size_t reused = 0;
+  if (!o.load_state.empty()) {
+    Status st = ctx.state_load_file(o.load_state, &history);
+    if (!st) return fail(st);
+    const bool resume = history.size() >= prompt.size() && !history.empty() &&
+                        std::equal(prompt.begin(), prompt.end(), history.begin());
+    if (resume && ctx.logits(-1).has_value()) {
+      prompt = history;  // continue the saved generation: its logits are restored too
+      reused = history.size();
+    } else {
+      while (reused < history.size() && reused < prompt.size() && history[reused] == prompt[reused]) ++reused;
+      if (reused == prompt.size()) --reused;  // the last prompt token must be decoded for its logits
+      if (!ctx.seq_rm(0, int(reused), -1).is_ok()) return fail(internal_error("cannot trim the restored cache"));
+      history.resize(reused);
+    }
+    std::fprintf(stderr, "loom: state %s: reused %zu of %zu prompt tokens\n", o.load_state.c_str(), reused, prompt.size());
+  }
+  if (int(prompt.size()) >= cp.n_ctx && !o.context_shift) {
+    return fail(invalid_argument("the prompt has " + std::to_string(prompt.size()) +
+                                 " tokens, which does not fit the context of " + std::to_string(cp.n_ctx) + " (use -c)"));
+  }
+  if (int(prompt.size()) >= cp.n_ctx) return fail(invalid_argument("the prompt does not fit the context (use -c)"));
+
+  auto sampler_or = build_sampler(o, vocab, ctx.n_ctx());
+  if (!sampler_or) return fail(sampler_or.status());
+  Sampler& sampler = *sampler_or;
+  for (int32_t t : prompt) sampler.accept(t, /*accept_grammar=*/false);
+
+  if (reused < prompt.size()) {
+    Status st = decode_tokens(ctx, prompt, reused);
+    if (!st) return fail(st);
+  }
+  history = prompt;
+  const size_t n_keep = std::min(prompt.size(), size_t(o.keep) + (!prompt.empty() && prompt[0] == vocab.bos() ? 1 : 0));
+
+  std::vector<int32_t> out;
+  std::string text;
+  bool pending = false;  // the last sampled token is not in the cache yet
+  for (int i = 0; i < o.n_predict; ++i) {
+    if (pending) {
+      if (int(history.size()) >= ctx.n_ctx()) {
+        if (!o.context_shift) break;
+        // Keep the first n_keep tokens, drop half of the rest, shift the remainder left.
+        const size_t n_left = history.size() - n_keep;
+        const size_t n_discard = std::max<size_t>(1, n_left / 2);
+        if (!ctx.seq_rm(0, int(n_keep), int(n_keep + n_discard)).is_ok() ||
+            !ctx.seq_add(0, int(n_keep + n_discard), -1, -int(n_discard)).is_ok()) {
+          return fail(internal_error("context shift failed"));
+        }
+        history.erase(history.begin() + long(n_keep), history.begin() + long(n_keep + n_discard));
+      }
+      int32_t one[1] = {history.back()};
+      Status st = ctx.decode(Batch::from_tokens(one, int32_t(history.size() - 1)));
+      if (!st) return fail(st);
+      pending = false;
+    }
+    auto logits = ctx.logits(-1);
+    if (!logits) return fail(logits.status());
+    const int32_t tok = sampler.sample(*logits);
+    if (tok < 0) return fail(invalid_argument("the grammar admits no token of this vocabulary here"));
+    if (vocab.is_eog(tok)) break;
+    sampler.accept(tok);
+    out.push_back(tok);
+    history.push_back(tok);
+    pending = true;
+    const std::string piece = vocab.token_to_piece(tok, false);
+    text += piece;
+    if (!o.json) {
+      std::fwrite(piece.data(), 1, piece.size(), stdout);
+      std::fflush(stdout);
+    }
+    if (sampler.grammar_done()) break;
+    if (!o.context_shift && int(history.size()) >= ctx.n_ctx()) break;
+  }
+  if (!o.save_state.empty()) {
+    // Decode the last generated token too, so a resumed run continues exactly where this ended.
+    if (pending && int(history.size()) <= ctx.n_ctx()) {
+      int32_t one[1] = {history.back()};
+      Status st = ctx.decode(Batch::from_tokens(one, int32_t(history.size() - 1)));
+      if (!st) return fail(st);
+    } else if (pending) {
+      history.pop_back();
+    }
+    Status st = ctx.state_save_file(o.save_state, history);
+    if (!st) return fail(st);
+  }
+  const PerfCounters& perf = ctx.perf();
+  const double prompt_tps = rate(perf.n_prompt_tokens, perf.t_prompt_us);
+  const double gen_tps = rate(perf.n_gen_tokens, perf.t_gen_us);
+  if (o.json) {
+    nlohmann::json j;
+    j["prompt_ids"] = prompt;
+    j["ids"] = out;
+    j["text"] = text;
+    j["timings"] = {{"prompt_tps", prompt_tps}, {"gen_tps", gen_tps}};
+    if (!o.load_state.empty()) j["reused_tokens"] = reused;
+    std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  } else {
+    if (o.json_schema_file.empty()) std::printf("\n");
+    std::fprintf(stderr, "loom: prompt %zu tokens %.1f tok/s, generated %zu tokens %.1f tok/s\n", prompt.size(),
+                 prompt_tps, out.size(), gen_tps);
+  }
+  if (sampler.has_grammar() && !sampler.grammar()->matcher().can_end())
+    std::fprintf(stderr, "loom: warning: generation stopped before the grammar was complete (raise -n)\n");
+  return 0;
+}
+
+// N continuations of one prompt at once: the prompt is decoded once into sequence 0 and its
+// cells are shared with sequences 1..N-1 (seq_cp); each step decodes one token per live
+// sequence in a single batch, and every sequence samples with its own sampler (seed + s).
+int generate_parallel(const Opts& o, std::shared_ptr<const Model> model, const std::vector<int32_t>& prompt) {
+  const Vocab& vocab = model->vocab();
+  const int n_seq = o.parallel;
+  ContextParams cp;
+  cp.n_seq_max = n_seq;
+  const int64_t need = int64_t(prompt.size()) + int64_t(n_seq) * o.n_predict;
+  cp.n_ctx = o.n_ctx > 0 ? o.n_ctx : int(std::min<int64_t>(std::max<int64_t>(need, default_n_ctx(*model)), model->hparams().n_ctx_train));
+  cp.n_threads = o.threads;
+  cp.n_batch = std::min<int>(cp.n_ctx, std::max<int>({512, int(prompt.size()), n_seq}));
+  if (int(prompt.size()) >= cp.n_ctx) return fail(invalid_argument("the prompt does not fit the context (use -c)"));
+  auto ctx_or = Context::create(model, cp);
+  if (!ctx_or) return fail(ctx_or.status());
+  Context& ctx = **ctx_or;
+
+  std::vector<Sampler> samplers;
+  for (int s = 0; s < n_seq; ++s) {
+    Opts so = o;
+    so.seed = (o.seed >= 0 ? o.seed : int64_t(std::random_device{}())) + s;
+    auto smp = build_sampler(so, vocab, ctx.n_ctx());
+    if (!smp) return fail(smp.status());
+    for (int32_t t : prompt) smp->accept(t, false);
+    samplers.push_back(std::move(*smp));
+  }
+  Status st = decode_tokens(ctx, prompt, 0);
+  if (!st) return fail(st);
+  for (int s = 1; s < n_seq; ++s) {
+    if (!(st = ctx.seq_cp(0, s, -1, -1))) return fail(st);
+  }
+
+  std::vector<std::vector<int32_t>> ids(static_cast<size_t>(n_seq));
+  std::vector<std::string> texts(static_cast<size_t>(n_seq));
+  std::vector<int> row(static_cast<size_t>(n_seq), -1);  // batch row of each live sequence's last token; -1 = done
+  const int64_t t0 = now_us();
+  int64_t n_generated = 0;
+  int32_t pos = int32_t(prompt.size());
+  bool first = true;
+  for (int step = 0; step < o.n_predict; ++step) {
+    Batch batch;
+    for (int s = 0; s < n_seq; ++s) {
+      if (!first && row[size_t(s)] < 0) continue;
+      auto logits = ctx.logits(first ? -1 : row[size_t(s)]);
+      if (!logits) return fail(logits.status());
+      const int32_t tok = samplers[size_t(s)].sample(*logits);
+      if (tok < 0 || vocab.is_eog(tok) || samplers[size_t(s)].grammar_done()) {
+        row[size_t(s)] = -1;
+        if (tok < 0 || vocab.is_eog(tok)) continue;
+      }
+      samplers[size_t(s)].accept(tok);
+      ids[size_t(s)].push_back(tok);
+      texts[size_t(s)] += vocab.token_to_piece(tok, false);
+      ++n_generated;
+      if (step + 1 == o.n_predict || samplers[size_t(s)].grammar_done()) {
+        row[size_t(s)] = -1;
+        continue;
+      }
+      row[size_t(s)] = batch.size();
+      batch.add(tok, pos, {s}, true);
+    }
+    first = false;
+    if (batch.size() == 0) break;
+    st = ctx.decode(batch);
+    if (st.code() == StatusCode::kResourceExhausted) {
+      std::fprintf(stderr, "loom: the context is full; stopping (use a larger -c)\n");
+      break;
+    }
+    if (!st) return fail(st);
+    ++pos;
+  }
+  const double dt = double(now_us() - t0);
+  const double agg_tps = dt > 0 ? 1e6 * double(n_generated) / dt : 0.0;
+  if (o.json) {
+    nlohmann::json j;
+    j["prompt_ids"] = prompt;
+    j["ids"] = ids[0];
+    j["text"] = texts[0];
+    nlohmann::json seqs = nlohmann::json::array();
+    for (int s = 0; s < n_seq; ++s) seqs.push_back({{"ids", ids[size_t(s)]}, {"text", texts[size_t(s)]}});
+    j["sequences"] = seqs;
+    j["timings"] = {{"prompt_tps", rate(ctx.perf().n_prompt_tokens, ctx.perf().t_prompt_us)},
+                    {"gen_tps", agg_tps}, {"aggregate_tps", agg_tps}};
+    std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  } else {
+    for (int s = 0; s < n_seq; ++s) std::printf("[sequence %d]%s\n", s, texts[size_t(s)].c_str());
+    std::fprintf(stderr, "loom: %d sequences, %lld tokens in %.2f s: %.1f tok/s aggregate\n", n_seq,
+                 static_cast<long long>(n_generated), dt / 1e6, agg_tps);
+  }
+  return 0;
+}
+
+}  // namespace
 
 void register_generate(CLI::App& app, int& exit_code) {
-  struct Opts {
-    std::string model, prompt;
-    int n_predict = 128, n_ctx = 0, threads = 0, top_k = 40;
-    float temp = 0.8f, top_p = 0.95f;
-    int64_t seed = -1;
-    bool json = false;
-    SamplerParams sp;  // the sampler flags other than temp/top-k/top-p/seed
-    std::string samplers, grammar_file, json_schema_file;
-  };
   auto o = std::make_shared<Opts>();
   CLI::App* sub = app.add_subcommand("generate", "Generate text from a prompt");
   sub->add_option("-m,--model", o->model, "GGUF model file")->required();
@@ -59,110 +323,30 @@ void register_generate(CLI::App& app, int& exit_code) {
   sub->add_option("--samplers", o->samplers, "stage order, e.g. penalties;dry;top_k;typ_p;top_p;min_p;xtc;temperature");
   auto* gf = sub->add_option("--grammar-file", o->grammar_file, "constrain the output with a GBNF grammar file");
   sub->add_option("--json-schema", o->json_schema_file, "constrain the output to JSON matching this JSON schema file (stdout holds only the JSON)")->excludes(gf);
+  sub->add_option("--parallel", o->parallel, "generate N continuations at once, sharing the prompt's cache cells")
+      ->check(CLI::Range(1, 256));
+  sub->add_flag("--context-shift", o->context_shift, "when the context is full, drop the oldest half (after --keep) and go on");
+  sub->add_option("--keep", o->keep, "prompt tokens kept by --context-shift (BOS is always kept)")->check(CLI::NonNegativeNumber);
+  auto* save = sub->add_option("--save-state", o->save_state, "save the context (cache + tokens) to FILE at the end");
+  sub->add_option("--load-state", o->load_state, "restore a saved context and reuse its tokens (resumes a saved generation)")
+      ->excludes(save);
   sub->add_flag("--json", o->json, "print one JSON object instead of streaming");
   sub->callback([o, &exit_code] {
-    exit_code = 1;
     auto model = load_model_or_report(o->model);
-    if (!model) return;
-    const Vocab& vocab = model->vocab();
-    std::vector<int32_t> prompt = vocab.tokenize(o->prompt, true, false);
-    if (prompt.empty()) { fail(invalid_argument("the prompt produced no tokens")); return; }
-
-    ContextParams cp;
-    cp.n_ctx = o->n_ctx > 0 ? o->n_ctx : default_n_ctx(*model);
-    cp.n_threads = o->threads;
-    if (int(prompt.size()) >= cp.n_ctx) {
-      fail(invalid_argument("the prompt has " + std::to_string(prompt.size()) + " tokens, which does not fit the context of " +
-                            std::to_string(cp.n_ctx) + " (use -c)"));
+    if (!model) {
+      exit_code = 1;
       return;
     }
-    cp.n_batch = std::min<int>(cp.n_ctx, std::max<int>(512, int(prompt.size())));
-    auto ctx_or = Context::create(model, cp);
-    if (!ctx_or) { fail(ctx_or.status()); return; }
-    Context& ctx = **ctx_or;
-
-    SamplerParams sp = o->sp;
-    sp.temp = o->temp;
-    sp.top_k = o->top_k;
-    sp.top_p = o->top_p;
-    sp.seed = o->seed >= 0 ? uint64_t(o->seed) : std::random_device{}();
-    sp.n_ctx = ctx.n_ctx();
-    if (!o->samplers.empty()) {
-      auto order = parse_sampler_order(o->samplers);
-      if (!order) { fail(order.status()); return; }
-      sp.order = *order;
+    std::vector<int32_t> prompt = model->vocab().tokenize(o->prompt, true, false);
+    if (prompt.empty()) {
+      exit_code = fail(invalid_argument("the prompt produced no tokens"));
+      return;
     }
-    auto read_text = [](const std::string& path, std::string* out) -> Status {
-      std::ifstream f(path, std::ios::binary);
-      if (!f) return not_found("cannot open " + path);
-      std::stringstream ss;
-      ss << f.rdbuf();
-      *out = ss.str();
-      return Status::ok();
-    };
-    if (!o->grammar_file.empty()) {
-      Status st = read_text(o->grammar_file, &sp.grammar);
-      if (!st) { fail(st); return; }
-    } else if (!o->json_schema_file.empty()) {
-      std::string schema;
-      Status st = read_text(o->json_schema_file, &schema);
-      if (!st) { fail(st); return; }
-      auto g = json_schema_to_grammar(std::string_view(schema));
-      if (!g) { fail(g.status()); return; }
-      sp.grammar = *g;
+    if (o->parallel > 1 && (o->context_shift || !o->save_state.empty() || !o->load_state.empty())) {
+      exit_code = fail(invalid_argument("--parallel cannot be combined with --context-shift or state files"));
+      return;
     }
-    auto sampler_or = Sampler::create(sp, &vocab);
-    if (!sampler_or) { fail(sampler_or.status()); return; }
-    Sampler& sampler = *sampler_or;
-    for (int32_t t : prompt) sampler.accept(t, /*accept_grammar=*/false);
-
-    // The prompt in batches of n_batch.
-    for (size_t i = 0; i < prompt.size(); i += size_t(ctx.n_batch())) {
-      const size_t n = std::min(prompt.size() - i, size_t(ctx.n_batch()));
-      Status st = ctx.decode(Batch::from_tokens(std::span(prompt).subspan(i, n), int32_t(i)));
-      if (!st) { fail(st); return; }
-    }
-    std::vector<int32_t> out;
-    std::string text;
-    int32_t pos = int32_t(prompt.size());
-    for (int i = 0; i < o->n_predict && pos < ctx.n_ctx(); ++i) {
-      auto logits = ctx.logits(-1);
-      if (!logits) { fail(logits.status()); return; }
-      const int32_t tok = sampler.sample(*logits);
-      if (tok < 0) { fail(invalid_argument("the grammar admits no token of this vocabulary here")); return; }
-      if (vocab.is_eog(tok)) break;
-      sampler.accept(tok);
-      out.push_back(tok);
-      const std::string piece = vocab.token_to_piece(tok, false);
-      text += piece;
-      if (!o->json) {
-        std::fwrite(piece.data(), 1, piece.size(), stdout);
-        std::fflush(stdout);
-      }
-      if (sampler.grammar_done()) break;
-      if (i + 1 == o->n_predict || pos + 1 > ctx.n_ctx()) break;
-      int32_t one[1] = {tok};
-      Status st = ctx.decode(Batch::from_tokens(one, pos++));
-      if (!st) { fail(st); return; }
-    }
-    const PerfCounters& perf = ctx.perf();
-    const double prompt_tps = perf.t_prompt_us ? 1e6 * double(perf.n_prompt_tokens) / double(perf.t_prompt_us) : 0.0;
-    const double gen_tps = perf.t_gen_us ? 1e6 * double(perf.n_gen_tokens) / double(perf.t_gen_us) : 0.0;
-    if (o->json) {
-      nlohmann::json j;
-      j["prompt_ids"] = prompt;
-      j["ids"] = out;
-      j["text"] = text;
-      j["timings"] = {{"prompt_tps", prompt_tps}, {"gen_tps", gen_tps}};
-      std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
-    } else {
-      if (o->json_schema_file.empty()) std::printf("\n");
-      std::fprintf(stderr, "loom: prompt %lld tokens %.1f tok/s, generated %zu tokens %.1f tok/s\n",
-                   static_cast<long long>(prompt.size()), prompt_tps, out.size(), gen_tps);
-    }
-    if (sampler.has_grammar() && !sampler.grammar()->matcher().can_end())
-      std::fprintf(stderr, "loom: warning: generation stopped before the grammar was complete (raise -n)\n");
-    exit_code = 0;
+    exit_code = o->parallel > 1 ? generate_parallel(*o, model, prompt) : generate_one(*o, model, std::move(prompt));
   });
 }
 
