@@ -83,50 +83,6 @@ uint8_t byte_token_value(std::string_view text) {
   return static_cast<uint8_t>(value);
 }
 
-// Hugging Face's clean_up_tokenization_spaces, in llama.cpp's three in-place passes. Each pass
-// keeps text[0] and compacts text[1..]; the checks read the pass's input (positions at or after
-// the read index are not yet overwritten).
-void clean_up_spaces(std::string& t) {
-  // 1: " ?", " !", " .", " ," lose the space.
-  size_t n = t.size(), total = n ? 1 : 0;
-  for (size_t i = 1; i < n; ++i) {
-    const char x = t[i];
-    if (t[i - 1] == ' ' && (x == '?' || x == '!' || x == '.' || x == ',')) --total;
-    t[total++] = x;
-  }
-  t.resize(total);
-  // 2: " ' " becomes "'" (the space after it is dropped by overwriting it with a NUL that later
-  // checks see, as in llama.cpp).
-  n = t.size();
-  total = n ? 1 : 0;
-  for (size_t i = 1; i < n; ++i) {
-    const char x = t[i];
-    if (x == '\'' && i + 1 < n && t[i - 1] == ' ' && t[i + 1] == ' ') {
-      --total;
-      t[++i] = '\0';
-    }
-    t[total++] = x;
-  }
-  t.resize(total);
-  // 3: " 's", " 'm", " 're", " 've" lose the space (" 't", " 'd", " 'll" keep it).
-  n = t.size();
-  total = n ? 1 : 0;
-  for (size_t i = 1; i < n; ++i) {
-    const char x = t[i];
-    if (t[i - 1] == ' ' && x == '\'' && i + 1 < n) {
-      const char x1 = t[i + 1];
-      if (x1 == 's' || x1 == 'm') {
-        --total;
-      } else if (x1 != 't' && x1 != 'd' && i + 2 < n) {
-        const char x2 = t[i + 2];
-        if ((x1 == 'r' && x2 == 'e') || (x1 == 'v' && x2 == 'e')) --total;
-      }
-    }
-    t[total++] = x;
-  }
-  t.resize(total);
-}
-
 // --- GGUF metadata reading ---
 
 Expected<std::vector<std::string>> read_string_array(const gguf::GgufFile& f, std::string_view key) {
@@ -201,6 +157,54 @@ constexpr std::string_view kEogTexts[] = {
     "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>"};
 
 }  // namespace
+
+namespace detail {
+
+// Hugging Face's clean_up_tokenization_spaces, in llama.cpp's three in-place passes. Each pass
+// keeps text[0] and compacts text[1..]; the checks read the pass's input (positions at or after
+// the read index are not yet overwritten).
+void clean_up_tokenization_spaces(std::string& t) {
+  // 1: " ?", " !", " .", " ," lose the space.
+  size_t n = t.size(), total = n ? 1 : 0;
+  for (size_t i = 1; i < n; ++i) {
+    const char x = t[i];
+    if (t[i - 1] == ' ' && (x == '?' || x == '!' || x == '.' || x == ',')) --total;
+    t[total++] = x;
+  }
+  t.resize(total);
+  // 2: " ' " becomes "'" (the space after it is dropped by overwriting it with a NUL that later
+  // checks see, as in llama.cpp).
+  n = t.size();
+  total = n ? 1 : 0;
+  for (size_t i = 1; i < n; ++i) {
+    const char x = t[i];
+    if (x == '\'' && i + 1 < n && t[i - 1] == ' ' && t[i + 1] == ' ') {
+      --total;
+      t[++i] = '\0';
+    }
+    t[total++] = x;
+  }
+  t.resize(total);
+  // 3: " 's", " 'm", " 're", " 've" lose the space (" 't", " 'd", " 'll" keep it).
+  n = t.size();
+  total = n ? 1 : 0;
+  for (size_t i = 1; i < n; ++i) {
+    const char x = t[i];
+    if (t[i - 1] == ' ' && x == '\'' && i + 1 < n) {
+      const char x1 = t[i + 1];
+      if (x1 == 's' || x1 == 'm') {
+        --total;
+      } else if (x1 != 't' && x1 != 'd' && i + 2 < n) {
+        const char x2 = t[i + 2];
+        if ((x1 == 'r' && x2 == 'e') || (x1 == 'v' && x2 == 'e')) --total;
+      }
+    }
+    t[total++] = x;
+  }
+  t.resize(total);
+}
+
+}  // namespace detail
 
 // ---------------------------------------------------------------------------------------------
 // Loading
@@ -704,7 +708,7 @@ Expected<std::string> Vocab::detokenize(std::span<const int32_t> ids, bool remov
     remove_space = false;
     out.append(piece);
   }
-  if (clean_spaces_) clean_up_spaces(out);
+  if (clean_spaces_) detail::clean_up_tokenization_spaces(out);
   return out;
 }
 

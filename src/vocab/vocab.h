@@ -70,7 +70,12 @@ enum class VocabType {
 
 namespace detail {
 class BpeTokenizer;
-}
+// Hugging Face's clean_up_tokenization_spaces as llama.cpp applies it when clean_spaces() is set
+// (see Vocab::detokenize), in place. Every rule is local: it removes a space that starts one of
+// " ?", " !", " .", " ,", " ' " (and the space after that quote), " 's", " 'm", " 're", " 've".
+// Exposed for StreamDetokenizer, which applies it chunk by chunk.
+void clean_up_tokenization_spaces(std::string& text);
+}  // namespace detail
 
 // Plain-data description of a vocabulary: what from_gguf reads from the metadata, and what tests
 // (or converters) can fill in directly. Optional fields that are unset take the defaults llama.cpp
