@@ -81,8 +81,8 @@ StreamDetokenizer::StreamDetokenizer(const Vocab& vocab, StreamDetokenizerOption
 }
 
 void StreamDetokenizer::reset() {
-  first_ = true;
-  remove_space_ = vocab_->add_space_prefix();
+  first_ = !options_.continuation;
+  remove_space_ = vocab_->add_space_prefix() && !options_.continuation;
   held_eos_ = false;
   raw_.clear();
   utf8_.clear();

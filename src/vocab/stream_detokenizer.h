@@ -34,6 +34,9 @@ struct StreamDetokenizerOptions {
   bool unparse_special = false;
   // Drop a leading BOS / trailing EOS when the vocab adds them, as detokenize's remove_special.
   bool remove_special = false;
+  // The tokens continue text that came before (generated after a prompt): no first-token rule,
+  // so a leading space of the first piece is kept, as token_to_piece prints it.
+  bool continuation = false;
 };
 
 class StreamDetokenizer {

@@ -370,3 +370,23 @@ TEST(StreamDetokenizer, ResetAndFlushStartANewText) {
 
 }  // namespace
 }  // namespace loom
+
+namespace loom {
+namespace {
+
+TEST(StreamDetokenizer, ContinuationKeepsTheFirstPiecesLeadingSpace) {
+  const Vocab& v = load_vocab("golden/vocab/ggml-vocab-llama-spm.gguf");
+  const auto ids = v.tokenize(" Hello world", false, false);
+  ASSERT_FALSE(ids.empty());
+  StreamDetokenizer fresh(v);
+  std::string a = *fresh.push(ids[0]);
+  StreamDetokenizerOptions opt;
+  opt.continuation = true;
+  StreamDetokenizer cont(v, opt);
+  std::string b = *cont.push(ids[0]);
+  EXPECT_EQ(b, v.token_to_piece(ids[0], false));  // as printed after a prompt
+  EXPECT_EQ(" " + a, b);                            // the document start drops one space
+}
+
+}  // namespace
+}  // namespace loom

@@ -15,6 +15,7 @@
 #include "context/context.h"
 #include "sample/json_schema.h"
 #include "sample/sampler.h"
+#include "vocab/stream_detokenizer.h"
 
 namespace loom::cli {
 namespace {
@@ -125,6 +126,17 @@ int generate_one(const Opts& o, std::shared_ptr<const Model> model, std::vector<
 
   std::vector<int32_t> out;
   std::string text;
+  // Text is released only in whole UTF-8 characters, with the vocabulary's spacing rules.
+  StreamDetokenizerOptions dopt;
+  dopt.continuation = true;
+  StreamDetokenizer detok(vocab, dopt);
+  auto emit = [&](const std::string& chunk) {
+    text += chunk;
+    if (!o.json && !chunk.empty()) {
+      std::fwrite(chunk.data(), 1, chunk.size(), stdout);
+      std::fflush(stdout);
+    }
+  };
   bool pending = false;  // the last sampled token is not in the cache yet
   for (int i = 0; i < o.n_predict; ++i) {
     if (pending) {
@@ -153,15 +165,13 @@ int generate_one(const Opts& o, std::shared_ptr<const Model> model, std::vector<
     out.push_back(tok);
     history.push_back(tok);
     pending = true;
-    const std::string piece = vocab.token_to_piece(tok, false);
-    text += piece;
-    if (!o.json) {
-      std::fwrite(piece.data(), 1, piece.size(), stdout);
-      std::fflush(stdout);
-    }
+    auto chunk = detok.push(tok);
+    if (!chunk) return fail(chunk.status());
+    emit(*chunk);
     if (sampler.grammar_done()) break;
     if (!o.context_shift && int(history.size()) >= ctx.n_ctx()) break;
   }
+  emit(detok.flush());
   if (!o.save_state.empty()) {
     // Decode the last generated token too, so a resumed run continues exactly where this ended.
     if (pending && int(history.size()) <= ctx.n_ctx()) {
