@@ -2,7 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <cctype>
 #include <cmath>
 #include <cstring>
@@ -38,6 +42,41 @@ std::string shared_path(const std::string& rel) {
 
 std::string data_dir() { return std::string(LOOM_SOURCE_DIR) + "/tests/data"; }
 std::string loom_binary() { return std::string(LOOM_BINARY_DIR) + "/bin/loom"; }
+
+std::string quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+RunResult run_loom(const std::string& args, const std::string& stdin_text) {
+  RunResult r;
+  char err_path[] = "/tmp/loom_test_err_XXXXXX";
+  char in_path[] = "/tmp/loom_test_in_XXXXXX";
+  const int err_fd = mkstemp(err_path);
+  const int in_fd = mkstemp(in_path);
+  if (err_fd < 0 || in_fd < 0) {
+    ADD_FAILURE() << "cannot create temporary files";
+    return r;
+  }
+  if (!stdin_text.empty() && write(in_fd, stdin_text.data(), stdin_text.size()) != ssize_t(stdin_text.size())) {
+    ADD_FAILURE() << "cannot write the stdin file";
+  }
+  close(err_fd);
+  close(in_fd);
+  const std::string cmd = quote(loom_binary()) + " " + args + " <" + in_path + " 2>" + err_path;
+  if (FILE* p = popen(cmd.c_str(), "r")) {
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+    const int status = pclose(p);
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+  r.err = read_text_file(err_path);
+  std::remove(err_path);
+  std::remove(in_path);
+  return r;
+}
 
 std::vector<uint8_t> read_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);

@@ -17,6 +17,17 @@ std::string data_dir();
 // Path of the built loom binary (build/bin/loom).
 std::string loom_binary();
 
+// Running the built `loom` binary (CLI tests).
+struct RunResult {
+  int exit_code = -1;  // 128 + signal when it died of a signal
+  std::string out;     // stdout
+  std::string err;     // stderr
+};
+// Quotes a string for /bin/sh.
+std::string quote(const std::string& s);
+// Runs `loom ARGS` (ARGS already shell-quoted as needed), feeding `stdin_text` to its stdin.
+RunResult run_loom(const std::string& args, const std::string& stdin_text = "");
+
 std::vector<uint8_t> read_file(const std::string& path);
 std::vector<float> read_f32_file(const std::string& path);
 std::string read_text_file(const std::string& path);

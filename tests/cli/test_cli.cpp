@@ -14,36 +14,6 @@
 namespace loom::test {
 namespace {
 
-struct RunResult {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-RunResult run_loom(const std::string& args) {
-  RunResult r;
-  char err_path[] = "/tmp/loom_cli_err_XXXXXX";
-  int fd = mkstemp(err_path);
-  if (fd >= 0) close(fd);
-  const std::string cmd = quote(loom_binary()) + " " + args + " 2>" + err_path;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  int status = pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.err = read_text_file(err_path);
-  std::remove(err_path);
-  return r;
-}
-
 std::string model(const char* name) { return quote(shared_path(std::string("models/") + name)); }
 
 TEST(Cli, GenerateGreedyPrintsTheGoldenStory) {

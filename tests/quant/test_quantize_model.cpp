@@ -35,6 +35,8 @@ namespace loom::quant {
 namespace {
 
 namespace fs = std::filesystem;
+using loom::test::quote;
+using loom::test::run_loom;
 using loom::test::shared_path;
 
 const gguf::GgufFile* source_model() {
@@ -544,31 +546,6 @@ TEST(QuantizeRules, TensorsThatStay) {
 
 // ---- the command line ----
 
-struct RunResult {
-  int exit_code = -1;
-  std::string out, err;
-};
-
-std::string quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-RunResult run_loom(const std::string& args) {
-  RunResult r;
-  const std::string err_path = (scratch_dir() / "stderr.txt").string();
-  const std::string cmd = quote(loom::test::loom_binary()) + " " + args + " 2>" + quote(err_path);
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int status = pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.err = loom::test::read_text_file(err_path);
-  return r;
-}
 
 // No stray temporary or output files in `dir` except the `allowed` names.
 std::vector<std::string> files_in(const fs::path& dir) {
