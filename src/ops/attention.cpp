@@ -36,6 +36,15 @@ ThreadScratch carve(void* base, int ith, int n_kv, int head_dim, TensorType kv_t
 
 }  // namespace
 
+void alibi_slopes(int n_head, float max_bias, float* out) {
+  const int n_floor = 1 << int(std::floor(std::log2(double(n_head))));
+  const double m0 = std::pow(2.0, -double(max_bias) / n_floor);
+  const double m1 = std::pow(2.0, -double(max_bias) / 2.0 / n_floor);
+  for (int h = 0; h < n_head; ++h) {
+    out[h] = float(h < n_floor ? std::pow(m0, h + 1) : std::pow(m1, 2 * (h - n_floor) + 1));
+  }
+}
+
 size_t attention_scratch_bytes(int n_kv, int head_dim, TensorType kv_type, int n_threads) {
   return per_thread_bytes(n_kv, head_dim, kv_type) * size_t(n_threads);
 }
@@ -73,6 +82,7 @@ void attention(ThreadPool& pool, const AttentionParams& p, const float* q, float
         const uint8_t* kc = kbase + size_t(c) * p.k_row_bytes + size_t(kvh) * k_head_bytes;
         float sc = quant::vec_dot(p.k_type, p.head_dim, kc, qd) * p.scale;
         if (p.softcap > 0) sc = p.softcap * std::tanh(sc / p.softcap);
+        if (p.alibi_slopes) sc += p.alibi_slopes[h] * float(p.kv_pos[c] - p.q_pos[t]);
         s.scores[c] = sc + mrow[c];
       }
       softmax_inplace(s.scores, p.n_kv);

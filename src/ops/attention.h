@@ -24,7 +24,16 @@ struct AttentionParams {
   const float* mask = nullptr;  // [n_tokens][n_kv], additive: 0 visible, -inf hidden
   float scale = 1.0f;
   float softcap = 0.0f;     // > 0: scores = softcap * tanh(scores / softcap)
+  // ALiBi hook: when set, head h adds alibi_slopes[h] * (kv_pos[c] - q_pos[t]) to its scores
+  // (a linear penalty on distance instead of rotary positions).
+  const float* alibi_slopes = nullptr;  // [n_head]
+  const int32_t* q_pos = nullptr;       // [n_tokens]
+  const int32_t* kv_pos = nullptr;      // [n_kv] position held by each cell
 };
+
+// The standard ALiBi slopes for n_head heads with the given maximum bias (8 in the papers):
+// geometric in 2^(-max_bias/n) over the nearest power of two, interleaved beyond it.
+void alibi_slopes(int n_head, float max_bias, float* out);
 
 size_t attention_scratch_bytes(int n_kv, int head_dim, TensorType k_type, int n_threads);
 

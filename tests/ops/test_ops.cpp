@@ -192,5 +192,35 @@ TEST(Ops, AttentionMatchesNaiveReference) {
   }
 }
 
+TEST(Ops, AlibiSlopesAndBias) {
+  std::vector<float> s8(8), s6(6);
+  alibi_slopes(8, 8.0f, s8.data());
+  for (int h = 0; h < 8; ++h) EXPECT_NEAR(s8[size_t(h)], std::pow(2.0, -(h + 1.0)), 1e-7);  // 1/2, 1/4, ...
+  alibi_slopes(6, 8.0f, s6.data());  // 4 geometric in 2^-2, then interleaved in 2^-1
+  EXPECT_NEAR(s6[0], 0.25, 1e-7);
+  EXPECT_NEAR(s6[3], std::pow(0.25, 4), 1e-9);
+  EXPECT_NEAR(s6[4], std::pow(2.0, -1.0), 1e-7);
+  EXPECT_NEAR(s6[5], std::pow(2.0, -3.0), 1e-7);
+
+  // One token over 3 cells with equal keys: softmax weights follow exp(slope * (p_c - p_t)).
+  ThreadPool pool(1);
+  const int D = 4, n_kv = 3;
+  std::vector<float> q(D, 0.0f), kf(size_t(n_kv * D), 0.0f), vf(size_t(n_kv * D), 0.0f);
+  for (int c = 0; c < n_kv; ++c) vf[size_t(c * D)] = float(c);  // v[c][0] = c
+  std::vector<float> mask(n_kv, 0.0f), out(D);
+  const float slope = 0.5f;
+  const int32_t q_pos = 2, kv_pos[3] = {0, 1, 2};
+  AttentionParams p;
+  p.n_tokens = 1; p.n_head = 1; p.n_head_kv = 1; p.head_dim = D; p.n_kv = n_kv;
+  p.k_type = p.v_type = TensorType::F32;
+  p.k = kf.data(); p.v = vf.data(); p.k_row_bytes = p.v_row_bytes = D * sizeof(float);
+  p.mask = mask.data();
+  p.alibi_slopes = &slope; p.q_pos = &q_pos; p.kv_pos = kv_pos;
+  std::vector<uint8_t> scratch(attention_scratch_bytes(n_kv, D, TensorType::F32, 1));
+  attention(pool, p, q.data(), out.data(), scratch.data());
+  const double w0 = std::exp(-1.0), w1 = std::exp(-0.5), w2 = 1.0;
+  EXPECT_NEAR(out[0], (0 * w0 + 1 * w1 + 2 * w2) / (w0 + w1 + w2), 1e-6);
+}
+
 }  // namespace
 }  // namespace loom::ops
