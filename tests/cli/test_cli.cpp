@@ -168,6 +168,21 @@ TEST(Cli, SaveAndLoadStateResumeAGeneration) {
   EXPECT_EQ(run_loom(base + "--load-state /nonexistent/state.bin").exit_code, 1);
 }
 
+TEST(Cli, BenchJsonReportsSpeedAndBandwidth) {
+  auto r = run_loom("bench -m " + model("stories260K.gguf") + " -p 8 -n 4 -r 1 --bw-mib 0 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  for (const char* key : {"model", "threads", "pp_tokens", "tg_tokens", "pp_tps", "tg_tps", "tg_gbps", "mem_bw_gbps",
+                          "bw_fraction", "depth", "reps"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  EXPECT_EQ(j["pp_tokens"], 8);
+  EXPECT_EQ(j["tg_tokens"], 4);
+  EXPECT_GT(j["pp_tps"].get<double>(), 0.0);
+  EXPECT_GT(j["tg_gbps"].get<double>(), 0.0);
+  EXPECT_EQ(run_loom("bench -m " + model("stories260K.gguf") + " -r 0").exit_code, 2);
+}
+
 TEST(Cli, MissingModelFailsWithOneLineAndExitCode1) {
   for (const char* cmd : {"generate", "tokenize", "logits", "info", "embed"}) {
     const std::string prompt = std::string(cmd) == "info" ? "" : " -p hi";

@@ -95,12 +95,19 @@ void register_bench(CLI::App& app, int& exit_code) {
     const ModelHparams& hp = model->hparams();
     const int n_threads = o->threads > 0 ? o->threads : cpu_count();
     const int64_t n_ctx64 = std::max<int64_t>({int64_t(o->n_prompt), int64_t(o->depth) + o->n_gen, 1});
-    if (n_ctx64 > (1 << 24)) { fail(invalid_argument("-d plus -n is too large")); return; }
+    const int64_t n_ubatch = o->n_prompt > 0 ? o->n_prompt : std::min<int64_t>(512, n_ctx64);
+    // The context reserves an n_ubatch × n_ctx attention mask of floats: refuse absurd sizes up front.
+    if (n_ctx64 > (1 << 24) || n_ubatch * n_ctx64 * int64_t(sizeof(float)) > (int64_t(4) << 30)) {
+      fail(invalid_argument("-p " + std::to_string(o->n_prompt) + " over a context of " + std::to_string(n_ctx64) +
+                            " tokens is too large to measure"));
+      return;
+    }
 
     ContextParams cp;
     cp.n_ctx = int(n_ctx64);
-    cp.n_batch = cp.n_ubatch = o->n_prompt > 0 ? o->n_prompt : std::min(512, cp.n_ctx);
+    cp.n_batch = cp.n_ubatch = int(n_ubatch);
     cp.n_threads = n_threads;
+    cp.n_threads_batch = n_threads;
     auto ctx_or = Context::create(model, cp);
     if (!ctx_or) { fail(ctx_or.status()); return; }
     Context& ctx = **ctx_or;
