@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   loom::cli::register_template(app, exit_code);
   loom::cli::register_embed(app, exit_code);
   loom::cli::register_quantize(app, exit_code);
+  loom::cli::register_chat(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
