@@ -183,6 +183,15 @@ TEST(Cli, BenchJsonReportsSpeedAndBandwidth) {
   EXPECT_EQ(run_loom("bench -m " + model("stories260K.gguf") + " -r 0").exit_code, 2);
 }
 
+TEST(Cli, GenerateChatAppliesTheTemplate) {
+  // stories260K has no template: the ChatML fallback, tokenized with special-token parsing.
+  const std::string chatml = "<|im_start|>user\nTell me a story<|im_end|>\n<|im_start|>assistant\n";
+  auto want = run_loom("tokenize -m " + model("stories260K.gguf") + " --parse-special --json -p " + quote(chatml));
+  auto r = run_loom("generate -m " + model("stories260K.gguf") + " -p 'Tell me a story' --chat -n 4 --temp 0 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["prompt_ids"], nlohmann::json::parse(want.out)["ids"]);
+}
+
 TEST(Cli, MissingModelFailsWithOneLineAndExitCode1) {
   for (const char* cmd : {"generate", "tokenize", "logits", "info", "embed"}) {
     const std::string prompt = std::string(cmd) == "info" ? "" : " -p hi";

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "base/timer.h"
+#include "chat/chat_prompt.h"
 #include "commands.h"
 #include "context/context.h"
 #include "sample/json_schema.h"
@@ -29,6 +30,7 @@ struct Opts {
   SamplerParams sp;  // the sampler flags other than temp/top-k/top-p/seed
   std::string samplers, grammar_file, json_schema_file;
   int parallel = 1;
+  bool chat = false;
   bool context_shift = false;
   int keep = 0;
   std::string save_state, load_state;
@@ -335,6 +337,7 @@ void register_generate(CLI::App& app, int& exit_code) {
   sub->add_option("--json-schema", o->json_schema_file, "constrain the output to JSON matching this JSON schema file (stdout holds only the JSON)")->excludes(gf);
   sub->add_option("--parallel", o->parallel, "generate N continuations at once, sharing the prompt's cache cells")
       ->check(CLI::Range(1, 256));
+  sub->add_flag("--chat", o->chat, "apply the model's chat template to the prompt as one user message");
   sub->add_flag("--context-shift", o->context_shift, "when the context is full, drop the oldest half (after --keep) and go on");
   sub->add_option("--keep", o->keep, "prompt tokens kept by --context-shift (BOS is always kept)")->check(CLI::NonNegativeNumber);
   auto* save = sub->add_option("--save-state", o->save_state, "save the context (cache + tokens) to FILE at the end");
@@ -347,7 +350,18 @@ void register_generate(CLI::App& app, int& exit_code) {
       exit_code = 1;
       return;
     }
-    std::vector<int32_t> prompt = model->vocab().tokenize(o->prompt, true, false);
+    std::vector<int32_t> prompt;
+    if (o->chat) {
+      const chat::ChatMessage user{"user", o->prompt};
+      auto rendered = chat::apply_chat_template(*model, std::span<const chat::ChatMessage>(&user, 1), /*add_generation_prompt=*/true);
+      if (!rendered) {
+        exit_code = fail(rendered.status());
+        return;
+      }
+      prompt = chat::tokenize_chat_prompt(model->vocab(), *rendered);
+    } else {
+      prompt = model->vocab().tokenize(o->prompt, true, false);
+    }
     if (prompt.empty()) {
       exit_code = fail(invalid_argument("the prompt produced no tokens"));
       return;
