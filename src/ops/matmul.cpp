@@ -28,15 +28,23 @@ void matmul(ThreadPool& pool, const TensorView& w, const float* x, int64_t n, fl
   const auto* a = static_cast<const uint8_t*>(act);
   // Blocks of weight rows reused across all activation rows.
   constexpr int64_t kRowBlock = 16;
+  // Activation rows per tile call: the block of weight rows stays in L1 while these stream by.
+  constexpr int64_t kActBlock = 64;
   // Waking a thread costs microseconds: give each at least ~32 KiB of weights to read.
   const int64_t min_rows = std::max<int64_t>(kRowBlock, int64_t(32 * 1024) / int64_t(std::max<size_t>(1, w.row_bytes)) / std::max<int64_t>(1, n));
   pool.parallel_for(m, [&](int64_t r0, int64_t r1) {
     for (int64_t rb = r0; rb < r1; rb += kRowBlock) {
       const int64_t re = std::min(r1, rb + kRowBlock);
-      for (int64_t i = 0; i < n; ++i) {
-        const uint8_t* ai = a + i * act_row_bytes;
-        float* yi = y + i * m;
-        for (int64_t r = rb; r < re; ++r) yi[r] = quant::vec_dot(w.type, k, w.row(r), ai);
+      if (n == 1) {
+        // Decode: one activation row, the single-row kernel.
+        for (int64_t r = rb; r < re; ++r) y[r] = quant::vec_dot(w.type, k, w.row(r), a);
+        continue;
+      }
+      // Matrix x matrix: tiles reuse each loaded weight block across several activation rows.
+      for (int64_t i0 = 0; i0 < n; i0 += kActBlock) {
+        const int64_t ie = std::min(n, i0 + kActBlock);
+        quant::vec_dot_tile(w.type, k, w.row(rb), w.row_bytes, int(re - rb), a + i0 * act_row_bytes,
+                            act_row_bytes, int(ie - i0), y + i0 * m + rb, size_t(m));
       }
     }
   }, min_rows);

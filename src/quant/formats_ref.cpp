@@ -417,4 +417,16 @@ float vec_dot(TensorType t, int64_t n, const void* w, const void* a) {
   }
 }
 
+void vec_dot_tile(TensorType t, int64_t n, const void* w, size_t w_stride, int n_rows_w,
+                  const void* a, size_t a_stride, int n_rows_a, float* out, size_t out_stride) {
+  const auto* wb = static_cast<const uint8_t*>(w);
+  const auto* ab = static_cast<const uint8_t*>(a);
+  for (int i = 0; i < n_rows_a; ++i) {
+    for (int j = 0; j < n_rows_w; ++j) {
+      out[size_t(i) * out_stride + size_t(j)] =
+          vec_dot(t, n, wb + size_t(j) * w_stride, ab + size_t(i) * a_stride);
+    }
+  }
+}
+
 }  // namespace loom::quant::ref

@@ -2,6 +2,7 @@
 // between these kernels and the scalar references in formats_ref.cpp.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "gguf/tensor_type.h"
@@ -22,6 +23,10 @@ namespace avx2 {
 bool dequantize_row(TensorType t, const void* src, float* dst, int64_t n);
 bool quantize_row(TensorType t, const float* src, void* dst, int64_t n);
 bool vec_dot(TensorType t, int64_t n, const void* w, const void* a, float* out);
+// See quant::vec_dot_tile; false when there is no tile kernel for t (Q4_0, Q5_0, Q8_0, IQ4_NL,
+// F16 have one).
+bool vec_dot_tile(TensorType t, int64_t n, const void* w, size_t w_stride, int n_rows_w,
+                  const void* a, size_t a_stride, int n_rows_a, float* out, size_t out_stride);
 // The super-block formats (kernels_avx2_k.cpp), called by the three above for the types they do
 // not handle themselves; nb = number of 256-element super-blocks.
 bool kq_dequantize_row(TensorType t, const void* src, float* dst, int64_t nb);

@@ -7,6 +7,8 @@
 //  - quantize_row: byte-identical, including roundf's half-away-from-zero rounding.
 //  - vec_dot: same integer block dots, but float accumulation order differs (8 lanes, FMA), so
 //    results agree to rounding only.
+//  - vec_dot_tile: per pair the same block products and scale steps as vec_dot, accumulated in
+//    one chain per pair (vec_dot uses two), so it agrees with vec_dot to rounding only.
 // All loads and stores are unaligned (loadu/storeu/memcpy). Block layouts: see blocks.h. The
 // super-block formats (Q2_K..Q6_K, Q8_K, IQ4_XS) are in kernels_avx2_k.cpp.
 #if defined(__x86_64__)
@@ -146,6 +148,130 @@ LOOM_AVX2 inline float load1_bf16(const uint8_t* p) {
   std::memcpy(&h, p, 2);
   return bf16_to_f32(h);
 }
+
+// ---- tiles of dot products (matrix x matrix) -----------------------------------------------
+
+// Horizontal sums of a tile's accumulators into out[i * os + j]. The full 8-accumulator tile
+// reduces all eight at once (hadd tree, then the two 128-bit halves added).
+template <int RN, int RM>
+LOOM_AVX2 inline void store_tile(const __m256 (&acc)[RN][RM], float* out, size_t os) {
+  if constexpr (RN * RM == 8) {
+    const __m256* f = &acc[0][0];
+    const __m256 h0 = _mm256_hadd_ps(_mm256_hadd_ps(f[0], f[1]), _mm256_hadd_ps(f[2], f[3]));
+    const __m256 h1 = _mm256_hadd_ps(_mm256_hadd_ps(f[4], f[5]), _mm256_hadd_ps(f[6], f[7]));
+    const __m256 r = _mm256_add_ps(_mm256_permute2f128_ps(h0, h1, 0x20),
+                                   _mm256_permute2f128_ps(h0, h1, 0x31));
+    alignas(32) float sums[8];
+    _mm256_store_ps(sums, r);
+    for (int i = 0; i < RN; ++i)
+      for (int j = 0; j < RM; ++j) out[size_t(i) * os + size_t(j)] = sums[i * RM + j];
+  } else {
+    for (int i = 0; i < RN; ++i)
+      for (int j = 0; j < RM; ++j) out[size_t(i) * os + size_t(j)] = hsum(acc[i][j]);
+  }
+}
+
+// The f16 at p, converted and broadcast to 8 lanes.
+LOOM_AVX2 inline __m256 f16x8(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _mm256_cvtph_ps(_mm_set1_epi16(short(h)));
+}
+
+// RN activation rows x RM weight rows, one accumulator per pair (RN * RM <= 8 leaves registers
+// for the weight levels): each weight block is decoded once and each activation block loaded
+// once per tile instead of once per pair. Per pair and block the same float steps as dot_sym:
+// acc += (d_w * d_a) * isum, fused; only the accumulation order over blocks differs.
+template <int kWBytes, __m256i (*Levels)(const uint8_t*), int RN, int RM>
+LOOM_AVX2 void tile_sym(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* a, size_t as,
+                        float* out, size_t os) {
+  constexpr int kAB = sizeof(BlockQ8_0);
+  __m256 acc[RN][RM];
+  for (int i = 0; i < RN; ++i)
+    for (int j = 0; j < RM; ++j) acc[i][j] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    __m256i x[RM], ax[RM];
+    __m256 dw[RM];
+    for (int j = 0; j < RM; ++j) {
+      const uint8_t* wb = w + size_t(j) * ws + b * kWBytes;
+      x[j] = Levels(wb);
+      ax[j] = _mm256_sign_epi8(x[j], x[j]);
+      dw[j] = f16x8(wb);
+    }
+    for (int i = 0; i < RN; ++i) {
+      const uint8_t* ab = a + size_t(i) * as + b * kAB;
+      const __m256i y = loadu256(ab + 2);
+      const __m256 da = f16x8(ab);
+      for (int j = 0; j < RM; ++j) {
+        const __m256i p16 = _mm256_maddubs_epi16(ax[j], _mm256_sign_epi8(y, x[j]));
+        const __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
+        acc[i][j] = _mm256_fmadd_ps(_mm256_mul_ps(dw[j], da), p, acc[i][j]);
+      }
+    }
+  }
+  store_tile<RN, RM>(acc, out, os);
+}
+
+// F16 weights against F16 activations: 8 elements per step, FMA per pair, scalar tail.
+template <int RN, int RM>
+LOOM_AVX2 void tile_f16(int64_t n, const uint8_t* w, size_t ws, const uint8_t* a, size_t as,
+                        float* out, size_t os) {
+  __m256 acc[RN][RM];
+  for (int i = 0; i < RN; ++i)
+    for (int j = 0; j < RM; ++j) acc[i][j] = _mm256_setzero_ps();
+  int64_t e = 0;
+  for (; e + 8 <= n; e += 8) {
+    __m256 x[RM];
+    for (int j = 0; j < RM; ++j) x[j] = load8_f16(w + size_t(j) * ws + 2 * e);
+    for (int i = 0; i < RN; ++i) {
+      const __m256 y = load8_f16(a + size_t(i) * as + 2 * e);
+      for (int j = 0; j < RM; ++j) acc[i][j] = _mm256_fmadd_ps(x[j], y, acc[i][j]);
+    }
+  }
+  for (int i = 0; i < RN; ++i) {
+    for (int j = 0; j < RM; ++j) {
+      float sum = hsum(acc[i][j]);
+      for (int64_t r = e; r < n; ++r) {
+        sum += load1_f16(w + size_t(j) * ws + 2 * r) * load1_f16(a + size_t(i) * as + 2 * r);
+      }
+      out[size_t(i) * os + size_t(j)] = sum;
+    }
+  }
+}
+
+// Native tile: 4 activation rows x 2 weight rows (8 accumulators).
+constexpr int kTileA = 4, kTileW = 2;
+using TileFn = void (*)(int64_t, const uint8_t*, size_t, const uint8_t*, size_t, float*, size_t);
+
+// Runs a tile kernel over any number of rows: full kTileA x kTileW tiles, then partial ones.
+// Activation rows form the outer loop so a group of them stays in L1 across the weight rows.
+template <template <int, int> class K>
+LOOM_AVX2 void tile_loop(int64_t len, const uint8_t* w, size_t ws, int nw, const uint8_t* a,
+                         size_t as, int na, float* out, size_t os) {
+  static constexpr TileFn fns[kTileA][kTileW] = {
+      {K<1, 1>::fn, K<1, 2>::fn}, {K<2, 1>::fn, K<2, 2>::fn},
+      {K<3, 1>::fn, K<3, 2>::fn}, {K<4, 1>::fn, K<4, 2>::fn}};
+  for (int i0 = 0; i0 < na; i0 += kTileA) {
+    const int rn = na - i0 < kTileA ? na - i0 : kTileA;
+    for (int j0 = 0; j0 < nw; j0 += kTileW) {
+      const int rm = nw - j0 < kTileW ? nw - j0 : kTileW;
+      fns[rn - 1][rm - 1](len, w + size_t(j0) * ws, ws, a + size_t(i0) * as, as,
+                          out + size_t(i0) * os + size_t(j0), os);
+    }
+  }
+}
+
+template <int kWBytes, __m256i (*Levels)(const uint8_t*)>
+struct SymTile {
+  template <int RN, int RM>
+  struct K {
+    static constexpr TileFn fn = tile_sym<kWBytes, Levels, RN, RM>;
+  };
+};
+template <int RN, int RM>
+struct F16Tile {
+  static constexpr TileFn fn = tile_f16<RN, RM>;
+};
 
 // ---- dequantization -----------------------------------------------------------------------
 
@@ -355,6 +481,38 @@ LOOM_AVX2 bool vec_dot(TensorType t, int64_t n, const void* w, const void* a, fl
     case TensorType::Q5_1: *out = dot_min<sizeof(BlockQ5_1), levels_q5_1>(nb, wb, ab); return true;
     case TensorType::IQ4_NL: *out = dot_sym<sizeof(BlockIQ4_NL), k80, levels_iq4_nl>(nb, wb, ab); return true;
     default: return kq_vec_dot(t, n / kSuper, w, a, out);
+  }
+}
+
+LOOM_AVX2 bool vec_dot_tile(TensorType t, int64_t n, const void* w, size_t w_stride, int n_rows_w,
+                            const void* a, size_t a_stride, int n_rows_a, float* out,
+                            size_t out_stride) {
+  const auto* wb = static_cast<const uint8_t*>(w);
+  const auto* ab = static_cast<const uint8_t*>(a);
+  const int64_t nb = n / kBlock;
+  switch (t) {
+    case TensorType::F16:
+      tile_loop<F16Tile>(n, wb, w_stride, n_rows_w, ab, a_stride, n_rows_a, out, out_stride);
+      return true;
+    case TensorType::Q4_0:
+      tile_loop<SymTile<sizeof(BlockQ4_0), levels_q4_0>::K>(nb, wb, w_stride, n_rows_w, ab,
+                                                             a_stride, n_rows_a, out, out_stride);
+      return true;
+    case TensorType::Q5_0:
+      tile_loop<SymTile<sizeof(BlockQ5_0), levels_q5_0>::K>(nb, wb, w_stride, n_rows_w, ab,
+                                                             a_stride, n_rows_a, out, out_stride);
+      return true;
+    case TensorType::Q8_0:
+      tile_loop<SymTile<sizeof(BlockQ8_0), levels_q8_0>::K>(nb, wb, w_stride, n_rows_w, ab,
+                                                             a_stride, n_rows_a, out, out_stride);
+      return true;
+    case TensorType::IQ4_NL:
+      tile_loop<SymTile<sizeof(BlockIQ4_NL), levels_iq4_nl>::K>(nb, wb, w_stride, n_rows_w, ab,
+                                                                 a_stride, n_rows_a, out,
+                                                                 out_stride);
+      return true;
+    default:
+      return false;
   }
 }
 

@@ -10,6 +10,7 @@
 // Q2_K..Q6_K/Q8_K/IQ4_XS, F16 for F16, BF16 for BF16, F32 for F32.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "gguf/tensor_type.h"
@@ -30,11 +31,22 @@ void dequantize_row(TensorType t, const void* src, float* dst, int64_t n);
 void quantize_row(TensorType t, const float* src, void* dst, int64_t n);
 // sum_i w[i] * a[i] over n elements; w in type t, a in vec_dot_type(t).
 float vec_dot(TensorType t, int64_t n, const void* w, const void* a);
+// A tile of dot products for matrix x matrix: for j < n_rows_w and i < n_rows_a,
+//   out[i * out_stride + j] = vec_dot(t, n, w + j * w_stride, a + i * a_stride)
+// (strides in bytes for w and a, in floats for out). Loaded weight blocks are reused across
+// several activation rows and vice versa; results agree with vec_dot to float rounding (the
+// accumulation order may differ). Any n_rows_w, n_rows_a >= 0; types without a tile kernel loop
+// over vec_dot.
+void vec_dot_tile(TensorType t, int64_t n, const void* w, size_t w_stride, int n_rows_w,
+                  const void* a, size_t a_stride, int n_rows_a, float* out, size_t out_stride);
 
 namespace ref {
 void dequantize_row(TensorType t, const void* src, float* dst, int64_t n);
 void quantize_row(TensorType t, const float* src, void* dst, int64_t n);
 float vec_dot(TensorType t, int64_t n, const void* w, const void* a);
+// Defined as ref::vec_dot over every (weight row, activation row) pair.
+void vec_dot_tile(TensorType t, int64_t n, const void* w, size_t w_stride, int n_rows_w,
+                  const void* a, size_t a_stride, int n_rows_a, float* out, size_t out_stride);
 }  // namespace ref
 
 }  // namespace loom::quant

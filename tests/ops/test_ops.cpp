@@ -106,39 +106,43 @@ TEST(Ops, RopeIsRelative) {
 
 TEST(Ops, MatmulMatchesDequantizedReferenceForEveryType) {
   ThreadPool pool(2);
-  const int64_t k = 96, m = 37, n = 5;
-  auto wf = random_vec(size_t(k * m), 8, 0.5f);
-  auto x = random_vec(size_t(k * n), 9);
-  for (TensorType t : {TensorType::F32, TensorType::F16, TensorType::BF16, TensorType::Q8_0, TensorType::Q4_0,
-                       TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1}) {
-    const size_t rb = size_t(row_bytes(t, k));
-    std::vector<uint8_t> w(rb * size_t(m));
-    for (int64_t r = 0; r < m; ++r) quant::quantize_row(t, wf.data() + r * k, w.data() + size_t(r) * rb, k);
-    TensorView view{t, w.data(), k, m, rb};
-    std::vector<uint8_t> scratch(matmul_scratch_bytes(t, k, n) + 1);
-    std::vector<float> y(size_t(m * n));
-    matmul(pool, view, x.data(), n, y.data(), scratch.data());
-    // Reference: the dequantized weights times the activations as the dot format rounds them.
-    const TensorType dt = quant::vec_dot_type(t);
-    std::vector<float> xa(x.size());
-    for (int64_t i = 0; i < n; ++i) {
-      std::vector<uint8_t> tmp(size_t(row_bytes(dt, k)));
-      quant::quantize_row(dt, x.data() + i * k, tmp.data(), k);
-      quant::dequantize_row(dt, tmp.data(), xa.data() + i * k, k);
-    }
-    std::vector<float> wd(static_cast<size_t>(k));
-    for (int64_t r = 0; r < m; ++r) {
-      quant::dequantize_row(t, w.data() + size_t(r) * rb, wd.data(), k);
+  // n = 1 is the decode path (one dot per weight row), n >= 2 the tiled matrix x matrix path
+  // with full and partial tiles (m = 37 is no multiple of the weight-row blocking either).
+  for (const int64_t n : {int64_t(1), int64_t(2), int64_t(3), int64_t(4), int64_t(5), int64_t(9)}) {
+    const int64_t k = 96, m = 37;
+    auto wf = random_vec(size_t(k * m), 8, 0.5f);
+    auto x = random_vec(size_t(k * n), 9);
+    for (TensorType t : {TensorType::F32, TensorType::F16, TensorType::BF16, TensorType::Q8_0, TensorType::Q4_0,
+                         TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1, TensorType::IQ4_NL}) {
+      const size_t rb = size_t(row_bytes(t, k));
+      std::vector<uint8_t> w(rb * size_t(m));
+      for (int64_t r = 0; r < m; ++r) quant::quantize_row(t, wf.data() + r * k, w.data() + size_t(r) * rb, k);
+      TensorView view{t, w.data(), k, m, rb};
+      std::vector<uint8_t> scratch(matmul_scratch_bytes(t, k, n) + 1);
+      std::vector<float> y(size_t(m * n));
+      matmul(pool, view, x.data(), n, y.data(), scratch.data());
+      // Reference: the dequantized weights times the activations as the dot format rounds them.
+      const TensorType dt = quant::vec_dot_type(t);
+      std::vector<float> xa(x.size());
       for (int64_t i = 0; i < n; ++i) {
-        double s = 0, mag = 0;
-        for (int64_t j = 0; j < k; ++j) {
-          s += double(wd[size_t(j)]) * xa[size_t(i * k + j)];
-          mag += std::fabs(double(wd[size_t(j)]) * xa[size_t(i * k + j)]);
+        std::vector<uint8_t> tmp(size_t(row_bytes(dt, k)));
+        quant::quantize_row(dt, x.data() + i * k, tmp.data(), k);
+        quant::dequantize_row(dt, tmp.data(), xa.data() + i * k, k);
+      }
+      std::vector<float> wd(static_cast<size_t>(k));
+      for (int64_t r = 0; r < m; ++r) {
+        quant::dequantize_row(t, w.data() + size_t(r) * rb, wd.data(), k);
+        for (int64_t i = 0; i < n; ++i) {
+          double s = 0, mag = 0;
+          for (int64_t j = 0; j < k; ++j) {
+            s += double(wd[size_t(j)]) * xa[size_t(i * k + j)];
+            mag += std::fabs(double(wd[size_t(j)]) * xa[size_t(i * k + j)]);
+          }
+          // Q8_1 stores the activation block sums as f16 (as llama.cpp does): the min term of
+          // Q4_1/Q5_1 carries that rounding.
+          const bool has_min = t == TensorType::Q4_1 || t == TensorType::Q5_1;
+          EXPECT_NEAR(y[size_t(i * m + r)], s, (has_min ? 1e-3 : 1e-5) * (1 + mag)) << tensor_type_name(t) << " n " << n << " row " << r << " tok " << i;
         }
-        // Q8_1 stores the activation block sums as f16 (as llama.cpp does): the min term of
-        // Q4_1/Q5_1 carries that rounding.
-        const bool has_min = t == TensorType::Q4_1 || t == TensorType::Q5_1;
-        EXPECT_NEAR(y[size_t(i * m + r)], s, (has_min ? 1e-3 : 1e-5) * (1 + mag)) << tensor_type_name(t) << " row " << r << " tok " << i;
       }
     }
   }

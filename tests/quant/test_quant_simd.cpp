@@ -4,7 +4,9 @@
 // LOOM_FORCE_SCALAR=1) both sides are the reference and the tests pass trivially.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <utility>
 
 #include "base/cpu.h"
 #include "quant_test_util.h"
@@ -201,6 +203,61 @@ TEST(QuantSimd, VecDotMatchesReference) {
             const float got = vec_dot(t, n, wb.data(), ab.data());
             ASSERT_NEAR(got, expect, tol) << type_name(t) << " n=" << n << " variant " << variant
                                           << " misalign " << mw << "/" << ma;
+          }
+        }
+      }
+    }
+  }
+}
+
+// The tile kernel (matrix x matrix) against ref::vec_dot per pair: full and partial tiles,
+// row strides with odd padding and misaligned bases, cells outside the tile left untouched.
+TEST(QuantSimd, VecDotTileMatchesReference) {
+  std::mt19937 rng(17);
+  const std::pair<int, int> shapes[] = {{1, 1}, {2, 1}, {1, 2}, {2, 4}, {3, 5}, {4, 8},
+                                        {5, 9}, {7, 3}, {16, 6}, {0, 3}, {3, 0}};
+  for (TensorType t : every_supported_type()) {
+    const TensorType at = vec_dot_type(t);
+    const int64_t bs = block_size(t);
+    std::vector<int64_t> ks = {0, bs, 2 * bs, 3 * bs, 5 * bs, 8 * bs, 17 * bs};
+    if (bs == 1) ks.insert(ks.end(), {7, 9, 31, 100, 515});
+    for (int64_t k : ks) {
+      for (auto [nw, na] : shapes) {
+        for (size_t mis = 0; mis < 4; ++mis) {
+          const size_t mw = (mis * 3) % 8, ma = (mis * 5) % 8;
+          const size_t wrb = size_t(row_bytes(t, k)), arb = size_t(row_bytes(at, k));
+          const size_t ws = wrb + 3 + mis, as = arb + 1 + 2 * mis;
+          std::vector<std::vector<uint8_t>> wr, ar;
+          Misaligned wb(ws * size_t(std::max(nw, 1)), mw), ab(as * size_t(std::max(na, 1)), ma);
+          for (int j = 0; j < nw; ++j) {
+            wr.push_back(any_random_row(t, k, rng));
+            if (wrb) std::memcpy(wb.data() + size_t(j) * ws, wr.back().data(), wrb);
+          }
+          for (int i = 0; i < na; ++i) {
+            ar.push_back(random_row(at, k, rng));
+            if (arb) std::memcpy(ab.data() + size_t(i) * as, ar.back().data(), arb);
+          }
+          const size_t os = size_t(nw) + 2;
+          std::vector<float> out(os * size_t(na) + 1, -7.0f);
+          vec_dot_tile(t, k, wb.data(), ws, nw, ab.data(), as, na, out.data(), os);
+          std::vector<float> rout(out.size(), -7.0f);
+          ref::vec_dot_tile(t, k, wr.empty() ? nullptr : wb.data(), ws, nw,
+                            ar.empty() ? nullptr : ab.data(), as, na, rout.data(), os);
+          for (int i = 0; i < na; ++i) {
+            for (int j = 0; j < nw; ++j) {
+              const float expect = ref::vec_dot(t, k, wr[size_t(j)].data(), ar[size_t(i)].data());
+              const double tol =
+                  2e-6 * dot_magnitude(t, k, wr[size_t(j)].data(), ar[size_t(i)].data()) + 1e-30;
+              const size_t c = size_t(i) * os + size_t(j);
+              ASSERT_TRUE(same_bits(rout[c], expect)) << type_name(t) << " k=" << k;
+              ASSERT_NEAR(out[c], expect, tol) << type_name(t) << " k=" << k << " tile " << nw
+                                               << "x" << na << " cell " << j << "," << i;
+            }
+          }
+          for (size_t c = 0; c < out.size(); ++c) {
+            if (c == out.size() - 1 || c % os >= size_t(nw)) {
+              ASSERT_EQ(out[c], -7.0f) << "wrote outside the tile: " << type_name(t);
+            }
           }
         }
       }
