@@ -1,4 +1,5 @@
 #include "chat/value.h"
+#include "vocab/unicode.h"
 
 #include <algorithm>
 #include <charconv>
@@ -206,23 +207,7 @@ std::vector<uint32_t> utf8_decode(std::string_view s) {
   return out;
 }
 
-void utf8_append(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += char(cp);
-  } else if (cp < 0x800) {
-    out += char(0xC0 | (cp >> 6));
-    out += char(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += char(0xE0 | (cp >> 12));
-    out += char(0x80 | ((cp >> 6) & 0x3F));
-    out += char(0x80 | (cp & 0x3F));
-  } else {
-    out += char(0xF0 | (cp >> 18));
-    out += char(0x80 | ((cp >> 12) & 0x3F));
-    out += char(0x80 | ((cp >> 6) & 0x3F));
-    out += char(0x80 | (cp & 0x3F));
-  }
-}
+void utf8_append(std::string& out, uint32_t cp) { unicode::append_utf8(out, cp); }
 
 std::string utf8_encode(const std::vector<uint32_t>& cps, size_t begin, size_t end) {
   std::string out;

@@ -1,4 +1,5 @@
 #include "sample/grammar.h"
+#include "vocab/unicode.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -183,23 +184,6 @@ void accept_candidates(const Grammar& g, const std::vector<GrammarMatcher::Stack
   }
 }
 
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += char(cp);
-  } else if (cp < 0x800) {
-    out += char(0xC0 | (cp >> 6));
-    out += char(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += char(0xE0 | (cp >> 12));
-    out += char(0x80 | ((cp >> 6) & 0x3F));
-    out += char(0x80 | (cp & 0x3F));
-  } else {
-    out += char(0xF0 | (cp >> 18));
-    out += char(0x80 | ((cp >> 12) & 0x3F));
-    out += char(0x80 | ((cp >> 6) & 0x3F));
-    out += char(0x80 | (cp & 0x3F));
-  }
-}
 
 }  // namespace
 
@@ -649,7 +633,7 @@ std::string Grammar::to_string() const {
       std::snprintf(buf, sizeof buf, "\\x%02X", unsigned(cp));
       out += buf;
     } else {
-      append_utf8(out, cp);
+      unicode::append_utf8(out, cp);
     }
   };
   std::string out;
