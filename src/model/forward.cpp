@@ -106,6 +106,22 @@ void embed_tokens(const Model& m, const ForwardBatch& fb, const ForwardConfig& c
   }
 }
 
+ops::AttentionParams attention_params(const ModelHparams& hp, const ForwardBatch& fb, const KvView& kv) {
+  ops::AttentionParams ap;
+  ap.n_tokens = fb.n_tokens;
+  ap.n_head = int(hp.n_head);
+  ap.n_head_kv = int(hp.n_head_kv);
+  ap.head_dim = int(hp.head_dim);
+  ap.n_kv = fb.n_kv;
+  ap.k_type = kv.type_k;
+  ap.v_type = kv.type_v;
+  ap.k_row_bytes = kv.k_row_bytes;
+  ap.v_row_bytes = kv.v_row_bytes;
+  ap.mask = fb.mask;
+  ap.scale = 1.0f / std::sqrt(float(hp.head_dim));
+  return ap;
+}
+
 void store_kv(const ForwardBatch& fb, const KvView& kv, const KvLayerView& cache, int64_t KV, const Buffers& b) {
   for (int t = 0; t < fb.n_tokens; ++t) {
     auto* kd = static_cast<uint8_t*>(cache.k) + size_t(fb.cells[t]) * kv.k_row_bytes;

@@ -18,7 +18,7 @@ Status forward_bert(const Model& model, const ForwardBatch& fb, const KvView& kv
   const ModelHparams& hp = model.hparams();
   const ModelWeights& w = model.weights();
   const int T = fb.n_tokens;
-  const int64_t E = hp.n_embd, Q = hp.n_embd_q(), KV = hp.n_embd_kv(), F = hp.n_ff, D = hp.head_dim;
+  const int64_t E = hp.n_embd, Q = hp.n_embd_q(), KV = hp.n_embd_kv(), F = hp.n_ff;
   if (fb.logits) return invalid_argument("an encoder model produces embeddings, not logits (enable embeddings)");
   for (int t = 0; t < T; ++t) {
     if (fb.pos[t] >= w.pos_embd.rows) {
@@ -41,18 +41,7 @@ Status forward_bert(const Model& model, const ForwardBatch& fb, const KvView& kv
   }
   if (!observe(cfg, "inp_norm", -1, b.x, E, T)) return aborted();
 
-  ops::AttentionParams ap;
-  ap.n_tokens = T;
-  ap.n_head = int(hp.n_head);
-  ap.n_head_kv = int(hp.n_head_kv);
-  ap.head_dim = int(D);
-  ap.n_kv = fb.n_kv;
-  ap.k_type = kv.type_k;
-  ap.v_type = kv.type_v;
-  ap.k_row_bytes = kv.k_row_bytes;
-  ap.v_row_bytes = kv.v_row_bytes;
-  ap.mask = fb.mask;
-  ap.scale = 1.0f / std::sqrt(float(D));
+  ops::AttentionParams ap = attention_params(hp, fb, kv);
 
   for (int il = 0; il < int(hp.n_layer); ++il) {
     if (cfg.abort_cb && cfg.abort_cb(cfg.abort_data)) return aborted();

@@ -30,17 +30,8 @@ Status forward_decoder(const Model& model, const ForwardBatch& fb, const KvView&
   if (hp.embd_scale > 0) ops::scale_inplace(b.x, hp.embd_scale, T * E);
   if (!observe(cfg, "inp_embd", -1, b.x, E, T)) return aborted();
 
-  ops::AttentionParams ap;
-  ap.n_tokens = T;
-  ap.n_head = int(hp.n_head);
-  ap.n_head_kv = int(hp.n_head_kv);
-  ap.head_dim = int(D);
-  ap.n_kv = fb.n_kv;
-  ap.k_type = kv.type_k;
-  ap.v_type = kv.type_v;
-  ap.k_row_bytes = kv.k_row_bytes;
-  ap.v_row_bytes = kv.v_row_bytes;
-  ap.scale = hp.attn_scale > 0 ? hp.attn_scale : 1.0f / std::sqrt(float(D));
+  ops::AttentionParams ap = attention_params(hp, fb, kv);
+  if (hp.attn_scale > 0) ap.scale = hp.attn_scale;
   ap.softcap = hp.attn_softcap;
 
   for (int il = 0; il < int(hp.n_layer); ++il) {

@@ -5,6 +5,7 @@
 
 #include "model/forward.h"
 #include "model/model.h"
+#include "ops/attention.h"
 
 namespace loom::detail {
 
@@ -43,6 +44,10 @@ inline Status aborted() { return Status(StatusCode::kAborted, "aborted by callba
 
 // Token embeddings (+ the embedding LoRA) into b.x, or a copy of the input embeddings.
 void embed_tokens(const Model& m, const ForwardBatch& fb, const ForwardConfig& cfg, ThreadPool& pool, Buffers& b);
+
+// Attention settings shared by the families: heads, cells, cache types and mask of this batch,
+// scale 1/sqrt(head_dim) (families adjust scale, softcap and mask afterwards).
+ops::AttentionParams attention_params(const ModelHparams& hp, const ForwardBatch& fb, const KvView& kv);
 
 // Quantizes this micro-batch's K/V rows into their cache cells.
 void store_kv(const ForwardBatch& fb, const KvView& kv, const KvLayerView& cache, int64_t n_embd_kv, const Buffers& b);
