@@ -122,6 +122,16 @@ ops::AttentionParams attention_params(const ModelHparams& hp, const ForwardBatch
   return ap;
 }
 
+ops::RopeParams layer_rope(const ModelHparams& hp, const ops::RopeParams& rope, int il) {
+  if (hp.rope_freq_base_swa <= 0 || !hp.is_swa_layer(il)) return rope;
+  ops::RopeParams local = rope;
+  local.freq_base = hp.rope_freq_base_swa;
+  local.freq_scale = 1.0f;
+  local.ext_factor = 0.0f;
+  local.attn_factor = 1.0f;
+  return local;
+}
+
 void store_kv(const ForwardBatch& fb, const KvView& kv, const KvLayerView& cache, int64_t KV, const Buffers& b) {
   for (int t = 0; t < fb.n_tokens; ++t) {
     auto* kd = static_cast<uint8_t*>(cache.k) + size_t(fb.cells[t]) * kv.k_row_bytes;
@@ -175,10 +185,10 @@ Status shift_k(const Model& model, const KvView& kv, const int32_t* deltas, Forw
   scratch.arena().reset();
   float* row = scratch.arena().alloc<float>(size_t(KV));
   // A pure rotation by delta: YaRN's magnitude scale must not be applied a second time.
-  ops::RopeParams rope = cfg.rope;
-  rope.attn_factor = rope.ext_factor != 0.0f ? 1.0f / (1.0f + 0.1f * std::log(1.0f / rope.freq_scale)) : 1.0f;
   (void)pool;
   for (int il = 0; il < int(hp.n_layer); ++il) {
+    ops::RopeParams rope = detail::layer_rope(hp, cfg.rope, il);
+    rope.attn_factor = rope.ext_factor != 0.0f ? 1.0f / (1.0f + 0.1f * std::log(1.0f / rope.freq_scale)) : 1.0f;
     auto* base = static_cast<uint8_t*>(kv.layers[size_t(il)].k);
     for (int c = 0; c < kv.n_cells; ++c) {
       if (deltas[c] == 0) continue;

@@ -37,6 +37,7 @@ Status forward_decoder(const Model& model, const ForwardBatch& fb, const KvView&
   for (int il = 0; il < int(hp.n_layer); ++il) {
     if (cfg.abort_cb && cfg.abort_cb(cfg.abort_data)) return aborted();
     const LayerWeights& l = w.layers[size_t(il)];
+    const ops::RopeParams rope = layer_rope(hp, cfg.rope, il);
     const KvLayerView& cache = kv.layers[size_t(il)];
 
     // Attention block.
@@ -54,8 +55,8 @@ Status forward_decoder(const Model& model, const ForwardBatch& fb, const KvView&
       ops::rms_norm(b.q, l.q_norm, T * hp.n_head, D, hp.rms_eps, b.q);
       ops::rms_norm(b.k, l.k_norm, T * hp.n_head_kv, D, hp.rms_eps, b.k);
     }
-    ops::rope(b.q, fb.pos, T, int(hp.n_head), int(D), cfg.rope);
-    ops::rope(b.k, fb.pos, T, int(hp.n_head_kv), int(D), cfg.rope);
+    ops::rope(b.q, fb.pos, T, int(hp.n_head), int(D), rope);
+    ops::rope(b.k, fb.pos, T, int(hp.n_head_kv), int(D), rope);
     if (!observe(cfg, "Qcur", il, b.q, Q, T) || !observe(cfg, "Kcur", il, b.k, KV, T) ||
         !observe(cfg, "Vcur", il, b.v, KV, T)) {
       return aborted();

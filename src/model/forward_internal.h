@@ -49,6 +49,10 @@ void embed_tokens(const Model& m, const ForwardBatch& fb, const ForwardConfig& c
 // scale 1/sqrt(head_dim) (families adjust scale, softcap and mask afterwards).
 ops::AttentionParams attention_params(const ModelHparams& hp, const ForwardBatch& fb, const KvView& kv);
 
+// The RoPE of layer il: the context's, or for sliding-window layers of families that rotate them
+// differently (gemma3), their own base with no scaling.
+ops::RopeParams layer_rope(const ModelHparams& hp, const ops::RopeParams& rope, int il);
+
 // Quantizes this micro-batch's K/V rows into their cache cells.
 void store_kv(const ForwardBatch& fb, const KvView& kv, const KvLayerView& cache, int64_t n_embd_kv, const Buffers& b);
 

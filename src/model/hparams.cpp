@@ -29,6 +29,7 @@ Expected<ModelHparams> read_hparams(const gguf::GgufFile& f) {
       {"llama", Arch::kLlama, ops::RopeMode::kNormal},   {"qwen2", Arch::kQwen2, ops::RopeMode::kNeox},
       {"qwen3", Arch::kQwen3, ops::RopeMode::kNeox},     {"phi3", Arch::kPhi3, ops::RopeMode::kNeox},
       {"gemma", Arch::kGemma, ops::RopeMode::kNeox},     {"gemma2", Arch::kGemma2, ops::RopeMode::kNeox},
+      {"gemma3", Arch::kGemma3, ops::RopeMode::kNeox},
       {"bert", Arch::kBert, ops::RopeMode::kNormal},
   };
   const Family* fam = nullptr;
@@ -36,7 +37,7 @@ Expected<ModelHparams> read_hparams(const gguf::GgufFile& f) {
     if (a == f.name) fam = &f;
   }
   if (!fam) {
-    return unsupported("architecture '" + a + "' is not supported (supported: llama, qwen2, qwen3, phi3, gemma, gemma2, bert)");
+    return unsupported("architecture '" + a + "' is not supported (supported: llama, qwen2, qwen3, phi3, gemma, gemma2, gemma3, bert)");
   }
   hp.arch = fam->arch;
   hp.rope_mode = fam->rope;
@@ -80,6 +81,19 @@ Expected<ModelHparams> read_hparams(const gguf::GgufFile& f) {
   switch (hp.arch) {
     case Arch::kQwen2: hp.qkv_bias = true; break;
     case Arch::kQwen3: hp.qk_norm = true; break;
+    case Arch::kGemma3: {
+      // Five sliding-window layers per global one; local layers keep the base 10000 rotation,
+      // q and k get per-head RMSNorm, no soft-capping.
+      hp.ffn_act = FfnAct::kGelu;
+      hp.embd_scale = std::sqrt(float(hp.n_embd));
+      hp.post_norms = true;
+      hp.qk_norm = true;
+      LOOM_ASSIGN_OR_RETURN(int64_t swa, arch_int(f, a, "attention.sliding_window", 4096, 0, kBig));
+      hp.swa_window = int(swa);
+      hp.swa_pattern = 6;
+      hp.rope_freq_base_swa = 10000.0f;
+      break;
+    }
     case Arch::kGemma:
     case Arch::kGemma2:
       hp.ffn_act = FfnAct::kGelu;

@@ -12,7 +12,7 @@ namespace loom {
 
 // Architecture families. The decoder families share one forward (forward_decoder.cpp) driven by
 // the fields below; BERT-style encoders have their own (forward_bert.cpp).
-enum class Arch { kLlama, kQwen2, kQwen3, kPhi3, kGemma, kGemma2, kBert };
+enum class Arch { kLlama, kQwen2, kQwen3, kPhi3, kGemma, kGemma2, kGemma3, kBert };
 enum class FfnAct { kSilu, kGelu };
 
 struct ModelHparams {
@@ -45,6 +45,7 @@ struct ModelHparams {
   float final_softcap = 0.0f;      // gemma2: logits = c * tanh(logits / c)
   int swa_window = 0;              // sliding-window size for SWA layers (0: none)
   int swa_pattern = 0;             // layer il uses SWA when il % pattern < pattern - 1
+  float rope_freq_base_swa = 0.0f; // gemma3: SWA layers rotate with this base (and scale 1); 0: same as others
   float norm_eps = 1e-12f;         // LayerNorm epsilon (BERT)
 
   bool is_swa_layer(int64_t il) const {

@@ -35,7 +35,7 @@ TEST_P(ArchGolden, TeacherForcedStepsMatchLlamaCpp) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(OwnData, ArchGolden, ::testing::Values("synth-qwen3-tiny-f32", "synth-gemma-tiny-f32"),
+INSTANTIATE_TEST_SUITE_P(OwnData, ArchGolden, ::testing::Values("synth-qwen3-tiny-f32", "synth-gemma-tiny-f32", "synth-gemma3-tiny-f32"),
                          [](const auto& info) { return param_name(info.param); });
 
 }  // namespace

@@ -4,6 +4,8 @@
 //
 //   make_arch_variant qwen3 IN_qwen2.gguf OUT.gguf   drop q/k/v biases, add per-head q/k RMSNorm weights
 //   make_arch_variant gemma IN_gemma2.gguf OUT.gguf  drop post-norms, soft-caps and the sliding window
+//   make_arch_variant gemma3 IN_gemma2.gguf OUT.gguf drop soft-caps, add per-head q/k RMSNorm weights,
+//                                                    global rope base 1e6 (local layers use 1e4)
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -39,7 +41,7 @@ Status rename_arch(gguf::GgufWriter& w, const std::string& from, const std::stri
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 4) return fail("usage: make_arch_variant qwen3|gemma IN.gguf OUT.gguf");
+  if (argc != 4) return fail("usage: make_arch_variant qwen3|gemma|gemma3 IN.gguf OUT.gguf");
   const std::string target = argv[1];
   auto in = gguf::GgufFile::open(argv[2]);
   if (!in) return fail(in.status().message());
@@ -48,23 +50,36 @@ int main(int argc, char** argv) {
   const int64_t n_layer = *in->get_int(*in->get_string("general.architecture") + ".block_count");
   std::mt19937 rng(1234);
   std::normal_distribution<float> noise(0.0f, 0.1f);
-  Status st;
-  if (target == "qwen3") {
-    st = rename_arch(*w, "qwen2", "qwen3");
-    const int64_t n_embd = *in->get_int("qwen2.embedding_length"), n_head = *in->get_int("qwen2.attention.head_count");
-    const int64_t head_dim = n_embd / n_head;
-    for (int64_t il = 0; il < n_layer && st.is_ok(); ++il) {
+  // Per-head q/k RMSNorm weights 1 + N(0, 0.1) for every layer.
+  auto add_qk_norms = [&](int64_t head_dim) -> Status {
+    for (int64_t il = 0; il < n_layer; ++il) {
       const std::string p = "blk." + std::to_string(il) + ".";
-      for (const char* b : {"attn_q.bias", "attn_k.bias", "attn_v.bias"}) w->remove_tensor(p + b);
       for (const char* n : {"attn_q_norm.weight", "attn_k_norm.weight"}) {
         std::vector<float> v(static_cast<size_t>(head_dim));
         for (float& x : v) x = 1.0f + noise(rng);
         std::vector<uint8_t> bytes(v.size() * 4);
         std::memcpy(bytes.data(), v.data(), bytes.size());
-        st = w->add_tensor(p + n, TensorType::F32, {head_dim}, bytes);
-        if (!st) break;
+        LOOM_RETURN_IF_ERROR(w->add_tensor(p + n, TensorType::F32, {head_dim}, bytes));
       }
     }
+    return Status::ok();
+  };
+  Status st;
+  if (target == "qwen3") {
+    st = rename_arch(*w, "qwen2", "qwen3");
+    const int64_t n_embd = *in->get_int("qwen2.embedding_length"), n_head = *in->get_int("qwen2.attention.head_count");
+    for (int64_t il = 0; il < n_layer; ++il) {
+      const std::string p = "blk." + std::to_string(il) + ".";
+      for (const char* b : {"attn_q.bias", "attn_k.bias", "attn_v.bias"}) w->remove_tensor(p + b);
+    }
+    if (st.is_ok()) st = add_qk_norms(n_embd / n_head);
+  } else if (target == "gemma3") {
+    st = rename_arch(*w, "gemma2", "gemma3");
+    w->remove("gemma3.attn_logit_softcapping");
+    w->remove("gemma3.final_logit_softcapping");
+    w->remove("gemma3.rope.freq_base");
+    if (st.is_ok()) st = w->set_f32("gemma3.rope.freq_base", 1000000.0f);
+    if (st.is_ok()) st = add_qk_norms(*in->get_int("gemma2.attention.key_length"));
   } else if (target == "gemma") {
     st = rename_arch(*w, "gemma2", "gemma");
     for (const char* k : {"gemma.attn_logit_softcapping", "gemma.final_logit_softcapping", "gemma.attention.sliding_window"}) {
