@@ -72,7 +72,7 @@ Expected<std::unique_ptr<Context>> Context::create(std::shared_ptr<const Model> 
     return unsupported("rank pooling needs a classification head, which this model does not have");
   }
   ctx->causal_ = cp.attention == AttentionType::kUnspecified ? hp.causal : cp.attention == AttentionType::kCausal;
-  if (hp.arch == Arch::kBert) cp.embeddings = true;  // an encoder has no LM head: embeddings only
+  if (hp.is_encoder()) cp.embeddings = true;  // an encoder has no LM head: embeddings only
 
   // Batch sizes.
   const int n_batch_param = p.n_batch;

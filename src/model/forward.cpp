@@ -172,14 +172,14 @@ Status forward(const Model& model, const ForwardBatch& fb, const KvView& kv, For
     return internal_error("forward: micro-batch exceeds the reserved scratch");
   }
   if (cfg.n_threads > 0) pool.set_active(cfg.n_threads);
-  if (model.hparams().arch == Arch::kBert) return detail::forward_bert(model, fb, kv, scratch, pool, cfg);
+  if (model.hparams().is_encoder()) return detail::forward_bert(model, fb, kv, scratch, pool, cfg);
   return detail::forward_decoder(model, fb, kv, scratch, pool, cfg);
 }
 
 Status shift_k(const Model& model, const KvView& kv, const int32_t* deltas, ForwardScratch& scratch,
                ThreadPool& pool, const ForwardConfig& cfg) {
   const ModelHparams& hp = model.hparams();
-  if (hp.arch == Arch::kBert) return Status::ok();  // learned positions: nothing to rotate
+  if (model.weights().layers.empty() || (hp.is_encoder() && !model.weights().pos_embd.empty())) return Status::ok();  // learned positions: nothing to rotate
   const int64_t KV = hp.n_embd_kv();
   if (scratch.arena().capacity() < sizeof(float) * size_t(KV) * 2) return internal_error("shift_k: scratch too small");
   scratch.arena().reset();

@@ -20,7 +20,7 @@ Status forward_bert(const Model& model, const ForwardBatch& fb, const KvView& kv
   const int T = fb.n_tokens;
   const int64_t E = hp.n_embd, Q = hp.n_embd_q(), KV = hp.n_embd_kv(), F = hp.n_ff;
   if (fb.logits) return invalid_argument("an encoder model produces embeddings, not logits (enable embeddings)");
-  for (int t = 0; t < T; ++t) {
+  for (int t = 0; t < T && !w.pos_embd.empty(); ++t) {
     if (fb.pos[t] >= w.pos_embd.rows) {
       return invalid_argument("position " + std::to_string(fb.pos[t]) + " exceeds the model's " +
                               std::to_string(w.pos_embd.rows) + " learned positions");
@@ -35,8 +35,10 @@ Status forward_bert(const Model& model, const ForwardBatch& fb, const KvView& kv
       ops::get_row(w.type_embd, 0, b.tmp);
       ops::add_inplace(x, b.tmp, E);
     }
-    ops::get_row(w.pos_embd, fb.pos[t], b.tmp);
-    ops::add_inplace(x, b.tmp, E);
+    if (!w.pos_embd.empty()) {  // learned positions (rotary models rotate q and k instead)
+      ops::get_row(w.pos_embd, fb.pos[t], b.tmp);
+      ops::add_inplace(x, b.tmp, E);
+    }
     ops::layer_norm_row(x, w.tok_norm, w.tok_norm_b, E, hp.norm_eps, x);
   }
   if (!observe(cfg, "inp_norm", -1, b.x, E, T)) return aborted();
@@ -50,25 +52,37 @@ Status forward_bert(const Model& model, const ForwardBatch& fb, const KvView& kv
     linear(pool, l.wq, layer_lora(cfg, il, kWq), b.x, T, b.q, b);
     linear(pool, l.wk, layer_lora(cfg, il, kWk), b.x, T, b.k, b);
     linear(pool, l.wv, layer_lora(cfg, il, kWv), b.x, T, b.v, b);
-    ops::add_bias(b.q, l.bq, T, Q);
-    ops::add_bias(b.k, l.bk, T, KV);
-    ops::add_bias(b.v, l.bv, T, KV);
+    if (l.bq) {
+      ops::add_bias(b.q, l.bq, T, Q);
+      ops::add_bias(b.k, l.bk, T, KV);
+      ops::add_bias(b.v, l.bv, T, KV);
+    }
+    if (w.pos_embd.empty()) {
+      ops::rope(b.q, fb.pos, T, int(hp.n_head), int(hp.head_dim), cfg.rope);
+      ops::rope(b.k, fb.pos, T, int(hp.n_head_kv), int(hp.head_dim), cfg.rope);
+    }
     store_kv(fb, kv, cache, KV, b);
     ap.k = cache.k;
     ap.v = cache.v;
     ops::attention(pool, ap, b.q, b.att, b.attn);
     linear(pool, l.wo, layer_lora(cfg, il, kWo), b.att, T, b.tmp, b);
-    ops::add_bias(b.tmp, l.bo, T, E);
+    if (l.bo) ops::add_bias(b.tmp, l.bo, T, E);
     ops::add_inplace(b.x, b.tmp, T * E);
     for (int t = 0; t < T; ++t) {
       ops::layer_norm_row(b.x + t * E, l.attn_out_norm, l.attn_out_norm_b, E, hp.norm_eps, b.x + t * E);
     }
     if (!observe(cfg, "ffn_inp", il, b.x, E, T)) return aborted();
     linear(pool, l.ffn_up, layer_lora(cfg, il, kFfnUp), b.x, T, b.up, b);
-    ops::add_bias(b.up, l.ffn_up_b, T, F);
-    ops::gelu_inplace(b.up, T * F);
+    if (l.ffn_up_b) ops::add_bias(b.up, l.ffn_up_b, T, F);
+    if (!l.ffn_gate.empty()) {  // SwiGLU (nomic-bert): silu(gate) * up
+      linear(pool, l.ffn_gate, layer_lora(cfg, il, kFfnGate), b.x, T, b.gate, b);
+      ops::swiglu_inplace(b.gate, b.up, T * F);
+      std::memcpy(b.up, b.gate, sizeof(float) * size_t(T) * size_t(F));
+    } else {
+      ops::gelu_inplace(b.up, T * F);
+    }
     linear(pool, l.ffn_down, layer_lora(cfg, il, kFfnDown), b.up, T, b.tmp, b);
-    ops::add_bias(b.tmp, l.ffn_down_b, T, E);
+    if (l.ffn_down_b) ops::add_bias(b.tmp, l.ffn_down_b, T, E);
     ops::add_inplace(b.x, b.tmp, T * E);
     for (int t = 0; t < T; ++t) {
       ops::layer_norm_row(b.x + t * E, l.layer_out_norm, l.layer_out_norm_b, E, hp.norm_eps, b.x + t * E);

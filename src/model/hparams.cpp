@@ -30,14 +30,14 @@ Expected<ModelHparams> read_hparams(const gguf::GgufFile& f) {
       {"qwen3", Arch::kQwen3, ops::RopeMode::kNeox},     {"phi3", Arch::kPhi3, ops::RopeMode::kNeox},
       {"gemma", Arch::kGemma, ops::RopeMode::kNeox},     {"gemma2", Arch::kGemma2, ops::RopeMode::kNeox},
       {"gemma3", Arch::kGemma3, ops::RopeMode::kNeox},
-      {"bert", Arch::kBert, ops::RopeMode::kNormal},
+      {"bert", Arch::kBert, ops::RopeMode::kNormal},     {"nomic-bert", Arch::kNomicBert, ops::RopeMode::kNeox},
   };
   const Family* fam = nullptr;
   for (const Family& f : kFamilies) {
     if (a == f.name) fam = &f;
   }
   if (!fam) {
-    return unsupported("architecture '" + a + "' is not supported (supported: llama, qwen2, qwen3, phi3, gemma, gemma2, gemma3, bert)");
+    return unsupported("architecture '" + a + "' is not supported (supported: llama, qwen2, qwen3, phi3, gemma, gemma2, gemma3, bert, nomic-bert)");
   }
   hp.arch = fam->arch;
   hp.rope_mode = fam->rope;
@@ -75,7 +75,7 @@ Expected<ModelHparams> read_hparams(const gguf::GgufFile& f) {
   LOOM_ASSIGN_OR_RETURN(hp.n_vocab, arch_int(f, a, "vocab_size", 0, 0, kBig));
   LOOM_ASSIGN_OR_RETURN(int64_t pooling, arch_int(f, a, "pooling_type", -1, -1, 4));
   hp.pooling_type = int(pooling);
-  LOOM_ASSIGN_OR_RETURN(hp.causal, f.get_bool_or(a + ".attention.causal", hp.arch != Arch::kBert));
+  LOOM_ASSIGN_OR_RETURN(hp.causal, f.get_bool_or(a + ".attention.causal", !hp.is_encoder()));
 
   // Family traits.
   switch (hp.arch) {
@@ -111,6 +111,7 @@ Expected<ModelHparams> read_hparams(const gguf::GgufFile& f) {
       }
       break;
     case Arch::kBert: hp.ffn_act = FfnAct::kGelu; break;
+    case Arch::kNomicBert: hp.ffn_act = FfnAct::kSilu; break;  // rotary positions, SwiGLU
     // phi3 files may carry attention.sliding_window, but the reference attends to the full
     // context on every phi3 layer (its SWA pattern selects no layer); llama/Mistral GGUFs carry
     // no window. Both therefore use full attention.

@@ -12,7 +12,7 @@ namespace loom {
 
 // Architecture families. The decoder families share one forward (forward_decoder.cpp) driven by
 // the fields below; BERT-style encoders have their own (forward_bert.cpp).
-enum class Arch { kLlama, kQwen2, kQwen3, kPhi3, kGemma, kGemma2, kGemma3, kBert };
+enum class Arch { kLlama, kQwen2, kQwen3, kPhi3, kGemma, kGemma2, kGemma3, kBert, kNomicBert };
 enum class FfnAct { kSilu, kGelu };
 
 struct ModelHparams {
@@ -47,6 +47,8 @@ struct ModelHparams {
   int swa_pattern = 0;             // layer il uses SWA when il % pattern < pattern - 1
   float rope_freq_base_swa = 0.0f; // gemma3: SWA layers rotate with this base (and scale 1); 0: same as others
   float norm_eps = 1e-12f;         // LayerNorm epsilon (BERT)
+
+  bool is_encoder() const { return arch == Arch::kBert || arch == Arch::kNomicBert; }
 
   bool is_swa_layer(int64_t il) const {
     return swa_window > 0 && (swa_pattern <= 1 || il % swa_pattern < swa_pattern - 1);

@@ -37,7 +37,7 @@ Expected<std::shared_ptr<const Model>> Model::from_gguf(gguf::GgufFile file, con
   LOOM_ASSIGN_OR_RETURN(m->vocab_, Vocab::from_gguf(m->file_));
   if (params.vocab_only) return std::shared_ptr<const Model>(std::move(m));
   LOOM_ASSIGN_OR_RETURN(m->hp_, read_hparams(m->file_));
-  LOOM_RETURN_IF_ERROR(m->hp_.arch == Arch::kBert ? m->bind_bert() : m->bind_decoder());
+  LOOM_RETURN_IF_ERROR(m->hp_.is_encoder() ? m->bind_bert() : m->bind_decoder());
   return std::shared_ptr<const Model>(std::move(m));
 }
 
@@ -196,8 +196,9 @@ Status Model::bind_bert() {
   }
   const int64_t E = hp.n_embd, Q = hp.n_embd_q(), KV = hp.n_embd_kv(), F = hp.n_ff, V = hp.n_vocab;
   Binder b(file_, owned_);
+  const bool rotary = hp.arch == Arch::kNomicBert;  // rotary positions, fused qkv, SwiGLU, no biases
   w_.tok_embd = b.matrix("token_embd.weight", E, V);
-  w_.pos_embd = b.matrix("position_embd.weight", E, hp.n_ctx_train);
+  if (!rotary) w_.pos_embd = b.matrix("position_embd.weight", E, hp.n_ctx_train);
   const gguf::TensorInfo* types = file_.find_tensor("token_types.weight");
   if (types) w_.type_embd = b.matrix("token_types.weight", E, types->ne[1]);
   w_.tok_norm = b.vector("token_embd_norm.weight", E);
@@ -206,20 +207,31 @@ Status Model::bind_bert() {
   for (int64_t il = 0; il < hp.n_layer; ++il) {
     const std::string p = "blk." + std::to_string(il) + ".";
     LayerWeights& l = w_.layers[size_t(il)];
-    l.wq = b.matrix(p + "attn_q.weight", E, Q);
-    l.wk = b.matrix(p + "attn_k.weight", E, KV);
-    l.wv = b.matrix(p + "attn_v.weight", E, KV);
-    l.bq = b.vector(p + "attn_q.bias", Q);
-    l.bk = b.vector(p + "attn_k.bias", KV);
-    l.bv = b.vector(p + "attn_v.bias", KV);
+    if (rotary) {
+      const TensorView qkv = b.matrix(p + "attn_qkv.weight", E, Q + 2 * KV);
+      l.wq = b.rows_of(qkv, 0, Q);
+      l.wk = b.rows_of(qkv, Q, KV);
+      l.wv = b.rows_of(qkv, Q + KV, KV);
+    } else {
+      l.wq = b.matrix(p + "attn_q.weight", E, Q);
+      l.wk = b.matrix(p + "attn_k.weight", E, KV);
+      l.wv = b.matrix(p + "attn_v.weight", E, KV);
+      l.bq = b.vector(p + "attn_q.bias", Q);
+      l.bk = b.vector(p + "attn_k.bias", KV);
+      l.bv = b.vector(p + "attn_v.bias", KV);
+    }
     l.wo = b.matrix(p + "attn_output.weight", Q, E);
-    l.bo = b.vector(p + "attn_output.bias", E);
+    l.bo = b.vector(p + "attn_output.bias", E, /*required=*/!rotary);
     l.attn_out_norm = b.vector(p + "attn_output_norm.weight", E);
     l.attn_out_norm_b = b.vector(p + "attn_output_norm.bias", E);
     l.ffn_up = b.matrix(p + "ffn_up.weight", E, F);
-    l.ffn_up_b = b.vector(p + "ffn_up.bias", F);
     l.ffn_down = b.matrix(p + "ffn_down.weight", F, E);
-    l.ffn_down_b = b.vector(p + "ffn_down.bias", E);
+    if (rotary) {
+      l.ffn_gate = b.matrix(p + "ffn_gate.weight", E, F);
+    } else {
+      l.ffn_up_b = b.vector(p + "ffn_up.bias", F);
+      l.ffn_down_b = b.vector(p + "ffn_down.bias", E);
+    }
     l.layer_out_norm = b.vector(p + "layer_output_norm.weight", E);
     l.layer_out_norm_b = b.vector(p + "layer_output_norm.bias", E);
   }

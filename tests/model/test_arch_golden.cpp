@@ -40,3 +40,42 @@ INSTANTIATE_TEST_SUITE_P(OwnData, ArchGolden, ::testing::Values("synth-qwen3-tin
 
 }  // namespace
 }  // namespace loom::test
+
+namespace loom::test {
+namespace {
+
+// nomic-bert (rotary positions, fused qkv, SwiGLU): mean-pooled embedding from real llama.cpp.
+TEST(EncoderGolden, NomicBertMeanPooledEmbeddingMatchesLlamaCpp) {
+  const std::string dir = data_dir() + "/";
+  auto m = Model::load(dir + "synth-nomic-bert-tiny-f32.gguf");
+  ASSERT_TRUE(m.has_value()) << m.status().message();
+  auto g = load_json(dir + "synth-nomic-bert-tiny-f32.json");
+  ContextParams cp;
+  cp.n_ctx = 512;
+  cp.n_batch = cp.n_ubatch = 512;
+  cp.n_threads = 2;
+  auto ctx = Context::create(*m, cp);
+  ASSERT_TRUE(ctx.has_value()) << ctx.status().message();
+  EXPECT_FALSE((*ctx)->causal());
+  for (const auto& run : g["runs"]) {
+    // The reference embedded the prompt as its tokenizer adds specials ([CLS] … [SEP]); the
+    // golden's prompt_ids omit the [SEP] (a known limitation of ref-golden.mjs), so tokenize here.
+    auto ids = (*m)->vocab().tokenize(run["prompt"].get<std::string>(), true, false);
+    ASSERT_EQ(ids.back(), (*m)->vocab().sep());
+    auto want = read_f32_file(dir + run["embedding_file"].get<std::string>());
+    ASSERT_TRUE((*ctx)->encode(Batch::from_tokens(ids, 0)).is_ok());
+    auto e = (*ctx)->embeddings_seq(0);
+    ASSERT_TRUE(e.has_value()) << e.status().message();
+    ASSERT_EQ(e->size(), want.size());
+    double dot = 0, na = 0, nb = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      dot += double((*e)[i]) * want[i];
+      na += double((*e)[i]) * (*e)[i];
+      nb += double(want[i]) * want[i];
+    }
+    EXPECT_GE(dot / std::sqrt(na * nb), 0.9999) << run["prompt"];
+  }
+}
+
+}  // namespace
+}  // namespace loom::test

@@ -6,6 +6,8 @@
 //   make_arch_variant gemma IN_gemma2.gguf OUT.gguf  drop post-norms, soft-caps and the sliding window
 //   make_arch_variant gemma3 IN_gemma2.gguf OUT.gguf drop soft-caps, add per-head q/k RMSNorm weights,
 //                                                    global rope base 1e6 (local layers use 1e4)
+//   make_arch_variant nomic-bert IN_bert.gguf OUT.gguf  rotary positions instead of learned ones, fused
+//                                                    attn_qkv without biases, SwiGLU FFN without biases
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -41,7 +43,7 @@ Status rename_arch(gguf::GgufWriter& w, const std::string& from, const std::stri
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 4) return fail("usage: make_arch_variant qwen3|gemma|gemma3 IN.gguf OUT.gguf");
+  if (argc != 4) return fail("usage: make_arch_variant qwen3|gemma|gemma3|nomic-bert IN.gguf OUT.gguf");
   const std::string target = argv[1];
   auto in = gguf::GgufFile::open(argv[2]);
   if (!in) return fail(in.status().message());
@@ -73,6 +75,32 @@ int main(int argc, char** argv) {
       for (const char* b : {"attn_q.bias", "attn_k.bias", "attn_v.bias"}) w->remove_tensor(p + b);
     }
     if (st.is_ok()) st = add_qk_norms(n_embd / n_head);
+  } else if (target == "nomic-bert") {
+    st = rename_arch(*w, "bert", "nomic-bert");
+    if (st.is_ok()) st = w->set_f32("nomic-bert.rope.freq_base", 1000.0f);
+    w->remove_tensor("position_embd.weight");
+    const int64_t n_embd = *in->get_int("bert.embedding_length"), n_ff = *in->get_int("bert.feed_forward_length");
+    std::normal_distribution<float> weight(0.0f, 0.05f);
+    for (int64_t il = 0; il < n_layer && st.is_ok(); ++il) {
+      const std::string p = "blk." + std::to_string(il) + ".";
+      // attn_qkv = rows of Q, then K, then V (each [n_embd rows][n_embd]).
+      std::vector<uint8_t> qkv;
+      for (const char* n : {"attn_q.weight", "attn_k.weight", "attn_v.weight"}) {
+        const gguf::TensorInfo* t = in->find_tensor(p + n);
+        if (!t || t->type != TensorType::F32) return fail("expected F32 " + p + n);
+        qkv.insert(qkv.end(), t->data, t->data + t->nbytes);
+        w->remove_tensor(p + n);
+      }
+      for (const char* b : {"attn_q.bias", "attn_k.bias", "attn_v.bias", "ffn_up.bias", "ffn_down.bias"}) {
+        w->remove_tensor(p + b);
+      }
+      st = w->add_tensor(p + "attn_qkv.weight", TensorType::F32, {n_embd, 3 * n_embd}, qkv);
+      std::vector<float> gate(static_cast<size_t>(n_embd * n_ff));
+      for (float& x : gate) x = weight(rng);
+      std::vector<uint8_t> bytes(gate.size() * 4);
+      std::memcpy(bytes.data(), gate.data(), bytes.size());
+      if (st.is_ok()) st = w->add_tensor(p + "ffn_gate.weight", TensorType::F32, {n_embd, n_ff}, bytes);
+    }
   } else if (target == "gemma3") {
     st = rename_arch(*w, "gemma2", "gemma3");
     w->remove("gemma3.attn_logit_softcapping");
