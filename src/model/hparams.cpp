@@ -92,6 +92,7 @@ Expected<ModelHparams> read_hparams(const gguf::GgufFile& f) {
       hp.swa_window = int(swa);
       hp.swa_pattern = 6;
       hp.rope_freq_base_swa = 10000.0f;
+      if (hp.n_layer == 62) hp.attn_scale = 1.0f / std::sqrt(float(hp.n_embd / hp.n_head));  // 27B: query_pre_attn_scalar
       break;
     }
     case Arch::kGemma:
@@ -108,6 +109,8 @@ Expected<ModelHparams> read_hparams(const gguf::GgufFile& f) {
         hp.final_softcap = float(fcap);
         hp.swa_window = int(swa);
         hp.swa_pattern = 2;  // even layers slide, odd layers see everything
+        // The 27B model scales queries by 1/sqrt(n_embd / n_head) instead of 1/sqrt(head_dim).
+        if (hp.n_layer == 46) hp.attn_scale = 1.0f / std::sqrt(float(hp.n_embd / hp.n_head));
       }
       break;
     case Arch::kBert: hp.ffn_act = FfnAct::kGelu; break;
