@@ -115,6 +115,17 @@ float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
   return m;
 }
 
+double cosine(std::span<const float> a, std::span<const float> b) {
+  if (a.size() != b.size()) return 0.0;
+  double dot = 0, na = 0, nb = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    dot += double(a[i]) * b[i];
+    na += double(a[i]) * a[i];
+    nb += double(b[i]) * b[i];
+  }
+  return na > 0 && nb > 0 ? dot / std::sqrt(na * nb) : 0.0;
+}
+
 float max_abs(const std::vector<float>& a) {
   float m = 0;
   for (float x : a) m = std::max(m, std::fabs(x));

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -39,5 +40,7 @@ std::string param_name(std::string text);
 // Largest |a-b| over two equally long vectors; +inf when sizes differ.
 float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b);
 float max_abs(const std::vector<float>& a);
+// Cosine similarity of two equally long vectors (0 when sizes differ or a norm is 0).
+double cosine(std::span<const float> a, std::span<const float> b);
 
 }  // namespace loom::test

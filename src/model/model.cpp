@@ -88,6 +88,20 @@ class Binder {
     return v;
   }
 
+  // Q, K and V of a block: three matrices, or row ranges of a fused attn_qkv.
+  void qkv(const std::string& p, bool fused, int64_t E, int64_t Q, int64_t KV, LayerWeights& l) {
+    if (fused) {
+      const TensorView t = matrix(p + "attn_qkv.weight", E, Q + 2 * KV);
+      l.wq = rows_of(t, 0, Q);
+      l.wk = rows_of(t, Q, KV);
+      l.wv = rows_of(t, Q + KV, KV);
+    } else {
+      l.wq = matrix(p + "attn_q.weight", E, Q);
+      l.wk = matrix(p + "attn_k.weight", E, KV);
+      l.wv = matrix(p + "attn_v.weight", E, KV);
+    }
+  }
+
   const float* vector(const std::string& name, int64_t n, bool required = true) {
     const gguf::TensorInfo* t = find(name, {n}, required);
     if (!t) return nullptr;
@@ -118,15 +132,20 @@ class Binder {
 
 }  // namespace
 
-Status Model::bind_decoder() {
-  ModelHparams& hp = hp_;
+Expected<const gguf::TensorInfo*> Model::token_embedding() {
   const gguf::TensorInfo* emb = file_.find_tensor("token_embd.weight");
   if (!emb) return not_found("missing tensor 'token_embd.weight'");
-  if (hp.n_vocab == 0) hp.n_vocab = emb->ne[1];
-  if (hp.n_vocab != vocab_->n_tokens()) {
-    return corrupt("model has " + std::to_string(hp.n_vocab) + " embedding rows but the vocabulary has " +
+  if (hp_.n_vocab == 0) hp_.n_vocab = emb->ne[1];
+  if (hp_.n_vocab != vocab_->n_tokens()) {
+    return corrupt("model has " + std::to_string(hp_.n_vocab) + " embedding rows but the vocabulary has " +
                    std::to_string(vocab_->n_tokens()) + " tokens");
   }
+  return emb;
+}
+
+Status Model::bind_decoder() {
+  ModelHparams& hp = hp_;
+  LOOM_ASSIGN_OR_RETURN(const gguf::TensorInfo* emb, token_embedding());
   const int64_t E = hp.n_embd, Q = hp.n_embd_q(), KV = hp.n_embd_kv(), F = hp.n_ff, V = hp.n_vocab, D = hp.head_dim;
   Binder b(file_, owned_);
   w_.tok_embd = b.matrix("token_embd.weight", E, V);
@@ -143,16 +162,7 @@ Status Model::bind_decoder() {
     const std::string p = "blk." + std::to_string(il) + ".";
     LayerWeights& l = w_.layers[size_t(il)];
     l.attn_norm = b.vector(p + "attn_norm.weight", E);
-    if (fused_qkv) {
-      const TensorView qkv = b.matrix(p + "attn_qkv.weight", E, Q + 2 * KV);
-      l.wq = b.rows_of(qkv, 0, Q);
-      l.wk = b.rows_of(qkv, Q, KV);
-      l.wv = b.rows_of(qkv, Q + KV, KV);
-    } else {
-      l.wq = b.matrix(p + "attn_q.weight", E, Q);
-      l.wk = b.matrix(p + "attn_k.weight", E, KV);
-      l.wv = b.matrix(p + "attn_v.weight", E, KV);
-    }
+    b.qkv(p, fused_qkv, E, Q, KV, l);
     l.wo = b.matrix(p + "attn_output.weight", Q, E);
     if (hp.qkv_bias) {
       l.bq = b.vector(p + "attn_q.bias", Q);
@@ -187,13 +197,7 @@ Status Model::bind_decoder() {
 
 Status Model::bind_bert() {
   ModelHparams& hp = hp_;
-  const gguf::TensorInfo* emb = file_.find_tensor("token_embd.weight");
-  if (!emb) return not_found("missing tensor 'token_embd.weight'");
-  if (hp.n_vocab == 0) hp.n_vocab = emb->ne[1];
-  if (hp.n_vocab != vocab_->n_tokens()) {
-    return corrupt("model has " + std::to_string(hp.n_vocab) + " embedding rows but the vocabulary has " +
-                   std::to_string(vocab_->n_tokens()) + " tokens");
-  }
+  LOOM_ASSIGN_OR_RETURN(const gguf::TensorInfo* emb, token_embedding());
   const int64_t E = hp.n_embd, Q = hp.n_embd_q(), KV = hp.n_embd_kv(), F = hp.n_ff, V = hp.n_vocab;
   Binder b(file_, owned_);
   const bool rotary = hp.arch == Arch::kNomicBert;  // rotary positions, fused qkv, SwiGLU, no biases
@@ -207,15 +211,8 @@ Status Model::bind_bert() {
   for (int64_t il = 0; il < hp.n_layer; ++il) {
     const std::string p = "blk." + std::to_string(il) + ".";
     LayerWeights& l = w_.layers[size_t(il)];
-    if (rotary) {
-      const TensorView qkv = b.matrix(p + "attn_qkv.weight", E, Q + 2 * KV);
-      l.wq = b.rows_of(qkv, 0, Q);
-      l.wk = b.rows_of(qkv, Q, KV);
-      l.wv = b.rows_of(qkv, Q + KV, KV);
-    } else {
-      l.wq = b.matrix(p + "attn_q.weight", E, Q);
-      l.wk = b.matrix(p + "attn_k.weight", E, KV);
-      l.wv = b.matrix(p + "attn_v.weight", E, KV);
+    b.qkv(p, rotary, E, Q, KV, l);
+    if (!rotary) {
       l.bq = b.vector(p + "attn_q.bias", Q);
       l.bk = b.vector(p + "attn_k.bias", KV);
       l.bv = b.vector(p + "attn_v.bias", KV);

@@ -78,6 +78,9 @@ class Model {
 
  private:
   Model() = default;
+  // token_embd.weight, with n_vocab taken from it when the metadata lacks it and checked
+  // against the vocabulary.
+  Expected<const gguf::TensorInfo*> token_embedding();
   Status bind_decoder();
   Status bind_bert();
 
