@@ -27,11 +27,20 @@ CpuFeatures detect_x86() {
     unsigned lo = 0, hi = 0;
     __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
     ymm_enabled = (lo & 0x6u) == 0x6u;
+    f.zmm_enabled = ymm_enabled && (lo & 0xe0u) == 0xe0u;
   }
   if (!ymm_enabled) return CpuFeatures{};
   if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
     f.avx2 = b & (1u << 5);
     f.avx512f = b & (1u << 16);
+    f.avx512bw = b & (1u << 30);
+    f.avx512vl = b & (1u << 31);
+    f.avx512vnni = c & (1u << 11);
+  }
+  if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avx_vnni = a & (1u << 4);
+  const char* no512 = std::getenv("LOOM_NO_AVX512");
+  if (no512 && no512[0] != '\0' && std::strcmp(no512, "0") != 0) {
+    f.avx512f = f.avx512bw = f.avx512vl = f.avx512vnni = false;
   }
   return f;
 }

@@ -9,12 +9,24 @@ struct CpuFeatures {
   bool fma = false;
   bool f16c = false;
   bool avx512f = false;
+  bool avx512bw = false;
+  bool avx512vl = false;
+  bool avx512vnni = false;  // VPDPBUSD on 512-bit registers (EVEX)
+  bool avx_vnni = false;    // VPDPBUSD on 256-bit registers (VEX, Alder Lake / Sapphire Rapids on)
+  bool zmm_enabled = false; // the OS saves the AVX-512 register state (XCR0 bits 5-7)
   // True when the AVX2 kernel set (AVX2 + FMA + F16C) may run.
   bool has_avx2_set() const { return avx2 && fma && f16c; }
+  // The 512-bit int8 kernel set: AVX-512 F/BW/VL + VNNI on top of the AVX2 set.
+  bool has_avx512_vnni_set() const {
+    return has_avx2_set() && zmm_enabled && avx512f && avx512bw && avx512vl && avx512vnni;
+  }
+  // The 256-bit int8 kernel set: AVX2 set + AVX-VNNI.
+  bool has_avx_vnni_set() const { return has_avx2_set() && avx_vnni; }
 };
 
 // Detected once; LOOM_FORCE_SCALAR=1 in the environment forces every dispatch to the scalar
-// reference kernels (used by tests and to debug a suspected SIMD bug).
+// reference kernels (used by tests and to debug a suspected SIMD bug); LOOM_NO_AVX512=1 hides
+// AVX-512 (to exercise the 256-bit kernels on a machine that has both).
 const CpuFeatures& cpu_features();
 int cpu_count();
 

@@ -109,6 +109,12 @@ class GgufFile {
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
   const TensorInfo* find_tensor(std::string_view name) const;
 
+  // Drops the whole pages inside [p, p + n) of a mapped file from this process's resident set
+  // (madvise DONTNEED on a read-only shared mapping: the bytes are unchanged and read back from
+  // the page cache on the next access). For data that has been copied elsewhere (packed weights).
+  // A no-op for in-memory images and ranges outside the file.
+  void release_pages(const void* p, size_t n) const;
+
  private:
   struct Storage;  // mmap or owned buffer; shared so copies of GgufFile stay cheap and valid
   static Expected<GgufFile> parse(std::shared_ptr<Storage> storage, std::string path);

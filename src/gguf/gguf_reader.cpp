@@ -205,6 +205,16 @@ Expected<GgufFile> GgufFile::open(const std::string& path) {
   return file;
 }
 
+void GgufFile::release_pages(const void* p, size_t n) const {
+  if (!storage_ || !storage_->map || n == 0) return;
+  const auto base = reinterpret_cast<uintptr_t>(storage_->map);
+  const auto lo = reinterpret_cast<uintptr_t>(p);
+  if (lo < base || lo + n > base + storage_->size) return;
+  const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+  const uintptr_t first = (lo + page - 1) / page * page, last = (lo + n) / page * page;
+  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
 Expected<GgufFile> GgufFile::from_bytes(std::span<const uint8_t> bytes) {
   auto storage = std::make_shared<Storage>();
   storage->owned.assign(bytes.begin(), bytes.end());

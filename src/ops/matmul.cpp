@@ -2,17 +2,45 @@
 
 #include <algorithm>
 
+#include "quant/packed.h"
 #include "quant/quant.h"
 
 namespace loom::ops {
 
 size_t matmul_scratch_bytes(TensorType t, int64_t k, int64_t n) {
   const TensorType dt = quant::vec_dot_type(t);
-  if (dt == TensorType::F32) return 0;
-  return size_t(row_bytes(dt, k)) * size_t(n);
+  size_t bytes = dt == TensorType::F32 ? 0 : size_t(row_bytes(dt, k)) * size_t(n);
+  if (quant::can_pack(t) && k % 32 == 0) bytes = std::max(bytes, quant::packed_act_row_bytes(k) * size_t(n));
+  return bytes;
 }
 
+namespace {
+
+// Packed weights (quant/packed.h): activations quantized once into the packed format, then
+// groups of 16 weight rows split across threads, each group applied to all n activation rows.
+void matmul_packed(ThreadPool& pool, const TensorView& w, const float* x, int64_t n, float* y, void* scratch) {
+  const int64_t k = w.cols, m = w.rows;
+  const size_t act_bytes = quant::packed_act_row_bytes(k);
+  auto* act = static_cast<uint8_t*>(scratch);
+  pool.parallel_for(n, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) quant::quantize_packed_act(x + i * k, k, act + size_t(i) * act_bytes);
+  }, 16);
+  const int64_t groups = (m + quant::kPackRows - 1) / quant::kPackRows;
+  // Waking a thread costs microseconds: give each at least ~32 KiB of weights x rows.
+  const int64_t group_bytes = int64_t(quant::packed_group_bytes(w.type, k));
+  const int64_t min_groups = std::max<int64_t>(1, int64_t(32 * 1024) / std::max<int64_t>(1, group_bytes * n));
+  pool.parallel_for(groups, [&](int64_t g0, int64_t g1) {
+    quant::packed_gemm(w.type, m, k, w.packed, g0, g1, act, act_bytes, int(n), y, size_t(m));
+  }, min_groups);
+}
+
+}  // namespace
+
 void matmul(ThreadPool& pool, const TensorView& w, const float* x, int64_t n, float* y, void* scratch) {
+  if (w.packed) {
+    matmul_packed(pool, w, x, n, y, scratch);
+    return;
+  }
   const int64_t k = w.cols, m = w.rows;
   const TensorType dt = quant::vec_dot_type(w.type);
   const void* act = x;

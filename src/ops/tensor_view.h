@@ -15,6 +15,9 @@ struct TensorView {
   int64_t cols = 0;       // ne[0]: elements per row (the reduction dimension of a matmul)
   int64_t rows = 0;       // ne[1] * ne[2] * ne[3]
   size_t row_bytes = 0;   // bytes of one row in `type`
+  // Optional row-interleaved copy of the same matrix (quant/packed.h), made at model load when
+  // the CPU has packed kernels for `type`; matmul prefers it. `data` stays valid either way.
+  const void* packed = nullptr;
 
   bool empty() const { return data == nullptr; }
   const uint8_t* row(int64_t r) const { return static_cast<const uint8_t*>(data) + r * row_bytes; }

@@ -1,0 +1,76 @@
+#include "model/packing.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "quant/packed.h"
+
+namespace loom::detail {
+
+void PackedStorage::Free::operator()(void* p) const { std::free(p); }
+
+bool repacking_enabled() {
+  const char* env = std::getenv("LOOM_NO_REPACK");
+  if (env && env[0] != '\0' && std::strcmp(env, "0") != 0) return false;
+  return quant::packed_kernels_available();
+}
+
+namespace {
+
+std::vector<TensorView*> matrices(ModelWeights& w) {
+  std::vector<TensorView*> out;
+  for (LayerWeights& l : w.layers) {
+    for (TensorView* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down}) out.push_back(t);
+  }
+  out.push_back(&w.output);
+  return out;
+}
+
+bool packable(const TensorView& t) {
+  return !t.empty() && quant::can_pack(t.type) && t.cols % 32 == 0 && t.rows > 0;
+}
+
+}  // namespace
+
+void pack_model_weights(const gguf::GgufFile& file, ModelWeights& w, PackedStorage& store) {
+  std::vector<TensorView*> todo;
+  size_t total = 0;
+  for (TensorView* t : matrices(w)) {
+    if (!packable(*t)) continue;
+    todo.push_back(t);
+    total += (quant::packed_size(t->type, t->rows, t->cols) + 63) / 64 * 64;
+  }
+  if (todo.empty()) return;
+  store.data.reset(std::aligned_alloc(64, total));
+  if (!store.data) return;  // out of memory: keep computing from the GGUF layout
+  store.bytes = total;
+  auto* dst = static_cast<uint8_t*>(store.data.get());
+  std::vector<std::pair<uintptr_t, uintptr_t>> ranges;  // original bytes now read only as a copy
+  for (TensorView* t : todo) {
+    const int64_t groups = (t->rows + quant::kPackRows - 1) / quant::kPackRows;
+    quant::pack_weights(t->type, t->data, t->row_bytes, t->rows, t->cols, dst, 0, groups);
+    t->packed = dst;
+    const auto lo = reinterpret_cast<uintptr_t>(t->data);
+    ranges.emplace_back(lo, lo + size_t(t->rows) * t->row_bytes);
+    dst += (quant::packed_size(t->type, t->rows, t->cols) + 63) / 64 * 64;
+  }
+  // Merge touching ranges (fused tensors are bound as several views), never release the
+  // embedding (token lookups still read it; a tied output shares it).
+  std::sort(ranges.begin(), ranges.end());
+  const auto emb_lo = reinterpret_cast<uintptr_t>(w.tok_embd.data);
+  const uintptr_t emb_hi = emb_lo + size_t(w.tok_embd.rows) * w.tok_embd.row_bytes;
+  std::vector<std::pair<uintptr_t, uintptr_t>> merged;
+  for (const auto& r : ranges) {
+    if (!merged.empty() && r.first <= merged.back().second) merged.back().second = std::max(merged.back().second, r.second);
+    else merged.push_back(r);
+  }
+  for (const auto& [lo, hi] : merged) {
+    if (w.tok_embd.data && lo < emb_hi && emb_lo < hi) continue;
+    file.release_pages(reinterpret_cast<const void*>(lo), hi - lo);
+  }
+}
+
+}  // namespace loom::detail

@@ -1,0 +1,150 @@
+// Packed (row-interleaved) weights: layout, packing, activation quantization, the scalar
+// reference GEMM, and the run-time dispatch to the SIMD kernels (packed_avx512.cpp,
+// packed_avxvnni.cpp). See packed.h for the layout.
+#include "quant/packed.h"
+
+#include <cstring>
+
+#include "base/cpu.h"
+#include "base/half.h"
+#include "quant/kernels.h"
+#include "quant/packed_layout.h"
+#include "quant/quant.h"
+
+namespace loom::quant {
+
+using detail::PackedLayout;
+
+bool can_pack(TensorType t) { return t == TensorType::Q4_0 || t == TensorType::Q8_0; }
+
+bool packed_kernels_available() {
+  const CpuFeatures& f = cpu_features();
+  return f.has_avx512_vnni_set() || f.has_avx_vnni_set();
+}
+
+size_t packed_group_bytes(TensorType t, int64_t cols) {
+  return size_t(cols / detail::kPackBlock) * PackedLayout::of(t).tile_bytes;
+}
+
+size_t packed_size(TensorType t, int64_t rows, int64_t cols) {
+  const int64_t groups = (rows + kPackRows - 1) / kPackRows;
+  return size_t(groups) * packed_group_bytes(t, cols);
+}
+
+void pack_weights(TensorType t, const void* src, size_t src_row_bytes, int64_t rows, int64_t cols,
+                  void* dst, int64_t g0, int64_t g1) {
+  const PackedLayout L = PackedLayout::of(t);
+  const int64_t nb = cols / detail::kPackBlock;
+  const size_t block_bytes = t == TensorType::Q4_0 ? 18 : 34;  // GGUF block: f16 d, then qs
+  const size_t qs_bytes = block_bytes - 2;
+  const uint8_t bias_byte = t == TensorType::Q8_0 ? 0x80 : 0x00;  // Q8_0: i8 -> u8 by +128
+  const auto* s = static_cast<const uint8_t*>(src);
+  auto* d = static_cast<uint8_t*>(dst);
+  for (int64_t g = g0; g < g1; ++g) {
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* tile = d + size_t(g) * packed_group_bytes(t, cols) + size_t(b) * L.tile_bytes;
+      std::memset(tile, 0, L.tile_bytes);
+      for (int r = 0; r < kPackRows; ++r) {
+        const int64_t row = g * kPackRows + r;
+        uint8_t* q = tile + PackedLayout::kScaleBytes;
+        if (row >= rows) {
+          // Padding row: scale 0, level 0.
+          for (int j = 0; j < L.chunks; ++j) std::memset(q + j * 64 + r * 4, bias_byte, 4);
+          continue;
+        }
+        const uint8_t* blk = s + size_t(row) * src_row_bytes + size_t(b) * block_bytes;
+        std::memcpy(tile + 2 * r, blk, 2);
+        const uint8_t* qs = blk + 2;
+        for (int j = 0; j < L.chunks; ++j) {
+          for (int k = 0; k < 4; ++k) {
+            const size_t e = size_t(4 * j + k);
+            q[j * 64 + r * 4 + k] = e < qs_bytes ? uint8_t(qs[e] ^ bias_byte) : bias_byte;
+          }
+        }
+      }
+    }
+  }
+}
+
+size_t packed_act_row_bytes(int64_t cols) {
+  return size_t(cols / detail::kPackBlock) * sizeof(detail::PackedActBlock);
+}
+
+void quantize_packed_act(const float* x, int64_t cols, void* dst) {
+  const int64_t nb = cols / detail::kPackBlock;
+  auto* out = static_cast<uint8_t*>(dst);
+  uint8_t q80[34];
+  for (int64_t b = 0; b < nb; ++b) {
+    quantize_row(TensorType::Q8_0, x + b * detail::kPackBlock, q80, detail::kPackBlock);
+    detail::PackedActBlock blk;
+    uint16_t dh;
+    std::memcpy(&dh, q80, 2);
+    blk.d = f16_to_f32(dh);
+    std::memcpy(blk.q, q80 + 2, 32);
+    int32_t sum = 0;
+    for (int8_t v : blk.q) sum += v;
+    blk.sum = sum;
+    std::memcpy(out + size_t(b) * sizeof(blk), &blk, sizeof(blk));
+  }
+}
+
+void packed_gemm(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
+                 const void* act, size_t act_stride, int n, float* out, size_t out_stride) {
+#if defined(__x86_64__)
+  const CpuFeatures& f = cpu_features();
+  if (f.has_avx512_vnni_set()) {
+    detail::packed_gemm_avx512(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+    return;
+  }
+  if (f.has_avx_vnni_set()) {
+    detail::packed_gemm_avxvnni(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+    return;
+  }
+#endif
+  ref::packed_gemm(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+}
+
+namespace ref {
+
+void packed_gemm(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
+                 const void* act, size_t act_stride, int n, float* out, size_t out_stride) {
+  const PackedLayout L = PackedLayout::of(t);
+  const int64_t nb = cols / detail::kPackBlock;
+  const size_t group_bytes = packed_group_bytes(t, cols);
+  const auto* p = static_cast<const uint8_t*>(packed);
+  const auto* a = static_cast<const uint8_t*>(act);
+  for (int64_t g = g0; g < g1; ++g) {
+    for (int r = 0; r < kPackRows; ++r) {
+      const int64_t row = g * kPackRows + r;
+      if (row >= rows) break;
+      for (int i = 0; i < n; ++i) {
+        float acc = 0.0f;
+        for (int64_t b = 0; b < nb; ++b) {
+          const uint8_t* tile = p + size_t(g) * group_bytes + size_t(b) * L.tile_bytes;
+          uint16_t dh;
+          std::memcpy(&dh, tile + 2 * r, 2);
+          detail::PackedActBlock ab;
+          std::memcpy(&ab, a + size_t(i) * act_stride + size_t(b) * sizeof(ab), sizeof(ab));
+          const uint8_t* q = tile + PackedLayout::kScaleBytes;
+          int32_t isum = -L.bias * ab.sum;
+          for (int j = 0; j < L.chunks; ++j) {
+            for (int k = 0; k < 4; ++k) {
+              const int32_t byte = q[j * 64 + r * 4 + k];
+              if (L.nibbles) {
+                isum += (byte & 0x0f) * ab.q[4 * j + k];
+                isum += (byte >> 4) * ab.q[16 + 4 * j + k];
+              } else {
+                isum += byte * ab.q[4 * j + k];
+              }
+            }
+          }
+          acc += float(isum) * (f16_to_f32(dh) * ab.d);
+        }
+        out[size_t(i) * out_stride + size_t(row)] = acc;
+      }
+    }
+  }
+}
+
+}  // namespace ref
+}  // namespace loom::quant

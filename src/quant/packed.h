@@ -1,0 +1,78 @@
+// Row-interleaved ("packed") copies of weight matrices for the int8 matrix kernels.
+//
+// The GGUF layout stores a matrix row after row, so a dot-product kernel reads one row at a time
+// and reduces horizontally. The packed layout interleaves kPackRows = 16 rows so that one 64-byte
+// load holds 4 consecutive weights of each of the 16 rows: VPDPBUSD then computes 16 row dots at
+// once against a broadcast of 4 activation bytes, with no horizontal reduction, one sequential
+// memory stream for 16 rows, and each decoded weight register reused across several activation
+// rows in prompt processing. Packing is done once at model load (model/), the mmapped original is
+// left untouched.
+//
+// Layout. Rows are taken 16 at a time (a "group"; the last group is padded with zero rows).
+// A group is cols / 32 "tiles", one per 32-column block, in column order. A tile is
+//   f16 d[16]            the block scale of each of the 16 rows
+//   u8  q[chunks][16][4] chunk j holds, for row r, 4 bytes (one 32-bit lane per row)
+// Q4_0 (4 chunks): lane r of chunk j = bytes 4j..4j+3 of row r's qs, unchanged: the low nibbles
+//   are elements 4j..4j+3, the high nibbles elements 16+4j..16+4j+3, level = nibble - 8.
+// Q8_0 (8 chunks): lane r of chunk j = row r's qs[4j..4j+3] + 128 (as u8): elements 4j..4j+3,
+//   level = byte - 128.
+// Either way the unsigned byte u and the signed level differ by a constant bias (8 or 128).
+//
+// Activations are quantized per row into PackedAct blocks {f32 d; i32 sum; i8 q[32]}: d and q are
+// exactly the Q8_0 quantization llama.cpp uses for these weight types (d rounded through f16),
+// sum = Σ q. A block product is then d_w · d_a · (Σ u·q − bias · sum), with the integer part exact,
+// so results equal quant::vec_dot's to float rounding (accumulation order and FMA differ).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "gguf/tensor_type.h"
+
+namespace loom::quant {
+
+constexpr int kPackRows = 16;
+
+// Weight types with a packed layout (Q4_0, Q8_0).
+bool can_pack(TensorType t);
+// True when this CPU has a packed kernel (AVX-512 VNNI or AVX-VNNI); otherwise packing would only
+// feed the scalar reference and model loading keeps the GGUF layout.
+bool packed_kernels_available();
+// Bytes of the packed copy of a rows x cols matrix of type t (can_pack(t), cols % 32 == 0).
+size_t packed_size(TensorType t, int64_t rows, int64_t cols);
+// Bytes of one packed tile group row-range: the packed stride of one group.
+size_t packed_group_bytes(TensorType t, int64_t cols);
+// Packs rows [0, rows) of a matrix whose row r starts at src + r * src_row_bytes into dst
+// (packed_size bytes). Groups [g0, g1) only, so packing can be split across threads.
+void pack_weights(TensorType t, const void* src, size_t src_row_bytes, int64_t rows, int64_t cols,
+                  void* dst, int64_t g0, int64_t g1);
+
+// Bytes of one activation row of cols elements in the packed activation format.
+size_t packed_act_row_bytes(int64_t cols);
+// Quantizes one row of cols floats (cols % 32 == 0) into dst.
+void quantize_packed_act(const float* x, int64_t cols, void* dst);
+
+// For activation rows i < n (row i at act + i * act_stride bytes) and weight rows r of groups
+// [g0, g1) with r < rows: out[i * out_stride + r] = Σ_k W[r][k] · x_i[k].
+void packed_gemm(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
+                 const void* act, size_t act_stride, int n, float* out, size_t out_stride);
+
+namespace ref {
+// The scalar definition of packed_gemm over the packed layout; the SIMD kernels are tested
+// against it, and it against quant::ref::vec_dot on the original rows.
+void packed_gemm(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
+                 const void* act, size_t act_stride, int n, float* out, size_t out_stride);
+}  // namespace ref
+
+namespace detail {
+// The SIMD variants, exposed for tests; each may be called only when its CPU check passes
+// (cpu_features().has_avx512_vnni_set() / has_avx_vnni_set()).
+void packed_gemm_avx512(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0,
+                        int64_t g1, const void* act, size_t act_stride, int n, float* out,
+                        size_t out_stride);
+void packed_gemm_avxvnni(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0,
+                         int64_t g1, const void* act, size_t act_stride, int n, float* out,
+                         size_t out_stride);
+}  // namespace detail
+
+}  // namespace loom::quant

@@ -1,0 +1,65 @@
+// Internal to src/quant: constants of the packed weight layout and activation blocks (packed.h
+// describes them), shared by the reference and the SIMD kernels.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "gguf/tensor_type.h"
+
+namespace loom::quant::detail {
+
+constexpr int kPackBlock = 32;  // columns per tile
+
+// One 32-column block of one activation row.
+struct PackedActBlock {
+  float d;        // the Q8_0 scale (f16-rounded)
+  int32_t sum;    // Σ q
+  int8_t q[32];
+};
+static_assert(sizeof(PackedActBlock) == 40);
+
+struct PackedLayout {
+  static constexpr size_t kScaleBytes = 32;  // f16 d[16]
+  int chunks;         // 64-byte chunks of quants per tile
+  bool nibbles;       // each byte holds two weights (low: element 4j+k, high: 16+4j+k)
+  int32_t bias;       // level = unsigned byte (or nibble) - bias
+  size_t tile_bytes;  // scales + quants
+
+  static constexpr PackedLayout of(TensorType t) {
+    return t == TensorType::Q4_0 ? PackedLayout{4, true, 8, kScaleBytes + 4 * 64}
+                                 : PackedLayout{8, false, 128, kScaleBytes + 8 * 64};
+  }
+};
+
+}  // namespace loom::quant::detail
+
+namespace loom::quant::detail {
+
+// The loop every packed kernel shares: groups [g0, g1), and within a group the activation rows
+// in runs of kMaxNa (then 4, 2, 1), so the group's tiles stay in L1 while activations stream by.
+// kernel(na, group, tile_bytes, nb, act, act_stride, out, out_stride, valid_rows) computes one run.
+template <typename Kernel>
+inline void packed_gemm_loop(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0,
+                             int64_t g1, const void* act, size_t act_stride, int n, float* out,
+                             size_t out_stride, int max_na, Kernel&& kernel) {
+  const PackedLayout L = PackedLayout::of(t);
+  const int64_t nb = cols / kPackBlock;
+  const size_t group_bytes = size_t(nb) * L.tile_bytes;
+  const auto* p = static_cast<const uint8_t*>(packed);
+  const auto* a = static_cast<const uint8_t*>(act);
+  for (int64_t g = g0; g < g1; ++g) {
+    const int64_t r0 = g * 16;
+    const int valid = int(rows - r0 < 16 ? rows - r0 : 16);
+    const uint8_t* grp = p + size_t(g) * group_bytes;
+    int i = 0;
+    for (int na = max_na; na >= 1; na /= 2) {
+      for (; i + na <= n; i += na) {
+        kernel(na, grp, L, nb, a + size_t(i) * act_stride, act_stride, out + size_t(i) * out_stride + size_t(r0),
+               out_stride, valid);
+      }
+    }
+  }
+}
+
+}  // namespace loom::quant::detail
