@@ -8,9 +8,39 @@
 
 #include "quant/packed.h"
 
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
 namespace loom::detail {
 
-void PackedStorage::Free::operator()(void* p) const { std::free(p); }
+PackedStorage::~PackedStorage() {
+#if defined(__linux__)
+  if (mapped) {
+    munmap(data, mapped);
+    return;
+  }
+#endif
+  std::free(data);
+}
+
+bool PackedStorage::allocate(size_t n) {
+#if defined(__linux__)
+  constexpr size_t kHuge = size_t(2) << 20;
+  const size_t len = (n + kHuge - 1) / kHuge * kHuge;
+  void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p != MAP_FAILED) {
+    madvise(p, len, MADV_HUGEPAGE);  // advisory: ignored where THP is off
+    data = p;
+    mapped = len;
+    bytes = n;
+    return true;
+  }
+#endif
+  data = std::aligned_alloc(64, (n + 63) / 64 * 64);
+  bytes = data ? n : 0;
+  return data != nullptr;
+}
 
 bool repacking_enabled() {
   const char* env = std::getenv("LOOM_NO_REPACK");
@@ -44,10 +74,8 @@ void pack_model_weights(const gguf::GgufFile& file, ModelWeights& w, PackedStora
     total += (quant::packed_size(t->type, t->rows, t->cols) + 63) / 64 * 64;
   }
   if (todo.empty()) return;
-  store.data.reset(std::aligned_alloc(64, total));
-  if (!store.data) return;  // out of memory: keep computing from the GGUF layout
-  store.bytes = total;
-  auto* dst = static_cast<uint8_t*>(store.data.get());
+  if (!store.allocate(total)) return;  // out of memory: keep computing from the GGUF layout
+  auto* dst = static_cast<uint8_t*>(store.data);
   std::vector<std::pair<uintptr_t, uintptr_t>> ranges;  // original bytes now read only as a copy
   for (TensorView* t : todo) {
     const int64_t groups = (t->rows + quant::kPackRows - 1) / quant::kPackRows;

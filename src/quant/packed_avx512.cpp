@@ -29,6 +29,7 @@ LOOM_AVX512_VNNI void group_kernel(const uint8_t* grp, size_t tile_bytes, int64_
   const __m512i m4 = _mm512_set1_epi8(0x0f);
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* tile = grp + size_t(b) * tile_bytes;
+    prefetch_ahead(tile, tile_bytes);
     const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile)));
     const uint8_t* q = tile + PackedLayout::kScaleBytes;
     // w[j]: lane r = the unsigned levels of row r at elements 4j..4j+3 (for Q4_0, chunk j's low

@@ -25,6 +25,7 @@ LOOM_AVX_VNNI void group_kernel(const uint8_t* grp, size_t tile_bytes, int64_t n
   const __m256i m4 = _mm256_set1_epi8(0x0f);
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* tile = grp + size_t(b) * tile_bytes;
+    prefetch_ahead(tile, tile_bytes);
     const uint8_t* q = tile + PackedLayout::kScaleBytes;
     const uint8_t* ab[NA];
     for (int a = 0; a < NA; ++a) ab[a] = act + size_t(a) * act_stride + size_t(b) * sizeof(PackedActBlock);

@@ -36,6 +36,14 @@ struct PackedLayout {
 
 namespace loom::quant::detail {
 
+// Decode streams weights from DRAM faster with software prefetches a little ahead than with the
+// hardware prefetchers alone (measured 7 -> 13-14 GB/s on one core for a 150 MB Q4_0 matrix):
+// the kernels call this once per tile for the tile kPrefetchAhead bytes further on.
+constexpr size_t kPrefetchAhead = 1024;
+inline void prefetch_ahead(const uint8_t* tile, size_t tile_bytes) {
+  for (size_t off = 0; off < tile_bytes; off += 64) __builtin_prefetch(tile + kPrefetchAhead + off, 0, 3);
+}
+
 // The loop every packed kernel shares: groups [g0, g1), and within a group the activation rows
 // in runs of kMaxNa (then 4, 2, 1), so the group's tiles stay in L1 while activations stream by.
 // kernel(na, group, tile_bytes, nb, act, act_stride, out, out_stride, valid_rows) computes one run.
