@@ -38,7 +38,7 @@
 #endif
 
 /* Bumped when a struct layout or a signature changes. */
-#define LOOM_C_API_VERSION 1
+#define LOOM_C_API_VERSION 2
 
 #ifdef __cplusplus
 extern "C" {
@@ -250,7 +250,10 @@ typedef struct loom_context_params {
   float yarn_attn_factor;
   float yarn_beta_fast;
   float yarn_beta_slow;
-  int32_t yarn_orig_ctx;     /* 0: the model's training context */
+  int32_t yarn_orig_ctx;     /* 0: the model's original context (else its training context) */
+  int32_t n_swa;             /* sliding window of N tokens: -1 the model's (llama/Mistral: none, as
+                                llama.cpp), 0 off, N > 0 on the model's SWA layers or, for families
+                                without them, on every layer */
   float defrag_thold;        /* > 0: defragment before a decode when holes exceed this fraction */
   int32_t type_k;            /* LOOM_TYPE_* */
   int32_t type_v;

@@ -7,11 +7,32 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 namespace loom {
 namespace {
 
+// False when the environment variable is set to something other than "" or "0".
+bool env_allows(const char* name) {
+  const char* v = std::getenv(name);
+  return !(v && v[0] != '\0' && std::strcmp(v, "0") != 0);
+}
+
 #if defined(__x86_64__) || defined(__i386__)
+// Linux keeps the AMX tile data state off until a process asks for it (kernel 5.16+).
+bool request_amx_permission() {
+#if defined(__linux__) && defined(__x86_64__)
+  constexpr long kArchReqXcompPerm = 0x1023;
+  constexpr long kXfeatureXtiledata = 18;
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+  return false;
+#endif
+}
+
 // CPUID bits, read directly (portable across GCC and Clang, unlike __builtin_cpu_supports for
 // every feature name), plus the OS check that YMM state is saved (XGETBV).
 CpuFeatures detect_x86() {
@@ -37,9 +58,11 @@ CpuFeatures detect_x86() {
     f.avx512vl = b & (1u << 31);
     f.avx512vnni = c & (1u << 11);
   }
+  bool amx = false;
+  if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) amx = (d & (1u << 24)) && (d & (1u << 25));  // AMX-TILE, AMX-INT8
   if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avx_vnni = a & (1u << 4);
-  const char* no512 = std::getenv("LOOM_NO_AVX512");
-  if (no512 && no512[0] != '\0' && std::strcmp(no512, "0") != 0) {
+  f.amx_int8 = amx && env_allows("LOOM_NO_AMX") && request_amx_permission();
+  if (!env_allows("LOOM_NO_AVX512")) {
     f.avx512f = f.avx512bw = f.avx512vl = f.avx512vnni = false;
   }
   return f;

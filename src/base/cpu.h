@@ -14,6 +14,9 @@ struct CpuFeatures {
   bool avx512vnni = false;  // VPDPBUSD on 512-bit registers (EVEX)
   bool avx_vnni = false;    // VPDPBUSD on 256-bit registers (VEX, Alder Lake / Sapphire Rapids on)
   bool zmm_enabled = false; // the OS saves the AVX-512 register state (XCR0 bits 5-7)
+  // AMX tiles with int8 dot products, and the kernel granted this process the tile state
+  // (Linux arch_prctl ARCH_REQ_XCOMP_PERM, requested once at detection).
+  bool amx_int8 = false;
   // True when the AVX2 kernel set (AVX2 + FMA + F16C) may run.
   bool has_avx2_set() const { return avx2 && fma && f16c; }
   // The 512-bit int8 kernel set: AVX-512 F/BW/VL + VNNI on top of the AVX2 set.
@@ -22,11 +25,13 @@ struct CpuFeatures {
   }
   // The 256-bit int8 kernel set: AVX2 set + AVX-VNNI.
   bool has_avx_vnni_set() const { return has_avx2_set() && avx_vnni; }
+  // AMX-INT8 plus the AVX-512 set its kernels use around the tile instructions.
+  bool has_amx_int8_set() const { return has_avx512_vnni_set() && amx_int8; }
 };
 
 // Detected once; LOOM_FORCE_SCALAR=1 in the environment forces every dispatch to the scalar
 // reference kernels (used by tests and to debug a suspected SIMD bug); LOOM_NO_AVX512=1 hides
-// AVX-512 (to exercise the 256-bit kernels on a machine that has both).
+// AVX-512 (to exercise the 256-bit kernels on a machine that has both), LOOM_NO_AMX=1 hides AMX.
 const CpuFeatures& cpu_features();
 int cpu_count();
 

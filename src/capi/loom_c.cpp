@@ -194,6 +194,7 @@ loom::Status to_params(const loom_context_params& p, loom::ContextParams* out) {
   cp.yarn_beta_fast = p.yarn_beta_fast;
   cp.yarn_beta_slow = p.yarn_beta_slow;
   cp.yarn_orig_ctx = p.yarn_orig_ctx;
+  cp.n_swa = p.n_swa;
   cp.defrag_thold = p.defrag_thold;
   for (int32_t t : {p.type_k, p.type_v}) {
     if (t < 0 || !loom::tensor_type_info(uint32_t(t))) {
@@ -658,6 +659,7 @@ loom_context_params loom_context_default_params(void) {
   p.yarn_beta_fast = d.yarn_beta_fast;
   p.yarn_beta_slow = d.yarn_beta_slow;
   p.yarn_orig_ctx = d.yarn_orig_ctx;
+  p.n_swa = d.n_swa;
   p.defrag_thold = d.defrag_thold;
   p.type_k = int32_t(d.type_k);
   p.type_v = int32_t(d.type_v);

@@ -36,6 +36,8 @@ Expected<std::unique_ptr<Context>> Context::create(std::shared_ptr<const Model> 
   if (p.n_batch == 0 && p.n_ubatch == 0) return invalid_argument("n_batch and n_ubatch cannot both be zero");
   if (p.n_ctx == 0 && hp.n_ctx_train == 0) return invalid_argument("n_ctx and the model's training context cannot both be zero");
   if (p.n_seq_max > kMaxSeqs) return invalid_argument("n_seq_max must be at most " + std::to_string(kMaxSeqs));
+  if (p.n_swa < -1) return invalid_argument("n_swa must be -1 (the model's), 0 (off) or a window of at least one token");
+  if (p.n_swa > 0 && hp.is_encoder()) return unsupported("a sliding window is not supported for encoder models");
   std::unique_ptr<Context> ctx(new Context());
   ctx->model_ = std::move(model);
   ContextParams& cp = ctx->params_;
@@ -45,8 +47,9 @@ Expected<std::unique_ptr<Context>> Context::create(std::shared_ptr<const Model> 
   if (n_ctx > (1 << 24)) return invalid_argument("n_ctx " + std::to_string(n_ctx) + " is too large");
   cp.n_ctx = int(n_ctx);
 
-  // RoPE: context overrides, scaling type, YaRN (the reference's derivation).
-  ops::RopeParams rope = model_rope(*ctx->model_);
+  // RoPE: context overrides, scaling type, YaRN (the reference's derivation). LongRoPE factors
+  // follow n_ctx per sequence.
+  ops::RopeParams rope = model_rope(*ctx->model_, cp.n_ctx / cp.n_seq_max);
   if (p.rope_freq_base > 0) rope.freq_base = p.rope_freq_base;
   if (p.rope_freq_scale > 0) rope.freq_scale = p.rope_freq_scale;
   if (cp.rope_scaling == RopeScaling::kUnspecified) {
@@ -54,10 +57,10 @@ Expected<std::unique_ptr<Context>> Context::create(std::shared_ptr<const Model> 
   }
   if (cp.rope_scaling == RopeScaling::kNone) rope.freq_scale = 1.0f;
   rope.ext_factor = p.yarn_ext_factor < 0 ? (cp.rope_scaling == RopeScaling::kYarn ? 1.0f : 0.0f) : p.yarn_ext_factor;
-  rope.attn_factor = p.yarn_attn_factor;
+  rope.attn_factor = p.yarn_attn_factor * rope.attn_factor;  // times the model's rope.scaling.attn_factor
   rope.beta_fast = p.yarn_beta_fast;
   rope.beta_slow = p.yarn_beta_slow;
-  rope.n_ctx_orig = p.yarn_orig_ctx > 0 ? p.yarn_orig_ctx : int(hp.n_ctx_train);
+  if (p.yarn_orig_ctx > 0) rope.n_ctx_orig = p.yarn_orig_ctx;
   cp.rope_freq_base = rope.freq_base;
   cp.rope_freq_scale = rope.freq_scale;
   cp.yarn_ext_factor = rope.ext_factor;
@@ -73,6 +76,11 @@ Expected<std::unique_ptr<Context>> Context::create(std::shared_ptr<const Model> 
   }
   ctx->causal_ = cp.attention == AttentionType::kUnspecified ? hp.causal : cp.attention == AttentionType::kCausal;
   if (hp.is_encoder()) cp.embeddings = true;  // an encoder has no LM head: embeddings only
+
+  // Sliding window: the model's SWA layers (gemma2/gemma3) keep theirs unless overridden; other
+  // families (llama/Mistral included, whatever their file says) attend fully unless asked.
+  cp.n_swa = p.n_swa < 0 ? hp.swa_window : p.n_swa;
+  ctx->swa_all_layers_ = hp.swa_window <= 0 && cp.n_swa > 0;
 
   // Batch sizes.
   const int n_batch_param = p.n_batch;
@@ -113,7 +121,7 @@ Expected<std::unique_ptr<Context>> Context::create(std::shared_ptr<const Model> 
   ctx->cells_.assign(nb, 0);
   ctx->out_rows_.assign(size_t(cp.n_ubatch), 0);
   ctx->mask_.assign(size_t(cp.n_ubatch) * size_t(cp.n_ctx), 0.0f);
-  if (hp.swa_window > 0) ctx->mask_swa_.assign(ctx->mask_.size(), 0.0f);
+  if (hp.swa_window > 0 && cp.n_swa > 0) ctx->mask_swa_.assign(ctx->mask_.size(), 0.0f);
   ctx->deltas_.assign(size_t(cp.n_ctx), 0);
   ctx->perf_.t_load_us = ctx->model_->load_time_us();
   return ctx;
@@ -272,6 +280,7 @@ Status Context::run_ubatches(const Batch& batch, const Checked& c, bool encoding
   if (!kv_->find_slot(n, cells_.data())) return Status(StatusCode::kResourceExhausted, "no KV slot for the batch");
   MaskParams mp;
   mp.causal = causal_ && !encoding;
+  if (swa_all_layers_) mp.swa_window = params_.n_swa;  // every layer slides: one mask
   const int ubatch = (encoding || !causal_) ? n : params_.n_ubatch;
   ForwardConfig cfg = fwd_;
   for (int first = 0; first < n; first += ubatch) {
@@ -288,7 +297,7 @@ Status Context::run_ubatches(const Batch& batch, const Checked& c, bool encoding
     kv_->build_mask(m, pos_.data() + first, seq_.data() + first, n_kv, mp, mask_.data());
     if (!mask_swa_.empty()) {
       MaskParams swa = mp;
-      swa.swa_window = model_->hparams().swa_window;
+      swa.swa_window = params_.n_swa;
       kv_->build_mask(m, pos_.data() + first, seq_.data() + first, n_kv, swa, mask_swa_.data());
     }
     int m_out = 0;

@@ -39,7 +39,14 @@ struct ContextParams {
   float yarn_attn_factor = 1.0f;
   float yarn_beta_fast = 32.0f;
   float yarn_beta_slow = 1.0f;
-  int yarn_orig_ctx = 0;         // 0: the model's training context
+  int yarn_orig_ctx = 0;         // 0: the model's original context (rope.scaling.original_context_length, else n_ctx_train)
+  // Sliding-window attention, N = a token at position p sees its sequence's positions (p - N, p].
+  // -1: the model's (gemma2/gemma3: their SWA layers; every other family: none, even when a
+  // llama/Mistral file carries attention.sliding_window, as the reference ignores it there);
+  // 0: off (full attention everywhere); N > 0: families with SWA layers slide over N on those
+  // layers, every other family slides over N on every layer. Resolved at creation to the window
+  // in effect (0: none). Not for encoders.
+  int n_swa = -1;
   Pooling pooling = Pooling::kUnspecified;
   AttentionType attention = AttentionType::kUnspecified;
   bool embeddings = false;       // produce embeddings instead of logits
@@ -169,6 +176,7 @@ class Context {
   std::shared_ptr<const Model> model_;
   ContextParams params_;
   bool causal_ = true;
+  bool swa_all_layers_ = false;  // n_swa applies to every layer (a family without SWA layers)
   bool has_logits_buffer_ = true;
   std::unique_ptr<KvCache> kv_;
   std::unique_ptr<ThreadPool> pool_;
@@ -190,7 +198,7 @@ class Context {
   std::vector<int32_t> cells_;          // [n_batch] cells used by the current decode
   std::vector<int32_t> out_rows_;       // [n_ubatch]
   std::vector<float> mask_;             // [n_ubatch][n_ctx]
-  std::vector<float> mask_swa_;         // [n_ubatch][n_ctx] sliding-window layers (when the model has them)
+  std::vector<float> mask_swa_;         // [n_ubatch][n_ctx] the model's sliding-window layers (when they slide)
   std::vector<int32_t> deltas_;         // [n_ctx] pending K-shift
   int n_outputs_ = 0;
   int last_batch_size_ = 0;

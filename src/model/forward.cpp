@@ -153,14 +153,18 @@ ForwardScratch::ForwardScratch(const Model& model, int max_tokens, int max_kv, T
   arena_.reserve(total + Arena::kAlign);
 }
 
-ops::RopeParams model_rope(const Model& model) {
+ops::RopeParams model_rope(const Model& model, int64_t n_ctx_per_seq) {
   const ModelHparams& hp = model.hparams();
+  const ModelWeights& w = model.weights();
   ops::RopeParams rope;
   rope.n_rot = int(hp.n_rot);
   rope.freq_base = hp.rope_freq_base;
   rope.freq_scale = hp.rope_freq_scale;
   rope.mode = hp.rope_mode;
-  rope.n_ctx_orig = int(hp.n_ctx_train);
+  rope.n_ctx_orig = int(hp.n_ctx_orig_yarn);
+  rope.attn_factor = hp.rope_attn_factor;
+  // Either factor tensor may be missing; then that size of context rotates without factors.
+  rope.freq_factors = n_ctx_per_seq > hp.n_ctx_orig_yarn ? w.rope_long : w.rope_short;
   return rope;
 }
 
@@ -184,7 +188,9 @@ Status shift_k(const Model& model, const KvView& kv, const int32_t* deltas, Forw
   if (scratch.arena().capacity() < sizeof(float) * size_t(KV) * 2) return internal_error("shift_k: scratch too small");
   scratch.arena().reset();
   float* row = scratch.arena().alloc<float>(size_t(KV));
-  // A pure rotation by delta: YaRN's magnitude scale must not be applied a second time.
+  // A pure rotation by delta with the context's frequencies (LongRoPE factors included): neither
+  // YaRN's magnitude scale nor the model's attn_factor may be applied a second time. (The
+  // reference multiplies shifted K by its attn_factor again on every shift.)
   (void)pool;
   for (int il = 0; il < int(hp.n_layer); ++il) {
     ops::RopeParams rope = detail::layer_rope(hp, cfg.rope, il);

@@ -78,7 +78,7 @@ struct ForwardBatch {
   const int32_t* cells = nullptr;    // [n_tokens] cache cell each token's K/V is written to
   int n_kv = 0;                      // attention considers cells [0, n_kv)
   const float* mask = nullptr;       // [n_tokens][n_kv] additive mask (0 / -inf)
-  const float* mask_swa = nullptr;   // the same for sliding-window layers (null: model has none)
+  const float* mask_swa = nullptr;   // the same for the model's sliding-window layers (null: they do not slide)
   int n_outputs = 0;
   const int32_t* output_rows = nullptr;  // [n_outputs] batch rows whose outputs are wanted
   float* logits = nullptr;           // [n_outputs][n_vocab], or null
@@ -104,8 +104,10 @@ class ForwardScratch {
   int max_lora_rank_ = 0;
 };
 
-// The effective RoPE of a model before context overrides.
-ops::RopeParams model_rope(const Model& model);
+// The effective RoPE of a model, before context overrides, for a context of n_ctx_per_seq cells
+// per sequence: that size selects LongRoPE's long factors (above the model's original context)
+// or its short ones, as the reference does.
+ops::RopeParams model_rope(const Model& model, int64_t n_ctx_per_seq);
 
 // Runs the model's forward for one micro-batch: stores K/V into the given cells, writes the
 // requested outputs of the output rows.

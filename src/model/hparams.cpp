@@ -72,6 +72,11 @@ Expected<ModelHparams> read_hparams(const gguf::GgufFile& f) {
   hp.rms_eps = float(eps);
   hp.rope_freq_base = float(base);
   hp.rope_freq_scale = float(1.0 / scale_linear);
+  LOOM_ASSIGN_OR_RETURN(hp.n_ctx_orig_yarn, arch_int(f, a, "rope.scaling.original_context_length", hp.n_ctx_train, 0, kBig));
+  if (hp.n_ctx_orig_yarn == 0) hp.n_ctx_orig_yarn = hp.n_ctx_train;  // 0: not given
+  LOOM_ASSIGN_OR_RETURN(double rope_attn_factor, f.get_float_or(a + ".rope.scaling.attn_factor", 1.0));
+  if (!(rope_attn_factor > 0 && std::isfinite(rope_attn_factor))) return corrupt("rope.scaling.attn_factor must be positive");
+  hp.rope_attn_factor = float(rope_attn_factor);
   LOOM_ASSIGN_OR_RETURN(hp.n_vocab, arch_int(f, a, "vocab_size", 0, 0, kBig));
   LOOM_ASSIGN_OR_RETURN(int64_t pooling, arch_int(f, a, "pooling_type", -1, -1, 4));
   hp.pooling_type = int(pooling);
@@ -116,8 +121,9 @@ Expected<ModelHparams> read_hparams(const gguf::GgufFile& f) {
     case Arch::kBert: hp.ffn_act = FfnAct::kGelu; break;
     case Arch::kNomicBert: hp.ffn_act = FfnAct::kSilu; break;  // rotary positions, SwiGLU
     // phi3 files may carry attention.sliding_window, but the reference attends to the full
-    // context on every phi3 layer (its SWA pattern selects no layer); llama/Mistral GGUFs carry
-    // no window. Both therefore use full attention.
+    // context on every phi3 layer (its SWA pattern selects no layer); it also ignores the
+    // llama.attention.sliding_window of Mistral-style llama files. Both therefore use full
+    // attention unless a context asks for a window (ContextParams::n_swa).
     case Arch::kPhi3:
     case Arch::kLlama: break;
   }

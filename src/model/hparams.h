@@ -30,6 +30,13 @@ struct ModelHparams {
   float rms_eps = 1e-5f;
   float rope_freq_base = 10000.0f;
   float rope_freq_scale = 1.0f;
+  // <arch>.rope.scaling.original_context_length (n_ctx_train when absent): YaRN's original
+  // context, and the threshold above which a context's n_ctx per sequence selects LongRoPE's
+  // long factors instead of the short ones.
+  int64_t n_ctx_orig_yarn = 0;
+  // <arch>.rope.scaling.attn_factor (1 when absent): multiplies the rotated q and k (phi3
+  // LongRoPE's magnitude scale), whichever factors are selected, as the reference does.
+  float rope_attn_factor = 1.0f;
   ops::RopeMode rope_mode = ops::RopeMode::kNormal;
   int pooling_type = -1;  // <arch>.pooling_type: 0 none, 1 mean, 2 cls, 3 last, 4 rank; -1 unset
   bool causal = true;     // <arch>.attention.causal (encoders: false)

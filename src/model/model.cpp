@@ -1,8 +1,10 @@
 #include "model/model.h"
 
+#include <cmath>
 #include <utility>
 
 #include "base/timer.h"
+#include "model/packing.h"
 #include "quant/quant.h"
 
 namespace loom {
@@ -31,6 +33,8 @@ Expected<std::shared_ptr<const Model>> Model::load(const std::string& path, cons
   return model;
 }
 
+size_t Model::packed_bytes() const { return packed_ ? packed_->bytes : 0; }
+
 Expected<std::shared_ptr<const Model>> Model::from_gguf(gguf::GgufFile file, const ModelLoadParams& params) {
   std::shared_ptr<Model> m(new Model());
   m->file_ = std::move(file);
@@ -38,6 +42,10 @@ Expected<std::shared_ptr<const Model>> Model::from_gguf(gguf::GgufFile file, con
   if (params.vocab_only) return std::shared_ptr<const Model>(std::move(m));
   LOOM_ASSIGN_OR_RETURN(m->hp_, read_hparams(m->file_));
   LOOM_RETURN_IF_ERROR(m->hp_.is_encoder() ? m->bind_bert() : m->bind_decoder());
+  if (params.repack && detail::repacking_enabled()) {
+    m->packed_ = std::make_shared<detail::PackedStorage>();
+    detail::pack_model_weights(m->file_, m->w_, *m->packed_);
+  }
   return std::shared_ptr<const Model>(std::move(m));
 }
 
@@ -154,6 +162,22 @@ Status Model::bind_decoder() {
   if (b.status().is_ok() && w_.output.empty()) {
     w_.output = w_.tok_embd;
     w_.tied_output = true;
+  }
+  if (hp.arch == Arch::kPhi3) {
+    // LongRoPE factors (Phi-3-*-128k, Phi-3.5): optional, stored as F32 (F16 converted).
+    w_.rope_long = b.vector("rope_factors_long.weight", hp.n_rot / 2, /*required=*/false);
+    w_.rope_short = b.vector("rope_factors_short.weight", hp.n_rot / 2, /*required=*/false);
+    LOOM_RETURN_IF_ERROR(b.status());
+    for (const auto& [name, f] : {std::pair{"rope_factors_long.weight", w_.rope_long},
+                                  std::pair{"rope_factors_short.weight", w_.rope_short}}) {
+      for (int64_t i = 0; f && i < hp.n_rot / 2; ++i) {
+        // A frequency divisor of zero, a negative or a non-finite one would turn RoPE into NaNs.
+        if (!(f[i] > 0 && std::isfinite(f[i]))) {
+          return corrupt("tensor '" + std::string(name) + "' has the non-positive or non-finite value " +
+                         std::to_string(f[i]) + " at index " + std::to_string(i));
+        }
+      }
+    }
   }
   const bool fused_qkv = hp.arch == Arch::kPhi3;
   const bool fused_gate_up = hp.arch == Arch::kPhi3;

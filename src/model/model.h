@@ -54,12 +54,23 @@ struct ModelWeights {
   TensorView type_embd;                // [n_token_types rows][n_embd] (BERT)
   const float* tok_norm = nullptr;     // [n_embd] LayerNorm after the embeddings (BERT)
   const float* tok_norm_b = nullptr;
+  // Phi-3 LongRoPE frequency divisors, [n_rot/2] each, shared by all layers (null when absent):
+  // a context uses the long ones when its n_ctx per sequence exceeds n_ctx_orig_yarn.
+  const float* rope_long = nullptr;
+  const float* rope_short = nullptr;
   std::vector<LayerWeights> layers;
 };
 
 struct ModelLoadParams {
   bool vocab_only = false;  // tokenizer work without binding weights
+  // Copy Q4_0/Q8_0 matrices into the row-interleaved layout of quant/packed.h when this CPU has
+  // kernels for it (also off with LOOM_NO_REPACK=1). The mapped originals' pages are released.
+  bool repack = true;
 };
+
+namespace detail {
+struct PackedStorage;
+}
 
 class Model {
  public:
@@ -74,6 +85,8 @@ class Model {
   // Bytes of weights a single-token decode step reads (every matrix once, one embedding row).
   uint64_t decode_weight_bytes() const { return decode_weight_bytes_; }
   uint64_t n_params() const { return n_params_; }
+  // Bytes of packed weight copies made at load (0 when none).
+  size_t packed_bytes() const;
   int64_t load_time_us() const { return load_time_us_; }
 
  private:
@@ -88,7 +101,8 @@ class Model {
   ModelHparams hp_;
   std::optional<Vocab> vocab_;  // always set after a successful load
   ModelWeights w_;
-  std::vector<std::vector<float>> owned_;  // norm vectors converted to f32 when stored otherwise
+  std::vector<std::vector<float>> owned_;
+  std::shared_ptr<detail::PackedStorage> packed_;  // row-interleaved copies (see packing.h)  // norm vectors converted to f32 when stored otherwise
   uint64_t decode_weight_bytes_ = 0;
   uint64_t n_params_ = 0;
   int64_t load_time_us_ = 0;

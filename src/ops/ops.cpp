@@ -123,7 +123,8 @@ void rope(float* x, const int32_t* pos, int n_tokens, int n_heads, int head_dim,
   assert(n_rot <= kMaxRopeDims);
   for (int t = 0; t < n_tokens; ++t) {
     for (int i = 0; i < half; ++i) {
-      const double inv_freq = std::pow(double(p.freq_base), -2.0 * i / n_rot);
+      double inv_freq = std::pow(double(p.freq_base), -2.0 * i / n_rot);
+      if (p.freq_factors) inv_freq /= double(p.freq_factors[i]);
       const double extrap = double(pos[t]) * inv_freq;
       double theta = extrap * p.freq_scale;
       if (p.ext_factor != 0.0f) {

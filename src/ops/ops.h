@@ -52,6 +52,10 @@ struct RopeParams {
   float beta_fast = 32.f;
   float beta_slow = 1.f;
   int n_ctx_orig = 0;
+  // Per-pair divisors of the rotation frequency, [n_rot/2] (Phi-3 LongRoPE's long/short
+  // factors): pair i turns by pos · freq_scale · base^(-2i/n_rot) / freq_factors[i], in both
+  // modes. Null: none (all 1).
+  const float* freq_factors = nullptr;
 };
 
 inline constexpr int kMaxRopeDims = 1024;

@@ -71,16 +71,21 @@ size_t packed_act_row_bytes(int64_t cols) {
 }
 
 void quantize_packed_act(const float* x, int64_t cols, void* dst) {
+  // One dispatched Q8_0 quantization of the whole row into the tail of dst, then an in-place
+  // forward conversion: block b (34 bytes at 6·nb + 34·b) is read before block b (40 bytes at
+  // 40·b) is written, and 40·(b+1) <= 6·nb + 34·(b+1) for every b < nb, so no unread byte is
+  // overwritten.
   const int64_t nb = cols / detail::kPackBlock;
   auto* out = static_cast<uint8_t*>(dst);
-  uint8_t q80[34];
+  uint8_t* q80 = out + size_t(nb) * 6;
+  quantize_row(TensorType::Q8_0, x, q80, cols);
   for (int64_t b = 0; b < nb; ++b) {
-    quantize_row(TensorType::Q8_0, x + b * detail::kPackBlock, q80, detail::kPackBlock);
     detail::PackedActBlock blk;
+    const uint8_t* src = q80 + size_t(b) * 34;
     uint16_t dh;
-    std::memcpy(&dh, q80, 2);
+    std::memcpy(&dh, src, 2);
     blk.d = f16_to_f32(dh);
-    std::memcpy(blk.q, q80 + 2, 32);
+    std::memcpy(blk.q, src + 2, 32);
     int32_t sum = 0;
     for (int8_t v : blk.q) sum += v;
     blk.sum = sum;
@@ -92,6 +97,10 @@ void packed_gemm(TensorType t, int64_t rows, int64_t cols, const void* packed, i
                  const void* act, size_t act_stride, int n, float* out, size_t out_stride) {
 #if defined(__x86_64__)
   const CpuFeatures& f = cpu_features();
+  if (f.has_amx_int8_set() && n >= 16) {
+    detail::packed_gemm_amx(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+    return;
+  }
   if (f.has_avx512_vnni_set()) {
     detail::packed_gemm_avx512(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
     return;

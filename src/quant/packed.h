@@ -35,7 +35,7 @@ constexpr int kPackRows = 16;
 
 // Weight types with a packed layout (Q4_0, Q8_0).
 bool can_pack(TensorType t);
-// True when this CPU has a packed kernel (AVX-512 VNNI or AVX-VNNI); otherwise packing would only
+// True when this CPU has a packed kernel (AMX-INT8, AVX-512 VNNI or AVX-VNNI); otherwise packing would only
 // feed the scalar reference and model loading keeps the GGUF layout.
 bool packed_kernels_available();
 // Bytes of the packed copy of a rows x cols matrix of type t (can_pack(t), cols % 32 == 0).
@@ -70,6 +70,10 @@ namespace detail {
 void packed_gemm_avx512(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0,
                         int64_t g1, const void* act, size_t act_stride, int n, float* out,
                         size_t out_stride);
+// AMX-INT8 tiles for runs of 16 activation rows, the rest through packed_gemm_avx512
+// (cpu_features().has_amx_int8_set()).
+void packed_gemm_amx(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
+                     const void* act, size_t act_stride, int n, float* out, size_t out_stride);
 void packed_gemm_avxvnni(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0,
                          int64_t g1, const void* act, size_t act_stride, int n, float* out,
                          size_t out_stride);

@@ -420,6 +420,24 @@ TEST(CApi, ContextParamsAreResolved) {
   cp = loom_context_default_params();
   cp.n_seq_max = 100000;
   EXPECT_EQ(loom_context_new(m.get(), &cp), nullptr);
+  // Sliding window: -1 (the model's: none for llama) by default; a window shorter than the
+  // prompt changes the logits; below -1 is refused.
+  cp = loom_context_default_params();
+  EXPECT_EQ(cp.n_swa, -1);
+  cp.n_threads = 1;
+  cp.type_k = cp.type_v = LOOM_TYPE_F32;
+  cp.n_ctx = 0;
+  cp.n_swa = int32_t(kPrompt.size());
+  ContextPtr covering(loom_context_new(m.get(), &cp));
+  ASSERT_TRUE(covering) << loom_last_error();
+  EXPECT_EQ(feed(covering.get(), kPrompt, 0), l);
+  cp.n_swa = 2;
+  ContextPtr windowed(loom_context_new(m.get(), &cp));
+  ASSERT_TRUE(windowed) << loom_last_error();
+  EXPECT_NE(feed(windowed.get(), kPrompt, 0), l);
+  cp.n_swa = -2;
+  EXPECT_EQ(loom_context_new(m.get(), &cp), nullptr);
+  EXPECT_NE(std::string(loom_last_error()).find("n_swa"), std::string::npos);
 }
 
 }  // namespace

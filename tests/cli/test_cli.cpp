@@ -71,6 +71,25 @@ TEST(Cli, LogitsJsonMatchesGolden) {
   EXPECT_LE(max_abs_diff(got, want), 5e-3f * max_abs(want));
 }
 
+TEST(Cli, SlidingWindowFlagOfLogitsAndGenerate) {
+  // stories260K (llama) attends fully by default; a window shorter than the prompt changes the
+  // logits, one covering it does not.
+  const std::string base = "logits -m " + model("stories260K.gguf") +
+                           " -p 'Once upon a time there was a little girl named Lily who loved to play' --json";
+  auto logits_of = [](const RunResult& r) { return nlohmann::json::parse(r.out)["logits"].get<std::vector<float>>(); };
+  auto full = run_loom(base), wide = run_loom(base + " --sliding-window 1000"), off = run_loom(base + " --sliding-window 0"),
+       narrow = run_loom(base + " --sliding-window 4");
+  for (const RunResult* r : {&full, &wide, &off, &narrow}) ASSERT_EQ(r->exit_code, 0) << r->err;
+  EXPECT_EQ(logits_of(wide), logits_of(full));
+  EXPECT_EQ(logits_of(off), logits_of(full));
+  EXPECT_GT(max_abs_diff(logits_of(narrow), logits_of(full)), 1e-3f);
+  auto gen = run_loom("generate -m " + model("stories260K.gguf") + " -p 'Once upon a time' -n 8 --temp 0 --sliding-window 3 --json");
+  ASSERT_EQ(gen.exit_code, 0) << gen.err;
+  EXPECT_TRUE(nlohmann::json::parse(gen.out).contains("ids"));
+  EXPECT_EQ(run_loom(base + " --sliding-window -2").exit_code, 2);
+  EXPECT_EQ(run_loom(base + " --sliding-window x").exit_code, 2);
+}
+
 TEST(Cli, InfoJsonListsMetadataAndTensors) {
   auto r = run_loom("info -m " + model("stories260K.gguf") + " --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -1,6 +1,7 @@
 // Ops against straightforward double-precision references.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -54,11 +55,11 @@ TEST(Ops, SwigluMatchesDefinition) {
   for (size_t i = 0; i < 33; ++i) EXPECT_NEAR(g2[i], g[i] / (1 + std::exp(-g[i])) * u[i], 1e-6);
 }
 
-// Reference RoPE: rotate pairs by pos * base^(-2i/n_rot).
-void rope_ref(std::vector<float>& x, int pos, int n_rot, float base, bool neox) {
+// Reference RoPE: rotate pairs by pos * base^(-2i/n_rot) / factors[i] (factors null: 1).
+void rope_ref(std::vector<float>& x, int pos, int n_rot, float base, bool neox, const float* factors = nullptr) {
   std::vector<float> y = x;
   for (int i = 0; i < n_rot / 2; ++i) {
-    const double theta = pos * std::pow(double(base), -2.0 * i / n_rot);
+    const double theta = pos * std::pow(double(base), -2.0 * i / n_rot) / (factors ? factors[i] : 1.0);
     const int a = neox ? i : 2 * i, b = neox ? i + n_rot / 2 : 2 * i + 1;
     y[size_t(a)] = float(x[size_t(a)] * std::cos(theta) - x[size_t(b)] * std::sin(theta));
     y[size_t(b)] = float(x[size_t(a)] * std::sin(theta) + x[size_t(b)] * std::cos(theta));
@@ -83,6 +84,37 @@ TEST(Ops, RopeNormalAndNeoxPairings) {
         for (int d = 0; d < 16; ++d) EXPECT_NEAR(got[size_t(h * 16 + d)], head[size_t(d)], 1e-5) << neox << n_rot;
       }
     }
+  }
+}
+
+TEST(Ops, RopeFreqFactorsDivideEachPairsFrequency) {
+  // LongRoPE: pair i turns by pos * base^(-2i/n_rot) / factors[i], in both pairings; factors
+  // of 1 change nothing.
+  const float factors[8] = {1.0f, 1.5f, 2.0f, 3.25f, 4.0f, 5.5f, 7.0f, 8.0f};
+  const float ones[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+  for (bool neox : {false, true}) {
+    auto x = random_vec(16 * 2, 11);  // 2 heads of 16, n_rot 16
+    int32_t pos[1] = {53};
+    RopeParams p;
+    p.n_rot = 16;
+    p.mode = neox ? RopeMode::kNeox : RopeMode::kNormal;
+    auto plain = x;
+    rope(plain.data(), pos, 1, 2, 16, p);
+    p.freq_factors = ones;
+    auto with_ones = x;
+    rope(with_ones.data(), pos, 1, 2, 16, p);
+    EXPECT_EQ(with_ones, plain);
+    p.freq_factors = factors;
+    auto got = x;
+    rope(got.data(), pos, 1, 2, 16, p);
+    for (int h = 0; h < 2; ++h) {
+      std::vector<float> head(x.begin() + h * 16, x.begin() + (h + 1) * 16);
+      rope_ref(head, 53, 16, 10000.0f, neox, factors);
+      for (int d = 0; d < 16; ++d) EXPECT_NEAR(got[size_t(h * 16 + d)], head[size_t(d)], 1e-5) << neox;
+    }
+    float moved = 0;
+    for (size_t i = 0; i < got.size(); ++i) moved = std::max(moved, std::fabs(got[i] - plain[i]));
+    EXPECT_GT(moved, 1e-2f);
   }
 }
 

@@ -24,6 +24,7 @@ namespace {
 struct Opts {
   std::string model, prompt;
   int n_predict = 128, n_ctx = 0, threads = 0, top_k = 40;
+  int n_swa = -1;  // --sliding-window
   float temp = 0.8f, top_p = 0.95f;
   int64_t seed = -1;
   bool json = false;
@@ -84,6 +85,7 @@ int generate_one(const Opts& o, std::shared_ptr<const Model> model, std::vector<
   ContextParams cp;
   cp.n_ctx = o.n_ctx > 0 ? o.n_ctx : default_n_ctx(*model);
   cp.n_threads = o.threads;
+  cp.n_swa = o.n_swa;
   cp.n_batch = std::min<int>(cp.n_ctx, std::max<int>(512, int(prompt.size())));
   auto ctx_or = Context::create(model, cp);
   if (!ctx_or) return fail(ctx_or.status());
@@ -218,6 +220,7 @@ int generate_parallel(const Opts& o, std::shared_ptr<const Model> model, const s
   const int64_t need = int64_t(prompt.size()) + int64_t(n_seq) * o.n_predict;
   cp.n_ctx = o.n_ctx > 0 ? o.n_ctx : int(std::min<int64_t>(std::max<int64_t>(need, default_n_ctx(*model)), model->hparams().n_ctx_train));
   cp.n_threads = o.threads;
+  cp.n_swa = o.n_swa;
   cp.n_batch = std::min<int>(cp.n_ctx, std::max<int>({512, int(prompt.size()), n_seq}));
   if (int(prompt.size()) >= cp.n_ctx) return fail(invalid_argument("the prompt does not fit the context (use -c)"));
   auto ctx_or = Context::create(model, cp);
@@ -309,6 +312,7 @@ void register_generate(CLI::App& app, int& exit_code) {
   sub->add_option("-n,--n-predict", o->n_predict, "tokens to generate (default 128)")->check(CLI::NonNegativeNumber);
   sub->add_option("-c,--ctx-size", o->n_ctx, "context size (default: training context, at most 4096)")->check(CLI::NonNegativeNumber);
   sub->add_option("-t,--threads", o->threads, "threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  add_sliding_window_option(sub, o->n_swa);
   sub->add_option("--temp", o->temp, "temperature; 0 = greedy (default 0.8)")->check(CLI::NonNegativeNumber);
   sub->add_option("--top-k", o->top_k, "keep the k most likely tokens; 0 = all (default 40)")->check(CLI::NonNegativeNumber);
   sub->add_option("--top-p", o->top_p, "nucleus sampling threshold (default 0.95)")->check(CLI::Range(0.0, 1.0));

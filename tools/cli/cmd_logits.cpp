@@ -12,7 +12,7 @@ namespace loom::cli {
 void register_logits(CLI::App& app, int& exit_code) {
   struct Opts {
     std::string model, prompt;
-    int n_ctx = 0, threads = 0;
+    int n_ctx = 0, threads = 0, n_swa = -1;
     bool json = false;
   };
   auto o = std::make_shared<Opts>();
@@ -21,6 +21,7 @@ void register_logits(CLI::App& app, int& exit_code) {
   sub->add_option("-p,--prompt", o->prompt, "prompt text")->required();
   sub->add_option("-c,--ctx-size", o->n_ctx, "context size (default: training context, at most 4096)")->check(CLI::NonNegativeNumber);
   sub->add_option("-t,--threads", o->threads, "threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  add_sliding_window_option(sub, o->n_swa);
   sub->add_flag("--json", o->json, "print one JSON object");
   sub->callback([o, &exit_code] {
     exit_code = 1;
@@ -33,6 +34,7 @@ void register_logits(CLI::App& app, int& exit_code) {
     cp.n_batch = std::max<int>(int(ids.size()), 1);
     cp.n_ubatch = cp.n_batch;
     cp.n_threads = o->threads;
+    cp.n_swa = o->n_swa;
     auto ctx = Context::create(model, cp);
     if (!ctx) { fail(ctx.status()); return; }
     if (Status st = (*ctx)->decode(Batch::from_tokens(ids, 0)); !st) { fail(st); return; }

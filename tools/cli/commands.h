@@ -28,5 +28,7 @@ int fail(const Status& st);
 std::shared_ptr<const Model> load_model_or_report(const std::string& path, bool vocab_only = false);
 // Context size default: the model's training context capped at 4096.
 int default_n_ctx(const Model& m);
+// --sliding-window N (ContextParams::n_swa): -1 the model's, 0 off, N > 0 a window of N tokens.
+void add_sliding_window_option(CLI::App* sub, int& n_swa);
 
 }  // namespace loom::cli

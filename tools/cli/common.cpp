@@ -24,4 +24,11 @@ int default_n_ctx(const Model& m) {
   return int(std::min<int64_t>(m.hparams().n_ctx_train, 4096));
 }
 
+void add_sliding_window_option(CLI::App* sub, int& n_swa) {
+  sub->add_option("--sliding-window", n_swa,
+                  "attend only to the last N positions: -1 = the model's (llama/Mistral: none, as llama.cpp), "
+                  "0 = off, N = a window of N tokens (on every layer, or on the model's sliding layers)")
+      ->check(CLI::Range(-1, 1 << 30));
+}
+
 }  // namespace loom::cli

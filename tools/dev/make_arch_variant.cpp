@@ -8,6 +8,13 @@
 //                                                    global rope base 1e6 (local layers use 1e4)
 //   make_arch_variant nomic-bert IN_bert.gguf OUT.gguf  rotary positions instead of learned ones, fused
 //                                                    attn_qkv without biases, SwiGLU FFN without biases
+//   make_arch_variant phi3-longrope IN_phi3.gguf OUT.gguf  add LongRoPE factors rope_factors_long (in [1, 8])
+//                                                    and rope_factors_short (in [1, 2]), original context 64
+//                                                    (larger contexts use the long factors) and the
+//                                                    converter's attn_factor sqrt(1 + ln(n_ctx_train/64)/ln 64)
+//   make_arch_variant phi3-longrope-short IN_phi3.gguf OUT.gguf  the same factors and attn_factor, but
+//                                                    original context = n_ctx_train (contexts up to
+//                                                    that size use the short factors)
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -43,7 +50,9 @@ Status rename_arch(gguf::GgufWriter& w, const std::string& from, const std::stri
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 4) return fail("usage: make_arch_variant qwen3|gemma|gemma3|nomic-bert IN.gguf OUT.gguf");
+  if (argc != 4) {
+    return fail("usage: make_arch_variant qwen3|gemma|gemma3|nomic-bert|phi3-longrope|phi3-longrope-short IN.gguf OUT.gguf");
+  }
   const std::string target = argv[1];
   auto in = gguf::GgufFile::open(argv[2]);
   if (!in) return fail(in.status().message());
@@ -118,6 +127,35 @@ int main(int argc, char** argv) {
       w->remove_tensor(p + "post_attention_norm.weight");
       w->remove_tensor(p + "post_ffw_norm.weight");
     }
+  } else if (target == "phi3-longrope" || target == "phi3-longrope-short") {
+    if (*in->get_string("general.architecture") != "phi3") return fail("expected a phi3 model");
+    const int64_t n_embd = *in->get_int("phi3.embedding_length"), n_head = *in->get_int("phi3.attention.head_count");
+    const int64_t n_rot = *in->get_int_or("phi3.rope.dimension_count", n_embd / n_head);
+    const int64_t n_ctx_train = *in->get_int("phi3.context_length");
+    constexpr int64_t kOrigCtx = 64;
+    const int64_t orig = target == "phi3-longrope" ? kOrigCtx : n_ctx_train;
+    // One factor per rotated pair, long 1 + 7·((5i) mod n)/(n-1), short 1 + ((3i) mod n)/(n-1):
+    // for n = 8 every value is distinct and in no monotone order (a reversed or shifted index
+    // would show).
+    const int64_t n = n_rot / 2;
+    if (n < 2) return fail("expected at least 4 rotated dimensions");
+    std::vector<float> lng(static_cast<size_t>(n)), sht(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      lng[size_t(i)] = 1.0f + 7.0f * float((5 * i) % n) / float(n - 1);
+      sht[size_t(i)] = 1.0f + float((3 * i) % n) / float(n - 1);
+    }
+    for (const auto& [name, v] : {std::pair{"rope_factors_long.weight", &lng}, std::pair{"rope_factors_short.weight", &sht}}) {
+      std::vector<uint8_t> bytes(v->size() * 4);
+      std::memcpy(bytes.data(), v->data(), bytes.size());
+      if (st.is_ok()) st = w->add_tensor(name, TensorType::F32, {n}, bytes);
+    }
+    // Phi3MiniModel's magnitude scale for a model trained at n_ctx_train from an original 64.
+    const double scale = double(n_ctx_train) / double(kOrigCtx);
+    const float attn_factor = float(std::sqrt(1.0 + std::log(scale) / std::log(double(kOrigCtx))));
+    w->remove("phi3.rope.scaling.original_context_length");
+    w->remove("phi3.rope.scaling.attn_factor");
+    if (st.is_ok()) st = w->set_u32("phi3.rope.scaling.original_context_length", uint32_t(orig));
+    if (st.is_ok()) st = w->set_f32("phi3.rope.scaling.attn_factor", attn_factor);
   } else {
     return fail("unknown target '" + target + "'");
   }

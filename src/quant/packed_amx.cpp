@@ -1,0 +1,183 @@
+// Packed GEMM with AMX-INT8 tiles for prompt batches: 16 activation rows x 16 weight rows per
+// tile product. Per 32-column block b:
+//   A = 16 activation rows' int8 quants (read in place from the PackedActBlocks, stride = row)
+//   B = the group's weights as signed levels in VNNI order (8 rows of 64 bytes: row j holds
+//       elements 4j..4j+3 of each of the 16 weight rows = the packed chunks, unpacked/unbiased)
+//   C = A·B via TDPBSSD (int32, exact), then acc[i] += float(C[i]) * (d_w[0..15] * d_a[i]).
+// Activation rows beyond the last multiple of 16 go to the AVX-512 VNNI kernel.
+// Only called when cpu_features().has_amx_int8_set(); see packed.h for the layout.
+#if defined(__x86_64__)
+
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "quant/packed.h"
+#include "quant/packed_layout.h"
+
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#define LOOM_AMX __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni,amx-tile,amx-int8")))
+
+namespace loom::quant::detail {
+namespace {
+
+// Tile register numbers are literal tokens below: GCC's tile intrinsics are macros that paste
+// them into the assembly.
+
+struct alignas(64) TileConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+static_assert(sizeof(TileConfig) == 64);
+
+// Tile shapes are per thread state: configure each pool thread once.
+LOOM_AMX void configure_thread() {
+  thread_local bool configured = false;
+  if (configured) return;
+  TileConfig cfg;
+  for (int t = 0; t < 4; ++t) {  // C: 16 x 16 int32
+    cfg.colsb[t] = 64;
+    cfg.rows[t] = 16;
+  }
+  for (int t = 4; t < 6; ++t) {  // A: 16 activation rows x one 32-column block of int8
+    cfg.colsb[t] = 32;
+    cfg.rows[t] = 16;
+  }
+  for (int t = 6; t < 8; ++t) {  // B: K / 4 = 8 rows of 16 weight rows x 4 bytes
+    cfg.colsb[t] = 64;
+    cfg.rows[t] = 8;
+  }
+  // GCC 12 does not treat LDTILECFG as reading its operand and drops the stores above without
+  // this barrier (the tiles then stay unconfigured and the first TILELOADD faults).
+  __asm__ __volatile__("" : : "r"(&cfg) : "memory");
+  _tile_loadconfig(&cfg);
+  configured = true;
+}
+
+// The 16 weight rows of one tile as signed levels in VNNI order (8 rows of 64 bytes).
+template <bool kNibbles>
+LOOM_AMX inline void weights_vnni(const uint8_t* q, uint8_t* dst) {
+  if constexpr (kNibbles) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f), eight = _mm512_set1_epi8(8);
+    for (int j = 0; j < 4; ++j) {
+      const __m512i c = _mm512_loadu_si512(q + 64 * j);
+      _mm512_store_si512(dst + 64 * j, _mm512_sub_epi8(_mm512_and_si512(c, m4), eight));
+      _mm512_store_si512(dst + 64 * (j + 4), _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(c, 4), m4), eight));
+    }
+  } else {
+    const __m512i bias = _mm512_set1_epi8(char(0x80));
+    for (int j = 0; j < 8; ++j) _mm512_store_si512(dst + 64 * j, _mm512_xor_si512(_mm512_loadu_si512(q + 64 * j), bias));
+  }
+}
+
+// NC chunks of 16 activation rows against NG groups of 16 weight rows (NC, NG in {1, 2}): up to
+// four independent tile products per block keep the tile unit busy while the float epilogue of
+// the previous ones runs. Accumulators live in an L1 buffer (4 x 16 x 16 floats do not fit in
+// registers).
+template <bool kNibbles, int NG, int NC>
+LOOM_AMX void block_tiles(const uint8_t* const* grp, size_t tile_bytes, int64_t nb, const uint8_t* act,
+                          size_t act_stride, float* out, size_t out_stride, const int* valid) {
+  alignas(64) uint8_t wbuf[NG][512];
+  alignas(64) int32_t cbuf[NG * NC][16][16];
+  alignas(64) float acc[NG * NC][16][16] = {};
+  for (int64_t b = 0; b < nb; ++b) {
+    const size_t woff = size_t(b) * tile_bytes;
+    const uint8_t* ablk = act + size_t(b) * sizeof(PackedActBlock);
+    for (int g = 0; g < NG; ++g) weights_vnni<kNibbles>(grp[g] + woff + PackedLayout::kScaleBytes, wbuf[g]);
+    // Tiles: C 0..3 (index g * NC + c), A 4..5 (chunk c), B 6..7 (group g).
+    _tile_loadd(6, wbuf[0], 64);
+    if constexpr (NG == 2) _tile_loadd(7, wbuf[NG - 1], 64);
+    _tile_loadd(4, ablk + 8, long(act_stride));
+    if constexpr (NC == 2) _tile_loadd(5, ablk + 16 * act_stride + 8, long(act_stride));
+    _tile_zero(0);
+    _tile_dpbssd(0, 4, 6);
+    _tile_stored(0, cbuf[0], 64);
+    if constexpr (NC == 2) {
+      _tile_zero(1);
+      _tile_dpbssd(1, 5, 6);
+      _tile_stored(1, cbuf[1], 64);
+    }
+    if constexpr (NG == 2) {
+      _tile_zero(2);
+      _tile_dpbssd(2, 4, 7);
+      _tile_stored(2, cbuf[NC], 64);
+      if constexpr (NC == 2) {
+        _tile_zero(3);
+        _tile_dpbssd(3, 5, 7);
+        _tile_stored(3, cbuf[3], 64);
+      }
+    }
+    for (int g = 0; g < NG; ++g) {
+      const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(grp[g] + woff)));
+      for (int c = 0; c < NC; ++c) {
+        const uint8_t* ac = ablk + size_t(16 * c) * act_stride;
+        int32_t (*cb)[16] = cbuf[g * NC + c];
+        float (*ab)[16] = acc[g * NC + c];
+        for (int i = 0; i < 16; ++i) {
+          float da;
+          std::memcpy(&da, ac + size_t(i) * act_stride, 4);
+          const __m512 ci = _mm512_cvtepi32_ps(_mm512_load_si512(cb[i]));
+          _mm512_store_ps(ab[i], _mm512_fmadd_ps(ci, _mm512_mul_ps(dw, _mm512_set1_ps(da)), _mm512_load_ps(ab[i])));
+        }
+      }
+    }
+  }
+  for (int g = 0; g < NG; ++g) {
+    const __mmask16 mask = __mmask16((1u << valid[g]) - 1u);
+    for (int c = 0; c < NC; ++c) {
+      for (int i = 0; i < 16; ++i) {
+        _mm512_mask_storeu_ps(out + size_t(16 * c + i) * out_stride + size_t(16 * g), mask,
+                              _mm512_load_ps(acc[g * NC + c][i]));
+      }
+    }
+  }
+}
+
+template <bool kNibbles>
+void run_tiles(int ng, int nc, const uint8_t* const* grp, size_t tile_bytes, int64_t nb, const uint8_t* act,
+               size_t act_stride, float* out, size_t out_stride, const int* valid) {
+  if (ng == 2 && nc == 2) block_tiles<kNibbles, 2, 2>(grp, tile_bytes, nb, act, act_stride, out, out_stride, valid);
+  else if (ng == 2) block_tiles<kNibbles, 2, 1>(grp, tile_bytes, nb, act, act_stride, out, out_stride, valid);
+  else if (nc == 2) block_tiles<kNibbles, 1, 2>(grp, tile_bytes, nb, act, act_stride, out, out_stride, valid);
+  else block_tiles<kNibbles, 1, 1>(grp, tile_bytes, nb, act, act_stride, out, out_stride, valid);
+}
+
+}  // namespace
+
+void packed_gemm_amx(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
+                     const void* act, size_t act_stride, int n, float* out, size_t out_stride) {
+  const int n16 = n / 16 * 16;
+  if (n16 > 0) {
+    configure_thread();
+    const PackedLayout L = PackedLayout::of(t);
+    const int64_t nb = cols / kPackBlock;
+    const size_t group_bytes = size_t(nb) * L.tile_bytes;
+    const auto* p = static_cast<const uint8_t*>(packed);
+    const auto* a = static_cast<const uint8_t*>(act);
+    for (int64_t g = g0; g < g1; g += 2) {
+      const int ng = g + 1 < g1 ? 2 : 1;
+      const uint8_t* grp[2] = {p + size_t(g) * group_bytes, p + size_t(g + ng - 1) * group_bytes};
+      int valid[2];
+      for (int k = 0; k < ng; ++k) valid[k] = int(rows - (g + k) * 16 < 16 ? rows - (g + k) * 16 : 16);
+      for (int i = 0; i < n16; i += 32) {
+        const int nc = i + 32 <= n16 ? 2 : 1;
+        const uint8_t* ai = a + size_t(i) * act_stride;
+        float* o = out + size_t(i) * out_stride + size_t(g * 16);
+        if (L.nibbles) run_tiles<true>(ng, nc, grp, L.tile_bytes, nb, ai, act_stride, o, out_stride, valid);
+        else run_tiles<false>(ng, nc, grp, L.tile_bytes, nb, ai, act_stride, o, out_stride, valid);
+      }
+    }
+  }
+  if (n16 < n) {
+    packed_gemm_avx512(t, rows, cols, packed, g0, g1, static_cast<const uint8_t*>(act) + size_t(n16) * act_stride,
+                       act_stride, n - n16, out + size_t(n16) * out_stride, out_stride);
+  }
+}
+
+}  // namespace loom::quant::detail
+
+#endif  // __x86_64__
