@@ -44,8 +44,7 @@ bool PackedStorage::allocate(size_t n) {
 
 bool repacking_enabled() {
   const char* env = std::getenv("LOOM_NO_REPACK");
-  if (env && env[0] != '\0' && std::strcmp(env, "0") != 0) return false;
-  return quant::packed_kernels_available();
+  return !(env && env[0] != '\0' && std::strcmp(env, "0") != 0);
 }
 
 namespace {
@@ -60,7 +59,8 @@ std::vector<TensorView*> matrices(ModelWeights& w) {
 }
 
 bool packable(const TensorView& t) {
-  return !t.empty() && quant::can_pack(t.type) && t.cols % 32 == 0 && t.rows > 0;
+  return !t.empty() && quant::can_pack(t.type) && quant::packed_kernels_available(t.type) && t.cols % 32 == 0 &&
+         t.rows > 0;
 }
 
 }  // namespace

@@ -25,7 +25,7 @@ struct PackedStorage {
   size_t mapped = 0;  // mapping length when mmapped, 0 when from the heap
 };
 
-// True unless LOOM_NO_REPACK=1 is set or the CPU has no packed kernels.
+// True unless LOOM_NO_REPACK=1 is set (matrices are packed only where the CPU has a kernel).
 bool repacking_enabled();
 
 // Packs every layer matrix and the output matrix whose type has a packed layout into `store` and

@@ -10,7 +10,7 @@ namespace loom::ops {
 size_t matmul_scratch_bytes(TensorType t, int64_t k, int64_t n) {
   const TensorType dt = quant::vec_dot_type(t);
   size_t bytes = dt == TensorType::F32 ? 0 : size_t(row_bytes(dt, k)) * size_t(n);
-  if (quant::can_pack(t) && k % 32 == 0) bytes = std::max(bytes, quant::packed_act_row_bytes(k) * size_t(n));
+  if (quant::can_pack(t) && k % 32 == 0) bytes = std::max(bytes, quant::packed_act_row_bytes(t, k) * size_t(n));
   return bytes;
 }
 
@@ -20,10 +20,10 @@ namespace {
 // groups of 16 weight rows split across threads, each group applied to all n activation rows.
 void matmul_packed(ThreadPool& pool, const TensorView& w, const float* x, int64_t n, float* y, void* scratch) {
   const int64_t k = w.cols, m = w.rows;
-  const size_t act_bytes = quant::packed_act_row_bytes(k);
+  const size_t act_bytes = quant::packed_act_row_bytes(w.type, k);
   auto* act = static_cast<uint8_t*>(scratch);
   pool.parallel_for(n, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) quant::quantize_packed_act(x + i * k, k, act + size_t(i) * act_bytes);
+    for (int64_t i = b; i < e; ++i) quant::quantize_packed_act(w.type, x + i * k, k, act + size_t(i) * act_bytes);
   }, 16);
   const int64_t groups = (m + quant::kPackRows - 1) / quant::kPackRows;
   // Waking a thread costs microseconds: give each at least ~32 KiB of weights x rows.

@@ -15,11 +15,14 @@ namespace loom::quant {
 
 using detail::PackedLayout;
 
-bool can_pack(TensorType t) { return t == TensorType::Q4_0 || t == TensorType::Q8_0; }
+bool can_pack(TensorType t) {
+  return t == TensorType::Q4_0 || t == TensorType::Q8_0 || t == TensorType::F16;
+}
 
-bool packed_kernels_available() {
+bool packed_kernels_available(TensorType t) {
   const CpuFeatures& f = cpu_features();
-  return f.has_avx512_vnni_set() || f.has_avx_vnni_set();
+  if (t == TensorType::F16) return f.has_avx512_vnni_set();
+  return can_pack(t) && (f.has_avx512_vnni_set() || f.has_avx_vnni_set());
 }
 
 size_t packed_group_bytes(TensorType t, int64_t cols) {
@@ -40,6 +43,18 @@ void pack_weights(TensorType t, const void* src, size_t src_row_bytes, int64_t r
   const uint8_t bias_byte = t == TensorType::Q8_0 ? 0x80 : 0x00;  // Q8_0: i8 -> u8 by +128
   const auto* s = static_cast<const uint8_t*>(src);
   auto* d = static_cast<uint8_t*>(dst);
+  if (t == TensorType::F16) {
+    // Column-major within the group: element (r, c) at 2 * (16 * c + r); padding rows are 0.
+    for (int64_t g = g0; g < g1; ++g) {
+      uint8_t* grp = d + size_t(g) * packed_group_bytes(t, cols);
+      std::memset(grp, 0, packed_group_bytes(t, cols));
+      for (int r = 0; r < kPackRows && g * kPackRows + r < rows; ++r) {
+        const uint8_t* row = s + size_t(g * kPackRows + r) * src_row_bytes;
+        for (int64_t c = 0; c < cols; ++c) std::memcpy(grp + 2 * (16 * size_t(c) + size_t(r)), row + 2 * c, 2);
+      }
+    }
+    return;
+  }
   for (int64_t g = g0; g < g1; ++g) {
     for (int64_t b = 0; b < nb; ++b) {
       uint8_t* tile = d + size_t(g) * packed_group_bytes(t, cols) + size_t(b) * L.tile_bytes;
@@ -66,11 +81,20 @@ void pack_weights(TensorType t, const void* src, size_t src_row_bytes, int64_t r
   }
 }
 
-size_t packed_act_row_bytes(int64_t cols) {
+size_t packed_act_row_bytes(TensorType t, int64_t cols) {
+  if (t == TensorType::F16) return sizeof(float) * size_t(cols);
   return size_t(cols / detail::kPackBlock) * sizeof(detail::PackedActBlock);
 }
 
-void quantize_packed_act(const float* x, int64_t cols, void* dst) {
+void quantize_packed_act(TensorType t, const float* x, int64_t cols, void* dst) {
+  if (t == TensorType::F16) {
+    // Round through f16 (quantize_row's fast path), then widen back in place from the end.
+    auto* out = static_cast<float*>(dst);
+    auto* half = reinterpret_cast<uint16_t*>(static_cast<uint8_t*>(dst) + 2 * size_t(cols));
+    quantize_row(TensorType::F16, x, half, cols);
+    dequantize_row(TensorType::F16, half, out, cols);
+    return;
+  }
   // One dispatched Q8_0 quantization of the whole row into the tail of dst, then an in-place
   // forward conversion: block b (34 bytes at 6·nb + 34·b) is read before block b (40 bytes at
   // 40·b) is written, and 40·(b+1) <= 6·nb + 34·(b+1) for every b < nb, so no unread byte is
@@ -97,6 +121,14 @@ void packed_gemm(TensorType t, int64_t rows, int64_t cols, const void* packed, i
                  const void* act, size_t act_stride, int n, float* out, size_t out_stride) {
 #if defined(__x86_64__)
   const CpuFeatures& f = cpu_features();
+  if (t == TensorType::F16) {
+    if (f.has_avx512_vnni_set()) {
+      detail::packed_gemm_f16_avx512(rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+    } else {
+      ref::packed_gemm(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+    }
+    return;
+  }
   if (f.has_amx_int8_set() && n >= 16) {
     detail::packed_gemm_amx(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
     return;
@@ -122,6 +154,25 @@ void packed_gemm(TensorType t, int64_t rows, int64_t cols, const void* packed, i
   const size_t group_bytes = packed_group_bytes(t, cols);
   const auto* p = static_cast<const uint8_t*>(packed);
   const auto* a = static_cast<const uint8_t*>(act);
+  if (t == TensorType::F16) {
+    for (int64_t g = g0; g < g1; ++g) {
+      const uint8_t* grp = p + size_t(g) * group_bytes;
+      for (int r = 0; r < kPackRows && g * kPackRows + r < rows; ++r) {
+        for (int i = 0; i < n; ++i) {
+          float acc = 0.0f;
+          for (int64_t c = 0; c < cols; ++c) {
+            uint16_t h;
+            float x;
+            std::memcpy(&h, grp + 2 * (16 * size_t(c) + size_t(r)), 2);
+            std::memcpy(&x, a + size_t(i) * act_stride + 4 * size_t(c), 4);
+            acc += f16_to_f32(h) * x;
+          }
+          out[size_t(i) * out_stride + size_t(g * kPackRows + r)] = acc;
+        }
+      }
+    }
+    return;
+  }
   for (int64_t g = g0; g < g1; ++g) {
     for (int r = 0; r < kPackRows; ++r) {
       const int64_t row = g * kPackRows + r;

@@ -17,6 +17,8 @@
 // Q8_0 (8 chunks): lane r of chunk j = row r's qs[4j..4j+3] + 128 (as u8): elements 4j..4j+3,
 //   level = byte - 128.
 // Either way the unsigned byte u and the signed level differ by a constant bias (8 or 128).
+// F16: no scales; a tile is 32 columns x 16 rows of f16, column after column (column c of the
+//   tile holds the 16 rows' weights at that column: one vcvtph2ps gives a register of 16 rows).
 //
 // Activations are quantized per row into PackedAct blocks {f32 d; i32 sum; i8 q[32]}: d and q are
 // exactly the Q8_0 quantization llama.cpp uses for these weight types (d rounded through f16),
@@ -33,11 +35,12 @@ namespace loom::quant {
 
 constexpr int kPackRows = 16;
 
-// Weight types with a packed layout (Q4_0, Q8_0).
+// Weight types with a packed layout (Q4_0, Q8_0, F16).
 bool can_pack(TensorType t);
-// True when this CPU has a packed kernel (AMX-INT8, AVX-512 VNNI or AVX-VNNI); otherwise packing would only
-// feed the scalar reference and model loading keeps the GGUF layout.
-bool packed_kernels_available();
+// True when this CPU has a packed kernel for t (Q4_0/Q8_0: AMX-INT8, AVX-512 VNNI or AVX-VNNI;
+// F16: AVX-512); otherwise packing would only feed the scalar reference and model loading keeps
+// the GGUF layout.
+bool packed_kernels_available(TensorType t);
 // Bytes of the packed copy of a rows x cols matrix of type t (can_pack(t), cols % 32 == 0).
 size_t packed_size(TensorType t, int64_t rows, int64_t cols);
 // Bytes of one packed tile group row-range: the packed stride of one group.
@@ -47,10 +50,10 @@ size_t packed_group_bytes(TensorType t, int64_t cols);
 void pack_weights(TensorType t, const void* src, size_t src_row_bytes, int64_t rows, int64_t cols,
                   void* dst, int64_t g0, int64_t g1);
 
-// Bytes of one activation row of cols elements in the packed activation format.
-size_t packed_act_row_bytes(int64_t cols);
-// Quantizes one row of cols floats (cols % 32 == 0) into dst.
-void quantize_packed_act(const float* x, int64_t cols, void* dst);
+// Bytes of one activation row of cols elements in the packed activation format for weights t.
+size_t packed_act_row_bytes(TensorType t, int64_t cols);
+// Converts one row of cols floats (cols % 32 == 0) into that format at dst.
+void quantize_packed_act(TensorType t, const float* x, int64_t cols, void* dst);
 
 // For activation rows i < n (row i at act + i * act_stride bytes) and weight rows r of groups
 // [g0, g1) with r < rows: out[i * out_stride + r] = Σ_k W[r][k] · x_i[k].
@@ -74,6 +77,9 @@ void packed_gemm_avx512(TensorType t, int64_t rows, int64_t cols, const void* pa
 // (cpu_features().has_amx_int8_set()).
 void packed_gemm_amx(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
                      const void* act, size_t act_stride, int n, float* out, size_t out_stride);
+// F16 weights with AVX-512 F (any n).
+void packed_gemm_f16_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
+                            const void* act, size_t act_stride, int n, float* out, size_t out_stride);
 void packed_gemm_avxvnni(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0,
                          int64_t g1, const void* act, size_t act_stride, int n, float* out,
                          size_t out_stride);

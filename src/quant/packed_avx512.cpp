@@ -79,7 +79,55 @@ void run(int na, const uint8_t* grp, const PackedLayout& L, int64_t nb, const ui
   }
 }
 
+// F16 weights: column c of a group is 16 f16 (one per row); acc[a] += w_c * x_a[c]. Up to 16
+// activation rows share each converted column (FMA-port bound: 16 FMAs per conversion); a single
+// activation row uses four partial sums to hide the FMA latency.
+template <int NA>
+LOOM_AVX512_VNNI void group_kernel_f16(const uint8_t* grp, int64_t cols, const uint8_t* act, size_t act_stride,
+                                       float* out, size_t out_stride, int valid) {
+  constexpr int kParts = NA == 1 ? 4 : 1;
+  __m512 acc[NA][kParts];
+  for (int a = 0; a < NA; ++a) {
+    for (int k = 0; k < kParts; ++k) acc[a][k] = _mm512_setzero_ps();
+  }
+  const float* x[NA];
+  for (int a = 0; a < NA; ++a) x[a] = reinterpret_cast<const float*>(act + size_t(a) * act_stride);
+  for (int64_t c = 0; c < cols; c += 32) {
+    const uint8_t* tile = grp + size_t(c) * 32;
+    prefetch_ahead(tile, 1024);
+    for (int k = 0; k < 32; ++k) {
+      const __m512 w = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + 32 * k)));
+      for (int a = 0; a < NA; ++a) {
+        float xv;
+        std::memcpy(&xv, x[a] + c + k, 4);
+        acc[a][k % kParts] = _mm512_fmadd_ps(w, _mm512_set1_ps(xv), acc[a][k % kParts]);
+      }
+    }
+  }
+  const __mmask16 mask = __mmask16((1u << valid) - 1u);
+  for (int a = 0; a < NA; ++a) {
+    __m512 sum = acc[a][0];
+    for (int k = 1; k < kParts; ++k) sum = _mm512_add_ps(sum, acc[a][k]);
+    _mm512_mask_storeu_ps(out + size_t(a) * out_stride, mask, sum);
+  }
+}
+
 }  // namespace
+
+void packed_gemm_f16_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
+                            const void* act, size_t act_stride, int n, float* out, size_t out_stride) {
+  auto kernel = [cols](int na, const uint8_t* grp, const PackedLayout&, int64_t, const uint8_t* a, size_t as,
+                       float* o, size_t os, int valid) {
+    switch (na) {
+      case 16: group_kernel_f16<16>(grp, cols, a, as, o, os, valid); break;
+      case 8: group_kernel_f16<8>(grp, cols, a, as, o, os, valid); break;
+      case 4: group_kernel_f16<4>(grp, cols, a, as, o, os, valid); break;
+      case 2: group_kernel_f16<2>(grp, cols, a, as, o, os, valid); break;
+      default: group_kernel_f16<1>(grp, cols, a, as, o, os, valid); break;
+    }
+  };
+  packed_gemm_loop(TensorType::F16, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride, 16, kernel);
+}
 
 void packed_gemm_avx512(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
                         const void* act, size_t act_stride, int n, float* out, size_t out_stride) {

@@ -27,6 +27,7 @@ struct PackedLayout {
   size_t tile_bytes;  // scales + quants
 
   static constexpr PackedLayout of(TensorType t) {
+    if (t == TensorType::F16) return PackedLayout{0, false, 0, 32 * 16 * 2};  // no scales, no chunks
     return t == TensorType::Q4_0 ? PackedLayout{4, true, 8, kScaleBytes + 4 * 64}
                                  : PackedLayout{8, false, 128, kScaleBytes + 8 * 64};
   }

@@ -38,13 +38,13 @@ Problem make(TensorType t, int64_t rows, int64_t cols, int n, std::mt19937& rng)
   p.x = test::random_floats(int64_t(n) * cols, rng);
   p.packed.assign(packed_size(t, rows, cols), 0xcd);
   pack_weights(t, p.w.data(), rb, rows, cols, p.packed.data(), 0, (rows + kPackRows - 1) / kPackRows);
-  const size_t ab = packed_act_row_bytes(cols);
+  const size_t ab = packed_act_row_bytes(t, cols);
   p.act.assign(ab * size_t(n), 0);
   const TensorType dt = vec_dot_type(t);
   const size_t qb = size_t(row_bytes(dt, cols));
   p.act_q8.assign(qb * size_t(n) + 1, 0);
   for (int i = 0; i < n; ++i) {
-    quantize_packed_act(p.x.data() + size_t(i) * size_t(cols), cols, p.act.data() + size_t(i) * ab);
+    quantize_packed_act(p.t, p.x.data() + size_t(i) * size_t(cols), cols, p.act.data() + size_t(i) * ab);
     ref::quantize_row(dt, p.x.data() + size_t(i) * size_t(cols), p.act_q8.data() + size_t(i) * qb, cols);
     for (int64_t r = 0; r < rows; ++r) {
       p.magnitude.push_back(test::dot_magnitude(t, cols, p.w.data() + size_t(r) * rb, p.act_q8.data() + size_t(i) * qb));
@@ -72,9 +72,9 @@ using Gemm = void (*)(TensorType, int64_t, int64_t, const void*, int64_t, int64_
 
 // Runs gemm over all groups, split in two calls, with misaligned inputs and an output stride
 // wider than rows; checks every output, and that padding columns beyond rows are untouched.
-void check_variant(Gemm gemm, const char* what) {
+void check_variant(Gemm gemm, const char* what, std::vector<TensorType> types = {TensorType::Q4_0, TensorType::Q8_0, TensorType::F16}) {
   std::mt19937 rng(1234);
-  for (TensorType t : {TensorType::Q4_0, TensorType::Q8_0}) {
+  for (TensorType t : types) {
     for (int64_t rows : {1, 5, 16, 17, 31, 48, 70}) {
       for (int64_t cols : {32, 64, 96, 256, 1024}) {
         for (int n : {1, 2, 3, 5, 8, 13, 16, 20, 35, 48}) {
@@ -88,7 +88,7 @@ void check_variant(Gemm gemm, const char* what) {
           Misaligned out(sizeof(float) * out_stride * size_t(n), (mis * 4) % 64);
           for (size_t k = 0; k < out_stride * size_t(n); ++k) out.f32()[k] = 777.0f;
           const int64_t groups = (rows + kPackRows - 1) / kPackRows, half = groups / 2;
-          const size_t ab = packed_act_row_bytes(cols);
+          const size_t ab = packed_act_row_bytes(t, cols);
           gemm(t, rows, cols, packed.data(), 0, half, act.data(), ab, n, out.f32(), out_stride);
           gemm(t, rows, cols, packed.data(), half, groups, act.data(), ab, n, out.f32(), out_stride);
           expect_close(p, out.f32(), out_stride, what);
@@ -108,12 +108,15 @@ TEST(Packed, LayoutSizes) {
   EXPECT_TRUE(can_pack(TensorType::Q4_0));
   EXPECT_TRUE(can_pack(TensorType::Q8_0));
   EXPECT_FALSE(can_pack(TensorType::Q4_K));
-  EXPECT_FALSE(can_pack(TensorType::F16));
+  EXPECT_TRUE(can_pack(TensorType::F16));
+  EXPECT_FALSE(can_pack(TensorType::BF16));
   // Q4_0: 16 rows x (32 bytes of scales + 256 of nibbles) per 32 columns; same bytes as GGUF.
   EXPECT_EQ(packed_size(TensorType::Q4_0, 16, 64), size_t(2 * 288));
   EXPECT_EQ(packed_size(TensorType::Q4_0, 17, 64), size_t(4 * 288));
   EXPECT_EQ(packed_size(TensorType::Q8_0, 32, 32), size_t(2 * 544));
-  EXPECT_EQ(packed_act_row_bytes(96), size_t(3 * 40));
+  EXPECT_EQ(packed_act_row_bytes(TensorType::Q4_0, 96), size_t(3 * 40));
+  EXPECT_EQ(packed_act_row_bytes(TensorType::F16, 96), size_t(96 * 4));
+  EXPECT_EQ(packed_size(TensorType::F16, 17, 64), size_t(2 * 64 * 16 * 2));
 }
 
 TEST(Packed, ReferenceMatchesVecDotOnOriginalRows) { check_variant(&ref::packed_gemm, "ref"); }
@@ -122,17 +125,26 @@ TEST(Packed, DispatchedMatchesReference) { check_variant(&packed_gemm, "dispatch
 
 TEST(Packed, Avx512VnniMatchesReference) {
   if (!cpu_features().has_avx512_vnni_set()) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
-  check_variant(&detail::packed_gemm_avx512, "avx512");
+  check_variant(&detail::packed_gemm_avx512, "avx512", {TensorType::Q4_0, TensorType::Q8_0});
+}
+
+TEST(Packed, F16Avx512MatchesReference) {
+  if (!cpu_features().has_avx512_vnni_set()) GTEST_SKIP() << "no AVX-512 on this CPU";
+  auto f16 = [](TensorType, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1, const void* act,
+                size_t as, int n, float* out, size_t os) {
+    detail::packed_gemm_f16_avx512(rows, cols, packed, g0, g1, act, as, n, out, os);
+  };
+  check_variant(f16, "f16-avx512", {TensorType::F16});
 }
 
 TEST(Packed, AmxMatchesReference) {
   if (!cpu_features().has_amx_int8_set()) GTEST_SKIP() << "no AMX-INT8 on this CPU (or not granted)";
-  check_variant(&detail::packed_gemm_amx, "amx");
+  check_variant(&detail::packed_gemm_amx, "amx", {TensorType::Q4_0, TensorType::Q8_0});
 }
 
 TEST(Packed, AvxVnniMatchesReference) {
   if (!cpu_features().has_avx_vnni_set()) GTEST_SKIP() << "no AVX-VNNI on this CPU";
-  check_variant(&detail::packed_gemm_avxvnni, "avxvnni");
+  check_variant(&detail::packed_gemm_avxvnni, "avxvnni", {TensorType::Q4_0, TensorType::Q8_0});
 }
 
 // Extreme levels: every Q8_0 weight byte -127..127 and -128 (the GGUF format allows it), with
@@ -149,10 +161,10 @@ TEST(Packed, ExtremeLevels) {
     for (float& v : p.x) v = (&v - p.x.data()) % 3 == 0 ? -1.0f : 1.0f;
     pack_weights(t, p.w.data(), size_t(row_bytes(t, cols)), rows, cols, p.packed.data(), 0, 1);
     const TensorType dt = vec_dot_type(t);
-    const size_t qb = size_t(row_bytes(dt, cols)), ab = packed_act_row_bytes(cols);
+    const size_t qb = size_t(row_bytes(dt, cols)), ab = packed_act_row_bytes(t, cols);
     p.magnitude.clear();
     for (int i = 0; i < p.n; ++i) {
-      quantize_packed_act(p.x.data() + size_t(i) * size_t(cols), cols, p.act.data() + size_t(i) * ab);
+      quantize_packed_act(p.t, p.x.data() + size_t(i) * size_t(cols), cols, p.act.data() + size_t(i) * ab);
       ref::quantize_row(dt, p.x.data() + size_t(i) * size_t(cols), p.act_q8.data() + size_t(i) * qb, cols);
       for (int64_t r = 0; r < rows; ++r) {
         p.magnitude.push_back(test::dot_magnitude(t, cols, p.w.data() + size_t(r) * size_t(row_bytes(t, cols)),
