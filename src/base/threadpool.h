@@ -3,6 +3,7 @@
 // generation counter, workers spin briefly and then sleep on it (futex via std::atomic::wait).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <thread>
@@ -35,15 +36,34 @@ class ThreadPool {
     dispatch(job, max_threads);
   }
 
-  // Splits [0, n) into contiguous chunks, one per thread: fn(begin, end).
+  // Splits [0, n) into contiguous chunks of at least min_per_thread items: fn(begin, end) once
+  // per chunk, chunks in any order on any thread. There are two chunks per thread: each thread
+  // starts on its own first chunk (no shared counter touched), then takes the remaining ones
+  // from an atomic counter, so a thread the OS delays (another process on the core) holds the
+  // others up by at most one chunk instead of a whole share. Chunk boundaries depend only on n,
+  // min_per_thread and the active thread count, never on timing.
   template <typename F>
   void parallel_for(int64_t n, F&& fn, int64_t min_per_thread = 1) {
     if (n <= 0) return;
-    int64_t max_t = (n + min_per_thread - 1) / std::max<int64_t>(1, min_per_thread);
-    int nth = static_cast<int>(std::min<int64_t>(active_, std::max<int64_t>(1, max_t)));
-    run([&](int ith, int nt) {
-      const int64_t begin = n * ith / nt, end = n * (ith + 1) / nt;
+    const int64_t grain = std::max<int64_t>(1, min_per_thread);
+    const int64_t max_chunks = std::max<int64_t>(1, n / grain);
+    const int nth = static_cast<int>(std::min<int64_t>(active_, max_chunks));
+    if (nth <= 1) {
+      fn(int64_t(0), n);
+      return;
+    }
+    const int64_t n_chunks = std::min<int64_t>(max_chunks, 2 * int64_t(nth));
+    std::atomic<int64_t> next{nth};
+    auto chunk = [&](int64_t c) {
+      const int64_t begin = n * c / n_chunks, end = n * (c + 1) / n_chunks;
       if (begin < end) fn(begin, end);
+    };
+    run([&](int ith, int) {
+      chunk(ith);
+      for (int64_t c = next.fetch_add(1, std::memory_order_relaxed); c < n_chunks;
+           c = next.fetch_add(1, std::memory_order_relaxed)) {
+        chunk(c);
+      }
     }, nth);
   }
 

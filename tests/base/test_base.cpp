@@ -1,6 +1,10 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <mutex>
+#include <set>
+#include <thread>
 #include <cstdint>
 #include <vector>
 
@@ -35,6 +39,52 @@ TEST(ThreadPool, ParallelForCoversRangeExactlyOnce) {
     });
     for (auto& s : seen) ASSERT_EQ(s.load(), 1);
   }
+}
+
+// Chunks respect the minimum size, cover the range once, and their boundaries depend only on
+// (n, min, threads): the same call twice gives the same set of chunks.
+TEST(ThreadPool, ParallelForChunksAreDeterministicAndAtLeastMin) {
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    for (int64_t n : {1, 7, 64, 1000}) {
+      for (int64_t min : {1, 3, 16, 5000}) {
+        auto chunks = [&] {
+          std::mutex mu;
+          std::set<std::pair<int64_t, int64_t>> out;
+          pool.parallel_for(n, [&](int64_t b, int64_t e) {
+            std::lock_guard<std::mutex> lock(mu);
+            out.emplace(b, e);
+          }, min);
+          return out;
+        };
+        const auto a = chunks(), b = chunks();
+        EXPECT_EQ(a, b);
+        int64_t covered = 0;
+        for (const auto& [lo, hi] : a) {
+          covered += hi - lo;
+          if (a.size() > 1) EXPECT_GE(hi - lo, std::min(min, n)) << n << " " << min;
+        }
+        EXPECT_EQ(covered, n);
+      }
+    }
+  }
+}
+
+// A thread that stalls on its first chunk does not keep the others from finishing the rest.
+TEST(ThreadPool, ParallelForLetsOthersTakeAStalledThreadsChunks) {
+  ThreadPool pool(2);
+  std::atomic<int> by_worker{0}, by_caller{0};
+  const std::thread::id caller = std::this_thread::get_id();
+  pool.parallel_for(4, [&](int64_t b, int64_t) {
+    if (std::this_thread::get_id() == caller) {
+      by_caller.fetch_add(1);
+    } else {
+      if (b == 1) std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the worker's first chunk
+      by_worker.fetch_add(1);
+    }
+  });
+  EXPECT_EQ(by_caller.load() + by_worker.load(), 4);
+  EXPECT_EQ(by_caller.load(), 3);  // its own first chunk and both shared ones
 }
 
 TEST(ThreadPool, MaxThreadsLimitsParticipants) {
