@@ -4,6 +4,10 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 #include <memory>
 #include <vector>
 
@@ -41,6 +45,9 @@ __attribute__((target("avx2"))) uint64_t read_avx2(const uint8_t* p, size_t n) {
   __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
   size_t i = 0;
   for (; i + 256 <= n; i += 256) {
+    // Prefetch 1 KiB ahead, as the packed decode kernels do: on this machine's cores the
+    // hardware prefetchers alone leave ~30 % of a single core's read bandwidth unused.
+    for (int l = 0; l < 4; ++l) _mm_prefetch(reinterpret_cast<const char*>(p + i + 1024 + 64 * l), _MM_HINT_T0);
     const float* f = reinterpret_cast<const float*>(p + i);
     a0 = _mm256_add_ps(a0, _mm256_load_ps(f + 0));
     a1 = _mm256_add_ps(a1, _mm256_load_ps(f + 8));
@@ -67,13 +74,18 @@ struct FreeAligned {
 }  // namespace
 
 MemBandwidth measure_read_bandwidth(size_t bytes, int threads, int passes) {
-  constexpr size_t kPage = 4096;
+  // 2 MiB alignment and transparent huge pages where the OS offers them, as the packed weights
+  // use: the measurement should see the same TLB behaviour as decode.
+  constexpr size_t kPage = size_t(2) << 20;
   MemBandwidth r;
   r.threads = std::max(1, threads);
   r.passes = std::max(1, passes);
   r.bytes = std::max(kPage, (bytes + kPage - 1) / kPage * kPage);
   std::unique_ptr<uint8_t, FreeAligned> buf(static_cast<uint8_t*>(std::aligned_alloc(kPage, r.bytes)));
   if (!buf) return r;
+#if defined(__linux__)
+  madvise(buf.get(), r.bytes, MADV_HUGEPAGE);
+#endif
 
   bool use_avx2 = false;
 #if defined(__x86_64__)
