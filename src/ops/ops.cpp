@@ -5,6 +5,8 @@
 #include <cmath>
 #include <limits>
 
+#include "base/cpu.h"
+#include "ops/vec_math_avx2.h"
 #include "quant/quant.h"
 
 namespace loom::ops {
@@ -69,11 +71,33 @@ void scale_inplace(float* x, float s, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] *= s;
 }
 
-void swiglu_inplace(float* gate, const float* up, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float g = gate[i];
-    gate[i] = g / (1.0f + std::exp(-g)) * up[i];
+namespace {
+#if defined(__x86_64__)
+LOOM_OPS_AVX2 void swiglu_avx2(float* gate, const float* up, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 g = detail::silu_ps(_mm256_loadu_ps(gate + i));
+    _mm256_storeu_ps(gate + i, _mm256_mul_ps(g, _mm256_loadu_ps(up + i)));
   }
+  for (; i < n; ++i) gate[i] = silu(gate[i]) * up[i];
+}
+#endif
+}  // namespace
+
+float silu(float x) {
+  const float t = std::exp(-std::fabs(x));
+  return std::max(x, -std::numeric_limits<float>::max()) * ((x < 0.0f ? t : 1.0f) / (1.0f + t));
+}
+
+void swiglu_inplace(float* gate, const float* up, int64_t n) {
+#if defined(__x86_64__)
+  static const bool avx2 = cpu_features().has_avx2_set();
+  if (avx2) {
+    swiglu_avx2(gate, up, n);
+    return;
+  }
+#endif
+  for (int64_t i = 0; i < n; ++i) gate[i] = silu(gate[i]) * up[i];
 }
 
 float softmax_inplace(float* x, int64_t n) {

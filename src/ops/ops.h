@@ -30,7 +30,9 @@ void geglu_inplace(float* gate, const float* up, int64_t n);
 void add_inplace(float* x, const float* y, int64_t n);
 // x[i] *= s
 void scale_inplace(float* x, float s, int64_t n);
-// gate[i] = silu(gate[i]) * up[i]  (SwiGLU)
+// x · sigmoid(x), computed from e^(-|x|) so it never overflows; silu(-inf) = -0.
+float silu(float x);
+// gate[i] = silu(gate[i]) * up[i]  (SwiGLU; vectorised, agrees with silu() to ~1e-7 relative)
 void swiglu_inplace(float* gate, const float* up, int64_t n);
 // In-place softmax over n values; -inf entries become 0. Returns the max.
 float softmax_inplace(float* x, int64_t n);
