@@ -58,10 +58,14 @@ CpuFeatures detect_x86() {
     f.avx512vl = b & (1u << 31);
     f.avx512vnni = c & (1u << 11);
   }
-  bool amx = false;
-  if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) amx = (d & (1u << 24)) && (d & (1u << 25));  // AMX-TILE, AMX-INT8
+  bool amx = false, amx_bf16 = false;
+  if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
+    amx = (d & (1u << 24)) && (d & (1u << 25));  // AMX-TILE, AMX-INT8
+    amx_bf16 = d & (1u << 22);
+  }
   if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avx_vnni = a & (1u << 4);
   f.amx_int8 = amx && env_allows("LOOM_NO_AMX") && request_amx_permission();
+  f.amx_bf16 = f.amx_int8 && amx_bf16;
   if (!env_allows("LOOM_NO_AVX512")) {
     f.avx512f = f.avx512bw = f.avx512vl = f.avx512vnni = false;
   }

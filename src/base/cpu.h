@@ -17,6 +17,7 @@ struct CpuFeatures {
   // AMX tiles with int8 dot products, and the kernel granted this process the tile state
   // (Linux arch_prctl ARCH_REQ_XCOMP_PERM, requested once at detection).
   bool amx_int8 = false;
+  bool amx_bf16 = false;     // AMX tiles with bf16 dot products (same permission as amx_int8)
   // True when the AVX2 kernel set (AVX2 + FMA + F16C) may run.
   bool has_avx2_set() const { return avx2 && fma && f16c; }
   // The 512-bit int8 kernel set: AVX-512 F/BW/VL + VNNI on top of the AVX2 set.
@@ -27,6 +28,7 @@ struct CpuFeatures {
   bool has_avx_vnni_set() const { return has_avx2_set() && avx_vnni; }
   // AMX-INT8 plus the AVX-512 set its kernels use around the tile instructions.
   bool has_amx_int8_set() const { return has_avx512_vnni_set() && amx_int8; }
+  bool has_amx_bf16_set() const { return has_avx512_vnni_set() && amx_int8 && amx_bf16; }
 };
 
 // Detected once; LOOM_FORCE_SCALAR=1 in the environment forces every dispatch to the scalar

@@ -137,6 +137,15 @@ TEST(Packed, F16Avx512MatchesReference) {
   check_variant(f16, "f16-avx512", {TensorType::F16});
 }
 
+TEST(Packed, F16AmxMatchesReference) {
+  if (!cpu_features().has_amx_bf16_set()) GTEST_SKIP() << "no AMX-BF16 on this CPU (or not granted)";
+  auto f16 = [](TensorType, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1, const void* act,
+                size_t as, int n, float* out, size_t os) {
+    detail::packed_gemm_f16_amx(rows, cols, packed, g0, g1, act, as, n, out, os);
+  };
+  check_variant(f16, "f16-amx", {TensorType::F16});
+}
+
 TEST(Packed, AmxMatchesReference) {
   if (!cpu_features().has_amx_int8_set()) GTEST_SKIP() << "no AMX-INT8 on this CPU (or not granted)";
   check_variant(&detail::packed_gemm_amx, "amx", {TensorType::Q4_0, TensorType::Q8_0});
