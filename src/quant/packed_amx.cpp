@@ -90,44 +90,52 @@ LOOM_AMX inline void weights_vnni(const uint8_t* q, uint8_t* dst) {
 // four independent tile products per block keep the tile unit busy while the float epilogue of
 // the previous ones runs. Accumulators live in an L1 buffer (4 x 16 x 16 floats do not fit in
 // registers).
-template <bool kNibbles, int NG, int NC>
-LOOM_AMX void block_tiles(const uint8_t* const* grp, size_t tile_bytes, int64_t nb, const uint8_t* act,
-                          size_t act_stride, float* out, size_t out_stride, const int* valid) {
-  alignas(64) uint8_t wbuf[NG][512];
-  alignas(64) int32_t cbuf[NG * NC][16][16];
+template <int NG, int NC>
+LOOM_AMX void block_tiles(const uint8_t* const* grp, const uint8_t* const* wvnni, size_t tile_bytes, int64_t nb,
+                          const uint8_t* act, size_t act_stride, float* out, size_t out_stride, const int* valid) {
+  // Software pipeline: block b's tile products are stored to cbuf[b & 1] while the float
+  // epilogue works on block b - 1, whose tile stores have long completed (a vector load right
+  // after TILESTORED of the same bytes would wait for it).
+  alignas(64) int32_t cbuf[2][NG * NC][16][16];
   alignas(64) float acc[NG * NC][16][16] = {};
-  for (int64_t b = 0; b < nb; ++b) {
-    const size_t woff = size_t(b) * tile_bytes;
-    const uint8_t* ablk = act + size_t(b) * sizeof(PackedActBlock);
-    for (int g = 0; g < NG; ++g) weights_vnni<kNibbles>(grp[g] + woff + PackedLayout::kScaleBytes, wbuf[g]);
-    // Tiles: C 0..3 (index g * NC + c), A 4..5 (chunk c), B 6..7 (group g).
-    _tile_loadd(6, wbuf[0], 64);
-    if constexpr (NG == 2) _tile_loadd(7, wbuf[NG - 1], 64);
-    _tile_loadd(4, ablk + 8, long(act_stride));
-    if constexpr (NC == 2) _tile_loadd(5, ablk + 16 * act_stride + 8, long(act_stride));
-    _tile_zero(0);
-    _tile_dpbssd(0, 4, 6);
-    _tile_stored(0, cbuf[0], 64);
-    if constexpr (NC == 2) {
-      _tile_zero(1);
-      _tile_dpbssd(1, 5, 6);
-      _tile_stored(1, cbuf[1], 64);
-    }
-    if constexpr (NG == 2) {
-      _tile_zero(2);
-      _tile_dpbssd(2, 4, 7);
-      _tile_stored(2, cbuf[NC], 64);
+  for (int64_t b = 0; b <= nb; ++b) {
+    if (b < nb) {
+      const size_t woff = size_t(b) * tile_bytes;
+      const uint8_t* ablk = act + size_t(b) * sizeof(PackedActBlock);
+      int32_t (*cb)[16][16] = cbuf[b & 1];
+      // Tiles: C 0..3 (index g * NC + c), A 4..5 (chunk c), B 6..7 (group g).
+      _tile_loadd(6, wvnni[0] + size_t(b) * 512, 64);
+      if constexpr (NG == 2) _tile_loadd(7, wvnni[NG - 1] + size_t(b) * 512, 64);
+      _tile_loadd(4, ablk + 8, long(act_stride));
+      if constexpr (NC == 2) _tile_loadd(5, ablk + 16 * act_stride + 8, long(act_stride));
+      _tile_zero(0);
+      _tile_dpbssd(0, 4, 6);
+      _tile_stored(0, cb[0], 64);
       if constexpr (NC == 2) {
-        _tile_zero(3);
-        _tile_dpbssd(3, 5, 7);
-        _tile_stored(3, cbuf[3], 64);
+        _tile_zero(1);
+        _tile_dpbssd(1, 5, 6);
+        _tile_stored(1, cb[1], 64);
+      }
+      if constexpr (NG == 2) {
+        _tile_zero(2);
+        _tile_dpbssd(2, 4, 7);
+        _tile_stored(2, cb[NC], 64);
+        if constexpr (NC == 2) {
+          _tile_zero(3);
+          _tile_dpbssd(3, 5, 7);
+          _tile_stored(3, cb[3], 64);
+        }
       }
     }
+    if (b == 0) continue;
+    const int64_t pb = b - 1;  // the block whose products are ready
+    const size_t woff = size_t(pb) * tile_bytes;
+    const uint8_t* ablk = act + size_t(pb) * sizeof(PackedActBlock);
     for (int g = 0; g < NG; ++g) {
       const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(grp[g] + woff)));
       for (int c = 0; c < NC; ++c) {
         const uint8_t* ac = ablk + size_t(16 * c) * act_stride;
-        int32_t (*cb)[16] = cbuf[g * NC + c];
+        int32_t (*cb)[16] = cbuf[pb & 1][g * NC + c];
         float (*ab)[16] = acc[g * NC + c];
         for (int i = 0; i < 16; ++i) {
           float da;
@@ -149,13 +157,21 @@ LOOM_AMX void block_tiles(const uint8_t* const* grp, size_t tile_bytes, int64_t 
   }
 }
 
+void run_tiles(int ng, int nc, const uint8_t* const* grp, const uint8_t* const* wv, size_t tile_bytes, int64_t nb,
+               const uint8_t* act, size_t act_stride, float* out, size_t out_stride, const int* valid) {
+  if (ng == 2 && nc == 2) block_tiles<2, 2>(grp, wv, tile_bytes, nb, act, act_stride, out, out_stride, valid);
+  else if (ng == 2) block_tiles<2, 1>(grp, wv, tile_bytes, nb, act, act_stride, out, out_stride, valid);
+  else if (nc == 2) block_tiles<1, 2>(grp, wv, tile_bytes, nb, act, act_stride, out, out_stride, valid);
+  else block_tiles<1, 1>(grp, wv, tile_bytes, nb, act, act_stride, out, out_stride, valid);
+}
+
+// All blocks of one group as signed VNNI levels (nb x 512 bytes), decoded once per call and
+// reused by every chunk of activation rows; written well before the tile loads read it.
 template <bool kNibbles>
-void run_tiles(int ng, int nc, const uint8_t* const* grp, size_t tile_bytes, int64_t nb, const uint8_t* act,
-               size_t act_stride, float* out, size_t out_stride, const int* valid) {
-  if (ng == 2 && nc == 2) block_tiles<kNibbles, 2, 2>(grp, tile_bytes, nb, act, act_stride, out, out_stride, valid);
-  else if (ng == 2) block_tiles<kNibbles, 2, 1>(grp, tile_bytes, nb, act, act_stride, out, out_stride, valid);
-  else if (nc == 2) block_tiles<kNibbles, 1, 2>(grp, tile_bytes, nb, act, act_stride, out, out_stride, valid);
-  else block_tiles<kNibbles, 1, 1>(grp, tile_bytes, nb, act, act_stride, out, out_stride, valid);
+LOOM_AMX void group_vnni(const uint8_t* grp, size_t tile_bytes, int64_t nb, uint8_t* dst) {
+  for (int64_t b = 0; b < nb; ++b) {
+    weights_vnni<kNibbles>(grp + size_t(b) * tile_bytes + PackedLayout::kScaleBytes, dst + size_t(b) * 512);
+  }
 }
 
 }  // namespace
@@ -170,17 +186,25 @@ void packed_gemm_amx(TensorType t, int64_t rows, int64_t cols, const void* packe
     const size_t group_bytes = size_t(nb) * L.tile_bytes;
     const auto* p = static_cast<const uint8_t*>(packed);
     const auto* a = static_cast<const uint8_t*>(act);
+    thread_local std::vector<uint8_t> vnni;  // grown on first use: 2 groups x nb x 512 bytes
+    if (vnni.size() < size_t(nb) * 1024 + 64) vnni.resize(size_t(nb) * 1024 + 64);
+    uint8_t* vbase = vnni.data() + (64 - reinterpret_cast<uintptr_t>(vnni.data()) % 64) % 64;
     for (int64_t g = g0; g < g1; g += 2) {
       const int ng = g + 1 < g1 ? 2 : 1;
       const uint8_t* grp[2] = {p + size_t(g) * group_bytes, p + size_t(g + ng - 1) * group_bytes};
+      const uint8_t* wv[2] = {vbase, vbase + size_t(nb) * 512 * size_t(ng - 1)};
       int valid[2];
-      for (int k = 0; k < ng; ++k) valid[k] = int(rows - (g + k) * 16 < 16 ? rows - (g + k) * 16 : 16);
+      for (int k = 0; k < ng; ++k) {
+        valid[k] = int(rows - (g + k) * 16 < 16 ? rows - (g + k) * 16 : 16);
+        uint8_t* dst = vbase + size_t(nb) * 512 * size_t(k);
+        if (L.nibbles) group_vnni<true>(grp[k], L.tile_bytes, nb, dst);
+        else group_vnni<false>(grp[k], L.tile_bytes, nb, dst);
+      }
       for (int i = 0; i < n16; i += 32) {
         const int nc = i + 32 <= n16 ? 2 : 1;
         const uint8_t* ai = a + size_t(i) * act_stride;
         float* o = out + size_t(i) * out_stride + size_t(g * 16);
-        if (L.nibbles) run_tiles<true>(ng, nc, grp, L.tile_bytes, nb, ai, act_stride, o, out_stride, valid);
-        else run_tiles<false>(ng, nc, grp, L.tile_bytes, nb, ai, act_stride, o, out_stride, valid);
+        run_tiles(ng, nc, grp, wv, L.tile_bytes, nb, ai, act_stride, o, out_stride, valid);
       }
     }
   }
