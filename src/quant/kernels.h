@@ -22,6 +22,9 @@ int64_t block_size_of(TensorType t);
 namespace avx2 {
 bool dequantize_row(TensorType t, const void* src, float* dst, int64_t n);
 bool quantize_row(TensorType t, const float* src, void* dst, int64_t n);
+// nb blocks of 32 floats into the packed activation format (packed_layout.h), exactly as
+// quant::quantize_packed_act's reference path.
+void quantize_packed_act(const float* x, int64_t nb, uint8_t* dst);
 bool vec_dot(TensorType t, int64_t n, const void* w, const void* a, float* out);
 // See quant::vec_dot_tile; false when there is no tile kernel for t (Q4_0, Q5_0, Q8_0, IQ4_NL,
 // F16 have one).

@@ -373,6 +373,18 @@ LOOM_AVX2 void quant_q8_0(int64_t nb, const uint8_t* x, uint8_t* y) {
   }
 }
 
+LOOM_AVX2 void quant_packed_act(int64_t nb, const float* x, uint8_t* y) {
+  // PackedActBlock {f32 d; i32 sum; i8 q[32]} with d rounded through f16 like Q8_0's.
+  for (int64_t i = 0; i < nb; ++i) {
+    float d;
+    uint8_t* b = y + i * 40;
+    const int32_t sum = quant_q8_block(reinterpret_cast<const uint8_t*>(x + i * 32), reinterpret_cast<int8_t*>(b + 8), &d);
+    const float dr = _cvtsh_ss(_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT));
+    std::memcpy(b, &dr, 4);
+    std::memcpy(b + 4, &sum, 4);
+  }
+}
+
 LOOM_AVX2 void quant_q8_1(int64_t nb, const uint8_t* x, uint8_t* y) {
   for (int64_t i = 0; i < nb; ++i) {
     float d;
@@ -431,6 +443,8 @@ LOOM_AVX2 void quant_bf16(int64_t n, const uint8_t* x, uint8_t* y) {
 }  // namespace
 
 // ---- entry points (arguments validated by the caller) -----------------------------------
+
+LOOM_AVX2 void quantize_packed_act(const float* x, int64_t nb, uint8_t* dst) { quant_packed_act(nb, x, dst); }
 
 LOOM_AVX2 bool dequantize_row(TensorType t, const void* src, float* dst, int64_t n) {
   const auto* x = static_cast<const uint8_t*>(src);

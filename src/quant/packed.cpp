@@ -101,6 +101,12 @@ void quantize_packed_act(TensorType t, const float* x, int64_t cols, void* dst) 
   // overwritten.
   const int64_t nb = cols / detail::kPackBlock;
   auto* out = static_cast<uint8_t*>(dst);
+#if defined(__x86_64__)
+  if (cpu_features().has_avx2_set()) {
+    detail::avx2::quantize_packed_act(x, nb, out);
+    return;
+  }
+#endif
   uint8_t* q80 = out + size_t(nb) * 6;
   quantize_row(TensorType::Q8_0, x, q80, cols);
   for (int64_t b = 0; b < nb; ++b) {

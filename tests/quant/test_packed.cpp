@@ -119,6 +119,32 @@ TEST(Packed, LayoutSizes) {
   EXPECT_EQ(packed_size(TensorType::F16, 17, 64), size_t(2 * 64 * 16 * 2));
 }
 
+// The activation format byte for byte: the reference Q8_0 quantization's d (through f16) and
+// quants, plus their sum, whichever quantizer the dispatch picks.
+TEST(Packed, ActivationsAreTheQ8_0QuantizationWithSums) {
+  std::mt19937 rng(99);
+  for (int64_t cols : {32, 64, 96, 512, 4096}) {
+    std::vector<float> x = test::random_floats(cols, rng);
+    if (cols == 96) std::fill(x.begin() + 32, x.begin() + 64, 0.0f);  // an all-zero block
+    std::vector<uint8_t> got(packed_act_row_bytes(TensorType::Q8_0, cols));
+    quantize_packed_act(TensorType::Q8_0, x.data(), cols, got.data());
+    std::vector<uint8_t> q8(size_t(row_bytes(TensorType::Q8_0, cols)));
+    ref::quantize_row(TensorType::Q8_0, x.data(), q8.data(), cols);
+    for (int64_t b = 0; b < cols / 32; ++b) {
+      const uint8_t* want = q8.data() + b * 34;
+      const uint8_t* blk = got.data() + b * 40;
+      float d;
+      int32_t sum, want_sum = 0;
+      std::memcpy(&d, blk, 4);
+      std::memcpy(&sum, blk + 4, 4);
+      ASSERT_EQ(d, test::get_f16(want)) << cols << " block " << b;
+      ASSERT_EQ(std::memcmp(blk + 8, want + 2, 32), 0) << cols << " block " << b;
+      for (int k = 0; k < 32; ++k) want_sum += int8_t(want[2 + k]);
+      ASSERT_EQ(sum, want_sum) << cols << " block " << b;
+    }
+  }
+}
+
 TEST(Packed, ReferenceMatchesVecDotOnOriginalRows) { check_variant(&ref::packed_gemm, "ref"); }
 
 TEST(Packed, DispatchedMatchesReference) { check_variant(&packed_gemm, "dispatched"); }
