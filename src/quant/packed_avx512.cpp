@@ -68,17 +68,6 @@ LOOM_AVX512_VNNI void group_kernel(const uint8_t* grp, size_t tile_bytes, int64_
   for (int a = 0; a < NA; ++a) _mm512_mask_storeu_ps(out + size_t(a) * out_stride, mask, acc[a]);
 }
 
-template <bool kNibbles>
-void run(int na, const uint8_t* grp, const PackedLayout& L, int64_t nb, const uint8_t* act, size_t act_stride,
-         float* out, size_t out_stride, int valid) {
-  switch (na) {
-    case 8: group_kernel<8, kNibbles>(grp, L.tile_bytes, nb, L.bias, act, act_stride, out, out_stride, valid); break;
-    case 4: group_kernel<4, kNibbles>(grp, L.tile_bytes, nb, L.bias, act, act_stride, out, out_stride, valid); break;
-    case 2: group_kernel<2, kNibbles>(grp, L.tile_bytes, nb, L.bias, act, act_stride, out, out_stride, valid); break;
-    default: group_kernel<1, kNibbles>(grp, L.tile_bytes, nb, L.bias, act, act_stride, out, out_stride, valid); break;
-  }
-}
-
 // F16 weights: column c of a group is 16 f16 (one per row); acc[a] += w_c * x_a[c]. Up to 16
 // activation rows share each converted column (FMA-port bound: 16 FMAs per conversion); a single
 // activation row uses four partial sums to hide the FMA latency.
@@ -118,13 +107,7 @@ void packed_gemm_f16_avx512(int64_t rows, int64_t cols, const void* packed, int6
                             const void* act, size_t act_stride, int n, float* out, size_t out_stride) {
   auto kernel = [cols](int na, const uint8_t* grp, const PackedLayout&, int64_t, const uint8_t* a, size_t as,
                        float* o, size_t os, int valid) {
-    switch (na) {
-      case 16: group_kernel_f16<16>(grp, cols, a, as, o, os, valid); break;
-      case 8: group_kernel_f16<8>(grp, cols, a, as, o, os, valid); break;
-      case 4: group_kernel_f16<4>(grp, cols, a, as, o, os, valid); break;
-      case 2: group_kernel_f16<2>(grp, cols, a, as, o, os, valid); break;
-      default: group_kernel_f16<1>(grp, cols, a, as, o, os, valid); break;
-    }
+    with_na<16, 8, 4, 2, 1>(na, [&]<int NA>() { group_kernel_f16<NA>(grp, cols, a, as, o, os, valid); });
   };
   packed_gemm_loop(TensorType::F16, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride, 16, kernel);
 }
@@ -133,8 +116,10 @@ void packed_gemm_avx512(TensorType t, int64_t rows, int64_t cols, const void* pa
                         const void* act, size_t act_stride, int n, float* out, size_t out_stride) {
   auto kernel = [](int na, const uint8_t* grp, const PackedLayout& L, int64_t nb, const uint8_t* a, size_t as,
                    float* o, size_t os, int valid) {
-    if (L.nibbles) run<true>(na, grp, L, nb, a, as, o, os, valid);
-    else run<false>(na, grp, L, nb, a, as, o, os, valid);
+    with_na<8, 4, 2, 1>(na, [&]<int NA>() {
+      if (L.nibbles) group_kernel<NA, true>(grp, L.tile_bytes, nb, L.bias, a, as, o, os, valid);
+      else group_kernel<NA, false>(grp, L.tile_bytes, nb, L.bias, a, as, o, os, valid);
+    });
   };
   packed_gemm_loop(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride, 8, kernel);
 }

@@ -73,24 +73,16 @@ LOOM_AVX_VNNI void group_kernel(const uint8_t* grp, size_t tile_bytes, int64_t n
   }
 }
 
-template <bool kNibbles>
-void run(int na, const uint8_t* grp, const PackedLayout& L, int64_t nb, const uint8_t* act, size_t act_stride,
-         float* out, size_t out_stride, int valid) {
-  switch (na) {
-    case 4: group_kernel<4, kNibbles>(grp, L.tile_bytes, nb, L.bias, act, act_stride, out, out_stride, valid); break;
-    case 2: group_kernel<2, kNibbles>(grp, L.tile_bytes, nb, L.bias, act, act_stride, out, out_stride, valid); break;
-    default: group_kernel<1, kNibbles>(grp, L.tile_bytes, nb, L.bias, act, act_stride, out, out_stride, valid); break;
-  }
-}
-
 }  // namespace
 
 void packed_gemm_avxvnni(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
                          const void* act, size_t act_stride, int n, float* out, size_t out_stride) {
   auto kernel = [](int na, const uint8_t* grp, const PackedLayout& L, int64_t nb, const uint8_t* a, size_t as,
                    float* o, size_t os, int valid) {
-    if (L.nibbles) run<true>(na, grp, L, nb, a, as, o, os, valid);
-    else run<false>(na, grp, L, nb, a, as, o, os, valid);
+    with_na<4, 2, 1>(na, [&]<int NA>() {
+      if (L.nibbles) group_kernel<NA, true>(grp, L.tile_bytes, nb, L.bias, a, as, o, os, valid);
+      else group_kernel<NA, false>(grp, L.tile_bytes, nb, L.bias, a, as, o, os, valid);
+    });
   };
   packed_gemm_loop(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride, 4, kernel);
 }

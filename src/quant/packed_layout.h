@@ -45,6 +45,13 @@ inline void prefetch_ahead(const uint8_t* tile, size_t tile_bytes) {
   for (size_t off = 0; off < tile_bytes; off += 64) __builtin_prefetch(tile + kPrefetchAhead + off, 0, 3);
 }
 
+// Calls f.template operator()<NA>() for the NA among kNas that equals na (kernels are templates
+// on the number of activation rows they apply each decoded tile to).
+template <int... kNas, typename F>
+inline void with_na(int na, F&& f) {
+  (void)((na == kNas ? (f.template operator()<kNas>(), true) : false) || ...);
+}
+
 // The loop every packed kernel shares: groups [g0, g1), and within a group the activation rows
 // in runs of kMaxNa (then 4, 2, 1), so the group's tiles stay in L1 while activations stream by.
 // kernel(na, group, tile_bytes, nb, act, act_stride, out, out_stride, valid_rows) computes one run.

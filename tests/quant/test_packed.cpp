@@ -154,22 +154,21 @@ TEST(Packed, Avx512VnniMatchesReference) {
   check_variant(&detail::packed_gemm_avx512, "avx512", {TensorType::Q4_0, TensorType::Q8_0});
 }
 
+// The F16 kernels take no type argument: adapt them to the Gemm signature.
+template <void (*F16Gemm)(int64_t, int64_t, const void*, int64_t, int64_t, const void*, size_t, int, float*, size_t)>
+void f16_gemm(TensorType, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1, const void* act,
+              size_t as, int n, float* out, size_t os) {
+  F16Gemm(rows, cols, packed, g0, g1, act, as, n, out, os);
+}
+
 TEST(Packed, F16Avx512MatchesReference) {
   if (!cpu_features().has_avx512_vnni_set()) GTEST_SKIP() << "no AVX-512 on this CPU";
-  auto f16 = [](TensorType, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1, const void* act,
-                size_t as, int n, float* out, size_t os) {
-    detail::packed_gemm_f16_avx512(rows, cols, packed, g0, g1, act, as, n, out, os);
-  };
-  check_variant(f16, "f16-avx512", {TensorType::F16});
+  check_variant(&f16_gemm<&detail::packed_gemm_f16_avx512>, "f16-avx512", {TensorType::F16});
 }
 
 TEST(Packed, F16AmxMatchesReference) {
   if (!cpu_features().has_amx_bf16_set()) GTEST_SKIP() << "no AMX-BF16 on this CPU (or not granted)";
-  auto f16 = [](TensorType, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1, const void* act,
-                size_t as, int n, float* out, size_t os) {
-    detail::packed_gemm_f16_amx(rows, cols, packed, g0, g1, act, as, n, out, os);
-  };
-  check_variant(f16, "f16-amx", {TensorType::F16});
+  check_variant(&f16_gemm<&detail::packed_gemm_f16_amx>, "f16-amx", {TensorType::F16});
 }
 
 TEST(Packed, AmxMatchesReference) {
