@@ -7,20 +7,31 @@
 //                                large last-level cache may hold them) against n activation rows,
 //                                quantization of the activations included: n=1 is a decode step,
 //                                n=32 a prefill chunk
-// Counters: bytes_per_second counts weight bytes read (for matmul: the weight matrix once per call).
+//   BM_attention/<impl>/<kv type>/<case>  ops::attention (impl fast) or ops::ref::attention (ref)
+//                                one layer of a 16-head, 8-kv-head, head_dim 64 model (the
+//                                500m preset): decode_<n_kv> = 1 token over n_kv cells, prefill512 =
+//                                512 tokens over their own cells with a causal mask. Layers rotate
+//                                through >= 256 MiB of K + V so that the cache comes from memory,
+//                                as in a model; threads:2 runs a 2-thread pool.
+//   BM_kv_read                   a plain sum over 256 MiB on one thread: the memory read ceiling
+// Counters: bytes_per_second counts weight bytes read (for matmul: the weight matrix once per call;
+// for attention: the K/V bytes of the visible cells, each once per call).
 //
 //   build/bin/loom_microbench --benchmark_filter='BM_vec_dot/'   # just the SIMD dots
 //   build/bin/loom_microbench --benchmark_filter='q4_0'          # one type
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "base/threadpool.h"
 #include "gguf/tensor_type.h"
+#include "ops/attention.h"
 #include "ops/matmul.h"
 #include "quant/quant.h"
 
@@ -104,6 +115,94 @@ void BM_matmul(benchmark::State& state, TensorType t) {
   state.counters["tokens/s"] = benchmark::Counter(double(n), benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// ---- attention ---------------------------------------------------------------------------------
+
+struct AttnBench {
+  static constexpr int kHead = 16, kHeadKv = 8, kDim = 64;
+  static constexpr size_t kMinBytes = size_t(128) << 20;
+  int n_kv, n_tokens, n_layers;
+  size_t k_row, v_row, layer_bytes;
+  std::vector<uint8_t> k, v;
+  std::vector<float> q, out, mask;
+
+  AttnBench(TensorType t, int n_kv_, int n_tokens_) : n_kv(n_kv_), n_tokens(n_tokens_) {
+    const size_t head = size_t(loom::row_bytes(t, kDim));
+    k_row = v_row = head * kHeadKv;
+    layer_bytes = k_row * size_t(n_kv);
+    n_layers = int(std::max<size_t>(1, (kMinBytes + layer_bytes - 1) / layer_bytes));
+    // One layer of random rows, copied to every layer (copies read like distinct data).
+    const std::vector<float> f = random_floats(size_t(n_kv) * kHeadKv * kDim, 6);
+    std::vector<uint8_t> layer(layer_bytes);
+    for (int c = 0; c < n_kv * kHeadKv; ++c) quant::quantize_row(t, f.data() + size_t(c) * kDim, layer.data() + size_t(c) * head, kDim);
+    k.resize(layer_bytes * size_t(n_layers));
+    v.resize(k.size());
+    for (int l = 0; l < n_layers; ++l) {
+      std::memcpy(k.data() + size_t(l) * layer_bytes, layer.data(), layer_bytes);
+      std::memcpy(v.data() + size_t(l) * layer_bytes, layer.data(), layer_bytes);
+    }
+    q = random_floats(size_t(n_tokens) * kHead * kDim, 7);
+    out.resize(q.size());
+    mask.assign(size_t(n_tokens) * n_kv, 0.0f);
+    for (int i = 0; i < n_tokens; ++i) {
+      for (int c = 0; c < n_kv; ++c) {
+        if (c > n_kv - n_tokens + i) mask[size_t(i) * n_kv + c] = -std::numeric_limits<float>::infinity();
+      }
+    }
+  }
+  loom::ops::AttentionParams params(TensorType t, int layer) const {
+    loom::ops::AttentionParams p;
+    p.n_tokens = n_tokens;
+    p.n_head = kHead;
+    p.n_head_kv = kHeadKv;
+    p.head_dim = kDim;
+    p.n_kv = n_kv;
+    p.k_type = p.v_type = t;
+    p.k = k.data() + size_t(layer) * layer_bytes;
+    p.v = v.data() + size_t(layer) * layer_bytes;
+    p.k_row_bytes = k_row;
+    p.v_row_bytes = v_row;
+    p.mask = mask.data();
+    p.scale = 1.0f / std::sqrt(float(kDim));
+    return p;
+  }
+  // K + V bytes of the cells each call reads at least once.
+  int64_t kv_bytes() const { return int64_t(2 * layer_bytes); }
+};
+
+// threads: state.range(1); n_kv: state.range(0); n_tokens from the name (1 or n_kv).
+template <bool kRef>
+void BM_attention(benchmark::State& state, TensorType t, bool prefill) {
+  const int n_kv = int(state.range(0)), n_threads = int(state.range(1));
+  AttnBench b(t, n_kv, prefill ? n_kv : 1);
+  loom::ThreadPool pool(n_threads);
+  std::vector<uint8_t> scratch(loom::ops::attention_scratch_bytes(n_kv, AttnBench::kDim, t, pool.size()));
+  int layer = 0;
+  for (auto _ : state) {
+    const loom::ops::AttentionParams p = b.params(t, layer);
+    if (kRef) loom::ops::ref::attention(pool, p, b.q.data(), b.out.data(), scratch.data());
+    else loom::ops::attention(pool, p, b.q.data(), b.out.data(), scratch.data());
+    benchmark::DoNotOptimize(b.out.data());
+    layer = layer + 1 == b.n_layers ? 0 : layer + 1;
+  }
+  state.SetBytesProcessed(int64_t(state.iterations()) * b.kv_bytes());
+  state.counters["layers"] = b.n_layers;
+}
+
+void BM_kv_read(benchmark::State& state) {
+  std::vector<uint64_t> buf(AttnBench::kMinBytes * 2 / sizeof(uint64_t), 1);
+  for (auto _ : state) {
+    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    for (size_t i = 0; i < buf.size(); i += 4) {
+      s0 += buf[i];
+      s1 += buf[i + 1];
+      s2 += buf[i + 2];
+      s3 += buf[i + 3];
+    }
+    benchmark::DoNotOptimize(s0 + s1 + s2 + s3);
+  }
+  state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(buf.size() * sizeof(uint64_t)));
+}
+
 }  // namespace
 
 // Names: BM_vec_dot/q4_0/4096 (k), BM_matmul/q4_0/1 (activation rows).
@@ -117,6 +216,19 @@ int main(int argc, char** argv) {
     benchmark::RegisterBenchmark(("BM_matmul/" + name).c_str(), BM_matmul, t)
         ->Arg(1)->Arg(32)->Unit(benchmark::kMillisecond);
   }
+  for (TensorType t : {TensorType::F16, TensorType::Q8_0, TensorType::F32}) {
+    const std::string name(loom::tensor_type_name(t));
+    for (const bool ref : {false, true}) {
+      const std::string impl = ref ? "ref" : "fast";
+      auto* dec = benchmark::RegisterBenchmark(("BM_attention/" + impl + "/" + name + "/decode").c_str(),
+                                               ref ? BM_attention<true> : BM_attention<false>, t, false);
+      auto* pre = benchmark::RegisterBenchmark(("BM_attention/" + impl + "/" + name + "/prefill").c_str(),
+                                               ref ? BM_attention<true> : BM_attention<false>, t, true);
+      dec->ArgNames({"n_kv", "threads"})->Args({512, 1})->Args({3072, 1})->Args({3072, 2})->Unit(benchmark::kMicrosecond);
+      pre->ArgNames({"n_kv", "threads"})->Args({512, 1})->Args({512, 2})->Unit(benchmark::kMillisecond);
+    }
+  }
+  benchmark::RegisterBenchmark("BM_kv_read", BM_kv_read)->Unit(benchmark::kMicrosecond);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <random>
 #include <span>
 #include <string>
 #include <vector>
@@ -42,5 +43,14 @@ float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b);
 float max_abs(const std::vector<float>& a);
 // Cosine similarity of two equally long vectors (0 when sizes differ or a norm is 0).
 double cosine(std::span<const float> a, std::span<const float> b);
+
+// n normally distributed floats (mean 0, standard deviation scale) from a fixed seed.
+inline std::vector<float> random_vec(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
 
 }  // namespace loom::test

@@ -35,10 +35,28 @@ struct AttentionParams {
 // geometric in 2^(-max_bias/n) over the nearest power of two, interleaved beyond it.
 void alibi_slopes(int n_head, float max_bias, float* out);
 
+// Scratch for attention() (and ref::attention) with a pool of n_threads threads over at most
+// n_kv cells.
 size_t attention_scratch_bytes(int n_kv, int head_dim, TensorType k_type, int n_threads);
 
-// q [n_tokens][n_head][head_dim] -> out [n_tokens][n_head][head_dim]. Work is split over
-// (token, head) pairs. scratch: attention_scratch_bytes(...).
+// q [n_tokens][n_head][head_dim] -> out [n_tokens][n_head][head_dim]: for each token t and head h,
+// out = softmax_c(score(t, h, c)) . V[c][h / group] over the cells c with mask[t][c] != -inf,
+// score = dot(q, K[c][h / group]) * scale (softcap, ALiBi, + mask), where q is first rounded to
+// quant::vec_dot_type(k_type) as quant::vec_dot expects. A row that sees no cell is all zeros.
+// Hidden cells' K/V are never read. scratch: attention_scratch_bytes(..., pool.size()).
+//
+// With AVX2 (and not LOOM_FORCE_SCALAR) and K, V in F32/F16/Q8_0 (any mix, head_dim % 8 == 0), a
+// fused online-softmax kernel runs: the query heads sharing a kv head (and up to 4 tokens in
+// prefill) are processed together so each K/V row is read once per group, over chunks of visible
+// cells; when there are few (token, kv head) tiles, their cells are also split into ranges merged
+// at the end. Results match ref::attention to float rounding and do not depend on the number of
+// threads. Other cases run ref::attention.
 void attention(ThreadPool& pool, const AttentionParams& p, const float* q, float* out, void* scratch);
+
+namespace ref {
+// The scalar reference: per (token, head) one quant::vec_dot per visible cell, a full softmax
+// over the row, then the weighted sum of dequantized V rows. Split over (token, head) pairs.
+void attention(ThreadPool& pool, const AttentionParams& p, const float* q, float* out, void* scratch);
+}  // namespace ref
 
 }  // namespace loom::ops

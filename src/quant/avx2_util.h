@@ -9,32 +9,17 @@
 #include <cstdint>
 #include <cstring>
 
+#include "base/simd_avx2.h"
+
 #define LOOM_AVX2 __attribute__((target("avx2,fma,f16c")))
 
 namespace loom::quant::detail::avx2 {
 
 // ---- helpers ------------------------------------------------------------------------------
 
-LOOM_AVX2 inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-LOOM_AVX2 inline int hsum_i32(__m256i v) {
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
-  return _mm_cvtsi128_si32(s);
-}
-
-LOOM_AVX2 inline float hmax(__m256 v) {
-  __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_max_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
+using simd::hmax;
+using simd::hsum;
+using simd::hsum_i32;
 
 LOOM_AVX2 inline float f16(const uint8_t* p) {
   uint16_t h;

@@ -14,16 +14,12 @@
 #include "ops/ops.h"
 #include "quant/quant.h"
 
+#include "test_util.h"
+
 namespace loom::ops {
 namespace {
 
-std::vector<float> random_vec(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
+using test::random_vec;
 
 TEST(Ops, RmsNormMatchesDefinition) {
   auto x = random_vec(67, 1), w = random_vec(67, 2);
