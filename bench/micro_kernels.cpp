@@ -7,6 +7,8 @@
 //                                large last-level cache may hold them) against n activation rows,
 //                                quantization of the activations included: n=1 is a decode step,
 //                                n=32 a prefill chunk
+//   BM_matmul_packed/<type>/<n> the same on the packed copy model loading makes (Q4_0, Q8_0, F16
+//                                where the CPU has packed kernels); n=512 is a whole prompt (AMX)
 //   BM_attention/<impl>/<kv type>/<case>  ops::attention (impl fast) or ops::ref::attention (ref)
 //                                one layer of a 16-head, 8-kv-head, head_dim 64 model (the
 //                                500m preset): decode_<n_kv> = 1 token over n_kv cells, prefill512 =
@@ -33,6 +35,7 @@
 #include "gguf/tensor_type.h"
 #include "ops/attention.h"
 #include "ops/matmul.h"
+#include "quant/packed.h"
 #include "quant/quant.h"
 
 namespace {
@@ -93,7 +96,9 @@ void BM_quantize_act(benchmark::State& state, TensorType t) {
   state.SetLabel(std::string(loom::tensor_type_name(dt)));
 }
 
-void BM_matmul(benchmark::State& state, TensorType t) {
+// kPacked: the row-interleaved copy model loading makes (quant/packed.h), as decode uses it.
+template <bool kPacked>
+void matmul_bench(benchmark::State& state, TensorType t) {
   const int64_t n = state.range(0);
   constexpr int64_t k = 4096, m = 4096;
   const std::vector<uint8_t> w = quantized(t, k, m, 4);
@@ -103,6 +108,12 @@ void BM_matmul(benchmark::State& state, TensorType t) {
   view.cols = k;
   view.rows = m;
   view.row_bytes = size_t(loom::row_bytes(t, k));
+  std::vector<uint8_t> packed;
+  if (kPacked) {
+    packed.resize(quant::packed_size(t, m, k));
+    quant::pack_weights(t, w.data(), view.row_bytes, m, k, packed.data(), 0, m / quant::kPackRows);
+    view.packed = packed.data();
+  }
   const std::vector<float> x = random_floats(size_t(k * n), 5);
   std::vector<float> y(size_t(m * n));
   std::vector<uint8_t> scratch(loom::ops::matmul_scratch_bytes(t, k, n) + 64);
@@ -114,6 +125,9 @@ void BM_matmul(benchmark::State& state, TensorType t) {
   state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(w.size()));
   state.counters["tokens/s"] = benchmark::Counter(double(n), benchmark::Counter::kIsIterationInvariantRate);
 }
+
+void BM_matmul(benchmark::State& state, TensorType t) { matmul_bench<false>(state, t); }
+void BM_matmul_packed(benchmark::State& state, TensorType t) { matmul_bench<true>(state, t); }
 
 // ---- attention ---------------------------------------------------------------------------------
 
@@ -215,6 +229,10 @@ int main(int argc, char** argv) {
     benchmark::RegisterBenchmark(("BM_quantize_act/" + name).c_str(), BM_quantize_act, t)->Arg(4096);
     benchmark::RegisterBenchmark(("BM_matmul/" + name).c_str(), BM_matmul, t)
         ->Arg(1)->Arg(32)->Unit(benchmark::kMillisecond);
+    if (quant::can_pack(t) && quant::packed_kernels_available(t)) {
+      benchmark::RegisterBenchmark(("BM_matmul_packed/" + name).c_str(), BM_matmul_packed, t)
+          ->Arg(1)->Arg(32)->Arg(512)->Unit(benchmark::kMillisecond);
+    }
   }
   for (TensorType t : {TensorType::F16, TensorType::Q8_0, TensorType::F32}) {
     const std::string name(loom::tensor_type_name(t));
