@@ -22,13 +22,22 @@ namespace {
 using test::random_vec;
 
 TEST(Ops, RmsNormMatchesDefinition) {
-  auto x = random_vec(67, 1), w = random_vec(67, 2);
-  std::vector<float> out(67);
-  rms_norm_row(x.data(), w.data(), 67, 1e-5f, out.data());
-  double ss = 0;
-  for (float v : x) ss += double(v) * v;
-  const double inv = 1.0 / std::sqrt(ss / 67 + 1e-5);
-  for (int i = 0; i < 67; ++i) EXPECT_NEAR(out[size_t(i)], x[size_t(i)] * inv * w[size_t(i)], 1e-5);
+  // Every length 1..70 and a long row, at several misalignments, large values included.
+  for (size_t n : {1, 2, 3, 7, 8, 9, 15, 16, 17, 31, 33, 64, 67, 70, 4099}) {
+    for (size_t off = 0; off < 3; ++off) {
+      auto xs = random_vec(n + off, uint32_t(n), n > 1000 ? 300.0f : 1.0f), w = random_vec(n, 2);
+      const float* x = xs.data() + off;
+      std::vector<float> out(n);
+      rms_norm_row(x, w.data(), int64_t(n), 1e-5f, out.data());
+      double ss = 0;
+      for (size_t i = 0; i < n; ++i) ss += double(x[i]) * x[i];
+      const double inv = 1.0 / std::sqrt(ss / double(n) + 1e-5);
+      for (size_t i = 0; i < n; ++i) {
+        const double want = x[i] * inv * w[i];
+        ASSERT_NEAR(out[i], want, 1e-5 * std::max(1.0, std::fabs(want))) << n << " " << off << " " << i;
+      }
+    }
+  }
 }
 
 TEST(Ops, SoftmaxHandlesMaskedEntries) {
