@@ -63,6 +63,15 @@ bool packable(const TensorView& t) {
          t.rows > 0;
 }
 
+// True when [lo, hi) shares bytes with the token embedding (a tied output is the embedding):
+// those pages stay, lookups read them. (Pages only partly inside a range are never released.)
+bool overlaps_embedding(const ModelWeights& w, uintptr_t lo, uintptr_t hi) {
+  if (!w.tok_embd.data) return false;
+  const auto e_lo = reinterpret_cast<uintptr_t>(w.tok_embd.data);
+  const uintptr_t e_hi = e_lo + size_t(w.tok_embd.rows) * w.tok_embd.row_bytes;
+  return lo < e_hi && e_lo < hi;
+}
+
 }  // namespace
 
 void pack_model_weights(const gguf::GgufFile& file, ModelWeights& w, PackedStorage& store) {
@@ -83,20 +92,23 @@ void pack_model_weights(const gguf::GgufFile& file, ModelWeights& w, PackedStora
     t->packed = dst;
     const auto lo = reinterpret_cast<uintptr_t>(t->data);
     ranges.emplace_back(lo, lo + size_t(t->rows) * t->row_bytes);
+    // Release this view's pages at once, so peak memory during load stays near one copy of the
+    // model (the merged pass below also catches pages shared by neighbouring views).
+    if (!overlaps_embedding(w, lo, lo + size_t(t->rows) * t->row_bytes)) {
+      file.release_pages(t->data, size_t(t->rows) * t->row_bytes);
+    }
     dst += (quant::packed_size(t->type, t->rows, t->cols) + 63) / 64 * 64;
   }
   // Merge touching ranges (fused tensors are bound as several views), never release the
   // embedding (token lookups still read it; a tied output shares it).
   std::sort(ranges.begin(), ranges.end());
-  const auto emb_lo = reinterpret_cast<uintptr_t>(w.tok_embd.data);
-  const uintptr_t emb_hi = emb_lo + size_t(w.tok_embd.rows) * w.tok_embd.row_bytes;
   std::vector<std::pair<uintptr_t, uintptr_t>> merged;
   for (const auto& r : ranges) {
     if (!merged.empty() && r.first <= merged.back().second) merged.back().second = std::max(merged.back().second, r.second);
     else merged.push_back(r);
   }
   for (const auto& [lo, hi] : merged) {
-    if (w.tok_embd.data && lo < emb_hi && emb_lo < hi) continue;
+    if (overlaps_embedding(w, lo, hi)) continue;
     file.release_pages(reinterpret_cast<const void*>(lo), hi - lo);
   }
 }
