@@ -7,6 +7,7 @@
 
 #include "base/cpu.h"
 #include "base/half.h"
+#include "quant/blocks.h"
 #include "quant/kernels.h"
 #include "quant/packed_layout.h"
 #include "quant/quant.h"
@@ -16,16 +17,17 @@ namespace loom::quant {
 using detail::PackedLayout;
 
 bool can_pack(TensorType t) {
-  return t == TensorType::Q4_0 || t == TensorType::Q8_0 || t == TensorType::F16;
+  return t == TensorType::Q4_0 || t == TensorType::Q8_0 || t == TensorType::F16 || t == TensorType::Q4_K;
 }
 
 bool packed_kernels_available(TensorType t) {
   const CpuFeatures& f = cpu_features();
-  if (t == TensorType::F16) return f.has_avx512_vnni_set();
+  if (t == TensorType::F16 || t == TensorType::Q4_K) return f.has_avx512_vnni_set();
   return can_pack(t) && (f.has_avx512_vnni_set() || f.has_avx_vnni_set());
 }
 
 size_t packed_group_bytes(TensorType t, int64_t cols) {
+  if (t == TensorType::Q4_K) return size_t(cols / detail::PackedQ4K::kCols) * detail::PackedQ4K::kTileBytes;
   return size_t(cols / detail::kPackBlock) * PackedLayout::of(t).tile_bytes;
 }
 
@@ -43,6 +45,32 @@ void pack_weights(TensorType t, const void* src, size_t src_row_bytes, int64_t r
   const uint8_t bias_byte = t == TensorType::Q8_0 ? 0x80 : 0x00;  // Q8_0: i8 -> u8 by +128
   const auto* s = static_cast<const uint8_t*>(src);
   auto* d = static_cast<uint8_t*>(dst);
+  if (t == TensorType::Q4_K) {
+    using detail::PackedQ4K;
+    const int64_t ns = cols / PackedQ4K::kCols;
+    for (int64_t g = g0; g < g1; ++g) {
+      for (int64_t sb = 0; sb < ns; ++sb) {
+        uint8_t* tile = d + size_t(g) * packed_group_bytes(t, cols) + size_t(sb) * PackedQ4K::kTileBytes;
+        std::memset(tile, 0, PackedQ4K::kTileBytes);  // padding rows: d = dmin = 0
+        for (int r = 0; r < kPackRows && g * kPackRows + r < rows; ++r) {
+          const uint8_t* blk = s + size_t(g * kPackRows + r) * src_row_bytes + size_t(sb) * 144;
+          std::memcpy(tile + PackedQ4K::kD + 2 * r, blk, 2);
+          std::memcpy(tile + PackedQ4K::kDmin + 2 * r, blk + 2, 2);
+          for (int j = 0; j < 8; ++j) {
+            int sc, m;
+            detail::k4_scale_min(blk + 4, j, &sc, &m);
+            tile[PackedQ4K::kSc + 16 * j + r] = uint8_t(sc);
+            tile[PackedQ4K::kM + 16 * j + r] = uint8_t(m);
+          }
+          const uint8_t* qs = blk + 16;
+          for (int gg = 0; gg < 4; ++gg) {
+            for (int c = 0; c < 8; ++c) std::memcpy(tile + PackedQ4K::kQs + 512 * gg + 64 * c + 4 * r, qs + 32 * gg + 4 * c, 4);
+          }
+        }
+      }
+    }
+    return;
+  }
   if (t == TensorType::F16) {
     // Column-major within the group: element (r, c) at 2 * (16 * c + r); padding rows are 0.
     for (int64_t g = g0; g < g1; ++g) {
@@ -83,10 +111,15 @@ void pack_weights(TensorType t, const void* src, size_t src_row_bytes, int64_t r
 
 size_t packed_act_row_bytes(TensorType t, int64_t cols) {
   if (t == TensorType::F16) return sizeof(float) * size_t(cols);
+  if (t == TensorType::Q4_K) return size_t(row_bytes(TensorType::Q8_K, cols));
   return size_t(cols / detail::kPackBlock) * sizeof(detail::PackedActBlock);
 }
 
 void quantize_packed_act(TensorType t, const float* x, int64_t cols, void* dst) {
+  if (t == TensorType::Q4_K) {
+    quantize_row(TensorType::Q8_K, x, dst, cols);
+    return;
+  }
   if (t == TensorType::F16) {
     // Round through f16 (quantize_row's fast path), then widen back in place from the end.
     auto* out = static_cast<float*>(dst);
@@ -127,6 +160,14 @@ void packed_gemm(TensorType t, int64_t rows, int64_t cols, const void* packed, i
                  const void* act, size_t act_stride, int n, float* out, size_t out_stride) {
 #if defined(__x86_64__)
   const CpuFeatures& f = cpu_features();
+  if (t == TensorType::Q4_K) {
+    if (f.has_avx512_vnni_set()) {
+      detail::packed_gemm_q4k_avx512(rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+    } else {
+      ref::packed_gemm(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+    }
+    return;
+  }
   if (t == TensorType::F16) {
     if (f.has_amx_bf16_set() && n >= 16) {
       detail::packed_gemm_f16_amx(rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
@@ -162,6 +203,44 @@ void packed_gemm(TensorType t, int64_t rows, int64_t cols, const void* packed, i
   const size_t group_bytes = packed_group_bytes(t, cols);
   const auto* p = static_cast<const uint8_t*>(packed);
   const auto* a = static_cast<const uint8_t*>(act);
+  if (t == TensorType::Q4_K) {
+    // Per super-block: d_a * (d_w * Σ_j sc_j Σ q·a  -  dmin_w * Σ_j m_j Σ a), integers inside.
+    using detail::PackedQ4K;
+    const int64_t ns = cols / PackedQ4K::kCols;
+    for (int64_t g = g0; g < g1; ++g) {
+      for (int r = 0; r < kPackRows && g * kPackRows + r < rows; ++r) {
+        for (int i = 0; i < n; ++i) {
+          float acc = 0.0f;
+          for (int64_t sb = 0; sb < ns; ++sb) {
+            const uint8_t* tile = p + size_t(g) * group_bytes + size_t(sb) * PackedQ4K::kTileBytes;
+            detail::BlockQ8_K ab;
+            std::memcpy(&ab, a + size_t(i) * act_stride + size_t(sb) * sizeof(ab), sizeof(ab));
+            int32_t isum = 0, msum = 0;
+            for (int gg = 0; gg < 4; ++gg) {
+              int32_t lo = 0, hi = 0;
+              for (int c = 0; c < 8; ++c) {
+                for (int k = 0; k < 4; ++k) {
+                  const int byte = tile[PackedQ4K::kQs + 512 * gg + 64 * c + 4 * r + k];
+                  lo += (byte & 0x0f) * ab.qs[64 * gg + 4 * c + k];
+                  hi += (byte >> 4) * ab.qs[64 * gg + 32 + 4 * c + k];
+                }
+              }
+              const int j0 = 2 * gg, j1 = 2 * gg + 1;
+              isum += lo * tile[PackedQ4K::kSc + 16 * j0 + r] + hi * tile[PackedQ4K::kSc + 16 * j1 + r];
+              msum += tile[PackedQ4K::kM + 16 * j0 + r] * (ab.bsums[2 * j0] + ab.bsums[2 * j0 + 1]) +
+                      tile[PackedQ4K::kM + 16 * j1 + r] * (ab.bsums[2 * j1] + ab.bsums[2 * j1 + 1]);
+            }
+            uint16_t dh, mh;
+            std::memcpy(&dh, tile + PackedQ4K::kD + 2 * r, 2);
+            std::memcpy(&mh, tile + PackedQ4K::kDmin + 2 * r, 2);
+            acc += ab.d * (f16_to_f32(dh) * float(isum) - f16_to_f32(mh) * float(msum));
+          }
+          out[size_t(i) * out_stride + size_t(g * kPackRows + r)] = acc;
+        }
+      }
+    }
+    return;
+  }
   if (t == TensorType::F16) {
     for (int64_t g = g0; g < g1; ++g) {
       const uint8_t* grp = p + size_t(g) * group_bytes;

@@ -8,6 +8,7 @@
 
 #include <cstring>
 
+#include "quant/blocks.h"
 #include "quant/packed.h"
 #include "quant/packed_layout.h"
 
@@ -101,7 +102,79 @@ LOOM_AVX512_VNNI void group_kernel_f16(const uint8_t* grp, int64_t cols, const u
   }
 }
 
+// 16 unsigned bytes widened to 16 int32 lanes.
+LOOM_AVX512_VNNI inline __m512i u8x16(const uint8_t* p) {
+  return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+// Q4_K against Q8_K: per 64-column pair of sub-blocks, 8 chunks give 16 unsigned nibble
+// registers (low: sub-block 2g, high: 2g+1), VPDPBUSD per activation row; the sub-block sums are
+// weighted by the 6-bit scales (VPMULLD) and the mins by the activation's sub-block sums, all in
+// int32 as llama.cpp's Q4_K x Q8_K dot does; floats only once per super-block.
+template <int NA>
+LOOM_AVX512_VNNI void group_kernel_q4k(const uint8_t* grp, int64_t cols, const uint8_t* act, size_t act_stride,
+                                       float* out, size_t out_stride, int valid) {
+  __m512 acc[NA];
+  for (int a = 0; a < NA; ++a) acc[a] = _mm512_setzero_ps();
+  const __m512i m4 = _mm512_set1_epi8(0x0f);
+  const int64_t ns = cols / PackedQ4K::kCols;
+  for (int64_t sb = 0; sb < ns; ++sb) {
+    const uint8_t* tile = grp + size_t(sb) * PackedQ4K::kTileBytes;
+    const uint8_t* ab[NA];
+    for (int a = 0; a < NA; ++a) ab[a] = act + size_t(a) * act_stride + size_t(sb) * sizeof(BlockQ8_K);
+    __m512i isum[NA], msum[NA];
+    for (int a = 0; a < NA; ++a) isum[a] = msum[a] = _mm512_setzero_si512();
+    for (int g = 0; g < 4; ++g) {
+      const uint8_t* q = tile + PackedQ4K::kQs + 512 * size_t(g);
+      prefetch_ahead(q, 512);
+      __m512i lo[NA], hi[NA];
+      for (int a = 0; a < NA; ++a) lo[a] = hi[a] = _mm512_setzero_si512();
+      for (int c = 0; c < 8; ++c) {
+        const __m512i chunk = _mm512_loadu_si512(q + 64 * c);
+        const __m512i wl = _mm512_and_si512(chunk, m4);
+        const __m512i wh = _mm512_and_si512(_mm512_srli_epi16(chunk, 4), m4);
+        for (int a = 0; a < NA; ++a) {
+          int32_t xl, xh;
+          std::memcpy(&xl, ab[a] + 4 + 64 * g + 4 * c, 4);  // Q8_K: f32 d, then qs
+          std::memcpy(&xh, ab[a] + 4 + 64 * g + 32 + 4 * c, 4);
+          lo[a] = _mm512_dpbusd_epi32(lo[a], wl, _mm512_set1_epi32(xl));
+          hi[a] = _mm512_dpbusd_epi32(hi[a], wh, _mm512_set1_epi32(xh));
+        }
+      }
+      const int j0 = 2 * g, j1 = 2 * g + 1;
+      const __m512i sc0 = u8x16(tile + PackedQ4K::kSc + 16 * j0), sc1 = u8x16(tile + PackedQ4K::kSc + 16 * j1);
+      const __m512i mn0 = u8x16(tile + PackedQ4K::kM + 16 * j0), mn1 = u8x16(tile + PackedQ4K::kM + 16 * j1);
+      for (int a = 0; a < NA; ++a) {
+        int16_t bs[4];
+        std::memcpy(bs, ab[a] + 4 + 256 + 2 * 4 * g, 8);  // bsums of sub-blocks 2g, 2g+1 (16 each)
+        isum[a] = _mm512_add_epi32(isum[a], _mm512_add_epi32(_mm512_mullo_epi32(lo[a], sc0), _mm512_mullo_epi32(hi[a], sc1)));
+        msum[a] = _mm512_add_epi32(msum[a], _mm512_add_epi32(_mm512_mullo_epi32(mn0, _mm512_set1_epi32(bs[0] + bs[1])),
+                                                             _mm512_mullo_epi32(mn1, _mm512_set1_epi32(bs[2] + bs[3]))));
+      }
+    }
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + PackedQ4K::kD)));
+    const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + PackedQ4K::kDmin)));
+    for (int a = 0; a < NA; ++a) {
+      float da;
+      std::memcpy(&da, ab[a], 4);
+      const __m512 t = _mm512_fmsub_ps(d, _mm512_cvtepi32_ps(isum[a]), _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(msum[a])));
+      acc[a] = _mm512_fmadd_ps(_mm512_set1_ps(da), t, acc[a]);
+    }
+  }
+  const __mmask16 mask = __mmask16((1u << valid) - 1u);
+  for (int a = 0; a < NA; ++a) _mm512_mask_storeu_ps(out + size_t(a) * out_stride, mask, acc[a]);
+}
+
 }  // namespace
+
+void packed_gemm_q4k_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
+                            const void* act, size_t act_stride, int n, float* out, size_t out_stride) {
+  auto kernel = [cols](int na, const uint8_t* grp, const PackedLayout&, int64_t, const uint8_t* a, size_t as,
+                       float* o, size_t os, int valid) {
+    with_na<4, 2, 1>(na, [&]<int NA>() { group_kernel_q4k<NA>(grp, cols, a, as, o, os, valid); });
+  };
+  packed_gemm_loop(TensorType::Q4_K, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride, 4, kernel);
+}
 
 void packed_gemm_f16_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
                             const void* act, size_t act_stride, int n, float* out, size_t out_stride) {

@@ -19,6 +19,17 @@ struct PackedActBlock {
 };
 static_assert(sizeof(PackedActBlock) == 40);
 
+// Q4_K (per group of 16 rows and 256 columns, 2368 bytes): f16 d[16], f16 dmin[16],
+// u8 sc[8][16], u8 m[8][16] (6-bit sub-block scales and mins, sub-block j row r at 16 j + r), then
+// nibbles: for each 64-column half-pair g < 4, 8 chunks of 64 bytes, lane r of chunk c = bytes
+// 32 g + 4 c .. + 3 of row r's qs (low nibbles: columns 64 g + 4 c.., sub-block 2 g; high nibbles:
+// 64 g + 32 + 4 c.., sub-block 2 g + 1). Activations are plain Q8_K blocks.
+struct PackedQ4K {
+  static constexpr size_t kD = 0, kDmin = 32, kSc = 64, kM = 192, kQs = 320;
+  static constexpr size_t kTileBytes = 320 + 4 * 8 * 64;  // 2368
+  static constexpr int kCols = 256;
+};
+
 struct PackedLayout {
   static constexpr size_t kScaleBytes = 32;  // f16 d[16]
   int chunks;         // 64-byte chunks of quants per tile
@@ -61,7 +72,8 @@ inline void packed_gemm_loop(TensorType t, int64_t rows, int64_t cols, const voi
                              size_t out_stride, int max_na, Kernel&& kernel) {
   const PackedLayout L = PackedLayout::of(t);
   const int64_t nb = cols / kPackBlock;
-  const size_t group_bytes = size_t(nb) * L.tile_bytes;
+  const size_t group_bytes = t == TensorType::Q4_K ? size_t(cols / PackedQ4K::kCols) * PackedQ4K::kTileBytes
+                                                   : size_t(nb) * L.tile_bytes;
   const auto* p = static_cast<const uint8_t*>(packed);
   const auto* a = static_cast<const uint8_t*>(act);
   for (int64_t g = g0; g < g1; ++g) {

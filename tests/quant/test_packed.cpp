@@ -67,16 +67,20 @@ void expect_close(const Problem& p, const float* out, size_t out_stride, const c
   }
 }
 
+int64_t block_size_of_type(TensorType t) { return tensor_type_info(t)->block_size; }
+
 using Gemm = void (*)(TensorType, int64_t, int64_t, const void*, int64_t, int64_t, const void*, size_t, int,
                       float*, size_t);
 
 // Runs gemm over all groups, split in two calls, with misaligned inputs and an output stride
 // wider than rows; checks every output, and that padding columns beyond rows are untouched.
-void check_variant(Gemm gemm, const char* what, std::vector<TensorType> types = {TensorType::Q4_0, TensorType::Q8_0, TensorType::F16}) {
+void check_variant(Gemm gemm, const char* what,
+                   std::vector<TensorType> types = {TensorType::Q4_0, TensorType::Q8_0, TensorType::F16, TensorType::Q4_K}) {
   std::mt19937 rng(1234);
   for (TensorType t : types) {
     for (int64_t rows : {1, 5, 16, 17, 31, 48, 70}) {
       for (int64_t cols : {32, 64, 96, 256, 1024}) {
+        if (cols % block_size_of_type(t) != 0) continue;
         for (int n : {1, 2, 3, 5, 8, 13, 16, 20, 35, 48}) {
           if (cols == 1024 && (rows > 17 || (n > 3 && n != 16))) continue;  // keep the test fast
           Problem p = make(t, rows, cols, n, rng);
@@ -107,7 +111,10 @@ void check_variant(Gemm gemm, const char* what, std::vector<TensorType> types = 
 TEST(Packed, LayoutSizes) {
   EXPECT_TRUE(can_pack(TensorType::Q4_0));
   EXPECT_TRUE(can_pack(TensorType::Q8_0));
-  EXPECT_FALSE(can_pack(TensorType::Q4_K));
+  EXPECT_TRUE(can_pack(TensorType::Q4_K));
+  EXPECT_FALSE(can_pack(TensorType::Q6_K));
+  EXPECT_EQ(packed_size(TensorType::Q4_K, 17, 512), size_t(2 * 2 * 2368));
+  EXPECT_EQ(packed_act_row_bytes(TensorType::Q4_K, 512), size_t(2 * 292));
   EXPECT_TRUE(can_pack(TensorType::F16));
   EXPECT_FALSE(can_pack(TensorType::BF16));
   // Q4_0: 16 rows x (32 bytes of scales + 256 of nibbles) per 32 columns; same bytes as GGUF.
@@ -154,7 +161,7 @@ TEST(Packed, Avx512VnniMatchesReference) {
   check_variant(&detail::packed_gemm_avx512, "avx512", {TensorType::Q4_0, TensorType::Q8_0});
 }
 
-// The F16 kernels take no type argument: adapt them to the Gemm signature.
+// The F16 and Q4_K kernels take no type argument: adapt them to the Gemm signature.
 template <void (*F16Gemm)(int64_t, int64_t, const void*, int64_t, int64_t, const void*, size_t, int, float*, size_t)>
 void f16_gemm(TensorType, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1, const void* act,
               size_t as, int n, float* out, size_t os) {
@@ -164,6 +171,11 @@ void f16_gemm(TensorType, int64_t rows, int64_t cols, const void* packed, int64_
 TEST(Packed, F16Avx512MatchesReference) {
   if (!cpu_features().has_avx512_vnni_set()) GTEST_SKIP() << "no AVX-512 on this CPU";
   check_variant(&f16_gemm<&detail::packed_gemm_f16_avx512>, "f16-avx512", {TensorType::F16});
+}
+
+TEST(Packed, Q4KAvx512MatchesReference) {
+  if (!cpu_features().has_avx512_vnni_set()) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
+  check_variant(&f16_gemm<&detail::packed_gemm_q4k_avx512>, "q4k-avx512", {TensorType::Q4_K});
 }
 
 TEST(Packed, F16AmxMatchesReference) {
