@@ -17,17 +17,19 @@ namespace loom::quant {
 using detail::PackedLayout;
 
 bool can_pack(TensorType t) {
-  return t == TensorType::Q4_0 || t == TensorType::Q8_0 || t == TensorType::F16 || t == TensorType::Q4_K;
+  return t == TensorType::Q4_0 || t == TensorType::Q8_0 || t == TensorType::F16 || t == TensorType::Q4_K ||
+         t == TensorType::Q6_K;
 }
 
 bool packed_kernels_available(TensorType t) {
   const CpuFeatures& f = cpu_features();
-  if (t == TensorType::F16 || t == TensorType::Q4_K) return f.has_avx512_vnni_set();
+  if (t == TensorType::F16 || t == TensorType::Q4_K || t == TensorType::Q6_K) return f.has_avx512_vnni_set();
   return can_pack(t) && (f.has_avx512_vnni_set() || f.has_avx_vnni_set());
 }
 
 size_t packed_group_bytes(TensorType t, int64_t cols) {
   if (t == TensorType::Q4_K) return size_t(cols / detail::PackedQ4K::kCols) * detail::PackedQ4K::kTileBytes;
+  if (t == TensorType::Q6_K) return size_t(cols / detail::PackedQ6K::kCols) * detail::PackedQ6K::kTileBytes;
   return size_t(cols / detail::kPackBlock) * PackedLayout::of(t).tile_bytes;
 }
 
@@ -45,6 +47,32 @@ void pack_weights(TensorType t, const void* src, size_t src_row_bytes, int64_t r
   const uint8_t bias_byte = t == TensorType::Q8_0 ? 0x80 : 0x00;  // Q8_0: i8 -> u8 by +128
   const auto* s = static_cast<const uint8_t*>(src);
   auto* d = static_cast<uint8_t*>(dst);
+  if (t == TensorType::Q6_K) {
+    using detail::PackedQ6K;
+    const int64_t ns = cols / PackedQ6K::kCols;
+    for (int64_t g = g0; g < g1; ++g) {
+      for (int64_t sb = 0; sb < ns; ++sb) {
+        uint8_t* tile = d + size_t(g) * packed_group_bytes(t, cols) + size_t(sb) * PackedQ6K::kTileBytes;
+        std::memset(tile, 0, PackedQ6K::kTileBytes);  // padding rows: d = 0
+        for (int r = 0; r < kPackRows && g * kPackRows + r < rows; ++r) {
+          const uint8_t* blk = s + size_t(g * kPackRows + r) * src_row_bytes + size_t(sb) * 210;
+          const uint8_t* ql = blk;
+          const uint8_t* qh = blk + 128;
+          std::memcpy(tile + PackedQ6K::kD + 2 * r, blk + 208, 2);
+          for (int j = 0; j < 16; ++j) tile[PackedQ6K::kSc + 16 * j + r] = blk[192 + j];
+          for (int e = 0; e < 256; ++e) {
+            // Element e of the block (see BlockQ6_K in blocks.h).
+            const int h = e / 128, l = e % 32, part = (e % 128) / 32;
+            const uint8_t lq = ql[64 * h + l + (part & 1) * 32];
+            const int lo4 = part < 2 ? (lq & 0x0f) : (lq >> 4);
+            const int hi2 = (qh[32 * h + l] >> (2 * part)) & 3;
+            tile[PackedQ6K::kQs + 64 * (e / 4) + 4 * r + (e % 4)] = uint8_t(lo4 | (hi2 << 4));
+          }
+        }
+      }
+    }
+    return;
+  }
   if (t == TensorType::Q4_K) {
     using detail::PackedQ4K;
     const int64_t ns = cols / PackedQ4K::kCols;
@@ -111,12 +139,12 @@ void pack_weights(TensorType t, const void* src, size_t src_row_bytes, int64_t r
 
 size_t packed_act_row_bytes(TensorType t, int64_t cols) {
   if (t == TensorType::F16) return sizeof(float) * size_t(cols);
-  if (t == TensorType::Q4_K) return size_t(row_bytes(TensorType::Q8_K, cols));
+  if (t == TensorType::Q4_K || t == TensorType::Q6_K) return size_t(row_bytes(TensorType::Q8_K, cols));
   return size_t(cols / detail::kPackBlock) * sizeof(detail::PackedActBlock);
 }
 
 void quantize_packed_act(TensorType t, const float* x, int64_t cols, void* dst) {
-  if (t == TensorType::Q4_K) {
+  if (t == TensorType::Q4_K || t == TensorType::Q6_K) {
     quantize_row(TensorType::Q8_K, x, dst, cols);
     return;
   }
@@ -160,6 +188,14 @@ void packed_gemm(TensorType t, int64_t rows, int64_t cols, const void* packed, i
                  const void* act, size_t act_stride, int n, float* out, size_t out_stride) {
 #if defined(__x86_64__)
   const CpuFeatures& f = cpu_features();
+  if (t == TensorType::Q6_K) {
+    if (f.has_avx512_vnni_set()) {
+      detail::packed_gemm_q6k_avx512(rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+    } else {
+      ref::packed_gemm(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+    }
+    return;
+  }
   if (t == TensorType::Q4_K) {
     if (f.has_avx512_vnni_set()) {
       detail::packed_gemm_q4k_avx512(rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
@@ -203,6 +239,36 @@ void packed_gemm(TensorType t, int64_t rows, int64_t cols, const void* packed, i
   const size_t group_bytes = packed_group_bytes(t, cols);
   const auto* p = static_cast<const uint8_t*>(packed);
   const auto* a = static_cast<const uint8_t*>(act);
+  if (t == TensorType::Q6_K) {
+    // Per super-block: d_w * d_a * Σ_s sc_s (Σ u·a - 32 Σ a) over sub-blocks s of 16 columns.
+    using detail::PackedQ6K;
+    const int64_t ns = cols / PackedQ6K::kCols;
+    for (int64_t g = g0; g < g1; ++g) {
+      for (int r = 0; r < kPackRows && g * kPackRows + r < rows; ++r) {
+        for (int i = 0; i < n; ++i) {
+          float acc = 0.0f;
+          for (int64_t sb = 0; sb < ns; ++sb) {
+            const uint8_t* tile = p + size_t(g) * group_bytes + size_t(sb) * PackedQ6K::kTileBytes;
+            detail::BlockQ8_K ab;
+            std::memcpy(&ab, a + size_t(i) * act_stride + size_t(sb) * sizeof(ab), sizeof(ab));
+            int32_t isum = 0;
+            for (int sub = 0; sub < 16; ++sub) {
+              int32_t dot = -32 * ab.bsums[sub];
+              for (int e = 16 * sub; e < 16 * sub + 16; ++e) {
+                dot += tile[PackedQ6K::kQs + 64 * (e / 4) + 4 * r + (e % 4)] * ab.qs[e];
+              }
+              isum += dot * int8_t(tile[PackedQ6K::kSc + 16 * sub + r]);
+            }
+            uint16_t dh;
+            std::memcpy(&dh, tile + PackedQ6K::kD + 2 * r, 2);
+            acc += ab.d * (f16_to_f32(dh) * float(isum));
+          }
+          out[size_t(i) * out_stride + size_t(g * kPackRows + r)] = acc;
+        }
+      }
+    }
+    return;
+  }
   if (t == TensorType::Q4_K) {
     // Per super-block: d_a * (d_w * Σ_j sc_j Σ q·a  -  dmin_w * Σ_j m_j Σ a), integers inside.
     using detail::PackedQ4K;

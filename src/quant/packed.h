@@ -19,6 +19,7 @@
 // Either way the unsigned byte u and the signed level differ by a constant bias (8 or 128).
 // Q4_K: see PackedQ4K in packed_layout.h (super-block scales, 6-bit sub-block scales and mins,
 //   nibbles in 64-byte chunks as above); activations are Q8_K blocks, integer sums per super-block.
+// Q6_K: see PackedQ6K (6-bit levels one per byte, int8 scales per 16 columns), Q8_K activations.
 // F16: no scales; a tile is 32 columns x 16 rows of f16, column after column (column c of the
 //   tile holds the 16 rows' weights at that column: one vcvtph2ps gives a register of 16 rows).
 //
@@ -37,7 +38,7 @@ namespace loom::quant {
 
 constexpr int kPackRows = 16;
 
-// Weight types with a packed layout (Q4_0, Q8_0, F16, Q4_K).
+// Weight types with a packed layout (Q4_0, Q8_0, F16, Q4_K, Q6_K).
 bool can_pack(TensorType t);
 // True when this CPU has a packed kernel for t (Q4_0/Q8_0: AMX-INT8, AVX-512 VNNI or AVX-VNNI;
 // F16: AVX-512); otherwise packing would only feed the scalar reference and model loading keeps
@@ -85,6 +86,9 @@ void packed_gemm_f16_amx(int64_t rows, int64_t cols, const void* packed, int64_t
                          const void* act, size_t act_stride, int n, float* out, size_t out_stride);
 // Q4_K weights against Q8_K activations with AVX-512 VNNI (any n).
 void packed_gemm_q4k_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
+                            const void* act, size_t act_stride, int n, float* out, size_t out_stride);
+// Q6_K weights against Q8_K activations with AVX-512 VNNI (any n).
+void packed_gemm_q6k_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
                             const void* act, size_t act_stride, int n, float* out, size_t out_stride);
 // F16 weights with AVX-512 F (any n).
 void packed_gemm_f16_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,

@@ -165,7 +165,62 @@ LOOM_AVX512_VNNI void group_kernel_q4k(const uint8_t* grp, int64_t cols, const u
   for (int a = 0; a < NA; ++a) _mm512_mask_storeu_ps(out + size_t(a) * out_stride, mask, acc[a]);
 }
 
+// Q6_K against Q8_K: per sub-block of 16 columns, 4 chunks of levels (0..63) through VPDPBUSD
+// into a sum started at -32 · (the activation's sum over those columns), weighted by the int8
+// scale (VPMULLD); floats once per super-block.
+template <int NA>
+LOOM_AVX512_VNNI void group_kernel_q6k(const uint8_t* grp, int64_t cols, const uint8_t* act, size_t act_stride,
+                                       float* out, size_t out_stride, int valid) {
+  __m512 acc[NA];
+  for (int a = 0; a < NA; ++a) acc[a] = _mm512_setzero_ps();
+  const int64_t ns = cols / PackedQ6K::kCols;
+  for (int64_t sb = 0; sb < ns; ++sb) {
+    const uint8_t* tile = grp + size_t(sb) * PackedQ6K::kTileBytes;
+    const uint8_t* ab[NA];
+    for (int a = 0; a < NA; ++a) ab[a] = act + size_t(a) * act_stride + size_t(sb) * sizeof(BlockQ8_K);
+    __m512i isum[NA];
+    for (int a = 0; a < NA; ++a) isum[a] = _mm512_setzero_si512();
+    for (int sub = 0; sub < 16; ++sub) {
+      const uint8_t* q = tile + PackedQ6K::kQs + 256 * size_t(sub);
+      prefetch_ahead(q, 256);
+      __m512i dot[NA];
+      for (int a = 0; a < NA; ++a) {
+        int16_t bs;
+        std::memcpy(&bs, ab[a] + 4 + 256 + 2 * sub, 2);
+        dot[a] = _mm512_set1_epi32(-32 * int32_t(bs));
+      }
+      for (int c = 0; c < 4; ++c) {
+        const __m512i w = _mm512_loadu_si512(q + 64 * c);
+        for (int a = 0; a < NA; ++a) {
+          int32_t x;
+          std::memcpy(&x, ab[a] + 4 + 16 * sub + 4 * c, 4);
+          dot[a] = _mm512_dpbusd_epi32(dot[a], w, _mm512_set1_epi32(x));
+        }
+      }
+      const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + PackedQ6K::kSc + 16 * sub)));
+      for (int a = 0; a < NA; ++a) isum[a] = _mm512_add_epi32(isum[a], _mm512_mullo_epi32(dot[a], sc));
+    }
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + PackedQ6K::kD)));
+    for (int a = 0; a < NA; ++a) {
+      float da;
+      std::memcpy(&da, ab[a], 4);
+      acc[a] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(da)), _mm512_cvtepi32_ps(isum[a]), acc[a]);
+    }
+  }
+  const __mmask16 mask = __mmask16((1u << valid) - 1u);
+  for (int a = 0; a < NA; ++a) _mm512_mask_storeu_ps(out + size_t(a) * out_stride, mask, acc[a]);
+}
+
 }  // namespace
+
+void packed_gemm_q6k_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
+                            const void* act, size_t act_stride, int n, float* out, size_t out_stride) {
+  auto kernel = [cols](int na, const uint8_t* grp, const PackedLayout&, int64_t, const uint8_t* a, size_t as,
+                       float* o, size_t os, int valid) {
+    with_na<4, 2, 1>(na, [&]<int NA>() { group_kernel_q6k<NA>(grp, cols, a, as, o, os, valid); });
+  };
+  packed_gemm_loop(TensorType::Q6_K, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride, 4, kernel);
+}
 
 void packed_gemm_q4k_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
                             const void* act, size_t act_stride, int n, float* out, size_t out_stride) {

@@ -30,6 +30,15 @@ struct PackedQ4K {
   static constexpr int kCols = 256;
 };
 
+// Q6_K (per group of 16 rows and 256 columns, 4384 bytes): f16 d[16], i8 sc[16][16] (sub-block
+// of 16 columns s, row r at 16 s + r), then 64 chunks of 64 bytes: lane r of chunk c = the 6-bit
+// levels (0..63, value + 32) of row r at columns 4c..4c+3, one per byte. Activations are Q8_K.
+struct PackedQ6K {
+  static constexpr size_t kD = 0, kSc = 32, kQs = 288;
+  static constexpr size_t kTileBytes = 288 + 64 * 64;  // 4384
+  static constexpr int kCols = 256;
+};
+
 struct PackedLayout {
   static constexpr size_t kScaleBytes = 32;  // f16 d[16]
   int chunks;         // 64-byte chunks of quants per tile
@@ -72,8 +81,9 @@ inline void packed_gemm_loop(TensorType t, int64_t rows, int64_t cols, const voi
                              size_t out_stride, int max_na, Kernel&& kernel) {
   const PackedLayout L = PackedLayout::of(t);
   const int64_t nb = cols / kPackBlock;
-  const size_t group_bytes = t == TensorType::Q4_K ? size_t(cols / PackedQ4K::kCols) * PackedQ4K::kTileBytes
-                                                   : size_t(nb) * L.tile_bytes;
+  const size_t group_bytes = t == TensorType::Q4_K   ? size_t(cols / PackedQ4K::kCols) * PackedQ4K::kTileBytes
+                            : t == TensorType::Q6_K ? size_t(cols / PackedQ6K::kCols) * PackedQ6K::kTileBytes
+                                                    : size_t(nb) * L.tile_bytes;
   const auto* p = static_cast<const uint8_t*>(packed);
   const auto* a = static_cast<const uint8_t*>(act);
   for (int64_t g = g0; g < g1; ++g) {

@@ -75,7 +75,8 @@ using Gemm = void (*)(TensorType, int64_t, int64_t, const void*, int64_t, int64_
 // Runs gemm over all groups, split in two calls, with misaligned inputs and an output stride
 // wider than rows; checks every output, and that padding columns beyond rows are untouched.
 void check_variant(Gemm gemm, const char* what,
-                   std::vector<TensorType> types = {TensorType::Q4_0, TensorType::Q8_0, TensorType::F16, TensorType::Q4_K}) {
+                   std::vector<TensorType> types = {TensorType::Q4_0, TensorType::Q8_0, TensorType::F16, TensorType::Q4_K,
+                                                    TensorType::Q6_K}) {
   std::mt19937 rng(1234);
   for (TensorType t : types) {
     for (int64_t rows : {1, 5, 16, 17, 31, 48, 70}) {
@@ -112,7 +113,9 @@ TEST(Packed, LayoutSizes) {
   EXPECT_TRUE(can_pack(TensorType::Q4_0));
   EXPECT_TRUE(can_pack(TensorType::Q8_0));
   EXPECT_TRUE(can_pack(TensorType::Q4_K));
-  EXPECT_FALSE(can_pack(TensorType::Q6_K));
+  EXPECT_TRUE(can_pack(TensorType::Q6_K));
+  EXPECT_FALSE(can_pack(TensorType::Q5_K));
+  EXPECT_EQ(packed_size(TensorType::Q6_K, 16, 256), size_t(4384));
   EXPECT_EQ(packed_size(TensorType::Q4_K, 17, 512), size_t(2 * 2 * 2368));
   EXPECT_EQ(packed_act_row_bytes(TensorType::Q4_K, 512), size_t(2 * 292));
   EXPECT_TRUE(can_pack(TensorType::F16));
@@ -161,26 +164,31 @@ TEST(Packed, Avx512VnniMatchesReference) {
   check_variant(&detail::packed_gemm_avx512, "avx512", {TensorType::Q4_0, TensorType::Q8_0});
 }
 
-// The F16 and Q4_K kernels take no type argument: adapt them to the Gemm signature.
-template <void (*F16Gemm)(int64_t, int64_t, const void*, int64_t, int64_t, const void*, size_t, int, float*, size_t)>
-void f16_gemm(TensorType, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1, const void* act,
+// The F16, Q4_K and Q6_K kernels take no type argument: adapt them to the Gemm signature.
+template <void (*Gemm1)(int64_t, int64_t, const void*, int64_t, int64_t, const void*, size_t, int, float*, size_t)>
+void typed(TensorType, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1, const void* act,
               size_t as, int n, float* out, size_t os) {
-  F16Gemm(rows, cols, packed, g0, g1, act, as, n, out, os);
+  Gemm1(rows, cols, packed, g0, g1, act, as, n, out, os);
 }
 
 TEST(Packed, F16Avx512MatchesReference) {
   if (!cpu_features().has_avx512_vnni_set()) GTEST_SKIP() << "no AVX-512 on this CPU";
-  check_variant(&f16_gemm<&detail::packed_gemm_f16_avx512>, "f16-avx512", {TensorType::F16});
+  check_variant(&typed<&detail::packed_gemm_f16_avx512>, "f16-avx512", {TensorType::F16});
 }
 
 TEST(Packed, Q4KAvx512MatchesReference) {
   if (!cpu_features().has_avx512_vnni_set()) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
-  check_variant(&f16_gemm<&detail::packed_gemm_q4k_avx512>, "q4k-avx512", {TensorType::Q4_K});
+  check_variant(&typed<&detail::packed_gemm_q4k_avx512>, "q4k-avx512", {TensorType::Q4_K});
+}
+
+TEST(Packed, Q6KAvx512MatchesReference) {
+  if (!cpu_features().has_avx512_vnni_set()) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
+  check_variant(&typed<&detail::packed_gemm_q6k_avx512>, "q6k-avx512", {TensorType::Q6_K});
 }
 
 TEST(Packed, F16AmxMatchesReference) {
   if (!cpu_features().has_amx_bf16_set()) GTEST_SKIP() << "no AMX-BF16 on this CPU (or not granted)";
-  check_variant(&f16_gemm<&detail::packed_gemm_f16_amx>, "f16-amx", {TensorType::F16});
+  check_variant(&typed<&detail::packed_gemm_f16_amx>, "f16-amx", {TensorType::F16});
 }
 
 TEST(Packed, AmxMatchesReference) {
