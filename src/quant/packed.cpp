@@ -231,129 +231,123 @@ void packed_gemm(TensorType t, int64_t rows, int64_t cols, const void* packed, i
 }
 
 namespace ref {
+namespace {
+
+// One output of the reference: weight row r of the group at grp against one activation row.
+// Each type's function spells out its layout element by element.
+
+float dot_q6k(const uint8_t* grp, int r, const uint8_t* act, int64_t cols) {
+  // Per super-block: d_w * d_a * Σ_s sc_s (Σ u·a - 32 Σ a) over sub-blocks s of 16 columns.
+  using detail::PackedQ6K;
+  float acc = 0.0f;
+  for (int64_t sb = 0; sb < cols / PackedQ6K::kCols; ++sb) {
+    const uint8_t* tile = grp + size_t(sb) * PackedQ6K::kTileBytes;
+    detail::BlockQ8_K ab;
+    std::memcpy(&ab, act + size_t(sb) * sizeof(ab), sizeof(ab));
+    int32_t isum = 0;
+    for (int sub = 0; sub < 16; ++sub) {
+      int32_t dot = -32 * ab.bsums[sub];
+      for (int e = 16 * sub; e < 16 * sub + 16; ++e) dot += tile[PackedQ6K::kQs + 64 * (e / 4) + 4 * r + (e % 4)] * ab.qs[e];
+      isum += dot * int8_t(tile[PackedQ6K::kSc + 16 * sub + r]);
+    }
+    uint16_t dh;
+    std::memcpy(&dh, tile + PackedQ6K::kD + 2 * r, 2);
+    acc += ab.d * (f16_to_f32(dh) * float(isum));
+  }
+  return acc;
+}
+
+float dot_q4k(const uint8_t* grp, int r, const uint8_t* act, int64_t cols) {
+  // Per super-block: d_a * (d_w * Σ_j sc_j Σ q·a  -  dmin_w * Σ_j m_j Σ a), integers inside.
+  using detail::PackedQ4K;
+  float acc = 0.0f;
+  for (int64_t sb = 0; sb < cols / PackedQ4K::kCols; ++sb) {
+    const uint8_t* tile = grp + size_t(sb) * PackedQ4K::kTileBytes;
+    detail::BlockQ8_K ab;
+    std::memcpy(&ab, act + size_t(sb) * sizeof(ab), sizeof(ab));
+    int32_t isum = 0, msum = 0;
+    for (int gg = 0; gg < 4; ++gg) {
+      int32_t lo = 0, hi = 0;
+      for (int c = 0; c < 8; ++c) {
+        for (int k = 0; k < 4; ++k) {
+          const int byte = tile[PackedQ4K::kQs + 512 * gg + 64 * c + 4 * r + k];
+          lo += (byte & 0x0f) * ab.qs[64 * gg + 4 * c + k];
+          hi += (byte >> 4) * ab.qs[64 * gg + 32 + 4 * c + k];
+        }
+      }
+      const int j0 = 2 * gg, j1 = 2 * gg + 1;
+      isum += lo * tile[PackedQ4K::kSc + 16 * j0 + r] + hi * tile[PackedQ4K::kSc + 16 * j1 + r];
+      msum += tile[PackedQ4K::kM + 16 * j0 + r] * (ab.bsums[2 * j0] + ab.bsums[2 * j0 + 1]) +
+              tile[PackedQ4K::kM + 16 * j1 + r] * (ab.bsums[2 * j1] + ab.bsums[2 * j1 + 1]);
+    }
+    uint16_t dh, mh;
+    std::memcpy(&dh, tile + PackedQ4K::kD + 2 * r, 2);
+    std::memcpy(&mh, tile + PackedQ4K::kDmin + 2 * r, 2);
+    acc += ab.d * (f16_to_f32(dh) * float(isum) - f16_to_f32(mh) * float(msum));
+  }
+  return acc;
+}
+
+float dot_f16(const uint8_t* grp, int r, const uint8_t* act, int64_t cols) {
+  float acc = 0.0f;
+  for (int64_t c = 0; c < cols; ++c) {
+    uint16_t h;
+    float x;
+    std::memcpy(&h, grp + 2 * (16 * size_t(c) + size_t(r)), 2);
+    std::memcpy(&x, act + 4 * size_t(c), 4);
+    acc += f16_to_f32(h) * x;
+  }
+  return acc;
+}
+
+// Q4_0 / Q8_0: per 32-column block d_w * d_a * (Σ u·q - bias · Σ q).
+float dot_q8_blocks(TensorType t, const uint8_t* grp, int r, const uint8_t* act, int64_t cols) {
+  const PackedLayout L = PackedLayout::of(t);
+  float acc = 0.0f;
+  for (int64_t b = 0; b < cols / detail::kPackBlock; ++b) {
+    const uint8_t* tile = grp + size_t(b) * L.tile_bytes;
+    uint16_t dh;
+    std::memcpy(&dh, tile + 2 * r, 2);
+    detail::PackedActBlock ab;
+    std::memcpy(&ab, act + size_t(b) * sizeof(ab), sizeof(ab));
+    const uint8_t* q = tile + PackedLayout::kScaleBytes;
+    int32_t isum = -L.bias * ab.sum;
+    for (int j = 0; j < L.chunks; ++j) {
+      for (int k = 0; k < 4; ++k) {
+        const int32_t byte = q[j * 64 + r * 4 + k];
+        if (L.nibbles) {
+          isum += (byte & 0x0f) * ab.q[4 * j + k];
+          isum += (byte >> 4) * ab.q[16 + 4 * j + k];
+        } else {
+          isum += byte * ab.q[4 * j + k];
+        }
+      }
+    }
+    acc += float(isum) * (f16_to_f32(dh) * ab.d);
+  }
+  return acc;
+}
+
+}  // namespace
 
 void packed_gemm(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
                  const void* act, size_t act_stride, int n, float* out, size_t out_stride) {
-  const PackedLayout L = PackedLayout::of(t);
-  const int64_t nb = cols / detail::kPackBlock;
   const size_t group_bytes = packed_group_bytes(t, cols);
   const auto* p = static_cast<const uint8_t*>(packed);
   const auto* a = static_cast<const uint8_t*>(act);
-  if (t == TensorType::Q6_K) {
-    // Per super-block: d_w * d_a * Σ_s sc_s (Σ u·a - 32 Σ a) over sub-blocks s of 16 columns.
-    using detail::PackedQ6K;
-    const int64_t ns = cols / PackedQ6K::kCols;
-    for (int64_t g = g0; g < g1; ++g) {
-      for (int r = 0; r < kPackRows && g * kPackRows + r < rows; ++r) {
-        for (int i = 0; i < n; ++i) {
-          float acc = 0.0f;
-          for (int64_t sb = 0; sb < ns; ++sb) {
-            const uint8_t* tile = p + size_t(g) * group_bytes + size_t(sb) * PackedQ6K::kTileBytes;
-            detail::BlockQ8_K ab;
-            std::memcpy(&ab, a + size_t(i) * act_stride + size_t(sb) * sizeof(ab), sizeof(ab));
-            int32_t isum = 0;
-            for (int sub = 0; sub < 16; ++sub) {
-              int32_t dot = -32 * ab.bsums[sub];
-              for (int e = 16 * sub; e < 16 * sub + 16; ++e) {
-                dot += tile[PackedQ6K::kQs + 64 * (e / 4) + 4 * r + (e % 4)] * ab.qs[e];
-              }
-              isum += dot * int8_t(tile[PackedQ6K::kSc + 16 * sub + r]);
-            }
-            uint16_t dh;
-            std::memcpy(&dh, tile + PackedQ6K::kD + 2 * r, 2);
-            acc += ab.d * (f16_to_f32(dh) * float(isum));
-          }
-          out[size_t(i) * out_stride + size_t(g * kPackRows + r)] = acc;
-        }
-      }
-    }
-    return;
-  }
-  if (t == TensorType::Q4_K) {
-    // Per super-block: d_a * (d_w * Σ_j sc_j Σ q·a  -  dmin_w * Σ_j m_j Σ a), integers inside.
-    using detail::PackedQ4K;
-    const int64_t ns = cols / PackedQ4K::kCols;
-    for (int64_t g = g0; g < g1; ++g) {
-      for (int r = 0; r < kPackRows && g * kPackRows + r < rows; ++r) {
-        for (int i = 0; i < n; ++i) {
-          float acc = 0.0f;
-          for (int64_t sb = 0; sb < ns; ++sb) {
-            const uint8_t* tile = p + size_t(g) * group_bytes + size_t(sb) * PackedQ4K::kTileBytes;
-            detail::BlockQ8_K ab;
-            std::memcpy(&ab, a + size_t(i) * act_stride + size_t(sb) * sizeof(ab), sizeof(ab));
-            int32_t isum = 0, msum = 0;
-            for (int gg = 0; gg < 4; ++gg) {
-              int32_t lo = 0, hi = 0;
-              for (int c = 0; c < 8; ++c) {
-                for (int k = 0; k < 4; ++k) {
-                  const int byte = tile[PackedQ4K::kQs + 512 * gg + 64 * c + 4 * r + k];
-                  lo += (byte & 0x0f) * ab.qs[64 * gg + 4 * c + k];
-                  hi += (byte >> 4) * ab.qs[64 * gg + 32 + 4 * c + k];
-                }
-              }
-              const int j0 = 2 * gg, j1 = 2 * gg + 1;
-              isum += lo * tile[PackedQ4K::kSc + 16 * j0 + r] + hi * tile[PackedQ4K::kSc + 16 * j1 + r];
-              msum += tile[PackedQ4K::kM + 16 * j0 + r] * (ab.bsums[2 * j0] + ab.bsums[2 * j0 + 1]) +
-                      tile[PackedQ4K::kM + 16 * j1 + r] * (ab.bsums[2 * j1] + ab.bsums[2 * j1 + 1]);
-            }
-            uint16_t dh, mh;
-            std::memcpy(&dh, tile + PackedQ4K::kD + 2 * r, 2);
-            std::memcpy(&mh, tile + PackedQ4K::kDmin + 2 * r, 2);
-            acc += ab.d * (f16_to_f32(dh) * float(isum) - f16_to_f32(mh) * float(msum));
-          }
-          out[size_t(i) * out_stride + size_t(g * kPackRows + r)] = acc;
-        }
-      }
-    }
-    return;
-  }
-  if (t == TensorType::F16) {
-    for (int64_t g = g0; g < g1; ++g) {
-      const uint8_t* grp = p + size_t(g) * group_bytes;
-      for (int r = 0; r < kPackRows && g * kPackRows + r < rows; ++r) {
-        for (int i = 0; i < n; ++i) {
-          float acc = 0.0f;
-          for (int64_t c = 0; c < cols; ++c) {
-            uint16_t h;
-            float x;
-            std::memcpy(&h, grp + 2 * (16 * size_t(c) + size_t(r)), 2);
-            std::memcpy(&x, a + size_t(i) * act_stride + 4 * size_t(c), 4);
-            acc += f16_to_f32(h) * x;
-          }
-          out[size_t(i) * out_stride + size_t(g * kPackRows + r)] = acc;
-        }
-      }
-    }
-    return;
-  }
   for (int64_t g = g0; g < g1; ++g) {
-    for (int r = 0; r < kPackRows; ++r) {
-      const int64_t row = g * kPackRows + r;
-      if (row >= rows) break;
+    const uint8_t* grp = p + size_t(g) * group_bytes;
+    for (int r = 0; r < kPackRows && g * kPackRows + r < rows; ++r) {
       for (int i = 0; i < n; ++i) {
-        float acc = 0.0f;
-        for (int64_t b = 0; b < nb; ++b) {
-          const uint8_t* tile = p + size_t(g) * group_bytes + size_t(b) * L.tile_bytes;
-          uint16_t dh;
-          std::memcpy(&dh, tile + 2 * r, 2);
-          detail::PackedActBlock ab;
-          std::memcpy(&ab, a + size_t(i) * act_stride + size_t(b) * sizeof(ab), sizeof(ab));
-          const uint8_t* q = tile + PackedLayout::kScaleBytes;
-          int32_t isum = -L.bias * ab.sum;
-          for (int j = 0; j < L.chunks; ++j) {
-            for (int k = 0; k < 4; ++k) {
-              const int32_t byte = q[j * 64 + r * 4 + k];
-              if (L.nibbles) {
-                isum += (byte & 0x0f) * ab.q[4 * j + k];
-                isum += (byte >> 4) * ab.q[16 + 4 * j + k];
-              } else {
-                isum += byte * ab.q[4 * j + k];
-              }
-            }
-          }
-          acc += float(isum) * (f16_to_f32(dh) * ab.d);
+        const uint8_t* x = a + size_t(i) * act_stride;
+        float v;
+        switch (t) {
+          case TensorType::Q6_K: v = dot_q6k(grp, r, x, cols); break;
+          case TensorType::Q4_K: v = dot_q4k(grp, r, x, cols); break;
+          case TensorType::F16: v = dot_f16(grp, r, x, cols); break;
+          default: v = dot_q8_blocks(t, grp, r, x, cols); break;
         }
-        out[size_t(i) * out_stride + size_t(row)] = acc;
+        out[size_t(i) * out_stride + size_t(g * kPackRows + r)] = v;
       }
     }
   }

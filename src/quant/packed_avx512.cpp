@@ -6,6 +6,7 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "quant/blocks.h"
@@ -211,33 +212,50 @@ LOOM_AVX512_VNNI void group_kernel_q6k(const uint8_t* grp, int64_t cols, const u
   for (int a = 0; a < NA; ++a) _mm512_mask_storeu_ps(out + size_t(a) * out_stride, mask, acc[a]);
 }
 
+
+// The kernels that take their column count (F16, Q4_K, Q6_K) share one driver: K::run<NA> for
+// runs of NA activation rows, NA from kNas (largest first).
+template <typename K, int... kNas>
+void run_by_cols(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
+                 const void* act, size_t act_stride, int n, float* out, size_t out_stride) {
+  auto kernel = [cols](int na, const uint8_t* grp, const PackedLayout&, int64_t, const uint8_t* a, size_t as,
+                       float* o, size_t os, int valid) {
+    with_na<kNas...>(na, [&]<int NA>() { K::template run<NA>(grp, cols, a, as, o, os, valid); });
+  };
+  packed_gemm_loop(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride, std::max({kNas...}), kernel);
+}
+
+struct Q6K {
+  template <int NA> static void run(const uint8_t* g, int64_t c, const uint8_t* a, size_t as, float* o, size_t os, int v) {
+    group_kernel_q6k<NA>(g, c, a, as, o, os, v);
+  }
+};
+struct Q4K {
+  template <int NA> static void run(const uint8_t* g, int64_t c, const uint8_t* a, size_t as, float* o, size_t os, int v) {
+    group_kernel_q4k<NA>(g, c, a, as, o, os, v);
+  }
+};
+struct F16 {
+  template <int NA> static void run(const uint8_t* g, int64_t c, const uint8_t* a, size_t as, float* o, size_t os, int v) {
+    group_kernel_f16<NA>(g, c, a, as, o, os, v);
+  }
+};
+
 }  // namespace
 
 void packed_gemm_q6k_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
                             const void* act, size_t act_stride, int n, float* out, size_t out_stride) {
-  auto kernel = [cols](int na, const uint8_t* grp, const PackedLayout&, int64_t, const uint8_t* a, size_t as,
-                       float* o, size_t os, int valid) {
-    with_na<4, 2, 1>(na, [&]<int NA>() { group_kernel_q6k<NA>(grp, cols, a, as, o, os, valid); });
-  };
-  packed_gemm_loop(TensorType::Q6_K, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride, 4, kernel);
+  run_by_cols<Q6K, 4, 2, 1>(TensorType::Q6_K, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
 }
 
 void packed_gemm_q4k_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
                             const void* act, size_t act_stride, int n, float* out, size_t out_stride) {
-  auto kernel = [cols](int na, const uint8_t* grp, const PackedLayout&, int64_t, const uint8_t* a, size_t as,
-                       float* o, size_t os, int valid) {
-    with_na<4, 2, 1>(na, [&]<int NA>() { group_kernel_q4k<NA>(grp, cols, a, as, o, os, valid); });
-  };
-  packed_gemm_loop(TensorType::Q4_K, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride, 4, kernel);
+  run_by_cols<Q4K, 4, 2, 1>(TensorType::Q4_K, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
 }
 
 void packed_gemm_f16_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
                             const void* act, size_t act_stride, int n, float* out, size_t out_stride) {
-  auto kernel = [cols](int na, const uint8_t* grp, const PackedLayout&, int64_t, const uint8_t* a, size_t as,
-                       float* o, size_t os, int valid) {
-    with_na<16, 8, 4, 2, 1>(na, [&]<int NA>() { group_kernel_f16<NA>(grp, cols, a, as, o, os, valid); });
-  };
-  packed_gemm_loop(TensorType::F16, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride, 16, kernel);
+  run_by_cols<F16, 16, 8, 4, 2, 1>(TensorType::F16, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
 }
 
 void packed_gemm_avx512(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
