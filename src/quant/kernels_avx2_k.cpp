@@ -203,9 +203,21 @@ LOOM_AVX2 float dot_q45_k(int64_t nb, const uint8_t* w, const uint8_t* a) {
 
 // ---- Q6_K ---------------------------------------------------------------------------------
 
+// Unsigned levels 0..63 of Q6_K half h (elements 128h + 0-31, 32-63, 64-95, 96-127): low nibbles
+// from ql, two high bits from qh (see BlockQ6_K in blocks.h).
+LOOM_AVX2 inline void q6k_half_levels(const uint8_t* x, int h, __m256i u[4]) {
+  const __m256i m4 = _mm256_set1_epi8(0x0f);
+  const __m256i ql0 = loadu256(x + 64 * h), ql1 = loadu256(x + 64 * h + 32);
+  const __m256i qh = loadu256(x + 128 + 32 * h);
+  u[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(0x03)), 4));
+  u[1] = _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_slli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(0x0c)), 2));
+  u[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, _mm256_set1_epi8(0x30)));
+  u[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                         _mm256_srli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(char(0xc0))), 2));
+}
+
 LOOM_AVX2 float dot_q6_k(int64_t nb, const uint8_t* w, const uint8_t* a) {
   __m256 acc = _mm256_setzero_ps();
-  const __m256i m4 = _mm256_set1_epi8(0x0f);
   for (int64_t i = 0; i < nb; ++i) {
     const uint8_t* x = w + i * int64_t(sizeof(BlockQ6_K));
     const uint8_t* y = a + i * kQ8K;
@@ -213,18 +225,8 @@ LOOM_AVX2 float dot_q6_k(int64_t nb, const uint8_t* w, const uint8_t* a) {
     _mm256_store_si256(reinterpret_cast<__m256i*>(sc), _mm256_cvtepi8_epi16(loadu128(x + 192)));
     __m256i isum = _mm256_setzero_si256();
     for (int h = 0; h < 2; ++h) {
-      const __m256i ql0 = loadu256(x + 64 * h), ql1 = loadu256(x + 64 * h + 32);
-      const __m256i qh = loadu256(x + 128 + 32 * h);
-      // Unsigned levels 0..63 of elements 0-31, 32-63, 64-95, 96-127 of this half.
-      const __m256i u[4] = {
-          _mm256_or_si256(_mm256_and_si256(ql0, m4),
-                          _mm256_slli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(0x03)), 4)),
-          _mm256_or_si256(_mm256_and_si256(ql1, m4),
-                          _mm256_slli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(0x0c)), 2)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
-                          _mm256_and_si256(qh, _mm256_set1_epi8(0x30))),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
-                          _mm256_srli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(char(0xc0))), 2))};
+      __m256i u[4];
+      q6k_half_levels(x, h, u);
       for (int k = 0; k < 4; ++k) {
         const int e = 128 * h + 32 * k;
         isum = _mm256_add_epi32(isum, scaled_dot(u[k], y + kQ8KQs + e, scale_pair(sc + e / 16)));
@@ -422,19 +424,10 @@ LOOM_AVX2 void levels_q45_k(const uint8_t* x, Levels& o) {
 LOOM_AVX2 void levels_q6_k(const uint8_t* x, Levels& o) {
   const float d = f16(x + 208);
   for (int s = 0; s < 16; ++s) o.dl[s] = d * float(int8_t(x[192 + s]));
-  const __m256i m4 = _mm256_set1_epi8(0x0f), m32 = _mm256_set1_epi8(32);
+  const __m256i m32 = _mm256_set1_epi8(32);
   for (int h = 0; h < 2; ++h) {
-    const __m256i ql0 = loadu256(x + 64 * h), ql1 = loadu256(x + 64 * h + 32);
-    const __m256i qh = loadu256(x + 128 + 32 * h);
-    const __m256i u[4] = {
-        _mm256_or_si256(_mm256_and_si256(ql0, m4),
-                        _mm256_slli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(0x03)), 4)),
-        _mm256_or_si256(_mm256_and_si256(ql1, m4),
-                        _mm256_slli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(0x0c)), 2)),
-        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
-                        _mm256_and_si256(qh, _mm256_set1_epi8(0x30))),
-        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
-                        _mm256_srli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(char(0xc0))), 2))};
+    __m256i u[4];
+    q6k_half_levels(x, h, u);
     for (int k = 0; k < 4; ++k) store_levels(_mm256_sub_epi8(u[k], m32), o.q + 128 * h + 32 * k);
   }
 }
