@@ -44,7 +44,7 @@ Expected<std::shared_ptr<const Model>> Model::from_gguf(gguf::GgufFile file, con
   LOOM_RETURN_IF_ERROR(m->hp_.is_encoder() ? m->bind_bert() : m->bind_decoder());
   if (params.repack && detail::repacking_enabled()) {
     m->packed_ = std::make_shared<detail::PackedStorage>();
-    detail::pack_model_weights(m->file_, m->w_, *m->packed_);
+    m->decode_weight_bytes_ += uint64_t(detail::pack_model_weights(m->file_, m->w_, *m->packed_));
   }
   return std::shared_ptr<const Model>(std::move(m));
 }

@@ -82,7 +82,8 @@ class Model {
   const Vocab& vocab() const { return *vocab_; }
   const ModelWeights& weights() const { return w_; }
   const gguf::GgufFile& file() const { return file_; }
-  // Bytes of weights a single-token decode step reads (every matrix once, one embedding row).
+  // Bytes of weights a single-token decode step reads (every matrix once, in its packed copy where
+  // it has one, plus one embedding row).
   uint64_t decode_weight_bytes() const { return decode_weight_bytes_; }
   uint64_t n_params() const { return n_params_; }
   // Bytes of packed weight copies made at load (0 when none).

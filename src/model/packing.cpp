@@ -74,7 +74,7 @@ bool overlaps_embedding(const ModelWeights& w, uintptr_t lo, uintptr_t hi) {
 
 }  // namespace
 
-void pack_model_weights(const gguf::GgufFile& file, ModelWeights& w, PackedStorage& store) {
+int64_t pack_model_weights(const gguf::GgufFile& file, ModelWeights& w, PackedStorage& store) {
   std::vector<TensorView*> todo;
   size_t total = 0;
   for (TensorView* t : matrices(w)) {
@@ -82,14 +82,16 @@ void pack_model_weights(const gguf::GgufFile& file, ModelWeights& w, PackedStora
     todo.push_back(t);
     total += (quant::packed_size(t->type, t->rows, t->cols) + 63) / 64 * 64;
   }
-  if (todo.empty()) return;
-  if (!store.allocate(total)) return;  // out of memory: keep computing from the GGUF layout
+  if (todo.empty()) return 0;
+  if (!store.allocate(total)) return 0;  // out of memory: keep computing from the GGUF layout
+  int64_t extra = 0;
   auto* dst = static_cast<uint8_t*>(store.data);
   std::vector<std::pair<uintptr_t, uintptr_t>> ranges;  // original bytes now read only as a copy
   for (TensorView* t : todo) {
     const int64_t groups = (t->rows + quant::kPackRows - 1) / quant::kPackRows;
     quant::pack_weights(t->type, t->data, t->row_bytes, t->rows, t->cols, dst, 0, groups);
     t->packed = dst;
+    extra += int64_t(quant::packed_size(t->type, t->rows, t->cols)) - int64_t(size_t(t->rows) * t->row_bytes);
     const auto lo = reinterpret_cast<uintptr_t>(t->data);
     ranges.emplace_back(lo, lo + size_t(t->rows) * t->row_bytes);
     // Release this view's pages at once, so peak memory during load stays near one copy of the
@@ -111,6 +113,7 @@ void pack_model_weights(const gguf::GgufFile& file, ModelWeights& w, PackedStora
     if (overlaps_embedding(w, lo, hi)) continue;
     file.release_pages(reinterpret_cast<const void*>(lo), hi - lo);
   }
+  return extra;
 }
 
 }  // namespace loom::detail

@@ -32,6 +32,8 @@ bool repacking_enabled();
 // points each view's `packed` at its copy. Then releases the mapped pages of tensors that are no
 // longer read in their GGUF layout (all but the token embedding, which stays in use for lookups)
 // from the process's resident set, so the copy does not double the memory footprint.
-void pack_model_weights(const gguf::GgufFile& file, ModelWeights& w, PackedStorage& store);
+// Returns how many more bytes (possibly negative) one pass over the packed matrices reads than
+// over their GGUF layout (Q6_K's one-level-per-byte copy is larger, for instance).
+int64_t pack_model_weights(const gguf::GgufFile& file, ModelWeights& w, PackedStorage& store);
 
 }  // namespace loom::detail
