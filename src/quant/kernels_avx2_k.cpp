@@ -157,6 +157,22 @@ inline void k4_scales(const uint8_t* s, uint8_t* sc, uint8_t* mn) {
   std::memcpy(mn, mns, 8);
 }
 
+// Unsigned levels of elements 64c..64c+31 (lo) and 64c+32..64c+63 (hi) of a Q4_K/Q5_K block:
+// nibbles at byte kQs + 32c, for Q5_K (kHigh) plus the 5th bits from qh, which the caller
+// loads from byte 16 and this shifts on by two bits per c.
+template <bool kHigh, int kQs>
+LOOM_AVX2 inline void q45k_levels(const uint8_t* x, int c, __m256i& qh, __m256i& lo, __m256i& hi) {
+  const __m256i m4 = _mm256_set1_epi8(0x0f), b4 = _mm256_set1_epi8(0x10);
+  const __m256i q = loadu256(x + kQs + 32 * c);
+  lo = _mm256_and_si256(q, m4);
+  hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+  if (kHigh) {
+    lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(qh, 4), b4));
+    hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(qh, 3), b4));
+    qh = _mm256_srli_epi16(qh, 2);
+  }
+}
+
 // kHigh: Q5_K (5th bits in qh at byte 16 of the block, levels at 48) or Q4_K (levels at 16).
 template <bool kHigh>
 LOOM_AVX2 float dot_q45_k(int64_t nb, const uint8_t* w, const uint8_t* a) {
@@ -164,7 +180,6 @@ LOOM_AVX2 float dot_q45_k(int64_t nb, const uint8_t* w, const uint8_t* a) {
   constexpr int kQs = kHigh ? 48 : 16;
   __m256 acc = _mm256_setzero_ps();
   float mins = 0.0f;
-  const __m256i m4 = _mm256_set1_epi8(0x0f), b4 = _mm256_set1_epi8(0x10);
   for (int64_t i = 0; i < nb; ++i) {
     const uint8_t* x = w + i * kBytes;
     const uint8_t* y = a + i * kQ8K;
@@ -182,14 +197,8 @@ LOOM_AVX2 float dot_q45_k(int64_t nb, const uint8_t* w, const uint8_t* a) {
     __m256i qh = kHigh ? loadu256(x + 16) : _mm256_setzero_si256();
     __m256i isum = _mm256_setzero_si256();
     for (int c = 0; c < 4; ++c) {
-      const __m256i q = loadu256(x + kQs + 32 * c);
-      __m256i lo = _mm256_and_si256(q, m4);
-      __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-      if (kHigh) {
-        lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(qh, 4), b4));
-        hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(qh, 3), b4));
-        qh = _mm256_srli_epi16(qh, 2);
-      }
+      __m256i lo, hi;
+      q45k_levels<kHigh, kQs>(x, c, qh, lo, hi);
       const uint8_t* yq = y + kQ8KQs + 64 * c;
       isum = _mm256_add_epi32(isum, scaled_dot(lo, yq, _mm256_set1_epi16(sc[2 * c])));
       isum = _mm256_add_epi32(isum, scaled_dot(hi, yq + 32, _mm256_set1_epi16(sc[2 * c + 1])));
@@ -405,17 +414,10 @@ LOOM_AVX2 void levels_q45_k(const uint8_t* x, Levels& o) {
     o.dl[2 * j] = o.dl[2 * j + 1] = d * float(sc[j]);
     o.ml[2 * j] = o.ml[2 * j + 1] = dmin * float(mn[j]);
   }
-  const __m256i m4 = _mm256_set1_epi8(0x0f), b4 = _mm256_set1_epi8(0x10);
   __m256i qh = kHigh ? loadu256(x + 16) : _mm256_setzero_si256();
   for (int c = 0; c < 4; ++c) {
-    const __m256i q = loadu256(x + kQs + 32 * c);
-    __m256i lo = _mm256_and_si256(q, m4);
-    __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-    if (kHigh) {
-      lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(qh, 4), b4));
-      hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(qh, 3), b4));
-      qh = _mm256_srli_epi16(qh, 2);
-    }
+    __m256i lo, hi;
+    q45k_levels<kHigh, kQs>(x, c, qh, lo, hi);
     store_levels(lo, o.q + 64 * c);
     store_levels(hi, o.q + 64 * c + 32);
   }

@@ -99,15 +99,22 @@ float fit_affine(int n, int nmax, const float* x, const float* w, uint8_t* L, fl
   return scale;
 }
 
-// Symmetric fit of n values to levels -nmax..nmax-1 (stored + nmax), weights x^2: the scale
-// from the value of largest magnitude, then 18 nearby grids, keeping the one with the best
-// weighted least-squares fit (Q6_K's sub-blocks).
-float fit_symmetric(int n, int nmax, const float* x, int8_t* L) {
+// The value of largest magnitude (the first one on ties), with its sign: the symmetric fits
+// scale from it.
+float largest_magnitude(int n, const float* x) {
   float amax = 0.0f, vmax = 0.0f;
   for (int i = 0; i < n; ++i) {
     if (std::fabs(x[i]) > amax) { amax = std::fabs(x[i]); vmax = x[i]; }
   }
-  if (amax < kGroupEps) {
+  return vmax;
+}
+
+// Symmetric fit of n values to levels -nmax..nmax-1 (stored + nmax), weights x^2: the scale
+// from the value of largest magnitude, then 18 nearby grids, keeping the one with the best
+// weighted least-squares fit (Q6_K's sub-blocks).
+float fit_symmetric(int n, int nmax, const float* x, int8_t* L) {
+  const float vmax = largest_magnitude(n, x);
+  if (std::fabs(vmax) < kGroupEps) {
     std::fill(L, L + n, int8_t(0));
     return 0.0f;
   }
@@ -144,11 +151,8 @@ float fit_symmetric(int n, int nmax, const float* x, int8_t* L) {
 // largest-magnitude grid, then up to 5 passes of coordinate descent moving single levels while
 // the weighted (x^2) least-squares fit improves.
 float fit_symmetric_descent(int n, int nmax, const float* x, int8_t* L) {
-  float amax = 0.0f, vmax = 0.0f;
-  for (int i = 0; i < n; ++i) {
-    if (std::fabs(x[i]) > amax) { amax = std::fabs(x[i]); vmax = x[i]; }
-  }
-  if (amax < kGroupEps) {
+  const float vmax = largest_magnitude(n, x);
+  if (std::fabs(vmax) < kGroupEps) {
     std::fill(L, L + n, int8_t(0));
     return 0.0f;
   }
