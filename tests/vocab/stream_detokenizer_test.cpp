@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "gguf/gguf.h"
+#include "golden_sets.h"
 #include "test_util.h"
 #include "vocab/stream_detokenizer.h"
 #include "vocab/utf8.h"
@@ -27,33 +29,17 @@ namespace {
 using Ids = std::vector<int32_t>;
 using nlohmann::json;
 
-struct VocabFile {
-  const char* name;
-  const char* gguf;  // relative to the shared folder
-  const char* json;  // golden with "tokenize" cases and/or "runs"
-};
+using test::GoldenSet;
 
-const VocabFile kFiles[] = {
-    {"vocab_llama_spm", "golden/vocab/ggml-vocab-llama-spm.gguf", "golden/vocab/ggml-vocab-llama-spm.json"},
-    {"vocab_phi3", "golden/vocab/ggml-vocab-phi-3.gguf", "golden/vocab/ggml-vocab-phi-3.json"},
-    {"bpe_llama3", "golden/vocab/llama3-bpe.gguf", "golden/vocab/llama3-bpe.json"},
-    {"bpe_gpt2", "golden/vocab/ggml-vocab-gpt-2.gguf", "golden/vocab/ggml-vocab-gpt-2.json"},
-    {"bpe_qwen2", "golden/vocab/ggml-vocab-qwen2.gguf", "golden/vocab/ggml-vocab-qwen2.json"},
-    {"bpe_deepseek_coder", "golden/vocab/ggml-vocab-deepseek-coder.gguf",
-     "golden/vocab/ggml-vocab-deepseek-coder.json"},
-    {"bpe_falcon", "golden/vocab/ggml-vocab-falcon.gguf", "golden/vocab/ggml-vocab-falcon.json"},
-    {"wpm_bert_base_uncased", "golden/vocab/bert-base-uncased.gguf", "golden/vocab/bert-base-uncased.json"},
-    {"wpm_bert_bge", "golden/vocab/ggml-vocab-bert-bge.gguf", "golden/vocab/ggml-vocab-bert-bge.json"},
-    {"stories260K", "models/stories260K.gguf", "golden/stories260K.json"},
-    {"llama2_tiny_random", "models/llama-2-tiny-random.gguf", "golden/llama-2-tiny-random.json"},
-    {"synth_bert_tiny", "models/synth-bert-tiny-f32.gguf", "golden/synth-bert-tiny-f32.json"},
-    {"synth_gemma2_tiny", "models/synth-gemma2-tiny-f32.gguf", "golden/synth-gemma2-tiny-f32.json"},
-    {"synth_llama_tiny", "models/synth-llama-tiny-f32.gguf", "golden/synth-llama-tiny-f32.json"},
-    {"synth_phi3_tiny", "models/synth-phi3-tiny-f32.gguf", "golden/synth-phi3-tiny-f32.json"},
-    {"synth_qwen2_tiny", "models/synth-qwen2-tiny-f32.gguf", "golden/synth-qwen2-tiny-f32.json"},
-};
+// Every vocab-only file, model and synthetic model golden.
+std::vector<GoldenSet> all_files() {
+  std::vector<GoldenSet> v(std::begin(test::kVocabOnlySets), std::end(test::kVocabOnlySets));
+  v.insert(v.end(), std::begin(test::kModelSets), std::end(test::kModelSets));
+  v.insert(v.end(), std::begin(test::kSynthSets), std::end(test::kSynthSets));
+  return v;
+}
 
-void PrintTo(const VocabFile& f, std::ostream* os) { *os << f.name; }
+void PrintTo(const GoldenSet& f, std::ostream* os) { *os << f.name; }
 
 // Vocabularies are loaded once per process (the large BPE ones take a while).
 const Vocab& load_vocab(const std::string& rel) {
@@ -116,10 +102,10 @@ std::string check_stream(const Vocab& v, const Ids& ids, StreamDetokenizerOption
 const StreamDetokenizerOptions kAllOptions[] = {
     {false, false}, {true, false}, {false, true}, {true, true}};
 
-class StreamDetokenizerFile : public ::testing::TestWithParam<VocabFile> {};
+class StreamDetokenizerFile : public ::testing::TestWithParam<GoldenSet> {};
 
 TEST_P(StreamDetokenizerFile, GoldenIdsStreamLikeDetokenize) {
-  const VocabFile& f = GetParam();
+  const GoldenSet& f = GetParam();
   const Vocab& v = load_vocab(f.gguf);
   const json golden = load_json(f.json);
   std::vector<Ids> sequences;
@@ -176,7 +162,7 @@ Ids tricky_ids(const Vocab& v) {
 }
 
 TEST_P(StreamDetokenizerFile, RandomSequencesStreamLikeDetokenize) {
-  const VocabFile& f = GetParam();
+  const GoldenSet& f = GetParam();
   const Vocab& v = load_vocab(f.gguf);
   const Ids tricky = tricky_ids(v);
   ASSERT_FALSE(tricky.empty());
@@ -196,7 +182,7 @@ TEST_P(StreamDetokenizerFile, RandomSequencesStreamLikeDetokenize) {
 }
 
 auto file_name = [](const auto& info) { return std::string(info.param.name); };
-INSTANTIATE_TEST_SUITE_P(All, StreamDetokenizerFile, ::testing::ValuesIn(kFiles), file_name);
+INSTANTIATE_TEST_SUITE_P(All, StreamDetokenizerFile, ::testing::ValuesIn(all_files()), file_name);
 
 // --- Hand-made cases ---
 

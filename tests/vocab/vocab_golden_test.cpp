@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gguf/gguf.h"
+#include "golden_sets.h"
 #include "test_util.h"
 #include "vocab/utf8.h"
 #include "vocab/vocab.h"
@@ -22,41 +23,14 @@ namespace {
 using Ids = std::vector<int32_t>;
 using nlohmann::json;
 
-struct GoldenSet {
-  const char* name;
-  const char* gguf;  // relative to the shared folder
-  const char* json;
-};
+using test::GoldenSet;
+using test::kModelSets;
+using test::kSynthSets;
+using test::kVocabOnlySets;
 
-// Models (their goldens also hold generation runs) and vocab-only files (their goldens also hold
-// the special ids llama.cpp resolved).
-const GoldenSet kModelSets[] = {
-    {"stories260K", "models/stories260K.gguf", "golden/stories260K.json"},
-    {"llama2_tiny_random", "models/llama-2-tiny-random.gguf", "golden/llama-2-tiny-random.json"},
-};
-// The synthetic models (tiny random weights on real vocabularies): SentencePiece and WordPiece.
-// Their goldens hold the prompt ids of their runs; the BERT one also tokenization cases.
+// The synthetic model whose golden also holds tokenization cases (BERT, WordPiece).
 const GoldenSet kSynthTokenizeSets[] = {
     {"synth_bert_tiny", "models/synth-bert-tiny-f32.gguf", "golden/synth-bert-tiny-f32.json"},
-};
-const GoldenSet kSynthSets[] = {
-    {"synth_bert_tiny", "models/synth-bert-tiny-f32.gguf", "golden/synth-bert-tiny-f32.json"},
-    {"synth_gemma2_tiny", "models/synth-gemma2-tiny-f32.gguf", "golden/synth-gemma2-tiny-f32.json"},
-    {"synth_llama_tiny", "models/synth-llama-tiny-f32.gguf", "golden/synth-llama-tiny-f32.json"},
-    {"synth_phi3_tiny", "models/synth-phi3-tiny-f32.gguf", "golden/synth-phi3-tiny-f32.json"},
-    {"synth_qwen2_tiny", "models/synth-qwen2-tiny-f32.gguf", "golden/synth-qwen2-tiny-f32.json"},
-};
-const GoldenSet kVocabOnlySets[] = {
-    {"vocab_llama_spm", "golden/vocab/ggml-vocab-llama-spm.gguf", "golden/vocab/ggml-vocab-llama-spm.json"},
-    {"vocab_phi3", "golden/vocab/ggml-vocab-phi-3.gguf", "golden/vocab/ggml-vocab-phi-3.json"},
-    {"bpe_llama3", "golden/vocab/llama3-bpe.gguf", "golden/vocab/llama3-bpe.json"},
-    {"bpe_gpt2", "golden/vocab/ggml-vocab-gpt-2.gguf", "golden/vocab/ggml-vocab-gpt-2.json"},
-    {"bpe_qwen2", "golden/vocab/ggml-vocab-qwen2.gguf", "golden/vocab/ggml-vocab-qwen2.json"},
-    {"bpe_deepseek_coder", "golden/vocab/ggml-vocab-deepseek-coder.gguf",
-     "golden/vocab/ggml-vocab-deepseek-coder.json"},
-    {"bpe_falcon", "golden/vocab/ggml-vocab-falcon.gguf", "golden/vocab/ggml-vocab-falcon.json"},
-    {"wpm_bert_base_uncased", "golden/vocab/bert-base-uncased.gguf", "golden/vocab/bert-base-uncased.json"},
-    {"wpm_bert_bge", "golden/vocab/ggml-vocab-bert-bge.gguf", "golden/vocab/ggml-vocab-bert-bge.json"},
 };
 
 std::string type_name(VocabType t) {
