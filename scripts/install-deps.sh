@@ -3,7 +3,7 @@
 # Idempotent: skips apt when every package is already present.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libgtest-dev libgmock-dev libbenchmark-dev
-      nlohmann-json3-dev libcli11-dev libpcre2-dev python3-numpy)
+      nlohmann-json3-dev libcli11-dev libpcre2-dev libhwy-dev python3-numpy)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

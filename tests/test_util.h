@@ -1,9 +1,12 @@
 // Helpers shared by tests: locating ../shared (models, goldens) and this repo's tests/data.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <random>
 #include <span>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -52,5 +55,10 @@ inline std::vector<float> random_vec(size_t n, uint32_t seed, float scale = 1.0f
   for (auto& x : v) x = d(rng);
   return v;
 }
+
+// Runs body once per Highway target this build generated and this CPU supports (x86: SSE4,
+// AVX2, AVX3; AArch64: NEON, SVE...), dispatch pinned to it, each run traced with its name.
+// Under LOOM_FORCE_SCALAR the kernels ignore the pin and run their scalar twins.
+void for_each_simd_target(const std::function<void()>& body);
 
 }  // namespace loom::test

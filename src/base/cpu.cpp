@@ -7,6 +7,10 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
+#if defined(__linux__) && defined(__aarch64__)
+#include <sys/auxv.h>
+#endif
+#include <hwy/targets.h>
 #if defined(__linux__)
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -73,18 +77,38 @@ CpuFeatures detect_x86() {
 }
 #endif
 
+#if defined(__aarch64__)
+CpuFeatures detect_arm64() {
+  CpuFeatures f;
+#if defined(__linux__)
+  const unsigned long hwcap = getauxval(AT_HWCAP);
+  f.neon_dotprod = hwcap & (1ul << 20);  // HWCAP_ASIMDDP
+  f.sve = hwcap & (1ul << 22);           // HWCAP_SVE
+#endif
+  return f;
+}
+#endif
+
+CpuFeatures detect() {
+  const char* force = std::getenv("LOOM_FORCE_SCALAR");
+  if (force && force[0] != '\0' && std::strcmp(force, "0") != 0) return CpuFeatures{};
+#if defined(__x86_64__) || defined(__i386__)
+  CpuFeatures f = detect_x86();
+  // Highway's AVX3 targets need the same OS state and switch as the intrinsic AVX-512 kernels.
+  if (!f.avx512f) hwy::DisableTargets(HWY_AVX3 | HWY_AVX3_DL);
+#elif defined(__aarch64__)
+  CpuFeatures f = detect_arm64();
+#else
+  CpuFeatures f;
+#endif
+  f.simd = true;
+  return f;
+}
+
 }  // namespace
 
 const CpuFeatures& cpu_features() {
-  static const CpuFeatures features = [] {
-    const char* force = std::getenv("LOOM_FORCE_SCALAR");
-    if (force && force[0] != '\0' && std::strcmp(force, "0") != 0) return CpuFeatures{};
-#if defined(__x86_64__) || defined(__i386__)
-    return detect_x86();
-#else
-    return CpuFeatures{};
-#endif
-  }();
+  static const CpuFeatures features = detect();
   return features;
 }
 

@@ -5,6 +5,12 @@
 namespace loom {
 
 struct CpuFeatures {
+  // SIMD kernels may run at all: false only under LOOM_FORCE_SCALAR, which sends every dispatch
+  // (intrinsics and Highway alike) to the scalar twins.
+  bool simd = false;
+  // AArch64: the SDOT/UDOT int8 dot products (ARMv8.2 dotprod, Linux HWCAP_ASIMDDP) and SVE.
+  bool neon_dotprod = false;
+  bool sve = false;
   bool avx2 = false;
   bool fma = false;
   bool f16c = false;
@@ -31,9 +37,11 @@ struct CpuFeatures {
   bool has_amx_bf16_set() const { return has_avx512_vnni_set() && amx_int8 && amx_bf16; }
 };
 
-// Detected once; LOOM_FORCE_SCALAR=1 in the environment forces every dispatch to the scalar
+// Detected once (this also applies the environment switches to Highway's target choice, so call
+// it before the first HWY_DYNAMIC_DISPATCH: base/simd.h's simd_enabled() does); LOOM_FORCE_SCALAR=1 in the environment forces every dispatch to the scalar
 // reference kernels (used by tests and to debug a suspected SIMD bug); LOOM_NO_AVX512=1 hides
-// AVX-512 (to exercise the 256-bit kernels on a machine that has both), LOOM_NO_AMX=1 hides AMX.
+// AVX-512 (to exercise the 256-bit kernels on a machine that has both; Highway's AVX3 targets
+// too), LOOM_NO_AMX=1 hides AMX.
 const CpuFeatures& cpu_features();
 int cpu_count();
 

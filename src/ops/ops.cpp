@@ -5,37 +5,15 @@
 #include <cmath>
 #include <limits>
 
-#include "base/cpu.h"
-#include "ops/vec_math_avx2.h"
+#include "base/simd.h"
+#include "ops/vec_math.h"
 #include "quant/quant.h"
 
 namespace loom::ops {
 
 namespace {
-#if defined(__x86_64__)
-// Same sum as the scalar loop (each square formed and added in double), 4 lanes at a time with
-// two accumulators; the order of the additions differs, so results agree to double rounding.
-LOOM_OPS_AVX2 double sum_squares_avx2(const float* x, int64_t n) {
-  __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256d lo = _mm256_cvtps_pd(_mm_loadu_ps(x + i)), hi = _mm256_cvtps_pd(_mm_loadu_ps(x + i + 4));
-    a0 = _mm256_fmadd_pd(lo, lo, a0);
-    a1 = _mm256_fmadd_pd(hi, hi, a1);
-  }
-  alignas(32) double lanes[4];
-  _mm256_store_pd(lanes, _mm256_add_pd(a0, a1));
-  double ss = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
-  for (; i < n; ++i) ss += double(x[i]) * x[i];
-  return ss;
-}
-#endif
-
 double sum_squares(const float* x, int64_t n) {
-#if defined(__x86_64__)
-  static const bool avx2 = cpu_features().has_avx2_set();
-  if (avx2) return sum_squares_avx2(x, n);
-#endif
+  if (simd_enabled()) return detail::sum_squares_simd(x, n);
   double ss = 0;  // double: rows are long and values large in some models
   for (int64_t i = 0; i < n; ++i) ss += double(x[i]) * x[i];
   return ss;
@@ -44,8 +22,9 @@ double sum_squares(const float* x, int64_t n) {
 
 void rms_norm_row(const float* x, const float* w, int64_t n, float eps, float* out) {
   const float inv = float(1.0 / std::sqrt(sum_squares(x, n) / double(n) + eps));
-  // The scaling loops vectorise as written (no reduction).
-  if (w) {
+  if (simd_enabled()) {
+    detail::scale_row_simd(x, w, inv, n, out);
+  } else if (w) {
     for (int64_t i = 0; i < n; ++i) out[i] = x[i] * inv * w[i];
   } else {
     for (int64_t i = 0; i < n; ++i) out[i] = x[i] * inv;
@@ -101,32 +80,16 @@ void scale_inplace(float* x, float s, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] *= s;
 }
 
-namespace {
-#if defined(__x86_64__)
-LOOM_OPS_AVX2 void swiglu_avx2(float* gate, const float* up, int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256 g = detail::silu_ps(_mm256_loadu_ps(gate + i));
-    _mm256_storeu_ps(gate + i, _mm256_mul_ps(g, _mm256_loadu_ps(up + i)));
-  }
-  for (; i < n; ++i) gate[i] = silu(gate[i]) * up[i];
-}
-#endif
-}  // namespace
-
 float silu(float x) {
   const float t = std::exp(-std::fabs(x));
   return std::max(x, -std::numeric_limits<float>::max()) * ((x < 0.0f ? t : 1.0f) / (1.0f + t));
 }
 
 void swiglu_inplace(float* gate, const float* up, int64_t n) {
-#if defined(__x86_64__)
-  static const bool avx2 = cpu_features().has_avx2_set();
-  if (avx2) {
-    swiglu_avx2(gate, up, n);
+  if (simd_enabled()) {
+    detail::swiglu_simd(gate, up, n);
     return;
   }
-#endif
   for (int64_t i = 0; i < n; ++i) gate[i] = silu(gate[i]) * up[i];
 }
 

@@ -100,7 +100,6 @@ LOOM_AMX void block_tiles(const uint8_t* const* grp, const uint8_t* const* wvnni
   alignas(64) float acc[NG * NC][16][16] = {};
   for (int64_t b = 0; b <= nb; ++b) {
     if (b < nb) {
-      const size_t woff = size_t(b) * tile_bytes;
       const uint8_t* ablk = act + size_t(b) * sizeof(PackedActBlock);
       int32_t (*cb)[16][16] = cbuf[b & 1];
       // Tiles: C 0..3 (index g * NC + c), A 4..5 (chunk c), B 6..7 (group g).

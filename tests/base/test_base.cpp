@@ -6,9 +6,12 @@
 #include <set>
 #include <thread>
 #include <cstdint>
+#include <cstdio>
+#include <string>
 #include <vector>
 
 #include "base/arena.h"
+#include "base/simd.h"
 #include "base/status.h"
 #include "base/threadpool.h"
 
@@ -135,3 +138,20 @@ TEST(Status, ExpectedCarriesValueOrError) {
 
 }  // namespace
 }  // namespace loom
+
+// Highway glue: the pinned runs visit each target once, the best first, and restore the choice.
+TEST(Simd, ForEachTargetVisitsEveryTargetAndRestores) {
+  const std::string best = loom::hwy_target_name();
+  std::vector<std::string> seen;
+  loom::for_each_hwy_target([&](const std::string& t) {
+    seen.push_back(t);
+    EXPECT_EQ(loom::hwy_target_name(), t);  // pinned
+  });
+  ASSERT_FALSE(seen.empty());
+  EXPECT_EQ(seen.front(), best);
+  EXPECT_EQ(std::set<std::string>(seen.begin(), seen.end()).size(), seen.size());
+  EXPECT_EQ(loom::hwy_target_name(), best);
+  std::string all;
+  for (const auto& t : seen) all += t + " ";
+  std::printf("Highway targets here: %s\n", all.c_str());
+}

@@ -23,6 +23,7 @@ using test::random_vec;
 
 TEST(Ops, RmsNormMatchesDefinition) {
   // Every length 1..70 and a long row, at several misalignments, large values included.
+  test::for_each_simd_target([] {
   for (size_t n : {1, 2, 3, 7, 8, 9, 15, 16, 17, 31, 33, 64, 67, 70, 4099}) {
     for (size_t off = 0; off < 3; ++off) {
       auto xs = random_vec(n + off, uint32_t(n), n > 1000 ? 300.0f : 1.0f), w = random_vec(n, 2);
@@ -36,8 +37,14 @@ TEST(Ops, RmsNormMatchesDefinition) {
         const double want = x[i] * inv * w[i];
         ASSERT_NEAR(out[i], want, 1e-5 * std::max(1.0, std::fabs(want))) << n << " " << off << " " << i;
       }
+      // Without weights too.
+      rms_norm_row(x, nullptr, int64_t(n), 1e-5f, out.data());
+      for (size_t i = 0; i < n; ++i) {
+        ASSERT_NEAR(out[i], x[i] * inv, 1e-5 * std::max(1.0, std::fabs(x[i] * inv))) << n << " " << off;
+      }
     }
   }
+  });
 }
 
 TEST(Ops, SoftmaxHandlesMaskedEntries) {
@@ -68,6 +75,7 @@ TEST(Ops, SwigluWideRangeEveryLengthAndOffset) {
                              std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()};
   auto r = random_vec(64, 9);
   for (float v : r) vals.push_back(v * 30.0f);
+  test::for_each_simd_target([&] {
   for (size_t off = 0; off < 3; ++off) {
     for (size_t n = 0; n + off <= vals.size(); ++n) {
       std::vector<float> g(vals.begin() + long(off), vals.begin() + long(off + n)), u(n, 1.5f);
@@ -85,6 +93,7 @@ TEST(Ops, SwigluWideRangeEveryLengthAndOffset) {
       }
     }
   }
+  });
 }
 
 // Reference RoPE: rotate pairs by pos * base^(-2i/n_rot) / factors[i] (factors null: 1).
