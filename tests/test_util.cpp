@@ -1,7 +1,5 @@
 #include "test_util.h"
 
-#include "base/simd.h"
-
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
@@ -132,13 +130,6 @@ float max_abs(const std::vector<float>& a) {
   float m = 0;
   for (float x : a) m = std::max(m, std::fabs(x));
   return m;
-}
-
-void for_each_simd_target(const std::function<void()>& body) {
-  for_each_hwy_target([&](const std::string& target) {
-    SCOPED_TRACE("Highway target " + target);
-    body();
-  });
 }
 
 }  // namespace loom::test

@@ -2,6 +2,8 @@
 // (paths relative to the shared folder; the goldens were made by real llama.cpp).
 #pragma once
 
+#include <ostream>
+
 namespace loom::test {
 
 struct GoldenSet {
@@ -9,6 +11,8 @@ struct GoldenSet {
   const char* gguf;  // relative to the shared folder
   const char* json;  // golden with "tokenize" cases and/or "runs"
 };
+// Parameterised tests print the set's name.
+inline void PrintTo(const GoldenSet& f, std::ostream* os) { *os << f.name; }
 
 // Vocab-only files: SentencePiece, byte-level BPE with five pre-tokenizers, WordPiece (their
 // goldens also hold the special ids llama.cpp resolved).

@@ -39,8 +39,6 @@ std::vector<GoldenSet> all_files() {
   return v;
 }
 
-void PrintTo(const GoldenSet& f, std::ostream* os) { *os << f.name; }
-
 // Vocabularies are loaded once per process (the large BPE ones take a while).
 const Vocab& load_vocab(const std::string& rel) {
   static std::map<std::string, std::unique_ptr<Vocab>> cache;
