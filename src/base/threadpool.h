@@ -1,6 +1,12 @@
 // A persistent worker pool. The calling thread takes part as worker 0, so a pool of n threads
-// starts n-1 OS threads once and reuses them for every op: an op is handed out by bumping a
+// starts n-1 OS threads once and reuses them for every op: an op is posted by bumping a
 // generation counter, workers spin briefly and then sleep on it (futex via std::atomic::wait).
+//
+// A job is a set of items 0..n-1 that the participating threads *claim* from one atomic word
+// (generation, next item, item count, participants): whoever is awake takes the next item. The
+// caller claims too and then waits only for the items that others have claimed, never for a
+// thread to wake up, so a worker that the OS has descheduled (another process on its core) costs
+// the job nothing unless it already holds an item. Items never wait for each other.
 #pragma once
 
 #include <algorithm>
@@ -15,7 +21,9 @@ namespace loom {
 
 class ThreadPool {
  public:
-  explicit ThreadPool(int n_threads);
+  static constexpr int kMaxThreads = 127;
+
+  explicit ThreadPool(int n_threads);  // clamped to 1..kMaxThreads
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -26,22 +34,30 @@ class ThreadPool {
   void set_active(int n) { active_ = n < 1 ? 1 : (n > n_threads_ ? n_threads_ : n); }
   int active() const { return active_; }
 
-  // Runs fn(ith, nth) on every thread (ith in [0, nth)) and returns when all have finished.
-  // nth may be limited below size() for small jobs; fn must not call run() recursively.
+  // Runs fn(ith, nth) once for every ith in [0, nth) and returns when all have finished; nth is
+  // the active thread count (limited to max_threads when that is > 0). Each ith is one work item
+  // claimed by whichever thread is free, so one thread may run several (in any order): key
+  // per-thread scratch by ith, never by OS thread, and never make one ith wait for another.
+  // fn must not call run() recursively.
   template <typename F>
   void run(F&& fn, int max_threads = 0) {
-    using Fn = std::remove_reference_t<F>;
-    Job job{[](void* ctx, int ith, int nth) { (*static_cast<Fn*>(ctx))(ith, nth); },
-            const_cast<void*>(static_cast<const void*>(&fn))};
-    dispatch(job, max_threads);
+    const int nth = limit(max_threads);
+    dispatch(make_job(fn), nth, nth, false);
   }
 
-  // Splits [0, n) into contiguous chunks of at least min_per_thread items: fn(begin, end) once
-  // per chunk, chunks in any order on any thread. There are two chunks per thread: each thread
-  // starts on its own first chunk (no shared counter touched), then takes the remaining ones
-  // from an atomic counter, so a thread the OS delays (another process on the core) holds the
-  // others up by at most one chunk instead of a whole share. Chunk boundaries depend only on n,
-  // min_per_thread and the active thread count, never on timing.
+  // As run(), but item ith runs on pool thread ith (the caller is thread 0): for work that must
+  // really be spread over the OS threads, such as measuring memory bandwidth or first-touching
+  // pages from the thread that will read them. Waits for every participating thread.
+  template <typename F>
+  void run_on_threads(F&& fn, int max_threads = 0) {
+    const int nth = limit(max_threads);
+    dispatch(make_job(fn), nth, nth, true);
+  }
+
+  // Splits [0, n) into contiguous chunks of at least min_per_thread items, two chunks per
+  // active thread (fewer when n is small): fn(begin, end) once per chunk, claimed dynamically,
+  // so a thread the OS delays holds the others up by at most the chunk it is in. Chunk
+  // boundaries depend only on n, min_per_thread and the active thread count, never on timing.
   template <typename F>
   void parallel_for(int64_t n, F&& fn, int64_t min_per_thread = 1) {
     if (n <= 0) return;
@@ -52,38 +68,48 @@ class ThreadPool {
       fn(int64_t(0), n);
       return;
     }
-    const int64_t n_chunks = std::min<int64_t>(max_chunks, 2 * int64_t(nth));
-    std::atomic<int64_t> next{nth};
-    auto chunk = [&](int64_t c) {
+    const int n_chunks = static_cast<int>(std::min<int64_t>(max_chunks, 2 * int64_t(nth)));
+    auto chunk = [&](int c, int) {
       const int64_t begin = n * c / n_chunks, end = n * (c + 1) / n_chunks;
       if (begin < end) fn(begin, end);
     };
-    run([&](int ith, int) {
-      chunk(ith);
-      for (int64_t c = next.fetch_add(1, std::memory_order_relaxed); c < n_chunks;
-           c = next.fetch_add(1, std::memory_order_relaxed)) {
-        chunk(c);
-      }
-    }, nth);
+    dispatch(make_job(chunk), n_chunks, nth, false);
   }
+
+  // Tests only: while held, workers leave every run() and parallel_for() job to the caller (as
+  // if the OS never ran them), which must then still complete. run_on_threads() is not held.
+  void hold_workers_for_test(bool hold) { held_.store(hold, std::memory_order_release); }
 
  private:
   struct Job {
     void (*call)(void*, int, int) = nullptr;
     void* ctx = nullptr;
   };
-  void dispatch(const Job& job, int max_threads);
-  void worker_loop(int ith);
+  template <typename F>
+  static Job make_job(F& fn) {
+    using Fn = std::remove_reference_t<F>;
+    return Job{[](void* ctx, int i, int n) { (*static_cast<Fn*>(ctx))(i, n); },
+               const_cast<void*>(static_cast<const void*>(&fn))};
+  }
+  int limit(int max_threads) const { return max_threads > 0 ? std::min(max_threads, active_) : active_; }
+  // Runs items [0, n_items) on up to n_parts threads (pinned: item i on thread i, n_items ==
+  // n_parts) and returns when all are done.
+  void dispatch(const Job& job, int n_items, int n_parts, bool pinned);
+  // Claims and runs items of the posted job as thread k until none is left for it.
+  void work(int k, uint32_t& last_gen);
+  void worker_loop(int k);
 
   int n_threads_;
   int active_;
   std::vector<std::thread> threads_;
-  Job job_;
-  int job_nth_ = 1;
-  std::atomic<uint32_t> generation_{0};
-  std::atomic<int> pending_{0};
+  Job job_;                          // written by the caller before the job's word is posted
+  uint32_t posted_gen_ = 0;          // caller side
+  std::atomic<uint64_t> word_{0};    // the posted job: see threadpool.cpp for the bit layout
+  std::atomic<uint32_t> generation_{0};  // wake-up counter, = the posted job's generation
+  std::atomic<int> done_{0};         // items of the posted job finished
   std::atomic<int> sleeping_{0};
   std::atomic<bool> stop_{false};
+  std::atomic<bool> held_{false};
 };
 
 }  // namespace loom

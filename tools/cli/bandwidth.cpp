@@ -103,7 +103,7 @@ MemBandwidth measure_read_bandwidth(size_t bytes, int threads, int passes) {
     end = n_lines * size_t(ith + 1) / size_t(nth) * 256;
     if (ith == nth - 1) end = r.bytes;
   };
-  pool.run([&](int ith, int nth) {
+  pool.run_on_threads([&](int ith, int nth) {
     size_t b = 0, e = 0;
     slice(ith, nth, b, e);
     std::memset(base + b, 0x3F, e - b);
@@ -113,7 +113,7 @@ MemBandwidth measure_read_bandwidth(size_t bytes, int threads, int passes) {
   double best_s = 0.0;
   for (int pass = 0; pass < r.passes; ++pass) {
     const int64_t t0 = now_us();
-    pool.run([&](int ith, int nth) {
+    pool.run_on_threads([&](int ith, int nth) {
       size_t b = 0, e = 0;
       slice(ith, nth, b, e);
 #if defined(__x86_64__)
