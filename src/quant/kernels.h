@@ -1,5 +1,8 @@
-// Internal to src/quant: the SIMD kernel set and shared failure reporting. quant.cpp dispatches
-// between these kernels and the scalar references in formats_ref.cpp.
+// Internal to src/quant: the SIMD kernel sets and shared failure reporting. quant.cpp dispatches,
+// per call, to the first of these that has a kernel for the type:
+//   x86-64: avx2 (int8 maddubs kernels)   AArch64: neon (SDOT kernels, CPUs with dotprod)
+//   then highway (every architecture, best Highway target of the CPU)
+//   then the scalar references in formats_ref.cpp / kquants_ref.cpp.
 #pragma once
 
 #include <cstddef>
@@ -16,9 +19,35 @@ namespace loom::quant::detail {
 // IQ4_XS, 32 otherwise); 0 when unsupported.
 int64_t block_size_of(TensorType t);
 
+// Kernels written once with Google Highway (kernels_hwy.cpp), dispatched at run time to the best
+// target the CPU supports (or the one loom::for_each_hwy_target pins). Same contract as avx2::
+// below: false when there is no kernel for t; arguments already validated. They do not consult
+// simd_enabled(): callers do. Kernels for:
+//   vec_dot: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, IQ4_NL, Q2_K..Q6_K, IQ4_XS, Q8_K
+//   vec_dot_tile: F16, Q4_0, Q5_0, Q8_0, IQ4_NL
+//   quantize_row: Q8_0, Q8_1, Q8_K, F16, BF16 (byte-identical with the references)
+//   dequantize_row: F16, BF16 and the 32-element block formats (bit-identical)
+namespace highway {
+bool dequantize_row(TensorType t, const void* src, float* dst, int64_t n);
+bool quantize_row(TensorType t, const float* src, void* dst, int64_t n);
+bool vec_dot(TensorType t, int64_t n, const void* w, const void* a, float* out);
+bool vec_dot_tile(TensorType t, int64_t n, const void* w, size_t w_stride, int n_rows_w,
+                  const void* a, size_t a_stride, int n_rows_a, float* out, size_t out_stride);
+}  // namespace highway
+
+#if defined(__aarch64__)
+// ARMv8.2 dotprod (SDOT) kernels (kernels_neon.cpp); call only when
+// cpu_features().neon_dotprod. Same contract as highway::.
+namespace neon {
+bool vec_dot(TensorType t, int64_t n, const void* w, const void* a, float* out);
+bool vec_dot_tile(TensorType t, int64_t n, const void* w, size_t w_stride, int n_rows_w,
+                  const void* a, size_t a_stride, int n_rows_a, float* out, size_t out_stride);
+}  // namespace neon
+#endif
+
 #if defined(__x86_64__)
-// AVX2 + FMA + F16C kernels (kernels_avx2.cpp). Each returns false when it has no kernel for t,
-// so the caller falls back to the reference; arguments are already validated.
+// AVX2 + FMA + F16C int8 kernels (kernels_avx2.cpp, kernels_avx2_k.cpp). Each returns false when
+// it has no kernel for t, so the caller moves on to Highway's; arguments are already validated.
 namespace avx2 {
 bool dequantize_row(TensorType t, const void* src, float* dst, int64_t n);
 bool quantize_row(TensorType t, const float* src, void* dst, int64_t n);
@@ -26,8 +55,8 @@ bool quantize_row(TensorType t, const float* src, void* dst, int64_t n);
 // quant::quantize_packed_act's reference path.
 void quantize_packed_act(const float* x, int64_t nb, uint8_t* dst);
 bool vec_dot(TensorType t, int64_t n, const void* w, const void* a, float* out);
-// See quant::vec_dot_tile; false when there is no tile kernel for t (Q4_0, Q5_0, Q8_0, IQ4_NL,
-// F16 have one).
+// See quant::vec_dot_tile; false when there is no tile kernel for t (Q4_0, Q5_0, Q8_0, IQ4_NL
+// have one). No kernel here handles F32/F16/BF16: those are Highway's.
 bool vec_dot_tile(TensorType t, int64_t n, const void* w, size_t w_stride, int n_rows_w,
                   const void* a, size_t a_stride, int n_rows_a, float* out, size_t out_stride);
 // The super-block formats (kernels_avx2_k.cpp), called by the three above for the types they do

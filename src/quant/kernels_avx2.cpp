@@ -10,7 +10,9 @@
 //  - vec_dot_tile: per pair the same block products and scale steps as vec_dot, accumulated in
 //    one chain per pair (vec_dot uses two), so it agrees with vec_dot to rounding only.
 // All loads and stores are unaligned (loadu/storeu/memcpy). Block layouts: see blocks.h. The
-// super-block formats (Q2_K..Q6_K, Q8_K, IQ4_XS) are in kernels_avx2_k.cpp.
+// super-block formats (Q2_K..Q6_K, Q8_K, IQ4_XS) are in kernels_avx2_k.cpp. The float formats
+// (F32, F16, BF16 dots and conversions) have no kernels here: Highway's (kernels_hwy.cpp) are as
+// fast on AVX2 and use AVX-512 where the CPU has it.
 #if defined(__x86_64__)
 
 #include <immintrin.h>
@@ -18,7 +20,6 @@
 #include <cmath>
 #include <cstring>
 
-#include "base/half.h"
 #include "quant/avx2_util.h"
 #include "quant/blocks.h"
 #include "quant/kernels.h"
@@ -109,46 +110,6 @@ LOOM_AVX2 float dot_min(int64_t nb, const uint8_t* w, const uint8_t* a) {
   return hsum(acc) + mins;
 }
 
-// Float rows: 32 elements per iteration in four accumulators, then 8 at a time, then scalars.
-template <__m256 (*Load8)(const uint8_t*), float (*Load1)(const uint8_t*), int kElemBytes>
-LOOM_AVX2 float dot_float(int64_t n, const uint8_t* w, const uint8_t* a) {
-  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                   _mm256_setzero_ps()};
-  int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    for (int k = 0; k < 4; ++k) {
-      const int64_t o = (i + 8 * k) * kElemBytes;
-      acc[k] = _mm256_fmadd_ps(Load8(w + o), Load8(a + o), acc[k]);
-    }
-  }
-  for (; i + 8 <= n; i += 8) {
-    acc[0] = _mm256_fmadd_ps(Load8(w + i * kElemBytes), Load8(a + i * kElemBytes), acc[0]);
-  }
-  float sum = hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
-  for (; i < n; ++i) sum += Load1(w + i * kElemBytes) * Load1(a + i * kElemBytes);
-  return sum;
-}
-
-LOOM_AVX2 inline __m256 load8_f32(const uint8_t* p) {
-  return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
-}
-LOOM_AVX2 inline float load1_f32(const uint8_t* p) {
-  float v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-LOOM_AVX2 inline __m256 load8_f16(const uint8_t* p) { return _mm256_cvtph_ps(loadu128(p)); }
-LOOM_AVX2 inline float load1_f16(const uint8_t* p) { return f16(p); }
-// bf16 is the upper half of an f32: widen to 32 bits and shift into place.
-LOOM_AVX2 inline __m256 load8_bf16(const uint8_t* p) {
-  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(loadu128(p)), 16));
-}
-LOOM_AVX2 inline float load1_bf16(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return bf16_to_f32(h);
-}
-
 // ---- tiles of dot products (matrix x matrix) -----------------------------------------------
 
 // Horizontal sums of a tile's accumulators into out[i * os + j]. The full 8-accumulator tile
@@ -212,33 +173,6 @@ LOOM_AVX2 void tile_sym(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* 
   store_tile<RN, RM>(acc, out, os);
 }
 
-// F16 weights against F16 activations: 8 elements per step, FMA per pair, scalar tail.
-template <int RN, int RM>
-LOOM_AVX2 void tile_f16(int64_t n, const uint8_t* w, size_t ws, const uint8_t* a, size_t as,
-                        float* out, size_t os) {
-  __m256 acc[RN][RM];
-  for (int i = 0; i < RN; ++i)
-    for (int j = 0; j < RM; ++j) acc[i][j] = _mm256_setzero_ps();
-  int64_t e = 0;
-  for (; e + 8 <= n; e += 8) {
-    __m256 x[RM];
-    for (int j = 0; j < RM; ++j) x[j] = load8_f16(w + size_t(j) * ws + 2 * e);
-    for (int i = 0; i < RN; ++i) {
-      const __m256 y = load8_f16(a + size_t(i) * as + 2 * e);
-      for (int j = 0; j < RM; ++j) acc[i][j] = _mm256_fmadd_ps(x[j], y, acc[i][j]);
-    }
-  }
-  for (int i = 0; i < RN; ++i) {
-    for (int j = 0; j < RM; ++j) {
-      float sum = hsum(acc[i][j]);
-      for (int64_t r = e; r < n; ++r) {
-        sum += load1_f16(w + size_t(j) * ws + 2 * r) * load1_f16(a + size_t(i) * as + 2 * r);
-      }
-      out[size_t(i) * os + size_t(j)] = sum;
-    }
-  }
-}
-
 // Native tile: 4 activation rows x 2 weight rows (8 accumulators).
 constexpr int kTileA = 4, kTileW = 2;
 using TileFn = void (*)(int64_t, const uint8_t*, size_t, const uint8_t*, size_t, float*, size_t);
@@ -267,10 +201,6 @@ struct SymTile {
   struct K {
     static constexpr TileFn fn = tile_sym<kWBytes, Levels, RN, RM>;
   };
-};
-template <int RN, int RM>
-struct F16Tile {
-  static constexpr TileFn fn = tile_f16<RN, RM>;
 };
 
 // ---- dequantization -----------------------------------------------------------------------
@@ -308,16 +238,6 @@ LOOM_AVX2 void dequant_min(int64_t nb, const uint8_t* x, uint8_t* y) {
   for (int64_t i = 0; i < nb; ++i) {
     const uint8_t* b = x + i * kBytes;
     store_affine(Levels(b), f16(b), f16(b + 2), y + i * 128);
-  }
-}
-
-template <__m256 (*Load8)(const uint8_t*), float (*Load1)(const uint8_t*)>
-LOOM_AVX2 void dequant_half(int64_t n, const uint8_t* x, uint8_t* y) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(reinterpret_cast<float*>(y + 4 * i), Load8(x + 2 * i));
-  for (; i < n; ++i) {
-    const float v = Load1(x + 2 * i);
-    std::memcpy(y + 4 * i, &v, 4);
   }
 }
 
@@ -396,50 +316,6 @@ LOOM_AVX2 void quant_q8_1(int64_t nb, const uint8_t* x, uint8_t* y) {
   }
 }
 
-// F16C's conversion rounds to nearest even like f32_to_f16 (and quiets NaNs the same way).
-LOOM_AVX2 void quant_f16(int64_t n, const uint8_t* x, uint8_t* y) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(reinterpret_cast<const float*>(x + 4 * i)),
-                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + 2 * i), h);
-  }
-  for (; i < n; ++i) {
-    float v;
-    std::memcpy(&v, x + 4 * i, 4);
-    const uint16_t h = f32_to_f16(v);
-    std::memcpy(y + 2 * i, &h, 2);
-  }
-}
-
-// bf16 = upper half of f32 after adding 0x7fff + lsb (round to nearest even); NaNs are quieted
-// instead (bit 6 of the result), as f32_to_bf16 does.
-LOOM_AVX2 inline __m256i bf16_bits8(const uint8_t* x) {
-  const __m256i u = _mm256_castps_si256(_mm256_loadu_ps(reinterpret_cast<const float*>(x)));
-  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-  const __m256i rounded = _mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb));
-  const __m256i is_nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)),
-                                            _mm256_set1_epi32(0x7f800000));
-  const __m256i quiet = _mm256_or_si256(u, _mm256_set1_epi32(0x400000));
-  return _mm256_srli_epi32(_mm256_blendv_epi8(rounded, quiet, is_nan), 16);
-}
-
-LOOM_AVX2 void quant_bf16(int64_t n, const uint8_t* x, uint8_t* y) {
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    // packus works per 128-bit lane: 64-bit groups come out as a0 b0 a1 b1; reorder to a0 a1 b0 b1.
-    const __m256i p = _mm256_packus_epi32(bf16_bits8(x + 4 * i), bf16_bits8(x + 4 * i + 32));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + 2 * i),
-                        _mm256_permute4x64_epi64(p, _MM_SHUFFLE(3, 1, 2, 0)));
-  }
-  for (; i < n; ++i) {
-    float v;
-    std::memcpy(&v, x + 4 * i, 4);
-    const uint16_t h = f32_to_bf16(v);
-    std::memcpy(y + 2 * i, &h, 2);
-  }
-}
-
 }  // namespace
 
 // ---- entry points (arguments validated by the caller) -----------------------------------
@@ -451,8 +327,6 @@ LOOM_AVX2 bool dequantize_row(TensorType t, const void* src, float* dst, int64_t
   auto* y = reinterpret_cast<uint8_t*>(dst);
   const int64_t nb = n / kBlock;
   switch (t) {
-    case TensorType::F16: dequant_half<load8_f16, load1_f16>(n, x, y); return true;
-    case TensorType::BF16: dequant_half<load8_bf16, load1_bf16>(n, x, y); return true;
     case TensorType::Q4_0: dequant_sym<sizeof(BlockQ4_0), levels_q4_0>(nb, x, y); return true;
     case TensorType::Q5_0: dequant_sym<sizeof(BlockQ5_0), levels_q5_0>(nb, x, y); return true;
     case TensorType::Q8_0: dequant_sym<sizeof(BlockQ8_0), levels_q8_0>(nb, x, y); return true;
@@ -460,7 +334,10 @@ LOOM_AVX2 bool dequantize_row(TensorType t, const void* src, float* dst, int64_t
     case TensorType::IQ4_NL: dequant_sym<sizeof(BlockIQ4_NL), levels_iq4_nl>(nb, x, y); return true;
     case TensorType::Q4_1: dequant_min<sizeof(BlockQ4_1), levels_q4_1>(nb, x, y); return true;
     case TensorType::Q5_1: dequant_min<sizeof(BlockQ5_1), levels_q5_1>(nb, x, y); return true;
-    case TensorType::F32: return false;  // a copy; the reference memcpy is as fast
+    case TensorType::F32:   // a copy; the reference memcpy is as fast
+    case TensorType::F16:   // the float formats: Highway's kernels (kernels_hwy.cpp)
+    case TensorType::BF16:
+      return false;
     default: return kq_dequantize_row(t, src, dst, n / kSuper);
   }
 }
@@ -471,8 +348,6 @@ LOOM_AVX2 bool quantize_row(TensorType t, const float* src, void* dst, int64_t n
   switch (t) {
     case TensorType::Q8_0: quant_q8_0(n / kBlock, x, y); return true;
     case TensorType::Q8_1: quant_q8_1(n / kBlock, x, y); return true;
-    case TensorType::F16: quant_f16(n, x, y); return true;
-    case TensorType::BF16: quant_bf16(n, x, y); return true;
     case TensorType::Q8_K: return kq_quantize_row(t, src, dst, n / kSuper);
     default: return false;  // weight quantizers are off the hot path
   }
@@ -484,9 +359,10 @@ LOOM_AVX2 bool vec_dot(TensorType t, int64_t n, const void* w, const void* a, fl
   const int64_t nb = n / kBlock;
   constexpr int k80 = sizeof(BlockQ8_0), k81 = sizeof(BlockQ8_1);
   switch (t) {
-    case TensorType::F32: *out = dot_float<load8_f32, load1_f32, 4>(n, wb, ab); return true;
-    case TensorType::F16: *out = dot_float<load8_f16, load1_f16, 2>(n, wb, ab); return true;
-    case TensorType::BF16: *out = dot_float<load8_bf16, load1_bf16, 2>(n, wb, ab); return true;
+    case TensorType::F32:  // the float formats: Highway's kernels (kernels_hwy.cpp)
+    case TensorType::F16:
+    case TensorType::BF16:
+      return false;
     case TensorType::Q4_0: *out = dot_sym<sizeof(BlockQ4_0), k80, levels_q4_0>(nb, wb, ab); return true;
     case TensorType::Q5_0: *out = dot_sym<sizeof(BlockQ5_0), k80, levels_q5_0>(nb, wb, ab); return true;
     case TensorType::Q8_0: *out = dot_sym<sizeof(BlockQ8_0), k80, levels_q8_0>(nb, wb, ab); return true;
@@ -505,9 +381,6 @@ LOOM_AVX2 bool vec_dot_tile(TensorType t, int64_t n, const void* w, size_t w_str
   const auto* ab = static_cast<const uint8_t*>(a);
   const int64_t nb = n / kBlock;
   switch (t) {
-    case TensorType::F16:
-      tile_loop<F16Tile>(n, wb, w_stride, n_rows_w, ab, a_stride, n_rows_a, out, out_stride);
-      return true;
     case TensorType::Q4_0:
       tile_loop<SymTile<sizeof(BlockQ4_0), levels_q4_0>::K>(nb, wb, w_stride, n_rows_w, ab,
                                                              a_stride, n_rows_a, out, out_stride);

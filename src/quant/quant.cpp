@@ -1,5 +1,7 @@
-// Public entry points of src/quant: type support tables and run-time dispatch between the AVX2
-// kernels (kernels_avx2.cpp) and the scalar references (formats_ref.cpp).
+// Public entry points of src/quant: type support tables and run-time dispatch, per call, to the
+// first kernel set that handles the type: x86 AVX2 intrinsics (kernels_avx2*.cpp) or AArch64
+// dotprod (kernels_neon.cpp), then Highway (kernels_hwy.cpp, any architecture), then the scalar
+// references (formats_ref.cpp, kquants_ref.cpp). See kernels.h.
 #include "quant/quant.h"
 
 #include <cstdio>
@@ -7,6 +9,7 @@
 #include <string>
 
 #include "base/cpu.h"
+#include "base/simd.h"
 #include "quant/kernels.h"
 
 namespace loom::quant {
@@ -60,14 +63,27 @@ int64_t block_size_of(TensorType t) {
 
 namespace {
 
+#if defined(__x86_64__)
 // Read once: cpu_features() already honours LOOM_FORCE_SCALAR.
 bool use_avx2() {
-#if defined(__x86_64__)
   static const bool avx2 = cpu_features().has_avx2_set();
   return avx2;
-#else
-  return false;
+}
 #endif
+
+#if defined(__aarch64__)
+// ARMv8.2 dotprod kernels (implies simd: cpu_features() clears it under LOOM_FORCE_SCALAR).
+bool use_neon_dot() {
+  static const bool dot = cpu_features().neon_dotprod;
+  return dot;
+}
+#endif
+
+// The Highway kernels: false only under LOOM_FORCE_SCALAR. simd_enabled() also applies the
+// environment switches to Highway's target choice before its first dispatch.
+bool use_hwy() {
+  static const bool hwy = simd_enabled();
+  return hwy;
 }
 
 bool valid(TensorType t, int64_t n) {
@@ -122,36 +138,59 @@ TensorType vec_dot_type(TensorType t) {
 }
 
 void dequantize_row(TensorType t, const void* src, float* dst, int64_t n) {
+  if (valid(t, n)) {
 #if defined(__x86_64__)
-  if (use_avx2() && valid(t, n) && detail::avx2::dequantize_row(t, src, dst, n)) return;
+    if (use_avx2() && detail::avx2::dequantize_row(t, src, dst, n)) return;
 #endif
+    if (use_hwy() && detail::highway::dequantize_row(t, src, dst, n)) return;
+  }
   ref::dequantize_row(t, src, dst, n);
 }
 
 void quantize_row(TensorType t, const float* src, void* dst, int64_t n) {
+  if (valid(t, n)) {
 #if defined(__x86_64__)
-  if (use_avx2() && valid(t, n) && detail::avx2::quantize_row(t, src, dst, n)) return;
+    if (use_avx2() && detail::avx2::quantize_row(t, src, dst, n)) return;
 #endif
+    if (use_hwy() && detail::highway::quantize_row(t, src, dst, n)) return;
+  }
   ref::quantize_row(t, src, dst, n);
 }
 
 float vec_dot(TensorType t, int64_t n, const void* w, const void* a) {
+  if (valid(t, n)) {
+    float out;
 #if defined(__x86_64__)
-  float out;
-  if (use_avx2() && valid(t, n) && detail::avx2::vec_dot(t, n, w, a, &out)) return out;
+    if (use_avx2() && detail::avx2::vec_dot(t, n, w, a, &out)) return out;
 #endif
+#if defined(__aarch64__)
+    if (use_neon_dot() && detail::neon::vec_dot(t, n, w, a, &out)) return out;
+#endif
+    if (use_hwy() && detail::highway::vec_dot(t, n, w, a, &out)) return out;
+  }
   return ref::vec_dot(t, n, w, a);
 }
 
 void vec_dot_tile(TensorType t, int64_t n, const void* w, size_t w_stride, int n_rows_w,
                   const void* a, size_t a_stride, int n_rows_a, float* out, size_t out_stride) {
+  if (valid(t, n)) {
 #if defined(__x86_64__)
-  if (use_avx2() && valid(t, n) &&
-      detail::avx2::vec_dot_tile(t, n, w, w_stride, n_rows_w, a, a_stride, n_rows_a, out,
-                                 out_stride)) {
-    return;
-  }
+    if (use_avx2() && detail::avx2::vec_dot_tile(t, n, w, w_stride, n_rows_w, a, a_stride,
+                                                 n_rows_a, out, out_stride)) {
+      return;
+    }
 #endif
+#if defined(__aarch64__)
+    if (use_neon_dot() && detail::neon::vec_dot_tile(t, n, w, w_stride, n_rows_w, a, a_stride,
+                                                     n_rows_a, out, out_stride)) {
+      return;
+    }
+#endif
+    if (use_hwy() && detail::highway::vec_dot_tile(t, n, w, w_stride, n_rows_w, a, a_stride,
+                                                   n_rows_a, out, out_stride)) {
+      return;
+    }
+  }
   const auto* wb = static_cast<const uint8_t*>(w);
   const auto* ab = static_cast<const uint8_t*>(a);
   for (int i = 0; i < n_rows_a; ++i) {

@@ -1,7 +1,12 @@
-// Dispatching (SIMD) functions against their scalar reference twins, over many lengths and all
-// byte misalignments 0..7 of both pointers. Dequantization and quantization must agree bit for
-// bit; dot products to float rounding. On CPUs without the AVX2 set (or with
-// LOOM_FORCE_SCALAR=1) both sides are the reference and the tests pass trivially.
+// SIMD kernels against their scalar reference twins, over many lengths and byte misalignments
+// of both pointers. Dequantization and quantization must agree bit for bit; dot products to
+// float rounding.
+//  - QuantSimd.*: the dispatching entry points (quant.h), all misalignments 0..7. Under
+//    LOOM_FORCE_SCALAR=1 both sides are the reference and these pass trivially.
+//  - QuantSimdHighway.*: the Highway kernels (detail::highway), called directly under every
+//    Highway target the CPU supports, since the intrinsic kernels win the dispatch where they
+//    exist; extreme inputs included.
+//  - QuantSimdNeon.*: the AArch64 dotprod kernels (detail::neon), compiled only on AArch64.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,7 +14,10 @@
 #include <utility>
 
 #include "base/cpu.h"
+#include "base/simd.h"
+#include "quant/kernels.h"
 #include "quant_test_util.h"
+#include "test_util.h"
 
 namespace loom::quant::test {
 namespace {
@@ -34,8 +42,10 @@ bool same_bits(float a, float b) {
 
 TEST(QuantSimd, ReportsKernelSet) {
   const CpuFeatures& f = cpu_features();
-  std::printf("cpu: avx2=%d fma=%d f16c=%d -> %s kernels\n", f.avx2, f.fma, f.f16c,
-              f.has_avx2_set() ? "AVX2" : "scalar reference");
+  std::printf("cpu: avx2=%d fma=%d f16c=%d neon_dotprod=%d sve=%d -> %s%s kernels\n", f.avx2,
+              f.fma, f.f16c, f.neon_dotprod, f.sve,
+              f.has_avx2_set() ? "AVX2 int8 + " : f.neon_dotprod ? "NEON dotprod + " : "",
+              simd_enabled() ? ("Highway " + hwy_target_name()).c_str() : "scalar reference");
 }
 
 // Random bytes in the level fields, random finite f16 scales: covers every nibble/qh pattern and
@@ -124,45 +134,52 @@ std::vector<float> tricky_floats(int64_t n, std::mt19937& rng) {
   return x;
 }
 
+// The inputs QuantizeByteIdentical feeds a quantizer of type t: tricky_floats plus, for Q8_K,
+// whole super-blocks of ties and degenerate super-blocks, for F16/BF16 infinities and NaNs.
+std::vector<float> quantize_inputs(TensorType t, int64_t n, std::mt19937& rng) {
+  std::vector<float> x = tricky_floats(n, rng);
+  if (t == TensorType::Q8_K) {
+    // Whole super-blocks of ties (d = +-1 from +-127, placed anywhere, sometimes twice with
+    // both signs: the first wins) and of magnitude ties.
+    std::uniform_int_distribution<int> pos(0, 255), level(-126, 126), coin(0, 1);
+    for (int64_t b = 0; b + 256 <= n; b += 512) {
+      for (int j = 0; j < 256; ++j) {
+        const float tie = float(level(rng)) + 0.5f;
+        x[size_t(b + j)] = coin(rng) ? tie : std::nextafter(tie, 0.0f);
+      }
+      x[size_t(b + pos(rng))] = coin(rng) ? 127.0f : -127.0f;
+      x[size_t(b + pos(rng))] = coin(rng) ? 127.0f : -127.0f;
+    }
+    // Degenerate super-blocks: subnormals only (the scale overflows to infinity), NaNs among
+    // normal values, infinities.
+    if (n >= 1024) {
+      for (int j = 0; j < 256; ++j) x[size_t(256 + j)] = float(j - 128) * 1e-45f;
+      x[size_t(768 + 5)] = std::numeric_limits<float>::quiet_NaN();
+      x[size_t(768 + 77)] = -std::numeric_limits<float>::quiet_NaN();
+      x[size_t(768 + 255)] = std::numeric_limits<float>::quiet_NaN();  // last lane
+    }
+    if (n >= 2048) {
+      x[size_t(1280 + 9)] = std::numeric_limits<float>::infinity();
+      x[size_t(1792 + 3)] = -std::numeric_limits<float>::infinity();
+      x[size_t(1792 + 4)] = std::numeric_limits<float>::infinity();
+    }
+  }
+  if (block_size(t) == 1 && n >= 20) {
+    x[16] = std::numeric_limits<float>::infinity();
+    x[17] = -std::numeric_limits<float>::infinity();
+    x[18] = std::numeric_limits<float>::quiet_NaN();
+    x[19] = -std::numeric_limits<float>::quiet_NaN();
+  }
+  return x;
+}
+
 TEST(QuantSimd, QuantizeByteIdentical) {
   std::mt19937 rng(12);
   std::vector<TensorType> types = all_types();
   types.push_back(TensorType::Q8_K);
   for (TensorType t : types) {
     for (int64_t n : lengths(t)) {
-      std::vector<float> x = tricky_floats(n, rng);
-      if (t == TensorType::Q8_K) {
-        // Whole super-blocks of ties (d = +-1 from +-127, placed anywhere, sometimes twice with
-        // both signs: the first wins) and of magnitude ties.
-        std::uniform_int_distribution<int> pos(0, 255), level(-126, 126), coin(0, 1);
-        for (int64_t b = 0; b + 256 <= n; b += 512) {
-          for (int j = 0; j < 256; ++j) {
-            const float tie = float(level(rng)) + 0.5f;
-            x[size_t(b + j)] = coin(rng) ? tie : std::nextafter(tie, 0.0f);
-          }
-          x[size_t(b + pos(rng))] = coin(rng) ? 127.0f : -127.0f;
-          x[size_t(b + pos(rng))] = coin(rng) ? 127.0f : -127.0f;
-        }
-        // Degenerate super-blocks: subnormals only (the scale overflows to infinity), NaNs among
-        // normal values, infinities.
-        if (n >= 1024) {
-          for (int j = 0; j < 256; ++j) x[size_t(256 + j)] = float(j - 128) * 1e-45f;
-          x[size_t(768 + 5)] = std::numeric_limits<float>::quiet_NaN();
-          x[size_t(768 + 77)] = -std::numeric_limits<float>::quiet_NaN();
-          x[size_t(768 + 255)] = std::numeric_limits<float>::quiet_NaN();  // last lane
-        }
-        if (n >= 2048) {
-          x[size_t(1280 + 9)] = std::numeric_limits<float>::infinity();
-          x[size_t(1792 + 3)] = -std::numeric_limits<float>::infinity();
-          x[size_t(1792 + 4)] = std::numeric_limits<float>::infinity();
-        }
-      }
-      if (block_size(t) == 1 && n >= 20) {
-        x[16] = std::numeric_limits<float>::infinity();
-        x[17] = -std::numeric_limits<float>::infinity();
-        x[18] = std::numeric_limits<float>::quiet_NaN();
-        x[19] = -std::numeric_limits<float>::quiet_NaN();
-      }
+      const std::vector<float> x = quantize_inputs(t, n, rng);
       const size_t bytes = size_t(row_bytes(t, n));
       std::vector<uint8_t> expect(bytes + 1);
       ref::quantize_row(t, x.data(), expect.data(), n);
@@ -265,6 +282,379 @@ TEST(QuantSimd, VecDotTileMatchesReference) {
   }
 }
 
+
+// ---- the Highway kernels, called directly under every Highway target ------------------------
+//
+// quant.cpp prefers the x86 AVX2 intrinsics (and AArch64's dotprod kernels) where they exist, so
+// these tests call detail::highway's entry points themselves, once per target the CPU supports
+// (test::for_each_simd_target), against the references.
+
+namespace hwk = detail::highway;
+
+// Types each Highway entry point has a kernel for (it must return true for them).
+const std::vector<TensorType>& hwy_dequant_types() {
+  static const std::vector<TensorType> v = {TensorType::F16,  TensorType::BF16, TensorType::Q4_0,
+                                            TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1,
+                                            TensorType::Q8_0, TensorType::Q8_1, TensorType::IQ4_NL};
+  return v;
+}
+const std::vector<TensorType>& hwy_quant_types() {
+  static const std::vector<TensorType> v = {TensorType::Q8_0, TensorType::Q8_1, TensorType::Q8_K,
+                                            TensorType::F16, TensorType::BF16};
+  return v;
+}
+const std::vector<TensorType>& hwy_tile_types() {
+  static const std::vector<TensorType> v = {TensorType::F16, TensorType::Q4_0, TensorType::Q5_0,
+                                            TensorType::Q8_0, TensorType::IQ4_NL};
+  return v;
+}
+// vec_dot: every supported type.
+
+// Pairs of misalignments (weights or source, activations or destination).
+constexpr std::pair<size_t, size_t> kMisalign[] = {{0, 0}, {1, 3}, {2, 7}, {5, 1}};
+
+// Every f16 (or bf16) bit pattern once: subnormals, infinities, NaNs included.
+std::vector<uint8_t> every_half_pattern() {
+  std::vector<uint8_t> v(65536 * 2);
+  for (uint32_t h = 0; h < 65536; ++h) {
+    const uint16_t u = uint16_t(h);
+    std::memcpy(v.data() + 2 * h, &u, 2);
+  }
+  return v;
+}
+
+TEST(QuantSimdHighway, DequantizeBitExact) {
+  loom::test::for_each_simd_target([] {
+    std::mt19937 rng(21);
+    for (TensorType t : hwy_dequant_types()) {
+      std::vector<std::vector<uint8_t>> rows;
+      for (int64_t n : lengths(t)) rows.push_back(random_bytes_row(t, n, rng));
+      if (block_size(t) == 1) rows.push_back(every_half_pattern());
+      for (const std::vector<uint8_t>& src : rows) {
+        const int64_t n = int64_t(src.size()) / block_bytes(t) * block_size(t);
+        std::vector<float> expect(size_t(n) + 1);
+        ref::dequantize_row(t, src.data(), expect.data(), n);
+        for (auto [ms, md] : kMisalign) {
+          Misaligned in(src.size(), ms), out(size_t(n) * 4 + 4, md);
+          if (!src.empty()) std::memcpy(in.data(), src.data(), src.size());
+          std::memset(out.data(), 0xcd, size_t(n) * 4 + 4);
+          ASSERT_TRUE(hwk::dequantize_row(t, in.data(), out.f32(), n)) << type_name(t);
+          for (int64_t i = 0; i < n; ++i) {
+            float got;
+            std::memcpy(&got, out.data() + 4 * i, 4);
+            ASSERT_TRUE(same_bits(got, expect[size_t(i)]))
+                << type_name(t) << " n=" << n << " i=" << i << " misalign " << ms << "/" << md
+                << ": " << got << " vs " << expect[size_t(i)];
+          }
+          ASSERT_EQ(out.data()[4 * n], 0xcd) << "wrote past the end: " << type_name(t);
+        }
+      }
+    }
+  });
+}
+
+// Floats at and around every f16 rounding boundary: each f16 value, the midpoints to its
+// neighbours (ties to even) and the floats one ulp either side of them, over the whole range
+// (subnormals, the overflow threshold 65520 and beyond included).
+std::vector<float> f16_boundaries() {
+  std::vector<float> v;
+  for (uint32_t h = 0; h < 0x7c00; ++h) {
+    const float lo = f16_to_f32(uint16_t(h));
+    const float hi = h + 1 < 0x7c00 ? f16_to_f32(uint16_t(h + 1)) : 65536.0f;
+    const float mid = lo + (hi - lo) / 2;  // exact in f32
+    for (float x : {lo, mid, std::nextafter(mid, 0.0f), std::nextafter(mid, 1e30f)}) {
+      v.push_back(x);
+      v.push_back(-x);
+    }
+  }
+  for (float x : {65520.0f, 65519.996f, 1e5f, 3.4e38f, 1e-30f, 1.4e-45f}) {
+    v.push_back(x);
+    v.push_back(-x);
+  }
+  return v;
+}
+
+TEST(QuantSimdHighway, QuantizeByteIdentical) {
+  loom::test::for_each_simd_target([] {
+    std::mt19937 rng(22);
+    for (TensorType t : hwy_quant_types()) {
+      std::vector<std::vector<float>> inputs;
+      for (int64_t n : lengths(t)) inputs.push_back(quantize_inputs(t, n, rng));
+      if (t == TensorType::F16 || t == TensorType::BF16) {
+        inputs.push_back(f16_boundaries());
+        // bf16 boundaries: every bf16 value of one exponent range and its midpoints.
+        std::vector<float> b;
+        for (uint32_t h = 0x3f00; h < 0x4100; ++h) {
+          const uint32_t u = h << 16;
+          for (uint32_t d : {0x0000u, 0x7fffu, 0x8000u, 0x8001u}) {
+            b.push_back(bits_f32(u + d));
+            b.push_back(-bits_f32(u + d));
+          }
+        }
+        inputs.push_back(b);
+      } else {
+        // Extremes: huge magnitudes (no inf), a zero block, a block of one repeated tiny value
+        // (tiny enough for a subnormal d, not so tiny that 1 / d overflows: the references
+        // convert an infinite x / d to int, which C++ leaves undefined).
+        const int64_t bs = block_size(t);
+        std::vector<float> x(size_t(4 * bs));
+        for (size_t i = 0; i < x.size(); ++i) x[i] = (i % 3 ? 3.0e38f : -3.4e38f) / float(1 + i % 7);
+        for (int64_t i = bs; i < 2 * bs; ++i) x[size_t(i)] = 0.0f;
+        for (int64_t i = 2 * bs; i < 3 * bs; ++i) x[size_t(i)] = -1.5e-36f;
+        inputs.push_back(x);
+      }
+      for (const std::vector<float>& x : inputs) {
+        const int64_t n = int64_t(x.size()) / block_size(t) * block_size(t);
+        const size_t bytes = size_t(row_bytes(t, n));
+        std::vector<uint8_t> expect(bytes + 1);
+        ref::quantize_row(t, x.data(), expect.data(), n);
+        expect.resize(bytes);
+        for (auto [ms, md] : kMisalign) {
+          Misaligned in(size_t(n) * 4, ms), out(bytes + 1, md);
+          if (n) std::memcpy(in.data(), x.data(), size_t(n) * 4);
+          std::memset(out.data(), 0xcd, bytes + 1);
+          ASSERT_TRUE(hwk::quantize_row(t, in.f32(), out.data(), n)) << type_name(t);
+          if (bytes && std::memcmp(out.data(), expect.data(), bytes) != 0) {
+            size_t i = 0;
+            while (out.data()[i] == expect[i]) ++i;
+            const size_t e = block_size(t) == 1 ? i / 2 : i / size_t(block_bytes(t)) * size_t(block_size(t));
+            FAIL() << type_name(t) << " n=" << n << " byte " << i << " misalign " << ms << "/" << md
+                   << ": " << int(out.data()[i]) << " vs " << int(expect[i]) << " (input " << e
+                   << " = " << x[e] << ")";
+          }
+          ASSERT_EQ(out.data()[bytes], 0xcd) << "wrote past the end: " << type_name(t);
+        }
+      }
+    }
+  });
+}
+
+// Rows at the extremes of each format: every level byte set to one pattern (all-max levels,
+// all-min levels, ...), scales zero, large (f16 max for the block formats) or subnormal, and
+// activations of all-max magnitude with either sign (-128 included where the format allows).
+// Magnitudes stay far from float overflow.
+std::vector<std::pair<std::vector<uint8_t>, std::vector<uint8_t>>> extreme_pairs(TensorType t,
+                                                                                int64_t n) {
+  const TensorType at = vec_dot_type(t);
+  std::vector<std::pair<std::vector<uint8_t>, std::vector<uint8_t>>> out;
+  std::mt19937 rng(uint32_t(t) * 7 + uint32_t(n));
+  auto set_scales = [&](std::vector<uint8_t>& row, TensorType tt, uint16_t h16, float f32) {
+    const int64_t nblk = n / block_size(tt);
+    for (int64_t b = 0; b < nblk; ++b) {
+      uint8_t* blk = row.data() + b * block_bytes(tt);
+      if (tt == TensorType::Q8_K) {
+        std::memcpy(blk, &f32, 4);
+      } else if (is_kquant(tt)) {
+        for (int off : kq_scale_offsets(tt)) std::memcpy(blk + off, &h16, 2);
+      } else {
+        const int n_scales = has_min(tt) || tt == TensorType::Q8_1 ? 2 : 1;
+        for (int s = 0; s < n_scales; ++s) std::memcpy(blk + 2 * s, &h16, 2);
+      }
+    }
+  };
+  if (block_size(t) == 1) {
+    // Float rows: large magnitudes (products ~1e12) of alternating sign in the activations, so
+    // that the reference's own sequential rounding stays within the tolerance.
+    for (uint16_t pat : {uint16_t(0x7bff), uint16_t(0xfbff), uint16_t(0x0001), uint16_t(0)}) {
+      std::vector<uint8_t> w(size_t(row_bytes(t, n))), a(size_t(row_bytes(at, n)));
+      for (int64_t i = 0; i < n; ++i) {
+        if (t == TensorType::F32) {
+          const float v = pat == 0x7bff ? 1e6f : pat == 0xfbff ? -1e6f : pat ? 1e-40f : 0.0f;
+          const float va = i % 2 ? -v : v;
+          std::memcpy(w.data() + 4 * i, &v, 4);
+          std::memcpy(a.data() + 4 * i, &va, 4);
+        } else {
+          const uint16_t h = t == TensorType::BF16 ? uint16_t(pat == 0x7bff ? 0x4974 : pat == 0xfbff ? 0xc974 : pat) : pat;
+          const uint16_t ha = i % 2 ? uint16_t(h ^ 0x8000) : h;
+          std::memcpy(w.data() + 2 * i, &h, 2);
+          std::memcpy(a.data() + 2 * i, &ha, 2);
+        }
+      }
+      out.emplace_back(w, a);
+    }
+    return out;
+  }
+  const uint8_t level_bytes[] = {0xff, 0x00, 0x80, 0x7f, 0x88, 0x77};
+  const int8_t act_levels[] = {127, -127, -128};
+  const uint16_t scales16[] = {0x7bff /* 65504 */, 0xfbff, 0x0000, 0x0001 /* subnormal */, 0x3c00};
+  for (size_t k = 0; k < std::size(level_bytes); ++k) {
+    std::vector<uint8_t> w(size_t(row_bytes(t, n)), level_bytes[k]);
+    const uint16_t ws = scales16[k % std::size(scales16)];
+    set_scales(w, t, ws, t == TensorType::Q8_K ? 1e4f : 0.0f);
+    if (is_kquant(t) && t != TensorType::Q8_K && t != TensorType::IQ4_NL && ws == 0x7bff) {
+      set_scales(w, t, 0x5c00 /* 256: k-quant sub-scales multiply further */, 0.0f);
+    }
+    for (int8_t al : act_levels) {
+      if (al == -128 && at != TensorType::Q8_K && at != TensorType::Q8_0 && at != TensorType::Q8_1) continue;
+      std::vector<uint8_t> a(size_t(row_bytes(at, n)));
+      const int64_t nab = n / block_size(at);
+      for (int64_t b = 0; b < nab; ++b) {
+        uint8_t* blk = a.data() + b * block_bytes(at);
+        if (at == TensorType::Q8_K) {
+          const float d = 100.0f;
+          std::memcpy(blk, &d, 4);
+          std::memset(blk + 4, uint8_t(al), 256);
+          for (int s = 0; s < 16; ++s) {
+            const int16_t bsum = int16_t(16 * al);
+            std::memcpy(blk + 4 + 256 + 2 * s, &bsum, 2);
+          }
+        } else {
+          const int off = at == TensorType::Q8_1 ? 4 : 2;
+          const uint16_t d = f32_to_f16(1.0f), s = f32_to_f16(32.0f * al);
+          std::memcpy(blk, &d, 2);
+          if (at == TensorType::Q8_1) std::memcpy(blk + 2, &s, 2);
+          std::memset(blk + off, uint8_t(al), 32);
+        }
+      }
+      out.emplace_back(w, a);
+    }
+  }
+  // Random level bytes with random scales of either sign against -128/127 activations.
+  std::vector<uint8_t> w = random_bytes_row(t, n, rng);
+  std::vector<uint8_t> a = random_row(at, n, rng);
+  const size_t qoff = at == TensorType::Q8_K ? 4 : at == TensorType::Q8_1 ? 4 : 2;
+  for (int64_t b = 0; b < n / block_size(at); ++b) {
+    a[size_t(b * block_bytes(at)) + qoff] = uint8_t(int8_t(-128));
+    a[size_t(b * block_bytes(at)) + qoff + 31] = uint8_t(int8_t(-128));
+  }
+  out.emplace_back(w, a);
+  return out;
+}
+
+// Compares one dot kernel (fn) with the reference over the usual lengths and misalignments,
+// random rows, random bytes and extremes.
+template <class Fn>
+void check_vec_dot(TensorType t, Fn fn, uint32_t seed) {
+  std::mt19937 rng(seed);
+  const TensorType at = vec_dot_type(t);
+  for (int64_t n : lengths(t)) {
+    std::vector<std::pair<std::vector<uint8_t>, std::vector<uint8_t>>> cases;
+    cases.emplace_back(any_random_row(t, n, rng), random_row(at, n, rng));
+    if (block_size(t) > 1) cases.emplace_back(random_bytes_row(t, n, rng), random_row(at, n, rng));
+    if (n <= 4 * block_size(t) * (block_size(t) == 1 ? 64 : 1)) {
+      for (auto& c : extreme_pairs(t, n)) cases.push_back(std::move(c));
+    }
+    for (size_t c = 0; c < cases.size(); ++c) {
+      const std::vector<uint8_t>& w = cases[c].first;
+      const std::vector<uint8_t>& a = cases[c].second;
+      const float expect = ref::vec_dot(t, n, w.data(), a.data());
+      ASSERT_TRUE(std::isfinite(expect)) << type_name(t) << " case " << c;
+      const double tol = 2e-6 * dot_magnitude(t, n, w.data(), a.data()) + 1e-30;
+      for (auto [mw, ma] : kMisalign) {
+        Misaligned wb(w.size(), mw), ab(a.size(), ma);
+        if (!w.empty()) std::memcpy(wb.data(), w.data(), w.size());
+        if (!a.empty()) std::memcpy(ab.data(), a.data(), a.size());
+        float got = -1.0f;
+        ASSERT_TRUE(fn(t, n, wb.data(), ab.data(), &got)) << type_name(t);
+        ASSERT_NEAR(got, expect, tol) << type_name(t) << " n=" << n << " case " << c
+                                      << " misalign " << mw << "/" << ma;
+      }
+    }
+  }
+}
+
+// One tile kernel (fn) against ref::vec_dot per pair: full and partial tiles, padded strides,
+// misaligned bases, cells outside the tile untouched.
+template <class Fn>
+void check_vec_dot_tile(TensorType t, Fn fn, uint32_t seed) {
+  std::mt19937 rng(seed);
+  const std::pair<int, int> shapes[] = {{1, 1}, {2, 1}, {1, 2}, {2, 4}, {3, 5}, {5, 9}, {7, 3}, {0, 3}, {3, 0}};
+  const TensorType at = vec_dot_type(t);
+  const int64_t bs = block_size(t);
+  std::vector<int64_t> ks = {0, bs, 2 * bs, 3 * bs, 8 * bs, 17 * bs};
+  if (bs == 1) ks.insert(ks.end(), {7, 9, 31, 100, 515});
+  for (int64_t k : ks) {
+    for (auto [nw, na] : shapes) {
+      for (size_t mis = 0; mis < 2; ++mis) {
+        const size_t mw = (mis * 3) % 8, ma = (mis * 5) % 8;
+        const size_t wrb = size_t(row_bytes(t, k)), arb = size_t(row_bytes(at, k));
+        const size_t ws = wrb + 3 + mis, as = arb + 1 + 2 * mis;
+        std::vector<std::vector<uint8_t>> wr, ar;
+        Misaligned wb(ws * size_t(std::max(nw, 1)), mw), ab(as * size_t(std::max(na, 1)), ma);
+        for (int j = 0; j < nw; ++j) {
+          wr.push_back(j % 2 ? random_bytes_row(t, k, rng) : any_random_row(t, k, rng));
+          if (wrb) std::memcpy(wb.data() + size_t(j) * ws, wr.back().data(), wrb);
+        }
+        for (int i = 0; i < na; ++i) {
+          ar.push_back(random_row(at, k, rng));
+          if (arb) std::memcpy(ab.data() + size_t(i) * as, ar.back().data(), arb);
+        }
+        const size_t os = size_t(nw) + 2;
+        std::vector<float> out(os * size_t(na) + 1, -7.0f);
+        ASSERT_TRUE(fn(t, k, wb.data(), ws, nw, ab.data(), as, na, out.data(), os)) << type_name(t);
+        for (int i = 0; i < na; ++i) {
+          for (int j = 0; j < nw; ++j) {
+            const float expect = ref::vec_dot(t, k, wr[size_t(j)].data(), ar[size_t(i)].data());
+            const double tol =
+                2e-6 * dot_magnitude(t, k, wr[size_t(j)].data(), ar[size_t(i)].data()) + 1e-30;
+            ASSERT_NEAR(out[size_t(i) * os + size_t(j)], expect, tol)
+                << type_name(t) << " k=" << k << " tile " << nw << "x" << na << " cell " << j << "," << i;
+          }
+        }
+        for (size_t c = 0; c < out.size(); ++c) {
+          if (c == out.size() - 1 || c % os >= size_t(nw)) {
+            ASSERT_EQ(out[c], -7.0f) << "wrote outside the tile: " << type_name(t);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(QuantSimdHighway, VecDotMatchesReference) {
+  loom::test::for_each_simd_target([] {
+    for (TensorType t : every_supported_type()) {
+      SCOPED_TRACE(type_name(t));
+      check_vec_dot(t, hwk::vec_dot, 23);
+    }
+  });
+}
+
+TEST(QuantSimdHighway, VecDotTileMatchesReference) {
+  loom::test::for_each_simd_target([] {
+    for (TensorType t : hwy_tile_types()) {
+      SCOPED_TRACE(type_name(t));
+      check_vec_dot_tile(t, hwk::vec_dot_tile, 24);
+    }
+  });
+}
+
+// The types without a Highway kernel are left to the reference (false, nothing written).
+TEST(QuantSimdHighway, DeclinesOtherTypes) {
+  loom::test::for_each_simd_target([] {
+    float out = -7.0f;
+    std::vector<uint8_t> buf(4096, 0);
+    std::vector<float> f(1024, 1.0f);
+    EXPECT_FALSE(hwk::dequantize_row(TensorType::F32, buf.data(), f.data(), 32));
+    EXPECT_FALSE(hwk::dequantize_row(TensorType::Q4_K, buf.data(), f.data(), 256));
+    EXPECT_FALSE(hwk::quantize_row(TensorType::Q4_0, f.data(), buf.data(), 32));
+    EXPECT_FALSE(hwk::quantize_row(TensorType::F32, f.data(), buf.data(), 32));
+    EXPECT_FALSE(hwk::vec_dot_tile(TensorType::Q4_K, 256, buf.data(), 144, 1, buf.data(), 292, 1, &out, 1));
+    EXPECT_EQ(out, -7.0f);
+  });
+}
+
+#if defined(__aarch64__)
+// ---- the AArch64 dotprod kernels ------------------------------------------------------------
+
+TEST(QuantSimdNeon, DotprodMatchesReference) {
+  if (!cpu_features().neon_dotprod) GTEST_SKIP() << "no dotprod (or LOOM_FORCE_SCALAR)";
+  for (TensorType t : {TensorType::Q4_0, TensorType::Q5_0, TensorType::Q8_0, TensorType::IQ4_NL,
+                       TensorType::Q4_K, TensorType::Q6_K}) {
+    SCOPED_TRACE(type_name(t));
+    check_vec_dot(t, detail::neon::vec_dot, 25);
+  }
+  for (TensorType t : {TensorType::Q4_0, TensorType::Q5_0, TensorType::Q8_0, TensorType::IQ4_NL}) {
+    SCOPED_TRACE(type_name(t));
+    check_vec_dot_tile(t, detail::neon::vec_dot_tile, 26);
+  }
+  float out = -7.0f;
+  std::vector<uint8_t> buf(512, 0);
+  EXPECT_FALSE(detail::neon::vec_dot(TensorType::F16, 32, buf.data(), buf.data(), &out));
+  EXPECT_FALSE(detail::neon::vec_dot_tile(TensorType::Q4_K, 256, buf.data(), 144, 1, buf.data(), 292, 1, &out, 1));
+}
+#endif
+
 }  // namespace
 }  // namespace loom::quant::test
 
@@ -328,6 +718,116 @@ TEST(QuantSimd, DISABLED_VecDotSpeed) {
       std::printf("quantize_row q8_K n=4096: %s %8.1f ns\n", pass == 0 ? "dispatch" : "ref",
                   double(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count()) / iters);
     }
+  }
+}
+
+}  // namespace
+}  // namespace loom::quant::test
+
+namespace loom::quant::test {
+namespace {
+
+// Nanoseconds per call of fn: the best of 5 runs of >= 20 ms each.
+template <class Fn>
+double best_ns(Fn fn) {
+  double best = 1e30;
+  for (int rep = 0; rep < 5; ++rep) {
+    int iters = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    auto t1 = t0;
+    do {
+      for (int k = 0; k < 32; ++k) fn();
+      iters += 32;
+      t1 = std::chrono::steady_clock::now();
+    } while (t1 - t0 < std::chrono::milliseconds(20));
+    best = std::min(best, double(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count()) / iters);
+  }
+  return best;
+}
+
+// The kernel sets side by side on one thread, n = 4096 (L1-resident rows): the x86 AVX2
+// intrinsics (where the CPU has them) and Highway under each target, per operation. Disabled:
+// run with --gtest_also_run_disabled_tests --gtest_filter='*KernelSetSpeed*'.
+TEST(QuantSimd, DISABLED_KernelSetSpeed) {
+  std::mt19937 rng(6);
+  constexpr int64_t n = 4096;
+  volatile float sink = 0.0f;
+  const std::vector<float> xf = random_floats(n, rng);
+  std::vector<float> yf(static_cast<size_t>(n));
+  std::vector<uint8_t> q(static_cast<size_t>(row_bytes(TensorType::F32, n)) + 64);
+  auto report = [](const char* what, TensorType t, auto run) {
+    std::printf("%-10s %-7s", what, type_name(t).c_str());
+#if defined(__x86_64__)
+    if (cpu_features().has_avx2_set()) std::printf("  avx2 %8.1f ns", run(0));
+#endif
+    for_each_hwy_target([&](const std::string& target) {
+      std::printf("  hwy:%s %8.1f ns", target.c_str(), run(1));
+    });
+    std::printf("\n");
+  };
+  for (TensorType t : every_supported_type()) {
+    // Rows 64-byte aligned, as in the model's arenas.
+    const std::vector<uint8_t> wr = any_random_row(t, n, rng);
+    const std::vector<uint8_t> ar = random_row(vec_dot_type(t), n, rng);
+    Misaligned w(wr.size(), 0), a(ar.size(), 0);
+    std::memcpy(w.data(), wr.data(), wr.size());
+    std::memcpy(a.data(), ar.data(), ar.size());
+    report("vec_dot", t, [&](int set) {
+      return best_ns([&] {
+        float out = 0.0f;
+#if defined(__x86_64__)
+        if (set == 0 && !detail::avx2::vec_dot(t, n, w.data(), a.data(), &out)) out = NAN;
+#endif
+        if (set == 1) detail::highway::vec_dot(t, n, w.data(), a.data(), &out);
+        sink = sink + out;
+      });
+    });
+  }
+  for (TensorType t : {TensorType::F16, TensorType::Q4_0, TensorType::Q8_0}) {
+    // 4 activation rows x 8 weight rows of 4096.
+    std::vector<uint8_t> w, a;
+    for (int j = 0; j < 8; ++j) {
+      const auto r = random_row(t, n, rng);
+      w.insert(w.end(), r.begin(), r.end());
+    }
+    for (int i = 0; i < 4; ++i) {
+      const auto r = random_row(vec_dot_type(t), n, rng);
+      a.insert(a.end(), r.begin(), r.end());
+    }
+    const size_t ws = size_t(row_bytes(t, n)), as = size_t(row_bytes(vec_dot_type(t), n));
+    float out[32];
+    report("tile4x8", t, [&](int set) {
+      return best_ns([&] {
+#if defined(__x86_64__)
+        if (set == 0) detail::avx2::vec_dot_tile(t, n, w.data(), ws, 8, a.data(), as, 4, out, 8);
+#endif
+        if (set == 1) detail::highway::vec_dot_tile(t, n, w.data(), ws, 8, a.data(), as, 4, out, 8);
+        sink = sink + out[5];
+      });
+    });
+  }
+  for (TensorType t : {TensorType::F16, TensorType::BF16, TensorType::Q8_0, TensorType::Q8_1, TensorType::Q8_K}) {
+    report("quantize", t, [&](int set) {
+      return best_ns([&] {
+#if defined(__x86_64__)
+        if (set == 0) detail::avx2::quantize_row(t, xf.data(), q.data(), n);
+#endif
+        if (set == 1) detail::highway::quantize_row(t, xf.data(), q.data(), n);
+        sink = sink + float(q[7]);
+      });
+    });
+  }
+  for (TensorType t : {TensorType::F16, TensorType::BF16, TensorType::Q4_0, TensorType::Q8_0, TensorType::Q5_1}) {
+    const std::vector<uint8_t> w = random_row(t, n, rng);
+    report("dequant", t, [&](int set) {
+      return best_ns([&] {
+#if defined(__x86_64__)
+        if (set == 0) detail::avx2::dequantize_row(t, w.data(), yf.data(), n);
+#endif
+        if (set == 1) detail::highway::dequantize_row(t, w.data(), yf.data(), n);
+        sink = sink + yf[9];
+      });
+    });
   }
 }
 
