@@ -43,6 +43,21 @@ std::string shared_path(const std::string& rel) {
 std::string data_dir() { return std::string(LOOM_SOURCE_DIR) + "/tests/data"; }
 std::string loom_binary() { return std::string(LOOM_BINARY_DIR) + "/bin/loom"; }
 
+std::string loom_command() {
+  std::string cmd;
+#if defined(LOOM_TEST_EMULATOR)
+  // The emulator program and its arguments, separated by spaces.
+  const std::string emulator = LOOM_TEST_EMULATOR;
+  for (size_t at = 0; at <= emulator.size();) {
+    size_t end = emulator.find(' ', at);
+    if (end == std::string::npos) end = emulator.size();
+    if (end > at) cmd += quote(emulator.substr(at, end - at)) + " ";
+    at = end + 1;
+  }
+#endif
+  return cmd + quote(loom_binary());
+}
+
 std::string quote(const std::string& s) {
   std::string q = "'";
   for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
@@ -64,7 +79,7 @@ RunResult run_loom(const std::string& args, const std::string& stdin_text) {
   }
   close(err_fd);
   close(in_fd);
-  const std::string cmd = quote(loom_binary()) + " " + args + " <" + in_path + " 2>" + err_path;
+  const std::string cmd = loom_command() + " " + args + " <" + in_path + " 2>" + err_path;
   if (FILE* p = popen(cmd.c_str(), "r")) {
     char buf[4096];
     size_t n;

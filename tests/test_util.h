@@ -21,6 +21,10 @@ std::string shared_path(const std::string& rel);
 std::string data_dir();
 // Path of the built loom binary (build/bin/loom).
 std::string loom_binary();
+// loom_binary() shell-quoted for /bin/sh, prefixed with the emulator in cross builds (the
+// toolchain's CMAKE_CROSSCOMPILING_EMULATOR, e.g. qemu-aarch64 -cpu max), so that CLI tests run
+// the binary the same way ctest runs the test itself.
+std::string loom_command();
 
 // Running the built `loom` binary (CLI tests).
 struct RunResult {

@@ -19,13 +19,13 @@
 namespace loom {
 namespace {
 
+#if defined(__x86_64__) || defined(__i386__)
 // False when the environment variable is set to something other than "" or "0".
 bool env_allows(const char* name) {
   const char* v = std::getenv(name);
   return !(v && v[0] != '\0' && std::strcmp(v, "0") != 0);
 }
 
-#if defined(__x86_64__) || defined(__i386__)
 // Linux keeps the AMX tile data state off until a process asks for it (kernel 5.16+).
 bool request_amx_permission() {
 #if defined(__linux__) && defined(__x86_64__)

@@ -7,7 +7,7 @@
 #include <limits>
 
 #include "base/arena.h"
-#include "base/cpu.h"
+#include "base/simd.h"
 #include "ops/attention_internal.h"
 #include "ops/ops.h"
 #include "quant/quant.h"
@@ -66,15 +66,12 @@ size_t partials_bytes(int head_dim) {
   return Arena::padded(sizeof(float) * size_t(kPartialRows) * detail::attn_partial_row_floats(head_dim));
 }
 
+// The fused kernels run wherever SIMD is enabled (every Highway target, HWY_SCALAR included;
+// not under LOOM_FORCE_SCALAR) for the K/V types and head sizes they take.
 bool fast_path(const AttentionParams& p) {
-#if defined(__x86_64__)
-  if (!cpu_features().has_avx2_set()) return false;
+  if (!simd_enabled()) return false;
   if (p.n_head <= 0 || p.n_head_kv <= 0 || p.n_head % p.n_head_kv != 0) return false;
-  return detail::avx2::supports(p.k_type, p.v_type, p.head_dim);
-#else
-  (void)p;
-  return false;
-#endif
+  return detail::supports(p.k_type, p.v_type, p.head_dim);
 }
 
 // How the work is cut: tiles of (token block, kv head block, query head block), and cell ranges
@@ -166,9 +163,7 @@ void merge_partials(const AttentionParams& p, const Plan& pl, const float* part,
 size_t attention_scratch_bytes(int n_kv, int head_dim, TensorType k_type, int n_threads) {
   const size_t ref = per_thread_bytes(n_kv, head_dim, k_type) * size_t(n_threads);
   size_t fast = 0;
-#if defined(__x86_64__)
   if (head_dim > 0) fast = partials_bytes(head_dim) + detail::attn_tile_scratch_bytes(head_dim) * size_t(n_threads);
-#endif
   return std::max(ref, fast);
 }
 
@@ -177,7 +172,6 @@ void attention(ThreadPool& pool, const AttentionParams& p, const float* q, float
     ref::attention(pool, p, q, out, scratch);
     return;
   }
-#if defined(__x86_64__)
   if (p.n_tokens <= 0) return;
   const Plan pl(p);
   auto* base = static_cast<uint8_t*>(scratch);
@@ -200,11 +194,10 @@ void attention(ThreadPool& pool, const AttentionParams& p, const float* q, float
       const int k = int(i % pl.splits);
       t.c_begin = int(int64_t(p.n_kv) * k / pl.splits);
       t.c_end = int(int64_t(p.n_kv) * (k + 1) / pl.splits);
-      detail::avx2::attention_tile(p, q, out, t, part ? part + size_t(i) * part_tile : nullptr, ts);
+      detail::attention_tile(p, q, out, t, part ? part + size_t(i) * part_tile : nullptr, ts);
     }
   }, work < kSmallWork ? 1 : 0);
   if (part) merge_partials(p, pl, part, out);
-#endif
 }
 
 namespace ref {

@@ -45,8 +45,9 @@ size_t attention_scratch_bytes(int n_kv, int head_dim, TensorType k_type, int n_
 // quant::vec_dot_type(k_type) as quant::vec_dot expects. A row that sees no cell is all zeros.
 // Hidden cells' K/V are never read. scratch: attention_scratch_bytes(..., pool.size()).
 //
-// With AVX2 (and not LOOM_FORCE_SCALAR) and K, V in F32/F16/Q8_0 (any mix, head_dim % 8 == 0), a
-// fused online-softmax kernel runs: the query heads sharing a kv head (and up to 4 tokens in
+// With SIMD enabled (not LOOM_FORCE_SCALAR; the kernel is written with Highway and runs on the
+// CPU's best target) and K, V in F32/F16/Q8_0 (any mix, head_dim % 8 == 0, and % 32 == 0 with
+// Q8_0), a fused online-softmax kernel runs: the query heads sharing a kv head (and up to 4 tokens in
 // prefill) are processed together so each K/V row is read once per group, over chunks of visible
 // cells; when there are few (token, kv head) tiles, their cells are also split into ranges merged
 // at the end. Results match ref::attention to float rounding and do not depend on the number of

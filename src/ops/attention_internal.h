@@ -1,5 +1,6 @@
 // Internal to src/ops: the contract between the attention driver (attention.cpp: plan, threads,
-// scratch, merge of split partials) and the fused SIMD tile kernels (attention_kernels_avx2.cpp).
+// scratch, merge of split partials) and the fused SIMD tile kernels (attention_kernels_hwy.cpp,
+// written once with Google Highway and dispatched at run time to the best target of the CPU).
 //
 // A *tile* is a set of query rows attending over the same cells: tokens [t0, t0 + n_tok) x kv
 // heads [kvh0, kvh0 + n_kvh) x query heads [h0, h0 + n_h) of each kv head's group, over the cells
@@ -43,17 +44,15 @@ inline size_t attn_partial_row_floats(int head_dim) { return (size_t(head_dim) +
 // Bytes of per-thread scratch a tile kernel needs (independent of n_kv).
 size_t attn_tile_scratch_bytes(int head_dim);
 
-#if defined(__x86_64__)
-namespace avx2 {
-// True when the AVX2 kernels handle this K/V type pair and head size.
+// True when the SIMD tile kernels handle this K/V type pair and head size (the same on every
+// target: F32/F16/Q8_0 K and V in any mix, head_dim % 8 == 0, and % 32 == 0 with Q8_0).
 bool supports(TensorType k_type, TensorType v_type, int head_dim);
-// Computes one tile. part == nullptr: the rows' outputs are written normalised into out
+// Computes one tile with the best Highway target of the CPU (call only when simd_enabled() and
+// supports()). part == nullptr: the rows' outputs are written normalised into out
 // ([n_tokens][n_head][head_dim]; all-hidden rows become 0, as in the reference). Otherwise the
 // unnormalised state goes to part (row rr at part + rr * attn_partial_row_floats(head_dim)) for
 // a later merge. q rows are read before any output is written. scratch: attn_tile_scratch_bytes.
 void attention_tile(const AttentionParams& p, const float* q, float* out, const AttnTile& tile,
                     float* part, void* scratch);
-}  // namespace avx2
-#endif
 
 }  // namespace loom::ops::detail

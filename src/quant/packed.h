@@ -71,7 +71,9 @@ void packed_gemm(TensorType t, int64_t rows, int64_t cols, const void* packed, i
 }  // namespace ref
 
 namespace detail {
-// The SIMD variants, exposed for tests; each may be called only when its CPU check passes
+#if defined(__x86_64__)
+// The SIMD variants (x86-64 only: their definitions are compiled out elsewhere), exposed for
+// tests; each may be called only when its CPU check passes
 // (cpu_features().has_avx512_vnni_set() / has_avx_vnni_set()).
 void packed_gemm_avx512(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0,
                         int64_t g1, const void* act, size_t act_stride, int n, float* out,
@@ -96,6 +98,7 @@ void packed_gemm_f16_avx512(int64_t rows, int64_t cols, const void* packed, int6
 void packed_gemm_avxvnni(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0,
                          int64_t g1, const void* act, size_t act_stride, int n, float* out,
                          size_t out_stride);
+#endif  // __x86_64__
 }  // namespace detail
 
 }  // namespace loom::quant

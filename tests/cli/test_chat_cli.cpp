@@ -120,7 +120,7 @@ TEST(ChatCli, FullContextDropsTheOldestTurns) {
 TEST(ChatCli, CtrlCStopsTheReplyAndASecondOneAtThePromptExits) {
   const std::string pid_path = temp_path("pid"), out_path = temp_path("out"), err_path = temp_path("err");
   // Long replies: no -n and a large context, so that the reply is still streaming when Ctrl-C comes.
-  const std::string cmd = "echo $$ >" + pid_path + "; exec " + quote(loom_binary()) + " " +
+  const std::string cmd = "echo $$ >" + pid_path + "; exec " + loom_command() + " " +
                           chat_args("-c 4096 -v") + " >" + out_path + " 2>" + err_path;
   FILE* p = popen(cmd.c_str(), "w");
   ASSERT_NE(p, nullptr);

@@ -1,11 +1,14 @@
-// ops::attention (the fused online-softmax path where the CPU has AVX2) against ops::ref::attention
+// ops::attention (the fused online-softmax path, written with Highway) against ops::ref::attention
 // (the per-cell scalar reference) over head sizes, GQA groups, cache sizes, batch sizes, masks,
-// K/V types, softcap, ALiBi, thread counts and misaligned buffers.
+// K/V types, softcap, ALiBi, thread counts and misaligned buffers. Every comparison runs once per
+// Highway target this build generated and the CPU supports (x86: AVX3, AVX2, SSE4, SCALAR), with
+// dispatch pinned to it (test::for_each_simd_target).
 //
-// Tolerance: |fast - ref| <= 1e-4 * max|ref row| + 1e-6 for every K/V type. Both paths round q to
-// the same dot format (f16 for F16 K, Q8_0 blocks with identical integer block dots for Q8_0 K),
-// so they differ only by float summation order, the exp polynomial (~1e-7 relative) and the
-// online rescaling; Q8_0 needs no looser bound.
+// Tolerance: |fast - ref| <= 1e-4 * max|ref row| + 1e-6 for every K/V type and target. Both paths
+// round q to the same dot format (f16 for F16 K, Q8_0 blocks with identical integer block dots for
+// Q8_0 K), so they differ only by float summation order, the exp polynomial (~1e-7 relative) and
+// the online rescaling; Q8_0 needs no looser bound, nor do targets without FMA (SSE4, SCALAR:
+// MulAdd rounds twice, a few ulp per row).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -17,8 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "base/cpu.h"
 #include "base/half.h"
+#include "base/simd.h"
 #include "base/threadpool.h"
 #include "ops/attention.h"
 #include "ops/attention_internal.h"
@@ -181,34 +184,36 @@ void expect_close(const Problem& pr, const std::vector<float>& got, const std::v
   }
 }
 
-// Fast vs reference with 1 and 2 threads; the fast results also agree bit for bit across threads.
+// Fast vs reference with 1 and 2 threads under every Highway target (the reference once); the
+// fast results also agree bit for bit across threads.
 void check(const Case& c, uint32_t seed = 1) {
   const Problem pr(c, seed);
   const auto want = pr.run(1, true);
   for (float x : want) ASSERT_FALSE(std::isnan(x)) << c.name() << ": reference NaN";
-  const auto got1 = pr.run(1, false);
-  expect_close(pr, got1, want);
-  const auto got2 = pr.run(2, false);
-  ASSERT_EQ(got1.size(), got2.size());
-  EXPECT_EQ(std::memcmp(got1.data(), got2.data(), got1.size() * sizeof(float)), 0)
-      << c.name() << ": 1 and 2 threads differ";
+  test::for_each_simd_target([&] {
+    const auto got1 = pr.run(1, false);
+    expect_close(pr, got1, want);
+    const auto got2 = pr.run(2, false);
+    ASSERT_EQ(got1.size(), got2.size());
+    EXPECT_EQ(std::memcmp(got1.data(), got2.data(), got1.size() * sizeof(float)), 0)
+        << c.name() << ": 1 and 2 threads differ";
+  });
 }
 
 TEST(Attention, FastPathIsAvailableForCacheTypes) {
-#if defined(__x86_64__)
-  if (!cpu_features().has_avx2_set()) GTEST_SKIP() << "no AVX2 (or LOOM_FORCE_SCALAR)";
+  if (!simd_enabled()) GTEST_SKIP() << "LOOM_FORCE_SCALAR";
   for (TensorType k : {TensorType::F32, TensorType::F16, TensorType::Q8_0}) {
     for (TensorType v : {TensorType::F32, TensorType::F16, TensorType::Q8_0}) {
-      EXPECT_TRUE(detail::avx2::supports(k, v, 64)) << tensor_type_name(k) << "/" << tensor_type_name(v);
+      EXPECT_TRUE(detail::supports(k, v, 64)) << tensor_type_name(k) << "/" << tensor_type_name(v);
     }
   }
-  EXPECT_TRUE(detail::avx2::supports(TensorType::F16, TensorType::F16, 40));
-  EXPECT_FALSE(detail::avx2::supports(TensorType::Q8_0, TensorType::F16, 40));  // not whole blocks
-  EXPECT_FALSE(detail::avx2::supports(TensorType::F32, TensorType::F32, 4));
-  EXPECT_FALSE(detail::avx2::supports(TensorType::BF16, TensorType::F16, 64));
-#else
-  GTEST_SKIP() << "x86-64 only";
-#endif
+  EXPECT_TRUE(detail::supports(TensorType::F16, TensorType::F16, 40));
+  EXPECT_TRUE(detail::supports(TensorType::F32, TensorType::F16, 8));
+  EXPECT_FALSE(detail::supports(TensorType::Q8_0, TensorType::F16, 40));  // not whole blocks
+  EXPECT_FALSE(detail::supports(TensorType::F32, TensorType::F32, 4));
+  EXPECT_FALSE(detail::supports(TensorType::F16, TensorType::F16, 0));
+  EXPECT_FALSE(detail::supports(TensorType::F16, TensorType::F16, -8));
+  EXPECT_FALSE(detail::supports(TensorType::BF16, TensorType::F16, 64));
 }
 
 // Every head size, GQA group, cache size and batch size with F16 K/V (the default cache) and a
@@ -261,6 +266,33 @@ TEST(Attention, KvTypePairs) {
   }
 }
 
+// Every head size 8..136 (multiples of 8: on 16-lane targets every other one ends in a half
+// vector) with F32 and F16 K/V in all four pairs, and the Q8_0 sizes (multiples of 32) with the
+// other types, over cache sizes around the vector and chunk widths (gathered runs of 1..2N cells).
+TEST(Attention, EveryHeadSize) {
+  const TensorType types[] = {TensorType::F32, TensorType::F16, TensorType::Q8_0};
+  for (int D = 8; D <= 136; D += 8) {
+    for (TensorType kt : types) {
+      for (TensorType vt : types) {
+        const bool q8 = kt == TensorType::Q8_0 || vt == TensorType::Q8_0;
+        if (q8 && D % 32 != 0) continue;
+        for (int n_kv : {1, 15, 33, 130}) {
+          Case c;
+          c.head_dim = D;
+          c.group = 3;
+          c.n_head_kv = 2;
+          c.n_kv = n_kv;
+          c.n_tokens = n_kv > 1 ? 2 : 1;
+          c.k_type = kt;
+          c.v_type = vt;
+          c.mask = n_kv == 130 ? MaskKind::kRandomWithHiddenRow : MaskKind::kCausal;
+          check(c, uint32_t(D * 3 + n_kv));
+        }
+      }
+    }
+  }
+}
+
 TEST(Attention, MasksHideAndBiasCells) {
   for (MaskKind mk : {MaskKind::kRandom, MaskKind::kRandomWithHiddenRow, MaskKind::kAllVisible, MaskKind::kFinite}) {
     for (int n_kv : {7, 64, 300, 1000}) {
@@ -285,9 +317,10 @@ TEST(Attention, NothingVisibleGivesZeros) {
     c.n_tokens = 3;
     Problem pr(c);
     std::fill(pr.mask.begin(), pr.mask.end(), kNegInf);
-    for (bool reference : {true, false}) {
-      for (float x : pr.run(2, reference)) ASSERT_EQ(x, 0.0f) << "n_kv " << n_kv << (reference ? " ref" : " fast");
-    }
+    for (float x : pr.run(2, true)) ASSERT_EQ(x, 0.0f) << "n_kv " << n_kv << " ref";
+    test::for_each_simd_target([&] {
+      for (float x : pr.run(2, false)) ASSERT_EQ(x, 0.0f) << "n_kv " << n_kv << " fast";
+    });
   }
 }
 
@@ -302,9 +335,12 @@ TEST(Attention, HiddenCellsAreNeverRead) {
       c.mask = mk;
       c.nan_hidden = true;
       const Problem pr(c);
-      const auto got = pr.run(2, false);
-      for (float x : got) ASSERT_FALSE(std::isnan(x)) << c.name();
-      expect_close(pr, got, pr.run(1, true));
+      const auto want = pr.run(1, true);
+      test::for_each_simd_target([&] {
+        const auto got = pr.run(2, false);
+        for (float x : got) ASSERT_FALSE(std::isnan(x)) << c.name();
+        expect_close(pr, got, want);
+      });
     }
   }
 }
@@ -388,9 +424,11 @@ TEST(Attention, ThreadCountDoesNotChangeResults) {
     c.n_head_kv = 1;
     c.group = 4;
     const Problem pr(c);
-    const auto a = pr.run(1, false), b = pr.run(2, false), d = pr.run(3, false);
-    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
-    EXPECT_EQ(std::memcmp(a.data(), d.data(), a.size() * sizeof(float)), 0);
+    test::for_each_simd_target([&] {
+      const auto a = pr.run(1, false), b = pr.run(2, false), d = pr.run(3, false);
+      EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
+      EXPECT_EQ(std::memcmp(a.data(), d.data(), a.size() * sizeof(float)), 0);
+    });
   }
 }
 
@@ -406,8 +444,11 @@ TEST(Attention, OtherTypesFallBackToReference) {
     c.n_kv = 64;
     c.n_tokens = 3;
     const Problem pr(c);
-    const auto got = pr.run(2, false), want = pr.run(2, true);
-    EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0) << c.name();
+    // (Under the same target: the reference's own vec_dot and softmax dispatch to it too.)
+    test::for_each_simd_target([&] {
+      const auto got = pr.run(2, false), want = pr.run(2, true);
+      EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0) << c.name();
+    });
   }
 }
 

@@ -159,6 +159,8 @@ TEST(Packed, ReferenceMatchesVecDotOnOriginalRows) { check_variant(&ref::packed_
 
 TEST(Packed, DispatchedMatchesReference) { check_variant(&packed_gemm, "dispatched"); }
 
+// The x86 kernels exist only in x86-64 builds (on AArch64 packed_gemm is the reference).
+#if defined(__x86_64__)
 TEST(Packed, Avx512VnniMatchesReference) {
   if (!cpu_features().has_avx512_vnni_set()) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
   check_variant(&detail::packed_gemm_avx512, "avx512", {TensorType::Q4_0, TensorType::Q8_0});
@@ -200,6 +202,7 @@ TEST(Packed, AvxVnniMatchesReference) {
   if (!cpu_features().has_avx_vnni_set()) GTEST_SKIP() << "no AVX-VNNI on this CPU";
   check_variant(&detail::packed_gemm_avxvnni, "avxvnni", {TensorType::Q4_0, TensorType::Q8_0});
 }
+#endif  // __x86_64__
 
 // Extreme levels: every Q8_0 weight byte -127..127 and -128 (the GGUF format allows it), with
 // activations at ±127, must not overflow or saturate anywhere.

@@ -1,0 +1,845 @@
+// Fused online-softmax ("flash") attention tiles written once with Google Highway: compiled for
+// every Highway target of the build (foreach_target.h) and dispatched at run time
+// (HWY_DYNAMIC_DISPATCH) by attention.cpp after simd_enabled().
+//
+// One call computes one AttnTile (see attention_internal.h): the query rows of up to
+// kAttnMaxKvHeads kv heads over a range of cells. Per chunk of cells (kAttnChunk, or fewer for
+// streaming tiles, see kAttnStreamChunkBytes):
+//   1. gather the cells visible to any of the tile's tokens (mask != -inf); the K/V rows of the
+//      others are never touched;
+//   then for each kv head of the tile:
+//   2. scores S[r][j] = dot(q_r, K[cell_j]) with register tiles of (rows x cells) = 8 dot
+//      products, so each K row is loaded and converted once per 1, 2 or 4 query rows (Q8_0 K: 1
+//      or 2 on targets with 16 vector registers); the 8 dots are finished together by a
+//      transposing reduction (x86: within 128-bit blocks, then across them; elsewhere a tree of
+//      pairwise lane sums for any width);
+//   3. s = S * scale (+ softcap, + ALiBi) + mask, then the online-softmax update per row:
+//      m' = max(m, max_j s_j), P_j = exp(s_j - m'), l = l * exp(m - m') + sum_j P_j;
+//   4. acc_r = acc_r * exp(m - m') + sum_j P[r][j] * V[cell_j], each V row loaded and converted
+//      once per 1 or 2 query rows, 4 vectors of head dims at a time.
+// While a kv head's rows of one chunk are read, those of the next chunk are prefetched: the rows
+// of one kv head are strided by the others, which the hardware prefetchers follow poorly.
+// Queries are first rounded to the format the reference dot product consumes
+// (quant::vec_dot_type(k_type)): F32 as is, F16 rounded to half precision and widened back,
+// Q8_0 quantized with quant::quantize_row and dotted per 32-block in integers (int8 widened to
+// int16, pairwise products summed in int32, exact as in quant::vec_dot), scaled in f32. Results
+// match ops::ref::attention to float rounding (summation order, exp polynomial, and on targets
+// without FMA, such as SSE4, MulAdd rounded twice).
+//
+// Vector width: the float tag is CappedTag<float, 16> (at most 512 bits: one Q8_0 block of 32
+// quants widens to one vector of int16), so Lanes(d) is 16 (AVX3; SVE of 512 bits and more), 8
+// (AVX2, SVE 256), 4 (SSE4, NEON, SVE 128) or 1 (HWY_SCALAR), known at run time only on SVE. The
+// head size is a multiple of 8, so a row ends in at most one half vector (16 lanes only): it is
+// read through a half-width tag, never past the row. No arrays of vectors (SVE vectors are
+// sizeless): register tiles are named variables. The only target-conditional code picks between
+// equivalent formulations (the reduction, the Q8_0 tile height); no intrinsics.
+//
+// Performance notes (Xeon with AVX-512, 16-head/8-kv-head head_dim 64 layer, bench/micro_kernels):
+// AVX3 beats 8-lane vectors on the same CPU for every case (prefill F16/F32 10-20% faster than
+// the former AVX2 intrinsics kernel); AVX2 matches that kernel. Decode is bound by memory.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ops/attention_kernels_hwy.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+#include <hwy/cache_control.h>
+
+#include "base/simd_hwy-inl.h"
+
+// ---- target-independent part (compiled once, before the first target) ---------------------------
+#ifndef LOOM_OPS_ATTENTION_KERNELS_HWY_ONCE_
+#define LOOM_OPS_ATTENTION_KERNELS_HWY_ONCE_
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+#include "base/arena.h"
+#include "base/half.h"
+#include "ops/attention_internal.h"
+#include "quant/quant.h"
+
+namespace loom::ops::detail::attn {
+
+constexpr int kRows = kAttnMaxRows;
+constexpr int kChunk = kAttnChunk;
+constexpr int kQ8Block = 32;  // Q8_0: {f16 d; int8 qs[32]}
+constexpr int kQ8Bytes = 34;
+constexpr int kMaxLanes = 16;  // floats per vector at most (the capped tag of the kernels)
+constexpr int kMaxQ = kRows * kAttnMaxKvHeads;  // query rows of a tile
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// Floats per query row in f32 (F32/F16 K): head_dim rounded up to a whole vector, zero padded.
+inline size_t q_stride(int head_dim) { return (size_t(head_dim) + kMaxLanes - 1) / kMaxLanes * kMaxLanes; }
+
+// ---- per-thread scratch ---------------------------------------------------------------------
+
+struct TileScratch {
+  float* qf;          // [kMaxQ][q_stride]: queries in f32 (F32/F16 K)
+  int16_t* q16;       // [kMaxQ][head_dim]: Q8_0 queries' quants widened to int16 (Q8_0 K); aliases qf
+  float* qd;          // [kMaxQ][nb]: their block scales in f32
+  uint8_t* qtmp;      // one query row in the K dot format (f16 or Q8_0 blocks)
+  float* s;           // [kRows][kChunk]: scores, then probabilities (one kv head at a time)
+  float* mv;          // [kAttnMaxTileTokens][kChunk]: mask values of the gathered cells
+  int32_t* idx;       // [kChunk]: gathered cell indices
+  const uint8_t** kp; // [kChunk]: K row of each gathered cell (current kv head)
+  const uint8_t** vp; // [kChunk]: V row
+  // Prefetch of the next chunk: kp[j] + k_ahead is cell idx[j] + chunk size (0: none).
+  size_t k_ahead = 0, v_ahead = 0;
+  int k_bytes = 0, v_bytes = 0;  // one head's row
+};
+
+inline size_t q_bytes(int head_dim) {
+  const size_t f = sizeof(float) * size_t(kMaxQ) * q_stride(head_dim);
+  const size_t nb = size_t(head_dim) / kQ8Block;
+  const size_t q8 = Arena::padded(sizeof(int16_t) * size_t(kMaxQ) * size_t(head_dim)) + sizeof(float) * size_t(kMaxQ) * nb;
+  return Arena::padded(f > q8 ? f : q8);
+}
+
+// One query row as f16 (2 bytes per element) or Q8_0 (34 bytes per 32): 2 * head_dim bytes.
+inline size_t qtmp_bytes(int head_dim) { return Arena::padded(2 * size_t(head_dim)); }
+
+// (+ kAlign: the base is rounded up to a cache line, so that whole-vector loads of the query rows
+// never straddle two lines.)
+inline size_t scratch_bytes(int head_dim) {
+  return Arena::kAlign + q_bytes(head_dim) + qtmp_bytes(head_dim) + Arena::padded(sizeof(float) * size_t(kRows) * kChunk) +
+         Arena::padded(sizeof(float) * size_t(kAttnMaxTileTokens) * kChunk) + Arena::padded(sizeof(int32_t) * kChunk) +
+         2 * Arena::padded(sizeof(void*) * kChunk);
+}
+
+inline TileScratch carve(void* base, int head_dim) {
+  auto* p = static_cast<uint8_t*>(base);
+  p += (Arena::kAlign - reinterpret_cast<uintptr_t>(p) % Arena::kAlign) % Arena::kAlign;
+  TileScratch s;
+  s.qf = reinterpret_cast<float*>(p);
+  s.q16 = reinterpret_cast<int16_t*>(p);
+  s.qd = reinterpret_cast<float*>(p + Arena::padded(sizeof(int16_t) * size_t(kMaxQ) * size_t(head_dim)));
+  p += q_bytes(head_dim);
+  s.qtmp = p;
+  p += qtmp_bytes(head_dim);
+  s.s = reinterpret_cast<float*>(p);
+  p += Arena::padded(sizeof(float) * size_t(kRows) * kChunk);
+  s.mv = reinterpret_cast<float*>(p);
+  p += Arena::padded(sizeof(float) * size_t(kAttnMaxTileTokens) * kChunk);
+  s.idx = reinterpret_cast<int32_t*>(p);
+  p += Arena::padded(sizeof(int32_t) * kChunk);
+  s.kp = reinterpret_cast<const uint8_t**>(p);
+  p += Arena::padded(sizeof(void*) * kChunk);
+  s.vp = reinterpret_cast<const uint8_t**>(p);
+  return s;
+}
+
+inline bool kv_type_ok(TensorType t) {
+  return t == TensorType::F32 || t == TensorType::F16 || t == TensorType::Q8_0;
+}
+
+}  // namespace loom::ops::detail::attn
+
+#endif  // LOOM_OPS_ATTENTION_KERNELS_HWY_ONCE_
+
+// ---- per-target part ------------------------------------------------------------------------------
+HWY_BEFORE_NAMESPACE();
+namespace loom::ops::detail::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+using namespace loom::ops::detail::attn;  // NOLINT(google-build-using-namespace): constants, scratch
+
+using DF = hn::CappedTag<float, kMaxLanes>;
+// int16 lanes for the Q8_0 dot: twice as many as floats (one vector of int32 pair sums), or one
+// on HWY_SCALAR.
+#if HWY_TARGET == HWY_SCALAR
+using D16 = hn::Rebind<int16_t, DF>;
+#else
+using D16 = hn::Repartition<int16_t, DF>;
+#endif
+
+// Asks for the cache lines of `bytes` bytes at p (a prefetch never faults, even past a buffer).
+// (Forced inline on purpose: GCC considers an out-of-line function that only prefetches free of
+// side effects and deletes the calls.)
+HWY_INLINE void PrefetchBytes(const uint8_t* p, int bytes) {
+  for (int o = 0; o < bytes; o += 64) hwy::Prefetch(p + o);
+}
+
+// The f16 at p (a Q8_0 block scale) in every lane, converted as a vector: the compiler then keeps
+// products with it in vector registers (a memory broadcast operand) instead of a scalar multiply
+// and a broadcast per product.
+template <class D>
+HWY_INLINE hn::Vec<D> F16Broadcast(D d, const uint8_t* p) {
+  const hn::Rebind<uint16_t, D> du16;
+  const hn::Rebind<hwy::float16_t, D> df16;
+  uint16_t bits;
+  std::memcpy(&bits, p, 2);
+  return hn::PromoteTo(d, hn::BitCast(df16, hn::Set(du16, bits)));
+}
+
+// The f16 at p (a Q8_0 block scale) as f32, with the target's conversion (F16C, FCVT...).
+HWY_INLINE float F16At(const uint8_t* p) {
+  const hn::CappedTag<float, 1> d1;
+  const hn::Rebind<hwy::float16_t, decltype(d1)> dh1;
+  return hn::GetLane(hn::PromoteTo(d1, hn::LoadU(dh1, reinterpret_cast<const hwy::float16_t*>(p))));
+}
+
+// ---- K/V row formats --------------------------------------------------------------------------
+// Load(d, row, i): elements i .. i + Lanes(d) of one head's row as floats (d: the full tag or its
+// half for the 8-element tail of a row).
+
+struct F32Rows {
+  static constexpr bool kQ8 = false;
+  template <class D>
+  static HWY_INLINE hn::Vec<D> Load(D d, const uint8_t* row, size_t i) {
+    return hn::LoadU(d, reinterpret_cast<const float*>(row) + i);
+  }
+};
+
+struct F16Rows {
+  static constexpr bool kQ8 = false;
+  template <class D>
+  static HWY_INLINE hn::Vec<D> Load(D d, const uint8_t* row, size_t i) {
+    const hn::Rebind<hwy::float16_t, D> dh;
+    return hn::PromoteTo(d, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(row) + i));
+  }
+};
+
+// Q8_0 rows: element i = qs[i] * scale of its block (the scale is applied separately).
+struct Q8Rows {
+  static constexpr bool kQ8 = true;
+  // The int8 quants i .. i + Lanes(d) (all in one block) as floats, unscaled.
+  template <class D>
+  static HWY_INLINE hn::Vec<D> Load(D d, const uint8_t* row, size_t i) {
+    const hn::RebindToSigned<D> di;
+    const hn::Rebind<int8_t, D> d8;
+    const auto* qs = reinterpret_cast<const int8_t*>(row + (i / kQ8Block) * kQ8Bytes + 2 + i % kQ8Block);
+    return hn::ConvertTo(d, hn::PromoteTo(di, hn::LoadU(d8, qs)));
+  }
+};
+
+// ---- register tiles of 8 dot products -----------------------------------------------------------
+// Accumulator I = g * NC + c holds the partial dot of query row g with cell c (row-major, so that
+// each row's NC finished dots are adjacent lanes of the reduction, stored together).
+
+#define LOOM_ATTN_ACCS a0, a1, a2, a3, a4, a5, a6, a7
+#define LOOM_ATTN_ACC_REFS V &a0, V &a1, V &a2, V &a3, V &a4, V &a5, V &a6, V &a7
+
+// a_I += k * q
+template <int I, class V>
+HWY_INLINE void FmaAt(V k, V q, LOOM_ATTN_ACC_REFS) {
+  static_assert(I >= 0 && I < 8);
+  if constexpr (I == 0) a0 = hn::MulAdd(k, q, a0);
+  else if constexpr (I == 1) a1 = hn::MulAdd(k, q, a1);
+  else if constexpr (I == 2) a2 = hn::MulAdd(k, q, a2);
+  else if constexpr (I == 3) a3 = hn::MulAdd(k, q, a3);
+  else if constexpr (I == 4) a4 = hn::MulAdd(k, q, a4);
+  else if constexpr (I == 5) a5 = hn::MulAdd(k, q, a5);
+  else if constexpr (I == 6) a6 = hn::MulAdd(k, q, a6);
+  else a7 = hn::MulAdd(k, q, a7);
+}
+
+// Cell C (of NC) against the NH query rows q0..q3: one K slice, NH products.
+template <int NH, int NC, int C, class V>
+HWY_INLINE void FmaCell(V k, V q0, V q1, V q2, V q3, LOOM_ATTN_ACC_REFS) {
+  FmaAt<C>(k, q0, LOOM_ATTN_ACCS);
+  if constexpr (NH > 1) FmaAt<NC + C>(k, q1, LOOM_ATTN_ACCS);
+  if constexpr (NH > 2) FmaAt<2 * NC + C>(k, q2, LOOM_ATTN_ACCS);
+  if constexpr (NH > 3) FmaAt<3 * NC + C>(k, q3, LOOM_ATTN_ACCS);
+}
+
+#if HWY_TARGET != HWY_SCALAR
+// Lanes [0, N/2) = sums of adjacent lane pairs of x, [N/2, N) = those of y.
+template <class D, class V>
+HWY_INLINE V PairSums(D d, V x, V y) {
+  return hn::Add(hn::ConcatEven(d, y, x), hn::ConcatOdd(d, y, x));
+}
+#endif
+
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2 && HWY_TARGET != HWY_SCALAR
+// x86 256/512-bit: within each 128-bit block (the x86 interleaves work per block), pairs give t =
+// [x_0 + x_2, y_0 + y_2, x_1 + x_3, y_1 + y_3], then the 64-bit halves of two pairs give the four
+// vectors' block sums, [x, y, z, w] in each block.
+template <class D, class V>
+HWY_INLINE V BlockSums4(D d, V x, V y, V z, V w) {
+  const hn::Repartition<double, D> dd;
+  const V t0 = hn::Add(hn::InterleaveLower(d, x, y), hn::InterleaveUpper(d, x, y));
+  const V t1 = hn::Add(hn::InterleaveLower(d, z, w), hn::InterleaveUpper(d, z, w));
+  const auto u0 = hn::BitCast(dd, t0), u1 = hn::BitCast(dd, t1);
+  return hn::Add(hn::BitCast(d, hn::InterleaveLower(dd, u0, u1)), hn::BitCast(d, hn::InterleaveUpper(dd, u0, u1)));
+}
+#endif
+
+// Where SumsOf8 leaves the sum of a_i: out[DotPos(i)].
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3 && HWY_TARGET != HWY_SCALAR
+constexpr int DotPos(int i) { return i < 4 ? i : i + 4; }  // blocks 0 and 2 of 16 lanes
+#else
+constexpr int DotPos(int i) { return i; }
+#endif
+
+// out[DotPos(i)] = sum of the lanes of a_i, i < 8 (out has room for max(8, MaxLanes(d)) floats).
+// The 8 dot products of a register tile are finished together, which costs a few shuffles and
+// adds per product instead of a whole horizontal sum each.
+template <class D, class V>
+HWY_INLINE void SumsOf8(D d, V a0, V a1, V a2, V a3, V a4, V a5, V a6, V a7, float* HWY_RESTRICT out) {
+#if HWY_TARGET == HWY_SCALAR
+  (void)d;
+  out[0] = hn::GetLane(a0), out[1] = hn::GetLane(a1), out[2] = hn::GetLane(a2), out[3] = hn::GetLane(a3);
+  out[4] = hn::GetLane(a4), out[5] = hn::GetLane(a5), out[6] = hn::GetLane(a6), out[7] = hn::GetLane(a7);
+#elif HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  // 4 blocks: halves added (blocks 0+2, 1+3 of each), then adjacent blocks: the sums of a0..a3 in
+  // block 0, of a4..a7 in block 2. 23 single-uop operations, no lane-crossing permutes with
+  // index vectors.
+  const V lo = BlockSums4(d, a0, a1, a2, a3), hi = BlockSums4(d, a4, a5, a6, a7);
+  const V x = hn::Add(hn::ConcatLowerLower(d, hi, lo), hn::ConcatUpperUpper(d, hi, lo));
+  hn::StoreU(hn::Add(x, hn::SwapAdjacentBlocks(x)), d, out);
+#elif HWY_ARCH_X86 && HWY_TARGET == HWY_AVX2
+  // 2 blocks: added last. 21 single-uop operations (as the hadd-based intrinsics kernel).
+  const V lo = BlockSums4(d, a0, a1, a2, a3), hi = BlockSums4(d, a4, a5, a6, a7);
+  hn::StoreU(hn::Add(hn::ConcatLowerLower(d, hi, lo), hn::ConcatUpperUpper(d, hi, lo)), d, out);
+#else
+  // Any width (SVE: known at run time): a tree of pairwise sums; each level halves the lanes per
+  // accumulator and packs twice as many accumulators per vector, until one vector holds all 8
+  // (then folded onto itself while wider than 8).
+  const size_t N = hn::Lanes(d);
+  const V b0 = PairSums(d, a0, a1), b1 = PairSums(d, a2, a3), b2 = PairSums(d, a4, a5), b3 = PairSums(d, a6, a7);
+  if (N == 2) {
+    hn::StoreU(b0, d, out), hn::StoreU(b1, d, out + 2), hn::StoreU(b2, d, out + 4), hn::StoreU(b3, d, out + 6);
+    return;
+  }
+  const V c0 = PairSums(d, b0, b1), c1 = PairSums(d, b2, b3);
+  if (N == 4) {
+    hn::StoreU(c0, d, out), hn::StoreU(c1, d, out + 4);
+    return;
+  }
+  V e = PairSums(d, c0, c1);
+  for (size_t run = N / 8; run > 1; run /= 2) e = PairSums(d, e, e);
+  hn::StoreU(e, d, out);
+#endif
+}
+
+// Stores the NH x NC dot products of the accumulators to s[g * kChunk + c].
+template <int NH, int NC, class D, class V>
+HWY_INLINE void StoreDots(D d, V a0, V a1, V a2, V a3, V a4, V a5, V a6, V a7, float* s) {
+  static_assert(NH * NC <= 8);
+  constexpr size_t kRoom = hn::MaxLanes(D()) > 8 ? hn::MaxLanes(D()) : 8;
+  HWY_ALIGN float sums[kRoom];
+  SumsOf8(d, LOOM_ATTN_ACCS, sums);
+  for (int g = 0; g < NH; ++g) {
+    for (int c = 0; c < NC; ++c) s[g * kChunk + c] = sums[DotPos(g * NC + c)];
+  }
+}
+
+// ---- scores: S[r][j] = q_r . K[cell j] --------------------------------------------------------
+
+// F32/F16 K: NH query rows (f32, stride qs) against NC cells, all D elements. Each slice of a K
+// row is converted once and used by the NH rows.
+template <class KR, int NH, int NC, class D>
+HWY_INLINE void QkTile(D d, const uint8_t* const* kp, const float* q, size_t qs, size_t D_, float* s) {
+  static_assert(NH <= 4 && NC <= 8 && NH * NC <= 8);
+  using V = hn::Vec<D>;
+  const size_t N = hn::Lanes(d);
+  V a0 = hn::Zero(d), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+#define LOOM_ATTN_CELL(C, LOAD) \
+  if constexpr (NC > C) FmaCell<NH, NC, C>(LOAD, q0, q1, q2, q3, LOOM_ATTN_ACCS)
+#define LOOM_ATTN_CELLS(LOADC)                                                                      \
+  LOOM_ATTN_CELL(0, LOADC(0)); LOOM_ATTN_CELL(1, LOADC(1)); LOOM_ATTN_CELL(2, LOADC(2));             \
+  LOOM_ATTN_CELL(3, LOADC(3)); LOOM_ATTN_CELL(4, LOADC(4)); LOOM_ATTN_CELL(5, LOADC(5));             \
+  LOOM_ATTN_CELL(6, LOADC(6)); LOOM_ATTN_CELL(7, LOADC(7))
+  size_t i = 0;
+  for (; i + N <= D_; i += N) {
+    const V q0 = hn::LoadU(d, q + i);
+    const V q1 = NH > 1 ? hn::LoadU(d, q + qs + i) : q0;
+    const V q2 = NH > 2 ? hn::LoadU(d, q + 2 * qs + i) : q0;
+    const V q3 = NH > 3 ? hn::LoadU(d, q + 3 * qs + i) : q0;
+#define LOOM_ATTN_LOAD_FULL(C) KR::Load(d, kp[C], i)
+    LOOM_ATTN_CELLS(LOOM_ATTN_LOAD_FULL);
+#undef LOOM_ATTN_LOAD_FULL
+  }
+#if HWY_TARGET != HWY_SCALAR
+  if constexpr (hn::MaxLanes(D()) > 8) {
+    if (i < D_) {  // the last 8 elements (D % 16 == 8): a half vector of K, zero extended; the
+                   // query rows are zero padded to whole vectors
+      const hn::Half<D> dh;
+      const V q0 = hn::LoadU(d, q + i);
+      const V q1 = NH > 1 ? hn::LoadU(d, q + qs + i) : q0;
+      const V q2 = NH > 2 ? hn::LoadU(d, q + 2 * qs + i) : q0;
+      const V q3 = NH > 3 ? hn::LoadU(d, q + 3 * qs + i) : q0;
+#define LOOM_ATTN_LOAD_HALF(C) hn::ZeroExtendVector(d, KR::Load(dh, kp[C], i))
+      LOOM_ATTN_CELLS(LOOM_ATTN_LOAD_HALF);
+#undef LOOM_ATTN_LOAD_HALF
+    }
+  }
+#endif
+#undef LOOM_ATTN_CELLS
+#undef LOOM_ATTN_CELL
+  StoreDots<NH, NC>(d, LOOM_ATTN_ACCS, s);
+}
+
+// Q8_0 K against Q8_0 queries (quants widened to int16, stride D_): per 32-block the exact
+// integer dot (int8 widened to int16, pairwise products summed in int32 by
+// ReorderWidenMulAccumulate: one vector per block with 16 float lanes, 32 / Lanes(d16) otherwise),
+// scaled by d_k * d_q and accumulated in f32, like quant::vec_dot. (On AVX2 the maddubs/sign
+// formulation of the intrinsics kernel was tried: not measurably faster, so it is not used.)
+
+template <int NH, int NC, int C, class D, class V = hn::Vec<D>>
+HWY_INLINE void Q8Cell(D d, const uint8_t* blk, const int16_t* qv, size_t qs, const float* qd, size_t nb,
+                       LOOM_ATTN_ACC_REFS) {
+  const hn::RebindToSigned<D> d32;
+  const D16 d16;
+  const hn::Rebind<int8_t, D16> d8;
+  const size_t L = hn::Lanes(d16);
+  const auto* kq = reinterpret_cast<const int8_t*>(blk + 2);
+  auto s00 = hn::Zero(d32), s01 = s00, s10 = s00, s11 = s00, s20 = s00, s21 = s00, s30 = s00, s31 = s00;
+  for (size_t o = 0; o < size_t(kQ8Block); o += L) {
+    const auto k = hn::PromoteTo(d16, hn::LoadU(d8, kq + o));
+    s00 = hn::ReorderWidenMulAccumulate(d32, hn::LoadU(d16, qv + o), k, s00, s01);
+    if constexpr (NH > 1) s10 = hn::ReorderWidenMulAccumulate(d32, hn::LoadU(d16, qv + qs + o), k, s10, s11);
+    if constexpr (NH > 2) s20 = hn::ReorderWidenMulAccumulate(d32, hn::LoadU(d16, qv + 2 * qs + o), k, s20, s21);
+    if constexpr (NH > 3) s30 = hn::ReorderWidenMulAccumulate(d32, hn::LoadU(d16, qv + 3 * qs + o), k, s30, s31);
+  }
+  const auto i0 = hn::RearrangeToOddPlusEven(s00, s01);
+  const auto i1 = hn::RearrangeToOddPlusEven(s10, s11);
+  const auto i2 = hn::RearrangeToOddPlusEven(s20, s21);
+  const auto i3 = hn::RearrangeToOddPlusEven(s30, s31);
+  // weight = d_k * d_q: d_k broadcast once per cell, d_q straight from memory per row.
+  const V vdk = F16Broadcast(d, blk);
+  FmaAt<C>(hn::Mul(vdk, hn::Set(d, qd[0])), hn::ConvertTo(d, i0), LOOM_ATTN_ACCS);
+  if constexpr (NH > 1) FmaAt<NC + C>(hn::Mul(vdk, hn::Set(d, qd[nb])), hn::ConvertTo(d, i1), LOOM_ATTN_ACCS);
+  if constexpr (NH > 2) FmaAt<2 * NC + C>(hn::Mul(vdk, hn::Set(d, qd[2 * nb])), hn::ConvertTo(d, i2), LOOM_ATTN_ACCS);
+  if constexpr (NH > 3) FmaAt<3 * NC + C>(hn::Mul(vdk, hn::Set(d, qd[3 * nb])), hn::ConvertTo(d, i3), LOOM_ATTN_ACCS);
+}
+
+template <int NH, int NC, class D>
+HWY_INLINE void QkTileQ8(D d, const uint8_t* const* kp, const int16_t* qv, size_t qs, const float* qd, size_t nb,
+                         float* s) {
+  static_assert(NH <= 4 && NC <= 8 && NH * NC <= 8);
+  using V = hn::Vec<D>;
+  V a0 = hn::Zero(d), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+  for (size_t b = 0; b < nb; ++b) {
+    const size_t bo = b * kQ8Bytes;
+    const int16_t* qb = qv + b * kQ8Block;
+#define LOOM_ATTN_Q8CELL(C) \
+  if constexpr (NC > C) Q8Cell<NH, NC, C>(d, kp[C] + bo, qb, qs, qd + b, nb, LOOM_ATTN_ACCS)
+    LOOM_ATTN_Q8CELL(0); LOOM_ATTN_Q8CELL(1); LOOM_ATTN_Q8CELL(2); LOOM_ATTN_Q8CELL(3);
+    LOOM_ATTN_Q8CELL(4); LOOM_ATTN_Q8CELL(5); LOOM_ATTN_Q8CELL(6); LOOM_ATTN_Q8CELL(7);
+#undef LOOM_ATTN_Q8CELL
+  }
+  StoreDots<NH, NC>(d, LOOM_ATTN_ACCS, s);
+}
+
+// All nv gathered cells for rows [r, r + NH) of the current kv head, whose query rows start at
+// row q0 of the query buffers. The first row group prefetches the next chunk's K rows.
+template <class KR, int NH>
+HWY_INLINE void ScoreRows(const TileScratch& ts, int q0, int r, int nv, int D_) {
+  constexpr int NC = 8 / NH;
+  const DF d;
+  float* s = ts.s + size_t(r) * kChunk;
+  const bool pf = r == 0 && ts.k_ahead != 0;
+  int j = 0;
+  if constexpr (KR::kQ8) {
+    const size_t nb = size_t(D_) / kQ8Block;
+    const int16_t* qv = reinterpret_cast<const int16_t*>(ts.q16) + size_t(q0 + r) * size_t(D_);
+    const float* qd = ts.qd + size_t(q0 + r) * nb;
+    for (; j + NC <= nv; j += NC) {
+      if (pf) {
+        for (int c = 0; c < NC; ++c) PrefetchBytes(ts.kp[j + c] + ts.k_ahead, ts.k_bytes);
+      }
+      QkTileQ8<NH, NC>(d, ts.kp + j, qv, size_t(D_), qd, nb, s + j);
+    }
+    for (; j < nv; ++j) QkTileQ8<NH, 1>(d, ts.kp + j, qv, size_t(D_), qd, nb, s + j);
+  } else {
+    const size_t qs = q_stride(D_);
+    const float* q = ts.qf + size_t(q0 + r) * qs;
+    for (; j + NC <= nv; j += NC) {
+      if (pf) {
+        for (int c = 0; c < NC; ++c) PrefetchBytes(ts.kp[j + c] + ts.k_ahead, ts.k_bytes);
+      }
+      QkTile<KR, NH, NC>(d, ts.kp + j, q, qs, size_t(D_), s + j);
+    }
+    for (; j < nv; ++j) QkTile<KR, NH, 1>(d, ts.kp + j, q, qs, size_t(D_), s + j);
+  }
+}
+
+// Targets with 16 vector registers (x86 below AVX-512) score Q8_0 K 2 rows at a time: 4 rows need
+// 4 integer and 8 float accumulators beside the widened K and spill.
+#if HWY_ARCH_X86 && HWY_TARGET >= HWY_AVX2
+constexpr bool kFewRegisters = true;
+#else
+constexpr bool kFewRegisters = false;
+#endif
+
+// S[0..R)[0..nv) for the current kv head (query rows q0..q0+R).
+template <class KR>
+HWY_NOINLINE void Scores(const TileScratch& ts, int q0, int R, int nv, int D_) {
+  for (int r = 0; r < R;) {
+    if (R - r >= 4 && !(KR::kQ8 && kFewRegisters)) {
+      ScoreRows<KR, 4>(ts, q0, r, nv, D_);
+      r += 4;
+    } else if (R - r >= 2) {
+      ScoreRows<KR, 2>(ts, q0, r, nv, D_);
+      r += 2;
+    } else {
+      ScoreRows<KR, 1>(ts, q0, r, nv, D_);
+      r += 1;
+    }
+  }
+}
+
+// ---- output: acc_r = acc_r * fac_r + sum_j P[r][j] * V[cell j] --------------------------------
+
+// NH rows (1 or 2), NB vectors (4 or 1) of head dims from i (d: the full tag, or its half for the
+// last 8 dims of a row). Each V slice is converted once and used by the NH rows; accumulators
+// stay in registers over all cells. Q8_0: a pass of 4 vectors lies in one block, or (16 lanes)
+// in two: vectors 0-1 and 2-3.
+template <class VR, int NH, int NB, class D>
+HWY_INLINE void VBlock(D d, const TileScratch& ts, int r, int nv, float* const* acc, const float* fac, size_t i) {
+  static_assert((NH == 1 || NH == 2) && (NB == 1 || NB == 4));
+  using V = hn::Vec<D>;
+  const size_t N = hn::Lanes(d);
+  float* o0 = acc[0] + i;
+  float* o1 = acc[NH > 1 ? 1 : 0] + i;
+  const V f0 = hn::Set(d, fac[0]);
+  const V f1 = hn::Set(d, fac[NH > 1 ? 1 : 0]);
+  V x00 = hn::Mul(hn::LoadU(d, o0), f0), x01 = x00, x02 = x00, x03 = x00;
+  V x10 = x00, x11 = x00, x12 = x00, x13 = x00;
+  if constexpr (NB > 1) {
+    x01 = hn::Mul(hn::LoadU(d, o0 + N), f0);
+    x02 = hn::Mul(hn::LoadU(d, o0 + 2 * N), f0);
+    x03 = hn::Mul(hn::LoadU(d, o0 + 3 * N), f0);
+  }
+  if constexpr (NH > 1) {
+    x10 = hn::Mul(hn::LoadU(d, o1), f1);
+    if constexpr (NB > 1) {
+      x11 = hn::Mul(hn::LoadU(d, o1 + N), f1);
+      x12 = hn::Mul(hn::LoadU(d, o1 + 2 * N), f1);
+      x13 = hn::Mul(hn::LoadU(d, o1 + 3 * N), f1);
+    }
+  }
+  const float* P = ts.s + size_t(r) * kChunk;
+  const bool pf = r == 0 && i == 0 && ts.v_ahead != 0;
+  // Q8_0: the scale of the pass's first block and, when it spans two, of the second.
+  const size_t blk0 = (i / kQ8Block) * kQ8Bytes;
+  const bool two_blocks = VR::kQ8 && NB * N > size_t(kQ8Block);
+  for (int j = 0; j < nv; ++j) {
+    const uint8_t* row = ts.vp[j];
+    if (pf) PrefetchBytes(row + ts.v_ahead, ts.v_bytes);
+    const V v0 = VR::Load(d, row, i);
+    const V v1 = NB > 1 ? VR::Load(d, row, i + N) : v0;
+    const V v2 = NB > 1 ? VR::Load(d, row, i + 2 * N) : v0;
+    const V v3 = NB > 1 ? VR::Load(d, row, i + 3 * N) : v0;
+    float p0 = P[j], p1 = NH > 1 ? P[kChunk + j] : 0.0f;
+    float q0 = p0, q1 = p1;  // weights of vectors 2-3
+    if constexpr (VR::kQ8) {
+      const float sc0 = F16At(row + blk0);
+      const float sc1 = two_blocks ? F16At(row + blk0 + kQ8Bytes) : sc0;
+      q0 = p0 * sc1, q1 = p1 * sc1;
+      p0 *= sc0, p1 *= sc0;
+    }
+    const V w0 = hn::Set(d, p0), w0b = hn::Set(d, q0);
+    x00 = hn::MulAdd(w0, v0, x00);
+    if constexpr (NB > 1) {
+      x01 = hn::MulAdd(w0, v1, x01);
+      x02 = hn::MulAdd(w0b, v2, x02);
+      x03 = hn::MulAdd(w0b, v3, x03);
+    }
+    if constexpr (NH > 1) {
+      const V w1 = hn::Set(d, p1), w1b = hn::Set(d, q1);
+      x10 = hn::MulAdd(w1, v0, x10);
+      if constexpr (NB > 1) {
+        x11 = hn::MulAdd(w1, v1, x11);
+        x12 = hn::MulAdd(w1b, v2, x12);
+        x13 = hn::MulAdd(w1b, v3, x13);
+      }
+    }
+  }
+  hn::StoreU(x00, d, o0);
+  if constexpr (NB > 1) {
+    hn::StoreU(x01, d, o0 + N), hn::StoreU(x02, d, o0 + 2 * N), hn::StoreU(x03, d, o0 + 3 * N);
+  }
+  if constexpr (NH > 1) {
+    hn::StoreU(x10, d, o1);
+    if constexpr (NB > 1) {
+      hn::StoreU(x11, d, o1 + N), hn::StoreU(x12, d, o1 + 2 * N), hn::StoreU(x13, d, o1 + 3 * N);
+    }
+  }
+}
+
+template <class VR, int NH>
+HWY_INLINE void VRows(const TileScratch& ts, int r, int nv, float* const* acc, const float* fac, int D_) {
+  const DF d;
+  const size_t N = hn::Lanes(d), Dm = size_t(D_);
+  size_t i = 0;
+  for (; i + 4 * N <= Dm; i += 4 * N) VBlock<VR, NH, 4>(d, ts, r, nv, acc + r, fac + r, i);
+  for (; i + N <= Dm; i += N) VBlock<VR, NH, 1>(d, ts, r, nv, acc + r, fac + r, i);
+#if HWY_TARGET != HWY_SCALAR
+  if constexpr (hn::MaxLanes(DF()) > 8) {
+    if (i < Dm) VBlock<VR, NH, 1>(hn::Half<DF>(), ts, r, nv, acc + r, fac + r, i);  // the last 8
+  }
+#endif
+}
+
+template <class VR>
+HWY_NOINLINE void AccumulateV(const TileScratch& ts, int R, int nv, float* const* acc, const float* fac, int D_) {
+  int r = 0;
+  for (; r + 2 <= R; r += 2) VRows<VR, 2>(ts, r, nv, acc, fac, D_);
+  if (r < R) VRows<VR, 1>(ts, r, nv, acc, fac, D_);
+}
+
+// ---- cells -----------------------------------------------------------------------------------
+
+// Gathers the cells of [c0, c1) visible to any of the n_tok mask rows (mask != -inf; NaN counts
+// as visible, as in the reference): their indices into idx and, per token, their mask values into
+// mv[tt * kChunk + j]. Returns how many. (c1 - c0 <= kChunk.)
+HWY_INLINE int GatherVisible(const float* const* mrows, int n_tok, int c0, int c1, int32_t* idx, float* mv) {
+  const DF d;
+  const hn::RebindToSigned<DF> di;
+  const int N = int(hn::Lanes(d));
+  const auto ninf = hn::Set(d, kNegInf);
+  int nv = 0, c = c0;
+  for (; c + N <= c1; c += N) {
+    auto hidden = hn::Eq(hn::LoadU(d, mrows[0] + c), ninf);
+    for (int tt = 1; tt < n_tok; ++tt) hidden = hn::And(hidden, hn::Eq(hn::LoadU(d, mrows[tt] + c), ninf));
+    if (hn::AllTrue(d, hidden)) continue;
+    if (hn::AllFalse(d, hidden)) {  // dense run (the common case): copy N at once
+      hn::StoreU(hn::Iota(di, c), di, idx + nv);
+      for (int tt = 0; tt < n_tok; ++tt) hn::StoreU(hn::LoadU(d, mrows[tt] + c), d, mv + tt * kChunk + nv);
+      nv += N;
+      continue;
+    }
+    // (CompressStore may write all N lanes: nv + N <= c + N - c0 <= kChunk.)
+    const auto vis = hn::Not(hidden);
+    const size_t n = hn::CompressStore(hn::Iota(di, c), hn::RebindMask(di, vis), di, idx + nv);
+    for (int tt = 0; tt < n_tok; ++tt) hn::CompressStore(hn::LoadU(d, mrows[tt] + c), vis, d, mv + tt * kChunk + nv);
+    nv += int(n);
+  }
+  for (; c < c1; ++c) {
+    bool any = false;
+    for (int tt = 0; tt < n_tok; ++tt) any |= !(mrows[tt][c] == kNegInf);
+    if (!any) continue;
+    idx[nv] = c;
+    for (int tt = 0; tt < n_tok; ++tt) mv[tt * kChunk + nv] = mrows[tt][c];
+    ++nv;
+  }
+  return nv;
+}
+
+// ---- the tile --------------------------------------------------------------------------------
+
+template <class KR, class VR>
+HWY_NOINLINE void TileImpl(const AttentionParams& p, const float* q, float* out, const AttnTile& tl, float* part,
+                           void* scratch) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  const int D_ = p.head_dim;
+  const int group = p.n_head / p.n_head_kv;
+  const int R = tl.n_tok * tl.n_h;  // rows per kv head
+  const int RT = tl.n_kvh * R;      // rows of the tile: rr = kl * R + r
+  TileScratch ts = carve(scratch, D_);
+
+  // Query rows in the K dot format.
+  int heads[kMaxQ], toks[kMaxQ];
+  const size_t qs = q_stride(D_);
+  for (int rr = 0; rr < RT; ++rr) {
+    const int kl = rr / R, r = rr % R;
+    toks[rr] = tl.t0 + r / tl.n_h;
+    heads[rr] = (tl.kvh0 + kl) * group + tl.h0 + r % tl.n_h;
+    const float* qr = q + (size_t(toks[rr]) * p.n_head + size_t(heads[rr])) * D_;
+    if constexpr (KR::kQ8) {
+      const int nb = D_ / kQ8Block;
+      quant::quantize_row(TensorType::Q8_0, qr, ts.qtmp, D_);
+      int16_t* qv = reinterpret_cast<int16_t*>(ts.q16) + size_t(rr) * D_;
+      for (int b = 0; b < nb; ++b) {
+        const uint8_t* blk = ts.qtmp + size_t(b) * kQ8Bytes;
+        ts.qd[rr * nb + b] = F16At(blk);
+        for (int k = 0; k < kQ8Block; ++k) qv[b * kQ8Block + k] = int16_t(int8_t(blk[2 + k]));
+      }
+    } else {
+      float* qf = ts.qf + size_t(rr) * qs;
+      if constexpr (std::is_same_v<KR, F16Rows>) {
+        quant::quantize_row(TensorType::F16, qr, ts.qtmp, D_);
+        for (int i = 0; i < D_; ++i) {
+          uint16_t h;
+          std::memcpy(&h, ts.qtmp + 2 * size_t(i), 2);
+          qf[i] = f16_to_f32(h);
+        }
+      } else {
+        std::memcpy(qf, qr, sizeof(float) * size_t(D_));
+      }
+      for (size_t i = size_t(D_); i < qs; ++i) qf[i] = 0.0f;
+    }
+  }
+
+  // Online-softmax state; acc rows live in the output (or the partial buffer) from the start.
+  const size_t pstride = attn_partial_row_floats(D_);
+  float* acc[kMaxQ];
+  float m[kMaxQ], fac[kMaxQ];
+  double l[kMaxQ];
+  for (int rr = 0; rr < RT; ++rr) {
+    acc[rr] = part ? part + size_t(rr) * pstride + 2 : out + (size_t(toks[rr]) * p.n_head + size_t(heads[rr])) * D_;
+    std::memset(acc[rr], 0, sizeof(float) * size_t(D_));
+    m[rr] = kNegInf;
+    l[rr] = 0.0;
+  }
+
+  const float* mrows[kAttnMaxTileTokens];
+  for (int tt = 0; tt < tl.n_tok; ++tt) mrows[tt] = p.mask + size_t(tl.t0 + tt) * p.n_kv;
+  const size_t k_head = size_t(row_bytes(p.k_type, D_)), v_head = size_t(row_bytes(p.v_type, D_));
+  ts.k_bytes = int(k_head);
+  ts.v_bytes = int(v_head);
+  const bool plain = !(p.softcap > 0) && !p.alibi_slopes;
+  const auto vscale = hn::Set(d, p.scale);
+
+  // Streaming tiles (decode: every cell is read once, from memory) take chunks of about
+  // kAttnStreamChunkBytes of K + V and prefetch the next chunk while computing this one; the
+  // others (prefill: the rows come from cache, read by many tiles) take the largest chunks.
+  int chunk = kChunk;
+  if (tl.stream) {
+    chunk = int(kAttnStreamChunkBytes / (size_t(tl.n_kvh) * (k_head + v_head)));
+    chunk = chunk < 16 ? 16 : (chunk > kChunk ? kChunk : chunk & ~7);
+    // The first chunk's rows, all at once (later chunks are prefetched one chunk ahead).
+    const uint8_t* k0 = static_cast<const uint8_t*>(p.k) + size_t(tl.kvh0) * k_head;
+    const uint8_t* v0 = static_cast<const uint8_t*>(p.v) + size_t(tl.kvh0) * v_head;
+    for (int c = tl.c_begin; c < tl.c_end && c < tl.c_begin + chunk; ++c) {
+      PrefetchBytes(k0 + size_t(c) * p.k_row_bytes, int(size_t(tl.n_kvh) * k_head));
+      PrefetchBytes(v0 + size_t(c) * p.v_row_bytes, int(size_t(tl.n_kvh) * v_head));
+    }
+  }
+  for (int c0 = tl.c_begin; c0 < tl.c_end; c0 += chunk) {
+    const int c1 = c0 + chunk < tl.c_end ? c0 + chunk : tl.c_end;
+    const int nv = GatherVisible(mrows, tl.n_tok, c0, c1, ts.idx, ts.mv);
+    if (nv == 0) continue;
+    // Scores and masks are processed in whole vectors: nv rounded up to a multiple of N (a power
+    // of two <= 16, so nvp <= kChunk).
+    const int nvp = (nv + int(N) - 1) & ~(int(N) - 1);
+    for (int tt = 0; tt < tl.n_tok; ++tt) {
+      for (int j = nv; j < nvp; ++j) ts.mv[tt * kChunk + j] = kNegInf;
+    }
+    // (Past the tile's range too: the next range is the next piece, often this thread's.)
+    const bool ahead = tl.stream && c1 < p.n_kv;
+    ts.k_ahead = ahead ? size_t(chunk) * p.k_row_bytes : 0;
+    ts.v_ahead = ahead ? size_t(chunk) * p.v_row_bytes : 0;
+
+    for (int kl = 0; kl < tl.n_kvh; ++kl) {
+      const int kvh = tl.kvh0 + kl, q0 = kl * R;
+      const uint8_t* kbase = static_cast<const uint8_t*>(p.k) + size_t(kvh) * k_head;
+      const uint8_t* vbase = static_cast<const uint8_t*>(p.v) + size_t(kvh) * v_head;
+      for (int j = 0; j < nv; ++j) {
+        ts.kp[j] = kbase + size_t(ts.idx[j]) * p.k_row_bytes;
+        ts.vp[j] = vbase + size_t(ts.idx[j]) * p.v_row_bytes;
+      }
+      Scores<KR>(ts, q0, R, nv, D_);
+
+      // Scores -> probabilities, per row.
+      for (int r = 0; r < R; ++r) {
+        const int rr = q0 + r;
+        float* s = ts.s + size_t(r) * kChunk;
+        const float* mv = ts.mv + size_t(r / tl.n_h) * kChunk;
+        auto vmax = hn::Set(d, kNegInf);
+        if (plain) {
+          // score * scale + mask, as the reference; the tail lanes get 0 * scale + -inf.
+          for (int j = nv; j < nvp; ++j) s[j] = 0.0f;
+          for (size_t j = 0; j < size_t(nvp); j += N) {
+            const auto x = hn::Add(hn::Mul(hn::LoadU(d, s + j), vscale), hn::LoadU(d, mv + j));
+            hn::StoreU(x, d, s + j);
+            vmax = hn::Max(vmax, x);
+          }
+        } else {
+          const float slope = p.alibi_slopes ? p.alibi_slopes[heads[rr]] : 0.0f;
+          const int32_t qpos = p.alibi_slopes ? p.q_pos[toks[rr]] : 0;
+          float mx = kNegInf;
+          for (int j = 0; j < nv; ++j) {
+            float sc = s[j] * p.scale;
+            if (p.softcap > 0) sc = p.softcap * std::tanh(sc / p.softcap);
+            if (p.alibi_slopes) sc += slope * float(p.kv_pos[ts.idx[j]] - qpos);
+            s[j] = sc + mv[j];
+            mx = s[j] > mx ? s[j] : mx;
+          }
+          for (int j = nv; j < nvp; ++j) s[j] = kNegInf;
+          vmax = hn::Set(d, mx);
+        }
+        const float cmax = hn::GetLane(hn::MaxOfLanes(d, vmax));
+        if (cmax == kNegInf) {  // this row's token sees none of these cells
+          fac[rr] = 1.0f;
+          for (size_t j = 0; j < size_t(nvp); j += N) hn::StoreU(hn::Zero(d), d, s + j);
+          continue;
+        }
+        const float m_new = cmax > m[rr] ? cmax : m[rr];
+        fac[rr] = std::exp(m[rr] - m_new);  // 0 on the first visible chunk (m = -inf)
+        const auto vm = hn::Set(d, m_new);
+        auto sum = hn::Zero(d);
+        for (size_t j = 0; j < size_t(nvp); j += N) {
+          const auto e = loom::simd::HWY_NAMESPACE::ExpNonPos(d, hn::Sub(hn::LoadU(d, s + j), vm));
+          hn::StoreU(e, d, s + j);
+          sum = hn::Add(sum, e);
+        }
+        l[rr] = l[rr] * fac[rr] + double(hn::GetLane(hn::SumOfLanes(d, sum)));
+        m[rr] = m_new;
+      }
+
+      AccumulateV<VR>(ts, R, nv, acc + q0, fac + q0, D_);
+    }
+  }
+
+  for (int rr = 0; rr < RT; ++rr) {
+    if (part) {
+      float* pr = acc[rr] - 2;
+      pr[0] = m[rr];
+      pr[1] = float(l[rr]);
+    } else {
+      // Rows that saw no cell keep acc = 0, the reference's output for them.
+      const float inv = l[rr] > 0 ? float(1.0 / l[rr]) : 0.0f;
+      const auto vinv = hn::Set(d, inv);
+      size_t i = 0;
+      for (; i + N <= size_t(D_); i += N) hn::StoreU(hn::Mul(hn::LoadU(d, acc[rr] + i), vinv), d, acc[rr] + i);
+      for (; i < size_t(D_); ++i) acc[rr][i] *= inv;
+    }
+  }
+}
+
+using TileFn = void (*)(const AttentionParams&, const float*, float*, const AttnTile&, float*, void*);
+
+template <class KR>
+TileFn PickV(TensorType v) {
+  switch (v) {
+    case TensorType::F32: return TileImpl<KR, F32Rows>;
+    case TensorType::F16: return TileImpl<KR, F16Rows>;
+    case TensorType::Q8_0: return TileImpl<KR, Q8Rows>;
+    default: return nullptr;
+  }
+}
+
+TileFn Pick(TensorType k, TensorType v) {
+  switch (k) {
+    case TensorType::F32: return PickV<F32Rows>(v);
+    case TensorType::F16: return PickV<F16Rows>(v);
+    case TensorType::Q8_0: return PickV<Q8Rows>(v);
+    default: return nullptr;
+  }
+}
+
+// Entry point per target (supports() was checked by the caller).
+void AttentionTileImpl(const AttentionParams& p, const float* q, float* out, const AttnTile& tile, float* part,
+                       void* scratch) {
+  Pick(p.k_type, p.v_type)(p, q, out, tile, part, scratch);
+}
+
+#undef LOOM_ATTN_ACCS
+#undef LOOM_ATTN_ACC_REFS
+
+}  // namespace loom::ops::detail::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace loom::ops::detail {
+HWY_EXPORT(AttentionTileImpl);
+
+size_t attn_tile_scratch_bytes(int head_dim) { return attn::scratch_bytes(head_dim); }
+
+bool supports(TensorType k_type, TensorType v_type, int head_dim) {
+  if (head_dim <= 0 || head_dim % 8 != 0 || !attn::kv_type_ok(k_type) || !attn::kv_type_ok(v_type)) return false;
+  const bool q8 = k_type == TensorType::Q8_0 || v_type == TensorType::Q8_0;
+  return !q8 || head_dim % attn::kQ8Block == 0;
+}
+
+void attention_tile(const AttentionParams& p, const float* q, float* out, const AttnTile& tile, float* part,
+                    void* scratch) {
+  HWY_DYNAMIC_DISPATCH(AttentionTileImpl)(p, q, out, tile, part, scratch);
+}
+}  // namespace loom::ops::detail
+#endif  // HWY_ONCE
