@@ -19,7 +19,8 @@ cd "$(dirname "$0")/.."
 
 # --- dependencies ----------------------------------------------------------------------------
 host_pkgs=(build-essential cmake pkg-config g++-aarch64-linux-gnu qemu-user nlohmann-json3-dev libcli11-dev)
-arm_pkgs=(libhwy-dev libgtest-dev libgmock-dev libpcre2-dev libasan8 libubsan1)
+# The :arm64 runtime (loader, libstdc++, sanitizers) that QEMU loads the test binaries with.
+arm_pkgs=(libhwy-dev libgtest-dev libgmock-dev libpcre2-dev libc6 libstdc++6 libasan8 libubsan1)
 SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
 missing=()
 for p in "${host_pkgs[@]}" "${arm_pkgs[@]/%/:arm64}"; do

@@ -155,11 +155,11 @@ using D16 = hn::Repartition<int16_t, DF>;
 
 // Asks for the cache lines of `bytes` bytes at p (a prefetch never faults, even past a buffer).
 // (Forced inline on purpose: GCC considers an out-of-line function that only prefetches free of
-// side effects and deletes the calls.)
+// side effects and deletes the calls.) When p is not at a line start, the last partial line is
+// the next kv head's first (rows of a cell's kv heads are adjacent), prefetched with it.
 HWY_INLINE void PrefetchBytes(const uint8_t* p, int bytes) {
   for (int o = 0; o < bytes; o += 64) hwy::Prefetch(p + o);
 }
-
 // The f16 at p (a Q8_0 block scale) in every lane, converted as a vector: the compiler then keeps
 // products with it in vector registers (a memory broadcast operand) instead of a scalar multiply
 // and a broadcast per product.
@@ -523,15 +523,16 @@ HWY_INLINE void VBlock(D d, const TileScratch& ts, int r, int nv, float* const* 
     const V v1 = NB > 1 ? VR::Load(d, row, i + N) : v0;
     const V v2 = NB > 1 ? VR::Load(d, row, i + 2 * N) : v0;
     const V v3 = NB > 1 ? VR::Load(d, row, i + 3 * N) : v0;
-    float p0 = P[j], p1 = NH > 1 ? P[kChunk + j] : 0.0f;
-    float q0 = p0, q1 = p1;  // weights of vectors 2-3
+    // Weights P[g][j] (times the block scale for Q8_0, multiplied in vector registers: the
+    // probabilities are broadcast from memory, the scale converted once per cell).
+    V w0 = hn::Set(d, P[j]), w1 = hn::Set(d, P[NH > 1 ? kChunk + j : j]);
+    V w0b = w0, w1b = w1;  // weights of vectors 2-3
     if constexpr (VR::kQ8) {
-      const float sc0 = F16At(row + blk0);
-      const float sc1 = two_blocks ? F16At(row + blk0 + kQ8Bytes) : sc0;
-      q0 = p0 * sc1, q1 = p1 * sc1;
-      p0 *= sc0, p1 *= sc0;
+      const V sc0 = F16Broadcast(d, row + blk0);
+      const V sc1 = two_blocks ? F16Broadcast(d, row + blk0 + kQ8Bytes) : sc0;
+      w0b = hn::Mul(w0, sc1), w1b = hn::Mul(w1, sc1);
+      w0 = hn::Mul(w0, sc0), w1 = hn::Mul(w1, sc0);
     }
-    const V w0 = hn::Set(d, p0), w0b = hn::Set(d, q0);
     x00 = hn::MulAdd(w0, v0, x00);
     if constexpr (NB > 1) {
       x01 = hn::MulAdd(w0, v1, x01);
@@ -539,7 +540,6 @@ HWY_INLINE void VBlock(D d, const TileScratch& ts, int r, int nv, float* const* 
       x03 = hn::MulAdd(w0b, v3, x03);
     }
     if constexpr (NH > 1) {
-      const V w1 = hn::Set(d, p1), w1b = hn::Set(d, q1);
       x10 = hn::MulAdd(w1, v0, x10);
       if constexpr (NB > 1) {
         x11 = hn::MulAdd(w1, v1, x11);
