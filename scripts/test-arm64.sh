@@ -5,10 +5,11 @@
 #
 #   ./scripts/test-arm64.sh                           # -cpu max: NEON, dotprod, SVE, SVE2
 #   LOOM_QEMU_CPU=cortex-a53 ./scripts/test-arm64.sh  # ARMv8.0: plain NEON, no dotprod/SVE
-#   LOOM_ARM64_FULL=1 ./scripts/test-arm64.sh         # the whole suite (hours under QEMU)
+#   LOOM_ARM64_FULL=1 ./scripts/test-arm64.sh         # the whole suite (about an hour)
 #
-# QEMU runs floating-point heavy code a few hundred times slower than the host, so the whole
-# suite takes hours. By default the script skips the exhaustive sweeps whose code paths other
+# QEMU runs floating-point heavy code a few hundred times slower than the host: the whole suite
+# takes about an hour on 2 cores. By default (12-14 minutes with -cpu max, about 6 with
+# cortex-a53, plus about 8 for the first build) the script skips the exhaustive sweeps whose code paths other
 # tests also cover on AArch64 (LOOM_ARM64_SKIP below) and runs everything else: every unit test
 # (base, gguf, quant and the SIMD kernels under each Highway target, ops, attention, vocab,
 # sample, chat, context, C API, CLI), the llama.cpp golden conformance tests (tokenizers,

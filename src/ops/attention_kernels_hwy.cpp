@@ -34,9 +34,11 @@
 // sizeless): register tiles are named variables. The only target-conditional code picks between
 // equivalent formulations (the reduction, the Q8_0 tile height); no intrinsics.
 //
-// Performance notes (Xeon with AVX-512, 16-head/8-kv-head head_dim 64 layer, bench/micro_kernels):
-// AVX3 beats 8-lane vectors on the same CPU for every case (prefill F16/F32 10-20% faster than
-// the former AVX2 intrinsics kernel); AVX2 matches that kernel. Decode is bound by memory.
+// Speed (bench/micro_kernels BM_attention, Xeon with AVX-512, one thread): against the AVX2
+// intrinsics kernel this replaced, AVX3 prefill is 8-20% faster (capping AVX3 at 8 lanes was
+// slower) and AVX2 prefill 0-7% faster; decode, bound by memory, is at par on both. AVX3 gains a
+// few % more when K/V rows are 64-byte aligned (16-lane F16 loads then never split cache lines);
+// the KV cache's std::vector storage is only 16-byte aligned today.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/attention_kernels_hwy.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -93,7 +95,8 @@ struct TileScratch {
 inline size_t q_bytes(int head_dim) {
   const size_t f = sizeof(float) * size_t(kMaxQ) * q_stride(head_dim);
   const size_t nb = size_t(head_dim) / kQ8Block;
-  const size_t q8 = Arena::padded(sizeof(int16_t) * size_t(kMaxQ) * size_t(head_dim)) + sizeof(float) * size_t(kMaxQ) * nb;
+  const size_t q8 =
+      Arena::padded(sizeof(int16_t) * size_t(kMaxQ) * size_t(head_dim)) + sizeof(float) * size_t(kMaxQ) * nb;
   return Arena::padded(f > q8 ? f : q8);
 }
 
@@ -103,7 +106,8 @@ inline size_t qtmp_bytes(int head_dim) { return Arena::padded(2 * size_t(head_di
 // (+ kAlign: the base is rounded up to a cache line, so that whole-vector loads of the query rows
 // never straddle two lines.)
 inline size_t scratch_bytes(int head_dim) {
-  return Arena::kAlign + q_bytes(head_dim) + qtmp_bytes(head_dim) + Arena::padded(sizeof(float) * size_t(kRows) * kChunk) +
+  return Arena::kAlign + q_bytes(head_dim) + qtmp_bytes(head_dim) +
+         Arena::padded(sizeof(float) * size_t(kRows) * kChunk) +
          Arena::padded(sizeof(float) * size_t(kAttnMaxTileTokens) * kChunk) + Arena::padded(sizeof(int32_t) * kChunk) +
          2 * Arena::padded(sizeof(void*) * kChunk);
 }
@@ -160,6 +164,7 @@ using D16 = hn::Repartition<int16_t, DF>;
 HWY_INLINE void PrefetchBytes(const uint8_t* p, int bytes) {
   for (int o = 0; o < bytes; o += 64) hwy::Prefetch(p + o);
 }
+
 // The f16 at p (a Q8_0 block scale) in every lane, converted as a vector: the compiler then keeps
 // products with it in vector registers (a memory broadcast operand) instead of a scalar multiply
 // and a broadcast per product.
@@ -376,7 +381,6 @@ HWY_INLINE void QkTile(D d, const uint8_t* const* kp, const float* q, size_t qs,
 // ReorderWidenMulAccumulate: one vector per block with 16 float lanes, 32 / Lanes(d16) otherwise),
 // scaled by d_k * d_q and accumulated in f32, like quant::vec_dot. (On AVX2 the maddubs/sign
 // formulation of the intrinsics kernel was tried: not measurably faster, so it is not used.)
-
 template <int NH, int NC, int C, class D, class V = hn::Vec<D>>
 HWY_INLINE void Q8Cell(D d, const uint8_t* blk, const int16_t* qv, size_t qs, const float* qd, size_t nb,
                        LOOM_ATTN_ACC_REFS) {
