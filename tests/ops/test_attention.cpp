@@ -269,6 +269,7 @@ TEST(Attention, KvTypePairs) {
 // Every head size 8..136 (multiples of 8: on 16-lane targets every other one ends in a half
 // vector) with F32 and F16 K/V in all four pairs, and the Q8_0 sizes (multiples of 32) with the
 // other types, over cache sizes around the vector and chunk widths (gathered runs of 1..2N cells).
+// Cells are 4 bytes longer than their heads, so K/V rows start at every 4-byte offset of a line.
 TEST(Attention, EveryHeadSize) {
   const TensorType types[] = {TensorType::F32, TensorType::F16, TensorType::Q8_0};
   for (int D = 8; D <= 136; D += 8) {
@@ -286,6 +287,7 @@ TEST(Attention, EveryHeadSize) {
           c.k_type = kt;
           c.v_type = vt;
           c.mask = n_kv == 130 ? MaskKind::kRandomWithHiddenRow : MaskKind::kCausal;
+          c.row_pad = 4;
           check(c, uint32_t(D * 3 + n_kv));
         }
       }
