@@ -19,6 +19,15 @@ namespace loom::quant::detail {
 // IQ4_XS, 32 otherwise); 0 when unsupported.
 int64_t block_size_of(TensorType t);
 
+// The register tiles of the vec_dot_tile kernels (AVX2, Highway, NEON): up to kTileA activation
+// rows x kTileW weight rows per call, fn(len, w, w_stride, a, a_stride, out, out_stride).
+constexpr int kTileA = 4, kTileW = 2;
+using TileFn = void (*)(int64_t, const uint8_t*, size_t, const uint8_t*, size_t, float*, size_t);
+// Covers an na x nw output with them: full tiles, then partial ones (fns[rows_a - 1][rows_w - 1]);
+// activation rows outermost so a group of them stays in L1 across the weight rows.
+void run_register_tiles(const TileFn (&fns)[kTileA][kTileW], int64_t len, const uint8_t* w, size_t ws,
+                        int nw, const uint8_t* a, size_t as, int na, float* out, size_t os);
+
 // Kernels written once with Google Highway (kernels_hwy.cpp), dispatched at run time to the best
 // target the CPU supports (or the one loom::for_each_hwy_target pins). Same contract as avx2::
 // below: false when there is no kernel for t; arguments already validated. They do not consult

@@ -173,26 +173,14 @@ LOOM_AVX2 void tile_sym(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* 
   store_tile<RN, RM>(acc, out, os);
 }
 
-// Native tile: 4 activation rows x 2 weight rows (8 accumulators).
-constexpr int kTileA = 4, kTileW = 2;
-using TileFn = void (*)(int64_t, const uint8_t*, size_t, const uint8_t*, size_t, float*, size_t);
-
-// Runs a tile kernel over any number of rows: full kTileA x kTileW tiles, then partial ones.
-// Activation rows form the outer loop so a group of them stays in L1 across the weight rows.
+// A tile kernel K<rows of a, rows of w> over any number of rows (kernels.h: run_register_tiles).
 template <template <int, int> class K>
 LOOM_AVX2 void tile_loop(int64_t len, const uint8_t* w, size_t ws, int nw, const uint8_t* a,
                          size_t as, int na, float* out, size_t os) {
   static constexpr TileFn fns[kTileA][kTileW] = {
       {K<1, 1>::fn, K<1, 2>::fn}, {K<2, 1>::fn, K<2, 2>::fn},
       {K<3, 1>::fn, K<3, 2>::fn}, {K<4, 1>::fn, K<4, 2>::fn}};
-  for (int i0 = 0; i0 < na; i0 += kTileA) {
-    const int rn = na - i0 < kTileA ? na - i0 : kTileA;
-    for (int j0 = 0; j0 < nw; j0 += kTileW) {
-      const int rm = nw - j0 < kTileW ? nw - j0 : kTileW;
-      fns[rn - 1][rm - 1](len, w + size_t(j0) * ws, ws, a + size_t(i0) * as, as,
-                          out + size_t(i0) * os + size_t(j0), os);
-    }
-  }
+  run_register_tiles(fns, len, w, ws, nw, a, as, na, out, os);
 }
 
 template <int kWBytes, __m256i (*Levels)(const uint8_t*)>

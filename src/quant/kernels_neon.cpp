@@ -152,23 +152,13 @@ LOOM_DOTPROD void tile_sym(int64_t nb, const uint8_t* w, size_t ws, const uint8_
     for (int j = 0; j < RM; ++j) out[size_t(i) * os + size_t(j)] = vaddvq_f32(acc[i][j]);
 }
 
-using TileFn = void (*)(int64_t, const uint8_t*, size_t, const uint8_t*, size_t, float*, size_t);
-constexpr int kTileA = 4, kTileW = 2;
-
 template <class Fmt>
 void tile_loop(int64_t nb, const uint8_t* w, size_t ws, int nw, const uint8_t* a, size_t as,
                int na, float* out, size_t os) {
   static constexpr TileFn fns[kTileA][kTileW] = {
       {tile_sym<Fmt, 1, 1>, tile_sym<Fmt, 1, 2>}, {tile_sym<Fmt, 2, 1>, tile_sym<Fmt, 2, 2>},
       {tile_sym<Fmt, 3, 1>, tile_sym<Fmt, 3, 2>}, {tile_sym<Fmt, 4, 1>, tile_sym<Fmt, 4, 2>}};
-  for (int i0 = 0; i0 < na; i0 += kTileA) {
-    const int rn = na - i0 < kTileA ? na - i0 : kTileA;
-    for (int j0 = 0; j0 < nw; j0 += kTileW) {
-      const int rm = nw - j0 < kTileW ? nw - j0 : kTileW;
-      fns[rn - 1][rm - 1](nb, w + size_t(j0) * ws, ws, a + size_t(i0) * as, as,
-                          out + size_t(i0) * os + size_t(j0), os);
-    }
-  }
+  run_register_tiles(fns, nb, w, ws, nw, a, as, na, out, os);
 }
 
 // ---- super-block formats against Q8_K ------------------------------------------------------
