@@ -175,6 +175,12 @@ TEST(Cli, SaveAndLoadStateResumeAGeneration) {
   EXPECT_EQ(sj["reused_tokens"], 13);  // 5 prompt tokens + 8 generated: nothing re-processed
   a.insert(a.end(), b.begin(), b.end());
   EXPECT_EQ(a, whole);
+  // Without -p the saved tokens are resumed as they are.
+  auto resumed = run_loom("generate -m " + model("stories260K.gguf") + " -n 8 --temp 0 --json --load-state " + quote(state));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_EQ(nlohmann::json::parse(resumed.out)["ids"].get<std::vector<int>>(), b);
+  // Neither -p nor --load-state: a usage error.
+  EXPECT_EQ(run_loom("generate -m " + model("stories260K.gguf") + " -n 2").exit_code, 2);
   // A different prompt reuses the common prefix only.
   auto other = run_loom("generate -m " + model("stories260K.gguf") + " -p 'Once upon a dog' -n 4 --temp 0 --json --load-state " + quote(state));
   ASSERT_EQ(other.exit_code, 0) << other.err;

@@ -97,6 +97,10 @@ int generate_one(const Opts& o, std::shared_ptr<const Model> model, std::vector<
   if (!o.load_state.empty()) {
     Status st = ctx.state_load_file(o.load_state, &history);
     if (!st) return fail(st);
+    if (prompt.empty()) {
+      if (history.empty()) return fail(invalid_argument(o.load_state + " holds no tokens to resume from (pass -p)"));
+      prompt = history;  // no -p: resume the saved tokens
+    }
     const bool resume = history.size() >= prompt.size() && !history.empty() &&
                         std::equal(prompt.begin(), prompt.end(), history.begin());
     if (resume && ctx.logits(-1).has_value()) {
@@ -308,7 +312,7 @@ void register_generate(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<Opts>();
   CLI::App* sub = app.add_subcommand("generate", "Generate text from a prompt");
   sub->add_option("-m,--model", o->model, "GGUF model file")->required();
-  sub->add_option("-p,--prompt", o->prompt, "prompt text")->required();
+  sub->add_option("-p,--prompt", o->prompt, "prompt text (optional with --load-state: resume the saved tokens)");
   sub->add_option("-n,--n-predict", o->n_predict, "tokens to generate (default 128)")->check(CLI::NonNegativeNumber);
   sub->add_option("-c,--ctx-size", o->n_ctx, "context size (default: training context, at most 4096)")->check(CLI::NonNegativeNumber);
   sub->add_option("-t,--threads", o->threads, "threads (default: all cores)")->check(CLI::NonNegativeNumber);
@@ -355,6 +359,20 @@ void register_generate(CLI::App& app, int& exit_code) {
       return;
     }
     std::vector<int32_t> prompt;
+    if (o->prompt.empty() && o->load_state.empty()) {
+      std::fprintf(stderr, "loom: --prompt is required (unless --load-state resumes a saved generation)\n");
+      exit_code = 2;
+      return;
+    }
+    if (o->prompt.empty()) {
+      // Resume: the saved tokens are the prompt (generate_one restores them and their logits).
+      if (o->parallel > 1) {
+        exit_code = fail(invalid_argument("--parallel cannot be combined with state files"));
+        return;
+      }
+      exit_code = generate_one(*o, model, {});
+      return;
+    }
     if (o->chat) {
       const chat::ChatMessage user{"user", o->prompt};
       auto rendered = chat::apply_chat_template(*model, std::span<const chat::ChatMessage>(&user, 1), /*add_generation_prompt=*/true);
