@@ -20,6 +20,7 @@ enum class StatusCode {
   kResourceExhausted,  // no room (KV cache full, buffer too small)
   kAborted,          // stopped by a callback
   kInternal,
+  kUnavailable,      // not now: shutting down, or a queue is full (retry later)
 };
 
 class [[nodiscard]] Status {
@@ -46,6 +47,7 @@ inline Status unsupported(std::string m) { return {StatusCode::kUnsupported, std
 inline Status io_error(std::string m) { return {StatusCode::kIo, std::move(m)}; }
 inline Status out_of_range(std::string m) { return {StatusCode::kOutOfRange, std::move(m)}; }
 inline Status internal_error(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+inline Status unavailable(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
 
 // A value or the Status explaining why there is none. (std::expected is C++23.)
 template <typename T>

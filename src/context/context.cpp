@@ -49,7 +49,7 @@ Expected<std::unique_ptr<Context>> Context::create(std::shared_ptr<const Model> 
 
   // RoPE: context overrides, scaling type, YaRN (the reference's derivation). LongRoPE factors
   // follow n_ctx per sequence.
-  ops::RopeParams rope = model_rope(*ctx->model_, cp.n_ctx / cp.n_seq_max);
+  ops::RopeParams rope = model_rope(*ctx->model_, cp.kv_unified ? cp.n_ctx : cp.n_ctx / cp.n_seq_max);
   if (p.rope_freq_base > 0) rope.freq_base = p.rope_freq_base;
   if (p.rope_freq_scale > 0) rope.freq_scale = p.rope_freq_scale;
   if (cp.rope_scaling == RopeScaling::kUnspecified) {

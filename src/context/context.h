@@ -30,6 +30,8 @@ struct ContextParams {
   int n_batch = 2048;       // most tokens one decode() call accepts
   int n_ubatch = 512;       // most tokens one forward pass computes (0: n_batch)
   int n_seq_max = 1;        // sequence ids are in [0, n_seq_max)
+  bool kv_unified = false;  // any sequence may use all n_ctx cells: "n_ctx per sequence" (LongRoPE's
+                            // choice) is n_ctx, not n_ctx / n_seq_max (llama.cpp's kv_unified)
   int n_threads = 0;        // threads for single-token steps (0: all cores)
   int n_threads_batch = 0;  // threads for batches (0: n_threads)
   RopeScaling rope_scaling = RopeScaling::kUnspecified;
@@ -146,6 +148,10 @@ class Context {
   Status seq_state_load(std::span<const uint8_t> data, int dst_seq, std::vector<int32_t>* tokens = nullptr);
   Status seq_state_save_file(const std::string& path, int seq, std::span<const int32_t> tokens = {}) const;
   Status seq_state_load_file(const std::string& path, int dst_seq, std::vector<int32_t>* tokens = nullptr);
+  // The tokens stored in a sequence state file, after checking from its header alone that this
+  // context can load it (same model, cache types and geometry); the checksum is verified only
+  // when it is loaded. Reads the header, not the KV rows.
+  Expected<std::vector<int32_t>> seq_state_file_tokens(const std::string& path) const;
 
   // ---- adapters ----
   // Adds the adapter, or changes its scale when already attached.

@@ -20,6 +20,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "base/file_util.h"
 #include "context/context.h"
 
 namespace loom {
@@ -79,27 +80,6 @@ class Reader {
   std::span<const uint8_t> d_;
   size_t pos_ = 0;
 };
-
-Status write_file_atomic(const std::string& path, const std::vector<uint8_t>& data) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) return io_error("cannot write " + tmp + ": " + std::strerror(errno));
-  const bool ok = std::fwrite(data.data(), 1, data.size(), f) == data.size() && std::fflush(f) == 0 && ::fsync(::fileno(f)) == 0;
-  std::fclose(f);
-  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return io_error("cannot write state file " + path);
-  }
-  return Status::ok();
-}
-
-Expected<std::vector<uint8_t>> read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return io_error("cannot open state file " + path);
-  std::vector<uint8_t> data((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  if (f.bad()) return io_error("cannot read state file " + path);
-  return data;
-}
 
 // The parsed, checked content of a state buffer (views into it).
 struct Parsed {
@@ -166,12 +146,12 @@ void write_cells(Writer& w, const KvCache& kv, const std::vector<int>& cells, bo
   }
 }
 
-// Parses and checks everything; nothing is applied here.
-Status parse_state(std::span<const uint8_t> data, uint32_t want_kind, uint64_t fp, const KvCache& kv, int n_seq_max,
-                   Parsed* out) {
-  if (data.size() < 8 + 8) return corrupt("state is truncated (" + std::to_string(data.size()) + " bytes)");
-  const uint64_t stored_sum = [&] { uint64_t v; std::memcpy(&v, data.data() + data.size() - 8, 8); return v; }();
-  Reader r(data.first(data.size() - 8));
+// Parses and checks the header (magic, version, kind, fingerprint, cache types, geometry) and the
+// tokens. With `sum_end` the FNV checksum stored in the last 8 bytes of the whole buffer (of which
+// r reads the part before the checksum) is verified after the kind, as a corrupt file's fields
+// cannot be trusted; without it (peeking at a file's header) it is not.
+Status parse_header(Reader& r, std::span<const uint8_t> data, bool verify_sum, uint32_t want_kind, uint64_t fp,
+                    const KvCache& kv, Parsed* out) {
   const uint8_t* magic = nullptr;
   LOOM_RETURN_IF_ERROR(r.view(&magic, 8, "magic"));
   if (std::memcmp(magic, kMagic, 8) != 0) return corrupt("not a loom state (bad magic)");
@@ -183,7 +163,11 @@ Status parse_state(std::span<const uint8_t> data, uint32_t want_kind, uint64_t f
     return invalid_argument(kind == kKindSeq ? "this is a sequence state; load it with the sequence functions"
                                              : "this is a whole-context state, not a sequence state");
   }
-  if (fnv1a(data.data(), data.size() - 8) != stored_sum) return corrupt("state checksum mismatch (corrupt or truncated)");
+  if (verify_sum) {
+    uint64_t stored_sum;
+    std::memcpy(&stored_sum, data.data() + data.size() - 8, 8);
+    if (fnv1a(data.data(), data.size() - 8) != stored_sum) return corrupt("state checksum mismatch (corrupt or truncated)");
+  }
   out->kind = kind;
   uint64_t file_fp = 0, k_row = 0, v_row = 0;
   uint32_t type_k = 0, type_v = 0, n_layer = 0, n_tokens = 0;
@@ -208,6 +192,18 @@ Status parse_state(std::span<const uint8_t> data, uint32_t want_kind, uint64_t f
   LOOM_RETURN_IF_ERROR(r.view(&tok, size_t(n_tokens) * 4, "tokens"));
   out->tokens.resize(n_tokens);
   if (n_tokens) std::memcpy(out->tokens.data(), tok, size_t(n_tokens) * 4);
+  return Status::ok();
+}
+
+// Parses and checks everything; nothing is applied here.
+Status parse_state(std::span<const uint8_t> data, uint32_t want_kind, uint64_t fp, const KvCache& kv, int n_seq_max,
+                   Parsed* out) {
+  if (data.size() < 8 + 8) return corrupt("state is truncated (" + std::to_string(data.size()) + " bytes)");
+  Reader r(data.first(data.size() - 8));
+  LOOM_RETURN_IF_ERROR(parse_header(r, data, /*verify_sum=*/true, want_kind, fp, kv, out));
+  const uint32_t kind = out->kind;
+  const uint32_t n_layer = uint32_t(kv.params().n_layer);
+  const uint64_t k_row = kv.view().k_row_bytes, v_row = kv.view().v_row_bytes;
 
   if (kind == kKindWhole) {
     uint8_t is_embd = 0;
@@ -361,23 +357,48 @@ Status Context::seq_state_load(std::span<const uint8_t> data, int dst_seq, std::
   return Status::ok();
 }
 
+Expected<std::vector<int32_t>> Context::seq_state_file_tokens(const std::string& path) const {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return io_error("cannot open state file " + path);
+  // The header up to the token count is 56 bytes; then 4 bytes per token.
+  std::vector<uint8_t> head(56);
+  if (!f.read(reinterpret_cast<char*>(head.data()), std::streamsize(head.size()))) {
+    return corrupt(path + ": state is truncated (no complete header)");
+  }
+  uint32_t n_tokens = 0;
+  std::memcpy(&n_tokens, head.data() + 52, 4);
+  f.seekg(0, std::ios::end);
+  const uint64_t size = uint64_t(f.tellg());
+  if (uint64_t(n_tokens) * 4 + 56 > size) return corrupt(path + ": state token count runs past the end");
+  head.resize(56 + size_t(n_tokens) * 4);
+  f.seekg(56);
+  if (n_tokens && !f.read(reinterpret_cast<char*>(head.data() + 56), std::streamsize(n_tokens) * 4)) {
+    return io_error("cannot read state file " + path);
+  }
+  Reader r(head);
+  Parsed p;
+  Status st = parse_header(r, head, /*verify_sum=*/false, kKindSeq, fingerprint(), *kv_, &p);
+  if (!st) return Status(st.code(), path + ": " + st.message());
+  return std::move(p.tokens);
+}
+
 Status Context::state_save_file(const std::string& path, std::span<const int32_t> tokens) const {
-  return write_file_atomic(path, state_save(tokens));
+  return write_file_atomic(path, state_save(tokens), "state file");
 }
 
 Status Context::state_load_file(const std::string& path, std::vector<int32_t>* tokens) {
-  LOOM_ASSIGN_OR_RETURN(std::vector<uint8_t> data, read_file(path));
+  LOOM_ASSIGN_OR_RETURN(std::vector<uint8_t> data, read_file_bytes(path, "state file"));
   Status st = state_load(data, tokens);
   return st ? st : Status(st.code(), path + ": " + st.message());
 }
 
 Status Context::seq_state_save_file(const std::string& path, int seq, std::span<const int32_t> tokens) const {
   LOOM_ASSIGN_OR_RETURN(std::vector<uint8_t> data, seq_state_save(seq, tokens));
-  return write_file_atomic(path, data);
+  return write_file_atomic(path, data, "state file");
 }
 
 Status Context::seq_state_load_file(const std::string& path, int dst_seq, std::vector<int32_t>* tokens) {
-  LOOM_ASSIGN_OR_RETURN(std::vector<uint8_t> data, read_file(path));
+  LOOM_ASSIGN_OR_RETURN(std::vector<uint8_t> data, read_file_bytes(path, "state file"));
   Status st = seq_state_load(data, dst_seq, tokens);
   return st ? st : Status(st.code(), path + ": " + st.message());
 }

@@ -1,0 +1,393 @@
+#include "serve/prefix_cache.h"
+
+#include <algorithm>
+#include <string>
+
+namespace loom::serve {
+namespace {
+
+// Index of the child whose first token is `t`, or -1.
+int child_index(const PrefixCache::Node* n, int32_t t) {
+  for (size_t i = 0; i < n->children.size(); ++i) {
+    if (n->children[i]->tokens.front() == t) return int(i);
+  }
+  return -1;
+}
+
+}  // namespace
+
+PrefixCache::PrefixCache(Context& ctx, int first_seq, int n_seqs) : ctx_(ctx), first_seq_(first_seq), n_seqs_(n_seqs) {
+  for (int s = first_seq + n_seqs - 1; s >= first_seq; --s) free_seqs_.push_back(s);
+}
+
+PrefixCache::~PrefixCache() = default;
+
+void PrefixCache::touch(Node* n) {
+  const uint64_t t = ++clock_;
+  for (; n && n != &root_; n = n->parent) n->stamp = t;
+}
+
+PrefixCache::Match PrefixCache::match(std::span<const int32_t> tokens, int max_len) {
+  Match m;
+  const int limit = std::min<int>(max_len, int(tokens.size()));
+  Node* n = &root_;
+  int depth = 0;
+  while (depth < limit) {
+    const int ci = child_index(n, tokens[size_t(depth)]);
+    if (ci < 0) break;
+    Node* c = n->children[size_t(ci)].get();
+    int k = 0;
+    while (k < int(c->tokens.size()) && depth + k < limit && c->tokens[size_t(k)] == tokens[size_t(depth + k)]) ++k;
+    if (k == 0) break;
+    depth += k;
+    m.len = depth;
+    m.node = c;
+    if (k < int(c->tokens.size())) {
+      // Ends inside c: split it so that the match ends at a node boundary (a lock on the match
+      // then pins only the tokens used, not all of c).
+      m.node = split(c, depth);
+      break;
+    }
+    n = c;
+  }
+  if (m.node) touch(m.node);
+  return m;
+}
+
+int PrefixCache::holder(const Node* n) const {
+  while (!n->leaf()) n = n->children.front().get();
+  return n->seq;
+}
+
+Status PrefixCache::share(const Match& m, int seq) {
+  if (m.len == 0 || !m.node) return Status::ok();
+  return ctx_.seq_cp(holder(m.node), seq, 0, m.len);
+}
+
+PrefixCache::Node* PrefixCache::split(Node* n, int at) {
+  // A new node takes n's place under its parent with the tokens [start, at); n keeps the rest.
+  Node* parent = n->parent;
+  auto top = std::make_unique<Node>();
+  top->parent = parent;
+  top->start = n->start;
+  top->tokens.assign(n->tokens.begin(), n->tokens.begin() + (at - n->start));
+  top->ref = n->ref;
+  top->stamp = n->stamp;
+  n->tokens.erase(n->tokens.begin(), n->tokens.begin() + (at - n->start));
+  n->start = at;
+  Node* top_raw = top.get();
+  for (auto& c : parent->children) {
+    if (c.get() == n) {
+      std::unique_ptr<Node> self = std::move(c);
+      self->parent = top_raw;
+      top->children.push_back(std::move(self));
+      c = std::move(top);
+      break;
+    }
+  }
+  ++n_nodes_;
+  return top_raw;
+}
+
+PrefixCache::Node* PrefixCache::new_leaf(Node* parent, std::span<const int32_t> tokens, int start, int seq) {
+  auto leaf = std::make_unique<Node>();
+  leaf->parent = parent;
+  leaf->start = start;
+  leaf->tokens.assign(tokens.begin(), tokens.end());
+  leaf->seq = seq;
+  Node* raw = leaf.get();
+  parent->children.push_back(std::move(leaf));
+  evictable_ += int(raw->tokens.size());
+  n_tokens_ += int(raw->tokens.size());
+  ++n_nodes_;
+  touch(raw);
+  return raw;
+}
+
+int PrefixCache::take_free_seq() {
+  if (free_seqs_.empty()) {
+    // Evict whole leaves until a sequence is free.
+    while (free_seqs_.empty()) {
+      Node* victim = lru_leaf(nullptr);
+      if (!victim) return -1;
+      persist(victim);
+      remove_leaf(victim);
+    }
+  }
+  const int s = free_seqs_.back();
+  free_seqs_.pop_back();
+  return s;
+}
+
+void PrefixCache::release_seq(int seq) {
+  (void)ctx_.seq_rm(seq, -1, -1);
+  free_seqs_.push_back(seq);
+}
+
+PrefixCache::Node* PrefixCache::insert(std::span<const int32_t> tokens, int src) {
+  const int n = int(tokens.size());
+  if (n == 0) return nullptr;
+  Node* at = &root_;  // the deepest node fully matched
+  int depth = 0;
+  Node* last = nullptr;  // node holding tokens[depth - 1]
+  while (depth < n) {
+    const int ci = child_index(at, tokens[size_t(depth)]);
+    if (ci < 0) break;
+    Node* c = at->children[size_t(ci)].get();
+    int k = 0;
+    while (k < int(c->tokens.size()) && depth + k < n && c->tokens[size_t(k)] == tokens[size_t(depth + k)]) ++k;
+    depth += k;
+    last = c;
+    if (k < int(c->tokens.size())) {
+      if (depth == n) {
+        // All of it is cached, ending inside c: split there so a lock covers only these tokens.
+        Node* top = split(c, depth);
+        touch(top);
+        return top;
+      }
+      at = split(c, depth);  // diverges inside c
+      last = at;
+      break;
+    }
+    at = c;
+  }
+  if (depth == n) {
+    touch(last);
+    return last;
+  }
+  const std::span<const int32_t> rest = tokens.subspan(size_t(depth));
+  if (at != &root_ && at->leaf()) {
+    // Extend the leaf in place: its sequence already holds the path up to depth.
+    if (!ctx_.seq_cp(src, at->seq, depth, n).is_ok()) return at;
+    at->tokens.insert(at->tokens.end(), rest.begin(), rest.end());
+    if (at->ref == 0) evictable_ += int(rest.size());
+    n_tokens_ += int(rest.size());
+    at->persisted = false;
+    touch(at);
+    return at;
+  }
+  // A new leaf below `at`, holding the cached path [0, depth) and src's cells [depth, n).
+  // The attach point is locked while a sequence is found, so that eviction cannot take it.
+  Node* guard = at == &root_ ? nullptr : at;
+  if (guard) lock(guard);
+  const int seq = take_free_seq();
+  if (guard) unlock(guard);
+  if (seq < 0) return depth > 0 ? last : nullptr;
+  if (depth > 0 && !ctx_.seq_cp(holder(at), seq, 0, depth).is_ok()) {
+    release_seq(seq);
+    return last;
+  }
+  if (!ctx_.seq_cp(src, seq, depth, n).is_ok()) {
+    release_seq(seq);
+    return last;
+  }
+  return new_leaf(at, rest, depth, seq);
+}
+
+PrefixCache::Node* PrefixCache::adopt(std::span<const int32_t> tokens, int seq) {
+  const Match m = match(tokens, int(tokens.size()));
+  if (m.len == int(tokens.size())) {
+    release_seq(seq);
+    return m.node;
+  }
+  // seq's own cells for the cached part are duplicates: drop them and take the tree's instead.
+  (void)ctx_.seq_rm(seq, 0, m.len);
+  Node* at = &root_;
+  if (m.node) {
+    at = m.len < m.node->end() ? split(m.node, m.len) : m.node;
+    if (!ctx_.seq_cp(holder(at), seq, 0, m.len).is_ok()) {
+      release_seq(seq);
+      return m.node;
+    }
+  }
+  if (at != &root_ && at->leaf()) {
+    // at's own sequence holds the path: move seq's cells to it and free seq.
+    if (ctx_.seq_cp(seq, at->seq, m.len, int(tokens.size())).is_ok()) {
+      const std::span<const int32_t> rest = tokens.subspan(size_t(m.len));
+      at->tokens.insert(at->tokens.end(), rest.begin(), rest.end());
+      if (at->ref == 0) evictable_ += int(rest.size());
+      n_tokens_ += int(rest.size());
+      touch(at);
+    }
+    release_seq(seq);
+    return at;
+  }
+  return new_leaf(at, tokens.subspan(size_t(m.len)), m.len, seq);
+}
+
+void PrefixCache::lock(Node* n) {
+  for (; n && n != &root_; n = n->parent) {
+    if (n->ref++ == 0) evictable_ -= int(n->tokens.size());
+  }
+}
+
+void PrefixCache::unlock(Node* n) {
+  for (; n && n != &root_; n = n->parent) {
+    if (--n->ref == 0) evictable_ += int(n->tokens.size());
+  }
+}
+
+PrefixCache::Node* PrefixCache::lru_leaf(const Node* keep) const {
+  // Depth-first over the tree; unlocked leaves only (their ancestors may be locked).
+  const Node* best = nullptr;
+  std::vector<const Node*> stack = {&root_};
+  while (!stack.empty()) {
+    const Node* n = stack.back();
+    stack.pop_back();
+    for (const auto& c : n->children) stack.push_back(c.get());
+    if (n == &root_ || !n->leaf() || n->ref > 0 || n == keep) continue;
+    if (!best || n->stamp < best->stamp) best = n;
+  }
+  return const_cast<Node*>(best);
+}
+
+void PrefixCache::path_tokens(const Node* n, std::vector<int32_t>* out) const {
+  std::vector<const Node*> path;
+  for (; n && n != &root_; n = n->parent) path.push_back(n);
+  out->clear();
+  for (auto it = path.rbegin(); it != path.rend(); ++it) out->insert(out->end(), (*it)->tokens.begin(), (*it)->tokens.end());
+}
+
+void PrefixCache::persist(Node* leaf) {
+  if (!on_evict_ || leaf->persisted) return;
+  std::vector<int32_t> toks;
+  path_tokens(leaf, &toks);
+  on_evict_(toks, leaf->seq);
+  leaf->persisted = true;
+}
+
+void PrefixCache::remove_leaf(Node* leaf) {
+  const int c = leaf->seq;
+  Node* parent = leaf->parent;
+  (void)ctx_.seq_rm(c, leaf->start, -1);  // the leaf's own cells: held by c alone, freed
+  if (leaf->ref == 0) evictable_ -= int(leaf->tokens.size());
+  n_tokens_ -= int(leaf->tokens.size());
+  --n_nodes_;
+  auto& sib = parent->children;
+  sib.erase(std::find_if(sib.begin(), sib.end(), [&](const auto& p) { return p.get() == leaf; }));
+  if (parent != &root_ && parent->leaf()) {
+    parent->seq = c;  // c still holds the parent's path
+  } else {
+    release_seq(c);   // the ancestors' cells stay with the siblings' sequences
+  }
+}
+
+int PrefixCache::evict(int cells) {
+  int freed = 0;
+  while (freed < cells) {
+    Node* victim = lru_leaf(nullptr);
+    if (!victim) break;
+    persist(victim);
+    const int len = int(victim->tokens.size());
+    const int want = cells - freed;
+    if (len > want) {
+      // Only the tail is needed: the leaf keeps its first len - want tokens.
+      const int new_end = victim->end() - want;
+      (void)ctx_.seq_rm(victim->seq, new_end, -1);
+      victim->tokens.resize(size_t(len - want));
+      evictable_ -= want;
+      n_tokens_ -= want;
+      freed += want;
+    } else {
+      remove_leaf(victim);
+      freed += len;
+    }
+  }
+  return freed;
+}
+
+void PrefixCache::clear_unlocked() {
+  while (Node* victim = lru_leaf(nullptr)) remove_leaf(victim);
+}
+
+void PrefixCache::persist_all() {
+  std::vector<Node*> stack = {&root_};
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    for (auto& c : n->children) stack.push_back(c.get());
+    if (n != &root_ && n->leaf()) persist(n);
+  }
+}
+
+int PrefixCache::n_leaves() const {
+  int k = 0;
+  std::vector<const Node*> stack = {&root_};
+  while (!stack.empty()) {
+    const Node* n = stack.back();
+    stack.pop_back();
+    for (const auto& c : n->children) stack.push_back(c.get());
+    if (n != &root_ && n->leaf()) ++k;
+  }
+  return k;
+}
+
+Status PrefixCache::check_invariants() const {
+  const KvCache& kv = ctx_.kv();
+  int evictable = 0, tokens = 0, nodes = 0;
+  // Walks the tree; appends the leaf sequences of n's subtree to *out.
+  std::function<Status(const Node*, std::vector<int>*)> walk = [&](const Node* n, std::vector<int>* out) -> Status {
+    std::vector<int> mine;
+    std::vector<int>* seqs = &mine;
+    if (n != &root_) {
+      ++nodes;
+      tokens += int(n->tokens.size());
+      if (n->ref == 0) evictable += int(n->tokens.size());
+      if (n->tokens.empty()) return internal_error("empty node");
+      if (n->ref < 0) return internal_error("negative ref");
+      if (n->parent != &root_ && n->parent->end() != n->start) return internal_error("node start does not follow its parent");
+      if (n->parent->ref < n->ref) return internal_error("a node is locked more than its parent");
+    }
+    if (n->leaf() && n != &root_) {
+      if (!is_cache_seq(n->seq)) return internal_error("leaf without a cache sequence");
+      seqs->push_back(n->seq);
+      // Its sequence holds exactly positions 0..end-1, one cell each.
+      std::vector<int> count(size_t(n->end()), 0);
+      for (int c = 0; c < kv.size(); ++c) {
+        const KvCell& cell = kv.cell(c);
+        if (cell.empty() || !cell.seqs.test(size_t(n->seq))) continue;
+        if (cell.pos < 0 || cell.pos >= n->end()) return internal_error("leaf sequence " + std::to_string(n->seq) + " holds position " + std::to_string(cell.pos) + " beyond its path end " + std::to_string(n->end()));
+        ++count[size_t(cell.pos)];
+      }
+      for (int p = 0; p < n->end(); ++p) {
+        if (count[size_t(p)] != 1) return internal_error("leaf sequence " + std::to_string(n->seq) + " has " + std::to_string(count[size_t(p)]) + " cells at position " + std::to_string(p));
+      }
+    } else if (n != &root_ && n->seq >= 0) {
+      return internal_error("inner node owns a sequence");
+    }
+    for (const auto& c : n->children) {
+      if (c->parent != n) return internal_error("bad parent link");
+      LOOM_RETURN_IF_ERROR(walk(c.get(), seqs));
+    }
+    if (n != &root_) {
+      // All leaves below share one cell per position of this node.
+      for (int p = n->start; p < n->end(); ++p) {
+        int cell_of_first = -1;
+        for (int c = 0; c < kv.size(); ++c) {
+          const KvCell& cell = kv.cell(c);
+          if (cell.empty() || cell.pos != p || !cell.seqs.test(size_t(seqs->front()))) continue;
+          cell_of_first = c;
+        }
+        for (int s : *seqs) {
+          bool found = false;
+          for (int c = 0; c < kv.size(); ++c) {
+            const KvCell& cell = kv.cell(c);
+            if (!cell.empty() && cell.pos == p && cell.seqs.test(size_t(s))) found = (c == cell_of_first);
+          }
+          if (!found) return internal_error("leaves below a node do not share its cell at position " + std::to_string(p));
+        }
+      }
+    }
+    out->insert(out->end(), mine.begin(), mine.end());
+    return Status::ok();
+  };
+  std::vector<int> all;
+  LOOM_RETURN_IF_ERROR(walk(&root_, &all));
+  if (evictable != evictable_) return internal_error("evictable count " + std::to_string(evictable_) + " != " + std::to_string(evictable));
+  if (tokens != n_tokens_) return internal_error("token count mismatch");
+  if (nodes != n_nodes_) return internal_error("node count mismatch");
+  if (int(all.size() + free_seqs_.size()) != n_seqs_) return internal_error("cache sequences leaked");
+  return Status::ok();
+}
+
+}  // namespace loom::serve

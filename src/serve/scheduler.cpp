@@ -1,0 +1,1053 @@
+#include "serve/scheduler.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <condition_variable>
+#include <deque>
+#include <list>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_set>
+
+#include "base/log.h"
+#include "base/timer.h"
+#include "serve/disk_cache.h"
+#include "serve/prefix_cache.h"
+#include "serve/stop_matcher.h"
+#include "vocab/stream_detokenizer.h"
+
+namespace loom::serve {
+
+const char* finish_reason_name(FinishReason r) {
+  switch (r) {
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kCancelled: return "cancelled";
+  }
+  return "stop";
+}
+
+namespace {
+
+constexpr int kMinReserve = 16;  // tokens reserved at least for a request without max_tokens
+
+double ms_between(int64_t a_us, int64_t b_us) { return b_us > a_us ? double(b_us - a_us) / 1000.0 : 0.0; }
+
+struct Choice {
+  int slot = -1;
+  std::optional<Sampler> sampler;  // set at submit
+  std::unique_ptr<StreamDetokenizer> detok;
+  StopMatcher stop;
+  std::vector<int32_t> generated;
+  std::vector<int32_t> kv;      // tokens at positions 0..kv.size()-1 of the slot's sequence
+  int32_t pending = -1;         // sampled, decoded at the next step
+  std::vector<int32_t> refill;  // context shift: tokens to decode again after the kept ones
+  size_t refill_done = 0;
+  int row = -1;                 // output row of this step
+  int chunk = 0;                // refill tokens in this step
+  int reserved = 0;             // cells still reserved for this choice
+  int max_tokens = 0;
+  bool done = false;
+  int64_t t_last_us = 0;
+};
+
+struct Req {
+  RequestId id = 0;
+  GenerateRequest r;
+  EventCallback cb;
+  std::vector<Choice> ch;
+  enum class Phase { kWaiting, kPrefill, kRun } phase = Phase::kWaiting;
+  int progress = 0;         // prompt tokens in choice 0's sequence (shared or computed)
+  int cached = 0;           // of which came from the prefix cache
+  int computed = 0;         // prompt tokens computed by this request
+  int prompt_reserved = 0;  // prompt cells still reserved
+  int reserve_per_choice = 0;
+  bool bounded = true;      // max_tokens given: its reservation is a guarantee
+  PrefixCache::Node* lock = nullptr;
+  bool cancelled = false;
+  int chunk = 0, chunk_from = 0, prompt_row = -1;  // this step's prompt chunk
+  int64_t t_submit = 0, t_admit = 0, t_prompt_done = 0, t_first = 0;
+  int n_generated = 0;
+  FinishReason reason0 = FinishReason::kStop;  // choice 0's, for the metrics
+};
+
+struct EmbedJob {
+  RequestId id = 0;
+  EmbedRequest r;
+  EmbedCallback cb;
+  EmbedResult result;
+  size_t next = 0;  // inputs done
+};
+
+int common_prefix(std::span<const int32_t> a, std::span<const int32_t> b) {
+  size_t k = 0;
+  while (k < a.size() && k < b.size() && a[k] == b[k]) ++k;
+  return int(k);
+}
+
+}  // namespace
+
+struct Scheduler::Impl {
+  Scheduler* self = nullptr;
+  std::shared_ptr<const Model> model;
+  const Vocab* vocab = nullptr;
+  SchedulerParams p;
+  std::unique_ptr<Context> ctx;
+  std::unique_ptr<PrefixCache> cache;
+  DiskPrefixStore disk;
+  int n_ctx = 0, step_tokens = 0;
+
+  // ---- shared with submitters ----
+  mutable std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::unique_ptr<Req>> inbox;
+  std::deque<std::unique_ptr<EmbedJob>> embed_inbox;
+  std::unordered_set<RequestId> cancels;
+  std::atomic<uint64_t> next_id{1};
+  int n_waiting_shared = 0;  // inbox + waiting, for max_queue
+  bool stopping = false;
+  int64_t stop_deadline_us = 0;
+  mutable std::mutex stats_mu;
+  SchedulerStats snapshot;
+  uint64_t rejected = 0;  // under mu
+
+  // ---- loop thread only ----
+  std::deque<std::unique_ptr<Req>> waiting;
+  std::list<std::unique_ptr<Req>> running;  // admission order
+  std::deque<std::unique_ptr<EmbedJob>> embed_jobs;
+  std::vector<int> free_slots;
+  Metrics metrics;
+  std::thread loop;
+
+  // ---------------------------------------------------------------------------------------------
+  void emit(Req& q, Event e) {
+    e.id = q.id;
+    if (q.cb) q.cb(e);
+  }
+
+  int reserved_total() const {
+    int t = 0;
+    for (const auto& q : running) {
+      t += q->prompt_reserved;
+      for (const Choice& c : q->ch) t += c.done ? 0 : c.reserved;
+    }
+    return t;
+  }
+  int pinned() const { return ctx->kv().used() - (cache ? cache->evictable() : 0); }
+  // Cells neither held nor reserved: what unbounded requests may grow into.
+  int unreserved() const { return n_ctx - pinned() - reserved_total(); }
+
+  bool ensure_free(int n) {
+    const int free_now = n_ctx - ctx->kv().used();
+    if (free_now >= n) return true;
+    if (cache) cache->evict(n - free_now);
+    return n_ctx - ctx->kv().used() >= n;
+  }
+
+  // ---- logprobs ----
+  void fill_logprobs(const Req& q, std::span<const float> logits, int32_t tok, Event* e) const {
+    if (!q.r.logprobs && q.r.top_logprobs <= 0) return;
+    float mx = -INFINITY;
+    for (float v : logits) mx = std::max(mx, v);
+    double sum = 0;
+    for (float v : logits) sum += std::exp(double(v - mx));
+    const float lse = mx + float(std::log(sum));
+    e->has_logprob = true;
+    e->logprob = {tok, logits[size_t(tok)] - lse};
+    const int k = std::min<int>(q.r.top_logprobs, int(logits.size()));
+    if (k > 0) {
+      std::vector<int32_t> idx(logits.size());
+      for (size_t i = 0; i < idx.size(); ++i) idx[i] = int32_t(i);
+      std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int32_t a, int32_t b) {
+        return logits[size_t(a)] > logits[size_t(b)] || (logits[size_t(a)] == logits[size_t(b)] && a < b);
+      });
+      for (int i = 0; i < k; ++i) e->top.push_back({idx[size_t(i)], logits[size_t(idx[size_t(i)])] - lse});
+    }
+  }
+
+  // ---- finishing ----
+  void finish_choice(Req& q, int ci, FinishReason reason, std::string stop_word = {}) {
+    Choice& c = q.ch[size_t(ci)];
+    if (c.done) return;
+    Event e;
+    e.kind = Event::Kind::kFinish;
+    e.choice = ci;
+    if (!c.stop.matched() && c.detok) {
+      e.text = c.stop.push(c.detok->flush());
+      if (c.stop.matched()) {
+        reason = FinishReason::kStop;
+        stop_word = c.stop.stop_word();
+      } else {
+        e.text += c.stop.flush();
+      }
+    }
+    e.reason = reason;
+    if (ci == 0) q.reason0 = reason;
+    e.stop_word = std::move(stop_word);
+    e.tokens = c.generated;
+    c.done = true;
+    c.reserved = 0;
+    c.pending = -1;
+    c.refill.clear();
+    emit(q, std::move(e));
+  }
+
+  void count_finish(FinishReason r) {
+    switch (r) {
+      case FinishReason::kStop: ++metrics.requests_stop; break;
+      case FinishReason::kLength: ++metrics.requests_length; break;
+      case FinishReason::kCancelled: ++metrics.requests_cancelled; break;
+    }
+  }
+
+  // Gives the request's cells to the prefix cache, frees its slots, sends kDone.
+  void retire(Req& q) {
+    if (q.phase != Req::Phase::kWaiting) {
+      for (size_t i = 0; i < q.ch.size(); ++i) {
+        Choice& c = q.ch[i];
+        if (c.slot < 0) continue;
+        if (cache && q.r.cache_prompt) {
+          std::span<const int32_t> toks = c.kv;
+          std::vector<int32_t> partial;
+          if (q.phase == Req::Phase::kPrefill) {
+            partial.assign(q.r.prompt.begin(), q.r.prompt.begin() + (i == 0 ? q.progress : 0));
+            toks = partial;
+          }
+          if (!toks.empty()) cache->insert(toks, c.slot);
+        }
+        (void)ctx->seq_rm(c.slot, -1, -1);
+        free_slots.push_back(c.slot);
+        c.slot = -1;
+      }
+      if (cache && q.lock) cache->unlock(q.lock);
+      q.lock = nullptr;
+    }
+    const int64_t now = now_us();
+    Event e;
+    e.kind = Event::Kind::kDone;
+    e.usage.prompt_tokens = int(q.r.prompt.size());
+    e.usage.cached_tokens = q.cached;
+    e.usage.completion_tokens = q.n_generated;
+    e.timings.prompt_n = q.computed;
+    e.timings.cache_n = q.cached;
+    e.timings.prompt_ms = q.t_admit ? ms_between(q.t_admit, q.t_prompt_done ? q.t_prompt_done : now) : 0;
+    e.timings.predicted_n = q.n_generated;
+    e.timings.predicted_ms = q.t_prompt_done ? ms_between(q.t_prompt_done, now) : 0;
+    e.timings.queue_ms = ms_between(q.t_submit, q.t_admit ? q.t_admit : now);
+    e.timings.ttft_ms = q.t_first ? ms_between(q.t_submit, q.t_first) : 0;
+    metrics.e2e.observe(double(now - q.t_submit) / 1e6);
+    count_finish(q.reason0);
+    publish();  // so that stats() seen after kDone already counts the slot as free
+    emit(q, std::move(e));
+  }
+
+  // ---- sampling one choice from its logits row ----
+  void sample_choice(Req& q, int ci, std::span<const float> logits) {
+    Choice& c = q.ch[size_t(ci)];
+    const int32_t tok = c.sampler->sample(logits);
+    const int64_t now = now_us();
+    if (tok < 0) {
+      LOOM_LOG(kWarn, "request %llu: the grammar admits no token here; stopping", static_cast<unsigned long long>(q.id));
+      finish_choice(q, ci, FinishReason::kStop);
+      return;
+    }
+    if (!q.r.ignore_eos && vocab->is_eog(tok)) {
+      finish_choice(q, ci, FinishReason::kStop);
+      return;
+    }
+    c.sampler->accept(tok);
+    c.generated.push_back(tok);
+    ++q.n_generated;
+    ++metrics.generated_tokens;
+    if (!q.t_first) {
+      q.t_first = now;
+      metrics.ttft.observe(double(now - q.t_submit) / 1e6);
+    }
+    if (c.t_last_us) metrics.itl.observe(double(now - c.t_last_us) / 1e6);
+    c.t_last_us = now;
+    Event e;
+    e.kind = Event::Kind::kToken;
+    e.choice = ci;
+    e.token = tok;
+    auto piece = c.detok->push(tok);
+    e.text = c.stop.push(piece ? *piece : std::string());
+    fill_logprobs(q, logits, tok, &e);
+    emit(q, std::move(e));
+    if (c.stop.matched()) {
+      finish_choice(q, ci, FinishReason::kStop, c.stop.stop_word());
+    } else if (c.sampler->grammar_done()) {
+      finish_choice(q, ci, FinishReason::kStop);
+    } else if (int(c.generated.size()) >= c.max_tokens) {
+      finish_choice(q, ci, FinishReason::kLength);
+    } else {
+      c.pending = tok;
+    }
+  }
+
+  // ---- admission ----
+  void admit() {
+    while (!waiting.empty()) {
+      Req& q = *waiting.front();
+      if (int(free_slots.size()) < q.r.n) return;
+      const int len = int(q.r.prompt.size());
+      PrefixCache::Match m;
+      if (cache && q.r.cache_prompt) {
+        m = cache->match(q.r.prompt, len - 1);
+        try_disk(q, &m);
+        cache->lock(m.node);
+      }
+      const int need = (len - m.len) + q.r.n * q.reserve_per_choice;
+      if (need > n_ctx - pinned() - reserved_total()) {
+        if (cache) cache->unlock(m.node);
+        return;  // in arrival order: the head waits for cells
+      }
+      std::unique_ptr<Req> owned = std::move(waiting.front());
+      waiting.pop_front();
+      for (Choice& c : q.ch) {
+        c.slot = free_slots.back();
+        free_slots.pop_back();
+        c.reserved = q.reserve_per_choice;
+      }
+      if (m.len > 0 && !cache->share(m, q.ch[0].slot).is_ok()) {
+        cache->unlock(m.node);
+        m = {};
+      }
+      q.lock = m.node;
+      q.progress = q.cached = m.len;
+      q.prompt_reserved = len - m.len;
+      q.phase = Req::Phase::kPrefill;
+      q.t_admit = now_us();
+      metrics.queue_time.observe(double(q.t_admit - q.t_submit) / 1e6);
+      metrics.prefix_queried_tokens += uint64_t(len);
+      metrics.prefix_hit_tokens += uint64_t(m.len);
+      running.push_back(std::move(owned));
+      {
+        std::lock_guard<std::mutex> l(mu);
+        --n_waiting_shared;
+      }
+    }
+  }
+
+  // A longer prefix from the cache dir: loaded into a cache sequence and adopted by the tree.
+  void try_disk(Req& q, PrefixCache::Match* m) {
+    if (!disk.active()) return;
+    const int len = int(q.r.prompt.size());
+    int dlen = 0;
+    const DiskPrefixStore::Entry* e = disk.find(q.r.prompt, len - 1, m->len + std::max(1, p.cache_dir_min_tokens / 2), &dlen);
+    if (!e) return;
+    const int file_cells = int(e->tokens.size());
+    // The file is loaded whole; there must be room beside every reservation and this request.
+    cache->lock(m->node);
+    const bool room = file_cells + (len - dlen) + q.r.n * q.reserve_per_choice <= n_ctx - pinned() - reserved_total() &&
+                      ensure_free(file_cells);
+    cache->unlock(m->node);
+    if (!room) return;
+    const int seq = cache->take_free_seq();
+    if (seq < 0) return;
+    std::vector<int32_t> toks;
+    const std::string path = e->path;
+    Status st = ctx->seq_state_load_file(path, seq, &toks);
+    if (st && toks != e->tokens) st = corrupt("its tokens changed since it was indexed");
+    if (!st) {
+      LOOM_LOG(kWarn, "cache dir: skipping %s: %s", path.c_str(), st.message().c_str());
+      ++metrics.disk_errors;
+      disk.forget(e);
+      cache->release_seq(seq);
+      return;
+    }
+    ++metrics.disk_loads;
+    // Keep only what this prompt uses, then hand it to the tree.
+    (void)ctx->seq_rm(seq, dlen, -1);
+    toks.resize(size_t(dlen));
+    cache->adopt(toks, seq);
+    *m = cache->match(q.r.prompt, len - 1);
+  }
+
+  // ---- one step ----
+  void step() {
+    ++metrics.steps;
+    Batch b;
+    std::vector<std::pair<Req*, int>> gen;      // (request, choice) decoding a token
+    std::vector<Req*> prefill;                  // requests with a prompt chunk
+    std::vector<std::pair<Req*, int>> refills;  // choices re-decoding after a context shift
+
+    // 1. the next token of every generating choice
+    for (auto& qp : running) {
+      Req& q = *qp;
+      if (q.phase != Req::Phase::kRun) continue;
+      for (int ci = 0; ci < int(q.ch.size()); ++ci) {
+        Choice& c = q.ch[size_t(ci)];
+        c.row = -1;
+        c.chunk = 0;
+        if (c.done || c.pending < 0) continue;
+        if (!take_cell(q, ci)) continue;
+        c.row = b.size();
+        b.add(c.pending, int32_t(c.kv.size()), {c.slot}, true);
+        gen.emplace_back(&q, ci);
+      }
+    }
+    // 2. prompt chunks and refills under the step budget, in admission order
+    int budget = std::max(0, step_tokens - b.size());
+    for (auto& qp : running) {
+      Req& q = *qp;
+      q.chunk = 0;
+      q.prompt_row = -1;
+      if (q.phase == Req::Phase::kRun) {
+        for (int ci = 0; ci < int(q.ch.size()) && budget > 0; ++ci) {
+          Choice& c = q.ch[size_t(ci)];
+          if (c.done || c.refill.empty()) continue;
+          const int n = std::min<int>(budget, int(c.refill.size() - c.refill_done));
+          for (int i = 0; i < n; ++i) {
+            const size_t k = c.refill_done + size_t(i);
+            const bool last = k + 1 == c.refill.size();
+            if (last) c.row = b.size();
+            b.add(c.refill[k], int32_t(c.kv.size() + size_t(i)), {c.slot}, last);
+          }
+          c.chunk = n;
+          budget -= n;
+          refills.emplace_back(&q, ci);
+        }
+        continue;
+      }
+      if (q.phase != Req::Phase::kPrefill || budget <= 0) continue;
+      const int len = int(q.r.prompt.size());
+      rematch(q);
+      if (waits_for_other(q, prefill)) continue;
+      const int n = std::min(budget, len - q.progress);
+      if (n <= 0) continue;
+      for (int i = 0; i < n; ++i) {
+        const int pos = q.progress + i;
+        const bool last = pos + 1 == len;
+        if (last) q.prompt_row = b.size();
+        b.add(q.r.prompt[size_t(pos)], pos, {q.ch[0].slot}, last);
+      }
+      q.chunk_from = q.progress;
+      q.chunk = n;
+      budget -= n;
+      prefill.push_back(&q);
+    }
+    if (b.size() == 0) return;
+
+    if (!ensure_free(b.size()) && (!prefill.empty() || !refills.empty())) {
+      // Should not happen (admission reserves every cell): keep the running streams going and let
+      // the prompts wait for a later step.
+      LOOM_LOG(kError, "scheduler: %d cells needed, %d free after eviction; prompt chunks wait", b.size(),
+               n_ctx - ctx->kv().used());
+      const size_t n = gen.size();
+      b.tokens.resize(n);
+      b.pos.resize(n);
+      b.seq_ids.resize(n);
+      b.output.resize(n);
+      for (Req* q : prefill) q->chunk = 0, q->prompt_row = -1;
+      for (auto [q, ci] : refills) q->ch[size_t(ci)].chunk = 0, q->ch[size_t(ci)].row = -1;
+      prefill.clear();
+      refills.clear();
+      if (b.size() == 0) return;
+    }
+    LOOM_LOG(kDebug, "step: batch %d (gen %zu, prefill %zu), used %d, evictable %d, reserved %d", b.size(), gen.size(),
+             prefill.size(), ctx->kv().used(), cache ? cache->evictable() : 0, reserved_total());
+    const Status st = ctx->decode(b);
+    if (!st) {
+      fail_batch(st, gen, prefill, refills);
+      return;
+    }
+
+    // 3. outputs
+    for (auto [qp, ci] : gen) {
+      Choice& c = qp->ch[size_t(ci)];
+      c.kv.push_back(c.pending);
+      c.pending = -1;
+    }
+    for (auto [qp, ci] : gen) {
+      Choice& c = qp->ch[size_t(ci)];
+      if (qp->cancelled || c.done) continue;
+      auto logits = ctx->logits(c.row);
+      if (logits) sample_choice(*qp, ci, *logits);
+    }
+    for (auto [qp, ci] : refills) {
+      Choice& c = qp->ch[size_t(ci)];
+      c.kv.insert(c.kv.end(), c.refill.begin() + long(c.refill_done), c.refill.begin() + long(c.refill_done) + c.chunk);
+      c.refill_done += size_t(c.chunk);
+      if (c.refill_done == c.refill.size()) {
+        c.refill.clear();
+        c.refill_done = 0;
+        auto logits = ctx->logits(c.row);
+        if (logits) sample_choice(*qp, ci, *logits);
+      }
+    }
+    for (Req* q : prefill) {
+      q->progress += q->chunk;
+      q->computed += q->chunk;
+      q->prompt_reserved = std::max(0, q->prompt_reserved - q->chunk);
+      metrics.prompt_tokens += uint64_t(q->chunk);
+      if (cache && q->r.cache_prompt) {
+        // The prompt so far joins the tree at once, so requests arriving meanwhile share it.
+        PrefixCache::Node* n = cache->insert(std::span<const int32_t>(q->r.prompt).first(size_t(q->progress)),
+                                             q->ch[0].slot);
+        if (n && n != q->lock) {
+          cache->lock(n);
+          if (q->lock) cache->unlock(q->lock);
+          q->lock = n;
+        }
+      }
+      if (q->progress == int(q->r.prompt.size())) start_generating(*q);
+    }
+  }
+
+  // Requests whose choices are all done leave.
+  void retire_finished() {
+    for (auto it = running.begin(); it != running.end();) {
+      Req& q = **it;
+      const bool all_done = std::all_of(q.ch.begin(), q.ch.end(), [](const Choice& c) { return c.done; });
+      if (all_done && q.phase == Req::Phase::kRun) {
+        retire(q);
+        it = running.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+
+  // Cells for one more token of choice ci: from its reservation, else unreserved room; at the
+  // sequence's limit, a context shift or finish with kLength.
+  bool take_cell(Req& q, int ci) {
+    Choice& c = q.ch[size_t(ci)];
+    const bool at_end = int(c.kv.size()) >= n_ctx;
+    if (!at_end) {
+      if (c.reserved > 0) {
+        --c.reserved;
+        return true;
+      }
+      if (unreserved() > 0) return true;
+    }
+    if (p.context_shift && shift(q, ci)) return false;  // refills in the prompt stage
+    finish_choice(q, ci, FinishReason::kLength);
+    return false;
+  }
+
+  // Context shift by recomputation: keep n_keep tokens, drop half of the rest, decode the
+  // remainder again at its new positions (exact, and no shared cell is ever moved).
+  bool shift(Req& q, int ci) {
+    Choice& c = q.ch[size_t(ci)];
+    const int len = int(q.r.prompt.size());
+    int keep = q.r.n_keep < 0 ? len : std::min(q.r.n_keep, len);
+    if (!c.kv.empty() && c.kv[0] == vocab->bos() && keep == 0) keep = 1;
+    const int n_left = int(c.kv.size()) - keep;
+    if (n_left < 2) return false;
+    const int discard = n_left / 2;
+    const int used_before = ctx->kv().used() - (cache ? cache->evictable() : 0);
+    if (!ctx->seq_rm(c.slot, keep, -1).is_ok()) return false;
+    const int freed = used_before - (ctx->kv().used() - (cache ? cache->evictable() : 0));
+    c.refill.assign(c.kv.begin() + keep + discard, c.kv.end());
+    c.refill.push_back(c.pending);
+    c.refill_done = 0;
+    c.kv.resize(size_t(keep));
+    c.pending = -1;
+    c.reserved += freed - int(c.refill.size());
+    if (c.reserved < 0) {
+      if (unreserved() < -c.reserved) {
+        // No room even after the shift: give the cells back and stop.
+        c.refill.clear();
+        finish_choice(q, ci, FinishReason::kLength);
+        return true;
+      }
+      c.reserved = 0;
+    }
+    return true;
+  }
+
+  // The prompt's cached part may have grown since admission (another request's chunks): share it.
+  void rematch(Req& q) {
+    if (!cache || !q.r.cache_prompt) return;
+    const int len = int(q.r.prompt.size());
+    PrefixCache::Match m = cache->match(q.r.prompt, len - 1);
+    if (m.len <= q.progress) return;
+    const int from = q.progress;
+    // Positions [from, m.len) come from the tree's cells (equal to what this request would compute).
+    int holder_seq = -1;
+    {
+      const PrefixCache::Node* n = m.node;
+      while (!n->leaf()) n = n->children.front().get();
+      holder_seq = n->seq;
+    }
+    if (!ctx->seq_cp(holder_seq, q.ch[0].slot, from, m.len).is_ok()) return;
+    cache->lock(m.node);
+    if (q.lock) cache->unlock(q.lock);
+    q.lock = m.node;
+    const int gain = m.len - from;
+    q.progress = m.len;
+    q.cached += gain;
+    q.prompt_reserved = std::max(0, q.prompt_reserved - gain);
+    metrics.prefix_hit_tokens += uint64_t(gain);
+  }
+
+  // A request whose next prompt tokens are being computed this step by an earlier request with
+  // the same prefix waits for them instead of computing them twice.
+  bool waits_for_other(const Req& q, const std::vector<Req*>& earlier) const {
+    if (!cache || !q.r.cache_prompt) return false;
+    for (const Req* a : earlier) {
+      if (!a->r.cache_prompt) continue;
+      if (a->chunk_from <= q.progress && q.progress < a->chunk_from + a->chunk &&
+          common_prefix(a->r.prompt, q.r.prompt) > q.progress) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  void start_generating(Req& q) {
+    q.phase = Req::Phase::kRun;
+    q.t_prompt_done = now_us();
+    q.ch[0].kv = q.r.prompt;
+    for (size_t i = 1; i < q.ch.size(); ++i) {
+      (void)ctx->seq_cp(q.ch[0].slot, q.ch[i].slot, -1, -1);
+      q.ch[i].kv = q.r.prompt;
+    }
+    auto logits = ctx->logits(q.prompt_row);
+    if (!logits) {
+      for (size_t i = 0; i < q.ch.size(); ++i) finish_choice(q, int(i), FinishReason::kStop);
+      return;
+    }
+    const std::vector<float> row(logits->begin(), logits->end());  // choices sample from one row
+    for (size_t i = 0; i < q.ch.size(); ++i) {
+      if (q.ch[i].max_tokens <= 0) {
+        finish_choice(q, int(i), FinishReason::kLength);
+        continue;
+      }
+      sample_choice(q, int(i), row);
+    }
+  }
+
+  void fail_batch(const Status& st, const std::vector<std::pair<Req*, int>>& gen, const std::vector<Req*>& prefill,
+                  const std::vector<std::pair<Req*, int>>& refills) {
+    LOOM_LOG(kError, "scheduler: decode failed: %s", st.message().c_str());
+    std::unordered_set<Req*> bad;
+    for (auto [q, ci] : gen) bad.insert(q);
+    for (Req* q : prefill) bad.insert(q);
+    for (auto [q, ci] : refills) bad.insert(q);
+    for (auto it = running.begin(); it != running.end();) {
+      Req& q = **it;
+      if (!bad.count(&q)) {
+        ++it;
+        continue;
+      }
+      fail_request(q, st);
+      it = running.erase(it);
+    }
+  }
+
+  void fail_request(Req& q, const Status& st) {
+    for (Choice& c : q.ch) {
+      if (c.slot >= 0) {
+        (void)ctx->seq_rm(c.slot, -1, -1);
+        free_slots.push_back(c.slot);
+        c.slot = -1;
+      }
+    }
+    if (cache && q.lock) cache->unlock(q.lock);
+    q.lock = nullptr;
+    ++metrics.requests_error;
+    Event e;
+    e.kind = Event::Kind::kError;
+    e.error = st;
+    emit(q, std::move(e));
+  }
+
+  // ---- cancellation ----
+  void apply_cancels(const std::unordered_set<RequestId>& ids) {
+    if (ids.empty()) return;
+    for (auto it = waiting.begin(); it != waiting.end();) {
+      if (!ids.count((*it)->id)) {
+        ++it;
+        continue;
+      }
+      Req& q = **it;
+      {
+        std::lock_guard<std::mutex> l(mu);
+        --n_waiting_shared;
+      }
+      for (size_t i = 0; i < q.ch.size(); ++i) finish_choice(q, int(i), FinishReason::kCancelled);
+      retire(q);
+      it = waiting.erase(it);
+    }
+    for (auto it = running.begin(); it != running.end();) {
+      if (!ids.count((*it)->id)) {
+        ++it;
+        continue;
+      }
+      cancel_running(**it);
+      it = running.erase(it);
+    }
+  }
+
+  void cancel_running(Req& q) {
+    q.cancelled = true;
+    for (size_t i = 0; i < q.ch.size(); ++i) finish_choice(q, int(i), FinishReason::kCancelled);
+    q.reason0 = FinishReason::kCancelled;
+    retire(q);
+  }
+
+  // ---- embeddings ----
+  void embed_step() {
+    if (embed_jobs.empty()) return;
+    const int cap_tokens = ctx->n_ubatch();
+    const int cap_seqs = ctx->n_seq_max();
+    Batch b;
+    struct Part { EmbedJob* job; size_t input; int seq; };
+    std::vector<Part> parts;
+    for (auto& jp : embed_jobs) {
+      EmbedJob& j = *jp;
+      while (j.next + parts.size() < j.r.inputs.size()) {
+        // inputs are taken in order; the ones of this job already in the batch are counted
+        size_t in = j.next;
+        for (const Part& pt : parts) if (pt.job == &j) in = std::max(in, pt.input + 1);
+        if (in >= j.r.inputs.size()) break;
+        const auto& toks = j.r.inputs[in];
+        if (b.size() + int(toks.size()) > cap_tokens || int(parts.size()) >= cap_seqs) break;
+        const int seq = int(parts.size());
+        for (size_t i = 0; i < toks.size(); ++i) b.add(toks[i], int32_t(i), {seq}, true);
+        parts.push_back({&j, in, seq});
+      }
+      if (b.size() >= cap_tokens || int(parts.size()) >= cap_seqs) break;
+    }
+    if (parts.empty()) return;
+    const Status st = ctx->causal() ? ctx->decode(b) : ctx->encode(b);
+    for (const Part& pt : parts) {
+      if (!pt.job->cb) continue;
+      if (!st) continue;
+      auto e = ctx->embeddings_seq(pt.seq);
+      if (!e) continue;
+      pt.job->result.embeddings.resize(pt.job->r.inputs.size());
+      pt.job->result.embeddings[pt.input].assign(e->begin(), e->end());
+      pt.job->result.prompt_tokens += int(pt.job->r.inputs[pt.input].size());
+    }
+    ctx->kv_clear();
+    for (const Part& pt : parts) pt.job->next = std::max(pt.job->next, pt.input + 1);
+    for (auto it = embed_jobs.begin(); it != embed_jobs.end();) {
+      EmbedJob& j = **it;
+      bool touched = false;
+      for (const Part& pt : parts) touched |= pt.job == &j;
+      if (!st && touched) {
+        ++metrics.requests_error;
+        if (j.cb) j.cb(Status(st.code(), "embedding failed: " + st.message()));
+        it = embed_jobs.erase(it);
+      } else if (j.next >= j.r.inputs.size()) {
+        ++metrics.embed_requests;
+        metrics.prompt_tokens += uint64_t(j.result.prompt_tokens);
+        if (j.cb) j.cb(std::move(j.result));
+        it = embed_jobs.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+
+  // ---- the loop ----
+  void publish() {
+    std::lock_guard<std::mutex> l(stats_mu);
+    int n_running = 0;
+    for (const auto& q : running) n_running += !q->ch.empty() && q->ch[0].slot >= 0;  // retire() frees slots first
+    snapshot.running = n_running;
+    snapshot.slots = p.n_slots;
+    snapshot.slots_busy = p.n_slots - int(free_slots.size());
+    snapshot.kv_cells = n_ctx;
+    snapshot.kv_used = ctx->kv().used();
+    snapshot.cached_tokens = cache ? cache->n_cached_tokens() : 0;
+    snapshot.cache_evictable = cache ? cache->evictable() : 0;
+    metrics.disk_writes = disk.writes();
+    metrics.disk_errors = std::max(metrics.disk_errors, disk.errors());
+    snapshot.metrics = metrics;
+    std::lock_guard<std::mutex> l2(mu);
+    snapshot.waiting = n_waiting_shared;
+    snapshot.metrics.requests_rejected = rejected;
+  }
+
+  void run() {
+    for (;;) {
+      std::unordered_set<RequestId> cancel_now;
+      bool stop_now = false;
+      {
+        std::unique_lock<std::mutex> l(mu);
+        auto idle = [&] {
+          return running.empty() && waiting.empty() && embed_jobs.empty() && inbox.empty() && embed_inbox.empty() &&
+                 cancels.empty() && !stopping;
+        };
+        if (idle()) {
+          l.unlock();
+          publish();
+          l.lock();
+          cv.wait(l, [&] { return !idle(); });
+        }
+        while (!inbox.empty()) {
+          waiting.push_back(std::move(inbox.front()));
+          inbox.pop_front();
+        }
+        while (!embed_inbox.empty()) {
+          embed_jobs.push_back(std::move(embed_inbox.front()));
+          embed_inbox.pop_front();
+        }
+        cancel_now.swap(cancels);
+        if (stopping) stop_now = now_us() >= stop_deadline_us || (running.empty() && embed_jobs.empty());
+      }
+      apply_cancels(cancel_now);
+      if (stopping_flag()) {
+        // Waiting requests never start once shutting down.
+        std::unordered_set<RequestId> all;
+        for (auto& q : waiting) all.insert(q->id);
+        apply_cancels(all);
+      }
+      if (stop_now) {
+        while (!running.empty()) {
+          cancel_running(*running.front());
+          running.pop_front();
+        }
+        for (auto& j : embed_jobs) {
+          if (j->cb) j->cb(unavailable("the server is shutting down"));
+        }
+        embed_jobs.clear();
+        if (cache && disk.active()) cache->persist_all();
+        disk.flush();
+        publish();
+        return;
+      }
+      disk.poll();
+      if (p.context.embeddings) {
+        embed_step();
+      } else {
+        admit();
+        if (running.empty() && !waiting.empty()) {
+          // Nothing runs, so nothing will free cells: the head can never be admitted (only a
+          // reservation bug leads here). Refuse it rather than wait forever.
+          std::unique_ptr<Req> q = std::move(waiting.front());
+          waiting.pop_front();
+          {
+            std::lock_guard<std::mutex> l(mu);
+            --n_waiting_shared;
+          }
+          fail_request(*q, internal_error("the request cannot be given enough KV cells (n_ctx = " +
+                                          std::to_string(n_ctx) + ")"));
+        }
+        if (!running.empty()) step();
+        retire_finished();
+      }
+      publish();
+    }
+  }
+
+  bool stopping_flag() const {
+    std::lock_guard<std::mutex> l(mu);
+    return stopping;
+  }
+
+  // The cache dir's writer: an evicted prefix's cells as a sequence state file.
+  void persist_prefix(std::span<const int32_t> tokens, int seq) {
+    if (!disk.active() || int(tokens.size()) < p.cache_dir_min_tokens) return;
+    auto data = ctx->seq_state_save(seq, tokens);
+    if (!data) {
+      ++metrics.disk_errors;
+      return;
+    }
+    disk.put(std::vector<int32_t>(tokens.begin(), tokens.end()), std::move(*data));
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+
+Expected<std::unique_ptr<Scheduler>> Scheduler::create(std::shared_ptr<const Model> model, SchedulerParams params,
+                                                       const std::function<Status(Context&)>& setup) {
+  if (!model) return invalid_argument("no model");
+  if (params.n_slots < 1 || params.n_slots > kMaxSeqs / 2) {
+    return invalid_argument("slots must be between 1 and " + std::to_string(kMaxSeqs / 2));
+  }
+  if (params.max_queue < 0) return invalid_argument("max_queue must be >= 0");
+  std::unique_ptr<Scheduler> s(new Scheduler());
+  s->model_ = model;
+  s->params_ = params;
+  auto impl = std::make_unique<Impl>();
+  impl->self = s.get();
+  impl->model = model;
+  impl->vocab = &model->vocab();
+  impl->p = params;
+  ContextParams cp = params.context;
+  if (cp.n_ctx <= 0) cp.n_ctx = int(std::min<int64_t>(model->hparams().n_ctx_train, 4096));
+  const bool embed = cp.embeddings;
+  if (embed) {
+    cp.n_seq_max = kMaxSeqs;
+  } else {
+    const int cache_seqs = params.prefix_cache
+                               ? (params.cache_seqs > 0 ? std::min(params.cache_seqs, kMaxSeqs - params.n_slots)
+                                                        : kMaxSeqs - params.n_slots)
+                               : 0;
+    cp.n_seq_max = params.n_slots + cache_seqs;
+  }
+  cp.kv_unified = true;  // one request may use every cell
+  if (cp.n_ubatch <= 0) cp.n_ubatch = 512;
+  const int step = params.step_tokens > 0 ? params.step_tokens : cp.n_ubatch;
+  cp.n_batch = std::max({cp.n_batch, step, params.n_slots});
+  auto ctx = Context::create(model, cp);
+  if (!ctx) return ctx.status();
+  impl->ctx = std::move(*ctx);
+  if (setup) LOOM_RETURN_IF_ERROR(setup(*impl->ctx));
+  impl->n_ctx = impl->ctx->n_ctx();
+  impl->step_tokens = std::min(step, impl->ctx->n_batch());
+  s->n_ctx_ = impl->n_ctx;
+  for (int i = params.n_slots - 1; i >= 0; --i) impl->free_slots.push_back(i);
+  if (!embed && params.prefix_cache && cp.n_seq_max > params.n_slots) {
+    impl->cache = std::make_unique<PrefixCache>(*impl->ctx, params.n_slots, cp.n_seq_max - params.n_slots);
+    if (!params.cache_dir.empty()) {
+      LOOM_RETURN_IF_ERROR(impl->disk.open(params.cache_dir, *impl->ctx, params.cache_dir_max_bytes,
+                                           params.cache_dir_min_tokens));
+      Impl* raw = impl.get();
+      impl->cache->set_evict_hook([raw](std::span<const int32_t> t, int seq) { raw->persist_prefix(t, seq); });
+    }
+  }
+  Impl* raw = impl.get();
+  s->impl_ = std::move(impl);
+  raw->publish();
+  raw->loop = std::thread([raw] { raw->run(); });
+  return s;
+}
+
+Scheduler::~Scheduler() {
+  if (impl_) shutdown(std::chrono::milliseconds(0));
+}
+
+Expected<RequestId> Scheduler::submit(GenerateRequest req, EventCallback on_event) {
+  Impl& m = *impl_;
+  if (params_.context.embeddings) return unsupported("this server runs an embedding model: use the embeddings endpoints");
+  const Vocab& vocab = model_->vocab();
+  const int len = int(req.prompt.size());
+  if (len == 0) return invalid_argument("the prompt is empty");
+  LOOM_RETURN_IF_ERROR(vocab.check_ids(req.prompt));
+  if (req.n < 1 || req.n > params_.n_slots) {
+    return invalid_argument("n must be between 1 and " + std::to_string(params_.n_slots) + " (the server's slots)");
+  }
+  if (len + req.n > n_ctx_) {
+    return invalid_argument("the prompt has " + std::to_string(len) + " tokens, which does not fit the context of n_ctx = " +
+                            std::to_string(n_ctx_) + " tokens" + (req.n > 1 ? " with n choices" : ""));
+  }
+  if (req.top_logprobs < 0 || req.top_logprobs > kMaxTopLogprobs) {
+    return invalid_argument("top_logprobs must be between 0 and " + std::to_string(kMaxTopLogprobs));
+  }
+  for (const auto& [tok, bias] : req.sampling.logit_bias) {
+    if (!vocab.is_valid(tok)) return invalid_argument("logit_bias: token " + std::to_string(tok) + " is not in the vocabulary");
+    (void)bias;
+  }
+  auto q = std::make_unique<Req>();
+  q->id = m.next_id.fetch_add(1);
+  q->t_submit = now_us();
+  // Generation budget per choice: capped by what the context can hold beside the prompt.
+  const int cap = (n_ctx_ - len) / req.n;
+  int max_tokens;
+  if (req.max_tokens >= 0) {
+    max_tokens = params_.context_shift ? req.max_tokens : std::min(req.max_tokens, cap);
+    q->reserve_per_choice = std::min(req.max_tokens, cap);
+    q->bounded = true;
+  } else {
+    max_tokens = params_.context_shift ? n_ctx_ : cap;
+    q->reserve_per_choice = std::clamp(n_ctx_ / params_.n_slots - len, std::min(kMinReserve, cap), cap);
+    q->bounded = false;
+  }
+  req.sampling.n_ctx = n_ctx_;
+  for (int i = 0; i < req.n; ++i) {
+    SamplerParams sp = req.sampling;
+    sp.seed = req.sampling.seed + uint64_t(i);
+    auto smp = Sampler::create(sp, &vocab);
+    if (!smp) return Status(smp.status().code(), "sampling: " + smp.status().message());
+    Choice c;
+    c.sampler.emplace(std::move(*smp));
+    for (int32_t t : req.prompt) c.sampler->accept(t, /*accept_grammar=*/false);
+    StreamDetokenizerOptions dopt;
+    dopt.continuation = true;
+    c.detok = std::make_unique<StreamDetokenizer>(vocab, dopt);
+    c.stop = StopMatcher(req.stop);
+    c.max_tokens = max_tokens;
+    q->ch.push_back(std::move(c));
+  }
+  q->r = std::move(req);
+  q->cb = std::move(on_event);
+  const RequestId id = q->id;
+  {
+    std::lock_guard<std::mutex> l(m.mu);
+    if (m.stopping) {
+      ++m.rejected;
+      return unavailable("the server is shutting down");
+    }
+    if (m.n_waiting_shared >= params_.max_queue) {
+      ++m.rejected;
+      return unavailable("the queue is full (" + std::to_string(params_.max_queue) + " waiting requests)");
+    }
+    ++m.n_waiting_shared;
+    m.inbox.push_back(std::move(q));
+  }
+  m.cv.notify_one();
+  return id;
+}
+
+Expected<RequestId> Scheduler::submit_embed(EmbedRequest req, EmbedCallback on_done) {
+  Impl& m = *impl_;
+  if (!params_.context.embeddings) return unsupported("embeddings need a server started with --embedding");
+  if (req.inputs.empty()) return invalid_argument("input is empty");
+  const Vocab& vocab = model_->vocab();
+  for (size_t i = 0; i < req.inputs.size(); ++i) {
+    const auto& in = req.inputs[i];
+    if (in.empty()) return invalid_argument("input[" + std::to_string(i) + "] is empty");
+    LOOM_RETURN_IF_ERROR(vocab.check_ids(in));
+    if (int(in.size()) > m.ctx->n_ubatch()) {
+      return invalid_argument("input[" + std::to_string(i) + "] has " + std::to_string(in.size()) +
+                              " tokens, more than the batch size of " + std::to_string(m.ctx->n_ubatch()) +
+                              " (raise -ub; n_ctx = " + std::to_string(n_ctx_) + ")");
+    }
+  }
+  auto j = std::make_unique<EmbedJob>();
+  j->id = m.next_id.fetch_add(1);
+  j->r = std::move(req);
+  j->cb = std::move(on_done);
+  const RequestId id = j->id;
+  {
+    std::lock_guard<std::mutex> l(m.mu);
+    if (m.stopping) {
+      ++m.rejected;
+      return unavailable("the server is shutting down");
+    }
+    if (int(m.embed_inbox.size()) >= params_.max_queue) {
+      ++m.rejected;
+      return unavailable("the queue is full");
+    }
+    m.embed_inbox.push_back(std::move(j));
+  }
+  m.cv.notify_one();
+  return id;
+}
+
+void Scheduler::cancel(RequestId id) {
+  {
+    std::lock_guard<std::mutex> l(impl_->mu);
+    impl_->cancels.insert(id);
+  }
+  impl_->cv.notify_one();
+}
+
+SchedulerStats Scheduler::stats() const {
+  std::lock_guard<std::mutex> l(impl_->stats_mu);
+  return impl_->snapshot;
+}
+
+void Scheduler::shutdown(std::chrono::milliseconds grace) {
+  if (!impl_) return;
+  {
+    std::lock_guard<std::mutex> l(impl_->mu);
+    if (!impl_->stopping) {
+      impl_->stopping = true;
+      impl_->stop_deadline_us = now_us() + int64_t(grace.count()) * 1000;
+    } else {
+      impl_->stop_deadline_us = std::min(impl_->stop_deadline_us, now_us() + int64_t(grace.count()) * 1000);
+    }
+  }
+  impl_->cv.notify_all();
+  if (impl_->loop.joinable()) impl_->loop.join();
+}
+
+}  // namespace loom::serve

@@ -1,0 +1,565 @@
+// The scheduler against the golden story and against itself: a request's tokens never depend on
+// what else runs, the prefix cache is hit and stays consistent, admission never over-commits,
+// cancellation frees the slot, stop strings are never emitted, the cache dir survives a restart.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "model/model_test_util.h"
+#include "serve/prefix_cache.h"
+#include "serve/serve_test_util.h"
+#include "serve/stop_matcher.h"
+
+namespace loom::test {
+namespace {
+
+using serve::Event;
+using serve::FinishReason;
+using serve::GenerateRequest;
+using serve::Scheduler;
+using serve::SchedulerParams;
+
+std::shared_ptr<const Model> stories() {
+  static std::shared_ptr<const Model> m = load_shared_model("models/stories260K.gguf");
+  return m;
+}
+
+SchedulerParams small_params(int n_ctx = 1024, int slots = 4) {
+  SchedulerParams p;
+  p.context.n_ctx = n_ctx;
+  p.context.n_ubatch = 64;
+  p.context.n_threads = 2;
+  p.n_slots = slots;
+  p.step_tokens = 64;
+  return p;
+}
+
+std::unique_ptr<Scheduler> make_sched(std::shared_ptr<const Model> m, const SchedulerParams& p) {
+  auto s = Scheduler::create(std::move(m), p);
+  EXPECT_TRUE(s.has_value()) << s.status().message();
+  return s ? std::move(*s) : nullptr;
+}
+
+std::unique_ptr<Context> make_ctx(std::shared_ptr<const Model> m, const ContextParams& p) {
+  auto c = Context::create(std::move(m), p);
+  EXPECT_TRUE(c.has_value()) << c.status().message();
+  return c ? std::move(*c) : nullptr;
+}
+
+GenerateRequest greedy(std::vector<int32_t> prompt, int max_tokens) {
+  GenerateRequest r;
+  r.prompt = std::move(prompt);
+  r.max_tokens = max_tokens;
+  r.sampling.temp = 0.0f;
+  return r;
+}
+
+// Runs one request to completion.
+std::unique_ptr<Collected> run(Scheduler& s, GenerateRequest r) {
+  auto c = std::make_unique<Collected>();
+  auto id = s.submit(std::move(r), c->callback());
+  EXPECT_TRUE(id.has_value()) << id.status().message();
+  if (id) EXPECT_TRUE(c->wait()) << "request did not finish";
+  return c;
+}
+
+std::vector<int32_t> tokenize(const std::string& text) { return stories()->vocab().tokenize(text, true, false); }
+
+nlohmann::json golden() { return load_json(shared_path("golden/stories260K.json")); }
+
+TEST(StopMatcher, HoldsBackPrefixesAndCutsAtTheStop) {
+  serve::StopMatcher m({"END", "\n\n"});
+  EXPECT_EQ(m.push("hello E"), "hello ");
+  EXPECT_EQ(m.held_bytes(), 1u);
+  EXPECT_EQ(m.push("N"), "");
+  EXPECT_EQ(m.push("x"), "ENx");  // not a stop after all
+  EXPECT_EQ(m.push("a\n"), "a");
+  EXPECT_EQ(m.push("\nrest"), "");
+  EXPECT_TRUE(m.matched());
+  EXPECT_EQ(m.stop_word(), "\n\n");
+  EXPECT_EQ(m.push("more"), "");
+  EXPECT_EQ(m.flush(), "");
+}
+
+TEST(StopMatcher, EarliestStopWinsAndFlushReleases) {
+  serve::StopMatcher m({"bc", "abcd"});
+  EXPECT_EQ(m.push("xab"), "x");
+  EXPECT_EQ(m.push("c"), "a");  // "bc" completes first
+  EXPECT_EQ(m.stop_word(), "bc");
+  serve::StopMatcher f({"zz"});
+  EXPECT_EQ(f.push("az"), "a");
+  EXPECT_EQ(f.flush(), "z");
+  serve::StopMatcher none(std::vector<std::string>{});
+  EXPECT_EQ(none.push("abc"), "abc");
+}
+
+TEST(StopMatcher, RandomTextMatchesAFindOnTheWhole) {
+  std::mt19937 rng(7);
+  for (int iter = 0; iter < 300; ++iter) {
+    std::string text;
+    for (int i = 0; i < 40; ++i) text += char('a' + rng() % 3);
+    std::vector<std::string> stops = {std::string(1 + rng() % 3, 'a'), "bca"};
+    serve::StopMatcher m(stops);
+    std::string out;
+    size_t i = 0;
+    while (i < text.size() && !m.matched()) {
+      const size_t n = 1 + rng() % 4;
+      out += m.push(text.substr(i, n));
+      i += n;
+    }
+    out += m.flush();
+    size_t cut = std::string::npos;
+    for (const auto& s : stops) cut = std::min(cut, text.find(s));
+    EXPECT_EQ(out, cut == std::string::npos ? text : text.substr(0, cut)) << text;
+  }
+}
+
+// ---- prefix cache on a real context ----
+
+TEST(PrefixCache, RandomOperationsKeepTheTreeConsistent) {
+  ContextParams cp;
+  cp.n_ctx = 512;
+  cp.n_seq_max = 4 + 12;
+  cp.n_threads = 1;
+  auto ctx = make_ctx(stories(), cp);
+  serve::PrefixCache cache(*ctx, 4, 12);
+  std::mt19937 rng(3);
+  std::vector<std::vector<int32_t>> corpus;
+  for (int i = 0; i < 6; ++i) {
+    std::vector<int32_t> t = {1};
+    for (int k = 0; k < 20 + int(rng() % 40); ++k) t.push_back(int32_t(3 + rng() % 20));  // few symbols: shared prefixes
+    corpus.push_back(t);
+  }
+  for (int iter = 0; iter < 120; ++iter) {
+    // A "request" in slot 0: match, share, compute the rest, insert, release.
+    std::vector<int32_t> toks = corpus[rng() % corpus.size()];
+    toks.resize(std::min<size_t>(toks.size(), 5 + rng() % toks.size()));
+    if (rng() % 3 == 0) toks.push_back(int32_t(3 + rng() % 20));
+    auto m = cache.match(toks, int(toks.size()) - 1);
+    ASSERT_TRUE(cache.share(m, 0).is_ok());
+    cache.lock(m.node);
+    const int rest = int(toks.size()) - m.len;
+    if (ctx->kv().size() - ctx->kv().used() < rest) cache.evict(rest - (ctx->kv().size() - ctx->kv().used()));
+    std::vector<int32_t> tail(toks.begin() + m.len, toks.end());
+    ASSERT_TRUE(ctx->decode(Batch::from_tokens(tail, m.len, 0)).is_ok());
+    auto* n = cache.insert(toks, 0);
+    if (n) cache.lock(n);
+    cache.unlock(m.node);
+    ASSERT_TRUE(ctx->seq_rm(0, -1, -1).is_ok());
+    if (n) cache.unlock(n);
+    if (rng() % 10 == 0) cache.evict(int(rng() % 100));
+    Status st = cache.check_invariants();
+    ASSERT_TRUE(st.is_ok()) << "iteration " << iter << ": " << st.message();
+    // A matched prefix gives the same logits as computing the prompt from scratch.
+    if (iter % 20 == 19) {
+      auto mm = cache.match(toks, int(toks.size()) - 1);
+      ASSERT_TRUE(cache.share(mm, 1).is_ok());
+      std::vector<int32_t> t2(toks.begin() + mm.len, toks.end());
+      ASSERT_TRUE(ctx->decode(Batch::from_tokens(t2, mm.len, 1)).is_ok());
+      std::vector<float> a(ctx->logits(-1)->begin(), ctx->logits(-1)->end());
+      ASSERT_TRUE(ctx->seq_rm(1, -1, -1).is_ok());
+      ContextParams cp2 = cp;
+      cp2.n_seq_max = 1;
+      auto fresh = make_ctx(stories(), cp2);
+      ASSERT_TRUE(fresh->decode(Batch::from_tokens(toks, 0, 0)).is_ok());
+      std::vector<float> b(fresh->logits(-1)->begin(), fresh->logits(-1)->end());
+      EXPECT_LE(max_abs_diff(a, b), 5e-3f * max_abs(b)) << "cached prefix of " << mm.len << " tokens";
+    }
+  }
+  cache.clear_unlocked();
+  EXPECT_EQ(cache.n_cached_tokens(), 0);
+  EXPECT_EQ(ctx->kv().used(), 0);
+  ASSERT_TRUE(cache.check_invariants().is_ok());
+}
+
+// ---- scheduler ----
+
+TEST(Scheduler, GreedyRequestGivesTheGoldenStory) {
+  auto s = make_sched(stories(), small_params());
+  auto g = golden();
+  for (const auto& run_j : g["runs"]) {
+    auto want = run_j["greedy_ids"].get<std::vector<int32_t>>();
+    auto c = run(*s, greedy(run_j["prompt_ids"].get<std::vector<int32_t>>(), int(want.size())));
+    EXPECT_EQ(c->tokens(), want) << run_j["prompt"];
+    const Event* done = c->find(Event::Kind::kDone);
+    ASSERT_TRUE(done);
+    EXPECT_EQ(done->usage.prompt_tokens, int(run_j["prompt_ids"].size()));
+    EXPECT_EQ(done->usage.completion_tokens, int(want.size()));
+  }
+  // The text is the golden text (streamed pieces concatenated).
+  auto c = run(*s, greedy(g["runs"][0]["prompt_ids"].get<std::vector<int32_t>>(), 64));
+  EXPECT_EQ(c->text(), g["runs"][0]["greedy_text"].get<std::string>());
+}
+
+TEST(Scheduler, ConcurrentRequestsEqualTheirSingleResults) {
+  const std::vector<std::string> prompts = {"Once upon a time", "The cat", "Lily and Tom went to the park",
+                                            "One day, a big dog", "Tim had a red ball", "The sun was hot",
+                                            "Mom said", "A little bird"};
+  std::vector<std::vector<int32_t>> alone;
+  {
+    auto s = make_sched(stories(), small_params(2048, 1));
+    for (const auto& p : prompts) alone.push_back(run(*s, greedy(tokenize(p), 48))->tokens());
+  }
+  auto s = make_sched(stories(), small_params(2048, 8));
+  std::vector<std::unique_ptr<Collected>> cs;
+  for (const auto& p : prompts) {
+    cs.push_back(std::make_unique<Collected>());
+    ASSERT_TRUE(s->submit(greedy(tokenize(p), 48), cs.back()->callback()).has_value());
+  }
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    ASSERT_TRUE(cs[i]->wait());
+    EXPECT_EQ(cs[i]->tokens(), alone[i]) << prompts[i];
+  }
+}
+
+TEST(Scheduler, SharedPrefixIsHitAndGivesTheSameTokens) {
+  auto s = make_sched(stories(), small_params());
+  const std::string system = "Once upon a time, there was a little girl named Lily. She loved to play outside.";
+  auto first = run(*s, greedy(tokenize(system + " One day"), 24));
+  auto second = run(*s, greedy(tokenize(system + " The cat"), 24));
+  const Event* d1 = first->find(Event::Kind::kDone);
+  const Event* d2 = second->find(Event::Kind::kDone);
+  ASSERT_TRUE(d1 && d2);
+  EXPECT_EQ(d1->usage.cached_tokens, 0);
+  EXPECT_GT(d2->usage.cached_tokens, 10);
+  EXPECT_EQ(d2->timings.cache_n + d2->timings.prompt_n, d2->usage.prompt_tokens);
+  // Without the cache the same request gives the same tokens.
+  SchedulerParams np = small_params();
+  np.prefix_cache = false;
+  auto s2 = make_sched(stories(), np);
+  EXPECT_EQ(run(*s2, greedy(tokenize(system + " The cat"), 24))->tokens(), second->tokens());
+  // The whole prompt again: everything but its last token comes from the cache.
+  auto third = run(*s, greedy(tokenize(system + " The cat"), 24));
+  EXPECT_EQ(third->find(Event::Kind::kDone)->usage.cached_tokens, int(tokenize(system + " The cat").size()) - 1);
+  EXPECT_EQ(third->tokens(), second->tokens());
+  const auto st = s->stats();
+  EXPECT_GT(st.metrics.prefix_hit_tokens, 0u);
+  EXPECT_GT(st.cached_tokens, 0);
+}
+
+TEST(Scheduler, ConcurrentSamePrefixIsComputedOnce) {
+  auto s = make_sched(stories(), small_params(2048, 4));
+  std::string system;
+  for (int i = 0; i < 12; ++i) system += "Once upon a time, there was a little girl. ";
+  std::vector<std::unique_ptr<Collected>> cs;
+  for (const char* q : {" She", " He", " They", " It"}) {
+    cs.push_back(std::make_unique<Collected>());
+    ASSERT_TRUE(s->submit(greedy(tokenize(system + q), 8), cs.back()->callback()).has_value());
+  }
+  int computed = 0, cached = 0;
+  for (auto& c : cs) {
+    ASSERT_TRUE(c->wait());
+    computed += c->find(Event::Kind::kDone)->timings.prompt_n;
+    cached += c->find(Event::Kind::kDone)->usage.cached_tokens;
+  }
+  const int len = int(tokenize(system).size());
+  EXPECT_LT(computed, 2 * len) << "the shared prefix was computed more than once";
+  EXPECT_GT(cached, 2 * len);
+}
+
+TEST(Scheduler, EvictionPressureKeepsResultsExact) {
+  // A cache of 256 cells for many distinct prompts: the tree is evicted again and again.
+  auto s = make_sched(stories(), small_params(256, 2));
+  auto ref = make_sched(stories(), [] { auto p = small_params(256, 1); p.prefix_cache = false; return p; }());
+  std::mt19937 rng(11);
+  const std::vector<std::string> words = {"Once", " upon", " a", " time", " the", " cat", " dog", " sat", " ran", " park"};
+  for (int i = 0; i < 24; ++i) {
+    std::string text = "Once upon a time";
+    const int n = 5 + int(rng() % 25);
+    for (int k = 0; k < n; ++k) text += words[rng() % words.size()];
+    auto a = run(*s, greedy(tokenize(text), 16));
+    auto b = run(*ref, greedy(tokenize(text), 16));
+    EXPECT_EQ(a->tokens(), b->tokens()) << text;
+  }
+  EXPECT_LE(s->stats().kv_used, 256);
+}
+
+TEST(Scheduler, AdmissionWaitsForCellsInsteadOfFailing) {
+  // Two requests whose prompt + max_tokens together exceed the cache: the second waits.
+  auto s = make_sched(stories(), small_params(160, 4));
+  GenerateRequest a = greedy(tokenize("Once upon a time"), 120);
+  a.sampling.temp = 0;
+  GenerateRequest b = greedy(tokenize("The cat"), 100);
+  Collected ca, cb;
+  ASSERT_TRUE(s->submit(a, ca.callback()).has_value());
+  ASSERT_TRUE(s->submit(b, cb.callback()).has_value());
+  ASSERT_TRUE(ca.wait());
+  ASSERT_TRUE(cb.wait());
+  EXPECT_EQ(ca.find(Event::Kind::kFinish)->reason, FinishReason::kLength);
+  EXPECT_EQ(ca.tokens().size(), 120u);
+  EXPECT_EQ(cb.tokens().size(), 100u);
+  EXPECT_GT(cb.find(Event::Kind::kDone)->timings.queue_ms, 0.0);
+  // Each equals its result alone.
+  auto s1 = make_sched(stories(), small_params(160, 1));
+  EXPECT_EQ(run(*s1, greedy(tokenize("The cat"), 100))->tokens(), cb.tokens());
+}
+
+TEST(Scheduler, MaxTokensIsCappedByTheContext) {
+  auto s = make_sched(stories(), small_params(64, 2));
+  auto c = run(*s, greedy(tokenize("Once upon a time"), 1000));
+  EXPECT_EQ(c->find(Event::Kind::kFinish)->reason, FinishReason::kLength);
+  EXPECT_EQ(int(c->tokens().size()), 64 - 5);
+  // Without max_tokens too.
+  auto d = run(*s, greedy(tokenize("Once upon a time"), -1));
+  EXPECT_EQ(int(d->tokens().size()), 64 - 5);
+}
+
+TEST(Scheduler, BadRequestsAreRefusedWithClearErrors) {
+  auto s = make_sched(stories(), small_params(64, 2));
+  auto noop = [](const Event&) {};
+  auto e1 = s->submit(greedy({}, 4), noop);
+  ASSERT_FALSE(e1.has_value());
+  EXPECT_EQ(e1.status().code(), StatusCode::kInvalidArgument);
+  auto e2 = s->submit(greedy({1, 99999}, 4), noop);
+  ASSERT_FALSE(e2.has_value());
+  std::vector<int32_t> long_prompt(100, 300);
+  auto e3 = s->submit(greedy(long_prompt, 4), noop);
+  ASSERT_FALSE(e3.has_value());
+  EXPECT_NE(e3.status().message().find("n_ctx"), std::string::npos) << e3.status().message();
+  GenerateRequest bad_grammar = greedy({1, 400}, 4);
+  bad_grammar.sampling.grammar = "root ::= (";
+  EXPECT_FALSE(s->submit(bad_grammar, noop).has_value());
+  GenerateRequest too_many = greedy({1, 400}, 4);
+  too_many.n = 3;
+  EXPECT_FALSE(s->submit(too_many, noop).has_value());
+  GenerateRequest bias = greedy({1, 400}, 4);
+  bias.sampling.logit_bias = {{-5, 1.0f}};
+  EXPECT_FALSE(s->submit(bias, noop).has_value());
+  auto emb = s->submit_embed({{{1, 2}}}, [](Expected<serve::EmbedResult>) {});
+  EXPECT_EQ(emb.status().code(), StatusCode::kUnsupported);
+  // The scheduler still works.
+  EXPECT_EQ(run(*s, greedy(tokenize("Once upon a time"), 8))->tokens().size(), 8u);
+}
+
+TEST(Scheduler, QueueLimitRefusesWithUnavailable) {
+  SchedulerParams p = small_params(256, 1);
+  p.max_queue = 2;
+  auto s = make_sched(stories(), p);
+  std::vector<std::unique_ptr<Collected>> cs;
+  int refused = 0;
+  for (int i = 0; i < 8; ++i) {
+    cs.push_back(std::make_unique<Collected>());
+    auto id = s->submit(greedy(tokenize("Once upon a time"), 200), cs.back()->callback());
+    if (!id) {
+      EXPECT_EQ(id.status().code(), StatusCode::kUnavailable);
+      ++refused;
+      cs.pop_back();
+    }
+  }
+  EXPECT_GE(refused, 5);
+  for (auto& c : cs) ASSERT_TRUE(c->wait());
+  EXPECT_GE(s->stats().metrics.requests_rejected, 5u);
+}
+
+TEST(Scheduler, CancelFreesTheSlotAtTheNextStep) {
+  auto s = make_sched(stories(), small_params(4096, 1));
+  Collected c;
+  std::atomic<int> n_tokens{0};
+  auto cb = c.callback();
+  auto id = s->submit(greedy(tokenize("Once upon a time"), -1), [&](const Event& e) {
+    if (e.kind == Event::Kind::kToken) ++n_tokens;
+    cb(e);
+  });
+  ASSERT_TRUE(id.has_value());
+  while (n_tokens < 5) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  s->cancel(*id);
+  ASSERT_TRUE(c.wait());
+  EXPECT_EQ(c.find(Event::Kind::kFinish)->reason, FinishReason::kCancelled);
+  EXPECT_LT(c.tokens().size(), 4000u);
+  // The only slot is free again: the next request runs.
+  EXPECT_EQ(run(*s, greedy(tokenize("The cat"), 4))->tokens().size(), 4u);
+  EXPECT_EQ(s->stats().slots_busy, 0);
+  EXPECT_EQ(s->stats().metrics.requests_cancelled, 1u);
+  s->cancel(987654);  // unknown: ignored
+}
+
+TEST(Scheduler, StopStringsAreNeverEmitted) {
+  auto s = make_sched(stories(), small_params());
+  auto g = golden();
+  const std::string full = g["runs"][0]["greedy_text"];  // ", there was a little girl named Lily. ..."
+  GenerateRequest r = greedy(g["runs"][0]["prompt_ids"].get<std::vector<int32_t>>(), 64);
+  r.stop = {"Lily", "zzz"};
+  auto c = run(*s, r);
+  EXPECT_EQ(c->text(), full.substr(0, full.find("Lily")));
+  const Event* f = c->find(Event::Kind::kFinish);
+  EXPECT_EQ(f->reason, FinishReason::kStop);
+  EXPECT_EQ(f->stop_word, "Lily");
+}
+
+TEST(Scheduler, ChoicesForkFromOnePrompt) {
+  auto s = make_sched(stories(), small_params(1024, 4));
+  GenerateRequest r = greedy(tokenize("Once upon a time"), 20);
+  r.n = 3;
+  auto c = run(*s, r);
+  EXPECT_EQ(c->tokens(0), c->tokens(1));
+  EXPECT_EQ(c->tokens(0), c->tokens(2));
+  EXPECT_EQ(c->find(Event::Kind::kDone)->usage.completion_tokens, 60);
+  GenerateRequest sampled = r;
+  sampled.sampling.temp = 1.5f;
+  sampled.sampling.top_k = 0;
+  sampled.sampling.top_p = 1.0f;
+  sampled.sampling.min_p = 0.0f;
+  sampled.sampling.seed = 42;
+  auto d = run(*s, sampled);
+  EXPECT_NE(d->tokens(0), d->tokens(1));
+  // Same seed, same tokens.
+  auto e = run(*s, sampled);
+  EXPECT_EQ(d->tokens(1), e->tokens(1));
+}
+
+TEST(Scheduler, LogprobsAreTheModelsDistribution) {
+  auto s = make_sched(stories(), small_params());
+  GenerateRequest r = greedy(tokenize("Once upon a time"), 6);
+  r.logprobs = true;
+  r.top_logprobs = 5;
+  auto c = run(*s, r);
+  for (const Event& e : c->events) {
+    if (e.kind != Event::Kind::kToken) continue;
+    ASSERT_TRUE(e.has_logprob);
+    ASSERT_EQ(e.top.size(), 5u);
+    EXPECT_EQ(e.top[0].token, e.token);  // greedy picks the most likely
+    EXPECT_FLOAT_EQ(e.top[0].logprob, e.logprob.logprob);
+    EXPECT_LE(e.logprob.logprob, 0.0f);
+    double mass = 0;
+    for (const auto& t : e.top) mass += std::exp(double(t.logprob));
+    EXPECT_LE(mass, 1.0 + 1e-5);
+    for (size_t i = 1; i < e.top.size(); ++i) EXPECT_LE(e.top[i].logprob, e.top[i - 1].logprob);
+  }
+}
+
+TEST(Scheduler, GrammarConstrainsEveryChoice) {
+  auto s = make_sched(stories(), small_params());
+  GenerateRequest r = greedy(tokenize("Once upon a time"), 30);
+  r.sampling.grammar = R"(root ::= "yes" | "no")";
+  r.n = 2;
+  auto c = run(*s, r);
+  for (int i = 0; i < 2; ++i) {
+    const std::string t = c->text(i);
+    EXPECT_TRUE(t == "yes" || t == "no") << t;
+  }
+}
+
+TEST(Scheduler, ContextShiftKeepsGenerating) {
+  SchedulerParams p = small_params(64, 1);
+  p.context_shift = true;
+  auto s = make_sched(stories(), p);
+  GenerateRequest r = greedy(tokenize("Once upon a time"), 150);
+  r.n_keep = 2;
+  auto c = run(*s, r);
+  EXPECT_EQ(c->tokens().size(), 150u);
+  // The first tokens are the golden story's.
+  auto want = golden()["runs"][0]["greedy_ids"].get<std::vector<int32_t>>();
+  auto got = c->tokens();
+  EXPECT_TRUE(std::equal(want.begin(), want.begin() + 40, got.begin()));
+  EXPECT_LE(s->stats().kv_used, 64);
+}
+
+TEST(Scheduler, CacheDirSurvivesARestart) {
+  const std::string dir = std::string(LOOM_BINARY_DIR) + "/sched_cache_dir_test";
+  std::filesystem::remove_all(dir);
+  const std::string text = "Once upon a time, there was a little girl named Lily. She loved to play outside in the park "
+                           "with her friends every day.";
+  std::vector<int32_t> want;
+  {
+    SchedulerParams p = small_params();
+    p.cache_dir = dir;
+    p.cache_dir_min_tokens = 8;
+    auto s = make_sched(stories(), p);
+    want = run(*s, greedy(tokenize(text), 12))->tokens();
+    s->shutdown(std::chrono::seconds(1));  // idle prefixes are written
+  }
+  int files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) files += e.path().extension() == ".loomkv";
+  ASSERT_GE(files, 1);
+  // A corrupt file and a file of another model are skipped with a warning.
+  { std::ofstream(dir + "/0000000000000bad.loomkv") << "garbage"; }
+  {
+    SchedulerParams p = small_params();
+    p.cache_dir = dir;
+    p.cache_dir_min_tokens = 8;
+    auto s = make_sched(stories(), p);
+    auto c = run(*s, greedy(tokenize(text), 12));
+    EXPECT_EQ(c->tokens(), want);
+    EXPECT_GT(c->find(Event::Kind::kDone)->usage.cached_tokens, 20);
+    EXPECT_EQ(s->stats().metrics.disk_loads, 1u);
+  }
+  {
+    auto other = load_shared_model("models/llama-2-tiny-random.gguf");
+    SchedulerParams p = small_params();
+    p.cache_dir = dir;
+    auto s = Scheduler::create(other, p);
+    ASSERT_TRUE(s.has_value()) << s.status().message();
+    auto c = run(**s, greedy(other->vocab().tokenize(text, true, false), 4));
+    EXPECT_EQ(c->find(Event::Kind::kDone)->usage.cached_tokens, 0);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Scheduler, ShutdownFinishesStreamsWithAFinalEvent) {
+  auto s = make_sched(stories(), small_params(4096, 2));
+  Collected a, b;
+  ASSERT_TRUE(s->submit(greedy(tokenize("Once upon a time"), -1), a.callback()).has_value());
+  ASSERT_TRUE(s->submit(greedy(tokenize("The cat"), -1), b.callback()).has_value());
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  s->shutdown(std::chrono::milliseconds(100));
+  EXPECT_TRUE(a.done && b.done);
+  EXPECT_TRUE(a.find(Event::Kind::kDone));
+  EXPECT_EQ(s->submit(greedy(tokenize("x"), 2), [](const Event&) {}).status().code(), StatusCode::kUnavailable);
+}
+
+TEST(Scheduler, ManyThreadsSubmitAndCancel) {
+  // Races between submitters, cancellers and the loop (also run under ThreadSanitizer).
+  auto s = make_sched(stories(), small_params(1024, 4));
+  std::vector<std::thread> ts;
+  std::atomic<int> finished{0};
+  for (int t = 0; t < 4; ++t) {
+    ts.emplace_back([&, t] {
+      for (int i = 0; i < 6; ++i) {
+        Collected c;
+        auto id = s->submit(greedy(tokenize(i % 2 ? "The cat" : "Once upon a time"), 10 + t), c.callback());
+        if (!id) continue;
+        if (i % 3 == 0) s->cancel(*id);
+        if (c.wait()) ++finished;
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(finished.load(), 24);
+  EXPECT_EQ(s->stats().slots_busy, 0);
+}
+
+TEST(Scheduler, EmbeddingsMatchTheGolden) {
+  auto m = load_shared_model("models/synth-bert-tiny-f32.gguf");
+  auto g = load_json(shared_path("golden/synth-bert-tiny-f32.json"));
+  SchedulerParams p;
+  p.context.embeddings = true;
+  p.context.n_ctx = 512;
+  auto s = Scheduler::create(m, p);
+  ASSERT_TRUE(s.has_value()) << s.status().message();
+  serve::EmbedRequest r;
+  for (const auto& run_j : g["runs"]) r.inputs.push_back(run_j["prompt_ids"].get<std::vector<int32_t>>());
+  std::mutex mu;
+  std::condition_variable cv;
+  std::optional<Expected<serve::EmbedResult>> got;
+  ASSERT_TRUE((*s)->submit_embed(r, [&](Expected<serve::EmbedResult> res) {
+                    std::lock_guard<std::mutex> l(mu);
+                    got.emplace(std::move(res));
+                    cv.notify_all();
+                  }).has_value());
+  std::unique_lock<std::mutex> l(mu);
+  ASSERT_TRUE(cv.wait_for(l, std::chrono::seconds(30), [&] { return got.has_value(); }));
+  ASSERT_TRUE(got->has_value()) << got->status().message();
+  for (size_t i = 0; i < r.inputs.size(); ++i) {
+    auto want = read_f32_file(shared_path("golden/" + g["runs"][i]["embedding_file"].get<std::string>()));
+    EXPECT_GE(cosine((**got).embeddings[i], want), 0.9999) << i;
+  }
+  EXPECT_EQ((*s)->submit(greedy({1}, 1), [](const Event&) {}).status().code(), StatusCode::kUnsupported);
+}
+
+}  // namespace
+}  // namespace loom::test
