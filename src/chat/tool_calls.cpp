@@ -66,7 +66,7 @@ size_t json_value_end(std::string_view s, size_t pos) {
   }
   // Scalars: up to the next delimiter.
   size_t i = pos;
-  while (i < s.size() && std::string_view(",}]: \t\r\n").find(s[i]) == std::string_view::npos) ++i;
+  while (i < s.size() && std::string_view(",}]): \t\r\n").find(s[i]) == std::string_view::npos) ++i;
   return i == pos ? std::string_view::npos : i;
 }
 
