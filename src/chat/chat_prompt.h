@@ -25,11 +25,13 @@ struct ChatMessage {
 inline constexpr std::string_view kChatTemplateKey = "tokenizer.chat_template";
 
 // Renders `messages` with the template (template_override when given, else the model's
-// `tokenizer.chat_template`), passing the variables `messages` ([{role, content}]),
+// `tokenizer.chat_template`): render_chat (chat_request.h) for plain {role, content} messages
+// (full OpenAI messages, tools and kwargs go through render_chat). Passes the variables
+// `messages` ([{role, content}]; a "developer" role is rendered as "system"),
 // `add_generation_prompt`, `bos_token` and `eos_token` (the texts of the vocab's BOS / EOS tokens,
 // "" when the vocab has none), as llama.cpp does.
 //
-// A model without a template gets ChatML, llama.cpp's fallback:
+// A model without a template gets ChatML, llama.cpp's fallback (chatml_template_source()):
 //   <|im_start|>{role}\n{content}<|im_end|>\n ... and, with add_generation_prompt,
 //   <|im_start|>assistant\n
 //
@@ -39,8 +41,8 @@ inline constexpr std::string_view kChatTemplateKey = "tokenizer.chat_template";
 //
 // The result is the template's output as is: it may begin with the BOS text (many templates
 // print bos_token); tokenize_chat_prompt takes care not to add a second BOS.
-// Errors: the template's parse or render error (kInvalidArgument etc.), kCorrupt when the
-// metadata value is not a string.
+// Errors: the template's parse or render error (kInvalidArgument etc.), kInvalidArgument for an
+// empty role, kCorrupt when the metadata value is not a string.
 Expected<std::string> apply_chat_template(const Model& model, std::span<const ChatMessage> messages,
                                           bool add_generation_prompt,
                                           const std::string* template_override = nullptr);

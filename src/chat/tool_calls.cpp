@@ -1,0 +1,824 @@
+#include "chat/tool_calls.h"
+
+#include <algorithm>
+#include <cctype>
+#include <optional>
+
+#include "sample/json_schema.h"
+
+namespace loom::chat {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+constexpr std::string_view kWs = " \t\r\n";
+
+std::string_view lstrip(std::string_view s) {
+  const size_t p = s.find_first_not_of(kWs);
+  return p == std::string_view::npos ? std::string_view() : s.substr(p);
+}
+std::string_view rstrip(std::string_view s) {
+  const size_t p = s.find_last_not_of(kWs);
+  return p == std::string_view::npos ? std::string_view() : s.substr(0, p + 1);
+}
+std::string_view strip(std::string_view s) { return rstrip(lstrip(s)); }
+
+size_t skip_ws(std::string_view s, size_t pos) {
+  while (pos < s.size() && kWs.find(s[pos]) != std::string_view::npos) ++pos;
+  return pos;
+}
+
+bool at(std::string_view s, size_t pos, std::string_view lit) { return pos <= s.size() && s.substr(pos).starts_with(lit); }
+
+// Where the JSON value starting at s[pos] ends (one past it), npos when it is cut off or cannot be
+// a JSON value. Only the structure is checked here; json::parse checks the rest.
+size_t json_value_end(std::string_view s, size_t pos) {
+  if (pos >= s.size()) return std::string_view::npos;
+  const char c0 = s[pos];
+  if (c0 == '{' || c0 == '[' || c0 == '"') {
+    std::vector<char> stack;
+    bool in_string = false;
+    for (size_t i = pos; i < s.size(); ++i) {
+      const char c = s[i];
+      if (in_string) {
+        if (c == '\\') {
+          ++i;
+        } else if (c == '"') {
+          in_string = false;
+          if (stack.empty()) return i + 1;
+        }
+        continue;
+      }
+      switch (c) {
+        case '"': in_string = true; break;
+        case '{': stack.push_back('}'); break;
+        case '[': stack.push_back(']'); break;
+        case '}':
+        case ']':
+          if (stack.empty() || stack.back() != c) return std::string_view::npos;
+          stack.pop_back();
+          if (stack.empty()) return i + 1;
+          break;
+        default: break;
+      }
+    }
+    return std::string_view::npos;
+  }
+  // Scalars: up to the next delimiter.
+  size_t i = pos;
+  while (i < s.size() && std::string_view(",}]): \t\r\n").find(s[i]) == std::string_view::npos) ++i;
+  return i == pos ? std::string_view::npos : i;
+}
+
+// The JSON value at s[pos] and where it ends.
+std::optional<json> json_at(std::string_view s, size_t pos, size_t* end) {
+  const size_t e = json_value_end(s, pos);
+  if (e == std::string_view::npos) return std::nullopt;
+  json v = json::parse(s.substr(pos, e - pos), nullptr, /*allow_exceptions=*/false);
+  if (v.is_discarded()) return std::nullopt;
+  *end = e;
+  return v;
+}
+
+// Arguments as compact JSON text: an object, or a string holding one.
+std::optional<std::string> arguments_text(const json& a) {
+  if (a.is_object()) return a.dump();
+  if (a.is_string()) {
+    const std::string& s = a.get_ref<const std::string&>();
+    if (strip(s).empty()) return std::string("{}");
+    json v = json::parse(s, nullptr, false);
+    if (!v.is_discarded() && v.is_object()) return v.dump();
+  }
+  return std::nullopt;
+}
+
+// {"name": ..., "arguments" | "parameters": ..., "id"?: ...}
+std::optional<ToolCall> call_from_object(const json& o) {
+  if (!o.is_object()) return std::nullopt;
+  auto n = o.find("name");
+  if (n == o.end() || !n->is_string() || n->get_ref<const std::string&>().empty()) return std::nullopt;
+  ToolCall tc;
+  tc.name = n->get<std::string>();
+  auto a = o.find("arguments");
+  if (a == o.end()) a = o.find("parameters");
+  if (a == o.end()) {
+    tc.arguments = "{}";
+  } else {
+    auto t = arguments_text(*a);
+    if (!t) return std::nullopt;
+    tc.arguments = std::move(*t);
+  }
+  auto id = o.find("id");
+  if (id != o.end() && id->is_string()) tc.id = id->get<std::string>();
+  return tc;
+}
+
+// --- reasoning -----------------------------------------------------------------------------
+
+// Takes a leading reasoning block off `text`; returns what follows it.
+std::string_view take_reasoning(std::string_view text, bool forced_open, std::string* reasoning) {
+  struct Tags {
+    std::string_view open, close;
+  };
+  static constexpr Tags kTags[] = {{"<think>", "</think>"}, {"[THINK]", "[/THINK]"}};
+  const std::string_view t = lstrip(text);
+  for (const Tags& tg : kTags) {
+    if (!t.starts_with(tg.open)) continue;
+    const size_t p = t.find(tg.close, tg.open.size());
+    if (p == std::string_view::npos) {
+      *reasoning = std::string(strip(t.substr(tg.open.size())));
+      return {};
+    }
+    *reasoning = std::string(strip(t.substr(tg.open.size(), p - tg.open.size())));
+    return lstrip(t.substr(p + tg.close.size()));
+  }
+  if (forced_open) {
+    const size_t p = text.find("</think>");
+    if (p == std::string_view::npos) {
+      *reasoning = std::string(strip(text));
+      return {};
+    }
+    *reasoning = std::string(strip(text.substr(0, p)));
+    return lstrip(text.substr(p + 8));
+  }
+  return text;
+}
+
+// --- ids -------------------------------------------------------------------------------------
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+uint64_t fnv1a(std::string_view s) {
+  uint64_t h = 0xCBF29CE484222325ull;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001B3ull;
+  return h;
+}
+
+std::string make_id(ToolCallFormat f, std::string_view text, size_t index, uint64_t seed) {
+  static constexpr char kAlnum[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  const bool mistral = f == ToolCallFormat::kMistral || f == ToolCallFormat::kMistralArgs;
+  uint64_t h = splitmix64(fnv1a(text) ^ splitmix64(seed)) ^ splitmix64(uint64_t(index) + 0x632BE59BD9B4E019ull);
+  std::string s = mistral ? "" : "call_";
+  const size_t n = mistral ? 9 : 24;
+  for (size_t i = 0; i < n; ++i) {
+    h = splitmix64(h);
+    s.push_back(kAlnum[h % 62]);
+  }
+  return s;
+}
+
+// --- per-format parsers ----------------------------------------------------------------------
+// Each returns the calls it read from `text` (already without reasoning), the content before the
+// first call, and `rest`: the text after the last call read (malformed calls included).
+
+struct Scan {
+  std::vector<ToolCall> calls;
+  std::string_view before;
+  std::string_view rest;
+};
+
+// Calls written as JSON objects one after another (separated by whitespace or ';'), from pos.
+size_t read_json_calls(std::string_view s, size_t pos, std::vector<ToolCall>* calls) {
+  for (;;) {
+    const size_t p = skip_ws(s, pos);
+    if (p >= s.size() || s[p] != '{') return pos;
+    size_t end = 0;
+    auto v = json_at(s, p, &end);
+    if (!v) return pos;
+    auto tc = call_from_object(*v);
+    if (!tc) return pos;
+    calls->push_back(std::move(*tc));
+    pos = end;
+    const size_t q = skip_ws(s, pos);
+    if (q < s.size() && s[q] == ';') pos = q + 1;
+  }
+}
+
+Scan scan_hermes(std::string_view s) {
+  Scan r;
+  const size_t a = s.find("<tool_call>"), b = s.find("<function=");
+  const size_t start = std::min(a, b);
+  if (start == std::string_view::npos) {
+    // A bare {"name": ..., "arguments": ...} reply.
+    const std::string_view t = strip(s);
+    size_t end = 0;
+    if (t.starts_with('{')) {
+      auto v = json_at(t, 0, &end);
+      if (v && end == t.size()) {
+        if (auto tc = call_from_object(*v)) {
+          r.calls.push_back(std::move(*tc));
+          return r;
+        }
+      }
+    }
+    r.before = s;
+    return r;
+  }
+  r.before = s.substr(0, start);
+  size_t pos = start;
+  for (;;) {
+    size_t p = pos;
+    std::optional<ToolCall> tc;
+    if (at(s, p, "<tool_call>")) {
+      p = skip_ws(s, p + 11);
+      size_t end = 0;
+      auto v = json_at(s, p, &end);
+      if (v) tc = call_from_object(*v);
+      if (tc) {
+        p = skip_ws(s, end);
+        if (at(s, p, "</tool_call>")) p += 12;
+        else if (p != s.size()) tc.reset();  // the output may end where the server stopped
+      }
+    } else if (at(s, p, "<function=")) {
+      const size_t gt = s.find('>', p);
+      if (gt != std::string_view::npos) {
+        const std::string name(strip(s.substr(p + 10, gt - p - 10)));
+        p = skip_ws(s, gt + 1);
+        size_t end = 0;
+        auto v = json_at(s, p, &end);
+        if (!name.empty() && v && v->is_object()) {
+          tc = ToolCall{"", name, v->dump()};
+          p = skip_ws(s, end);
+          if (at(s, p, "</function>")) p += 11;
+          else if (p != s.size()) tc.reset();
+        }
+      }
+    }
+    if (!tc) break;
+    r.calls.push_back(std::move(*tc));
+    pos = p;
+    const size_t q = skip_ws(s, pos);
+    if (!at(s, q, "<tool_call>") && !at(s, q, "<function=")) break;
+    pos = q;
+  }
+  r.rest = s.substr(pos);
+  return r;
+}
+
+// name.call(key="value", n=3): Llama 3.1's builtin tools (brave_search, wolfram_alpha).
+std::optional<ToolCall> builtin_call(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size() && (std::isalnum(static_cast<unsigned char>(s[i])) || s[i] == '_')) ++i;
+  if (i == 0 || !at(s, i, ".call(")) return std::nullopt;
+  ToolCall tc;
+  tc.name = std::string(s.substr(0, i));
+  json args = json::object();
+  size_t p = skip_ws(s, i + 6);
+  while (p < s.size() && s[p] != ')') {
+    size_t k = p;
+    while (k < s.size() && (std::isalnum(static_cast<unsigned char>(s[k])) || s[k] == '_')) ++k;
+    if (k == p) return std::nullopt;
+    const std::string key(s.substr(p, k - p));
+    p = skip_ws(s, k);
+    if (!at(s, p, "=")) return std::nullopt;
+    p = skip_ws(s, p + 1);
+    size_t end = 0;
+    std::optional<json> v;
+    if (at(s, p, "'")) {  // a single-quoted Python string
+      const size_t q = s.find('\'', p + 1);
+      if (q == std::string_view::npos) return std::nullopt;
+      v = json(std::string(s.substr(p + 1, q - p - 1)));
+      end = q + 1;
+    } else {
+      v = json_at(s, p, &end);
+    }
+    if (!v) return std::nullopt;
+    args[key] = std::move(*v);
+    p = skip_ws(s, end);
+    if (at(s, p, ",")) p = skip_ws(s, p + 1);
+    else if (!at(s, p, ")")) return std::nullopt;
+  }
+  if (p >= s.size() || !strip(s.substr(p + 1)).empty()) return std::nullopt;
+  tc.arguments = args.dump();
+  return tc;
+}
+
+Scan scan_llama31(std::string_view s) {
+  Scan r;
+  // The end-of-message tokens, when the server kept them in the text.
+  for (bool again = true; again;) {
+    again = false;
+    for (std::string_view stop : {"<|eom_id|>", "<|eot_id|>"}) {
+      const std::string_view t = rstrip(s);
+      if (t.ends_with(stop)) {
+        s = t.substr(0, t.size() - stop.size());
+        again = true;
+      }
+    }
+  }
+  const size_t tag = s.find("<|python_tag|>");
+  if (tag != std::string_view::npos) {
+    r.before = s.substr(0, tag);
+    const size_t body = tag + 14;
+    const std::string_view code = strip(s.substr(body));
+    if (code.starts_with('{')) {
+      const size_t end = read_json_calls(s, body, &r.calls);
+      r.rest = s.substr(r.calls.empty() ? tag : end);
+      return r;
+    }
+    if (auto tc = builtin_call(code)) {
+      r.calls.push_back(std::move(*tc));
+      return r;
+    }
+    if (!code.empty()) {
+      r.calls.push_back(ToolCall{"", "python", json{{"code", std::string(code)}}.dump()});
+      return r;
+    }
+    r.rest = s.substr(tag);
+    return r;
+  }
+  // Without the tag the call is the whole message, starting with '{'.
+  const size_t start = skip_ws(s, 0);
+  if (start < s.size() && s[start] == '{') {
+    const size_t end = read_json_calls(s, start, &r.calls);
+    if (!r.calls.empty()) {
+      r.rest = s.substr(end);
+      return r;
+    }
+  }
+  r.before = s;
+  return r;
+}
+
+Scan scan_mistral(std::string_view s) {
+  Scan r;
+  {
+    const std::string_view t = rstrip(s);
+    if (t.ends_with("</s>")) s = t.substr(0, t.size() - 4);
+  }
+  const size_t start = s.find("[TOOL_CALLS]");
+  if (start == std::string_view::npos) {
+    // Detokenized without special tokens, [TOOL_CALLS] is gone: a bare [{"name": ...}] reply.
+    const std::string_view t = strip(s);
+    size_t end = 0;
+    if (t.starts_with("[{")) {
+      auto v = json_at(t, 0, &end);
+      if (v && end == t.size() && v->is_array() && !v->empty()) {
+        std::vector<ToolCall> calls;
+        for (const auto& o : *v) {
+          auto tc = call_from_object(o);
+          if (!tc) break;
+          calls.push_back(std::move(*tc));
+        }
+        if (calls.size() == v->size()) {
+          r.calls = std::move(calls);
+          return r;
+        }
+      }
+    }
+    r.before = s;
+    return r;
+  }
+  r.before = s.substr(0, start);
+  size_t pos = start;
+  while (at(s, pos, "[TOOL_CALLS]")) {
+    size_t p = skip_ws(s, pos + 12);
+    std::vector<ToolCall> got;
+    bool ok = false;
+    if (p < s.size() && s[p] == '[') {  // [{"name": ..., "arguments": ..., "id": ...}, ...]
+      size_t end = 0;
+      auto v = json_at(s, p, &end);
+      if (v && v->is_array() && !v->empty()) {
+        ok = true;
+        for (const auto& o : *v) {
+          auto tc = call_from_object(o);
+          if (!tc) {
+            ok = false;
+            break;
+          }
+          got.push_back(std::move(*tc));
+        }
+        p = end;
+      }
+    } else {  // name[ARGS]{...} or name[CALL_ID]id[ARGS]{...}
+      const size_t args = s.find("[ARGS]", p);
+      if (args != std::string_view::npos) {
+        std::string_view head = s.substr(p, args - p);
+        std::string id;
+        const size_t cid = head.find("[CALL_ID]");
+        if (cid != std::string_view::npos) {
+          id = std::string(strip(head.substr(cid + 9)));
+          head = head.substr(0, cid);
+        }
+        const std::string name(strip(head));
+        const bool plain_name = !name.empty() && name.find_first_of(" \t\r\n[]{}\"") == std::string::npos;
+        size_t end = 0;
+        const size_t q = skip_ws(s, args + 6);
+        auto v = plain_name ? json_at(s, q, &end) : std::nullopt;
+        if (v) {
+          if (auto a = arguments_text(*v)) {
+            got.push_back(ToolCall{id, name, *a});
+            ok = true;
+            p = end;
+          }
+        }
+      }
+    }
+    if (!ok) break;
+    for (auto& tc : got) r.calls.push_back(std::move(tc));
+    pos = p;
+    const size_t q = skip_ws(s, pos);
+    if (!at(s, q, "[TOOL_CALLS]")) break;
+    pos = q;
+  }
+  r.rest = s.substr(pos);
+  return r;
+}
+
+// {"tool_call": {...}} / {"tool_calls": [...]} / {"response": ...}; `content` (when set) is the
+// reply text.
+Scan scan_generic(std::string_view s, std::optional<std::string>* content) {
+  Scan r;
+  r.before = s;
+  const std::string_view t = strip(s);
+  if (!t.starts_with('{')) return r;
+  size_t end = 0;
+  auto v = json_at(t, 0, &end);
+  if (!v || end != t.size() || !v->is_object()) return r;
+  const json& o = *v;
+  std::vector<ToolCall> calls;
+  if (auto it = o.find("tool_calls"); it != o.end() && it->is_array() && !it->empty()) {
+    for (const auto& c : *it) {
+      auto tc = call_from_object(c);
+      if (!tc) return r;
+      calls.push_back(std::move(*tc));
+    }
+  } else if (auto one = o.find("tool_call"); one != o.end()) {
+    auto tc = call_from_object(*one);
+    if (!tc) return r;
+    calls.push_back(std::move(*tc));
+  } else if (auto resp = o.find("response"); resp != o.end()) {
+    *content = resp->is_string() ? resp->get<std::string>() : resp->dump();
+    r.before = {};
+    return r;
+  } else {
+    return r;
+  }
+  r.calls = std::move(calls);
+  r.before = {};
+  if (auto c = o.find("content"); c != o.end() && c->is_string()) *content = c->get<std::string>();
+  return r;
+}
+
+}  // namespace
+
+const char* tool_call_format_name(ToolCallFormat f) {
+  switch (f) {
+    case ToolCallFormat::kNone: return "none";
+    case ToolCallFormat::kGeneric: return "generic";
+    case ToolCallFormat::kLlama31: return "llama3.1";
+    case ToolCallFormat::kHermes: return "hermes";
+    case ToolCallFormat::kMistral: return "mistral";
+    case ToolCallFormat::kMistralArgs: return "mistral-args";
+  }
+  return "?";
+}
+
+ToolCallFormat detect_tool_call_format(std::string_view src) {
+  const auto has = [&](std::string_view m) { return src.find(m) != std::string_view::npos; };
+  if (has("<tool_call>")) return ToolCallFormat::kHermes;
+  if (has("<|start_header_id|>ipython<|end_header_id|>")) return ToolCallFormat::kLlama31;
+  if (has("[TOOL_CALLS]") && has("[ARGS]")) return ToolCallFormat::kMistralArgs;
+  if (has("[TOOL_CALLS]")) return ToolCallFormat::kMistral;
+  return ToolCallFormat::kGeneric;
+}
+
+json ParsedMessage::to_json() const {
+  json m = json::object();
+  m["role"] = "assistant";
+  if (content.empty() && !tool_calls.empty()) m["content"] = nullptr;
+  else m["content"] = content;
+  if (!reasoning_content.empty()) m["reasoning_content"] = reasoning_content;
+  if (!tool_calls.empty()) {
+    json arr = json::array();
+    for (const ToolCall& tc : tool_calls) {
+      json c = json::object();
+      c["id"] = tc.id;
+      c["type"] = "function";
+      c["function"] = json{{"name", tc.name}, {"arguments", tc.arguments}};
+      arr.push_back(std::move(c));
+    }
+    m["tool_calls"] = std::move(arr);
+  }
+  return m;
+}
+
+ParsedMessage parse_assistant_output(ToolCallFormat format, std::string_view text, const ParseOptions& opts) {
+  ParsedMessage out;
+  const std::string_view body = take_reasoning(text, opts.thinking_forced_open, &out.reasoning_content);
+  if (!opts.tools_present || format == ToolCallFormat::kNone) {
+    out.content = std::string(body);
+    return out;
+  }
+  Scan scan;
+  std::optional<std::string> reply;  // kGeneric: the reply's text
+  switch (format) {
+    case ToolCallFormat::kHermes: scan = scan_hermes(body); break;
+    case ToolCallFormat::kLlama31: scan = scan_llama31(body); break;
+    case ToolCallFormat::kMistral:
+    case ToolCallFormat::kMistralArgs: scan = scan_mistral(body); break;
+    case ToolCallFormat::kGeneric: scan = scan_generic(body, &reply); break;
+    case ToolCallFormat::kNone: break;
+  }
+  if (scan.calls.empty()) {
+    out.content = reply ? *reply : std::string(body);
+    return out;
+  }
+  out.content = reply ? *reply : std::string(rstrip(scan.before));
+  const std::string_view rest = strip(scan.rest);
+  if (!rest.empty()) {
+    if (!out.content.empty()) out.content += '\n';
+    out.content += rest;
+  }
+  for (size_t i = 0; i < scan.calls.size(); ++i) {
+    ToolCall& tc = scan.calls[i];
+    if (tc.id.empty()) tc.id = make_id(format, text, i, opts.id_seed);
+  }
+  out.tool_calls = std::move(scan.calls);
+  return out;
+}
+
+ToolCallSyntax tool_call_syntax(ToolCallFormat format) {
+  ToolCallSyntax s;
+  switch (format) {
+    case ToolCallFormat::kHermes:
+      s.triggers = {"<tool_call>", "<function="};
+      s.preserved_tokens = {"<tool_call>", "</tool_call>", "<think>", "</think>"};
+      break;
+    case ToolCallFormat::kLlama31:
+      s.stops = {"<|eom_id|>", "<|eot_id|>"};
+      s.triggers = {"<|python_tag|>", "{"};
+      s.preserved_tokens = {"<|python_tag|>"};
+      break;
+    case ToolCallFormat::kMistral:
+      s.triggers = {"[TOOL_CALLS]"};
+      s.preserved_tokens = {"[TOOL_CALLS]"};
+      break;
+    case ToolCallFormat::kMistralArgs:
+      s.triggers = {"[TOOL_CALLS]"};
+      s.preserved_tokens = {"[TOOL_CALLS]", "[ARGS]", "[CALL_ID]", "[THINK]", "[/THINK]"};
+      break;
+    case ToolCallFormat::kGeneric:
+      s.triggers = {"{"};
+      break;
+    case ToolCallFormat::kNone: break;
+  }
+  return s;
+}
+
+Expected<json> normalize_tools(const json& tools) {
+  if (tools.is_null()) return json(nullptr);
+  if (!tools.is_array()) return invalid_argument("tools: expected an array of tools");
+  if (tools.empty()) return json(nullptr);
+  json out = json::array();
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const std::string where = "tools[" + std::to_string(i) + "]";
+    const json& t = tools[i];
+    if (!t.is_object()) return invalid_argument(where + ": expected an object");
+    auto type = t.find("type");
+    if (type == t.end()) return invalid_argument(where + ".type: missing (expected \"function\")");
+    if (!type->is_string() || *type != "function")
+      return invalid_argument(where + ".type: expected \"function\", got " + type->dump());
+    auto fn = t.find("function");
+    if (fn == t.end() || !fn->is_object()) return invalid_argument(where + ".function: expected an object");
+    auto name = fn->find("name");
+    if (name == fn->end() || !name->is_string() || name->get_ref<const std::string&>().empty())
+      return invalid_argument(where + ".function.name: expected a non-empty string");
+    json desc = "";
+    if (auto d = fn->find("description"); d != fn->end() && !d->is_null()) {
+      if (!d->is_string()) return invalid_argument(where + ".function.description: expected a string");
+      desc = *d;
+    }
+    json params = json{{"type", "object"}, {"properties", json::object()}};
+    if (auto p = fn->find("parameters"); p != fn->end() && !p->is_null()) {
+      if (!p->is_object()) return invalid_argument(where + ".function.parameters: expected a JSON schema object");
+      params = *p;
+    }
+    for (size_t j = 0; j < out.size(); ++j)
+      if (out[j]["function"]["name"] == *name)
+        return invalid_argument(where + ".function.name: '" + name->get<std::string>() + "' is also tools[" +
+                                std::to_string(j) + "]'s name");
+    json f = json::object();
+    f["name"] = *name;
+    f["description"] = std::move(desc);
+    f["parameters"] = std::move(params);
+    out.push_back(json{{"type", "function"}, {"function", std::move(f)}});
+  }
+  return out;
+}
+
+// --- grammars --------------------------------------------------------------------------------
+
+std::string prefix_gbnf_rules(std::string_view g, std::string_view prefix) {
+  const auto word = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
+  };
+  std::string out;
+  out.reserve(g.size() + g.size() / 4);
+  size_t i = 0;
+  // Copies a delimited span (a literal, a class or a repetition count) with its escapes.
+  const auto span = [&](char close) {
+    out.push_back(g[i++]);
+    while (i < g.size() && g[i] != close) {
+      if (g[i] == '\\' && i + 1 < g.size()) out.push_back(g[i++]);
+      out.push_back(g[i++]);
+    }
+    if (i < g.size()) out.push_back(g[i++]);
+  };
+  while (i < g.size()) {
+    const char c = g[i];
+    if (c == '#') {
+      while (i < g.size() && g[i] != '\n') ++i;
+    } else if (c == '"') {
+      span('"');
+    } else if (c == '[') {
+      span(']');
+    } else if (c == '{') {
+      span('}');
+    } else if (word(c)) {
+      out += prefix;
+      while (i < g.size() && word(g[i])) out.push_back(g[i++]);
+    } else {
+      out.push_back(g[i++]);
+    }
+  }
+  return out;
+}
+
+namespace {
+
+// A GBNF literal for raw text.
+std::string gbnf_literal(std::string_view s) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20 || c == 0x7F) {
+          out += "\\x";
+          out.push_back(kHex[c >> 4]);
+          out.push_back(kHex[c & 15]);
+        } else {
+          out.push_back(char(c));
+        }
+    }
+  }
+  return out + "\"";
+}
+
+// The JSON form of a name ("\"get_weather\"") as a GBNF literal.
+std::string json_string_literal(const std::string& s) { return gbnf_literal(json(s).dump()); }
+
+constexpr const char* kSp = R"(tc-sp ::= | " " | "\n"{1,2} [ \t]{0,20})";
+
+struct Tool {
+  std::string name;
+  json parameters;
+  std::string args_rule;  // the root rule of its arguments' grammar
+};
+
+}  // namespace
+
+Expected<std::string> tool_call_grammar(ToolCallFormat format, const json& tools, const std::string* forced_name,
+                                        bool parallel, bool allow_response) {
+  if (format == ToolCallFormat::kNone) return invalid_argument("tool_call_grammar: no tool-call format (kNone)");
+  LOOM_ASSIGN_OR_RETURN(json norm, normalize_tools(tools));
+  if (norm.is_null()) return invalid_argument("tools: no tools to call");
+  std::vector<Tool> list;
+  std::string sub;  // the arguments' grammars, their rules prefixed
+  for (size_t i = 0; i < norm.size(); ++i) {
+    const json& f = norm[i]["function"];
+    const std::string name = f["name"];
+    if (forced_name && name != *forced_name) continue;
+    auto g = json_schema_to_grammar(f["parameters"]);
+    if (!g) {
+      return Status(g.status().code(),
+                    "tools[" + std::to_string(i) + "].function.parameters: " + g.status().message());
+    }
+    const std::string prefix = "t" + std::to_string(i) + "-";
+    sub += prefix_gbnf_rules(*g, prefix);
+    list.push_back(Tool{name, f["parameters"], prefix + "root"});
+  }
+  if (list.empty()) return invalid_argument("tool_choice: no tool named '" + *forced_name + "' in tools");
+
+  std::string rules;
+  std::string alts;  // tc-body ::= one alternative per tool
+  const auto add_alt = [&](size_t i, const std::string& body) {
+    const std::string rule = "tc-f" + std::to_string(i);
+    rules += rule + " ::= " + body + "\n";
+    alts += (alts.empty() ? "" : " | ") + rule;
+  };
+  const std::string kv = R"( tc-sp ":" tc-sp )";
+  const std::string comma = R"( tc-sp "," tc-sp )";
+  std::string root;
+  switch (format) {
+    case ToolCallFormat::kHermes:
+      for (size_t i = 0; i < list.size(); ++i)
+        add_alt(i, R"("{" tc-sp "\"name\"")" + kv + json_string_literal(list[i].name) + comma + R"("\"arguments\"")" +
+                       kv + list[i].args_rule + R"( "}" tc-sp)");
+      rules += R"(tc-call ::= "<tool_call>" tc-sp tc-body "</tool_call>")" "\n";
+      root = parallel ? "tc-call ( tc-sp tc-call )*" : "tc-call";
+      break;
+    case ToolCallFormat::kLlama31:
+      for (size_t i = 0; i < list.size(); ++i)
+        add_alt(i, R"("{" tc-sp ( "\"type\"")" + kv + R"("\"function\"")" + comma + R"()? "\"name\"")" + kv +
+                       json_string_literal(list[i].name) + comma + R"("\"parameters\"")" + kv + list[i].args_rule +
+                       R"( "}" tc-sp)");
+      root = "tc-body";  // one call: the template refuses several
+      break;
+    case ToolCallFormat::kMistral:
+      for (size_t i = 0; i < list.size(); ++i)
+        add_alt(i, R"("{" tc-sp "\"name\"")" + kv + json_string_literal(list[i].name) + comma + R"("\"arguments\"")" +
+                       kv + list[i].args_rule + R"( "," tc-sp "\"id\"")" + kv + R"(tc-id tc-sp "}" tc-sp)");
+      rules += R"(tc-id ::= "\"" [a-zA-Z0-9]{9} "\"")" "\n";
+      root = parallel ? R"("[TOOL_CALLS]" "[" tc-sp tc-body ( "," tc-sp tc-body )* "]")"
+                      : R"("[TOOL_CALLS]" "[" tc-sp tc-body "]")";
+      break;
+    case ToolCallFormat::kMistralArgs:
+      for (size_t i = 0; i < list.size(); ++i)
+        add_alt(i, gbnf_literal(list[i].name) + R"( "[ARGS]" )" + list[i].args_rule);
+      rules += R"(tc-call ::= "[TOOL_CALLS]" tc-body)" "\n";
+      root = parallel ? "tc-call+" : "tc-call";
+      break;
+    case ToolCallFormat::kGeneric: {
+      // llama.cpp's schema for the generic format, converted as one.
+      json alts_schema = json::array();
+      for (const Tool& t : list) {
+        json props = json::object();
+        props["name"] = json{{"type", "string"}, {"const", t.name}};
+        props["arguments"] = t.parameters;
+        json req = json::array({"name", "arguments"});
+        if (parallel) {
+          props["id"] = json{{"type", "string"}, {"minLength", 4}};
+          req.push_back("id");
+        }
+        alts_schema.push_back(json{{"type", "object"}, {"properties", std::move(props)}, {"required", std::move(req)}});
+      }
+      json one = alts_schema.size() == 1 ? alts_schema[0] : json{{"anyOf", alts_schema}};
+      json call = parallel
+                      ? json{{"type", "object"},
+                             {"properties", {{"tool_calls", {{"type", "array"}, {"items", one}, {"minItems", 1}}}}},
+                             {"required", json::array({"tool_calls"})}}
+                      : json{{"type", "object"},
+                             {"properties", {{"tool_call", one}}},
+                             {"required", json::array({"tool_call"})}};
+      json schema = allow_response
+                        ? json{{"anyOf", json::array({call, json{{"type", "object"},
+                                                                 {"properties", {{"response", {{"type", "string"}}}}},
+                                                                 {"required", json::array({"response"})}}})}}
+                        : call;
+      auto g = json_schema_to_grammar(schema);
+      if (!g) return Status(g.status().code(), "tools: " + g.status().message());
+      return std::move(*g);
+    }
+    case ToolCallFormat::kNone: break;
+  }
+  std::string out = "root ::= " + root + "\n";
+  out += "tc-body ::= " + alts + "\n";
+  out += rules;
+  out += kSp;
+  out += "\n";
+  out += sub;
+  return out;
+}
+
+Expected<std::string> response_format_grammar(const json& rf) {
+  if (rf.is_null()) return std::string();
+  if (!rf.is_object()) return invalid_argument("response_format: expected an object");
+  auto type = rf.find("type");
+  if (type == rf.end() || !type->is_string())
+    return invalid_argument("response_format.type: expected \"text\", \"json_object\" or \"json_schema\"");
+  const std::string t = *type;
+  const auto convert = [](const json& schema, const std::string& where) -> Expected<std::string> {
+    if (!schema.is_object() && !schema.is_boolean()) return invalid_argument(where + ": expected a JSON schema object");
+    auto g = json_schema_to_grammar(schema);
+    if (!g) return Status(g.status().code(), where + ": " + g.status().message());
+    return std::move(*g);
+  };
+  if (t == "text") return std::string();
+  if (t == "json_object") {
+    if (auto s = rf.find("schema"); s != rf.end() && !s->is_null()) return convert(*s, "response_format.schema");
+    return convert(json{{"type", "object"}}, "response_format");
+  }
+  if (t == "json_schema") {
+    auto js = rf.find("json_schema");
+    if (js == rf.end() || !js->is_object()) return invalid_argument("response_format.json_schema: expected an object");
+    auto s = js->find("schema");
+    if (s == js->end()) return invalid_argument("response_format.json_schema.schema: missing");
+    return convert(*s, "response_format.json_schema.schema");
+  }
+  return invalid_argument("response_format.type: unknown type \"" + t +
+                          "\" (expected \"text\", \"json_object\" or \"json_schema\")");
+}
+
+}  // namespace loom::chat

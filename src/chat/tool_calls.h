@@ -1,0 +1,153 @@
+// Tool calls: which syntax a chat template's model uses to call tools, parsing a generated
+// assistant message back into OpenAI's {content, reasoning_content, tool_calls}, GBNF grammars that
+// force a tool call (tool_choice "required" or a named function) or a JSON reply (response_format),
+// and the stop / trigger strings a server configures per syntax.
+//
+//   ToolCallFormat f = detect_tool_call_format(template_source);   // or ChatTemplate::tool_call_format()
+//   std::string g = *tool_call_grammar(f, tools, /*forced_name=*/nullptr, /*parallel=*/false);
+//   ... generate with SamplerParams::grammar = g ...
+//   ParsedMessage m = parse_assistant_output(f, generated_text, /*tools_present=*/true);
+//   nlohmann::ordered_json reply = m.to_json();  // {"role":"assistant","content":...,"tool_calls":[...]}
+//
+// The syntaxes (what the model writes; "ARGS" is the arguments object):
+//   kHermes       <tool_call>\n{"name": "f", "arguments": ARGS}\n</tool_call>, repeated for parallel
+//                 calls (Hermes 2/3, Qwen 2.5, Qwen3, SmolLM3, loom's ChatML fallback). Also read:
+//                 <function=f>ARGS</function> and a bare {"name": "f", "arguments": ARGS} reply.
+//   kLlama31      {"name": "f", "parameters": ARGS}, optionally after <|python_tag|>, the message
+//                 ending with <|eom_id|> or <|eot_id|> (Llama 3.1 / 3.2 / 3.3). Also read:
+//                 "arguments" for "parameters", a leading "type": "function", the builtin-tool form
+//                 <|python_tag|>brave_search.call(query="...") and raw code after <|python_tag|>
+//                 (a call of "python" with {"code": ...}).
+//   kMistral      [TOOL_CALLS][{"name": "f", "arguments": ARGS, "id": "abcDEF123"}, ...]
+//                 (Mistral Nemo; ids are 9 alphanumerics, which its template requires).
+//   kMistralArgs  [TOOL_CALLS]f[ARGS]ARGS, repeated for parallel calls (Mistral Small 3.2,
+//                 Ministral, Devstral; the template's history form [TOOL_CALLS]f[CALL_ID]id[ARGS]ARGS
+//                 is read too). Both Mistral formats read either form.
+//   kGeneric      llama.cpp's generic JSON reply for templates with no tool syntax of their own:
+//                 {"tool_call": {"name": "f", "arguments": ARGS}} or
+//                 {"tool_calls": [{"name": "f", "arguments": ARGS, "id": "..."}, ...]} or
+//                 {"response": "text for the user"}.
+//   kNone         no tool calls (no tools in the request, or tool_choice "none"): content only.
+//
+// Detection (detect_tool_call_format) looks for markers in the template source, in this order:
+//   "<tool_call>"                                   -> kHermes
+//   "<|start_header_id|>ipython<|end_header_id|>"   -> kLlama31
+//   "[TOOL_CALLS]" and "[ARGS]"                     -> kMistralArgs
+//   "[TOOL_CALLS]"                                  -> kMistral
+//   anything else                                   -> kGeneric
+// Templates with a native syntax loom does not implement (Command-R, Functionary, Granite,
+// DeepSeek R1) are kGeneric: the model is asked for, and parsed as, the generic JSON reply.
+//
+// Reasoning: for every format, a leading <think>...</think> (or [THINK]...[/THINK]) block is
+// returned as reasoning_content; with thinking_forced_open (the prompt ended inside <think>, as
+// DeepSeek R1's does), everything up to </think> is.
+//
+// Parsing never fails: text that is not a well-formed tool call stays content. Text before the
+// first tool call is content (trailing whitespace removed); when a call is malformed or truncated,
+// the calls before it are kept and the rest of the text is appended to content. Arguments come
+// back as compact JSON text ({"a":1}); calls without an id get a generated one, deterministic for
+// (text, index, id_seed): "call_" + 24 alphanumerics, or 9 alphanumerics for the Mistral formats.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+
+namespace loom::chat {
+
+enum class ToolCallFormat : uint8_t { kNone, kGeneric, kLlama31, kHermes, kMistral, kMistralArgs };
+
+// "none", "generic", "llama3.1", "hermes", "mistral", "mistral-args".
+const char* tool_call_format_name(ToolCallFormat f);
+
+ToolCallFormat detect_tool_call_format(std::string_view template_source);
+
+struct ToolCall {
+  std::string id;
+  std::string name;
+  std::string arguments;  // compact JSON text, an object
+  bool operator==(const ToolCall&) const = default;
+};
+
+struct ParsedMessage {
+  std::string content;
+  std::string reasoning_content;
+  std::vector<ToolCall> tool_calls;
+
+  // The OpenAI assistant message: {"role": "assistant", "content": text or null (null when empty
+  // and there are tool calls), "reasoning_content" (when not empty), "tool_calls": [{"id", "type":
+  // "function", "function": {"name", "arguments"}}] (when any)}. It can be sent back in `messages`.
+  nlohmann::ordered_json to_json() const;
+};
+
+struct ParseOptions {
+  // Without tools in the request, nothing is parsed as a tool call.
+  bool tools_present = true;
+  // The prompt ended inside a reasoning block (ends with "<think>" or "<think>\n"): the output's
+  // text up to "</think>" is reasoning (all of it when "</think>" never comes).
+  bool thinking_forced_open = false;
+  // Mixed into generated ids, so that a server passing e.g. a request counter gets ids that differ
+  // between turns with identical outputs.
+  uint64_t id_seed = 0;
+};
+
+ParsedMessage parse_assistant_output(ToolCallFormat format, std::string_view text, const ParseOptions& opts);
+inline ParsedMessage parse_assistant_output(ToolCallFormat format, std::string_view text, bool tools_present) {
+  ParseOptions o;
+  o.tools_present = tools_present;
+  return parse_assistant_output(format, text, o);
+}
+
+// What a server configures for a format.
+struct ToolCallSyntax {
+  // Extra stop strings that end the message (besides the vocab's end-of-generation tokens). None of
+  // them ends a tool call that could be followed by another: </tool_call> is not a stop for kHermes.
+  std::vector<std::string> stops;
+  // Texts that begin a tool call: a streaming server holds content back from here until the call
+  // is parsed. kLlama31's and kGeneric's calls begin with "{" at the start of the message.
+  std::vector<std::string> triggers;
+  // Special tokens that carry the syntax: detokenize the output with special = true so that they
+  // reach parse_assistant_output (they are control tokens in some vocabularies).
+  std::vector<std::string> preserved_tokens;
+};
+ToolCallSyntax tool_call_syntax(ToolCallFormat format);
+
+// Checks an OpenAI `tools` value and rebuilds it as llama.cpp passes it to templates: null (for
+// null or an empty array) or [{"type": "function", "function": {"name", "description" ("" when
+// absent), "parameters" ({"type": "object", "properties": {}} when absent)}}] (other keys, such
+// as "strict", are dropped). kInvalidArgument naming the field (tools[1].function.name) otherwise.
+Expected<nlohmann::ordered_json> normalize_tools(const nlohmann::ordered_json& tools);
+
+// A GBNF grammar (root rule "root") that accepts exactly the tool calls of `format` for `tools`
+// (an OpenAI tools array), each call's arguments constrained by its function's `parameters` schema
+// (json_schema_to_grammar's subset; a `parameters` object schema without "properties" and
+// "additionalProperties" accepts any object). forced_name: only that function (tool_choice
+// {"type": "function", ...}); otherwise any of them (tool_choice "required"). parallel_tool_calls:
+// one or more calls, else exactly one (kLlama31 always one: its template refuses several).
+// allow_response (kGeneric only): also accept {"response": "..."}, llama.cpp's grammar for
+// tool_choice "auto" with the generic format.
+// Errors: kInvalidArgument for kNone, malformed or empty tools, an unknown forced_name;
+// kUnsupported (with the JSON pointer) for a parameters schema outside the supported subset.
+Expected<std::string> tool_call_grammar(ToolCallFormat format, const nlohmann::ordered_json& tools,
+                                        const std::string* forced_name, bool parallel_tool_calls,
+                                        bool allow_response = false);
+
+// OpenAI's response_format as a GBNF grammar:
+//   {"type": "json_object"}                                 any JSON object
+//   {"type": "json_object", "schema": {...}}                that schema (llama.cpp's extension)
+//   {"type": "json_schema", "json_schema": {"schema": ...}}  that schema
+//   {"type": "text"} or null                                "" (no constraint)
+// kInvalidArgument for anything else (naming the field), kUnsupported for a schema outside
+// json_schema_to_grammar's subset.
+Expected<std::string> response_format_grammar(const nlohmann::ordered_json& response_format);
+
+// Renames every rule of a GBNF text (definitions and references) by prefixing it, so that several
+// generated grammars can be combined into one. Comments are dropped.
+std::string prefix_gbnf_rules(std::string_view gbnf, std::string_view prefix);
+
+}  // namespace loom::chat
