@@ -961,6 +961,7 @@ Expected<RequestId> Scheduler::submit(GenerateRequest req, EventCallback on_even
     for (int32_t t : req.prompt) c.sampler->accept(t, /*accept_grammar=*/false);
     StreamDetokenizerOptions dopt;
     dopt.continuation = true;
+    dopt.unparse_special = req.unparse_special;
     c.detok = std::make_unique<StreamDetokenizer>(vocab, dopt);
     c.stop = StopMatcher(req.stop);
     c.max_tokens = max_tokens;

@@ -61,6 +61,8 @@ struct GenerateRequest {
   bool logprobs = false;         // report the chosen token's logprob
   int top_logprobs = 0;          // and this many most likely alternatives (0..kMaxTopLogprobs)
   bool cache_prompt = true;      // take / give prefixes from / to the prefix cache
+  bool unparse_special = false;  // text of control tokens included (tool-call markers that are
+                                 // special tokens in some vocabularies)
   int n_keep = 0;                // context shift: prompt tokens always kept (-1: the whole prompt)
   int priority = 0;              // reserved
 };

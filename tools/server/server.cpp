@@ -1,0 +1,1087 @@
+#include "server.h"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <random>
+#include <sstream>
+
+#include "base/log.h"
+#include "base/timer.h"
+#include "chat/chat_prompt.h"
+#include "chat/chat_request.h"
+#include "http_server.h"
+#include "json_fields.h"
+#include "metrics_text.h"
+#include "model/adapters.h"
+#include "sample/json_schema.h"
+#include "serve/scheduler.h"
+
+namespace loom::server {
+namespace {
+
+using serve::Event;
+using serve::FinishReason;
+using serve::GenerateRequest;
+
+int64_t unix_now() { return int64_t(std::time(nullptr)); }
+
+std::string random_id(const char* prefix) {
+  static std::mutex mu;
+  static std::mt19937_64 rng(std::random_device{}());
+  std::lock_guard<std::mutex> l(mu);
+  static const char* digits = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  std::string s = prefix;
+  for (int i = 0; i < 24; ++i) s += digits[rng() % 62];
+  return s;
+}
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+std::string base64(const void* data, size_t n) {
+  static const char* tbl = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  const auto* p = static_cast<const uint8_t*>(data);
+  std::string out;
+  out.reserve((n + 2) / 3 * 4);
+  for (size_t i = 0; i < n; i += 3) {
+    const uint32_t v = uint32_t(p[i]) << 16 | (i + 1 < n ? uint32_t(p[i + 1]) << 8 : 0) | (i + 2 < n ? p[i + 2] : 0);
+    out += tbl[(v >> 18) & 63];
+    out += tbl[(v >> 12) & 63];
+    out += i + 1 < n ? tbl[(v >> 6) & 63] : '=';
+    out += i + 2 < n ? tbl[v & 63] : '=';
+  }
+  return out;
+}
+
+json bytes_of(const std::string& s) {
+  json a = json::array();
+  for (unsigned char c : s) a.push_back(int(c));
+  return a;
+}
+
+// Status from the scheduler or the chat layer -> HTTP.
+HttpError http_error(const Status& st) {
+  switch (st.code()) {
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kOutOfRange:
+    case StatusCode::kCorrupt: return {400, st.message(), {}, {}};
+    case StatusCode::kUnsupported: return {501, st.message(), {}, {}};
+    case StatusCode::kNotFound: return {404, st.message(), {}, {}};
+    case StatusCode::kUnavailable: return {503, st.message(), {}, {{"Retry-After", "1"}}};
+    case StatusCode::kResourceExhausted: return {503, st.message(), {}, {{"Retry-After", "1"}}};
+    default: return {500, st.message(), {}, {}};
+  }
+}
+
+json timings_json(const serve::Timings& t) {
+  auto per = [](double ms, int n) { return n > 0 ? ms / n : 0.0; };
+  auto rate = [](double ms, int n) { return ms > 0 ? 1000.0 * n / ms : 0.0; };
+  return {{"cache_n", t.cache_n},
+          {"prompt_n", t.prompt_n},
+          {"prompt_ms", t.prompt_ms},
+          {"prompt_per_token_ms", per(t.prompt_ms, t.prompt_n)},
+          {"prompt_per_second", rate(t.prompt_ms, t.prompt_n)},
+          {"predicted_n", t.predicted_n},
+          {"predicted_ms", t.predicted_ms},
+          {"predicted_per_token_ms", per(t.predicted_ms, t.predicted_n)},
+          {"predicted_per_second", rate(t.predicted_ms, t.predicted_n)}};
+}
+
+json usage_json(const serve::Usage& u) {
+  return {{"prompt_tokens", u.prompt_tokens},
+          {"completion_tokens", u.completion_tokens},
+          {"total_tokens", u.prompt_tokens + u.completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
+}
+
+// ---------------------------------------------------------------------------------------------
+// The application: one model, one scheduler, the HTTP front.
+
+struct App {
+  ServeOptions o;
+  std::shared_ptr<const Model> model;
+  std::unique_ptr<serve::Scheduler> sched;
+  std::optional<chat::ChatTemplate> tmpl;
+  std::string alias;
+  std::atomic<bool> ready{false};
+  std::unique_ptr<http::Server> http;
+  int64_t created = unix_now();
+  std::atomic<uint64_t> request_counter{0};
+  std::atomic<uint64_t> http_errors[6] = {};  // 400, 401, 404, 413, 503, 500
+
+  // ---- generic plumbing ----
+  bool authorized(const http::Request& req) const {
+    if (o.api_keys.empty()) return true;
+    std::string key;
+    if (const std::string* h = req.header("authorization")) {
+      std::string_view v = *h;
+      if (v.size() > 7 && (v.substr(0, 7) == "Bearer " || v.substr(0, 7) == "bearer ")) key = std::string(v.substr(7));
+    } else if (const std::string* x = req.header("x-api-key")) {
+      key = *x;
+    }
+    // Constant-time comparison against each key.
+    bool ok = false;
+    for (const std::string& k : o.api_keys) {
+      if (k.size() != key.size()) continue;
+      unsigned char d = 0;
+      for (size_t i = 0; i < k.size(); ++i) d |= uint8_t(k[i] ^ key[i]);
+      ok |= d == 0;
+    }
+    return ok;
+  }
+
+  void send_error(http::Response& res, const HttpError& e) {
+    http::Headers h;
+    for (const auto& kv : e.headers) h.emplace_back(kv.first, kv.second);
+    if (e.status == 401) h.emplace_back("WWW-Authenticate", "Bearer");
+    res.send(e.status, "application/json", error_json(e.status, e.message, e.type), h);
+  }
+
+  void send_json(http::Response& res, const json& j, int status = 200) { res.send(status, "application/json", dump(j)); }
+
+  void handle(http::Request&& req, std::shared_ptr<http::Response> res) {
+    try {
+      route(req, res);
+    } catch (const HttpError& e) {
+      send_error(*res, e);
+    } catch (const std::exception& e) {
+      send_error(*res, {500, std::string("internal error: ") + e.what(), {}, {}});
+    }
+  }
+
+  void route(http::Request& req, const std::shared_ptr<http::Response>& res) {
+    const std::string& path = req.decoded_path;
+    const std::string& m = req.method;
+    if (m == "OPTIONS") {
+      res->send(204, "text/plain", "", {{"Allow", "GET, POST, OPTIONS"}});
+      return;
+    }
+    if (path == "/health" || path == "/v1/health") {
+      if (!ready) throw HttpError{503, "Loading model", "unavailable_error", {{"Retry-After", "1"}}};
+      send_json(*res, {{"status", "ok"}});
+      return;
+    }
+    if (!authorized(req)) throw HttpError{401, "Invalid API Key", "authentication_error", {}};
+    if (!ready) throw HttpError{503, "Loading model", "unavailable_error", {{"Retry-After", "1"}}};
+    const bool get = m == "GET" || m == "HEAD", post = m == "POST";
+    auto need = [&](bool ok) {
+      if (!ok) throw HttpError{405, "method " + m + " is not allowed on " + path, "invalid_request_error", {}};
+    };
+    if (path == "/v1/chat/completions" || path == "/chat/completions") return need(post), chat_completions(req, res);
+    if (path == "/v1/completions" || path == "/completions") return need(post), completions(req, res);
+    if (path == "/v1/embeddings" || path == "/embeddings") return need(post), embeddings(req, res);
+    if (path == "/v1/rerank" || path == "/rerank" || path == "/v1/reranking") return need(post), rerank(req, res);
+    if (path == "/v1/models" || path == "/models") return need(get), models(*res);
+    if (path == "/tokenize") return need(post), tokenize(req, *res);
+    if (path == "/detokenize") return need(post), detokenize(req, *res);
+    if (path == "/apply-template") return need(post), apply_template(req, *res);
+    if (path == "/metrics") return need(get), metrics(*res);
+    if (path == "/props") return need(get), props(*res);
+    throw HttpError{404, "no endpoint " + path, "not_found_error", {}};
+  }
+
+  // ---- sampling parameters (OpenAI names, llama.cpp's extensions and defaults) ----
+  void parse_generation(const Fields& f, GenerateRequest& r, bool chat) {
+    SamplerParams& sp = r.sampling;
+    sp.temp = float(f.number_in("temperature", 0.8, 0.0, 100.0));
+    sp.top_k = int(f.integer_in("top_k", 40, -1, 1 << 30));
+    sp.top_p = float(f.number_in("top_p", 0.95, 0.0, 1.0));
+    sp.min_p = float(f.number_in("min_p", 0.05, 0.0, 1.0));
+    sp.typical_p = float(f.number_in("typical_p", f.number_in("typ_p", 1.0, 0.0, 1.0), 0.0, 1.0));
+    sp.penalty_repeat = float(f.number_in("repeat_penalty", 1.0, 0.0, 100.0));
+    sp.penalty_last_n = int(f.integer_in("repeat_last_n", 64, -1, 1 << 30));
+    sp.penalty_freq = float(f.number_in("frequency_penalty", 0.0, -2.0, 2.0));
+    sp.penalty_present = float(f.number_in("presence_penalty", 0.0, -2.0, 2.0));
+    sp.mirostat = int(f.integer_in("mirostat", 0, 0, 2));
+    sp.mirostat_tau = float(f.number_in("mirostat_tau", 5.0, 0.0, 1000.0));
+    sp.mirostat_eta = float(f.number_in("mirostat_eta", 0.1, 0.0, 1000.0));
+    sp.dynatemp_range = float(f.number_in("dynatemp_range", 0.0, 0.0, 100.0));
+    sp.dynatemp_exponent = float(f.number_in("dynatemp_exponent", 1.0, 0.0, 100.0));
+    sp.xtc_probability = float(f.number_in("xtc_probability", 0.0, 0.0, 1.0));
+    sp.xtc_threshold = float(f.number_in("xtc_threshold", 0.1, 0.0, 1.0));
+    sp.min_keep = int(f.integer_in("min_keep", 0, 0, 1 << 20));
+    sp.dry.multiplier = float(f.number_in("dry_multiplier", 0.0, 0.0, 1000.0));
+    sp.dry.base = float(f.number_in("dry_base", 1.75, 1.0, 1000.0));
+    sp.dry.allowed_length = int(f.integer_in("dry_allowed_length", 2, 0, 1 << 20));
+    sp.dry.penalty_last_n = int(f.integer_in("dry_penalty_last_n", -1, -1, 1 << 30));
+    if (f.has("dry_sequence_breakers")) sp.dry.sequence_breakers = f.strings("dry_sequence_breakers");
+    if (f.has("samplers")) {
+      std::string order;
+      const json& v = *f.get("samplers");
+      if (v.is_string()) order = v.get<std::string>();
+      else for (const auto& s : f.strings("samplers")) order += s + ";";
+      auto parsed = parse_sampler_order(order);
+      if (!parsed) bad_request("samplers: " + parsed.status().message());
+      sp.order = *parsed;
+    }
+    // seed: absent or -1 = random.
+    const int64_t seed = f.integer("seed", -1);
+    sp.seed = seed >= 0 ? uint64_t(seed) : std::random_device{}();
+    // temperature 0 is greedy whatever the other samplers say.
+    if (sp.temp <= 0.0f) sp.xtc_probability = 0.0f;
+    // logit_bias: OpenAI's {"token id": bias}; llama.cpp's [[id, bias], ...] (bias false = ban).
+    if (const json* lb = f.get("logit_bias")) {
+      auto add = [&](const json& k, const json& v, const std::string& where) {
+        int64_t id;
+        if (k.is_string()) {
+          const std::string ks = k.get<std::string>();
+          char* end = nullptr;
+          id = std::strtoll(ks.c_str(), &end, 10);
+          if (ks.empty() || *end) bad_request(where + ": keys must be token ids");
+        } else if (k.is_number_integer()) {
+          id = k.get<int64_t>();
+        } else {
+          bad_request(where + ": keys must be token ids");
+        }
+        float bias;
+        if (v.is_boolean() && !v.get<bool>()) bias = -INFINITY;
+        else if (v.is_number()) bias = float(v.get<double>());
+        else bad_request(where + ": biases must be numbers");
+        if (id < 0 || id >= model->vocab().n_tokens()) bad_request(where + ": token " + std::to_string(id) + " is not in the vocabulary");
+        sp.logit_bias.emplace_back(int32_t(id), bias);
+      };
+      if (lb->is_object()) {
+        for (auto it = lb->begin(); it != lb->end(); ++it) add(json(it.key()), it.value(), "logit_bias");
+      } else if (lb->is_array()) {
+        for (size_t i = 0; i < lb->size(); ++i) {
+          const json& e = (*lb)[i];
+          if (!e.is_array() || e.size() != 2) bad_request("logit_bias[" + std::to_string(i) + "]: expected [token, bias]");
+          add(e[0], e[1], "logit_bias[" + std::to_string(i) + "]");
+        }
+      } else {
+        bad_request("logit_bias: expected an object or an array");
+      }
+    }
+    // Lengths: max_completion_tokens (chat), max_tokens, n_predict (llama.cpp).
+    int64_t max_tokens = o.n_predict;
+    for (const char* k : {"n_predict", "max_tokens", "max_completion_tokens"}) {
+      if (f.has(k)) max_tokens = f.integer_in(k, -1, -1, int64_t(1) << 30);
+    }
+    r.max_tokens = int(max_tokens);
+    r.n = int(f.integer_in("n", 1, 1, 128));
+    r.stop = f.strings("stop");
+    for (const auto& s : r.stop) {
+      if (s.size() > 4096) bad_request("stop: each stop string must be at most 4096 bytes");
+    }
+    if (r.stop.size() > 16) bad_request("stop: at most 16 stop strings");
+    r.ignore_eos = f.boolean("ignore_eos", false);
+    r.cache_prompt = f.boolean("cache_prompt", true);
+    r.n_keep = int(f.integer_in("n_keep", 0, -1, 1 << 30));
+    // logprobs: chat has logprobs (bool) + top_logprobs; completions has logprobs (int);
+    // llama.cpp's n_probs is both.
+    if (chat) {
+      r.logprobs = f.boolean("logprobs", false);
+      r.top_logprobs = r.logprobs ? int(f.integer_in("top_logprobs", 0, 0, serve::kMaxTopLogprobs)) : 0;
+    } else if (f.has("logprobs")) {
+      const json& v = *f.get("logprobs");
+      if (v.is_boolean()) {
+        r.logprobs = v.get<bool>();
+      } else {
+        r.top_logprobs = int(f.integer_in("logprobs", 0, 0, serve::kMaxTopLogprobs));
+        r.logprobs = true;
+      }
+    }
+    if (f.has("n_probs")) {
+      r.top_logprobs = int(f.integer_in("n_probs", 0, 0, serve::kMaxTopLogprobs));
+      r.logprobs = r.logprobs || r.top_logprobs > 0;
+    }
+    // Grammars: GBNF, a JSON schema (llama.cpp's top-level json_schema).
+    if (f.has("grammar")) sp.grammar = f.string("grammar");
+    if (const json* js = f.get("json_schema")) {
+      if (!sp.grammar.empty()) bad_request("give either grammar or json_schema, not both");
+      auto g = chat::response_format_grammar(json{{"type", "json_object"}, {"schema", *js}});
+      if (!g) throw http_error(Status(g.status().code(), "json_schema: " + g.status().message()));
+      sp.grammar = *g;
+    }
+  }
+
+  // ---- /v1/chat/completions and /v1/completions ----
+  void chat_completions(http::Request& req, const std::shared_ptr<http::Response>& res) {
+    const json body = parse_body(req.body);
+    const Fields f(body);
+    const json* msgs = f.get("messages");
+    if (!msgs || !msgs->is_array() || msgs->empty()) bad_request("messages: expected a non-empty array");
+    chat::ChatInputs in;
+    in.messages = *msgs;
+    if (const json* t = f.get("tools")) in.tools = *t;
+    if (const json* k = f.get("chat_template_kwargs")) {
+      if (!k->is_object()) bad_request("chat_template_kwargs: expected an object");
+      in.extra = *k;
+    }
+    in.add_generation_prompt = f.boolean("add_generation_prompt", true);
+    chat::ChatRequestOptions co;
+    if (const json* tc = f.get("tool_choice")) {
+      auto c = chat::parse_tool_choice(*tc);
+      if (!c) throw http_error(c.status());
+      co.tool_choice = *c;
+    }
+    co.parallel_tool_calls = f.boolean("parallel_tool_calls", false);
+    if (const json* rf = f.get("response_format")) co.response_format = *rf;
+    auto prepared = chat::prepare_chat(*tmpl, in, co);
+    if (!prepared) throw http_error(prepared.status());
+
+    GenerateRequest r;
+    parse_generation(f, r, /*chat=*/true);
+    if (!prepared->grammar.empty()) {
+      if (!r.sampling.grammar.empty()) bad_request("grammar / json_schema cannot be combined with tools or response_format");
+      r.sampling.grammar = prepared->grammar;
+    }
+    for (const auto& s : prepared->stops) r.stop.push_back(s);
+    r.unparse_special = !prepared->preserved_tokens.empty();
+    r.prompt = chat::tokenize_chat_prompt(model->vocab(), prepared->prompt);
+    auto st = std::make_shared<GenState>();
+    st->chat = true;
+    st->format = prepared->format;
+    st->parse_opts = prepared->parse_options(request_counter.fetch_add(1));
+    st->triggers = chat::tool_call_syntax(prepared->format).triggers;
+    if (!prepared->tools_present) st->triggers.clear();
+    start_generation(req, res, f, std::move(r), st, /*n_prompts=*/1, {});
+  }
+
+  void completions(http::Request& req, const std::shared_ptr<http::Response>& res) {
+    const json body = parse_body(req.body);
+    const Fields f(body);
+    const json* p = f.get("prompt");
+    if (!p) bad_request("prompt: required");
+    // A string, an array of token ids, or an array of strings / token arrays (one choice each).
+    std::vector<std::vector<int32_t>> prompts;
+    const Vocab& vocab = model->vocab();
+    auto tokens_of = [&](const json& v, const std::string& where) -> std::vector<int32_t> {
+      if (v.is_string()) return vocab.tokenize(v.get<std::string>(), true, true);
+      if (!v.is_array()) bad_request(where + ": expected a string or an array of token ids");
+      std::vector<int32_t> ids;
+      for (size_t i = 0; i < v.size(); ++i) {
+        if (!v[i].is_number_integer()) bad_request(where + "[" + std::to_string(i) + "]: expected a token id");
+        const int64_t id = v[i].get<int64_t>();
+        if (id < 0 || id >= vocab.n_tokens()) bad_request(where + "[" + std::to_string(i) + "]: token " + std::to_string(id) + " is not in the vocabulary");
+        ids.push_back(int32_t(id));
+      }
+      return ids;
+    };
+    if (p->is_string()) {
+      prompts.push_back(tokens_of(*p, "prompt"));
+    } else if (p->is_array() && !p->empty() && (p->at(0).is_string() || p->at(0).is_array())) {
+      if (p->size() > 64) bad_request("prompt: at most 64 prompts per request");
+      for (size_t i = 0; i < p->size(); ++i) prompts.push_back(tokens_of(p->at(i), "prompt[" + std::to_string(i) + "]"));
+    } else {
+      prompts.push_back(tokens_of(*p, "prompt"));
+    }
+    GenerateRequest r;
+    parse_generation(f, r, /*chat=*/false);
+    auto st = std::make_shared<GenState>();
+    st->chat = false;
+    st->echo = f.boolean("echo", false);
+    r.prompt = prompts[0];
+    start_generation(req, res, f, std::move(r), st, int(prompts.size()), prompts);
+  }
+
+  // Per HTTP request: the choices' accumulated output and the streaming state. Events arrive on
+  // the scheduler's loop thread; everything is under mu.
+  struct Choice {
+    std::string text;        // generated text so far
+    size_t streamed = 0;     // bytes of text already sent as deltas
+    bool held = false;       // a tool-call trigger appeared: the rest is parsed at the end
+    std::vector<int32_t> tokens;
+    json logprobs = json::array();
+    std::string finish;      // OpenAI finish_reason
+    bool finished = false;
+    int text_offset = 0;
+  };
+  struct GenState {
+    std::mutex mu;
+    bool chat = true, stream = false, include_usage = false, echo = false;
+    bool open = false;                     // stream started (events before it wait in pending)
+    std::vector<Event> pending;
+    std::string id, model;
+    int64_t created = 0;
+    chat::ToolCallFormat format = chat::ToolCallFormat::kNone;
+    chat::ParseOptions parse_opts;
+    std::vector<std::string> triggers;
+    bool want_logprobs = false;
+    std::vector<Choice> choices;           // n_prompts * n
+    int n = 1;                             // choices per prompt
+    std::vector<serve::RequestId> ids;     // one scheduler request per prompt
+    int done_requests = 0, n_requests = 1;
+    serve::Usage usage;
+    serve::Timings timings;
+    std::shared_ptr<http::Response> res;
+    bool failed = false;
+    std::vector<std::string> prompt_texts;  // echo
+  };
+
+  void start_generation(http::Request&, const std::shared_ptr<http::Response>& res, const Fields& f, GenerateRequest r,
+                        const std::shared_ptr<GenState>& st, int n_prompts, const std::vector<std::vector<int32_t>>& prompts) {
+    st->stream = f.boolean("stream", false);
+    if (const json* so = f.get("stream_options")) {
+      if (!so->is_object()) bad_request("stream_options: expected an object");
+      st->include_usage = Fields(*so, "stream_options.").boolean("include_usage", false);
+    }
+    st->id = random_id(st->chat ? "chatcmpl-" : "cmpl-");
+    st->model = alias;
+    st->created = unix_now();
+    st->want_logprobs = r.logprobs;
+    st->n = r.n;
+    st->n_requests = n_prompts;
+    st->choices.resize(size_t(n_prompts * r.n));
+    st->res = res;
+    if (st->echo) {
+      for (int i = 0; i < n_prompts; ++i) {
+        auto t = model->vocab().detokenize(prompts.empty() ? r.prompt : prompts[size_t(i)], false, false);
+        st->prompt_texts.push_back(t ? *t : std::string());
+      }
+    }
+    // Submit every prompt; if one is refused, cancel the others and answer with its error.
+    for (int i = 0; i < n_prompts; ++i) {
+      GenerateRequest ri = r;
+      if (!prompts.empty()) ri.prompt = prompts[size_t(i)];
+      if (n_prompts > 1) ri.sampling.seed = r.sampling.seed + uint64_t(i) * 1000003u;
+      const int base = i * r.n;
+      std::weak_ptr<GenState> weak = st;
+      auto id = sched->submit(std::move(ri), [this, weak, base](const Event& e) {
+        if (auto s = weak.lock()) on_event(*s, base, e);
+      });
+      if (!id) {
+        for (auto rid : st->ids) sched->cancel(rid);
+        std::lock_guard<std::mutex> l(st->mu);
+        st->failed = true;
+        throw http_error(id.status());
+      }
+      std::lock_guard<std::mutex> l(st->mu);
+      st->ids.push_back(*id);
+    }
+    // A client that goes away cancels its requests at the next step.
+    std::weak_ptr<GenState> weak = st;
+    res->on_disconnect([this, weak] {
+      if (auto s = weak.lock()) {
+        std::vector<serve::RequestId> ids;
+        {
+          std::lock_guard<std::mutex> l(s->mu);
+          ids = s->ids;
+        }
+        for (auto id : ids) sched->cancel(id);
+      }
+    });
+    std::lock_guard<std::mutex> l(st->mu);
+    if (st->stream) {
+      res->begin_stream(200, "text/event-stream", {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}});
+      if (st->chat) {
+        for (size_t c = 0; c < st->choices.size(); ++c) {
+          sse(*st, chunk(*st, int(c), json{{"role", "assistant"}, {"content", nullptr}}, nullptr));
+        }
+      }
+    }
+    st->open = true;
+    std::vector<Event> pending;
+    pending.swap(st->pending);
+    for (const auto& e : pending) handle_event(*st, e);
+  }
+
+  // ---- events -> responses ----
+  void on_event(GenState& st, int base, Event e) {
+    std::lock_guard<std::mutex> l(st.mu);
+    e.choice += base;
+    if (!st.open) {
+      st.pending.push_back(std::move(e));
+      return;
+    }
+    handle_event(st, e);
+  }
+
+  void sse(GenState& st, const json& j) { st.res->write("data: " + dump(j) + "\n\n"); }
+
+  json chunk(GenState& st, int choice, json delta, json finish) {
+    json c = {{"index", choice}};
+    if (st.chat) {
+      c["delta"] = std::move(delta);
+    } else {
+      c["text"] = delta.is_string() ? delta : json("");
+    }
+    c["logprobs"] = nullptr;
+    c["finish_reason"] = std::move(finish);
+    return {{"id", st.id},
+            {"object", st.chat ? "chat.completion.chunk" : "text_completion"},
+            {"created", st.created},
+            {"model", st.model},
+            {"system_fingerprint", "loom"},
+            {"choices", json::array({c})}};
+  }
+
+  json logprob_entry(const GenState& st, const Event& e) const {
+    const Vocab& v = model->vocab();
+    const std::string piece = v.token_to_piece(e.token, false);
+    if (st.chat) {
+      json top = json::array();
+      for (const auto& t : e.top) {
+        const std::string p = v.token_to_piece(t.token, false);
+        top.push_back({{"token", p}, {"logprob", t.logprob}, {"bytes", bytes_of(p)}, {"id", t.token}});
+      }
+      return {{"id", e.token}, {"token", piece}, {"logprob", e.logprob.logprob}, {"bytes", bytes_of(piece)}, {"top_logprobs", top}};
+    }
+    json top = json::object();
+    for (const auto& t : e.top) top[v.token_to_piece(t.token, false)] = t.logprob;
+    return {{"id", e.token}, {"token", piece}, {"logprob", e.logprob.logprob}, {"top_logprobs", top}};
+  }
+
+  // Completions' legacy logprobs object from the per-token entries.
+  static json legacy_logprobs(const Choice& c) {
+    json tokens = json::array(), lps = json::array(), tops = json::array(), offs = json::array();
+    int off = c.text_offset;
+    for (const auto& e : c.logprobs) {
+      tokens.push_back(e["token"]);
+      lps.push_back(e["logprob"]);
+      tops.push_back(e["top_logprobs"]);
+      offs.push_back(off);
+      off += int(e["token"].get<std::string>().size());
+    }
+    return {{"tokens", tokens}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offs}};
+  }
+
+  // How much of the text may be streamed now: up to a tool-call trigger (held back from there),
+  // and not a tail that may still become one.
+  size_t streamable(GenState& st, Choice& c) {
+    if (st.triggers.empty()) return c.text.size();
+    if (c.held) return c.streamed;
+    size_t cut = c.text.size();
+    for (const auto& t : st.triggers) {
+      // Llama 3.1 / generic calls start with "{" at the very start of the message only.
+      if (t == "{") {
+        size_t k = 0;
+        while (k < c.text.size() && std::isspace(static_cast<unsigned char>(c.text[k]))) ++k;
+        if (k < c.text.size() && c.text[k] == '{') cut = std::min(cut, k), c.held = true;
+        else if (k == c.text.size()) cut = std::min(cut, size_t(0));
+        continue;
+      }
+      const size_t p = c.text.find(t);
+      if (p != std::string::npos) {
+        cut = std::min(cut, p);
+        c.held = true;
+        continue;
+      }
+      for (size_t k = std::min(t.size() - 1, c.text.size()); k > 0; --k) {
+        if (c.text.compare(c.text.size() - k, k, t, 0, k) == 0) {
+          cut = std::min(cut, c.text.size() - k);
+          break;
+        }
+      }
+    }
+    return std::max(cut, c.streamed);
+  }
+
+  void handle_event(GenState& st, const Event& e) {
+    switch (e.kind) {
+      case Event::Kind::kToken: {
+        if (e.choice < 0 || e.choice >= int(st.choices.size())) return;
+        Choice& c = st.choices[size_t(e.choice)];
+        c.text += e.text;
+        c.tokens.push_back(e.token);
+        json lp = nullptr;
+        if (st.want_logprobs && e.has_logprob) {
+          lp = logprob_entry(st, e);
+          c.logprobs.push_back(lp);
+        }
+        if (!st.stream) return;
+        const size_t upto = streamable(st, c);
+        if (upto <= c.streamed && lp.is_null()) return;
+        const std::string delta = c.text.substr(c.streamed, upto - c.streamed);
+        c.streamed = upto;
+        json j = chunk(st, e.choice, st.chat ? json{{"content", delta}} : json(delta), nullptr);
+        if (!lp.is_null()) {
+          j["choices"][0]["logprobs"] = st.chat ? json{{"content", json::array({lp})}} : legacy_logprobs(Choice{"", 0, false, {}, json::array({lp}), "", false, c.text_offset});
+        }
+        if (!st.chat) c.text_offset += int(delta.size());
+        sse(st, j);
+        return;
+      }
+      case Event::Kind::kFinish: {
+        if (e.choice < 0 || e.choice >= int(st.choices.size())) return;
+        Choice& c = st.choices[size_t(e.choice)];
+        c.text += e.text;
+        c.finished = true;
+        c.finish = e.reason == FinishReason::kLength ? "length" : e.reason == FinishReason::kCancelled ? "cancelled" : "stop";
+        if (!st.stream) return;
+        if (e.reason == FinishReason::kCancelled) return;  // the final error event says why
+        json delta = json::object();
+        if (st.chat && st.format != chat::ToolCallFormat::kNone) {
+          const chat::ParsedMessage pm = chat::parse_assistant_output(st.format, c.text, st.parse_opts);
+          std::string rest;
+          // What was streamed is raw text up to the trigger; send the rest of the parsed content.
+          if (pm.content.size() > c.streamed && pm.content.compare(0, c.streamed, c.text, 0, c.streamed) == 0) {
+            rest = pm.content.substr(c.streamed);
+          }
+          if (!rest.empty()) sse(st, chunk(st, e.choice, json{{"content", rest}}, nullptr));
+          if (!pm.reasoning_content.empty()) sse(st, chunk(st, e.choice, json{{"reasoning_content", pm.reasoning_content}}, nullptr));
+          if (!pm.tool_calls.empty()) {
+            json calls = json::array();
+            for (size_t i = 0; i < pm.tool_calls.size(); ++i) {
+              const auto& tc = pm.tool_calls[i];
+              calls.push_back({{"index", int(i)}, {"id", tc.id}, {"type", "function"},
+                               {"function", {{"name", tc.name}, {"arguments", tc.arguments}}}});
+            }
+            sse(st, chunk(st, e.choice, json{{"tool_calls", calls}}, nullptr));
+            c.finish = "tool_calls";
+          }
+        } else if (c.text.size() > c.streamed) {
+          const std::string rest = c.text.substr(c.streamed);
+          sse(st, chunk(st, e.choice, st.chat ? json{{"content", rest}} : json(rest), nullptr));
+        }
+        c.streamed = c.text.size();
+        sse(st, chunk(st, e.choice, st.chat ? delta : json(""), c.finish));
+        return;
+      }
+      case Event::Kind::kDone: {
+        st.usage.prompt_tokens += e.usage.prompt_tokens;
+        st.usage.completion_tokens += e.usage.completion_tokens;
+        st.usage.cached_tokens += e.usage.cached_tokens;
+        st.timings.cache_n += e.timings.cache_n;
+        st.timings.prompt_n += e.timings.prompt_n;
+        st.timings.prompt_ms = std::max(st.timings.prompt_ms, e.timings.prompt_ms);
+        st.timings.predicted_n += e.timings.predicted_n;
+        st.timings.predicted_ms = std::max(st.timings.predicted_ms, e.timings.predicted_ms);
+        if (++st.done_requests < st.n_requests) return;
+        finish_response(st);
+        return;
+      }
+      case Event::Kind::kError: {
+        st.failed = true;
+        for (auto id : st.ids) sched->cancel(id);
+        if (st.stream) {
+          sse(st, json::parse(error_json(500, e.error.message())));
+          st.res->write("data: [DONE]\n\n");
+          st.res->end();
+        } else {
+          send_error(*st.res, http_error(e.error));
+        }
+        return;
+      }
+    }
+  }
+
+  void finish_response(GenState& st) {
+    if (st.failed) return;
+    const bool cancelled = std::any_of(st.choices.begin(), st.choices.end(), [](const Choice& c) { return c.finish == "cancelled"; });
+    if (st.stream) {
+      if (cancelled) {
+        sse(st, json::parse(error_json(503, "the request was cancelled (the server is shutting down)")));
+      } else if (st.include_usage) {
+        json u = chunk(st, 0, json::object(), nullptr);
+        u["choices"] = json::array();
+        u["usage"] = usage_json(st.usage);
+        u["timings"] = timings_json(st.timings);
+        sse(st, u);
+      }
+      st.res->write("data: [DONE]\n\n");
+      st.res->end();
+      return;
+    }
+    if (cancelled) {
+      send_error(*st.res, {503, "the request was cancelled (the server is shutting down)", {}, {{"Retry-After", "1"}}});
+      return;
+    }
+    json choices = json::array();
+    for (size_t i = 0; i < st.choices.size(); ++i) {
+      Choice& c = st.choices[i];
+      json ch = {{"index", int(i)}};
+      if (st.chat) {
+        json msg;
+        std::string finish = c.finish;
+        if (st.format != chat::ToolCallFormat::kNone) {
+          const chat::ParsedMessage pm = chat::parse_assistant_output(st.format, c.text, st.parse_opts);
+          msg = pm.to_json();
+          if (!pm.tool_calls.empty()) finish = "tool_calls";
+        } else {
+          msg = {{"role", "assistant"}, {"content", c.text}};
+        }
+        ch["message"] = msg;
+        ch["logprobs"] = st.want_logprobs ? json{{"content", c.logprobs}} : json(nullptr);
+        ch["finish_reason"] = finish;
+      } else {
+        const int prompt_i = int(i) / st.n;
+        ch["text"] = st.echo ? st.prompt_texts[size_t(prompt_i)] + c.text : c.text;
+        ch["logprobs"] = st.want_logprobs ? legacy_logprobs(c) : json(nullptr);
+        ch["finish_reason"] = c.finish;
+      }
+      choices.push_back(std::move(ch));
+    }
+    json j = {{"id", st.id},
+              {"object", st.chat ? "chat.completion" : "text_completion"},
+              {"created", st.created},
+              {"model", st.model},
+              {"system_fingerprint", "loom"},
+              {"choices", choices},
+              {"usage", usage_json(st.usage)},
+              {"timings", timings_json(st.timings)}};
+    send_json(*st.res, j);
+  }
+
+  // ---- embeddings and rerank ----
+  std::vector<std::vector<int32_t>> inputs_of(const json& v, const char* field) {
+    const Vocab& vocab = model->vocab();
+    std::vector<std::vector<int32_t>> out;
+    auto one = [&](const json& x, const std::string& where) {
+      std::vector<int32_t> ids;
+      if (x.is_string()) {
+        ids = vocab.tokenize(x.get<std::string>(), true, false);
+      } else if (x.is_array()) {
+        for (size_t i = 0; i < x.size(); ++i) {
+          if (!x[i].is_number_integer()) bad_request(where + "[" + std::to_string(i) + "]: expected a token id");
+          const int64_t id = x[i].get<int64_t>();
+          if (id < 0 || id >= vocab.n_tokens()) bad_request(where + "[" + std::to_string(i) + "]: token " + std::to_string(id) + " is not in the vocabulary");
+          ids.push_back(int32_t(id));
+        }
+      } else {
+        bad_request(where + ": expected a string or an array of token ids");
+      }
+      if (ids.empty()) bad_request(where + ": the input produced no tokens");
+      out.push_back(std::move(ids));
+    };
+    if (v.is_string() || (v.is_array() && !v.empty() && v[0].is_number())) {
+      one(v, field);
+    } else if (v.is_array() && !v.empty()) {
+      if (v.size() > 2048) bad_request(std::string(field) + ": at most 2048 inputs");
+      for (size_t i = 0; i < v.size(); ++i) one(v[i], std::string(field) + "[" + std::to_string(i) + "]");
+    } else {
+      bad_request(std::string(field) + ": expected a string, an array of strings or token arrays");
+    }
+    return out;
+  }
+
+  // Runs an embedding request and calls done(result) on the loop thread.
+  void run_embed(std::vector<std::vector<int32_t>> inputs, const std::shared_ptr<http::Response>& res,
+                 std::function<void(serve::EmbedResult&)> done) {
+    serve::EmbedRequest er;
+    er.inputs = std::move(inputs);
+    auto id = sched->submit_embed(std::move(er), [this, res, done](Expected<serve::EmbedResult> r) {
+      if (!r) {
+        send_error(*res, http_error(r.status()));
+        return;
+      }
+      done(*r);
+    });
+    if (!id) throw http_error(id.status());
+  }
+
+  void embeddings(http::Request& req, const std::shared_ptr<http::Response>& res) {
+    if (!o.embedding) throw HttpError{501, "this server was not started with --embedding", "not_supported_error", {}};
+    const json body = parse_body(req.body);
+    const Fields f(body);
+    const json* input = f.get("input");
+    if (!input) input = f.get("content");  // llama.cpp's /embedding field
+    if (!input) bad_request("input: required");
+    const std::string fmt = f.string("encoding_format", "float");
+    if (fmt != "float" && fmt != "base64") bad_request("encoding_format: expected \"float\" or \"base64\"");
+    const bool normalize = f.boolean("normalize", true);
+    auto inputs = inputs_of(*input, "input");
+    const std::string model_name = alias;
+    run_embed(std::move(inputs), res, [this, res, fmt, normalize, model_name](serve::EmbedResult& r) {
+      json data = json::array();
+      for (size_t i = 0; i < r.embeddings.size(); ++i) {
+        std::vector<float>& e = r.embeddings[i];
+        if (normalize) {
+          double ss = 0;
+          for (float x : e) ss += double(x) * x;
+          const float inv = ss > 0 ? float(1.0 / std::sqrt(ss)) : 0.0f;
+          for (float& x : e) x *= inv;
+        }
+        json item = {{"object", "embedding"}, {"index", int(i)}};
+        if (fmt == "base64") item["embedding"] = base64(e.data(), e.size() * sizeof(float));
+        else item["embedding"] = e;
+        data.push_back(std::move(item));
+      }
+      send_json(*res, {{"object", "list"}, {"data", data}, {"model", model_name},
+                       {"usage", {{"prompt_tokens", r.prompt_tokens}, {"total_tokens", r.prompt_tokens}}}});
+    });
+  }
+
+  void rerank(http::Request& req, const std::shared_ptr<http::Response>& res) {
+    if (!o.embedding || sched->stats().slots == 0 || rank_pooling() == false) {
+      throw HttpError{501, "reranking needs a reranker model (rank pooling) started with --embedding --pooling rank",
+                      "not_supported_error", {}};
+    }
+    const json body = parse_body(req.body);
+    const Fields f(body);
+    const std::string query = f.string("query");
+    if (!f.has("query")) bad_request("query: required");
+    const json* docs = f.get("documents");
+    if (!docs || !docs->is_array() || docs->empty()) bad_request("documents: expected a non-empty array");
+    if (docs->size() > 2048) bad_request("documents: at most 2048");
+    const int top_n = int(f.integer_in("top_n", int64_t(docs->size()), 1, int64_t(docs->size())));
+    const bool return_docs = f.boolean("return_documents", false);
+    const Vocab& v = model->vocab();
+    std::vector<std::vector<int32_t>> inputs;
+    std::vector<std::string> texts;
+    const std::vector<int32_t> q = v.tokenize(query, false, false);
+    for (size_t i = 0; i < docs->size(); ++i) {
+      const json& d = (*docs)[i];
+      std::string text;
+      if (d.is_string()) text = d.get<std::string>();
+      else if (d.is_object() && d.contains("text") && d["text"].is_string()) text = d["text"].get<std::string>();
+      else bad_request("documents[" + std::to_string(i) + "]: expected a string");
+      // [BOS] query [EOS] [SEP] document [EOS], as llama.cpp's rerank formatting.
+      std::vector<int32_t> ids;
+      if (v.add_bos() && v.is_valid(v.bos())) ids.push_back(v.bos());
+      ids.insert(ids.end(), q.begin(), q.end());
+      if (v.add_eos() && v.is_valid(v.eos())) ids.push_back(v.eos());
+      if (v.add_sep() && v.is_valid(v.sep())) ids.push_back(v.sep());
+      const auto dt = v.tokenize(text, false, false);
+      ids.insert(ids.end(), dt.begin(), dt.end());
+      if (v.add_eos() && v.is_valid(v.eos())) ids.push_back(v.eos());
+      inputs.push_back(std::move(ids));
+      texts.push_back(std::move(text));
+    }
+    const std::string model_name = alias;
+    run_embed(std::move(inputs), res, [this, res, texts, top_n, return_docs, model_name](serve::EmbedResult& r) {
+      std::vector<std::pair<float, int>> scores;
+      for (size_t i = 0; i < r.embeddings.size(); ++i) scores.emplace_back(r.embeddings[i].empty() ? 0.0f : r.embeddings[i][0], int(i));
+      std::stable_sort(scores.begin(), scores.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+      json results = json::array();
+      for (int k = 0; k < top_n && k < int(scores.size()); ++k) {
+        json item = {{"index", scores[size_t(k)].second}, {"relevance_score", scores[size_t(k)].first}};
+        if (return_docs) item["document"] = {{"text", texts[size_t(scores[size_t(k)].second)]}};
+        results.push_back(std::move(item));
+      }
+      send_json(*res, {{"model", model_name}, {"object", "list"}, {"results", results},
+                       {"usage", {{"prompt_tokens", r.prompt_tokens}, {"total_tokens", r.prompt_tokens}}}});
+    });
+  }
+
+  bool rank_pooling() const { return o.pooling == "rank" || (o.pooling.empty() && model->hparams().pooling_type == 4); }
+
+  // ---- small endpoints ----
+  void models(http::Response& res) {
+    const ModelHparams& hp = model->hparams();
+    json meta = {{"n_vocab", hp.n_vocab}, {"n_ctx_train", hp.n_ctx_train}, {"n_embd", hp.n_embd},
+                 {"n_params", model->n_params()}, {"size", std::filesystem::file_size(o.model)}};
+    send_json(res, {{"object", "list"},
+                    {"data", json::array({{{"id", alias}, {"object", "model"}, {"created", created}, {"owned_by", "loom"}, {"meta", meta}}})}});
+  }
+
+  void tokenize(http::Request& req, http::Response& res) {
+    const json body = parse_body(req.body);
+    const Fields f(body);
+    const std::string content = f.string("content");
+    const bool add_special = f.boolean("add_special", false);
+    const bool parse_special = f.boolean("parse_special", true);
+    const bool pieces = f.boolean("with_pieces", false);
+    const auto ids = model->vocab().tokenize(content, add_special, parse_special);
+    json toks = json::array();
+    for (int32_t id : ids) {
+      if (pieces) toks.push_back({{"id", id}, {"piece", model->vocab().token_to_piece(id, true)}});
+      else toks.push_back(id);
+    }
+    send_json(res, {{"tokens", toks}});
+  }
+
+  void detokenize(http::Request& req, http::Response& res) {
+    const json body = parse_body(req.body);
+    const Fields f(body);
+    const json* t = f.get("tokens");
+    std::vector<int32_t> ids;
+    if (t) {
+      if (!t->is_array()) bad_request("tokens: expected an array of token ids");
+      for (size_t i = 0; i < t->size(); ++i) {
+        if (!(*t)[i].is_number_integer()) bad_request("tokens[" + std::to_string(i) + "]: expected a token id");
+        const int64_t id = (*t)[i].get<int64_t>();
+        if (id < 0 || id >= model->vocab().n_tokens()) bad_request("tokens[" + std::to_string(i) + "]: token " + std::to_string(id) + " is not in the vocabulary");
+        ids.push_back(int32_t(id));
+      }
+    }
+    auto text = model->vocab().detokenize(ids, false, true);
+    if (!text) throw http_error(text.status());
+    send_json(res, {{"content", *text}});
+  }
+
+  void apply_template(http::Request& req, http::Response& res) {
+    const json body = parse_body(req.body);
+    const Fields f(body);
+    const json* msgs = f.get("messages");
+    if (!msgs || !msgs->is_array()) bad_request("messages: expected an array");
+    chat::ChatInputs in;
+    in.messages = *msgs;
+    if (const json* t = f.get("tools")) in.tools = *t;
+    if (const json* k = f.get("chat_template_kwargs")) in.extra = *k;
+    in.add_generation_prompt = f.boolean("add_generation_prompt", true);
+    auto text = tmpl->render(in);
+    if (!text) throw http_error(text.status());
+    send_json(res, {{"prompt", *text}});
+  }
+
+  void props(http::Response& res) {
+    send_json(res, {{"total_slots", o.slots},
+                    {"n_ctx", sched->n_ctx()},
+                    {"model_path", o.model},
+                    {"model_alias", alias},
+                    {"chat_template", tmpl ? tmpl->source() : std::string()},
+                    {"embedding", o.embedding},
+                    {"build_info", "loom"}});
+  }
+
+  void metrics(http::Response& res) {
+    const serve::SchedulerStats s = sched->stats();
+    const http::ServerStats h = http->stats();
+    res.send(200, "text/plain; version=0.0.4", render_metrics(s, h));
+  }
+};
+
+bool read_lines(const std::string& path, std::vector<std::string>* out) {
+  std::ifstream f(path);
+  if (!f) return false;
+  std::string line;
+  while (std::getline(f, line)) {
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+    if (!line.empty()) out->push_back(line);
+  }
+  return true;
+}
+
+}  // namespace
+
+int run_server(const ServeOptions& opts, std::atomic<bool>* stop) {
+  // Signals are taken synchronously by this thread (sigtimedwait); every thread started from
+  // here on inherits the blocked mask.
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  auto app = std::make_unique<App>();
+  app->o = opts;
+  App& a = *app;
+  if (!opts.api_keys.empty()) {
+    for (const auto& k : opts.api_keys) {
+      if (k.empty()) {
+        std::fprintf(stderr, "loom: an API key is empty\n");
+        return 2;
+      }
+    }
+  }
+  a.alias = !opts.alias.empty() ? opts.alias : std::filesystem::path(opts.model).filename().string();
+
+  http::ServerOptions ho;
+  ho.max_body_bytes = opts.max_body;
+  ho.handler_threads = size_t(std::max(1, opts.http_threads));
+  ho.body_timeout = std::chrono::seconds(std::max(1, std::min(opts.timeout_s, 30)));
+  ho.write_timeout = std::chrono::seconds(std::max(1, opts.timeout_s));
+  ho.error_body = [](int status, std::string_view msg) { return error_json(status, msg); };
+  ho.log = [](std::string_view m) { LOOM_LOG(kWarn, "http: %.*s", int(m.size()), m.data()); };
+  auto srv = http::Server::listen(opts.host, uint16_t(opts.port), ho);
+  if (!srv) {
+    std::fprintf(stderr, "loom: %s\n", srv.status().message().c_str());
+    return 1;
+  }
+  a.http = std::move(*srv);
+  a.http->start([&a](http::Request&& req, std::shared_ptr<http::Response> res) { a.handle(std::move(req), std::move(res)); });
+  std::fprintf(stderr, "loom: listening on http://%s:%d\n", opts.host.c_str(), a.http->port());
+  std::fflush(stderr);
+
+  // Load while /health answers 503.
+  auto model = Model::load(opts.model);
+  if (!model) {
+    std::fprintf(stderr, "loom: %s\n", model.status().message().c_str());
+    a.http->shutdown();
+    return 1;
+  }
+  a.model = *model;
+  std::string tmpl_override;
+  if (!opts.chat_template_file.empty()) {
+    std::ifstream f(opts.chat_template_file, std::ios::binary);
+    if (!f) {
+      std::fprintf(stderr, "loom: cannot open %s\n", opts.chat_template_file.c_str());
+      a.http->shutdown();
+      return 1;
+    }
+    std::stringstream ss;
+    ss << f.rdbuf();
+    tmpl_override = ss.str();
+  }
+  auto tmpl = chat::ChatTemplate::from_model(*a.model, opts.chat_template_file.empty() ? nullptr : &tmpl_override);
+  if (!tmpl) {
+    std::fprintf(stderr, "loom: chat template: %s\n", tmpl.status().message().c_str());
+    a.http->shutdown();
+    return 1;
+  }
+  a.tmpl = *tmpl;
+
+  serve::SchedulerParams sp;
+  ContextParams& cp = sp.context;
+  const int64_t train = a.model->hparams().n_ctx_train;
+  cp.n_ctx = opts.n_ctx > 0 ? opts.n_ctx : int(std::min<int64_t>(train, 4096));
+  cp.n_batch = opts.n_batch;
+  cp.n_ubatch = std::min(opts.n_ubatch, opts.n_batch);
+  cp.n_threads = opts.threads;
+  cp.n_threads_batch = opts.threads_batch;
+  cp.type_k = opts.type_k;
+  cp.type_v = opts.type_v;
+  cp.embeddings = opts.embedding;
+  if (opts.embedding) {
+    static const std::pair<const char*, Pooling> kPool[] = {{"none", Pooling::kNone}, {"mean", Pooling::kMean},
+                                                            {"cls", Pooling::kCls},   {"last", Pooling::kLast},
+                                                            {"rank", Pooling::kRank}};
+    cp.pooling = a.model->hparams().pooling_type >= 0 ? Pooling::kUnspecified : Pooling::kMean;
+    for (const auto& [n, p] : kPool) {
+      if (opts.pooling == n) cp.pooling = p;
+    }
+    if (cp.pooling == Pooling::kNone) {
+      std::fprintf(stderr, "loom: --pooling none is not served (the endpoints return one vector per input)\n");
+      a.http->shutdown();
+      return 2;
+    }
+    cp.n_ubatch = cp.n_batch = std::max(cp.n_ubatch, std::min(cp.n_ctx, cp.n_batch));
+  }
+  sp.n_slots = opts.slots;
+  sp.max_queue = opts.max_queue;
+  sp.step_tokens = opts.step_tokens;
+  sp.context_shift = opts.context_shift;
+  sp.prefix_cache = opts.prefix_cache;
+  sp.cache_dir = opts.cache_dir;
+  std::vector<std::pair<std::shared_ptr<const LoraAdapter>, float>> loras;
+  for (const auto& [path, scale] : opts.loras) {
+    auto l = LoraAdapter::load(path, *a.model);
+    if (!l) {
+      std::fprintf(stderr, "loom: --lora %s: %s\n", path.c_str(), l.status().message().c_str());
+      a.http->shutdown();
+      return 1;
+    }
+    loras.emplace_back(*l, scale);
+  }
+  auto sched = serve::Scheduler::create(a.model, sp, [&](Context& ctx) -> Status {
+    for (const auto& [l, scale] : loras) LOOM_RETURN_IF_ERROR(ctx.set_lora(l, scale));
+    return Status::ok();
+  });
+  if (!sched) {
+    std::fprintf(stderr, "loom: %s\n", sched.status().message().c_str());
+    a.http->shutdown();
+    return 1;
+  }
+  a.sched = std::move(*sched);
+  a.ready = true;
+  std::fprintf(stderr, "loom: ready: %s, %d slots, %d KV cells%s\n", a.alias.c_str(), opts.slots, a.sched->n_ctx(),
+               opts.embedding ? ", embeddings" : "");
+  std::fflush(stderr);
+
+  // Wait for SIGINT / SIGTERM (or *stop).
+  for (;;) {
+    timespec ts{0, 200 * 1000 * 1000};
+    const int sig = sigtimedwait(&sigs, nullptr, &ts);
+    if (sig == SIGINT || sig == SIGTERM) break;
+    if (stop && stop->load()) break;
+  }
+  std::fprintf(stderr, "loom: stopping: finishing running requests (5 s grace)\n");
+  a.http->stop_accepting();
+  a.sched->shutdown(std::chrono::seconds(5));  // running streams finish or get their final event
+  a.http->drain(std::chrono::seconds(2));
+  a.http->shutdown();
+  a.sched.reset();
+  std::fprintf(stderr, "loom: stopped\n");
+  return 0;
+}
+
+}  // namespace loom::server

@@ -1,0 +1,50 @@
+// `loom serve`: an OpenAI-compatible HTTP server over one model, one scheduler (src/serve) and
+// loom_http. This layer turns HTTP + JSON into scheduler requests and events back into OpenAI's
+// response shapes; the scheduler knows nothing of HTTP (docs/serving.md).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "context/context.h"
+
+namespace loom::server {
+
+struct ServeOptions {
+  std::string model;
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  int slots = 4;                 // -np
+  int n_ctx = 0;                 // -c: total KV cells shared by every slot (0: the model's, at most 4096 x slots... see run())
+  int n_batch = 2048;            // -b
+  int n_ubatch = 512;            // -ub
+  int step_tokens = 0;           // tokens per scheduler step (0: n_ubatch)
+  int threads = 0, threads_batch = 0;
+  TensorType type_k = TensorType::F16, type_v = TensorType::F16;
+  std::vector<std::string> api_keys;
+  int max_queue = 256;
+  int timeout_s = 600;           // HTTP read/write timeout
+  std::string cache_dir;
+  bool prefix_cache = true;
+  bool embedding = false;
+  std::string pooling;           // "" = the model's
+  std::string alias;             // model name reported (default: the file name)
+  std::string chat_template_file;
+  std::vector<std::pair<std::string, float>> loras;
+  bool context_shift = false;
+  size_t max_body = size_t(8) << 20;
+  int n_predict = -1;            // default max_tokens when a request gives none
+  int http_threads = 4;
+  bool verbose = false;
+};
+
+// Runs until *stop becomes true (set by a signal handler thread) or the listener fails. Prints
+// "loom: listening on http://HOST:PORT" on stderr as soon as the port is bound (requests get 503
+// while the model loads), then "loom: ready". Returns the process exit code.
+int run_server(const ServeOptions& opts, std::atomic<bool>* stop);
+
+}  // namespace loom::server
