@@ -1,5 +1,7 @@
 #include "chat/chat_request.h"
 
+#include <algorithm>
+#include <cctype>
 #include <mutex>
 
 #include "chat/chat_prompt.h"
@@ -256,6 +258,25 @@ std::string example_call(ToolCallFormat f) {
   return calls_as_text(f, {c});
 }
 
+// Mistral's templates require tool-call ids of 9 alphanumerics: others map to one derived from them.
+bool is_mistral_id(const std::string& id) {
+  return id.size() == 9 && std::all_of(id.begin(), id.end(), [](char c) { return std::isalnum((unsigned char)c); });
+}
+std::string mistral_id(const std::string& id) {
+  if (is_mistral_id(id)) return id;
+  static constexpr char kAlnum[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  uint64_t h = 0xCBF29CE484222325ull;
+  for (unsigned char c : id) h = (h ^ c) * 0x100000001B3ull;
+  std::string s;
+  for (int i = 0; i < 9; ++i) {
+    h ^= h >> 29;
+    h *= 0xBF58476D1CE4E5B9ull;
+    h ^= h >> 32;
+    s.push_back(kAlnum[h % 62]);
+  }
+  return s;
+}
+
 constexpr const char* kGenericInstruction =
     "Respond in JSON format, either with `tool_call` (a request to call tools) or with `response` reply to the "
     "user's request";
@@ -481,6 +502,14 @@ Expected<std::string> ChatTemplate::render(const ChatInputs& inputs, const Rende
   for (const Msg& m : msgs) needs_caps = needs_caps || m.has_calls || m.role == "tool";
   const TemplateCaps caps = needs_caps ? this->caps() : TemplateCaps{};
   const ToolCallFormat format = s_->format;
+  if (format == ToolCallFormat::kMistral || format == ToolCallFormat::kMistralArgs) {
+    for (size_t i = 0; i < msgs.size(); ++i) {
+      Msg& m = msgs[i];
+      for (size_t j = 0; j < m.calls.size(); ++j)
+        m.calls[j].id = mistral_id(m.calls[j].id ? *m.calls[j].id : "m" + std::to_string(i) + "c" + std::to_string(j));
+      if (m.tool_call_id) m.tool_call_id = mistral_id(*m.tool_call_id);
+    }
+  }
 
   json messages = json::array();
   for (const Msg& m : msgs) {

@@ -51,7 +51,10 @@
 //     "Respond in JSON format, either with `tool_call` (a request to call tools) or with
 //     `response` reply to the user's request";
 //   - a template that raises on a system message (Gemma 2) is rendered again with system messages
-//     folded into the next user message (as apply_chat_template does).
+//     folded into the next user message (as apply_chat_template does);
+//   - Mistral templates (kMistral, kMistralArgs) refuse tool-call ids that are not 9 alphanumerics:
+//     other ids (OpenAI's "call_..."), in tool_calls and in the tool messages' tool_call_id alike,
+//     are replaced by 9 alphanumerics derived from them, and missing call ids are made up.
 //
 // No template (has_chat_template false): loom's ChatML template (chatml_template_source()), which
 // renders plain conversations exactly as before (<|im_start|>role\ncontent<|im_end|>\n) and,
@@ -114,6 +117,7 @@ class ChatTemplate {
   Expected<std::string> render(const ChatInputs& inputs, const RenderOptions& opts = {}) const;
 
  private:
+  ChatTemplate() = default;
   struct State;
   std::shared_ptr<State> s_;
 };

@@ -381,6 +381,31 @@ TEST(ChatRequest, ParallelCallsAndSeveralResults) {
       << *nemo;
 }
 
+// OpenAI-style ids (from another model earlier in the conversation) would make Mistral's templates
+// raise: they are mapped to 9 alphanumerics, the same for the call and its result.
+TEST(ChatRequest, MistralToolCallIdsAreMapped) {
+  ChatInputs in;
+  in.messages = json::parse(R"([
+    {"role": "user", "content": "Weather?"},
+    {"role": "assistant", "tool_calls": [
+      {"id": "call_Xy12_long_openai_id", "type": "function", "function": {"name": "w", "arguments": "{}"}},
+      {"type": "function", "function": {"name": "w", "arguments": "{}"}}]},
+    {"role": "tool", "tool_call_id": "call_Xy12_long_openai_id", "content": "sunny"}])");
+  for (const char* t : {kNemo, kSmall}) {
+    SCOPED_TRACE(t);
+    auto out = render(t, in);
+    ASSERT_TRUE(out) << out.status().message();
+    EXPECT_EQ(out->find("call_Xy12"), std::string::npos) << *out;
+  }
+  auto nemo = render(kNemo, in);
+  ASSERT_TRUE(nemo);
+  const size_t id = nemo->find("\"id\": \"");
+  ASSERT_NE(id, std::string::npos);
+  const std::string mapped = nemo->substr(id + 7, 9);
+  EXPECT_NE(nemo->find("\"call_id\": \"" + mapped + "\""), std::string::npos) << *nemo;
+  // Ids that already fit are kept (the golden renderings above use call00001).
+}
+
 // --- content parts, roles, kwargs --------------------------------------------------------------
 
 TEST(ChatRequest, ContentPartsAreJoined) {

@@ -685,7 +685,9 @@ TEST(ToolCallGrammar, RandomModelsEmitParseableCalls) {
         ASSERT_FALSE(text.empty());
         auto m = parse(f, text);
         ASSERT_GE(m.tool_calls.size(), 1u) << text;
-        if (!parallel || f == ToolCallFormat::kLlama31) EXPECT_EQ(m.tool_calls.size(), 1u) << text;
+        if (!parallel || f == ToolCallFormat::kLlama31) {
+          EXPECT_EQ(m.tool_calls.size(), 1u) << text;
+        }
         EXPECT_EQ(m.content, "") << text;
         for (const ToolCall& c : m.tool_calls) {
           EXPECT_TRUE(names.count(c.name)) << c.name;
@@ -694,8 +696,12 @@ TEST(ToolCallGrammar, RandomModelsEmitParseableCalls) {
             ASSERT_TRUE(args.contains("city")) << text;
             EXPECT_LE(args["city"].get<std::string>().size(), 12u * 4);
           }
-          if (c.name == "add") EXPECT_TRUE(args["a"].is_number_integer() && args["b"].is_number_integer()) << text;
-          if (c.name == "ping") EXPECT_EQ(args, json::object()) << text;
+          if (c.name == "add") {
+            EXPECT_TRUE(args["a"].is_number_integer() && args["b"].is_number_integer()) << text;
+          }
+          if (c.name == "ping") {
+            EXPECT_EQ(args, json::object()) << text;
+          }
         }
       }
     }
