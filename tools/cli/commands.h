@@ -21,6 +21,7 @@ void register_template(CLI::App& app, int& exit_code);
 void register_embed(CLI::App& app, int& exit_code);
 void register_quantize(CLI::App& app, int& exit_code);
 void register_chat(CLI::App& app, int& exit_code);
+void register_serve(CLI::App& app, int& exit_code);
 
 // Prints "loom: <message>" on stderr and returns 1.
 int fail(const Status& st);

@@ -1,9 +1,26 @@
 // The `loom` command line: one binary, one subcommand per job (see docs/cli.md).
 #include <cstdio>
+#include <cstring>
+#include <utility>
 
 #include "commands.h"
 
+// llama.cpp's multi-letter short flags, which CLI11 cannot declare, spelled out for the commands
+// that take them (serve: llama-server's spelling).
+static void expand_short_flags(int argc, char** argv) {
+  static const std::pair<const char*, const char*> kLong[] = {
+      {"-np", "--parallel"}, {"-ub", "--ubatch-size"}, {"-tb", "--threads-batch"},
+      {"-ctk", "--cache-type-k"}, {"-ctv", "--cache-type-v"}};
+  if (argc < 2 || std::strcmp(argv[1], "serve") != 0) return;
+  for (int i = 2; i < argc; ++i) {
+    for (const auto& [s, l] : kLong) {
+      if (std::strcmp(argv[i], s) == 0) argv[i] = const_cast<char*>(l);
+    }
+  }
+}
+
 int main(int argc, char** argv) {
+  expand_short_flags(argc, argv);
   CLI::App app{"loom — fast local LLM inference on GGUF models"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "loom 0.1.0");
@@ -17,6 +34,7 @@ int main(int argc, char** argv) {
   loom::cli::register_embed(app, exit_code);
   loom::cli::register_quantize(app, exit_code);
   loom::cli::register_chat(app, exit_code);
+  loom::cli::register_serve(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
