@@ -29,9 +29,17 @@
 
 using namespace loom::http;
 using namespace std::chrono_literals;
+using namespace std::string_literals;
 using Clock = std::chrono::steady_clock;
 
 namespace {
+
+// "Prompt" bounds are loose, and looser still in the sanitizer builds (several times slower).
+#ifdef LOOM_HTTP_SANITIZER
+constexpr double kSlack = 3;
+#else
+constexpr double kSlack = 1;
+#endif
 
 double ms_since(Clock::time_point t) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
@@ -236,7 +244,7 @@ TEST(HttpParser, Errors) {
       {"GET / HTTP/1.1\r\nHost: h\r\n: v\r\n\r\n", 400},
       {"GET / HTTP/1.1\r\nHost: h\r\nNoColon\r\n\r\n", 400},
       {"GET / HTTP/1.1\r\nHost: h\r\nA: b\r\n folded\r\n\r\n", 400},
-      {std::string("GET / HTTP/1.1\r\nHost: h\r\nA: b\0c\r\n\r\n", 37), 400},
+      {"GET / HTTP/1.1\r\nHost: h\r\nA: b\0c\r\n\r\n"s, 400},
       {"GET / HTTP/1.1\r\nHost: h\r\nA: b\x7f\r\n\r\n", 400},
       {"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n", 400},
       {"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n", 400},
@@ -570,6 +578,39 @@ TEST(HttpServer, GetAndPost) {
   server->shutdown();
 }
 
+TEST(HttpServer, RequestFields) {
+  std::promise<Request> got;
+  auto server = start_server([&](Request&& req, std::shared_ptr<Response> res) {
+    res->send(204, "", "");
+    got.set_value(std::move(req));
+  });
+  ASSERT_TRUE(server);
+  Client c(server->port());
+  ASSERT_TRUE(c.send("PUT /a%2Fb/c?k=v&w HTTP/1.1\r\nHost: x\r\nX-Mixed-Case: Value\r\n"
+                     "Content-Length: 3\r\n\r\nabc"));
+  auto r = c.read_response();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 204);
+  EXPECT_EQ(r->header("content-length"), nullptr);
+  auto fut = got.get_future();
+  ASSERT_EQ(fut.wait_for(5s), std::future_status::ready);
+  const Request req = fut.get();
+  EXPECT_EQ(req.method, "PUT");
+  EXPECT_EQ(req.target, "/a%2Fb/c?k=v&w");
+  EXPECT_EQ(req.path, "/a%2Fb/c");
+  EXPECT_EQ(req.decoded_path, "/a/b/c");
+  EXPECT_EQ(req.query, "k=v&w");
+  EXPECT_EQ(req.version_minor, 1);
+  ASSERT_NE(req.header("x-mixed-case"), nullptr);
+  EXPECT_EQ(*req.header("X-Mixed-Case"), "Value");
+  EXPECT_EQ(req.headers[1].first, "x-mixed-case");
+  EXPECT_EQ(req.body, "abc");
+  EXPECT_EQ(req.remote_addr, "127.0.0.1");
+  EXPECT_NE(req.remote_port, 0);
+  EXPECT_NE(req.connection_id, 0u);
+  server->shutdown();
+}
+
 TEST(HttpServer, KeepAliveManyRequestsOneConnection) {
   auto server = start_server(echo);
   ASSERT_TRUE(server);
@@ -619,6 +660,29 @@ TEST(HttpServer, PipelinedRequestsInOrderOneAtATime) {
   server->shutdown();
 }
 
+// Pipelined requests larger than what the server buffers while one is being handled: it stops
+// reading (the client's send blocks) and resumes after each response.
+TEST(HttpServer, PipelinedLargeBodies) {
+  ServerOptions o;
+  o.max_header_bytes = 4096;  // also the most kept while a response is in progress
+  auto server = start_server([](Request&& req, std::shared_ptr<Response> res) {
+    std::this_thread::sleep_for(20ms);
+    res->send(200, "text/plain", std::to_string(req.body.size()) + req.body.substr(0, 1));
+  }, o);
+  ASSERT_TRUE(server);
+  Client c(server->port());
+  std::string all;
+  for (char ch : std::string("abcde")) all += post("/p", std::string(300000, ch));
+  std::thread sender([&] { EXPECT_TRUE(c.send(all)); });
+  for (char ch : std::string("abcde")) {
+    auto r = c.read_response();
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->body, "300000" + std::string(1, ch));
+  }
+  sender.join();
+  server->shutdown();
+}
+
 TEST(HttpServer, ChunkedRequestBody) {
   auto server = start_server(echo);
   ASSERT_TRUE(server);
@@ -657,7 +721,7 @@ TEST(HttpServer, ExpectContinue) {
     auto r = c.read_response(2s);
     ASSERT_TRUE(r);
     EXPECT_EQ(r->status, 413);  // instead of 100 Continue
-    EXPECT_LT(ms_since(t0), 1000);
+    EXPECT_LT(ms_since(t0), 1000 * kSlack);
     EXPECT_TRUE(c.wait_closed());
   }
   server->shutdown();
@@ -678,7 +742,7 @@ TEST(HttpServer, TooLargeBodyRejectedWithoutReadingIt) {
   auto r = c.read_response(2s);  // no body byte was sent
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 413);
-  EXPECT_LT(ms_since(t0), 1000);
+  EXPECT_LT(ms_since(t0), 1000 * kSlack);
   ASSERT_NE(r->header("connection"), nullptr);
   EXPECT_EQ(*r->header("connection"), "close");
   EXPECT_NE(r->body.find("\"code\":413"), std::string::npos) << r->body;
@@ -761,22 +825,38 @@ TEST(HttpServer, MalformedRequests) {
   server->shutdown();
 }
 
+// The failure mode of a thread-per-connection server: more header tricklers than it has threads.
+// Here each is one deadline: all get 408 when their total header time is up, however steadily
+// they send, and meanwhile other clients are served at once.
 TEST(HttpServer, SlowHeadersTimeOutWithoutDelayingOthers) {
   ServerOptions o;
   o.header_timeout = 1000ms;
+  o.handler_threads = 2;
   auto server = start_server(echo, o);
   ASSERT_TRUE(server);
 
-  Client slow(server->port());
+  constexpr int kSlow = 16;
+  std::vector<std::unique_ptr<Client>> slow;
+  for (int i = 0; i < kSlow; ++i) slow.push_back(std::make_unique<Client>(server->port()));
   const std::string trickle = "GET /slow HTTP/1.1\r\nHost: x\r\nX-Trickle: " + std::string(1000, 't');
   std::atomic<bool> stop{false};
   const auto t0 = Clock::now();
   std::thread trickler([&] {
     for (char ch : trickle) {
-      if (stop || !slow.send(std::string_view(&ch, 1))) return;
+      for (auto& c : slow)
+        if (!stop) c->send(std::string_view(&ch, 1));  // fails once the server has closed: fine
+      if (stop) return;
       std::this_thread::sleep_for(100ms);  // steadily, never idle long
     }
   });
+  struct Joiner {
+    std::atomic<bool>& stop;
+    std::thread& t;
+    ~Joiner() {
+      stop = true;
+      t.join();
+    }
+  } joiner{stop, trickler};
 
   // Meanwhile another client's requests are answered at once, on one connection and on new ones.
   double worst = 0;
@@ -795,21 +875,23 @@ TEST(HttpServer, SlowHeadersTimeOutWithoutDelayingOthers) {
     ++answered;
     std::this_thread::sleep_for(20ms);
   }
-  EXPECT_LT(worst, 500) << "a fast client waited behind the slow one";
+  EXPECT_LT(worst, 500 * kSlack) << "a fast client waited behind the slow ones";
   EXPECT_GT(answered, 5);
 
-  auto r = slow.read_response(5s);
-  const double elapsed = ms_since(t0);
-  stop = true;
-  trickler.join();
-  ASSERT_TRUE(r);
-  EXPECT_EQ(r->status, 408);
-  EXPECT_GE(elapsed, 950);
-  EXPECT_LT(elapsed, 3000);
-  EXPECT_TRUE(slow.wait_closed());
-  EXPECT_GE(server->stats().timeouts, 1u);
-  std::printf("[          ] worst fast-client latency %.1f ms over %d rounds; 408 after %.0f ms\n",
-              worst, answered, elapsed);
+  double last = 0;
+  for (int i = 0; i < kSlow; ++i) {
+    auto r = slow[i]->read_response(5s);
+    const double elapsed = ms_since(t0);
+    last = std::max(last, elapsed);
+    ASSERT_TRUE(r) << i;
+    EXPECT_EQ(r->status, 408);
+    EXPECT_GE(elapsed, 950);
+    EXPECT_LT(elapsed, 3000 * kSlack);
+    EXPECT_TRUE(slow[i]->wait_closed());
+  }
+  EXPECT_GE(server->stats().timeouts, uint64_t{kSlow});
+  std::printf("[          ] worst fast-client latency %.1f ms over %d rounds; %d tricklers all 408 by"
+              " %.0f ms\n", worst, answered, kSlow, last);
   server->shutdown();
 }
 
@@ -841,7 +923,8 @@ TEST(HttpServer, BodyAndIdleTimeouts) {
 
 TEST(HttpServer, StreamingChunksArriveIncrementally) {
   Latch first_seen;
-  auto server = start_server([&](Request&&, std::shared_ptr<Response> res) {
+  auto server = start_server([&](Request&& req, std::shared_ptr<Response> res) {
+    if (req.path == "/again") return res->send(200, "text/plain", "again");
     ASSERT_TRUE(res->begin_stream(200, "text/event-stream", {{"Cache-Control", "no-cache"}}));
     EXPECT_TRUE(res->write("data: first\n\n"));
     first_seen.wait();  // the client must see the first chunk while the stream is still open
@@ -866,11 +949,10 @@ TEST(HttpServer, StreamingChunksArriveIncrementally) {
   EXPECT_EQ(r->chunks[1], "data: second\n\n");
   ASSERT_NE(r->header("cache-control"), nullptr);
   // The connection is reusable after a streamed response.
-  ASSERT_TRUE(c.send("HEAD /again HTTP/1.1\r\nHost: x\r\n\r\n"));
-  first_seen.open();
-  r = c.read_response(5s, true);
+  ASSERT_TRUE(c.send(get("/again")));
+  r = c.read_response();
   ASSERT_TRUE(r);
-  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->body, "again");
   server->shutdown();
 }
 
@@ -935,7 +1017,7 @@ TEST(HttpServer, ClientDisconnectMidStreamIsNoticedAtOnce) {
   const double latency =
       std::chrono::duration<double, std::milli>(Clock::duration(fired_at.load()) -
                                                 closed_at.time_since_epoch()).count();
-  EXPECT_LT(latency, 500);
+  EXPECT_LT(latency, 500 * kSlack);
   std::printf("[          ] on_disconnect %.2f ms after the client closed\n", latency);
   EXPECT_TRUE(kept->client_gone());
   EXPECT_FALSE(kept->write("data: more\n\n"));
@@ -999,7 +1081,7 @@ TEST(HttpServer, StalledReaderHitsWriteTimeout) {
   ASSERT_TRUE(ready.wait());
   const auto t0 = Clock::now();
   ASSERT_TRUE(eventually([&] { return fired.load() == 1; }, 5s));
-  EXPECT_LT(ms_since(t0), 3000);
+  EXPECT_LT(ms_since(t0), 3000 * kSlack);
   EXPECT_TRUE(kept->client_gone());
   EXPECT_FALSE(kept->write("z"));
   EXPECT_GE(server->stats().timeouts, 1u);
@@ -1071,7 +1153,7 @@ TEST(HttpServer, DroppedResponseGives500AndThrowingHandlerToo) {
   r = c.read_response();
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 500);
-  EXPECT_EQ(logged.load(), 1);
+  EXPECT_TRUE(eventually([&] { return logged.load() == 1; }));  // logged after the 500 went out
   server->shutdown();
 }
 
@@ -1125,7 +1207,9 @@ TEST(HttpServer, HeadAndHttp10) {
 TEST(HttpServer, CustomErrorBody) {
   ServerOptions o;
   o.error_body = [](int status, std::string_view msg) {
-    return "E" + std::to_string(status) + ":" + std::string(msg);
+    std::string out = "E";  // (not "E" + ...: GCC 12 warns falsely, -Wrestrict)
+    out.append(std::to_string(status)).append(":").append(msg);
+    return out;
   };
   o.error_content_type = "text/plain";
   auto server = start_server([](Request&&, std::shared_ptr<Response> res) {
@@ -1170,8 +1254,10 @@ TEST(HttpServer, ResponseHeadersCannotBeSplit) {
 
 TEST(HttpServer, DrainWaitsForResponsesInFlight) {
   std::thread late;
+  std::atomic<bool> slow_started{false};
   auto server = start_server([&](Request&& req, std::shared_ptr<Response> res) {
     if (req.path != "/slow") return echo(std::move(req), std::move(res));
+    slow_started = true;
     late = std::thread([res] {
       std::this_thread::sleep_for(200ms);
       res->send(200, "text/plain", "finally");
@@ -1184,10 +1270,13 @@ TEST(HttpServer, DrainWaitsForResponsesInFlight) {
   ASSERT_TRUE(idle.read_response());
   Client c(port);
   ASSERT_TRUE(c.send(get("/slow")));
-  ASSERT_TRUE(eventually([&] { return server->open_streams() == 1; }));
+  // (Not open_streams() == 1: the first exchange may still count until the I/O thread has seen
+  // its last byte go out, and a request not yet received when drain() starts is cut off.)
+  ASSERT_TRUE(eventually([&] { return slow_started.load(); }));
+  EXPECT_EQ(server->open_streams(), 1u);
   const auto t0 = Clock::now();
   EXPECT_TRUE(server->drain(5s));
-  EXPECT_LT(ms_since(t0), 3000);
+  EXPECT_LT(ms_since(t0), 3000 * kSlack);
   auto r = c.read_response();
   ASSERT_TRUE(r);
   EXPECT_EQ(r->body, "finally");
@@ -1241,7 +1330,7 @@ TEST(HttpServer, ShutdownWithOpenStreams) {
   EXPECT_EQ(server->open_streams(), 4u);  // streams keep going while not accepting
   const auto t0 = Clock::now();
   server->shutdown();
-  EXPECT_LT(ms_since(t0), 2000);
+  EXPECT_LT(ms_since(t0), 2000 * kSlack);
   EXPECT_EQ(handler_saw_failure.load(), 3);
   EXPECT_EQ(disconnects.load(), 4);
   for (auto& c : clients) EXPECT_TRUE(c->wait_closed(2s));

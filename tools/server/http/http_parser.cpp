@@ -1,5 +1,6 @@
 #include "http_parser.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace loom::http {
@@ -328,7 +329,8 @@ void RequestParser::on_headers_end() {
   } else if (content_length_ > 0) {
     remaining_ = content_length_;
     state_ = State::kBody;
-    req_.body.reserve(static_cast<size_t>(content_length_));
+    // Not all of it up front: a client that declares 8 MiB and sends nothing must not cost 8 MiB.
+    req_.body.reserve(static_cast<size_t>(std::min<uint64_t>(content_length_, 64 * 1024)));
   } else {
     state_ = State::kComplete;
   }

@@ -150,7 +150,8 @@ class Server {
   bool drain(std::chrono::milliseconds grace);
   // Closes every connection (pending responses see client_gone(), writes fail, on_disconnect
   // fires), joins the I/O thread, then the handler threads (requests not yet started are
-  // dropped). Handlers still running are waited for. Idempotent.
+  // dropped). Handlers still running are waited for. Idempotent. Never call it (or drain()) from
+  // a handler or an on_disconnect callback: it joins the threads those run on.
   void shutdown();
   ServerStats stats() const;
 
