@@ -443,10 +443,8 @@ struct App {
       if (!prompts.empty()) ri.prompt = prompts[size_t(i)];
       if (n_prompts > 1) ri.sampling.seed = r.sampling.seed + uint64_t(i) * 1000003u;
       const int base = i * r.n;
-      std::weak_ptr<GenState> weak = st;
-      auto id = sched->submit(std::move(ri), [this, weak, base](const Event& e) {
-        if (auto s = weak.lock()) on_event(*s, base, e);
-      });
+      // The callback owns the state (and through it the Response) until the request retires.
+      auto id = sched->submit(std::move(ri), [this, st, base](const Event& e) { on_event(*st, base, e); });
       if (!id) {
         for (auto rid : st->ids) sched->cancel(rid);
         std::lock_guard<std::mutex> l(st->mu);
@@ -473,7 +471,7 @@ struct App {
       res->begin_stream(200, "text/event-stream", {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}});
       if (st->chat) {
         for (size_t c = 0; c < st->choices.size(); ++c) {
-          sse(*st, chunk(*st, int(c), json{{"role", "assistant"}, {"content", nullptr}}, nullptr));
+          sse(*st, chunk(*st, int(c), json{{"role", "assistant"}, {"content", ""}}, nullptr));
         }
       }
     }
