@@ -4,6 +4,8 @@
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libgtest-dev libgmock-dev libbenchmark-dev
       nlohmann-json3-dev libcli11-dev libpcre2-dev libhwy-dev python3-numpy)
+# Node.js runs the server's end-to-end tests (and the Node binding); use the one on PATH if any.
+command -v node >/dev/null 2>&1 || pkgs+=(nodejs npm)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -13,4 +15,10 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "installing: ${missing[*]}" >&2
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# npm packages of the server's end-to-end tests (the official OpenAI client), from the lock file.
+js="$(dirname "$0")/../tests/server/js"
+if [ -f "$js/package-lock.json" ] && [ ! -d "$js/node_modules/openai" ]; then
+  (cd "$js" && npm ci --no-audit --no-fund --loglevel=error >/dev/null) || { echo "install-deps: npm ci in tests/server/js failed" >&2; exit 1; }
 fi

@@ -966,6 +966,7 @@ int run_server(const ServeOptions& opts, std::atomic<bool>* stop) {
   http::ServerOptions ho;
   ho.max_body_bytes = opts.max_body;
   ho.handler_threads = size_t(std::max(1, opts.http_threads));
+  ho.header_timeout = std::chrono::seconds(std::max(1, std::min(opts.timeout_s, 10)));
   ho.body_timeout = std::chrono::seconds(std::max(1, std::min(opts.timeout_s, 30)));
   ho.write_timeout = std::chrono::seconds(std::max(1, opts.timeout_s));
   ho.error_body = [](int status, std::string_view msg) { return error_json(status, msg); };
