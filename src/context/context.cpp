@@ -87,6 +87,7 @@ Expected<std::unique_ptr<Context>> Context::create(std::shared_ptr<const Model> 
   cp.n_batch = ctx->causal_ ? std::min(cp.n_ctx, p.n_batch > 0 ? p.n_batch : p.n_ubatch) : (p.n_batch > 0 ? p.n_batch : p.n_ubatch);
   cp.n_ubatch = std::min(cp.n_batch, p.n_ubatch > 0 ? p.n_ubatch : n_batch_param);
   if (cp.n_ubatch <= 0) cp.n_ubatch = cp.n_batch;
+  cp.n_outputs_max = p.n_outputs_max > 0 ? std::min(p.n_outputs_max, cp.n_batch) : cp.n_batch;
 
   // Threads.
   cp.n_threads = p.n_threads > 0 ? p.n_threads : cpu_count();
@@ -130,7 +131,7 @@ Expected<std::unique_ptr<Context>> Context::create(std::shared_ptr<const Model> 
 void Context::set_embeddings(bool on) {
   params_.embeddings = on;
   // The logits buffer is reserved once, on first need: embedding-only contexts never pay for it.
-  if (!on && logits_.empty()) logits_.assign(size_t(params_.n_batch) * size_t(model_->hparams().n_vocab), 0.0f);
+  if (!on && logits_.empty()) logits_.assign(size_t(params_.n_outputs_max) * size_t(model_->hparams().n_vocab), 0.0f);
 }
 
 void Context::set_n_threads(int n_threads, int n_threads_batch) {
@@ -169,6 +170,14 @@ Status Context::validate(const Batch& batch, bool encoding, Checked* c) {
   auto size_ok = [n](size_t s) { return s == 0 || s == size_t(n); };
   if (!size_ok(batch.pos.size()) || !size_ok(batch.seq_ids.size()) || !size_ok(batch.output.size())) {
     return invalid_argument("pos, seq_ids and output must be empty or have one entry per token");
+  }
+  if (!encoding && !params_.embeddings && !batch.output.empty()) {
+    int n_out = 0;
+    for (uint8_t o : batch.output) n_out += o != 0;
+    if (n_out > params_.n_outputs_max) {
+      return invalid_argument("batch asks for " + std::to_string(n_out) + " outputs, more than n_outputs_max " +
+                              std::to_string(params_.n_outputs_max));
+    }
   }
   const int64_t n_vocab = model_->hparams().n_vocab;
   for (int i = 0; i < n && !c->use_embd; ++i) {

@@ -29,6 +29,8 @@ struct ContextParams {
   int n_ctx = 512;          // 0: the model's training context
   int n_batch = 2048;       // most tokens one decode() call accepts
   int n_ubatch = 512;       // most tokens one forward pass computes (0: n_batch)
+  int n_outputs_max = 0;    // most tokens with logits per decode (the logits buffer: n_outputs_max x
+                            // n_vocab floats); 0: n_batch. More is kInvalidArgument.
   int n_seq_max = 1;        // sequence ids are in [0, n_seq_max)
   bool kv_unified = false;  // any sequence may use all n_ctx cells: "n_ctx per sequence" (LongRoPE's
                             // choice) is n_ctx, not n_ctx / n_seq_max (llama.cpp's kv_unified)

@@ -885,7 +885,10 @@ Expected<std::unique_ptr<Scheduler>> Scheduler::create(std::shared_ptr<const Mod
   cp.kv_unified = true;  // one request may use every cell
   if (cp.n_ubatch <= 0) cp.n_ubatch = 512;
   const int step = params.step_tokens > 0 ? params.step_tokens : cp.n_ubatch;
-  cp.n_batch = std::max({cp.n_batch, step, params.n_slots});
+  // A step never decodes more than the step budget (plus one token per slot), and asks for at
+  // most one output per slot: the logits buffer is slots x n_vocab, not n_batch x n_vocab.
+  cp.n_batch = std::max(step, params.n_slots);
+  if (!embed) cp.n_outputs_max = params.n_slots;
   auto ctx = Context::create(model, cp);
   if (!ctx) return ctx.status();
   impl->ctx = std::move(*ctx);

@@ -143,6 +143,25 @@ TEST(ContextOutputs, AddressingByBatchIndexAndNegativeIndex) {
 
 // The output layer applied to an embedding row reproduces the logits: embeddings are the
 // final-norm hidden states (the reference's result_norm).
+TEST(ContextOutputs, OutputsMaxBoundsTheLogitsBuffer) {
+  auto model = load_shared_model(kModel);
+  ContextParams cp = small_params(128, 4);
+  cp.n_outputs_max = 2;
+  auto ctx = new_context(model, cp);
+  EXPECT_EQ(ctx->params().n_outputs_max, 2);
+  Batch b;
+  for (int s = 0; s < 3; ++s) b.add(1, 0, {s}, true);
+  Status st = ctx->decode(b);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("n_outputs_max"), std::string::npos) << st.message();
+  EXPECT_EQ(ctx->kv().used(), 0);
+  b.output[2] = 0;
+  ASSERT_TRUE(ctx->decode(b).is_ok());
+  EXPECT_EQ(ctx->n_outputs(), 2);
+  // The default is n_batch.
+  EXPECT_EQ(new_context(model, small_params(128, 4))->params().n_outputs_max, 128);
+}
+
 TEST(ContextEmbeddings, PerTokenEmbeddingsAreTheFinalNormHiddenStates) {
   auto model = load_shared_model(kModel);  // tied output: logits = tok_embd · h
   ASSERT_TRUE(model->weights().tied_output);
