@@ -109,6 +109,21 @@ async function startEngine(kind, o) {
   };
 }
 
+// Calls onData(json) for every SSE data payload of a response (not "[DONE]").
+async function readSSE(r, onData) {
+  const dec = new TextDecoder();
+  let buf = '';
+  for await (const chunk of r.body) {
+    buf += dec.decode(chunk, { stream: true });
+    let i;
+    while ((i = buf.indexOf('\n\n')) >= 0) {
+      const line = buf.slice(0, i);
+      buf = buf.slice(i + 2);
+      if (line.startsWith('data: ') && line !== 'data: [DONE]') onData(JSON.parse(line.slice(6)));
+    }
+  }
+}
+
 // One streamed completion; returns client-side timings.
 async function streamed(url, body) {
   const t0 = performance.now();
@@ -116,26 +131,17 @@ async function streamed(url, body) {
     method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ ...body, stream: true }),
   });
   if (r.status !== 200) return { ok: false, status: r.status, text: await r.text() };
-  const dec = new TextDecoder();
-  let buf = '', first = null, last = null, n = 0;
+  let first = null, last = null, n = 0;
   const gaps = [];
-  for await (const chunk of r.body) {
-    buf += dec.decode(chunk, { stream: true });
-    let i;
-    while ((i = buf.indexOf('\n\n')) >= 0) {
-      const line = buf.slice(0, i);
-      buf = buf.slice(i + 2);
-      if (!line.startsWith('data: ') || line === 'data: [DONE]') continue;
-      const j = JSON.parse(line.slice(6));
-      const text = j.choices?.[0]?.text ?? j.content;
-      if (!text) continue;
-      const now = performance.now();
-      if (first === null) first = now;
-      else gaps.push(now - last);
-      last = now;
-      n++;
-    }
-  }
+  await readSSE(r, (j) => {
+    const text = j.choices?.[0]?.text ?? j.content;
+    if (!text) return;
+    const now = performance.now();
+    if (first === null) first = now;
+    else gaps.push(now - last);
+    last = now;
+    n++;
+  });
   return { ok: true, ttft: first === null ? NaN : first - t0, gaps, chunks: n, end: performance.now() - t0 };
 }
 
@@ -146,25 +152,16 @@ async function chat(url, messages, max_tokens) {
     body: JSON.stringify({ messages, max_tokens, temperature: 0, stream: true, stream_options: { include_usage: true }, ignore_eos: true }),
   });
   if (r.status !== 200) return { ok: false, status: r.status };
-  const dec = new TextDecoder();
-  let buf = '', first = null, text = '', usage = null, timings = null;
-  for await (const chunk of r.body) {
-    buf += dec.decode(chunk, { stream: true });
-    let i;
-    while ((i = buf.indexOf('\n\n')) >= 0) {
-      const line = buf.slice(0, i);
-      buf = buf.slice(i + 2);
-      if (!line.startsWith('data: ') || line === 'data: [DONE]') continue;
-      const j = JSON.parse(line.slice(6));
-      if (j.usage) usage = j.usage;
-      if (j.timings) timings = j.timings;
-      const d = j.choices?.[0]?.delta?.content;
-      if (d) {
-        if (first === null) first = performance.now();
-        text += d;
-      }
+  let first = null, text = '', usage = null, timings = null;
+  await readSSE(r, (j) => {
+    if (j.usage) usage = j.usage;
+    if (j.timings) timings = j.timings;
+    const d = j.choices?.[0]?.delta?.content;
+    if (d) {
+      if (first === null) first = performance.now();
+      text += d;
     }
-  }
+  });
   return { ok: true, ttft: first === null ? NaN : first - t0, text, usage, timings };
 }
 

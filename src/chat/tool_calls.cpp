@@ -4,6 +4,7 @@
 #include <cctype>
 #include <optional>
 
+#include "sample/grammar.h"
 #include "sample/json_schema.h"
 
 namespace loom::chat {
@@ -652,29 +653,6 @@ std::string prefix_gbnf_rules(std::string_view g, std::string_view prefix) {
 
 namespace {
 
-// A GBNF literal for raw text.
-std::string gbnf_literal(std::string_view s) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20 || c == 0x7F) {
-          out += "\\x";
-          out.push_back(kHex[c >> 4]);
-          out.push_back(kHex[c & 15]);
-        } else {
-          out.push_back(char(c));
-        }
-    }
-  }
-  return out + "\"";
-}
 
 // The JSON form of a name ("\"get_weather\"") as a GBNF literal.
 std::string json_string_literal(const std::string& s) { return gbnf_literal(json(s).dump()); }

@@ -10,6 +10,15 @@
 
 namespace loom {
 
+std::optional<Pooling> parse_pooling(std::string_view name) {
+  static constexpr std::pair<std::string_view, Pooling> kNames[] = {
+      {"none", Pooling::kNone}, {"mean", Pooling::kMean}, {"cls", Pooling::kCls}, {"last", Pooling::kLast}, {"rank", Pooling::kRank}};
+  for (const auto& [n, p] : kNames) {
+    if (n == name) return p;
+  }
+  return std::nullopt;
+}
+
 int decode_result_code(const Status& st) {
   switch (st.code()) {
     case StatusCode::kOk: return 0;

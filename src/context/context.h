@@ -7,8 +7,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/status.h"
@@ -23,6 +25,8 @@ namespace loom {
 
 enum class RopeScaling { kUnspecified, kNone, kLinear, kYarn };
 enum class Pooling { kUnspecified, kNone, kMean, kCls, kLast, kRank };
+// "none", "mean", "cls", "last", "rank" (the CLI's and llama.cpp's names); nullopt otherwise.
+std::optional<Pooling> parse_pooling(std::string_view name);
 enum class AttentionType { kUnspecified, kCausal, kNonCausal };
 
 struct ContextParams {

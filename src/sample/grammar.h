@@ -33,6 +33,10 @@ namespace loom {
 
 class Vocab;
 
+// A GBNF string literal ("...") matching exactly the bytes of `text`: quotes, backslashes and
+// control characters escaped (\n \r \t, else \xHH). For generators of grammars.
+std::string gbnf_literal(std::string_view text);
+
 enum class GrammarElemType : uint8_t {
   kEnd,          // end of a rule
   kAlt,          // start of another alternative

@@ -8,6 +8,8 @@
 #include <set>
 #include <vector>
 
+#include "sample/grammar.h"
+
 namespace loom {
 
 namespace {
@@ -47,28 +49,7 @@ const std::map<std::string, Primitive>& primitives() {
   return m;
 }
 
-// A GBNF string literal for raw text.
-std::string literal(std::string_view s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20 || c == 0x7F) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\x%02X", unsigned(c));
-          out += buf;
-        } else {
-          out += char(c);
-        }
-    }
-  }
-  return out + "\"";
-}
+std::string literal(std::string_view s) { return gbnf_literal(s); }
 
 std::string pointer_escape(const std::string& s) {
   std::string out;

@@ -836,6 +836,27 @@ struct Scheduler::Impl {
     }
   }
 
+  // Queues an item for the loop unless shutting down or max_queue items wait already (*waiting
+  // when given, which counts admitted-but-waiting requests too; else the inbox itself).
+  template <typename T>
+  Status enqueue(std::deque<std::unique_ptr<T>>& q, std::unique_ptr<T> item, int* waiting) {
+    {
+      std::lock_guard<std::mutex> l(mu);
+      if (stopping) {
+        ++rejected;
+        return unavailable("the server is shutting down");
+      }
+      if ((waiting ? *waiting : int(q.size())) >= p.max_queue) {
+        ++rejected;
+        return unavailable("the queue is full (" + std::to_string(p.max_queue) + " waiting requests)");
+      }
+      if (waiting) ++*waiting;
+      q.push_back(std::move(item));
+    }
+    cv.notify_one();
+    return Status::ok();
+  }
+
   bool stopping_flag() const {
     std::lock_guard<std::mutex> l(mu);
     return stopping;
@@ -973,20 +994,7 @@ Expected<RequestId> Scheduler::submit(GenerateRequest req, EventCallback on_even
   q->r = std::move(req);
   q->cb = std::move(on_event);
   const RequestId id = q->id;
-  {
-    std::lock_guard<std::mutex> l(m.mu);
-    if (m.stopping) {
-      ++m.rejected;
-      return unavailable("the server is shutting down");
-    }
-    if (m.n_waiting_shared >= params_.max_queue) {
-      ++m.rejected;
-      return unavailable("the queue is full (" + std::to_string(params_.max_queue) + " waiting requests)");
-    }
-    ++m.n_waiting_shared;
-    m.inbox.push_back(std::move(q));
-  }
-  m.cv.notify_one();
+  LOOM_RETURN_IF_ERROR(m.enqueue(m.inbox, std::move(q), &m.n_waiting_shared));
   return id;
 }
 
@@ -1010,19 +1018,7 @@ Expected<RequestId> Scheduler::submit_embed(EmbedRequest req, EmbedCallback on_d
   j->r = std::move(req);
   j->cb = std::move(on_done);
   const RequestId id = j->id;
-  {
-    std::lock_guard<std::mutex> l(m.mu);
-    if (m.stopping) {
-      ++m.rejected;
-      return unavailable("the server is shutting down");
-    }
-    if (int(m.embed_inbox.size()) >= params_.max_queue) {
-      ++m.rejected;
-      return unavailable("the queue is full");
-    }
-    m.embed_inbox.push_back(std::move(j));
-  }
-  m.cv.notify_one();
+  LOOM_RETURN_IF_ERROR(m.enqueue(m.embed_inbox, std::move(j), nullptr));
   return id;
 }
 

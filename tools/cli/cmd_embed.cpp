@@ -46,14 +46,12 @@ void register_embed(CLI::App& app, int& exit_code) {
     if (!model) return;
     std::vector<int32_t> ids = model->vocab().tokenize(o->prompt, true, false);
     if (ids.empty()) { fail(invalid_argument("the text produced no tokens")); return; }
-    static const std::map<std::string, Pooling> kPooling = {
-        {"mean", Pooling::kMean}, {"cls", Pooling::kCls}, {"last", Pooling::kLast}, {"rank", Pooling::kRank}, {"none", Pooling::kNone}};
     ContextParams cp;
     cp.n_ctx = std::max<int>(int(ids.size()), 8);
     cp.n_batch = cp.n_ubatch = cp.n_ctx;
     cp.n_threads = o->threads;
     cp.embeddings = true;
-    cp.pooling = !o->pooling.empty() ? kPooling.at(o->pooling)
+    cp.pooling = !o->pooling.empty() ? *parse_pooling(o->pooling)
                  : model->hparams().pooling_type >= 0 ? Pooling::kUnspecified : Pooling::kMean;
     auto ctx_or = Context::create(model, cp);
     if (!ctx_or) { fail(ctx_or.status()); return; }

@@ -981,21 +981,23 @@ int run_server(const ServeOptions& opts, std::atomic<bool>* stop) {
   std::fprintf(stderr, "loom: listening on http://%s:%d\n", opts.host.c_str(), a.http->port());
   std::fflush(stderr);
 
+  // A failure after the listener is up: say why, close it, exit with `code`.
+  auto quit = [&a](int code, const std::string& why) {
+    std::fprintf(stderr, "loom: %s\n", why.c_str());
+    a.http->shutdown();
+    return code;
+  };
   // Load while /health answers 503.
   auto model = Model::load(opts.model);
   if (!model) {
-    std::fprintf(stderr, "loom: %s\n", model.status().message().c_str());
-    a.http->shutdown();
-    return 1;
+    return quit(1, model.status().message());
   }
   a.model = *model;
   std::string tmpl_override;
   if (!opts.chat_template_file.empty()) {
     std::ifstream f(opts.chat_template_file, std::ios::binary);
     if (!f) {
-      std::fprintf(stderr, "loom: cannot open %s\n", opts.chat_template_file.c_str());
-      a.http->shutdown();
-      return 1;
+      return quit(1, "cannot open " + opts.chat_template_file);
     }
     std::stringstream ss;
     ss << f.rdbuf();
@@ -1003,9 +1005,7 @@ int run_server(const ServeOptions& opts, std::atomic<bool>* stop) {
   }
   auto tmpl = chat::ChatTemplate::from_model(*a.model, opts.chat_template_file.empty() ? nullptr : &tmpl_override);
   if (!tmpl) {
-    std::fprintf(stderr, "loom: chat template: %s\n", tmpl.status().message().c_str());
-    a.http->shutdown();
-    return 1;
+    return quit(1, "chat template: " + tmpl.status().message());
   }
   a.tmpl = *tmpl;
 
@@ -1021,17 +1021,10 @@ int run_server(const ServeOptions& opts, std::atomic<bool>* stop) {
   cp.type_v = opts.type_v;
   cp.embeddings = opts.embedding;
   if (opts.embedding) {
-    static const std::pair<const char*, Pooling> kPool[] = {{"none", Pooling::kNone}, {"mean", Pooling::kMean},
-                                                            {"cls", Pooling::kCls},   {"last", Pooling::kLast},
-                                                            {"rank", Pooling::kRank}};
     cp.pooling = a.model->hparams().pooling_type >= 0 ? Pooling::kUnspecified : Pooling::kMean;
-    for (const auto& [n, p] : kPool) {
-      if (opts.pooling == n) cp.pooling = p;
-    }
+    if (auto p = parse_pooling(opts.pooling)) cp.pooling = *p;
     if (cp.pooling == Pooling::kNone) {
-      std::fprintf(stderr, "loom: --pooling none is not served (the endpoints return one vector per input)\n");
-      a.http->shutdown();
-      return 2;
+      return quit(2, "--pooling none is not served (the endpoints return one vector per input)");
     }
     cp.n_ubatch = cp.n_batch = std::max(cp.n_ubatch, std::min(cp.n_ctx, cp.n_batch));
   }
@@ -1045,9 +1038,7 @@ int run_server(const ServeOptions& opts, std::atomic<bool>* stop) {
   for (const auto& [path, scale] : opts.loras) {
     auto l = LoraAdapter::load(path, *a.model);
     if (!l) {
-      std::fprintf(stderr, "loom: --lora %s: %s\n", path.c_str(), l.status().message().c_str());
-      a.http->shutdown();
-      return 1;
+      return quit(1, "--lora " + path + ": " + l.status().message());
     }
     loras.emplace_back(*l, scale);
   }
@@ -1056,9 +1047,7 @@ int run_server(const ServeOptions& opts, std::atomic<bool>* stop) {
     return Status::ok();
   });
   if (!sched) {
-    std::fprintf(stderr, "loom: %s\n", sched.status().message().c_str());
-    a.http->shutdown();
-    return 1;
+    return quit(1, sched.status().message());
   }
   a.sched = std::move(*sched);
   a.ready = true;
