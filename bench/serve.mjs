@@ -2,16 +2,17 @@
 // loom serve vs llama-server, side by side in one run, on loopback with bounded traffic.
 //
 //   node bench/serve.mjs MODEL.gguf [--llama-server PATH] [--slots 8] [--ctx 8192] [--threads 2]
-//                        [--workloads streams,prefix,multiturn] [--streams 1,4,8] [--requests 2]
+//                        [--workloads streams,prefix,multiturn] [--streams 1,4,8] [--requests 3]
 //                        [--max-tokens 128] [--json OUT.json]
 //
 // Both servers get the same model, slots (-np), total context (-c), threads and port kind; they
 // run one after the other (never at the same time: 2 cores), each workload against both before
 // the next one, and the table prints the ratio loom / llama-server.
 // Workloads (all greedy, ignore_eos so every request generates max_tokens):
-//   streams    N concurrent clients, each sending --requests streamed completions back to back
-//              (a 48-token prompt each, different per request): aggregate generated tok/s, p50/p95
-//              time to first token and inter-token latency (client side, from SSE chunks);
+//   streams    N concurrent clients, each sending --requests (3) streamed completions back to back
+//              (a ~48-token prompt each, different per request; client c starts c x stagger / N ms
+//              late, --stagger-ms 1000): aggregate generated tok/s, p50/p95 time to first token and
+//              inter-token latency (client side, from SSE chunks);
 //   prefix     16 chat requests with one ~400-token system prompt and distinct questions, sent 4
 //              at a time: mean / p95 time to first token, prefix tokens reused;
 //   multiturn  a 6-turn chat that resends its history each turn: TTFT per turn and the fraction
@@ -32,7 +33,7 @@ function parseArgs(argv) {
   const o = {
     model: null, llamaServer: path.join(os.homedir(), '.cache/loom-llama-cpp/build/bin/llama-server'),
     loom: process.env.LOOM || path.join(repo, 'build/bin/loom'), slots: 8, ctx: 8192, threads: 2,
-    workloads: ['streams', 'prefix', 'multiturn'], streams: [1, 4, 8], requests: 2, maxTokens: 128, json: null,
+    workloads: ['streams', 'prefix', 'multiturn'], streams: [1, 4, 8], requests: 3, maxTokens: 128, json: null, stagger: 1000,
     engines: ['loom', 'llama'],
   };
   for (let i = 0; i < argv.length; i++) {
@@ -47,6 +48,7 @@ function parseArgs(argv) {
     else if (a === '--requests') o.requests = Number(v());
     else if (a === '--max-tokens') o.maxTokens = Number(v());
     else if (a === '--json') o.json = v();
+    else if (a === '--stagger-ms') o.stagger = Number(v());
     else if (a === '--engines') o.engines = v().split(',');
     else if (!o.model) o.model = a;
     else throw new Error(`unknown argument ${a}`);
@@ -177,7 +179,11 @@ function prompt(seed, words = 40) {
 async function wlStreams(e, o, n) {
   let seed = 1000 * n;
   const t0 = performance.now();
-  const results = await Promise.all(Array.from({ length: n }, async () => {
+  // Clients start staggered over the first request's expected duration (independent users do
+  // not arrive in the same millisecond), so most requests arrive while other streams decode.
+  const stagger = o.stagger / Math.max(1, n);
+  const results = await Promise.all(Array.from({ length: n }, async (_, c) => {
+    await sleep(c * stagger);
     const rs = [];
     for (let k = 0; k < o.requests; k++) {
       rs.push(await streamed(e.url, { prompt: prompt(++seed), max_tokens: o.maxTokens, temperature: 0, ignore_eos: true }));

@@ -8,12 +8,13 @@
 #      other replica by nginx and succeeds.
 #
 # usage: scripts/scale-out.sh [MODEL=../shared/models/stories260K.gguf]     (exit 0 = both shown)
-# Needs nginx (apt-get install nginx; it is not started as a service here) and curl.
+# Needs nginx (apt-get install nginx; it is not started as a service here; LOOM_NGINX=PATH picks
+# another binary; not NGINX, which nginx itself reads) and curl.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 LOOM=${LOOM:-$ROOT/build/bin/loom}
 MODEL=${1:-${LOOM_SHARED:-$ROOT/../shared}/models/stories260K.gguf}
-NGINX=${NGINX:-$(command -v nginx || echo /usr/sbin/nginx)}
+NGINX=${LOOM_NGINX:-$(command -v nginx || echo /usr/sbin/nginx)}
 [[ -x "$NGINX" ]] || { echo "scale-out: nginx not found (apt-get install nginx)" >&2; exit 1; }
 [[ -x "$LOOM" ]] || { echo "scale-out: $LOOM not built" >&2; exit 1; }
 [[ -f "$MODEL" ]] || { echo "scale-out: model not found: $MODEL" >&2; exit 1; }
@@ -39,7 +40,7 @@ for i in 1 2; do
   ports+=("$p")
 done
 for p in "${ports[@]}"; do
-  for _ in $(seq 100); do curl -sf "http://127.0.0.1:$p/health" >/dev/null && break; sleep 0.1; done
+  for _ in $(seq 100); do curl -sf -m 5 "http://127.0.0.1:$p/health" >/dev/null && break; sleep 0.1; done
 done
 
 # nginx: consistent hash on the session header, else on the first 256 bytes of the body (a
@@ -92,13 +93,13 @@ http {
 }
 EOF
 "$NGINX" -p "$work" -c "$work/nginx.conf" -e "$work/nginx-error.log"
-for _ in $(seq 50); do curl -sf "http://127.0.0.1:$front/health" >/dev/null && break; sleep 0.1; done
+for _ in $(seq 50); do curl -sf -m 5 "http://127.0.0.1:$front/health" >/dev/null && break; sleep 0.1; done
 
 ask() {  # ask SESSION QUESTION -> "replica cached_tokens status"
   local hdr=()
   [[ -n "$1" ]] && hdr=(-H "X-Session-Id: $1")
   local out
-  out=$(curl -s -D "$work/h" "${hdr[@]}" "http://127.0.0.1:$front/v1/chat/completions" \
+  out=$(curl -s -m 60 -D "$work/h" "${hdr[@]}" "http://127.0.0.1:$front/v1/chat/completions" \
     -H 'content-type: application/json' \
     -d "{\"messages\":[{\"role\":\"system\",\"content\":\"Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her friends.\"},{\"role\":\"user\",\"content\":\"$2\"}],\"max_tokens\":8,\"temperature\":0}")
   local replica status cached
