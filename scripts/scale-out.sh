@@ -95,13 +95,16 @@ EOF
 "$NGINX" -p "$work" -c "$work/nginx.conf" -e "$work/nginx-error.log"
 for _ in $(seq 50); do curl -sf -m 5 "http://127.0.0.1:$front/health" >/dev/null && break; sleep 0.1; done
 
+# A system prompt longer than the 256 bytes hashed (with its JSON wrapper): requests that share it
+# hash alike whatever their question.
+SYSTEM="Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her friends. One day, she saw a big red ball under a tall tree. She ran to get it, but a small dog got there first. The dog wagged its tail and looked at Lily with big brown eyes. Lily smiled and threw the ball far away."
 ask() {  # ask SESSION QUESTION -> "replica cached_tokens status"
   local hdr=()
   [[ -n "$1" ]] && hdr=(-H "X-Session-Id: $1")
   local out
   out=$(curl -s -m 60 -D "$work/h" "${hdr[@]}" "http://127.0.0.1:$front/v1/chat/completions" \
     -H 'content-type: application/json' \
-    -d "{\"messages\":[{\"role\":\"system\",\"content\":\"Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her friends.\"},{\"role\":\"user\",\"content\":\"$2\"}],\"max_tokens\":8,\"temperature\":0}")
+    -d "{\"messages\":[{\"role\":\"system\",\"content\":\"$SYSTEM\"},{\"role\":\"user\",\"content\":\"$2\"}],\"max_tokens\":8,\"temperature\":0}")
   local replica status cached
   replica=$(grep -i '^x-loom-replica' "$work/h" | tr -d '\r' | awk '{print $NF}')
   status=$(head -1 "$work/h" | awk '{print $2}')
