@@ -275,11 +275,9 @@ TEST(RankPooling, ScoresMatchLlamaCpp) {
     const auto ids = run["ids"].get<std::vector<int32_t>>();
     // The server's layout ([BOS] query [EOS] [SEP] document [EOS], with the tokens this
     // vocabulary adds: [CLS] query [SEP] document) gives the reference's input.
-    std::vector<int32_t> mine = {v.bos()};
-    for (int32_t t : v.tokenize(query, false, false)) mine.push_back(t);
-    mine.push_back(v.sep());
-    for (int32_t t : v.tokenize(run["document"].get<std::string>(), false, false)) mine.push_back(t);
+    const auto mine = v.rerank_input(v.tokenize(query, false, false), v.tokenize(run["document"].get<std::string>(), false, false));
     EXPECT_EQ(mine, ids) << run["document"];
+    EXPECT_EQ(mine.front(), v.bos());
     const auto want = run["score_raw"].get<std::vector<float>>();
     const auto got = encode_one(*ctx, ids);
     ASSERT_EQ(got.size(), want.size());
