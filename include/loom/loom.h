@@ -111,6 +111,9 @@ LOOM_API void loom_model_free(loom_model * model);
 LOOM_API bool loom_model_is_vocab_only(const loom_model * model);
 LOOM_API int32_t loom_model_n_vocab(const loom_model * model);
 LOOM_API int32_t loom_model_n_embd(const loom_model * model);
+/* Outputs of the model's classification head (rerankers): the length of loom_get_embeddings_seq
+ * under rank pooling. The number of <arch>.classifier.output_labels, 1 without labels. */
+LOOM_API int32_t loom_model_n_cls_out(const loom_model * model);
 LOOM_API int32_t loom_model_n_layer(const loom_model * model);
 LOOM_API int32_t loom_model_n_head(const loom_model * model);
 LOOM_API int32_t loom_model_n_head_kv(const loom_model * model);
@@ -335,7 +338,8 @@ LOOM_API const float * loom_get_logits_ith(const loom_context * ctx, int32_t i);
 /* Per-token embeddings [n_outputs][n_embd] (embeddings mode); NULL when none. */
 LOOM_API const float * loom_get_embeddings(const loom_context * ctx);
 LOOM_API const float * loom_get_embeddings_ith(const loom_context * ctx, int32_t i);
-/* Pooled embedding of a sequence (n_embd floats; rank pooling: 1); NULL when none. */
+/* Pooled embedding of a sequence (n_embd floats; rank pooling: the classification head's
+ * loom_model_n_cls_out raw scores, no sigmoid); NULL when none. */
 LOOM_API const float * loom_get_embeddings_seq(const loom_context * ctx, loom_seq_id seq);
 
 /* ---- KV cache -------------------------------------------------------------------------------- */

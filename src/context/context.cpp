@@ -7,6 +7,8 @@
 #include "base/cpu.h"
 #include "base/log.h"
 #include "base/timer.h"
+#include "ops/matmul.h"
+#include "ops/ops.h"
 
 namespace loom {
 
@@ -80,8 +82,9 @@ Expected<std::unique_ptr<Context>> Context::create(std::shared_ptr<const Model> 
     static constexpr Pooling kFromModel[] = {Pooling::kNone, Pooling::kMean, Pooling::kCls, Pooling::kLast, Pooling::kRank};
     cp.pooling = hp.pooling_type >= 0 ? kFromModel[hp.pooling_type] : Pooling::kNone;
   }
-  if (cp.pooling == Pooling::kRank) {
-    return unsupported("rank pooling needs a classification head, which this model does not have");
+  if (cp.pooling == Pooling::kRank && !ctx->model_->weights().has_cls_head()) {
+    return unsupported("rank pooling needs a classification head (cls.weight and/or cls.output.weight), which this "
+                       "model does not have: it is not a reranker");
   }
   ctx->causal_ = cp.attention == AttentionType::kUnspecified ? hp.causal : cp.attention == AttentionType::kCausal;
   if (hp.is_encoder()) cp.embeddings = true;  // an encoder has no LM head: embeddings only
@@ -125,6 +128,20 @@ Expected<std::unique_ptr<Context>> Context::create(std::shared_ptr<const Model> 
   ctx->pooled_valid_.assign(size_t(cp.n_seq_max), 0);
   ctx->pool_count_.assign(size_t(cp.n_seq_max), 0);
   ctx->pool_pos_.assign(size_t(cp.n_seq_max), -1);
+  if (cp.pooling == Pooling::kRank) {
+    const ModelWeights& w = ctx->model_->weights();
+    const size_t S = size_t(cp.n_seq_max), E = size_t(hp.n_embd), C = size_t(hp.n_cls_out);
+    ctx->rank_x_.assign(S * E, 0.0f);
+    ctx->rank_h_.assign(S * E, 0.0f);
+    ctx->rank_y_.assign(S * C, 0.0f);
+    ctx->scores_.assign(S * C, 0.0f);
+    ctx->rank_seqs_.assign(S, 0);
+    size_t mm = 0;
+    for (const TensorView* t : {&w.cls, &w.cls_out}) {
+      if (!t->empty()) mm = std::max(mm, ops::matmul_scratch_bytes(t->type, t->cols, int64_t(S)));
+    }
+    ctx->rank_mm_.assign(mm, 0);
+  }
   ctx->output_of_row_.assign(nb, -1);
   ctx->pos_.assign(nb, 0);
   ctx->seq_.assign(nb, 0);
@@ -360,10 +377,10 @@ void Context::pool_outputs(const Checked& c) {
     const int32_t p = pos_[size_t(i)];
     const float* h = embd_.data() + size_t(output_of_row_[size_t(i)]) * E;
     float* dst = pooled_.data() + s * E;
-    // mean: average over the sequence's tokens; cls: its first position; last: its last position.
+    // mean: average over the sequence's tokens; cls (and rank): its first position; last: its last position.
     if (params_.pooling == Pooling::kMean) {
       for (size_t d = 0; d < E; ++d) dst[d] += h[d];
-    } else if ((params_.pooling == Pooling::kCls && (pool_pos_[s] < 0 || p < pool_pos_[s])) ||
+    } else if (((params_.pooling == Pooling::kCls || params_.pooling == Pooling::kRank) && (pool_pos_[s] < 0 || p < pool_pos_[s])) ||
                (params_.pooling == Pooling::kLast && p >= pool_pos_[s])) {
       std::copy(h, h + E, dst);
       pool_pos_[s] = p;
@@ -377,6 +394,45 @@ void Context::pool_outputs(const Checked& c) {
       const float inv = 1.0f / float(pool_count_[s]);
       for (size_t d = 0; d < E; ++d) pooled_[s * E + d] *= inv;
     }
+  }
+  if (params_.pooling == Pooling::kRank) rank_head();
+}
+
+// The classification head on each sequence's CLS hidden state, all sequences of the batch in one
+// product per layer (llama.cpp's build_pooling, LLAMA_POOLING_TYPE_RANK, for BERT):
+//   y = tanh(cls·x + cls_b)      when cls.weight exists (else y = x)
+//   z = cls_out·y + cls_out_b    when cls.output.weight exists (else z = y)
+// and the sequence's scores are z's first n_cls_out values (all of them whenever cls_out exists).
+void Context::rank_head() {
+  const ModelWeights& w = model_->weights();
+  const int64_t E = n_embd(), C = model_->hparams().n_cls_out;
+  int64_t k = 0;
+  for (size_t s = 0; s < pooled_valid_.size(); ++s) {
+    if (!pooled_valid_[s]) continue;
+    std::copy(pooled_.begin() + long(s * size_t(E)), pooled_.begin() + long((s + 1) * size_t(E)),
+              rank_x_.begin() + long(size_t(k) * size_t(E)));
+    rank_seqs_[size_t(k++)] = int32_t(s);
+  }
+  if (k == 0) return;
+  pool_->set_active(params_.n_threads_batch);
+  const float* cur = rank_x_.data();
+  int64_t dim = E;
+  if (!w.cls.empty()) {
+    ops::matmul(*pool_, w.cls, cur, k, rank_h_.data(), rank_mm_.data());
+    if (w.cls_b) ops::add_bias(rank_h_.data(), w.cls_b, int(k), E);
+    for (int64_t i = 0; i < k * E; ++i) rank_h_[size_t(i)] = std::tanh(rank_h_[size_t(i)]);
+    cur = rank_h_.data();
+  }
+  if (!w.cls_out.empty()) {
+    ops::matmul(*pool_, w.cls_out, cur, k, rank_y_.data(), rank_mm_.data());
+    if (w.cls_out_b) ops::add_bias(rank_y_.data(), w.cls_out_b, int(k), C);
+    cur = rank_y_.data();
+    dim = C;
+  }
+  for (int64_t i = 0; i < k; ++i) {
+    float* dst = scores_.data() + size_t(rank_seqs_[size_t(i)]) * size_t(C);
+    std::fill(dst, dst + C, 0.0f);
+    std::copy(cur + i * dim, cur + i * dim + std::min(dim, C), dst);
   }
 }
 
@@ -441,6 +497,10 @@ Expected<std::span<const float>> Context::embeddings_seq(int seq) const {
   if (params_.pooling == Pooling::kNone) return invalid_argument("no pooled embeddings: pooling is none");
   if (seq < 0 || seq >= params_.n_seq_max) return out_of_range("sequence id " + std::to_string(seq) + " out of range");
   if (!pooled_valid_[size_t(seq)]) return not_found("sequence " + std::to_string(seq) + " was not in the last batch");
+  if (params_.pooling == Pooling::kRank) {
+    const size_t C = size_t(model_->hparams().n_cls_out);
+    return std::span<const float>(scores_.data() + size_t(seq) * C, C);
+  }
   const size_t E = size_t(n_embd());
   return std::span<const float>(pooled_.data() + size_t(seq) * E, E);
 }

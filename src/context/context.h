@@ -125,7 +125,8 @@ class Context {
   std::span<const float> all_logits() const;
   Expected<std::span<const float>> embeddings(int i) const;
   std::span<const float> all_embeddings() const;
-  // Pooled embedding of a sequence of the last decode: n_embd floats (rank pooling: 1).
+  // Pooled embedding of a sequence of the last decode: n_embd floats; rank pooling: the
+  // classification head's n_cls_out scores (raw, no sigmoid), as llama_get_embeddings_seq.
   Expected<std::span<const float>> embeddings_seq(int seq) const;
 
   // ---- KV cache ----
@@ -182,6 +183,7 @@ class Context {
   Status prepare_kv();
   void rebuild_adapters();
   void pool_outputs(const Checked& c);
+  void rank_head();
   uint64_t fingerprint() const;
   Status check_seq(int seq, bool allow_negative) const;
 
@@ -201,6 +203,12 @@ class Context {
   std::vector<float> logits_;           // [n_batch][n_vocab]
   std::vector<float> embd_;             // [n_batch][n_embd] per-token outputs (embeddings mode)
   std::vector<float> pooled_;           // [n_seq_max][n_embd]
+  // Rank pooling: the CLS rows of the batch's sequences gathered ([n_seq_max][n_embd]), the tanh
+  // layer's output (same), the projection's output ([n_seq_max][n_cls_out]), which sequence each
+  // gathered row is, matmul scratch, and each sequence's scores ([n_seq_max][n_cls_out]).
+  std::vector<float> rank_x_, rank_h_, rank_y_, scores_;
+  std::vector<int32_t> rank_seqs_;
+  std::vector<uint8_t> rank_mm_;
   std::vector<uint8_t> pooled_valid_;   // [n_seq_max]
   std::vector<int32_t> pool_count_;     // [n_seq_max] tokens pooled per sequence
   std::vector<int32_t> pool_pos_;       // [n_seq_max] position of the cls / last token chosen

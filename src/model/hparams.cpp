@@ -80,6 +80,14 @@ Expected<ModelHparams> read_hparams(const gguf::GgufFile& f) {
   LOOM_ASSIGN_OR_RETURN(hp.n_vocab, arch_int(f, a, "vocab_size", 0, 0, kBig));
   LOOM_ASSIGN_OR_RETURN(int64_t pooling, arch_int(f, a, "pooling_type", -1, -1, 4));
   hp.pooling_type = int(pooling);
+  if (f.has(a + ".classifier.output_labels")) {
+    LOOM_ASSIGN_OR_RETURN(const gguf::Array* labels, f.get_array(a + ".classifier.output_labels"));
+    if (labels->elem_type != gguf::ValueType::kString || labels->count == 0) {
+      return corrupt(a + ".classifier.output_labels must be a non-empty array of strings");
+    }
+    hp.cls_labels = labels->strings;
+    hp.n_cls_out = int64_t(labels->count);
+  }
   LOOM_ASSIGN_OR_RETURN(hp.causal, f.get_bool_or(a + ".attention.causal", !hp.is_encoder()));
 
   // Family traits.

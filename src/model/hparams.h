@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "gguf/gguf.h"
@@ -40,6 +41,10 @@ struct ModelHparams {
   ops::RopeMode rope_mode = ops::RopeMode::kNormal;
   int pooling_type = -1;  // <arch>.pooling_type: 0 none, 1 mean, 2 cls, 3 last, 4 rank; -1 unset
   bool causal = true;     // <arch>.attention.causal (encoders: false)
+  // Classifier heads (rerankers, rank pooling): <arch>.classifier.output_labels, when present,
+  // names the outputs and gives their number; n_cls_out is 1 without labels (llama.cpp's rule).
+  std::vector<std::string> cls_labels;
+  int64_t n_cls_out = 1;
 
   // Family traits (set from the architecture, some from metadata).
   FfnAct ffn_act = FfnAct::kSilu;  // gated FFN: act(gate) * up

@@ -231,6 +231,17 @@ Status Model::bind_bert() {
   if (types) w_.type_embd = b.matrix("token_types.weight", E, types->ne[1]);
   w_.tok_norm = b.vector("token_embd_norm.weight", E);
   w_.tok_norm_b = b.vector("token_embd_norm.bias", E);
+  if (hp.arch == Arch::kBert) {  // rerankers' classification head (llama.cpp reads it for bert only)
+    const gguf::TensorInfo* out = file_.find_tensor("cls.output.weight");
+    if (out && out->n_dims == 2 && out->ne[0] == E && out->ne[1] != hp.n_cls_out) {
+      return corrupt("tensor 'cls.output.weight' has " + std::to_string(out->ne[1]) + " outputs but the model declares " +
+                     std::to_string(hp.n_cls_out) + " (" + hp.arch_name + ".classifier.output_labels; 1 without labels)");
+    }
+    w_.cls = b.matrix("cls.weight", E, E, /*required=*/false);
+    w_.cls_b = b.vector("cls.bias", E, /*required=*/false);
+    w_.cls_out = b.matrix("cls.output.weight", E, hp.n_cls_out, /*required=*/false);
+    w_.cls_out_b = b.vector("cls.output.bias", hp.n_cls_out, /*required=*/false);
+  }
   w_.layers.resize(size_t(hp.n_layer));
   for (int64_t il = 0; il < hp.n_layer; ++il) {
     const std::string p = "blk." + std::to_string(il) + ".";

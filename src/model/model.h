@@ -54,11 +54,21 @@ struct ModelWeights {
   TensorView type_embd;                // [n_token_types rows][n_embd] (BERT)
   const float* tok_norm = nullptr;     // [n_embd] LayerNorm after the embeddings (BERT)
   const float* tok_norm_b = nullptr;
+  // Classification head of a BERT cross-encoder (reranker), for rank pooling; each part optional,
+  // as in llama.cpp: score = cls_out·tanh(cls·h + cls_b) + cls_out_b of the first (CLS) token's
+  // hidden state h, the tanh layer skipped without cls (a direct projection), the projection
+  // skipped without cls_out.
+  TensorView cls;                      // [n_embd rows][n_embd]
+  const float* cls_b = nullptr;        // [n_embd]
+  TensorView cls_out;                  // [n_cls_out rows][n_embd]
+  const float* cls_out_b = nullptr;    // [n_cls_out]
   // Phi-3 LongRoPE frequency divisors, [n_rot/2] each, shared by all layers (null when absent):
   // a context uses the long ones when its n_ctx per sequence exceeds n_ctx_orig_yarn.
   const float* rope_long = nullptr;
   const float* rope_short = nullptr;
   std::vector<LayerWeights> layers;
+
+  bool has_cls_head() const { return !cls.empty() || !cls_out.empty(); }
 };
 
 struct ModelLoadParams {

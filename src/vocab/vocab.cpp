@@ -598,6 +598,19 @@ std::vector<Vocab::Fragment> Vocab::partition(std::string_view text, bool parse_
   return fragments;
 }
 
+std::vector<int32_t> Vocab::rerank_input(std::span<const int32_t> query, std::span<const int32_t> document) const {
+  const int32_t eos = is_valid(eos_) ? eos_ : sep_;
+  std::vector<int32_t> ids;
+  ids.reserve(query.size() + document.size() + 4);
+  if (add_bos_ && is_valid(bos_)) ids.push_back(bos_);
+  ids.insert(ids.end(), query.begin(), query.end());
+  if (add_eos_ && is_valid(eos)) ids.push_back(eos);
+  if (add_sep_ && is_valid(sep_)) ids.push_back(sep_);
+  ids.insert(ids.end(), document.begin(), document.end());
+  if (add_eos_ && is_valid(eos)) ids.push_back(eos);
+  return ids;
+}
+
 std::vector<int32_t> Vocab::tokenize(std::string_view text, bool add_special, bool parse_special) const {
   std::vector<int32_t> out;
   const std::vector<Fragment> fragments = partition(text, parse_special);

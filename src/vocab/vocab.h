@@ -167,6 +167,12 @@ class Vocab {
   // decoded as llama.cpp does (an undecodable byte becomes U+FFFD) for BPE and WordPiece.
   std::vector<int32_t> tokenize(std::string_view text, bool add_special, bool parse_special) const;
 
+  // A reranker's input for a query and a document (each tokenized without specials), as
+  // llama.cpp's server builds it for a model without a rerank template: [BOS] query [EOS] [SEP]
+  // document [EOS], each special token only when add_bos / add_eos / add_sep say so and the
+  // vocabulary has it (EOS falls back to SEP when there is no EOS, as there).
+  std::vector<int32_t> rerank_input(std::span<const int32_t> query, std::span<const int32_t> document) const;
+
   // llama_token_to_piece without lstrip: "▁" becomes " " (SPM, WordPiece), a byte-level BPE text
   // its bytes, a byte token its byte, control and unknown tokens their text only when
   // `special`, user-defined tokens always their text. "" for an invalid id.

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "loom/loom.h"
 #include "test_util.h"
 
@@ -234,6 +236,45 @@ TEST(CApi, EncodeLeavesTheCacheAsItWas) {
   char report[8];
   EXPECT_GT(loom_perf_report(ctx.get(), report, sizeof report), int32_t(sizeof report));
   EXPECT_EQ(std::strlen(report), sizeof report - 1);
+}
+
+// A reranker (tests/data/synth-bert-rank-tiny-f32): under rank pooling loom_get_embeddings_seq
+// gives loom_model_n_cls_out raw scores per sequence, llama.cpp's (tests/data/README.md).
+TEST(CApi, RankPoolingReturnsTheRawScores) {
+  ModelPtr m(loom_model_load_from_file((loom::test::data_dir() + "/synth-bert-rank-tiny-f32.gguf").c_str(), nullptr));
+  ASSERT_TRUE(m) << loom_last_error();
+  EXPECT_EQ(loom_model_n_cls_out(m.get()), 1);
+  EXPECT_EQ(loom_model_n_cls_out(nullptr), 0);
+  ModelPtr plain = load("models/stories260K.gguf");
+  ASSERT_TRUE(plain);
+  EXPECT_EQ(loom_model_n_cls_out(plain.get()), 1);  // llama.cpp's default without labels
+  auto g = nlohmann::json::parse(loom::test::read_text_file(loom::test::data_dir() + "/synth-bert-rank-tiny-f32.json"));
+  loom_context_params cp = loom_context_default_params();
+  cp.n_ctx = cp.n_batch = cp.n_ubatch = 256;
+  cp.n_seq_max = 8;
+  cp.n_threads = 2;
+  cp.type_k = cp.type_v = LOOM_TYPE_F32;  // llama.cpp's BERT attention is F32 (no KV cache)
+  ContextPtr ctx(loom_context_new(m.get(), &cp));
+  ASSERT_TRUE(ctx) << loom_last_error();
+  EXPECT_EQ(loom_pooling_type(ctx.get()), LOOM_POOLING_RANK);  // the model's
+  Batch b(256, 0, 8);
+  int seq = 0;
+  for (const auto& run : g["runs"]) {
+    const auto ids = run["ids"].get<std::vector<int32_t>>();
+    for (size_t i = 0; i < ids.size(); ++i) b.add(ids[i], int(i), {seq}, true);
+    ++seq;
+  }
+  ASSERT_EQ(loom_encode(ctx.get(), &b.b), LOOM_DECODE_OK) << loom_last_error();
+  for (int s = 0; s < seq; ++s) {
+    const float* score = loom_get_embeddings_seq(ctx.get(), s);
+    ASSERT_NE(score, nullptr) << loom_last_error();
+    EXPECT_NEAR(score[0], g["runs"][size_t(s)]["score_raw"][0].get<float>(), 5e-4f) << s;
+  }
+  EXPECT_EQ(loom_get_embeddings_seq(ctx.get(), seq), nullptr);
+  // A model without a head cannot have rank pooling.
+  cp.pooling_type = LOOM_POOLING_RANK;
+  EXPECT_EQ(loom_context_new(plain.get(), &cp), nullptr);
+  EXPECT_NE(std::string(loom_last_error()).find("classification head"), std::string::npos) << loom_last_error();
 }
 
 TEST(CApi, InputEmbeddingsBatch) {

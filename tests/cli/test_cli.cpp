@@ -128,6 +128,27 @@ TEST(Cli, EmbedJsonHasPooledOrPerTokenEmbeddings) {
   EXPECT_EQ(run_loom("embed -m " + model("stories260K.gguf") + " -p hi --pooling bogus").exit_code, 2);
 }
 
+TEST(Cli, EmbedRankPrintsTheRerankScores) {
+  // QUERY<tab>DOCUMENT is scored as /v1/rerank scores it (tests/data's reranker and its golden).
+  const std::string m = quote(data_dir() + "/synth-bert-rank-tiny-f32.gguf");
+  auto g = nlohmann::json::parse(read_text_file(data_dir() + "/synth-bert-rank-tiny-f32.json"));
+  const std::string prompt = quote(g["query"].get<std::string>() + "\t" + g["runs"][4]["document"].get<std::string>());
+  auto r = run_loom("embed -m " + m + " -p " + prompt + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["n_cls_out"], 1);
+  EXPECT_EQ(j["labels"], nlohmann::json::array({"LABEL_0"}));
+  ASSERT_EQ(j["scores"].size(), 1u);
+  const double want = g["runs"][4]["score_raw"][0];
+  EXPECT_NEAR(j["scores"][0].get<double>(), want, 5e-4);  // F16 K/V (the default) vs llama.cpp's F32 attention
+  auto text = run_loom("embed -m " + m + " -p " + prompt + " --pooling rank");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NEAR(std::stod(text.out), want, 5e-4);
+  auto headless = run_loom("embed -m " + model("stories260K.gguf") + " -p hi --pooling rank");
+  EXPECT_EQ(headless.exit_code, 1);
+  EXPECT_NE(headless.err.find("classification head"), std::string::npos) << headless.err;
+}
+
 TEST(Cli, ParallelSharesThePromptAndSamplesEachSequence) {
   auto g = nlohmann::json::parse(read_text_file(shared_path("golden/stories260K.json")));
   auto want = g["runs"][0]["greedy_ids"].get<std::vector<int>>();

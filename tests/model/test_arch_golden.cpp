@@ -2,10 +2,12 @@
 // teacher-forced comparison of every greedy step.
 #include "model_test_util.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "base/half.h"
 #include "gguf/gguf_writer.h"
+#include "ops/ops.h"
 
 namespace loom::test {
 namespace {
@@ -205,6 +207,276 @@ TEST(LongRope, BadFactorTensorsAreRefusedWithAClearError) {
   auto half = with_factors("rope_factors_short.weight", TensorType::F16, 8, 1.0f);
   ASSERT_TRUE(half.has_value()) << half.status().message();
   EXPECT_EQ((*half)->weights().rope_short[7], 8.0f);
+}
+
+}  // namespace
+}  // namespace loom::test
+
+namespace loom::test {
+namespace {
+
+// Rank pooling (cross-encoder rerankers): a BERT with a classification head, scored by real
+// llama.cpp through node-llama-cpp's ranking API (tests/data/README.md). The golden's
+// score_raw is llama_get_embeddings_seq's output, score_sigmoid what rank() returns.
+// llama.cpp runs BERT without a KV cache, so with flash attention off its attention is all F32:
+// these contexts use F32 K/V (F16 K/V moves the scores by up to ~3.6e-4 here). What remains
+// (~2e-4) is llama.cpp's GELU, which rounds its input and output to F16 (a lookup table).
+constexpr const char* kRank = "synth-bert-rank-tiny-f32";
+
+std::unique_ptr<Context> rank_context(std::shared_ptr<const Model> m, int n_seq_max = 1,
+                                      Pooling pooling = Pooling::kUnspecified, TensorType kv = TensorType::F32) {
+  ContextParams cp;
+  cp.type_k = cp.type_v = kv;
+  cp.n_ctx = cp.n_batch = cp.n_ubatch = 512;
+  cp.n_seq_max = n_seq_max;
+  cp.n_threads = 2;
+  cp.pooling = pooling;
+  auto ctx = Context::create(std::move(m), cp);
+  EXPECT_TRUE(ctx.has_value()) << ctx.status().message();
+  return ctx ? std::move(*ctx) : nullptr;
+}
+
+std::vector<float> encode_one(Context& ctx, const std::vector<int32_t>& ids) {
+  Status st = ctx.encode(Batch::from_tokens(ids, 0));
+  EXPECT_TRUE(st.is_ok()) << st.message();
+  auto e = ctx.embeddings_seq(0);
+  EXPECT_TRUE(e.has_value()) << e.status().message();
+  return e ? std::vector<float>(e->begin(), e->end()) : std::vector<float>{};
+}
+
+TEST(RankPooling, HeadAndLabelsAreLoaded) {
+  auto m = load_data_model(kRank);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->hparams().pooling_type, 4);
+  EXPECT_EQ(m->hparams().n_cls_out, 1);
+  EXPECT_EQ(m->hparams().cls_labels, std::vector<std::string>{"LABEL_0"});
+  const ModelWeights& w = m->weights();
+  EXPECT_EQ(w.cls.rows, 64);
+  EXPECT_EQ(w.cls.cols, 64);
+  EXPECT_EQ(w.cls_out.rows, 1);
+  EXPECT_TRUE(w.cls_b && w.cls_out_b);
+  auto ctx = rank_context(m);
+  ASSERT_TRUE(ctx);
+  EXPECT_EQ(ctx->pooling(), Pooling::kRank);  // the model's pooling_type
+}
+
+TEST(RankPooling, ScoresMatchLlamaCpp) {
+  auto m = load_data_model(kRank);
+  ASSERT_TRUE(m);
+  auto g = load_json(data_dir() + "/" + kRank + ".json");
+  const std::string query = g["query"];
+  float scale = 0;
+  for (const auto& run : g["runs"]) scale = std::max(scale, std::fabs(run["score_raw"][0].get<float>()));
+  auto ctx = rank_context(m);
+  ASSERT_TRUE(ctx);
+  const Vocab& v = m->vocab();
+  std::vector<std::pair<float, float>> ranked;  // (loom, reference) per document
+  for (const auto& run : g["runs"]) {
+    const auto ids = run["ids"].get<std::vector<int32_t>>();
+    // The server's layout ([BOS] query [EOS] [SEP] document [EOS], with the tokens this
+    // vocabulary adds: [CLS] query [SEP] document) gives the reference's input.
+    const auto mine = v.rerank_input(v.tokenize(query, false, false), v.tokenize(run["document"].get<std::string>(), false, false));
+    EXPECT_EQ(mine, ids) << run["document"];
+    EXPECT_EQ(mine.front(), v.bos());
+    const auto want = run["score_raw"].get<std::vector<float>>();
+    const auto got = encode_one(*ctx, ids);
+    ASSERT_EQ(got.size(), want.size());
+    // Raw scores (no sigmoid) within 1e-3 of the largest golden score's magnitude.
+    EXPECT_LE(max_abs_diff(got, want), 1e-3f * scale) << run["document"] << ": " << got[0] << " vs " << want[0];
+    // rank() is the sigmoid of the raw score.
+    EXPECT_NEAR(1.0 / (1.0 + std::exp(-double(got[0]))), run["score_sigmoid"].get<double>(), 1e-3 * scale);
+    ranked.emplace_back(got[0], want[0]);
+  }
+  // The documents rank in the reference's order.
+  for (size_t i = 0; i < ranked.size(); ++i) {
+    for (size_t j = 0; j < ranked.size(); ++j) {
+      EXPECT_EQ(ranked[i].first < ranked[j].first, ranked[i].second < ranked[j].second) << i << " vs " << j;
+    }
+  }
+}
+
+TEST(RankPooling, BatchedSequencesScoreAsEachAlone) {
+  auto m = load_data_model(kRank);
+  ASSERT_TRUE(m);
+  auto g = load_json(data_dir() + "/" + kRank + ".json");
+  auto one = rank_context(m);
+  auto many = rank_context(m, 8);
+  ASSERT_TRUE(one && many);
+  std::vector<std::vector<float>> alone;
+  Batch b;
+  int seq = 0;
+  for (const auto& run : g["runs"]) {
+    const auto ids = run["ids"].get<std::vector<int32_t>>();
+    alone.push_back(encode_one(*one, ids));
+    for (size_t i = 0; i < ids.size(); ++i) b.add(ids[i], int32_t(i), {seq}, true);
+    ++seq;
+  }
+  ASSERT_TRUE(many->encode(b).is_ok());
+  for (int s = 0; s < seq; ++s) {
+    auto e = many->embeddings_seq(s);
+    ASSERT_TRUE(e.has_value()) << e.status().message();
+    EXPECT_EQ(std::vector<float>(e->begin(), e->end()), alone[size_t(s)]) << "sequence " << s;
+  }
+  EXPECT_EQ(many->embeddings_seq(seq).status().code(), StatusCode::kNotFound);  // not in the batch
+  // Sequences in another order, interleaved token by token, with the reverse ids.
+  Batch mixed;
+  std::vector<std::vector<int32_t>> all;
+  for (const auto& run : g["runs"]) all.push_back(run["ids"].get<std::vector<int32_t>>());
+  for (size_t i = 0;; ++i) {
+    bool any = false;
+    for (int s = seq - 1; s >= 0; --s) {
+      if (i >= all[size_t(s)].size()) continue;
+      mixed.add(all[size_t(s)][i], int32_t(i), {seq - 1 - s}, true);
+      any = true;
+    }
+    if (!any) break;
+  }
+  ASSERT_TRUE(many->encode(mixed).is_ok());
+  for (int s = 0; s < seq; ++s) {
+    auto e = many->embeddings_seq(seq - 1 - s);
+    ASSERT_TRUE(e.has_value());
+    EXPECT_NEAR((*e)[0], alone[size_t(s)][0], 1e-6) << "interleaved sequence " << s;
+  }
+}
+
+TEST(RankPooling, RefusedWithoutAClassificationHead) {
+  // nomic-bert (llama.cpp reads no head for it) and a BERT whose head was removed.
+  auto nomic = load_data_model("synth-nomic-bert-tiny-f32");
+  ASSERT_TRUE(nomic);
+  auto src = gguf::GgufFile::open(data_dir() + "/" + kRank + ".gguf");
+  ASSERT_TRUE(src.has_value());
+  auto w = gguf::GgufWriter::from_file(*src);
+  ASSERT_TRUE(w.has_value());
+  for (const char* n : {"cls.weight", "cls.bias", "cls.output.weight", "cls.output.bias"}) w->remove_tensor(n);
+  auto f = gguf::GgufFile::from_bytes(w->to_bytes());
+  ASSERT_TRUE(f.has_value());
+  auto headless = Model::from_gguf(std::move(*f));
+  ASSERT_TRUE(headless.has_value()) << headless.status().message();
+  for (const auto& m : {nomic, *headless}) {
+    ContextParams cp;
+    cp.pooling = Pooling::kRank;
+    auto r = Context::create(m, cp);
+    ASSERT_FALSE(r.has_value());
+    EXPECT_EQ(r.status().code(), StatusCode::kUnsupported);
+    EXPECT_NE(r.status().message().find("classification head"), std::string::npos) << r.status().message();
+  }
+  // The headless model's own pooling_type (rank) is refused the same way; other poolings work.
+  ContextParams cp;
+  EXPECT_EQ(Context::create(*headless, cp).status().code(), StatusCode::kUnsupported);
+  cp.pooling = Pooling::kCls;
+  EXPECT_TRUE(Context::create(*headless, cp).has_value());
+}
+
+// Variants of the reranker built in memory: the head changed, labels added.
+struct HeadEdit {
+  std::vector<std::string> labels;  // classifier.output_labels (none: not written)
+  int64_t n_out = 1;                // rows of cls.output.weight (0: no cls.output.*)
+  bool cls = true;                  // keep cls.weight / cls.bias
+};
+
+Expected<std::shared_ptr<const Model>> edited_reranker(const HeadEdit& e, std::vector<float>* out_w = nullptr,
+                                                       std::vector<float>* out_b = nullptr) {
+  LOOM_ASSIGN_OR_RETURN(gguf::GgufFile src, gguf::GgufFile::open(data_dir() + "/" + kRank + ".gguf"));
+  LOOM_ASSIGN_OR_RETURN(gguf::GgufWriter w, gguf::GgufWriter::from_file(src));
+  w.remove("bert.classifier.output_labels");
+  if (!e.labels.empty()) LOOM_RETURN_IF_ERROR(w.set_string_array("bert.classifier.output_labels", e.labels));
+  if (!e.cls) {
+    w.remove_tensor("cls.weight");
+    w.remove_tensor("cls.bias");
+  }
+  w.remove_tensor("cls.output.weight");
+  w.remove_tensor("cls.output.bias");
+  if (e.n_out > 0) {
+    std::vector<float> wt(size_t(64 * e.n_out)), bias(size_t(e.n_out));
+    for (size_t i = 0; i < wt.size(); ++i) wt[i] = 0.2f * std::sin(0.37f * float(i) + 1.0f);
+    for (size_t i = 0; i < bias.size(); ++i) bias[i] = 0.1f * float(i) - 0.05f;
+    auto bytes = [](const std::vector<float>& v) {
+      const auto* p = reinterpret_cast<const uint8_t*>(v.data());
+      return std::vector<uint8_t>(p, p + v.size() * 4);
+    };
+    LOOM_RETURN_IF_ERROR(w.add_tensor("cls.output.weight", TensorType::F32, {64, e.n_out}, bytes(wt)));
+    LOOM_RETURN_IF_ERROR(w.add_tensor("cls.output.bias", TensorType::F32, {e.n_out}, bytes(bias)));
+    if (out_w) *out_w = wt;
+    if (out_b) *out_b = bias;
+  }
+  LOOM_ASSIGN_OR_RETURN(gguf::GgufFile f, gguf::GgufFile::from_bytes(w.to_bytes()));
+  return Model::from_gguf(std::move(f));
+}
+
+TEST(RankPooling, HeadShapesAreCheckedAtLoad) {
+  // Three outputs but no labels (n_cls_out 1).
+  auto three = edited_reranker({{}, 3, true});
+  ASSERT_FALSE(three.has_value());
+  EXPECT_EQ(three.status().code(), StatusCode::kCorrupt);
+  EXPECT_NE(three.status().message().find("cls.output.weight"), std::string::npos) << three.status().message();
+  EXPECT_NE(three.status().message().find("classifier.output_labels"), std::string::npos) << three.status().message();
+  // A cls.weight of the wrong shape.
+  auto src = gguf::GgufFile::open(data_dir() + "/" + kRank + ".gguf");
+  ASSERT_TRUE(src.has_value());
+  auto w = gguf::GgufWriter::from_file(*src);
+  ASSERT_TRUE(w.has_value());
+  w->remove_tensor("cls.weight");
+  std::vector<uint8_t> bytes(64 * 32 * 4, 0);
+  ASSERT_TRUE(w->add_tensor("cls.weight", TensorType::F32, {64, 32}, bytes).is_ok());
+  auto f = gguf::GgufFile::from_bytes(w->to_bytes());
+  ASSERT_TRUE(f.has_value());
+  auto bad = Model::from_gguf(std::move(*f));
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_NE(bad.status().message().find("'cls.weight' has shape [64, 32], expected [64, 64]"), std::string::npos)
+      << bad.status().message();
+}
+
+// score = cls_out·tanh(cls·h + cls_b) + cls_out_b (or cls_out·h + cls_out_b without cls), h the
+// CLS token's hidden state (cls pooling of the same model), in double.
+std::vector<double> head_by_hand(const Model& m, const std::vector<float>& h, const std::vector<float>& wo,
+                                 const std::vector<float>& bo) {
+  const ModelWeights& w = m.weights();
+  std::vector<double> y(h.begin(), h.end());
+  if (!w.cls.empty()) {
+    std::vector<float> row(64);
+    for (int r = 0; r < 64; ++r) {
+      ops::get_row(w.cls, r, row.data());
+      double s = w.cls_b[r];
+      for (int c = 0; c < 64; ++c) s += double(row[size_t(c)]) * h[size_t(c)];
+      y[size_t(r)] = std::tanh(s);
+    }
+  }
+  std::vector<double> z(bo.size());
+  for (size_t o = 0; o < bo.size(); ++o) {
+    double s = bo[o];
+    for (size_t c = 0; c < 64; ++c) s += double(wo[o * 64 + c]) * y[c];
+    z[o] = s;
+  }
+  return z;
+}
+
+TEST(RankPooling, SeveralLabelledOutputsAndADirectProjection) {
+  auto g = load_json(data_dir() + "/" + kRank + ".json");
+  const auto ids = g["runs"][0]["ids"].get<std::vector<int32_t>>();
+  for (bool with_cls : {true, false}) {
+    std::vector<float> wo, bo;
+    auto m = edited_reranker({{"contradiction", "entailment", "neutral"}, 3, with_cls}, &wo, &bo);
+    ASSERT_TRUE(m.has_value()) << m.status().message();
+    EXPECT_EQ((*m)->hparams().n_cls_out, 3);
+    EXPECT_EQ((*m)->hparams().cls_labels[1], "entailment");
+    auto cls_ctx = rank_context(*m, 1, Pooling::kCls);
+    auto rank_ctx = rank_context(*m, 4);
+    ASSERT_TRUE(cls_ctx && rank_ctx);
+    const auto h = encode_one(*cls_ctx, ids);
+    ASSERT_EQ(h.size(), 64u);
+    const auto want = head_by_hand(**m, h, wo, bo);
+    // Two sequences in one batch: each gets its own three scores.
+    Batch b;
+    const std::vector<int32_t> other = g["runs"][1]["ids"].get<std::vector<int32_t>>();
+    for (size_t i = 0; i < other.size(); ++i) b.add(other[i], int32_t(i), {0}, true);
+    for (size_t i = 0; i < ids.size(); ++i) b.add(ids[i], int32_t(i), {2}, true);
+    ASSERT_TRUE(rank_ctx->encode(b).is_ok());
+    auto e = rank_ctx->embeddings_seq(2);
+    ASSERT_TRUE(e.has_value()) << e.status().message();
+    ASSERT_EQ(e->size(), 3u);
+    for (size_t o = 0; o < 3; ++o) EXPECT_NEAR((*e)[o], want[o], 1e-5) << "cls " << with_cls << " output " << o;
+    EXPECT_NE((*rank_ctx->embeddings_seq(0))[0], (*e)[0]);
+  }
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 // loom embed -m MODEL -p TEXT [--pooling mean|cls|last|rank|none] [--normalize] [--json]
 // Embeddings of a text: pooled per the flag (default: the model's pooling, else mean), or one
-// row per token with --pooling none.
+// row per token with --pooling none. Rank pooling (rerankers) prints the classification head's
+// raw score(s) instead; a tab in TEXT separates a query from a document, which are then joined
+// as /v1/rerank joins them ([BOS] query [EOS] [SEP] document [EOS]), llama-embedding's "\t".
 #include <nlohmann/json.hpp>
 
 #include <cmath>
@@ -34,7 +36,7 @@ void register_embed(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<Opts>();
   CLI::App* sub = app.add_subcommand("embed", "Print the embedding of a text");
   sub->add_option("-m,--model", o->model, "GGUF model file")->required();
-  sub->add_option("-p,--prompt", o->prompt, "text to embed")->required();
+  sub->add_option("-p,--prompt", o->prompt, "text to embed (rank pooling: QUERY<tab>DOCUMENT, or any text)")->required();
   sub->add_option("--pooling", o->pooling, "mean|cls|last|rank|none (default: the model's, else mean)")
       ->check(CLI::IsMember({"mean", "cls", "last", "rank", "none"}));
   sub->add_option("-t,--threads", o->threads, "threads (default: all cores)")->check(CLI::NonNegativeNumber);
@@ -44,7 +46,16 @@ void register_embed(CLI::App& app, int& exit_code) {
     exit_code = 1;
     auto model = load_model_or_report(o->model);
     if (!model) return;
-    std::vector<int32_t> ids = model->vocab().tokenize(o->prompt, true, false);
+    const bool rank = o->pooling == "rank" || (o->pooling.empty() && model->hparams().pooling_type == 4);
+    if (rank && o->normalize) { fail(invalid_argument("--normalize does not apply to rank scores")); return; }
+    const Vocab& vocab = model->vocab();
+    std::vector<int32_t> ids;
+    if (const size_t tab = o->prompt.find('\t'); rank && tab != std::string::npos) {
+      ids = vocab.rerank_input(vocab.tokenize(std::string_view(o->prompt).substr(0, tab), false, false),
+                               vocab.tokenize(std::string_view(o->prompt).substr(tab + 1), false, false));
+    } else {
+      ids = vocab.tokenize(o->prompt, true, false);
+    }
     if (ids.empty()) { fail(invalid_argument("the text produced no tokens")); return; }
     ContextParams cp;
     cp.n_ctx = std::max<int>(int(ids.size()), 8);
@@ -83,7 +94,12 @@ void register_embed(CLI::App& app, int& exit_code) {
       if (!e) { fail(e.status()); return; }
       std::vector<float> v(e->begin(), e->end());
       if (o->normalize) l2_normalize(v);
-      if (o->json) {
+      if (o->json && ctx.pooling() == Pooling::kRank) {
+        j.erase("n_embd");
+        j["n_cls_out"] = v.size();
+        j["scores"] = v;
+        if (!model->hparams().cls_labels.empty()) j["labels"] = model->hparams().cls_labels;
+      } else if (o->json) {
         j["embedding"] = v;
       } else {
         for (size_t d = 0; d < v.size(); ++d) std::printf(d ? " %.6f" : "%.6f", double(v[d]));

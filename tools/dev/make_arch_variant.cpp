@@ -15,6 +15,12 @@
 //   make_arch_variant phi3-longrope-short IN_phi3.gguf OUT.gguf  the same factors and attn_factor, but
 //                                                    original context = n_ctx_train (contexts up to
 //                                                    that size use the short factors)
+//   make_arch_variant bert-rank IN_bert.gguf OUT.gguf  a cross-encoder reranker: adds the classification head
+//                                                    cls.weight [n_embd x n_embd], cls.bias, cls.output.weight
+//                                                    [n_embd x 1], cls.output.bias (weights N(0, 0.15), biases
+//                                                    N(0, 0.1)), bert.pooling_type 4 (rank) and
+//                                                    bert.classifier.output_labels ["LABEL_0"] (as the converter
+//                                                    writes for bge-reranker)
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -51,7 +57,9 @@ Status rename_arch(gguf::GgufWriter& w, const std::string& from, const std::stri
 
 int main(int argc, char** argv) {
   if (argc != 4) {
-    return fail("usage: make_arch_variant qwen3|gemma|gemma3|nomic-bert|phi3-longrope|phi3-longrope-short IN.gguf OUT.gguf");
+    return fail(
+        "usage: make_arch_variant qwen3|gemma|gemma3|nomic-bert|phi3-longrope|phi3-longrope-short|bert-rank IN.gguf "
+        "OUT.gguf");
   }
   const std::string target = argv[1];
   auto in = gguf::GgufFile::open(argv[2]);
@@ -156,6 +164,26 @@ int main(int argc, char** argv) {
     w->remove("phi3.rope.scaling.attn_factor");
     if (st.is_ok()) st = w->set_u32("phi3.rope.scaling.original_context_length", uint32_t(orig));
     if (st.is_ok()) st = w->set_f32("phi3.rope.scaling.attn_factor", attn_factor);
+  } else if (target == "bert-rank") {
+    if (*in->get_string("general.architecture") != "bert") return fail("expected a bert model");
+    const int64_t n_embd = *in->get_int("bert.embedding_length");
+    std::normal_distribution<float> weight(0.0f, 0.15f);
+    auto add = [&](const std::string& name, std::vector<int64_t> ne, std::normal_distribution<float>& dist) {
+      int64_t n = 1;
+      for (int64_t d : ne) n *= d;
+      std::vector<float> v(static_cast<size_t>(n));
+      for (float& x : v) x = dist(rng);
+      std::vector<uint8_t> bytes(v.size() * 4);
+      std::memcpy(bytes.data(), v.data(), bytes.size());
+      return w->add_tensor(name, TensorType::F32, ne, bytes);
+    };
+    st = add("cls.weight", {n_embd, n_embd}, weight);
+    if (st.is_ok()) st = add("cls.bias", {n_embd}, noise);
+    if (st.is_ok()) st = add("cls.output.weight", {n_embd, 1}, weight);
+    if (st.is_ok()) st = add("cls.output.bias", {1}, noise);
+    w->remove("bert.pooling_type");
+    if (st.is_ok()) st = w->set_u32("bert.pooling_type", 4);
+    if (st.is_ok()) st = w->set_string_array("bert.classifier.output_labels", {"LABEL_0"});
   } else {
     return fail("unknown target '" + target + "'");
   }

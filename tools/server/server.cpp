@@ -822,15 +822,7 @@ struct App {
       else if (d.is_object() && d.contains("text") && d["text"].is_string()) text = d["text"].get<std::string>();
       else bad_request("documents[" + std::to_string(i) + "]: expected a string");
       // [BOS] query [EOS] [SEP] document [EOS], as llama.cpp's rerank formatting.
-      std::vector<int32_t> ids;
-      if (v.add_bos() && v.is_valid(v.bos())) ids.push_back(v.bos());
-      ids.insert(ids.end(), q.begin(), q.end());
-      if (v.add_eos() && v.is_valid(v.eos())) ids.push_back(v.eos());
-      if (v.add_sep() && v.is_valid(v.sep())) ids.push_back(v.sep());
-      const auto dt = v.tokenize(text, false, false);
-      ids.insert(ids.end(), dt.begin(), dt.end());
-      if (v.add_eos() && v.is_valid(v.eos())) ids.push_back(v.eos());
-      inputs.push_back(std::move(ids));
+      inputs.push_back(v.rerank_input(q, v.tokenize(text, false, false)));
       texts.push_back(std::move(text));
     }
     const std::string model_name = alias;

@@ -18,12 +18,20 @@ export function sharedPath(rel) {
   return p;
 }
 
+// A file of the repository's own test data (tests/data).
+export function dataPath(rel) {
+  const p = path.join(repo, 'tests/data', rel);
+  if (!fs.existsSync(p)) throw new Error(`missing test data ${p}`);
+  return p;
+}
+
 export const golden = () => JSON.parse(fs.readFileSync(sharedPath('golden/stories260K.json'), 'utf8'));
 
-// A running server: { url, port, proc, stderr(), stop() }.
-export async function startServer(args, { model = 'models/stories260K.gguf', env = {}, waitReady = true } = {}) {
+// A running server: { url, port, proc, stderr(), stop() }. `model` is relative to ../shared;
+// `modelPath` (e.g. dataPath(...)) is used as it is instead.
+export async function startServer(args, { model = 'models/stories260K.gguf', modelPath = null, env = {}, waitReady = true } = {}) {
   if (!fs.existsSync(loomBin)) throw new Error(`${loomBin} is missing: build first (./scripts/build.sh)`);
-  const argv = ['serve', '-m', sharedPath(model), '--host', '127.0.0.1', '--port', '0', '-t', '2', ...args];
+  const argv = ['serve', '-m', modelPath ?? sharedPath(model), '--host', '127.0.0.1', '--port', '0', '-t', '2', ...args];
   const proc = spawn(loomBin, argv, { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...env } });
   let err = '';
   let exited = null;
