@@ -3,9 +3,10 @@
 // (HWY_DYNAMIC_DISPATCH) by attention.cpp after simd_enabled().
 //
 // One call computes one AttnTile (see attention_internal.h): the query rows of up to
-// kAttnMaxKvHeads kv heads over a range of cells. Per chunk of cells (kAttnChunk, or fewer for
-// streaming tiles, see kAttnStreamChunkBytes):
-//   1. gather the cells visible to any of the tile's tokens (mask != -inf); the K/V rows of the
+// kAttnMaxKvHeads kv heads over ranges of their visible columns. Per chunk (the next kAttnChunk
+// columns visible to any of the tile's tokens; kAttnRangeChunks chunks per range, whose softmax
+// state starts afresh and is folded into the row's by attn_fold):
+//   1. gather the columns visible to any of the tile's tokens (mask != -inf); the K/V rows of the
 //      others are never touched;
 //   then for each kv head of the tile:
 //   2. scores S[r][j] = dot(q_r, K[cell_j]) with register tiles of (rows x cells) = 8 dot
@@ -77,17 +78,21 @@ inline size_t q_stride(int head_dim) { return (size_t(head_dim) + kMaxLanes - 1)
 
 // ---- per-thread scratch ---------------------------------------------------------------------
 
+// Gathered columns per chunk plus room for one vector written past them (CompressStore).
+constexpr int kMvStride = kChunk + kMaxLanes;
+
 struct TileScratch {
   float* qf;          // [kMaxQ][q_stride]: queries in f32 (F32/F16 K)
   int16_t* q16;       // [kMaxQ][head_dim]: Q8_0 queries' quants widened to int16 (Q8_0 K); aliases qf
   float* qd;          // [kMaxQ][nb]: their block scales in f32
   uint8_t* qtmp;      // one query row in the K dot format (f16 or Q8_0 blocks)
   float* s;           // [kRows][kChunk]: scores, then probabilities (one kv head at a time)
-  float* mv;          // [kAttnMaxTileTokens][kChunk]: mask values of the gathered cells
-  int32_t* idx;       // [kChunk]: gathered cell indices
+  float* mv;          // [kAttnMaxTileTokens][kMvStride]: mask values of the gathered columns
+  int32_t* idx;       // [kMvStride]: gathered column indices
+  float* racc;        // [kMaxQ][attn_partial_row_floats]: range states of a whole tile's later ranges
   const uint8_t** kp; // [kChunk]: K row of each gathered cell (current kv head)
   const uint8_t** vp; // [kChunk]: V row
-  // Prefetch of the next chunk: kp[j] + k_ahead is cell idx[j] + chunk size (0: none).
+  // Prefetch of the next chunk: kp[j] + k_ahead is the row kAttnChunk cells further (0: none).
   size_t k_ahead = 0, v_ahead = 0;
   int k_bytes = 0, v_bytes = 0;  // one head's row
 };
@@ -105,11 +110,13 @@ inline size_t qtmp_bytes(int head_dim) { return Arena::padded(2 * size_t(head_di
 
 // (+ kAlign: the base is rounded up to a cache line, so that whole-vector loads of the query rows
 // never straddle two lines.)
+inline size_t racc_bytes(int head_dim) { return Arena::padded(sizeof(float) * size_t(kMaxQ) * attn_partial_row_floats(head_dim)); }
+
 inline size_t scratch_bytes(int head_dim) {
   return Arena::kAlign + q_bytes(head_dim) + qtmp_bytes(head_dim) +
          Arena::padded(sizeof(float) * size_t(kRows) * kChunk) +
-         Arena::padded(sizeof(float) * size_t(kAttnMaxTileTokens) * kChunk) + Arena::padded(sizeof(int32_t) * kChunk) +
-         2 * Arena::padded(sizeof(void*) * kChunk);
+         Arena::padded(sizeof(float) * size_t(kAttnMaxTileTokens) * kMvStride) +
+         Arena::padded(sizeof(int32_t) * kMvStride) + racc_bytes(head_dim) + 2 * Arena::padded(sizeof(void*) * kChunk);
 }
 
 inline TileScratch carve(void* base, int head_dim) {
@@ -125,9 +132,11 @@ inline TileScratch carve(void* base, int head_dim) {
   s.s = reinterpret_cast<float*>(p);
   p += Arena::padded(sizeof(float) * size_t(kRows) * kChunk);
   s.mv = reinterpret_cast<float*>(p);
-  p += Arena::padded(sizeof(float) * size_t(kAttnMaxTileTokens) * kChunk);
+  p += Arena::padded(sizeof(float) * size_t(kAttnMaxTileTokens) * kMvStride);
   s.idx = reinterpret_cast<int32_t*>(p);
-  p += Arena::padded(sizeof(int32_t) * kChunk);
+  p += Arena::padded(sizeof(int32_t) * kMvStride);
+  s.racc = reinterpret_cast<float*>(p);
+  p += racc_bytes(head_dim);
   s.kp = reinterpret_cast<const uint8_t**>(p);
   p += Arena::padded(sizeof(void*) * kChunk);
   s.vp = reinterpret_cast<const uint8_t**>(p);
@@ -587,39 +596,42 @@ HWY_NOINLINE void AccumulateV(const TileScratch& ts, int R, int nv, float* const
 
 // ---- cells -----------------------------------------------------------------------------------
 
-// Gathers the cells of [c0, c1) visible to any of the n_tok mask rows (mask != -inf; NaN counts
-// as visible, as in the reference): their indices into idx and, per token, their mask values into
-// mv[tt * kChunk + j]. Returns how many. (c1 - c0 <= kChunk.)
-HWY_INLINE int GatherVisible(const float* const* mrows, int n_tok, int c0, int c1, int32_t* idx, float* mv) {
+// Gathers the next kChunk columns from *cursor on (fewer at the end of the mask) visible to any
+// of the n_tok mask rows (mask != -inf; NaN counts as visible, as in the reference): their
+// indices into idx and, per token, their mask values into mv[tt * kMvStride + j]. Returns how
+// many; *cursor moves past the last one gathered (to n_kv when the columns ran out).
+HWY_INLINE int GatherVisible(const float* const* mrows, int n_tok, int* cursor, int n_kv, int32_t* idx, float* mv) {
   const DF d;
   const hn::RebindToSigned<DF> di;
   const int N = int(hn::Lanes(d));
   const auto ninf = hn::Set(d, kNegInf);
-  int nv = 0, c = c0;
-  for (; c + N <= c1; c += N) {
+  int nv = 0, c = *cursor;
+  for (; c + N <= n_kv && nv < kChunk; c += N) {
     auto hidden = hn::Eq(hn::LoadU(d, mrows[0] + c), ninf);
     for (int tt = 1; tt < n_tok; ++tt) hidden = hn::And(hidden, hn::Eq(hn::LoadU(d, mrows[tt] + c), ninf));
     if (hn::AllTrue(d, hidden)) continue;
-    if (hn::AllFalse(d, hidden)) {  // dense run (the common case): copy N at once
-      hn::StoreU(hn::Iota(di, c), di, idx + nv);
-      for (int tt = 0; tt < n_tok; ++tt) hn::StoreU(hn::LoadU(d, mrows[tt] + c), d, mv + tt * kChunk + nv);
-      nv += N;
-      continue;
-    }
-    // (CompressStore may write all N lanes: nv + N <= c + N - c0 <= kChunk.)
     const auto vis = hn::Not(hidden);
-    const size_t n = hn::CompressStore(hn::Iota(di, c), hn::RebindMask(di, vis), di, idx + nv);
-    for (int tt = 0; tt < n_tok; ++tt) hn::CompressStore(hn::LoadU(d, mrows[tt] + c), vis, d, mv + tt * kChunk + nv);
-    nv += int(n);
+    const int n = int(hn::CountTrue(d, vis));
+    if (nv + n > kChunk) break;  // this block completes the chunk: column by column below
+    if (n == N) {  // dense run (the common case): copy N at once
+      hn::StoreU(hn::Iota(di, c), di, idx + nv);
+      for (int tt = 0; tt < n_tok; ++tt) hn::StoreU(hn::LoadU(d, mrows[tt] + c), d, mv + tt * kMvStride + nv);
+    } else {
+      // (CompressStore may write all N lanes: nv + N < kChunk + N = kMvStride.)
+      hn::CompressStore(hn::Iota(di, c), hn::RebindMask(di, vis), di, idx + nv);
+      for (int tt = 0; tt < n_tok; ++tt) hn::CompressStore(hn::LoadU(d, mrows[tt] + c), vis, d, mv + tt * kMvStride + nv);
+    }
+    nv += n;
   }
-  for (; c < c1; ++c) {
+  for (; c < n_kv && nv < kChunk; ++c) {
     bool any = false;
     for (int tt = 0; tt < n_tok; ++tt) any |= !(mrows[tt][c] == kNegInf);
     if (!any) continue;
     idx[nv] = c;
-    for (int tt = 0; tt < n_tok; ++tt) mv[tt * kChunk + nv] = mrows[tt][c];
+    for (int tt = 0; tt < n_tok; ++tt) mv[tt * kMvStride + nv] = mrows[tt][c];
     ++nv;
   }
+  *cursor = c;
   return nv;
 }
 
@@ -669,16 +681,18 @@ HWY_NOINLINE void TileImpl(const AttentionParams& p, const float* q, float* out,
     }
   }
 
-  // Online-softmax state; acc rows live in the output (or the partial buffer) from the start.
+  // Rows' outputs, their running (folded) state, and the state of the current range: its
+  // accumulators live in the partial buffer (split pieces), else in the output for the first
+  // range (folding into an empty state is a copy) and in scratch for the later ones.
   const size_t pstride = attn_partial_row_floats(D_);
+  float* orow[kMaxQ];
   float* acc[kMaxQ];
-  float m[kMaxQ], fac[kMaxQ];
-  double l[kMaxQ];
+  float m[kMaxQ], fac[kMaxQ], gm[kMaxQ];
+  double l[kMaxQ], gl[kMaxQ];
   for (int rr = 0; rr < RT; ++rr) {
-    acc[rr] = part ? part + size_t(rr) * pstride + 2 : out + (size_t(toks[rr]) * p.n_head + size_t(heads[rr])) * D_;
-    std::memset(acc[rr], 0, sizeof(float) * size_t(D_));
-    m[rr] = kNegInf;
-    l[rr] = 0.0;
+    orow[rr] = out + (size_t(toks[rr]) * p.n_head + size_t(heads[rr])) * D_;
+    gm[rr] = kNegInf;
+    gl[rr] = 0.0;
   }
 
   const float* mrows[kAttnMaxTileTokens];
@@ -688,111 +702,131 @@ HWY_NOINLINE void TileImpl(const AttentionParams& p, const float* q, float* out,
   ts.v_bytes = int(v_head);
   const bool plain = !(p.softcap > 0) && !p.alibi_slopes;
   const auto vscale = hn::Set(d, p.scale);
+  const int32_t* cells = p.kv_cells;
+  auto cell_of = [cells](int c) { return size_t(cells ? cells[c] : c); };
 
-  // Streaming tiles (decode: every cell is read once, from memory) take chunks of about
-  // kAttnStreamChunkBytes of K + V and prefetch the next chunk while computing this one; the
-  // others (prefill: the rows come from cache, read by many tiles) take the largest chunks.
-  int chunk = kChunk;
+  // Streaming tiles (decode: every cell is read once, from memory) prefetch the next chunk while
+  // computing this one, and the first chunk's rows all at once here.
   if (tl.stream) {
-    chunk = int(kAttnStreamChunkBytes / (size_t(tl.n_kvh) * (k_head + v_head)));
-    chunk = chunk < 16 ? 16 : (chunk > kChunk ? kChunk : chunk & ~7);
-    // The first chunk's rows, all at once (later chunks are prefetched one chunk ahead).
     const uint8_t* k0 = static_cast<const uint8_t*>(p.k) + size_t(tl.kvh0) * k_head;
     const uint8_t* v0 = static_cast<const uint8_t*>(p.v) + size_t(tl.kvh0) * v_head;
-    for (int c = tl.c_begin; c < tl.c_end && c < tl.c_begin + chunk; ++c) {
-      PrefetchBytes(k0 + size_t(c) * p.k_row_bytes, int(size_t(tl.n_kvh) * k_head));
-      PrefetchBytes(v0 + size_t(c) * p.v_row_bytes, int(size_t(tl.n_kvh) * v_head));
+    for (int c = tl.c_begin; c < p.n_kv && c < tl.c_begin + kChunk; ++c) {
+      PrefetchBytes(k0 + cell_of(c) * p.k_row_bytes, int(size_t(tl.n_kvh) * k_head));
+      PrefetchBytes(v0 + cell_of(c) * p.v_row_bytes, int(size_t(tl.n_kvh) * v_head));
     }
   }
-  for (int c0 = tl.c_begin; c0 < tl.c_end; c0 += chunk) {
-    const int c1 = c0 + chunk < tl.c_end ? c0 + chunk : tl.c_end;
-    const int nv = GatherVisible(mrows, tl.n_tok, c0, c1, ts.idx, ts.mv);
-    if (nv == 0) continue;
-    // Scores and masks are processed in whole vectors: nv rounded up to a multiple of N (a power
-    // of two <= 16, so nvp <= kChunk).
-    const int nvp = (nv + int(N) - 1) & ~(int(N) - 1);
-    for (int tt = 0; tt < tl.n_tok; ++tt) {
-      for (int j = nv; j < nvp; ++j) ts.mv[tt * kChunk + j] = kNegInf;
+  int cursor = tl.c_begin, rg = 0;
+  for (; rg < tl.n_ranges && cursor < p.n_kv; ++rg) {
+    for (int rr = 0; rr < RT; ++rr) {
+      acc[rr] = part ? part + (size_t(rg) * size_t(RT) + size_t(rr)) * pstride + 2
+                     : (rg == 0 ? orow[rr] : ts.racc + size_t(rr) * pstride + 2);
+      std::memset(acc[rr], 0, sizeof(float) * size_t(D_));
+      m[rr] = kNegInf;
+      l[rr] = 0.0;
     }
-    // (Past the tile's range too: the next range is the next piece, often this thread's.)
-    const bool ahead = tl.stream && c1 < p.n_kv;
-    ts.k_ahead = ahead ? size_t(chunk) * p.k_row_bytes : 0;
-    ts.v_ahead = ahead ? size_t(chunk) * p.v_row_bytes : 0;
-
-    for (int kl = 0; kl < tl.n_kvh; ++kl) {
-      const int kvh = tl.kvh0 + kl, q0 = kl * R;
-      const uint8_t* kbase = static_cast<const uint8_t*>(p.k) + size_t(kvh) * k_head;
-      const uint8_t* vbase = static_cast<const uint8_t*>(p.v) + size_t(kvh) * v_head;
-      for (int j = 0; j < nv; ++j) {
-        ts.kp[j] = kbase + size_t(ts.idx[j]) * p.k_row_bytes;
-        ts.vp[j] = vbase + size_t(ts.idx[j]) * p.v_row_bytes;
+    int seen = 0;
+    for (int ch = 0; ch < kAttnRangeChunks && cursor < p.n_kv; ++ch) {
+      const int nv = GatherVisible(mrows, tl.n_tok, &cursor, p.n_kv, ts.idx, ts.mv);
+      if (nv == 0) break;
+      seen += nv;
+      // Scores and masks are processed in whole vectors: nv rounded up to a multiple of N (a
+      // power of two <= 16, so nvp <= kChunk).
+      const int nvp = (nv + int(N) - 1) & ~(int(N) - 1);
+      for (int tt = 0; tt < tl.n_tok; ++tt) {
+        for (int j = nv; j < nvp; ++j) ts.mv[tt * kMvStride + j] = kNegInf;
       }
-      Scores<KR>(ts, q0, R, nv, D_);
+      // (Past the piece's ranges too: the next range is the next piece, often this thread's.)
+      const bool ahead = tl.stream && cursor < p.n_kv;
+      ts.k_ahead = ahead ? size_t(kChunk) * p.k_row_bytes : 0;
+      ts.v_ahead = ahead ? size_t(kChunk) * p.v_row_bytes : 0;
 
-      // Scores -> probabilities, per row.
-      for (int r = 0; r < R; ++r) {
-        const int rr = q0 + r;
-        float* s = ts.s + size_t(r) * kChunk;
-        const float* mv = ts.mv + size_t(r / tl.n_h) * kChunk;
-        auto vmax = hn::Set(d, kNegInf);
-        if (plain) {
-          // score * scale + mask, as the reference; the tail lanes get 0 * scale + -inf.
-          for (int j = nv; j < nvp; ++j) s[j] = 0.0f;
+      for (int kl = 0; kl < tl.n_kvh; ++kl) {
+        const int kvh = tl.kvh0 + kl, q0 = kl * R;
+        const uint8_t* kbase = static_cast<const uint8_t*>(p.k) + size_t(kvh) * k_head;
+        const uint8_t* vbase = static_cast<const uint8_t*>(p.v) + size_t(kvh) * v_head;
+        for (int j = 0; j < nv; ++j) {
+          const size_t cell = cell_of(ts.idx[j]);
+          ts.kp[j] = kbase + cell * p.k_row_bytes;
+          ts.vp[j] = vbase + cell * p.v_row_bytes;
+        }
+        Scores<KR>(ts, q0, R, nv, D_);
+
+        // Scores -> probabilities, per row.
+        for (int r = 0; r < R; ++r) {
+          const int rr = q0 + r;
+          float* s = ts.s + size_t(r) * kChunk;
+          const float* mv = ts.mv + size_t(r / tl.n_h) * kMvStride;
+          auto vmax = hn::Set(d, kNegInf);
+          if (plain) {
+            // score * scale + mask, as the reference; the tail lanes get 0 * scale + -inf.
+            for (int j = nv; j < nvp; ++j) s[j] = 0.0f;
+            for (size_t j = 0; j < size_t(nvp); j += N) {
+              const auto x = hn::Add(hn::Mul(hn::LoadU(d, s + j), vscale), hn::LoadU(d, mv + j));
+              hn::StoreU(x, d, s + j);
+              vmax = hn::Max(vmax, x);
+            }
+          } else {
+            const float slope = p.alibi_slopes ? p.alibi_slopes[heads[rr]] : 0.0f;
+            const int32_t qpos = p.alibi_slopes ? p.q_pos[toks[rr]] : 0;
+            float mx = kNegInf;
+            for (int j = 0; j < nv; ++j) {
+              float sc = s[j] * p.scale;
+              if (p.softcap > 0) sc = p.softcap * std::tanh(sc / p.softcap);
+              if (p.alibi_slopes) sc += slope * float(p.kv_pos[ts.idx[j]] - qpos);
+              s[j] = sc + mv[j];
+              mx = s[j] > mx ? s[j] : mx;
+            }
+            for (int j = nv; j < nvp; ++j) s[j] = kNegInf;
+            vmax = hn::Set(d, mx);
+          }
+          const float cmax = hn::GetLane(hn::MaxOfLanes(d, vmax));
+          if (cmax == kNegInf) {  // this row's token sees none of these columns: exact no-op
+            fac[rr] = 1.0f;
+            for (size_t j = 0; j < size_t(nvp); j += N) hn::StoreU(hn::Zero(d), d, s + j);
+            continue;
+          }
+          const float m_new = cmax > m[rr] ? cmax : m[rr];
+          fac[rr] = std::exp(m[rr] - m_new);  // 0 on the range's first visible chunk (m = -inf)
+          const auto vm = hn::Set(d, m_new);
+          auto sum = hn::Zero(d);
           for (size_t j = 0; j < size_t(nvp); j += N) {
-            const auto x = hn::Add(hn::Mul(hn::LoadU(d, s + j), vscale), hn::LoadU(d, mv + j));
-            hn::StoreU(x, d, s + j);
-            vmax = hn::Max(vmax, x);
+            const auto e = loom::simd::HWY_NAMESPACE::ExpNonPos(d, hn::Sub(hn::LoadU(d, s + j), vm));
+            hn::StoreU(e, d, s + j);
+            sum = hn::Add(sum, e);
           }
-        } else {
-          const float slope = p.alibi_slopes ? p.alibi_slopes[heads[rr]] : 0.0f;
-          const int32_t qpos = p.alibi_slopes ? p.q_pos[toks[rr]] : 0;
-          float mx = kNegInf;
-          for (int j = 0; j < nv; ++j) {
-            float sc = s[j] * p.scale;
-            if (p.softcap > 0) sc = p.softcap * std::tanh(sc / p.softcap);
-            if (p.alibi_slopes) sc += slope * float(p.kv_pos[ts.idx[j]] - qpos);
-            s[j] = sc + mv[j];
-            mx = s[j] > mx ? s[j] : mx;
-          }
-          for (int j = nv; j < nvp; ++j) s[j] = kNegInf;
-          vmax = hn::Set(d, mx);
+          l[rr] = l[rr] * fac[rr] + double(hn::GetLane(hn::SumOfLanes(d, sum)));
+          m[rr] = m_new;
         }
-        const float cmax = hn::GetLane(hn::MaxOfLanes(d, vmax));
-        if (cmax == kNegInf) {  // this row's token sees none of these cells
-          fac[rr] = 1.0f;
-          for (size_t j = 0; j < size_t(nvp); j += N) hn::StoreU(hn::Zero(d), d, s + j);
-          continue;
-        }
-        const float m_new = cmax > m[rr] ? cmax : m[rr];
-        fac[rr] = std::exp(m[rr] - m_new);  // 0 on the first visible chunk (m = -inf)
-        const auto vm = hn::Set(d, m_new);
-        auto sum = hn::Zero(d);
-        for (size_t j = 0; j < size_t(nvp); j += N) {
-          const auto e = loom::simd::HWY_NAMESPACE::ExpNonPos(d, hn::Sub(hn::LoadU(d, s + j), vm));
-          hn::StoreU(e, d, s + j);
-          sum = hn::Add(sum, e);
-        }
-        l[rr] = l[rr] * fac[rr] + double(hn::GetLane(hn::SumOfLanes(d, sum)));
-        m[rr] = m_new;
-      }
 
-      AccumulateV<VR>(ts, R, nv, acc + q0, fac + q0, D_);
+        AccumulateV<VR>(ts, R, nv, acc + q0, fac + q0, D_);
+      }
+    }
+    if (seen == 0) break;  // no visible column left
+    // The range's state, into the partials, or folded into the row's running state.
+    for (int rr = 0; rr < RT; ++rr) {
+      float* pr = acc[rr] - 2;
+      if (part || rg > 0) {
+        pr[0] = m[rr];
+        pr[1] = float(l[rr]);
+        if (!part) attn_fold(orow[rr], &gm[rr], &gl[rr], pr, D_);
+      } else if (l[rr] > 0) {  // the first range of a whole tile: its state is the running one
+        gm[rr] = m[rr];
+        gl[rr] = double(float(l[rr]));
+      }
     }
   }
 
-  for (int rr = 0; rr < RT; ++rr) {
-    if (part) {
-      float* pr = acc[rr] - 2;
-      pr[0] = m[rr];
-      pr[1] = float(l[rr]);
-    } else {
-      // Rows that saw no cell keep acc = 0, the reference's output for them.
-      const float inv = l[rr] > 0 ? float(1.0 / l[rr]) : 0.0f;
-      const auto vinv = hn::Set(d, inv);
-      size_t i = 0;
-      for (; i + N <= size_t(D_); i += N) hn::StoreU(hn::Mul(hn::LoadU(d, acc[rr] + i), vinv), d, acc[rr] + i);
-      for (; i < size_t(D_); ++i) acc[rr][i] *= inv;
+  if (part) {
+    for (; rg < tl.n_ranges; ++rg) {  // ranges past the last visible column
+      for (int rr = 0; rr < RT; ++rr) {
+        float* pr = part + (size_t(rg) * size_t(RT) + size_t(rr)) * pstride;
+        pr[0] = kNegInf;
+        pr[1] = 0.0f;
+      }
     }
+  } else {
+    // Rows that saw no cell become 0, the reference's output for them.
+    for (int rr = 0; rr < RT; ++rr) attn_finish(orow[rr], gl[rr], D_);
   }
 }
 
