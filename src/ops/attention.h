@@ -67,8 +67,9 @@ size_t attention_scratch_bytes(int n_tokens, int n_kv, int head_dim, TensorType 
 void attention(ThreadPool& pool, const AttentionParams& p, const float* q, float* out, void* scratch);
 
 namespace ref {
-// The scalar reference: per (token, head) one quant::vec_dot per visible cell, a full softmax
-// over the row, then the weighted sum of dequantized V rows. Split over (token, head) pairs.
+// The scalar reference: per (token, head) one quant::vec_dot per visible column, a full softmax
+// over the row, then the weighted sum of dequantized V rows, in column order. Split over
+// (token, head) pairs.
 void attention(ThreadPool& pool, const AttentionParams& p, const float* q, float* out, void* scratch);
 }  // namespace ref
 
