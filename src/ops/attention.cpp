@@ -116,30 +116,23 @@ bool fast_path(const AttentionParams& p) {
 
 bool visible(float m) { return !(m == -std::numeric_limits<float>::infinity()); }
 
-// Columns visible to any of n_tok mask rows.
-int count_union(const float* const* rows, int n_tok, int n_kv) {
+// Columns visible to any of n_tok mask rows (NaN counts as visible, as in the kernels), and the
+// column where each range of kAttnRangeCells of them starts (starts[k], k < count / range + 1).
+int union_ranges(const float* const* rows, int n_tok, int n_kv, int32_t* starts) {
   int n = 0;
-  if (n_tok == 1) {
-    for (int c = 0; c < n_kv; ++c) n += visible(rows[0][c]);
-    return n;
-  }
   for (int c = 0; c < n_kv; ++c) {
-    bool v = false;
-    for (int t = 0; t < n_tok; ++t) v |= visible(rows[t][c]);
-    n += v;
+    bool v = visible(rows[0][c]);
+    for (int t = 1; t < n_tok; ++t) v |= visible(rows[t][c]);
+    if (!v) continue;
+    if (n % detail::kAttnRangeCells == 0) starts[n / detail::kAttnRangeCells] = c;
+    ++n;
   }
   return n;
 }
 
-// The column of the k-th (from 0) column visible to any of the rows (n_kv if there is none).
-int nth_union_column(const float* const* rows, int n_tok, int n_kv, int k) {
-  for (int c = 0; c < n_kv; ++c) {
-    bool v = false;
-    for (int t = 0; t < n_tok; ++t) v |= visible(rows[t][c]);
-    if (v && k-- == 0) return c;
-  }
-  return n_kv;
-}
+// Room for union_ranges' starts of one token block over n_kv columns.
+size_t range_starts_per_block(int n_kv) { return size_t(std::max(n_kv, 0)) / detail::kAttnRangeCells + 2; }
+size_t range_starts_bytes(int n_kv) { return Arena::padded(sizeof(int32_t) * size_t(kSplitTarget) * range_starts_per_block(n_kv)); }
 
 // How the work is cut: token blocks (adjacent tokens of one prefix group, up to tile_tok), tiles
 // of (token block, kv head block, query head block), and for few tiles pieces of ranges.
@@ -242,7 +235,7 @@ size_t attention_scratch_bytes(int n_tokens, int n_kv, int head_dim, TensorType 
   const size_t ref = per_thread_bytes(n_kv, head_dim, k_type) * size_t(n_threads);
   size_t fast = 0;
   if (head_dim > 0) {
-    fast = partials_bytes(n_kv, head_dim) + blocks_bytes(n_tokens) +
+    fast = partials_bytes(n_kv, head_dim) + blocks_bytes(n_tokens) + range_starts_bytes(n_kv) +
            detail::attn_tile_scratch_bytes(head_dim) * size_t(n_threads);
   }
   return std::max(ref, fast);
@@ -258,7 +251,9 @@ void attention(ThreadPool& pool, const AttentionParams& p, const float* q, float
   auto* part = reinterpret_cast<float*>(base);
   const size_t part_cap = partial_rows(p.n_kv);
   auto* blocks = reinterpret_cast<int32_t*>(base + partials_bytes(p.n_kv, p.head_dim));
-  uint8_t* thread_base = base + partials_bytes(p.n_kv, p.head_dim) + blocks_bytes(p.n_tokens);
+  auto* starts = reinterpret_cast<int32_t*>(base + partials_bytes(p.n_kv, p.head_dim) + blocks_bytes(p.n_tokens));
+  uint8_t* thread_base =
+      base + partials_bytes(p.n_kv, p.head_dim) + blocks_bytes(p.n_tokens) + range_starts_bytes(p.n_kv);
   const size_t thread_bytes = detail::attn_tile_scratch_bytes(p.head_dim);
   const size_t pstride = detail::attn_partial_row_floats(p.head_dim);
   const Plan pl(p, blocks);
@@ -272,10 +267,11 @@ void attention(ThreadPool& pool, const AttentionParams& p, const float* q, float
   if (split_plan) {
     const int want = (kSplitTarget + pl.n_tiles - 1) / pl.n_tiles;
     int union_count[kSplitTarget];
+    const size_t per_block = range_starts_per_block(p.n_kv);
     for (int b = 0; b < pl.n_blocks; ++b) {
       const float* rows[detail::kAttnMaxTileTokens];
       for (int tt = 0; tt < pl.bn[b]; ++tt) rows[tt] = p.mask + size_t(pl.bt0[b] + tt) * p.n_kv;
-      union_count[b] = count_union(rows, pl.bn[b], p.n_kv);
+      union_count[b] = union_ranges(rows, pl.bn[b], p.n_kv, starts + size_t(b) * per_block);
     }
     size_t used = 0;
     n_pieces = 0;
@@ -292,14 +288,12 @@ void attention(ThreadPool& pool, const AttentionParams& p, const float* q, float
       const int64_t off = int64_t(used * pstride);
       splits[n_split++] = SplitTile{i, n_ranges, off};
       used += need;
-      const float* rows[detail::kAttnMaxTileTokens];
-      for (int tt = 0; tt < t.n_tok; ++tt) rows[tt] = p.mask + size_t(t.t0 + tt) * p.n_kv;
       for (int k = 0; k < np; ++k) {
         Piece pc;
         pc.tile = i;
         pc.r0 = int(int64_t(n_ranges) * k / np);
         pc.r1 = int(int64_t(n_ranges) * (k + 1) / np);
-        pc.c_begin = pc.r0 == 0 ? 0 : nth_union_column(rows, t.n_tok, p.n_kv, pc.r0 * detail::kAttnRangeCells);
+        pc.c_begin = starts[size_t(b) * per_block + size_t(pc.r0)];
         pc.part_off = off + int64_t(size_t(pc.r0) * size_t(t.rows()) * pstride);
         pieces[n_pieces++] = pc;
       }

@@ -37,6 +37,10 @@ constexpr int kAttnMaxKvHeads = 8;     // kv heads per tile
 constexpr int kAttnChunk = 128;        // visible columns per online-softmax step
 constexpr int kAttnRangeChunks = 2;    // chunks per range (the unit of split parallelism)
 constexpr int kAttnRangeCells = kAttnChunk * kAttnRangeChunks;
+// Streaming tiles (decode) read a chunk's K rows, then its V rows, in steps of cells whose rows of
+// the tile's kv heads take about this many bytes (16..kAttnChunk cells), prefetching the next
+// step: an order of memory reads only, it does not change the arithmetic.
+constexpr size_t kAttnStreamStepBytes = 64 << 10;
 
 struct AttnTile {
   int t0 = 0, n_tok = 1;        // tokens
