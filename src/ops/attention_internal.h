@@ -38,8 +38,8 @@ constexpr int kAttnChunk = 128;        // visible columns per online-softmax ste
 constexpr int kAttnRangeChunks = 2;    // chunks per range (the unit of split parallelism)
 constexpr int kAttnRangeCells = kAttnChunk * kAttnRangeChunks;
 // Streaming tiles (decode) read a chunk's K rows, then its V rows, in steps of cells whose rows of
-// the tile's kv heads take about this many bytes (16..kAttnChunk cells), prefetching the next
-// step: an order of memory reads only, it does not change the arithmetic.
+// the tile's kv heads take at most about this many bytes (16..kAttnChunk cells, a power of two),
+// prefetching the next step: an order of memory reads only, it does not change the arithmetic.
 constexpr size_t kAttnStreamStepBytes = 64 << 10;
 
 struct AttnTile {
@@ -52,13 +52,15 @@ struct AttnTile {
   int rows() const { return n_kvh * n_tok * n_h; }
 };
 
-// Floats per row of a range's softmax state: [m, l, acc[head_dim]] padded to a multiple of 8.
-inline size_t attn_partial_row_floats(int head_dim) { return (size_t(head_dim) + 2 + 7) / 8 * 8; }
+// Floats per row of a range's softmax state: [acc[head_dim], m, l] padded to a multiple of 16
+// (a whole number of cache lines: the accumulators stay aligned).
+inline size_t attn_partial_row_floats(int head_dim) { return (size_t(head_dim) + 2 + 15) / 16 * 16; }
 
 // The canonical combination of a row's ranges (attention.cpp, compiled once, so that the tile
 // kernels of every target and the merge of split ranges run the same operations): folds the
-// range state r ([m, l, acc], l == 0: the row saw none of the range's columns) into the running
-// state (acc g, max *gm, sum *gl; *gl == 0: empty, g then need not be initialised).
+// range state r ([acc, m, l], l == 0: the row saw none of the range's columns) into the running
+// state (acc g, max *gm, sum *gl; *gl == 0: empty, g then need not be initialised). head_dim is
+// a multiple of 8 (supports()).
 void attn_fold(float* g, float* gm, double* gl, const float* r, int head_dim);
 // acc *= 1 / l in place (all zeros when l == 0: the row saw no cell).
 void attn_finish(float* acc, double l, int head_dim);

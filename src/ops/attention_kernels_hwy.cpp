@@ -744,8 +744,10 @@ HWY_NOINLINE void TileImpl(const AttentionParams& p, const float* q, float* out,
   // reads: every row's scores, softmax and accumulation are those of the whole chunk.
   int step = kChunk;
   if (tl.stream) {
-    step = int(kAttnStreamStepBytes / (size_t(tl.n_kvh) * (k_head + v_head)));
-    step = step < 16 ? 16 : (step > kChunk ? kChunk : step & ~7);
+    // A power of two, so that the steps divide the chunk evenly (each step prefetches the next).
+    const size_t want = kAttnStreamStepBytes / (size_t(tl.n_kvh) * (k_head + v_head));
+    step = 16;
+    while (step < kChunk && size_t(step) * 2 <= want) step *= 2;
   }
   const uint8_t* k_first = kb0 + size_t(tl.kvh0) * k_head;
   const uint8_t* v_first = vb0 + size_t(tl.kvh0) * v_head;
@@ -822,8 +824,8 @@ HWY_NOINLINE void TileImpl(const AttentionParams& p, const float* q, float* out,
   int cursor = tl.c_begin, rg = 0;
   for (; rg < tl.n_ranges && cursor < p.n_kv; ++rg) {
     for (int rr = 0; rr < RT; ++rr) {
-      acc[rr] = part ? part + (size_t(rg) * size_t(RT) + size_t(rr)) * pstride + 2
-                     : (rg == 0 ? orow[rr] : ts.racc + size_t(rr) * pstride + 2);
+      acc[rr] = part ? part + (size_t(rg) * size_t(RT) + size_t(rr)) * pstride
+                     : (rg == 0 ? orow[rr] : ts.racc + size_t(rr) * pstride);
       std::memset(acc[rr], 0, sizeof(float) * size_t(D_));
       m[rr] = kNegInf;
       l[rr] = 0.0;
@@ -882,10 +884,10 @@ HWY_NOINLINE void TileImpl(const AttentionParams& p, const float* q, float* out,
     if (seen == 0) break;  // no visible column left
     // The range's state, into the partials, or folded into the row's running state.
     for (int rr = 0; rr < RT; ++rr) {
-      float* pr = acc[rr] - 2;
+      float* pr = acc[rr];  // [acc, m, l]
       if (part || rg > 0) {
-        pr[0] = m[rr];
-        pr[1] = float(l[rr]);
+        pr[D_] = m[rr];
+        pr[D_ + 1] = float(l[rr]);
         if (!part) attn_fold(orow[rr], &gm[rr], &gl[rr], pr, D_);
       } else if (l[rr] > 0) {  // the first range of a whole tile: its state is the running one
         gm[rr] = m[rr];
@@ -898,8 +900,8 @@ HWY_NOINLINE void TileImpl(const AttentionParams& p, const float* q, float* out,
     for (; rg < tl.n_ranges; ++rg) {  // ranges past the last visible column
       for (int rr = 0; rr < RT; ++rr) {
         float* pr = part + (size_t(rg) * size_t(RT) + size_t(rr)) * pstride;
-        pr[0] = kNegInf;
-        pr[1] = 0.0f;
+        pr[D_] = kNegInf;
+        pr[D_ + 1] = 0.0f;
       }
     }
   } else {
