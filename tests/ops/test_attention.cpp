@@ -405,7 +405,7 @@ TEST(Attention, OddGroupsAndSplitDecode) {
   }
 }
 
-// Decode over many kv heads with large heads: small streaming chunks (16 cells) with prefetch.
+// Decode over many kv heads with large heads: small streaming steps (16 cells) with prefetch.
 TEST(Attention, StreamingChunksOverManyKvHeads) {
   for (int D : {128, 256}) {
     for (TensorType t : {TensorType::F32, TensorType::F16, TensorType::Q8_0}) {
