@@ -138,6 +138,7 @@ struct AttnBench {
   size_t k_row, v_row, layer_bytes;
   std::vector<uint8_t> k, v;
   std::vector<float> q, out, mask;
+  std::vector<int32_t> group;  // one sequence: every token in prefix group 0
 
   AttnBench(TensorType t, int n_kv_, int n_tokens_) : n_kv(n_kv_), n_tokens(n_tokens_) {
     const size_t head = size_t(loom::row_bytes(t, kDim));
@@ -157,6 +158,7 @@ struct AttnBench {
     q = random_floats(size_t(n_tokens) * kHead * kDim, 7);
     out.resize(q.size());
     mask.assign(size_t(n_tokens) * n_kv, 0.0f);
+    group.assign(size_t(n_tokens), 0);
     for (int i = 0; i < n_tokens; ++i) {
       for (int c = 0; c < n_kv; ++c) {
         if (c > n_kv - n_tokens + i) mask[size_t(i) * n_kv + c] = -std::numeric_limits<float>::infinity();
@@ -176,6 +178,7 @@ struct AttnBench {
     p.k_row_bytes = k_row;
     p.v_row_bytes = v_row;
     p.mask = mask.data();
+    p.prefix_group = group.data();
     p.scale = 1.0f / std::sqrt(float(kDim));
     return p;
   }
@@ -184,12 +187,14 @@ struct AttnBench {
 };
 
 // threads: state.range(1); n_kv: state.range(0); n_tokens from the name (1 or n_kv).
+// prefill_tokens: 0 for a square prefill (n_tokens = n_kv), else that many tokens at the end of
+// the cache (a prompt chunk over a long context).
 template <bool kRef>
-void BM_attention(benchmark::State& state, TensorType t, bool prefill) {
+void BM_attention(benchmark::State& state, TensorType t, bool prefill, int prefill_tokens) {
   const int n_kv = int(state.range(0)), n_threads = int(state.range(1));
-  AttnBench b(t, n_kv, prefill ? n_kv : 1);
+  AttnBench b(t, n_kv, prefill ? (prefill_tokens > 0 ? prefill_tokens : n_kv) : 1);
   loom::ThreadPool pool(n_threads);
-  std::vector<uint8_t> scratch(loom::ops::attention_scratch_bytes(n_kv, AttnBench::kDim, t, pool.size()));
+  std::vector<uint8_t> scratch(loom::ops::attention_scratch_bytes(b.n_tokens, n_kv, AttnBench::kDim, t, pool.size()));
   int layer = 0;
   for (auto _ : state) {
     const loom::ops::AttentionParams p = b.params(t, layer);
@@ -239,11 +244,16 @@ int main(int argc, char** argv) {
     for (const bool ref : {false, true}) {
       const std::string impl = ref ? "ref" : "fast";
       auto* dec = benchmark::RegisterBenchmark(("BM_attention/" + impl + "/" + name + "/decode").c_str(),
-                                               ref ? BM_attention<true> : BM_attention<false>, t, false);
+                                               ref ? BM_attention<true> : BM_attention<false>, t, false, 0);
       auto* pre = benchmark::RegisterBenchmark(("BM_attention/" + impl + "/" + name + "/prefill").c_str(),
-                                               ref ? BM_attention<true> : BM_attention<false>, t, true);
+                                               ref ? BM_attention<true> : BM_attention<false>, t, true, 0);
       dec->ArgNames({"n_kv", "threads"})->Args({512, 1})->Args({3072, 1})->Args({3072, 2})->Unit(benchmark::kMicrosecond);
       pre->ArgNames({"n_kv", "threads"})->Args({512, 1})->Args({512, 2})->Unit(benchmark::kMillisecond);
+      if (!ref) {
+        auto* deep = benchmark::RegisterBenchmark(("BM_attention/" + impl + "/" + name + "/prefill256").c_str(),
+                                                  BM_attention<false>, t, true, 256);
+        deep->ArgNames({"n_kv", "threads"})->Args({2304, 1})->Unit(benchmark::kMillisecond);
+      }
     }
   }
   benchmark::RegisterBenchmark("BM_kv_read", BM_kv_read)->Unit(benchmark::kMicrosecond);

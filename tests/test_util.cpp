@@ -43,6 +43,14 @@ std::string shared_path(const std::string& rel) {
 std::string data_dir() { return std::string(LOOM_SOURCE_DIR) + "/tests/data"; }
 std::string loom_binary() { return std::string(LOOM_BINARY_DIR) + "/bin/loom"; }
 
+bool under_emulator() {
+#if defined(LOOM_TEST_EMULATOR)
+  return true;
+#else
+  return false;
+#endif
+}
+
 std::string loom_command() {
   std::string cmd;
 #if defined(LOOM_TEST_EMULATOR)

@@ -25,6 +25,9 @@ std::string loom_binary();
 // toolchain's CMAKE_CROSSCOMPILING_EMULATOR, e.g. qemu-aarch64 -cpu max), so that CLI tests run
 // the binary the same way ctest runs the test itself.
 std::string loom_command();
+// True in cross builds whose tests run under an emulator (QEMU runs floating-point code a few
+// hundred times slower: tests may then cut their sweeps to representative cases).
+bool under_emulator();
 
 // Running the built `loom` binary (CLI tests).
 struct RunResult {

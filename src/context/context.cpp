@@ -150,6 +150,11 @@ Expected<std::unique_ptr<Context>> Context::create(std::shared_ptr<const Model> 
   ctx->mask_.assign(size_t(cp.n_ubatch) * size_t(cp.n_ctx), 0.0f);
   if (hp.swa_window > 0 && cp.n_swa > 0) ctx->mask_swa_.assign(ctx->mask_.size(), 0.0f);
   ctx->deltas_.assign(size_t(cp.n_ctx), 0);
+  ctx->col_cells_.assign(size_t(cp.n_ctx), 0);
+  ctx->group_.assign(size_t(cp.n_ubatch), -1);
+  ctx->group_swa_.assign(size_t(cp.n_ubatch), -1);
+  ctx->ubatch_seqs_.assign(size_t(cp.n_ubatch), 0);
+  ctx->ubatch_seq_min_.assign(size_t(cp.n_ubatch), 0);
   ctx->perf_.t_load_us = ctx->model_->load_time_us();
   return ctx;
 }
@@ -329,12 +334,42 @@ Status Context::run_ubatches(const Batch& batch, const Checked& c, bool encoding
       }
     }
     const int n_kv = kv_->n_kv();
-    kv_->build_mask(m, pos_.data() + first, seq_.data() + first, n_kv, mp, mask_.data());
+    // Batch invariance (docs/design.md): the mask columns list each token's visible cells in
+    // position order, wherever the cache put them (usually the cell order already), and tokens
+    // of one sequence may share attention tiles where their visible columns nest.
+    int n_seqs = 0;
+    for (int t = first; t < first + m; ++t) {
+      const int32_t s = seq_[size_t(t)];
+      if (std::find(ubatch_seqs_.begin(), ubatch_seqs_.begin() + n_seqs, s) == ubatch_seqs_.begin() + n_seqs) {
+        ubatch_seqs_[size_t(n_seqs++)] = s;
+      }
+    }
+    const int32_t* cols =
+        kv_->position_order(n_kv, std::span<const int32_t>(ubatch_seqs_.data(), size_t(n_seqs)), col_cells_.data())
+            ? col_cells_.data()
+            : nullptr;
+    kv_->build_mask(m, pos_.data() + first, seq_.data() + first, n_kv, mp, mask_.data(), cols);
     if (!mask_swa_.empty()) {
       MaskParams swa = mp;
       swa.swa_window = params_.n_swa;
-      kv_->build_mask(m, pos_.data() + first, seq_.data() + first, n_kv, swa, mask_swa_.data());
+      kv_->build_mask(m, pos_.data() + first, seq_.data() + first, n_kv, swa, mask_swa_.data(), cols);
     }
+    // A sliding window keeps the nesting only where it hides nothing yet (the sequence's first
+    // cell is inside every such token's window).
+    if (mp.swa_window > 0 || !mask_swa_.empty()) {
+      for (int i = 0; i < n_seqs; ++i) ubatch_seq_min_[size_t(i)] = kv_->seq_pos_min(ubatch_seqs_[size_t(i)]);
+    }
+    auto groups = [&](int window, int32_t* g) {
+      for (int t = 0; t < m; ++t) {
+        const int32_t s = seq_[size_t(first + t)];
+        g[t] = s;
+        if (window <= 0) continue;
+        const int i = int(std::find(ubatch_seqs_.begin(), ubatch_seqs_.begin() + n_seqs, s) - ubatch_seqs_.begin());
+        if (ubatch_seq_min_[size_t(i)] <= pos_[size_t(first + t)] - window) g[t] = -1;
+      }
+    };
+    groups(mp.swa_window, group_.data());
+    if (!mask_swa_.empty()) groups(params_.n_swa, group_swa_.data());
     int m_out = 0;
     for (int t = 0; t < m; ++t) {
       if (output_of_row_[size_t(first + t)] >= 0) out_rows_[size_t(m_out++)] = t;
@@ -348,6 +383,9 @@ Status Context::run_ubatches(const Batch& batch, const Checked& c, bool encoding
     fb.n_kv = n_kv;
     fb.mask = mask_.data();
     fb.mask_swa = mask_swa_.empty() ? nullptr : mask_swa_.data();
+    fb.kv_cells = cols;
+    fb.prefix_group = group_.data();
+    fb.prefix_group_swa = mask_swa_.empty() ? nullptr : group_swa_.data();
     fb.n_outputs = m_out;
     fb.output_rows = out_rows_.data();
     const size_t first_out = m_out ? size_t(output_of_row_[size_t(first + out_rows_[0])]) : 0;

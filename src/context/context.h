@@ -219,6 +219,11 @@ class Context {
   std::vector<int32_t> out_rows_;       // [n_ubatch]
   std::vector<float> mask_;             // [n_ubatch][n_ctx]
   std::vector<float> mask_swa_;         // [n_ubatch][n_ctx] the model's sliding-window layers (when they slide)
+  std::vector<int32_t> col_cells_;      // [n_ctx] mask column -> cell, when not the identity
+  std::vector<int32_t> group_;          // [n_ubatch] attention prefix groups for mask_
+  std::vector<int32_t> group_swa_;      // [n_ubatch] the same for mask_swa_
+  std::vector<int32_t> ubatch_seqs_;    // [n_ubatch] distinct sequences of a micro-batch
+  std::vector<int32_t> ubatch_seq_min_; // [n_ubatch] their lowest positions (sliding windows)
   std::vector<int32_t> deltas_;         // [n_ctx] pending K-shift
   int n_outputs_ = 0;
   int last_batch_size_ = 0;

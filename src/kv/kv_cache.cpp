@@ -81,19 +81,43 @@ int KvCache::n_kv() const {
 }
 
 void KvCache::build_mask(int n_tokens, const Pos* pos, const SeqId* seq, int n_kv, const MaskParams& mp,
-                         float* mask) const {
+                         float* mask, const int32_t* cols) const {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   for (int t = 0; t < n_tokens; ++t) {
     float* row = mask + int64_t(t) * n_kv;
     const size_t s = size_t(seq[t]);
     for (int c = 0; c < n_kv; ++c) {
-      const KvCell& cell = cells_[size_t(c)];
+      const KvCell& cell = cells_[size_t(cols ? cols[c] : c)];
       bool visible = cell.seqs.test(s);
       if (visible && mp.causal) visible = cell.pos <= pos[t];
       if (visible && mp.swa_window > 0) visible = pos[t] - cell.pos < mp.swa_window;
       row[c] = visible ? 0.0f : kNegInf;
     }
   }
+}
+
+bool KvCache::position_order(int n_kv, std::span<const SeqId> seqs, int32_t* order) const {
+  bool sorted = true;
+  for (size_t i = 0; i < seqs.size() && sorted; ++i) {
+    const size_t s = size_t(seqs[i]);
+    Pos last = std::numeric_limits<Pos>::min();
+    for (int c = 0; c < n_kv; ++c) {
+      const KvCell& cell = cells_[size_t(c)];
+      if (!cell.seqs.test(s)) continue;
+      if (cell.pos < last) {
+        sorted = false;
+        break;
+      }
+      last = cell.pos;
+    }
+  }
+  if (sorted) return false;
+  for (int c = 0; c < n_kv; ++c) order[c] = c;
+  std::sort(order, order + n_kv, [this](int32_t a, int32_t b) {
+    const Pos pa = cells_[size_t(a)].pos, pb = cells_[size_t(b)].pos;
+    return pa != pb ? pa < pb : a < b;
+  });
+  return true;
 }
 
 void KvCache::set_cell(int i, const KvCell& cell) {

@@ -70,9 +70,16 @@ class KvCache {
   // 1 + the highest occupied cell: attention scans cells [0, n_kv()).
   int n_kv() const;
 
-  // mask[t][c] = 0 when cell c holds seq[t] at a visible position, else -inf. Causal: pos <= pos[t].
+  // mask[t][c] = 0 when column c's cell (cols[c], or c when cols is null) holds seq[t] at a
+  // visible position, else -inf. Causal: pos <= pos[t].
   void build_mask(int n_tokens, const Pos* pos, const SeqId* seq, int n_kv, const MaskParams& mp,
-                  float* mask) const;
+                  float* mask, const int32_t* cols = nullptr) const;
+  // Mask columns in position order for tokens of the given sequences (batch invariance:
+  // attention sums a token's visible cells in column order, which must not depend on where the
+  // cache put them). Returns false when cells [0, n_kv) already are in that order for every
+  // listed sequence (their positions never decrease with the cell index: the usual case), else
+  // writes order[0, n_kv) = the cells sorted by (position, index).
+  bool position_order(int n_kv, std::span<const SeqId> seqs, int32_t* order) const;
 
   // ---- sequence edits (seq < 0 = every sequence; p0 < 0 = from 0; p1 < 0 = to infinity) ----
   void clear();

@@ -56,7 +56,7 @@ void layout(const Model& m, int T, int n_kv, TensorType type_k, int n_threads, i
   b->lora_t = floats(size_t(max_rank) * t);
   b->lora_u = floats(max_rank > 0 ? std::max({F, V, Q, E}) * t : 0);
   b->mm = alloc(max_matmul_scratch(m, T, max_rank));
-  b->attn = alloc(ops::attention_scratch_bytes(n_kv, int(hp.head_dim), type_k, n_threads));
+  b->attn = alloc(ops::attention_scratch_bytes(T, n_kv, int(hp.head_dim), type_k, n_threads));
 }
 
 }  // namespace
@@ -118,6 +118,8 @@ ops::AttentionParams attention_params(const ModelHparams& hp, const ForwardBatch
   ap.k_row_bytes = kv.k_row_bytes;
   ap.v_row_bytes = kv.v_row_bytes;
   ap.mask = fb.mask;
+  ap.kv_cells = fb.kv_cells;
+  ap.prefix_group = fb.prefix_group;
   ap.scale = 1.0f / std::sqrt(float(hp.head_dim));
   return ap;
 }

@@ -77,8 +77,15 @@ struct ForwardBatch {
   const int32_t* pos = nullptr;      // [n_tokens]
   const int32_t* cells = nullptr;    // [n_tokens] cache cell each token's K/V is written to
   int n_kv = 0;                      // attention considers cells [0, n_kv)
-  const float* mask = nullptr;       // [n_tokens][n_kv] additive mask (0 / -inf)
+  const float* mask = nullptr;       // [n_tokens][n_kv] additive mask (0 / -inf), by column
   const float* mask_swa = nullptr;   // the same for the model's sliding-window layers (null: they do not slide)
+  // Column c of the masks is cell kv_cells[c] (null: cell c); the columns list each token's
+  // visible cells in the order attention sums them (position order, see ops::AttentionParams).
+  const int32_t* kv_cells = nullptr;
+  // Per token: tokens with the same group >= 0 that are adjacent in the batch may share attention
+  // tiles (their visible columns nest: one sequence, causal); -1: alone (ops::AttentionParams).
+  const int32_t* prefix_group = nullptr;      // for mask
+  const int32_t* prefix_group_swa = nullptr;  // for mask_swa
   int n_outputs = 0;
   const int32_t* output_rows = nullptr;  // [n_outputs] batch rows whose outputs are wanted
   float* logits = nullptr;           // [n_outputs][n_vocab], or null

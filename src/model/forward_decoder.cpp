@@ -64,7 +64,9 @@ Status forward_decoder(const Model& model, const ForwardBatch& fb, const KvView&
     store_kv(fb, kv, cache, KV, b);
     ap.k = cache.k;
     ap.v = cache.v;
-    ap.mask = hp.is_swa_layer(il) && fb.mask_swa ? fb.mask_swa : fb.mask;
+    const bool slides = hp.is_swa_layer(il) && fb.mask_swa;
+    ap.mask = slides ? fb.mask_swa : fb.mask;
+    ap.prefix_group = slides ? fb.prefix_group_swa : fb.prefix_group;
     ops::attention(pool, ap, b.q, b.att, b.attn);
     if (!observe(cfg, "kqv_out", il, b.att, Q, T)) return aborted();
     linear(pool, l.wo, layer_lora(cfg, il, kWo), b.att, T, b.tmp, b);

@@ -3,9 +3,10 @@
 // (HWY_DYNAMIC_DISPATCH) by attention.cpp after simd_enabled().
 //
 // One call computes one AttnTile (see attention_internal.h): the query rows of up to
-// kAttnMaxKvHeads kv heads over a range of cells. Per chunk of cells (kAttnChunk, or fewer for
-// streaming tiles, see kAttnStreamChunkBytes):
-//   1. gather the cells visible to any of the tile's tokens (mask != -inf); the K/V rows of the
+// kAttnMaxKvHeads kv heads over ranges of their visible columns. Per chunk (the next kAttnChunk
+// columns visible to any of the tile's tokens; kAttnRangeChunks chunks per range, whose softmax
+// state starts afresh and is folded into the row's by attn_fold):
+//   1. gather the columns visible to any of the tile's tokens (mask != -inf); the K/V rows of the
 //      others are never touched;
 //   then for each kv head of the tile:
 //   2. scores S[r][j] = dot(q_r, K[cell_j]) with register tiles of (rows x cells) = 8 dot
@@ -17,8 +18,13 @@
 //      m' = max(m, max_j s_j), P_j = exp(s_j - m'), l = l * exp(m - m') + sum_j P_j;
 //   4. acc_r = acc_r * exp(m - m') + sum_j P[r][j] * V[cell_j], each V row loaded and converted
 //      once per 1 or 2 query rows, 4 vectors of head dims at a time.
-// While a kv head's rows of one chunk are read, those of the next chunk are prefetched: the rows
-// of one kv head are strided by the others, which the hardware prefetchers follow poorly.
+// Tiles whose rows come from cache (prefill) run steps 2-4 per kv head over the whole chunk.
+// Streaming tiles (decode: each row read once, from memory) read the chunk's K rows in steps of
+// cells with all kv heads (step 2 for every head), then step 3 for all rows, then the V rows in
+// steps with all heads (step 4): memory in order, the next step's rows prefetched a few per dot
+// product (the hardware prefetchers follow one kv head's strided rows poorly, and bursts of
+// prefetches stall the loads). Steps only order the memory reads: every row gets the chunk's
+// arithmetic of the per-head order (AccumulateV over part of a chunk continues it exactly).
 // Queries are first rounded to the format the reference dot product consumes
 // (quant::vec_dot_type(k_type)): F32 as is, F16 rounded to half precision and widened back,
 // Q8_0 quantized with quant::quantize_row and dotted per 32-block in integers (int8 widened to
@@ -77,19 +83,26 @@ inline size_t q_stride(int head_dim) { return (size_t(head_dim) + kMaxLanes - 1)
 
 // ---- per-thread scratch ---------------------------------------------------------------------
 
+// Gathered columns per chunk plus room for one vector written past them (CompressStore).
+constexpr int kMvStride = kChunk + kMaxLanes;
+
 struct TileScratch {
   float* qf;          // [kMaxQ][q_stride]: queries in f32 (F32/F16 K)
   int16_t* q16;       // [kMaxQ][head_dim]: Q8_0 queries' quants widened to int16 (Q8_0 K); aliases qf
   float* qd;          // [kMaxQ][nb]: their block scales in f32
   uint8_t* qtmp;      // one query row in the K dot format (f16 or Q8_0 blocks)
-  float* s;           // [kRows][kChunk]: scores, then probabilities (one kv head at a time)
-  float* mv;          // [kAttnMaxTileTokens][kChunk]: mask values of the gathered cells
-  int32_t* idx;       // [kChunk]: gathered cell indices
+  float* s;           // [kMaxQ][kChunk]: scores, then probabilities, of the tile's rows
+  float* mv;          // [kAttnMaxTileTokens][kMvStride]: mask values of the gathered columns
+  int32_t* idx;       // [kMvStride]: gathered column indices
+  float* racc;        // [kMaxQ][attn_partial_row_floats]: range states of a whole tile's later ranges
   const uint8_t** kp; // [kChunk]: K row of each gathered cell (current kv head)
   const uint8_t** vp; // [kChunk]: V row
-  // Prefetch of the next chunk: kp[j] + k_ahead is cell idx[j] + chunk size (0: none).
-  size_t k_ahead = 0, v_ahead = 0;
-  int k_bytes = 0, v_bytes = 0;  // one head's row
+  const uint8_t** pf; // [kChunk]: streaming tiles: rows to prefetch (kv head 0's), see below
+  // Scores/AccumulateV over cells [j0, j1) prefetch pf[j - j0] + pf_off (pf_bytes of it) for
+  // j - j0 < pf_n, interleaved with the arithmetic (bursts of prefetches stall the loads).
+  int pf_n = 0, pf_bytes = 0;
+  size_t pf_off = 0;
+  int s_shift = 0;    // query row q0 + r keeps its scores in ts.s row q0 + r - s_shift
 };
 
 inline size_t q_bytes(int head_dim) {
@@ -105,11 +118,13 @@ inline size_t qtmp_bytes(int head_dim) { return Arena::padded(2 * size_t(head_di
 
 // (+ kAlign: the base is rounded up to a cache line, so that whole-vector loads of the query rows
 // never straddle two lines.)
+inline size_t racc_bytes(int head_dim) { return Arena::padded(sizeof(float) * size_t(kMaxQ) * attn_partial_row_floats(head_dim)); }
+
 inline size_t scratch_bytes(int head_dim) {
   return Arena::kAlign + q_bytes(head_dim) + qtmp_bytes(head_dim) +
-         Arena::padded(sizeof(float) * size_t(kRows) * kChunk) +
-         Arena::padded(sizeof(float) * size_t(kAttnMaxTileTokens) * kChunk) + Arena::padded(sizeof(int32_t) * kChunk) +
-         2 * Arena::padded(sizeof(void*) * kChunk);
+         Arena::padded(sizeof(float) * size_t(kMaxQ) * kChunk) +
+         Arena::padded(sizeof(float) * size_t(kAttnMaxTileTokens) * kMvStride) +
+         Arena::padded(sizeof(int32_t) * kMvStride) + racc_bytes(head_dim) + 3 * Arena::padded(sizeof(void*) * kChunk);
 }
 
 inline TileScratch carve(void* base, int head_dim) {
@@ -123,14 +138,18 @@ inline TileScratch carve(void* base, int head_dim) {
   s.qtmp = p;
   p += qtmp_bytes(head_dim);
   s.s = reinterpret_cast<float*>(p);
-  p += Arena::padded(sizeof(float) * size_t(kRows) * kChunk);
+  p += Arena::padded(sizeof(float) * size_t(kMaxQ) * kChunk);
   s.mv = reinterpret_cast<float*>(p);
-  p += Arena::padded(sizeof(float) * size_t(kAttnMaxTileTokens) * kChunk);
+  p += Arena::padded(sizeof(float) * size_t(kAttnMaxTileTokens) * kMvStride);
   s.idx = reinterpret_cast<int32_t*>(p);
-  p += Arena::padded(sizeof(int32_t) * kChunk);
+  p += Arena::padded(sizeof(int32_t) * kMvStride);
+  s.racc = reinterpret_cast<float*>(p);
+  p += racc_bytes(head_dim);
   s.kp = reinterpret_cast<const uint8_t**>(p);
   p += Arena::padded(sizeof(void*) * kChunk);
   s.vp = reinterpret_cast<const uint8_t**>(p);
+  p += Arena::padded(sizeof(void*) * kChunk);
+  s.pf = reinterpret_cast<const uint8_t**>(p);
   return s;
 }
 
@@ -427,36 +446,43 @@ HWY_INLINE void QkTileQ8(D d, const uint8_t* const* kp, const int16_t* qv, size_
   StoreDots<NH, NC>(d, LOOM_ATTN_ACCS, s);
 }
 
-// All nv gathered cells for rows [r, r + NH) of the current kv head, whose query rows start at
-// row q0 of the query buffers. The first row group prefetches the next chunk's K rows.
+// Gathered cells [j0, j1) for rows [r, r + NH) of the current kv head, whose query rows start at
+// row q0 of the query buffers; scores into ts.s row q0 + r - s_shift.
+// Prefetches of ts.pf for the cells [j, j + n) of a call over [j0, ...).
+HWY_INLINE void PrefetchPlanned(const TileScratch& ts, int j, int n, int j0) {
+  for (int c = j - j0; c < j - j0 + n && c < ts.pf_n; ++c) PrefetchBytes(ts.pf[c] + ts.pf_off, ts.pf_bytes);
+}
+
 template <class KR, int NH>
-HWY_INLINE void ScoreRows(const TileScratch& ts, int q0, int r, int nv, int D_) {
+HWY_INLINE void ScoreRows(const TileScratch& ts, int q0, int r, int j0, int j1, int D_) {
   constexpr int NC = 8 / NH;
   const DF d;
-  float* s = ts.s + size_t(r) * kChunk;
-  const bool pf = r == 0 && ts.k_ahead != 0;
-  int j = 0;
+  float* s = ts.s + size_t(q0 + r - ts.s_shift) * kChunk;
+  const bool pf = r == 0 && ts.pf_n > 0;
+  int j = j0;
   if constexpr (KR::kQ8) {
     const size_t nb = size_t(D_) / kQ8Block;
     const int16_t* qv = reinterpret_cast<const int16_t*>(ts.q16) + size_t(q0 + r) * size_t(D_);
     const float* qd = ts.qd + size_t(q0 + r) * nb;
-    for (; j + NC <= nv; j += NC) {
-      if (pf) {
-        for (int c = 0; c < NC; ++c) PrefetchBytes(ts.kp[j + c] + ts.k_ahead, ts.k_bytes);
-      }
+    for (; j + NC <= j1; j += NC) {
+      if (pf) PrefetchPlanned(ts, j, NC, j0);
       QkTileQ8<NH, NC>(d, ts.kp + j, qv, size_t(D_), qd, nb, s + j);
     }
-    for (; j < nv; ++j) QkTileQ8<NH, 1>(d, ts.kp + j, qv, size_t(D_), qd, nb, s + j);
+    for (; j < j1; ++j) {
+      if (pf) PrefetchPlanned(ts, j, 1, j0);
+      QkTileQ8<NH, 1>(d, ts.kp + j, qv, size_t(D_), qd, nb, s + j);
+    }
   } else {
     const size_t qs = q_stride(D_);
     const float* q = ts.qf + size_t(q0 + r) * qs;
-    for (; j + NC <= nv; j += NC) {
-      if (pf) {
-        for (int c = 0; c < NC; ++c) PrefetchBytes(ts.kp[j + c] + ts.k_ahead, ts.k_bytes);
-      }
+    for (; j + NC <= j1; j += NC) {
+      if (pf) PrefetchPlanned(ts, j, NC, j0);
       QkTile<KR, NH, NC>(d, ts.kp + j, q, qs, size_t(D_), s + j);
     }
-    for (; j < nv; ++j) QkTile<KR, NH, 1>(d, ts.kp + j, q, qs, size_t(D_), s + j);
+    for (; j < j1; ++j) {
+      if (pf) PrefetchPlanned(ts, j, 1, j0);
+      QkTile<KR, NH, 1>(d, ts.kp + j, q, qs, size_t(D_), s + j);
+    }
   }
 }
 
@@ -468,18 +494,18 @@ constexpr bool kFewRegisters = true;
 constexpr bool kFewRegisters = false;
 #endif
 
-// S[0..R)[0..nv) for the current kv head (query rows q0..q0+R).
+// S[q0..q0+R)[j0..j1) for the current kv head (query rows q0..q0+R).
 template <class KR>
-HWY_NOINLINE void Scores(const TileScratch& ts, int q0, int R, int nv, int D_) {
+HWY_NOINLINE void Scores(const TileScratch& ts, int q0, int R, int j0, int j1, int D_) {
   for (int r = 0; r < R;) {
     if (R - r >= 4 && !(KR::kQ8 && kFewRegisters)) {
-      ScoreRows<KR, 4>(ts, q0, r, nv, D_);
+      ScoreRows<KR, 4>(ts, q0, r, j0, j1, D_);
       r += 4;
     } else if (R - r >= 2) {
-      ScoreRows<KR, 2>(ts, q0, r, nv, D_);
+      ScoreRows<KR, 2>(ts, q0, r, j0, j1, D_);
       r += 2;
     } else {
-      ScoreRows<KR, 1>(ts, q0, r, nv, D_);
+      ScoreRows<KR, 1>(ts, q0, r, j0, j1, D_);
       r += 1;
     }
   }
@@ -492,7 +518,8 @@ HWY_NOINLINE void Scores(const TileScratch& ts, int q0, int R, int nv, int D_) {
 // stay in registers over all cells. Q8_0: a pass of 4 vectors lies in one block, or (16 lanes)
 // in two: vectors 0-1 and 2-3.
 template <class VR, int NH, int NB, class D>
-HWY_INLINE void VBlock(D d, const TileScratch& ts, int r, int nv, float* const* acc, const float* fac, size_t i) {
+HWY_INLINE void VBlock(D d, const TileScratch& ts, int rs, int j0, int j1, float* const* acc, const float* fac,
+                       size_t i, bool pf) {
   static_assert((NH == 1 || NH == 2) && (NB == 1 || NB == 4));
   using V = hn::Vec<D>;
   const size_t N = hn::Lanes(d);
@@ -515,14 +542,13 @@ HWY_INLINE void VBlock(D d, const TileScratch& ts, int r, int nv, float* const* 
       x13 = hn::Mul(hn::LoadU(d, o1 + 3 * N), f1);
     }
   }
-  const float* P = ts.s + size_t(r) * kChunk;
-  const bool pf = r == 0 && i == 0 && ts.v_ahead != 0;
+  const float* P = ts.s + size_t(rs) * kChunk;
   // Q8_0: the scale of the pass's first block and, when it spans two, of the second.
   const size_t blk0 = (i / kQ8Block) * kQ8Bytes;
   const bool two_blocks = VR::kQ8 && NB * N > size_t(kQ8Block);
-  for (int j = 0; j < nv; ++j) {
+  for (int j = j0; j < j1; ++j) {
     const uint8_t* row = ts.vp[j];
-    if (pf) PrefetchBytes(row + ts.v_ahead, ts.v_bytes);
+    if (pf) PrefetchPlanned(ts, j, 1, j0);
     const V v0 = VR::Load(d, row, i);
     const V v1 = NB > 1 ? VR::Load(d, row, i + N) : v0;
     const V v2 = NB > 1 ? VR::Load(d, row, i + 2 * N) : v0;
@@ -565,61 +591,70 @@ HWY_INLINE void VBlock(D d, const TileScratch& ts, int r, int nv, float* const* 
 }
 
 template <class VR, int NH>
-HWY_INLINE void VRows(const TileScratch& ts, int r, int nv, float* const* acc, const float* fac, int D_) {
+HWY_INLINE void VRows(const TileScratch& ts, int rs, int j0, int j1, float* const* acc, const float* fac, int D_,
+                      bool pf) {
   const DF d;
   const size_t N = hn::Lanes(d), Dm = size_t(D_);
   size_t i = 0;
-  for (; i + 4 * N <= Dm; i += 4 * N) VBlock<VR, NH, 4>(d, ts, r, nv, acc + r, fac + r, i);
-  for (; i + N <= Dm; i += N) VBlock<VR, NH, 1>(d, ts, r, nv, acc + r, fac + r, i);
+  for (; i + 4 * N <= Dm; i += 4 * N) VBlock<VR, NH, 4>(d, ts, rs, j0, j1, acc, fac, i, pf && i == 0);
+  for (; i + N <= Dm; i += N) VBlock<VR, NH, 1>(d, ts, rs, j0, j1, acc, fac, i, pf && i == 0);
 #if HWY_TARGET != HWY_SCALAR
   if constexpr (hn::MaxLanes(DF()) > 8) {
-    if (i < Dm) VBlock<VR, NH, 1>(hn::Half<DF>(), ts, r, nv, acc + r, fac + r, i);  // the last 8
+    if (i < Dm) VBlock<VR, NH, 1>(hn::Half<DF>(), ts, rs, j0, j1, acc, fac, i, pf && i == 0);  // the last 8
   }
 #endif
 }
 
+// acc[r] = acc[r] * fac[r] + sum_{j0 <= j < j1} P[q0 + r][j] * V[cell j] for the R rows of the
+// current kv head (probabilities in ts.s rows q0..q0+R). A chunk's cells may be split into
+// several calls (fac = 1 after the first: exact), which gives the bits of one call.
 template <class VR>
-HWY_NOINLINE void AccumulateV(const TileScratch& ts, int R, int nv, float* const* acc, const float* fac, int D_) {
+HWY_NOINLINE void AccumulateV(const TileScratch& ts, int q0, int R, int j0, int j1, float* const* acc,
+                              const float* fac, int D_) {
   int r = 0;
-  for (; r + 2 <= R; r += 2) VRows<VR, 2>(ts, r, nv, acc, fac, D_);
-  if (r < R) VRows<VR, 1>(ts, r, nv, acc, fac, D_);
+  const bool pf = ts.pf_n > 0;
+  for (; r + 2 <= R; r += 2) VRows<VR, 2>(ts, q0 + r - ts.s_shift, j0, j1, acc + r, fac + r, D_, pf && r == 0);
+  if (r < R) VRows<VR, 1>(ts, q0 + r - ts.s_shift, j0, j1, acc + r, fac + r, D_, pf && r == 0);
 }
 
 // ---- cells -----------------------------------------------------------------------------------
 
-// Gathers the cells of [c0, c1) visible to any of the n_tok mask rows (mask != -inf; NaN counts
-// as visible, as in the reference): their indices into idx and, per token, their mask values into
-// mv[tt * kChunk + j]. Returns how many. (c1 - c0 <= kChunk.)
-HWY_INLINE int GatherVisible(const float* const* mrows, int n_tok, int c0, int c1, int32_t* idx, float* mv) {
+// Gathers the next kChunk columns from *cursor on (fewer at the end of the mask) visible to any
+// of the n_tok mask rows (mask != -inf; NaN counts as visible, as in the reference): their
+// indices into idx and, per token, their mask values into mv[tt * kMvStride + j]. Returns how
+// many; *cursor moves past the last one gathered (to n_kv when the columns ran out).
+HWY_INLINE int GatherVisible(const float* const* mrows, int n_tok, int* cursor, int n_kv, int32_t* idx, float* mv) {
   const DF d;
   const hn::RebindToSigned<DF> di;
   const int N = int(hn::Lanes(d));
   const auto ninf = hn::Set(d, kNegInf);
-  int nv = 0, c = c0;
-  for (; c + N <= c1; c += N) {
+  int nv = 0, c = *cursor;
+  for (; c + N <= n_kv && nv < kChunk; c += N) {
     auto hidden = hn::Eq(hn::LoadU(d, mrows[0] + c), ninf);
     for (int tt = 1; tt < n_tok; ++tt) hidden = hn::And(hidden, hn::Eq(hn::LoadU(d, mrows[tt] + c), ninf));
     if (hn::AllTrue(d, hidden)) continue;
-    if (hn::AllFalse(d, hidden)) {  // dense run (the common case): copy N at once
-      hn::StoreU(hn::Iota(di, c), di, idx + nv);
-      for (int tt = 0; tt < n_tok; ++tt) hn::StoreU(hn::LoadU(d, mrows[tt] + c), d, mv + tt * kChunk + nv);
-      nv += N;
-      continue;
-    }
-    // (CompressStore may write all N lanes: nv + N <= c + N - c0 <= kChunk.)
     const auto vis = hn::Not(hidden);
-    const size_t n = hn::CompressStore(hn::Iota(di, c), hn::RebindMask(di, vis), di, idx + nv);
-    for (int tt = 0; tt < n_tok; ++tt) hn::CompressStore(hn::LoadU(d, mrows[tt] + c), vis, d, mv + tt * kChunk + nv);
-    nv += int(n);
+    const int n = int(hn::CountTrue(d, vis));
+    if (nv + n > kChunk) break;  // this block completes the chunk: column by column below
+    if (n == N) {  // dense run (the common case): copy N at once
+      hn::StoreU(hn::Iota(di, c), di, idx + nv);
+      for (int tt = 0; tt < n_tok; ++tt) hn::StoreU(hn::LoadU(d, mrows[tt] + c), d, mv + tt * kMvStride + nv);
+    } else {
+      // (CompressStore may write all N lanes: nv + N < kChunk + N = kMvStride.)
+      hn::CompressStore(hn::Iota(di, c), hn::RebindMask(di, vis), di, idx + nv);
+      for (int tt = 0; tt < n_tok; ++tt) hn::CompressStore(hn::LoadU(d, mrows[tt] + c), vis, d, mv + tt * kMvStride + nv);
+    }
+    nv += n;
   }
-  for (; c < c1; ++c) {
+  for (; c < n_kv && nv < kChunk; ++c) {
     bool any = false;
     for (int tt = 0; tt < n_tok; ++tt) any |= !(mrows[tt][c] == kNegInf);
     if (!any) continue;
     idx[nv] = c;
-    for (int tt = 0; tt < n_tok; ++tt) mv[tt * kChunk + nv] = mrows[tt][c];
+    for (int tt = 0; tt < n_tok; ++tt) mv[tt * kMvStride + nv] = mrows[tt][c];
     ++nv;
   }
+  *cursor = c;
   return nv;
 }
 
@@ -669,130 +704,209 @@ HWY_NOINLINE void TileImpl(const AttentionParams& p, const float* q, float* out,
     }
   }
 
-  // Online-softmax state; acc rows live in the output (or the partial buffer) from the start.
+  // Rows' outputs, their running (folded) state, and the state of the current range: its
+  // accumulators live in the partial buffer (split pieces), else in the output for the first
+  // range (folding into an empty state is a copy) and in scratch for the later ones.
   const size_t pstride = attn_partial_row_floats(D_);
+  float* orow[kMaxQ];
   float* acc[kMaxQ];
-  float m[kMaxQ], fac[kMaxQ];
-  double l[kMaxQ];
+  float m[kMaxQ], fac[kMaxQ], gm[kMaxQ];
+  double l[kMaxQ], gl[kMaxQ];
   for (int rr = 0; rr < RT; ++rr) {
-    acc[rr] = part ? part + size_t(rr) * pstride + 2 : out + (size_t(toks[rr]) * p.n_head + size_t(heads[rr])) * D_;
-    std::memset(acc[rr], 0, sizeof(float) * size_t(D_));
-    m[rr] = kNegInf;
-    l[rr] = 0.0;
+    orow[rr] = out + (size_t(toks[rr]) * p.n_head + size_t(heads[rr])) * D_;
+    gm[rr] = kNegInf;
+    gl[rr] = 0.0;
   }
 
   const float* mrows[kAttnMaxTileTokens];
   for (int tt = 0; tt < tl.n_tok; ++tt) mrows[tt] = p.mask + size_t(tl.t0 + tt) * p.n_kv;
   const size_t k_head = size_t(row_bytes(p.k_type, D_)), v_head = size_t(row_bytes(p.v_type, D_));
-  ts.k_bytes = int(k_head);
-  ts.v_bytes = int(v_head);
   const bool plain = !(p.softcap > 0) && !p.alibi_slopes;
   const auto vscale = hn::Set(d, p.scale);
-
-  // Streaming tiles (decode: every cell is read once, from memory) take chunks of about
-  // kAttnStreamChunkBytes of K + V and prefetch the next chunk while computing this one; the
-  // others (prefill: the rows come from cache, read by many tiles) take the largest chunks.
-  int chunk = kChunk;
+  const int32_t* cells = p.kv_cells;
+  auto cell_of = [cells](int c) { return size_t(cells ? cells[c] : c); };
+  const auto* kb0 = static_cast<const uint8_t*>(p.k);
+  const auto* vb0 = static_cast<const uint8_t*>(p.v);
+  // The K (and V) rows of kv head kvh for the gathered cells [j0, j1).
+  auto point_rows = [&](int kvh, int j0, int j1) {
+    const uint8_t* kbase = kb0 + size_t(kvh) * k_head;
+    const uint8_t* vbase = vb0 + size_t(kvh) * v_head;
+    for (int j = j0; j < j1; ++j) {
+      const size_t cell = cell_of(ts.idx[j]);
+      ts.kp[j] = kbase + cell * p.k_row_bytes;
+      ts.vp[j] = vbase + cell * p.v_row_bytes;
+    }
+  };
+  // Streaming tiles (decode: every cell is read once, from memory) read a chunk's K rows, then
+  // its V rows, in steps of `step` cells with all the tile's kv heads (a cell's heads are
+  // adjacent: memory is read in order), prefetching the next step's rows (the next chunk's
+  // first ones, after the last step, assuming its columns follow). Steps only order the memory
+  // reads: every row's scores, softmax and accumulation are those of the whole chunk.
+  int step = kChunk;
   if (tl.stream) {
-    chunk = int(kAttnStreamChunkBytes / (size_t(tl.n_kvh) * (k_head + v_head)));
-    chunk = chunk < 16 ? 16 : (chunk > kChunk ? kChunk : chunk & ~7);
-    // The first chunk's rows, all at once (later chunks are prefetched one chunk ahead).
-    const uint8_t* k0 = static_cast<const uint8_t*>(p.k) + size_t(tl.kvh0) * k_head;
-    const uint8_t* v0 = static_cast<const uint8_t*>(p.v) + size_t(tl.kvh0) * v_head;
-    for (int c = tl.c_begin; c < tl.c_end && c < tl.c_begin + chunk; ++c) {
-      PrefetchBytes(k0 + size_t(c) * p.k_row_bytes, int(size_t(tl.n_kvh) * k_head));
-      PrefetchBytes(v0 + size_t(c) * p.v_row_bytes, int(size_t(tl.n_kvh) * v_head));
+    // A power of two, so that the steps divide the chunk evenly (each step prefetches the next).
+    const size_t want = kAttnStreamStepBytes / (size_t(tl.n_kvh) * (k_head + v_head));
+    step = 16;
+    while (step < kChunk && size_t(step) * 2 <= want) step *= 2;
+  }
+  const uint8_t* k_first = kb0 + size_t(tl.kvh0) * k_head;
+  const uint8_t* v_first = vb0 + size_t(tl.kvh0) * v_head;
+  if (tl.stream) {  // the first step's K rows, all at once
+    for (int c = tl.c_begin; c < p.n_kv && c < tl.c_begin + step; ++c) {
+      PrefetchBytes(k_first + cell_of(c) * p.k_row_bytes, int(size_t(tl.n_kvh) * k_head));
     }
   }
-  for (int c0 = tl.c_begin; c0 < tl.c_end; c0 += chunk) {
-    const int c1 = c0 + chunk < tl.c_end ? c0 + chunk : tl.c_end;
-    const int nv = GatherVisible(mrows, tl.n_tok, c0, c1, ts.idx, ts.mv);
-    if (nv == 0) continue;
-    // Scores and masks are processed in whole vectors: nv rounded up to a multiple of N (a power
-    // of two <= 16, so nvp <= kChunk).
-    const int nvp = (nv + int(N) - 1) & ~(int(N) - 1);
-    for (int tt = 0; tt < tl.n_tok; ++tt) {
-      for (int j = nv; j < nvp; ++j) ts.mv[tt * kChunk + j] = kNegInf;
-    }
-    // (Past the tile's range too: the next range is the next piece, often this thread's.)
-    const bool ahead = tl.stream && c1 < p.n_kv;
-    ts.k_ahead = ahead ? size_t(chunk) * p.k_row_bytes : 0;
-    ts.v_ahead = ahead ? size_t(chunk) * p.v_row_bytes : 0;
-
-    for (int kl = 0; kl < tl.n_kvh; ++kl) {
-      const int kvh = tl.kvh0 + kl, q0 = kl * R;
-      const uint8_t* kbase = static_cast<const uint8_t*>(p.k) + size_t(kvh) * k_head;
-      const uint8_t* vbase = static_cast<const uint8_t*>(p.v) + size_t(kvh) * v_head;
-      for (int j = 0; j < nv; ++j) {
-        ts.kp[j] = kbase + size_t(ts.idx[j]) * p.k_row_bytes;
-        ts.vp[j] = vbase + size_t(ts.idx[j]) * p.v_row_bytes;
-      }
-      Scores<KR>(ts, q0, R, nv, D_);
-
-      // Scores -> probabilities, per row.
-      for (int r = 0; r < R; ++r) {
-        const int rr = q0 + r;
-        float* s = ts.s + size_t(r) * kChunk;
-        const float* mv = ts.mv + size_t(r / tl.n_h) * kChunk;
-        auto vmax = hn::Set(d, kNegInf);
-        if (plain) {
-          // score * scale + mask, as the reference; the tail lanes get 0 * scale + -inf.
-          for (int j = nv; j < nvp; ++j) s[j] = 0.0f;
-          for (size_t j = 0; j < size_t(nvp); j += N) {
-            const auto x = hn::Add(hn::Mul(hn::LoadU(d, s + j), vscale), hn::LoadU(d, mv + j));
-            hn::StoreU(x, d, s + j);
-            vmax = hn::Max(vmax, x);
-          }
-        } else {
-          const float slope = p.alibi_slopes ? p.alibi_slopes[heads[rr]] : 0.0f;
-          const int32_t qpos = p.alibi_slopes ? p.q_pos[toks[rr]] : 0;
-          float mx = kNegInf;
-          for (int j = 0; j < nv; ++j) {
-            float sc = s[j] * p.scale;
-            if (p.softcap > 0) sc = p.softcap * std::tanh(sc / p.softcap);
-            if (p.alibi_slopes) sc += slope * float(p.kv_pos[ts.idx[j]] - qpos);
-            s[j] = sc + mv[j];
-            mx = s[j] > mx ? s[j] : mx;
-          }
-          for (int j = nv; j < nvp; ++j) s[j] = kNegInf;
-          vmax = hn::Set(d, mx);
-        }
-        const float cmax = hn::GetLane(hn::MaxOfLanes(d, vmax));
-        if (cmax == kNegInf) {  // this row's token sees none of these cells
-          fac[rr] = 1.0f;
-          for (size_t j = 0; j < size_t(nvp); j += N) hn::StoreU(hn::Zero(d), d, s + j);
-          continue;
-        }
-        const float m_new = cmax > m[rr] ? cmax : m[rr];
-        fac[rr] = std::exp(m[rr] - m_new);  // 0 on the first visible chunk (m = -inf)
-        const auto vm = hn::Set(d, m_new);
-        auto sum = hn::Zero(d);
-        for (size_t j = 0; j < size_t(nvp); j += N) {
-          const auto e = loom::simd::HWY_NAMESPACE::ExpNonPos(d, hn::Sub(hn::LoadU(d, s + j), vm));
-          hn::StoreU(e, d, s + j);
-          sum = hn::Add(sum, e);
-        }
-        l[rr] = l[rr] * fac[rr] + double(hn::GetLane(hn::SumOfLanes(d, sum)));
-        m[rr] = m_new;
-      }
-
-      AccumulateV<VR>(ts, R, nv, acc + q0, fac + q0, D_);
-    }
-  }
-
-  for (int rr = 0; rr < RT; ++rr) {
-    if (part) {
-      float* pr = acc[rr] - 2;
-      pr[0] = m[rr];
-      pr[1] = float(l[rr]);
+  // Plans the prefetch of the rows (kv head 0's) of the gathered cells [j0, j1), or of the
+  // columns [c0, c1) when j0 < 0 (the next chunk's, not gathered yet), spread over the calls of
+  // the current step (each kv head prefetches its own rows).
+  auto plan = [&](int j0, int j1, int c0, int c1, const uint8_t* base, size_t row_bytes, size_t head) {
+    int n = 0;
+    if (j0 >= 0) {
+      for (int j = j0; j < j1; ++j) ts.pf[n++] = base + cell_of(ts.idx[j]) * row_bytes;
     } else {
-      // Rows that saw no cell keep acc = 0, the reference's output for them.
-      const float inv = l[rr] > 0 ? float(1.0 / l[rr]) : 0.0f;
-      const auto vinv = hn::Set(d, inv);
-      size_t i = 0;
-      for (; i + N <= size_t(D_); i += N) hn::StoreU(hn::Mul(hn::LoadU(d, acc[rr] + i), vinv), d, acc[rr] + i);
-      for (; i < size_t(D_); ++i) acc[rr][i] *= inv;
+      for (int c = c0; c < c1 && c < p.n_kv; ++c) ts.pf[n++] = base + cell_of(c) * row_bytes;
     }
+    ts.pf_n = n;
+    ts.pf_bytes = int(head);
+  };
+  HWY_ALIGN float ones[kMaxQ];
+  for (int rr = 0; rr < RT; ++rr) ones[rr] = 1.0f;
+
+  // Scores -> probabilities of the rows of kv head block row q0 over the nv gathered cells.
+  auto probabilities = [&](int q0, int nv, int nvp) {
+    for (int r = 0; r < R; ++r) {
+      const int rr = q0 + r;
+      float* s = ts.s + size_t(rr - ts.s_shift) * kChunk;
+      const float* mv = ts.mv + size_t(r / tl.n_h) * kMvStride;
+      auto vmax = hn::Set(d, kNegInf);
+      if (plain) {
+        // score * scale + mask, as the reference; the tail lanes get 0 * scale + -inf.
+        for (int j = nv; j < nvp; ++j) s[j] = 0.0f;
+        for (size_t j = 0; j < size_t(nvp); j += N) {
+          const auto x = hn::Add(hn::Mul(hn::LoadU(d, s + j), vscale), hn::LoadU(d, mv + j));
+          hn::StoreU(x, d, s + j);
+          vmax = hn::Max(vmax, x);
+        }
+      } else {
+        const float slope = p.alibi_slopes ? p.alibi_slopes[heads[rr]] : 0.0f;
+        const int32_t qpos = p.alibi_slopes ? p.q_pos[toks[rr]] : 0;
+        float mx = kNegInf;
+        for (int j = 0; j < nv; ++j) {
+          float sc = s[j] * p.scale;
+          if (p.softcap > 0) sc = p.softcap * std::tanh(sc / p.softcap);
+          if (p.alibi_slopes) sc += slope * float(p.kv_pos[ts.idx[j]] - qpos);
+          s[j] = sc + mv[j];
+          mx = s[j] > mx ? s[j] : mx;
+        }
+        for (int j = nv; j < nvp; ++j) s[j] = kNegInf;
+        vmax = hn::Set(d, mx);
+      }
+      const float cmax = hn::GetLane(hn::MaxOfLanes(d, vmax));
+      if (cmax == kNegInf) {  // this row's token sees none of these columns: exact no-op
+        fac[rr] = 1.0f;
+        for (size_t j = 0; j < size_t(nvp); j += N) hn::StoreU(hn::Zero(d), d, s + j);
+        continue;
+      }
+      const float m_new = cmax > m[rr] ? cmax : m[rr];
+      fac[rr] = std::exp(m[rr] - m_new);  // 0 on the range's first visible chunk (m = -inf)
+      const auto vm = hn::Set(d, m_new);
+      auto sum = hn::Zero(d);
+      for (size_t j = 0; j < size_t(nvp); j += N) {
+        const auto e = loom::simd::HWY_NAMESPACE::ExpNonPos(d, hn::Sub(hn::LoadU(d, s + j), vm));
+        hn::StoreU(e, d, s + j);
+        sum = hn::Add(sum, e);
+      }
+      l[rr] = l[rr] * fac[rr] + double(hn::GetLane(hn::SumOfLanes(d, sum)));
+      m[rr] = m_new;
+    }
+  };
+
+  int cursor = tl.c_begin, rg = 0;
+  for (; rg < tl.n_ranges && cursor < p.n_kv; ++rg) {
+    for (int rr = 0; rr < RT; ++rr) {
+      acc[rr] = part ? part + (size_t(rg) * size_t(RT) + size_t(rr)) * pstride
+                     : (rg == 0 ? orow[rr] : ts.racc + size_t(rr) * pstride);
+      std::memset(acc[rr], 0, sizeof(float) * size_t(D_));
+      m[rr] = kNegInf;
+      l[rr] = 0.0;
+    }
+    int seen = 0;
+    for (int ch = 0; ch < kAttnRangeChunks && cursor < p.n_kv; ++ch) {
+      const int nv = GatherVisible(mrows, tl.n_tok, &cursor, p.n_kv, ts.idx, ts.mv);
+      if (nv == 0) break;
+      seen += nv;
+      // Scores and masks are processed in whole vectors: nv rounded up to a multiple of N (a
+      // power of two <= 16, so nvp <= kChunk).
+      const int nvp = (nv + int(N) - 1) & ~(int(N) - 1);
+      for (int tt = 0; tt < tl.n_tok; ++tt) {
+        for (int j = nv; j < nvp; ++j) ts.mv[tt * kMvStride + j] = kNegInf;
+      }
+      if (!tl.stream) {
+        // From cache: each kv head's K and V rows of the chunk in turn, reused by its rows.
+        ts.pf_n = 0;
+        for (int kl = 0; kl < tl.n_kvh; ++kl) {
+          const int q0 = kl * R;
+          ts.s_shift = q0;
+          point_rows(tl.kvh0 + kl, 0, nv);
+          Scores<KR>(ts, q0, R, 0, nv, D_);
+          probabilities(q0, nv, nvp);
+          AccumulateV<VR>(ts, q0, R, 0, nv, acc + q0, fac + q0, D_);
+        }
+        continue;
+      }
+      ts.s_shift = 0;
+      for (int j0 = 0; j0 < nv; j0 += step) {
+        const int j1 = j0 + step < nv ? j0 + step : nv;
+        // Prefetch: the next step's K rows, or after the last one the chunk's first V rows.
+        if (j1 < nv) plan(j1, j1 + step < nv ? j1 + step : nv, 0, 0, k_first, p.k_row_bytes, k_head);
+        else plan(0, step < nv ? step : nv, 0, 0, v_first, p.v_row_bytes, v_head);
+        for (int kl = 0; kl < tl.n_kvh; ++kl) {
+          ts.pf_off = size_t(kl) * (j1 < nv ? k_head : v_head);
+          point_rows(tl.kvh0 + kl, j0, j1);
+          Scores<KR>(ts, kl * R, R, j0, j1, D_);
+        }
+      }
+      for (int kl = 0; kl < tl.n_kvh; ++kl) probabilities(kl * R, nv, nvp);
+      for (int j0 = 0; j0 < nv; j0 += step) {
+        const int j1 = j0 + step < nv ? j0 + step : nv;
+        // Prefetch: the next step's V rows, or after the last one the next chunk's first K rows
+        // (the columns after the cursor: the next chunk's when they are visible).
+        if (j1 < nv) plan(j1, j1 + step < nv ? j1 + step : nv, 0, 0, v_first, p.v_row_bytes, v_head);
+        else plan(-1, 0, cursor, cursor + step, k_first, p.k_row_bytes, k_head);
+        for (int kl = 0; kl < tl.n_kvh; ++kl) {
+          const int q0 = kl * R;
+          ts.pf_off = size_t(kl) * (j1 < nv ? v_head : k_head);
+          point_rows(tl.kvh0 + kl, j0, j1);
+          AccumulateV<VR>(ts, q0, R, j0, j1, acc + q0, j0 == 0 ? fac + q0 : ones, D_);
+        }
+      }
+    }
+    if (seen == 0) break;  // no visible column left
+    // The range's state, into the partials, or folded into the row's running state.
+    for (int rr = 0; rr < RT; ++rr) {
+      float* pr = acc[rr];  // [acc, m, l]
+      if (part || rg > 0) {
+        pr[D_] = m[rr];
+        pr[D_ + 1] = float(l[rr]);
+        if (!part) attn_fold(orow[rr], &gm[rr], &gl[rr], pr, D_);
+      } else if (l[rr] > 0) {  // the first range of a whole tile: its state is the running one
+        gm[rr] = m[rr];
+        gl[rr] = double(float(l[rr]));
+      }
+    }
+  }
+
+  if (part) {
+    for (; rg < tl.n_ranges; ++rg) {  // ranges past the last visible column
+      for (int rr = 0; rr < RT; ++rr) {
+        float* pr = part + (size_t(rg) * size_t(RT) + size_t(rr)) * pstride;
+        pr[D_] = kNegInf;
+        pr[D_ + 1] = 0.0f;
+      }
+    }
+  } else {
+    // Rows that saw no cell become 0, the reference's output for them.
+    for (int rr = 0; rr < RT; ++rr) attn_finish(orow[rr], gl[rr], D_);
   }
 }
 

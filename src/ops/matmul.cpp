@@ -63,12 +63,9 @@ void matmul(ThreadPool& pool, const TensorView& w, const float* x, int64_t n, fl
   pool.parallel_for(m, [&](int64_t r0, int64_t r1) {
     for (int64_t rb = r0; rb < r1; rb += kRowBlock) {
       const int64_t re = std::min(r1, rb + kRowBlock);
-      if (n == 1) {
-        // Decode: one activation row, the single-row kernel.
-        for (int64_t r = rb; r < re; ++r) y[r] = quant::vec_dot(w.type, k, w.row(r), a);
-        continue;
-      }
-      // Matrix x matrix: tiles reuse each loaded weight block across several activation rows.
+      // Tiles reuse each loaded weight block across several activation rows (decode: one
+      // activation row against several weight rows). Every tile shape computes a pair's dot
+      // with the same operations as quant::vec_dot, so a row's result does not depend on n.
       for (int64_t i0 = 0; i0 < n; i0 += kActBlock) {
         const int64_t ie = std::min(n, i0 + kActBlock);
         quant::vec_dot_tile(w.type, k, w.row(rb), w.row_bytes, int(re - rb), a + i0 * act_row_bytes,

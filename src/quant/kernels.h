@@ -20,20 +20,26 @@ namespace loom::quant::detail {
 int64_t block_size_of(TensorType t);
 
 // The register tiles of the vec_dot_tile kernels (AVX2, Highway, NEON): up to kTileA activation
-// rows x kTileW weight rows per call, fn(len, w, w_stride, a, a_stride, out, out_stride).
-constexpr int kTileA = 4, kTileW = 2;
+// rows x kTileW weight rows per call, or one activation row x up to kTileW1 weight rows,
+// fn(len, w, w_stride, a, a_stride, out, out_stride). Batch invariance: every kernel computes a
+// pair's dot with the same operations whatever the tile shape, and that type's vec_dot is its
+// 1 x 1 tile, so a matmul row's result does not depend on how many rows share the call.
+constexpr int kTileA = 4, kTileW = 2, kTileW1 = 4;
 using TileFn = void (*)(int64_t, const uint8_t*, size_t, const uint8_t*, size_t, float*, size_t);
-// Covers an na x nw output with them: full tiles, then partial ones (fns[rows_a - 1][rows_w - 1]);
-// activation rows outermost so a group of them stays in L1 across the weight rows.
-void run_register_tiles(const TileFn (&fns)[kTileA][kTileW], int64_t len, const uint8_t* w, size_t ws,
-                        int nw, const uint8_t* a, size_t as, int na, float* out, size_t os);
+// Covers an na x nw output with them: full tiles, then partial ones (fns[rows_a - 1][rows_w - 1],
+// a single activation row through row_fns[rows_w - 1], whose several independent pairs hide the
+// latency of each pair's accumulation chain); activation rows outermost so a group of them stays
+// in L1 across the weight rows.
+void run_register_tiles(const TileFn (&fns)[kTileA][kTileW], const TileFn (&row_fns)[kTileW1], int64_t len,
+                        const uint8_t* w, size_t ws, int nw, const uint8_t* a, size_t as, int na, float* out,
+                        size_t os);
 
 // Kernels written once with Google Highway (kernels_hwy.cpp), dispatched at run time to the best
 // target the CPU supports (or the one loom::for_each_hwy_target pins). Same contract as avx2::
 // below: false when there is no kernel for t; arguments already validated. They do not consult
 // simd_enabled(): callers do. Kernels for:
 //   vec_dot: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, IQ4_NL, Q2_K..Q6_K, IQ4_XS, Q8_K
-//   vec_dot_tile: F16, Q4_0, Q5_0, Q8_0, IQ4_NL
+//   vec_dot_tile: F16, Q4_0, Q5_0, Q8_0, IQ4_NL (their vec_dot is the 1 x 1 tile)
 //   quantize_row: Q8_0, Q8_1, Q8_K, F16, BF16 (byte-identical with the references)
 //   dequantize_row: F16, BF16 and the 32-element block formats (bit-identical)
 namespace highway {

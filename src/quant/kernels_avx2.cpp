@@ -7,8 +7,8 @@
 //  - quantize_row: byte-identical, including roundf's half-away-from-zero rounding.
 //  - vec_dot: same integer block dots, but float accumulation order differs (8 lanes, FMA), so
 //    results agree to rounding only.
-//  - vec_dot_tile: per pair the same block products and scale steps as vec_dot, accumulated in
-//    one chain per pair (vec_dot uses two), so it agrees with vec_dot to rounding only.
+//  - vec_dot_tile (Q4_0, Q5_0, Q8_0, IQ4_NL): vec_dot of these types is the 1 x 1 tile, so every
+//    tile shape gives each pair the bits vec_dot gives it (batch invariance).
 // All loads and stores are unaligned (loadu/storeu/memcpy). Block layouts: see blocks.h. The
 // super-block formats (Q2_K..Q6_K, Q8_K, IQ4_XS) are in kernels_avx2_k.cpp. The float formats
 // (F32, F16, BF16 dots and conversions) have no kernels here: Highway's (kernels_hwy.cpp) are as
@@ -112,24 +112,12 @@ LOOM_AVX2 float dot_min(int64_t nb, const uint8_t* w, const uint8_t* a) {
 
 // ---- tiles of dot products (matrix x matrix) -----------------------------------------------
 
-// Horizontal sums of a tile's accumulators into out[i * os + j]. The full 8-accumulator tile
-// reduces all eight at once (hadd tree, then the two 128-bit halves added).
+// Horizontal sums of a tile's accumulators into out[i * os + j], each with the same hsum tree
+// (so a pair's result does not depend on the tile shape it was computed in).
 template <int RN, int RM>
 LOOM_AVX2 inline void store_tile(const __m256 (&acc)[RN][RM], float* out, size_t os) {
-  if constexpr (RN * RM == 8) {
-    const __m256* f = &acc[0][0];
-    const __m256 h0 = _mm256_hadd_ps(_mm256_hadd_ps(f[0], f[1]), _mm256_hadd_ps(f[2], f[3]));
-    const __m256 h1 = _mm256_hadd_ps(_mm256_hadd_ps(f[4], f[5]), _mm256_hadd_ps(f[6], f[7]));
-    const __m256 r = _mm256_add_ps(_mm256_permute2f128_ps(h0, h1, 0x20),
-                                   _mm256_permute2f128_ps(h0, h1, 0x31));
-    alignas(32) float sums[8];
-    _mm256_store_ps(sums, r);
-    for (int i = 0; i < RN; ++i)
-      for (int j = 0; j < RM; ++j) out[size_t(i) * os + size_t(j)] = sums[i * RM + j];
-  } else {
-    for (int i = 0; i < RN; ++i)
-      for (int j = 0; j < RM; ++j) out[size_t(i) * os + size_t(j)] = hsum(acc[i][j]);
-  }
+  for (int i = 0; i < RN; ++i)
+    for (int j = 0; j < RM; ++j) out[size_t(i) * os + size_t(j)] = hsum(acc[i][j]);
 }
 
 // The f16 at p, converted and broadcast to 8 lanes.
@@ -141,8 +129,11 @@ LOOM_AVX2 inline __m256 f16x8(const uint8_t* p) {
 
 // RN activation rows x RM weight rows, one accumulator per pair (RN * RM <= 8 leaves registers
 // for the weight levels): each weight block is decoded once and each activation block loaded
-// once per tile instead of once per pair. Per pair and block the same float steps as dot_sym:
-// acc += (d_w * d_a) * isum, fused; only the accumulation order over blocks differs.
+// once per tile instead of once per pair. Per pair: acc += (d_w * d_a) * isum per block, fused,
+// blocks in order in one chain, then hsum. This is *the* dot of these types: vec_dot is the 1 x 1
+// tile, so every pair's result is bit-identical whatever tile computes it (batch invariance);
+// the latency of the chain is hidden by the other pairs of the tile (1 x 4 for one activation
+// row).
 template <int kWBytes, __m256i (*Levels)(const uint8_t*), int RN, int RM>
 LOOM_AVX2 void tile_sym(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* a, size_t as,
                         float* out, size_t os) {
@@ -180,7 +171,8 @@ LOOM_AVX2 void tile_loop(int64_t len, const uint8_t* w, size_t ws, int nw, const
   static constexpr TileFn fns[kTileA][kTileW] = {
       {K<1, 1>::fn, K<1, 2>::fn}, {K<2, 1>::fn, K<2, 2>::fn},
       {K<3, 1>::fn, K<3, 2>::fn}, {K<4, 1>::fn, K<4, 2>::fn}};
-  run_register_tiles(fns, len, w, ws, nw, a, as, na, out, os);
+  static constexpr TileFn row_fns[kTileW1] = {K<1, 1>::fn, K<1, 2>::fn, K<1, 3>::fn, K<1, 4>::fn};
+  run_register_tiles(fns, row_fns, len, w, ws, nw, a, as, na, out, os);
 }
 
 template <int kWBytes, __m256i (*Levels)(const uint8_t*)>
@@ -190,6 +182,14 @@ struct SymTile {
     static constexpr TileFn fn = tile_sym<kWBytes, Levels, RN, RM>;
   };
 };
+
+// vec_dot of the tile types: the 1 x 1 tile.
+template <int kWBytes, __m256i (*Levels)(const uint8_t*)>
+LOOM_AVX2 float dot_tile1(int64_t nb, const uint8_t* w, const uint8_t* a) {
+  float out;
+  tile_sym<kWBytes, Levels, 1, 1>(nb, w, 0, a, 0, &out, 1);
+  return out;
+}
 
 // ---- dequantization -----------------------------------------------------------------------
 
@@ -345,19 +345,19 @@ LOOM_AVX2 bool vec_dot(TensorType t, int64_t n, const void* w, const void* a, fl
   const auto* wb = static_cast<const uint8_t*>(w);
   const auto* ab = static_cast<const uint8_t*>(a);
   const int64_t nb = n / kBlock;
-  constexpr int k80 = sizeof(BlockQ8_0), k81 = sizeof(BlockQ8_1);
+  constexpr int k81 = sizeof(BlockQ8_1);
   switch (t) {
     case TensorType::F32:  // the float formats: Highway's kernels (kernels_hwy.cpp)
     case TensorType::F16:
     case TensorType::BF16:
       return false;
-    case TensorType::Q4_0: *out = dot_sym<sizeof(BlockQ4_0), k80, levels_q4_0>(nb, wb, ab); return true;
-    case TensorType::Q5_0: *out = dot_sym<sizeof(BlockQ5_0), k80, levels_q5_0>(nb, wb, ab); return true;
-    case TensorType::Q8_0: *out = dot_sym<sizeof(BlockQ8_0), k80, levels_q8_0>(nb, wb, ab); return true;
+    case TensorType::Q4_0: *out = dot_tile1<sizeof(BlockQ4_0), levels_q4_0>(nb, wb, ab); return true;
+    case TensorType::Q5_0: *out = dot_tile1<sizeof(BlockQ5_0), levels_q5_0>(nb, wb, ab); return true;
+    case TensorType::Q8_0: *out = dot_tile1<sizeof(BlockQ8_0), levels_q8_0>(nb, wb, ab); return true;
     case TensorType::Q8_1: *out = dot_sym<sizeof(BlockQ8_1), k81, levels_q8_1>(nb, wb, ab); return true;
     case TensorType::Q4_1: *out = dot_min<sizeof(BlockQ4_1), levels_q4_1>(nb, wb, ab); return true;
     case TensorType::Q5_1: *out = dot_min<sizeof(BlockQ5_1), levels_q5_1>(nb, wb, ab); return true;
-    case TensorType::IQ4_NL: *out = dot_sym<sizeof(BlockIQ4_NL), k80, levels_iq4_nl>(nb, wb, ab); return true;
+    case TensorType::IQ4_NL: *out = dot_tile1<sizeof(BlockIQ4_NL), levels_iq4_nl>(nb, wb, ab); return true;
     default: return kq_vec_dot(t, n / kSuper, w, a, out);
   }
 }

@@ -20,7 +20,8 @@
 //  - quantize_row (Q8_0, Q8_1, Q8_K, F16, BF16): byte-identical, including roundf's rounding of
 //    halves away from zero (Q8_0/Q8_1), nearest-even (Q8_K, F16, BF16) and NaN quieting.
 //  - vec_dot / vec_dot_tile: the same exact integer sums per block and the same scale products,
-//    float accumulation in another order: agreement to rounding.
+//    float accumulation in another order: agreement to rounding. For the types with a tile kernel
+//    vec_dot is the 1 x 1 tile: bit-identical with every tile shape (batch invariance).
 // All loads and stores are unaligned. Block layouts: blocks.h.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "quant/kernels_hwy.cpp"
@@ -495,29 +496,39 @@ void DequantBlocks(int64_t nb, const uint8_t* x, float* y) {
 
 // ---- tiles (matrix x matrix) --------------------------------------------------------------
 //
-// RN activation rows x RM weight rows (RN <= 4, RM <= 2), one accumulator per pair in named
-// variables (SVE vectors cannot live in arrays); unused ones are compiled out. Per pair and
-// block the same steps as DotSym: acc += (d_w * d_a) * isum.
+// RN activation rows x RM weight rows (RN <= 4 and RM <= 2, or RN = 1 and RM <= 4), one
+// accumulator per pair in named variables (SVE vectors cannot live in arrays); unused ones are
+// compiled out. Per pair and block: acc += (d_w * d_a) * isum, blocks in order in one chain, then
+// SumOfLanes. This is *the* dot of these types: vec_dot is the 1 x 1 tile, so a pair's result is
+// bit-identical whatever tile computes it (batch invariance); the latency of each pair's chain is
+// hidden by the other pairs of the tile.
 
-#define LOOM_TILE_PAIRS(X) X(0, 0) X(0, 1) X(1, 0) X(1, 1) X(2, 0) X(2, 1) X(3, 0) X(3, 1)
+#define LOOM_TILE_PAIRS(X)                                                                 \
+  X(0, 0) X(0, 1) X(0, 2) X(0, 3) X(1, 0) X(1, 1) X(1, 2) X(1, 3) X(2, 0) X(2, 1) X(2, 2) \
+  X(2, 3) X(3, 0) X(3, 1) X(3, 2) X(3, 3)
 
 template <class Fmt, int RN, int RM>
 void TileSym(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* a, size_t as, float* out,
              size_t os) {
+  static_assert((RN <= 4 && RM <= 2) || (RN == 1 && RM <= 4));
   constexpr int kAB = sizeof(BlockQ8_0);
   const D16 d16;
   const D32 d32;
   const DF32 df;
   const size_t N = hn::Lanes(d16);
-  HWY_ALIGN uint8_t scr0[32], scr1[32];
+  HWY_ALIGN uint8_t scr0[32], scr1[32], scr2[32], scr3[32];
 #define LOOM_DECL(i, j) auto acc##i##j = hn::Zero(df);
   LOOM_TILE_PAIRS(LOOM_DECL)
 #undef LOOM_DECL
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* wb0 = w + b * Fmt::kBytes;
     const uint8_t* wb1 = RM > 1 ? wb0 + ws : wb0;
+    const uint8_t* wb2 = RM > 2 ? wb0 + 2 * ws : wb0;
+    const uint8_t* wb3 = RM > 3 ? wb0 + 3 * ws : wb0;
     const uint8_t* lv0 = Fmt::Prep(wb0, scr0);
     const uint8_t* lv1 = RM > 1 ? Fmt::Prep(wb1, scr1) : lv0;
+    const uint8_t* lv2 = RM > 2 ? Fmt::Prep(wb2, scr2) : lv0;
+    const uint8_t* lv3 = RM > 3 ? Fmt::Prep(wb3, scr3) : lv0;
     const uint8_t* ab0 = a + b * kAB;
     const uint8_t* ab1 = RN > 1 ? ab0 + as : ab0;
     const uint8_t* ab2 = RN > 2 ? ab0 + 2 * as : ab0;
@@ -526,49 +537,57 @@ void TileSym(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* a, size_t a
     LOOM_TILE_PAIRS(LOOM_DECL)
 #undef LOOM_DECL
     for (size_t j = 0; j < 16; j += N) {
-      V16 x0lo, x0hi, x1lo = hn::Zero(d16), x1hi = hn::Zero(d16);
+      V16 x0lo, x0hi, x1lo = hn::Zero(d16), x1hi = x1lo, x2lo = x1lo, x2hi = x1lo, x3lo = x1lo, x3hi = x1lo;
       Fmt::Levels(d16, lv0, j, x0lo, x0hi);
-      if (RM > 1) Fmt::Levels(d16, lv1, j, x1lo, x1hi);
+      if constexpr (RM > 1) Fmt::Levels(d16, lv1, j, x1lo, x1hi);
+      if constexpr (RM > 2) Fmt::Levels(d16, lv2, j, x2lo, x2hi);
+      if constexpr (RM > 3) Fmt::Levels(d16, lv3, j, x3lo, x3hi);
+#define LOOM_PAIR(i, j)                             \
+  if constexpr (RN > i && RM > j) {                 \
+    LOOM_RWMA(s##i##j, t##i##j, x##j##lo, y##i##lo); \
+    LOOM_RWMA(s##i##j, t##i##j, x##j##hi, y##i##hi); \
+  }
 #define LOOM_ROW(i)                                            \
-  if (RN > i) {                                                \
-    const V16 ylo = LoadI8(ab##i + 2 + j);                     \
-    const V16 yhi = LoadI8(ab##i + 18 + j);                    \
-    LOOM_RWMA(s##i##0, t##i##0, x0lo, ylo);                    \
-    LOOM_RWMA(s##i##0, t##i##0, x0hi, yhi);                    \
-    if (RM > 1) {                                              \
-      LOOM_RWMA(s##i##1, t##i##1, x1lo, ylo);                  \
-      LOOM_RWMA(s##i##1, t##i##1, x1hi, yhi);                  \
-    }                                                          \
+  if constexpr (RN > i) {                                      \
+    const V16 y##i##lo = LoadI8(ab##i + 2 + j);                \
+    const V16 y##i##hi = LoadI8(ab##i + 18 + j);               \
+    LOOM_PAIR(i, 0) LOOM_PAIR(i, 1) LOOM_PAIR(i, 2) LOOM_PAIR(i, 3) \
   }
       LOOM_ROW(0) LOOM_ROW(1) LOOM_ROW(2) LOOM_ROW(3)
 #undef LOOM_ROW
+#undef LOOM_PAIR
     }
-    const float dw0 = F16(wb0), dw1 = RM > 1 ? F16(wb1) : 0.0f;
+    const float dw0 = F16(wb0), dw1 = RM > 1 ? F16(wb1) : 0.0f, dw2 = RM > 2 ? F16(wb2) : 0.0f,
+                dw3 = RM > 3 ? F16(wb3) : 0.0f;
     const float da0 = F16(ab0), da1 = RN > 1 ? F16(ab1) : 0.0f, da2 = RN > 2 ? F16(ab2) : 0.0f,
                 da3 = RN > 3 ? F16(ab3) : 0.0f;
 #define LOOM_ACC(i, j)                                                                          \
-  if (RN > i && RM > j) {                                                                       \
+  if constexpr (RN > i && RM > j) {                                                             \
     acc##i##j = hn::MulAdd(hn::Set(df, dw##j * da##i), hn::ConvertTo(df, hn::Add(s##i##j, t##i##j)), \
                            acc##i##j);                                                          \
   }
     LOOM_TILE_PAIRS(LOOM_ACC)
 #undef LOOM_ACC
-    (void)da1, (void)da2, (void)da3, (void)dw1;
+    (void)da1, (void)da2, (void)da3, (void)dw1, (void)dw2, (void)dw3;
   }
 #define LOOM_STORE(i, j) \
-  if (RN > i && RM > j) out[size_t(i) * os + j] = hn::GetLane(hn::SumOfLanes(df, acc##i##j));
+  if constexpr (RN > i && RM > j) out[size_t(i) * os + j] = hn::GetLane(hn::SumOfLanes(df, acc##i##j));
   LOOM_TILE_PAIRS(LOOM_STORE)
 #undef LOOM_STORE
 }
 
-// F16 weights against F16 activations: one vector of elements per step, scalar tail per pair.
+// F16 weights against F16 activations: one vector of elements per step in one chain per pair,
+// then SumOfLanes and a scalar tail per pair (vec_dot is the 1 x 1 tile, as for TileSym).
 template <int RN, int RM>
 void TileF16(int64_t n, const uint8_t* w, size_t ws, const uint8_t* a, size_t as, float* out,
              size_t os) {
+  static_assert((RN <= 4 && RM <= 2) || (RN == 1 && RM <= 4));
   const DF df;
   const int64_t N = int64_t(hn::Lanes(df));
   const uint8_t* w0 = w;
   const uint8_t* w1 = RM > 1 ? w + ws : w;
+  const uint8_t* w2 = RM > 2 ? w + 2 * ws : w;
+  const uint8_t* w3 = RM > 3 ? w + 3 * ws : w;
   const uint8_t* a0 = a;
   const uint8_t* a1 = RN > 1 ? a + as : a;
   const uint8_t* a2 = RN > 2 ? a + 2 * as : a;
@@ -580,17 +599,22 @@ void TileF16(int64_t n, const uint8_t* w, size_t ws, const uint8_t* a, size_t as
   for (; e + N <= n; e += N) {
     const auto x0 = LoadF16(df, w0 + 2 * e);
     const auto x1 = RM > 1 ? LoadF16(df, w1 + 2 * e) : x0;
-#define LOOM_ROW(i)                                             \
-  if (RN > i) {                                                 \
-    const auto y = LoadF16(df, a##i + 2 * e);                   \
-    acc##i##0 = hn::MulAdd(x0, y, acc##i##0);                   \
-    if (RM > 1) acc##i##1 = hn::MulAdd(x1, y, acc##i##1);       \
+    const auto x2 = RM > 2 ? LoadF16(df, w2 + 2 * e) : x0;
+    const auto x3 = RM > 3 ? LoadF16(df, w3 + 2 * e) : x0;
+#define LOOM_PAIR(i, j) \
+  if constexpr (RN > i && RM > j) acc##i##j = hn::MulAdd(x##j, y, acc##i##j);
+#define LOOM_ROW(i)                                                  \
+  if constexpr (RN > i) {                                            \
+    const auto y = LoadF16(df, a##i + 2 * e);                        \
+    LOOM_PAIR(i, 0) LOOM_PAIR(i, 1) LOOM_PAIR(i, 2) LOOM_PAIR(i, 3)  \
   }
     LOOM_ROW(0) LOOM_ROW(1) LOOM_ROW(2) LOOM_ROW(3)
 #undef LOOM_ROW
+#undef LOOM_PAIR
+    (void)x1, (void)x2, (void)x3;
   }
 #define LOOM_STORE(i, j)                                                          \
-  if (RN > i && RM > j) {                                                         \
+  if constexpr (RN > i && RM > j) {                                               \
     float sum = hn::GetLane(hn::SumOfLanes(df, acc##i##j));                       \
     for (int64_t r = e; r < n; ++r) {                                             \
       sum += F16Row::Load1(w##j + 2 * r) * F16Row::Load1(a##i + 2 * r);           \
@@ -610,7 +634,8 @@ void TileLoop(int64_t len, const uint8_t* w, size_t ws, int nw, const uint8_t* a
                                                  {K<2, 1>::fn, K<2, 2>::fn},
                                                  {K<3, 1>::fn, K<3, 2>::fn},
                                                  {K<4, 1>::fn, K<4, 2>::fn}};
-  run_register_tiles(fns, len, w, ws, nw, a, as, na, out, os);
+  static constexpr TileFn row_fns[kTileW1] = {K<1, 1>::fn, K<1, 2>::fn, K<1, 3>::fn, K<1, 4>::fn};
+  run_register_tiles(fns, row_fns, len, w, ws, nw, a, as, na, out, os);
 }
 
 template <class Fmt>
@@ -624,6 +649,19 @@ template <int RN, int RM>
 struct F16Tile {
   static constexpr TileFn fn = TileF16<RN, RM>;
 };
+
+// vec_dot of the tile types: the 1 x 1 tile.
+template <class Fmt>
+float DotTile1(int64_t nb, const uint8_t* w, const uint8_t* a) {
+  float out;
+  TileSym<Fmt, 1, 1>(nb, w, 0, a, 0, &out, 1);
+  return out;
+}
+float DotF16Tile1(int64_t n, const uint8_t* w, const uint8_t* a) {
+  float out;
+  TileF16<1, 1>(n, w, 0, a, 0, &out, 1);
+  return out;
+}
 
 // ---- activation quantizers ----------------------------------------------------------------
 
@@ -967,15 +1005,15 @@ bool VecDotImpl(TensorType t, int64_t n, const void* w, const void* a, float* ou
   const auto* wb = static_cast<const uint8_t*>(w);
   const auto* ab = static_cast<const uint8_t*>(a);
   const int64_t nb = n / kBlock, nk = n / kSuper;
-  constexpr int k80 = sizeof(BlockQ8_0), k81 = sizeof(BlockQ8_1);
+  constexpr int k81 = sizeof(BlockQ8_1);
   switch (t) {
     case TensorType::F32: *out = DotFloat<F32Row>(n, wb, ab); return true;
-    case TensorType::F16: *out = DotFloat<F16Row>(n, wb, ab); return true;
+    case TensorType::F16: *out = DotF16Tile1(n, wb, ab); return true;
     case TensorType::BF16: *out = DotFloat<BF16Row>(n, wb, ab); return true;
-    case TensorType::Q4_0: *out = DotSym<FmtQ4_0, k80>(nb, wb, ab); return true;
-    case TensorType::Q5_0: *out = DotSym<FmtQ5_0, k80>(nb, wb, ab); return true;
-    case TensorType::Q8_0: *out = DotSym<FmtQ8_0, k80>(nb, wb, ab); return true;
-    case TensorType::IQ4_NL: *out = DotSym<FmtIQ4_NL, k80>(nb, wb, ab); return true;
+    case TensorType::Q4_0: *out = DotTile1<FmtQ4_0>(nb, wb, ab); return true;
+    case TensorType::Q5_0: *out = DotTile1<FmtQ5_0>(nb, wb, ab); return true;
+    case TensorType::Q8_0: *out = DotTile1<FmtQ8_0>(nb, wb, ab); return true;
+    case TensorType::IQ4_NL: *out = DotTile1<FmtIQ4_NL>(nb, wb, ab); return true;
     case TensorType::Q8_1: *out = DotSym<FmtQ8_1, k81>(nb, wb, ab); return true;
     case TensorType::Q4_1: *out = DotMin<FmtQ4_1>(nb, wb, ab); return true;
     case TensorType::Q5_1: *out = DotMin<FmtQ5_1>(nb, wb, ab); return true;

@@ -9,7 +9,8 @@
 // Exactness contract with the references (as kernels_avx2.cpp): the same integer block sums
 // (exact: |level| <= 128 and activations within [-128, 127], so the int32 lanes cannot
 // overflow) and the same scale products, float accumulation in another order: agreement to
-// rounding. All loads are unaligned (vld1 of bytes).
+// rounding; the 32-element types' vec_dot is their 1 x 1 tile (bit-identical with every tile
+// shape). All loads are unaligned (vld1 of bytes).
 #if defined(__aarch64__)
 
 #include <arm_neon.h>
@@ -87,41 +88,11 @@ struct IQ4_NL {
   }
 };
 
-// Integer dot of one block's levels with the 32 int8 at a, in 4 int32 lanes.
-LOOM_DOTPROD inline int32x4_t block_dot(int8x16_t lo, int8x16_t hi, const uint8_t* a) {
-  return vdotq_s32(vdotq_s32(vdupq_n_s32(0), lo, vld1q_s8(i8(a))), hi, vld1q_s8(i8(a + 16)));
-}
-
-// acc += (d_w * d_a) * isum per block; two blocks per step in two accumulators.
-template <class Fmt>
-LOOM_DOTPROD float dot_sym(int64_t nb, const uint8_t* w, const uint8_t* a) {
-  constexpr int kA = sizeof(BlockQ8_0);
-  float32x4_t acc0 = vdupq_n_f32(0.0f), acc1 = vdupq_n_f32(0.0f);
-  int64_t i = 0;
-  for (; i + 1 < nb; i += 2) {
-    const uint8_t* w0 = w + i * Fmt::kBytes;
-    const uint8_t* a0 = a + i * kA;
-    const uint8_t* w1 = w0 + Fmt::kBytes;
-    const uint8_t* a1 = a0 + kA;
-    int8x16_t l0, h0, l1, h1;
-    Fmt::levels(w0, l0, h0);
-    Fmt::levels(w1, l1, h1);
-    const int32x4_t p0 = block_dot(l0, h0, a0 + 2);
-    const int32x4_t p1 = block_dot(l1, h1, a1 + 2);
-    acc0 = vfmaq_n_f32(acc0, vcvtq_f32_s32(p0), f16(w0) * f16(a0));
-    acc1 = vfmaq_n_f32(acc1, vcvtq_f32_s32(p1), f16(w1) * f16(a1));
-  }
-  if (i < nb) {
-    const uint8_t* w0 = w + i * Fmt::kBytes;
-    const uint8_t* a0 = a + i * kA;
-    int8x16_t l0, h0;
-    Fmt::levels(w0, l0, h0);
-    acc0 = vfmaq_n_f32(acc0, vcvtq_f32_s32(block_dot(l0, h0, a0 + 2)), f16(w0) * f16(a0));
-  }
-  return vaddvq_f32(vaddq_f32(acc0, acc1));
-}
-
 // ---- tiles: RN activation rows x RM weight rows, one accumulator per pair ------------------
+// Per pair: acc += (d_w * d_a) * isum per block, blocks in order in one chain, then one lane sum.
+// This is *the* dot of these types: vec_dot is the 1 x 1 tile, so a pair's result does not
+// depend on the tile that computes it (batch invariance); the other pairs of a tile (1 x 4 for
+// one activation row) hide the latency of each chain.
 
 template <class Fmt, int RN, int RM>
 LOOM_DOTPROD void tile_sym(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* a, size_t as,
@@ -158,7 +129,17 @@ void tile_loop(int64_t nb, const uint8_t* w, size_t ws, int nw, const uint8_t* a
   static constexpr TileFn fns[kTileA][kTileW] = {
       {tile_sym<Fmt, 1, 1>, tile_sym<Fmt, 1, 2>}, {tile_sym<Fmt, 2, 1>, tile_sym<Fmt, 2, 2>},
       {tile_sym<Fmt, 3, 1>, tile_sym<Fmt, 3, 2>}, {tile_sym<Fmt, 4, 1>, tile_sym<Fmt, 4, 2>}};
-  run_register_tiles(fns, nb, w, ws, nw, a, as, na, out, os);
+  static constexpr TileFn row_fns[kTileW1] = {tile_sym<Fmt, 1, 1>, tile_sym<Fmt, 1, 2>, tile_sym<Fmt, 1, 3>,
+                                              tile_sym<Fmt, 1, 4>};
+  run_register_tiles(fns, row_fns, nb, w, ws, nw, a, as, na, out, os);
+}
+
+// vec_dot of the tile types: the 1 x 1 tile (bit-identical with every tile shape).
+template <class Fmt>
+LOOM_DOTPROD float dot_tile1(int64_t nb, const uint8_t* w, const uint8_t* a) {
+  float out;
+  tile_sym<Fmt, 1, 1>(nb, w, 0, a, 0, &out, 1);
+  return out;
 }
 
 // ---- super-block formats against Q8_K ------------------------------------------------------
@@ -236,10 +217,10 @@ bool vec_dot(TensorType t, int64_t n, const void* w, const void* a, float* out) 
   const auto* wb = static_cast<const uint8_t*>(w);
   const auto* ab = static_cast<const uint8_t*>(a);
   switch (t) {
-    case TensorType::Q4_0: *out = dot_sym<Q4_0>(n / kBlock, wb, ab); return true;
-    case TensorType::Q5_0: *out = dot_sym<Q5_0>(n / kBlock, wb, ab); return true;
-    case TensorType::Q8_0: *out = dot_sym<Q8_0>(n / kBlock, wb, ab); return true;
-    case TensorType::IQ4_NL: *out = dot_sym<IQ4_NL>(n / kBlock, wb, ab); return true;
+    case TensorType::Q4_0: *out = dot_tile1<Q4_0>(n / kBlock, wb, ab); return true;
+    case TensorType::Q5_0: *out = dot_tile1<Q5_0>(n / kBlock, wb, ab); return true;
+    case TensorType::Q8_0: *out = dot_tile1<Q8_0>(n / kBlock, wb, ab); return true;
+    case TensorType::IQ4_NL: *out = dot_tile1<IQ4_NL>(n / kBlock, wb, ab); return true;
     case TensorType::Q4_K: *out = dot_q4_k(n / kSuper, wb, ab); return true;
     case TensorType::Q6_K: *out = dot_q6_k(n / kSuper, wb, ab); return true;
     default: return false;

@@ -205,9 +205,7 @@ void packed_gemm(TensorType t, int64_t rows, int64_t cols, const void* packed, i
     return;
   }
   if (t == TensorType::F16) {
-    if (f.has_amx_bf16_set() && n >= 16) {
-      detail::packed_gemm_f16_amx(rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
-    } else if (f.has_avx512_vnni_set()) {
+    if (f.has_avx512_vnni_set()) {
       detail::packed_gemm_f16_avx512(rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
     } else {
       ref::packed_gemm(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);

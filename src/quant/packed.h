@@ -82,10 +82,6 @@ void packed_gemm_avx512(TensorType t, int64_t rows, int64_t cols, const void* pa
 // (cpu_features().has_amx_int8_set()).
 void packed_gemm_amx(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
                      const void* act, size_t act_stride, int n, float* out, size_t out_stride);
-// F16 weights through AMX-BF16 tiles (exact hi/lo bf16 split) for runs of 16 activation rows,
-// the rest through packed_gemm_f16_avx512 (cpu_features().has_amx_bf16_set()).
-void packed_gemm_f16_amx(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
-                         const void* act, size_t act_stride, int n, float* out, size_t out_stride);
 // Q4_K weights against Q8_K activations with AVX-512 VNNI (any n).
 void packed_gemm_q4k_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
                             const void* act, size_t act_stride, int n, float* out, size_t out_stride);

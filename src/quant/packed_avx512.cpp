@@ -70,36 +70,39 @@ LOOM_AVX512_VNNI void group_kernel(const uint8_t* grp, size_t tile_bytes, int64_
   for (int a = 0; a < NA; ++a) _mm512_mask_storeu_ps(out + size_t(a) * out_stride, mask, acc[a]);
 }
 
-// F16 weights: column c of a group is 16 f16 (one per row); acc[a] += w_c * x_a[c]. Up to 16
-// activation rows share each converted column (FMA-port bound: 16 FMAs per conversion); a single
-// activation row uses four partial sums to hide the FMA latency.
-template <int NA>
-LOOM_AVX512_VNNI void group_kernel_f16(const uint8_t* grp, int64_t cols, const uint8_t* act, size_t act_stride,
-                                       float* out, size_t out_stride, int valid) {
-  constexpr int kParts = NA == 1 ? 4 : 1;
-  __m512 acc[NA][kParts];
-  for (int a = 0; a < NA; ++a) {
-    for (int k = 0; k < kParts; ++k) acc[a][k] = _mm512_setzero_ps();
+// F16 weights: column c of a group is 16 f16 (one per row); acc[g][a] += w_c * x_a[c] for NG
+// groups of 16 weight rows against NA activation rows. Every output is one FMA chain over the
+// columns in order, whatever NA and NG (batch invariance: a row's result must not depend on how
+// many other rows share the call), so the latency of that chain is hidden by running several
+// chains at once: up to 16 activation rows share each converted column (FMA-port bound: 16 FMAs
+// per conversion), and runs of 1 or 2 activation rows take 4 or 2 groups at a time instead.
+template <int NA, int NG>
+LOOM_AVX512_VNNI void group_kernel_f16(const uint8_t* grp, size_t group_bytes, int64_t cols, const uint8_t* act,
+                                       size_t act_stride, float* out, size_t out_stride, const int* valid) {
+  __m512 acc[NG][NA];
+  for (int g = 0; g < NG; ++g) {
+    for (int a = 0; a < NA; ++a) acc[g][a] = _mm512_setzero_ps();
   }
   const float* x[NA];
   for (int a = 0; a < NA; ++a) x[a] = reinterpret_cast<const float*>(act + size_t(a) * act_stride);
   for (int64_t c = 0; c < cols; c += 32) {
     const uint8_t* tile = grp + size_t(c) * 32;
-    prefetch_ahead(tile, 1024);
+    for (int g = 0; g < NG; ++g) prefetch_ahead(tile + size_t(g) * group_bytes, 1024);
     for (int k = 0; k < 32; ++k) {
-      const __m512 w = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + 32 * k)));
-      for (int a = 0; a < NA; ++a) {
-        float xv;
-        std::memcpy(&xv, x[a] + c + k, 4);
-        acc[a][k % kParts] = _mm512_fmadd_ps(w, _mm512_set1_ps(xv), acc[a][k % kParts]);
+      for (int g = 0; g < NG; ++g) {
+        const __m512 w = _mm512_cvtph_ps(
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + size_t(g) * group_bytes + 32 * k)));
+        for (int a = 0; a < NA; ++a) {
+          float xv;
+          std::memcpy(&xv, x[a] + c + k, 4);
+          acc[g][a] = _mm512_fmadd_ps(w, _mm512_set1_ps(xv), acc[g][a]);
+        }
       }
     }
   }
-  const __mmask16 mask = __mmask16((1u << valid) - 1u);
-  for (int a = 0; a < NA; ++a) {
-    __m512 sum = acc[a][0];
-    for (int k = 1; k < kParts; ++k) sum = _mm512_add_ps(sum, acc[a][k]);
-    _mm512_mask_storeu_ps(out + size_t(a) * out_stride, mask, sum);
+  for (int g = 0; g < NG; ++g) {
+    const __mmask16 mask = __mmask16((1u << valid[g]) - 1u);
+    for (int a = 0; a < NA; ++a) _mm512_mask_storeu_ps(out + size_t(a) * out_stride + size_t(16 * g), mask, acc[g][a]);
   }
 }
 
@@ -213,7 +216,7 @@ LOOM_AVX512_VNNI void group_kernel_q6k(const uint8_t* grp, int64_t cols, const u
 }
 
 
-// The kernels that take their column count (F16, Q4_K, Q6_K) share one driver: K::run<NA> for
+// The Q4_K and Q6_K kernels (which take their column count) share one driver: K::run<NA> for
 // runs of NA activation rows, NA from kNas (largest first).
 template <typename K, int... kNas>
 void run_by_cols(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
@@ -235,11 +238,6 @@ struct Q4K {
     group_kernel_q4k<NA>(g, c, a, as, o, os, v);
   }
 };
-struct F16 {
-  template <int NA> static void run(const uint8_t* g, int64_t c, const uint8_t* a, size_t as, float* o, size_t os, int v) {
-    group_kernel_f16<NA>(g, c, a, as, o, os, v);
-  }
-};
 
 }  // namespace
 
@@ -255,7 +253,52 @@ void packed_gemm_q4k_avx512(int64_t rows, int64_t cols, const void* packed, int6
 
 void packed_gemm_f16_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
                             const void* act, size_t act_stride, int n, float* out, size_t out_stride) {
-  run_by_cols<F16, 16, 8, 4, 2, 1>(TensorType::F16, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+  const size_t gb = packed_group_bytes(TensorType::F16, cols);
+  const auto* p = static_cast<const uint8_t*>(packed);
+  const auto* a = static_cast<const uint8_t*>(act);
+  auto valid_rows = [rows](int64_t g) { return int(rows - g * 16 < 16 ? rows - g * 16 : 16); };
+  // Runs of 16, 8 and 4 activation rows per group (the group's columns stay in cache while the
+  // activation rows stream by).
+  const int n4 = n / 4 * 4;
+  for (int64_t g = g0; g < g1; ++g) {
+    const uint8_t* grp = p + size_t(g) * gb;
+    const int valid[1] = {valid_rows(g)};
+    int i = 0;
+    for (int na = 16; na >= 4; na /= 2) {
+      for (; i + na <= n4; i += na) {
+        with_na<16, 8, 4>(na, [&]<int NA>() {
+          group_kernel_f16<NA, 1>(grp, gb, cols, a + size_t(i) * act_stride, act_stride,
+                                  out + size_t(i) * out_stride + size_t(16 * g), out_stride, valid);
+        });
+      }
+    }
+  }
+  // The last 1..3 rows: a run of 2 over two groups at a time, a run of 1 over four.
+  for (int i = n4; i < n;) {
+    const int na = n - i >= 2 ? 2 : 1;
+    const int ng_max = na == 2 ? 2 : 4;
+    for (int64_t g = g0; g < g1;) {
+      const int ng = int(g1 - g < ng_max ? g1 - g : ng_max);
+      int valid[4];
+      for (int k = 0; k < ng; ++k) valid[k] = valid_rows(g + k);
+      const uint8_t* grp = p + size_t(g) * gb;
+      const uint8_t* ai = a + size_t(i) * act_stride;
+      float* o = out + size_t(i) * out_stride + size_t(16 * g);
+      if (na == 2) {
+        if (ng == 2) group_kernel_f16<2, 2>(grp, gb, cols, ai, act_stride, o, out_stride, valid);
+        else group_kernel_f16<2, 1>(grp, gb, cols, ai, act_stride, o, out_stride, valid);
+      } else {
+        switch (ng) {
+          case 4: group_kernel_f16<1, 4>(grp, gb, cols, ai, act_stride, o, out_stride, valid); break;
+          case 3: group_kernel_f16<1, 3>(grp, gb, cols, ai, act_stride, o, out_stride, valid); break;
+          case 2: group_kernel_f16<1, 2>(grp, gb, cols, ai, act_stride, o, out_stride, valid); break;
+          default: group_kernel_f16<1, 1>(grp, gb, cols, ai, act_stride, o, out_stride, valid); break;
+        }
+      }
+      g += ng;
+    }
+    i += na;
+  }
 }
 
 void packed_gemm_avx512(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,

@@ -59,14 +59,23 @@ int64_t block_size_of(TensorType t) {
   }
 }
 
-void run_register_tiles(const TileFn (&fns)[kTileA][kTileW], int64_t len, const uint8_t* w, size_t ws,
-                        int nw, const uint8_t* a, size_t as, int na, float* out, size_t os) {
+void run_register_tiles(const TileFn (&fns)[kTileA][kTileW], const TileFn (&row_fns)[kTileW1], int64_t len,
+                        const uint8_t* w, size_t ws, int nw, const uint8_t* a, size_t as, int na, float* out,
+                        size_t os) {
   for (int i0 = 0; i0 < na; i0 += kTileA) {
     const int rn = na - i0 < kTileA ? na - i0 : kTileA;
+    const uint8_t* ai = a + size_t(i0) * as;
+    float* oi = out + size_t(i0) * os;
+    if (rn == 1) {
+      for (int j0 = 0; j0 < nw; j0 += kTileW1) {
+        const int rm = nw - j0 < kTileW1 ? nw - j0 : kTileW1;
+        row_fns[rm - 1](len, w + size_t(j0) * ws, ws, ai, as, oi + size_t(j0), os);
+      }
+      continue;
+    }
     for (int j0 = 0; j0 < nw; j0 += kTileW) {
       const int rm = nw - j0 < kTileW ? nw - j0 : kTileW;
-      fns[rn - 1][rm - 1](len, w + size_t(j0) * ws, ws, a + size_t(i0) * as, as,
-                          out + size_t(i0) * os + size_t(j0), os);
+      fns[rn - 1][rm - 1](len, w + size_t(j0) * ws, ws, ai, as, oi + size_t(j0), os);
     }
   }
 }

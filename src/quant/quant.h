@@ -34,9 +34,9 @@ float vec_dot(TensorType t, int64_t n, const void* w, const void* a);
 // A tile of dot products for matrix x matrix: for j < n_rows_w and i < n_rows_a,
 //   out[i * out_stride + j] = vec_dot(t, n, w + j * w_stride, a + i * a_stride)
 // (strides in bytes for w and a, in floats for out). Loaded weight blocks are reused across
-// several activation rows and vice versa; results agree with vec_dot to float rounding (the
-// accumulation order may differ). Any n_rows_w, n_rows_a >= 0; types without a tile kernel loop
-// over vec_dot.
+// several activation rows and vice versa; every output is bit-identical with vec_dot of its
+// pair whatever the tile (batch invariance: the types with a tile kernel compute vec_dot as
+// their 1 x 1 tile; the others loop over vec_dot). Any n_rows_w, n_rows_a >= 0.
 void vec_dot_tile(TensorType t, int64_t n, const void* w, size_t w_stride, int n_rows_w,
                   const void* a, size_t a_stride, int n_rows_a, float* out, size_t out_stride);
 

@@ -74,6 +74,7 @@ struct Problem {
   std::vector<float> mask;
   std::vector<float> slopes;
   std::vector<int32_t> q_pos, kv_pos;
+  std::vector<int32_t> groups;  // one prefix group where every token's visible cells nest (causal, all visible)
 
   explicit Problem(const Case& cs, uint32_t seed = 1) : c(cs) {
     const int n_head = c.group * c.n_head_kv, D = c.head_dim, T = c.n_tokens, n_kv = c.n_kv;
@@ -142,6 +143,10 @@ struct Problem {
     p.k_row_bytes = krow;
     p.v_row_bytes = vrow;
     p.mask = mask.data();
+    if (c.mask == MaskKind::kCausal || c.mask == MaskKind::kAllVisible) {
+      groups.assign(size_t(T), 0);
+      p.prefix_group = groups.data();
+    }
     p.scale = c.scale > 0 ? c.scale : 1.0f / std::sqrt(float(D));
     p.softcap = c.softcap;
     if (c.alibi) {
@@ -156,7 +161,7 @@ struct Problem {
   // Runs fast (or reference) attention with n_threads into a misaligned output; returns it.
   std::vector<float> run(int n_threads, bool reference) const {
     ThreadPool pool(n_threads);
-    std::vector<uint8_t> scratch(attention_scratch_bytes(p.n_kv, p.head_dim, p.k_type, pool.size()));
+    std::vector<uint8_t> scratch(attention_scratch_bytes(p.n_tokens, p.n_kv, p.head_dim, p.k_type, pool.size()));
     std::vector<float> obuf(out_floats() + 16, 12345.0f);
     float* out = obuf.data() + 1;
     if (reference) ref::attention(pool, p, q, out, scratch.data());
@@ -400,7 +405,7 @@ TEST(Attention, OddGroupsAndSplitDecode) {
   }
 }
 
-// Decode over many kv heads with large heads: small streaming chunks (16 cells) with prefetch.
+// Decode over many kv heads with large heads: small streaming steps (16 cells) with prefetch.
 TEST(Attention, StreamingChunksOverManyKvHeads) {
   for (int D : {128, 256}) {
     for (TensorType t : {TensorType::F32, TensorType::F16, TensorType::Q8_0}) {
@@ -432,6 +437,191 @@ TEST(Attention, ThreadCountDoesNotChangeResults) {
       EXPECT_EQ(std::memcmp(a.data(), d.data(), a.size() * sizeof(float)), 0);
     });
   }
+}
+
+// ---- batch invariance ------------------------------------------------------------------------
+//
+// A token's output must be bit-identical whatever else is in the batch: computed alone or among
+// other tokens (of its sequence, sharing tiles through prefix groups, or of other sequences),
+// with its sequence's cells anywhere in the cache among other sequences' cells (columns in
+// position order through kv_cells), with few tiles (ranges split across threads) or many.
+
+// One cache layout: cell i holds (seq, pos) of cells[i] (seq < 0: empty); K/V and queries are
+// functions of (seq, pos), so the same token sees the same rows in every layout.
+struct InvSetup {
+  int D = 64, group = 2, n_head_kv = 2;
+  TensorType kt = TensorType::F16, vt = TensorType::F16;
+  int n_head() const { return group * n_head_kv; }
+};
+
+std::vector<float> row_values(uint32_t seq, uint32_t pos, uint32_t what, size_t n) {
+  return random_vec(n, seq * 1000003u + pos * 7919u + what);
+}
+
+// Runs attention for the tokens (seq, pos) over the cells (seq, pos), causal within a sequence;
+// columns sorted by position through kv_cells when `sort`; prefix groups = sequences when
+// `groups`. Returns each token's n_head * D outputs.
+std::vector<std::vector<float>> run_layout(const InvSetup& u, const std::vector<std::pair<int, int>>& cells,
+                                           const std::vector<std::pair<int, int>>& tokens, bool sort, bool groups,
+                                           int n_threads) {
+  const int D = u.D, H = u.n_head(), n_kv = int(cells.size()), T = int(tokens.size());
+  const size_t kh = size_t(row_bytes(u.kt, D)), vh = size_t(row_bytes(u.vt, D));
+  const size_t krow = kh * size_t(u.n_head_kv), vrow = vh * size_t(u.n_head_kv);
+  std::vector<uint8_t> k(krow * size_t(std::max(n_kv, 1)), 0), v(vrow * size_t(std::max(n_kv, 1)), 0);
+  for (int c = 0; c < n_kv; ++c) {
+    if (cells[size_t(c)].first < 0) continue;
+    const auto kf = row_values(uint32_t(cells[size_t(c)].first), uint32_t(cells[size_t(c)].second), 1, size_t(u.n_head_kv) * D);
+    const auto vf = row_values(uint32_t(cells[size_t(c)].first), uint32_t(cells[size_t(c)].second), 2, size_t(u.n_head_kv) * D);
+    for (int h = 0; h < u.n_head_kv; ++h) {
+      quant::quantize_row(u.kt, kf.data() + size_t(h) * D, k.data() + size_t(c) * krow + size_t(h) * kh, D);
+      quant::quantize_row(u.vt, vf.data() + size_t(h) * D, v.data() + size_t(c) * vrow + size_t(h) * vh, D);
+    }
+  }
+  std::vector<int32_t> order(static_cast<size_t>(n_kv));
+  for (int c = 0; c < n_kv; ++c) order[size_t(c)] = c;
+  if (sort) {
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int32_t a, int32_t b) { return cells[size_t(a)].second < cells[size_t(b)].second; });
+  }
+  std::vector<float> q, mask(size_t(T) * size_t(n_kv));
+  std::vector<int32_t> grp(static_cast<size_t>(T));
+  for (int t = 0; t < T; ++t) {
+    const auto qv = row_values(uint32_t(tokens[size_t(t)].first), uint32_t(tokens[size_t(t)].second), 3, size_t(H) * D);
+    q.insert(q.end(), qv.begin(), qv.end());
+    grp[size_t(t)] = tokens[size_t(t)].first;
+    for (int c = 0; c < n_kv; ++c) {
+      const auto& cell = cells[size_t(order[size_t(c)])];
+      const bool vis = cell.first == tokens[size_t(t)].first && cell.second <= tokens[size_t(t)].second;
+      mask[size_t(t) * size_t(n_kv) + size_t(c)] = vis ? 0.0f : kNegInf;
+    }
+  }
+  AttentionParams p;
+  p.n_tokens = T;
+  p.n_head = H;
+  p.n_head_kv = u.n_head_kv;
+  p.head_dim = D;
+  p.n_kv = n_kv;
+  p.k_type = u.kt;
+  p.v_type = u.vt;
+  p.k = k.data();
+  p.v = v.data();
+  p.k_row_bytes = krow;
+  p.v_row_bytes = vrow;
+  p.mask = mask.data();
+  p.kv_cells = sort ? order.data() : nullptr;
+  p.prefix_group = groups ? grp.data() : nullptr;
+  p.scale = 1.0f / std::sqrt(float(D));
+  ThreadPool pool(n_threads);
+  std::vector<uint8_t> scratch(attention_scratch_bytes(T, n_kv, D, u.kt, pool.size()));
+  std::vector<float> out(size_t(T) * H * D);
+  attention(pool, p, q.data(), out.data(), scratch.data());
+  std::vector<std::vector<float>> res;
+  for (int t = 0; t < T; ++t) res.emplace_back(out.begin() + ptrdiff_t(t) * H * D, out.begin() + ptrdiff_t(t + 1) * H * D);
+  return res;
+}
+
+bool same(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// Sequence 0 holds positions [0, L); its last T tokens are the batch. Checked against the same
+// tokens decoded alone, one at a time, over the cells 0..L-1:
+//  - in one batch with prefix groups (shared tiles), and without;
+//  - among the tokens of two other sequences (alternating in the batch), with the three
+//    sequences' cells interleaved at random in the cache (and a few empty cells);
+//  - with sequence 0's cells shuffled (columns sorted back by position);
+//  - one token among many others (many tiles: no ranges split across threads).
+void check_invariance(const InvSetup& u, int L, int T, uint32_t seed) {
+  std::vector<std::pair<int, int>> own;
+  for (int i = 0; i < L; ++i) own.push_back({0, i});
+  std::vector<std::pair<int, int>> toks;
+  for (int t = L - T; t < L; ++t) toks.push_back({0, t});
+  std::vector<std::vector<float>> ref;
+  for (const auto& tk : toks) ref.push_back(run_layout(u, own, {tk}, false, true, 2)[0]);
+  auto expect_ref = [&](const std::vector<std::vector<float>>& got, const std::vector<int>& rows, const char* what) {
+    for (size_t i = 0; i < rows.size(); ++i) {
+      ASSERT_TRUE(same(got[size_t(rows[i])], ref[i]))
+          << what << ": D" << u.D << " g" << u.group << " hkv" << u.n_head_kv << " " << tensor_type_name(u.kt) << "/"
+          << tensor_type_name(u.vt) << " L" << L << " T" << T << " token " << i;
+    }
+  };
+  std::vector<int> first_rows(static_cast<size_t>(T));
+  for (int i = 0; i < T; ++i) first_rows[size_t(i)] = i;
+  expect_ref(run_layout(u, own, toks, false, true, 2), first_rows, "one batch, groups");
+  expect_ref(run_layout(u, own, toks, false, false, 3), first_rows, "one batch, no groups");
+
+  std::mt19937 rng(seed);
+  // Three sequences' cells interleaved, positions in order within each (a cache filled by
+  // batches mixing them), a few empty cells.
+  std::vector<std::pair<int, int>> mixed;
+  int next[3] = {0, 0, 0};
+  const int len[3] = {L, L / 2 + 3, L / 3 + 1};
+  while (next[0] < len[0] || next[1] < len[1] || next[2] < len[2]) {
+    const int s = int(rng() % 3);
+    if (next[s] >= len[s]) continue;
+    mixed.push_back({s, next[s]++});
+    if (rng() % 17 == 0) mixed.push_back({-1, 0});
+  }
+  std::vector<std::pair<int, int>> batch;
+  std::vector<int> rows;
+  for (int i = 0; i < T; ++i) {
+    rows.push_back(int(batch.size()));
+    batch.push_back(toks[size_t(i)]);
+    if (i % 2 == 0) batch.push_back({1, len[1] - 1 - i % len[1]});
+    if (i % 3 == 0) batch.push_back({2, len[2] - 1});
+  }
+  expect_ref(run_layout(u, mixed, batch, false, true, 2), rows, "among other sequences");
+  expect_ref(run_layout(u, mixed, batch, true, true, 2), rows, "among other sequences, sorted columns");
+  // The same with sequence 0's tokens adjacent (sharing tiles) before the others'.
+  std::vector<std::pair<int, int>> grouped = toks;
+  for (int i = 0; i < T; i += 2) grouped.push_back({1, len[1] - 1 - i % len[1]});
+  grouped.push_back({2, len[2] - 1});
+  expect_ref(run_layout(u, mixed, grouped, false, true, 3), first_rows, "adjacent among other sequences");
+
+  // Sequence 0's cells in random order: the columns sorted back by position.
+  std::vector<std::pair<int, int>> shuffled = own;
+  std::shuffle(shuffled.begin(), shuffled.end(), rng);
+  expect_ref(run_layout(u, shuffled, toks, true, true, 2), first_rows, "shuffled cells");
+
+  // The last token among 40 tokens of other sequences: 40 tiles, none split.
+  std::vector<std::pair<int, int>> many = {toks.back()};
+  std::vector<std::pair<int, int>> cells2 = own;
+  for (int s = 1; s <= 40; ++s) {
+    for (int i = 0; i < 3; ++i) cells2.push_back({s, i});
+    many.push_back({s, 2});
+  }
+  const auto got = run_layout(u, cells2, many, false, true, 2);
+  ASSERT_TRUE(same(got[0], ref.back())) << "among 40 tokens: D" << u.D << " L" << L << " "
+                                        << tensor_type_name(u.kt) << "/" << tensor_type_name(u.vt);
+}
+
+TEST(Attention, BatchInvariance) {
+  struct S { int D, group, hkv, L, T; };
+  const TensorType types[] = {TensorType::F32, TensorType::F16, TensorType::Q8_0};
+  bool first = true;  // every shape and type pair under the best target, a few under the others
+  const bool emu = test::under_emulator();  // QEMU: two shapes, same-type pairs, every target
+  test::for_each_simd_target([&] {
+    for (S s : {S{64, 2, 2, 300, 5}, S{64, 1, 3, 600, 9}, S{128, 4, 2, 1100, 2}, S{32, 8, 1, 1500, 3},
+                S{64, 3, 4, 40, 7}}) {
+      if ((!first || emu) && s.L != 300 && s.L != 1100) continue;
+      if (emu && !first && s.L != 300) continue;
+      for (TensorType kt : types) {
+        for (TensorType vt : types) {
+          if (kt != vt && (s.L != 300 || !first || emu)) continue;  // mixed pairs once
+          if (kt == TensorType::F32 && (s.L > 1000 || !first || emu)) continue;
+          InvSetup u;
+          u.D = s.D;
+          u.group = s.group;
+          u.n_head_kv = s.hkv;
+          u.kt = kt;
+          u.vt = vt;
+          check_invariance(u, s.L, s.T, uint32_t(s.L + s.D));
+          if (::testing::Test::HasFatalFailure()) return;
+        }
+      }
+    }
+    first = false;
+  });
 }
 
 // K/V types without a fast kernel, and head sizes it does not take, run the reference.

@@ -242,7 +242,7 @@ TEST(Ops, AttentionMatchesNaiveReference) {
     p.k_type = kv_type; p.v_type = kv_type; p.k = k.data(); p.v = v.data();
     p.k_row_bytes = head_bytes * Hkv; p.v_row_bytes = head_bytes * Hkv;
     p.mask = mask.data(); p.scale = 1.0f / std::sqrt(float(D));
-    std::vector<uint8_t> scratch(attention_scratch_bytes(n_kv, D, kv_type, pool.size()));
+    std::vector<uint8_t> scratch(attention_scratch_bytes(T, n_kv, D, kv_type, pool.size()));
     std::vector<float> out(size_t(T * H * D));
     attention(pool, p, q.data(), out.data(), scratch.data());
     const double tol = kv_type == TensorType::F32 ? 1e-5 : 0.03;
@@ -293,7 +293,7 @@ TEST(Ops, AlibiSlopesAndBias) {
   p.k = kf.data(); p.v = vf.data(); p.k_row_bytes = p.v_row_bytes = D * sizeof(float);
   p.mask = mask.data();
   p.alibi_slopes = &slope; p.q_pos = &q_pos; p.kv_pos = kv_pos;
-  std::vector<uint8_t> scratch(attention_scratch_bytes(n_kv, D, TensorType::F32, 1));
+  std::vector<uint8_t> scratch(attention_scratch_bytes(1, n_kv, D, TensorType::F32, 1));
   attention(pool, p, q.data(), out.data(), scratch.data());
   const double w0 = std::exp(-1.0), w1 = std::exp(-0.5), w2 = 1.0;
   EXPECT_NEAR(out[0], (0 * w0 + 1 * w1 + 2 * w2) / (w0 + w1 + w2), 1e-6);

@@ -3,7 +3,9 @@
 // the reference, over many shapes, activation counts and misaligned buffers.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -67,13 +69,48 @@ void expect_close(const Problem& p, const float* out, size_t out_stride, const c
   }
 }
 
-int64_t block_size_of_type(TensorType t) { return tensor_type_info(t)->block_size; }
+bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
 using Gemm = void (*)(TensorType, int64_t, int64_t, const void*, int64_t, int64_t, const void*, size_t, int,
                       float*, size_t);
 
+// Batch invariance: every activation row's outputs are bit-identical whether the row is computed
+// alone, with the n - 1 others (got: all rows in one call), or in a call of a few rows starting
+// at it (so that it falls at another place of the kernels' runs of 16, 8, 4, 2, 1 rows); each
+// single-row call over one group at a time too (the 1-row kernels take several groups at once).
+void expect_rows_invariant(Gemm gemm, const Problem& p, const uint8_t* packed, const uint8_t* act, size_t ab,
+                           const float* got, size_t out_stride, const char* what) {
+  const int64_t groups = (p.rows + kPackRows - 1) / kPackRows;
+  std::vector<float> one(size_t(p.rows) * 3 + 3);
+  for (int i = 0; i < p.n; ++i) {
+    const int sub = std::min(3, p.n - i);
+    std::fill(one.begin(), one.end(), 555.0f);
+    gemm(p.t, p.rows, p.cols, packed, 0, groups, act + size_t(i) * ab, ab, sub, one.data(), size_t(p.rows));
+    for (int s = 0; s < sub; ++s) {
+      for (int64_t r = 0; r < p.rows; ++r) {
+        ASSERT_TRUE(same_bits(one[size_t(s) * size_t(p.rows) + size_t(r)], got[size_t(i + s) * out_stride + size_t(r)]))
+            << what << " " << test::type_name(p.t) << " rows=" << p.rows << " cols=" << p.cols << " n=" << p.n
+            << ": row " << i + s << " in a call of " << sub << " from row " << i << " differs at r=" << r;
+      }
+    }
+    if (i % 7 != 0) continue;
+    for (int64_t g = 0; g < groups; ++g) {
+      std::fill(one.begin(), one.end(), 555.0f);
+      gemm(p.t, p.rows, p.cols, packed, g, g + 1, act + size_t(i) * ab, ab, 1, one.data(), size_t(p.rows));
+      for (int64_t r = g * kPackRows; r < std::min(p.rows, (g + 1) * kPackRows); ++r) {
+        ASSERT_TRUE(same_bits(one[size_t(r)], got[size_t(i) * out_stride + size_t(r)]))
+            << what << " " << test::type_name(p.t) << " rows=" << p.rows << " cols=" << p.cols << " n=" << p.n
+            << ": row " << i << " alone over group " << g << " differs at r=" << r;
+      }
+    }
+  }
+}
+
+int64_t block_size_of_type(TensorType t) { return tensor_type_info(t)->block_size; }
+
 // Runs gemm over all groups, split in two calls, with misaligned inputs and an output stride
-// wider than rows; checks every output, and that padding columns beyond rows are untouched.
+// wider than rows; checks every output, that padding columns beyond rows are untouched, and that
+// each activation row's outputs do not depend on the other rows of the call.
 void check_variant(Gemm gemm, const char* what,
                    std::vector<TensorType> types = {TensorType::Q4_0, TensorType::Q8_0, TensorType::F16, TensorType::Q4_K,
                                                     TensorType::Q6_K}) {
@@ -97,6 +134,7 @@ void check_variant(Gemm gemm, const char* what,
           gemm(t, rows, cols, packed.data(), 0, half, act.data(), ab, n, out.f32(), out_stride);
           gemm(t, rows, cols, packed.data(), half, groups, act.data(), ab, n, out.f32(), out_stride);
           expect_close(p, out.f32(), out_stride, what);
+          expect_rows_invariant(gemm, p, packed.data(), act.data(), ab, out.f32(), out_stride, what);
           for (int i = 0; i < n; ++i) {
             for (size_t c = size_t(rows); c < out_stride; ++c) {
               ASSERT_EQ(out.f32()[size_t(i) * out_stride + c], 777.0f) << what << " wrote past rows";
@@ -186,11 +224,6 @@ TEST(Packed, Q4KAvx512MatchesReference) {
 TEST(Packed, Q6KAvx512MatchesReference) {
   if (!cpu_features().has_avx512_vnni_set()) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
   check_variant(&typed<&detail::packed_gemm_q6k_avx512>, "q6k-avx512", {TensorType::Q6_K});
-}
-
-TEST(Packed, F16AmxMatchesReference) {
-  if (!cpu_features().has_amx_bf16_set()) GTEST_SKIP() << "no AMX-BF16 on this CPU (or not granted)";
-  check_variant(&typed<&detail::packed_gemm_f16_amx>, "f16-amx", {TensorType::F16});
 }
 
 TEST(Packed, AmxMatchesReference) {

@@ -231,8 +231,8 @@ TEST(QuantSimd, VecDotMatchesReference) {
 // row strides with odd padding and misaligned bases, cells outside the tile left untouched.
 TEST(QuantSimd, VecDotTileMatchesReference) {
   std::mt19937 rng(17);
-  const std::pair<int, int> shapes[] = {{1, 1}, {2, 1}, {1, 2}, {2, 4}, {3, 5}, {4, 8},
-                                        {5, 9}, {7, 3}, {16, 6}, {0, 3}, {3, 0}};
+  const std::pair<int, int> shapes[] = {{1, 1}, {2, 1}, {1, 2}, {2, 4}, {3, 5}, {4, 8}, {5, 9},
+                                        {7, 3}, {16, 6}, {4, 1}, {9, 1}, {16, 1}, {0, 3}, {3, 0}};
   for (TensorType t : every_supported_type()) {
     const TensorType at = vec_dot_type(t);
     const int64_t bs = block_size(t);
@@ -269,6 +269,9 @@ TEST(QuantSimd, VecDotTileMatchesReference) {
               ASSERT_TRUE(same_bits(rout[c], expect)) << type_name(t) << " k=" << k;
               ASSERT_NEAR(out[c], expect, tol) << type_name(t) << " k=" << k << " tile " << nw
                                                << "x" << na << " cell " << j << "," << i;
+              // Batch invariance: bit for bit the dispatched vec_dot of the pair.
+              ASSERT_TRUE(same_bits(out[c], vec_dot(t, k, wb.data() + size_t(j) * ws, ab.data() + size_t(i) * as)))
+                  << type_name(t) << " k=" << k << " tile " << nw << "x" << na << " cell " << j << "," << i;
             }
           }
           for (size_t c = 0; c < out.size(); ++c) {
@@ -554,11 +557,14 @@ void check_vec_dot(TensorType t, Fn fn, uint32_t seed) {
 }
 
 // One tile kernel (fn) against ref::vec_dot per pair: full and partial tiles, padded strides,
-// misaligned bases, cells outside the tile untouched.
-template <class Fn>
-void check_vec_dot_tile(TensorType t, Fn fn, uint32_t seed) {
+// misaligned bases, cells outside the tile untouched; and bit for bit against the same kernel
+// set's vec_dot (dot) on the rows at other misalignments (batch invariance: a pair's dot does not
+// depend on the tile shape or on how many rows share the call).
+template <class Fn, class Dot>
+void check_vec_dot_tile(TensorType t, Fn fn, Dot dot, uint32_t seed) {
   std::mt19937 rng(seed);
-  const std::pair<int, int> shapes[] = {{1, 1}, {2, 1}, {1, 2}, {2, 4}, {3, 5}, {5, 9}, {7, 3}, {0, 3}, {3, 0}};
+  const std::pair<int, int> shapes[] = {{1, 1}, {2, 1}, {1, 2}, {2, 4}, {3, 5}, {5, 9}, {7, 3}, {4, 1},
+                                        {7, 1}, {9, 1}, {6, 5}, {0, 3}, {3, 0}};
   const TensorType at = vec_dot_type(t);
   const int64_t bs = block_size(t);
   std::vector<int64_t> ks = {0, bs, 2 * bs, 3 * bs, 8 * bs, 17 * bs};
@@ -589,6 +595,14 @@ void check_vec_dot_tile(TensorType t, Fn fn, uint32_t seed) {
                 2e-6 * dot_magnitude(t, k, wr[size_t(j)].data(), ar[size_t(i)].data()) + 1e-30;
             ASSERT_NEAR(out[size_t(i) * os + size_t(j)], expect, tol)
                 << type_name(t) << " k=" << k << " tile " << nw << "x" << na << " cell " << j << "," << i;
+            Misaligned w1(wr[size_t(j)].size() + 1, (mw + 1) % 8), a1(ar[size_t(i)].size() + 1, (ma + 3) % 8);
+            if (wrb) std::memcpy(w1.data(), wr[size_t(j)].data(), wrb);
+            if (arb) std::memcpy(a1.data(), ar[size_t(i)].data(), arb);
+            float one = -1.0f;
+            ASSERT_TRUE(dot(t, k, w1.data(), a1.data(), &one)) << type_name(t);
+            ASSERT_TRUE(same_bits(out[size_t(i) * os + size_t(j)], one))
+                << type_name(t) << " k=" << k << " tile " << nw << "x" << na << " cell " << j << "," << i
+                << ": " << out[size_t(i) * os + size_t(j)] << " vs vec_dot " << one;
           }
         }
         for (size_t c = 0; c < out.size(); ++c) {
@@ -614,7 +628,7 @@ TEST(QuantSimdHighway, VecDotTileMatchesReference) {
   loom::test::for_each_simd_target([] {
     for (TensorType t : hwy_tile_types()) {
       SCOPED_TRACE(type_name(t));
-      check_vec_dot_tile(t, hwk::vec_dot_tile, 24);
+      check_vec_dot_tile(t, hwk::vec_dot_tile, hwk::vec_dot, 24);
     }
   });
 }
@@ -634,6 +648,18 @@ TEST(QuantSimdHighway, DeclinesOtherTypes) {
   });
 }
 
+#if defined(__x86_64__)
+// ---- the x86 AVX2 int8 kernels, called directly ---------------------------------------------
+
+TEST(QuantSimdAvx2, TileMatchesReferenceAndVecDotBitForBit) {
+  if (!cpu_features().has_avx2_set()) GTEST_SKIP() << "no AVX2 (or LOOM_FORCE_SCALAR)";
+  for (TensorType t : {TensorType::Q4_0, TensorType::Q5_0, TensorType::Q8_0, TensorType::IQ4_NL}) {
+    SCOPED_TRACE(type_name(t));
+    check_vec_dot_tile(t, detail::avx2::vec_dot_tile, detail::avx2::vec_dot, 27);
+  }
+}
+#endif
+
 #if defined(__aarch64__)
 // ---- the AArch64 dotprod kernels ------------------------------------------------------------
 
@@ -646,7 +672,7 @@ TEST(QuantSimdNeon, DotprodMatchesReference) {
   }
   for (TensorType t : {TensorType::Q4_0, TensorType::Q5_0, TensorType::Q8_0, TensorType::IQ4_NL}) {
     SCOPED_TRACE(type_name(t));
-    check_vec_dot_tile(t, detail::neon::vec_dot_tile, 26);
+    check_vec_dot_tile(t, detail::neon::vec_dot_tile, detail::neon::vec_dot, 26);
   }
   float out = -7.0f;
   std::vector<uint8_t> buf(512, 0);
