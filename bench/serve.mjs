@@ -17,10 +17,12 @@
 //              at a time: mean / p95 time to first token, prefix tokens reused;
 //   multiturn  a 6-turn chat that resends its history each turn: TTFT per turn and the fraction
 //              of prompt tokens served from the cache (timings.cache_n / prompt tokens);
-//   memory     resident size (VmRSS / VmHWM) of each server after the runs.
+//   memory     resident size (VmRSS / VmHWM) of each server after the runs;
+//   bandwidth  the machine's read bandwidth (loom bench's pass) and, for one stream, the decode GB/s
+//              (weight bytes per step x tok/s) of both servers.
 // llama-server is built by ../shared/tools/build-llama-cpp.sh (found in ~/.cache/loom-llama-cpp
 // by default).
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -263,6 +265,16 @@ async function main() {
       process.stdout.write(`  ${name} ${kind}: ${JSON.stringify(res[kind][name])}\n`);
     }
   }
+  // The machine's read bandwidth, measured in the same run (loom bench's pass, same threads).
+  let bw = null;
+  try {
+    const out = execFileSync(o.loom, ['bench', '-m', o.model, '-t', String(o.threads), '-p', '8', '-n', '8', '-r', '1', '--json'],
+      { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+    bw = JSON.parse(out);
+    console.log(`memory read bandwidth ${bw.mem_bw_gbps} GB/s (${o.threads} threads, ${bw.mem_bw_kernel}); weights ${(bw.weight_bytes_per_token / 1e6).toFixed(1)} MB per decode step`);
+  } catch (err) {
+    console.log(`(no bandwidth pass: ${err.message.split('\n')[0]})`);
+  }
   const L = res.loom, P = res.llama;
   const f = (x, d = 1) => (Number.isFinite(x) ? x.toFixed(d) : '-');
   const ratio = (a, b) => (Number.isFinite(a) && Number.isFinite(b) && b ? (a / b).toFixed(2) + 'x' : '-');
@@ -278,6 +290,11 @@ async function main() {
       row('ITL p50 ms', 'itl_p50');
       row('ITL p95 ms', 'itl_p95');
       row('failed', 'failed', 0);
+      // One stream reads every weight once per token: weights x tok/s is the decode bandwidth.
+      if (name === 'streams1' && bw) {
+        const gb = (x) => (x * bw.weight_bytes_per_token) / 1e9;
+        console.log(`| ${name} | decode GB/s (weights x tok/s) | ${f(gb(l.agg_tps), 2)} | ${f(p ? gb(p.agg_tps) : NaN, 2)} | ${ratio(l.agg_tps, p?.agg_tps)} |`);
+      }
     } else if (name === 'prefix') {
       row('mean TTFT ms', 'ttft_mean');
       row('TTFT p95 ms', 'ttft_p95');
