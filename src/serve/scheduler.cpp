@@ -5,6 +5,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <deque>
+#include <future>
 #include <list>
 #include <mutex>
 #include <optional>
@@ -105,6 +106,11 @@ struct Scheduler::Impl {
   std::deque<std::unique_ptr<Req>> inbox;
   std::deque<std::unique_ptr<EmbedJob>> embed_inbox;
   std::unordered_set<RequestId> cancels;
+  struct Task {
+    std::function<Status(Context&, PrefixCache*)> fn;
+    std::promise<Status> done;
+  };
+  std::deque<std::unique_ptr<Task>> task_inbox;
   std::atomic<uint64_t> next_id{1};
   int n_waiting_shared = 0;  // inbox + waiting, for max_queue
   bool stopping = false;
@@ -117,6 +123,7 @@ struct Scheduler::Impl {
   std::deque<std::unique_ptr<Req>> waiting;
   std::list<std::unique_ptr<Req>> running;  // admission order
   std::deque<std::unique_ptr<EmbedJob>> embed_jobs;
+  std::deque<std::unique_ptr<Task>> tasks;  // exclusive tasks: admission pauses while any waits
   std::vector<int> free_slots;
   Metrics metrics;
   std::thread loop;
@@ -772,7 +779,7 @@ struct Scheduler::Impl {
         std::unique_lock<std::mutex> l(mu);
         auto idle = [&] {
           return running.empty() && waiting.empty() && embed_jobs.empty() && inbox.empty() && embed_inbox.empty() &&
-                 cancels.empty() && !stopping;
+                 cancels.empty() && task_inbox.empty() && tasks.empty() && !stopping;
         };
         if (idle()) {
           l.unlock();
@@ -787,6 +794,10 @@ struct Scheduler::Impl {
         while (!embed_inbox.empty()) {
           embed_jobs.push_back(std::move(embed_inbox.front()));
           embed_inbox.pop_front();
+        }
+        while (!task_inbox.empty()) {
+          tasks.push_back(std::move(task_inbox.front()));
+          task_inbox.pop_front();
         }
         cancel_now.swap(cancels);
         if (stopping) stop_now = now_us() >= stop_deadline_us || (running.empty() && embed_jobs.empty());
@@ -807,16 +818,23 @@ struct Scheduler::Impl {
           if (j->cb) j->cb(unavailable("the server is shutting down"));
         }
         embed_jobs.clear();
+        for (auto& t : tasks) t->done.set_value(unavailable("the scheduler is shutting down"));
+        tasks.clear();
         if (cache && disk.active()) cache->persist_all();
         disk.flush();
         publish();
         return;
       }
       disk.poll();
+      if (!tasks.empty() && running.empty() && embed_jobs.empty()) {
+        run_tasks();
+        publish();
+        continue;
+      }
       if (p.context.embeddings) {
-        embed_step();
+        if (tasks.empty() || !embed_jobs.empty()) embed_step();
       } else {
-        admit();
+        if (tasks.empty()) admit();
         if (running.empty() && !waiting.empty()) {
           // Nothing runs, so nothing will free cells: the head can never be admitted (only a
           // reservation bug leads here). Refuse it rather than wait forever.
@@ -833,6 +851,28 @@ struct Scheduler::Impl {
         retire_finished();
       }
       publish();
+    }
+  }
+
+  // Exclusive tasks, run when nothing else does. A task's exception becomes its status.
+  void run_tasks() {
+    while (!tasks.empty()) {
+      std::unique_ptr<Task> t = std::move(tasks.front());
+      tasks.pop_front();
+      Status st;
+      try {
+        st = t->fn(*ctx, cache.get());
+      } catch (const std::exception& e) {
+        st = internal_error(std::string("exclusive task failed: ") + e.what());
+      }
+      if (cache) {
+        Status inv = cache->check_invariants();
+        if (!inv) {
+          LOOM_LOG(kWarn, "prefix cache inconsistent after an exclusive task (%s): cleared", inv.message().c_str());
+          cache->clear_unlocked();
+        }
+      }
+      t->done.set_value(std::move(st));
     }
   }
 
@@ -1028,6 +1068,19 @@ void Scheduler::cancel(RequestId id) {
     impl_->cancels.insert(id);
   }
   impl_->cv.notify_one();
+}
+
+Status Scheduler::run_exclusive(std::function<Status(Context&, PrefixCache*)> fn) {
+  auto t = std::make_unique<Impl::Task>();
+  t->fn = std::move(fn);
+  std::future<Status> done = t->done.get_future();
+  {
+    std::lock_guard<std::mutex> l(impl_->mu);
+    if (impl_->stopping) return unavailable("the scheduler is shutting down");
+    impl_->task_inbox.push_back(std::move(t));
+  }
+  impl_->cv.notify_one();
+  return done.get();
 }
 
 SchedulerStats Scheduler::stats() const {

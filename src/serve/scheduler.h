@@ -41,6 +41,7 @@
 
 namespace loom::serve {
 
+class PrefixCache;
 using RequestId = uint64_t;
 
 enum class FinishReason { kStop, kLength, kCancelled };
@@ -158,6 +159,14 @@ class Scheduler {
   Expected<RequestId> submit_embed(EmbedRequest req, EmbedCallback on_done);
   // Stops a request at the next step (its choices finish with kCancelled); unknown ids are ignored.
   void cancel(RequestId id);
+
+  // Runs `fn` on the loop thread when nothing else runs and returns its status: admission pauses
+  // (requests submitted meanwhile wait) until the running requests and embeddings are done, then
+  // `fn` gets the context and the prefix cache (null when disabled). What changes the meaning of
+  // cached KV (LoRA adapters, control vectors) must clear the cache it is given. Session files,
+  // benchmarks and cache edits go through here. Blocks the caller: never call it from an event
+  // callback. kUnavailable once shutting down.
+  Status run_exclusive(std::function<Status(Context&, PrefixCache*)> fn);
 
   SchedulerStats stats() const;
   const Model& model() const { return *model_; }
