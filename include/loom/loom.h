@@ -68,7 +68,8 @@ enum loom_status {
   LOOM_ERR_RESOURCE_EXHAUSTED = -7, /* no room (KV cache full, buffer too small) */
   LOOM_ERR_ABORTED = -8,          /* stopped by a callback */
   LOOM_ERR_INTERNAL = -9,
-  LOOM_ERR_OUT_OF_MEMORY = -10
+  LOOM_ERR_OUT_OF_MEMORY = -10,
+  LOOM_ERR_UNAVAILABLE = -11      /* not now: a queue is full or it is shutting down (retry later) */
 };
 
 /* decode / encode results. */

@@ -3,6 +3,8 @@
 // message. Behaviour lives in the C++ classes; nothing here decides anything they already do.
 #include "loom/loom.h"
 
+#include "capi/capi_internal.h"
+
 #include <algorithm>
 #include <cctype>
 #include <climits>
@@ -27,117 +29,9 @@
 #define LOOM_VERSION_STRING "0.0.0"
 #endif
 
-struct loom_model {
-  std::shared_ptr<const loom::Model> m;
-  bool vocab_only = false;
-  std::string arch;
-};
-
-struct loom_context {
-  std::unique_ptr<loom::Context> c;
-  loom::Batch batch;  // reused by every decode so that converting a batch allocates nothing
-};
-
-struct loom_lora_adapter {
-  std::shared_ptr<const loom::LoraAdapter> a;
-};
-
-struct loom_control_vector {
-  loom::ControlVector cv;
-};
+using namespace loom::capi;
 
 namespace {
-
-// ---- errors -----------------------------------------------------------------------------------
-
-struct LastError {
-  std::string msg;
-  const char* fallback = nullptr;  // used when recording the message itself ran out of memory
-};
-thread_local LastError t_error;
-
-void set_error(std::string_view fn, std::string_view msg) noexcept {
-  try {
-    t_error.msg.assign(fn);
-    t_error.msg.append(": ");
-    t_error.msg.append(msg);
-    t_error.fallback = nullptr;
-  } catch (...) {
-    t_error.fallback = "out of memory (while recording an error message)";
-  }
-}
-
-int32_t status_code(const loom::Status& st) { return st.is_ok() ? LOOM_OK : -int32_t(st.code()); }
-
-// Records a failing status; returns its C code.
-int32_t fail(const char* fn, const loom::Status& st) {
-  set_error(fn, st.message());
-  return status_code(st);
-}
-
-int32_t fail_arg(const char* fn, const char* msg) {
-  set_error(fn, msg);
-  return LOOM_ERR_INVALID_ARGUMENT;
-}
-
-int32_t check(const char* fn, const loom::Status& st) { return st.is_ok() ? LOOM_OK : fail(fn, st); }
-
-// Runs f, turning any exception into `on_error` and a recorded message; `oom` is the result for
-// std::bad_alloc when it differs from on_error (status-returning functions).
-template <typename R, typename F>
-R guarded(const char* fn, R on_error, R oom, F&& f) noexcept {
-  try {
-    return f();
-  } catch (const std::bad_alloc&) {
-    set_error(fn, "out of memory");
-    return oom;
-  } catch (const std::exception& e) {
-    set_error(fn, std::string("internal error: ") + e.what());
-  } catch (...) {
-    set_error(fn, "internal error: unknown exception");
-  }
-  return on_error;
-}
-template <typename R, typename F>
-R guarded(const char* fn, R on_error, F&& f) noexcept {
-  return guarded(fn, on_error, on_error, std::forward<F>(f));
-}
-// For functions returning a status.
-template <typename F>
-int32_t guarded_status(const char* fn, F&& f) noexcept {
-  try {
-    return f();
-  } catch (const std::bad_alloc&) {
-    set_error(fn, "out of memory");
-    return LOOM_ERR_OUT_OF_MEMORY;
-  } catch (const std::exception& e) {
-    set_error(fn, std::string("internal error: ") + e.what());
-  } catch (...) {
-    set_error(fn, "internal error: unknown exception");
-  }
-  return LOOM_ERR_INTERNAL;
-}
-
-// snprintf-style copy: returns the full length, -1 when it does not fit int32_t.
-int32_t copy_string(std::string_view s, char* buf, size_t buf_size) {
-  if (buf && buf_size > 0) {
-    const size_t n = std::min(s.size(), buf_size - 1);
-    if (n) std::memcpy(buf, s.data(), n);
-    buf[n] = '\0';
-  }
-  return s.size() > size_t(INT32_MAX) ? -1 : int32_t(s.size());
-}
-
-// Negotiated copy (tokenize / piece / detokenize): bytes written, or -needed.
-int32_t copy_sized(const char* fn, std::string_view s, char* buf, int32_t cap) {
-  if (s.size() > size_t(INT32_MAX)) {
-    set_error(fn, "result does not fit int32_t");
-    return LOOM_SIZE_ERROR;
-  }
-  if (int64_t(s.size()) > int64_t(cap)) return -int32_t(s.size());
-  if (!s.empty()) std::memcpy(buf, s.data(), s.size());
-  return int32_t(s.size());
-}
 
 const loom::Vocab* vocab_of(const char* fn, const loom_model* model) {
   if (!model) {
@@ -157,7 +51,9 @@ const loom::Vocab* vocab_of(const char* fn, const loom_model* model) {
 
 // ---- parameters -------------------------------------------------------------------------------
 
-loom::Status to_params(const loom_context_params& p, loom::ContextParams* out) {
+}  // namespace
+
+loom::Status loom::capi::to_params(const loom_context_params& p, loom::ContextParams* out) {
   loom::ContextParams& cp = *out;
   cp.n_ctx = p.n_ctx;
   cp.n_batch = p.n_batch;
@@ -211,6 +107,8 @@ loom::Status to_params(const loom_context_params& p, loom::ContextParams* out) {
   cp.eval_data = p.eval_callback_data;
   return loom::Status::ok();
 }
+
+namespace {
 
 int32_t pooling_to_c(loom::Pooling p) {
   switch (p) {
@@ -383,6 +281,7 @@ const char* loom_status_string(int32_t status) {
     case LOOM_ERR_ABORTED: return "aborted";
     case LOOM_ERR_INTERNAL: return "internal error";
     case LOOM_ERR_OUT_OF_MEMORY: return "out of memory";
+    case LOOM_ERR_UNAVAILABLE: return "unavailable";
     default: return "unknown status";
   }
 }

@@ -133,6 +133,49 @@ std::vector<int32_t> prompt_tokens(const json& v, const Vocab& vocab, const std:
   return ids;
 }
 
+std::vector<std::vector<int32_t>> embed_inputs(const json& v, const Vocab& vocab, const std::string& field) {
+  std::vector<std::vector<int32_t>> out;
+  auto one = [&](const json& x, const std::string& where) {
+    std::vector<int32_t> ids;
+    if (x.is_string()) {
+      ids = vocab.tokenize(x.get<std::string>(), true, false);
+    } else if (x.is_array()) {
+      ids = prompt_tokens(x, vocab, where);
+    } else {
+      request_error(where + ": expected a string or an array of token ids");
+    }
+    if (ids.empty()) request_error(where + ": the input produced no tokens");
+    out.push_back(std::move(ids));
+  };
+  if (v.is_string() || (v.is_array() && !v.empty() && v[0].is_number())) {
+    one(v, field);
+  } else if (v.is_array() && !v.empty()) {
+    if (v.size() > 2048) request_error(field + ": at most 2048 inputs");
+    for (size_t i = 0; i < v.size(); ++i) one(v[i], field + "[" + std::to_string(i) + "]");
+  } else {
+    request_error(field + ": expected a string, an array of strings or token arrays");
+  }
+  return out;
+}
+
+std::vector<std::vector<int32_t>> rerank_inputs(const std::string& query, const json& documents, const Vocab& vocab,
+                                                std::vector<std::string>* texts) {
+  if (!documents.is_array() || documents.empty()) request_error("documents: expected a non-empty array");
+  if (documents.size() > 2048) request_error("documents: at most 2048");
+  std::vector<std::vector<int32_t>> inputs;
+  const std::vector<int32_t> q = vocab.tokenize(query, false, false);
+  for (size_t i = 0; i < documents.size(); ++i) {
+    const json& d = documents[i];
+    std::string text;
+    if (d.is_string()) text = d.get<std::string>();
+    else if (d.is_object() && d.contains("text") && d["text"].is_string()) text = d["text"].get<std::string>();
+    else request_error("documents[" + std::to_string(i) + "]: expected a string");
+    inputs.push_back(vocab.rerank_input(q, vocab.tokenize(text, false, false)));
+    if (texts) texts->push_back(std::move(text));
+  }
+  return inputs;
+}
+
 namespace {
 
 // The first of several spellings that is present (llama-server's name first, then aliases).
@@ -309,6 +352,7 @@ ChatGeneration parse_chat_generation(const Fields& f, const chat::ChatTemplate& 
   g.triggers = chat::tool_call_syntax(prepared->format).triggers;
   if (!prepared->tools_present) g.triggers.clear();
   g.prompt_text = std::move(prepared->prompt);
+  g.preserved_tokens = std::move(prepared->preserved_tokens);
   return g;
 }
 

@@ -65,6 +65,16 @@ class Fields {
 // array of token ids (checked against the vocabulary).
 std::vector<int32_t> prompt_tokens(const json& v, const Vocab& vocab, const std::string& where);
 
+// Embedding inputs: a string, an array of token ids, or an array of either (at most 2048); strings
+// are tokenized with BOS / EOS as the vocabulary adds them and no special-token parsing. An input
+// that gives no tokens is refused.
+std::vector<std::vector<int32_t>> embed_inputs(const json& v, const Vocab& vocab, const std::string& field);
+
+// Reranker inputs, one per document ([BOS] query [EOS] [SEP] document [EOS], Vocab::rerank_input):
+// documents is a non-empty array (at most 2048) of strings or {"text": ...}; *texts gets them.
+std::vector<std::vector<int32_t>> rerank_inputs(const std::string& query, const json& documents, const Vocab& vocab,
+                                                std::vector<std::string>* texts);
+
 // Sampling, lengths, stops, logprobs and grammar fields of a generation request:
 //   temperature top_k top_p min_p typical_p|typ_p repeat_penalty|penalty_repeat
 //   repeat_last_n|penalty_last_n frequency_penalty|penalty_freq presence_penalty|penalty_present
@@ -87,6 +97,7 @@ struct ChatGeneration {
   chat::ParseOptions parse_options;   // for chat::parse_assistant_output on the generated text
   std::vector<std::string> triggers;  // text that starts a tool call (stream up to it only)
   std::string prompt_text;            // the rendered prompt
+  std::vector<std::string> preserved_tokens;  // control tokens the output may contain as text
 };
 ChatGeneration parse_chat_generation(const Fields& f, const chat::ChatTemplate& tmpl, const Vocab& vocab,
                                      int default_max_tokens, uint64_t id_seed);

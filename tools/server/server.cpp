@@ -571,34 +571,7 @@ struct App {
 
   // ---- embeddings and rerank ----
   std::vector<std::vector<int32_t>> inputs_of(const json& v, const char* field) {
-    const Vocab& vocab = model->vocab();
-    std::vector<std::vector<int32_t>> out;
-    auto one = [&](const json& x, const std::string& where) {
-      std::vector<int32_t> ids;
-      if (x.is_string()) {
-        ids = vocab.tokenize(x.get<std::string>(), true, false);
-      } else if (x.is_array()) {
-        for (size_t i = 0; i < x.size(); ++i) {
-          if (!x[i].is_number_integer()) bad_request(where + "[" + std::to_string(i) + "]: expected a token id");
-          const int64_t id = x[i].get<int64_t>();
-          if (id < 0 || id >= vocab.n_tokens()) bad_request(where + "[" + std::to_string(i) + "]: token " + std::to_string(id) + " is not in the vocabulary");
-          ids.push_back(int32_t(id));
-        }
-      } else {
-        bad_request(where + ": expected a string or an array of token ids");
-      }
-      if (ids.empty()) bad_request(where + ": the input produced no tokens");
-      out.push_back(std::move(ids));
-    };
-    if (v.is_string() || (v.is_array() && !v.empty() && v[0].is_number())) {
-      one(v, field);
-    } else if (v.is_array() && !v.empty()) {
-      if (v.size() > 2048) bad_request(std::string(field) + ": at most 2048 inputs");
-      for (size_t i = 0; i < v.size(); ++i) one(v[i], std::string(field) + "[" + std::to_string(i) + "]");
-    } else {
-      bad_request(std::string(field) + ": expected a string, an array of strings or token arrays");
-    }
-    return out;
+    return serve::embed_inputs(v, model->vocab(), field);
   }
 
   // Runs an embedding request and calls done(result) on the loop thread.
@@ -662,20 +635,8 @@ struct App {
     if (docs->size() > 2048) bad_request("documents: at most 2048");
     const int top_n = int(f.integer_in("top_n", int64_t(docs->size()), 1, int64_t(docs->size())));
     const bool return_docs = f.boolean("return_documents", false);
-    const Vocab& v = model->vocab();
-    std::vector<std::vector<int32_t>> inputs;
     std::vector<std::string> texts;
-    const std::vector<int32_t> q = v.tokenize(query, false, false);
-    for (size_t i = 0; i < docs->size(); ++i) {
-      const json& d = (*docs)[i];
-      std::string text;
-      if (d.is_string()) text = d.get<std::string>();
-      else if (d.is_object() && d.contains("text") && d["text"].is_string()) text = d["text"].get<std::string>();
-      else bad_request("documents[" + std::to_string(i) + "]: expected a string");
-      // [BOS] query [EOS] [SEP] document [EOS], as llama.cpp's rerank formatting.
-      inputs.push_back(v.rerank_input(q, v.tokenize(text, false, false)));
-      texts.push_back(std::move(text));
-    }
+    std::vector<std::vector<int32_t>> inputs = serve::rerank_inputs(query, *docs, model->vocab(), &texts);
     const std::string model_name = alias;
     run_embed(std::move(inputs), res, [this, res, texts, top_n, return_docs, model_name](serve::EmbedResult& r) {
       std::vector<std::pair<float, int>> scores;

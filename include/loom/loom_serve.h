@@ -1,0 +1,155 @@
+/*
+ * loom C API, serving part: many requests on one context through loom's scheduler (continuous
+ * batching, a prefix cache shared by every request, admission by KV cells, cancellation), chat
+ * formatting with the model's template, and the session files of the prefix cache. `loom serve`
+ * and the Node binding run on it. Include after (or instead of) loom.h; same error model:
+ * nothing aborts or throws, failures return a negative LOOM_ERR_* and set loom_last_error().
+ *
+ * Requests are JSON objects (UTF-8, NUL-terminated), so that fields can be added without changing
+ * the ABI. A generation request has either
+ *   "prompt":   a string (tokenized with BOS as the model adds it, special tokens parsed) or an
+ *               array of token ids, or
+ *   "messages": OpenAI chat messages, rendered with the model's chat template (or the scheduler's
+ *               "chat_template" override), with "tools", "tool_choice", "parallel_tool_calls",
+ *               "response_format", "chat_template_kwargs", "add_generation_prompt";
+ * and llama-server's /completion fields for the rest, llama.node's spellings accepted too:
+ *   temperature top_k top_p min_p typical_p|typ_p repeat_penalty|penalty_repeat
+ *   repeat_last_n|penalty_last_n frequency_penalty|penalty_freq presence_penalty|penalty_present
+ *   mirostat mirostat_tau mirostat_eta dynatemp_range dynatemp_exponent xtc_probability
+ *   xtc_threshold min_keep dry_multiplier dry_base dry_allowed_length dry_penalty_last_n
+ *   dry_sequence_breakers samplers seed logit_bias n_predict|max_tokens n stop ignore_eos
+ *   cache_prompt n_keep n_probs grammar json_schema.
+ * temperature 0 is greedy whatever the other samplers say. Unknown fields are ignored; a field of
+ * the wrong type or out of range fails the submit with a message naming it.
+ *
+ * Events arrive on the scheduler's thread, in order per request: LOOM_EVENT_TOKEN per generated
+ * token and choice, LOOM_EVENT_FINISH once per choice, then one LOOM_EVENT_DONE — or one
+ * LOOM_EVENT_ERROR instead of all of them. A callback must return quickly and may call only
+ * loom_scheduler_cancel and loom_scheduler_stats. Event pointers are valid during the call only.
+ */
+#ifndef LOOM_LOOM_SERVE_H
+#define LOOM_LOOM_SERVE_H
+
+#include "loom/loom.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct loom_scheduler loom_scheduler;
+
+typedef struct loom_scheduler_params {
+  loom_context_params context; /* n_ctx = KV cells shared by every slot; n_seq_max is derived */
+  int32_t n_slots;             /* sequences generating at once (default 4) */
+  int32_t max_queue;           /* waiting requests beyond which submit fails LOOM_ERR_UNAVAILABLE */
+  int32_t step_tokens;         /* tokens per step, decode + prompt chunks; 0: n_ubatch */
+  bool context_shift;          /* at the context's end, drop the oldest half after n_keep and go on */
+  bool prefix_cache;           /* share prompt prefixes between requests (default true) */
+  const char * cache_dir;      /* NULL, or a folder for evicted / idle prefixes (state files) */
+  const char * chat_template;  /* NULL: the model's; else a Jinja template used for "messages" */
+} loom_scheduler_params;
+
+LOOM_API loom_scheduler_params loom_scheduler_default_params(void);
+
+/* Creates the context and starts the scheduler's thread. The model may be freed afterwards (the
+ * scheduler keeps it alive). NULL on error. */
+LOOM_API loom_scheduler * loom_scheduler_new(const loom_model * model, const loom_scheduler_params * params);
+/* Refuses new requests, lets running ones finish for up to grace_ms, cancels the rest (their
+ * callbacks get their final events), then frees everything. NULL is ignored. */
+LOOM_API void loom_scheduler_free(loom_scheduler * sched, int32_t grace_ms);
+
+enum loom_event_kind {
+  LOOM_EVENT_TOKEN = 0,  /* token, text: the text that became final with it (may be empty while a
+                            stop string can still match or a character is incomplete); json: NULL,
+                            or {"logprob": x, "top": [{"id", "piece", "logprob"}]} with n_probs */
+  LOOM_EVENT_FINISH = 1, /* text: the rest of the choice's text; json: {"reason": "stop" | "length" |
+                            "cancelled", "stop_word", "stopped_eos", "stopped_word", "stopped_limit",
+                            "text" (all of it), "tokens" [...], and for "messages" requests the
+                            parsed assistant message: "content", "reasoning_content", "tool_calls"} */
+  LOOM_EVENT_DONE = 2,   /* json: {"usage": {"prompt_tokens", "completion_tokens", "cached_tokens"},
+                            "timings": {llama-server's}, "prompt_tokens": n} */
+  LOOM_EVENT_ERROR = 3   /* token: the status (LOOM_ERR_*); text: the message */
+};
+
+typedef struct loom_event {
+  int32_t kind;        /* enum loom_event_kind */
+  uint64_t request_id;
+  int32_t choice;
+  int32_t token;
+  const char * text;   /* UTF-8, text_len bytes, NUL-terminated */
+  size_t text_len;
+  const char * json;   /* NULL or a JSON object, see loom_event_kind */
+} loom_event;
+
+typedef void (*loom_event_callback)(const loom_event * event, void * user_data);
+
+/* Validates and queues a generation request. On success *request_id is set and every event goes
+ * to callback, which may run on the scheduler's thread before this returns (set up user_data
+ * first). Errors: LOOM_ERR_INVALID_ARGUMENT (bad request, names the field),
+ * LOOM_ERR_UNAVAILABLE (queue full or shutting down), LOOM_ERR_UNSUPPORTED (generation on an
+ * embeddings context). */
+LOOM_API int32_t loom_scheduler_submit(loom_scheduler * sched, const char * request_json, loom_event_callback callback,
+                                       void * user_data, uint64_t * request_id);
+
+/* Stops a request at the next step (its choices finish with "cancelled"). Unknown ids are ignored. */
+LOOM_API void loom_scheduler_cancel(loom_scheduler * sched, uint64_t request_id);
+
+/* Embeddings on a context made with embeddings = true. request_json: {"input": a string, token
+ * ids, or an array of either} or {"rerank": {"query": "...", "documents": ["...", ...]}} (rank
+ * pooling: one score per document). The callback gets status LOOM_OK and n_inputs x n_dim floats
+ * (pooled, not normalized), or a negative status and a message. */
+typedef void (*loom_embed_callback)(int32_t status, const char * message, const float * data, int32_t n_inputs,
+                                    int32_t n_dim, int32_t prompt_tokens, void * user_data);
+LOOM_API int32_t loom_scheduler_embed(loom_scheduler * sched, const char * request_json, loom_embed_callback callback,
+                                      void * user_data, uint64_t * request_id);
+
+/* {"running", "waiting", "slots", "slots_busy", "kv_cells", "kv_used", "cached_tokens", ...} into
+ * buf. Returns the length, or -(needed size) when buf is too small, LOOM_SIZE_ERROR on error. */
+LOOM_API int32_t loom_scheduler_stats(const loom_scheduler * sched, char * buf, size_t buf_size);
+
+LOOM_API int32_t loom_scheduler_n_ctx(const loom_scheduler * sched);
+LOOM_API int32_t loom_scheduler_n_slots(const loom_scheduler * sched);
+
+/* ---- exclusive operations: each waits until no request runs (new ones wait meanwhile) --------- */
+
+/* Saves the cached prefix of `tokens` (typically a finished request's prompt + output) as a
+ * checked sequence state file with its tokens. *n_saved: tokens written (the longest cached
+ * prefix; 0 writes nothing and returns LOOM_ERR_NOT_FOUND). */
+LOOM_API int32_t loom_scheduler_save_session(loom_scheduler * sched, const char * path, const loom_token * tokens,
+                                             int32_t n_tokens, int32_t * n_saved);
+/* Loads a file written by save_session (or loom_state_seq_save_file) into the prefix cache: the
+ * next request whose prompt starts with its tokens reuses them. Its tokens are copied to
+ * tokens_out (up to capacity) and their count to *n_loaded. A file of another model, a corrupt
+ * or truncated one fails (LOOM_ERR_CORRUPT / LOOM_ERR_INVALID_ARGUMENT) and changes nothing. */
+LOOM_API int32_t loom_scheduler_load_session(loom_scheduler * sched, const char * path, loom_token * tokens_out,
+                                             int32_t capacity, int32_t * n_loaded);
+/* Empties the prefix cache. */
+LOOM_API int32_t loom_scheduler_clear_cache(loom_scheduler * sched);
+/* Replaces the LoRA adapters of the scheduler's context (n = 0 removes all) and empties the
+ * prefix cache (its KV was computed without them). */
+LOOM_API int32_t loom_scheduler_set_lora(loom_scheduler * sched, const loom_lora_adapter * const * adapters,
+                                         const float * scales, int32_t n);
+/* llama-batched-bench's measurement on the scheduler's context: pl sequences, a pp-token prompt
+ * each, then tg decode steps, nr repetitions; the cache is emptied. JSON into buf (as stats):
+ * {"pp", "tg", "pl", "nr", "n_kv", "t_pp", "speed_pp", "t_tg", "speed_tg", "t", "speed"} (seconds,
+ * tokens per second; medians over nr). */
+LOOM_API int32_t loom_scheduler_bench(loom_scheduler * sched, int32_t pp, int32_t tg, int32_t pl, int32_t nr,
+                                      char * buf, size_t buf_size);
+
+/* ---- chat formatting ------------------------------------------------------------------------ */
+
+/* Renders a chat request (the "messages" fields above; "chat_template" in it overrides the
+ * model's) and writes {"prompt", "grammar", "additional_stops", "preserved_tokens",
+ * "tool_call_format", "thinking_forced_open", "grammar_triggers"} into buf (as stats). */
+LOOM_API int32_t loom_chat_format(const loom_model * model, const char * request_json, char * buf, size_t buf_size);
+
+/* {"has_template", "template", "tool_call_format", "supports_tools", "supports_tool_calls",
+ * "supports_parallel_tool_calls"} for the model's (or template_override's) chat template. */
+LOOM_API int32_t loom_chat_template_info(const loom_model * model, const char * template_override, char * buf,
+                                         size_t buf_size);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LOOM_LOOM_SERVE_H */

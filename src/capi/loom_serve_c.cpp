@@ -1,0 +1,574 @@
+// The C API's serving part (include/loom/loom_serve.h): loom::serve::Scheduler behind a handle,
+// requests as JSON through serve/request_json (the same fields as `loom serve`), events as C
+// structs with JSON details, and the exclusive operations (session files, LoRA, bench) as
+// Scheduler::run_exclusive tasks.
+#include "loom/loom_serve.h"
+
+#include <algorithm>
+#include <chrono>
+#include <mutex>
+#include <optional>
+
+#include "capi/capi_internal.h"
+#include "chat/chat_request.h"
+#include "chat/tool_calls.h"
+#include "serve/prefix_cache.h"
+#include "serve/request_json.h"
+#include "serve/scheduler.h"
+
+using namespace loom::capi;
+using loom::serve::json;
+
+struct loom_scheduler {
+  std::shared_ptr<const loom::Model> model;
+  std::unique_ptr<loom::serve::Scheduler> s;
+  std::optional<loom::chat::ChatTemplate> tmpl;  // for "messages" (parsed once)
+  std::string tmpl_error;                         // why tmpl is empty
+  std::atomic<uint64_t> counter{0};
+  std::mutex lora_mu;
+  std::vector<std::pair<std::shared_ptr<const loom::LoraAdapter>, float>> loras;
+};
+
+namespace {
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+int32_t copy_json(const char* fn, const json& j, char* buf, size_t buf_size) {
+  const std::string s = dump(j);
+  if (s.size() >= size_t(INT32_MAX)) {
+    set_error(fn, "result does not fit int32_t");
+    return LOOM_SIZE_ERROR;
+  }
+  if (!buf || buf_size <= s.size()) return -int32_t(s.size() + 1);
+  std::memcpy(buf, s.data(), s.size());
+  buf[s.size()] = '\0';
+  return int32_t(s.size());
+}
+
+// JSON-taking functions: RequestError -> its status, recorded.
+template <typename F>
+int32_t guarded_request(const char* fn, F&& f) noexcept {
+  return guarded_status(fn, [&]() -> int32_t {
+    try {
+      return f();
+    } catch (const loom::serve::RequestError& e) {
+      return fail(fn, e.status());
+    }
+  });
+}
+
+json parse_request(const char* request_json) {
+  if (!request_json) loom::serve::request_error("request_json is NULL");
+  return loom::serve::parse_body(request_json);
+}
+
+// One generation request's state, owned by its event callback.
+struct GenState {
+  loom_event_callback cb = nullptr;
+  void* user = nullptr;
+  const loom::Vocab* vocab = nullptr;
+  bool chat = false;
+  loom::chat::ToolCallFormat format = loom::chat::ToolCallFormat::kNone;
+  loom::chat::ParseOptions parse_options;
+  int prompt_tokens = 0;
+  std::vector<std::string> text;  // per choice
+
+  void deliver(const loom::serve::Event& e, int32_t kind, int32_t token, const std::string& text_out,
+               const json* details) {
+    loom_event ev{};
+    ev.kind = kind;
+    ev.request_id = e.id;
+    ev.choice = e.choice;
+    ev.token = token;
+    ev.text = text_out.c_str();
+    ev.text_len = text_out.size();
+    std::string js;
+    if (details) js = dump(*details);
+    ev.json = details ? js.c_str() : nullptr;
+    cb(&ev, user);
+  }
+
+  void on_event(const loom::serve::Event& e) {
+    using Kind = loom::serve::Event::Kind;
+    if (e.kind != Kind::kDone && e.kind != Kind::kError && size_t(e.choice) >= text.size()) text.resize(size_t(e.choice) + 1);
+    switch (e.kind) {
+      case Kind::kToken: {
+        text[size_t(e.choice)] += e.text;
+        if (!e.has_logprob) {
+          deliver(e, LOOM_EVENT_TOKEN, e.token, e.text, nullptr);
+          return;
+        }
+        json top = json::array();
+        for (const auto& t : e.top) {
+          top.push_back({{"id", t.token}, {"piece", vocab->token_to_piece(t.token, false)}, {"logprob", t.logprob}});
+        }
+        const json d = {{"piece", vocab->token_to_piece(e.token, false)}, {"logprob", e.logprob.logprob}, {"top", top}};
+        deliver(e, LOOM_EVENT_TOKEN, e.token, e.text, &d);
+        return;
+      }
+      case Kind::kFinish: {
+        std::string& all = text[size_t(e.choice)];
+        all += e.text;
+        json d = {{"reason", loom::serve::finish_reason_name(e.reason)},
+                  {"stop_word", e.stop_word},
+                  {"stopped_eos", e.reason == loom::serve::FinishReason::kStop && e.stop_word.empty()},
+                  {"stopped_word", !e.stop_word.empty()},
+                  {"stopped_limit", e.reason == loom::serve::FinishReason::kLength},
+                  {"text", all},
+                  {"tokens", e.tokens}};
+        if (chat) {
+          const loom::chat::ParsedMessage m = loom::chat::parse_assistant_output(format, all, parse_options);
+          const json msg = m.to_json();
+          d["content"] = m.content;
+          d["reasoning_content"] = m.reasoning_content;
+          d["tool_calls"] = msg.contains("tool_calls") ? msg["tool_calls"] : json::array();
+        }
+        deliver(e, LOOM_EVENT_FINISH, -1, e.text, &d);
+        return;
+      }
+      case Kind::kDone: {
+        const auto& t = e.timings;
+        auto per_token = [](double ms, int n) { return n > 0 ? ms / n : 0.0; };
+        auto per_second = [](double ms, int n) { return ms > 0 ? 1e3 * n / ms : 0.0; };
+        const json d = {
+            {"usage", {{"prompt_tokens", e.usage.prompt_tokens}, {"completion_tokens", e.usage.completion_tokens},
+                       {"cached_tokens", e.usage.cached_tokens}}},
+            {"timings", {{"prompt_n", t.prompt_n}, {"prompt_ms", t.prompt_ms},
+                         {"prompt_per_token_ms", per_token(t.prompt_ms, t.prompt_n)},
+                         {"prompt_per_second", per_second(t.prompt_ms, t.prompt_n)}, {"predicted_n", t.predicted_n},
+                         {"predicted_ms", t.predicted_ms},
+                         {"predicted_per_token_ms", per_token(t.predicted_ms, t.predicted_n)},
+                         {"predicted_per_second", per_second(t.predicted_ms, t.predicted_n)}, {"cache_n", t.cache_n},
+                         {"queue_ms", t.queue_ms}, {"ttft_ms", t.ttft_ms}}},
+            {"prompt_tokens", prompt_tokens}};
+        deliver(e, LOOM_EVENT_DONE, -1, std::string(), &d);
+        return;
+      }
+      case Kind::kError: {
+        const json d = {{"message", e.error.message()}};
+        deliver(e, LOOM_EVENT_ERROR, status_code(e.error), e.error.message(), &d);
+        return;
+      }
+    }
+  }
+};
+
+#define LOOM_NEED_SCHED(ret)                    \
+  do {                                          \
+    if (!sched) {                               \
+      set_error(__func__, "scheduler is NULL"); \
+      return ret;                               \
+    }                                           \
+  } while (0)
+
+}  // namespace
+
+extern "C" {
+
+loom_scheduler_params loom_scheduler_default_params(void) {
+  loom_scheduler_params p{};
+  p.context = loom_context_default_params();
+  p.n_slots = 4;
+  p.max_queue = 256;
+  p.step_tokens = 0;
+  p.context_shift = false;
+  p.prefix_cache = true;
+  p.cache_dir = nullptr;
+  p.chat_template = nullptr;
+  return p;
+}
+
+loom_scheduler* loom_scheduler_new(const loom_model* model, const loom_scheduler_params* params) {
+  return guarded<loom_scheduler*>(__func__, nullptr, [&]() -> loom_scheduler* {
+    const char* fn = "loom_scheduler_new";
+    if (!model || !params) {
+      set_error(fn, !model ? "model is NULL" : "params is NULL");
+      return nullptr;
+    }
+    if (model->vocab_only) {
+      set_error(fn, "the model was loaded with vocab_only");
+      return nullptr;
+    }
+    loom::serve::SchedulerParams sp;
+    if (loom::Status st = to_params(params->context, &sp.context); !st) {
+      fail(fn, st);
+      return nullptr;
+    }
+    if (params->n_slots < 1 || params->n_slots > 256) {
+      set_error(fn, "n_slots must be between 1 and 256");
+      return nullptr;
+    }
+    sp.n_slots = params->n_slots;
+    sp.max_queue = std::max(0, params->max_queue);
+    sp.step_tokens = std::max(0, params->step_tokens);
+    sp.context_shift = params->context_shift;
+    sp.prefix_cache = params->prefix_cache;
+    if (params->cache_dir) sp.cache_dir = params->cache_dir;
+    auto s = loom::serve::Scheduler::create(model->m, std::move(sp));
+    if (!s) {
+      fail(fn, s.status());
+      return nullptr;
+    }
+    auto h = std::make_unique<loom_scheduler>();
+    h->model = model->m;
+    h->s = std::move(*s);
+    std::string override_src;
+    if (params->chat_template) override_src = params->chat_template;
+    auto t = loom::chat::ChatTemplate::from_model(*h->model, params->chat_template ? &override_src : nullptr);
+    if (t) h->tmpl = std::move(*t);
+    else h->tmpl_error = t.status().message();
+    return h.release();
+  });
+}
+
+void loom_scheduler_free(loom_scheduler* sched, int32_t grace_ms) {
+  if (!sched) return;
+  guarded<int>(__func__, 0, [&] {
+    sched->s->shutdown(std::chrono::milliseconds(std::max(0, grace_ms)));
+    return 0;
+  });
+  delete sched;
+}
+
+int32_t loom_scheduler_submit(loom_scheduler* sched, const char* request_json, loom_event_callback callback,
+                              void* user_data, uint64_t* request_id) {
+  LOOM_NEED_SCHED(LOOM_ERR_INVALID_ARGUMENT);
+  if (!callback) return fail_arg(__func__, "callback is NULL");
+  return guarded_request(__func__, [&]() -> int32_t {
+    const char* fn = "loom_scheduler_submit";
+    const json body = parse_request(request_json);
+    const loom::serve::Fields f(body);
+    const loom::Vocab& vocab = sched->model->vocab();
+    auto st = std::make_shared<GenState>();
+    st->cb = callback;
+    st->user = user_data;
+    st->vocab = &vocab;
+    loom::serve::GenerateRequest r;
+    if (f.has("messages")) {
+      if (!sched->tmpl) return fail(fn, loom::invalid_argument("chat template: " + sched->tmpl_error));
+      loom::serve::ChatGeneration g =
+          loom::serve::parse_chat_generation(f, *sched->tmpl, vocab, -1, sched->counter.fetch_add(1));
+      r = std::move(g.request);
+      st->chat = true;
+      st->format = g.format;
+      st->parse_options = g.parse_options;
+    } else {
+      const json* p = f.get("prompt");
+      if (!p) return fail(fn, loom::invalid_argument("prompt: required (or messages)"));
+      loom::serve::parse_generation(f, vocab, -1, /*chat=*/false, r);
+      r.prompt = loom::serve::prompt_tokens(*p, vocab, "prompt");
+    }
+    st->prompt_tokens = int(r.prompt.size());
+    auto id = sched->s->submit(std::move(r), [st](const loom::serve::Event& e) { st->on_event(e); });
+    if (!id) return fail(fn, id.status());
+    if (request_id) *request_id = *id;
+    return LOOM_OK;
+  });
+}
+
+void loom_scheduler_cancel(loom_scheduler* sched, uint64_t request_id) {
+  if (!sched) return;
+  guarded<int>(__func__, 0, [&] {
+    sched->s->cancel(request_id);
+    return 0;
+  });
+}
+
+int32_t loom_scheduler_embed(loom_scheduler* sched, const char* request_json, loom_embed_callback callback,
+                             void* user_data, uint64_t* request_id) {
+  LOOM_NEED_SCHED(LOOM_ERR_INVALID_ARGUMENT);
+  if (!callback) return fail_arg(__func__, "callback is NULL");
+  return guarded_request(__func__, [&]() -> int32_t {
+    const char* fn = "loom_scheduler_embed";
+    const json body = parse_request(request_json);
+    const loom::serve::Fields f(body);
+    const loom::Vocab& vocab = sched->model->vocab();
+    loom::serve::EmbedRequest er;
+    if (const json* rr = f.get("rerank")) {
+      const loom::serve::Fields rf(*rr, "rerank.");
+      if (!rf.has("query")) return fail(fn, loom::invalid_argument("rerank.query: required"));
+      const json* docs = rf.get("documents");
+      if (!docs) return fail(fn, loom::invalid_argument("rerank.documents: required"));
+      er.inputs = loom::serve::rerank_inputs(rf.string("query"), *docs, vocab, nullptr);
+    } else if (const json* in = f.get("input")) {
+      er.inputs = loom::serve::embed_inputs(*in, vocab, "input");
+    } else {
+      return fail(fn, loom::invalid_argument("input: required (or rerank)"));
+    }
+    auto id = sched->s->submit_embed(std::move(er), [callback, user_data](loom::Expected<loom::serve::EmbedResult> r) {
+      if (!r) {
+        const std::string msg = r.status().message();
+        callback(status_code(r.status()), msg.c_str(), nullptr, 0, 0, 0, user_data);
+        return;
+      }
+      const auto& e = r->embeddings;
+      const size_t dim = e.empty() ? 0 : e[0].size();
+      std::vector<float> flat;
+      flat.reserve(e.size() * dim);
+      for (const auto& v : e) {
+        flat.insert(flat.end(), v.begin(), v.end());
+        flat.resize(flat.size() + (dim - std::min(dim, v.size())), 0.0f);
+      }
+      callback(LOOM_OK, "", flat.data(), int32_t(e.size()), int32_t(dim), r->prompt_tokens, user_data);
+    });
+    if (!id) return fail(fn, id.status());
+    if (request_id) *request_id = *id;
+    return LOOM_OK;
+  });
+}
+
+int32_t loom_scheduler_stats(const loom_scheduler* sched, char* buf, size_t buf_size) {
+  LOOM_NEED_SCHED(LOOM_SIZE_ERROR);
+  return guarded<int32_t>(__func__, LOOM_SIZE_ERROR, [&] {
+    const loom::serve::SchedulerStats s = sched->s->stats();
+    const json j = {{"running", s.running},
+                    {"waiting", s.waiting},
+                    {"slots", s.slots},
+                    {"slots_busy", s.slots_busy},
+                    {"kv_cells", s.kv_cells},
+                    {"kv_used", s.kv_used},
+                    {"cached_tokens", s.cached_tokens},
+                    {"cache_evictable", s.cache_evictable},
+                    {"prompt_tokens", s.metrics.prompt_tokens},
+                    {"generated_tokens", s.metrics.generated_tokens},
+                    {"prefix_queried_tokens", s.metrics.prefix_queried_tokens},
+                    {"prefix_hit_tokens", s.metrics.prefix_hit_tokens},
+                    {"requests_rejected", s.metrics.requests_rejected}};
+    return copy_json("loom_scheduler_stats", j, buf, buf_size);
+  });
+}
+
+int32_t loom_scheduler_n_ctx(const loom_scheduler* sched) {
+  LOOM_NEED_SCHED(-1);
+  return sched->s->n_ctx();
+}
+
+int32_t loom_scheduler_n_slots(const loom_scheduler* sched) {
+  LOOM_NEED_SCHED(-1);
+  return sched->s->n_slots();
+}
+
+int32_t loom_scheduler_save_session(loom_scheduler* sched, const char* path, const loom_token* tokens, int32_t n_tokens,
+                                    int32_t* n_saved) {
+  LOOM_NEED_SCHED(LOOM_ERR_INVALID_ARGUMENT);
+  if (!path) return fail_arg(__func__, "path is NULL");
+  if (n_tokens < 0 || (n_tokens > 0 && !tokens)) return fail_arg(__func__, "tokens is NULL or n_tokens negative");
+  if (n_saved) *n_saved = 0;
+  return guarded_status(__func__, [&]() -> int32_t {
+    const std::vector<int32_t> toks(tokens, tokens + n_tokens);
+    int saved = 0;
+    loom::Status st = sched->s->run_exclusive([&](loom::Context& ctx, loom::serve::PrefixCache* cache) -> loom::Status {
+      if (!cache) return loom::Status(loom::StatusCode::kUnsupported, "the prefix cache is disabled");
+      loom::serve::PrefixCache::Match m = cache->match(toks, int(toks.size()));
+      if (m.len == 0) return loom::Status(loom::StatusCode::kNotFound, "none of these tokens is cached");
+      // Slot 0 is free while nothing runs: give it the prefix, write it, free it again.
+      LOOM_RETURN_IF_ERROR(cache->share(m, 0));
+      loom::Status w = ctx.seq_state_save_file(path, 0, std::span<const int32_t>(toks.data(), size_t(m.len)));
+      (void)ctx.seq_rm(0, -1, -1);
+      if (w) saved = m.len;
+      return w;
+    });
+    if (!st) return fail("loom_scheduler_save_session", st);
+    if (n_saved) *n_saved = saved;
+    return LOOM_OK;
+  });
+}
+
+int32_t loom_scheduler_load_session(loom_scheduler* sched, const char* path, loom_token* tokens_out, int32_t capacity,
+                                    int32_t* n_loaded) {
+  LOOM_NEED_SCHED(LOOM_ERR_INVALID_ARGUMENT);
+  if (!path) return fail_arg(__func__, "path is NULL");
+  if (capacity < 0 || (capacity > 0 && !tokens_out)) return fail_arg(__func__, "tokens_out is NULL or capacity negative");
+  if (n_loaded) *n_loaded = 0;
+  return guarded_status(__func__, [&]() -> int32_t {
+    std::vector<int32_t> toks;
+    loom::Status st = sched->s->run_exclusive([&](loom::Context& ctx, loom::serve::PrefixCache* cache) -> loom::Status {
+      if (!cache) return loom::Status(loom::StatusCode::kUnsupported, "the prefix cache is disabled");
+      auto header = ctx.seq_state_file_tokens(path);
+      if (!header) return header.status();
+      const int need = int(header->size());
+      if (need > ctx.kv().size()) {
+        return loom::invalid_argument("the session holds " + std::to_string(need) + " tokens, more than n_ctx = " +
+                                      std::to_string(ctx.kv().size()));
+      }
+      const int free_cells = ctx.kv().size() - ctx.kv().used();
+      if (free_cells < need) cache->evict(need - free_cells);
+      LOOM_RETURN_IF_ERROR(ctx.seq_state_load_file(path, 0, &toks));
+      (void)cache->insert(toks, 0);
+      (void)ctx.seq_rm(0, -1, -1);
+      return loom::Status::ok();
+    });
+    if (!st) return fail("loom_scheduler_load_session", st);
+    const size_t n = std::min(toks.size(), size_t(capacity));
+    if (n) std::copy_n(toks.begin(), n, tokens_out);
+    if (n_loaded) *n_loaded = int32_t(toks.size());
+    return LOOM_OK;
+  });
+}
+
+int32_t loom_scheduler_clear_cache(loom_scheduler* sched) {
+  LOOM_NEED_SCHED(LOOM_ERR_INVALID_ARGUMENT);
+  return guarded_status(__func__, [&]() -> int32_t {
+    return check("loom_scheduler_clear_cache",
+                 sched->s->run_exclusive([](loom::Context&, loom::serve::PrefixCache* cache) {
+                   if (cache) cache->clear_unlocked();
+                   return loom::Status::ok();
+                 }));
+  });
+}
+
+int32_t loom_scheduler_set_lora(loom_scheduler* sched, const loom_lora_adapter* const* adapters, const float* scales,
+                                int32_t n) {
+  LOOM_NEED_SCHED(LOOM_ERR_INVALID_ARGUMENT);
+  if (n < 0 || (n > 0 && (!adapters || !scales))) return fail_arg(__func__, "adapters / scales NULL or n negative");
+  for (int32_t i = 0; i < n; ++i) {
+    if (!adapters[i]) return fail_arg(__func__, "an adapter is NULL");
+  }
+  return guarded_status(__func__, [&]() -> int32_t {
+    std::vector<std::pair<std::shared_ptr<const loom::LoraAdapter>, float>> want;
+    for (int32_t i = 0; i < n; ++i) want.emplace_back(adapters[i]->a, scales[i]);
+    loom::Status st = sched->s->run_exclusive([&](loom::Context& ctx, loom::serve::PrefixCache* cache) -> loom::Status {
+      if (cache) cache->clear_unlocked();
+      ctx.clear_lora();
+      for (const auto& [a, scale] : want) {
+        loom::Status s = ctx.set_lora(a, scale);
+        if (!s) {
+          ctx.clear_lora();
+          return s;
+        }
+      }
+      return loom::Status::ok();
+    });
+    if (!st) return fail("loom_scheduler_set_lora", st);
+    std::lock_guard<std::mutex> l(sched->lora_mu);
+    sched->loras = std::move(want);
+    return LOOM_OK;
+  });
+}
+
+int32_t loom_scheduler_bench(loom_scheduler* sched, int32_t pp, int32_t tg, int32_t pl, int32_t nr, char* buf,
+                             size_t buf_size) {
+  LOOM_NEED_SCHED(LOOM_SIZE_ERROR);
+  if (pp < 0 || tg < 0 || pl < 1 || nr < 1 || pp + tg < 1) {
+    set_error(__func__, "need pp >= 0, tg >= 0, pp + tg >= 1, pl >= 1, nr >= 1");
+    return LOOM_SIZE_ERROR;
+  }
+  return guarded<int32_t>(__func__, LOOM_SIZE_ERROR, [&]() -> int32_t {
+    std::vector<double> t_pp, t_tg;
+    loom::Status st = sched->s->run_exclusive([&](loom::Context& ctx, loom::serve::PrefixCache* cache) -> loom::Status {
+      if (cache) cache->clear_unlocked();
+      if (pl > ctx.n_seq_max()) return loom::invalid_argument("pl is more than the context's sequences (" + std::to_string(ctx.n_seq_max()) + ")");
+      if (int64_t(pl) * (pp + tg) > ctx.kv().size()) {
+        return loom::invalid_argument("pl x (pp + tg) is more than n_ctx = " + std::to_string(ctx.kv().size()));
+      }
+      const int32_t n_vocab = ctx.model().vocab().n_tokens();
+      auto clear = [&] {
+        for (int s = 0; s < pl; ++s) (void)ctx.seq_rm(s, -1, -1);
+      };
+      using clock = std::chrono::steady_clock;
+      for (int r = 0; r < nr; ++r) {
+        clear();
+        auto t0 = clock::now();
+        // Prompts: pl sequences of pp tokens, in batches of n_batch tokens.
+        loom::Batch b;
+        for (int s = 0; s < pl; ++s) {
+          for (int i = 0; i < pp; ++i) {
+            b.add(int32_t((s * 131 + i * 7 + 1) % n_vocab), i, {s}, i == pp - 1);
+            if (b.size() >= ctx.n_batch()) {
+              LOOM_RETURN_IF_ERROR(ctx.decode(b));
+              b = loom::Batch();
+            }
+          }
+        }
+        if (b.size() > 0) LOOM_RETURN_IF_ERROR(ctx.decode(b));
+        auto t1 = clock::now();
+        for (int k = 0; k < tg; ++k) {
+          loom::Batch d;
+          for (int s = 0; s < pl; ++s) d.add(int32_t((s * 31 + k * 17 + 3) % n_vocab), pp + k, {s}, true);
+          LOOM_RETURN_IF_ERROR(ctx.decode(d));
+        }
+        auto t2 = clock::now();
+        t_pp.push_back(std::chrono::duration<double>(t1 - t0).count());
+        t_tg.push_back(std::chrono::duration<double>(t2 - t1).count());
+      }
+      clear();
+      return loom::Status::ok();
+    });
+    if (!st) {
+      fail("loom_scheduler_bench", st);
+      return LOOM_SIZE_ERROR;
+    }
+    auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return v[v.size() / 2];
+    };
+    const double tp = median(t_pp), tt = median(t_tg);
+    const json j = {{"pp", pp}, {"tg", tg}, {"pl", pl}, {"nr", nr}, {"n_kv", pl * (pp + tg)},
+                    {"t_pp", tp}, {"speed_pp", tp > 0 ? double(pl) * pp / tp : 0.0},
+                    {"t_tg", tt}, {"speed_tg", tt > 0 ? double(pl) * tg / tt : 0.0},
+                    {"t", tp + tt}, {"speed", tp + tt > 0 ? double(pl) * (pp + tg) / (tp + tt) : 0.0}};
+    return copy_json("loom_scheduler_bench", j, buf, buf_size);
+  });
+}
+
+int32_t loom_chat_format(const loom_model* model, const char* request_json, char* buf, size_t buf_size) {
+  if (!model) {
+    set_error(__func__, "model is NULL");
+    return LOOM_SIZE_ERROR;
+  }
+  int32_t out = LOOM_SIZE_ERROR;
+  const int32_t st = guarded_request(__func__, [&]() -> int32_t {
+    const char* fn = "loom_chat_format";
+    const json body = parse_request(request_json);
+    const loom::serve::Fields f(body);
+    std::string src;
+    const bool has_override = f.has("chat_template") && !(src = f.string("chat_template")).empty();
+    auto tmpl = loom::chat::ChatTemplate::from_model(*model->m, has_override ? &src : nullptr);
+    if (!tmpl) return fail(fn, tmpl.status());
+    loom::serve::ChatGeneration g = loom::serve::parse_chat_generation(f, *tmpl, model->m->vocab(), -1, 0);
+    json triggers = json::array();
+    for (const auto& t : loom::chat::tool_call_syntax(g.format).triggers) {
+      if (g.parse_options.tools_present) triggers.push_back({{"type", "word"}, {"value", t}});
+    }
+    const json j = {{"prompt", g.prompt_text},
+                    {"grammar", g.request.sampling.grammar},
+                    {"grammar_lazy", false},
+                    {"grammar_triggers", triggers},
+                    {"additional_stops", g.request.stop},
+                    {"preserved_tokens", g.preserved_tokens},
+                    {"tool_call_format", loom::chat::tool_call_format_name(g.format)},
+                    {"thinking_forced_open", g.parse_options.thinking_forced_open}};
+    out = copy_json(fn, j, buf, buf_size);
+    return LOOM_OK;
+  });
+  return st == LOOM_OK ? out : LOOM_SIZE_ERROR;
+}
+
+int32_t loom_chat_template_info(const loom_model* model, const char* template_override, char* buf, size_t buf_size) {
+  if (!model) {
+    set_error(__func__, "model is NULL");
+    return LOOM_SIZE_ERROR;
+  }
+  return guarded<int32_t>(__func__, LOOM_SIZE_ERROR, [&]() -> int32_t {
+    const char* fn = "loom_chat_template_info";
+    std::string src = template_override ? template_override : "";
+    char probe[2];
+    const bool has_model_template = loom_model_meta_val_str(model, "tokenizer.chat_template", probe, sizeof probe) >= 0;
+    auto tmpl = loom::chat::ChatTemplate::from_model(*model->m, template_override ? &src : nullptr);
+    if (!tmpl) {
+      fail(fn, tmpl.status());
+      return LOOM_SIZE_ERROR;
+    }
+    const auto& caps = tmpl->caps();
+    const json j = {{"has_template", has_model_template || template_override != nullptr},
+                    {"template", tmpl->source()},
+                    {"tool_call_format", loom::chat::tool_call_format_name(tmpl->tool_call_format())},
+                    {"supports_tools", caps.supports_tools},
+                    {"supports_tool_calls", caps.supports_tool_calls},
+                    {"supports_tool_responses", caps.supports_tool_responses},
+                    {"supports_parallel_tool_calls", caps.supports_parallel_tool_calls}};
+    return copy_json(fn, j, buf, buf_size);
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,251 @@
+// The C API's scheduler (include/loom/loom_serve.h) against the golden story, and its JSON
+// requests, events, session files, chat formatting and benchmark: what the Node binding and other
+// language bindings build on.
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <cstdio>
+#include <fstream>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "loom/loom_serve.h"
+#include "../model/model_test_util.h"
+#include "test_util.h"
+
+namespace {
+
+using nlohmann::json;
+using loom::test::shared_path;
+
+struct Model {
+  loom_model* m = nullptr;
+  explicit Model(const std::string& path) {
+    loom_model_params p = loom_model_default_params();
+    m = loom_model_load_from_file(path.c_str(), &p);
+  }
+  ~Model() { loom_model_free(m); }
+};
+
+struct Sched {
+  loom_scheduler* s = nullptr;
+  Sched(const loom_model* m, int slots = 2, int n_ctx = 1024) {
+    loom_scheduler_params p = loom_scheduler_default_params();
+    p.context.n_ctx = n_ctx;
+    p.context.n_threads = 1;
+    p.context.n_threads_batch = 1;
+    p.n_slots = slots;
+    s = loom_scheduler_new(m, &p);
+  }
+  ~Sched() { loom_scheduler_free(s, 1000); }
+};
+
+// Everything one request delivered.
+struct Collected {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool ended = false;
+  std::vector<int32_t> tokens;
+  std::string text;
+  json finish, done, error;
+  std::vector<json> token_details;
+
+  static void on_event(const loom_event* e, void* user) {
+    auto* c = static_cast<Collected*>(user);
+    std::lock_guard<std::mutex> l(c->mu);
+    switch (e->kind) {
+      case LOOM_EVENT_TOKEN:
+        c->tokens.push_back(e->token);
+        c->text.append(e->text, e->text_len);
+        if (e->json) c->token_details.push_back(json::parse(e->json));
+        break;
+      case LOOM_EVENT_FINISH:
+        c->text.append(e->text, e->text_len);
+        c->finish = json::parse(e->json);
+        break;
+      case LOOM_EVENT_DONE:
+        c->done = json::parse(e->json);
+        c->ended = true;
+        break;
+      case LOOM_EVENT_ERROR:
+        c->error = json::parse(e->json);
+        c->ended = true;
+        break;
+    }
+    c->cv.notify_all();
+  }
+  void wait() {
+    std::unique_lock<std::mutex> l(mu);
+    ASSERT_TRUE(cv.wait_for(l, std::chrono::seconds(60), [&] { return ended; }));
+  }
+};
+
+std::unique_ptr<Collected> run(loom_scheduler* s, const json& req) {
+  auto c = std::make_unique<Collected>();
+  uint64_t id = 0;
+  const int32_t st = loom_scheduler_submit(s, req.dump().c_str(), &Collected::on_event, c.get(), &id);
+  EXPECT_EQ(st, LOOM_OK) << loom_last_error();
+  if (st != LOOM_OK) return c;
+  c->wait();
+  return c;
+}
+
+std::string stories_path() { return shared_path("models/stories260K.gguf"); }
+
+TEST(CapiScheduler, GreedyPromptGivesTheGoldenStory) {
+  Model m(stories_path());
+  ASSERT_TRUE(m.m) << loom_last_error();
+  Sched s(m.m);
+  ASSERT_TRUE(s.s) << loom_last_error();
+  const json g = loom::test::load_json(shared_path("golden/stories260K.json"));
+  for (const auto& r : g["runs"]) {
+    const auto want = r["greedy_ids"].get<std::vector<int32_t>>();
+    auto c = run(s.s, {{"prompt", r["prompt_ids"]}, {"n_predict", want.size()}, {"temperature", 0}});
+    EXPECT_EQ(c->tokens, want) << r["prompt"];
+    EXPECT_EQ(c->finish["tokens"].get<std::vector<int32_t>>(), want);
+    EXPECT_EQ(c->finish["text"].get<std::string>(), c->text);
+    EXPECT_EQ(c->done["prompt_tokens"].get<int>(), int(r["prompt_ids"].size()));
+    EXPECT_EQ(c->done["usage"]["completion_tokens"].get<int>(), int(want.size()));
+    EXPECT_TRUE(c->done["timings"].contains("predicted_per_second"));
+  }
+  // A text prompt tokenizes as the golden prompt ids and streams the golden text.
+  const auto& r0 = g["runs"][0];
+  auto c = run(s.s, {{"prompt", r0["prompt"]}, {"n_predict", 64}, {"temperature", 0}});
+  EXPECT_EQ(c->text, r0["greedy_text"].get<std::string>());
+}
+
+TEST(CapiScheduler, BadRequestsFailWithTheFieldNamed) {
+  Model m(stories_path());
+  Sched s(m.m);
+  ASSERT_TRUE(s.s);
+  Collected c;
+  uint64_t id = 0;
+  auto submit = [&](const char* body) { return loom_scheduler_submit(s.s, body, &Collected::on_event, &c, &id); };
+  EXPECT_EQ(submit("{"), LOOM_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(loom_last_error()).find("not valid JSON"), std::string::npos);
+  EXPECT_EQ(submit("[1,2]"), LOOM_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(submit(R"({"prompt": [1, 99999]})"), LOOM_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(loom_last_error()).find("prompt[1]"), std::string::npos);
+  EXPECT_EQ(submit(R"({"prompt": "x", "temperature": "hot"})"), LOOM_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(loom_last_error()).find("temperature"), std::string::npos);
+  EXPECT_EQ(submit(R"({"prompt": "x", "grammar": "root ::= ("})"), LOOM_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(submit(R"({"nothing": 1})"), LOOM_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(submit(std::string(100, '[').c_str()), LOOM_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(loom_last_error()).find("nested"), std::string::npos);
+  EXPECT_EQ(loom_scheduler_submit(s.s, nullptr, &Collected::on_event, &c, &id), LOOM_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(loom_scheduler_submit(s.s, "{\"prompt\": \"x\"}", nullptr, &c, &id), LOOM_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(loom_scheduler_submit(nullptr, "{}", &Collected::on_event, &c, &id), LOOM_ERR_INVALID_ARGUMENT);
+  // None of it disturbed the scheduler.
+  auto ok = run(s.s, {{"prompt", "Once"}, {"n_predict", 4}, {"temperature", 0}});
+  EXPECT_EQ(ok->tokens.size(), 4u);
+}
+
+TEST(CapiScheduler, ProbabilitiesAndStopsComeWithTheEvents) {
+  Model m(stories_path());
+  Sched s(m.m);
+  auto c = run(s.s, {{"prompt", "Once upon a time"}, {"n_predict", 8}, {"temperature", 0}, {"n_probs", 3}});
+  ASSERT_EQ(c->token_details.size(), c->tokens.size());
+  for (const auto& d : c->token_details) {
+    ASSERT_EQ(d["top"].size(), 3u);
+    EXPECT_LE(d["logprob"].get<double>(), 0.0);
+    EXPECT_GE(d["top"][0]["logprob"].get<double>(), d["top"][1]["logprob"].get<double>());
+  }
+  // Greedy: the chosen token is the most likely one.
+  EXPECT_EQ(c->token_details[0]["top"][0]["id"].get<int32_t>(), c->tokens[0]);
+  EXPECT_TRUE(c->finish["stopped_limit"].get<bool>());
+  // A stop string taken from the greedy text ends it there, unseen.
+  const std::string full = c->text;
+  const std::string stop = full.substr(full.size() / 2, 3);
+  auto d = run(s.s, {{"prompt", "Once upon a time"}, {"n_predict", 8}, {"temperature", 0}, {"stop", {stop}}});
+  EXPECT_TRUE(d->finish["stopped_word"].get<bool>());
+  EXPECT_EQ(d->finish["stop_word"].get<std::string>(), stop);
+  EXPECT_EQ(d->text, full.substr(0, full.find(stop)));
+}
+
+TEST(CapiScheduler, SessionFilesRoundTripThroughThePrefixCache) {
+  Model m(stories_path());
+  Sched s(m.m);
+  const json req = {{"prompt", "Once upon a time, there was a little girl named Lily."}, {"n_predict", 24}, {"temperature", 0}};
+  auto first = run(s.s, req);
+  ASSERT_EQ(first->tokens.size(), 24u);
+  // The prompt + the output, as a binding keeps them.
+  const std::string path = testing::TempDir() + "/capi_session.bin";
+  std::vector<int32_t> prompt_ids(256);
+  const int32_t n = loom_tokenize(m.m, req["prompt"].get<std::string>().c_str(), -1, prompt_ids.data(), 256, true, true);
+  ASSERT_GT(n, 0);
+  prompt_ids.resize(size_t(n));
+  std::vector<int32_t> toks = prompt_ids;
+  toks.insert(toks.end(), first->tokens.begin(), first->tokens.end());
+  int32_t saved = 0;
+  ASSERT_EQ(loom_scheduler_save_session(s.s, path.c_str(), toks.data(), int32_t(toks.size()), &saved), LOOM_OK)
+      << loom_last_error();
+  EXPECT_GE(saved, n);
+  ASSERT_EQ(loom_scheduler_clear_cache(s.s), LOOM_OK);
+  // A fresh scheduler (as after a restart) loads it and reuses it.
+  Sched s2(m.m);
+  std::vector<int32_t> loaded(4096);
+  int32_t n_loaded = 0;
+  ASSERT_EQ(loom_scheduler_load_session(s2.s, path.c_str(), loaded.data(), 4096, &n_loaded), LOOM_OK) << loom_last_error();
+  EXPECT_EQ(n_loaded, saved);
+  loaded.resize(size_t(n_loaded));
+  EXPECT_TRUE(std::equal(loaded.begin(), loaded.end(), toks.begin()));
+  auto again = run(s2.s, req);
+  EXPECT_EQ(again->tokens, first->tokens);
+  EXPECT_GE(again->done["usage"]["cached_tokens"].get<int>(), n - 1);
+  // A corrupt file and a missing one are refused; the cache still works.
+  {
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
+    f << "not a state file at all";
+  }
+  EXPECT_LT(loom_scheduler_load_session(s2.s, path.c_str(), nullptr, 0, &n_loaded), 0);
+  EXPECT_LT(loom_scheduler_load_session(s2.s, (path + ".missing").c_str(), nullptr, 0, &n_loaded), 0);
+  auto after = run(s2.s, req);
+  EXPECT_EQ(after->tokens, first->tokens);
+  std::remove(path.c_str());
+}
+
+TEST(CapiScheduler, ChatRequestsParseToolCalls) {
+  Model m(stories_path());
+  Sched s(m.m);
+  const json tools = json::parse(R"([{"type": "function", "function": {"name": "get_weather",
+      "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}])");
+  const json req = {{"messages", {{{"role", "user"}, {"content", "Weather in Paris?"}}}},
+                    {"tools", tools}, {"tool_choice", "required"}, {"n_predict", 400}, {"temperature", 0}};
+  auto c = run(s.s, req);
+  ASSERT_TRUE(c->error.is_null()) << c->error.dump();
+  ASSERT_EQ(c->finish["tool_calls"].size(), 1u) << c->text;
+  EXPECT_EQ(c->finish["tool_calls"][0]["function"]["name"], "get_weather");
+  // The formatted prompt and grammar, as getFormattedChat shows them.
+  std::vector<char> buf(1 << 16);
+  const int32_t n = loom_chat_format(m.m, req.dump().c_str(), buf.data(), buf.size());
+  ASSERT_GT(n, 0) << loom_last_error();
+  const json f = json::parse(std::string(buf.data(), size_t(n)));
+  EXPECT_NE(f["prompt"].get<std::string>().find("Weather in Paris?"), std::string::npos);
+  EXPECT_FALSE(f["grammar"].get<std::string>().empty());
+  // Too small a buffer says how much is needed.
+  EXPECT_EQ(loom_chat_format(m.m, req.dump().c_str(), buf.data(), 4), -(n + 1));
+  EXPECT_EQ(loom_chat_format(m.m, R"({"messages": 3})", buf.data(), buf.size()), LOOM_SIZE_ERROR);
+}
+
+TEST(CapiScheduler, BenchAndStats) {
+  Model m(stories_path());
+  Sched s(m.m, 4, 1024);
+  std::vector<char> buf(4096);
+  const int32_t n = loom_scheduler_bench(s.s, 32, 8, 2, 1, buf.data(), buf.size());
+  ASSERT_GT(n, 0) << loom_last_error();
+  const json b = json::parse(std::string(buf.data(), size_t(n)));
+  EXPECT_GT(b["speed_pp"].get<double>(), 0.0);
+  EXPECT_GT(b["speed_tg"].get<double>(), 0.0);
+  EXPECT_EQ(b["n_kv"].get<int>(), 80);
+  EXPECT_EQ(loom_scheduler_bench(s.s, 1000, 1000, 2, 1, buf.data(), buf.size()), LOOM_SIZE_ERROR);
+  const int32_t k = loom_scheduler_stats(s.s, buf.data(), buf.size());
+  ASSERT_GT(k, 0);
+  const json st = json::parse(std::string(buf.data(), size_t(k)));
+  EXPECT_EQ(st["slots"].get<int>(), 4);
+  EXPECT_EQ(st["kv_used"].get<int>(), 0);
+}
+
+}  // namespace
