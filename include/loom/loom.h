@@ -38,7 +38,7 @@
 #endif
 
 /* Bumped when a struct layout or a signature changes. */
-#define LOOM_C_API_VERSION 2
+#define LOOM_C_API_VERSION 3
 
 #ifdef __cplusplus
 extern "C" {
@@ -97,11 +97,20 @@ LOOM_API const char * loom_version(void);
 
 /* Log level of loom's stderr logging: 0 debug, 1 info, 2 warn (default), 3 error, 4 none. */
 LOOM_API void loom_set_log_level(int32_t level);
+/* Log messages at or above the level go to callback (level as loom_set_log_level's, the text
+ * without a trailing newline) instead of stderr, from any thread; NULL restores stderr. */
+typedef void (*loom_log_callback)(int32_t level, const char * text, void * user_data);
+LOOM_API void loom_set_log_callback(loom_log_callback callback, void * user_data);
 
 /* ---- model --------------------------------------------------------------------------------- */
 
+/* Load progress: the fraction done, 0 first and 1 last, on the loading thread. */
+typedef void (*loom_progress_callback)(float progress, void * user_data);
+
 typedef struct loom_model_params {
   bool vocab_only; /* load only the tokenizer (no weights; contexts cannot be created) */
+  loom_progress_callback progress_callback; /* NULL: none */
+  void * progress_callback_user_data;
 } loom_model_params;
 
 LOOM_API loom_model_params loom_model_default_params(void);

@@ -22,12 +22,30 @@ std::atomic<LogLevel>& level_ref() {
   return level;
 }
 
+struct Sink {
+  LogSink fn = nullptr;
+  void* user = nullptr;
+};
+std::atomic<Sink*>& sink_ref() {
+  static std::atomic<Sink*> sink{nullptr};
+  return sink;
+}
+
 }  // namespace
+
+void set_log_sink(LogSink sink, void* user) {
+  // Replaced sinks are kept (a message may be in flight with the old one); they are tiny.
+  sink_ref().store(sink ? new Sink{sink, user} : nullptr, std::memory_order_release);
+}
 
 LogLevel log_level() { return level_ref().load(std::memory_order_relaxed); }
 void set_log_level(LogLevel level) { level_ref().store(level, std::memory_order_relaxed); }
 
 void log_message(LogLevel level, std::string_view msg) {
+  if (Sink* s = sink_ref().load(std::memory_order_acquire)) {
+    s->fn(level, msg, s->user);
+    return;
+  }
   static const char* kNames[] = {"debug", "info", "warn", "error", ""};
   std::fprintf(stderr, "loom %s: %.*s\n", kNames[static_cast<int>(level)], int(msg.size()), msg.data());
 }

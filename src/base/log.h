@@ -11,6 +11,9 @@ enum class LogLevel { kDebug = 0, kInfo = 1, kWarn = 2, kError = 3, kNone = 4 };
 LogLevel log_level();
 void set_log_level(LogLevel level);
 void log_message(LogLevel level, std::string_view msg);
+// Where messages go instead of stderr (nullptr: stderr). The sink is called from any thread.
+using LogSink = void (*)(LogLevel level, std::string_view msg, void* user);
+void set_log_sink(LogSink sink, void* user);
 
 }  // namespace loom
 

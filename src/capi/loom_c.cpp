@@ -6,6 +6,7 @@
 #include "capi/capi_internal.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <climits>
 #include <cstdio>
@@ -292,11 +293,36 @@ void loom_set_log_level(int32_t level) {
   loom::set_log_level(loom::LogLevel(std::clamp(level, 0, 4)));
 }
 
+void loom_set_log_callback(loom_log_callback callback, void* user_data) {
+  if (!callback) {
+    loom::set_log_sink(nullptr, nullptr);
+    return;
+  }
+  struct Target {
+    loom_log_callback cb;
+    void* user;
+  };
+  // One target at a time, kept for the process's life (a message may be in flight on another
+  // thread while it is replaced).
+  static std::atomic<Target*> last{nullptr};
+  auto* t = new Target{callback, user_data};
+  loom::set_log_sink(
+      [](loom::LogLevel level, std::string_view msg, void* u) {
+        auto* tg = static_cast<Target*>(u);
+        const std::string text(msg);
+        tg->cb(int32_t(level), text.c_str(), tg->user);
+      },
+      t);
+  (void)last.exchange(t);  // the previous one is leaked on purpose (a few bytes per call)
+}
+
 // ---- model -------------------------------------------------------------------------------------
 
 loom_model_params loom_model_default_params(void) {
-  loom_model_params p;
+  loom_model_params p{};
   p.vocab_only = false;
+  p.progress_callback = nullptr;
+  p.progress_callback_user_data = nullptr;
   return p;
 }
 
@@ -308,6 +334,9 @@ loom_model* loom_model_load_from_file(const char* path, const loom_model_params*
     }
     loom::ModelLoadParams lp;
     lp.vocab_only = params ? params->vocab_only : false;
+    if (params && params->progress_callback) {
+      lp.progress = [cb = params->progress_callback, u = params->progress_callback_user_data](float f) { cb(f, u); };
+    }
     auto m = loom::Model::load(path, lp);
     if (!m) {
       set_error("loom_model_load_from_file", m.status().message());

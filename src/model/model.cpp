@@ -26,8 +26,10 @@ std::string shape_str(const gguf::TensorInfo& t) {
 
 Expected<std::shared_ptr<const Model>> Model::load(const std::string& path, const ModelLoadParams& params) {
   const int64_t t0 = now_us();
+  if (params.progress) params.progress(0.0f);
   LOOM_ASSIGN_OR_RETURN(gguf::GgufFile file, gguf::GgufFile::open(path));
   auto model = from_gguf(std::move(file), params);
+  if (model && params.progress) params.progress(1.0f);
   if (!model) return Status(model.status().code(), path + ": " + model.status().message());
   const_cast<Model&>(**model).load_time_us_ = now_us() - t0;
   return model;
@@ -44,7 +46,10 @@ Expected<std::shared_ptr<const Model>> Model::from_gguf(gguf::GgufFile file, con
   LOOM_RETURN_IF_ERROR(m->hp_.is_encoder() ? m->bind_bert() : m->bind_decoder());
   if (params.repack && detail::repacking_enabled()) {
     m->packed_ = std::make_shared<detail::PackedStorage>();
-    m->decode_weight_bytes_ += uint64_t(detail::pack_model_weights(m->file_, m->w_, *m->packed_));
+    std::function<void(float)> packing;
+    if (params.progress) packing = [&](float f) { params.progress(0.1f + 0.9f * f); };
+    if (params.progress) params.progress(0.1f);
+    m->decode_weight_bytes_ += uint64_t(detail::pack_model_weights(m->file_, m->w_, *m->packed_, packing));
   }
   return std::shared_ptr<const Model>(std::move(m));
 }

@@ -2,6 +2,7 @@
 // load, so one Model may serve many contexts and threads at once.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -76,6 +77,9 @@ struct ModelLoadParams {
   // Copy Q4_0/Q8_0 matrices into the row-interleaved layout of quant/packed.h when this CPU has
   // kernels for it (also off with LOOM_NO_REPACK=1). The mapped originals' pages are released.
   bool repack = true;
+  // Called on the loading thread with the fraction done (0 after opening, increasing, 1 last);
+  // packing weights is most of a load's work.
+  std::function<void(float)> progress;
 };
 
 namespace detail {

@@ -74,7 +74,8 @@ bool overlaps_embedding(const ModelWeights& w, uintptr_t lo, uintptr_t hi) {
 
 }  // namespace
 
-int64_t pack_model_weights(const gguf::GgufFile& file, ModelWeights& w, PackedStorage& store) {
+int64_t pack_model_weights(const gguf::GgufFile& file, ModelWeights& w, PackedStorage& store,
+                           const std::function<void(float)>& progress) {
   std::vector<TensorView*> todo;
   size_t total = 0;
   for (TensorView* t : matrices(w)) {
@@ -100,6 +101,7 @@ int64_t pack_model_weights(const gguf::GgufFile& file, ModelWeights& w, PackedSt
       file.release_pages(t->data, size_t(t->rows) * t->row_bytes);
     }
     dst += (quant::packed_size(t->type, t->rows, t->cols) + 63) / 64 * 64;
+    if (progress) progress(float(double(dst - static_cast<uint8_t*>(store.data)) / double(total)));
   }
   // Merge touching ranges (fused tensors are bound as several views), never release the
   // embedding (token lookups still read it; a tied output shares it).

@@ -1,6 +1,8 @@
 // Load-time repacking of weight matrices into the row-interleaved layout of quant/packed.h.
 #pragma once
 
+#include <functional>
+
 #include <cstddef>
 #include <memory>
 
@@ -34,6 +36,8 @@ bool repacking_enabled();
 // from the process's resident set, so the copy does not double the memory footprint.
 // Returns how many more bytes (possibly negative) one pass over the packed matrices reads than
 // over their GGUF layout (Q6_K's one-level-per-byte copy is larger, for instance).
-int64_t pack_model_weights(const gguf::GgufFile& file, ModelWeights& w, PackedStorage& store);
+// progress (may be empty) gets the fraction of bytes packed after each matrix.
+int64_t pack_model_weights(const gguf::GgufFile& file, ModelWeights& w, PackedStorage& store,
+                           const std::function<void(float)>& progress = {});
 
 }  // namespace loom::detail
