@@ -10,7 +10,7 @@
  *   "prompt":   a string (tokenized with BOS as the model adds it, special tokens parsed) or an
  *               array of token ids, or
  *   "messages": OpenAI chat messages, rendered with the model's chat template (or the scheduler's
- *               "chat_template" override), with "tools", "tool_choice", "parallel_tool_calls",
+ *               chat_template override, or the request's own "chat_template"), with "tools", "tool_choice", "parallel_tool_calls",
  *               "response_format", "chat_template_kwargs", "add_generation_prompt";
  * and llama-server's /completion fields for the rest, llama.node's spellings accepted too:
  *   temperature top_k top_p min_p typical_p|typ_p repeat_penalty|penalty_repeat
@@ -67,7 +67,7 @@ enum loom_event_kind {
                             "text" (all of it), "tokens" [...], and for "messages" requests the
                             parsed assistant message: "content", "reasoning_content", "tool_calls"} */
   LOOM_EVENT_DONE = 2,   /* json: {"usage": {"prompt_tokens", "completion_tokens", "cached_tokens"},
-                            "timings": {llama-server's}, "prompt_tokens": n} */
+                            "timings": {llama-server's}, "prompt_tokens": n, "prompt_ids": [...]} */
   LOOM_EVENT_ERROR = 3   /* token: the status (LOOM_ERR_*); text: the message */
 };
 

@@ -70,7 +70,7 @@ struct GenState {
   bool chat = false;
   loom::chat::ToolCallFormat format = loom::chat::ToolCallFormat::kNone;
   loom::chat::ParseOptions parse_options;
-  int prompt_tokens = 0;
+  std::vector<int32_t> prompt;    // the request's prompt ids (reported with kDone)
   std::vector<std::string> text;  // per choice
 
   void deliver(const loom::serve::Event& e, int32_t kind, int32_t token, const std::string& text_out,
@@ -140,7 +140,8 @@ struct GenState {
                          {"predicted_per_token_ms", per_token(t.predicted_ms, t.predicted_n)},
                          {"predicted_per_second", per_second(t.predicted_ms, t.predicted_n)}, {"cache_n", t.cache_n},
                          {"queue_ms", t.queue_ms}, {"ttft_ms", t.ttft_ms}}},
-            {"prompt_tokens", prompt_tokens}};
+            {"prompt_tokens", prompt.size()},
+            {"prompt_ids", prompt}};
         deliver(e, LOOM_EVENT_DONE, -1, std::string(), &d);
         return;
       }
@@ -245,9 +246,18 @@ int32_t loom_scheduler_submit(loom_scheduler* sched, const char* request_json, l
     st->vocab = &vocab;
     loom::serve::GenerateRequest r;
     if (f.has("messages")) {
-      if (!sched->tmpl) return fail(fn, loom::invalid_argument("chat template: " + sched->tmpl_error));
+      // A request's own chat_template replaces the scheduler's for it.
+      std::optional<loom::chat::ChatTemplate> own;
+      if (f.has("chat_template") && !f.string("chat_template").empty()) {
+        const std::string src = f.string("chat_template");
+        auto t = loom::chat::ChatTemplate::from_model(*sched->model, &src);
+        if (!t) return fail(fn, t.status());
+        own = std::move(*t);
+      }
+      const loom::chat::ChatTemplate* tmpl = own ? &*own : sched->tmpl ? &*sched->tmpl : nullptr;
+      if (!tmpl) return fail(fn, loom::invalid_argument("chat template: " + sched->tmpl_error));
       loom::serve::ChatGeneration g =
-          loom::serve::parse_chat_generation(f, *sched->tmpl, vocab, -1, sched->counter.fetch_add(1));
+          loom::serve::parse_chat_generation(f, *tmpl, vocab, -1, sched->counter.fetch_add(1));
       r = std::move(g.request);
       st->chat = true;
       st->format = g.format;
@@ -258,7 +268,7 @@ int32_t loom_scheduler_submit(loom_scheduler* sched, const char* request_json, l
       loom::serve::parse_generation(f, vocab, -1, /*chat=*/false, r);
       r.prompt = loom::serve::prompt_tokens(*p, vocab, "prompt");
     }
-    st->prompt_tokens = int(r.prompt.size());
+    st->prompt = r.prompt;
     auto id = sched->s->submit(std::move(r), [st](const loom::serve::Event& e) { st->on_event(e); });
     if (!id) return fail(fn, id.status());
     if (request_id) *request_id = *id;

@@ -1,0 +1,14 @@
+// ESM entry point: the same module as lib/index.js.
+import loom from './index.js';
+
+export const {
+  loadModel,
+  loadLlamaModelInfo,
+  toggleNativeLog,
+  addNativeLogListener,
+  LlamaContext,
+  LlamaParallelAPI,
+  initLlama,
+  loomVersion,
+} = loom;
+export default loom;

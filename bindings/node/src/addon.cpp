@@ -1,0 +1,778 @@
+// loom-node's native part: a Node-API addon over loom's C API (include/loom/loom.h and
+// loom_serve.h), nothing else from the engine. It owns no policy: lib/index.js turns llama.node's
+// API into these calls. Rules:
+//   - model work never runs on the JavaScript thread: loads, tokenization, sessions, LoRA and
+//     benchmarks run on libuv's worker pool (PromiseWorker), generation on the scheduler's own
+//     thread, whose events come back through one thread-safe function per request;
+//   - every failure is a rejected promise or a thrown Error / TypeError with loom's message;
+//   - a context is a shared handle: release() shuts the scheduler down at once (running requests
+//     end as cancelled), and the memory goes when the last in-flight operation lets go of it —
+//     also when the JavaScript object is garbage-collected without release().
+#define NAPI_VERSION 8
+#include <napi.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "loom/loom_serve.h"
+
+namespace {
+
+std::runtime_error loom_error(const std::string& what) {
+  const std::string msg = loom_last_error();
+  return std::runtime_error(msg.empty() ? what : msg);
+}
+
+// ---- promises over the worker pool ----------------------------------------------------------
+
+template <typename R>
+class PromiseWorker : public Napi::AsyncWorker {
+ public:
+  using Work = std::function<R()>;  // throws std::exception on failure
+  using Done = std::function<Napi::Value(Napi::Env, R&)>;
+  PromiseWorker(Napi::Env env, Work work, Done done)
+      : Napi::AsyncWorker(env, "loom"), deferred_(Napi::Promise::Deferred::New(env)), work_(std::move(work)),
+        done_(std::move(done)) {}
+  void Execute() override {
+    try {
+      result_ = work_();
+    } catch (const std::exception& e) {
+      SetError(e.what());
+    } catch (...) {
+      SetError("unknown native error");
+    }
+  }
+  void OnOK() override {
+    Napi::HandleScope scope(Env());
+    try {
+      deferred_.Resolve(done_(Env(), result_));
+    } catch (const Napi::Error& e) {
+      deferred_.Reject(e.Value());
+    }
+  }
+  void OnError(const Napi::Error& e) override { deferred_.Reject(e.Value()); }
+  Napi::Promise Promise() const { return deferred_.Promise(); }
+
+ private:
+  Napi::Promise::Deferred deferred_;
+  Work work_;
+  Done done_;
+  R result_{};
+};
+
+template <typename R>
+Napi::Promise run_async(Napi::Env env, std::function<R()> work, std::function<Napi::Value(Napi::Env, R&)> done) {
+  auto* w = new PromiseWorker<R>(env, std::move(work), std::move(done));
+  Napi::Promise p = w->Promise();
+  w->Queue();
+  return p;
+}
+
+// ---- argument checks ---------------------------------------------------------------------------
+
+[[noreturn]] void type_error(Napi::Env env, const std::string& msg) { throw Napi::TypeError::New(env, msg); }
+
+std::string string_arg(const Napi::CallbackInfo& info, size_t i, const char* name) {
+  if (info.Length() <= i || !info[i].IsString()) type_error(info.Env(), std::string(name) + " must be a string");
+  return info[i].As<Napi::String>().Utf8Value();
+}
+
+double number_arg(const Napi::CallbackInfo& info, size_t i, const char* name) {
+  if (info.Length() <= i || !info[i].IsNumber()) type_error(info.Env(), std::string(name) + " must be a number");
+  return info[i].As<Napi::Number>().DoubleValue();
+}
+
+int32_t int_arg(const Napi::CallbackInfo& info, size_t i, const char* name, int32_t lo, int32_t hi) {
+  const double d = number_arg(info, i, name);
+  if (!std::isfinite(d) || d != std::floor(d) || d < lo || d > hi) {
+    throw Napi::RangeError::New(info.Env(), std::string(name) + " must be an integer between " + std::to_string(lo) +
+                                                " and " + std::to_string(hi));
+  }
+  return int32_t(d);
+}
+
+// Token ids from an Int32Array or an array of integers.
+std::vector<int32_t> tokens_arg(const Napi::CallbackInfo& info, size_t i, const char* name) {
+  std::vector<int32_t> out;
+  if (info.Length() > i && info[i].IsTypedArray()) {
+    auto ta = info[i].As<Napi::TypedArray>();
+    if (ta.TypedArrayType() != napi_int32_array) type_error(info.Env(), std::string(name) + " must be an Int32Array or an array of integers");
+    auto a = info[i].As<Napi::Int32Array>();
+    out.assign(a.Data(), a.Data() + a.ElementLength());
+    return out;
+  }
+  if (info.Length() <= i || !info[i].IsArray()) type_error(info.Env(), std::string(name) + " must be an Int32Array or an array of integers");
+  auto a = info[i].As<Napi::Array>();
+  out.reserve(a.Length());
+  for (uint32_t k = 0; k < a.Length(); ++k) {
+    Napi::Value v = a.Get(k);
+    if (!v.IsNumber()) type_error(info.Env(), std::string(name) + "[" + std::to_string(k) + "] must be an integer");
+    const double d = v.As<Napi::Number>().DoubleValue();
+    if (d != std::floor(d) || d < INT32_MIN || d > INT32_MAX) {
+      type_error(info.Env(), std::string(name) + "[" + std::to_string(k) + "] must be an integer");
+    }
+    out.push_back(int32_t(d));
+  }
+  return out;
+}
+
+Napi::Int32Array to_int32_array(Napi::Env env, const std::vector<int32_t>& v) {
+  auto a = Napi::Int32Array::New(env, v.size());
+  if (!v.empty()) std::memcpy(a.Data(), v.data(), v.size() * sizeof(int32_t));
+  return a;
+}
+
+// A JSON-returning C function (size negotiation: -needed when the buffer is too small).
+template <typename F>
+std::string json_call(F&& f, const char* what) {
+  std::vector<char> buf(4096);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    const int32_t n = f(buf.data(), buf.size());
+    if (n >= 0) return std::string(buf.data(), size_t(n));
+    if (n == LOOM_SIZE_ERROR) throw loom_error(what);
+    buf.resize(size_t(-n) + 1);
+  }
+  throw std::runtime_error(std::string(what) + ": result size changed");
+}
+
+// ---- the native context ------------------------------------------------------------------------
+
+struct Native {
+  std::shared_ptr<loom_model> model;
+  std::shared_ptr<loom_scheduler> sched;  // null for vocab_only
+  std::atomic<bool> released{false};
+};
+
+std::shared_ptr<loom_model> own_model(loom_model* m) { return std::shared_ptr<loom_model>(m, loom_model_free); }
+std::shared_ptr<loom_scheduler> own_sched(loom_scheduler* s) {
+  return std::shared_ptr<loom_scheduler>(s, [](loom_scheduler* p) { loom_scheduler_free(p, 0); });
+}
+
+class Context : public Napi::ObjectWrap<Context> {
+ public:
+  static Napi::FunctionReference* ctor;
+
+  static Napi::Function Init(Napi::Env env) {
+    Napi::Function f = DefineClass(env, "LoomNativeContext",
+                                   {InstanceMethod<&Context::Info>("info"),
+                                    InstanceMethod<&Context::Tokenize>("tokenize"),
+                                    InstanceMethod<&Context::Detokenize>("detokenize"),
+                                    InstanceMethod<&Context::TokenPiece>("tokenPiece"),
+                                    InstanceMethod<&Context::Submit>("submit"),
+                                    InstanceMethod<&Context::Cancel>("cancel"),
+                                    InstanceMethod<&Context::Embed>("embed"),
+                                    InstanceMethod<&Context::Stats>("stats"),
+                                    InstanceMethod<&Context::SaveSession>("saveSession"),
+                                    InstanceMethod<&Context::LoadSession>("loadSession"),
+                                    InstanceMethod<&Context::ClearCache>("clearCache"),
+                                    InstanceMethod<&Context::SetLora>("setLora"),
+                                    InstanceMethod<&Context::Bench>("bench"),
+                                    InstanceMethod<&Context::ChatFormat>("chatFormat"),
+                                    InstanceMethod<&Context::Reconfigure>("reconfigure"),
+                                    InstanceMethod<&Context::Release>("release")});
+    ctor = new Napi::FunctionReference(Napi::Persistent(f));
+    return f;
+  }
+
+  explicit Context(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Context>(info) {
+    if (info.Length() < 1 || !info[0].IsExternal()) type_error(info.Env(), "use loadModel() to create a context");
+    native_ = *info[0].As<Napi::External<std::shared_ptr<Native>>>().Data();
+  }
+
+ private:
+  std::shared_ptr<Native> native_;
+
+  std::shared_ptr<Native> live(Napi::Env env) const {
+    if (!native_ || native_->released) throw Napi::Error::New(env, "this context has been released");
+    return native_;
+  }
+  std::shared_ptr<loom_scheduler> sched(Napi::Env env) const {
+    auto n = live(env);
+    if (!n->sched) throw Napi::Error::New(env, "the model was loaded with vocab_only: no inference");
+    return n->sched;
+  }
+
+  Napi::Value Info(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    auto n = live(env);
+    loom_model* m = n->model.get();
+    Napi::Object o = Napi::Object::New(env);
+    char buf[512];
+    loom_model_desc(m, buf, sizeof buf);
+    o.Set("desc", buf);
+    o.Set("arch", loom_model_arch_name(m));
+    o.Set("nEmbd", loom_model_n_embd(m));
+    o.Set("nVocab", loom_model_n_vocab(m));
+    o.Set("nLayer", loom_model_n_layer(m));
+    o.Set("nCtxTrain", loom_model_n_ctx_train(m));
+    o.Set("nParams", double(loom_model_n_params(m)));
+    o.Set("size", double(loom_model_size(m)));
+    o.Set("vocabOnly", loom_model_is_vocab_only(m));
+    Napi::Object meta = Napi::Object::New(env);
+    const int32_t nm = loom_model_meta_count(m);
+    std::vector<char> val(1 << 16);
+    for (int32_t i = 0; i < nm; ++i) {
+      if (loom_model_meta_key_by_index(m, i, buf, sizeof buf) < 0) continue;
+      const int32_t len = loom_model_meta_val_str_by_index(m, i, val.data(), val.size());
+      if (len < 0) continue;
+      meta.Set(buf, std::string(val.data(), std::min<size_t>(size_t(len), val.size() - 1)));
+    }
+    o.Set("metadata", meta);
+    try {
+      o.Set("chatTemplate", json_call([&](char* b, size_t s) { return loom_chat_template_info(m, nullptr, b, s); },
+                                      "chat template"));
+    } catch (const std::exception& e) {
+      o.Set("chatTemplateError", e.what());
+    }
+    if (n->sched) {
+      o.Set("nCtx", loom_scheduler_n_ctx(n->sched.get()));
+      o.Set("nParallel", loom_scheduler_n_slots(n->sched.get()));
+    }
+    return o;
+  }
+
+  // tokenize(text, addSpecial, parseSpecial) -> Promise<Int32Array>
+  Napi::Value Tokenize(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    auto n = live(env);
+    std::string text = string_arg(info, 0, "text");
+    const bool add_special = info.Length() > 1 && info[1].ToBoolean();
+    const bool parse_special = info.Length() > 2 && info[2].ToBoolean();
+    return run_async<std::vector<int32_t>>(
+        env,
+        [n, text = std::move(text), add_special, parse_special] {
+          const int32_t len = int32_t(std::min<size_t>(text.size(), INT32_MAX));
+          std::vector<int32_t> ids(size_t(len) + 8);
+          int32_t k = loom_tokenize(n->model.get(), text.data(), len, ids.data(), int32_t(ids.size()), add_special, parse_special);
+          if (k < 0 && k != LOOM_SIZE_ERROR) {
+            ids.resize(size_t(-k));
+            k = loom_tokenize(n->model.get(), text.data(), len, ids.data(), int32_t(ids.size()), add_special, parse_special);
+          }
+          if (k < 0) throw loom_error("tokenize failed");
+          ids.resize(size_t(k));
+          return ids;
+        },
+        [](Napi::Env e, std::vector<int32_t>& ids) -> Napi::Value { return to_int32_array(e, ids); });
+  }
+
+  // detokenize(tokens, removeSpecial, unparseSpecial) -> Promise<string>
+  Napi::Value Detokenize(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    auto n = live(env);
+    std::vector<int32_t> ids = tokens_arg(info, 0, "tokens");
+    const bool unparse_special = info.Length() > 1 && info[1].ToBoolean();
+    const int32_t n_vocab = loom_model_n_vocab(n->model.get());
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (ids[i] < 0 || ids[i] >= n_vocab) {
+        throw Napi::RangeError::New(env, "tokens[" + std::to_string(i) + "]: " + std::to_string(ids[i]) +
+                                             " is not a token id (vocabulary of " + std::to_string(n_vocab) + ")");
+      }
+    }
+    return run_async<std::string>(
+        env,
+        [n, ids = std::move(ids), unparse_special] {
+          std::string out(ids.size() * 8 + 16, '\0');
+          int32_t k = loom_detokenize(n->model.get(), ids.data(), int32_t(ids.size()), out.data(), int32_t(out.size()),
+                                      false, unparse_special);
+          if (k < 0 && k != LOOM_SIZE_ERROR) {
+            out.resize(size_t(-k));
+            k = loom_detokenize(n->model.get(), ids.data(), int32_t(ids.size()), out.data(), int32_t(out.size()), false,
+                                unparse_special);
+          }
+          if (k < 0) throw loom_error("detokenize failed");
+          out.resize(size_t(k));
+          return out;
+        },
+        [](Napi::Env e, std::string& s) -> Napi::Value { return Napi::String::New(e, s); });
+  }
+
+  // tokenPiece(id) -> string (sync: one token)
+  Napi::Value TokenPiece(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    auto n = live(env);
+    const int32_t id = int_arg(info, 0, "token", 0, loom_model_n_vocab(n->model.get()) - 1);
+    char buf[256];
+    const int32_t k = loom_token_to_piece(n->model.get(), id, buf, sizeof buf, 0, true);
+    return Napi::String::New(env, k > 0 ? std::string(buf, size_t(k)) : std::string());
+  }
+
+  // ---- generation ----
+  struct Ev {
+    int32_t kind;
+    int32_t choice;
+    int32_t token;
+    std::string text;
+    std::string json;
+  };
+  struct Request {
+    Napi::ThreadSafeFunction tsfn;
+  };
+  static void on_event(const loom_event* e, void* user) {
+    auto* r = static_cast<Request*>(user);
+    auto* ev = new Ev{e->kind, e->choice, e->token, std::string(e->text, e->text_len), e->json ? e->json : ""};
+    const bool last = e->kind == LOOM_EVENT_DONE || e->kind == LOOM_EVENT_ERROR;
+    auto call = [](Napi::Env env, Napi::Function fn, Ev* data) {
+      std::unique_ptr<Ev> d(data);
+      if (env == nullptr || fn.IsEmpty()) return;
+      try {
+        fn.Call({Napi::Number::New(env, d->kind), Napi::Number::New(env, d->choice), Napi::Number::New(env, d->token),
+                 Napi::String::New(env, d->text), Napi::String::New(env, d->json)});
+      } catch (const Napi::Error& err) {
+        // lib/index.js never lets a user callback throw into here; this is the last guard.
+        fprintf(stderr, "loom-node: a completion callback threw: %s\n", err.Message().c_str());
+      }
+    };
+    if (r->tsfn.NonBlockingCall(ev, call) != napi_ok) delete ev;
+    if (last) {
+      r->tsfn.Release();
+      delete r;
+    }
+  }
+
+  // submit(requestJson, onEvent(kind, choice, token, text, json)) -> request id
+  Napi::Value Submit(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    auto s = sched(env);
+    const std::string body = string_arg(info, 0, "request");
+    if (info.Length() < 2 || !info[1].IsFunction()) type_error(env, "onEvent must be a function");
+    auto* r = new Request{Napi::ThreadSafeFunction::New(env, info[1].As<Napi::Function>(), "loom-completion", 0, 1)};
+    uint64_t id = 0;
+    const int32_t st = loom_scheduler_submit(s.get(), body.c_str(), &Context::on_event, r, &id);
+    if (st != LOOM_OK) {
+      const std::string msg = loom_last_error();
+      r->tsfn.Release();
+      delete r;
+      Napi::Error err = st == LOOM_ERR_INVALID_ARGUMENT ? Napi::Error(Napi::TypeError::New(env, msg)) : Napi::Error::New(env, msg);
+      err.Set("code", Napi::String::New(env, loom_status_string(st)));
+      throw err;
+    }
+    return Napi::Number::New(env, double(id));
+  }
+
+  Napi::Value Cancel(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    if (!native_ || native_->released || !native_->sched) return env.Undefined();
+    const double id = number_arg(info, 0, "requestId");
+    loom_scheduler_cancel(native_->sched.get(), uint64_t(id));
+    return env.Undefined();
+  }
+
+  struct EmbedJob {
+    EmbedJob(Napi::ThreadSafeFunction t, Napi::Promise::Deferred d) : tsfn(std::move(t)), deferred(std::move(d)) {}
+    Napi::ThreadSafeFunction tsfn;
+    Napi::Promise::Deferred deferred;
+    int32_t status = 0;
+    std::string message;
+    std::vector<float> data;
+    int32_t n = 0, dim = 0, prompt_tokens = 0;
+  };
+
+  // embed(requestJson) -> Promise<{data: Float32Array, n, dim, promptTokens}>
+  Napi::Value Embed(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    auto s = sched(env);
+    const std::string body = string_arg(info, 0, "request");
+    auto* job = new EmbedJob(Napi::ThreadSafeFunction::New(env, Napi::Function::New(env, [](const Napi::CallbackInfo&) {}),
+                                                           "loom-embed", 0, 1),
+                             Napi::Promise::Deferred::New(env));
+    Napi::Promise p = job->deferred.Promise();
+    auto cb = [](int32_t status, const char* message, const float* data, int32_t n, int32_t dim, int32_t prompt_tokens,
+                 void* user) {
+      auto* j = static_cast<EmbedJob*>(user);
+      j->status = status;
+      j->message = message ? message : "";
+      if (status == LOOM_OK && data) j->data.assign(data, data + size_t(n) * size_t(dim));
+      j->n = n;
+      j->dim = dim;
+      j->prompt_tokens = prompt_tokens;
+      auto call = [](Napi::Env e, Napi::Function, EmbedJob* jj) {
+        std::unique_ptr<EmbedJob> owned(jj);
+        if (e == nullptr) return;
+        if (jj->status != LOOM_OK) {
+          jj->deferred.Reject(Napi::Error::New(e, jj->message).Value());
+          return;
+        }
+        auto arr = Napi::Float32Array::New(e, jj->data.size());
+        if (!jj->data.empty()) std::memcpy(arr.Data(), jj->data.data(), jj->data.size() * sizeof(float));
+        Napi::Object o = Napi::Object::New(e);
+        o.Set("data", arr);
+        o.Set("n", jj->n);
+        o.Set("dim", jj->dim);
+        o.Set("promptTokens", jj->prompt_tokens);
+        jj->deferred.Resolve(o);
+      };
+      Napi::ThreadSafeFunction tsfn = j->tsfn;
+      tsfn.NonBlockingCall(j, call);
+      tsfn.Release();
+    };
+    uint64_t id = 0;
+    const int32_t st = loom_scheduler_embed(s.get(), body.c_str(), cb, job, &id);
+    if (st != LOOM_OK) {
+      const std::string msg = loom_last_error();
+      job->tsfn.Release();
+      job->deferred.Reject(st == LOOM_ERR_INVALID_ARGUMENT ? Napi::TypeError::New(env, msg).Value()
+                                                           : Napi::Error::New(env, msg).Value());
+      delete job;
+    }
+    return p;
+  }
+
+  Napi::Value Stats(const Napi::CallbackInfo& info) {
+    auto s = sched(info.Env());
+    return Napi::String::New(info.Env(), json_call([&](char* b, size_t n) { return loom_scheduler_stats(s.get(), b, n); }, "stats"));
+  }
+
+  // saveSession(path, tokens) -> Promise<number saved>
+  Napi::Value SaveSession(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    auto s = sched(env);
+    std::string path = string_arg(info, 0, "path");
+    std::vector<int32_t> toks = tokens_arg(info, 1, "tokens");
+    return run_async<int32_t>(
+        env,
+        [s, path = std::move(path), toks = std::move(toks)] {
+          int32_t saved = 0;
+          if (loom_scheduler_save_session(s.get(), path.c_str(), toks.data(), int32_t(toks.size()), &saved) != LOOM_OK) {
+            throw loom_error("saveSession failed");
+          }
+          return saved;
+        },
+        [](Napi::Env e, int32_t& n) -> Napi::Value { return Napi::Number::New(e, n); });
+  }
+
+  // loadSession(path) -> Promise<Int32Array tokens>
+  Napi::Value LoadSession(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    auto s = sched(env);
+    std::string path = string_arg(info, 0, "path");
+    return run_async<std::vector<int32_t>>(
+        env,
+        [s, path = std::move(path)] {
+          std::vector<int32_t> toks(size_t(loom_scheduler_n_ctx(s.get())) + 1);
+          int32_t n = 0;
+          if (loom_scheduler_load_session(s.get(), path.c_str(), toks.data(), int32_t(toks.size()), &n) != LOOM_OK) {
+            throw loom_error("loadSession failed");
+          }
+          toks.resize(size_t(std::min<int32_t>(n, int32_t(toks.size()))));
+          return toks;
+        },
+        [](Napi::Env e, std::vector<int32_t>& t) -> Napi::Value { return to_int32_array(e, t); });
+  }
+
+  Napi::Value ClearCache(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    auto s = sched(env);
+    return run_async<int>(
+        env,
+        [s] {
+          if (loom_scheduler_clear_cache(s.get()) != LOOM_OK) throw loom_error("clearCache failed");
+          return 0;
+        },
+        [](Napi::Env e, int&) -> Napi::Value { return e.Undefined(); });
+  }
+
+  // setLora([{path, scaled}]) -> Promise: loads the adapters and replaces the context's.
+  Napi::Value SetLora(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    auto n = live(env);
+    auto s = sched(env);
+    if (info.Length() < 1 || !info[0].IsArray()) type_error(env, "adapters must be an array of {path, scaled}");
+    auto a = info[0].As<Napi::Array>();
+    std::vector<std::pair<std::string, float>> list;
+    for (uint32_t i = 0; i < a.Length(); ++i) {
+      Napi::Value v = a.Get(i);
+      if (!v.IsObject()) type_error(env, "adapters[" + std::to_string(i) + "] must be {path, scaled}");
+      Napi::Object o = v.As<Napi::Object>();
+      Napi::Value p = o.Get("path"), sc = o.Get("scaled");
+      if (!p.IsString()) type_error(env, "adapters[" + std::to_string(i) + "].path must be a string");
+      if (!sc.IsUndefined() && !sc.IsNumber()) type_error(env, "adapters[" + std::to_string(i) + "].scaled must be a number");
+      list.emplace_back(p.As<Napi::String>().Utf8Value(), sc.IsNumber() ? sc.As<Napi::Number>().FloatValue() : 1.0f);
+    }
+    return run_async<int>(
+        env,
+        [n, s, list = std::move(list)] {
+          std::vector<loom_lora_adapter*> handles;
+          std::vector<float> scales;
+          auto free_all = [&] {
+            for (auto* h : handles) loom_lora_adapter_free(h);
+          };
+          for (const auto& [path, scale] : list) {
+            loom_lora_adapter* h = loom_lora_adapter_load(n->model.get(), path.c_str());
+            if (!h) {
+              auto err = loom_error("LoRA adapter " + path);
+              free_all();
+              throw err;
+            }
+            handles.push_back(h);
+            scales.push_back(scale);
+          }
+          const int32_t st = loom_scheduler_set_lora(s.get(), handles.data(), scales.data(), int32_t(handles.size()));
+          auto err = st != LOOM_OK ? std::optional<std::runtime_error>(loom_error("applyLoraAdapters failed")) : std::nullopt;
+          free_all();  // the scheduler's context keeps what it uses
+          if (err) throw *err;
+          return 0;
+        },
+        [](Napi::Env e, int&) -> Napi::Value { return e.Undefined(); });
+  }
+
+  // bench(pp, tg, pl, nr) -> Promise<string json>
+  Napi::Value Bench(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    auto s = sched(env);
+    const int32_t pp = int_arg(info, 0, "pp", 0, 1 << 20), tg = int_arg(info, 1, "tg", 0, 1 << 20);
+    const int32_t pl = int_arg(info, 2, "pl", 1, 4096), nr = int_arg(info, 3, "nr", 1, 1000);
+    return run_async<std::string>(
+        env, [s, pp, tg, pl, nr] { return json_call([&](char* b, size_t n) { return loom_scheduler_bench(s.get(), pp, tg, pl, nr, b, n); }, "bench"); },
+        [](Napi::Env e, std::string& j) -> Napi::Value { return Napi::String::New(e, j); });
+  }
+
+  // chatFormat(requestJson) -> string json (sync: rendering a template is quick)
+  Napi::Value ChatFormat(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    auto n = live(env);
+    const std::string body = string_arg(info, 0, "request");
+    try {
+      return Napi::String::New(env, json_call([&](char* b, size_t s) { return loom_chat_format(n->model.get(), body.c_str(), b, s); },
+                                              "getFormattedChat"));
+    } catch (const std::exception& e) {
+      throw Napi::Error::New(env, e.what());
+    }
+  }
+
+  // reconfigure(paramsJson-like object) -> Promise: a new scheduler (slots, batch) on the same
+  // model once the running requests are done.
+  Napi::Value Reconfigure(const Napi::CallbackInfo& info);
+
+  Napi::Value Release(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    std::shared_ptr<Native> n = native_;
+    if (!n || n->released.exchange(true)) {
+      auto d = Napi::Promise::Deferred::New(env);
+      d.Resolve(env.Undefined());
+      return d.Promise();
+    }
+    native_.reset();
+    // Freeing waits for the scheduler's thread to stop: off the event loop.
+    return run_async<int>(
+        env,
+        [n]() mutable {
+          n->sched.reset();
+          n->model.reset();
+          return 0;
+        },
+        [](Napi::Env e, int&) -> Napi::Value { return e.Undefined(); });
+  }
+
+  friend Napi::Value Load(const Napi::CallbackInfo& info);
+};
+
+Napi::FunctionReference* Context::ctor = nullptr;
+
+// Scheduler parameters from a plain object of numbers / booleans / strings.
+struct SchedOptions {
+  int32_t n_ctx = 512, n_batch = 2048, n_ubatch = 512, n_threads = 0, n_parallel = 1;
+  bool embedding = false, ctx_shift = true, kv_unified = true, vocab_only = false;
+  int32_t pooling = LOOM_POOLING_UNSPECIFIED, type_k = -1, type_v = -1;
+  float rope_freq_base = 0, rope_freq_scale = 0;
+  std::string chat_template;
+};
+
+SchedOptions read_options(Napi::Env env, const Napi::Object& o) {
+  SchedOptions s;
+  auto num = [&](const char* k, auto& dst, double lo, double hi) {
+    Napi::Value v = o.Get(k);
+    if (v.IsUndefined() || v.IsNull()) return;
+    if (!v.IsNumber()) type_error(env, std::string(k) + " must be a number");
+    const double d = v.As<Napi::Number>().DoubleValue();
+    if (!std::isfinite(d) || d < lo || d > hi) {
+      throw Napi::RangeError::New(env, std::string(k) + " must be between " + std::to_string(int64_t(lo)) + " and " + std::to_string(int64_t(hi)));
+    }
+    dst = static_cast<std::remove_reference_t<decltype(dst)>>(d);
+  };
+  auto flag = [&](const char* k, bool& dst) {
+    Napi::Value v = o.Get(k);
+    if (v.IsUndefined() || v.IsNull()) return;
+    if (!v.IsBoolean()) type_error(env, std::string(k) + " must be a boolean");
+    dst = v.As<Napi::Boolean>().Value();
+  };
+  num("n_ctx", s.n_ctx, 0, 1 << 24);
+  num("n_batch", s.n_batch, 1, 1 << 24);
+  num("n_ubatch", s.n_ubatch, 1, 1 << 24);
+  num("n_threads", s.n_threads, 0, 1024);
+  num("n_parallel", s.n_parallel, 1, 256);
+  num("pooling", s.pooling, -1, 4);
+  num("type_k", s.type_k, -1, 1000);
+  num("type_v", s.type_v, -1, 1000);
+  num("rope_freq_base", s.rope_freq_base, 0, 1e12);
+  num("rope_freq_scale", s.rope_freq_scale, 0, 1e6);
+  flag("embedding", s.embedding);
+  flag("ctx_shift", s.ctx_shift);
+  flag("vocab_only", s.vocab_only);
+  Napi::Value t = o.Get("chat_template");
+  if (t.IsString()) s.chat_template = t.As<Napi::String>().Utf8Value();
+  return s;
+}
+
+loom_scheduler* make_scheduler(loom_model* m, const SchedOptions& o) {
+  loom_scheduler_params p = loom_scheduler_default_params();
+  p.context.n_ctx = o.n_ctx;
+  p.context.n_batch = o.n_batch;
+  p.context.n_ubatch = std::min(o.n_ubatch, o.n_batch);
+  if (o.n_threads > 0) {
+    p.context.n_threads = o.n_threads;
+    p.context.n_threads_batch = o.n_threads;
+  }
+  p.context.embeddings = o.embedding;
+  p.context.pooling_type = o.pooling;
+  if (o.type_k >= 0) p.context.type_k = o.type_k;
+  if (o.type_v >= 0) p.context.type_v = o.type_v;
+  p.context.rope_freq_base = o.rope_freq_base;
+  p.context.rope_freq_scale = o.rope_freq_scale;
+  p.n_slots = o.n_parallel;
+  p.context_shift = o.ctx_shift;
+  p.chat_template = o.chat_template.empty() ? nullptr : o.chat_template.c_str();
+  return loom_scheduler_new(m, &p);
+}
+
+Napi::Value Context::Reconfigure(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  auto n = live(env);
+  if (!n->sched) throw Napi::Error::New(env, "the model was loaded with vocab_only: no inference");
+  if (info.Length() < 1 || !info[0].IsObject()) type_error(env, "options must be an object");
+  SchedOptions o = read_options(env, info[0].As<Napi::Object>());
+  struct Made {
+    std::shared_ptr<loom_scheduler> s;
+  };
+  // The new scheduler is made on a worker; the swap happens here, on the JavaScript thread, which
+  // is the only one that reads n->sched (operations in flight hold their own reference, so the old
+  // scheduler lives until they end). lib/index.js waits for its running requests first.
+  return run_async<Made>(
+      env,
+      [n, o] {
+        loom_scheduler* s = make_scheduler(n->model.get(), o);
+        if (!s) throw loom_error("reconfigure failed");
+        return Made{own_sched(s)};
+      },
+      [n](Napi::Env e, Made& m) -> Napi::Value {
+        if (!n->released) n->sched = std::move(m.s);
+        return e.Undefined();
+      });
+}
+
+// load(path, options, onProgress?) -> Promise<LoomNativeContext>
+Napi::Value Load(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const std::string path = string_arg(info, 0, "model");
+  if (info.Length() < 2 || !info[1].IsObject()) type_error(env, "options must be an object");
+  SchedOptions o = read_options(env, info[1].As<Napi::Object>());
+  std::shared_ptr<Napi::ThreadSafeFunction> progress;
+  if (info.Length() > 2 && info[2].IsFunction()) {
+    progress = std::make_shared<Napi::ThreadSafeFunction>(
+        Napi::ThreadSafeFunction::New(env, info[2].As<Napi::Function>(), "loom-progress", 16, 1));
+  }
+  struct Loaded {
+    std::shared_ptr<Native> native;
+  };
+  return run_async<Loaded>(
+      env,
+      [path, o, progress] {
+        struct ProgressState {
+          std::shared_ptr<Napi::ThreadSafeFunction> tsfn;
+          int last = -1;
+        } ps{progress};
+        loom_model_params mp = loom_model_default_params();
+        mp.vocab_only = o.vocab_only;
+        if (progress) {
+          mp.progress_callback = [](float f, void* u) {
+            auto* st = static_cast<ProgressState*>(u);
+            const int pct = int(std::lround(std::clamp(f, 0.0f, 1.0f) * 100.0f));
+            if (pct == st->last) return;
+            st->last = pct;
+            auto* v = new int(pct);
+            auto call = [](Napi::Env e, Napi::Function fn, int* p) {
+              std::unique_ptr<int> owned(p);
+              if (e != nullptr) fn.Call({Napi::Number::New(e, *p)});
+            };
+            if (st->tsfn->NonBlockingCall(v, call) != napi_ok) delete v;
+          };
+          mp.progress_callback_user_data = &ps;
+        }
+        loom_model* m = loom_model_load_from_file(path.c_str(), &mp);
+        if (progress) progress->Release();
+        if (!m) throw loom_error("cannot load " + path);
+        auto native = std::make_shared<Native>();
+        native->model = own_model(m);
+        if (!o.vocab_only) {
+          loom_scheduler* s = make_scheduler(m, o);
+          if (!s) throw loom_error("cannot create the context");
+          native->sched = own_sched(s);
+        }
+        return Loaded{native};
+      },
+      [](Napi::Env e, Loaded& l) -> Napi::Value {
+        auto ext = Napi::External<std::shared_ptr<Native>>::New(e, &l.native);
+        return Context::ctor->New({ext});
+      });
+}
+
+// ---- logging -----------------------------------------------------------------------------------
+
+std::mutex g_log_mu;
+std::unique_ptr<Napi::ThreadSafeFunction> g_log;
+
+void on_log(int32_t level, const char* text, void*) {
+  std::lock_guard<std::mutex> l(g_log_mu);
+  if (!g_log) return;
+  static const char* kNames[] = {"debug", "info", "warn", "error", "none"};
+  auto* msg = new std::pair<std::string, std::string>(kNames[std::clamp(level, 0, 4)], text);
+  auto call = [](Napi::Env e, Napi::Function fn, std::pair<std::string, std::string>* m) {
+    std::unique_ptr<std::pair<std::string, std::string>> owned(m);
+    if (e != nullptr) fn.Call({Napi::String::New(e, m->first), Napi::String::New(e, m->second)});
+  };
+  if (g_log->NonBlockingCall(msg, call) != napi_ok) delete msg;
+}
+
+// setLogCallback(fn | null, level)
+Napi::Value SetLogCallback(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  std::lock_guard<std::mutex> l(g_log_mu);
+  if (g_log) {
+    g_log->Release();
+    g_log.reset();
+  }
+  if (info.Length() > 0 && info[0].IsFunction()) {
+    g_log = std::make_unique<Napi::ThreadSafeFunction>(
+        Napi::ThreadSafeFunction::New(env, info[0].As<Napi::Function>(), "loom-log", 256, 1));
+    g_log->Unref(env);  // logging never keeps the process alive
+    loom_set_log_callback(on_log, nullptr);
+  } else {
+    loom_set_log_callback(nullptr, nullptr);
+  }
+  if (info.Length() > 1 && info[1].IsNumber()) loom_set_log_level(info[1].As<Napi::Number>().Int32Value());
+  return env.Undefined();
+}
+
+Napi::Value Version(const Napi::CallbackInfo& info) { return Napi::String::New(info.Env(), loom_version()); }
+
+Napi::Object InitModule(Napi::Env env, Napi::Object exports) {
+  exports.Set("LoomNativeContext", Context::Init(env));
+  exports.Set("load", Napi::Function::New(env, Load, "load"));
+  exports.Set("setLogCallback", Napi::Function::New(env, SetLogCallback, "setLogCallback"));
+  exports.Set("version", Napi::Function::New(env, Version, "version"));
+  exports.Set("apiVersion", Napi::Number::New(env, LOOM_C_API_VERSION));
+  return exports;
+}
+
+}  // namespace
+
+NODE_API_MODULE(loom_node, InitModule)
