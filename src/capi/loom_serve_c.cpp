@@ -472,6 +472,9 @@ int32_t loom_scheduler_bench(loom_scheduler* sched, int32_t pp, int32_t tg, int3
         return loom::invalid_argument("pl x (pp + tg) is more than n_ctx = " + std::to_string(ctx.kv().size()));
       }
       const int32_t n_vocab = ctx.model().vocab().n_tokens();
+      // Logits for each sequence's last token, as llama-batched-bench, up to what the context's
+      // logits buffer holds (one row per slot).
+      const int max_out = ctx.params().n_outputs_max > 0 ? ctx.params().n_outputs_max : pl;
       auto clear = [&] {
         for (int s = 0; s < pl; ++s) (void)ctx.seq_rm(s, -1, -1);
       };
@@ -483,7 +486,7 @@ int32_t loom_scheduler_bench(loom_scheduler* sched, int32_t pp, int32_t tg, int3
         loom::Batch b;
         for (int s = 0; s < pl; ++s) {
           for (int i = 0; i < pp; ++i) {
-            b.add(int32_t((s * 131 + i * 7 + 1) % n_vocab), i, {s}, i == pp - 1);
+            b.add(int32_t((s * 131 + i * 7 + 1) % n_vocab), i, {s}, i == pp - 1 && s < max_out);
             if (b.size() >= ctx.n_batch()) {
               LOOM_RETURN_IF_ERROR(ctx.decode(b));
               b = loom::Batch();
@@ -494,7 +497,7 @@ int32_t loom_scheduler_bench(loom_scheduler* sched, int32_t pp, int32_t tg, int3
         auto t1 = clock::now();
         for (int k = 0; k < tg; ++k) {
           loom::Batch d;
-          for (int s = 0; s < pl; ++s) d.add(int32_t((s * 31 + k * 17 + 3) % n_vocab), pp + k, {s}, true);
+          for (int s = 0; s < pl; ++s) d.add(int32_t((s * 31 + k * 17 + 3) % n_vocab), pp + k, {s}, s < max_out);
           LOOM_RETURN_IF_ERROR(ctx.decode(d));
         }
         auto t2 = clock::now();

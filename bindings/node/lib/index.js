@@ -98,7 +98,7 @@ const PASSTHROUGH = [
   'penalty_repeat', 'penalty_freq', 'penalty_present', 'typical_p', 'typ_p', 'xtc_threshold', 'xtc_probability',
   'dry_multiplier', 'dry_base', 'dry_allowed_length', 'dry_penalty_last_n', 'dry_sequence_breakers', 'seed', 'stop',
   'grammar', 'logit_bias', 'ignore_eos', 'n_probs', 'n_keep', 'tools', 'tool_choice', 'parallel_tool_calls',
-  'add_generation_prompt', 'dynatemp_range', 'dynatemp_exponent', 'min_keep', 'samplers',
+  'add_generation_prompt', 'dynatemp_range', 'dynatemp_exponent', 'min_keep', 'samplers', 'cache_prompt',
 ];
 
 function jsonSchemaOf(responseFormat) {
@@ -244,6 +244,8 @@ function runCompletion(ctx, options, onToken, track) {
           stopped_limit: limited,
           stopped_word: !!f.stopped_word,
           timings: timingsOf(done),
+          // loom: the generated token ids
+          tokens: Int32Array.from(f.tokens || []),
         };
         if (wantProbs) result.completion_probabilities = probs;
         if (result.reasoning_content === undefined) delete result.reasoning_content;
@@ -536,7 +538,8 @@ class LlamaContext {
   async tokenize(text, opts = {}) {
     this._live();
     if (typeof text !== 'string') throw typeError('text must be a string');
-    const tokens = await this._native.tokenize(text, true, true);
+    // As llama.node (llama.rn's common_tokenize(ctx, text, false, true)): no BOS, special tokens parsed.
+    const tokens = await this._native.tokenize(text, false, true);
     return { tokens, has_media: false, bitmap_hashes: [], chunk_pos: [], chunk_pos_media: [] };
   }
 
