@@ -5,7 +5,21 @@ set -euo pipefail
 pkgs=(build-essential cmake pkg-config libgtest-dev libgmock-dev libbenchmark-dev
       nlohmann-json3-dev libcli11-dev libpcre2-dev libhwy-dev python3-numpy nginx curl)
 # Node.js runs the server's end-to-end tests (and the Node binding); use the one on PATH if any.
-command -v node >/dev/null 2>&1 || pkgs+=(nodejs npm)
+# The Node binding (bindings/node) compiles against Node's C headers (node_api.h): next to the node
+# binary (nodesource, official tarballs) or Debian's libnode-dev.
+node_headers() {
+  local bin
+  bin=$(command -v node 2>/dev/null) || return 1
+  for d in "$(dirname "$(readlink -f "$bin")")/../include/node" /usr/include/node; do
+    [ -f "$d/node_api.h" ] && return 0
+  done
+  return 1
+}
+if ! command -v node >/dev/null 2>&1; then
+  pkgs+=(nodejs npm libnode-dev)
+elif ! node_headers; then
+  pkgs+=(libnode-dev)
+fi
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -21,4 +35,10 @@ fi
 js="$(dirname "$0")/../tests/server/js"
 if [ -f "$js/package-lock.json" ] && [ ! -d "$js/node_modules/openai" ]; then
   (cd "$js" && npm ci --no-audit --no-fund --loglevel=error >/dev/null) || { echo "install-deps: npm ci in tests/server/js failed" >&2; exit 1; }
+fi
+# The Node binding's one npm dependency (node-addon-api, headers only), from its lock file; the
+# addon itself is built by the project's CMake (scripts/build.sh), so install scripts are skipped.
+nb="$(dirname "$0")/../bindings/node"
+if [ -f "$nb/package-lock.json" ] && [ ! -f "$nb/node_modules/node-addon-api/napi.h" ]; then
+  (cd "$nb" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null) || { echo "install-deps: npm ci in bindings/node failed" >&2; exit 1; }
 fi
