@@ -267,6 +267,14 @@ export class LlamaContext {
   getLoadedLoraAdapters(): { path: string; scaled: number }[]
   bench(pp: number, tg: number, pl: number, nr: number): Promise<BenchResult>
   release(): Promise<void>
+  /** multimodal and TTS: not supported (init* return false, the rest throws) */
+  initMultimodal(options: { path: string; use_gpu?: boolean }): boolean
+  isMultimodalEnabled(): boolean
+  getMultimodalSupport(): { vision: boolean; audio: boolean }
+  releaseMultimodal(): void
+  initVocoder(options: { path: string; n_batch?: number }): boolean
+  isVocoderEnabled(): boolean
+  releaseVocoder(): void
   /** loom: the scheduler's counters (slots, queue, KV cells, prefix cache) */
   getStatus(): Record<string, number>
 }
@@ -276,5 +284,7 @@ export function loadLlamaModelInfo(path: string): Promise<Record<string, string>
 export function toggleNativeLog(enable: boolean): Promise<void>
 export function addNativeLogListener(listener: (level: string, text: string) => void): { remove: () => void }
 export function initLlama(): Promise<unknown>
+export function getBackendDevicesInfo(): Promise<Array<{ backend: string; type: string; deviceName: string; maxMemorySize: number; metadata?: Record<string, any> }>>
+export function isLibVariantAvailable(variant?: string): Promise<boolean>
 /** loom: the engine's version */
 export function loomVersion(): string

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "base/timer.h"
+#include "base/log.h"
 #include "model/packing.h"
 #include "quant/quant.h"
 
@@ -32,6 +33,8 @@ Expected<std::shared_ptr<const Model>> Model::load(const std::string& path, cons
   if (model && params.progress) params.progress(1.0f);
   if (!model) return Status(model.status().code(), path + ": " + model.status().message());
   const_cast<Model&>(**model).load_time_us_ = now_us() - t0;
+  LOOM_LOG(kInfo, "loaded %s: %s, %.1f MB packed, %.1f ms", path.c_str(), params.vocab_only ? "vocabulary only" : "weights bound",
+           double((*model)->packed_bytes()) / 1e6, double(now_us() - t0) / 1e3);
   return model;
 }
 

@@ -662,6 +662,44 @@ class LlamaContext {
     await this._native.release();
   }
 
+  // llama.node's multimodal and TTS parts: loom has no vision / audio models yet. The init
+  // functions report failure as llama.node does (false); the rest is a clear error.
+  initMultimodal() {
+    return false;
+  }
+
+  isMultimodalEnabled() {
+    return false;
+  }
+
+  getMultimodalSupport() {
+    return { vision: false, audio: false };
+  }
+
+  releaseMultimodal() {}
+
+  initVocoder() {
+    return false;
+  }
+
+  isVocoderEnabled() {
+    return false;
+  }
+
+  releaseVocoder() {}
+
+  getFormattedAudioCompletion() {
+    throw new Error('loom-node: text-to-speech is not supported');
+  }
+
+  getAudioCompletionGuideTokens() {
+    throw new Error('loom-node: text-to-speech is not supported');
+  }
+
+  async decodeAudioTokens() {
+    throw new Error('loom-node: text-to-speech is not supported');
+  }
+
   // Not in llama.node: the native handle's scheduler counters.
   getStatus() {
     this._live();
@@ -749,7 +787,17 @@ async function loadLlamaModelInfo(path) {
   }
 }
 
+async function getBackendDevicesInfo() {
+  return [{ backend: 'CPU', type: 'cpu', deviceName: 'CPU', maxMemorySize: os.totalmem(), metadata: { threads: os.cpus().length } }];
+}
+
+async function isLibVariantAvailable(variant) {
+  return variant === undefined || variant === 'default';
+}
+
 module.exports = {
+  getBackendDevicesInfo,
+  isLibVariantAvailable,
   loadModel,
   loadLlamaModelInfo,
   toggleNativeLog,

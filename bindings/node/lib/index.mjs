@@ -10,5 +10,7 @@ export const {
   LlamaParallelAPI,
   initLlama,
   loomVersion,
+  getBackendDevicesInfo,
+  isLibVariantAvailable,
 } = loom;
 export default loom;

@@ -157,3 +157,30 @@ test('contexts dropped without release() are freed by the garbage collector', ()
   // Each context holds ~47 MB of KV cache (16384 cells): 30 leaked would be > 1 GB.
   assert.ok(after - base < 300, `RSS grew from ${base.toFixed(0)} MB to ${after.toFixed(0)} MB`);
 });
+
+test('native log messages reach listeners while enabled, and only then', async () => {
+  const { toggleNativeLog, addNativeLogListener } = await import('../lib/index.js');
+  const got = [];
+  const sub = addNativeLogListener((level, text) => got.push({ level, text }));
+  await toggleNativeLog(true);
+  const c = await loadModel({ model: stories, n_ctx: 256 });
+  await c.release();
+  await new Promise((r) => setTimeout(r, 50));
+  await toggleNativeLog(false);
+  const n = got.length;
+  assert.ok(got.some((m) => m.level === 'info' && m.text.includes('stories260K')), JSON.stringify(got));
+  const c2 = await loadModel({ model: stories, n_ctx: 256 });
+  await c2.release();
+  await new Promise((r) => setTimeout(r, 50));
+  assert.equal(got.length, n);
+  sub.remove();
+  assert.throws(() => addNativeLogListener('x'), TypeError);
+});
+
+test('the ESM entry point exports the same API', async () => {
+  const esm = await import('loom-node');
+  const cjs = await import('../lib/index.js');
+  assert.equal(esm.loadModel, cjs.default.loadModel);
+  assert.equal(typeof esm.loadLlamaModelInfo, 'function');
+  assert.equal(typeof esm.default.LlamaContext, 'function');
+});
