@@ -17,6 +17,19 @@
  *     state load or free of that context. Strings returned by token / model getters live as long
  *     as the model handle.
  *   - A context is used by one thread at a time; a model may be shared by many.
+ *
+ * Versions and ABI (libloom.so.MAJOR)
+ *   - LOOM_VERSION_MAJOR / MINOR / PATCH below are the version of these headers; loom_version()
+ *     says which library is loaded.
+ *   - Within one MAJOR version (one SONAME) the ABI only grows: functions, enum values and
+ *     JSON fields (loom_serve.h) may be added; existing functions keep their signatures and
+ *     meaning, and no struct changes size or layout. A MINOR release may add functions; a PATCH
+ *     release changes no declaration.
+ *   - Anything else — a struct layout (the *_params structs included), a signature, a removed
+ *     function — bumps MAJOR and with it the SONAME. LOOM_C_API_VERSION counts such breaks; while
+ *     MAJOR is 0 (before 1.0) a MINOR release may still break, and says so in CHANGELOG.md.
+ *   - Structs are passed by pointer and made by loom_*_default_params(); fill them from those,
+ *     never from a literal, so that a rebuilt program gets the defaults of new fields.
  */
 #ifndef LOOM_LOOM_H
 #define LOOM_LOOM_H
@@ -39,6 +52,11 @@
 
 /* Bumped when a struct layout or a signature changes. */
 #define LOOM_C_API_VERSION 3
+
+/* The version of these headers (checked against CMake's project version at build time). */
+#define LOOM_VERSION_MAJOR 0
+#define LOOM_VERSION_MINOR 1
+#define LOOM_VERSION_PATCH 0
 
 #ifdef __cplusplus
 extern "C" {
@@ -92,7 +110,8 @@ LOOM_API void loom_clear_last_error(void);
 /* Name of a LOOM_ERR_* code ("ok", "invalid argument", ...). */
 LOOM_API const char * loom_status_string(int32_t status);
 
-/* "MAJOR.MINOR.PATCH" of the library. */
+/* "MAJOR.MINOR.PATCH (git COMMIT)" of the library: the project version, then the commit it was
+ * built from ("unknown" outside a git checkout, "-dirty" with uncommitted changes). */
 LOOM_API const char * loom_version(void);
 
 /* Log level of loom's stderr logging: 0 debug, 1 info, 2 warn (default), 3 error, 4 none. */

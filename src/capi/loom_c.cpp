@@ -22,13 +22,11 @@
 #include <vector>
 
 #include "base/log.h"
+#include "base/version.h"
 #include "context/context.h"
 #include "model/adapters.h"
 #include "model/model.h"
 
-#ifndef LOOM_VERSION_STRING
-#define LOOM_VERSION_STRING "0.0.0"
-#endif
 
 using namespace loom::capi;
 
@@ -287,7 +285,10 @@ const char* loom_status_string(int32_t status) {
   }
 }
 
-const char* loom_version(void) { return LOOM_VERSION_STRING; }
+const char* loom_version(void) {
+  static const std::string v = loom::version_full();
+  return v.c_str();
+}
 
 void loom_set_log_level(int32_t level) {
   loom::set_log_level(loom::LogLevel(std::clamp(level, 0, 4)));
