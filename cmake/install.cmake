@@ -3,7 +3,8 @@
 #   bin/loom                              the CLI (loom serve included)
 #   lib/libloom.so.MAJOR.MINOR.PATCH      the C API, shared (SONAME libloom.so.MAJOR; exports loom_* only)
 #   lib/libloom.a                         the C API, static: every engine library merged into one archive
-#   include/loom/loom.h, loom_serve.h     the public headers (nothing from src/)
+#   include/loom/loom.h, loom_serve.h,    the public headers (nothing from src/); loom.hpp is the
+#   loom.hpp                              header-only C++ layer over the C API
 #   lib/cmake/loom/                       find_package(loom CONFIG): loom::loom (shared), loom::loom_static
 #   lib/pkgconfig/loom.pc                 pkg-config loom (--static for the archive)
 include(GNUInstallDirs)
@@ -35,6 +36,7 @@ install(TARGETS loom RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(TARGETS loom_shared LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(FILES ${CMAKE_BINARY_DIR}/install/libloom.a DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(FILES ${PROJECT_SOURCE_DIR}/include/loom/loom.h ${PROJECT_SOURCE_DIR}/include/loom/loom_serve.h
+              ${PROJECT_SOURCE_DIR}/include/loom/loom.hpp
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/loom)
 install(FILES ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/CHANGELOG.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
 

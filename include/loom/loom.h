@@ -393,6 +393,26 @@ LOOM_API void loom_kv_defrag(loom_context * ctx);
 LOOM_API int32_t loom_kv_n_tokens(const loom_context * ctx);
 LOOM_API int32_t loom_kv_used_cells(const loom_context * ctx);
 
+/* ---- sampling ------------------------------------------------------------------------------ */
+
+/* A sampler chain (llama.cpp's common chain: penalties, DRY, top-k, typical, top-p, min-p, XTC,
+ * temperature, then a random pick or greedy; optionally a grammar) with its parameters as a JSON
+ * object of the generation request's sampling fields (loom_serve.h): temperature top_k top_p min_p
+ * typical_p repeat_penalty repeat_last_n frequency_penalty presence_penalty mirostat mirostat_tau
+ * mirostat_eta dynatemp_range dynatemp_exponent xtc_probability xtc_threshold min_keep dry_*
+ * samplers seed logit_bias grammar json_schema; NULL or "{}" for the defaults (temperature 0.8,
+ * top_k 40, top_p 0.95, min_p 0.05). NULL on error (the message names the field). */
+typedef struct loom_sampler loom_sampler;
+LOOM_API loom_sampler * loom_sampler_new(const loom_model * model, const char * params_json);
+/* Samples from output i of the last decode (as loom_get_logits_ith); LOOM_TOKEN_NULL on error or
+ * when the grammar admits no token. Call loom_sampler_accept with the token you keep. */
+LOOM_API loom_token loom_sampler_sample(loom_sampler * sampler, const loom_context * ctx, int32_t i);
+LOOM_API int32_t loom_sampler_accept(loom_sampler * sampler, loom_token token);
+/* True when the grammar is complete and nothing else may follow. */
+LOOM_API bool loom_sampler_grammar_done(const loom_sampler * sampler);
+LOOM_API void loom_sampler_reset(loom_sampler * sampler);
+LOOM_API void loom_sampler_free(loom_sampler * sampler);
+
 /* ---- state ----------------------------------------------------------------------------------- */
 
 /* Whole context (KV cache and last outputs). Size in bytes; 0 on error. */

@@ -249,3 +249,63 @@ TEST(CapiScheduler, BenchAndStats) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(CapiSampler, GreedySamplerGivesTheGoldenIdsAndAGrammarConstrains) {
+  Model m(stories_path());
+  ASSERT_TRUE(m.m);
+  loom_context_params cp = loom_context_default_params();
+  cp.n_ctx = 512;
+  cp.n_threads = 1;
+  cp.n_threads_batch = 1;
+  loom_context* ctx = loom_context_new(m.m, &cp);
+  ASSERT_TRUE(ctx) << loom_last_error();
+  const json g = loom::test::load_json(shared_path("golden/stories260K.json"));
+  const auto& r = g["runs"][0];
+  auto run = [&](const char* params, int n) {
+    loom_kv_clear(ctx);
+    loom_sampler* s = loom_sampler_new(m.m, params);
+    EXPECT_TRUE(s) << loom_last_error();
+    std::vector<int32_t> ids = r["prompt_ids"].get<std::vector<int32_t>>();
+    const size_t n_prompt = ids.size();
+    loom_batch b = loom_batch_get_one(ids.data(), int32_t(ids.size()));
+    std::vector<int32_t> out;
+    for (int i = 0; i < n && s; ++i) {
+      EXPECT_EQ(loom_decode(ctx, &b), LOOM_DECODE_OK) << loom_last_error();
+      const int32_t t = loom_sampler_sample(s, ctx, -1);
+      if (t == LOOM_TOKEN_NULL) break;
+      EXPECT_EQ(loom_sampler_accept(s, t), LOOM_OK);
+      out.push_back(t);
+      if (loom_sampler_grammar_done(s)) break;
+      ids.push_back(t);
+      b = loom_batch_get_one(&ids.back(), 1);
+    }
+    (void)n_prompt;
+    loom_sampler_free(s);
+    return out;
+  };
+  EXPECT_EQ(run(R"({"temperature": 0})", 64), r["greedy_ids"].get<std::vector<int32_t>>());
+  // A grammar: the text is one of the alternatives, then the grammar is done.
+  const std::vector<int32_t> yes = run(R"({"temperature": 0, "grammar": "root ::= \"yes\" | \"no\""})", 16);
+  std::string text;
+  for (int32_t t : yes) {
+    char buf[64];
+    const int32_t k = loom_token_to_piece(m.m, t, buf, sizeof buf, 0, false);
+    text.append(buf, size_t(std::max(0, k)));
+  }
+  EXPECT_TRUE(text == "yes" || text == "no" || text == " yes" || text == " no") << text;
+  // Bad parameters are refused, naming the field.
+  EXPECT_EQ(loom_sampler_new(m.m, R"({"top_k": "many"})"), nullptr);
+  EXPECT_NE(std::string(loom_last_error()).find("top_k"), std::string::npos);
+  EXPECT_EQ(loom_sampler_new(m.m, "{"), nullptr);
+  EXPECT_EQ(loom_sampler_new(nullptr, "{}"), nullptr);
+  loom_sampler* s = loom_sampler_new(m.m, nullptr);
+  ASSERT_TRUE(s);
+  EXPECT_EQ(loom_sampler_accept(s, 1 << 20), LOOM_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(loom_sampler_sample(s, nullptr, 0), LOOM_TOKEN_NULL);
+  loom_sampler_free(s);
+  loom_context_free(ctx);
+}
+
+}  // namespace
