@@ -229,6 +229,19 @@ struct App {
     auto st = std::make_shared<GenState>();
     st->chat = false;
     st->echo = f.boolean("echo", false);
+    // echo gives back each prompt as sent: its text, or its token ids detokenized.
+    if (st->echo) {
+      const bool many = prompts.size() > 1 || (p->is_array() && !p->empty() && (p->at(0).is_string() || p->at(0).is_array()));
+      for (size_t i = 0; i < prompts.size(); ++i) {
+        const json& src = many ? p->at(i) : *p;
+        if (src.is_string()) {
+          st->prompt_texts.push_back(src.get<std::string>());
+        } else {
+          auto t = vocab.detokenize(prompts[i], false, false);
+          st->prompt_texts.push_back(t ? *t : std::string());
+        }
+      }
+    }
     r.prompt = prompts[0];
     start_generation(req, res, f, std::move(r), st, int(prompts.size()), prompts);
   }
@@ -282,12 +295,6 @@ struct App {
     st->n_requests = n_prompts;
     st->choices.resize(size_t(n_prompts * r.n));
     st->res = res;
-    if (st->echo) {
-      for (int i = 0; i < n_prompts; ++i) {
-        auto t = model->vocab().detokenize(prompts.empty() ? r.prompt : prompts[size_t(i)], false, false);
-        st->prompt_texts.push_back(t ? *t : std::string());
-      }
-    }
     // Submit every prompt; if one is refused, cancel the others and answer with its error.
     for (int i = 0; i < n_prompts; ++i) {
       GenerateRequest ri = r;
@@ -323,6 +330,11 @@ struct App {
       if (st->chat) {
         for (size_t c = 0; c < st->choices.size(); ++c) {
           sse(*st, chunk(*st, int(c), json{{"role", "assistant"}, {"content", ""}}, nullptr));
+        }
+      } else if (st->echo) {
+        // echo: each choice's stream starts with its prompt's text, as OpenAI's legacy endpoint.
+        for (size_t c = 0; c < st->choices.size(); ++c) {
+          sse(*st, chunk(*st, int(c), json(st->prompt_texts[c / size_t(st->n)]), nullptr));
         }
       }
     }

@@ -44,6 +44,12 @@ test('streamed completions equal the non-streamed result', async () => {
   const text = s.events.filter((e) => e !== '[DONE]').map((e) => e.choices[0].text).join('');
   assert.equal(text, whole.json.choices[0].text);
   assert.equal(s.events.at(-2).choices[0].finish_reason, 'length');
+  // echo: the stream starts with the prompt's text, and adds up to the non-streamed echo.
+  const echoed = await post(srv.url, '/v1/completions', { ...body, echo: true });
+  assert.ok(echoed.json.choices[0].text.startsWith('Once upon a time'));
+  const se = await sse(srv.url, '/v1/completions', { ...body, echo: true, stream: true });
+  const etext = se.events.filter((e) => e !== '[DONE]').map((e) => e.choices[0].text).join('');
+  assert.equal(etext, echoed.json.choices[0].text);
 });
 
 test('chat streaming equals non-streaming, with role, deltas, finish, usage and [DONE]', async () => {
