@@ -223,7 +223,7 @@ export class LlamaParallelAPI {
   disable(): void
   isEnabled(): boolean
   completion(
-    options: LlamaCompletionOptions,
+    options: LlamaCompletionOptions & { load_state_path?: string; save_state_path?: string; save_prompt_state_path?: string },
     onToken?: (requestId: number, data: LlamaCompletionToken) => void,
   ): Promise<{ requestId: number; promise: Promise<LlamaCompletionResult & { requestId: number }>; stop: () => void }>
   embedding(text: string, params?: { embd_normalize?: number }): Promise<{ requestId: number; promise: Promise<EmbeddingResult> }>

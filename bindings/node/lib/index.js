@@ -251,6 +251,8 @@ function runCompletion(ctx, options, onToken, track) {
         if (result.reasoning_content === undefined) delete result.reasoning_content;
         if (result.tool_calls === undefined) delete result.tool_calls;
         ctx._lastTokens = Int32Array.from([...(done.prompt_ids || []), ...(f.tokens || [])]);
+        // This request's own prompt + output (parallel requests finish in any order).
+        Object.defineProperty(result, '_allTokens', { value: ctx._lastTokens, enumerable: false });
         resolve(result);
       } else {
         cleanup();
@@ -343,8 +345,12 @@ class LlamaParallelAPI {
   async completion(options, onToken) {
     this._need();
     if (onToken !== undefined && typeof onToken !== 'function') throw typeError('onToken must be a function');
+    for (const k of ['load_state_path', 'save_state_path', 'save_prompt_state_path']) checkType(options || {}, k, 'string', 'options');
+    // llama.node's per-request state files: loaded into the prefix cache before the request, its
+    // prompt (+ output) saved after it — loom's checked session files.
+    if (options?.load_state_path) await this._ctx._native.loadSession(options.load_state_path);
     let requestId = -1;
-    const state = { type: 'completion', state: 'queued', t0: Date.now(), generated: 0 };
+    const state = { type: 'completion', state: 'queued', t0: Date.now(), generated: 0, prompt: 0 };
     const opts = {
       ...options,
       _onId: (id) => {
@@ -357,8 +363,13 @@ class LlamaParallelAPI {
       state.generated++;
       if (onToken) onToken(requestId, data);
     }, this._ctx._running).then(
-      (r) => {
+      async (r) => {
         this._requests.delete(requestId);
+        const all = r._allTokens;
+        if (options?.save_state_path) await this._ctx._native.saveSession(options.save_state_path, all);
+        if (options?.save_prompt_state_path) {
+          await this._ctx._native.saveSession(options.save_prompt_state_path, all.subarray(0, r.tokens_evaluated));
+        }
         return { requestId, ...r };
       },
       (e) => {

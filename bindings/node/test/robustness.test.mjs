@@ -73,6 +73,14 @@ test('parallel mode: 4 greedy completions at once equal their single results', a
   const [ra, rb] = await Promise.all([a.promise, b.promise]);
   assert.equal(ra.interrupted, true);
   assert.equal(rb.text, (await ctx.completion({ prompt: 'The cat', n_predict: 30, ...greedy })).text);
+  // llama.node's per-request state files: saved after one request, loaded before another.
+  const file = tmpFile('parallel-state.bin');
+  const first = await (await ctx.parallel.completion({ prompt: prompts[1], n_predict: 16, save_state_path: file, ...greedy })).promise;
+  await ctx.clearCache();
+  const again = await (await ctx.parallel.completion({ prompt: prompts[1], n_predict: 16, load_state_path: file, ...greedy })).promise;
+  assert.equal(again.text, first.text);
+  assert.ok(again.timings.cache_n >= first.tokens_evaluated - 1, `cache_n ${again.timings.cache_n}`);
+  await assert.rejects(ctx.parallel.completion({ prompt: 'x', load_state_path: tmpFile('none.bin') }));
   ctx.parallel.disable();
   await assert.rejects(ctx.parallel.completion({ prompt: 'x' }), /not enabled/);
 });
