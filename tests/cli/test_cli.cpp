@@ -229,6 +229,26 @@ TEST(Cli, BenchJsonReportsSpeedAndBandwidth) {
   EXPECT_EQ(run_loom("bench -m " + model("stories260K.gguf") + " -r 0").exit_code, 2);
 }
 
+TEST(Cli, BenchParallelReportsAggregateAndPerStream) {
+  auto r = run_loom("bench -m " + model("stories260K.gguf") + " -p 16 -n 6 -r 2 --bw-mib 0 --parallel 4 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["parallel"], 4);
+  const double agg = j["aggregate_tps"].get<double>(), per = j["per_stream_tps"].get<double>();
+  EXPECT_GT(agg, 0.0);
+  EXPECT_NEAR(per * 4, agg, 0.05 * agg);
+  EXPECT_EQ(j["tg_runs"].size(), 2u);
+  EXPECT_GT(j["pp_aggregate_tps"].get<double>(), 0.0);
+  // Without --parallel there are no parallel fields; out-of-range values are flag errors.
+  auto one = run_loom("bench -m " + model("stories260K.gguf") + " -p 8 -n 4 -r 1 --bw-mib 0 --json");
+  EXPECT_FALSE(nlohmann::json::parse(one.out).contains("parallel"));
+  EXPECT_EQ(run_loom("bench -m " + model("stories260K.gguf") + " --parallel 0").exit_code, 2);
+  // tg only (-p 0) works in parallel too.
+  auto tg = run_loom("bench -m " + model("stories260K.gguf") + " -p 0 -n 4 -r 1 --bw-mib 0 --parallel 3 --json");
+  ASSERT_EQ(tg.exit_code, 0) << tg.err;
+  EXPECT_GT(nlohmann::json::parse(tg.out)["aggregate_tps"].get<double>(), 0.0);
+}
+
 TEST(Cli, GenerateChatAppliesTheTemplate) {
   // stories260K has no template: the ChatML fallback, tokenized with special-token parsing.
   const std::string chatml = "<|im_start|>user\nTell me a story<|im_end|>\n<|im_start|>assistant\n";

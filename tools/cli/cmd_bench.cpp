@@ -1,4 +1,4 @@
-// loom bench -m MODEL [-p 512] [-n 128] [-t THREADS] [-r REPS] [-d DEPTH] [--json]
+// loom bench -m MODEL [-p 512] [-n 128] [-t THREADS] [-r REPS] [-d DEPTH] [--parallel N] [--json]
 //
 // Speed of a model on this machine, measured like llama-bench (and ../shared/bench/peer-bench.mjs)
 // so that the two can be put side by side:
@@ -7,6 +7,10 @@
 //  - tg: -n single-token decodes, after -d tokens already in the cache -> tokens/s;
 //  - one warm-up run of each first, then the median of -r repetitions; token ids are random valid
 //    ids from a fixed seed (the first is BOS when the vocabulary has one);
+//  - --parallel N (as llama-batched-bench's -npl N, prompts not shared): N sequences, each with its
+//    own -p-token prompt (all of them in one batch: pp is N x p tokens), then -n steps that each
+//    decode one token of every sequence in one batch (tg), after the prompts (and -d more tokens
+//    per sequence when given); tokens/s are aggregates, per-stream tg is aggregate / N;
 //  - tg's achieved bandwidth: (weight bytes one decode step reads + KV bytes it reads, averaged
 //    over the run) × tg tokens/s, and the machine's read bandwidth measured in the same run with
 //    the same thread count, so the fraction of the memory limit can be read off directly.
@@ -15,6 +19,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <random>
@@ -64,7 +69,7 @@ std::string join_runs(const std::vector<double>& xs) {
 void register_bench(CLI::App& app, int& exit_code) {
   struct Opts {
     std::string model;
-    int n_prompt = 512, n_gen = 128, threads = 0, reps = 3, depth = 0, bw_mib = 1024, bw_passes = 5;
+    int n_prompt = 512, n_gen = 128, threads = 0, reps = 3, depth = 0, bw_mib = 1024, bw_passes = 5, parallel = 1;
     bool json = false;
   };
   auto o = std::make_shared<Opts>();
@@ -82,6 +87,9 @@ void register_bench(CLI::App& app, int& exit_code) {
       ->check(CLI::Range(0, 1 << 20));
   sub->add_option("--bw-passes", o->bw_passes, "memory bandwidth passes, the best is kept (default 5)")
       ->check(CLI::Range(1, 1000));
+  sub->add_option("--parallel", o->parallel,
+                  "sequences decoded together, each with its own -p prompt (llama-batched-bench's -npl; default 1)")
+      ->check(CLI::Range(1, 256));
   sub->add_flag("--json", o->json, "print one JSON object");
   sub->callback([o, &exit_code] {
     if (o->n_prompt == 0 && o->n_gen == 0) {
@@ -94,8 +102,13 @@ void register_bench(CLI::App& app, int& exit_code) {
     if (!model) return;
     const ModelHparams& hp = model->hparams();
     const int n_threads = o->threads > 0 ? o->threads : cpu_count();
-    const int64_t n_ctx64 = std::max<int64_t>({int64_t(o->n_prompt), int64_t(o->depth) + o->n_gen, 1});
-    const int64_t n_ubatch = o->n_prompt > 0 ? o->n_prompt : std::min<int64_t>(512, n_ctx64);
+    const int np = o->parallel;
+    const bool par = np > 1;
+    // Parallel: every sequence holds its prompt, the extra depth and its generated tokens at once.
+    const int64_t n_ctx64 = par ? std::max<int64_t>(int64_t(np) * (int64_t(o->n_prompt) + o->depth + o->n_gen), 1)
+                                : std::max<int64_t>({int64_t(o->n_prompt), int64_t(o->depth) + o->n_gen, 1});
+    const int64_t n_ubatch = par ? std::min<int64_t>(std::max<int64_t>(int64_t(np) * o->n_prompt, np), 512)
+                                 : (o->n_prompt > 0 ? o->n_prompt : std::min<int64_t>(512, n_ctx64));
     // The context reserves an n_ubatch × n_ctx attention mask of floats: refuse absurd sizes up front.
     if (n_ctx64 > (1 << 24) || n_ubatch * n_ctx64 * int64_t(sizeof(float)) > (int64_t(4) << 30)) {
       fail(invalid_argument("-p " + std::to_string(o->n_prompt) + " over a context of " + std::to_string(n_ctx64) +
@@ -106,6 +119,11 @@ void register_bench(CLI::App& app, int& exit_code) {
     ContextParams cp;
     cp.n_ctx = int(n_ctx64);
     cp.n_batch = cp.n_ubatch = int(n_ubatch);
+    if (par) {
+      cp.n_seq_max = np;
+      cp.n_batch = int(std::max<int64_t>(int64_t(np) * std::max(o->n_prompt, 1), np));
+      cp.kv_unified = true;
+    }
     cp.n_threads = n_threads;
     cp.n_threads_batch = n_threads;
     auto ctx_or = Context::create(model, cp);
@@ -154,20 +172,61 @@ void register_bench(CLI::App& app, int& exit_code) {
       return Status::ok();
     };
 
+    // --parallel: N prompts in one batch (pp), then N tokens per decode (tg).
+    auto run_par = [&](double& pp_tps, double& tg_tps) -> Status {
+      ctx.kv_clear();
+      Batch b;
+      for (int s = 0; s < np; ++s) {
+        const std::vector<int32_t> toks = random_tokens(o->n_prompt + o->depth, true);
+        for (int i = 0; i < o->n_prompt; ++i) b.add(toks[size_t(i)], i, {s}, i == o->n_prompt - 1);
+      }
+      int64_t t0 = now_us();
+      if (b.size() > 0) LOOM_RETURN_IF_ERROR(ctx.decode(b));
+      pp_tps = double(np) * o->n_prompt * 1e6 / double(std::max<int64_t>(1, now_us() - t0));
+      // Extra depth per sequence (not timed).
+      for (int d = 0; d < o->depth; d += std::max(1, ctx.n_ubatch() / np)) {
+        Batch f;
+        const int n = std::min(std::max(1, ctx.n_ubatch() / np), o->depth - d);
+        for (int s = 0; s < np; ++s) {
+          const std::vector<int32_t> toks = random_tokens(n, false);
+          for (int i = 0; i < n; ++i) f.add(toks[size_t(i)], o->n_prompt + d + i, {s}, false);
+        }
+        LOOM_RETURN_IF_ERROR(ctx.decode(f));
+      }
+      const int start = o->n_prompt + o->depth;
+      t0 = now_us();
+      for (int k = 0; k < o->n_gen; ++k) {
+        Batch d;
+        for (int s = 0; s < np; ++s) d.add(int32_t(rng() % uint32_t(n_vocab)), start + k, {s}, true);
+        LOOM_RETURN_IF_ERROR(ctx.decode(d));
+      }
+      tg_tps = double(np) * o->n_gen * 1e6 / double(std::max<int64_t>(1, now_us() - t0));
+      return Status::ok();
+    };
+
     std::vector<double> pp_runs, tg_runs;
     double warm = 0.0;
-    if (o->n_prompt > 0) {
+    if (par) {
+      double a = 0, b = 0;
+      if (Status st = run_par(a, b); !st) { fail(st); return; }  // warm-up
+      for (int r = 0; r < o->reps; ++r) {
+        if (Status st = run_par(a, b); !st) { fail(st); return; }
+        if (o->n_prompt > 0) pp_runs.push_back(a);
+        if (o->n_gen > 0) tg_runs.push_back(b);
+      }
+    }
+    if (o->n_prompt > 0 && !par) {
       if (Status st = run_pp(warm); !st) { fail(st); return; }
     }
-    if (o->n_gen > 0) {
+    if (o->n_gen > 0 && !par) {
       if (Status st = run_tg(warm); !st) { fail(st); return; }
     }
-    for (int r = 0; r < o->reps && o->n_prompt > 0; ++r) {
+    for (int r = 0; r < o->reps && o->n_prompt > 0 && !par; ++r) {
       double tps = 0.0;
       if (Status st = run_pp(tps); !st) { fail(st); return; }
       pp_runs.push_back(tps);
     }
-    for (int r = 0; r < o->reps && o->n_gen > 0; ++r) {
+    for (int r = 0; r < o->reps && o->n_gen > 0 && !par; ++r) {
       double tps = 0.0;
       if (Status st = run_tg(tps); !st) { fail(st); return; }
       tg_runs.push_back(tps);
@@ -178,10 +237,11 @@ void register_bench(CLI::App& app, int& exit_code) {
     // every cell it attends to (depth + i + 1 at step i), averaged over the run.
     const KvView& kvv = ctx.kv().view();
     const double kv_row = double(hp.n_layer) * double(kvv.k_row_bytes + kvv.v_row_bytes);
-    const double avg_cells = o->n_gen > 0 ? double(o->depth) + double(o->n_gen + 1) / 2.0 : 0.0;
-    const double kv_bytes = kv_row * avg_cells;
+    const double avg_cells = o->n_gen > 0 ? double(o->depth + (par ? o->n_prompt : 0)) + double(o->n_gen + 1) / 2.0 : 0.0;
+    const double kv_bytes = kv_row * avg_cells;  // per sequence
     const double weight_bytes = double(model->decode_weight_bytes());
-    const double tg_gbps = (weight_bytes + kv_bytes) * tg_tps / 1e9;
+    // A parallel step reads the weights once and every sequence's KV: tg_tps / N steps per second.
+    const double tg_gbps = (weight_bytes + kv_bytes * np) * (tg_tps / np) / 1e9;
 
     ctx_or->reset();  // free the context (KV cache, scratch) before the 1 GiB pass
     MemBandwidth bw;
@@ -211,24 +271,40 @@ void register_bench(CLI::App& app, int& exit_code) {
       j["kv_bytes_per_token"] = uint64_t(kv_bytes);
       j["mem_bw_kernel"] = bw.kernel;
       j["mem_bw_bytes"] = bw.bytes;
+      if (par) {
+        j["parallel"] = np;
+        j["aggregate_tps"] = round2(tg_tps);
+        j["per_stream_tps"] = round2(tg_tps / np);
+        j["pp_aggregate_tps"] = round2(pp_tps);
+      }
       std::cout << j.dump() << "\n";
     } else {
       std::printf("model    %s: %s, %.2f M params, %s of weights read per token\n", name.c_str(),
                   hp.arch_name.c_str(), double(model->n_params()) / 1e6, human_bytes(weight_bytes).c_str());
-      std::printf("threads  %d, median of %d after a warm-up, depth %d\n", n_threads, o->reps, o->depth);
+      std::printf("threads  %d, median of %d after a warm-up, depth %d", n_threads, o->reps, o->depth);
+      if (par) std::printf(", %d sequences decoded together (aggregate tokens/s)", np);
+      std::printf("\n");
       std::printf("%-10s %12s   %s\n", "test", "tokens/s", "runs");
       char label[32];
       if (o->n_prompt > 0) {
-        std::snprintf(label, sizeof label, "pp%d", o->n_prompt);
+        std::snprintf(label, sizeof label, par ? "pp%dx%d" : "pp%d", o->n_prompt, np);
         std::printf("%-10s %12.2f   %s\n", label, pp_tps, join_runs(pp_runs).c_str());
       }
       if (o->n_gen > 0) {
         if (o->depth > 0) std::snprintf(label, sizeof label, "tg%d@d%d", o->n_gen, o->depth);
         else std::snprintf(label, sizeof label, "tg%d", o->n_gen);
+        if (par) std::snprintf(label + std::strlen(label), sizeof label - std::strlen(label), "x%d", np);
         std::printf("%-10s %12.2f   %s\n", label, tg_tps, join_runs(tg_runs).c_str());
-        std::printf("tg reads %s per token (weights %s + KV %s): %.2f GB/s\n",
-                    human_bytes(weight_bytes + kv_bytes).c_str(), human_bytes(weight_bytes).c_str(),
-                    human_bytes(kv_bytes).c_str(), tg_gbps);
+        if (par) std::printf("per stream %10.2f tokens/s\n", tg_tps / np);
+        if (par) {
+          std::printf("tg reads %s per step of %d tokens (weights %s + KV %d x %s): %.2f GB/s\n",
+                      human_bytes(weight_bytes + kv_bytes * np).c_str(), np, human_bytes(weight_bytes).c_str(), np,
+                      human_bytes(kv_bytes).c_str(), tg_gbps);
+        } else {
+          std::printf("tg reads %s per token (weights %s + KV %s): %.2f GB/s\n",
+                      human_bytes(weight_bytes + kv_bytes).c_str(), human_bytes(weight_bytes).c_str(),
+                      human_bytes(kv_bytes).c_str(), tg_gbps);
+        }
       }
       if (bw.gbps > 0.0) {
         std::printf("memory   read bandwidth %.2f GB/s (%d thread%s, %s, %zu MiB, best of %d)", bw.gbps, bw.threads,
