@@ -207,6 +207,7 @@ function runCompletion(ctx, options, onToken, track) {
         if (entry) probs.push(entry);
         if (piece.length > 0 || entry) {
           const data = { token: piece, accumulated_text: text };
+          if (chat) data.content = piece;
           if (entry) data.completion_probabilities = [entry];
           deliver(data);
         }
@@ -215,7 +216,7 @@ function runCompletion(ctx, options, onToken, track) {
         finish = JSON.parse(json);
         if (piece.length > 0) {
           text += piece;
-          deliver({ token: piece, accumulated_text: text });
+          deliver(chat ? { token: piece, content: piece, accumulated_text: text } : { token: piece, accumulated_text: text });
         }
       } else if (kind === 2) {
         // done
