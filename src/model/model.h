@@ -77,8 +77,8 @@ struct ModelLoadParams {
   // Copy Q4_0/Q8_0 matrices into the row-interleaved layout of quant/packed.h when this CPU has
   // kernels for it (also off with LOOM_NO_REPACK=1). The mapped originals' pages are released.
   bool repack = true;
-  // Called on the loading thread with the fraction done (0 after opening, increasing, 1 last);
-  // packing weights is most of a load's work.
+  // Called on the loading thread with the fraction done (0 first, increasing, 1 last): 0.1 after
+  // the vocabulary and the weight binding, then by bytes of weights packed.
   std::function<void(float)> progress;
 };
 
