@@ -43,6 +43,16 @@ struct LayerWeights {
   const float* attn_out_norm_b = nullptr;
   const float* layer_out_norm = nullptr;
   const float* layer_out_norm_b = nullptr;
+  // Mamba-1 block (attn_norm is its RMSNorm weight); Di = d_inner, S = d_state, R = dt_rank.
+  TensorView ssm_in;                 // [2·Di rows][n_embd]: x rows, then z rows
+  const float* ssm_conv = nullptr;   // [Di][d_conv] depthwise causal convolution taps
+  const float* ssm_conv_b = nullptr; // [Di]
+  TensorView ssm_x;                  // [R + 2·S rows][Di]: dt, B, C
+  TensorView ssm_dt;                 // [Di rows][R]
+  const float* ssm_dt_b = nullptr;   // [Di]
+  const float* ssm_a = nullptr;      // [Di][S] the (negative) state decay A
+  const float* ssm_d = nullptr;      // [Di] skip connection
+  TensorView ssm_out;                // [n_embd rows][Di]
 };
 
 struct ModelWeights {
@@ -107,6 +117,7 @@ class Model {
   Expected<const gguf::TensorInfo*> token_embedding();
   Status bind_decoder();
   Status bind_bert();
+  Status bind_mamba();
 
   gguf::GgufFile file_;
   ModelHparams hp_;
