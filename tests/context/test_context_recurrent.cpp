@@ -115,6 +115,24 @@ TEST(Recurrent, SequencesTogetherEqualEachAloneAndTheReference) {
     ASSERT_EQ(all.size(), 2 * nv);
     const bool a_first = ia < ib;
     EXPECT_TRUE(std::equal(want_a.begin(), want_a.end(), all.begin() + (a_first ? 0 : long(nv))));
+    // Every token an output: the micro-batches hold them by sequence, the rows come back in
+    // batch order (interleaved), each equal to that sequence's own all-outputs decode.
+    auto every = new_context(model, params(4, ub));
+    Batch inter;
+    std::vector<std::pair<int, int>> who;  // (sequence, index in its prompt) of each batch row
+    for (size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
+      if (i < a.size()) inter.add(a[i], int(i), {0}, true), who.emplace_back(0, int(i));
+      if (i < b.size()) inter.add(b[i], int(i), {1}, true), who.emplace_back(1, int(i));
+    }
+    ASSERT_TRUE(every->decode(inter).is_ok());
+    auto solo_a = new_context(model, params()), solo_b = new_context(model, params());
+    ASSERT_TRUE(solo_a->decode(Batch::from_tokens(a, 0, 0, true)).is_ok());
+    ASSERT_TRUE(solo_b->decode(Batch::from_tokens(b, 0, 0, true)).is_ok());
+    const auto rows = every->all_logits();
+    for (size_t r = 0; r < who.size(); ++r) {
+      const auto want = last_logits(who[r].first == 0 ? *solo_a : *solo_b, who[r].second);
+      ASSERT_TRUE(std::equal(want.begin(), want.end(), rows.begin() + long(r * nv))) << "row " << r << " n_ubatch " << ub;
+    }
     // Then one token each, in one batch, against each alone.
     Batch next;
     next.add(a[1], int(a.size()), {0}, true);

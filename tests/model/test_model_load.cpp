@@ -97,9 +97,9 @@ TEST(ModelLoad, UnknownArchitectureIsUnsupported) {
   expect_refused(
       [](gguf::GgufWriter& w) {
         w.remove("general.architecture");
-        ASSERT_TRUE(w.set_string("general.architecture", "mamba").is_ok());
+        ASSERT_TRUE(w.set_string("general.architecture", "rwkv6").is_ok());
       },
-      StatusCode::kUnsupported, "mamba");
+      StatusCode::kUnsupported, "rwkv6");
 }
 
 TEST(ModelLoad, VocabularyAndEmbeddingMustAgree) {
