@@ -56,9 +56,10 @@ void layout(const Model& m, int T, int n_kv, TensorType type_k, int n_threads, i
   b->up = floats(F * t);
   b->lora_t = floats(size_t(max_rank) * t);
   b->lora_u = floats(max_rank > 0 ? std::max({F, V, Q, E}) * t : 0);
-  const size_t Di = size_t(hp.ssm_d_inner), R = size_t(hp.ssm_dt_rank), S = size_t(hp.ssm_d_state);
-  b->ssm_xz = floats(2 * Di * t);
-  b->ssm_xc = floats(Di * t);
+  const size_t Di = size_t(hp.ssm_d_inner), R = size_t(hp.ssm_dt_rank), S = size_t(hp.ssm_d_state),
+               Cc = size_t(hp.ssm_conv_channels());
+  b->ssm_xz = floats(std::max(2 * Di, Di + Cc + R) * t);  // Mamba-2: z, x|B|C, dt
+  b->ssm_xc = floats(Cc * t);
   b->ssm_xdb = floats((R + 2 * S) * t);
   b->ssm_dtr = floats(R * t);
   b->ssm_dt = floats(Di * t);

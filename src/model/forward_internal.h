@@ -23,8 +23,8 @@ struct Buffers {
   float* lora_t; // [T][max_rank] A·x
   float* lora_u; // [T][max(F, V, Q)] B·(A·x)
   // Mamba blocks (Di = d_inner, S = d_state, R = dt_rank; empty for other families)
-  float* ssm_xz; // [T][2·Di] in-projection: x, then the gate z
-  float* ssm_xc; // [T][Di] convolved x
+  float* ssm_xz; // [T][2·Di] in-projection: x, then the gate z (Mamba-2: [T][Di + Cc + H] z, x|B|C, dt)
+  float* ssm_xc; // [T][Di] convolved x (Mamba-2: [T][Cc] x|B|C)
   float* ssm_xdb;// [T][R + 2·S] dt (low rank), B, C
   float* ssm_dtr;// [T][R] the dt part, contiguous
   float* ssm_dt; // [T][Di]

@@ -253,17 +253,29 @@ Status Model::bind_mamba() {
     const std::string p = "blk." + std::to_string(il) + ".";
     LayerWeights& l = w_.layers[size_t(il)];
     l.attn_norm = b.vector(p + "attn_norm.weight", E);
-    l.ssm_in = b.matrix(p + "ssm_in.weight", E, 2 * Di);
-    l.ssm_conv = b.floats(p + "ssm_conv1d.weight", {K, Di});
-    l.ssm_conv_b = b.vector(p + "ssm_conv1d.bias", Di);
-    l.ssm_x = b.matrix(p + "ssm_x.weight", Di, R + 2 * S);
-    l.ssm_dt = b.matrix(p + "ssm_dt.weight", R, Di);
-    l.ssm_dt_b = b.vector(p + "ssm_dt.bias", Di);
-    l.ssm_a = b.floats(p + "ssm_a", {S, Di});
-    l.ssm_d = b.vector(p + "ssm_d", Di);
+    if (hp.arch == Arch::kMamba2) {
+      const int64_t H = hp.ssm_dt_rank, G = hp.ssm_n_group, Cc = hp.ssm_conv_channels();
+      l.ssm_in = b.matrix(p + "ssm_in.weight", E, Di + Cc + H);
+      l.ssm_conv = b.floats(p + "ssm_conv1d.weight", {K, Cc});
+      l.ssm_conv_b = b.vector(p + "ssm_conv1d.bias", Cc);
+      l.ssm_dt_b = b.vector(p + "ssm_dt.bias", H);
+      l.ssm_a = b.floats(p + "ssm_a", {1, H});
+      l.ssm_d = b.floats(p + "ssm_d", {1, H});
+      l.ssm_norm = b.floats(p + "ssm_norm.weight", {Di / G, G});
+    } else {
+      l.ssm_in = b.matrix(p + "ssm_in.weight", E, 2 * Di);
+      l.ssm_conv = b.floats(p + "ssm_conv1d.weight", {K, Di});
+      l.ssm_conv_b = b.vector(p + "ssm_conv1d.bias", Di);
+      l.ssm_x = b.matrix(p + "ssm_x.weight", Di, R + 2 * S);
+      l.ssm_dt = b.matrix(p + "ssm_dt.weight", R, Di);
+      l.ssm_dt_b = b.vector(p + "ssm_dt.bias", Di);
+      l.ssm_a = b.floats(p + "ssm_a", {S, Di});
+      l.ssm_d = b.vector(p + "ssm_d", Di);
+    }
     l.ssm_out = b.matrix(p + "ssm_out.weight", Di, E);
     LOOM_RETURN_IF_ERROR(b.status());
-    for (int64_t i = 0; i < S * Di; ++i) {
+    const int64_t n_a = hp.arch == Arch::kMamba2 ? hp.ssm_dt_rank : S * Di;
+    for (int64_t i = 0; i < n_a; ++i) {
       // A is stored negated (A = -exp(A_log)): a positive or non-finite decay would make the
       // state grow without bound (and the vector exp assumes arguments <= 0).
       if (!(l.ssm_a[i] <= 0.0f) || !std::isfinite(l.ssm_a[i])) {

@@ -31,18 +31,32 @@ void ssm_conv(const SsmConv& p, int64_t c0, int64_t c1) {
 
 namespace detail {
 
-float scan_states(float* s, const float* A, const float* B, const float* C, float d, float u, int n0, int n1) {
+ScanStep scan_step(const SsmScan& p, int64_t c, int t) {
+  ScanStep st;
+  st.head = p.head_dim > 0 ? c / p.head_dim : c;
+  st.x = p.x[int64_t(t) * p.x_stride + c];
+  st.d = softplus(p.dt[int64_t(t) * p.dt_stride + st.head]);
+  st.u = st.x * st.d;
+  st.A = p.head_dim > 0 ? nullptr : p.A + c * p.d_state;
+  st.decay = p.head_dim > 0 ? std::exp(st.d * p.A[st.head]) : 0.0f;
+  const int64_t bc = p.group_channels > 0 ? (c / p.group_channels) * p.d_state : 0;
+  st.B = p.B + int64_t(t) * p.bc_stride + bc;
+  st.C = p.C + int64_t(t) * p.bc_stride + bc;
+  return st;
+}
+
+float scan_states(float* s, const ScanStep& st, int n0, int n1) {
   float sum = 0.0f;
   for (int n = n0; n < n1; ++n) {
-    const float v = s[n] * std::exp(d * A[n]) + B[n] * u;
-    sum += v * C[n];
+    const float v = s[n] * (st.A ? std::exp(st.d * st.A[n]) : st.decay) + st.B[n] * st.u;
+    sum += v * st.C[n];
     s[n] = v;
   }
   return sum;
 }
 
-void scan_output(const SsmScan& p, int64_t c, int t, float xv, float sum) {
-  if (p.D) sum += p.D[c] * xv;
+void scan_output(const SsmScan& p, int64_t c, int t, const ScanStep& st, float sum) {
+  if (p.D) sum += p.D[st.head] * st.x;
   if (p.z) sum *= silu(p.z[int64_t(t) * p.z_stride + c]);
   p.y[int64_t(t) * p.y_stride + c] = sum;
 }
@@ -55,11 +69,8 @@ void ssm_scan(const SsmScan& p, int64_t c0, int64_t c1) {
   const int S = p.d_state;
   for (int64_t c = c0; c < c1; ++c) {
     for (int t = 0; t < p.n_tokens; ++t) {
-      const float xv = p.x[int64_t(t) * p.x_stride + c];
-      const float d = softplus(p.dt[int64_t(t) * p.dt_stride + c]);
-      const float* B = p.B + int64_t(t) * p.bc_stride;
-      const float sum = detail::scan_states(p.state + c * S, p.A + c * S, B, p.C + int64_t(t) * p.bc_stride, d, xv * d, 0, S);
-      detail::scan_output(p, c, t, xv, sum);
+      const detail::ScanStep st = detail::scan_step(p, c, t);
+      detail::scan_output(p, c, t, st, detail::scan_states(p.state + c * S, st, 0, S));
     }
   }
 }

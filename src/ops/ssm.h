@@ -29,6 +29,9 @@ void ssm_conv(const SsmConv& p, int64_t c0, int64_t c1);
 //   d = softplus(dt[t][c]) (= dt when dt > 20, as the reference), u = x[t][c] · d
 //   s[c][n] = s[c][n] · exp(d · A[c][n]) + B[t][n] · u           n = 0 .. d_state-1
 //   y[t][c] = (Σ_n s[c][n] · C[t][n] + D[c] · x[t][c]) · silu(z[t][c])
+// Mamba-2 (head_dim > 0): the channels of head h = c / head_dim share one step dt[t][h], one
+// decay exp(d · A[h]) and D[h]; B and C are per group of group_channels channels (their values
+// for channel c start at (c / group_channels) · d_state).
 // D and z are optional (a null D adds nothing, a null z multiplies by 1). A must be <= 0.
 struct SsmScan {
   int n_tokens = 0;
@@ -47,6 +50,8 @@ struct SsmScan {
   float* state = nullptr;     // [n_ch][d_state], updated
   float* y = nullptr;         // [n_tokens][y_stride]
   int64_t y_stride = 0;
+  int64_t head_dim = 0;       // Mamba-2: channels per head (0: Mamba-1)
+  int64_t group_channels = 0; // Mamba-2: channels per B/C group (0: one group)
 };
 void ssm_scan(const SsmScan& p, int64_t c0, int64_t c1);
 
@@ -54,11 +59,21 @@ void ssm_scan(const SsmScan& p, int64_t c0, int64_t c1);
 float softplus(float x);
 
 namespace detail {
-// States [n0, n1) of one (channel, token) step: s[n] = s[n]·exp(d·A[n]) + B[n]·u; returns
-// Σ s[n]·C[n] summed in order (the scalar twin, and the vector kernel's tail).
-float scan_states(float* s, const float* A, const float* B, const float* C, float d, float u, int n0, int n1);
-// y[t][c] from the state sum: + D[c]·x, times silu(z[t][c]).
-void scan_output(const SsmScan& p, int64_t c, int t, float xv, float sum);
+// The inputs of channel c at token t: its x, its step d = softplus(dt), its head (the index of
+// dt, D and a Mamba-2 A), the decay row (Mamba-1) or decay value (Mamba-2), B and C.
+struct ScanStep {
+  float x, d, u, decay;  // u = x·d; decay = exp(d·A[head]) (Mamba-2 only)
+  int64_t head;
+  const float* A;        // Mamba-1: [d_state]; Mamba-2: null
+  const float* B;
+  const float* C;
+};
+ScanStep scan_step(const SsmScan& p, int64_t c, int t);
+// States [n0, n1) of one step: s[n] = s[n]·decay_n + B[n]·u with decay_n = exp(d·A[n]) or the
+// step's decay; returns Σ s[n]·C[n] summed in order (the scalar twin, and the vector kernel's tail).
+float scan_states(float* s, const ScanStep& st, int n0, int n1);
+// y[t][c] from the state sum: + D[head]·x, times silu(z[t][c]).
+void scan_output(const SsmScan& p, int64_t c, int t, const ScanStep& st, float sum);
 }  // namespace detail
 
 namespace ref {

@@ -21,26 +21,21 @@ void SsmScanImpl(const SsmScan& p, int64_t c0, int64_t c1) {
   const int S = p.d_state;
   const int Sv = S - S % N;  // whole vectors; the rest as the scalar twin computes it
   for (int64_t c = c0; c < c1; ++c) {
-    const float* A = p.A + c * S;
     float* s = p.state + c * S;
     for (int t = 0; t < p.n_tokens; ++t) {
-      const float xv = p.x[int64_t(t) * p.x_stride + c];
-      const float dv = softplus(p.dt[int64_t(t) * p.dt_stride + c]);
-      const float u = xv * dv;
-      const float* B = p.B + int64_t(t) * p.bc_stride;
-      const float* C = p.C + int64_t(t) * p.bc_stride;
-      const auto vd = hn::Set(d, dv), vu = hn::Set(d, u);
+      const ScanStep st = scan_step(p, c, t);
+      const auto vd = hn::Set(d, st.d), vu = hn::Set(d, st.u), vdecay = hn::Set(d, st.decay);
       auto acc = hn::Zero(d);
       for (int n = 0; n < Sv; n += N) {
         // d >= 0 and A <= 0: the decay's exponent is never positive.
-        const auto decay = loom::simd::HWY_NAMESPACE::ExpNonPos(d, hn::Mul(vd, hn::LoadU(d, A + n)));
-        const auto v = hn::MulAdd(hn::LoadU(d, s + n), decay, hn::Mul(hn::LoadU(d, B + n), vu));
-        acc = hn::MulAdd(v, hn::LoadU(d, C + n), acc);
+        const auto decay = st.A ? loom::simd::HWY_NAMESPACE::ExpNonPos(d, hn::Mul(vd, hn::LoadU(d, st.A + n))) : vdecay;
+        const auto v = hn::MulAdd(hn::LoadU(d, s + n), decay, hn::Mul(hn::LoadU(d, st.B + n), vu));
+        acc = hn::MulAdd(v, hn::LoadU(d, st.C + n), acc);
         hn::StoreU(v, d, s + n);
       }
       float sum = Sv > 0 ? hn::GetLane(hn::SumOfLanes(d, acc)) : 0.0f;
-      if (Sv < S) sum += scan_states(s, A, B, C, dv, u, Sv, S);
-      scan_output(p, c, t, xv, sum);
+      if (Sv < S) sum += scan_states(s, st, Sv, S);
+      scan_output(p, c, t, st, sum);
     }
   }
 }

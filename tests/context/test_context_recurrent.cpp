@@ -13,14 +13,14 @@ namespace {
 
 constexpr const char* kModel = "synth-mamba-tiny-f32";
 
-std::shared_ptr<const Model> mamba() {
-  auto m = Model::load(data_dir() + "/" + kModel + ".gguf");
+std::shared_ptr<const Model> mamba(const std::string& name = kModel) {
+  auto m = Model::load(data_dir() + "/" + name + ".gguf");
   EXPECT_TRUE(m.has_value()) << m.status().message();
   return m ? *m : nullptr;
 }
 
-std::vector<int32_t> prompt(int run) {
-  return load_json(data_dir() + "/" + kModel + ".json")["runs"][run]["prompt_ids"].get<std::vector<int32_t>>();
+std::vector<int32_t> prompt(int run, const std::string& name = kModel) {
+  return load_json(data_dir() + "/" + name + ".json")["runs"][run]["prompt_ids"].get<std::vector<int32_t>>();
 }
 
 ContextParams params(int n_seq_max = 4, int n_ubatch = 512) {
@@ -50,10 +50,13 @@ TEST(Recurrent, ContextHasOneStateCellPerSequence) {
   EXPECT_EQ(enc.code(), StatusCode::kUnsupported);
 }
 
-TEST(Recurrent, OneBatchChunksAndTokenByTokenGiveIdenticalLogits) {
-  auto model = mamba();
+class RecurrentModels : public ::testing::TestWithParam<const char*> {};
+
+// Mamba-1 and Mamba-2.
+TEST_P(RecurrentModels, OneBatchChunksAndTokenByTokenGiveIdenticalLogits) {
+  auto model = mamba(GetParam());
   ASSERT_TRUE(model);
-  const auto p = prompt(1);
+  const auto p = prompt(1, GetParam());
   auto one = new_context(model, params());
   const auto want = feed(*one, p, 0);
   for (int chunk : {1, 2, 3, 7}) {
@@ -77,6 +80,9 @@ TEST(Recurrent, OneBatchChunksAndTokenByTokenGiveIdenticalLogits) {
     EXPECT_EQ(feed(*step, {p[i]}, int(i)), last_logits(*all, int(i))) << "token " << i;
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Recurrent, RecurrentModels, ::testing::Values("synth-mamba-tiny-f32", "synth-mamba2-tiny-f32"),
+                         [](const auto& info) { return param_name(info.param); });
 
 TEST(Recurrent, SequencesTogetherEqualEachAloneAndTheReference) {
   auto model = mamba();

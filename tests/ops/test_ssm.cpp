@@ -18,14 +18,14 @@ namespace {
 struct ScanCase {
   int T, Ch, S, off;
   std::vector<float> x, dt, A, bc, D, z, state, y;
-  ScanCase(int T_, int Ch_, int S_, int off_, uint32_t seed) : T(T_), Ch(Ch_), S(S_), off(off_) {
+  ScanCase(int T_, int Ch_, int S_, int off_, uint32_t seed, int groups = 1) : T(T_), Ch(Ch_), S(S_), off(off_) {
     x = random_vec(size_t(off + T * Ch), seed);
     dt = random_vec(size_t(off + T * Ch), seed + 1, 1.5f);
     for (float& v : dt) v -= 2.0f;  // mostly small steps, a few large (softplus's > 20 branch too)
     if (!dt.empty()) dt.back() = 25.0f;
     A = random_vec(size_t(off + Ch * S), seed + 2);
     for (float& v : A) v = -std::fabs(v) - 0.1f;
-    bc = random_vec(size_t(off + T * 2 * S), seed + 3);
+    bc = random_vec(size_t(off + T * 2 * S * groups), seed + 3);
     D = random_vec(size_t(off + Ch), seed + 4);
     z = random_vec(size_t(off + T * Ch), seed + 5);
     state = random_vec(size_t(off + Ch * S), seed + 6, 0.5f);
@@ -69,6 +69,48 @@ TEST(Ssm, ScanMatchesScalarTwinOverSizes) {
           for (size_t i = 0; i < a.state.size(); ++i) {
             ASSERT_NEAR(a.state[i], b.state[i], 2e-5f * (1.0f + std::fabs(b.state[i]))) << "S " << S << " state " << i;
           }
+        }
+      }
+    }
+  });
+}
+
+// Mamba-2: heads of head_dim channels share a step, a scalar decay and D; B and C per group.
+TEST(Ssm, Mamba2ScanMatchesScalarTwinAndTheFormula) {
+  for_each_simd_target([] {
+    for (int S : {5, 16, 33}) {
+      const int T = 3, Ch = 8, G = 2;
+      ScanCase a(T, Ch, S, 1, uint32_t(S), G);
+      auto params = [&](ScanCase& k) {
+        ops::SsmScan p = k.params(0, T);
+        p.head_dim = 2;                     // 4 heads
+        p.group_channels = 4;               // 2 groups of 2 heads
+        p.bc_stride = 2 * S * G;            // B of both groups, then C of both
+        p.C = p.B + S * G;
+        return p;
+      };
+      ScanCase b = a, f = a;
+      ops::SsmScan pa = params(a), pb = params(b);
+      ops::ssm_scan(pa, 0, Ch);
+      ops::ref::ssm_scan(pb, 0, Ch);
+      for (size_t i = 0; i < a.y.size(); ++i) ASSERT_NEAR(a.y[i], b.y[i], 2e-5f * (1.0f + std::fabs(b.y[i]))) << i;
+      // The formula, in double, for every channel and token.
+      for (int c = 0; c < Ch; ++c) {
+        const int h = c / 2, g = c / 4;
+        std::vector<double> st(f.state.begin() + f.off + c * S, f.state.begin() + f.off + (c + 1) * S);
+        for (int t = 0; t < T; ++t) {
+          const double x = f.x[size_t(f.off + t * Ch + c)], dt = f.dt[size_t(f.off + t * Ch + h)];
+          const double d = dt > 20 ? dt : std::log1p(std::exp(dt)), decay = std::exp(d * f.A[size_t(f.off + h)]);
+          const float* B = f.bc.data() + f.off + t * 2 * S * G + g * S;
+          const float* C = B + S * G;
+          double sum = 0;
+          for (int n = 0; n < S; ++n) {
+            st[size_t(n)] = st[size_t(n)] * decay + B[n] * x * d;
+            sum += st[size_t(n)] * C[n];
+          }
+          const double z = f.z[size_t(f.off + t * Ch + c)];
+          const double y = (sum + f.D[size_t(f.off + h)] * x) * z / (1 + std::exp(-z));
+          ASSERT_NEAR(b.y[size_t(f.off + t * Ch + c)], y, 1e-4 * (1 + std::fabs(y))) << "c " << c << " t " << t;
         }
       }
     }
