@@ -373,6 +373,19 @@ LOOM_API const float * loom_get_embeddings_seq(const loom_context * ctx, loom_se
 
 /* ---- KV cache -------------------------------------------------------------------------------- */
 
+/* Recurrent models (mamba) keep one state per sequence instead of KV cells (n_seq_max cells, F32),
+ * and these functions then do what llama.cpp's recurrent memory does (docs/context.md):
+ *   loom_kv_seq_rm      LOOM_ERR_UNSUPPORTED (nothing changes) where the reference returns false:
+ *                       dropping the end of a state but not all of it (0 < p0 <= pos < p1), or any
+ *                       seq < 0 (use loom_kv_clear); a range from 0 that contains the state's
+ *                       position removes it; a range that misses it changes nothing.
+ *   loom_kv_seq_cp      ignores p0/p1: dst shares src's state (dst's own is dropped).
+ *   loom_kv_seq_keep    drops every other state.
+ *   loom_kv_seq_add/div move the state's position when it lies in [p0, p1) (seq >= 0; seq < 0 does nothing).
+ *   loom_kv_seq_pos_min/max  the state's position (min = max), -1 without a state.
+ *   loom_kv_can_shift   true; loom_kv_update and loom_kv_defrag do nothing.
+ * A batch must continue each sequence at its position + 1, one sequence per token. */
+
 LOOM_API void loom_kv_clear(loom_context * ctx);
 /* Positions [p0, p1) of sequence seq (seq < 0: every sequence; p0 < 0: from 0; p1 < 0: to the
  * end). Return a status. */

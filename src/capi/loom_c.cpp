@@ -879,8 +879,8 @@ void loom_kv_defrag(loom_context* ctx) {
   });
 }
 
-int32_t loom_kv_n_tokens(const loom_context* ctx) { return ctx ? ctx->c->kv().n_tokens() : 0; }
-int32_t loom_kv_used_cells(const loom_context* ctx) { return ctx ? ctx->c->kv().used() : 0; }
+int32_t loom_kv_n_tokens(const loom_context* ctx) { return ctx ? ctx->c->kv_n_tokens() : 0; }
+int32_t loom_kv_used_cells(const loom_context* ctx) { return ctx ? ctx->c->kv_used_cells() : 0; }
 
 // ---- state ------------------------------------------------------------------------------------------------
 

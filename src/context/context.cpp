@@ -31,11 +31,6 @@ int decode_result_code(const Status& st) {
   }
 }
 
-struct Context::Checked {
-  int n = 0;
-  bool use_embd = false;
-};
-
 Context::~Context() = default;
 
 Expected<std::unique_ptr<Context>> Context::create(std::shared_ptr<const Model> model, const ContextParams& p) {
@@ -49,6 +44,7 @@ Expected<std::unique_ptr<Context>> Context::create(std::shared_ptr<const Model> 
   if (p.n_seq_max > kMaxSeqs) return invalid_argument("n_seq_max must be at most " + std::to_string(kMaxSeqs));
   if (p.n_swa < -1) return invalid_argument("n_swa must be -1 (the model's), 0 (off) or a window of at least one token");
   if (p.n_swa > 0 && hp.is_encoder()) return unsupported("a sliding window is not supported for encoder models");
+  if (p.n_swa > 0 && hp.is_recurrent()) return unsupported("a sliding window is not supported for recurrent models (no attention)");
   std::unique_ptr<Context> ctx(new Context());
   ctx->model_ = std::move(model);
   ContextParams& cp = ctx->params_;
@@ -106,17 +102,29 @@ Expected<std::unique_ptr<Context>> Context::create(std::shared_ptr<const Model> 
   cp.n_threads_batch = p.n_threads_batch > 0 ? p.n_threads_batch : cp.n_threads;
   ctx->pool_ = std::make_unique<ThreadPool>(std::max(cp.n_threads, cp.n_threads_batch));
 
-  KvCacheParams kp;
-  kp.n_layer = int(hp.n_layer);
-  kp.n_cells = cp.n_ctx;
-  kp.n_embd_k = hp.n_embd_kv();
-  kp.n_embd_v = hp.n_embd_kv();
-  kp.head_dim = hp.head_dim;
-  kp.type_k = p.type_k;
-  kp.type_v = p.type_v;
-  LOOM_ASSIGN_OR_RETURN(ctx->kv_, KvCache::create(kp));
+  if (hp.is_recurrent()) {
+    // One state cell per sequence (the reference: max(1, n_seq_max) cells), states in F32.
+    RecurrentCacheParams rp;
+    rp.n_layer = int(hp.n_layer);
+    rp.n_cells = cp.n_seq_max;
+    rp.conv_row = hp.n_embd_conv_state();
+    rp.ssm_row = hp.n_embd_ssm_state();
+    LOOM_ASSIGN_OR_RETURN(ctx->rs_, RecurrentCache::create(rp));
+    cp.type_k = cp.type_v = TensorType::F32;
+    ctx->create_recurrent();
+  } else {
+    KvCacheParams kp;
+    kp.n_layer = int(hp.n_layer);
+    kp.n_cells = cp.n_ctx;
+    kp.n_embd_k = hp.n_embd_kv();
+    kp.n_embd_v = hp.n_embd_kv();
+    kp.head_dim = hp.head_dim;
+    kp.type_k = p.type_k;
+    kp.type_v = p.type_v;
+    LOOM_ASSIGN_OR_RETURN(ctx->kv_, KvCache::create(kp));
+  }
 
-  ctx->scratch_ = ForwardScratch(*ctx->model_, cp.n_ubatch, cp.n_ctx, p.type_k, ctx->pool_->size());
+  ctx->scratch_ = ForwardScratch(*ctx->model_, cp.n_ubatch, ctx->rs_ ? 0 : cp.n_ctx, cp.type_k, ctx->pool_->size());
   ctx->fwd_.abort_cb = p.abort_callback;
   ctx->fwd_.abort_data = p.abort_data;
   ctx->fwd_.eval_cb = p.eval_callback;
@@ -147,7 +155,7 @@ Expected<std::unique_ptr<Context>> Context::create(std::shared_ptr<const Model> 
   ctx->seq_.assign(nb, 0);
   ctx->cells_.assign(nb, 0);
   ctx->out_rows_.assign(size_t(cp.n_ubatch), 0);
-  ctx->mask_.assign(size_t(cp.n_ubatch) * size_t(cp.n_ctx), 0.0f);
+  if (!ctx->rs_) ctx->mask_.assign(size_t(cp.n_ubatch) * size_t(cp.n_ctx), 0.0f);
   if (hp.swa_window > 0 && cp.n_swa > 0) ctx->mask_swa_.assign(ctx->mask_.size(), 0.0f);
   ctx->deltas_.assign(size_t(cp.n_ctx), 0);
   ctx->col_cells_.assign(size_t(cp.n_ctx), 0);
@@ -242,14 +250,14 @@ Status Context::validate(const Batch& batch, bool encoding, Checked* c) {
     }
   } else {
     for (int i = 0; i < n; ++i) {
-      int32_t last = kv_->seq_pos_max(seq_[size_t(i)]);
+      int32_t last = rs_ ? rs_->seq_pos_max(seq_[size_t(i)]) : kv_->seq_pos_max(seq_[size_t(i)]);
       for (int j = 0; j < i; ++j) {
         if (seq_[size_t(j)] == seq_[size_t(i)]) last = std::max(last, pos_[size_t(j)]);
       }
       pos_[size_t(i)] = last + 1;
     }
   }
-  return Status::ok();
+  return rs_ ? validate_recurrent(batch, n) : Status::ok();
 }
 
 Status Context::prepare_kv() {
@@ -261,13 +269,15 @@ Status Context::prepare_kv() {
 Status Context::decode(const Batch& batch) {
   Checked c;
   LOOM_RETURN_IF_ERROR(validate(batch, /*encoding=*/false, &c));
-  LOOM_RETURN_IF_ERROR(prepare_kv());
-  if (c.n > kv_->size() - kv_->used()) {
-    return Status(StatusCode::kResourceExhausted, "no KV slot: the cache has " + std::to_string(kv_->size() - kv_->used()) +
-                                                      " free cells, the batch needs " + std::to_string(c.n));
+  if (!rs_) {
+    LOOM_RETURN_IF_ERROR(prepare_kv());
+    if (c.n > kv_->size() - kv_->used()) {
+      return Status(StatusCode::kResourceExhausted, "no KV slot: the cache has " + std::to_string(kv_->size() - kv_->used()) +
+                                                        " free cells, the batch needs " + std::to_string(c.n));
+    }
   }
   const int64_t t0 = params_.no_perf ? 0 : now_us();
-  LOOM_RETURN_IF_ERROR(run_ubatches(batch, c, /*encoding=*/false));
+  LOOM_RETURN_IF_ERROR(rs_ ? run_recurrent(batch, c) : run_ubatches(batch, c, /*encoding=*/false));
   if (!params_.no_perf) {
     const int64_t dt = now_us() - t0;
     if (c.n > 1) {
@@ -282,6 +292,7 @@ Status Context::decode(const Batch& batch) {
 }
 
 Status Context::encode(const Batch& batch) {
+  if (rs_) return unsupported("encode: " + model_->hparams().arch_name + " is a recurrent decoder without an encoder (use decode)");
   Checked c;
   LOOM_RETURN_IF_ERROR(validate(batch, /*encoding=*/true, &c));
   LOOM_RETURN_IF_ERROR(prepare_kv());
@@ -304,13 +315,7 @@ Status Context::run_ubatches(const Batch& batch, const Checked& c, bool encoding
   const int n = c.n;
   const bool embd_out = params_.embeddings || encoding;
   const bool pooled = embd_out && params_.pooling != Pooling::kNone;
-  // Output rows: every token when pooling, else flagged tokens or the last one.
-  std::fill(output_of_row_.begin(), output_of_row_.begin() + n, -1);
-  int n_out = 0;
-  for (int i = 0; i < n; ++i) {
-    const bool want = pooled || (batch.output.empty() ? i == n - 1 : batch.output[size_t(i)] != 0);
-    if (want) output_of_row_[size_t(i)] = n_out++;
-  }
+  const int n_out = assign_outputs(batch, n, pooled);
   n_outputs_ = 0;  // outputs of a failed call are not readable
   std::fill(pooled_valid_.begin(), pooled_valid_.end(), 0);
 
@@ -403,6 +408,17 @@ Status Context::run_ubatches(const Batch& batch, const Checked& c, bool encoding
   last_was_embd_ = embd_out;
   if (pooled) pool_outputs(c);
   return Status::ok();
+}
+
+int Context::assign_outputs(const Batch& batch, int n, bool all) {
+  // Output rows: every token when pooling, else flagged tokens or the last one.
+  std::fill(output_of_row_.begin(), output_of_row_.begin() + n, -1);
+  int n_out = 0;
+  for (int i = 0; i < n; ++i) {
+    const bool want = all || (batch.output.empty() ? i == n - 1 : batch.output[size_t(i)] != 0);
+    if (want) output_of_row_[size_t(i)] = n_out++;
+  }
+  return n_out;
 }
 
 void Context::pool_outputs(const Checked& c) {
@@ -553,52 +569,72 @@ Status Context::check_seq(int seq, bool allow_negative) const {
   return Status::ok();
 }
 
-void Context::kv_clear() { kv_->clear(); }
+void Context::kv_clear() {
+  if (rs_) rs_->clear();
+  else kv_->clear();
+}
 
 Status Context::seq_rm(int seq, int p0, int p1) {
   LOOM_RETURN_IF_ERROR(check_seq(seq, true));
-  kv_->seq_rm(seq, p0, p1);
+  if (!rs_) {
+    kv_->seq_rm(seq, p0, p1);
+    return Status::ok();
+  }
+  if (!rs_->seq_rm(seq, p0, p1)) {
+    // The reference returns false here: the state cannot forget its last tokens alone.
+    if (seq < 0) {
+      return unsupported("seq_rm(" + std::to_string(seq) + ", ...): a recurrent model's states are removed one sequence at a "
+                         "time (or all with kv_clear); the reference refuses a negative sequence id here");
+    }
+    return unsupported("seq_rm(" + std::to_string(seq) + ", " + std::to_string(p0) + ", " + std::to_string(p1) +
+                       "): a recurrent model's state cannot lose part of its tokens (remove the whole sequence "
+                       "instead: p0 = 0 or -1, p1 = -1)");
+  }
   return Status::ok();
 }
 
 Status Context::seq_cp(int src, int dst, int p0, int p1) {
   LOOM_RETURN_IF_ERROR(check_seq(src, false));
   LOOM_RETURN_IF_ERROR(check_seq(dst, false));
-  kv_->seq_cp(src, dst, p0, p1);
+  if (rs_) rs_->seq_cp(src, dst, p0, p1);
+  else kv_->seq_cp(src, dst, p0, p1);
   return Status::ok();
 }
 
 Status Context::seq_keep(int seq) {
   LOOM_RETURN_IF_ERROR(check_seq(seq, false));
-  kv_->seq_keep(seq);
+  if (rs_) rs_->seq_keep(seq);
+  else kv_->seq_keep(seq);
   return Status::ok();
 }
 
 Status Context::seq_add(int seq, int p0, int p1, int delta) {
   LOOM_RETURN_IF_ERROR(check_seq(seq, true));
-  kv_->seq_add(seq, p0, p1, delta);
+  if (rs_) rs_->seq_add(seq, p0, p1, delta);
+  else kv_->seq_add(seq, p0, p1, delta);
   return Status::ok();
 }
 
 Status Context::seq_div(int seq, int p0, int p1, int d) {
   LOOM_RETURN_IF_ERROR(check_seq(seq, true));
   if (d < 1) return invalid_argument("seq_div: divisor must be at least 1");
-  kv_->seq_div(seq, p0, p1, d);
+  if (rs_) rs_->seq_div(seq, p0, p1, d);
+  else kv_->seq_div(seq, p0, p1, d);
   return Status::ok();
 }
 
 Expected<int> Context::seq_pos_min(int seq) const {
   LOOM_RETURN_IF_ERROR(check_seq(seq, true));
-  return kv_->seq_pos_min(seq);
+  return rs_ ? rs_->seq_pos_min(seq) : kv_->seq_pos_min(seq);
 }
 
 Expected<int> Context::seq_pos_max(int seq) const {
   LOOM_RETURN_IF_ERROR(check_seq(seq, true));
-  return kv_->seq_pos_max(seq);
+  return rs_ ? rs_->seq_pos_max(seq) : kv_->seq_pos_max(seq);
 }
 
 Status Context::kv_update() {
-  if (!kv_->has_shift()) return Status::ok();
+  if (rs_ || !kv_->has_shift()) return Status::ok();  // recurrent: a shift only moves positions
   kv_->pending_deltas(deltas_.data());
   ForwardConfig cfg = fwd_;
   LOOM_RETURN_IF_ERROR(shift_k(*model_, kv_->view(), deltas_.data(), scratch_, *pool_, cfg));
@@ -607,6 +643,7 @@ Status Context::kv_update() {
 }
 
 void Context::kv_defrag() {
+  if (rs_) return;  // one cell per sequence: nothing to compact
   if (kv_->has_shift()) (void)kv_update();
   kv_->defrag();
 }
@@ -679,7 +716,8 @@ void Context::rebuild_adapters() {
     }
   }
   if (adapters_.max_rank > scratch_.max_lora_rank()) {
-    scratch_ = ForwardScratch(*model_, params_.n_ubatch, params_.n_ctx, params_.type_k, pool_->size(), adapters_.max_rank);
+    scratch_ = ForwardScratch(*model_, params_.n_ubatch, rs_ ? 0 : params_.n_ctx, params_.type_k, pool_->size(),
+                              adapters_.max_rank);
   }
   fwd_.adapters = &adapters_;
 }

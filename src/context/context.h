@@ -17,6 +17,7 @@
 #include "base/threadpool.h"
 #include "context/batch.h"
 #include "kv/kv_cache.h"
+#include "kv/recurrent_cache.h"
 #include "model/adapters.h"
 #include "model/forward.h"
 #include "model/model.h"
@@ -98,6 +99,8 @@ class Context {
   int n_embd() const { return int(model_->hparams().n_embd); }
   Pooling pooling() const { return params_.pooling; }
   bool causal() const { return causal_; }
+  // Recurrent models (mamba) keep one state per sequence instead of a KV cache.
+  bool recurrent() const { return rs_ != nullptr; }
 
   // ---- run-time toggles (take effect on the next decode) ----
   void set_embeddings(bool on);
@@ -129,8 +132,12 @@ class Context {
   // classification head's n_cls_out scores (raw, no sigmoid), as llama_get_embeddings_seq.
   Expected<std::span<const float>> embeddings_seq(int seq) const;
 
-  // ---- KV cache ----
-  const KvCache& kv() const { return *kv_; }
+  // ---- KV cache (for a recurrent model: the recurrent state cache, with the reference's
+  // semantics; docs/context.md lists what each operation does there) ----
+  const KvCache& kv() const { return *kv_; }                 // not for recurrent models
+  const RecurrentCache* recurrent_cache() const { return rs_.get(); }  // null unless recurrent
+  int kv_used_cells() const { return rs_ ? rs_->used() : kv_->used(); }
+  int kv_n_tokens() const { return rs_ ? rs_->n_tokens() : kv_->n_tokens(); }
   void kv_clear();
   Status seq_rm(int seq, int p0, int p1);
   Status seq_cp(int src, int dst, int p0, int p1);
@@ -139,7 +146,7 @@ class Context {
   Status seq_div(int seq, int p0, int p1, int d);
   Expected<int> seq_pos_min(int seq) const;
   Expected<int> seq_pos_max(int seq) const;
-  bool can_shift() const { return true; }  // every supported architecture uses RoPE
+  bool can_shift() const { return true; }  // RoPE families re-rotate K; recurrent states only move their position
   // Applies pending position shifts to K now (otherwise done at the next decode).
   Status kv_update();
   void kv_defrag();
@@ -177,9 +184,18 @@ class Context {
 
  private:
   Context() = default;
-  struct Checked;  // a validated batch
+  struct Checked {  // a validated batch
+    int n = 0;
+    bool use_embd = false;
+  };
   Status validate(const Batch& batch, bool encoding, Checked* out);
   Status run_ubatches(const Batch& batch, const Checked& c, bool encoding);
+  // Recurrent models: equal-split micro-batches over the sequences' state rows (context_recurrent.cpp).
+  Status run_recurrent(const Batch& batch, const Checked& c);
+  Status validate_recurrent(const Batch& batch, int n) const;
+  // Marks the batch rows that produce an output in output_of_row_; returns their number.
+  int assign_outputs(const Batch& batch, int n, bool all);
+  void create_recurrent();
   Status prepare_kv();
   void rebuild_adapters();
   void pool_outputs(const Checked& c);
@@ -192,7 +208,8 @@ class Context {
   bool causal_ = true;
   bool swa_all_layers_ = false;  // n_swa applies to every layer (a family without SWA layers)
   bool has_logits_buffer_ = true;
-  std::unique_ptr<KvCache> kv_;
+  std::unique_ptr<KvCache> kv_;          // null for recurrent models
+  std::unique_ptr<RecurrentCache> rs_;   // recurrent models only
   std::unique_ptr<ThreadPool> pool_;
   ForwardScratch scratch_;
   ForwardConfig fwd_;
@@ -225,6 +242,19 @@ class Context {
   std::vector<int32_t> ubatch_seqs_;    // [n_ubatch] distinct sequences of a micro-batch
   std::vector<int32_t> ubatch_seq_min_; // [n_ubatch] their lowest positions (sliding windows)
   std::vector<int32_t> deltas_;         // [n_ctx] pending K-shift
+  // Recurrent decode, reserved at creation: the plan per sequence of the batch, the batch's
+  // tokens grouped by sequence, and one micro-batch gathered from them.
+  std::vector<RecurrentCache::SeqPlan> rs_plans_;  // [n_seq_max]
+  mutable std::vector<int32_t> rs_index_;          // [n_seq_max] sequence -> plan index, -1
+  std::vector<int32_t> rs_off_, rs_count_, rs_done_;  // [n_seq_max] per plan: first, count, consumed
+  std::vector<int32_t> rs_tok_;         // [n_batch] batch rows grouped by sequence
+  std::vector<int32_t> ub_tokens_, ub_pos_, ub_rows_;  // [n_ubatch]
+  std::vector<float> ub_embd_;          // [n_ubatch][n_embd] (input embeddings)
+  std::vector<int32_t> ub_start_, ub_src_, ub_dst_;  // [n_ubatch + 1] runs of the micro-batch
+  std::vector<int32_t> out_store_;      // [n_batch] batch row -> storage row of its output
+  std::vector<int32_t> perm_dest_;      // [n_batch] storage row -> batch-order output row
+  std::vector<uint8_t> perm_done_;      // [n_batch]
+  std::vector<float> perm_tmp_;         // [max(n_vocab, n_embd)]
   int n_outputs_ = 0;
   int last_batch_size_ = 0;
   bool last_was_embd_ = false;

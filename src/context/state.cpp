@@ -11,6 +11,9 @@
 //   u32 n_cells, per cell: i32 pos, i32 delta, [whole only: u32 n_seq, i32 seq[n_seq]]
 //   per layer: K rows of the cells, then V rows
 //   u64 FNV-1a checksum of all bytes before it
+// Recurrent models use the same layout with their state cache in place of the KV cache: types
+// f32/f32, "K" rows = conv states and "V" rows = SSM states (their row sizes in the header), one
+// cell per state with delta 0.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -19,6 +22,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <utility>
 
 #include "base/file_util.h"
 #include "context/context.h"
@@ -113,36 +117,62 @@ uint64_t Context::fingerprint() const {
 
 namespace {
 
-void write_header(Writer& w, uint32_t kind, uint64_t fp, const KvCache& kv, std::span<const int32_t> tokens) {
+// What a state must match to be loaded, and where its rows live: the KV cache, or a recurrent
+// model's state cache (conv states as "K" rows, SSM states as "V" rows).
+struct Store {
+  KvCache* kv = nullptr;
+  RecurrentCache* rs = nullptr;
+
+  TensorType type_k() const { return kv ? kv->params().type_k : TensorType::F32; }
+  TensorType type_v() const { return kv ? kv->params().type_v : TensorType::F32; }
+  int n_layer() const { return kv ? kv->params().n_layer : rs->params().n_layer; }
+  int size() const { return kv ? kv->size() : rs->size(); }
+  uint64_t k_row_bytes() const { return kv ? kv->view().k_row_bytes : uint64_t(rs->params().conv_row) * 4; }
+  uint64_t v_row_bytes() const { return kv ? kv->view().v_row_bytes : uint64_t(rs->params().ssm_row) * 4; }
+  bool empty(int c) const { return kv ? kv->cell(c).empty() : rs->cell(c).empty(); }
+  Pos pos(int c) const { return kv ? kv->cell(c).pos : rs->cell(c).pos; }
+  Pos delta(int c) const { return kv ? kv->cell(c).delta : 0; }
+  const std::bitset<kMaxSeqs>& seqs(int c) const { return kv ? kv->cell(c).seqs : rs->cell(c).seqs; }
+  const uint8_t* k_row(int il, int c) const {
+    return kv ? kv->k_row(il, c) : reinterpret_cast<const uint8_t*>(rs->conv_row(il, rs->cell(c).row));
+  }
+  const uint8_t* v_row(int il, int c) const {
+    return kv ? kv->v_row(il, c) : reinterpret_cast<const uint8_t*>(rs->ssm_row(il, rs->cell(c).row));
+  }
+  uint8_t* k_row(int il, int c) { return const_cast<uint8_t*>(std::as_const(*this).k_row(il, c)); }
+  uint8_t* v_row(int il, int c) { return const_cast<uint8_t*>(std::as_const(*this).v_row(il, c)); }
+};
+
+void write_header(Writer& w, uint32_t kind, uint64_t fp, const Store& st, std::span<const int32_t> tokens) {
   w.bytes(kMagic, 8);
   w.put<uint32_t>(kVersion);
   w.put<uint32_t>(kind);
   w.put<uint64_t>(fp);
-  w.put<uint32_t>(uint32_t(kv.params().type_k));
-  w.put<uint32_t>(uint32_t(kv.params().type_v));
-  w.put<uint32_t>(uint32_t(kv.params().n_layer));
-  w.put<uint64_t>(kv.view().k_row_bytes);
-  w.put<uint64_t>(kv.view().v_row_bytes);
+  w.put<uint32_t>(uint32_t(st.type_k()));
+  w.put<uint32_t>(uint32_t(st.type_v()));
+  w.put<uint32_t>(uint32_t(st.n_layer()));
+  w.put<uint64_t>(st.k_row_bytes());
+  w.put<uint64_t>(st.v_row_bytes());
   w.put<uint32_t>(uint32_t(tokens.size()));
   w.bytes(tokens.data(), tokens.size() * sizeof(int32_t));
 }
 
-void write_cells(Writer& w, const KvCache& kv, const std::vector<int>& cells, bool with_seqs) {
+void write_cells(Writer& w, const Store& st, const std::vector<int>& cells, bool with_seqs) {
   w.put<uint32_t>(uint32_t(cells.size()));
   for (int c : cells) {
-    const KvCell& cell = kv.cell(c);
-    w.put<int32_t>(cell.pos);
-    w.put<int32_t>(cell.delta);
+    w.put<int32_t>(st.pos(c));
+    w.put<int32_t>(st.delta(c));
     if (with_seqs) {
-      w.put<uint32_t>(uint32_t(cell.seqs.count()));
+      const std::bitset<kMaxSeqs>& seqs = st.seqs(c);
+      w.put<uint32_t>(uint32_t(seqs.count()));
       for (int s = 0; s < kMaxSeqs; ++s) {
-        if (cell.seqs.test(size_t(s))) w.put<int32_t>(s);
+        if (seqs.test(size_t(s))) w.put<int32_t>(s);
       }
     }
   }
-  for (int il = 0; il < kv.params().n_layer; ++il) {
-    for (int c : cells) w.bytes(kv.k_row(il, c), kv.view().k_row_bytes);
-    for (int c : cells) w.bytes(kv.v_row(il, c), kv.view().v_row_bytes);
+  for (int il = 0; il < st.n_layer(); ++il) {
+    for (int c : cells) w.bytes(st.k_row(il, c), st.k_row_bytes());
+    for (int c : cells) w.bytes(st.v_row(il, c), st.v_row_bytes());
   }
 }
 
@@ -151,7 +181,7 @@ void write_cells(Writer& w, const KvCache& kv, const std::vector<int>& cells, bo
 // r reads the part before the checksum) is verified after the kind, as a corrupt file's fields
 // cannot be trusted; without it (peeking at a file's header) it is not.
 Status parse_header(Reader& r, std::span<const uint8_t> data, bool verify_sum, uint32_t want_kind, uint64_t fp,
-                    const KvCache& kv, Parsed* out) {
+                    const Store& kv, Parsed* out) {
   const uint8_t* magic = nullptr;
   LOOM_RETURN_IF_ERROR(r.view(&magic, 8, "magic"));
   if (std::memcmp(magic, kMagic, 8) != 0) return corrupt("not a loom state (bad magic)");
@@ -178,12 +208,12 @@ Status parse_header(Reader& r, std::span<const uint8_t> data, bool verify_sum, u
   LOOM_RETURN_IF_ERROR(r.get(&n_layer, "n_layer"));
   LOOM_RETURN_IF_ERROR(r.get(&k_row, "k_row_bytes"));
   LOOM_RETURN_IF_ERROR(r.get(&v_row, "v_row_bytes"));
-  if (type_k != uint32_t(kv.params().type_k) || type_v != uint32_t(kv.params().type_v)) {
+  if (type_k != uint32_t(kv.type_k()) || type_v != uint32_t(kv.type_v())) {
     return invalid_argument("state was saved with KV cache types " + std::string(tensor_type_name(TensorType(type_k))) + "/" +
                             std::string(tensor_type_name(TensorType(type_v))) + ", this context uses " +
-                            std::string(tensor_type_name(kv.params().type_k)) + "/" + std::string(tensor_type_name(kv.params().type_v)));
+                            std::string(tensor_type_name(kv.type_k())) + "/" + std::string(tensor_type_name(kv.type_v())));
   }
-  if (n_layer != uint32_t(kv.params().n_layer) || k_row != kv.view().k_row_bytes || v_row != kv.view().v_row_bytes) {
+  if (n_layer != uint32_t(kv.n_layer()) || k_row != kv.k_row_bytes() || v_row != kv.v_row_bytes()) {
     return corrupt("state KV geometry does not match this context");
   }
   LOOM_RETURN_IF_ERROR(r.get(&n_tokens, "token count"));
@@ -196,14 +226,14 @@ Status parse_header(Reader& r, std::span<const uint8_t> data, bool verify_sum, u
 }
 
 // Parses and checks everything; nothing is applied here.
-Status parse_state(std::span<const uint8_t> data, uint32_t want_kind, uint64_t fp, const KvCache& kv, int n_seq_max,
+Status parse_state(std::span<const uint8_t> data, uint32_t want_kind, uint64_t fp, const Store& kv, int n_seq_max,
                    Parsed* out) {
   if (data.size() < 8 + 8) return corrupt("state is truncated (" + std::to_string(data.size()) + " bytes)");
   Reader r(data.first(data.size() - 8));
   LOOM_RETURN_IF_ERROR(parse_header(r, data, /*verify_sum=*/true, want_kind, fp, kv, out));
   const uint32_t kind = out->kind;
-  const uint32_t n_layer = uint32_t(kv.params().n_layer);
-  const uint64_t k_row = kv.view().k_row_bytes, v_row = kv.view().v_row_bytes;
+  const uint32_t n_layer = uint32_t(kv.n_layer());
+  const uint64_t k_row = kv.k_row_bytes(), v_row = kv.v_row_bytes();
 
   if (kind == kKindWhole) {
     uint8_t is_embd = 0;
@@ -248,10 +278,10 @@ Status parse_state(std::span<const uint8_t> data, uint32_t want_kind, uint64_t f
   return Status::ok();
 }
 
-void copy_rows_in(KvCache& kv, const Parsed& p, const std::vector<int>& dst_cells) {
-  const size_t kr = kv.view().k_row_bytes, vr = kv.view().v_row_bytes, n = p.cells.size();
+void copy_rows_in(Store kv, const Parsed& p, const std::vector<int>& dst_cells) {
+  const size_t kr = kv.k_row_bytes(), vr = kv.v_row_bytes(), n = p.cells.size();
   const uint8_t* src = p.rows;
-  for (int il = 0; il < kv.params().n_layer; ++il) {
+  for (int il = 0; il < kv.n_layer(); ++il) {
     for (size_t i = 0; i < n; ++i, src += kr) std::memcpy(kv.k_row(il, dst_cells[i]), src, kr);
     for (size_t i = 0; i < n; ++i, src += vr) std::memcpy(kv.v_row(il, dst_cells[i]), src, vr);
   }
@@ -260,8 +290,9 @@ void copy_rows_in(KvCache& kv, const Parsed& p, const std::vector<int>& dst_cell
 }  // namespace
 
 std::vector<uint8_t> Context::state_save(std::span<const int32_t> tokens) const {
+  const Store st{kv_.get(), rs_.get()};
   Writer w;
-  write_header(w, kKindWhole, fingerprint(), *kv_, tokens);
+  write_header(w, kKindWhole, fingerprint(), st, tokens);
   w.put<uint32_t>(uint32_t(last_batch_size_));
   w.put<uint32_t>(uint32_t(n_outputs_));
   w.put<uint8_t>(last_was_embd_ ? 1 : 0);
@@ -272,17 +303,18 @@ std::vector<uint8_t> Context::state_save(std::span<const int32_t> tokens) const 
   w.put<uint64_t>(n_floats);
   w.bytes(outs, size_t(n_floats) * 4);
   std::vector<int> cells;
-  for (int c = 0; c < kv_->size(); ++c) {
-    if (!kv_->cell(c).empty()) cells.push_back(c);
+  for (int c = 0; c < st.size(); ++c) {
+    if (!st.empty(c)) cells.push_back(c);
   }
-  write_cells(w, *kv_, cells, /*with_seqs=*/true);
+  write_cells(w, st, cells, /*with_seqs=*/true);
   w.finish();
   return std::move(w.buf);
 }
 
 Status Context::state_load(std::span<const uint8_t> data, std::vector<int32_t>* tokens) {
+  Store st{kv_.get(), rs_.get()};
   Parsed p;
-  LOOM_RETURN_IF_ERROR(parse_state(data, kKindWhole, fingerprint(), *kv_, params_.n_seq_max, &p));
+  LOOM_RETURN_IF_ERROR(parse_state(data, kKindWhole, fingerprint(), st, params_.n_seq_max, &p));
   const size_t row = size_t(p.outputs_embd ? n_embd() : n_vocab());
   if (p.batch_size > uint32_t(params_.n_batch)) return invalid_argument("state outputs exceed this context's n_batch");
   if (p.n_floats != uint64_t(p.n_outputs) * row) return corrupt("state output size does not match its output count");
@@ -292,18 +324,31 @@ Status Context::state_load(std::span<const uint8_t> data, std::vector<int32_t>* 
     std::memcpy(&o, p.output_of_row + size_t(i) * 4, 4);
     if (o < -1 || o >= int32_t(p.n_outputs)) return corrupt("state has an invalid output id " + std::to_string(o));
   }
+  if (rs_) {
+    // One state per sequence (the reference: "duplicate tail for seq_id").
+    std::bitset<kMaxSeqs> seen;
+    for (const Parsed::Cell& c : p.cells) {
+      if (c.delta != 0) return corrupt("state has a pending position shift in a recurrent state");
+      if ((seen & c.seqs).any()) return corrupt("state holds two recurrent states for one sequence");
+      seen |= c.seqs;
+    }
+  }
   // Everything is checked: apply.
-  kv_->clear();
+  kv_clear();
   std::vector<int> dst(p.cells.size());
   for (size_t i = 0; i < p.cells.size(); ++i) {
     dst[i] = int(i);
+    if (rs_) {
+      rs_->restore_cell(int(i), p.cells[i].pos, p.cells[i].seqs);
+      continue;
+    }
     KvCell cell;
     cell.pos = p.cells[i].pos;
     cell.delta = p.cells[i].delta;
     cell.seqs = p.cells[i].seqs;
     kv_->set_cell(int(i), cell);
   }
-  copy_rows_in(*kv_, p, dst);
+  copy_rows_in(st, p, dst);
   last_batch_size_ = int(p.batch_size);
   n_outputs_ = int(p.n_outputs);
   last_was_embd_ = p.outputs_embd;
@@ -316,21 +361,38 @@ Status Context::state_load(std::span<const uint8_t> data, std::vector<int32_t>* 
 
 Expected<std::vector<uint8_t>> Context::seq_state_save(int seq, std::span<const int32_t> tokens) const {
   LOOM_RETURN_IF_ERROR(check_seq(seq, false));
+  const Store st{kv_.get(), rs_.get()};
   Writer w;
-  write_header(w, kKindSeq, fingerprint(), *kv_, tokens);
+  write_header(w, kKindSeq, fingerprint(), st, tokens);
   std::vector<int> cells;
-  for (int c = 0; c < kv_->size(); ++c) {
-    if (!kv_->cell(c).empty() && kv_->cell(c).seqs.test(size_t(seq))) cells.push_back(c);
+  for (int c = 0; c < st.size(); ++c) {
+    if (!st.empty(c) && st.seqs(c).test(size_t(seq))) cells.push_back(c);
   }
-  write_cells(w, *kv_, cells, /*with_seqs=*/false);
+  write_cells(w, st, cells, /*with_seqs=*/false);
   w.finish();
   return std::move(w.buf);
 }
 
 Status Context::seq_state_load(std::span<const uint8_t> data, int dst_seq, std::vector<int32_t>* tokens) {
   LOOM_RETURN_IF_ERROR(check_seq(dst_seq, false));
+  Store st{kv_.get(), rs_.get()};
   Parsed p;
-  LOOM_RETURN_IF_ERROR(parse_state(data, kKindSeq, fingerprint(), *kv_, params_.n_seq_max, &p));
+  LOOM_RETURN_IF_ERROR(parse_state(data, kKindSeq, fingerprint(), st, params_.n_seq_max, &p));
+  if (rs_) {
+    // A sequence has at most one state; the destination's own is replaced (the reference
+    // removes it first, then places the restored one in a free cell).
+    if (p.cells.size() > 1) return corrupt("sequence state holds " + std::to_string(p.cells.size()) + " recurrent states");
+    if (!p.cells.empty() && p.cells[0].delta != 0) return corrupt("state has a pending position shift in a recurrent state");
+    rs_->seq_rm(dst_seq, -1, -1);
+    if (p.cells.empty()) return Status::ok();
+    std::bitset<kMaxSeqs> seqs;
+    seqs.set(size_t(dst_seq));
+    const std::vector<int> dst = {rs_->free_cell()};  // one exists: every other cell holds another sequence
+    rs_->restore_cell(dst[0], p.cells[0].pos, seqs);
+    copy_rows_in(st, p, dst);
+    if (tokens) *tokens = std::move(p.tokens);
+    return Status::ok();
+  }
   // The destination's old cells are replaced: count the cells that removal would free.
   int freed = 0;
   for (int c = 0; c < kv_->size(); ++c) {
@@ -352,7 +414,7 @@ Status Context::seq_state_load(std::span<const uint8_t> data, int dst_seq, std::
     cell.seqs.set(size_t(dst_seq));
     kv_->set_cell(dst[i], cell);
   }
-  copy_rows_in(*kv_, p, dst);
+  copy_rows_in(st, p, dst);
   if (tokens) *tokens = std::move(p.tokens);
   return Status::ok();
 }
@@ -377,7 +439,7 @@ Expected<std::vector<int32_t>> Context::seq_state_file_tokens(const std::string&
   }
   Reader r(head);
   Parsed p;
-  Status st = parse_header(r, head, /*verify_sum=*/false, kKindSeq, fingerprint(), *kv_, &p);
+  Status st = parse_header(r, head, /*verify_sum=*/false, kKindSeq, fingerprint(), Store{kv_.get(), rs_.get()}, &p);
   if (!st) return Status(st.code(), path + ": " + st.message());
   return std::move(p.tokens);
 }

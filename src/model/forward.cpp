@@ -24,7 +24,8 @@ size_t max_matmul_scratch(const Model& m, int64_t n, int max_rank) {
   const ModelWeights& w = m.weights();
   size_t best = w.output.empty() ? 0 : ops::matmul_scratch_bytes(w.output.type, w.output.cols, n);
   for (const LayerWeights& l : w.layers) {
-    for (const TensorView* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down}) {
+    for (const TensorView* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down, &l.ssm_in, &l.ssm_x,
+                                &l.ssm_dt, &l.ssm_out}) {
       if (!t->empty()) best = std::max(best, ops::matmul_scratch_bytes(t->type, t->cols, n));
     }
   }
@@ -55,8 +56,16 @@ void layout(const Model& m, int T, int n_kv, TensorType type_k, int n_threads, i
   b->up = floats(F * t);
   b->lora_t = floats(size_t(max_rank) * t);
   b->lora_u = floats(max_rank > 0 ? std::max({F, V, Q, E}) * t : 0);
+  const size_t Di = size_t(hp.ssm_d_inner), R = size_t(hp.ssm_dt_rank), S = size_t(hp.ssm_d_state),
+               Cc = size_t(hp.ssm_conv_channels());
+  b->ssm_xz = floats(std::max(2 * Di, Di + Cc + R) * t);  // Mamba-2: z, x|B|C, dt
+  b->ssm_xc = floats(Cc * t);
+  b->ssm_xdb = floats((R + 2 * S) * t);
+  b->ssm_dtr = floats(R * t);
+  b->ssm_dt = floats(Di * t);
+  b->ssm_y = floats(Di * t);
   b->mm = alloc(max_matmul_scratch(m, T, max_rank));
-  b->attn = alloc(ops::attention_scratch_bytes(T, n_kv, int(hp.head_dim), type_k, n_threads));
+  b->attn = hp.is_recurrent() ? nullptr : alloc(ops::attention_scratch_bytes(T, n_kv, int(hp.head_dim), type_k, n_threads));
 }
 
 }  // namespace
@@ -134,6 +143,36 @@ ops::RopeParams layer_rope(const ModelHparams& hp, const ops::RopeParams& rope, 
   return local;
 }
 
+void add_control_vector(const ForwardConfig& cfg, int il, float* x, int T, int64_t E) {
+  const ForwardAdapters* ad = cfg.adapters;
+  if (!ad || ad->cvec.empty() || il < ad->cvec_il_start || il > ad->cvec_il_end ||
+      size_t(il + 1) * size_t(E) > ad->cvec.size()) {
+    return;
+  }
+  const float* dir = ad->cvec.data() + size_t(il) * size_t(E);
+  for (int t = 0; t < T; ++t) ops::add_inplace(x + t * E, dir, E);
+}
+
+Status write_outputs(const Model& m, const ForwardBatch& fb, const ForwardConfig& cfg, ThreadPool& pool, Buffers& b) {
+  if (fb.n_outputs <= 0) return Status::ok();
+  const ModelHparams& hp = m.hparams();
+  const ModelWeights& w = m.weights();
+  const ForwardAdapters* ad = cfg.adapters;
+  const int64_t E = hp.n_embd;
+  // Gather the output rows, normalize, project to the vocabulary.
+  for (int o = 0; o < fb.n_outputs; ++o) {
+    ops::rms_norm_row(b.x + int64_t(fb.output_rows[o]) * E, w.output_norm, E, hp.rms_eps, b.xb + o * E);
+  }
+  if (!observe(cfg, "result_norm", -1, b.xb, E, fb.n_outputs)) return aborted();
+  if (fb.hidden) std::memcpy(fb.hidden, b.xb, sizeof(float) * size_t(fb.n_outputs) * size_t(E));
+  if (fb.logits) {
+    linear(pool, w.output, ad && !ad->output.empty() ? &ad->output : nullptr, b.xb, fb.n_outputs, fb.logits, b);
+    if (hp.final_softcap > 0) ops::softcap_inplace(fb.logits, hp.final_softcap, int64_t(fb.n_outputs) * hp.n_vocab);
+    if (!observe(cfg, "result_output", -1, fb.logits, hp.n_vocab, fb.n_outputs)) return aborted();
+  }
+  return Status::ok();
+}
+
 void store_kv(const ForwardBatch& fb, const KvView& kv, const KvLayerView& cache, int64_t KV, const Buffers& b) {
   for (int t = 0; t < fb.n_tokens; ++t) {
     auto* kd = static_cast<uint8_t*>(cache.k) + size_t(fb.cells[t]) * kv.k_row_bytes;
@@ -179,13 +218,19 @@ Status forward(const Model& model, const ForwardBatch& fb, const KvView& kv, For
   }
   if (cfg.n_threads > 0) pool.set_active(cfg.n_threads);
   if (model.hparams().is_encoder()) return detail::forward_bert(model, fb, kv, scratch, pool, cfg);
+  if (model.hparams().is_recurrent()) {
+    if (!fb.rs || fb.n_seq_runs <= 0) return internal_error("forward: a recurrent model needs its state rows");
+    return detail::forward_mamba(model, fb, scratch, pool, cfg);
+  }
   return detail::forward_decoder(model, fb, kv, scratch, pool, cfg);
 }
 
 Status shift_k(const Model& model, const KvView& kv, const int32_t* deltas, ForwardScratch& scratch,
                ThreadPool& pool, const ForwardConfig& cfg) {
   const ModelHparams& hp = model.hparams();
-  if (model.weights().layers.empty() || (hp.is_encoder() && !model.weights().pos_embd.empty())) return Status::ok();  // learned positions: nothing to rotate
+  if (model.weights().layers.empty() || hp.is_recurrent() || (hp.is_encoder() && !model.weights().pos_embd.empty())) {
+    return Status::ok();  // learned positions or no attention: nothing to rotate
+  }
   const int64_t KV = hp.n_embd_kv();
   if (scratch.arena().capacity() < sizeof(float) * size_t(KV) * 2) return internal_error("shift_k: scratch too small");
   scratch.arena().reset();

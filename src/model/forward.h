@@ -33,6 +33,20 @@ struct KvView {
   std::vector<KvLayerView> layers;
 };
 
+// Recurrent state storage (mamba): per layer, rows of conv states ([d_inner][d_conv - 1] floats)
+// and SSM states ([d_inner][d_state] floats); a row holds one sequence's state.
+struct RecurrentLayerView {
+  float* conv = nullptr;
+  float* ssm = nullptr;
+};
+
+struct RecurrentView {
+  int64_t conv_row = 0;  // floats per conv row
+  int64_t ssm_row = 0;   // floats per SSM row
+  int n_rows = 0;
+  std::vector<RecurrentLayerView> layers;
+};
+
 // One low-rank update y += scale · B·(A·x) of a weight (A: [rank rows][n_in], B: [n_out rows][rank]).
 struct LoraPair {
   TensorView a;
@@ -86,6 +100,15 @@ struct ForwardBatch {
   // tiles (their visible columns nest: one sequence, causal); -1: alone (ops::AttentionParams).
   const int32_t* prefix_group = nullptr;      // for mask
   const int32_t* prefix_group_swa = nullptr;  // for mask_swa
+  // Recurrent models: the tokens are runs of one sequence each, in order; run r is rows
+  // [seq_start[r], seq_start[r + 1]), continues the state in row state_src[r] (-1: a new
+  // sequence, zero state) and leaves its state in row state_dst[r] (distinct per run; it may be
+  // state_src[r], else it is overwritten).
+  const RecurrentView* rs = nullptr;
+  int n_seq_runs = 0;
+  const int32_t* seq_start = nullptr;  // [n_seq_runs + 1]
+  const int32_t* state_src = nullptr;  // [n_seq_runs]
+  const int32_t* state_dst = nullptr;  // [n_seq_runs]
   int n_outputs = 0;
   const int32_t* output_rows = nullptr;  // [n_outputs] batch rows whose outputs are wanted
   float* logits = nullptr;           // [n_outputs][n_vocab], or null

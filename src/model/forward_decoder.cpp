@@ -21,7 +21,6 @@ Status forward_decoder(const Model& model, const ForwardBatch& fb, const KvView&
                        ThreadPool& pool, const ForwardConfig& cfg) {
   const ModelHparams& hp = model.hparams();
   const ModelWeights& w = model.weights();
-  const ForwardAdapters* ad = cfg.adapters;
   const int T = fb.n_tokens;
   const int64_t E = hp.n_embd, Q = hp.n_embd_q(), KV = hp.n_embd_kv(), F = hp.n_ff, D = hp.head_dim;
   Buffers b = carve(model, scratch, kv.type_k, pool.size());
@@ -86,28 +85,11 @@ Status forward_decoder(const Model& model, const ForwardBatch& fb, const KvView&
     if (!observe(cfg, "ffn_out", il, b.tmp, E, T)) return aborted();
     ops::add_inplace(b.x, b.tmp, T * E);
 
-    if (ad && !ad->cvec.empty() && il >= ad->cvec_il_start && il <= ad->cvec_il_end &&
-        size_t(il + 1) * size_t(E) <= ad->cvec.size()) {
-      const float* dir = ad->cvec.data() + size_t(il) * size_t(E);
-      for (int t = 0; t < T; ++t) ops::add_inplace(b.x + t * E, dir, E);
-    }
+    add_control_vector(cfg, il, b.x, T, E);
     if (!observe(cfg, "l_out", il, b.x, E, T)) return aborted();
   }
 
-  if (fb.n_outputs > 0) {
-    // Gather the output rows, normalize, project to the vocabulary.
-    for (int o = 0; o < fb.n_outputs; ++o) {
-      ops::rms_norm_row(b.x + int64_t(fb.output_rows[o]) * E, w.output_norm, E, hp.rms_eps, b.xb + o * E);
-    }
-    if (!observe(cfg, "result_norm", -1, b.xb, E, fb.n_outputs)) return aborted();
-    if (fb.hidden) std::memcpy(fb.hidden, b.xb, sizeof(float) * size_t(fb.n_outputs) * size_t(E));
-    if (fb.logits) {
-      linear(pool, w.output, ad && !ad->output.empty() ? &ad->output : nullptr, b.xb, fb.n_outputs, fb.logits, b);
-      if (hp.final_softcap > 0) ops::softcap_inplace(fb.logits, hp.final_softcap, int64_t(fb.n_outputs) * hp.n_vocab);
-      if (!observe(cfg, "result_output", -1, fb.logits, hp.n_vocab, fb.n_outputs)) return aborted();
-    }
-  }
-  return Status::ok();
+  return write_outputs(model, fb, cfg, pool, b);
 }
 
 }  // namespace loom::detail

@@ -22,6 +22,13 @@ struct Buffers {
   float* up;     // [T][F]
   float* lora_t; // [T][max_rank] A·x
   float* lora_u; // [T][max(F, V, Q)] B·(A·x)
+  // Mamba blocks (Di = d_inner, S = d_state, R = dt_rank; empty for other families)
+  float* ssm_xz; // [T][2·Di] in-projection: x, then the gate z (Mamba-2: [T][Di + Cc + H] z, x|B|C, dt)
+  float* ssm_xc; // [T][Di] convolved x (Mamba-2: [T][Cc] x|B|C)
+  float* ssm_xdb;// [T][R + 2·S] dt (low rank), B, C
+  float* ssm_dtr;// [T][R] the dt part, contiguous
+  float* ssm_dt; // [T][Di]
+  float* ssm_y;  // [T][Di] scan output
   void* mm;      // matmul activation scratch
   void* attn;    // attention scratch
 };
@@ -53,6 +60,13 @@ ops::AttentionParams attention_params(const ModelHparams& hp, const ForwardBatch
 // differently (gemma3), their own base with no scaling.
 ops::RopeParams layer_rope(const ModelHparams& hp, const ops::RopeParams& rope, int il);
 
+// Adds the control vector of block il (when one is set for it) to each of the T rows of x.
+void add_control_vector(const ForwardConfig& cfg, int il, float* x, int T, int64_t E);
+
+// Final norm of the output rows and the LM head (or their hidden states): the decoder families'
+// and mamba's common tail.
+Status write_outputs(const Model& m, const ForwardBatch& fb, const ForwardConfig& cfg, ThreadPool& pool, Buffers& b);
+
 // Quantizes this micro-batch's K/V rows into their cache cells.
 void store_kv(const ForwardBatch& fb, const KvView& kv, const KvLayerView& cache, int64_t n_embd_kv, const Buffers& b);
 
@@ -60,5 +74,7 @@ Status forward_decoder(const Model& m, const ForwardBatch& fb, const KvView& kv,
                        ThreadPool& pool, const ForwardConfig& cfg);
 Status forward_bert(const Model& m, const ForwardBatch& fb, const KvView& kv, ForwardScratch& scratch,
                     ThreadPool& pool, const ForwardConfig& cfg);
+Status forward_mamba(const Model& m, const ForwardBatch& fb, ForwardScratch& scratch, ThreadPool& pool,
+                     const ForwardConfig& cfg);
 
 }  // namespace loom::detail

@@ -18,6 +18,44 @@ Expected<int64_t> arch_int(const gguf::GgufFile& f, const std::string& arch, con
   return v;
 }
 
+// Mamba-1 and -2: no attention, no feed-forward (their keys are 0 in converted files); the SSM sizes.
+Expected<ModelHparams> read_mamba_hparams(const gguf::GgufFile& f, ModelHparams hp) {
+  const std::string& a = hp.arch_name;
+  constexpr int64_t kBig = int64_t(1) << 31;
+  LOOM_ASSIGN_OR_RETURN(hp.n_embd, arch_int(f, a, "embedding_length", std::nullopt, 1, 1 << 20));
+  LOOM_ASSIGN_OR_RETURN(hp.n_layer, arch_int(f, a, "block_count", std::nullopt, 1, 4096));
+  LOOM_ASSIGN_OR_RETURN(hp.n_ctx_train, arch_int(f, a, "context_length", 1 << 20, 1, kBig));
+  LOOM_ASSIGN_OR_RETURN(hp.ssm_d_conv, arch_int(f, a, "ssm.conv_kernel", std::nullopt, 2, 64));
+  LOOM_ASSIGN_OR_RETURN(hp.ssm_d_inner, arch_int(f, a, "ssm.inner_size", std::nullopt, 1, 1 << 21));
+  LOOM_ASSIGN_OR_RETURN(hp.ssm_d_state, arch_int(f, a, "ssm.state_size", std::nullopt, 1, 256));
+  LOOM_ASSIGN_OR_RETURN(hp.ssm_dt_rank, arch_int(f, a, "ssm.time_step_rank", std::nullopt, 1, 1 << 16));
+  LOOM_ASSIGN_OR_RETURN(hp.ssm_dt_b_c_rms, f.get_bool_or(a + ".ssm.dt_b_c_rms", false));
+  if (hp.arch == Arch::kMamba2) {
+    LOOM_ASSIGN_OR_RETURN(hp.ssm_n_group, arch_int(f, a, "ssm.group_count", std::nullopt, 1, 1 << 16));
+    const int64_t nh = hp.ssm_dt_rank, ng = hp.ssm_n_group;
+    if (hp.ssm_d_inner % nh != 0 || nh % ng != 0) {
+      return corrupt("mamba2: ssm.inner_size " + std::to_string(hp.ssm_d_inner) + ", heads (ssm.time_step_rank) " +
+                     std::to_string(nh) + " and ssm.group_count " + std::to_string(ng) +
+                     " must divide: inner size by heads, heads by groups");
+    }
+  } else if (hp.ssm_d_inner != 2 * hp.n_embd) {
+    // The reference loads only an expansion factor of 2.
+    return unsupported("mamba: ssm.inner_size " + std::to_string(hp.ssm_d_inner) + " is not 2 * embedding_length " +
+                       std::to_string(2 * hp.n_embd) + " (only an expansion factor of 2 is supported)");
+  }
+  LOOM_ASSIGN_OR_RETURN(double eps, f.get_float_or(a + ".attention.layer_norm_rms_epsilon", 1e-5));
+  if (!(eps > 0 && eps < 1)) return corrupt("layer_norm_rms_epsilon out of range");
+  hp.rms_eps = float(eps);
+  LOOM_ASSIGN_OR_RETURN(hp.n_vocab, arch_int(f, a, "vocab_size", 0, 0, kBig));
+  LOOM_ASSIGN_OR_RETURN(int64_t pooling, arch_int(f, a, "pooling_type", -1, -1, 4));
+  hp.pooling_type = int(pooling);
+  // No attention: head counts stay 0, positions only order tokens.
+  hp.n_head = hp.n_head_kv = hp.head_dim = hp.n_rot = 0;
+  hp.n_ff = 0;
+  hp.causal = true;
+  return hp;
+}
+
 }  // namespace
 
 Expected<ModelHparams> read_hparams(const gguf::GgufFile& f) {
@@ -31,17 +69,19 @@ Expected<ModelHparams> read_hparams(const gguf::GgufFile& f) {
       {"gemma", Arch::kGemma, ops::RopeMode::kNeox},     {"gemma2", Arch::kGemma2, ops::RopeMode::kNeox},
       {"gemma3", Arch::kGemma3, ops::RopeMode::kNeox},
       {"bert", Arch::kBert, ops::RopeMode::kNormal},     {"nomic-bert", Arch::kNomicBert, ops::RopeMode::kNeox},
+      {"mamba", Arch::kMamba, ops::RopeMode::kNormal},   {"mamba2", Arch::kMamba2, ops::RopeMode::kNormal},
   };
   const Family* fam = nullptr;
   for (const Family& f : kFamilies) {
     if (a == f.name) fam = &f;
   }
   if (!fam) {
-    return unsupported("architecture '" + a + "' is not supported (supported: llama, qwen2, qwen3, phi3, gemma, gemma2, gemma3, bert, nomic-bert)");
+    return unsupported("architecture '" + a + "' is not supported (supported: llama, qwen2, qwen3, phi3, gemma, gemma2, gemma3, bert, nomic-bert, mamba, mamba2)");
   }
   hp.arch = fam->arch;
   hp.rope_mode = fam->rope;
   constexpr int64_t kBig = int64_t(1) << 31;
+  if (hp.is_recurrent()) return read_mamba_hparams(f, std::move(hp));
   LOOM_ASSIGN_OR_RETURN(hp.n_embd, arch_int(f, a, "embedding_length", std::nullopt, 1, 1 << 20));
   LOOM_ASSIGN_OR_RETURN(hp.n_layer, arch_int(f, a, "block_count", std::nullopt, 1, 4096));
   LOOM_ASSIGN_OR_RETURN(hp.n_head, arch_int(f, a, "attention.head_count", std::nullopt, 1, 1 << 16));
@@ -133,7 +173,9 @@ Expected<ModelHparams> read_hparams(const gguf::GgufFile& f) {
     // llama.attention.sliding_window of Mistral-style llama files. Both therefore use full
     // attention unless a context asks for a window (ContextParams::n_swa).
     case Arch::kPhi3:
-    case Arch::kLlama: break;
+    case Arch::kLlama:
+    case Arch::kMamba:
+    case Arch::kMamba2: break;
   }
   return hp;
 }

@@ -13,7 +13,7 @@ namespace loom {
 
 // Architecture families. The decoder families share one forward (forward_decoder.cpp) driven by
 // the fields below; BERT-style encoders have their own (forward_bert.cpp).
-enum class Arch { kLlama, kQwen2, kQwen3, kPhi3, kGemma, kGemma2, kGemma3, kBert, kNomicBert };
+enum class Arch { kLlama, kQwen2, kQwen3, kPhi3, kGemma, kGemma2, kGemma3, kBert, kNomicBert, kMamba, kMamba2 };
 enum class FfnAct { kSilu, kGelu };
 
 struct ModelHparams {
@@ -60,7 +60,25 @@ struct ModelHparams {
   float rope_freq_base_swa = 0.0f; // gemma3: SWA layers rotate with this base (and scale 1); 0: same as others
   float norm_eps = 1e-12f;         // LayerNorm epsilon (BERT)
 
+  // Selective state-space blocks (mamba: Mamba-1, mamba2: Mamba-2): <arch>.ssm.*. Each sequence
+  // carries a conv state [conv channels][d_conv - 1] and an SSM state [d_inner][d_state] per
+  // layer instead of K/V. Mamba-2 convolves x, B and C together (d_inner + 2·n_group·d_state
+  // channels), has one decay and step per head of d_inner / n_head channels, and B, C per group.
+  int64_t ssm_d_conv = 0;    // ssm.conv_kernel: taps of the causal depthwise convolution
+  int64_t ssm_d_inner = 0;   // ssm.inner_size (Mamba-1: = 2 * n_embd, as the reference requires)
+  int64_t ssm_d_state = 0;   // ssm.state_size
+  int64_t ssm_dt_rank = 0;   // ssm.time_step_rank (Mamba-2: the number of heads)
+  int64_t ssm_n_group = 0;   // ssm.group_count (Mamba-2; 0 for Mamba-1)
+  bool ssm_dt_b_c_rms = false;  // ssm.dt_b_c_rms: RMSNorm (no weight) of dt, B and C (Falcon-Mamba)
+
   bool is_encoder() const { return arch == Arch::kBert || arch == Arch::kNomicBert; }
+  // Recurrent models keep a fixed-size state per sequence instead of a KV cache.
+  bool is_recurrent() const { return arch == Arch::kMamba || arch == Arch::kMamba2; }
+  // Channels of the convolution: x (Mamba-1), or x, B and C (Mamba-2).
+  int64_t ssm_conv_channels() const { return ssm_d_inner + 2 * ssm_n_group * ssm_d_state; }
+  // Floats of one sequence's recurrent state in one layer: the conv state, the SSM state.
+  int64_t n_embd_conv_state() const { return (ssm_d_conv - 1) * ssm_conv_channels(); }
+  int64_t n_embd_ssm_state() const { return ssm_d_state * ssm_d_inner; }
 
   bool is_swa_layer(int64_t il) const {
     return swa_window > 0 && (swa_pattern <= 1 || il % swa_pattern < swa_pattern - 1);

@@ -46,7 +46,7 @@ Expected<std::shared_ptr<const Model>> Model::from_gguf(gguf::GgufFile file, con
   LOOM_ASSIGN_OR_RETURN(m->vocab_, Vocab::from_gguf(m->file_));
   if (params.vocab_only) return std::shared_ptr<const Model>(std::move(m));
   LOOM_ASSIGN_OR_RETURN(m->hp_, read_hparams(m->file_));
-  LOOM_RETURN_IF_ERROR(m->hp_.is_encoder() ? m->bind_bert() : m->bind_decoder());
+  LOOM_RETURN_IF_ERROR(m->hp_.is_encoder() ? m->bind_bert() : m->hp_.is_recurrent() ? m->bind_mamba() : m->bind_decoder());
   if (params.repack && detail::repacking_enabled()) {
     m->packed_ = std::make_shared<detail::PackedStorage>();
     std::function<void(float)> packing;
@@ -119,8 +119,15 @@ class Binder {
   }
 
   const float* vector(const std::string& name, int64_t n, bool required = true) {
-    const gguf::TensorInfo* t = find(name, {n}, required);
+    return floats(name, {n}, required);
+  }
+
+  // A small tensor of any shape as dense floats (converted when stored otherwise).
+  const float* floats(const std::string& name, std::initializer_list<int64_t> shape, bool required = true) {
+    const gguf::TensorInfo* t = find(name, shape, required);
     if (!t) return nullptr;
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
     params_ += uint64_t(n);
     if (t->type == TensorType::F32 && reinterpret_cast<uintptr_t>(t->data) % alignof(float) == 0) {
       return reinterpret_cast<const float*>(t->data);
@@ -130,8 +137,29 @@ class Binder {
       return nullptr;
     }
     owned_.emplace_back(size_t(n));
-    quant::dequantize_row(t->type, t->data, owned_.back().data(), n);
+    const int64_t cols = *shape.begin();
+    const int64_t rb64 = row_bytes(t->type, cols);
+    if (rb64 <= 0) {
+      st_ = unsupported("tensor '" + name + "' has type " + std::string(tensor_type_name(t->type)) +
+                        " with rows that are not whole blocks");
+      return nullptr;
+    }
+    const size_t rb = size_t(rb64);
+    for (int64_t r = 0; r < n / cols; ++r) {
+      quant::dequantize_row(t->type, t->data + size_t(r) * rb, owned_.back().data() + r * cols, cols);
+    }
     return owned_.back().data();
+  }
+
+  // token_embd, output_norm and the LM head (tied to the embedding when output.weight is absent).
+  void embedding_and_output(int64_t E, int64_t V, ModelWeights& w) {
+    w.tok_embd = matrix("token_embd.weight", E, V);
+    w.output_norm = vector("output_norm.weight", E);
+    w.output = matrix("output.weight", E, V, /*required=*/false);
+    if (st_.is_ok() && w.output.empty()) {
+      w.output = w.tok_embd;
+      w.tied_output = true;
+    }
   }
 
   const Status& status() const { return st_; }
@@ -164,13 +192,7 @@ Status Model::bind_decoder() {
   LOOM_ASSIGN_OR_RETURN(const gguf::TensorInfo* emb, token_embedding());
   const int64_t E = hp.n_embd, Q = hp.n_embd_q(), KV = hp.n_embd_kv(), F = hp.n_ff, V = hp.n_vocab, D = hp.head_dim;
   Binder b(file_, owned_);
-  w_.tok_embd = b.matrix("token_embd.weight", E, V);
-  w_.output_norm = b.vector("output_norm.weight", E);
-  w_.output = b.matrix("output.weight", E, V, /*required=*/false);
-  if (b.status().is_ok() && w_.output.empty()) {
-    w_.output = w_.tok_embd;
-    w_.tied_output = true;
-  }
+  b.embedding_and_output(E, V, w_);
   if (hp.arch == Arch::kPhi3) {
     // LongRoPE factors (Phi-3-*-128k, Phi-3.5): optional, stored as F32 (F16 converted).
     w_.rope_long = b.vector("rope_factors_long.weight", hp.n_rot / 2, /*required=*/false);
@@ -222,6 +244,55 @@ Status Model::bind_decoder() {
   }
   LOOM_RETURN_IF_ERROR(b.status());
   // A decode step reads every matrix once but only one embedding row (unless tied to the output).
+  decode_weight_bytes_ = w_.tied_output ? b.bytes() : b.bytes() - emb->nbytes + w_.tok_embd.row_bytes;
+  n_params_ = b.params();
+  return Status::ok();
+}
+
+Status Model::bind_mamba() {
+  ModelHparams& hp = hp_;
+  LOOM_ASSIGN_OR_RETURN(const gguf::TensorInfo* emb, token_embedding());
+  const int64_t E = hp.n_embd, V = hp.n_vocab, Di = hp.ssm_d_inner, S = hp.ssm_d_state, R = hp.ssm_dt_rank,
+                K = hp.ssm_d_conv;
+  Binder b(file_, owned_);
+  b.embedding_and_output(E, V, w_);
+  w_.layers.resize(size_t(hp.n_layer));
+  for (int64_t il = 0; il < hp.n_layer; ++il) {
+    const std::string p = "blk." + std::to_string(il) + ".";
+    LayerWeights& l = w_.layers[size_t(il)];
+    l.attn_norm = b.vector(p + "attn_norm.weight", E);
+    if (hp.arch == Arch::kMamba2) {
+      const int64_t H = hp.ssm_dt_rank, G = hp.ssm_n_group, Cc = hp.ssm_conv_channels();
+      l.ssm_in = b.matrix(p + "ssm_in.weight", E, Di + Cc + H);
+      l.ssm_conv = b.floats(p + "ssm_conv1d.weight", {K, Cc});
+      l.ssm_conv_b = b.vector(p + "ssm_conv1d.bias", Cc);
+      l.ssm_dt_b = b.vector(p + "ssm_dt.bias", H);
+      l.ssm_a = b.floats(p + "ssm_a", {1, H});
+      l.ssm_d = b.floats(p + "ssm_d", {1, H});
+      l.ssm_norm = b.floats(p + "ssm_norm.weight", {Di / G, G});
+    } else {
+      l.ssm_in = b.matrix(p + "ssm_in.weight", E, 2 * Di);
+      l.ssm_conv = b.floats(p + "ssm_conv1d.weight", {K, Di});
+      l.ssm_conv_b = b.vector(p + "ssm_conv1d.bias", Di);
+      l.ssm_x = b.matrix(p + "ssm_x.weight", Di, R + 2 * S);
+      l.ssm_dt = b.matrix(p + "ssm_dt.weight", R, Di);
+      l.ssm_dt_b = b.vector(p + "ssm_dt.bias", Di);
+      l.ssm_a = b.floats(p + "ssm_a", {S, Di});
+      l.ssm_d = b.vector(p + "ssm_d", Di);
+    }
+    l.ssm_out = b.matrix(p + "ssm_out.weight", Di, E);
+    LOOM_RETURN_IF_ERROR(b.status());
+    const int64_t n_a = hp.arch == Arch::kMamba2 ? hp.ssm_dt_rank : S * Di;
+    for (int64_t i = 0; i < n_a; ++i) {
+      // A is stored negated (A = -exp(A_log)): a positive or non-finite decay would make the
+      // state grow without bound (and the vector exp assumes arguments <= 0).
+      if (!(l.ssm_a[i] <= 0.0f) || !std::isfinite(l.ssm_a[i])) {
+        return corrupt("tensor '" + p + "ssm_a' has the value " + std::to_string(l.ssm_a[i]) + " at index " +
+                       std::to_string(i) + " (the stored A must be negative and finite)");
+      }
+    }
+  }
+  LOOM_RETURN_IF_ERROR(b.status());
   decode_weight_bytes_ = w_.tied_output ? b.bytes() : b.bytes() - emb->nbytes + w_.tok_embd.row_bytes;
   n_params_ = b.params();
   return Status::ok();

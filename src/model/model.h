@@ -44,6 +44,18 @@ struct LayerWeights {
   const float* attn_out_norm_b = nullptr;
   const float* layer_out_norm = nullptr;
   const float* layer_out_norm_b = nullptr;
+  // Mamba blocks (attn_norm is their RMSNorm weight); Di = d_inner, S = d_state, R = dt_rank,
+  // Mamba-2: H heads (= R), G groups, Cc = Di + 2·G·S conv channels.
+  TensorView ssm_in;                 // [2·Di rows][n_embd]: x rows, then z rows (Mamba-2: [Di + Cc + H]: z, x|B|C, dt)
+  const float* ssm_conv = nullptr;   // [Di][d_conv] depthwise causal convolution taps (Mamba-2: [Cc][d_conv])
+  const float* ssm_conv_b = nullptr; // [Di] (Mamba-2: [Cc])
+  TensorView ssm_x;                  // [R + 2·S rows][Di]: dt, B, C (Mamba-1)
+  TensorView ssm_dt;                 // [Di rows][R] (Mamba-1)
+  const float* ssm_dt_b = nullptr;   // [Di] (Mamba-2: [H])
+  const float* ssm_a = nullptr;      // [Di][S] the (negative) state decay A (Mamba-2: [H], one per head)
+  const float* ssm_d = nullptr;      // [Di] skip connection (Mamba-2: [H])
+  const float* ssm_norm = nullptr;   // [Di] grouped RMSNorm weight, G groups of Di / G (Mamba-2)
+  TensorView ssm_out;                // [n_embd rows][Di]
 };
 
 struct ModelWeights {
@@ -111,6 +123,7 @@ class Model {
   Expected<const gguf::TensorInfo*> token_embedding();
   Status bind_decoder();
   Status bind_bert();
+  Status bind_mamba();
 
   gguf::GgufFile file_;
   ModelHparams hp_;

@@ -52,7 +52,10 @@ namespace {
 std::vector<TensorView*> matrices(ModelWeights& w) {
   std::vector<TensorView*> out;
   for (LayerWeights& l : w.layers) {
-    for (TensorView* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down}) out.push_back(t);
+    for (TensorView* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down, &l.ssm_in, &l.ssm_x, &l.ssm_dt,
+                          &l.ssm_out}) {
+      out.push_back(t);
+    }
   }
   out.push_back(&w.output);
   return out;

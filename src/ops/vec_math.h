@@ -5,6 +5,10 @@
 
 #include <cstdint>
 
+namespace loom::ops {
+struct SsmScan;
+}
+
 namespace loom::ops::detail {
 
 // gate[i] = silu(gate[i]) * up[i]; agrees with ops::silu to ~1e-7 relative.
@@ -13,5 +17,8 @@ void swiglu_simd(float* gate, const float* up, int64_t n);
 double sum_squares_simd(const float* x, int64_t n);
 // out[i] = x[i] * s * (w ? w[i] : 1)
 void scale_row_simd(const float* x, const float* w, float s, int64_t n, float* out);
+// ops::ssm_scan over channels [c0, c1): the d_state loop in vectors (the decay through
+// simd::ExpNonPos, the C-weighted sum reduced across lanes: rounding differs from ref::ssm_scan).
+void ssm_scan_simd(const SsmScan& p, int64_t c0, int64_t c1);
 
 }  // namespace loom::ops::detail

@@ -923,6 +923,10 @@ Expected<std::unique_ptr<Scheduler>> Scheduler::create(std::shared_ptr<const Mod
     return invalid_argument("slots must be between 1 and " + std::to_string(kMaxSeqs / 2));
   }
   if (params.max_queue < 0) return invalid_argument("max_queue must be >= 0");
+  if (model->hparams().is_recurrent()) {
+    // Admission, prefix sharing and context shift are built on KV cells.
+    return unsupported("serving recurrent models (" + model->hparams().arch_name + ") is not supported yet");
+  }
   std::unique_ptr<Scheduler> s(new Scheduler());
   s->model_ = model;
   s->params_ = params;

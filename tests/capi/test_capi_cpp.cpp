@@ -277,6 +277,39 @@ TEST(CApi, RankPoolingReturnsTheRawScores) {
   EXPECT_NE(std::string(loom_last_error()).find("classification head"), std::string::npos) << loom_last_error();
 }
 
+// A recurrent model through the C API: the KV functions do what llama.cpp's recurrent memory
+// does (loom.h), an invalid batch is refused, and seq state round-trips.
+TEST(CApi, RecurrentModelStateOperations) {
+  ModelPtr m(loom_model_load_from_file((loom::test::data_dir() + "/synth-mamba-tiny-f32.gguf").c_str(), nullptr));
+  ASSERT_TRUE(m) << loom_last_error();
+  ContextPtr ctx = context(m.get(), 128, 2);
+  ASSERT_TRUE(ctx);
+  const auto want = feed(ctx.get(), kPrompt, 0, 0);
+  EXPECT_EQ(loom_kv_used_cells(ctx.get()), 1);
+  EXPECT_EQ(loom_kv_seq_pos_min(ctx.get(), 0), 4);
+  EXPECT_EQ(loom_kv_seq_rm(ctx.get(), 0, 2, -1), LOOM_ERR_UNSUPPORTED);  // the end of a state alone
+  EXPECT_EQ(loom_kv_seq_rm(ctx.get(), 0, 0, 3), LOOM_OK);                // misses the state: kept
+  EXPECT_EQ(loom_kv_seq_pos_max(ctx.get(), 0), 4);
+  EXPECT_TRUE(loom_kv_can_shift(ctx.get()));
+  EXPECT_EQ(loom_kv_seq_cp(ctx.get(), 0, 1, -1, -1), LOOM_OK);
+  EXPECT_EQ(loom_kv_n_tokens(ctx.get()), 2);  // one shared state, two sequences
+  Batch gap(1);
+  gap.add(kPrompt[1], 7, {1}, true);  // sequence 1 continues at 5, not 7
+  EXPECT_LT(loom_decode(ctx.get(), &gap.b), 0);
+  const size_t n = loom_state_seq_get_size(ctx.get(), 1);
+  std::vector<uint8_t> buf(n);
+  ASSERT_EQ(loom_state_seq_get_data(ctx.get(), buf.data(), n, 1), n);
+  EXPECT_EQ(loom_kv_seq_rm(ctx.get(), -1, -1, -1), LOOM_ERR_UNSUPPORTED);  // as llama.cpp: clear instead
+  loom_kv_clear(ctx.get());
+  EXPECT_EQ(loom_kv_used_cells(ctx.get()), 0);
+  ASSERT_EQ(loom_state_seq_set_data(ctx.get(), buf.data(), n, 0), LOOM_OK) << loom_last_error();
+  EXPECT_EQ(loom_kv_seq_pos_max(ctx.get(), 0), 4);
+  ContextPtr fresh = context(m.get(), 128, 2);
+  feed(fresh.get(), kPrompt, 0, 0);
+  EXPECT_EQ(feed(ctx.get(), {kPrompt[1]}, 5, 0), feed(fresh.get(), {kPrompt[1]}, 5, 0));
+  (void)want;
+}
+
 TEST(CApi, InputEmbeddingsBatch) {
   auto m = load("models/stories260K.gguf");
   ASSERT_TRUE(m);

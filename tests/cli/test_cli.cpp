@@ -249,6 +249,60 @@ TEST(Cli, BenchParallelReportsAggregateAndPerStream) {
   EXPECT_GT(nlohmann::json::parse(tg.out)["aggregate_tps"].get<double>(), 0.0);
 }
 
+// Recurrent models (mamba): generate matches llama.cpp's greedy ids, logits its last-prompt
+// logits, bench runs at depth, state files resume, and what a state cannot do is refused.
+TEST(Cli, MambaGenerateLogitsBenchAndState) {
+  const std::string m = quote(data_dir() + "/synth-mamba-tiny-f32.gguf");
+  auto g = nlohmann::json::parse(read_text_file(data_dir() + "/synth-mamba-tiny-f32.json"));
+  const auto& run = g["runs"][0];
+  auto r = run_loom("generate -m " + m + " -p " + quote(run["prompt"].get<std::string>()) + " -n 8 --temp 0 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["prompt_ids"], run["prompt_ids"]);
+  auto want = run["greedy_ids"].get<std::vector<int>>();
+  want.resize(8);
+  EXPECT_EQ(j["ids"].get<std::vector<int>>(), want);
+
+  auto l = run_loom("logits -m " + m + " -p " + quote(run["prompt"].get<std::string>()) + " --json");
+  ASSERT_EQ(l.exit_code, 0) << l.err;
+  auto got = nlohmann::json::parse(l.out)["logits"].get<std::vector<float>>();
+  auto ref = read_f32_file(data_dir() + "/" + run["last_logits_file"].get<std::string>());
+  EXPECT_LE(max_abs_diff(got, ref), 1e-3f * max_abs(ref));
+
+  auto b = run_loom("bench -m " + m + " -p 8 -n 4 -d 16 -r 1 --bw-mib 0 --json");
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  auto bj = nlohmann::json::parse(b.out);
+  EXPECT_GT(bj["tg_tps"].get<double>(), 0.0);
+  EXPECT_GT(bj["kv_bytes_per_token"].get<double>(), 0.0);  // the state, whatever the depth
+
+  const std::string state = std::string(LOOM_BINARY_DIR) + "/cli_test_mamba_state.bin";
+  const std::string base = "generate -m " + m + " -p " + quote(run["prompt"].get<std::string>()) + " --temp 0 --json ";
+  auto first = run_loom(base + "-n 4 --save-state " + quote(state));
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  auto second = run_loom(base + "-n 4 --load-state " + quote(state));
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  auto ids = nlohmann::json::parse(first.out)["ids"].get<std::vector<int>>();
+  auto more = nlohmann::json::parse(second.out)["ids"].get<std::vector<int>>();
+  ids.insert(ids.end(), more.begin(), more.end());
+  EXPECT_EQ(ids, want);
+  // Another prompt cannot reuse part of a state: it starts over, and still generates the same.
+  const std::string other_prompt = " -p " + quote(run["prompt"].get<std::string>() + " and then");
+  auto other = run_loom("generate -m " + m + other_prompt + " -n 4 --temp 0 --json --load-state " + quote(state));
+  ASSERT_EQ(other.exit_code, 0) << other.err;
+  auto fresh = run_loom("generate -m " + m + other_prompt + " -n 4 --temp 0 --json");
+  auto oj = nlohmann::json::parse(other.out);
+  EXPECT_EQ(oj["reused_tokens"], 0);
+  EXPECT_EQ(oj["ids"], nlohmann::json::parse(fresh.out)["ids"]);
+  std::remove(state.c_str());
+  auto shift = run_loom(base + "-n 2 --context-shift");
+  EXPECT_EQ(shift.exit_code, 1);
+  EXPECT_NE(shift.err.find("recurrent"), std::string::npos) << shift.err;
+  auto par = run_loom(base + "-n 4 --parallel 2");
+  ASSERT_EQ(par.exit_code, 0) << par.err;
+  auto pj = nlohmann::json::parse(par.out);
+  EXPECT_EQ(pj["sequences"][0]["ids"].get<std::vector<int>>(), std::vector<int>(want.begin(), want.begin() + 4));
+}
+
 TEST(Cli, GenerateChatAppliesTheTemplate) {
   // stories260K has no template: the ChatML fallback, tokenized with special-token parsing.
   const std::string chatml = "<|im_start|>user\nTell me a story<|im_end|>\n<|im_start|>assistant\n";

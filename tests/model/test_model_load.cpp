@@ -3,6 +3,7 @@
 // memory with the GGUF writer.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <functional>
 #include <vector>
 
@@ -16,8 +17,8 @@ namespace {
 
 using Edit = std::function<void(gguf::GgufWriter&)>;
 
-Expected<std::shared_ptr<const Model>> load_variant(const Edit& edit) {
-  auto src = gguf::GgufFile::open(shared_path("models/stories260K.gguf"));
+Expected<std::shared_ptr<const Model>> load_variant(const Edit& edit, const std::string& path = "") {
+  auto src = gguf::GgufFile::open(path.empty() ? shared_path("models/stories260K.gguf") : path);
   EXPECT_TRUE(src.has_value()) << src.status().message();
   if (!src) return src.status();
   auto w = gguf::GgufWriter::from_file(*src);
@@ -30,8 +31,8 @@ Expected<std::shared_ptr<const Model>> load_variant(const Edit& edit) {
   return Model::from_gguf(std::move(*f));
 }
 
-void expect_refused(const Edit& edit, StatusCode code, const std::string& fragment) {
-  auto m = load_variant(edit);
+void expect_refused(const Edit& edit, StatusCode code, const std::string& fragment, const std::string& path = "") {
+  auto m = load_variant(edit, path);
   ASSERT_FALSE(m.has_value());
   EXPECT_EQ(m.status().code(), code) << m.status().message();
   EXPECT_NE(m.status().message().find(fragment), std::string::npos) << m.status().message();
@@ -97,9 +98,41 @@ TEST(ModelLoad, UnknownArchitectureIsUnsupported) {
   expect_refused(
       [](gguf::GgufWriter& w) {
         w.remove("general.architecture");
-        ASSERT_TRUE(w.set_string("general.architecture", "mamba").is_ok());
+        ASSERT_TRUE(w.set_string("general.architecture", "rwkv6").is_ok());
       },
-      StatusCode::kUnsupported, "mamba");
+      StatusCode::kUnsupported, "rwkv6");
+}
+
+// Broken Mamba files (tests/data's tiny one, edited): each refusal names its cause.
+TEST(ModelLoad, MambaHyperparametersAndTensorsAreChecked) {
+  const std::string mamba = data_dir() + "/synth-mamba-tiny-f32.gguf";
+  ASSERT_TRUE(load_variant([](gguf::GgufWriter&) {}, mamba).has_value());
+  auto set_u32 = [](const char* key, uint32_t v) {
+    return [=](gguf::GgufWriter& w) {
+      w.remove(key);
+      ASSERT_TRUE(w.set_u32(key, v).is_ok());
+    };
+  };
+  // The reference loads only d_inner = 2 * n_embd.
+  expect_refused(set_u32("mamba.ssm.inner_size", 96), StatusCode::kUnsupported, "expansion factor", mamba);
+  expect_refused(set_u32("mamba.ssm.conv_kernel", 1000), StatusCode::kCorrupt, "ssm.conv_kernel", mamba);
+  expect_refused(set_u32("mamba.ssm.state_size", 0), StatusCode::kCorrupt, "ssm.state_size", mamba);
+  expect_refused([](gguf::GgufWriter& w) { w.remove("mamba.ssm.time_step_rank"); }, StatusCode::kNotFound,
+                 "time_step_rank", mamba);
+  expect_refused([](gguf::GgufWriter& w) { w.remove_tensor("blk.1.ssm_a"); }, StatusCode::kNotFound, "blk.1.ssm_a", mamba);
+  // A state size that does not match the tensors: ssm_x's rows are dt_rank + 2 * d_state.
+  expect_refused(set_u32("mamba.ssm.state_size", 8), StatusCode::kCorrupt, "ssm_x.weight", mamba);
+  // A positive decay (A must be stored negated) would let the state grow without bound.
+  expect_refused(
+      [](gguf::GgufWriter& w) {
+        std::vector<float> a(16 * 128, -1.0f);
+        a[5] = 0.5f;
+        std::vector<uint8_t> bytes(a.size() * 4);
+        std::memcpy(bytes.data(), a.data(), bytes.size());
+        w.remove_tensor("blk.0.ssm_a");
+        ASSERT_TRUE(w.add_tensor("blk.0.ssm_a", TensorType::F32, {16, 128}, bytes).is_ok());
+      },
+      StatusCode::kCorrupt, "blk.0.ssm_a", mamba);
 }
 
 TEST(ModelLoad, VocabularyAndEmbeddingMustAgree) {

@@ -110,7 +110,7 @@ void register_bench(CLI::App& app, int& exit_code) {
     const int64_t n_ubatch = par ? std::min<int64_t>(std::max<int64_t>(int64_t(np) * o->n_prompt, np), 512)
                                  : (o->n_prompt > 0 ? o->n_prompt : std::min<int64_t>(512, n_ctx64));
     // The context reserves an n_ubatch × n_ctx attention mask of floats: refuse absurd sizes up front.
-    if (n_ctx64 > (1 << 24) || n_ubatch * n_ctx64 * int64_t(sizeof(float)) > (int64_t(4) << 30)) {
+    if (n_ctx64 > (1 << 24) || (!hp.is_recurrent() && n_ubatch * n_ctx64 * int64_t(sizeof(float)) > (int64_t(4) << 30))) {
       fail(invalid_argument("-p " + std::to_string(o->n_prompt) + " over a context of " + std::to_string(n_ctx64) +
                             " tokens is too large to measure"));
       return;
@@ -234,11 +234,19 @@ void register_bench(CLI::App& app, int& exit_code) {
     const double pp_tps = median(pp_runs), tg_tps = median(tg_runs);
 
     // Bytes one tg step reads: every weight matrix once, plus for each layer the K and V rows of
-    // every cell it attends to (depth + i + 1 at step i), averaged over the run.
-    const KvView& kvv = ctx.kv().view();
-    const double kv_row = double(hp.n_layer) * double(kvv.k_row_bytes + kvv.v_row_bytes);
-    const double avg_cells = o->n_gen > 0 ? double(o->depth + (par ? o->n_prompt : 0)) + double(o->n_gen + 1) / 2.0 : 0.0;
-    const double kv_bytes = kv_row * avg_cells;  // per sequence
+    // every cell it attends to (depth + i + 1 at step i; after its prompt in parallel runs),
+    // averaged over the run, per sequence; a recurrent model reads its sequence's state instead,
+    // whatever the depth.
+    double kv_bytes = 0.0;
+    if (const RecurrentCache* rs = ctx.recurrent_cache()) {
+      kv_bytes = o->n_gen > 0 ? double(rs->seq_state_bytes()) : 0.0;
+    } else {
+      const KvView& kvv = ctx.kv().view();
+      const double kv_row = double(hp.n_layer) * double(kvv.k_row_bytes + kvv.v_row_bytes);
+      const double avg_cells =
+          o->n_gen > 0 ? double(o->depth + (par ? o->n_prompt : 0)) + double(o->n_gen + 1) / 2.0 : 0.0;
+      kv_bytes = kv_row * avg_cells;
+    }
     const double weight_bytes = double(model->decode_weight_bytes());
     // A parallel step reads the weights once and every sequence's KV: tg_tps / N steps per second.
     const double tg_gbps = (weight_bytes + kv_bytes * np) * (tg_tps / np) / 1e9;

@@ -247,6 +247,8 @@ class ChatSession {
     size_t common = 0;
     while (common < cached_.size() && common < prompt.size() && cached_[common] == prompt[common]) ++common;
     if (common == prompt.size()) --common;
+    // A recurrent state cannot forget its last tokens: it is reused only when the prompt extends it.
+    if (ctx_->recurrent() && common < cached_.size()) common = 0;
     const size_t reused = common;
     LOOM_RETURN_IF_ERROR(ctx_->seq_rm(0, int(common), -1));
     cached_.resize(common);

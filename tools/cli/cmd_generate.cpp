@@ -90,6 +90,9 @@ int generate_one(const Opts& o, std::shared_ptr<const Model> model, std::vector<
   auto ctx_or = Context::create(model, cp);
   if (!ctx_or) return fail(ctx_or.status());
   Context& ctx = **ctx_or;
+  if (o.context_shift && ctx.recurrent()) {
+    return fail(unsupported("--context-shift needs to drop old tokens, which a recurrent model's state cannot"));
+  }
 
   // `history` is exactly what the KV cache holds, in order.
   std::vector<int32_t> history;
@@ -109,7 +112,12 @@ int generate_one(const Opts& o, std::shared_ptr<const Model> model, std::vector<
     } else {
       while (reused < history.size() && reused < prompt.size() && history[reused] == prompt[reused]) ++reused;
       if (reused == prompt.size()) --reused;  // the last prompt token must be decoded for its logits
-      if (!ctx.seq_rm(0, int(reused), -1).is_ok()) return fail(internal_error("cannot trim the restored cache"));
+      if (!ctx.seq_rm(0, int(reused), -1).is_ok()) {
+        // A recurrent state cannot forget its last tokens: reuse it only when the prompt extends it.
+        if (!ctx.recurrent()) return fail(internal_error("cannot trim the restored cache"));
+        ctx.kv_clear();
+        reused = 0;
+      }
       history.resize(reused);
     }
     std::fprintf(stderr, "loom: state %s: reused %zu of %zu prompt tokens\n", o.load_state.c_str(), reused, prompt.size());

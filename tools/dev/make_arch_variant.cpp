@@ -21,13 +21,27 @@
 //                                                    N(0, 0.1)), bert.pooling_type 4 (rank) and
 //                                                    bert.classifier.output_labels ["LABEL_0"] (as the converter
 //                                                    writes for bge-reranker)
+//   make_arch_variant mamba IN.gguf OUT.gguf [N_EMBD N_LAYER] [f16] [untied]  a Mamba-1 model with
+//                                                    IN's tokenizer and new random weights (seed 1234):
+//                                                    d_inner 2·N_EMBD, d_state 16, d_conv 4,
+//                                                    dt_rank ceil(N_EMBD/16); N_EMBD and N_LAYER default
+//                                                    to IN's; f16 stores the matrices (ssm_in, ssm_x,
+//                                                    ssm_dt, ssm_out, token_embd, output) as F16; untied
+//                                                    adds output.weight (else the output is tied); IN
+//                                                    may be a vocabulary-only file
+//   make_arch_variant mamba2 IN.gguf OUT.gguf [N_EMBD N_LAYER] [f16] [untied]  the same for Mamba-2:
+//                                                    d_inner 2·N_EMBD in heads of 16 channels (ssm.time_step_rank
+//                                                    = d_inner / 16), 2 groups, d_state 16, d_conv 4,
+//                                                    A = -U(1, 16) per head, grouped norm weights
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "base/half.h"
 #include "gguf/gguf.h"
 #include "gguf/gguf_writer.h"
 
@@ -53,9 +67,121 @@ Status rename_arch(gguf::GgufWriter& w, const std::string& from, const std::stri
   return w.set_string("general.architecture", to);
 }
 
+// A Mamba-1 model from scratch with `in`'s tokenizer (see the usage above). Weights are scaled so
+// that activations stay O(1): projections N(0, 1/sqrt(fan_in)), A = -(n + 1)·e^N(0, 0.1) (S4D-real),
+// dt bias = softplus^-1 of a log-uniform step in [1e-3, 1e-1], D = 1 + N(0, 0.1).
+Status make_mamba(const gguf::GgufFile& in, gguf::GgufWriter& w, bool v2, int64_t E, int64_t L, bool f16,
+                  bool untied, std::mt19937& rng) {
+  const std::string from = *in.get_string("general.architecture");
+  for (const auto& kv : std::vector<gguf::KeyValue>(w.metadata())) {
+    if (kv.key.rfind(from + ".", 0) == 0 || kv.key == "general.architecture") w.remove(kv.key);
+  }
+  for (const auto& t : in.tensors()) w.remove_tensor(t.name);
+  const gguf::TensorInfo* emb = in.find_tensor("token_embd.weight");
+  auto tokens = in.get_array("tokenizer.ggml.tokens");
+  const int64_t V = emb ? int64_t(emb->ne[1]) : tokens ? int64_t((*tokens)->count) : 0;
+  if (V <= 0) return invalid_argument("IN has neither token_embd.weight nor tokenizer.ggml.tokens");
+  const int64_t Di = 2 * E, S = 16, K = 4, G = 2, H = Di / 16, R = v2 ? H : (E + 15) / 16;
+  const int64_t Cc = v2 ? Di + 2 * G * S : Di;
+  const std::string a = v2 ? "mamba2" : "mamba";
+  LOOM_RETURN_IF_ERROR(w.set_string("general.architecture", a));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".context_length", 1u << 20));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".embedding_length", uint32_t(E)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".feed_forward_length", 0));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.head_count", 0));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".block_count", uint32_t(L)));
+  LOOM_RETURN_IF_ERROR(w.set_f32(a + ".attention.layer_norm_rms_epsilon", 1e-5f));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".ssm.conv_kernel", uint32_t(K)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".ssm.inner_size", uint32_t(Di)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".ssm.state_size", uint32_t(S)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".ssm.time_step_rank", uint32_t(R)));
+  if (v2) LOOM_RETURN_IF_ERROR(w.set_u32(a + ".ssm.group_count", uint32_t(G)));
+  std::normal_distribution<float> unit(0.0f, 1.0f);
+  std::uniform_real_distribution<float> uni(0.0f, 1.0f);
+  auto add = [&](const std::string& name, std::vector<int64_t> ne, bool matrix, auto&& gen) -> Status {
+    int64_t n = 1;
+    for (int64_t d : ne) n *= d;
+    std::vector<uint8_t> bytes;
+    if (matrix && f16) {
+      bytes.resize(size_t(n) * 2);
+      for (int64_t i = 0; i < n; ++i) {
+        const uint16_t h = f32_to_f16(gen(i));
+        std::memcpy(bytes.data() + 2 * i, &h, 2);
+      }
+      return w.add_tensor(name, TensorType::F16, ne, bytes);
+    }
+    bytes.resize(size_t(n) * 4);
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = gen(i);
+      std::memcpy(bytes.data() + 4 * i, &v, 4);
+    }
+    return w.add_tensor(name, TensorType::F32, ne, bytes);
+  };
+  auto normal = [&](float std) { return [&rng, &unit, std](int64_t) { return std * unit(rng); }; };
+  auto norm_weight = [&](int64_t) { return 1.0f + 0.1f * unit(rng); };
+  LOOM_RETURN_IF_ERROR(add("token_embd.weight", {E, V}, true, normal(0.5f)));
+  LOOM_RETURN_IF_ERROR(add("output_norm.weight", {E}, false, norm_weight));
+  if (untied) LOOM_RETURN_IF_ERROR(add("output.weight", {E, V}, true, normal(1.0f / std::sqrt(float(E)))));
+  for (int64_t il = 0; il < L; ++il) {
+    const std::string p = "blk." + std::to_string(il) + ".";
+    LOOM_RETURN_IF_ERROR(add(p + "attn_norm.weight", {E}, false, norm_weight));
+    auto dt_bias = [&](int64_t) {
+      const float dt = std::exp(std::log(1e-3f) + uni(rng) * (std::log(1e-1f) - std::log(1e-3f)));
+      return std::log(std::expm1(dt));
+    };
+    if (v2) {
+      LOOM_RETURN_IF_ERROR(add(p + "ssm_in.weight", {E, Di + Cc + H}, true, normal(1.0f / std::sqrt(float(E)))));
+      LOOM_RETURN_IF_ERROR(add(p + "ssm_conv1d.weight", {K, Cc}, false, normal(1.0f / std::sqrt(float(K)))));
+      LOOM_RETURN_IF_ERROR(add(p + "ssm_conv1d.bias", {Cc}, false, normal(0.1f)));
+      LOOM_RETURN_IF_ERROR(add(p + "ssm_dt.bias", {H}, false, dt_bias));
+      LOOM_RETURN_IF_ERROR(add(p + "ssm_a", {1, H}, false, [&](int64_t) { return -(1.0f + 15.0f * uni(rng)); }));
+      LOOM_RETURN_IF_ERROR(add(p + "ssm_d", {1, H}, false, norm_weight));
+      LOOM_RETURN_IF_ERROR(add(p + "ssm_norm.weight", {Di / G, G}, false, norm_weight));
+    } else {
+      LOOM_RETURN_IF_ERROR(add(p + "ssm_in.weight", {E, 2 * Di}, true, normal(1.0f / std::sqrt(float(E)))));
+      LOOM_RETURN_IF_ERROR(add(p + "ssm_conv1d.weight", {K, Di}, false, normal(1.0f / std::sqrt(float(K)))));
+      LOOM_RETURN_IF_ERROR(add(p + "ssm_conv1d.bias", {Di}, false, normal(0.1f)));
+      LOOM_RETURN_IF_ERROR(add(p + "ssm_x.weight", {Di, R + 2 * S}, true, normal(1.0f / std::sqrt(float(Di)))));
+      LOOM_RETURN_IF_ERROR(add(p + "ssm_dt.weight", {R, Di}, true, normal(0.5f / std::sqrt(float(R)))));
+      LOOM_RETURN_IF_ERROR(add(p + "ssm_dt.bias", {Di}, false, dt_bias));
+      LOOM_RETURN_IF_ERROR(add(p + "ssm_a", {S, Di}, false, [&](int64_t i) {
+        return -float(i % S + 1) * std::exp(0.1f * unit(rng));
+      }));
+      LOOM_RETURN_IF_ERROR(add(p + "ssm_d", {Di}, false, norm_weight));
+    }
+    LOOM_RETURN_IF_ERROR(add(p + "ssm_out.weight", {Di, E}, true, normal(0.5f / std::sqrt(float(Di)))));
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc >= 4 && (std::string(argv[1]) == "mamba" || std::string(argv[1]) == "mamba2")) {
+    auto in = gguf::GgufFile::open(argv[2]);
+    if (!in) return fail(in.status().message());
+    auto w = gguf::GgufWriter::from_file(*in);
+    if (!w) return fail(w.status().message());
+    const std::string from = *in->get_string("general.architecture");
+    auto e0 = in->get_int_or(from + ".embedding_length", 0), l0 = in->get_int_or(from + ".block_count", 0);
+    int64_t E = e0 ? *e0 : 0, L = l0 ? *l0 : 0;
+    bool f16 = false, untied = false;
+    std::vector<int64_t> dims;
+    for (int i = 4; i < argc; ++i) {
+      const std::string a = argv[i];
+      if (a == "f16") f16 = true;
+      else if (a == "untied") untied = true;
+      else if (a == "f32") continue;
+      else dims.push_back(std::atoll(argv[i]));
+    }
+    if (dims.size() == 2) E = dims[0], L = dims[1];
+    if (dims.size() == 1 || dims.size() > 2 || E <= 0 || L <= 0) return fail("bad N_EMBD / N_LAYER");
+    std::mt19937 rng(1234);
+    Status st = make_mamba(*in, *w, std::string(argv[1]) == "mamba2", E, L, f16, untied, rng);
+    if (st.is_ok()) st = w->write_file(argv[3]);
+    if (!st) return fail(st.message());
+    return 0;
+  }
   if (argc != 4) {
     return fail(
         "usage: make_arch_variant qwen3|gemma|gemma3|nomic-bert|phi3-longrope|phi3-longrope-short|bert-rank IN.gguf "

@@ -1,0 +1,52 @@
+// The selective scan of ops/ssm.h written once with Google Highway: the d_state loop of each
+// (channel, token) in vectors. ssm.cpp dispatches here after simd_enabled() and keeps the
+// scalar twin (ops::ref::ssm_scan).
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ops/ssm_hwy.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include "base/simd_hwy-inl.h"
+#include "ops/ops.h"
+#include "ops/ssm.h"
+#include "ops/vec_math.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace loom::ops::detail::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+void SsmScanImpl(const SsmScan& p, int64_t c0, int64_t c1) {
+  const hn::ScalableTag<float> d;
+  const int N = int(hn::Lanes(d));
+  const int S = p.d_state;
+  const int Sv = S - S % N;  // whole vectors; the rest as the scalar twin computes it
+  for (int64_t c = c0; c < c1; ++c) {
+    float* s = p.state + c * S;
+    for (int t = 0; t < p.n_tokens; ++t) {
+      const ScanStep st = scan_step(p, c, t);
+      const auto vd = hn::Set(d, st.d), vu = hn::Set(d, st.u), vdecay = hn::Set(d, st.decay);
+      auto acc = hn::Zero(d);
+      for (int n = 0; n < Sv; n += N) {
+        // d >= 0 and A <= 0: the decay's exponent is never positive.
+        const auto decay = st.A ? loom::simd::HWY_NAMESPACE::ExpNonPos(d, hn::Mul(vd, hn::LoadU(d, st.A + n))) : vdecay;
+        const auto v = hn::MulAdd(hn::LoadU(d, s + n), decay, hn::Mul(hn::LoadU(d, st.B + n), vu));
+        acc = hn::MulAdd(v, hn::LoadU(d, st.C + n), acc);
+        hn::StoreU(v, d, s + n);
+      }
+      float sum = Sv > 0 ? hn::GetLane(hn::SumOfLanes(d, acc)) : 0.0f;
+      if (Sv < S) sum += scan_states(s, st, Sv, S);
+      scan_output(p, c, t, st, sum);
+    }
+  }
+}
+
+}  // namespace loom::ops::detail::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace loom::ops::detail {
+HWY_EXPORT(SsmScanImpl);
+
+void ssm_scan_simd(const SsmScan& p, int64_t c0, int64_t c1) { HWY_DYNAMIC_DISPATCH(SsmScanImpl)(p, c0, c1); }
+}  // namespace loom::ops::detail
+#endif  // HWY_ONCE

@@ -1,0 +1,240 @@
+// Reference outputs from real llama.cpp, linked against the static libraries that
+// ../shared/tools/build-llama-cpp.sh builds (llama.cpp v0.5.0 as node-llama-cpp 3.22.1 bundles
+// it). Not part of loom's build: build.sh beside this file compiles it. Written for the model
+// kinds node-llama-cpp cannot drive (recurrent state operations, encoder-decoder).
+//
+//   ref_dump golden MODEL OUTDIR NAME [--prompt P]... [--gen N]
+//       ref-golden.mjs's format: NAME.json (prompt_ids, greedy_ids, margins) and per prompt i
+//       NAME.i.logits.f32 (after the whole prompt in one batch) and NAME.i.steps.f32 (the
+//       logits each greedy id was picked from, one token per decode). 1 thread, n_ctx 512,
+//       F32 K/V, no flash attention.
+//   ref_dump seqops MODEL OUT.json PROMPT_A PROMPT_B
+//       a recurrent model's sequence operations step by step: each op, its return value and
+//       every sequence's seq_pos_min/max afterwards, decode return codes of invalid batches,
+//       and logits of two sequences decoded in one batch (OUT.ab.f32: seq 0 then seq 1).
+#include <llama.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+using json = nlohmann::ordered_json;
+
+namespace {
+
+const llama_vocab* g_vocab = nullptr;
+
+std::vector<llama_token> tokenize(const std::string& text, bool add_special) {
+  std::vector<llama_token> ids(text.size() + 8);
+  int n = llama_tokenize(g_vocab, text.c_str(), int32_t(text.size()), ids.data(), int32_t(ids.size()), add_special, false);
+  if (n < 0) {
+    ids.resize(size_t(-n));
+    n = llama_tokenize(g_vocab, text.c_str(), int32_t(text.size()), ids.data(), int32_t(ids.size()), add_special, false);
+  }
+  ids.resize(size_t(n));
+  return ids;
+}
+
+std::string detokenize(const std::vector<llama_token>& ids) {
+  std::string s(ids.size() * 16 + 16, '\0');
+  int n = llama_detokenize(g_vocab, ids.data(), int32_t(ids.size()), s.data(), int32_t(s.size()), false, false);
+  if (n < 0) {
+    s.resize(size_t(-n));
+    n = llama_detokenize(g_vocab, ids.data(), int32_t(ids.size()), s.data(), int32_t(s.size()), false, false);
+  }
+  s.resize(size_t(std::max(n, 0)));
+  return s;
+}
+
+void write_f32(const std::string& path, const std::vector<float>& v) {
+  std::ofstream f(path, std::ios::binary);
+  f.write(reinterpret_cast<const char*>(v.data()), std::streamsize(v.size() * sizeof(float)));
+}
+
+llama_context* make_context(llama_model* model, int n_seq_max) {
+  llama_context_params cp = llama_context_default_params();
+  cp.n_ctx = 512;
+  cp.n_batch = 512;
+  cp.n_ubatch = 512;
+  cp.n_seq_max = uint32_t(n_seq_max);
+  cp.n_threads = 1;
+  cp.n_threads_batch = 1;
+  cp.type_k = GGML_TYPE_F32;
+  cp.type_v = GGML_TYPE_F32;
+  cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+  return llama_init_from_model(model, cp);
+}
+
+struct Tok {
+  llama_token id;
+  llama_pos pos;
+  std::vector<llama_seq_id> seqs;
+  bool out;
+};
+
+int decode(llama_context* ctx, const std::vector<Tok>& toks) {
+  llama_batch b = llama_batch_init(int32_t(toks.size()), 0, 4);
+  for (const Tok& t : toks) {
+    const int i = b.n_tokens++;
+    b.token[i] = t.id;
+    b.pos[i] = t.pos;
+    b.n_seq_id[i] = int32_t(t.seqs.size());
+    for (size_t s = 0; s < t.seqs.size(); ++s) b.seq_id[i][s] = t.seqs[s];
+    b.logits[i] = t.out;
+  }
+  const int r = llama_decode(ctx, b);
+  llama_batch_free(b);
+  return r;
+}
+
+std::vector<Tok> run(const std::vector<llama_token>& ids, llama_pos p0, llama_seq_id s) {
+  std::vector<Tok> t;
+  for (size_t i = 0; i < ids.size(); ++i) t.push_back({ids[i], p0 + llama_pos(i), {s}, i + 1 == ids.size()});
+  return t;
+}
+
+std::vector<float> logits(llama_context* ctx, int i, int n_vocab) {
+  const float* l = llama_get_logits_ith(ctx, i);
+  return l ? std::vector<float>(l, l + n_vocab) : std::vector<float>();
+}
+
+int golden(llama_model* model, int argc, char** argv) {
+  const std::string out_dir = argv[3], name = argv[4];
+  std::vector<std::string> prompts;
+  int n_gen = 16;
+  for (int i = 5; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--prompt") && i + 1 < argc) prompts.push_back(argv[++i]);
+    else if (!std::strcmp(argv[i], "--gen") && i + 1 < argc) n_gen = std::atoi(argv[++i]);
+  }
+  const int n_vocab = llama_vocab_n_tokens(g_vocab);
+  json out = {{"model", name}, {"n_vocab", n_vocab},
+              {"reference", "llama.cpp v0.5.0 (node-llama-cpp 3.22.1's source) via tools/dev/llama-ref/ref_dump (CPU, 1 thread, F32 K/V)"}};
+  out["runs"] = json::array();
+  for (size_t k = 0; k < prompts.size(); ++k) {
+    llama_context* ctx = make_context(model, 1);
+    const std::vector<llama_token> ids = tokenize(prompts[k], true);
+    if (decode(ctx, run(ids, 0, 0)) != 0) return std::fprintf(stderr, "decode failed\n"), 1;
+    std::vector<float> steps, cur = logits(ctx, int(ids.size()) - 1, n_vocab);
+    write_f32(out_dir + "/" + name + "." + std::to_string(k) + ".logits.f32", cur);
+    std::vector<llama_token> greedy;
+    std::vector<float> margins;
+    for (int step = 0; step < n_gen; ++step) {
+      int best = 0;
+      float a = -1e30f, b2 = -1e30f;
+      for (int t = 0; t < n_vocab; ++t) {
+        if (cur[size_t(t)] > a) { b2 = a; a = cur[size_t(t)]; best = t; }
+        else if (cur[size_t(t)] > b2) b2 = cur[size_t(t)];
+      }
+      steps.insert(steps.end(), cur.begin(), cur.end());
+      greedy.push_back(best);
+      margins.push_back(a - b2);
+      if (llama_vocab_is_eog(g_vocab, best) || step + 1 == n_gen) break;
+      if (decode(ctx, {{best, llama_pos(ids.size() + size_t(step)), {0}, true}}) != 0) return 1;
+      cur = logits(ctx, 0, n_vocab);
+    }
+    write_f32(out_dir + "/" + name + "." + std::to_string(k) + ".steps.f32", steps);
+    out["runs"].push_back({{"prompt", prompts[k]}, {"prompt_ids", ids},
+                           {"last_logits_file", name + "." + std::to_string(k) + ".logits.f32"},
+                           {"greedy_ids", greedy}, {"greedy_text", detokenize(greedy)}, {"greedy_margins", margins},
+                           {"step_logits_file", name + "." + std::to_string(k) + ".steps.f32"}});
+    llama_free(ctx);
+  }
+  std::ofstream(out_dir + "/" + name + ".json") << out.dump(1, ' ', false, json::error_handler_t::replace) << "\n";
+  return 0;
+}
+
+int seqops(llama_model* model, int, char** argv) {
+  const std::string out_path = argv[3];
+  const std::vector<llama_token> a = tokenize(argv[4], true), b = tokenize(argv[5], true);
+  const int n_vocab = llama_vocab_n_tokens(g_vocab);
+  llama_context* ctx = make_context(model, 4);
+  llama_memory_t mem = llama_get_memory(ctx);
+  json steps = json::array();
+  auto record = [&](json step) {
+    json pos = json::array();
+    for (int s = 0; s < 4; ++s) pos.push_back({llama_memory_seq_pos_min(mem, s), llama_memory_seq_pos_max(mem, s)});
+    step["pos"] = pos;
+    steps.push_back(step);
+  };
+  const llama_pos na = llama_pos(a.size());
+  const llama_token t = a[1];
+  record({{"op", "decode"}, {"tokens", a}, {"pos0", 0}, {"seq", 0}, {"ret", decode(ctx, run(a, 0, 0))}});
+  for (auto [s, p0, p1] : {std::tuple{0, 2, -1}, {0, 0, 3}, {0, na, -1}, {0, na - 1, na}, {3, -1, -1}}) {
+    record({{"op", "seq_rm"}, {"seq", s}, {"p0", p0}, {"p1", p1}, {"ret", llama_memory_seq_rm(mem, s, p0, p1)}});
+  }
+  llama_memory_seq_cp(mem, 0, 1, -1, -1);
+  record({{"op", "seq_cp"}, {"src", 0}, {"dst", 1}, {"p0", -1}, {"p1", -1}});
+  llama_memory_seq_cp(mem, 0, 2, 0, 2);
+  record({{"op", "seq_cp"}, {"src", 0}, {"dst", 2}, {"p0", 0}, {"p1", 2}});
+  // Both copies continue the same state: equal logits.
+  json l1, l2;
+  record({{"op", "decode"}, {"tokens", std::vector<llama_token>{t}}, {"pos0", na}, {"seq", 1}, {"ret", decode(ctx, run({t}, na, 1))}});
+  const std::vector<float> after1 = logits(ctx, 0, n_vocab);
+  record({{"op", "decode"}, {"tokens", std::vector<llama_token>{t}}, {"pos0", na}, {"seq", 2}, {"ret", decode(ctx, run({t}, na, 2))}});
+  const std::vector<float> after2 = logits(ctx, 0, n_vocab);
+  write_f32(out_path + ".cp.f32", after1);
+  llama_memory_seq_add(mem, 1, 0, -1, 10);
+  record({{"op", "seq_add"}, {"seq", 1}, {"p0", 0}, {"p1", -1}, {"delta", 10}});
+  llama_memory_seq_add(mem, 0, 0, 3, 5);
+  record({{"op", "seq_add"}, {"seq", 0}, {"p0", 0}, {"p1", 3}, {"delta", 5}});
+  llama_memory_seq_add(mem, -1, 0, -1, 7);
+  record({{"op", "seq_add"}, {"seq", -1}, {"p0", 0}, {"p1", -1}, {"delta", 7}});
+  llama_memory_seq_div(mem, 1, 0, -1, 3);
+  record({{"op", "seq_div"}, {"seq", 1}, {"p0", 0}, {"p1", -1}, {"d", 3}});
+  // Positions must continue each state; a token of two sequences is refused (sequential split).
+  record({{"op", "decode"}, {"tokens", std::vector<llama_token>{t}}, {"pos0", na + 3}, {"seq", 0}, {"ret", decode(ctx, run({t}, na + 3, 0))}});
+  record({{"op", "decode_coupled"}, {"tokens", std::vector<llama_token>{t}}, {"pos0", na}, {"seqs", {0, 3}},
+          {"ret", decode(ctx, {{t, na, {0, 3}, true}})}});
+  llama_memory_seq_keep(mem, 2);
+  record({{"op", "seq_keep"}, {"seq", 2}});
+  record({{"op", "seq_rm"}, {"seq", -1}, {"p0", 0}, {"p1", 5}, {"ret", llama_memory_seq_rm(mem, -1, 0, 5)}});
+  record({{"op", "seq_rm"}, {"seq", -1}, {"p0", -1}, {"p1", -1}, {"ret", llama_memory_seq_rm(mem, -1, -1, -1)}});
+  record({{"op", "seq_rm"}, {"seq", 2}, {"p0", 0}, {"p1", -1}, {"ret", llama_memory_seq_rm(mem, 2, 0, -1)}});
+  // Two sequences in one batch, tokens interleaved: seq 0 = a, seq 1 = b.
+  llama_memory_clear(mem, true);
+  std::vector<Tok> ab;
+  for (size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
+    if (i < a.size()) ab.push_back({a[i], llama_pos(i), {0}, i + 1 == a.size()});
+    if (i < b.size()) ab.push_back({b[i], llama_pos(i), {1}, i + 1 == b.size()});
+  }
+  int ia = -1, ib = -1;
+  for (size_t i = 0; i < ab.size(); ++i) {
+    if (ab[i].out && ab[i].seqs[0] == 0) ia = int(i);
+    if (ab[i].out && ab[i].seqs[0] == 1) ib = int(i);
+  }
+  record({{"op", "decode_two"}, {"ret", decode(ctx, ab)}});
+  std::vector<float> both = logits(ctx, ia, n_vocab), lb = logits(ctx, ib, n_vocab);
+  both.insert(both.end(), lb.begin(), lb.end());
+  write_f32(out_path + ".ab.f32", both);
+  json out = {{"reference", "llama.cpp v0.5.0 (node-llama-cpp 3.22.1's source) via tools/dev/llama-ref/ref_dump seqops, n_seq_max 4"},
+              {"prompt_a", a}, {"prompt_b", b}, {"copies_equal", after1 == after2}, {"steps", steps}};
+  std::ofstream(out_path) << out.dump(1, ' ', false, json::error_handler_t::replace) << "\n";
+  llama_free(ctx);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 5) {
+    std::fprintf(stderr, "usage: ref_dump golden MODEL OUTDIR NAME [--prompt P]... [--gen N]\n"
+                         "       ref_dump seqops MODEL OUT.json PROMPT_A PROMPT_B\n");
+    return 2;
+  }
+  llama_log_set([](ggml_log_level level, const char* text, void*) {
+    if (level >= GGML_LOG_LEVEL_WARN) std::fputs(text, stderr);
+  }, nullptr);
+  llama_backend_init();
+  llama_model_params mp = llama_model_default_params();
+  llama_model* model = llama_model_load_from_file(argv[2], mp);
+  if (!model) return std::fprintf(stderr, "cannot load %s\n", argv[2]), 1;
+  g_vocab = llama_model_get_vocab(model);
+  const std::string mode = argv[1];
+  const int r = mode == "golden" ? golden(model, argc, argv) : mode == "seqops" ? seqops(model, argc, argv) : 2;
+  llama_model_free(model);
+  return r;
+}
