@@ -39,6 +39,10 @@ struct Context::Checked {
 Context::~Context() = default;
 
 Expected<std::unique_ptr<Context>> Context::create(std::shared_ptr<const Model> model, const ContextParams& p) {
+  return out_of_memory_as_status("creating the context", [&] { return create_unguarded(std::move(model), p); });
+}
+
+Expected<std::unique_ptr<Context>> Context::create_unguarded(std::shared_ptr<const Model> model, const ContextParams& p) {
   if (!model) return invalid_argument("model cannot be null");
   const ModelHparams& hp = model->hparams();
   if (p.n_ctx < 0 || p.n_batch < 0 || p.n_ubatch < 0 || p.n_threads < 0 || p.n_threads_batch < 0 || p.n_seq_max < 0) {

@@ -176,6 +176,8 @@ class Context {
   std::string perf_report() const;
 
  private:
+  // create() without turning std::bad_alloc into a Status.
+  static Expected<std::unique_ptr<Context>> create_unguarded(std::shared_ptr<const Model> model, const ContextParams& p);
   Context() = default;
   struct Checked;  // a validated batch
   Status validate(const Batch& batch, bool encoding, Checked* out);
