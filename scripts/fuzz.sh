@@ -55,7 +55,7 @@ for t in "${targets[@]}"; do
   build-fuzz/bin/fuzz_"$t" "${args[@]}" "$work" "${seeds[@]}" >"$log" 2>&1
   rc=$?
   set -e
-  execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
+  execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1 || true)
   new=$(( $(find "$crashes" -type f | wc -l) - before ))
   printf '%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$t" "$seconds" "${execs:-0}" "$new" >> build-fuzz/fuzz-log.tsv
   printf 'fuzz %-15s %5ss %10s execs  corpus %5s  crashes %s\n' "$t" "$seconds" "${execs:-?}" \

@@ -11,7 +11,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include <atomic>
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -40,6 +40,9 @@ void* allocate(size_t n, size_t align) {
 }
 
 }  // namespace
+
+// GCC sees through the replacement and warns that free() does not match `new`: here it does.
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 
 void* operator new(size_t n) {
   if (fail_now()) throw std::bad_alloc();
@@ -103,14 +106,14 @@ TEST(FaultInjection, AllocationFailureAtLoadIsAnError) {
   const std::string path = shared_path(kModel);
   const long total = count_allocations([&] { ASSERT_TRUE(Model::load(path).has_value()); });
   ASSERT_GT(total, 10);
-  fail_each_allocation(total, 400, [&] { return Model::load(path).status(); });
+  fail_each_allocation(total, 2000, [&] { return Model::load(path).status(); });
   EXPECT_TRUE(Model::load(path).has_value());
 }
 
 TEST(FaultInjection, AllocationFailureAtContextCreationIsAnError) {
   auto model = load_shared_model(kModel);
   ContextParams cp = small_params(64, 2);
-  cp.n_threads = 2;
+  cp.n_threads = 3;  // the pool starts two workers: a failure after the first one is started
   const long total = count_allocations([&] { ASSERT_TRUE(Context::create(model, cp).has_value()); });
   ASSERT_GT(total, 5);
   fail_each_allocation(total, 1000, [&] { return Context::create(model, cp).status(); });

@@ -2,7 +2,7 @@
 // consistent or not, within arrays of the sizes the caller promises), KV sequence operations,
 // output and state accessors, tokenizer buffers and an abort callback that fires after a given
 // number of polls. Every call returns a status (with a message on failure); a decode that fails
-// leaves the KV cache byte for byte as it was.
+// leaves every sequence's KV cells byte for byte as they were.
 #include <cstring>
 #include <vector>
 
@@ -17,10 +17,16 @@ int g_abort_after = -1;  // polls until the abort callback fires; < 0: never
 
 bool abort_cb(void*) { return g_abort_after >= 0 && g_abort_after-- == 0; }
 
-std::vector<uint8_t> state_bytes(loom_context* ctx) {
-  std::vector<uint8_t> s(loom_state_get_size(ctx));
-  LOOM_FUZZ_CHECK(loom_state_get_data(ctx, s.data(), s.size()) == s.size());
-  return s;
+// The KV cells of every sequence, as state bytes (a failed decode invalidates the last outputs,
+// which the whole state would include).
+std::vector<uint8_t> kv_bytes(loom_context* ctx) {
+  std::vector<uint8_t> all;
+  for (loom_seq_id s = 0; s < loom_n_seq_max(ctx); ++s) {
+    std::vector<uint8_t> b(loom_state_seq_get_size(ctx, s));
+    LOOM_FUZZ_CHECK(loom_state_seq_get_data(ctx, b.data(), b.size(), s) == b.size());
+    all.insert(all.end(), b.begin(), b.end());
+  }
+  return all;
 }
 
 void check_status(int32_t st) {
@@ -67,12 +73,12 @@ void run_decode(loom::fuzz::Input& in) {
   if (in.u8() & 1) b.logits = logits.data();
   g_abort_after = (in.u8() & 3) == 0 ? int(in.u8() % 16) : -1;
 
-  const std::vector<uint8_t> before = state_bytes(g_ctx);
+  const std::vector<uint8_t> before = kv_bytes(g_ctx);
   const int32_t r = loom_decode(g_ctx, &b);
   g_abort_after = -1;
   if (r != LOOM_DECODE_OK) {
     LOOM_FUZZ_CHECK(std::strlen(loom_last_error()) > 0);
-    LOOM_FUZZ_CHECK(state_bytes(g_ctx) == before);
+    LOOM_FUZZ_CHECK(kv_bytes(g_ctx) == before);
   }
 }
 
@@ -159,7 +165,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         std::vector<loom_token> toks(cap > 0 ? size_t(cap) : 0);
         const int32_t n = loom_tokenize(g_model, text.data(), int32_t(text.size()), toks.data(), cap, a[1] & 1, a[1] & 2);
         if (n > 0) {
-          std::vector<char> out(size_t(uint8_t(a[2])));
+          std::vector<char> out(static_cast<size_t>(a[2] & 0xff));
           (void)loom_detokenize(g_model, toks.data(), n, out.data(), int32_t(out.size()), a[1] & 4, a[1] & 8);
           (void)loom_token_to_piece(g_model, toks[0], out.data(), int32_t(out.size()), a[3], a[1] & 16);
         }
