@@ -265,11 +265,12 @@ Status Context::prepare_kv() {
 Status Context::decode(const Batch& batch) {
   Checked c;
   LOOM_RETURN_IF_ERROR(validate(batch, /*encoding=*/false, &c));
-  LOOM_RETURN_IF_ERROR(prepare_kv());
+  // Before prepare_kv: a batch without room changes nothing, not even pending shifts.
   if (c.n > kv_->size() - kv_->used()) {
     return Status(StatusCode::kResourceExhausted, "no KV slot: the cache has " + std::to_string(kv_->size() - kv_->used()) +
                                                       " free cells, the batch needs " + std::to_string(c.n));
   }
+  LOOM_RETURN_IF_ERROR(prepare_kv());
   const int64_t t0 = params_.no_perf ? 0 : now_us();
   LOOM_RETURN_IF_ERROR(run_ubatches(batch, c, /*encoding=*/false));
   if (!params_.no_perf) {
@@ -288,10 +289,10 @@ Status Context::decode(const Batch& batch) {
 Status Context::encode(const Batch& batch) {
   Checked c;
   LOOM_RETURN_IF_ERROR(validate(batch, /*encoding=*/true, &c));
-  LOOM_RETURN_IF_ERROR(prepare_kv());
   if (c.n > kv_->size() - kv_->used()) {
     return Status(StatusCode::kResourceExhausted, "no KV slot for the encoder batch");
   }
+  LOOM_RETURN_IF_ERROR(prepare_kv());
   const int64_t t0 = params_.no_perf ? 0 : now_us();
   Status st = run_ubatches(batch, c, /*encoding=*/true);
   // The encoder's cells are scratch: the cache is left as it was.

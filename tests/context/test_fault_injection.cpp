@@ -163,6 +163,13 @@ TEST(FaultInjection, AbortAtEveryPollLeavesTheCacheByteIdentical) {
   }
   poll = {0, -1};
   EXPECT_TRUE(ctx->decode(b).is_ok());
+  // A batch without room changes nothing, not even a pending shift (found by the capi target:
+  // the shift used to be applied before the room check).
+  ASSERT_TRUE(ctx->seq_add(0, 0, -1, 3).is_ok());
+  const std::vector<uint8_t> shifted = *ctx->seq_state_save(0);
+  Batch big = Batch::from_tokens(std::vector<int32_t>(60, 7), 100, 1);
+  EXPECT_EQ(ctx->decode(big).code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(*ctx->seq_state_save(0), shifted);
 }
 
 // ---- files ----

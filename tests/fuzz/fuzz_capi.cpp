@@ -3,6 +3,7 @@
 // output and state accessors, tokenizer buffers and an abort callback that fires after a given
 // number of polls. Every call returns a status (with a message on failure); a decode that fails
 // leaves every sequence's KV cells byte for byte as they were.
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -73,9 +74,15 @@ void run_decode(loom::fuzz::Input& in) {
   if (in.u8() & 1) b.logits = logits.data();
   g_abort_after = (in.u8() & 3) == 0 ? int(in.u8() % 16) : -1;
 
+  // A decode applies pending K-shifts first, and keeps them when it fails (docs/context.md):
+  // compare against the cache with its shifts applied.
+  check_status(loom_kv_update(g_ctx));
   const std::vector<uint8_t> before = kv_bytes(g_ctx);
   const int32_t r = loom_decode(g_ctx, &b);
   g_abort_after = -1;
+  if (std::getenv("LOOM_FUZZ_TRACE")) {
+    std::fprintf(stderr, "decode n=%d flags=%02x -> %d %s\n", n, flags, r, r ? loom_last_error() : "");
+  }
   if (r != LOOM_DECODE_OK) {
     LOOM_FUZZ_CHECK(std::strlen(loom_last_error()) > 0);
     LOOM_FUZZ_CHECK(kv_bytes(g_ctx) == before);
@@ -108,6 +115,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const int op = in.u8() % 12;
     int32_t a[4];  // read in order (argument evaluation order differs between compilers)
     for (int32_t& x : a) x = small(in);
+    if (std::getenv("LOOM_FUZZ_TRACE")) std::fprintf(stderr, "op %d (%d %d %d %d)\n", op, a[0], a[1], a[2], a[3]);
     switch (op) {
       case 0: case 1: case 2:
         run_decode(in);
