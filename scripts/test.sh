@@ -6,5 +6,11 @@ cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
 ./scripts/build.sh
 jobs=$(nproc 2>/dev/null || echo 2)
-cd build
-ctest --output-on-failure -j"$jobs" "$@"
+(cd build && ctest --output-on-failure -j"$jobs" "$@")
+# Every fuzz target for a few seconds under ASan + UBSan (clang, build-fuzz/; docs/reliability.md),
+# after the suite has replayed the seed corpora and crash inputs (label fuzz). Skipped when ctest
+# arguments select tests; LOOM_FUZZ_SECONDS=0 skips it too.
+fuzz_seconds="${LOOM_FUZZ_SECONDS:-5}"
+if [ $# -eq 0 ] && [ "$fuzz_seconds" != 0 ]; then
+  ./scripts/fuzz.sh --seconds "$fuzz_seconds" --jobs "$jobs"
+fi

@@ -5,12 +5,12 @@
 
 namespace loom {
 
-void Arena::Free::operator()(uint8_t* p) const { std::free(p); }
+void Arena::Free::operator()(uint8_t* p) const { ::operator delete(p, std::align_val_t(kAlign)); }
 
 void Arena::reserve(size_t capacity) {
   capacity = padded(capacity);
-  base_.reset(capacity ? static_cast<uint8_t*>(std::aligned_alloc(kAlign, capacity)) : nullptr);
-  if (capacity && !base_) throw std::bad_alloc();
+  // Aligned operator new (throws std::bad_alloc), which allocation-failure tests can replace.
+  base_.reset(capacity ? static_cast<uint8_t*>(::operator new(capacity, std::align_val_t(kAlign))) : nullptr);
   capacity_ = capacity;
   used_ = 0;
   high_water_ = 0;

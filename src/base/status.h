@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cassert>
+#include <new>
 #include <string>
 #include <utility>
 #include <optional>
@@ -48,6 +49,7 @@ inline Status io_error(std::string m) { return {StatusCode::kIo, std::move(m)}; 
 inline Status out_of_range(std::string m) { return {StatusCode::kOutOfRange, std::move(m)}; }
 inline Status internal_error(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
 inline Status unavailable(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
+inline Status resource_exhausted(std::string m) { return {StatusCode::kResourceExhausted, std::move(m)}; }
 
 // A value or the Status explaining why there is none. (std::expected is C++23.)
 template <typename T>
@@ -76,6 +78,18 @@ class [[nodiscard]] Expected {
   std::optional<T> value_;
   Status status_;
 };
+
+// Runs f (returning a Status or an Expected), turning an allocation failure into kResourceExhausted
+// "out of memory while <what>": for the entry points that allocate what untrusted input asks for
+// (loading a model, creating a context), so that running out of memory is an error, not a crash.
+template <typename F>
+auto out_of_memory_as_status(const char* what, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const std::bad_alloc&) {
+    return resource_exhausted(std::string("out of memory while ") + what);
+  }
+}
 
 }  // namespace loom
 

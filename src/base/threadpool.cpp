@@ -37,11 +37,20 @@ constexpr uint64_t kOneItem = uint64_t(1) << 20;  // add to claim the next item
 
 ThreadPool::ThreadPool(int n_threads)
     : n_threads_(std::clamp(n_threads, 1, kMaxThreads)), active_(n_threads_) {
-  threads_.reserve(size_t(n_threads_ - 1));
-  for (int i = 1; i < n_threads_; ++i) threads_.emplace_back([this, i] { worker_loop(i); });
+  try {
+    threads_.reserve(size_t(n_threads_ - 1));
+    for (int i = 1; i < n_threads_; ++i) threads_.emplace_back([this, i] { worker_loop(i); });
+  } catch (...) {
+    // Starting a thread failed (no memory, no threads left): the destructor does not run for a
+    // constructor that throws, and a joinable std::thread destroyed unjoined terminates.
+    stop_workers();
+    throw;
+  }
 }
 
-ThreadPool::~ThreadPool() {
+ThreadPool::~ThreadPool() { stop_workers(); }
+
+void ThreadPool::stop_workers() {
   stop_.store(true, std::memory_order_release);
   generation_.fetch_add(1);
   generation_.notify_all();

@@ -98,6 +98,8 @@ class ThreadPool {
   // Claims and runs items of the posted job as thread k until none is left for it.
   void work(int k, uint32_t& last_gen);
   void worker_loop(int k);
+  // Wakes every worker with stop_ set and joins it.
+  void stop_workers();
 
   int n_threads_;
   int active_;

@@ -34,6 +34,10 @@ int decode_result_code(const Status& st) {
 Context::~Context() = default;
 
 Expected<std::unique_ptr<Context>> Context::create(std::shared_ptr<const Model> model, const ContextParams& p) {
+  return out_of_memory_as_status("creating the context", [&] { return create_unguarded(std::move(model), p); });
+}
+
+Expected<std::unique_ptr<Context>> Context::create_unguarded(std::shared_ptr<const Model> model, const ContextParams& p) {
   if (!model) return invalid_argument("model cannot be null");
   const ModelHparams& hp = model->hparams();
   if (p.n_ctx < 0 || p.n_batch < 0 || p.n_ubatch < 0 || p.n_threads < 0 || p.n_threads_batch < 0 || p.n_seq_max < 0) {
@@ -270,11 +274,12 @@ Status Context::decode(const Batch& batch) {
   Checked c;
   LOOM_RETURN_IF_ERROR(validate(batch, /*encoding=*/false, &c));
   if (!rs_) {
-    LOOM_RETURN_IF_ERROR(prepare_kv());
+    // Before prepare_kv: a batch without room changes nothing, not even pending shifts.
     if (c.n > kv_->size() - kv_->used()) {
       return Status(StatusCode::kResourceExhausted, "no KV slot: the cache has " + std::to_string(kv_->size() - kv_->used()) +
                                                         " free cells, the batch needs " + std::to_string(c.n));
     }
+    LOOM_RETURN_IF_ERROR(prepare_kv());
   }
   const int64_t t0 = params_.no_perf ? 0 : now_us();
   LOOM_RETURN_IF_ERROR(rs_ ? run_recurrent(batch, c) : run_ubatches(batch, c, /*encoding=*/false));
@@ -295,10 +300,10 @@ Status Context::encode(const Batch& batch) {
   if (rs_) return unsupported("encode: " + model_->hparams().arch_name + " is a recurrent decoder without an encoder (use decode)");
   Checked c;
   LOOM_RETURN_IF_ERROR(validate(batch, /*encoding=*/true, &c));
-  LOOM_RETURN_IF_ERROR(prepare_kv());
   if (c.n > kv_->size() - kv_->used()) {
     return Status(StatusCode::kResourceExhausted, "no KV slot for the encoder batch");
   }
+  LOOM_RETURN_IF_ERROR(prepare_kv());
   const int64_t t0 = params_.no_perf ? 0 : now_us();
   Status st = run_ubatches(batch, c, /*encoding=*/true);
   // The encoder's cells are scratch: the cache is left as it was.

@@ -183,6 +183,8 @@ class Context {
   std::string perf_report() const;
 
  private:
+  // create() without turning std::bad_alloc into a Status.
+  static Expected<std::unique_ptr<Context>> create_unguarded(std::shared_ptr<const Model> model, const ContextParams& p);
   Context() = default;
   struct Checked {  // a validated batch
     int n = 0;

@@ -26,35 +26,40 @@ std::string shape_str(const gguf::TensorInfo& t) {
 }  // namespace
 
 Expected<std::shared_ptr<const Model>> Model::load(const std::string& path, const ModelLoadParams& params) {
-  const int64_t t0 = now_us();
-  if (params.progress) params.progress(0.0f);
-  LOOM_ASSIGN_OR_RETURN(gguf::GgufFile file, gguf::GgufFile::open(path));
-  auto model = from_gguf(std::move(file), params);
-  if (model && params.progress) params.progress(1.0f);
-  if (!model) return Status(model.status().code(), path + ": " + model.status().message());
-  const_cast<Model&>(**model).load_time_us_ = now_us() - t0;
-  LOOM_LOG(kInfo, "loaded %s: %s, %.1f MB packed, %.1f ms", path.c_str(), params.vocab_only ? "vocabulary only" : "weights bound",
-           double((*model)->packed_bytes()) / 1e6, double(now_us() - t0) / 1e3);
-  return model;
+  return out_of_memory_as_status("loading the model", [&]() -> Expected<std::shared_ptr<const Model>> {
+    const int64_t t0 = now_us();
+    if (params.progress) params.progress(0.0f);
+    LOOM_ASSIGN_OR_RETURN(gguf::GgufFile file, gguf::GgufFile::open(path));
+    auto model = from_gguf(std::move(file), params);
+    if (!model) return Status(model.status().code(), path + ": " + model.status().message());
+    if (params.progress) params.progress(1.0f);
+    const_cast<Model&>(**model).load_time_us_ = now_us() - t0;
+    LOOM_LOG(kInfo, "loaded %s: %s, %.1f MB packed, %.1f ms", path.c_str(),
+             params.vocab_only ? "vocabulary only" : "weights bound", double((*model)->packed_bytes()) / 1e6,
+             double(now_us() - t0) / 1e3);
+    return model;
+  });
 }
 
 size_t Model::packed_bytes() const { return packed_ ? packed_->bytes : 0; }
 
 Expected<std::shared_ptr<const Model>> Model::from_gguf(gguf::GgufFile file, const ModelLoadParams& params) {
-  std::shared_ptr<Model> m(new Model());
-  m->file_ = std::move(file);
-  LOOM_ASSIGN_OR_RETURN(m->vocab_, Vocab::from_gguf(m->file_));
-  if (params.vocab_only) return std::shared_ptr<const Model>(std::move(m));
-  LOOM_ASSIGN_OR_RETURN(m->hp_, read_hparams(m->file_));
-  LOOM_RETURN_IF_ERROR(m->hp_.is_encoder() ? m->bind_bert() : m->hp_.is_recurrent() ? m->bind_mamba() : m->bind_decoder());
-  if (params.repack && detail::repacking_enabled()) {
-    m->packed_ = std::make_shared<detail::PackedStorage>();
-    std::function<void(float)> packing;
-    if (params.progress) packing = [&](float f) { params.progress(0.1f + 0.9f * f); };
-    if (params.progress) params.progress(0.1f);
-    m->decode_weight_bytes_ += uint64_t(detail::pack_model_weights(m->file_, m->w_, *m->packed_, packing));
-  }
-  return std::shared_ptr<const Model>(std::move(m));
+  return out_of_memory_as_status("loading the model", [&]() -> Expected<std::shared_ptr<const Model>> {
+    std::shared_ptr<Model> m(new Model());
+    m->file_ = std::move(file);
+    LOOM_ASSIGN_OR_RETURN(m->vocab_, Vocab::from_gguf(m->file_));
+    if (params.vocab_only) return std::shared_ptr<const Model>(std::move(m));
+    LOOM_ASSIGN_OR_RETURN(m->hp_, read_hparams(m->file_));
+    LOOM_RETURN_IF_ERROR(m->hp_.is_encoder() ? m->bind_bert() : m->hp_.is_recurrent() ? m->bind_mamba() : m->bind_decoder());
+    if (params.repack && detail::repacking_enabled()) {
+      m->packed_ = std::make_shared<detail::PackedStorage>();
+      std::function<void(float)> packing;
+      if (params.progress) packing = [&](float f) { params.progress(0.1f + 0.9f * f); };
+      if (params.progress) params.progress(0.1f);
+      m->decode_weight_bytes_ += uint64_t(detail::pack_model_weights(m->file_, m->w_, *m->packed_, packing));
+    }
+    return std::shared_ptr<const Model>(std::move(m));
+  });
 }
 
 namespace {

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <functional>
 #include <map>
 #include <set>
 #include <unordered_set>
@@ -299,6 +298,7 @@ class GrammarParser {
  private:
   static constexpr uint32_t kMaxRepetition = 100000;
   static constexpr size_t kMaxElems = 4'000'000;
+  static constexpr int kMaxGroupDepth = 256;
 
   [[noreturn]] void fail(size_t pos, std::string msg) { throw GrammarParseError{pos, std::move(msg)}; }
   bool eof(size_t p) const { return p >= src_.size(); }
@@ -510,9 +510,12 @@ class GrammarParser {
         p = parse_space(name_end, nested);
       } else if (c == '(') {
         const size_t open = p;
+        // Groups are parsed recursively: bound the depth, not the stack.
+        if (++group_depth_ > kMaxGroupDepth) fail(open, "groups nested more than " + std::to_string(kMaxGroupDepth) + " deep");
         p = parse_space(p + 1, true);
         const uint32_t sub = generate_symbol(rule_name, open);
         p = parse_alternates(p, rule_name, sub, true);
+        --group_depth_;
         last_start = out.size();
         out.push_back({ET::kRuleRef, sub});
         if (at(p) != ')') fail(eof(p) ? open : p, eof(p) ? "unclosed '('" : "expecting ')'");
@@ -588,17 +591,29 @@ class GrammarParser {
         }
       }
     }
+    // Depth-first search for a cycle, with an explicit stack: a chain of a million rules that
+    // each start with the next must not overflow the C++ stack.
     std::vector<char> state(n, 0);  // 0 new, 1 in progress, 2 done
-    std::function<void(uint32_t)> dfs = [&](uint32_t r) {
-      state[r] = 1;
-      for (uint32_t s : first[r]) {
+    std::vector<std::pair<uint32_t, size_t>> path;  // rule, index of the next first[] edge to follow
+    for (uint32_t root = 0; root < n; ++root) {
+      if (state[root] != 0) continue;
+      state[root] = 1;
+      path.push_back({root, 0});
+      while (!path.empty()) {
+        auto& [r, next] = path.back();
+        if (next == first[r].size()) {
+          state[r] = 2;
+          path.pop_back();
+          continue;
+        }
+        const uint32_t s = first[r][next++];
         if (state[s] == 1) fail(def_pos_[s], "left recursion in rule '" + user_name(s) + "' (not supported)");
-        if (state[s] == 0) dfs(s);
+        if (state[s] == 0) {
+          state[s] = 1;
+          path.push_back({s, 0});
+        }
       }
-      state[r] = 2;
-    };
-    for (uint32_t r = 0; r < n; ++r)
-      if (state[r] == 0) dfs(r);
+    }
   }
 
   // Generated helper rules carry the name of the rule they were written in.
@@ -618,6 +633,7 @@ class GrammarParser {
   std::vector<std::vector<GrammarElem>> rules_;
   std::vector<char> defined_;
   std::vector<size_t> first_use_, def_pos_;
+  int group_depth_ = 0;
   size_t total_elems_ = 0;
 };
 

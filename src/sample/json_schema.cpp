@@ -128,6 +128,7 @@ std::string uint_range(uint64_t lo, uint64_t hi, bool unbounded) {
 
 class Converter {
  public:
+  static constexpr int kMaxDepth = 128;
   explicit Converter(const json& root) : root_(root) {}
 
   Expected<std::string> run() {
@@ -176,6 +177,16 @@ class Converter {
   // The rule name for a sub-schema.
   std::string visit(const json& s, const std::string& name, const std::string& path, std::string* err) {
     if (!err->empty()) return "value";
+    // Sub-schemas are visited recursively: bound the nesting (names and paths also grow with it).
+    struct Depth {
+      int& d;
+      ~Depth() { --d; }
+    } depth{++depth_};
+    if (depth_ > kMaxDepth) {
+      fail(err, StatusCode::kInvalidArgument, path.substr(0, 200) + "...",
+           "schemas nested more than " + std::to_string(kMaxDepth) + " deep");
+      return "value";
+    }
     if (s.is_boolean()) {
       if (s.get<bool>()) return add_primitive("value");
       fail(err, StatusCode::kUnsupported, path, "the schema 'false' matches nothing");
@@ -615,6 +626,7 @@ class Converter {
   std::map<std::string, std::string> rules_;
   std::map<std::string, std::string> ref_rules_;
   Status status_;
+  int depth_ = 0;  // visit() nesting
 };
 
 }  // namespace

@@ -156,6 +156,16 @@ const std::vector<PresetDef>& presets() {
   return defs;
 }
 
+}  // namespace
+
+std::vector<std::string_view> bpe_preset_names() {
+  std::vector<std::string_view> names;
+  for (const PresetDef& d : presets()) names.push_back(d.names.front());
+  return names;
+}
+
+namespace {
+
 // Spells out \s and \S as the White_Space set, inside and outside character classes.
 std::string rewrite_whitespace(std::string_view re) {
   static constexpr std::string_view kWs =

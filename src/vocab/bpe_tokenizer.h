@@ -73,6 +73,9 @@ class BpeTokenizer {
   mutable std::unordered_map<std::string, std::vector<int32_t>, TextHash, std::equal_to<>> cache_;
 };
 
+// One name of each pre-tokenizer preset (distinct regexes and flags), for tests and fuzzing.
+std::vector<std::string_view> bpe_preset_names();
+
 // GPT-2's byte <-> printable code point mapping.
 uint32_t byte_to_codepoint(uint8_t byte);
 // Decodes a byte-level token text back to bytes. A code point outside the mapping is rendered as

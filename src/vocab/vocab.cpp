@@ -210,6 +210,11 @@ void clean_up_tokenization_spaces(std::string& t) {
 // Loading
 
 Expected<Vocab> Vocab::from_gguf(const gguf::GgufFile& f) {
+  LOOM_ASSIGN_OR_RETURN(VocabData d, read_data(f));
+  return from_data(std::move(d));
+}
+
+Expected<VocabData> Vocab::read_data(const gguf::GgufFile& f) {
   static constexpr std::string_view kModelKey = "tokenizer.ggml.model";
   if (!f.has(kModelKey)) {
     return not_found("the file has no tokenizer (metadata key 'tokenizer.ggml.model' not found)");
@@ -280,7 +285,7 @@ Expected<Vocab> Vocab::from_gguf(const gguf::GgufFile& f) {
   LOOM_RETURN_IF_ERROR(read_optional_bool(f, "tokenizer.ggml.add_eos_token", d.add_eos));
   LOOM_RETURN_IF_ERROR(read_optional_bool(f, "tokenizer.ggml.add_sep_token", d.add_sep));
   LOOM_RETURN_IF_ERROR(read_optional_bool(f, "tokenizer.ggml.add_space_prefix", d.add_space_prefix));
-  return from_data(std::move(d));
+  return d;
 }
 
 Expected<Vocab> Vocab::from_data(VocabData data) {

@@ -103,6 +103,9 @@ class Vocab {
   // pre-tokenizer, kCorrupt for inconsistent metadata (array lengths, types, NaN scores,
   // duplicate token texts, special ids out of range, a BPE vocabulary without merges).
   static Expected<Vocab> from_gguf(const gguf::GgufFile& file);
+  // The tokenizer.ggml.* values of a file (from_gguf is read_data, then from_data), for callers
+  // that change some before building (the tokenizer fuzz target tries every BPE pre-tokenizer).
+  static Expected<VocabData> read_data(const gguf::GgufFile& file);
   // Same validation from plain data.
   static Expected<Vocab> from_data(VocabData data);
 

@@ -155,6 +155,36 @@ TEST(Gbnf, LeftRecursionIsRefused) {
   EXPECT_TRUE(Grammar::parse("root ::= \"(\" root \")\" | \"x\""));
 }
 
+// Resource limits on untrusted grammars (docs/reliability.md): nesting, size, rule chains.
+TEST(Gbnf, LimitsOnNestingSizeAndRuleChains) {
+  const auto nested = [](int n) {
+    std::string g = "root ::= ";
+    g.append(size_t(n), '(');
+    g += "\"a\"";
+    g.append(size_t(n), ')');
+    return g;
+  };
+  EXPECT_TRUE(Grammar::parse(nested(256)));
+  EXPECT_NE(parse_error(nested(257)).find("groups nested more than 256 deep"), std::string::npos);
+  EXPECT_NE(parse_error(nested(200000)).find("nested"), std::string::npos);  // no stack overflow
+  EXPECT_NE(parse_error("root ::= \"a\"{100001}").find("repetition count too large"), std::string::npos);
+  std::string big = "root ::=";
+  for (int i = 0; i < 21; ++i) big += " \"ab\"{100000}";  // 21 x 200000 elements > 4 M
+  EXPECT_NE(parse_error(big).find("too large"), std::string::npos);
+  // A chain of 100000 rules, each starting with the next: checked for left recursion without
+  // recursing once per rule; closing the chain into a cycle is refused.
+  std::string chain = "root ::= r0\n";
+  for (int i = 0; i < 100000; ++i) {
+    chain += 'r';
+    chain += std::to_string(i);
+    chain += " ::= r";
+    chain += std::to_string(i + 1);
+    chain += " \"x\"\n";
+  }
+  EXPECT_TRUE(Grammar::parse(chain + "r100000 ::= \"y\"\n"));
+  EXPECT_NE(parse_error(chain + "r100000 ::= r0\n").find("left recursion"), std::string::npos);
+}
+
 TEST(Gbnf, AmbiguousGrammarsStayPolynomial) {
   // Many parses of the same prefix collapse into a bounded set of stacks.
   const std::string g = R"(root ::= ("a" | "a" | "aa" | "a"{1,3})*)";

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "model/model.h"
+#include "sample/grammar.h"
 #include "sample/json_schema.h"
 #include "sample/sampler.h"
 #include "test_util.h"
@@ -321,6 +322,24 @@ TEST(JsonSchema, UnsupportedConstructsNameTheirPath) {
   e = json_schema_to_grammar("{not json");
   ASSERT_FALSE(e);
   EXPECT_EQ(e.status().code(), StatusCode::kInvalidArgument);
+}
+
+// Resource limit on untrusted schemas (docs/reliability.md): nesting is bounded, not the stack.
+TEST(JsonSchema, NestingIsBounded) {
+  const auto nested = [](int n) {
+    std::string s;
+    for (int i = 0; i < n; ++i) s += R"({"type": "array", "items": )";
+    return s + R"({"type": "integer"})" + std::string(size_t(n), '}');
+  };
+  auto ok = json_schema_to_grammar(nested(100));
+  ASSERT_TRUE(ok) << ok.status().message();
+  EXPECT_TRUE(Grammar::parse(*ok));
+  for (int n : {128, 5000}) {
+    auto e = json_schema_to_grammar(nested(n));
+    ASSERT_FALSE(e) << n;
+    EXPECT_EQ(e.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(e.status().message().find("nested more than 128 deep"), std::string::npos) << e.status().message();
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -50,6 +50,14 @@ inline std::string error_json(int status, std::string_view message, std::string_
 // Body parsing and typed fields live in the serve layer (shared with the C API); their
 // RequestError becomes a 400 (or what its status code maps to) in App::handle.
 using serve::Fields;
-using serve::parse_body;
+
+// serve::parse_body with its RequestError as the HttpError (400) it becomes.
+inline json parse_body(std::string_view body) {
+  try {
+    return serve::parse_body(body);
+  } catch (const serve::RequestError& e) {
+    throw HttpError{400, e.message, {}, {}};
+  }
+}
 
 }  // namespace loom::server

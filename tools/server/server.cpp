@@ -20,6 +20,7 @@
 #include "http_server.h"
 #include "json_fields.h"
 #include "metrics_text.h"
+#include "request.h"
 #include "model/adapters.h"
 #include "sample/json_schema.h"
 #include "serve/scheduler.h"
@@ -64,20 +65,6 @@ json bytes_of(const std::string& s) {
   json a = json::array();
   for (unsigned char c : s) a.push_back(int(c));
   return a;
-}
-
-// Status from the scheduler or the chat layer -> HTTP.
-HttpError http_error(const Status& st) {
-  switch (st.code()) {
-    case StatusCode::kInvalidArgument:
-    case StatusCode::kOutOfRange:
-    case StatusCode::kCorrupt: return {400, st.message(), {}, {}};
-    case StatusCode::kUnsupported: return {501, st.message(), {}, {}};
-    case StatusCode::kNotFound: return {404, st.message(), {}, {}};
-    case StatusCode::kUnavailable: return {503, st.message(), {}, {{"Retry-After", "1"}}};
-    case StatusCode::kResourceExhausted: return {503, st.message(), {}, {{"Retry-After", "1"}}};
-    default: return {500, st.message(), {}, {}};
-  }
 }
 
 json timings_json(const serve::Timings& t) {
@@ -189,61 +176,29 @@ struct App {
     throw HttpError{404, "no endpoint " + path, "not_found_error", {}};
   }
 
-  void parse_generation(const Fields& f, GenerateRequest& r, bool chat) {
-    serve::parse_generation(f, model->vocab(), o.n_predict, chat, r);
-  }
-
   // ---- /v1/chat/completions and /v1/completions ----
+  RequestEnv env() const { return {*model, *tmpl, o.n_predict}; }
+
   void chat_completions(http::Request& req, const std::shared_ptr<http::Response>& res) {
     const json body = parse_body(req.body);
-    const Fields f(body);
-    serve::ChatGeneration g = serve::parse_chat_generation(f, *tmpl, model->vocab(), o.n_predict,
-                                                           request_counter.fetch_add(1));
+    ParsedChat p = parse_chat_request(body, env(), request_counter.fetch_add(1));
     auto st = std::make_shared<GenState>();
     st->chat = true;
-    st->format = g.format;
-    st->parse_opts = g.parse_options;
-    st->triggers = std::move(g.triggers);
-    start_generation(req, res, f, std::move(g.request), st, /*n_prompts=*/1, {});
+    st->format = p.format;
+    st->parse_opts = p.parse_options;
+    st->triggers = std::move(p.triggers);
+    start_generation(req, res, Fields(body), std::move(p.gen), st, /*n_prompts=*/1, {});
   }
 
   void completions(http::Request& req, const std::shared_ptr<http::Response>& res) {
     const json body = parse_body(req.body);
-    const Fields f(body);
-    const json* p = f.get("prompt");
-    if (!p) bad_request("prompt: required");
-    // A string, an array of token ids, or an array of strings / token arrays (one choice each).
-    std::vector<std::vector<int32_t>> prompts;
-    const Vocab& vocab = model->vocab();
-    auto tokens_of = [&](const json& v, const std::string& where) { return serve::prompt_tokens(v, vocab, where); };
-    if (p->is_string()) {
-      prompts.push_back(tokens_of(*p, "prompt"));
-    } else if (p->is_array() && !p->empty() && (p->at(0).is_string() || p->at(0).is_array())) {
-      if (p->size() > 64) bad_request("prompt: at most 64 prompts per request");
-      for (size_t i = 0; i < p->size(); ++i) prompts.push_back(tokens_of(p->at(i), "prompt[" + std::to_string(i) + "]"));
-    } else {
-      prompts.push_back(tokens_of(*p, "prompt"));
-    }
-    GenerateRequest r;
-    parse_generation(f, r, /*chat=*/false);
+    ParsedCompletion p = parse_completion_request(body, env());
     auto st = std::make_shared<GenState>();
     st->chat = false;
-    st->echo = f.boolean("echo", false);
-    // echo gives back each prompt as sent: its text, or its token ids detokenized.
-    if (st->echo) {
-      const bool many = prompts.size() > 1 || (p->is_array() && !p->empty() && (p->at(0).is_string() || p->at(0).is_array()));
-      for (size_t i = 0; i < prompts.size(); ++i) {
-        const json& src = many ? p->at(i) : *p;
-        if (src.is_string()) {
-          st->prompt_texts.push_back(src.get<std::string>());
-        } else {
-          auto t = vocab.detokenize(prompts[i], false, false);
-          st->prompt_texts.push_back(t ? *t : std::string());
-        }
-      }
-    }
-    r.prompt = prompts[0];
-    start_generation(req, res, f, std::move(r), st, int(prompts.size()), prompts);
+    st->echo = p.echo;
+    st->prompt_texts = std::move(p.echo_texts);
+    const int n_prompts = int(p.prompts.size());
+    start_generation(req, res, Fields(body), std::move(p.gen), st, n_prompts, p.prompts);
   }
 
   // Per HTTP request: the choices' accumulated output and the streaming state. Events arrive on
