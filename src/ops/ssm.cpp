@@ -67,10 +67,15 @@ namespace ref {
 
 void ssm_scan(const SsmScan& p, int64_t c0, int64_t c1) {
   const int S = p.d_state;
-  for (int64_t c = c0; c < c1; ++c) {
+  // By head (one channel for Mamba-1): the step's softplus and decay once per head and token.
+  for (int64_t c = c0, e; c < c1; c = e) {
+    e = detail::head_end(p, c, c1);
     for (int t = 0; t < p.n_tokens; ++t) {
-      const detail::ScanStep st = detail::scan_step(p, c, t);
-      detail::scan_output(p, c, t, st, detail::scan_states(p.state + c * S, st, 0, S));
+      const detail::ScanStep head = detail::scan_step(p, c, t);
+      for (int64_t ch = c; ch < e; ++ch) {
+        const detail::ScanStep st = detail::channel_step(head, p, ch, t);
+        detail::scan_output(p, ch, t, st, detail::scan_states(p.state + ch * S, st, 0, S));
+      }
     }
   }
 }

@@ -69,6 +69,18 @@ struct ScanStep {
   const float* C;
 };
 ScanStep scan_step(const SsmScan& p, int64_t c, int t);
+// The same step for another channel of the same head (Mamba-2: only x and u differ).
+inline ScanStep channel_step(ScanStep st, const SsmScan& p, int64_t c, int t) {
+  st.x = p.x[int64_t(t) * p.x_stride + c];
+  st.u = st.x * st.d;
+  return st;
+}
+// Channels [c, end) that share c's step: its head's channels in [c, c1) (Mamba-1: c alone).
+inline int64_t head_end(const SsmScan& p, int64_t c, int64_t c1) {
+  if (p.head_dim <= 0) return c + 1;
+  const int64_t e = (c / p.head_dim + 1) * p.head_dim;
+  return e < c1 ? e : c1;
+}
 // States [n0, n1) of one step: s[n] = s[n]·decay_n + B[n]·u with decay_n = exp(d·A[n]) or the
 // step's decay; returns Σ s[n]·C[n] summed in order (the scalar twin, and the vector kernel's tail).
 float scan_states(float* s, const ScanStep& st, int n0, int n1);

@@ -20,22 +20,28 @@ void SsmScanImpl(const SsmScan& p, int64_t c0, int64_t c1) {
   const int N = int(hn::Lanes(d));
   const int S = p.d_state;
   const int Sv = S - S % N;  // whole vectors; the rest as the scalar twin computes it
-  for (int64_t c = c0; c < c1; ++c) {
-    float* s = p.state + c * S;
+  // By head (one channel for Mamba-1): the step's softplus and decay once per head and token.
+  for (int64_t c = c0, e; c < c1; c = e) {
+    e = head_end(p, c, c1);
     for (int t = 0; t < p.n_tokens; ++t) {
-      const ScanStep st = scan_step(p, c, t);
-      const auto vd = hn::Set(d, st.d), vu = hn::Set(d, st.u), vdecay = hn::Set(d, st.decay);
-      auto acc = hn::Zero(d);
-      for (int n = 0; n < Sv; n += N) {
-        // d >= 0 and A <= 0: the decay's exponent is never positive.
-        const auto decay = st.A ? loom::simd::HWY_NAMESPACE::ExpNonPos(d, hn::Mul(vd, hn::LoadU(d, st.A + n))) : vdecay;
-        const auto v = hn::MulAdd(hn::LoadU(d, s + n), decay, hn::Mul(hn::LoadU(d, st.B + n), vu));
-        acc = hn::MulAdd(v, hn::LoadU(d, st.C + n), acc);
-        hn::StoreU(v, d, s + n);
+      const ScanStep head = scan_step(p, c, t);
+      const auto vd = hn::Set(d, head.d), vdecay = hn::Set(d, head.decay);
+      for (int64_t ch = c; ch < e; ++ch) {
+        const ScanStep st = channel_step(head, p, ch, t);
+        float* s = p.state + ch * S;
+        const auto vu = hn::Set(d, st.u);
+        auto acc = hn::Zero(d);
+        for (int n = 0; n < Sv; n += N) {
+          // d >= 0 and A <= 0: the decay's exponent is never positive.
+          const auto decay = st.A ? loom::simd::HWY_NAMESPACE::ExpNonPos(d, hn::Mul(vd, hn::LoadU(d, st.A + n))) : vdecay;
+          const auto v = hn::MulAdd(hn::LoadU(d, s + n), decay, hn::Mul(hn::LoadU(d, st.B + n), vu));
+          acc = hn::MulAdd(v, hn::LoadU(d, st.C + n), acc);
+          hn::StoreU(v, d, s + n);
+        }
+        float sum = Sv > 0 ? hn::GetLane(hn::SumOfLanes(d, acc)) : 0.0f;
+        if (Sv < S) sum += scan_states(s, st, Sv, S);
+        scan_output(p, ch, t, st, sum);
       }
-      float sum = Sv > 0 ? hn::GetLane(hn::SumOfLanes(d, acc)) : 0.0f;
-      if (Sv < S) sum += scan_states(s, st, Sv, S);
-      scan_output(p, c, t, st, sum);
     }
   }
 }
