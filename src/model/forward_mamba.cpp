@@ -109,6 +109,7 @@ Status forward_mamba(const Model& model, const ForwardBatch& fb, ForwardScratch&
       linear(pool, l.ssm_dt, nullptr, b.ssm_dtr, T, b.ssm_dt, b);  // [T][Di]
       ops::add_bias(b.ssm_dt, l.ssm_dt_b, T, Di);
     }
+    ops::softplus_inplace(b.ssm_dt, T * (v2 ? H : Di));  // the steps, in vectors
 
     for_run_channels(Di, [&](int r, int64_t c0, int64_t c1) {
       const int t0 = fb.seq_start[r];
@@ -119,6 +120,7 @@ Status forward_mamba(const Model& model, const ForwardBatch& fb, ForwardScratch&
       p.x_stride = Cc;
       p.dt = b.ssm_dt + int64_t(t0) * (v2 ? H : Di);
       p.dt_stride = v2 ? H : Di;
+      p.dt_is_step = true;
       p.A = l.ssm_a;
       p.B = v2 ? b.ssm_xc + int64_t(t0) * Cc + Di : b.ssm_xdb + int64_t(t0) * XDB + R;
       p.C = p.B + (v2 ? G * S : S);

@@ -35,7 +35,8 @@ ScanStep scan_step(const SsmScan& p, int64_t c, int t) {
   ScanStep st;
   st.head = p.head_dim > 0 ? c / p.head_dim : c;
   st.x = p.x[int64_t(t) * p.x_stride + c];
-  st.d = softplus(p.dt[int64_t(t) * p.dt_stride + st.head]);
+  const float dt = p.dt[int64_t(t) * p.dt_stride + st.head];
+  st.d = p.dt_is_step ? dt : softplus(dt);
   st.u = st.x * st.d;
   st.A = p.head_dim > 0 ? nullptr : p.A + c * p.d_state;
   st.decay = p.head_dim > 0 ? std::exp(st.d * p.A[st.head]) : 0.0f;
@@ -80,7 +81,19 @@ void ssm_scan(const SsmScan& p, int64_t c0, int64_t c1) {
   }
 }
 
+void softplus_inplace(float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] = softplus(x[i]);
+}
+
 }  // namespace ref
+
+void softplus_inplace(float* x, int64_t n) {
+  if (simd_enabled()) {
+    detail::softplus_simd(x, n);
+    return;
+  }
+  ref::softplus_inplace(x, n);
+}
 
 void ssm_scan(const SsmScan& p, int64_t c0, int64_t c1) {
   if (simd_enabled()) {

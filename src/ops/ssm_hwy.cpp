@@ -5,6 +5,7 @@
 #define HWY_TARGET_INCLUDE "ops/ssm_hwy.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
+#include <hwy/contrib/math/math-inl.h>
 
 #include "base/simd_hwy-inl.h"
 #include "ops/ops.h"
@@ -46,12 +47,33 @@ void SsmScanImpl(const SsmScan& p, int64_t c0, int64_t c1) {
   }
 }
 
+void SoftplusImpl(float* x, int64_t n) {
+  const hn::ScalableTag<float> d;
+  const int64_t N = int64_t(hn::Lanes(d));
+  const auto big = hn::Set(d, 20.0f);
+  auto one = [&](auto v) {
+    const auto sp = hn::Log1p(d, hn::Exp(d, hn::Min(v, big)));
+    return hn::IfThenElse(hn::Gt(v, big), v, sp);
+  };
+  int64_t i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(one(hn::LoadU(d, x + i)), d, x + i);
+  if (i < n) {  // the tail through a padded vector
+    HWY_ALIGN float buf[hn::MaxLanes(d)] = {};
+    for (int64_t k = 0; k < n - i; ++k) buf[k] = x[i + k];
+    hn::Store(one(hn::Load(d, buf)), d, buf);
+    for (int64_t k = 0; k < n - i; ++k) x[i + k] = buf[k];
+  }
+}
+
 }  // namespace loom::ops::detail::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 namespace loom::ops::detail {
 HWY_EXPORT(SsmScanImpl);
+HWY_EXPORT(SoftplusImpl);
+
+void softplus_simd(float* x, int64_t n) { HWY_DYNAMIC_DISPATCH(SoftplusImpl)(x, n); }
 
 void ssm_scan_simd(const SsmScan& p, int64_t c0, int64_t c1) { HWY_DYNAMIC_DISPATCH(SsmScanImpl)(p, c0, c1); }
 }  // namespace loom::ops::detail
