@@ -109,6 +109,7 @@ Status forward_mamba(const Model& model, const ForwardBatch& fb, ForwardScratch&
       linear(pool, l.ssm_dt, nullptr, b.ssm_dtr, T, b.ssm_dt, b);  // [T][Di]
       ops::add_bias(b.ssm_dt, l.ssm_dt_b, T, Di);
     }
+    ops::softplus_inplace(b.ssm_dt, T * (v2 ? H : Di));  // the steps, in vectors
 
     for_run_channels(Di, [&](int r, int64_t c0, int64_t c1) {
       const int t0 = fb.seq_start[r];
@@ -119,13 +120,11 @@ Status forward_mamba(const Model& model, const ForwardBatch& fb, ForwardScratch&
       p.x_stride = Cc;
       p.dt = b.ssm_dt + int64_t(t0) * (v2 ? H : Di);
       p.dt_stride = v2 ? H : Di;
+      p.dt_is_step = true;
       p.A = l.ssm_a;
       p.B = v2 ? b.ssm_xc + int64_t(t0) * Cc + Di : b.ssm_xdb + int64_t(t0) * XDB + R;
       p.C = p.B + (v2 ? G * S : S);
       p.bc_stride = v2 ? Cc : XDB;
-      p.D = l.ssm_d;
-      p.z = b.ssm_xz + int64_t(t0) * XZ + (v2 ? 0 : Di);
-      p.z_stride = XZ;
       p.state = st.ssm + int64_t(fb.state_dst[r]) * rs.ssm_row;
       p.y = b.ssm_y + int64_t(t0) * Di;
       p.y_stride = Di;
@@ -134,6 +133,19 @@ Status forward_mamba(const Model& model, const ForwardBatch& fb, ForwardScratch&
         p.group_channels = Di / G;
       }
       ops::ssm_scan(p, c0, c1);
+    });
+    // y = (y + D ⊙ x) · silu(z), by token rows in vectors (the scan's own D and z would take
+    // them one channel at a time).
+    pool.parallel_for(T, [&](int64_t lo, int64_t hi) {
+      for (int64_t t = lo; t < hi; ++t) {
+        float* y = b.ssm_y + t * Di;
+        const float* x = b.ssm_xc + t * Cc;
+        float* z = b.ssm_xz + t * XZ + (v2 ? 0 : Di);
+        const int64_t hd = v2 ? Di / H : 1;
+        for (int64_t c = 0; c < Di; ++c) y[c] += l.ssm_d[c / hd] * x[c];
+        ops::swiglu_inplace(z, y, Di);  // z = silu(z) · y
+        std::memcpy(y, z, sizeof(float) * size_t(Di));
+      }
     });
     if (v2 && l.ssm_norm) {
       // RMSNorm over each group of Di / G channels, weight ssm_norm.

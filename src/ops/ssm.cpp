@@ -35,7 +35,8 @@ ScanStep scan_step(const SsmScan& p, int64_t c, int t) {
   ScanStep st;
   st.head = p.head_dim > 0 ? c / p.head_dim : c;
   st.x = p.x[int64_t(t) * p.x_stride + c];
-  st.d = softplus(p.dt[int64_t(t) * p.dt_stride + st.head]);
+  const float dt = p.dt[int64_t(t) * p.dt_stride + st.head];
+  st.d = p.dt_is_step ? dt : softplus(dt);
   st.u = st.x * st.d;
   st.A = p.head_dim > 0 ? nullptr : p.A + c * p.d_state;
   st.decay = p.head_dim > 0 ? std::exp(st.d * p.A[st.head]) : 0.0f;
@@ -67,15 +68,32 @@ namespace ref {
 
 void ssm_scan(const SsmScan& p, int64_t c0, int64_t c1) {
   const int S = p.d_state;
-  for (int64_t c = c0; c < c1; ++c) {
+  // By head (one channel for Mamba-1): the step's softplus and decay once per head and token.
+  for (int64_t c = c0, e; c < c1; c = e) {
+    e = detail::head_end(p, c, c1);
     for (int t = 0; t < p.n_tokens; ++t) {
-      const detail::ScanStep st = detail::scan_step(p, c, t);
-      detail::scan_output(p, c, t, st, detail::scan_states(p.state + c * S, st, 0, S));
+      const detail::ScanStep head = detail::scan_step(p, c, t);
+      for (int64_t ch = c; ch < e; ++ch) {
+        const detail::ScanStep st = detail::channel_step(head, p, ch, t);
+        detail::scan_output(p, ch, t, st, detail::scan_states(p.state + ch * S, st, 0, S));
+      }
     }
   }
 }
 
+void softplus_inplace(float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] = softplus(x[i]);
+}
+
 }  // namespace ref
+
+void softplus_inplace(float* x, int64_t n) {
+  if (simd_enabled()) {
+    detail::softplus_simd(x, n);
+    return;
+  }
+  ref::softplus_inplace(x, n);
+}
 
 void ssm_scan(const SsmScan& p, int64_t c0, int64_t c1) {
   if (simd_enabled()) {

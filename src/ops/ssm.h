@@ -50,6 +50,7 @@ struct SsmScan {
   float* state = nullptr;     // [n_ch][d_state], updated
   float* y = nullptr;         // [n_tokens][y_stride]
   int64_t y_stride = 0;
+  bool dt_is_step = false;    // dt already holds softplus(dt) (softplus_inplace)
   int64_t head_dim = 0;       // Mamba-2: channels per head (0: Mamba-1)
   int64_t group_channels = 0; // Mamba-2: channels per B/C group (0: one group)
 };
@@ -57,6 +58,8 @@ void ssm_scan(const SsmScan& p, int64_t c0, int64_t c1);
 
 // softplus as the reference computes it: x > 20 ? x : log(1 + e^x).
 float softplus(float x);
+// x[i] = softplus(x[i]) (vectorised; the scan's steps for a whole micro-batch at once).
+void softplus_inplace(float* x, int64_t n);
 
 namespace detail {
 // The inputs of channel c at token t: its x, its step d = softplus(dt), its head (the index of
@@ -69,6 +72,18 @@ struct ScanStep {
   const float* C;
 };
 ScanStep scan_step(const SsmScan& p, int64_t c, int t);
+// The same step for another channel of the same head (Mamba-2: only x and u differ).
+inline ScanStep channel_step(ScanStep st, const SsmScan& p, int64_t c, int t) {
+  st.x = p.x[int64_t(t) * p.x_stride + c];
+  st.u = st.x * st.d;
+  return st;
+}
+// Channels [c, end) that share c's step: its head's channels in [c, c1) (Mamba-1: c alone).
+inline int64_t head_end(const SsmScan& p, int64_t c, int64_t c1) {
+  if (p.head_dim <= 0) return c + 1;
+  const int64_t e = (c / p.head_dim + 1) * p.head_dim;
+  return e < c1 ? e : c1;
+}
 // States [n0, n1) of one step: s[n] = s[n]·decay_n + B[n]·u with decay_n = exp(d·A[n]) or the
 // step's decay; returns Σ s[n]·C[n] summed in order (the scalar twin, and the vector kernel's tail).
 float scan_states(float* s, const ScanStep& st, int n0, int n1);
@@ -77,8 +92,9 @@ void scan_output(const SsmScan& p, int64_t c, int t, const ScanStep& st, float s
 }  // namespace detail
 
 namespace ref {
-// Scalar twin of ssm_scan (the SIMD kernel's ground truth); ssm_conv is scalar only.
+// Scalar twins of ssm_scan and softplus_inplace (the SIMD kernels' ground truth); ssm_conv is scalar only.
 void ssm_scan(const SsmScan& p, int64_t c0, int64_t c1);
+void softplus_inplace(float* x, int64_t n);
 }  // namespace ref
 
 }  // namespace loom::ops

@@ -5,6 +5,7 @@
 #define HWY_TARGET_INCLUDE "ops/ssm_hwy.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
+#include <hwy/contrib/math/math-inl.h>
 
 #include "base/simd_hwy-inl.h"
 #include "ops/ops.h"
@@ -20,23 +21,47 @@ void SsmScanImpl(const SsmScan& p, int64_t c0, int64_t c1) {
   const int N = int(hn::Lanes(d));
   const int S = p.d_state;
   const int Sv = S - S % N;  // whole vectors; the rest as the scalar twin computes it
-  for (int64_t c = c0; c < c1; ++c) {
-    float* s = p.state + c * S;
+  // By head (one channel for Mamba-1): the step's softplus and decay once per head and token.
+  for (int64_t c = c0, e; c < c1; c = e) {
+    e = head_end(p, c, c1);
     for (int t = 0; t < p.n_tokens; ++t) {
-      const ScanStep st = scan_step(p, c, t);
-      const auto vd = hn::Set(d, st.d), vu = hn::Set(d, st.u), vdecay = hn::Set(d, st.decay);
-      auto acc = hn::Zero(d);
-      for (int n = 0; n < Sv; n += N) {
-        // d >= 0 and A <= 0: the decay's exponent is never positive.
-        const auto decay = st.A ? loom::simd::HWY_NAMESPACE::ExpNonPos(d, hn::Mul(vd, hn::LoadU(d, st.A + n))) : vdecay;
-        const auto v = hn::MulAdd(hn::LoadU(d, s + n), decay, hn::Mul(hn::LoadU(d, st.B + n), vu));
-        acc = hn::MulAdd(v, hn::LoadU(d, st.C + n), acc);
-        hn::StoreU(v, d, s + n);
+      const ScanStep head = scan_step(p, c, t);
+      const auto vd = hn::Set(d, head.d), vdecay = hn::Set(d, head.decay);
+      for (int64_t ch = c; ch < e; ++ch) {
+        const ScanStep st = channel_step(head, p, ch, t);
+        float* s = p.state + ch * S;
+        const auto vu = hn::Set(d, st.u);
+        auto acc = hn::Zero(d);
+        for (int n = 0; n < Sv; n += N) {
+          // d >= 0 and A <= 0: the decay's exponent is never positive.
+          const auto decay = st.A ? loom::simd::HWY_NAMESPACE::ExpNonPos(d, hn::Mul(vd, hn::LoadU(d, st.A + n))) : vdecay;
+          const auto v = hn::MulAdd(hn::LoadU(d, s + n), decay, hn::Mul(hn::LoadU(d, st.B + n), vu));
+          acc = hn::MulAdd(v, hn::LoadU(d, st.C + n), acc);
+          hn::StoreU(v, d, s + n);
+        }
+        float sum = Sv > 0 ? hn::GetLane(hn::SumOfLanes(d, acc)) : 0.0f;
+        if (Sv < S) sum += scan_states(s, st, Sv, S);
+        scan_output(p, ch, t, st, sum);
       }
-      float sum = Sv > 0 ? hn::GetLane(hn::SumOfLanes(d, acc)) : 0.0f;
-      if (Sv < S) sum += scan_states(s, st, Sv, S);
-      scan_output(p, c, t, st, sum);
     }
+  }
+}
+
+void SoftplusImpl(float* x, int64_t n) {
+  const hn::ScalableTag<float> d;
+  const int64_t N = int64_t(hn::Lanes(d));
+  const auto big = hn::Set(d, 20.0f);
+  auto one = [&](auto v) {
+    const auto sp = hn::Log1p(d, hn::Exp(d, hn::Min(v, big)));
+    return hn::IfThenElse(hn::Gt(v, big), v, sp);
+  };
+  int64_t i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(one(hn::LoadU(d, x + i)), d, x + i);
+  if (i < n) {  // the tail through a padded vector
+    HWY_ALIGN float buf[hn::MaxLanes(d)] = {};
+    for (int64_t k = 0; k < n - i; ++k) buf[k] = x[i + k];
+    hn::Store(one(hn::Load(d, buf)), d, buf);
+    for (int64_t k = 0; k < n - i; ++k) x[i + k] = buf[k];
   }
 }
 
@@ -46,6 +71,9 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace loom::ops::detail {
 HWY_EXPORT(SsmScanImpl);
+HWY_EXPORT(SoftplusImpl);
+
+void softplus_simd(float* x, int64_t n) { HWY_DYNAMIC_DISPATCH(SoftplusImpl)(x, n); }
 
 void ssm_scan_simd(const SsmScan& p, int64_t c0, int64_t c1) { HWY_DYNAMIC_DISPATCH(SsmScanImpl)(p, c0, c1); }
 }  // namespace loom::ops::detail

@@ -170,6 +170,21 @@ TEST(Ssm, ConvIsCausalCarriesItsStateAndSplitsExactly) {
   }
 }
 
+TEST(Ssm, SoftplusVectorMatchesScalarTwin) {
+  for_each_simd_target([] {
+    for (int n : {0, 1, 3, 7, 8, 15, 16, 17, 33, 100}) {
+      for (int off : {0, 1, 2}) {
+        std::vector<float> a = random_vec(size_t(n + off), uint32_t(n * 10 + off), 8.0f);
+        if (n > 2) a[size_t(off)] = 25.0f, a[size_t(off + 1)] = -90.0f, a[size_t(off + 2)] = 20.0f;
+        std::vector<float> b = a;
+        ops::softplus_inplace(a.data() + off, n);
+        ops::ref::softplus_inplace(b.data() + off, n);
+        for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-6f * (1.0f + std::fabs(b[i]))) << n << " " << i;
+      }
+    }
+  });
+}
+
 TEST(Ssm, SoftplusAsTheReference) {
   EXPECT_EQ(ops::softplus(25.0f), 25.0f);
   EXPECT_FLOAT_EQ(ops::softplus(0.0f), std::log(2.0f));
