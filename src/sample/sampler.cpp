@@ -167,7 +167,7 @@ SamplerChain build_chain(const SamplerParams& p, const Vocab* vocab, int32_t n_v
 // ---------------------------------------------------------------------------------------------
 // Sampler
 
-Sampler::Sampler(const SamplerParams& p) : p_(p), chain_(build_chain(p, nullptr, 0)) {
+Sampler::Sampler(const SamplerParams& p) : p_(p), chain_(build_chain(p, nullptr, 0)), argmax_(argmax_suffices(p)) {
   assert(p.grammar.empty() && "a grammar needs Sampler::create with a vocabulary");
 }
 
@@ -194,6 +194,7 @@ Expected<Sampler> Sampler::create(const SamplerParams& p, const Vocab* vocab) {
   Sampler s;
   s.p_ = p;
   s.chain_ = build_chain(p, vocab, n_vocab);
+  s.argmax_ = argmax_suffices(p);
   if (!p.grammar.empty()) {
     if (!vocab) return bad("a grammar needs the model's vocabulary");
     auto g = Grammar::parse(p.grammar, p.grammar_root);
@@ -205,7 +206,7 @@ Expected<Sampler> Sampler::create(const SamplerParams& p, const Vocab* vocab) {
   return s;
 }
 
-Sampler::Sampler(const Sampler& o) : p_(o.p_), chain_(o.chain_) {
+Sampler::Sampler(const Sampler& o) : p_(o.p_), chain_(o.chain_), argmax_(o.argmax_) {
   if (o.grammar_) grammar_ = std::make_unique<GrammarStage>(*o.grammar_);
 }
 
@@ -217,7 +218,32 @@ Sampler& Sampler::operator=(const Sampler& o) {
   return *this;
 }
 
+// Whether the chain can only return the most likely token: greedy (temperature 0), and no stage
+// that could remove the maximum or change which logit is largest (logit bias, penalties, DRY,
+// typical-p, XTC, mirostat). top-k, top-p, min-p and temperature 0 always keep the maximum.
+bool Sampler::argmax_suffices(const SamplerParams& p) {
+  if (!(p.temp <= 0.0f && p.dynatemp_range <= 0.0f) || p.mirostat != 0 || !p.logit_bias.empty()) return false;
+  if (p.penalty_last_n != 0 && (p.penalty_repeat != 1.0f || p.penalty_freq != 0.0f || p.penalty_present != 0.0f)) return false;
+  if (p.dry.multiplier != 0.0f && p.dry.base >= 1.0f && p.dry.penalty_last_n != 0) return false;
+  if (p.typical_p < 1.0f) return false;
+  if (p.xtc_probability > 0.0f && p.xtc_threshold <= 0.5f) return false;
+  return true;
+}
+
 int32_t Sampler::sample(std::span<const float> logits) {
+  if (argmax_ && !logits.empty()) {
+    // Greedy without a stage that matters: the first largest logit, no candidate list to build.
+    int32_t best = 0;
+    for (size_t i = 1; i < logits.size(); ++i) {
+      if (logits[i] > logits[size_t(best)]) best = int32_t(i);
+    }
+    if (!grammar_ || grammar_->allows(best)) return best;
+    cur_.fill(logits);
+    grammar_->apply(cur_);
+    if (cur_.empty()) return -1;
+    chain_.apply(cur_);
+    return pick(cur_);
+  }
   cur_.fill(logits);
   chain_.apply(cur_);
   int32_t tok = pick(cur_);

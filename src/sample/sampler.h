@@ -125,8 +125,11 @@ class Sampler {
 
  private:
   Sampler() = default;
+  static bool argmax_suffices(const SamplerParams& p);
+
   SamplerParams p_;
   SamplerChain chain_;
+  bool argmax_ = false;  // the chain can only pick the largest logit: sample() takes it directly
   std::unique_ptr<GrammarStage> grammar_;
   Candidates cur_;
 };

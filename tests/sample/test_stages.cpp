@@ -41,6 +41,39 @@ std::vector<float> log_probs(std::vector<float> p) {
   return p;
 }
 
+// Greedy samplers take the largest logit directly (no candidate list): the same token as running
+// the whole chain, for the default stages and for random parameters that keep the maximum.
+TEST(Sampler, GreedyShortcutEqualsTheFullChain) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0.0f, 3.0f);
+  for (int trial = 0; trial < 200; ++trial) {
+    SamplerParams p;
+    p.temp = 0.0f;
+    p.top_k = int(rng() % 60);
+    p.top_p = 0.5f + 0.5f * float(rng() % 100) / 100.0f;
+    p.min_p = float(rng() % 30) / 100.0f;
+    Sampler fast(p);
+    // The same chain with a stage that turns the shortcut off but changes nothing here: a logit
+    // bias of 0 on a token.
+    SamplerParams q = p;
+    q.logit_bias = {{0, 0.0f}};
+    Sampler full(q);
+    std::vector<float> logits(size_t(50 + rng() % 2000));
+    for (float& x : logits) x = nd(rng);
+    EXPECT_EQ(fast.sample(logits), full.sample(logits)) << "trial " << trial;
+  }
+  // Stages that may move the maximum keep the full chain: a bias that makes another token win.
+  SamplerParams b;
+  b.temp = 0.0f;
+  b.logit_bias = {{3, 100.0f}};
+  Sampler biased(b);
+  std::vector<float> l = {5.0f, 1.0f, 2.0f, 0.0f};
+  EXPECT_EQ(biased.sample(l), 3);
+  SamplerParams g;
+  g.temp = 0.0f;
+  EXPECT_EQ(Sampler(g).sample(l), 0);
+}
+
 TEST(Candidates, FillSortSoftmax) {
   Candidates c = make({1, 3, 2, 3});
   EXPECT_TRUE(c.identity);
