@@ -28,7 +28,7 @@ void touch_values(const gguf::GgufFile& f) {
   }
   const uint64_t data_bytes = f.file_size() - f.data_offset();
   for (const gguf::TensorInfo& t : f.tensors()) {
-    LOOM_FUZZ_CHECK(t.n_dims >= 1 && t.n_dims <= gguf::kMaxDims);
+    LOOM_FUZZ_CHECK(t.n_dims >= 0 && t.n_dims <= gguf::kMaxDims);  // 0: a scalar, as in ggml
     LOOM_FUZZ_CHECK(t.offset <= data_bytes && t.nbytes <= data_bytes - t.offset);
     LOOM_FUZZ_CHECK(f.find_tensor(t.name) != nullptr);
     // The first and last byte are readable (ASan checks the mapping bounds).

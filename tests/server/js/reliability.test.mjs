@@ -127,7 +127,11 @@ test('a bounded soak: many clients, then resident memory back to its level', asy
     const total = Object.values(statuses).reduce((a, b) => a + b, 0);
     t.diagnostic(`soak ${seconds} s: ${total} requests ${JSON.stringify(statuses)}, RSS ${before} KiB -> ${after} KiB`);
     for (const s of Object.keys(statuses)) assert.ok(['200', '400', '503'].includes(s), `status ${s}`);
-    assert.ok(after <= before * 1.1 + 8192, `resident memory grew from ${before} KiB to ${after} KiB`);
+    // Under AddressSanitizer (scripts/sanitize.sh sets ASAN_OPTIONS) freed memory waits in the
+    // allocator's quarantine (up to 256 MiB), so resident memory says nothing there.
+    if (!process.env.ASAN_OPTIONS) {
+      assert.ok(after <= before * 1.1 + 8192, `resident memory grew from ${before} KiB to ${after} KiB`);
+    }
   } finally {
     const e = await srv.stop();
     assert.equal(e.code, 0);
