@@ -314,29 +314,48 @@ class Context : public Napi::ObjectWrap<Context> {
     std::string text;
     std::string json;
   };
+  // A request's events wait in `pending` for the JavaScript thread, which drains all of them per
+  // wake-up: when JavaScript is busier than the generation (or the two share cores), one call
+  // carries many tokens instead of one wake-up per token.
   struct Request {
     Napi::ThreadSafeFunction tsfn;
+    std::mutex mu;
+    std::vector<Ev> pending;
+    bool scheduled = false;
   };
-  static void on_event(const loom_event* e, void* user) {
-    auto* r = static_cast<Request*>(user);
-    auto* ev = new Ev{e->kind, e->choice, e->token, std::string(e->text, e->text_len), e->json ? e->json : ""};
-    const bool last = e->kind == LOOM_EVENT_DONE || e->kind == LOOM_EVENT_ERROR;
-    auto call = [](Napi::Env env, Napi::Function fn, Ev* data) {
-      std::unique_ptr<Ev> d(data);
-      if (env == nullptr || fn.IsEmpty()) return;
+  static void drain(Napi::Env env, Napi::Function fn, Request* r) {
+    std::vector<Ev> evs;
+    {
+      std::lock_guard<std::mutex> l(r->mu);
+      evs.swap(r->pending);
+      r->scheduled = false;
+    }
+    bool last = false;
+    for (const Ev& d : evs) {
+      last = last || d.kind == LOOM_EVENT_DONE || d.kind == LOOM_EVENT_ERROR;
+      if (env == nullptr || fn.IsEmpty()) continue;
       try {
-        fn.Call({Napi::Number::New(env, d->kind), Napi::Number::New(env, d->choice), Napi::Number::New(env, d->token),
-                 Napi::String::New(env, d->text), Napi::String::New(env, d->json)});
+        fn.Call({Napi::Number::New(env, d.kind), Napi::Number::New(env, d.choice), Napi::Number::New(env, d.token),
+                 Napi::String::New(env, d.text), Napi::String::New(env, d.json)});
       } catch (const Napi::Error& err) {
         // lib/index.js never lets a user callback throw into here; this is the last guard.
         fprintf(stderr, "loom-node: a completion callback threw: %s\n", err.Message().c_str());
       }
-    };
-    if (r->tsfn.NonBlockingCall(ev, call) != napi_ok) delete ev;
+    }
     if (last) {
       r->tsfn.Release();
       delete r;
     }
+  }
+  static void on_event(const loom_event* e, void* user) {
+    auto* r = static_cast<Request*>(user);
+    bool call = false;
+    {
+      std::lock_guard<std::mutex> l(r->mu);
+      r->pending.push_back(Ev{e->kind, e->choice, e->token, std::string(e->text, e->text_len), e->json ? e->json : ""});
+      if (!r->scheduled) r->scheduled = call = true;
+    }
+    if (call) r->tsfn.NonBlockingCall(r, &Context::drain);
   }
 
   // submit(requestJson, onEvent(kind, choice, token, text, json)) -> request id
@@ -345,7 +364,8 @@ class Context : public Napi::ObjectWrap<Context> {
     auto s = sched(env);
     const std::string body = string_arg(info, 0, "request");
     if (info.Length() < 2 || !info[1].IsFunction()) type_error(env, "onEvent must be a function");
-    auto* r = new Request{Napi::ThreadSafeFunction::New(env, info[1].As<Napi::Function>(), "loom-completion", 0, 1)};
+    auto* r = new Request;
+    r->tsfn = Napi::ThreadSafeFunction::New(env, info[1].As<Napi::Function>(), "loom-completion", 0, 1);
     uint64_t id = 0;
     const int32_t st = loom_scheduler_submit(s.get(), body.c_str(), &Context::on_event, r, &id);
     if (st != LOOM_OK) {
