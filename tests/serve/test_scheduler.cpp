@@ -64,7 +64,9 @@ std::unique_ptr<Collected> run(Scheduler& s, GenerateRequest r) {
   auto c = std::make_unique<Collected>();
   auto id = s.submit(std::move(r), c->callback());
   EXPECT_TRUE(id.has_value()) << id.status().message();
-  if (id) EXPECT_TRUE(c->wait()) << "request did not finish";
+  if (id) {
+    EXPECT_TRUE(c->wait()) << "request did not finish";
+  }
   return c;
 }
 
