@@ -631,7 +631,19 @@ class Converter {
 
 }  // namespace
 
-Expected<std::string> json_schema_to_grammar(const nlohmann::ordered_json& schema) { return Converter(schema).run(); }
+Expected<std::string> json_schema_to_grammar(const nlohmann::ordered_json& schema) {
+  auto gbnf = Converter(schema).run();
+  if (!gbnf) return gbnf;
+  // A $ref cycle that consumes nothing ({"$ref": "#"}, or definitions that only refer to each other)
+  // becomes a left-recursive rule: refuse the schema here, with the reason, rather than hand out a
+  // grammar that fails later.
+  auto g = Grammar::parse(*gbnf);
+  if (!g && g.status().message().find("left recursion") != std::string::npos) {
+    return invalid_argument("json schema: a $ref refers back to itself without matching anything first (" +
+                            g.status().message() + ")");
+  }
+  return gbnf;
+}
 
 Expected<std::string> json_schema_to_grammar(std::string_view schema_text) {
   nlohmann::ordered_json j;

@@ -475,3 +475,23 @@ TEST(JsonSchemaGeneration, UnboundedStringsEnd) {
 
 }  // namespace
 }  // namespace loom
+
+namespace loom {
+namespace {
+
+// Found by the json_schema fuzzer: a $ref back to the root (or a cycle of definitions that match
+// nothing first) would be a left-recursive grammar; the schema is refused with the reason.
+TEST(JsonSchema, SelfReferenceWithoutContentIsRefused) {
+  for (const char* schema : {R"({"$ref": "#"})", R"({"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"})"}) {
+    auto g = json_schema_to_grammar(schema);
+    ASSERT_FALSE(g.has_value()) << schema << " gave " << *g;
+    EXPECT_NE(g.status().message().find("$ref"), std::string::npos) << g.status().message();
+  }
+  // A recursive schema that matches something before recursing stays fine.
+  auto list = json_schema_to_grammar(
+      R"({"$defs": {"node": {"type": "object", "properties": {"next": {"anyOf": [{"$ref": "#/$defs/node"}, {"type": "null"}]}}}}, "$ref": "#/$defs/node"})");
+  EXPECT_TRUE(list.has_value()) << list.status().message();
+}
+
+}  // namespace
+}  // namespace loom
