@@ -4,7 +4,8 @@
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libgtest-dev libgmock-dev libbenchmark-dev
       nlohmann-json3-dev libcli11-dev libpcre2-dev libhwy-dev python3-numpy nginx curl
-      clang libclang-rt-dev)  # clang + libFuzzer: scripts/fuzz.sh
+      clang libclang-rt-dev  # clang + libFuzzer: scripts/fuzz.sh
+      dpkg-dev file)  # cpack -G DEB: dpkg-shlibdeps and file find the .deb's dependencies
 # Node.js runs the server's end-to-end tests (and the Node binding); use the one on PATH if any.
 # The Node binding (bindings/node) compiles against Node's C headers (node_api.h): next to the node
 # binary (nodesource, official tarballs) or Debian's libnode-dev.
