@@ -10,7 +10,7 @@ jobs=$(nproc 2>/dev/null || echo 2)
 # Every fuzz target for a few seconds under ASan + UBSan (clang, build-fuzz/; docs/reliability.md),
 # after the suite has replayed the seed corpora and crash inputs (label fuzz). Skipped when ctest
 # arguments select tests; LOOM_FUZZ_SECONDS=0 skips it too.
-fuzz_seconds="${LOOM_FUZZ_SECONDS:-5}"
+fuzz_seconds="${LOOM_FUZZ_SECONDS:-3}"
 # Leak detection stays for the longer campaigns: a known, still open leak (a Jinja template that
 # puts a list inside itself; docs/reliability.md) must not make a 5-second run fail by chance.
 if [ $# -eq 0 ] && [ "$fuzz_seconds" != 0 ]; then
