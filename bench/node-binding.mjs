@@ -1,6 +1,7 @@
 // loom-node's cost over the engine, and its peer, side by side in one run:
 //   - `loom generate` (the CLI, no JavaScript) — the binding must be within 3 % of it;
-//   - loom-node's completion() (bindings/node) on the same model, threads and length;
+//   - loom-node's completion() (bindings/node) on the same model, threads and length, without and
+//     with a token callback (streaming);
 //   - node-llama-cpp's LlamaCompletion (the peer JavaScript users run today; its prebuilt
 //     llama.cpp from ../shared/bench/peer-bench.mjs's install in $LOOM_PEER_DIR, when present);
 // plus the event loop's timer lag while loom-node generates (a 1 ms interval timer), and the
@@ -43,7 +44,9 @@ const gbs = (tps) => (tps * bw.weight_bytes_per_token) / 1e9;
 function runCli() {
   const out = JSON.parse(execFileSync(loomBin, ['generate', '-m', model, '-t', String(threads), '-c', String(nCtx), '-n', String(tokens),
     '--temp', '0', '-p', prompt, '--json'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }));
-  return { tps: out.timings.gen_tps, n: out.ids.length };
+  // gen_wall_tps: from the prompt's end to the last token, sampling and detokenizing included,
+  // which is what completion()'s predicted_per_second measures; gen_tps counts decode time only.
+  return { tps: out.timings.gen_wall_tps, decode: out.timings.gen_tps, n: out.ids.length };
 }
 
 const { loadModel } = await import(pathToFileURL(path.join(repo, 'bindings', 'node', 'lib', 'index.js')).href);
@@ -51,7 +54,7 @@ const ctx = await loadModel({ model, n_ctx: nCtx, n_threads: threads });
 const lags = [];
 // Speed runs have nothing else on the event loop (as the CLI has nothing else); a separate run
 // measures the timer lag with a 1 ms interval timer beside the generation.
-async function runNode(withTimer = false) {
+async function runNode(withTimer = false, streaming = false) {
   let last = performance.now();
   const timer = withTimer
     ? setInterval(() => {
@@ -61,7 +64,9 @@ async function runNode(withTimer = false) {
       }, 1)
     : null;
   const t0 = performance.now();
-  const res = await ctx.completion({ prompt, n_predict: tokens, temperature: 0, ignore_eos: true, cache_prompt: false });
+  let streamed = 0;
+  const onToken = streaming ? (t) => { streamed += t.token.length; } : undefined;
+  const res = await ctx.completion({ prompt, n_predict: tokens, temperature: 0, ignore_eos: true, cache_prompt: false }, onToken);
   const wall = (performance.now() - t0) / 1000;
   if (timer) clearInterval(timer);
   return { tps: res.timings.predicted_per_second, wall: res.tokens_predicted / wall };
@@ -99,17 +104,20 @@ if (fs.existsSync(peerPkg)) {
   }
 }
 
-const cli = [], node = [], nodeWall = [];
+const cli = [], cliDecode = [], node = [], nodeWall = [], nodeStream = [];
 let cliTokens = 0;
 for (let r = 0; r < reps + 1; r++) {
   const c = runCli();
   const n = await runNode();
+  const ns = await runNode(false, true);
   const p = runPeer ? await runPeer() : NaN;
   if (r === 0) continue;
   cli.push(c.tps);
+  cliDecode.push(c.decode);
   cliTokens = c.n;
   node.push(n.tps);
   nodeWall.push(n.wall);
+  nodeStream.push(ns.tps);
   if (runPeer) peer.runs.push(p);
 }
 const lagRun = await runNode(true);
@@ -129,9 +137,13 @@ console.log('| engine | tg tok/s | decode GB/s | vs loom generate |');
 console.log('|---|---|---|---|');
 const cliT = median(cli);
 console.log(`| loom generate (CLI, ${cliTokens} tokens) | ${f(cliT)} | ${f(gbs(cliT), 2)} | 1.00x |`);
+const cliD = median(cliDecode);
+console.log(`| loom generate, decode time only (no sampling) | ${f(cliD)} | ${f(gbs(cliD), 2)} | ${f(cliD / cliT, 3)}x |`);
 const nT = median(node), nW = median(nodeWall);
 console.log(`| loom-node completion() | ${f(nT)} | ${f(gbs(nT), 2)} | ${f(nT / cliT, 3)}x |`);
 console.log(`| loom-node, wall clock incl. prompt and JS | ${f(nW)} | ${f(gbs(nW), 2)} | ${f(nW / cliT, 3)}x |`);
+const nS = median(nodeStream);
+console.log(`| loom-node completion() streaming (onToken per token) | ${f(nS)} | ${f(gbs(nS), 2)} | ${f(nS / cliT, 3)}x |`);
 if (peer?.tps) console.log(`| node-llama-cpp ${peer.version} LlamaCompletion | ${f(peer.tps)} | ${f(gbs(peer.tps), 2)} | ${f(peer.tps / cliT, 3)}x |`);
 else console.log(`| node-llama-cpp | - | - | ${peer?.error ? `error: ${peer.error}` : `not installed (node ../shared/bench/peer-bench.mjs installs it in ${peerDir})`} |`);
 console.log(`event loop while loom-node generates: timer lag p99 ${f(p99, 2)} ms, max ${f(maxLag, 2)} ms ` +

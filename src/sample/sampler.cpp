@@ -7,14 +7,6 @@
 
 namespace loom {
 
-int32_t argmax(std::span<const float> v) {
-  int32_t best = 0;
-  for (size_t i = 1; i < v.size(); ++i) {
-    if (v[i] > v[size_t(best)]) best = int32_t(i);
-  }
-  return best;
-}
-
 // ---------------------------------------------------------------------------------------------
 // SamplerChain
 
@@ -233,14 +225,7 @@ bool Sampler::argmax_suffices(const SamplerParams& p) {
 int32_t Sampler::sample(std::span<const float> logits) {
   if (argmax_ && !logits.empty()) {
     // Greedy without a stage that matters: the first largest logit, no candidate list to build.
-    // Two passes: the maximum (a reduction the compiler vectorises), then its first index.
-    const float* x = logits.data();
-    const size_t n = logits.size();
-    float m = x[0];
-    for (size_t i = 1; i < n; ++i) m = x[i] > m ? x[i] : m;
-    int32_t best = 0;
-    while (size_t(best) < n && !(x[best] == m)) ++best;
-    if (size_t(best) == n) best = 0;  // NaN logits: as the chain, the first token
+    const int32_t best = argmax(logits);
     if (!grammar_ || grammar_->allows(best)) return best;
     cur_.fill(logits);
     grammar_->apply(cur_);

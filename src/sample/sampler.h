@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "sample/argmax.h"  // argmax(): greedy picks
 #include "sample/grammar.h"
 #include "sample/stage.h"
 #include "sample/stages.h"
@@ -133,8 +134,5 @@ class Sampler {
   std::unique_ptr<GrammarStage> grammar_;
   Candidates cur_;
 };
-
-// Index of the largest value; the first one on ties.
-int32_t argmax(std::span<const float> v);
 
 }  // namespace loom

@@ -36,6 +36,7 @@ TEST(Cli, GenerateJsonHasIdsTextAndTimings) {
   EXPECT_TRUE(j["text"].is_string());
   EXPECT_TRUE(j["timings"]["prompt_tps"].is_number());
   EXPECT_TRUE(j["timings"]["gen_tps"].is_number());
+  EXPECT_GT(j["timings"]["gen_wall_tps"].get<double>(), 0.0);
 }
 
 TEST(Cli, SeededSamplingIsReproducible) {

@@ -154,6 +154,7 @@ int generate_one(const Opts& o, std::shared_ptr<const Model> model, std::vector<
     }
   };
   bool pending = false;  // the last sampled token is not in the cache yet
+  const int64_t t_gen0 = now_us();  // wall clock of generation: decode, sampling, detokenizing
   for (int i = 0; i < o.n_predict; ++i) {
     if (pending) {
       if (int(history.size()) >= ctx.n_ctx()) {
@@ -188,6 +189,7 @@ int generate_one(const Opts& o, std::shared_ptr<const Model> model, std::vector<
     if (!o.context_shift && int(history.size()) >= ctx.n_ctx()) break;
   }
   emit(detok.flush());
+  const double gen_wall_us = double(now_us() - t_gen0);
   if (!o.save_state.empty()) {
     // Decode the last generated token too, so a resumed run continues exactly where this ended.
     if (pending && int(history.size()) <= ctx.n_ctx()) {
@@ -208,7 +210,11 @@ int generate_one(const Opts& o, std::shared_ptr<const Model> model, std::vector<
     j["prompt_ids"] = prompt;
     j["ids"] = out;
     j["text"] = text;
-    j["timings"] = {{"prompt_tps", prompt_tps}, {"gen_tps", gen_tps}};
+    // gen_tps: decode time only (the context's counters, as llama.cpp's eval time); gen_wall_tps:
+    // tokens over the wall clock from the prompt's end to the last token, sampling included (as
+    // llama-server's and loom serve's predicted_per_second).
+    j["timings"] = {{"prompt_tps", prompt_tps}, {"gen_tps", gen_tps},
+                    {"gen_wall_tps", gen_wall_us > 0 ? double(out.size()) * 1e6 / gen_wall_us : 0.0}};
     if (!o.load_state.empty()) j["reused_tokens"] = reused;
     std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {

@@ -268,7 +268,8 @@ function runCompletion(ctx, options, onToken, track) {
       if (track) track.delete(id);
     };
     try {
-      id = ctx._native.submit(JSON.stringify(req), onEvent);
+      // Token events only when something reads them (the finish event has the whole text).
+      id = ctx._native.submit(JSON.stringify(req), onEvent, !!onToken || wantProbs);
     } catch (err) {
       reject(err);
       return;

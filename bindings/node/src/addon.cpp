@@ -18,6 +18,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <chrono>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
@@ -317,12 +318,23 @@ class Context : public Napi::ObjectWrap<Context> {
   // A request's events wait in `pending` for the JavaScript thread, which drains all of them per
   // wake-up: when JavaScript is busier than the generation (or the two share cores), one call
   // carries many tokens instead of one wake-up per token.
+  // Without a token callback (and without logprobs) JavaScript needs only the finish and done
+  // events (the finish event carries the whole text and the token ids): token events are then
+  // dropped here and JavaScript is not woken once per token, which would take a core from the
+  // decode threads.
   struct Request {
     Napi::ThreadSafeFunction tsfn;
     std::mutex mu;
     std::vector<Ev> pending;
     bool scheduled = false;
+    bool tokens = true;  // token events wanted
+    std::chrono::steady_clock::time_point last_wake{};
   };
+  // Token events arriving faster than this wait for the next one (at most one token gap late;
+  // finish, done and error events always wake JavaScript at once, so nothing waits past the end):
+  // at ~1000 tok/s one wake-up carries 2-3 tokens, which halves the JavaScript thread's share of
+  // the cores the decode threads run on.
+  static constexpr std::chrono::microseconds kMinWakeInterval{2000};
   static void drain(Napi::Env env, Napi::Function fn, Request* r) {
     std::vector<Ev> evs;
     {
@@ -349,22 +361,29 @@ class Context : public Napi::ObjectWrap<Context> {
   }
   static void on_event(const loom_event* e, void* user) {
     auto* r = static_cast<Request*>(user);
+    const bool token = e->kind == LOOM_EVENT_TOKEN;
+    if (token && !r->tokens) return;
     bool call = false;
     {
       std::lock_guard<std::mutex> l(r->mu);
       r->pending.push_back(Ev{e->kind, e->choice, e->token, std::string(e->text, e->text_len), e->json ? e->json : ""});
-      if (!r->scheduled) r->scheduled = call = true;
+      const auto now = std::chrono::steady_clock::now();
+      if (!r->scheduled && (!token || now - r->last_wake >= kMinWakeInterval)) {
+        r->scheduled = call = true;
+        r->last_wake = now;
+      }
     }
     if (call) r->tsfn.NonBlockingCall(r, &Context::drain);
   }
 
-  // submit(requestJson, onEvent(kind, choice, token, text, json)) -> request id
+  // submit(requestJson, onEvent(kind, choice, token, text, json), tokens = true) -> request id
   Napi::Value Submit(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
     auto s = sched(env);
     const std::string body = string_arg(info, 0, "request");
     if (info.Length() < 2 || !info[1].IsFunction()) type_error(env, "onEvent must be a function");
     auto* r = new Request;
+    r->tokens = info.Length() < 3 || info[2].IsUndefined() || info[2].ToBoolean();
     r->tsfn = Napi::ThreadSafeFunction::New(env, info[1].As<Napi::Function>(), "loom-completion", 0, 1);
     uint64_t id = 0;
     const int32_t st = loom_scheduler_submit(s.get(), body.c_str(), &Context::on_event, r, &id);
