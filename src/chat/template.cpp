@@ -16,6 +16,7 @@ Expected<Template> Template::parse(std::string_view source) {
 Expected<std::string> Template::render(const nlohmann::ordered_json& context, const RenderOptions& opts) const {
   if (!body_) return invalid_argument("template was not parsed");
   if (!context.is_object() && !context.is_null()) return invalid_argument("template context must be a JSON object");
+  ValueArena arena;  // outlives the interpreter: empties what reference counting cannot free
   Interpreter in(body_, opts);
   try {
     return in.render(Value::from_json(context));

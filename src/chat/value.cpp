@@ -34,6 +34,7 @@ Value Value::list(std::vector<Value> items) {
   v.type_ = Type::kList;
   v.list_ = std::make_shared<ListData>();
   v.list_->items = std::move(items);
+  if (ValueArena* a = ValueArena::current()) a->track(v.list_);
   return v;
 }
 Value Value::tuple(std::vector<Value> items) {
@@ -45,7 +46,55 @@ Value Value::dict() {
   Value v;
   v.type_ = Type::kDict;
   v.dict_ = std::make_shared<DictData>();
+  if (ValueArena* a = ValueArena::current()) a->track(v.dict_);
   return v;
+}
+
+// ---- ValueArena ----
+
+namespace {
+thread_local ValueArena* t_arena = nullptr;
+}
+
+ValueArena::ValueArena() : prev_(t_arena) { t_arena = this; }
+
+ValueArena::~ValueArena() {
+  t_arena = prev_;
+  // Hold every survivor first, so that emptying one never destroys another mid-way; then empty
+  // them all (the cycles' edges) and let the references go.
+  std::vector<std::shared_ptr<Value::ListData>> lists;
+  std::vector<std::shared_ptr<Value::DictData>> dicts;
+  for (auto& w : lists_)
+    if (auto p = w.lock()) lists.push_back(std::move(p));
+  for (auto& w : dicts_)
+    if (auto p = w.lock()) dicts.push_back(std::move(p));
+  lists_.clear();
+  dicts_.clear();
+  std::vector<Value> graveyard;  // destroyed after every container is empty
+  for (auto& l : lists) {
+    for (Value& v : l->items) graveyard.push_back(std::move(v));
+    l->items.clear();
+  }
+  for (auto& d : dicts) d->take_all(&graveyard);
+}
+
+ValueArena* ValueArena::current() { return t_arena; }
+
+void ValueArena::track(const std::shared_ptr<Value::ListData>& l) {
+  lists_.push_back(l);
+  if (lists_.size() + dicts_.size() >= compact_at_) compact();
+}
+
+void ValueArena::track(const std::shared_ptr<Value::DictData>& d) {
+  dicts_.push_back(d);
+  if (lists_.size() + dicts_.size() >= compact_at_) compact();
+}
+
+void ValueArena::compact() {
+  auto drop = [](auto& v) { std::erase_if(v, [](const auto& w) { return w.expired(); }); };
+  drop(lists_);
+  drop(dicts_);
+  compact_at_ = std::max<size_t>(4096, 2 * (lists_.size() + dicts_.size()));
 }
 Value Value::function(std::string name, std::function<Value(Interpreter&, CallArgs&)> fn) {
   Value v;
@@ -143,6 +192,13 @@ const Value* Value::DictData::find(const Value& key) const {
     if (values_equal(kv.first, key)) return &kv.second;
   return nullptr;
 }
+void Value::DictData::take_all(std::vector<Value>* out) {
+  index_.clear();
+  indexed_ = 0;
+  for (auto& [k, v] : items) out->push_back(std::move(k)), out->push_back(std::move(v));
+  items.clear();
+}
+
 void Value::DictData::set(Value key, Value value) {
   if (Value* v = find(key)) { *v = std::move(value); return; }
   items.emplace_back(std::move(key), std::move(value));

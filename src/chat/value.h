@@ -56,6 +56,8 @@ class Value {
     const Value* find(const Value& key) const;
     Value* find(const Value& key) { return const_cast<Value*>(std::as_const(*this).find(key)); }
     void set(Value key, Value value);
+    // Moves every key and value out to `out` (ValueArena breaking cycles).
+    void take_all(std::vector<Value>* out);
 
    private:
     // Large dicts (tool schemas, contexts) index their string keys so that building one is not
@@ -119,6 +121,31 @@ class Value {
   std::shared_ptr<ListData> list_;
   std::shared_ptr<DictData> dict_;
   std::shared_ptr<const Function> fn_;
+};
+
+// Containers are shared by reference, so a template can build a cycle (`{% do l.append(l) %}`, a
+// namespace holding itself) that reference counting never frees. A ValueArena alive on this thread
+// (Template::render holds one for each render) records every list and dict created meanwhile and
+// empties the ones still alive when it ends, which breaks every cycle. Renders nest (the innermost
+// arena records); values made with no arena alive (parsing) are not recorded.
+class ValueArena {
+ public:
+  ValueArena();
+  ~ValueArena();
+  ValueArena(const ValueArena&) = delete;
+  ValueArena& operator=(const ValueArena&) = delete;
+
+  // The arena recording on this thread, or null.
+  static ValueArena* current();
+  void track(const std::shared_ptr<Value::ListData>& l);
+  void track(const std::shared_ptr<Value::DictData>& d);
+
+ private:
+  void compact();
+  std::vector<std::weak_ptr<Value::ListData>> lists_;
+  std::vector<std::weak_ptr<Value::DictData>> dicts_;
+  size_t compact_at_ = 4096;  // records before expired ones are dropped (their memory is freed then)
+  ValueArena* prev_ = nullptr;
 };
 
 // Python ==: numbers compare by value (True == 1), containers element-wise, other types unequal.

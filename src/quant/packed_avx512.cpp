@@ -14,7 +14,9 @@
 #include "quant/packed_layout.h"
 
 // GCC 12 reports a false "may be used uninitialized" inside its own AVX-512 headers.
+#if defined(__GNUC__) && !defined(__clang__)  // clang has no such warning
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 #define LOOM_AVX512_VNNI __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
 
