@@ -39,6 +39,42 @@ TEST(Cli, GenerateJsonHasIdsTextAndTimings) {
   EXPECT_GT(j["timings"]["gen_wall_tps"].get<double>(), 0.0);
 }
 
+// Speculative decoding never changes the output: the golden greedy ids with a draft model (the
+// same model: every draft token accepted) and with prompt lookup; seeded sampling as without.
+TEST(Cli, SpeculativeDecodingKeepsTheGoldenIds) {
+  auto g = nlohmann::json::parse(read_text_file(shared_path("golden/stories260K.json")));
+  auto want = g["runs"][0]["greedy_ids"].get<std::vector<int>>();
+  want.resize(48);
+  const std::string base = "generate -m " + model("stories260K.gguf") + " -p 'Once upon a time' -n 48 --json ";
+  for (const std::string& extra : {"--draft-model " + model("stories260K.gguf") + " --draft-p-min 0 --draft-max 5",
+                                  std::string("--lookup 3"), std::string("--lookup 1 --draft-min 2")}) {
+    auto r = run_loom(base + "--temp 0 " + extra);
+    ASSERT_EQ(r.exit_code, 0) << extra << ": " << r.err;
+    auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["ids"].get<std::vector<int>>(), want) << extra;
+    ASSERT_TRUE(j.contains("speculative")) << extra;
+    EXPECT_GT(j["speculative"]["rounds"].get<int>(), 0) << extra;
+    if (extra.find("draft-model") != std::string::npos) {
+      EXPECT_EQ(j["speculative"]["acceptance"].get<double>(), 1.0);
+    }
+  }
+  const std::string sampled = base + "--temp 0.9 --seed 3 --repeat-penalty 1.2 ";
+  auto a = run_loom(sampled), b = run_loom(sampled + "--lookup 2");
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  EXPECT_EQ(nlohmann::json::parse(a.out)["ids"], nlohmann::json::parse(b.out)["ids"]);
+}
+
+TEST(Cli, SpeculativeDecodingRefusesAnotherVocabularyAndParallel) {
+  auto r = run_loom("generate -m " + model("synth-llama-tiny-f32.gguf") + " --draft-model " + model("stories260K.gguf") +
+                    " -p 'Once' -n 4 --temp 0");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("vocabularies must be the same"), std::string::npos) << r.err;
+  r = run_loom("generate -m " + model("stories260K.gguf") + " --lookup 2 --parallel 2 -p 'Once' -n 4");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("--parallel cannot be combined"), std::string::npos) << r.err;
+}
+
 TEST(Cli, SeededSamplingIsReproducible) {
   const std::string args = "generate -m " + model("stories260K.gguf") + " -p 'Once upon a time' -n 24 --temp 0.9 --seed 42";
   auto a = run_loom(args), b = run_loom(args);

@@ -1,6 +1,7 @@
 // loom generate -m MODEL -p PROMPT [-n N] [-c CTX] [-t THREADS] [--temp T] [--seed S] [--json]
 //               [sampler flags] [--grammar-file F | --json-schema F]
 //               [--parallel N] [--context-shift --keep N] [--save-state F | --load-state F]
+//               [--draft-model M [--draft-max K] [--draft-min N] [--draft-p-min P] | --lookup N]
 // Streams the generated text (not the prompt) to stdout as it is produced.
 #include <nlohmann/json.hpp>
 
@@ -16,6 +17,7 @@
 #include "context/context.h"
 #include "sample/json_schema.h"
 #include "sample/sampler.h"
+#include "speculative/speculative.h"
 #include "vocab/stream_detokenizer.h"
 
 namespace loom::cli {
@@ -35,6 +37,10 @@ struct Opts {
   bool context_shift = false;
   int keep = 0;
   std::string save_state, load_state;
+  // Speculative decoding (speculative/speculative.h): a draft model or prompt lookup.
+  std::string draft_model;
+  int draft_max = 16, draft_min = 0, lookup = 0;
+  float draft_p_min = 0.75f;
 };
 
 Status read_text(const std::string& path, std::string* out) {
@@ -93,6 +99,23 @@ int generate_one(const Opts& o, std::shared_ptr<const Model> model, std::vector<
   if (o.context_shift && ctx.recurrent()) {
     return fail(unsupported("--context-shift needs to drop old tokens, which a recurrent model's state cannot"));
   }
+  std::unique_ptr<Drafter> drafter;
+  if (!o.draft_model.empty() || o.lookup > 0) {
+    if (ctx.recurrent()) return fail(unsupported("speculative decoding needs to drop rejected tokens, which a recurrent model's state cannot"));
+    if (o.context_shift) return fail(invalid_argument("speculative decoding cannot be combined with --context-shift"));
+    if (o.lookup > 0) {
+      drafter = std::make_unique<LookupDrafter>(o.lookup, std::min(o.lookup, 2));
+    } else {
+      auto dm = load_model_or_report(o.draft_model);
+      if (!dm) return 1;
+      ContextParams dp = cp;
+      dp.n_ctx = cp.n_ctx + o.draft_max + 1;
+      auto d = ModelDrafter::create(dm, *model, dp, o.draft_p_min);
+      if (!d) return fail(d.status());
+      drafter = std::move(*d);
+    }
+  }
+  SpecStats spec;
 
   // `history` is exactly what the KV cache holds, in order.
   std::vector<int32_t> history;
@@ -155,7 +178,44 @@ int generate_one(const Opts& o, std::shared_ptr<const Model> model, std::vector<
   };
   bool pending = false;  // the last sampled token is not in the cache yet
   const int64_t t_gen0 = now_us();  // wall clock of generation: decode, sampling, detokenizing
-  for (int i = 0; i < o.n_predict; ++i) {
+  while (int(out.size()) < o.n_predict) {
+    if (pending && drafter && int(history.size()) < ctx.n_ctx()) {
+      // Speculative step: draft, verify in one decode, keep what the sampler picks (the same
+      // tokens as plain decoding; speculative/speculative.h says why).
+      const int room = ctx.n_ctx() - int(history.size()) - 1;
+      const int left = o.n_predict - int(out.size()) - 1;
+      const int k = std::min({o.draft_max, room, left, ctx.n_batch() - 1});
+      std::vector<int32_t> draft;
+      if (k > 0) {
+        auto d = drafter->draft(history, k);
+        if (!d) return fail(d.status());
+        draft = std::move(*d);
+        if (int(draft.size()) < o.draft_min) draft.clear();
+      }
+      int picked = 0;
+      auto round = speculative_round(ctx, 0, history, draft, [&](std::span<const float> logits) -> Expected<SpecPick> {
+        const int32_t tok = sampler.sample(logits);
+        if (tok < 0) return invalid_argument("the grammar admits no token of this vocabulary here");
+        if (vocab.is_eog(tok)) return SpecPick{tok, false, true};
+        sampler.accept(tok);
+        ++picked;
+        const bool stop = sampler.grammar_done() || int(out.size()) + picked >= o.n_predict ||
+                          int(history.size()) + picked >= ctx.n_ctx();
+        return SpecPick{tok, true, stop};
+      });
+      if (!round) return fail(round.status());
+      spec.add(*round);
+      for (int32_t tok : round->tokens) {
+        out.push_back(tok);
+        history.push_back(tok);
+        auto chunk = detok.push(tok);
+        if (!chunk) return fail(chunk.status());
+        emit(*chunk);
+      }
+      pending = !round->tokens.empty();
+      if (round->stopped || int(history.size()) >= ctx.n_ctx()) break;
+      continue;
+    }
     if (pending) {
       if (int(history.size()) >= ctx.n_ctx()) {
         if (!o.context_shift) break;
@@ -216,11 +276,23 @@ int generate_one(const Opts& o, std::shared_ptr<const Model> model, std::vector<
     j["timings"] = {{"prompt_tps", prompt_tps}, {"gen_tps", gen_tps},
                     {"gen_wall_tps", gen_wall_us > 0 ? double(out.size()) * 1e6 / gen_wall_us : 0.0}};
     if (!o.load_state.empty()) j["reused_tokens"] = reused;
+    if (drafter) {
+      j["speculative"] = {{"drafter", drafter->describe()}, {"rounds", spec.rounds}, {"drafted", spec.drafted},
+                          {"accepted", spec.accepted}, {"acceptance", spec.acceptance()},
+                          {"tokens_per_round", spec.rounds > 0 ? double(spec.emitted) / double(spec.rounds) : 0.0}};
+    }
     std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {
     if (o.json_schema_file.empty()) std::printf("\n");
     std::fprintf(stderr, "loom: prompt %zu tokens %.1f tok/s, generated %zu tokens %.1f tok/s\n", prompt.size(),
                  prompt_tps, out.size(), gen_tps);
+    if (drafter) {
+      std::fprintf(stderr, "loom: speculative (%s): %lld rounds, %lld of %lld draft tokens accepted (%.1f %%), %.2f tokens per target decode, %.1f tok/s wall\n",
+                   drafter->describe().c_str(), static_cast<long long>(spec.rounds), static_cast<long long>(spec.accepted),
+                   static_cast<long long>(spec.drafted), 100.0 * spec.acceptance(),
+                   spec.rounds > 0 ? double(spec.emitted) / double(spec.rounds) : 0.0,
+                   gen_wall_us > 0 ? double(out.size()) * 1e6 / gen_wall_us : 0.0);
+    }
   }
   if (sampler.has_grammar() && !sampler.grammar()->matcher().can_end())
     std::fprintf(stderr, "loom: warning: generation stopped before the grammar was complete (raise -n)\n");
@@ -365,6 +437,12 @@ void register_generate(CLI::App& app, int& exit_code) {
   auto* save = sub->add_option("--save-state", o->save_state, "save the context (cache + tokens) to FILE at the end");
   sub->add_option("--load-state", o->load_state, "restore a saved context and reuse its tokens (resumes a saved generation)")
       ->excludes(save);
+  auto* dm = sub->add_option("--draft-model", o->draft_model, "speculative decoding with this draft model (same vocabulary); greedy and seeded output are unchanged");
+  sub->add_option("--draft-max", o->draft_max, "most tokens drafted per step (default 16)")->check(CLI::Range(1, 256));
+  sub->add_option("--draft-min", o->draft_min, "drafts shorter than this are not verified (default 0)")->check(CLI::Range(0, 256));
+  sub->add_option("--draft-p-min", o->draft_p_min, "the draft model stops at a token below this probability (default 0.75)")->check(CLI::Range(0.0, 1.0));
+  sub->add_option("--lookup", o->lookup, "speculative decoding by prompt lookup: drafts from the longest repeated n-gram up to N tokens (no draft model)")
+      ->check(CLI::Range(1, 64))->excludes(dm);
   sub->add_flag("--json", o->json, "print one JSON object instead of streaming");
   sub->callback([o, &exit_code] {
     auto model = load_model_or_report(o->model);
@@ -400,6 +478,10 @@ void register_generate(CLI::App& app, int& exit_code) {
     }
     if (prompt.empty()) {
       exit_code = fail(invalid_argument("the prompt produced no tokens"));
+      return;
+    }
+    if (o->parallel > 1 && (!o->draft_model.empty() || o->lookup > 0)) {
+      exit_code = fail(invalid_argument("--parallel cannot be combined with --draft-model or --lookup"));
       return;
     }
     if (o->parallel > 1 && (o->context_shift || !o->save_state.empty() || !o->load_state.empty())) {
