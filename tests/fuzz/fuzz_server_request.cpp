@@ -1,6 +1,8 @@
-// The server's request parsing (tools/server/request.h): body -> scheduler request for
-// /v1/chat/completions and /v1/completions, with stories260K's vocabulary and either loom's
-// ChatML template or Qwen 2.5's. Input: [flags] body. Any body gives a request or an HttpError
+// The server's request parsing (tools/server/request.h): body -> request for
+// /v1/chat/completions and /v1/completions (flags bit 0), and with flags bits 3-5 = 1..5
+// /v1/embeddings, /v1/rerank, /tokenize (then tokenized), /detokenize (then detokenized),
+// /apply-template (then rendered), with stories260K's vocabulary and either loom's ChatML
+// template or Qwen 2.5's. Input: [flags] body. Any body gives a request or an HttpError
 // with a 4xx status (501 for unsupported features); no other exception and no 500. A grammar
 // the request produced (json_schema, response_format, tools) parses.
 #include <memory>
@@ -66,7 +68,26 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // A grammar given by the client is checked when the request is submitted; only the ones
     // made here (json_schema, response_format, tools) must always parse.
     const bool own_grammar = j.contains("grammar") && !j["grammar"].is_null();
-    if (flags & 1) {
+    const Vocab& vocab = g_env->model->vocab();
+    const int endpoint = (flags >> 3) & 7;
+    if (endpoint == 1) {
+      server::ParsedEmbeddings p = server::parse_embeddings_request(j, vocab);
+      for (const auto& in : p.inputs)
+        for (int32_t id : in) LOOM_FUZZ_CHECK(vocab.is_valid(id));
+    } else if (endpoint == 2) {
+      server::ParsedRerank p = server::parse_rerank_request(j, vocab);
+      LOOM_FUZZ_CHECK(p.inputs.size() == p.texts.size() && p.top_n >= 1 && p.top_n <= int(p.inputs.size()));
+    } else if (endpoint == 3) {
+      const server::ParsedTokenize p = server::parse_tokenize_request(j);
+      for (int32_t id : vocab.tokenize(p.content, p.add_special, p.parse_special)) LOOM_FUZZ_CHECK(vocab.is_valid(id));
+    } else if (endpoint == 4) {
+      const std::vector<int32_t> ids = server::parse_detokenize_request(j, vocab);
+      LOOM_FUZZ_CHECK(vocab.detokenize(ids, false, true).has_value());
+    } else if (endpoint == 5) {
+      const chat::ChatInputs in = server::parse_apply_template_request(j);
+      auto text = env.tmpl.render(in);
+      if (!text) throw server::http_error(text.status());
+    } else if (flags & 1) {
       server::ParsedCompletion p = server::parse_completion_request(j, env);
       LOOM_FUZZ_CHECK(!p.prompts.empty());
       if (!own_grammar) check_grammar(p.gen.sampling.grammar);

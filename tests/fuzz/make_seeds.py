@@ -177,6 +177,15 @@ bodies = [
     (1, {"prompt": [[1, 2, 3], "text"], "n": 2, "echo": True, "logprobs": 2, "dry_multiplier": 0.5,
          "dry_sequence_breakers": ["\n"], "mirostat": 2, "grammar": "root ::= \"a\"+"}),
     (5, {"prompt": [1, 9, 33], "logit_bias": [[5, -1.5], [6, False]], "top_k": 0, "min_p": 0.1, "typical_p": 0.9}),
+    # flags bits 3-5: the other endpoints (embeddings, rerank, tokenize, detokenize, apply-template)
+    (1 << 3, {"input": ["hello world", [1, 2, 3]], "encoding_format": "base64"}),
+    (1 << 3, {"content": "Once upon a time", "normalize": False}),
+    (2 << 3, {"query": "what is a cat?", "documents": ["a cat is an animal", "paris"], "top_n": 1,
+              "return_documents": True}),
+    (3 << 3, {"content": "Once <s> upon a time", "add_special": True, "parse_special": True, "with_pieces": True}),
+    (4 << 3, {"tokens": [1, 2, 300, 511]}),
+    ((5 << 3) | 2, {"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}],
+                    "add_generation_prompt": True, "tools": tools}),
 ]
 for i, (flags, b) in enumerate(bodies):
     put('server_request', 'b%02d' % i, bytes([flags]) + json.dumps(b).encode())
@@ -186,7 +195,9 @@ write_dict('server_request', json_words + ['"messages"', '"prompt"', '"max_token
            '"stream_options"', '"include_usage"', '"logprobs"', '"top_logprobs"', '"n_probs"', '"logit_bias"', '"n"',
            '"grammar"', '"json_schema"', '"response_format"', '"tools"', '"tool_choice"', '"samplers"', '"echo"',
            '"dry_multiplier"', '"dry_sequence_breakers"', '"xtc_probability"', '"n_keep"', '"cache_prompt"',
-           '"ignore_eos"', '"min_keep"', '"parallel_tool_calls"', '"add_generation_prompt"', '"chat_template_kwargs"'])
+           '"ignore_eos"', '"min_keep"', '"parallel_tool_calls"', '"add_generation_prompt"', '"chat_template_kwargs"',
+           '"input"', '"encoding_format"', '"base64"', '"normalize"', '"query"', '"documents"', '"top_n"',
+           '"return_documents"', '"content"', '"add_special"', '"parse_special"', '"with_pieces"', '"tokens"'])
 
 # ---- HTTP requests ----
 reqs = [

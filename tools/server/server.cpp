@@ -537,10 +537,6 @@ struct App {
   }
 
   // ---- embeddings and rerank ----
-  std::vector<std::vector<int32_t>> inputs_of(const json& v, const char* field) {
-    return serve::embed_inputs(v, model->vocab(), field);
-  }
-
   // Runs an embedding request and calls done(result) on the loop thread.
   void run_embed(std::vector<std::vector<int32_t>> inputs, const std::shared_ptr<http::Response>& res,
                  std::function<void(serve::EmbedResult&)> done) {
@@ -558,17 +554,10 @@ struct App {
 
   void embeddings(http::Request& req, const std::shared_ptr<http::Response>& res) {
     if (!o.embedding) throw HttpError{501, "this server was not started with --embedding", "not_supported_error", {}};
-    const json body = parse_body(req.body);
-    const Fields f(body);
-    const json* input = f.get("input");
-    if (!input) input = f.get("content");  // llama.cpp's /embedding field
-    if (!input) bad_request("input: required");
-    const std::string fmt = f.string("encoding_format", "float");
-    if (fmt != "float" && fmt != "base64") bad_request("encoding_format: expected \"float\" or \"base64\"");
-    const bool normalize = f.boolean("normalize", true);
-    auto inputs = inputs_of(*input, "input");
+    ParsedEmbeddings p = parse_embeddings_request(parse_body(req.body), model->vocab());
+    const bool base64_out = p.base64, normalize = p.normalize;
     const std::string model_name = alias;
-    run_embed(std::move(inputs), res, [this, res, fmt, normalize, model_name](serve::EmbedResult& r) {
+    run_embed(std::move(p.inputs), res, [this, res, base64_out, normalize, model_name](serve::EmbedResult& r) {
       json data = json::array();
       for (size_t i = 0; i < r.embeddings.size(); ++i) {
         std::vector<float>& e = r.embeddings[i];
@@ -579,7 +568,7 @@ struct App {
           for (float& x : e) x *= inv;
         }
         json item = {{"object", "embedding"}, {"index", int(i)}};
-        if (fmt == "base64") item["embedding"] = base64(e.data(), e.size() * sizeof(float));
+        if (base64_out) item["embedding"] = base64(e.data(), e.size() * sizeof(float));
         else item["embedding"] = e;
         data.push_back(std::move(item));
       }
@@ -593,19 +582,12 @@ struct App {
       throw HttpError{501, "reranking needs a reranker model (rank pooling) started with --embedding --pooling rank",
                       "not_supported_error", {}};
     }
-    const json body = parse_body(req.body);
-    const Fields f(body);
-    const std::string query = f.string("query");
-    if (!f.has("query")) bad_request("query: required");
-    const json* docs = f.get("documents");
-    if (!docs || !docs->is_array() || docs->empty()) bad_request("documents: expected a non-empty array");
-    if (docs->size() > 2048) bad_request("documents: at most 2048");
-    const int top_n = int(f.integer_in("top_n", int64_t(docs->size()), 1, int64_t(docs->size())));
-    const bool return_docs = f.boolean("return_documents", false);
-    std::vector<std::string> texts;
-    std::vector<std::vector<int32_t>> inputs = serve::rerank_inputs(query, *docs, model->vocab(), &texts);
+    ParsedRerank p = parse_rerank_request(parse_body(req.body), model->vocab());
+    const int top_n = p.top_n;
+    const bool return_docs = p.return_documents;
+    std::vector<std::string> texts = std::move(p.texts);
     const std::string model_name = alias;
-    run_embed(std::move(inputs), res, [this, res, texts, top_n, return_docs, model_name](serve::EmbedResult& r) {
+    run_embed(std::move(p.inputs), res, [this, res, texts, top_n, return_docs, model_name](serve::EmbedResult& r) {
       std::vector<std::pair<float, int>> scores;
       for (size_t i = 0; i < r.embeddings.size(); ++i) scores.emplace_back(r.embeddings[i].empty() ? 0.0f : r.embeddings[i][0], int(i));
       std::stable_sort(scores.begin(), scores.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
@@ -632,50 +614,25 @@ struct App {
   }
 
   void tokenize(http::Request& req, http::Response& res) {
-    const json body = parse_body(req.body);
-    const Fields f(body);
-    const std::string content = f.string("content");
-    const bool add_special = f.boolean("add_special", false);
-    const bool parse_special = f.boolean("parse_special", true);
-    const bool pieces = f.boolean("with_pieces", false);
-    const auto ids = model->vocab().tokenize(content, add_special, parse_special);
+    const ParsedTokenize p = parse_tokenize_request(parse_body(req.body));
+    const auto ids = model->vocab().tokenize(p.content, p.add_special, p.parse_special);
     json toks = json::array();
     for (int32_t id : ids) {
-      if (pieces) toks.push_back({{"id", id}, {"piece", model->vocab().token_to_piece(id, true)}});
+      if (p.with_pieces) toks.push_back({{"id", id}, {"piece", model->vocab().token_to_piece(id, true)}});
       else toks.push_back(id);
     }
     send_json(res, {{"tokens", toks}});
   }
 
   void detokenize(http::Request& req, http::Response& res) {
-    const json body = parse_body(req.body);
-    const Fields f(body);
-    const json* t = f.get("tokens");
-    std::vector<int32_t> ids;
-    if (t) {
-      if (!t->is_array()) bad_request("tokens: expected an array of token ids");
-      for (size_t i = 0; i < t->size(); ++i) {
-        if (!(*t)[i].is_number_integer()) bad_request("tokens[" + std::to_string(i) + "]: expected a token id");
-        const int64_t id = (*t)[i].get<int64_t>();
-        if (id < 0 || id >= model->vocab().n_tokens()) bad_request("tokens[" + std::to_string(i) + "]: token " + std::to_string(id) + " is not in the vocabulary");
-        ids.push_back(int32_t(id));
-      }
-    }
+    const std::vector<int32_t> ids = parse_detokenize_request(parse_body(req.body), model->vocab());
     auto text = model->vocab().detokenize(ids, false, true);
     if (!text) throw http_error(text.status());
     send_json(res, {{"content", *text}});
   }
 
   void apply_template(http::Request& req, http::Response& res) {
-    const json body = parse_body(req.body);
-    const Fields f(body);
-    const json* msgs = f.get("messages");
-    if (!msgs || !msgs->is_array()) bad_request("messages: expected an array");
-    chat::ChatInputs in;
-    in.messages = *msgs;
-    if (const json* t = f.get("tools")) in.tools = *t;
-    if (const json* k = f.get("chat_template_kwargs")) in.extra = *k;
-    in.add_generation_prompt = f.boolean("add_generation_prompt", true);
+    const chat::ChatInputs in = parse_apply_template_request(parse_body(req.body));
     auto text = tmpl->render(in);
     if (!text) throw http_error(text.status());
     send_json(res, {{"prompt", *text}});
