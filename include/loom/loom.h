@@ -171,7 +171,8 @@ LOOM_API int32_t loom_model_meta_val_str(const loom_model * model, const char * 
 enum loom_vocab_type {
   LOOM_VOCAB_TYPE_SPM = 1, /* SentencePiece ("llama") */
   LOOM_VOCAB_TYPE_BPE = 2, /* byte-level BPE ("gpt2") */
-  LOOM_VOCAB_TYPE_WPM = 3  /* WordPiece ("bert") */
+  LOOM_VOCAB_TYPE_WPM = 3, /* WordPiece ("bert") */
+  LOOM_VOCAB_TYPE_UGM = 4  /* Unigram ("t5"), since 0.2 */
 };
 
 /* Token attribute bits (llama_token_attr values). */

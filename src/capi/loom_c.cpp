@@ -458,6 +458,7 @@ int32_t loom_vocab_type(const loom_model* model) {
     case loom::VocabType::kSpm: return LOOM_VOCAB_TYPE_SPM;
     case loom::VocabType::kBpe: return LOOM_VOCAB_TYPE_BPE;
     case loom::VocabType::kWpm: return LOOM_VOCAB_TYPE_WPM;
+    case loom::VocabType::kUgm: return LOOM_VOCAB_TYPE_UGM;
   }
   return -1;
 }

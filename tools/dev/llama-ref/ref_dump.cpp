@@ -12,6 +12,10 @@
 //       a recurrent model's sequence operations step by step: each op, its return value and
 //       every sequence's seq_pos_min/max afterwards, decode return codes of invalid batches,
 //       and logits of two sequences decoded in one batch (OUT.ab.f32: seq 0 then seq 1).
+//   ref_dump tokenize MODEL CASES.txt OUT.json
+//       llama_tokenize of every case of CASES.txt (cases separated by a line "__case__", raw bytes):
+//       text_hex, ids_add_special, ids_plain, ids_parse_special, detokenized_plain (raw bytes as
+//       hex too: detokenized_hex).
 #include <llama.h>
 
 #include <nlohmann/json.hpp>
@@ -19,6 +23,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -28,12 +33,12 @@ namespace {
 
 const llama_vocab* g_vocab = nullptr;
 
-std::vector<llama_token> tokenize(const std::string& text, bool add_special) {
+std::vector<llama_token> tokenize(const std::string& text, bool add_special, bool parse_special = false) {
   std::vector<llama_token> ids(text.size() + 8);
-  int n = llama_tokenize(g_vocab, text.c_str(), int32_t(text.size()), ids.data(), int32_t(ids.size()), add_special, false);
+  int n = llama_tokenize(g_vocab, text.c_str(), int32_t(text.size()), ids.data(), int32_t(ids.size()), add_special, parse_special);
   if (n < 0) {
     ids.resize(size_t(-n));
-    n = llama_tokenize(g_vocab, text.c_str(), int32_t(text.size()), ids.data(), int32_t(ids.size()), add_special, false);
+    n = llama_tokenize(g_vocab, text.c_str(), int32_t(text.size()), ids.data(), int32_t(ids.size()), add_special, parse_special);
   }
   ids.resize(size_t(n));
   return ids;
@@ -147,6 +152,43 @@ int golden(llama_model* model, int argc, char** argv) {
   return 0;
 }
 
+std::string hex(const std::string& s) {
+  static const char* d = "0123456789abcdef";
+  std::string h;
+  for (unsigned char c : s) h += d[c >> 4], h += d[c & 15];
+  return h;
+}
+
+int tokenize_cases(llama_model*, int, char** argv) {
+  std::ifstream in(argv[3], std::ios::binary);
+  if (!in) return std::fprintf(stderr, "cannot read %s\n", argv[3]), 1;
+  const std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::string> cases;
+  const std::string sep = "\n__case__\n";
+  size_t at = 0;
+  for (;;) {
+    const size_t next = all.find(sep, at);
+    if (next == std::string::npos) {
+      std::string last = all.substr(at);
+      if (!last.empty() && last.back() == '\n') last.pop_back();
+      cases.push_back(last);
+      break;
+    }
+    cases.push_back(all.substr(at, next - at));
+    at = next + sep.size();
+  }
+  json out = {{"reference", "llama.cpp v0.5.0 (node-llama-cpp 3.22.1's source) via tools/dev/llama-ref/ref_dump tokenize"}};
+  out["tokenize"] = json::array();
+  for (const std::string& text : cases) {
+    const std::vector<llama_token> plain = tokenize(text, false);
+    const std::string detok = detokenize(plain);
+    out["tokenize"].push_back({{"text_hex", hex(text)}, {"ids_add_special", tokenize(text, true)}, {"ids_plain", plain},
+                               {"ids_parse_special", tokenize(text, true, true)}, {"detokenized_hex", hex(detok)}});
+  }
+  std::ofstream(argv[4]) << out.dump(1, ' ', false, json::error_handler_t::replace) << "\n";
+  return 0;
+}
+
 int seqops(llama_model* model, int, char** argv) {
   const std::string out_path = argv[3];
   const std::vector<llama_token> a = tokenize(argv[4], true), b = tokenize(argv[5], true);
@@ -222,7 +264,8 @@ int seqops(llama_model* model, int, char** argv) {
 int main(int argc, char** argv) {
   if (argc < 5) {
     std::fprintf(stderr, "usage: ref_dump golden MODEL OUTDIR NAME [--prompt P]... [--gen N]\n"
-                         "       ref_dump seqops MODEL OUT.json PROMPT_A PROMPT_B\n");
+                         "       ref_dump seqops MODEL OUT.json PROMPT_A PROMPT_B\n"
+                         "       ref_dump tokenize MODEL CASES.txt OUT.json\n");
     return 2;
   }
   llama_log_set([](ggml_log_level level, const char* text, void*) {
@@ -230,11 +273,15 @@ int main(int argc, char** argv) {
   }, nullptr);
   llama_backend_init();
   llama_model_params mp = llama_model_default_params();
+  mp.vocab_only = std::string(argv[1]) == "tokenize";
   llama_model* model = llama_model_load_from_file(argv[2], mp);
   if (!model) return std::fprintf(stderr, "cannot load %s\n", argv[2]), 1;
   g_vocab = llama_model_get_vocab(model);
   const std::string mode = argv[1];
-  const int r = mode == "golden" ? golden(model, argc, argv) : mode == "seqops" ? seqops(model, argc, argv) : 2;
+  const int r = mode == "golden"     ? golden(model, argc, argv)
+                : mode == "seqops"   ? seqops(model, argc, argv)
+                : mode == "tokenize" ? tokenize_cases(model, argc, argv)
+                                     : 2;
   llama_model_free(model);
   return r;
 }
