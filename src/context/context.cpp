@@ -167,6 +167,17 @@ Expected<std::unique_ptr<Context>> Context::create_unguarded(std::shared_ptr<con
   ctx->group_swa_.assign(size_t(cp.n_ubatch), -1);
   ctx->ubatch_seqs_.assign(size_t(cp.n_ubatch), 0);
   ctx->ubatch_seq_min_.assign(size_t(cp.n_ubatch), 0);
+  if (hp.is_t5()) {
+    const size_t U = size_t(cp.n_ubatch);
+    ctx->col_pos_.assign(size_t(cp.n_ctx), 0);
+    if (hp.arch == Arch::kT5) {
+      ctx->enc_out_.assign(U * size_t(hp.n_embd), 0.0f);
+      ctx->enc_seqs_.assign(U, {});
+      ctx->cross_k_.assign(size_t(hp.n_dec_layer) * U * size_t(hp.n_embd_kv()), 0.0f);
+      ctx->cross_v_.assign(ctx->cross_k_.size(), 0.0f);
+      ctx->cross_mask_.assign(U * U, 0.0f);
+    }
+  }
   ctx->perf_.t_load_us = ctx->model_->load_time_us();
   return ctx;
 }
@@ -309,6 +320,25 @@ Status Context::encode(const Batch& batch) {
   // The encoder's cells are scratch: the cache is left as it was.
   kv_->release_cells(std::span<const int32_t>(cells_.data(), size_t(c.n)));
   LOOM_RETURN_IF_ERROR(st);
+  if (model_->hparams().arch == Arch::kT5) {
+    // Keep the output (every token is an output here) and its sequences for the decoder, and the
+    // cross K/V of every decoder layer, computed once instead of at every decode step.
+    const ModelHparams& hp = model_->hparams();
+    const size_t E = size_t(hp.n_embd);
+    n_enc_ = 0;
+    std::copy(embd_.begin(), embd_.begin() + long(size_t(c.n) * E), enc_out_.begin());
+    for (int i = 0; i < c.n; ++i) {
+      std::bitset<kMaxSeqs>& set = enc_seqs_[size_t(i)];
+      set.reset();
+      if (batch.seq_ids.empty()) set.set(0);
+      else for (int32_t sid : batch.seq_ids[size_t(i)]) set.set(size_t(sid));
+    }
+    const size_t stride = size_t(params_.n_ubatch) * size_t(hp.n_embd_kv());
+    pool_->set_active(c.n > 1 ? params_.n_threads_batch : params_.n_threads);
+    LOOM_RETURN_IF_ERROR(t5_cross_kv(*model_, enc_out_.data(), c.n, cross_k_.data(), cross_v_.data(), stride,
+                                     params_.type_k, scratch_, *pool_));
+    n_enc_ = c.n;
+  }
   if (!params_.no_perf) {
     perf_.n_prompt_tokens += c.n;
     perf_.t_prompt_us += now_us() - t0;
@@ -320,7 +350,13 @@ Status Context::run_ubatches(const Batch& batch, const Checked& c, bool encoding
   const int n = c.n;
   const bool embd_out = params_.embeddings || encoding;
   const bool pooled = embd_out && params_.pooling != Pooling::kNone;
-  const int n_out = assign_outputs(batch, n, pooled);
+  const ModelHparams& hp = model_->hparams();
+  const bool t5_decoder = hp.arch == Arch::kT5 && !encoding;
+  // A T5 encode keeps every token's output (the decoder attends to all of them).
+  const int n_out = assign_outputs(batch, n, pooled || (encoding && hp.arch == Arch::kT5));
+  if (t5_decoder && n_enc_ == 0) {
+    return invalid_argument("t5: decode needs the encoder's output; encode() the input first");
+  }
   n_outputs_ = 0;  // outputs of a failed call are not readable
   std::fill(pooled_valid_.begin(), pooled_valid_.end(), 0);
 
@@ -396,6 +432,33 @@ Status Context::run_ubatches(const Batch& batch, const Checked& c, bool encoding
     fb.kv_cells = cols;
     fb.prefix_group = group_.data();
     fb.prefix_group_swa = mask_swa_.empty() ? nullptr : group_swa_.data();
+    CrossAttentionView cross;
+    if (hp.is_t5()) {
+      for (int col = 0; col < n_kv; ++col) col_pos_[size_t(col)] = kv_->cell(cols ? cols[col] : col).pos;
+      fb.kv_pos = col_pos_.data();
+      fb.encoder = !t5_decoder;
+    }
+    if (t5_decoder) {
+      // Token t sees encoder token i when they share a sequence (llama.cpp's cross mask).
+      for (int t = 0; t < m; ++t) {
+        float* row = cross_mask_.data() + size_t(t) * size_t(n_enc_);
+        for (int i = 0; i < n_enc_; ++i) {
+          bool shared = false;
+          if (batch.seq_ids.empty()) {
+            shared = enc_seqs_[size_t(i)].test(0);
+          } else {
+            for (int32_t sid : batch.seq_ids[size_t(first + t)]) shared = shared || enc_seqs_[size_t(i)].test(size_t(sid));
+          }
+          row[i] = shared ? 0.0f : -INFINITY;
+        }
+      }
+      cross.n_enc = n_enc_;
+      cross.k = cross_k_.data();
+      cross.v = cross_v_.data();
+      cross.layer_stride = size_t(params_.n_ubatch) * size_t(hp.n_embd_kv());
+      cross.mask = cross_mask_.data();
+      fb.cross = &cross;
+    }
     fb.n_outputs = m_out;
     fb.output_rows = out_rows_.data();
     const size_t first_out = m_out ? size_t(output_of_row_[size_t(first + out_rows_[0])]) : 0;
@@ -495,12 +558,22 @@ void Context::rank_head() {
   }
 }
 
+int32_t Context::decoder_start_token() const {
+  const ModelHparams& hp = model_->hparams();
+  if (hp.arch != Arch::kT5) return -1;
+  if (hp.dec_start_token >= 0) return hp.dec_start_token;
+  const Vocab& v = model_->vocab();
+  return v.bos() >= 0 ? v.bos() : v.pad() >= 0 ? v.pad() : 0;
+}
+
 Status Context::warmup() {
   const int32_t tok = model_->vocab().bos() >= 0 ? model_->vocab().bos() : 0;
   Batch b = Batch::from_tokens(std::span<const int32_t>(&tok, 1), 0);
   const bool no_perf = params_.no_perf;
   params_.no_perf = true;
-  Status st = decode(b);
+  Status st = model_->hparams().arch == Arch::kT5 ? encode(b) : Status::ok();
+  if (st.is_ok()) st = decode(b);
+  if (model_->hparams().arch == Arch::kT5) n_enc_ = 0;  // warm-up output is not an input of later decodes
   params_.no_perf = no_perf;
   kv_clear();
   n_outputs_ = 0;

@@ -26,6 +26,9 @@ void gelu_inplace(float* x, int64_t n);
 // gate[i] = gelu(gate[i]) * up[i]  (GeGLU)
 void geglu_inplace(float* gate, const float* up, int64_t n);
 
+// x[i] = x[i] > 0 ? x[i] : 0  (ReLU, as ggml: NaN becomes 0)
+void relu_inplace(float* x, int64_t n);
+
 // x[i] += y[i]
 void add_inplace(float* x, const float* y, int64_t n);
 // x[i] *= s

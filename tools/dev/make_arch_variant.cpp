@@ -324,7 +324,9 @@ Status make_t5(const gguf::GgufFile& in, gguf::GgufWriter& w, const T5Shape& s, 
     return w.add_tensor(name, TensorType::F32, ne, bytes);
   };
   const float in_std = 1.0f / std::sqrt(float(E));
-  LOOM_RETURN_IF_ERROR(add("token_embd.weight", {E, V}, true, 0.5f, 0.0f));
+  // Tied: small embeddings, so that the blocks' outputs and not the current token's own row
+  // dominate the logits (else greedy repeats the last token forever).
+  LOOM_RETURN_IF_ERROR(add("token_embd.weight", {E, V}, true, s.untied || s.encoder_only ? 0.5f : 0.1f, 0.0f));
   LOOM_RETURN_IF_ERROR(add("enc.output_norm.weight", {E}, false, 0.1f, 1.0f));
   if (!s.encoder_only) LOOM_RETURN_IF_ERROR(add("dec.output_norm.weight", {E}, false, 0.1f, 1.0f));
   if (s.untied) LOOM_RETURN_IF_ERROR(add("output.weight", {E, V}, true, in_std, 0.0f));

@@ -12,6 +12,15 @@
 //       a recurrent model's sequence operations step by step: each op, its return value and
 //       every sequence's seq_pos_min/max afterwards, decode return codes of invalid batches,
 //       and logits of two sequences decoded in one batch (OUT.ab.f32: seq 0 then seq 1).
+//   ref_dump t5golden MODEL OUTDIR NAME [--prompt P]... [--gen N]
+//       an encoder-decoder (T5): per prompt i, llama_encode of its tokens (EOS appended), then the
+//       decoder from llama_model_decoder_start_token (else BOS) one token per decode: NAME.i.logits.f32
+//       (the first step's logits), NAME.i.steps.f32 (every greedy step's logits, teacher-forced by
+//       the greedy ids), NAME.i.enc.f32 (the encoder output, llama_get_embeddings after encode);
+//       NAME.json with prompt_ids (the encoder's), decoder_start, greedy_ids. F32 K/V, 1 thread.
+//   ref_dump embed MODEL OUTDIR NAME [--prompt P]...
+//       an encoder-only model (t5encoder): per prompt i, llama_encode with mean pooling
+//       (NAME.i.embd.f32, n_embd floats) and without (NAME.i.tokens.f32, n_tokens x n_embd).
 //   ref_dump tokenize MODEL CASES.txt OUT.json
 //       llama_tokenize of every case of CASES.txt (cases separated by a line "__case__", raw bytes):
 //       text_hex, ids_add_special, ids_plain, ids_parse_special, detokenized_plain (raw bytes as
@@ -152,6 +161,124 @@ int golden(llama_model* model, int argc, char** argv) {
   return 0;
 }
 
+llama_context* make_context_ex(llama_model* model, bool embeddings, enum llama_pooling_type pooling) {
+  llama_context_params cp = llama_context_default_params();
+  cp.n_ctx = 512;
+  cp.n_batch = 512;
+  cp.n_ubatch = 512;
+  cp.n_seq_max = 1;
+  cp.n_threads = 1;
+  cp.n_threads_batch = 1;
+  cp.type_k = GGML_TYPE_F32;
+  cp.type_v = GGML_TYPE_F32;
+  cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+  cp.embeddings = embeddings;
+  cp.pooling_type = pooling;
+  return llama_init_from_model(model, cp);
+}
+
+int encode(llama_context* ctx, const std::vector<llama_token>& ids) {
+  llama_batch b = llama_batch_init(int32_t(ids.size()), 0, 1);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    b.token[i] = ids[i];
+    b.pos[i] = llama_pos(i);
+    b.n_seq_id[i] = 1;
+    b.seq_id[i][0] = 0;
+    b.logits[i] = true;
+  }
+  b.n_tokens = int32_t(ids.size());
+  const int r = llama_encode(ctx, b);
+  llama_batch_free(b);
+  return r;
+}
+
+std::vector<std::string> prompts_of(int argc, char** argv, int* n_gen) {
+  std::vector<std::string> prompts;
+  for (int i = 5; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--prompt") && i + 1 < argc) prompts.push_back(argv[++i]);
+    else if (!std::strcmp(argv[i], "--gen") && i + 1 < argc && n_gen) *n_gen = std::atoi(argv[++i]);
+  }
+  return prompts;
+}
+
+int t5golden(llama_model* model, int argc, char** argv) {
+  const std::string out_dir = argv[3], name = argv[4];
+  int n_gen = 16;
+  const std::vector<std::string> prompts = prompts_of(argc, argv, &n_gen);
+  const int n_vocab = llama_vocab_n_tokens(g_vocab), n_embd = llama_model_n_embd(model);
+  llama_token start = llama_model_decoder_start_token(model);
+  if (start == LLAMA_TOKEN_NULL) start = llama_vocab_bos(g_vocab);
+  json out = {{"model", name}, {"n_vocab", n_vocab}, {"decoder_start", start},
+              {"reference", "llama.cpp v0.5.0 (node-llama-cpp 3.22.1's source) via tools/dev/llama-ref/ref_dump t5golden (CPU, 1 thread, F32 K/V)"}};
+  out["runs"] = json::array();
+  for (size_t k = 0; k < prompts.size(); ++k) {
+    llama_context* ctx = make_context_ex(model, false, LLAMA_POOLING_TYPE_NONE);
+    const std::vector<llama_token> ids = tokenize(prompts[k], true);
+    if (encode(ctx, ids) != 0) return std::fprintf(stderr, "encode failed\n"), 1;
+    const float* e = llama_get_embeddings(ctx);
+    const std::string base = out_dir + "/" + name + "." + std::to_string(k);
+    if (e) write_f32(base + ".enc.f32", std::vector<float>(e, e + ids.size() * size_t(n_embd)));
+    if (decode(ctx, {{start, 0, {0}, true}}) != 0) return std::fprintf(stderr, "decode failed\n"), 1;
+    std::vector<float> steps, cur = logits(ctx, 0, n_vocab);
+    write_f32(base + ".logits.f32", cur);
+    std::vector<llama_token> greedy;
+    std::vector<float> margins;
+    for (int step = 0; step < n_gen; ++step) {
+      int best = 0;
+      float a = -1e30f, b2 = -1e30f;
+      for (int t = 0; t < n_vocab; ++t) {
+        if (cur[size_t(t)] > a) { b2 = a; a = cur[size_t(t)]; best = t; }
+        else if (cur[size_t(t)] > b2) b2 = cur[size_t(t)];
+      }
+      steps.insert(steps.end(), cur.begin(), cur.end());
+      greedy.push_back(best);
+      margins.push_back(a - b2);
+      if (llama_vocab_is_eog(g_vocab, best) || step + 1 == n_gen) break;
+      if (decode(ctx, {{best, llama_pos(step + 1), {0}, true}}) != 0) return 1;
+      cur = logits(ctx, 0, n_vocab);
+    }
+    write_f32(base + ".steps.f32", steps);
+    out["runs"].push_back({{"prompt", prompts[k]}, {"prompt_ids", ids},
+                           {"last_logits_file", name + "." + std::to_string(k) + ".logits.f32"},
+                           {"encoder_output_file", name + "." + std::to_string(k) + ".enc.f32"},
+                           {"greedy_ids", greedy}, {"greedy_text", detokenize(greedy)}, {"greedy_margins", margins},
+                           {"step_logits_file", name + "." + std::to_string(k) + ".steps.f32"}});
+    llama_free(ctx);
+  }
+  std::ofstream(out_dir + "/" + name + ".json") << out.dump(1, ' ', false, json::error_handler_t::replace) << "\n";
+  return 0;
+}
+
+int embed(llama_model* model, int argc, char** argv) {
+  const std::string out_dir = argv[3], name = argv[4];
+  const std::vector<std::string> prompts = prompts_of(argc, argv, nullptr);
+  const int n_embd = llama_model_n_embd(model);
+  json out = {{"model", name}, {"n_embd", n_embd},
+              {"reference", "llama.cpp v0.5.0 (node-llama-cpp 3.22.1's source) via tools/dev/llama-ref/ref_dump embed (CPU, 1 thread)"}};
+  out["runs"] = json::array();
+  for (size_t k = 0; k < prompts.size(); ++k) {
+    const std::vector<llama_token> ids = tokenize(prompts[k], true);
+    const std::string base = out_dir + "/" + name + "." + std::to_string(k);
+    llama_context* ctx = make_context_ex(model, true, LLAMA_POOLING_TYPE_MEAN);
+    if (encode(ctx, ids) != 0) return std::fprintf(stderr, "encode failed\n"), 1;
+    const float* p = llama_get_embeddings_seq(ctx, 0);
+    if (!p) return std::fprintf(stderr, "no pooled embedding\n"), 1;
+    write_f32(base + ".embd.f32", std::vector<float>(p, p + n_embd));
+    llama_free(ctx);
+    ctx = make_context_ex(model, true, LLAMA_POOLING_TYPE_NONE);
+    if (encode(ctx, ids) != 0) return std::fprintf(stderr, "encode failed\n"), 1;
+    const float* e = llama_get_embeddings(ctx);
+    if (!e) return std::fprintf(stderr, "no embeddings\n"), 1;
+    write_f32(base + ".tokens.f32", std::vector<float>(e, e + ids.size() * size_t(n_embd)));
+    llama_free(ctx);
+    out["runs"].push_back({{"prompt", prompts[k]}, {"prompt_ids", ids},
+                           {"embedding_file", name + "." + std::to_string(k) + ".embd.f32"},
+                           {"token_embeddings_file", name + "." + std::to_string(k) + ".tokens.f32"}});
+  }
+  std::ofstream(out_dir + "/" + name + ".json") << out.dump(1, ' ', false, json::error_handler_t::replace) << "\n";
+  return 0;
+}
+
 std::string hex(const std::string& s) {
   static const char* d = "0123456789abcdef";
   std::string h;
@@ -265,6 +392,8 @@ int main(int argc, char** argv) {
   if (argc < 5) {
     std::fprintf(stderr, "usage: ref_dump golden MODEL OUTDIR NAME [--prompt P]... [--gen N]\n"
                          "       ref_dump seqops MODEL OUT.json PROMPT_A PROMPT_B\n"
+                         "       ref_dump t5golden MODEL OUTDIR NAME [--prompt P]... [--gen N]\n"
+                         "       ref_dump embed MODEL OUTDIR NAME [--prompt P]...\n"
                          "       ref_dump tokenize MODEL CASES.txt OUT.json\n");
     return 2;
   }
@@ -281,6 +410,8 @@ int main(int argc, char** argv) {
   const int r = mode == "golden"     ? golden(model, argc, argv)
                 : mode == "seqops"   ? seqops(model, argc, argv)
                 : mode == "tokenize" ? tokenize_cases(model, argc, argv)
+                : mode == "t5golden" ? t5golden(model, argc, argv)
+                : mode == "embed"    ? embed(model, argc, argv)
                                      : 2;
   llama_model_free(model);
   return r;
