@@ -558,13 +558,7 @@ void Context::rank_head() {
   }
 }
 
-int32_t Context::decoder_start_token() const {
-  const ModelHparams& hp = model_->hparams();
-  if (hp.arch != Arch::kT5) return -1;
-  if (hp.dec_start_token >= 0) return hp.dec_start_token;
-  const Vocab& v = model_->vocab();
-  return v.bos() >= 0 ? v.bos() : v.pad() >= 0 ? v.pad() : 0;
-}
+int32_t Context::decoder_start_token() const { return model_->decoder_start_token(); }
 
 Status Context::warmup() {
   const int32_t tok = model_->vocab().bos() >= 0 ? model_->vocab().bos() : 0;

@@ -41,6 +41,12 @@ Expected<std::shared_ptr<const Model>> Model::load(const std::string& path, cons
   });
 }
 
+int32_t Model::decoder_start_token() const {
+  if (hp_.arch != Arch::kT5) return -1;
+  if (hp_.dec_start_token >= 0) return hp_.dec_start_token;
+  return vocab_->bos() >= 0 ? vocab_->bos() : vocab_->pad() >= 0 ? vocab_->pad() : 0;
+}
+
 size_t Model::packed_bytes() const { return packed_ ? packed_->bytes : 0; }
 
 Expected<std::shared_ptr<const Model>> Model::from_gguf(gguf::GgufFile file, const ModelLoadParams& params) {

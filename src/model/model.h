@@ -125,6 +125,9 @@ class Model {
   // Bytes of packed weight copies made at load (0 when none).
   size_t packed_bytes() const;
   int64_t load_time_us() const { return load_time_us_; }
+  // T5: the token the decoder starts from: <arch>.decoder_start_token_id, else BOS, else the pad
+  // id (llama.cpp's examples take BOS); -1 for models without an encoder-decoder.
+  int32_t decoder_start_token() const;
 
  private:
   Model() = default;
