@@ -725,6 +725,7 @@ void Context::kv_defrag() {
 
 Status Context::set_lora(std::shared_ptr<const LoraAdapter> adapter, float scale) {
   if (!adapter) return invalid_argument("no adapter");
+  if (model_->hparams().is_t5()) return unsupported("LoRA adapters are not supported for T5 models yet");
   for (auto& [a, s] : loras_) {
     if (a == adapter) {
       s = scale;
@@ -755,6 +756,7 @@ Status Context::set_control_vector(std::span<const float> data, int n_embd_data,
     adapters_.cvec.clear();
     return Status::ok();
   }
+  if (model_->hparams().is_t5()) return unsupported("control vectors are not supported for T5 models yet");
   if (n_embd_data != n_embd()) {
     return invalid_argument("control vector n_embd " + std::to_string(n_embd_data) + " does not match the model's " +
                             std::to_string(n_embd()));

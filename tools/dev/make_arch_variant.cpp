@@ -55,6 +55,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "base/half.h"
@@ -230,9 +231,9 @@ Status make_t5_vocab(const gguf::GgufFile& in, gguf::GgufWriter& w, bool plain) 
   if (!toks || !types) return invalid_argument("IN has no SentencePiece vocabulary");
   std::vector<std::string> tokens = {"<pad>", "</s>", "<unk>"};
   std::vector<int32_t> tt = {3, 3, 2};
-  auto have = [&](const std::string& t) { return std::find(tokens.begin(), tokens.end(), t) != tokens.end(); };
+  std::unordered_set<std::string> seen(tokens.begin(), tokens.end());
   auto add = [&](const std::string& t, int32_t type) {
-    if (!have(t)) tokens.push_back(t), tt.push_back(type);
+    if (seen.insert(t).second) tokens.push_back(t), tt.push_back(type);
   };
   for (uint64_t i = 0; i < (*toks)->count; ++i) {
     if ((*types)->int_at(i) == 1) add((*toks)->strings[i], 1);
