@@ -284,6 +284,10 @@ Status Context::prepare_kv() {
 Status Context::decode(const Batch& batch) {
   Checked c;
   LOOM_RETURN_IF_ERROR(validate(batch, /*encoding=*/false, &c));
+  if (model_->hparams().arch == Arch::kT5 && n_enc_ == 0) {
+    // Checked before anything changes (pending shifts included).
+    return invalid_argument("t5: decode needs the encoder's output; encode() the input first");
+  }
   if (!rs_) {
     // Before prepare_kv: a batch without room changes nothing, not even pending shifts.
     if (c.n > kv_->size() - kv_->used()) {
@@ -354,9 +358,6 @@ Status Context::run_ubatches(const Batch& batch, const Checked& c, bool encoding
   const bool t5_decoder = hp.arch == Arch::kT5 && !encoding;
   // A T5 encode keeps every token's output (the decoder attends to all of them).
   const int n_out = assign_outputs(batch, n, pooled || (encoding && hp.arch == Arch::kT5));
-  if (t5_decoder && n_enc_ == 0) {
-    return invalid_argument("t5: decode needs the encoder's output; encode() the input first");
-  }
   n_outputs_ = 0;  // outputs of a failed call are not readable
   std::fill(pooled_valid_.begin(), pooled_valid_.end(), 0);
 

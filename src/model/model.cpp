@@ -355,7 +355,9 @@ Status Model::bind_t5() {
     l.ffn_down = b.matrix(p + "ffn_down.weight", F, E);
   };
   w_.enc_layers.resize(size_t(hp.n_layer));
+  const uint64_t before_encoder = b.bytes();
   for (int64_t il = 0; il < hp.n_layer; ++il) block("enc.blk." + std::to_string(il) + ".", w_.enc_layers[size_t(il)], false);
+  const uint64_t encoder_bytes = b.bytes() - before_encoder;
   if (decoder) {
     w_.layers.resize(size_t(hp.n_dec_layer));
     for (int64_t il = 0; il < hp.n_dec_layer; ++il) block("dec.blk." + std::to_string(il) + ".", w_.layers[size_t(il)], true);
@@ -372,7 +374,13 @@ Status Model::bind_t5() {
       if (!l.attn_rel_b) l.attn_rel_b = (*ls)[0].attn_rel_b;
     }
   }
-  decode_weight_bytes_ = w_.tied_output ? b.bytes() : b.bytes() - emb->nbytes + w_.tok_embd.row_bytes;
+  // A decoder step reads the decoder's matrices but the cross K/V projections, and the LM head
+  // (the encoder and the cross K/V run once per input); an encoder-only model reads its encoder.
+  uint64_t step_bytes = decoder ? b.bytes() - encoder_bytes : b.bytes();
+  for (const LayerWeights& l : w_.layers) {  // the cross K/V projections run once per encode too
+    step_bytes -= uint64_t(l.wk_cross.rows) * l.wk_cross.row_bytes + uint64_t(l.wv_cross.rows) * l.wv_cross.row_bytes;
+  }
+  decode_weight_bytes_ = w_.tied_output ? step_bytes : step_bytes - emb->nbytes + w_.tok_embd.row_bytes;
   n_params_ = b.params();
   return Status::ok();
 }

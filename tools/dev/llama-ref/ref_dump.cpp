@@ -21,6 +21,12 @@
 //   ref_dump embed MODEL OUTDIR NAME [--prompt P]...
 //       an encoder-only model (t5encoder): per prompt i, llama_encode with mean pooling
 //       (NAME.i.embd.f32, n_embd floats) and without (NAME.i.tokens.f32, n_tokens x n_embd).
+//   ref_dump t5bench MODEL P N REPS THREADS
+//       llama-bench's measurement for an encoder-decoder (llama-bench itself aborts on T5: it never
+//       calls llama_encode): random token ids (fixed seed), one warm-up then the median of REPS of
+//       pp = llama_encode of P tokens, pp_decoder = llama_decode of a P-token decoder prompt after it,
+//       tg = N single-token decodes after encoding P tokens; the context's default K/V type (F16)
+//       and flash-attention setting, n_batch = n_ubatch = P. Prints one JSON line.
 //   ref_dump tokenize MODEL CASES.txt OUT.json
 //       llama_tokenize of every case of CASES.txt (cases separated by a line "__case__", raw bytes):
 //       text_hex, ids_add_special, ids_plain, ids_parse_special, detokenized_plain (raw bytes as
@@ -29,7 +35,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -279,6 +287,72 @@ int embed(llama_model* model, int argc, char** argv) {
   return 0;
 }
 
+int t5bench(llama_model* model, int, char** argv) {
+  const int P = std::atoi(argv[3]), N = std::atoi(argv[4]), reps = std::atoi(argv[5]), threads = std::atoi(argv[6]);
+  llama_context_params cp = llama_context_default_params();
+  cp.n_ctx = uint32_t(std::max(P, N) + 8);
+  cp.n_batch = cp.n_ubatch = uint32_t(std::max(P, 1));
+  cp.n_threads = cp.n_threads_batch = threads;
+  llama_context* ctx = llama_init_from_model(model, cp);
+  if (!ctx) return 1;
+  const int n_vocab = llama_vocab_n_tokens(g_vocab);
+  unsigned seed = 1234567u;
+  auto rnd = [&](int n) {
+    std::vector<llama_token> t(static_cast<size_t>(n));
+    for (auto& x : t) x = llama_token((seed = seed * 1103515245u + 12345u) % unsigned(n_vocab));
+    return t;
+  };
+  auto now = [] { return double(ggml_time_us()); };
+  auto batch_of = [](const std::vector<llama_token>& ids, bool all) {
+    llama_batch b = llama_batch_init(int32_t(ids.size()), 0, 1);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      b.token[i] = ids[i];
+      b.pos[i] = llama_pos(i);
+      b.n_seq_id[i] = 1;
+      b.seq_id[i][0] = 0;
+      b.logits[i] = all || i + 1 == ids.size();
+    }
+    b.n_tokens = int32_t(ids.size());
+    return b;
+  };
+  std::vector<double> pp, ppd, tg;
+  for (int r = 0; r <= reps; ++r) {
+    llama_memory_clear(llama_get_memory(ctx), true);
+    llama_batch e = batch_of(rnd(P), true);
+    double t0 = now();
+    if (llama_encode(ctx, e) != 0) return std::fprintf(stderr, "encode failed\n"), 1;
+    llama_synchronize(ctx);
+    const double enc = P * 1e6 / (now() - t0);
+    llama_batch d = batch_of(rnd(P), false);
+    t0 = now();
+    if (llama_decode(ctx, d) != 0) return std::fprintf(stderr, "decode failed\n"), 1;
+    llama_synchronize(ctx);
+    const double dec = P * 1e6 / (now() - t0);
+    llama_batch_free(d);
+    llama_memory_clear(llama_get_memory(ctx), true);
+    if (llama_encode(ctx, e) != 0) return 1;
+    llama_batch_free(e);
+    std::vector<llama_token> g = rnd(N);
+    t0 = now();
+    for (int i = 0; i < N; ++i) {
+      if (decode(ctx, {{g[size_t(i)], llama_pos(i), {0}, true}}) != 0) return std::fprintf(stderr, "decode failed\n"), 1;
+      llama_synchronize(ctx);
+    }
+    const double gen = N * 1e6 / (now() - t0);
+    if (r == 0) continue;  // warm-up
+    pp.push_back(enc), ppd.push_back(dec), tg.push_back(gen);
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+  };
+  json out = {{"pp_tps", median(pp)}, {"pp_decoder_tps", median(ppd)}, {"tg_tps", median(tg)},
+              {"pp_runs", pp}, {"pp_decoder_runs", ppd}, {"tg_runs", tg}, {"threads", threads}};
+  std::printf("%s\n", out.dump().c_str());
+  llama_free(ctx);
+  return 0;
+}
+
 std::string hex(const std::string& s) {
   static const char* d = "0123456789abcdef";
   std::string h;
@@ -394,6 +468,7 @@ int main(int argc, char** argv) {
                          "       ref_dump seqops MODEL OUT.json PROMPT_A PROMPT_B\n"
                          "       ref_dump t5golden MODEL OUTDIR NAME [--prompt P]... [--gen N]\n"
                          "       ref_dump embed MODEL OUTDIR NAME [--prompt P]...\n"
+                         "       ref_dump t5bench MODEL P N REPS THREADS\n"
                          "       ref_dump tokenize MODEL CASES.txt OUT.json\n");
     return 2;
   }
@@ -412,6 +487,7 @@ int main(int argc, char** argv) {
                 : mode == "tokenize" ? tokenize_cases(model, argc, argv)
                 : mode == "t5golden" ? t5golden(model, argc, argv)
                 : mode == "embed"    ? embed(model, argc, argv)
+                : mode == "t5bench"  ? t5bench(model, argc, argv)
                                      : 2;
   llama_model_free(model);
   return r;
