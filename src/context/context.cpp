@@ -173,8 +173,18 @@ Expected<std::unique_ptr<Context>> Context::create_unguarded(std::shared_ptr<con
     if (hp.arch == Arch::kT5) {
       ctx->enc_out_.assign(U * size_t(hp.n_embd), 0.0f);
       ctx->enc_seqs_.assign(U, {});
-      ctx->cross_k_.assign(size_t(hp.n_dec_layer) * U * size_t(hp.n_embd_kv()), 0.0f);
-      ctx->cross_v_.assign(ctx->cross_k_.size(), 0.0f);
+      // Cross K/V in the cache's types (as the self-attention's), rows of n_embd_kv.
+      CrossAttentionView& cv = ctx->cross_;
+      cv.type_k = cp.type_k;
+      cv.type_v = cp.type_v;
+      cv.k_row_bytes = size_t(row_bytes(cp.type_k, hp.n_embd_kv()));
+      cv.v_row_bytes = size_t(row_bytes(cp.type_v, hp.n_embd_kv()));
+      cv.k_layer_bytes = U * cv.k_row_bytes;
+      cv.v_layer_bytes = U * cv.v_row_bytes;
+      ctx->cross_k_.assign(size_t(hp.n_dec_layer) * cv.k_layer_bytes, 0);
+      ctx->cross_v_.assign(size_t(hp.n_dec_layer) * cv.v_layer_bytes, 0);
+      cv.k = ctx->cross_k_.data();
+      cv.v = ctx->cross_v_.data();
       ctx->cross_mask_.assign(U * U, 0.0f);
     }
   }
@@ -337,10 +347,8 @@ Status Context::encode(const Batch& batch) {
       if (batch.seq_ids.empty()) set.set(0);
       else for (int32_t sid : batch.seq_ids[size_t(i)]) set.set(size_t(sid));
     }
-    const size_t stride = size_t(params_.n_ubatch) * size_t(hp.n_embd_kv());
     pool_->set_active(c.n > 1 ? params_.n_threads_batch : params_.n_threads);
-    LOOM_RETURN_IF_ERROR(t5_cross_kv(*model_, enc_out_.data(), c.n, cross_k_.data(), cross_v_.data(), stride,
-                                     params_.type_k, scratch_, *pool_));
+    LOOM_RETURN_IF_ERROR(t5_cross_kv(*model_, enc_out_.data(), c.n, cross_, params_.type_k, scratch_, *pool_));
     n_enc_ = c.n;
   }
   if (!params_.no_perf) {
@@ -433,7 +441,7 @@ Status Context::run_ubatches(const Batch& batch, const Checked& c, bool encoding
     fb.kv_cells = cols;
     fb.prefix_group = group_.data();
     fb.prefix_group_swa = mask_swa_.empty() ? nullptr : group_swa_.data();
-    CrossAttentionView cross;
+    CrossAttentionView cross = cross_;
     if (hp.is_t5()) {
       for (int col = 0; col < n_kv; ++col) col_pos_[size_t(col)] = kv_->cell(cols ? cols[col] : col).pos;
       fb.kv_pos = col_pos_.data();
@@ -454,9 +462,6 @@ Status Context::run_ubatches(const Batch& batch, const Checked& c, bool encoding
         }
       }
       cross.n_enc = n_enc_;
-      cross.k = cross_k_.data();
-      cross.v = cross_v_.data();
-      cross.layer_stride = size_t(params_.n_ubatch) * size_t(hp.n_embd_kv());
       cross.mask = cross_mask_.data();
       fb.cross = &cross;
     }

@@ -264,13 +264,14 @@ class Context {
   std::vector<uint8_t> perm_done_;      // [n_batch]
   std::vector<float> perm_tmp_;         // [max(n_vocab, n_embd)]
   // T5: the encoder output of the last encode() ([n_ubatch][n_embd]) and each encoder token's
-  // sequences, cross-attention K/V per decoder layer ([n_dec_layer][n_ubatch][n_embd_kv]) computed
+  // sequences, cross-attention K/V per decoder layer ([n_dec_layer][n_ubatch] rows of n_embd_kv) computed
   // once from it, the cross mask of a micro-batch ([n_ubatch][n_ubatch]) and the position of each
   // mask column's cell ([n_ctx]) for the relative-position buckets.
   std::vector<float> enc_out_;
   std::vector<std::bitset<kMaxSeqs>> enc_seqs_;
   int n_enc_ = 0;
-  std::vector<float> cross_k_, cross_v_;
+  std::vector<uint8_t> cross_k_, cross_v_;  // rows in the cache's K / V types
+  CrossAttentionView cross_;
   std::vector<float> cross_mask_;
   std::vector<int32_t> col_pos_;
   int n_outputs_ = 0;

@@ -85,12 +85,16 @@ struct ForwardConfig {
 };
 
 // T5 cross-attention inputs of a decoder pass: the K/V of the encoder output per decoder layer
-// (computed once after encode, see t5_cross_kv) and which encoder tokens each token may see.
+// (computed once after encode, see t5_cross_kv, in the context's K/V types) and which encoder
+// tokens each token may see.
 struct CrossAttentionView {
   int n_enc = 0;
-  const float* k = nullptr;   // [n_dec_layer][n_enc_max][n_embd_kv] F32
-  const float* v = nullptr;   // same
-  size_t layer_stride = 0;    // floats between layers (n_enc_max * n_embd_kv)
+  TensorType type_k = TensorType::F32;
+  TensorType type_v = TensorType::F32;
+  const uint8_t* k = nullptr;   // [n_dec_layer][n_enc_max] rows of n_embd_kv in type_k
+  const uint8_t* v = nullptr;   // same in type_v
+  size_t k_row_bytes = 0, v_row_bytes = 0;
+  size_t k_layer_bytes = 0, v_layer_bytes = 0;  // bytes between layers
   const float* mask = nullptr;  // [n_tokens][n_enc] additive (0 / -inf): the token shares a sequence with the encoder token
 };
 
@@ -165,11 +169,11 @@ Status forward(const Model& model, const ForwardBatch& batch, const KvView& kv, 
 int32_t relative_position_bucket(int32_t x, int32_t y, int64_t n_buckets, bool bidirectional);
 
 // T5: K and V of the cross-attention of every decoder layer over the encoder output enc
-// ([n_enc][n_embd], after the encoder's final norm), into k and v ([n_dec_layer][stride] with
-// stride >= n_enc * n_embd_kv). n_enc must fit the scratch's micro-batch; type_k: the context's
-// K type, which the scratch was sized for.
-Status t5_cross_kv(const Model& model, const float* enc, int n_enc, float* k, float* v, size_t layer_stride,
-                   TensorType type_k, ForwardScratch& scratch, ThreadPool& pool);
+// ([n_enc][n_embd], after the encoder's final norm), stored as rows of the view's types into its
+// k and v buffers (writable: the caller owns them). n_enc must fit the scratch's micro-batch;
+// scratch_type_k: the K type the scratch was sized for.
+Status t5_cross_kv(const Model& model, const float* enc, int n_enc, const CrossAttentionView& out,
+                   TensorType scratch_type_k, ForwardScratch& scratch, ThreadPool& pool);
 
 // Re-rotates cached K rows by per-cell position deltas ([kv.n_cells], 0 = unchanged): the lazy
 // half of a position shift (RoPE(a + d) = RoPE(d) ∘ RoPE(a)).

@@ -17,6 +17,7 @@
 #include "ops/attention.h"
 #include "ops/matmul.h"
 #include "ops/ops.h"
+#include "quant/quant.h"
 
 namespace loom {
 
@@ -86,14 +87,16 @@ Status forward_t5(const Model& model, const ForwardBatch& fb, const KvView& kv, 
   ap.scale = 1.0f;
   ap.pos_bucket = b.pos_bucket;
 
-  ops::AttentionParams cp;  // cross-attention: encoder tokens as F32 rows, no bias
+  ops::AttentionParams cp;  // cross-attention: the encoder tokens' K/V rows, no bias
   if (!encoder) {
     cp = ap;
     cp.pos_bucket = nullptr;
     cp.pos_bias = nullptr;
     cp.n_kv = fb.cross->n_enc;
-    cp.k_type = cp.v_type = TensorType::F32;
-    cp.k_row_bytes = cp.v_row_bytes = sizeof(float) * size_t(KV);
+    cp.k_type = fb.cross->type_k;
+    cp.v_type = fb.cross->type_v;
+    cp.k_row_bytes = fb.cross->k_row_bytes;
+    cp.v_row_bytes = fb.cross->v_row_bytes;
     cp.mask = fb.cross->mask;
     cp.kv_cells = nullptr;
     cp.prefix_group = nullptr;
@@ -127,8 +130,8 @@ Status forward_t5(const Model& model, const ForwardBatch& fb, const KvView& kv, 
       ops::rms_norm(b.x, l.cross_norm, T, E, hp.rms_eps, b.xb);
       if (!observe(cfg, "attn_norm_cross", il, b.xb, E, T)) return aborted();
       linear(pool, l.wq_cross, nullptr, b.xb, T, b.q, b);
-      cp.k = fb.cross->k + size_t(il) * fb.cross->layer_stride;
-      cp.v = fb.cross->v + size_t(il) * fb.cross->layer_stride;
+      cp.k = fb.cross->k + size_t(il) * fb.cross->k_layer_bytes;
+      cp.v = fb.cross->v + size_t(il) * fb.cross->v_layer_bytes;
       ops::attention(pool, cp, b.q, b.att, b.attn);
       linear(pool, l.wo_cross, nullptr, b.att, T, b.tmp, b);
       ops::add_inplace(b.x, b.tmp, int64_t(T) * E);
@@ -157,16 +160,23 @@ Status forward_t5(const Model& model, const ForwardBatch& fb, const KvView& kv, 
 
 }  // namespace detail
 
-Status t5_cross_kv(const Model& model, const float* enc, int n_enc, float* k, float* v, size_t layer_stride,
-                   TensorType type_k, ForwardScratch& scratch, ThreadPool& pool) {
+Status t5_cross_kv(const Model& model, const float* enc, int n_enc, const CrossAttentionView& out,
+                   TensorType scratch_type_k, ForwardScratch& scratch, ThreadPool& pool) {
   const ModelWeights& w = model.weights();
+  const int64_t KV = model.hparams().n_embd_kv();
   if (n_enc <= 0) return Status::ok();
   if (n_enc > scratch.max_tokens()) return internal_error("t5_cross_kv: more encoder tokens than the scratch holds");
-  detail::Buffers b = detail::carve(model, scratch, type_k, pool.size());
+  detail::Buffers b = detail::carve(model, scratch, scratch_type_k, pool.size());
+  auto* k = const_cast<uint8_t*>(out.k);
+  auto* v = const_cast<uint8_t*>(out.v);
   for (size_t il = 0; il < w.layers.size(); ++il) {
     const LayerWeights& l = w.layers[il];
-    detail::linear(pool, l.wk_cross, nullptr, enc, n_enc, k + il * layer_stride, b);
-    detail::linear(pool, l.wv_cross, nullptr, enc, n_enc, v + il * layer_stride, b);
+    detail::linear(pool, l.wk_cross, nullptr, enc, n_enc, b.k, b);
+    detail::linear(pool, l.wv_cross, nullptr, enc, n_enc, b.v, b);
+    for (int t = 0; t < n_enc; ++t) {
+      quant::quantize_row(out.type_k, b.k + int64_t(t) * KV, k + il * out.k_layer_bytes + size_t(t) * out.k_row_bytes, KV);
+      quant::quantize_row(out.type_v, b.v + int64_t(t) * KV, v + il * out.v_layer_bytes + size_t(t) * out.v_row_bytes, KV);
+    }
   }
   return Status::ok();
 }
