@@ -8,7 +8,8 @@
 //                       x += Wo_c·attn(Wq_c·rms(x) over the cross K/V of the encoder output)
 //                       x += ffn(rms(x))
 //            logits = Wout·rms(x, dec.output_norm)   (tied: the embedding, no d_model^-0.5 rescale)
-// ffn = Wd·(gelu(Wg·h) * Wu·h) with ffn_gate (flan-T5), else Wd·relu(Wu·h). No attention scale
+// ffn = Wd·(gelu(Wg·h) * Wu·h) with ffn_gate (flan-T5; gelu through the reference's f16 table),
+// else Wd·relu(Wu·h). No attention scale
 // (T5 folds it into Wq). Every layer without its own bias table uses layer 0's.
 #include <cmath>
 #include <cstring>
@@ -51,7 +52,7 @@ void t5_ffn(ThreadPool& pool, const LayerWeights& l, int T, int64_t F, Buffers& 
   if (!l.ffn_gate.empty()) {
     linear(pool, l.ffn_gate, nullptr, b.xb, T, b.gate, b);
     linear(pool, l.ffn_up, nullptr, b.xb, T, b.up, b);
-    ops::geglu_inplace(b.gate, b.up, int64_t(T) * F);
+    ops::geglu_f16_table_inplace(b.gate, b.up, int64_t(T) * F);  // llama.cpp's f16 GELU table
   } else {
     linear(pool, l.ffn_up, nullptr, b.xb, T, b.gate, b);
     ops::relu_inplace(b.gate, int64_t(T) * F);

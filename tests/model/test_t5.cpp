@@ -81,6 +81,7 @@ TEST_P(T5Golden, EncoderOutputAndTeacherForcedStepsMatchLlamaCpp) {
   auto model = load_model(name);
   ASSERT_TRUE(model);
   const size_t nv = size_t(model->hparams().n_vocab), E = size_t(model->hparams().n_embd);
+  float worst_enc = 0, worst_step = 0;  // relative to max|golden|, printed for the docs
   for (const T5Run& run : load_runs(name, nv)) {
     auto ctx = f32_context(model);
     EXPECT_EQ(ctx->decoder_start_token(), run.dec_ids[0]);
@@ -92,6 +93,7 @@ TEST_P(T5Golden, EncoderOutputAndTeacherForcedStepsMatchLlamaCpp) {
       ASSERT_TRUE(e.has_value()) << e.status().message();
       const auto want = slice(run.enc, i, E);
       EXPECT_LE(max_abs_diff(*e, want), 1e-3f * max_abs(run.enc)) << "encoder token " << i;
+      worst_enc = std::max(worst_enc, max_abs_diff(*e, want) / max_abs(run.enc));
     }
     for (size_t k = 0; k < run.dec_ids.size(); ++k) {
       Batch b;
@@ -101,8 +103,11 @@ TEST_P(T5Golden, EncoderOutputAndTeacherForcedStepsMatchLlamaCpp) {
       ASSERT_TRUE(l.has_value());
       const auto want = slice(run.steps, k, nv);
       ASSERT_LE(max_abs_diff(*l, want), 1e-3f * max_abs(want)) << name << " step " << k;
+      worst_step = std::max(worst_step, max_abs_diff(*l, want) / max_abs(want));
     }
   }
+  std::printf("%s: encoder output within %.2g, decoder steps within %.2g of max|golden|\n", name.c_str(),
+              double(worst_enc), double(worst_step));
 }
 
 // The decoder's prompt (start token + teacher-forced ids) in one batch, in chunks of 3 and token by

@@ -266,8 +266,8 @@ void register_bench(CLI::App& app, int& exit_code) {
       const double avg_cells =
           o->n_gen > 0 ? double(o->depth + (par ? o->n_prompt : 0)) + double(o->n_gen + 1) / 2.0 : 0.0;
       kv_bytes = kv_row * avg_cells;
-      // T5: each step also reads the cross-attention K/V (F32) of the encoder's tokens.
-      if (enc_dec && o->n_gen > 0) kv_bytes += n_attn_layers * 2.0 * double(n_enc) * double(hp.n_embd_kv()) * 4.0;
+      // T5: each step also reads the cross-attention K/V of the encoder's tokens (cache types).
+      if (enc_dec && o->n_gen > 0) kv_bytes += n_attn_layers * double(n_enc) * double(kvv.k_row_bytes + kvv.v_row_bytes);
     }
     const double weight_bytes = double(model->decode_weight_bytes());
     // A parallel step reads the weights once and every sequence's KV: tg_tps / N steps per second.
