@@ -442,7 +442,29 @@ Status Context::run_ubatches(const Batch& batch, const Checked& c, bool encoding
     fb.prefix_group = group_.data();
     fb.prefix_group_swa = mask_swa_.empty() ? nullptr : group_swa_.data();
     CrossAttentionView cross = cross_;
-    if (hp.is_t5()) {
+    if (hp.is_t5() && encoding) {
+      // The T5 encoder attends within its batch only, as the reference's (which has no cache
+      // there): the columns are the batch's own cells, a token seeing those that hold its first
+      // sequence; a decoder's cells of the same sequence stay out of view.
+      for (int col = 0; col < m; ++col) {
+        col_cells_[size_t(col)] = cells_[size_t(first + col)];
+        col_pos_[size_t(col)] = pos_[size_t(first + col)];
+      }
+      for (int t = 0; t < m; ++t) {
+        const int32_t s = seq_[size_t(first + t)];
+        for (int col = 0; col < m; ++col) {
+          bool in = batch.seq_ids.empty() ? s == 0 : false;
+          if (!batch.seq_ids.empty()) {
+            for (int32_t sid : batch.seq_ids[size_t(first + col)]) in = in || sid == s;
+          }
+          mask_[size_t(t) * size_t(m) + size_t(col)] = in ? 0.0f : -INFINITY;
+        }
+      }
+      fb.n_kv = m;
+      fb.kv_cells = col_cells_.data();
+      fb.kv_pos = col_pos_.data();
+      fb.encoder = true;
+    } else if (hp.is_t5()) {
       for (int col = 0; col < n_kv; ++col) col_pos_[size_t(col)] = kv_->cell(cols ? cols[col] : col).pos;
       fb.kv_pos = col_pos_.data();
       fb.encoder = !t5_decoder;

@@ -172,6 +172,46 @@ TEST_P(T5Golden, TwoSequencesInOneBatchEqualEachAlone) {
   }
 }
 
+// The decoder's KV cache works like any decoder's: drop its last steps and decode them again, or
+// save the state, restore it into a new context (which encodes the input again: the encoder
+// output is not part of the state) and continue: the golden's logits either way.
+TEST_P(T5Golden, DecoderCacheEditsAndStateRestoreKeepTheGolden) {
+  const std::string name = GetParam();
+  auto model = load_model(name);
+  ASSERT_TRUE(model);
+  const size_t nv = size_t(model->hparams().n_vocab);
+  const T5Run run = load_runs(name, nv)[0];
+  const size_t n = run.dec_ids.size();
+  ASSERT_GE(n, 6u);
+  auto step = [&](Context& ctx, size_t k) {
+    Batch b;
+    b.add(run.dec_ids[k], int32_t(k), {0}, true);
+    EXPECT_TRUE(ctx.decode(b).is_ok());
+    auto l = ctx.logits(-1);
+    EXPECT_TRUE(l.has_value());
+    const auto want = slice(run.steps, k, nv);
+    EXPECT_LE(max_abs_diff(*l, want), 1e-3f * max_abs(want)) << "step " << k;
+  };
+  auto ctx = f32_context(model);
+  ASSERT_TRUE(ctx->encode(Batch::from_tokens(run.enc_ids, 0)).is_ok());
+  for (size_t k = 0; k < 4; ++k) step(*ctx, k);
+  ASSERT_TRUE(ctx->seq_rm(0, 2, -1).is_ok());
+  for (size_t k = 2; k < 4; ++k) step(*ctx, k);
+  const std::vector<int32_t> history(run.dec_ids.begin(), run.dec_ids.begin() + 4);
+  const std::vector<uint8_t> state = ctx->state_save(history);
+  auto fresh = f32_context(model);
+  std::vector<int32_t> restored;
+  ASSERT_TRUE(fresh->state_load(state, &restored).is_ok());
+  EXPECT_EQ(restored, history);
+  EXPECT_EQ(fresh->n_encoded(), 0);
+  ASSERT_TRUE(fresh->encode(Batch::from_tokens(run.enc_ids, 0)).is_ok());
+  for (size_t k = 4; k < n; ++k) step(*fresh, k);
+  // kv_clear leaves the encoder output: the decoder starts over on the same input.
+  fresh->kv_clear();
+  EXPECT_EQ(fresh->n_encoded(), int(run.enc_ids.size()));
+  step(*fresh, 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(OwnData, T5Golden, ::testing::Values("synth-t5-tiny-f32", "synth-flan-t5-tiny-f32"),
                          [](const auto& info) { return param_name(info.param); });
 
