@@ -27,6 +27,11 @@ const char* const kVocabFiles[] = {
     "golden/vocab/ggml-vocab-falcon.gguf",    "golden/vocab/bert-base-uncased.gguf",
     "golden/vocab/ggml-vocab-bert-bge.gguf",
 };
+// This repository's Unigram (T5) vocabularies, with their precompiled charsmaps.
+const char* const kSourceVocabFiles[] = {
+    "tests/data/synth-t5-tiny-f32.gguf",
+    "tests/data/synth-t5encoder-tiny-f32.gguf",
+};
 // The BPE vocabulary that every other pre-tokenizer preset is tried with.
 constexpr const char* kPresetBase = "golden/vocab/ggml-vocab-deepseek-coder.gguf";
 
@@ -54,8 +59,8 @@ struct Vocabs {
 
 Vocabs* g_vocabs = nullptr;
 
-std::unique_ptr<Vocab> load_vocab(const char* rel) {
-  auto f = gguf::GgufFile::open(fuzz::shared_file(rel));
+std::unique_ptr<Vocab> load_vocab(const std::string& path) {
+  auto f = gguf::GgufFile::open(path);
   LOOM_FUZZ_CHECK(f.has_value());
   auto v = Vocab::from_gguf(*f);
   LOOM_FUZZ_CHECK(v.has_value());
@@ -86,7 +91,8 @@ void check_stream(const Vocab& v, const std::vector<int32_t>& ids, bool remove_s
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   g_vocabs = new Vocabs;
-  for (const char* rel : kVocabFiles) g_vocabs->files.push_back(load_vocab(rel));
+  for (const char* rel : kVocabFiles) g_vocabs->files.push_back(load_vocab(fuzz::shared_file(rel)));
+  for (const char* rel : kSourceVocabFiles) g_vocabs->files.push_back(load_vocab(fuzz::source_file(rel)));
   auto f = gguf::GgufFile::open(fuzz::shared_file(kPresetBase));
   LOOM_FUZZ_CHECK(f.has_value());
   auto d = Vocab::read_data(*f);
