@@ -41,10 +41,13 @@ struct Vocabs {
   std::vector<std::string_view> presets = detail::bpe_preset_names();
   std::map<size_t, std::unique_ptr<Vocab>> by_preset;  // built on first use
 
-  size_t size() const { return files.size() + presets.size(); }
+  std::vector<std::unique_ptr<Vocab>> extra;  // kSourceVocabFiles, after the presets (seed indices stay)
+
+  size_t size() const { return files.size() + presets.size() + extra.size(); }
   const Vocab& get(size_t i) {
     if (i < files.size()) return *files[i];
     i -= files.size();
+    if (i >= presets.size()) return *extra[i - presets.size()];
     auto& v = by_preset[i];
     if (!v) {
       VocabData d = preset_base;
@@ -92,7 +95,7 @@ void check_stream(const Vocab& v, const std::vector<int32_t>& ids, bool remove_s
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   g_vocabs = new Vocabs;
   for (const char* rel : kVocabFiles) g_vocabs->files.push_back(load_vocab(fuzz::shared_file(rel)));
-  for (const char* rel : kSourceVocabFiles) g_vocabs->files.push_back(load_vocab(fuzz::source_file(rel)));
+  for (const char* rel : kSourceVocabFiles) g_vocabs->extra.push_back(load_vocab(fuzz::source_file(rel)));
   auto f = gguf::GgufFile::open(fuzz::shared_file(kPresetBase));
   LOOM_FUZZ_CHECK(f.has_value());
   auto d = Vocab::read_data(*f);
