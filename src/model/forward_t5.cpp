@@ -67,7 +67,7 @@ Status forward_t5(const Model& model, const ForwardBatch& fb, const KvView& kv, 
   const ModelHparams& hp = model.hparams();
   const ModelWeights& w = model.weights();
   const int T = fb.n_tokens;
-  const int64_t E = hp.n_embd, KV = hp.n_embd_kv(), F = hp.n_ff, H = hp.n_head;
+  const int64_t E = hp.n_embd, KV = hp.n_embd_kv(), F = hp.n_ff;
   const bool encoder = fb.encoder || hp.arch == Arch::kT5Encoder;
   if (!fb.kv_pos) return internal_error("t5: the forward needs the positions of the mask columns");
   if (!encoder && (!fb.cross || !fb.cross->mask)) return internal_error("t5: the decoder needs the encoder's output");
@@ -146,7 +146,6 @@ Status forward_t5(const Model& model, const ForwardBatch& fb, const KvView& kv, 
     ops::add_inplace(b.x, b.tmp, int64_t(T) * E);
     if (!observe(cfg, "l_out", il, b.x, E, T)) return aborted();
   }
-  (void)H;
 
   if (!encoder) return write_outputs(model, fb, cfg, pool, b);
   // The encoder's output: its final norm of the output rows (the embeddings, and what the decoder
