@@ -139,6 +139,7 @@ std::string type_name(loom::VocabType t) {
     case loom::VocabType::kSpm: return "spm";
     case loom::VocabType::kBpe: return "bpe";
     case loom::VocabType::kWpm: return "wpm";
+    case loom::VocabType::kUgm: return "ugm";
   }
   return "?";
 }

@@ -55,7 +55,7 @@
 
 /* The version of these headers (checked against CMake's project version at build time). */
 #define LOOM_VERSION_MAJOR 0
-#define LOOM_VERSION_MINOR 1
+#define LOOM_VERSION_MINOR 2
 #define LOOM_VERSION_PATCH 0
 
 #ifdef __cplusplus
@@ -147,6 +147,14 @@ LOOM_API int32_t loom_model_n_layer(const loom_model * model);
 LOOM_API int32_t loom_model_n_head(const loom_model * model);
 LOOM_API int32_t loom_model_n_head_kv(const loom_model * model);
 LOOM_API int32_t loom_model_n_ctx_train(const loom_model * model);
+/* Encoder-decoder models (T5, since 0.2): has_encoder is true for t5 and t5encoder, has_decoder
+ * false for t5encoder (an embedding model). A T5 runs loom_encode on the input first, then
+ * loom_decode from loom_model_decoder_start_token (t5.decoder_start_token_id, else BOS, else the
+ * pad id; LOOM_TOKEN_NULL for other models); its decoder cross-attends to the last encode's
+ * tokens of the same sequences. */
+LOOM_API bool loom_model_has_encoder(const loom_model * model);
+LOOM_API bool loom_model_has_decoder(const loom_model * model);
+LOOM_API loom_token loom_model_decoder_start_token(const loom_model * model);
 LOOM_API float loom_model_rope_freq_scale_train(const loom_model * model);
 /* general.architecture ("llama"); "" when missing or model is NULL. */
 LOOM_API const char * loom_model_arch_name(const loom_model * model);
@@ -171,7 +179,8 @@ LOOM_API int32_t loom_model_meta_val_str(const loom_model * model, const char * 
 enum loom_vocab_type {
   LOOM_VOCAB_TYPE_SPM = 1, /* SentencePiece ("llama") */
   LOOM_VOCAB_TYPE_BPE = 2, /* byte-level BPE ("gpt2") */
-  LOOM_VOCAB_TYPE_WPM = 3  /* WordPiece ("bert") */
+  LOOM_VOCAB_TYPE_WPM = 3, /* WordPiece ("bert") */
+  LOOM_VOCAB_TYPE_UGM = 4  /* Unigram ("t5"), since 0.2 */
 };
 
 /* Token attribute bits (llama_token_attr values). */
@@ -352,7 +361,9 @@ LOOM_API loom_batch loom_batch_get_one(loom_token * tokens, int32_t n_tokens);
 /* All-or-nothing: on any failure the KV cache is exactly as before. Returns LOOM_DECODE_*. */
 LOOM_API int32_t loom_decode(loom_context * ctx, const loom_batch * batch);
 /* Non-causal evaluation of a whole batch (at most n_ubatch tokens) that leaves the KV cache as
- * it was (embedding / encoder models). Returns LOOM_DECODE_*. */
+ * it was (embedding / encoder models). For a T5 this is its encoder: the output (readable with
+ * loom_get_embeddings_ith) is kept for the cross-attention of the following decodes, until the
+ * next encode. Returns LOOM_DECODE_*. */
 LOOM_API int32_t loom_encode(loom_context * ctx, const loom_batch * batch);
 /* Runs one token and clears the cache (pages weights in). Returns a status. */
 LOOM_API int32_t loom_warmup(loom_context * ctx);

@@ -7,8 +7,8 @@
 
 namespace loom {
 
-const char* version_string();  // "0.1.0"
+const char* version_string();  // "0.2.0"
 const char* git_commit();      // "1a2b3c4d5e6f", "1a2b3c4d5e6f-dirty" or "unknown"
-std::string version_full();    // "0.1.0 (git 1a2b3c4d5e6f)"
+std::string version_full();    // "0.2.0 (git 1a2b3c4d5e6f)"
 
 }  // namespace loom

@@ -359,6 +359,11 @@ bool loom_model_is_vocab_only(const loom_model* model) { return model && model->
 int32_t loom_model_n_vocab(const loom_model* model) { return model ? model->m->vocab().n_tokens() : 0; }
 int32_t loom_model_n_embd(const loom_model* model) { return model ? int32_t(model->m->hparams().n_embd) : 0; }
 int32_t loom_model_n_cls_out(const loom_model* model) { return model ? int32_t(model->m->hparams().n_cls_out) : 0; }
+bool loom_model_has_encoder(const loom_model* model) { return model && model->m->hparams().has_encoder(); }
+bool loom_model_has_decoder(const loom_model* model) { return model && !model->m->hparams().is_encoder(); }
+loom_token loom_model_decoder_start_token(const loom_model* model) {
+  return model ? model->m->decoder_start_token() : LOOM_TOKEN_NULL;
+}
 int32_t loom_model_n_layer(const loom_model* model) { return model ? int32_t(model->m->hparams().n_layer) : 0; }
 int32_t loom_model_n_head(const loom_model* model) { return model ? int32_t(model->m->hparams().n_head) : 0; }
 int32_t loom_model_n_head_kv(const loom_model* model) { return model ? int32_t(model->m->hparams().n_head_kv) : 0; }
@@ -458,6 +463,7 @@ int32_t loom_vocab_type(const loom_model* model) {
     case loom::VocabType::kSpm: return LOOM_VOCAB_TYPE_SPM;
     case loom::VocabType::kBpe: return LOOM_VOCAB_TYPE_BPE;
     case loom::VocabType::kWpm: return LOOM_VOCAB_TYPE_WPM;
+    case loom::VocabType::kUgm: return LOOM_VOCAB_TYPE_UGM;
   }
   return -1;
 }

@@ -167,6 +167,27 @@ Expected<std::unique_ptr<Context>> Context::create_unguarded(std::shared_ptr<con
   ctx->group_swa_.assign(size_t(cp.n_ubatch), -1);
   ctx->ubatch_seqs_.assign(size_t(cp.n_ubatch), 0);
   ctx->ubatch_seq_min_.assign(size_t(cp.n_ubatch), 0);
+  if (hp.is_t5()) {
+    const size_t U = size_t(cp.n_ubatch);
+    ctx->col_pos_.assign(size_t(cp.n_ctx), 0);
+    if (hp.arch == Arch::kT5) {
+      ctx->enc_out_.assign(U * size_t(hp.n_embd), 0.0f);
+      ctx->enc_seqs_.assign(U, {});
+      // Cross K/V in the cache's types (as the self-attention's), rows of n_embd_kv.
+      CrossAttentionView& cv = ctx->cross_;
+      cv.type_k = cp.type_k;
+      cv.type_v = cp.type_v;
+      cv.k_row_bytes = size_t(row_bytes(cp.type_k, hp.n_embd_kv()));
+      cv.v_row_bytes = size_t(row_bytes(cp.type_v, hp.n_embd_kv()));
+      cv.k_layer_bytes = U * cv.k_row_bytes;
+      cv.v_layer_bytes = U * cv.v_row_bytes;
+      ctx->cross_k_.assign(size_t(hp.n_dec_layer) * cv.k_layer_bytes, 0);
+      ctx->cross_v_.assign(size_t(hp.n_dec_layer) * cv.v_layer_bytes, 0);
+      cv.k = ctx->cross_k_.data();
+      cv.v = ctx->cross_v_.data();
+      ctx->cross_mask_.assign(U * U, 0.0f);
+    }
+  }
   ctx->perf_.t_load_us = ctx->model_->load_time_us();
   return ctx;
 }
@@ -273,6 +294,10 @@ Status Context::prepare_kv() {
 Status Context::decode(const Batch& batch) {
   Checked c;
   LOOM_RETURN_IF_ERROR(validate(batch, /*encoding=*/false, &c));
+  if (model_->hparams().arch == Arch::kT5 && n_enc_ == 0) {
+    // Checked before anything changes (pending shifts included).
+    return invalid_argument("t5: decode needs the encoder's output; encode() the input first");
+  }
   if (!rs_) {
     // Before prepare_kv: a batch without room changes nothing, not even pending shifts.
     if (c.n > kv_->size() - kv_->used()) {
@@ -309,6 +334,23 @@ Status Context::encode(const Batch& batch) {
   // The encoder's cells are scratch: the cache is left as it was.
   kv_->release_cells(std::span<const int32_t>(cells_.data(), size_t(c.n)));
   LOOM_RETURN_IF_ERROR(st);
+  if (model_->hparams().arch == Arch::kT5) {
+    // Keep the output (every token is an output here) and its sequences for the decoder, and the
+    // cross K/V of every decoder layer, computed once instead of at every decode step.
+    const ModelHparams& hp = model_->hparams();
+    const size_t E = size_t(hp.n_embd);
+    n_enc_ = 0;
+    std::copy(embd_.begin(), embd_.begin() + long(size_t(c.n) * E), enc_out_.begin());
+    for (int i = 0; i < c.n; ++i) {
+      std::bitset<kMaxSeqs>& set = enc_seqs_[size_t(i)];
+      set.reset();
+      if (batch.seq_ids.empty()) set.set(0);
+      else for (int32_t sid : batch.seq_ids[size_t(i)]) set.set(size_t(sid));
+    }
+    pool_->set_active(c.n > 1 ? params_.n_threads_batch : params_.n_threads);
+    LOOM_RETURN_IF_ERROR(t5_cross_kv(*model_, enc_out_.data(), c.n, cross_, params_.type_k, scratch_, *pool_));
+    n_enc_ = c.n;
+  }
   if (!params_.no_perf) {
     perf_.n_prompt_tokens += c.n;
     perf_.t_prompt_us += now_us() - t0;
@@ -320,7 +362,10 @@ Status Context::run_ubatches(const Batch& batch, const Checked& c, bool encoding
   const int n = c.n;
   const bool embd_out = params_.embeddings || encoding;
   const bool pooled = embd_out && params_.pooling != Pooling::kNone;
-  const int n_out = assign_outputs(batch, n, pooled);
+  const ModelHparams& hp = model_->hparams();
+  const bool t5_decoder = hp.arch == Arch::kT5 && !encoding;
+  // A T5 encode keeps every token's output (the decoder attends to all of them).
+  const int n_out = assign_outputs(batch, n, pooled || (encoding && hp.arch == Arch::kT5));
   n_outputs_ = 0;  // outputs of a failed call are not readable
   std::fill(pooled_valid_.begin(), pooled_valid_.end(), 0);
 
@@ -396,6 +441,52 @@ Status Context::run_ubatches(const Batch& batch, const Checked& c, bool encoding
     fb.kv_cells = cols;
     fb.prefix_group = group_.data();
     fb.prefix_group_swa = mask_swa_.empty() ? nullptr : group_swa_.data();
+    CrossAttentionView cross = cross_;
+    if (hp.is_t5() && encoding) {
+      // The T5 encoder attends within its batch only, as the reference's (which has no cache
+      // there): the columns are the batch's own cells, a token seeing those that hold its first
+      // sequence; a decoder's cells of the same sequence stay out of view.
+      for (int col = 0; col < m; ++col) {
+        col_cells_[size_t(col)] = cells_[size_t(first + col)];
+        col_pos_[size_t(col)] = pos_[size_t(first + col)];
+      }
+      for (int t = 0; t < m; ++t) {
+        const int32_t s = seq_[size_t(first + t)];
+        for (int col = 0; col < m; ++col) {
+          bool in = batch.seq_ids.empty() ? s == 0 : false;
+          if (!batch.seq_ids.empty()) {
+            for (int32_t sid : batch.seq_ids[size_t(first + col)]) in = in || sid == s;
+          }
+          mask_[size_t(t) * size_t(m) + size_t(col)] = in ? 0.0f : -INFINITY;
+        }
+      }
+      fb.n_kv = m;
+      fb.kv_cells = col_cells_.data();
+      fb.kv_pos = col_pos_.data();
+      fb.encoder = true;
+    } else if (hp.is_t5()) {
+      for (int col = 0; col < n_kv; ++col) col_pos_[size_t(col)] = kv_->cell(cols ? cols[col] : col).pos;
+      fb.kv_pos = col_pos_.data();
+      fb.encoder = !t5_decoder;
+    }
+    if (t5_decoder) {
+      // Token t sees encoder token i when they share a sequence (llama.cpp's cross mask).
+      for (int t = 0; t < m; ++t) {
+        float* row = cross_mask_.data() + size_t(t) * size_t(n_enc_);
+        for (int i = 0; i < n_enc_; ++i) {
+          bool shared = false;
+          if (batch.seq_ids.empty()) {
+            shared = enc_seqs_[size_t(i)].test(0);
+          } else {
+            for (int32_t sid : batch.seq_ids[size_t(first + t)]) shared = shared || enc_seqs_[size_t(i)].test(size_t(sid));
+          }
+          row[i] = shared ? 0.0f : -INFINITY;
+        }
+      }
+      cross.n_enc = n_enc_;
+      cross.mask = cross_mask_.data();
+      fb.cross = &cross;
+    }
     fb.n_outputs = m_out;
     fb.output_rows = out_rows_.data();
     const size_t first_out = m_out ? size_t(output_of_row_[size_t(first + out_rows_[0])]) : 0;
@@ -495,12 +586,16 @@ void Context::rank_head() {
   }
 }
 
+int32_t Context::decoder_start_token() const { return model_->decoder_start_token(); }
+
 Status Context::warmup() {
   const int32_t tok = model_->vocab().bos() >= 0 ? model_->vocab().bos() : 0;
   Batch b = Batch::from_tokens(std::span<const int32_t>(&tok, 1), 0);
   const bool no_perf = params_.no_perf;
   params_.no_perf = true;
-  Status st = decode(b);
+  Status st = model_->hparams().arch == Arch::kT5 ? encode(b) : Status::ok();
+  if (st.is_ok()) st = decode(b);
+  if (model_->hparams().arch == Arch::kT5) n_enc_ = 0;  // warm-up output is not an input of later decodes
   params_.no_perf = no_perf;
   kv_clear();
   n_outputs_ = 0;
@@ -658,6 +753,7 @@ void Context::kv_defrag() {
 
 Status Context::set_lora(std::shared_ptr<const LoraAdapter> adapter, float scale) {
   if (!adapter) return invalid_argument("no adapter");
+  if (model_->hparams().is_t5()) return unsupported("LoRA adapters are not supported for T5 models yet");
   for (auto& [a, s] : loras_) {
     if (a == adapter) {
       s = scale;
@@ -688,6 +784,7 @@ Status Context::set_control_vector(std::span<const float> data, int n_embd_data,
     adapters_.cvec.clear();
     return Status::ok();
   }
+  if (model_->hparams().is_t5()) return unsupported("control vectors are not supported for T5 models yet");
   if (n_embd_data != n_embd()) {
     return invalid_argument("control vector n_embd " + std::to_string(n_embd_data) + " does not match the model's " +
                             std::to_string(n_embd()));

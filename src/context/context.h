@@ -5,6 +5,7 @@
 // (no aborts on bad input, all-or-nothing decode, checked state files) docs/context.md says so.
 #pragma once
 
+#include <bitset>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -119,6 +120,11 @@ class Context {
   Status encode(const Batch& batch);
   // Runs one token through the model and clears the cache again (pages weights in).
   Status warmup();
+  // T5 (encoder-decoder): the last encode() kept its output for the decoder's cross-attention;
+  // n_encoded() is its number of tokens (0 before any encode), decoder_start_token() the token
+  // a decoder starts from (t5.decoder_start_token_id, else BOS, else the pad id; -1 for other models).
+  int n_encoded() const { return n_enc_; }
+  int32_t decoder_start_token() const;
 
   // ---- outputs of the last decode / encode ----
   int n_outputs() const { return n_outputs_; }
@@ -257,6 +263,17 @@ class Context {
   std::vector<int32_t> perm_dest_;      // [n_batch] storage row -> batch-order output row
   std::vector<uint8_t> perm_done_;      // [n_batch]
   std::vector<float> perm_tmp_;         // [max(n_vocab, n_embd)]
+  // T5: the encoder output of the last encode() ([n_ubatch][n_embd]) and each encoder token's
+  // sequences, cross-attention K/V per decoder layer ([n_dec_layer][n_ubatch] rows of n_embd_kv) computed
+  // once from it, the cross mask of a micro-batch ([n_ubatch][n_ubatch]) and the position of each
+  // mask column's cell ([n_ctx]) for the relative-position buckets.
+  std::vector<float> enc_out_;
+  std::vector<std::bitset<kMaxSeqs>> enc_seqs_;
+  int n_enc_ = 0;
+  std::vector<uint8_t> cross_k_, cross_v_;  // rows in the cache's K / V types
+  CrossAttentionView cross_;
+  std::vector<float> cross_mask_;
+  std::vector<int32_t> col_pos_;
   int n_outputs_ = 0;
   int last_batch_size_ = 0;
   bool last_was_embd_ = false;

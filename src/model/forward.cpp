@@ -23,10 +23,12 @@ int64_t max_cols(const Model& m) {
 size_t max_matmul_scratch(const Model& m, int64_t n, int max_rank) {
   const ModelWeights& w = m.weights();
   size_t best = w.output.empty() ? 0 : ops::matmul_scratch_bytes(w.output.type, w.output.cols, n);
-  for (const LayerWeights& l : w.layers) {
-    for (const TensorView* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down, &l.ssm_in, &l.ssm_x,
-                                &l.ssm_dt, &l.ssm_out}) {
-      if (!t->empty()) best = std::max(best, ops::matmul_scratch_bytes(t->type, t->cols, n));
+  for (const std::vector<LayerWeights>* ls : {&w.layers, &w.enc_layers}) {
+    for (const LayerWeights& l : *ls) {
+      for (const TensorView* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down, &l.ssm_in, &l.ssm_x,
+                                  &l.ssm_dt, &l.ssm_out, &l.wq_cross, &l.wk_cross, &l.wv_cross, &l.wo_cross}) {
+        if (!t->empty()) best = std::max(best, ops::matmul_scratch_bytes(t->type, t->cols, n));
+      }
     }
   }
   if (max_rank > 0) {
@@ -64,8 +66,12 @@ void layout(const Model& m, int T, int n_kv, TensorType type_k, int n_threads, i
   b->ssm_dtr = floats(R * t);
   b->ssm_dt = floats(Di * t);
   b->ssm_y = floats(Di * t);
+  b->pos_bucket = static_cast<int32_t*>(alloc(hp.is_t5() ? sizeof(int32_t) * t * size_t(n_kv) : 0));
   b->mm = alloc(max_matmul_scratch(m, T, max_rank));
-  b->attn = hp.is_recurrent() ? nullptr : alloc(ops::attention_scratch_bytes(T, n_kv, int(hp.head_dim), type_k, n_threads));
+  size_t attn = hp.is_recurrent() ? 0 : ops::attention_scratch_bytes(T, n_kv, int(hp.head_dim), type_k, n_threads);
+  // T5's cross-attention reads the encoder's K/V as F32 rows.
+  if (hp.is_t5()) attn = std::max(attn, ops::attention_scratch_bytes(T, n_kv, int(hp.head_dim), TensorType::F32, n_threads));
+  b->attn = hp.is_recurrent() ? nullptr : alloc(attn);
 }
 
 }  // namespace
@@ -217,6 +223,7 @@ Status forward(const Model& model, const ForwardBatch& fb, const KvView& kv, For
     return internal_error("forward: micro-batch exceeds the reserved scratch");
   }
   if (cfg.n_threads > 0) pool.set_active(cfg.n_threads);
+  if (model.hparams().is_t5()) return detail::forward_t5(model, fb, kv, scratch, pool, cfg);
   if (model.hparams().is_encoder()) return detail::forward_bert(model, fb, kv, scratch, pool, cfg);
   if (model.hparams().is_recurrent()) {
     if (!fb.rs || fb.n_seq_runs <= 0) return internal_error("forward: a recurrent model needs its state rows");
@@ -228,8 +235,9 @@ Status forward(const Model& model, const ForwardBatch& fb, const KvView& kv, For
 Status shift_k(const Model& model, const KvView& kv, const int32_t* deltas, ForwardScratch& scratch,
                ThreadPool& pool, const ForwardConfig& cfg) {
   const ModelHparams& hp = model.hparams();
-  if (model.weights().layers.empty() || hp.is_recurrent() || (hp.is_encoder() && !model.weights().pos_embd.empty())) {
-    return Status::ok();  // learned positions or no attention: nothing to rotate
+  if (model.weights().layers.empty() || hp.is_recurrent() || hp.is_t5() ||
+      (hp.is_encoder() && !model.weights().pos_embd.empty())) {
+    return Status::ok();  // learned or relative positions, or no attention: nothing to rotate
   }
   const int64_t KV = hp.n_embd_kv();
   if (scratch.arena().capacity() < sizeof(float) * size_t(KV) * 2) return internal_error("shift_k: scratch too small");

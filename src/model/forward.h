@@ -84,6 +84,20 @@ struct ForwardConfig {
   int n_threads = 0;                // threads for this pass (0: the whole pool)
 };
 
+// T5 cross-attention inputs of a decoder pass: the K/V of the encoder output per decoder layer
+// (computed once after encode, see t5_cross_kv, in the context's K/V types) and which encoder
+// tokens each token may see.
+struct CrossAttentionView {
+  int n_enc = 0;
+  TensorType type_k = TensorType::F32;
+  TensorType type_v = TensorType::F32;
+  const uint8_t* k = nullptr;   // [n_dec_layer][n_enc_max] rows of n_embd_kv in type_k
+  const uint8_t* v = nullptr;   // same in type_v
+  size_t k_row_bytes = 0, v_row_bytes = 0;
+  size_t k_layer_bytes = 0, v_layer_bytes = 0;  // bytes between layers
+  const float* mask = nullptr;  // [n_tokens][n_enc] additive (0 / -inf): the token shares a sequence with the encoder token
+};
+
 struct ForwardBatch {
   int n_tokens = 0;
   const int32_t* tokens = nullptr;   // [n_tokens] (ids validated by the caller), or
@@ -109,6 +123,11 @@ struct ForwardBatch {
   const int32_t* seq_start = nullptr;  // [n_seq_runs + 1]
   const int32_t* state_src = nullptr;  // [n_seq_runs]
   const int32_t* state_dst = nullptr;  // [n_seq_runs]
+  // T5: the position of each mask column's cell (relative-position buckets), the encoder pass
+  // (t5encoder always; t5 during encode), the decoder's cross-attention.
+  const int32_t* kv_pos = nullptr;   // [n_kv]
+  bool encoder = false;
+  const CrossAttentionView* cross = nullptr;
   int n_outputs = 0;
   const int32_t* output_rows = nullptr;  // [n_outputs] batch rows whose outputs are wanted
   float* logits = nullptr;           // [n_outputs][n_vocab], or null
@@ -143,6 +162,18 @@ ops::RopeParams model_rope(const Model& model, int64_t n_ctx_per_seq);
 // requested outputs of the output rows.
 Status forward(const Model& model, const ForwardBatch& batch, const KvView& kv, ForwardScratch& scratch,
                ThreadPool& pool, const ForwardConfig& config);
+
+// llama.cpp's llama_relative_position_bucket (T5): the bucket of key position x seen from query
+// position y among n_buckets (half per direction when bidirectional), exact below n_buckets/4
+// (bidirectional) or /2, logarithmic up to a distance of 128, then the last bucket.
+int32_t relative_position_bucket(int32_t x, int32_t y, int64_t n_buckets, bool bidirectional);
+
+// T5: K and V of the cross-attention of every decoder layer over the encoder output enc
+// ([n_enc][n_embd], after the encoder's final norm), stored as rows of the view's types into its
+// k and v buffers (writable: the caller owns them). n_enc must fit the scratch's micro-batch;
+// scratch_type_k: the K type the scratch was sized for.
+Status t5_cross_kv(const Model& model, const float* enc, int n_enc, const CrossAttentionView& out,
+                   TensorType scratch_type_k, ForwardScratch& scratch, ThreadPool& pool);
 
 // Re-rotates cached K rows by per-cell position deltas ([kv.n_cells], 0 = unchanged): the lazy
 // half of a position shift (RoPE(a + d) = RoPE(d) ∘ RoPE(a)).

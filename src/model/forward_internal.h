@@ -29,6 +29,7 @@ struct Buffers {
   float* ssm_dtr;// [T][R] the dt part, contiguous
   float* ssm_dt; // [T][Di]
   float* ssm_y;  // [T][Di] scan output
+  int32_t* pos_bucket;  // [T][n_kv] T5 relative-position buckets (empty for other families)
   void* mm;      // matmul activation scratch
   void* attn;    // attention scratch
 };
@@ -74,6 +75,8 @@ Status forward_decoder(const Model& m, const ForwardBatch& fb, const KvView& kv,
                        ThreadPool& pool, const ForwardConfig& cfg);
 Status forward_bert(const Model& m, const ForwardBatch& fb, const KvView& kv, ForwardScratch& scratch,
                     ThreadPool& pool, const ForwardConfig& cfg);
+Status forward_t5(const Model& m, const ForwardBatch& fb, const KvView& kv, ForwardScratch& scratch,
+                  ThreadPool& pool, const ForwardConfig& cfg);
 Status forward_mamba(const Model& m, const ForwardBatch& fb, ForwardScratch& scratch, ThreadPool& pool,
                      const ForwardConfig& cfg);
 

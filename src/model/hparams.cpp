@@ -70,13 +70,14 @@ Expected<ModelHparams> read_hparams(const gguf::GgufFile& f) {
       {"gemma3", Arch::kGemma3, ops::RopeMode::kNeox},
       {"bert", Arch::kBert, ops::RopeMode::kNormal},     {"nomic-bert", Arch::kNomicBert, ops::RopeMode::kNeox},
       {"mamba", Arch::kMamba, ops::RopeMode::kNormal},   {"mamba2", Arch::kMamba2, ops::RopeMode::kNormal},
+      {"t5", Arch::kT5, ops::RopeMode::kNormal},         {"t5encoder", Arch::kT5Encoder, ops::RopeMode::kNormal},
   };
   const Family* fam = nullptr;
   for (const Family& f : kFamilies) {
     if (a == f.name) fam = &f;
   }
   if (!fam) {
-    return unsupported("architecture '" + a + "' is not supported (supported: llama, qwen2, qwen3, phi3, gemma, gemma2, gemma3, bert, nomic-bert, mamba, mamba2)");
+    return unsupported("architecture '" + a + "' is not supported (supported: llama, qwen2, qwen3, phi3, gemma, gemma2, gemma3, bert, nomic-bert, mamba, mamba2, t5, t5encoder)");
   }
   hp.arch = fam->arch;
   hp.rope_mode = fam->rope;
@@ -172,6 +173,22 @@ Expected<ModelHparams> read_hparams(const gguf::GgufFile& f) {
     // context on every phi3 layer (its SWA pattern selects no layer); it also ignores the
     // llama.attention.sliding_window of Mistral-style llama files. Both therefore use full
     // attention unless a context asks for a window (ContextParams::n_swa).
+    case Arch::kT5:
+    case Arch::kT5Encoder: {
+      hp.n_rot = 0;  // relative-position buckets instead of rotary positions
+      LOOM_ASSIGN_OR_RETURN(hp.n_rel_buckets, arch_int(f, a, "attention.relative_buckets_count", std::nullopt, 2, 1 << 16));
+      if (hp.arch == Arch::kT5) {
+        LOOM_ASSIGN_OR_RETURN(hp.n_dec_layer, arch_int(f, a, "decoder_block_count", hp.n_layer, 1, 4096));
+        if (hp.n_dec_layer > hp.n_layer) {
+          return unsupported("t5: " + std::to_string(hp.n_dec_layer) + " decoder layers but " +
+                             std::to_string(hp.n_layer) + " encoder layers (more decoder than encoder layers is not "
+                             "supported, as in llama.cpp)");
+        }
+        LOOM_ASSIGN_OR_RETURN(int64_t start, arch_int(f, a, "decoder_start_token_id", -1, -1, kBig));
+        hp.dec_start_token = int32_t(start);
+      }
+      break;
+    }
     case Arch::kPhi3:
     case Arch::kLlama:
     case Arch::kMamba:

@@ -13,7 +13,7 @@ namespace loom {
 
 // Architecture families. The decoder families share one forward (forward_decoder.cpp) driven by
 // the fields below; BERT-style encoders have their own (forward_bert.cpp).
-enum class Arch { kLlama, kQwen2, kQwen3, kPhi3, kGemma, kGemma2, kGemma3, kBert, kNomicBert, kMamba, kMamba2 };
+enum class Arch { kLlama, kQwen2, kQwen3, kPhi3, kGemma, kGemma2, kGemma3, kBert, kNomicBert, kMamba, kMamba2, kT5, kT5Encoder };
 enum class FfnAct { kSilu, kGelu };
 
 struct ModelHparams {
@@ -71,7 +71,20 @@ struct ModelHparams {
   int64_t ssm_n_group = 0;   // ssm.group_count (Mamba-2; 0 for Mamba-1)
   bool ssm_dt_b_c_rms = false;  // ssm.dt_b_c_rms: RMSNorm (no weight) of dt, B and C (Falcon-Mamba)
 
-  bool is_encoder() const { return arch == Arch::kBert || arch == Arch::kNomicBert; }
+  // T5 (t5: encoder-decoder, t5encoder: its encoder alone): relative-position buckets per head
+  // (<arch>.attention.relative_buckets_count) from the bias table of layer 0 unless a layer has its
+  // own, no 1/sqrt(d) attention scale, RMSNorms, ReLU or gated-GELU FFN. n_layer is the encoder's
+  // depth; the decoder has n_dec_layer (<arch>.decoder_block_count, default n_layer) layers, at most
+  // n_layer (llama.cpp does not run more).
+  int64_t n_rel_buckets = 0;
+  int64_t n_dec_layer = 0;
+  int32_t dec_start_token = -1;  // <arch>.decoder_start_token_id; -1: BOS (else the pad id)
+
+  // Embedding-only encoders (no LM head): BERT families and the T5 encoder.
+  bool is_encoder() const { return arch == Arch::kBert || arch == Arch::kNomicBert || arch == Arch::kT5Encoder; }
+  // Models with a T5 encoder (encode() keeps its output for cross-attention when there is a decoder).
+  bool has_encoder() const { return arch == Arch::kT5 || arch == Arch::kT5Encoder; }
+  bool is_t5() const { return has_encoder(); }
   // Recurrent models keep a fixed-size state per sequence instead of a KV cache.
   bool is_recurrent() const { return arch == Arch::kMamba || arch == Arch::kMamba2; }
   // Channels of the convolution: x (Mamba-1), or x, B and C (Mamba-2).

@@ -41,6 +41,12 @@ Expected<std::shared_ptr<const Model>> Model::load(const std::string& path, cons
   });
 }
 
+int32_t Model::decoder_start_token() const {
+  if (hp_.arch != Arch::kT5) return -1;
+  if (hp_.dec_start_token >= 0) return hp_.dec_start_token;
+  return vocab_->bos() >= 0 ? vocab_->bos() : vocab_->pad() >= 0 ? vocab_->pad() : 0;
+}
+
 size_t Model::packed_bytes() const { return packed_ ? packed_->bytes : 0; }
 
 Expected<std::shared_ptr<const Model>> Model::from_gguf(gguf::GgufFile file, const ModelLoadParams& params) {
@@ -50,7 +56,10 @@ Expected<std::shared_ptr<const Model>> Model::from_gguf(gguf::GgufFile file, con
     LOOM_ASSIGN_OR_RETURN(m->vocab_, Vocab::from_gguf(m->file_));
     if (params.vocab_only) return std::shared_ptr<const Model>(std::move(m));
     LOOM_ASSIGN_OR_RETURN(m->hp_, read_hparams(m->file_));
-    LOOM_RETURN_IF_ERROR(m->hp_.is_encoder() ? m->bind_bert() : m->hp_.is_recurrent() ? m->bind_mamba() : m->bind_decoder());
+    LOOM_RETURN_IF_ERROR(m->hp_.is_t5()         ? m->bind_t5()
+                         : m->hp_.is_encoder()  ? m->bind_bert()
+                         : m->hp_.is_recurrent() ? m->bind_mamba()
+                                                 : m->bind_decoder());
     if (params.repack && detail::repacking_enabled()) {
       m->packed_ = std::make_shared<detail::PackedStorage>();
       std::function<void(float)> packing;
@@ -299,6 +308,79 @@ Status Model::bind_mamba() {
   }
   LOOM_RETURN_IF_ERROR(b.status());
   decode_weight_bytes_ = w_.tied_output ? b.bytes() : b.bytes() - emb->nbytes + w_.tok_embd.row_bytes;
+  n_params_ = b.params();
+  return Status::ok();
+}
+
+Status Model::bind_t5() {
+  ModelHparams& hp = hp_;
+  LOOM_ASSIGN_OR_RETURN(const gguf::TensorInfo* emb, token_embedding());
+  const int64_t E = hp.n_embd, Q = hp.n_embd_q(), KV = hp.n_embd_kv(), F = hp.n_ff, V = hp.n_vocab,
+                B = hp.n_rel_buckets, H = hp.n_head;
+  const bool decoder = hp.arch == Arch::kT5;
+  if (decoder && hp.dec_start_token >= V) {
+    return corrupt("t5.decoder_start_token_id " + std::to_string(hp.dec_start_token) + " is outside the vocabulary of " +
+                   std::to_string(V) + " tokens");
+  }
+  Binder b(file_, owned_);
+  w_.tok_embd = b.matrix("token_embd.weight", E, V);
+  w_.enc_output_norm = b.vector("enc.output_norm.weight", E);
+  if (decoder) {
+    // Tied to the embedding when output.weight is absent, without T5's d_model^-0.5 rescale
+    // (llama.cpp does not apply it either).
+    w_.output_norm = b.vector("dec.output_norm.weight", E);
+    w_.output = b.matrix("output.weight", E, V, /*required=*/false);
+    if (b.status().is_ok() && w_.output.empty()) {
+      w_.output = w_.tok_embd;
+      w_.tied_output = true;
+    }
+  }
+  auto block = [&](const std::string& p, LayerWeights& l, bool cross) {
+    l.attn_norm = b.vector(p + "attn_norm.weight", E);
+    l.attn_rel_b = b.floats(p + "attn_rel_b.weight", {H, B}, /*required=*/false);
+    l.wq = b.matrix(p + "attn_q.weight", E, Q);
+    l.wk = b.matrix(p + "attn_k.weight", E, KV);
+    l.wv = b.matrix(p + "attn_v.weight", E, KV);
+    l.wo = b.matrix(p + "attn_o.weight", Q, E);
+    if (cross) {
+      l.cross_norm = b.vector(p + "cross_attn_norm.weight", E);
+      l.wq_cross = b.matrix(p + "cross_attn_q.weight", E, Q);
+      l.wk_cross = b.matrix(p + "cross_attn_k.weight", E, KV);
+      l.wv_cross = b.matrix(p + "cross_attn_v.weight", E, KV);
+      l.wo_cross = b.matrix(p + "cross_attn_o.weight", Q, E);
+    }
+    l.ffn_norm = b.vector(p + "ffn_norm.weight", E);
+    l.ffn_gate = b.matrix(p + "ffn_gate.weight", E, F, /*required=*/false);  // gated GELU (flan-T5), else ReLU
+    l.ffn_up = b.matrix(p + "ffn_up.weight", E, F);
+    l.ffn_down = b.matrix(p + "ffn_down.weight", F, E);
+  };
+  w_.enc_layers.resize(size_t(hp.n_layer));
+  const uint64_t before_encoder = b.bytes();
+  for (int64_t il = 0; il < hp.n_layer; ++il) block("enc.blk." + std::to_string(il) + ".", w_.enc_layers[size_t(il)], false);
+  const uint64_t encoder_bytes = b.bytes() - before_encoder;
+  if (decoder) {
+    w_.layers.resize(size_t(hp.n_dec_layer));
+    for (int64_t il = 0; il < hp.n_dec_layer; ++il) block("dec.blk." + std::to_string(il) + ".", w_.layers[size_t(il)], true);
+  }
+  LOOM_RETURN_IF_ERROR(b.status());
+  // Every layer needs a bias table: its own or layer 0's (the reference's rule).
+  for (std::vector<LayerWeights>* ls : {&w_.enc_layers, &w_.layers}) {
+    if (ls->empty()) continue;
+    if (!(*ls)[0].attn_rel_b) {
+      return not_found(std::string("missing tensor '") + (ls == &w_.layers ? "dec" : "enc") +
+                       ".blk.0.attn_rel_b.weight' (the relative-position bias every layer falls back to)");
+    }
+    for (LayerWeights& l : *ls) {
+      if (!l.attn_rel_b) l.attn_rel_b = (*ls)[0].attn_rel_b;
+    }
+  }
+  // A decoder step reads the decoder's matrices but the cross K/V projections, and the LM head
+  // (the encoder and the cross K/V run once per input); an encoder-only model reads its encoder.
+  uint64_t step_bytes = decoder ? b.bytes() - encoder_bytes : b.bytes();
+  for (const LayerWeights& l : w_.layers) {  // the cross K/V projections run once per encode too
+    step_bytes -= uint64_t(l.wk_cross.rows) * l.wk_cross.row_bytes + uint64_t(l.wv_cross.rows) * l.wv_cross.row_bytes;
+  }
+  decode_weight_bytes_ = w_.tied_output ? step_bytes : step_bytes - emb->nbytes + w_.tok_embd.row_bytes;
   n_params_ = b.params();
   return Status::ok();
 }

@@ -56,6 +56,14 @@ struct LayerWeights {
   const float* ssm_d = nullptr;      // [Di] skip connection (Mamba-2: [H])
   const float* ssm_norm = nullptr;   // [Di] grouped RMSNorm weight, G groups of Di / G (Mamba-2)
   TensorView ssm_out;                // [n_embd rows][Di]
+  // T5: the relative-attention bias table (layer 0's serves layers without one) and the decoder's
+  // cross-attention over the encoder output.
+  const float* attn_rel_b = nullptr; // [n_rel_buckets][n_head]
+  const float* cross_norm = nullptr; // [n_embd]
+  TensorView wq_cross;               // [n_embd_q rows][n_embd]
+  TensorView wk_cross;               // [n_embd_kv rows][n_embd]
+  TensorView wv_cross;               // [n_embd_kv rows][n_embd]
+  TensorView wo_cross;               // [n_embd rows][n_embd_q]
 };
 
 struct ModelWeights {
@@ -79,7 +87,9 @@ struct ModelWeights {
   // a context uses the long ones when its n_ctx per sequence exceeds n_ctx_orig_yarn.
   const float* rope_long = nullptr;
   const float* rope_short = nullptr;
-  std::vector<LayerWeights> layers;
+  std::vector<LayerWeights> layers;    // T5: the decoder's blocks (none for t5encoder)
+  std::vector<LayerWeights> enc_layers;  // T5: the encoder's blocks
+  const float* enc_output_norm = nullptr;  // [n_embd] T5: after the encoder's last block
 
   bool has_cls_head() const { return !cls.empty() || !cls_out.empty(); }
 };
@@ -115,6 +125,9 @@ class Model {
   // Bytes of packed weight copies made at load (0 when none).
   size_t packed_bytes() const;
   int64_t load_time_us() const { return load_time_us_; }
+  // T5: the token the decoder starts from: <arch>.decoder_start_token_id, else BOS, else the pad
+  // id (llama.cpp's examples take BOS); -1 for models without an encoder-decoder.
+  int32_t decoder_start_token() const;
 
  private:
   Model() = default;
@@ -124,6 +137,7 @@ class Model {
   Status bind_decoder();
   Status bind_bert();
   Status bind_mamba();
+  Status bind_t5();
 
   gguf::GgufFile file_;
   ModelHparams hp_;

@@ -51,10 +51,12 @@ namespace {
 
 std::vector<TensorView*> matrices(ModelWeights& w) {
   std::vector<TensorView*> out;
-  for (LayerWeights& l : w.layers) {
-    for (TensorView* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down, &l.ssm_in, &l.ssm_x, &l.ssm_dt,
-                          &l.ssm_out}) {
-      out.push_back(t);
+  for (std::vector<LayerWeights>* ls : {&w.layers, &w.enc_layers}) {
+    for (LayerWeights& l : *ls) {
+      for (TensorView* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down, &l.ssm_in, &l.ssm_x,
+                            &l.ssm_dt, &l.ssm_out, &l.wq_cross, &l.wk_cross, &l.wv_cross, &l.wo_cross}) {
+        out.push_back(t);
+      }
     }
   }
   out.push_back(&w.output);

@@ -364,6 +364,7 @@ void attention(ThreadPool& pool, const AttentionParams& p, const float* q, float
         float sc = quant::vec_dot(p.k_type, p.head_dim, kc, qd) * p.scale;
         if (p.softcap > 0) sc = p.softcap * std::tanh(sc / p.softcap);
         if (p.alibi_slopes) sc += p.alibi_slopes[h] * float(p.kv_pos[c] - p.q_pos[t]);
+        if (p.pos_bucket) sc += p.pos_bias[size_t(p.pos_bucket[int64_t(t) * p.n_kv + c]) * size_t(p.n_head) + size_t(h)];
         s.scores[c] = sc + mrow[c];
       }
       softmax_inplace(s.scores, p.n_kv);

@@ -721,7 +721,7 @@ HWY_NOINLINE void TileImpl(const AttentionParams& p, const float* q, float* out,
   const float* mrows[kAttnMaxTileTokens];
   for (int tt = 0; tt < tl.n_tok; ++tt) mrows[tt] = p.mask + size_t(tl.t0 + tt) * p.n_kv;
   const size_t k_head = size_t(row_bytes(p.k_type, D_)), v_head = size_t(row_bytes(p.v_type, D_));
-  const bool plain = !(p.softcap > 0) && !p.alibi_slopes;
+  const bool plain = !(p.softcap > 0) && !p.alibi_slopes && !p.pos_bucket;
   const auto vscale = hn::Set(d, p.scale);
   const int32_t* cells = p.kv_cells;
   auto cell_of = [cells](int c) { return size_t(cells ? cells[c] : c); };
@@ -790,11 +790,13 @@ HWY_NOINLINE void TileImpl(const AttentionParams& p, const float* q, float* out,
       } else {
         const float slope = p.alibi_slopes ? p.alibi_slopes[heads[rr]] : 0.0f;
         const int32_t qpos = p.alibi_slopes ? p.q_pos[toks[rr]] : 0;
+        const int32_t* brow = p.pos_bucket ? p.pos_bucket + size_t(toks[rr]) * size_t(p.n_kv) : nullptr;
         float mx = kNegInf;
         for (int j = 0; j < nv; ++j) {
           float sc = s[j] * p.scale;
           if (p.softcap > 0) sc = p.softcap * std::tanh(sc / p.softcap);
           if (p.alibi_slopes) sc += slope * float(p.kv_pos[ts.idx[j]] - qpos);
+          if (brow) sc += p.pos_bias[size_t(brow[ts.idx[j]]) * size_t(p.n_head) + size_t(heads[rr])];
           s[j] = sc + mv[j];
           mx = s[j] > mx ? s[j] : mx;
         }

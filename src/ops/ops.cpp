@@ -4,6 +4,9 @@
 #include <cassert>
 #include <cmath>
 #include <limits>
+#include <vector>
+
+#include "base/half.h"
 
 #include "base/simd.h"
 #include "ops/vec_math.h"
@@ -70,6 +73,37 @@ void gelu_inplace(float* x, int64_t n) {
 
 void geglu_inplace(float* gate, const float* up, int64_t n) {
   for (int64_t i = 0; i < n; ++i) gate[i] = gelu(gate[i]) * up[i];
+}
+
+void relu_inplace(float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+namespace {
+
+// gelu(f16 value h) rounded to f16, for every h: ggml's ggml_table_gelu_f16.
+const uint16_t* gelu_f16_table() {
+  static const std::vector<uint16_t> table = [] {
+    std::vector<uint16_t> t(1 << 16);
+    for (uint32_t h = 0; h < t.size(); ++h) {
+      const float x = f16_to_f32(uint16_t(h));
+      t[h] = f32_to_f16(0.5f * x * (1.0f + std::tanh(0.79788456080286535587989211986876f * x * (1.0f + 0.044715f * x * x))));
+    }
+    return t;
+  }();
+  return table.data();
+}
+
+}  // namespace
+
+void geglu_f16_table_inplace(float* gate, const float* up, int64_t n) {
+  const uint16_t* table = gelu_f16_table();
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = gate[i];
+    if (x <= -10.0f) gate[i] = 0.0f;
+    else if (x >= 10.0f) gate[i] = x * up[i];
+    else gate[i] = f16_to_f32(table[f32_to_f16(x)]) * up[i];
+  }
 }
 
 void add_inplace(float* x, const float* y, int64_t n) {

@@ -25,6 +25,13 @@ float gelu(float x);
 void gelu_inplace(float* x, int64_t n);
 // gate[i] = gelu(gate[i]) * up[i]  (GeGLU)
 void geglu_inplace(float* gate, const float* up, int64_t n);
+// GeGLU as ggml's CPU backend computes it: gelu read from a table of f16 results indexed by the
+// f16 rounding of the input (0 at or below -10, the input itself at or above 10). Within one f16
+// step of geglu_inplace; used where the reference's rounding matters for conformance (T5).
+void geglu_f16_table_inplace(float* gate, const float* up, int64_t n);
+
+// x[i] = x[i] > 0 ? x[i] : 0  (ReLU, as ggml: NaN becomes 0)
+void relu_inplace(float* x, int64_t n);
 
 // x[i] += y[i]
 void add_inplace(float* x, const float* y, int64_t n);

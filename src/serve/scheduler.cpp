@@ -927,6 +927,10 @@ Expected<std::unique_ptr<Scheduler>> Scheduler::create(std::shared_ptr<const Mod
     // Admission, prefix sharing and context shift are built on KV cells.
     return unsupported("serving recurrent models (" + model->hparams().arch_name + ") is not supported yet");
   }
+  if (model->hparams().arch == Arch::kT5) {
+    // Requests would need an encode step and a decoder history of their own (no prompt prefixes).
+    return unsupported("serving encoder-decoder models (t5) is not supported yet; use loom generate");
+  }
   std::unique_ptr<Scheduler> s(new Scheduler());
   s->model_ = model;
   s->params_ = params;

@@ -11,6 +11,7 @@
 
 #include "vocab/bpe_tokenizer.h"
 #include "vocab/spm_tokenizer.h"
+#include "vocab/ugm_tokenizer.h"
 #include "vocab/wpm_tokenizer.h"
 
 namespace loom {
@@ -21,7 +22,6 @@ constexpr std::string_view kSpaceEscape = "\xE2\x96\x81";  // U+2581, SentencePi
 
 // Tokenizer families llama.cpp knows but loom does not implement yet.
 std::string_view pending_family(std::string_view model) {
-  if (model == "t5") return "Unigram";
   if (model == "rwkv") return "RWKV";
   if (model == "plamo2") return "PLaMo-2";
   if (model == "none" || model == "no_vocab") return "no vocabulary";
@@ -29,11 +29,11 @@ std::string_view pending_family(std::string_view model) {
 }
 
 Status check_model(std::string_view model) {
-  if (model == "llama" || model == "gpt2" || model == "bert") return Status::ok();
+  if (model == "llama" || model == "gpt2" || model == "bert" || model == "t5") return Status::ok();
   if (std::string_view family = pending_family(model); !family.empty()) {
     return unsupported("tokenizer model '" + std::string(model) + "' (" + std::string(family) +
-                       ") is not supported yet; only 'llama' (SentencePiece), 'gpt2' (BPE) and "
-                       "'bert' (WordPiece) are");
+                       ") is not supported yet; only 'llama' (SentencePiece), 'gpt2' (BPE), "
+                       "'bert' (WordPiece) and 't5' (Unigram) are");
   }
   return unsupported("unknown tokenizer model '" + std::string(model) + "'");
 }
@@ -253,6 +253,17 @@ Expected<VocabData> Vocab::read_data(const gguf::GgufFile& f) {
     LOOM_ASSIGN_OR_RETURN(d.merges, read_string_array(f, "tokenizer.ggml.merges"));
   }
   LOOM_RETURN_IF_ERROR(read_optional_bool(f, "tokenizer.ggml.normalizer.lowercase", d.lowercase));
+  if (d.model == "t5") {
+    static constexpr std::string_view kCharsmap = "tokenizer.ggml.precompiled_charsmap";
+    if (f.has(kCharsmap)) {
+      LOOM_ASSIGN_OR_RETURN(const gguf::Array* arr, f.get_array(kCharsmap));
+      if (arr->elem_type != gguf::ValueType::kUint8 && arr->elem_type != gguf::ValueType::kInt8) {
+        return corrupt(std::string(kCharsmap) + " must be an array of int8 or uint8");
+      }
+      d.precompiled_charsmap.assign(reinterpret_cast<const char*>(arr->raw.data()), arr->raw.size());
+    }
+    LOOM_RETURN_IF_ERROR(read_optional_bool(f, "tokenizer.ggml.remove_extra_whitespaces", d.remove_extra_whitespaces));
+  }
 
   const std::pair<std::string_view, std::optional<int64_t>*> ids[] = {
       {"tokenizer.ggml.bos_token_id", &d.bos},
@@ -296,7 +307,8 @@ Expected<Vocab> Vocab::from_data(VocabData data) {
 
 Status Vocab::init(VocabData& d) {
   LOOM_RETURN_IF_ERROR(check_model(d.model));
-  type_ = d.model == "gpt2" ? VocabType::kBpe : d.model == "bert" ? VocabType::kWpm : VocabType::kSpm;
+  type_ = d.model == "gpt2" ? VocabType::kBpe : d.model == "bert" ? VocabType::kWpm
+        : d.model == "t5"   ? VocabType::kUgm : VocabType::kSpm;
   if (type_ == VocabType::kBpe) {
     LOOM_ASSIGN_OR_RETURN(bpe_, detail::BpeTokenizer::create(d.pre, d.merges));
     d.merges = {};  // the ranks now live in bpe_
@@ -390,6 +402,14 @@ Status Vocab::init(VocabData& d) {
       nl_ = pad_;
       wpm_lowercase_ = d.lowercase.value_or(true);
       break;
+    case VocabType::kUgm:
+      // llama.cpp's defaults for "t5": no BOS, EOS 1 appended, <unk> 2, <pad> 0; no space prefix
+      // unless the metadata says so.
+      eos_ = default_id(1);
+      unk_ = default_id(2);
+      pad_ = default_id(0);
+      add_eos_ = true;
+      break;
   }
 
   // llama.cpp warns and keeps the default for an id outside the vocab; loom reports it.
@@ -415,6 +435,7 @@ Status Vocab::init(VocabData& d) {
   if (d.add_eos) add_eos_ = *d.add_eos;
   if (d.add_sep) add_sep_ = *d.add_sep;
   if (d.add_space_prefix) add_space_prefix_ = *d.add_space_prefix;
+  if (d.remove_extra_whitespaces) remove_extra_whitespaces_ = *d.remove_extra_whitespaces;
 
   detect_special_tokens_by_text();
 
@@ -437,6 +458,15 @@ Status Vocab::init(VocabData& d) {
 
   pieces_.resize(n);
   for (int32_t id = 0; id < int32_t(n); ++id) pieces_[id] = piece_uncached(id);
+
+  if (type_ == VocabType::kUgm) {
+    LOOM_ASSIGN_OR_RETURN(ugm_, detail::UgmTokenizer::create(*this, std::move(d.precompiled_charsmap), add_space_prefix_,
+                                                             remove_extra_whitespaces_));
+    // The newline token: the first token of "\n", else the pad id (llama.cpp's rule).
+    std::vector<int32_t> ids;
+    ugm_->tokenize(*this, "\n", ids);
+    nl_ = ids.empty() ? pad_ : ids.front();
+  }
 
   // llama.cpp's Phi-3 workaround, keyed on the model name: special tokens eat the whitespace
   // after them, except <unk>, <s> and <|endoftext|>. Applied after the special-token list is
@@ -623,6 +653,7 @@ std::vector<int32_t> Vocab::tokenize(std::string_view text, bool add_special, bo
     case VocabType::kSpm: tokenize_spm(text, fragments, add_special, out); break;
     case VocabType::kBpe: tokenize_bpe(text, fragments, add_special, out); break;
     case VocabType::kWpm: tokenize_wpm(text, fragments, add_special, out); break;
+    case VocabType::kUgm: tokenize_ugm(text, fragments, add_special, out); break;
   }
   return out;
 }
@@ -647,6 +678,23 @@ void Vocab::tokenize_wpm(std::string_view text, const std::vector<Fragment>& fra
     else detail::wpm_segment(*this, text.substr(frag.offset, frag.length), wpm_lowercase_, out);
   }
   if (add_special && sep_ != kNoToken) out.push_back(sep_);
+}
+
+void Vocab::tokenize_ugm(std::string_view text, const std::vector<Fragment>& fragments,
+                         bool add_special, std::vector<int32_t>& out) const {
+  // Each raw fragment is normalized on its own (so each gets the space prefix), as in llama.cpp.
+  if (add_special && add_bos_ && bos_ != kNoToken) out.push_back(bos_);
+  for (const Fragment& frag : fragments) {
+    if (frag.token != kNoToken) out.push_back(frag.token);
+    else ugm_->tokenize(*this, text.substr(frag.offset, frag.length), out);
+  }
+  if (add_special && add_eos_ && eos_ != kNoToken) out.push_back(eos_);
+}
+
+std::string Vocab::ugm_normalize(std::string_view text) const {
+  std::string out;
+  if (ugm_) ugm_->normalize(text, out);
+  return out;
 }
 
 std::string_view Vocab::pre_tokenizer() const {

@@ -8,7 +8,9 @@
 //   - bpe_tokenizer.cpp: byte-level BPE ("gpt2"), llama.cpp's llm_tokenizer_bpe: regex
 //     pre-tokenization chosen by tokenizer.ggml.pre (PCRE2), GPT-2 byte mapping, ranked merges.
 //   - wpm_tokenizer.cpp: WordPiece ("bert"), llama.cpp's llm_tokenizer_wpm.
-// Others (Unigram "t5", RWKV, PLaMo-2) are not implemented yet: from_gguf refuses them with
+//   - ugm_tokenizer.cpp: Unigram ("t5"), llama.cpp's llm_tokenizer_ugm: precompiled charsmap
+//     normalization, whitespace escaping, Viterbi over token scores.
+// Others (RWKV, PLaMo-2) are not implemented yet: from_gguf refuses them with
 // kUnsupported. Adding one means a new VocabType, its defaults in vocab.cpp and a
 // *_tokenizer.cpp with the segmentation, dispatched from Vocab::tokenize.
 //
@@ -66,10 +68,12 @@ enum class VocabType {
   kSpm,  // SentencePiece, tokenizer.ggml.model = "llama"
   kBpe,  // byte-level BPE, tokenizer.ggml.model = "gpt2"
   kWpm,  // WordPiece, tokenizer.ggml.model = "bert"
+  kUgm,  // Unigram, tokenizer.ggml.model = "t5"
 };
 
 namespace detail {
 class BpeTokenizer;
+class UgmTokenizer;
 // Hugging Face's clean_up_tokenization_spaces as llama.cpp applies it when clean_spaces() is set
 // (see Vocab::detokenize), in place. Every rule is local: it removes a space that starts one of
 // " ?", " !", " .", " ,", " ' " (and the space after that quote), " 's", " 'm", " 're", " 've".
@@ -92,6 +96,10 @@ struct VocabData {
   std::optional<int64_t> bos, eos, eot, eom, unk, sep, pad, mask;
   std::optional<int64_t> fim_pre, fim_suf, fim_mid, fim_pad, fim_rep, fim_sep;
   std::optional<bool> add_bos, add_eos, add_sep, add_space_prefix;
+  // Unigram: tokenizer.ggml.precompiled_charsmap (SentencePiece's normalization table, raw bytes)
+  // and tokenizer.ggml.remove_extra_whitespaces.
+  std::string precompiled_charsmap;
+  std::optional<bool> remove_extra_whitespaces;
 };
 
 class Vocab {
@@ -157,6 +165,10 @@ class Vocab {
   // WordPiece tokenization with add_special always appends the separator.
   bool add_sep() const { return add_sep_; }
   bool add_space_prefix() const { return add_space_prefix_; }
+  // Unigram: merge runs of whitespace (tokenizer.ggml.remove_extra_whitespaces, default false).
+  bool remove_extra_whitespaces() const { return remove_extra_whitespaces_; }
+  // Unigram: the normalized text of one raw fragment (charsmap, whitespace), for tests; "" otherwise.
+  std::string ugm_normalize(std::string_view text) const;
   // Whether detokenization removes the spaces that tokenizers put before punctuation and
   // contractions (Hugging Face's clean_up_tokenization_spaces; BPE per pre-tokenizer, WordPiece).
   bool clean_spaces() const { return clean_spaces_; }
@@ -223,6 +235,8 @@ class Vocab {
                     bool add_special, std::vector<int32_t>& out) const;
   void tokenize_wpm(std::string_view text, const std::vector<Fragment>& fragments,
                     bool add_special, std::vector<int32_t>& out) const;
+  void tokenize_ugm(std::string_view text, const std::vector<Fragment>& fragments,
+                    bool add_special, std::vector<int32_t>& out) const;
 
   VocabType type_ = VocabType::kSpm;
   std::vector<TokenData> tokens_;
@@ -237,6 +251,7 @@ class Vocab {
   // No token has U+2581 after anything but U+2581s: runs of spaces start independent pieces.
   bool spm_split_at_spaces_ = false;
   std::shared_ptr<const detail::BpeTokenizer> bpe_;  // kBpe only (immutable, shared by copies)
+  std::shared_ptr<const detail::UgmTokenizer> ugm_;  // kUgm only
   bool wpm_lowercase_ = true;
 
   int32_t bos_ = kNoToken, eos_ = kNoToken, eot_ = kNoToken, eom_ = kNoToken, unk_ = kNoToken;
@@ -247,6 +262,7 @@ class Vocab {
   bool add_eos_ = false;
   bool add_sep_ = false;
   bool add_space_prefix_ = false;
+  bool remove_extra_whitespaces_ = false;
   bool clean_spaces_ = false;
 };
 

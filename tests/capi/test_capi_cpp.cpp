@@ -310,6 +310,50 @@ TEST(CApi, RecurrentModelStateOperations) {
   (void)want;
 }
 
+// T5 through the C API: the Unigram vocabulary, loom_encode then loom_decode from the decoder
+// start token, against llama.cpp's golden (F32 K/V as the golden).
+TEST(CApi, T5EncodeThenDecodeMatchesTheGolden) {
+  const std::string dir = loom::test::data_dir() + "/";
+  ModelPtr m(loom_model_load_from_file((dir + "synth-flan-t5-tiny-f32.gguf").c_str(), nullptr));
+  ASSERT_TRUE(m) << loom_last_error();
+  EXPECT_EQ(loom_vocab_type(m.get()), LOOM_VOCAB_TYPE_UGM);
+  EXPECT_TRUE(loom_model_has_encoder(m.get()));
+  EXPECT_TRUE(loom_model_has_decoder(m.get()));
+  auto g = nlohmann::json::parse(loom::test::read_text_file(dir + "synth-flan-t5-tiny-f32.json"));
+  EXPECT_EQ(loom_model_decoder_start_token(m.get()), g["decoder_start"].get<int>());
+  const auto& run = g["runs"][0];
+  const std::string prompt = run["prompt"];
+  std::vector<loom_token> ids(64);
+  const int32_t n = loom_tokenize(m.get(), prompt.c_str(), int32_t(prompt.size()), ids.data(), 64, true, false);
+  ASSERT_GT(n, 0);
+  ids.resize(size_t(n));
+  EXPECT_EQ(ids, run["prompt_ids"].get<std::vector<loom_token>>());
+  loom_context_params cp = loom_context_default_params();
+  cp.n_ctx = 128;
+  cp.n_threads = 2;
+  cp.type_k = cp.type_v = LOOM_TYPE_F32;
+  ContextPtr ctx(loom_context_new(m.get(), &cp));
+  ASSERT_TRUE(ctx) << loom_last_error();
+  std::vector<loom_token> start = {loom_model_decoder_start_token(m.get())};
+  loom_batch one = loom_batch_get_one(start.data(), 1);
+  EXPECT_LT(loom_decode(ctx.get(), &one), 0);  // the encoder's output is needed first
+  loom_batch enc = loom_batch_get_one(ids.data(), int32_t(ids.size()));
+  ASSERT_EQ(loom_encode(ctx.get(), &enc), LOOM_DECODE_OK) << loom_last_error();
+  one = loom_batch_get_one(start.data(), 1);
+  ASSERT_EQ(loom_decode(ctx.get(), &one), LOOM_DECODE_OK) << loom_last_error();
+  const float* l = loom_get_logits_ith(ctx.get(), -1);
+  ASSERT_TRUE(l);
+  const auto want = read_f32_file(dir + run["last_logits_file"].get<std::string>());
+  std::vector<float> got(l, l + want.size());
+  EXPECT_LE(max_abs_diff(got, want), 1e-3f * max_abs(want));
+
+  ModelPtr e(loom_model_load_from_file((dir + "synth-t5encoder-tiny-f32.gguf").c_str(), nullptr));
+  ASSERT_TRUE(e) << loom_last_error();
+  EXPECT_TRUE(loom_model_has_encoder(e.get()));
+  EXPECT_FALSE(loom_model_has_decoder(e.get()));
+  EXPECT_EQ(loom_model_decoder_start_token(e.get()), LOOM_TOKEN_NULL);
+}
+
 TEST(CApi, InputEmbeddingsBatch) {
   auto m = load("models/stories260K.gguf");
   ASSERT_TRUE(m);

@@ -668,7 +668,7 @@ std::string generate(const Vocab& vocab, const std::string& grammar, uint64_t se
 }
 
 TEST(ToolCallGrammar, RandomModelsEmitParseableCalls) {
-  auto model = Model::load(shared_path("models/stories260K.gguf"), {.vocab_only = true});
+  auto model = Model::load(shared_path("models/stories260K.gguf"), {.vocab_only = true, .repack = true, .progress = {}});
   ASSERT_TRUE(model) << model.status().message();
   const Vocab& vocab = (*model)->vocab();
   std::set<std::string> names;

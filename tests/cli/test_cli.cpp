@@ -1,5 +1,6 @@
 // End-to-end tests of the `loom` binary: outputs against llama.cpp's goldens, JSON shapes, and
 // clean failures (one line on stderr, exit 1 or 2) on bad input.
+#include <cmath>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 #include <sys/wait.h>
@@ -284,6 +285,57 @@ TEST(Cli, BenchParallelReportsAggregateAndPerStream) {
   auto tg = run_loom("bench -m " + model("stories260K.gguf") + " -p 0 -n 4 -r 1 --bw-mib 0 --parallel 3 --json");
   ASSERT_EQ(tg.exit_code, 0) << tg.err;
   EXPECT_GT(nlohmann::json::parse(tg.out)["aggregate_tps"].get<double>(), 0.0);
+}
+
+// T5 (encoder-decoder): generate encodes the prompt and decodes from the start token, matching
+// llama.cpp's greedy ids; logits is the first decoder step; tokenize appends EOS; bench measures
+// encode + decoder; the T5 encoder embeds. (The CLI runs an F16 cache; the goldens F32.)
+TEST(Cli, T5GenerateLogitsTokenizeBenchAndEncoderEmbed) {
+  const std::string m = quote(data_dir() + "/synth-flan-t5-tiny-f32.gguf");
+  auto g = nlohmann::json::parse(read_text_file(data_dir() + "/synth-flan-t5-tiny-f32.json"));
+  const auto& run = g["runs"][0];
+  const std::string prompt = quote(run["prompt"].get<std::string>());
+  auto r = run_loom("generate -m " + m + " -p " + prompt + " -n 6 --temp 0 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["prompt_ids"], run["prompt_ids"]);
+  auto want = run["greedy_ids"].get<std::vector<int>>();
+  want.resize(6);
+  EXPECT_EQ(j["ids"].get<std::vector<int>>(), want);
+  EXPECT_EQ(j["decoder_start"], g["decoder_start"]);
+  auto plain = run_loom("generate -m " + m + " -p " + prompt + " -n 6 --temp 0");
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_EQ(plain.out, j["text"].get<std::string>() + "\n");
+
+  auto l = run_loom("logits -m " + m + " -p " + prompt + " --json");
+  ASSERT_EQ(l.exit_code, 0) << l.err;
+  auto got = nlohmann::json::parse(l.out)["logits"].get<std::vector<float>>();
+  auto ref = read_f32_file(data_dir() + "/" + run["last_logits_file"].get<std::string>());
+  EXPECT_LE(max_abs_diff(got, ref), 2e-3f * max_abs(ref));
+
+  auto t = run_loom("tokenize -m " + m + " -p " + prompt + " --json");
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  EXPECT_EQ(nlohmann::json::parse(t.out)["ids"], run["prompt_ids"]);
+
+  auto b = run_loom("bench -m " + m + " -p 16 -n 4 -r 1 --bw-mib 0 --json");
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  auto bj = nlohmann::json::parse(b.out);
+  EXPECT_TRUE(bj["encoder_decoder"].get<bool>());
+  EXPECT_GT(bj["pp_tps"].get<double>(), 0.0);
+  EXPECT_GT(bj["pp_decoder_tps"].get<double>(), 0.0);
+  EXPECT_GT(bj["tg_tps"].get<double>(), 0.0);
+  EXPECT_NE(run_loom("generate -m " + m + " -p " + prompt + " -n 2 --parallel 2").exit_code, 0);
+
+  const std::string e = quote(data_dir() + "/synth-t5encoder-tiny-f32.gguf");
+  auto eg = nlohmann::json::parse(read_text_file(data_dir() + "/synth-t5encoder-tiny-f32.json"));
+  auto em = run_loom("embed -m " + e + " -p " + quote(eg["runs"][0]["prompt"].get<std::string>()) + " --json");
+  ASSERT_EQ(em.exit_code, 0) << em.err;
+  auto emb = nlohmann::json::parse(em.out)["embedding"].get<std::vector<float>>();
+  auto eref = read_f32_file(data_dir() + "/" + eg["runs"][0]["embedding_file"].get<std::string>());
+  ASSERT_EQ(emb.size(), eref.size());
+  double dot = 0, na = 0, nb = 0;
+  for (size_t i = 0; i < emb.size(); ++i) dot += double(emb[i]) * eref[i], na += double(emb[i]) * emb[i], nb += double(eref[i]) * eref[i];
+  EXPECT_GE(dot / std::sqrt(na * nb), 0.9999);
 }
 
 // Recurrent models (mamba): generate matches llama.cpp's greedy ids, logits its last-prompt

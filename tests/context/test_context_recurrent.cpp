@@ -173,13 +173,18 @@ TEST(Recurrent, SequenceOperationsReturnWhatTheReferenceReturns) {
       // batch) and 1 (no slot for coupled sequences) become kInvalidArgument.
       EXPECT_EQ(st.is_ok(), s["ret"].get<int>() == 0) << st.message();
       if (st && op == "decode" && toks.size() == 1) {
-        if (first_copy.empty()) first_copy = last_logits(*ctx);
-        else if (s["seq"] == 2) EXPECT_EQ(last_logits(*ctx), first_copy);  // both copies continue one state
+        if (first_copy.empty()) {
+          first_copy = last_logits(*ctx);
+        } else if (s["seq"] == 2) {
+          EXPECT_EQ(last_logits(*ctx), first_copy);  // both copies continue one state
+        }
       }
     } else if (op == "seq_rm") {
       const Status st = ctx->seq_rm(s["seq"], s["p0"], s["p1"]);
       EXPECT_EQ(st.is_ok(), s["ret"].get<bool>()) << st.message();
-      if (!st) EXPECT_EQ(st.code(), StatusCode::kUnsupported);
+      if (!st) {
+        EXPECT_EQ(st.code(), StatusCode::kUnsupported);
+      }
     } else if (op == "seq_cp") {
       ASSERT_TRUE(ctx->seq_cp(s["src"], s["dst"], s["p0"], s["p1"]).is_ok());
     } else if (op == "seq_add") {

@@ -27,6 +27,11 @@ const char* const kVocabFiles[] = {
     "golden/vocab/ggml-vocab-falcon.gguf",    "golden/vocab/bert-base-uncased.gguf",
     "golden/vocab/ggml-vocab-bert-bge.gguf",
 };
+// This repository's Unigram (T5) vocabularies, with their precompiled charsmaps.
+const char* const kSourceVocabFiles[] = {
+    "tests/data/synth-t5-tiny-f32.gguf",
+    "tests/data/synth-t5encoder-tiny-f32.gguf",
+};
 // The BPE vocabulary that every other pre-tokenizer preset is tried with.
 constexpr const char* kPresetBase = "golden/vocab/ggml-vocab-deepseek-coder.gguf";
 
@@ -36,10 +41,13 @@ struct Vocabs {
   std::vector<std::string_view> presets = detail::bpe_preset_names();
   std::map<size_t, std::unique_ptr<Vocab>> by_preset;  // built on first use
 
-  size_t size() const { return files.size() + presets.size(); }
+  std::vector<std::unique_ptr<Vocab>> extra;  // kSourceVocabFiles, after the presets (seed indices stay)
+
+  size_t size() const { return files.size() + presets.size() + extra.size(); }
   const Vocab& get(size_t i) {
     if (i < files.size()) return *files[i];
     i -= files.size();
+    if (i >= presets.size()) return *extra[i - presets.size()];
     auto& v = by_preset[i];
     if (!v) {
       VocabData d = preset_base;
@@ -54,8 +62,8 @@ struct Vocabs {
 
 Vocabs* g_vocabs = nullptr;
 
-std::unique_ptr<Vocab> load_vocab(const char* rel) {
-  auto f = gguf::GgufFile::open(fuzz::shared_file(rel));
+std::unique_ptr<Vocab> load_vocab(const std::string& path) {
+  auto f = gguf::GgufFile::open(path);
   LOOM_FUZZ_CHECK(f.has_value());
   auto v = Vocab::from_gguf(*f);
   LOOM_FUZZ_CHECK(v.has_value());
@@ -86,7 +94,8 @@ void check_stream(const Vocab& v, const std::vector<int32_t>& ids, bool remove_s
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   g_vocabs = new Vocabs;
-  for (const char* rel : kVocabFiles) g_vocabs->files.push_back(load_vocab(rel));
+  for (const char* rel : kVocabFiles) g_vocabs->files.push_back(load_vocab(fuzz::shared_file(rel)));
+  for (const char* rel : kSourceVocabFiles) g_vocabs->extra.push_back(load_vocab(fuzz::source_file(rel)));
   auto f = gguf::GgufFile::open(fuzz::shared_file(kPresetBase));
   LOOM_FUZZ_CHECK(f.has_value());
   auto d = Vocab::read_data(*f);

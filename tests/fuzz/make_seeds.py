@@ -55,12 +55,14 @@ for t in ('gguf', 'model_load', 'adapter'):
 # ---- tokenizers: [vocab][flags] text ----
 cases = open(os.path.join(shared, 'golden/vocab/tokenize-cases.txt'), encoding='utf-8').read().split('\n__case__\n')
 rng = random.Random(14)
-n_vocabs = 9 + 24  # kVocabFiles + one vocab per BPE preset (fuzz_tokenizer.cpp)
+n_vocabs = 9 + 24  # kVocabFiles + one vocab per BPE preset (fuzz_tokenizer.cpp); then the 2 T5 vocabularies
 for v in range(n_vocabs):
     picks = rng.sample(cases, 3) if v >= 9 else cases[:: max(1, len(cases) // 12)]
     for i, text in enumerate(picks):
         put('tokenizer', 'v%02d-%02d' % (v, i), bytes([v, rng.randrange(256)]) + text.encode())
 put('tokenizer', 'special', bytes([2, 3]) + '<|begin_of_text|><|eot_id|><s></s>[CLS][SEP]<|endoftext|>'.encode())
+put('tokenizer', 't5-charsmap', bytes([n_vocabs, 3]) + 'Ｈｅｌｌｏ　ﬁne e\u0301 <extra_id_0></s>\t\n  x'.encode() + b'\xff\xc3')
+put('tokenizer', 't5encoder-userdef', bytes([n_vocabs + 1, 1]) + 'ＡＢＡＣ ＡＡ   plain  '.encode() + b'\xef\xbc')
 put('tokenizer', 'invalid-utf8', bytes([0, 15]) + b'\xff\xfe\xc0\xaf\xed\xa0\x80\xf4\x90\x80\x80 abc \xe6\x97')
 
 # ---- GBNF grammars with pieces ----

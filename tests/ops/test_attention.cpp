@@ -49,6 +49,7 @@ struct Case {
   MaskKind mask = MaskKind::kCausal;
   float softcap = 0.0f;
   bool alibi = false;
+  bool pos_bias = false;  // T5's relative-position bias: a table per bucket and head, a bucket per (token, column)
   float scale = 0.0f;     // 0: 1 / sqrt(head_dim)
   size_t row_pad = 0;     // extra bytes per cell in the K/V rows
   bool nan_hidden = false;  // K/V of cells no token sees hold NaN
@@ -60,6 +61,7 @@ struct Case {
     std::string s = os.str();
     if (softcap > 0) s += " softcap";
     if (alibi) s += " alibi";
+    if (pos_bias) s += " pos_bias";
     return s;
   }
 };
@@ -74,6 +76,8 @@ struct Problem {
   std::vector<float> mask;
   std::vector<float> slopes;
   std::vector<int32_t> q_pos, kv_pos;
+  std::vector<int32_t> buckets;  // [T][n_kv]
+  std::vector<float> bias;       // [32 buckets][n_head]
   std::vector<int32_t> groups;  // one prefix group where every token's visible cells nest (causal, all visible)
 
   explicit Problem(const Case& cs, uint32_t seed = 1) : c(cs) {
@@ -153,6 +157,15 @@ struct Problem {
       p.alibi_slopes = slopes.data();
       p.q_pos = q_pos.data();
       p.kv_pos = kv_pos.data();
+    }
+    if (c.pos_bias) {
+      bias = random_vec(size_t(32) * n_head, seed + 3, 2.0f);
+      buckets.resize(size_t(T) * n_kv);
+      for (int t = 0; t < T; ++t) {
+        for (int i = 0; i < n_kv; ++i) buckets[size_t(t) * n_kv + i] = std::abs(q_pos[size_t(t)] - i) % 32;
+      }
+      p.pos_bucket = buckets.data();
+      p.pos_bias = bias.data();
     }
   }
 
@@ -366,6 +379,27 @@ TEST(Attention, SoftcapAndAlibi) {
           c.alibi = variant != 0;
           c.scale = 0.5f;  // large scores, so the cap bends them
           check(c, uint32_t(n_kv + T + variant));
+        }
+      }
+    }
+  }
+}
+
+// T5's relative-position bias (scale 1, one bias per bucket and head), alone and with a soft-cap.
+TEST(Attention, RelativePositionBias) {
+  for (TensorType t : {TensorType::F32, TensorType::F16, TensorType::Q8_0}) {
+    for (int n_kv : {7, 300}) {
+      for (int T : {1, 17}) {
+        if (T > n_kv) continue;
+        for (MaskKind mask : {MaskKind::kCausal, MaskKind::kAllVisible, MaskKind::kRandom}) {
+          Case c;
+          c.k_type = c.v_type = t;
+          c.n_kv = n_kv;
+          c.n_tokens = T;
+          c.mask = mask;
+          c.pos_bias = true;
+          c.scale = 1.0f;
+          check(c, uint32_t(n_kv + T + int(mask)));
         }
       }
     }

@@ -429,7 +429,7 @@ GenResult generate(const Vocab& vocab, const std::string& grammar, uint64_t seed
 }
 
 void run_generation(const std::string& model_file, int seeds) {
-  auto m = Model::load(test::shared_path("models/" + model_file), {.vocab_only = true});
+  auto m = Model::load(test::shared_path("models/" + model_file), {.vocab_only = true, .repack = true, .progress = {}});
   ASSERT_TRUE(m) << m.status().message();
   const Vocab& vocab = (*m)->vocab();
   for (const char* schema_text : kGenSchemas) {
@@ -459,7 +459,7 @@ TEST(JsonSchemaGeneration, Llama2TinyRandomVocab) { run_generation("llama-2-tiny
 
 // An unbounded string schema also ends (bias towards closing quotes).
 TEST(JsonSchemaGeneration, UnboundedStringsEnd) {
-  auto m = Model::load(test::shared_path("models/stories260K.gguf"), {.vocab_only = true});
+  auto m = Model::load(test::shared_path("models/stories260K.gguf"), {.vocab_only = true, .repack = true, .progress = {}});
   ASSERT_TRUE(m) << m.status().message();
   const json schema = json::parse(R"({"type": "object", "properties": {"s": {"type": "string"}, "any": {}}, "required": ["s", "any"]})");
   auto g = json_schema_to_grammar(schema);

@@ -38,6 +38,7 @@ std::string type_name(VocabType t) {
     case VocabType::kSpm: return "spm";
     case VocabType::kBpe: return "bpe";
     case VocabType::kWpm: return "wpm";
+    case VocabType::kUgm: return "ugm";
   }
   return "?";
 }

@@ -219,8 +219,8 @@ TEST(VocabValidation, FromDataRejectsInconsistentData) {
   d.pre = "no-such-pre-tokenizer";
   expect_code(d, StatusCode::kUnsupported, "unknown BPE pre-tokenizer");
   d = base;
-  d.model = "t5";
-  expect_code(d, StatusCode::kUnsupported, "Unigram");
+  d.model = "rwkv";
+  expect_code(d, StatusCode::kUnsupported, "RWKV");
   d = base;
   d.model = "martian";
   expect_code(d, StatusCode::kUnsupported, "unknown model");
@@ -309,8 +309,12 @@ TEST(VocabValidation, FromGgufRejectsCorruptMetadata) {
                    GgufImage().str("tokenizer.ggml.model", "bert").strings("tokenizer.ggml.tokens", toks)
                        .str("tokenizer.ggml.normalizer.lowercase", "yes"),
                    StatusCode::kCorrupt});
-  cases.push_back({"t5", GgufImage().str("tokenizer.ggml.model", "t5").strings("tokenizer.ggml.tokens", toks),
+  cases.push_back({"rwkv", GgufImage().str("tokenizer.ggml.model", "rwkv").strings("tokenizer.ggml.tokens", toks),
                    StatusCode::kUnsupported});
+  cases.push_back({"t5 charsmap not bytes",
+                   GgufImage().str("tokenizer.ggml.model", "t5").strings("tokenizer.ggml.tokens", toks)
+                       .i32s("tokenizer.ggml.precompiled_charsmap", {1, 2}),
+                   StatusCode::kCorrupt});
   cases.push_back({"no tokens", GgufImage().str("tokenizer.ggml.model", "llama"), StatusCode::kNotFound});
   cases.push_back({"tokens not strings",
                    GgufImage().str("tokenizer.ggml.model", "llama").i32s("tokenizer.ggml.tokens", {1, 2}),

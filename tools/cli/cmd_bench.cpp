@@ -13,7 +13,11 @@
 //    per sequence when given); tokens/s are aggregates, per-stream tg is aggregate / N;
 //  - tg's achieved bandwidth: (weight bytes one decode step reads + KV bytes it reads, averaged
 //    over the run) × tg tokens/s, and the machine's read bandwidth measured in the same run with
-//    the same thread count, so the fraction of the memory limit can be read off directly.
+//    the same thread count, so the fraction of the memory limit can be read off directly;
+//  - an encoder-decoder (T5): pp is the encoder over -p tokens (encode), pp_decoder the decoder
+//    over a -p-token prompt after it (what llama-bench's pp measures: it runs only the decoder,
+//    with cross-attention over n_ctx_train encoder rows), tg the decoder's single-token steps after
+//    encoding -p tokens (512 when -p is 0).
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -104,11 +108,14 @@ void register_bench(CLI::App& app, int& exit_code) {
     const int n_threads = o->threads > 0 ? o->threads : cpu_count();
     const int np = o->parallel;
     const bool par = np > 1;
+    const bool enc_dec = hp.arch == Arch::kT5;
+    if (enc_dec && par) { fail(unsupported("--parallel is not supported for encoder-decoder models")); return; }
+    const int n_enc = enc_dec ? (o->n_prompt > 0 ? o->n_prompt : int(std::min<int64_t>(512, hp.n_ctx_train))) : 0;
     // Parallel: every sequence holds its prompt, the extra depth and its generated tokens at once.
     const int64_t n_ctx64 = par ? std::max<int64_t>(int64_t(np) * (int64_t(o->n_prompt) + o->depth + o->n_gen), 1)
                                 : std::max<int64_t>({int64_t(o->n_prompt), int64_t(o->depth) + o->n_gen, 1});
     const int64_t n_ubatch = par ? std::min<int64_t>(std::max<int64_t>(int64_t(np) * o->n_prompt, np), 512)
-                                 : (o->n_prompt > 0 ? o->n_prompt : std::min<int64_t>(512, n_ctx64));
+                                 : (o->n_prompt > 0 ? o->n_prompt : std::max<int64_t>(n_enc, std::min<int64_t>(512, n_ctx64)));
     // The context reserves an n_ubatch × n_ctx attention mask of floats: refuse absurd sizes up front.
     if (n_ctx64 > (1 << 24) || (!hp.is_recurrent() && n_ubatch * n_ctx64 * int64_t(sizeof(float)) > (int64_t(4) << 30))) {
       fail(invalid_argument("-p " + std::to_string(o->n_prompt) + " over a context of " + std::to_string(n_ctx64) +
@@ -141,10 +148,20 @@ void register_bench(CLI::App& app, int& exit_code) {
       return t;
     };
 
+    std::vector<double> pp_dec_runs;
     auto run_pp = [&](double& tps) -> Status {
       ctx.kv_clear();
       const std::vector<int32_t> toks = random_tokens(o->n_prompt, true);
       const Batch b = Batch::from_tokens(toks, 0);
+      if (enc_dec) {
+        int64_t t0 = now_us();
+        LOOM_RETURN_IF_ERROR(ctx.encode(b));
+        tps = double(o->n_prompt) * 1e6 / double(std::max<int64_t>(1, now_us() - t0));
+        t0 = now_us();
+        LOOM_RETURN_IF_ERROR(ctx.decode(b));
+        pp_dec_runs.push_back(double(o->n_prompt) * 1e6 / double(std::max<int64_t>(1, now_us() - t0)));
+        return Status::ok();
+      }
       const int64_t t0 = now_us();
       LOOM_RETURN_IF_ERROR(ctx.decode(b));
       const int64_t dt = std::max<int64_t>(1, now_us() - t0);
@@ -153,6 +170,7 @@ void register_bench(CLI::App& app, int& exit_code) {
     };
     auto run_tg = [&](double& tps) -> Status {
       ctx.kv_clear();
+      if (enc_dec) LOOM_RETURN_IF_ERROR(ctx.encode(Batch::from_tokens(random_tokens(n_enc, true), 0)));
       // Fill the cache to the depth (not timed), in batches of n_ubatch.
       const std::vector<int32_t> fill = random_tokens(o->depth, true);
       for (int i = 0; i < o->depth; i += ctx.n_ubatch()) {
@@ -231,7 +249,8 @@ void register_bench(CLI::App& app, int& exit_code) {
       if (Status st = run_tg(tps); !st) { fail(st); return; }
       tg_runs.push_back(tps);
     }
-    const double pp_tps = median(pp_runs), tg_tps = median(tg_runs);
+    if (enc_dec && !pp_dec_runs.empty()) pp_dec_runs.erase(pp_dec_runs.begin());  // the warm-up's
+    const double pp_tps = median(pp_runs), tg_tps = median(tg_runs), pp_dec_tps = median(pp_dec_runs);
 
     // Bytes one tg step reads: every weight matrix once, plus for each layer the K and V rows of
     // every cell it attends to (depth + i + 1 at step i; after its prompt in parallel runs),
@@ -242,10 +261,13 @@ void register_bench(CLI::App& app, int& exit_code) {
       kv_bytes = o->n_gen > 0 ? double(rs->seq_state_bytes()) : 0.0;
     } else {
       const KvView& kvv = ctx.kv().view();
-      const double kv_row = double(hp.n_layer) * double(kvv.k_row_bytes + kvv.v_row_bytes);
+      const double n_attn_layers = double(enc_dec ? hp.n_dec_layer : hp.n_layer);
+      const double kv_row = n_attn_layers * double(kvv.k_row_bytes + kvv.v_row_bytes);
       const double avg_cells =
           o->n_gen > 0 ? double(o->depth + (par ? o->n_prompt : 0)) + double(o->n_gen + 1) / 2.0 : 0.0;
       kv_bytes = kv_row * avg_cells;
+      // T5: each step also reads the cross-attention K/V of the encoder's tokens (cache types).
+      if (enc_dec && o->n_gen > 0) kv_bytes += n_attn_layers * double(n_enc) * double(kvv.k_row_bytes + kvv.v_row_bytes);
     }
     const double weight_bytes = double(model->decode_weight_bytes());
     // A parallel step reads the weights once and every sequence's KV: tg_tps / N steps per second.
@@ -279,6 +301,13 @@ void register_bench(CLI::App& app, int& exit_code) {
       j["kv_bytes_per_token"] = uint64_t(kv_bytes);
       j["mem_bw_kernel"] = bw.kernel;
       j["mem_bw_bytes"] = bw.bytes;
+      if (enc_dec) {
+        j["encoder_decoder"] = true;
+        j["encoder_tokens"] = n_enc;
+        j["pp_decoder_tps"] = round2(pp_dec_tps);
+        j["pp_decoder_runs"] = nlohmann::json::array();
+        for (double x : pp_dec_runs) j["pp_decoder_runs"].push_back(round2(x));
+      }
       if (par) {
         j["parallel"] = np;
         j["aggregate_tps"] = round2(tg_tps);
@@ -296,7 +325,8 @@ void register_bench(CLI::App& app, int& exit_code) {
       char label[32];
       if (o->n_prompt > 0) {
         std::snprintf(label, sizeof label, par ? "pp%dx%d" : "pp%d", o->n_prompt, np);
-        std::printf("%-10s %12.2f   %s\n", label, pp_tps, join_runs(pp_runs).c_str());
+        std::printf("%-10s %12.2f   %s%s\n", label, pp_tps, join_runs(pp_runs).c_str(), enc_dec ? "   (encoder)" : "");
+        if (enc_dec) std::printf("%-10s %12.2f   %s   (decoder prompt)\n", label, pp_dec_tps, join_runs(pp_dec_runs).c_str());
       }
       if (o->n_gen > 0) {
         if (o->depth > 0) std::snprintf(label, sizeof label, "tg%d@d%d", o->n_gen, o->depth);

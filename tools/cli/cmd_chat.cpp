@@ -335,6 +335,10 @@ constexpr const char* kHelp =
 int run_chat(const Opts& o) {
   auto model = load_model_or_report(o.model);
   if (!model) return 1;
+  if (model->hparams().has_encoder()) {
+    return fail(unsupported("chat is not supported for encoder-decoder or encoder models (" + model->hparams().arch_name +
+                            "); use loom generate"));
+  }
   ContextParams cp;
   cp.n_ctx = o.n_ctx > 0 ? o.n_ctx : default_n_ctx(*model);
   cp.n_threads = o.threads;

@@ -68,8 +68,8 @@ void register_embed(CLI::App& app, int& exit_code) {
     if (!ctx_or) { fail(ctx_or.status()); return; }
     Context& ctx = **ctx_or;
     Batch batch = Batch::from_tokens(ids, 0, 0, /*all_outputs=*/true);
-    // Encoder (non-causal) models embed with encode; decoders with a causal decode.
-    Status st = ctx.causal() ? ctx.decode(batch) : ctx.encode(batch);
+    // Encoder (non-causal) models embed with encode, a T5 with its encoder; decoders with a causal decode.
+    Status st = ctx.causal() && !model->hparams().has_encoder() ? ctx.decode(batch) : ctx.encode(batch);
     if (!st) { fail(st); return; }
     nlohmann::json j;
     j["n_embd"] = ctx.n_embd();

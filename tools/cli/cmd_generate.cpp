@@ -84,6 +84,77 @@ Status decode_tokens(Context& ctx, std::span<const int32_t> tokens, size_t from,
 
 double rate(int64_t n, int64_t us) { return us > 0 ? 1e6 * double(n) / double(us) : 0.0; }
 
+// An encoder-decoder (T5): the prompt goes through the encoder, the decoder starts from the
+// model's decoder start token and generates. JSON prompt_ids are the encoder's tokens, ids the
+// decoder's generated tokens (without the start token).
+int generate_encoder_decoder(const Opts& o, std::shared_ptr<const Model> model, const std::vector<int32_t>& prompt) {
+  if (o.parallel > 1 || o.context_shift || !o.save_state.empty() || !o.load_state.empty()) {
+    return fail(unsupported("--parallel, --context-shift and state files are not supported for encoder-decoder models"));
+  }
+  const Vocab& vocab = model->vocab();
+  ContextParams cp;
+  cp.n_ctx = o.n_ctx > 0 ? o.n_ctx : default_n_ctx(*model);
+  cp.n_threads = o.threads;
+  // The encoder runs the whole prompt in one pass.
+  cp.n_ctx = std::max<int>(cp.n_ctx, int(prompt.size()));
+  cp.n_batch = cp.n_ubatch = std::max<int>(512, int(prompt.size()));
+  auto ctx_or = Context::create(model, cp);
+  if (!ctx_or) return fail(ctx_or.status());
+  Context& ctx = **ctx_or;
+  auto sampler_or = build_sampler(o, vocab, ctx.n_ctx());
+  if (!sampler_or) return fail(sampler_or.status());
+  Sampler& sampler = *sampler_or;
+  if (Status st = ctx.encode(Batch::from_tokens(prompt, 0)); !st) return fail(st);
+  int32_t cur = ctx.decoder_start_token();
+  sampler.accept(cur, /*accept_grammar=*/false);
+  std::vector<int32_t> out;
+  std::string text;
+  StreamDetokenizerOptions dopt;
+  dopt.continuation = true;
+  StreamDetokenizer detok(vocab, dopt);
+  auto emit = [&](const std::string& chunk) {
+    text += chunk;
+    if (!o.json && !chunk.empty()) {
+      std::fwrite(chunk.data(), 1, chunk.size(), stdout);
+      std::fflush(stdout);
+    }
+  };
+  for (int i = 0; i < o.n_predict && i < ctx.n_ctx(); ++i) {
+    int32_t one[1] = {cur};
+    if (Status st = ctx.decode(Batch::from_tokens(one, int32_t(i))); !st) return fail(st);
+    auto logits = ctx.logits(-1);
+    if (!logits) return fail(logits.status());
+    const int32_t tok = sampler.sample(*logits);
+    if (tok < 0) return fail(invalid_argument("the grammar admits no token of this vocabulary here"));
+    if (vocab.is_eog(tok)) break;
+    sampler.accept(tok);
+    out.push_back(tok);
+    cur = tok;
+    auto chunk = detok.push(tok);
+    if (!chunk) return fail(chunk.status());
+    emit(*chunk);
+    if (sampler.grammar_done()) break;
+  }
+  emit(detok.flush());
+  const PerfCounters& perf = ctx.perf();
+  const double prompt_tps = rate(perf.n_prompt_tokens, perf.t_prompt_us);
+  const double gen_tps = rate(perf.n_gen_tokens, perf.t_gen_us);
+  if (o.json) {
+    nlohmann::json j;
+    j["prompt_ids"] = prompt;
+    j["ids"] = out;
+    j["text"] = text;
+    j["decoder_start"] = ctx.decoder_start_token();
+    j["timings"] = {{"prompt_tps", prompt_tps}, {"gen_tps", gen_tps}};
+    std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  } else {
+    if (o.json_schema_file.empty()) std::printf("\n");
+    std::fprintf(stderr, "loom: encoded %zu tokens %.1f tok/s, generated %zu tokens %.1f tok/s\n", prompt.size(),
+                 prompt_tps, out.size(), gen_tps);
+  }
+  return 0;
+}
+
 // One stream: prompt (possibly resumed from a state file), sampling loop with optional
 // context shift, optional state save at the end.
 int generate_one(const Opts& o, std::shared_ptr<const Model> model, std::vector<int32_t> prompt) {
@@ -456,6 +527,10 @@ void register_generate(CLI::App& app, int& exit_code) {
       exit_code = 2;
       return;
     }
+    if (o->prompt.empty() && model->hparams().arch == Arch::kT5) {
+      exit_code = fail(unsupported("state files are not supported for encoder-decoder models: pass -p"));
+      return;
+    }
     if (o->prompt.empty()) {
       // Resume: the saved tokens are the prompt (generate_one restores them and their logits).
       if (o->parallel > 1) {
@@ -482,6 +557,14 @@ void register_generate(CLI::App& app, int& exit_code) {
     }
     if (o->parallel > 1 && (!o->draft_model.empty() || o->lookup > 0)) {
       exit_code = fail(invalid_argument("--parallel cannot be combined with --draft-model or --lookup"));
+      return;
+    }
+    if (model->hparams().arch == Arch::kT5) {
+      if (!o->draft_model.empty() || o->lookup > 0) {
+        exit_code = fail(unsupported("speculative decoding (--draft-model, --lookup) is not implemented for encoder-decoder models"));
+        return;
+      }
+      exit_code = generate_encoder_decoder(*o, model, prompt);
       return;
     }
     if (o->parallel > 1 && (o->context_shift || !o->save_state.empty() || !o->load_state.empty())) {

@@ -1,4 +1,6 @@
-// loom logits -m MODEL -p PROMPT [--json]: logits after the last prompt token (one batch).
+// loom logits -m MODEL -p PROMPT [--json]: logits after the last prompt token (one batch). For an
+// encoder-decoder (T5): the prompt is encoded and these are the first decoder step's logits
+// (after the decoder start token).
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
@@ -37,7 +39,14 @@ void register_logits(CLI::App& app, int& exit_code) {
     cp.n_swa = o->n_swa;
     auto ctx = Context::create(model, cp);
     if (!ctx) { fail(ctx.status()); return; }
-    if (Status st = (*ctx)->decode(Batch::from_tokens(ids, 0)); !st) { fail(st); return; }
+    if (model->hparams().arch == Arch::kT5) {
+      if (Status st = (*ctx)->encode(Batch::from_tokens(ids, 0)); !st) { fail(st); return; }
+      const int32_t start[1] = {(*ctx)->decoder_start_token()};
+      if (Status st = (*ctx)->decode(Batch::from_tokens(start, 0)); !st) { fail(st); return; }
+    } else if (Status st = (*ctx)->decode(Batch::from_tokens(ids, 0)); !st) {
+      fail(st);
+      return;
+    }
     auto logits = (*ctx)->logits(-1);
     if (!logits) { fail(logits.status()); return; }
     if (o->json) {

@@ -12,13 +12,35 @@
 //       a recurrent model's sequence operations step by step: each op, its return value and
 //       every sequence's seq_pos_min/max afterwards, decode return codes of invalid batches,
 //       and logits of two sequences decoded in one batch (OUT.ab.f32: seq 0 then seq 1).
+//   ref_dump t5golden MODEL OUTDIR NAME [--prompt P]... [--gen N]
+//       an encoder-decoder (T5): per prompt i, llama_encode of its tokens (EOS appended), then the
+//       decoder from llama_model_decoder_start_token (else BOS) one token per decode: NAME.i.logits.f32
+//       (the first step's logits), NAME.i.steps.f32 (every greedy step's logits, teacher-forced by
+//       the greedy ids), NAME.i.enc.f32 (the encoder output, llama_get_embeddings after encode);
+//       NAME.json with prompt_ids (the encoder's), decoder_start, greedy_ids. F32 K/V, 1 thread.
+//   ref_dump embed MODEL OUTDIR NAME [--prompt P]...
+//       an encoder-only model (t5encoder): per prompt i, llama_encode with mean pooling
+//       (NAME.i.embd.f32, n_embd floats) and without (NAME.i.tokens.f32, n_tokens x n_embd).
+//   ref_dump t5bench MODEL P N REPS THREADS
+//       llama-bench's measurement for an encoder-decoder (llama-bench itself aborts on T5: it never
+//       calls llama_encode): random token ids (fixed seed), one warm-up then the median of REPS of
+//       pp = llama_encode of P tokens, pp_decoder = llama_decode of a P-token decoder prompt after it,
+//       tg = N single-token decodes after encoding P tokens; the context's default K/V type (F16)
+//       and flash-attention setting, n_batch = n_ubatch = P. Prints one JSON line.
+//   ref_dump tokenize MODEL CASES.txt OUT.json
+//       llama_tokenize of every case of CASES.txt (cases separated by a line "__case__", raw bytes):
+//       text_hex, ids_add_special, ids_plain, ids_parse_special, detokenized_plain (raw bytes as
+//       hex too: detokenized_hex).
 #include <llama.h>
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -28,12 +50,12 @@ namespace {
 
 const llama_vocab* g_vocab = nullptr;
 
-std::vector<llama_token> tokenize(const std::string& text, bool add_special) {
+std::vector<llama_token> tokenize(const std::string& text, bool add_special, bool parse_special = false) {
   std::vector<llama_token> ids(text.size() + 8);
-  int n = llama_tokenize(g_vocab, text.c_str(), int32_t(text.size()), ids.data(), int32_t(ids.size()), add_special, false);
+  int n = llama_tokenize(g_vocab, text.c_str(), int32_t(text.size()), ids.data(), int32_t(ids.size()), add_special, parse_special);
   if (n < 0) {
     ids.resize(size_t(-n));
-    n = llama_tokenize(g_vocab, text.c_str(), int32_t(text.size()), ids.data(), int32_t(ids.size()), add_special, false);
+    n = llama_tokenize(g_vocab, text.c_str(), int32_t(text.size()), ids.data(), int32_t(ids.size()), add_special, parse_special);
   }
   ids.resize(size_t(n));
   return ids;
@@ -147,6 +169,227 @@ int golden(llama_model* model, int argc, char** argv) {
   return 0;
 }
 
+llama_context* make_context_ex(llama_model* model, bool embeddings, enum llama_pooling_type pooling) {
+  llama_context_params cp = llama_context_default_params();
+  cp.n_ctx = 512;
+  cp.n_batch = 512;
+  cp.n_ubatch = 512;
+  cp.n_seq_max = 1;
+  cp.n_threads = 1;
+  cp.n_threads_batch = 1;
+  cp.type_k = GGML_TYPE_F32;
+  cp.type_v = GGML_TYPE_F32;
+  cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+  cp.embeddings = embeddings;
+  cp.pooling_type = pooling;
+  return llama_init_from_model(model, cp);
+}
+
+int encode(llama_context* ctx, const std::vector<llama_token>& ids) {
+  llama_batch b = llama_batch_init(int32_t(ids.size()), 0, 1);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    b.token[i] = ids[i];
+    b.pos[i] = llama_pos(i);
+    b.n_seq_id[i] = 1;
+    b.seq_id[i][0] = 0;
+    b.logits[i] = true;
+  }
+  b.n_tokens = int32_t(ids.size());
+  const int r = llama_encode(ctx, b);
+  llama_batch_free(b);
+  return r;
+}
+
+std::vector<std::string> prompts_of(int argc, char** argv, int* n_gen) {
+  std::vector<std::string> prompts;
+  for (int i = 5; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--prompt") && i + 1 < argc) prompts.push_back(argv[++i]);
+    else if (!std::strcmp(argv[i], "--gen") && i + 1 < argc && n_gen) *n_gen = std::atoi(argv[++i]);
+  }
+  return prompts;
+}
+
+int t5golden(llama_model* model, int argc, char** argv) {
+  const std::string out_dir = argv[3], name = argv[4];
+  int n_gen = 16;
+  const std::vector<std::string> prompts = prompts_of(argc, argv, &n_gen);
+  const int n_vocab = llama_vocab_n_tokens(g_vocab), n_embd = llama_model_n_embd(model);
+  llama_token start = llama_model_decoder_start_token(model);
+  if (start == LLAMA_TOKEN_NULL) start = llama_vocab_bos(g_vocab);
+  json out = {{"model", name}, {"n_vocab", n_vocab}, {"decoder_start", start},
+              {"reference", "llama.cpp v0.5.0 (node-llama-cpp 3.22.1's source) via tools/dev/llama-ref/ref_dump t5golden (CPU, 1 thread, F32 K/V)"}};
+  out["runs"] = json::array();
+  for (size_t k = 0; k < prompts.size(); ++k) {
+    llama_context* ctx = make_context_ex(model, false, LLAMA_POOLING_TYPE_NONE);
+    const std::vector<llama_token> ids = tokenize(prompts[k], true);
+    if (encode(ctx, ids) != 0) return std::fprintf(stderr, "encode failed\n"), 1;
+    const float* e = llama_get_embeddings(ctx);
+    const std::string base = out_dir + "/" + name + "." + std::to_string(k);
+    if (e) write_f32(base + ".enc.f32", std::vector<float>(e, e + ids.size() * size_t(n_embd)));
+    if (decode(ctx, {{start, 0, {0}, true}}) != 0) return std::fprintf(stderr, "decode failed\n"), 1;
+    std::vector<float> steps, cur = logits(ctx, 0, n_vocab);
+    write_f32(base + ".logits.f32", cur);
+    std::vector<llama_token> greedy;
+    std::vector<float> margins;
+    for (int step = 0; step < n_gen; ++step) {
+      int best = 0;
+      float a = -1e30f, b2 = -1e30f;
+      for (int t = 0; t < n_vocab; ++t) {
+        if (cur[size_t(t)] > a) { b2 = a; a = cur[size_t(t)]; best = t; }
+        else if (cur[size_t(t)] > b2) b2 = cur[size_t(t)];
+      }
+      steps.insert(steps.end(), cur.begin(), cur.end());
+      greedy.push_back(best);
+      margins.push_back(a - b2);
+      if (llama_vocab_is_eog(g_vocab, best) || step + 1 == n_gen) break;
+      if (decode(ctx, {{best, llama_pos(step + 1), {0}, true}}) != 0) return 1;
+      cur = logits(ctx, 0, n_vocab);
+    }
+    write_f32(base + ".steps.f32", steps);
+    out["runs"].push_back({{"prompt", prompts[k]}, {"prompt_ids", ids},
+                           {"last_logits_file", name + "." + std::to_string(k) + ".logits.f32"},
+                           {"encoder_output_file", name + "." + std::to_string(k) + ".enc.f32"},
+                           {"greedy_ids", greedy}, {"greedy_text", detokenize(greedy)}, {"greedy_margins", margins},
+                           {"step_logits_file", name + "." + std::to_string(k) + ".steps.f32"}});
+    llama_free(ctx);
+  }
+  std::ofstream(out_dir + "/" + name + ".json") << out.dump(1, ' ', false, json::error_handler_t::replace) << "\n";
+  return 0;
+}
+
+int embed(llama_model* model, int argc, char** argv) {
+  const std::string out_dir = argv[3], name = argv[4];
+  const std::vector<std::string> prompts = prompts_of(argc, argv, nullptr);
+  const int n_embd = llama_model_n_embd(model);
+  json out = {{"model", name}, {"n_embd", n_embd},
+              {"reference", "llama.cpp v0.5.0 (node-llama-cpp 3.22.1's source) via tools/dev/llama-ref/ref_dump embed (CPU, 1 thread)"}};
+  out["runs"] = json::array();
+  for (size_t k = 0; k < prompts.size(); ++k) {
+    const std::vector<llama_token> ids = tokenize(prompts[k], true);
+    const std::string base = out_dir + "/" + name + "." + std::to_string(k);
+    llama_context* ctx = make_context_ex(model, true, LLAMA_POOLING_TYPE_MEAN);
+    if (encode(ctx, ids) != 0) return std::fprintf(stderr, "encode failed\n"), 1;
+    const float* p = llama_get_embeddings_seq(ctx, 0);
+    if (!p) return std::fprintf(stderr, "no pooled embedding\n"), 1;
+    write_f32(base + ".embd.f32", std::vector<float>(p, p + n_embd));
+    llama_free(ctx);
+    ctx = make_context_ex(model, true, LLAMA_POOLING_TYPE_NONE);
+    if (encode(ctx, ids) != 0) return std::fprintf(stderr, "encode failed\n"), 1;
+    const float* e = llama_get_embeddings(ctx);
+    if (!e) return std::fprintf(stderr, "no embeddings\n"), 1;
+    write_f32(base + ".tokens.f32", std::vector<float>(e, e + ids.size() * size_t(n_embd)));
+    llama_free(ctx);
+    out["runs"].push_back({{"prompt", prompts[k]}, {"prompt_ids", ids},
+                           {"embedding_file", name + "." + std::to_string(k) + ".embd.f32"},
+                           {"token_embeddings_file", name + "." + std::to_string(k) + ".tokens.f32"}});
+  }
+  std::ofstream(out_dir + "/" + name + ".json") << out.dump(1, ' ', false, json::error_handler_t::replace) << "\n";
+  return 0;
+}
+
+int t5bench(llama_model* model, int, char** argv) {
+  const int P = std::atoi(argv[3]), N = std::atoi(argv[4]), reps = std::atoi(argv[5]), threads = std::atoi(argv[6]);
+  llama_context_params cp = llama_context_default_params();
+  cp.n_ctx = uint32_t(std::max(P, N) + 8);
+  cp.n_batch = cp.n_ubatch = uint32_t(std::max(P, 1));
+  cp.n_threads = cp.n_threads_batch = threads;
+  llama_context* ctx = llama_init_from_model(model, cp);
+  if (!ctx) return 1;
+  const int n_vocab = llama_vocab_n_tokens(g_vocab);
+  unsigned seed = 1234567u;
+  auto rnd = [&](int n) {
+    std::vector<llama_token> t(static_cast<size_t>(n));
+    for (auto& x : t) x = llama_token((seed = seed * 1103515245u + 12345u) % unsigned(n_vocab));
+    return t;
+  };
+  auto now = [] { return double(ggml_time_us()); };
+  auto batch_of = [](const std::vector<llama_token>& ids, bool all) {
+    llama_batch b = llama_batch_init(int32_t(ids.size()), 0, 1);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      b.token[i] = ids[i];
+      b.pos[i] = llama_pos(i);
+      b.n_seq_id[i] = 1;
+      b.seq_id[i][0] = 0;
+      b.logits[i] = all || i + 1 == ids.size();
+    }
+    b.n_tokens = int32_t(ids.size());
+    return b;
+  };
+  std::vector<double> pp, ppd, tg;
+  for (int r = 0; r <= reps; ++r) {
+    llama_memory_clear(llama_get_memory(ctx), true);
+    llama_batch e = batch_of(rnd(P), true);
+    double t0 = now();
+    if (llama_encode(ctx, e) != 0) return std::fprintf(stderr, "encode failed\n"), 1;
+    llama_synchronize(ctx);
+    const double enc = P * 1e6 / (now() - t0);
+    llama_batch d = batch_of(rnd(P), false);
+    t0 = now();
+    if (llama_decode(ctx, d) != 0) return std::fprintf(stderr, "decode failed\n"), 1;
+    llama_synchronize(ctx);
+    const double dec = P * 1e6 / (now() - t0);
+    llama_batch_free(d);
+    llama_memory_clear(llama_get_memory(ctx), true);
+    if (llama_encode(ctx, e) != 0) return 1;
+    llama_batch_free(e);
+    std::vector<llama_token> g = rnd(N);
+    t0 = now();
+    for (int i = 0; i < N; ++i) {
+      if (decode(ctx, {{g[size_t(i)], llama_pos(i), {0}, true}}) != 0) return std::fprintf(stderr, "decode failed\n"), 1;
+      llama_synchronize(ctx);
+    }
+    const double gen = N * 1e6 / (now() - t0);
+    if (r == 0) continue;  // warm-up
+    pp.push_back(enc), ppd.push_back(dec), tg.push_back(gen);
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+  };
+  json out = {{"pp_tps", median(pp)}, {"pp_decoder_tps", median(ppd)}, {"tg_tps", median(tg)},
+              {"pp_runs", pp}, {"pp_decoder_runs", ppd}, {"tg_runs", tg}, {"threads", threads}};
+  std::printf("%s\n", out.dump().c_str());
+  llama_free(ctx);
+  return 0;
+}
+
+std::string hex(const std::string& s) {
+  static const char* d = "0123456789abcdef";
+  std::string h;
+  for (unsigned char c : s) h += d[c >> 4], h += d[c & 15];
+  return h;
+}
+
+int tokenize_cases(llama_model*, int, char** argv) {
+  std::ifstream in(argv[3], std::ios::binary);
+  if (!in) return std::fprintf(stderr, "cannot read %s\n", argv[3]), 1;
+  const std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::string> cases;
+  const std::string sep = "\n__case__\n";
+  size_t at = 0;
+  for (;;) {
+    const size_t next = all.find(sep, at);
+    if (next == std::string::npos) {
+      std::string last = all.substr(at);
+      if (!last.empty() && last.back() == '\n') last.pop_back();
+      cases.push_back(last);
+      break;
+    }
+    cases.push_back(all.substr(at, next - at));
+    at = next + sep.size();
+  }
+  json out = {{"reference", "llama.cpp v0.5.0 (node-llama-cpp 3.22.1's source) via tools/dev/llama-ref/ref_dump tokenize"}};
+  out["tokenize"] = json::array();
+  for (const std::string& text : cases) {
+    const std::vector<llama_token> plain = tokenize(text, false);
+    const std::string detok = detokenize(plain);
+    out["tokenize"].push_back({{"text_hex", hex(text)}, {"ids_add_special", tokenize(text, true)}, {"ids_plain", plain},
+                               {"ids_parse_special", tokenize(text, true, true)}, {"detokenized_hex", hex(detok)}});
+  }
+  std::ofstream(argv[4]) << out.dump(1, ' ', false, json::error_handler_t::replace) << "\n";
+  return 0;
+}
+
 int seqops(llama_model* model, int, char** argv) {
   const std::string out_path = argv[3];
   const std::vector<llama_token> a = tokenize(argv[4], true), b = tokenize(argv[5], true);
@@ -222,7 +465,11 @@ int seqops(llama_model* model, int, char** argv) {
 int main(int argc, char** argv) {
   if (argc < 5) {
     std::fprintf(stderr, "usage: ref_dump golden MODEL OUTDIR NAME [--prompt P]... [--gen N]\n"
-                         "       ref_dump seqops MODEL OUT.json PROMPT_A PROMPT_B\n");
+                         "       ref_dump seqops MODEL OUT.json PROMPT_A PROMPT_B\n"
+                         "       ref_dump t5golden MODEL OUTDIR NAME [--prompt P]... [--gen N]\n"
+                         "       ref_dump embed MODEL OUTDIR NAME [--prompt P]...\n"
+                         "       ref_dump t5bench MODEL P N REPS THREADS\n"
+                         "       ref_dump tokenize MODEL CASES.txt OUT.json\n");
     return 2;
   }
   llama_log_set([](ggml_log_level level, const char* text, void*) {
@@ -230,11 +477,18 @@ int main(int argc, char** argv) {
   }, nullptr);
   llama_backend_init();
   llama_model_params mp = llama_model_default_params();
+  mp.vocab_only = std::string(argv[1]) == "tokenize";
   llama_model* model = llama_model_load_from_file(argv[2], mp);
   if (!model) return std::fprintf(stderr, "cannot load %s\n", argv[2]), 1;
   g_vocab = llama_model_get_vocab(model);
   const std::string mode = argv[1];
-  const int r = mode == "golden" ? golden(model, argc, argv) : mode == "seqops" ? seqops(model, argc, argv) : 2;
+  const int r = mode == "golden"     ? golden(model, argc, argv)
+                : mode == "seqops"   ? seqops(model, argc, argv)
+                : mode == "tokenize" ? tokenize_cases(model, argc, argv)
+                : mode == "t5golden" ? t5golden(model, argc, argv)
+                : mode == "embed"    ? embed(model, argc, argv)
+                : mode == "t5bench"  ? t5bench(model, argc, argv)
+                                     : 2;
   llama_model_free(model);
   return r;
 }
