@@ -93,6 +93,12 @@ export type LlamaCompletionOptions = {
   ignore_eos?: boolean
   n_probs?: number
   n_keep?: number
+  /** loom: speculative decoding by prompt lookup, drafts from repeated n-grams of this size
+   * (0: off); the output is unchanged, only faster on text that repeats its context */
+  lookup?: number
+  /** loom: most draft tokens verified per step (default 16), and the fewest worth verifying */
+  draft_max?: number
+  draft_min?: number
   /** node-llama-cpp's: aborting stops the completion (the result has interrupted: true) */
   signal?: AbortSignal
   [key: string]: any

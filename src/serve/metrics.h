@@ -53,6 +53,7 @@ struct Metrics {
   uint64_t prefix_hit_tokens = 0;      // of which were found
   uint64_t disk_loads = 0, disk_writes = 0, disk_errors = 0;
   uint64_t steps = 0;
+  uint64_t draft_tokens = 0, draft_accepted = 0;  // speculative decoding (lookup): verified, kept
   Histogram ttft{kTtftBuckets};
   Histogram itl{kItlBuckets};
   Histogram queue_time{kLatencyBuckets};

@@ -280,6 +280,11 @@ void parse_generation(const Fields& f, const Vocab& vocab, int default_max_token
   r.ignore_eos = f.boolean("ignore_eos", false);
   r.cache_prompt = f.boolean("cache_prompt", true);
   r.n_keep = int(f.integer_in("n_keep", 0, -1, 1 << 30));
+  // Speculative decoding by prompt lookup (loom): the n-gram size; llama-server's spellings of
+  // the draft limits.
+  r.lookup = int(f.integer_in("lookup", 0, 0, 64));
+  r.draft_max = int(f.integer_in("speculative.n_max", 16, 0, 256));
+  r.draft_min = int(f.integer_in("speculative.n_min", 0, 0, 256));
   // logprobs: chat has logprobs (bool) + top_logprobs; completions has logprobs (int);
   // llama.cpp's n_probs is both.
   if (chat) {

@@ -83,7 +83,7 @@ std::vector<std::vector<int32_t>> rerank_inputs(const std::string& query, const 
 //   dry_sequence_breakers samplers seed (absent or -1: random) logit_bias ({"id": bias} or
 //   [[id, bias|false], ...]) n_predict|max_tokens|max_completion_tokens (default
 //   `default_max_tokens`) n stop ignore_eos cache_prompt n_keep logprobs top_logprobs n_probs
-//   grammar json_schema.
+//   grammar json_schema lookup speculative.n_max speculative.n_min.
 // temperature <= 0 is greedy whatever the other samplers say (XTC is switched off with it).
 // `chat`: logprobs is a boolean with top_logprobs beside it (chat completions); otherwise
 // logprobs may be the number of alternatives (completions).

@@ -17,6 +17,7 @@
 #include "serve/disk_cache.h"
 #include "serve/prefix_cache.h"
 #include "serve/stop_matcher.h"
+#include "speculative/speculative.h"
 #include "vocab/stream_detokenizer.h"
 
 namespace loom::serve {
@@ -33,6 +34,7 @@ const char* finish_reason_name(FinishReason r) {
 namespace {
 
 constexpr int kMinReserve = 16;  // tokens reserved at least for a request without max_tokens
+constexpr int kDraftRowsPerStep = 32;  // lookup draft rows verified in one step, all choices together
 
 double ms_between(int64_t a_us, int64_t b_us) { return b_us > a_us ? double(b_us - a_us) / 1000.0 : 0.0; }
 
@@ -47,6 +49,8 @@ struct Choice {
   std::vector<int32_t> refill;  // context shift: tokens to decode again after the kept ones
   size_t refill_done = 0;
   int row = -1;                 // output row of this step
+  std::vector<int32_t> draft;   // lookup draft verified this step, rows row+1 ...
+  int draft_reserved = 0;       // of its cells, taken from `reserved` (the rest: unreserved room)
   int chunk = 0;                // refill tokens in this step
   int reserved = 0;             // cells still reserved for this choice
   int max_tokens = 0;
@@ -126,6 +130,7 @@ struct Scheduler::Impl {
   std::deque<std::unique_ptr<Task>> tasks;  // exclusive tasks: admission pauses while any waits
   std::vector<int> free_slots;
   Metrics metrics;
+  int draft_rows_left = 0;  // this step's room for lookup draft rows
   std::thread loop;
 
   // ---------------------------------------------------------------------------------------------
@@ -380,7 +385,8 @@ struct Scheduler::Impl {
     std::vector<Req*> prefill;                  // requests with a prompt chunk
     std::vector<std::pair<Req*, int>> refills;  // choices re-decoding after a context shift
 
-    // 1. the next token of every generating choice
+    // 1. the next token of every generating choice (and its lookup draft)
+    draft_rows_left = kDraftRowsPerStep;
     for (auto& qp : running) {
       Req& q = *qp;
       if (q.phase != Req::Phase::kRun) continue;
@@ -393,8 +399,10 @@ struct Scheduler::Impl {
         c.row = b.size();
         b.add(c.pending, int32_t(c.kv.size()), {c.slot}, true);
         gen.emplace_back(&q, ci);
+        add_draft(q, c, &b);
       }
     }
+    const int gen_rows = b.size();
     // 2. prompt chunks and refills under the step budget, in admission order
     int budget = std::max(0, step_tokens - b.size());
     for (auto& qp : running) {
@@ -442,7 +450,7 @@ struct Scheduler::Impl {
       // the prompts wait for a later step.
       LOOM_LOG(kError, "scheduler: %d cells needed, %d free after eviction; prompt chunks wait", b.size(),
                n_ctx - ctx->kv().used());
-      const size_t n = gen.size();
+      const size_t n = size_t(gen_rows);
       b.tokens.resize(n);
       b.pos.resize(n);
       b.seq_ids.resize(n);
@@ -469,9 +477,24 @@ struct Scheduler::Impl {
     }
     for (auto [qp, ci] : gen) {
       Choice& c = qp->ch[size_t(ci)];
-      if (qp->cancelled || c.done) continue;
-      auto logits = ctx->logits(c.row);
-      if (logits) sample_choice(*qp, ci, *logits);
+      if (qp->cancelled || c.done) {
+        drop_draft(c, 0);
+        continue;
+      }
+      // Row 0 is the pending token's; row i + 1 verifies draft[i] (accepted while the sampler
+      // picks exactly it: the tokens are plain decoding's, see speculative/speculative.h).
+      size_t i = 0;
+      for (;;) {
+        auto logits = ctx->logits(c.row + int(i));
+        if (!logits) break;
+        sample_choice(*qp, ci, *logits);
+        if (c.done || i == c.draft.size() || c.pending != c.draft[i]) break;
+        c.kv.push_back(c.pending);  // decoded already, as draft[i]
+        c.pending = -1;
+        ++i;
+      }
+      metrics.draft_accepted += uint64_t(i);
+      drop_draft(c, int(i));
     }
     for (auto [qp, ci] : refills) {
       Choice& c = qp->ch[size_t(ci)];
@@ -515,6 +538,39 @@ struct Scheduler::Impl {
         ++it;
       }
     }
+  }
+
+  // A lookup draft for choice c after its pending token, within its reserved cells, the context
+  // and its token limit; rows appended to b.
+  void add_draft(const Req& q, Choice& c, Batch* b) {
+    c.draft.clear();
+    if (q.r.lookup <= 0 || q.r.draft_max <= 0 || c.done) return;
+    const int pos = int(c.kv.size());  // the pending token's
+    int k = std::min({q.r.draft_max, n_ctx - pos - 1, c.max_tokens - int(c.generated.size()) - 1,
+                      std::max(c.reserved, q.bounded ? 0 : unreserved()), draft_rows_left});
+    if (k <= 0) return;
+    std::vector<int32_t> history(c.kv);
+    history.push_back(c.pending);
+    auto d = LookupDrafter(q.r.lookup, std::min(q.r.lookup, 2)).draft(history, k);
+    if (!d || int(d->size()) < std::max(1, q.r.draft_min)) return;
+    c.draft = std::move(*d);
+    const int m = int(c.draft.size());
+    draft_rows_left -= m;
+    c.draft_reserved = std::min(m, c.reserved);  // unbounded requests grow into unreserved cells
+    c.reserved -= c.draft_reserved;
+    for (int i = 0; i < m; ++i) b->add(c.draft[size_t(i)], int32_t(pos + 1 + i), {c.slot}, true);
+    metrics.draft_tokens += uint64_t(m);
+  }
+
+  // After verification (`accepted` draft tokens kept): the cells of the other draft rows leave
+  // the sequence, which holds exactly c.kv again; accepted tokens are charged to the reservation
+  // first, as take_cell does, and what was taken from it for the rest goes back.
+  void drop_draft(Choice& c, int accepted) {
+    if (c.draft.empty()) return;
+    (void)ctx->seq_rm(c.slot, int(c.kv.size()), -1);
+    if (!c.done) c.reserved += std::max(0, c.draft_reserved - accepted);
+    c.draft.clear();
+    c.draft_reserved = 0;
   }
 
   // Cells for one more token of choice ci: from its reservation, else unreserved room; at the
@@ -957,7 +1013,9 @@ Expected<std::unique_ptr<Scheduler>> Scheduler::create(std::shared_ptr<const Mod
   // A step never decodes more than the step budget (plus one token per slot), and asks for at
   // most one output per slot: the logits buffer is slots x n_vocab, not n_batch x n_vocab.
   cp.n_batch = std::max(step, params.n_slots);
-  if (!embed) cp.n_outputs_max = params.n_slots;
+  // One output per slot (a generating choice or a prompt's last token), plus the rows of lookup
+  // drafts verified in a step (at most kDraftRowsPerStep, shared by the choices).
+  if (!embed) cp.n_outputs_max = params.n_slots + kDraftRowsPerStep;
   auto ctx = Context::create(model, cp);
   if (!ctx) return ctx.status();
   impl->ctx = std::move(*ctx);

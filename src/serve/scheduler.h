@@ -66,6 +66,13 @@ struct GenerateRequest {
                                  // special tokens in some vocabularies)
   int n_keep = 0;                // context shift: prompt tokens always kept (-1: the whole prompt)
   int priority = 0;              // reserved
+  // Speculative decoding by prompt lookup (speculative/speculative.h): each step drafts up to
+  // draft_max tokens that followed the latest earlier occurrence of the choice's last `lookup`
+  // tokens (down to 2-grams) and verifies them in the same batch; the output is unchanged.
+  // 0: off. Drafts shorter than draft_min are not verified.
+  int lookup = 0;
+  int draft_max = 16;
+  int draft_min = 0;
 };
 inline constexpr int kMaxTopLogprobs = 20;
 

@@ -220,6 +220,72 @@ TEST(Scheduler, ConcurrentRequestsEqualTheirSingleResults) {
   }
 }
 
+// Prompt-lookup speculation changes nothing but speed: the same tokens and text, greedy and
+// seeded, alone and among other streams, with several choices and stop strings; drafts are
+// verified and some accepted (stories260K repeats itself); afterwards the cache holds exactly
+// what the requests left (a follow-up still hits the prefix) and no cell leaks.
+TEST(Scheduler, LookupSpeculationGivesThePlainTokens) {
+  const std::vector<std::string> prompts = {"Once upon a time", "The cat", "Lily and Tom went to the park",
+                                            "One day, a big dog"};
+  auto make = [&](const std::string& p, bool sampled, int lookup) {
+    GenerateRequest r = greedy(tokenize(p), 64);
+    if (sampled) {
+      r.sampling.temp = 0.9f;
+      r.sampling.seed = 11;
+      r.sampling.penalty_repeat = 1.1f;
+      r.n = 2;
+    }
+    r.stop = {"Tom."};
+    r.lookup = lookup;
+    r.draft_max = 6;
+    return r;
+  };
+  for (bool sampled : {false, true}) {
+    std::vector<std::vector<int32_t>> plain0, plain1;
+    std::vector<std::string> plain_text;
+    {
+      auto s = make_sched(stories(), small_params(2048, 8));
+      for (const auto& p : prompts) {
+        auto c = run(*s, make(p, sampled, 0));
+        plain0.push_back(c->tokens(0));
+        plain1.push_back(c->tokens(1));
+        plain_text.push_back(c->text(0));
+      }
+    }
+    for (int lookup : {1, 3}) {
+      auto s = make_sched(stories(), small_params(2048, 8));
+      // Alone, one after the other.
+      for (size_t i = 0; i < prompts.size(); ++i) {
+        auto c = run(*s, make(prompts[i], sampled, lookup));
+        EXPECT_EQ(c->tokens(0), plain0[i]) << prompts[i] << " lookup " << lookup << " sampled " << sampled;
+        EXPECT_EQ(c->tokens(1), plain1[i]) << prompts[i];
+        EXPECT_EQ(c->text(0), plain_text[i]) << prompts[i];
+      }
+      // All at once.
+      std::vector<std::unique_ptr<Collected>> cs;
+      for (const auto& p : prompts) {
+        cs.push_back(std::make_unique<Collected>());
+        ASSERT_TRUE(s->submit(make(p, sampled, lookup), cs.back()->callback()).has_value());
+      }
+      for (size_t i = 0; i < prompts.size(); ++i) {
+        ASSERT_TRUE(cs[i]->wait());
+        EXPECT_EQ(cs[i]->tokens(0), plain0[i]) << prompts[i] << " (concurrent) lookup " << lookup;
+        EXPECT_EQ(cs[i]->tokens(1), plain1[i]) << prompts[i] << " (concurrent)";
+      }
+      const auto st = s->stats();
+      EXPECT_GT(st.metrics.draft_tokens, 0u);
+      if (!sampled) {
+        EXPECT_GT(st.metrics.draft_accepted, 0u);
+      }
+      EXPECT_LE(st.metrics.draft_accepted, st.metrics.draft_tokens);
+      EXPECT_EQ(st.kv_used, st.cached_tokens) << "only the prefix cache holds cells when idle";
+      auto again = run(*s, make(prompts[0], sampled, lookup));
+      EXPECT_EQ(again->tokens(0), plain0[0]);
+      EXPECT_GT(again->find(Event::Kind::kDone)->usage.cached_tokens, 0);
+    }
+  }
+}
+
 TEST(Scheduler, SharedPrefixIsHitAndGivesTheSameTokens) {
   auto s = make_sched(stories(), small_params());
   const std::string system = "Once upon a time, there was a little girl named Lily. She loved to play outside.";

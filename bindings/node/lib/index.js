@@ -43,7 +43,8 @@ const COMPLETION_OPTION_TYPES = {
   xtc_threshold: 'number', xtc_probability: 'number', dry_multiplier: 'number', dry_base: 'number',
   dry_allowed_length: 'integer', dry_penalty_last_n: 'integer', dry_sequence_breakers: 'array', n_predict: 'integer',
   max_tokens: 'integer', max_length: 'integer', seed: 'integer', stop: 'array', grammar: 'string',
-  logit_bias: 'array', ignore_eos: 'boolean', n_probs: 'integer', n_keep: 'integer',
+  logit_bias: 'array', ignore_eos: 'boolean', n_probs: 'integer', n_keep: 'integer', lookup: 'integer',
+  draft_max: 'integer', draft_min: 'integer',
 };
 
 function checkOptions(options, types, where) {
@@ -98,7 +99,7 @@ const PASSTHROUGH = [
   'penalty_repeat', 'penalty_freq', 'penalty_present', 'typical_p', 'typ_p', 'xtc_threshold', 'xtc_probability',
   'dry_multiplier', 'dry_base', 'dry_allowed_length', 'dry_penalty_last_n', 'dry_sequence_breakers', 'seed', 'stop',
   'grammar', 'logit_bias', 'ignore_eos', 'n_probs', 'n_keep', 'tools', 'tool_choice', 'parallel_tool_calls',
-  'add_generation_prompt', 'dynatemp_range', 'dynatemp_exponent', 'min_keep', 'samplers', 'cache_prompt',
+  'add_generation_prompt', 'dynatemp_range', 'dynatemp_exponent', 'min_keep', 'samplers', 'cache_prompt', 'lookup',
 ];
 
 function jsonSchemaOf(responseFormat) {
@@ -121,6 +122,9 @@ function buildRequest(options) {
     req.logit_bias = options.logit_bias;
   }
   if (options.json_schema !== undefined) req.json_schema = options.json_schema;
+  // loom: speculative decoding by prompt lookup (the same tokens, faster on repetitive text).
+  if (options.draft_max !== undefined) req['speculative.n_max'] = options.draft_max;
+  if (options.draft_min !== undefined) req['speculative.n_min'] = options.draft_min;
   if (Array.isArray(options.messages)) {
     req.messages = options.messages;
     if (options.chat_template) req.chat_template = options.chat_template;

@@ -26,6 +26,14 @@ test('the greedy story of stories260K is llama.cpp\'s, and streamed tokens add u
   }
 });
 
+test('loom-only lookup speculation gives the golden greedy story too', async () => {
+  for (const run of g.runs) {
+    const r = await ctx.completion({ prompt: run.prompt, n_predict: run.greedy_ids.length, ...greedy, lookup: 2, draft_max: 6 });
+    assert.deepEqual([...r.tokens], run.greedy_ids, run.prompt);
+  }
+  await assert.rejects(() => ctx.completion({ prompt: 'x', lookup: 'three' }), TypeError);
+});
+
 test('tokenize gives the golden ids (as llama.node: no BOS, special tokens parsed); detokenize inverts it', async () => {
   for (const run of g.runs) {
     const { tokens } = await ctx.tokenize(run.prompt);

@@ -34,6 +34,22 @@ test('greedy /v1/completions prints the golden story', async () => {
   assert.equal(many.json.choices[1].text, ' ' + g.runs[2].greedy_text);
 });
 
+test('prompt-lookup speculation (loom: lookup, speculative.n_max) prints the same story; bad values are 400', async () => {
+  const g = golden();
+  for (const run of g.runs) {
+    const plain = await post(srv.url, '/v1/completions', { prompt: run.prompt, max_tokens: run.greedy_ids.length, temperature: 0 });
+    const spec = await post(srv.url, '/v1/completions', { prompt: run.prompt, max_tokens: run.greedy_ids.length, temperature: 0,
+      lookup: 3, 'speculative.n_max': 8 });
+    assert.equal(spec.status, 200, spec.text);
+    assert.equal(spec.json.choices[0].text, plain.json.choices[0].text);
+  }
+  const bad = await post(srv.url, '/v1/completions', { prompt: 'x', lookup: 100 });
+  assert.equal(bad.status, 400);
+  assert.match(bad.json.error.message, /lookup/);
+  const metrics = await (await fetch(`${srv.url}/metrics`)).text();
+  assert.match(metrics, /loom_draft_tokens_total [1-9]/);
+});
+
 test('streamed completions equal the non-streamed result', async () => {
   const body = { prompt: 'Once upon a time', max_tokens: 40, temperature: 0 };
   const whole = await post(srv.url, '/v1/completions', body);
