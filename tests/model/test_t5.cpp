@@ -117,23 +117,26 @@ TEST_P(T5Golden, DecoderPromptInOneBatchChunksOrTokenByTokenGivesTheSameLogits) 
   auto model = load_model(name);
   ASSERT_TRUE(model);
   const size_t nv = size_t(model->hparams().n_vocab);
-  const T5Run run = load_runs(name, nv)[1];
-  const size_t n = run.dec_ids.size();
-  for (int chunk : {int(n), 3, 1}) {
-    for (int n_ubatch : {512, 2}) {
-      SCOPED_TRACE("chunk " + std::to_string(chunk) + " n_ubatch " + std::to_string(n_ubatch));
-      auto ctx = f32_context(model, 1, n_ubatch == 2 ? 64 : 512);
-      ASSERT_TRUE(ctx->encode(Batch::from_tokens(run.enc_ids, 0)).is_ok());
-      for (size_t first = 0; first < n; first += size_t(chunk)) {
-        Batch b;
-        const size_t end = std::min(n, first + size_t(chunk));
-        for (size_t k = first; k < end; ++k) b.add(run.dec_ids[k], int32_t(k), {0}, true);
-        ASSERT_TRUE(ctx->decode(b).is_ok());
-        for (size_t k = first; k < end; ++k) {
-          auto l = ctx->logits(int(k - first));
-          ASSERT_TRUE(l.has_value());
-          const auto want = slice(run.steps, k, nv);
-          ASSERT_LE(max_abs_diff(*l, want), 1e-3f * max_abs(want)) << "step " << k;
+  for (const T5Run& run : load_runs(name, nv)) {
+    const size_t n = run.dec_ids.size();
+    // n_ubatch = the encoder's length (the least encode accepts) splits the decoder's prompt into
+    // micro-batches when it is longer (run 0: 6 encoder tokens, 16 decoder tokens).
+    for (int n_ubatch : {512, int(run.enc_ids.size())}) {
+      for (int chunk : {int(n), 3, 1}) {
+        SCOPED_TRACE("chunk " + std::to_string(chunk) + " n_ubatch " + std::to_string(n_ubatch));
+        auto ctx = f32_context(model, 1, n_ubatch);
+        ASSERT_TRUE(ctx->encode(Batch::from_tokens(run.enc_ids, 0)).is_ok());
+        for (size_t first = 0; first < n; first += size_t(chunk)) {
+          Batch b;
+          const size_t end = std::min(n, first + size_t(chunk));
+          for (size_t k = first; k < end; ++k) b.add(run.dec_ids[k], int32_t(k), {0}, true);
+          ASSERT_TRUE(ctx->decode(b).is_ok());
+          for (size_t k = first; k < end; ++k) {
+            auto l = ctx->logits(int(k - first));
+            ASSERT_TRUE(l.has_value());
+            const auto want = slice(run.steps, k, nv);
+            ASSERT_LE(max_abs_diff(*l, want), 1e-3f * max_abs(want)) << "step " << k;
+          }
         }
       }
     }

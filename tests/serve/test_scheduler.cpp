@@ -405,6 +405,17 @@ TEST(Scheduler, BadRequestsAreRefusedWithClearErrors) {
   EXPECT_EQ(run(*s, greedy(tokenize("Once upon a time"), 8))->tokens().size(), 8u);
 }
 
+// Encoder-decoder models need an encode step per request and a decoder history of their own:
+// refused with a clear status (the CLI's generate serves them).
+TEST(Scheduler, EncoderDecoderModelsAreRefused) {
+  auto m = Model::load(data_dir() + "/synth-t5-tiny-f32.gguf");
+  ASSERT_TRUE(m.has_value()) << m.status().message();
+  auto s = Scheduler::create(*m, small_params(256, 1));
+  ASSERT_FALSE(s.has_value());
+  EXPECT_EQ(s.status().code(), StatusCode::kUnsupported);
+  EXPECT_NE(s.status().message().find("encoder-decoder"), std::string::npos) << s.status().message();
+}
+
 TEST(Scheduler, QueueLimitRefusesWithUnavailable) {
   SchedulerParams p = small_params(256, 1);
   p.max_queue = 2;
