@@ -1,4 +1,6 @@
 #include "sample/grammar.h"
+
+#include "base/log.h"
 #include "vocab/unicode.h"
 
 #include <algorithm>
@@ -101,6 +103,14 @@ bool match_partial_char(const std::vector<GrammarElem>& elems, uint32_t pos, Par
   return !positive;
 }
 
+// The work budget of one matcher operation (GrammarMatcher::kMaxWorkPerCall): stack expansions
+// counted on this thread, reset at each public entry; past it WorkExhausted unwinds to the entry.
+struct WorkExhausted {};
+thread_local uint64_t t_work = 0;
+inline void charge_work() {
+  if (++t_work > GrammarMatcher::kMaxWorkPerCall) throw WorkExhausted{};
+}
+
 struct StackHash {
   size_t operator()(const GrammarMatcher::Stack& s) const {
     size_t h = s.size();
@@ -119,6 +129,7 @@ void advance_stack(const Grammar& g, GrammarMatcher::Stack stack, std::vector<Gr
   while (!todo.empty()) {
     GrammarMatcher::Stack s = std::move(todo.back());
     todo.pop_back();
+    charge_work();
     if (!seen.insert(s).second) continue;
     if (s.empty()) {
       if (std::find(out.begin(), out.end(), s) == out.end()) out.push_back(std::move(s));
@@ -167,6 +178,7 @@ void accept_candidates(const Grammar& g, const std::vector<GrammarMatcher::Stack
   const auto& elems = g.elems();
   if (pool.size() <= depth) pool.resize(depth + 1);
   for (size_t si = 0; si < stacks.size() && n > 0; ++si) {
+    charge_work();
     const GrammarMatcher::Stack& stack = stacks[si];
     if (stack.empty()) {
       // The grammar is complete here: only a fully consumed text fits.
@@ -716,26 +728,40 @@ GrammarMatcher::GrammarMatcher(std::shared_ptr<const Grammar> g) : g_(std::move(
 void GrammarMatcher::reset() {
   stacks_.clear();
   partial_ = {};
+  exhausted_ = false;
+  t_work = 0;
   const auto& elems = g_->elems();
   uint32_t p = g_->rule_start(g_->root());
-  for (;;) {
-    Stack s;
-    if (!is_end_of_sequence(elems[p])) s.push_back(p);
-    advance_stack(*g_, std::move(s), stacks_);
-    while (!is_end_of_sequence(elems[p])) ++p;
-    if (elems[p].type == ET::kAlt) ++p;
-    else break;
+  try {
+    for (;;) {
+      Stack s;
+      if (!is_end_of_sequence(elems[p])) s.push_back(p);
+      advance_stack(*g_, std::move(s), stacks_);
+      while (!is_end_of_sequence(elems[p])) ++p;
+      if (elems[p].type == ET::kAlt) ++p;
+      else break;
+    }
+  } catch (const WorkExhausted&) {
+    stacks_.clear();  // dead: nothing can be generated
+    exhausted_ = true;
   }
 }
 
 bool GrammarMatcher::accept_text(std::string_view text) {
+  exhausted_ = false;
+  t_work = 0;
   DecodedText d = decode_utf8_partial(text, partial_);
   if (d.partial.n_remain < 0) return false;
   std::vector<Stack> cur = stacks_, next;
-  for (uint32_t cp : d.cps) {
-    accept_cp(*g_, cur, cp, next);
-    if (next.empty()) return false;
-    cur.swap(next);
+  try {
+    for (uint32_t cp : d.cps) {
+      accept_cp(*g_, cur, cp, next);
+      if (next.empty()) return false;
+      cur.swap(next);
+    }
+  } catch (const WorkExhausted&) {
+    exhausted_ = true;
+    return false;
   }
   if (d.partial.n_remain > 0) {
     bool any = false;
@@ -762,7 +788,13 @@ bool GrammarMatcher::is_done() const {
 
 void GrammarMatcher::mark_accepted(std::vector<Candidate>& cands, std::vector<uint8_t>& accepted,
                                    std::vector<std::vector<Candidate>>& scratch) const {
-  accept_candidates(*g_, stacks_, cands.data(), cands.size(), accepted, scratch, 0);
+  exhausted_ = false;
+  t_work = 0;
+  try {
+    accept_candidates(*g_, stacks_, cands.data(), cands.size(), accepted, scratch, 0);
+  } catch (const WorkExhausted&) {
+    exhausted_ = true;
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -821,6 +853,14 @@ void GrammarStage::apply(Candidates& c) {
     cands_.push_back({i, d->cps.data(), d->cps.data() + d->cps.size(), d->partial});
   }
   m_.mark_accepted(cands_, keep_, pool_);
+  if (m_.exhausted()) {
+    // The marks so far are a biased subset: nothing is sampled, the generation ends.
+    LOOM_LOG(kWarn, "grammar: matching ran past its work budget (an ambiguous grammar); generation stops");
+    c.data.clear();
+    c.identity = false;
+    c.selected = -1;
+    return;
+  }
   size_t w = 0;
   for (size_t i = 0; i < c.size(); ++i)
     if (keep_[i]) c.data[w++] = c.data[i];

@@ -129,6 +129,13 @@ class GrammarMatcher {
   void mark_accepted(std::vector<Candidate>& cands, std::vector<uint8_t>& accepted,
                      std::vector<std::vector<Candidate>>& scratch) const;
 
+  // An ambiguous grammar can multiply its stacks at every character, so every operation above has
+  // a work budget (kMaxWorkPerCall stack expansions). Past it, accept_text refuses the text and
+  // mark_accepted stops marking (what it marked before stays valid), and exhausted() is true
+  // until the next operation: the caller ends the generation instead of stalling its thread.
+  static constexpr uint64_t kMaxWorkPerCall = uint64_t(1) << 21;
+  bool exhausted() const { return exhausted_; }
+
   const Grammar& grammar() const { return *g_; }
   const std::vector<Stack>& stacks() const { return stacks_; }
   PartialUtf8 partial() const { return partial_; }
@@ -137,6 +144,7 @@ class GrammarMatcher {
   std::shared_ptr<const Grammar> g_;
   std::vector<Stack> stacks_;
   PartialUtf8 partial_;
+  mutable bool exhausted_ = false;
 };
 
 // The token texts a grammar stage matches: token_to_piece(id, special = true), except that

@@ -2,7 +2,8 @@
 // "\xff" (a byte that never occurs in UTF-8). The grammar parses or is refused with a Status; a
 // parsed grammar is fed the pieces one by one, and for each piece the token filter
 // (mark_accepted, what sampling uses) must agree with accept_text (what accepting a token does);
-// a refused piece leaves the matcher unchanged.
+// a refused piece leaves the matcher unchanged; an operation past the matcher's work budget
+// (an ambiguous grammar) ends the input.
 #include <string>
 #include <vector>
 
@@ -34,10 +35,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       std::vector<uint8_t> ok(1, 0);
       m.mark_accepted(one, ok, scratch);
       filter = ok[0];
+      if (m.exhausted()) break;  // an ambiguous grammar past its work budget: refused, fast
     }
     const auto stacks_before = m.stacks();
     const PartialUtf8 partial_before = m.partial();
     const bool accepted = m.accept_text(piece);
+    if (m.exhausted()) {
+      LOOM_FUZZ_CHECK(!accepted && m.stacks() == stacks_before);
+      break;
+    }
     if (filter >= 0) LOOM_FUZZ_CHECK(accepted == (filter == 1));
     if (!accepted) LOOM_FUZZ_CHECK(m.stacks() == stacks_before && m.partial() == partial_before);
     (void)m.can_end();

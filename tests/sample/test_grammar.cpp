@@ -156,6 +156,19 @@ TEST(Gbnf, LeftRecursionIsRefused) {
 }
 
 // Resource limits on untrusted grammars (docs/reliability.md): nesting, size, rule chains.
+// The matcher's work budget (GrammarMatcher::kMaxWorkPerCall) never trips on a large but
+// unambiguous input. The grammar that does trip it (ambiguous nested repetitions found by the
+// grammar fuzzer, which ran for over 600 s before the budget) is replayed by CTest's fuzz_grammar
+// from tests/fuzz/crashes/grammar/ambiguous-nested-repetition-hang.
+TEST(Gbnf, WorkBudgetLeavesOrdinaryGrammarsAlone) {
+  auto plain = Grammar::parse("root ::= [a-z]* \"!\"");
+  ASSERT_TRUE(plain.has_value());
+  GrammarMatcher p(*plain);
+  EXPECT_TRUE(p.accept_text(std::string(4096, 'a') + "!"));
+  EXPECT_FALSE(p.exhausted());
+  EXPECT_TRUE(p.can_end());
+}
+
 TEST(Gbnf, LimitsOnNestingSizeAndRuleChains) {
   const auto nested = [](int n) {
     std::string g = "root ::= ";
