@@ -87,6 +87,16 @@ double rate(int64_t n, int64_t us) { return us > 0 ? 1e6 * double(n) / double(us
 // An encoder-decoder (T5): the prompt goes through the encoder, the decoder starts from the
 // model's decoder start token and generates. JSON prompt_ids are the encoder's tokens, ids the
 // decoder's generated tokens (without the start token).
+// Samples the next token from `logits` and accepts it; -1 at an end-of-generation token (not
+// accepted). The one step every generation loop of this file takes.
+Expected<int32_t> next_token(Sampler& sampler, const Vocab& vocab, std::span<const float> logits) {
+  const int32_t tok = sampler.sample(logits);
+  if (tok < 0) return invalid_argument("the grammar admits no token of this vocabulary here");
+  if (vocab.is_eog(tok)) return -1;
+  sampler.accept(tok);
+  return tok;
+}
+
 int generate_encoder_decoder(const Opts& o, std::shared_ptr<const Model> model, const std::vector<int32_t>& prompt) {
   if (o.parallel > 1 || o.context_shift || !o.save_state.empty() || !o.load_state.empty()) {
     return fail(unsupported("--parallel, --context-shift and state files are not supported for encoder-decoder models"));
@@ -124,10 +134,10 @@ int generate_encoder_decoder(const Opts& o, std::shared_ptr<const Model> model, 
     if (Status st = ctx.decode(Batch::from_tokens(one, int32_t(i))); !st) return fail(st);
     auto logits = ctx.logits(-1);
     if (!logits) return fail(logits.status());
-    const int32_t tok = sampler.sample(*logits);
-    if (tok < 0) return fail(invalid_argument("the grammar admits no token of this vocabulary here"));
-    if (vocab.is_eog(tok)) break;
-    sampler.accept(tok);
+    auto next = next_token(sampler, vocab, *logits);
+    if (!next) return fail(next.status());
+    const int32_t tok = *next;
+    if (tok < 0) break;
     out.push_back(tok);
     cur = tok;
     auto chunk = detok.push(tok);
@@ -265,10 +275,8 @@ int generate_one(const Opts& o, std::shared_ptr<const Model> model, std::vector<
       }
       int picked = 0;
       auto round = speculative_round(ctx, 0, history, draft, [&](std::span<const float> logits) -> Expected<SpecPick> {
-        const int32_t tok = sampler.sample(logits);
-        if (tok < 0) return invalid_argument("the grammar admits no token of this vocabulary here");
-        if (vocab.is_eog(tok)) return SpecPick{tok, false, true};
-        sampler.accept(tok);
+        LOOM_ASSIGN_OR_RETURN(const int32_t tok, next_token(sampler, vocab, logits));
+        if (tok < 0) return SpecPick{tok, false, true};
         ++picked;
         const bool stop = sampler.grammar_done() || int(out.size()) + picked >= o.n_predict ||
                           int(history.size()) + picked >= ctx.n_ctx();
@@ -306,10 +314,10 @@ int generate_one(const Opts& o, std::shared_ptr<const Model> model, std::vector<
     }
     auto logits = ctx.logits(-1);
     if (!logits) return fail(logits.status());
-    const int32_t tok = sampler.sample(*logits);
-    if (tok < 0) return fail(invalid_argument("the grammar admits no token of this vocabulary here"));
-    if (vocab.is_eog(tok)) break;
-    sampler.accept(tok);
+    auto next = next_token(sampler, vocab, *logits);
+    if (!next) return fail(next.status());
+    const int32_t tok = *next;
+    if (tok < 0) break;
     out.push_back(tok);
     history.push_back(tok);
     pending = true;
