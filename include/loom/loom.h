@@ -55,7 +55,7 @@
 
 /* The version of these headers (checked against CMake's project version at build time). */
 #define LOOM_VERSION_MAJOR 0
-#define LOOM_VERSION_MINOR 2
+#define LOOM_VERSION_MINOR 3
 #define LOOM_VERSION_PATCH 0
 
 #ifdef __cplusplus
@@ -509,6 +509,171 @@ LOOM_API void loom_perf_reset(loom_context * ctx);
 LOOM_API int32_t loom_perf_report(const loom_context * ctx, char * buf, size_t buf_size);
 /* The report to stderr. */
 LOOM_API void loom_perf_print(const loom_context * ctx);
+
+
+/* ==== since 0.3: what the `loom` command line needs (it uses only this header) ================ */
+
+/* ---- model, more ----------------------------------------------------------------------------- */
+
+/* Mamba / Mamba-2: a recurrent state per sequence instead of a KV cache (loom_kv_seq_rm can drop
+ * only whole sequences; speculative decoding and context shifting are not possible). */
+LOOM_API bool loom_model_is_recurrent(const loom_model * model);
+/* The pooling the file asks for (LOOM_POOLING_*), LOOM_POOLING_UNSPECIFIED when it says none. */
+LOOM_API int32_t loom_model_pooling_type(const loom_model * model);
+/* Label i of a classification head (<arch>.classifier.output_labels), snprintf-style; -1 when
+ * the model has no label i. */
+LOOM_API int32_t loom_model_cls_label(const loom_model * model, int32_t i, char * buf, size_t buf_size);
+/* Bytes of the weights one single-token decode step reads (every matrix once, packed sizes). */
+LOOM_API uint64_t loom_model_decode_weight_bytes(const loom_model * model);
+
+/* A reranker's input for (query, document): the model's own layout of the two texts (BOS query
+ * EOS/SEP document EOS, ...), tokenized without parsing special text. Sizes as loom_tokenize. */
+LOOM_API int32_t loom_tokenize_rerank(const loom_model * model, const char * query, int32_t query_len,
+                                      const char * document, int32_t document_len, loom_token * tokens,
+                                      int32_t n_tokens_max);
+/* A rendered chat prompt (loom_chat_format's "prompt") to tokens as llama.cpp's chat path does:
+ * special text parsed, and the template's own BOS / EOS text dropped where the tokenizer adds those
+ * tokens anyway. Sizes as loom_tokenize. */
+LOOM_API int32_t loom_tokenize_chat(const loom_model * model, const char * text, int32_t text_len,
+                                    loom_token * tokens, int32_t n_tokens_max);
+
+/* ---- context, more --------------------------------------------------------------------------- */
+
+/* loom_context_new with options that loom_context_params does not hold (its layout is fixed), as
+ * a JSON object; NULL or "{}" is loom_context_new. Known: "kv_unified" (bool: any sequence may use
+ * all n_ctx cells, as llama.cpp's kv_unified). An unknown key is an error. */
+LOOM_API loom_context * loom_context_new_ext(const loom_model * model, const loom_context_params * params,
+                                             const char * options_json);
+/* Whether attention is causal (decoders) or not (BERT-like encoders, or set_causal_attn(false)). */
+LOOM_API bool loom_causal_attn(const loom_context * ctx);
+/* Bytes of K and V that one cache cell holds over all the decoder's attention layers: what a
+ * decode step reads per cell it attends to. 0 for a recurrent model. */
+LOOM_API uint64_t loom_kv_cell_bytes(const loom_context * ctx);
+/* A recurrent model: the bytes of one sequence's state (what a decode step reads); else 0. */
+LOOM_API uint64_t loom_recurrent_seq_state_bytes(const loom_context * ctx);
+
+/* ---- sampling, more -------------------------------------------------------------------------- */
+
+/* loom_sampler_new also takes "n_ctx" (what repeat_last_n / dry_penalty_last_n -1 mean; default
+ * 4096). */
+/* Samples from a row of n_vocab logits the caller holds (a speculative round's rows, say); as
+ * loom_sampler_sample otherwise. */
+LOOM_API loom_token loom_sampler_sample_logits(loom_sampler * sampler, const float * logits, int32_t n_vocab);
+/* Puts tokens into the penalties' history without advancing the grammar (a prompt, a decoder start
+ * token). Returns a status. */
+LOOM_API int32_t loom_sampler_accept_history(loom_sampler * sampler, const loom_token * tokens, int32_t n_tokens);
+LOOM_API bool loom_sampler_has_grammar(const loom_sampler * sampler);
+/* True when the text so far is a complete sentence of the grammar (or there is no grammar). */
+LOOM_API bool loom_sampler_grammar_can_end(const loom_sampler * sampler);
+
+/* A JSON schema (text) as a GBNF grammar, snprintf-style; -1 on error (loom_last_error says why). */
+LOOM_API int32_t loom_json_schema_to_grammar(const char * schema_json, char * buf, size_t buf_size);
+
+/* ---- streaming detokenizer ------------------------------------------------------------------- */
+
+/* Turns tokens into text as they come: text is released only in whole UTF-8 characters, with the
+ * vocabulary's spacing rules, so that the chunks add up to loom_detokenize of all the tokens. */
+typedef struct loom_detokenizer loom_detokenizer;
+enum loom_detokenizer_flags {
+  LOOM_DETOK_UNPARSE_SPECIAL = 1, /* control tokens as their text (detokenize's unparse_special) */
+  LOOM_DETOK_REMOVE_SPECIAL = 2,  /* drop a leading BOS / trailing EOS the vocab adds */
+  LOOM_DETOK_CONTINUATION = 4     /* the tokens continue earlier text (generated after a prompt):
+                                     the first piece keeps its leading space */
+};
+LOOM_API loom_detokenizer * loom_detokenizer_new(const loom_model * model, uint32_t flags);
+/* Appends a token; *text / *len get the text that became final (possibly empty), valid until the
+ * next call on this detokenizer. A token outside the vocabulary is LOOM_ERR_OUT_OF_RANGE and
+ * changes nothing. */
+LOOM_API int32_t loom_detokenizer_push(loom_detokenizer * detok, loom_token token, const char ** text, size_t * len);
+/* Ends the text: everything held back (an incomplete UTF-8 tail becomes U+FFFD); then starts anew. */
+LOOM_API int32_t loom_detokenizer_flush(loom_detokenizer * detok, const char ** text, size_t * len);
+LOOM_API void loom_detokenizer_reset(loom_detokenizer * detok);
+LOOM_API void loom_detokenizer_free(loom_detokenizer * detok);
+
+/* ---- speculative decoding -------------------------------------------------------------------- */
+
+/* A drafter guesses the tokens that follow; one decode of the target verifies them all, and the
+ * caller's sampler picks each token from the target's rows exactly as plain decoding would (loom's
+ * kernels are batch-invariant), so greedy and seeded output are plain decoding's, token for token. */
+typedef struct loom_drafter loom_drafter;
+/* Prompt lookup: what followed the latest earlier occurrence of the history's last n-gram
+ * (n = ngram_max down to ngram_min). */
+LOOM_API loom_drafter * loom_drafter_lookup_new(int32_t ngram_max, int32_t ngram_min);
+/* A draft model (its vocabulary must be the target's: checked, the message names the first
+ * difference) decoding greedily in its own context made with params; it stops at a token whose
+ * probability is below p_min. */
+LOOM_API loom_drafter * loom_drafter_model_new(const loom_model * draft, const loom_model * target,
+                                               const loom_context_params * params, float p_min);
+/* Up to n_max tokens that probably follow history (which ends with the last token chosen) into
+ * out; returns how many (0: no guess), or a negative status. */
+LOOM_API int32_t loom_drafter_draft(loom_drafter * drafter, const loom_token * history, int32_t n_history,
+                                    int32_t n_max, loom_token * out);
+/* "lookup n=4..2", "model <desc> p_min=0.75"; snprintf-style. */
+LOOM_API int32_t loom_drafter_describe(const loom_drafter * drafter, char * buf, size_t buf_size);
+LOOM_API void loom_drafter_free(loom_drafter * drafter);
+
+/* What the caller did with one verified row: the token its sampler picked (and accepted), whether
+ * it joins the output (false: generation ends without it, e.g. at an end-of-generation token) and
+ * whether generation stops after it. */
+typedef struct loom_spec_pick {
+  loom_token token;
+  bool emit;
+  bool stop;
+} loom_spec_pick;
+/* Called row by row; return LOOM_OK after filling *pick, or a negative status to end the round
+ * with that status. */
+typedef int32_t (*loom_spec_pick_callback)(const float * logits, int32_t n_vocab, loom_spec_pick * pick,
+                                           void * user_data);
+/* One verification round on sequence seq. Before: the context holds history[0 .. n-2] at
+ * positions 0 .. n-2 and history[n-1] is not decoded yet (n = n_history >= 1). The draft (n_draft
+ * may be 0) is decoded after it in one batch, every row with logits, and pick runs for the rows in
+ * order until a pick differs from the draft, stops, or the rows run out. After: the context holds
+ * history + the emitted tokens except the last one (pending, as before), or the whole history when
+ * none was emitted. tokens_out (room for n_draft + 1) gets the emitted tokens, *n_out their number;
+ * *n_accepted (may be NULL) the draft tokens the target agreed with; *stopped (may be NULL) whether a
+ * pick stopped. The draft must fit: n - 1 + n_draft < n_ctx (and n_draft < n_batch). On a failed
+ * decode, or a pick that returns an error (the round's status then), the cache is as before (the
+ * outputs are not). Returns a status. */
+LOOM_API int32_t loom_speculative_round(loom_context * ctx, loom_seq_id seq, const loom_token * history,
+                                        int32_t n_history, const loom_token * draft, int32_t n_draft,
+                                        loom_spec_pick_callback pick, void * user_data, loom_token * tokens_out,
+                                        int32_t * n_out, int32_t * n_accepted, bool * stopped);
+
+/* ---- files: GGUF listing, quantization, templates -------------------------------------------- */
+
+/* A GGUF file's header as one JSON object: {"gguf_version", "alignment", "file_size",
+ * "architecture", "metadata": [{"key", "type" ("u32", "str", "arr[str]", ...), "value" (JSON),
+ * "text" (the value as text, arrays abbreviated after 8)}], "tensors": [{"name", "type", "shape",
+ * "bytes", "offset"}]} (no tensor data is read). Size-negotiating: returns the length, or -needed
+ * when buf is too small (call again), or LOOM_SIZE_ERROR on error. */
+LOOM_API int32_t loom_gguf_describe(const char * path, char * buf, size_t buf_size);
+
+/* The target types of loom_model_quantize ("Q4_0, Q4_1, ..."), snprintf-style. */
+LOOM_API int32_t loom_quantize_types(char * buf, size_t buf_size);
+/* Called once per tensor with a JSON object {"index", "count", "name", "type", "out_type",
+ * "fallback", "shape", "bytes", "out_bytes"}. */
+typedef void (*loom_quantize_progress_callback)(const char * tensor_json, void * user_data);
+/* Quantizes a GGUF file (F32 / F16 / BF16 weights; llama-quantize's type mixes, no imatrix) into
+ * output, written atomically. params_json: {"type": "Q4_K_M" (required), "threads": 0,
+ * "allow_requantize": false, "llama_order": false}. On success summary_json (may be NULL) gets
+ * {"file_type", "file_type_name", "converted", "fallback", "copied", "input_bytes"} snprintf-style
+ * (truncated if small). Returns a status. */
+LOOM_API int32_t loom_model_quantize(const char * input, const char * output, const char * params_json,
+                                     loom_quantize_progress_callback progress, void * user_data,
+                                     char * summary_json, size_t summary_size);
+
+/* Renders a Jinja2 chat template with a JSON object as its context (key order kept; an absent key
+ * is undefined, null is none). now_unix >= 0: strftime_now() renders that instant (UTC) instead of
+ * the clock. Size-negotiating as loom_gguf_describe. */
+LOOM_API int32_t loom_template_render(const char * template_source, const char * context_json, int64_t now_unix,
+                                      char * buf, size_t buf_size);
+
+/* ---- the machine ----------------------------------------------------------------------------- */
+
+/* CPU features and the kernels in use: "AVX2 = 1 | AVX512 = 1 | ... | kernels = avx512"; static. */
+LOOM_API const char * loom_system_info(void);
+/* Threads a context uses by default (n_threads 0): the cores loom may run on. */
+LOOM_API int32_t loom_cpu_count(void);
 
 #ifdef __cplusplus
 }

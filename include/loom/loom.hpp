@@ -127,16 +127,58 @@ class Model {
     return buf;
   }
 
+  int32_t n_layer() const { return loom_model_n_layer(handle()); }
+  bool is_recurrent() const { return loom_model_is_recurrent(handle()); }
+  bool has_encoder() const { return loom_model_has_encoder(handle()); }
+  bool has_decoder() const { return loom_model_has_decoder(handle()); }
+  Token decoder_start() const { return loom_model_decoder_start_token(handle()); }
+  int32_t pooling_type() const { return loom_model_pooling_type(handle()); }  // LOOM_POOLING_*
+  int32_t n_cls_out() const { return loom_model_n_cls_out(handle()); }
+  std::vector<std::string> cls_labels() const {
+    std::vector<std::string> out;
+    for (int32_t i = 0;; ++i) {
+      const int32_t n = loom_model_cls_label(handle(), i, nullptr, 0);
+      if (n < 0) break;
+      std::string l(size_t(n) + 1, '\0');
+      loom_model_cls_label(handle(), i, l.data(), l.size());
+      l.resize(size_t(n));
+      out.push_back(std::move(l));
+    }
+    return out;
+  }
+  uint64_t decode_weight_bytes() const { return loom_model_decode_weight_bytes(handle()); }
+
   Token bos() const { return loom_token_bos(handle()); }
   Token eos() const { return loom_token_eos(handle()); }
   bool is_eog(Token t) const { return loom_token_is_eog(handle(), t); }
+  bool add_bos() const { return loom_add_bos_token(handle()); }
 
   Expected<std::vector<Token>> tokenize(const std::string& text, bool add_special = true, bool parse_special = false) const {
-    std::vector<Token> ids(text.size() + 8);
-    int32_t n = loom_tokenize(handle(), text.data(), int32_t(text.size()), ids.data(), int32_t(ids.size()), add_special, parse_special);
+    return detail_tokens(text.size() + 8, [&](Token* ids, int32_t cap) {
+      return loom_tokenize(handle(), text.data(), int32_t(text.size()), ids, cap, add_special, parse_special);
+    });
+  }
+  // A rendered chat prompt as the chat path tokenizes it (loom_tokenize_chat).
+  Expected<std::vector<Token>> tokenize_chat(const std::string& rendered) const {
+    return detail_tokens(rendered.size() + 8, [&](Token* ids, int32_t cap) {
+      return loom_tokenize_chat(handle(), rendered.data(), int32_t(rendered.size()), ids, cap);
+    });
+  }
+  // A reranker's (query, document) input (loom_tokenize_rerank).
+  Expected<std::vector<Token>> tokenize_rerank(const std::string& query, const std::string& document) const {
+    return detail_tokens(query.size() + document.size() + 8, [&](Token* ids, int32_t cap) {
+      return loom_tokenize_rerank(handle(), query.data(), int32_t(query.size()), document.data(),
+                                  int32_t(document.size()), ids, cap);
+    });
+  }
+  // Runs a size-negotiating token function (internal helper).
+  template <typename F>
+  static Expected<std::vector<Token>> detail_tokens(size_t guess, F&& f) {
+    std::vector<Token> ids(guess);
+    int32_t n = f(ids.data(), int32_t(ids.size()));
     if (n < 0 && n != LOOM_SIZE_ERROR) {
       ids.resize(size_t(-n));
-      n = loom_tokenize(handle(), text.data(), int32_t(text.size()), ids.data(), int32_t(ids.size()), add_special, parse_special);
+      n = f(ids.data(), int32_t(ids.size()));
     }
     if (n < 0) return Status::last(LOOM_ERR_INVALID_ARGUMENT);
     ids.resize(size_t(n));
@@ -157,7 +199,12 @@ class Model {
   std::string piece(Token t, bool special = false) const {
     char buf[128];
     const int32_t n = loom_token_to_piece(handle(), t, buf, sizeof buf, 0, special);
-    return n > 0 ? std::string(buf, size_t(n)) : std::string();
+    if (n >= 0) return std::string(buf, size_t(n));
+    if (n == LOOM_SIZE_ERROR) return std::string();
+    std::string big(size_t(-n), '\0');
+    const int32_t m = loom_token_to_piece(handle(), t, big.data(), int32_t(big.size()), 0, special);
+    big.resize(m > 0 ? size_t(m) : 0);
+    return big;
   }
 
   // A chat request (JSON with "messages", "tools", ...) rendered with the model's template:
@@ -187,6 +234,16 @@ class Model {
       buf.assign(size_t(-n) + 1, '\0');
     }
     return Status(LOOM_ERR_INTERNAL, "result size changed");
+  }
+  // The same for snprintf-style functions (-1 on error, else the full length).
+  template <typename F>
+  static Expected<std::string> detail_snprintf(F&& f) {
+    const int32_t n = f(nullptr, 0);
+    if (n < 0) return Status::last(LOOM_ERR_INVALID_ARGUMENT);
+    std::string out(size_t(n) + 1, '\0');
+    f(out.data(), out.size());
+    out.resize(size_t(n));
+    return out;
   }
 
  private:
@@ -234,6 +291,11 @@ class Batch {
   ~Batch() { loom_batch_free(&b_); }
   Batch(const Batch&) = delete;
   Batch& operator=(const Batch&) = delete;
+  Batch(Batch&& o) noexcept : b_(o.b_), cap_(o.cap_), n_seq_max_(o.n_seq_max_) {
+    o.b_ = loom_batch{};
+    o.cap_ = 0;
+  }
+  Batch& operator=(Batch&&) = delete;
   void clear() { b_.n_tokens = 0; }
   int32_t size() const { return b_.n_tokens; }
   // Adds a token at `pos` for the given sequences; false when the batch is full.
@@ -248,6 +310,15 @@ class Batch {
     b_.logits[i] = logits;
     return true;
   }
+  bool add(Token t, int32_t pos, int32_t seq, bool logits) { return add(t, pos, {seq}, logits); }
+  // Tokens at positions pos0, pos0 + 1, ... of one sequence; false when they do not fit.
+  bool add_tokens(const Token* ids, size_t n, int32_t pos0, int32_t seq = 0, bool all_logits = false) {
+    for (size_t i = 0; i < n; ++i) {
+      if (!add(ids[i], pos0 + int32_t(i), seq, all_logits)) return false;
+    }
+    return true;
+  }
+  int32_t capacity() const { return cap_; }
   // Asks for the logits of the last token added (a prompt's end).
   void set_logits_last() {
     if (b_.n_tokens > 0) b_.logits[b_.n_tokens - 1] = 1;
@@ -270,8 +341,37 @@ class Context {
     if (!c) return Status::last(LOOM_ERR_INVALID_ARGUMENT);
     return Context(c);
   }
+  // With options the params struct does not hold, as JSON (loom_context_new_ext): {"kv_unified": true}.
+  static Expected<Context> create(const Model& model, const ContextParams& params, const std::string& options_json) {
+    loom_context* c = loom_context_new_ext(model.handle(), &params.p, options_json.c_str());
+    if (!c) return Status::last(LOOM_ERR_INVALID_ARGUMENT);
+    return Context(c);
+  }
   loom_context* handle() const { return c_.get(); }
   int32_t n_ctx() const { return loom_n_ctx(handle()); }
+  int32_t n_batch() const { return loom_n_batch(handle()); }
+  int32_t n_ubatch() const { return loom_n_ubatch(handle()); }
+  int32_t n_vocab() const { return loom_n_vocab(handle()); }
+  int32_t n_embd() const { return loom_n_embd(handle()); }
+  int32_t pooling() const { return loom_pooling_type(handle()); }  // LOOM_POOLING_*
+  bool causal() const { return loom_causal_attn(handle()); }
+  loom_perf_data perf() const { return loom_perf_get(handle()); }
+  Status encode(const Batch& b) { return result(loom_encode(handle(), b.get())); }
+  const float* embeddings(int32_t i) const { return loom_get_embeddings_ith(handle(), i); }
+  Status seq_add(int32_t seq, int32_t p0, int32_t p1, int32_t delta) {
+    return code(loom_kv_seq_add(handle(), seq, p0, p1, delta));
+  }
+  // Restores a state file; returns the tokens it holds.
+  Expected<std::vector<Token>> load_state(const std::string& path) {
+    size_t n = 0;
+    int32_t rc = loom_state_load_file(handle(), path.c_str(), nullptr, 0, &n);
+    if (rc != LOOM_OK) return Status::last(rc);
+    std::vector<Token> ids(n);
+    rc = loom_state_load_file(handle(), path.c_str(), ids.data(), ids.size(), &n);
+    if (rc != LOOM_OK) return Status::last(rc);
+    ids.resize(n);
+    return ids;
+  }
 
   // LOOM_DECODE_NO_KV_SLOT (1) and LOOM_DECODE_ABORTED (2) are statuses too: the cache is unchanged.
   Status decode(const Batch& b) { return result(loom_decode(handle(), b.get())); }
@@ -317,13 +417,167 @@ class Sampler {
     if (t != LOOM_TOKEN_NULL) loom_sampler_accept(s_.get(), t);
     return t;
   }
+  // Samples from a row of logits without accepting; LOOM_TOKEN_NULL when the grammar admits none.
+  Token pick(const float* logits, int32_t n_vocab) { return loom_sampler_sample_logits(s_.get(), logits, n_vocab); }
+  Status accept(Token t) { return code(loom_sampler_accept(s_.get(), t)); }
+  // Into the penalties' history only (a prompt).
+  Status accept_history(const std::vector<Token>& ids) {
+    return code(loom_sampler_accept_history(s_.get(), ids.data(), int32_t(ids.size())));
+  }
+  bool has_grammar() const { return loom_sampler_has_grammar(s_.get()); }
+  bool grammar_can_end() const { return loom_sampler_grammar_can_end(s_.get()); }
   bool grammar_done() const { return loom_sampler_grammar_done(s_.get()); }
   void reset() { loom_sampler_reset(s_.get()); }
 
  private:
   explicit Sampler(loom_sampler* s) : s_(s, loom_sampler_free) {}
+  static Status code(int32_t rc) { return rc == LOOM_OK ? Status::ok() : Status::last(rc); }
   std::shared_ptr<loom_sampler> s_;
 };
+
+// Text of generated tokens as they come, in whole UTF-8 characters (loom_detokenizer_*).
+class Detokenizer {
+ public:
+  static Expected<Detokenizer> create(const Model& model, uint32_t flags = LOOM_DETOK_CONTINUATION) {
+    loom_detokenizer* d = loom_detokenizer_new(model.handle(), flags);
+    if (!d) return Status::last(LOOM_ERR_INVALID_ARGUMENT);
+    return Detokenizer(d);
+  }
+  Expected<std::string> push(Token t) {
+    const char* text = nullptr;
+    size_t len = 0;
+    const int32_t rc = loom_detokenizer_push(d_.get(), t, &text, &len);
+    if (rc != LOOM_OK) return Status::last(rc);
+    return std::string(text, len);
+  }
+  std::string flush() {
+    const char* text = nullptr;
+    size_t len = 0;
+    if (loom_detokenizer_flush(d_.get(), &text, &len) != LOOM_OK) return {};
+    return std::string(text, len);
+  }
+  void reset() { loom_detokenizer_reset(d_.get()); }
+
+ private:
+  explicit Detokenizer(loom_detokenizer* d) : d_(d, loom_detokenizer_free) {}
+  std::shared_ptr<loom_detokenizer> d_;
+};
+
+// ---- speculative decoding --------------------------------------------------------------------
+
+class Drafter {
+ public:
+  // Prompt lookup (no second model).
+  static Expected<Drafter> lookup(int32_t ngram_max, int32_t ngram_min = 1) {
+    loom_drafter* d = loom_drafter_lookup_new(ngram_max, ngram_min);
+    if (!d) return Status::last(LOOM_ERR_INVALID_ARGUMENT);
+    return Drafter(d);
+  }
+  // A draft model with the target's vocabulary (checked).
+  static Expected<Drafter> model(const Model& draft, const Model& target, const ContextParams& params, float p_min) {
+    loom_drafter* d = loom_drafter_model_new(draft.handle(), target.handle(), &params.p, p_min);
+    if (!d) return Status::last(LOOM_ERR_INVALID_ARGUMENT);
+    return Drafter(d);
+  }
+  Expected<std::vector<Token>> draft(const std::vector<Token>& history, int32_t n_max) {
+    std::vector<Token> out(size_t(n_max > 0 ? n_max : 0));
+    const int32_t n = loom_drafter_draft(d_.get(), history.data(), int32_t(history.size()), n_max, out.data());
+    if (n < 0) return Status::last(n);
+    out.resize(size_t(n));
+    return out;
+  }
+  std::string describe() const {
+    auto s = Model::detail_snprintf([&](char* b, size_t n) { return loom_drafter_describe(d_.get(), b, n); });
+    return s ? *s : std::string();
+  }
+
+ private:
+  explicit Drafter(loom_drafter* d) : d_(d, loom_drafter_free) {}
+  std::shared_ptr<loom_drafter> d_;
+};
+
+struct SpecPick {
+  Token token = LOOM_TOKEN_NULL;
+  bool emit = true;
+  bool stop = false;
+};
+struct SpecRound {
+  std::vector<Token> tokens;  // emitted, in order
+  int32_t drafted = 0, accepted = 0;
+  bool stopped = false;
+};
+// One verification round (loom_speculative_round): `pick` gets each row's logits (n_vocab floats)
+// and returns what the caller's sampler chose, or a Status that ends the round with it.
+inline Expected<SpecRound> speculative_round(Context& ctx, int32_t seq, const std::vector<Token>& history,
+                                             const std::vector<Token>& draft,
+                                             const std::function<Expected<SpecPick>(const float*, int32_t)>& pick) {
+  struct Call {
+    const std::function<Expected<SpecPick>(const float*, int32_t)>* pick;
+    Status error;
+  } call{&pick, Status::ok()};
+  auto trampoline = [](const float* logits, int32_t n_vocab, loom_spec_pick* out, void* user) -> int32_t {
+    auto* c = static_cast<Call*>(user);
+    try {
+      Expected<SpecPick> p = (*c->pick)(logits, n_vocab);
+      if (!p) {
+        c->error = p.status();
+        return p.status().code() < 0 ? p.status().code() : LOOM_ERR_ABORTED;
+      }
+      *out = loom_spec_pick{p->token, p->emit, p->stop};
+      return LOOM_OK;
+    } catch (const std::exception& e) {
+      c->error = Status(LOOM_ERR_INTERNAL, e.what());
+      return LOOM_ERR_INTERNAL;
+    }
+  };
+  SpecRound r;
+  r.tokens.resize(draft.size() + 1);
+  r.drafted = int32_t(draft.size());
+  int32_t n_out = 0;
+  const int32_t rc = loom_speculative_round(ctx.handle(), seq, history.data(), int32_t(history.size()), draft.data(),
+                                            int32_t(draft.size()), trampoline, &call, r.tokens.data(), &n_out,
+                                            &r.accepted, &r.stopped);
+  if (rc != LOOM_OK) return call.error.is_ok() ? Status::last(rc) : call.error;
+  r.tokens.resize(size_t(n_out));
+  return r;
+}
+
+// ---- files and the machine -------------------------------------------------------------------
+
+inline Expected<std::string> json_schema_to_grammar(const std::string& schema_json) {
+  return Model::detail_snprintf([&](char* b, size_t n) { return loom_json_schema_to_grammar(schema_json.c_str(), b, n); });
+}
+// A GGUF file's metadata and tensor table as JSON (loom_gguf_describe).
+inline Expected<std::string> gguf_describe(const std::string& path) {
+  return Model::detail_json([&](char* b, size_t n) { return loom_gguf_describe(path.c_str(), b, n); });
+}
+// Renders a Jinja2 template with a JSON object as context (loom_template_render).
+inline Expected<std::string> render_template(const std::string& source, const std::string& context_json,
+                                             int64_t now_unix = -1) {
+  return Model::detail_json([&](char* b, size_t n) {
+    return loom_template_render(source.c_str(), context_json.c_str(), now_unix, b, n);
+  });
+}
+inline std::string quantize_types() {
+  auto s = Model::detail_snprintf([](char* b, size_t n) { return loom_quantize_types(b, n); });
+  return s ? *s : std::string();
+}
+// Quantizes a GGUF file (loom_model_quantize); `progress` gets one JSON object per tensor. Returns
+// the summary JSON.
+inline Expected<std::string> quantize(const std::string& input, const std::string& output, const std::string& params_json,
+                                      const std::function<void(const std::string&)>& progress = {}) {
+  const std::function<void(const std::string&)>* p = progress ? &progress : nullptr;
+  char summary[1024];
+  loom_quantize_progress_callback cb = nullptr;
+  if (p) cb = [](const char* j, void* u) { (*static_cast<const std::function<void(const std::string&)>*>(u))(j); };
+  const int32_t rc = loom_model_quantize(input.c_str(), output.c_str(), params_json.c_str(), cb,
+                                         const_cast<std::function<void(const std::string&)>*>(p), summary,
+                                         sizeof summary);
+  if (rc != LOOM_OK) return Status::last(rc);
+  return std::string(summary);
+}
+inline std::string system_info() { return loom_system_info(); }
+inline int32_t cpu_count() { return loom_cpu_count(); }
 
 // ---- the scheduler ---------------------------------------------------------------------------
 

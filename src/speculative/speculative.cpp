@@ -160,7 +160,8 @@ Expected<SpecRound> speculative_round(Context& ctx, int seq, std::span<const int
   }
   // Cells kept: history[0 .. n-1] and the accepted draft tokens before the last emitted token,
   // i.e. positions < n - 1 + tokens.size() (all of the history when nothing was emitted).
-  const int keep = r.tokens.empty() ? n : n - 1 + int(r.tokens.size());
+  // A failed pick leaves the cache as before the round: history.back() pending again.
+  const int keep = !failed.is_ok() ? n - 1 : r.tokens.empty() ? n : n - 1 + int(r.tokens.size());
   if (keep < n + m) LOOM_RETURN_IF_ERROR(ctx.seq_rm(seq, keep, -1));
   if (!failed.is_ok()) return failed;
   return r;

@@ -95,7 +95,8 @@ struct SpecRound {
 // called for rows in order until a pick differs from the draft, stops, or the rows run out.
 // After: the context holds history + tokens except the last token (which is pending, as before),
 // or, when no token was emitted, the whole history. The draft must fit: n - 1 + draft.size() <
-// ctx.n_ctx() (kInvalidArgument otherwise). On a failed decode the context is as before.
+// ctx.n_ctx() (kInvalidArgument otherwise). On a failed decode, or a pick that returns an error
+// (which the round returns), the cache is as before (the outputs are not).
 Expected<SpecRound> speculative_round(Context& ctx, int seq, std::span<const int32_t> history,
                                       std::span<const int32_t> draft, const SpecPickFn& pick);
 

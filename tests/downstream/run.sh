@@ -61,5 +61,6 @@ for d in libhwy libpcre2-8 libstdc++6 libc6; do
 done
 dpkg -x "$deb" "$work/root"
 check deb-loom "$(LD_LIBRARY_PATH="$work/root/usr/lib" "$work/root/usr/bin/loom" generate -m "$model" -p "$prompt" -n "$n" --temp 0 -t 1 2>/dev/null)"
-"$work/root/usr/bin/loom" --version | grep -q "loom 0.2.0 (git " || { echo "FAIL: loom --version" >&2; exit 1; }
+version=$(sed -n 's/^project(loom VERSION \([0-9.]*\).*/\1/p' "$src/CMakeLists.txt")
+"$work/root/usr/bin/loom" --version | grep -q "loom $version (git " || { echo "FAIL: loom --version (want $version)" >&2; exit 1; }
 echo "downstream: all passed ($(basename "$deb"): Depends: $deps)"

@@ -190,13 +190,14 @@ TEST(Speculative, ARoundThatCannotRunChangesNothing) {
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(ctx->kv().used(), used);
   EXPECT_FALSE(speculative_round(*ctx, 0, {}, {}, pick).has_value());
-  // A pick that fails: its error, and the cache keeps only the history.
+  // A pick that fails: its error, and the cache as before the round (history.back() pending).
   auto bad = [](std::span<const float>) -> Expected<SpecPick> { return invalid_argument("no token fits"); };
   const std::vector<int32_t> draft = {7, 8, 9};
   r = speculative_round(*ctx, 0, h, draft, bad);
   ASSERT_FALSE(r.has_value());
   EXPECT_EQ(r.status().message(), "no token fits");
-  EXPECT_EQ(ctx->kv().used(), int(h.size()));
+  EXPECT_EQ(ctx->kv().used(), used);
+  EXPECT_EQ(ctx->kv().seq_pos_max(0), int(h.size()) - 2);
 }
 
 }  // namespace

@@ -8,12 +8,13 @@
 #if defined(__linux__)
 #include <sys/mman.h>
 #endif
+#include <chrono>
 #include <memory>
+#include <string>
+#include <thread>
 #include <vector>
 
-#include "base/cpu.h"
-#include "base/threadpool.h"
-#include "base/timer.h"
+#include "loom/loom.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -67,6 +68,20 @@ __attribute__((target("avx2"))) uint64_t read_avx2(const uint8_t* p, size_t n) {
 }
 #endif
 
+// Runs f(ith, nth) on nth threads (the caller is thread 0) and waits for all of them.
+template <typename F>
+void run_on_threads(int nth, F&& f) {
+  std::vector<std::thread> workers;
+  workers.reserve(size_t(nth - 1));
+  for (int i = 1; i < nth; ++i) workers.emplace_back([&f, i, nth] { f(i, nth); });
+  f(0, nth);
+  for (auto& w : workers) w.join();
+}
+
+int64_t now_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
 struct FreeAligned {
   void operator()(uint8_t* p) const { std::free(p); }
 };
@@ -89,11 +104,12 @@ MemBandwidth measure_read_bandwidth(size_t bytes, int threads, int passes) {
 
   bool use_avx2 = false;
 #if defined(__x86_64__)
-  use_avx2 = cpu_features().avx2;
+  // The library's CPU detection, which LOOM_FORCE_SCALAR turns off.
+  const std::string info = loom_system_info();
+  use_avx2 = info.find("SIMD = 1") != std::string::npos && info.find("AVX2 = 1") != std::string::npos;
 #endif
   r.kernel = use_avx2 ? "avx2" : "scalar";
 
-  ThreadPool pool(r.threads);
   uint8_t* base = buf.get();
   // Each thread writes its own slice first, so pages are faulted in (and, on NUMA machines,
   // placed) by the thread that later reads them.
@@ -103,7 +119,7 @@ MemBandwidth measure_read_bandwidth(size_t bytes, int threads, int passes) {
     end = n_lines * size_t(ith + 1) / size_t(nth) * 256;
     if (ith == nth - 1) end = r.bytes;
   };
-  pool.run_on_threads([&](int ith, int nth) {
+  run_on_threads(r.threads, [&](int ith, int nth) {
     size_t b = 0, e = 0;
     slice(ith, nth, b, e);
     std::memset(base + b, 0x3F, e - b);
@@ -113,7 +129,7 @@ MemBandwidth measure_read_bandwidth(size_t bytes, int threads, int passes) {
   double best_s = 0.0;
   for (int pass = 0; pass < r.passes; ++pass) {
     const int64_t t0 = now_us();
-    pool.run_on_threads([&](int ith, int nth) {
+    run_on_threads(r.threads, [&](int ith, int nth) {
       size_t b = 0, e = 0;
       slice(ith, nth, b, e);
 #if defined(__x86_64__)

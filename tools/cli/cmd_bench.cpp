@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -32,13 +33,21 @@
 #include <vector>
 
 #include "bandwidth.h"
-#include "base/cpu.h"
-#include "base/timer.h"
 #include "commands.h"
-#include "context/context.h"
 
 namespace loom::cli {
 namespace {
+
+using api::Status;
+
+int64_t now_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+#define BENCH_TRY(expr)                   \
+  do {                                    \
+    if (Status st_ = (expr); !st_) return st_; \
+  } while (0)
 
 double median(std::vector<double> xs) {
   if (xs.empty()) return 0.0;
@@ -104,43 +113,47 @@ void register_bench(CLI::App& app, int& exit_code) {
     exit_code = 1;
     auto model = load_model_or_report(o->model);
     if (!model) return;
-    const ModelHparams& hp = model->hparams();
-    const int n_threads = o->threads > 0 ? o->threads : cpu_count();
+    const int n_threads = o->threads > 0 ? o->threads : api::cpu_count();
     const int np = o->parallel;
     const bool par = np > 1;
-    const bool enc_dec = hp.arch == Arch::kT5;
-    if (enc_dec && par) { fail(unsupported("--parallel is not supported for encoder-decoder models")); return; }
-    const int n_enc = enc_dec ? (o->n_prompt > 0 ? o->n_prompt : int(std::min<int64_t>(512, hp.n_ctx_train))) : 0;
+    const bool enc_dec = model->has_encoder() && model->has_decoder();
+    if (enc_dec && par) { fail("--parallel is not supported for encoder-decoder models"); return; }
+    const int n_enc = enc_dec ? (o->n_prompt > 0 ? o->n_prompt : int(std::min<int64_t>(512, model->n_ctx_train()))) : 0;
     // Parallel: every sequence holds its prompt, the extra depth and its generated tokens at once.
     const int64_t n_ctx64 = par ? std::max<int64_t>(int64_t(np) * (int64_t(o->n_prompt) + o->depth + o->n_gen), 1)
                                 : std::max<int64_t>({int64_t(o->n_prompt), int64_t(o->depth) + o->n_gen, 1});
     const int64_t n_ubatch = par ? std::min<int64_t>(std::max<int64_t>(int64_t(np) * o->n_prompt, np), 512)
                                  : (o->n_prompt > 0 ? o->n_prompt : std::max<int64_t>(n_enc, std::min<int64_t>(512, n_ctx64)));
     // The context reserves an n_ubatch × n_ctx attention mask of floats: refuse absurd sizes up front.
-    if (n_ctx64 > (1 << 24) || (!hp.is_recurrent() && n_ubatch * n_ctx64 * int64_t(sizeof(float)) > (int64_t(4) << 30))) {
-      fail(invalid_argument("-p " + std::to_string(o->n_prompt) + " over a context of " + std::to_string(n_ctx64) +
-                            " tokens is too large to measure"));
+    if (n_ctx64 > (1 << 24) || (!model->is_recurrent() && n_ubatch * n_ctx64 * int64_t(sizeof(float)) > (int64_t(4) << 30))) {
+      fail("-p " + std::to_string(o->n_prompt) + " over a context of " + std::to_string(n_ctx64) +
+           " tokens is too large to measure");
       return;
     }
 
-    ContextParams cp;
-    cp.n_ctx = int(n_ctx64);
-    cp.n_batch = cp.n_ubatch = int(n_ubatch);
+    api::ContextParams cp;
+    cp.p.n_ctx = int(n_ctx64);
+    cp.p.n_batch = cp.p.n_ubatch = int(n_ubatch);
     if (par) {
-      cp.n_seq_max = np;
-      cp.n_batch = int(std::max<int64_t>(int64_t(np) * std::max(o->n_prompt, 1), np));
-      cp.kv_unified = true;
+      cp.p.n_seq_max = np;
+      cp.p.n_batch = int(std::max<int64_t>(int64_t(np) * std::max(o->n_prompt, 1), np));
     }
-    cp.n_threads = n_threads;
-    cp.n_threads_batch = n_threads;
-    auto ctx_or = Context::create(model, cp);
-    if (!ctx_or) { fail(ctx_or.status()); return; }
-    Context& ctx = **ctx_or;
+    cp.p.n_threads = n_threads;
+    cp.p.n_threads_batch = n_threads;
+    // Parallel runs use a unified cache: any sequence may use every cell (llama-batched-bench's -kvu).
+    std::optional<api::Context> ctx_or;
+    if (auto c = api::Context::create(*model, cp, par ? R"({"kv_unified": true})" : "{}")) {
+      ctx_or = std::move(*c);
+    } else {
+      fail(c.status());
+      return;
+    }
+    api::Context& ctx = *ctx_or;
 
     // Random valid ids, fixed seed; BOS first as llama-bench does.
     std::mt19937 rng(1234567u);
-    const int32_t n_vocab = int32_t(hp.n_vocab);
-    const int32_t bos = model->vocab().bos();
+    const int32_t n_vocab = model->n_vocab();
+    const int32_t bos = model->bos();
     auto random_tokens = [&](int n, bool with_bos) {
       std::vector<int32_t> t(size_t(std::max(n, 0)));
       for (size_t i = 0; i < t.size(); ++i) t[i] = int32_t(rng() % uint32_t(n_vocab));
@@ -149,41 +162,51 @@ void register_bench(CLI::App& app, int& exit_code) {
     };
 
     std::vector<double> pp_dec_runs;
+    // A batch of one sequence's tokens from position pos0, logits for the last only.
+    auto batch_of = [](const std::vector<int32_t>& toks, size_t from, size_t n, int32_t pos0) {
+      api::Batch b(int32_t(std::max<size_t>(n, 1)));
+      b.add_tokens(toks.data() + from, n, pos0);
+      b.set_logits_last();
+      return b;
+    };
     auto run_pp = [&](double& tps) -> Status {
       ctx.kv_clear();
       const std::vector<int32_t> toks = random_tokens(o->n_prompt, true);
-      const Batch b = Batch::from_tokens(toks, 0);
+      const api::Batch b = batch_of(toks, 0, toks.size(), 0);
       if (enc_dec) {
         int64_t t0 = now_us();
-        LOOM_RETURN_IF_ERROR(ctx.encode(b));
+        BENCH_TRY(ctx.encode(b));
         tps = double(o->n_prompt) * 1e6 / double(std::max<int64_t>(1, now_us() - t0));
         t0 = now_us();
-        LOOM_RETURN_IF_ERROR(ctx.decode(b));
+        BENCH_TRY(ctx.decode(b));
         pp_dec_runs.push_back(double(o->n_prompt) * 1e6 / double(std::max<int64_t>(1, now_us() - t0)));
         return Status::ok();
       }
       const int64_t t0 = now_us();
-      LOOM_RETURN_IF_ERROR(ctx.decode(b));
+      BENCH_TRY(ctx.decode(b));
       const int64_t dt = std::max<int64_t>(1, now_us() - t0);
       tps = double(o->n_prompt) * 1e6 / double(dt);
       return Status::ok();
     };
     auto run_tg = [&](double& tps) -> Status {
       ctx.kv_clear();
-      if (enc_dec) LOOM_RETURN_IF_ERROR(ctx.encode(Batch::from_tokens(random_tokens(n_enc, true), 0)));
+      if (enc_dec) {
+        const std::vector<int32_t> enc = random_tokens(n_enc, true);
+        BENCH_TRY(ctx.encode(batch_of(enc, 0, enc.size(), 0)));
+      }
       // Fill the cache to the depth (not timed), in batches of n_ubatch.
       const std::vector<int32_t> fill = random_tokens(o->depth, true);
       for (int i = 0; i < o->depth; i += ctx.n_ubatch()) {
         const int n = std::min(ctx.n_ubatch(), o->depth - i);
-        LOOM_RETURN_IF_ERROR(ctx.decode(Batch::from_tokens(std::span(fill).subspan(size_t(i), size_t(n)), i)));
+        BENCH_TRY(ctx.decode(batch_of(fill, size_t(i), size_t(n), i)));
       }
       const std::vector<int32_t> toks = random_tokens(o->n_gen, o->depth == 0);
-      Batch b = Batch::from_tokens(std::span(toks).first(1), o->depth);
+      api::Batch b(1);
       const int64_t t0 = now_us();
       for (int i = 0; i < o->n_gen; ++i) {
-        b.tokens[0] = toks[size_t(i)];
-        b.pos[0] = o->depth + i;
-        LOOM_RETURN_IF_ERROR(ctx.decode(b));
+        b.clear();
+        b.add(toks[size_t(i)], o->depth + i, 0, true);
+        BENCH_TRY(ctx.decode(b));
       }
       const int64_t dt = std::max<int64_t>(1, now_us() - t0);
       tps = double(o->n_gen) * 1e6 / double(dt);
@@ -193,30 +216,31 @@ void register_bench(CLI::App& app, int& exit_code) {
     // --parallel: N prompts in one batch (pp), then N tokens per decode (tg).
     auto run_par = [&](double& pp_tps, double& tg_tps) -> Status {
       ctx.kv_clear();
-      Batch b;
+      api::Batch b(std::max(1, np * o->n_prompt));
       for (int s = 0; s < np; ++s) {
         const std::vector<int32_t> toks = random_tokens(o->n_prompt + o->depth, true);
-        for (int i = 0; i < o->n_prompt; ++i) b.add(toks[size_t(i)], i, {s}, i == o->n_prompt - 1);
+        for (int i = 0; i < o->n_prompt; ++i) b.add(toks[size_t(i)], i, s, i == o->n_prompt - 1);
       }
       int64_t t0 = now_us();
-      if (b.size() > 0) LOOM_RETURN_IF_ERROR(ctx.decode(b));
+      if (b.size() > 0) BENCH_TRY(ctx.decode(b));
       pp_tps = double(np) * o->n_prompt * 1e6 / double(std::max<int64_t>(1, now_us() - t0));
       // Extra depth per sequence (not timed).
       for (int d = 0; d < o->depth; d += std::max(1, ctx.n_ubatch() / np)) {
-        Batch f;
         const int n = std::min(std::max(1, ctx.n_ubatch() / np), o->depth - d);
+        api::Batch f(n * np);
         for (int s = 0; s < np; ++s) {
           const std::vector<int32_t> toks = random_tokens(n, false);
-          for (int i = 0; i < n; ++i) f.add(toks[size_t(i)], o->n_prompt + d + i, {s}, false);
+          for (int i = 0; i < n; ++i) f.add(toks[size_t(i)], o->n_prompt + d + i, s, false);
         }
-        LOOM_RETURN_IF_ERROR(ctx.decode(f));
+        BENCH_TRY(ctx.decode(f));
       }
       const int start = o->n_prompt + o->depth;
+      api::Batch d(np);
       t0 = now_us();
       for (int k = 0; k < o->n_gen; ++k) {
-        Batch d;
-        for (int s = 0; s < np; ++s) d.add(int32_t(rng() % uint32_t(n_vocab)), start + k, {s}, true);
-        LOOM_RETURN_IF_ERROR(ctx.decode(d));
+        d.clear();
+        for (int s = 0; s < np; ++s) d.add(int32_t(rng() % uint32_t(n_vocab)), start + k, s, true);
+        BENCH_TRY(ctx.decode(d));
       }
       tg_tps = double(np) * o->n_gen * 1e6 / double(std::max<int64_t>(1, now_us() - t0));
       return Status::ok();
@@ -257,23 +281,21 @@ void register_bench(CLI::App& app, int& exit_code) {
     // averaged over the run, per sequence; a recurrent model reads its sequence's state instead,
     // whatever the depth.
     double kv_bytes = 0.0;
-    if (const RecurrentCache* rs = ctx.recurrent_cache()) {
-      kv_bytes = o->n_gen > 0 ? double(rs->seq_state_bytes()) : 0.0;
+    if (model->is_recurrent()) {
+      kv_bytes = o->n_gen > 0 ? double(loom_recurrent_seq_state_bytes(ctx.handle())) : 0.0;
     } else {
-      const KvView& kvv = ctx.kv().view();
-      const double n_attn_layers = double(enc_dec ? hp.n_dec_layer : hp.n_layer);
-      const double kv_row = n_attn_layers * double(kvv.k_row_bytes + kvv.v_row_bytes);
+      const double kv_row = double(loom_kv_cell_bytes(ctx.handle()));  // K + V of one cell, every layer
       const double avg_cells =
           o->n_gen > 0 ? double(o->depth + (par ? o->n_prompt : 0)) + double(o->n_gen + 1) / 2.0 : 0.0;
       kv_bytes = kv_row * avg_cells;
       // T5: each step also reads the cross-attention K/V of the encoder's tokens (cache types).
-      if (enc_dec && o->n_gen > 0) kv_bytes += n_attn_layers * double(n_enc) * double(kvv.k_row_bytes + kvv.v_row_bytes);
+      if (enc_dec && o->n_gen > 0) kv_bytes += double(n_enc) * kv_row;
     }
     const double weight_bytes = double(model->decode_weight_bytes());
     // A parallel step reads the weights once and every sequence's KV: tg_tps / N steps per second.
     const double tg_gbps = (weight_bytes + kv_bytes * np) * (tg_tps / np) / 1e9;
 
-    ctx_or->reset();  // free the context (KV cache, scratch) before the 1 GiB pass
+    ctx_or.reset();  // free the context (KV cache, scratch) before the 1 GiB pass
     MemBandwidth bw;
     if (o->bw_mib > 0) bw = measure_read_bandwidth(size_t(o->bw_mib) << 20, n_threads, o->bw_passes);
     const double fraction = bw.gbps > 0.0 ? tg_gbps / bw.gbps : 0.0;
@@ -317,7 +339,7 @@ void register_bench(CLI::App& app, int& exit_code) {
       std::cout << j.dump() << "\n";
     } else {
       std::printf("model    %s: %s, %.2f M params, %s of weights read per token\n", name.c_str(),
-                  hp.arch_name.c_str(), double(model->n_params()) / 1e6, human_bytes(weight_bytes).c_str());
+                  model->arch().c_str(), double(model->n_params()) / 1e6, human_bytes(weight_bytes).c_str());
       std::printf("threads  %d, median of %d after a warm-up, depth %d", n_threads, o->reps, o->depth);
       if (par) std::printf(", %d sequences decoded together (aggregate tokens/s)", np);
       std::printf("\n");

@@ -28,16 +28,14 @@
 #include <random>
 #include <sstream>
 
-#include "chat/chat_prompt.h"
 #include "commands.h"
-#include "context/context.h"
-#include "sample/sampler.h"
-#include "vocab/stream_detokenizer.h"
 
 namespace loom::cli {
 namespace {
 
-using chat::ChatMessage;
+struct ChatMessage {
+  std::string role, content;
+};
 
 // SIGINTs not yet handled. Set by the signal handler (a lock-free atomic is async-signal-safe).
 std::atomic<int> g_sigint{0};
@@ -133,7 +131,7 @@ struct Opts {
 
 class ChatSession {
  public:
-  ChatSession(const Opts& o, std::shared_ptr<const Model> model, std::unique_ptr<Context> ctx, Sampler sampler)
+  ChatSession(const Opts& o, api::Model model, api::Context ctx, api::Sampler sampler)
       : o_(o), model_(std::move(model)), ctx_(std::move(ctx)), sampler_(std::move(sampler)) {
     reset();
   }
@@ -142,14 +140,14 @@ class ChatSession {
   void reset() {
     messages_.clear();
     if (!o_.system.empty()) messages_.push_back({"system", o_.system});
-    ctx_->kv_clear();
+    ctx_.kv_clear();
     cached_.clear();
   }
 
   enum class TurnEnd { kDone, kInterrupted };
   // One user message and the reply. On error (or a Ctrl-C during the prompt decode) the
   // conversation is left as it was; the KV cache need not be, cached_ says what it holds.
-  Expected<TurnEnd> turn(const std::string& user) {
+  api::Expected<TurnEnd> turn(const std::string& user) {
     std::vector<ChatMessage> before = messages_;
     messages_.push_back({"user", user});
     auto end = run_turn();
@@ -157,22 +155,22 @@ class ChatSession {
     return end;
   }
 
-  Status save(const std::string& path) const {
+  api::Status save(const std::string& path) const {
     nlohmann::ordered_json j = nlohmann::ordered_json::object();
     j["messages"] = nlohmann::ordered_json::array();
     for (const ChatMessage& m : messages_) j["messages"].push_back({{"role", m.role}, {"content", m.content}});
-    LOOM_RETURN_IF_ERROR(ctx_->state_save_file(path, cached_));
+    if (api::Status st = ctx_.save_state(path, cached_); !st) return st;
     const std::string json_path = path + ".json";
     std::ofstream f(json_path, std::ios::binary | std::ios::trunc);
     if (!f) return io_error("cannot write " + json_path);
     f << j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
     f.close();
     if (!f) return io_error("cannot write " + json_path);
-    return Status::ok();
+    return api::Status::ok();
   }
 
   // All or nothing: on error the conversation and the cache are as before.
-  Status load(const std::string& path) {
+  api::Status load(const std::string& path) {
     const std::string json_path = path + ".json";
     std::ifstream f(json_path, std::ios::binary);
     if (!f) return not_found("cannot open " + json_path);
@@ -192,11 +190,11 @@ class ChatSession {
     } catch (const nlohmann::json::exception& e) {
       return corrupt(json_path + ": " + e.what());
     }
-    std::vector<int32_t> tokens;
-    LOOM_RETURN_IF_ERROR(ctx_->state_load_file(path, &tokens));
+    auto tokens = ctx_.load_state(path);
+    if (!tokens) return tokens.status();
     messages_ = std::move(msgs);
-    cached_ = std::move(tokens);
-    return Status::ok();
+    cached_ = std::move(*tokens);
+    return api::Status::ok();
   }
 
   size_t n_messages() const { return messages_.size(); }
@@ -216,21 +214,26 @@ class ChatSession {
   }
 
   // The rendered conversation as tokens, dropping old turns until it fits with room to reply.
-  Expected<std::vector<int32_t>> fit_prompt() {
-    const int n_ctx = ctx_->n_ctx();
+  api::Expected<std::vector<int32_t>> fit_prompt() {
+    const int n_ctx = ctx_.n_ctx();
     const int room = std::max(1, o_.n_predict > 0 ? std::min(o_.n_predict, n_ctx / 2) : n_ctx / 4);
     int dropped = 0;
     for (;;) {
-      LOOM_ASSIGN_OR_RETURN(std::string text, chat::apply_chat_template(*model_, messages_, true));
-      std::vector<int32_t> prompt = chat::tokenize_chat_prompt(model_->vocab(), text);
-      if (prompt.empty()) return invalid_argument("the chat template rendered no tokens");
+      nlohmann::json msgs = nlohmann::json::array();
+      for (const ChatMessage& m : messages_) msgs.push_back({{"role", m.role}, {"content", m.content}});
+      auto text = model_.apply_chat_template(msgs.dump(), true);
+      if (!text) return text.status();
+      auto tokens = model_.tokenize_chat(*text);
+      if (!tokens) return tokens.status();
+      std::vector<int32_t> prompt = std::move(*tokens);
+      if (prompt.empty()) return api::Status(LOOM_ERR_INVALID_ARGUMENT, "the chat template rendered no tokens");
       const bool fits = int(prompt.size()) + room <= n_ctx;
       if (!fits && drop_oldest_turn()) {
         ++dropped;
         continue;
       }
       if (int(prompt.size()) >= n_ctx) {
-        return Status(StatusCode::kResourceExhausted,
+        return api::Status(LOOM_ERR_RESOURCE_EXHAUSTED,
                       "the message needs " + std::to_string(prompt.size()) + " tokens, which does not fit the context of " +
                           std::to_string(n_ctx) + " (use -c)");
       }
@@ -239,58 +242,65 @@ class ChatSession {
     }
   }
 
-  Expected<TurnEnd> run_turn() {
-    LOOM_ASSIGN_OR_RETURN(std::vector<int32_t> prompt, fit_prompt());
-    const Vocab& vocab = model_->vocab();
+  api::Expected<TurnEnd> run_turn() {
+    auto fitted = fit_prompt();
+    if (!fitted) return fitted.status();
+    const std::vector<int32_t> prompt = std::move(*fitted);
 
     // Reuse the cached prefix; the last prompt token is always decoded again for its logits.
     size_t common = 0;
     while (common < cached_.size() && common < prompt.size() && cached_[common] == prompt[common]) ++common;
     if (common == prompt.size()) --common;
     // A recurrent state cannot forget its last tokens: it is reused only when the prompt extends it.
-    if (ctx_->recurrent() && common < cached_.size()) common = 0;
+    if (model_.is_recurrent() && common < cached_.size()) common = 0;
     const size_t reused = common;
-    LOOM_RETURN_IF_ERROR(ctx_->seq_rm(0, int(common), -1));
+    if (api::Status st = ctx_.seq_rm(0, int(common), -1); !st) return st;
     cached_.resize(common);
-    for (size_t i = common; i < prompt.size(); i += size_t(ctx_->n_batch())) {
-      const size_t n = std::min(prompt.size() - i, size_t(ctx_->n_batch()));
-      Status st = ctx_->decode(Batch::from_tokens(std::span(prompt).subspan(i, n), int32_t(i)));
-      if (st.code() == StatusCode::kAborted) return Status(StatusCode::kAborted, "interrupted");
-      LOOM_RETURN_IF_ERROR(st);
+    const size_t step = size_t(std::max(1, ctx_.n_batch()));
+    api::Batch batch{int32_t(step)};
+    for (size_t i = common; i < prompt.size(); i += step) {
+      const size_t n = std::min(prompt.size() - i, step);
+      batch.clear();
+      batch.add_tokens(prompt.data() + i, n, int32_t(i));
+      batch.set_logits_last();
+      api::Status st = ctx_.decode(batch);
+      if (st.code() == LOOM_ERR_ABORTED) return api::Status(LOOM_ERR_ABORTED, "interrupted");
+      if (!st) return st;
       cached_.insert(cached_.end(), prompt.begin() + std::ptrdiff_t(i), prompt.begin() + std::ptrdiff_t(i + n));
     }
 
     sampler_.reset();
-    for (int32_t t : prompt) sampler_.accept(t, /*accept_grammar=*/false);
+    sampler_.accept_history(prompt);
     // The reply is shown and kept in whole UTF-8 characters, with the vocabulary's spacing rules.
-    StreamDetokenizerOptions dopt;
-    dopt.continuation = true;
-    StreamDetokenizer detok(vocab, dopt);
+    auto detok_or = api::Detokenizer::create(model_);
+    if (!detok_or) return detok_or.status();
+    api::Detokenizer& detok = *detok_or;
     std::string reply;
     auto show = [&](const std::string& chunk) {
       reply += chunk;
       emit(chunk);
     };
     TurnEnd end = TurnEnd::kDone;
-    Status error;
+    api::Status error;
     bool cut = false;  // the context filled up
     int n_gen = 0;
     const auto t0 = std::chrono::steady_clock::now();
     while (o_.n_predict < 0 || n_gen < o_.n_predict) {
       if (interrupted()) { end = TurnEnd::kInterrupted; break; }
-      auto logits = ctx_->logits(-1);
-      if (!logits) { error = logits.status(); break; }
-      const int32_t tok = sampler_.sample(*logits);
-      if (tok < 0 || vocab.is_eog(tok)) break;
+      const float* logits = ctx_.logits(-1);
+      if (!logits) { error = api::Status(LOOM_ERR_INTERNAL, last_error()); break; }
+      const int32_t tok = sampler_.pick(logits, ctx_.n_vocab());
+      if (tok < 0 || model_.is_eog(tok)) break;
       sampler_.accept(tok);
       auto chunk = detok.push(tok);
       if (!chunk) { error = chunk.status(); break; }
       show(*chunk);
       if (++n_gen == o_.n_predict) break;  // the last token need not be decoded
-      if (int(cached_.size()) >= ctx_->n_ctx()) { cut = true; break; }
-      int32_t one[1] = {tok};
-      Status st = ctx_->decode(Batch::from_tokens(one, int32_t(cached_.size())));
-      if (st.code() == StatusCode::kAborted) { end = TurnEnd::kInterrupted; break; }
+      if (int(cached_.size()) >= ctx_.n_ctx()) { cut = true; break; }
+      api::Batch one(1);
+      one.add(tok, int32_t(cached_.size()), 0, true);
+      api::Status st = ctx_.decode(one);
+      if (st.code() == LOOM_ERR_ABORTED) { end = TurnEnd::kInterrupted; break; }
       if (!st) { error = st; break; }
       cached_.push_back(tok);
     }
@@ -308,10 +318,14 @@ class ChatSession {
     return end;
   }
 
+  static api::Status io_error(const std::string& msg) { return api::Status(LOOM_ERR_IO, msg); }
+  static api::Status not_found(const std::string& msg) { return api::Status(LOOM_ERR_NOT_FOUND, msg); }
+  static api::Status corrupt(const std::string& msg) { return api::Status(LOOM_ERR_CORRUPT, msg); }
+
   const Opts& o_;
-  std::shared_ptr<const Model> model_;
-  std::unique_ptr<Context> ctx_;
-  Sampler sampler_;
+  api::Model model_;
+  api::Context ctx_;
+  api::Sampler sampler_;
   std::vector<ChatMessage> messages_;
   std::vector<int32_t> cached_;  // the tokens in the KV cache, at positions 0.. of sequence 0
 };
@@ -332,39 +346,43 @@ std::pair<std::string, std::string> split_command(const std::string& line) {
 constexpr const char* kHelp =
     "commands: /reset (new conversation), /save FILE, /load FILE, /help, /quit; Ctrl-C stops a reply";
 
+bool has_chat_template(const api::Model& model) {
+  auto info = api::Model::detail_json(
+      [&](char* b, size_t n) { return loom_chat_template_info(model.handle(), nullptr, b, n); });
+  if (!info) return false;
+  const nlohmann::json j = nlohmann::json::parse(*info, nullptr, false);
+  return j.is_object() && j.value("has_template", false);
+}
+
 int run_chat(const Opts& o) {
   auto model = load_model_or_report(o.model);
   if (!model) return 1;
-  if (model->hparams().has_encoder()) {
-    return fail(unsupported("chat is not supported for encoder-decoder or encoder models (" + model->hparams().arch_name +
-                            "); use loom generate"));
+  if (model->has_encoder()) {
+    return fail("chat is not supported for encoder-decoder or encoder models (" + model->arch() + "); use loom generate");
   }
-  ContextParams cp;
-  cp.n_ctx = o.n_ctx > 0 ? o.n_ctx : default_n_ctx(*model);
-  cp.n_threads = o.threads;
-  cp.n_batch = std::min(cp.n_ctx, 512);
-  auto ctx_or = Context::create(model, cp);
+  api::ContextParams cp;
+  cp.p.n_ctx = o.n_ctx > 0 ? o.n_ctx : default_n_ctx(*model);
+  cp.p.n_threads = o.threads;
+  cp.p.n_batch = std::min(cp.p.n_ctx, 512);
+  cp.p.abort_callback = [](void*) { return interrupted(); };
+  auto ctx_or = api::Context::create(*model, cp);
   if (!ctx_or) return fail(ctx_or.status());
-  (*ctx_or)->set_abort_callback([](void*) { return interrupted(); }, nullptr);
 
-  SamplerParams sp;
-  sp.temp = o.temp;
-  sp.top_k = o.top_k;
-  sp.top_p = o.top_p;
-  sp.min_p = o.min_p;
-  sp.penalty_repeat = o.repeat_penalty;
-  sp.seed = o.seed >= 0 ? uint64_t(o.seed) : std::random_device{}();
-  sp.n_ctx = (*ctx_or)->n_ctx();
-  auto sampler = Sampler::create(sp, &model->vocab());
+  const nlohmann::json sp = {{"temperature", o.temp}, {"top_k", o.top_k}, {"top_p", o.top_p}, {"min_p", o.min_p},
+                             {"repeat_penalty", o.repeat_penalty},
+                             {"seed", o.seed >= 0 ? o.seed : int64_t(std::random_device{}())},
+                             {"n_ctx", ctx_or->n_ctx()}};
+  auto sampler = api::Sampler::create(*model, sp.dump());
   if (!sampler) return fail(sampler.status());
+  const bool has_template = has_chat_template(*model);
 
-  ChatSession session(o, model, std::move(*ctx_or), std::move(*sampler));
+  ChatSession session(o, *model, std::move(*ctx_or), std::move(*sampler));
   SigintGuard sigint_guard;
   g_sigint.store(0);
   const bool tty = isatty(STDIN_FILENO) == 1;
   if (tty) {
     std::fprintf(stderr, "loom chat: %s%s\n", o.model.c_str(),
-                 chat::has_chat_template(*model) ? "" : " (no chat template in the model: using ChatML)");
+                 has_template ? "" : " (no chat template in the model: using ChatML)");
     std::fprintf(stderr, "%s\n", kHelp);
   }
 
@@ -410,7 +428,7 @@ int run_chat(const Opts& o) {
           note("/" + cmd + " needs a file name");
           continue;
         }
-        Status st = cmd == "save" ? session.save(arg) : session.load(arg);
+        api::Status st = cmd == "save" ? session.save(arg) : session.load(arg);
         if (!st) {
           fail(st);
         } else if (tty) {
@@ -426,7 +444,7 @@ int run_chat(const Opts& o) {
     g_sigint.store(0);
     auto end = session.turn(line);
     if (!end) {
-      if (end.status().code() == StatusCode::kAborted) {
+      if (end.status().code() == LOOM_ERR_ABORTED) {
         std::fputs("\n(interrupted)\n", stderr);
         last_was_interrupt = true;
       } else {

@@ -11,7 +11,6 @@
 #include <map>
 
 #include "commands.h"
-#include "context/context.h"
 
 namespace loom::cli {
 namespace {
@@ -46,39 +45,43 @@ void register_embed(CLI::App& app, int& exit_code) {
     exit_code = 1;
     auto model = load_model_or_report(o->model);
     if (!model) return;
-    const bool rank = o->pooling == "rank" || (o->pooling.empty() && model->hparams().pooling_type == 4);
-    if (rank && o->normalize) { fail(invalid_argument("--normalize does not apply to rank scores")); return; }
-    const Vocab& vocab = model->vocab();
-    std::vector<int32_t> ids;
+    const bool rank = o->pooling == "rank" || (o->pooling.empty() && model->pooling_type() == LOOM_POOLING_RANK);
+    if (rank && o->normalize) { fail("--normalize does not apply to rank scores"); return; }
+    api::Expected<std::vector<api::Token>> tokenized = std::vector<api::Token>{};
     if (const size_t tab = o->prompt.find('\t'); rank && tab != std::string::npos) {
-      ids = vocab.rerank_input(vocab.tokenize(std::string_view(o->prompt).substr(0, tab), false, false),
-                               vocab.tokenize(std::string_view(o->prompt).substr(tab + 1), false, false));
+      tokenized = model->tokenize_rerank(o->prompt.substr(0, tab), o->prompt.substr(tab + 1));
     } else {
-      ids = vocab.tokenize(o->prompt, true, false);
+      tokenized = model->tokenize(o->prompt, true, false);
     }
-    if (ids.empty()) { fail(invalid_argument("the text produced no tokens")); return; }
-    ContextParams cp;
-    cp.n_ctx = std::max<int>(int(ids.size()), 8);
-    cp.n_batch = cp.n_ubatch = cp.n_ctx;
-    cp.n_threads = o->threads;
-    cp.embeddings = true;
-    cp.pooling = !o->pooling.empty() ? *parse_pooling(o->pooling)
-                 : model->hparams().pooling_type >= 0 ? Pooling::kUnspecified : Pooling::kMean;
-    auto ctx_or = Context::create(model, cp);
-    if (!ctx_or) { fail(ctx_or.status()); return; }
-    Context& ctx = **ctx_or;
-    Batch batch = Batch::from_tokens(ids, 0, 0, /*all_outputs=*/true);
-    // Encoder (non-causal) models embed with encode, a T5 with its encoder; decoders with a causal decode.
-    Status st = ctx.causal() && !model->hparams().has_encoder() ? ctx.decode(batch) : ctx.encode(batch);
+    if (!tokenized) { fail(tokenized.status()); return; }
+    const std::vector<api::Token>& ids = *tokenized;
+    if (ids.empty()) { fail("the text produced no tokens"); return; }
+    static const std::map<std::string, int32_t> kPooling = {
+        {"none", LOOM_POOLING_NONE}, {"mean", LOOM_POOLING_MEAN}, {"cls", LOOM_POOLING_CLS},
+        {"last", LOOM_POOLING_LAST}, {"rank", LOOM_POOLING_RANK}};
+    api::ContextParams cp;
+    cp.p.n_ctx = std::max<int>(int(ids.size()), 8);
+    cp.p.n_batch = cp.p.n_ubatch = cp.p.n_ctx;
+    cp.p.n_threads = o->threads;
+    cp.p.embeddings = true;
+    cp.p.pooling_type = !o->pooling.empty() ? kPooling.at(o->pooling)
+                        : model->pooling_type() != LOOM_POOLING_UNSPECIFIED ? LOOM_POOLING_UNSPECIFIED
+                                                                             : LOOM_POOLING_MEAN;
+    auto ctx = api::Context::create(*model, cp);
+    if (!ctx) { fail(ctx.status()); return; }
+    api::Batch batch(int32_t(ids.size()));
+    batch.add_tokens(ids.data(), ids.size(), 0, 0, /*all_logits=*/true);
+    api::Status st = ctx->causal() && !model->has_encoder() ? ctx->decode(batch) : ctx->encode(batch);
     if (!st) { fail(st); return; }
     nlohmann::json j;
-    j["n_embd"] = ctx.n_embd();
-    if (ctx.pooling() == Pooling::kNone) {
+    const int n_embd = ctx->n_embd();
+    j["n_embd"] = n_embd;
+    if (ctx->pooling() == LOOM_POOLING_NONE) {
       std::vector<std::vector<float>> rows;
       for (int i = 0; i < int(ids.size()); ++i) {
-        auto e = ctx.embeddings(i);
-        if (!e) { fail(e.status()); return; }
-        rows.emplace_back(e->begin(), e->end());
+        const float* e = ctx->embeddings(i);
+        if (!e) { fail(last_error()); return; }
+        rows.emplace_back(e, e + n_embd);
         if (o->normalize) l2_normalize(rows.back());
       }
       if (o->json) {
@@ -90,15 +93,16 @@ void register_embed(CLI::App& app, int& exit_code) {
         }
       }
     } else {
-      auto e = ctx.embeddings_seq(0);
-      if (!e) { fail(e.status()); return; }
-      std::vector<float> v(e->begin(), e->end());
+      const float* e = ctx->embeddings_seq(0);
+      if (!e) { fail(last_error()); return; }
+      const bool ranked = ctx->pooling() == LOOM_POOLING_RANK;
+      std::vector<float> v(e, e + (ranked ? model->n_cls_out() : n_embd));
       if (o->normalize) l2_normalize(v);
-      if (o->json && ctx.pooling() == Pooling::kRank) {
+      if (o->json && ranked) {
         j.erase("n_embd");
         j["n_cls_out"] = v.size();
         j["scores"] = v;
-        if (!model->hparams().cls_labels.empty()) j["labels"] = model->hparams().cls_labels;
+        if (auto labels = model->cls_labels(); !labels.empty()) j["labels"] = labels;
       } else if (o->json) {
         j["embedding"] = v;
       } else {

@@ -3,11 +3,11 @@
 // (after the decoder start token).
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 
 #include "commands.h"
-#include "context/context.h"
 
 namespace loom::cli {
 
@@ -29,33 +29,40 @@ void register_logits(CLI::App& app, int& exit_code) {
     exit_code = 1;
     auto model = load_model_or_report(o->model);
     if (!model) return;
-    std::vector<int32_t> ids = model->vocab().tokenize(o->prompt, true, false);
-    if (ids.empty()) { fail(invalid_argument("the prompt produced no tokens")); return; }
-    ContextParams cp;
-    cp.n_ctx = o->n_ctx > 0 ? o->n_ctx : std::max<int>(default_n_ctx(*model), int(ids.size()));
-    cp.n_batch = std::max<int>(int(ids.size()), 1);
-    cp.n_ubatch = cp.n_batch;
-    cp.n_threads = o->threads;
-    cp.n_swa = o->n_swa;
-    auto ctx = Context::create(model, cp);
+    auto tokenized = model->tokenize(o->prompt, true, false);
+    if (!tokenized) { fail(tokenized.status()); return; }
+    const std::vector<api::Token>& ids = *tokenized;
+    if (ids.empty()) { fail("the prompt produced no tokens"); return; }
+    api::ContextParams cp;
+    cp.p.n_ctx = o->n_ctx > 0 ? o->n_ctx : std::max<int>(default_n_ctx(*model), int(ids.size()));
+    cp.p.n_batch = std::max<int>(int(ids.size()), 1);
+    cp.p.n_ubatch = cp.p.n_batch;
+    cp.p.n_threads = o->threads;
+    cp.p.n_swa = o->n_swa;
+    auto ctx = api::Context::create(*model, cp);
     if (!ctx) { fail(ctx.status()); return; }
-    if (model->hparams().arch == Arch::kT5) {
-      if (Status st = (*ctx)->encode(Batch::from_tokens(ids, 0)); !st) { fail(st); return; }
-      const int32_t start[1] = {(*ctx)->decoder_start_token()};
-      if (Status st = (*ctx)->decode(Batch::from_tokens(start, 0)); !st) { fail(st); return; }
-    } else if (Status st = (*ctx)->decode(Batch::from_tokens(ids, 0)); !st) {
+    api::Batch batch(int32_t(ids.size()));
+    batch.add_tokens(ids.data(), ids.size(), 0);
+    batch.set_logits_last();
+    if (model->has_encoder() && model->has_decoder()) {
+      if (api::Status st = ctx->encode(batch); !st) { fail(st); return; }
+      api::Batch start(1);
+      start.add(model->decoder_start(), 0, 0, true);
+      if (api::Status st = ctx->decode(start); !st) { fail(st); return; }
+    } else if (api::Status st = ctx->decode(batch); !st) {
       fail(st);
       return;
     }
-    auto logits = (*ctx)->logits(-1);
-    if (!logits) { fail(logits.status()); return; }
+    const float* logits = ctx->logits(-1);
+    if (!logits) { fail(last_error()); return; }
+    const size_t n_vocab = size_t(ctx->n_vocab());
     if (o->json) {
       nlohmann::json j;
-      j["n_vocab"] = logits->size();
-      j["logits"] = std::vector<float>(logits->begin(), logits->end());
+      j["n_vocab"] = n_vocab;
+      j["logits"] = std::vector<float>(logits, logits + n_vocab);
       std::cout << j.dump() << "\n";
     } else {
-      for (size_t i = 0; i < logits->size(); ++i) std::printf("%zu %.6f\n", i, double((*logits)[i]));
+      for (size_t i = 0; i < n_vocab; ++i) std::printf("%zu %.6f\n", i, double(logits[i]));
     }
     exit_code = 0;
   });

@@ -1,27 +1,11 @@
 // loom template --template FILE.jinja --context FILE.json [--now UNIX_SECONDS]: renders a chat template and prints the
 // result exactly (no newline added). The context is a JSON object whose key order is kept; a key
 // that is absent is undefined while null is none.
-#include <nlohmann/json.hpp>
-
 #include <cstdio>
-#include <fstream>
-#include <iterator>
 
-#include "chat/template.h"
 #include "commands.h"
 
 namespace loom::cli {
-namespace {
-
-Expected<std::string> read_all(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return io_error("cannot read " + path);
-  std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  if (f.bad()) return io_error("error reading " + path);
-  return s;
-}
-
-}  // namespace
 
 void register_template(CLI::App& app, int& exit_code) {
   struct Opts {
@@ -37,27 +21,19 @@ void register_template(CLI::App& app, int& exit_code) {
   sub->add_option("--now", o->now, "strftime_now() renders this instant (Unix seconds, UTC) instead of the clock")
       ->check(CLI::NonNegativeNumber);
   sub->callback([o, &exit_code] {
-    auto source = read_all(o->template_file);
-    if (!source) { exit_code = fail(source.status()); return; }
-    auto context_text = read_all(o->context_file);
-    if (!context_text) { exit_code = fail(context_text.status()); return; }
-    nlohmann::ordered_json context;
-    try {
-      context = nlohmann::ordered_json::parse(*context_text);
-    } catch (const nlohmann::json::exception& e) {
-      exit_code = fail(invalid_argument(o->context_file + ": invalid JSON: " + e.what()));
+    std::string error;
+    auto source = read_file(o->template_file, &error);
+    if (!source) { exit_code = fail(error); return; }
+    auto context = read_file(o->context_file, &error);
+    if (!context) { exit_code = fail(error); return; }
+    auto out = api::render_template(*source, *context, o->now);
+    if (!out) {
+      // Say which file is at fault: the context's JSON, or the template.
+      const std::string msg = last_error();
+      const bool context_fault = msg.find("the context") == 0;
+      exit_code = fail((context_fault ? o->context_file : o->template_file) + ": " + msg);
       return;
     }
-    if (!context.is_object()) {
-      exit_code = fail(invalid_argument(o->context_file + ": the context must be a JSON object"));
-      return;
-    }
-    auto tmpl = chat::Template::parse(*source);
-    if (!tmpl) { exit_code = fail(Status(tmpl.status().code(), o->template_file + ": " + tmpl.status().message())); return; }
-    chat::RenderOptions opts;
-    if (o->now >= 0) opts.now_unix = o->now;
-    auto out = tmpl->render(context, opts);
-    if (!out) { exit_code = fail(out.status()); return; }
     std::fwrite(out->data(), 1, out->size(), stdout);
     std::fflush(stdout);
     exit_code = 0;

@@ -23,18 +23,19 @@ void register_tokenize(CLI::App& app, int& exit_code) {
   sub->callback([o, &exit_code] {
     auto model = load_model_or_report(o->model, /*vocab_only=*/true);
     if (!model) { exit_code = 1; return; }
-    const Vocab& vocab = model->vocab();
-    std::vector<int32_t> ids = vocab.tokenize(o->prompt, !o->no_bos, o->parse_special);
+    auto tokenized = model->tokenize(o->prompt, !o->no_bos, o->parse_special);
+    if (!tokenized) { exit_code = fail(tokenized.status()); return; }
+    const std::vector<api::Token>& ids = *tokenized;
     if (o->json) {
       nlohmann::json j;
       j["ids"] = ids;
       std::vector<std::string> pieces;
-      for (int32_t id : ids) pieces.push_back(vocab.token_to_piece(id, true));
+      for (int32_t id : ids) pieces.push_back(model->piece(id, true));
       j["pieces"] = pieces;
       std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     } else {
       for (int32_t id : ids) {
-        std::printf("%6d -> '%s'\n", id, vocab.token_to_piece(id, true).c_str());
+        std::printf("%6d -> '%s'\n", id, model->piece(id, true).c_str());
       }
     }
     exit_code = 0;

@@ -3,7 +3,6 @@
 #include <cstring>
 #include <utility>
 
-#include "base/version.h"
 #include "commands.h"
 
 // llama.cpp's multi-letter short flags, which CLI11 cannot declare, spelled out for the commands
@@ -24,7 +23,7 @@ int main(int argc, char** argv) {
   expand_short_flags(argc, argv);
   CLI::App app{"loom — fast local LLM inference on GGUF models"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "loom " + loom::version_full());
+  app.set_version_flag("--version", std::string("loom ") + loom_version());
   int exit_code = 0;
   loom::cli::register_generate(app, exit_code);
   loom::cli::register_tokenize(app, exit_code);
