@@ -602,6 +602,14 @@ class Scheduler {
     if (!s) return Status::last(LOOM_ERR_INVALID_ARGUMENT);
     return Scheduler(s);
   }
+  // With a draft model for speculative decoding (loom_scheduler_new_with_draft): options
+  // {"draft_max", "draft_min", "p_min"}.
+  static Expected<Scheduler> create(const Model& model, const SchedulerParams& params, const Model& draft,
+                                    const std::string& draft_options_json = "{}") {
+    loom_scheduler* s = loom_scheduler_new_with_draft(model.handle(), &params.p, draft.handle(), draft_options_json.c_str());
+    if (!s) return Status::last(LOOM_ERR_INVALID_ARGUMENT);
+    return Scheduler(s);
+  }
   // Queues a request (JSON, loom_serve.h); on_event runs on the scheduler's thread.
   Expected<uint64_t> submit(const std::string& request_json, OnEvent on_event) {
     auto* cb = new OnEvent(std::move(on_event));

@@ -54,6 +54,15 @@ LOOM_API loom_scheduler_params loom_scheduler_default_params(void);
 /* Creates the context and starts the scheduler's thread. The model may be freed afterwards (the
  * scheduler keeps it alive). NULL on error. */
 LOOM_API loom_scheduler * loom_scheduler_new(const loom_model * model, const loom_scheduler_params * params);
+/* Since 0.3: loom_scheduler_new with a draft model for speculative decoding (its vocabulary must
+ * be the model's: checked, the message names the difference). Every request without "lookup"
+ * drafts with it, up to min(draft_max, its "speculative.n_max") tokens per step ("speculative.n_max"
+ * 0 turns it off for that request); the target's sampler picks every token, so the output is
+ * plain decoding's. Each slot gets a context of the draft model when it first drafts.
+ * draft_options_json: NULL or {"draft_max": 16 (1..32), "draft_min": 0, "p_min": 0.75 (the draft
+ * stops at a token below it)}. The draft model may be freed afterwards. */
+LOOM_API loom_scheduler * loom_scheduler_new_with_draft(const loom_model * model, const loom_scheduler_params * params,
+                                                        const loom_model * draft, const char * draft_options_json);
 /* Refuses new requests, lets running ones finish for up to grace_ms, cancels the rest (their
  * callbacks get their final events), then frees everything. NULL is ignored. */
 LOOM_API void loom_scheduler_free(loom_scheduler * sched, int32_t grace_ms);
@@ -103,7 +112,8 @@ typedef void (*loom_embed_callback)(int32_t status, const char * message, const 
 LOOM_API int32_t loom_scheduler_embed(loom_scheduler * sched, const char * request_json, loom_embed_callback callback,
                                       void * user_data, uint64_t * request_id);
 
-/* {"running", "waiting", "slots", "slots_busy", "kv_cells", "kv_used", "cached_tokens", ...} into
+/* {"running", "waiting", "slots", "slots_busy", "kv_cells", "kv_used", "cached_tokens", ...,
+ * "draft_tokens", "draft_accepted" (since 0.3)} into
  * buf. Returns the length, or -(needed size) when buf is too small, LOOM_SIZE_ERROR on error. */
 LOOM_API int32_t loom_scheduler_stats(const loom_scheduler * sched, char * buf, size_t buf_size);
 

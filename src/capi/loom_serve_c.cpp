@@ -179,9 +179,12 @@ loom_scheduler_params loom_scheduler_default_params(void) {
   return p;
 }
 
-loom_scheduler* loom_scheduler_new(const loom_model* model, const loom_scheduler_params* params) {
-  return guarded<loom_scheduler*>(__func__, nullptr, [&]() -> loom_scheduler* {
-    const char* fn = "loom_scheduler_new";
+namespace {
+
+// loom_scheduler_new and loom_scheduler_new_with_draft.
+loom_scheduler* new_scheduler(const char* fn, const loom_model* model, const loom_scheduler_params* params,
+                              const loom_model* draft, const char* draft_options_json) {
+  return guarded<loom_scheduler*>(fn, nullptr, [&]() -> loom_scheduler* {
     if (!model || !params) {
       set_error(fn, !model ? "model is NULL" : "params is NULL");
       return nullptr;
@@ -205,6 +208,39 @@ loom_scheduler* loom_scheduler_new(const loom_model* model, const loom_scheduler
     sp.context_shift = params->context_shift;
     sp.prefix_cache = params->prefix_cache;
     if (params->cache_dir) sp.cache_dir = params->cache_dir;
+    if (draft) {
+      if (draft->vocab_only) {
+        set_error(fn, "the draft model was loaded with vocab_only");
+        return nullptr;
+      }
+      sp.draft_model = draft->m;
+      sp.draft_context.n_threads = sp.context.n_threads;
+      sp.draft_context.type_k = sp.context.type_k;
+      sp.draft_context.type_v = sp.context.type_v;
+      const loom::serve::json o = loom::serve::json::parse(draft_options_json ? draft_options_json : "{}", nullptr, false);
+      if (o.is_discarded() || !o.is_object()) {
+        set_error(fn, "draft_options_json is not a JSON object");
+        return nullptr;
+      }
+      for (const auto& [key, value] : o.items()) {
+        if (key == "draft_max" || key == "draft_min") {
+          if (!value.is_number_integer()) {
+            set_error(fn, key + " must be an integer");
+            return nullptr;
+          }
+          (key == "draft_max" ? sp.draft_max : sp.draft_min) = int(std::clamp<int64_t>(value.get<int64_t>(), -1, 1 << 20));
+        } else if (key == "p_min") {
+          if (!value.is_number()) {
+            set_error(fn, "p_min must be a number");
+            return nullptr;
+          }
+          sp.draft_p_min = value.get<float>();
+        } else {
+          set_error(fn, "unknown draft option '" + key + "'");
+          return nullptr;
+        }
+      }
+    }
     auto s = loom::serve::Scheduler::create(model->m, std::move(sp));
     if (!s) {
       fail(fn, s.status());
@@ -220,6 +256,21 @@ loom_scheduler* loom_scheduler_new(const loom_model* model, const loom_scheduler
     else h->tmpl_error = t.status().message();
     return h.release();
   });
+}
+
+}  // namespace
+
+loom_scheduler* loom_scheduler_new(const loom_model* model, const loom_scheduler_params* params) {
+  return new_scheduler("loom_scheduler_new", model, params, nullptr, nullptr);
+}
+
+loom_scheduler* loom_scheduler_new_with_draft(const loom_model* model, const loom_scheduler_params* params,
+                                              const loom_model* draft, const char* draft_options_json) {
+  if (!draft) {
+    set_error(__func__, "draft is NULL (use loom_scheduler_new)");
+    return nullptr;
+  }
+  return new_scheduler(__func__, model, params, draft, draft_options_json);
 }
 
 void loom_scheduler_free(loom_scheduler* sched, int32_t grace_ms) {
@@ -343,7 +394,9 @@ int32_t loom_scheduler_stats(const loom_scheduler* sched, char* buf, size_t buf_
                     {"generated_tokens", s.metrics.generated_tokens},
                     {"prefix_queried_tokens", s.metrics.prefix_queried_tokens},
                     {"prefix_hit_tokens", s.metrics.prefix_hit_tokens},
-                    {"requests_rejected", s.metrics.requests_rejected}};
+                    {"requests_rejected", s.metrics.requests_rejected},
+                    {"draft_tokens", s.metrics.draft_tokens},
+                    {"draft_accepted", s.metrics.draft_accepted}};
     return copy_json("loom_scheduler_stats", j, buf, buf_size);
   });
 }

@@ -130,8 +130,34 @@ struct Scheduler::Impl {
   std::deque<std::unique_ptr<Task>> tasks;  // exclusive tasks: admission pauses while any waits
   std::vector<int> free_slots;
   Metrics metrics;
-  int draft_rows_left = 0;  // this step's room for lookup draft rows
+  int draft_rows_left = 0;  // this step's room for draft rows (lookup or draft model)
+  // Draft-model speculation (p.draft_model): one drafter per slot, made on first use; a drafter
+  // that cannot be made (out of memory) turns the draft model off with a log line.
+  std::vector<std::unique_ptr<ModelDrafter>> drafters;
+  bool draft_model_off = false;
   std::thread loop;
+
+  ModelDrafter* drafter_for(int slot) {
+    if (draft_model_off || !p.draft_model) return nullptr;
+    if (drafters.empty()) drafters.resize(size_t(p.n_slots));
+    auto& d = drafters[size_t(slot)];
+    if (!d) {
+      ContextParams dp = p.draft_context;
+      dp.n_ctx = n_ctx + p.draft_max + 1;
+      dp.n_seq_max = 1;
+      dp.kv_unified = false;
+      if (dp.n_threads <= 0) dp.n_threads = ctx->params().n_threads;
+      dp.n_batch = std::max(dp.n_batch, 512);
+      auto made = ModelDrafter::create(p.draft_model, *model, dp, p.draft_p_min);
+      if (!made) {
+        LOOM_LOG(kWarn, "scheduler: draft model disabled: %s", made.status().message().c_str());
+        draft_model_off = true;
+        return nullptr;
+      }
+      d = std::move(*made);
+    }
+    return d.get();
+  }
 
   // ---------------------------------------------------------------------------------------------
   void emit(Req& q, Event e) {
@@ -544,15 +570,25 @@ struct Scheduler::Impl {
   // and its token limit; rows appended to b.
   void add_draft(const Req& q, Choice& c, Batch* b) {
     c.draft.clear();
-    if (q.r.lookup <= 0 || q.r.draft_max <= 0 || c.done) return;
+    const bool lookup = q.r.lookup > 0;
+    const bool model_draft = !lookup && p.draft_model && !draft_model_off;
+    if ((!lookup && !model_draft) || q.r.draft_max <= 0 || c.done) return;
     const int pos = int(c.kv.size());  // the pending token's
-    int k = std::min({q.r.draft_max, n_ctx - pos - 1, c.max_tokens - int(c.generated.size()) - 1,
+    int k = std::min({q.r.draft_max, model_draft ? p.draft_max : q.r.draft_max, n_ctx - pos - 1,
+                      c.max_tokens - int(c.generated.size()) - 1,
                       std::max(c.reserved, q.bounded ? 0 : unreserved()), draft_rows_left});
     if (k <= 0) return;
     std::vector<int32_t> history(c.kv);
     history.push_back(c.pending);
-    auto d = LookupDrafter(q.r.lookup, std::min(q.r.lookup, 2)).draft(history, k);
-    if (!d || int(d->size()) < std::max(1, q.r.draft_min)) return;
+    Expected<std::vector<int32_t>> d = std::vector<int32_t>{};
+    if (lookup) {
+      d = LookupDrafter(q.r.lookup, std::min(q.r.lookup, 2)).draft(history, k);
+    } else if (ModelDrafter* drafter = drafter_for(c.slot)) {
+      d = drafter->draft(history, k);
+      if (!d) LOOM_LOG(kWarn, "scheduler: the draft model failed: %s", d.status().message().c_str());
+    }
+    const int min_len = std::max({1, q.r.draft_min, model_draft ? p.draft_min : 0});
+    if (!d || int(d->size()) < min_len) return;
     c.draft = std::move(*d);
     const int m = int(c.draft.size());
     draft_rows_left -= m;
@@ -986,6 +1022,19 @@ Expected<std::unique_ptr<Scheduler>> Scheduler::create(std::shared_ptr<const Mod
   if (model->hparams().arch == Arch::kT5) {
     // Requests would need an encode step and a decoder history of their own (no prompt prefixes).
     return unsupported("serving encoder-decoder models (t5) is not supported yet; use loom generate");
+  }
+  if (params.draft_model) {
+    LOOM_RETURN_IF_ERROR(check_same_vocab(*params.draft_model, *model));
+    const ModelHparams& dh = params.draft_model->hparams();
+    if (dh.is_recurrent() || dh.arch == Arch::kT5) {
+      return invalid_argument("the draft model must be a decoder with a KV cache (not " + dh.arch_name + ")");
+    }
+    if (params.context.embeddings) return invalid_argument("a draft model needs a generating context, not embeddings");
+    if (params.draft_max < 1 || params.draft_max > kDraftRowsPerStep) {
+      return invalid_argument("draft_max must be between 1 and " + std::to_string(kDraftRowsPerStep));
+    }
+    if (params.draft_min < 0 || params.draft_min > params.draft_max) return invalid_argument("draft_min must be between 0 and draft_max");
+    if (!(params.draft_p_min >= 0.0f && params.draft_p_min <= 1.0f)) return invalid_argument("draft_p_min must be in [0, 1]");
   }
   std::unique_ptr<Scheduler> s(new Scheduler());
   s->model_ = model;

@@ -137,6 +137,17 @@ struct SchedulerParams {
   std::string cache_dir;      // evicted / idle prefixes as state files, loaded back on a hit
   int64_t cache_dir_max_bytes = int64_t(4) << 30;
   int cache_dir_min_tokens = 32;  // shorter prefixes are not written
+  // Speculative decoding with a draft model (same vocabulary as the model, checked by create()):
+  // every request that does not ask for prompt lookup drafts with it, up to min(draft_max, its
+  // speculative.n_max) tokens per step (n_max 0 turns it off for that request), and verifies drafts
+  // of at least max(draft_min, its n_min) tokens. Each slot gets its own context of the draft model
+  // (draft_context, n_ctx raised to the scheduler's), made the first time the slot drafts, kept in
+  // step with the slot's tokens by their common prefix. The draft decodes greedily and stops at a
+  // token below draft_p_min. Output is unchanged: the target's sampler picks every token.
+  std::shared_ptr<const Model> draft_model;
+  ContextParams draft_context;
+  int draft_max = 16, draft_min = 0;
+  float draft_p_min = 0.75f;
 };
 
 struct SchedulerStats {

@@ -117,6 +117,37 @@ TEST(CapiScheduler, GreedyPromptGivesTheGoldenStory) {
   EXPECT_EQ(c->text, r0["greedy_text"].get<std::string>());
 }
 
+TEST(CapiScheduler, DraftModelGivesTheGoldenStoryAndIsChecked) {
+  Model m(stories_path());
+  ASSERT_TRUE(m.m) << loom_last_error();
+  loom_scheduler_params p = loom_scheduler_default_params();
+  p.context.n_ctx = 1024;
+  p.context.n_threads = 1;
+  p.n_slots = 2;
+  loom_scheduler* s = loom_scheduler_new_with_draft(m.m, &p, m.m, R"({"draft_max": 4, "p_min": 0})");
+  ASSERT_TRUE(s) << loom_last_error();
+  const json g = loom::test::load_json(shared_path("golden/stories260K.json"));
+  for (const auto& r : g["runs"]) {
+    const auto want = r["greedy_ids"].get<std::vector<int32_t>>();
+    auto c = run(s, {{"prompt", r["prompt_ids"]}, {"n_predict", want.size()}, {"temperature", 0}});
+    EXPECT_EQ(c->tokens, want) << r["prompt"];
+  }
+  char buf[8192];
+  ASSERT_GT(loom_scheduler_stats(s, buf, sizeof buf), 0);
+  const json st = json::parse(buf);
+  EXPECT_GT(st["draft_accepted"].get<int64_t>(), 0) << st.dump();
+  loom_scheduler_free(s, 1000);
+  // Refusals: another vocabulary, bad options, a NULL draft.
+  Model bert(shared_path("models/synth-bert-tiny-f32.gguf"));
+  ASSERT_TRUE(bert.m);
+  EXPECT_EQ(loom_scheduler_new_with_draft(m.m, &p, bert.m, nullptr), nullptr);
+  EXPECT_NE(std::string(loom_last_error()).find("differs"), std::string::npos) << loom_last_error();
+  for (const char* o : {R"({"draft_max": 0})", R"({"draft_max": 99})", R"({"p_min": 2})", R"({"colour": 1})", "[", R"({"draft_max": "x"})"}) {
+    EXPECT_EQ(loom_scheduler_new_with_draft(m.m, &p, m.m, o), nullptr) << o;
+  }
+  EXPECT_EQ(loom_scheduler_new_with_draft(m.m, &p, nullptr, nullptr), nullptr);
+}
+
 TEST(CapiScheduler, BadRequestsFailWithTheFieldNamed) {
   Model m(stories_path());
   Sched s(m.m);

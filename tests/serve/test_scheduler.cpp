@@ -224,6 +224,76 @@ TEST(Scheduler, ConcurrentRequestsEqualTheirSingleResults) {
 // seeded, alone and among other streams, with several choices and stop strings; drafts are
 // verified and some accepted (stories260K repeats itself); afterwards the cache holds exactly
 // what the requests left (a follow-up still hits the prefix) and no cell leaks.
+// A draft model in the scheduler (the target drafting for itself, so most drafts are accepted,
+// and a p_min of 0 so that it always drafts): greedy and seeded output are plain decoding's, alone
+// and with requests running at once; lookup requests and n_max 0 still work; a draft model with
+// another vocabulary is refused at create.
+TEST(Scheduler, DraftModelSpeculationGivesThePlainTokens) {
+  const std::vector<std::string> prompts = {"Once upon a time", "The cat", "Lily and Tom went to the park"};
+  auto make = [&](const std::string& p, bool sampled) {
+    GenerateRequest r = greedy(tokenize(p), 32);
+    if (sampled) {
+      r.sampling.temp = 0.9f;
+      r.sampling.seed = 5;
+      r.n = 2;
+    }
+    return r;
+  };
+  for (bool sampled : {false, true}) {
+    std::vector<std::vector<int32_t>> plain0, plain1;
+    {
+      auto s = make_sched(stories(), small_params(2048, 8));
+      for (const auto& p : prompts) {
+        auto c = run(*s, make(p, sampled));
+        plain0.push_back(c->tokens(0));
+        plain1.push_back(c->tokens(1));
+      }
+    }
+    SchedulerParams sp = small_params(2048, 8);
+    sp.draft_model = stories();
+    sp.draft_max = 5;
+    sp.draft_p_min = 0.0f;
+    sp.draft_context.n_threads = 1;
+    auto s = make_sched(stories(), sp);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      auto c = run(*s, make(prompts[i], sampled));
+      EXPECT_EQ(c->tokens(0), plain0[i]) << prompts[i] << " sampled " << sampled;
+      EXPECT_EQ(c->tokens(1), plain1[i]) << prompts[i];
+    }
+    std::vector<std::unique_ptr<Collected>> cs;
+    for (const auto& p : prompts) {
+      cs.push_back(std::make_unique<Collected>());
+      ASSERT_TRUE(s->submit(make(p, sampled), cs.back()->callback()).has_value());
+    }
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      ASSERT_TRUE(cs[i]->wait());
+      EXPECT_EQ(cs[i]->tokens(0), plain0[i]) << prompts[i] << " (concurrent)";
+      EXPECT_EQ(cs[i]->tokens(1), plain1[i]) << prompts[i] << " (concurrent)";
+    }
+    const auto st = s->stats();
+    EXPECT_GT(st.metrics.draft_tokens, 0u);
+    if (!sampled) EXPECT_GT(st.metrics.draft_accepted, st.metrics.draft_tokens / 2) << "the model drafting for itself";
+    EXPECT_EQ(st.kv_used, st.cached_tokens) << "only the prefix cache holds cells when idle";
+    // Per request: n_max 0 turns drafting off; lookup takes precedence over the draft model.
+    const uint64_t drafted = st.metrics.draft_tokens;
+    GenerateRequest off = make(prompts[0], sampled);
+    off.draft_max = 0;
+    EXPECT_EQ(run(*s, off)->tokens(0), plain0[0]);
+    EXPECT_EQ(s->stats().metrics.draft_tokens, drafted);
+    GenerateRequest lk = make(prompts[2], sampled);
+    lk.lookup = 2;
+    EXPECT_EQ(run(*s, lk)->tokens(0), plain0[2]);
+  }
+  SchedulerParams bad = small_params(2048, 2);
+  bad.draft_model = load_shared_model("models/synth-bert-tiny-f32.gguf");
+  auto refused = Scheduler::create(stories(), bad);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_NE(refused.status().message().find("differs"), std::string::npos) << refused.status().message();
+  bad.draft_model = stories();
+  bad.draft_max = 0;
+  EXPECT_FALSE(Scheduler::create(stories(), bad).has_value());
+}
+
 TEST(Scheduler, LookupSpeculationGivesThePlainTokens) {
   const std::vector<std::string> prompts = {"Once upon a time", "The cat", "Lily and Tom went to the park"};
   auto make = [&](const std::string& p, bool sampled, int lookup) {

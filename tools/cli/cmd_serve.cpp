@@ -66,6 +66,12 @@ void register_serve(CLI::App& app, int& exit_code) {
   sub->add_option("-n,--n-predict", o->n_predict, "default max_tokens for requests that give none (-1: as many as fit)")
       ->check(CLI::Range(-1, 1 << 30));
   sub->add_option("--http-threads", o->http_threads, "threads parsing requests (default 4)")->check(CLI::Range(1, 64));
+  sub->add_option("--draft-model,--model-draft", o->draft_model,
+                  "speculative decoding with this draft model (-md; same vocabulary) for requests without prompt lookup");
+  sub->add_option("--draft-max", o->draft_max, "most draft tokens per step (default 16)")->check(CLI::Range(1, 32));
+  sub->add_option("--draft-min", o->draft_min, "shorter drafts are not verified (default 0)")->check(CLI::Range(0, 32));
+  sub->add_option("--draft-p-min", o->draft_p_min, "the draft stops at a token below this probability (default 0.75)")
+      ->check(CLI::Range(0.0, 1.0));
   sub->callback([o, keys, key_file, loras, ctk, ctv, &exit_code] {
     for (const auto& k : split(*keys, ',')) o->api_keys.push_back(k);
     if (!key_file->empty()) {

@@ -72,7 +72,7 @@ std::string render_metrics(const serve::SchedulerStats& s, const http::ServerSta
   o.counter("loom_prefix_cache_disk_writes_total", "Prefixes written to --cache-dir.", double(m.disk_writes));
   o.counter("loom_prefix_cache_disk_errors_total", "Cache files that could not be read or written.", double(m.disk_errors));
   o.counter("loom_scheduler_steps_total", "Batches decoded by the scheduler.", double(m.steps));
-  o.counter("loom_draft_tokens_total", "Prompt-lookup draft tokens verified.", double(m.draft_tokens));
+  o.counter("loom_draft_tokens_total", "Draft tokens verified (prompt lookup or the draft model).", double(m.draft_tokens));
   o.counter("loom_draft_accepted_total", "Of them, accepted (equal to the sampled token).", double(m.draft_accepted));
   o.histogram("loom_time_to_first_token_seconds", "Time from arrival to the first generated token.", m.ttft);
   o.histogram("loom_inter_token_latency_seconds", "Time between consecutive tokens of a stream.", m.itl);

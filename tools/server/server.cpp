@@ -751,6 +751,18 @@ int run_server(const ServeOptions& opts, std::atomic<bool>* stop) {
   sp.context_shift = opts.context_shift;
   sp.prefix_cache = opts.prefix_cache;
   sp.cache_dir = opts.cache_dir;
+  if (!opts.draft_model.empty()) {
+    if (opts.embedding) return quit(2, "--draft-model needs a generating server, not --embedding");
+    auto dm = Model::load(opts.draft_model);
+    if (!dm) return quit(1, "--draft-model " + opts.draft_model + ": " + dm.status().message());
+    sp.draft_model = *dm;
+    sp.draft_max = opts.draft_max;
+    sp.draft_min = opts.draft_min;
+    sp.draft_p_min = opts.draft_p_min;
+    sp.draft_context.n_threads = opts.threads;
+    sp.draft_context.type_k = opts.type_k;
+    sp.draft_context.type_v = opts.type_v;
+  }
   std::vector<std::pair<std::shared_ptr<const LoraAdapter>, float>> loras;
   for (const auto& [path, scale] : opts.loras) {
     auto l = LoraAdapter::load(path, *a.model);
@@ -768,8 +780,9 @@ int run_server(const ServeOptions& opts, std::atomic<bool>* stop) {
   }
   a.sched = std::move(*sched);
   a.ready = true;
-  std::fprintf(stderr, "loom: ready: %s, %d slots, %d KV cells%s\n", a.alias.c_str(), opts.slots, a.sched->n_ctx(),
-               opts.embedding ? ", embeddings" : "");
+  std::fprintf(stderr, "loom: ready: %s, %d slots, %d KV cells%s%s\n", a.alias.c_str(), opts.slots, a.sched->n_ctx(),
+               opts.embedding ? ", embeddings" : "",
+               opts.draft_model.empty() ? "" : (", draft model " + opts.draft_model).c_str());
   std::fflush(stderr);
 
   // Wait for SIGINT / SIGTERM (or *stop).

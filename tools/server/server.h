@@ -39,6 +39,11 @@ struct ServeOptions {
   size_t max_body = size_t(8) << 20;
   int n_predict = -1;            // default max_tokens when a request gives none
   int http_threads = 4;
+  // Speculative decoding with a draft model (llama-server's -md / --draft-max / --draft-min /
+  // --draft-p-min): requests without prompt lookup draft with it.
+  std::string draft_model;
+  int draft_max = 16, draft_min = 0;
+  float draft_p_min = 0.75f;
   bool verbose = false;
 };
 

@@ -32,6 +32,8 @@ const MODEL_OPTION_TYPES = {
   n_gpu_layers: 'integer', cache_type_k: 'string', cache_type_v: 'string', ctx_shift: 'boolean', kv_unified: 'boolean',
   use_mmap: 'boolean', use_mlock: 'boolean', vocab_only: 'boolean', lora: 'string', lora_scaled: 'number',
   lora_list: 'array', rope_freq_base: 'number', rope_freq_scale: 'number', flash_attn: 'boolean',
+  // loom: speculative decoding with a draft model (same vocabulary) for completions without lookup.
+  draft_model: 'string', draft_max: 'integer', draft_min: 'integer', draft_p_min: 'number',
 };
 
 const COMPLETION_OPTION_TYPES = {
@@ -749,6 +751,10 @@ function nativeOptions(options) {
     o[k === 'cache_type_k' ? 'type_k' : 'type_v'] = t;
   }
   if (options.chat_template) o.chat_template = options.chat_template;
+  if (options.draft_model) {
+    o.draft_model = options.draft_model;
+    for (const k of ['draft_max', 'draft_min', 'draft_p_min']) if (options[k] !== undefined) o[k] = options[k];
+  }
   return o;
 }
 

@@ -624,6 +624,10 @@ struct SchedOptions {
   int32_t pooling = LOOM_POOLING_UNSPECIFIED, type_k = -1, type_v = -1;
   float rope_freq_base = 0, rope_freq_scale = 0;
   std::string chat_template;
+  // Speculative decoding with a draft model (loom_scheduler_new_with_draft).
+  std::string draft_model;
+  int32_t draft_max = 16, draft_min = 0;
+  float draft_p_min = 0.75f;
 };
 
 SchedOptions read_options(Napi::Env env, const Napi::Object& o) {
@@ -659,6 +663,11 @@ SchedOptions read_options(Napi::Env env, const Napi::Object& o) {
   flag("vocab_only", s.vocab_only);
   Napi::Value t = o.Get("chat_template");
   if (t.IsString()) s.chat_template = t.As<Napi::String>().Utf8Value();
+  Napi::Value d = o.Get("draft_model");
+  if (d.IsString()) s.draft_model = d.As<Napi::String>().Utf8Value();
+  num("draft_max", s.draft_max, 1, 32);
+  num("draft_min", s.draft_min, 0, 32);
+  num("draft_p_min", s.draft_p_min, 0, 1);
   return s;
 }
 
@@ -680,7 +689,15 @@ loom_scheduler* make_scheduler(loom_model* m, const SchedOptions& o) {
   p.n_slots = o.n_parallel;
   p.context_shift = o.ctx_shift;
   p.chat_template = o.chat_template.empty() ? nullptr : o.chat_template.c_str();
-  return loom_scheduler_new(m, &p);
+  if (o.draft_model.empty()) return loom_scheduler_new(m, &p);
+  // The draft model is loaded for this scheduler, which keeps it alive; our handle goes at once.
+  loom_model_params mp = loom_model_default_params();
+  std::unique_ptr<loom_model, void (*)(loom_model*)> draft(loom_model_load_from_file(o.draft_model.c_str(), &mp),
+                                                            loom_model_free);
+  if (!draft) return nullptr;
+  const std::string opts = "{\"draft_max\": " + std::to_string(o.draft_max) + ", \"draft_min\": " +
+                           std::to_string(o.draft_min) + ", \"p_min\": " + std::to_string(o.draft_p_min) + "}";
+  return loom_scheduler_new_with_draft(m, &p, draft.get(), opts.c_str());
 }
 
 Napi::Value Context::Reconfigure(const Napi::CallbackInfo& info) {

@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { test, after } from 'node:test';
 import fs from 'node:fs';
 import { loadModel, loadLlamaModelInfo } from '../lib/index.js';
-import { stories, golden, greedy, tmpFile, shared } from './helpers.mjs';
+import { stories, golden, greedy, tmpFile, shared, model as sharedModel } from './helpers.mjs';
 
 const g = golden('stories260K.json');
 const ctx = await loadModel({ model: stories, n_ctx: 2048, n_threads: 1 });
@@ -32,6 +32,23 @@ test('loom-only lookup speculation gives the golden greedy story too', async () 
     assert.deepEqual([...r.tokens], run.greedy_ids, run.prompt);
   }
   await assert.rejects(() => ctx.completion({ prompt: 'x', lookup: 'three' }), TypeError);
+});
+
+test('loom-only draft model (draft_model) gives the golden greedy story; a wrong one fails to load', async () => {
+  const spec = await loadModel({ model: stories, n_ctx: 1024, n_threads: 1, draft_model: stories, draft_max: 4, draft_p_min: 0 });
+  try {
+    for (const run of g.runs) {
+      const r = await spec.completion({ prompt: run.prompt, n_predict: run.greedy_ids.length, ...greedy });
+      assert.deepEqual([...r.tokens], run.greedy_ids, run.prompt);
+    }
+    const st = spec.getStatus();
+    assert.ok(st.draft_accepted > 0, JSON.stringify(st));
+  } finally {
+    await spec.release();
+  }
+  await assert.rejects(() => loadModel({ model: stories, draft_model: sharedModel('synth-bert-tiny-f32.gguf') }), /differs/);
+  await assert.rejects(() => loadModel({ model: stories, draft_model: stories, draft_max: 99 }), RangeError);
+  await assert.rejects(() => loadModel({ model: stories, draft_model: 3 }), TypeError);
 });
 
 test('tokenize gives the golden ids (as llama.node: no BOS, special tokens parsed); detokenize inverts it', async () => {

@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 
-import { golden, post, sse, startServer } from './harness.mjs';
+import { golden, post, sharedPath, sse, startServer } from './harness.mjs';
 
 let srv;
 before(async () => { srv = await startServer(['-np', '8', '-c', '4096']); });
@@ -151,4 +151,34 @@ test('small endpoints: models, tokenize, detokenize, apply-template, props', asy
   assert.equal(a.json.prompt, '<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n');
   const p = await (await fetch(`${srv.url}/props`)).json();
   assert.equal(p.total_slots, 8);
+});
+
+test('a draft model (--draft-model) prints the same stories, streamed or not; a draft of another vocabulary is refused', async () => {
+  const g = golden();
+  const spec = await startServer(['-np', '2', '-c', '2048', '--draft-model', sharedPath('models/stories260K.gguf'),
+    '--draft-max', '6', '--draft-p-min', '0']);
+  try {
+    for (const run of g.runs) {
+      // As the first test: a continuation keeps the first token's leading space.
+      const want = /^[,.]/.test(run.greedy_text) ? run.greedy_text : ' ' + run.greedy_text;
+      const r = await post(spec.url, '/v1/completions', { prompt: run.prompt, max_tokens: run.greedy_ids.length, temperature: 0 });
+      assert.equal(r.status, 200, r.text);
+      assert.equal(r.json.choices[0].text, want);
+      const s = await sse(spec.url, '/v1/completions', { prompt: run.prompt, max_tokens: run.greedy_ids.length, temperature: 0, stream: true });
+      assert.equal(s.events.filter((e) => e !== '[DONE]').map((e) => e.choices[0].text).join(''), want);
+    }
+    // n_max 0: no drafting for that request, the same text.
+    const off = await post(spec.url, '/v1/completions', { prompt: g.runs[0].prompt, max_tokens: 16, temperature: 0, 'speculative.n_max': 0 });
+    assert.equal(off.status, 200, off.text);
+    const m = await (await fetch(`${spec.url}/metrics`)).text();
+    const drafted = Number(m.match(/loom_draft_tokens_total (\d+)/)[1]);
+    const accepted = Number(m.match(/loom_draft_accepted_total (\d+)/)[1]);
+    assert.ok(drafted > 0 && accepted > drafted / 2, `drafted ${drafted}, accepted ${accepted}`);
+  } finally {
+    await spec.stop();
+  }
+  const bad = await startServer(['--draft-model', sharedPath('models/synth-bert-tiny-f32.gguf')], { waitReady: false });
+  const code = await new Promise((r) => { if (bad.exited()) r(bad.exited().code); else bad.proc.once('exit', (c) => r(c)); });
+  assert.notEqual(code, 0);
+  assert.match(bad.stderr(), /differs/);
 });
