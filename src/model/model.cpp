@@ -71,6 +71,8 @@ Expected<std::shared_ptr<const Model>> Model::from_gguf(gguf::GgufFile file, con
   });
 }
 
+bool Model::packed_from_cache() const { return packed_ && packed_->from_cache; }
+
 namespace {
 
 // Binds tensors by name, checking presence, shape and type; the first problem is kept.

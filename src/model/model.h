@@ -121,6 +121,8 @@ class Model {
   // Bytes of weights a single-token decode step reads (every matrix once, in its packed copy where
   // it has one, plus one embedding row).
   uint64_t decode_weight_bytes() const { return decode_weight_bytes_; }
+  // The packed weights came from a packed-cache file (LOOM_PACK_CACHE, model/packing.h).
+  bool packed_from_cache() const;
   uint64_t n_params() const { return n_params_; }
   // Bytes of packed weight copies made at load (0 when none).
   size_t packed_bytes() const;

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <string>
 
 #include "gguf/gguf.h"
 #include "model/model.h"
@@ -24,8 +25,16 @@ struct PackedStorage {
 
   void* data = nullptr;
   size_t bytes = 0;
-  size_t mapped = 0;  // mapping length when mmapped, 0 when from the heap
+  void* map = nullptr;  // the mapping data lies in (anonymous, or a packed-cache file), or null: heap
+  size_t mapped = 0;    // its length
+  bool from_cache = false;  // data is a packed-cache file's, mapped read-only
 };
+
+// The packed-weights cache (LOOM_PACK_CACHE): packing a model's weights costs fresh memory that
+// the OS must zero and fault in, most of a load's time; a cache file of the packed bytes, mapped
+// from the page cache on the next load, costs neither. LOOM_PACK_CACHE=DIR uses DIR, =1 the default
+// ${XDG_CACHE_HOME:-~/.cache}/loom/packed; unset, empty or 0: off. Returns "" when off.
+std::string pack_cache_dir();
 
 // True unless LOOM_NO_REPACK=1 is set (matrices are packed only where the CPU has a kernel).
 bool repacking_enabled();

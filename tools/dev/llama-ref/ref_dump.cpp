@@ -287,6 +287,27 @@ int embed(llama_model* model, int argc, char** argv) {
   return 0;
 }
 
+// ref_dump ttft MODEL PROMPT THREADS: the first generated token (greedy) and nothing else, for
+// timing llama.cpp from process start to its first token as a whole process (bench/ttft.sh):
+// model load (mmap, weight repacking), a default context (F16 K/V), the prompt, one pick.
+int ttft(llama_model* model, int, char** argv) {
+  const int threads = std::atoi(argv[4]);
+  llama_context_params cp = llama_context_default_params();
+  cp.n_ctx = 512;
+  cp.n_batch = 512;
+  cp.n_threads = cp.n_threads_batch = threads;
+  llama_context* ctx = llama_init_from_model(model, cp);
+  if (!ctx) return std::fprintf(stderr, "cannot create a context\n"), 1;
+  const std::vector<llama_token> ids = tokenize(argv[3], true);
+  if (decode(ctx, run(ids, 0, 0)) != 0) return std::fprintf(stderr, "decode failed\n"), 1;
+  const int n_vocab = llama_vocab_n_tokens(g_vocab);
+  const std::vector<float> l = logits(ctx, int(ids.size()) - 1, n_vocab);
+  const int best = int(std::max_element(l.begin(), l.end()) - l.begin());
+  std::printf("%d\n", best);
+  llama_free(ctx);
+  return 0;
+}
+
 int t5bench(llama_model* model, int, char** argv) {
   const int P = std::atoi(argv[3]), N = std::atoi(argv[4]), reps = std::atoi(argv[5]), threads = std::atoi(argv[6]);
   llama_context_params cp = llama_context_default_params();
@@ -469,6 +490,7 @@ int main(int argc, char** argv) {
                          "       ref_dump t5golden MODEL OUTDIR NAME [--prompt P]... [--gen N]\n"
                          "       ref_dump embed MODEL OUTDIR NAME [--prompt P]...\n"
                          "       ref_dump t5bench MODEL P N REPS THREADS\n"
+                         "       ref_dump ttft MODEL PROMPT THREADS\n"
                          "       ref_dump tokenize MODEL CASES.txt OUT.json\n");
     return 2;
   }
@@ -488,6 +510,7 @@ int main(int argc, char** argv) {
                 : mode == "t5golden" ? t5golden(model, argc, argv)
                 : mode == "embed"    ? embed(model, argc, argv)
                 : mode == "t5bench"  ? t5bench(model, argc, argv)
+                : mode == "ttft"     ? ttft(model, argc, argv)
                                      : 2;
   llama_model_free(model);
   return r;
