@@ -17,13 +17,16 @@
 #include <unistd.h>
 #endif
 
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <system_error>
 #include <string>
 
 namespace loom::detail {
 
 PackedStorage::~PackedStorage() {
+  if (cache_writer.joinable()) cache_writer.join();
 #if defined(__linux__)
   if (map) {
     munmap(map, mapped);
@@ -141,6 +144,19 @@ bool map_cache(const std::string& path, const std::string& key, size_t total, Pa
 void write_cache(const std::string& dir, const std::string& path, const std::string& key, const void* data, size_t total) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
+  // Temporaries of processes that ended before their write did (over an hour old) go first.
+  try {
+    const auto now = std::filesystem::file_time_type::clock::now();
+    for (const auto& e : std::filesystem::directory_iterator(dir)) {
+      std::error_code e2;
+      if (e.path().string().find(".lpk.tmp.") != std::string::npos &&
+          now - std::filesystem::last_write_time(e.path(), e2) > std::chrono::hours(1) && !e2) {
+        std::filesystem::remove(e.path(), e2);
+      }
+    }
+  } catch (const std::exception&) {
+    // an unreadable folder: the write below reports it
+  }
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) {
@@ -254,7 +270,20 @@ int64_t pack_model_weights(const gguf::GgufFile& file, ModelWeights& w, PackedSt
     file.release_pages(reinterpret_cast<const void*>(lo), hi - lo);
   }
 #if defined(__linux__)
-  if (!key.empty() && !store.from_cache) write_cache(cache_dir, cached_path, key, store.data, total);
+  // The first load does not wait for the file: it is written (and synced) in the background.
+  if (!key.empty() && !store.from_cache) {
+    try {
+      store.cache_writer = std::thread([cache_dir, cached_path, key, data = store.data, total] {
+        try {
+          write_cache(cache_dir, cached_path, key, data, total);
+        } catch (...) {
+          LOOM_LOG(kWarn, "packed cache: writing %s failed (out of memory)", cached_path.c_str());
+        }
+      });
+    } catch (const std::system_error&) {
+      write_cache(cache_dir, cached_path, key, store.data, total);  // no thread to spare
+    }
+  }
 #endif
   return extra;
 }

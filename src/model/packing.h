@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "gguf/gguf.h"
 #include "model/model.h"
@@ -28,6 +29,9 @@ struct PackedStorage {
   void* map = nullptr;  // the mapping data lies in (anonymous, or a packed-cache file), or null: heap
   size_t mapped = 0;    // its length
   bool from_cache = false;  // data is a packed-cache file's, mapped read-only
+  // Writes the packed-cache file from data while the model runs (data is read-only once packed);
+  // joined before data goes away.
+  std::thread cache_writer;
 };
 
 // The packed-weights cache (LOOM_PACK_CACHE): packing a model's weights costs fresh memory that
