@@ -1,7 +1,8 @@
 // The C API driven by a program read from the input: context parameters, batches (every field,
 // consistent or not, within arrays of the sizes the caller promises), KV sequence operations,
-// output and state accessors, tokenizer buffers and an abort callback that fires after a given
-// number of polls. Every call returns a status (with a message on failure); a decode that fails
+// output and state accessors, tokenizer buffers, an abort callback that fires after a given
+// number of polls, and the 0.3 additions: speculative rounds with any history, draft and picks,
+// the streaming detokenizer, sampling a caller's row, prompt-lookup drafting. Every call returns a status (with a message on failure); a decode that fails
 // leaves every sequence's KV cells byte for byte as they were.
 #include <cstdlib>
 #include <cstring>
@@ -89,6 +90,94 @@ void run_decode(loom::fuzz::Input& in) {
   }
 }
 
+std::vector<loom_token> fuzz_tokens(loom::fuzz::Input& in, size_t n) {
+  std::vector<loom_token> t(n);
+  for (auto& x : t) x = (in.u8() & 7) == 0 ? int32_t(in.u32()) : int32_t(in.u8() % 520) - 4;
+  return t;
+}
+
+// Picks from the input: a token (any id), emit / stop, or an error.
+struct Picks {
+  loom::fuzz::Input* in;
+  int calls = 0;
+};
+
+int32_t fuzz_pick(const float* logits, int32_t n_vocab, loom_spec_pick* pick, void* user) {
+  auto* p = static_cast<Picks*>(user);
+  LOOM_FUZZ_CHECK(logits != nullptr && n_vocab == loom_n_vocab(g_ctx));
+  (void)logits[n_vocab - 1];
+  ++p->calls;
+  const uint8_t f = p->in->u8();
+  if ((f & 15) == 15) return LOOM_ERR_ABORTED;
+  pick->token = (f & 16) ? int32_t(p->in->u8() % 512) : int32_t(p->in->u32());
+  pick->emit = (f & 32) == 0;
+  pick->stop = (f & 64) != 0;
+  return LOOM_OK;
+}
+
+void run_speculative(loom::fuzz::Input& in) {
+  const std::vector<loom_token> history = fuzz_tokens(in, in.u8() % 12);
+  const std::vector<loom_token> draft = fuzz_tokens(in, in.u8() % 40);
+  const loom_seq_id seq = small(in) % 6;
+  std::vector<loom_token> out(draft.size() + 1);
+  int32_t n_out = -1, n_accepted = -1;
+  bool stopped = false;
+  Picks picks{&in};
+  check_status(loom_kv_update(g_ctx));
+  const int32_t r = loom_speculative_round(g_ctx, seq, history.data(), int32_t(history.size()), draft.data(),
+                                           int32_t(draft.size()), fuzz_pick, &picks, out.data(), &n_out, &n_accepted,
+                                           &stopped);
+  if (r != LOOM_OK) {
+    LOOM_FUZZ_CHECK(std::strlen(loom_last_error()) > 0);
+    return;
+  }
+  LOOM_FUZZ_CHECK(n_out >= 0 && size_t(n_out) <= draft.size() + 1 && n_out <= picks.calls);
+  LOOM_FUZZ_CHECK(n_accepted >= 0 && n_accepted <= int32_t(draft.size()) && n_accepted <= n_out);
+}
+
+void run_detokenizer(loom::fuzz::Input& in) {
+  loom_detokenizer* d = loom_detokenizer_new(g_model, in.u8() & 7);
+  LOOM_FUZZ_CHECK(d != nullptr);
+  for (loom_token t : fuzz_tokens(in, in.u8() % 24)) {
+    const char* text = nullptr;
+    size_t len = 0;
+    const int32_t r = loom_detokenizer_push(d, t, &text, &len);
+    const bool valid = t >= 0 && t < loom_model_n_vocab(g_model);
+    LOOM_FUZZ_CHECK((r == LOOM_OK) == valid);
+    // A piece may hold a NUL byte (a byte token): the length is len, then a terminating NUL.
+    if (r == LOOM_OK) LOOM_FUZZ_CHECK(text != nullptr && text[len] == '\0');
+    else check_status(r);
+  }
+  const char* text = nullptr;
+  size_t len = 0;
+  LOOM_FUZZ_CHECK(loom_detokenizer_flush(d, &text, &len) == LOOM_OK && text != nullptr);
+  loom_detokenizer_free(d);
+}
+
+void run_sampler_and_lookup(loom::fuzz::Input& in, const int32_t* a) {
+  loom_sampler* s = loom_sampler_new(g_model, (a[0] & 1) ? "{\"temperature\": 0}" : "{\"seed\": 3, \"n_ctx\": 64}");
+  LOOM_FUZZ_CHECK(s != nullptr);
+  const std::vector<loom_token> hist = fuzz_tokens(in, in.u8() % 16);
+  check_status(loom_sampler_accept_history(s, hist.data(), int32_t(hist.size())));
+  std::vector<float> row(size_t(loom_n_vocab(g_ctx)));
+  for (size_t i = 0; i < row.size(); i += 1 + (in.u8() % 64)) row[i] = float(small(in)) / 8.0f;
+  const int32_t n = (a[1] & 3) == 0 ? a[2] : int32_t(row.size());
+  const loom_token t = loom_sampler_sample_logits(s, row.data(), n);
+  LOOM_FUZZ_CHECK(t == LOOM_TOKEN_NULL ? std::strlen(loom_last_error()) > 0 : (t >= 0 && t < int32_t(row.size())));
+  loom_sampler_free(s);
+  loom_drafter* d = loom_drafter_lookup_new(a[3] % 8, (a[3] >> 3) % 8);
+  if (!d) {
+    LOOM_FUZZ_CHECK(std::strlen(loom_last_error()) > 0);
+    return;
+  }
+  std::vector<loom_token> out(64);
+  const int32_t k = small(in) % 64;
+  const int32_t got = loom_drafter_draft(d, hist.data(), int32_t(hist.size()), k, out.data());
+  if (got < 0) check_status(got);
+  else LOOM_FUZZ_CHECK(got <= k);
+  loom_drafter_free(d);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
@@ -112,7 +201,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   loom_kv_clear(g_ctx);
   for (int step = 0; step < 32 && in.left() > 0; ++step) {
     loom_clear_last_error();
-    const int op = in.u8() % 12;
+    const int op = in.u8() % 15;
     int32_t a[4];  // read in order (argument evaluation order differs between compilers)
     for (int32_t& x : a) x = small(in);
     if (std::getenv("LOOM_FUZZ_TRACE")) std::fprintf(stderr, "op %d (%d %d %d %d)\n", op, a[0], a[1], a[2], a[3]);
@@ -184,6 +273,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         check_status(loom_kv_update(g_ctx));
         loom_kv_defrag(g_ctx);
         break;
+      case 12: run_speculative(in); break;
+      case 13: run_detokenizer(in); break;
+      case 14: run_sampler_and_lookup(in, a); break;
     }
   }
   loom_set_n_threads(g_ctx, 1, 1);
