@@ -142,8 +142,12 @@ struct Scheduler::Impl {
     if (drafters.empty()) drafters.resize(size_t(p.n_slots));
     auto& d = drafters[size_t(slot)];
     if (!d) {
+      // Cells: draft_context.n_ctx when given, else twice a slot's share (at least 2048, at most the
+      // whole context): a slot's own copy of the history, like llama-server's per-slot draft
+      // contexts; a longer history is not drafted for (ModelDrafter returns no draft).
       ContextParams dp = p.draft_context;
-      dp.n_ctx = n_ctx + p.draft_max + 1;
+      const int share = std::min(n_ctx, std::max(2048, 2 * n_ctx / std::max(1, p.n_slots)));
+      dp.n_ctx = (p.draft_context.n_ctx > 0 ? p.draft_context.n_ctx : share) + p.draft_max + 1;
       dp.n_seq_max = 1;
       dp.kv_unified = false;
       if (dp.n_threads <= 0) dp.n_threads = ctx->params().n_threads;

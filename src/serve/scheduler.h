@@ -141,7 +141,8 @@ struct SchedulerParams {
   // every request that does not ask for prompt lookup drafts with it, up to min(draft_max, its
   // speculative.n_max) tokens per step (n_max 0 turns it off for that request), and verifies drafts
   // of at least max(draft_min, its n_min) tokens. Each slot gets its own context of the draft model
-  // (draft_context, n_ctx raised to the scheduler's), made the first time the slot drafts, kept in
+  // (draft_context; its n_ctx, or by default twice a slot's share of the cells, at least 2048 and
+  // at most all of them; longer histories get no draft), made the first time the slot drafts, kept in
   // step with the slot's tokens by their common prefix. The draft decodes greedily and stops at a
   // token below draft_p_min. Output is unchanged: the target's sampler picks every token.
   std::shared_ptr<const Model> draft_model;

@@ -70,6 +70,9 @@ void register_serve(CLI::App& app, int& exit_code) {
                   "speculative decoding with this draft model (-md; same vocabulary) for requests without prompt lookup");
   sub->add_option("--draft-max", o->draft_max, "most draft tokens per step (default 16)")->check(CLI::Range(1, 32));
   sub->add_option("--draft-min", o->draft_min, "shorter drafts are not verified (default 0)")->check(CLI::Range(0, 32));
+  sub->add_option("--ctx-size-draft", o->draft_n_ctx,
+                  "cells of each slot's draft context (-cd; default: twice a slot's share of -c, at least 2048)")
+      ->check(CLI::NonNegativeNumber);
   sub->add_option("--draft-p-min", o->draft_p_min, "the draft stops at a token below this probability (default 0.75)")
       ->check(CLI::Range(0.0, 1.0));
   sub->callback([o, keys, key_file, loras, ctk, ctv, &exit_code] {

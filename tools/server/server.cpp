@@ -760,6 +760,7 @@ int run_server(const ServeOptions& opts, std::atomic<bool>* stop) {
     sp.draft_min = opts.draft_min;
     sp.draft_p_min = opts.draft_p_min;
     sp.draft_context.n_threads = opts.threads;
+    sp.draft_context.n_ctx = opts.draft_n_ctx;
     sp.draft_context.type_k = opts.type_k;
     sp.draft_context.type_v = opts.type_v;
   }

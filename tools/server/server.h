@@ -43,6 +43,7 @@ struct ServeOptions {
   // --draft-p-min): requests without prompt lookup draft with it.
   std::string draft_model;
   int draft_max = 16, draft_min = 0;
+  int draft_n_ctx = 0;  // -cd: cells of each slot's draft context (0: twice a slot's share, >= 2048)
   float draft_p_min = 0.75f;
   bool verbose = false;
 };
