@@ -35,6 +35,15 @@ export type LlamaModelOptions = {
   kv_unified?: boolean
   use_mlock?: boolean
   devices?: string[]
+  /** loom: speculative decoding with this draft model (same vocabulary; checked) for every
+   * completion without `lookup`; the same tokens as without it */
+  draft_model?: string
+  /** loom: most draft tokens per step (1..32, default 16) */
+  draft_max?: number
+  /** loom: shorter drafts are not verified (default 0) */
+  draft_min?: number
+  /** loom: the draft stops at a token below this probability (default 0.75) */
+  draft_p_min?: number
   [key: string]: any
 }
 
