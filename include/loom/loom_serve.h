@@ -113,7 +113,9 @@ LOOM_API int32_t loom_scheduler_embed(loom_scheduler * sched, const char * reque
                                       void * user_data, uint64_t * request_id);
 
 /* {"running", "waiting", "slots", "slots_busy", "kv_cells", "kv_used", "cached_tokens", ...,
- * "draft_tokens", "draft_accepted" (since 0.3)} into
+ * "draft_tokens", "draft_accepted" (since 0.3), "metrics" (since 0.3: every counter, and the
+ * histograms "ttft_seconds", "inter_token_seconds", "queue_seconds", "e2e_seconds" as {"bounds",
+ * "counts" (per bucket, the last one +Inf), "sum", "count"})} into
  * buf. Returns the length, or -(needed size) when buf is too small, LOOM_SIZE_ERROR on error. */
 LOOM_API int32_t loom_scheduler_stats(const loom_scheduler * sched, char * buf, size_t buf_size);
 

@@ -397,7 +397,33 @@ int32_t loom_scheduler_stats(const loom_scheduler* sched, char* buf, size_t buf_
                     {"requests_rejected", s.metrics.requests_rejected},
                     {"draft_tokens", s.metrics.draft_tokens},
                     {"draft_accepted", s.metrics.draft_accepted}};
-    return copy_json("loom_scheduler_stats", j, buf, buf_size);
+    // Since 0.3: every counter and latency histogram (what `loom serve`'s /metrics exports).
+    auto histogram = [](const loom::serve::Histogram& h) {
+      return json{{"bounds", h.bounds()}, {"counts", h.counts()}, {"sum", h.sum()}, {"count", h.count()}};
+    };
+    const loom::serve::Metrics& m = s.metrics;
+    json out = j;
+    out["metrics"] = {{"prompt_tokens", m.prompt_tokens},
+                      {"generated_tokens", m.generated_tokens},
+                      {"requests_stop", m.requests_stop},
+                      {"requests_length", m.requests_length},
+                      {"requests_cancelled", m.requests_cancelled},
+                      {"requests_error", m.requests_error},
+                      {"requests_rejected", m.requests_rejected},
+                      {"embed_requests", m.embed_requests},
+                      {"prefix_queried_tokens", m.prefix_queried_tokens},
+                      {"prefix_hit_tokens", m.prefix_hit_tokens},
+                      {"disk_loads", m.disk_loads},
+                      {"disk_writes", m.disk_writes},
+                      {"disk_errors", m.disk_errors},
+                      {"steps", m.steps},
+                      {"draft_tokens", m.draft_tokens},
+                      {"draft_accepted", m.draft_accepted},
+                      {"ttft_seconds", histogram(m.ttft)},
+                      {"inter_token_seconds", histogram(m.itl)},
+                      {"queue_seconds", histogram(m.queue_time)},
+                      {"e2e_seconds", histogram(m.e2e)}};
+    return copy_json("loom_scheduler_stats", out, buf, buf_size);
   });
 }
 

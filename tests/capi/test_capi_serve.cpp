@@ -133,10 +133,22 @@ TEST(CapiScheduler, DraftModelGivesTheGoldenStoryAndIsChecked) {
     auto c = run(s, {{"prompt", r["prompt_ids"]}, {"n_predict", want.size()}, {"temperature", 0}});
     EXPECT_EQ(c->tokens, want) << r["prompt"];
   }
-  char buf[8192];
+  static char buf[1 << 16];
   ASSERT_GT(loom_scheduler_stats(s, buf, sizeof buf), 0);
   const json st = json::parse(buf);
   EXPECT_GT(st["draft_accepted"].get<int64_t>(), 0) << st.dump();
+  // The metrics object: counters and histograms, as /metrics exports them.
+  const json& mt = st["metrics"];
+  EXPECT_EQ(mt["requests_length"].get<int64_t>() + mt["requests_stop"].get<int64_t>(), int64_t(g["runs"].size()));
+  EXPECT_EQ(mt["draft_accepted"], st["draft_accepted"]);
+  for (const char* h : {"ttft_seconds", "inter_token_seconds", "queue_seconds", "e2e_seconds"}) {
+    const json& x = mt[h];
+    ASSERT_EQ(x["counts"].size(), x["bounds"].size() + 1) << h;
+    int64_t n = 0;
+    for (const auto& c : x["counts"]) n += c.get<int64_t>();
+    EXPECT_EQ(n, x["count"].get<int64_t>()) << h;
+  }
+  EXPECT_EQ(mt["e2e_seconds"]["count"].get<int64_t>(), int64_t(g["runs"].size()));
   loom_scheduler_free(s, 1000);
   // Refusals: another vocabulary, bad options, a NULL draft.
   Model bert(shared_path("models/synth-bert-tiny-f32.gguf"));
