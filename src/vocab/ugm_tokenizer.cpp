@@ -88,7 +88,8 @@ Expected<std::shared_ptr<const UgmTokenizer>> UgmTokenizer::create(const Vocab& 
                      " bytes) does not fit in the " + std::to_string(t->charsmap_.size()) + " bytes of the charsmap");
     }
     t->xcda_.resize(blob / 4);
-    std::memcpy(t->xcda_.data(), t->charsmap_.data() + 4, t->xcda_.size() * 4);
+    // An empty double array (blob < 4) copies nothing: memcpy may not be given its null data().
+    if (!t->xcda_.empty()) std::memcpy(t->xcda_.data(), t->charsmap_.data() + 4, t->xcda_.size() * 4);
     t->replacements_ = std::string_view(t->charsmap_).substr(4 + size_t(blob));
   }
   float min_score = FLT_MAX;

@@ -134,6 +134,17 @@ TEST(Ugm, CorruptCharsmapsAreRefusedOrHarmless) {
   EXPECT_EQ(small_vocab("\x01\x02", true, true).status().code(), StatusCode::kCorrupt);
   EXPECT_EQ(small_vocab(std::string("\x10\x00\x00\x00", 4) + std::string(12, 'x'), true, true).status().code(),
             StatusCode::kCorrupt);
+  // An empty double array (blob 0..3) with replacement bytes after it loads and normalizes nothing
+  // (found by the model_load fuzzer: the copy of an empty array passed memcpy a null pointer,
+  // which UBSan reports; scripts/sanitize.sh asan runs this test under it).
+  for (uint32_t blob : {0u, 3u}) {
+    std::string cm(4, '\0');
+    std::memcpy(cm.data(), &blob, 4);
+    cm += std::string(blob, 'y') + "ab";
+    auto v = small_vocab(cm, true, true);
+    ASSERT_TRUE(v.has_value()) << v.status().message();
+    EXPECT_EQ(v->ugm_normalize("ab"), "\xE2\x96\x81" "ab");
+  }
   // Anything else loads, and no walk through it can crash (llama.cpp throws on out-of-bounds
   // indices; loom stops the match).
   std::mt19937 rng(5);
