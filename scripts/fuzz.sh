@@ -52,13 +52,17 @@ for t in "${targets[@]}"; do
   before=$(find "$crashes" -type f | wc -l)
   log=build-fuzz/last-$t.log
   set +e
+  t0=$SECONDS
   build-fuzz/bin/fuzz_"$t" "${args[@]}" "$work" "${seeds[@]}" >"$log" 2>&1
   rc=$?
+  ran=$(( SECONDS - t0 ))
+  [ "$ran" -gt "$seconds" ] && ran=$seconds  # start-up (loading the corpus) is not fuzzing time
   set -e
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1 || true)
   new=$(( $(find "$crashes" -type f | wc -l) - before ))
-  printf '%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$t" "$seconds" "${execs:-0}" "$new" >> build-fuzz/fuzz-log.tsv
-  printf 'fuzz %-15s %5ss %10s execs  corpus %5s  crashes %s\n' "$t" "$seconds" "${execs:-?}" \
+  # The seconds it ran (a crash stops it early), not the seconds asked for.
+  printf '%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$t" "$ran" "${execs:-0}" "$new" >> build-fuzz/fuzz-log.tsv
+  printf 'fuzz %-15s %5ss %10s execs  corpus %5s  crashes %s\n' "$t" "$ran" "${execs:-?}" \
     "$(find "$work" -type f | wc -l)" "$new"
   if [ $rc -ne 0 ] || [ "$new" -gt 0 ]; then
     failed=1
