@@ -7,6 +7,7 @@
 #include <climits>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <new>
 #include <string>
@@ -136,5 +137,11 @@ inline int32_t copy_sized(const char* fn, std::string_view s, char* buf, int32_t
 
 // loom_context_params -> ContextParams (defined in loom_c.cpp).
 loom::Status to_params(const loom_context_params& p, loom::ContextParams* out);
+
+// loom_context_new and loom_context_new_ext (defined in loom_c.cpp): the checks, the params, then
+// `adjust` (may be empty; returns false after recording an error) for what the params struct
+// cannot hold, then the context. Errors are recorded under `fn`.
+loom_context* new_context(const char* fn, const loom_model* model, const loom_context_params* params,
+                          const std::function<bool(loom::ContextParams&)>& adjust);
 
 }  // namespace loom::capi

@@ -609,8 +609,14 @@ loom_context_params loom_context_default_params(void) {
 }
 
 loom_context* loom_context_new(const loom_model* model, const loom_context_params* params) {
-  return guarded<loom_context*>(__func__, nullptr, [&]() -> loom_context* {
-    const char* fn = "loom_context_new";
+  return new_context("loom_context_new", model, params, {});
+}
+
+}  // extern "C"
+
+loom_context* loom::capi::new_context(const char* fn, const loom_model* model, const loom_context_params* params,
+                                      const std::function<bool(loom::ContextParams&)>& adjust) {
+  return guarded<loom_context*>(fn, nullptr, [&]() -> loom_context* {
     if (!model) {
       set_error(fn, "model is NULL");
       return nullptr;
@@ -625,6 +631,7 @@ loom_context* loom_context_new(const loom_model* model, const loom_context_param
       fail(fn, st);
       return nullptr;
     }
+    if (adjust && !adjust(cp)) return nullptr;
     auto c = loom::Context::create(model->m, cp);
     if (!c) {
       fail(fn, c.status());
@@ -635,6 +642,8 @@ loom_context* loom_context_new(const loom_model* model, const loom_context_param
     return h.release();
   });
 }
+
+extern "C" {
 
 void loom_context_free(loom_context* ctx) { delete ctx; }
 

@@ -186,49 +186,26 @@ int32_t loom_tokenize_chat(const loom_model* model, const char* text, int32_t te
 // ---- context, more --------------------------------------------------------------------------
 
 loom_context* loom_context_new_ext(const loom_model* model, const loom_context_params* params, const char* options_json) {
-  return guarded<loom_context*>(__func__, nullptr, [&]() -> loom_context* {
-    const char* fn = "loom_context_new_ext";
-    if (!model) {
-      set_error(fn, "model is NULL");
-      return nullptr;
+  const char* fn = "loom_context_new_ext";
+  return new_context(fn, model, params, [&](loom::ContextParams& cp) {
+    if (!options_json || !*options_json) return true;
+    nlohmann::json o = nlohmann::json::parse(options_json, nullptr, /*allow_exceptions=*/false);
+    if (o.is_discarded() || !o.is_object()) {
+      set_error(fn, "options_json is not a JSON object");
+      return false;
     }
-    if (model->vocab_only) {
-      set_error(fn, "the model was loaded with vocab_only; it has no weights to run");
-      return nullptr;
-    }
-    const loom_context_params p = params ? *params : loom_context_default_params();
-    loom::ContextParams cp;
-    if (loom::Status st = to_params(p, &cp); !st) {
-      fail(fn, st);
-      return nullptr;
-    }
-    if (options_json && *options_json) {
-      nlohmann::json o = nlohmann::json::parse(options_json, nullptr, /*allow_exceptions=*/false);
-      if (o.is_discarded() || !o.is_object()) {
-        set_error(fn, "options_json is not a JSON object");
-        return nullptr;
+    for (const auto& [key, value] : o.items()) {
+      if (key != "kv_unified") {
+        set_error(fn, "unknown option '" + key + "'");
+        return false;
       }
-      for (const auto& [key, value] : o.items()) {
-        if (key == "kv_unified") {
-          if (!value.is_boolean()) {
-            set_error(fn, "kv_unified must be a boolean");
-            return nullptr;
-          }
-          cp.kv_unified = value.get<bool>();
-        } else {
-          set_error(fn, "unknown option '" + key + "'");
-          return nullptr;
-        }
+      if (!value.is_boolean()) {
+        set_error(fn, "kv_unified must be a boolean");
+        return false;
       }
+      cp.kv_unified = value.get<bool>();
     }
-    auto c = loom::Context::create(model->m, cp);
-    if (!c) {
-      fail(fn, c.status());
-      return nullptr;
-    }
-    auto h = std::make_unique<loom_context>();
-    h->c = std::move(*c);
-    return h.release();
+    return true;
   });
 }
 

@@ -285,6 +285,7 @@ class ChatSession {
     bool cut = false;  // the context filled up
     int n_gen = 0;
     const auto t0 = std::chrono::steady_clock::now();
+    api::Batch one(1);  // each reply token, decoded in turn
     while (o_.n_predict < 0 || n_gen < o_.n_predict) {
       if (interrupted()) { end = TurnEnd::kInterrupted; break; }
       const float* logits = ctx_.logits(-1);
@@ -297,7 +298,7 @@ class ChatSession {
       show(*chunk);
       if (++n_gen == o_.n_predict) break;  // the last token need not be decoded
       if (int(cached_.size()) >= ctx_.n_ctx()) { cut = true; break; }
-      api::Batch one(1);
+      one.clear();
       one.add(tok, int32_t(cached_.size()), 0, true);
       api::Status st = ctx_.decode(one);
       if (st.code() == LOOM_ERR_ABORTED) { end = TurnEnd::kInterrupted; break; }

@@ -112,9 +112,10 @@ struct Output {
   }
 };
 
-api::Status decode_one(api::Context& ctx, Token t, int32_t pos, int32_t seq = 0) {
-  api::Batch b(1);
-  b.add(t, pos, seq, true);
+// One token with its logits, through a batch the caller keeps (no allocation per token).
+api::Status decode_one(api::Context& ctx, api::Batch& b, Token t, int32_t pos) {
+  b.clear();
+  b.add(t, pos, 0, true);
   return ctx.decode(b);
 }
 
@@ -147,8 +148,9 @@ int generate_encoder_decoder(const Opts& o, const api::Model& model, const std::
   Output text{o.json, {}};
   auto detok = api::Detokenizer::create(model);
   if (!detok) return fail(detok.status());
+  api::Batch one(1);
   for (int i = 0; i < o.n_predict && i < ctx.n_ctx(); ++i) {
-    if (api::Status st = decode_one(ctx, cur, i); !st) return fail(st);
+    if (api::Status st = decode_one(ctx, one, cur, i); !st) return fail(st);
     auto next = next_token(sampler, model, ctx.logits(-1), ctx.n_vocab());
     if (!next) return fail(next.status());
     const Token tok = *next;
@@ -287,6 +289,7 @@ int generate_one(const Opts& o, const api::Model& model, std::vector<Token> prom
     text.emit(*chunk);
     return api::Status::ok();
   };
+  api::Batch one(1);
   bool pending = false;  // the last sampled token is not in the cache yet
   const int64_t t_gen0 = now_us();  // wall clock of generation: decode, sampling, detokenizing
   while (int(out.size()) < o.n_predict) {
@@ -336,7 +339,7 @@ int generate_one(const Opts& o, const api::Model& model, std::vector<Token> prom
         }
         history.erase(history.begin() + long(n_keep), history.begin() + long(n_keep + n_discard));
       }
-      if (api::Status st = decode_one(ctx, history.back(), int32_t(history.size() - 1)); !st) return fail(st);
+      if (api::Status st = decode_one(ctx, one, history.back(), int32_t(history.size() - 1)); !st) return fail(st);
       pending = false;
     }
     auto next = next_token(sampler, model, ctx.logits(-1), n_vocab);
@@ -355,7 +358,7 @@ int generate_one(const Opts& o, const api::Model& model, std::vector<Token> prom
   if (!o.save_state.empty()) {
     // Decode the last generated token too, so a resumed run continues exactly where this ended.
     if (pending && int(history.size()) <= ctx.n_ctx()) {
-      if (api::Status st = decode_one(ctx, history.back(), int32_t(history.size() - 1)); !st) return fail(st);
+      if (api::Status st = decode_one(ctx, one, history.back(), int32_t(history.size() - 1)); !st) return fail(st);
     } else if (pending) {
       history.pop_back();
     }
