@@ -266,7 +266,8 @@ enum loom_kv_type {
   LOOM_TYPE_F32 = 0,
   LOOM_TYPE_F16 = 1,
   LOOM_TYPE_Q4_0 = 2,
-  LOOM_TYPE_Q8_0 = 8
+  LOOM_TYPE_Q8_0 = 8,
+  LOOM_TYPE_BF16 = 30 /* since 0.3 (accepted before, not named) */
 };
 
 /* Polled between layers; returning true stops the decode (LOOM_DECODE_ABORTED). */

@@ -622,7 +622,46 @@ class Scheduler {
     }
     return id;
   }
+  // loom_scheduler_submit_ext: options {"n_predict", "endpoint"}; *info (if given) gets what the
+  // request became ({"prompt_tokens", "n", "seed", "grammar_triggers", ...}).
+  Expected<uint64_t> submit(const std::string& request_json, const std::string& options_json, OnEvent on_event,
+                            std::string* info = nullptr) {
+    auto* cb = new OnEvent(std::move(on_event));
+    uint64_t id = 0;
+    std::string buf(info ? size_t(1) << 16 : 0, '\0');
+    const int32_t rc = loom_scheduler_submit_ext(s_.get(), request_json.c_str(), options_json.c_str(), &Scheduler::dispatch,
+                                                 cb, &id, info ? buf.data() : nullptr, buf.size());
+    if (rc != LOOM_OK) {
+      Status st = Status::last(rc);
+      delete cb;
+      return st;
+    }
+    if (info) *info = buf.c_str();
+    return id;
+  }
+  // Embeddings (loom_scheduler_embed): done gets n_inputs x n_dim floats, or the failure.
+  struct Embeddings {
+    std::vector<float> data;
+    int32_t n_inputs = 0, n_dim = 0, prompt_tokens = 0;
+  };
+  using OnEmbed = std::function<void(Expected<Embeddings>)>;
+  Expected<uint64_t> embed(const std::string& request_json, OnEmbed done) {
+    auto* cb = new OnEmbed(std::move(done));
+    uint64_t id = 0;
+    const int32_t rc = loom_scheduler_embed(s_.get(), request_json.c_str(), &Scheduler::dispatch_embed, cb, &id);
+    if (rc != LOOM_OK) {
+      Status st = Status::last(rc);
+      delete cb;
+      return st;
+    }
+    return id;
+  }
   void cancel(uint64_t id) { loom_scheduler_cancel(s_.get(), id); }
+  int32_t n_ctx() const { return loom_scheduler_n_ctx(s_.get()); }
+  int32_t n_slots() const { return loom_scheduler_n_slots(s_.get()); }
+  // Refuses new requests, lets running ones finish for up to grace_ms, cancels the rest
+  // (loom_scheduler_shutdown); the scheduler answers stats and cancel until it is destroyed.
+  void shutdown(int32_t grace_ms) { loom_scheduler_shutdown(s_.get(), grace_ms); }
   Expected<std::string> stats() const {
     return Model::detail_json([&](char* b, size_t n) { return loom_scheduler_stats(s_.get(), b, n); });
   }
@@ -630,6 +669,20 @@ class Scheduler {
 
  private:
   explicit Scheduler(loom_scheduler* s) : s_(s, [](loom_scheduler* p) { loom_scheduler_free(p, 0); }) {}
+  static void dispatch_embed(int32_t status, const char* message, const float* data, int32_t n_inputs, int32_t n_dim,
+                             int32_t prompt_tokens, void* user) {
+    std::unique_ptr<OnEmbed> cb(static_cast<OnEmbed*>(user));
+    if (status != LOOM_OK) {
+      (*cb)(Status(status, message ? message : ""));
+      return;
+    }
+    Embeddings e;
+    e.data.assign(data, data + size_t(n_inputs) * size_t(n_dim));
+    e.n_inputs = n_inputs;
+    e.n_dim = n_dim;
+    e.prompt_tokens = prompt_tokens;
+    (*cb)(std::move(e));
+  }
   static void dispatch(const loom_event* e, void* user) {
     auto* cb = static_cast<OnEvent*>(user);
     Event ev{e->kind, e->request_id, e->choice, e->token, std::string(e->text, e->text_len), e->json ? e->json : ""};

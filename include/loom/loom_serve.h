@@ -60,12 +60,18 @@ LOOM_API loom_scheduler * loom_scheduler_new(const loom_model * model, const loo
  * 0 turns it off for that request); the target's sampler picks every token, so the output is
  * plain decoding's. Each slot gets a context of the draft model when it first drafts.
  * draft_options_json: NULL or {"draft_max": 16 (1..32), "draft_min": 0, "p_min": 0.75 (the draft
- * stops at a token below it)}. The draft model may be freed afterwards. */
+ * stops at a token below it), "n_ctx" ( cells of each slot's draft context, 0: twice a
+ * slot's share, at least 2048)}. The draft model may be freed afterwards. */
 LOOM_API loom_scheduler * loom_scheduler_new_with_draft(const loom_model * model, const loom_scheduler_params * params,
                                                         const loom_model * draft, const char * draft_options_json);
 /* Refuses new requests, lets running ones finish for up to grace_ms, cancels the rest (their
  * callbacks get their final events), then frees everything. NULL is ignored. */
 LOOM_API void loom_scheduler_free(loom_scheduler * sched, int32_t grace_ms);
+/* Since 0.3: the first half of loom_scheduler_free, for a frontend that drains before it frees:
+ * refuses new requests (LOOM_ERR_UNAVAILABLE), lets running ones finish for up to grace_ms, cancels
+ * the rest (their callbacks get their final events). The handle stays valid — submit fails, stats
+ * and cancel answer — until loom_scheduler_free. Calling it again does nothing. NULL is ignored. */
+LOOM_API void loom_scheduler_shutdown(loom_scheduler * sched, int32_t grace_ms);
 
 enum loom_event_kind {
   LOOM_EVENT_TOKEN = 0,  /* token, text: the text that became final with it (may be empty while a
@@ -99,6 +105,20 @@ typedef void (*loom_event_callback)(const loom_event * event, void * user_data);
  * embeddings context). */
 LOOM_API int32_t loom_scheduler_submit(loom_scheduler * sched, const char * request_json, loom_event_callback callback,
                                        void * user_data, uint64_t * request_id);
+
+/* Since 0.3: loom_scheduler_submit for a frontend that shapes its own responses (loom serve).
+ * options_json: NULL or {"n_predict": the max tokens of a request that gives none (-1: as many as
+ * fit), "endpoint": "chat" (the request must have "messages"; "prompt" is ignored) | "completion"
+ * ("prompt" required, "messages" ignored) | "any" (the default: as loom_scheduler_submit)}.
+ * info_buf (may be NULL with info_size 0) gets what the request became, as JSON:
+ * {"prompt_tokens", "n" (choices), "max_tokens", "seed" (the one drawn when the request gave none),
+ * "logprobs", "top_logprobs", "chat", "tool_call_format", "grammar_triggers" (text that starts a tool
+ * call: a streaming frontend holds text back from there)}. It is written before the request is
+ * queued: when info_size is too small the request is refused (LOOM_ERR_RESOURCE_EXHAUSTED, the
+ * message says the size needed) and nothing is queued. Otherwise as loom_scheduler_submit. */
+LOOM_API int32_t loom_scheduler_submit_ext(loom_scheduler * sched, const char * request_json, const char * options_json,
+                                           loom_event_callback callback, void * user_data, uint64_t * request_id,
+                                           char * info_buf, size_t info_size);
 
 /* Stops a request at the next step (its choices finish with "cancelled"). Unknown ids are ignored. */
 LOOM_API void loom_scheduler_cancel(loom_scheduler * sched, uint64_t request_id);

@@ -229,6 +229,12 @@ loom_scheduler* new_scheduler(const char* fn, const loom_model* model, const loo
             return nullptr;
           }
           (key == "draft_max" ? sp.draft_max : sp.draft_min) = int(std::clamp<int64_t>(value.get<int64_t>(), -1, 1 << 20));
+        } else if (key == "n_ctx") {
+          if (!value.is_number_integer() || value.get<int64_t>() < 0 || value.get<int64_t>() > (int64_t(1) << 24)) {
+            set_error(fn, "n_ctx must be an integer from 0 to 2^24");
+            return nullptr;
+          }
+          sp.draft_context.n_ctx = int(value.get<int64_t>());
         } else if (key == "p_min") {
           if (!value.is_number()) {
             set_error(fn, "p_min must be a number");
@@ -273,6 +279,14 @@ loom_scheduler* loom_scheduler_new_with_draft(const loom_model* model, const loo
   return new_scheduler(__func__, model, params, draft, draft_options_json);
 }
 
+void loom_scheduler_shutdown(loom_scheduler* sched, int32_t grace_ms) {
+  if (!sched) return;
+  guarded<int>(__func__, 0, [&] {
+    sched->s->shutdown(std::chrono::milliseconds(std::max(0, grace_ms)));
+    return 0;
+  });
+}
+
 void loom_scheduler_free(loom_scheduler* sched, int32_t grace_ms) {
   if (!sched) return;
   guarded<int>(__func__, 0, [&] {
@@ -282,12 +296,48 @@ void loom_scheduler_free(loom_scheduler* sched, int32_t grace_ms) {
   delete sched;
 }
 
-int32_t loom_scheduler_submit(loom_scheduler* sched, const char* request_json, loom_event_callback callback,
-                              void* user_data, uint64_t* request_id) {
-  LOOM_NEED_SCHED(LOOM_ERR_INVALID_ARGUMENT);
-  if (!callback) return fail_arg(__func__, "callback is NULL");
-  return guarded_request(__func__, [&]() -> int32_t {
-    const char* fn = "loom_scheduler_submit";
+}  // extern "C"
+
+namespace {
+
+// What a frontend may set for every request (loom_scheduler_submit_ext's options_json).
+struct SubmitOptions {
+  int n_predict = -1;  // max tokens when the request gives none
+  enum class Endpoint { kAny, kChat, kCompletion } endpoint = Endpoint::kAny;
+};
+
+SubmitOptions parse_submit_options(const char* options_json) {
+  SubmitOptions o;
+  if (!options_json) return o;
+  const json j = json::parse(options_json, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) loom::serve::request_error("options_json is not a JSON object");
+  for (const auto& [key, value] : j.items()) {
+    if (key == "n_predict") {
+      if (!value.is_number_integer() || value.get<int64_t>() < -1 || value.get<int64_t>() > (int64_t(1) << 30)) {
+        loom::serve::request_error("options.n_predict: expected an integer from -1 to 2^30");
+      }
+      o.n_predict = int(value.get<int64_t>());
+    } else if (key == "endpoint") {
+      const std::string e = value.is_string() ? value.get<std::string>() : std::string();
+      if (e == "chat") o.endpoint = SubmitOptions::Endpoint::kChat;
+      else if (e == "completion") o.endpoint = SubmitOptions::Endpoint::kCompletion;
+      else if (e == "any") o.endpoint = SubmitOptions::Endpoint::kAny;
+      else loom::serve::request_error("options.endpoint: expected \"chat\", \"completion\" or \"any\"");
+    } else {
+      loom::serve::request_error("options: unknown field '" + key + "'");
+    }
+  }
+  return o;
+}
+
+// loom_scheduler_submit and loom_scheduler_submit_ext: parse, optionally describe, queue.
+int32_t submit_generation(const char* fn, loom_scheduler* sched, const char* request_json, const char* options_json,
+                          loom_event_callback callback, void* user_data, uint64_t* request_id, char* info,
+                          size_t info_size) {
+  if (!sched) return fail_arg(fn, "scheduler is NULL");
+  if (!callback) return fail_arg(fn, "callback is NULL");
+  return guarded_request(fn, [&]() -> int32_t {
+    const SubmitOptions opts = parse_submit_options(options_json);
     const json body = parse_request(request_json);
     const loom::serve::Fields f(body);
     const loom::Vocab& vocab = sched->model->vocab();
@@ -296,7 +346,10 @@ int32_t loom_scheduler_submit(loom_scheduler* sched, const char* request_json, l
     st->user = user_data;
     st->vocab = &vocab;
     loom::serve::GenerateRequest r;
-    if (f.has("messages")) {
+    std::vector<std::string> triggers;
+    const bool chat = opts.endpoint == SubmitOptions::Endpoint::kChat ||
+                      (opts.endpoint == SubmitOptions::Endpoint::kAny && f.has("messages"));
+    if (chat) {
       // A request's own chat_template replaces the scheduler's for it.
       std::optional<loom::chat::ChatTemplate> own;
       if (f.has("chat_template") && !f.string("chat_template").empty()) {
@@ -308,16 +361,39 @@ int32_t loom_scheduler_submit(loom_scheduler* sched, const char* request_json, l
       const loom::chat::ChatTemplate* tmpl = own ? &*own : sched->tmpl ? &*sched->tmpl : nullptr;
       if (!tmpl) return fail(fn, loom::invalid_argument("chat template: " + sched->tmpl_error));
       loom::serve::ChatGeneration g =
-          loom::serve::parse_chat_generation(f, *tmpl, vocab, -1, sched->counter.fetch_add(1));
+          loom::serve::parse_chat_generation(f, *tmpl, vocab, opts.n_predict, sched->counter.fetch_add(1));
       r = std::move(g.request);
       st->chat = true;
       st->format = g.format;
       st->parse_options = g.parse_options;
+      triggers = std::move(g.triggers);
     } else {
       const json* p = f.get("prompt");
-      if (!p) return fail(fn, loom::invalid_argument("prompt: required (or messages)"));
-      loom::serve::parse_generation(f, vocab, -1, /*chat=*/false, r);
+      if (!p) {
+        return fail(fn, loom::invalid_argument(opts.endpoint == SubmitOptions::Endpoint::kAny ? "prompt: required (or messages)"
+                                                                                           : "prompt: required"));
+      }
+      loom::serve::parse_generation(f, vocab, opts.n_predict, /*chat=*/false, r);
       r.prompt = loom::serve::prompt_tokens(*p, vocab, "prompt");
+    }
+    if (info) {
+      // What the request became, for a frontend that shapes responses (loom serve): checked
+      // before anything is queued, so a small buffer refuses the request and loses nothing.
+      const json d = {{"prompt_tokens", r.prompt.size()},
+                      {"n", r.n},
+                      {"max_tokens", r.max_tokens},
+                      {"seed", r.sampling.seed},
+                      {"logprobs", r.logprobs},
+                      {"top_logprobs", r.top_logprobs},
+                      {"chat", st->chat},
+                      {"tool_call_format", loom::chat::tool_call_format_name(st->format)},
+                      {"grammar_triggers", triggers}};
+      const std::string s = dump(d);
+      if (info_size <= s.size()) {
+        return fail(fn, loom::Status(loom::StatusCode::kResourceExhausted,
+                                     "info_buf needs " + std::to_string(s.size() + 1) + " bytes; nothing was queued"));
+      }
+      std::memcpy(info, s.c_str(), s.size() + 1);
     }
     st->prompt = r.prompt;
     auto id = sched->s->submit(std::move(r), [st](const loom::serve::Event& e) { st->on_event(e); });
@@ -325,6 +401,23 @@ int32_t loom_scheduler_submit(loom_scheduler* sched, const char* request_json, l
     if (request_id) *request_id = *id;
     return LOOM_OK;
   });
+}
+
+}  // namespace
+
+extern "C" {
+
+int32_t loom_scheduler_submit(loom_scheduler* sched, const char* request_json, loom_event_callback callback,
+                              void* user_data, uint64_t* request_id) {
+  return submit_generation(__func__, sched, request_json, nullptr, callback, user_data, request_id, nullptr, 0);
+}
+
+int32_t loom_scheduler_submit_ext(loom_scheduler* sched, const char* request_json, const char* options_json,
+                                  loom_event_callback callback, void* user_data, uint64_t* request_id, char* info_buf,
+                                  size_t info_size) {
+  if (info_size > 0 && !info_buf) return fail_arg(__func__, "info_buf is NULL but info_size is not 0");
+  return submit_generation(__func__, sched, request_json, options_json, callback, user_data, request_id,
+                           info_size > 0 ? info_buf : nullptr, info_size);
 }
 
 void loom_scheduler_cancel(loom_scheduler* sched, uint64_t request_id) {

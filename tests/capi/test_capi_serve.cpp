@@ -274,6 +274,101 @@ TEST(CapiScheduler, ChatRequestsParseToolCalls) {
   EXPECT_EQ(loom_chat_format(m.m, R"({"messages": 3})", buf.data(), buf.size()), LOOM_SIZE_ERROR);
 }
 
+// loom_scheduler_submit_ext: per-frontend defaults and endpoint, the description of what a request
+// became (written before anything is queued), and loom_scheduler_shutdown before the free.
+TEST(CapiScheduler, SubmitExtDescribesTheRequestAndShutdownRefusesNewOnes) {
+  Model m(stories_path());
+  Sched s(m.m);
+  ASSERT_TRUE(s.s);
+  Collected c;
+  uint64_t id = 0;
+  std::vector<char> info(4096);
+  // The default max_tokens applies where the request gives none, and the seed drawn is reported.
+  ASSERT_EQ(loom_scheduler_submit_ext(s.s, R"({"prompt": "Once", "n": 2, "logprobs": 3})",
+                                      R"({"n_predict": 5, "endpoint": "completion"})", &Collected::on_event, &c, &id,
+                                      info.data(), info.size()),
+            LOOM_OK)
+      << loom_last_error();
+  c.wait();
+  const json d = json::parse(info.data());
+  EXPECT_EQ(d["max_tokens"], 5);
+  EXPECT_EQ(d["n"], 2);
+  EXPECT_EQ(d["logprobs"], true);
+  EXPECT_EQ(d["top_logprobs"], 3);
+  EXPECT_EQ(d["chat"], false);
+  EXPECT_EQ(d["tool_call_format"], "none");
+  EXPECT_TRUE(d["grammar_triggers"].empty());
+  EXPECT_TRUE(d["seed"].is_number_unsigned());
+  EXPECT_EQ(c.done["usage"]["completion_tokens"], 10);  // two choices of five
+  // A request's own length wins over the default.
+  Collected c2;
+  ASSERT_EQ(loom_scheduler_submit_ext(s.s, R"({"prompt": "Once", "max_tokens": 3, "seed": 7})", R"({"n_predict": 5})",
+                                      &Collected::on_event, &c2, &id, info.data(), info.size()),
+            LOOM_OK);
+  c2.wait();
+  EXPECT_EQ(json::parse(info.data())["seed"], 7);
+  EXPECT_EQ(c2.done["usage"]["completion_tokens"], 3);
+  // Endpoints: "chat" needs messages (a prompt is not enough), "completion" needs a prompt.
+  Collected unused;
+  EXPECT_EQ(loom_scheduler_submit_ext(s.s, R"({"prompt": "Once"})", R"({"endpoint": "chat"})", &Collected::on_event,
+                                      &unused, &id, nullptr, 0),
+            LOOM_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(loom_last_error()).find("messages"), std::string::npos) << loom_last_error();
+  EXPECT_EQ(loom_scheduler_submit_ext(s.s, R"({"messages": [{"role": "user", "content": "Hi"}]})",
+                                      R"({"endpoint": "completion"})", &Collected::on_event, &unused, &id, nullptr, 0),
+            LOOM_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(loom_last_error()).find("prompt: required"), std::string::npos) << loom_last_error();
+  // Bad options, and a description that does not fit: refused, nothing queued.
+  for (const char* o : {"[", R"({"endpoint": "edit"})", R"({"n_predict": -2})", R"({"colour": 1})"}) {
+    EXPECT_EQ(loom_scheduler_submit_ext(s.s, R"({"prompt": "Once"})", o, &Collected::on_event, &unused, &id, nullptr, 0),
+              LOOM_ERR_INVALID_ARGUMENT)
+        << o;
+  }
+  EXPECT_EQ(loom_scheduler_submit_ext(s.s, R"({"prompt": "Once"})", nullptr, &Collected::on_event, &unused, &id,
+                                      info.data(), 8),
+            LOOM_ERR_RESOURCE_EXHAUSTED);
+  EXPECT_EQ(loom_scheduler_submit_ext(s.s, R"({"prompt": "Once"})", nullptr, &Collected::on_event, &unused, &id, nullptr, 8),
+            LOOM_ERR_INVALID_ARGUMENT);
+  // A chat request with tools reports its format's triggers.
+  const json tools = json::parse(R"([{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}])");
+  Collected c3;
+  ASSERT_EQ(loom_scheduler_submit_ext(s.s,
+                                      json{{"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"tools", tools},
+                                           {"max_tokens", 2}}
+                                          .dump()
+                                          .c_str(),
+                                      R"({"endpoint": "chat"})", &Collected::on_event, &c3, &id, info.data(), info.size()),
+            LOOM_OK)
+      << loom_last_error();
+  c3.wait();
+  const json d3 = json::parse(info.data());
+  EXPECT_EQ(d3["chat"], true);
+  EXPECT_NE(d3["tool_call_format"], "none");
+  EXPECT_FALSE(d3["grammar_triggers"].empty()) << d3.dump();
+  ASSERT_FALSE(unused.ended);  // nothing refused was ever queued
+  // Shutdown: new requests are refused as unavailable, the handle still answers.
+  loom_scheduler_shutdown(s.s, 1000);
+  EXPECT_EQ(loom_scheduler_submit(s.s, R"({"prompt": "Once"})", &Collected::on_event, &unused, &id), LOOM_ERR_UNAVAILABLE);
+  EXPECT_GT(loom_scheduler_stats(s.s, info.data(), info.size()), 0);
+  loom_scheduler_shutdown(s.s, 0);  // again: nothing happens
+  loom_scheduler_shutdown(nullptr, 0);
+}
+
+TEST(CapiScheduler, DraftContextSizeIsAnOption) {
+  Model m(stories_path());
+  loom_scheduler_params p = loom_scheduler_default_params();
+  p.context.n_ctx = 512;
+  p.context.n_threads = 1;
+  loom_scheduler* s = loom_scheduler_new_with_draft(m.m, &p, m.m, R"({"n_ctx": 256})");
+  ASSERT_TRUE(s) << loom_last_error();
+  auto c = run(s, {{"prompt", "Once"}, {"n_predict", 8}, {"temperature", 0}});
+  EXPECT_EQ(c->tokens.size(), 8u);
+  loom_scheduler_free(s, 1000);
+  for (const char* o : {R"({"n_ctx": -1})", R"({"n_ctx": "big"})"}) {
+    EXPECT_EQ(loom_scheduler_new_with_draft(m.m, &p, m.m, o), nullptr) << o;
+  }
+}
+
 TEST(CapiScheduler, BenchAndStats) {
   Model m(stories_path());
   Sched s(m.m, 4, 1024);

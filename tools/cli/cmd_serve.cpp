@@ -5,9 +5,13 @@
 //            [--max-body BYTES]
 // An OpenAI-compatible server (tools/server, docs/serving.md). Flags follow llama-server's
 // spelling; main.cpp maps the multi-letter short forms (-np, -ub, -tb, -ctk, -ctv).
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <sstream>
+#include <tuple>
 
 #include "commands.h"
 #include "server.h"
@@ -90,16 +94,20 @@ void register_serve(CLI::App& app, int& exit_code) {
         if (!line.empty() && line[0] != '#') o->api_keys.push_back(line);
       }
     }
+    static const std::pair<const char*, int32_t> kCacheTypes[] = {
+        {"f32", LOOM_TYPE_F32}, {"f16", LOOM_TYPE_F16}, {"bf16", LOOM_TYPE_BF16}, {"q8_0", LOOM_TYPE_Q8_0}, {"q4_0", LOOM_TYPE_Q4_0}};
     for (const auto& [flag, name, dst] : {std::tuple{"--cache-type-k", ctk.get(), &o->type_k},
                                           std::tuple{"--cache-type-v", ctv.get(), &o->type_v}}) {
-      auto t = parse_tensor_type(*name);
-      if (!t || (*t != TensorType::F32 && *t != TensorType::F16 && *t != TensorType::BF16 && *t != TensorType::Q8_0 &&
-                 *t != TensorType::Q4_0)) {
+      std::string lower = *name;
+      for (char& c : lower) c = char(std::tolower(static_cast<unsigned char>(c)));
+      const auto* it = std::find_if(std::begin(kCacheTypes), std::end(kCacheTypes),
+                                    [&](const auto& t) { return lower == t.first; });
+      if (it == std::end(kCacheTypes)) {
         std::fprintf(stderr, "loom: %s %s: expected f32, f16, bf16, q8_0 or q4_0\n", flag, name->c_str());
         exit_code = 2;
         return;
       }
-      *dst = *t;
+      *dst = it->second;
     }
     for (const std::string& l : *loras) {
       const size_t colon = l.rfind(':');

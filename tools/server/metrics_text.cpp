@@ -23,19 +23,22 @@ class Out {
     head(name, "gauge", help);
     value(name, v);
   }
-  void histogram(const char* name, const char* help, const serve::Histogram& h) {
+  // h: {"bounds", "counts" (per bucket, the last one +Inf), "sum", "count"}.
+  void histogram(const char* name, const char* help, const json& h) {
     head(name, "histogram", help);
+    const json& bounds = h.at("bounds");
+    const json& counts = h.at("counts");
     uint64_t cum = 0;
-    for (size_t i = 0; i < h.bounds().size(); ++i) {
-      cum += h.counts()[i];
+    for (size_t i = 0; i < bounds.size() && i < counts.size(); ++i) {
+      cum += counts[i].get<uint64_t>();
       char le[48];
-      std::snprintf(le, sizeof le, "%g", h.bounds()[i]);
+      std::snprintf(le, sizeof le, "%g", bounds[i].get<double>());
       value(std::string(name) + "_bucket{le=\"" + le + "\"}", double(cum));
     }
-    cum += h.counts().back();
+    if (!counts.empty()) cum += counts.back().get<uint64_t>();
     value(std::string(name) + "_bucket{le=\"+Inf\"}", double(cum));
-    value(std::string(name) + "_sum", h.sum());
-    value(std::string(name) + "_count", double(h.count()));
+    value(std::string(name) + "_sum", h.at("sum").get<double>());
+    value(std::string(name) + "_count", h.at("count").get<double>());
   }
   std::string take() { return std::move(s_); }
 
@@ -45,39 +48,40 @@ class Out {
 
 }  // namespace
 
-std::string render_metrics(const serve::SchedulerStats& s, const http::ServerStats& h) {
-  const serve::Metrics& m = s.metrics;
+std::string render_metrics(const json& s, const http::ServerStats& h) {
+  const json& m = s.at("metrics");
+  auto n = [](const json& j, const char* k) { return j.at(k).get<double>(); };
   Out o;
-  o.counter("loom_prompt_tokens_total", "Prompt tokens computed (not counting prefix-cache hits).", double(m.prompt_tokens));
-  o.counter("loom_generation_tokens_total", "Tokens generated.", double(m.generated_tokens));
+  o.counter("loom_prompt_tokens_total", "Prompt tokens computed (not counting prefix-cache hits).", n(m, "prompt_tokens"));
+  o.counter("loom_generation_tokens_total", "Tokens generated.", n(m, "generated_tokens"));
   o.head("loom_request_success_total", "counter", "Requests finished, by finish reason.");
-  o.value("loom_request_success_total{finished_reason=\"stop\"}", double(m.requests_stop));
-  o.value("loom_request_success_total{finished_reason=\"length\"}", double(m.requests_length));
-  o.value("loom_request_success_total{finished_reason=\"cancelled\"}", double(m.requests_cancelled));
-  o.counter("loom_request_errors_total", "Requests that failed while running.", double(m.requests_error));
-  o.counter("loom_requests_rejected_total", "Requests refused at admission (queue full, shutting down).", double(m.requests_rejected));
-  o.counter("loom_embedding_requests_total", "Embedding and rerank requests served.", double(m.embed_requests));
-  o.gauge("loom_num_requests_running", "Requests holding a slot.", s.running);
-  o.gauge("loom_num_requests_waiting", "Requests waiting for a slot or KV cells.", s.waiting);
-  o.gauge("loom_slots_total", "Sequences that can generate at once.", s.slots);
-  o.gauge("loom_slots_busy", "Slots in use.", s.slots_busy);
-  o.gauge("loom_kv_cells_total", "KV cache cells (shared by every slot).", s.kv_cells);
-  o.gauge("loom_kv_cells_used", "KV cache cells holding a token (running requests and cached prefixes).", s.kv_used);
-  o.gauge("loom_kv_cache_usage_perc", "Fraction of KV cells in use.", s.kv_cells > 0 ? double(s.kv_used) / s.kv_cells : 0.0);
-  o.gauge("loom_prefix_cache_tokens", "Tokens in the prefix cache.", s.cached_tokens);
-  o.gauge("loom_prefix_cache_evictable_tokens", "Cached tokens no running request uses.", s.cache_evictable);
-  o.counter("loom_prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.", double(m.prefix_queried_tokens));
-  o.counter("loom_prefix_cache_hits_total", "Prompt tokens found in the prefix cache.", double(m.prefix_hit_tokens));
-  o.counter("loom_prefix_cache_disk_loads_total", "Prefixes loaded from --cache-dir.", double(m.disk_loads));
-  o.counter("loom_prefix_cache_disk_writes_total", "Prefixes written to --cache-dir.", double(m.disk_writes));
-  o.counter("loom_prefix_cache_disk_errors_total", "Cache files that could not be read or written.", double(m.disk_errors));
-  o.counter("loom_scheduler_steps_total", "Batches decoded by the scheduler.", double(m.steps));
-  o.counter("loom_draft_tokens_total", "Draft tokens verified (prompt lookup or the draft model).", double(m.draft_tokens));
-  o.counter("loom_draft_accepted_total", "Of them, accepted (equal to the sampled token).", double(m.draft_accepted));
-  o.histogram("loom_time_to_first_token_seconds", "Time from arrival to the first generated token.", m.ttft);
-  o.histogram("loom_inter_token_latency_seconds", "Time between consecutive tokens of a stream.", m.itl);
-  o.histogram("loom_request_queue_time_seconds", "Time from arrival to admission.", m.queue_time);
-  o.histogram("loom_e2e_request_latency_seconds", "Time from arrival to the last token.", m.e2e);
+  o.value("loom_request_success_total{finished_reason=\"stop\"}", n(m, "requests_stop"));
+  o.value("loom_request_success_total{finished_reason=\"length\"}", n(m, "requests_length"));
+  o.value("loom_request_success_total{finished_reason=\"cancelled\"}", n(m, "requests_cancelled"));
+  o.counter("loom_request_errors_total", "Requests that failed while running.", n(m, "requests_error"));
+  o.counter("loom_requests_rejected_total", "Requests refused at admission (queue full, shutting down).", n(m, "requests_rejected"));
+  o.counter("loom_embedding_requests_total", "Embedding and rerank requests served.", n(m, "embed_requests"));
+  o.gauge("loom_num_requests_running", "Requests holding a slot.", n(s, "running"));
+  o.gauge("loom_num_requests_waiting", "Requests waiting for a slot or KV cells.", n(s, "waiting"));
+  o.gauge("loom_slots_total", "Sequences that can generate at once.", n(s, "slots"));
+  o.gauge("loom_slots_busy", "Slots in use.", n(s, "slots_busy"));
+  o.gauge("loom_kv_cells_total", "KV cache cells (shared by every slot).", n(s, "kv_cells"));
+  o.gauge("loom_kv_cells_used", "KV cache cells holding a token (running requests and cached prefixes).", n(s, "kv_used"));
+  o.gauge("loom_kv_cache_usage_perc", "Fraction of KV cells in use.", n(s, "kv_cells") > 0 ? n(s, "kv_used") / n(s, "kv_cells") : 0.0);
+  o.gauge("loom_prefix_cache_tokens", "Tokens in the prefix cache.", n(s, "cached_tokens"));
+  o.gauge("loom_prefix_cache_evictable_tokens", "Cached tokens no running request uses.", n(s, "cache_evictable"));
+  o.counter("loom_prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.", n(m, "prefix_queried_tokens"));
+  o.counter("loom_prefix_cache_hits_total", "Prompt tokens found in the prefix cache.", n(m, "prefix_hit_tokens"));
+  o.counter("loom_prefix_cache_disk_loads_total", "Prefixes loaded from --cache-dir.", n(m, "disk_loads"));
+  o.counter("loom_prefix_cache_disk_writes_total", "Prefixes written to --cache-dir.", n(m, "disk_writes"));
+  o.counter("loom_prefix_cache_disk_errors_total", "Cache files that could not be read or written.", n(m, "disk_errors"));
+  o.counter("loom_scheduler_steps_total", "Batches decoded by the scheduler.", n(m, "steps"));
+  o.counter("loom_draft_tokens_total", "Draft tokens verified (prompt lookup or the draft model).", n(m, "draft_tokens"));
+  o.counter("loom_draft_accepted_total", "Of them, accepted (equal to the sampled token).", n(m, "draft_accepted"));
+  o.histogram("loom_time_to_first_token_seconds", "Time from arrival to the first generated token.", m.at("ttft_seconds"));
+  o.histogram("loom_inter_token_latency_seconds", "Time between consecutive tokens of a stream.", m.at("inter_token_seconds"));
+  o.histogram("loom_request_queue_time_seconds", "Time from arrival to admission.", m.at("queue_seconds"));
+  o.histogram("loom_e2e_request_latency_seconds", "Time from arrival to the last token.", m.at("e2e_seconds"));
   o.gauge("loom_http_connections_open", "Open HTTP connections.", double(h.connections_open));
   o.counter("loom_http_connections_total", "HTTP connections accepted.", double(h.connections_total));
   o.counter("loom_http_requests_total", "HTTP requests handled.", double(h.requests_total));

@@ -4,10 +4,11 @@
 #include <string>
 
 #include "http_server.h"
-#include "serve/scheduler.h"
+#include "json_fields.h"
 
 namespace loom::server {
 
-std::string render_metrics(const serve::SchedulerStats& s, const http::ServerStats& h);
+// stats: loom_scheduler_stats' JSON (its "metrics" object holds the counters and histograms).
+std::string render_metrics(const json& stats, const http::ServerStats& h);
 
 }  // namespace loom::server

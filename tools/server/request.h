@@ -1,82 +1,72 @@
-// Request bodies -> requests for every endpoint that reads one (/v1/chat/completions,
-// /v1/completions, /v1/embeddings, /v1/rerank, /tokenize, /detokenize, /apply-template): the
-// server's side of serve/request_json (which the C API shares), with no HTTP and no scheduler, so
-// that it can be tested and fuzzed alone (tests/fuzz/fuzz_server_request). Errors are thrown as HttpError
-// (400 naming the field, or the chat layer's status mapped by http_error); nothing else escapes
-// for any body.
+// Request bodies -> what the server submits, for every endpoint that reads one
+// (/v1/chat/completions, /v1/completions, /v1/embeddings, /v1/rerank, /tokenize, /detokenize,
+// /apply-template). This layer reads only the fields the server itself interprets (stream, echo,
+// several prompts, encoding_format, top_n, ...) and passes the rest to the C API, which checks
+// them when the request is submitted (loom_serve.h) — so a field means the same in `loom serve`,
+// the Node binding and an embedding program. No HTTP and no scheduler here, so that it can be
+// tested and fuzzed alone (tests/fuzz/fuzz_server_request). Errors are thrown as HttpError (400
+// naming the field); nothing else escapes for any body.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "base/status.h"
-#include "chat/chat_request.h"
 #include "json_fields.h"
-#include "model/model.h"
-#include "serve/request_json.h"
-#include "serve/scheduler.h"
 
 namespace loom::server {
 
-// What parsing a request needs from the running server.
-struct RequestEnv {
-  const Model& model;
-  const chat::ChatTemplate& tmpl;
-  int n_predict = -1;  // max_tokens when a request gives none
-};
+// A C API status (LOOM_ERR_*) and its message -> HTTP.
+HttpError http_error(int32_t code, const std::string& message);
 
-// Status from the scheduler or the chat layer -> HTTP.
-HttpError http_error(const Status& st);
-
-// /v1/chat/completions: the rendered and tokenized prompt in gen, how to parse the output.
-struct ParsedChat {
-  serve::GenerateRequest gen;
-  chat::ToolCallFormat format = chat::ToolCallFormat::kNone;
-  chat::ParseOptions parse_options;
-  std::vector<std::string> triggers;  // text that starts a tool call: streamed up to it only
+// /v1/chat/completions and /v1/completions: the JSON requests to submit (one per prompt: a
+// completion may give several; the chat endpoint always one) and how to answer.
+struct GenerationPlan {
+  std::vector<json> requests;
+  std::string options;                    // loom_scheduler_submit_ext's options_json
+  bool chat = true;
+  bool stream = false, include_usage = false;
+  bool echo = false;                      // completions: the prompt's text starts each choice
+  std::vector<json> prompts;              // completions: each prompt as sent (echo's text)
 };
-ParsedChat parse_chat_request(const json& body, const RequestEnv& env, uint64_t id_seed = 0);
+// default_max_tokens: max_tokens for a request that gives none (`loom serve -n`).
+GenerationPlan plan_chat(const json& body, int default_max_tokens);
+GenerationPlan plan_completion(const json& body, int default_max_tokens);
 
-// /v1/completions: one prompt per choice group (a string, token ids, or an array of either), and
-// with echo each prompt's text as sent (a string's own text, token ids detokenized).
-struct ParsedCompletion {
-  serve::GenerateRequest gen;
-  std::vector<std::vector<int32_t>> prompts;
-  bool echo = false;
-  std::vector<std::string> echo_texts;
-};
-ParsedCompletion parse_completion_request(const json& body, const RequestEnv& env);
+// The seed of prompt i of a completion with several prompts, from the first one's seed (as
+// drawn by the C API when the request gave none): distinct streams that a seed reproduces.
+int64_t prompt_seed(uint64_t first_seed, int i);
 
 // /v1/embeddings (and llama.cpp's /embedding): `input` or `content` (a string, token ids, or an
 // array of either), encoding_format float|base64, normalize.
-struct ParsedEmbeddings {
-  std::vector<std::vector<int32_t>> inputs;
+struct EmbeddingsPlan {
+  json request;  // for loom_scheduler_embed
   bool base64 = false;
   bool normalize = true;
 };
-ParsedEmbeddings parse_embeddings_request(const json& body, const Vocab& vocab);
+EmbeddingsPlan plan_embeddings(const json& body);
 
-// /v1/rerank: query, documents (1..2048 strings), top_n, return_documents.
-struct ParsedRerank {
-  std::vector<std::vector<int32_t>> inputs;  // one (query, document) input per document
-  std::vector<std::string> texts;            // the documents' texts
+// /v1/rerank: query, documents (1..2048 strings or {"text"}), top_n, return_documents.
+struct RerankPlan {
+  json request;                  // for loom_scheduler_embed
+  std::vector<std::string> texts;  // the documents' texts
   int top_n = 0;
   bool return_documents = false;
 };
-ParsedRerank parse_rerank_request(const json& body, const Vocab& vocab);
+RerankPlan plan_rerank(const json& body);
 
 // /tokenize: content, add_special, parse_special, with_pieces.
-struct ParsedTokenize {
+struct TokenizePlan {
   std::string content;
   bool add_special = false, parse_special = true, with_pieces = false;
 };
-ParsedTokenize parse_tokenize_request(const json& body);
+TokenizePlan plan_tokenize(const json& body);
 
-// /detokenize: tokens (ids in the vocabulary).
-std::vector<int32_t> parse_detokenize_request(const json& body, const Vocab& vocab);
+// /detokenize: tokens (ids in [0, n_vocab)).
+std::vector<int32_t> plan_detokenize(const json& body, int32_t n_vocab);
 
-// /apply-template: messages, tools, chat_template_kwargs, add_generation_prompt.
-chat::ChatInputs parse_apply_template_request(const json& body);
+// /apply-template: messages, tools, chat_template_kwargs, add_generation_prompt -> the request for
+// loom_chat_format, whose "prompt" is what a chat completion of the same body would be given.
+json plan_apply_template(const json& body);
 
 }  // namespace loom::server

@@ -10,27 +10,21 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <sstream>
 
-#include "base/log.h"
-#include "base/timer.h"
-#include "chat/chat_prompt.h"
-#include "chat/chat_request.h"
 #include "http_server.h"
 #include "json_fields.h"
+#include "loom/loom.hpp"
 #include "metrics_text.h"
 #include "request.h"
-#include "model/adapters.h"
-#include "sample/json_schema.h"
-#include "serve/scheduler.h"
 
 namespace loom::server {
 namespace {
 
-using serve::Event;
-using serve::FinishReason;
-using serve::GenerateRequest;
+namespace api = loom::api;
+using api::Event;
 
 int64_t unix_now() { return int64_t(std::time(nullptr)); }
 
@@ -43,8 +37,6 @@ std::string random_id(const char* prefix) {
   for (int i = 0; i < 24; ++i) s += digits[rng() % 62];
   return s;
 }
-
-std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 std::string base64(const void* data, size_t n) {
   static const char* tbl = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -67,25 +59,62 @@ json bytes_of(const std::string& s) {
   return a;
 }
 
-json timings_json(const serve::Timings& t) {
-  auto per = [](double ms, int n) { return n > 0 ? ms / n : 0.0; };
-  auto rate = [](double ms, int n) { return ms > 0 ? 1000.0 * n / ms : 0.0; };
-  return {{"cache_n", t.cache_n},
-          {"prompt_n", t.prompt_n},
-          {"prompt_ms", t.prompt_ms},
-          {"prompt_per_token_ms", per(t.prompt_ms, t.prompt_n)},
-          {"prompt_per_second", rate(t.prompt_ms, t.prompt_n)},
-          {"predicted_n", t.predicted_n},
-          {"predicted_ms", t.predicted_ms},
-          {"predicted_per_token_ms", per(t.predicted_ms, t.predicted_n)},
-          {"predicted_per_second", rate(t.predicted_ms, t.predicted_n)}};
-}
+// Usage and llama-server's timings, summed over the scheduler requests of one HTTP request (the
+// DONE events' JSON, loom_serve.h).
+struct Totals {
+  int64_t prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;
+  int64_t cache_n = 0, prompt_n = 0, predicted_n = 0;
+  double prompt_ms = 0, predicted_ms = 0;
 
-json usage_json(const serve::Usage& u) {
-  return {{"prompt_tokens", u.prompt_tokens},
-          {"completion_tokens", u.completion_tokens},
-          {"total_tokens", u.prompt_tokens + u.completion_tokens},
-          {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
+  void add(const json& done) {
+    const json& u = done.at("usage");
+    prompt_tokens += u.at("prompt_tokens").get<int64_t>();
+    completion_tokens += u.at("completion_tokens").get<int64_t>();
+    cached_tokens += u.at("cached_tokens").get<int64_t>();
+    const json& t = done.at("timings");
+    cache_n += t.at("cache_n").get<int64_t>();
+    prompt_n += t.at("prompt_n").get<int64_t>();
+    predicted_n += t.at("predicted_n").get<int64_t>();
+    prompt_ms = std::max(prompt_ms, t.at("prompt_ms").get<double>());
+    predicted_ms = std::max(predicted_ms, t.at("predicted_ms").get<double>());
+  }
+  json timings() const {
+    auto per = [](double ms, int64_t n) { return n > 0 ? ms / double(n) : 0.0; };
+    auto rate = [](double ms, int64_t n) { return ms > 0 ? 1000.0 * double(n) / ms : 0.0; };
+    return {{"cache_n", cache_n},
+            {"prompt_n", prompt_n},
+            {"prompt_ms", prompt_ms},
+            {"prompt_per_token_ms", per(prompt_ms, prompt_n)},
+            {"prompt_per_second", rate(prompt_ms, prompt_n)},
+            {"predicted_n", predicted_n},
+            {"predicted_ms", predicted_ms},
+            {"predicted_per_token_ms", per(predicted_ms, predicted_n)},
+            {"predicted_per_second", rate(predicted_ms, predicted_n)}};
+  }
+  json usage() const {
+    return {{"prompt_tokens", prompt_tokens},
+            {"completion_tokens", completion_tokens},
+            {"total_tokens", prompt_tokens + completion_tokens},
+            {"prompt_tokens_details", {{"cached_tokens", cached_tokens}}}};
+  }
+};
+
+// A C API failure as the HTTP error it becomes.
+HttpError http_error(const api::Status& st) { return server::http_error(st.code(), st.message()); }
+
+// The chat message of a FINISH event's parsed output (content, reasoning_content, tool_calls), in
+// OpenAI's shape: content null when there are only tool calls.
+json assistant_message(const json& finish) {
+  json m = json::object();
+  m["role"] = "assistant";
+  const std::string content = finish.value("content", std::string());
+  const json calls = finish.contains("tool_calls") ? finish["tool_calls"] : json::array();
+  if (content.empty() && !calls.empty()) m["content"] = nullptr;
+  else m["content"] = content;
+  const std::string reasoning = finish.value("reasoning_content", std::string());
+  if (!reasoning.empty()) m["reasoning_content"] = reasoning;
+  if (!calls.empty()) m["tool_calls"] = calls;
+  return m;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -93,15 +122,14 @@ json usage_json(const serve::Usage& u) {
 
 struct App {
   ServeOptions o;
-  std::shared_ptr<const Model> model;
-  std::unique_ptr<serve::Scheduler> sched;
-  std::optional<chat::ChatTemplate> tmpl;
+  std::optional<api::Model> model;
+  std::optional<api::Scheduler> sched;
+  std::string template_override;  // --chat-template-file's source ("" = the model's template)
+  std::string template_source;    // the template in use (/props)
   std::string alias;
   std::atomic<bool> ready{false};
   std::unique_ptr<http::Server> http;
   int64_t created = unix_now();
-  std::atomic<uint64_t> request_counter{0};
-  std::atomic<uint64_t> http_errors[6] = {};  // 400, 401, 404, 413, 503, 500
 
   // ---- generic plumbing ----
   bool authorized(const http::Request& req) const {
@@ -138,8 +166,6 @@ struct App {
       route(req, res);
     } catch (const HttpError& e) {
       send_error(*res, e);
-    } catch (const serve::RequestError& e) {
-      send_error(*res, http_error(e.status()));
     } catch (const std::exception& e) {
       send_error(*res, {500, std::string("internal error: ") + e.what(), {}, {}});
     }
@@ -177,101 +203,110 @@ struct App {
   }
 
   // ---- /v1/chat/completions and /v1/completions ----
-  RequestEnv env() const { return {*model, *tmpl, o.n_predict}; }
-
   void chat_completions(http::Request& req, const std::shared_ptr<http::Response>& res) {
-    const json body = parse_body(req.body);
-    ParsedChat p = parse_chat_request(body, env(), request_counter.fetch_add(1));
-    auto st = std::make_shared<GenState>();
-    st->chat = true;
-    st->format = p.format;
-    st->parse_opts = p.parse_options;
-    st->triggers = std::move(p.triggers);
-    start_generation(req, res, Fields(body), std::move(p.gen), st, /*n_prompts=*/1, {});
+    start_generation(res, plan_chat(parse_body(req.body), o.n_predict));
   }
 
   void completions(http::Request& req, const std::shared_ptr<http::Response>& res) {
-    const json body = parse_body(req.body);
-    ParsedCompletion p = parse_completion_request(body, env());
-    auto st = std::make_shared<GenState>();
-    st->chat = false;
-    st->echo = p.echo;
-    st->prompt_texts = std::move(p.echo_texts);
-    const int n_prompts = int(p.prompts.size());
-    start_generation(req, res, Fields(body), std::move(p.gen), st, n_prompts, p.prompts);
+    start_generation(res, plan_completion(parse_body(req.body), o.n_predict));
   }
 
   // Per HTTP request: the choices' accumulated output and the streaming state. Events arrive on
-  // the scheduler's loop thread; everything is under mu.
+  // the scheduler's thread; everything is under mu.
   struct Choice {
     std::string text;        // generated text so far
     size_t streamed = 0;     // bytes of text already sent as deltas
     bool held = false;       // a tool-call trigger appeared: the rest is parsed at the end
-    std::vector<int32_t> tokens;
     json logprobs = json::array();
     std::string finish;      // OpenAI finish_reason
-    bool finished = false;
+    json message;            // chat: the assistant message (FINISH)
     int text_offset = 0;
   };
   struct GenState {
     std::mutex mu;
     bool chat = true, stream = false, include_usage = false, echo = false;
-    bool open = false;                     // stream started (events before it wait in pending)
-    std::vector<Event> pending;
+    bool open = false;                     // described and started (events before it wait in pending)
+    std::vector<std::pair<int, Event>> pending;  // (prompt index, event)
     std::string id, model;
     int64_t created = 0;
-    chat::ToolCallFormat format = chat::ToolCallFormat::kNone;
-    chat::ParseOptions parse_opts;
+    bool tool_format = false;              // the output is parsed for tool calls
     std::vector<std::string> triggers;
     bool want_logprobs = false;
     std::vector<Choice> choices;           // n_prompts * n
     int n = 1;                             // choices per prompt
-    std::vector<serve::RequestId> ids;     // one scheduler request per prompt
+    std::vector<uint64_t> ids;             // one scheduler request per prompt
     int done_requests = 0, n_requests = 1;
-    serve::Usage usage;
-    serve::Timings timings;
+    Totals totals;
     std::shared_ptr<http::Response> res;
     bool failed = false;
     std::vector<std::string> prompt_texts;  // echo
   };
 
-  void start_generation(http::Request&, const std::shared_ptr<http::Response>& res, const Fields& f, GenerateRequest r,
-                        const std::shared_ptr<GenState>& st, int n_prompts, const std::vector<std::vector<int32_t>>& prompts) {
-    st->stream = f.boolean("stream", false);
-    if (const json* so = f.get("stream_options")) {
-      if (!so->is_object()) bad_request("stream_options: expected an object");
-      st->include_usage = Fields(*so, "stream_options.").boolean("include_usage", false);
+  // The text of a completion prompt as sent: a string's own text, token ids detokenized.
+  std::string prompt_text(const json& prompt) const {
+    if (prompt.is_string()) return prompt.get<std::string>();
+    std::vector<api::Token> ids;
+    if (prompt.is_array()) {
+      for (const json& t : prompt) {
+        if (t.is_number_integer()) ids.push_back(t.get<api::Token>());
+      }
     }
+    auto t = model->detokenize(ids, false, false);
+    return t ? *t : std::string();
+  }
+
+  void start_generation(const std::shared_ptr<http::Response>& res, GenerationPlan plan) {
+    auto st = std::make_shared<GenState>();
+    st->chat = plan.chat;
+    st->stream = plan.stream;
+    st->include_usage = plan.include_usage;
+    st->echo = plan.echo;
     st->id = random_id(st->chat ? "chatcmpl-" : "cmpl-");
     st->model = alias;
     st->created = unix_now();
-    st->want_logprobs = r.logprobs;
-    st->n = r.n;
-    st->n_requests = n_prompts;
-    st->choices.resize(size_t(n_prompts * r.n));
     st->res = res;
-    // Submit every prompt; if one is refused, cancel the others and answer with its error.
+    const int n_prompts = int(plan.requests.size());
+    st->n_requests = n_prompts;
+    // Submit every prompt; if one is refused, cancel the others and answer with its error. The
+    // first one's description (choices, logprobs, tool-call triggers, its seed) shapes the answer.
+    uint64_t seed = 0;
     for (int i = 0; i < n_prompts; ++i) {
-      GenerateRequest ri = r;
-      if (!prompts.empty()) ri.prompt = prompts[size_t(i)];
-      if (n_prompts > 1) ri.sampling.seed = r.sampling.seed + uint64_t(i) * 1000003u;
-      const int base = i * r.n;
-      // The callback owns the state (and through it the Response) until the request retires.
-      auto id = sched->submit(std::move(ri), [this, st, base](const Event& e) { on_event(*st, base, e); });
+      json& r = plan.requests[size_t(i)];
+      if (i > 0) r["seed"] = prompt_seed(seed, i);
+      std::string info_text;
+      auto id = sched->submit(dump(r), plan.options, [this, st, i](const Event& e) { on_event(*st, i, e); },
+                              i == 0 ? &info_text : nullptr);
       if (!id) {
         for (auto rid : st->ids) sched->cancel(rid);
-        std::lock_guard<std::mutex> l(st->mu);
-        st->failed = true;
-        throw http_error(id.status());
+        {
+          std::lock_guard<std::mutex> l(st->mu);
+          st->failed = true;
+        }
+        HttpError e = http_error(id.status());
+        // Name the prompt a field error is about when there are several.
+        if (n_prompts > 1 && e.message.rfind("prompt", 0) == 0) e.message.insert(6, "[" + std::to_string(i) + "]");
+        throw e;
       }
       std::lock_guard<std::mutex> l(st->mu);
       st->ids.push_back(*id);
+      if (i == 0) {
+        const json info = json::parse(info_text);
+        seed = info.at("seed").get<uint64_t>();
+        st->n = info.at("n").get<int>();
+        st->want_logprobs = info.at("logprobs").get<bool>();
+        st->tool_format = info.at("tool_call_format").get<std::string>() != "none";
+        st->triggers = info.at("grammar_triggers").get<std::vector<std::string>>();
+        st->choices.resize(size_t(n_prompts * st->n));
+      }
+    }
+    if (st->echo) {
+      for (const json& p : plan.prompts) st->prompt_texts.push_back(prompt_text(p));
     }
     // A client that goes away cancels its requests at the next step.
     std::weak_ptr<GenState> weak = st;
     res->on_disconnect([this, weak] {
       if (auto s = weak.lock()) {
-        std::vector<serve::RequestId> ids;
+        std::vector<uint64_t> ids;
         {
           std::lock_guard<std::mutex> l(s->mu);
           ids = s->ids;
@@ -294,19 +329,22 @@ struct App {
       }
     }
     st->open = true;
-    std::vector<Event> pending;
+    std::vector<std::pair<int, Event>> pending;
     pending.swap(st->pending);
-    for (const auto& e : pending) handle_event(*st, e);
+    for (auto& [prompt, e] : pending) {
+      e.choice += prompt * st->n;
+      handle_event(*st, e);
+    }
   }
 
   // ---- events -> responses ----
-  void on_event(GenState& st, int base, Event e) {
+  void on_event(GenState& st, int prompt, Event e) {
     std::lock_guard<std::mutex> l(st.mu);
-    e.choice += base;
     if (!st.open) {
-      st.pending.push_back(std::move(e));
+      st.pending.emplace_back(prompt, std::move(e));
       return;
     }
+    e.choice += prompt * st.n;
     handle_event(st, e);
   }
 
@@ -329,27 +367,29 @@ struct App {
             {"choices", json::array({c})}};
   }
 
-  json logprob_entry(const GenState& st, const Event& e) const {
-    const Vocab& v = model->vocab();
-    const std::string piece = v.token_to_piece(e.token, false);
+  // A TOKEN event's logprobs ({"piece", "logprob", "top": [{"id", "piece", "logprob"}]}) in the
+  // endpoint's shape.
+  static json logprob_entry(const GenState& st, const Event& e, const json& d) {
+    const std::string piece = d.at("piece").get<std::string>();
+    const double logprob = d.at("logprob").get<double>();
     if (st.chat) {
       json top = json::array();
-      for (const auto& t : e.top) {
-        const std::string p = v.token_to_piece(t.token, false);
-        top.push_back({{"token", p}, {"logprob", t.logprob}, {"bytes", bytes_of(p)}, {"id", t.token}});
+      for (const json& t : d.at("top")) {
+        const std::string p = t.at("piece").get<std::string>();
+        top.push_back({{"token", p}, {"logprob", t.at("logprob")}, {"bytes", bytes_of(p)}, {"id", t.at("id")}});
       }
-      return {{"id", e.token}, {"token", piece}, {"logprob", e.logprob.logprob}, {"bytes", bytes_of(piece)}, {"top_logprobs", top}};
+      return {{"id", e.token}, {"token", piece}, {"logprob", logprob}, {"bytes", bytes_of(piece)}, {"top_logprobs", top}};
     }
     json top = json::object();
-    for (const auto& t : e.top) top[v.token_to_piece(t.token, false)] = t.logprob;
-    return {{"id", e.token}, {"token", piece}, {"logprob", e.logprob.logprob}, {"top_logprobs", top}};
+    for (const json& t : d.at("top")) top[t.at("piece").get<std::string>()] = t.at("logprob");
+    return {{"id", e.token}, {"token", piece}, {"logprob", logprob}, {"top_logprobs", top}};
   }
 
-  // Completions' legacy logprobs object from the per-token entries.
-  static json legacy_logprobs(const Choice& c) {
+  // Completions' legacy logprobs object from per-token entries.
+  static json legacy_logprobs(const json& entries, int text_offset) {
     json tokens = json::array(), lps = json::array(), tops = json::array(), offs = json::array();
-    int off = c.text_offset;
-    for (const auto& e : c.logprobs) {
+    int off = text_offset;
+    for (const auto& e : entries) {
       tokens.push_back(e["token"]);
       lps.push_back(e["logprob"]);
       tops.push_back(e["top_logprobs"]);
@@ -392,14 +432,13 @@ struct App {
 
   void handle_event(GenState& st, const Event& e) {
     switch (e.kind) {
-      case Event::Kind::kToken: {
+      case LOOM_EVENT_TOKEN: {
         if (e.choice < 0 || e.choice >= int(st.choices.size())) return;
         Choice& c = st.choices[size_t(e.choice)];
         c.text += e.text;
-        c.tokens.push_back(e.token);
         json lp = nullptr;
-        if (st.want_logprobs && e.has_logprob) {
-          lp = logprob_entry(st, e);
+        if (st.want_logprobs && !e.json.empty()) {
+          lp = logprob_entry(st, e, json::parse(e.json));
           c.logprobs.push_back(lp);
         }
         if (!st.stream) return;
@@ -409,87 +448,85 @@ struct App {
         c.streamed = upto;
         json j = chunk(st, e.choice, st.chat ? json{{"content", delta}} : json(delta), nullptr);
         if (!lp.is_null()) {
-          j["choices"][0]["logprobs"] = st.chat ? json{{"content", json::array({lp})}} : legacy_logprobs(Choice{"", 0, false, {}, json::array({lp}), "", false, c.text_offset});
+          j["choices"][0]["logprobs"] =
+              st.chat ? json{{"content", json::array({lp})}} : legacy_logprobs(json::array({lp}), c.text_offset);
         }
         if (!st.chat) c.text_offset += int(delta.size());
         sse(st, j);
         return;
       }
-      case Event::Kind::kFinish: {
+      case LOOM_EVENT_FINISH: {
         if (e.choice < 0 || e.choice >= int(st.choices.size())) return;
         Choice& c = st.choices[size_t(e.choice)];
+        const json d = json::parse(e.json);
         c.text += e.text;
-        c.finished = true;
-        c.finish = e.reason == FinishReason::kLength ? "length" : e.reason == FinishReason::kCancelled ? "cancelled" : "stop";
+        c.finish = d.at("reason").get<std::string>();
+        if (st.chat && st.tool_format) {
+          c.message = assistant_message(d);
+          if (c.message.contains("tool_calls")) c.finish = "tool_calls";
+        } else if (st.chat) {
+          c.message = {{"role", "assistant"}, {"content", c.text}};
+        }
         if (!st.stream) return;
-        if (e.reason == FinishReason::kCancelled) return;  // the final error event says why
-        json delta = json::object();
-        if (st.chat && st.format != chat::ToolCallFormat::kNone) {
-          const chat::ParsedMessage pm = chat::parse_assistant_output(st.format, c.text, st.parse_opts);
-          std::string rest;
+        if (c.finish == "cancelled") return;  // the final error event says why
+        if (st.chat && st.tool_format) {
           // What was streamed is raw text up to the trigger; send the rest of the parsed content.
-          if (pm.content.size() > c.streamed && pm.content.compare(0, c.streamed, c.text, 0, c.streamed) == 0) {
-            rest = pm.content.substr(c.streamed);
+          const std::string content = d.value("content", std::string());
+          if (content.size() > c.streamed && content.compare(0, c.streamed, c.text, 0, c.streamed) == 0) {
+            sse(st, chunk(st, e.choice, json{{"content", content.substr(c.streamed)}}, nullptr));
           }
-          if (!rest.empty()) sse(st, chunk(st, e.choice, json{{"content", rest}}, nullptr));
-          if (!pm.reasoning_content.empty()) sse(st, chunk(st, e.choice, json{{"reasoning_content", pm.reasoning_content}}, nullptr));
-          if (!pm.tool_calls.empty()) {
+          const std::string reasoning = d.value("reasoning_content", std::string());
+          if (!reasoning.empty()) sse(st, chunk(st, e.choice, json{{"reasoning_content", reasoning}}, nullptr));
+          if (c.message.contains("tool_calls")) {
             json calls = json::array();
-            for (size_t i = 0; i < pm.tool_calls.size(); ++i) {
-              const auto& tc = pm.tool_calls[i];
-              calls.push_back({{"index", int(i)}, {"id", tc.id}, {"type", "function"},
-                               {"function", {{"name", tc.name}, {"arguments", tc.arguments}}}});
+            int index = 0;
+            for (const json& tc : c.message["tool_calls"]) {
+              calls.push_back({{"index", index++}, {"id", tc.at("id")}, {"type", "function"}, {"function", tc.at("function")}});
             }
             sse(st, chunk(st, e.choice, json{{"tool_calls", calls}}, nullptr));
-            c.finish = "tool_calls";
           }
         } else if (c.text.size() > c.streamed) {
           const std::string rest = c.text.substr(c.streamed);
           sse(st, chunk(st, e.choice, st.chat ? json{{"content", rest}} : json(rest), nullptr));
         }
         c.streamed = c.text.size();
-        sse(st, chunk(st, e.choice, st.chat ? delta : json(""), c.finish));
+        sse(st, chunk(st, e.choice, st.chat ? json::object() : json(""), c.finish));
         return;
       }
-      case Event::Kind::kDone: {
-        st.usage.prompt_tokens += e.usage.prompt_tokens;
-        st.usage.completion_tokens += e.usage.completion_tokens;
-        st.usage.cached_tokens += e.usage.cached_tokens;
-        st.timings.cache_n += e.timings.cache_n;
-        st.timings.prompt_n += e.timings.prompt_n;
-        st.timings.prompt_ms = std::max(st.timings.prompt_ms, e.timings.prompt_ms);
-        st.timings.predicted_n += e.timings.predicted_n;
-        st.timings.predicted_ms = std::max(st.timings.predicted_ms, e.timings.predicted_ms);
+      case LOOM_EVENT_DONE: {
+        st.totals.add(json::parse(e.json));
         if (++st.done_requests < st.n_requests) return;
         finish_response(st);
         return;
       }
-      case Event::Kind::kError: {
+      case LOOM_EVENT_ERROR: {
         st.failed = true;
         for (auto id : st.ids) sched->cancel(id);
         if (st.stream) {
-          sse(st, json::parse(error_json(500, e.error.message())));
+          sse(st, json::parse(error_json(500, e.text)));
           st.res->write("data: [DONE]\n\n");
           st.res->end();
         } else {
-          send_error(*st.res, http_error(e.error));
+          send_error(*st.res, server::http_error(e.token, e.text));
         }
         return;
       }
+      default: return;  // a kind added after this server was written
     }
   }
 
   void finish_response(GenState& st) {
     if (st.failed) return;
-    const bool cancelled = std::any_of(st.choices.begin(), st.choices.end(), [](const Choice& c) { return c.finish == "cancelled"; });
+    const bool cancelled =
+        std::any_of(st.choices.begin(), st.choices.end(), [](const Choice& c) { return c.finish == "cancelled"; });
     if (st.stream) {
       if (cancelled) {
         sse(st, json::parse(error_json(503, "the request was cancelled (the server is shutting down)")));
       } else if (st.include_usage) {
         json u = chunk(st, 0, json::object(), nullptr);
         u["choices"] = json::array();
-        u["usage"] = usage_json(st.usage);
-        u["timings"] = timings_json(st.timings);
+        u["usage"] = st.totals.usage();
+        u["timings"] = st.totals.timings();
         sse(st, u);
       }
       st.res->write("data: [DONE]\n\n");
@@ -502,47 +539,35 @@ struct App {
     }
     json choices = json::array();
     for (size_t i = 0; i < st.choices.size(); ++i) {
-      Choice& c = st.choices[i];
+      const Choice& c = st.choices[i];
       json ch = {{"index", int(i)}};
       if (st.chat) {
-        json msg;
-        std::string finish = c.finish;
-        if (st.format != chat::ToolCallFormat::kNone) {
-          const chat::ParsedMessage pm = chat::parse_assistant_output(st.format, c.text, st.parse_opts);
-          msg = pm.to_json();
-          if (!pm.tool_calls.empty()) finish = "tool_calls";
-        } else {
-          msg = {{"role", "assistant"}, {"content", c.text}};
-        }
-        ch["message"] = msg;
+        ch["message"] = c.message;
         ch["logprobs"] = st.want_logprobs ? json{{"content", c.logprobs}} : json(nullptr);
-        ch["finish_reason"] = finish;
       } else {
         const int prompt_i = int(i) / st.n;
         ch["text"] = st.echo ? st.prompt_texts[size_t(prompt_i)] + c.text : c.text;
-        ch["logprobs"] = st.want_logprobs ? legacy_logprobs(c) : json(nullptr);
-        ch["finish_reason"] = c.finish;
+        ch["logprobs"] = st.want_logprobs ? legacy_logprobs(c.logprobs, 0) : json(nullptr);
       }
+      ch["finish_reason"] = c.finish;
       choices.push_back(std::move(ch));
     }
-    json j = {{"id", st.id},
-              {"object", st.chat ? "chat.completion" : "text_completion"},
-              {"created", st.created},
-              {"model", st.model},
-              {"system_fingerprint", "loom"},
-              {"choices", choices},
-              {"usage", usage_json(st.usage)},
-              {"timings", timings_json(st.timings)}};
+    const json j = {{"id", st.id},
+                    {"object", st.chat ? "chat.completion" : "text_completion"},
+                    {"created", st.created},
+                    {"model", st.model},
+                    {"system_fingerprint", "loom"},
+                    {"choices", choices},
+                    {"usage", st.totals.usage()},
+                    {"timings", st.totals.timings()}};
     send_json(*st.res, j);
   }
 
   // ---- embeddings and rerank ----
-  // Runs an embedding request and calls done(result) on the loop thread.
-  void run_embed(std::vector<std::vector<int32_t>> inputs, const std::shared_ptr<http::Response>& res,
-                 std::function<void(serve::EmbedResult&)> done) {
-    serve::EmbedRequest er;
-    er.inputs = std::move(inputs);
-    auto id = sched->submit_embed(std::move(er), [this, res, done](Expected<serve::EmbedResult> r) {
+  // Runs an embedding request and calls done(result) on the scheduler's thread.
+  void run_embed(const json& request, const std::shared_ptr<http::Response>& res,
+                 std::function<void(api::Scheduler::Embeddings&)> done) {
+    auto id = sched->embed(dump(request), [this, res, done](api::Expected<api::Scheduler::Embeddings> r) {
       if (!r) {
         send_error(*res, http_error(r.status()));
         return;
@@ -554,22 +579,22 @@ struct App {
 
   void embeddings(http::Request& req, const std::shared_ptr<http::Response>& res) {
     if (!o.embedding) throw HttpError{501, "this server was not started with --embedding", "not_supported_error", {}};
-    ParsedEmbeddings p = parse_embeddings_request(parse_body(req.body), model->vocab());
+    const EmbeddingsPlan p = plan_embeddings(parse_body(req.body));
     const bool base64_out = p.base64, normalize = p.normalize;
     const std::string model_name = alias;
-    run_embed(std::move(p.inputs), res, [this, res, base64_out, normalize, model_name](serve::EmbedResult& r) {
+    run_embed(p.request, res, [this, res, base64_out, normalize, model_name](api::Scheduler::Embeddings& r) {
       json data = json::array();
-      for (size_t i = 0; i < r.embeddings.size(); ++i) {
-        std::vector<float>& e = r.embeddings[i];
+      for (int32_t i = 0; i < r.n_inputs; ++i) {
+        float* e = r.data.data() + size_t(i) * size_t(r.n_dim);
         if (normalize) {
           double ss = 0;
-          for (float x : e) ss += double(x) * x;
+          for (int32_t k = 0; k < r.n_dim; ++k) ss += double(e[k]) * e[k];
           const float inv = ss > 0 ? float(1.0 / std::sqrt(ss)) : 0.0f;
-          for (float& x : e) x *= inv;
+          for (int32_t k = 0; k < r.n_dim; ++k) e[k] *= inv;
         }
         json item = {{"object", "embedding"}, {"index", int(i)}};
-        if (base64_out) item["embedding"] = base64(e.data(), e.size() * sizeof(float));
-        else item["embedding"] = e;
+        if (base64_out) item["embedding"] = base64(e, size_t(r.n_dim) * sizeof(float));
+        else item["embedding"] = std::vector<float>(e, e + r.n_dim);
         data.push_back(std::move(item));
       }
       send_json(*res, {{"object", "list"}, {"data", data}, {"model", model_name},
@@ -578,18 +603,20 @@ struct App {
   }
 
   void rerank(http::Request& req, const std::shared_ptr<http::Response>& res) {
-    if (!o.embedding || sched->stats().slots == 0 || rank_pooling() == false) {
+    if (!o.embedding || !rank_pooling()) {
       throw HttpError{501, "reranking needs a reranker model (rank pooling) started with --embedding --pooling rank",
                       "not_supported_error", {}};
     }
-    ParsedRerank p = parse_rerank_request(parse_body(req.body), model->vocab());
+    RerankPlan p = plan_rerank(parse_body(req.body));
     const int top_n = p.top_n;
     const bool return_docs = p.return_documents;
     std::vector<std::string> texts = std::move(p.texts);
     const std::string model_name = alias;
-    run_embed(std::move(p.inputs), res, [this, res, texts, top_n, return_docs, model_name](serve::EmbedResult& r) {
+    run_embed(p.request, res, [this, res, texts, top_n, return_docs, model_name](api::Scheduler::Embeddings& r) {
       std::vector<std::pair<float, int>> scores;
-      for (size_t i = 0; i < r.embeddings.size(); ++i) scores.emplace_back(r.embeddings[i].empty() ? 0.0f : r.embeddings[i][0], int(i));
+      for (int32_t i = 0; i < r.n_inputs; ++i) {
+        scores.emplace_back(r.n_dim > 0 ? r.data[size_t(i) * size_t(r.n_dim)] : 0.0f, int(i));
+      }
       std::stable_sort(scores.begin(), scores.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
       json results = json::array();
       for (int k = 0; k < top_n && k < int(scores.size()); ++k) {
@@ -602,40 +629,46 @@ struct App {
     });
   }
 
-  bool rank_pooling() const { return o.pooling == "rank" || (o.pooling.empty() && model->hparams().pooling_type == 4); }
+  bool rank_pooling() const {
+    return o.pooling == "rank" || (o.pooling.empty() && model->pooling_type() == LOOM_POOLING_RANK);
+  }
 
   // ---- small endpoints ----
   void models(http::Response& res) {
-    const ModelHparams& hp = model->hparams();
-    json meta = {{"n_vocab", hp.n_vocab}, {"n_ctx_train", hp.n_ctx_train}, {"n_embd", hp.n_embd},
-                 {"n_params", model->n_params()}, {"size", std::filesystem::file_size(o.model)}};
+    std::error_code ec;
+    const uintmax_t size = std::filesystem::file_size(o.model, ec);
+    const json meta = {{"n_vocab", model->n_vocab()}, {"n_ctx_train", model->n_ctx_train()}, {"n_embd", model->n_embd()},
+                       {"n_params", model->n_params()}, {"size", ec ? uintmax_t(0) : size}};
     send_json(res, {{"object", "list"},
-                    {"data", json::array({{{"id", alias}, {"object", "model"}, {"created", created}, {"owned_by", "loom"}, {"meta", meta}}})}});
+                    {"data", json::array({{{"id", alias}, {"object", "model"}, {"created", created}, {"owned_by", "loom"},
+                                           {"meta", meta}}})}});
   }
 
   void tokenize(http::Request& req, http::Response& res) {
-    const ParsedTokenize p = parse_tokenize_request(parse_body(req.body));
-    const auto ids = model->vocab().tokenize(p.content, p.add_special, p.parse_special);
+    const TokenizePlan p = plan_tokenize(parse_body(req.body));
+    auto ids = model->tokenize(p.content, p.add_special, p.parse_special);
+    if (!ids) throw http_error(ids.status());
     json toks = json::array();
-    for (int32_t id : ids) {
-      if (p.with_pieces) toks.push_back({{"id", id}, {"piece", model->vocab().token_to_piece(id, true)}});
+    for (api::Token id : *ids) {
+      if (p.with_pieces) toks.push_back({{"id", id}, {"piece", model->piece(id, true)}});
       else toks.push_back(id);
     }
     send_json(res, {{"tokens", toks}});
   }
 
   void detokenize(http::Request& req, http::Response& res) {
-    const std::vector<int32_t> ids = parse_detokenize_request(parse_body(req.body), model->vocab());
-    auto text = model->vocab().detokenize(ids, false, true);
+    const std::vector<int32_t> ids = plan_detokenize(parse_body(req.body), model->n_vocab());
+    auto text = model->detokenize(ids, false, true);
     if (!text) throw http_error(text.status());
     send_json(res, {{"content", *text}});
   }
 
   void apply_template(http::Request& req, http::Response& res) {
-    const chat::ChatInputs in = parse_apply_template_request(parse_body(req.body));
-    auto text = tmpl->render(in);
-    if (!text) throw http_error(text.status());
-    send_json(res, {{"prompt", *text}});
+    json r = plan_apply_template(parse_body(req.body));
+    if (!template_override.empty()) r["chat_template"] = template_override;
+    auto f = model->chat_format(dump(r));
+    if (!f) throw http_error(f.status());
+    send_json(res, {{"prompt", json::parse(*f).at("prompt")}});
   }
 
   void props(http::Response& res) {
@@ -643,15 +676,15 @@ struct App {
                     {"n_ctx", sched->n_ctx()},
                     {"model_path", o.model},
                     {"model_alias", alias},
-                    {"chat_template", tmpl ? tmpl->source() : std::string()},
+                    {"chat_template", template_source},
                     {"embedding", o.embedding},
                     {"build_info", "loom"}});
   }
 
   void metrics(http::Response& res) {
-    const serve::SchedulerStats s = sched->stats();
-    const http::ServerStats h = http->stats();
-    res.send(200, "text/plain; version=0.0.4", render_metrics(s, h));
+    auto s = sched->stats();
+    if (!s) throw http_error(s.status());
+    res.send(200, "text/plain; version=0.0.4", render_metrics(json::parse(*s), http->stats()));
   }
 };
 
@@ -687,7 +720,7 @@ int run_server(const ServeOptions& opts, std::atomic<bool>* stop) {
   ho.body_timeout = std::chrono::seconds(std::max(1, std::min(opts.timeout_s, 30)));
   ho.write_timeout = std::chrono::seconds(std::max(1, opts.timeout_s));
   ho.error_body = [](int status, std::string_view msg) { return error_json(status, msg); };
-  ho.log = [](std::string_view m) { LOOM_LOG(kWarn, "http: %.*s", int(m.size()), m.data()); };
+  ho.log = [](std::string_view m) { std::fprintf(stderr, "loom: http: %.*s\n", int(m.size()), m.data()); };
   auto srv = http::Server::listen(opts.host, uint16_t(opts.port), ho);
   if (!srv) {
     std::fprintf(stderr, "loom: %s\n", srv.status().message().c_str());
@@ -705,31 +738,28 @@ int run_server(const ServeOptions& opts, std::atomic<bool>* stop) {
     return code;
   };
   // Load while /health answers 503.
-  auto model = Model::load(opts.model);
-  if (!model) {
-    return quit(1, model.status().message());
-  }
-  a.model = *model;
-  std::string tmpl_override;
+  auto model = api::Model::load(opts.model);
+  if (!model) return quit(1, model.status().message());
+  a.model = std::move(*model);
   if (!opts.chat_template_file.empty()) {
     std::ifstream f(opts.chat_template_file, std::ios::binary);
-    if (!f) {
-      return quit(1, "cannot open " + opts.chat_template_file);
-    }
+    if (!f) return quit(1, "cannot open " + opts.chat_template_file);
     std::stringstream ss;
     ss << f.rdbuf();
-    tmpl_override = ss.str();
+    a.template_override = ss.str();
   }
-  auto tmpl = chat::ChatTemplate::from_model(*a.model, opts.chat_template_file.empty() ? nullptr : &tmpl_override);
-  if (!tmpl) {
-    return quit(1, "chat template: " + tmpl.status().message());
-  }
-  a.tmpl = *tmpl;
+  // The template is checked now, so that a broken one stops the start rather than every chat.
+  auto info = api::Model::detail_json([&](char* b, size_t n) {
+    return loom_chat_template_info(a.model->handle(), opts.chat_template_file.empty() ? nullptr : a.template_override.c_str(),
+                                   b, n);
+  });
+  if (!info) return quit(1, "chat template: " + info.status().message());
+  a.template_source = json::parse(*info).value("template", std::string());
 
-  serve::SchedulerParams sp;
-  ContextParams& cp = sp.context;
-  const int64_t train = a.model->hparams().n_ctx_train;
-  cp.n_ctx = opts.n_ctx > 0 ? opts.n_ctx : int(std::min<int64_t>(train, 4096));
+  api::SchedulerParams sp;
+  loom_context_params& cp = sp.p.context;
+  const int64_t train = a.model->n_ctx_train();
+  cp.n_ctx = opts.n_ctx > 0 ? opts.n_ctx : int32_t(std::min<int64_t>(train, 4096));
   cp.n_batch = opts.n_batch;
   cp.n_ubatch = std::min(opts.n_ubatch, opts.n_batch);
   cp.n_threads = opts.threads;
@@ -738,48 +768,60 @@ int run_server(const ServeOptions& opts, std::atomic<bool>* stop) {
   cp.type_v = opts.type_v;
   cp.embeddings = opts.embedding;
   if (opts.embedding) {
-    cp.pooling = a.model->hparams().pooling_type >= 0 ? Pooling::kUnspecified : Pooling::kMean;
-    if (auto p = parse_pooling(opts.pooling)) cp.pooling = *p;
-    if (cp.pooling == Pooling::kNone) {
+    cp.pooling_type = a.model->pooling_type() != LOOM_POOLING_UNSPECIFIED ? LOOM_POOLING_UNSPECIFIED : LOOM_POOLING_MEAN;
+    static const std::pair<const char*, int32_t> kPoolings[] = {
+        {"none", LOOM_POOLING_NONE}, {"mean", LOOM_POOLING_MEAN}, {"cls", LOOM_POOLING_CLS},
+        {"last", LOOM_POOLING_LAST}, {"rank", LOOM_POOLING_RANK}};
+    for (const auto& [name, value] : kPoolings) {
+      if (opts.pooling == name) cp.pooling_type = value;
+    }
+    if (cp.pooling_type == LOOM_POOLING_NONE) {
       return quit(2, "--pooling none is not served (the endpoints return one vector per input)");
     }
     cp.n_ubatch = cp.n_batch = std::max(cp.n_ubatch, std::min(cp.n_ctx, cp.n_batch));
   }
-  sp.n_slots = opts.slots;
-  sp.max_queue = opts.max_queue;
-  sp.step_tokens = opts.step_tokens;
-  sp.context_shift = opts.context_shift;
-  sp.prefix_cache = opts.prefix_cache;
-  sp.cache_dir = opts.cache_dir;
+  sp.p.n_slots = opts.slots;
+  sp.p.max_queue = opts.max_queue;
+  sp.p.step_tokens = opts.step_tokens;
+  sp.p.context_shift = opts.context_shift;
+  sp.p.prefix_cache = opts.prefix_cache;
+  sp.p.cache_dir = opts.cache_dir.empty() ? nullptr : opts.cache_dir.c_str();
+  sp.p.chat_template = opts.chat_template_file.empty() ? nullptr : a.template_override.c_str();
+  std::optional<api::Expected<api::Scheduler>> sched;
   if (!opts.draft_model.empty()) {
     if (opts.embedding) return quit(2, "--draft-model needs a generating server, not --embedding");
-    auto dm = Model::load(opts.draft_model);
+    auto dm = api::Model::load(opts.draft_model);
     if (!dm) return quit(1, "--draft-model " + opts.draft_model + ": " + dm.status().message());
-    sp.draft_model = *dm;
-    sp.draft_max = opts.draft_max;
-    sp.draft_min = opts.draft_min;
-    sp.draft_p_min = opts.draft_p_min;
-    sp.draft_context.n_threads = opts.threads;
-    sp.draft_context.n_ctx = opts.draft_n_ctx;
-    sp.draft_context.type_k = opts.type_k;
-    sp.draft_context.type_v = opts.type_v;
+    const json draft_options = {{"draft_max", opts.draft_max}, {"draft_min", opts.draft_min},
+                                {"p_min", opts.draft_p_min}, {"n_ctx", opts.draft_n_ctx}};
+    sched.emplace(api::Scheduler::create(*a.model, sp, *dm, dump(draft_options)));
+  } else {
+    sched.emplace(api::Scheduler::create(*a.model, sp));
   }
-  std::vector<std::pair<std::shared_ptr<const LoraAdapter>, float>> loras;
+  if (!*sched) return quit(1, sched->status().message());
+  a.sched = std::move(**sched);
+  // LoRA adapters: loaded, given to the scheduler's context (which keeps them), then released here.
+  std::vector<loom_lora_adapter*> adapters;
+  std::vector<float> scales;
+  std::string lora_error;
   for (const auto& [path, scale] : opts.loras) {
-    auto l = LoraAdapter::load(path, *a.model);
+    loom_lora_adapter* l = loom_lora_adapter_load(a.model->handle(), path.c_str());
     if (!l) {
-      return quit(1, "--lora " + path + ": " + l.status().message());
+      lora_error = "--lora " + path + ": " + loom_last_error();
+      break;
     }
-    loras.emplace_back(*l, scale);
+    adapters.push_back(l);
+    scales.push_back(scale);
   }
-  auto sched = serve::Scheduler::create(a.model, sp, [&](Context& ctx) -> Status {
-    for (const auto& [l, scale] : loras) LOOM_RETURN_IF_ERROR(ctx.set_lora(l, scale));
-    return Status::ok();
-  });
-  if (!sched) {
-    return quit(1, sched.status().message());
+  if (lora_error.empty() && !adapters.empty() &&
+      loom_scheduler_set_lora(a.sched->handle(), adapters.data(), scales.data(), int32_t(adapters.size())) != LOOM_OK) {
+    lora_error = std::string("--lora: ") + loom_last_error();
   }
-  a.sched = std::move(*sched);
+  for (loom_lora_adapter* l : adapters) loom_lora_adapter_free(l);
+  if (!lora_error.empty()) {
+    a.sched.reset();
+    return quit(1, lora_error);
+  }
   a.ready = true;
   std::fprintf(stderr, "loom: ready: %s, %d slots, %d KV cells%s%s\n", a.alias.c_str(), opts.slots, a.sched->n_ctx(),
                opts.embedding ? ", embeddings" : "",
@@ -795,7 +837,7 @@ int run_server(const ServeOptions& opts, std::atomic<bool>* stop) {
   }
   std::fprintf(stderr, "loom: stopping: finishing running requests (5 s grace)\n");
   a.http->stop_accepting();
-  a.sched->shutdown(std::chrono::seconds(5));  // running streams finish or get their final event
+  a.sched->shutdown(5000);  // running streams finish or get their final event
   a.http->drain(std::chrono::seconds(2));
   a.http->shutdown();
   a.sched.reset();

@@ -1,6 +1,7 @@
-// `loom serve`: an OpenAI-compatible HTTP server over one model, one scheduler (src/serve) and
-// loom_http. This layer turns HTTP + JSON into scheduler requests and events back into OpenAI's
-// response shapes; the scheduler knows nothing of HTTP (docs/serving.md).
+// `loom serve`: an OpenAI-compatible HTTP server over one model, one scheduler and loom_http. It is
+// built on loom's public API alone (include/loom: the model, loom_scheduler_*, chat formatting), as
+// any embedding program could be. This layer turns HTTP + JSON into scheduler requests and events
+// back into OpenAI's response shapes; the scheduler knows nothing of HTTP (docs/serving.md).
 #pragma once
 
 #include <atomic>
@@ -9,8 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "base/status.h"
-#include "context/context.h"
+#include "loom/loom.h"
 
 namespace loom::server {
 
@@ -24,7 +24,7 @@ struct ServeOptions {
   int n_ubatch = 512;            // -ub
   int step_tokens = 0;           // tokens per scheduler step (0: n_ubatch)
   int threads = 0, threads_batch = 0;
-  TensorType type_k = TensorType::F16, type_v = TensorType::F16;
+  int32_t type_k = LOOM_TYPE_F16, type_v = LOOM_TYPE_F16;  // KV cache types (LOOM_TYPE_*)
   std::vector<std::string> api_keys;
   int max_queue = 256;
   int timeout_s = 600;           // HTTP read/write timeout

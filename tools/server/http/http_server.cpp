@@ -1028,8 +1028,8 @@ Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Server::~Server() { shutdown(); }
 
-Expected<std::unique_ptr<Server>> Server::listen(const std::string& host, uint16_t port,
-                                                 ServerOptions opts) {
+Result<std::unique_ptr<Server>> Server::listen(const std::string& host, uint16_t port, ServerOptions opts) {
+  using R = Result<std::unique_ptr<Server>>;
   auto impl = std::make_unique<Impl>();
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
@@ -1038,7 +1038,7 @@ Expected<std::unique_ptr<Server>> Server::listen(const std::string& host, uint16
   addrinfo* res = nullptr;
   const std::string service = std::to_string(port);
   const int gai = getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &res);
-  if (gai != 0) return invalid_argument("cannot resolve '" + host + "': " + gai_strerror(gai));
+  if (gai != 0) return R::failure("cannot resolve '" + host + "': " + gai_strerror(gai));
   std::string last_error = "no address";
   for (addrinfo* ai = res; ai; ai = ai->ai_next) {
     const int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
@@ -1060,7 +1060,7 @@ Expected<std::unique_ptr<Server>> Server::listen(const std::string& host, uint16
   }
   freeaddrinfo(res);
   if (impl->listen_fd < 0)
-    return io_error("cannot listen on " + host + ":" + service + ": " + last_error);
+    return R::failure("cannot listen on " + host + ":" + service + ": " + last_error);
 
   sockaddr_storage ss{};
   socklen_t len = sizeof ss;
@@ -1071,16 +1071,16 @@ Expected<std::unique_ptr<Server>> Server::listen(const std::string& host, uint16
   impl->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
   impl->core->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (impl->epoll_fd < 0 || impl->core->wake_fd < 0)
-    return io_error(std::string("epoll/eventfd: ") + std::strerror(errno));
+    return R::failure(std::string("epoll/eventfd: ") + std::strerror(errno));
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.u64 = kListenId;
   if (epoll_ctl(impl->epoll_fd, EPOLL_CTL_ADD, impl->listen_fd, &ev) != 0)
-    return io_error(std::string("epoll_ctl: ") + std::strerror(errno));
+    return R::failure(std::string("epoll_ctl: ") + std::strerror(errno));
   impl->listening = true;
   ev.data.u64 = kWakeId;
   if (epoll_ctl(impl->epoll_fd, EPOLL_CTL_ADD, impl->core->wake_fd, &ev) != 0)
-    return io_error(std::string("epoll_ctl: ") + std::strerror(errno));
+    return R::failure(std::string("epoll_ctl: ") + std::strerror(errno));
   if (opts.handler_threads == 0) opts.handler_threads = 1;
   impl->core->opts = std::move(opts);
   return std::unique_ptr<Server>(new Server(std::move(impl)));

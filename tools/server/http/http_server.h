@@ -19,13 +19,39 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
-#include "base/status.h"
 #include "http_parser.h"
 
 namespace loom::http {
+
+// A value or the message saying why there is none: the HTTP layer's own result type, so that it
+// depends on no loom library (the server above it uses only loom's public headers).
+template <typename T>
+class Result {
+ public:
+  struct Error {
+    std::string text;
+    const std::string& message() const { return text; }
+  };
+  Result(T v) : v_(std::move(v)) {}                                  // NOLINT: implicit
+  static Result failure(std::string why) { return Result(Error{std::move(why)}); }
+  bool has_value() const { return v_.has_value(); }
+  explicit operator bool() const { return has_value(); }
+  T& value() & { return *v_; }
+  T&& value() && { return std::move(*v_); }
+  T& operator*() { return *v_; }
+  T* operator->() { return &*v_; }
+  const Error& status() const { return err_; }
+
+ private:
+  explicit Result(Error e) : err_(std::move(e)) {}
+  std::optional<T> v_;
+  Error err_;
+};
 
 namespace detail {
 struct Exchange;
@@ -131,8 +157,7 @@ class Server {
  public:
   // Binds and listens (host: an address or name, e.g. "127.0.0.1", "::", "localhost"; port 0 picks
   // a free one). Connections queue in the backlog until start().
-  static Expected<std::unique_ptr<Server>> listen(const std::string& host, uint16_t port,
-                                                  ServerOptions opts = {});
+  static Result<std::unique_ptr<Server>> listen(const std::string& host, uint16_t port, ServerOptions opts = {});
   ~Server();  // shutdown()
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
