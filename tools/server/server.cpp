@@ -338,6 +338,7 @@ struct App {
   }
 
   // ---- events -> responses ----
+  // On the scheduler's thread: nothing may escape into the C API's callback.
   void on_event(GenState& st, int prompt, Event e) {
     std::lock_guard<std::mutex> l(st.mu);
     if (!st.open) {
@@ -345,7 +346,26 @@ struct App {
       return;
     }
     e.choice += prompt * st.n;
-    handle_event(st, e);
+    try {
+      handle_event(st, e);
+    } catch (const std::exception& ex) {
+      fail_response(st, std::string("internal error: ") + ex.what());
+    }
+  }
+
+  // Ends a response that cannot go on (a malformed event would be a bug): the client gets a 500 or
+  // a final error event, the requests are cancelled.
+  void fail_response(GenState& st, const std::string& why) {
+    if (st.failed) return;
+    st.failed = true;
+    for (auto id : st.ids) sched->cancel(id);
+    if (st.stream) {
+      sse(st, json::parse(error_json(500, why)));
+      st.res->write("data: [DONE]\n\n");
+      st.res->end();
+    } else {
+      send_error(*st.res, {500, why, {}, {}});
+    }
   }
 
   void sse(GenState& st, const json& j) { st.res->write("data: " + dump(j) + "\n\n"); }
@@ -500,13 +520,11 @@ struct App {
         return;
       }
       case LOOM_EVENT_ERROR: {
-        st.failed = true;
-        for (auto id : st.ids) sched->cancel(id);
         if (st.stream) {
-          sse(st, json::parse(error_json(500, e.text)));
-          st.res->write("data: [DONE]\n\n");
-          st.res->end();
-        } else {
+          fail_response(st, e.text);
+        } else if (!st.failed) {
+          st.failed = true;
+          for (auto id : st.ids) sched->cancel(id);
           send_error(*st.res, server::http_error(e.token, e.text));
         }
         return;
@@ -572,7 +590,11 @@ struct App {
         send_error(*res, http_error(r.status()));
         return;
       }
-      done(*r);
+      try {
+        done(*r);
+      } catch (const std::exception& e) {
+        send_error(*res, {500, std::string("internal error: ") + e.what(), {}, {}});
+      }
     });
     if (!id) throw http_error(id.status());
   }
