@@ -18,17 +18,23 @@ using detail::PackedLayout;
 
 bool can_pack(TensorType t) {
   return t == TensorType::Q4_0 || t == TensorType::Q8_0 || t == TensorType::F16 || t == TensorType::Q4_K ||
-         t == TensorType::Q6_K;
+         t == TensorType::Q5_K || t == TensorType::Q6_K;
 }
+
+namespace {
+// The k-quants: 256-column super-blocks, Q8_K activations.
+bool is_kquant(TensorType t) { return t == TensorType::Q4_K || t == TensorType::Q5_K || t == TensorType::Q6_K; }
+}  // namespace
 
 bool packed_kernels_available(TensorType t) {
   const CpuFeatures& f = cpu_features();
-  if (t == TensorType::F16 || t == TensorType::Q4_K || t == TensorType::Q6_K) return f.has_avx512_vnni_set();
+  if (t == TensorType::F16 || is_kquant(t)) return f.has_avx512_vnni_set();
   return can_pack(t) && (f.has_avx512_vnni_set() || f.has_avx_vnni_set());
 }
 
 size_t packed_group_bytes(TensorType t, int64_t cols) {
   if (t == TensorType::Q4_K) return size_t(cols / detail::PackedQ4K::kCols) * detail::PackedQ4K::kTileBytes;
+  if (t == TensorType::Q5_K) return size_t(cols / detail::PackedQ5K::kCols) * detail::PackedQ5K::kTileBytes;
   if (t == TensorType::Q6_K) return size_t(cols / detail::PackedQ6K::kCols) * detail::PackedQ6K::kTileBytes;
   return size_t(cols / detail::kPackBlock) * PackedLayout::of(t).tile_bytes;
 }
@@ -73,15 +79,33 @@ void pack_weights(TensorType t, const void* src, size_t src_row_bytes, int64_t r
     }
     return;
   }
-  if (t == TensorType::Q4_K) {
+  if (t == TensorType::Q4_K || t == TensorType::Q5_K) {
+    // Q5_K is Q4_K's tile with the fifth bits after it (BlockQ5_K: d, dmin, scales, qh, qs).
     using detail::PackedQ4K;
+    using detail::PackedQ5K;
+    const bool q5 = t == TensorType::Q5_K;
+    const size_t tile_bytes = q5 ? PackedQ5K::kTileBytes : PackedQ4K::kTileBytes;
+    const size_t src_block = q5 ? sizeof(detail::BlockQ5_K) : 144, qs_offset = q5 ? 48 : 16;
     const int64_t ns = cols / PackedQ4K::kCols;
     for (int64_t g = g0; g < g1; ++g) {
       for (int64_t sb = 0; sb < ns; ++sb) {
-        uint8_t* tile = d + size_t(g) * packed_group_bytes(t, cols) + size_t(sb) * PackedQ4K::kTileBytes;
-        std::memset(tile, 0, PackedQ4K::kTileBytes);  // padding rows: d = dmin = 0
+        uint8_t* tile = d + size_t(g) * packed_group_bytes(t, cols) + size_t(sb) * tile_bytes;
+        std::memset(tile, 0, tile_bytes);  // padding rows: d = dmin = 0
         for (int r = 0; r < kPackRows && g * kPackRows + r < rows; ++r) {
-          const uint8_t* blk = s + size_t(g * kPackRows + r) * src_row_bytes + size_t(sb) * 144;
+          const uint8_t* blk = s + size_t(g * kPackRows + r) * src_row_bytes + size_t(sb) * src_block;
+          if (q5) {
+            const uint8_t* qh = blk + 16;  // bit 2 gg (low nibble) / 2 gg + 1 (high) of qh[l], l < 32
+            for (int gg = 0; gg < 4; ++gg) {
+              for (int c = 0; c < 8; ++c) {
+                uint8_t bits = 0;
+                for (int k = 0; k < 4; ++k) {
+                  bits |= uint8_t(((qh[4 * c + k] >> (2 * gg)) & 1) << k);
+                  bits |= uint8_t(((qh[4 * c + k] >> (2 * gg + 1)) & 1) << (4 + k));
+                }
+                tile[PackedQ5K::kQh + 128 * gg + 16 * c + r] = bits;
+              }
+            }
+          }
           std::memcpy(tile + PackedQ4K::kD + 2 * r, blk, 2);
           std::memcpy(tile + PackedQ4K::kDmin + 2 * r, blk + 2, 2);
           for (int j = 0; j < 8; ++j) {
@@ -90,7 +114,7 @@ void pack_weights(TensorType t, const void* src, size_t src_row_bytes, int64_t r
             tile[PackedQ4K::kSc + 16 * j + r] = uint8_t(sc);
             tile[PackedQ4K::kM + 16 * j + r] = uint8_t(m);
           }
-          const uint8_t* qs = blk + 16;
+          const uint8_t* qs = blk + qs_offset;
           for (int gg = 0; gg < 4; ++gg) {
             for (int c = 0; c < 8; ++c) std::memcpy(tile + PackedQ4K::kQs + 512 * gg + 64 * c + 4 * r, qs + 32 * gg + 4 * c, 4);
           }
@@ -139,12 +163,12 @@ void pack_weights(TensorType t, const void* src, size_t src_row_bytes, int64_t r
 
 size_t packed_act_row_bytes(TensorType t, int64_t cols) {
   if (t == TensorType::F16) return sizeof(float) * size_t(cols);
-  if (t == TensorType::Q4_K || t == TensorType::Q6_K) return size_t(row_bytes(TensorType::Q8_K, cols));
+  if (is_kquant(t)) return size_t(row_bytes(TensorType::Q8_K, cols));
   return size_t(cols / detail::kPackBlock) * sizeof(detail::PackedActBlock);
 }
 
 void quantize_packed_act(TensorType t, const float* x, int64_t cols, void* dst) {
-  if (t == TensorType::Q4_K || t == TensorType::Q6_K) {
+  if (is_kquant(t)) {
     quantize_row(TensorType::Q8_K, x, dst, cols);
     return;
   }
@@ -196,9 +220,10 @@ void packed_gemm(TensorType t, int64_t rows, int64_t cols, const void* packed, i
     }
     return;
   }
-  if (t == TensorType::Q4_K) {
+  if (t == TensorType::Q4_K || t == TensorType::Q5_K) {
     if (f.has_avx512_vnni_set()) {
-      detail::packed_gemm_q4k_avx512(rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+      (t == TensorType::Q4_K ? detail::packed_gemm_q4k_avx512 : detail::packed_gemm_q5k_avx512)(
+          rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
     } else {
       ref::packed_gemm(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
     }
@@ -255,12 +280,15 @@ float dot_q6k(const uint8_t* grp, int r, const uint8_t* act, int64_t cols) {
   return acc;
 }
 
-float dot_q4k(const uint8_t* grp, int r, const uint8_t* act, int64_t cols) {
+// Q4_K, and Q5_K (q5: a fifth bit from the plane after the nibbles adds 16 to a level).
+float dot_q4k(const uint8_t* grp, int r, const uint8_t* act, int64_t cols, bool q5) {
   // Per super-block: d_a * (d_w * Σ_j sc_j Σ q·a  -  dmin_w * Σ_j m_j Σ a), integers inside.
   using detail::PackedQ4K;
+  using detail::PackedQ5K;
+  const size_t tile_bytes = q5 ? PackedQ5K::kTileBytes : PackedQ4K::kTileBytes;
   float acc = 0.0f;
   for (int64_t sb = 0; sb < cols / PackedQ4K::kCols; ++sb) {
-    const uint8_t* tile = grp + size_t(sb) * PackedQ4K::kTileBytes;
+    const uint8_t* tile = grp + size_t(sb) * tile_bytes;
     detail::BlockQ8_K ab;
     std::memcpy(&ab, act + size_t(sb) * sizeof(ab), sizeof(ab));
     int32_t isum = 0, msum = 0;
@@ -269,8 +297,9 @@ float dot_q4k(const uint8_t* grp, int r, const uint8_t* act, int64_t cols) {
       for (int c = 0; c < 8; ++c) {
         for (int k = 0; k < 4; ++k) {
           const int byte = tile[PackedQ4K::kQs + 512 * gg + 64 * c + 4 * r + k];
-          lo += (byte & 0x0f) * ab.qs[64 * gg + 4 * c + k];
-          hi += (byte >> 4) * ab.qs[64 * gg + 32 + 4 * c + k];
+          const int bits = q5 ? tile[PackedQ5K::kQh + 128 * gg + 16 * c + r] : 0;
+          lo += ((byte & 0x0f) | (((bits >> k) & 1) << 4)) * ab.qs[64 * gg + 4 * c + k];
+          hi += ((byte >> 4) | (((bits >> (4 + k)) & 1) << 4)) * ab.qs[64 * gg + 32 + 4 * c + k];
         }
       }
       const int j0 = 2 * gg, j1 = 2 * gg + 1;
@@ -341,7 +370,8 @@ void packed_gemm(TensorType t, int64_t rows, int64_t cols, const void* packed, i
         float v;
         switch (t) {
           case TensorType::Q6_K: v = dot_q6k(grp, r, x, cols); break;
-          case TensorType::Q4_K: v = dot_q4k(grp, r, x, cols); break;
+          case TensorType::Q4_K: v = dot_q4k(grp, r, x, cols, false); break;
+          case TensorType::Q5_K: v = dot_q4k(grp, r, x, cols, true); break;
           case TensorType::F16: v = dot_f16(grp, r, x, cols); break;
           default: v = dot_q8_blocks(t, grp, r, x, cols); break;
         }

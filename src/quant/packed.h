@@ -19,6 +19,7 @@
 // Either way the unsigned byte u and the signed level differ by a constant bias (8 or 128).
 // Q4_K: see PackedQ4K in packed_layout.h (super-block scales, 6-bit sub-block scales and mins,
 //   nibbles in 64-byte chunks as above); activations are Q8_K blocks, integer sums per super-block.
+// Q5_K: see PackedQ5K: Q4_K's tile followed by a plane of fifth bits, one byte per row and chunk.
 // Q6_K: see PackedQ6K (6-bit levels one per byte, int8 scales per 16 columns), Q8_K activations.
 // F16: no scales; a tile is 32 columns x 16 rows of f16, column after column (column c of the
 //   tile holds the 16 rows' weights at that column: one vcvtph2ps gives a register of 16 rows).
@@ -38,7 +39,7 @@ namespace loom::quant {
 
 constexpr int kPackRows = 16;
 
-// Weight types with a packed layout (Q4_0, Q8_0, F16, Q4_K, Q6_K).
+// Weight types with a packed layout (Q4_0, Q8_0, F16, Q4_K, Q5_K, Q6_K).
 bool can_pack(TensorType t);
 // True when this CPU has a packed kernel for t (Q4_0/Q8_0: AMX-INT8, AVX-512 VNNI or AVX-VNNI;
 // F16: AVX-512); otherwise packing would only feed the scalar reference and model loading keeps
@@ -82,8 +83,10 @@ void packed_gemm_avx512(TensorType t, int64_t rows, int64_t cols, const void* pa
 // (cpu_features().has_amx_int8_set()).
 void packed_gemm_amx(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
                      const void* act, size_t act_stride, int n, float* out, size_t out_stride);
-// Q4_K weights against Q8_K activations with AVX-512 VNNI (any n).
+// Q4_K (and Q5_K) weights against Q8_K activations with AVX-512 VNNI (any n).
 void packed_gemm_q4k_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
+                            const void* act, size_t act_stride, int n, float* out, size_t out_stride);
+void packed_gemm_q5k_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
                             const void* act, size_t act_stride, int n, float* out, size_t out_stride);
 // Q6_K weights against Q8_K activations with AVX-512 VNNI (any n).
 void packed_gemm_q6k_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,

@@ -117,15 +117,24 @@ LOOM_AVX512_VNNI inline __m512i u8x16(const uint8_t* p) {
 // registers (low: sub-block 2g, high: 2g+1), VPDPBUSD per activation row; the sub-block sums are
 // weighted by the 6-bit scales (VPMULLD) and the mins by the activation's sub-block sums, all in
 // int32 as llama.cpp's Q4_K x Q8_K dot does; floats only once per super-block.
-template <int NA>
+// Q5 (Q5_K): the tile also holds a byte of fifth bits per row and chunk; each is spread over its
+// row's four lanes (VPSHUFB), tested against the lane's bit (VPTESTMB) and adds 16 where set, so
+// the levels are 0..31 and everything else is Q4_K's.
+template <int NA, bool Q5>
 LOOM_AVX512_VNNI void group_kernel_q4k(const uint8_t* grp, int64_t cols, const uint8_t* act, size_t act_stride,
                                        float* out, size_t out_stride, int valid) {
   __m512 acc[NA];
   for (int a = 0; a < NA; ++a) acc[a] = _mm512_setzero_ps();
   const __m512i m4 = _mm512_set1_epi8(0x0f);
+  const __m512i sixteen = _mm512_set1_epi8(16);
+  // Byte 0 of each dword (a row's bits) into all four bytes; the bit each byte tests.
+  const __m512i spread = _mm512_set4_epi32(0x0c0c0c0c, 0x08080808, 0x04040404, 0x00000000);
+  const __m512i bit_lo = _mm512_set1_epi32(0x08040201), bit_hi = _mm512_set1_epi32(int32_t(0x80402010u));
+  const size_t tile_bytes = Q5 ? PackedQ5K::kTileBytes : PackedQ4K::kTileBytes;
   const int64_t ns = cols / PackedQ4K::kCols;
   for (int64_t sb = 0; sb < ns; ++sb) {
-    const uint8_t* tile = grp + size_t(sb) * PackedQ4K::kTileBytes;
+    const uint8_t* tile = grp + size_t(sb) * tile_bytes;
+    if constexpr (Q5) prefetch_ahead(tile + PackedQ5K::kQh, 512);
     const uint8_t* ab[NA];
     for (int a = 0; a < NA; ++a) ab[a] = act + size_t(a) * act_stride + size_t(sb) * sizeof(BlockQ8_K);
     __m512i isum[NA], msum[NA];
@@ -137,8 +146,13 @@ LOOM_AVX512_VNNI void group_kernel_q4k(const uint8_t* grp, int64_t cols, const u
       for (int a = 0; a < NA; ++a) lo[a] = hi[a] = _mm512_setzero_si512();
       for (int c = 0; c < 8; ++c) {
         const __m512i chunk = _mm512_loadu_si512(q + 64 * c);
-        const __m512i wl = _mm512_and_si512(chunk, m4);
-        const __m512i wh = _mm512_and_si512(_mm512_srli_epi16(chunk, 4), m4);
+        __m512i wl = _mm512_and_si512(chunk, m4);
+        __m512i wh = _mm512_and_si512(_mm512_srli_epi16(chunk, 4), m4);
+        if constexpr (Q5) {
+          const __m512i bits = _mm512_shuffle_epi8(u8x16(tile + PackedQ5K::kQh + 128 * size_t(g) + 16 * size_t(c)), spread);
+          wl = _mm512_mask_add_epi8(wl, _mm512_test_epi8_mask(bits, bit_lo), wl, sixteen);
+          wh = _mm512_mask_add_epi8(wh, _mm512_test_epi8_mask(bits, bit_hi), wh, sixteen);
+        }
         for (int a = 0; a < NA; ++a) {
           int32_t xl, xh;
           std::memcpy(&xl, ab[a] + 4 + 64 * g + 4 * c, 4);  // Q8_K: f32 d, then qs
@@ -235,9 +249,10 @@ struct Q6K {
     group_kernel_q6k<NA>(g, c, a, as, o, os, v);
   }
 };
+template <bool Q5>
 struct Q4K {
   template <int NA> static void run(const uint8_t* g, int64_t c, const uint8_t* a, size_t as, float* o, size_t os, int v) {
-    group_kernel_q4k<NA>(g, c, a, as, o, os, v);
+    group_kernel_q4k<NA, Q5>(g, c, a, as, o, os, v);
   }
 };
 
@@ -250,7 +265,12 @@ void packed_gemm_q6k_avx512(int64_t rows, int64_t cols, const void* packed, int6
 
 void packed_gemm_q4k_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
                             const void* act, size_t act_stride, int n, float* out, size_t out_stride) {
-  run_by_cols<Q4K, 4, 2, 1>(TensorType::Q4_K, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+  run_by_cols<Q4K<false>, 4, 2, 1>(TensorType::Q4_K, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+}
+
+void packed_gemm_q5k_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
+                            const void* act, size_t act_stride, int n, float* out, size_t out_stride) {
+  run_by_cols<Q4K<true>, 4, 2, 1>(TensorType::Q5_K, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
 }
 
 void packed_gemm_f16_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,

@@ -30,6 +30,15 @@ struct PackedQ4K {
   static constexpr int kCols = 256;
 };
 
+// Q5_K: Q4_K's tile (same offsets, nibbles are the low 4 bits of the 5-bit levels) followed by the
+// fifth bits (2880 bytes): for each half-pair g < 4 and chunk c < 8, 16 bytes at kQh + 128 g + 16 c,
+// byte r = row r's fifth bits of that chunk: bit k (k < 4) for column 64 g + 4 c + k (the low
+// nibble's), bit 4 + k for column 64 g + 32 + 4 c + k (the high nibble's).
+struct PackedQ5K : PackedQ4K {
+  static constexpr size_t kQh = PackedQ4K::kTileBytes;
+  static constexpr size_t kTileBytes = kQh + 4 * 8 * 16;  // 2880
+};
+
 // Q6_K (per group of 16 rows and 256 columns, 4384 bytes): f16 d[16], i8 sc[16][16] (sub-block
 // of 16 columns s, row r at 16 s + r), then 64 chunks of 64 bytes: lane r of chunk c = the 6-bit
 // levels (0..63, value + 32) of row r at columns 4c..4c+3, one per byte. Activations are Q8_K.
@@ -82,6 +91,7 @@ inline void packed_gemm_loop(TensorType t, int64_t rows, int64_t cols, const voi
   const PackedLayout L = PackedLayout::of(t);
   const int64_t nb = cols / kPackBlock;
   const size_t group_bytes = t == TensorType::Q4_K   ? size_t(cols / PackedQ4K::kCols) * PackedQ4K::kTileBytes
+                            : t == TensorType::Q5_K ? size_t(cols / PackedQ5K::kCols) * PackedQ5K::kTileBytes
                             : t == TensorType::Q6_K ? size_t(cols / PackedQ6K::kCols) * PackedQ6K::kTileBytes
                                                     : size_t(nb) * L.tile_bytes;
   const auto* p = static_cast<const uint8_t*>(packed);

@@ -113,7 +113,7 @@ int64_t block_size_of_type(TensorType t) { return tensor_type_info(t)->block_siz
 // each activation row's outputs do not depend on the other rows of the call.
 void check_variant(Gemm gemm, const char* what,
                    std::vector<TensorType> types = {TensorType::Q4_0, TensorType::Q8_0, TensorType::F16, TensorType::Q4_K,
-                                                    TensorType::Q6_K}) {
+                                                    TensorType::Q5_K, TensorType::Q6_K}) {
   std::mt19937 rng(1234);
   for (TensorType t : types) {
     for (int64_t rows : {1, 5, 16, 17, 31, 48, 70}) {
@@ -152,7 +152,10 @@ TEST(Packed, LayoutSizes) {
   EXPECT_TRUE(can_pack(TensorType::Q8_0));
   EXPECT_TRUE(can_pack(TensorType::Q4_K));
   EXPECT_TRUE(can_pack(TensorType::Q6_K));
-  EXPECT_FALSE(can_pack(TensorType::Q5_K));
+  EXPECT_TRUE(can_pack(TensorType::Q5_K));
+  EXPECT_FALSE(can_pack(TensorType::Q3_K));
+  EXPECT_EQ(packed_size(TensorType::Q5_K, 17, 512), size_t(2 * 2 * 2880));
+  EXPECT_EQ(packed_act_row_bytes(TensorType::Q5_K, 512), size_t(2 * 292));
   EXPECT_EQ(packed_size(TensorType::Q6_K, 16, 256), size_t(4384));
   EXPECT_EQ(packed_size(TensorType::Q4_K, 17, 512), size_t(2 * 2 * 2368));
   EXPECT_EQ(packed_act_row_bytes(TensorType::Q4_K, 512), size_t(2 * 292));
@@ -204,7 +207,7 @@ TEST(Packed, Avx512VnniMatchesReference) {
   check_variant(&detail::packed_gemm_avx512, "avx512", {TensorType::Q4_0, TensorType::Q8_0});
 }
 
-// The F16, Q4_K and Q6_K kernels take no type argument: adapt them to the Gemm signature.
+// The F16, Q4_K, Q5_K and Q6_K kernels take no type argument: adapt them to the Gemm signature.
 template <void (*Gemm1)(int64_t, int64_t, const void*, int64_t, int64_t, const void*, size_t, int, float*, size_t)>
 void typed(TensorType, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1, const void* act,
               size_t as, int n, float* out, size_t os) {
@@ -219,6 +222,11 @@ TEST(Packed, F16Avx512MatchesReference) {
 TEST(Packed, Q4KAvx512MatchesReference) {
   if (!cpu_features().has_avx512_vnni_set()) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
   check_variant(&typed<&detail::packed_gemm_q4k_avx512>, "q4k-avx512", {TensorType::Q4_K});
+}
+
+TEST(Packed, Q5KAvx512MatchesReference) {
+  if (!cpu_features().has_avx512_vnni_set()) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
+  check_variant(&typed<&detail::packed_gemm_q5k_avx512>, "q5k-avx512", {TensorType::Q5_K});
 }
 
 TEST(Packed, Q6KAvx512MatchesReference) {
@@ -242,11 +250,16 @@ TEST(Packed, AvxVnniMatchesReference) {
 TEST(Packed, ExtremeLevels) {
   std::mt19937 rng(7);
   const int64_t rows = 16, cols = 256;
-  for (TensorType t : {TensorType::Q4_0, TensorType::Q8_0}) {
+  for (TensorType t : {TensorType::Q4_0, TensorType::Q8_0, TensorType::Q5_K}) {
     Problem p = make(t, rows, cols, 2, rng);
-    const size_t bb = t == TensorType::Q4_0 ? 18 : 34;
-    for (size_t off = 0; off < p.w.size(); off += bb) {
-      for (size_t k = 2; k < bb; ++k) p.w[off + k] = (k & 1) ? 0x80 : (t == TensorType::Q4_0 ? 0xff : 0x7f);
+    if (t == TensorType::Q5_K) {
+      // Every level 31 (all nibbles and fifth bits set) and every scale and min 63.
+      for (size_t off = 0; off < p.w.size(); off += 176) std::memset(&p.w[off + 4], 0xff, 176 - 4);
+    } else {
+      const size_t bb = t == TensorType::Q4_0 ? 18 : 34;
+      for (size_t off = 0; off < p.w.size(); off += bb) {
+        for (size_t k = 2; k < bb; ++k) p.w[off + k] = (k & 1) ? 0x80 : (t == TensorType::Q4_0 ? 0xff : 0x7f);
+      }
     }
     for (float& v : p.x) v = (&v - p.x.data()) % 3 == 0 ? -1.0f : 1.0f;
     pack_weights(t, p.w.data(), size_t(row_bytes(t, cols)), rows, cols, p.packed.data(), 0, 1);

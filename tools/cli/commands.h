@@ -2,7 +2,7 @@
 // code through `exit_code` when it runs: 0 success, 1 runtime error (bad file, bad input), 2 usage.
 //
 // The commands use loom's public API only (include/loom: loom.hpp over loom.h), as any program
-// embedding loom would; `serve` is the exception still (tools/server, docs/design.md).
+// embedding loom would; `serve` runs tools/server, which is built on the same headers.
 #pragma once
 
 #include <CLI/CLI.hpp>
