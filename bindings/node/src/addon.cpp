@@ -402,6 +402,9 @@ class Context : public Napi::ObjectWrap<Context> {
     Napi::Env env = info.Env();
     if (!native_ || native_->released || !native_->sched) return env.Undefined();
     const double id = number_arg(info, 0, "requestId");
+    // Ids are integers from 1 to 2^53: anything else (negative, fractional, NaN, 1e30) names no
+    // request, and is ignored as unknown ids are (a cast would be undefined behaviour).
+    if (!(id >= 0 && id <= 9007199254740992.0) || id != std::floor(id)) return env.Undefined();
     loom_scheduler_cancel(native_->sched.get(), uint64_t(id));
     return env.Undefined();
   }
