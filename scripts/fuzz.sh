@@ -10,6 +10,8 @@
 # build-fuzz/fuzz-log.tsv (the figures of docs/reliability.md). Exit status 1 when a target crashed.
 # LOOM_FUZZ_TIMEOUT (seconds, default 20) is libFuzzer's per-input limit, which counts wall time: a
 # lane at the lowest priority on a busy machine wants a longer one, or starvation reads as a hang.
+# LOOM_FUZZ_QUICK=1 builds in build-fuzz-quick/ at -O0 instead (CI's few seconds per target: the
+# build is what costs there, about 40 % less CPU; campaigns want build-fuzz/'s -O1 speed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=60
@@ -27,18 +29,21 @@ all=(gguf model_load tokenizer grammar json_schema jinja chat_template state ada
 [ ${#targets[@]} -eq 0 ] && targets=("${all[@]}")
 
 command -v clang++ >/dev/null || { echo "fuzz.sh: clang++ not found (apt-get install clang)" >&2; exit 2; }
-if [ ! -f build-fuzz/CMakeCache.txt ]; then
-  CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Release -DLOOM_FUZZ=ON \
+dir=build-fuzz
+quick=OFF
+if [ "${LOOM_FUZZ_QUICK:-0}" = 1 ]; then dir=build-fuzz-quick; quick=ON; fi
+if [ ! -f "$dir"/CMakeCache.txt ]; then
+  CC=clang CXX=clang++ cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release -DLOOM_FUZZ=ON -DLOOM_FUZZ_O0=$quick \
     -DLOOM_BUILD_TESTS=OFF -DLOOM_BUILD_BENCH=OFF >/dev/null
 fi
-cmake --build build-fuzz -j"$jobs" --target $(printf 'fuzz_%s ' "${targets[@]}")
+cmake --build "$dir" -j"$jobs" --target $(printf 'fuzz_%s ' "${targets[@]}")
 
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 failed=0
 for t in "${targets[@]}"; do
-  work=build-fuzz/corpus/$t
-  crashes=build-fuzz/crashes/$t
+  work=$dir/corpus/$t
+  crashes=$dir/crashes/$t
   mkdir -p "$work" "$crashes"
   seeds=(tests/fuzz/corpus/"$t")
   case "$t" in gguf|model_load) seeds+=(tests/data) ;; esac
@@ -54,10 +59,10 @@ for t in "${targets[@]}"; do
   # Findings: crash-, leak-, timeout-, oom- files (libFuzzer also saves slow-unit- files there).
   findings() { find "$crashes" -type f ! -name 'slow-unit-*' | wc -l; }
   before=$(findings)
-  log=build-fuzz/last-$t.log
+  log=$dir/last-$t.log
   set +e
   t0=$SECONDS
-  build-fuzz/bin/fuzz_"$t" "${args[@]}" "$work" "${seeds[@]}" >"$log" 2>&1
+  "$dir"/bin/fuzz_"$t" "${args[@]}" "$work" "${seeds[@]}" >"$log" 2>&1
   rc=$?
   ran=$(( SECONDS - t0 ))
   [ "$ran" -gt "$seconds" ] && ran=$seconds  # start-up (loading the corpus) is not fuzzing time
@@ -65,7 +70,7 @@ for t in "${targets[@]}"; do
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1 || true)
   new=$(( $(findings) - before ))
   # The seconds it ran (a crash stops it early), not the seconds asked for.
-  printf '%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$t" "$ran" "${execs:-0}" "$new" >> build-fuzz/fuzz-log.tsv
+  printf '%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$t" "$ran" "${execs:-0}" "$new" >> "$dir"/fuzz-log.tsv
   printf 'fuzz %-15s %5ss %10s execs  corpus %5s  crashes %s\n' "$t" "$ran" "${execs:-?}" \
     "$(find "$work" -type f | wc -l)" "$new"
   if [ $rc -ne 0 ] || [ "$new" -gt 0 ]; then
