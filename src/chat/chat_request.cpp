@@ -630,9 +630,12 @@ Expected<PreparedChat> prepare_chat(const ChatTemplate& tmpl, const ChatInputs& 
   p.tools_present = !tools.is_null() && choice.mode != ToolChoice::kNone;
   if ((choice.mode == ToolChoice::kRequired || choice.mode == ToolChoice::kFunction) && !p.tools_present)
     return invalid_argument("tool_choice: a tool call is required but the request has no tools");
-  const bool has_response_format =
-      !opts.response_format.is_null() &&
-      !(opts.response_format.is_object() && opts.response_format.value("type", "") == "text");
+  // {"type": "text"} asks for nothing. (Not json::value("type", ""): it throws when "type" is there
+  // but not a string, which the chat_template fuzzer found: a request must get an error, not an
+  // exception.)
+  const json& rf = opts.response_format;
+  const bool text_format = rf.is_object() && rf.contains("type") && rf["type"].is_string() && rf["type"] == "text";
+  const bool has_response_format = !rf.is_null() && !text_format;
   if (has_response_format && p.tools_present)
     return invalid_argument("response_format: cannot be combined with tools (use tool_choice \"none\")");
 

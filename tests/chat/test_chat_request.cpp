@@ -714,6 +714,18 @@ TEST(PrepareChat, ResponseFormat) {
   EXPECT_EQ(both.status().code(), StatusCode::kInvalidArgument);
   o.tool_choice.mode = chat::ToolChoice::kNone;
   EXPECT_TRUE(chat::prepare_chat(g.tmpl(kQwen25), with_tools, o));
+  // A "type" that is not a string is an error (or no format), never an exception: the
+  // chat_template fuzzer found json::value("type", "") throwing here.
+  for (const char* rf : {R"({"type": {"schema": {"type": "object"}}})", R"({"type": 5})", R"({"type": null})", R"({"type": []})"}) {
+    o.response_format = json::parse(rf);
+    o.tool_choice.mode = chat::ToolChoice::kAuto;
+    EXPECT_NO_THROW({
+      auto r = chat::prepare_chat(g.tmpl(kQwen25), in, o);
+      if (!r) EXPECT_FALSE(r.status().message().empty()) << rf;
+      auto t = chat::prepare_chat(g.tmpl(kQwen25), with_tools, o);
+      if (!t) EXPECT_FALSE(t.status().message().empty()) << rf;
+    }) << rf;
+  }
 }
 
 TEST(PrepareChat, ParseToolChoice) {
