@@ -4,7 +4,24 @@
 
 namespace loom::server {
 
-HttpError http_error(int32_t code, const std::string& message) {
+namespace {
+
+// loom_last_error() names the C function first ("loom_scheduler_submit_ext: prompt: required"); a
+// client is told only what is wrong with its request.
+std::string without_function_name(const std::string& m) {
+  const size_t colon = m.find(": ");
+  if (m.rfind("loom_", 0) != 0 || colon == std::string::npos) return m;
+  for (size_t i = 0; i < colon; ++i) {
+    const char c = m[i];
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_')) return m;
+  }
+  return m.substr(colon + 2);
+}
+
+}  // namespace
+
+HttpError http_error(int32_t code, const std::string& raw_message) {
+  const std::string message = without_function_name(raw_message);
   switch (code) {
     case LOOM_ERR_INVALID_ARGUMENT:
     case LOOM_ERR_OUT_OF_RANGE:

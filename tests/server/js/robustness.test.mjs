@@ -11,6 +11,8 @@ function assertOpenAIError(r, status) {
   assert.equal(r.status, status, r.text);
   assert.ok(r.json && r.json.error, r.text);
   assert.equal(typeof r.json.error.message, 'string');
+  // What is wrong with the request, not which C function said so (loom_last_error's prefix).
+  assert.doesNotMatch(r.json.error.message, /^loom_[a-z0-9_]+: /);
   assert.equal(typeof r.json.error.type, 'string');
   assert.equal(r.json.error.code, status);
 }
@@ -25,7 +27,9 @@ test('every error case answers in OpenAI shape and the server keeps serving', as
     assertOpenAIError(await post(u, '/v1/chat/completions', { messages: [{ role: 'user', content: 5 }] }), 400);
     const t = await post(u, '/v1/chat/completions', { messages: [{ role: 'user', content: 'hi' }], temperature: 'hot' });
     assertOpenAIError(t, 400);
-    assert.match(t.json.error.message, /temperature/);
+    assert.match(t.json.error.message, /^temperature/);
+    // A response_format whose type is not a string is the client's error (it was a 500).
+    assertOpenAIError(await post(u, '/v1/chat/completions', { messages: [{ role: 'user', content: 'hi' }], response_format: { type: 5 } }), 400);
     assertOpenAIError(await post(u, '/v1/completions', { prompt: 'x', max_tokens: 'many' }), 400);
     assertOpenAIError(await post(u, '/v1/completions', { prompt: [1, 2, 999999] }), 400);
     assertOpenAIError(await post(u, '/v1/completions', { prompt: 'x', logit_bias: { abc: 1 } }), 400);
