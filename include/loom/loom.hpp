@@ -612,31 +612,20 @@ class Scheduler {
   }
   // Queues a request (JSON, loom_serve.h); on_event runs on the scheduler's thread.
   Expected<uint64_t> submit(const std::string& request_json, OnEvent on_event) {
-    auto* cb = new OnEvent(std::move(on_event));
-    uint64_t id = 0;
-    const int32_t rc = loom_scheduler_submit(s_.get(), request_json.c_str(), &Scheduler::dispatch, cb, &id);
-    if (rc != LOOM_OK) {
-      Status st = Status::last(rc);
-      delete cb;
-      return st;
-    }
-    return id;
+    return queue(new OnEvent(std::move(on_event)), [&](OnEvent* cb, uint64_t* id) {
+      return loom_scheduler_submit(s_.get(), request_json.c_str(), &Scheduler::dispatch, cb, id);
+    });
   }
-  // loom_scheduler_submit_ext: options {"n_predict", "endpoint"}; *info (if given) gets what the
-  // request became ({"prompt_tokens", "n", "seed", "grammar_triggers", ...}).
+  // loom_scheduler_submit_ext: options {"n_predict", "endpoint"} ("" for none); *info (if given)
+  // gets what the request became ({"prompt_tokens", "n", "seed", "grammar_triggers", ...}).
   Expected<uint64_t> submit(const std::string& request_json, const std::string& options_json, OnEvent on_event,
                             std::string* info = nullptr) {
-    auto* cb = new OnEvent(std::move(on_event));
-    uint64_t id = 0;
     std::string buf(info ? size_t(1) << 16 : 0, '\0');
-    const int32_t rc = loom_scheduler_submit_ext(s_.get(), request_json.c_str(), options_json.c_str(), &Scheduler::dispatch,
-                                                 cb, &id, info ? buf.data() : nullptr, buf.size());
-    if (rc != LOOM_OK) {
-      Status st = Status::last(rc);
-      delete cb;
-      return st;
-    }
-    if (info) *info = buf.c_str();
+    auto id = queue(new OnEvent(std::move(on_event)), [&](OnEvent* cb, uint64_t* out) {
+      return loom_scheduler_submit_ext(s_.get(), request_json.c_str(), options_json.empty() ? nullptr : options_json.c_str(),
+                                       &Scheduler::dispatch, cb, out, info ? buf.data() : nullptr, buf.size());
+    });
+    if (id && info) *info = buf.c_str();
     return id;
   }
   // Embeddings (loom_scheduler_embed): done gets n_inputs x n_dim floats, or the failure.
@@ -646,15 +635,9 @@ class Scheduler {
   };
   using OnEmbed = std::function<void(Expected<Embeddings>)>;
   Expected<uint64_t> embed(const std::string& request_json, OnEmbed done) {
-    auto* cb = new OnEmbed(std::move(done));
-    uint64_t id = 0;
-    const int32_t rc = loom_scheduler_embed(s_.get(), request_json.c_str(), &Scheduler::dispatch_embed, cb, &id);
-    if (rc != LOOM_OK) {
-      Status st = Status::last(rc);
-      delete cb;
-      return st;
-    }
-    return id;
+    return queue(new OnEmbed(std::move(done)), [&](OnEmbed* cb, uint64_t* id) {
+      return loom_scheduler_embed(s_.get(), request_json.c_str(), &Scheduler::dispatch_embed, cb, id);
+    });
   }
   void cancel(uint64_t id) { loom_scheduler_cancel(s_.get(), id); }
   int32_t n_ctx() const { return loom_scheduler_n_ctx(s_.get()); }
@@ -669,6 +652,19 @@ class Scheduler {
 
  private:
   explicit Scheduler(loom_scheduler* s) : s_(s, [](loom_scheduler* p) { loom_scheduler_free(p, 0); }) {}
+  // Runs a queueing call that owns cb from success on (the dispatcher deletes it after the last
+  // event); on failure cb was never handed over and is deleted here.
+  template <typename Cb, typename Call>
+  static Expected<uint64_t> queue(Cb* cb, Call&& call) {
+    uint64_t id = 0;
+    const int32_t rc = call(cb, &id);
+    if (rc != LOOM_OK) {
+      Status st = Status::last(rc);
+      delete cb;
+      return st;
+    }
+    return id;
+  }
   static void dispatch_embed(int32_t status, const char* message, const float* data, int32_t n_inputs, int32_t n_dim,
                              int32_t prompt_tokens, void* user) {
     std::unique_ptr<OnEmbed> cb(static_cast<OnEmbed*>(user));
