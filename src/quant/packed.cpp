@@ -16,148 +16,288 @@ namespace loom::quant {
 
 using detail::PackedLayout;
 
-bool can_pack(TensorType t) {
-  return t == TensorType::Q4_0 || t == TensorType::Q8_0 || t == TensorType::F16 || t == TensorType::Q4_K ||
-         t == TensorType::Q5_K || t == TensorType::Q6_K;
-}
-
 namespace {
-// The k-quants: 256-column super-blocks, Q8_K activations.
-bool is_kquant(TensorType t) { return t == TensorType::Q4_K || t == TensorType::Q5_K || t == TensorType::Q6_K; }
+// The super-block types: 256-column tiles, Q8_K activations.
+bool is_kquant(TensorType t) { return detail::super_tile_bytes(t) != 0; }
+// The first packed types, which also have AVX-VNNI (256-bit) and AMX-INT8 kernels.
+bool is_q8_family(TensorType t) { return t == TensorType::Q4_0 || t == TensorType::Q8_0; }
 }  // namespace
+
+bool can_pack(TensorType t) {
+  switch (t) {
+    case TensorType::Q4_0:
+    case TensorType::Q4_1:
+    case TensorType::Q5_0:
+    case TensorType::Q5_1:
+    case TensorType::Q8_0:
+    case TensorType::IQ4_NL:
+    case TensorType::F16: return true;
+    default: return is_kquant(t);
+  }
+}
 
 bool packed_kernels_available(TensorType t) {
   const CpuFeatures& f = cpu_features();
-  if (t == TensorType::F16 || is_kquant(t)) return f.has_avx512_vnni_set();
-  return can_pack(t) && (f.has_avx512_vnni_set() || f.has_avx_vnni_set());
+  if (is_q8_family(t)) return f.has_avx512_vnni_set() || f.has_avx_vnni_set();
+  return can_pack(t) && f.has_avx512_vnni_set();
 }
 
-size_t packed_group_bytes(TensorType t, int64_t cols) {
-  if (t == TensorType::Q4_K) return size_t(cols / detail::PackedQ4K::kCols) * detail::PackedQ4K::kTileBytes;
-  if (t == TensorType::Q5_K) return size_t(cols / detail::PackedQ5K::kCols) * detail::PackedQ5K::kTileBytes;
-  if (t == TensorType::Q6_K) return size_t(cols / detail::PackedQ6K::kCols) * detail::PackedQ6K::kTileBytes;
-  return size_t(cols / detail::kPackBlock) * PackedLayout::of(t).tile_bytes;
-}
+size_t packed_group_bytes(TensorType t, int64_t cols) { return detail::packed_group_stride(t, cols); }
 
 size_t packed_size(TensorType t, int64_t rows, int64_t cols) {
   const int64_t groups = (rows + kPackRows - 1) / kPackRows;
   return size_t(groups) * packed_group_bytes(t, cols);
 }
 
-void pack_weights(TensorType t, const void* src, size_t src_row_bytes, int64_t rows, int64_t cols,
-                  void* dst, int64_t g0, int64_t g1) {
-  const PackedLayout L = PackedLayout::of(t);
-  const int64_t nb = cols / detail::kPackBlock;
-  const size_t block_bytes = t == TensorType::Q4_0 ? 18 : 34;  // GGUF block: f16 d, then qs
-  const size_t qs_bytes = block_bytes - 2;
-  const uint8_t bias_byte = t == TensorType::Q8_0 ? 0x80 : 0x00;  // Q8_0: i8 -> u8 by +128
-  const auto* s = static_cast<const uint8_t*>(src);
-  auto* d = static_cast<uint8_t*>(dst);
-  if (t == TensorType::Q6_K) {
-    using detail::PackedQ6K;
-    const int64_t ns = cols / PackedQ6K::kCols;
-    for (int64_t g = g0; g < g1; ++g) {
-      for (int64_t sb = 0; sb < ns; ++sb) {
-        uint8_t* tile = d + size_t(g) * packed_group_bytes(t, cols) + size_t(sb) * PackedQ6K::kTileBytes;
-        std::memset(tile, 0, PackedQ6K::kTileBytes);  // padding rows: d = 0
-        for (int r = 0; r < kPackRows && g * kPackRows + r < rows; ++r) {
-          const uint8_t* blk = s + size_t(g * kPackRows + r) * src_row_bytes + size_t(sb) * 210;
-          const uint8_t* ql = blk;
-          const uint8_t* qh = blk + 128;
-          std::memcpy(tile + PackedQ6K::kD + 2 * r, blk + 208, 2);
-          for (int j = 0; j < 16; ++j) tile[PackedQ6K::kSc + 16 * j + r] = blk[192 + j];
-          for (int e = 0; e < 256; ++e) {
-            // Element e of the block (see BlockQ6_K in blocks.h).
-            const int h = e / 128, l = e % 32, part = (e % 128) / 32;
-            const uint8_t lq = ql[64 * h + l + (part & 1) * 32];
-            const int lo4 = part < 2 ? (lq & 0x0f) : (lq >> 4);
-            const int hi2 = (qh[32 * h + l] >> (2 * part)) & 3;
-            tile[PackedQ6K::kQs + 64 * (e / 4) + 4 * r + (e % 4)] = uint8_t(lo4 | (hi2 << 4));
-          }
+namespace {
+
+using detail::PackedIQ4XS;
+using detail::PackedQ2K;
+using detail::PackedQ3K;
+using detail::PackedQ4K;
+using detail::PackedQ5K;
+using detail::PackedQ6K;
+
+// One packing job: rows [0, rows) of the source matrix, groups [g0, g1). tile(g, b) is the b-th
+// tile of group g in dst; row(g, r) the source row r of group g, or null for a padding row (the
+// tiles are zeroed first: padding rows get scale 0).
+struct PackJob {
+  TensorType t;
+  const uint8_t* src;
+  size_t src_row_bytes;
+  int64_t rows, cols;
+  uint8_t* dst;
+  int64_t g0, g1;
+
+  const uint8_t* row(int64_t g, int r) const {
+    const int64_t i = g * kPackRows + r;
+    return i < rows ? src + size_t(i) * src_row_bytes : nullptr;
+  }
+  uint8_t* group(int64_t g) const { return dst + size_t(g) * packed_group_bytes(t, cols); }
+};
+
+void pack_q6k(const PackJob& j) {
+  for (int64_t g = j.g0; g < j.g1; ++g) {
+    for (int64_t sb = 0; sb < j.cols / 256; ++sb) {
+      uint8_t* tile = j.group(g) + size_t(sb) * PackedQ6K::kTileBytes;
+      for (int r = 0; r < kPackRows; ++r) {
+        const uint8_t* row = j.row(g, r);
+        if (!row) continue;
+        const uint8_t* blk = row + size_t(sb) * 210;
+        const uint8_t* ql = blk;
+        const uint8_t* qh = blk + 128;
+        std::memcpy(tile + PackedQ6K::kD + 2 * r, blk + 208, 2);
+        for (int k = 0; k < 16; ++k) tile[PackedQ6K::kSc + 16 * k + r] = blk[192 + k];
+        for (int e = 0; e < 256; ++e) {
+          // Element e of the block (see BlockQ6_K in blocks.h).
+          const int h = e / 128, l = e % 32, part = (e % 128) / 32;
+          const uint8_t lq = ql[64 * h + l + (part & 1) * 32];
+          const int lo4 = part < 2 ? (lq & 0x0f) : (lq >> 4);
+          const int hi2 = (qh[32 * h + l] >> (2 * part)) & 3;
+          tile[PackedQ6K::kQs + 64 * (e / 4) + 4 * r + (e % 4)] = uint8_t(lo4 | (hi2 << 4));
         }
       }
     }
-    return;
   }
-  if (t == TensorType::Q4_K || t == TensorType::Q5_K) {
-    // Q5_K is Q4_K's tile with the fifth bits after it (BlockQ5_K: d, dmin, scales, qh, qs).
-    using detail::PackedQ4K;
-    using detail::PackedQ5K;
-    const bool q5 = t == TensorType::Q5_K;
-    const size_t tile_bytes = q5 ? PackedQ5K::kTileBytes : PackedQ4K::kTileBytes;
-    const size_t src_block = q5 ? sizeof(detail::BlockQ5_K) : 144, qs_offset = q5 ? 48 : 16;
-    const int64_t ns = cols / PackedQ4K::kCols;
-    for (int64_t g = g0; g < g1; ++g) {
-      for (int64_t sb = 0; sb < ns; ++sb) {
-        uint8_t* tile = d + size_t(g) * packed_group_bytes(t, cols) + size_t(sb) * tile_bytes;
-        std::memset(tile, 0, tile_bytes);  // padding rows: d = dmin = 0
-        for (int r = 0; r < kPackRows && g * kPackRows + r < rows; ++r) {
-          const uint8_t* blk = s + size_t(g * kPackRows + r) * src_row_bytes + size_t(sb) * src_block;
-          if (q5) {
-            const uint8_t* qh = blk + 16;  // bit 2 gg (low nibble) / 2 gg + 1 (high) of qh[l], l < 32
-            for (int gg = 0; gg < 4; ++gg) {
-              for (int c = 0; c < 8; ++c) {
-                uint8_t bits = 0;
-                for (int k = 0; k < 4; ++k) {
-                  bits |= uint8_t(((qh[4 * c + k] >> (2 * gg)) & 1) << k);
-                  bits |= uint8_t(((qh[4 * c + k] >> (2 * gg + 1)) & 1) << (4 + k));
-                }
-                tile[PackedQ5K::kQh + 128 * gg + 16 * c + r] = bits;
+}
+
+// Q4_K and Q5_K (Q4_K's tile with the fifth bits after it; BlockQ5_K: d, dmin, scales, qh, qs).
+void pack_q45k(const PackJob& j) {
+  const bool q5 = j.t == TensorType::Q5_K;
+  const size_t tile_bytes = detail::super_tile_bytes(j.t);
+  const size_t src_block = q5 ? sizeof(detail::BlockQ5_K) : sizeof(detail::BlockQ4_K), qs_offset = q5 ? 48 : 16;
+  for (int64_t g = j.g0; g < j.g1; ++g) {
+    for (int64_t sb = 0; sb < j.cols / 256; ++sb) {
+      uint8_t* tile = j.group(g) + size_t(sb) * tile_bytes;
+      for (int r = 0; r < kPackRows; ++r) {
+        const uint8_t* row = j.row(g, r);
+        if (!row) continue;
+        const uint8_t* blk = row + size_t(sb) * src_block;
+        if (q5) {
+          const uint8_t* qh = blk + 16;  // bit 2 gg (low nibble) / 2 gg + 1 (high) of qh[l], l < 32
+          for (int gg = 0; gg < 4; ++gg) {
+            for (int c = 0; c < 8; ++c) {
+              uint8_t bits = 0;
+              for (int k = 0; k < 4; ++k) {
+                bits |= uint8_t(((qh[4 * c + k] >> (2 * gg)) & 1) << k);
+                bits |= uint8_t(((qh[4 * c + k] >> (2 * gg + 1)) & 1) << (4 + k));
               }
+              tile[PackedQ5K::kQh + 128 * gg + 16 * c + r] = bits;
             }
           }
-          std::memcpy(tile + PackedQ4K::kD + 2 * r, blk, 2);
-          std::memcpy(tile + PackedQ4K::kDmin + 2 * r, blk + 2, 2);
-          for (int j = 0; j < 8; ++j) {
-            int sc, m;
-            detail::k4_scale_min(blk + 4, j, &sc, &m);
-            tile[PackedQ4K::kSc + 16 * j + r] = uint8_t(sc);
-            tile[PackedQ4K::kM + 16 * j + r] = uint8_t(m);
-          }
-          const uint8_t* qs = blk + qs_offset;
-          for (int gg = 0; gg < 4; ++gg) {
-            for (int c = 0; c < 8; ++c) std::memcpy(tile + PackedQ4K::kQs + 512 * gg + 64 * c + 4 * r, qs + 32 * gg + 4 * c, 4);
+        }
+        std::memcpy(tile + PackedQ4K::kD + 2 * r, blk, 2);
+        std::memcpy(tile + PackedQ4K::kDmin + 2 * r, blk + 2, 2);
+        for (int k = 0; k < 8; ++k) {
+          int sc, m;
+          detail::k4_scale_min(blk + 4, k, &sc, &m);
+          tile[PackedQ4K::kSc + 16 * k + r] = uint8_t(sc);
+          tile[PackedQ4K::kM + 16 * k + r] = uint8_t(m);
+        }
+        const uint8_t* qs = blk + qs_offset;
+        for (int gg = 0; gg < 4; ++gg) {
+          for (int c = 0; c < 8; ++c) std::memcpy(tile + PackedQ4K::kQs + 512 * gg + 64 * c + 4 * r, qs + 32 * gg + 4 * c, 4);
+        }
+      }
+    }
+  }
+}
+
+// IQ4_XS: sub-block s of the file is Q4_0's nibble order over qs + 16 s; the tile wants Q4_K's.
+void pack_iq4xs(const PackJob& j) {
+  for (int64_t g = j.g0; g < j.g1; ++g) {
+    for (int64_t sb = 0; sb < j.cols / 256; ++sb) {
+      uint8_t* tile = j.group(g) + size_t(sb) * PackedIQ4XS::kTileBytes;
+      for (int r = 0; r < kPackRows; ++r) {
+        const uint8_t* row = j.row(g, r);
+        if (!row) continue;
+        const auto b = detail::load_block<detail::BlockIQ4_XS>(row, sb);
+        std::memcpy(tile + PackedIQ4XS::kD + 2 * r, &b.d, 2);
+        for (int k = 0; k < 8; ++k) {
+          tile[PackedIQ4XS::kSc + 16 * k + r] = uint8_t(int8_t(detail::iq4xs_scale(b.scales_l, b.scales_h, k) - 32));
+        }
+        auto nibble = [&b](int e) {
+          const int sub = e / 32, i = e % 32;
+          return i < 16 ? b.qs[16 * sub + i] & 0x0f : b.qs[16 * sub + i - 16] >> 4;
+        };
+        for (int gg = 0; gg < 4; ++gg) {
+          for (int c = 0; c < 8; ++c) {
+            for (int k = 0; k < 4; ++k) {
+              tile[PackedIQ4XS::kQs + 512 * gg + 64 * c + 4 * r + k] =
+                  uint8_t(nibble(64 * gg + 4 * c + k) | nibble(64 * gg + 32 + 4 * c + k) << 4);
+            }
           }
         }
       }
     }
-    return;
   }
-  if (t == TensorType::F16) {
-    // Column-major within the group: element (r, c) at 2 * (16 * c + r); padding rows are 0.
-    for (int64_t g = g0; g < g1; ++g) {
-      uint8_t* grp = d + size_t(g) * packed_group_bytes(t, cols);
-      std::memset(grp, 0, packed_group_bytes(t, cols));
-      for (int r = 0; r < kPackRows && g * kPackRows + r < rows; ++r) {
-        const uint8_t* row = s + size_t(g * kPackRows + r) * src_row_bytes;
-        for (int64_t c = 0; c < cols; ++c) std::memcpy(grp + 2 * (16 * size_t(c) + size_t(r)), row + 2 * c, 2);
+}
+
+// Byte (chunk, row r, byte k) of the 2-bit planes of Q2_K / Q3_K: its plane p holds column
+// 64 G + 16 p + 4 q + k for chunk 4 G + q. level(e) gives the 2-bit level of column e.
+template <typename Level>
+void pack_planes(uint8_t* qs, int r, Level level) {
+  for (int c = 0; c < 16; ++c) {
+    for (int k = 0; k < 4; ++k) {
+      uint8_t byte = 0;
+      for (int p = 0; p < 4; ++p) byte |= uint8_t(level(64 * (c / 4) + 16 * p + 4 * (c % 4) + k) << (2 * p));
+      qs[64 * c + 4 * r + k] = byte;
+    }
+  }
+}
+
+// Q2_K and Q3_K: element e = 128 h + 32 jj + l has its low 2 bits at (qs[32 h + l] >> 2 jj) & 3.
+void pack_q23k(const PackJob& j) {
+  const bool q3 = j.t == TensorType::Q3_K;
+  const size_t tile_bytes = detail::super_tile_bytes(j.t);
+  for (int64_t g = j.g0; g < j.g1; ++g) {
+    for (int64_t sb = 0; sb < j.cols / 256; ++sb) {
+      uint8_t* tile = j.group(g) + size_t(sb) * tile_bytes;
+      for (int r = 0; r < kPackRows; ++r) {
+        const uint8_t* row = j.row(g, r);
+        if (!row) continue;
+        const uint8_t* qs;
+        if (q3) {
+          const auto b = detail::load_block<detail::BlockQ3_K>(row, sb);
+          std::memcpy(tile + PackedQ3K::kD + 2 * r, &b.d, 2);
+          for (int s = 0; s < 16; ++s) tile[PackedQ3K::kSc + 16 * s + r] = uint8_t(int8_t(detail::q3k_scale(b.scales, s) - 32));
+          // Third bits: bit (4 h + jj) of hmask[l] for element 128 h + 32 jj + l.
+          auto hbit = [&b](int e) { return (b.hmask[e % 32] >> (4 * (e / 128) + (e % 128) / 32)) & 1; };
+          for (int c = 0; c < 16; ++c) {
+            for (int half = 0; half < 2; ++half) {
+              uint8_t bits = 0;
+              for (int pp = 0; pp < 2; ++pp) {
+                const int p = 2 * half + pp;
+                for (int k = 0; k < 4; ++k) bits |= uint8_t(hbit(64 * (c / 4) + 16 * p + 4 * (c % 4) + k) << (4 * pp + k));
+              }
+              tile[PackedQ3K::kQh + 32 * c + 16 * half + r] = bits;
+            }
+          }
+          qs = row + size_t(sb) * sizeof(detail::BlockQ3_K) + 32;
+        } else {
+          const uint8_t* blk = row + size_t(sb) * sizeof(detail::BlockQ2_K);
+          std::memcpy(tile + PackedQ2K::kD + 2 * r, blk + 80, 2);
+          std::memcpy(tile + PackedQ2K::kDmin + 2 * r, blk + 82, 2);
+          for (int s = 0; s < 16; ++s) tile[PackedQ2K::kSm + 16 * s + r] = blk[s];
+          qs = blk + 16;
+        }
+        pack_planes(tile + (q3 ? PackedQ3K::kQs : PackedQ2K::kQs), r,
+                    [qs](int e) { return (qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3; });
       }
     }
-    return;
   }
-  for (int64_t g = g0; g < g1; ++g) {
-    for (int64_t b = 0; b < nb; ++b) {
-      uint8_t* tile = d + size_t(g) * packed_group_bytes(t, cols) + size_t(b) * L.tile_bytes;
-      std::memset(tile, 0, L.tile_bytes);
+}
+
+// F16: column-major within the group: element (r, c) at 2 * (16 * c + r).
+void pack_f16(const PackJob& j) {
+  for (int64_t g = j.g0; g < j.g1; ++g) {
+    uint8_t* grp = j.group(g);
+    for (int r = 0; r < kPackRows; ++r) {
+      const uint8_t* row = j.row(g, r);
+      if (!row) continue;
+      for (int64_t c = 0; c < j.cols; ++c) std::memcpy(grp + 2 * (16 * size_t(c) + size_t(r)), row + 2 * c, 2);
+    }
+  }
+}
+
+// The 32-column block types: d (and m), the quant bytes (Q8_0: + 128 as u8; nibbles unchanged),
+// and for Q5_0 / Q5_1 the fifth bits of each chunk's elements in one byte per row.
+void pack_blocks32(const PackJob& j) {
+  const PackedLayout L = PackedLayout::of(j.t);
+  const size_t block_bytes = size_t(row_bytes(j.t, 32));
+  const size_t head = L.has_min ? 4 : 2, qh_bytes = L.fifth_bit ? 4 : 0;  // GGUF: d, [m], [qh], qs
+  const uint8_t bias_byte = j.t == TensorType::Q8_0 ? 0x80 : 0x00;
+  for (int64_t g = j.g0; g < j.g1; ++g) {
+    for (int64_t b = 0; b < j.cols / detail::kPackBlock; ++b) {
+      uint8_t* tile = j.group(g) + size_t(b) * L.tile_bytes;
+      uint8_t* q = tile + L.q_offset();
       for (int r = 0; r < kPackRows; ++r) {
-        const int64_t row = g * kPackRows + r;
-        uint8_t* q = tile + PackedLayout::kScaleBytes;
-        if (row >= rows) {
-          // Padding row: scale 0, level 0.
-          for (int j = 0; j < L.chunks; ++j) std::memset(q + j * 64 + r * 4, bias_byte, 4);
+        const uint8_t* row = j.row(g, r);
+        if (!row) {
+          for (int c = 0; c < L.chunks; ++c) std::memset(q + c * 64 + r * 4, bias_byte, 4);  // level 0
           continue;
         }
-        const uint8_t* blk = s + size_t(row) * src_row_bytes + size_t(b) * block_bytes;
+        const uint8_t* blk = row + size_t(b) * block_bytes;
         std::memcpy(tile + 2 * r, blk, 2);
-        const uint8_t* qs = blk + 2;
-        for (int j = 0; j < L.chunks; ++j) {
-          for (int k = 0; k < 4; ++k) {
-            const size_t e = size_t(4 * j + k);
-            q[j * 64 + r * 4 + k] = e < qs_bytes ? uint8_t(qs[e] ^ bias_byte) : bias_byte;
+        if (L.has_min) std::memcpy(tile + PackedLayout::kScaleBytes + 2 * r, blk + 2, 2);
+        const uint8_t* qs = blk + head + qh_bytes;
+        for (int c = 0; c < L.chunks; ++c) {
+          for (int k = 0; k < 4; ++k) q[c * 64 + r * 4 + k] = uint8_t(qs[4 * c + k] ^ bias_byte);
+        }
+        if (L.fifth_bit) {
+          uint8_t qhb[4];
+          std::memcpy(qhb, blk + head, 4);
+          const uint32_t qh = detail::qh_bits(qhb);
+          for (int c = 0; c < L.chunks; ++c) {
+            uint8_t bits = 0;
+            for (int k = 0; k < 4; ++k) {
+              bits |= uint8_t(((qh >> (4 * c + k)) & 1u) << k);
+              bits |= uint8_t(((qh >> (16 + 4 * c + k)) & 1u) << (4 + k));
+            }
+            tile[L.qh_offset() + 16 * size_t(c) + size_t(r)] = bits;
           }
         }
       }
     }
+  }
+}
+
+}  // namespace
+
+void pack_weights(TensorType t, const void* src, size_t src_row_bytes, int64_t rows, int64_t cols,
+                  void* dst, int64_t g0, int64_t g1) {
+  const PackJob j{t, static_cast<const uint8_t*>(src), src_row_bytes, rows, cols, static_cast<uint8_t*>(dst), g0, g1};
+  // Zeroed first: padding rows get scale 0 (and the layouts' unused bits are 0).
+  std::memset(j.group(g0), 0, size_t(g1 - g0) * packed_group_bytes(t, cols));
+  switch (t) {
+    case TensorType::Q6_K: return pack_q6k(j);
+    case TensorType::Q4_K:
+    case TensorType::Q5_K: return pack_q45k(j);
+    case TensorType::IQ4_XS: return pack_iq4xs(j);
+    case TensorType::Q2_K:
+    case TensorType::Q3_K: return pack_q23k(j);
+    case TensorType::F16: return pack_f16(j);
+    default: return pack_blocks32(j);
   }
 }
 
@@ -180,12 +320,25 @@ void quantize_packed_act(TensorType t, const float* x, int64_t cols, void* dst) 
     dequantize_row(TensorType::F16, half, out, cols);
     return;
   }
-  // One dispatched Q8_0 quantization of the whole row into the tail of dst, then an in-place
-  // forward conversion: block b (34 bytes at 6·nb + 34·b) is read before block b (40 bytes at
-  // 40·b) is written, and 40·(b+1) <= 6·nb + 34·(b+1) for every b < nb, so no unread byte is
-  // overwritten.
+  // One dispatched Q8_0 (Q8_1) quantization of the whole row into the tail of dst, then an
+  // in-place forward conversion: block b (34 bytes at 6·nb + 34·b; Q8_1: 36 at 4·nb + 36·b) is
+  // read before block b (40 bytes at 40·b) is written, and 40·(b+1) <= 6·nb + 34·(b+1) (resp.
+  // 4·nb + 36·(b+1)) for every b < nb, so no unread byte is overwritten.
   const int64_t nb = cols / detail::kPackBlock;
   auto* out = static_cast<uint8_t*>(dst);
+  if (PackedLayout::of(t).has_min) {
+    uint8_t* q81 = out + size_t(nb) * 4;
+    quantize_row(TensorType::Q8_1, x, q81, cols);
+    for (int64_t b = 0; b < nb; ++b) {
+      const auto src = detail::load_block<detail::BlockQ8_1>(q81, b);
+      detail::PackedActBlock blk;
+      blk.d = f16_to_f32(src.d);
+      blk.s = f16_to_f32(src.s);
+      std::memcpy(blk.q, src.qs, 32);
+      std::memcpy(out + size_t(b) * sizeof(blk), &blk, sizeof(blk));
+    }
+    return;
+  }
 #if defined(__x86_64__)
   if (cpu_features().has_avx2_set()) {
     detail::avx2::quantize_packed_act(x, nb, out);
@@ -212,40 +365,23 @@ void packed_gemm(TensorType t, int64_t rows, int64_t cols, const void* packed, i
                  const void* act, size_t act_stride, int n, float* out, size_t out_stride) {
 #if defined(__x86_64__)
   const CpuFeatures& f = cpu_features();
-  if (t == TensorType::Q6_K) {
-    if (f.has_avx512_vnni_set()) {
-      detail::packed_gemm_q6k_avx512(rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
-    } else {
-      ref::packed_gemm(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
-    }
-    return;
-  }
-  if (t == TensorType::Q4_K || t == TensorType::Q5_K) {
-    if (f.has_avx512_vnni_set()) {
-      (t == TensorType::Q4_K ? detail::packed_gemm_q4k_avx512 : detail::packed_gemm_q5k_avx512)(
-          rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
-    } else {
-      ref::packed_gemm(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
-    }
-    return;
-  }
-  if (t == TensorType::F16) {
-    if (f.has_avx512_vnni_set()) {
-      detail::packed_gemm_f16_avx512(rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
-    } else {
-      ref::packed_gemm(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
-    }
-    return;
-  }
-  if (f.has_amx_int8_set() && n >= 16) {
+  if (is_q8_family(t) && f.has_amx_int8_set() && n >= 16) {
     detail::packed_gemm_amx(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
     return;
   }
   if (f.has_avx512_vnni_set()) {
-    detail::packed_gemm_avx512(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
-    return;
+    switch (t) {
+      case TensorType::Q2_K: return detail::packed_gemm_q2k_avx512(rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+      case TensorType::Q3_K: return detail::packed_gemm_q3k_avx512(rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+      case TensorType::Q4_K: return detail::packed_gemm_q4k_avx512(rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+      case TensorType::Q5_K: return detail::packed_gemm_q5k_avx512(rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+      case TensorType::Q6_K: return detail::packed_gemm_q6k_avx512(rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+      case TensorType::IQ4_XS: return detail::packed_gemm_iq4xs_avx512(rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+      case TensorType::F16: return detail::packed_gemm_f16_avx512(rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+      default: return detail::packed_gemm_avx512(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+    }
   }
-  if (f.has_avx_vnni_set()) {
+  if (is_q8_family(t) && f.has_avx_vnni_set()) {
     detail::packed_gemm_avxvnni(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
     return;
   }
@@ -327,30 +463,103 @@ float dot_f16(const uint8_t* grp, int r, const uint8_t* act, int64_t cols) {
   return acc;
 }
 
-// Q4_0 / Q8_0: per 32-column block d_w * d_a * (Σ u·q - bias · Σ q).
-float dot_q8_blocks(TensorType t, const uint8_t* grp, int r, const uint8_t* act, int64_t cols) {
+// The 32-column block types: per block d_w * d_a * (Σ u·q - bias · Σ q), plus m_w * s_a for the
+// types with a minimum.
+float dot_blocks32(TensorType t, const uint8_t* grp, int r, const uint8_t* act, int64_t cols) {
   const PackedLayout L = PackedLayout::of(t);
   float acc = 0.0f;
   for (int64_t b = 0; b < cols / detail::kPackBlock; ++b) {
     const uint8_t* tile = grp + size_t(b) * L.tile_bytes;
-    uint16_t dh;
-    std::memcpy(&dh, tile + 2 * r, 2);
     detail::PackedActBlock ab;
     std::memcpy(&ab, act + size_t(b) * sizeof(ab), sizeof(ab));
-    const uint8_t* q = tile + PackedLayout::kScaleBytes;
-    int32_t isum = -L.bias * ab.sum;
+    const uint8_t* q = tile + L.q_offset();
+    int32_t isum = L.has_min ? 0 : -L.bias * ab.sum;
     for (int j = 0; j < L.chunks; ++j) {
+      const int bits = L.fifth_bit ? tile[L.qh_offset() + 16 * size_t(j) + size_t(r)] : 0;
       for (int k = 0; k < 4; ++k) {
         const int32_t byte = q[j * 64 + r * 4 + k];
-        if (L.nibbles) {
-          isum += (byte & 0x0f) * ab.q[4 * j + k];
-          isum += (byte >> 4) * ab.q[16 + 4 * j + k];
-        } else {
+        if (!L.nibbles) {
           isum += byte * ab.q[4 * j + k];
+          continue;
         }
+        int32_t lo = (byte & 0x0f) | ((bits >> k) & 1) << 4, hi = (byte >> 4) | ((bits >> (4 + k)) & 1) << 4;
+        if (L.lut) {
+          lo = detail::kIq4nlBiased[lo];
+          hi = detail::kIq4nlBiased[hi];
+        }
+        isum += lo * ab.q[4 * j + k] + hi * ab.q[16 + 4 * j + k];
       }
     }
-    acc += float(isum) * (f16_to_f32(dh) * ab.d);
+    acc += float(isum) * (f16_to_f32(detail::load_u16(tile, r)) * ab.d);
+    if (L.has_min) acc += f16_to_f32(detail::load_u16(tile + PackedLayout::kScaleBytes, r)) * ab.s;
+  }
+  return acc;
+}
+
+// IQ4_XS: per super-block d_w * d_a * Σ_j sc_j (Σ u·q - 128 Σ q) over sub-blocks j of 32.
+float dot_iq4xs(const uint8_t* grp, int r, const uint8_t* act, int64_t cols) {
+  using detail::PackedIQ4XS;
+  float acc = 0.0f;
+  for (int64_t sb = 0; sb < cols / 256; ++sb) {
+    const uint8_t* tile = grp + size_t(sb) * PackedIQ4XS::kTileBytes;
+    detail::BlockQ8_K ab;
+    std::memcpy(&ab, act + size_t(sb) * sizeof(ab), sizeof(ab));
+    int32_t isum = 0;
+    for (int gg = 0; gg < 4; ++gg) {
+      int32_t lo = -128 * (ab.bsums[4 * gg] + ab.bsums[4 * gg + 1]);
+      int32_t hi = -128 * (ab.bsums[4 * gg + 2] + ab.bsums[4 * gg + 3]);
+      for (int c = 0; c < 8; ++c) {
+        for (int k = 0; k < 4; ++k) {
+          const int byte = tile[PackedIQ4XS::kQs + 512 * gg + 64 * c + 4 * r + k];
+          lo += detail::kIq4nlBiased[byte & 0x0f] * ab.qs[64 * gg + 4 * c + k];
+          hi += detail::kIq4nlBiased[byte >> 4] * ab.qs[64 * gg + 32 + 4 * c + k];
+        }
+      }
+      isum += lo * int8_t(tile[PackedIQ4XS::kSc + 16 * (2 * gg) + r]) + hi * int8_t(tile[PackedIQ4XS::kSc + 16 * (2 * gg + 1) + r]);
+    }
+    acc += ab.d * (f16_to_f32(detail::load_u16(tile + PackedIQ4XS::kD, r)) * float(isum));
+  }
+  return acc;
+}
+
+// Q2_K: d_a (d_w Σ_s sc_s Σ u·q - dmin_w Σ_s m_s Σ q); Q3_K: d_w d_a Σ_s sc_s (Σ u·q - 4 Σ q),
+// sub-blocks s of 16 columns, u from the 2-bit planes (and, for Q3_K, the third-bit plane).
+float dot_q23k(const uint8_t* grp, int r, const uint8_t* act, int64_t cols, bool q3) {
+  using detail::PackedQ2K;
+  using detail::PackedQ3K;
+  const size_t tile_bytes = q3 ? PackedQ3K::kTileBytes : PackedQ2K::kTileBytes;
+  float acc = 0.0f;
+  for (int64_t sb = 0; sb < cols / 256; ++sb) {
+    const uint8_t* tile = grp + size_t(sb) * tile_bytes;
+    const uint8_t* qs = tile + (q3 ? PackedQ3K::kQs : PackedQ2K::kQs);
+    detail::BlockQ8_K ab;
+    std::memcpy(&ab, act + size_t(sb) * sizeof(ab), sizeof(ab));
+    int32_t isum = 0, msum = 0;
+    for (int s = 0; s < 16; ++s) {
+      const int G = s / 4, p = s % 4;
+      int32_t dot = q3 ? -4 * ab.bsums[s] : 0;
+      for (int qd = 0; qd < 4; ++qd) {
+        const int c = 4 * G + qd;
+        const int bits = q3 ? tile[PackedQ3K::kQh + 32 * c + 16 * (p / 2) + r] >> (4 * (p % 2)) : 0;
+        for (int k = 0; k < 4; ++k) {
+          const int u = ((qs[64 * c + 4 * r + k] >> (2 * p)) & 3) + 4 * ((bits >> k) & 1);
+          dot += u * ab.qs[16 * s + 4 * qd + k];
+        }
+      }
+      if (q3) {
+        isum += dot * int8_t(tile[PackedQ3K::kSc + 16 * s + r]);
+      } else {
+        const int sm = tile[PackedQ2K::kSm + 16 * s + r];
+        isum += dot * (sm & 0x0f);
+        msum += (sm >> 4) * ab.bsums[s];
+      }
+    }
+    if (q3) {
+      acc += ab.d * (f16_to_f32(detail::load_u16(tile + PackedQ3K::kD, r)) * float(isum));
+    } else {
+      acc += ab.d * (f16_to_f32(detail::load_u16(tile + PackedQ2K::kD, r)) * float(isum) -
+                     f16_to_f32(detail::load_u16(tile + PackedQ2K::kDmin, r)) * float(msum));
+    }
   }
   return acc;
 }
@@ -372,8 +581,11 @@ void packed_gemm(TensorType t, int64_t rows, int64_t cols, const void* packed, i
           case TensorType::Q6_K: v = dot_q6k(grp, r, x, cols); break;
           case TensorType::Q4_K: v = dot_q4k(grp, r, x, cols, false); break;
           case TensorType::Q5_K: v = dot_q4k(grp, r, x, cols, true); break;
+          case TensorType::IQ4_XS: v = dot_iq4xs(grp, r, x, cols); break;
+          case TensorType::Q2_K: v = dot_q23k(grp, r, x, cols, false); break;
+          case TensorType::Q3_K: v = dot_q23k(grp, r, x, cols, true); break;
           case TensorType::F16: v = dot_f16(grp, r, x, cols); break;
-          default: v = dot_q8_blocks(t, grp, r, x, cols); break;
+          default: v = dot_blocks32(t, grp, r, x, cols); break;
         }
         out[size_t(i) * out_stride + size_t(g * kPackRows + r)] = v;
       }

@@ -17,16 +17,22 @@
 // Q8_0 (8 chunks): lane r of chunk j = row r's qs[4j..4j+3] + 128 (as u8): elements 4j..4j+3,
 //   level = byte - 128.
 // Either way the unsigned byte u and the signed level differ by a constant bias (8 or 128).
+// Q4_1, Q5_0, Q5_1, IQ4_NL: Q4_0's tile, with f16 m[16] after d for the types with a minimum,
+//   a byte of fifth bits per row and chunk after the chunks for Q5_0/Q5_1, and nibbles indexing
+//   the IQ4_NL table (PackedLayout in packed_layout.h). Every tile has the file's bytes.
 // Q4_K: see PackedQ4K in packed_layout.h (super-block scales, 6-bit sub-block scales and mins,
 //   nibbles in 64-byte chunks as above); activations are Q8_K blocks, integer sums per super-block.
 // Q5_K: see PackedQ5K: Q4_K's tile followed by a plane of fifth bits, one byte per row and chunk.
 // Q6_K: see PackedQ6K (6-bit levels one per byte, int8 scales per 16 columns), Q8_K activations.
+// IQ4_XS: see PackedIQ4XS (Q4_K's nibble order, int8 sub-block scales), Q8_K activations.
+// Q2_K, Q3_K: see PackedQ2K / PackedQ3K (2-bit planes four to a byte, Q3_K's third bits in a
+//   plane of their own), Q8_K activations.
 // F16: no scales; a tile is 32 columns x 16 rows of f16, column after column (column c of the
 //   tile holds the 16 rows' weights at that column: one vcvtph2ps gives a register of 16 rows).
 //
 // Activations are quantized per row into PackedAct blocks {f32 d; i32 sum; i8 q[32]}: d and q are
 // exactly the Q8_0 quantization llama.cpp uses for these weight types (d rounded through f16),
-// sum = Σ q. A block product is then d_w · d_a · (Σ u·q − bias · sum), with the integer part exact,
+// sum = Σ q (Q4_1/Q5_1: Q8_1's quantization, and the second word is its f16 s as a float). A block product is then d_w · d_a · (Σ u·q − bias · sum), with the integer part exact,
 // so results equal quant::vec_dot's to float rounding (accumulation order and FMA differ).
 #pragma once
 
@@ -39,10 +45,11 @@ namespace loom::quant {
 
 constexpr int kPackRows = 16;
 
-// Weight types with a packed layout (Q4_0, Q8_0, F16, Q4_K, Q5_K, Q6_K).
+// Weight types with a packed layout (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, F16, Q2_K..Q6_K,
+// IQ4_XS).
 bool can_pack(TensorType t);
 // True when this CPU has a packed kernel for t (Q4_0/Q8_0: AMX-INT8, AVX-512 VNNI or AVX-VNNI;
-// F16: AVX-512); otherwise packing would only feed the scalar reference and model loading keeps
+// the others: AVX-512 VNNI); otherwise packing would only feed the scalar reference and model loading keeps
 // the GGUF layout.
 bool packed_kernels_available(TensorType t);
 // Bytes of the packed copy of a rows x cols matrix of type t (can_pack(t), cols % 32 == 0).
@@ -76,10 +83,11 @@ namespace detail {
 // The SIMD variants (x86-64 only: their definitions are compiled out elsewhere), exposed for
 // tests; each may be called only when its CPU check passes
 // (cpu_features().has_avx512_vnni_set() / has_avx_vnni_set()).
+// The 32-column block types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL) with AVX-512 VNNI.
 void packed_gemm_avx512(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0,
                         int64_t g1, const void* act, size_t act_stride, int n, float* out,
                         size_t out_stride);
-// AMX-INT8 tiles for runs of 16 activation rows, the rest through packed_gemm_avx512
+// Q4_0 / Q8_0: AMX-INT8 tiles for runs of 16 activation rows, the rest through packed_gemm_avx512
 // (cpu_features().has_amx_int8_set()).
 void packed_gemm_amx(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
                      const void* act, size_t act_stride, int n, float* out, size_t out_stride);
@@ -88,6 +96,13 @@ void packed_gemm_q4k_avx512(int64_t rows, int64_t cols, const void* packed, int6
                             const void* act, size_t act_stride, int n, float* out, size_t out_stride);
 void packed_gemm_q5k_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
                             const void* act, size_t act_stride, int n, float* out, size_t out_stride);
+// Q2_K, Q3_K and IQ4_XS weights against Q8_K activations with AVX-512 VNNI (any n).
+void packed_gemm_q2k_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
+                            const void* act, size_t act_stride, int n, float* out, size_t out_stride);
+void packed_gemm_q3k_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
+                            const void* act, size_t act_stride, int n, float* out, size_t out_stride);
+void packed_gemm_iq4xs_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
+                              const void* act, size_t act_stride, int n, float* out, size_t out_stride);
 // Q6_K weights against Q8_K activations with AVX-512 VNNI (any n).
 void packed_gemm_q6k_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
                             const void* act, size_t act_stride, int n, float* out, size_t out_stride);

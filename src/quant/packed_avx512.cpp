@@ -13,9 +13,11 @@
 #include "quant/packed.h"
 #include "quant/packed_layout.h"
 
-// GCC 12 reports a false "may be used uninitialized" inside its own AVX-512 headers.
+// GCC 12 reports a false "(may be) used uninitialized" inside its own AVX-512 headers (the
+// undefined upper part of _mm512_broadcast_i32x4's pass-through operand, for one).
 #if defined(__GNUC__) && !defined(__clang__)  // clang has no such warning
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 
 #define LOOM_AVX512_VNNI __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
@@ -23,27 +25,71 @@
 namespace loom::quant::detail {
 namespace {
 
-// na activation rows against one group: out[a * out_stride + r] for r < valid.
-template <int NA, bool kNibbles>
-LOOM_AVX512_VNNI void group_kernel(const uint8_t* grp, size_t tile_bytes, int64_t nb, int32_t bias,
-                                   const uint8_t* act, size_t act_stride, float* out, size_t out_stride,
-                                   int valid) {
+// What a 32-column block type's tile holds beyond Q4_0's (PackedLayout): the kernels are
+// instantiated per combination.
+struct Blocks32 {
+  bool nibbles;    // two weights per byte (else Q8_0's bytes)
+  bool has_min;    // f16 m[16] after d; activations carry Q8_1's s
+  bool fifth_bit;  // a byte of fifth bits per row and chunk after the chunks
+  bool lut;        // nibbles index kIq4nlBiased
+};
+constexpr Blocks32 blocks32_of(const PackedLayout& L) { return Blocks32{L.nibbles, L.has_min, L.fifth_bit, L.lut}; }
+
+// 16 unsigned bytes widened to 16 int32 lanes.
+LOOM_AVX512_VNNI inline __m512i u8x16(const uint8_t* p) {
+  return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+// A row's byte of extra bits (byte r of 16, at p) into all four bytes of lane r, then the bytes
+// of the lanes whose bit is set in `bit` (per byte: bit k of byte k of the lane) get add more:
+// lo from bits 0-3, hi from bits 4-7 (Q5_0, Q5_1, Q5_K's fifth bits, Q3_K's third).
+struct BitSpread {
+  __m512i spread, bit_lo, bit_hi;
+  LOOM_AVX512_VNNI BitSpread()
+      : spread(_mm512_set4_epi32(0x0c0c0c0c, 0x08080808, 0x04040404, 0x00000000)),
+        bit_lo(_mm512_set1_epi32(0x08040201)),
+        bit_hi(_mm512_set1_epi32(int32_t(0x80402010u))) {}
+  LOOM_AVX512_VNNI void add(const uint8_t* p, __m512i add, __m512i& lo, __m512i& hi) const {
+    const __m512i bits = _mm512_shuffle_epi8(u8x16(p), spread);
+    lo = _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(bits, bit_lo), lo, add);
+    hi = _mm512_mask_add_epi8(hi, _mm512_test_epi8_mask(bits, bit_hi), hi, add);
+  }
+};
+
+// na activation rows against one group of a 32-column block type: out[a * out_stride + r] for
+// r < valid.
+template <int NA, Blocks32 F>
+LOOM_AVX512_VNNI void group_kernel(const uint8_t* grp, const PackedLayout& L, int64_t nb, const uint8_t* act,
+                                   size_t act_stride, float* out, size_t out_stride, int valid) {
   __m512 acc[NA];
   for (int a = 0; a < NA; ++a) acc[a] = _mm512_setzero_ps();
   const __m512i m4 = _mm512_set1_epi8(0x0f);
+  const __m512i sixteen = _mm512_set1_epi8(16);
+  const __m512i lut = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlBiased)));
+  const BitSpread bits;
+  const size_t tile_bytes = L.tile_bytes, q_offset = L.q_offset(), qh_offset = L.qh_offset();
+  const int32_t bias = L.bias;
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* tile = grp + size_t(b) * tile_bytes;
     prefetch_ahead(tile, tile_bytes);
     const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile)));
-    const uint8_t* q = tile + PackedLayout::kScaleBytes;
-    // w[j]: lane r = the unsigned levels of row r at elements 4j..4j+3 (for Q4_0, chunk j's low
+    __m512 mw = _mm512_setzero_ps();
+    if constexpr (F.has_min) mw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + 32)));
+    const uint8_t* q = tile + q_offset;
+    // w[j]: lane r = the unsigned levels of row r at elements 4j..4j+3 (for nibbles, chunk j's low
     // nibbles are elements 4j.., its high nibbles 16+4j.. = 4(j+4)..).
     __m512i w[8];
-    if constexpr (kNibbles) {
+    if constexpr (F.nibbles) {
       for (int j = 0; j < 4; ++j) {
         const __m512i c = _mm512_loadu_si512(q + 64 * j);
-        w[j] = _mm512_and_si512(c, m4);
-        w[j + 4] = _mm512_and_si512(_mm512_srli_epi16(c, 4), m4);
+        __m512i lo = _mm512_and_si512(c, m4), hi = _mm512_and_si512(_mm512_srli_epi16(c, 4), m4);
+        if constexpr (F.fifth_bit) bits.add(tile + qh_offset + 16 * size_t(j), sixteen, lo, hi);
+        if constexpr (F.lut) {
+          lo = _mm512_shuffle_epi8(lut, lo);
+          hi = _mm512_shuffle_epi8(lut, hi);
+        }
+        w[j] = lo;
+        w[j + 4] = hi;
       }
     } else {
       for (int j = 0; j < 8; ++j) w[j] = _mm512_loadu_si512(q + 64 * j);
@@ -56,7 +102,7 @@ LOOM_AVX512_VNNI void group_kernel(const uint8_t* grp, size_t tile_bytes, int64_
       std::memcpy(&sum, ab + 4, 4);
       const uint8_t* aq = ab + 8;
       // Two chains halve the VPDPBUSD latency; the bias term starts one of them.
-      __m512i i0 = _mm512_set1_epi32(-bias * sum), i1 = _mm512_setzero_si512();
+      __m512i i0 = F.has_min ? _mm512_setzero_si512() : _mm512_set1_epi32(-bias * sum), i1 = _mm512_setzero_si512();
       for (int j = 0; j < 8; j += 2) {
         int32_t x0, x1;
         std::memcpy(&x0, aq + 4 * j, 4);
@@ -66,6 +112,11 @@ LOOM_AVX512_VNNI void group_kernel(const uint8_t* grp, size_t tile_bytes, int64_
       }
       acc[a] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(i0, i1)),
                                _mm512_mul_ps(dw, _mm512_set1_ps(da)), acc[a]);
+      if constexpr (F.has_min) {
+        float sa;
+        std::memcpy(&sa, ab + 4, 4);
+        acc[a] = _mm512_fmadd_ps(mw, _mm512_set1_ps(sa), acc[a]);
+      }
     }
   }
   const __mmask16 mask = __mmask16((1u << valid) - 1u);
@@ -108,50 +159,61 @@ LOOM_AVX512_VNNI void group_kernel_f16(const uint8_t* grp, size_t group_bytes, i
   }
 }
 
-// 16 unsigned bytes widened to 16 int32 lanes.
-LOOM_AVX512_VNNI inline __m512i u8x16(const uint8_t* p) {
-  return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-}
+// The super-block types with Q4_K's nibble arrangement.
+enum class Nib256 { kQ4K, kQ5K, kIQ4XS };
 
 // Q4_K against Q8_K: per 64-column pair of sub-blocks, 8 chunks give 16 unsigned nibble
 // registers (low: sub-block 2g, high: 2g+1), VPDPBUSD per activation row; the sub-block sums are
 // weighted by the 6-bit scales (VPMULLD) and the mins by the activation's sub-block sums, all in
 // int32 as llama.cpp's Q4_K x Q8_K dot does; floats only once per super-block.
-// Q5 (Q5_K): the tile also holds a byte of fifth bits per row and chunk; each is spread over its
+// Q5_K: the tile also holds a byte of fifth bits per row and chunk; each is spread over its
 // row's four lanes (VPSHUFB), tested against the lane's bit (VPTESTMB) and adds 16 where set, so
 // the levels are 0..31 and everything else is Q4_K's.
-template <int NA, bool Q5>
+// IQ4_XS: the nibbles go through the biased IQ4_NL table (VPSHUFB), each sub-block sum starts at
+// -128 · (the activation's sum over it), the scales are signed bytes, and there are no mins.
+template <int NA, Nib256 K>
 LOOM_AVX512_VNNI void group_kernel_q4k(const uint8_t* grp, int64_t cols, const uint8_t* act, size_t act_stride,
                                        float* out, size_t out_stride, int valid) {
+  constexpr bool kQ5 = K == Nib256::kQ5K, kIq4 = K == Nib256::kIQ4XS;
   __m512 acc[NA];
   for (int a = 0; a < NA; ++a) acc[a] = _mm512_setzero_ps();
   const __m512i m4 = _mm512_set1_epi8(0x0f);
   const __m512i sixteen = _mm512_set1_epi8(16);
-  // Byte 0 of each dword (a row's bits) into all four bytes; the bit each byte tests.
-  const __m512i spread = _mm512_set4_epi32(0x0c0c0c0c, 0x08080808, 0x04040404, 0x00000000);
-  const __m512i bit_lo = _mm512_set1_epi32(0x08040201), bit_hi = _mm512_set1_epi32(int32_t(0x80402010u));
-  const size_t tile_bytes = Q5 ? PackedQ5K::kTileBytes : PackedQ4K::kTileBytes;
+  const __m512i lut = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlBiased)));
+  const BitSpread bits;
+  constexpr size_t tile_bytes = kQ5 ? PackedQ5K::kTileBytes : kIq4 ? PackedIQ4XS::kTileBytes : PackedQ4K::kTileBytes;
+  constexpr size_t kQs = kIq4 ? PackedIQ4XS::kQs : PackedQ4K::kQs, kSc = kIq4 ? PackedIQ4XS::kSc : PackedQ4K::kSc;
   const int64_t ns = cols / PackedQ4K::kCols;
   for (int64_t sb = 0; sb < ns; ++sb) {
     const uint8_t* tile = grp + size_t(sb) * tile_bytes;
-    if constexpr (Q5) prefetch_ahead(tile + PackedQ5K::kQh, 512);
+    if constexpr (kQ5) prefetch_ahead(tile + PackedQ5K::kQh, 512);
+    if constexpr (kIq4) prefetch_ahead(tile, kQs);
     const uint8_t* ab[NA];
     for (int a = 0; a < NA; ++a) ab[a] = act + size_t(a) * act_stride + size_t(sb) * sizeof(BlockQ8_K);
     __m512i isum[NA], msum[NA];
     for (int a = 0; a < NA; ++a) isum[a] = msum[a] = _mm512_setzero_si512();
     for (int g = 0; g < 4; ++g) {
-      const uint8_t* q = tile + PackedQ4K::kQs + 512 * size_t(g);
+      const uint8_t* q = tile + kQs + 512 * size_t(g);
       prefetch_ahead(q, 512);
       __m512i lo[NA], hi[NA];
-      for (int a = 0; a < NA; ++a) lo[a] = hi[a] = _mm512_setzero_si512();
+      int16_t bs[NA][4];  // bsums of sub-blocks 2g, 2g+1 (16 columns each)
+      for (int a = 0; a < NA; ++a) {
+        std::memcpy(bs[a], ab[a] + 4 + 256 + 2 * 4 * g, 8);
+        if constexpr (kIq4) {
+          lo[a] = _mm512_set1_epi32(-128 * (bs[a][0] + bs[a][1]));
+          hi[a] = _mm512_set1_epi32(-128 * (bs[a][2] + bs[a][3]));
+        } else {
+          lo[a] = hi[a] = _mm512_setzero_si512();
+        }
+      }
       for (int c = 0; c < 8; ++c) {
         const __m512i chunk = _mm512_loadu_si512(q + 64 * c);
         __m512i wl = _mm512_and_si512(chunk, m4);
         __m512i wh = _mm512_and_si512(_mm512_srli_epi16(chunk, 4), m4);
-        if constexpr (Q5) {
-          const __m512i bits = _mm512_shuffle_epi8(u8x16(tile + PackedQ5K::kQh + 128 * size_t(g) + 16 * size_t(c)), spread);
-          wl = _mm512_mask_add_epi8(wl, _mm512_test_epi8_mask(bits, bit_lo), wl, sixteen);
-          wh = _mm512_mask_add_epi8(wh, _mm512_test_epi8_mask(bits, bit_hi), wh, sixteen);
+        if constexpr (kQ5) bits.add(tile + PackedQ5K::kQh + 128 * size_t(g) + 16 * size_t(c), sixteen, wl, wh);
+        if constexpr (kIq4) {
+          wl = _mm512_shuffle_epi8(lut, wl);
+          wh = _mm512_shuffle_epi8(lut, wh);
         }
         for (int a = 0; a < NA; ++a) {
           int32_t xl, xh;
@@ -162,23 +224,117 @@ LOOM_AVX512_VNNI void group_kernel_q4k(const uint8_t* grp, int64_t cols, const u
         }
       }
       const int j0 = 2 * g, j1 = 2 * g + 1;
-      const __m512i sc0 = u8x16(tile + PackedQ4K::kSc + 16 * j0), sc1 = u8x16(tile + PackedQ4K::kSc + 16 * j1);
-      const __m512i mn0 = u8x16(tile + PackedQ4K::kM + 16 * j0), mn1 = u8x16(tile + PackedQ4K::kM + 16 * j1);
-      for (int a = 0; a < NA; ++a) {
-        int16_t bs[4];
-        std::memcpy(bs, ab[a] + 4 + 256 + 2 * 4 * g, 8);  // bsums of sub-blocks 2g, 2g+1 (16 each)
-        isum[a] = _mm512_add_epi32(isum[a], _mm512_add_epi32(_mm512_mullo_epi32(lo[a], sc0), _mm512_mullo_epi32(hi[a], sc1)));
-        msum[a] = _mm512_add_epi32(msum[a], _mm512_add_epi32(_mm512_mullo_epi32(mn0, _mm512_set1_epi32(bs[0] + bs[1])),
-                                                             _mm512_mullo_epi32(mn1, _mm512_set1_epi32(bs[2] + bs[3]))));
+      if constexpr (kIq4) {
+        const __m512i sc0 = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + kSc + 16 * j0)));
+        const __m512i sc1 = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + kSc + 16 * j1)));
+        for (int a = 0; a < NA; ++a) {
+          isum[a] = _mm512_add_epi32(isum[a], _mm512_add_epi32(_mm512_mullo_epi32(lo[a], sc0), _mm512_mullo_epi32(hi[a], sc1)));
+        }
+      } else {
+        const __m512i sc0 = u8x16(tile + kSc + 16 * j0), sc1 = u8x16(tile + kSc + 16 * j1);
+        const __m512i mn0 = u8x16(tile + PackedQ4K::kM + 16 * j0), mn1 = u8x16(tile + PackedQ4K::kM + 16 * j1);
+        for (int a = 0; a < NA; ++a) {
+          isum[a] = _mm512_add_epi32(isum[a], _mm512_add_epi32(_mm512_mullo_epi32(lo[a], sc0), _mm512_mullo_epi32(hi[a], sc1)));
+          msum[a] = _mm512_add_epi32(msum[a], _mm512_add_epi32(_mm512_mullo_epi32(mn0, _mm512_set1_epi32(bs[a][0] + bs[a][1])),
+                                                               _mm512_mullo_epi32(mn1, _mm512_set1_epi32(bs[a][2] + bs[a][3]))));
+        }
       }
     }
     const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + PackedQ4K::kD)));
-    const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + PackedQ4K::kDmin)));
     for (int a = 0; a < NA; ++a) {
       float da;
       std::memcpy(&da, ab[a], 4);
-      const __m512 t = _mm512_fmsub_ps(d, _mm512_cvtepi32_ps(isum[a]), _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(msum[a])));
-      acc[a] = _mm512_fmadd_ps(_mm512_set1_ps(da), t, acc[a]);
+      if constexpr (kIq4) {
+        acc[a] = _mm512_fmadd_ps(_mm512_set1_ps(da), _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum[a])), acc[a]);
+      } else {
+        const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + PackedQ4K::kDmin)));
+        const __m512 t = _mm512_fmsub_ps(d, _mm512_cvtepi32_ps(isum[a]), _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(msum[a])));
+        acc[a] = _mm512_fmadd_ps(_mm512_set1_ps(da), t, acc[a]);
+      }
+    }
+  }
+  const __mmask16 mask = __mmask16((1u << valid) - 1u);
+  for (int a = 0; a < NA; ++a) _mm512_mask_storeu_ps(out + size_t(a) * out_stride, mask, acc[a]);
+}
+
+// Q2_K and Q3_K against Q8_K: per 64 columns (4 chunks), each chunk's 4 planes (shift by 2 p,
+// mask 3) are 4 columns of sub-blocks 4 G + p; VPDPBUSD into one sum per sub-block and activation
+// row, weighted by the sub-block's scale (VPMULLD). Q2_K: 4-bit scales and mins (the mins against
+// the activation's sub-block sums), floats once per super-block as Q4_K. Q3_K: the third bits
+// add 4 (BitSpread), each sum starts at -4 · (the activation's sub-block sum), signed scales.
+template <int NA, bool Q3>
+LOOM_AVX512_VNNI void group_kernel_q23k(const uint8_t* grp, int64_t cols, const uint8_t* act, size_t act_stride,
+                                        float* out, size_t out_stride, int valid) {
+  __m512 acc[NA];
+  for (int a = 0; a < NA; ++a) acc[a] = _mm512_setzero_ps();
+  const __m512i m3 = _mm512_set1_epi8(3), m4 = _mm512_set1_epi32(0x0f), four = _mm512_set1_epi8(4);
+  const BitSpread bits;
+  constexpr size_t tile_bytes = Q3 ? PackedQ3K::kTileBytes : PackedQ2K::kTileBytes;
+  constexpr size_t kQs = Q3 ? PackedQ3K::kQs : PackedQ2K::kQs;
+  const int64_t ns = cols / PackedQ2K::kCols;
+  for (int64_t sb = 0; sb < ns; ++sb) {
+    const uint8_t* tile = grp + size_t(sb) * tile_bytes;
+    prefetch_ahead(tile, kQs);
+    if constexpr (Q3) prefetch_ahead(tile + PackedQ3K::kQh, 512);
+    const uint8_t* ab[NA];
+    for (int a = 0; a < NA; ++a) ab[a] = act + size_t(a) * act_stride + size_t(sb) * sizeof(BlockQ8_K);
+    __m512i isum[NA], msum[NA];
+    for (int a = 0; a < NA; ++a) isum[a] = msum[a] = _mm512_setzero_si512();
+    for (int G = 0; G < 4; ++G) {
+      const uint8_t* q = tile + kQs + 256 * size_t(G);
+      prefetch_ahead(q, 256);
+      int16_t bs[NA][4];  // bsums of sub-blocks 4G..4G+3
+      __m512i dot[NA][4];
+      for (int a = 0; a < NA; ++a) {
+        std::memcpy(bs[a], ab[a] + 4 + 256 + 2 * 4 * G, 8);
+        for (int p = 0; p < 4; ++p) dot[a][p] = Q3 ? _mm512_set1_epi32(-4 * bs[a][p]) : _mm512_setzero_si512();
+      }
+      for (int qd = 0; qd < 4; ++qd) {
+        const __m512i chunk = _mm512_loadu_si512(q + 64 * qd);
+        __m512i w[4];
+        w[0] = _mm512_and_si512(chunk, m3);
+        w[1] = _mm512_and_si512(_mm512_srli_epi16(chunk, 2), m3);
+        w[2] = _mm512_and_si512(_mm512_srli_epi16(chunk, 4), m3);
+        w[3] = _mm512_and_si512(_mm512_srli_epi16(chunk, 6), m3);
+        if constexpr (Q3) {
+          const uint8_t* h = tile + PackedQ3K::kQh + 32 * size_t(4 * G + qd);
+          bits.add(h, four, w[0], w[1]);
+          bits.add(h + 16, four, w[2], w[3]);
+        }
+        for (int a = 0; a < NA; ++a) {
+          for (int p = 0; p < 4; ++p) {
+            int32_t x;
+            std::memcpy(&x, ab[a] + 4 + 64 * G + 16 * p + 4 * qd, 4);  // Q8_K: f32 d, then qs
+            dot[a][p] = _mm512_dpbusd_epi32(dot[a][p], w[p], _mm512_set1_epi32(x));
+          }
+        }
+      }
+      for (int p = 0; p < 4; ++p) {
+        const int s = 4 * G + p;
+        if constexpr (Q3) {
+          const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + PackedQ3K::kSc + 16 * s)));
+          for (int a = 0; a < NA; ++a) isum[a] = _mm512_add_epi32(isum[a], _mm512_mullo_epi32(dot[a][p], sc));
+        } else {
+          const __m512i sm = u8x16(tile + PackedQ2K::kSm + 16 * s);
+          const __m512i sc = _mm512_and_si512(sm, m4), mn = _mm512_srli_epi32(sm, 4);
+          for (int a = 0; a < NA; ++a) {
+            isum[a] = _mm512_add_epi32(isum[a], _mm512_mullo_epi32(dot[a][p], sc));
+            msum[a] = _mm512_add_epi32(msum[a], _mm512_mullo_epi32(mn, _mm512_set1_epi32(bs[a][p])));
+          }
+        }
+      }
+    }
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + PackedQ2K::kD)));
+    for (int a = 0; a < NA; ++a) {
+      float da;
+      std::memcpy(&da, ab[a], 4);
+      if constexpr (Q3) {
+        acc[a] = _mm512_fmadd_ps(_mm512_set1_ps(da), _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum[a])), acc[a]);
+      } else {
+        const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + PackedQ2K::kDmin)));
+        const __m512 t = _mm512_fmsub_ps(d, _mm512_cvtepi32_ps(isum[a]), _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(msum[a])));
+        acc[a] = _mm512_fmadd_ps(_mm512_set1_ps(da), t, acc[a]);
+      }
     }
   }
   const __mmask16 mask = __mmask16((1u << valid) - 1u);
@@ -232,7 +388,7 @@ LOOM_AVX512_VNNI void group_kernel_q6k(const uint8_t* grp, int64_t cols, const u
 }
 
 
-// The Q4_K and Q6_K kernels (which take their column count) share one driver: K::run<NA> for
+// The super-block kernels (which take their column count) share one driver: K::run<NA> for
 // runs of NA activation rows, NA from kNas (largest first).
 template <typename K, int... kNas>
 void run_by_cols(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
@@ -249,10 +405,16 @@ struct Q6K {
     group_kernel_q6k<NA>(g, c, a, as, o, os, v);
   }
 };
-template <bool Q5>
+template <Nib256 K>
 struct Q4K {
   template <int NA> static void run(const uint8_t* g, int64_t c, const uint8_t* a, size_t as, float* o, size_t os, int v) {
-    group_kernel_q4k<NA, Q5>(g, c, a, as, o, os, v);
+    group_kernel_q4k<NA, K>(g, c, a, as, o, os, v);
+  }
+};
+template <bool Q3>
+struct Q23K {
+  template <int NA> static void run(const uint8_t* g, int64_t c, const uint8_t* a, size_t as, float* o, size_t os, int v) {
+    group_kernel_q23k<NA, Q3>(g, c, a, as, o, os, v);
   }
 };
 
@@ -265,12 +427,28 @@ void packed_gemm_q6k_avx512(int64_t rows, int64_t cols, const void* packed, int6
 
 void packed_gemm_q4k_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
                             const void* act, size_t act_stride, int n, float* out, size_t out_stride) {
-  run_by_cols<Q4K<false>, 4, 2, 1>(TensorType::Q4_K, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+  run_by_cols<Q4K<Nib256::kQ4K>, 4, 2, 1>(TensorType::Q4_K, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
 }
 
 void packed_gemm_q5k_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
                             const void* act, size_t act_stride, int n, float* out, size_t out_stride) {
-  run_by_cols<Q4K<true>, 4, 2, 1>(TensorType::Q5_K, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+  run_by_cols<Q4K<Nib256::kQ5K>, 4, 2, 1>(TensorType::Q5_K, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+}
+
+void packed_gemm_iq4xs_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
+                              const void* act, size_t act_stride, int n, float* out, size_t out_stride) {
+  run_by_cols<Q4K<Nib256::kIQ4XS>, 4, 2, 1>(TensorType::IQ4_XS, rows, cols, packed, g0, g1, act, act_stride, n, out,
+                                            out_stride);
+}
+
+void packed_gemm_q2k_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
+                            const void* act, size_t act_stride, int n, float* out, size_t out_stride) {
+  run_by_cols<Q23K<false>, 4, 2, 1>(TensorType::Q2_K, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+}
+
+void packed_gemm_q3k_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
+                            const void* act, size_t act_stride, int n, float* out, size_t out_stride) {
+  run_by_cols<Q23K<true>, 4, 2, 1>(TensorType::Q3_K, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
 }
 
 void packed_gemm_f16_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
@@ -323,16 +501,34 @@ void packed_gemm_f16_avx512(int64_t rows, int64_t cols, const void* packed, int6
   }
 }
 
-void packed_gemm_avx512(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
-                        const void* act, size_t act_stride, int n, float* out, size_t out_stride) {
+namespace {
+template <Blocks32 F>
+void run_blocks32(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
+                  const void* act, size_t act_stride, int n, float* out, size_t out_stride) {
   auto kernel = [](int na, const uint8_t* grp, const PackedLayout& L, int64_t nb, const uint8_t* a, size_t as,
                    float* o, size_t os, int valid) {
-    with_na<8, 4, 2, 1>(na, [&]<int NA>() {
-      if (L.nibbles) group_kernel<NA, true>(grp, L.tile_bytes, nb, L.bias, a, as, o, os, valid);
-      else group_kernel<NA, false>(grp, L.tile_bytes, nb, L.bias, a, as, o, os, valid);
-    });
+    with_na<8, 4, 2, 1>(na, [&]<int NA>() { group_kernel<NA, F>(grp, L, nb, a, as, o, os, valid); });
   };
   packed_gemm_loop(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride, 8, kernel);
+}
+}  // namespace
+
+void packed_gemm_avx512(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
+                        const void* act, size_t act_stride, int n, float* out, size_t out_stride) {
+  constexpr Blocks32 kQ40 = blocks32_of(PackedLayout::of(TensorType::Q4_0)),
+                     kQ41 = blocks32_of(PackedLayout::of(TensorType::Q4_1)),
+                     kQ50 = blocks32_of(PackedLayout::of(TensorType::Q5_0)),
+                     kQ51 = blocks32_of(PackedLayout::of(TensorType::Q5_1)),
+                     kQ80 = blocks32_of(PackedLayout::of(TensorType::Q8_0)),
+                     kIq4 = blocks32_of(PackedLayout::of(TensorType::IQ4_NL));
+  switch (t) {
+    case TensorType::Q4_1: return run_blocks32<kQ41>(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+    case TensorType::Q5_0: return run_blocks32<kQ50>(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+    case TensorType::Q5_1: return run_blocks32<kQ51>(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+    case TensorType::Q8_0: return run_blocks32<kQ80>(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+    case TensorType::IQ4_NL: return run_blocks32<kIq4>(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+    default: return run_blocks32<kQ40>(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+  }
 }
 
 }  // namespace loom::quant::detail

@@ -11,13 +11,22 @@ namespace loom::quant::detail {
 
 constexpr int kPackBlock = 32;  // columns per tile
 
-// One 32-column block of one activation row.
+// One 32-column block of one activation row. Its second word is Σ q for the types whose levels
+// carry a bias; for the types with a block minimum (Q4_1, Q5_1) it is Q8_1's s instead, the f16
+// rounding of d · Σ q with the unrounded d, as llama.cpp's activations carry it.
 struct PackedActBlock {
-  float d;        // the Q8_0 scale (f16-rounded)
-  int32_t sum;    // Σ q
+  float d;  // the Q8_0 (Q8_1) scale (f16-rounded)
+  union {
+    int32_t sum;  // Σ q
+    float s;      // Q4_1 / Q5_1: Q8_1's s
+  };
   int8_t q[32];
 };
 static_assert(sizeof(PackedActBlock) == 40);
+
+// The 16 levels of IQ4_NL / IQ4_XS plus 128, as unsigned bytes (VPDPBUSD's unsigned operand):
+// a nibble is decoded by one byte shuffle, and the bias 128 is taken off through Σ q.
+inline constexpr uint8_t kIq4nlBiased[16] = {1, 24, 45, 63, 79, 93, 106, 118, 129, 141, 153, 166, 181, 197, 217, 241};
 
 // Q4_K (per group of 16 rows and 256 columns, 2368 bytes): f16 d[16], f16 dmin[16],
 // u8 sc[8][16], u8 m[8][16] (6-bit sub-block scales and mins, sub-block j row r at 16 j + r), then
@@ -48,19 +57,91 @@ struct PackedQ6K {
   static constexpr int kCols = 256;
 };
 
+// IQ4_XS (2208 bytes): f16 d[16], i8 sc[8][16] (the 6-bit sub-block scale minus 32, sub-block j
+// row r at 16 j + r), then nibbles arranged as Q4_K's (sub-block 2 g in the low nibbles of
+// half-pair g, 2 g + 1 in the high ones); a nibble indexes kIq4nlValues. 1.5 % more bytes than
+// the file's 136 per row and super-block.
+struct PackedIQ4XS {
+  static constexpr size_t kD = 0, kSc = 32, kQs = 160;
+  static constexpr size_t kTileBytes = 160 + 4 * 8 * 64;  // 2208
+  static constexpr int kCols = 256;
+};
+
+// Q2_K (1344 bytes, the file's 84 per row and super-block): f16 d[16], f16 dmin[16],
+// u8 sm[16][16] (sub-block s of 16 columns, row r at 16 s + r: the file's byte, scale in the low
+// nibble and min in the high one), then 16 chunks of 64 bytes of 2-bit levels: lane r of chunk
+// 4 G + q holds in bits 2 p, 2 p + 1 of its byte k the level of row r at column
+// 64 G + 16 p + 4 q + k (sub-block 4 G + p). Shifting a chunk right by 2 p and masking gives the
+// "plane" p: 4 columns of sub-block 4 G + p per lane.
+struct PackedQ2K {
+  static constexpr size_t kD = 0, kDmin = 32, kSm = 64, kQs = 320;
+  static constexpr size_t kTileBytes = 320 + 16 * 64;  // 1344
+  static constexpr int kCols = 256;
+};
+
+// Q3_K (1824 bytes, 3.6 % more than the file's 110): f16 d[16], i8 sc[16][16] (scale minus 32),
+// Q2_K's 16 chunks of low 2 bits, then the third bits: for chunk c, 32 bytes at kQh + 32 c, byte r
+// = row r's bits of planes 0 and 1 (bit k: plane 0's byte k, bit 4 + k: plane 1's), byte 16 + r
+// the same for planes 2 and 3. Level u = low + 4 · bit (0..7), value u - 4.
+struct PackedQ3K {
+  static constexpr size_t kD = 0, kSc = 32, kQs = 288, kQh = 288 + 16 * 64;
+  static constexpr size_t kTileBytes = kQh + 16 * 32;  // 1824
+  static constexpr int kCols = 256;
+};
+
+// Bytes of one 16-row x 256-column tile of a super-block type with a packed layout, else 0.
+constexpr size_t super_tile_bytes(TensorType t) {
+  switch (t) {
+    case TensorType::Q2_K: return PackedQ2K::kTileBytes;
+    case TensorType::Q3_K: return PackedQ3K::kTileBytes;
+    case TensorType::Q4_K: return PackedQ4K::kTileBytes;
+    case TensorType::Q5_K: return PackedQ5K::kTileBytes;
+    case TensorType::Q6_K: return PackedQ6K::kTileBytes;
+    case TensorType::IQ4_XS: return PackedIQ4XS::kTileBytes;
+    default: return 0;
+  }
+}
+
+// The 32-column block types (Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q8_0) and F16. A tile is
+//   f16 d[16]                 the block scale of each of the 16 rows
+//   f16 m[16]                 Q4_1, Q5_1 only: the block minimum of each row
+//   u8  q[chunks][16][4]      lane r of chunk j = 4 bytes of row r (see packed.h)
+//   u8  qh[4][16]             Q5_0, Q5_1 only: byte r of qh[j] = row r's fifth bits of chunk j,
+//                             bit k for element 4 j + k (low nibble), bit 4 + k for 16 + 4 j + k
+// The unsigned level u of an element is its byte (Q8_0: the int8 + 128), its nibble, its nibble
+// plus 16 · fifth bit, or kIq4nlBiased[nibble] (IQ4_NL); the value is (u - bias) · d, plus m
+// for the types with a minimum (bias 0). Every tile has the file's bytes for its 16 blocks.
 struct PackedLayout {
   static constexpr size_t kScaleBytes = 32;  // f16 d[16]
   int chunks;         // 64-byte chunks of quants per tile
   bool nibbles;       // each byte holds two weights (low: element 4j+k, high: 16+4j+k)
-  int32_t bias;       // level = unsigned byte (or nibble) - bias
-  size_t tile_bytes;  // scales + quants
+  int32_t bias;       // value = u - bias
+  size_t tile_bytes;  // everything above
+  bool has_min;       // f16 m[16] after d
+  bool fifth_bit;     // qh after the chunks
+  bool lut;           // nibbles index kIq4nlBiased
+
+  constexpr size_t q_offset() const { return kScaleBytes * (has_min ? 2 : 1); }
+  constexpr size_t qh_offset() const { return q_offset() + 64 * size_t(chunks); }
 
   static constexpr PackedLayout of(TensorType t) {
-    if (t == TensorType::F16) return PackedLayout{0, false, 0, 32 * 16 * 2};  // no scales, no chunks
-    return t == TensorType::Q4_0 ? PackedLayout{4, true, 8, kScaleBytes + 4 * 64}
-                                 : PackedLayout{8, false, 128, kScaleBytes + 8 * 64};
+    switch (t) {
+      case TensorType::F16: return PackedLayout{0, false, 0, 32 * 16 * 2, false, false, false};  // no scales
+      case TensorType::Q8_0: return PackedLayout{8, false, 128, 32 + 8 * 64, false, false, false};
+      case TensorType::Q4_1: return PackedLayout{4, true, 0, 64 + 4 * 64, true, false, false};
+      case TensorType::Q5_0: return PackedLayout{4, true, 16, 32 + 4 * 64 + 64, false, true, false};
+      case TensorType::Q5_1: return PackedLayout{4, true, 0, 64 + 4 * 64 + 64, true, true, false};
+      case TensorType::IQ4_NL: return PackedLayout{4, true, 128, 32 + 4 * 64, false, false, true};
+      default: return PackedLayout{4, true, 8, 32 + 4 * 64, false, false, false};  // Q4_0
+    }
   }
 };
+
+// Bytes of one group (16 rows, all columns) of a packed matrix.
+constexpr size_t packed_group_stride(TensorType t, int64_t cols) {
+  const size_t st = super_tile_bytes(t);
+  return st ? size_t(cols / 256) * st : size_t(cols / kPackBlock) * PackedLayout::of(t).tile_bytes;
+}
 
 }  // namespace loom::quant::detail
 
@@ -90,10 +171,7 @@ inline void packed_gemm_loop(TensorType t, int64_t rows, int64_t cols, const voi
                              size_t out_stride, int max_na, Kernel&& kernel) {
   const PackedLayout L = PackedLayout::of(t);
   const int64_t nb = cols / kPackBlock;
-  const size_t group_bytes = t == TensorType::Q4_K   ? size_t(cols / PackedQ4K::kCols) * PackedQ4K::kTileBytes
-                            : t == TensorType::Q5_K ? size_t(cols / PackedQ5K::kCols) * PackedQ5K::kTileBytes
-                            : t == TensorType::Q6_K ? size_t(cols / PackedQ6K::kCols) * PackedQ6K::kTileBytes
-                                                    : size_t(nb) * L.tile_bytes;
+  const size_t group_bytes = packed_group_stride(t, cols);
   const auto* p = static_cast<const uint8_t*>(packed);
   const auto* a = static_cast<const uint8_t*>(act);
   for (int64_t g = g0; g < g1; ++g) {

@@ -34,7 +34,7 @@ Problem make(TensorType t, int64_t rows, int64_t cols, int n, std::mt19937& rng)
   Problem p{t, rows, cols, n, {}, {}, {}, {}, {}, {}};
   const size_t rb = size_t(row_bytes(t, cols));
   for (int64_t r = 0; r < rows; ++r) {
-    std::vector<uint8_t> row = test::random_row(t, cols, rng);
+    std::vector<uint8_t> row = test::any_random_row(t, cols, rng);  // k-quants: random bytes half the time
     p.w.insert(p.w.end(), row.begin(), row.end());
   }
   p.x = test::random_floats(int64_t(n) * cols, rng);
@@ -108,12 +108,19 @@ void expect_rows_invariant(Gemm gemm, const Problem& p, const uint8_t* packed, c
 
 int64_t block_size_of_type(TensorType t) { return tensor_type_info(t)->block_size; }
 
+// Every type with a packed layout; the 32-column block types of the AVX-512 kernel.
+const std::vector<TensorType> kAllPacked = {TensorType::Q4_0,   TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1,
+                                            TensorType::Q8_0,   TensorType::IQ4_NL, TensorType::F16, TensorType::Q2_K,
+                                            TensorType::Q3_K,   TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K,
+                                            TensorType::IQ4_XS};
+const std::vector<TensorType> kBlocks32 = {TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_0,
+                                           TensorType::Q5_1, TensorType::Q8_0, TensorType::IQ4_NL};
+
 // Runs gemm over all groups, split in two calls, with misaligned inputs and an output stride
 // wider than rows; checks every output, that padding columns beyond rows are untouched, and that
 // each activation row's outputs do not depend on the other rows of the call.
 void check_variant(Gemm gemm, const char* what,
-                   std::vector<TensorType> types = {TensorType::Q4_0, TensorType::Q8_0, TensorType::F16, TensorType::Q4_K,
-                                                    TensorType::Q5_K, TensorType::Q6_K}) {
+                   std::vector<TensorType> types = kAllPacked) {
   std::mt19937 rng(1234);
   for (TensorType t : types) {
     for (int64_t rows : {1, 5, 16, 17, 31, 48, 70}) {
@@ -153,7 +160,18 @@ TEST(Packed, LayoutSizes) {
   EXPECT_TRUE(can_pack(TensorType::Q4_K));
   EXPECT_TRUE(can_pack(TensorType::Q6_K));
   EXPECT_TRUE(can_pack(TensorType::Q5_K));
-  EXPECT_FALSE(can_pack(TensorType::Q3_K));
+  EXPECT_FALSE(can_pack(TensorType::Q8_K));
+  EXPECT_FALSE(can_pack(TensorType::F32));
+  for (TensorType t : kAllPacked) EXPECT_TRUE(can_pack(t)) << test::type_name(t);
+  // The 32-column block types keep the file's bytes: 16 blocks per tile.
+  for (TensorType t : {TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1, TensorType::IQ4_NL}) {
+    EXPECT_EQ(packed_size(t, 16, 64), size_t(2 * 16 * row_bytes(t, 32))) << test::type_name(t);
+    EXPECT_EQ(packed_act_row_bytes(t, 96), size_t(3 * 40)) << test::type_name(t);
+  }
+  EXPECT_EQ(packed_size(TensorType::Q2_K, 17, 512), size_t(2 * 2 * 1344));  // the file's 84 bytes per row
+  EXPECT_EQ(packed_size(TensorType::Q3_K, 16, 256), size_t(1824));
+  EXPECT_EQ(packed_size(TensorType::IQ4_XS, 16, 256), size_t(2208));
+  EXPECT_EQ(packed_act_row_bytes(TensorType::Q3_K, 512), size_t(2 * 292));
   EXPECT_EQ(packed_size(TensorType::Q5_K, 17, 512), size_t(2 * 2 * 2880));
   EXPECT_EQ(packed_act_row_bytes(TensorType::Q5_K, 512), size_t(2 * 292));
   EXPECT_EQ(packed_size(TensorType::Q6_K, 16, 256), size_t(4384));
@@ -204,7 +222,7 @@ TEST(Packed, DispatchedMatchesReference) { check_variant(&packed_gemm, "dispatch
 #if defined(__x86_64__)
 TEST(Packed, Avx512VnniMatchesReference) {
   if (!cpu_features().has_avx512_vnni_set()) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
-  check_variant(&detail::packed_gemm_avx512, "avx512", {TensorType::Q4_0, TensorType::Q8_0});
+  check_variant(&detail::packed_gemm_avx512, "avx512", kBlocks32);
 }
 
 // The F16, Q4_K, Q5_K and Q6_K kernels take no type argument: adapt them to the Gemm signature.
@@ -229,6 +247,21 @@ TEST(Packed, Q5KAvx512MatchesReference) {
   check_variant(&typed<&detail::packed_gemm_q5k_avx512>, "q5k-avx512", {TensorType::Q5_K});
 }
 
+TEST(Packed, Q2KAvx512MatchesReference) {
+  if (!cpu_features().has_avx512_vnni_set()) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
+  check_variant(&typed<&detail::packed_gemm_q2k_avx512>, "q2k-avx512", {TensorType::Q2_K});
+}
+
+TEST(Packed, Q3KAvx512MatchesReference) {
+  if (!cpu_features().has_avx512_vnni_set()) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
+  check_variant(&typed<&detail::packed_gemm_q3k_avx512>, "q3k-avx512", {TensorType::Q3_K});
+}
+
+TEST(Packed, IQ4XSAvx512MatchesReference) {
+  if (!cpu_features().has_avx512_vnni_set()) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
+  check_variant(&typed<&detail::packed_gemm_iq4xs_avx512>, "iq4xs-avx512", {TensorType::IQ4_XS});
+}
+
 TEST(Packed, Q6KAvx512MatchesReference) {
   if (!cpu_features().has_avx512_vnni_set()) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
   check_variant(&typed<&detail::packed_gemm_q6k_avx512>, "q6k-avx512", {TensorType::Q6_K});
@@ -245,20 +278,30 @@ TEST(Packed, AvxVnniMatchesReference) {
 }
 #endif  // __x86_64__
 
-// Extreme levels: every Q8_0 weight byte -127..127 and -128 (the GGUF format allows it), with
+// Extreme levels: every Q8_0 weight byte -127..127 and -128 (the GGUF format allows it), every
+// other type's quant and scale bytes all ones (the highest level, scale and min everywhere), with
 // activations at ±127, must not overflow or saturate anywhere.
 TEST(Packed, ExtremeLevels) {
   std::mt19937 rng(7);
   const int64_t rows = 16, cols = 256;
-  for (TensorType t : {TensorType::Q4_0, TensorType::Q8_0, TensorType::Q5_K}) {
+  for (TensorType t : kAllPacked) {
+    if (t == TensorType::F16) continue;
     Problem p = make(t, rows, cols, 2, rng);
-    if (t == TensorType::Q5_K) {
-      // Every level 31 (all nibbles and fifth bits set) and every scale and min 63.
-      for (size_t off = 0; off < p.w.size(); off += 176) std::memset(&p.w[off + 4], 0xff, 176 - 4);
-    } else {
-      const size_t bb = t == TensorType::Q4_0 ? 18 : 34;
+    const size_t bb = size_t(test::block_bytes(t));
+    if (t == TensorType::Q4_0 || t == TensorType::Q8_0) {
       for (size_t off = 0; off < p.w.size(); off += bb) {
         for (size_t k = 2; k < bb; ++k) p.w[off + k] = (k & 1) ? 0x80 : (t == TensorType::Q4_0 ? 0xff : 0x7f);
+      }
+    } else {
+      // All ones but the f16 scales (d, and m / dmin), which stay finite.
+      std::vector<int> keep = test::kq_scale_offsets(t);
+      if (keep.empty()) keep = test::has_min(t) ? std::vector<int>{0, 2} : std::vector<int>{0};
+      for (size_t off = 0; off < p.w.size(); off += bb) {
+        for (size_t k = 0; k < bb; ++k) {
+          bool scale = false;
+          for (int o : keep) scale = scale || k == size_t(o) || k == size_t(o) + 1;
+          if (!scale) p.w[off + k] = 0xff;
+        }
       }
     }
     for (float& v : p.x) v = (&v - p.x.data()) % 3 == 0 ? -1.0f : 1.0f;
