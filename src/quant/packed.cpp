@@ -117,12 +117,11 @@ void pack_q45k(const PackJob& j) {
           const uint8_t* qh = blk + 16;  // bit 2 gg (low nibble) / 2 gg + 1 (high) of qh[l], l < 32
           for (int gg = 0; gg < 4; ++gg) {
             for (int c = 0; c < 8; ++c) {
-              uint8_t bits = 0;
+              uint8_t* mask = tile + PackedQ5K::kQh + 128 * gg + 16 * c;
               for (int k = 0; k < 4; ++k) {
-                bits |= uint8_t(((qh[4 * c + k] >> (2 * gg)) & 1) << k);
-                bits |= uint8_t(((qh[4 * c + k] >> (2 * gg + 1)) & 1) << (4 + k));
+                detail::ChunkMask::set(mask, r, k, qh[4 * c + k] >> (2 * gg));
+                detail::ChunkMask::set(mask + 8, r, k, qh[4 * c + k] >> (2 * gg + 1));
               }
-              tile[PackedQ5K::kQh + 128 * gg + 16 * c + r] = bits;
             }
           }
         }
@@ -204,13 +203,10 @@ void pack_q23k(const PackJob& j) {
           // Third bits: bit (4 h + jj) of hmask[l] for element 128 h + 32 jj + l.
           auto hbit = [&b](int e) { return (b.hmask[e % 32] >> (4 * (e / 128) + (e % 128) / 32)) & 1; };
           for (int c = 0; c < 16; ++c) {
-            for (int half = 0; half < 2; ++half) {
-              uint8_t bits = 0;
-              for (int pp = 0; pp < 2; ++pp) {
-                const int p = 2 * half + pp;
-                for (int k = 0; k < 4; ++k) bits |= uint8_t(hbit(64 * (c / 4) + 16 * p + 4 * (c % 4) + k) << (4 * pp + k));
+            for (int p = 0; p < 4; ++p) {
+              for (int k = 0; k < 4; ++k) {
+                detail::ChunkMask::set(tile + PackedQ3K::kQh + 32 * c + 8 * p, r, k, hbit(64 * (c / 4) + 16 * p + 4 * (c % 4) + k));
               }
-              tile[PackedQ3K::kQh + 32 * c + 16 * half + r] = bits;
             }
           }
           qs = row + size_t(sb) * sizeof(detail::BlockQ3_K) + 32;
@@ -241,7 +237,7 @@ void pack_f16(const PackJob& j) {
 }
 
 // The 32-column block types: d (and m), the quant bytes (Q8_0: + 128 as u8; nibbles unchanged),
-// and for Q5_0 / Q5_1 the fifth bits of each chunk's elements in one byte per row.
+// and for Q5_0 / Q5_1 the fifth bits of each chunk's elements as two chunk masks.
 void pack_blocks32(const PackJob& j) {
   const PackedLayout L = PackedLayout::of(j.t);
   const size_t block_bytes = size_t(row_bytes(j.t, 32));
@@ -269,12 +265,11 @@ void pack_blocks32(const PackJob& j) {
           std::memcpy(qhb, blk + head, 4);
           const uint32_t qh = detail::qh_bits(qhb);
           for (int c = 0; c < L.chunks; ++c) {
-            uint8_t bits = 0;
+            uint8_t* mask = tile + L.qh_offset() + 16 * size_t(c);
             for (int k = 0; k < 4; ++k) {
-              bits |= uint8_t(((qh >> (4 * c + k)) & 1u) << k);
-              bits |= uint8_t(((qh >> (16 + 4 * c + k)) & 1u) << (4 + k));
+              detail::ChunkMask::set(mask, r, k, int(qh >> (4 * c + k)));
+              detail::ChunkMask::set(mask + 8, r, k, int(qh >> (16 + 4 * c + k)));
             }
-            tile[L.qh_offset() + 16 * size_t(c) + size_t(r)] = bits;
           }
         }
       }
@@ -433,9 +428,10 @@ float dot_q4k(const uint8_t* grp, int r, const uint8_t* act, int64_t cols, bool 
       for (int c = 0; c < 8; ++c) {
         for (int k = 0; k < 4; ++k) {
           const int byte = tile[PackedQ4K::kQs + 512 * gg + 64 * c + 4 * r + k];
-          const int bits = q5 ? tile[PackedQ5K::kQh + 128 * gg + 16 * c + r] : 0;
-          lo += ((byte & 0x0f) | (((bits >> k) & 1) << 4)) * ab.qs[64 * gg + 4 * c + k];
-          hi += ((byte >> 4) | (((bits >> (4 + k)) & 1) << 4)) * ab.qs[64 * gg + 32 + 4 * c + k];
+          const uint8_t* mask = tile + PackedQ5K::kQh + 128 * gg + 16 * c;
+          const int b_lo = q5 ? detail::ChunkMask::get(mask, r, k) : 0, b_hi = q5 ? detail::ChunkMask::get(mask + 8, r, k) : 0;
+          lo += ((byte & 0x0f) | b_lo << 4) * ab.qs[64 * gg + 4 * c + k];
+          hi += ((byte >> 4) | b_hi << 4) * ab.qs[64 * gg + 32 + 4 * c + k];
         }
       }
       const int j0 = 2 * gg, j1 = 2 * gg + 1;
@@ -475,14 +471,18 @@ float dot_blocks32(TensorType t, const uint8_t* grp, int r, const uint8_t* act, 
     const uint8_t* q = tile + L.q_offset();
     int32_t isum = L.has_min ? 0 : -L.bias * ab.sum;
     for (int j = 0; j < L.chunks; ++j) {
-      const int bits = L.fifth_bit ? tile[L.qh_offset() + 16 * size_t(j) + size_t(r)] : 0;
+      const uint8_t* mask = tile + L.qh_offset() + 16 * size_t(j);
       for (int k = 0; k < 4; ++k) {
         const int32_t byte = q[j * 64 + r * 4 + k];
         if (!L.nibbles) {
           isum += byte * ab.q[4 * j + k];
           continue;
         }
-        int32_t lo = (byte & 0x0f) | ((bits >> k) & 1) << 4, hi = (byte >> 4) | ((bits >> (4 + k)) & 1) << 4;
+        int32_t lo = byte & 0x0f, hi = byte >> 4;
+        if (L.fifth_bit) {
+          lo |= detail::ChunkMask::get(mask, r, k) << 4;
+          hi |= detail::ChunkMask::get(mask + 8, r, k) << 4;
+        }
         if (L.lut) {
           lo = detail::kIq4nlBiased[lo];
           hi = detail::kIq4nlBiased[hi];
@@ -540,9 +540,9 @@ float dot_q23k(const uint8_t* grp, int r, const uint8_t* act, int64_t cols, bool
       int32_t dot = q3 ? -4 * ab.bsums[s] : 0;
       for (int qd = 0; qd < 4; ++qd) {
         const int c = 4 * G + qd;
-        const int bits = q3 ? tile[PackedQ3K::kQh + 32 * c + 16 * (p / 2) + r] >> (4 * (p % 2)) : 0;
         for (int k = 0; k < 4; ++k) {
-          const int u = ((qs[64 * c + 4 * r + k] >> (2 * p)) & 3) + 4 * ((bits >> k) & 1);
+          const int hbit = q3 ? detail::ChunkMask::get(tile + PackedQ3K::kQh + 32 * c + 8 * p, r, k) : 0;
+          const int u = ((qs[64 * c + 4 * r + k] >> (2 * p)) & 3) + 4 * hbit;
           dot += u * ab.qs[16 * s + 4 * qd + k];
         }
       }

@@ -40,21 +40,14 @@ LOOM_AVX512_VNNI inline __m512i u8x16(const uint8_t* p) {
   return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 
-// A row's byte of extra bits (byte r of 16, at p) into all four bytes of lane r, then the bytes
-// of the lanes whose bit is set in `bit` (per byte: bit k of byte k of the lane) get add more:
-// lo from bits 0-3, hi from bits 4-7 (Q5_0, Q5_1, Q5_K's fifth bits, Q3_K's third).
-struct BitSpread {
-  __m512i spread, bit_lo, bit_hi;
-  LOOM_AVX512_VNNI BitSpread()
-      : spread(_mm512_set4_epi32(0x0c0c0c0c, 0x08080808, 0x04040404, 0x00000000)),
-        bit_lo(_mm512_set1_epi32(0x08040201)),
-        bit_hi(_mm512_set1_epi32(int32_t(0x80402010u))) {}
-  LOOM_AVX512_VNNI void add(const uint8_t* p, __m512i add, __m512i& lo, __m512i& hi) const {
-    const __m512i bits = _mm512_shuffle_epi8(u8x16(p), spread);
-    lo = _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(bits, bit_lo), lo, add);
-    hi = _mm512_mask_add_epi8(hi, _mm512_test_epi8_mask(bits, bit_hi), hi, add);
-  }
-};
+// Adds `add` to the bytes of w whose bit is set in the chunk mask at p (ChunkMask: one bit per
+// byte of the register): a level's high bit (Q5_0, Q5_1, Q5_K's fifth, Q3_K's third) in one
+// masked add.
+LOOM_AVX512_VNNI inline __m512i add_masked(__m512i w, const uint8_t* p, __m512i add) {
+  uint64_t m;
+  std::memcpy(&m, p, 8);
+  return _mm512_mask_add_epi8(w, _cvtu64_mask64(m), w, add);
+}
 
 // na activation rows against one group of a 32-column block type: out[a * out_stride + r] for
 // r < valid.
@@ -66,7 +59,6 @@ LOOM_AVX512_VNNI void group_kernel(const uint8_t* grp, const PackedLayout& L, in
   const __m512i m4 = _mm512_set1_epi8(0x0f);
   const __m512i sixteen = _mm512_set1_epi8(16);
   const __m512i lut = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlBiased)));
-  const BitSpread bits;
   const size_t tile_bytes = L.tile_bytes, q_offset = L.q_offset(), qh_offset = L.qh_offset();
   const int32_t bias = L.bias;
   for (int64_t b = 0; b < nb; ++b) {
@@ -83,7 +75,10 @@ LOOM_AVX512_VNNI void group_kernel(const uint8_t* grp, const PackedLayout& L, in
       for (int j = 0; j < 4; ++j) {
         const __m512i c = _mm512_loadu_si512(q + 64 * j);
         __m512i lo = _mm512_and_si512(c, m4), hi = _mm512_and_si512(_mm512_srli_epi16(c, 4), m4);
-        if constexpr (F.fifth_bit) bits.add(tile + qh_offset + 16 * size_t(j), sixteen, lo, hi);
+        if constexpr (F.fifth_bit) {
+          lo = add_masked(lo, tile + qh_offset + 16 * size_t(j), sixteen);
+          hi = add_masked(hi, tile + qh_offset + 16 * size_t(j) + 8, sixteen);
+        }
         if constexpr (F.lut) {
           lo = _mm512_shuffle_epi8(lut, lo);
           hi = _mm512_shuffle_epi8(lut, hi);
@@ -166,9 +161,8 @@ enum class Nib256 { kQ4K, kQ5K, kIQ4XS };
 // registers (low: sub-block 2g, high: 2g+1), VPDPBUSD per activation row; the sub-block sums are
 // weighted by the 6-bit scales (VPMULLD) and the mins by the activation's sub-block sums, all in
 // int32 as llama.cpp's Q4_K x Q8_K dot does; floats only once per super-block.
-// Q5_K: the tile also holds a byte of fifth bits per row and chunk; each is spread over its
-// row's four lanes (VPSHUFB), tested against the lane's bit (VPTESTMB) and adds 16 where set, so
-// the levels are 0..31 and everything else is Q4_K's.
+// Q5_K: the tile also holds the fifth bits of each chunk as byte masks, which add 16 where set,
+// so the levels are 0..31 and everything else is Q4_K's.
 // IQ4_XS: the nibbles go through the biased IQ4_NL table (VPSHUFB), each sub-block sum starts at
 // -128 · (the activation's sum over it), the scales are signed bytes, and there are no mins.
 template <int NA, Nib256 K>
@@ -180,7 +174,6 @@ LOOM_AVX512_VNNI void group_kernel_q4k(const uint8_t* grp, int64_t cols, const u
   const __m512i m4 = _mm512_set1_epi8(0x0f);
   const __m512i sixteen = _mm512_set1_epi8(16);
   const __m512i lut = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlBiased)));
-  const BitSpread bits;
   constexpr size_t tile_bytes = kQ5 ? PackedQ5K::kTileBytes : kIq4 ? PackedIQ4XS::kTileBytes : PackedQ4K::kTileBytes;
   constexpr size_t kQs = kIq4 ? PackedIQ4XS::kQs : PackedQ4K::kQs, kSc = kIq4 ? PackedIQ4XS::kSc : PackedQ4K::kSc;
   const int64_t ns = cols / PackedQ4K::kCols;
@@ -210,7 +203,10 @@ LOOM_AVX512_VNNI void group_kernel_q4k(const uint8_t* grp, int64_t cols, const u
         const __m512i chunk = _mm512_loadu_si512(q + 64 * c);
         __m512i wl = _mm512_and_si512(chunk, m4);
         __m512i wh = _mm512_and_si512(_mm512_srli_epi16(chunk, 4), m4);
-        if constexpr (kQ5) bits.add(tile + PackedQ5K::kQh + 128 * size_t(g) + 16 * size_t(c), sixteen, wl, wh);
+        if constexpr (kQ5) {
+          wl = add_masked(wl, tile + PackedQ5K::kQh + 128 * size_t(g) + 16 * size_t(c), sixteen);
+          wh = add_masked(wh, tile + PackedQ5K::kQh + 128 * size_t(g) + 16 * size_t(c) + 8, sixteen);
+        }
         if constexpr (kIq4) {
           wl = _mm512_shuffle_epi8(lut, wl);
           wh = _mm512_shuffle_epi8(lut, wh);
@@ -261,14 +257,13 @@ LOOM_AVX512_VNNI void group_kernel_q4k(const uint8_t* grp, int64_t cols, const u
 // mask 3) are 4 columns of sub-blocks 4 G + p; VPDPBUSD into one sum per sub-block and activation
 // row, weighted by the sub-block's scale (VPMULLD). Q2_K: 4-bit scales and mins (the mins against
 // the activation's sub-block sums), floats once per super-block as Q4_K. Q3_K: the third bits
-// add 4 (BitSpread), each sum starts at -4 · (the activation's sub-block sum), signed scales.
+// add 4 (byte masks), each sum starts at -4 · (the activation's sub-block sum), signed scales.
 template <int NA, bool Q3>
 LOOM_AVX512_VNNI void group_kernel_q23k(const uint8_t* grp, int64_t cols, const uint8_t* act, size_t act_stride,
                                         float* out, size_t out_stride, int valid) {
   __m512 acc[NA];
   for (int a = 0; a < NA; ++a) acc[a] = _mm512_setzero_ps();
   const __m512i m3 = _mm512_set1_epi8(3), m4 = _mm512_set1_epi32(0x0f), four = _mm512_set1_epi8(4);
-  const BitSpread bits;
   constexpr size_t tile_bytes = Q3 ? PackedQ3K::kTileBytes : PackedQ2K::kTileBytes;
   constexpr size_t kQs = Q3 ? PackedQ3K::kQs : PackedQ2K::kQs;
   const int64_t ns = cols / PackedQ2K::kCols;
@@ -298,8 +293,7 @@ LOOM_AVX512_VNNI void group_kernel_q23k(const uint8_t* grp, int64_t cols, const 
         w[3] = _mm512_and_si512(_mm512_srli_epi16(chunk, 6), m3);
         if constexpr (Q3) {
           const uint8_t* h = tile + PackedQ3K::kQh + 32 * size_t(4 * G + qd);
-          bits.add(h, four, w[0], w[1]);
-          bits.add(h + 16, four, w[2], w[3]);
+          for (int p = 0; p < 4; ++p) w[p] = add_masked(w[p], h + 8 * p, four);
         }
         for (int a = 0; a < NA; ++a) {
           for (int p = 0; p < 4; ++p) {

@@ -40,9 +40,9 @@ struct PackedQ4K {
 };
 
 // Q5_K: Q4_K's tile (same offsets, nibbles are the low 4 bits of the 5-bit levels) followed by the
-// fifth bits (2880 bytes): for each half-pair g < 4 and chunk c < 8, 16 bytes at kQh + 128 g + 16 c,
-// byte r = row r's fifth bits of that chunk: bit k (k < 4) for column 64 g + 4 c + k (the low
-// nibble's), bit 4 + k for column 64 g + 32 + 4 c + k (the high nibble's).
+// fifth bits (2880 bytes): for each half-pair g < 4 and chunk c < 8, two chunk masks (ChunkMask)
+// at kQh + 128 g + 16 c: the low nibbles' (columns 64 g + 4 c + k), then the high nibbles'
+// (64 g + 32 + 4 c + k).
 struct PackedQ5K : PackedQ4K {
   static constexpr size_t kQh = PackedQ4K::kTileBytes;
   static constexpr size_t kTileBytes = kQh + 4 * 8 * 16;  // 2880
@@ -80,13 +80,20 @@ struct PackedQ2K {
 };
 
 // Q3_K (1824 bytes, 3.6 % more than the file's 110): f16 d[16], i8 sc[16][16] (scale minus 32),
-// Q2_K's 16 chunks of low 2 bits, then the third bits: for chunk c, 32 bytes at kQh + 32 c, byte r
-// = row r's bits of planes 0 and 1 (bit k: plane 0's byte k, bit 4 + k: plane 1's), byte 16 + r
-// the same for planes 2 and 3. Level u = low + 4 · bit (0..7), value u - 4.
+// Q2_K's 16 chunks of low 2 bits, then the third bits: for chunk c, the chunk masks (ChunkMask)
+// of its planes 0..3 at kQh + 32 c + 8 p. Level u = low + 4 · bit (0..7), value u - 4.
 struct PackedQ3K {
   static constexpr size_t kD = 0, kSc = 32, kQs = 288, kQh = 288 + 16 * 64;
   static constexpr size_t kTileBytes = kQh + 16 * 32;  // 1824
   static constexpr int kCols = 256;
+};
+
+// A "chunk mask": one bit per byte of a 64-byte chunk (a little-endian u64, bit 4 r + k for byte k
+// of row r's lane), so that a kernel loads it as an AVX-512 byte mask and adds a level's high bit
+// (16 for the fifth bit of Q5_0/Q5_1/Q5_K, 4 for Q3_K's third) with one masked add.
+struct ChunkMask {
+  static void set(uint8_t* mask, int r, int k, int bit) { mask[r / 2] |= uint8_t((bit & 1) << (4 * (r % 2) + k)); }
+  static int get(const uint8_t* mask, int r, int k) { return (mask[r / 2] >> (4 * (r % 2) + k)) & 1; }
 };
 
 // Bytes of one 16-row x 256-column tile of a super-block type with a packed layout, else 0.
@@ -106,8 +113,9 @@ constexpr size_t super_tile_bytes(TensorType t) {
 //   f16 d[16]                 the block scale of each of the 16 rows
 //   f16 m[16]                 Q4_1, Q5_1 only: the block minimum of each row
 //   u8  q[chunks][16][4]      lane r of chunk j = 4 bytes of row r (see packed.h)
-//   u8  qh[4][16]             Q5_0, Q5_1 only: byte r of qh[j] = row r's fifth bits of chunk j,
-//                             bit k for element 4 j + k (low nibble), bit 4 + k for 16 + 4 j + k
+//   u64 qh[4][2]              Q5_0, Q5_1 only: the chunk masks (ChunkMask) of chunk j's fifth
+//                             bits, for the low nibbles (elements 4 j + k) and the high ones
+//                             (16 + 4 j + k)
 // The unsigned level u of an element is its byte (Q8_0: the int8 + 128), its nibble, its nibble
 // plus 16 · fifth bit, or kIq4nlBiased[nibble] (IQ4_NL); the value is (u - bias) · d, plus m
 // for the types with a minimum (bias 0). Every tile has the file's bytes for its 16 blocks.

@@ -214,6 +214,31 @@ TEST(Packed, ActivationsAreTheQ8_0QuantizationWithSums) {
   }
 }
 
+// The types with a block minimum (Q4_1, Q5_1) take Q8_1's quantization: d and the quants as
+// Q8_0's, and s (f16 of d · Σ q with the unrounded d) in place of the sum.
+TEST(Packed, ActivationsOfTypesWithAMinimumCarryQ8_1s) {
+  std::mt19937 rng(98);
+  for (TensorType t : {TensorType::Q4_1, TensorType::Q5_1}) {
+    for (int64_t cols : {32, 96, 4096}) {
+      std::vector<float> x = test::random_floats(cols, rng);
+      std::vector<uint8_t> got(packed_act_row_bytes(t, cols));
+      quantize_packed_act(t, x.data(), cols, got.data());
+      std::vector<uint8_t> q81(size_t(row_bytes(TensorType::Q8_1, cols)));
+      ref::quantize_row(TensorType::Q8_1, x.data(), q81.data(), cols);
+      for (int64_t b = 0; b < cols / 32; ++b) {
+        const uint8_t* want = q81.data() + b * 36;
+        const uint8_t* blk = got.data() + b * 40;
+        float d, s_val;
+        std::memcpy(&d, blk, 4);
+        std::memcpy(&s_val, blk + 4, 4);
+        ASSERT_EQ(d, test::get_f16(want)) << cols << " block " << b;
+        ASSERT_EQ(s_val, test::get_f16(want + 2)) << cols << " block " << b;
+        ASSERT_EQ(std::memcmp(blk + 8, want + 4, 32), 0) << cols << " block " << b;
+      }
+    }
+  }
+}
+
 TEST(Packed, ReferenceMatchesVecDotOnOriginalRows) { check_variant(&ref::packed_gemm, "ref"); }
 
 TEST(Packed, DispatchedMatchesReference) { check_variant(&packed_gemm, "dispatched"); }
