@@ -360,9 +360,11 @@ void packed_gemm(TensorType t, int64_t rows, int64_t cols, const void* packed, i
                  const void* act, size_t act_stride, int n, float* out, size_t out_stride) {
 #if defined(__x86_64__)
   const CpuFeatures& f = cpu_features();
-  if (is_q8_family(t) && f.has_amx_int8_set() && n >= 16) {
-    detail::packed_gemm_amx(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
-    return;
+  if (f.has_amx_int8_set() && n >= 16) {
+    if (is_q8_family(t)) return detail::packed_gemm_amx(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+    if (t == TensorType::Q4_K || t == TensorType::Q5_K) {
+      return detail::packed_gemm_amx_q4k(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+    }
   }
   if (f.has_avx512_vnni_set()) {
     switch (t) {

@@ -23,6 +23,7 @@
 #include <cstring>
 #include <vector>
 
+#include "quant/blocks.h"
 #include "quant/packed.h"
 #include "quant/packed_layout.h"
 
@@ -168,6 +169,134 @@ LOOM_AMX void group_vnni(const uint8_t* grp, size_t tile_bytes, int64_t nb, uint
   }
 }
 
+// ---- Q4_K / Q5_K (super-blocks of 8 sub-blocks of 32 columns, Q8_K activations) ----------
+// Per sub-block, C = A·B via TDPBSUD (activations signed, levels unsigned) is an exact int32,
+// weighted by the 6-bit scales into isum (VPMULLD); per super-block msum = Σ_j m_j · Σ a over
+// sub-block j (VPDPWSSD on int16 pairs), then the float steps of the AVX-512 kernel exactly:
+// acc += d_a · (d · isum - dmin · msum). Integers are exact in any order, so a row's result is bit
+// for bit the VNNI kernel's, whatever run it falls in.
+
+// One group's super-block decoded for the tile products: its 8 sub-blocks as unsigned levels in
+// VNNI order (sub-block 2g = the low nibbles of half-pair g's 8 chunks, 2g + 1 the high ones:
+// already 8 rows of 64 bytes each), and its mins as int16 pairs (lane r of mins[p] = m_2p of row
+// r | m_2p+1 << 16).
+struct alignas(64) SuperVnni {
+  uint8_t b[8][512];
+  int32_t mins[4][16];
+};
+
+// 16 activation rows' Q8_K super-block for the tile loads: each sub-block's 16 x 32 quants
+// contiguous, the rows' sums over sub-blocks 2p, 2p + 1 as int16 pairs, and their d.
+struct alignas(64) PanelSuper {
+  int8_t q[8][16][32];
+  int32_t bs[4][16];
+  float d[16];
+};
+
+template <bool Q5>
+LOOM_AMX void group_vnni_q4k(const uint8_t* grp, int64_t ns, SuperVnni* dst) {
+  const __m512i m4 = _mm512_set1_epi8(0x0f), sixteen = _mm512_set1_epi8(16);
+  constexpr size_t tile_bytes = Q5 ? PackedQ5K::kTileBytes : PackedQ4K::kTileBytes;
+  for (int64_t sb = 0; sb < ns; ++sb) {
+    const uint8_t* tile = grp + size_t(sb) * tile_bytes;
+    for (int g = 0; g < 4; ++g) {
+      for (int c = 0; c < 8; ++c) {
+        const __m512i chunk = _mm512_loadu_si512(tile + PackedQ4K::kQs + 512 * g + 64 * c);
+        __m512i lo = _mm512_and_si512(chunk, m4), hi = _mm512_and_si512(_mm512_srli_epi16(chunk, 4), m4);
+        if constexpr (Q5) {
+          uint64_t ml, mh;  // the fifth bits as chunk masks (packed_layout.h)
+          std::memcpy(&ml, tile + PackedQ5K::kQh + 128 * g + 16 * c, 8);
+          std::memcpy(&mh, tile + PackedQ5K::kQh + 128 * g + 16 * c + 8, 8);
+          lo = _mm512_mask_add_epi8(lo, _cvtu64_mask64(ml), lo, sixteen);
+          hi = _mm512_mask_add_epi8(hi, _cvtu64_mask64(mh), hi, sixteen);
+        }
+        _mm512_store_si512(dst[sb].b[2 * g] + 64 * c, lo);
+        _mm512_store_si512(dst[sb].b[2 * g + 1] + 64 * c, hi);
+      }
+    }
+    for (int pr = 0; pr < 4; ++pr) {
+      const __m512i m0 = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + PackedQ4K::kM + 16 * (2 * pr))));
+      const __m512i m1 = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + PackedQ4K::kM + 16 * (2 * pr + 1))));
+      _mm512_store_si512(dst[sb].mins[pr], _mm512_or_si512(m0, _mm512_slli_epi32(m1, 16)));
+    }
+  }
+}
+
+// Rows [0, 16) of act (Q8_K rows, act_stride apart) as ns PanelSupers.
+LOOM_AMX void build_panel_q8k(const uint8_t* act, size_t act_stride, int64_t ns, PanelSuper* panel) {
+  for (int i = 0; i < 16; ++i) {
+    for (int64_t sb = 0; sb < ns; ++sb) {
+      const uint8_t* blk = act + size_t(i) * act_stride + size_t(sb) * sizeof(BlockQ8_K);
+      std::memcpy(&panel[sb].d[i], blk, 4);
+      for (int j = 0; j < 8; ++j) std::memcpy(panel[sb].q[j][i], blk + 4 + 32 * j, 32);
+      int16_t bs[16];
+      std::memcpy(bs, blk + 4 + 256, 32);
+      for (int pr = 0; pr < 4; ++pr) {
+        const auto s0 = uint16_t(int16_t(bs[4 * pr] + bs[4 * pr + 1])), s1 = uint16_t(int16_t(bs[4 * pr + 2] + bs[4 * pr + 3]));
+        panel[sb].bs[pr][i] = int32_t(uint32_t(s0) | uint32_t(s1) << 16);
+      }
+    }
+  }
+}
+
+#define LOOM_AMX_SUB_PRODUCT(tc, ta, tb, wv, a) \
+  do {                                          \
+    _tile_loadd(tb, (wv), 64);                  \
+    _tile_loadd(ta, (a), 32);                   \
+    _tile_zero(tc);                             \
+    _tile_dpbsud(tc, ta, tb);                   \
+  } while (0)
+
+// 16 activation rows against one group, all super-blocks; the sub-block products flow through
+// the same two-tile pipeline as chunk_tiles, isum in registers, acc in memory (per super-block).
+template <bool Q5>
+LOOM_AMX void chunk_tiles_q4k(const uint8_t* grp, const SuperVnni* wv, int64_t ns, const PanelSuper* panel,
+                              float* out, size_t out_stride, int valid) {
+  constexpr size_t tile_bytes = Q5 ? PackedQ5K::kTileBytes : PackedQ4K::kTileBytes;
+  alignas(64) int32_t cbuf[2][16][16];
+  alignas(64) float acc[16][16] = {};
+  __m512i isum[16];
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i) isum[i] = _mm512_setzero_si512();
+  const int64_t S = ns * 8;
+  for (int64_t s = 0; s < S + 2; ++s) {
+    if (s < S) {
+      const uint8_t* b = wv[s / 8].b[s % 8];
+      const int8_t* a = panel[s / 8].q[s % 8][0];
+      if (s & 1) LOOM_AMX_SUB_PRODUCT(1, 5, 7, b, a);
+      else LOOM_AMX_SUB_PRODUCT(0, 4, 6, b, a);
+    }
+    if (s >= 1 && s <= S) {
+      if (s & 1) _tile_stored(0, cbuf[0], 64);  // sub-block s - 1 (even)
+      else _tile_stored(1, cbuf[1], 64);
+    }
+    if (s < 2) continue;
+    const int64_t ps = s - 2, sb = ps / 8;
+    const int j = int(ps % 8);
+    const uint8_t* tile = grp + size_t(sb) * tile_bytes;
+    const __m512i sc = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + PackedQ4K::kSc + 16 * j)));
+    int32_t (*cb)[16] = cbuf[ps & 1];
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i) isum[i] = _mm512_add_epi32(isum[i], _mm512_mullo_epi32(_mm512_load_si512(cb[i]), sc));
+    if (j != 7) continue;
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + PackedQ4K::kD)));
+    const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + PackedQ4K::kDmin)));
+    const SuperVnni& w = wv[sb];
+    const PanelSuper& ap = panel[sb];
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i) {
+      __m512i msum = _mm512_setzero_si512();
+      for (int pr = 0; pr < 4; ++pr) msum = _mm512_dpwssd_epi32(msum, _mm512_load_si512(w.mins[pr]), _mm512_set1_epi32(ap.bs[pr][i]));
+      const __m512 t = _mm512_fmsub_ps(d, _mm512_cvtepi32_ps(isum[i]), _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(msum)));
+      _mm512_store_ps(acc[i], _mm512_fmadd_ps(_mm512_set1_ps(ap.d[i]), t, _mm512_load_ps(acc[i])));
+      isum[i] = _mm512_setzero_si512();
+    }
+  }
+  const __mmask16 mask = __mmask16((1u << valid) - 1u);
+  for (int i = 0; i < 16; ++i) _mm512_mask_storeu_ps(out + size_t(i) * out_stride, mask, _mm512_load_ps(acc[i]));
+}
+#undef LOOM_AMX_SUB_PRODUCT
+
 }  // namespace
 
 void packed_gemm_amx(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
@@ -205,6 +334,41 @@ void packed_gemm_amx(TensorType t, int64_t rows, int64_t cols, const void* packe
   }
 }
 
+void packed_gemm_amx_q4k(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
+                         const void* act, size_t act_stride, int n, float* out, size_t out_stride) {
+  const bool q5 = t == TensorType::Q5_K;
+  const int n16 = n / 16 * 16;
+  if (n16 > 0) {
+    configure_thread(TileShapes::kInt8);
+    const int64_t ns = cols / PackedQ4K::kCols;
+    const size_t group_bytes = packed_group_stride(t, cols);
+    const auto* p = static_cast<const uint8_t*>(packed);
+    const auto* a = static_cast<const uint8_t*>(act);
+    thread_local std::vector<SuperVnni> vnni;  // one group, grown on first use
+    thread_local std::vector<PanelSuper> panels;
+    if (vnni.size() < size_t(ns)) vnni.resize(size_t(ns));
+    if (panels.size() < size_t(n16 / 16) * size_t(ns)) panels.resize(size_t(n16 / 16) * size_t(ns));
+    for (int i = 0; i < n16; i += 16) build_panel_q8k(a + size_t(i) * act_stride, act_stride, ns, &panels[size_t(i / 16) * size_t(ns)]);
+    for (int64_t g = g0; g < g1; ++g) {
+      const uint8_t* grp = p + size_t(g) * group_bytes;
+      const int valid = int(rows - g * 16 < 16 ? rows - g * 16 : 16);
+      if (q5) group_vnni_q4k<true>(grp, ns, vnni.data());
+      else group_vnni_q4k<false>(grp, ns, vnni.data());
+      for (int i = 0; i < n16; i += 16) {
+        float* o = out + size_t(i) * out_stride + size_t(g * 16);
+        if (q5) chunk_tiles_q4k<true>(grp, vnni.data(), ns, &panels[size_t(i / 16) * size_t(ns)], o, out_stride, valid);
+        else chunk_tiles_q4k<false>(grp, vnni.data(), ns, &panels[size_t(i / 16) * size_t(ns)], o, out_stride, valid);
+      }
+    }
+  }
+  if (n16 < n) {
+    const uint8_t* rest = static_cast<const uint8_t*>(act) + size_t(n16) * act_stride;
+    (q5 ? packed_gemm_q5k_avx512 : packed_gemm_q4k_avx512)(rows, cols, packed, g0, g1, rest, act_stride, n - n16,
+                                                            out + size_t(n16) * out_stride, out_stride);
+  }
+}
+
 }  // namespace loom::quant::detail
 
 #endif  // __x86_64__
+

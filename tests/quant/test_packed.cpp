@@ -297,6 +297,11 @@ TEST(Packed, AmxMatchesReference) {
   check_variant(&detail::packed_gemm_amx, "amx", {TensorType::Q4_0, TensorType::Q8_0});
 }
 
+TEST(Packed, AmxQ4KMatchesReference) {
+  if (!cpu_features().has_amx_int8_set()) GTEST_SKIP() << "no AMX-INT8 on this CPU (or not granted)";
+  check_variant(&detail::packed_gemm_amx_q4k, "amx-q4k", {TensorType::Q4_K, TensorType::Q5_K});
+}
+
 TEST(Packed, AvxVnniMatchesReference) {
   if (!cpu_features().has_avx_vnni_set()) GTEST_SKIP() << "no AVX-VNNI on this CPU";
   check_variant(&detail::packed_gemm_avxvnni, "avxvnni", {TensorType::Q4_0, TensorType::Q8_0});
