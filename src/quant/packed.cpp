@@ -19,8 +19,12 @@ using detail::PackedLayout;
 namespace {
 // The super-block types: 256-column tiles, Q8_K activations.
 bool is_kquant(TensorType t) { return detail::super_tile_bytes(t) != 0; }
-// The first packed types, which also have AVX-VNNI (256-bit) and AMX-INT8 kernels.
+// The first packed types, which also have AVX-VNNI (256-bit) kernels.
 bool is_q8_family(TensorType t) { return t == TensorType::Q4_0 || t == TensorType::Q8_0; }
+// The 32-column block types (one AMX-INT8 kernel for all of them).
+bool is_blocks32(TensorType t) {
+  return can_pack(t) && !is_kquant(t) && t != TensorType::F16;
+}
 }  // namespace
 
 bool can_pack(TensorType t) {
@@ -361,7 +365,7 @@ void packed_gemm(TensorType t, int64_t rows, int64_t cols, const void* packed, i
 #if defined(__x86_64__)
   const CpuFeatures& f = cpu_features();
   if (f.has_amx_int8_set() && n >= 16) {
-    if (is_q8_family(t)) return detail::packed_gemm_amx(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+    if (is_blocks32(t)) return detail::packed_gemm_amx(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
     if (t == TensorType::Q4_K || t == TensorType::Q5_K) {
       return detail::packed_gemm_amx_q4k(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
     }

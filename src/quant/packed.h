@@ -87,7 +87,8 @@ namespace detail {
 void packed_gemm_avx512(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0,
                         int64_t g1, const void* act, size_t act_stride, int n, float* out,
                         size_t out_stride);
-// Q4_0 / Q8_0: AMX-INT8 tiles for runs of 16 activation rows, the rest through packed_gemm_avx512
+// The 32-column block types: AMX-INT8 tiles for runs of 16 activation rows, the rest through
+// packed_gemm_avx512
 // (cpu_features().has_amx_int8_set()).
 void packed_gemm_amx(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
                      const void* act, size_t act_stride, int n, float* out, size_t out_stride);

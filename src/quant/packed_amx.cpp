@@ -1,11 +1,12 @@
 // Packed GEMM with AMX-INT8 tiles for prompt batches: 16 activation rows x 16 weight rows per
-// tile product. Per 32-column block b:
+// tile product. The 32-column block types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL), per block b:
 //   A = 16 activation rows' int8 quants (from a panel: the rows' blocks rearranged so that one A
 //       tile is 512 contiguous bytes)
 //   B = the group's weights as signed levels in VNNI order (8 rows of 64 bytes: row j holds
 //       elements 4j..4j+3 of each of the 16 weight rows = the packed chunks, unpacked/unbiased)
-//   C = A·B via TDPBSSD (int32, exact), then acc[i] += float(C[i]) * (d_w[0..15] * d_a[i]), the
-//       16 accumulators in registers across all blocks.
+//   C = A·B via TDPBSSD (int32, exact), then acc[i] += float(C[i]) * (d_w[0..15] * d_a[i]) (and
+//       for Q4_1 / Q5_1 += m_w · s_a[i]), the 16 accumulators in registers across all blocks.
+// Q4_K and Q5_K: see their section below.
 // Activation rows beyond the last multiple of 16 go to the AVX-512 VNNI kernel. Both compute
 // every output with the same operations (the exact block integer, then one FMA per block with
 // the same scale product, blocks in order), so a row's result does not depend on whether it
@@ -27,8 +28,10 @@
 #include "quant/packed.h"
 #include "quant/packed_layout.h"
 
+// GCC 12's false "(may be) used uninitialized" inside its own AVX-512 headers (see packed_avx512.cpp).
 #if defined(__GNUC__) && !defined(__clang__)  // clang has no such warning
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 
 #define LOOM_AMX \
@@ -75,19 +78,60 @@ LOOM_AMX void configure_thread(TileShapes want) {
   current = want;
 }
 
-// The 16 weight rows of one tile as signed levels in VNNI order (8 rows of 64 bytes).
-template <bool kNibbles>
-LOOM_AMX inline void weights_vnni(const uint8_t* q, uint8_t* dst) {
-  if constexpr (kNibbles) {
-    const __m512i m4 = _mm512_set1_epi8(0x0f), eight = _mm512_set1_epi8(8);
-    for (int j = 0; j < 4; ++j) {
-      const __m512i c = _mm512_loadu_si512(q + 64 * j);
-      _mm512_store_si512(dst + 64 * j, _mm512_sub_epi8(_mm512_and_si512(c, m4), eight));
-      _mm512_store_si512(dst + 64 * (j + 4), _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(c, 4), m4), eight));
+// The 16 weight rows of one tile (a 32-column block type, PackedLayout L) as signed levels in VNNI
+// order (8 rows of 64 bytes): the unsigned level minus the bias (the types with a minimum have
+// bias 0: their levels 0..31 are signed bytes as they are), or the IQ4_NL table value.
+LOOM_AMX inline void weights_vnni(const uint8_t* tile, const PackedLayout& L, uint8_t* dst) {
+  const uint8_t* q = tile + L.q_offset();
+  if (!L.nibbles) {  // Q8_0: the byte is the int8 + 128
+    const __m512i flip = _mm512_set1_epi8(char(0x80));
+    for (int j = 0; j < 8; ++j) _mm512_store_si512(dst + 64 * j, _mm512_xor_si512(_mm512_loadu_si512(q + 64 * j), flip));
+    return;
+  }
+  const __m512i m4 = _mm512_set1_epi8(0x0f), sixteen = _mm512_set1_epi8(16), bias = _mm512_set1_epi8(char(L.bias));
+  const __m512i lut = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
+  for (int j = 0; j < 4; ++j) {
+    const __m512i c = _mm512_loadu_si512(q + 64 * j);
+    __m512i lo = _mm512_and_si512(c, m4), hi = _mm512_and_si512(_mm512_srli_epi16(c, 4), m4);
+    if (L.fifth_bit) {  // chunk masks (packed_layout.h)
+      uint64_t ml, mh;
+      std::memcpy(&ml, tile + L.qh_offset() + 16 * size_t(j), 8);
+      std::memcpy(&mh, tile + L.qh_offset() + 16 * size_t(j) + 8, 8);
+      lo = _mm512_mask_add_epi8(lo, _cvtu64_mask64(ml), lo, sixteen);
+      hi = _mm512_mask_add_epi8(hi, _cvtu64_mask64(mh), hi, sixteen);
     }
-  } else {
-    const __m512i bias = _mm512_set1_epi8(char(0x80));
-    for (int j = 0; j < 8; ++j) _mm512_store_si512(dst + 64 * j, _mm512_xor_si512(_mm512_loadu_si512(q + 64 * j), bias));
+    if (L.lut) {
+      lo = _mm512_shuffle_epi8(lut, lo);
+      hi = _mm512_shuffle_epi8(lut, hi);
+    } else {
+      lo = _mm512_sub_epi8(lo, bias);
+      hi = _mm512_sub_epi8(hi, bias);
+    }
+    _mm512_store_si512(dst + 64 * j, lo);
+    _mm512_store_si512(dst + 64 * (j + 4), hi);
+  }
+}
+
+// The activations of 16 rows rearranged for the tile loads: per 32-column block, the rows' 32
+// quants one after the other (one A tile at stride 32: 8 cache lines of one page, where the rows'
+// own blocks are 16 lines a row apart), then their 16 scales and their 16 second words (Q4_1 /
+// Q5_1: Q8_1's s, PackedActBlock).
+struct alignas(64) PanelBlock {
+  int8_t q[16][32];
+  float d[16];
+  float s[16];
+};
+static_assert(sizeof(PanelBlock) == 640);
+
+// Rows [0, 16) of act (packed activation rows, act_stride apart) as nb PanelBlocks.
+LOOM_AMX void build_panel(const uint8_t* act, size_t act_stride, int64_t nb, PanelBlock* panel) {
+  for (int i = 0; i < 16; ++i) {
+    const uint8_t* row = act + size_t(i) * act_stride;
+    for (int64_t b = 0; b < nb; ++b) {
+      std::memcpy(&panel[b].d[i], row + size_t(b) * sizeof(PackedActBlock), 4);
+      std::memcpy(&panel[b].s[i], row + size_t(b) * sizeof(PackedActBlock) + 4, 4);
+      std::memcpy(panel[b].q[i], row + size_t(b) * sizeof(PackedActBlock) + 8, 32);
+    }
   }
 }
 
@@ -102,31 +146,12 @@ LOOM_AMX inline void weights_vnni(const uint8_t* q, uint8_t* dst) {
     _tile_dpbssd(tc, ta, tb);                               \
   } while (0)
 
-// The activations of 16 rows rearranged for the tile loads: per 32-column block, the rows' 32
-// quants one after the other (one A tile at stride 32: 8 cache lines of one page, where the rows'
-// own blocks are 16 lines a row apart) and then their 16 scales.
-struct alignas(64) PanelBlock {
-  int8_t q[16][32];
-  float d[16];
-};
-static_assert(sizeof(PanelBlock) == 576);
-
-// Rows [0, 16) of act (packed activation rows, act_stride apart) as nb PanelBlocks.
-LOOM_AMX void build_panel(const uint8_t* act, size_t act_stride, int64_t nb, PanelBlock* panel) {
-  for (int i = 0; i < 16; ++i) {
-    const uint8_t* row = act + size_t(i) * act_stride;
-    for (int64_t b = 0; b < nb; ++b) {
-      std::memcpy(&panel[b].d[i], row + size_t(b) * sizeof(PackedActBlock), 4);
-      std::memcpy(panel[b].q[i], row + size_t(b) * sizeof(PackedActBlock) + 8, 32);
-    }
-  }
-}
-
 // 16 activation rows against one group of 16 weight rows, over all nb blocks: the 16 output rows
 // accumulate in registers. Software pipeline, three blocks in flight: in step b the product of
 // block b is computed while block b - 1's (computed in the other C tile) is stored to a buffer,
 // and the float epilogue works on block b - 2, stored a step earlier (a TILESTORED waits for
 // its product, and a vector load right after TILESTORED of the same bytes would wait for it).
+template <bool kMin>
 LOOM_AMX void chunk_tiles(const uint8_t* grp, const uint8_t* wv, size_t tile_bytes, int64_t nb, const PanelBlock* panel,
                           float* out, size_t out_stride, int valid) {
   alignas(64) int32_t cbuf[2][16][16];
@@ -147,11 +172,14 @@ LOOM_AMX void chunk_tiles(const uint8_t* grp, const uint8_t* wv, size_t tile_byt
     const int64_t pb = b - 2;  // the block whose product is in memory
     const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(grp + size_t(pb) * tile_bytes)));
     const float* da = panel[pb].d;
+    __m512 mw = _mm512_setzero_ps();
+    if constexpr (kMin) mw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(grp + size_t(pb) * tile_bytes + 32)));
     int32_t (*cb)[16] = cbuf[pb & 1];
 #pragma GCC unroll 16
     for (int i = 0; i < 16; ++i) {
       const __m512 ci = _mm512_cvtepi32_ps(_mm512_load_si512(cb[i]));
       acc[i] = _mm512_fmadd_ps(ci, _mm512_mul_ps(dw, _mm512_set1_ps(da[i])), acc[i]);
+      if constexpr (kMin) acc[i] = _mm512_fmadd_ps(mw, _mm512_set1_ps(panel[pb].s[i]), acc[i]);
     }
   }
   const __mmask16 mask = __mmask16((1u << valid) - 1u);
@@ -162,11 +190,8 @@ LOOM_AMX void chunk_tiles(const uint8_t* grp, const uint8_t* wv, size_t tile_byt
 
 // All blocks of one group as signed VNNI levels (nb x 512 bytes), decoded once per call and
 // reused by every chunk of activation rows; written well before the tile loads read it.
-template <bool kNibbles>
-LOOM_AMX void group_vnni(const uint8_t* grp, size_t tile_bytes, int64_t nb, uint8_t* dst) {
-  for (int64_t b = 0; b < nb; ++b) {
-    weights_vnni<kNibbles>(grp + size_t(b) * tile_bytes + PackedLayout::kScaleBytes, dst + size_t(b) * 512);
-  }
+LOOM_AMX void group_vnni(const uint8_t* grp, const PackedLayout& L, int64_t nb, uint8_t* dst) {
+  for (int64_t b = 0; b < nb; ++b) weights_vnni(grp + size_t(b) * L.tile_bytes, L, dst + size_t(b) * 512);
 }
 
 // ---- Q4_K / Q5_K (super-blocks of 8 sub-blocks of 32 columns, Q8_K activations) ----------
@@ -320,11 +345,11 @@ void packed_gemm_amx(TensorType t, int64_t rows, int64_t cols, const void* packe
     for (int64_t g = g0; g < g1; ++g) {
       const uint8_t* grp = p + size_t(g) * group_bytes;
       const int valid = int(rows - g * 16 < 16 ? rows - g * 16 : 16);
-      if (L.nibbles) group_vnni<true>(grp, L.tile_bytes, nb, wv);
-      else group_vnni<false>(grp, L.tile_bytes, nb, wv);
+      group_vnni(grp, L, nb, wv);
       for (int i = 0; i < n16; i += 16) {
-        chunk_tiles(grp, wv, L.tile_bytes, nb, &panels[size_t(i / 16) * size_t(nb)],
-                    out + size_t(i) * out_stride + size_t(g * 16), out_stride, valid);
+        float* o = out + size_t(i) * out_stride + size_t(g * 16);
+        if (L.has_min) chunk_tiles<true>(grp, wv, L.tile_bytes, nb, &panels[size_t(i / 16) * size_t(nb)], o, out_stride, valid);
+        else chunk_tiles<false>(grp, wv, L.tile_bytes, nb, &panels[size_t(i / 16) * size_t(nb)], o, out_stride, valid);
       }
     }
   }
