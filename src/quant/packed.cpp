@@ -366,7 +366,7 @@ void packed_gemm(TensorType t, int64_t rows, int64_t cols, const void* packed, i
   const CpuFeatures& f = cpu_features();
   if (f.has_amx_int8_set() && n >= 16) {
     if (is_blocks32(t)) return detail::packed_gemm_amx(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
-    if (t == TensorType::Q4_K || t == TensorType::Q5_K) {
+    if (t == TensorType::Q4_K || t == TensorType::Q5_K || t == TensorType::IQ4_XS) {
       return detail::packed_gemm_amx_q4k(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
     }
   }

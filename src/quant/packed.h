@@ -92,8 +92,8 @@ void packed_gemm_avx512(TensorType t, int64_t rows, int64_t cols, const void* pa
 // (cpu_features().has_amx_int8_set()).
 void packed_gemm_amx(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
                      const void* act, size_t act_stride, int n, float* out, size_t out_stride);
-// Q4_K / Q5_K: AMX-INT8 tiles for runs of 16 activation rows, the rest through
-// packed_gemm_q4k_avx512 / packed_gemm_q5k_avx512 (cpu_features().has_amx_int8_set()).
+// Q4_K / Q5_K / IQ4_XS: AMX-INT8 tiles for runs of 16 activation rows, the rest through
+// packed_gemm_q4k_avx512 / q5k / iq4xs (cpu_features().has_amx_int8_set()).
 void packed_gemm_amx_q4k(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
                          const void* act, size_t act_stride, int n, float* out, size_t out_stride);
 // Q4_K (and Q5_K) weights against Q8_K activations with AVX-512 VNNI (any n).

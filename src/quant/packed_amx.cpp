@@ -194,15 +194,17 @@ LOOM_AMX void group_vnni(const uint8_t* grp, const PackedLayout& L, int64_t nb, 
   for (int64_t b = 0; b < nb; ++b) weights_vnni(grp + size_t(b) * L.tile_bytes, L, dst + size_t(b) * 512);
 }
 
-// ---- Q4_K / Q5_K (super-blocks of 8 sub-blocks of 32 columns, Q8_K activations) ----------
-// Per sub-block, C = A·B via TDPBSUD (activations signed, levels unsigned) is an exact int32,
-// weighted by the 6-bit scales into isum (VPMULLD); per super-block msum = Σ_j m_j · Σ a over
-// sub-block j (VPDPWSSD on int16 pairs), then the float steps of the AVX-512 kernel exactly:
-// acc += d_a · (d · isum - dmin · msum). Integers are exact in any order, so a row's result is bit
-// for bit the VNNI kernel's, whatever run it falls in.
+// ---- Q4_K / Q5_K / IQ4_XS (super-blocks of 8 sub-blocks of 32 columns, Q8_K activations) ------
+// Per sub-block, C = A·B via TDPBSUD (activations signed, levels unsigned; IQ4_XS: TDPBSSD on
+// the signed table values) is an exact int32, weighted by the sub-block scales into isum
+// (VPMULLD); per super-block msum = Σ_j m_j · Σ a over sub-block j (VPDPWSSD on int16 pairs; not
+// for IQ4_XS), then the float steps of the AVX-512 kernel exactly: acc += d_a · (d · isum -
+// dmin · msum) (IQ4_XS: acc += d_a · (d · isum)). Integers are exact in any order, so a row's
+// result is bit for bit the VNNI kernel's, whatever run it falls in.
+enum class Super32 { kQ4K, kQ5K, kIQ4XS };
 
-// One group's super-block decoded for the tile products: its 8 sub-blocks as unsigned levels in
-// VNNI order (sub-block 2g = the low nibbles of half-pair g's 8 chunks, 2g + 1 the high ones:
+// One group's super-block decoded for the tile products: its 8 sub-blocks as levels in VNNI order
+// (unsigned; IQ4_XS: the signed table values) (sub-block 2g = the low nibbles of half-pair g's 8 chunks, 2g + 1 the high ones:
 // already 8 rows of 64 bytes each), and its mins as int16 pairs (lane r of mins[p] = m_2p of row
 // r | m_2p+1 << 16).
 struct alignas(64) SuperVnni {
@@ -218,31 +220,40 @@ struct alignas(64) PanelSuper {
   float d[16];
 };
 
-template <bool Q5>
+template <Super32 K>
 LOOM_AMX void group_vnni_q4k(const uint8_t* grp, int64_t ns, SuperVnni* dst) {
+  constexpr bool kQ5 = K == Super32::kQ5K, kIq4 = K == Super32::kIQ4XS;
   const __m512i m4 = _mm512_set1_epi8(0x0f), sixteen = _mm512_set1_epi8(16);
-  constexpr size_t tile_bytes = Q5 ? PackedQ5K::kTileBytes : PackedQ4K::kTileBytes;
+  const __m512i lut = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
+  const size_t tile_bytes = super_tile_bytes(kQ5 ? TensorType::Q5_K : kIq4 ? TensorType::IQ4_XS : TensorType::Q4_K);
+  constexpr size_t kQs = kIq4 ? PackedIQ4XS::kQs : PackedQ4K::kQs;
   for (int64_t sb = 0; sb < ns; ++sb) {
     const uint8_t* tile = grp + size_t(sb) * tile_bytes;
     for (int g = 0; g < 4; ++g) {
       for (int c = 0; c < 8; ++c) {
-        const __m512i chunk = _mm512_loadu_si512(tile + PackedQ4K::kQs + 512 * g + 64 * c);
+        const __m512i chunk = _mm512_loadu_si512(tile + kQs + 512 * g + 64 * c);
         __m512i lo = _mm512_and_si512(chunk, m4), hi = _mm512_and_si512(_mm512_srli_epi16(chunk, 4), m4);
-        if constexpr (Q5) {
+        if constexpr (kQ5) {
           uint64_t ml, mh;  // the fifth bits as chunk masks (packed_layout.h)
           std::memcpy(&ml, tile + PackedQ5K::kQh + 128 * g + 16 * c, 8);
           std::memcpy(&mh, tile + PackedQ5K::kQh + 128 * g + 16 * c + 8, 8);
           lo = _mm512_mask_add_epi8(lo, _cvtu64_mask64(ml), lo, sixteen);
           hi = _mm512_mask_add_epi8(hi, _cvtu64_mask64(mh), hi, sixteen);
         }
+        if constexpr (kIq4) {
+          lo = _mm512_shuffle_epi8(lut, lo);
+          hi = _mm512_shuffle_epi8(lut, hi);
+        }
         _mm512_store_si512(dst[sb].b[2 * g] + 64 * c, lo);
         _mm512_store_si512(dst[sb].b[2 * g + 1] + 64 * c, hi);
       }
     }
-    for (int pr = 0; pr < 4; ++pr) {
-      const __m512i m0 = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + PackedQ4K::kM + 16 * (2 * pr))));
-      const __m512i m1 = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + PackedQ4K::kM + 16 * (2 * pr + 1))));
-      _mm512_store_si512(dst[sb].mins[pr], _mm512_or_si512(m0, _mm512_slli_epi32(m1, 16)));
+    if constexpr (!kIq4) {
+      for (int pr = 0; pr < 4; ++pr) {
+        const __m512i m0 = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + PackedQ4K::kM + 16 * (2 * pr))));
+        const __m512i m1 = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + PackedQ4K::kM + 16 * (2 * pr + 1))));
+        _mm512_store_si512(dst[sb].mins[pr], _mm512_or_si512(m0, _mm512_slli_epi32(m1, 16)));
+      }
     }
   }
 }
@@ -264,20 +275,21 @@ LOOM_AMX void build_panel_q8k(const uint8_t* act, size_t act_stride, int64_t ns,
   }
 }
 
-#define LOOM_AMX_SUB_PRODUCT(tc, ta, tb, wv, a) \
-  do {                                          \
-    _tile_loadd(tb, (wv), 64);                  \
-    _tile_loadd(ta, (a), 32);                   \
-    _tile_zero(tc);                             \
-    _tile_dpbsud(tc, ta, tb);                   \
+#define LOOM_AMX_SUB_PRODUCT(dp, tc, ta, tb, wv, a) \
+  do {                                              \
+    _tile_loadd(tb, (wv), 64);                      \
+    _tile_loadd(ta, (a), 32);                       \
+    _tile_zero(tc);                                 \
+    dp(tc, ta, tb);                                 \
   } while (0)
 
 // 16 activation rows against one group, all super-blocks; the sub-block products flow through
 // the same two-tile pipeline as chunk_tiles, isum in registers, acc in memory (per super-block).
-template <bool Q5>
+template <Super32 K>
 LOOM_AMX void chunk_tiles_q4k(const uint8_t* grp, const SuperVnni* wv, int64_t ns, const PanelSuper* panel,
                               float* out, size_t out_stride, int valid) {
-  constexpr size_t tile_bytes = Q5 ? PackedQ5K::kTileBytes : PackedQ4K::kTileBytes;
+  constexpr bool kIq4 = K == Super32::kIQ4XS;
+  const size_t tile_bytes = super_tile_bytes(K == Super32::kQ5K ? TensorType::Q5_K : kIq4 ? TensorType::IQ4_XS : TensorType::Q4_K);
   alignas(64) int32_t cbuf[2][16][16];
   alignas(64) float acc[16][16] = {};
   __m512i isum[16];
@@ -288,8 +300,13 @@ LOOM_AMX void chunk_tiles_q4k(const uint8_t* grp, const SuperVnni* wv, int64_t n
     if (s < S) {
       const uint8_t* b = wv[s / 8].b[s % 8];
       const int8_t* a = panel[s / 8].q[s % 8][0];
-      if (s & 1) LOOM_AMX_SUB_PRODUCT(1, 5, 7, b, a);
-      else LOOM_AMX_SUB_PRODUCT(0, 4, 6, b, a);
+      if constexpr (kIq4) {
+        if (s & 1) LOOM_AMX_SUB_PRODUCT(_tile_dpbssd, 1, 5, 7, b, a);
+        else LOOM_AMX_SUB_PRODUCT(_tile_dpbssd, 0, 4, 6, b, a);
+      } else {
+        if (s & 1) LOOM_AMX_SUB_PRODUCT(_tile_dpbsud, 1, 5, 7, b, a);
+        else LOOM_AMX_SUB_PRODUCT(_tile_dpbsud, 0, 4, 6, b, a);
+      }
     }
     if (s >= 1 && s <= S) {
       if (s & 1) _tile_stored(0, cbuf[0], 64);  // sub-block s - 1 (even)
@@ -299,7 +316,8 @@ LOOM_AMX void chunk_tiles_q4k(const uint8_t* grp, const SuperVnni* wv, int64_t n
     const int64_t ps = s - 2, sb = ps / 8;
     const int j = int(ps % 8);
     const uint8_t* tile = grp + size_t(sb) * tile_bytes;
-    const __m512i sc = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + PackedQ4K::kSc + 16 * j)));
+    const __m512i sc = kIq4 ? _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + PackedIQ4XS::kSc + 16 * j)))
+                            : _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + PackedQ4K::kSc + 16 * j)));
     int32_t (*cb)[16] = cbuf[ps & 1];
 #pragma GCC unroll 16
     for (int i = 0; i < 16; ++i) isum[i] = _mm512_add_epi32(isum[i], _mm512_mullo_epi32(_mm512_load_si512(cb[i]), sc));
@@ -308,6 +326,15 @@ LOOM_AMX void chunk_tiles_q4k(const uint8_t* grp, const SuperVnni* wv, int64_t n
     const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + PackedQ4K::kDmin)));
     const SuperVnni& w = wv[sb];
     const PanelSuper& ap = panel[sb];
+    if constexpr (kIq4) {
+#pragma GCC unroll 16
+      for (int i = 0; i < 16; ++i) {
+        _mm512_store_ps(acc[i], _mm512_fmadd_ps(_mm512_set1_ps(ap.d[i]), _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum[i])),
+                                                _mm512_load_ps(acc[i])));
+        isum[i] = _mm512_setzero_si512();
+      }
+      continue;
+    }
 #pragma GCC unroll 16
     for (int i = 0; i < 16; ++i) {
       __m512i msum = _mm512_setzero_si512();
@@ -361,7 +388,7 @@ void packed_gemm_amx(TensorType t, int64_t rows, int64_t cols, const void* packe
 
 void packed_gemm_amx_q4k(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
                          const void* act, size_t act_stride, int n, float* out, size_t out_stride) {
-  const bool q5 = t == TensorType::Q5_K;
+  const Super32 k = t == TensorType::Q5_K ? Super32::kQ5K : t == TensorType::IQ4_XS ? Super32::kIQ4XS : Super32::kQ4K;
   const int n16 = n / 16 * 16;
   if (n16 > 0) {
     configure_thread(TileShapes::kInt8);
@@ -377,19 +404,26 @@ void packed_gemm_amx_q4k(TensorType t, int64_t rows, int64_t cols, const void* p
     for (int64_t g = g0; g < g1; ++g) {
       const uint8_t* grp = p + size_t(g) * group_bytes;
       const int valid = int(rows - g * 16 < 16 ? rows - g * 16 : 16);
-      if (q5) group_vnni_q4k<true>(grp, ns, vnni.data());
-      else group_vnni_q4k<false>(grp, ns, vnni.data());
+      switch (k) {
+        case Super32::kQ4K: group_vnni_q4k<Super32::kQ4K>(grp, ns, vnni.data()); break;
+        case Super32::kQ5K: group_vnni_q4k<Super32::kQ5K>(grp, ns, vnni.data()); break;
+        case Super32::kIQ4XS: group_vnni_q4k<Super32::kIQ4XS>(grp, ns, vnni.data()); break;
+      }
       for (int i = 0; i < n16; i += 16) {
         float* o = out + size_t(i) * out_stride + size_t(g * 16);
-        if (q5) chunk_tiles_q4k<true>(grp, vnni.data(), ns, &panels[size_t(i / 16) * size_t(ns)], o, out_stride, valid);
-        else chunk_tiles_q4k<false>(grp, vnni.data(), ns, &panels[size_t(i / 16) * size_t(ns)], o, out_stride, valid);
+        const PanelSuper* ap = &panels[size_t(i / 16) * size_t(ns)];
+        switch (k) {
+          case Super32::kQ4K: chunk_tiles_q4k<Super32::kQ4K>(grp, vnni.data(), ns, ap, o, out_stride, valid); break;
+          case Super32::kQ5K: chunk_tiles_q4k<Super32::kQ5K>(grp, vnni.data(), ns, ap, o, out_stride, valid); break;
+          case Super32::kIQ4XS: chunk_tiles_q4k<Super32::kIQ4XS>(grp, vnni.data(), ns, ap, o, out_stride, valid); break;
+        }
       }
     }
   }
   if (n16 < n) {
     const uint8_t* rest = static_cast<const uint8_t*>(act) + size_t(n16) * act_stride;
-    (q5 ? packed_gemm_q5k_avx512 : packed_gemm_q4k_avx512)(rows, cols, packed, g0, g1, rest, act_stride, n - n16,
-                                                            out + size_t(n16) * out_stride, out_stride);
+    auto* rest_gemm = k == Super32::kQ5K ? packed_gemm_q5k_avx512 : k == Super32::kIQ4XS ? packed_gemm_iq4xs_avx512 : packed_gemm_q4k_avx512;
+    rest_gemm(rows, cols, packed, g0, g1, rest, act_stride, n - n16, out + size_t(n16) * out_stride, out_stride);
   }
 }
 

@@ -299,7 +299,7 @@ TEST(Packed, AmxMatchesReference) {
 
 TEST(Packed, AmxQ4KMatchesReference) {
   if (!cpu_features().has_amx_int8_set()) GTEST_SKIP() << "no AMX-INT8 on this CPU (or not granted)";
-  check_variant(&detail::packed_gemm_amx_q4k, "amx-q4k", {TensorType::Q4_K, TensorType::Q5_K});
+  check_variant(&detail::packed_gemm_amx_q4k, "amx-q4k", {TensorType::Q4_K, TensorType::Q5_K, TensorType::IQ4_XS});
 }
 
 TEST(Packed, AvxVnniMatchesReference) {
