@@ -19,11 +19,13 @@ using detail::PackedLayout;
 namespace {
 // The super-block types: 256-column tiles, Q8_K activations.
 bool is_kquant(TensorType t) { return detail::super_tile_bytes(t) != 0; }
+// F16 and BF16: 16-bit floats, computed in f32 against f32 activations rounded to the type.
+bool is_float16(TensorType t) { return t == TensorType::F16 || t == TensorType::BF16; }
 // The first packed types, which also have AVX-VNNI (256-bit) kernels.
 bool is_q8_family(TensorType t) { return t == TensorType::Q4_0 || t == TensorType::Q8_0; }
 // The 32-column block types (one AMX-INT8 kernel for all of them).
 bool is_blocks32(TensorType t) {
-  return can_pack(t) && !is_kquant(t) && t != TensorType::F16;
+  return can_pack(t) && !is_kquant(t) && !is_float16(t);
 }
 }  // namespace
 
@@ -35,7 +37,8 @@ bool can_pack(TensorType t) {
     case TensorType::Q5_1:
     case TensorType::Q8_0:
     case TensorType::IQ4_NL:
-    case TensorType::F16: return true;
+    case TensorType::F16:
+    case TensorType::BF16: return true;
     default: return is_kquant(t);
   }
 }
@@ -228,7 +231,7 @@ void pack_q23k(const PackJob& j) {
   }
 }
 
-// F16: column-major within the group: element (r, c) at 2 * (16 * c + r).
+// F16 / BF16: column-major within the group: element (r, c) at 2 * (16 * c + r).
 void pack_f16(const PackJob& j) {
   for (int64_t g = j.g0; g < j.g1; ++g) {
     uint8_t* grp = j.group(g);
@@ -295,13 +298,14 @@ void pack_weights(TensorType t, const void* src, size_t src_row_bytes, int64_t r
     case TensorType::IQ4_XS: return pack_iq4xs(j);
     case TensorType::Q2_K:
     case TensorType::Q3_K: return pack_q23k(j);
-    case TensorType::F16: return pack_f16(j);
+    case TensorType::F16:
+    case TensorType::BF16: return pack_f16(j);
     default: return pack_blocks32(j);
   }
 }
 
 size_t packed_act_row_bytes(TensorType t, int64_t cols) {
-  if (t == TensorType::F16) return sizeof(float) * size_t(cols);
+  if (is_float16(t)) return sizeof(float) * size_t(cols);
   if (is_kquant(t)) return size_t(row_bytes(TensorType::Q8_K, cols));
   return size_t(cols / detail::kPackBlock) * sizeof(detail::PackedActBlock);
 }
@@ -311,12 +315,12 @@ void quantize_packed_act(TensorType t, const float* x, int64_t cols, void* dst) 
     quantize_row(TensorType::Q8_K, x, dst, cols);
     return;
   }
-  if (t == TensorType::F16) {
-    // Round through f16 (quantize_row's fast path), then widen back in place from the end.
+  if (is_float16(t)) {
+    // Round through the 16-bit type (quantize_row's fast path), then widen back in place from the end.
     auto* out = static_cast<float*>(dst);
     auto* half = reinterpret_cast<uint16_t*>(static_cast<uint8_t*>(dst) + 2 * size_t(cols));
-    quantize_row(TensorType::F16, x, half, cols);
-    dequantize_row(TensorType::F16, half, out, cols);
+    quantize_row(t, x, half, cols);
+    dequantize_row(t, half, out, cols);
     return;
   }
   // One dispatched Q8_0 (Q8_1) quantization of the whole row into the tail of dst, then an
@@ -379,6 +383,7 @@ void packed_gemm(TensorType t, int64_t rows, int64_t cols, const void* packed, i
       case TensorType::Q6_K: return detail::packed_gemm_q6k_avx512(rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
       case TensorType::IQ4_XS: return detail::packed_gemm_iq4xs_avx512(rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
       case TensorType::F16: return detail::packed_gemm_f16_avx512(rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+      case TensorType::BF16: return detail::packed_gemm_bf16_avx512(rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
       default: return detail::packed_gemm_avx512(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
     }
   }
@@ -453,14 +458,15 @@ float dot_q4k(const uint8_t* grp, int r, const uint8_t* act, int64_t cols, bool 
   return acc;
 }
 
-float dot_f16(const uint8_t* grp, int r, const uint8_t* act, int64_t cols) {
+// F16 / BF16 (bf16: the 16 bits are the top half of an f32).
+float dot_f16(const uint8_t* grp, int r, const uint8_t* act, int64_t cols, bool bf16) {
   float acc = 0.0f;
   for (int64_t c = 0; c < cols; ++c) {
     uint16_t h;
     float x;
     std::memcpy(&h, grp + 2 * (16 * size_t(c) + size_t(r)), 2);
     std::memcpy(&x, act + 4 * size_t(c), 4);
-    acc += f16_to_f32(h) * x;
+    acc += (bf16 ? bf16_to_f32(h) : f16_to_f32(h)) * x;
   }
   return acc;
 }
@@ -590,7 +596,8 @@ void packed_gemm(TensorType t, int64_t rows, int64_t cols, const void* packed, i
           case TensorType::IQ4_XS: v = dot_iq4xs(grp, r, x, cols); break;
           case TensorType::Q2_K: v = dot_q23k(grp, r, x, cols, false); break;
           case TensorType::Q3_K: v = dot_q23k(grp, r, x, cols, true); break;
-          case TensorType::F16: v = dot_f16(grp, r, x, cols); break;
+          case TensorType::F16: v = dot_f16(grp, r, x, cols, false); break;
+          case TensorType::BF16: v = dot_f16(grp, r, x, cols, true); break;
           default: v = dot_blocks32(t, grp, r, x, cols); break;
         }
         out[size_t(i) * out_stride + size_t(g * kPackRows + r)] = v;

@@ -27,8 +27,9 @@
 // IQ4_XS: see PackedIQ4XS (Q4_K's nibble order, int8 sub-block scales), Q8_K activations.
 // Q2_K, Q3_K: see PackedQ2K / PackedQ3K (2-bit planes four to a byte, Q3_K's third bits in a
 //   plane of their own), Q8_K activations.
-// F16: no scales; a tile is 32 columns x 16 rows of f16, column after column (column c of the
-//   tile holds the 16 rows' weights at that column: one vcvtph2ps gives a register of 16 rows).
+// F16 / BF16: no scales; a tile is 32 columns x 16 rows of f16 (bf16), column after column
+//   (column c of the tile holds the 16 rows' weights at that column: one vcvtph2ps, or a widen
+//   and a shift for bf16, gives a register of 16 rows).
 //
 // Activations are quantized per row into PackedAct blocks {f32 d; i32 sum; i8 q[32]}: d and q are
 // exactly the Q8_0 quantization llama.cpp uses for these weight types (d rounded through f16),
@@ -45,8 +46,8 @@ namespace loom::quant {
 
 constexpr int kPackRows = 16;
 
-// Weight types with a packed layout (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, F16, Q2_K..Q6_K,
-// IQ4_XS).
+// Weight types with a packed layout (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, F16, BF16,
+// Q2_K..Q6_K, IQ4_XS).
 bool can_pack(TensorType t);
 // True when this CPU has a packed kernel for t (Q4_0/Q8_0: AMX-INT8, AVX-512 VNNI or AVX-VNNI;
 // the others: AVX-512 VNNI); otherwise packing would only feed the scalar reference and model loading keeps
@@ -111,9 +112,11 @@ void packed_gemm_iq4xs_avx512(int64_t rows, int64_t cols, const void* packed, in
 // Q6_K weights against Q8_K activations with AVX-512 VNNI (any n).
 void packed_gemm_q6k_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
                             const void* act, size_t act_stride, int n, float* out, size_t out_stride);
-// F16 weights with AVX-512 F (any n).
+// F16 / BF16 weights with AVX-512 F (any n).
 void packed_gemm_f16_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
                             const void* act, size_t act_stride, int n, float* out, size_t out_stride);
+void packed_gemm_bf16_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
+                             const void* act, size_t act_stride, int n, float* out, size_t out_stride);
 void packed_gemm_avxvnni(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0,
                          int64_t g1, const void* act, size_t act_stride, int n, float* out,
                          size_t out_stride);

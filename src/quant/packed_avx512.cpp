@@ -118,13 +118,21 @@ LOOM_AVX512_VNNI void group_kernel(const uint8_t* grp, const PackedLayout& L, in
   for (int a = 0; a < NA; ++a) _mm512_mask_storeu_ps(out + size_t(a) * out_stride, mask, acc[a]);
 }
 
-// F16 weights: column c of a group is 16 f16 (one per row); acc[g][a] += w_c * x_a[c] for NG
+// F16 (BF16) weights: column c of a group is 16 f16 (bf16), one per row; acc[g][a] += w_c * x_a[c] for NG
 // groups of 16 weight rows against NA activation rows. Every output is one FMA chain over the
 // columns in order, whatever NA and NG (batch invariance: a row's result must not depend on how
 // many other rows share the call), so the latency of that chain is hidden by running several
 // chains at once: up to 16 activation rows share each converted column (FMA-port bound: 16 FMAs
 // per conversion), and runs of 1 or 2 activation rows take 4 or 2 groups at a time instead.
-template <int NA, int NG>
+// 16 f16 (or bf16) at p widened to f32.
+template <bool kBf16>
+LOOM_AVX512_VNNI inline __m512 load16_f32(const uint8_t* p) {
+  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  if constexpr (kBf16) return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  return _mm512_cvtph_ps(h);
+}
+
+template <int NA, int NG, bool kBf16>
 LOOM_AVX512_VNNI void group_kernel_f16(const uint8_t* grp, size_t group_bytes, int64_t cols, const uint8_t* act,
                                        size_t act_stride, float* out, size_t out_stride, const int* valid) {
   __m512 acc[NG][NA];
@@ -138,8 +146,7 @@ LOOM_AVX512_VNNI void group_kernel_f16(const uint8_t* grp, size_t group_bytes, i
     for (int g = 0; g < NG; ++g) prefetch_ahead(tile + size_t(g) * group_bytes, 1024);
     for (int k = 0; k < 32; ++k) {
       for (int g = 0; g < NG; ++g) {
-        const __m512 w = _mm512_cvtph_ps(
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + size_t(g) * group_bytes + 32 * k)));
+        const __m512 w = load16_f32<kBf16>(tile + size_t(g) * group_bytes + 32 * k);
         for (int a = 0; a < NA; ++a) {
           float xv;
           std::memcpy(&xv, x[a] + c + k, 4);
@@ -445,8 +452,10 @@ void packed_gemm_q3k_avx512(int64_t rows, int64_t cols, const void* packed, int6
   run_by_cols<Q23K<true>, 4, 2, 1>(TensorType::Q3_K, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
 }
 
-void packed_gemm_f16_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
-                            const void* act, size_t act_stride, int n, float* out, size_t out_stride) {
+namespace {
+template <bool kBf16>
+void run_f16(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1, const void* act,
+             size_t act_stride, int n, float* out, size_t out_stride) {
   const size_t gb = packed_group_bytes(TensorType::F16, cols);
   const auto* p = static_cast<const uint8_t*>(packed);
   const auto* a = static_cast<const uint8_t*>(act);
@@ -461,7 +470,7 @@ void packed_gemm_f16_avx512(int64_t rows, int64_t cols, const void* packed, int6
     for (int na = 16; na >= 4; na /= 2) {
       for (; i + na <= n4; i += na) {
         with_na<16, 8, 4>(na, [&]<int NA>() {
-          group_kernel_f16<NA, 1>(grp, gb, cols, a + size_t(i) * act_stride, act_stride,
+          group_kernel_f16<NA, 1, kBf16>(grp, gb, cols, a + size_t(i) * act_stride, act_stride,
                                   out + size_t(i) * out_stride + size_t(16 * g), out_stride, valid);
         });
       }
@@ -479,20 +488,31 @@ void packed_gemm_f16_avx512(int64_t rows, int64_t cols, const void* packed, int6
       const uint8_t* ai = a + size_t(i) * act_stride;
       float* o = out + size_t(i) * out_stride + size_t(16 * g);
       if (na == 2) {
-        if (ng == 2) group_kernel_f16<2, 2>(grp, gb, cols, ai, act_stride, o, out_stride, valid);
-        else group_kernel_f16<2, 1>(grp, gb, cols, ai, act_stride, o, out_stride, valid);
+        if (ng == 2) group_kernel_f16<2, 2, kBf16>(grp, gb, cols, ai, act_stride, o, out_stride, valid);
+        else group_kernel_f16<2, 1, kBf16>(grp, gb, cols, ai, act_stride, o, out_stride, valid);
       } else {
         switch (ng) {
-          case 4: group_kernel_f16<1, 4>(grp, gb, cols, ai, act_stride, o, out_stride, valid); break;
-          case 3: group_kernel_f16<1, 3>(grp, gb, cols, ai, act_stride, o, out_stride, valid); break;
-          case 2: group_kernel_f16<1, 2>(grp, gb, cols, ai, act_stride, o, out_stride, valid); break;
-          default: group_kernel_f16<1, 1>(grp, gb, cols, ai, act_stride, o, out_stride, valid); break;
+          case 4: group_kernel_f16<1, 4, kBf16>(grp, gb, cols, ai, act_stride, o, out_stride, valid); break;
+          case 3: group_kernel_f16<1, 3, kBf16>(grp, gb, cols, ai, act_stride, o, out_stride, valid); break;
+          case 2: group_kernel_f16<1, 2, kBf16>(grp, gb, cols, ai, act_stride, o, out_stride, valid); break;
+          default: group_kernel_f16<1, 1, kBf16>(grp, gb, cols, ai, act_stride, o, out_stride, valid); break;
         }
       }
       g += ng;
     }
     i += na;
   }
+}
+}  // namespace
+
+void packed_gemm_f16_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
+                            const void* act, size_t act_stride, int n, float* out, size_t out_stride) {
+  run_f16<false>(rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+}
+
+void packed_gemm_bf16_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
+                             const void* act, size_t act_stride, int n, float* out, size_t out_stride) {
+  run_f16<true>(rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
 }
 
 namespace {

@@ -109,7 +109,7 @@ constexpr size_t super_tile_bytes(TensorType t) {
   }
 }
 
-// The 32-column block types (Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q8_0) and F16. A tile is
+// The 32-column block types (Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q8_0), F16 and BF16. A tile is
 //   f16 d[16]                 the block scale of each of the 16 rows
 //   f16 m[16]                 Q4_1, Q5_1 only: the block minimum of each row
 //   u8  q[chunks][16][4]      lane r of chunk j = 4 bytes of row r (see packed.h)
@@ -134,7 +134,8 @@ struct PackedLayout {
 
   static constexpr PackedLayout of(TensorType t) {
     switch (t) {
-      case TensorType::F16: return PackedLayout{0, false, 0, 32 * 16 * 2, false, false, false};  // no scales
+      case TensorType::F16:
+      case TensorType::BF16: return PackedLayout{0, false, 0, 32 * 16 * 2, false, false, false};  // no scales
       case TensorType::Q8_0: return PackedLayout{8, false, 128, 32 + 8 * 64, false, false, false};
       case TensorType::Q4_1: return PackedLayout{4, true, 0, 64 + 4 * 64, true, false, false};
       case TensorType::Q5_0: return PackedLayout{4, true, 16, 32 + 4 * 64 + 64, false, true, false};

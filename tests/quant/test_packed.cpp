@@ -110,7 +110,8 @@ int64_t block_size_of_type(TensorType t) { return tensor_type_info(t)->block_siz
 
 // Every type with a packed layout; the 32-column block types of the AVX-512 kernel.
 const std::vector<TensorType> kAllPacked = {TensorType::Q4_0,   TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1,
-                                            TensorType::Q8_0,   TensorType::IQ4_NL, TensorType::F16, TensorType::Q2_K,
+                                            TensorType::Q8_0,   TensorType::IQ4_NL, TensorType::F16, TensorType::BF16,
+                                            TensorType::Q2_K,
                                             TensorType::Q3_K,   TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K,
                                             TensorType::IQ4_XS};
 const std::vector<TensorType> kBlocks32 = {TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_0,
@@ -178,7 +179,7 @@ TEST(Packed, LayoutSizes) {
   EXPECT_EQ(packed_size(TensorType::Q4_K, 17, 512), size_t(2 * 2 * 2368));
   EXPECT_EQ(packed_act_row_bytes(TensorType::Q4_K, 512), size_t(2 * 292));
   EXPECT_TRUE(can_pack(TensorType::F16));
-  EXPECT_FALSE(can_pack(TensorType::BF16));
+  EXPECT_EQ(packed_size(TensorType::BF16, 17, 64), size_t(2 * 64 * 16 * 2));
   // Q4_0: 16 rows x (32 bytes of scales + 256 of nibbles) per 32 columns; same bytes as GGUF.
   EXPECT_EQ(packed_size(TensorType::Q4_0, 16, 64), size_t(2 * 288));
   EXPECT_EQ(packed_size(TensorType::Q4_0, 17, 64), size_t(4 * 288));
@@ -260,6 +261,7 @@ void typed(TensorType, int64_t rows, int64_t cols, const void* packed, int64_t g
 TEST(Packed, F16Avx512MatchesReference) {
   if (!cpu_features().has_avx512_vnni_set()) GTEST_SKIP() << "no AVX-512 on this CPU";
   check_variant(&typed<&detail::packed_gemm_f16_avx512>, "f16-avx512", {TensorType::F16});
+  check_variant(&typed<&detail::packed_gemm_bf16_avx512>, "bf16-avx512", {TensorType::BF16});
 }
 
 TEST(Packed, Q4KAvx512MatchesReference) {
@@ -315,7 +317,7 @@ TEST(Packed, ExtremeLevels) {
   std::mt19937 rng(7);
   const int64_t rows = 16, cols = 256;
   for (TensorType t : kAllPacked) {
-    if (t == TensorType::F16) continue;
+    if (t == TensorType::F16 || t == TensorType::BF16) continue;
     Problem p = make(t, rows, cols, 2, rng);
     const size_t bb = size_t(test::block_bytes(t));
     if (t == TensorType::Q4_0 || t == TensorType::Q8_0) {
