@@ -422,12 +422,16 @@ float dot_q6k(const uint8_t* grp, int r, const uint8_t* act, int64_t cols) {
   return acc;
 }
 
-// Q4_K, and Q5_K (q5: a fifth bit from the plane after the nibbles adds 16 to a level).
-float dot_q4k(const uint8_t* grp, int r, const uint8_t* act, int64_t cols, bool q5) {
-  // Per super-block: d_a * (d_w * Σ_j sc_j Σ q·a  -  dmin_w * Σ_j m_j Σ a), integers inside.
+// Q4_K, Q5_K (a fifth bit from the masks after the nibbles adds 16 to a level) and IQ4_XS (the
+// same nibble order; a nibble indexes the biased IQ4_NL table, signed scales, no mins).
+float dot_q4k(TensorType t, const uint8_t* grp, int r, const uint8_t* act, int64_t cols) {
+  // Per super-block: d_a * (d_w * Σ_j sc_j Σ q·a  -  dmin_w * Σ_j m_j Σ a), integers inside
+  // (IQ4_XS: q = table value + 128, and each sub-block's sum starts at -128 Σ a).
+  using detail::PackedIQ4XS;
   using detail::PackedQ4K;
   using detail::PackedQ5K;
-  const size_t tile_bytes = q5 ? PackedQ5K::kTileBytes : PackedQ4K::kTileBytes;
+  const bool q5 = t == TensorType::Q5_K, iq4 = t == TensorType::IQ4_XS;
+  const size_t tile_bytes = detail::super_tile_bytes(t), qs = iq4 ? PackedIQ4XS::kQs : PackedQ4K::kQs;
   float acc = 0.0f;
   for (int64_t sb = 0; sb < cols / PackedQ4K::kCols; ++sb) {
     const uint8_t* tile = grp + size_t(sb) * tile_bytes;
@@ -435,25 +439,33 @@ float dot_q4k(const uint8_t* grp, int r, const uint8_t* act, int64_t cols, bool 
     std::memcpy(&ab, act + size_t(sb) * sizeof(ab), sizeof(ab));
     int32_t isum = 0, msum = 0;
     for (int gg = 0; gg < 4; ++gg) {
-      int32_t lo = 0, hi = 0;
+      const int j0 = 2 * gg, j1 = 2 * gg + 1;
+      const int32_t a0 = ab.bsums[2 * j0] + ab.bsums[2 * j0 + 1], a1 = ab.bsums[2 * j1] + ab.bsums[2 * j1 + 1];
+      int32_t lo = iq4 ? -128 * a0 : 0, hi = iq4 ? -128 * a1 : 0;
       for (int c = 0; c < 8; ++c) {
         for (int k = 0; k < 4; ++k) {
-          const int byte = tile[PackedQ4K::kQs + 512 * gg + 64 * c + 4 * r + k];
+          const int byte = tile[qs + 512 * gg + 64 * c + 4 * r + k];
           const uint8_t* mask = tile + PackedQ5K::kQh + 128 * gg + 16 * c;
-          const int b_lo = q5 ? detail::ChunkMask::get(mask, r, k) : 0, b_hi = q5 ? detail::ChunkMask::get(mask + 8, r, k) : 0;
-          lo += ((byte & 0x0f) | b_lo << 4) * ab.qs[64 * gg + 4 * c + k];
-          hi += ((byte >> 4) | b_hi << 4) * ab.qs[64 * gg + 32 + 4 * c + k];
+          int u_lo = (byte & 0x0f) | (q5 ? detail::ChunkMask::get(mask, r, k) << 4 : 0);
+          int u_hi = (byte >> 4) | (q5 ? detail::ChunkMask::get(mask + 8, r, k) << 4 : 0);
+          if (iq4) {
+            u_lo = detail::kIq4nlBiased[u_lo];
+            u_hi = detail::kIq4nlBiased[u_hi];
+          }
+          lo += u_lo * ab.qs[64 * gg + 4 * c + k];
+          hi += u_hi * ab.qs[64 * gg + 32 + 4 * c + k];
         }
       }
-      const int j0 = 2 * gg, j1 = 2 * gg + 1;
+      if (iq4) {
+        isum += lo * int8_t(tile[PackedIQ4XS::kSc + 16 * j0 + r]) + hi * int8_t(tile[PackedIQ4XS::kSc + 16 * j1 + r]);
+        continue;
+      }
       isum += lo * tile[PackedQ4K::kSc + 16 * j0 + r] + hi * tile[PackedQ4K::kSc + 16 * j1 + r];
-      msum += tile[PackedQ4K::kM + 16 * j0 + r] * (ab.bsums[2 * j0] + ab.bsums[2 * j0 + 1]) +
-              tile[PackedQ4K::kM + 16 * j1 + r] * (ab.bsums[2 * j1] + ab.bsums[2 * j1 + 1]);
+      msum += tile[PackedQ4K::kM + 16 * j0 + r] * a0 + tile[PackedQ4K::kM + 16 * j1 + r] * a1;
     }
-    uint16_t dh, mh;
-    std::memcpy(&dh, tile + PackedQ4K::kD + 2 * r, 2);
-    std::memcpy(&mh, tile + PackedQ4K::kDmin + 2 * r, 2);
-    acc += ab.d * (f16_to_f32(dh) * float(isum) - f16_to_f32(mh) * float(msum));
+    const float d = f16_to_f32(detail::load_u16(tile + PackedQ4K::kD, r));
+    if (iq4) acc += ab.d * (d * float(isum));
+    else acc += ab.d * (d * float(isum) - f16_to_f32(detail::load_u16(tile + PackedQ4K::kDmin, r)) * float(msum));
   }
   return acc;
 }
@@ -504,32 +516,6 @@ float dot_blocks32(TensorType t, const uint8_t* grp, int r, const uint8_t* act, 
     }
     acc += float(isum) * (f16_to_f32(detail::load_u16(tile, r)) * ab.d);
     if (L.has_min) acc += f16_to_f32(detail::load_u16(tile + PackedLayout::kScaleBytes, r)) * ab.s;
-  }
-  return acc;
-}
-
-// IQ4_XS: per super-block d_w * d_a * Σ_j sc_j (Σ u·q - 128 Σ q) over sub-blocks j of 32.
-float dot_iq4xs(const uint8_t* grp, int r, const uint8_t* act, int64_t cols) {
-  using detail::PackedIQ4XS;
-  float acc = 0.0f;
-  for (int64_t sb = 0; sb < cols / 256; ++sb) {
-    const uint8_t* tile = grp + size_t(sb) * PackedIQ4XS::kTileBytes;
-    detail::BlockQ8_K ab;
-    std::memcpy(&ab, act + size_t(sb) * sizeof(ab), sizeof(ab));
-    int32_t isum = 0;
-    for (int gg = 0; gg < 4; ++gg) {
-      int32_t lo = -128 * (ab.bsums[4 * gg] + ab.bsums[4 * gg + 1]);
-      int32_t hi = -128 * (ab.bsums[4 * gg + 2] + ab.bsums[4 * gg + 3]);
-      for (int c = 0; c < 8; ++c) {
-        for (int k = 0; k < 4; ++k) {
-          const int byte = tile[PackedIQ4XS::kQs + 512 * gg + 64 * c + 4 * r + k];
-          lo += detail::kIq4nlBiased[byte & 0x0f] * ab.qs[64 * gg + 4 * c + k];
-          hi += detail::kIq4nlBiased[byte >> 4] * ab.qs[64 * gg + 32 + 4 * c + k];
-        }
-      }
-      isum += lo * int8_t(tile[PackedIQ4XS::kSc + 16 * (2 * gg) + r]) + hi * int8_t(tile[PackedIQ4XS::kSc + 16 * (2 * gg + 1) + r]);
-    }
-    acc += ab.d * (f16_to_f32(detail::load_u16(tile + PackedIQ4XS::kD, r)) * float(isum));
   }
   return acc;
 }
@@ -591,9 +577,9 @@ void packed_gemm(TensorType t, int64_t rows, int64_t cols, const void* packed, i
         float v;
         switch (t) {
           case TensorType::Q6_K: v = dot_q6k(grp, r, x, cols); break;
-          case TensorType::Q4_K: v = dot_q4k(grp, r, x, cols, false); break;
-          case TensorType::Q5_K: v = dot_q4k(grp, r, x, cols, true); break;
-          case TensorType::IQ4_XS: v = dot_iq4xs(grp, r, x, cols); break;
+          case TensorType::Q4_K:
+          case TensorType::Q5_K:
+          case TensorType::IQ4_XS: v = dot_q4k(t, grp, r, x, cols); break;
           case TensorType::Q2_K: v = dot_q23k(grp, r, x, cols, false); break;
           case TensorType::Q3_K: v = dot_q23k(grp, r, x, cols, true); break;
           case TensorType::F16: v = dot_f16(grp, r, x, cols, false); break;
