@@ -194,8 +194,10 @@ Expected<std::unique_ptr<Context>> Context::create_unguarded(std::shared_ptr<con
 
 void Context::set_embeddings(bool on) {
   params_.embeddings = on;
-  // The logits buffer is reserved once, on first need: embedding-only contexts never pay for it.
-  if (!on && logits_.empty()) logits_.assign(size_t(params_.n_outputs_max) * size_t(model_->hparams().n_vocab), 0.0f);
+  // The logits buffer is reserved once, on first need: embedding-only contexts never pay for it,
+  // and its pages become resident only as decodes write rows (a prompt asking for its last
+  // token's logits touches one row of n_outputs_max).
+  if (!on && logits_.empty()) logits_.allocate(size_t(params_.n_outputs_max) * size_t(model_->hparams().n_vocab));
 }
 
 void Context::set_n_threads(int n_threads, int n_threads_batch) {

@@ -16,6 +16,7 @@
 
 #include "base/status.h"
 #include "base/threadpool.h"
+#include "base/uninit_buffer.h"
 #include "context/batch.h"
 #include "kv/kv_cache.h"
 #include "kv/recurrent_cache.h"
@@ -225,7 +226,7 @@ class Context {
   std::vector<std::pair<std::shared_ptr<const LoraAdapter>, float>> loras_;
 
   // Reserved at creation, reused by every decode.
-  std::vector<float> logits_;           // [n_batch][n_vocab]
+  UninitFloats logits_;                 // [n_outputs_max][n_vocab], pages resident once written
   std::vector<float> embd_;             // [n_batch][n_embd] per-token outputs (embeddings mode)
   std::vector<float> pooled_;           // [n_seq_max][n_embd]
   // Rank pooling: the CLS rows of the batch's sequences gathered ([n_seq_max][n_embd]), the tanh
