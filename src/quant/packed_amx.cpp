@@ -112,6 +112,9 @@ LOOM_AMX inline void weights_vnni(const uint8_t* tile, const PackedLayout& L, ui
   }
 }
 
+// Bytes of one decoded block in group_vnni's buffer (a multiple of 64: tile loads stay aligned).
+constexpr size_t kVnniBlock = 512 + 64;
+
 // The activations of 16 rows rearranged for the tile loads: per 32-column block, the rows' 32
 // quants one after the other (one A tile at stride 32: 8 cache lines of one page, where the rows'
 // own blocks are 16 lines a row apart), then their 16 scales and their 16 second words (Q4_1 /
@@ -152,8 +155,8 @@ LOOM_AMX void build_panel(const uint8_t* act, size_t act_stride, int64_t nb, Pan
 // and the float epilogue works on block b - 2, stored a step earlier (a TILESTORED waits for
 // its product, and a vector load right after TILESTORED of the same bytes would wait for it).
 template <bool kMin>
-LOOM_AMX void chunk_tiles(const uint8_t* grp, const uint8_t* wv, size_t tile_bytes, int64_t nb, const PanelBlock* panel,
-                          float* out, size_t out_stride, int valid) {
+LOOM_AMX void chunk_tiles(const uint8_t* wv, int64_t nb, const PanelBlock* panel, float* out, size_t out_stride,
+                          int valid) {
   alignas(64) int32_t cbuf[2][16][16];
   __m512 acc[16];  // kept in registers: every loop over them is unrolled
 #pragma GCC unroll 16
@@ -161,8 +164,8 @@ LOOM_AMX void chunk_tiles(const uint8_t* grp, const uint8_t* wv, size_t tile_byt
   for (int64_t b = 0; b < nb + 2; ++b) {
     if (b < nb) {
       const int8_t* a = panel[b].q[0];
-      if (b & 1) LOOM_AMX_BLOCK_PRODUCT(1, 5, 7, wv + size_t(b) * 512, a, 32);
-      else LOOM_AMX_BLOCK_PRODUCT(0, 4, 6, wv + size_t(b) * 512, a, 32);
+      if (b & 1) LOOM_AMX_BLOCK_PRODUCT(1, 5, 7, wv + size_t(b) * kVnniBlock, a, 32);
+      else LOOM_AMX_BLOCK_PRODUCT(0, 4, 6, wv + size_t(b) * kVnniBlock, a, 32);
     }
     if (b >= 1 && b <= nb) {
       if (b & 1) _tile_stored(0, cbuf[0], 64);  // block b - 1 (even)
@@ -170,10 +173,11 @@ LOOM_AMX void chunk_tiles(const uint8_t* grp, const uint8_t* wv, size_t tile_byt
     }
     if (b < 2) continue;
     const int64_t pb = b - 2;  // the block whose product is in memory
-    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(grp + size_t(pb) * tile_bytes)));
+    const uint8_t* scales = wv + size_t(pb) * kVnniBlock + 512;  // d[16], then m[16]
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales)));
     const float* da = panel[pb].d;
     __m512 mw = _mm512_setzero_ps();
-    if constexpr (kMin) mw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(grp + size_t(pb) * tile_bytes + 32)));
+    if constexpr (kMin) mw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales + 32)));
     int32_t (*cb)[16] = cbuf[pb & 1];
 #pragma GCC unroll 16
     for (int i = 0; i < 16; ++i) {
@@ -188,10 +192,17 @@ LOOM_AMX void chunk_tiles(const uint8_t* grp, const uint8_t* wv, size_t tile_byt
 }
 #undef LOOM_AMX_BLOCK_PRODUCT
 
-// All blocks of one group as signed VNNI levels (nb x 512 bytes), decoded once per call and
-// reused by every chunk of activation rows; written well before the tile loads read it.
+// All blocks of one group decoded once per call and reused by every chunk of activation rows
+// (written well before the tile loads read it): per block kVnniBlock bytes, the signed VNNI levels
+// then the tile's f16 d[16] and m[16], so the kernel streams one compact buffer (Q8_0's tiles are
+// 544 bytes apart: reading the scales from them missed L1).
 LOOM_AMX void group_vnni(const uint8_t* grp, const PackedLayout& L, int64_t nb, uint8_t* dst) {
-  for (int64_t b = 0; b < nb; ++b) weights_vnni(grp + size_t(b) * L.tile_bytes, L, dst + size_t(b) * 512);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* tile = grp + size_t(b) * L.tile_bytes;
+    uint8_t* out = dst + size_t(b) * kVnniBlock;
+    weights_vnni(tile, L, out);
+    std::memcpy(out + 512, tile, L.has_min ? 64 : 32);
+  }
 }
 
 // ---- Q4_K / Q5_K / IQ4_XS (super-blocks of 8 sub-blocks of 32 columns, Q8_K activations) ------
@@ -361,11 +372,11 @@ void packed_gemm_amx(TensorType t, int64_t rows, int64_t cols, const void* packe
     const size_t group_bytes = size_t(nb) * L.tile_bytes;
     const auto* p = static_cast<const uint8_t*>(packed);
     const auto* a = static_cast<const uint8_t*>(act);
-    // Per thread, grown on first use: one group's weights in VNNI order (nb x 512 bytes) and the
+    // Per thread, grown on first use: one group decoded (nb x kVnniBlock bytes) and the
     // activation panels of all n16 rows (built once per call, read by every group).
     thread_local std::vector<uint8_t> vnni;
     thread_local std::vector<PanelBlock> panels;
-    if (vnni.size() < size_t(nb) * 512 + 64) vnni.resize(size_t(nb) * 512 + 64);
+    if (vnni.size() < size_t(nb) * kVnniBlock + 64) vnni.resize(size_t(nb) * kVnniBlock + 64);
     if (panels.size() < size_t(n16 / 16) * size_t(nb)) panels.resize(size_t(n16 / 16) * size_t(nb));
     uint8_t* wv = vnni.data() + (64 - reinterpret_cast<uintptr_t>(vnni.data()) % 64) % 64;
     for (int i = 0; i < n16; i += 16) build_panel(a + size_t(i) * act_stride, act_stride, nb, &panels[size_t(i / 16) * size_t(nb)]);
@@ -375,8 +386,8 @@ void packed_gemm_amx(TensorType t, int64_t rows, int64_t cols, const void* packe
       group_vnni(grp, L, nb, wv);
       for (int i = 0; i < n16; i += 16) {
         float* o = out + size_t(i) * out_stride + size_t(g * 16);
-        if (L.has_min) chunk_tiles<true>(grp, wv, L.tile_bytes, nb, &panels[size_t(i / 16) * size_t(nb)], o, out_stride, valid);
-        else chunk_tiles<false>(grp, wv, L.tile_bytes, nb, &panels[size_t(i / 16) * size_t(nb)], o, out_stride, valid);
+        if (L.has_min) chunk_tiles<true>(wv, nb, &panels[size_t(i / 16) * size_t(nb)], o, out_stride, valid);
+        else chunk_tiles<false>(wv, nb, &panels[size_t(i / 16) * size_t(nb)], o, out_stride, valid);
       }
     }
   }
