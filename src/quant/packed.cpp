@@ -95,14 +95,19 @@ void pack_q6k(const PackJob& j) {
         const uint8_t* qh = blk + 128;
         std::memcpy(tile + PackedQ6K::kD + 2 * r, blk + 208, 2);
         for (int k = 0; k < 16; ++k) tile[PackedQ6K::kSc + 16 * k + r] = blk[192 + k];
-        for (int e = 0; e < 256; ++e) {
-          // Element e of the block (see BlockQ6_K in blocks.h).
-          const int h = e / 128, l = e % 32, part = (e % 128) / 32;
-          const uint8_t lq = ql[64 * h + l + (part & 1) * 32];
-          const int lo4 = part < 2 ? (lq & 0x0f) : (lq >> 4);
-          const int hi2 = (qh[32 * h + l] >> (2 * part)) & 3;
-          tile[PackedQ6K::kQs + 64 * (e / 4) + 4 * r + (e % 4)] = uint8_t(lo4 | (hi2 << 4));
+        // The row's 256 levels in element order (see BlockQ6_K in blocks.h: for half h and l < 32,
+        // element 128 h + 32 part + l), then 4 at a time into the row's lane of each chunk.
+        uint8_t level[256];
+        for (int h = 0; h < 2; ++h) {
+          for (int part = 0; part < 4; ++part) {
+            for (int l = 0; l < 32; ++l) {
+              const uint8_t lq = ql[64 * h + l + (part & 1) * 32];
+              const int lo4 = part < 2 ? (lq & 0x0f) : (lq >> 4);
+              level[128 * h + 32 * part + l] = uint8_t(lo4 | ((qh[32 * h + l] >> (2 * part)) & 3) << 4);
+            }
+          }
         }
+        for (int c = 0; c < 64; ++c) std::memcpy(tile + PackedQ6K::kQs + 64 * c + 4 * r, level + 4 * c, 4);
       }
     }
   }
@@ -162,15 +167,18 @@ void pack_iq4xs(const PackJob& j) {
         for (int k = 0; k < 8; ++k) {
           tile[PackedIQ4XS::kSc + 16 * k + r] = uint8_t(int8_t(detail::iq4xs_scale(b.scales_l, b.scales_h, k) - 32));
         }
-        auto nibble = [&b](int e) {
-          const int sub = e / 32, i = e % 32;
-          return i < 16 ? b.qs[16 * sub + i] & 0x0f : b.qs[16 * sub + i - 16] >> 4;
-        };
+        // Sub-block s: element i < 16 is the low nibble of qs[16 s + i], i >= 16 the high nibble
+        // of qs[16 s + i - 16]; the tile's half-pair gg holds sub-block 2 gg in its low nibbles and
+        // 2 gg + 1 in its high ones, 4 columns a chunk.
         for (int gg = 0; gg < 4; ++gg) {
+          const uint8_t* s0 = b.qs + 32 * gg;  // sub-block 2 gg
+          const uint8_t* s1 = s0 + 16;         // sub-block 2 gg + 1
           for (int c = 0; c < 8; ++c) {
+            uint8_t* dst = tile + PackedIQ4XS::kQs + 512 * gg + 64 * c + 4 * r;
             for (int k = 0; k < 4; ++k) {
-              tile[PackedIQ4XS::kQs + 512 * gg + 64 * c + 4 * r + k] =
-                  uint8_t(nibble(64 * gg + 4 * c + k) | nibble(64 * gg + 32 + 4 * c + k) << 4);
+              const int i = 4 * c + k;
+              const int n0 = i < 16 ? s0[i] & 0x0f : s0[i - 16] >> 4, n1 = i < 16 ? s1[i] & 0x0f : s1[i - 16] >> 4;
+              dst[k] = uint8_t(n0 | n1 << 4);
             }
           }
         }
@@ -179,23 +187,14 @@ void pack_iq4xs(const PackJob& j) {
   }
 }
 
-// Byte (chunk, row r, byte k) of the 2-bit planes of Q2_K / Q3_K: its plane p holds column
-// 64 G + 16 p + 4 q + k for chunk 4 G + q. level(e) gives the 2-bit level of column e.
-template <typename Level>
-void pack_planes(uint8_t* qs, int r, Level level) {
-  for (int c = 0; c < 16; ++c) {
-    for (int k = 0; k < 4; ++k) {
-      uint8_t byte = 0;
-      for (int p = 0; p < 4; ++p) byte |= uint8_t(level(64 * (c / 4) + 16 * p + 4 * (c % 4) + k) << (2 * p));
-      qs[64 * c + 4 * r + k] = byte;
-    }
-  }
-}
-
-// Q2_K and Q3_K: element e = 128 h + 32 jj + l has its low 2 bits at (qs[32 h + l] >> 2 jj) & 3.
+// Q2_K and Q3_K: element e = 128 h + 32 jj + l has its low 2 bits at (qs[32 h + l] >> 2 jj) & 3
+// (and Q3_K its third at bit 4 h + jj of hmask[l]). The tile's chunk 4 G + q holds, in bits 2 p of
+// lane r's byte k, column 64 G + 16 p + 4 q + k; Q3_K's third bits of plane p of that chunk are a
+// chunk mask.
 void pack_q23k(const PackJob& j) {
   const bool q3 = j.t == TensorType::Q3_K;
   const size_t tile_bytes = detail::super_tile_bytes(j.t);
+  uint8_t low[256], high[256];
   for (int64_t g = j.g0; g < j.g1; ++g) {
     for (int64_t sb = 0; sb < j.cols / 256; ++sb) {
       uint8_t* tile = j.group(g) + size_t(sb) * tile_bytes;
@@ -207,13 +206,9 @@ void pack_q23k(const PackJob& j) {
           const auto b = detail::load_block<detail::BlockQ3_K>(row, sb);
           std::memcpy(tile + PackedQ3K::kD + 2 * r, &b.d, 2);
           for (int s = 0; s < 16; ++s) tile[PackedQ3K::kSc + 16 * s + r] = uint8_t(int8_t(detail::q3k_scale(b.scales, s) - 32));
-          // Third bits: bit (4 h + jj) of hmask[l] for element 128 h + 32 jj + l.
-          auto hbit = [&b](int e) { return (b.hmask[e % 32] >> (4 * (e / 128) + (e % 128) / 32)) & 1; };
-          for (int c = 0; c < 16; ++c) {
-            for (int p = 0; p < 4; ++p) {
-              for (int k = 0; k < 4; ++k) {
-                detail::ChunkMask::set(tile + PackedQ3K::kQh + 32 * c + 8 * p, r, k, hbit(64 * (c / 4) + 16 * p + 4 * (c % 4) + k));
-              }
+          for (int h = 0; h < 2; ++h) {
+            for (int jj = 0; jj < 4; ++jj) {
+              for (int l = 0; l < 32; ++l) high[128 * h + 32 * jj + l] = uint8_t((b.hmask[l] >> (4 * h + jj)) & 1);
             }
           }
           qs = row + size_t(sb) * sizeof(detail::BlockQ3_K) + 32;
@@ -224,8 +219,24 @@ void pack_q23k(const PackJob& j) {
           for (int s = 0; s < 16; ++s) tile[PackedQ2K::kSm + 16 * s + r] = blk[s];
           qs = blk + 16;
         }
-        pack_planes(tile + (q3 ? PackedQ3K::kQs : PackedQ2K::kQs), r,
-                    [qs](int e) { return (qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3; });
+        for (int h = 0; h < 2; ++h) {
+          for (int jj = 0; jj < 4; ++jj) {
+            for (int l = 0; l < 32; ++l) low[128 * h + 32 * jj + l] = uint8_t((qs[32 * h + l] >> (2 * jj)) & 3);
+          }
+        }
+        uint8_t* planes = tile + (q3 ? PackedQ3K::kQs : PackedQ2K::kQs);
+        for (int c = 0; c < 16; ++c) {
+          const int base = 64 * (c / 4) + 4 * (c % 4);  // column of plane 0, byte 0
+          for (int k = 0; k < 4; ++k) {
+            planes[64 * c + 4 * r + k] = uint8_t(low[base + k] | low[base + 16 + k] << 2 | low[base + 32 + k] << 4 |
+                                                 low[base + 48 + k] << 6);
+          }
+          if (!q3) continue;
+          for (int p = 0; p < 4; ++p) {  // the 4 bits of row r in each plane's chunk mask
+            const uint8_t* hb = high + base + 16 * p;
+            tile[PackedQ3K::kQh + 32 * c + 8 * p + r / 2] |= uint8_t((hb[0] | hb[1] << 1 | hb[2] << 2 | hb[3] << 3) << (4 * (r % 2)));
+          }
+        }
       }
     }
   }
@@ -265,18 +276,21 @@ void pack_blocks32(const PackJob& j) {
         if (L.has_min) std::memcpy(tile + PackedLayout::kScaleBytes + 2 * r, blk + 2, 2);
         const uint8_t* qs = blk + head + qh_bytes;
         for (int c = 0; c < L.chunks; ++c) {
-          for (int k = 0; k < 4; ++k) q[c * 64 + r * 4 + k] = uint8_t(qs[4 * c + k] ^ bias_byte);
+          uint32_t v;
+          std::memcpy(&v, qs + 4 * c, 4);
+          v ^= bias_byte * 0x01010101u;
+          std::memcpy(q + c * 64 + r * 4, &v, 4);
         }
         if (L.fifth_bit) {
+          // Chunk c's masks: elements 4 c.. (low nibbles) and 16 + 4 c.. (high), 4 bits of row r
+          // at bit 4 r of each (ChunkMask).
           uint8_t qhb[4];
           std::memcpy(qhb, blk + head, 4);
           const uint32_t qh = detail::qh_bits(qhb);
           for (int c = 0; c < L.chunks; ++c) {
             uint8_t* mask = tile + L.qh_offset() + 16 * size_t(c);
-            for (int k = 0; k < 4; ++k) {
-              detail::ChunkMask::set(mask, r, k, int(qh >> (4 * c + k)));
-              detail::ChunkMask::set(mask + 8, r, k, int(qh >> (16 + 4 * c + k)));
-            }
+            mask[r / 2] |= uint8_t(((qh >> (4 * c)) & 0xf) << (4 * (r % 2)));
+            mask[8 + r / 2] |= uint8_t(((qh >> (16 + 4 * c)) & 0xf) << (4 * (r % 2)));
           }
         }
       }
