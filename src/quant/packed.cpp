@@ -83,34 +83,42 @@ struct PackJob {
   uint8_t* group(int64_t g) const { return dst + size_t(g) * packed_group_bytes(t, cols); }
 };
 
-void pack_q6k(const PackJob& j) {
+// Calls f(tile, r, row, sb) for every source row r of every group in [g0, g1) and every
+// super-block sb: tile is the group's 256-column tile sb (tile_bytes each), row the source row
+// (padding rows are skipped: the zeroed tile gives them scale 0).
+template <typename F>
+void for_each_super_row(const PackJob& j, size_t tile_bytes, F&& f) {
   for (int64_t g = j.g0; g < j.g1; ++g) {
     for (int64_t sb = 0; sb < j.cols / 256; ++sb) {
-      uint8_t* tile = j.group(g) + size_t(sb) * PackedQ6K::kTileBytes;
+      uint8_t* tile = j.group(g) + size_t(sb) * tile_bytes;
       for (int r = 0; r < kPackRows; ++r) {
-        const uint8_t* row = j.row(g, r);
-        if (!row) continue;
-        const uint8_t* blk = row + size_t(sb) * 210;
-        const uint8_t* ql = blk;
-        const uint8_t* qh = blk + 128;
-        std::memcpy(tile + PackedQ6K::kD + 2 * r, blk + 208, 2);
-        for (int k = 0; k < 16; ++k) tile[PackedQ6K::kSc + 16 * k + r] = blk[192 + k];
-        // The row's 256 levels in element order (see BlockQ6_K in blocks.h: for half h and l < 32,
-        // element 128 h + 32 part + l), then 4 at a time into the row's lane of each chunk.
-        uint8_t level[256];
-        for (int h = 0; h < 2; ++h) {
-          for (int part = 0; part < 4; ++part) {
-            for (int l = 0; l < 32; ++l) {
-              const uint8_t lq = ql[64 * h + l + (part & 1) * 32];
-              const int lo4 = part < 2 ? (lq & 0x0f) : (lq >> 4);
-              level[128 * h + 32 * part + l] = uint8_t(lo4 | ((qh[32 * h + l] >> (2 * part)) & 3) << 4);
-            }
-          }
-        }
-        for (int c = 0; c < 64; ++c) std::memcpy(tile + PackedQ6K::kQs + 64 * c + 4 * r, level + 4 * c, 4);
+        if (const uint8_t* row = j.row(g, r)) f(tile, r, row, sb);
       }
     }
   }
+}
+
+void pack_q6k(const PackJob& j) {
+  for_each_super_row(j, PackedQ6K::kTileBytes, [&](uint8_t* tile, int r, const uint8_t* row, int64_t sb) {
+    const uint8_t* blk = row + size_t(sb) * 210;
+    const uint8_t* ql = blk;
+    const uint8_t* qh = blk + 128;
+    std::memcpy(tile + PackedQ6K::kD + 2 * r, blk + 208, 2);
+    for (int k = 0; k < 16; ++k) tile[PackedQ6K::kSc + 16 * k + r] = blk[192 + k];
+    // The row's 256 levels in element order (see BlockQ6_K in blocks.h: for half h and l < 32,
+    // element 128 h + 32 part + l), then 4 at a time into the row's lane of each chunk.
+    uint8_t level[256];
+    for (int h = 0; h < 2; ++h) {
+      for (int part = 0; part < 4; ++part) {
+        for (int l = 0; l < 32; ++l) {
+          const uint8_t lq = ql[64 * h + l + (part & 1) * 32];
+          const int lo4 = part < 2 ? (lq & 0x0f) : (lq >> 4);
+          level[128 * h + 32 * part + l] = uint8_t(lo4 | ((qh[32 * h + l] >> (2 * part)) & 3) << 4);
+        }
+      }
+    }
+    for (int c = 0; c < 64; ++c) std::memcpy(tile + PackedQ6K::kQs + 64 * c + 4 * r, level + 4 * c, 4);
+  });
 }
 
 // Q4_K and Q5_K (Q4_K's tile with the fifth bits after it; BlockQ5_K: d, dmin, scales, qh, qs).
@@ -118,73 +126,59 @@ void pack_q45k(const PackJob& j) {
   const bool q5 = j.t == TensorType::Q5_K;
   const size_t tile_bytes = detail::super_tile_bytes(j.t);
   const size_t src_block = q5 ? sizeof(detail::BlockQ5_K) : sizeof(detail::BlockQ4_K), qs_offset = q5 ? 48 : 16;
-  for (int64_t g = j.g0; g < j.g1; ++g) {
-    for (int64_t sb = 0; sb < j.cols / 256; ++sb) {
-      uint8_t* tile = j.group(g) + size_t(sb) * tile_bytes;
-      for (int r = 0; r < kPackRows; ++r) {
-        const uint8_t* row = j.row(g, r);
-        if (!row) continue;
-        const uint8_t* blk = row + size_t(sb) * src_block;
-        if (q5) {
-          const uint8_t* qh = blk + 16;  // bit 2 gg (low nibble) / 2 gg + 1 (high) of qh[l], l < 32
-          for (int gg = 0; gg < 4; ++gg) {
-            for (int c = 0; c < 8; ++c) {
-              uint8_t* mask = tile + PackedQ5K::kQh + 128 * gg + 16 * c;
-              for (int k = 0; k < 4; ++k) {
-                detail::ChunkMask::set(mask, r, k, qh[4 * c + k] >> (2 * gg));
-                detail::ChunkMask::set(mask + 8, r, k, qh[4 * c + k] >> (2 * gg + 1));
-              }
-            }
+  for_each_super_row(j, tile_bytes, [&](uint8_t* tile, int r, const uint8_t* row, int64_t sb) {
+    const uint8_t* blk = row + size_t(sb) * src_block;
+    if (q5) {
+      const uint8_t* qh = blk + 16;  // bit 2 gg (low nibble) / 2 gg + 1 (high) of qh[l], l < 32
+      for (int gg = 0; gg < 4; ++gg) {
+        for (int c = 0; c < 8; ++c) {
+          uint8_t* mask = tile + PackedQ5K::kQh + 128 * gg + 16 * c;
+          for (int k = 0; k < 4; ++k) {
+            detail::ChunkMask::set(mask, r, k, qh[4 * c + k] >> (2 * gg));
+            detail::ChunkMask::set(mask + 8, r, k, qh[4 * c + k] >> (2 * gg + 1));
           }
-        }
-        std::memcpy(tile + PackedQ4K::kD + 2 * r, blk, 2);
-        std::memcpy(tile + PackedQ4K::kDmin + 2 * r, blk + 2, 2);
-        for (int k = 0; k < 8; ++k) {
-          int sc, m;
-          detail::k4_scale_min(blk + 4, k, &sc, &m);
-          tile[PackedQ4K::kSc + 16 * k + r] = uint8_t(sc);
-          tile[PackedQ4K::kM + 16 * k + r] = uint8_t(m);
-        }
-        const uint8_t* qs = blk + qs_offset;
-        for (int gg = 0; gg < 4; ++gg) {
-          for (int c = 0; c < 8; ++c) std::memcpy(tile + PackedQ4K::kQs + 512 * gg + 64 * c + 4 * r, qs + 32 * gg + 4 * c, 4);
         }
       }
     }
-  }
+    std::memcpy(tile + PackedQ4K::kD + 2 * r, blk, 2);
+    std::memcpy(tile + PackedQ4K::kDmin + 2 * r, blk + 2, 2);
+    for (int k = 0; k < 8; ++k) {
+      int sc, m;
+      detail::k4_scale_min(blk + 4, k, &sc, &m);
+      tile[PackedQ4K::kSc + 16 * k + r] = uint8_t(sc);
+      tile[PackedQ4K::kM + 16 * k + r] = uint8_t(m);
+    }
+    const uint8_t* qs = blk + qs_offset;
+    for (int gg = 0; gg < 4; ++gg) {
+      for (int c = 0; c < 8; ++c) std::memcpy(tile + PackedQ4K::kQs + 512 * gg + 64 * c + 4 * r, qs + 32 * gg + 4 * c, 4);
+    }
+  });
 }
 
 // IQ4_XS: sub-block s of the file is Q4_0's nibble order over qs + 16 s; the tile wants Q4_K's.
 void pack_iq4xs(const PackJob& j) {
-  for (int64_t g = j.g0; g < j.g1; ++g) {
-    for (int64_t sb = 0; sb < j.cols / 256; ++sb) {
-      uint8_t* tile = j.group(g) + size_t(sb) * PackedIQ4XS::kTileBytes;
-      for (int r = 0; r < kPackRows; ++r) {
-        const uint8_t* row = j.row(g, r);
-        if (!row) continue;
-        const auto b = detail::load_block<detail::BlockIQ4_XS>(row, sb);
-        std::memcpy(tile + PackedIQ4XS::kD + 2 * r, &b.d, 2);
-        for (int k = 0; k < 8; ++k) {
-          tile[PackedIQ4XS::kSc + 16 * k + r] = uint8_t(int8_t(detail::iq4xs_scale(b.scales_l, b.scales_h, k) - 32));
-        }
-        // Sub-block s: element i < 16 is the low nibble of qs[16 s + i], i >= 16 the high nibble
-        // of qs[16 s + i - 16]; the tile's half-pair gg holds sub-block 2 gg in its low nibbles and
-        // 2 gg + 1 in its high ones, 4 columns a chunk.
-        for (int gg = 0; gg < 4; ++gg) {
-          const uint8_t* s0 = b.qs + 32 * gg;  // sub-block 2 gg
-          const uint8_t* s1 = s0 + 16;         // sub-block 2 gg + 1
-          for (int c = 0; c < 8; ++c) {
-            uint8_t* dst = tile + PackedIQ4XS::kQs + 512 * gg + 64 * c + 4 * r;
-            for (int k = 0; k < 4; ++k) {
-              const int i = 4 * c + k;
-              const int n0 = i < 16 ? s0[i] & 0x0f : s0[i - 16] >> 4, n1 = i < 16 ? s1[i] & 0x0f : s1[i - 16] >> 4;
-              dst[k] = uint8_t(n0 | n1 << 4);
-            }
-          }
+  for_each_super_row(j, PackedIQ4XS::kTileBytes, [&](uint8_t* tile, int r, const uint8_t* row, int64_t sb) {
+    const auto b = detail::load_block<detail::BlockIQ4_XS>(row, sb);
+    std::memcpy(tile + PackedIQ4XS::kD + 2 * r, &b.d, 2);
+    for (int k = 0; k < 8; ++k) {
+      tile[PackedIQ4XS::kSc + 16 * k + r] = uint8_t(int8_t(detail::iq4xs_scale(b.scales_l, b.scales_h, k) - 32));
+    }
+    // Sub-block s: element i < 16 is the low nibble of qs[16 s + i], i >= 16 the high nibble
+    // of qs[16 s + i - 16]; the tile's half-pair gg holds sub-block 2 gg in its low nibbles and
+    // 2 gg + 1 in its high ones, 4 columns a chunk.
+    for (int gg = 0; gg < 4; ++gg) {
+      const uint8_t* s0 = b.qs + 32 * gg;  // sub-block 2 gg
+      const uint8_t* s1 = s0 + 16;         // sub-block 2 gg + 1
+      for (int c = 0; c < 8; ++c) {
+        uint8_t* dst = tile + PackedIQ4XS::kQs + 512 * gg + 64 * c + 4 * r;
+        for (int k = 0; k < 4; ++k) {
+          const int i = 4 * c + k;
+          const int n0 = i < 16 ? s0[i] & 0x0f : s0[i - 16] >> 4, n1 = i < 16 ? s1[i] & 0x0f : s1[i - 16] >> 4;
+          dst[k] = uint8_t(n0 | n1 << 4);
         }
       }
     }
-  }
+  });
 }
 
 // Q2_K and Q3_K: element e = 128 h + 32 jj + l has its low 2 bits at (qs[32 h + l] >> 2 jj) & 3
@@ -195,51 +189,44 @@ void pack_q23k(const PackJob& j) {
   const bool q3 = j.t == TensorType::Q3_K;
   const size_t tile_bytes = detail::super_tile_bytes(j.t);
   uint8_t low[256], high[256];
-  for (int64_t g = j.g0; g < j.g1; ++g) {
-    for (int64_t sb = 0; sb < j.cols / 256; ++sb) {
-      uint8_t* tile = j.group(g) + size_t(sb) * tile_bytes;
-      for (int r = 0; r < kPackRows; ++r) {
-        const uint8_t* row = j.row(g, r);
-        if (!row) continue;
-        const uint8_t* qs;
-        if (q3) {
-          const auto b = detail::load_block<detail::BlockQ3_K>(row, sb);
-          std::memcpy(tile + PackedQ3K::kD + 2 * r, &b.d, 2);
-          for (int s = 0; s < 16; ++s) tile[PackedQ3K::kSc + 16 * s + r] = uint8_t(int8_t(detail::q3k_scale(b.scales, s) - 32));
-          for (int h = 0; h < 2; ++h) {
-            for (int jj = 0; jj < 4; ++jj) {
-              for (int l = 0; l < 32; ++l) high[128 * h + 32 * jj + l] = uint8_t((b.hmask[l] >> (4 * h + jj)) & 1);
-            }
-          }
-          qs = row + size_t(sb) * sizeof(detail::BlockQ3_K) + 32;
-        } else {
-          const uint8_t* blk = row + size_t(sb) * sizeof(detail::BlockQ2_K);
-          std::memcpy(tile + PackedQ2K::kD + 2 * r, blk + 80, 2);
-          std::memcpy(tile + PackedQ2K::kDmin + 2 * r, blk + 82, 2);
-          for (int s = 0; s < 16; ++s) tile[PackedQ2K::kSm + 16 * s + r] = blk[s];
-          qs = blk + 16;
-        }
-        for (int h = 0; h < 2; ++h) {
-          for (int jj = 0; jj < 4; ++jj) {
-            for (int l = 0; l < 32; ++l) low[128 * h + 32 * jj + l] = uint8_t((qs[32 * h + l] >> (2 * jj)) & 3);
-          }
-        }
-        uint8_t* planes = tile + (q3 ? PackedQ3K::kQs : PackedQ2K::kQs);
-        for (int c = 0; c < 16; ++c) {
-          const int base = 64 * (c / 4) + 4 * (c % 4);  // column of plane 0, byte 0
-          for (int k = 0; k < 4; ++k) {
-            planes[64 * c + 4 * r + k] = uint8_t(low[base + k] | low[base + 16 + k] << 2 | low[base + 32 + k] << 4 |
-                                                 low[base + 48 + k] << 6);
-          }
-          if (!q3) continue;
-          for (int p = 0; p < 4; ++p) {  // the 4 bits of row r in each plane's chunk mask
-            const uint8_t* hb = high + base + 16 * p;
-            tile[PackedQ3K::kQh + 32 * c + 8 * p + r / 2] |= uint8_t((hb[0] | hb[1] << 1 | hb[2] << 2 | hb[3] << 3) << (4 * (r % 2)));
-          }
+  for_each_super_row(j, tile_bytes, [&](uint8_t* tile, int r, const uint8_t* row, int64_t sb) {
+    const uint8_t* qs;
+    if (q3) {
+      const auto b = detail::load_block<detail::BlockQ3_K>(row, sb);
+      std::memcpy(tile + PackedQ3K::kD + 2 * r, &b.d, 2);
+      for (int s = 0; s < 16; ++s) tile[PackedQ3K::kSc + 16 * s + r] = uint8_t(int8_t(detail::q3k_scale(b.scales, s) - 32));
+      for (int h = 0; h < 2; ++h) {
+        for (int jj = 0; jj < 4; ++jj) {
+          for (int l = 0; l < 32; ++l) high[128 * h + 32 * jj + l] = uint8_t((b.hmask[l] >> (4 * h + jj)) & 1);
         }
       }
+      qs = row + size_t(sb) * sizeof(detail::BlockQ3_K) + 32;
+    } else {
+      const uint8_t* blk = row + size_t(sb) * sizeof(detail::BlockQ2_K);
+      std::memcpy(tile + PackedQ2K::kD + 2 * r, blk + 80, 2);
+      std::memcpy(tile + PackedQ2K::kDmin + 2 * r, blk + 82, 2);
+      for (int s = 0; s < 16; ++s) tile[PackedQ2K::kSm + 16 * s + r] = blk[s];
+      qs = blk + 16;
     }
-  }
+    for (int h = 0; h < 2; ++h) {
+      for (int jj = 0; jj < 4; ++jj) {
+        for (int l = 0; l < 32; ++l) low[128 * h + 32 * jj + l] = uint8_t((qs[32 * h + l] >> (2 * jj)) & 3);
+      }
+    }
+    uint8_t* planes = tile + (q3 ? PackedQ3K::kQs : PackedQ2K::kQs);
+    for (int c = 0; c < 16; ++c) {
+      const int base = 64 * (c / 4) + 4 * (c % 4);  // column of plane 0, byte 0
+      for (int k = 0; k < 4; ++k) {
+        planes[64 * c + 4 * r + k] = uint8_t(low[base + k] | low[base + 16 + k] << 2 | low[base + 32 + k] << 4 |
+                                             low[base + 48 + k] << 6);
+      }
+      if (!q3) continue;
+      for (int p = 0; p < 4; ++p) {  // the 4 bits of row r in each plane's chunk mask
+        const uint8_t* hb = high + base + 16 * p;
+        tile[PackedQ3K::kQh + 32 * c + 8 * p + r / 2] |= uint8_t((hb[0] | hb[1] << 1 | hb[2] << 2 | hb[3] << 3) << (4 * (r % 2)));
+      }
+    }
+  });
 }
 
 // F16 / BF16: column-major within the group: element (r, c) at 2 * (16 * c + r).
