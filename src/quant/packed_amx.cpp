@@ -78,6 +78,13 @@ LOOM_AMX void configure_thread(TileShapes want) {
   current = want;
 }
 
+// Adds `add` to the bytes of w whose bit is set in the chunk mask at p (packed_layout.h).
+LOOM_AMX inline __m512i add_masked(__m512i w, const uint8_t* p, __m512i add) {
+  uint64_t m;
+  std::memcpy(&m, p, 8);
+  return _mm512_mask_add_epi8(w, _cvtu64_mask64(m), w, add);
+}
+
 // The 16 weight rows of one tile (a 32-column block type, PackedLayout L) as signed levels in VNNI
 // order (8 rows of 64 bytes): the unsigned level minus the bias (the types with a minimum have
 // bias 0: their levels 0..31 are signed bytes as they are), or the IQ4_NL table value.
@@ -94,11 +101,8 @@ LOOM_AMX inline void weights_vnni(const uint8_t* tile, const PackedLayout& L, ui
     const __m512i c = _mm512_loadu_si512(q + 64 * j);
     __m512i lo = _mm512_and_si512(c, m4), hi = _mm512_and_si512(_mm512_srli_epi16(c, 4), m4);
     if (L.fifth_bit) {  // chunk masks (packed_layout.h)
-      uint64_t ml, mh;
-      std::memcpy(&ml, tile + L.qh_offset() + 16 * size_t(j), 8);
-      std::memcpy(&mh, tile + L.qh_offset() + 16 * size_t(j) + 8, 8);
-      lo = _mm512_mask_add_epi8(lo, _cvtu64_mask64(ml), lo, sixteen);
-      hi = _mm512_mask_add_epi8(hi, _cvtu64_mask64(mh), hi, sixteen);
+      lo = add_masked(lo, tile + L.qh_offset() + 16 * size_t(j), sixteen);
+      hi = add_masked(hi, tile + L.qh_offset() + 16 * size_t(j) + 8, sixteen);
     }
     if (L.lut) {
       lo = _mm512_shuffle_epi8(lut, lo);
@@ -138,15 +142,16 @@ LOOM_AMX void build_panel(const uint8_t* act, size_t act_stride, int64_t nb, Pan
   }
 }
 
-// One block's tile product into C tile tc from A tile ta and B tile tb (literal numbers: the
-// intrinsics paste them into the assembly); two sets of tiles (0, 4, 6 and 1, 5, 7) alternate so
-// that the next block's loads and product need not wait for this one.
-#define LOOM_AMX_BLOCK_PRODUCT(tc, ta, tb, wv, a, a_stride) \
-  do {                                                      \
-    _tile_loadd(tb, (wv), 64);                              \
-    _tile_loadd(ta, (a), long(a_stride));                   \
-    _tile_zero(tc);                                         \
-    _tile_dpbssd(tc, ta, tb);                               \
+// One tile product into C tile tc from A tile ta (16 rows, 32 apart) and B tile tb, with the
+// product instruction dp (_tile_dpbssd / _tile_dpbsud); tile numbers are literal (the intrinsics
+// paste them into the assembly). Two sets of tiles (0, 4, 6 and 1, 5, 7) alternate so that the
+// next product's loads need not wait for this one.
+#define LOOM_AMX_PRODUCT(dp, tc, ta, tb, wv, a) \
+  do {                                          \
+    _tile_loadd(tb, (wv), 64);                  \
+    _tile_loadd(ta, (a), 32);                   \
+    _tile_zero(tc);                             \
+    dp(tc, ta, tb);                             \
   } while (0)
 
 // 16 activation rows against one group of 16 weight rows, over all nb blocks: the 16 output rows
@@ -164,8 +169,8 @@ LOOM_AMX void chunk_tiles(const uint8_t* wv, int64_t nb, const PanelBlock* panel
   for (int64_t b = 0; b < nb + 2; ++b) {
     if (b < nb) {
       const int8_t* a = panel[b].q[0];
-      if (b & 1) LOOM_AMX_BLOCK_PRODUCT(1, 5, 7, wv + size_t(b) * kVnniBlock, a, 32);
-      else LOOM_AMX_BLOCK_PRODUCT(0, 4, 6, wv + size_t(b) * kVnniBlock, a, 32);
+      if (b & 1) LOOM_AMX_PRODUCT(_tile_dpbssd, 1, 5, 7, wv + size_t(b) * kVnniBlock, a);
+      else LOOM_AMX_PRODUCT(_tile_dpbssd, 0, 4, 6, wv + size_t(b) * kVnniBlock, a);
     }
     if (b >= 1 && b <= nb) {
       if (b & 1) _tile_stored(0, cbuf[0], 64);  // block b - 1 (even)
@@ -190,8 +195,6 @@ LOOM_AMX void chunk_tiles(const uint8_t* wv, int64_t nb, const PanelBlock* panel
 #pragma GCC unroll 16
   for (int i = 0; i < 16; ++i) _mm512_mask_storeu_ps(out + size_t(i) * out_stride, mask, acc[i]);
 }
-#undef LOOM_AMX_BLOCK_PRODUCT
-
 // All blocks of one group decoded once per call and reused by every chunk of activation rows
 // (written well before the tile loads read it): per block kVnniBlock bytes, the signed VNNI levels
 // then the tile's f16 d[16] and m[16], so the kernel streams one compact buffer (Q8_0's tiles are
@@ -213,6 +216,9 @@ LOOM_AMX void group_vnni(const uint8_t* grp, const PackedLayout& L, int64_t nb, 
 // dmin · msum) (IQ4_XS: acc += d_a · (d · isum)). Integers are exact in any order, so a row's
 // result is bit for bit the VNNI kernel's, whatever run it falls in.
 enum class Super32 { kQ4K, kQ5K, kIQ4XS };
+constexpr TensorType type_of(Super32 k) {
+  return k == Super32::kQ5K ? TensorType::Q5_K : k == Super32::kIQ4XS ? TensorType::IQ4_XS : TensorType::Q4_K;
+}
 
 // One group's super-block decoded for the tile products: its 8 sub-blocks as levels in VNNI order
 // (unsigned; IQ4_XS: the signed table values) (sub-block 2g = the low nibbles of half-pair g's 8 chunks, 2g + 1 the high ones:
@@ -236,7 +242,7 @@ LOOM_AMX void group_vnni_q4k(const uint8_t* grp, int64_t ns, SuperVnni* dst) {
   constexpr bool kQ5 = K == Super32::kQ5K, kIq4 = K == Super32::kIQ4XS;
   const __m512i m4 = _mm512_set1_epi8(0x0f), sixteen = _mm512_set1_epi8(16);
   const __m512i lut = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
-  const size_t tile_bytes = super_tile_bytes(kQ5 ? TensorType::Q5_K : kIq4 ? TensorType::IQ4_XS : TensorType::Q4_K);
+  constexpr size_t tile_bytes = super_tile_bytes(type_of(K));
   constexpr size_t kQs = kIq4 ? PackedIQ4XS::kQs : PackedQ4K::kQs;
   for (int64_t sb = 0; sb < ns; ++sb) {
     const uint8_t* tile = grp + size_t(sb) * tile_bytes;
@@ -245,11 +251,8 @@ LOOM_AMX void group_vnni_q4k(const uint8_t* grp, int64_t ns, SuperVnni* dst) {
         const __m512i chunk = _mm512_loadu_si512(tile + kQs + 512 * g + 64 * c);
         __m512i lo = _mm512_and_si512(chunk, m4), hi = _mm512_and_si512(_mm512_srli_epi16(chunk, 4), m4);
         if constexpr (kQ5) {
-          uint64_t ml, mh;  // the fifth bits as chunk masks (packed_layout.h)
-          std::memcpy(&ml, tile + PackedQ5K::kQh + 128 * g + 16 * c, 8);
-          std::memcpy(&mh, tile + PackedQ5K::kQh + 128 * g + 16 * c + 8, 8);
-          lo = _mm512_mask_add_epi8(lo, _cvtu64_mask64(ml), lo, sixteen);
-          hi = _mm512_mask_add_epi8(hi, _cvtu64_mask64(mh), hi, sixteen);
+          lo = add_masked(lo, tile + PackedQ5K::kQh + 128 * g + 16 * c, sixteen);
+          hi = add_masked(hi, tile + PackedQ5K::kQh + 128 * g + 16 * c + 8, sixteen);
         }
         if constexpr (kIq4) {
           lo = _mm512_shuffle_epi8(lut, lo);
@@ -286,13 +289,6 @@ LOOM_AMX void build_panel_q8k(const uint8_t* act, size_t act_stride, int64_t ns,
   }
 }
 
-#define LOOM_AMX_SUB_PRODUCT(dp, tc, ta, tb, wv, a) \
-  do {                                              \
-    _tile_loadd(tb, (wv), 64);                      \
-    _tile_loadd(ta, (a), 32);                       \
-    _tile_zero(tc);                                 \
-    dp(tc, ta, tb);                                 \
-  } while (0)
 
 // 16 activation rows against one group, all super-blocks; the sub-block products flow through
 // the same two-tile pipeline as chunk_tiles, isum in registers, acc in memory (per super-block).
@@ -300,7 +296,7 @@ template <Super32 K>
 LOOM_AMX void chunk_tiles_q4k(const uint8_t* grp, const SuperVnni* wv, int64_t ns, const PanelSuper* panel,
                               float* out, size_t out_stride, int valid) {
   constexpr bool kIq4 = K == Super32::kIQ4XS;
-  const size_t tile_bytes = super_tile_bytes(K == Super32::kQ5K ? TensorType::Q5_K : kIq4 ? TensorType::IQ4_XS : TensorType::Q4_K);
+  constexpr size_t tile_bytes = super_tile_bytes(type_of(K));
   alignas(64) int32_t cbuf[2][16][16];
   alignas(64) float acc[16][16] = {};
   __m512i isum[16];
@@ -312,11 +308,11 @@ LOOM_AMX void chunk_tiles_q4k(const uint8_t* grp, const SuperVnni* wv, int64_t n
       const uint8_t* b = wv[s / 8].b[s % 8];
       const int8_t* a = panel[s / 8].q[s % 8][0];
       if constexpr (kIq4) {
-        if (s & 1) LOOM_AMX_SUB_PRODUCT(_tile_dpbssd, 1, 5, 7, b, a);
-        else LOOM_AMX_SUB_PRODUCT(_tile_dpbssd, 0, 4, 6, b, a);
+        if (s & 1) LOOM_AMX_PRODUCT(_tile_dpbssd, 1, 5, 7, b, a);
+        else LOOM_AMX_PRODUCT(_tile_dpbssd, 0, 4, 6, b, a);
       } else {
-        if (s & 1) LOOM_AMX_SUB_PRODUCT(_tile_dpbsud, 1, 5, 7, b, a);
-        else LOOM_AMX_SUB_PRODUCT(_tile_dpbsud, 0, 4, 6, b, a);
+        if (s & 1) LOOM_AMX_PRODUCT(_tile_dpbsud, 1, 5, 7, b, a);
+        else LOOM_AMX_PRODUCT(_tile_dpbsud, 0, 4, 6, b, a);
       }
     }
     if (s >= 1 && s <= S) {
@@ -358,7 +354,7 @@ LOOM_AMX void chunk_tiles_q4k(const uint8_t* grp, const SuperVnni* wv, int64_t n
   const __mmask16 mask = __mmask16((1u << valid) - 1u);
   for (int i = 0; i < 16; ++i) _mm512_mask_storeu_ps(out + size_t(i) * out_stride, mask, _mm512_load_ps(acc[i]));
 }
-#undef LOOM_AMX_SUB_PRODUCT
+#undef LOOM_AMX_PRODUCT
 
 }  // namespace
 

@@ -161,6 +161,28 @@ LOOM_AVX512_VNNI void group_kernel_f16(const uint8_t* grp, size_t group_bytes, i
   }
 }
 
+// The float step of a super-block for the k-quant kernels, on their integer sums: with mins
+// (Q2_K, Q4_K, Q5_K: f16 d[16] at 0 and dmin[16] at 32 of the tile) acc += d_a (d isum - dmin msum),
+// without (Q3_K, IQ4_XS: d at 0) acc += d_a (d isum). d_a is the f32 at the start of each Q8_K block ab[a].
+template <bool kMins, int NA>
+LOOM_AVX512_VNNI inline void fold_super(const uint8_t* tile, const uint8_t* const* ab, const __m512i* isum,
+                                        const __m512i* msum, __m512* acc) {
+  const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile)));
+  for (int a = 0; a < NA; ++a) {
+    float da;
+    std::memcpy(&da, ab[a], 4);
+    if constexpr (kMins) {
+      const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + 32)));
+      const __m512 t = _mm512_fmsub_ps(d, _mm512_cvtepi32_ps(isum[a]), _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(msum[a])));
+      acc[a] = _mm512_fmadd_ps(_mm512_set1_ps(da), t, acc[a]);
+    } else {
+      acc[a] = _mm512_fmadd_ps(_mm512_set1_ps(da), _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum[a])), acc[a]);
+    }
+  }
+}
+static_assert(PackedQ4K::kD == 0 && PackedQ4K::kDmin == 32 && PackedQ2K::kD == 0 && PackedQ2K::kDmin == 32 &&
+              PackedQ3K::kD == 0 && PackedIQ4XS::kD == 0);
+
 // The super-block types with Q4_K's nibble arrangement.
 enum class Nib256 { kQ4K, kQ5K, kIQ4XS };
 
@@ -243,18 +265,7 @@ LOOM_AVX512_VNNI void group_kernel_q4k(const uint8_t* grp, int64_t cols, const u
         }
       }
     }
-    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + PackedQ4K::kD)));
-    for (int a = 0; a < NA; ++a) {
-      float da;
-      std::memcpy(&da, ab[a], 4);
-      if constexpr (kIq4) {
-        acc[a] = _mm512_fmadd_ps(_mm512_set1_ps(da), _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum[a])), acc[a]);
-      } else {
-        const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + PackedQ4K::kDmin)));
-        const __m512 t = _mm512_fmsub_ps(d, _mm512_cvtepi32_ps(isum[a]), _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(msum[a])));
-        acc[a] = _mm512_fmadd_ps(_mm512_set1_ps(da), t, acc[a]);
-      }
-    }
+    fold_super<!kIq4, NA>(tile, ab, isum, msum, acc);
   }
   const __mmask16 mask = __mmask16((1u << valid) - 1u);
   for (int a = 0; a < NA; ++a) _mm512_mask_storeu_ps(out + size_t(a) * out_stride, mask, acc[a]);
@@ -325,18 +336,7 @@ LOOM_AVX512_VNNI void group_kernel_q23k(const uint8_t* grp, int64_t cols, const 
         }
       }
     }
-    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + PackedQ2K::kD)));
-    for (int a = 0; a < NA; ++a) {
-      float da;
-      std::memcpy(&da, ab[a], 4);
-      if constexpr (Q3) {
-        acc[a] = _mm512_fmadd_ps(_mm512_set1_ps(da), _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum[a])), acc[a]);
-      } else {
-        const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + PackedQ2K::kDmin)));
-        const __m512 t = _mm512_fmsub_ps(d, _mm512_cvtepi32_ps(isum[a]), _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(msum[a])));
-        acc[a] = _mm512_fmadd_ps(_mm512_set1_ps(da), t, acc[a]);
-      }
-    }
+    fold_super<!Q3, NA>(tile, ab, isum, msum, acc);
   }
   const __mmask16 mask = __mmask16((1u << valid) - 1u);
   for (int a = 0; a < NA; ++a) _mm512_mask_storeu_ps(out + size_t(a) * out_stride, mask, acc[a]);
