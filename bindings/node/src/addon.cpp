@@ -41,9 +41,10 @@ class PromiseWorker : public Napi::AsyncWorker {
  public:
   using Work = std::function<R()>;  // throws std::exception on failure
   using Done = std::function<Napi::Value(Napi::Env, R&)>;
-  PromiseWorker(Napi::Env env, Work work, Done done)
+  using Settled = std::function<void(Napi::Env)>;  // on the JavaScript thread, after resolve / reject
+  PromiseWorker(Napi::Env env, Work work, Done done, Settled settled = {})
       : Napi::AsyncWorker(env, "loom"), deferred_(Napi::Promise::Deferred::New(env)), work_(std::move(work)),
-        done_(std::move(done)) {}
+        done_(std::move(done)), settled_(std::move(settled)) {}
   void Execute() override {
     try {
       result_ = work_();
@@ -52,6 +53,7 @@ class PromiseWorker : public Napi::AsyncWorker {
     } catch (...) {
       SetError("unknown native error");
     }
+    work_ = nullptr;  // what the work captured (model and scheduler references) goes now, not after OnOK
   }
   void OnOK() override {
     Napi::HandleScope scope(Env());
@@ -60,20 +62,26 @@ class PromiseWorker : public Napi::AsyncWorker {
     } catch (const Napi::Error& e) {
       deferred_.Reject(e.Value());
     }
+    if (settled_) settled_(Env());
   }
-  void OnError(const Napi::Error& e) override { deferred_.Reject(e.Value()); }
+  void OnError(const Napi::Error& e) override {
+    deferred_.Reject(e.Value());
+    if (settled_) settled_(Env());
+  }
   Napi::Promise Promise() const { return deferred_.Promise(); }
 
  private:
   Napi::Promise::Deferred deferred_;
   Work work_;
   Done done_;
+  Settled settled_;
   R result_{};
 };
 
 template <typename R>
-Napi::Promise run_async(Napi::Env env, std::function<R()> work, std::function<Napi::Value(Napi::Env, R&)> done) {
-  auto* w = new PromiseWorker<R>(env, std::move(work), std::move(done));
+Napi::Promise run_async(Napi::Env env, std::function<R()> work, std::function<Napi::Value(Napi::Env, R&)> done,
+                        std::function<void(Napi::Env)> settled = {}) {
+  auto* w = new PromiseWorker<R>(env, std::move(work), std::move(done), std::move(settled));
   Napi::Promise p = w->Promise();
   w->Queue();
   return p;
@@ -148,15 +156,40 @@ std::string json_call(F&& f, const char* what) {
 
 // ---- the native context ------------------------------------------------------------------------
 
+// A context's native half. Lifetime rules (release() during a tokenize() or a parallel.enable()
+// once freed the model under a running worker):
+//   - every operation that runs off the JavaScript thread captures its own references to the model
+//     and the scheduler, and never reads them through Native afterwards (release() empties it);
+//   - Native counts those operations (`ops`, touched on the JavaScript thread only): release()
+//     stops the scheduler at once (running requests end as cancelled, exclusive tasks fail) and
+//     frees the memory when the last operation has settled; its promise resolves then;
+//   - a context garbage-collected without release() frees its memory when the last reference
+//     (its own, or an operation's) goes.
 struct Native {
   std::shared_ptr<loom_model> model;
   std::shared_ptr<loom_scheduler> sched;  // null for vocab_only
   std::atomic<bool> released{false};
+  int ops = 0;                   // operations in flight (JavaScript thread only)
+  std::function<void()> on_idle; // set by release() while operations are in flight
 };
 
 std::shared_ptr<loom_model> own_model(loom_model* m) { return std::shared_ptr<loom_model>(m, loom_model_free); }
 std::shared_ptr<loom_scheduler> own_sched(loom_scheduler* s) {
   return std::shared_ptr<loom_scheduler>(s, [](loom_scheduler* p) { loom_scheduler_free(p, 0); });
+}
+
+// run_async for an operation of context n: counted in n->ops until its promise settles.
+template <typename R>
+Napi::Promise run_op(Napi::Env env, const std::shared_ptr<Native>& n, std::function<R()> work,
+                     std::function<Napi::Value(Napi::Env, R&)> done) {
+  ++n->ops;
+  return run_async<R>(env, std::move(work), std::move(done), [n](Napi::Env) {
+    if (--n->ops == 0 && n->on_idle) {
+      auto f = std::move(n->on_idle);
+      n->on_idle = nullptr;
+      f();
+    }
+  });
 }
 
 class Context : public Napi::ObjectWrap<Context> {
@@ -249,15 +282,15 @@ class Context : public Napi::ObjectWrap<Context> {
     std::string text = string_arg(info, 0, "text");
     const bool add_special = info.Length() > 1 && info[1].ToBoolean();
     const bool parse_special = info.Length() > 2 && info[2].ToBoolean();
-    return run_async<std::vector<int32_t>>(
-        env,
-        [n, text = std::move(text), add_special, parse_special] {
+    return run_op<std::vector<int32_t>>(
+        env, n,
+        [m = n->model, text = std::move(text), add_special, parse_special] {
           const int32_t len = int32_t(std::min<size_t>(text.size(), INT32_MAX));
           std::vector<int32_t> ids(size_t(len) + 8);
-          int32_t k = loom_tokenize(n->model.get(), text.data(), len, ids.data(), int32_t(ids.size()), add_special, parse_special);
+          int32_t k = loom_tokenize(m.get(), text.data(), len, ids.data(), int32_t(ids.size()), add_special, parse_special);
           if (k < 0 && k != LOOM_SIZE_ERROR) {
             ids.resize(size_t(-k));
-            k = loom_tokenize(n->model.get(), text.data(), len, ids.data(), int32_t(ids.size()), add_special, parse_special);
+            k = loom_tokenize(m.get(), text.data(), len, ids.data(), int32_t(ids.size()), add_special, parse_special);
           }
           if (k < 0) throw loom_error("tokenize failed");
           ids.resize(size_t(k));
@@ -279,15 +312,15 @@ class Context : public Napi::ObjectWrap<Context> {
                                              " is not a token id (vocabulary of " + std::to_string(n_vocab) + ")");
       }
     }
-    return run_async<std::string>(
-        env,
-        [n, ids = std::move(ids), unparse_special] {
+    return run_op<std::string>(
+        env, n,
+        [m = n->model, ids = std::move(ids), unparse_special] {
           std::string out(ids.size() * 8 + 16, '\0');
-          int32_t k = loom_detokenize(n->model.get(), ids.data(), int32_t(ids.size()), out.data(), int32_t(out.size()),
+          int32_t k = loom_detokenize(m.get(), ids.data(), int32_t(ids.size()), out.data(), int32_t(out.size()),
                                       false, unparse_special);
           if (k < 0 && k != LOOM_SIZE_ERROR) {
             out.resize(size_t(-k));
-            k = loom_detokenize(n->model.get(), ids.data(), int32_t(ids.size()), out.data(), int32_t(out.size()), false,
+            k = loom_detokenize(m.get(), ids.data(), int32_t(ids.size()), out.data(), int32_t(out.size()), false,
                                 unparse_special);
           }
           if (k < 0) throw loom_error("detokenize failed");
@@ -477,11 +510,12 @@ class Context : public Napi::ObjectWrap<Context> {
   // saveSession(path, tokens) -> Promise<number saved>
   Napi::Value SaveSession(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
+    auto n = live(env);
     auto s = sched(env);
     std::string path = string_arg(info, 0, "path");
     std::vector<int32_t> toks = tokens_arg(info, 1, "tokens");
-    return run_async<int32_t>(
-        env,
+    return run_op<int32_t>(
+        env, n,
         [s, path = std::move(path), toks = std::move(toks)] {
           int32_t saved = 0;
           if (loom_scheduler_save_session(s.get(), path.c_str(), toks.data(), int32_t(toks.size()), &saved) != LOOM_OK) {
@@ -495,10 +529,11 @@ class Context : public Napi::ObjectWrap<Context> {
   // loadSession(path) -> Promise<Int32Array tokens>
   Napi::Value LoadSession(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
+    auto n = live(env);
     auto s = sched(env);
     std::string path = string_arg(info, 0, "path");
-    return run_async<std::vector<int32_t>>(
-        env,
+    return run_op<std::vector<int32_t>>(
+        env, n,
         [s, path = std::move(path)] {
           std::vector<int32_t> toks(size_t(loom_scheduler_n_ctx(s.get())) + 1);
           int32_t n = 0;
@@ -513,9 +548,10 @@ class Context : public Napi::ObjectWrap<Context> {
 
   Napi::Value ClearCache(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
+    auto n = live(env);
     auto s = sched(env);
-    return run_async<int>(
-        env,
+    return run_op<int>(
+        env, n,
         [s] {
           if (loom_scheduler_clear_cache(s.get()) != LOOM_OK) throw loom_error("clearCache failed");
           return 0;
@@ -540,16 +576,16 @@ class Context : public Napi::ObjectWrap<Context> {
       if (!sc.IsUndefined() && !sc.IsNumber()) type_error(env, "adapters[" + std::to_string(i) + "].scaled must be a number");
       list.emplace_back(p.As<Napi::String>().Utf8Value(), sc.IsNumber() ? sc.As<Napi::Number>().FloatValue() : 1.0f);
     }
-    return run_async<int>(
-        env,
-        [n, s, list = std::move(list)] {
+    return run_op<int>(
+        env, n,
+        [m = n->model, s, list = std::move(list)] {
           std::vector<loom_lora_adapter*> handles;
           std::vector<float> scales;
           auto free_all = [&] {
             for (auto* h : handles) loom_lora_adapter_free(h);
           };
           for (const auto& [path, scale] : list) {
-            loom_lora_adapter* h = loom_lora_adapter_load(n->model.get(), path.c_str());
+            loom_lora_adapter* h = loom_lora_adapter_load(m.get(), path.c_str());
             if (!h) {
               auto err = loom_error("LoRA adapter " + path);
               free_all();
@@ -570,11 +606,12 @@ class Context : public Napi::ObjectWrap<Context> {
   // bench(pp, tg, pl, nr) -> Promise<string json>
   Napi::Value Bench(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
+    auto n = live(env);
     auto s = sched(env);
     const int32_t pp = int_arg(info, 0, "pp", 0, 1 << 20), tg = int_arg(info, 1, "tg", 0, 1 << 20);
     const int32_t pl = int_arg(info, 2, "pl", 1, 4096), nr = int_arg(info, 3, "nr", 1, 1000);
-    return run_async<std::string>(
-        env, [s, pp, tg, pl, nr] { return json_call([&](char* b, size_t n) { return loom_scheduler_bench(s.get(), pp, tg, pl, nr, b, n); }, "bench"); },
+    return run_op<std::string>(
+        env, n, [s, pp, tg, pl, nr] { return json_call([&](char* b, size_t n) { return loom_scheduler_bench(s.get(), pp, tg, pl, nr, b, n); }, "bench"); },
         [](Napi::Env e, std::string& j) -> Napi::Value { return Napi::String::New(e, j); });
   }
 
@@ -595,24 +632,53 @@ class Context : public Napi::ObjectWrap<Context> {
   // model once the running requests are done.
   Napi::Value Reconfigure(const Napi::CallbackInfo& info);
 
+  // release() -> Promise: the scheduler stops at once (running requests end as cancelled, waiting
+  // exclusive operations fail); the memory is freed off the event loop once every operation in
+  // flight has settled, and the promise resolves then.
   Napi::Value Release(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
     std::shared_ptr<Native> n = native_;
+    auto deferred = std::make_shared<Napi::Promise::Deferred>(Napi::Promise::Deferred::New(env));
     if (!n || n->released.exchange(true)) {
-      auto d = Napi::Promise::Deferred::New(env);
-      d.Resolve(env.Undefined());
-      return d.Promise();
+      deferred->Resolve(env.Undefined());
+      return deferred->Promise();
     }
     native_.reset();
-    // Freeing waits for the scheduler's thread to stop: off the event loop.
-    return run_async<int>(
+    // Nothing new can start now; operations in flight hold references of their own.
+    auto sched = std::move(n->sched);
+    auto model = std::move(n->model);
+    auto free_all = [sched, model, deferred](Napi::Env e) mutable {
+      run_async<int>(
+          e,
+          [sched, model]() mutable {
+            sched.reset();  // joins the scheduler's thread
+            model.reset();
+            return 0;
+          },
+          [deferred](Napi::Env e2, int&) -> Napi::Value {
+            deferred->Resolve(e2.Undefined());
+            return e2.Undefined();
+          });
+      sched.reset();
+      model.reset();
+    };
+    run_async<int>(
         env,
-        [n]() mutable {
-          n->sched.reset();
-          n->model.reset();
+        [sched] {
+          if (sched) loom_scheduler_shutdown(sched.get(), 0);  // cancels what runs, refuses the rest
           return 0;
         },
-        [](Napi::Env e, int&) -> Napi::Value { return e.Undefined(); });
+        [](Napi::Env e, int&) -> Napi::Value { return e.Undefined(); },
+        [n, free_all](Napi::Env e) mutable {
+          if (n->ops == 0) {
+            free_all(e);
+          } else {
+            n->on_idle = [e, free_all]() mutable { free_all(e); };
+          }
+        });
+    sched.reset();
+    model.reset();
+    return deferred->Promise();
   }
 
   friend Napi::Value Load(const Napi::CallbackInfo& info);
@@ -715,10 +781,10 @@ Napi::Value Context::Reconfigure(const Napi::CallbackInfo& info) {
   // The new scheduler is made on a worker; the swap happens here, on the JavaScript thread, which
   // is the only one that reads n->sched (operations in flight hold their own reference, so the old
   // scheduler lives until they end). lib/index.js waits for its running requests first.
-  return run_async<Made>(
-      env,
-      [n, o] {
-        loom_scheduler* s = make_scheduler(n->model.get(), o);
+  return run_op<Made>(
+      env, n,
+      [m = n->model, o] {
+        loom_scheduler* s = make_scheduler(m.get(), o);
         if (!s) throw loom_error("reconfigure failed");
         return Made{own_sched(s)};
       },
