@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "chat/chat_prompt.h"
+#include "chat/named_templates.h"
 
 namespace loom::chat {
 namespace {
@@ -466,7 +467,8 @@ Expected<ChatTemplate> ChatTemplate::parse(std::string_view source, std::string 
 Expected<ChatTemplate> ChatTemplate::from_model(const Model& model, const std::string* template_override) {
   std::string source;
   if (template_override) {
-    source = *template_override;
+    // Jinja source, or one of llama.cpp's built-in names ("llama3", ...).
+    LOOM_ASSIGN_OR_RETURN(source, resolve_chat_template(*template_override));
   } else if (has_chat_template(model)) {
     auto s = model.file().get_string(kChatTemplateKey);
     if (!s) return corrupt(std::string(kChatTemplateKey) + ": " + s.status().message());
