@@ -192,7 +192,8 @@ if (require.main === module) {
   try {
     const r = pack(opts);
     for (const f of [r.platform, r.main].filter(Boolean)) {
-      console.log(`${f} (${(fs.statSync(f).size / 1e6).toFixed(1)} MB)`);
+      const size = fs.statSync(f).size;
+      console.log(`${f} (${size < 1e6 ? `${(size / 1e3).toFixed(0)} kB` : `${(size / 1e6).toFixed(1)} MB`})`);
     }
     if (r.shipped && r.shipped.length) console.log(`shipped beside the addon: ${r.shipped.join(', ')}`);
   } catch (err) {
