@@ -54,6 +54,9 @@ struct Metrics {
   uint64_t disk_loads = 0, disk_writes = 0, disk_errors = 0;
   uint64_t steps = 0;
   uint64_t draft_tokens = 0, draft_accepted = 0;  // speculative decoding (lookup): verified, kept
+  uint64_t context_shifts = 0;       // a sequence at its limit dropped old tokens and went on
+  uint64_t stalls = 0;               // steps that found no cell for any row (a reservation error,
+                                     // resolved by ending or requeueing a request; 0 when sound)
   Histogram ttft{kTtftBuckets};
   Histogram itl{kItlBuckets};
   Histogram queue_time{kLatencyBuckets};

@@ -72,6 +72,7 @@ struct Req {
   bool bounded = true;      // max_tokens given: its reservation is a guarantee
   PrefixCache::Node* lock = nullptr;
   bool cancelled = false;
+  bool requeued = false;    // sent back to waiting once for lack of cells (unstick)
   int chunk = 0, chunk_from = 0, prompt_row = -1;  // this step's prompt chunk
   int64_t t_submit = 0, t_admit = 0, t_prompt_done = 0, t_first = 0;
   int n_generated = 0;
@@ -131,6 +132,9 @@ struct Scheduler::Impl {
   std::vector<int> free_slots;
   Metrics metrics;
   int draft_rows_left = 0;  // this step's room for draft rows (lookup or draft model)
+  int step_cells = 0;       // cells claimed by this step's batch (claim())
+  uint64_t choices_finished = 0;  // finish_choice() calls, to tell a step that ended choices
+  int64_t stall_logged_us = 0;  // last "no cells" log line (at most one a second)
   // Draft-model speculation (p.draft_model): one drafter per slot, made on first use; a drafter
   // that cannot be made (out of memory) turns the draft model off with a log line.
   std::vector<std::unique_ptr<ModelDrafter>> drafters;
@@ -178,14 +182,33 @@ struct Scheduler::Impl {
     return t;
   }
   int pinned() const { return ctx->kv().used() - (cache ? cache->evictable() : 0); }
-  // Cells neither held nor reserved: what unbounded requests may grow into.
-  int unreserved() const { return n_ctx - pinned() - reserved_total(); }
+  // Cells neither held, reserved nor claimed by this step's batch: what unbounded requests may
+  // grow into. (A token taken from a reservation leaves `reserved` when it is claimed, before its
+  // cell is used: step_cells keeps it counted until the decode.)
+  int unreserved() const { return n_ctx - pinned() - reserved_total() - step_cells; }
 
   bool ensure_free(int n) {
     const int free_now = n_ctx - ctx->kv().used();
     if (free_now >= n) return true;
     if (cache) cache->evict(n - free_now);
     return n_ctx - ctx->kv().used() >= n;
+  }
+  // Cells for n more rows of this step's batch, evicting unused cached prefixes as needed: every
+  // row is claimed before it is added, so a batch never meets a full cache at decode.
+  bool claim(int n) {
+    if (n <= 0) return true;
+    if (!ensure_free(step_cells + n)) return false;
+    step_cells += n;
+    return true;
+  }
+  // The most rows (up to n) that claim() can give now.
+  int claim_up_to(int n) {
+    if (n <= 0 || claim(n)) return std::max(n, 0);
+    const int can = std::min(n, n_ctx - ctx->kv().used() + (cache ? cache->evictable() : 0) - step_cells);
+    for (int k = can; k > 0; --k) {
+      if (claim(k)) return k;
+    }
+    return 0;
   }
 
   // ---- logprobs ----
@@ -229,6 +252,7 @@ struct Scheduler::Impl {
     if (ci == 0) q.reason0 = reason;
     e.stop_word = std::move(stop_word);
     e.tokens = c.generated;
+    ++choices_finished;
     c.done = true;
     c.reserved = 0;
     c.pending = -1;
@@ -408,8 +432,12 @@ struct Scheduler::Impl {
   }
 
   // ---- one step ----
-  void step() {
+  // One batch: returns false when it could do nothing at all (no row decoded, no choice ended),
+  // which the loop must resolve (unstick) instead of trying the same step again.
+  bool step() {
     ++metrics.steps;
+    step_cells = 0;
+    const uint64_t finished_before = choices_finished;
     Batch b;
     std::vector<std::pair<Req*, int>> gen;      // (request, choice) decoding a token
     std::vector<Req*> prefill;                  // requests with a prompt chunk
@@ -432,7 +460,6 @@ struct Scheduler::Impl {
         add_draft(q, c, &b);
       }
     }
-    const int gen_rows = b.size();
     // 2. prompt chunks and refills under the step budget, in admission order
     int budget = std::max(0, step_tokens - b.size());
     for (auto& qp : running) {
@@ -443,7 +470,9 @@ struct Scheduler::Impl {
         for (int ci = 0; ci < int(q.ch.size()) && budget > 0; ++ci) {
           Choice& c = q.ch[size_t(ci)];
           if (c.done || c.refill.empty()) continue;
-          const int n = std::min<int>(budget, int(c.refill.size() - c.refill_done));
+          const int n = claim_up_to(std::min<int>(budget, int(c.refill.size() - c.refill_done)));
+          if (n <= 0) continue;
+          c.reserved = std::max(0, c.reserved - n);
           for (int i = 0; i < n; ++i) {
             const size_t k = c.refill_done + size_t(i);
             const bool last = k + 1 == c.refill.size();
@@ -460,7 +489,7 @@ struct Scheduler::Impl {
       const int len = int(q.r.prompt.size());
       rematch(q);
       if (waits_for_other(q, prefill)) continue;
-      const int n = std::min(budget, len - q.progress);
+      const int n = claim_up_to(std::min(budget, len - q.progress));
       if (n <= 0) continue;
       for (int i = 0; i < n; ++i) {
         const int pos = q.progress + i;
@@ -473,30 +502,20 @@ struct Scheduler::Impl {
       budget -= n;
       prefill.push_back(&q);
     }
-    if (b.size() == 0) return;
-
-    if (!ensure_free(b.size()) && (!prefill.empty() || !refills.empty())) {
-      // Should not happen (admission reserves every cell): keep the running streams going and let
-      // the prompts wait for a later step.
-      LOOM_LOG(kError, "scheduler: %d cells needed, %d free after eviction; prompt chunks wait", b.size(),
-               n_ctx - ctx->kv().used());
-      const size_t n = size_t(gen_rows);
-      b.tokens.resize(n);
-      b.pos.resize(n);
-      b.seq_ids.resize(n);
-      b.output.resize(n);
-      for (Req* q : prefill) q->chunk = 0, q->prompt_row = -1;
-      for (auto [q, ci] : refills) q->ch[size_t(ci)].chunk = 0, q->ch[size_t(ci)].row = -1;
-      prefill.clear();
-      refills.clear();
-      if (b.size() == 0) return;
+    if (b.size() == 0) return choices_finished != finished_before;
+    if (!ensure_free(b.size())) {
+      // Every row was claimed above: a bookkeeping error. Nothing is decoded; unstick() resolves it.
+      log_stall("scheduler: %d cells needed, %d free after eviction (claimed %d)", b.size(), n_ctx - ctx->kv().used(),
+                step_cells);
+      return false;
     }
     LOOM_LOG(kDebug, "step: batch %d (gen %zu, prefill %zu), used %d, evictable %d, reserved %d", b.size(), gen.size(),
              prefill.size(), ctx->kv().used(), cache ? cache->evictable() : 0, reserved_total());
     const Status st = ctx->decode(b);
+    step_cells = 0;
     if (!st) {
       fail_batch(st, gen, prefill, refills);
-      return;
+      return true;
     }
 
     // 3. outputs
@@ -554,6 +573,7 @@ struct Scheduler::Impl {
       }
       if (q->progress == int(q->r.prompt.size())) start_generating(*q);
     }
+    return true;
   }
 
   // Requests whose choices are all done leave.
@@ -578,9 +598,10 @@ struct Scheduler::Impl {
     const bool model_draft = !lookup && p.draft_model && !draft_model_off;
     if ((!lookup && !model_draft) || q.r.draft_max <= 0 || c.done) return;
     const int pos = int(c.kv.size());  // the pending token's
+    const int claimable = n_ctx - ctx->kv().used() + (cache ? cache->evictable() : 0) - step_cells;
     int k = std::min({q.r.draft_max, model_draft ? p.draft_max : q.r.draft_max, n_ctx - pos - 1,
                       c.max_tokens - int(c.generated.size()) - 1,
-                      std::max(c.reserved, q.bounded ? 0 : unreserved()), draft_rows_left});
+                      std::max(c.reserved, q.bounded ? 0 : unreserved()), draft_rows_left, claimable});
     if (k <= 0) return;
     std::vector<int32_t> history(c.kv);
     history.push_back(c.pending);
@@ -592,7 +613,7 @@ struct Scheduler::Impl {
       if (!d) LOOM_LOG(kWarn, "scheduler: the draft model failed: %s", d.status().message().c_str());
     }
     const int min_len = std::max({1, q.r.draft_min, model_draft ? p.draft_min : 0});
-    if (!d || int(d->size()) < min_len) return;
+    if (!d || int(d->size()) < min_len || !claim(int(d->size()))) return;
     c.draft = std::move(*d);
     const int m = int(c.draft.size());
     draft_rows_left -= m;
@@ -613,52 +634,149 @@ struct Scheduler::Impl {
     c.draft_reserved = 0;
   }
 
-  // Cells for one more token of choice ci: from its reservation, else unreserved room; at the
-  // sequence's limit, a context shift or finish with kLength.
+  // A cell for one more token of choice ci, claimed for this step: from its reservation, else
+  // unreserved room. At the sequence's limit, or when no cell can be had, a context shift (when
+  // enabled) makes room, else the choice ends with what it generated (kLength).
   bool take_cell(Req& q, int ci) {
     Choice& c = q.ch[size_t(ci)];
-    const bool at_end = int(c.kv.size()) >= n_ctx;
-    if (!at_end) {
+    if (int(c.kv.size()) < n_ctx) {
       if (c.reserved > 0) {
-        --c.reserved;
+        if (claim(1)) {
+          --c.reserved;
+          return true;
+        }
+      } else if (unreserved() > 0 && claim(1)) {
         return true;
       }
-      if (unreserved() > 0) return true;
     }
     if (p.context_shift && shift(q, ci)) return false;  // refills in the prompt stage
     finish_choice(q, ci, FinishReason::kLength);
     return false;
   }
 
-  // Context shift by recomputation: keep n_keep tokens, drop half of the rest, decode the
-  // remainder again at its new positions (exact, and no shared cell is ever moved).
+  // Context shift by recomputation: keep n_keep tokens, drop half of the rest (more when the
+  // remainder would not fit), decode the remainder again at its new positions (exact, and no
+  // shared cell is ever moved). Returns false when nothing can be dropped; true when the choice
+  // refills, or ended (kLength) because not even its pending token finds a cell.
   bool shift(Req& q, int ci) {
     Choice& c = q.ch[size_t(ci)];
     const int len = int(q.r.prompt.size());
     int keep = q.r.n_keep < 0 ? len : std::min(q.r.n_keep, len);
     if (!c.kv.empty() && c.kv[0] == vocab->bos() && keep == 0) keep = 1;
+    keep = std::min(keep, int(c.kv.size()));
     const int n_left = int(c.kv.size()) - keep;
     if (n_left < 2) return false;
-    const int discard = n_left / 2;
-    const int used_before = ctx->kv().used() - (cache ? cache->evictable() : 0);
     if (!ctx->seq_rm(c.slot, keep, -1).is_ok()) return false;
-    const int freed = used_before - (ctx->kv().used() - (cache ? cache->evictable() : 0));
+    // The sequence no longer holds the prompt's cells after `keep`: the request's lock on the
+    // prefix cache moves back to the first `keep` tokens, so that the rest can be evicted (with
+    // one choice only: the others still share the prompt).
+    if (cache && q.lock && q.ch.size() == 1) relock(q, keep);
+    c.reserved = 0;  // recomputed from what is free now
+    const int room = unreserved();
+    // refill = n_left - discard tokens + the pending one, which must fit in `room`.
+    const int discard = std::max(n_left / 2, n_left + 1 - room);
+    if (discard > n_left) {
+      c.kv.resize(size_t(keep));
+      finish_choice(q, ci, FinishReason::kLength);
+      return true;
+    }
     c.refill.assign(c.kv.begin() + keep + discard, c.kv.end());
     c.refill.push_back(c.pending);
     c.refill_done = 0;
     c.kv.resize(size_t(keep));
     c.pending = -1;
-    c.reserved += freed - int(c.refill.size());
-    if (c.reserved < 0) {
-      if (unreserved() < -c.reserved) {
-        // No room even after the shift: give the cells back and stop.
+    // Reserved: the refill, then up to a slot's share of further tokens.
+    const int left = std::max(0, c.max_tokens - int(c.generated.size()));
+    c.reserved = std::min(room, int(c.refill.size()) + std::min(left, std::max(q.reserve_per_choice, kMinReserve)));
+    ++metrics.context_shifts;
+    return true;
+  }
+
+  // Moves request q's lock on the prefix cache to its prompt's first `keep` tokens (none: unlocked).
+  void relock(Req& q, int keep) {
+    PrefixCache::Node* n = nullptr;
+    if (keep > 0) n = cache->match(std::span<const int32_t>(q.r.prompt).first(size_t(keep)), keep).node;
+    if (n == q.lock) return;
+    if (n) cache->lock(n);
+    cache->unlock(q.lock);
+    q.lock = n;
+  }
+
+  // After a step that could do nothing (no cell for any row: a reservation went wrong): choices
+  // re-decoding after a context shift end with what they generated (kLength); else the request
+  // admitted last, still computing its prompt, goes back to the head of the queue (its computed
+  // prefix stays in the cache), and fails if that happened once already. The loop never spins.
+  void unstick() {
+    ++metrics.stalls;
+    bool ended = false;
+    for (auto& qp : running) {
+      for (int ci = 0; ci < int(qp->ch.size()); ++ci) {
+        Choice& c = qp->ch[size_t(ci)];
+        if (c.done || c.refill.empty()) continue;
+        log_stall("scheduler: request %llu: no KV cells to re-decode %zu tokens after a context shift; it ends (length)",
+                  static_cast<unsigned long long>(qp->id), c.refill.size() - c.refill_done);
         c.refill.clear();
-        finish_choice(q, ci, FinishReason::kLength);
-        return true;
+        finish_choice(*qp, ci, FinishReason::kLength);
+        ended = true;
       }
+    }
+    if (ended) return;
+    for (auto it = running.rbegin(); it != running.rend(); ++it) {
+      Req& q = **it;
+      if (q.phase != Req::Phase::kPrefill) continue;
+      auto fwd = std::prev(it.base());
+      if (q.requeued) {
+        log_stall("scheduler: request %llu: no KV cells for its prompt (n_ctx = %d); it fails",
+                  static_cast<unsigned long long>(q.id), n_ctx);
+        fail_request(q, resource_exhausted("no KV cells for the prompt (n_ctx = " + std::to_string(n_ctx) + ")"));
+        running.erase(fwd);
+        return;
+      }
+      log_stall("scheduler: request %llu: no KV cells for its prompt; it waits again",
+                static_cast<unsigned long long>(q.id));
+      requeue(q);
+      std::unique_ptr<Req> owned = std::move(*fwd);
+      running.erase(fwd);
+      waiting.push_front(std::move(owned));
+      {
+        std::lock_guard<std::mutex> l(mu);
+        ++n_waiting_shared;
+      }
+      return;
+    }
+    // Nothing to resolve (only finished choices): retire_finished() takes them.
+  }
+
+  // A request computing its prompt goes back to waiting: its computed prefix to the cache, its
+  // slots freed, its counters as at submit.
+  void requeue(Req& q) {
+    q.requeued = true;
+    Choice& c0 = q.ch[0];
+    if (cache && q.r.cache_prompt && q.progress > 0 && c0.slot >= 0) {
+      cache->insert(std::span<const int32_t>(q.r.prompt).first(size_t(q.progress)), c0.slot);
+    }
+    for (Choice& c : q.ch) {
+      if (c.slot < 0) continue;
+      (void)ctx->seq_rm(c.slot, -1, -1);
+      free_slots.push_back(c.slot);
+      c.slot = -1;
       c.reserved = 0;
     }
-    return true;
+    if (cache && q.lock) cache->unlock(q.lock);
+    q.lock = nullptr;
+    q.phase = Req::Phase::kWaiting;
+    q.progress = q.cached = q.prompt_reserved = 0;
+    q.chunk = q.chunk_from = 0;
+    q.prompt_row = -1;
+  }
+
+  // At most one line a second for the conditions above (a stuck state must not flood the log).
+  template <typename... Args>
+  void log_stall(const char* fmt, Args... args) {
+    const int64_t now = now_us();
+    if (now - stall_logged_us < 1000000) return;
+    stall_logged_us = now;
+    LOOM_LOG(kWarn, fmt, args...);
   }
 
   // The prompt's cached part may have grown since admission (another request's chunks): share it.
@@ -943,7 +1061,7 @@ struct Scheduler::Impl {
           fail_request(*q, internal_error("the request cannot be given enough KV cells (n_ctx = " +
                                           std::to_string(n_ctx) + ")"));
         }
-        if (!running.empty()) step();
+        if (!running.empty() && !step()) unstick();
         retire_finished();
       }
       publish();

@@ -25,6 +25,17 @@
 // (finish reason kLength). A request without max_tokens reserves an equal share of the context
 // (n_ctx / slots, at least its prompt plus 16 tokens) and grows beyond it while cells are free;
 // when none are, it finishes with kLength.
+//
+// Every row of a step's batch claims its cell before it is added (evicting unused cached prefixes
+// as needed), so a decode never meets a full cache and a running request never ends in an error
+// for lack of cells. A choice that cannot get a cell — at the sequence's limit, or with its
+// reservation used up and no unreserved room — is context-shifted when `context_shift` is on
+// (n_keep tokens kept, half of the rest or more dropped so that the rest fits, the rest decoded
+// again; the request's prefix-cache lock moves back to the kept tokens, so the dropped prompt
+// cells become evictable), else it finishes with kLength keeping what it generated (llama.cpp's
+// word). A step that can do nothing at all (a bookkeeping error; metrics.stalls counts them) ends
+// the re-decoding choices with kLength or sends the newest prompt back to the queue once: the loop
+// never spins on a step it cannot take.
 #pragma once
 
 #include <chrono>

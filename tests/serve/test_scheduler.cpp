@@ -608,6 +608,150 @@ TEST(Scheduler, ContextShiftKeepsGenerating) {
   EXPECT_LE(s->stats().kv_used, 64);
 }
 
+// A prompt of about n tokens of story text (stories260K's vocabulary), BOS first.
+std::vector<int32_t> long_prompt(int n) {
+  std::string text = "Once upon a time";
+  const std::vector<std::string> words = {" the", " little", " girl", " saw", " a", " big", " red", " ball", " in",
+                                          " park", " and", " she", " was", " happy", "."};
+  std::vector<int32_t> ids = tokenize(text);
+  for (size_t i = 0; int(ids.size()) < n; ++i) {
+    text += words[i % words.size()];
+    ids = tokenize(text);
+  }
+  ids.resize(size_t(n));
+  return ids;
+}
+
+// Issue 24's livelock, scaled down: a prompt of more than half the context, more tokens than fit
+// beside it, context shift on, n_keep 0. The prompt's cells were pinned by the prefix cache's lock
+// after the shift had dropped them from the sequence, the re-decode found no cells and waited for
+// ever while the loop spun. It must finish, with every requested token (the shift makes room).
+TEST(Scheduler, ContextShiftWithALongPromptFinishes) {
+  for (int n_keep : {0, 4, -1}) {
+    SchedulerParams p = small_params(256, 1);
+    p.context_shift = true;
+    auto s = make_sched(stories(), p);
+    GenerateRequest r = greedy(long_prompt(190), 400);
+    r.n_keep = n_keep;
+    r.ignore_eos = true;
+    auto c = run(*s, r);
+    ASSERT_TRUE(c->done) << "n_keep " << n_keep;
+    EXPECT_EQ(c->find(Event::Kind::kFinish)->reason, FinishReason::kLength) << "n_keep " << n_keep;
+    EXPECT_EQ(c->tokens().size(), 400u) << "n_keep " << n_keep;
+    EXPECT_EQ(s->stats().metrics.stalls, 0u);
+    EXPECT_LE(s->stats().kv_used, 256);
+  }
+}
+
+// The same with several slots and requests at once, some with and some without max_tokens: every
+// request ends (done, never error), each with the tokens it streamed.
+TEST(Scheduler, ContextShiftUnderPressureNeverStallsOrFails) {
+  SchedulerParams p = small_params(256, 3);
+  p.context_shift = true;
+  auto s = make_sched(stories(), p);
+  std::vector<std::unique_ptr<Collected>> cs;
+  for (int i = 0; i < 6; ++i) {
+    GenerateRequest r = greedy(long_prompt(40 + 30 * i), i % 2 ? 300 : -1);
+    r.ignore_eos = true;
+    r.n_keep = i % 3 == 0 ? -1 : 0;
+    cs.push_back(std::make_unique<Collected>());
+    ASSERT_TRUE(s->submit(r, cs.back()->callback()).has_value());
+  }
+  for (size_t i = 0; i < cs.size(); ++i) {
+    ASSERT_TRUE(cs[i]->wait(std::chrono::seconds(120))) << "request " << i << " never finished";
+    const auto* f = cs[i]->find(Event::Kind::kFinish);
+    EXPECT_NE(f->reason, FinishReason::kCancelled);
+    EXPECT_EQ(f->tokens, cs[i]->tokens()) << "request " << i;
+    EXPECT_GT(cs[i]->tokens().size(), 0u) << "request " << i;
+  }
+}
+
+// Issue 24's lost answer: a long turn, then the same prompt again with more tokens than fit
+// ("regenerate"). The previous turn's cells in the prefix cache must be evicted for it; it ends
+// with "length" (no context shift) or the requested count (shift), never with an error.
+TEST(Scheduler, RegenerateAfterALongTurnNeverLosesTheAnswer) {
+  for (bool shift : {false, true}) {
+    SchedulerParams p = small_params(256, 1);
+    p.context_shift = shift;
+    auto s = make_sched(stories(), p);
+    const std::vector<int32_t> prompt = long_prompt(30);
+    GenerateRequest first = greedy(prompt, 200);
+    first.ignore_eos = true;
+    auto a = run(*s, first);
+    ASSERT_EQ(a->find(Event::Kind::kFinish)->reason, FinishReason::kLength);
+    GenerateRequest again = greedy(prompt, 400);
+    again.ignore_eos = true;
+    auto b = run(*s, again);
+    ASSERT_TRUE(b->done);
+    const auto* f = b->find(Event::Kind::kFinish);
+    EXPECT_EQ(f->reason, FinishReason::kLength) << "shift " << shift;
+    if (shift) {
+      EXPECT_EQ(b->tokens().size(), 400u);
+    } else {
+      EXPECT_EQ(int(b->tokens().size()), 256 - 30);
+    }
+    // The first 150 tokens equal the first turn's (same prompt, greedy).
+    auto ta = a->tokens(), tb = b->tokens();
+    EXPECT_TRUE(std::equal(ta.begin(), ta.begin() + 150, tb.begin())) << "shift " << shift;
+  }
+}
+
+// Random traffic on a small context: prompts up to most of it, with and without max_tokens, several
+// choices, n_keep, lookup drafts, cancels, context shift on and off. Every request ends with its
+// final events (never an error: each prompt fits), every choice's finish event carries exactly the
+// tokens it streamed, no step ever finds the cache without room (stalls 0), and the prefix cache
+// stays consistent with the KV cells.
+TEST(Scheduler, RandomTrafficNeverStallsLosesOrErrs) {
+  for (bool shift : {true, false}) {
+    SchedulerParams p = small_params(192, 3);
+    p.context_shift = shift;
+    auto s = make_sched(stories(), p);
+    std::mt19937 rng(shift ? 24 : 25);
+    std::vector<std::unique_ptr<Collected>> cs;
+    std::vector<serve::RequestId> ids;
+    for (int i = 0; i < 40; ++i) {
+      const int len = 2 + int(rng() % 150);
+      GenerateRequest r = greedy(long_prompt(len), int(rng() % 5) == 0 ? -1 : int(rng() % 300));
+      r.ignore_eos = rng() % 2;
+      r.n = 1 + int(rng() % 3 == 0) * int(1 + rng() % 2);
+      if (len + r.n > 192) r.n = 1;
+      r.n_keep = int(rng() % 4) - 1;
+      if (rng() % 4 == 0) r.lookup = 3;
+      if (rng() % 3 == 0) r.sampling.temp = 0.8f, r.sampling.seed = rng();
+      cs.push_back(std::make_unique<Collected>());
+      auto id = s->submit(r, cs.back()->callback());
+      ASSERT_TRUE(id.has_value()) << id.status().message();
+      ids.push_back(*id);
+      if (rng() % 6 == 0) s->cancel(ids[rng() % ids.size()]);
+      if (rng() % 5 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 20));
+    }
+    for (size_t i = 0; i < cs.size(); ++i) {
+      ASSERT_TRUE(cs[i]->wait(std::chrono::seconds(120))) << "request " << i << " never finished";
+      std::lock_guard<std::mutex> l(cs[i]->mu);
+      int finishes = 0;
+      for (const auto& e : cs[i]->events) {
+        ASSERT_NE(e.kind, Event::Kind::kError) << "request " << i << ": " << e.error.message();
+        if (e.kind == Event::Kind::kFinish) {
+          ++finishes;
+          std::vector<int32_t> streamed;
+          for (const auto& t : cs[i]->events) {
+            if (t.kind == Event::Kind::kToken && t.choice == e.choice) streamed.push_back(t.token);
+          }
+          EXPECT_EQ(e.tokens, streamed) << "request " << i << " choice " << e.choice;
+        }
+      }
+      EXPECT_GE(finishes, 1) << "request " << i;
+      EXPECT_EQ(cs[i]->events.back().kind, Event::Kind::kDone) << "request " << i;
+    }
+    const auto st = s->stats();
+    EXPECT_EQ(st.metrics.stalls, 0u) << "shift " << shift;
+    EXPECT_EQ(st.metrics.requests_error, 0u);
+    EXPECT_EQ(st.slots_busy, 0);
+    Status inv = s->run_exclusive([](Context&, serve::PrefixCache* c) { return c ? c->check_invariants() : Status::ok(); });
+    EXPECT_TRUE(inv.is_ok()) << inv.message();
+  }
+}
+
 TEST(Scheduler, CacheDirSurvivesARestart) {
   const std::string dir = std::string(LOOM_BINARY_DIR) + "/sched_cache_dir_test";
   std::filesystem::remove_all(dir);
