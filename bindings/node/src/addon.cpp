@@ -209,9 +209,11 @@ class Context : public Napi::ObjectWrap<Context> {
                                     InstanceMethod<&Context::SaveSession>("saveSession"),
                                     InstanceMethod<&Context::LoadSession>("loadSession"),
                                     InstanceMethod<&Context::ClearCache>("clearCache"),
+                                    InstanceMethod<&Context::LoadLora>("loadLora"),
                                     InstanceMethod<&Context::SetLora>("setLora"),
                                     InstanceMethod<&Context::Bench>("bench"),
                                     InstanceMethod<&Context::ChatFormat>("chatFormat"),
+                                    InstanceMethod<&Context::ChatTemplateInfo>("chatTemplateInfo"),
                                     InstanceMethod<&Context::Reconfigure>("reconfigure"),
                                     InstanceMethod<&Context::Release>("release")});
     ctor = new Napi::FunctionReference(Napi::Persistent(f));
@@ -252,6 +254,9 @@ class Context : public Napi::ObjectWrap<Context> {
     o.Set("nParams", double(loom_model_n_params(m)));
     o.Set("size", double(loom_model_size(m)));
     o.Set("vocabOnly", loom_model_is_vocab_only(m));
+    o.Set("pooling", loom_model_pooling_type(m));  // the file's (LOOM_POOLING_UNSPECIFIED: none given)
+    o.Set("recurrent", loom_model_is_recurrent(m));
+    o.Set("hasEncoder", loom_model_has_encoder(m));
     Napi::Object meta = Napi::Object::New(env);
     const int32_t nm = loom_model_meta_count(m);
     std::vector<char> val(1 << 16);
@@ -452,7 +457,8 @@ class Context : public Napi::ObjectWrap<Context> {
     int32_t n = 0, dim = 0, prompt_tokens = 0;
   };
 
-  // embed(requestJson) -> Promise<{data: Float32Array, n, dim, promptTokens}>
+  // embed(requestJson, onId?) -> Promise<{data: Float32Array, n, dim, promptTokens}>; onId(id) is
+  // called before this returns with the scheduler's request id.
   Napi::Value Embed(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
     auto s = sched(env);
@@ -498,6 +504,8 @@ class Context : public Napi::ObjectWrap<Context> {
       job->deferred.Reject(st == LOOM_ERR_INVALID_ARGUMENT ? Napi::TypeError::New(env, msg).Value()
                                                            : Napi::Error::New(env, msg).Value());
       delete job;
+    } else if (info.Length() > 1 && info[1].IsFunction()) {
+      info[1].As<Napi::Function>().Call({Napi::Number::New(env, double(id))});
     }
     return p;
   }
@@ -559,13 +567,25 @@ class Context : public Napi::ObjectWrap<Context> {
         [](Napi::Env e, int&) -> Napi::Value { return e.Undefined(); });
   }
 
-  // setLora([{path, scaled}]) -> Promise: loads the adapters and replaces the context's.
-  Napi::Value SetLora(const Napi::CallbackInfo& info) {
-    Napi::Env env = info.Env();
-    auto n = live(env);
-    auto s = sched(env);
-    if (info.Length() < 1 || !info[0].IsArray()) type_error(env, "adapters must be an array of {path, scaled}");
-    auto a = info[0].As<Napi::Array>();
+  // LoRA adapters, loaded on the JavaScript thread (as llama.node does) so that a bad path or a
+  // file that does not fit the model throws at the call: loading maps the file and checks its
+  // header and tensor shapes, it reads no weights. Installing them in the context waits for the
+  // running requests (an exclusive operation of the scheduler), so that part runs on the pool.
+  struct Adapters {
+    std::vector<loom_lora_adapter*> handles;
+    std::vector<float> scales;
+    Adapters() = default;
+    Adapters(const Adapters&) = delete;
+    Adapters& operator=(const Adapters&) = delete;
+    ~Adapters() {
+      for (auto* h : handles) loom_lora_adapter_free(h);  // the scheduler's context keeps what it uses
+    }
+  };
+  using AdaptersRef = std::shared_ptr<Adapters>;
+
+  static AdaptersRef load_adapters(Napi::Env env, const std::shared_ptr<Native>& n, const Napi::Value& arg) {
+    if (!arg.IsArray()) type_error(env, "adapters must be an array of {path, scaled}");
+    auto a = arg.As<Napi::Array>();
     std::vector<std::pair<std::string, float>> list;
     for (uint32_t i = 0; i < a.Length(); ++i) {
       Napi::Value v = a.Get(i);
@@ -576,28 +596,48 @@ class Context : public Napi::ObjectWrap<Context> {
       if (!sc.IsUndefined() && !sc.IsNumber()) type_error(env, "adapters[" + std::to_string(i) + "].scaled must be a number");
       list.emplace_back(p.As<Napi::String>().Utf8Value(), sc.IsNumber() ? sc.As<Napi::Number>().FloatValue() : 1.0f);
     }
+    auto ad = std::make_shared<Adapters>();
+    for (const auto& [path, scale] : list) {
+      loom_lora_adapter* h = loom_lora_adapter_load(n->model.get(), path.c_str());
+      if (!h) throw Napi::Error::New(env, loom_error("LoRA adapter " + path).what());
+      ad->handles.push_back(h);
+      ad->scales.push_back(scale);
+    }
+    return ad;
+  }
+
+  // loadLora([{path, scaled}]) -> handle (sync; throws when a file cannot be used)
+  Napi::Value LoadLora(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    auto n = live(env);
+    sched(env);
+    AdaptersRef ad = load_adapters(env, n, info.Length() > 0 ? info[0] : env.Undefined());
+    auto ext = Napi::External<AdaptersRef>::New(env, new AdaptersRef(std::move(ad)),
+                                                [](Napi::Env, AdaptersRef* p) { delete p; });
+    ext.TypeTag(&kAdaptersTag);
+    return ext;
+  }
+  static constexpr napi_type_tag kAdaptersTag = {0x6c6f6f6d2d6c6f72ULL, 0x612d616461707472ULL};
+
+  // setLora(handle from loadLora | [{path, scaled}]) -> Promise: replaces the context's adapters
+  // (an empty list removes them) once no request runs.
+  Napi::Value SetLora(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    auto n = live(env);
+    auto s = sched(env);
+    AdaptersRef ad;
+    if (info.Length() > 0 && info[0].IsExternal()) {
+      auto ext = info[0].As<Napi::External<AdaptersRef>>();
+      if (!ext.CheckTypeTag(&kAdaptersTag)) type_error(env, "adapters must come from loadLora()");
+      ad = *ext.Data();
+    } else {
+      ad = load_adapters(env, n, info.Length() > 0 ? info[0] : env.Undefined());
+    }
     return run_op<int>(
         env, n,
-        [m = n->model, s, list = std::move(list)] {
-          std::vector<loom_lora_adapter*> handles;
-          std::vector<float> scales;
-          auto free_all = [&] {
-            for (auto* h : handles) loom_lora_adapter_free(h);
-          };
-          for (const auto& [path, scale] : list) {
-            loom_lora_adapter* h = loom_lora_adapter_load(m.get(), path.c_str());
-            if (!h) {
-              auto err = loom_error("LoRA adapter " + path);
-              free_all();
-              throw err;
-            }
-            handles.push_back(h);
-            scales.push_back(scale);
-          }
-          const int32_t st = loom_scheduler_set_lora(s.get(), handles.data(), scales.data(), int32_t(handles.size()));
-          auto err = st != LOOM_OK ? std::optional<std::runtime_error>(loom_error("applyLoraAdapters failed")) : std::nullopt;
-          free_all();  // the scheduler's context keeps what it uses
-          if (err) throw *err;
+        [s, ad] {
+          const int32_t st = loom_scheduler_set_lora(s.get(), ad->handles.data(), ad->scales.data(), int32_t(ad->handles.size()));
+          if (st != LOOM_OK) throw loom_error("applyLoraAdapters failed");
           return 0;
         },
         [](Napi::Env e, int&) -> Napi::Value { return e.Undefined(); });
@@ -623,6 +663,22 @@ class Context : public Napi::ObjectWrap<Context> {
     try {
       return Napi::String::New(env, json_call([&](char* b, size_t s) { return loom_chat_format(n->model.get(), body.c_str(), b, s); },
                                               "getFormattedChat"));
+    } catch (const std::exception& e) {
+      throw Napi::Error::New(env, e.what());
+    }
+  }
+
+  // chatTemplateInfo(override?) -> string json (sync): loom_chat_template_info for the model's
+  // template, or for `override` (a Jinja template or a built-in name) when given.
+  Napi::Value ChatTemplateInfo(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    auto n = live(env);
+    std::optional<std::string> over;
+    if (info.Length() > 0 && !info[0].IsUndefined() && !info[0].IsNull()) over = string_arg(info, 0, "template");
+    try {
+      return Napi::String::New(env, json_call([&](char* b, size_t s) {
+                                 return loom_chat_template_info(n->model.get(), over ? over->c_str() : nullptr, b, s);
+                               }, "chat template"));
     } catch (const std::exception& e) {
       throw Napi::Error::New(env, e.what());
     }
@@ -751,6 +807,14 @@ loom_scheduler* make_scheduler(loom_model* m, const SchedOptions& o) {
   }
   p.context.embeddings = o.embedding;
   p.context.pooling_type = o.pooling;
+  // An embeddings context of a model whose file names no pooling (a causal LM) pools by the mean
+  // unless asked otherwise: llama.node then returns the first evaluated token's hidden state (on a
+  // fresh context: the BOS token's, the same vector for every text); unpooled, loom's scheduler
+  // would return nothing.
+  if (o.embedding && o.pooling == LOOM_POOLING_UNSPECIFIED) {
+    const int32_t mp = loom_model_pooling_type(m);
+    if (mp == LOOM_POOLING_UNSPECIFIED || mp == LOOM_POOLING_NONE) p.context.pooling_type = LOOM_POOLING_MEAN;
+  }
   if (o.type_k >= 0) p.context.type_k = o.type_k;
   if (o.type_v >= 0) p.context.type_v = o.type_v;
   p.context.rope_freq_base = o.rope_freq_base;
@@ -887,6 +951,16 @@ Napi::Value SetLogCallback(const Napi::CallbackInfo& info) {
   return env.Undefined();
 }
 
+// describe(path) -> Promise<string json>: loom_gguf_describe (the file's header: metadata with
+// their types, tensors), read on the worker pool.
+Napi::Value Describe(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  std::string path = string_arg(info, 0, "path");
+  return run_async<std::string>(
+      env, [path = std::move(path)] { return json_call([&](char* b, size_t s) { return loom_gguf_describe(path.c_str(), b, s); }, "describe"); },
+      [](Napi::Env e, std::string& j) -> Napi::Value { return Napi::String::New(e, j); });
+}
+
 Napi::Value Version(const Napi::CallbackInfo& info) { return Napi::String::New(info.Env(), loom_version()); }
 
 Napi::Object InitModule(Napi::Env env, Napi::Object exports) {
@@ -894,6 +968,7 @@ Napi::Object InitModule(Napi::Env env, Napi::Object exports) {
   exports.Set("load", Napi::Function::New(env, Load, "load"));
   exports.Set("setLogCallback", Napi::Function::New(env, SetLogCallback, "setLogCallback"));
   exports.Set("version", Napi::Function::New(env, Version, "version"));
+  exports.Set("describe", Napi::Function::New(env, Describe, "describe"));
   exports.Set("apiVersion", Napi::Number::New(env, LOOM_C_API_VERSION));
   return exports;
 }
