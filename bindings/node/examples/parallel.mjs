@@ -7,7 +7,7 @@ import { loadModel } from 'loom-node';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const model = process.argv[2] || path.join(here, '..', '..', '..', '..', 'shared', 'models', 'stories260K.gguf');
-const ctx = await loadModel({ model, n_ctx: 4096 });
+const ctx = await loadModel({ model, n_ctx: 4096, n_parallel: 4 }); // up to 4 slots for parallel.enable
 await ctx.parallel.enable({ n_parallel: 4 });
 
 const system = 'Once upon a time, in a small village, ';

@@ -8,9 +8,15 @@ const os = require('node:os');
 const native = require('./native');
 
 const POOLING = { none: 0, mean: 1, cls: 2, last: 3, rank: 4 };
+const POOLING_NAMES = ['none', 'mean', 'cls', 'last', 'rank'];
 const KV_TYPES = { f32: 0, f16: 1, q4_0: 2, q4_1: 3, q5_0: 6, q5_1: 7, q8_0: 8, iq4_nl: 20, bf16: 30 };
 // Chat formats as numbers (llama.node reports common_chat_format's enum; loom's are its own).
 const CHAT_FORMATS = { none: 0, generic: 1, hermes: 2, llama3: 3, mistral: 4, mistral_args: 5 };
+// llama.cpp's common_grammar_trigger_type: the kinds of loom's trigger strings.
+const TRIGGER_TYPES = { token: 0, word: 1, pattern: 2, pattern_full: 3 };
+const REASONING_FORMATS = ['none', 'auto', 'deepseek'];
+// What llama.node's getModelInfo() and loadLlamaModelInfo() leave out of the metadata.
+const MODEL_INFO_SKIP = new Set(['tokenizer.ggml.tokens', 'tokenizer.ggml.token_type', 'tokenizer.ggml.merges', 'tokenizer.ggml.scores']);
 
 // ---- option checking --------------------------------------------------------------------------
 
@@ -46,7 +52,7 @@ const COMPLETION_OPTION_TYPES = {
   dry_allowed_length: 'integer', dry_penalty_last_n: 'integer', dry_sequence_breakers: 'array', n_predict: 'integer',
   max_tokens: 'integer', max_length: 'integer', seed: 'integer', stop: 'array', grammar: 'string',
   logit_bias: 'array', ignore_eos: 'boolean', n_probs: 'integer', n_keep: 'integer', lookup: 'integer',
-  draft_max: 'integer', draft_min: 'integer',
+  draft_max: 'integer', draft_min: 'integer', reasoning_format: 'string', grammar_lazy: 'boolean',
 };
 
 function checkOptions(options, types, where) {
@@ -54,6 +60,12 @@ function checkOptions(options, types, where) {
     throw typeError(`${where} must be an object`);
   }
   for (const [k, t] of Object.entries(types)) checkType(options, k, t, where);
+}
+
+function checkReasoningFormat(v, where) {
+  if (v !== undefined && v !== null && !REASONING_FORMATS.includes(v)) {
+    throw typeError(`${where}.reasoning_format must be one of ${REASONING_FORMATS.join(', ')}`);
+  }
 }
 
 // ---- native logging ---------------------------------------------------------------------------
@@ -82,6 +94,10 @@ async function toggleNativeLog(enable) {
   refreshLog();
 }
 
+function isNativeLogEnabled() {
+  return logEnabled;
+}
+
 function addNativeLogListener(listener) {
   if (typeof listener !== 'function') throw typeError('the log listener must be a function');
   logListeners.add(listener);
@@ -92,6 +108,33 @@ function addNativeLogListener(listener) {
       refreshLog();
     },
   };
+}
+
+// ---- GGUF metadata as llama.cpp renders it (gguf_kv_to_str) -----------------------------------------
+
+function ggufScalarText(type, v) {
+  if (type === 'f32' || type === 'f64') return Number(v).toFixed(6); // std::to_string
+  if (type === 'bool') return v ? 'true' : 'false';
+  return String(v);
+}
+
+function ggufText(entry) {
+  if (entry.type === 'array') {
+    const items = Array.isArray(entry.value) ? entry.value : [];
+    return `[${items.map((x) => (typeof x === 'string' ? `"${x.replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"` : typeof x === 'boolean' ? String(x) : typeof x === 'number' && !Number.isInteger(x) ? x.toFixed(6) : String(x))).join(', ')}]`;
+  }
+  return ggufScalarText(entry.type, entry.value);
+}
+
+async function describeFile(path) {
+  return JSON.parse(await native.describe(path));
+}
+
+// llama_model's metadata (what llama.node's getModelInfo() lists): every key that is not an array.
+function modelMetadata(described) {
+  const out = {};
+  for (const m of described.metadata) if (m.type !== 'array') out[m.key] = ggufText(m);
+  return out;
 }
 
 // ---- request translation -------------------------------------------------------------------------
@@ -111,9 +154,18 @@ function jsonSchemaOf(responseFormat) {
   return undefined;
 }
 
-function buildRequest(options) {
+function promptRequired() {
+  // llama.node's message (its completion() and parallel.completion() refuse an empty prompt).
+  return new TypeError('loom-node: Prompt is required');
+}
+
+function buildRequest(options, { stream }) {
   const req = {};
   for (const k of PASSTHROUGH) if (options[k] !== undefined && options[k] !== null) req[k] = options[k];
+  // A lazy grammar (getFormattedChat's tool-call grammar, applied by llama.node from its trigger
+  // on) cannot be applied from a trigger by loom: it is not applied at all rather than from the
+  // first token (which would force a tool call).
+  if (options.grammar_lazy === true) delete req.grammar;
   // seed: llama.node's default (0xFFFFFFFF, LLAMA_DEFAULT_SEED) and -1 both mean random.
   if (req.seed === 0xffffffff || req.seed < 0) delete req.seed;
   // Lengths: n_predict, else max_tokens (llama.node declares it but ignores it), else max_length.
@@ -134,8 +186,13 @@ function buildRequest(options) {
     const kwargs = { ...(options.chat_template_kwargs || {}) };
     if (options.enable_thinking !== undefined && kwargs.enable_thinking === undefined) kwargs.enable_thinking = options.enable_thinking;
     if (Object.keys(kwargs).length) req.chat_template_kwargs = kwargs;
+    // llama.node's default: reasoning stays in the content unless asked for.
+    req.reasoning_format = options.reasoning_format ?? 'none';
+    // Each token event carries the parse of the text so far (content, reasoning, tool calls).
+    if (stream) req.stream_parse = true;
   } else {
     if (typeof options.prompt !== 'string') throw typeError('completion needs a prompt (string) or messages (array)');
+    if (options.prompt === '') throw promptRequired();
     req.prompt = options.prompt;
     const schema = jsonSchemaOf(options.response_format);
     if (schema !== undefined && req.json_schema === undefined && req.grammar === undefined) req.json_schema = schema;
@@ -166,26 +223,57 @@ function timingsOf(done) {
   };
 }
 
+function toolCallsOf(list) {
+  // llama.node's shape: {type: 'function', function: {name, arguments}, id?}
+  return (list || []).map((c) => {
+    const fn = c.function || c;
+    const out = { type: 'function', function: { name: fn.name ?? '', arguments: typeof fn.arguments === 'string' ? fn.arguments : JSON.stringify(fn.arguments ?? {}) } };
+    if (c.id) out.id = c.id;
+    return out;
+  });
+}
+
+// A token callback's chat fields as llama.node sets them: the parse of the text so far, each only
+// when not empty.
+function setParsed(data, parsed) {
+  if (parsed.content) data.content = parsed.content;
+  if (parsed.reasoning_content) data.reasoning_content = parsed.reasoning_content;
+  if (parsed.tool_calls && parsed.tool_calls.length) data.tool_calls = toolCallsOf(parsed.tool_calls);
+}
+
 function abortError() {
   const e = new Error('The operation was aborted');
   e.name = 'AbortError';
   return e;
 }
 
-// Runs one request on the native scheduler: resolves with llama.node's result object.
-function runCompletion(ctx, options, onToken, track) {
+function releasedError() {
+  return new Error('loom-node: this context has been released');
+}
+
+// Starts one request on the native scheduler. Returns {promise, cancel}: the promise resolves
+// with llama.node's result object. The request is submitted at once, or, while an exclusive
+// operation (clearCache, LoRA) called before it is still pending, right after that operation.
+function startCompletion(ctx, options, onToken) {
   checkOptions(options, COMPLETION_OPTION_TYPES, 'completion options');
+  checkReasoningFormat(options.reasoning_format, 'completion options');
   if (onToken !== undefined && onToken !== null && typeof onToken !== 'function') {
     throw typeError('the token callback must be a function');
   }
-  const req = buildRequest(options);
   const signal = options.signal;
-  if (signal !== undefined && (typeof signal !== 'object' || typeof signal.aborted !== 'boolean')) {
+  if (signal !== undefined && (typeof signal !== 'object' || signal === null || typeof signal.aborted !== 'boolean')) {
     throw typeError('completion options.signal must be an AbortSignal');
   }
   const chat = Array.isArray(options.messages);
   const wantProbs = (options.n_probs ?? 0) > 0;
-  const p = new Promise((resolve, reject) => {
+  const req = buildRequest(options, { stream: !!onToken && chat });
+  let id = -1;
+  let cancelled = false;
+  const cancel = () => {
+    cancelled = true;
+    if (id >= 0) ctx._native.cancel(id);
+  };
+  const promise = new Promise((resolve, reject) => {
     let text = '';
     let finish = null;
     let callbackError = null;
@@ -197,32 +285,38 @@ function runCompletion(ctx, options, onToken, track) {
       } catch (err) {
         // The caller's callback threw: stop the request and reject with its error.
         callbackError = err;
-        native_cancel();
+        cancel();
       }
     };
-    let id = -1;
-    const native_cancel = () => {
-      if (id >= 0) ctx._native.cancel(id);
+    // A token callback's data as llama.node's: the piece, the text so far, and its parse
+    // (for a plain prompt the content is the whole text, as llama.node's content-only parse).
+    const tokenData = (piece, parsed, entry) => {
+      const data = { token: piece };
+      if (!chat) {
+        if (text) data.content = text;
+      } else if (parsed && ('content' in parsed || 'reasoning_content' in parsed || 'tool_calls' in parsed)) {
+        setParsed(data, parsed);
+      } else if (text) {
+        data.content = text; // the engine gave no parse (older C API): the raw text so far
+      }
+      data.accumulated_text = text;
+      if (entry) data.completion_probabilities = [entry];
+      return data;
     };
     const onEvent = (kind, choice, token, piece, json) => {
       if (kind === 0) {
         // token
         text += piece;
         const detail = json ? JSON.parse(json) : null;
-        const entry = detail && wantProbs ? probabilitiesOf(detail) : null;
+        const entry = detail && wantProbs && detail.top ? probabilitiesOf(detail) : null;
         if (entry) probs.push(entry);
-        if (piece.length > 0 || entry) {
-          const data = { token: piece, accumulated_text: text };
-          if (chat) data.content = piece;
-          if (entry) data.completion_probabilities = [entry];
-          deliver(data);
-        }
+        if (piece.length > 0 || entry) deliver(tokenData(piece, detail, entry));
       } else if (kind === 1) {
         // finish: the rest of the text (held back while a stop string could still match)
         finish = JSON.parse(json);
         if (piece.length > 0) {
           text += piece;
-          deliver(chat ? { token: piece, content: piece, accumulated_text: text } : { token: piece, accumulated_text: text });
+          deliver(tokenData(piece, finish, null));
         }
       } else if (kind === 2) {
         // done
@@ -233,11 +327,14 @@ function runCompletion(ctx, options, onToken, track) {
         const nPredict = req.n_predict ?? -1;
         const generated = done.usage?.completion_tokens ?? 0;
         const limited = f.reason === 'length' && nPredict >= 0 && generated >= nPredict;
-        const result = {
-          text: f.text ?? text,
-          content: chat ? f.content ?? '' : f.text ?? text,
-          reasoning_content: chat && f.reasoning_content ? f.reasoning_content : undefined,
-          tool_calls: chat ? (f.tool_calls || []) : undefined,
+        const all = f.text ?? text;
+        const result = { text: all };
+        // llama.node sets content, reasoning_content and tool_calls only when not empty.
+        const content = chat ? f.content ?? '' : all;
+        if (content) result.content = content;
+        if (chat && f.reasoning_content) result.reasoning_content = f.reasoning_content;
+        if (chat && f.tool_calls && f.tool_calls.length) result.tool_calls = toolCallsOf(f.tool_calls);
+        Object.assign(result, {
           chat_format: 0,
           tokens_predicted: generated,
           tokens_evaluated: done.prompt_tokens ?? 0,
@@ -253,10 +350,8 @@ function runCompletion(ctx, options, onToken, track) {
           timings: timingsOf(done),
           // loom: the generated token ids
           tokens: Int32Array.from(f.tokens || []),
-        };
+        });
         if (wantProbs) result.completion_probabilities = probs;
-        if (result.reasoning_content === undefined) delete result.reasoning_content;
-        if (result.tool_calls === undefined) delete result.tool_calls;
         ctx._lastTokens = Int32Array.from([...(done.prompt_ids || []), ...(f.tokens || [])]);
         // This request's own prompt + output (parallel requests finish in any order).
         Object.defineProperty(result, '_allTokens', { value: ctx._lastTokens, enumerable: false });
@@ -268,30 +363,38 @@ function runCompletion(ctx, options, onToken, track) {
         reject(err);
       }
     };
-    const onAbort = () => native_cancel();
+    const onAbort = () => cancel();
     const cleanup = () => {
       if (signal) signal.removeEventListener('abort', onAbort);
-      if (track) track.delete(id);
     };
-    try {
-      // Token events only when something reads them (the finish event has the whole text).
-      id = ctx._native.submit(JSON.stringify(req), onEvent, !!onToken || wantProbs);
-    } catch (err) {
-      reject(err);
-      return;
-    }
-    if (track) track.set(id, native_cancel);
     if (signal) {
-      if (signal.aborted) native_cancel();
+      if (signal.aborted) cancelled = true;
       else signal.addEventListener('abort', onAbort, { once: true });
     }
-    if (options._onId) options._onId(id);
+    const submit = () => {
+      if (ctx._released) {
+        cleanup();
+        reject(releasedError());
+        return;
+      }
+      try {
+        // Token events only when something reads them (the finish event has the whole text).
+        id = ctx._native.submit(JSON.stringify(req), onEvent, !!onToken || wantProbs);
+      } catch (err) {
+        cleanup();
+        reject(err);
+        return;
+      }
+      if (cancelled) ctx._native.cancel(id);
+    };
+    if (ctx._barrier) ctx._barrier.then(submit);
+    else submit();
   });
   // In flight until settled (parallel.enable waits for these before changing the slots).
-  const forget = () => ctx._inflight.delete(p);
-  ctx._inflight.add(p);
-  p.then(forget, forget);
-  return p;
+  const forget = () => ctx._inflight.delete(promise);
+  ctx._inflight.add(promise);
+  promise.then(forget, forget);
+  return { promise, cancel };
 }
 
 function normalizeEmbedding(v, mode) {
@@ -314,13 +417,17 @@ function normalizeEmbedding(v, mode) {
   return out;
 }
 
-// ---- the context ------------------------------------------------------------------------------
+let warnedNoEmbedding = false;
+
+// ---- the parallel API ----------------------------------------------------------------------------
 
 class LlamaParallelAPI {
   constructor(ctx) {
     this._ctx = ctx;
     this._enabled = false;
-    this._requests = new Map(); // id -> {cancel, type, state, t0, prompt, generated}
+    // requestId -> {type, state, t0, generated, cancel}; ids are the context's own (1, 2, ...),
+    // unique over completions, embeddings and reranks, known before the request is queued.
+    this._requests = new Map();
   }
 
   async enable(config = {}) {
@@ -328,8 +435,16 @@ class LlamaParallelAPI {
     checkType(config, 'n_parallel', 'integer', 'config');
     checkType(config, 'n_batch', 'integer', 'config');
     const n = config.n_parallel ?? 2;
-    if (n < 1 || n > 256) throw new RangeError('loom-node: n_parallel must be between 1 and 256');
-    await this._ctx._reconfigure({ n_parallel: Math.max(n, 1), n_batch: config.n_batch });
+    if (n < 1) throw new RangeError('loom-node: n_parallel must be at least 1');
+    const max = this._ctx._maxParallel;
+    if (n > max) {
+      // llama.node's message: the slots are bounded by loadModel's n_parallel (n_seq_max).
+      throw new Error(
+        `Failed to enable parallel mode with ${n} slots. Context n_seq_max (${max}) is less than requested. ` +
+          `Context was initialized with n_parallel=${max}. To use ${n} parallel slots, reinitialize the context with n_parallel >= ${n}`,
+      );
+    }
+    await this._ctx._reconfigure({ n_parallel: n, n_batch: config.n_batch });
     this._enabled = true;
     return true;
   }
@@ -350,52 +465,107 @@ class LlamaParallelAPI {
     if (!this._enabled) throw new Error('Parallel mode is not enabled. Call enable() first.');
   }
 
+  _track(type) {
+    const requestId = this._ctx._nextRequestId++;
+    const state = { type, state: 'queued', t0: Date.now(), generated: 0 };
+    this._requests.set(requestId, state);
+    return { requestId, state, done: () => this._requests.delete(requestId) };
+  }
+
   async completion(options, onToken) {
     this._need();
-    if (onToken !== undefined && typeof onToken !== 'function') throw typeError('onToken must be a function');
-    for (const k of ['load_state_path', 'save_state_path', 'save_prompt_state_path']) checkType(options || {}, k, 'string', 'options');
+    if (onToken !== undefined && onToken !== null && typeof onToken !== 'function') throw typeError('onToken must be a function');
+    if (options === null || typeof options !== 'object') throw typeError('options must be an object');
+    for (const k of ['load_state_path', 'save_state_path', 'save_prompt_state_path']) checkType(options, k, 'string', 'options');
+    if (!Array.isArray(options.messages) && options.prompt === '') throw promptRequired();
     // llama.node's per-request state files: loaded into the prefix cache before the request, its
     // prompt (+ output) saved after it — loom's checked session files.
-    if (options?.load_state_path) await this._ctx._native.loadSession(options.load_state_path);
-    let requestId = -1;
-    const state = { type: 'completion', state: 'queued', t0: Date.now(), generated: 0, prompt: 0 };
-    const opts = {
-      ...options,
-      _onId: (id) => {
-        requestId = id;
-        this._requests.set(id, state);
-      },
-    };
-    const promise = runCompletion(this._ctx, opts, (data) => {
-      state.state = 'generating';
-      state.generated++;
-      if (onToken) onToken(requestId, data);
-    }, this._ctx._running).then(
+    if (options.load_state_path) {
+      if (this._ctx._barrier) await this._ctx._barrier;
+      await this._ctx._native.loadSession(options.load_state_path);
+    }
+    const { requestId, state, done } = this._track('completion');
+    let started;
+    try {
+      started = startCompletion(this._ctx, options, (data) => {
+        state.state = 'generating';
+        state.generated++;
+        if (onToken) onToken(requestId, { requestId, ...data });
+      });
+    } catch (err) {
+      done();
+      throw err;
+    }
+    let settle = null;
+    const promise = new Promise((resolve, reject) => {
+      settle = { resolve, reject };
+    });
+    started.promise.then(
       async (r) => {
-        this._requests.delete(requestId);
-        const all = r._allTokens;
-        if (options?.save_state_path) await this._ctx._native.saveSession(options.save_state_path, all);
-        if (options?.save_prompt_state_path) {
-          await this._ctx._native.saveSession(options.save_prompt_state_path, all.subarray(0, r.tokens_evaluated));
+        try {
+          const all = r._allTokens;
+          if (options.save_state_path) await this._ctx._native.saveSession(options.save_state_path, all);
+          if (options.save_prompt_state_path) {
+            await this._ctx._native.saveSession(options.save_prompt_state_path, all.subarray(0, r.tokens_evaluated));
+          }
+          if (settle) settle.resolve({ requestId, ...r });
+        } catch (err) {
+          if (settle) settle.reject(err);
+        } finally {
+          settle = null;
+          done();
         }
-        return { requestId, ...r };
       },
-      (e) => {
-        this._requests.delete(requestId);
-        throw e;
+      (err) => {
+        done();
+        if (settle) settle.reject(err);
+        settle = null;
       },
     );
-    return { requestId, promise, stop: () => this._ctx._native.cancel(requestId) };
+    // llama.node: stop() cancels the request and rejects its promise at once.
+    const stop = () => {
+      started.cancel();
+      if (settle) {
+        settle.reject(new Error('Request cancelled'));
+        settle = null;
+      }
+    };
+    return { requestId, promise, stop };
   }
 
   async embedding(text, params) {
     this._need();
-    return { requestId: -1, promise: this._ctx.embedding(text, params) };
+    const { requestId, state, done } = this._track('embedding');
+    state.state = 'processing_prompt';
+    const promise = this._ctx.embedding(text, params).then(
+      (r) => {
+        done();
+        // llama.node's parallel embedding is a plain array.
+        return { requestId, embedding: Array.from(r.embedding) };
+      },
+      (err) => {
+        done();
+        throw err;
+      },
+    );
+    return { requestId, promise };
   }
 
   async rerank(query, documents, params) {
     this._need();
-    return { requestId: -1, promise: this._ctx.rerank(query, documents, params) };
+    const { requestId, state, done } = this._track('rerank');
+    state.state = 'processing_prompt';
+    const promise = this._ctx.rerank(query, documents, params).then(
+      (r) => {
+        done();
+        return r;
+      },
+      (err) => {
+        done();
+        throw err;
+      },
+    );
+    return { requestId, promise };
   }
 
   getStatus() {
@@ -429,22 +599,48 @@ class LlamaParallelAPI {
   }
 }
 
+// ---- the context ------------------------------------------------------------------------------
+
 class LlamaContext {
   constructor(nativeCtx, options) {
     this._native = nativeCtx;
     this._options = options;
-    this._running = new Map(); // request id -> cancel (completion() and parallel requests)
-    this._inflight = new Set(); // their promises
-    this._completions = new Set(); // ids started by completion(): what stopCompletion stops
+    this._inflight = new Set(); // promises of running requests
+    this._completions = new Set(); // cancel functions of completion()'s requests: what stopCompletion stops
     this._lastTokens = new Int32Array(0);
     this._loras = [];
     this._released = false;
+    // Exclusive operations (clearCache, LoRA) return at once; the requests started after one wait
+    // for it: _barrier is a promise (never rejected) while any is pending, else null.
+    this._barrier = null;
+    this._nextRequestId = 1;
+    this._maxParallel = options.n_parallel ?? 1;
     this._info = nativeCtx.info();
+    this._metadata = null; // set by loadModel from the file's header
     this.parallel = new LlamaParallelAPI(this);
   }
 
   _live() {
-    if (this._released) throw new Error('loom-node: this context has been released');
+    if (this._released) throw releasedError();
+  }
+
+  // Runs start() (which returns a native promise) after the pending exclusive operations; later
+  // requests wait for it. Returns the operation's own promise (rejections included); a failure
+  // nobody awaits is reported as a process warning instead of an unhandled rejection.
+  _exclusive(start, onError) {
+    const prev = this._barrier;
+    const op = prev ? prev.then(start) : Promise.resolve().then(start);
+    const barrier = op.then(
+      () => undefined,
+      (err) => {
+        if (onError) onError(err);
+      },
+    );
+    this._barrier = barrier;
+    barrier.then(() => {
+      if (this._barrier === barrier) this._barrier = null;
+    });
+    return op;
   }
 
   getSystemInfo() {
@@ -456,53 +652,80 @@ class LlamaContext {
     return ['CPU'];
   }
 
+  // The template llama.node validates for getModelInfo() is the model file's own; the one used
+  // (capabilities, rendering) is loadModel's chat_template when given.
+  _templateInfo() {
+    if (this._tmplInfo) return this._tmplInfo;
+    const metadata = this._metadata ?? this._info.metadata ?? {};
+    let own = null;
+    try {
+      own = JSON.parse(this._native.chatTemplateInfo());
+    } catch {
+      own = null; // the file's template does not parse
+    }
+    const hasModelTemplate = 'tokenizer.chat_template' in metadata && !!own?.has_template;
+    let effective = hasModelTemplate ? own : null;
+    const over = this._options.chat_template;
+    if (over) {
+      try {
+        effective = JSON.parse(this._native.chatTemplateInfo(over));
+      } catch {
+        effective = null;
+      }
+    }
+    this._tmplInfo = { hasModelTemplate, effective };
+    return this._tmplInfo;
+  }
+
   getModelInfo() {
     this._live();
     const i = this._info;
-    let tmpl = {};
-    try {
-      tmpl = JSON.parse(i.chatTemplate || '{}');
-    } catch {
-      tmpl = {};
-    }
+    const t = this._templateInfo();
+    const e = t.effective;
+    // Capabilities of the template in use; without one (loom then renders ChatML) no tool support.
     const caps = {
-      tools: !!tmpl.supports_tools,
-      toolCalls: !!tmpl.supports_tool_calls,
+      tools: !!e?.supports_tools,
+      toolCalls: !!e?.supports_tool_calls,
       systemRole: true,
-      parallelToolCalls: !!tmpl.supports_parallel_tool_calls,
+      parallelToolCalls: !!e?.supports_parallel_tool_calls,
     };
-    const recurrent = /^(mamba|mamba2|rwkv)/.test(i.arch || '');
+    const metadata = this._metadata ?? Object.fromEntries(Object.entries(i.metadata || {}).filter(([k]) => !MODEL_INFO_SKIP.has(k)));
+    const toolUse = 'tokenizer.chat_template.tool_use' in metadata;
+    const jinja = { default: t.hasModelTemplate, defaultCaps: caps, toolUse };
+    if (toolUse) jinja.toolUseCaps = { ...caps };
     return {
       desc: i.desc,
       nEmbd: i.nEmbd,
       nParams: i.nParams,
       size: i.size,
-      is_recurrent: recurrent,
+      is_recurrent: !!i.recurrent,
       is_hybrid: false,
-      chatTemplates: {
-        llamaChat: !!tmpl.has_template,
-        jinja: { default: !!tmpl.has_template, defaultCaps: caps, toolUse: caps.tools, toolUseCaps: caps },
-      },
-      metadata: i.metadata,
-      isChatTemplateSupported: !!tmpl.has_template,
+      chatTemplates: { llamaChat: t.hasModelTemplate, jinja },
+      metadata: { ...metadata },
+      isChatTemplateSupported: t.hasModelTemplate,
     };
   }
 
   isJinjaSupported() {
-    return this.getModelInfo().chatTemplates.jinja.default;
+    const { jinja } = this.getModelInfo().chatTemplates;
+    return !!jinja?.toolUse || !!jinja?.default;
   }
 
   isLlamaChatSupported() {
-    return this.getModelInfo().chatTemplates.llamaChat;
+    return !!this.getModelInfo().chatTemplates.llamaChat;
   }
 
   getFormattedChat(messages, template, params = {}) {
     this._live();
     if (!Array.isArray(messages)) throw typeError('messages must be an array');
     if (template !== undefined && template !== null && typeof template !== 'string') throw typeError('template must be a string');
-    if (params === null || typeof params !== 'object') throw typeError('params must be an object');
+    if (params === undefined || params === null) params = {};
+    if (typeof params !== 'object') throw typeError('params must be an object');
+    checkReasoningFormat(params.reasoning_format, 'params');
     const req = { messages };
-    if (template) req.chat_template = template;
+    // A template (Jinja source or a built-in name such as 'chatml') for this call, else loadModel's.
+    const tmpl = template || this._options.chat_template;
+    if (tmpl) req.chat_template = tmpl;
     for (const k of ['tools', 'tool_choice', 'parallel_tool_calls', 'add_generation_prompt']) {
       if (params[k] !== undefined && params[k] !== null) req[k] = params[k];
     }
@@ -521,29 +744,47 @@ class LlamaContext {
     if (params.enable_thinking !== undefined && kwargs.enable_thinking === undefined) kwargs.enable_thinking = params.enable_thinking;
     if (Object.keys(kwargs).length) req.chat_template_kwargs = kwargs;
     const f = JSON.parse(this._native.chatFormat(JSON.stringify(req)));
-    const jinja = params.jinja ?? true;
-    if (!jinja) return { type: 'llama-chat', prompt: f.prompt, has_media: false };
+    // As llama.node: the Jinja result when the model's own template is usable and jinja is not off.
+    const useJinja = this.isJinjaSupported() && (params.jinja ?? true);
+    if (!useJinja) return { type: 'llama-chat', prompt: f.prompt, has_media: false, media_paths: [] };
+    // llama.node's grammar for tools with tool_choice auto is the tool-call grammar, applied lazily
+    // from a trigger: loom's is the grammar it applies when a tool call is required.
+    let grammar = f.grammar || '';
+    let lazy = false;
+    const triggers = f.grammar_triggers || [];
+    const tools = Array.isArray(params.tools) && params.tools.length > 0;
+    if (tools && !grammar && triggers.length && params.tool_choice !== 'none') {
+      try {
+        grammar = JSON.parse(this._native.chatFormat(JSON.stringify({ ...req, tool_choice: 'required' }))).grammar || '';
+        lazy = grammar !== '';
+      } catch {
+        grammar = '';
+      }
+    }
     return {
       type: 'jinja',
       has_media: false,
+      media_paths: [],
       prompt: f.prompt,
       chat_format: CHAT_FORMATS[f.tool_call_format] ?? 0,
-      grammar: f.grammar,
-      grammar_lazy: f.grammar_lazy,
-      grammar_triggers: (f.grammar_triggers || []).map((t) => ({ type: 0, value: t.value, token: -1 })),
-      thinking_forced_open: f.thinking_forced_open,
-      preserved_tokens: f.preserved_tokens,
-      additional_stops: f.additional_stops,
-      chat_parser: '',
+      grammar,
+      grammar_lazy: lazy,
+      grammar_triggers: lazy ? triggers.map((t) => ({ type: TRIGGER_TYPES[t.type] ?? TRIGGER_TYPES.word, value: t.value, token: -1 })) : [],
+      thinking_forced_open: !!f.thinking_forced_open,
+      preserved_tokens: f.preserved_tokens || [],
+      additional_stops: f.additional_stops || [],
+      // llama.node: llama.cpp's serialized PEG parser of the output; loom: the name of the output
+      // format it parses (completion() parses messages requests itself).
+      chat_parser: JSON.stringify({ format: f.tool_call_format || 'none' }),
     };
   }
 
   completion(options, onToken) {
     try {
       this._live();
-      let id = -1;
-      const p = runCompletion(this, { ...options, _onId: (i) => { id = i; this._completions.add(i); } }, onToken, this._running);
-      return p.finally(() => this._completions.delete(id));
+      const { promise, cancel } = startCompletion(this, options, onToken);
+      this._completions.add(cancel);
+      return promise.finally(() => this._completions.delete(cancel));
     } catch (err) {
       return Promise.reject(err);
     }
@@ -551,7 +792,7 @@ class LlamaContext {
 
   stopCompletion() {
     if (this._released) return;
-    for (const id of this._completions) this._native.cancel(id);
+    for (const cancel of this._completions) cancel();
   }
 
   async tokenize(text, opts = {}) {
@@ -567,21 +808,51 @@ class LlamaContext {
     return this._native.detokenize(tokens, false);
   }
 
+  _pooling() {
+    // The context's pooling: loadModel's pooling_type, else the file's (-1: none given).
+    const p = this._options.pooling_type;
+    return p !== undefined ? POOLING[p] : this._info.pooling ?? -1;
+  }
+
   async embedding(text, params = {}) {
     this._live();
     if (typeof text !== 'string') throw typeError('text must be a string');
-    if (params === null || typeof params !== 'object') throw typeError('params must be an object');
+    if (params === undefined || params === null) params = {};
+    if (typeof params !== 'object') throw typeError('params must be an object');
     checkType(params, 'embd_normalize', 'integer', 'params');
+    if (!this._options.embedding) {
+      // llama.node's answer on a context loaded without embedding: true: n_embd zeros.
+      if (!warnedNoEmbedding) {
+        warnedNoEmbedding = true;
+        process.emitWarning('embedding() on a context loaded without embedding: true returns zeros (as llama.node); load with embedding: true', {
+          code: 'LOOM_NODE_EMBEDDING_DISABLED',
+        });
+      }
+      return { embedding: new Float32Array(this._info.nEmbd) };
+    }
+    if (this._barrier) await this._barrier;
     const r = await this._native.embed(JSON.stringify({ input: text }));
+    if (!r.dim || !r.n) {
+      throw new Error(`loom-node: pooling_type '${POOLING_NAMES[this._pooling()] ?? 'none'}' gives no pooled embedding; load the model with pooling_type 'mean', 'cls' or 'last'`);
+    }
     const mode = params.embd_normalize ?? this._options.embd_normalize ?? 2;
-    return { embedding: normalizeEmbedding(r.data, mode) };
+    return { embedding: normalizeEmbedding(r.data.subarray(0, r.dim), mode) };
   }
 
   async rerank(query, documents, params = {}) {
     this._live();
     if (typeof query !== 'string') throw typeError('query must be a string');
     if (!Array.isArray(documents) || documents.some((d) => typeof d !== 'string')) throw typeError('documents must be an array of strings');
+    const pooling = this._pooling();
+    if (!this._options.embedding || pooling !== POOLING.rank) {
+      // llama.node: "reranking not supported, pooling_type: N".
+      throw new Error(
+        `loom-node: reranking not supported, pooling_type: ${POOLING_NAMES[pooling] ?? 'none'} ` +
+          "(load a reranker with embedding: true and pooling_type: 'rank')",
+      );
+    }
     if (documents.length === 0) return [];
+    if (this._barrier) await this._barrier;
     const r = await this._native.embed(JSON.stringify({ rerank: { query, documents } }));
     const sigmoid = params?.normalize === 1;
     const out = [];
@@ -596,39 +867,63 @@ class LlamaContext {
     this._live();
     if (typeof path !== 'string') throw typeError('path must be a string');
     if (this._lastTokens.length === 0) throw new Error('loom-node: nothing to save (run a completion first)');
+    if (this._barrier) await this._barrier;
     await this._native.saveSession(path, this._lastTokens);
   }
 
   async loadSession(path) {
     this._live();
     if (typeof path !== 'string') throw typeError('path must be a string');
+    if (this._barrier) await this._barrier;
     const tokens = await this._native.loadSession(path);
     this._lastTokens = tokens;
     return { tokens_loaded: tokens.length };
   }
 
-  async clearCache() {
+  // llama.node's clearCache is synchronous: so is this one. The prefix cache is emptied once the
+  // running requests are done; requests started after this call wait for it.
+  clearCache(clearData) {
     this._live();
-    await this._native.clearCache();
+    if (this._options.vocab_only) return;
+    this._exclusive(
+      () => this._native.clearCache(),
+      (err) => {
+        if (!this._released) warn('clearCache', err);
+      },
+    );
   }
 
-  async applyLoraAdapters(adapters) {
+  // llama.node's LoRA calls are synchronous: the adapters are loaded (and checked against the
+  // model) here, a bad file throws; they replace the context's once the running requests are done,
+  // and requests started after this call wait for them.
+  applyLoraAdapters(adapters) {
     this._live();
     if (!Array.isArray(adapters)) throw typeError('adapters must be an array of {path, scaled}');
     const list = adapters.map((a, i) => {
-      if (!a || typeof a.path !== 'string') throw typeError(`adapters[${i}].path must be a string`);
-      if (a.scaled !== undefined && typeof a.scaled !== 'number') throw typeError(`adapters[${i}].scaled must be a number`);
+      if (!a || typeof a !== 'object' || typeof a.path !== 'string') throw typeError(`adapters[${i}].path must be a string`);
+      if (a.scaled !== undefined && a.scaled !== null && typeof a.scaled !== 'number') throw typeError(`adapters[${i}].scaled must be a number`);
       return { path: a.path, scaled: a.scaled ?? 1.0 };
     });
-    const all = [...this._loras, ...list];
-    await this._native.setLora(all);
-    this._loras = all;
+    return this._setLoras([...this._loras, ...list]);
   }
 
-  async removeLoraAdapters() {
+  removeLoraAdapters() {
     this._live();
-    await this._native.setLora([]);
-    this._loras = [];
+    return this._setLoras([]);
+  }
+
+  _setLoras(all) {
+    if (this._options.vocab_only) throw new Error('loom-node: the model was loaded with vocab_only: no LoRA adapters');
+    const handle = this._native.loadLora(all); // throws at the call for a file that cannot be used
+    const before = this._loras;
+    this._loras = all;
+    this._exclusive(
+      () => this._native.setLora(handle),
+      (err) => {
+        if (this._loras === all) this._loras = before;
+        if (!this._released) warn('applyLoraAdapters', err);
+      },
+    );
   }
 
   getLoadedLoraAdapters() {
@@ -637,6 +932,7 @@ class LlamaContext {
 
   async bench(pp, tg, pl, nr) {
     this._live();
+    if (this._barrier) await this._barrier;
     const r = JSON.parse(await this._native.bench(pp, tg, pl, nr));
     const i = this._info;
     return {
@@ -664,9 +960,10 @@ class LlamaContext {
     };
   }
 
-  // A new scheduler with more slots (parallel.enable), once the running requests are done.
+  // A new scheduler with other slots (parallel.enable), once the running requests are done.
   async _reconfigure(change) {
     this._live();
+    if (this._barrier) await this._barrier;
     await Promise.allSettled([...this._inflight]);
     const opts = { ...this._nativeOpts, ...Object.fromEntries(Object.entries(change).filter(([, v]) => v !== undefined)) };
     await this._native.reconfigure(opts);
@@ -726,6 +1023,10 @@ class LlamaContext {
   }
 }
 
+function warn(what, err) {
+  process.emitWarning(`loom-node: ${what} failed after it returned: ${err && err.message ? err.message : err}`, { code: 'LOOM_NODE_EXCLUSIVE_FAILED' });
+}
+
 function nativeOptions(options) {
   const o = {
     n_ctx: options.n_ctx ?? 512,
@@ -758,10 +1059,26 @@ function nativeOptions(options) {
   return o;
 }
 
+// The scheduler's refusal of a model kind, as an error that names what is missing.
+function loadError(err, path) {
+  const m = /serving (encoder-decoder|recurrent) models \(([^)]*)\) is not supported/.exec(err?.message || '');
+  if (!m) return err;
+  const kind = m[1] === 'recurrent' ? 'a recurrent model' : 'an encoder-decoder model';
+  const e = new Error(
+    `loom-node: cannot run ${path}: it is ${kind} (${m[2]}), and loom's scheduler, which every loom-node context runs on, ` +
+      `does not serve ${m[1]} models yet (${err.message})`,
+  );
+  e.code = 'LOOM_UNSUPPORTED_MODEL';
+  return e;
+}
+
 async function loadModel(options, onProgress) {
   checkOptions(options, MODEL_OPTION_TYPES, 'options');
   if (typeof options.model !== 'string' || options.model === '') throw typeError('options.model must be a path to a GGUF file');
   if (onProgress !== undefined && onProgress !== null && typeof onProgress !== 'function') throw typeError('onProgress must be a function');
+  if (options.n_parallel !== undefined && options.n_parallel !== null && options.n_parallel < 1) {
+    throw new RangeError('loom-node: n_parallel must be at least 1');
+  }
   const nopts = nativeOptions(options);
   let last = -1;
   let settled = false;
@@ -776,18 +1093,30 @@ async function loadModel(options, onProgress) {
         }
       }
     : undefined;
-  const nativeCtx = await native.load(options.model, nopts, progress);
+  let nativeCtx;
+  try {
+    nativeCtx = await native.load(options.model, nopts, progress);
+  } catch (err) {
+    throw loadError(err, options.model);
+  }
   if (progress && last < 100) progress(100);
   settled = true;
   const ctx = new LlamaContext(nativeCtx, { ...options, ...nopts });
   ctx._nativeOpts = nopts;
+  try {
+    // llama_model's metadata as llama.node lists it: the file's keys without the arrays.
+    ctx._metadata = modelMetadata(await describeFile(options.model));
+  } catch {
+    // the native metadata (every key) stays
+  }
   // LoRA given at load: lora / lora_scaled, lora_list.
   const loras = [];
   if (options.lora) loras.push({ path: options.lora, scaled: options.lora_scaled ?? 1.0 });
   if (Array.isArray(options.lora_list)) for (const a of options.lora_list) loras.push(a);
   if (loras.length && !nopts.vocab_only) {
     try {
-      await ctx.applyLoraAdapters(loras);
+      await ctx._native.setLora(loras);
+      ctx._loras = loras.map((a) => ({ path: a.path, scaled: a.scaled ?? 1.0 }));
     } catch (err) {
       await ctx.release();
       throw err;
@@ -798,35 +1127,84 @@ async function loadModel(options, onProgress) {
 
 async function loadLlamaModelInfo(path) {
   if (typeof path !== 'string') throw typeError('path must be a string');
-  const ctx = await native.load(path, { vocab_only: true });
-  try {
-    const i = ctx.info();
-    const skip = new Set(['tokenizer.ggml.tokens', 'tokenizer.ggml.token_type', 'tokenizer.ggml.merges', 'tokenizer.ggml.scores']);
-    const out = {};
-    for (const [k, v] of Object.entries(i.metadata)) if (!skip.has(k)) out[k] = v;
-    return out;
-  } finally {
-    await ctx.release();
+  const d = await describeFile(path);
+  // As llama.node's: the header's version, alignment and data offset, then the metadata as text
+  // without the tokenizer's large arrays.
+  const out = { version: d.gguf_version, alignment: d.alignment };
+  if (d.tensors.length) {
+    let end = 0;
+    for (const t of d.tensors) end = Math.max(end, t.offset + t.bytes);
+    const rest = d.file_size - end; // the data offset plus the last tensor's padding
+    out.data_offset = rest - (rest % d.alignment);
   }
+  for (const m of d.metadata) if (!MODEL_INFO_SKIP.has(m.key)) out[m.key] = ggufText(m);
+  return out;
 }
 
-async function getBackendDevicesInfo() {
+function backendDevices() {
   return [{ backend: 'CPU', type: 'cpu', deviceName: 'CPU', maxMemorySize: os.totalmem(), metadata: { threads: os.cpus().length } }];
+}
+
+async function getBackendDevicesInfo(variant) {
+  return backendDevices();
 }
 
 async function isLibVariantAvailable(variant) {
   return variant === undefined || variant === 'default';
 }
 
+// llama.node's loadModule() / initLlama(): its native module, whose LlamaContext class loads a model
+// synchronously in its constructor. loom loads off the event loop, so contexts come from
+// loadModel(); the module's static helpers work.
+let moduleLogCallback = null;
+class ModuleLlamaContext {
+  constructor() {
+    throw new TypeError('loom-node: contexts are made by loadModel() (loom does not load a model on the JavaScript thread)');
+  }
+
+  static toggleNativeLog(enable, callback) {
+    if (moduleLogCallback) logListeners.delete(moduleLogCallback);
+    moduleLogCallback = typeof callback === 'function' ? callback : null;
+    if (moduleLogCallback) logListeners.add(moduleLogCallback);
+    logEnabled = !!enable;
+    refreshLog();
+  }
+
+  static async loadModelInfo(path, skip = []) {
+    const info = await loadLlamaModelInfo(path);
+    for (const k of Array.isArray(skip) ? skip : []) delete info[k];
+    return info;
+  }
+
+  static getBackendDevicesInfo() {
+    return JSON.stringify(backendDevices());
+  }
+}
+const loomModule = Object.freeze({ LlamaContext: ModuleLlamaContext });
+
+async function loadModule(variant) {
+  return loomModule;
+}
+
+// llama.node's build number and commit: loom's version and git commit.
+const BuildInfo = (() => {
+  const v = String(native.version());
+  const m = /^(\S+)(?:\s*\(git ([0-9a-f]+)[^)]*\))?/.exec(v);
+  return Object.freeze({ number: m ? m[1] : v, commit: m && m[2] ? m[2].slice(0, 9) : '' });
+})();
+
 module.exports = {
   getBackendDevicesInfo,
   isLibVariantAvailable,
   loadModel,
+  loadModule,
   loadLlamaModelInfo,
   toggleNativeLog,
+  isNativeLogEnabled,
   addNativeLogListener,
   LlamaContext,
   LlamaParallelAPI,
-  initLlama: async () => native,
+  BuildInfo,
+  initLlama: loadModule,
   loomVersion: () => native.version(),
 };

@@ -3,11 +3,14 @@ import loom from './index.js';
 
 export const {
   loadModel,
+  loadModule,
   loadLlamaModelInfo,
   toggleNativeLog,
+  isNativeLogEnabled,
   addNativeLogListener,
   LlamaContext,
   LlamaParallelAPI,
+  BuildInfo,
   initLlama,
   loomVersion,
   getBackendDevicesInfo,

@@ -48,16 +48,20 @@ test('a second completion while one runs is queued, not refused', async () => {
   assert.equal(rb.text, sb.text);
 });
 
-test('parallel mode: 4 greedy completions at once equal their single results', async () => {
+test('parallel mode: 4 greedy completions at once equal their single results', async (t) => {
+  // As llama.node's, parallel.enable() accepts up to loadModel's n_parallel slots.
+  const pc = await loadModel({ model: stories, n_ctx: 4096, n_threads: 1, n_parallel: 4 });
+  t.after(() => pc.release());
+  await assert.rejects(pc.parallel.enable({ n_parallel: 5 }), /n_parallel >= 5/);
   const prompts = ['Once upon a time', 'Lily and Tom went to the park', 'The cat', 'One day, a little bird'];
   const single = [];
-  for (const p of prompts) single.push((await ctx.completion({ prompt: p, n_predict: 48, ...greedy })).text);
-  assert.equal(await ctx.parallel.enable({ n_parallel: 4 }), true);
-  assert.equal(ctx.parallel.getStatus().n_parallel, 4);
+  for (const p of prompts) single.push((await pc.completion({ prompt: p, n_predict: 48, ...greedy })).text);
+  assert.equal(await pc.parallel.enable({ n_parallel: 4 }), true);
+  assert.equal(pc.parallel.getStatus().n_parallel, 4);
   const streamed = new Map();
   const reqs = await Promise.all(
     prompts.map((p) =>
-      ctx.parallel.completion({ prompt: p, n_predict: 48, ...greedy }, (id, t) => streamed.set(id, (streamed.get(id) || '') + t.token)),
+      pc.parallel.completion({ prompt: p, n_predict: 48, ...greedy }, (id, t) => streamed.set(id, (streamed.get(id) || '') + t.token)),
     ),
   );
   const results = await Promise.all(reqs.map((r) => r.promise));
@@ -67,22 +71,22 @@ test('parallel mode: 4 greedy completions at once equal their single results', a
     assert.equal(r.requestId, reqs[i].requestId);
   });
   // stop() of one request leaves the others alone.
-  const a = await ctx.parallel.completion(long);
-  const b = await ctx.parallel.completion({ prompt: 'The cat', n_predict: 30, ...greedy });
-  a.stop();
-  const [ra, rb] = await Promise.all([a.promise, b.promise]);
-  assert.equal(ra.interrupted, true);
-  assert.equal(rb.text, (await ctx.completion({ prompt: 'The cat', n_predict: 30, ...greedy })).text);
+  const a = await pc.parallel.completion(long);
+  const b = await pc.parallel.completion({ prompt: 'The cat', n_predict: 30, ...greedy });
+  a.stop(); // as llama.node's: the request's promise rejects at once
+  await assert.rejects(a.promise, /Request cancelled/);
+  const rb = await b.promise;
+  assert.equal(rb.text, (await pc.completion({ prompt: 'The cat', n_predict: 30, ...greedy })).text);
   // llama.node's per-request state files: saved after one request, loaded before another.
   const file = tmpFile('parallel-state.bin');
-  const first = await (await ctx.parallel.completion({ prompt: prompts[1], n_predict: 16, save_state_path: file, ...greedy })).promise;
-  await ctx.clearCache();
-  const again = await (await ctx.parallel.completion({ prompt: prompts[1], n_predict: 16, load_state_path: file, ...greedy })).promise;
+  const first = await (await pc.parallel.completion({ prompt: prompts[1], n_predict: 16, save_state_path: file, ...greedy })).promise;
+  pc.clearCache(); // synchronous (llama.node); the next request waits for it
+  const again = await (await pc.parallel.completion({ prompt: prompts[1], n_predict: 16, load_state_path: file, ...greedy })).promise;
   assert.equal(again.text, first.text);
   assert.ok(again.timings.cache_n >= first.tokens_evaluated - 1, `cache_n ${again.timings.cache_n}`);
-  await assert.rejects(ctx.parallel.completion({ prompt: 'x', load_state_path: tmpFile('none.bin') }));
-  ctx.parallel.disable();
-  await assert.rejects(ctx.parallel.completion({ prompt: 'x' }), /not enabled/);
+  await assert.rejects(pc.parallel.completion({ prompt: 'x', load_state_path: tmpFile('none.bin') }));
+  pc.parallel.disable();
+  await assert.rejects(pc.parallel.completion({ prompt: 'x' }), /not enabled/);
 });
 
 test('timers keep firing during generation (all model work is off the event loop)', async () => {
