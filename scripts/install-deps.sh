@@ -38,6 +38,11 @@ js="$(dirname "$0")/../tests/server/js"
 if [ -f "$js/package-lock.json" ] && [ ! -d "$js/node_modules/openai" ]; then
   (cd "$js" && npm ci --no-audit --no-fund --loglevel=error >/dev/null) || { echo "install-deps: npm ci in tests/server/js failed" >&2; exit 1; }
 fi
+# TypeScript for the Node binding's type check (bindings/node/test/typescript.test.mjs), from its lock file.
+tsd="$(dirname "$0")/../bindings/node/test/ts"
+if [ -f "$tsd/package-lock.json" ] && [ ! -d "$tsd/node_modules/typescript" ]; then
+  (cd "$tsd" && npm ci --no-audit --no-fund --loglevel=error >/dev/null) || { echo "install-deps: npm ci in bindings/node/test/ts failed" >&2; exit 1; }
+fi
 # The Node binding's one npm dependency (node-addon-api, headers only), from its lock file; the
 # addon itself is built by the project's CMake (scripts/build.sh), so install scripts are skipped.
 nb="$(dirname "$0")/../bindings/node"
