@@ -1,150 +1,567 @@
-// loom-node's cost over the engine, and its peer, side by side in one run:
-//   - `loom generate` (the CLI, no JavaScript) — the binding must be within 3 % of it;
-//   - loom-node's completion() (bindings/node) on the same model, threads and length, without and
-//     with a token callback (streaming);
-//   - node-llama-cpp's LlamaCompletion (the peer JavaScript users run today; its prebuilt
-//     llama.cpp from ../shared/bench/peer-bench.mjs's install in $LOOM_PEER_DIR, when present);
-// plus the event loop's timer lag while loom-node generates (a 1 ms interval timer), and the
-// decode bandwidth (weight bytes per token x tok/s) against the machine's read bandwidth measured
-// in the same run by `loom bench`.
+// loom-node's cost over the engine, and its peers, side by side in one run:
+//   - `loom generate` (the CLI, no JavaScript): loom-node's completion() must be within 3 % of it;
+//   - loom-node (bindings/node): completion() without and with a token callback (streaming);
+//   - llama.node (@fugood/llama.node, the package whose API loom-node implements): the same calls;
+//   - node-llama-cpp (LlamaCompletion, the other JavaScript binding of llama.cpp);
+// each at 1 and at N requests at once (--parallel 1,4): loom-node as N concurrent completion()
+// calls on a context loaded with n_parallel N and through its parallel API (parallel.enable +
+// parallel.completion), llama.node through its parallel API, node-llama-cpp as N LlamaCompletion
+// on the N sequences of one context; `loom generate --parallel N` beside them for reference.
+// For each: tokens/s, the decode bandwidth (weight bytes per token x tok/s, 1 request) against the
+// read bandwidth `loom bench` measures in the same run, and the event loop's timer lag (p99 / max
+// of a 1 ms interval timer) while it generates.
 //
 //   node bench/node-binding.mjs MODEL.gguf [--threads 2] [--tokens 256] [--reps 3] [--ctx 2048]
+//        [--parallel 1,4] [--engines cli,loom-node,llama.node,node-llama-cpp] [--no-install]
+//        [--json] [--verbose] [--logs]
+//   --engines: which to run (cli is `loom generate`); --json: one JSON object on stdout;
+//   --verbose: every run's figures on stderr; --logs: the engines' own logs (llama.node's on stdout).
 //
-// Greedy; loom-node and node-llama-cpp ignore EOS so every run generates --tokens tokens (loom
-// generate has no such switch: its tok/s is over what it generated, printed beside it).
-import { execFileSync } from 'node:child_process';
+// Every engine runs in a process of its own (a worker: node-llama-cpp and llama.node each carry
+// their own llama.cpp, llama.node prints its log on stdout, and each event loop's lag is then
+// its own); the parent interleaves them, one repetition of each in turn in a rotating order, so
+// that a noisy machine slows all of them alike; the first round warms up and is not counted.
+// Greedy (temperature 0, XTC off), EOS ignored where the engine can (loom-node, llama.node;
+// `loom generate` and node-llama-cpp cannot, so their token counts are reported).
+//
+// tok/s is always tokens after the first over the time from the first token to the last (the
+// span of llama.cpp's and loom-node's timings.predicted_per_second and of loom generate's
+// gen_wall_tps): from the engine's own timings where it has them (loom generate, loom-node,
+// llama.node; with N requests, their tokens over the union of their spans), measured in
+// JavaScript from the token callbacks otherwise (node-llama-cpp, which has no timings and runs
+// its sampling loop in JavaScript with or without a callback). The wall clock of each whole call,
+// prompt included, is in the JSON too.
+//
+// Peers not installed are installed on first use, outside the repo, pinned (--no-install: not):
+//   llama.node 1.7.15 into $LOOM_LLAMANODE_DIR (default ~/.cache/loom-peer-llamanode, ~22 MB:
+//     the package and its CPU build for this platform; its CUDA/Vulkan variants are left out);
+//   node-llama-cpp 3.22.1 into $LOOM_PEER_DIR (default ~/.cache/loom-peer, ~85 MB, the same
+//     install as ../shared/bench/peer-bench.mjs).
+// An engine that cannot be installed or loaded is reported as skipped. loom-node's addon:
+// $LOOM_NODE_ADDON, default build/bin/loom_node.node; the CLI: $LOOM, default build/bin/loom.
+import { execFileSync, fork } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { createRequire } from 'node:module';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
-const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const args = process.argv.slice(2);
-const model = args.find((a) => !a.startsWith('--'));
-if (!model) {
-  console.error('usage: node bench/node-binding.mjs MODEL.gguf [--threads 2] [--tokens 256] [--reps 3] [--ctx 2048]');
-  process.exit(2);
-}
-const opt = (k, d) => {
-  const i = args.indexOf(`--${k}`);
-  return i >= 0 ? Number(args[i + 1]) : d;
-};
-const threads = opt('threads', 2), tokens = opt('tokens', 256), reps = opt('reps', 3), nCtx = opt('ctx', 2048);
+const self = fileURLToPath(import.meta.url);
+const repo = path.resolve(path.dirname(self), '..');
+const LLAMANODE_VERSION = '1.7.15';
+const NLC_VERSION = '3.22.1';
 const prompt = 'Once upon a time, there was a little girl who lived in a village near the forest.';
-const loomBin = process.env.LOOM || path.join(repo, 'build', 'bin', 'loom');
-const median = (v) => [...v].sort((a, b) => a - b)[Math.floor(v.length / 2)];
 
-// Bandwidth: loom bench's pass (same threads) and the bytes one decode step reads.
-const bw = JSON.parse(execFileSync(loomBin, ['bench', '-m', model, '-t', String(threads), '-p', '8', '-n', '8', '-r', '1', '--json'],
-  { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }));
-const gbs = (tps) => (tps * bw.weight_bytes_per_token) / 1e9;
+// ---- statistics ---------------------------------------------------------------------------------
 
-// The three engines run interleaved, one repetition of each in turn (a noisy machine then slows
-// all of them alike); the first repetition warms caches and is not counted.
-function runCli() {
-  const out = JSON.parse(execFileSync(loomBin, ['generate', '-m', model, '-t', String(threads), '-c', String(nCtx), '-n', String(tokens),
-    '--temp', '0', '-p', prompt, '--json'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }));
-  // gen_wall_tps: from the prompt's end to the last token, sampling and detokenizing included,
-  // which is what completion()'s predicted_per_second measures; gen_tps counts decode time only.
-  return { tps: out.timings.gen_wall_tps, decode: out.timings.gen_tps, n: out.ids.length };
+function median(v) {
+  const s = v.filter(Number.isFinite).sort((a, b) => a - b);
+  if (!s.length) return NaN;
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
 }
+const stats = (v) => {
+  const f = v.filter(Number.isFinite);
+  return { median: median(f), min: f.length ? Math.min(...f) : NaN, max: f.length ? Math.max(...f) : NaN, runs: v };
+};
 
-const { loadModel } = await import(pathToFileURL(path.join(repo, 'bindings', 'node', 'lib', 'index.js')).href);
-const ctx = await loadModel({ model, n_ctx: nCtx, n_threads: threads });
-const lags = [];
-// Speed runs have nothing else on the event loop (as the CLI has nothing else); a separate run
-// measures the timer lag with a 1 ms interval timer beside the generation.
-async function runNode(withTimer = false, streaming = false) {
-  let last = performance.now();
-  const timer = withTimer
-    ? setInterval(() => {
-        const now = performance.now();
-        lags.push(now - last - 1);
-        last = now;
-      }, 1)
-    : null;
-  const t0 = performance.now();
-  let streamed = 0;
-  const onToken = streaming ? (t) => { streamed += t.token.length; } : undefined;
-  const res = await ctx.completion({ prompt, n_predict: tokens, temperature: 0, ignore_eos: true, cache_prompt: false }, onToken);
-  const wall = (performance.now() - t0) / 1000;
-  if (timer) clearInterval(timer);
-  return { tps: res.timings.predicted_per_second, wall: res.tokens_predicted / wall };
-}
+// ---- worker: one engine, one request count ----------------------------------------------------
 
-// node-llama-cpp (the peer), when installed.
-let peer = null;
-const peerDir = process.env.LOOM_PEER_DIR || path.join(os.homedir(), '.cache', 'loom-peer');
-const peerPkg = path.join(peerDir, 'node_modules', 'node-llama-cpp');
-let runPeer = null;
-if (fs.existsSync(peerPkg)) {
+async function worker(spec) {
+  const send = (m) => new Promise((resolve) => process.send(m, resolve));
+  let engine;
   try {
-    const nlc = await import(pathToFileURL(path.join(peerPkg, 'dist', 'index.js')).href);
-    const llama = await nlc.getLlama({ gpu: false, logLevel: 'error' });
-    const m = await llama.loadModel({ modelPath: model });
-    const c = await m.createContext({ contextSize: nCtx, threads, batchSize: 512 });
-    const seq = c.getSequence();
-    peer = { version: JSON.parse(fs.readFileSync(path.join(peerPkg, 'package.json'), 'utf8')).version, runs: [], dispose: async () => { await c.dispose(); await m.dispose(); } };
-    runPeer = async () => {
-      await seq.clearHistory();
+    engine = await openEngine(spec);
+  } catch (err) {
+    await send({ type: 'skip', reason: String(err?.message || err).split('\n')[0] });
+    process.exit(0);
+  }
+  await send({ type: 'ready', version: engine.version, system_info: engine.systemInfo, detail: engine.detail });
+  process.on('message', async (msg) => {
+    if (msg.op === 'close') {
+      try {
+        await engine.close();
+      } catch {
+        // exiting anyway
+      }
+      process.exit(0);
+    }
+    try {
+      await send({ type: 'result', result: await measure(engine, spec, msg) });
+    } catch (err) {
+      await send({ type: 'error', error: String(err?.message || err) });
+    }
+  });
+}
+
+// One timed run: P requests at once, with or without a token callback, with or without the 1 ms
+// lag timer. Each request reports {n, first, last, end, predN, predMs} (times from performance.now()).
+async function measure(engine, spec, { stream, lag }) {
+  const lags = [];
+  let timer = null;
+  if (lag) {
+    let last = performance.now();
+    timer = setInterval(() => {
+      const now = performance.now();
+      lags.push(now - last - 1);
+      last = now;
+    }, 1);
+  }
+  await engine.reset();
+  const t0 = performance.now();
+  const reqs = await engine.run(stream);
+  if (timer) clearInterval(timer);
+  const P = reqs.length;
+  const n = reqs.reduce((a, r) => a + r.n, 0);
+  const end = Math.max(...reqs.map((r) => r.end));
+  const first = Math.min(...reqs.map((r) => r.first ?? NaN));
+  const last = Math.max(...reqs.map((r) => r.last ?? NaN));
+  const out = {
+    n,
+    n_min: Math.min(...reqs.map((r) => r.n)),
+    wall_tps: n / ((end - t0) / 1000),
+    js_tps: Number.isFinite(first) && last > first ? (n - P) / ((last - first) / 1000) : NaN,
+  };
+  if (reqs.every((r) => Number.isFinite(r.predMs))) {
+    // N requests: their tokens over the union of their spans, each span ending when its promise
+    // resolved (requests that ran one after another then count as such).
+    const from = Math.min(...reqs.map((r) => r.end - r.predMs));
+    out.engine_tps = P === 1 ? reqs[0].predTps : reqs.reduce((a, r) => a + r.predN, 0) / ((end - from) / 1000);
+  }
+  out.tps = Number.isFinite(out.engine_tps) ? out.engine_tps : out.js_tps;
+  if (lag) {
+    const s = [...lags].sort((a, b) => a - b);
+    out.lag = { p99: s[Math.floor(s.length * 0.99)] ?? 0, max: s.length ? s[s.length - 1] : 0, ticks: s.length };
+  }
+  return out;
+}
+
+// A request of loom-node or llama.node (the same API): the promise of its result and the callback
+// times; onToken is called with (data) for completion() and (id, data) for parallel.completion().
+function llamaNodeStyleRequest(start, stream) {
+  const rec = { n: 0, first: undefined, last: undefined };
+  const onToken = stream
+    ? () => {
+        const t = performance.now();
+        if (rec.first === undefined) rec.first = t;
+        rec.last = t;
+      }
+    : undefined;
+  return start(onToken).then((res) => {
+    rec.end = performance.now();
+    rec.n = res.tokens_predicted;
+    rec.predN = res.timings?.predicted_n;
+    rec.predMs = res.timings?.predicted_ms;
+    rec.predTps = res.timings?.predicted_per_second;
+    return rec;
+  });
+}
+
+async function openEngine(spec) {
+  const { engine, api, parallel: P, model, threads, ctx: nCtx, tokens } = spec;
+  const base = { prompt, n_predict: tokens, temperature: 0, xtc_probability: 0, ignore_eos: true };
+  if (engine === 'loom-node' || engine === 'llama.node') {
+    let mod, version;
+    if (engine === 'loom-node') {
+      const addon = path.join(repo, 'build', 'bin', 'loom_node.node');
+      if (!process.env.LOOM_NODE_ADDON && fs.existsSync(addon)) process.env.LOOM_NODE_ADDON = addon;
+      mod = await import(pathToFileURL(path.join(repo, 'bindings', 'node', 'lib', 'index.js')).href);
+      version = JSON.parse(fs.readFileSync(path.join(repo, 'bindings', 'node', 'package.json'), 'utf8')).version;
+    } else {
+      const require = createRequire(path.join(spec.dir, 'package.json'));
+      mod = require('@fugood/llama.node');
+      version = require('@fugood/llama.node/package.json').version;
+    }
+    const opts = { model, n_ctx: nCtx, n_threads: threads };
+    if (P > 1) opts.n_parallel = P;
+    const ctx = await mod.loadModel(opts);
+    if (api === 'parallel') await ctx.parallel.enable({ n_parallel: P });
+    // loom-node: no prompt cache, as the CLI (llama.node has no such option: clearCache instead)
+    const options = engine === 'loom-node' ? { ...base, cache_prompt: false } : base;
+    const one = (stream) =>
+      api === 'parallel'
+        ? llamaNodeStyleRequest(async (onToken) => (await ctx.parallel.completion(options, onToken)).promise, stream)
+        : llamaNodeStyleRequest((onToken) => ctx.completion(options, onToken), stream);
+    return {
+      version,
+      systemInfo: ctx.getSystemInfo?.() ?? '',
+      detail: engine === 'loom-node' ? { addon: process.env.LOOM_NODE_ADDON || '(default lookup)' } : {},
+      reset: async () => ctx.clearCache?.(),
+      run: (stream) => Promise.all(Array.from({ length: P }, () => one(stream))),
+      close: async () => {
+        if (api === 'parallel') ctx.parallel.disable();
+        await ctx.release();
+      },
+    };
+  }
+  if (engine === 'node-llama-cpp') {
+    process.env.NODE_LLAMA_CPP_SKIP_DOWNLOAD = 'true';
+    const pkg = path.join(spec.dir, 'node_modules', 'node-llama-cpp');
+    const nlc = await import(pathToFileURL(path.join(pkg, 'dist', 'index.js')).href);
+    const llama = await nlc.getLlama({
+      gpu: false, build: 'never', usePrebuiltBinaries: true, skipDownload: true, progressLogs: false,
+      logLevel: nlc.LlamaLogLevel.error, maxThreads: threads,
+    });
+    const m = await llama.loadModel({ modelPath: model, gpuLayers: 0 });
+    // contextSize is per sequence: the same KV cells in all as the other engines' n_ctx.
+    const c = await m.createContext({ contextSize: Math.floor(nCtx / P), sequences: P, batchSize: 512, threads: { ideal: threads, min: threads } });
+    const seqs = Array.from({ length: P }, () => c.getSequence());
+    const one = async (seq, stream) => {
+      const rec = { n: 0, first: undefined, last: undefined };
       const comp = new nlc.LlamaCompletion({ contextSequence: seq });
-      let n = 0, tFirst = 0;
+      // No callback-free path: its sampling loop is JavaScript either way. Without streaming a
+      // callback only takes the time (token ids); streaming takes the text as an app would.
       await comp.generateCompletion(prompt, {
         maxTokens: tokens, temperature: 0, customStopTriggers: [],
         onToken: (t) => {
-          if (n === 0) tFirst = performance.now();
-          n += t.length;
+          const now = performance.now();
+          if (rec.first === undefined) rec.first = now;
+          rec.last = now;
+          rec.n += t.length;
         },
+        ...(stream ? { onTextChunk: (s) => { rec.text = (rec.text || 0) + s.length; } } : {}),
       });
-      // Generation rate after the first token (the prompt is not counted), as loom's timings.
-      return n > 1 ? (n - 1) / ((performance.now() - tFirst) / 1000) : NaN;
+      rec.end = performance.now();
+      return rec;
     };
+    return {
+      version: JSON.parse(fs.readFileSync(path.join(pkg, 'package.json'), 'utf8')).version,
+      systemInfo: llama.systemInfo,
+      detail: { build_type: llama.buildType, llama_cpp: llama.llamaCppRelease },
+      reset: async () => {
+        for (const s of seqs) await s.clearHistory();
+      },
+      run: (stream) => Promise.all(seqs.map((s) => one(s, stream))),
+      close: async () => {
+        await c.dispose();
+        await m.dispose();
+        await llama.dispose();
+      },
+    };
+  }
+  throw new Error(`unknown engine ${engine}`);
+}
+
+// ---- parent ---------------------------------------------------------------------------------
+
+function parseArgs(argv) {
+  const o = { threads: 2, tokens: 256, reps: 3, ctx: 2048, parallel: [1, 4], engines: ['cli', 'loom-node', 'llama.node', 'node-llama-cpp'],
+    install: true, json: false, verbose: false, logs: false, model: null };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    const num = () => {
+      const v = Number(argv[++i]);
+      if (!Number.isInteger(v) || v < 0) usage(`${a} needs a whole number`);
+      return v;
+    };
+    if (a === '--threads' || a === '-t') o.threads = num();
+    else if (a === '--tokens' || a === '-n') o.tokens = num();
+    else if (a === '--reps') o.reps = num();
+    else if (a === '--ctx' || a === '-c') o.ctx = num();
+    else if (a === '--parallel') o.parallel = String(argv[++i]).split(',').map(Number);
+    else if (a === '--engines') o.engines = String(argv[++i]).split(',');
+    else if (a === '--no-install') o.install = false;
+    else if (a === '--json') o.json = true;
+    else if (a === '--verbose') o.verbose = true;
+    else if (a === '--logs') o.logs = true;
+    else if (a === '-h' || a === '--help') usage();
+    else if (a.startsWith('-')) usage(`unknown option ${a}`);
+    else o.model = a;
+  }
+  if (!o.model) usage('no model');
+  if (!fs.existsSync(o.model)) usage(`model not found: ${o.model}`);
+  if (o.parallel.some((p) => !Number.isInteger(p) || p < 1)) usage('--parallel takes request counts, e.g. 1,4');
+  const known = ['cli', 'loom-node', 'llama.node', 'node-llama-cpp'];
+  for (const e of o.engines) if (!known.includes(e)) usage(`unknown engine ${e} (known: ${known.join(', ')})`);
+  if (o.reps < 1) usage('--reps must be at least 1');
+  return o;
+}
+
+function usage(msg) {
+  if (msg) console.error(`node-binding.mjs: ${msg}`);
+  console.error('usage: node bench/node-binding.mjs MODEL.gguf [--threads 2] [--tokens 256] [--reps 3] [--ctx 2048]\n' +
+    '         [--parallel 1,4] [--engines cli,loom-node,llama.node,node-llama-cpp] [--no-install] [--json] [--verbose]');
+  process.exit(msg ? 2 : 0);
+}
+
+function cpuInfo() {
+  const info = {};
+  try {
+    const txt = fs.readFileSync('/proc/cpuinfo', 'utf8').split('\n\n')[0];
+    for (const line of txt.split('\n')) {
+      const [k, v] = line.split(/\s*:\s*/);
+      if (k === 'model name') info.name = v;
+      else if (k === 'cpu family') info.family = Number(v);
+      else if (k === 'model') info.model = Number(v);
+      else if (k === 'flags') {
+        const f = new Set(v.split(' '));
+        info.isa = ['avx2', 'avx512f', 'avx512_vnni', 'avx512_bf16', 'avx512_fp16', 'amx_tile'].filter((x) => f.has(x));
+      }
+    }
+  } catch {
+    info.name = os.cpus()[0]?.model;
+  }
+  info.cores = os.cpus().length;
+  return info;
+}
+
+// Installs a peer's pinned packages into its cache folder when its entry is missing.
+function ensureInstalled(what, dir, entry, pkgs, o) {
+  if (fs.existsSync(path.join(dir, entry))) return null;
+  if (!o.install) return `not installed in ${dir} (--no-install)`;
+  try {
+    fs.mkdirSync(dir, { recursive: true });
+    console.error(`installing ${pkgs.join(' ')} into ${dir} ...`);
+    execFileSync('npm', ['install', '--prefix', dir, '--no-audit', '--no-fund', '--omit=optional', '--ignore-scripts', ...pkgs],
+      { stdio: ['ignore', 'ignore', o.verbose ? 'inherit' : 'pipe'], env: { ...process.env, NODE_LLAMA_CPP_SKIP_DOWNLOAD: 'true' }, timeout: 600_000 });
   } catch (err) {
-    peer = { error: err.message };
+    const lines = String(err.stderr || err.message).trim().split('\n');
+    return `${what}: npm install failed (${lines.find((l) => /error (code|network)|ERR!/.test(l)) || lines[0]})`;
+  }
+  return fs.existsSync(path.join(dir, entry)) ? null : `${what}: installed, but ${entry} is missing`;
+}
+
+class Worker {
+  constructor(spec, o) {
+    this.spec = spec;
+    this.o = o;
+    this.stderr = '';
+  }
+
+  start() {
+    this.child = fork(self, ['--worker', JSON.stringify(this.spec)], { stdio: ['ignore', this.o.logs ? 'inherit' : 'ignore', this.o.logs ? 'inherit' : 'pipe', 'ipc'] });
+    this.child.stderr?.on('data', (d) => {
+      this.stderr = (this.stderr + d).slice(-4000);
+    });
+    this.pending = null;
+    this.child.on('message', (m) => {
+      const p = this.pending;
+      this.pending = null;
+      p?.resolve(m);
+    });
+    this.child.on('exit', (code, sig) => {
+      this.dead = true;
+      const p = this.pending;
+      this.pending = null;
+      const tail = this.stderr.trim().split('\n').slice(-1)[0] || '';
+      p?.resolve({ type: 'error', error: `worker exited (${sig || code})${tail ? `: ${tail}` : ''}` });
+    });
+    return this.next();
+  }
+
+  next() {
+    return new Promise((resolve) => {
+      this.pending = { resolve };
+    });
+  }
+
+  async run(stream, lag = false) {
+    if (this.dead) return { type: 'error', error: 'worker is gone' };
+    const p = this.next();
+    this.child.send({ op: 'run', stream, lag });
+    return p;
+  }
+
+  async close() {
+    if (this.dead) return;
+    const done = new Promise((resolve) => this.child.once('exit', resolve));
+    this.child.send({ op: 'close' });
+    const timer = setTimeout(() => this.child.kill('SIGKILL'), 10_000);
+    await done;
+    clearTimeout(timer);
   }
 }
 
-const cli = [], cliDecode = [], node = [], nodeWall = [], nodeStream = [];
-let cliTokens = 0;
-for (let r = 0; r < reps + 1; r++) {
-  const c = runCli();
-  const n = await runNode();
-  const ns = await runNode(false, true);
-  const p = runPeer ? await runPeer() : NaN;
-  if (r === 0) continue;
-  cli.push(c.tps);
-  cliDecode.push(c.decode);
-  cliTokens = c.n;
-  node.push(n.tps);
-  nodeWall.push(n.wall);
-  nodeStream.push(ns.tps);
-  if (runPeer) peer.runs.push(p);
-}
-const lagRun = await runNode(true);
-let maxLag = 0;
-for (const l of lags) maxLag = Math.max(maxLag, l);
-const p99 = [...lags].sort((a, b) => a - b)[Math.floor(lags.length * 0.99)] ?? 0;
-await ctx.release();
-if (peer?.runs) {
-  peer.tps = median(peer.runs);
-  await peer.dispose();
+async function main() {
+  const o = parseArgs(process.argv.slice(2));
+  const log = (s) => console.error(s);
+  const loomBin = process.env.LOOM || path.join(repo, 'build', 'bin', 'loom');
+  const cpu = cpuInfo();
+  const load0 = os.loadavg();
+  const started = new Date();
+
+  // Bandwidth: loom bench's pass (same threads) and the bytes one decode step reads.
+  let bw = null;
+  try {
+    bw = JSON.parse(execFileSync(loomBin, ['bench', '-m', o.model, '-t', String(o.threads), '-p', '8', '-n', '8', '-r', '1', '--json'],
+      { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }));
+  } catch (err) {
+    log(`loom bench failed (${err.message.split('\n')[0]}): no bandwidth figures`);
+  }
+  const gbs = (tps) => (bw ? (tps * bw.weight_bytes_per_token) / 1e9 : NaN);
+
+  // The rows: one per engine, API and request count.
+  const rows = [];
+  const skipped = new Map();
+  const want = (e) => o.engines.includes(e);
+  const llamaNodeDir = process.env.LOOM_LLAMANODE_DIR || path.join(os.homedir(), '.cache', 'loom-peer-llamanode');
+  const nlcDir = process.env.LOOM_PEER_DIR || path.join(os.homedir(), '.cache', 'loom-peer');
+  const plat = `${process.platform}-${process.arch}`;
+  if (want('llama.node')) {
+    const why = ensureInstalled('llama.node', llamaNodeDir, path.join('node_modules', '@fugood', 'llama.node', 'package.json'),
+      [`@fugood/llama.node@${LLAMANODE_VERSION}`, `@fugood/node-llama-${plat}@${LLAMANODE_VERSION}`], o);
+    if (why) skipped.set('llama.node', why);
+  }
+  if (want('node-llama-cpp')) {
+    const why = ensureInstalled('node-llama-cpp', nlcDir, path.join('node_modules', 'node-llama-cpp', 'dist', 'index.js'),
+      [`node-llama-cpp@${NLC_VERSION}`, `@node-llama-cpp/${plat}@${NLC_VERSION}`], o);
+    if (why) skipped.set('node-llama-cpp', why);
+  }
+  for (const P of o.parallel) {
+    const x = P > 1 ? ` ×${P}` : '';
+    if (want('cli')) rows.push({ engine: 'cli', P, label: P > 1 ? `loom generate --parallel ${P} (one prompt, ${P} continuations)` : 'loom generate' });
+    if (want('loom-node')) {
+      rows.push({ engine: 'loom-node', api: 'completion', P, label: `loom-node completion()${x}` });
+      if (P > 1) rows.push({ engine: 'loom-node', api: 'parallel', P, label: `loom-node parallel.completion()${x}` });
+    }
+    if (want('llama.node')) rows.push({ engine: 'llama.node', api: P > 1 ? 'parallel' : 'completion', P, dir: llamaNodeDir, label: `llama.node ${P > 1 ? 'parallel.completion()' : 'completion()'}${x}` });
+    if (want('node-llama-cpp')) rows.push({ engine: 'node-llama-cpp', api: 'sequences', P, dir: nlcDir, label: `node-llama-cpp LlamaCompletion${P > 1 ? ` ×${P} sequences` : ''}` });
+  }
+  for (const r of rows) {
+    r.completion = [];
+    r.stream = [];
+    r.n = [];
+    r.wall = [];
+    if (skipped.has(r.engine)) r.skipped = skipped.get(r.engine);
+  }
+
+  // Workers, loaded one after another.
+  for (const r of rows) {
+    if (r.engine === 'cli' || r.skipped) continue;
+    log(`loading ${r.label} ...`);
+    r.worker = new Worker({ engine: r.engine, api: r.api, parallel: r.P, dir: r.dir, model: path.resolve(o.model), threads: o.threads, ctx: o.ctx, tokens: o.tokens }, o);
+    const m = await r.worker.start();
+    if (m.type === 'ready') Object.assign(r, { version: m.version, system_info: m.system_info, detail: m.detail });
+    else {
+      r.skipped = m.reason || m.error;
+      r.worker = null;
+    }
+  }
+
+  const runCli = (P) => {
+    const a = ['generate', '-m', o.model, '-t', String(o.threads), '-c', String(o.ctx), '-n', String(o.tokens), '--temp', '0', '-p', prompt, '--json'];
+    if (P > 1) a.push('--parallel', String(P));
+    const out = JSON.parse(execFileSync(loomBin, a, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'], maxBuffer: 64 << 20 }));
+    // gen_wall_tps: from the prompt's end to the last token, sampling and detokenizing included,
+    // which is what completion()'s predicted_per_second measures; gen_tps counts decode time only.
+    if (P > 1) return { tps: out.timings.aggregate_tps, n: out.sequences.reduce((a, s) => a + s.ids.length, 0) };
+    return { tps: out.timings.gen_wall_tps, decode: out.timings.gen_tps, n: out.ids.length };
+  };
+
+  // Rounds: every row once (without and with a token callback), in a rotating order.
+  const live = rows.filter((r) => !r.skipped);
+  for (let round = 0; round <= o.reps; round++) {
+    log(`round ${round}${round === 0 ? ' (warm-up)' : ''} of ${o.reps}, load ${os.loadavg()[0].toFixed(2)}`);
+    const order = live.map((_, i) => live[(i + round) % live.length]);
+    for (const r of order) {
+      if (r.skipped) continue;
+      if (r.engine === 'cli') {
+        try {
+          const c = runCli(r.P);
+          if (round > 0) {
+            r.completion.push(c.tps);
+            r.n.push(c.n);
+            if (c.decode) (r.decode ??= []).push(c.decode);
+          }
+        } catch (err) {
+          r.skipped = `loom generate failed: ${err.message.split('\n')[0]}`;
+        }
+        continue;
+      }
+      for (const stream of [false, true]) {
+        const m = await r.worker.run(stream);
+        if (m.type !== 'result') {
+          r.skipped = `failed: ${m.error}`;
+          break;
+        }
+        if (o.verbose) log(`  ${r.label} ${stream ? 'streaming' : 'completion'}: ${JSON.stringify(m.result)}`);
+        if (round === 0) continue;
+        (stream ? r.stream : r.completion).push(m.result.tps);
+        r.n.push(m.result.n);
+        r.wall.push(m.result.wall_tps);
+      }
+    }
+  }
+
+  // Timer lag: one run of each row with a 1 ms interval timer, without and with a token callback.
+  log('timer lag runs ...');
+  for (const r of rows) {
+    if (!r.worker || r.skipped) continue;
+    r.lag = {};
+    for (const stream of [false, true]) {
+      const m = await r.worker.run(stream, true);
+      if (m.type === 'result') r.lag[stream ? 'stream' : 'completion'] = { ...m.result.lag, tps: m.result.tps };
+    }
+  }
+  for (const r of rows) if (r.worker) await r.worker.close();
+  const load1 = os.loadavg();
+
+  // loom-node completion() against loom generate, paired per round (the 3 % target).
+  const cli1 = rows.find((r) => r.engine === 'cli' && r.P === 1 && !r.skipped);
+  const ln1 = rows.find((r) => r.engine === 'loom-node' && r.P === 1 && !r.skipped);
+  let check = null;
+  if (cli1 && ln1 && cli1.completion.length && ln1.completion.length) {
+    const k = Math.min(cli1.completion.length, ln1.completion.length);
+    const ratios = Array.from({ length: k }, (_, i) => ln1.completion[i] / cli1.completion[i]);
+    const st = stats(ratios);
+    const ofMedians = median(ln1.completion) / median(cli1.completion);
+    check = { target: 0.97, paired: st, of_medians: ofMedians, pass: st.median >= 0.97 };
+  }
+
+  const summary = (r) => ({
+    label: r.label, engine: r.engine, api: r.api, parallel: r.P, version: r.version, system_info: r.system_info, detail: r.detail,
+    skipped: r.skipped,
+    completion_tps: stats(r.completion), stream_tps: r.engine === 'cli' ? undefined : stats(r.stream),
+    decode_only_tps: r.decode ? stats(r.decode) : undefined, wall_tps_incl_prompt: r.wall.length ? stats(r.wall) : undefined,
+    tokens_generated: r.n.length ? { min: Math.min(...r.n), max: Math.max(...r.n), asked: o.tokens * r.P } : undefined,
+    decode_gbs: r.P === 1 ? gbs(median(r.completion)) : undefined, lag_ms: r.lag,
+  });
+  const report = {
+    model: path.basename(o.model), threads: o.threads, tokens: o.tokens, reps: o.reps, ctx: o.ctx, parallel: o.parallel,
+    date: started.toISOString(), cpu, load_avg: { start: load0, end: load1 },
+    bandwidth: bw ? { read_gbps: bw.mem_bw_gbps, kernel: bw.mem_bw_kernel, weight_bytes_per_token: bw.weight_bytes_per_token } : null,
+    rows: rows.map(summary), check,
+  };
+  if (o.json) {
+    console.log(JSON.stringify(report, null, 2));
+    return;
+  }
+
+  const f = (x, d = 1) => (Number.isFinite(x) ? x.toFixed(d) : '-');
+  const rng = (s) => (Number.isFinite(s.median) ? `${f(s.median)} (${f(s.min)}–${f(s.max)})` : '-');
+  console.log(`model ${report.model}, ${o.threads} threads, ${o.tokens} tokens a request, median (min–max) of ${o.reps} after a warm-up; ` +
+    `CPU ${cpu.name} (family ${cpu.family} model ${cpu.model}; ${cpu.isa?.join(' ')}), ${cpu.cores} cores, load ${f(load0[0], 2)} → ${f(load1[0], 2)}`);
+  if (bw) console.log(`read bandwidth ${bw.mem_bw_gbps} GB/s (${bw.mem_bw_kernel}), ${(bw.weight_bytes_per_token / 1e6).toFixed(1)} MB of weights per token`);
+  console.log('| engine | completion tok/s | × loom generate | streaming tok/s | decode GB/s | timer lag p99 / max (ms), completion · streaming | tokens |');
+  console.log('|---|---|---|---|---|---|---|');
+  for (const P of o.parallel) {
+    const ref = rows.find((r) => r.engine === 'cli' && r.P === P && !r.skipped);
+    const refT = ref ? median(ref.completion) : NaN;
+    for (const r of rows.filter((x) => x.P === P)) {
+      const name = `${r.label}${r.version ? ` ${r.version}` : ''}`;
+      if (r.skipped) {
+        console.log(`| ${name} | skipped: ${r.skipped} | | | | | |`);
+        continue;
+      }
+      const s = summary(r);
+      const lag = (l) => (l ? `${f(l.p99, 2)} / ${f(l.max, 2)}` : '-');
+      const lagCol = r.engine === 'cli' ? '-' : `${lag(r.lag?.completion)} · ${lag(r.lag?.stream)}`;
+      const rel = median(r.completion) / refT;
+      const ratio = r.engine === 'cli' ? '1.00×' : Number.isFinite(rel) ? `${f(rel, 3)}×` : '-';
+      const n = s.tokens_generated ? (s.tokens_generated.min === s.tokens_generated.max ? `${s.tokens_generated.min}` : `${s.tokens_generated.min}–${s.tokens_generated.max}`) : '-';
+      console.log(`| ${name} | ${rng(s.completion_tps)} | ${ratio} | ${s.stream_tps ? rng(s.stream_tps) : '-'} | ${f(s.decode_gbs, 2)} | ${lagCol} | ${n} |`);
+      if (s.decode_only_tps) console.log(`| loom generate, decode time only (gen_tps) | ${rng(s.decode_only_tps)} | ${f(s.decode_only_tps.median / refT, 3)}× | - | ${f(gbs(s.decode_only_tps.median), 2)} | - | |`);
+    }
+  }
+  if (check) {
+    console.log(`loom-node completion() / loom generate, paired per round: ${f(check.paired.median, 3)}× (${f(check.paired.min, 3)}–${f(check.paired.max, 3)}); ` +
+      `of the medians ${f(check.of_medians, 3)}×: ${check.pass ? 'within' : 'NOT within'} 3 %`);
+  }
+  for (const r of rows) {
+    if (r.system_info && r.P === o.parallel[0]) console.log(`${r.engine} system info: ${String(r.system_info).trim().replace(/\s+/g, ' ')}`);
+  }
 }
 
-const f = (x, d = 1) => (Number.isFinite(x) ? x.toFixed(d) : '-');
-console.log(`model ${path.basename(model)}, ${threads} threads, ${tokens} tokens, median of ${reps}; ` +
-  `read bandwidth ${bw.mem_bw_gbps} GB/s (${bw.mem_bw_kernel}), ${(bw.weight_bytes_per_token / 1e6).toFixed(1)} MB of weights per token`);
-console.log('| engine | tg tok/s | decode GB/s | vs loom generate |');
-console.log('|---|---|---|---|');
-const cliT = median(cli);
-console.log(`| loom generate (CLI, ${cliTokens} tokens) | ${f(cliT)} | ${f(gbs(cliT), 2)} | 1.00x |`);
-const cliD = median(cliDecode);
-console.log(`| loom generate, decode time only (no sampling) | ${f(cliD)} | ${f(gbs(cliD), 2)} | ${f(cliD / cliT, 3)}x |`);
-const nT = median(node), nW = median(nodeWall);
-console.log(`| loom-node completion() | ${f(nT)} | ${f(gbs(nT), 2)} | ${f(nT / cliT, 3)}x |`);
-console.log(`| loom-node, wall clock incl. prompt and JS | ${f(nW)} | ${f(gbs(nW), 2)} | ${f(nW / cliT, 3)}x |`);
-const nS = median(nodeStream);
-console.log(`| loom-node completion() streaming (onToken per token) | ${f(nS)} | ${f(gbs(nS), 2)} | ${f(nS / cliT, 3)}x |`);
-if (peer?.tps) console.log(`| node-llama-cpp ${peer.version} LlamaCompletion | ${f(peer.tps)} | ${f(gbs(peer.tps), 2)} | ${f(peer.tps / cliT, 3)}x |`);
-else console.log(`| node-llama-cpp | - | - | ${peer?.error ? `error: ${peer.error}` : `not installed (node ../shared/bench/peer-bench.mjs installs it in ${peerDir})`} |`);
-console.log(`event loop while loom-node generates: timer lag p99 ${f(p99, 2)} ms, max ${f(maxLag, 2)} ms ` +
-  `(1 ms interval, ${lags.length} ticks; that run: ${f(lagRun.tps)} tok/s)`);
+// Last: the class above is not hoisted.
+if (process.argv[2] === '--worker') await worker(JSON.parse(process.argv[3]));
+else await main();
