@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <optional>
+#include <span>
 
 #include "sample/grammar.h"
 #include "sample/json_schema.h"
@@ -32,9 +33,16 @@ size_t skip_ws(std::string_view s, size_t pos) {
 bool at(std::string_view s, size_t pos, std::string_view lit) { return pos <= s.size() && s.substr(pos).starts_with(lit); }
 
 // Where the JSON value starting at s[pos] ends (one past it), npos when it is cut off or cannot be
-// a JSON value. Only the structure is checked here; json::parse checks the rest.
-size_t json_value_end(std::string_view s, size_t pos) {
-  if (pos >= s.size()) return std::string_view::npos;
+// a JSON value. Only the structure is checked here; json::parse checks the rest. *cut_off (when
+// given) says whether the value runs into the end of `s` unfinished, so that more text could
+// complete it: an open object, array or string, nothing at all yet, or a scalar that reaches the
+// end (more digits may follow; such a scalar still ends at s.size() here).
+size_t json_value_end(std::string_view s, size_t pos, bool* cut_off = nullptr) {
+  if (cut_off) *cut_off = false;
+  if (pos >= s.size()) {
+    if (cut_off) *cut_off = true;
+    return std::string_view::npos;
+  }
   const char c0 = s[pos];
   if (c0 == '{' || c0 == '[' || c0 == '"') {
     std::vector<char> stack;
@@ -63,12 +71,21 @@ size_t json_value_end(std::string_view s, size_t pos) {
         default: break;
       }
     }
+    if (cut_off) *cut_off = true;
     return std::string_view::npos;
   }
   // Scalars: up to the next delimiter.
   size_t i = pos;
   while (i < s.size() && std::string_view(",}]): \t\r\n").find(s[i]) == std::string_view::npos) ++i;
+  if (cut_off) *cut_off = i == s.size();
   return i == pos ? std::string_view::npos : i;
+}
+
+// Partial parsing: whether the JSON value at s[pos] may still be completed by more text.
+bool json_cut_off(std::string_view s, size_t pos) {
+  bool cut = false;
+  (void)json_value_end(s, pos, &cut);
+  return cut;
 }
 
 // The JSON value at s[pos] and where it ends.
@@ -79,6 +96,59 @@ std::optional<json> json_at(std::string_view s, size_t pos, size_t* end) {
   if (v.is_discarded()) return std::nullopt;
   *end = e;
   return v;
+}
+
+bool is_hex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+
+// The text of the JSON string that starts at s[pos] == '"', as far as `s` goes: up to its closing
+// quote, or up to the end of `s` without an escape that is cut off there (a \u escape, or a high
+// surrogate whose low half has not come yet) or malformed. nullopt when even that is not JSON
+// (a raw control character).
+std::optional<std::string> json_string_prefix(std::string_view s, size_t pos) {
+  size_t safe = pos + 1;  // one past the last complete character or escape
+  size_t i = pos + 1;
+  bool closed = false;
+  while (i < s.size()) {
+    const char c = s[i];
+    if (c == '"') {
+      closed = true;
+      break;
+    }
+    if (c != '\\') {
+      safe = ++i;
+      continue;
+    }
+    if (i + 1 >= s.size()) break;
+    if (s[i + 1] != 'u') {
+      if (std::string_view("\"\\/bfnrt").find(s[i + 1]) == std::string_view::npos) break;
+      i += 2;
+      safe = i;
+      continue;
+    }
+    // \uXXXX, a high surrogate only with its low half: stop before one that is cut off (or, in
+    // text no grammar made, malformed: the whole parse decides about that one).
+    const auto unit_at = [&](size_t k) -> long {
+      if (k + 6 > s.size() || s[k] != '\\' || s[k + 1] != 'u') return -1;
+      for (size_t h = k + 2; h < k + 6; ++h)
+        if (!is_hex(s[h])) return -1;
+      return std::stol(std::string(s.substr(k + 2, 4)), nullptr, 16);
+    };
+    const long unit = unit_at(i);
+    if (unit < 0 || (unit >= 0xDC00 && unit <= 0xDFFF)) break;
+    if (unit >= 0xD800 && unit <= 0xDBFF) {
+      const long low = unit_at(i + 6);
+      if (low < 0xDC00 || low > 0xDFFF) break;
+      i += 12;
+    } else {
+      i += 6;
+    }
+    safe = i;
+  }
+  std::string quoted(s.substr(pos, (closed ? i : safe) - pos));
+  quoted += '"';
+  json v = json::parse(quoted, nullptr, /*allow_exceptions=*/false);
+  if (v.is_discarded() || !v.is_string()) return std::nullopt;
+  return v.get<std::string>();
 }
 
 // Arguments as compact JSON text: an object, or a string holding one.
@@ -114,35 +184,68 @@ std::optional<ToolCall> call_from_object(const json& o) {
   return tc;
 }
 
+// Partial parsing: `s` without a tail that may be the beginning of one of `marks` (a proper,
+// non-empty prefix of one), then without trailing whitespace. What is held back this way is shown
+// once the text after it says what it is.
+std::string_view hold_tail(std::string_view s, std::span<const std::string_view> marks) {
+  size_t cut = s.size();
+  for (std::string_view m : marks) {
+    for (size_t n = std::min(m.size() - 1, s.size()); n > 0; --n) {
+      if (s.ends_with(m.substr(0, n))) {
+        cut = std::min(cut, s.size() - n);
+        break;
+      }
+    }
+  }
+  return rstrip(s.substr(0, cut));
+}
+
 // --- reasoning -----------------------------------------------------------------------------
 
-// Takes a leading reasoning block off `text`; returns what follows it.
-std::string_view take_reasoning(std::string_view text, bool forced_open, std::string* reasoning) {
+struct ReasoningSplit {
+  std::string reasoning;        // the block's text, whitespace stripped
+  std::string_view open, close;  // its tags (empty: no block)
+  bool closed = false;
+  std::string_view body;  // the text after the block (all of it when there is none)
+};
+
+// Takes a leading reasoning block off `text`. partial: an unclosed block's text so far leaves out a
+// tail that may be the start of its closing tag, and a message that so far is only the beginning
+// of an opening tag ("<thi") is held back entirely (empty body).
+ReasoningSplit split_reasoning(std::string_view text, bool forced_open, bool partial) {
   struct Tags {
     std::string_view open, close;
   };
   static constexpr Tags kTags[] = {{"<think>", "</think>"}, {"[THINK]", "[/THINK]"}};
+  ReasoningSplit r;
+  r.body = text;
+  const auto block = [&](std::string_view open, std::string_view close, std::string_view inner) {
+    r.open = open;
+    r.close = close;
+    const size_t p = inner.find(close);
+    if (p == std::string_view::npos) {
+      const std::string_view marks[] = {close};
+      r.reasoning = std::string(partial ? hold_tail(lstrip(inner), marks) : strip(inner));
+      r.body = {};
+      return;
+    }
+    r.reasoning = std::string(strip(inner.substr(0, p)));
+    r.closed = true;
+    r.body = lstrip(inner.substr(p + close.size()));
+  };
   const std::string_view t = lstrip(text);
   for (const Tags& tg : kTags) {
-    if (!t.starts_with(tg.open)) continue;
-    const size_t p = t.find(tg.close, tg.open.size());
-    if (p == std::string_view::npos) {
-      *reasoning = std::string(strip(t.substr(tg.open.size())));
-      return {};
+    if (t.starts_with(tg.open)) {
+      block(tg.open, tg.close, t.substr(tg.open.size()));
+      return r;
     }
-    *reasoning = std::string(strip(t.substr(tg.open.size(), p - tg.open.size())));
-    return lstrip(t.substr(p + tg.close.size()));
-  }
-  if (forced_open) {
-    const size_t p = text.find("</think>");
-    if (p == std::string_view::npos) {
-      *reasoning = std::string(strip(text));
-      return {};
+    if (partial && !t.empty() && tg.open.starts_with(t)) {
+      r.body = {};
+      return r;
     }
-    *reasoning = std::string(strip(text.substr(0, p)));
-    return lstrip(text.substr(p + 8));
   }
-  return text;
+  if (forced_open) block("<think>", "</think>", text);
+  return r;
 }
 
 // --- ids -------------------------------------------------------------------------------------
@@ -160,6 +263,8 @@ uint64_t fnv1a(std::string_view s) {
   return h;
 }
 
+// `text`: the output up to the end of the call, so that a call streamed by a partial parse keeps
+// its id as the output grows.
 std::string make_id(ToolCallFormat f, std::string_view text, size_t index, uint64_t seed) {
   static constexpr char kAlnum[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
   const bool mistral = f == ToolCallFormat::kMistral || f == ToolCallFormat::kMistralArgs;
@@ -174,50 +279,89 @@ std::string make_id(ToolCallFormat f, std::string_view text, size_t index, uint6
 }
 
 // --- per-format parsers ----------------------------------------------------------------------
-// Each returns the calls it read from `text` (already without reasoning), the content before the
-// first call, and `rest`: the text after the last call read (malformed calls included).
+// Each returns the calls it read from `s` (already without reasoning) with where each ends, the
+// content before the first call, and `rest`: the text after the last call read (malformed calls
+// included). With `partial`, a call that the end of `s` cuts off (and a bare JSON reply that may
+// yet be a call) is not read: `held` is where that text begins, and everything from there is held
+// back from the content until more text decides it.
 
 struct Scan {
   std::vector<ToolCall> calls;
+  std::vector<size_t> ends;  // where each call ends in s
   std::string_view before;
   std::string_view rest;
+  size_t held = std::string_view::npos;
+
+  void add(ToolCall tc, size_t end) {
+    calls.push_back(std::move(tc));
+    ends.push_back(end);
+  }
 };
 
 // Calls written as JSON objects one after another (separated by whitespace or ';'), from pos.
-size_t read_json_calls(std::string_view s, size_t pos, std::vector<ToolCall>* calls) {
+// partial: *held is set where a cut-off object begins.
+size_t read_json_calls(std::string_view s, size_t pos, Scan* r, bool partial) {
   for (;;) {
     const size_t p = skip_ws(s, pos);
     if (p >= s.size() || s[p] != '{') return pos;
+    if (partial && json_cut_off(s, p)) {
+      r->held = p;
+      return pos;
+    }
     size_t end = 0;
     auto v = json_at(s, p, &end);
     if (!v) return pos;
     auto tc = call_from_object(*v);
     if (!tc) return pos;
-    calls->push_back(std::move(*tc));
+    r->add(std::move(*tc), end);
     pos = end;
     const size_t q = skip_ws(s, pos);
     if (q < s.size() && s[q] == ';') pos = q + 1;
   }
 }
 
-Scan scan_hermes(std::string_view s) {
+// Whether the text from pos to the end is a beginning (possibly empty) of `lit`.
+bool prefix_of(std::string_view s, size_t pos, std::string_view lit) {
+  return pos <= s.size() && lit.starts_with(s.substr(pos));
+}
+
+// A whole message that is one bare JSON call (Hermes' {"name", "arguments"}, Mistral's [{...}]):
+// partial holds it (and what may still become it) back, since text after it would make it content.
+// Returns whether it was handled.
+template <typename Read>
+bool bare_reply(std::string_view s, bool partial, char open, Scan* r, Read&& read) {
+  const size_t b = skip_ws(s, 0);
+  if (b >= s.size() || s[b] != open) return false;
+  if (partial && json_cut_off(s, b)) {
+    r->held = b;
+    return true;
+  }
+  const std::string_view t = rstrip(s.substr(b));
+  size_t end = 0;
+  auto v = json_at(t, 0, &end);
+  if (!v || end != t.size()) return false;
+  std::vector<ToolCall> calls;
+  if (!read(*v, &calls)) return false;
+  if (partial) {
+    r->held = b;
+  } else {
+    for (auto& tc : calls) r->add(std::move(tc), b + end);
+  }
+  return true;
+}
+
+Scan scan_hermes(std::string_view s, bool partial) {
   Scan r;
   const size_t a = s.find("<tool_call>"), b = s.find("<function=");
   const size_t start = std::min(a, b);
   if (start == std::string_view::npos) {
     // A bare {"name": ..., "arguments": ...} reply.
-    const std::string_view t = strip(s);
-    size_t end = 0;
-    if (t.starts_with('{')) {
-      auto v = json_at(t, 0, &end);
-      if (v && end == t.size()) {
-        if (auto tc = call_from_object(*v)) {
-          r.calls.push_back(std::move(*tc));
-          return r;
-        }
-      }
-    }
-    r.before = s;
+    const bool bare = bare_reply(s, partial, '{', &r, [](const json& v, std::vector<ToolCall>* out) {
+      auto tc = call_from_object(v);
+      if (tc) out->push_back(std::move(*tc));
+      return tc.has_value();
+    });
+    if (!bare || r.calls.empty()) r.before = s;
     return r;
   }
   r.before = s.substr(0, start);
@@ -225,33 +369,44 @@ Scan scan_hermes(std::string_view s) {
   for (;;) {
     size_t p = pos;
     std::optional<ToolCall> tc;
+    bool cut = false;  // partial: the end of s cuts this call off
     if (at(s, p, "<tool_call>")) {
       p = skip_ws(s, p + 11);
+      cut = partial && json_cut_off(s, p);
       size_t end = 0;
-      auto v = json_at(s, p, &end);
+      auto v = cut ? std::nullopt : json_at(s, p, &end);
       if (v) tc = call_from_object(*v);
       if (tc) {
         p = skip_ws(s, end);
         if (at(s, p, "</tool_call>")) p += 12;
+        else if (partial && prefix_of(s, p, "</tool_call>")) cut = true;
         else if (p != s.size()) tc.reset();  // the output may end where the server stopped
       }
     } else if (at(s, p, "<function=")) {
       const size_t gt = s.find('>', p);
-      if (gt != std::string_view::npos) {
+      if (gt == std::string_view::npos) {
+        cut = partial;
+      } else {
         const std::string name(strip(s.substr(p + 10, gt - p - 10)));
         p = skip_ws(s, gt + 1);
+        cut = partial && json_cut_off(s, p);
         size_t end = 0;
-        auto v = json_at(s, p, &end);
+        auto v = cut ? std::nullopt : json_at(s, p, &end);
         if (!name.empty() && v && v->is_object()) {
           tc = ToolCall{"", name, v->dump()};
           p = skip_ws(s, end);
           if (at(s, p, "</function>")) p += 11;
+          else if (partial && prefix_of(s, p, "</function>")) cut = true;
           else if (p != s.size()) tc.reset();
         }
       }
     }
+    if (cut) {
+      r.held = pos;
+      break;
+    }
     if (!tc) break;
-    r.calls.push_back(std::move(*tc));
+    r.add(std::move(*tc), p);
     pos = p;
     const size_t q = skip_ws(s, pos);
     if (!at(s, q, "<tool_call>") && !at(s, q, "<function=")) break;
@@ -299,7 +454,7 @@ std::optional<ToolCall> builtin_call(std::string_view s) {
   return tc;
 }
 
-Scan scan_llama31(std::string_view s) {
+Scan scan_llama31(std::string_view s, bool partial) {
   Scan r;
   // The end-of-message tokens, when the server kept them in the text.
   for (bool again = true; again;) {
@@ -318,16 +473,21 @@ Scan scan_llama31(std::string_view s) {
     const size_t body = tag + 14;
     const std::string_view code = strip(s.substr(body));
     if (code.starts_with('{')) {
-      const size_t end = read_json_calls(s, body, &r.calls);
+      const size_t end = read_json_calls(s, body, &r, partial);
+      if (r.calls.empty() && r.held != std::string_view::npos) r.held = tag;
       r.rest = s.substr(r.calls.empty() ? tag : end);
       return r;
     }
+    if (partial) {  // a builtin call or code: whole only at the end of the message
+      r.held = tag;
+      return r;
+    }
     if (auto tc = builtin_call(code)) {
-      r.calls.push_back(std::move(*tc));
+      r.add(std::move(*tc), s.size());
       return r;
     }
     if (!code.empty()) {
-      r.calls.push_back(ToolCall{"", "python", json{{"code", std::string(code)}}.dump()});
+      r.add(ToolCall{"", "python", json{{"code", std::string(code)}}.dump()}, s.size());
       return r;
     }
     r.rest = s.substr(tag);
@@ -336,7 +496,7 @@ Scan scan_llama31(std::string_view s) {
   // Without the tag the call is the whole message, starting with '{'.
   const size_t start = skip_ws(s, 0);
   if (start < s.size() && s[start] == '{') {
-    const size_t end = read_json_calls(s, start, &r.calls);
+    const size_t end = read_json_calls(s, start, &r, partial);
     if (!r.calls.empty()) {
       r.rest = s.substr(end);
       return r;
@@ -346,7 +506,18 @@ Scan scan_llama31(std::string_view s) {
   return r;
 }
 
-Scan scan_mistral(std::string_view s) {
+// [{"name", "arguments", "id"?}, ...] as calls (all of them, or false).
+bool calls_from_array(const json& v, std::vector<ToolCall>* out) {
+  if (!v.is_array() || v.empty()) return false;
+  for (const auto& o : v) {
+    auto tc = call_from_object(o);
+    if (!tc) return false;
+    out->push_back(std::move(*tc));
+  }
+  return true;
+}
+
+Scan scan_mistral(std::string_view s, bool partial) {
   Scan r;
   {
     const std::string_view t = rstrip(s);
@@ -355,24 +526,13 @@ Scan scan_mistral(std::string_view s) {
   const size_t start = s.find("[TOOL_CALLS]");
   if (start == std::string_view::npos) {
     // Detokenized without special tokens, [TOOL_CALLS] is gone: a bare [{"name": ...}] reply.
-    const std::string_view t = strip(s);
-    size_t end = 0;
-    if (t.starts_with("[{")) {
-      auto v = json_at(t, 0, &end);
-      if (v && end == t.size() && v->is_array() && !v->empty()) {
-        std::vector<ToolCall> calls;
-        for (const auto& o : *v) {
-          auto tc = call_from_object(o);
-          if (!tc) break;
-          calls.push_back(std::move(*tc));
-        }
-        if (calls.size() == v->size()) {
-          r.calls = std::move(calls);
-          return r;
-        }
-      }
+    const size_t b = skip_ws(s, 0);
+    if (partial && b + 1 == s.size() && s[b] == '[') {  // "[" may become "[{" or "[TOOL_CALLS]"
+      r.held = b;
+      return r;
     }
-    r.before = s;
+    const bool bare = b + 1 < s.size() && s[b + 1] == '{' && bare_reply(s, partial, '[', &r, calls_from_array);
+    if (!bare || r.calls.empty()) r.before = s;
     return r;
   }
   r.before = s.substr(0, start);
@@ -380,25 +540,22 @@ Scan scan_mistral(std::string_view s) {
   while (at(s, pos, "[TOOL_CALLS]")) {
     size_t p = skip_ws(s, pos + 12);
     std::vector<ToolCall> got;
-    bool ok = false;
-    if (p < s.size() && s[p] == '[') {  // [{"name": ..., "arguments": ..., "id": ...}, ...]
+    bool ok = false, cut = partial && p >= s.size();
+    if (cut) {
+      // nothing after the marker yet
+    } else if (p < s.size() && s[p] == '[') {  // [{"name": ..., "arguments": ..., "id": ...}, ...]
+      cut = partial && json_cut_off(s, p);
       size_t end = 0;
-      auto v = json_at(s, p, &end);
-      if (v && v->is_array() && !v->empty()) {
+      auto v = cut ? std::nullopt : json_at(s, p, &end);
+      if (v && calls_from_array(*v, &got)) {
         ok = true;
-        for (const auto& o : *v) {
-          auto tc = call_from_object(o);
-          if (!tc) {
-            ok = false;
-            break;
-          }
-          got.push_back(std::move(*tc));
-        }
         p = end;
       }
     } else {  // name[ARGS]{...} or name[CALL_ID]id[ARGS]{...}
       const size_t args = s.find("[ARGS]", p);
-      if (args != std::string_view::npos) {
+      if (args == std::string_view::npos) {
+        cut = partial;  // the name (and id) may still be coming
+      } else {
         std::string_view head = s.substr(p, args - p);
         std::string id;
         const size_t cid = head.find("[CALL_ID]");
@@ -410,7 +567,8 @@ Scan scan_mistral(std::string_view s) {
         const bool plain_name = !name.empty() && name.find_first_of(" \t\r\n[]{}\"") == std::string::npos;
         size_t end = 0;
         const size_t q = skip_ws(s, args + 6);
-        auto v = plain_name ? json_at(s, q, &end) : std::nullopt;
+        cut = partial && plain_name && json_cut_off(s, q);
+        auto v = plain_name && !cut ? json_at(s, q, &end) : std::nullopt;
         if (v) {
           if (auto a = arguments_text(*v)) {
             got.push_back(ToolCall{id, name, *a});
@@ -420,8 +578,12 @@ Scan scan_mistral(std::string_view s) {
         }
       }
     }
+    if (cut) {
+      r.held = pos;
+      break;
+    }
     if (!ok) break;
-    for (auto& tc : got) r.calls.push_back(std::move(tc));
+    for (auto& tc : got) r.add(std::move(tc), p);
     pos = p;
     const size_t q = skip_ws(s, pos);
     if (!at(s, q, "[TOOL_CALLS]")) break;
@@ -432,12 +594,26 @@ Scan scan_mistral(std::string_view s) {
 }
 
 // {"tool_call": {...}} / {"tool_calls": [...]} / {"response": ...}; `content` (when set) is the
-// reply text.
-Scan scan_generic(std::string_view s, std::optional<std::string>* content) {
+// reply text. A reply that the end of the text cuts off ({"response": "Hel) is its text so far, in
+// partial parsing and at the end alike, so that a streamed reply only grows.
+Scan scan_generic(std::string_view s, std::optional<std::string>* content, bool partial) {
   Scan r;
   r.before = s;
+  const size_t b = skip_ws(s, 0);
+  if (b >= s.size() || s[b] != '{') return r;
+  if (json_cut_off(s, b)) {
+    size_t p = skip_ws(s, b + 1);
+    if (at(s, p, "\"response\"") && (p = skip_ws(s, p + 10), at(s, p, ":")) && (p = skip_ws(s, p + 1), at(s, p, "\""))) {
+      if (auto text = json_string_prefix(s, p)) {
+        *content = std::move(*text);
+        r.before = {};
+        return r;
+      }
+    }
+    if (partial) r.held = b;
+    return r;
+  }
   const std::string_view t = strip(s);
-  if (!t.starts_with('{')) return r;
   size_t end = 0;
   auto v = json_at(t, 0, &end);
   if (!v || end != t.size() || !v->is_object()) return r;
@@ -460,10 +636,26 @@ Scan scan_generic(std::string_view s, std::optional<std::string>* content) {
   } else {
     return r;
   }
-  r.calls = std::move(calls);
+  for (auto& tc : calls) r.add(std::move(tc), b + end);
   r.before = {};
   if (auto c = o.find("content"); c != o.end() && c->is_string()) *content = c->get<std::string>();
   return r;
+}
+
+// What partial parsing holds back at the end of the content: the beginnings of a format's markers.
+std::span<const std::string_view> hold_marks(ToolCallFormat f) {
+  static constexpr std::string_view kHermes[] = {"<tool_call>", "<function="};
+  static constexpr std::string_view kLlama31[] = {"<|python_tag|>", "<|eom_id|>", "<|eot_id|>"};
+  static constexpr std::string_view kMistral[] = {"[TOOL_CALLS]", "</s>"};
+  switch (f) {
+    case ToolCallFormat::kHermes: return kHermes;
+    case ToolCallFormat::kLlama31: return kLlama31;
+    case ToolCallFormat::kMistral:
+    case ToolCallFormat::kMistralArgs: return kMistral;
+    case ToolCallFormat::kGeneric:
+    case ToolCallFormat::kNone: break;
+  }
+  return {};
 }
 
 }  // namespace
@@ -509,36 +701,83 @@ json ParsedMessage::to_json() const {
   return m;
 }
 
+const char* reasoning_format_name(ReasoningFormat f) {
+  switch (f) {
+    case ReasoningFormat::kNone: return "none";
+    case ReasoningFormat::kAuto: return "auto";
+    case ReasoningFormat::kDeepSeek: return "deepseek";
+    case ReasoningFormat::kDeepSeekLegacy: return "deepseek-legacy";
+  }
+  return "?";
+}
+
+Expected<ReasoningFormat> parse_reasoning_format(std::string_view name) {
+  for (ReasoningFormat f : {ReasoningFormat::kNone, ReasoningFormat::kAuto, ReasoningFormat::kDeepSeek,
+                            ReasoningFormat::kDeepSeekLegacy})
+    if (name == reasoning_format_name(f)) return f;
+  std::string shown(name.substr(0, 40));
+  if (name.size() > 40) shown += "...";
+  return invalid_argument("reasoning_format: expected \"none\", \"auto\", \"deepseek\" or \"deepseek-legacy\", got \"" +
+                          shown + "\"");
+}
+
 ParsedMessage parse_assistant_output(ToolCallFormat format, std::string_view text, const ParseOptions& opts) {
   ParsedMessage out;
-  const std::string_view body = take_reasoning(text, opts.thinking_forced_open, &out.reasoning_content);
+  const bool partial = opts.partial;
+  std::string_view body = text;
+  std::string think;  // reasoning_in_content: the block, written back at the start of the content
+  if (opts.reasoning_format != ReasoningFormat::kNone) {
+    ReasoningSplit rs = split_reasoning(text, opts.thinking_forced_open, partial);
+    body = rs.body;
+    if (!opts.reasoning_in_content) {
+      out.reasoning_content = std::move(rs.reasoning);
+    } else if (!rs.reasoning.empty()) {
+      think = std::string(rs.open) + rs.reasoning + (rs.closed ? std::string(rs.close) : std::string());
+    }
+  }
   if (!opts.tools_present || format == ToolCallFormat::kNone) {
-    out.content = std::string(body);
+    out.content = think + std::string(body);
     return out;
   }
   Scan scan;
   std::optional<std::string> reply;  // kGeneric: the reply's text
   switch (format) {
-    case ToolCallFormat::kHermes: scan = scan_hermes(body); break;
-    case ToolCallFormat::kLlama31: scan = scan_llama31(body); break;
+    case ToolCallFormat::kHermes: scan = scan_hermes(body, partial); break;
+    case ToolCallFormat::kLlama31: scan = scan_llama31(body, partial); break;
     case ToolCallFormat::kMistral:
-    case ToolCallFormat::kMistralArgs: scan = scan_mistral(body); break;
-    case ToolCallFormat::kGeneric: scan = scan_generic(body, &reply); break;
+    case ToolCallFormat::kMistralArgs: scan = scan_mistral(body, partial); break;
+    case ToolCallFormat::kGeneric: scan = scan_generic(body, &reply, partial); break;
     case ToolCallFormat::kNone: break;
   }
+  // Partial: what a view of `body` shows, without trailing whitespace (the full parse strips it
+  // before a call). Text before held-back text, or before a stop token, is final; only a view that
+  // reaches the end of the output also holds back the beginning of a marker.
+  const auto shown = [&](std::string_view v) {
+    if (v.empty()) return v;
+    const char* end = v.data() + v.size();
+    if (scan.held != std::string_view::npos && end > body.data() + scan.held) {
+      const char* limit = body.data() + scan.held;
+      if (v.data() >= limit) return std::string_view();
+      return rstrip(v.substr(0, size_t(limit - v.data())));
+    }
+    return end == body.data() + body.size() ? hold_tail(v, hold_marks(format)) : rstrip(v);
+  };
   if (scan.calls.empty()) {
-    out.content = reply ? *reply : std::string(body);
+    out.content = reply ? *reply : partial ? std::string(shown(body)) : std::string(body);
+    out.content.insert(0, think);
     return out;
   }
   out.content = reply ? *reply : std::string(rstrip(scan.before));
-  const std::string_view rest = strip(scan.rest);
+  const std::string_view rest = partial ? shown(lstrip(scan.rest)) : strip(scan.rest);
   if (!rest.empty()) {
     if (!out.content.empty()) out.content += '\n';
     out.content += rest;
   }
+  out.content.insert(0, think);
+  const size_t base = size_t(body.data() - text.data());
   for (size_t i = 0; i < scan.calls.size(); ++i) {
     ToolCall& tc = scan.calls[i];
-    if (tc.id.empty()) tc.id = make_id(format, text, i, opts.id_seed);
+    if (tc.id.empty()) tc.id = make_id(format, text.substr(0, base + scan.ends[i]), i, opts.id_seed);
   }
   out.tool_calls = std::move(scan.calls);
   return out;

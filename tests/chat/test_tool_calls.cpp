@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <chrono>
+#include <cstdio>
 #include <random>
 #include <set>
 
@@ -311,8 +313,11 @@ TEST(ParseToolCalls, IdsAreDeterministicAndSeeded) {
   o.id_seed = 7;
   auto c = chat::parse_assistant_output(ToolCallFormat::kHermes, text, o);
   EXPECT_NE(a.tool_calls[0].id, c.tool_calls[0].id);
-  auto d = parse(ToolCallFormat::kHermes, text + " ");
+  // Ids depend on the text up to the end of the call (so that streaming keeps them), not after it.
+  auto d = parse(ToolCallFormat::kHermes, "OK. " + text);
   EXPECT_NE(a.tool_calls[0].id, d.tool_calls[0].id);
+  auto e = parse(ToolCallFormat::kHermes, text + "\nDone.");
+  EXPECT_EQ(a.tool_calls[0].id, e.tool_calls[0].id);
 }
 
 TEST(ParseToolCalls, ToJsonIsAnOpenAiMessage) {
@@ -406,6 +411,304 @@ TEST(NormalizeTools, RebuildsAndNamesErrors) {
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
     EXPECT_NE(r.status().message().find(msg), std::string::npos) << r.status().message();
   }
+}
+
+// --- reasoning formats -------------------------------------------------------------------------
+
+TEST(ReasoningFormat, NamesRoundTrip) {
+  for (const char* n : {"none", "auto", "deepseek", "deepseek-legacy"}) {
+    auto f = chat::parse_reasoning_format(n);
+    ASSERT_TRUE(f) << n;
+    EXPECT_STREQ(chat::reasoning_format_name(*f), n);
+  }
+  for (const std::string& bad : std::vector<std::string>{"", "DeepSeek", "think", std::string(5000, 'x')}) {
+    auto f = chat::parse_reasoning_format(bad);
+    ASSERT_FALSE(f) << bad;
+    EXPECT_NE(f.status().message().find("\"deepseek-legacy\""), std::string::npos);
+    EXPECT_LT(f.status().message().size(), 200u);
+  }
+}
+
+ParsedMessage parse_with(ToolCallFormat f, std::string_view text, chat::ReasoningFormat rf, bool in_content = false,
+                         bool forced_open = false, bool tools = true) {
+  chat::ParseOptions o;
+  o.reasoning_format = rf;
+  o.reasoning_in_content = in_content;
+  o.thinking_forced_open = forced_open;
+  o.tools_present = tools;
+  return chat::parse_assistant_output(f, text, o);
+}
+
+TEST(ReasoningFormat, NoneAutoDeepSeekLegacy) {
+  using RF = chat::ReasoningFormat;
+  const std::string text = "<think>\nCheck the sky.\n</think>\n\nIt is sunny.";
+  for (ToolCallFormat f : {ToolCallFormat::kNone, ToolCallFormat::kHermes, ToolCallFormat::kGeneric}) {
+    SCOPED_TRACE(chat::tool_call_format_name(f));
+    for (RF rf : {RF::kAuto, RF::kDeepSeek, RF::kDeepSeekLegacy}) {
+      auto m = parse_with(f, text, rf);
+      EXPECT_EQ(m.reasoning_content, "Check the sky.");
+      EXPECT_EQ(m.content, "It is sunny.");
+    }
+    auto m = parse_with(f, text, RF::kNone);
+    EXPECT_EQ(m.reasoning_content, "");
+    EXPECT_EQ(m.content, text);
+    // deepseek-legacy while streaming: the block stays in the content, as <think>...</think>.
+    m = parse_with(f, text, RF::kDeepSeekLegacy, /*in_content=*/true);
+    EXPECT_EQ(m.reasoning_content, "");
+    EXPECT_EQ(m.content, "<think>Check the sky.</think>It is sunny.");
+    // A prompt that ends inside <think>: none ignores it, the others take the text up to </think>.
+    m = parse_with(f, "Check the sky.</think>It is sunny.", RF::kNone, false, /*forced_open=*/true);
+    EXPECT_EQ(m.content, "Check the sky.</think>It is sunny.");
+    m = parse_with(f, "Check the sky.</think>It is sunny.", RF::kDeepSeek, false, /*forced_open=*/true);
+    EXPECT_EQ(m.reasoning_content, "Check the sky.");
+    EXPECT_EQ(m.content, "It is sunny.");
+  }
+  // With none, a call after the block is still a call; the block is content.
+  auto m = parse_with(ToolCallFormat::kHermes,
+                      "<think>call ping</think>\n<tool_call>{\"name\": \"ping\", \"arguments\": {}}</tool_call>", RF::kNone);
+  EXPECT_EQ(m.content, "<think>call ping</think>");
+  ASSERT_EQ(m.tool_calls.size(), 1u);
+  // [THINK] blocks (Magistral) too.
+  m = parse_with(ToolCallFormat::kMistralArgs, "[THINK]plan[/THINK]Done.", RF::kDeepSeekLegacy, true);
+  EXPECT_EQ(m.content, "[THINK]plan[/THINK]Done.");
+  m = parse_with(ToolCallFormat::kMistralArgs, "[THINK]plan[/THINK]Done.", RF::kAuto);
+  EXPECT_EQ(m.reasoning_content, "plan");
+  EXPECT_EQ(m.content, "Done.");
+}
+
+// --- partial parsing ---------------------------------------------------------------------------
+
+// Ends of the prefixes a stream delivers: one UTF-8 character at a time.
+std::vector<size_t> char_cuts(std::string_view s) {
+  std::vector<size_t> cuts;
+  for (size_t i = 1; i <= s.size(); ++i)
+    if (i == s.size() || (static_cast<unsigned char>(s[i]) & 0xC0) != 0x80) cuts.push_back(i);
+  return cuts;
+}
+
+// One token at a time, by a real vocabulary (Llama 2's), pieces joined until they end on a whole
+// UTF-8 character as the C API's detokenizer delivers them.
+std::vector<size_t> token_cuts(const Vocab& vocab, std::string_view s) {
+  std::string joined;
+  std::vector<size_t> cuts;
+  for (int32_t t : vocab.tokenize(s, /*add_special=*/false, /*parse_special=*/false)) {
+    joined += vocab.token_to_piece(t, false);
+    cuts.push_back(joined.size());
+  }
+  size_t shift = 0;  // SentencePiece's leading space
+  if (joined.size() == s.size() + 1 && joined[0] == ' ') shift = 1;
+  EXPECT_EQ(joined.substr(shift), s) << "the vocabulary does not round-trip this text";
+  std::vector<size_t> out;
+  for (size_t c : cuts) {
+    if (c <= shift) continue;
+    c -= shift;
+    if (c < s.size() && (static_cast<unsigned char>(s[c]) & 0xC0) == 0x80) continue;
+    out.push_back(c);
+  }
+  if (out.empty() || out.back() != s.size()) out.push_back(s.size());
+  return out;
+}
+
+bool calls_extend(const std::vector<ToolCall>& a, const std::vector<ToolCall>& b) {
+  if (a.size() > b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!(a[i] == b[i])) return false;
+  return true;
+}
+
+// Parses every prefix with `partial`, then the whole text without: content and reasoning only
+// grow, calls only get more, the last is the full parse; `clean`: the partial parse of the whole
+// text already equals the full parse.
+void check_stream(ToolCallFormat f, const std::string& text, chat::ParseOptions o, const std::vector<size_t>& cuts,
+                  bool clean) {
+  SCOPED_TRACE(std::string(chat::tool_call_format_name(f)) + " " + chat::reasoning_format_name(o.reasoning_format) +
+               (o.reasoning_in_content ? " in-content" : "") + ": " + text);
+  o.partial = true;
+  ParsedMessage prev;
+  for (size_t cut : cuts) {
+    ParsedMessage m = chat::parse_assistant_output(f, std::string_view(text).substr(0, cut), o);
+    ASSERT_TRUE(m.content.starts_with(prev.content))
+        << "content shrank at " << cut << ": '" << prev.content << "' -> '" << m.content << "'";
+    ASSERT_TRUE(m.reasoning_content.starts_with(prev.reasoning_content))
+        << "reasoning shrank at " << cut << ": '" << prev.reasoning_content << "' -> '" << m.reasoning_content << "'";
+    ASSERT_TRUE(calls_extend(prev.tool_calls, m.tool_calls)) << "calls changed at " << cut;
+    prev = std::move(m);
+  }
+  o.partial = false;
+  const ParsedMessage full = chat::parse_assistant_output(f, text, o);
+  EXPECT_TRUE(full.content.starts_with(prev.content)) << "'" << prev.content << "' then '" << full.content << "'";
+  EXPECT_TRUE(full.reasoning_content.starts_with(prev.reasoning_content));
+  EXPECT_TRUE(calls_extend(prev.tool_calls, full.tool_calls));
+  if (clean) {
+    EXPECT_EQ(prev.content, full.content);
+    EXPECT_EQ(prev.reasoning_content, full.reasoning_content);
+    EXPECT_EQ(prev.tool_calls, full.tool_calls);
+  }
+}
+
+struct StreamCase {
+  ToolCallFormat format;
+  std::string text;
+  bool clean;  // ends after a closed call or on ordinary text
+};
+
+const std::vector<StreamCase>& stream_cases() {
+  static const std::vector<StreamCase> cases = {
+      {ToolCallFormat::kHermes, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>", true},
+      {ToolCallFormat::kHermes,
+       "Let me check both.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>\n"
+       "<tool_call>\n{\"name\": \"add\", \"arguments\": \"{\\\"a\\\": 1, \\\"b\\\": 2}\"}\n</tool_call>",
+       true},
+      {ToolCallFormat::kHermes,
+       "<think>\nThe user wants the weather.\n</think>\n\n<tool_call>\n{\"name\": \"ping\", \"arguments\": {}}\n</tool_call>", true},
+      {ToolCallFormat::kHermes, "<think>hmm</think>\n\nIt is sunny.", true},
+      {ToolCallFormat::kHermes, "<function=add>{\"a\": 2, \"b\": 3}</function>", true},
+      {ToolCallFormat::kHermes, " {\"name\": \"add\", \"arguments\": {\"a\": 2, \"b\": 3}}\n", false},
+      {ToolCallFormat::kHermes, "<tool_call>{\"name\": 5}</tool_call> then text", true},
+      {ToolCallFormat::kHermes, "Sure <tool_call>{\"name\": \"add\", \"argu", false},
+      {ToolCallFormat::kHermes, "<tool_call>\n{\"name\": \"ping\", \"arguments\": {}}\n", false},
+      {ToolCallFormat::kHermes,
+       "Voilà ☀️ — <tool_call>{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Zürich\"}}</tool_call>\nDone 👍", true},
+      {ToolCallFormat::kHermes, "a < b, <b>bold</b> and <tool_callx> are text", true},
+      {ToolCallFormat::kHermes,
+       "<tool_call>{\"name\": \"ping\", \"arguments\": {}}</tool_call> and <tool_call>{\"name\": \"ping\", \"arguments\": {}}</tool_call>",
+       true},
+      {ToolCallFormat::kLlama31, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}", true},
+      {ToolCallFormat::kLlama31,
+       "Checking.<|python_tag|>{\"name\": \"ping\", \"arguments\": {}}; {\"name\": \"add\", \"parameters\": {\"a\": 1, \"b\": 2}}",
+       true},
+      {ToolCallFormat::kLlama31, "<|python_tag|>brave_search.call(query=\"weather in Paris\", count=3)", false},
+      {ToolCallFormat::kLlama31, "Sure.<|python_tag|>print(2 + 2)", false},
+      {ToolCallFormat::kLlama31, "It is sunny.", true},
+      {ToolCallFormat::kLlama31, "{\"answer\": 42} is JSON", true},
+      {ToolCallFormat::kLlama31, "{\"name\": \"ping\", \"parameters\": {}} then a remark", true},
+      {ToolCallFormat::kMistral,
+       "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}, \"id\": \"abcDEF123\"}]", true},
+      {ToolCallFormat::kMistral,
+       "On it. [TOOL_CALLS] [{\"name\": \"ping\", \"arguments\": {}}, {\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": 2}}]",
+       true},
+      {ToolCallFormat::kMistral, "[{\"name\": \"ping\", \"arguments\": {}}]", false},
+      {ToolCallFormat::kMistral, "[1] is the first point", true},
+      {ToolCallFormat::kMistral, "[TOOL_CALLS][{\"name\": \"ping\", \"arguments\": {}", false},
+      {ToolCallFormat::kMistralArgs, "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Paris\"}[TOOL_CALLS]add[ARGS]{\"a\": 1, \"b\": 2}",
+       true},
+      {ToolCallFormat::kMistralArgs, "[THINK]Two calls.[/THINK]Both:[TOOL_CALLS]ping[ARGS]{}", true},
+      {ToolCallFormat::kMistralArgs, "[TOOL_CALLS]add[CALL_ID]x1y2z3w4v[ARGS]{\"a\": 1, \"b\": 2}", true},
+      {ToolCallFormat::kMistralArgs, "[TOOL_CALLS]get weather[ARGS]{} is not a call", true},
+      {ToolCallFormat::kGeneric, "{\"tool_call\": {\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": 2}}}", true},
+      {ToolCallFormat::kGeneric,
+       "{\"tool_calls\": [{\"name\": \"ping\", \"arguments\": {}, \"id\": \"c-1\"}, {\"name\": \"add\", \"arguments\": "
+       "{\"a\": 1, \"b\": 2}, \"id\": \"c-2\"}]}",
+       true},
+      {ToolCallFormat::kGeneric, "{\"response\": \"Hello \\\"world\\\"\\n\\u00e9\\ud83d\\ude00 done\"}", true},
+      {ToolCallFormat::kGeneric, "  {\"response\": \"cut off he", true},
+      {ToolCallFormat::kGeneric, "Plain text.", true},
+      {ToolCallFormat::kGeneric, "<think>plan</think>{\"response\": \"ok\"}", true},
+      {ToolCallFormat::kNone, "<think>r</think>Just text, <tool_call> included.", true},
+  };
+  return cases;
+}
+
+TEST(PartialParse, ContentOnlyGrowsCharByChar) {
+  using RF = chat::ReasoningFormat;
+  for (const StreamCase& c : stream_cases()) {
+    for (RF rf : {RF::kAuto, RF::kNone, RF::kDeepSeekLegacy}) {
+      for (bool in_content : {false, true}) {
+        if (in_content && rf != RF::kDeepSeekLegacy) continue;
+        chat::ParseOptions o;
+        o.reasoning_format = rf;
+        o.reasoning_in_content = in_content;
+        check_stream(c.format, c.text, o, char_cuts(c.text), c.clean);
+      }
+    }
+  }
+}
+
+TEST(PartialParse, ContentOnlyGrowsTokenByToken) {
+  auto model = Model::load(shared_path("models/llama-2-tiny-random.gguf"), {.vocab_only = true, .repack = false, .progress = {}});
+  ASSERT_TRUE(model) << model.status().message();
+  const Vocab& vocab = (*model)->vocab();
+  for (const StreamCase& c : stream_cases()) check_stream(c.format, c.text, chat::ParseOptions{}, token_cuts(vocab, c.text), c.clean);
+}
+
+TEST(PartialParse, ForcedOpenThinking) {
+  chat::ParseOptions o;
+  o.thinking_forced_open = true;
+  const std::string text = "Need the weather.\n</think>\n\n{\"tool_call\": {\"name\": \"ping\", \"arguments\": {}}}";
+  check_stream(ToolCallFormat::kGeneric, text, o, char_cuts(text), true);
+  o.partial = true;
+  auto m = chat::parse_assistant_output(ToolCallFormat::kGeneric, "Need the weather.\n</thi", o);
+  EXPECT_EQ(m.reasoning_content, "Need the weather.");
+  EXPECT_EQ(m.content, "");
+}
+
+TEST(PartialParse, WhatIsHeldBack) {
+  chat::ParseOptions o;
+  o.partial = true;
+  const auto p = [&](ToolCallFormat f, std::string_view t) { return chat::parse_assistant_output(f, t, o); };
+  // A marker's beginning, trailing whitespace, an unfinished call.
+  EXPECT_EQ(p(ToolCallFormat::kHermes, "Sure <tool_c").content, "Sure");
+  EXPECT_EQ(p(ToolCallFormat::kHermes, "Sure <b").content, "Sure <b");
+  EXPECT_EQ(p(ToolCallFormat::kHermes, "Sure\n\n").content, "Sure");
+  auto m = p(ToolCallFormat::kHermes, "Sure <tool_call>{\"name\": \"ping\", \"arguments\": {}}");
+  EXPECT_EQ(m.content, "Sure");
+  EXPECT_TRUE(m.tool_calls.empty());
+  m = p(ToolCallFormat::kHermes, "Sure <tool_call>{\"name\": \"ping\", \"arguments\": {}}</tool_call>");
+  ASSERT_EQ(m.tool_calls.size(), 1u);
+  // Its id is the full parse's.
+  EXPECT_EQ(m.tool_calls[0].id,
+            parse(ToolCallFormat::kHermes, "Sure <tool_call>{\"name\": \"ping\", \"arguments\": {}}</tool_call> Done.")
+                .tool_calls[0]
+                .id);
+  // Reasoning so far; the start of a tag.
+  m = p(ToolCallFormat::kHermes, "<think>Let me se");
+  EXPECT_EQ(m.reasoning_content, "Let me se");
+  EXPECT_EQ(m.content, "");
+  EXPECT_EQ(p(ToolCallFormat::kHermes, "<think>Let me see.</th").reasoning_content, "Let me see.");
+  EXPECT_EQ(p(ToolCallFormat::kNone, "<thi").content, "");
+  EXPECT_EQ(p(ToolCallFormat::kNone, "<thing").content, "<thing");
+  // Without tools nothing else is held back, and the partial parse is the full one.
+  EXPECT_EQ(p(ToolCallFormat::kNone, "Hello <tool_c ").content, "Hello <tool_c ");
+  // A generic reply streams its text.
+  EXPECT_EQ(p(ToolCallFormat::kGeneric, "{\"response\": \"Hel").content, "Hel");
+  EXPECT_EQ(p(ToolCallFormat::kGeneric, "{\"response\": \"a\\u00").content, "a");
+  EXPECT_EQ(p(ToolCallFormat::kGeneric, "{\"tool_call\": {\"name\": \"pi").content, "");
+  // Mistral's name and arguments.
+  EXPECT_EQ(p(ToolCallFormat::kMistralArgs, "Calling.[TOOL_CALLS]get_wea").content, "Calling.");
+  EXPECT_EQ(p(ToolCallFormat::kMistralArgs, "Calling.[TOOL_").content, "Calling.");
+}
+
+TEST(PartialParse, LongOutputCost) {
+  // A 4,000-token reply (~16 KB) reparsed after every token, as the C API's stream_parse does, and
+  // with the event JSON it then builds and serializes ({"content", "reasoning_content",
+  // "tool_calls"}, dumped as loom_serve_c.cpp dumps it).
+  std::string text = "<think>Plan the answer first.</think>";
+  while (text.size() < 16000) text += "The weather in Paris is sunny, with a light breeze from the west. ";
+  text += "<tool_call>{\"name\": \"ping\", \"arguments\": {}}</tool_call>";
+  chat::ParseOptions o;
+  o.partial = true;
+  double ms[2] = {0, 0};
+  size_t n = 0, bytes = 0;
+  for (int with_json = 0; with_json < 2; ++with_json) {
+    n = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (size_t cut = 4; cut <= text.size(); cut += 4, ++n) {
+      const ParsedMessage m = chat::parse_assistant_output(ToolCallFormat::kHermes, std::string_view(text).substr(0, cut), o);
+      if (with_json) {
+        const json j = m.to_json();
+        json d = json::object();
+        d["content"] = j["content"];
+        d["reasoning_content"] = m.reasoning_content;
+        d["tool_calls"] = j.contains("tool_calls") ? j["tool_calls"] : json::array();
+        bytes += d.dump(-1, ' ', false, json::error_handler_t::replace).size();
+      }
+    }
+    ms[with_json] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  }
+  std::printf("%zu prefixes of a %zu-byte output: partial parse %.1f ms in all (%.2f us each); with the event JSON "
+              "%.1f ms (%.1f us each, %.1f MB)\n",
+              n, text.size(), ms[0], 1e3 * ms[0] / double(n), ms[1], 1e3 * ms[1] / double(n), double(bytes) / 1e6);
+  EXPECT_LT(ms[1], 20000.0);  // generous: sanitizer builds on a shared machine
 }
 
 // --- grammars ----------------------------------------------------------------------------------
@@ -685,6 +988,7 @@ TEST(ToolCallGrammar, RandomModelsEmitParseableCalls) {
         ASSERT_FALSE(text.empty());
         auto m = parse(f, text);
         ASSERT_GE(m.tool_calls.size(), 1u) << text;
+        check_stream(f, text, chat::ParseOptions{}, char_cuts(text), /*clean=*/false);
         if (!parallel || f == ToolCallFormat::kLlama31) {
           EXPECT_EQ(m.tool_calls.size(), 1u) << text;
         }
