@@ -11,7 +11,15 @@
  *               array of token ids, or
  *   "messages": OpenAI chat messages, rendered with the model's chat template (or the scheduler's
  *               chat_template override, or the request's own "chat_template"), with "tools", "tool_choice", "parallel_tool_calls",
- *               "response_format", "chat_template_kwargs", "add_generation_prompt";
+ *               "response_format", "chat_template_kwargs", "add_generation_prompt", and (since 0.3)
+ *               "reasoning_format": how a leading <think>...</think> (or [THINK]) block of the
+ *               output is reported, llama.cpp's values: "auto" (the default) and "deepseek" put it
+ *               in reasoning_content, "deepseek-legacy" too except with "stream_parse", where it
+ *               stays in the content as <think>text</think>, "none" leaves the output's text as it
+ *               is in the content;
+ *               "stream_parse" (since 0.3; bool, default false): every LOOM_EVENT_TOKEN's json carries
+ *               the assistant message parsed from the choice's text so far (see below), as
+ *               llama.node's token callback shows it;
  * and llama-server's /completion fields for the rest, llama.node's spellings accepted too:
  *   temperature top_k top_p min_p typical_p|typ_p repeat_penalty|penalty_repeat
  *   repeat_last_n|penalty_last_n frequency_penalty|penalty_freq presence_penalty|penalty_present
@@ -20,7 +28,20 @@
  *   dry_sequence_breakers samplers seed logit_bias n_predict|max_tokens n stop ignore_eos
  *   cache_prompt n_keep n_probs grammar json_schema.
  * temperature 0 is greedy whatever the other samplers say. Unknown fields are ignored; a field of
- * the wrong type or out of range fails the submit with a message naming it.
+ * the wrong type or out of range fails the submit with a message naming it ("stream_parse" and
+ * "reasoning_format" are checked on every request, used only with "messages").
+ *
+ * Wherever a chat template is given (loom_scheduler_params.chat_template, a request's
+ * "chat_template", loom_chat_format, loom_chat_template_info), since 0.3 it may also be one of
+ * llama.cpp's built-in template names (llama_chat_apply_template's): chatml llama2 llama2-sys
+ * llama2-sys-bos llama2-sys-strip mistral-v1 mistral-v3 mistral-v3-tekken mistral-v7
+ * mistral-v7-tekken phi3 phi4 falcon3 zephyr monarch gemma orion openchat vicuna vicuna-orca deepseek
+ * deepseek2 deepseek3 deepseek-ocr command-r llama3 chatglm3 chatglm4 glmedge minicpm exaone3 exaone4
+ * exaone-moe rwkv-world granite granite-4.0 granite-4.1 gigachat megrez yandex bailing bailing-think
+ * bailing2 llama4 smolvlm hunyuan-moe gpt-oss hunyuan-dense hunyuan-vl kimi-k2 seed_oss grok-2
+ * pangu-embedded solar-open. Each renders what llama.cpp's formatting for that name does (tools in
+ * the generic JSON tool-call format, except chatml: Hermes). A string that is neither Jinja (no
+ * "{%" or "{{") nor one of these names is an error that lists them.
  *
  * Events arrive on the scheduler's thread, in order per request: LOOM_EVENT_TOKEN per generated
  * token and choice, LOOM_EVENT_FINISH once per choice, then one LOOM_EVENT_DONE — or one
@@ -46,7 +67,8 @@ typedef struct loom_scheduler_params {
   bool context_shift;          /* at the context's end, drop the oldest half after n_keep and go on */
   bool prefix_cache;           /* share prompt prefixes between requests (default true) */
   const char * cache_dir;      /* NULL, or a folder for evicted / idle prefixes (state files) */
-  const char * chat_template;  /* NULL: the model's; else a Jinja template used for "messages" */
+  const char * chat_template;  /* NULL: the model's; else a Jinja template or a built-in name
+                                  ("llama3", ...) used for "messages" */
 } loom_scheduler_params;
 
 LOOM_API loom_scheduler_params loom_scheduler_default_params(void);
@@ -76,7 +98,16 @@ LOOM_API void loom_scheduler_shutdown(loom_scheduler * sched, int32_t grace_ms);
 enum loom_event_kind {
   LOOM_EVENT_TOKEN = 0,  /* token, text: the text that became final with it (may be empty while a
                             stop string can still match or a character is incomplete); json: NULL,
-                            or {"logprob": x, "top": [{"id", "piece", "logprob"}]} with n_probs */
+                            or {"piece", "logprob": x, "top": [{"id", "piece", "logprob"}]} with
+                            n_probs, and with "stream_parse" on a "messages" request (since 0.3)
+                            the message parsed from all of the choice's text so far: "content",
+                            "reasoning_content" (strings) and "tool_calls" ([{"id", "type":
+                            "function", "function": {"name", "arguments"}}], the calls completed
+                            so far). Text that may still become a tool call (an unfinished call,
+                            the beginning of "<tool_call>", trailing whitespace) is held back, so
+                            from one event to the next content and reasoning_content only grow
+                            and tool_calls only get more entries, with their final ids; FINISH's
+                            message extends the last TOKEN's. */
   LOOM_EVENT_FINISH = 1, /* text: the rest of the choice's text; json: {"reason": "stop" | "length" |
                             "cancelled", "stop_word", "stopped_eos", "stopped_word", "stopped_limit",
                             "text" (all of it), "tokens" [...], and for "messages" requests the
@@ -114,7 +145,8 @@ LOOM_API int32_t loom_scheduler_submit(loom_scheduler * sched, const char * requ
  * {"prompt_tokens", "n" (choices), "max_tokens", "seed" (the one drawn when the request gave none),
  * "logprobs", "top_logprobs", "chat", "tool_call_format", "grammar_triggers" (text that starts a tool
  * call: a streaming frontend holds text back from there)}. It is written before the request is
- * queued: when info_size is too small the request is refused (LOOM_ERR_RESOURCE_EXHAUSTED, the
+ * queued (since 0.3 also "reasoning_format" and "stream_parse", as they apply): when info_size is
+ * too small the request is refused (LOOM_ERR_RESOURCE_EXHAUSTED, the
  * message says the size needed) and nothing is queued. Otherwise as loom_scheduler_submit. */
 LOOM_API int32_t loom_scheduler_submit_ext(loom_scheduler * sched, const char * request_json, const char * options_json,
                                            loom_event_callback callback, void * user_data, uint64_t * request_id,
@@ -170,13 +202,14 @@ LOOM_API int32_t loom_scheduler_bench(loom_scheduler * sched, int32_t pp, int32_
 
 /* ---- chat formatting ------------------------------------------------------------------------ */
 
-/* Renders a chat request (the "messages" fields above; "chat_template" in it overrides the
- * model's) and writes {"prompt", "grammar", "additional_stops", "preserved_tokens",
+/* Renders a chat request (the "messages" fields above; "chat_template" in it, Jinja or a built-in
+ * name, overrides the model's) and writes {"prompt", "grammar", "additional_stops", "preserved_tokens",
  * "tool_call_format", "thinking_forced_open", "grammar_triggers"} into buf (as stats). */
 LOOM_API int32_t loom_chat_format(const loom_model * model, const char * request_json, char * buf, size_t buf_size);
 
 /* {"has_template", "template", "tool_call_format", "supports_tools", "supports_tool_calls",
- * "supports_parallel_tool_calls"} for the model's (or template_override's) chat template. */
+ * "supports_parallel_tool_calls"} for the model's (or template_override's: Jinja or a built-in
+ * name, whose source "template" then shows) chat template. */
 LOOM_API int32_t loom_chat_template_info(const loom_model * model, const char * template_override, char * buf,
                                          size_t buf_size);
 

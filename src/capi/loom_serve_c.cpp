@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <mutex>
 #include <optional>
 
@@ -70,8 +71,44 @@ struct GenState {
   bool chat = false;
   loom::chat::ToolCallFormat format = loom::chat::ToolCallFormat::kNone;
   loom::chat::ParseOptions parse_options;
+  // "stream_parse": every kToken event of a chat request carries the parse of its choice's text so
+  // far (parse_assistant_output with partial = true), as llama.node's token callback does.
+  bool stream_parse = false;
   std::vector<int32_t> prompt;    // the request's prompt ids (reported with kDone)
   std::vector<std::string> text;  // per choice
+  // Per choice: the last partial parse's fields and the text length it was made at (the text only
+  // grows, so an event that adds no text reuses it).
+  struct Partial {
+    size_t len = SIZE_MAX;
+    json fields;
+  };
+  std::vector<Partial> partial;
+
+  // {"content", "reasoning_content", "tool_calls": [{"id", "type", "function": {"name", "arguments"}}]}.
+  static json message_fields(const loom::chat::ParsedMessage& m) {
+    json calls = json::array();
+    for (const loom::chat::ToolCall& tc : m.tool_calls) {
+      json c = json::object();
+      c["id"] = tc.id;
+      c["type"] = "function";
+      c["function"] = json{{"name", tc.name}, {"arguments", tc.arguments}};
+      calls.push_back(std::move(c));
+    }
+    return json{{"content", m.content}, {"reasoning_content", m.reasoning_content}, {"tool_calls", std::move(calls)}};
+  }
+
+  const json& partial_fields(size_t choice) {
+    if (partial.size() <= choice) partial.resize(choice + 1);
+    Partial& p = partial[choice];
+    const std::string& all = text[choice];
+    if (p.len != all.size()) {
+      loom::chat::ParseOptions o = parse_options;
+      o.partial = true;
+      p.fields = message_fields(loom::chat::parse_assistant_output(format, all, o));
+      p.len = all.size();
+    }
+    return p.fields;
+  }
 
   void deliver(const loom::serve::Event& e, int32_t kind, int32_t token, const std::string& text_out,
                const json* details) {
@@ -94,15 +131,22 @@ struct GenState {
     switch (e.kind) {
       case Kind::kToken: {
         text[size_t(e.choice)] += e.text;
-        if (!e.has_logprob) {
+        const bool parsed = chat && stream_parse;
+        if (!e.has_logprob && !parsed) {
           deliver(e, LOOM_EVENT_TOKEN, e.token, e.text, nullptr);
           return;
         }
-        json top = json::array();
-        for (const auto& t : e.top) {
-          top.push_back({{"id", t.token}, {"piece", vocab->token_to_piece(t.token, false)}, {"logprob", t.logprob}});
+        json d = json::object();
+        if (e.has_logprob) {
+          json top = json::array();
+          for (const auto& t : e.top) {
+            top.push_back({{"id", t.token}, {"piece", vocab->token_to_piece(t.token, false)}, {"logprob", t.logprob}});
+          }
+          d = {{"piece", vocab->token_to_piece(e.token, false)}, {"logprob", e.logprob.logprob}, {"top", top}};
         }
-        const json d = {{"piece", vocab->token_to_piece(e.token, false)}, {"logprob", e.logprob.logprob}, {"top", top}};
+        if (parsed) {
+          for (const auto& [k, v] : partial_fields(size_t(e.choice)).items()) d[k] = v;
+        }
         deliver(e, LOOM_EVENT_TOKEN, e.token, e.text, &d);
         return;
       }
@@ -117,11 +161,8 @@ struct GenState {
                   {"text", all},
                   {"tokens", e.tokens}};
         if (chat) {
-          const loom::chat::ParsedMessage m = loom::chat::parse_assistant_output(format, all, parse_options);
-          const json msg = m.to_json();
-          d["content"] = m.content;
-          d["reasoning_content"] = m.reasoning_content;
-          d["tool_calls"] = msg.contains("tool_calls") ? msg["tool_calls"] : json::array();
+          const json m = message_fields(loom::chat::parse_assistant_output(format, all, parse_options));
+          for (const auto& [k, v] : m.items()) d[k] = v;
         }
         deliver(e, LOOM_EVENT_FINISH, -1, e.text, &d);
         return;
@@ -347,6 +388,14 @@ int32_t submit_generation(const char* fn, loom_scheduler* sched, const char* req
     st->vocab = &vocab;
     loom::serve::GenerateRequest r;
     std::vector<std::string> triggers;
+    // How a chat request's output is parsed (checked on every request; used with "messages").
+    const bool stream_parse = f.boolean("stream_parse", false);
+    loom::chat::ReasoningFormat reasoning_format = loom::chat::ReasoningFormat::kAuto;
+    if (f.has("reasoning_format")) {
+      auto rf = loom::chat::parse_reasoning_format(f.string("reasoning_format"));
+      if (!rf) return fail(fn, rf.status());
+      reasoning_format = *rf;
+    }
     const bool chat = opts.endpoint == SubmitOptions::Endpoint::kChat ||
                       (opts.endpoint == SubmitOptions::Endpoint::kAny && f.has("messages"));
     if (chat) {
@@ -366,6 +415,12 @@ int32_t submit_generation(const char* fn, loom_scheduler* sched, const char* req
       st->chat = true;
       st->format = g.format;
       st->parse_options = g.parse_options;
+      st->parse_options.reasoning_format = reasoning_format;
+      st->stream_parse = stream_parse;
+      // deepseek-legacy: the reasoning stays in the content (as <think>...</think>) when streamed,
+      // in the final message too, as llama.cpp's reasoning_in_content = stream && legacy.
+      st->parse_options.reasoning_in_content =
+          stream_parse && reasoning_format == loom::chat::ReasoningFormat::kDeepSeekLegacy;
       triggers = std::move(g.triggers);
     } else {
       const json* p = f.get("prompt");
@@ -387,7 +442,9 @@ int32_t submit_generation(const char* fn, loom_scheduler* sched, const char* req
                       {"top_logprobs", r.top_logprobs},
                       {"chat", st->chat},
                       {"tool_call_format", loom::chat::tool_call_format_name(st->format)},
-                      {"grammar_triggers", triggers}};
+                      {"grammar_triggers", triggers},
+                      {"reasoning_format", loom::chat::reasoning_format_name(st->parse_options.reasoning_format)},
+                      {"stream_parse", st->chat && st->stream_parse}};
       const std::string s = dump(d);
       if (info_size <= s.size()) {
         return fail(fn, loom::Status(loom::StatusCode::kResourceExhausted,

@@ -100,7 +100,8 @@ class ChatTemplate {
  public:
   // bos_text / eos_text: the values of bos_token / eos_token.
   static Expected<ChatTemplate> parse(std::string_view source, std::string bos_text, std::string eos_text);
-  // The model's tokenizer.chat_template (or template_override), with the vocab's BOS / EOS texts;
+  // The model's tokenizer.chat_template (or template_override: Jinja source or one of llama.cpp's
+  // built-in names, resolve_chat_template in named_templates.h), with the vocab's BOS / EOS texts;
   // loom's ChatML template when the model has none.
   static Expected<ChatTemplate> from_model(const Model& model, const std::string* template_override = nullptr);
 

@@ -68,8 +68,8 @@
 // entries, the last result being the full parse. (The exception: a kGeneric reply that turns out
 // not to be one valid JSON object, which its grammar does not allow.) When the output ends cleanly
 // (after a closed call, or on ordinary text without trailing whitespace), the partial parse of the
-// whole output equals the full parse. Cost: one pass over the text (about 1.4 us for 8 KB), so
-// reparsing after every token is O(n^2) in all but small: 6 ms for the 4,000 prefixes of a 16 KB
+// whole output equals the full parse. Cost: one pass over the text (about 1 us for 8 KB), so
+// reparsing after every token is O(n^2) in all but small: 3-6 ms for the 4,000 prefixes of a 16 KB
 // output (test_tool_calls' PartialParse.LongOutputCost).
 #pragma once
 

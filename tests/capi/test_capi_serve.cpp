@@ -3,8 +3,10 @@
 // language bindings build on.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <mutex>
 #include <string>
@@ -272,6 +274,234 @@ TEST(CapiScheduler, ChatRequestsParseToolCalls) {
   // Too small a buffer says how much is needed.
   EXPECT_EQ(loom_chat_format(m.m, req.dump().c_str(), buf.data(), 4), -(n + 1));
   EXPECT_EQ(loom_chat_format(m.m, R"({"messages": 3})", buf.data(), buf.size()), LOOM_SIZE_ERROR);
+}
+
+// --- streamed parse, reasoning_format, template names ---------------------------------------
+
+// A chat request whose output a grammar fixes (stories260K has no template: loom's ChatML, the
+// Hermes tool-call syntax).
+json forced_chat(const std::string& output) {
+  const json tools = json::parse(R"([{"type": "function", "function": {"name": "ping", "description": "Ping.",
+      "parameters": {"type": "object", "properties": {}}}}])");
+  return {{"messages", {{{"role", "user"}, {"content", "Ping it."}}}},
+          {"tools", tools},
+          {"grammar", "root ::= " + json(output).dump()},
+          {"n_predict", 400},
+          {"temperature", 0}};
+}
+
+const std::string kForced =
+    "<think>Check the tool.</think>\nSure, calling it.\n<tool_call>\n{\"name\": \"ping\", \"arguments\": {}}\n</tool_call>";
+
+TEST(CapiScheduler, StreamParseGivesTheParsedMessageSoFar) {
+  Model m(stories_path());
+  Sched s(m.m);
+  json req = forced_chat(kForced);
+  req["stream_parse"] = true;
+  auto c = run(s.s, req);
+  ASSERT_TRUE(c->error.is_null()) << c->error.dump();
+  ASSERT_EQ(c->text, kForced);
+  ASSERT_EQ(c->token_details.size(), c->tokens.size());
+  // Every token event: the accumulated parse, each field only growing.
+  std::string content, reasoning;
+  size_t calls = 0;
+  bool saw_reasoning_alone = false;
+  for (const json& d : c->token_details) {
+    ASSERT_TRUE(d["content"].is_string() && d["reasoning_content"].is_string() && d["tool_calls"].is_array()) << d.dump();
+    const std::string ct = d["content"], rs = d["reasoning_content"];
+    ASSERT_TRUE(ct.starts_with(content)) << "'" << content << "' -> '" << ct << "'";
+    ASSERT_TRUE(rs.starts_with(reasoning)) << "'" << reasoning << "' -> '" << rs << "'";
+    ASSERT_GE(d["tool_calls"].size(), calls);
+    EXPECT_EQ(ct.find("<tool"), std::string::npos) << "raw tool-call text streamed as content: " << ct;
+    EXPECT_EQ(ct.find("<think"), std::string::npos) << ct;
+    saw_reasoning_alone = saw_reasoning_alone || (!rs.empty() && ct.empty());
+    content = ct;
+    reasoning = rs;
+    calls = d["tool_calls"].size();
+  }
+  EXPECT_TRUE(saw_reasoning_alone);
+  // The finish event's message is the full parse and extends the last token event's.
+  const json& f = c->finish;
+  EXPECT_EQ(f["reasoning_content"], "Check the tool.");
+  EXPECT_EQ(f["content"], "Sure, calling it.");
+  ASSERT_EQ(f["tool_calls"].size(), 1u);
+  EXPECT_EQ(f["tool_calls"][0]["function"]["name"], "ping");
+  EXPECT_TRUE(f["content"].get<std::string>().starts_with(content));
+  if (calls == 1) {
+    EXPECT_EQ(c->token_details.back()["tool_calls"][0], f["tool_calls"][0]);  // same id
+  }
+
+  // Without stream_parse, token events carry no JSON (unless logprobs are asked for); with both,
+  // both are there.
+  auto plain = run(s.s, forced_chat(kForced));
+  EXPECT_TRUE(plain->token_details.empty());
+  EXPECT_EQ(plain->finish["content"], "Sure, calling it.");
+  req["n_probs"] = 2;
+  auto both = run(s.s, req);
+  ASSERT_EQ(both->token_details.size(), both->tokens.size());
+  EXPECT_EQ(both->token_details.back()["top"].size(), 2u);
+  EXPECT_TRUE(both->token_details.back().contains("content"));
+  // A completion request ignores it.
+  auto completion = run(s.s, {{"prompt", "Once"}, {"n_predict", 3}, {"stream_parse", true}});
+  EXPECT_TRUE(completion->token_details.empty());
+}
+
+TEST(CapiScheduler, ReasoningFormatAppliesToStreamAndFinish) {
+  Model m(stories_path());
+  Sched s(m.m);
+  struct Case {
+    const char* format;  // nullptr: not given
+    bool stream;
+    const char* content;
+    const char* reasoning;
+  };
+  const Case cases[] = {
+      {nullptr, false, "Sure, calling it.", "Check the tool."},
+      {"auto", true, "Sure, calling it.", "Check the tool."},
+      {"deepseek", true, "Sure, calling it.", "Check the tool."},
+      {"deepseek-legacy", false, "Sure, calling it.", "Check the tool."},
+      {"deepseek-legacy", true, "<think>Check the tool.</think>Sure, calling it.", ""},
+      {"none", false, "<think>Check the tool.</think>\nSure, calling it.", ""},
+      {"none", true, "<think>Check the tool.</think>\nSure, calling it.", ""},
+  };
+  for (const Case& k : cases) {
+    SCOPED_TRACE(std::string(k.format ? k.format : "(default)") + (k.stream ? " streamed" : ""));
+    json req = forced_chat(kForced);
+    if (k.format) req["reasoning_format"] = k.format;
+    if (k.stream) req["stream_parse"] = true;
+    auto c = run(s.s, req);
+    ASSERT_TRUE(c->error.is_null()) << c->error.dump();
+    EXPECT_EQ(c->finish["content"], k.content);
+    EXPECT_EQ(c->finish["reasoning_content"], k.reasoning);
+    EXPECT_EQ(c->finish["tool_calls"].size(), 1u);
+    std::string prev;
+    for (const json& d : c->token_details) {
+      const std::string ct = d["content"];
+      ASSERT_TRUE(ct.starts_with(prev)) << "'" << prev << "' -> '" << ct << "'";
+      prev = ct;
+    }
+    EXPECT_TRUE(std::string(k.content).starts_with(prev)) << prev;
+  }
+}
+
+TEST(CapiScheduler, StreamParseReasoningFormatAndTemplateNamesAreChecked) {
+  Model m(stories_path());
+  Sched s(m.m);
+  Collected c;
+  uint64_t id = 0;
+  const auto submit = [&](json req) {
+    return loom_scheduler_submit(s.s, req.dump().c_str(), &Collected::on_event, &c, &id);
+  };
+  const json msgs = {{{"role", "user"}, {"content", "Hi"}}};
+  const auto error_has = [](const char* what) {
+    return std::string(loom_last_error()).find(what) != std::string::npos;
+  };
+  EXPECT_EQ(submit({{"messages", msgs}, {"stream_parse", "yes"}}), LOOM_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(error_has("stream_parse: expected a boolean")) << loom_last_error();
+  EXPECT_EQ(submit({{"prompt", "x"}, {"stream_parse", 1}}), LOOM_ERR_INVALID_ARGUMENT);  // checked everywhere
+  EXPECT_EQ(submit({{"messages", msgs}, {"reasoning_format", 3}}), LOOM_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(error_has("reasoning_format: expected a string")) << loom_last_error();
+  EXPECT_EQ(submit({{"messages", msgs}, {"reasoning_format", "deepthink"}}), LOOM_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(error_has("\"none\", \"auto\", \"deepseek\" or \"deepseek-legacy\"")) << loom_last_error();
+  EXPECT_EQ(submit({{"messages", msgs}, {"chat_template", "llama-3"}}), LOOM_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(error_has("built-in template name (known: chatml, llama2")) << loom_last_error();
+  EXPECT_EQ(submit({{"messages", msgs}, {"chat_template", std::string(1 << 20, 'q')}}), LOOM_ERR_INVALID_ARGUMENT);
+  EXPECT_LT(std::string(loom_last_error()).size(), 4096u);
+  EXPECT_EQ(submit({{"messages", msgs}, {"chat_template", 7}}), LOOM_ERR_INVALID_ARGUMENT);
+  // None of it was queued; a named template runs.
+  auto ok = run(s.s, {{"messages", msgs}, {"chat_template", "zephyr"}, {"n_predict", 2}, {"stream_parse", true}});
+  EXPECT_TRUE(ok->error.is_null()) << ok->error.dump();
+  EXPECT_FALSE(c.ended);
+}
+
+TEST(CapiScheduler, TemplateNamesWorkWhereverATemplateIsGiven) {
+  Model m(stories_path());
+  std::vector<char> buf(1 << 16);
+  const auto format = [&](const json& req) {
+    const int32_t n = loom_chat_format(m.m, req.dump().c_str(), buf.data(), buf.size());
+    EXPECT_GT(n, 0) << loom_last_error();
+    return n > 0 ? json::parse(std::string(buf.data(), size_t(n))) : json();
+  };
+  const json msgs = {{{"role", "system"}, {"content", "Be brief."}}, {{"role", "user"}, {"content", "Hi"}}};
+  EXPECT_EQ(format({{"messages", msgs}, {"chat_template", "llama3"}})["prompt"],
+            "<|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|><|start_header_id|>user<|end_header_id|>"
+            "\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
+  EXPECT_EQ(format({{"messages", msgs}, {"chat_template", "gemma"}})["prompt"],
+            "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\n");
+  EXPECT_EQ(format({{"messages", msgs}, {"chat_template", "mistral-v7"}})["prompt"],
+            "[SYSTEM_PROMPT] Be brief.[/SYSTEM_PROMPT][INST] Hi[/INST]");
+  EXPECT_EQ(loom_chat_format(m.m, R"({"messages": [{"role": "user", "content": "Hi"}], "chat_template": "nope"})",
+                             buf.data(), buf.size()),
+            LOOM_SIZE_ERROR);
+  EXPECT_NE(std::string(loom_last_error()).find("built-in template name"), std::string::npos);
+  // loom_chat_template_info shows the source a name stands for.
+  int32_t n = loom_chat_template_info(m.m, "phi3", buf.data(), buf.size());
+  ASSERT_GT(n, 0) << loom_last_error();
+  const json info = json::parse(std::string(buf.data(), size_t(n)));
+  EXPECT_NE(info["template"].get<std::string>().find("<|end|>"), std::string::npos);
+  EXPECT_EQ(info["tool_call_format"], "generic");
+  EXPECT_EQ(loom_chat_template_info(m.m, "phi-3", buf.data(), buf.size()), LOOM_SIZE_ERROR);
+  // The scheduler's chat_template: a name too.
+  loom_scheduler_params p = loom_scheduler_default_params();
+  p.context.n_ctx = 512;
+  p.context.n_threads = 1;
+  p.n_slots = 1;
+  p.chat_template = "chatml";
+  loom_scheduler* s = loom_scheduler_new(m.m, &p);
+  ASSERT_TRUE(s) << loom_last_error();
+  auto c = run(s, {{"messages", msgs}, {"n_predict", 2}});
+  EXPECT_TRUE(c->error.is_null()) << c->error.dump();
+  loom_scheduler_free(s, 1000);
+}
+
+// A long output streamed with stream_parse: 4,000 tokens, each event carrying the accumulated
+// parse; the callback only counts. (The cost per token is measured in test_tool_calls'
+// PartialParse.LongOutputCost.)
+struct Counting {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool ended = false;
+  size_t tokens = 0, json_bytes = 0;
+  std::string last_json, finish_json;
+  static void on_event(const loom_event* e, void* user) {
+    auto* c = static_cast<Counting*>(user);
+    std::lock_guard<std::mutex> l(c->mu);
+    if (e->kind == LOOM_EVENT_TOKEN) {
+      ++c->tokens;
+      if (e->json) {
+        c->json_bytes += std::strlen(e->json);
+        c->last_json = e->json;
+      }
+    } else if (e->kind == LOOM_EVENT_FINISH) {
+      c->finish_json = e->json;
+    } else {
+      c->ended = true;
+    }
+    c->cv.notify_all();
+  }
+};
+
+TEST(CapiScheduler, StreamParseOnALongOutput) {
+  Model m(stories_path());
+  Sched s(m.m, 1, 4608);
+  const json tools = json::parse(R"([{"type": "function", "function": {"name": "ping", "parameters": {"type": "object"}}}])");
+  const json req = {{"messages", {{{"role", "user"}, {"content", "Tell me a long story."}}}},
+                    {"tools", tools}, {"n_predict", 4000}, {"ignore_eos", true}, {"temperature", 0}, {"stream_parse", true}};
+  Counting c;
+  uint64_t id = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(loom_scheduler_submit(s.s, req.dump().c_str(), &Counting::on_event, &c, &id), LOOM_OK) << loom_last_error();
+  {
+    std::unique_lock<std::mutex> l(c.mu);
+    ASSERT_TRUE(c.cv.wait_for(l, std::chrono::seconds(600), [&] { return c.ended; }));
+  }
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_EQ(c.tokens, 4000u);
+  const json last = json::parse(c.last_json), fin = json::parse(c.finish_json);
+  EXPECT_TRUE(fin["content"].get<std::string>().starts_with(last["content"].get<std::string>()));
+  EXPECT_EQ(fin["content"], fin["text"]);  // a story: no call, no reasoning
+  std::printf("4000 tokens with stream_parse, %zu bytes of text: %.0f ms (stories260K, 1 thread), %.1f MB of event JSON\n",
+              fin["text"].get<std::string>().size(), ms, double(c.json_bytes) / 1e6);
 }
 
 // loom_scheduler_submit_ext: per-frontend defaults and endpoint, the description of what a request
