@@ -14,7 +14,7 @@ const KV_TYPES = { f32: 0, f16: 1, q4_0: 2, q4_1: 3, q5_0: 6, q5_1: 7, q8_0: 8, 
 const CHAT_FORMATS = { none: 0, generic: 1, hermes: 2, llama3: 3, mistral: 4, mistral_args: 5 };
 // llama.cpp's common_grammar_trigger_type: the kinds of loom's trigger strings.
 const TRIGGER_TYPES = { token: 0, word: 1, pattern: 2, pattern_full: 3 };
-const REASONING_FORMATS = ['none', 'auto', 'deepseek'];
+const REASONING_FORMATS = ['none', 'auto', 'deepseek', 'deepseek-legacy'];
 // What llama.node's getModelInfo() and loadLlamaModelInfo() leave out of the metadata.
 const MODEL_INFO_SKIP = new Set(['tokenizer.ggml.tokens', 'tokenizer.ggml.token_type', 'tokenizer.ggml.merges', 'tokenizer.ggml.scores']);
 
@@ -150,7 +150,8 @@ const PASSTHROUGH = [
 function jsonSchemaOf(responseFormat) {
   if (!responseFormat) return undefined;
   if (responseFormat.type === 'json_schema') return responseFormat.json_schema?.schema ?? {};
-  if (responseFormat.type === 'json_object') return responseFormat.schema ?? {};
+  // json_object without a schema: an object (llama.cpp turns the empty schema into one).
+  if (responseFormat.type === 'json_object') return responseFormat.schema ?? { type: 'object' };
   return undefined;
 }
 
@@ -208,9 +209,16 @@ function probabilitiesOf(detail) {
   };
 }
 
+// loom's additions to llama.node's objects are not enumerable: readable, but a result lists (and
+// serializes to, and compares as) llama.node's fields only.
+function hide(obj, key, value) {
+  Object.defineProperty(obj, key, { value, enumerable: false, writable: true, configurable: true });
+  return obj;
+}
+
 function timingsOf(done) {
   const t = done?.timings || {};
-  return {
+  const out = {
     prompt_n: t.prompt_n ?? 0,
     prompt_ms: t.prompt_ms ?? 0,
     prompt_per_token_ms: t.prompt_per_token_ms ?? 0,
@@ -219,8 +227,50 @@ function timingsOf(done) {
     predicted_ms: t.predicted_ms ?? 0,
     predicted_per_token_ms: t.predicted_per_token_ms ?? 0,
     predicted_per_second: t.predicted_per_second ?? 0,
-    cache_n: t.cache_n ?? 0,
   };
+  // llama.node's completion timings have 8 fields; its parallel results add cache_n.
+  return hide(out, 'cache_n', t.cache_n ?? 0);
+}
+
+// llama.node's result of a completion on a vocab_only model: nothing generated.
+function emptyResult() {
+  const r = {
+    chat_format: 0,
+    context_full: false,
+    interrupted: false,
+    stopped_eos: false,
+    stopped_limited: true,
+    stopped_words: false,
+    stopping_word: '',
+    text: '',
+    timings: timingsOf(null),
+    tokens_evaluated: 0,
+    tokens_predicted: 0,
+    truncated: false,
+  };
+  hide(r, 'stopped_limit', true);
+  hide(r, 'stopped_word', false);
+  return hide(r, 'tokens', new Int32Array(0));
+}
+
+// A parallel request's result as llama.node's (its fields; the rest of a completion result hidden).
+function parallelResult(requestId, r) {
+  const out = {
+    requestId,
+    text: r.text,
+    stopped_eos: r.stopped_eos,
+    stopped_limit: r.stopped_limit,
+    stopped_word: r.stopped_word,
+    context_full: r.context_full,
+    tokens_evaluated: r.tokens_evaluated,
+    tokens_predicted: r.tokens_predicted,
+    chat_format: r.chat_format,
+  };
+  for (const k of ['content', 'reasoning_content', 'tool_calls']) if (r[k] !== undefined) out[k] = r[k];
+  out.timings = { cache_n: r.timings.cache_n, ...r.timings };
+  if (r.completion_probabilities) out.completion_probabilities = r.completion_probabilities;
+  for (const k of ['truncated', 'interrupted', 'stopped_words', 'stopping_word', 'stopped_limited', 'tokens']) hide(out, k, r[k]);
+  return out;
 }
 
 function toolCallsOf(list) {
@@ -328,6 +378,7 @@ function startCompletion(ctx, options, onToken) {
         const generated = done.usage?.completion_tokens ?? 0;
         const limited = f.reason === 'length' && nPredict >= 0 && generated >= nPredict;
         const all = f.text ?? text;
+        const prompt = done.prompt_tokens ?? 0;
         const result = { text: all };
         // llama.node sets content, reasoning_content and tool_calls only when not empty.
         const content = chat ? f.content ?? '' : all;
@@ -337,21 +388,23 @@ function startCompletion(ctx, options, onToken) {
         Object.assign(result, {
           chat_format: 0,
           tokens_predicted: generated,
-          tokens_evaluated: done.prompt_tokens ?? 0,
-          truncated: false,
+          tokens_evaluated: prompt,
+          // A request longer than the context went on past its end: context shift (llama.node's
+          // truncated). Derived: the engine reports no per-request shift count.
+          truncated: ctx._options.ctx_shift !== false && prompt + generated > (ctx._info.nCtx ?? Infinity),
           context_full: f.reason === 'length' && !limited,
           interrupted: f.reason === 'cancelled',
           stopped_eos: !!f.stopped_eos && f.reason === 'stop',
           stopped_words: !!f.stopped_word,
           stopping_word: f.stop_word || '',
           stopped_limited: limited,
-          stopped_limit: limited,
-          stopped_word: !!f.stopped_word,
           timings: timingsOf(done),
-          // loom: the generated token ids
-          tokens: Int32Array.from(f.tokens || []),
         });
         if (wantProbs) result.completion_probabilities = probs;
+        // llama.node's parallel-result names, and loom's generated token ids.
+        hide(result, 'stopped_limit', limited);
+        hide(result, 'stopped_word', !!f.stopped_word);
+        hide(result, 'tokens', Int32Array.from(f.tokens || []));
         ctx._lastTokens = Int32Array.from([...(done.prompt_ids || []), ...(f.tokens || [])]);
         // This request's own prompt + output (parallel requests finish in any order).
         Object.defineProperty(result, '_allTokens', { value: ctx._lastTokens, enumerable: false });
@@ -508,7 +561,7 @@ class LlamaParallelAPI {
           if (options.save_prompt_state_path) {
             await this._ctx._native.saveSession(options.save_prompt_state_path, all.subarray(0, r.tokens_evaluated));
           }
-          if (settle) settle.resolve({ requestId, ...r });
+          if (settle) settle.resolve(parallelResult(requestId, r));
         } catch (err) {
           if (settle) settle.reject(err);
         } finally {
@@ -555,6 +608,13 @@ class LlamaParallelAPI {
     this._need();
     const { requestId, state, done } = this._track('rerank');
     state.state = 'processing_prompt';
+    if (Array.isArray(documents) && !this._ctx._isReranker()) {
+      // llama.node's parallel rerank on a model that cannot rank resolves with its failure score
+      // (-1e6) for every document (ctx.rerank() throws, as llama.node's).
+      done();
+      const docs = documents.map((d, index) => ({ score: -1000000, index, document: d }));
+      return { requestId, promise: Promise.resolve(docs) };
+    }
     const promise = this._ctx.rerank(query, documents, params).then(
       (r) => {
         done();
@@ -694,7 +754,7 @@ class LlamaContext {
     const jinja = { default: t.hasModelTemplate, defaultCaps: caps, toolUse };
     if (toolUse) jinja.toolUseCaps = { ...caps };
     return {
-      desc: i.desc,
+      desc: i.vocabOnly ? '' : i.desc, // llama.node: empty for a vocab_only model
       nEmbd: i.nEmbd,
       nParams: i.nParams,
       size: i.size,
@@ -743,10 +803,16 @@ class LlamaContext {
     }
     if (params.enable_thinking !== undefined && kwargs.enable_thinking === undefined) kwargs.enable_thinking = params.enable_thinking;
     if (Object.keys(kwargs).length) req.chat_template_kwargs = kwargs;
-    const f = JSON.parse(this._native.chatFormat(JSON.stringify(req)));
-    // As llama.node: the Jinja result when the model's own template is usable and jinja is not off.
+    // As llama.node: the Jinja result when the model's own template is usable and jinja is not off;
+    // else llama.cpp's plain chat formatting, of the messages only (no tools, no response format).
     const useJinja = this.isJinjaSupported() && (params.jinja ?? true);
-    if (!useJinja) return { type: 'llama-chat', prompt: f.prompt, has_media: false, media_paths: [] };
+    if (!useJinja) {
+      const plain = { messages };
+      if (req.chat_template) plain.chat_template = req.chat_template;
+      const prompt = JSON.parse(this._native.chatFormat(JSON.stringify(plain))).prompt;
+      return { type: 'llama-chat', prompt, has_media: false, media_paths: [] };
+    }
+    const f = JSON.parse(this._native.chatFormat(JSON.stringify(req)));
     // llama.node's grammar for tools with tool_choice auto is the tool-call grammar, applied lazily
     // from a trigger: loom's is the grammar it applies when a tool call is required.
     let grammar = f.grammar || '';
@@ -782,6 +848,11 @@ class LlamaContext {
   completion(options, onToken) {
     try {
       this._live();
+      if (this._options.vocab_only) {
+        // llama.node answers a completion on a vocab_only model with an empty result.
+        checkOptions(options, COMPLETION_OPTION_TYPES, 'completion options');
+        return Promise.resolve(emptyResult());
+      }
       const { promise, cancel } = startCompletion(this, options, onToken);
       this._completions.add(cancel);
       return promise.finally(() => this._completions.delete(cancel));
@@ -800,7 +871,10 @@ class LlamaContext {
     if (typeof text !== 'string') throw typeError('text must be a string');
     // As llama.node (llama.rn's common_tokenize(ctx, text, false, true)): no BOS, special tokens parsed.
     const tokens = await this._native.tokenize(text, false, true);
-    return { tokens, has_media: false, bitmap_hashes: [], chunk_pos: [], chunk_pos_media: [] };
+    // llama.node lists the media fields only for a text with media.
+    const r = { tokens, has_media: false };
+    for (const k of ['bitmap_hashes', 'chunk_pos', 'chunk_pos_media']) hide(r, k, []);
+    return r;
   }
 
   async detokenize(tokens) {
@@ -839,12 +913,16 @@ class LlamaContext {
     return { embedding: normalizeEmbedding(r.data.subarray(0, r.dim), mode) };
   }
 
+  _isReranker() {
+    return !!this._options.embedding && this._pooling() === POOLING.rank;
+  }
+
   async rerank(query, documents, params = {}) {
     this._live();
     if (typeof query !== 'string') throw typeError('query must be a string');
     if (!Array.isArray(documents) || documents.some((d) => typeof d !== 'string')) throw typeError('documents must be an array of strings');
     const pooling = this._pooling();
-    if (!this._options.embedding || pooling !== POOLING.rank) {
+    if (!this._isReranker()) {
       // llama.node: "reranking not supported, pooling_type: N".
       throw new Error(
         `loom-node: reranking not supported, pooling_type: ${POOLING_NAMES[pooling] ?? 'none'} ` +
