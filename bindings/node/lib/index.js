@@ -254,7 +254,8 @@ function emptyResult() {
 }
 
 // A parallel request's result as llama.node's (its fields; the rest of a completion result hidden).
-function parallelResult(requestId, r) {
+// llama.node parses (content, reasoning_content, tool_calls) the output of chat requests only.
+function parallelResult(requestId, r, chat) {
   const out = {
     requestId,
     text: r.text,
@@ -266,7 +267,11 @@ function parallelResult(requestId, r) {
     tokens_predicted: r.tokens_predicted,
     chat_format: r.chat_format,
   };
-  for (const k of ['content', 'reasoning_content', 'tool_calls']) if (r[k] !== undefined) out[k] = r[k];
+  for (const k of ['content', 'reasoning_content', 'tool_calls']) {
+    if (r[k] === undefined) continue;
+    if (chat) out[k] = r[k];
+    else hide(out, k, r[k]);
+  }
   out.timings = { cache_n: r.timings.cache_n, ...r.timings };
   if (r.completion_probabilities) out.completion_probabilities = r.completion_probabilities;
   for (const k of ['truncated', 'interrupted', 'stopped_words', 'stopping_word', 'stopped_limited', 'tokens']) hide(out, k, r[k]);
@@ -561,7 +566,7 @@ class LlamaParallelAPI {
           if (options.save_prompt_state_path) {
             await this._ctx._native.saveSession(options.save_prompt_state_path, all.subarray(0, r.tokens_evaluated));
           }
-          if (settle) settle.resolve(parallelResult(requestId, r));
+          if (settle) settle.resolve(parallelResult(requestId, r, Array.isArray(options.messages)));
         } catch (err) {
           if (settle) settle.reject(err);
         } finally {

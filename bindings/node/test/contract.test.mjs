@@ -156,7 +156,8 @@ test('parallel: ids are numbers > 0, unique over completions, embeddings and rer
     assert.equal(res.requestId, c.requestId);
     assert.ok(streamed.length > 0 && streamed.every(([id, t]) => id === c.requestId && t.requestId === c.requestId && typeof t.token === 'string'));
     // llama.node's parallel result fields (and its timings with cache_n).
-    assert.deepEqual(Object.keys(res).sort(), ['chat_format', 'content', 'context_full', 'requestId', 'stopped_eos', 'stopped_limit', 'stopped_word', 'text', 'timings', 'tokens_evaluated', 'tokens_predicted']);
+    assert.deepEqual(Object.keys(res).sort(), ['chat_format', 'context_full', 'requestId', 'stopped_eos', 'stopped_limit', 'stopped_word', 'text', 'timings', 'tokens_evaluated', 'tokens_predicted']);
+    assert.equal(res.content, res.text); // readable, not listed: llama.node parses chat requests only
     assert.equal(typeof res.timings.cache_n, 'number');
     // Embeddings on a context loaded without embedding: true: llama.node's n_embd zeros, as an array.
     const emb = await e.promise;
