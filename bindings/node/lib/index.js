@@ -309,7 +309,7 @@ function releasedError() {
 // Starts one request on the native scheduler. Returns {promise, cancel}: the promise resolves
 // with llama.node's result object. The request is submitted at once, or, while an exclusive
 // operation (clearCache, LoRA) called before it is still pending, right after that operation.
-function startCompletion(ctx, options, onToken) {
+function startCompletion(ctx, options, onToken, { parse = true } = {}) {
   checkOptions(options, COMPLETION_OPTION_TYPES, 'completion options');
   checkReasoningFormat(options.reasoning_format, 'completion options');
   if (onToken !== undefined && onToken !== null && typeof onToken !== 'function') {
@@ -321,7 +321,8 @@ function startCompletion(ctx, options, onToken) {
   }
   const chat = Array.isArray(options.messages);
   const wantProbs = (options.n_probs ?? 0) > 0;
-  const req = buildRequest(options, { stream: !!onToken && chat });
+  // The engine parses each token's text so far only when a callback shows it.
+  const req = buildRequest(options, { stream: !!onToken && chat && parse });
   let id = -1;
   let cancelled = false;
   const cancel = () => {
@@ -545,11 +546,16 @@ class LlamaParallelAPI {
     const { requestId, state, done } = this._track('completion');
     let started;
     try {
-      started = startCompletion(this._ctx, options, (data) => {
-        state.state = 'generating';
-        state.generated++;
-        if (onToken) onToken(requestId, { requestId, ...data });
-      });
+      started = startCompletion(
+        this._ctx,
+        options,
+        (data) => {
+          state.state = 'generating';
+          state.generated++;
+          if (onToken) onToken(requestId, { requestId, ...data });
+        },
+        { parse: !!onToken },
+      );
     } catch (err) {
       done();
       throw err;
