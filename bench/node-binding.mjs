@@ -20,7 +20,8 @@
 // Every engine runs in a process of its own (a worker: node-llama-cpp and llama.node each carry
 // their own llama.cpp, llama.node prints its log on stdout, and each event loop's lag is then
 // its own); the parent interleaves them, one repetition of each in turn in a rotating order, so
-// that a noisy machine slows all of them alike; the first round warms up and is not counted.
+// that a noisy machine slows all of them alike (loom generate and loom-node's completion() back to
+// back, their ratio taken per round); the first round warms up and is not counted.
 // Greedy (temperature 0, XTC off), EOS ignored where the engine can (loom-node, llama.node;
 // `loom generate` and node-llama-cpp cannot, so their token counts are reported).
 //
@@ -77,6 +78,7 @@ async function worker(spec) {
     process.exit(0);
   }
   await send({ type: 'ready', version: engine.version, system_info: engine.systemInfo, detail: engine.detail });
+  process.on('disconnect', () => process.exit(0)); // the parent is gone
   process.on('message', async (msg) => {
     if (msg.op === 'close') {
       try {
@@ -449,15 +451,27 @@ async function main() {
   };
 
   // Rounds: every row once (without and with a token callback), in a rotating order.
-  const live = rows.filter((r) => !r.skipped);
+  // loom generate and loom-node's completion() with as many requests run back to back (their
+  // ratio is the binding's cost: taken a moment apart, not a slow peer's run apart), the one or
+  // the other first in turn.
+  const units = [];
+  for (const r of rows.filter((x) => !x.skipped)) {
+    const cli = r.engine === 'loom-node' && r.api === 'completion' && units.find((u) => u[0].engine === 'cli' && u[0].P === r.P);
+    if (cli) cli.push(r);
+    else units.push([r]);
+  }
   for (let round = 0; round <= o.reps; round++) {
     log(`round ${round}${round === 0 ? ' (warm-up)' : ''} of ${o.reps}, load ${os.loadavg()[0].toFixed(2)}`);
-    const order = live.map((_, i) => live[(i + round) % live.length]);
+    const order = units.flatMap((_, i) => {
+      const u = units[(i + round) % units.length];
+      return round % 2 ? [...u].reverse() : u;
+    });
     for (const r of order) {
       if (r.skipped) continue;
       if (r.engine === 'cli') {
         try {
           const c = runCli(r.P);
+          if (o.verbose) log(`  ${r.label}: ${JSON.stringify(c)}`);
           if (round > 0) {
             r.completion.push(c.tps);
             r.n.push(c.n);
