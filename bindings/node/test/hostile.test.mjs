@@ -4,7 +4,14 @@
 import assert from 'node:assert/strict';
 import { test, after } from 'node:test';
 import { loadModel } from '../lib/index.js';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { stories, golden, tmpFile } from './helpers.mjs';
+
+// Garbage strings passed as session paths are relative file names: they land in a folder of this
+// run's own, not in the package.
+process.chdir(fs.mkdtempSync(path.join(os.tmpdir(), 'loom-node-hostile-')));
 
 const ctx = await loadModel({ model: stories, n_ctx: 1024, n_threads: 1 });
 after(() => ctx.release());
