@@ -212,11 +212,19 @@ loom_context* loom_context_new_ext(const loom_model* model, const loom_context_p
 bool loom_causal_attn(const loom_context* ctx) { return ctx && ctx->c->causal(); }
 
 uint64_t loom_kv_cell_bytes(const loom_context* ctx) {
-  if (!ctx || ctx->c->recurrent_cache()) return 0;
+  if (!ctx) return 0;
   const loom::ModelHparams& hp = ctx->c->model().hparams();
-  const loom::KvView& v = ctx->c->kv().view();
-  const uint64_t layers = uint64_t(hp.arch == loom::Arch::kT5 ? hp.n_dec_layer : hp.n_layer);
-  return layers * uint64_t(v.k_row_bytes + v.v_row_bytes);
+  // One token's K and V over the layers that attend (a T5 decoder: its own layers), in every KV part.
+  const int64_t n_layer = hp.arch == loom::Arch::kT5 ? hp.n_dec_layer : hp.n_layer;
+  uint64_t bytes = 0;
+  for (const loom::KvCache* part : {ctx->c->memory().kv(), ctx->c->memory().kv_swa()}) {
+    if (!part) continue;
+    const loom::KvView& v = part->view();
+    for (int64_t il = 0; il < n_layer && il < int64_t(v.layers.size()); ++il) {
+      bytes += uint64_t(v.layers[size_t(il)].k_row_bytes + v.layers[size_t(il)].v_row_bytes);
+    }
+  }
+  return bytes;
 }
 
 uint64_t loom_recurrent_seq_state_bytes(const loom_context* ctx) {

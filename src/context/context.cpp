@@ -106,29 +106,22 @@ Expected<std::unique_ptr<Context>> Context::create_unguarded(std::shared_ptr<con
   cp.n_threads_batch = p.n_threads_batch > 0 ? p.n_threads_batch : cp.n_threads;
   ctx->pool_ = std::make_unique<ThreadPool>(std::max(cp.n_threads, cp.n_threads_batch));
 
-  if (hp.is_recurrent()) {
-    // One state cell per sequence (the reference: max(1, n_seq_max) cells), states in F32.
-    RecurrentCacheParams rp;
-    rp.n_layer = int(hp.n_layer);
-    rp.n_cells = cp.n_seq_max;
-    rp.conv_row = hp.n_embd_conv_state();
-    rp.ssm_row = hp.n_embd_ssm_state();
-    LOOM_ASSIGN_OR_RETURN(ctx->rs_, RecurrentCache::create(rp));
-    cp.type_k = cp.type_v = TensorType::F32;
-    ctx->create_recurrent();
-  } else {
-    KvCacheParams kp;
-    kp.n_layer = int(hp.n_layer);
-    kp.n_cells = cp.n_ctx;
-    kp.n_embd_k = hp.n_embd_kv();
-    kp.n_embd_v = hp.n_embd_kv();
-    kp.head_dim = hp.head_dim;
-    kp.type_k = p.type_k;
-    kp.type_v = p.type_v;
-    LOOM_ASSIGN_OR_RETURN(ctx->kv_, KvCache::create(kp));
-  }
-
-  ctx->scratch_ = ForwardScratch(*ctx->model_, cp.n_ubatch, ctx->rs_ ? 0 : cp.n_ctx, cp.type_k, ctx->pool_->size());
+  // The memory: KV parts for the attention layers, a window-sized cache for an iSWA model's
+  // sliding layers, recurrent states for the others (kv/memory.h).
+  MemoryParams mp;
+  mp.n_ctx = cp.n_ctx;
+  mp.n_seq_max = cp.n_seq_max;
+  mp.n_seq_swa = p.n_seq_swa;
+  mp.n_ubatch = cp.n_ubatch;
+  mp.type_k = p.type_k;
+  mp.type_v = p.type_v;
+  mp.swa_window = ctx->swa_all_layers_ ? 0 : cp.n_swa;
+  // Encoders borrow cells for a whole batch; causal decoders with a window cache need n_ubatch.
+  mp.swa_full = p.swa_full || hp.is_encoder() || !ctx->causal_;
+  LOOM_ASSIGN_OR_RETURN(ctx->mem_, Memory::create(hp, mp));
+  if (hp.is_recurrent()) cp.type_k = cp.type_v = TensorType::F32;  // states are F32; no K/V
+  const int max_kv = ctx->mem_->kv() ? ctx->mem_->kv()->size() : 0;
+  ctx->scratch_ = ForwardScratch(*ctx->model_, cp.n_ubatch, max_kv, cp.type_k, ctx->pool_->size());
   ctx->fwd_.abort_cb = p.abort_callback;
   ctx->fwd_.abort_data = p.abort_data;
   ctx->fwd_.eval_cb = p.eval_callback;
@@ -157,19 +150,9 @@ Expected<std::unique_ptr<Context>> Context::create_unguarded(std::shared_ptr<con
   ctx->output_of_row_.assign(nb, -1);
   ctx->pos_.assign(nb, 0);
   ctx->seq_.assign(nb, 0);
-  ctx->cells_.assign(nb, 0);
-  ctx->out_rows_.assign(size_t(cp.n_ubatch), 0);
-  if (!ctx->rs_) ctx->mask_.assign(size_t(cp.n_ubatch) * size_t(cp.n_ctx), 0.0f);
-  if (hp.swa_window > 0 && cp.n_swa > 0) ctx->mask_swa_.assign(ctx->mask_.size(), 0.0f);
-  ctx->deltas_.assign(size_t(cp.n_ctx), 0);
-  ctx->col_cells_.assign(size_t(cp.n_ctx), 0);
-  ctx->group_.assign(size_t(cp.n_ubatch), -1);
-  ctx->group_swa_.assign(size_t(cp.n_ubatch), -1);
-  ctx->ubatch_seqs_.assign(size_t(cp.n_ubatch), 0);
-  ctx->ubatch_seq_min_.assign(size_t(cp.n_ubatch), 0);
+  ctx->reserve_ubatch_buffers();
   if (hp.is_t5()) {
     const size_t U = size_t(cp.n_ubatch);
-    ctx->col_pos_.assign(size_t(cp.n_ctx), 0);
     if (hp.arch == Arch::kT5) {
       ctx->enc_out_.assign(U * size_t(hp.n_embd), 0.0f);
       ctx->enc_seqs_.assign(U, {});
@@ -277,246 +260,24 @@ Status Context::validate(const Batch& batch, bool encoding, Checked* c) {
     }
   } else {
     for (int i = 0; i < n; ++i) {
-      int32_t last = rs_ ? rs_->seq_pos_max(seq_[size_t(i)]) : kv_->seq_pos_max(seq_[size_t(i)]);
+      int32_t last = mem_->seq_pos_max(seq_[size_t(i)]);
       for (int j = 0; j < i; ++j) {
         if (seq_[size_t(j)] == seq_[size_t(i)]) last = std::max(last, pos_[size_t(j)]);
       }
       pos_[size_t(i)] = last + 1;
     }
   }
-  return rs_ ? validate_recurrent(batch, n) : Status::ok();
+  return mem_->rs() ? validate_recurrent(batch, n) : Status::ok();
 }
 
 Status Context::prepare_kv() {
-  if (kv_->has_shift()) LOOM_RETURN_IF_ERROR(kv_update());
-  if (params_.defrag_thold > 0 && kv_->fragmentation() > params_.defrag_thold) kv_->defrag();
-  return Status::ok();
-}
-
-Status Context::decode(const Batch& batch) {
-  Checked c;
-  LOOM_RETURN_IF_ERROR(validate(batch, /*encoding=*/false, &c));
-  if (model_->hparams().arch == Arch::kT5 && n_enc_ == 0) {
-    // Checked before anything changes (pending shifts included).
-    return invalid_argument("t5: decode needs the encoder's output; encode() the input first");
-  }
-  if (!rs_) {
-    // Before prepare_kv: a batch without room changes nothing, not even pending shifts.
-    if (c.n > kv_->size() - kv_->used()) {
-      return Status(StatusCode::kResourceExhausted, "no KV slot: the cache has " + std::to_string(kv_->size() - kv_->used()) +
-                                                        " free cells, the batch needs " + std::to_string(c.n));
-    }
-    LOOM_RETURN_IF_ERROR(prepare_kv());
-  }
-  const int64_t t0 = params_.no_perf ? 0 : now_us();
-  LOOM_RETURN_IF_ERROR(rs_ ? run_recurrent(batch, c) : run_ubatches(batch, c, /*encoding=*/false));
-  if (!params_.no_perf) {
-    const int64_t dt = now_us() - t0;
-    if (c.n > 1) {
-      perf_.n_prompt_tokens += c.n;
-      perf_.t_prompt_us += dt;
-    } else {
-      perf_.n_gen_tokens += 1;
-      perf_.t_gen_us += dt;
+  if (mem_->has_shift()) LOOM_RETURN_IF_ERROR(kv_update());
+  if (params_.defrag_thold > 0) {
+    for (KvCache* part : {mem_->kv(), mem_->kv_swa()}) {
+      if (part && part->fragmentation() > params_.defrag_thold) part->defrag();
     }
   }
   return Status::ok();
-}
-
-Status Context::encode(const Batch& batch) {
-  if (rs_) return unsupported("encode: " + model_->hparams().arch_name + " is a recurrent decoder without an encoder (use decode)");
-  Checked c;
-  LOOM_RETURN_IF_ERROR(validate(batch, /*encoding=*/true, &c));
-  if (c.n > kv_->size() - kv_->used()) {
-    return Status(StatusCode::kResourceExhausted, "no KV slot for the encoder batch");
-  }
-  LOOM_RETURN_IF_ERROR(prepare_kv());
-  const int64_t t0 = params_.no_perf ? 0 : now_us();
-  Status st = run_ubatches(batch, c, /*encoding=*/true);
-  // The encoder's cells are scratch: the cache is left as it was.
-  kv_->release_cells(std::span<const int32_t>(cells_.data(), size_t(c.n)));
-  LOOM_RETURN_IF_ERROR(st);
-  if (model_->hparams().arch == Arch::kT5) {
-    // Keep the output (every token is an output here) and its sequences for the decoder, and the
-    // cross K/V of every decoder layer, computed once instead of at every decode step.
-    const ModelHparams& hp = model_->hparams();
-    const size_t E = size_t(hp.n_embd);
-    n_enc_ = 0;
-    std::copy(embd_.begin(), embd_.begin() + long(size_t(c.n) * E), enc_out_.begin());
-    for (int i = 0; i < c.n; ++i) {
-      std::bitset<kMaxSeqs>& set = enc_seqs_[size_t(i)];
-      set.reset();
-      if (batch.seq_ids.empty()) set.set(0);
-      else for (int32_t sid : batch.seq_ids[size_t(i)]) set.set(size_t(sid));
-    }
-    pool_->set_active(c.n > 1 ? params_.n_threads_batch : params_.n_threads);
-    LOOM_RETURN_IF_ERROR(t5_cross_kv(*model_, enc_out_.data(), c.n, cross_, params_.type_k, scratch_, *pool_));
-    n_enc_ = c.n;
-  }
-  if (!params_.no_perf) {
-    perf_.n_prompt_tokens += c.n;
-    perf_.t_prompt_us += now_us() - t0;
-  }
-  return Status::ok();
-}
-
-Status Context::run_ubatches(const Batch& batch, const Checked& c, bool encoding) {
-  const int n = c.n;
-  const bool embd_out = params_.embeddings || encoding;
-  const bool pooled = embd_out && params_.pooling != Pooling::kNone;
-  const ModelHparams& hp = model_->hparams();
-  const bool t5_decoder = hp.arch == Arch::kT5 && !encoding;
-  // A T5 encode keeps every token's output (the decoder attends to all of them).
-  const int n_out = assign_outputs(batch, n, pooled || (encoding && hp.arch == Arch::kT5));
-  n_outputs_ = 0;  // outputs of a failed call are not readable
-  std::fill(pooled_valid_.begin(), pooled_valid_.end(), 0);
-
-  // All cells are chosen up front (so the call fails before computing anything when the cache
-  // is full) but each micro-batch occupies its own only when it runs, as a sequential decode
-  // would. Every cell taken is recorded so a failure can give them back.
-  if (!kv_->find_slot(n, cells_.data())) return Status(StatusCode::kResourceExhausted, "no KV slot for the batch");
-  MaskParams mp;
-  mp.causal = causal_ && !encoding;
-  if (swa_all_layers_) mp.swa_window = params_.n_swa;  // every layer slides: one mask
-  const int ubatch = (encoding || !causal_) ? n : params_.n_ubatch;
-  ForwardConfig cfg = fwd_;
-  for (int first = 0; first < n; first += ubatch) {
-    const int m = std::min(ubatch, n - first);
-    for (int i = first; i < first + m; ++i) {
-      if (batch.seq_ids.empty()) {
-        const int32_t zero = 0;
-        kv_->occupy(cells_[size_t(i)], pos_[size_t(i)], std::span<const int32_t>(&zero, 1));
-      } else {
-        kv_->occupy(cells_[size_t(i)], pos_[size_t(i)], batch.seq_ids[size_t(i)]);
-      }
-    }
-    const int n_kv = kv_->n_kv();
-    // Batch invariance (docs/design.md): the mask columns list each token's visible cells in
-    // position order, wherever the cache put them (usually the cell order already), and tokens
-    // of one sequence may share attention tiles where their visible columns nest.
-    int n_seqs = 0;
-    for (int t = first; t < first + m; ++t) {
-      const int32_t s = seq_[size_t(t)];
-      if (std::find(ubatch_seqs_.begin(), ubatch_seqs_.begin() + n_seqs, s) == ubatch_seqs_.begin() + n_seqs) {
-        ubatch_seqs_[size_t(n_seqs++)] = s;
-      }
-    }
-    const int32_t* cols =
-        kv_->position_order(n_kv, std::span<const int32_t>(ubatch_seqs_.data(), size_t(n_seqs)), col_cells_.data())
-            ? col_cells_.data()
-            : nullptr;
-    kv_->build_mask(m, pos_.data() + first, seq_.data() + first, n_kv, mp, mask_.data(), cols);
-    if (!mask_swa_.empty()) {
-      MaskParams swa = mp;
-      swa.swa_window = params_.n_swa;
-      kv_->build_mask(m, pos_.data() + first, seq_.data() + first, n_kv, swa, mask_swa_.data(), cols);
-    }
-    // A sliding window keeps the nesting only where it hides nothing yet (the sequence's first
-    // cell is inside every such token's window).
-    if (mp.swa_window > 0 || !mask_swa_.empty()) {
-      for (int i = 0; i < n_seqs; ++i) ubatch_seq_min_[size_t(i)] = kv_->seq_pos_min(ubatch_seqs_[size_t(i)]);
-    }
-    auto groups = [&](int window, int32_t* g) {
-      for (int t = 0; t < m; ++t) {
-        const int32_t s = seq_[size_t(first + t)];
-        g[t] = s;
-        if (window <= 0) continue;
-        const int i = int(std::find(ubatch_seqs_.begin(), ubatch_seqs_.begin() + n_seqs, s) - ubatch_seqs_.begin());
-        if (ubatch_seq_min_[size_t(i)] <= pos_[size_t(first + t)] - window) g[t] = -1;
-      }
-    };
-    groups(mp.swa_window, group_.data());
-    if (!mask_swa_.empty()) groups(params_.n_swa, group_swa_.data());
-    int m_out = 0;
-    for (int t = 0; t < m; ++t) {
-      if (output_of_row_[size_t(first + t)] >= 0) out_rows_[size_t(m_out++)] = t;
-    }
-    ForwardBatch fb;
-    fb.n_tokens = m;
-    if (c.use_embd) fb.embd = batch.embd.data() + size_t(first) * size_t(n_embd());
-    else fb.tokens = batch.tokens.data() + first;
-    fb.pos = pos_.data() + first;
-    fb.cells = cells_.data() + first;
-    fb.n_kv = n_kv;
-    fb.mask = mask_.data();
-    fb.mask_swa = mask_swa_.empty() ? nullptr : mask_swa_.data();
-    fb.kv_cells = cols;
-    fb.prefix_group = group_.data();
-    fb.prefix_group_swa = mask_swa_.empty() ? nullptr : group_swa_.data();
-    CrossAttentionView cross = cross_;
-    if (hp.is_t5() && encoding) {
-      // The T5 encoder attends within its batch only, as the reference's (which has no cache
-      // there): the columns are the batch's own cells, a token seeing those that hold its first
-      // sequence; a decoder's cells of the same sequence stay out of view.
-      for (int col = 0; col < m; ++col) {
-        col_cells_[size_t(col)] = cells_[size_t(first + col)];
-        col_pos_[size_t(col)] = pos_[size_t(first + col)];
-      }
-      for (int t = 0; t < m; ++t) {
-        const int32_t s = seq_[size_t(first + t)];
-        for (int col = 0; col < m; ++col) {
-          bool in = batch.seq_ids.empty() ? s == 0 : false;
-          if (!batch.seq_ids.empty()) {
-            for (int32_t sid : batch.seq_ids[size_t(first + col)]) in = in || sid == s;
-          }
-          mask_[size_t(t) * size_t(m) + size_t(col)] = in ? 0.0f : -INFINITY;
-        }
-      }
-      fb.n_kv = m;
-      fb.kv_cells = col_cells_.data();
-      fb.kv_pos = col_pos_.data();
-      fb.encoder = true;
-    } else if (hp.is_t5()) {
-      for (int col = 0; col < n_kv; ++col) col_pos_[size_t(col)] = kv_->cell(cols ? cols[col] : col).pos;
-      fb.kv_pos = col_pos_.data();
-      fb.encoder = !t5_decoder;
-    }
-    if (t5_decoder) {
-      // Token t sees encoder token i when they share a sequence (llama.cpp's cross mask).
-      for (int t = 0; t < m; ++t) {
-        float* row = cross_mask_.data() + size_t(t) * size_t(n_enc_);
-        for (int i = 0; i < n_enc_; ++i) {
-          bool shared = false;
-          if (batch.seq_ids.empty()) {
-            shared = enc_seqs_[size_t(i)].test(0);
-          } else {
-            for (int32_t sid : batch.seq_ids[size_t(first + t)]) shared = shared || enc_seqs_[size_t(i)].test(size_t(sid));
-          }
-          row[i] = shared ? 0.0f : -INFINITY;
-        }
-      }
-      cross.n_enc = n_enc_;
-      cross.mask = cross_mask_.data();
-      fb.cross = &cross;
-    }
-    fb.n_outputs = m_out;
-    fb.output_rows = out_rows_.data();
-    const size_t first_out = m_out ? size_t(output_of_row_[size_t(first + out_rows_[0])]) : 0;
-    fb.logits = embd_out ? nullptr : logits_.data() + first_out * size_t(n_vocab());
-    fb.hidden = embd_out ? embd_.data() + first_out * size_t(n_embd()) : nullptr;
-    cfg.n_threads = m > 1 ? params_.n_threads_batch : params_.n_threads;
-    Status st = forward(*model_, fb, kv_->view(), scratch_, *pool_, cfg);
-    if (!st) {
-      kv_->release_cells(std::span<const int32_t>(cells_.data(), size_t(n)));
-      return st;
-    }
-  }
-  n_outputs_ = n_out;
-  last_batch_size_ = n;
-  last_was_embd_ = embd_out;
-  if (pooled) pool_outputs(c);
-  return Status::ok();
-}
-
-int Context::assign_outputs(const Batch& batch, int n, bool all) {
-  // Output rows: every token when pooling, else flagged tokens or the last one.
-  std::fill(output_of_row_.begin(), output_of_row_.begin() + n, -1);
-  int n_out = 0;
-  for (int i = 0; i < n; ++i) {
-    const bool want = all || (batch.output.empty() ? i == n - 1 : batch.output[size_t(i)] != 0);
-    if (want) output_of_row_[size_t(i)] = n_out++;
-  }
-  return n_out;
 }
 
 void Context::pool_outputs(const Checked& c) {
@@ -671,19 +432,12 @@ Status Context::check_seq(int seq, bool allow_negative) const {
   return Status::ok();
 }
 
-void Context::kv_clear() {
-  if (rs_) rs_->clear();
-  else kv_->clear();
-}
+void Context::kv_clear() { mem_->clear(); }
 
 Status Context::seq_rm(int seq, int p0, int p1) {
   LOOM_RETURN_IF_ERROR(check_seq(seq, true));
-  if (!rs_) {
-    kv_->seq_rm(seq, p0, p1);
-    return Status::ok();
-  }
-  if (!rs_->seq_rm(seq, p0, p1)) {
-    // The reference returns false here: the state cannot forget its last tokens alone.
+  if (!mem_->seq_rm(seq, p0, p1)) {
+    // The reference returns false here: a recurrent state cannot forget its last tokens alone.
     if (seq < 0) {
       return unsupported("seq_rm(" + std::to_string(seq) + ", ...): a recurrent model's states are removed one sequence at a "
                          "time (or all with kv_clear); the reference refuses a negative sequence id here");
@@ -698,56 +452,56 @@ Status Context::seq_rm(int seq, int p0, int p1) {
 Status Context::seq_cp(int src, int dst, int p0, int p1) {
   LOOM_RETURN_IF_ERROR(check_seq(src, false));
   LOOM_RETURN_IF_ERROR(check_seq(dst, false));
-  if (rs_) rs_->seq_cp(src, dst, p0, p1);
-  else kv_->seq_cp(src, dst, p0, p1);
+  mem_->seq_cp(src, dst, p0, p1);
   return Status::ok();
 }
 
 Status Context::seq_keep(int seq) {
   LOOM_RETURN_IF_ERROR(check_seq(seq, false));
-  if (rs_) rs_->seq_keep(seq);
-  else kv_->seq_keep(seq);
+  mem_->seq_keep(seq);
   return Status::ok();
 }
 
 Status Context::seq_add(int seq, int p0, int p1, int delta) {
   LOOM_RETURN_IF_ERROR(check_seq(seq, true));
-  if (rs_) rs_->seq_add(seq, p0, p1, delta);
-  else kv_->seq_add(seq, p0, p1, delta);
+  mem_->seq_add(seq, p0, p1, delta);
   return Status::ok();
 }
 
 Status Context::seq_div(int seq, int p0, int p1, int d) {
   LOOM_RETURN_IF_ERROR(check_seq(seq, true));
   if (d < 1) return invalid_argument("seq_div: divisor must be at least 1");
-  if (rs_) rs_->seq_div(seq, p0, p1, d);
-  else kv_->seq_div(seq, p0, p1, d);
+  mem_->seq_div(seq, p0, p1, d);
   return Status::ok();
 }
 
 Expected<int> Context::seq_pos_min(int seq) const {
   LOOM_RETURN_IF_ERROR(check_seq(seq, true));
-  return rs_ ? rs_->seq_pos_min(seq) : kv_->seq_pos_min(seq);
+  return mem_->seq_pos_min(seq);
 }
 
 Expected<int> Context::seq_pos_max(int seq) const {
   LOOM_RETURN_IF_ERROR(check_seq(seq, true));
-  return rs_ ? rs_->seq_pos_max(seq) : kv_->seq_pos_max(seq);
+  return mem_->seq_pos_max(seq);
 }
 
 Status Context::kv_update() {
-  if (rs_ || !kv_->has_shift()) return Status::ok();  // recurrent: a shift only moves positions
-  kv_->pending_deltas(deltas_.data());
-  ForwardConfig cfg = fwd_;
-  LOOM_RETURN_IF_ERROR(shift_k(*model_, kv_->view(), deltas_.data(), scratch_, *pool_, cfg));
-  kv_->clear_shift();
+  // A recurrent state's shift only moves its position; K rows of both KV parts re-rotate.
+  for (KvCache* part : {mem_->kv(), mem_->kv_swa()}) {
+    if (!part || !part->has_shift()) continue;
+    part->pending_deltas(deltas_.data());
+    ForwardConfig cfg = fwd_;
+    LOOM_RETURN_IF_ERROR(shift_k(*model_, part->view(), deltas_.data(), scratch_, *pool_, cfg));
+    part->clear_shift();
+  }
   return Status::ok();
 }
 
 void Context::kv_defrag() {
-  if (rs_) return;  // one cell per sequence: nothing to compact
-  if (kv_->has_shift()) (void)kv_update();
-  kv_->defrag();
+  if (mem_->has_shift()) (void)kv_update();
+  for (KvCache* part : {mem_->kv(), mem_->kv_swa()}) {
+    if (part) part->defrag();
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -820,8 +574,8 @@ void Context::rebuild_adapters() {
     }
   }
   if (adapters_.max_rank > scratch_.max_lora_rank()) {
-    scratch_ = ForwardScratch(*model_, params_.n_ubatch, rs_ ? 0 : params_.n_ctx, params_.type_k, pool_->size(),
-                              adapters_.max_rank);
+    scratch_ = ForwardScratch(*model_, params_.n_ubatch, mem_->kv() ? mem_->kv()->size() : 0, params_.type_k,
+                              pool_->size(), adapters_.max_rank);
   }
   fwd_.adapters = &adapters_;
 }

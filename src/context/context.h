@@ -18,8 +18,7 @@
 #include "base/threadpool.h"
 #include "base/uninit_buffer.h"
 #include "context/batch.h"
-#include "kv/kv_cache.h"
-#include "kv/recurrent_cache.h"
+#include "kv/memory.h"
 #include "model/adapters.h"
 #include "model/forward.h"
 #include "model/model.h"
@@ -58,6 +57,12 @@ struct ContextParams {
   // layers, every other family slides over N on every layer. Resolved at creation to the window
   // in effect (0: none). Not for encoders.
   int n_swa = -1;
+  // The model's sliding-window layers keep n_ctx cells as the others do (llama.cpp's --swa-full)
+  // instead of a window-sized cache of their own (docs/context.md, Memory).
+  bool swa_full = false;
+  // Sequences that hold a sliding window at once: the window cache's sizing (0: n_seq_max). A
+  // scheduler whose other sequence ids hold cached prefixes sets its slots here.
+  int n_seq_swa = 0;
   Pooling pooling = Pooling::kUnspecified;
   AttentionType attention = AttentionType::kUnspecified;
   bool embeddings = false;       // produce embeddings instead of logits
@@ -101,8 +106,9 @@ class Context {
   int n_embd() const { return int(model_->hparams().n_embd); }
   Pooling pooling() const { return params_.pooling; }
   bool causal() const { return causal_; }
-  // Recurrent models (mamba) keep one state per sequence instead of a KV cache.
-  bool recurrent() const { return rs_ != nullptr; }
+  // Models with recurrent layers (mamba; hybrids) keep a state per sequence, which cannot forget
+  // its last tokens alone.
+  bool recurrent() const { return mem_->rs() != nullptr; }
 
   // ---- run-time toggles (take effect on the next decode) ----
   void set_embeddings(bool on);
@@ -139,12 +145,14 @@ class Context {
   // classification head's n_cls_out scores (raw, no sigmoid), as llama_get_embeddings_seq.
   Expected<std::span<const float>> embeddings_seq(int seq) const;
 
-  // ---- KV cache (for a recurrent model: the recurrent state cache, with the reference's
-  // semantics; docs/context.md lists what each operation does there) ----
-  const KvCache& kv() const { return *kv_; }                 // not for recurrent models
-  const RecurrentCache* recurrent_cache() const { return rs_.get(); }  // null unless recurrent
-  int kv_used_cells() const { return rs_ ? rs_->used() : kv_->used(); }
-  int kv_n_tokens() const { return rs_ ? rs_->n_tokens() : kv_->n_tokens(); }
+  // ---- memory (docs/context.md: each operation on every kind of memory) ----
+  const Memory& memory() const { return *mem_; }
+  // The full-size KV part (every attention layer but an iSWA model's window layers); a model
+  // without attention layers has none: check memory().kv() first.
+  const KvCache& kv() const { return *mem_->kv(); }
+  const RecurrentCache* recurrent_cache() const { return mem_->rs(); }  // null without recurrent layers
+  int kv_used_cells() const { return mem_->used(); }
+  int kv_n_tokens() const { return mem_->n_tokens(); }
   void kv_clear();
   Status seq_rm(int seq, int p0, int p1);
   Status seq_cp(int src, int dst, int p0, int p1);
@@ -198,13 +206,20 @@ class Context {
     bool use_embd = false;
   };
   Status validate(const Batch& batch, bool encoding, Checked* out);
+  // Micro-batches over the memory's parts: in batch order, or (with a recurrent part) llama.cpp's
+  // equal split into runs of one sequence each (decode.cpp).
   Status run_ubatches(const Batch& batch, const Checked& c, bool encoding);
-  // Recurrent models: equal-split micro-batches over the sequences' state rows (context_recurrent.cpp).
-  Status run_recurrent(const Batch& batch, const Checked& c);
+  struct Ubatch;
+  struct AttnBuffers;
+  // The next micro-batch after `done` tokens; 0 when none is left.
+  int next_ubatch(const Batch& batch, const Checked& c, bool encoding, int done, Ubatch* ub);
+  // A KV part's mask and columns for a micro-batch (cells: where its tokens went in that part).
+  void build_attn(const KvCache& part, const Ubatch& ub, const int32_t* cells, const MaskParams& mp,
+                  AttnBuffers& buf, AttnInputs* out);
   Status validate_recurrent(const Batch& batch, int n) const;
   // Marks the batch rows that produce an output in output_of_row_; returns their number.
   int assign_outputs(const Batch& batch, int n, bool all);
-  void create_recurrent();
+  void reserve_ubatch_buffers();
   Status prepare_kv();
   void rebuild_adapters();
   void pool_outputs(const Checked& c);
@@ -217,8 +232,7 @@ class Context {
   bool causal_ = true;
   bool swa_all_layers_ = false;  // n_swa applies to every layer (a family without SWA layers)
   bool has_logits_buffer_ = true;
-  std::unique_ptr<KvCache> kv_;          // null for recurrent models
-  std::unique_ptr<RecurrentCache> rs_;   // recurrent models only
+  std::unique_ptr<Memory> mem_;
   std::unique_ptr<ThreadPool> pool_;
   ForwardScratch scratch_;
   ForwardConfig fwd_;
@@ -241,25 +255,44 @@ class Context {
   std::vector<int32_t> output_of_row_;  // batch row -> output index, -1 when none
   std::vector<int32_t> pos_;            // [n_batch] resolved positions
   std::vector<int32_t> seq_;            // [n_batch] first sequence of each token (mask, positions)
-  std::vector<int32_t> cells_;          // [n_batch] cells used by the current decode
+  // Micro-batches (decode.cpp). A micro-batch is rows of the batch: the next n_ubatch in order,
+  // or with a recurrent part runs of one sequence each (gathered into the ub_* buffers).
+  struct Ubatch {
+    int m = 0;                        // tokens
+    const int32_t* rows = nullptr;    // [m] batch row of each token
+    const int32_t* tokens = nullptr;  // [m] (or embd)
+    const float* embd = nullptr;      // [m][n_embd]
+    const int32_t* pos = nullptr;     // [m]
+    const int32_t* seq = nullptr;     // [m] first sequence of each token
+    const int32_t* cells = nullptr;   // [m] cells of the full KV part
+    int n_runs = 0;                   // recurrent runs: ub_start_, ub_src_, ub_dst_
+  };
+  // One KV part's attention inputs of a micro-batch: its mask ([n_ubatch][part cells]), mask
+  // column order, prefix groups, column positions (T5).
+  struct AttnBuffers {
+    std::vector<float> mask;
+    std::vector<int32_t> col_cells, group, col_pos;
+  };
+  std::vector<int32_t> cells_;          // [n_batch] full-part cells of the batch's rows
+  std::vector<int32_t> swa_cells_;      // [n_batch] window-cache cells taken by the current decode
   std::vector<int32_t> out_rows_;       // [n_ubatch]
-  std::vector<float> mask_;             // [n_ubatch][n_ctx]
-  std::vector<float> mask_swa_;         // [n_ubatch][n_ctx] the model's sliding-window layers (when they slide)
-  std::vector<int32_t> col_cells_;      // [n_ctx] mask column -> cell, when not the identity
-  std::vector<int32_t> group_;          // [n_ubatch] attention prefix groups for mask_
-  std::vector<int32_t> group_swa_;      // [n_ubatch] the same for mask_swa_
+  AttnBuffers attn_;                    // the full KV part
+  AttnBuffers attn_swa_;                // the window layers: their own cache, or the full one sliding
   std::vector<int32_t> ubatch_seqs_;    // [n_ubatch] distinct sequences of a micro-batch
   std::vector<int32_t> ubatch_seq_min_; // [n_ubatch] their lowest positions (sliding windows)
-  std::vector<int32_t> deltas_;         // [n_ctx] pending K-shift
-  // Recurrent decode, reserved at creation: the plan per sequence of the batch, the batch's
-  // tokens grouped by sequence, and one micro-batch gathered from them.
+  std::vector<int32_t> deltas_;         // [largest KV part] pending K-shift
+  std::vector<int32_t> iota_;           // [n_batch] 0, 1, 2, ... (rows of an in-order micro-batch)
+  // Equal split (a recurrent part): the plan per sequence of the batch, the batch's rows grouped by
+  // sequence, and one micro-batch gathered from them.
   std::vector<RecurrentCache::SeqPlan> rs_plans_;  // [n_seq_max]
   mutable std::vector<int32_t> rs_index_;          // [n_seq_max] sequence -> plan index, -1
   std::vector<int32_t> rs_off_, rs_count_, rs_done_;  // [n_seq_max] per plan: first, count, consumed
+  int n_plans_ = 0;                     // sequences of the current batch
   std::vector<int32_t> rs_tok_;         // [n_batch] batch rows grouped by sequence
-  std::vector<int32_t> ub_tokens_, ub_pos_, ub_rows_;  // [n_ubatch]
-  std::vector<float> ub_embd_;          // [n_ubatch][n_embd] (input embeddings)
+  std::vector<int32_t> ub_rows_, ub_tokens_, ub_pos_, ub_seq_, ub_cells_;  // [n_ubatch]
+  std::vector<float> ub_embd_;          // [n_ubatch][n_embd] input embeddings (reserved on first use)
   std::vector<int32_t> ub_start_, ub_src_, ub_dst_;  // [n_ubatch + 1] runs of the micro-batch
+  std::vector<int32_t> ub_plan_;        // [n_ubatch] plan index of each run
   std::vector<int32_t> out_store_;      // [n_batch] batch row -> storage row of its output
   std::vector<int32_t> perm_dest_;      // [n_batch] storage row -> batch-order output row
   std::vector<uint8_t> perm_done_;      // [n_batch]
@@ -274,7 +307,6 @@ class Context {
   std::vector<uint8_t> cross_k_, cross_v_;  // rows in the cache's K / V types
   CrossAttentionView cross_;
   std::vector<float> cross_mask_;
-  std::vector<int32_t> col_pos_;
   int n_outputs_ = 0;
   int last_batch_size_ = 0;
   bool last_was_embd_ = false;

@@ -9,6 +9,7 @@
 namespace loom {
 
 Expected<std::unique_ptr<KvCache>> KvCache::create(const KvCacheParams& p) {
+  if (p.n_cells <= 0 || p.layers.empty() || p.n_layer <= 0) return invalid_argument("KV cache needs at least one cell and layer");
   for (TensorType t : {p.type_k, p.type_v}) {
     auto info = tensor_type_info(t);
     const bool allowed = t == TensorType::F32 || t == TensorType::F16 || t == TensorType::Q8_0 ||
@@ -17,28 +18,46 @@ Expected<std::unique_ptr<KvCache>> KvCache::create(const KvCacheParams& p) {
       return invalid_argument("unsupported KV cache type " + std::string(tensor_type_name(t)) +
                               " (use f32, f16, bf16, q8_0 or q4_0)");
     }
-    if (p.head_dim % info->block_size != 0) {
-      return invalid_argument("KV cache type " + std::string(info->name) + " needs head_dim to be a multiple of " +
-                              std::to_string(info->block_size) + " (head_dim is " + std::to_string(p.head_dim) + ")");
+    for (const KvLayerSpec& l : p.layers) {
+      if (l.head_dim <= 0 || l.head_dim % info->block_size != 0) {
+        return invalid_argument("KV cache type " + std::string(info->name) + " needs head_dim to be a multiple of " +
+                                std::to_string(info->block_size) + " (head_dim is " + std::to_string(l.head_dim) + ")");
+      }
     }
   }
-  if (p.n_cells <= 0 || p.n_layer <= 0) return invalid_argument("KV cache needs at least one cell and layer");
+  for (const KvLayerSpec& l : p.layers) {
+    if (l.layer < 0 || l.layer >= p.n_layer || l.n_embd_k <= 0 || l.n_embd_v <= 0) {
+      return invalid_argument("KV cache layer " + std::to_string(l.layer) + " is out of range or empty");
+    }
+  }
   std::unique_ptr<KvCache> kv(new KvCache());
   kv->params_ = p;
   kv->cells_.resize(size_t(p.n_cells));
   KvView& v = kv->view_;
   v.type_k = p.type_k;
   v.type_v = p.type_v;
-  v.k_row_bytes = size_t(row_bytes(p.type_k, p.n_embd_k));
-  v.v_row_bytes = size_t(row_bytes(p.type_v, p.n_embd_v));
   v.n_cells = p.n_cells;
-  const size_t per_layer = (v.k_row_bytes + v.v_row_bytes) * size_t(p.n_cells);
-  kv->storage_.assign(per_layer * size_t(p.n_layer), 0);
-  v.layers.resize(size_t(p.n_layer));
-  for (int il = 0; il < p.n_layer; ++il) {
-    uint8_t* base = kv->storage_.data() + per_layer * size_t(il);
-    v.layers[size_t(il)].k = base;
-    v.layers[size_t(il)].v = base + v.k_row_bytes * size_t(p.n_cells);
+  v.layers.assign(size_t(p.n_layer), KvLayerView{});
+  size_t total = 0;
+  for (const KvLayerSpec& l : p.layers) {
+    KvLayerView& lv = v.layers[size_t(l.layer)];
+    if (lv.k_row_bytes) return invalid_argument("KV cache layer " + std::to_string(l.layer) + " is listed twice");
+    lv.n_embd_k = l.n_embd_k;
+    lv.n_embd_v = l.n_embd_v;
+    lv.k_row_bytes = size_t(row_bytes(p.type_k, l.n_embd_k));
+    lv.v_row_bytes = size_t(row_bytes(p.type_v, l.n_embd_v));
+    kv->k_bytes_ += lv.k_row_bytes * size_t(p.n_cells);
+    kv->v_bytes_ += lv.v_row_bytes * size_t(p.n_cells);
+    total += (lv.k_row_bytes + lv.v_row_bytes) * size_t(p.n_cells);
+  }
+  kv->storage_.assign(total, 0);
+  uint8_t* base = kv->storage_.data();
+  for (const KvLayerSpec& l : p.layers) {
+    KvLayerView& lv = v.layers[size_t(l.layer)];
+    lv.k = base;
+    base += lv.k_row_bytes * size_t(p.n_cells);
+    lv.v = base;
+    base += lv.v_row_bytes * size_t(p.n_cells);
   }
   return kv;
 }
@@ -49,18 +68,73 @@ int KvCache::n_tokens() const {
   return n;
 }
 
+namespace {
+
+// Highest position of every sequence (-1 without cells), in one pass over the cells.
+void seq_pos_max_all(const std::vector<KvCell>& cells, Pos* out) {
+  std::fill(out, out + kMaxSeqs, Pos(-1));
+  for (const KvCell& c : cells) {
+    if (c.empty()) continue;
+    for (size_t s = c.seqs._Find_first(); s < size_t(kMaxSeqs); s = c.seqs._Find_next(s)) out[s] = std::max(out[s], c.pos);
+  }
+}
+
+// Masked for the next token of every sequence holding it (at that sequence's highest position + 1).
+bool outside_windows(const KvCell& c, const Pos* pos_max, int window) {
+  if (c.empty()) return false;
+  for (size_t s = c.seqs._Find_first(); s < size_t(kMaxSeqs); s = c.seqs._Find_next(s)) {
+    if (pos_max[s] + 1 - c.pos < window) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool KvCache::reusable(int cell) const {
+  if (params_.swa_window <= 0 || cells_[size_t(cell)].empty()) return false;
+  Pos pos_max[kMaxSeqs];
+  seq_pos_max_all(cells_, pos_max);
+  return outside_windows(cells_[size_t(cell)], pos_max, params_.swa_window);
+}
+
+int KvCache::n_free() const {
+  int n = size() - used_;
+  if (params_.swa_window > 0) {
+    Pos pos_max[kMaxSeqs];
+    seq_pos_max_all(cells_, pos_max);
+    for (const KvCell& c : cells_) n += outside_windows(c, pos_max, params_.swa_window);
+  }
+  return n;
+}
+
 bool KvCache::find_slot(int n, int32_t* out) const {
-  if (n > size() - used_) return false;
+  if (params_.swa_window <= 0 && n > size() - used_) return false;
   int found = 0;
   for (int c = 0; c < size() && found < n; ++c) {
     if (cells_[size_t(c)].empty()) out[found++] = c;
+  }
+  // A sliding-window cache takes the cells out of every window next.
+  if (found < n && params_.swa_window > 0) {
+    Pos pos_max[kMaxSeqs];
+    seq_pos_max_all(cells_, pos_max);
+    for (int c = 0; c < size() && found < n; ++c) {
+      if (outside_windows(cells_[size_t(c)], pos_max, params_.swa_window)) out[found++] = c;
+    }
   }
   return found == n;
 }
 
 void KvCache::occupy(int cell, Pos pos, std::span<const SeqId> seqs) {
   KvCell& c = cells_[size_t(cell)];
-  if (c.empty()) ++used_;
+  if (!c.empty()) {
+    // A reused sliding-window cell: it and every older position of its sequences leave.
+    const KvCell old = c;
+    free_cell(c);
+    for (size_t s = 0; s < size_t(kMaxSeqs); ++s) {
+      if (old.seqs.test(s)) seq_rm(SeqId(s), -1, old.pos + 1);
+    }
+  }
+  ++used_;
   c.pos = pos;
   c.delta = 0;
   for (SeqId s : seqs) c.seqs.set(size_t(s));
@@ -239,9 +313,9 @@ void KvCache::defrag() {
     while (lo < size() && !cells_[size_t(lo)].empty()) ++lo;
     while (hi >= 0 && cells_[size_t(hi)].empty()) --hi;
     if (lo >= hi) break;
-    for (int il = 0; il < params_.n_layer; ++il) {
-      std::memcpy(k_row(il, lo), k_row(il, hi), view_.k_row_bytes);
-      std::memcpy(v_row(il, lo), v_row(il, hi), view_.v_row_bytes);
+    for (const KvLayerSpec& l : params_.layers) {
+      std::memcpy(k_row(l.layer, lo), k_row(l.layer, hi), view_.layers[size_t(l.layer)].k_row_bytes);
+      std::memcpy(v_row(l.layer, lo), v_row(l.layer, hi), view_.layers[size_t(l.layer)].v_row_bytes);
     }
     cells_[size_t(lo)] = cells_[size_t(hi)];
     cells_[size_t(hi)] = KvCell{};

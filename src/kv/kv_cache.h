@@ -31,14 +31,37 @@ struct KvCell {
   bool empty() const { return seqs.none(); }
 };
 
-struct KvCacheParams {
-  int n_layer = 0;
-  int n_cells = 0;
-  int64_t n_embd_k = 0;  // n_head_kv * head_dim
+// One model layer stored in a cache. Layers may differ in their K/V widths (Gemma 4's sliding and
+// global layers have different head sizes); head_dim is the quantization unit of their rows.
+struct KvLayerSpec {
+  int layer = 0;          // the model layer (index into KvView::layers)
+  int64_t n_embd_k = 0;   // n_head_kv * head size of K
   int64_t n_embd_v = 0;
-  int64_t head_dim = 0;  // rows are quantized per head: head_dim must be a multiple of the block
+  int64_t head_dim = 0;   // rows are quantized per head: a multiple of the K/V types' block
+};
+
+struct KvCacheParams {
+  int n_layer = 0;        // the model's layers: KvView::layers has one entry per layer, null
+                          // where this cache stores nothing (layers of another cache or kind)
+  std::vector<KvLayerSpec> layers;  // the layers this cache stores
+  int n_cells = 0;
   TensorType type_k = TensorType::F16;
   TensorType type_v = TensorType::F16;
+  // > 0: a sliding-window cache (the window layers of an iSWA model, sized for the window, not the
+  // context): a cell that lies outside the window of every sequence holding it is free for reuse.
+  int swa_window = 0;
+
+  // Every one of n_layer layers with the same widths (the usual decoder).
+  static KvCacheParams uniform(int n_layer, int n_cells, int64_t n_embd_k, int64_t n_embd_v, int64_t head_dim,
+                               TensorType type_k, TensorType type_v) {
+    KvCacheParams p;
+    p.n_layer = n_layer;
+    p.n_cells = n_cells;
+    p.type_k = type_k;
+    p.type_v = type_v;
+    for (int il = 0; il < n_layer; ++il) p.layers.push_back({il, n_embd_k, n_embd_v, head_dim});
+    return p;
+  }
 };
 
 struct MaskParams {
@@ -58,12 +81,21 @@ class KvCache {
   const KvCell& cell(int i) const { return cells_[size_t(i)]; }
   const KvView& view() const { return view_; }
   size_t bytes() const { return storage_.size(); }
-  size_t k_bytes() const { return view_.k_row_bytes * cells_.size() * size_t(params_.n_layer); }
-  size_t v_bytes() const { return view_.v_row_bytes * cells_.size() * size_t(params_.n_layer); }
+  size_t k_bytes() const { return k_bytes_; }
+  size_t v_bytes() const { return v_bytes_; }
+  int swa_window() const { return params_.swa_window; }
 
-  // Free cells for n tokens, first fit (not necessarily contiguous); false when full.
+  // Free cells for n tokens, first fit (not necessarily contiguous); false when full. A
+  // sliding-window cache also takes cells that no sequence can see any more (reusable()).
   bool find_slot(int n, int32_t* out) const;
-  // Marks a free cell as holding `pos` for the given sequences.
+  // Free (or, in a sliding-window cache, reusable) cells now: what find_slot can give.
+  int n_free() const;
+  // A sliding-window cache's cell that lies outside the window of every sequence holding it: the
+  // next token of each of them (at its sequence's highest position + 1) cannot see it.
+  bool reusable(int cell) const;
+  // Marks a free cell as holding `pos` for the given sequences. A reusable cell is emptied first,
+  // and its sequences' older positions go with it (a sequence always holds every position from
+  // its lowest to its highest: llama.cpp's rule).
   void occupy(int cell, Pos pos, std::span<const SeqId> seqs);
   // Frees cells (used to roll back a failed decode).
   void release_cells(std::span<const int32_t> cells);
@@ -106,9 +138,16 @@ class KvCache {
   // Overwrites cell i's metadata (state restore); keeps used() and has_shift() consistent.
   void set_cell(int i, const KvCell& cell);
 
-  // Raw row access (state save/restore).
-  uint8_t* k_row(int layer, int cell) { return static_cast<uint8_t*>(view_.layers[size_t(layer)].k) + size_t(cell) * view_.k_row_bytes; }
-  uint8_t* v_row(int layer, int cell) { return static_cast<uint8_t*>(view_.layers[size_t(layer)].v) + size_t(cell) * view_.v_row_bytes; }
+  // Raw row access (state save/restore) by model layer; the layer must be stored here.
+  bool has_layer(int layer) const { return layer >= 0 && layer < int(view_.layers.size()) && view_.layers[size_t(layer)].k; }
+  uint8_t* k_row(int layer, int cell) {
+    const KvLayerView& l = view_.layers[size_t(layer)];
+    return static_cast<uint8_t*>(l.k) + size_t(cell) * l.k_row_bytes;
+  }
+  uint8_t* v_row(int layer, int cell) {
+    const KvLayerView& l = view_.layers[size_t(layer)];
+    return static_cast<uint8_t*>(l.v) + size_t(cell) * l.v_row_bytes;
+  }
   const uint8_t* k_row(int layer, int cell) const { return const_cast<KvCache*>(this)->k_row(layer, cell); }
   const uint8_t* v_row(int layer, int cell) const { return const_cast<KvCache*>(this)->v_row(layer, cell); }
 
@@ -122,6 +161,7 @@ class KvCache {
   std::vector<KvCell> cells_;
   std::vector<uint8_t> storage_;
   KvView view_;
+  size_t k_bytes_ = 0, v_bytes_ = 0;
   int used_ = 0;
   bool has_shift_ = false;
 };

@@ -14,21 +14,29 @@ Expected<std::unique_ptr<RecurrentCache>> RecurrentCache::create(const Recurrent
   }
   std::unique_ptr<RecurrentCache> rs(new RecurrentCache());
   rs->params_ = p;
+  if (p.layers.empty()) {
+    for (int il = 0; il < p.n_layer; ++il) rs->layers_.push_back(il);
+  } else {
+    rs->layers_ = p.layers;
+    for (int il : p.layers) {
+      if (il < 0 || il >= p.n_layer) return invalid_argument("recurrent state layer " + std::to_string(il) + " is out of range");
+    }
+  }
   rs->cells_.resize(size_t(p.n_cells));
   rs->tails_.assign(kMaxSeqs, -1);
   const int n_rows = 2 * p.n_cells;
   const size_t per_layer = size_t(p.conv_row + p.ssm_row) * size_t(n_rows);
-  rs->storage_.assign(per_layer * size_t(p.n_layer), 0.0f);
+  rs->storage_.assign(per_layer * rs->layers_.size(), 0.0f);
   rs->taken_.assign(size_t(n_rows), 0);
   RecurrentView& v = rs->view_;
   v.conv_row = p.conv_row;
   v.ssm_row = p.ssm_row;
   v.n_rows = n_rows;
-  v.layers.resize(size_t(p.n_layer));
-  for (int il = 0; il < p.n_layer; ++il) {
-    float* base = rs->storage_.data() + per_layer * size_t(il);
-    v.layers[size_t(il)].conv = base;
-    v.layers[size_t(il)].ssm = base + size_t(p.conv_row) * size_t(n_rows);
+  v.layers.assign(size_t(p.n_layer), RecurrentLayerView{});
+  for (size_t k = 0; k < rs->layers_.size(); ++k) {
+    float* base = rs->storage_.data() + per_layer * k;
+    v.layers[size_t(rs->layers_[k])].conv = base;
+    v.layers[size_t(rs->layers_[k])].ssm = base + size_t(p.conv_row) * size_t(n_rows);
   }
   return rs;
 }

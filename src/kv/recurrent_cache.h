@@ -31,7 +31,8 @@ struct RsCell {
 };
 
 struct RecurrentCacheParams {
-  int n_layer = 0;
+  int n_layer = 0;        // the model's layers (RecurrentView::layers has one entry per layer)
+  std::vector<int> layers;  // the recurrent ones (a hybrid's); empty: all of them
   int n_cells = 0;        // max(1, n_seq_max)
   int64_t conv_row = 0;   // floats of one conv state
   int64_t ssm_row = 0;    // floats of one SSM state
@@ -51,7 +52,9 @@ class RecurrentCache {
   const RecurrentView& view() const { return view_; }
   size_t bytes() const { return storage_.size() * sizeof(float); }
   // Bytes of one sequence's states over all layers (what a decode step reads and writes).
-  size_t seq_state_bytes() const { return sizeof(float) * size_t(params_.conv_row + params_.ssm_row) * size_t(params_.n_layer); }
+  size_t seq_state_bytes() const { return sizeof(float) * size_t(params_.conv_row + params_.ssm_row) * layers_.size(); }
+  // The model layers with states here, in order.
+  const std::vector<int>& layers() const { return layers_; }
 
   // ---- sequence operations, with the reference's semantics (p0 < 0 = from 0; p1 < 0 = to
   // infinity) ----
@@ -104,6 +107,7 @@ class RecurrentCache {
   int free_row() const;
 
   RecurrentCacheParams params_;
+  std::vector<int> layers_;
   std::vector<RsCell> cells_;
   std::vector<int> tails_;  // [kMaxSeqs]
   std::vector<float> storage_;

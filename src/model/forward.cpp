@@ -121,20 +121,23 @@ void embed_tokens(const Model& m, const ForwardBatch& fb, const ForwardConfig& c
   }
 }
 
-ops::AttentionParams attention_params(const ModelHparams& hp, const ForwardBatch& fb, const KvView& kv) {
+ops::AttentionParams attention_params(const ModelHparams& hp, const ForwardBatch& fb, const AttnInputs& a, int il) {
+  const KvLayerView& l = a.kv->layers[size_t(il)];
   ops::AttentionParams ap;
   ap.n_tokens = fb.n_tokens;
   ap.n_head = int(hp.n_head);
-  ap.n_head_kv = int(hp.n_head_kv);
+  ap.n_head_kv = int(hp.n_head_kv_at(il));
   ap.head_dim = int(hp.head_dim);
-  ap.n_kv = fb.n_kv;
-  ap.k_type = kv.type_k;
-  ap.v_type = kv.type_v;
-  ap.k_row_bytes = kv.k_row_bytes;
-  ap.v_row_bytes = kv.v_row_bytes;
-  ap.mask = fb.mask;
-  ap.kv_cells = fb.kv_cells;
-  ap.prefix_group = fb.prefix_group;
+  ap.n_kv = a.n_kv;
+  ap.k_type = a.kv->type_k;
+  ap.v_type = a.kv->type_v;
+  ap.k_row_bytes = l.k_row_bytes;
+  ap.v_row_bytes = l.v_row_bytes;
+  ap.k = l.k;
+  ap.v = l.v;
+  ap.mask = a.mask;
+  ap.kv_cells = a.kv_cells;
+  ap.prefix_group = a.prefix_group;
   ap.scale = 1.0f / std::sqrt(float(hp.head_dim));
   return ap;
 }
@@ -179,12 +182,14 @@ Status write_outputs(const Model& m, const ForwardBatch& fb, const ForwardConfig
   return Status::ok();
 }
 
-void store_kv(const ForwardBatch& fb, const KvView& kv, const KvLayerView& cache, int64_t KV, const Buffers& b) {
+void store_kv(const ForwardBatch& fb, const AttnInputs& a, int il, const Buffers& b) {
+  const KvLayerView& l = a.kv->layers[size_t(il)];
+  const int64_t KK = l.n_embd_k, KV = l.n_embd_v;
   for (int t = 0; t < fb.n_tokens; ++t) {
-    auto* kd = static_cast<uint8_t*>(cache.k) + size_t(fb.cells[t]) * kv.k_row_bytes;
-    auto* vd = static_cast<uint8_t*>(cache.v) + size_t(fb.cells[t]) * kv.v_row_bytes;
-    quant::quantize_row(kv.type_k, b.k + t * KV, kd, KV);
-    quant::quantize_row(kv.type_v, b.v + t * KV, vd, KV);
+    auto* kd = static_cast<uint8_t*>(l.k) + size_t(a.cells[t]) * l.k_row_bytes;
+    auto* vd = static_cast<uint8_t*>(l.v) + size_t(a.cells[t]) * l.v_row_bytes;
+    quant::quantize_row(a.kv->type_k, b.k + t * KK, kd, KK);
+    quant::quantize_row(a.kv->type_v, b.v + t * KV, vd, KV);
   }
 }
 
@@ -215,21 +220,23 @@ ops::RopeParams model_rope(const Model& model, int64_t n_ctx_per_seq) {
   return rope;
 }
 
-Status forward(const Model& model, const ForwardBatch& fb, const KvView& kv, ForwardScratch& scratch,
-               ThreadPool& pool, const ForwardConfig& cfg) {
+Status forward(const Model& model, const ForwardBatch& fb, ForwardScratch& scratch, ThreadPool& pool,
+               const ForwardConfig& cfg) {
   const int rank = cfg.adapters ? cfg.adapters->max_rank : 0;
-  if (fb.n_tokens <= 0 || fb.n_tokens > scratch.max_tokens() || fb.n_kv > scratch.max_kv() ||
-      rank > scratch.max_lora_rank()) {
+  if (fb.n_tokens <= 0 || fb.n_tokens > scratch.max_tokens() || fb.attn.n_kv > scratch.max_kv() ||
+      fb.attn_swa.n_kv > scratch.max_kv() || rank > scratch.max_lora_rank()) {
     return internal_error("forward: micro-batch exceeds the reserved scratch");
   }
   if (cfg.n_threads > 0) pool.set_active(cfg.n_threads);
-  if (model.hparams().is_t5()) return detail::forward_t5(model, fb, kv, scratch, pool, cfg);
-  if (model.hparams().is_encoder()) return detail::forward_bert(model, fb, kv, scratch, pool, cfg);
-  if (model.hparams().is_recurrent()) {
-    if (!fb.rs || fb.n_seq_runs <= 0) return internal_error("forward: a recurrent model needs its state rows");
-    return detail::forward_mamba(model, fb, scratch, pool, cfg);
+  const ModelHparams& hp = model.hparams();
+  if (hp.has_recurrent_layers() && (!fb.rs || fb.n_seq_runs <= 0)) {
+    return internal_error("forward: a model with recurrent layers needs its state rows");
   }
-  return detail::forward_decoder(model, fb, kv, scratch, pool, cfg);
+  if (!hp.is_recurrent() && !fb.attn.kv) return internal_error("forward: attention layers need a KV part");
+  if (hp.is_t5()) return detail::forward_t5(model, fb, scratch, pool, cfg);
+  if (hp.is_encoder()) return detail::forward_bert(model, fb, scratch, pool, cfg);
+  if (hp.is_recurrent()) return detail::forward_mamba(model, fb, scratch, pool, cfg);
+  return detail::forward_decoder(model, fb, scratch, pool, cfg);
 }
 
 Status shift_k(const Model& model, const KvView& kv, const int32_t* deltas, ForwardScratch& scratch,
@@ -239,24 +246,27 @@ Status shift_k(const Model& model, const KvView& kv, const int32_t* deltas, Forw
       (hp.is_encoder() && !model.weights().pos_embd.empty())) {
     return Status::ok();  // learned or relative positions, or no attention: nothing to rotate
   }
-  const int64_t KV = hp.n_embd_kv();
-  if (scratch.arena().capacity() < sizeof(float) * size_t(KV) * 2) return internal_error("shift_k: scratch too small");
+  int64_t widest = 0;
+  for (const KvLayerView& l : kv.layers) widest = std::max(widest, l.n_embd_k);
+  if (scratch.arena().capacity() < sizeof(float) * size_t(widest) * 2) return internal_error("shift_k: scratch too small");
   scratch.arena().reset();
-  float* row = scratch.arena().alloc<float>(size_t(KV));
+  float* row = scratch.arena().alloc<float>(size_t(widest));
   // A pure rotation by delta with the context's frequencies (LongRoPE factors included): neither
   // YaRN's magnitude scale nor the model's attn_factor may be applied a second time. (The
   // reference multiplies shifted K by its attn_factor again on every shift.)
   (void)pool;
   for (int il = 0; il < int(hp.n_layer); ++il) {
+    const KvLayerView& l = kv.layers[size_t(il)];
+    if (!l.k) continue;  // a layer of another part
     ops::RopeParams rope = detail::layer_rope(hp, cfg.rope, il);
     rope.attn_factor = rope.ext_factor != 0.0f ? 1.0f / (1.0f + 0.1f * std::log(1.0f / rope.freq_scale)) : 1.0f;
-    auto* base = static_cast<uint8_t*>(kv.layers[size_t(il)].k);
+    auto* base = static_cast<uint8_t*>(l.k);
     for (int c = 0; c < kv.n_cells; ++c) {
       if (deltas[c] == 0) continue;
-      uint8_t* k = base + size_t(c) * kv.k_row_bytes;
-      quant::dequantize_row(kv.type_k, k, row, KV);
-      ops::rope(row, &deltas[c], 1, int(hp.n_head_kv), int(hp.head_dim), rope);
-      quant::quantize_row(kv.type_k, row, k, KV);
+      uint8_t* k = base + size_t(c) * l.k_row_bytes;
+      quant::dequantize_row(kv.type_k, k, row, l.n_embd_k);
+      ops::rope(row, &deltas[c], 1, int(hp.n_head_kv_at(il)), int(hp.head_dim), rope);
+      quant::quantize_row(kv.type_k, row, k, l.n_embd_k);
     }
   }
   return Status::ok();

@@ -18,19 +18,22 @@ namespace loom {
 
 class Model;
 
-// K/V storage of one layer: [cell][n_head_kv][head_dim] in the cache's types.
+// K/V storage of one layer: [cell][n_head_kv][head size] in the cache's types; null k/v where the
+// layer keeps nothing in this cache.
 struct KvLayerView {
   void* k = nullptr;
   void* v = nullptr;
+  size_t k_row_bytes = 0;  // bytes of one cell's K (all kv heads of this layer)
+  size_t v_row_bytes = 0;
+  int64_t n_embd_k = 0;    // floats of one cell's K
+  int64_t n_embd_v = 0;
 };
 
 struct KvView {
   TensorType type_k = TensorType::F16;
   TensorType type_v = TensorType::F16;
-  size_t k_row_bytes = 0;  // bytes of one cell's K (all kv heads)
-  size_t v_row_bytes = 0;
   int n_cells = 0;
-  std::vector<KvLayerView> layers;
+  std::vector<KvLayerView> layers;  // [n_layer of the model]
 };
 
 // Recurrent state storage (mamba): per layer, rows of conv states ([d_inner][d_conv - 1] floats)
@@ -98,23 +101,31 @@ struct CrossAttentionView {
   const float* mask = nullptr;  // [n_tokens][n_enc] additive (0 / -inf): the token shares a sequence with the encoder token
 };
 
+// What the attention layers that read one KV part see in a micro-batch.
+struct AttnInputs {
+  const KvView* kv = nullptr;        // the part's storage (per model layer)
+  const int32_t* cells = nullptr;    // [n_tokens] cell each token's K/V is written to
+  int n_kv = 0;                      // attention considers cells [0, n_kv)
+  const float* mask = nullptr;       // [n_tokens][n_kv] additive mask (0 / -inf), by column
+  // Column c of the mask is cell kv_cells[c] (null: cell c); the columns list each token's
+  // visible cells in the order attention sums them (position order, see ops::AttentionParams).
+  const int32_t* kv_cells = nullptr;
+  // Per token: tokens with the same group >= 0 that are adjacent in the batch may share attention
+  // tiles (their visible columns nest: one sequence, causal); -1: alone (ops::AttentionParams).
+  const int32_t* prefix_group = nullptr;
+  const int32_t* kv_pos = nullptr;   // T5: the position of each mask column's cell ([n_kv])
+};
+
 struct ForwardBatch {
   int n_tokens = 0;
   const int32_t* tokens = nullptr;   // [n_tokens] (ids validated by the caller), or
   const float* embd = nullptr;       // [n_tokens][n_embd] input embeddings instead of tokens
   const int32_t* pos = nullptr;      // [n_tokens]
-  const int32_t* cells = nullptr;    // [n_tokens] cache cell each token's K/V is written to
-  int n_kv = 0;                      // attention considers cells [0, n_kv)
-  const float* mask = nullptr;       // [n_tokens][n_kv] additive mask (0 / -inf), by column
-  const float* mask_swa = nullptr;   // the same for the model's sliding-window layers (null: they do not slide)
-  // Column c of the masks is cell kv_cells[c] (null: cell c); the columns list each token's
-  // visible cells in the order attention sums them (position order, see ops::AttentionParams).
-  const int32_t* kv_cells = nullptr;
-  // Per token: tokens with the same group >= 0 that are adjacent in the batch may share attention
-  // tiles (their visible columns nest: one sequence, causal); -1: alone (ops::AttentionParams).
-  const int32_t* prefix_group = nullptr;      // for mask
-  const int32_t* prefix_group_swa = nullptr;  // for mask_swa
-  // Recurrent models: the tokens are runs of one sequence each, in order; run r is rows
+  // Attention layers read `attn`, except the model's sliding-window layers when `attn_swa` has a
+  // mask: their own window-sized cache (iSWA), or the same cache under a sliding mask.
+  AttnInputs attn;
+  AttnInputs attn_swa;
+  // Recurrent layers: the tokens are runs of one sequence each, in order; run r is rows
   // [seq_start[r], seq_start[r + 1]), continues the state in row state_src[r] (-1: a new
   // sequence, zero state) and leaves its state in row state_dst[r] (distinct per run; it may be
   // state_src[r], else it is overwritten).
@@ -123,15 +134,16 @@ struct ForwardBatch {
   const int32_t* seq_start = nullptr;  // [n_seq_runs + 1]
   const int32_t* state_src = nullptr;  // [n_seq_runs]
   const int32_t* state_dst = nullptr;  // [n_seq_runs]
-  // T5: the position of each mask column's cell (relative-position buckets), the encoder pass
-  // (t5encoder always; t5 during encode), the decoder's cross-attention.
-  const int32_t* kv_pos = nullptr;   // [n_kv]
+  // T5: the encoder pass (t5encoder always; t5 during encode), the decoder's cross-attention.
   bool encoder = false;
   const CrossAttentionView* cross = nullptr;
   int n_outputs = 0;
   const int32_t* output_rows = nullptr;  // [n_outputs] batch rows whose outputs are wanted
   float* logits = nullptr;           // [n_outputs][n_vocab], or null
   float* hidden = nullptr;           // [n_outputs][n_embd] final-norm hidden states, or null
+
+  // The attention inputs of layer il.
+  const AttnInputs& attn_of(bool swa_layer) const { return swa_layer && attn_swa.mask ? attn_swa : attn; }
 };
 
 // Scratch buffers for micro-batches of up to max_tokens over up to max_kv cells, reserved once
@@ -160,8 +172,8 @@ ops::RopeParams model_rope(const Model& model, int64_t n_ctx_per_seq);
 
 // Runs the model's forward for one micro-batch: stores K/V into the given cells, writes the
 // requested outputs of the output rows.
-Status forward(const Model& model, const ForwardBatch& batch, const KvView& kv, ForwardScratch& scratch,
-               ThreadPool& pool, const ForwardConfig& config);
+Status forward(const Model& model, const ForwardBatch& batch, ForwardScratch& scratch, ThreadPool& pool,
+               const ForwardConfig& config);
 
 // llama.cpp's llama_relative_position_bucket (T5): the bucket of key position x seen from query
 // position y among n_buckets (half per direction when bidirectional), exact below n_buckets/4
@@ -175,8 +187,8 @@ int32_t relative_position_bucket(int32_t x, int32_t y, int64_t n_buckets, bool b
 Status t5_cross_kv(const Model& model, const float* enc, int n_enc, const CrossAttentionView& out,
                    TensorType scratch_type_k, ForwardScratch& scratch, ThreadPool& pool);
 
-// Re-rotates cached K rows by per-cell position deltas ([kv.n_cells], 0 = unchanged): the lazy
-// half of a position shift (RoPE(a + d) = RoPE(d) ∘ RoPE(a)).
+// Re-rotates cached K rows of the layers stored in kv by per-cell position deltas ([kv.n_cells],
+// 0 = unchanged): the lazy half of a position shift (RoPE(a + d) = RoPE(d) ∘ RoPE(a)).
 Status shift_k(const Model& model, const KvView& kv, const int32_t* deltas, ForwardScratch& scratch,
                ThreadPool& pool, const ForwardConfig& config);
 

@@ -13,8 +13,8 @@
 
 namespace loom::detail {
 
-Status forward_bert(const Model& model, const ForwardBatch& fb, const KvView& kv, ForwardScratch& scratch,
-                    ThreadPool& pool, const ForwardConfig& cfg) {
+Status forward_bert(const Model& model, const ForwardBatch& fb, ForwardScratch& scratch, ThreadPool& pool,
+                    const ForwardConfig& cfg) {
   const ModelHparams& hp = model.hparams();
   const ModelWeights& w = model.weights();
   const int T = fb.n_tokens;
@@ -26,7 +26,7 @@ Status forward_bert(const Model& model, const ForwardBatch& fb, const KvView& kv
                               std::to_string(w.pos_embd.rows) + " learned positions");
     }
   }
-  Buffers b = carve(model, scratch, kv.type_k, pool.size());
+  Buffers b = carve(model, scratch, scratch_k_type(fb), pool.size());
 
   embed_tokens(model, fb, cfg, pool, b);
   for (int t = 0; t < T; ++t) {
@@ -43,12 +43,10 @@ Status forward_bert(const Model& model, const ForwardBatch& fb, const KvView& kv
   }
   if (!observe(cfg, "inp_norm", -1, b.x, E, T)) return aborted();
 
-  ops::AttentionParams ap = attention_params(hp, fb, kv);
-
   for (int il = 0; il < int(hp.n_layer); ++il) {
     if (cfg.abort_cb && cfg.abort_cb(cfg.abort_data)) return aborted();
     const LayerWeights& l = w.layers[size_t(il)];
-    const KvLayerView& cache = kv.layers[size_t(il)];
+    const ops::AttentionParams ap = attention_params(hp, fb, fb.attn, il);
     linear(pool, l.wq, layer_lora(cfg, il, kWq), b.x, T, b.q, b);
     linear(pool, l.wk, layer_lora(cfg, il, kWk), b.x, T, b.k, b);
     linear(pool, l.wv, layer_lora(cfg, il, kWv), b.x, T, b.v, b);
@@ -61,9 +59,7 @@ Status forward_bert(const Model& model, const ForwardBatch& fb, const KvView& kv
       ops::rope(b.q, fb.pos, T, int(hp.n_head), int(hp.head_dim), cfg.rope);
       ops::rope(b.k, fb.pos, T, int(hp.n_head_kv), int(hp.head_dim), cfg.rope);
     }
-    store_kv(fb, kv, cache, KV, b);
-    ap.k = cache.k;
-    ap.v = cache.v;
+    store_kv(fb, fb.attn, il, b);
     ops::attention(pool, ap, b.q, b.att, b.attn);
     linear(pool, l.wo, layer_lora(cfg, il, kWo), b.att, T, b.tmp, b);
     if (l.bo) ops::add_bias(b.tmp, l.bo, T, E);

@@ -17,27 +17,28 @@
 
 namespace loom::detail {
 
-Status forward_decoder(const Model& model, const ForwardBatch& fb, const KvView& kv, ForwardScratch& scratch,
-                       ThreadPool& pool, const ForwardConfig& cfg) {
+Status forward_decoder(const Model& model, const ForwardBatch& fb, ForwardScratch& scratch, ThreadPool& pool,
+                       const ForwardConfig& cfg) {
   const ModelHparams& hp = model.hparams();
   const ModelWeights& w = model.weights();
   const int T = fb.n_tokens;
-  const int64_t E = hp.n_embd, Q = hp.n_embd_q(), KV = hp.n_embd_kv(), F = hp.n_ff, D = hp.head_dim;
-  Buffers b = carve(model, scratch, kv.type_k, pool.size());
+  const int64_t E = hp.n_embd, Q = hp.n_embd_q(), F = hp.n_ff, D = hp.head_dim;
+  Buffers b = carve(model, scratch, scratch_k_type(fb), pool.size());
 
   embed_tokens(model, fb, cfg, pool, b);
   if (hp.embd_scale > 0) ops::scale_inplace(b.x, hp.embd_scale, T * E);
   if (!observe(cfg, "inp_embd", -1, b.x, E, T)) return aborted();
 
-  ops::AttentionParams ap = attention_params(hp, fb, kv);
-  if (hp.attn_scale > 0) ap.scale = hp.attn_scale;
-  ap.softcap = hp.attn_softcap;
-
   for (int il = 0; il < int(hp.n_layer); ++il) {
     if (cfg.abort_cb && cfg.abort_cb(cfg.abort_data)) return aborted();
     const LayerWeights& l = w.layers[size_t(il)];
     const ops::RopeParams rope = layer_rope(hp, cfg.rope, il);
-    const KvLayerView& cache = kv.layers[size_t(il)];
+    // The layer's KV part: a sliding-window layer's own (or its sliding mask), else the full one.
+    const AttnInputs& in = fb.attn_of(hp.is_swa_layer(il));
+    ops::AttentionParams ap = attention_params(hp, fb, in, il);
+    if (hp.attn_scale > 0) ap.scale = hp.attn_scale;
+    ap.softcap = hp.attn_softcap;
+    const int64_t KV = hp.n_embd_kv_at(il);
 
     // Attention block.
     ops::rms_norm(b.x, l.attn_norm, T, E, hp.rms_eps, b.xb);
@@ -52,20 +53,15 @@ Status forward_decoder(const Model& model, const ForwardBatch& fb, const KvView&
     }
     if (l.q_norm) {  // per-head RMSNorm before RoPE
       ops::rms_norm(b.q, l.q_norm, T * hp.n_head, D, hp.rms_eps, b.q);
-      ops::rms_norm(b.k, l.k_norm, T * hp.n_head_kv, D, hp.rms_eps, b.k);
+      ops::rms_norm(b.k, l.k_norm, T * hp.n_head_kv_at(il), D, hp.rms_eps, b.k);
     }
     ops::rope(b.q, fb.pos, T, int(hp.n_head), int(D), rope);
-    ops::rope(b.k, fb.pos, T, int(hp.n_head_kv), int(D), rope);
+    ops::rope(b.k, fb.pos, T, int(hp.n_head_kv_at(il)), int(D), rope);
     if (!observe(cfg, "Qcur", il, b.q, Q, T) || !observe(cfg, "Kcur", il, b.k, KV, T) ||
         !observe(cfg, "Vcur", il, b.v, KV, T)) {
       return aborted();
     }
-    store_kv(fb, kv, cache, KV, b);
-    ap.k = cache.k;
-    ap.v = cache.v;
-    const bool slides = hp.is_swa_layer(il) && fb.mask_swa;
-    ap.mask = slides ? fb.mask_swa : fb.mask;
-    ap.prefix_group = slides ? fb.prefix_group_swa : fb.prefix_group;
+    store_kv(fb, in, il, b);
     ops::attention(pool, ap, b.q, b.att, b.attn);
     if (!observe(cfg, "kqv_out", il, b.att, Q, T)) return aborted();
     linear(pool, l.wo, layer_lora(cfg, il, kWo), b.att, T, b.tmp, b);

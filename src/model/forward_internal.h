@@ -53,9 +53,9 @@ inline Status aborted() { return Status(StatusCode::kAborted, "aborted by callba
 // Token embeddings (+ the embedding LoRA) into b.x, or a copy of the input embeddings.
 void embed_tokens(const Model& m, const ForwardBatch& fb, const ForwardConfig& cfg, ThreadPool& pool, Buffers& b);
 
-// Attention settings shared by the families: heads, cells, cache types and mask of this batch,
-// scale 1/sqrt(head_dim) (families adjust scale, softcap and mask afterwards).
-ops::AttentionParams attention_params(const ModelHparams& hp, const ForwardBatch& fb, const KvView& kv);
+// Attention settings shared by the families for layer il reading `a`: heads, cells, the layer's
+// K/V storage and row sizes, mask, scale 1/sqrt(head_dim) (families adjust scale and softcap).
+ops::AttentionParams attention_params(const ModelHparams& hp, const ForwardBatch& fb, const AttnInputs& a, int il);
 
 // The RoPE of layer il: the context's, or for sliding-window layers of families that rotate them
 // differently (gemma3), their own base with no scaling.
@@ -68,15 +68,18 @@ void add_control_vector(const ForwardConfig& cfg, int il, float* x, int T, int64
 // and mamba's common tail.
 Status write_outputs(const Model& m, const ForwardBatch& fb, const ForwardConfig& cfg, ThreadPool& pool, Buffers& b);
 
-// Quantizes this micro-batch's K/V rows into their cache cells.
-void store_kv(const ForwardBatch& fb, const KvView& kv, const KvLayerView& cache, int64_t n_embd_kv, const Buffers& b);
+// Quantizes this micro-batch's K/V rows of layer il into their cells of `a`.
+void store_kv(const ForwardBatch& fb, const AttnInputs& a, int il, const Buffers& b);
 
-Status forward_decoder(const Model& m, const ForwardBatch& fb, const KvView& kv, ForwardScratch& scratch,
-                       ThreadPool& pool, const ForwardConfig& cfg);
-Status forward_bert(const Model& m, const ForwardBatch& fb, const KvView& kv, ForwardScratch& scratch,
-                    ThreadPool& pool, const ForwardConfig& cfg);
-Status forward_t5(const Model& m, const ForwardBatch& fb, const KvView& kv, ForwardScratch& scratch,
-                  ThreadPool& pool, const ForwardConfig& cfg);
+// The K type the scratch's attention buffers are sized for (the full KV part's).
+inline TensorType scratch_k_type(const ForwardBatch& fb) { return fb.attn.kv ? fb.attn.kv->type_k : TensorType::F32; }
+
+Status forward_decoder(const Model& m, const ForwardBatch& fb, ForwardScratch& scratch, ThreadPool& pool,
+                       const ForwardConfig& cfg);
+Status forward_bert(const Model& m, const ForwardBatch& fb, ForwardScratch& scratch, ThreadPool& pool,
+                    const ForwardConfig& cfg);
+Status forward_t5(const Model& m, const ForwardBatch& fb, ForwardScratch& scratch, ThreadPool& pool,
+                  const ForwardConfig& cfg);
 Status forward_mamba(const Model& m, const ForwardBatch& fb, ForwardScratch& scratch, ThreadPool& pool,
                      const ForwardConfig& cfg);
 

@@ -62,16 +62,17 @@ void t5_ffn(ThreadPool& pool, const LayerWeights& l, int T, int64_t F, Buffers& 
 
 }  // namespace
 
-Status forward_t5(const Model& model, const ForwardBatch& fb, const KvView& kv, ForwardScratch& scratch,
-                  ThreadPool& pool, const ForwardConfig& cfg) {
+Status forward_t5(const Model& model, const ForwardBatch& fb, ForwardScratch& scratch, ThreadPool& pool,
+                  const ForwardConfig& cfg) {
   const ModelHparams& hp = model.hparams();
   const ModelWeights& w = model.weights();
   const int T = fb.n_tokens;
   const int64_t E = hp.n_embd, KV = hp.n_embd_kv(), F = hp.n_ff;
   const bool encoder = fb.encoder || hp.arch == Arch::kT5Encoder;
-  if (!fb.kv_pos) return internal_error("t5: the forward needs the positions of the mask columns");
+  const AttnInputs& in = fb.attn;
+  if (!in.kv_pos) return internal_error("t5: the forward needs the positions of the mask columns");
   if (!encoder && (!fb.cross || !fb.cross->mask)) return internal_error("t5: the decoder needs the encoder's output");
-  Buffers b = carve(model, scratch, kv.type_k, pool.size());
+  Buffers b = carve(model, scratch, scratch_k_type(fb), pool.size());
 
   embed_tokens(model, fb, ForwardConfig{}, pool, b);  // (no adapters for T5)
   if (!observe(cfg, "inp_embd", -1, b.x, E, T)) return aborted();
@@ -79,12 +80,12 @@ Status forward_t5(const Model& model, const ForwardBatch& fb, const KvView& kv, 
   // Relative-position buckets of this micro-batch over its columns: bidirectional in the
   // encoder, causal in the decoder (key position minus query position).
   for (int t = 0; t < T; ++t) {
-    for (int c = 0; c < fb.n_kv; ++c) {
-      b.pos_bucket[size_t(t) * size_t(fb.n_kv) + size_t(c)] =
-          relative_position_bucket(fb.kv_pos[c], fb.pos[t], hp.n_rel_buckets, encoder);
+    for (int c = 0; c < in.n_kv; ++c) {
+      b.pos_bucket[size_t(t) * size_t(in.n_kv) + size_t(c)] =
+          relative_position_bucket(in.kv_pos[c], fb.pos[t], hp.n_rel_buckets, encoder);
     }
   }
-  ops::AttentionParams ap = attention_params(hp, fb, kv);
+  ops::AttentionParams ap = attention_params(hp, fb, in, 0);
   ap.scale = 1.0f;
   ap.pos_bucket = b.pos_bucket;
 
@@ -107,7 +108,7 @@ Status forward_t5(const Model& model, const ForwardBatch& fb, const KvView& kv, 
   for (int il = 0; il < int(layers.size()); ++il) {
     if (cfg.abort_cb && cfg.abort_cb(cfg.abort_data)) return aborted();
     const LayerWeights& l = layers[size_t(il)];
-    const KvLayerView& cache = kv.layers[size_t(il)];
+    const KvLayerView& cache = in.kv->layers[size_t(il)];
 
     ops::rms_norm(b.x, l.attn_norm, T, E, hp.rms_eps, b.xb);
     if (!observe(cfg, "attn_norm", il, b.xb, E, T)) return aborted();
@@ -118,7 +119,7 @@ Status forward_t5(const Model& model, const ForwardBatch& fb, const KvView& kv, 
         !observe(cfg, "Vcur", il, b.v, KV, T)) {
       return aborted();
     }
-    store_kv(fb, kv, cache, KV, b);
+    store_kv(fb, in, il, b);
     ap.k = cache.k;
     ap.v = cache.v;
     ap.pos_bias = l.attn_rel_b;

@@ -93,6 +93,24 @@ struct ModelHparams {
   int64_t n_embd_conv_state() const { return (ssm_d_conv - 1) * ssm_conv_channels(); }
   int64_t n_embd_ssm_state() const { return ssm_d_state * ssm_d_inner; }
 
+  // Per-layer memory. Hybrid models (attention and recurrent layers in one stack) give the
+  // per-layer K/V head counts (<arch>.attention.head_count_kv as an array): 0 marks a layer
+  // without attention, which keeps a recurrent state instead. Empty: every layer has n_head_kv.
+  std::vector<int64_t> n_head_kv_layer;
+  bool layer_is_recurrent(int64_t il) const {
+    return is_recurrent() || (!n_head_kv_layer.empty() && n_head_kv_layer[size_t(il)] == 0);
+  }
+  // Some layers attend and some keep a recurrent state.
+  bool is_hybrid() const {
+    if (is_recurrent() || n_head_kv_layer.empty()) return false;
+    bool attn = false, rec = false;
+    for (int64_t h : n_head_kv_layer) (h == 0 ? rec : attn) = true;
+    return attn && rec;
+  }
+  bool has_recurrent_layers() const { return is_recurrent() || is_hybrid(); }
+  int64_t n_head_kv_at(int64_t il) const { return n_head_kv_layer.empty() ? n_head_kv : n_head_kv_layer[size_t(il)]; }
+  int64_t n_embd_kv_at(int64_t il) const { return n_head_kv_at(il) * head_dim; }
+
   bool is_swa_layer(int64_t il) const {
     return swa_window > 0 && (swa_pattern <= 1 || il % swa_pattern < swa_pattern - 1);
   }

@@ -30,12 +30,7 @@ std::vector<float> logits_with_window(std::shared_ptr<const Model> model, const 
 }
 
 TEST(SlidingWindowMask, TokenAtPSeesExactlyTheLastNPositionsOfItsSequence) {
-  KvCacheParams kp;
-  kp.n_layer = 1;
-  kp.n_cells = 64;
-  kp.n_embd_k = kp.n_embd_v = kp.head_dim = 4;
-  kp.type_k = kp.type_v = TensorType::F32;
-  auto kv = KvCache::create(kp);
+  auto kv = KvCache::create(KvCacheParams::uniform(1, 64, 4, 4, 4, TensorType::F32, TensorType::F32));
   ASSERT_TRUE(kv.has_value()) << kv.status().message();
   // Sequence 0 at positions 0..19 and sequence 1 at 0..9, interleaved over the cells.
   std::vector<int32_t> cell_pos, cell_seq;
@@ -170,6 +165,125 @@ TEST(SlidingWindow, OverridesTheWindowOfGemma2SlidingLayers) {
   EXPECT_GT(rel_diff(logits_with_window(model, ids, 0), own), 1e-4f);  // off: full attention on every layer
   EXPECT_GT(rel_diff(logits_with_window(model, ids, 4), own), 1e-4f);
   EXPECT_EQ(logits_with_window(model, ids, 30), logits_with_window(model, ids, 0));
+}
+
+// ---- the window cache (iSWA): Gemma 2/3's sliding layers over a window-sized cache ----
+
+// n tokens of a 512-token vocabulary: BOS, then a pseudo-random walk.
+std::vector<int32_t> long_ids(int n, int salt = 0) {
+  std::vector<int32_t> ids = {1};
+  for (int i = 1; i < n; ++i) ids.push_back(int32_t(2 + (i * 37 + salt * 11) % 500));
+  return ids;
+}
+int32_t tok(int i) { return int32_t(2 + (i * 53) % 500); }
+
+// Runs a script on a context and returns every logits row it produced: three sequences, prompts
+// longer than the window and than a micro-batch, interleaved single-token steps, a fork (seq_cp),
+// a rollback of the last tokens (seq_rm), generation on.
+std::vector<std::vector<float>> iswa_script(std::shared_ptr<const Model> model, bool swa_full, int n_ubatch,
+                                            MemoryBreakdown* mem = nullptr) {
+  ContextParams cp = small_params(1024, 4);
+  cp.n_batch = 512;
+  cp.n_ubatch = n_ubatch;
+  cp.swa_full = swa_full;
+  auto ctx = new_context(std::move(model), cp);
+  std::vector<std::vector<float>> out;
+  if (!ctx) return out;
+  if (mem) *mem = ctx->memory().breakdown();
+  auto step = [&](const Batch& b) {
+    Status st = ctx->decode(b);
+    EXPECT_TRUE(st.is_ok()) << st.message();
+    for (int i = 0; i < ctx->n_outputs(); ++i) out.push_back(last_logits(*ctx, -ctx->n_outputs() + i));
+  };
+  const auto a = long_ids(300), b = long_ids(90, 1);
+  step(Batch::from_tokens(a, 0, 0));
+  step(Batch::from_tokens(b, 0, 1));
+  for (int t = 0; t < 40; ++t) {
+    Batch s;
+    s.add(tok(t), int32_t(300 + t), {0}, true);
+    s.add(tok(t + 100), int32_t(90 + t), {1}, true);
+    step(s);
+  }
+  EXPECT_TRUE(ctx->seq_cp(0, 2, -1, -1).is_ok());
+  EXPECT_TRUE(ctx->seq_rm(1, 120, -1).is_ok());  // sequence 1 forgets its last 10 tokens
+  for (int t = 0; t < 30; ++t) {
+    Batch s;
+    s.add(tok(t + 200), int32_t(340 + t), {0}, true);
+    s.add(tok(t + 300), int32_t(340 + t), {2}, true);
+    s.add(tok(t + 400), int32_t(120 + t), {1}, true);
+    step(s);
+  }
+  return out;
+}
+
+TEST(WindowCache, GivesTheFullCachesLogitsBitForBit) {
+  // gemma2 (shared models: a window of 16 on even layers) and gemma3 (tests/data: five sliding
+  // layers per global one, their own RoPE base).
+  for (const std::string m : {shared_path("models/synth-gemma2-tiny-f32.gguf"), data_dir() + "/synth-gemma3-tiny-f32.gguf"}) {
+    auto loaded = Model::load(m);
+    ASSERT_TRUE(loaded.has_value()) << loaded.status().message();
+    std::shared_ptr<const Model> model = *loaded;
+    MemoryBreakdown small, full;
+    const auto want = iswa_script(model, /*swa_full=*/true, 64, &full);
+    const auto got = iswa_script(model, /*swa_full=*/false, 64, &small);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], want[i]) << m << " output " << i;
+    // The window layers keep window * sequences + n_ubatch cells, padded to 256, not n_ctx.
+    const int window = model->hparams().swa_window;
+    EXPECT_EQ(small.kv_swa_cells, swa_cache_cells(1024, window, 4, 64)) << m;
+    EXPECT_LT(small.kv_swa_cells, 1024) << m;
+    EXPECT_GT(small.kv_swa_layers, 0);
+    EXPECT_EQ(small.kv_layers + small.kv_swa_layers, int(model->hparams().n_layer));
+    EXPECT_LT(small.total(), full.total()) << m;
+    EXPECT_EQ(full.kv_swa_cells, 0);  // swa_full: one cache over every layer
+    // Micro-batches of another size give the same tokens' logits (batch invariance).
+    const auto other = iswa_script(model, /*swa_full=*/false, 32);
+    ASSERT_EQ(other.size(), want.size());
+    for (size_t i = 0; i < other.size(); ++i) ASSERT_EQ(other[i], want[i]) << m << " ubatch 32, output " << i;
+  }
+}
+
+TEST(WindowCache, SequenceStateRoundTripsAndPositionsFollowTheWindow) {
+  auto model = load_shared_model("models/synth-gemma2-tiny-f32.gguf");
+  ASSERT_TRUE(model);
+  ContextParams cp = small_params(1400, 2);  // room for the sequence twice in the full part
+  cp.n_ubatch = 64;
+  cp.n_batch = 512;
+  auto ctx = new_context(model, cp);
+  ASSERT_TRUE(ctx);
+  ASSERT_TRUE(ctx->memory().kv_swa());
+  // 600 tokens in two calls: more than the window cache's 256 cells, so it reuses the cells that
+  // left every window, and the sequence's lowest position in memory is then the window's.
+  const auto ids = long_ids(600);
+  feed(*ctx, std::vector<int32_t>(ids.begin(), ids.begin() + 400), 0, 0);
+  feed(*ctx, std::vector<int32_t>(ids.begin() + 400, ids.end()), 400, 0);
+  const int window = model->hparams().swa_window;
+  EXPECT_EQ(ctx->memory().kv_swa()->size(), 256);
+  EXPECT_EQ(*ctx->seq_pos_max(0), 599);
+  EXPECT_GT(*ctx->seq_pos_min(0), 0);
+  EXPECT_LE(*ctx->seq_pos_min(0), 599 - window + 1);
+  EXPECT_EQ(ctx->kv().seq_pos_min(0), 0);  // the full part keeps everything
+  auto saved = ctx->seq_state_save(0, ids);
+  ASSERT_TRUE(saved.has_value()) << saved.status().message();
+  // Restored into sequence 1, the next token's logits equal sequence 0's.
+  std::vector<int32_t> tokens;
+  { Status st = ctx->seq_state_load(*saved, 1, &tokens); ASSERT_TRUE(st.is_ok()) << st.message(); }
+  EXPECT_EQ(tokens, ids);
+  const auto a = feed(*ctx, {77}, 600, 0);
+  const auto b = feed(*ctx, {77}, 600, 1);
+  EXPECT_EQ(a, b);
+  // A whole-context state too.
+  const auto whole = ctx->state_save();
+  auto other = new_context(model, cp);
+  ASSERT_TRUE(other->state_load(whole).is_ok());
+  EXPECT_EQ(feed(*other, {78}, 601, 1), feed(*ctx, {78}, 601, 1));
+  // A state of the full-cache layout is refused with a clear message, not misread.
+  ContextParams fp = cp;
+  fp.swa_full = true;
+  auto full = new_context(model, fp);
+  Status st = full->seq_state_load(*saved, 0);
+  EXPECT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find("memory parts"), std::string::npos) << st.message();
 }
 
 }  // namespace
