@@ -1179,6 +1179,9 @@ Expected<std::unique_ptr<Scheduler>> Scheduler::create(std::shared_ptr<const Mod
     cp.n_seq_max = params.n_slots + cache_seqs;
   }
   cp.kv_unified = true;  // one request may use every cell
+  // Sliding-window layers keep every position for now: a cached prefix is shared by seq_cp, and a
+  // window cache would have reused the cells of positions a later request resumes after.
+  cp.swa_full = true;
   if (cp.n_ubatch <= 0) cp.n_ubatch = 512;
   const int step = params.step_tokens > 0 ? params.step_tokens : cp.n_ubatch;
   // A step never decodes more than the step budget (plus one token per slot), and asks for at
