@@ -112,6 +112,7 @@ Expected<std::unique_ptr<Context>> Context::create_unguarded(std::shared_ptr<con
   mp.n_ctx = cp.n_ctx;
   mp.n_seq_max = cp.n_seq_max;
   mp.n_seq_swa = p.n_seq_swa;
+  mp.n_seq_states = p.n_seq_states;
   mp.n_ubatch = cp.n_ubatch;
   mp.type_k = p.type_k;
   mp.type_v = p.type_v;
@@ -434,9 +435,9 @@ Status Context::check_seq(int seq, bool allow_negative) const {
 
 void Context::kv_clear() { mem_->clear(); }
 
-Status Context::seq_rm(int seq, int p0, int p1) {
+Status Context::seq_rm(int seq, int p0, int p1, uint8_t parts) {
   LOOM_RETURN_IF_ERROR(check_seq(seq, true));
-  if (!mem_->seq_rm(seq, p0, p1)) {
+  if (!mem_->seq_rm(seq, p0, p1, parts)) {
     // The reference returns false here: a recurrent state cannot forget its last tokens alone.
     if (seq < 0) {
       return unsupported("seq_rm(" + std::to_string(seq) + ", ...): a recurrent model's states are removed one sequence at a "
@@ -449,10 +450,10 @@ Status Context::seq_rm(int seq, int p0, int p1) {
   return Status::ok();
 }
 
-Status Context::seq_cp(int src, int dst, int p0, int p1) {
+Status Context::seq_cp(int src, int dst, int p0, int p1, uint8_t parts) {
   LOOM_RETURN_IF_ERROR(check_seq(src, false));
   LOOM_RETURN_IF_ERROR(check_seq(dst, false));
-  mem_->seq_cp(src, dst, p0, p1);
+  mem_->seq_cp(src, dst, p0, p1, parts);
   return Status::ok();
 }
 

@@ -63,6 +63,8 @@ struct ContextParams {
   // Sequences that hold a sliding window at once: the window cache's sizing (0: n_seq_max). A
   // scheduler whose other sequence ids hold cached prefixes sets its slots here.
   int n_seq_swa = 0;
+  // Sequences that hold a recurrent state at once: the recurrent part's cells (0: n_seq_max).
+  int n_seq_states = 0;
   Pooling pooling = Pooling::kUnspecified;
   AttentionType attention = AttentionType::kUnspecified;
   bool embeddings = false;       // produce embeddings instead of logits
@@ -154,8 +156,10 @@ class Context {
   int kv_used_cells() const { return mem_->used(); }
   int kv_n_tokens() const { return mem_->n_tokens(); }
   void kv_clear();
-  Status seq_rm(int seq, int p0, int p1);
-  Status seq_cp(int src, int dst, int p0, int p1);
+  // `parts` (MemoryPart bits) restricts an edit to some parts of the memory: a prefix cache shares
+  // the full KV part's cells by range and keeps the other parts as checkpoints.
+  Status seq_rm(int seq, int p0, int p1, uint8_t parts = kPartsAll);
+  Status seq_cp(int src, int dst, int p0, int p1, uint8_t parts = kPartsAll);
   Status seq_keep(int seq);
   Status seq_add(int seq, int p0, int p1, int delta);
   Status seq_div(int seq, int p0, int p1, int d);
@@ -172,8 +176,11 @@ class Context {
   Status state_load(std::span<const uint8_t> data, std::vector<int32_t>* tokens = nullptr);
   Status state_save_file(const std::string& path, std::span<const int32_t> tokens = {}) const;
   Status state_load_file(const std::string& path, std::vector<int32_t>* tokens = nullptr);
-  // One sequence's cells; restoring into another sequence id works.
-  Expected<std::vector<uint8_t>> seq_state_save(int seq, std::span<const int32_t> tokens = {}) const;
+  // One sequence's cells; restoring into another sequence id works. `parts` saves only some parts
+  // of the memory (a checkpoint of the parts valid at the sequence's end, kPartsAtEnd); loading
+  // replaces the destination's memory in the parts the state holds and leaves the others alone.
+  Expected<std::vector<uint8_t>> seq_state_save(int seq, std::span<const int32_t> tokens = {},
+                                                uint8_t parts = kPartsAll) const;
   Status seq_state_load(std::span<const uint8_t> data, int dst_seq, std::vector<int32_t>* tokens = nullptr);
   Status seq_state_save_file(const std::string& path, int seq, std::span<const int32_t> tokens = {}) const;
   Status seq_state_load_file(const std::string& path, int dst_seq, std::vector<int32_t>* tokens = nullptr);

@@ -362,6 +362,10 @@ Status Context::run_ubatches(const Batch& batch, const Checked& c, bool encoding
     std::fill(rs_done_.begin(), rs_done_.begin() + n_seqs, 0);
     plans = std::span<RecurrentCache::SeqPlan>(rs_plans_.data(), size_t(n_seqs));
     n_plans_ = n_seqs;
+    if (rs->cells_needed(plans) > rs->size() - rs->used()) {
+      return give_back(Status(StatusCode::kResourceExhausted,
+                              "no recurrent state cell: " + std::to_string(rs->size()) + " states are held (n_seq_states)"));
+    }
     rs->plan(plans);
   }
 

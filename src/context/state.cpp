@@ -172,12 +172,12 @@ struct Store {
   int n_layer = 0;
   std::vector<PartStore> parts;
 
-  static Store of(Memory& m, const ModelHparams& hp) {
+  static Store of(Memory& m, const ModelHparams& hp, uint8_t mask = kPartsAll) {
     Store st;
     st.n_layer = int(hp.n_layer);
-    if (m.kv()) st.parts.push_back({1, m.kv(), nullptr});
-    if (m.kv_swa()) st.parts.push_back({2, m.kv_swa(), nullptr});
-    if (m.rs()) st.parts.push_back({3, nullptr, m.rs()});
+    if (m.kv() && (mask & kPartKv)) st.parts.push_back({1, m.kv(), nullptr});
+    if (m.kv_swa() && (mask & kPartKvSwa)) st.parts.push_back({2, m.kv_swa(), nullptr});
+    if (m.rs() && (mask & kPartRecurrent)) st.parts.push_back({3, nullptr, m.rs()});
     if (m.kv()) {
       st.type_k = m.kv()->params().type_k;
       st.type_v = m.kv()->params().type_v;
@@ -285,11 +285,13 @@ Status parse_header(Reader& r, std::span<const uint8_t> data, bool verify_sum, u
                             std::string(tensor_type_name(TensorType(type_v))) + ", this context uses " +
                             std::string(tensor_type_name(st.type_k)) + "/" + std::string(tensor_type_name(st.type_v)));
   }
+  // Version 2's row sizes are those of the parts it holds (a checkpoint holds some of them):
+  // each part's own layout is checked where it is read.
   const PartStore* one = st.parts.empty() ? nullptr : &st.parts[0];
   const bool geometry = version == 1
                             ? n_layer == uint32_t(st.n_layer) && one && k_row == one->k_row_bytes(one->layers()[0]) &&
                                   v_row == one->v_row_bytes(one->layers()[0])
-                            : n_layer == uint32_t(st.n_layer) && k_row == st.k_row_bytes() && v_row == st.v_row_bytes();
+                            : n_layer == uint32_t(st.n_layer);
   if (!geometry) return corrupt("state KV geometry does not match this context");
   LOOM_RETURN_IF_ERROR(r.get(&n_tokens, "token count"));
   if (uint64_t(n_tokens) * 4 > r.remaining()) return corrupt("state token count runs past the end");
@@ -401,7 +403,8 @@ Status parse_state(std::span<const uint8_t> data, uint32_t want_kind, uint64_t f
   uint32_t n_parts = 1;
   if (out->version >= 2) {
     LOOM_RETURN_IF_ERROR(r.get(&n_parts, "part count"));
-    if (n_parts != st.parts.size()) {
+    // A whole state holds every part; a sequence state may hold some (a checkpoint).
+    if (kind == kKindWhole ? n_parts != st.parts.size() : (n_parts == 0 || n_parts > st.parts.size())) {
       return invalid_argument("state holds " + std::to_string(n_parts) + " memory parts, this context's memory has " +
                               std::to_string(st.parts.size()) + " (another kind of model or settings)");
     }
@@ -494,9 +497,10 @@ Status Context::state_load(std::span<const uint8_t> data, std::vector<int32_t>* 
   return Status::ok();
 }
 
-Expected<std::vector<uint8_t>> Context::seq_state_save(int seq, std::span<const int32_t> tokens) const {
+Expected<std::vector<uint8_t>> Context::seq_state_save(int seq, std::span<const int32_t> tokens, uint8_t parts) const {
   LOOM_RETURN_IF_ERROR(check_seq(seq, false));
-  const Store st = Store::of(*mem_, model_->hparams());
+  const Store st = Store::of(*mem_, model_->hparams(), parts);
+  if (st.parts.empty()) return invalid_argument("seq_state_save: this memory has none of the parts asked for");
   Writer w;
   write_header(w, kKindSeq, fingerprint(), st, tokens);
   w.put<uint32_t>(uint32_t(st.parts.size()));
@@ -525,8 +529,14 @@ Status Context::seq_state_load(std::span<const uint8_t> data, int dst_seq, std::
       return Status(StatusCode::kResourceExhausted, "not enough free KV cells to restore " + std::to_string(need) + " cells");
     }
   }
-  // The destination's own state is replaced in every part (the reference removes it first).
-  (void)mem_->seq_rm(dst_seq, -1, -1);
+  // The destination's own state is replaced in every part the state holds (the reference removes
+  // it first); the other parts are left alone.
+  uint8_t present = 0;
+  for (const Parsed::Part& part : p.parts) {
+    const uint8_t id = st.parts[size_t(part.store)].id;
+    present |= id == 1 ? kPartKv : id == 2 ? kPartKvSwa : kPartRecurrent;
+  }
+  (void)mem_->seq_rm(dst_seq, -1, -1, present);
   std::bitset<kMaxSeqs> seqs;
   seqs.set(size_t(dst_seq));
   for (const Parsed::Part& part : p.parts) {

@@ -32,7 +32,7 @@ Expected<std::unique_ptr<Memory>> Memory::create(const ModelHparams& hp, const M
     RecurrentCacheParams rp;
     rp.n_layer = n_layer;
     rp.layers = recurrent;
-    rp.n_cells = std::max(1, p.n_seq_max);
+    rp.n_cells = std::max(1, p.n_seq_states > 0 ? std::min(p.n_seq_states, p.n_seq_max) : p.n_seq_max);
     rp.conv_row = hp.n_embd_conv_state();
     rp.ssm_row = hp.n_embd_ssm_state();
     LOOM_ASSIGN_OR_RETURN(m->rs_, RecurrentCache::create(rp));
@@ -62,18 +62,22 @@ void Memory::clear() {
   if (rs_) rs_->clear();
 }
 
-bool Memory::seq_rm(SeqId seq, Pos p0, Pos p1) {
+uint8_t Memory::parts() const {
+  return uint8_t((kv_ ? kPartKv : 0) | (kv_swa_ ? kPartKvSwa : 0) | (rs_ ? kPartRecurrent : 0));
+}
+
+bool Memory::seq_rm(SeqId seq, Pos p0, Pos p1, uint8_t parts) {
   // The recurrent part first: when it cannot honour the range nothing changes anywhere.
-  if (rs_ && !rs_->seq_rm(seq, p0, p1)) return false;
-  if (kv_) kv_->seq_rm(seq, p0, p1);
-  if (kv_swa_) kv_swa_->seq_rm(seq, p0, p1);
+  if (rs_ && (parts & kPartRecurrent) && !rs_->seq_rm(seq, p0, p1)) return false;
+  if (kv_ && (parts & kPartKv)) kv_->seq_rm(seq, p0, p1);
+  if (kv_swa_ && (parts & kPartKvSwa)) kv_swa_->seq_rm(seq, p0, p1);
   return true;
 }
 
-void Memory::seq_cp(SeqId src, SeqId dst, Pos p0, Pos p1) {
-  if (kv_) kv_->seq_cp(src, dst, p0, p1);
-  if (kv_swa_) kv_swa_->seq_cp(src, dst, p0, p1);
-  if (rs_) rs_->seq_cp(src, dst, p0, p1);
+void Memory::seq_cp(SeqId src, SeqId dst, Pos p0, Pos p1, uint8_t parts) {
+  if (kv_ && (parts & kPartKv)) kv_->seq_cp(src, dst, p0, p1);
+  if (kv_swa_ && (parts & kPartKvSwa)) kv_swa_->seq_cp(src, dst, p0, p1);
+  if (rs_ && (parts & kPartRecurrent)) rs_->seq_cp(src, dst, p0, p1);
 }
 
 void Memory::seq_keep(SeqId seq) {

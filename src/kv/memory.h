@@ -31,12 +31,27 @@
 
 namespace loom {
 
+// Parts of a memory, as a mask: what an operation applies to. A prefix of the full KV part can be
+// shared between sequences at any length (seq_cp of a range); the window cache and recurrent
+// states hold a sequence only as of its last position, so they are saved and restored whole
+// (checkpoints) instead.
+enum MemoryPart : uint8_t {
+  kPartKv = 1,
+  kPartKvSwa = 2,
+  kPartRecurrent = 4,
+  kPartsAll = kPartKv | kPartKvSwa | kPartRecurrent,
+  kPartsAtEnd = kPartKvSwa | kPartRecurrent,  // valid only at a sequence's last position
+};
+
 struct MemoryParams {
   int n_ctx = 0;          // cells of the full-size KV part
   int n_seq_max = 1;      // sequence ids in [0, n_seq_max): the recurrent part's cells
   // Sequences that hold a sliding window at once (the SWA cache's sizing; 0: n_seq_max). A
   // scheduler whose extra sequence ids hold cached prefixes sets its slots here.
   int n_seq_swa = 0;
+  // Sequences that hold a recurrent state at once: the recurrent part's cells (0: n_seq_max). A
+  // scheduler whose other sequence ids hold cached KV prefixes sets its slots here.
+  int n_seq_states = 0;
   int n_ubatch = 512;
   TensorType type_k = TensorType::F16;
   TensorType type_v = TensorType::F16;
@@ -67,12 +82,15 @@ class Memory {
   const KvCache* kv_of_layer(int il) const;
   // Micro-batches must be runs of one sequence each, the same length (a recurrent part).
   bool equal_split() const { return rs_ != nullptr; }
+  // The parts this memory has (MemoryPart bits).
+  uint8_t parts() const;
 
   // ---- sequence operations (seq < 0 = every sequence where allowed; p0 < 0 = from 0;
   // p1 < 0 = to infinity) ----
   void clear();
-  bool seq_rm(SeqId seq, Pos p0, Pos p1);
-  void seq_cp(SeqId src, SeqId dst, Pos p0, Pos p1);
+  // `parts` restricts an operation to some parts (MemoryPart bits); the others are left alone.
+  bool seq_rm(SeqId seq, Pos p0, Pos p1, uint8_t parts = kPartsAll);
+  void seq_cp(SeqId src, SeqId dst, Pos p0, Pos p1, uint8_t parts = kPartsAll);
   void seq_keep(SeqId seq);
   void seq_add(SeqId seq, Pos p0, Pos p1, Pos delta);
   void seq_div(SeqId seq, Pos p0, Pos p1, int d);

@@ -162,6 +162,15 @@ int RecurrentCache::free_row() const {
   return -1;
 }
 
+int RecurrentCache::cells_needed(std::span<const SeqPlan> plans) const {
+  int n = 0;
+  for (const SeqPlan& p : plans) {
+    const int t = tails_[size_t(p.seq)];
+    n += t < 0 || cells_[size_t(t)].seqs.count() > 1;
+  }
+  return n;
+}
+
 void RecurrentCache::plan(std::span<SeqPlan> plans) const {
   // Rows in use: those of the cells, then each planned destination. There are 2 x size() rows
   // and at most size() cells and size() sequences, so a free row always exists.

@@ -79,6 +79,9 @@ class RecurrentCache {
     int dst_row = -1;  // a row no cell uses, where the new state is written
     Pos last_pos = -1; // position of its last token in the batch
   };
+  // Cells that committing a batch of these sequences would take: one for each that holds no state
+  // yet or shares its state with others (free cells must cover it: size() - used()).
+  int cells_needed(std::span<const SeqPlan> plans) const;
   // Rows for the sequences of a batch (distinct sequences, at most size()); changes nothing.
   void plan(std::span<SeqPlan> plans) const;
   // Makes the planned states current: each sequence gets a cell of its own (its cell if it was

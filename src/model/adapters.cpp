@@ -34,7 +34,7 @@ const TensorView* base_view(const Model& m, const std::string& name, int* layer,
     if (rest == kLayerSuffix[k]) {
       *layer = il;
       *kind = LayerWeight(k);
-      return views[k];
+      return views[k]->empty() ? nullptr : views[k];  // a hybrid's recurrent layer has no attention weights
     }
   }
   return nullptr;

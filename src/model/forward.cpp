@@ -177,6 +177,8 @@ Status write_outputs(const Model& m, const ForwardBatch& fb, const ForwardConfig
   if (fb.logits) {
     linear(pool, w.output, ad && !ad->output.empty() ? &ad->output : nullptr, b.xb, fb.n_outputs, fb.logits, b);
     if (hp.final_softcap > 0) ops::softcap_inplace(fb.logits, hp.final_softcap, int64_t(fb.n_outputs) * hp.n_vocab);
+    // Granite divides the logits by logit_scale (as a product with its reciprocal, the reference's).
+    if (hp.logit_scale != 0.0f) ops::scale_inplace(fb.logits, 1.0f / hp.logit_scale, int64_t(fb.n_outputs) * hp.n_vocab);
     if (!observe(cfg, "result_output", -1, fb.logits, hp.n_vocab, fb.n_outputs)) return aborted();
   }
   return Status::ok();
@@ -236,15 +238,15 @@ Status forward(const Model& model, const ForwardBatch& fb, ForwardScratch& scrat
   if (hp.is_t5()) return detail::forward_t5(model, fb, scratch, pool, cfg);
   if (hp.is_encoder()) return detail::forward_bert(model, fb, scratch, pool, cfg);
   if (hp.is_recurrent()) return detail::forward_mamba(model, fb, scratch, pool, cfg);
-  return detail::forward_decoder(model, fb, scratch, pool, cfg);
+  return detail::forward_decoder(model, fb, scratch, pool, cfg);  // decoders and hybrids (granitehybrid)
 }
 
 Status shift_k(const Model& model, const KvView& kv, const int32_t* deltas, ForwardScratch& scratch,
                ThreadPool& pool, const ForwardConfig& cfg) {
   const ModelHparams& hp = model.hparams();
-  if (model.weights().layers.empty() || hp.is_recurrent() || hp.is_t5() ||
+  if (model.weights().layers.empty() || hp.is_recurrent() || hp.is_t5() || !hp.use_rope ||
       (hp.is_encoder() && !model.weights().pos_embd.empty())) {
-    return Status::ok();  // learned or relative positions, or no attention: nothing to rotate
+    return Status::ok();  // learned, relative or no positions, or no attention: nothing to rotate
   }
   int64_t widest = 0;
   for (const KvLayerView& l : kv.layers) widest = std::max(widest, l.n_embd_k);

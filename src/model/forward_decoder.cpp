@@ -1,11 +1,14 @@
-// The decoder-only families (llama, qwen2, qwen3, phi3, gemma, gemma2) as one forward pass whose
+// The decoder-only families (llama, qwen2, qwen3, phi3, gemma, gemma2, gemma3) and the hybrids
+// whose recurrent layers are Mamba-2 mixers (granitehybrid: Granite 4) as one forward pass whose
 // differences are fields of ModelHparams:
 //   x = embed(tokens) [· embd_scale]
-//   per layer: a = attn(rope(n(Wq·h + bq)), rope(n(Wk·h + bk)), Wv·h + bv) with h = n(x)
-//              x += post_norm(Wo·a)
-//              x += post_norm(Wd · (act(Wg·n(x)) * Wu·n(x)))
+//   per layer: h = n(x)
+//              m = attn(rope(n(Wq·h + bq)), rope(n(Wk·h + bk)), Wv·h + bv) → Wo      (attention_block)
+//                  or, on a hybrid's recurrent layer, the Mamba-2 mixer of h        (ssm_block, forward_mamba.cpp)
+//              x += post_norm(m) [· residual_scale]
+//              x += post_norm(Wd · (act(Wg·n(x)) * Wu·n(x))) [· residual_scale]
 //              x += cvec[layer]   (control vector, when set)
-//   logits = softcap(Wout · n(x))   (only for output rows)
+//   logits = softcap(Wout · n(x)) [/ logit_scale]   (only for output rows)
 // n() is RMSNorm with the matching weight; bracketed steps exist only where the family has them.
 #include <cmath>
 #include <cstring>
@@ -17,55 +20,70 @@
 
 namespace loom::detail {
 
+Status attention_block(const Model& model, const ForwardBatch& fb, const ForwardConfig& cfg, ThreadPool& pool, int il,
+                       Buffers& b) {
+  const ModelHparams& hp = model.hparams();
+  const LayerWeights& l = model.weights().layers[size_t(il)];
+  const int T = fb.n_tokens;
+  const int64_t Q = hp.n_embd_q(), D = hp.head_dim, KV = hp.n_embd_kv_at(il);
+  const int n_head_kv = int(hp.n_head_kv_at(il));
+  // The layer's KV part: a sliding-window layer's own (or its sliding mask), else the full one.
+  const AttnInputs& in = fb.attn_of(hp.is_swa_layer(il));
+  ops::AttentionParams ap = attention_params(hp, fb, in, il);
+  if (hp.attn_scale != 0.0f) ap.scale = hp.attn_scale;
+  ap.softcap = hp.attn_softcap;
+
+  linear(pool, l.wq, layer_lora(cfg, il, kWq), b.xb, T, b.q, b);
+  linear(pool, l.wk, layer_lora(cfg, il, kWk), b.xb, T, b.k, b);
+  linear(pool, l.wv, layer_lora(cfg, il, kWv), b.xb, T, b.v, b);
+  if (l.bq) {
+    ops::add_bias(b.q, l.bq, T, Q);
+    ops::add_bias(b.k, l.bk, T, KV);
+    ops::add_bias(b.v, l.bv, T, KV);
+  }
+  if (l.q_norm) {  // per-head RMSNorm before RoPE
+    ops::rms_norm(b.q, l.q_norm, T * hp.n_head, D, hp.rms_eps, b.q);
+    ops::rms_norm(b.k, l.k_norm, T * n_head_kv, D, hp.rms_eps, b.k);
+  }
+  if (hp.use_rope) {
+    const ops::RopeParams rope = layer_rope(hp, cfg.rope, il);
+    ops::rope(b.q, fb.pos, T, int(hp.n_head), int(D), rope);
+    ops::rope(b.k, fb.pos, T, n_head_kv, int(D), rope);
+  }
+  if (!observe(cfg, "Qcur", il, b.q, Q, T) || !observe(cfg, "Kcur", il, b.k, KV, T) ||
+      !observe(cfg, "Vcur", il, b.v, KV, T)) {
+    return aborted();
+  }
+  store_kv(fb, in, il, b);
+  ops::attention(pool, ap, b.q, b.att, b.attn);
+  if (!observe(cfg, "kqv_out", il, b.att, Q, T)) return aborted();
+  linear(pool, l.wo, layer_lora(cfg, il, kWo), b.att, T, b.tmp, b);
+  return Status::ok();
+}
+
 Status forward_decoder(const Model& model, const ForwardBatch& fb, ForwardScratch& scratch, ThreadPool& pool,
                        const ForwardConfig& cfg) {
   const ModelHparams& hp = model.hparams();
   const ModelWeights& w = model.weights();
   const int T = fb.n_tokens;
-  const int64_t E = hp.n_embd, Q = hp.n_embd_q(), F = hp.n_ff, D = hp.head_dim;
+  const int64_t E = hp.n_embd, F = hp.n_ff;
   Buffers b = carve(model, scratch, scratch_k_type(fb), pool.size());
 
   embed_tokens(model, fb, cfg, pool, b);
-  if (hp.embd_scale > 0) ops::scale_inplace(b.x, hp.embd_scale, T * E);
+  if (hp.embd_scale != 0.0f) ops::scale_inplace(b.x, hp.embd_scale, T * E);
   if (!observe(cfg, "inp_embd", -1, b.x, E, T)) return aborted();
 
   for (int il = 0; il < int(hp.n_layer); ++il) {
     if (cfg.abort_cb && cfg.abort_cb(cfg.abort_data)) return aborted();
     const LayerWeights& l = w.layers[size_t(il)];
-    const ops::RopeParams rope = layer_rope(hp, cfg.rope, il);
-    // The layer's KV part: a sliding-window layer's own (or its sliding mask), else the full one.
-    const AttnInputs& in = fb.attn_of(hp.is_swa_layer(il));
-    ops::AttentionParams ap = attention_params(hp, fb, in, il);
-    if (hp.attn_scale > 0) ap.scale = hp.attn_scale;
-    ap.softcap = hp.attn_softcap;
-    const int64_t KV = hp.n_embd_kv_at(il);
 
-    // Attention block.
+    // Mixer block: attention, or a hybrid's recurrent mixer; output in b.tmp.
     ops::rms_norm(b.x, l.attn_norm, T, E, hp.rms_eps, b.xb);
     if (!observe(cfg, "attn_norm", il, b.xb, E, T)) return aborted();
-    linear(pool, l.wq, layer_lora(cfg, il, kWq), b.xb, T, b.q, b);
-    linear(pool, l.wk, layer_lora(cfg, il, kWk), b.xb, T, b.k, b);
-    linear(pool, l.wv, layer_lora(cfg, il, kWv), b.xb, T, b.v, b);
-    if (l.bq) {
-      ops::add_bias(b.q, l.bq, T, Q);
-      ops::add_bias(b.k, l.bk, T, KV);
-      ops::add_bias(b.v, l.bv, T, KV);
-    }
-    if (l.q_norm) {  // per-head RMSNorm before RoPE
-      ops::rms_norm(b.q, l.q_norm, T * hp.n_head, D, hp.rms_eps, b.q);
-      ops::rms_norm(b.k, l.k_norm, T * hp.n_head_kv_at(il), D, hp.rms_eps, b.k);
-    }
-    ops::rope(b.q, fb.pos, T, int(hp.n_head), int(D), rope);
-    ops::rope(b.k, fb.pos, T, int(hp.n_head_kv_at(il)), int(D), rope);
-    if (!observe(cfg, "Qcur", il, b.q, Q, T) || !observe(cfg, "Kcur", il, b.k, KV, T) ||
-        !observe(cfg, "Vcur", il, b.v, KV, T)) {
-      return aborted();
-    }
-    store_kv(fb, in, il, b);
-    ops::attention(pool, ap, b.q, b.att, b.attn);
-    if (!observe(cfg, "kqv_out", il, b.att, Q, T)) return aborted();
-    linear(pool, l.wo, layer_lora(cfg, il, kWo), b.att, T, b.tmp, b);
+    LOOM_RETURN_IF_ERROR(hp.layer_is_recurrent(il) ? ssm_block(model, fb, cfg, pool, il, b)
+                                                   : attention_block(model, fb, cfg, pool, il, b));
     if (l.post_attn_norm) ops::rms_norm(b.tmp, l.post_attn_norm, T, E, hp.rms_eps, b.tmp);
+    if (hp.residual_scale != 0.0f) ops::scale_inplace(b.tmp, hp.residual_scale, T * E);
     ops::add_inplace(b.x, b.tmp, T * E);
     if (!observe(cfg, "ffn_inp", il, b.x, E, T)) return aborted();
 
@@ -79,6 +97,7 @@ Status forward_decoder(const Model& model, const ForwardBatch& fb, ForwardScratc
     linear(pool, l.ffn_down, layer_lora(cfg, il, kFfnDown), b.gate, T, b.tmp, b);
     if (l.post_ffn_norm) ops::rms_norm(b.tmp, l.post_ffn_norm, T, E, hp.rms_eps, b.tmp);
     if (!observe(cfg, "ffn_out", il, b.tmp, E, T)) return aborted();
+    if (hp.residual_scale != 0.0f) ops::scale_inplace(b.tmp, hp.residual_scale, T * E);
     ops::add_inplace(b.x, b.tmp, T * E);
 
     add_control_vector(cfg, il, b.x, T, E);

@@ -22,7 +22,7 @@ struct Buffers {
   float* up;     // [T][F]
   float* lora_t; // [T][max_rank] A·x
   float* lora_u; // [T][max(F, V, Q)] B·(A·x)
-  // Mamba blocks (Di = d_inner, S = d_state, R = dt_rank; empty for other families)
+  // Mamba mixers (Di = d_inner, S = d_state, R = dt_rank; empty for families without them)
   float* ssm_xz; // [T][2·Di] in-projection: x, then the gate z (Mamba-2: [T][Di + Cc + H] z, x|B|C, dt)
   float* ssm_xc; // [T][Di] convolved x (Mamba-2: [T][Cc] x|B|C)
   float* ssm_xdb;// [T][R + 2·S] dt (low rank), B, C
@@ -73,6 +73,17 @@ void store_kv(const ForwardBatch& fb, const AttnInputs& a, int il, const Buffers
 
 // The K type the scratch's attention buffers are sized for (the full KV part's).
 inline TensorType scratch_k_type(const ForwardBatch& fb) { return fb.attn.kv ? fb.attn.kv->type_k : TensorType::F32; }
+
+// The mixers of one block, from the normed input b.xb ([T][n_embd]) into b.tmp ([T][n_embd]), for
+// the family forwards that stack them:
+// attention of layer il over its KV part (q/k/v projections, biases, q/k norms, RoPE unless the
+// model has none, K/V stored into the micro-batch's cells, out-projection): forward_decoder.cpp;
+Status attention_block(const Model& m, const ForwardBatch& fb, const ForwardConfig& cfg, ThreadPool& pool, int il,
+                       Buffers& b);
+// the selective state-space mixer of layer il (Mamba-1, or Mamba-2 for mamba2 and hybrids),
+// continuing each run's state from fb.rs (fb.rs->layers[il]): forward_mamba.cpp.
+Status ssm_block(const Model& m, const ForwardBatch& fb, const ForwardConfig& cfg, ThreadPool& pool, int il,
+                 Buffers& b);
 
 Status forward_decoder(const Model& m, const ForwardBatch& fb, ForwardScratch& scratch, ThreadPool& pool,
                        const ForwardConfig& cfg);

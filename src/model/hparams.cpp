@@ -1,5 +1,6 @@
 #include "model/hparams.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace loom {
@@ -18,6 +19,32 @@ Expected<int64_t> arch_int(const gguf::GgufFile& f, const std::string& arch, con
   return v;
 }
 
+// The selective state-space sizes (<arch>.ssm.*) of Mamba-1 (mamba), Mamba-2 (mamba2) and the
+// Mamba-2 layers of hybrids (granitehybrid).
+Status read_ssm_hparams(const gguf::GgufFile& f, ModelHparams& hp) {
+  const std::string& a = hp.arch_name;
+  LOOM_ASSIGN_OR_RETURN(hp.ssm_d_conv, arch_int(f, a, "ssm.conv_kernel", std::nullopt, 2, 64));
+  LOOM_ASSIGN_OR_RETURN(hp.ssm_d_inner, arch_int(f, a, "ssm.inner_size", std::nullopt, 1, 1 << 21));
+  LOOM_ASSIGN_OR_RETURN(hp.ssm_d_state, arch_int(f, a, "ssm.state_size", std::nullopt, 1, 256));
+  LOOM_ASSIGN_OR_RETURN(hp.ssm_dt_rank, arch_int(f, a, "ssm.time_step_rank", std::nullopt, 1, 1 << 16));
+  LOOM_ASSIGN_OR_RETURN(hp.ssm_dt_b_c_rms, f.get_bool_or(a + ".ssm.dt_b_c_rms", false));
+  if (hp.is_mamba2()) {
+    LOOM_ASSIGN_OR_RETURN(hp.ssm_n_group, arch_int(f, a, "ssm.group_count", std::nullopt, 1, 1 << 16));
+    const int64_t nh = hp.ssm_dt_rank, ng = hp.ssm_n_group;
+    if (hp.ssm_d_inner % nh != 0 || nh % ng != 0) {
+      return corrupt(a + ": ssm.inner_size " + std::to_string(hp.ssm_d_inner) + ", heads (ssm.time_step_rank) " +
+                     std::to_string(nh) + " and ssm.group_count " + std::to_string(ng) +
+                     " must divide: inner size by heads, heads by groups");
+    }
+  }
+  if (hp.arch != Arch::kMamba2 && hp.ssm_d_inner != 2 * hp.n_embd) {
+    // The reference loads only an expansion factor of 2 (Mamba-1, granitehybrid).
+    return unsupported(a + ": ssm.inner_size " + std::to_string(hp.ssm_d_inner) + " is not 2 * embedding_length " +
+                       std::to_string(2 * hp.n_embd) + " (only an expansion factor of 2 is supported)");
+  }
+  return Status::ok();
+}
+
 // Mamba-1 and -2: no attention, no feed-forward (their keys are 0 in converted files); the SSM sizes.
 Expected<ModelHparams> read_mamba_hparams(const gguf::GgufFile& f, ModelHparams hp) {
   const std::string& a = hp.arch_name;
@@ -25,24 +52,7 @@ Expected<ModelHparams> read_mamba_hparams(const gguf::GgufFile& f, ModelHparams 
   LOOM_ASSIGN_OR_RETURN(hp.n_embd, arch_int(f, a, "embedding_length", std::nullopt, 1, 1 << 20));
   LOOM_ASSIGN_OR_RETURN(hp.n_layer, arch_int(f, a, "block_count", std::nullopt, 1, 4096));
   LOOM_ASSIGN_OR_RETURN(hp.n_ctx_train, arch_int(f, a, "context_length", 1 << 20, 1, kBig));
-  LOOM_ASSIGN_OR_RETURN(hp.ssm_d_conv, arch_int(f, a, "ssm.conv_kernel", std::nullopt, 2, 64));
-  LOOM_ASSIGN_OR_RETURN(hp.ssm_d_inner, arch_int(f, a, "ssm.inner_size", std::nullopt, 1, 1 << 21));
-  LOOM_ASSIGN_OR_RETURN(hp.ssm_d_state, arch_int(f, a, "ssm.state_size", std::nullopt, 1, 256));
-  LOOM_ASSIGN_OR_RETURN(hp.ssm_dt_rank, arch_int(f, a, "ssm.time_step_rank", std::nullopt, 1, 1 << 16));
-  LOOM_ASSIGN_OR_RETURN(hp.ssm_dt_b_c_rms, f.get_bool_or(a + ".ssm.dt_b_c_rms", false));
-  if (hp.arch == Arch::kMamba2) {
-    LOOM_ASSIGN_OR_RETURN(hp.ssm_n_group, arch_int(f, a, "ssm.group_count", std::nullopt, 1, 1 << 16));
-    const int64_t nh = hp.ssm_dt_rank, ng = hp.ssm_n_group;
-    if (hp.ssm_d_inner % nh != 0 || nh % ng != 0) {
-      return corrupt("mamba2: ssm.inner_size " + std::to_string(hp.ssm_d_inner) + ", heads (ssm.time_step_rank) " +
-                     std::to_string(nh) + " and ssm.group_count " + std::to_string(ng) +
-                     " must divide: inner size by heads, heads by groups");
-    }
-  } else if (hp.ssm_d_inner != 2 * hp.n_embd) {
-    // The reference loads only an expansion factor of 2.
-    return unsupported("mamba: ssm.inner_size " + std::to_string(hp.ssm_d_inner) + " is not 2 * embedding_length " +
-                       std::to_string(2 * hp.n_embd) + " (only an expansion factor of 2 is supported)");
-  }
+  LOOM_RETURN_IF_ERROR(read_ssm_hparams(f, hp));
   LOOM_ASSIGN_OR_RETURN(double eps, f.get_float_or(a + ".attention.layer_norm_rms_epsilon", 1e-5));
   if (!(eps > 0 && eps < 1)) return corrupt("layer_norm_rms_epsilon out of range");
   hp.rms_eps = float(eps);
@@ -54,6 +64,56 @@ Expected<ModelHparams> read_mamba_hparams(const gguf::GgufFile& f, ModelHparams 
   hp.n_ff = 0;
   hp.causal = true;
   return hp;
+}
+
+// <arch>.attention.head_count_kv: one count for every layer (default head_count), or one per
+// layer. Hybrids mark their recurrent layers with 0; other families may give an array of equal
+// counts. n_head_kv is the largest count.
+Status read_head_count_kv(const gguf::GgufFile& f, ModelHparams& hp) {
+  const std::string key = hp.arch_name + ".attention.head_count_kv";
+  Expected<const gguf::Array*> arr = f.get_array(key);
+  if (!arr) {
+    LOOM_ASSIGN_OR_RETURN(hp.n_head_kv, arch_int(f, hp.arch_name, "attention.head_count_kv", hp.n_head, 1, hp.n_head));
+    if (hp.n_head % hp.n_head_kv != 0) {
+      return corrupt("head_count " + std::to_string(hp.n_head) + " is not a multiple of head_count_kv " +
+                     std::to_string(hp.n_head_kv));
+    }
+    return Status::ok();
+  }
+  const gguf::Array& a = **arr;
+  if (!a.is_numeric() || a.count != uint64_t(hp.n_layer)) {
+    return corrupt(key + " must be a number or an array of " + std::to_string(hp.n_layer) + " numbers (one per layer)");
+  }
+  std::vector<int64_t> per_layer(size_t(hp.n_layer));
+  bool uniform = true;
+  hp.n_head_kv = 0;
+  for (int64_t il = 0; il < hp.n_layer; ++il) {
+    const int64_t h = a.int_at(uint64_t(il));
+    if (h < 0 || h > hp.n_head || (h > 0 && hp.n_head % h != 0)) {
+      return corrupt(key + "[" + std::to_string(il) + "] = " + std::to_string(h) + " is not a divisor of head_count " +
+                     std::to_string(hp.n_head) + " (or 0 for a recurrent layer)");
+    }
+    if (h == 0 && hp.arch != Arch::kGraniteHybrid) {
+      return unsupported(key + "[" + std::to_string(il) + "] = 0 (a layer without attention) is only supported for "
+                         "hybrid architectures (granitehybrid)");
+    }
+    per_layer[size_t(il)] = h;
+    uniform = uniform && h == per_layer[0];
+    hp.n_head_kv = std::max(hp.n_head_kv, h);
+  }
+  if (hp.n_head_kv == 0) {
+    return unsupported(hp.arch_name + ": every layer is recurrent (" + key + " is all 0); a model without attention "
+                       "layers is not supported as a hybrid (mamba2 files run as such)");
+  }
+  if (!uniform) hp.n_head_kv_layer = std::move(per_layer);
+  return Status::ok();
+}
+
+// A float key that must be finite when present (Granite's multipliers); fallback when absent.
+Expected<float> finite_float(const gguf::GgufFile& f, const std::string& key, double fallback) {
+  LOOM_ASSIGN_OR_RETURN(double v, f.get_float_or(key, fallback));
+  if (!std::isfinite(v)) return corrupt("metadata " + key + " is not finite");
+  return float(v);
 }
 
 }  // namespace
@@ -71,13 +131,14 @@ Expected<ModelHparams> read_hparams(const gguf::GgufFile& f) {
       {"bert", Arch::kBert, ops::RopeMode::kNormal},     {"nomic-bert", Arch::kNomicBert, ops::RopeMode::kNeox},
       {"mamba", Arch::kMamba, ops::RopeMode::kNormal},   {"mamba2", Arch::kMamba2, ops::RopeMode::kNormal},
       {"t5", Arch::kT5, ops::RopeMode::kNormal},         {"t5encoder", Arch::kT5Encoder, ops::RopeMode::kNormal},
+      {"granitehybrid", Arch::kGraniteHybrid, ops::RopeMode::kNormal},
   };
   const Family* fam = nullptr;
   for (const Family& f : kFamilies) {
     if (a == f.name) fam = &f;
   }
   if (!fam) {
-    return unsupported("architecture '" + a + "' is not supported (supported: llama, qwen2, qwen3, phi3, gemma, gemma2, gemma3, bert, nomic-bert, mamba, mamba2, t5, t5encoder)");
+    return unsupported("architecture '" + a + "' is not supported (supported: llama, qwen2, qwen3, phi3, gemma, gemma2, gemma3, bert, nomic-bert, mamba, mamba2, t5, t5encoder, granitehybrid)");
   }
   hp.arch = fam->arch;
   hp.rope_mode = fam->rope;
@@ -86,13 +147,9 @@ Expected<ModelHparams> read_hparams(const gguf::GgufFile& f) {
   LOOM_ASSIGN_OR_RETURN(hp.n_embd, arch_int(f, a, "embedding_length", std::nullopt, 1, 1 << 20));
   LOOM_ASSIGN_OR_RETURN(hp.n_layer, arch_int(f, a, "block_count", std::nullopt, 1, 4096));
   LOOM_ASSIGN_OR_RETURN(hp.n_head, arch_int(f, a, "attention.head_count", std::nullopt, 1, 1 << 16));
-  LOOM_ASSIGN_OR_RETURN(hp.n_head_kv, arch_int(f, a, "attention.head_count_kv", hp.n_head, 1, hp.n_head));
+  LOOM_RETURN_IF_ERROR(read_head_count_kv(f, hp));
   LOOM_ASSIGN_OR_RETURN(hp.n_ff, arch_int(f, a, "feed_forward_length", std::nullopt, 1, 1 << 24));
   LOOM_ASSIGN_OR_RETURN(hp.n_ctx_train, arch_int(f, a, "context_length", 2048, 1, kBig));
-  if (hp.n_head % hp.n_head_kv != 0) {
-    return corrupt("head_count " + std::to_string(hp.n_head) + " is not a multiple of head_count_kv " +
-                   std::to_string(hp.n_head_kv));
-  }
   const int64_t default_head_dim = hp.n_embd % hp.n_head == 0 ? hp.n_embd / hp.n_head : 0;
   LOOM_ASSIGN_OR_RETURN(hp.head_dim, arch_int(f, a, "attention.key_length",
                                               default_head_dim ? std::optional<int64_t>(default_head_dim) : std::nullopt,
@@ -187,6 +244,23 @@ Expected<ModelHparams> read_hparams(const gguf::GgufFile& f) {
         LOOM_ASSIGN_OR_RETURN(int64_t start, arch_int(f, a, "decoder_start_token_id", -1, -1, kBig));
         hp.dec_start_token = int32_t(start);
       }
+      break;
+    }
+    case Arch::kGraniteHybrid: {
+      // Granite's multipliers (0 or absent: none) and the Mamba-2 sizes of the recurrent layers.
+      LOOM_ASSIGN_OR_RETURN(hp.embd_scale, finite_float(f, a + ".embedding_scale", 0.0));
+      LOOM_ASSIGN_OR_RETURN(hp.residual_scale, finite_float(f, a + ".residual_scale", 0.0));
+      LOOM_ASSIGN_OR_RETURN(hp.logit_scale, finite_float(f, a + ".logit_scale", 0.0));
+      LOOM_ASSIGN_OR_RETURN(hp.attn_scale, finite_float(f, a + ".attention.scale", 0.0));
+      // Granite uses rope.scaling.finetuned as its RoPE switch, true when absent (the reference's rule).
+      LOOM_ASSIGN_OR_RETURN(hp.use_rope, f.get_bool_or(a + ".rope.scaling.finetuned", true));
+      LOOM_ASSIGN_OR_RETURN(int64_t n_expert, arch_int(f, a, "expert_count", 0, 0, 1 << 16));
+      if (n_expert > 0) {
+        return unsupported("granitehybrid: a mixture-of-experts feed-forward (expert_count " + std::to_string(n_expert) +
+                           ", e.g. Granite 4.0 H Tiny/Small) is not supported yet; only the dense FFN of the "
+                           "Granite 4.0 H 1B / 350M class is");
+      }
+      LOOM_RETURN_IF_ERROR(read_ssm_hparams(f, hp));
       break;
     }
     case Arch::kPhi3:

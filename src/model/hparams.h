@@ -13,7 +13,10 @@ namespace loom {
 
 // Architecture families. The decoder families share one forward (forward_decoder.cpp) driven by
 // the fields below; BERT-style encoders have their own (forward_bert.cpp).
-enum class Arch { kLlama, kQwen2, kQwen3, kPhi3, kGemma, kGemma2, kGemma3, kBert, kNomicBert, kMamba, kMamba2, kT5, kT5Encoder };
+enum class Arch {
+  kLlama, kQwen2, kQwen3, kPhi3, kGemma, kGemma2, kGemma3, kBert, kNomicBert, kMamba, kMamba2, kT5, kT5Encoder,
+  kGraniteHybrid,  // Granite 4 hybrid: Mamba-2 and attention layers in one decoder stack
+};
 enum class FfnAct { kSilu, kGelu };
 
 struct ModelHparams {
@@ -51,8 +54,13 @@ struct ModelHparams {
   bool qkv_bias = false;           // qwen2: q/k/v biases
   bool qk_norm = false;            // qwen3: RMSNorm per head on q and k
   bool post_norms = false;         // gemma2: norms after attention and FFN, before the residual add
-  float embd_scale = 0.0f;         // gemma: embeddings multiplied by sqrt(n_embd)
-  float attn_scale = 0.0f;         // query scale; 0: 1/sqrt(head_dim)
+  float embd_scale = 0.0f;         // gemma: embeddings multiplied by sqrt(n_embd); granite: embedding_scale (0: none)
+  float attn_scale = 0.0f;         // query scale; 0: 1/sqrt(head_dim) (granite: attention.scale)
+  float residual_scale = 0.0f;     // granite: each block's mixer and FFN output multiplied before its residual add (0: none)
+  float logit_scale = 0.0f;        // granite: logits divided by this (0: none)
+  // Attention layers rotate q and k. granitehybrid: rope.scaling.finetuned (default true); Granite
+  // 4's hybrids write false: no positional encoding at all (the Mamba-2 layers order the tokens).
+  bool use_rope = true;
   float attn_softcap = 0.0f;       // gemma2: scores = c * tanh(scores / c)
   float final_softcap = 0.0f;      // gemma2: logits = c * tanh(logits / c)
   int swa_window = 0;              // sliding-window size for SWA layers (0: none)
@@ -60,7 +68,8 @@ struct ModelHparams {
   float rope_freq_base_swa = 0.0f; // gemma3: SWA layers rotate with this base (and scale 1); 0: same as others
   float norm_eps = 1e-12f;         // LayerNorm epsilon (BERT)
 
-  // Selective state-space blocks (mamba: Mamba-1, mamba2: Mamba-2): <arch>.ssm.*. Each sequence
+  // Selective state-space blocks (mamba: Mamba-1, mamba2 and granitehybrid's recurrent layers:
+  // Mamba-2): <arch>.ssm.*. Each sequence
   // carries a conv state [conv channels][d_conv - 1] and an SSM state [d_inner][d_state] per
   // layer instead of K/V. Mamba-2 convolves x, B and C together (d_inner + 2·n_group·d_state
   // channels), has one decay and step per head of d_inner / n_head channels, and B, C per group.
@@ -85,8 +94,11 @@ struct ModelHparams {
   // Models with a T5 encoder (encode() keeps its output for cross-attention when there is a decoder).
   bool has_encoder() const { return arch == Arch::kT5 || arch == Arch::kT5Encoder; }
   bool is_t5() const { return has_encoder(); }
-  // Recurrent models keep a fixed-size state per sequence instead of a KV cache.
+  // Recurrent models keep a fixed-size state per sequence instead of a KV cache (every layer;
+  // hybrids are is_hybrid()).
   bool is_recurrent() const { return arch == Arch::kMamba || arch == Arch::kMamba2; }
+  // The recurrent layers are Mamba-2 blocks (one decay per head, B and C per group).
+  bool is_mamba2() const { return arch == Arch::kMamba2 || arch == Arch::kGraniteHybrid; }
   // Channels of the convolution: x (Mamba-1), or x, B and C (Mamba-2).
   int64_t ssm_conv_channels() const { return ssm_d_inner + 2 * ssm_n_group * ssm_d_state; }
   // Floats of one sequence's recurrent state in one layer: the conv state, the SSM state.
@@ -96,6 +108,7 @@ struct ModelHparams {
   // Per-layer memory. Hybrid models (attention and recurrent layers in one stack) give the
   // per-layer K/V head counts (<arch>.attention.head_count_kv as an array): 0 marks a layer
   // without attention, which keeps a recurrent state instead. Empty: every layer has n_head_kv.
+  // With an array, n_head_kv is its largest value (buffers are sized for the widest layer).
   std::vector<int64_t> n_head_kv_layer;
   bool layer_is_recurrent(int64_t il) const {
     return is_recurrent() || (!n_head_kv_layer.empty() && n_head_kv_layer[size_t(il)] == 0);

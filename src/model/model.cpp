@@ -190,6 +190,43 @@ class Binder {
   uint64_t params_ = 0;
 };
 
+// The selective state-space mixer of one block (Mamba-1; Mamba-2 for mamba2 and the recurrent
+// layers of hybrids), prefix p = "blk.N."; the block's norm is bound by the caller.
+Status bind_ssm_mixer(Binder& b, const ModelHparams& hp, const std::string& p, LayerWeights& l) {
+  const int64_t E = hp.n_embd, Di = hp.ssm_d_inner, S = hp.ssm_d_state, R = hp.ssm_dt_rank, K = hp.ssm_d_conv;
+  if (hp.is_mamba2()) {
+    const int64_t H = hp.ssm_dt_rank, G = hp.ssm_n_group, Cc = hp.ssm_conv_channels();
+    l.ssm_in = b.matrix(p + "ssm_in.weight", E, Di + Cc + H);
+    l.ssm_conv = b.floats(p + "ssm_conv1d.weight", {K, Cc});
+    l.ssm_conv_b = b.vector(p + "ssm_conv1d.bias", Cc);
+    l.ssm_dt_b = b.vector(p + "ssm_dt.bias", H);
+    l.ssm_a = b.floats(p + "ssm_a", {1, H});
+    l.ssm_d = b.floats(p + "ssm_d", {1, H});
+    l.ssm_norm = b.floats(p + "ssm_norm.weight", {Di / G, G});
+  } else {
+    l.ssm_in = b.matrix(p + "ssm_in.weight", E, 2 * Di);
+    l.ssm_conv = b.floats(p + "ssm_conv1d.weight", {K, Di});
+    l.ssm_conv_b = b.vector(p + "ssm_conv1d.bias", Di);
+    l.ssm_x = b.matrix(p + "ssm_x.weight", Di, R + 2 * S);
+    l.ssm_dt = b.matrix(p + "ssm_dt.weight", R, Di);
+    l.ssm_dt_b = b.vector(p + "ssm_dt.bias", Di);
+    l.ssm_a = b.floats(p + "ssm_a", {S, Di});
+    l.ssm_d = b.vector(p + "ssm_d", Di);
+  }
+  l.ssm_out = b.matrix(p + "ssm_out.weight", Di, E);
+  LOOM_RETURN_IF_ERROR(b.status());
+  const int64_t n_a = hp.is_mamba2() ? hp.ssm_dt_rank : S * Di;
+  for (int64_t i = 0; i < n_a; ++i) {
+    // A is stored negated (A = -exp(A_log)): a positive or non-finite decay would make the
+    // state grow without bound (and the vector exp assumes arguments <= 0).
+    if (!(l.ssm_a[i] <= 0.0f) || !std::isfinite(l.ssm_a[i])) {
+      return corrupt("tensor '" + p + "ssm_a' has the value " + std::to_string(l.ssm_a[i]) + " at index " +
+                     std::to_string(i) + " (the stored A must be negative and finite)");
+    }
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 Expected<const gguf::TensorInfo*> Model::token_embedding() {
@@ -206,7 +243,21 @@ Expected<const gguf::TensorInfo*> Model::token_embedding() {
 Status Model::bind_decoder() {
   ModelHparams& hp = hp_;
   LOOM_ASSIGN_OR_RETURN(const gguf::TensorInfo* emb, token_embedding());
-  const int64_t E = hp.n_embd, Q = hp.n_embd_q(), KV = hp.n_embd_kv(), F = hp.n_ff, V = hp.n_vocab, D = hp.head_dim;
+  const int64_t E = hp.n_embd, Q = hp.n_embd_q(), F = hp.n_ff, V = hp.n_vocab, D = hp.head_dim;
+  if (hp.arch == Arch::kGraniteHybrid) {
+    // Optional tensors of the reference's granitehybrid loader that loom does not compute with
+    // (no Granite 4 hybrid release has them): refused by name rather than ignored.
+    for (int64_t il = -1; il < hp.n_layer; ++il) {
+      const std::string p = il < 0 ? "" : "blk." + std::to_string(il) + ".";
+      for (const char* n : {"attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_qkv.bias", "attn_output.bias",
+                            "ffn_gate.bias", "ffn_up.bias", "ffn_down.bias", "rope_freqs.weight"}) {
+        if (file_.find_tensor(p + n)) {
+          return unsupported("granitehybrid: tensor '" + p + n + "' is not supported yet (biases and RoPE frequency "
+                             "factors are optional in the reference and absent from Granite 4 hybrid releases)");
+        }
+      }
+    }
+  }
   Binder b(file_, owned_);
   b.embedding_and_output(E, V, w_);
   if (hp.arch == Arch::kPhi3) {
@@ -225,27 +276,35 @@ Status Model::bind_decoder() {
       }
     }
   }
-  const bool fused_qkv = hp.arch == Arch::kPhi3;
   const bool fused_gate_up = hp.arch == Arch::kPhi3;
   w_.layers.resize(size_t(hp.n_layer));
   for (int64_t il = 0; il < hp.n_layer; ++il) {
     const std::string p = "blk." + std::to_string(il) + ".";
     LayerWeights& l = w_.layers[size_t(il)];
+    const int64_t KV = hp.n_embd_kv_at(il);
     l.attn_norm = b.vector(p + "attn_norm.weight", E);
-    b.qkv(p, fused_qkv, E, Q, KV, l);
-    l.wo = b.matrix(p + "attn_output.weight", Q, E);
-    if (hp.qkv_bias) {
-      l.bq = b.vector(p + "attn_q.bias", Q);
-      l.bk = b.vector(p + "attn_k.bias", KV);
-      l.bv = b.vector(p + "attn_v.bias", KV);
-    }
-    if (hp.qk_norm) {
-      l.q_norm = b.vector(p + "attn_q_norm.weight", D);
-      l.k_norm = b.vector(p + "attn_k_norm.weight", D);
-    }
-    if (hp.post_norms) {
-      l.post_attn_norm = b.vector(p + "post_attention_norm.weight", E);
-      l.post_ffn_norm = b.vector(p + "post_ffw_norm.weight", E);
+    if (hp.layer_is_recurrent(il)) {
+      // A hybrid's recurrent layer: a Mamba-2 mixer in place of attention, then the same FFN.
+      LOOM_RETURN_IF_ERROR(bind_ssm_mixer(b, hp, p, l));
+    } else {
+      // phi3 always fuses q|k|v; granitehybrid may (the reference takes attn_qkv when present).
+      const bool fused_qkv = hp.arch == Arch::kPhi3 ||
+                             (hp.arch == Arch::kGraniteHybrid && file_.find_tensor(p + "attn_qkv.weight"));
+      b.qkv(p, fused_qkv, E, Q, KV, l);
+      l.wo = b.matrix(p + "attn_output.weight", Q, E);
+      if (hp.qkv_bias) {
+        l.bq = b.vector(p + "attn_q.bias", Q);
+        l.bk = b.vector(p + "attn_k.bias", KV);
+        l.bv = b.vector(p + "attn_v.bias", KV);
+      }
+      if (hp.qk_norm) {
+        l.q_norm = b.vector(p + "attn_q_norm.weight", D);
+        l.k_norm = b.vector(p + "attn_k_norm.weight", D);
+      }
+      if (hp.post_norms) {
+        l.post_attn_norm = b.vector(p + "post_attention_norm.weight", E);
+        l.post_ffn_norm = b.vector(p + "post_ffw_norm.weight", E);
+      }
     }
     l.ffn_norm = b.vector(p + "ffn_norm.weight", E);
     if (fused_gate_up) {
@@ -268,8 +327,7 @@ Status Model::bind_decoder() {
 Status Model::bind_mamba() {
   ModelHparams& hp = hp_;
   LOOM_ASSIGN_OR_RETURN(const gguf::TensorInfo* emb, token_embedding());
-  const int64_t E = hp.n_embd, V = hp.n_vocab, Di = hp.ssm_d_inner, S = hp.ssm_d_state, R = hp.ssm_dt_rank,
-                K = hp.ssm_d_conv;
+  const int64_t E = hp.n_embd, V = hp.n_vocab;
   Binder b(file_, owned_);
   b.embedding_and_output(E, V, w_);
   w_.layers.resize(size_t(hp.n_layer));
@@ -277,36 +335,7 @@ Status Model::bind_mamba() {
     const std::string p = "blk." + std::to_string(il) + ".";
     LayerWeights& l = w_.layers[size_t(il)];
     l.attn_norm = b.vector(p + "attn_norm.weight", E);
-    if (hp.arch == Arch::kMamba2) {
-      const int64_t H = hp.ssm_dt_rank, G = hp.ssm_n_group, Cc = hp.ssm_conv_channels();
-      l.ssm_in = b.matrix(p + "ssm_in.weight", E, Di + Cc + H);
-      l.ssm_conv = b.floats(p + "ssm_conv1d.weight", {K, Cc});
-      l.ssm_conv_b = b.vector(p + "ssm_conv1d.bias", Cc);
-      l.ssm_dt_b = b.vector(p + "ssm_dt.bias", H);
-      l.ssm_a = b.floats(p + "ssm_a", {1, H});
-      l.ssm_d = b.floats(p + "ssm_d", {1, H});
-      l.ssm_norm = b.floats(p + "ssm_norm.weight", {Di / G, G});
-    } else {
-      l.ssm_in = b.matrix(p + "ssm_in.weight", E, 2 * Di);
-      l.ssm_conv = b.floats(p + "ssm_conv1d.weight", {K, Di});
-      l.ssm_conv_b = b.vector(p + "ssm_conv1d.bias", Di);
-      l.ssm_x = b.matrix(p + "ssm_x.weight", Di, R + 2 * S);
-      l.ssm_dt = b.matrix(p + "ssm_dt.weight", R, Di);
-      l.ssm_dt_b = b.vector(p + "ssm_dt.bias", Di);
-      l.ssm_a = b.floats(p + "ssm_a", {S, Di});
-      l.ssm_d = b.vector(p + "ssm_d", Di);
-    }
-    l.ssm_out = b.matrix(p + "ssm_out.weight", Di, E);
-    LOOM_RETURN_IF_ERROR(b.status());
-    const int64_t n_a = hp.arch == Arch::kMamba2 ? hp.ssm_dt_rank : S * Di;
-    for (int64_t i = 0; i < n_a; ++i) {
-      // A is stored negated (A = -exp(A_log)): a positive or non-finite decay would make the
-      // state grow without bound (and the vector exp assumes arguments <= 0).
-      if (!(l.ssm_a[i] <= 0.0f) || !std::isfinite(l.ssm_a[i])) {
-        return corrupt("tensor '" + p + "ssm_a' has the value " + std::to_string(l.ssm_a[i]) + " at index " +
-                       std::to_string(i) + " (the stored A must be negative and finite)");
-      }
-    }
+    LOOM_RETURN_IF_ERROR(bind_ssm_mixer(b, hp, p, l));
   }
   LOOM_RETURN_IF_ERROR(b.status());
   decode_weight_bytes_ = w_.tied_output ? b.bytes() : b.bytes() - emb->nbytes + w_.tok_embd.row_bytes;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <string>
 
+#include "base/log.h"
+
 namespace loom::serve {
 namespace {
 
@@ -16,8 +18,13 @@ int child_index(const PrefixCache::Node* n, int32_t t) {
 
 }  // namespace
 
-PrefixCache::PrefixCache(Context& ctx, int first_seq, int n_seqs) : ctx_(ctx), first_seq_(first_seq), n_seqs_(n_seqs) {
-  for (int s = first_seq + n_seqs - 1; s >= first_seq; --s) free_seqs_.push_back(s);
+PrefixCache::PrefixCache(Context& ctx, int first_seq, int n_seqs, CheckpointLimits limits)
+    : ctx_(ctx), first_seq_(first_seq), n_seqs_(n_seqs), limits_(limits) {
+  const uint8_t parts = ctx.memory().parts();
+  kv_shared_ = (parts & kPartKv) != 0;
+  needs_ckpt_ = (parts & kPartsAtEnd) != 0;
+  if (!kv_shared_) n_seqs_ = 0;  // an index of checkpoints: no cells, no cache sequences
+  for (int s = first_seq + n_seqs_ - 1; s >= first_seq; --s) free_seqs_.push_back(s);
 }
 
 PrefixCache::~PrefixCache() = default;
@@ -40,6 +47,16 @@ PrefixCache::Match PrefixCache::match(std::span<const int32_t> tokens, int max_l
     while (k < int(c->tokens.size()) && depth + k < limit && c->tokens[size_t(k)] == tokens[size_t(depth + k)]) ++k;
     if (k == 0) break;
     depth += k;
+    if (needs_ckpt_) {
+      // Only a node end with a checkpoint can be resumed from.
+      if (k == int(c->tokens.size()) && c->ckpt) {
+        m.len = depth;
+        m.node = c;
+      }
+      if (k < int(c->tokens.size())) break;
+      n = c;
+      continue;
+    }
     m.len = depth;
     m.node = c;
     if (k < int(c->tokens.size())) {
@@ -61,7 +78,16 @@ int PrefixCache::holder(const Node* n) const {
 
 Status PrefixCache::share(const Match& m, int seq) {
   if (m.len == 0 || !m.node) return Status::ok();
-  return ctx_.seq_cp(holder(m.node), seq, 0, m.len);
+  if (kv_shared_) LOOM_RETURN_IF_ERROR(ctx_.seq_cp(holder(m.node), seq, 0, m.len, kPartKv));
+  if (needs_ckpt_) {
+    if (!m.node->ckpt) return internal_error("prefix cache: no checkpoint at the match");
+    Status st = ctx_.seq_state_load(*m.node->ckpt, seq);
+    if (!st) {
+      if (kv_shared_) (void)ctx_.seq_rm(seq, -1, -1, kPartKv);
+      return st;
+    }
+  }
+  return Status::ok();
 }
 
 PrefixCache::Node* PrefixCache::split(Node* n, int at) {
@@ -97,7 +123,7 @@ PrefixCache::Node* PrefixCache::new_leaf(Node* parent, std::span<const int32_t> 
   leaf->seq = seq;
   Node* raw = leaf.get();
   parent->children.push_back(std::move(leaf));
-  evictable_ += int(raw->tokens.size());
+  if (kv_shared_) evictable_ += int(raw->tokens.size());
   n_tokens_ += int(raw->tokens.size());
   ++n_nodes_;
   touch(raw);
@@ -120,7 +146,8 @@ int PrefixCache::take_free_seq() {
 }
 
 void PrefixCache::release_seq(int seq) {
-  (void)ctx_.seq_rm(seq, -1, -1);
+  if (seq < 0) return;
+  (void)ctx_.seq_rm(seq, -1, -1, kPartKv);
   free_seqs_.push_back(seq);
 }
 
@@ -156,13 +183,26 @@ PrefixCache::Node* PrefixCache::insert(std::span<const int32_t> tokens, int src)
     return last;
   }
   const std::span<const int32_t> rest = tokens.subspan(size_t(depth));
+  if (!kv_shared_) {
+    // An index of checkpoints: the tokens alone.
+    if (at != &root_ && at->leaf() && !at->ckpt) {
+      at->tokens.insert(at->tokens.end(), rest.begin(), rest.end());
+      n_tokens_ += int(rest.size());
+      touch(at);
+      return at;
+    }
+    return new_leaf(at, rest, depth, -1);
+  }
   if (at != &root_ && at->leaf()) {
     // Extend the leaf in place: its sequence already holds the path up to depth.
-    if (!ctx_.seq_cp(src, at->seq, depth, n).is_ok()) return at;
+    if (!ctx_.seq_cp(src, at->seq, depth, n, kPartKv).is_ok()) return at;
+    const int old_end = at->end();
     at->tokens.insert(at->tokens.end(), rest.begin(), rest.end());
     if (at->ref == 0) evictable_ += int(rest.size());
     n_tokens_ += int(rest.size());
     at->persisted = false;
+    // A checkpoint stays where it was taken: at a node that ends there.
+    if (at->ckpt) split(at, old_end)->ckpt = std::move(at->ckpt);
     touch(at);
     return at;
   }
@@ -173,11 +213,11 @@ PrefixCache::Node* PrefixCache::insert(std::span<const int32_t> tokens, int src)
   const int seq = take_free_seq();
   if (guard) unlock(guard);
   if (seq < 0) return depth > 0 ? last : nullptr;
-  if (depth > 0 && !ctx_.seq_cp(holder(at), seq, 0, depth).is_ok()) {
+  if (depth > 0 && !ctx_.seq_cp(holder(at), seq, 0, depth, kPartKv).is_ok()) {
     release_seq(seq);
     return last;
   }
-  if (!ctx_.seq_cp(src, seq, depth, n).is_ok()) {
+  if (!ctx_.seq_cp(src, seq, depth, n, kPartKv).is_ok()) {
     release_seq(seq);
     return last;
   }
@@ -191,18 +231,18 @@ PrefixCache::Node* PrefixCache::adopt(std::span<const int32_t> tokens, int seq) 
     return m.node;
   }
   // seq's own cells for the cached part are duplicates: drop them and take the tree's instead.
-  (void)ctx_.seq_rm(seq, 0, m.len);
+  (void)ctx_.seq_rm(seq, 0, m.len, kPartKv);
   Node* at = &root_;
   if (m.node) {
     at = m.len < m.node->end() ? split(m.node, m.len) : m.node;
-    if (!ctx_.seq_cp(holder(at), seq, 0, m.len).is_ok()) {
+    if (!ctx_.seq_cp(holder(at), seq, 0, m.len, kPartKv).is_ok()) {
       release_seq(seq);
       return m.node;
     }
   }
   if (at != &root_ && at->leaf()) {
     // at's own sequence holds the path: move seq's cells to it and free seq.
-    if (ctx_.seq_cp(seq, at->seq, m.len, int(tokens.size())).is_ok()) {
+    if (ctx_.seq_cp(seq, at->seq, m.len, int(tokens.size()), kPartKv).is_ok()) {
       const std::span<const int32_t> rest = tokens.subspan(size_t(m.len));
       at->tokens.insert(at->tokens.end(), rest.begin(), rest.end());
       if (at->ref == 0) evictable_ += int(rest.size());
@@ -217,13 +257,13 @@ PrefixCache::Node* PrefixCache::adopt(std::span<const int32_t> tokens, int seq) 
 
 void PrefixCache::lock(Node* n) {
   for (; n && n != &root_; n = n->parent) {
-    if (n->ref++ == 0) evictable_ -= int(n->tokens.size());
+    if (n->ref++ == 0 && kv_shared_) evictable_ -= int(n->tokens.size());
   }
 }
 
 void PrefixCache::unlock(Node* n) {
   for (; n && n != &root_; n = n->parent) {
-    if (--n->ref == 0) evictable_ += int(n->tokens.size());
+    if (--n->ref == 0 && kv_shared_) evictable_ += int(n->tokens.size());
   }
 }
 
@@ -259,8 +299,9 @@ void PrefixCache::persist(Node* leaf) {
 void PrefixCache::remove_leaf(Node* leaf) {
   const int c = leaf->seq;
   Node* parent = leaf->parent;
-  (void)ctx_.seq_rm(c, leaf->start, -1);  // the leaf's own cells: held by c alone, freed
-  if (leaf->ref == 0) evictable_ -= int(leaf->tokens.size());
+  drop_checkpoint(leaf);
+  if (c >= 0) (void)ctx_.seq_rm(c, leaf->start, -1, kPartKv);  // the leaf's own cells: held by c alone, freed
+  if (leaf->ref == 0 && kv_shared_) evictable_ -= int(leaf->tokens.size());
   n_tokens_ -= int(leaf->tokens.size());
   --n_nodes_;
   auto& sib = parent->children;
@@ -272,7 +313,72 @@ void PrefixCache::remove_leaf(Node* leaf) {
   }
 }
 
+void PrefixCache::drop_checkpoint(Node* n) {
+  if (!n->ckpt) return;
+  ckpt_bytes_ -= int64_t(n->ckpt->size());
+  --n_ckpt_;
+  n->ckpt.reset();
+}
+
+void PrefixCache::prune(Node* n) {
+  // Index mode: a leaf without a checkpoint resumes nothing.
+  while (!kv_shared_ && n && n != &root_ && n->leaf() && !n->ckpt && n->ref == 0) {
+    Node* parent = n->parent;
+    remove_leaf(n);
+    n = parent;
+  }
+}
+
+void PrefixCache::set_checkpoint(Node* n, int seq) {
+  if (!needs_ckpt_ || !n || n == &root_) return;
+  auto data = ctx_.seq_state_save(seq, {}, kPartsAtEnd);
+  if (!data) {
+    LOOM_LOG(kWarn, "prefix cache: checkpoint not saved: %s", data.status().message().c_str());
+    return;
+  }
+  if (int64_t(data->size()) > limits_.max_bytes || limits_.per_path <= 0) return;
+  drop_checkpoint(n);
+  ckpt_bytes_ += int64_t(data->size());
+  ++n_ckpt_;
+  n->ckpt = std::make_unique<std::vector<uint8_t>>(std::move(*data));
+  touch(n);
+  enforce_limits(n);
+}
+
+void PrefixCache::enforce_limits(const Node* keep) {
+  // At most per_path checkpoints from the root to `keep`: the least recently used others go.
+  std::vector<Node*> path;
+  for (Node* n = const_cast<Node*>(keep); n && n != &root_; n = n->parent) {
+    if (n->ckpt) path.push_back(n);
+  }
+  while (int(path.size()) > limits_.per_path) {
+    auto victim = std::min_element(path.begin(), path.end(), [&](const Node* a, const Node* b) {
+      if ((a == keep) != (b == keep)) return b == keep;
+      return a->stamp < b->stamp;
+    });
+    Node* v = *victim;
+    path.erase(victim);
+    drop_checkpoint(v);
+    prune(v);
+  }
+  // At most max_bytes in all: the least recently used go.
+  while (ckpt_bytes_ > limits_.max_bytes) {
+    Node* victim = nullptr;
+    std::vector<Node*> stack = {&root_};
+    while (!stack.empty()) {
+      Node* n = stack.back();
+      stack.pop_back();
+      for (auto& c : n->children) stack.push_back(c.get());
+      if (n->ckpt && n != keep && (!victim || n->stamp < victim->stamp)) victim = n;
+    }
+    if (!victim) break;
+    drop_checkpoint(victim);
+    prune(victim);
+  }
+}
+
 int PrefixCache::evict(int cells) {
+  if (!kv_shared_) return 0;  // no cells here
   int freed = 0;
   while (freed < cells) {
     Node* victim = lru_leaf(nullptr);
@@ -283,7 +389,8 @@ int PrefixCache::evict(int cells) {
     if (len > want) {
       // Only the tail is needed: the leaf keeps its first len - want tokens.
       const int new_end = victim->end() - want;
-      (void)ctx_.seq_rm(victim->seq, new_end, -1);
+      (void)ctx_.seq_rm(victim->seq, new_end, -1, kPartKv);
+      drop_checkpoint(victim);  // its end moves
       victim->tokens.resize(size_t(len - want));
       evictable_ -= want;
       n_tokens_ -= want;
@@ -323,8 +430,31 @@ int PrefixCache::n_leaves() const {
 }
 
 Status PrefixCache::check_invariants() const {
+  int evictable = 0, tokens = 0, nodes = 0, ckpts = 0;
+  int64_t ckpt_bytes = 0;
+  if (!kv_shared_) {
+    // An index of checkpoints: structure and counters only.
+    std::vector<const Node*> stack = {&root_};
+    while (!stack.empty()) {
+      const Node* n = stack.back();
+      stack.pop_back();
+      for (const auto& c : n->children) {
+        if (c->parent != n) return internal_error("bad parent link");
+        stack.push_back(c.get());
+      }
+      if (n == &root_) continue;
+      ++nodes;
+      tokens += int(n->tokens.size());
+      if (n->tokens.empty()) return internal_error("empty node");
+      if (n->seq >= 0) return internal_error("a node of a checkpoint index owns a sequence");
+      if (n->ckpt) ++ckpts, ckpt_bytes += int64_t(n->ckpt->size());
+    }
+    if (tokens != n_tokens_ || nodes != n_nodes_) return internal_error("token or node count mismatch");
+    if (ckpts != n_ckpt_ || ckpt_bytes != ckpt_bytes_) return internal_error("checkpoint count mismatch");
+    if (evictable_ != 0) return internal_error("a checkpoint index counts evictable cells");
+    return Status::ok();
+  }
   const KvCache& kv = ctx_.kv();
-  int evictable = 0, tokens = 0, nodes = 0;
   // Walks the tree; appends the leaf sequences of n's subtree to *out.
   std::function<Status(const Node*, std::vector<int>*)> walk = [&](const Node* n, std::vector<int>* out) -> Status {
     std::vector<int> mine;
@@ -332,6 +462,7 @@ Status PrefixCache::check_invariants() const {
     if (n != &root_) {
       ++nodes;
       tokens += int(n->tokens.size());
+      if (n->ckpt) ++ckpts, ckpt_bytes += int64_t(n->ckpt->size());
       if (n->ref == 0) evictable += int(n->tokens.size());
       if (n->tokens.empty()) return internal_error("empty node");
       if (n->ref < 0) return internal_error("negative ref");
@@ -386,6 +517,7 @@ Status PrefixCache::check_invariants() const {
   if (evictable != evictable_) return internal_error("evictable count " + std::to_string(evictable_) + " != " + std::to_string(evictable));
   if (tokens != n_tokens_) return internal_error("token count mismatch");
   if (nodes != n_nodes_) return internal_error("node count mismatch");
+  if (ckpts != n_ckpt_ || ckpt_bytes != ckpt_bytes_) return internal_error("checkpoint count mismatch");
   if (int(all.size() + free_seqs_.size()) != n_seqs_) return internal_error("cache sequences leaked");
   return Status::ok();
 }

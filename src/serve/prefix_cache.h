@@ -16,6 +16,15 @@
 //   evict(n)           frees at least n cells from the least recently used unlocked leaves (a
 //                      long leaf loses only its tail when that is enough).
 //
+// Memories with parts that hold a sequence only as of its last position (recurrent states, a
+// sliding-window cache: kv/memory.h) cannot share an arbitrary prefix by seq_cp. For them a node may
+// carry a checkpoint: those parts of a sequence saved when it ended exactly at the node's end
+// (Context::seq_state_save with kPartsAtEnd). A match then ends at the deepest node with a
+// checkpoint, and share() restores it beside the full KV part's cells. The tree keeps at most
+// `per_path` checkpoints on any root-to-node path and `max_bytes` in all, dropping the least
+// recently used. A memory without a full KV part (a recurrent model) keeps no cells in the tree at
+// all: its nodes are an index of checkpoints (no cache sequences, nothing to evict for cells).
+//
 // Not thread-safe: owned by the scheduler's loop thread.
 #pragma once
 
@@ -30,6 +39,12 @@
 
 namespace loom::serve {
 
+// Bounds of the checkpoints a prefix cache keeps.
+struct PrefixCheckpointLimits {
+  int per_path = 8;                         // on any root-to-node path (llama-server's --ctx-checkpoints)
+  int64_t max_bytes = int64_t(8192) << 20;  // in all (llama-server's --cache-ram, MiB)
+};
+
 class PrefixCache {
  public:
   struct Node {
@@ -41,6 +56,7 @@ class PrefixCache {
     int seq = -1;                 // a leaf's cache sequence (-1 on inner nodes and the root)
     uint64_t stamp = 0;           // last use (LRU)
     bool persisted = false;       // its whole path was handed to on_evict (disk) already
+    std::unique_ptr<std::vector<uint8_t>> ckpt;  // the end-only parts at end() (see above)
     int end() const { return start + int(tokens.size()); }
     bool leaf() const { return children.empty(); }
   };
@@ -52,8 +68,9 @@ class PrefixCache {
   // first time (the scheduler writes it to --cache-dir).
   using EvictHook = std::function<void(std::span<const int32_t> tokens, int seq)>;
 
+  using CheckpointLimits = PrefixCheckpointLimits;
   // Cache sequences are first_seq .. first_seq + n_seqs - 1 of ctx; they must be unused.
-  PrefixCache(Context& ctx, int first_seq, int n_seqs);
+  PrefixCache(Context& ctx, int first_seq, int n_seqs, CheckpointLimits limits = {});
   ~PrefixCache();
   PrefixCache(const PrefixCache&) = delete;
   PrefixCache& operator=(const PrefixCache&) = delete;
@@ -61,10 +78,21 @@ class PrefixCache {
   void set_evict_hook(EvictHook hook) { on_evict_ = std::move(hook); }
 
   // The longest prefix of `tokens` (at most max_len) that is cached; a node in which it ends is
-  // split there, so m.node ends exactly at m.len. Marks the path as used.
+  // split there, so m.node ends exactly at m.len. With checkpoints, the longest that ends at a
+  // node with one. Marks the path as used.
   Match match(std::span<const int32_t> tokens, int max_len);
-  // Gives sequence `seq` the cells of the first m.len tokens (seq must hold none of them yet).
+  // Gives sequence `seq` the memory of the first m.len tokens (seq must hold none of them yet):
+  // the full KV part's cells, and the checkpoint at m.node when the memory needs one.
   Status share(const Match& m, int seq);
+
+  // Checkpoints (memories with end-only parts).
+  bool needs_checkpoints() const { return needs_ckpt_; }
+  bool holds_cells() const { return kv_shared_; }
+  // Saves the end-only parts of sequence `seq`, which has decoded exactly the path to n, as n's
+  // checkpoint (replacing n's own), then applies the limits. Failures are logged and ignored.
+  void set_checkpoint(Node* n, int seq);
+  int n_checkpoints() const { return n_ckpt_; }
+  int64_t checkpoint_bytes() const { return ckpt_bytes_; }
 
   // Adds tokens[0, n) to the tree, where sequence `src` holds a cell for each position 0..n-1
   // (for the part already cached, the tree keeps its own cells). Returns the node ending with the
@@ -111,9 +139,17 @@ class PrefixCache {
   Node* lru_leaf(const Node* keep) const;
   void path_tokens(const Node* n, std::vector<int32_t>* out) const;
   void persist(Node* leaf);
+  void drop_checkpoint(Node* n);
+  void enforce_limits(const Node* keep);
+  void prune(Node* n);  // index mode: removes n and empty ancestors while they carry nothing
 
   Context& ctx_;
   int first_seq_, n_seqs_;
+  CheckpointLimits limits_;
+  bool kv_shared_ = true;   // the memory has a full KV part: nodes' cells live in cache sequences
+  bool needs_ckpt_ = false; // the memory has end-only parts: matches end at checkpoints
+  int n_ckpt_ = 0;
+  int64_t ckpt_bytes_ = 0;
   std::vector<int> free_seqs_;
   Node root_;
   uint64_t clock_ = 0;

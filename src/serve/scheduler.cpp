@@ -181,13 +181,18 @@ struct Scheduler::Impl {
     }
     return t;
   }
-  int pinned() const { return ctx->kv().used() - (cache ? cache->evictable() : 0); }
+  // A memory without a full KV part (a recurrent model) has no cells to count: each slot's state is
+  // its own, and only the context's length bounds a sequence.
+  bool has_cells() const { return ctx->memory().kv() != nullptr; }
+  int kv_used() const { return has_cells() ? ctx->kv().used() : 0; }
+  int pinned() const { return kv_used() - (cache ? cache->evictable() : 0); }
   // Cells neither held, reserved nor claimed by this step's batch: what unbounded requests may
   // grow into. (A token taken from a reservation leaves `reserved` when it is claimed, before its
   // cell is used: step_cells keeps it counted until the decode.)
   int unreserved() const { return n_ctx - pinned() - reserved_total() - step_cells; }
 
   bool ensure_free(int n) {
+    if (!has_cells()) return true;
     const int free_now = n_ctx - ctx->kv().used();
     if (free_now >= n) return true;
     if (cache) cache->evict(n - free_now);
@@ -204,7 +209,7 @@ struct Scheduler::Impl {
   // The most rows (up to n) that claim() can give now.
   int claim_up_to(int n) {
     if (n <= 0 || claim(n)) return std::max(n, 0);
-    const int can = std::min(n, n_ctx - ctx->kv().used() + (cache ? cache->evictable() : 0) - step_cells);
+    const int can = std::min(n, n_ctx - kv_used() + (cache ? cache->evictable() : 0) - step_cells);
     for (int k = can; k > 0; --k) {
       if (claim(k)) return k;
     }
@@ -281,7 +286,7 @@ struct Scheduler::Impl {
             partial.assign(q.r.prompt.begin(), q.r.prompt.begin() + (i == 0 ? q.progress : 0));
             toks = partial;
           }
-          if (!toks.empty()) cache->insert(toks, c.slot);
+          if (!toks.empty()) checkpoint(cache->insert(toks, c.slot), int(toks.size()), c.slot);
         }
         (void)ctx->seq_rm(c.slot, -1, -1);
         free_slots.push_back(c.slot);
@@ -365,7 +370,7 @@ struct Scheduler::Impl {
         cache->lock(m.node);
       }
       const int need = (len - m.len) + q.r.n * q.reserve_per_choice;
-      if (need > n_ctx - pinned() - reserved_total()) {
+      if (has_cells() && need > n_ctx - pinned() - reserved_total()) {
         if (cache) cache->unlock(m.node);
         return;  // in arrival order: the head waits for cells
       }
@@ -489,7 +494,12 @@ struct Scheduler::Impl {
       const int len = int(q.r.prompt.size());
       rematch(q);
       if (waits_for_other(q, prefill)) continue;
-      const int n = claim_up_to(std::min(budget, len - q.progress));
+      // A checkpoint position inside the prompt ends a chunk there (prompt_checkpoints).
+      int upto = len;
+      for (int cp : q.r.prompt_checkpoints) {
+        if (cp > q.progress && cp < upto) upto = cp;
+      }
+      const int n = claim_up_to(std::min(budget, upto - q.progress));
       if (n <= 0) continue;
       for (int i = 0; i < n; ++i) {
         const int pos = q.progress + i;
@@ -503,14 +513,14 @@ struct Scheduler::Impl {
       prefill.push_back(&q);
     }
     if (b.size() == 0) return choices_finished != finished_before;
-    if (!ensure_free(b.size())) {
+    if (has_cells() && !ensure_free(b.size())) {
       // Every row was claimed above: a bookkeeping error. Nothing is decoded; unstick() resolves it.
-      log_stall("scheduler: %d cells needed, %d free after eviction (claimed %d)", b.size(), n_ctx - ctx->kv().used(),
+      log_stall("scheduler: %d cells needed, %d free after eviction (claimed %d)", b.size(), n_ctx - kv_used(),
                 step_cells);
       return false;
     }
     LOOM_LOG(kDebug, "step: batch %d (gen %zu, prefill %zu), used %d, evictable %d, reserved %d", b.size(), gen.size(),
-             prefill.size(), ctx->kv().used(), cache ? cache->evictable() : 0, reserved_total());
+             prefill.size(), kv_used(), cache ? cache->evictable() : 0, reserved_total());
     const Status st = ctx->decode(b);
     step_cells = 0;
     if (!st) {
@@ -570,6 +580,13 @@ struct Scheduler::Impl {
           if (q->lock) cache->unlock(q->lock);
           q->lock = n;
         }
+        // Checkpoints of the end-only memory parts: at the prompt's end (the reply starts from
+        // there next turn) and where the request asked (the end of a system prompt).
+        const bool at_end = q->progress == int(q->r.prompt.size());
+        if (at_end || std::find(q->r.prompt_checkpoints.begin(), q->r.prompt_checkpoints.end(), q->progress) !=
+                          q->r.prompt_checkpoints.end()) {
+          checkpoint(n, q->progress, q->ch[0].slot);
+        }
       }
       if (q->progress == int(q->r.prompt.size())) start_generating(*q);
     }
@@ -597,8 +614,9 @@ struct Scheduler::Impl {
     const bool lookup = q.r.lookup > 0;
     const bool model_draft = !lookup && p.draft_model && !draft_model_off;
     if ((!lookup && !model_draft) || q.r.draft_max <= 0 || c.done) return;
+    if (ctx->recurrent()) return;  // a recurrent state cannot forget rejected draft tokens
     const int pos = int(c.kv.size());  // the pending token's
-    const int claimable = n_ctx - ctx->kv().used() + (cache ? cache->evictable() : 0) - step_cells;
+    const int claimable = n_ctx - kv_used() + (cache ? cache->evictable() : 0) - step_cells;
     int k = std::min({q.r.draft_max, model_draft ? p.draft_max : q.r.draft_max, n_ctx - pos - 1,
                       c.max_tokens - int(c.generated.size()) - 1,
                       std::max(c.reserved, q.bounded ? 0 : unreserved()), draft_rows_left, claimable});
@@ -692,6 +710,13 @@ struct Scheduler::Impl {
     return true;
   }
 
+  // A checkpoint of `slot`'s end-only memory parts at node n, when the slot has decoded exactly n's
+  // path (`len` tokens) and the memory has such parts.
+  void checkpoint(PrefixCache::Node* n, int len, int slot) {
+    if (!cache || !n || !cache->needs_checkpoints() || n->end() != len) return;
+    cache->set_checkpoint(n, slot);
+  }
+
   // Moves request q's lock on the prefix cache to its prompt's first `keep` tokens (none: unlocked).
   void relock(Req& q, int keep) {
     PrefixCache::Node* n = nullptr;
@@ -753,7 +778,8 @@ struct Scheduler::Impl {
     q.requeued = true;
     Choice& c0 = q.ch[0];
     if (cache && q.r.cache_prompt && q.progress > 0 && c0.slot >= 0) {
-      cache->insert(std::span<const int32_t>(q.r.prompt).first(size_t(q.progress)), c0.slot);
+      checkpoint(cache->insert(std::span<const int32_t>(q.r.prompt).first(size_t(q.progress)), c0.slot), q.progress,
+                 c0.slot);
     }
     for (Choice& c : q.ch) {
       if (c.slot < 0) continue;
@@ -781,7 +807,8 @@ struct Scheduler::Impl {
 
   // The prompt's cached part may have grown since admission (another request's chunks): share it.
   void rematch(Req& q) {
-    if (!cache || !q.r.cache_prompt) return;
+    // (With checkpoints a prefix is resumed only where one was taken: at admission.)
+    if (!cache || !q.r.cache_prompt || cache->needs_checkpoints()) return;
     const int len = int(q.r.prompt.size());
     PrefixCache::Match m = cache->match(q.r.prompt, len - 1);
     if (m.len <= q.progress) return;
@@ -807,7 +834,7 @@ struct Scheduler::Impl {
   // A request whose next prompt tokens are being computed this step by an earlier request with
   // the same prefix waits for them instead of computing them twice.
   bool waits_for_other(const Req& q, const std::vector<Req*>& earlier) const {
-    if (!cache || !q.r.cache_prompt) return false;
+    if (!cache || !q.r.cache_prompt || cache->needs_checkpoints()) return false;
     for (const Req* a : earlier) {
       if (!a->r.cache_prompt) continue;
       if (a->chunk_from <= q.progress && q.progress < a->chunk_from + a->chunk &&
@@ -974,7 +1001,9 @@ struct Scheduler::Impl {
     snapshot.slots = p.n_slots;
     snapshot.slots_busy = p.n_slots - int(free_slots.size());
     snapshot.kv_cells = n_ctx;
-    snapshot.kv_used = ctx->kv().used();
+    snapshot.kv_used = has_cells() ? ctx->kv().used() : ctx->memory().used();
+    snapshot.cache_checkpoints = cache ? cache->n_checkpoints() : 0;
+    snapshot.cache_checkpoint_bytes = cache ? cache->checkpoint_bytes() : 0;
     snapshot.cached_tokens = cache ? cache->n_cached_tokens() : 0;
     snapshot.cache_evictable = cache ? cache->evictable() : 0;
     metrics.disk_writes = disk.writes();
@@ -1137,9 +1166,8 @@ Expected<std::unique_ptr<Scheduler>> Scheduler::create(std::shared_ptr<const Mod
     return invalid_argument("slots must be between 1 and " + std::to_string(kMaxSeqs / 2));
   }
   if (params.max_queue < 0) return invalid_argument("max_queue must be >= 0");
-  if (model->hparams().is_recurrent()) {
-    // Admission, prefix sharing and context shift are built on KV cells.
-    return unsupported("serving recurrent models (" + model->hparams().arch_name + ") is not supported yet");
+  if (params.ctx_checkpoints < 0 || params.cache_ram_mib < 0) {
+    return invalid_argument("ctx_checkpoints and cache_ram_mib must not be negative");
   }
   if (model->hparams().arch == Arch::kT5) {
     // Requests would need an encode step and a decoder history of their own (no prompt prefixes).
@@ -1179,9 +1207,11 @@ Expected<std::unique_ptr<Scheduler>> Scheduler::create(std::shared_ptr<const Mod
     cp.n_seq_max = params.n_slots + cache_seqs;
   }
   cp.kv_unified = true;  // one request may use every cell
-  // Sliding-window layers keep every position for now: a cached prefix is shared by seq_cp, and a
-  // window cache would have reused the cells of positions a later request resumes after.
-  cp.swa_full = true;
+  // Windows and recurrent states are held by the slots alone (the prefix cache keeps its own as
+  // checkpoints): the window cache is sized for the slots, not for the cache's sequence ids, and
+  // the recurrent part has a state cell per slot.
+  cp.n_seq_swa = params.n_slots;
+  cp.n_seq_states = params.n_slots;
   if (cp.n_ubatch <= 0) cp.n_ubatch = 512;
   const int step = params.step_tokens > 0 ? params.step_tokens : cp.n_ubatch;
   // A step never decodes more than the step budget (plus one token per slot), and asks for at
@@ -1199,8 +1229,15 @@ Expected<std::unique_ptr<Scheduler>> Scheduler::create(std::shared_ptr<const Mod
   s->n_ctx_ = impl->n_ctx;
   for (int i = params.n_slots - 1; i >= 0; --i) impl->free_slots.push_back(i);
   if (!embed && params.prefix_cache && cp.n_seq_max > params.n_slots) {
-    impl->cache = std::make_unique<PrefixCache>(*impl->ctx, params.n_slots, cp.n_seq_max - params.n_slots);
-    if (!params.cache_dir.empty()) {
+    PrefixCheckpointLimits lim;
+    lim.per_path = params.ctx_checkpoints;
+    lim.max_bytes = int64_t(params.cache_ram_mib) << 20;
+    impl->cache = std::make_unique<PrefixCache>(*impl->ctx, params.n_slots, cp.n_seq_max - params.n_slots, lim);
+    if (!params.cache_dir.empty() && impl->cache->needs_checkpoints()) {
+      // Files of whole sequences cannot stand for checkpoints of recurrent states or windows yet.
+      LOOM_LOG(kWarn, "scheduler: --cache-dir is not used for %s (its memory keeps checkpoints)",
+               model->hparams().arch_name.c_str());
+    } else if (!params.cache_dir.empty()) {
       LOOM_RETURN_IF_ERROR(impl->disk.open(params.cache_dir, *impl->ctx, params.cache_dir_max_bytes,
                                            params.cache_dir_min_tokens));
       Impl* raw = impl.get();

@@ -84,6 +84,10 @@ struct GenerateRequest {
   int lookup = 0;
   int draft_max = 16;
   int draft_min = 0;
+  // Prompt lengths at which the prefix cache also keeps a checkpoint of the memory's end-only
+  // parts (recurrent states, windows), besides the prompt's end: e.g. the end of a chat's system
+  // prompt, which later conversations share. Chunks of the prompt end there.
+  std::vector<int> prompt_checkpoints;
 };
 inline constexpr int kMaxTopLogprobs = 20;
 
@@ -145,6 +149,11 @@ struct SchedulerParams {
   bool context_shift = false; // at a sequence's limit, drop the oldest half after n_keep and go on
   bool prefix_cache = true;
   int cache_seqs = 0;         // sequences reserved for cached prefixes (0: as many as allowed)
+  // Memories with end-only parts (recurrent, hybrid and sliding-window models) keep prefixes as
+  // checkpoints in the prefix cache: at most this many on any path (llama-server's
+  // --ctx-checkpoints) and this many MiB in all (its --cache-ram).
+  int ctx_checkpoints = 8;
+  int64_t cache_ram_mib = 8192;
   std::string cache_dir;      // evicted / idle prefixes as state files, loaded back on a hit
   int64_t cache_dir_max_bytes = int64_t(4) << 30;
   int cache_dir_min_tokens = 32;  // shorter prefixes are not written
@@ -169,6 +178,8 @@ struct SchedulerStats {
   int kv_cells = 0, kv_used = 0;
   int cached_tokens = 0;      // tokens in the prefix tree
   int cache_evictable = 0;
+  int cache_checkpoints = 0;  // checkpoints of recurrent states / windows, and their bytes
+  int64_t cache_checkpoint_bytes = 0;
   Metrics metrics;
 };
 

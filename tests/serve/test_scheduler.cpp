@@ -74,6 +74,21 @@ std::vector<int32_t> tokenize(const std::string& text) { return stories()->vocab
 
 nlohmann::json golden() { return load_json(shared_path("golden/stories260K.json")); }
 
+// A prompt of about n tokens of story text (stories260K's vocabulary), BOS first.
+std::vector<int32_t> long_prompt(int n) {
+  std::string text = "Once upon a time";
+  const std::vector<std::string> words = {" the", " little", " girl", " saw", " a", " big", " red", " ball", " in",
+                                          " park", " and", " she", " was", " happy", "."};
+  std::vector<int32_t> ids = tokenize(text);
+  for (size_t i = 0; int(ids.size()) < n; ++i) {
+    text += words[i % words.size()];
+    ids = tokenize(text);
+  }
+  ids.resize(size_t(n));
+  return ids;
+}
+
+
 TEST(StopMatcher, HoldsBackPrefixesAndCutsAtTheStop) {
   serve::StopMatcher m({"END", "\n\n"});
   EXPECT_EQ(m.push("hello E"), "hello ");
@@ -485,6 +500,107 @@ TEST(Scheduler, EncoderDecoderModelsAreRefused) {
   EXPECT_NE(s.status().message().find("encoder-decoder"), std::string::npos) << s.status().message();
 }
 
+// ---- models whose memory keeps end-only parts: recurrent states, sliding windows ----
+
+std::shared_ptr<const Model> data_model(const std::string& name) {
+  auto m = Model::load(data_dir() + "/" + name);
+  EXPECT_TRUE(m.has_value()) << m.status().message();
+  return m ? *m : nullptr;
+}
+
+// The greedy tokens of one request on a fresh context without any cache (the reference output).
+std::vector<int32_t> alone(std::shared_ptr<const Model> m, const std::vector<int32_t>& prompt, int n) {
+  SchedulerParams p = small_params(1024, 1);
+  p.prefix_cache = false;
+  auto s = make_sched(std::move(m), p);
+  GenerateRequest r = greedy(prompt, n);
+  r.ignore_eos = true;
+  return run(*s, r)->tokens();
+}
+
+// A chat whose every turn resends the history: turn k's prompt is turn k-1's prompt, its reply and
+// a new message. Each turn resumes from the previous turn's checkpoint (cache_n at least the
+// previous prompt) and gives exactly the tokens of a fresh run of its whole prompt.
+void chat_resumes_from_checkpoints(std::shared_ptr<const Model> m, const char* what) {
+  SchedulerParams p = small_params(1024, 2);
+  auto s = make_sched(m, p);
+  ASSERT_TRUE(s);
+  std::vector<int32_t> history = long_prompt(40);
+  int prev_prompt = 0;
+  for (int turn = 1; turn <= 4; ++turn) {
+    GenerateRequest r = greedy(history, 12);
+    r.ignore_eos = true;
+    auto c = run(*s, r);
+    ASSERT_TRUE(c->done) << what;
+    const auto* done = c->find(Event::Kind::kDone);
+    if (turn > 1) {
+      EXPECT_GE(done->timings.cache_n, prev_prompt) << what << " turn " << turn;
+      EXPECT_EQ(done->timings.prompt_n + done->timings.cache_n, int(history.size())) << what;
+    }
+    EXPECT_EQ(c->tokens(), alone(m, history, 12)) << what << " turn " << turn;
+    prev_prompt = int(history.size());
+    const auto reply = c->tokens();
+    history.insert(history.end(), reply.begin(), reply.end());
+    for (int k = 0; k < 7; ++k) history.push_back(int32_t(20 + 13 * turn + k));
+  }
+  const auto st = s->stats();
+  EXPECT_GT(st.cache_checkpoints, 0) << what;
+  EXPECT_GT(st.cache_checkpoint_bytes, 0) << what;
+  Status inv = s->run_exclusive([](Context&, serve::PrefixCache* c) { return c ? c->check_invariants() : Status::ok(); });
+  EXPECT_TRUE(inv.is_ok()) << what << ": " << inv.message();
+}
+
+TEST(Scheduler, RecurrentModelsResumeFromCheckpoints) {
+  for (const char* name : {"synth-mamba-tiny-f32.gguf", "synth-mamba2-tiny-f32.gguf"}) {
+    auto m = data_model(name);
+    ASSERT_TRUE(m);
+    chat_resumes_from_checkpoints(m, name);
+  }
+}
+
+TEST(Scheduler, SlidingWindowModelsResumeFromCheckpointsWithAWindowCache) {
+  auto m = load_shared_model("models/synth-gemma2-tiny-f32.gguf");  // a window of 16 on even layers
+  ASSERT_TRUE(m);
+  chat_resumes_from_checkpoints(m, "gemma2");
+  // The window layers' cache is sized for the slots, not for the prefix cache's sequences.
+  auto s = make_sched(m, small_params(1024, 2));
+  Status st = s->run_exclusive([](Context& ctx, serve::PrefixCache*) {
+    const MemoryBreakdown b = ctx.memory().breakdown();
+    if (b.kv_swa_cells != swa_cache_cells(1024, 16, 2, 64) || b.kv_swa_cells >= 1024) {
+      return internal_error("window cache of " + std::to_string(b.kv_swa_cells) + " cells");
+    }
+    return Status::ok();
+  });
+  EXPECT_TRUE(st.is_ok()) << st.message();
+}
+
+TEST(Scheduler, ConcurrentRecurrentStreamsEqualTheirSingleOutputs) {
+  auto m = data_model("synth-mamba-tiny-f32.gguf");
+  ASSERT_TRUE(m);
+  auto s = make_sched(m, small_params(1024, 8));
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<std::unique_ptr<Collected>> cs;
+  for (int i = 0; i < 8; ++i) {
+    prompts.push_back(long_prompt(10 + 9 * i));
+    GenerateRequest r = greedy(prompts.back(), 24);
+    r.ignore_eos = true;
+    cs.push_back(std::make_unique<Collected>());
+    ASSERT_TRUE(s->submit(r, cs.back()->callback()).has_value());
+  }
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_TRUE(cs[size_t(i)]->wait());
+    EXPECT_EQ(cs[size_t(i)]->tokens(), alone(m, prompts[size_t(i)], 24)) << "stream " << i;
+  }
+  // Several choices fork one prompt's state; context shift cannot drop a state's tokens: the
+  // choice ends with "length" at the context's end.
+  GenerateRequest two = greedy(prompts[0], 8);
+  two.n = 2;
+  two.sampling.temp = 0.9f;
+  auto c2 = run(*s, two);
+  EXPECT_EQ(c2->tokens(0).size(), 8u);
+  EXPECT_EQ(c2->tokens(1).size(), 8u);
+}
+
 TEST(Scheduler, QueueLimitRefusesWithUnavailable) {
   SchedulerParams p = small_params(256, 1);
   p.max_queue = 2;
@@ -606,20 +722,6 @@ TEST(Scheduler, ContextShiftKeepsGenerating) {
   auto got = c->tokens();
   EXPECT_TRUE(std::equal(want.begin(), want.begin() + 40, got.begin()));
   EXPECT_LE(s->stats().kv_used, 64);
-}
-
-// A prompt of about n tokens of story text (stories260K's vocabulary), BOS first.
-std::vector<int32_t> long_prompt(int n) {
-  std::string text = "Once upon a time";
-  const std::vector<std::string> words = {" the", " little", " girl", " saw", " a", " big", " red", " ball", " in",
-                                          " park", " and", " she", " was", " happy", "."};
-  std::vector<int32_t> ids = tokenize(text);
-  for (size_t i = 0; int(ids.size()) < n; ++i) {
-    text += words[i % words.size()];
-    ids = tokenize(text);
-  }
-  ids.resize(size_t(n));
-  return ids;
 }
 
 // Issue 24's livelock, scaled down: a prompt of more than half the context, more tokens than fit
