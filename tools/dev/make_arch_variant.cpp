@@ -33,6 +33,11 @@
 //                                                    d_inner 2·N_EMBD in heads of 16 channels (ssm.time_step_rank
 //                                                    = d_inner / 16), 2 groups, d_state 16, d_conv 4,
 //                                                    A = -U(1, 16) per head, grouped norm weights
+//   make_arch_variant granitehybrid IN.gguf OUT.gguf [N_EMBD N_LAYER] [attn=I,J,...] [f16] [untied]
+//                                                    a Granite 4 hybrid (granitehybrid): Mamba-2 layers as
+//                                                    mamba2's, attention on layers I, J, ... (default 1), a
+//                                                    SwiGLU FFN in every layer, Granite's multipliers (see
+//                                                    make_ssm_model), no RoPE (as Granite 4.0 H files)
 //   make_arch_variant t5|t5encoder IN_spm.gguf OUT.gguf [E ENC_LAYERS DEC_LAYERS HEADS HEAD_DIM FF] [gated]
 //                     [f16] [untied] [plain]
 //                                                    a T5 (encoder-decoder) or T5 encoder with random weights
@@ -85,11 +90,18 @@ Status rename_arch(gguf::GgufWriter& w, const std::string& from, const std::stri
   return w.set_string("general.architecture", to);
 }
 
-// A Mamba-1 model from scratch with `in`'s tokenizer (see the usage above). Weights are scaled so
-// that activations stay O(1): projections N(0, 1/sqrt(fan_in)), A = -(n + 1)·e^N(0, 0.1) (S4D-real),
-// dt bias = softplus^-1 of a log-uniform step in [1e-3, 1e-1], D = 1 + N(0, 0.1).
-Status make_mamba(const gguf::GgufFile& in, gguf::GgufWriter& w, bool v2, int64_t E, int64_t L, bool f16,
-                  bool untied, std::mt19937& rng) {
+// A Mamba-1, Mamba-2 or Granite 4 hybrid model from scratch with `in`'s tokenizer (see the usage
+// above). Weights are scaled so that activations stay O(1): projections N(0, 1/sqrt(fan_in)),
+// A = -(n + 1)·e^N(0, 0.1) (S4D-real; Mamba-2: -U(1, 16) per head), dt bias = softplus^-1 of a
+// log-uniform step in [1e-3, 1e-1], D = 1 + N(0, 0.1). granitehybrid adds, per layer, the FFN
+// (n_ff 2·N_EMBD) and on the attention layers (ATTN_LAYERS, others Mamba-2) q/k/v/o of 4 heads of
+// 16 with 2 kv heads, no RoPE (rope.scaling.finetuned false, as Granite 4.0 H), and Granite's
+// multipliers: embedding 12, residual 0.22, attention 0.125 (not 1/sqrt(16)), logits 1/4.
+enum class SsmKind { kMamba, kMamba2, kGraniteHybrid };
+
+Status make_ssm_model(const gguf::GgufFile& in, gguf::GgufWriter& w, SsmKind kind, int64_t E, int64_t L, bool f16,
+                      bool untied, const std::vector<int64_t>& attn_layers, std::mt19937& rng) {
+  const bool v2 = kind != SsmKind::kMamba, granite = kind == SsmKind::kGraniteHybrid;
   const std::string from = *in.get_string("general.architecture");
   for (const auto& kv : std::vector<gguf::KeyValue>(w.metadata())) {
     if (kv.key.rfind(from + ".", 0) == 0 || kv.key == "general.architecture") w.remove(kv.key);
@@ -101,12 +113,15 @@ Status make_mamba(const gguf::GgufFile& in, gguf::GgufWriter& w, bool v2, int64_
   if (V <= 0) return invalid_argument("IN has neither token_embd.weight nor tokenizer.ggml.tokens");
   const int64_t Di = 2 * E, S = 16, K = 4, G = 2, H = Di / 16, R = v2 ? H : (E + 15) / 16;
   const int64_t Cc = v2 ? Di + 2 * G * S : Di;
-  const std::string a = v2 ? "mamba2" : "mamba";
+  // granitehybrid's attention layers and FFN.
+  const int64_t n_head = 4, n_head_kv = 2, D = 16, F = 2 * E;
+  auto is_attn = [&](int64_t il) { return std::find(attn_layers.begin(), attn_layers.end(), il) != attn_layers.end(); };
+  const std::string a = granite ? "granitehybrid" : v2 ? "mamba2" : "mamba";
   LOOM_RETURN_IF_ERROR(w.set_string("general.architecture", a));
   LOOM_RETURN_IF_ERROR(w.set_u32(a + ".context_length", 1u << 20));
   LOOM_RETURN_IF_ERROR(w.set_u32(a + ".embedding_length", uint32_t(E)));
-  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".feed_forward_length", 0));
-  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.head_count", 0));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".feed_forward_length", granite ? uint32_t(F) : 0));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.head_count", granite ? uint32_t(n_head) : 0));
   LOOM_RETURN_IF_ERROR(w.set_u32(a + ".block_count", uint32_t(L)));
   LOOM_RETURN_IF_ERROR(w.set_f32(a + ".attention.layer_norm_rms_epsilon", 1e-5f));
   LOOM_RETURN_IF_ERROR(w.set_u32(a + ".ssm.conv_kernel", uint32_t(K)));
@@ -114,6 +129,22 @@ Status make_mamba(const gguf::GgufFile& in, gguf::GgufWriter& w, bool v2, int64_
   LOOM_RETURN_IF_ERROR(w.set_u32(a + ".ssm.state_size", uint32_t(S)));
   LOOM_RETURN_IF_ERROR(w.set_u32(a + ".ssm.time_step_rank", uint32_t(R)));
   if (v2) LOOM_RETURN_IF_ERROR(w.set_u32(a + ".ssm.group_count", uint32_t(G)));
+  if (granite) {
+    // The converter's keys: per-layer kv heads (0 = a Mamba-2 layer), the multipliers, no RoPE.
+    std::vector<int32_t> kv_heads;
+    for (int64_t il = 0; il < L; ++il) kv_heads.push_back(is_attn(il) ? int32_t(n_head_kv) : 0);
+    LOOM_RETURN_IF_ERROR(w.set_i32_array(a + ".attention.head_count_kv", kv_heads));
+    LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.key_length", uint32_t(D)));
+    LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.value_length", uint32_t(D)));
+    LOOM_RETURN_IF_ERROR(w.set_u32(a + ".rope.dimension_count", uint32_t(D)));
+    LOOM_RETURN_IF_ERROR(w.set_f32(a + ".rope.freq_base", 10000.0f));
+    LOOM_RETURN_IF_ERROR(w.set_bool(a + ".rope.scaling.finetuned", false));
+    LOOM_RETURN_IF_ERROR(w.set_f32(a + ".embedding_scale", 12.0f));
+    LOOM_RETURN_IF_ERROR(w.set_f32(a + ".residual_scale", 0.22f));
+    LOOM_RETURN_IF_ERROR(w.set_f32(a + ".attention.scale", 0.125f));
+    LOOM_RETURN_IF_ERROR(w.set_f32(a + ".logit_scale", 4.0f));
+    LOOM_RETURN_IF_ERROR(w.set_u32(a + ".vocab_size", uint32_t(V)));
+  }
   std::normal_distribution<float> unit(0.0f, 1.0f);
   std::uniform_real_distribution<float> uni(0.0f, 1.0f);
   auto add = [&](const std::string& name, std::vector<int64_t> ne, bool matrix, auto&& gen) -> Status {
@@ -137,9 +168,12 @@ Status make_mamba(const gguf::GgufFile& in, gguf::GgufWriter& w, bool v2, int64_
   };
   auto normal = [&](float std) { return [&rng, &unit, std](int64_t) { return std * unit(rng); }; };
   auto norm_weight = [&](int64_t) { return 1.0f + 0.1f * unit(rng); };
-  LOOM_RETURN_IF_ERROR(add("token_embd.weight", {E, V}, true, normal(0.5f)));
+  // Granite scales the embeddings by 12: rows of N(0, 0.1) enter the residual stream at about 1.2.
+  LOOM_RETURN_IF_ERROR(add("token_embd.weight", {E, V}, true, normal(granite ? 0.1f : 0.5f)));
   LOOM_RETURN_IF_ERROR(add("output_norm.weight", {E}, false, norm_weight));
-  if (untied) LOOM_RETURN_IF_ERROR(add("output.weight", {E, V}, true, normal(1.0f / std::sqrt(float(E)))));
+  // Granite divides the logits by 4: output rows 4x wider keep them O(1).
+  const float out_std = (granite ? 4.0f : 1.0f) / std::sqrt(float(E));
+  if (untied) LOOM_RETURN_IF_ERROR(add("output.weight", {E, V}, true, normal(out_std)));
   for (int64_t il = 0; il < L; ++il) {
     const std::string p = "blk." + std::to_string(il) + ".";
     LOOM_RETURN_IF_ERROR(add(p + "attn_norm.weight", {E}, false, norm_weight));
@@ -147,7 +181,12 @@ Status make_mamba(const gguf::GgufFile& in, gguf::GgufWriter& w, bool v2, int64_
       const float dt = std::exp(std::log(1e-3f) + uni(rng) * (std::log(1e-1f) - std::log(1e-3f)));
       return std::log(std::expm1(dt));
     };
-    if (v2) {
+    if (granite && is_attn(il)) {
+      LOOM_RETURN_IF_ERROR(add(p + "attn_q.weight", {E, n_head * D}, true, normal(1.0f / std::sqrt(float(E)))));
+      LOOM_RETURN_IF_ERROR(add(p + "attn_k.weight", {E, n_head_kv * D}, true, normal(1.0f / std::sqrt(float(E)))));
+      LOOM_RETURN_IF_ERROR(add(p + "attn_v.weight", {E, n_head_kv * D}, true, normal(1.0f / std::sqrt(float(E)))));
+      LOOM_RETURN_IF_ERROR(add(p + "attn_output.weight", {n_head * D, E}, true, normal(1.0f / std::sqrt(float(n_head * D)))));
+    } else if (v2) {
       LOOM_RETURN_IF_ERROR(add(p + "ssm_in.weight", {E, Di + Cc + H}, true, normal(1.0f / std::sqrt(float(E)))));
       LOOM_RETURN_IF_ERROR(add(p + "ssm_conv1d.weight", {K, Cc}, false, normal(1.0f / std::sqrt(float(K)))));
       LOOM_RETURN_IF_ERROR(add(p + "ssm_conv1d.bias", {Cc}, false, normal(0.1f)));
@@ -167,7 +206,15 @@ Status make_mamba(const gguf::GgufFile& in, gguf::GgufWriter& w, bool v2, int64_
       }));
       LOOM_RETURN_IF_ERROR(add(p + "ssm_d", {Di}, false, norm_weight));
     }
-    LOOM_RETURN_IF_ERROR(add(p + "ssm_out.weight", {Di, E}, true, normal(0.5f / std::sqrt(float(Di)))));
+    if (!(granite && is_attn(il))) {
+      LOOM_RETURN_IF_ERROR(add(p + "ssm_out.weight", {Di, E}, true, normal(0.5f / std::sqrt(float(Di)))));
+    }
+    if (granite) {
+      LOOM_RETURN_IF_ERROR(add(p + "ffn_norm.weight", {E}, false, norm_weight));
+      LOOM_RETURN_IF_ERROR(add(p + "ffn_gate.weight", {E, F}, true, normal(1.0f / std::sqrt(float(E)))));
+      LOOM_RETURN_IF_ERROR(add(p + "ffn_up.weight", {E, F}, true, normal(1.0f / std::sqrt(float(E)))));
+      LOOM_RETURN_IF_ERROR(add(p + "ffn_down.weight", {F, E}, true, normal(1.0f / std::sqrt(float(F)))));
+    }
   }
   return Status::ok();
 }
@@ -389,7 +436,8 @@ int main(int argc, char** argv) {
     if (!st) return fail(st.message());
     return 0;
   }
-  if (argc >= 4 && (std::string(argv[1]) == "mamba" || std::string(argv[1]) == "mamba2")) {
+  if (argc >= 4 && (std::string(argv[1]) == "mamba" || std::string(argv[1]) == "mamba2" ||
+                    std::string(argv[1]) == "granitehybrid")) {
     auto in = gguf::GgufFile::open(argv[2]);
     if (!in) return fail(in.status().message());
     auto w = gguf::GgufWriter::from_file(*in);
@@ -398,18 +446,31 @@ int main(int argc, char** argv) {
     auto e0 = in->get_int_or(from + ".embedding_length", 0), l0 = in->get_int_or(from + ".block_count", 0);
     int64_t E = e0 ? *e0 : 0, L = l0 ? *l0 : 0;
     bool f16 = false, untied = false;
-    std::vector<int64_t> dims;
+    std::vector<int64_t> dims, attn_layers;
     for (int i = 4; i < argc; ++i) {
       const std::string a = argv[i];
       if (a == "f16") f16 = true;
       else if (a == "untied") untied = true;
       else if (a == "f32") continue;
-      else dims.push_back(std::atoll(argv[i]));
+      else if (a.rfind("attn=", 0) == 0) {
+        for (size_t at = 5; at < a.size();) {
+          const size_t comma = a.find(',', at);
+          attn_layers.push_back(std::atoll(a.substr(at, comma - at).c_str()));
+          at = comma == std::string::npos ? a.size() : comma + 1;
+        }
+      } else dims.push_back(std::atoll(argv[i]));
     }
     if (dims.size() == 2) E = dims[0], L = dims[1];
     if (dims.size() == 1 || dims.size() > 2 || E <= 0 || L <= 0) return fail("bad N_EMBD / N_LAYER");
+    const std::string kind = argv[1];
+    if (kind == "granitehybrid" && attn_layers.empty()) attn_layers = {1};
+    for (int64_t il : attn_layers) {
+      if (il < 0 || il >= L) return fail("attention layer " + std::to_string(il) + " is out of range");
+    }
     std::mt19937 rng(1234);
-    Status st = make_mamba(*in, *w, std::string(argv[1]) == "mamba2", E, L, f16, untied, rng);
+    Status st = make_ssm_model(*in, *w,
+                               kind == "mamba" ? SsmKind::kMamba : kind == "mamba2" ? SsmKind::kMamba2 : SsmKind::kGraniteHybrid,
+                               E, L, f16, untied, attn_layers, rng);
     if (st.is_ok()) st = w->write_file(argv[3]);
     if (!st) return fail(st.message());
     return 0;
