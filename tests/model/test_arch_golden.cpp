@@ -47,7 +47,7 @@ TEST_P(ArchGolden, TeacherForcedStepsMatchLlamaCpp) {
 INSTANTIATE_TEST_SUITE_P(OwnData, ArchGolden,
                          ::testing::Values("synth-qwen3-tiny-f32", "synth-gemma-tiny-f32", "synth-gemma3-tiny-f32",
                                            "synth-phi3-longrope-tiny-f32", "synth-phi3-longrope-short-tiny-f32",
-                                           "synth-mamba-tiny-f32", "synth-mamba2-tiny-f32"),
+                                           "synth-mamba-tiny-f32", "synth-mamba2-tiny-f32", "synth-granitehybrid-tiny-f32"),
                          [](const auto& info) { return param_name(info.param); });
 
 }  // namespace
