@@ -610,6 +610,15 @@ class Scheduler {
     if (!s) return Status::last(LOOM_ERR_INVALID_ARGUMENT);
     return Scheduler(s);
   }
+  // loom_scheduler_new_ext: options {"ctx_checkpoints", "cache_ram_mib", "swa_full"}, and with a
+  // draft model (may be null) its options too.
+  static Expected<Scheduler> create_ext(const Model& model, const SchedulerParams& params, const Model* draft,
+                                        const std::string& options_json) {
+    loom_scheduler* s = loom_scheduler_new_ext(model.handle(), &params.p, draft ? draft->handle() : nullptr,
+                                               options_json.c_str());
+    if (!s) return Status::last(LOOM_ERR_INVALID_ARGUMENT);
+    return Scheduler(s);
+  }
   // Queues a request (JSON, loom_serve.h); on_event runs on the scheduler's thread.
   Expected<uint64_t> submit(const std::string& request_json, OnEvent on_event) {
     return queue(new OnEvent(std::move(on_event)), [&](OnEvent* cb, uint64_t* id) {

@@ -86,6 +86,16 @@ LOOM_API loom_scheduler * loom_scheduler_new(const loom_model * model, const loo
  * slot's share, at least 2048)}. The draft model may be freed afterwards. */
 LOOM_API loom_scheduler * loom_scheduler_new_with_draft(const loom_model * model, const loom_scheduler_params * params,
                                                         const loom_model * draft, const char * draft_options_json);
+/* Since 0.3: loom_scheduler_new (draft NULL) or loom_scheduler_new_with_draft with options that
+ * loom_scheduler_params does not hold, as a JSON object (NULL or "{}": none; an unknown key is an
+ * error): "ctx_checkpoints" (per path of the prefix cache, default 8: llama-server's
+ * --ctx-checkpoints) and "cache_ram_mib" (in all, default 8192: its --cache-ram) bound the
+ * checkpoints that recurrent, hybrid and sliding-window models resume prefixes from (their
+ * recurrent states and windows cannot be shared by range as KV cells are); "swa_full" (bool) keeps
+ * full-size caches for sliding-window layers (llama-server's --swa-full) instead of window-sized
+ * ones; with a draft model, the draft options of loom_scheduler_new_with_draft too. */
+LOOM_API loom_scheduler * loom_scheduler_new_ext(const loom_model * model, const loom_scheduler_params * params,
+                                                 const loom_model * draft, const char * options_json);
 /* Refuses new requests, lets running ones finish for up to grace_ms, cancels the rest (their
  * callbacks get their final events), then frees everything. NULL is ignored. */
 LOOM_API void loom_scheduler_free(loom_scheduler * sched, int32_t grace_ms);

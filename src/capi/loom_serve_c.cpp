@@ -222,7 +222,32 @@ loom_scheduler_params loom_scheduler_default_params(void) {
 
 namespace {
 
-// loom_scheduler_new and loom_scheduler_new_with_draft.
+// Options of loom_scheduler_new_ext that loom_scheduler_params does not hold: the memory's
+// checkpoints and window cache. Consumed keys are erased from `o`.
+bool memory_options(const char* fn, loom::serve::json& o, loom::serve::SchedulerParams* sp) {
+  for (const char* key : {"ctx_checkpoints", "cache_ram_mib"}) {
+    if (!o.contains(key)) continue;
+    const auto& v = o[key];
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > (int64_t(1) << 30)) {
+      set_error(fn, std::string(key) + " must be an integer from 0 to 2^30");
+      return false;
+    }
+    if (std::string(key) == "ctx_checkpoints") sp->ctx_checkpoints = int(v.get<int64_t>());
+    else sp->cache_ram_mib = v.get<int64_t>();
+    o.erase(key);
+  }
+  if (o.contains("swa_full")) {
+    if (!o["swa_full"].is_boolean()) {
+      set_error(fn, "swa_full must be a boolean");
+      return false;
+    }
+    sp->context.swa_full = o["swa_full"].get<bool>();
+    o.erase("swa_full");
+  }
+  return true;
+}
+
+// loom_scheduler_new, loom_scheduler_new_with_draft and loom_scheduler_new_ext.
 loom_scheduler* new_scheduler(const char* fn, const loom_model* model, const loom_scheduler_params* params,
                               const loom_model* draft, const char* draft_options_json) {
   return guarded<loom_scheduler*>(fn, nullptr, [&]() -> loom_scheduler* {
@@ -249,6 +274,16 @@ loom_scheduler* new_scheduler(const char* fn, const loom_model* model, const loo
     sp.context_shift = params->context_shift;
     sp.prefix_cache = params->prefix_cache;
     if (params->cache_dir) sp.cache_dir = params->cache_dir;
+    loom::serve::json options = loom::serve::json::parse(draft_options_json ? draft_options_json : "{}", nullptr, false);
+    if (options.is_discarded() || !options.is_object()) {
+      set_error(fn, "options_json is not a JSON object");
+      return nullptr;
+    }
+    if (!memory_options(fn, options, &sp)) return nullptr;
+    if (!draft && !options.empty()) {
+      set_error(fn, "unknown option '" + options.begin().key() + "'");
+      return nullptr;
+    }
     if (draft) {
       if (draft->vocab_only) {
         set_error(fn, "the draft model was loaded with vocab_only");
@@ -258,12 +293,7 @@ loom_scheduler* new_scheduler(const char* fn, const loom_model* model, const loo
       sp.draft_context.n_threads = sp.context.n_threads;
       sp.draft_context.type_k = sp.context.type_k;
       sp.draft_context.type_v = sp.context.type_v;
-      const loom::serve::json o = loom::serve::json::parse(draft_options_json ? draft_options_json : "{}", nullptr, false);
-      if (o.is_discarded() || !o.is_object()) {
-        set_error(fn, "draft_options_json is not a JSON object");
-        return nullptr;
-      }
-      for (const auto& [key, value] : o.items()) {
+      for (const auto& [key, value] : options.items()) {
         if (key == "draft_max" || key == "draft_min") {
           if (!value.is_number_integer()) {
             set_error(fn, key + " must be an integer");
@@ -318,6 +348,11 @@ loom_scheduler* loom_scheduler_new_with_draft(const loom_model* model, const loo
     return nullptr;
   }
   return new_scheduler(__func__, model, params, draft, draft_options_json);
+}
+
+loom_scheduler* loom_scheduler_new_ext(const loom_model* model, const loom_scheduler_params* params,
+                                       const loom_model* draft, const char* options_json) {
+  return new_scheduler(__func__, model, params, draft, options_json);
 }
 
 void loom_scheduler_shutdown(loom_scheduler* sched, int32_t grace_ms) {

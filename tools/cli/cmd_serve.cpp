@@ -2,7 +2,7 @@
 //            [-t N] [-tb N] [-ctk/-ctv TYPE] [--api-key KEY[,KEY...]] [--api-key-file F]
 //            [--max-queue N] [--timeout S] [--cache-dir DIR] [--embedding] [--pooling TYPE]
 //            [--alias NAME] [--chat-template-file F] [--lora F[:SCALE]] [--context-shift]
-//            [--max-body BYTES]
+//            [--max-body BYTES] [--ctx-checkpoints N] [--cache-ram MiB] [--swa-full]
 // An OpenAI-compatible server (tools/server, docs/serving.md). Flags follow llama-server's
 // spelling; main.cpp maps the multi-letter short forms (-np, -ub, -tb, -ctk, -ctv).
 #include <algorithm>
@@ -66,6 +66,12 @@ void register_serve(CLI::App& app, int& exit_code) {
   sub->add_option("--chat-template-file", o->chat_template_file, "Jinja chat template to use instead of the model's");
   sub->add_option("--lora", *loras, "LoRA adapter FILE[:SCALE] (repeatable)");
   sub->add_flag("--context-shift", o->context_shift, "when a sequence reaches its cells, drop the oldest half after n_keep and go on");
+  sub->add_option("--ctx-checkpoints,--swa-checkpoints", o->ctx_checkpoints,
+                  "recurrent / hybrid / sliding-window models: checkpoints kept per prefix path (default 8)")
+      ->check(CLI::Range(0, 1 << 20));
+  sub->add_option("--cache-ram", o->cache_ram_mib, "MiB of checkpoints kept in all (default 8192)")
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 30));
+  sub->add_flag("--swa-full", o->swa_full, "full-size caches for sliding-window layers (more memory, every prefix reusable)");
   sub->add_option("--max-body", o->max_body, "largest request body in bytes (default 8 MiB)")->check(CLI::PositiveNumber);
   sub->add_option("-n,--n-predict", o->n_predict, "default max_tokens for requests that give none (-1: as many as fit)")
       ->check(CLI::Range(-1, 1 << 30));

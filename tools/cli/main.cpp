@@ -10,7 +10,7 @@
 static void expand_short_flags(int argc, char** argv) {
   static const std::pair<const char*, const char*> kLong[] = {
       {"-np", "--parallel"}, {"-ub", "--ubatch-size"}, {"-tb", "--threads-batch"},
-      {"-ctk", "--cache-type-k"}, {"-ctv", "--cache-type-v"}, {"-md", "--model-draft"}, {"-cd", "--ctx-size-draft"}};
+      {"-ctk", "--cache-type-k"}, {"-ctv", "--cache-type-v"}, {"-md", "--model-draft"}, {"-cd", "--ctx-size-draft"}, {"-cram", "--cache-ram"}};
   if (argc < 2 || std::strcmp(argv[1], "serve") != 0) return;
   for (int i = 2; i < argc; ++i) {
     for (const auto& [s, l] : kLong) {

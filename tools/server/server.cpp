@@ -809,16 +809,19 @@ int run_server(const ServeOptions& opts, std::atomic<bool>* stop) {
   sp.p.prefix_cache = opts.prefix_cache;
   sp.p.cache_dir = opts.cache_dir.empty() ? nullptr : opts.cache_dir.c_str();
   sp.p.chat_template = opts.chat_template_file.empty() ? nullptr : a.template_override.c_str();
+  const json memory_options = {{"ctx_checkpoints", opts.ctx_checkpoints}, {"cache_ram_mib", opts.cache_ram_mib},
+                               {"swa_full", opts.swa_full}};
   std::optional<api::Expected<api::Scheduler>> sched;
   if (!opts.draft_model.empty()) {
     if (opts.embedding) return quit(2, "--draft-model needs a generating server, not --embedding");
     auto dm = api::Model::load(opts.draft_model);
     if (!dm) return quit(1, "--draft-model " + opts.draft_model + ": " + dm.status().message());
-    const json draft_options = {{"draft_max", opts.draft_max}, {"draft_min", opts.draft_min},
-                                {"p_min", opts.draft_p_min}, {"n_ctx", opts.draft_n_ctx}};
-    sched.emplace(api::Scheduler::create(*a.model, sp, *dm, dump(draft_options)));
+    json options = memory_options;
+    options.update({{"draft_max", opts.draft_max}, {"draft_min", opts.draft_min}, {"p_min", opts.draft_p_min},
+                    {"n_ctx", opts.draft_n_ctx}});
+    sched.emplace(api::Scheduler::create_ext(*a.model, sp, &*dm, dump(options)));
   } else {
-    sched.emplace(api::Scheduler::create(*a.model, sp));
+    sched.emplace(api::Scheduler::create_ext(*a.model, sp, nullptr, dump(memory_options)));
   }
   if (!*sched) return quit(1, sched->status().message());
   a.sched = std::move(**sched);

@@ -36,6 +36,12 @@ struct ServeOptions {
   std::string chat_template_file;
   std::vector<std::pair<std::string, float>> loras;
   bool context_shift = false;
+  // Recurrent, hybrid and sliding-window models resume prefixes from checkpoints (llama-server's
+  // --ctx-checkpoints per path, --cache-ram MiB in all); --swa-full keeps full-size caches for
+  // sliding-window layers.
+  int ctx_checkpoints = 8;
+  int64_t cache_ram_mib = 8192;
+  bool swa_full = false;
   size_t max_body = size_t(8) << 20;
   int n_predict = -1;            // default max_tokens when a request gives none
   int http_threads = 4;

@@ -1,0 +1,51 @@
+// `loom serve` on models whose memory is not only KV cells: recurrent (Mamba), hybrid (Granite 4:
+// Mamba-2 + attention) and sliding-window (Gemma 2). Prefixes resume from checkpoints of the
+// recurrent states / windows kept in the prefix cache: turn 4 of a chat that resends its history
+// reuses at least turn 3's prompt, and concurrent streams equal their single-stream outputs.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+
+import { dataPath, post, sharedPath, startServer } from './harness.mjs';
+
+const models = [
+  ['mamba', () => dataPath('synth-mamba-tiny-f32.gguf')],
+  ['granitehybrid', () => dataPath('synth-granitehybrid-tiny-f32.gguf')],
+  ['gemma2 (sliding window)', () => sharedPath('models/synth-gemma2-tiny-f32.gguf')],
+];
+
+for (const [name, path] of models) {
+  test(`${name}: turn 4 of a resent chat restores a checkpoint; concurrent streams equal single ones`, async () => {
+    const modelPath = path();
+    const srv = await startServer(['-np', '4', '-c', '2048', '--ctx-checkpoints', '8'], { modelPath });
+    try {
+      const messages = [{ role: 'system', content: 'You are a storyteller.' }];
+      let lastPrompt = 0;
+      for (let turn = 1; turn <= 4; turn++) {
+        messages.push({ role: 'user', content: `Tell me part ${turn} of the story about Lily and the park.` });
+        const r = await post(srv.url, '/v1/chat/completions', { messages, max_tokens: 16, temperature: 0 });
+        assert.equal(r.status, 200, r.text);
+        const reply = r.json.choices[0].message.content ?? '';
+        if (turn === 4) {
+          assert.ok(r.json.timings.cache_n >= lastPrompt, `turn 4 reused ${r.json.timings.cache_n} tokens, turn 3's prompt was ${lastPrompt}`);
+        }
+        lastPrompt = r.json.usage.prompt_tokens;
+        messages.push({ role: 'assistant', content: reply });
+      }
+      // Concurrent completions equal one at a time (greedy).
+      const prompts = Array.from({ length: 8 }, (_, i) => `Once upon a time number ${i}, a ${['cat', 'dog', 'girl', 'boy'][i % 4]}`);
+      const single = [];
+      for (const p of prompts) {
+        const r = await post(srv.url, '/v1/completions', { prompt: p, max_tokens: 12, temperature: 0, cache_prompt: false });
+        assert.equal(r.status, 200, r.text);
+        single.push(r.json.choices[0].text);
+      }
+      const together = await Promise.all(prompts.map((p) => post(srv.url, '/v1/completions', { prompt: p, max_tokens: 12, temperature: 0 })));
+      together.forEach((r, i) => {
+        assert.equal(r.status, 200, r.text);
+        assert.equal(r.json.choices[0].text, single[i], `stream ${i}`);
+      });
+    } finally {
+      await srv.stop();
+    }
+  });
+}
