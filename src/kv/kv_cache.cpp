@@ -108,18 +108,24 @@ int KvCache::n_free() const {
 }
 
 bool KvCache::find_slot(int n, int32_t* out) const {
-  if (params_.swa_window <= 0 && n > size() - used_) return false;
   int found = 0;
-  for (int c = 0; c < size() && found < n; ++c) {
-    if (cells_[size_t(c)].empty()) out[found++] = c;
-  }
-  // A sliding-window cache takes the cells out of every window next.
-  if (found < n && params_.swa_window > 0) {
-    Pos pos_max[kMaxSeqs];
-    seq_pos_max_all(cells_, pos_max);
+  if (params_.swa_window <= 0) {
+    if (n > size() - used_) return false;
     for (int c = 0; c < size() && found < n; ++c) {
-      if (outside_windows(cells_[size_t(c)], pos_max, params_.swa_window)) out[found++] = c;
+      if (cells_[size_t(c)].empty()) out[found++] = c;
     }
+    return found == n;
+  }
+  // A sliding-window cache: free cells and cells out of every window alike, in ring order from
+  // the head (llama_kv_cache::find_slot's order). Filled in order, the cells out of the windows
+  // then go oldest position first: reusing one removes its sequences' older positions, so any
+  // other order would drop more of a sequence than the cells it takes.
+  Pos pos_max[kMaxSeqs];
+  seq_pos_max_all(cells_, pos_max);
+  int c = head_ > used_ + 2 * n ? 0 : head_;
+  for (int tested = 0; tested < size() && found < n; ++tested, c = c + 1 == size() ? 0 : c + 1) {
+    const KvCell& cell = cells_[size_t(c)];
+    if (cell.empty() || outside_windows(cell, pos_max, params_.swa_window)) out[found++] = c;
   }
   return found == n;
 }
@@ -138,12 +144,16 @@ void KvCache::occupy(int cell, Pos pos, std::span<const SeqId> seqs) {
   c.pos = pos;
   c.delta = 0;
   for (SeqId s : seqs) c.seqs.set(size_t(s));
+  head_ = cell + 1 == size() ? 0 : cell + 1;
 }
 
 void KvCache::release_cells(std::span<const int32_t> cells) {
   for (int32_t i : cells) {
     KvCell& c = cells_[size_t(i)];
-    if (!c.empty()) free_cell(c);
+    if (!c.empty()) {
+      free_cell(c);
+      lower_head(i);
+    }
   }
 }
 
@@ -195,6 +205,7 @@ bool KvCache::position_order(int n_kv, std::span<const SeqId> seqs, int32_t* ord
 }
 
 void KvCache::set_cell(int i, const KvCell& cell) {
+  head_ = 0;
   KvCell& c = cells_[size_t(i)];
   used_ += int(!cell.empty()) - int(!c.empty());
   c = cell;
@@ -212,63 +223,71 @@ void KvCache::clear() {
   for (auto& c : cells_) c = KvCell{};
   used_ = 0;
   has_shift_ = false;
+  head_ = 0;
 }
 
 template <typename F>
 void KvCache::for_seq_cells(SeqId seq, Pos p0, Pos p1, F&& f) {
   if (p0 < 0) p0 = 0;
   if (p1 < 0) p1 = std::numeric_limits<Pos>::max();
-  for (auto& c : cells_) {
+  for (int i = 0; i < size(); ++i) {
+    KvCell& c = cells_[size_t(i)];
     if (c.empty() || c.pos < p0 || c.pos >= p1) continue;
     if (seq >= 0 && !c.seqs.test(size_t(seq))) continue;
-    f(c);
+    f(c, i);
   }
 }
 
 void KvCache::seq_rm(SeqId seq, Pos p0, Pos p1) {
-  for_seq_cells(seq, p0, p1, [&](KvCell& c) {
-    if (seq < 0) {
-      free_cell(c);
-      return;
-    }
-    c.seqs.reset(size_t(seq));
-    if (c.empty()) {
+  for_seq_cells(seq, p0, p1, [&](KvCell& c, int i) {
+    if (seq >= 0) {
+      c.seqs.reset(size_t(seq));
+      if (!c.empty()) return;
       c.seqs.set(0);  // free_cell expects an occupied cell
-      free_cell(c);
     }
+    free_cell(c);
+    lower_head(i);
   });
 }
 
 void KvCache::seq_cp(SeqId src, SeqId dst, Pos p0, Pos p1) {
   if (src == dst || src < 0 || dst < 0) return;
-  for_seq_cells(src, p0, p1, [&](KvCell& c) { c.seqs.set(size_t(dst)); });
+  for_seq_cells(src, p0, p1, [&](KvCell& c, int) { c.seqs.set(size_t(dst)); });
 }
 
 void KvCache::seq_keep(SeqId seq) {
-  for (auto& c : cells_) {
+  for (int i = 0; i < size(); ++i) {
+    KvCell& c = cells_[size_t(i)];
     if (c.empty()) continue;
     if (seq >= 0 && c.seqs.test(size_t(seq))) {
       c.seqs.reset();
       c.seqs.set(size_t(seq));
     } else {
       free_cell(c);
+      lower_head(i);
     }
   }
 }
 
 void KvCache::seq_add(SeqId seq, Pos p0, Pos p1, Pos delta) {
-  if (delta == 0) return;
-  for_seq_cells(seq, p0, p1, [&](KvCell& c) {
+  if (delta == 0 || std::max(p0, 0) == (p1 < 0 ? std::numeric_limits<Pos>::max() : p1)) return;
+  // The reference's head afterwards: the first cell freed (pushed below position 0), else 0.
+  int freed = -1;
+  for_seq_cells(seq, p0, p1, [&](KvCell& c, int i) {
     has_shift_ = true;
     c.pos += delta;
     c.delta += delta;
-    if (c.pos < 0) free_cell(c);
+    if (c.pos < 0) {
+      free_cell(c);
+      if (freed < 0) freed = i;
+    }
   });
+  head_ = std::max(freed, 0);
 }
 
 void KvCache::seq_div(SeqId seq, Pos p0, Pos p1, int d) {
   if (d <= 1) return;
-  for_seq_cells(seq, p0, p1, [&](KvCell& c) {
+  for_seq_cells(seq, p0, p1, [&](KvCell& c, int) {
     has_shift_ = true;
     const Pos old = c.pos;
     c.pos /= d;
@@ -307,6 +326,7 @@ float KvCache::fragmentation() const {
 }
 
 void KvCache::defrag() {
+  head_ = 0;
   // Two cursors: the lowest hole and the highest occupied cell; move the latter into the former.
   int lo = 0, hi = size() - 1;
   for (;;) {

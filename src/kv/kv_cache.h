@@ -85,8 +85,12 @@ class KvCache {
   size_t v_bytes() const { return v_bytes_; }
   int swa_window() const { return params_.swa_window; }
 
-  // Free cells for n tokens, first fit (not necessarily contiguous); false when full. A
-  // sliding-window cache also takes cells that no sequence can see any more (reusable()).
+  // Cells for n tokens (not necessarily contiguous); false when there are not enough. The full
+  // cache takes free cells, first fit. A sliding-window cache takes, as llama.cpp's does, the cells
+  // it can use — free, or out of every window (reusable()) — in ring order from its head (the cell
+  // after the last one occupied; back to 0 when more than 2n cells before it are unused, or after
+  // removals free cells before it), so the cells out of the windows go oldest first and a
+  // sequence's positions leave the cache in order.
   bool find_slot(int n, int32_t* out) const;
   // Free (or, in a sliding-window cache, reusable) cells now: what find_slot can give.
   int n_free() const;
@@ -157,7 +161,12 @@ class KvCache {
   template <typename F>
   void for_seq_cells(SeqId seq, Pos p0, Pos p1, F&& f);
 
+  // Where the next ring search of a sliding-window cache starts (llama_kv_cache's head): after the
+  // last cell occupied; lowered to the first cell a removal frees; 0 after clear, defrag, restore.
+  void lower_head(int freed) { if (freed < head_) head_ = freed; }
+
   KvCacheParams params_;
+  int head_ = 0;
   std::vector<KvCell> cells_;
   std::vector<uint8_t> storage_;
   KvView view_;
