@@ -12,6 +12,9 @@
 //       a recurrent model's sequence operations step by step: each op, its return value and
 //       every sequence's seq_pos_min/max afterwards, decode return codes of invalid batches,
 //       and logits of two sequences decoded in one batch (OUT.ab.f32: seq 0 then seq 1).
+//   ref_dump memory MODEL OUT.json PROMPT_A PROMPT_B
+//       one script of sequence operations for every memory kind (KV, sliding-window KV, recurrent,
+//       hybrid): see memory_script(); OUT.logits.f32 holds the logits of its successful decodes.
 //   ref_dump t5golden MODEL OUTDIR NAME [--prompt P]... [--gen N]
 //       an encoder-decoder (T5): per prompt i, llama_encode of its tokens (EOS appended), then the
 //       decoder from llama_model_decoder_start_token (else BOS) one token per decode: NAME.i.logits.f32
@@ -481,12 +484,208 @@ int seqops(llama_model* model, int, char** argv) {
   return 0;
 }
 
+// ref_dump memory MODEL OUT.json PROMPT_A PROMPT_B: one script of sequence operations for every
+// memory kind (KV cache, sliding-window KV, recurrent states, hybrids), run on llama.cpp's memory:
+// removals of whole sequences, of tails, of heads and of ranges (one sequence and all), copies
+// (whole and partial), keep, shifts up and down and divisions, clear; decodes of one, two and three
+// sequences in a batch, a prefix shared by two sequences (one token, two sequence ids), a sequence
+// long enough to wrap a window cache; invalid batches (a position gap, a bad token id, a bad
+// sequence id, two diverged sequences coupled). Each step records what it did (decode batches
+// with explicit positions), its return value, every sequence's seq_pos_min/max afterwards and the
+// rows of logits a successful decode produced (OUT.logits.f32, rows in order, the first
+// min(n_vocab, 512) logits of each to keep the file small; the step's `out` is its first row). Context: n_ctx 512, n_batch 512, n_ubatch 64, n_seq_max 4, unified KV (one set of
+// cells for every sequence, as loom's), the window cache sized by llama.cpp's default (swa_full
+// off: 256 cells for a window of 16 here), F32 K/V, no flash attention, 1 thread.
+int memory_script(llama_model* model, int, char** argv) {
+  const std::string out_path = argv[3];
+  const std::vector<llama_token> A = tokenize(argv[4], true), B = tokenize(argv[5], true);
+  const int n_vocab = llama_vocab_n_tokens(g_vocab), n_cols = std::min(n_vocab, 512);
+  constexpr int kSeqs = 4;
+  // A model without RoPE on any layer (Granite 4.0 H: rope.scaling.finetuned false) aborts at the
+  // decode after a position shift: the K-shift graph skips every layer and its input tensor is
+  // never allocated (ggml_backend_buffer_get_type on a null buffer). The shifts are left out there.
+  char arch[64] = {0}, fin[16] = {0};
+  llama_model_meta_val_str(model, "general.architecture", arch, sizeof arch);
+  llama_model_meta_val_str(model, (std::string(arch) + ".rope.scaling.finetuned").c_str(), fin, sizeof fin);
+  const bool no_rope = std::string(arch) == "granitehybrid" && std::string(fin) == "false";
+  llama_context_params cp = llama_context_default_params();
+  cp.n_ctx = 512;
+  cp.n_batch = 512;
+  cp.n_ubatch = 64;
+  cp.n_seq_max = kSeqs;
+  cp.n_threads = cp.n_threads_batch = 1;
+  cp.type_k = cp.type_v = GGML_TYPE_F32;
+  cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+  cp.kv_unified = true;
+  cp.swa_full = false;
+  llama_context* ctx = llama_init_from_model(model, cp);
+  if (!ctx) return std::fprintf(stderr, "cannot create a context\n"), 1;
+  llama_memory_t mem = llama_get_memory(ctx);
+  json steps = json::array();
+  std::vector<float> rows;
+  int n_rows = 0;
+  auto record = [&](json step) {
+    json pos = json::array();
+    for (int s = 0; s < kSeqs; ++s) pos.push_back({llama_memory_seq_pos_min(mem, s), llama_memory_seq_pos_max(mem, s)});
+    step["pos"] = pos;
+    steps.push_back(step);
+  };
+  auto next = [&](llama_seq_id s) { return llama_memory_seq_pos_max(mem, s) + 1; };
+  // Decodes a batch (given with explicit positions) and records it with its outputs' logits.
+  auto run_batch = [&](const std::string& what, const std::vector<Tok>& toks) {
+    const int r = decode(ctx, toks);
+    json batch = json::array();
+    for (const Tok& t : toks) batch.push_back({t.id, t.pos, t.seqs, t.out});
+    json step = {{"op", "decode"}, {"what", what}, {"batch", batch}, {"ret", r}};
+    if (r == 0) {
+      step["out"] = n_rows;
+      for (size_t i = 0; i < toks.size(); ++i) {
+        if (!toks[i].out) continue;
+        const std::vector<float> l = logits(ctx, int(i), n_vocab);
+        rows.insert(rows.end(), l.begin(), l.begin() + n_cols);
+        ++n_rows;
+      }
+    }
+    record(step);
+    return r;
+  };
+  auto seq_tokens = [&](const std::vector<llama_token>& ids, llama_seq_id s, bool out_last = true) {
+    std::vector<Tok> t;
+    const llama_pos p0 = next(s);
+    for (size_t i = 0; i < ids.size(); ++i) t.push_back({ids[i], p0 + llama_pos(i), {s}, out_last && i + 1 == ids.size()});
+    return t;
+  };
+  auto rm = [&](llama_seq_id s, llama_pos p0, llama_pos p1) {
+    record({{"op", "seq_rm"}, {"seq", s}, {"p0", p0}, {"p1", p1}, {"ret", llama_memory_seq_rm(mem, s, p0, p1)}});
+  };
+  auto cpy = [&](llama_seq_id src, llama_seq_id dst, llama_pos p0, llama_pos p1) {
+    llama_memory_seq_cp(mem, src, dst, p0, p1);
+    record({{"op", "seq_cp"}, {"src", src}, {"dst", dst}, {"p0", p0}, {"p1", p1}});
+  };
+  auto add = [&](llama_seq_id s, llama_pos p0, llama_pos p1, llama_pos d) {
+    llama_memory_seq_add(mem, s, p0, p1, d);
+    record({{"op", "seq_add"}, {"seq", s}, {"p0", p0}, {"p1", p1}, {"delta", d}});
+  };
+  auto div = [&](llama_seq_id s, llama_pos p0, llama_pos p1, int d) {
+    llama_memory_seq_div(mem, s, p0, p1, d);
+    record({{"op", "seq_div"}, {"seq", s}, {"p0", p0}, {"p1", p1}, {"d", d}});
+  };
+  auto clear = [&] {
+    llama_memory_clear(mem, true);
+    record({{"op", "clear"}});
+  };
+  const llama_token T = A[1], U = B[2];
+  const llama_pos na = llama_pos(A.size());
+
+  // 1. One sequence: its tail, its head, an empty sequence, a range past its end.
+  run_batch("prompt A into 0", seq_tokens(A, 0));
+  rm(0, na - 1, -1);
+  run_batch("one token into 0", seq_tokens({T}, 0));
+  rm(0, 0, 2);
+  rm(3, -1, -1);
+  rm(0, 100, 200);
+  // 2. Copies, whole and partial; the copies continue; three sequences in one batch. (A partial
+  // copy of a recurrent state copies all of it: a hybrid's copy then holds KV up to the range's
+  // end but a state that has seen more; llama.cpp continues it at the KV part's next position.)
+  cpy(0, 1, -1, -1);
+  cpy(0, 2, -1, -1);
+  cpy(0, 3, 0, 4);
+  run_batch("one token into 3 after a partial copy", seq_tokens({T}, 3));
+  rm(3, -1, -1);
+  run_batch("one token into 1", seq_tokens({T}, 1));
+  run_batch("one token into 2", seq_tokens({T}, 2));
+  {
+    std::vector<Tok> t = {{T, next(1), {1}, true}, {U, next(2), {2}, true}, {U, next(0), {0}, true}};
+    run_batch("one token into 1, 2 and 0", t);
+  }
+  // 3. Positions: shifts up, of a range, down past 0 (those cells go); decodes after them. Then a
+  // division, on a sequence of its own: llama.cpp records a division's K shift with the wrong sign
+  // (llama_kv_cells::pos_div: shift += p_old - p_new), so logits after it are its own.
+  if (!no_rope) {
+    add(1, 0, -1, 10);
+    add(2, 4, -1, 3);
+    add(0, 0, 3, -3);
+  }
+  run_batch("one token into 1 after shifts", seq_tokens({T}, 1));
+  run_batch("one token into 2 after shifts", seq_tokens({T}, 2));
+  run_batch("one token into 0 after shifts", seq_tokens({U}, 0));
+  run_batch("8 tokens of B into 3", seq_tokens(std::vector<llama_token>(B.begin(), B.begin() + 8), 3));
+  if (!no_rope) div(3, 0, -1, 2);
+  run_batch("one token into 3 after a division", seq_tokens({T}, 3));
+  rm(3, -1, -1);
+  // 4. Invalid batches: a position gap, a bad token id, a bad sequence id, two diverged sequences coupled.
+  run_batch("invalid: a position gap in 0", {{T, next(0) + 1, {0}, true}});
+  run_batch("invalid: token id n_vocab", {{llama_token(n_vocab), next(0), {0}, true}});
+  run_batch("invalid: sequence id 300", {{T, 0, {300}, true}});
+  run_batch("invalid: 0 and 1 coupled after they diverged", {{T, std::max(next(0), next(1)), {0, 1}, true}});
+  // 5. Keep one sequence, remove ranges of every sequence, then every sequence, then one.
+  llama_memory_seq_keep(mem, 1);
+  record({{"op", "seq_keep"}, {"seq", 1}});
+  rm(-1, 0, 3);
+  rm(-1, -1, -1);
+  rm(1, 0, -1);
+  // 6. A prefix shared by two sequences (its tokens in both), then each continues, interleaved.
+  clear();
+  const size_t k = 6;
+  {
+    std::vector<Tok> t;
+    for (size_t i = 0; i < k; ++i) t.push_back({B[i], llama_pos(i), {0, 1}, i + 1 == k});
+    run_batch("a prefix of B shared by 0 and 1", t);
+  }
+  {
+    const std::vector<llama_token> rest_b(B.begin() + long(k), B.end()), rest_a(A.begin() + 1, A.end());
+    const llama_pos p0 = next(0), p1 = next(1);
+    std::vector<Tok> t;
+    for (size_t i = 0; i < std::max(rest_b.size(), rest_a.size()); ++i) {
+      if (i < rest_b.size()) t.push_back({rest_b[i], p0 + llama_pos(i), {0}, i + 1 == rest_b.size()});
+      if (i < rest_a.size()) t.push_back({rest_a[i], p1 + llama_pos(i), {1}, i + 1 == rest_a.size()});
+    }
+    run_batch("the rest of B into 0 and of A into 1, interleaved", t);
+  }
+  {
+    std::vector<Tok> t = {{T, next(1), {1}, true}, {U, next(0), {0}, true}};
+    run_batch("one token into 1 and 0", t);
+  }
+  // 7. A sequence of 300 tokens (a window cache of 256 cells wraps), then the others continue.
+  {
+    std::vector<llama_token> longseq;
+    while (longseq.size() < 300) {
+      for (llama_token x : B) longseq.push_back(x);
+      for (llama_token x : A) longseq.push_back(x);
+    }
+    longseq.resize(300);
+    for (size_t i = 0; i < longseq.size(); i += 60) {
+      const std::vector<llama_token> part(longseq.begin() + long(i), longseq.begin() + long(i + 60));
+      run_batch("60 tokens of a long sequence into 2", seq_tokens(part, 2));
+    }
+  }
+  run_batch("one token into 0 after the long sequence", seq_tokens({T}, 0));
+  rm(2, 0, 200);
+  run_batch("one token into 2 after removing its first 200 positions", seq_tokens({T}, 2));
+  rm(1, -1, -1);
+  run_batch("one token into 1 again", seq_tokens({U}, 1));
+  clear();
+
+  write_f32(out_path + ".logits.f32", rows);
+  const std::string out_name = out_path.substr(out_path.find_last_of('/') + 1);
+  json out = {{"reference", "llama.cpp (~/.cache/loom-llama-cpp) via tools/dev/llama-ref/ref_dump memory: n_ctx 512, n_batch 512, "
+                            "n_ubatch 64, n_seq_max 4, kv_unified, swa_full off, F32 K/V, 1 thread"},
+              {"n_ctx", 512}, {"n_batch", 512}, {"n_ubatch", 64}, {"n_seq_max", kSeqs},
+              {"prompt_a", A}, {"prompt_b", B}, {"n_vocab", n_vocab}, {"logits_file", out_name + ".logits.f32"},
+              {"logit_cols", n_cols}, {"shifts_left_out", no_rope},
+              {"n_logit_rows", n_rows}, {"steps", steps}};
+  std::ofstream(out_path) << out.dump(1, ' ', false, json::error_handler_t::replace) << "\n";
+  llama_free(ctx);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 5) {
     std::fprintf(stderr, "usage: ref_dump golden MODEL OUTDIR NAME [--prompt P]... [--gen N]\n"
                          "       ref_dump seqops MODEL OUT.json PROMPT_A PROMPT_B\n"
+                         "       ref_dump memory MODEL OUT.json PROMPT_A PROMPT_B\n"
                          "       ref_dump t5golden MODEL OUTDIR NAME [--prompt P]... [--gen N]\n"
                          "       ref_dump embed MODEL OUTDIR NAME [--prompt P]...\n"
                          "       ref_dump t5bench MODEL P N REPS THREADS\n"
@@ -506,6 +705,7 @@ int main(int argc, char** argv) {
   const std::string mode = argv[1];
   const int r = mode == "golden"     ? golden(model, argc, argv)
                 : mode == "seqops"   ? seqops(model, argc, argv)
+                : mode == "memory"   ? memory_script(model, argc, argv)
                 : mode == "tokenize" ? tokenize_cases(model, argc, argv)
                 : mode == "t5golden" ? t5golden(model, argc, argv)
                 : mode == "embed"    ? embed(model, argc, argv)
