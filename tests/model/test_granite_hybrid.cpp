@@ -216,6 +216,31 @@ TEST(GraniteHybrid, SeqRmOfATailIsRefusedWithoutChange) {
   EXPECT_EQ(ctx->recurrent_cache()->used(), 0);
 }
 
+// Granite 4.0 H has no positional encoding (rope.scaling.finetuned false): a position shift or
+// division moves positions (the mask, the state's position) and rotates nothing, so a shifted
+// sequence continues exactly as an unshifted one. (llama.cpp aborts at the decode after a shift of
+// such a model: its K-shift graph skips every layer and leaves its input unallocated.)
+TEST(GraniteHybrid, PositionShiftsMovePositionsAndRotateNothing) {
+  auto m = hybrid();
+  ASSERT_TRUE(m);
+  const auto p = prompt(1);
+  const int n = int(p.size());
+  const std::vector<int32_t> head(p.begin(), p.end() - 1);
+  auto fresh = context(m);
+  const auto want = feed(*fresh, p, 0);
+  auto ctx = context(m);
+  feed(*ctx, head, 0);
+  ASSERT_TRUE(ctx->seq_add(0, 0, -1, 10).is_ok());
+  EXPECT_EQ(*ctx->seq_pos_max(0), n - 2 + 10);
+  EXPECT_EQ(ctx->memory().kv()->seq_pos_min(0), 10);
+  EXPECT_EQ(feed(*ctx, {p.back()}, n - 1 + 10), want);
+  auto div = context(m);
+  feed(*div, head, 0);
+  ASSERT_TRUE(div->seq_div(0, 0, -1, 2).is_ok());
+  EXPECT_EQ(*div->seq_pos_max(0), (n - 2) / 2);
+  EXPECT_EQ(feed(*div, {p.back()}, (n - 2) / 2 + 1), want);
+}
+
 std::string temp_path(const std::string& name) {
   return (std::filesystem::temp_directory_path() / ("loom_granite_hybrid_test_" + name)).string();
 }
