@@ -134,43 +134,14 @@ Expected<std::unique_ptr<Context>> Context::create_unguarded(std::shared_ptr<con
   ctx->pooled_valid_.assign(size_t(cp.n_seq_max), 0);
   ctx->pool_count_.assign(size_t(cp.n_seq_max), 0);
   ctx->pool_pos_.assign(size_t(cp.n_seq_max), -1);
-  if (cp.pooling == Pooling::kRank) {
-    const ModelWeights& w = ctx->model_->weights();
-    const size_t S = size_t(cp.n_seq_max), E = size_t(hp.n_embd), C = size_t(hp.n_cls_out);
-    ctx->rank_x_.assign(S * E, 0.0f);
-    ctx->rank_h_.assign(S * E, 0.0f);
-    ctx->rank_y_.assign(S * C, 0.0f);
-    ctx->scores_.assign(S * C, 0.0f);
-    ctx->rank_seqs_.assign(S, 0);
-    size_t mm = 0;
-    for (const TensorView* t : {&w.cls, &w.cls_out}) {
-      if (!t->empty()) mm = std::max(mm, ops::matmul_scratch_bytes(t->type, t->cols, int64_t(S)));
-    }
-    ctx->rank_mm_.assign(mm, 0);
-  }
+  if (cp.pooling == Pooling::kRank) ctx->rank_.reserve(*ctx->model_, cp.n_seq_max);
   ctx->output_of_row_.assign(nb, -1);
   ctx->pos_.assign(nb, 0);
   ctx->seq_.assign(nb, 0);
   ctx->reserve_ubatch_buffers();
-  if (hp.is_t5()) {
-    const size_t U = size_t(cp.n_ubatch);
-    if (hp.arch == Arch::kT5) {
-      ctx->enc_out_.assign(U * size_t(hp.n_embd), 0.0f);
-      ctx->enc_seqs_.assign(U, {});
-      // Cross K/V in the cache's types (as the self-attention's), rows of n_embd_kv.
-      CrossAttentionView& cv = ctx->cross_;
-      cv.type_k = cp.type_k;
-      cv.type_v = cp.type_v;
-      cv.k_row_bytes = size_t(row_bytes(cp.type_k, hp.n_embd_kv()));
-      cv.v_row_bytes = size_t(row_bytes(cp.type_v, hp.n_embd_kv()));
-      cv.k_layer_bytes = U * cv.k_row_bytes;
-      cv.v_layer_bytes = U * cv.v_row_bytes;
-      ctx->cross_k_.assign(size_t(hp.n_dec_layer) * cv.k_layer_bytes, 0);
-      ctx->cross_v_.assign(size_t(hp.n_dec_layer) * cv.v_layer_bytes, 0);
-      cv.k = ctx->cross_k_.data();
-      cv.v = ctx->cross_v_.data();
-      ctx->cross_mask_.assign(U * U, 0.0f);
-    }
+  if (hp.arch == Arch::kT5) {
+    ctx->enc_.reset(*ctx->model_);
+    ctx->cross_seqs_.assign(size_t(cp.n_ubatch), {});
   }
   ctx->perf_.t_load_us = ctx->model_->load_time_us();
   return ctx;
@@ -309,45 +280,7 @@ void Context::pool_outputs(const Checked& c) {
       for (size_t d = 0; d < E; ++d) pooled_[s * E + d] *= inv;
     }
   }
-  if (params_.pooling == Pooling::kRank) rank_head();
-}
-
-// The classification head on each sequence's CLS hidden state, all sequences of the batch in one
-// product per layer (llama.cpp's build_pooling, LLAMA_POOLING_TYPE_RANK, for BERT):
-//   y = tanh(cls·x + cls_b)      when cls.weight exists (else y = x)
-//   z = cls_out·y + cls_out_b    when cls.output.weight exists (else z = y)
-// and the sequence's scores are z's first n_cls_out values (all of them whenever cls_out exists).
-void Context::rank_head() {
-  const ModelWeights& w = model_->weights();
-  const int64_t E = n_embd(), C = model_->hparams().n_cls_out;
-  int64_t k = 0;
-  for (size_t s = 0; s < pooled_valid_.size(); ++s) {
-    if (!pooled_valid_[s]) continue;
-    std::copy(pooled_.begin() + long(s * size_t(E)), pooled_.begin() + long((s + 1) * size_t(E)),
-              rank_x_.begin() + long(size_t(k) * size_t(E)));
-    rank_seqs_[size_t(k++)] = int32_t(s);
-  }
-  if (k == 0) return;
-  pool_->set_active(params_.n_threads_batch);
-  const float* cur = rank_x_.data();
-  int64_t dim = E;
-  if (!w.cls.empty()) {
-    ops::matmul(*pool_, w.cls, cur, k, rank_h_.data(), rank_mm_.data());
-    if (w.cls_b) ops::add_bias(rank_h_.data(), w.cls_b, int(k), E);
-    for (int64_t i = 0; i < k * E; ++i) rank_h_[size_t(i)] = std::tanh(rank_h_[size_t(i)]);
-    cur = rank_h_.data();
-  }
-  if (!w.cls_out.empty()) {
-    ops::matmul(*pool_, w.cls_out, cur, k, rank_y_.data(), rank_mm_.data());
-    if (w.cls_out_b) ops::add_bias(rank_y_.data(), w.cls_out_b, int(k), C);
-    cur = rank_y_.data();
-    dim = C;
-  }
-  for (int64_t i = 0; i < k; ++i) {
-    float* dst = scores_.data() + size_t(rank_seqs_[size_t(i)]) * size_t(C);
-    std::fill(dst, dst + C, 0.0f);
-    std::copy(cur + i * dim, cur + i * dim + std::min(dim, C), dst);
-  }
+  if (params_.pooling == Pooling::kRank) rank_.run(*model_, pooled_, pooled_valid_, *pool_, params_.n_threads_batch);
 }
 
 int32_t Context::decoder_start_token() const { return model_->decoder_start_token(); }
@@ -359,7 +292,7 @@ Status Context::warmup() {
   params_.no_perf = true;
   Status st = model_->hparams().arch == Arch::kT5 ? encode(b) : Status::ok();
   if (st.is_ok()) st = decode(b);
-  if (model_->hparams().arch == Arch::kT5) n_enc_ = 0;  // warm-up output is not an input of later decodes
+  enc_.remove(-1);  // the warm-up's encoder output is not an input of later decodes
   params_.no_perf = no_perf;
   kv_clear();
   n_outputs_ = 0;
@@ -415,10 +348,7 @@ Expected<std::span<const float>> Context::embeddings_seq(int seq) const {
   if (params_.pooling == Pooling::kNone) return invalid_argument("no pooled embeddings: pooling is none");
   if (seq < 0 || seq >= params_.n_seq_max) return out_of_range("sequence id " + std::to_string(seq) + " out of range");
   if (!pooled_valid_[size_t(seq)]) return not_found("sequence " + std::to_string(seq) + " was not in the last batch");
-  if (params_.pooling == Pooling::kRank) {
-    const size_t C = size_t(model_->hparams().n_cls_out);
-    return std::span<const float>(scores_.data() + size_t(seq) * C, C);
-  }
+  if (params_.pooling == Pooling::kRank) return rank_.scores(seq);
   const size_t E = size_t(n_embd());
   return std::span<const float>(pooled_.data() + size_t(seq) * E, E);
 }
@@ -433,7 +363,9 @@ Status Context::check_seq(int seq, bool allow_negative) const {
   return Status::ok();
 }
 
-void Context::kv_clear() { mem_->clear(); }
+void Context::kv_clear() { mem_->clear(); }  // (the encoder output stays, as llama.cpp's)
+
+void Context::encoder_forget(int seq) { enc_.remove(seq); }
 
 Status Context::seq_rm(int seq, int p0, int p1, uint8_t parts) {
   LOOM_RETURN_IF_ERROR(check_seq(seq, true));

@@ -20,7 +20,9 @@
 #include "context/batch.h"
 #include "kv/memory.h"
 #include "model/adapters.h"
+#include "model/encoder_state.h"
 #include "model/forward.h"
+#include "model/rank_head.h"
 #include "model/model.h"
 
 namespace loom {
@@ -129,10 +131,15 @@ class Context {
   Status encode(const Batch& batch);
   // Runs one token through the model and clears the cache again (pages weights in).
   Status warmup();
-  // T5 (encoder-decoder): the last encode() kept its output for the decoder's cross-attention;
-  // n_encoded() is its number of tokens (0 before any encode), decoder_start_token() the token
-  // a decoder starts from (t5.decoder_start_token_id, else BOS, else the pad id; -1 for other models).
-  int n_encoded() const { return n_enc_; }
+  // T5 (encoder-decoder): encode() keeps each sequence's output for the decoder's cross-attention
+  // (an encode replaces the output of the sequences it encodes and keeps the others'; memory edits
+  // and kv_clear leave it, as llama.cpp's; encoder_forget drops it); n_encoded() is the number of encoder tokens kept (0 before any encode),
+  // decoder_start_token() the token a decoder starts from (t5.decoder_start_token_id, else BOS,
+  // else the pad id; -1 for other models).
+  int n_encoded() const { return enc_.n_rows(); }
+  bool has_encoded(int seq) const { return enc_.has(seq); }
+  // Drops a sequence's encoder output (seq < 0: all); a scheduler does when a request leaves.
+  void encoder_forget(int seq);
   int32_t decoder_start_token() const;
 
   // ---- outputs of the last decode / encode ----
@@ -230,7 +237,6 @@ class Context {
   Status prepare_kv();
   void rebuild_adapters();
   void pool_outputs(const Checked& c);
-  void rank_head();
   uint64_t fingerprint() const;
   Status check_seq(int seq, bool allow_negative) const;
 
@@ -250,12 +256,7 @@ class Context {
   UninitFloats logits_;                 // [n_outputs_max][n_vocab], pages resident once written
   std::vector<float> embd_;             // [n_batch][n_embd] per-token outputs (embeddings mode)
   std::vector<float> pooled_;           // [n_seq_max][n_embd]
-  // Rank pooling: the CLS rows of the batch's sequences gathered ([n_seq_max][n_embd]), the tanh
-  // layer's output (same), the projection's output ([n_seq_max][n_cls_out]), which sequence each
-  // gathered row is, matmul scratch, and each sequence's scores ([n_seq_max][n_cls_out]).
-  std::vector<float> rank_x_, rank_h_, rank_y_, scores_;
-  std::vector<int32_t> rank_seqs_;
-  std::vector<uint8_t> rank_mm_;
+  RankHead rank_;                       // rank pooling: the classification head's buffers and scores
   std::vector<uint8_t> pooled_valid_;   // [n_seq_max]
   std::vector<int32_t> pool_count_;     // [n_seq_max] tokens pooled per sequence
   std::vector<int32_t> pool_pos_;       // [n_seq_max] position of the cls / last token chosen
@@ -304,16 +305,11 @@ class Context {
   std::vector<int32_t> perm_dest_;      // [n_batch] storage row -> batch-order output row
   std::vector<uint8_t> perm_done_;      // [n_batch]
   std::vector<float> perm_tmp_;         // [max(n_vocab, n_embd)]
-  // T5: the encoder output of the last encode() ([n_ubatch][n_embd]) and each encoder token's
-  // sequences, cross-attention K/V per decoder layer ([n_dec_layer][n_ubatch] rows of n_embd_kv) computed
-  // once from it, the cross mask of a micro-batch ([n_ubatch][n_ubatch]) and the position of each
-  // mask column's cell ([n_ctx]) for the relative-position buckets.
-  std::vector<float> enc_out_;
-  std::vector<std::bitset<kMaxSeqs>> enc_seqs_;
-  int n_enc_ = 0;
-  std::vector<uint8_t> cross_k_, cross_v_;  // rows in the cache's K / V types
-  CrossAttentionView cross_;
+  // T5: each sequence's encoder output as cross K/V, and a decoder micro-batch's cross mask
+  // ([n_ubatch][encoder rows], grown as the rows grow) and its tokens' sequence sets.
+  EncoderState enc_;
   std::vector<float> cross_mask_;
+  std::vector<EncoderState::SeqSet> cross_seqs_;
   int n_outputs_ = 0;
   int last_batch_size_ = 0;
   bool last_was_embd_ = false;

@@ -241,9 +241,15 @@ void Context::build_attn(const KvCache& part, const Ubatch& ub, const int32_t* c
 Status Context::decode(const Batch& batch) {
   Checked c;
   LOOM_RETURN_IF_ERROR(validate(batch, /*encoding=*/false, &c));
-  if (model_->hparams().arch == Arch::kT5 && n_enc_ == 0) {
-    // Checked before anything changes (pending shifts included).
-    return invalid_argument("t5: decode needs the encoder's output; encode() the input first");
+  if (model_->hparams().arch == Arch::kT5) {
+    // Checked before anything changes (pending shifts included): every sequence decoded needs its
+    // encoder output.
+    for (int i = 0; i < c.n; ++i) {
+      if (!enc_.has(seq_[size_t(i)])) {
+        return invalid_argument("t5: decode of sequence " + std::to_string(seq_[size_t(i)]) +
+                                " needs its encoder output; encode() its input first");
+      }
+    }
   }
   // Before any shift is applied: a batch without room changes nothing.
   if (const KvCache* kv = mem_->kv(); kv && c.n > kv->size() - kv->used()) {
@@ -285,21 +291,17 @@ Status Context::encode(const Batch& batch) {
   mem_->kv()->release_cells(std::span<const int32_t>(cells_.data(), size_t(c.n)));
   LOOM_RETURN_IF_ERROR(st);
   if (model_->hparams().arch == Arch::kT5) {
-    // Keep the output (every token is an output here) and its sequences for the decoder, and the
+    // Keep the output (every token is an output here) for the decoder of its sequences, as the
     // cross K/V of every decoder layer, computed once instead of at every decode step.
-    const ModelHparams& hp = model_->hparams();
-    const size_t E = size_t(hp.n_embd);
-    n_enc_ = 0;
-    std::copy(embd_.begin(), embd_.begin() + long(size_t(c.n) * E), enc_out_.begin());
     for (int i = 0; i < c.n; ++i) {
-      std::bitset<kMaxSeqs>& set = enc_seqs_[size_t(i)];
+      EncoderState::SeqSet& set = cross_seqs_[size_t(i)];
       set.reset();
       if (batch.seq_ids.empty()) set.set(0);
       else for (int32_t sid : batch.seq_ids[size_t(i)]) set.set(size_t(sid));
     }
     pool_->set_active(c.n > 1 ? params_.n_threads_batch : params_.n_threads);
-    LOOM_RETURN_IF_ERROR(t5_cross_kv(*model_, enc_out_.data(), c.n, cross_, params_.type_k, scratch_, *pool_));
-    n_enc_ = c.n;
+    LOOM_RETURN_IF_ERROR(enc_.store(*model_, embd_.data(), std::span<const EncoderState::SeqSet>(cross_seqs_.data(), size_t(c.n)),
+                                    params_.type_k, scratch_, *pool_));
   }
   if (!params_.no_perf) {
     perf_.n_prompt_tokens += c.n;
@@ -428,7 +430,7 @@ Status Context::run_ubatches(const Batch& batch, const Checked& c, bool encoding
       fb.state_src = ub_src_.data();
       fb.state_dst = ub_dst_.data();
     }
-    CrossAttentionView cross = cross_;
+    CrossAttentionView cross;
     if (hp.is_t5() && encoding) {
       // The T5 encoder attends within its batch only, as the reference's (which has no cache
       // there): the columns are the batch's own cells, a token seeing those that hold its first
@@ -456,22 +458,16 @@ Status Context::run_ubatches(const Batch& batch, const Checked& c, bool encoding
       fb.encoder = !t5_decoder;
     }
     if (t5_decoder) {
-      // Token t sees encoder token i when they share a sequence (llama.cpp's cross mask).
+      // Token t sees the encoder rows of its sequences (llama.cpp's cross mask).
       for (int t = 0; t < m; ++t) {
-        float* row = cross_mask_.data() + size_t(t) * size_t(n_enc_);
-        const int i_row = ub.rows[t];
-        for (int i = 0; i < n_enc_; ++i) {
-          bool shared = false;
-          if (batch.seq_ids.empty()) {
-            shared = enc_seqs_[size_t(i)].test(0);
-          } else {
-            for (int32_t sid : batch.seq_ids[size_t(i_row)]) shared = shared || enc_seqs_[size_t(i)].test(size_t(sid));
-          }
-          row[i] = shared ? 0.0f : -INFINITY;
-        }
+        EncoderState::SeqSet& set = cross_seqs_[size_t(t)];
+        set.reset();
+        if (batch.seq_ids.empty()) set.set(0);
+        else for (int32_t sid : batch.seq_ids[size_t(ub.rows[t])]) set.set(size_t(sid));
       }
-      cross.n_enc = n_enc_;
-      cross.mask = cross_mask_.data();
+      const size_t need = size_t(m) * size_t(enc_.n_rows());
+      if (cross_mask_.size() < need) cross_mask_.resize(need);
+      cross = enc_.view(std::span<const EncoderState::SeqSet>(cross_seqs_.data(), size_t(m)), cross_mask_.data());
       fb.cross = &cross;
     }
     // Outputs are stored in micro-batch order (batch order unless the split regrouped rows).

@@ -163,10 +163,21 @@ int RecurrentCache::free_row() const {
 }
 
 int RecurrentCache::cells_needed(std::span<const SeqPlan> plans) const {
+  // A sequence without a state takes a cell. Of the b sequences of the batch that share a cell of
+  // c holders, each leaves it for a cell of its own while others still hold it: b new cells, or
+  // b - 1 when all c are in the batch (the last one keeps the cell).
   int n = 0;
+  std::vector<int> in_batch(cells_.size(), 0);
   for (const SeqPlan& p : plans) {
     const int t = tails_[size_t(p.seq)];
-    n += t < 0 || cells_[size_t(t)].seqs.count() > 1;
+    if (t < 0) ++n;
+    else ++in_batch[size_t(t)];
+  }
+  for (size_t t = 0; t < cells_.size(); ++t) {
+    const int b = in_batch[t];
+    if (b == 0) continue;
+    const int c = int(cells_[t].seqs.count());
+    n += b - (b == c ? 1 : 0);
   }
   return n;
 }
