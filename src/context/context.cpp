@@ -120,6 +120,11 @@ Expected<std::unique_ptr<Context>> Context::create_unguarded(std::shared_ptr<con
   // Encoders borrow cells for a whole batch; causal decoders with a window cache need n_ubatch.
   mp.swa_full = p.swa_full || hp.is_encoder() || !ctx->causal_;
   LOOM_ASSIGN_OR_RETURN(ctx->mem_, Memory::create(hp, mp));
+  if (hp.has_encoder() || hp.is_encoder()) {
+    LOOM_ASSIGN_OR_RETURN(ctx->enc_kv_, KvCache::create(KvCacheParams::uniform(int(hp.n_layer), cp.n_ubatch, hp.n_embd_kv(),
+                                                                               hp.n_embd_kv(), hp.head_dim, TensorType::F32,
+                                                                               TensorType::F32)));
+  }
   if (hp.is_recurrent()) cp.type_k = cp.type_v = TensorType::F32;  // states are F32; no K/V
   const int max_kv = ctx->mem_->kv() ? ctx->mem_->kv()->size() : 0;
   ctx->scratch_ = ForwardScratch(*ctx->model_, cp.n_ubatch, max_kv, cp.type_k, ctx->pool_->size());

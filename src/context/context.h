@@ -246,6 +246,9 @@ class Context {
   bool swa_all_layers_ = false;  // n_swa applies to every layer (a family without SWA layers)
   bool has_logits_buffer_ = true;
   std::unique_ptr<Memory> mem_;
+  // Encoder passes (T5's encoder, BERT-style models) attend over their batch's K/V in F32, as
+  // llama.cpp's encoders (which use no cache) do, whatever the cache types: n_ubatch cells.
+  std::unique_ptr<KvCache> enc_kv_;
   std::unique_ptr<ThreadPool> pool_;
   ForwardScratch scratch_;
   ForwardConfig fwd_;

@@ -63,7 +63,8 @@ void Context::reserve_ubatch_buffers() {
   };
   int largest = 0;
   if (const KvCache* kv = mem_->kv()) {
-    reserve_attn(attn_, kv->size());
+    // (An encoder's own cells may outnumber the cache's: n_ubatch of a non-causal model.)
+    reserve_attn(attn_, std::max(kv->size(), enc_kv_ ? enc_kv_->size() : 0));
     largest = kv->size();
     // The window layers slide over the same cells (their own cache absent: swa_full, or a family
     // whose every layer slides over one mask).
@@ -277,18 +278,18 @@ Status Context::decode(const Batch& batch) {
 }
 
 Status Context::encode(const Batch& batch) {
-  const KvCache* kv = mem_->kv();
+  KvCache* kv = enc_kv_ ? enc_kv_.get() : mem_->kv();
   if (!kv || mem_->rs()) {
     return unsupported("encode: " + model_->hparams().arch_name + " is a decoder with recurrent layers, without an encoder (use decode)");
   }
   Checked c;
   LOOM_RETURN_IF_ERROR(validate(batch, /*encoding=*/true, &c));
   if (c.n > kv->size() - kv->used()) return Status(StatusCode::kResourceExhausted, "no KV slot for the encoder batch");
-  LOOM_RETURN_IF_ERROR(prepare_kv());
+  if (kv == mem_->kv()) LOOM_RETURN_IF_ERROR(prepare_kv());
   const int64_t t0 = params_.no_perf ? 0 : now_us();
   Status st = run_ubatches(batch, c, /*encoding=*/true);
   // The encoder's cells are scratch: the cache is left as it was.
-  mem_->kv()->release_cells(std::span<const int32_t>(cells_.data(), size_t(c.n)));
+  kv->release_cells(std::span<const int32_t>(cells_.data(), size_t(c.n)));
   LOOM_RETURN_IF_ERROR(st);
   if (model_->hparams().arch == Arch::kT5) {
     // Keep the output (every token is an output here) for the decoder of its sequences, as the
@@ -316,9 +317,10 @@ Status Context::run_ubatches(const Batch& batch, const Checked& c, bool encoding
   const bool pooled = embd_out && params_.pooling != Pooling::kNone;
   const ModelHparams& hp = model_->hparams();
   const bool t5_decoder = hp.arch == Arch::kT5 && !encoding;
-  KvCache* kv = mem_->kv();
-  KvCache* kvs = mem_->kv_swa();
-  RecurrentCache* rs = mem_->rs();
+  // An encode attends over its own F32 cells; a decode over the memory's parts.
+  KvCache* kv = encoding && enc_kv_ ? enc_kv_.get() : mem_->kv();
+  KvCache* kvs = encoding ? nullptr : mem_->kv_swa();
+  RecurrentCache* rs = encoding ? nullptr : mem_->rs();
   // A T5 encode keeps every token's output (the decoder attends to all of them).
   const int n_out = assign_outputs(batch, n, pooled || (encoding && hp.arch == Arch::kT5));
   n_outputs_ = 0;  // outputs of a failed call are not readable

@@ -69,8 +69,11 @@ void layout(const Model& m, int T, int n_kv, TensorType type_k, int n_threads, i
   b->pos_bucket = static_cast<int32_t*>(alloc(hp.is_t5() ? sizeof(int32_t) * t * size_t(n_kv) : 0));
   b->mm = alloc(max_matmul_scratch(m, T, max_rank));
   size_t attn = hp.is_recurrent() ? 0 : ops::attention_scratch_bytes(T, n_kv, int(hp.head_dim), type_k, n_threads);
-  // T5's cross-attention reads the encoder's K/V as F32 rows.
-  if (hp.is_t5()) attn = std::max(attn, ops::attention_scratch_bytes(T, n_kv, int(hp.head_dim), TensorType::F32, n_threads));
+  // Encoder passes attend over F32 K/V (llama.cpp's encoders use no cache), and T5's
+  // cross-attention reads the encoder's K/V as F32 rows.
+  if (hp.is_t5() || hp.is_encoder()) {
+    attn = std::max(attn, ops::attention_scratch_bytes(T, n_kv, int(hp.head_dim), TensorType::F32, n_threads));
+  }
   b->attn = hp.is_recurrent() ? nullptr : alloc(attn);
 }
 

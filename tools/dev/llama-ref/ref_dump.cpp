@@ -15,7 +15,7 @@
 //   ref_dump memory MODEL OUT.json PROMPT_A PROMPT_B
 //       one script of sequence operations for every memory kind (KV, sliding-window KV, recurrent,
 //       hybrid): see memory_script(); OUT.logits.f32 holds the logits of its successful decodes.
-//   ref_dump t5golden MODEL OUTDIR NAME [--prompt P]... [--gen N]
+//   ref_dump t5golden MODEL OUTDIR NAME [--prompt P]... [--gen N] [--kv-f16]
 //       an encoder-decoder (T5): per prompt i, llama_encode of its tokens (EOS appended), then the
 //       decoder from llama_model_decoder_start_token (else BOS) one token per decode: NAME.i.logits.f32
 //       (the first step's logits), NAME.i.steps.f32 (every greedy step's logits, teacher-forced by
@@ -172,6 +172,10 @@ int golden(llama_model* model, int argc, char** argv) {
   return 0;
 }
 
+// t5golden --kv-f16: the decoder's self-attention K/V in F16 (llama.cpp's default cache type),
+// for goldens that loom's default F16 cache must meet.
+bool g_kv_f16 = false;
+
 llama_context* make_context_ex(llama_model* model, bool embeddings, enum llama_pooling_type pooling) {
   llama_context_params cp = llama_context_default_params();
   cp.n_ctx = 512;
@@ -180,8 +184,8 @@ llama_context* make_context_ex(llama_model* model, bool embeddings, enum llama_p
   cp.n_seq_max = 1;
   cp.n_threads = 1;
   cp.n_threads_batch = 1;
-  cp.type_k = GGML_TYPE_F32;
-  cp.type_v = GGML_TYPE_F32;
+  cp.type_k = g_kv_f16 ? GGML_TYPE_F16 : GGML_TYPE_F32;
+  cp.type_v = g_kv_f16 ? GGML_TYPE_F16 : GGML_TYPE_F32;
   cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
   cp.embeddings = embeddings;
   cp.pooling_type = pooling;
@@ -216,11 +220,14 @@ int t5golden(llama_model* model, int argc, char** argv) {
   const std::string out_dir = argv[3], name = argv[4];
   int n_gen = 16;
   const std::vector<std::string> prompts = prompts_of(argc, argv, &n_gen);
+  for (int i = 5; i < argc; ++i) g_kv_f16 = g_kv_f16 || !std::strcmp(argv[i], "--kv-f16");
   const int n_vocab = llama_vocab_n_tokens(g_vocab), n_embd = llama_model_n_embd(model);
   llama_token start = llama_model_decoder_start_token(model);
   if (start == LLAMA_TOKEN_NULL) start = llama_vocab_bos(g_vocab);
   json out = {{"model", name}, {"n_vocab", n_vocab}, {"decoder_start", start},
-              {"reference", "llama.cpp v0.5.0 (node-llama-cpp 3.22.1's source) via tools/dev/llama-ref/ref_dump t5golden (CPU, 1 thread, F32 K/V)"}};
+              {"reference", std::string("llama.cpp v0.5.0 (node-llama-cpp 3.22.1's source) via tools/dev/llama-ref/ref_dump t5golden (CPU, 1 thread, ") +
+                                (g_kv_f16 ? "F16" : "F32") + " K/V)"},
+              {"kv_type", g_kv_f16 ? "f16" : "f32"}};
   out["runs"] = json::array();
   for (size_t k = 0; k < prompts.size(); ++k) {
     llama_context* ctx = make_context_ex(model, false, LLAMA_POOLING_TYPE_NONE);
@@ -686,7 +693,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: ref_dump golden MODEL OUTDIR NAME [--prompt P]... [--gen N]\n"
                          "       ref_dump seqops MODEL OUT.json PROMPT_A PROMPT_B\n"
                          "       ref_dump memory MODEL OUT.json PROMPT_A PROMPT_B\n"
-                         "       ref_dump t5golden MODEL OUTDIR NAME [--prompt P]... [--gen N]\n"
+                         "       ref_dump t5golden MODEL OUTDIR NAME [--prompt P]... [--gen N] [--kv-f16]\n"
                          "       ref_dump embed MODEL OUTDIR NAME [--prompt P]...\n"
                          "       ref_dump t5bench MODEL P N REPS THREADS\n"
                          "       ref_dump ttft MODEL PROMPT THREADS\n"
