@@ -133,6 +133,9 @@ struct Scheduler::Impl {
   Metrics metrics;
   int draft_rows_left = 0;  // this step's room for draft rows (lookup or draft model)
   int step_cells = 0;       // cells claimed by this step's batch (claim())
+  // An encoder-decoder model (T5): a prompt is encoded, the decoder starts from its start token;
+  // the prompt takes no decoder cells and no prefix is shared.
+  bool enc_dec = false;
   uint64_t choices_finished = 0;  // finish_choice() calls, to tell a step that ended choices
   int64_t stall_logged_us = 0;  // last "no cells" log line (at most one a second)
   // Draft-model speculation (p.draft_model): one drafter per slot, made on first use; a drafter
@@ -289,6 +292,7 @@ struct Scheduler::Impl {
           if (!toks.empty()) checkpoint(cache->insert(toks, c.slot), int(toks.size()), c.slot);
         }
         (void)ctx->seq_rm(c.slot, -1, -1);
+        if (enc_dec) ctx->encoder_forget(c.slot);
         free_slots.push_back(c.slot);
         c.slot = -1;
       }
@@ -369,7 +373,7 @@ struct Scheduler::Impl {
         try_disk(q, &m);
         cache->lock(m.node);
       }
-      const int need = (len - m.len) + q.r.n * q.reserve_per_choice;
+      const int need = (enc_dec ? 0 : len - m.len) + q.r.n * q.reserve_per_choice;
       if (has_cells() && need > n_ctx - pinned() - reserved_total()) {
         if (cache) cache->unlock(m.node);
         return;  // in arrival order: the head waits for cells
@@ -443,6 +447,7 @@ struct Scheduler::Impl {
     ++metrics.steps;
     step_cells = 0;
     const uint64_t finished_before = choices_finished;
+    if (enc_dec) encode_prompts();
     Batch b;
     std::vector<std::pair<Req*, int>> gen;      // (request, choice) decoding a token
     std::vector<Req*> prefill;                  // requests with a prompt chunk
@@ -845,6 +850,45 @@ struct Scheduler::Impl {
     return false;
   }
 
+  // Encoder-decoder: each admitted prompt runs through the encoder (its output kept for all its
+  // choices' sequences); the decoder then starts from the model's start token at position 0.
+  void encode_prompts() {
+    for (auto it = running.begin(); it != running.end();) {
+      Req& q = **it;
+      if (q.phase != Req::Phase::kPrefill) {
+        ++it;
+        continue;
+      }
+      std::vector<int32_t> seqs;
+      for (const Choice& c : q.ch) seqs.push_back(c.slot);
+      Batch eb;
+      for (size_t i = 0; i < q.r.prompt.size(); ++i) eb.add(q.r.prompt[i], int32_t(i), seqs, true);
+      const Status st = ctx->encode(eb);
+      if (!st) {
+        LOOM_LOG(kError, "scheduler: encode failed: %s", st.message().c_str());
+        fail_request(q, st);
+        it = running.erase(it);
+        continue;
+      }
+      const int len = int(q.r.prompt.size());
+      q.progress = q.computed = len;
+      q.prompt_reserved = 0;
+      metrics.prompt_tokens += uint64_t(len);
+      q.phase = Req::Phase::kRun;
+      q.t_prompt_done = now_us();
+      for (size_t i = 0; i < q.ch.size(); ++i) {
+        Choice& c = q.ch[i];
+        c.kv.clear();
+        if (c.max_tokens <= 0) {
+          finish_choice(q, int(i), FinishReason::kLength);
+          continue;
+        }
+        c.pending = ctx->decoder_start_token();
+      }
+      ++it;
+    }
+  }
+
   void start_generating(Req& q) {
     q.phase = Req::Phase::kRun;
     q.t_prompt_done = now_us();
@@ -890,6 +934,7 @@ struct Scheduler::Impl {
     for (Choice& c : q.ch) {
       if (c.slot >= 0) {
         (void)ctx->seq_rm(c.slot, -1, -1);
+        if (enc_dec) ctx->encoder_forget(c.slot);
         free_slots.push_back(c.slot);
         c.slot = -1;
       }
@@ -1170,8 +1215,11 @@ Expected<std::unique_ptr<Scheduler>> Scheduler::create(std::shared_ptr<const Mod
     return invalid_argument("ctx_checkpoints and cache_ram_mib must not be negative");
   }
   if (model->hparams().arch == Arch::kT5) {
-    // Requests would need an encode step and a decoder history of their own (no prompt prefixes).
-    return unsupported("serving encoder-decoder models (t5) is not supported yet; use loom generate");
+    // The prompt goes through the encoder (no shared prefixes: the encoder sees all of it at once),
+    // the decoder's history is its own (no context shift: it would re-decode without the encoder).
+    params.prefix_cache = false;
+    params.context_shift = false;
+    params.cache_dir.clear();
   }
   if (params.draft_model) {
     LOOM_RETURN_IF_ERROR(check_same_vocab(*params.draft_model, *model));
@@ -1194,6 +1242,7 @@ Expected<std::unique_ptr<Scheduler>> Scheduler::create(std::shared_ptr<const Mod
   impl->model = model;
   impl->vocab = &model->vocab();
   impl->p = params;
+  impl->enc_dec = model->hparams().arch == Arch::kT5;
   ContextParams cp = params.context;
   if (cp.n_ctx <= 0) cp.n_ctx = int(std::min<int64_t>(model->hparams().n_ctx_train, 4096));
   const bool embed = cp.embeddings;
@@ -1279,8 +1328,14 @@ Expected<RequestId> Scheduler::submit(GenerateRequest req, EventCallback on_even
   auto q = std::make_unique<Req>();
   q->id = m.next_id.fetch_add(1);
   q->t_submit = now_us();
-  // Generation budget per choice: capped by what the context can hold beside the prompt.
-  const int cap = (n_ctx_ - len) / req.n;
+  // Generation budget per choice: capped by what the context can hold beside the prompt (an
+  // encoder-decoder's prompt holds no decoder cells; its decoder starts with one token).
+  const bool enc_dec = model_->hparams().arch == Arch::kT5;
+  if (enc_dec && len > m.ctx->n_ubatch()) {
+    return invalid_argument("the prompt has " + std::to_string(len) + " tokens, more than the encoder's batch of " +
+                            std::to_string(m.ctx->n_ubatch()) + " (raise -ub)");
+  }
+  const int cap = enc_dec ? (n_ctx_ - 1) / req.n : (n_ctx_ - len) / req.n;
   int max_tokens;
   if (req.max_tokens >= 0) {
     max_tokens = params_.context_shift ? req.max_tokens : std::min(req.max_tokens, cap);

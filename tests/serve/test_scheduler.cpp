@@ -491,15 +491,6 @@ TEST(Scheduler, BadRequestsAreRefusedWithClearErrors) {
 
 // Encoder-decoder models need an encode step per request and a decoder history of their own:
 // refused with a clear status (the CLI's generate serves them).
-TEST(Scheduler, EncoderDecoderModelsAreRefused) {
-  auto m = Model::load(data_dir() + "/synth-t5-tiny-f32.gguf");
-  ASSERT_TRUE(m.has_value()) << m.status().message();
-  auto s = Scheduler::create(*m, small_params(256, 1));
-  ASSERT_FALSE(s.has_value());
-  EXPECT_EQ(s.status().code(), StatusCode::kUnsupported);
-  EXPECT_NE(s.status().message().find("encoder-decoder"), std::string::npos) << s.status().message();
-}
-
 // ---- models whose memory keeps end-only parts: recurrent states, sliding windows ----
 
 std::shared_ptr<const Model> data_model(const std::string& name) {
@@ -599,6 +590,62 @@ TEST(Scheduler, ConcurrentRecurrentStreamsEqualTheirSingleOutputs) {
   auto c2 = run(*s, two);
   EXPECT_EQ(c2->tokens(0).size(), 8u);
   EXPECT_EQ(c2->tokens(1).size(), 8u);
+}
+
+// Encoder-decoder (T5): each request's prompt goes through the encoder, its decoder starts from the
+// start token; requests at once each decode against their own encoder output and give the tokens
+// of a plain encode + greedy decode loop on a context.
+TEST(Scheduler, EncoderDecoderRequestsEqualAPlainEncodeAndDecode) {
+  for (const char* name : {"synth-t5-tiny-f32.gguf", "synth-flan-t5-tiny-f32.gguf"}) {
+    auto m = data_model(name);
+    ASSERT_TRUE(m);
+    const std::vector<std::vector<int32_t>> prompts = {m->vocab().tokenize("Once upon a time", true, false),
+                                                       m->vocab().tokenize("The quick brown fox jumps", true, false),
+                                                       m->vocab().tokenize("a b c", true, false)};
+    // The reference: one context, encode, then greedy decode from the start token.
+    auto plain = [&](const std::vector<int32_t>& prompt, int n) {
+      ContextParams cp;
+      cp.n_ctx = 256;
+      cp.n_threads = 2;
+      auto ctx = make_ctx(m, cp);
+      std::vector<int32_t> out;
+      if (!ctx || !ctx->encode(Batch::from_tokens(prompt, 0)).is_ok()) return out;
+      int32_t tok = ctx->decoder_start_token();
+      for (int k = 0; k < n; ++k) {
+        if (!ctx->decode(Batch::from_tokens(std::vector<int32_t>{tok}, k)).is_ok()) break;
+        auto l = ctx->logits(-1);
+        tok = int32_t(std::max_element(l->begin(), l->end()) - l->begin());
+        out.push_back(tok);
+      }
+      return out;
+    };
+    SchedulerParams p = small_params(256, 3);
+    auto s = make_sched(m, p);
+    ASSERT_TRUE(s);
+    std::vector<std::unique_ptr<Collected>> cs;
+    for (const auto& pr : prompts) {
+      GenerateRequest r = greedy(pr, 10);
+      r.ignore_eos = true;
+      cs.push_back(std::make_unique<Collected>());
+      ASSERT_TRUE(s->submit(r, cs.back()->callback()).has_value());
+    }
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      ASSERT_TRUE(cs[i]->wait());
+      EXPECT_EQ(cs[i]->tokens(), plain(prompts[i], 10)) << name << " request " << i;
+      const auto* done = cs[i]->find(Event::Kind::kDone);
+      EXPECT_EQ(done->usage.prompt_tokens, int(prompts[i].size()));
+    }
+    // Again, one at a time: the same tokens (nothing of the earlier requests is left behind).
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      GenerateRequest r = greedy(prompts[i], 10);
+      r.ignore_eos = true;
+      EXPECT_EQ(run(*s, r)->tokens(), cs[i]->tokens()) << name << " request " << i << " again";
+    }
+    Status st = s->run_exclusive([](Context& ctx, serve::PrefixCache*) {
+      return ctx.n_encoded() == 0 ? Status::ok() : internal_error("encoder rows left: " + std::to_string(ctx.n_encoded()));
+    });
+    EXPECT_TRUE(st.is_ok()) << st.message();
+  }
 }
 
 TEST(Scheduler, QueueLimitRefusesWithUnavailable) {

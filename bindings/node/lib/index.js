@@ -1148,19 +1148,6 @@ function nativeOptions(options) {
   return o;
 }
 
-// The scheduler's refusal of a model kind, as an error that names what is missing.
-function loadError(err, path) {
-  const m = /serving (encoder-decoder|recurrent) models \(([^)]*)\) is not supported/.exec(err?.message || '');
-  if (!m) return err;
-  const kind = m[1] === 'recurrent' ? 'a recurrent model' : 'an encoder-decoder model';
-  const e = new Error(
-    `loom-node: cannot run ${path}: it is ${kind} (${m[2]}), and loom's scheduler, which every loom-node context runs on, ` +
-      `does not serve ${m[1]} models yet (${err.message})`,
-  );
-  e.code = 'LOOM_UNSUPPORTED_MODEL';
-  return e;
-}
-
 async function loadModel(options, onProgress) {
   checkOptions(options, MODEL_OPTION_TYPES, 'options');
   if (typeof options.model !== 'string' || options.model === '') throw typeError('options.model must be a path to a GGUF file');
@@ -1182,12 +1169,7 @@ async function loadModel(options, onProgress) {
         }
       }
     : undefined;
-  let nativeCtx;
-  try {
-    nativeCtx = await native.load(options.model, nopts, progress);
-  } catch (err) {
-    throw loadError(err, options.model);
-  }
+  const nativeCtx = await native.load(options.model, nopts, progress);
   if (progress && last < 100) progress(100);
   settled = true;
   const ctx = new LlamaContext(nativeCtx, { ...options, ...nopts });
