@@ -545,6 +545,13 @@ LOOM_API int32_t loom_tokenize_chat(const loom_model * model, const char * text,
  * all n_ctx cells, as llama.cpp's kv_unified). An unknown key is an error. */
 LOOM_API loom_context * loom_context_new_ext(const loom_model * model, const loom_context_params * params,
                                              const char * options_json);
+/* Since 0.3, also: "swa_full" (bool: sliding-window layers keep n_ctx cells instead of a window-sized
+ * cache), "n_seq_swa" and "n_seq_states" (0..256: the sequences that hold a window / a recurrent
+ * state at once, which size those parts; 0: n_seq_max). */
+/* Since 0.3: the context's memory as JSON into buf: {"kv", "kv_swa", "recurrent"} each {"bytes",
+ * "cells", "layers"} (a part the model does not have: zeros), "total_bytes". Returns the length, or
+ * -(needed size) when buf is too small, LOOM_SIZE_ERROR on error. */
+LOOM_API int32_t loom_context_memory_json(const loom_context * ctx, char * buf, size_t buf_size);
 /* Whether attention is causal (decoders) or not (BERT-like encoders, or set_causal_attn(false)). */
 LOOM_API bool loom_causal_attn(const loom_context * ctx);
 /* Bytes of K and V that one cache cell holds over all the decoder's attention layers: what a

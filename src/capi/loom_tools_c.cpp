@@ -195,17 +195,46 @@ loom_context* loom_context_new_ext(const loom_model* model, const loom_context_p
       return false;
     }
     for (const auto& [key, value] : o.items()) {
-      if (key != "kv_unified") {
+      if (key == "kv_unified" || key == "swa_full") {
+        if (!value.is_boolean()) {
+          set_error(fn, key + " must be a boolean");
+          return false;
+        }
+        (key == "kv_unified" ? cp.kv_unified : cp.swa_full) = value.get<bool>();
+      } else if (key == "n_seq_swa" || key == "n_seq_states") {
+        if (!value.is_number_integer() || value.get<int64_t>() < 0 || value.get<int64_t>() > 256) {
+          set_error(fn, key + " must be an integer from 0 to 256");
+          return false;
+        }
+        (key == "n_seq_swa" ? cp.n_seq_swa : cp.n_seq_states) = int(value.get<int64_t>());
+      } else {
         set_error(fn, "unknown option '" + key + "'");
         return false;
       }
-      if (!value.is_boolean()) {
-        set_error(fn, "kv_unified must be a boolean");
-        return false;
-      }
-      cp.kv_unified = value.get<bool>();
     }
     return true;
+  });
+}
+
+int32_t loom_context_memory_json(const loom_context* ctx, char* buf, size_t buf_size) {
+  return guarded<int32_t>(__func__, LOOM_SIZE_ERROR, [&]() -> int32_t {
+    if (!ctx) {
+      set_error("loom_context_memory_json", "ctx is NULL");
+      return LOOM_SIZE_ERROR;
+    }
+    const loom::MemoryBreakdown b = ctx->c->memory().breakdown();
+    auto part = [](size_t bytes, int cells, int layers) {
+      return nlohmann::json{{"bytes", bytes}, {"cells", cells}, {"layers", layers}};
+    };
+    nlohmann::json j = {{"kv", part(b.kv_bytes, b.kv_cells, b.kv_layers)},
+                        {"kv_swa", part(b.kv_swa_bytes, b.kv_swa_cells, b.kv_swa_layers)},
+                        {"recurrent", part(b.rs_bytes, b.rs_cells, b.rs_layers)},
+                        {"total_bytes", b.total()}};
+    const std::string text = j.dump();
+    if (!buf || buf_size <= text.size()) return -int32_t(text.size() + 1);
+    std::memcpy(buf, text.data(), text.size());
+    buf[text.size()] = '\0';
+    return int32_t(text.size());
   });
 }
 

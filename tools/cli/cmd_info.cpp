@@ -1,4 +1,6 @@
-// loom info -m MODEL [--json]: metadata and tensors of a GGUF file (loom_gguf_describe).
+// loom info -m MODEL [--json] [-c N [-np N] [--swa-full]]: metadata and tensors of a GGUF file
+// (loom_gguf_describe); with -c, the memory a context of N cells allocates (loom_context_memory_json),
+// with -np that of a server with that many slots (a window cache and recurrent states per slot).
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
@@ -21,17 +23,41 @@ void register_info(CLI::App& app, int& exit_code) {
   struct Opts {
     std::string model;
     bool json = false;
+    int n_ctx = 0, slots = 1;
+    bool swa_full = false;
   };
   auto o = std::make_shared<Opts>();
   CLI::App* sub = app.add_subcommand("info", "Print a GGUF file's metadata and tensors");
   sub->add_option("-m,--model", o->model, "GGUF file")->required();
   sub->add_flag("--json", o->json, "print one JSON object");
+  sub->add_option("-c,--ctx-size", o->n_ctx, "also the memory of a context of this many cells (loads the model)")
+      ->check(CLI::Range(0, 1 << 24));
+  sub->add_option("--parallel", o->slots, "with -c: of a server with this many slots (-np)")->check(CLI::Range(1, 256));
+  sub->add_flag("--swa-full", o->swa_full, "with -c: full-size caches for sliding-window layers");
   sub->callback([o, &exit_code] {
     auto described = api::gguf_describe(o->model);
     if (!described) { exit_code = fail(described.status()); return; }
     const nlohmann::json f = nlohmann::json::parse(*described);
     const nlohmann::json& meta = f["metadata"];
     const nlohmann::json& tensors = f["tensors"];
+    nlohmann::json memory;
+    if (o->n_ctx > 0) {
+      auto model = api::Model::load(o->model);
+      if (!model) { exit_code = fail(model.status()); return; }
+      api::ContextParams cp;
+      cp.p.n_ctx = o->n_ctx;
+      cp.p.n_seq_max = o->slots;
+      cp.p.n_threads = 1;
+      const nlohmann::json options = {{"swa_full", o->swa_full}, {"kv_unified", true}};
+      auto ctx = api::Context::create(*model, cp, options.dump());
+      if (!ctx) { exit_code = fail(ctx.status()); return; }
+      auto m = api::Model::detail_json([&](char* b, size_t n) { return loom_context_memory_json(ctx->handle(), b, n); });
+      if (!m) { exit_code = fail(m.status()); return; }
+      memory = nlohmann::json::parse(*m);
+      memory["n_ctx"] = o->n_ctx;
+      memory["slots"] = o->slots;
+      memory["swa_full"] = o->swa_full;
+    }
     if (o->json) {
       nlohmann::json j;
       j["architecture"] = f["architecture"];
@@ -44,6 +70,7 @@ void register_info(CLI::App& app, int& exit_code) {
         ts.push_back({{"name", t["name"]}, {"type", t["type"]}, {"shape", t["shape"]}, {"bytes", t["bytes"]}});
       }
       j["tensors"] = std::move(ts);
+      if (!memory.is_null()) j["memory"] = memory;
       std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     } else {
       std::printf("file: %s\nGGUF version %u, %zu metadata keys, %zu tensors, alignment %u\n", o->model.c_str(),
@@ -63,6 +90,16 @@ void register_info(CLI::App& app, int& exit_code) {
         total += bytes;
       }
       std::printf("\ntotal tensor bytes: %llu\n", static_cast<unsigned long long>(total));
+      if (!memory.is_null()) {
+        std::printf("\nmemory of a context of %d cells, %d slot(s)%s:\n", o->n_ctx, o->slots, o->swa_full ? ", --swa-full" : "");
+        for (const char* part : {"kv", "kv_swa", "recurrent"}) {
+          const auto& p = memory[part];
+          if (p["bytes"].get<uint64_t>() == 0) continue;
+          std::printf("  %-10s %12llu bytes  %7d cells  %3d layers\n", part,
+                      static_cast<unsigned long long>(p["bytes"].get<uint64_t>()), p["cells"].get<int>(), p["layers"].get<int>());
+        }
+        std::printf("  %-10s %12llu bytes\n", "total", static_cast<unsigned long long>(memory["total_bytes"].get<uint64_t>()));
+      }
     }
     exit_code = 0;
   });

@@ -6,12 +6,12 @@
 #include "commands.h"
 
 // llama.cpp's multi-letter short flags, which CLI11 cannot declare, spelled out for the commands
-// that take them (serve: llama-server's spelling).
+// that take them (serve: llama-server's spelling; info: -np).
 static void expand_short_flags(int argc, char** argv) {
   static const std::pair<const char*, const char*> kLong[] = {
       {"-np", "--parallel"}, {"-ub", "--ubatch-size"}, {"-tb", "--threads-batch"},
       {"-ctk", "--cache-type-k"}, {"-ctv", "--cache-type-v"}, {"-md", "--model-draft"}, {"-cd", "--ctx-size-draft"}, {"-cram", "--cache-ram"}};
-  if (argc < 2 || std::strcmp(argv[1], "serve") != 0) return;
+  if (argc < 2 || (std::strcmp(argv[1], "serve") != 0 && std::strcmp(argv[1], "info") != 0)) return;
   for (int i = 2; i < argc; ++i) {
     for (const auto& [s, l] : kLong) {
       if (std::strcmp(argv[i], s) == 0) argv[i] = const_cast<char*>(l);

@@ -688,6 +688,35 @@ int memory_script(llama_model* model, int, char** argv) {
 
 }  // namespace
 
+// kvmem MODEL N_CTX N_SEQ [swa_full]: the KV memory llama.cpp allocates for a context (unified KV,
+// F16, as loom serve's), as its own log lines report it ("creating ... KV cache, size = N cells",
+// "KV buffer size = X MiB"), then one JSON line {"n_ctx", "n_seq", "swa_full", "kv_bytes"}.
+std::vector<std::string> g_log_lines;
+int kvmem(llama_model* model, int argc, char** argv) {
+  llama_context_params cp = llama_context_default_params();
+  cp.n_ctx = uint32_t(std::atoi(argv[3]));
+  cp.n_seq_max = uint32_t(std::atoi(argv[4]));
+  cp.n_batch = cp.n_ubatch = 512;
+  cp.n_threads = cp.n_threads_batch = 1;
+  cp.kv_unified = true;
+  cp.swa_full = argc > 5 && std::string(argv[5]) == "swa_full";
+  cp.type_k = cp.type_v = GGML_TYPE_F16;
+  g_log_lines.clear();
+  llama_context* ctx = llama_init_from_model(model, cp);
+  if (!ctx) return std::fprintf(stderr, "cannot create the context\n"), 1;
+  double mib = 0;
+  for (const std::string& l : g_log_lines) {
+    if (l.find("KV buffer size") == std::string::npos && l.find("KV cache, size") == std::string::npos) continue;
+    std::fputs(l.c_str(), stdout);
+    const size_t eq = l.find("KV buffer size =");
+    if (eq != std::string::npos) mib += std::atof(l.c_str() + eq + 16);
+  }
+  std::printf("{\"n_ctx\": %u, \"n_seq\": %u, \"swa_full\": %s, \"kv_bytes\": %.0f}\n", cp.n_ctx, cp.n_seq_max,
+              cp.swa_full ? "true" : "false", mib * 1024 * 1024);
+  llama_free(ctx);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc < 5) {
     std::fprintf(stderr, "usage: ref_dump golden MODEL OUTDIR NAME [--prompt P]... [--gen N]\n"
@@ -697,10 +726,12 @@ int main(int argc, char** argv) {
                          "       ref_dump embed MODEL OUTDIR NAME [--prompt P]...\n"
                          "       ref_dump t5bench MODEL P N REPS THREADS\n"
                          "       ref_dump ttft MODEL PROMPT THREADS\n"
-                         "       ref_dump tokenize MODEL CASES.txt OUT.json\n");
+                         "       ref_dump tokenize MODEL CASES.txt OUT.json\n"
+                         "       ref_dump kvmem MODEL N_CTX N_SEQ [swa_full]\n");
     return 2;
   }
   llama_log_set([](ggml_log_level level, const char* text, void*) {
+    g_log_lines.emplace_back(text);
     if (level >= GGML_LOG_LEVEL_WARN) std::fputs(text, stderr);
   }, nullptr);
   llama_backend_init();
@@ -713,6 +744,7 @@ int main(int argc, char** argv) {
   const int r = mode == "golden"     ? golden(model, argc, argv)
                 : mode == "seqops"   ? seqops(model, argc, argv)
                 : mode == "memory"   ? memory_script(model, argc, argv)
+                : mode == "kvmem"    ? kvmem(model, argc, argv)
                 : mode == "tokenize" ? tokenize_cases(model, argc, argv)
                 : mode == "t5golden" ? t5golden(model, argc, argv)
                 : mode == "embed"    ? embed(model, argc, argv)
