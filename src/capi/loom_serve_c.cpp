@@ -444,8 +444,9 @@ int32_t submit_generation(const char* fn, loom_scheduler* sched, const char* req
       }
       const loom::chat::ChatTemplate* tmpl = own ? &*own : sched->tmpl ? &*sched->tmpl : nullptr;
       if (!tmpl) return fail(fn, loom::invalid_argument("chat template: " + sched->tmpl_error));
-      loom::serve::ChatGeneration g =
-          loom::serve::parse_chat_generation(f, *tmpl, vocab, opts.n_predict, sched->counter.fetch_add(1));
+      loom::serve::ChatGeneration g = loom::serve::parse_chat_generation(f, *tmpl, vocab, opts.n_predict,
+                                                                        sched->counter.fetch_add(1),
+                                                                        sched->s->checkpoints_prefixes());
       r = std::move(g.request);
       st->chat = true;
       st->format = g.format;

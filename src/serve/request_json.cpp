@@ -319,8 +319,28 @@ void parse_generation(const Fields& f, const Vocab& vocab, int default_max_token
   }
 }
 
+namespace {
+
+// The token count of the conversation's first n messages rendered without a generation prompt,
+// when that is a prefix of the whole prompt (text and tokens); 0 otherwise.
+int rendered_prefix(const chat::ChatTemplate& tmpl, const chat::ChatInputs& in, size_t n, const std::string& whole,
+                    const std::vector<int32_t>& whole_ids, const Vocab& vocab) {
+  if (n == 0 || n >= in.messages.size()) return 0;
+  chat::ChatInputs part = in;
+  part.messages = json::array();
+  for (size_t i = 0; i < n; ++i) part.messages.push_back(in.messages[i]);
+  part.add_generation_prompt = false;
+  auto prepared = chat::prepare_chat(tmpl, part, chat::ChatRequestOptions{});
+  if (!prepared || prepared->prompt.empty() || whole.compare(0, prepared->prompt.size(), prepared->prompt) != 0) return 0;
+  const std::vector<int32_t> ids = chat::tokenize_chat_prompt(vocab, prepared->prompt);
+  if (ids.empty() || ids.size() >= whole_ids.size() || !std::equal(ids.begin(), ids.end(), whole_ids.begin())) return 0;
+  return int(ids.size());
+}
+
+}  // namespace
+
 ChatGeneration parse_chat_generation(const Fields& f, const chat::ChatTemplate& tmpl, const Vocab& vocab,
-                                     int default_max_tokens, uint64_t id_seed) {
+                                     int default_max_tokens, uint64_t id_seed, bool checkpoints) {
   const json* msgs = f.get("messages");
   if (!msgs || !msgs->is_array() || msgs->empty()) request_error("messages: expected a non-empty array");
   chat::ChatInputs in;
@@ -352,6 +372,21 @@ ChatGeneration parse_chat_generation(const Fields& f, const chat::ChatTemplate& 
   for (const auto& s : prepared->stops) r.stop.push_back(s);
   r.unparse_special = !prepared->preserved_tokens.empty();
   r.prompt = chat::tokenize_chat_prompt(vocab, prepared->prompt);
+  if (checkpoints && in.messages.is_array()) {
+    size_t n_system = 0, last_user = 0;
+    for (size_t i = 0; i < in.messages.size(); ++i) {
+      const json& m = in.messages[i];
+      const std::string role = m.is_object() && m.contains("role") && m["role"].is_string() ? m["role"].get<std::string>() : "";
+      if (role == "system" && n_system == i) n_system = i + 1;
+      if (role == "user") last_user = i;
+    }
+    for (size_t n : {n_system, last_user}) {
+      const int at = rendered_prefix(tmpl, in, n, prepared->prompt, r.prompt, vocab);
+      if (at > 0 && std::find(r.prompt_checkpoints.begin(), r.prompt_checkpoints.end(), at) == r.prompt_checkpoints.end()) {
+        r.prompt_checkpoints.push_back(at);
+      }
+    }
+  }
   g.format = prepared->format;
   g.parse_options = prepared->parse_options(id_seed);
   g.triggers = chat::tool_call_syntax(prepared->format).triggers;

@@ -99,7 +99,11 @@ struct ChatGeneration {
   std::string prompt_text;            // the rendered prompt
   std::vector<std::string> preserved_tokens;  // control tokens the output may contain as text
 };
+// checkpoints: also name the prompt positions where a cached prefix is worth a checkpoint of
+// memories that need them (GenerateRequest::prompt_checkpoints): the end of the leading system
+// message(s), and the end of the history before the last user message, where they render as a
+// prefix of the whole prompt.
 ChatGeneration parse_chat_generation(const Fields& f, const chat::ChatTemplate& tmpl, const Vocab& vocab,
-                                     int default_max_tokens, uint64_t id_seed);
+                                     int default_max_tokens, uint64_t id_seed, bool checkpoints = false);
 
 }  // namespace loom::serve

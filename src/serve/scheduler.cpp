@@ -1415,6 +1415,8 @@ Status Scheduler::run_exclusive(std::function<Status(Context&, PrefixCache*)> fn
   return done.get();
 }
 
+bool Scheduler::checkpoints_prefixes() const { return impl_->cache && impl_->cache->needs_checkpoints(); }
+
 SchedulerStats Scheduler::stats() const {
   std::lock_guard<std::mutex> l(impl_->stats_mu);
   return impl_->snapshot;

@@ -213,6 +213,9 @@ class Scheduler {
   const Model& model() const { return *model_; }
   int n_ctx() const { return n_ctx_; }
   int n_slots() const { return params_.n_slots; }
+  // The prefix cache keeps checkpoints (recurrent, hybrid and sliding-window models): requests
+  // may name prompt positions worth one (GenerateRequest::prompt_checkpoints).
+  bool checkpoints_prefixes() const;
   bool embeddings() const { return params_.context.embeddings; }
 
   // Refuses new requests, lets running ones finish for up to `grace`, cancels the rest (their

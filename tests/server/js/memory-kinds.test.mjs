@@ -33,6 +33,14 @@ for (const [name, path] of models) {
         lastPrompt = r.json.usage.prompt_tokens;
         messages.push({ role: 'assistant', content: reply });
       }
+      // Another conversation with the same system prompt resumes from the checkpoint at its end.
+      if (!name.startsWith('t5')) {
+        const other = await post(srv.url, '/v1/chat/completions', {
+          messages: [messages[0], { role: 'user', content: 'Something else entirely, please.' }], max_tokens: 4, temperature: 0,
+        });
+        assert.equal(other.status, 200, other.text);
+        assert.ok(other.json.timings.cache_n > 0, `a new conversation with the same system prompt reused ${other.json.timings.cache_n} tokens`);
+      }
       // Concurrent completions equal one at a time (greedy).
       const prompts = Array.from({ length: 8 }, (_, i) => `Once upon a time number ${i}, a ${['cat', 'dog', 'girl', 'boy'][i % 4]}`);
       const single = [];
