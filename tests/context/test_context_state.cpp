@@ -142,3 +142,66 @@ TEST(ContextState, SequenceRestoreWithoutRoomIsRefusedUnchanged) {
 
 }  // namespace
 }  // namespace loom::test
+
+namespace loom::test {
+namespace {
+
+std::shared_ptr<const Model> data_model(const std::string& file) {
+  auto m = Model::load(data_dir() + "/" + file);
+  EXPECT_TRUE(m.has_value()) << m.status().message();
+  return m ? *m : nullptr;
+}
+
+// States and checkpoints of one memory kind never load into another: a clear error, nothing
+// changed; a checkpoint (some parts) restores only those parts.
+TEST(ContextState, StatesOfAnotherMemoryKindAreRefusedUnchanged) {
+  struct Kind {
+    std::shared_ptr<const Model> model;
+    std::string name;
+  };
+  std::vector<Kind> kinds = {{load_shared_model("models/synth-llama-tiny-f32.gguf"), "kv"},
+                             {data_model("synth-mamba-tiny-f32.gguf"), "recurrent"},
+                             {data_model("synth-granitehybrid-tiny-f32.gguf"), "hybrid"},
+                             {data_model("synth-gemma3-tiny-f32.gguf"), "iswa"}};
+  const std::vector<int32_t> ids = {1, 20, 30, 40, 50, 60, 70, 80};
+  std::vector<std::vector<uint8_t>> states, checkpoints;
+  std::vector<std::unique_ptr<Context>> ctxs;
+  for (const Kind& k : kinds) {
+    ASSERT_TRUE(k.model) << k.name;
+    ContextParams cp = small_params(512, 2);
+    cp.n_ubatch = 64;
+    ctxs.push_back(new_context(k.model, cp));
+    feed(*ctxs.back(), ids, 0, 0);
+    auto st = ctxs.back()->seq_state_save(0, ids);
+    ASSERT_TRUE(st.has_value()) << k.name << ": " << st.status().message();
+    states.push_back(std::move(*st));
+    auto ck = ctxs.back()->seq_state_save(0, ids, kPartsAtEnd);
+    checkpoints.push_back(ck ? std::move(*ck) : std::vector<uint8_t>{});
+    EXPECT_EQ(ck.has_value(), k.name != "kv") << k.name;  // a plain KV memory has no end-only part
+  }
+  for (size_t a = 0; a < kinds.size(); ++a) {
+    for (size_t b = 0; b < kinds.size(); ++b) {
+      if (a == b) continue;
+      Context& into = *ctxs[b];
+      const int used = into.kv_used_cells();
+      const auto before = *into.seq_pos_max(0);
+      Status st = into.seq_state_load(states[a], 1);
+      EXPECT_FALSE(st.is_ok()) << kinds[a].name << " state into " << kinds[b].name;
+      if (!checkpoints[a].empty()) EXPECT_FALSE(into.seq_state_load(checkpoints[a], 1).is_ok());
+      EXPECT_EQ(into.kv_used_cells(), used);
+      EXPECT_EQ(*into.seq_pos_max(0), before);
+      EXPECT_EQ(*into.seq_pos_max(1), -1);
+    }
+  }
+  // A checkpoint restores the end-only parts of its own kind; the next token's logits then equal
+  // the source sequence's once the full KV part is shared too (the prefix cache's way).
+  for (size_t a = 1; a < kinds.size(); ++a) {
+    Context& c = *ctxs[a];
+    ASSERT_TRUE(c.seq_cp(0, 1, -1, -1, kPartKv).is_ok());
+    ASSERT_TRUE(c.seq_state_load(checkpoints[a], 1).is_ok()) << kinds[a].name;
+    EXPECT_EQ(feed(c, {90}, 8, 1), feed(c, {90}, 8, 0)) << kinds[a].name;
+  }
+}
+
+}  // namespace
+}  // namespace loom::test

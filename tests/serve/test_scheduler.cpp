@@ -549,6 +549,32 @@ TEST(Scheduler, RecurrentModelsResumeFromCheckpoints) {
   }
 }
 
+TEST(Scheduler, ACheckpointBudgetOfZeroServesWithoutReuse) {
+  auto m = data_model("synth-mamba-tiny-f32.gguf");
+  ASSERT_TRUE(m);
+  for (auto [per_path, ram] : {std::pair{0, int64_t(8192)}, std::pair{8, int64_t(0)}}) {
+    SchedulerParams p = small_params(1024, 2);
+    p.ctx_checkpoints = per_path;
+    p.cache_ram_mib = ram;
+    auto s = make_sched(m, p);
+    ASSERT_TRUE(s);
+    const auto prompt = long_prompt(30);
+    for (int i = 0; i < 2; ++i) {
+      GenerateRequest r = greedy(prompt, 6);
+      r.ignore_eos = true;
+      auto c = run(*s, r);
+      EXPECT_EQ(c->find(Event::Kind::kDone)->timings.cache_n, 0);
+      EXPECT_EQ(c->tokens(), alone(m, prompt, 6));
+    }
+    EXPECT_EQ(s->stats().cache_checkpoints, 0);
+  }
+  SchedulerParams bad = small_params(1024, 2);
+  bad.ctx_checkpoints = -1;
+  auto r = Scheduler::create(m, bad);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST(Scheduler, SlidingWindowModelsResumeFromCheckpointsWithAWindowCache) {
   auto m = load_shared_model("models/synth-gemma2-tiny-f32.gguf");  // a window of 16 on even layers
   ASSERT_TRUE(m);
