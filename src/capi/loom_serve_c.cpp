@@ -582,7 +582,9 @@ int32_t loom_scheduler_stats(const loom_scheduler* sched, char* buf, size_t buf_
                     {"prefix_hit_tokens", s.metrics.prefix_hit_tokens},
                     {"requests_rejected", s.metrics.requests_rejected},
                     {"draft_tokens", s.metrics.draft_tokens},
-                    {"draft_accepted", s.metrics.draft_accepted}};
+                    {"draft_accepted", s.metrics.draft_accepted},
+                    {"cache_checkpoints", s.cache_checkpoints},
+                    {"cache_checkpoint_bytes", s.cache_checkpoint_bytes}};
     // Since 0.3: every counter and latency histogram (what `loom serve`'s /metrics exports).
     auto histogram = [](const loom::serve::Histogram& h) {
       return json{{"bounds", h.bounds()}, {"counts", h.counts()}, {"sum", h.sum()}, {"count", h.count()}};
@@ -605,6 +607,8 @@ int32_t loom_scheduler_stats(const loom_scheduler* sched, char* buf, size_t buf_
                       {"steps", m.steps},
                       {"draft_tokens", m.draft_tokens},
                       {"draft_accepted", m.draft_accepted},
+                      {"context_shifts", m.context_shifts},
+                      {"stalls", m.stalls},
                       {"ttft_seconds", histogram(m.ttft)},
                       {"inter_token_seconds", histogram(m.itl)},
                       {"queue_seconds", histogram(m.queue_time)},

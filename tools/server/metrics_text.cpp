@@ -70,6 +70,10 @@ std::string render_metrics(const json& s, const http::ServerStats& h) {
   o.gauge("loom_kv_cache_usage_perc", "Fraction of KV cells in use.", n(s, "kv_cells") > 0 ? n(s, "kv_used") / n(s, "kv_cells") : 0.0);
   o.gauge("loom_prefix_cache_tokens", "Tokens in the prefix cache.", n(s, "cached_tokens"));
   o.gauge("loom_prefix_cache_evictable_tokens", "Cached tokens no running request uses.", n(s, "cache_evictable"));
+  o.gauge("loom_prefix_cache_checkpoints", "Checkpoints of recurrent states / windows in the prefix cache.", n(s, "cache_checkpoints"));
+  o.gauge("loom_prefix_cache_checkpoint_bytes", "Bytes of those checkpoints (--cache-ram bounds them).", n(s, "cache_checkpoint_bytes"));
+  o.counter("loom_context_shifts_total", "Sequences that reached their cells and dropped old tokens to go on.", n(m, "context_shifts"));
+  o.counter("loom_scheduler_stalls_total", "Steps that found no KV cell for any row (resolved; 0 when sound).", n(m, "stalls"));
   o.counter("loom_prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.", n(m, "prefix_queried_tokens"));
   o.counter("loom_prefix_cache_hits_total", "Prompt tokens found in the prefix cache.", n(m, "prefix_hit_tokens"));
   o.counter("loom_prefix_cache_disk_loads_total", "Prefixes loaded from --cache-dir.", n(m, "disk_loads"));
