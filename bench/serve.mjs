@@ -15,7 +15,8 @@
 //              inter-token latency (client side, from SSE chunks);
 //   prefix     16 chat requests with one ~400-token system prompt and distinct questions, sent 4
 //              at a time: mean / p95 time to first token, prefix tokens reused;
-//   multiturn  a 6-turn chat that resends its history each turn: TTFT per turn and the fraction
+//   multiturn  a 6-turn chat that resends its history each turn: TTFT per turn, turn 4 against a cold
+//              prefill of its whole prompt (cache_prompt false: turn4_ratio), and the fraction
 //              of prompt tokens served from the cache (timings.cache_n / prompt tokens);
 //   memory     resident size (VmRSS / VmHWM) of each server after the runs;
 //   bandwidth  the machine's read bandwidth (loom bench's pass) and, for one stream, the decode GB/s
@@ -149,11 +150,11 @@ async function streamed(url, body) {
   return { ok: true, ttft: first === null ? NaN : first - t0, gaps, chunks: n, end: performance.now() - t0 };
 }
 
-async function chat(url, messages, max_tokens) {
+async function chat(url, messages, max_tokens, extra = {}) {
   const t0 = performance.now();
   const r = await fetch(`${url}/v1/chat/completions`, {
     method: 'POST', headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ messages, max_tokens, temperature: 0, stream: true, stream_options: { include_usage: true }, ignore_eos: true }),
+    body: JSON.stringify({ messages, max_tokens, temperature: 0, stream: true, stream_options: { include_usage: true }, ignore_eos: true, ...extra }),
   });
   if (r.status !== 200) return { ok: false, status: r.status };
   let first = null, text = '', usage = null, timings = null;
@@ -225,11 +226,19 @@ async function wlPrefix(e) {
 async function wlMultiturn(e) {
   const messages = [{ role: 'system', content: 'You are a storyteller. ' + prompt(9, 30) }];
   const ttfts = [];
-  let cached = 0, total = 0, failed = 0;
+  let cached = 0, total = 0, failed = 0, turn4 = NaN, turn4_cold = NaN, turn4_prompt = 0, turn4_cached = 0;
   for (let t = 0; t < 6; t++) {
     messages.push({ role: 'user', content: `Turn ${t}: ${prompt(300 + t, 20)}` });
     const r = await chat(e.url, messages, 48);
     if (!r.ok) { failed++; break; }
+    if (t === 3) {
+      // Turn 4's whole prompt again without the cache: what the turn would cost cold.
+      const cold = await chat(e.url, messages, 1, { cache_prompt: false });
+      turn4 = r.ttft;
+      turn4_cold = cold.ok ? cold.ttft : NaN;
+      turn4_prompt = r.usage?.prompt_tokens ?? 0;
+      turn4_cached = r.timings?.cache_n ?? r.usage?.prompt_tokens_details?.cached_tokens ?? 0;
+    }
     messages.push({ role: 'assistant', content: r.text });
     ttfts.push(r.ttft);
     if (t > 0) {
@@ -237,7 +246,8 @@ async function wlMultiturn(e) {
       cached += r.timings?.cache_n ?? r.usage?.prompt_tokens_details?.cached_tokens ?? 0;
     }
   }
-  return { failed, ttft_mean: mean(ttfts), hit_rate: total ? cached / total : NaN };
+  return { failed, ttft_mean: mean(ttfts), hit_rate: total ? cached / total : NaN, turn4_ttft: turn4,
+           turn4_cold_ttft: turn4_cold, turn4_ratio: turn4 / turn4_cold, turn4_prompt, turn4_cached };
 }
 
 async function main() {

@@ -81,6 +81,7 @@ Status PrefixCache::share(const Match& m, int seq) {
   if (kv_shared_) LOOM_RETURN_IF_ERROR(ctx_.seq_cp(holder(m.node), seq, 0, m.len, kPartKv));
   if (needs_ckpt_) {
     if (!m.node->ckpt) return internal_error("prefix cache: no checkpoint at the match");
+    m.node->ckpt_stamp = ++clock_;
     Status st = ctx_.seq_state_load(*m.node->ckpt, seq);
     if (!st) {
       if (kv_shared_) (void)ctx_.seq_rm(seq, -1, -1, kPartKv);
@@ -336,12 +337,18 @@ void PrefixCache::set_checkpoint(Node* n, int seq) {
     LOOM_LOG(kWarn, "prefix cache: checkpoint not saved: %s", data.status().message().c_str());
     return;
   }
-  if (int64_t(data->size()) > limits_.max_bytes || limits_.per_path <= 0) return;
+  set_checkpoint(n, std::move(*data));
+}
+
+void PrefixCache::set_checkpoint(Node* n, std::vector<uint8_t> data) {
+  if (!needs_ckpt_ || !n || n == &root_ || data.empty()) return;
+  if (int64_t(data.size()) > limits_.max_bytes || limits_.per_path <= 0) return;
   drop_checkpoint(n);
-  ckpt_bytes_ += int64_t(data->size());
+  ckpt_bytes_ += int64_t(data.size());
   ++n_ckpt_;
-  n->ckpt = std::make_unique<std::vector<uint8_t>>(std::move(*data));
+  n->ckpt = std::make_unique<std::vector<uint8_t>>(std::move(data));
   touch(n);
+  n->ckpt_stamp = clock_;
   enforce_limits(n);
 }
 
@@ -354,7 +361,7 @@ void PrefixCache::enforce_limits(const Node* keep) {
   while (int(path.size()) > limits_.per_path) {
     auto victim = std::min_element(path.begin(), path.end(), [&](const Node* a, const Node* b) {
       if ((a == keep) != (b == keep)) return b == keep;
-      return a->stamp < b->stamp;
+      return a->ckpt_stamp < b->ckpt_stamp;
     });
     Node* v = *victim;
     path.erase(victim);
@@ -369,7 +376,7 @@ void PrefixCache::enforce_limits(const Node* keep) {
       Node* n = stack.back();
       stack.pop_back();
       for (auto& c : n->children) stack.push_back(c.get());
-      if (n->ckpt && n != keep && (!victim || n->stamp < victim->stamp)) victim = n;
+      if (n->ckpt && n != keep && (!victim || n->ckpt_stamp < victim->ckpt_stamp)) victim = n;
     }
     if (!victim) break;
     drop_checkpoint(victim);

@@ -57,6 +57,8 @@ class PrefixCache {
     uint64_t stamp = 0;           // last use (LRU)
     bool persisted = false;       // its whole path was handed to on_evict (disk) already
     std::unique_ptr<std::vector<uint8_t>> ckpt;  // the end-only parts at end() (see above)
+    uint64_t ckpt_stamp = 0;      // when the checkpoint was made or last resumed from (its LRU;
+                                  // `stamp` is refreshed along whole paths)
     int end() const { return start + int(tokens.size()); }
     bool leaf() const { return children.empty(); }
   };
@@ -91,6 +93,9 @@ class PrefixCache {
   // Saves the end-only parts of sequence `seq`, which has decoded exactly the path to n, as n's
   // checkpoint (replacing n's own), then applies the limits. Failures are logged and ignored.
   void set_checkpoint(Node* n, int seq);
+  // The same with parts saved earlier (Context::seq_state_save(seq, {}, kPartsAtEnd) when the
+  // sequence ended at n's end).
+  void set_checkpoint(Node* n, std::vector<uint8_t> data);
   int n_checkpoints() const { return n_ckpt_; }
   int64_t checkpoint_bytes() const { return ckpt_bytes_; }
 

@@ -56,7 +56,18 @@ struct Choice {
   int max_tokens = 0;
   bool done = false;
   int64_t t_last_us = 0;
+  // Memories with checkpoints: the end-only parts as of kv[0, rolling_len), saved every few
+  // generated tokens. At the end the reply's last tokens often do not come back as they were (a
+  // chat template trims or re-tokenizes them); this one, a little earlier, still matches.
+  std::vector<uint8_t> rolling;
+  int rolling_len = 0;
 };
+
+constexpr int kRollingCheckpointTokens = 8;  // generated tokens between rolling checkpoints
+// Memories with checkpoints also keep one this many tokens before a prompt's end: the next turn's
+// prompt often tokenizes the end of this one differently (the generation prompt's last characters
+// merge with the reply that follows them), as llama-server checkpoints a few tokens early too.
+constexpr int kPromptTailCheckpoint = 4;
 
 struct Req {
   RequestId id = 0;
@@ -290,6 +301,10 @@ struct Scheduler::Impl {
             toks = partial;
           }
           if (!toks.empty()) checkpoint(cache->insert(toks, c.slot), int(toks.size()), c.slot);
+          // The last rolling checkpoint too, a few tokens before the end (see Choice::rolling).
+          if (!c.rolling.empty() && c.rolling_len < int(toks.size()) && q.phase == Req::Phase::kRun) {
+            cache->set_checkpoint(cache->insert(toks.first(size_t(c.rolling_len)), c.slot), std::move(c.rolling));
+          }
         }
         (void)ctx->seq_rm(c.slot, -1, -1);
         if (enc_dec) ctx->encoder_forget(c.slot);
@@ -499,11 +514,14 @@ struct Scheduler::Impl {
       const int len = int(q.r.prompt.size());
       rematch(q);
       if (waits_for_other(q, prefill)) continue;
-      // A checkpoint position inside the prompt ends a chunk there (prompt_checkpoints).
+      // A checkpoint position inside the prompt ends a chunk there (prompt_checkpoints, and a few
+      // tokens before the end).
       int upto = len;
       for (int cp : q.r.prompt_checkpoints) {
         if (cp > q.progress && cp < upto) upto = cp;
       }
+      const int tail = tail_checkpoint(q);
+      if (tail > q.progress && tail < upto) upto = tail;
       const int n = claim_up_to(std::min(budget, upto - q.progress));
       if (n <= 0) continue;
       for (int i = 0; i < n; ++i) {
@@ -538,6 +556,7 @@ struct Scheduler::Impl {
       Choice& c = qp->ch[size_t(ci)];
       c.kv.push_back(c.pending);
       c.pending = -1;
+      rolling_checkpoint(*qp, c);
     }
     for (auto [qp, ci] : gen) {
       Choice& c = qp->ch[size_t(ci)];
@@ -588,8 +607,9 @@ struct Scheduler::Impl {
         // Checkpoints of the end-only memory parts: at the prompt's end (the reply starts from
         // there next turn) and where the request asked (the end of a system prompt).
         const bool at_end = q->progress == int(q->r.prompt.size());
-        if (at_end || std::find(q->r.prompt_checkpoints.begin(), q->r.prompt_checkpoints.end(), q->progress) !=
-                          q->r.prompt_checkpoints.end()) {
+        if (at_end || q->progress == tail_checkpoint(*q) ||
+            std::find(q->r.prompt_checkpoints.begin(), q->r.prompt_checkpoints.end(), q->progress) !=
+                q->r.prompt_checkpoints.end()) {
           checkpoint(n, q->progress, q->ch[0].slot);
         }
       }
@@ -703,6 +723,8 @@ struct Scheduler::Impl {
       finish_choice(q, ci, FinishReason::kLength);
       return true;
     }
+    c.rolling.clear();  // its positions are gone
+    c.rolling_len = 0;
     c.refill.assign(c.kv.begin() + keep + discard, c.kv.end());
     c.refill.push_back(c.pending);
     c.refill_done = 0;
@@ -713,6 +735,25 @@ struct Scheduler::Impl {
     c.reserved = std::min(room, int(c.refill.size()) + std::min(left, std::max(q.reserve_per_choice, kMinReserve)));
     ++metrics.context_shifts;
     return true;
+  }
+
+  // The prompt position a few tokens before its end that gets a checkpoint too (0: none).
+  int tail_checkpoint(const Req& q) const {
+    const int len = int(q.r.prompt.size());
+    return cache && cache->needs_checkpoints() && q.r.cache_prompt && len > 2 * kPromptTailCheckpoint
+               ? len - kPromptTailCheckpoint
+               : 0;
+  }
+
+  // Every few generated tokens, the end-only parts of a choice's sequence as of c.kv (not while
+  // draft rows are in its memory).
+  void rolling_checkpoint(const Req& q, Choice& c) {
+    if (!cache || !cache->needs_checkpoints() || !q.r.cache_prompt || !c.draft.empty()) return;
+    if (int(c.kv.size()) - std::max(c.rolling_len, int(q.r.prompt.size())) < kRollingCheckpointTokens) return;
+    auto d = ctx->seq_state_save(c.slot, {}, kPartsAtEnd);
+    if (!d) return;
+    c.rolling = std::move(*d);
+    c.rolling_len = int(c.kv.size());
   }
 
   // A checkpoint of `slot`'s end-only memory parts at node n, when the slot has decoded exactly n's
