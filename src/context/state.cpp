@@ -134,10 +134,7 @@ struct PartStore {
   RecurrentCache* rs = nullptr;
 
   std::vector<int> layers() const {
-    if (rs) return rs->layers();
-    std::vector<int> out;
-    for (const KvLayerSpec& l : kv->params().layers) out.push_back(l.layer);
-    return out;
+    return rs ? rs->layers() : kv->stored_layers();
   }
   uint64_t k_row_bytes(int il) const { return kv ? kv->view().layers[size_t(il)].k_row_bytes : uint64_t(rs->params().conv_row) * 4; }
   uint64_t v_row_bytes(int il) const { return kv ? kv->view().layers[size_t(il)].v_row_bytes : uint64_t(rs->params().ssm_row) * 4; }

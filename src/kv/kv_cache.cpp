@@ -29,6 +29,13 @@ Expected<std::unique_ptr<KvCache>> KvCache::create(const KvCacheParams& p) {
     if (l.layer < 0 || l.layer >= p.n_layer || l.n_embd_k <= 0 || l.n_embd_v <= 0) {
       return invalid_argument("KV cache layer " + std::to_string(l.layer) + " is out of range or empty");
     }
+    if (l.reuse >= 0) {
+      auto src = std::find_if(p.layers.begin(), p.layers.end(), [&](const KvLayerSpec& o) { return o.layer == l.reuse; });
+      if (src == p.layers.end() || src->reuse >= 0 || src->n_embd_k != l.n_embd_k || src->n_embd_v != l.n_embd_v) {
+        return invalid_argument("KV cache layer " + std::to_string(l.layer) + " reuses layer " + std::to_string(l.reuse) +
+                                ", which is not stored in this cache with the same widths");
+      }
+    }
   }
   std::unique_ptr<KvCache> kv(new KvCache());
   kv->params_ = p;
@@ -46,6 +53,7 @@ Expected<std::unique_ptr<KvCache>> KvCache::create(const KvCacheParams& p) {
     lv.n_embd_v = l.n_embd_v;
     lv.k_row_bytes = size_t(row_bytes(p.type_k, l.n_embd_k));
     lv.v_row_bytes = size_t(row_bytes(p.type_v, l.n_embd_v));
+    if (l.reuse >= 0) continue;  // no storage of its own
     kv->k_bytes_ += lv.k_row_bytes * size_t(p.n_cells);
     kv->v_bytes_ += lv.v_row_bytes * size_t(p.n_cells);
     total += (lv.k_row_bytes + lv.v_row_bytes) * size_t(p.n_cells);
@@ -53,13 +61,29 @@ Expected<std::unique_ptr<KvCache>> KvCache::create(const KvCacheParams& p) {
   kv->storage_.assign(total, 0);
   uint8_t* base = kv->storage_.data();
   for (const KvLayerSpec& l : p.layers) {
+    if (l.reuse >= 0) continue;
     KvLayerView& lv = v.layers[size_t(l.layer)];
     lv.k = base;
     base += lv.k_row_bytes * size_t(p.n_cells);
     lv.v = base;
     base += lv.v_row_bytes * size_t(p.n_cells);
   }
+  for (const KvLayerSpec& l : p.layers) {
+    if (l.reuse < 0) continue;
+    KvLayerView& lv = v.layers[size_t(l.layer)];
+    lv.k = v.layers[size_t(l.reuse)].k;
+    lv.v = v.layers[size_t(l.reuse)].v;
+    lv.reused = true;
+  }
   return kv;
+}
+
+std::vector<int> KvCache::stored_layers() const {
+  std::vector<int> out;
+  for (const KvLayerSpec& l : params_.layers) {
+    if (l.reuse < 0) out.push_back(l.layer);
+  }
+  return out;
 }
 
 int KvCache::n_tokens() const {
@@ -333,9 +357,9 @@ void KvCache::defrag() {
     while (lo < size() && !cells_[size_t(lo)].empty()) ++lo;
     while (hi >= 0 && cells_[size_t(hi)].empty()) --hi;
     if (lo >= hi) break;
-    for (const KvLayerSpec& l : params_.layers) {
-      std::memcpy(k_row(l.layer, lo), k_row(l.layer, hi), view_.layers[size_t(l.layer)].k_row_bytes);
-      std::memcpy(v_row(l.layer, lo), v_row(l.layer, hi), view_.layers[size_t(l.layer)].v_row_bytes);
+    for (int il : stored_layers()) {
+      std::memcpy(k_row(il, lo), k_row(il, hi), view_.layers[size_t(il)].k_row_bytes);
+      std::memcpy(v_row(il, lo), v_row(il, hi), view_.layers[size_t(il)].v_row_bytes);
     }
     cells_[size_t(lo)] = cells_[size_t(hi)];
     cells_[size_t(hi)] = KvCell{};

@@ -38,6 +38,7 @@ struct KvLayerSpec {
   int64_t n_embd_k = 0;   // n_head_kv * head size of K
   int64_t n_embd_v = 0;
   int64_t head_dim = 0;   // rows are quantized per head: a multiple of the K/V types' block
+  int reuse = -1;         // >= 0: attends over that layer's K/V (stored in this cache), stores none
 };
 
 struct KvCacheParams {
@@ -142,6 +143,8 @@ class KvCache {
   // Overwrites cell i's metadata (state restore); keeps used() and has_shift() consistent.
   void set_cell(int i, const KvCell& cell);
 
+  // The layers with storage of their own (state files, defragmentation): not those that reuse.
+  std::vector<int> stored_layers() const;
   // Raw row access (state save/restore) by model layer; the layer must be stored here.
   bool has_layer(int layer) const { return layer >= 0 && layer < int(view_.layers.size()) && view_.layers[size_t(layer)].k; }
   uint8_t* k_row(int layer, int cell) {

@@ -25,8 +25,10 @@ Expected<std::unique_ptr<Memory>> Memory::create(const ModelHparams& hp, const M
       recurrent.push_back(il);
       continue;
     }
-    const KvLayerSpec spec{il, hp.n_embd_kv_at(il), hp.n_embd_kv_at(il), hp.head_dim};
-    (iswa && hp.is_swa_layer(il) ? swa : full).layers.push_back(spec);
+    // A layer that reuses another's K/V lives in that layer's part.
+    const int src = hp.kv_source(il);
+    const KvLayerSpec spec{il, hp.n_embd_kv_at(il), hp.n_embd_kv_at(il), hp.head_dim, src};
+    (iswa && hp.is_swa_layer(src >= 0 ? src : il) ? swa : full).layers.push_back(spec);
   }
   if (!recurrent.empty()) {
     RecurrentCacheParams rp;
@@ -138,12 +140,12 @@ MemoryBreakdown Memory::breakdown() const {
   if (kv_) {
     b.kv_bytes = kv_->bytes();
     b.kv_cells = kv_->size();
-    b.kv_layers = int(kv_->params().layers.size());
+    b.kv_layers = int(kv_->stored_layers().size());
   }
   if (kv_swa_) {
     b.kv_swa_bytes = kv_swa_->bytes();
     b.kv_swa_cells = kv_swa_->size();
-    b.kv_swa_layers = int(kv_swa_->params().layers.size());
+    b.kv_swa_layers = int(kv_swa_->stored_layers().size());
   }
   if (rs_) {
     b.rs_bytes = rs_->bytes();

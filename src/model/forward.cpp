@@ -262,7 +262,7 @@ Status shift_k(const Model& model, const KvView& kv, const int32_t* deltas, Forw
   (void)pool;
   for (int il = 0; il < int(hp.n_layer); ++il) {
     const KvLayerView& l = kv.layers[size_t(il)];
-    if (!l.k) continue;  // a layer of another part
+    if (!l.k || l.reused) continue;  // a layer of another part, or one reading another's K
     ops::RopeParams rope = detail::layer_rope(hp, cfg.rope, il);
     rope.attn_factor = rope.ext_factor != 0.0f ? 1.0f / (1.0f + 0.1f * std::log(1.0f / rope.freq_scale)) : 1.0f;
     auto* base = static_cast<uint8_t*>(l.k);

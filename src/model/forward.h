@@ -27,6 +27,7 @@ struct KvLayerView {
   size_t v_row_bytes = 0;
   int64_t n_embd_k = 0;    // floats of one cell's K
   int64_t n_embd_v = 0;
+  bool reused = false;     // another layer's storage (read-only here: that layer writes it)
 };
 
 struct KvView {

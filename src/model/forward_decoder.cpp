@@ -33,28 +33,34 @@ Status attention_block(const Model& model, const ForwardBatch& fb, const Forward
   if (hp.attn_scale != 0.0f) ap.scale = hp.attn_scale;
   ap.softcap = hp.attn_softcap;
 
+  // A layer that reuses another layer's K/V (Gemma 3n / 4's shared KV layers) computes only Q.
+  const bool own_kv = hp.kv_source(il) < 0;
   linear(pool, l.wq, layer_lora(cfg, il, kWq), b.xb, T, b.q, b);
-  linear(pool, l.wk, layer_lora(cfg, il, kWk), b.xb, T, b.k, b);
-  linear(pool, l.wv, layer_lora(cfg, il, kWv), b.xb, T, b.v, b);
+  if (own_kv) {
+    linear(pool, l.wk, layer_lora(cfg, il, kWk), b.xb, T, b.k, b);
+    linear(pool, l.wv, layer_lora(cfg, il, kWv), b.xb, T, b.v, b);
+  }
   if (l.bq) {
     ops::add_bias(b.q, l.bq, T, Q);
-    ops::add_bias(b.k, l.bk, T, KV);
-    ops::add_bias(b.v, l.bv, T, KV);
+    if (own_kv) {
+      ops::add_bias(b.k, l.bk, T, KV);
+      ops::add_bias(b.v, l.bv, T, KV);
+    }
   }
   if (l.q_norm) {  // per-head RMSNorm before RoPE
     ops::rms_norm(b.q, l.q_norm, T * hp.n_head, D, hp.rms_eps, b.q);
-    ops::rms_norm(b.k, l.k_norm, T * n_head_kv, D, hp.rms_eps, b.k);
+    if (own_kv) ops::rms_norm(b.k, l.k_norm, T * n_head_kv, D, hp.rms_eps, b.k);
   }
   if (hp.use_rope) {
     const ops::RopeParams rope = layer_rope(hp, cfg.rope, il);
     ops::rope(b.q, fb.pos, T, int(hp.n_head), int(D), rope);
-    ops::rope(b.k, fb.pos, T, n_head_kv, int(D), rope);
+    if (own_kv) ops::rope(b.k, fb.pos, T, n_head_kv, int(D), rope);
   }
-  if (!observe(cfg, "Qcur", il, b.q, Q, T) || !observe(cfg, "Kcur", il, b.k, KV, T) ||
-      !observe(cfg, "Vcur", il, b.v, KV, T)) {
+  if (!observe(cfg, "Qcur", il, b.q, Q, T) ||
+      (own_kv && (!observe(cfg, "Kcur", il, b.k, KV, T) || !observe(cfg, "Vcur", il, b.v, KV, T)))) {
     return aborted();
   }
-  store_kv(fb, in, il, b);
+  if (own_kv) store_kv(fb, in, il, b);
   ops::attention(pool, ap, b.q, b.att, b.attn);
   if (!observe(cfg, "kqv_out", il, b.att, Q, T)) return aborted();
   linear(pool, l.wo, layer_lora(cfg, il, kWo), b.att, T, b.tmp, b);

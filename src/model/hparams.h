@@ -122,6 +122,11 @@ struct ModelHparams {
   }
   bool has_recurrent_layers() const { return is_recurrent() || is_hybrid(); }
   int64_t n_head_kv_at(int64_t il) const { return n_head_kv_layer.empty() ? n_head_kv : n_head_kv_layer[size_t(il)]; }
+  // Layers that attend over another layer's K/V instead of storing their own (Gemma 3n / 4's
+  // shared KV layers: llama.cpp's layer reuse): kv_reuse[il] is that layer, -1 its own; empty:
+  // every layer its own. Set by the families that have it.
+  std::vector<int> kv_reuse;
+  int kv_source(int64_t il) const { return kv_reuse.empty() ? -1 : kv_reuse[size_t(il)]; }
   int64_t n_embd_kv_at(int64_t il) const { return n_head_kv_at(il) * head_dim; }
 
   bool is_swa_layer(int64_t il) const {
