@@ -74,6 +74,31 @@ std::unique_ptr<Context> f32_context(std::shared_ptr<const Model> m, int n_seq =
   return ctx ? std::move(*ctx) : nullptr;
 }
 
+// Encodes the run's input and checks the encoder output and every teacher-forced decoder step
+// against the golden within 1e-3 of max|golden|; the worst relative differences go to *enc / *step.
+void check_run(Context& ctx, const T5Run& run, size_t nv, size_t E, float* enc, float* step) {
+  ASSERT_TRUE(ctx.encode(Batch::from_tokens(run.enc_ids, 0)).is_ok());
+  ASSERT_EQ(ctx.n_encoded(), int(run.enc_ids.size()));
+  // The encoder output is readable as embeddings after encode (llama.cpp: llama_get_embeddings).
+  for (size_t i = 0; i < run.enc_ids.size(); ++i) {
+    auto e = ctx.embeddings(int(i));
+    ASSERT_TRUE(e.has_value()) << e.status().message();
+    const auto want = slice(run.enc, i, E);
+    EXPECT_LE(max_abs_diff(*e, want), 1e-3f * max_abs(run.enc)) << "encoder token " << i;
+    *enc = std::max(*enc, max_abs_diff(*e, want) / max_abs(run.enc));
+  }
+  for (size_t k = 0; k < run.dec_ids.size(); ++k) {
+    Batch b;
+    b.add(run.dec_ids[k], int32_t(k), {0}, true);
+    ASSERT_TRUE(ctx.decode(b).is_ok());
+    auto l = ctx.logits(-1);
+    ASSERT_TRUE(l.has_value());
+    const auto want = slice(run.steps, k, nv);
+    EXPECT_LE(max_abs_diff(*l, want), 1e-3f * max_abs(want)) << "step " << k;
+    *step = std::max(*step, max_abs_diff(*l, want) / max_abs(want));
+  }
+}
+
 class T5Golden : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(T5Golden, EncoderOutputAndTeacherForcedStepsMatchLlamaCpp) {
@@ -85,26 +110,7 @@ TEST_P(T5Golden, EncoderOutputAndTeacherForcedStepsMatchLlamaCpp) {
   for (const T5Run& run : load_runs(name, nv)) {
     auto ctx = f32_context(model);
     EXPECT_EQ(ctx->decoder_start_token(), run.dec_ids[0]);
-    ASSERT_TRUE(ctx->encode(Batch::from_tokens(run.enc_ids, 0)).is_ok());
-    ASSERT_EQ(ctx->n_encoded(), int(run.enc_ids.size()));
-    // The encoder output is readable as embeddings after encode (llama.cpp: llama_get_embeddings).
-    for (size_t i = 0; i < run.enc_ids.size(); ++i) {
-      auto e = ctx->embeddings(int(i));
-      ASSERT_TRUE(e.has_value()) << e.status().message();
-      const auto want = slice(run.enc, i, E);
-      EXPECT_LE(max_abs_diff(*e, want), 1e-3f * max_abs(run.enc)) << "encoder token " << i;
-      worst_enc = std::max(worst_enc, max_abs_diff(*e, want) / max_abs(run.enc));
-    }
-    for (size_t k = 0; k < run.dec_ids.size(); ++k) {
-      Batch b;
-      b.add(run.dec_ids[k], int32_t(k), {0}, true);
-      ASSERT_TRUE(ctx->decode(b).is_ok());
-      auto l = ctx->logits(-1);
-      ASSERT_TRUE(l.has_value());
-      const auto want = slice(run.steps, k, nv);
-      ASSERT_LE(max_abs_diff(*l, want), 1e-3f * max_abs(want)) << name << " step " << k;
-      worst_step = std::max(worst_step, max_abs_diff(*l, want) / max_abs(want));
-    }
+    check_run(*ctx, run, nv, E, &worst_enc, &worst_step);
   }
   std::printf("%s: encoder output within %.2g, decoder steps within %.2g of max|golden|\n", name.c_str(),
               double(worst_enc), double(worst_step));
@@ -234,25 +240,9 @@ TEST(T5Golden, WideHeadsWithTheDefaultF16CacheMatchLlamaCppsF16) {
     auto made = Context::create(model, cp);
     ASSERT_TRUE(made.has_value()) << made.status().message();
     auto& ctx = *made;
-    ASSERT_TRUE(ctx->encode(Batch::from_tokens(run.enc_ids, 0)).is_ok());
     float enc_worst = 0;
-    for (size_t i = 0; i < run.enc_ids.size(); ++i) {
-      auto e = ctx->embeddings(int(i));
-      ASSERT_TRUE(e.has_value());
-      const size_t E = size_t(model->hparams().n_embd);
-      enc_worst = std::max(enc_worst, max_abs_diff(*e, slice(run.enc, i, E)) / max_abs(run.enc));
-    }
+    check_run(*ctx, run, nv, size_t(model->hparams().n_embd), &enc_worst, &worst);
     std::printf("encoder output within %.2g\n", double(enc_worst));
-    for (size_t k = 0; k < run.dec_ids.size(); ++k) {
-      Batch b;
-      b.add(run.dec_ids[k], int32_t(k), {0}, true);
-      ASSERT_TRUE(ctx->decode(b).is_ok());
-      auto l = ctx->logits(-1);
-      ASSERT_TRUE(l.has_value());
-      const auto want = slice(run.steps, k, nv);
-      EXPECT_LE(max_abs_diff(*l, want), 1e-3f * max_abs(want)) << "step " << k;
-      worst = std::max(worst, max_abs_diff(*l, want) / max_abs(want));
-    }
   }
   std::printf("%s (F16 K/V): decoder steps within %.2g of max|golden|\n", name.c_str(), double(worst));
 }
