@@ -1,8 +1,8 @@
 // Recurrent models (mamba) through the context: a prompt in one batch, in chunks and token by
 // token gives the same logits; sequences decoded together equal each alone (and llama.cpp's joint
-// batch); the state cache's sequence operations return what llama.cpp's return (replayed from
-// tests/data/synth-mamba-tiny-f32.seqops.json, recorded with tools/dev/llama-ref); state
+// batch, from tests/data/synth-mamba-tiny-f32.seqops.json recorded with tools/dev/llama-ref); state
 // save/load of whole contexts and single sequences; refused batches and aborts change nothing.
+// (The sequence operations against llama.cpp: test_memory_interface.cpp, every memory kind.)
 #include <cstdio>
 #include <filesystem>
 
@@ -152,61 +152,6 @@ TEST(Recurrent, SequencesTogetherEqualEachAloneAndTheReference) {
 
 // Replays the reference's recorded sequence operations: every return value and every
 // sequence's positions afterwards must be what llama.cpp reported.
-TEST(Recurrent, SequenceOperationsReturnWhatTheReferenceReturns) {
-  auto model = mamba();
-  ASSERT_TRUE(model);
-  auto rec = load_json(data_dir() + "/" + kModel + ".seqops.json");
-  auto ctx = new_context(model, params(4));
-  std::vector<float> first_copy;
-  for (const auto& s : rec["steps"]) {
-    const std::string op = s["op"];
-    SCOPED_TRACE(s.dump());
-    if (op == "decode" || op == "decode_coupled") {
-      const auto toks = s["tokens"].get<std::vector<int32_t>>();
-      Batch b;
-      std::vector<int32_t> seqs = op == "decode" ? std::vector<int32_t>{s["seq"].get<int>()} : s["seqs"].get<std::vector<int32_t>>();
-      for (size_t i = 0; i < toks.size(); ++i) {
-        b.add(toks[i], s["pos0"].get<int>() + int(i), std::span<const int32_t>(seqs), i + 1 == toks.size());
-      }
-      const Status st = ctx->decode(b);
-      // loom refuses with a message where the reference returns a code: 0 stays 0, -1 (invalid
-      // batch) and 1 (no slot for coupled sequences) become kInvalidArgument.
-      EXPECT_EQ(st.is_ok(), s["ret"].get<int>() == 0) << st.message();
-      if (st && op == "decode" && toks.size() == 1) {
-        if (first_copy.empty()) {
-          first_copy = last_logits(*ctx);
-        } else if (s["seq"] == 2) {
-          EXPECT_EQ(last_logits(*ctx), first_copy);  // both copies continue one state
-        }
-      }
-    } else if (op == "seq_rm") {
-      const Status st = ctx->seq_rm(s["seq"], s["p0"], s["p1"]);
-      EXPECT_EQ(st.is_ok(), s["ret"].get<bool>()) << st.message();
-      if (!st) {
-        EXPECT_EQ(st.code(), StatusCode::kUnsupported);
-      }
-    } else if (op == "seq_cp") {
-      ASSERT_TRUE(ctx->seq_cp(s["src"], s["dst"], s["p0"], s["p1"]).is_ok());
-    } else if (op == "seq_add") {
-      ASSERT_TRUE(ctx->seq_add(s["seq"], s["p0"], s["p1"], s["delta"]).is_ok());
-    } else if (op == "seq_div") {
-      ASSERT_TRUE(ctx->seq_div(s["seq"], s["p0"], s["p1"], s["d"]).is_ok());
-    } else if (op == "seq_keep") {
-      ASSERT_TRUE(ctx->seq_keep(s["seq"]).is_ok());
-    } else if (op == "decode_two") {
-      ctx->kv_clear();
-      continue;
-    } else {
-      FAIL() << "unknown op " << op;
-    }
-    for (int q = 0; q < 4; ++q) {
-      EXPECT_EQ(*ctx->seq_pos_min(q), s["pos"][q][0].get<int>()) << "seq " << q;
-      EXPECT_EQ(*ctx->seq_pos_max(q), s["pos"][q][1].get<int>()) << "seq " << q;
-    }
-  }
-  EXPECT_TRUE(rec["copies_equal"].get<bool>());
-}
-
 TEST(Recurrent, RefusedBatchesAndAbortsLeaveTheStatesAsTheyWere) {
   auto model = mamba();
   ASSERT_TRUE(model);
