@@ -460,7 +460,9 @@ async function main() {
     if (cli) cli.push(r);
     else units.push([r]);
   }
+  const loadRounds = [];
   for (let round = 0; round <= o.reps; round++) {
+    loadRounds.push(Number(os.loadavg()[0].toFixed(2)));
     log(`round ${round}${round === 0 ? ' (warm-up)' : ''} of ${o.reps}, load ${os.loadavg()[0].toFixed(2)}`);
     const order = units.flatMap((_, i) => {
       const u = units[(i + round) % units.length];
@@ -532,7 +534,8 @@ async function main() {
   });
   const report = {
     model: path.basename(o.model), threads: o.threads, tokens: o.tokens, reps: o.reps, ctx: o.ctx, parallel: o.parallel,
-    date: started.toISOString(), cpu, load_avg: { start: load0, end: load1 },
+    date: started.toISOString(), seconds: Math.round((Date.now() - started) / 1000), cpu,
+    load_avg: { start: load0, rounds: loadRounds, end: load1 },
     bandwidth: bw ? { read_gbps: bw.mem_bw_gbps, kernel: bw.mem_bw_kernel, weight_bytes_per_token: bw.weight_bytes_per_token } : null,
     rows: rows.map(summary), check,
   };
@@ -544,7 +547,8 @@ async function main() {
   const f = (x, d = 1) => (Number.isFinite(x) ? x.toFixed(d) : '-');
   const rng = (s) => (Number.isFinite(s.median) ? `${f(s.median)} (${f(s.min)}–${f(s.max)})` : '-');
   console.log(`model ${report.model}, ${o.threads} threads, ${o.tokens} tokens a request, median (min–max) of ${o.reps} after a warm-up; ` +
-    `CPU ${cpu.name} (family ${cpu.family} model ${cpu.model}; ${cpu.isa?.join(' ')}), ${cpu.cores} cores, load ${f(load0[0], 2)} → ${f(load1[0], 2)}`);
+    `CPU ${cpu.name} (family ${cpu.family} model ${cpu.model}; ${cpu.isa?.join(' ')}), ${cpu.cores} cores, ` +
+    `1-min load ${f(load0[0], 2)} at the start, ${loadRounds.map((l) => f(l, 2)).join(' / ')} at each round's start, ${f(load1[0], 2)} at the end`);
   if (bw) console.log(`read bandwidth ${bw.mem_bw_gbps} GB/s (${bw.mem_bw_kernel}), ${(bw.weight_bytes_per_token / 1e6).toFixed(1)} MB of weights per token`);
   console.log('| engine | completion tok/s | × loom generate | streaming tok/s | decode GB/s | timer lag p99 / max (ms), completion · streaming | tokens |');
   console.log('|---|---|---|---|---|---|---|');
