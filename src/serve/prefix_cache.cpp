@@ -82,6 +82,7 @@ Status PrefixCache::share(const Match& m, int seq) {
   if (needs_ckpt_) {
     if (!m.node->ckpt) return internal_error("prefix cache: no checkpoint at the match");
     m.node->ckpt_stamp = ++clock_;
+    LOOM_LOG(kDebug, "prefix cache: sequence %d resumes from the checkpoint at %d", seq, m.len);
     Status st = ctx_.seq_state_load(*m.node->ckpt, seq);
     if (!st) {
       if (kv_shared_) (void)ctx_.seq_rm(seq, -1, -1, kPartKv);
@@ -203,7 +204,11 @@ PrefixCache::Node* PrefixCache::insert(std::span<const int32_t> tokens, int src)
     n_tokens_ += int(rest.size());
     at->persisted = false;
     // A checkpoint stays where it was taken: at a node that ends there.
-    if (at->ckpt) split(at, old_end)->ckpt = std::move(at->ckpt);
+    if (at->ckpt) {
+      Node* top = split(at, old_end);
+      top->ckpt = std::move(at->ckpt);
+      top->ckpt_stamp = at->ckpt_stamp;
+    }
     touch(at);
     return at;
   }
@@ -349,24 +354,41 @@ void PrefixCache::set_checkpoint(Node* n, std::vector<uint8_t> data) {
   n->ckpt = std::make_unique<std::vector<uint8_t>>(std::move(data));
   touch(n);
   n->ckpt_stamp = clock_;
+  LOOM_LOG(kDebug, "prefix cache: checkpoint at %d (%zu bytes)", n->end(), n->ckpt->size());
   enforce_limits(n);
 }
 
 void PrefixCache::enforce_limits(const Node* keep) {
-  // At most per_path checkpoints from the root to `keep`: the least recently used others go.
-  std::vector<Node*> path;
-  for (Node* n = const_cast<Node*>(keep); n && n != &root_; n = n->parent) {
-    if (n->ckpt) path.push_back(n);
+  // At most per_path checkpoints on every root-to-leaf path through `keep` (a checkpoint set on an
+  // inner node, such as a rolling one below a reply's end, lengthens the paths below it too): the
+  // least recently used others go, but not `keep` and (with room for two) not a path's shallowest,
+  // which every conversation that starts the same way (the same system prompt) resumes from
+  // however long this one grows.
+  std::vector<Node*> leaves;
+  for (std::vector<Node*> stack = {const_cast<Node*>(keep)}; !stack.empty();) {
+    Node* n = stack.back();
+    stack.pop_back();
+    if (n->leaf()) leaves.push_back(n);
+    for (auto& c : n->children) stack.push_back(c.get());
   }
-  while (int(path.size()) > limits_.per_path) {
-    auto victim = std::min_element(path.begin(), path.end(), [&](const Node* a, const Node* b) {
-      if ((a == keep) != (b == keep)) return b == keep;
-      return a->ckpt_stamp < b->ckpt_stamp;
-    });
-    Node* v = *victim;
-    path.erase(victim);
-    drop_checkpoint(v);
-    prune(v);
+  for (Node* leaf : leaves) {
+    std::vector<Node*> path;  // from the leaf towards the root
+    for (Node* n = leaf; n && n != &root_; n = n->parent) {
+      if (n->ckpt) path.push_back(n);
+    }
+    const Node* shallowest = limits_.per_path >= 2 && !path.empty() ? path.back() : nullptr;
+    while (int(path.size()) > limits_.per_path) {
+      auto rank = [&](const Node* n) { return n == keep ? 2 : n == shallowest ? 1 : 0; };
+      auto victim = std::min_element(path.begin(), path.end(), [&](const Node* a, const Node* b) {
+        if (rank(a) != rank(b)) return rank(a) < rank(b);
+        return a->ckpt_stamp < b->ckpt_stamp;
+      });
+      Node* v = *victim;
+      path.erase(victim);
+      LOOM_LOG(kDebug, "prefix cache: checkpoint at %d dropped (%d on the path to %d)", v->end(), limits_.per_path, leaf->end());
+      drop_checkpoint(v);
+      prune(v);
+    }
   }
   // At most max_bytes in all: the least recently used go.
   while (ckpt_bytes_ > limits_.max_bytes) {
@@ -439,6 +461,19 @@ int PrefixCache::n_leaves() const {
 Status PrefixCache::check_invariants() const {
   int evictable = 0, tokens = 0, nodes = 0, ckpts = 0;
   int64_t ckpt_bytes = 0;
+  {
+    // At most per_path checkpoints on any root-to-node path.
+    std::vector<std::pair<const Node*, int>> stack = {{&root_, 0}};
+    while (!stack.empty()) {
+      auto [n, on_path] = stack.back();
+      stack.pop_back();
+      on_path += n->ckpt ? 1 : 0;
+      if (on_path > std::max(limits_.per_path, 0)) {
+        return internal_error(std::to_string(on_path) + " checkpoints on the path to position " + std::to_string(n->end()));
+      }
+      for (const auto& c : n->children) stack.emplace_back(c.get(), on_path);
+    }
+  }
   if (!kv_shared_) {
     // An index of checkpoints: structure and counters only.
     std::vector<const Node*> stack = {&root_};

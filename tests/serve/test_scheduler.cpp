@@ -549,6 +549,45 @@ TEST(Scheduler, RecurrentModelsResumeFromCheckpoints) {
   }
 }
 
+// A long chat on a small per-path budget: checkpoints moved by a leaf's in-place extension keep
+// their age (the newest ones survive, so every turn resumes at least the previous prompt), and the
+// shallowest one (the system prompt's end, named by the request) survives however long the path
+// grows, so a new conversation with the same system prompt resumes from it.
+TEST(Scheduler, ALongChatKeepsTheNewestAndTheSystemPromptCheckpoints) {
+  auto m = data_model("synth-mamba-tiny-f32.gguf");
+  ASSERT_TRUE(m);
+  SchedulerParams p = small_params(1024, 2);
+  p.ctx_checkpoints = 4;
+  auto s = make_sched(m, p);
+  ASSERT_TRUE(s);
+  const std::vector<int32_t> system = long_prompt(24);
+  std::vector<int32_t> history = system;
+  int prev_prompt = 0;
+  for (int turn = 1; turn <= 8; ++turn) {
+    for (int k = 0; k < 9; ++k) history.push_back(int32_t(30 + 11 * turn + k));
+    GenerateRequest r = greedy(history, 10);
+    r.ignore_eos = true;
+    r.prompt_checkpoints = {int(system.size())};
+    auto c = run(*s, r);
+    ASSERT_TRUE(c->done);
+    const auto* done = c->find(Event::Kind::kDone);
+    if (turn > 1) EXPECT_GE(done->timings.cache_n, prev_prompt) << "turn " << turn;
+    prev_prompt = int(history.size());
+    const auto reply = c->tokens();
+    history.insert(history.end(), reply.begin(), reply.end());
+    // Every path holds at most 4 checkpoints.
+    Status inv = s->run_exclusive([](Context&, serve::PrefixCache* pc) { return pc->check_invariants(); });
+    EXPECT_TRUE(inv.is_ok()) << inv.message();
+  }
+  std::vector<int32_t> other = system;
+  for (int k = 0; k < 9; ++k) other.push_back(int32_t(300 + k));
+  GenerateRequest r = greedy(other, 4);
+  r.ignore_eos = true;
+  auto c = run(*s, r);
+  EXPECT_EQ(c->find(Event::Kind::kDone)->timings.cache_n, int(system.size()));
+  EXPECT_EQ(c->tokens(), alone(m, other, 4));
+}
+
 TEST(Scheduler, ACheckpointBudgetOfZeroServesWithoutReuse) {
   auto m = data_model("synth-mamba-tiny-f32.gguf");
   ASSERT_TRUE(m);
