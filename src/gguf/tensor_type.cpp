@@ -29,6 +29,8 @@ constexpr std::array kTypes = {
     Entry{28, {"f64", 1, 8}},       Entry{29, {"iq1_m", 256, 56}},
     Entry{30, {"bf16", 1, 2}},      Entry{34, {"tq1_0", 256, 54}},
     Entry{35, {"tq2_0", 256, 66}},  Entry{39, {"mxfp4", 32, 17}},
+    Entry{40, {"nvfp4", 64, 36}},   Entry{41, {"q1_0", 128, 18}},
+    Entry{42, {"q2_0", 64, 18}},
 };
 
 }  // namespace

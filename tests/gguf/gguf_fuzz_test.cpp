@@ -219,7 +219,7 @@ TEST(GgufCorrupt, TensorDims) {
 }
 
 TEST(GgufCorrupt, TensorTypes) {
-  for (uint32_t t : {4u, 5u, 31u, 40u, 1000u, 0xFFFFFFFFu}) {
+  for (uint32_t t : {4u, 5u, 31u, 43u, 1000u, 0xFFFFFFFFu}) {
     expect_refused(one_tensor({8}, t, 0), "unknown type id " + std::to_string(t));
   }
   expect_refused(one_tensor({16, 2}, kQ4_0, 0), "row length 16 is not a multiple of the q4_0 block size 32");
