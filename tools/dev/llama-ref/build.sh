@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds ref_dump against the llama.cpp that ../../../../shared/tools/build-llama-cpp.sh built
-# (default ~/.cache/loom-llama-cpp; its static libraries and headers). Usage: build.sh [OUT]
+# (default ~/.cache/loom-llama-cpp; its static libraries and headers), and quant_ref.cpp
+# (loom-quant-ref: ggml's block-format arithmetic, see tests/data/quant-ref/README.md) beside it.
+# Usage: build.sh [OUT] (loom-quant-ref goes to $LOOM_QUANT_REF_OUT, default next to OUT's default)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 llama=${LOOM_LLAMA_DIR:-$HOME/.cache/loom-llama-cpp}
@@ -11,3 +13,9 @@ g++ -std=c++17 -O2 -march=native -mno-amx-int8 -mno-amx-tile -mno-amx-bf16 -I"$l
   "$b/src/libllama.a" "$b/ggml/src/libggml.a" "$b/ggml/src/libggml-cpu.a" "$b/ggml/src/libggml-base.a" \
   -fopenmp -lpthread -ldl -lm
 echo "$out"
+qout=${LOOM_QUANT_REF_OUT:-$b/bin/loom-quant-ref}
+g++ -std=c++17 -O2 -march=native -mno-amx-int8 -mno-amx-tile -mno-amx-bf16 -I"$llama/src/ggml/include" \
+  "$here/quant_ref.cpp" -o "$qout" \
+  "$b/ggml/src/libggml.a" "$b/ggml/src/libggml-cpu.a" "$b/ggml/src/libggml-base.a" \
+  -fopenmp -lpthread -ldl -lm
+echo "$qout"
