@@ -19,3 +19,4 @@ g++ -std=c++17 -O2 -march=native -mno-amx-int8 -mno-amx-tile -mno-amx-bf16 -I"$l
   "$b/ggml/src/libggml.a" "$b/ggml/src/libggml-cpu.a" "$b/ggml/src/libggml-base.a" \
   -fopenmp -lpthread -ldl -lm
 echo "$qout"
+g++ -std=c++17 -O2 -march=native -mno-amx-int8 -mno-amx-tile -mno-amx-bf16 -I"$llama/src/ggml/include" -I"$llama/src/ggml/src" "$here/iq_ref_dump.cpp" -o "$b/bin/loom-iq-ref-dump" "$b/ggml/src/libggml-cpu.a" "$b/ggml/src/libggml-base.a" -fopenmp -lpthread -ldl -lm && echo "$b/bin/loom-iq-ref-dump"  # IQ1/IQ2/IQ3 conformance data (tests/data/quant-ref/iq*.bin)
