@@ -13,7 +13,6 @@
 #include "base/half.h"
 #include "quant/blocks.h"
 #include "quant/kernels.h"
-#include "quant/kquants.h"
 #include "quant/quant.h"
 
 namespace loom::quant::ref {
@@ -297,136 +296,95 @@ float dot_min(int64_t nb, const void* w, const void* a, Unpack unpack) {
 }
 
 }  // namespace
-
-void dequantize_row(TensorType t, const void* src, float* dst, int64_t n) {
-  const int64_t bs = block_size_of(t);
-  if (bs == 0 || n < 0 || n % bs != 0) fail("dequantize_row", t, n);
-  const int64_t nb = n / bs;
-  switch (t) {
-    case TensorType::F32:
-      if (n > 0) std::memcpy(dst, src, size_t(n) * 4);
-      return;
-    case TensorType::F16:
-      for (int64_t i = 0; i < n; ++i) store_f32(dst, i, f16_to_f32(load_u16(src, i)));
-      return;
-    case TensorType::BF16:
-      for (int64_t i = 0; i < n; ++i) store_f32(dst, i, bf16_to_f32(load_u16(src, i)));
-      return;
-    case TensorType::Q4_0: return dequant_q4_0(src, dst, nb);
-    case TensorType::Q4_1: return dequant_q4_1(src, dst, nb);
-    case TensorType::Q5_0: return dequant_q5_0(src, dst, nb);
-    case TensorType::Q5_1: return dequant_q5_1(src, dst, nb);
-    case TensorType::Q8_0: return dequant_q8_0(src, dst, nb);
-    case TensorType::Q8_1: return dequant_q8_1(src, dst, nb);
-    default:
-      if (!kref::dequantize(t, src, dst, nb)) fail("dequantize_row", t, n);
-      return;
-  }
-}
-
-void quantize_row(TensorType t, const float* src, void* dst, int64_t n) {
-  const int64_t bs = block_size_of(t);
-  if (bs == 0 || n < 0 || n % bs != 0) fail("quantize_row", t, n);
-  const int64_t nb = n / bs;
-  switch (t) {
-    case TensorType::F32:
-      if (n > 0) std::memcpy(dst, src, size_t(n) * 4);
-      return;
-    case TensorType::F16:
-      for (int64_t i = 0; i < n; ++i) store_u16(dst, i, f32_to_f16(load_f32(src, i)));
-      return;
-    case TensorType::BF16:
-      for (int64_t i = 0; i < n; ++i) store_u16(dst, i, f32_to_bf16(load_f32(src, i)));
-      return;
-    case TensorType::Q4_0: return quant_q4_0(src, dst, nb);
-    case TensorType::Q4_1: return quant_q4_1(src, dst, nb);
-    case TensorType::Q5_0: return quant_q5_0(src, dst, nb);
-    case TensorType::Q5_1: return quant_q5_1(src, dst, nb);
-    case TensorType::Q8_0: return quant_q8_0(src, dst, nb);
-    case TensorType::Q8_1: return quant_q8_1(src, dst, nb);
-    default:
-      if (!kref::quantize(t, src, dst, nb)) fail("quantize_row", t, n);
-      return;
-  }
-}
-
-float vec_dot(TensorType t, int64_t n, const void* w, const void* a) {
-  const int64_t bs = block_size_of(t);
-  if (bs == 0 || n < 0 || n % bs != 0) fail("vec_dot", t, n);
-  const int64_t nb = n / bs;
-  switch (t) {
-    case TensorType::F32: {
-      float sum = 0.0f;
-      const auto* wf = static_cast<const float*>(w);
-      const auto* af = static_cast<const float*>(a);
-      for (int64_t i = 0; i < n; ++i) sum += load_f32(wf, i) * load_f32(af, i);
-      return sum;
-    }
-    case TensorType::F16: {
-      float sum = 0.0f;
-      for (int64_t i = 0; i < n; ++i) {
-        sum += f16_to_f32(load_u16(w, i)) * f16_to_f32(load_u16(a, i));
-      }
-      return sum;
-    }
-    case TensorType::BF16: {
-      float sum = 0.0f;
-      for (int64_t i = 0; i < n; ++i) {
-        sum += bf16_to_f32(load_u16(w, i)) * bf16_to_f32(load_u16(a, i));
-      }
-      return sum;
-    }
-    case TensorType::Q4_0:
-      return dot_sym<BlockQ4_0>(nb, w, a, [](const BlockQ4_0& b, int(&q)[kBlock]) {
-        unpack4(b.qs, 8, q);
-      });
-    case TensorType::Q5_0:
-      return dot_sym<BlockQ5_0>(nb, w, a, [](const BlockQ5_0& b, int(&q)[kBlock]) {
-        unpack5(b.qs, b.qh, 16, q);
-      });
-    case TensorType::Q8_0:
-      return dot_sym<BlockQ8_0>(nb, w, a, [](const BlockQ8_0& b, int(&q)[kBlock]) {
-        for (int j = 0; j < kBlock; ++j) q[j] = b.qs[j];
-      });
-    case TensorType::Q4_1:
-      return dot_min<BlockQ4_1>(nb, w, a, [](const BlockQ4_1& b, int(&q)[kBlock]) {
-        unpack4(b.qs, 0, q);
-      });
-    case TensorType::Q5_1:
-      return dot_min<BlockQ5_1>(nb, w, a, [](const BlockQ5_1& b, int(&q)[kBlock]) {
-        unpack5(b.qs, b.qh, 0, q);
-      });
-    case TensorType::Q8_1: {
-      // Q8_1 weights (not produced by llama.cpp's quantizer for models, but a valid type):
-      // symmetric, so the s fields are not needed.
-      float sum = 0.0f;
-      for (int64_t i = 0; i < nb; ++i) {
-        const auto bw = load_block<BlockQ8_1>(w, i);
-        const auto ba = load_block<BlockQ8_1>(a, i);
-        int s = 0;
-        for (int j = 0; j < kBlock; ++j) s += int(bw.qs[j]) * ba.qs[j];
-        sum += float(s) * (f16_to_f32(bw.d) * f16_to_f32(ba.d));
-      }
-      return sum;
-    }
-    default: {
-      float out = 0.0f;
-      if (!kref::vec_dot(t, nb, w, a, &out)) fail("vec_dot", t, n);
-      return out;
-    }
-  }
-}
-
-void vec_dot_tile(TensorType t, int64_t n, const void* w, size_t w_stride, int n_rows_w,
-                  const void* a, size_t a_stride, int n_rows_a, float* out, size_t out_stride) {
-  const auto* wb = static_cast<const uint8_t*>(w);
-  const auto* ab = static_cast<const uint8_t*>(a);
-  for (int i = 0; i < n_rows_a; ++i) {
-    for (int j = 0; j < n_rows_w; ++j) {
-      out[size_t(i) * out_stride + size_t(j)] =
-          vec_dot(t, n, wb + size_t(j) * w_stride, ab + size_t(i) * a_stride);
-    }
-  }
-}
-
 }  // namespace loom::quant::ref
+
+// ---- one entry point per type and operation (kernels.h), n elements; type_traits.cpp puts them
+// in the table and quant.cpp's ref:: functions dispatch through it --------------------------
+
+namespace loom::quant::detail::scalar {
+
+void dequantize_f32(const void* src, float* dst, int64_t n) {
+  if (n > 0) std::memcpy(dst, src, size_t(n) * 4);
+}
+void quantize_f32(const float* src, void* dst, int64_t n) {
+  if (n > 0) std::memcpy(dst, src, size_t(n) * 4);
+}
+float vec_dot_f32(int64_t n, const void* w, const void* a) {
+  float sum = 0.0f;
+  const auto* wf = static_cast<const float*>(w);
+  const auto* af = static_cast<const float*>(a);
+  for (int64_t i = 0; i < n; ++i) sum += load_f32(wf, i) * load_f32(af, i);
+  return sum;
+}
+
+void dequantize_f16(const void* src, float* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) store_f32(dst, i, f16_to_f32(load_u16(src, i)));
+}
+void quantize_f16(const float* src, void* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) store_u16(dst, i, f32_to_f16(load_f32(src, i)));
+}
+float vec_dot_f16(int64_t n, const void* w, const void* a) {
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n; ++i) sum += f16_to_f32(load_u16(w, i)) * f16_to_f32(load_u16(a, i));
+  return sum;
+}
+
+void dequantize_bf16(const void* src, float* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) store_f32(dst, i, bf16_to_f32(load_u16(src, i)));
+}
+void quantize_bf16(const float* src, void* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) store_u16(dst, i, f32_to_bf16(load_f32(src, i)));
+}
+float vec_dot_bf16(int64_t n, const void* w, const void* a) {
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n; ++i) sum += bf16_to_f32(load_u16(w, i)) * bf16_to_f32(load_u16(a, i));
+  return sum;
+}
+
+#define LOOM_BLOCK_ROWS(t)                                                                            \
+  void dequantize_##t(const void* src, float* dst, int64_t n) { ref::dequant_##t(src, dst, n / kBlock); } \
+  void quantize_##t(const float* src, void* dst, int64_t n) { ref::quant_##t(src, dst, n / kBlock); }
+LOOM_BLOCK_ROWS(q4_0)
+LOOM_BLOCK_ROWS(q4_1)
+LOOM_BLOCK_ROWS(q5_0)
+LOOM_BLOCK_ROWS(q5_1)
+LOOM_BLOCK_ROWS(q8_0)
+LOOM_BLOCK_ROWS(q8_1)
+#undef LOOM_BLOCK_ROWS
+
+float vec_dot_q4_0(int64_t n, const void* w, const void* a) {
+  return ref::dot_sym<BlockQ4_0>(n / kBlock, w, a, [](const BlockQ4_0& b, int(&q)[kBlock]) { ref::unpack4(b.qs, 8, q); });
+}
+float vec_dot_q5_0(int64_t n, const void* w, const void* a) {
+  return ref::dot_sym<BlockQ5_0>(n / kBlock, w, a, [](const BlockQ5_0& b, int(&q)[kBlock]) {
+    ref::unpack5(b.qs, b.qh, 16, q);
+  });
+}
+float vec_dot_q8_0(int64_t n, const void* w, const void* a) {
+  return ref::dot_sym<BlockQ8_0>(n / kBlock, w, a, [](const BlockQ8_0& b, int(&q)[kBlock]) {
+    for (int j = 0; j < kBlock; ++j) q[j] = b.qs[j];
+  });
+}
+float vec_dot_q4_1(int64_t n, const void* w, const void* a) {
+  return ref::dot_min<BlockQ4_1>(n / kBlock, w, a, [](const BlockQ4_1& b, int(&q)[kBlock]) { ref::unpack4(b.qs, 0, q); });
+}
+float vec_dot_q5_1(int64_t n, const void* w, const void* a) {
+  return ref::dot_min<BlockQ5_1>(n / kBlock, w, a, [](const BlockQ5_1& b, int(&q)[kBlock]) {
+    ref::unpack5(b.qs, b.qh, 0, q);
+  });
+}
+// Q8_1 weights (not produced by llama.cpp's quantizer for models, but a valid type): symmetric,
+// so the s fields are not needed.
+float vec_dot_q8_1(int64_t n, const void* w, const void* a) {
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n / kBlock; ++i) {
+    const auto bw = load_block<BlockQ8_1>(w, i);
+    const auto ba = load_block<BlockQ8_1>(a, i);
+    int s = 0;
+    for (int j = 0; j < kBlock; ++j) s += int(bw.qs[j]) * ba.qs[j];
+    sum += float(s) * (f16_to_f32(bw.d) * f16_to_f32(ba.d));
+  }
+  return sum;
+}
+
+}  // namespace loom::quant::detail::scalar

@@ -310,86 +310,60 @@ LOOM_AVX2 void quant_q8_1(int64_t nb, const uint8_t* x, uint8_t* y) {
 
 LOOM_AVX2 void quantize_packed_act(const float* x, int64_t nb, uint8_t* dst) { quant_packed_act(nb, x, dst); }
 
-LOOM_AVX2 bool dequantize_row(TensorType t, const void* src, float* dst, int64_t n) {
-  const auto* x = static_cast<const uint8_t*>(src);
-  auto* y = reinterpret_cast<uint8_t*>(dst);
-  const int64_t nb = n / kBlock;
-  switch (t) {
-    case TensorType::Q4_0: dequant_sym<sizeof(BlockQ4_0), levels_q4_0>(nb, x, y); return true;
-    case TensorType::Q5_0: dequant_sym<sizeof(BlockQ5_0), levels_q5_0>(nb, x, y); return true;
-    case TensorType::Q8_0: dequant_sym<sizeof(BlockQ8_0), levels_q8_0>(nb, x, y); return true;
-    case TensorType::Q8_1: dequant_sym<sizeof(BlockQ8_1), levels_q8_1>(nb, x, y); return true;
-    case TensorType::IQ4_NL: dequant_sym<sizeof(BlockIQ4_NL), levels_iq4_nl>(nb, x, y); return true;
-    case TensorType::Q4_1: dequant_min<sizeof(BlockQ4_1), levels_q4_1>(nb, x, y); return true;
-    case TensorType::Q5_1: dequant_min<sizeof(BlockQ5_1), levels_q5_1>(nb, x, y); return true;
-    case TensorType::F32:   // a copy; the reference memcpy is as fast
-    case TensorType::F16:   // the float formats: Highway's kernels (kernels_hwy.cpp)
-    case TensorType::BF16:
-      return false;
-    default: return kq_dequantize_row(t, src, dst, n / kSuper);
+// One entry point per type and operation (kernels.h); type_traits.cpp puts them in the table.
+#define LOOM_U8(p) static_cast<const uint8_t*>(p)
+#define LOOM_AVX2_DEQUANT(t, kind, Block, levels)                                        \
+  LOOM_AVX2 void dequantize_##t(const void* src, float* dst, int64_t n) {                 \
+    dequant_##kind<sizeof(Block), levels>(n / kBlock, LOOM_U8(src), reinterpret_cast<uint8_t*>(dst)); \
   }
+LOOM_AVX2_DEQUANT(q4_0, sym, BlockQ4_0, levels_q4_0)
+LOOM_AVX2_DEQUANT(q5_0, sym, BlockQ5_0, levels_q5_0)
+LOOM_AVX2_DEQUANT(q8_0, sym, BlockQ8_0, levels_q8_0)
+LOOM_AVX2_DEQUANT(q8_1, sym, BlockQ8_1, levels_q8_1)
+LOOM_AVX2_DEQUANT(iq4_nl, sym, BlockIQ4_NL, levels_iq4_nl)
+LOOM_AVX2_DEQUANT(q4_1, min, BlockQ4_1, levels_q4_1)
+LOOM_AVX2_DEQUANT(q5_1, min, BlockQ5_1, levels_q5_1)
+#undef LOOM_AVX2_DEQUANT
+
+LOOM_AVX2 void quantize_q8_0(const float* src, void* dst, int64_t n) {
+  quant_q8_0(n / kBlock, reinterpret_cast<const uint8_t*>(src), static_cast<uint8_t*>(dst));
+}
+LOOM_AVX2 void quantize_q8_1(const float* src, void* dst, int64_t n) {
+  quant_q8_1(n / kBlock, reinterpret_cast<const uint8_t*>(src), static_cast<uint8_t*>(dst));
 }
 
-LOOM_AVX2 bool quantize_row(TensorType t, const float* src, void* dst, int64_t n) {
-  const auto* x = reinterpret_cast<const uint8_t*>(src);
-  auto* y = static_cast<uint8_t*>(dst);
-  switch (t) {
-    case TensorType::Q8_0: quant_q8_0(n / kBlock, x, y); return true;
-    case TensorType::Q8_1: quant_q8_1(n / kBlock, x, y); return true;
-    case TensorType::Q8_K: return kq_quantize_row(t, src, dst, n / kSuper);
-    default: return false;  // weight quantizers are off the hot path
+#define LOOM_AVX2_DOT_TILE1(t, Block, levels)                                       \
+  LOOM_AVX2 float vec_dot_##t(int64_t n, const void* w, const void* a) {            \
+    return dot_tile1<sizeof(Block), levels>(n / kBlock, LOOM_U8(w), LOOM_U8(a));    \
   }
-}
-
-LOOM_AVX2 bool vec_dot(TensorType t, int64_t n, const void* w, const void* a, float* out) {
-  const auto* wb = static_cast<const uint8_t*>(w);
-  const auto* ab = static_cast<const uint8_t*>(a);
-  const int64_t nb = n / kBlock;
+LOOM_AVX2_DOT_TILE1(q4_0, BlockQ4_0, levels_q4_0)
+LOOM_AVX2_DOT_TILE1(q5_0, BlockQ5_0, levels_q5_0)
+LOOM_AVX2_DOT_TILE1(q8_0, BlockQ8_0, levels_q8_0)
+LOOM_AVX2_DOT_TILE1(iq4_nl, BlockIQ4_NL, levels_iq4_nl)
+#undef LOOM_AVX2_DOT_TILE1
+LOOM_AVX2 float vec_dot_q8_1(int64_t n, const void* w, const void* a) {
   constexpr int k81 = sizeof(BlockQ8_1);
-  switch (t) {
-    case TensorType::F32:  // the float formats: Highway's kernels (kernels_hwy.cpp)
-    case TensorType::F16:
-    case TensorType::BF16:
-      return false;
-    case TensorType::Q4_0: *out = dot_tile1<sizeof(BlockQ4_0), levels_q4_0>(nb, wb, ab); return true;
-    case TensorType::Q5_0: *out = dot_tile1<sizeof(BlockQ5_0), levels_q5_0>(nb, wb, ab); return true;
-    case TensorType::Q8_0: *out = dot_tile1<sizeof(BlockQ8_0), levels_q8_0>(nb, wb, ab); return true;
-    case TensorType::Q8_1: *out = dot_sym<sizeof(BlockQ8_1), k81, levels_q8_1>(nb, wb, ab); return true;
-    case TensorType::Q4_1: *out = dot_min<sizeof(BlockQ4_1), levels_q4_1>(nb, wb, ab); return true;
-    case TensorType::Q5_1: *out = dot_min<sizeof(BlockQ5_1), levels_q5_1>(nb, wb, ab); return true;
-    case TensorType::IQ4_NL: *out = dot_tile1<sizeof(BlockIQ4_NL), levels_iq4_nl>(nb, wb, ab); return true;
-    default: return kq_vec_dot(t, n / kSuper, w, a, out);
-  }
+  return dot_sym<sizeof(BlockQ8_1), k81, levels_q8_1>(n / kBlock, LOOM_U8(w), LOOM_U8(a));
+}
+LOOM_AVX2 float vec_dot_q4_1(int64_t n, const void* w, const void* a) {
+  return dot_min<sizeof(BlockQ4_1), levels_q4_1>(n / kBlock, LOOM_U8(w), LOOM_U8(a));
+}
+LOOM_AVX2 float vec_dot_q5_1(int64_t n, const void* w, const void* a) {
+  return dot_min<sizeof(BlockQ5_1), levels_q5_1>(n / kBlock, LOOM_U8(w), LOOM_U8(a));
 }
 
-LOOM_AVX2 bool vec_dot_tile(TensorType t, int64_t n, const void* w, size_t w_stride, int n_rows_w,
-                            const void* a, size_t a_stride, int n_rows_a, float* out,
-                            size_t out_stride) {
-  const auto* wb = static_cast<const uint8_t*>(w);
-  const auto* ab = static_cast<const uint8_t*>(a);
-  const int64_t nb = n / kBlock;
-  switch (t) {
-    case TensorType::Q4_0:
-      tile_loop<SymTile<sizeof(BlockQ4_0), levels_q4_0>::K>(nb, wb, w_stride, n_rows_w, ab,
-                                                             a_stride, n_rows_a, out, out_stride);
-      return true;
-    case TensorType::Q5_0:
-      tile_loop<SymTile<sizeof(BlockQ5_0), levels_q5_0>::K>(nb, wb, w_stride, n_rows_w, ab,
-                                                             a_stride, n_rows_a, out, out_stride);
-      return true;
-    case TensorType::Q8_0:
-      tile_loop<SymTile<sizeof(BlockQ8_0), levels_q8_0>::K>(nb, wb, w_stride, n_rows_w, ab,
-                                                             a_stride, n_rows_a, out, out_stride);
-      return true;
-    case TensorType::IQ4_NL:
-      tile_loop<SymTile<sizeof(BlockIQ4_NL), levels_iq4_nl>::K>(nb, wb, w_stride, n_rows_w, ab,
-                                                                 a_stride, n_rows_a, out,
-                                                                 out_stride);
-      return true;
-    default:
-      return false;
+#define LOOM_AVX2_TILE(t, Block, levels)                                                              \
+  LOOM_AVX2 void vec_dot_tile_##t(int64_t n, const void* w, size_t w_stride, int n_rows_w, const void* a, \
+                                  size_t a_stride, int n_rows_a, float* out, size_t out_stride) {       \
+    tile_loop<SymTile<sizeof(Block), levels>::K>(n / kBlock, LOOM_U8(w), w_stride, n_rows_w, LOOM_U8(a), \
+                                                 a_stride, n_rows_a, out, out_stride);                  \
   }
-}
+LOOM_AVX2_TILE(q4_0, BlockQ4_0, levels_q4_0)
+LOOM_AVX2_TILE(q5_0, BlockQ5_0, levels_q5_0)
+LOOM_AVX2_TILE(q8_0, BlockQ8_0, levels_q8_0)
+LOOM_AVX2_TILE(iq4_nl, BlockIQ4_NL, levels_iq4_nl)
+#undef LOOM_AVX2_TILE
+#undef LOOM_U8
 
 }  // namespace loom::quant::detail::avx2
 

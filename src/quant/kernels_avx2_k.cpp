@@ -479,40 +479,25 @@ LOOM_NOIPA LOOM_AVX2 void dequant_k(int64_t nb, const uint8_t* x, float* y) {
 
 }  // namespace
 
-LOOM_AVX2 bool kq_dequantize_row(TensorType t, const void* src, float* dst, int64_t nb) {
-  const auto* x = static_cast<const uint8_t*>(src);
-  float* y = dst;
-  switch (t) {
-    case TensorType::Q2_K: dequant_k<sizeof(BlockQ2_K), levels_q2_k, true>(nb, x, y); return true;
-    case TensorType::Q3_K: dequant_k<sizeof(BlockQ3_K), levels_q3_k, false>(nb, x, y); return true;
-    case TensorType::Q4_K: dequant_k<sizeof(BlockQ4_K), levels_q45_k<false>, true>(nb, x, y); return true;
-    case TensorType::Q5_K: dequant_k<sizeof(BlockQ5_K), levels_q45_k<true>, true>(nb, x, y); return true;
-    case TensorType::Q6_K: dequant_k<sizeof(BlockQ6_K), levels_q6_k, false>(nb, x, y); return true;
-    case TensorType::IQ4_XS: dequant_k<sizeof(BlockIQ4_XS), levels_iq4_xs, false>(nb, x, y); return true;
-    case TensorType::Q8_K: dequant_k<sizeof(BlockQ8_K), levels_q8_k, false>(nb, x, y); return true;
-    default: return false;
+// One entry point per type and operation (kernels.h); type_traits.cpp puts them in the table.
+#define LOOM_AVX2_K(t, Block, levels, has_min, dot)                                                 \
+  LOOM_AVX2 void dequantize_##t(const void* src, float* dst, int64_t n) {                          \
+    dequant_k<sizeof(Block), levels, has_min>(n / kSuper, static_cast<const uint8_t*>(src), dst);  \
+  }                                                                                                 \
+  LOOM_AVX2 float vec_dot_##t(int64_t n, const void* w, const void* a) {                           \
+    return dot(n / kSuper, static_cast<const uint8_t*>(w), static_cast<const uint8_t*>(a));        \
   }
-}
+LOOM_AVX2_K(q2_k, BlockQ2_K, levels_q2_k, true, dot_q2_k)
+LOOM_AVX2_K(q3_k, BlockQ3_K, levels_q3_k, false, dot_q3_k)
+LOOM_AVX2_K(q4_k, BlockQ4_K, levels_q45_k<false>, true, dot_q45_k<false>)
+LOOM_AVX2_K(q5_k, BlockQ5_K, levels_q45_k<true>, true, dot_q45_k<true>)
+LOOM_AVX2_K(q6_k, BlockQ6_K, levels_q6_k, false, dot_q6_k)
+LOOM_AVX2_K(iq4_xs, BlockIQ4_XS, levels_iq4_xs, false, dot_iq4_xs)
+LOOM_AVX2_K(q8_k, BlockQ8_K, levels_q8_k, false, dot_q8_k)
+#undef LOOM_AVX2_K
 
-LOOM_AVX2 bool kq_quantize_row(TensorType t, const float* src, void* dst, int64_t nb) {
-  if (t != TensorType::Q8_K) return false;
-  quant_q8_k(nb, reinterpret_cast<const uint8_t*>(src), static_cast<uint8_t*>(dst));
-  return true;
-}
-
-LOOM_AVX2 bool kq_vec_dot(TensorType t, int64_t nb, const void* w, const void* a, float* out) {
-  const auto* wb = static_cast<const uint8_t*>(w);
-  const auto* ab = static_cast<const uint8_t*>(a);
-  switch (t) {
-    case TensorType::Q2_K: *out = dot_q2_k(nb, wb, ab); return true;
-    case TensorType::Q3_K: *out = dot_q3_k(nb, wb, ab); return true;
-    case TensorType::Q4_K: *out = dot_q45_k<false>(nb, wb, ab); return true;
-    case TensorType::Q5_K: *out = dot_q45_k<true>(nb, wb, ab); return true;
-    case TensorType::Q6_K: *out = dot_q6_k(nb, wb, ab); return true;
-    case TensorType::IQ4_XS: *out = dot_iq4_xs(nb, wb, ab); return true;
-    case TensorType::Q8_K: *out = dot_q8_k(nb, wb, ab); return true;
-    default: return false;
-  }
+LOOM_AVX2 void quantize_q8_k(const float* src, void* dst, int64_t n) {
+  quant_q8_k(n / kSuper, reinterpret_cast<const uint8_t*>(src), static_cast<uint8_t*>(dst));
 }
 
 }  // namespace loom::quant::detail::avx2

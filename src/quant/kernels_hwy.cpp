@@ -971,104 +971,88 @@ float DotQ8K(int64_t nb, const uint8_t* w, const uint8_t* a) {
 #undef LOOM_RWMA
 
 // ---- per-target entry points (arguments validated by the caller) ---------------------------
+// One per type and operation, with the signatures of TypeTraits' slots; LOOM_HWY_KERNELS
+// (kernels.h) lists them and type_traits.cpp puts them in the table.
 
-bool DequantizeRowImpl(TensorType t, const void* src, float* dst, int64_t n) {
-  const auto* x = static_cast<const uint8_t*>(src);
-  const int64_t nb = n / kBlock;
-  switch (t) {
-    case TensorType::F16: DequantHalf<F16Row>(n, x, dst); return true;
-    case TensorType::BF16: DequantHalf<BF16Row>(n, x, dst); return true;
-    case TensorType::Q4_0: DequantBlocks<FmtQ4_0, false>(nb, x, dst); return true;
-    case TensorType::Q5_0: DequantBlocks<FmtQ5_0, false>(nb, x, dst); return true;
-    case TensorType::Q8_0: DequantBlocks<FmtQ8_0, false>(nb, x, dst); return true;
-    case TensorType::Q8_1: DequantBlocks<FmtQ8_1, false>(nb, x, dst); return true;
-    case TensorType::IQ4_NL: DequantBlocks<FmtIQ4_NL, false>(nb, x, dst); return true;
-    case TensorType::Q4_1: DequantBlocks<FmtQ4_1, true>(nb, x, dst); return true;
-    case TensorType::Q5_1: DequantBlocks<FmtQ5_1, true>(nb, x, dst); return true;
-    default: return false;  // F32 (a copy) and the super-block formats: the reference
-  }
-}
+#define LOOM_U8(p) static_cast<const uint8_t*>(p)
+void DequantF16(const void* src, float* dst, int64_t n) { DequantHalf<F16Row>(n, LOOM_U8(src), dst); }
+void DequantBF16(const void* src, float* dst, int64_t n) { DequantHalf<BF16Row>(n, LOOM_U8(src), dst); }
+void DequantQ4_0(const void* src, float* dst, int64_t n) { DequantBlocks<FmtQ4_0, false>(n / kBlock, LOOM_U8(src), dst); }
+void DequantQ5_0(const void* src, float* dst, int64_t n) { DequantBlocks<FmtQ5_0, false>(n / kBlock, LOOM_U8(src), dst); }
+void DequantQ8_0(const void* src, float* dst, int64_t n) { DequantBlocks<FmtQ8_0, false>(n / kBlock, LOOM_U8(src), dst); }
+void DequantQ8_1(const void* src, float* dst, int64_t n) { DequantBlocks<FmtQ8_1, false>(n / kBlock, LOOM_U8(src), dst); }
+void DequantIQ4_NL(const void* src, float* dst, int64_t n) { DequantBlocks<FmtIQ4_NL, false>(n / kBlock, LOOM_U8(src), dst); }
+void DequantQ4_1(const void* src, float* dst, int64_t n) { DequantBlocks<FmtQ4_1, true>(n / kBlock, LOOM_U8(src), dst); }
+void DequantQ5_1(const void* src, float* dst, int64_t n) { DequantBlocks<FmtQ5_1, true>(n / kBlock, LOOM_U8(src), dst); }
 
-bool QuantizeRowImpl(TensorType t, const float* src, void* dst, int64_t n) {
-  auto* y = static_cast<uint8_t*>(dst);
-  switch (t) {
-    case TensorType::Q8_0: QuantQ8_0(n / kBlock, src, y); return true;
-    case TensorType::Q8_1: QuantQ8_1(n / kBlock, src, y); return true;
-    case TensorType::Q8_K: QuantQ8_K(n / kSuper, src, y); return true;
-    case TensorType::F16: QuantF16(n, src, y); return true;
-    case TensorType::BF16: QuantBF16(n, src, y); return true;
-    default: return false;  // F32 (a copy) and the weight quantizers (off the hot path)
-  }
-}
+void QuantizeQ8_0(const float* src, void* dst, int64_t n) { QuantQ8_0(n / kBlock, src, static_cast<uint8_t*>(dst)); }
+void QuantizeQ8_1(const float* src, void* dst, int64_t n) { QuantQ8_1(n / kBlock, src, static_cast<uint8_t*>(dst)); }
+void QuantizeQ8_K(const float* src, void* dst, int64_t n) { QuantQ8_K(n / kSuper, src, static_cast<uint8_t*>(dst)); }
+void QuantizeF16(const float* src, void* dst, int64_t n) { QuantF16(n, src, static_cast<uint8_t*>(dst)); }
+void QuantizeBF16(const float* src, void* dst, int64_t n) { QuantBF16(n, src, static_cast<uint8_t*>(dst)); }
 
-bool VecDotImpl(TensorType t, int64_t n, const void* w, const void* a, float* out) {
-  const auto* wb = static_cast<const uint8_t*>(w);
-  const auto* ab = static_cast<const uint8_t*>(a);
-  const int64_t nb = n / kBlock, nk = n / kSuper;
-  constexpr int k81 = sizeof(BlockQ8_1);
-  switch (t) {
-    case TensorType::F32: *out = DotFloat<F32Row>(n, wb, ab); return true;
-    case TensorType::F16: *out = DotF16Tile1(n, wb, ab); return true;
-    case TensorType::BF16: *out = DotFloat<BF16Row>(n, wb, ab); return true;
-    case TensorType::Q4_0: *out = DotTile1<FmtQ4_0>(nb, wb, ab); return true;
-    case TensorType::Q5_0: *out = DotTile1<FmtQ5_0>(nb, wb, ab); return true;
-    case TensorType::Q8_0: *out = DotTile1<FmtQ8_0>(nb, wb, ab); return true;
-    case TensorType::IQ4_NL: *out = DotTile1<FmtIQ4_NL>(nb, wb, ab); return true;
-    case TensorType::Q8_1: *out = DotSym<FmtQ8_1, k81>(nb, wb, ab); return true;
-    case TensorType::Q4_1: *out = DotMin<FmtQ4_1>(nb, wb, ab); return true;
-    case TensorType::Q5_1: *out = DotMin<FmtQ5_1>(nb, wb, ab); return true;
-    case TensorType::Q2_K: *out = DotQ2K(nk, wb, ab); return true;
-    case TensorType::Q3_K: *out = DotQ3K(nk, wb, ab); return true;
-    case TensorType::Q4_K: *out = DotQ45K<false>(nk, wb, ab); return true;
-    case TensorType::Q5_K: *out = DotQ45K<true>(nk, wb, ab); return true;
-    case TensorType::Q6_K: *out = DotQ6K(nk, wb, ab); return true;
-    case TensorType::IQ4_XS: *out = DotIQ4XS(nk, wb, ab); return true;
-    case TensorType::Q8_K: *out = DotQ8K(nk, wb, ab); return true;
-    default: return false;
-  }
+float DotF32(int64_t n, const void* w, const void* a) { return DotFloat<F32Row>(n, LOOM_U8(w), LOOM_U8(a)); }
+float DotF16(int64_t n, const void* w, const void* a) { return DotF16Tile1(n, LOOM_U8(w), LOOM_U8(a)); }
+float DotBF16(int64_t n, const void* w, const void* a) { return DotFloat<BF16Row>(n, LOOM_U8(w), LOOM_U8(a)); }
+float DotQ4_0(int64_t n, const void* w, const void* a) { return DotTile1<FmtQ4_0>(n / kBlock, LOOM_U8(w), LOOM_U8(a)); }
+float DotQ5_0(int64_t n, const void* w, const void* a) { return DotTile1<FmtQ5_0>(n / kBlock, LOOM_U8(w), LOOM_U8(a)); }
+float DotQ8_0(int64_t n, const void* w, const void* a) { return DotTile1<FmtQ8_0>(n / kBlock, LOOM_U8(w), LOOM_U8(a)); }
+float DotIQ4_NL(int64_t n, const void* w, const void* a) { return DotTile1<FmtIQ4_NL>(n / kBlock, LOOM_U8(w), LOOM_U8(a)); }
+float DotQ8_1(int64_t n, const void* w, const void* a) {
+  return DotSym<FmtQ8_1, int(sizeof(BlockQ8_1))>(n / kBlock, LOOM_U8(w), LOOM_U8(a));
 }
+float DotQ4_1(int64_t n, const void* w, const void* a) { return DotMin<FmtQ4_1>(n / kBlock, LOOM_U8(w), LOOM_U8(a)); }
+float DotQ5_1(int64_t n, const void* w, const void* a) { return DotMin<FmtQ5_1>(n / kBlock, LOOM_U8(w), LOOM_U8(a)); }
+float DotQ2_K(int64_t n, const void* w, const void* a) { return DotQ2K(n / kSuper, LOOM_U8(w), LOOM_U8(a)); }
+float DotQ3_K(int64_t n, const void* w, const void* a) { return DotQ3K(n / kSuper, LOOM_U8(w), LOOM_U8(a)); }
+float DotQ4_K(int64_t n, const void* w, const void* a) { return DotQ45K<false>(n / kSuper, LOOM_U8(w), LOOM_U8(a)); }
+float DotQ5_K(int64_t n, const void* w, const void* a) { return DotQ45K<true>(n / kSuper, LOOM_U8(w), LOOM_U8(a)); }
+float DotQ6_K(int64_t n, const void* w, const void* a) { return DotQ6K(n / kSuper, LOOM_U8(w), LOOM_U8(a)); }
+float DotIQ4_XS(int64_t n, const void* w, const void* a) { return DotIQ4XS(n / kSuper, LOOM_U8(w), LOOM_U8(a)); }
+float DotQ8_K(int64_t n, const void* w, const void* a) { return DotQ8K(n / kSuper, LOOM_U8(w), LOOM_U8(a)); }
 
-bool VecDotTileImpl(TensorType t, int64_t n, const void* w, size_t ws, int nw, const void* a,
-                    size_t as, int na, float* out, size_t os) {
-  const auto* wb = static_cast<const uint8_t*>(w);
-  const auto* ab = static_cast<const uint8_t*>(a);
-  const int64_t nb = n / kBlock;
-  switch (t) {
-    case TensorType::F16: TileLoop<F16Tile>(n, wb, ws, nw, ab, as, na, out, os); return true;
-    case TensorType::Q4_0: TileLoop<SymTile<FmtQ4_0>::K>(nb, wb, ws, nw, ab, as, na, out, os); return true;
-    case TensorType::Q5_0: TileLoop<SymTile<FmtQ5_0>::K>(nb, wb, ws, nw, ab, as, na, out, os); return true;
-    case TensorType::Q8_0: TileLoop<SymTile<FmtQ8_0>::K>(nb, wb, ws, nw, ab, as, na, out, os); return true;
-    case TensorType::IQ4_NL: TileLoop<SymTile<FmtIQ4_NL>::K>(nb, wb, ws, nw, ab, as, na, out, os); return true;
-    default: return false;
-  }
+void RowsTileF16(int64_t n, const void* w, size_t ws, int nw, const void* a, size_t as, int na, float* out, size_t os) {
+  TileLoop<F16Tile>(n, LOOM_U8(w), ws, nw, LOOM_U8(a), as, na, out, os);
 }
+#define LOOM_HWY_SYM_TILE(Name, Fmt)                                                                       \
+  void Name(int64_t n, const void* w, size_t ws, int nw, const void* a, size_t as, int na, float* out, size_t os) { \
+    TileLoop<SymTile<Fmt>::K>(n / kBlock, LOOM_U8(w), ws, nw, LOOM_U8(a), as, na, out, os);              \
+  }
+LOOM_HWY_SYM_TILE(RowsTileQ4_0, FmtQ4_0)
+LOOM_HWY_SYM_TILE(RowsTileQ5_0, FmtQ5_0)
+LOOM_HWY_SYM_TILE(RowsTileQ8_0, FmtQ8_0)
+LOOM_HWY_SYM_TILE(RowsTileIQ4_NL, FmtIQ4_NL)
+#undef LOOM_HWY_SYM_TILE
+#undef LOOM_U8
 
 }  // namespace loom::quant::detail::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 namespace loom::quant::detail {
-HWY_EXPORT(DequantizeRowImpl);
-HWY_EXPORT(QuantizeRowImpl);
-HWY_EXPORT(VecDotImpl);
-HWY_EXPORT(VecDotTileImpl);
+
+#define LOOM_HWY_EXPORT_ONE(t, Impl) HWY_EXPORT(Impl);
+LOOM_HWY_KERNELS(LOOM_HWY_EXPORT_ONE, LOOM_HWY_EXPORT_ONE, LOOM_HWY_EXPORT_ONE, LOOM_HWY_EXPORT_ONE)
+#undef LOOM_HWY_EXPORT_ONE
 
 namespace highway {
 
-bool dequantize_row(TensorType t, const void* src, float* dst, int64_t n) {
-  return HWY_DYNAMIC_DISPATCH(DequantizeRowImpl)(t, src, dst, n);
-}
-bool quantize_row(TensorType t, const float* src, void* dst, int64_t n) {
-  return HWY_DYNAMIC_DISPATCH(QuantizeRowImpl)(t, src, dst, n);
-}
-bool vec_dot(TensorType t, int64_t n, const void* w, const void* a, float* out) {
-  return HWY_DYNAMIC_DISPATCH(VecDotImpl)(t, n, w, a, out);
-}
-bool vec_dot_tile(TensorType t, int64_t n, const void* w, size_t w_stride, int n_rows_w,
-                  const void* a, size_t a_stride, int n_rows_a, float* out, size_t out_stride) {
-  return HWY_DYNAMIC_DISPATCH(VecDotTileImpl)(t, n, w, w_stride, n_rows_w, a, a_stride, n_rows_a,
-                                              out, out_stride);
-}
+#define LOOM_HWY_DEFINE_DEQUANT(t, Impl) \
+  void dequantize_##t(const void* src, float* dst, int64_t n) { HWY_DYNAMIC_DISPATCH(Impl)(src, dst, n); }
+#define LOOM_HWY_DEFINE_QUANT(t, Impl) \
+  void quantize_##t(const float* src, void* dst, int64_t n) { HWY_DYNAMIC_DISPATCH(Impl)(src, dst, n); }
+#define LOOM_HWY_DEFINE_DOT(t, Impl) \
+  float vec_dot_##t(int64_t n, const void* w, const void* a) { return HWY_DYNAMIC_DISPATCH(Impl)(n, w, a); }
+#define LOOM_HWY_DEFINE_TILE(t, Impl)                                                               \
+  void vec_dot_tile_##t(int64_t n, const void* w, size_t ws, int nw, const void* a, size_t as, int na, \
+                        float* out, size_t os) {                                                     \
+    HWY_DYNAMIC_DISPATCH(Impl)(n, w, ws, nw, a, as, na, out, os);                                    \
+  }
+LOOM_HWY_KERNELS(LOOM_HWY_DEFINE_DEQUANT, LOOM_HWY_DEFINE_QUANT, LOOM_HWY_DEFINE_DOT, LOOM_HWY_DEFINE_TILE)
+#undef LOOM_HWY_DEFINE_DEQUANT
+#undef LOOM_HWY_DEFINE_QUANT
+#undef LOOM_HWY_DEFINE_DOT
+#undef LOOM_HWY_DEFINE_TILE
 
 }  // namespace highway
 }  // namespace loom::quant::detail

@@ -213,33 +213,25 @@ LOOM_DOTPROD float dot_q6_k(int64_t nb, const uint8_t* w, const uint8_t* a) {
 
 }  // namespace
 
-bool vec_dot(TensorType t, int64_t n, const void* w, const void* a, float* out) {
-  const auto* wb = static_cast<const uint8_t*>(w);
-  const auto* ab = static_cast<const uint8_t*>(a);
-  switch (t) {
-    case TensorType::Q4_0: *out = dot_tile1<Q4_0>(n / kBlock, wb, ab); return true;
-    case TensorType::Q5_0: *out = dot_tile1<Q5_0>(n / kBlock, wb, ab); return true;
-    case TensorType::Q8_0: *out = dot_tile1<Q8_0>(n / kBlock, wb, ab); return true;
-    case TensorType::IQ4_NL: *out = dot_tile1<IQ4_NL>(n / kBlock, wb, ab); return true;
-    case TensorType::Q4_K: *out = dot_q4_k(n / kSuper, wb, ab); return true;
-    case TensorType::Q6_K: *out = dot_q6_k(n / kSuper, wb, ab); return true;
-    default: return false;
+// One entry point per type and operation (kernels.h); type_traits.cpp puts them in the table.
+#define LOOM_U8(p) static_cast<const uint8_t*>(p)
+#define LOOM_NEON_BLOCKS(t, Fmt)                                                                      \
+  float vec_dot_##t(int64_t n, const void* w, const void* a) {                                        \
+    return dot_tile1<Fmt>(n / kBlock, LOOM_U8(w), LOOM_U8(a));                                        \
+  }                                                                                                   \
+  void vec_dot_tile_##t(int64_t n, const void* w, size_t w_stride, int n_rows_w, const void* a,       \
+                        size_t a_stride, int n_rows_a, float* out, size_t out_stride) {               \
+    tile_loop<Fmt>(n / kBlock, LOOM_U8(w), w_stride, n_rows_w, LOOM_U8(a), a_stride, n_rows_a, out,   \
+                   out_stride);                                                                       \
   }
-}
-
-bool vec_dot_tile(TensorType t, int64_t n, const void* w, size_t w_stride, int n_rows_w,
-                  const void* a, size_t a_stride, int n_rows_a, float* out, size_t out_stride) {
-  const auto* wb = static_cast<const uint8_t*>(w);
-  const auto* ab = static_cast<const uint8_t*>(a);
-  const int64_t nb = n / kBlock;
-  switch (t) {
-    case TensorType::Q4_0: tile_loop<Q4_0>(nb, wb, w_stride, n_rows_w, ab, a_stride, n_rows_a, out, out_stride); return true;
-    case TensorType::Q5_0: tile_loop<Q5_0>(nb, wb, w_stride, n_rows_w, ab, a_stride, n_rows_a, out, out_stride); return true;
-    case TensorType::Q8_0: tile_loop<Q8_0>(nb, wb, w_stride, n_rows_w, ab, a_stride, n_rows_a, out, out_stride); return true;
-    case TensorType::IQ4_NL: tile_loop<IQ4_NL>(nb, wb, w_stride, n_rows_w, ab, a_stride, n_rows_a, out, out_stride); return true;
-    default: return false;
-  }
-}
+LOOM_NEON_BLOCKS(q4_0, Q4_0)
+LOOM_NEON_BLOCKS(q5_0, Q5_0)
+LOOM_NEON_BLOCKS(q8_0, Q8_0)
+LOOM_NEON_BLOCKS(iq4_nl, IQ4_NL)
+#undef LOOM_NEON_BLOCKS
+float vec_dot_q4_k(int64_t n, const void* w, const void* a) { return dot_q4_k(n / kSuper, LOOM_U8(w), LOOM_U8(a)); }
+float vec_dot_q6_k(int64_t n, const void* w, const void* a) { return dot_q6_k(n / kSuper, LOOM_U8(w), LOOM_U8(a)); }
+#undef LOOM_U8
 
 }  // namespace loom::quant::detail::neon
 

@@ -14,7 +14,7 @@
 
 #include "base/half.h"
 #include "quant/blocks.h"
-#include "quant/kquants.h"
+#include "quant/kernels.h"
 
 namespace loom::quant::detail::kref {
 namespace {
@@ -484,18 +484,21 @@ void quant_blocks(const float* src, void* dst, int64_t nb) {
 }
 
 }  // namespace
-
-bool quantize_weights(TensorType t, const float* src, void* dst, int64_t nb) {
-  switch (t) {
-    case TensorType::Q2_K: quant_blocks<BlockQ2_K, kSuper, quant_q2_k>(src, dst, nb); return true;
-    case TensorType::Q3_K: quant_blocks<BlockQ3_K, kSuper, quant_q3_k>(src, dst, nb); return true;
-    case TensorType::Q4_K: quant_blocks<BlockQ4_K, kSuper, quant_q4_k>(src, dst, nb); return true;
-    case TensorType::Q5_K: quant_blocks<BlockQ5_K, kSuper, quant_q5_k>(src, dst, nb); return true;
-    case TensorType::Q6_K: quant_blocks<BlockQ6_K, kSuper, quant_q6_k>(src, dst, nb); return true;
-    case TensorType::IQ4_XS: quant_blocks<BlockIQ4_XS, kSuper, quant_iq4_xs>(src, dst, nb); return true;
-    case TensorType::IQ4_NL: quant_blocks<BlockIQ4_NL, kBlock, quant_iq4_nl>(src, dst, nb); return true;
-    default: return false;
-  }
-}
-
 }  // namespace loom::quant::detail::kref
+
+// ---- the weight quantizers' entry points (kernels.h), n elements ------------------------------
+
+namespace loom::quant::detail::scalar {
+
+#define LOOM_WEIGHT_QUANT(t, Block, block, fn) \
+  void quantize_##t(const float* src, void* dst, int64_t n) { kref::quant_blocks<Block, block, kref::fn>(src, dst, n / block); }
+LOOM_WEIGHT_QUANT(q2_k, BlockQ2_K, kSuper, quant_q2_k)
+LOOM_WEIGHT_QUANT(q3_k, BlockQ3_K, kSuper, quant_q3_k)
+LOOM_WEIGHT_QUANT(q4_k, BlockQ4_K, kSuper, quant_q4_k)
+LOOM_WEIGHT_QUANT(q5_k, BlockQ5_K, kSuper, quant_q5_k)
+LOOM_WEIGHT_QUANT(q6_k, BlockQ6_K, kSuper, quant_q6_k)
+LOOM_WEIGHT_QUANT(iq4_xs, BlockIQ4_XS, kSuper, quant_iq4_xs)
+LOOM_WEIGHT_QUANT(iq4_nl, BlockIQ4_NL, kBlock, quant_iq4_nl)
+#undef LOOM_WEIGHT_QUANT
+
+}  // namespace loom::quant::detail::scalar

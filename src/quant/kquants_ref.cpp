@@ -13,7 +13,7 @@
 
 #include "base/half.h"
 #include "quant/blocks.h"
-#include "quant/kquants.h"
+#include "quant/kernels.h"
 
 namespace loom::quant::detail::kref {
 namespace {
@@ -139,27 +139,22 @@ Block block_at(const void* row, int64_t i) {
   return load_block<Block>(row, i);
 }
 
-// Decodes super-block i of a row of type t; false for types not handled here.
-bool decode(TensorType t, const void* row, int64_t i, Decoded& o) {
-  switch (t) {
-    case TensorType::Q2_K: decode_q2_k(block_at<BlockQ2_K>(row, i), o); return true;
-    case TensorType::Q3_K: decode_q3_k(block_at<BlockQ3_K>(row, i), o); return true;
-    case TensorType::Q4_K: {
-      const auto b = block_at<BlockQ4_K>(row, i);
-      decode_q45_k(b.d, b.dmin, b.scales, nullptr, b.qs, o);
-      return true;
-    }
-    case TensorType::Q5_K: {
-      const auto b = block_at<BlockQ5_K>(row, i);
-      decode_q45_k(b.d, b.dmin, b.scales, b.qh, b.qs, o);
-      return true;
-    }
-    case TensorType::Q6_K: decode_q6_k(block_at<BlockQ6_K>(row, i), o); return true;
-    case TensorType::IQ4_XS: decode_iq4_xs(block_at<BlockIQ4_XS>(row, i), o); return true;
-    case TensorType::Q8_K: decode_q8_k(block_at<BlockQ8_K>(row, i), o); return true;
-    default: return false;
-  }
+// Decoders of super-block i of a row, one per format.
+void decode_q2_k_at(const void* row, int64_t i, Decoded& o) { decode_q2_k(block_at<BlockQ2_K>(row, i), o); }
+void decode_q3_k_at(const void* row, int64_t i, Decoded& o) { decode_q3_k(block_at<BlockQ3_K>(row, i), o); }
+void decode_q4_k_at(const void* row, int64_t i, Decoded& o) {
+  const auto b = block_at<BlockQ4_K>(row, i);
+  decode_q45_k(b.d, b.dmin, b.scales, nullptr, b.qs, o);
 }
+void decode_q5_k_at(const void* row, int64_t i, Decoded& o) {
+  const auto b = block_at<BlockQ5_K>(row, i);
+  decode_q45_k(b.d, b.dmin, b.scales, b.qh, b.qs, o);
+}
+void decode_q6_k_at(const void* row, int64_t i, Decoded& o) { decode_q6_k(block_at<BlockQ6_K>(row, i), o); }
+void decode_iq4_xs_at(const void* row, int64_t i, Decoded& o) { decode_iq4_xs(block_at<BlockIQ4_XS>(row, i), o); }
+void decode_q8_k_at(const void* row, int64_t i, Decoded& o) { decode_q8_k(block_at<BlockQ8_K>(row, i), o); }
+
+using DecodeFn = void (*)(const void* row, int64_t i, Decoded& o);
 
 void dequant_iq4_nl(const void* src, float* dst, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i) {
@@ -223,16 +218,11 @@ float dot_iq4_nl(int64_t nb, const void* w, const void* a) {
   return sum;
 }
 
-}  // namespace
-
-bool dequantize(TensorType t, const void* src, float* dst, int64_t nb) {
-  if (t == TensorType::IQ4_NL) {
-    dequant_iq4_nl(src, dst, nb);
-    return true;
-  }
+template <DecodeFn decode>
+void dequantize_super(const void* src, float* dst, int64_t nb) {
   Decoded o;
   for (int64_t i = 0; i < nb; ++i) {
-    if (!decode(t, src, i, o)) return false;
+    decode(src, i, o);
     float* y = dst + i * kSuper;
     for (int s = 0; s < 16; ++s) {
       const float dl = o.d * float(o.scale[s]);
@@ -244,25 +234,14 @@ bool dequantize(TensorType t, const void* src, float* dst, int64_t nb) {
       }
     }
   }
-  return true;
 }
 
-bool quantize(TensorType t, const float* src, void* dst, int64_t nb) {
-  switch (t) {
-    case TensorType::Q8_K: quant_q8_k(src, dst, nb); return true;
-    default: return quantize_weights(t, src, dst, nb);
-  }
-}
-
-bool vec_dot(TensorType t, int64_t nb, const void* w, const void* a, float* out) {
-  if (t == TensorType::IQ4_NL) {
-    *out = dot_iq4_nl(nb, w, a);
-    return true;
-  }
+template <DecodeFn decode>
+float vec_dot_super(int64_t nb, const void* w, const void* a) {
   float sum = 0.0f;
   Decoded o;
   for (int64_t i = 0; i < nb; ++i) {
-    if (!decode(t, w, i, o)) return false;
+    decode(w, i, o);
     const auto ba = load_block<BlockQ8_K>(a, i);
     int isum = 0, msum = 0;
     for (int s = 0; s < 16; ++s) {
@@ -274,8 +253,35 @@ bool vec_dot(TensorType t, int64_t nb, const void* w, const void* a, float* out)
     sum += (ba.d * o.d) * float(isum);
     if (o.has_min) sum -= (ba.d * o.dmin) * float(msum);
   }
-  *out = sum;
-  return true;
+  return sum;
 }
 
+}  // namespace
 }  // namespace loom::quant::detail::kref
+
+// ---- one entry point per type and operation (kernels.h), n elements -------------------------
+
+namespace loom::quant::detail::scalar {
+
+#define LOOM_SUPER_ROWS(t)                                                                             \
+  void dequantize_##t(const void* src, float* dst, int64_t n) {                                        \
+    kref::dequantize_super<kref::decode_##t##_at>(src, dst, n / kSuper);                               \
+  }                                                                                                    \
+  float vec_dot_##t(int64_t n, const void* w, const void* a) {                                         \
+    return kref::vec_dot_super<kref::decode_##t##_at>(n / kSuper, w, a);                               \
+  }
+LOOM_SUPER_ROWS(q2_k)
+LOOM_SUPER_ROWS(q3_k)
+LOOM_SUPER_ROWS(q4_k)
+LOOM_SUPER_ROWS(q5_k)
+LOOM_SUPER_ROWS(q6_k)
+LOOM_SUPER_ROWS(iq4_xs)
+LOOM_SUPER_ROWS(q8_k)
+#undef LOOM_SUPER_ROWS
+
+void quantize_q8_k(const float* src, void* dst, int64_t n) { kref::quant_q8_k(src, dst, n / kSuper); }
+
+void dequantize_iq4_nl(const void* src, float* dst, int64_t n) { kref::dequant_iq4_nl(src, dst, n / kBlock); }
+float vec_dot_iq4_nl(int64_t n, const void* w, const void* a) { return kref::dot_iq4_nl(n / kBlock, w, a); }
+
+}  // namespace loom::quant::detail::scalar

@@ -16,37 +16,12 @@ namespace loom::quant {
 
 using detail::PackedLayout;
 
-namespace {
-// The super-block types: 256-column tiles, Q8_K activations.
-bool is_kquant(TensorType t) { return detail::super_tile_bytes(t) != 0; }
-// F16 and BF16: 16-bit floats, computed in f32 against f32 activations rounded to the type.
-bool is_float16(TensorType t) { return t == TensorType::F16 || t == TensorType::BF16; }
-// The first packed types, which also have AVX-VNNI (256-bit) kernels.
-bool is_q8_family(TensorType t) { return t == TensorType::Q4_0 || t == TensorType::Q8_0; }
-// The 32-column block types (one AMX-INT8 kernel for all of them).
-bool is_blocks32(TensorType t) {
-  return can_pack(t) && !is_kquant(t) && !is_float16(t);
-}
-}  // namespace
-
-bool can_pack(TensorType t) {
-  switch (t) {
-    case TensorType::Q4_0:
-    case TensorType::Q4_1:
-    case TensorType::Q5_0:
-    case TensorType::Q5_1:
-    case TensorType::Q8_0:
-    case TensorType::IQ4_NL:
-    case TensorType::F16:
-    case TensorType::BF16: return true;
-    default: return is_kquant(t);
-  }
-}
+bool can_pack(TensorType t) { return type_traits(t).packable(); }
 
 bool packed_kernels_available(TensorType t) {
+  const PackedTraits& p = type_traits(t).packed;
   const CpuFeatures& f = cpu_features();
-  if (is_q8_family(t)) return f.has_avx512_vnni_set() || f.has_avx_vnni_set();
-  return can_pack(t) && f.has_avx512_vnni_set();
+  return (p.avx512 && f.has_avx512_vnni_set()) || (p.avxvnni && f.has_avx_vnni_set());
 }
 
 size_t packed_group_bytes(TensorType t, int64_t cols) { return detail::packed_group_stride(t, cols); }
@@ -65,23 +40,7 @@ using detail::PackedQ4K;
 using detail::PackedQ5K;
 using detail::PackedQ6K;
 
-// One packing job: rows [0, rows) of the source matrix, groups [g0, g1). tile(g, b) is the b-th
-// tile of group g in dst; row(g, r) the source row r of group g, or null for a padding row (the
-// tiles are zeroed first: padding rows get scale 0).
-struct PackJob {
-  TensorType t;
-  const uint8_t* src;
-  size_t src_row_bytes;
-  int64_t rows, cols;
-  uint8_t* dst;
-  int64_t g0, g1;
-
-  const uint8_t* row(int64_t g, int r) const {
-    const int64_t i = g * kPackRows + r;
-    return i < rows ? src + size_t(i) * src_row_bytes : nullptr;
-  }
-  uint8_t* group(int64_t g) const { return dst + size_t(g) * packed_group_bytes(t, cols); }
-};
+using detail::PackJob;
 
 // Calls f(tile, r, row, sb) for every source row r of every group in [g0, g1) and every
 // super-block sb: tile is the group's 256-column tile sb (tile_bytes each), row the source row
@@ -97,6 +56,12 @@ void for_each_super_row(const PackJob& j, size_t tile_bytes, F&& f) {
     }
   }
 }
+
+}  // namespace
+
+// ---- the pack functions of the table (packed_layout.h) --------------------------------------
+
+namespace detail {
 
 void pack_q6k(const PackJob& j) {
   for_each_super_row(j, PackedQ6K::kTileBytes, [&](uint8_t* tile, int r, const uint8_t* row, int64_t sb) {
@@ -122,9 +87,9 @@ void pack_q6k(const PackJob& j) {
 }
 
 // Q4_K and Q5_K (Q4_K's tile with the fifth bits after it; BlockQ5_K: d, dmin, scales, qh, qs).
-void pack_q45k(const PackJob& j) {
-  const bool q5 = j.t == TensorType::Q5_K;
-  const size_t tile_bytes = detail::super_tile_bytes(j.t);
+template <bool q5>
+static void pack_q45k(const PackJob& j) {
+  const size_t tile_bytes = q5 ? PackedQ5K::kTileBytes : PackedQ4K::kTileBytes;
   const size_t src_block = q5 ? sizeof(detail::BlockQ5_K) : sizeof(detail::BlockQ4_K), qs_offset = q5 ? 48 : 16;
   for_each_super_row(j, tile_bytes, [&](uint8_t* tile, int r, const uint8_t* row, int64_t sb) {
     const uint8_t* blk = row + size_t(sb) * src_block;
@@ -185,9 +150,9 @@ void pack_iq4xs(const PackJob& j) {
 // (and Q3_K its third at bit 4 h + jj of hmask[l]). The tile's chunk 4 G + q holds, in bits 2 p of
 // lane r's byte k, column 64 G + 16 p + 4 q + k; Q3_K's third bits of plane p of that chunk are a
 // chunk mask.
-void pack_q23k(const PackJob& j) {
-  const bool q3 = j.t == TensorType::Q3_K;
-  const size_t tile_bytes = detail::super_tile_bytes(j.t);
+template <bool q3>
+static void pack_q23k(const PackJob& j) {
+  const size_t tile_bytes = q3 ? PackedQ3K::kTileBytes : PackedQ2K::kTileBytes;
   uint8_t low[256], high[256];
   for_each_super_row(j, tile_bytes, [&](uint8_t* tile, int r, const uint8_t* row, int64_t sb) {
     const uint8_t* qs;
@@ -244,10 +209,10 @@ void pack_f16(const PackJob& j) {
 // The 32-column block types: d (and m), the quant bytes (Q8_0: + 128 as u8; nibbles unchanged),
 // and for Q5_0 / Q5_1 the fifth bits of each chunk's elements as two chunk masks.
 void pack_blocks32(const PackJob& j) {
-  const PackedLayout L = PackedLayout::of(j.t);
+  const PackedLayout& L = PackedLayout::of(j.t);
   const size_t block_bytes = size_t(row_bytes(j.t, 32));
   const size_t head = L.has_min ? 4 : 2, qh_bytes = L.fifth_bit ? 4 : 0;  // GGUF: d, [m], [qh], qs
-  const uint8_t bias_byte = j.t == TensorType::Q8_0 ? 0x80 : 0x00;
+  const uint8_t bias_byte = L.nibbles ? 0x00 : 0x80;  // Q8_0's int8 levels are stored + 128
   for (int64_t g = j.g0; g < j.g1; ++g) {
     for (int64_t b = 0; b < j.cols / detail::kPackBlock; ++b) {
       uint8_t* tile = j.group(g) + size_t(b) * L.tile_bytes;
@@ -285,38 +250,38 @@ void pack_blocks32(const PackJob& j) {
   }
 }
 
-}  // namespace
+void pack_q4k(const PackJob& j) { pack_q45k<false>(j); }
+void pack_q5k(const PackJob& j) { pack_q45k<true>(j); }
+void pack_q2k(const PackJob& j) { pack_q23k<false>(j); }
+void pack_q3k(const PackJob& j) { pack_q23k<true>(j); }
+
+}  // namespace detail
 
 void pack_weights(TensorType t, const void* src, size_t src_row_bytes, int64_t rows, int64_t cols,
                   void* dst, int64_t g0, int64_t g1) {
   const PackJob j{t, static_cast<const uint8_t*>(src), src_row_bytes, rows, cols, static_cast<uint8_t*>(dst), g0, g1};
   // Zeroed first: padding rows get scale 0 (and the layouts' unused bits are 0).
   std::memset(j.group(g0), 0, size_t(g1 - g0) * packed_group_bytes(t, cols));
-  switch (t) {
-    case TensorType::Q6_K: return pack_q6k(j);
-    case TensorType::Q4_K:
-    case TensorType::Q5_K: return pack_q45k(j);
-    case TensorType::IQ4_XS: return pack_iq4xs(j);
-    case TensorType::Q2_K:
-    case TensorType::Q3_K: return pack_q23k(j);
-    case TensorType::F16:
-    case TensorType::BF16: return pack_f16(j);
-    default: return pack_blocks32(j);
-  }
+  type_traits(t).packed.pack(j);
 }
 
 size_t packed_act_row_bytes(TensorType t, int64_t cols) {
-  if (is_float16(t)) return sizeof(float) * size_t(cols);
-  if (is_kquant(t)) return size_t(row_bytes(TensorType::Q8_K, cols));
+  switch (type_traits(t).packed.act) {
+    case PackedAct::kF32: return sizeof(float) * size_t(cols);
+    case PackedAct::kQ8K: return size_t(row_bytes(TensorType::Q8_K, cols));
+    case PackedAct::kQ8_0Blocks:
+    case PackedAct::kQ8_1Blocks: break;
+  }
   return size_t(cols / detail::kPackBlock) * sizeof(detail::PackedActBlock);
 }
 
 void quantize_packed_act(TensorType t, const float* x, int64_t cols, void* dst) {
-  if (is_kquant(t)) {
+  const PackedAct act = type_traits(t).packed.act;
+  if (act == PackedAct::kQ8K) {
     quantize_row(TensorType::Q8_K, x, dst, cols);
     return;
   }
-  if (is_float16(t)) {
+  if (act == PackedAct::kF32) {
     // Round through the 16-bit type (quantize_row's fast path), then widen back in place from the end.
     auto* out = static_cast<float*>(dst);
     auto* half = reinterpret_cast<uint16_t*>(static_cast<uint8_t*>(dst) + 2 * size_t(cols));
@@ -330,7 +295,7 @@ void quantize_packed_act(TensorType t, const float* x, int64_t cols, void* dst) 
   // 4·nb + 36·(b+1)) for every b < nb, so no unread byte is overwritten.
   const int64_t nb = cols / detail::kPackBlock;
   auto* out = static_cast<uint8_t*>(dst);
-  if (PackedLayout::of(t).has_min) {
+  if (act == PackedAct::kQ8_1Blocks) {
     uint8_t* q81 = out + size_t(nb) * 4;
     quantize_row(TensorType::Q8_1, x, q81, cols);
     for (int64_t b = 0; b < nb; ++b) {
@@ -368,41 +333,24 @@ void quantize_packed_act(TensorType t, const float* x, int64_t cols, void* dst) 
 void packed_gemm(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
                  const void* act, size_t act_stride, int n, float* out, size_t out_stride) {
 #if defined(__x86_64__)
+  const PackedTraits& p = type_traits(t).packed;
   const CpuFeatures& f = cpu_features();
-  if (f.has_amx_int8_set() && n >= 16) {
-    if (is_blocks32(t)) return detail::packed_gemm_amx(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
-    if (t == TensorType::Q4_K || t == TensorType::Q5_K || t == TensorType::IQ4_XS) {
-      return detail::packed_gemm_amx_q4k(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
-    }
-  }
-  if (f.has_avx512_vnni_set()) {
-    switch (t) {
-      case TensorType::Q2_K: return detail::packed_gemm_q2k_avx512(rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
-      case TensorType::Q3_K: return detail::packed_gemm_q3k_avx512(rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
-      case TensorType::Q4_K: return detail::packed_gemm_q4k_avx512(rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
-      case TensorType::Q5_K: return detail::packed_gemm_q5k_avx512(rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
-      case TensorType::Q6_K: return detail::packed_gemm_q6k_avx512(rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
-      case TensorType::IQ4_XS: return detail::packed_gemm_iq4xs_avx512(rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
-      case TensorType::F16: return detail::packed_gemm_f16_avx512(rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
-      case TensorType::BF16: return detail::packed_gemm_bf16_avx512(rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
-      default: return detail::packed_gemm_avx512(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
-    }
-  }
-  if (is_q8_family(t) && f.has_avx_vnni_set()) {
-    detail::packed_gemm_avxvnni(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
-    return;
-  }
+  PackedGemmFn fn = nullptr;
+  if (p.amx && f.has_amx_int8_set() && n >= 16) fn = p.amx;
+  else if (p.avx512 && f.has_avx512_vnni_set()) fn = p.avx512;
+  else if (p.avxvnni && f.has_avx_vnni_set()) fn = p.avxvnni;
+  if (fn) return fn(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
 #endif
   ref::packed_gemm(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
 }
 
-namespace ref {
-namespace {
+// ---- the reference dots of the table (packed_layout.h) -------------------------------------
+namespace detail {
 
 // One output of the reference: weight row r of the group at grp against one activation row.
 // Each type's function spells out its layout element by element.
 
-float dot_q6k(const uint8_t* grp, int r, const uint8_t* act, int64_t cols) {
+float packed_ref_dot_q6k(TensorType, const uint8_t* grp, int r, const uint8_t* act, int64_t cols) {
   // Per super-block: d_w * d_a * Σ_s sc_s (Σ u·a - 32 Σ a) over sub-blocks s of 16 columns.
   using detail::PackedQ6K;
   float acc = 0.0f;
@@ -425,14 +373,15 @@ float dot_q6k(const uint8_t* grp, int r, const uint8_t* act, int64_t cols) {
 
 // Q4_K, Q5_K (a fifth bit from the masks after the nibbles adds 16 to a level) and IQ4_XS (the
 // same nibble order; a nibble indexes the biased IQ4_NL table, signed scales, no mins).
-float dot_q4k(TensorType t, const uint8_t* grp, int r, const uint8_t* act, int64_t cols) {
+template <bool q5, bool iq4>
+static float dot_q4k(const uint8_t* grp, int r, const uint8_t* act, int64_t cols) {
   // Per super-block: d_a * (d_w * Σ_j sc_j Σ q·a  -  dmin_w * Σ_j m_j Σ a), integers inside
   // (IQ4_XS: q = table value + 128, and each sub-block's sum starts at -128 Σ a).
   using detail::PackedIQ4XS;
   using detail::PackedQ4K;
   using detail::PackedQ5K;
-  const bool q5 = t == TensorType::Q5_K, iq4 = t == TensorType::IQ4_XS;
-  const size_t tile_bytes = detail::super_tile_bytes(t), qs = iq4 ? PackedIQ4XS::kQs : PackedQ4K::kQs;
+  const size_t tile_bytes = q5 ? PackedQ5K::kTileBytes : iq4 ? PackedIQ4XS::kTileBytes : PackedQ4K::kTileBytes;
+  const size_t qs = iq4 ? PackedIQ4XS::kQs : PackedQ4K::kQs;
   float acc = 0.0f;
   for (int64_t sb = 0; sb < cols / PackedQ4K::kCols; ++sb) {
     const uint8_t* tile = grp + size_t(sb) * tile_bytes;
@@ -472,7 +421,7 @@ float dot_q4k(TensorType t, const uint8_t* grp, int r, const uint8_t* act, int64
 }
 
 // F16 / BF16 (bf16: the 16 bits are the top half of an f32).
-float dot_f16(const uint8_t* grp, int r, const uint8_t* act, int64_t cols, bool bf16) {
+static float dot_f16(const uint8_t* grp, int r, const uint8_t* act, int64_t cols, bool bf16) {
   float acc = 0.0f;
   for (int64_t c = 0; c < cols; ++c) {
     uint16_t h;
@@ -486,8 +435,8 @@ float dot_f16(const uint8_t* grp, int r, const uint8_t* act, int64_t cols, bool 
 
 // The 32-column block types: per block d_w * d_a * (Σ u·q - bias · Σ q), plus m_w * s_a for the
 // types with a minimum.
-float dot_blocks32(TensorType t, const uint8_t* grp, int r, const uint8_t* act, int64_t cols) {
-  const PackedLayout L = PackedLayout::of(t);
+float packed_ref_dot_blocks32(TensorType t, const uint8_t* grp, int r, const uint8_t* act, int64_t cols) {
+  const PackedLayout& L = PackedLayout::of(t);
   float acc = 0.0f;
   for (int64_t b = 0; b < cols / detail::kPackBlock; ++b) {
     const uint8_t* tile = grp + size_t(b) * L.tile_bytes;
@@ -523,7 +472,7 @@ float dot_blocks32(TensorType t, const uint8_t* grp, int r, const uint8_t* act, 
 
 // Q2_K: d_a (d_w Σ_s sc_s Σ u·q - dmin_w Σ_s m_s Σ q); Q3_K: d_w d_a Σ_s sc_s (Σ u·q - 4 Σ q),
 // sub-blocks s of 16 columns, u from the 2-bit planes (and, for Q3_K, the third-bit plane).
-float dot_q23k(const uint8_t* grp, int r, const uint8_t* act, int64_t cols, bool q3) {
+static float dot_q23k(const uint8_t* grp, int r, const uint8_t* act, int64_t cols, bool q3) {
   using detail::PackedQ2K;
   using detail::PackedQ3K;
   const size_t tile_bytes = q3 ? PackedQ3K::kTileBytes : PackedQ2K::kTileBytes;
@@ -563,31 +512,43 @@ float dot_q23k(const uint8_t* grp, int r, const uint8_t* act, int64_t cols, bool
   return acc;
 }
 
-}  // namespace
+float packed_ref_dot_q4k(TensorType, const uint8_t* grp, int r, const uint8_t* act, int64_t cols) {
+  return dot_q4k<false, false>(grp, r, act, cols);
+}
+float packed_ref_dot_q5k(TensorType, const uint8_t* grp, int r, const uint8_t* act, int64_t cols) {
+  return dot_q4k<true, false>(grp, r, act, cols);
+}
+float packed_ref_dot_iq4xs(TensorType, const uint8_t* grp, int r, const uint8_t* act, int64_t cols) {
+  return dot_q4k<false, true>(grp, r, act, cols);
+}
+float packed_ref_dot_q2k(TensorType, const uint8_t* grp, int r, const uint8_t* act, int64_t cols) {
+  return dot_q23k(grp, r, act, cols, false);
+}
+float packed_ref_dot_q3k(TensorType, const uint8_t* grp, int r, const uint8_t* act, int64_t cols) {
+  return dot_q23k(grp, r, act, cols, true);
+}
+float packed_ref_dot_f16(TensorType, const uint8_t* grp, int r, const uint8_t* act, int64_t cols) {
+  return dot_f16(grp, r, act, cols, false);
+}
+float packed_ref_dot_bf16(TensorType, const uint8_t* grp, int r, const uint8_t* act, int64_t cols) {
+  return dot_f16(grp, r, act, cols, true);
+}
+
+}  // namespace detail
+
+namespace ref {
 
 void packed_gemm(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
                  const void* act, size_t act_stride, int n, float* out, size_t out_stride) {
   const size_t group_bytes = packed_group_bytes(t, cols);
+  const PackedRefDotFn dot = type_traits(t).packed.ref_dot;
   const auto* p = static_cast<const uint8_t*>(packed);
   const auto* a = static_cast<const uint8_t*>(act);
   for (int64_t g = g0; g < g1; ++g) {
     const uint8_t* grp = p + size_t(g) * group_bytes;
     for (int r = 0; r < kPackRows && g * kPackRows + r < rows; ++r) {
       for (int i = 0; i < n; ++i) {
-        const uint8_t* x = a + size_t(i) * act_stride;
-        float v;
-        switch (t) {
-          case TensorType::Q6_K: v = dot_q6k(grp, r, x, cols); break;
-          case TensorType::Q4_K:
-          case TensorType::Q5_K:
-          case TensorType::IQ4_XS: v = dot_q4k(t, grp, r, x, cols); break;
-          case TensorType::Q2_K: v = dot_q23k(grp, r, x, cols, false); break;
-          case TensorType::Q3_K: v = dot_q23k(grp, r, x, cols, true); break;
-          case TensorType::F16: v = dot_f16(grp, r, x, cols, false); break;
-          case TensorType::BF16: v = dot_f16(grp, r, x, cols, true); break;
-          default: v = dot_blocks32(t, grp, r, x, cols); break;
-        }
-        out[size_t(i) * out_stride + size_t(g * kPackRows + r)] = v;
+        out[size_t(i) * out_stride + size_t(g * kPackRows + r)] = dot(t, grp, r, a + size_t(i) * act_stride, cols);
       }
     }
   }

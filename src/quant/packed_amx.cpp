@@ -216,8 +216,8 @@ LOOM_AMX void group_vnni(const uint8_t* grp, const PackedLayout& L, int64_t nb, 
 // dmin · msum) (IQ4_XS: acc += d_a · (d · isum)). Integers are exact in any order, so a row's
 // result is bit for bit the VNNI kernel's, whatever run it falls in.
 enum class Super32 { kQ4K, kQ5K, kIQ4XS };
-constexpr TensorType type_of(Super32 k) {
-  return k == Super32::kQ5K ? TensorType::Q5_K : k == Super32::kIQ4XS ? TensorType::IQ4_XS : TensorType::Q4_K;
+constexpr size_t tile_bytes_of(Super32 k) {
+  return k == Super32::kQ5K ? PackedQ5K::kTileBytes : k == Super32::kIQ4XS ? PackedIQ4XS::kTileBytes : PackedQ4K::kTileBytes;
 }
 
 // One group's super-block decoded for the tile products: its 8 sub-blocks as levels in VNNI order
@@ -242,7 +242,7 @@ LOOM_AMX void group_vnni_q4k(const uint8_t* grp, int64_t ns, SuperVnni* dst) {
   constexpr bool kQ5 = K == Super32::kQ5K, kIq4 = K == Super32::kIQ4XS;
   const __m512i m4 = _mm512_set1_epi8(0x0f), sixteen = _mm512_set1_epi8(16);
   const __m512i lut = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
-  constexpr size_t tile_bytes = super_tile_bytes(type_of(K));
+  constexpr size_t tile_bytes = tile_bytes_of(K);
   constexpr size_t kQs = kIq4 ? PackedIQ4XS::kQs : PackedQ4K::kQs;
   for (int64_t sb = 0; sb < ns; ++sb) {
     const uint8_t* tile = grp + size_t(sb) * tile_bytes;
@@ -296,7 +296,7 @@ template <Super32 K>
 LOOM_AMX void chunk_tiles_q4k(const uint8_t* grp, const SuperVnni* wv, int64_t ns, const PanelSuper* panel,
                               float* out, size_t out_stride, int valid) {
   constexpr bool kIq4 = K == Super32::kIQ4XS;
-  constexpr size_t tile_bytes = super_tile_bytes(type_of(K));
+  constexpr size_t tile_bytes = tile_bytes_of(K);
   alignas(64) int32_t cbuf[2][16][16];
   alignas(64) float acc[16][16] = {};
   __m512i isum[16];

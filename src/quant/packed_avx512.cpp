@@ -529,12 +529,12 @@ void run_blocks32(TensorType t, int64_t rows, int64_t cols, const void* packed, 
 
 void packed_gemm_avx512(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
                         const void* act, size_t act_stride, int n, float* out, size_t out_stride) {
-  constexpr Blocks32 kQ40 = blocks32_of(PackedLayout::of(TensorType::Q4_0)),
-                     kQ41 = blocks32_of(PackedLayout::of(TensorType::Q4_1)),
-                     kQ50 = blocks32_of(PackedLayout::of(TensorType::Q5_0)),
-                     kQ51 = blocks32_of(PackedLayout::of(TensorType::Q5_1)),
-                     kQ80 = blocks32_of(PackedLayout::of(TensorType::Q8_0)),
-                     kIq4 = blocks32_of(PackedLayout::of(TensorType::IQ4_NL));
+  constexpr Blocks32 kQ40 = blocks32_of(kLayoutQ4_0),
+                     kQ41 = blocks32_of(kLayoutQ4_1),
+                     kQ50 = blocks32_of(kLayoutQ5_0),
+                     kQ51 = blocks32_of(kLayoutQ5_1),
+                     kQ80 = blocks32_of(kLayoutQ8_0),
+                     kIq4 = blocks32_of(kLayoutIQ4_NL);
   switch (t) {
     case TensorType::Q4_1: return run_blocks32<kQ41>(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
     case TensorType::Q5_0: return run_blocks32<kQ50>(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "gguf/tensor_type.h"
+#include "quant/type_traits.h"
 
 namespace loom::quant::detail {
 
@@ -96,61 +97,63 @@ struct ChunkMask {
   static int get(const uint8_t* mask, int r, int k) { return (mask[r / 2] >> (4 * (r % 2) + k)) & 1; }
 };
 
-// Bytes of one 16-row x 256-column tile of a super-block type with a packed layout, else 0.
-constexpr size_t super_tile_bytes(TensorType t) {
-  switch (t) {
-    case TensorType::Q2_K: return PackedQ2K::kTileBytes;
-    case TensorType::Q3_K: return PackedQ3K::kTileBytes;
-    case TensorType::Q4_K: return PackedQ4K::kTileBytes;
-    case TensorType::Q5_K: return PackedQ5K::kTileBytes;
-    case TensorType::Q6_K: return PackedQ6K::kTileBytes;
-    case TensorType::IQ4_XS: return PackedIQ4XS::kTileBytes;
-    default: return 0;
-  }
+// The 32-column block types' tiles (PackedLayout in type_traits.h; type_traits.cpp names them in
+// the table, the kernels instantiate templates on them):
+//   {chunks, nibbles, bias, tile_bytes, has_min, fifth_bit, lut}
+inline constexpr PackedLayout kLayoutQ4_0{4, true, 8, 32 + 4 * 64, false, false, false};
+inline constexpr PackedLayout kLayoutQ4_1{4, true, 0, 64 + 4 * 64, true, false, false};
+inline constexpr PackedLayout kLayoutQ5_0{4, true, 16, 32 + 4 * 64 + 64, false, true, false};
+inline constexpr PackedLayout kLayoutQ5_1{4, true, 0, 64 + 4 * 64 + 64, true, true, false};
+inline constexpr PackedLayout kLayoutQ8_0{8, false, 128, 32 + 8 * 64, false, false, false};
+inline constexpr PackedLayout kLayoutIQ4_NL{4, true, 128, 32 + 4 * 64, false, false, true};
+// F16 / BF16: no scales, 32 columns x 16 rows of 16-bit floats.
+inline constexpr PackedLayout kLayoutF16{0, false, 0, 32 * 16 * 2, false, false, false};
+
+// Bytes of one group (16 rows, all columns) of a packed matrix of a packable type.
+inline size_t packed_group_stride(TensorType t, int64_t cols) {
+  const PackedTraits& p = type_traits(t).packed;
+  return size_t(cols / p.tile_cols) * p.tile_bytes;
 }
 
-// The 32-column block types (Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q8_0), F16 and BF16. A tile is
-//   f16 d[16]                 the block scale of each of the 16 rows
-//   f16 m[16]                 Q4_1, Q5_1 only: the block minimum of each row
-//   u8  q[chunks][16][4]      lane r of chunk j = 4 bytes of row r (see packed.h)
-//   u64 qh[4][2]              Q5_0, Q5_1 only: the chunk masks (ChunkMask) of chunk j's fifth
-//                             bits, for the low nibbles (elements 4 j + k) and the high ones
-//                             (16 + 4 j + k)
-// The unsigned level u of an element is its byte (Q8_0: the int8 + 128), its nibble, its nibble
-// plus 16 · fifth bit, or kIq4nlBiased[nibble] (IQ4_NL); the value is (u - bias) · d, plus m
-// for the types with a minimum (bias 0). Every tile has the file's bytes for its 16 blocks.
-struct PackedLayout {
-  static constexpr size_t kScaleBytes = 32;  // f16 d[16]
-  int chunks;         // 64-byte chunks of quants per tile
-  bool nibbles;       // each byte holds two weights (low: element 4j+k, high: 16+4j+k)
-  int32_t bias;       // value = u - bias
-  size_t tile_bytes;  // everything above
-  bool has_min;       // f16 m[16] after d
-  bool fifth_bit;     // qh after the chunks
-  bool lut;           // nibbles index kIq4nlBiased
+// One packing job: rows [0, rows) of the source matrix, groups [g0, g1). group(g) is group g in
+// dst; row(g, r) the source row r of group g, or null for a padding row (the groups are zeroed
+// first: padding rows get scale 0).
+struct PackJob {
+  TensorType t;
+  const uint8_t* src;
+  size_t src_row_bytes;
+  int64_t rows, cols;
+  uint8_t* dst;
+  int64_t g0, g1;
 
-  constexpr size_t q_offset() const { return kScaleBytes * (has_min ? 2 : 1); }
-  constexpr size_t qh_offset() const { return q_offset() + 64 * size_t(chunks); }
-
-  static constexpr PackedLayout of(TensorType t) {
-    switch (t) {
-      case TensorType::F16:
-      case TensorType::BF16: return PackedLayout{0, false, 0, 32 * 16 * 2, false, false, false};  // no scales
-      case TensorType::Q8_0: return PackedLayout{8, false, 128, 32 + 8 * 64, false, false, false};
-      case TensorType::Q4_1: return PackedLayout{4, true, 0, 64 + 4 * 64, true, false, false};
-      case TensorType::Q5_0: return PackedLayout{4, true, 16, 32 + 4 * 64 + 64, false, true, false};
-      case TensorType::Q5_1: return PackedLayout{4, true, 0, 64 + 4 * 64 + 64, true, true, false};
-      case TensorType::IQ4_NL: return PackedLayout{4, true, 128, 32 + 4 * 64, false, false, true};
-      default: return PackedLayout{4, true, 8, 32 + 4 * 64, false, false, false};  // Q4_0
-    }
+  const uint8_t* row(int64_t g, int r) const {
+    const int64_t i = g * 16 + r;
+    return i < rows ? src + size_t(i) * src_row_bytes : nullptr;
   }
+  uint8_t* group(int64_t g) const { return dst + size_t(g) * packed_group_stride(t, cols); }
 };
 
-// Bytes of one group (16 rows, all columns) of a packed matrix.
-constexpr size_t packed_group_stride(TensorType t, int64_t cols) {
-  const size_t st = super_tile_bytes(t);
-  return st ? size_t(cols / 256) * st : size_t(cols / kPackBlock) * PackedLayout::of(t).tile_bytes;
-}
+// The table's pack functions (packed.cpp): fill groups [job.g0, job.g1) of a zeroed copy.
+void pack_blocks32(const PackJob& job);  // Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL (PackedLayout::of)
+void pack_f16(const PackJob& job);       // F16, BF16
+void pack_q2k(const PackJob& job);
+void pack_q3k(const PackJob& job);
+void pack_q4k(const PackJob& job);
+void pack_q5k(const PackJob& job);
+void pack_q6k(const PackJob& job);
+void pack_iq4xs(const PackJob& job);
+
+// The table's reference dots (packed.cpp): weight row r of the group at grp against one
+// activation row; each spells out its layout element by element.
+float packed_ref_dot_blocks32(TensorType t, const uint8_t* grp, int r, const uint8_t* act, int64_t cols);
+float packed_ref_dot_f16(TensorType t, const uint8_t* grp, int r, const uint8_t* act, int64_t cols);
+float packed_ref_dot_bf16(TensorType t, const uint8_t* grp, int r, const uint8_t* act, int64_t cols);
+float packed_ref_dot_q2k(TensorType t, const uint8_t* grp, int r, const uint8_t* act, int64_t cols);
+float packed_ref_dot_q3k(TensorType t, const uint8_t* grp, int r, const uint8_t* act, int64_t cols);
+float packed_ref_dot_q4k(TensorType t, const uint8_t* grp, int r, const uint8_t* act, int64_t cols);
+float packed_ref_dot_q5k(TensorType t, const uint8_t* grp, int r, const uint8_t* act, int64_t cols);
+float packed_ref_dot_q6k(TensorType t, const uint8_t* grp, int r, const uint8_t* act, int64_t cols);
+float packed_ref_dot_iq4xs(TensorType t, const uint8_t* grp, int r, const uint8_t* act, int64_t cols);
 
 }  // namespace loom::quant::detail
 

@@ -1,16 +1,16 @@
-// Public entry points of src/quant: type support tables and run-time dispatch, per call, to the
-// first kernel set that handles the type: x86 AVX2 intrinsics (kernels_avx2*.cpp) or AArch64
-// dotprod (kernels_neon.cpp), then Highway (kernels_hwy.cpp, any architecture), then the scalar
-// references (formats_ref.cpp, kquants_ref.cpp). See kernels.h.
+// Public entry points of src/quant: run-time dispatch through the type table (type_traits.h),
+// per call, to the first kernel set this CPU runs that has a kernel for the type: x86 AVX2
+// intrinsics (kernels_avx2*.cpp) or AArch64 dotprod (kernels_neon.cpp), then Highway
+// (kernels_hwy.cpp, any architecture), then the scalar references (formats_ref.cpp,
+// kquants_ref.cpp). See kernels.h.
 #include "quant/quant.h"
 
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
-#include "base/cpu.h"
-#include "base/simd.h"
 #include "quant/kernels.h"
+#include "quant/type_traits.h"
 
 namespace loom::quant {
 
@@ -18,45 +18,19 @@ namespace detail {
 
 void fail(const char* fn, TensorType t, int64_t n) {
   const uint32_t id = static_cast<uint32_t>(t);
-  if (block_size_of(t) == 0) {
+  const TypeTraits& tt = type_traits(t);
+  if (!tt.computable) {
     std::fprintf(stderr, "loom::quant::%s: unsupported tensor type %s (id %u)\n", fn,
                  std::string(tensor_type_name(t)).c_str(), id);
-  } else if (n >= 0 && n % block_size_of(t) == 0) {
+  } else if (n >= 0 && n % tt.block_size == 0) {
     std::fprintf(stderr, "loom::quant::%s: no quantizer for tensor type %s (id %u) in this build\n",
                  fn, std::string(tensor_type_name(t)).c_str(), id);
   } else {
     std::fprintf(stderr, "loom::quant::%s: n=%lld is not a multiple of the %s block size %lld\n",
                  fn, static_cast<long long>(n), std::string(tensor_type_name(t)).c_str(),
-                 static_cast<long long>(block_size_of(t)));
+                 static_cast<long long>(tt.block_size));
   }
   std::abort();
-}
-
-int64_t block_size_of(TensorType t) {
-  switch (t) {
-    case TensorType::F32:
-    case TensorType::F16:
-    case TensorType::BF16:
-      return 1;
-    case TensorType::Q4_0:
-    case TensorType::Q4_1:
-    case TensorType::Q5_0:
-    case TensorType::Q5_1:
-    case TensorType::Q8_0:
-    case TensorType::Q8_1:
-    case TensorType::IQ4_NL:
-      return 32;
-    case TensorType::Q2_K:
-    case TensorType::Q3_K:
-    case TensorType::Q4_K:
-    case TensorType::Q5_K:
-    case TensorType::Q6_K:
-    case TensorType::Q8_K:
-    case TensorType::IQ4_XS:
-      return 256;
-    default:
-      return 0;
-  }
 }
 
 void run_register_tiles(const TileFn (&fns)[kTileA][kTileW], const TileFn (&row_fns)[kTileW1], int64_t len,
@@ -80,136 +54,113 @@ void run_register_tiles(const TileFn (&fns)[kTileA][kTileW], const TileFn (&row_
   }
 }
 
+
+// The set-level entry points (kernels.h): one set's kernel for t from the table, false if none.
+namespace {
+const RowKernels& kernels_of(TensorType t, KernelSet set) { return type_traits(t).set(set); }
+bool set_dequantize(KernelSet set, TensorType t, const void* src, float* dst, int64_t n) {
+  const auto fn = kernels_of(t, set).dequantize_row;
+  if (fn) fn(src, dst, n);
+  return fn != nullptr;
+}
+bool set_quantize(KernelSet set, TensorType t, const float* src, void* dst, int64_t n) {
+  const auto fn = kernels_of(t, set).quantize_row;
+  if (fn) fn(src, dst, n);
+  return fn != nullptr;
+}
+bool set_vec_dot(KernelSet set, TensorType t, int64_t n, const void* w, const void* a, float* out) {
+  const auto fn = kernels_of(t, set).vec_dot;
+  if (fn) *out = fn(n, w, a);
+  return fn != nullptr;
+}
+bool set_vec_dot_tile(KernelSet set, TensorType t, int64_t n, const void* w, size_t ws, int nw, const void* a,
+                      size_t as, int na, float* out, size_t os) {
+  const auto fn = kernels_of(t, set).vec_dot_tile;
+  if (fn) fn(n, w, ws, nw, a, as, na, out, os);
+  return fn != nullptr;
+}
+}  // namespace
+
+#define LOOM_SET_ENTRY_POINTS(ns, set)                                                                  \
+  namespace ns {                                                                                        \
+  bool dequantize_row(TensorType t, const void* src, float* dst, int64_t n) {                           \
+    return set_dequantize(set, t, src, dst, n);                                                         \
+  }                                                                                                     \
+  bool quantize_row(TensorType t, const float* src, void* dst, int64_t n) {                             \
+    return set_quantize(set, t, src, dst, n);                                                           \
+  }                                                                                                     \
+  bool vec_dot(TensorType t, int64_t n, const void* w, const void* a, float* out) {                     \
+    return set_vec_dot(set, t, n, w, a, out);                                                           \
+  }                                                                                                     \
+  bool vec_dot_tile(TensorType t, int64_t n, const void* w, size_t ws, int nw, const void* a, size_t as, \
+                    int na, float* out, size_t os) {                                                    \
+    return set_vec_dot_tile(set, t, n, w, ws, nw, a, as, na, out, os);                                  \
+  }                                                                                                     \
+  }
+LOOM_SET_ENTRY_POINTS(highway, KernelSet::kHighway)
+#if defined(__x86_64__)
+LOOM_SET_ENTRY_POINTS(avx2, KernelSet::kAvx2)
+#endif
+#if defined(__aarch64__)
+LOOM_SET_ENTRY_POINTS(neon, KernelSet::kNeonDot)
+#endif
+#undef LOOM_SET_ENTRY_POINTS
+
 }  // namespace detail
 
 namespace {
 
-#if defined(__x86_64__)
-// Read once: cpu_features() already honours LOOM_FORCE_SCALAR.
-bool use_avx2() {
-  static const bool avx2 = cpu_features().has_avx2_set();
-  return avx2;
-}
-#endif
-
-#if defined(__aarch64__)
-// ARMv8.2 dotprod kernels (implies simd: cpu_features() clears it under LOOM_FORCE_SCALAR).
-bool use_neon_dot() {
-  static const bool dot = cpu_features().neon_dotprod;
-  return dot;
-}
-#endif
-
-// The Highway kernels: false only under LOOM_FORCE_SCALAR. simd_enabled() also applies the
-// environment switches to Highway's target choice before its first dispatch.
-bool use_hwy() {
-  static const bool hwy = simd_enabled();
-  return hwy;
+bool valid(const TypeTraits& tt, int64_t n) {
+  return tt.computable && n >= 0 && n % tt.block_size == 0;
 }
 
-bool valid(TensorType t, int64_t n) {
-  const int64_t bs = detail::block_size_of(t);
-  return bs != 0 && n >= 0 && n % bs == 0;
+// The first enabled set's kernel for the operation (the member pointer), or null: the scalar
+// reference then. Sets are tried in KernelSet order.
+template <typename Fn>
+Fn pick(const TypeTraits& tt, Fn RowKernels::*op) {
+  for (int s = 0; s < kKernelSets; ++s) {
+    const Fn fn = tt.kernels[s].*op;
+    if (fn && kernel_set_enabled(static_cast<KernelSet>(s))) return fn;
+  }
+  return nullptr;
 }
 
 }  // namespace
 
-bool is_supported(TensorType t) { return detail::block_size_of(t) != 0; }
+bool is_supported(TensorType t) { return type_traits(t).computable; }
 
-TensorType vec_dot_type(TensorType t) {
-  switch (t) {
-    case TensorType::Q4_0:
-    case TensorType::Q5_0:
-    case TensorType::Q8_0:
-    case TensorType::IQ4_NL:
-      return TensorType::Q8_0;
-    case TensorType::Q4_1:
-    case TensorType::Q5_1:
-    case TensorType::Q8_1:
-      return TensorType::Q8_1;
-    case TensorType::F16:
-      return TensorType::F16;
-    case TensorType::BF16:
-      return TensorType::BF16;
-    case TensorType::Q2_K:
-    case TensorType::Q3_K:
-    case TensorType::Q4_K:
-    case TensorType::Q5_K:
-    case TensorType::Q6_K:
-    case TensorType::Q8_K:
-    case TensorType::IQ4_XS:
-      return TensorType::Q8_K;
-    // Types loom cannot compute with yet: the activation format llama.cpp's CPU backend pairs
-    // with them, so that callers planning buffers see the eventual answer.
-    case TensorType::MXFP4:
-      return TensorType::Q8_0;
-    case TensorType::IQ2_XXS:
-    case TensorType::IQ2_XS:
-    case TensorType::IQ3_XXS:
-    case TensorType::IQ1_S:
-    case TensorType::IQ3_S:
-    case TensorType::IQ2_S:
-    case TensorType::IQ1_M:
-    case TensorType::TQ1_0:
-    case TensorType::TQ2_0:
-      return TensorType::Q8_K;
-    default:
-      return TensorType::F32;
-  }
-}
+TensorType vec_dot_type(TensorType t) { return type_traits(t).vec_dot_type; }
 
 void dequantize_row(TensorType t, const void* src, float* dst, int64_t n) {
-  if (valid(t, n)) {
-#if defined(__x86_64__)
-    if (use_avx2() && detail::avx2::dequantize_row(t, src, dst, n)) return;
-#endif
-    if (use_hwy() && detail::highway::dequantize_row(t, src, dst, n)) return;
+  const TypeTraits& tt = type_traits(t);
+  if (valid(tt, n)) {
+    if (const auto fn = pick(tt, &RowKernels::dequantize_row)) return fn(src, dst, n);
   }
   ref::dequantize_row(t, src, dst, n);
 }
 
 void quantize_row(TensorType t, const float* src, void* dst, int64_t n) {
-  if (valid(t, n)) {
-#if defined(__x86_64__)
-    if (use_avx2() && detail::avx2::quantize_row(t, src, dst, n)) return;
-#endif
-    if (use_hwy() && detail::highway::quantize_row(t, src, dst, n)) return;
+  const TypeTraits& tt = type_traits(t);
+  if (valid(tt, n)) {
+    if (const auto fn = pick(tt, &RowKernels::quantize_row)) return fn(src, dst, n);
   }
   ref::quantize_row(t, src, dst, n);
 }
 
 float vec_dot(TensorType t, int64_t n, const void* w, const void* a) {
-  if (valid(t, n)) {
-    float out;
-#if defined(__x86_64__)
-    if (use_avx2() && detail::avx2::vec_dot(t, n, w, a, &out)) return out;
-#endif
-#if defined(__aarch64__)
-    if (use_neon_dot() && detail::neon::vec_dot(t, n, w, a, &out)) return out;
-#endif
-    if (use_hwy() && detail::highway::vec_dot(t, n, w, a, &out)) return out;
+  const TypeTraits& tt = type_traits(t);
+  if (valid(tt, n)) {
+    if (const auto fn = pick(tt, &RowKernels::vec_dot)) return fn(n, w, a);
   }
   return ref::vec_dot(t, n, w, a);
 }
 
 void vec_dot_tile(TensorType t, int64_t n, const void* w, size_t w_stride, int n_rows_w,
                   const void* a, size_t a_stride, int n_rows_a, float* out, size_t out_stride) {
-  if (valid(t, n)) {
-#if defined(__x86_64__)
-    if (use_avx2() && detail::avx2::vec_dot_tile(t, n, w, w_stride, n_rows_w, a, a_stride,
-                                                 n_rows_a, out, out_stride)) {
-      return;
-    }
-#endif
-#if defined(__aarch64__)
-    if (use_neon_dot() && detail::neon::vec_dot_tile(t, n, w, w_stride, n_rows_w, a, a_stride,
-                                                     n_rows_a, out, out_stride)) {
-      return;
-    }
-#endif
-    if (use_hwy() && detail::highway::vec_dot_tile(t, n, w, w_stride, n_rows_w, a, a_stride,
-                                                   n_rows_a, out, out_stride)) {
-      return;
+  const TypeTraits& tt = type_traits(t);
+  if (valid(tt, n)) {
+    if (const auto fn = pick(tt, &RowKernels::vec_dot_tile)) {
+      return fn(n, w, w_stride, n_rows_w, a, a_stride, n_rows_a, out, out_stride);
     }
   }
   const auto* wb = static_cast<const uint8_t*>(w);
@@ -221,5 +172,41 @@ void vec_dot_tile(TensorType t, int64_t n, const void* w, size_t w_stride, int n
     }
   }
 }
+
+// ---- the scalar references, through the table's ref entries ---------------------------------
+
+namespace ref {
+
+void dequantize_row(TensorType t, const void* src, float* dst, int64_t n) {
+  const TypeTraits& tt = type_traits(t);
+  if (!valid(tt, n)) detail::fail("dequantize_row", t, n);
+  tt.ref.dequantize_row(src, dst, n);
+}
+
+void quantize_row(TensorType t, const float* src, void* dst, int64_t n) {
+  const TypeTraits& tt = type_traits(t);
+  if (!valid(tt, n) || !tt.ref.quantize_row) detail::fail("quantize_row", t, n);
+  tt.ref.quantize_row(src, dst, n);
+}
+
+float vec_dot(TensorType t, int64_t n, const void* w, const void* a) {
+  const TypeTraits& tt = type_traits(t);
+  if (!valid(tt, n)) detail::fail("vec_dot", t, n);
+  return tt.ref.vec_dot(n, w, a);
+}
+
+void vec_dot_tile(TensorType t, int64_t n, const void* w, size_t w_stride, int n_rows_w,
+                  const void* a, size_t a_stride, int n_rows_a, float* out, size_t out_stride) {
+  const auto* wb = static_cast<const uint8_t*>(w);
+  const auto* ab = static_cast<const uint8_t*>(a);
+  for (int i = 0; i < n_rows_a; ++i) {
+    for (int j = 0; j < n_rows_w; ++j) {
+      out[size_t(i) * out_stride + size_t(j)] =
+          vec_dot(t, n, wb + size_t(j) * w_stride, ab + size_t(i) * a_stride);
+    }
+  }
+}
+
+}  // namespace ref
 
 }  // namespace loom::quant
