@@ -3,7 +3,7 @@
 // compiles it against the static ggml libraries of ~/.cache/loom-llama-cpp.
 //
 // Usage:
-//   loom-quant-ref TYPE SEED OUT [--n N] [--wrows W] [--arows K] [--weights random|quantize]
+//   loom-quant-ref TYPE SEED OUT [--n N] [--wrows W] [--arows K] [--weights random|quantize|FILE]
 //                  [--qrows Q] [--qsrc FILE.f32] [--imatrix none|random|FILE.f32]
 //
 //   TYPE     a ggml type name as ggml_type_name spells it (q4_0, tq1_0, mxfp4, iq2_xxs, ...),
@@ -16,7 +16,9 @@
 //            ggml's to_float of it is finite with every |x| <= 1e10 (so f16 scales are finite,
 //            E8M0 exponents moderate); whatever else the bytes hold is kept as ggml decodes it.
 //            quantize: ggml_quantize_chunk of random Gaussian rows (with the importance matrix
-//            below when the type requires one).
+//            below when the type requires one). Any other value is a file of raw blocks (a
+//            multiple of the row size; W is then its row count), e.g. blocks built to hold
+//            every code of the format.
 //   --qrows  rows of the quantizer section (default 0 = none): built-in patterns, row r uses
 //            pattern r % 10 (see make_pattern_row: Gaussian, all zero, one huge value, tiny
 //            values near the float denormal range, largest values whose f16 scales stay finite,
@@ -35,7 +37,8 @@
 //     [6] block size of vec_dot_type  [7] bytes per block of vec_dot_type
 //     [8] N, elements per row         [9] W, weight rows    [10] K, activation rows
 //     [11] Q, quantizer rows (0 = no quantizer section)
-//     [12] flags: bit 0 weights made by ggml_quantize_chunk (else random bytes);
+//     [12] flags: bit 0 weights made by ggml_quantize_chunk; bit 3 weights read from a file
+//          (neither: random bytes);
 //          bit 1 the quantizer section has an importance matrix;
 //          bit 2 dot_generic comes from ggml's separate *_generic scalar function (else it
 //          repeats dot: this build's vec_dot is already the generic code, or there is none)
@@ -244,7 +247,6 @@ int main(int argc, char** argv) {
     else if (a == "--imatrix") imatrix_arg = next();
     else die("unknown option " + a);
   }
-  if (weights_mode != "random" && weights_mode != "quantize") die("--weights random|quantize");
 
   ggml_cpu_init();
   const auto* tr = ggml_get_type_traits(type);
@@ -279,9 +281,25 @@ int main(int argc, char** argv) {
   if (needs_imatrix && imatrix.empty()) die("this type needs an importance matrix");
 
   // Weights.
-  std::vector<uint8_t> weights(row_bytes * size_t(wrows));
+  std::vector<uint8_t> weights;
+  const bool weights_file = weights_mode != "random" && weights_mode != "quantize";
+  if (weights_file) {
+    FILE* wf = std::fopen(weights_mode.c_str(), "rb");
+    if (!wf) die("cannot open " + weights_mode);
+    int c;
+    while ((c = std::fgetc(wf)) != EOF) weights.push_back(uint8_t(c));
+    std::fclose(wf);
+    if (weights.empty() || weights.size() % row_bytes != 0) {
+      die("--weights file size is not a multiple of the row size " + std::to_string(row_bytes));
+    }
+    wrows = int64_t(weights.size() / row_bytes);
+  } else {
+    weights.resize(row_bytes * size_t(wrows));
+  }
   std::vector<float> dequant(size_t(n * wrows));
-  if (weights_mode == "random") {
+  if (weights_file) {
+    // as given
+  } else if (weights_mode == "random") {
     std::vector<float> tmp(static_cast<size_t>(blk));
     for (size_t b = 0; b < weights.size() / blk_bytes; ++b) {
       uint8_t* p = weights.data() + b * blk_bytes;
@@ -367,7 +385,7 @@ int main(int argc, char** argv) {
   hdr[9] = uint32_t(wrows);
   hdr[10] = uint32_t(arows);
   hdr[11] = uint32_t(qrows);
-  hdr[12] = (weights_mode == "quantize" ? 1u : 0u) | (qrows > 0 && !imatrix.empty() ? 2u : 0u) |
+  hdr[12] = (weights_mode == "quantize" ? 1u : 0u) | (weights_file ? 8u : 0u) | (qrows > 0 && !imatrix.empty() ? 2u : 0u) |
             (gen ? 4u : 0u);
   hdr[13] = uint32_t(seed);
   hdr[14] = uint32_t(seed >> 32);

@@ -1,0 +1,339 @@
+// AVX2 + FMA + F16C kernels of TQ1_0, TQ2_0, MXFP4, Q1_0 and Q2_0 (layouts: small_types.h).
+// Every function carries the target attribute, so the binary still runs on CPUs without AVX2;
+// callers check cpu_features().has_avx2_set() first.
+//
+// Contract with the references (small_types.cpp), checked by tests/quant/test_small_types.cpp:
+// dequantize_row bit-identical (each value is one float product level * scale, as there), vec_dot
+// the same integer block sums with float accumulation in 8 lanes (FMA), so equal up to rounding.
+// Loads are unaligned throughout.
+#if defined(__x86_64__)
+
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "quant/avx2_util.h"
+#include "quant/small_types.h"
+
+namespace loom::quant::detail::small_simd {
+namespace {
+
+using avx2::f16;
+using avx2::hsum;
+using avx2::loadu128;
+using avx2::loadu256;
+
+[[noreturn]] void bad_length(const char* fn, int64_t n) {
+  std::fprintf(stderr, "loom: %s: %lld elements is not a whole number of blocks\n", fn,
+               static_cast<long long>(n));
+  std::abort();
+}
+inline int64_t blocks(const char* fn, int64_t n, int block) {
+  if (n < 0 || n % block != 0) bad_length(fn, n);
+  return n / block;
+}
+
+constexpr int kQ80Bytes = 34;   // Q8_0 block: f16 d, 32 x i8
+constexpr int kQ8KBytes = 292;  // Q8_K block: f32 d, 256 x i8, 16 x i16 bsums
+
+LOOM_AVX2 inline float f32_at(const uint8_t* p) {
+  float v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// Sum of 32 int8 products w * y with w in [-12, 12] (sign moved onto y for maddubs), as 16
+// int16 pair sums.
+LOOM_AVX2 inline __m256i mul_i8_pairs(__m256i w, __m256i y) {
+  return _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(y, w));
+}
+LOOM_AVX2 inline __m256i sum_pairs_i32(__m256i p16) {
+  return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+}
+
+// ---- Q1_0 -----------------------------------------------------------------------------------
+
+// 32 bits -> 32 bytes, 0xff where the element's bit is set.
+LOOM_AVX2 inline __m256i bits_to_mask(const uint8_t* p) {
+  return avx2::expand_bits(p);
+}
+
+LOOM_AVX2 float dot_q1_0(int64_t nb, const uint8_t* w, const uint8_t* a) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  const __m256i one = _mm256_set1_epi8(1);
+  for (int64_t i = 0; i < nb; ++i) {
+    const uint8_t* bw = w + i * 18;
+    const uint8_t* ba = a + i * 4 * kQ80Bytes;
+    const float dw = f16(bw);
+    // sign(y, mask | 1) is -y where the bit is set and y where it is not: the negated product.
+    __m256 part[4];
+    for (int k = 0; k < 4; ++k) {
+      const __m256i y = loadu256(ba + k * kQ80Bytes + 2);
+      const __m256i s = _mm256_sign_epi8(y, _mm256_or_si256(bits_to_mask(bw + 2 + 4 * k), one));
+      const __m256i p = sum_pairs_i32(_mm256_maddubs_epi16(one, s));
+      part[k] = _mm256_mul_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(-f16(ba + k * kQ80Bytes) * dw));
+    }
+    acc0 = _mm256_add_ps(acc0, _mm256_add_ps(part[0], part[1]));
+    acc1 = _mm256_add_ps(acc1, _mm256_add_ps(part[2], part[3]));
+  }
+  return hsum(_mm256_add_ps(acc0, acc1));
+}
+
+// ---- Q2_0 -----------------------------------------------------------------------------------
+
+// The 64 levels (0..3) of a Q2_0 block in element order: lo = elements 0..31, hi = 32..63.
+LOOM_AVX2 inline void levels_q2_0(const uint8_t* qs, __m256i* lo, __m256i* hi) {
+  const __m128i x = loadu128(qs);
+  // Lane 0 works on bytes 0..7 (elements 0..31), lane 1 on bytes 8..15 (elements 32..63).
+  const __m256i v = _mm256_set_m128i(_mm_srli_si128(x, 8), x);
+  const __m256i m3 = _mm256_set1_epi8(3);
+  const __m256i v0 = _mm256_and_si256(v, m3);
+  const __m256i v1 = _mm256_and_si256(_mm256_srli_epi16(v, 2), m3);
+  const __m256i v2 = _mm256_and_si256(_mm256_srli_epi16(v, 4), m3);
+  const __m256i v3 = _mm256_and_si256(_mm256_srli_epi16(v, 6), m3);
+  // Interleave so that byte 4j + s is field s of source byte j.
+  const __m256i a = _mm256_unpacklo_epi8(v0, v1);
+  const __m256i b = _mm256_unpacklo_epi8(v2, v3);
+  const __m256i e0 = _mm256_unpacklo_epi16(a, b);  // lane 0: elements 0..15, lane 1: 32..47
+  const __m256i e1 = _mm256_unpackhi_epi16(a, b);  // lane 0: 16..31, lane 1: 48..63
+  *lo = _mm256_permute2x128_si256(e0, e1, 0x20);
+  *hi = _mm256_permute2x128_si256(e0, e1, 0x31);
+}
+
+LOOM_AVX2 float dot_q2_0(int64_t nb, const uint8_t* w, const uint8_t* a) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  const __m256i one = _mm256_set1_epi8(1);
+  for (int64_t i = 0; i < nb; ++i) {
+    const uint8_t* bw = w + i * 18;
+    const uint8_t* ba = a + i * 2 * kQ80Bytes;
+    const float dw = f16(bw);
+    __m256i lo, hi;
+    levels_q2_0(bw + 2, &lo, &hi);
+    const __m256i p0 = sum_pairs_i32(mul_i8_pairs(_mm256_sub_epi8(lo, one), loadu256(ba + 2)));
+    const __m256i p1 =
+        sum_pairs_i32(mul_i8_pairs(_mm256_sub_epi8(hi, one), loadu256(ba + kQ80Bytes + 2)));
+    acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(f16(ba) * dw), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), _mm256_set1_ps(f16(ba + kQ80Bytes) * dw), acc1);
+  }
+  return hsum(_mm256_add_ps(acc0, acc1));
+}
+
+// ---- MXFP4 ----------------------------------------------------------------------------------
+
+LOOM_AVX2 inline __m256i levels_mxfp4(const uint8_t* qs) {
+  const __m128i table = loadu128(kMxfp4Values);
+  return _mm256_shuffle_epi8(_mm256_set_m128i(table, table), avx2::unpack_nibbles(qs));
+}
+
+LOOM_AVX2 float dot_mxfp4(int64_t nb, const uint8_t* w, const uint8_t* a) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 1 < nb; i += 2) {
+    const uint8_t* w0 = w + i * 17;
+    const uint8_t* a0 = a + i * kQ80Bytes;
+    const __m256i p0 = sum_pairs_i32(mul_i8_pairs(levels_mxfp4(w0 + 1), loadu256(a0 + 2)));
+    const __m256i p1 =
+        sum_pairs_i32(mul_i8_pairs(levels_mxfp4(w0 + 18), loadu256(a0 + kQ80Bytes + 2)));
+    acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(f16(a0) * e8m0_half(w0[0])), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1),
+                           _mm256_set1_ps(f16(a0 + kQ80Bytes) * e8m0_half(w0[17])), acc1);
+  }
+  for (; i < nb; ++i) {
+    const uint8_t* w0 = w + i * 17;
+    const uint8_t* a0 = a + i * kQ80Bytes;
+    const __m256i p0 = sum_pairs_i32(mul_i8_pairs(levels_mxfp4(w0 + 1), loadu256(a0 + 2)));
+    acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(f16(a0) * e8m0_half(w0[0])), acc0);
+  }
+  return hsum(_mm256_add_ps(acc0, acc1));
+}
+
+// ---- TQ2_0 ----------------------------------------------------------------------------------
+
+// sum_e (level_e - 1) y_e over a block = sum level * y (maddubs: level unsigned 0..3) minus the
+// sum of y, which Q8_K keeps as bsums.
+LOOM_AVX2 float dot_tq2_0(int64_t nb, const uint8_t* w, const uint8_t* a) {
+  __m256 acc = _mm256_setzero_ps();
+  const __m256i m3 = _mm256_set1_epi8(3);
+  for (int64_t i = 0; i < nb; ++i) {
+    const uint8_t* bw = w + i * 66;
+    const uint8_t* ba = a + i * kQ8KBytes;
+    __m256i s16 = _mm256_setzero_si256();  // at most 8 x 2 x 3 x 127 per lane: fits int16
+    for (int h = 0; h < 2; ++h) {
+      const __m256i q = loadu256(bw + 32 * h);
+      for (int l = 0; l < 4; ++l) {
+        const __m256i lv = _mm256_and_si256(_mm256_srli_epi16(q, 2 * l), m3);
+        const __m256i y = loadu256(ba + 4 + 128 * h + 32 * l);
+        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(lv, y));
+      }
+    }
+    const __m256i bsums = loadu256(ba + 260);
+    const __m256i s32 = _mm256_sub_epi32(sum_pairs_i32(s16), sum_pairs_i32(bsums));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s32), _mm256_set1_ps(f32_at(ba) * f16(bw + 64)), acc);
+  }
+  return hsum(acc);
+}
+
+// ---- TQ1_0 ----------------------------------------------------------------------------------
+
+// Bytes q (each a trit's position already multiplied into the top: B * 3^k mod 256) -> the
+// negated level 1 - trit as int8 (+1, 0, -1): trit = (q >= 86) + (q >= 171).
+LOOM_AVX2 inline __m256i neg_level_tq1(__m256i q) {
+  const __m256i qs = _mm256_xor_si256(q, _mm256_set1_epi8(int8_t(0x80)));
+  const __m256i ge86 = _mm256_cmpgt_epi8(qs, _mm256_set1_epi8(int8_t(85 ^ 0x80)));
+  const __m256i ge171 = _mm256_cmpgt_epi8(qs, _mm256_set1_epi8(int8_t(170 ^ 0x80)));
+  return _mm256_add_epi8(_mm256_add_epi8(ge86, ge171), _mm256_set1_epi8(1));
+}
+LOOM_AVX2 inline __m256i times3(__m256i q) { return _mm256_add_epi8(_mm256_add_epi8(q, q), q); }
+LOOM_AVX2 inline __m128i times3(__m128i q) { return _mm_add_epi8(_mm_add_epi8(q, q), q); }
+
+// The eight 32-element groups of a TQ1_0 block as shifted bytes (trit = top of the byte), in
+// element order: five from qs[0..31], then qs[32..47] x {1, 3}, x {9, 27}, and x 81 with qh.
+LOOM_AVX2 inline void tq1_groups(const uint8_t* bw, __m256i (&g)[8]) {
+  __m256i q = loadu256(bw);
+  for (int k = 0; k < 5; ++k) {
+    g[k] = q;
+    q = times3(q);
+  }
+  const __m128i x1 = loadu128(bw + 32);
+  const __m128i x3 = times3(x1), x9 = times3(x3), x27 = times3(x9), x81 = times3(x27);
+  uint32_t qh;
+  std::memcpy(&qh, bw + 48, 4);
+  // Element 240 + 4k + j is trit k of qh[j]: the four bytes times 1, 3, 9, 27.
+  const __m128i h1 = _mm_set1_epi32(int(qh));
+  const __m128i h3 = times3(h1), h9 = times3(h3), h27 = times3(h9);
+  const __m128i h = _mm_blend_epi32(_mm_blend_epi32(h1, h3, 0x2), _mm_blend_epi32(h9, h27, 0x8), 0xc);
+  g[5] = _mm256_set_m128i(x3, x1);
+  g[6] = _mm256_set_m128i(x27, x9);
+  g[7] = _mm256_set_m128i(h, x81);
+}
+
+LOOM_AVX2 float dot_tq1_0(int64_t nb, const uint8_t* w, const uint8_t* a) {
+  __m256 acc = _mm256_setzero_ps();
+  const __m256i one = _mm256_set1_epi8(1);
+  for (int64_t i = 0; i < nb; ++i) {
+    const uint8_t* bw = w + i * 54;
+    const uint8_t* ba = a + i * kQ8KBytes + 4;
+    __m256i s16 = _mm256_setzero_si256();  // at most 8 x 2 x 127 per lane
+    __m256i g[8];
+    tq1_groups(bw, g);
+    for (int k = 0; k < 8; ++k) {
+      const __m256i prod = _mm256_sign_epi8(loadu256(ba + 32 * k), neg_level_tq1(g[k]));
+      s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(one, prod));
+    }
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum_pairs_i32(s16)),
+                          _mm256_set1_ps(-(f16(bw + 52) * f32_at(ba - 4))), acc);
+  }
+  return hsum(acc);
+}
+
+// ---- dequantization -------------------------------------------------------------------------
+
+// 32 int8 levels times d into dst (four stores of 8 floats).
+LOOM_AVX2 inline void store_levels(__m256i lv, float d, float* dst) {
+  const __m256 vd = _mm256_set1_ps(d);
+  const __m128i lo = _mm256_castsi256_si128(lv), hi = _mm256_extracti128_si256(lv, 1);
+  _mm256_storeu_ps(dst, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo)), vd));
+  _mm256_storeu_ps(dst + 8, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8))), vd));
+  _mm256_storeu_ps(dst + 16, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi)), vd));
+  _mm256_storeu_ps(dst + 24, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8))), vd));
+}
+
+}  // namespace
+
+float vec_dot_q1_0_avx2(int64_t n, const void* w, const void* a) {
+  return dot_q1_0(blocks("vec_dot_q1_0", n, kQ1_0Block), static_cast<const uint8_t*>(w),
+                  static_cast<const uint8_t*>(a));
+}
+float vec_dot_q2_0_avx2(int64_t n, const void* w, const void* a) {
+  return dot_q2_0(blocks("vec_dot_q2_0", n, kQ2_0Block), static_cast<const uint8_t*>(w),
+                  static_cast<const uint8_t*>(a));
+}
+float vec_dot_mxfp4_avx2(int64_t n, const void* w, const void* a) {
+  return dot_mxfp4(blocks("vec_dot_mxfp4", n, kMxfp4Block), static_cast<const uint8_t*>(w),
+                   static_cast<const uint8_t*>(a));
+}
+float vec_dot_tq2_0_avx2(int64_t n, const void* w, const void* a) {
+  return dot_tq2_0(blocks("vec_dot_tq2_0", n, kTQBlock), static_cast<const uint8_t*>(w),
+                   static_cast<const uint8_t*>(a));
+}
+float vec_dot_tq1_0_avx2(int64_t n, const void* w, const void* a) {
+  return dot_tq1_0(blocks("vec_dot_tq1_0", n, kTQBlock), static_cast<const uint8_t*>(w),
+                   static_cast<const uint8_t*>(a));
+}
+
+LOOM_AVX2 void dequantize_row_q1_0_avx2(const void* src, float* dst, int64_t n) {
+  const int64_t nb = blocks("dequantize_row_q1_0", n, kQ1_0Block);
+  const auto* w = static_cast<const uint8_t*>(src);
+  for (int64_t i = 0; i < nb; ++i) {
+    const uint8_t* b = w + i * 18;
+    const __m256 d = _mm256_set1_ps(f16(b)), nd = _mm256_set1_ps(-f16(b));
+    for (int k = 0; k < 16; ++k) {
+      // Bit j of byte k -> lane j: all ones where set (blendv takes the sign bit).
+      const __m256i bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+      const __m256i m = _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32(b[2 + k]), bit), bit);
+      _mm256_storeu_ps(dst + i * kQ1_0Block + 8 * k, _mm256_blendv_ps(nd, d, _mm256_castsi256_ps(m)));
+    }
+  }
+}
+
+LOOM_AVX2 void dequantize_row_q2_0_avx2(const void* src, float* dst, int64_t n) {
+  const int64_t nb = blocks("dequantize_row_q2_0", n, kQ2_0Block);
+  const auto* w = static_cast<const uint8_t*>(src);
+  const __m256i one = _mm256_set1_epi8(1);
+  for (int64_t i = 0; i < nb; ++i) {
+    const uint8_t* b = w + i * 18;
+    __m256i lo, hi;
+    levels_q2_0(b + 2, &lo, &hi);
+    store_levels(_mm256_sub_epi8(lo, one), f16(b), dst + i * kQ2_0Block);
+    store_levels(_mm256_sub_epi8(hi, one), f16(b), dst + i * kQ2_0Block + 32);
+  }
+}
+
+LOOM_AVX2 void dequantize_row_mxfp4_avx2(const void* src, float* dst, int64_t n) {
+  const int64_t nb = blocks("dequantize_row_mxfp4", n, kMxfp4Block);
+  const auto* w = static_cast<const uint8_t*>(src);
+  for (int64_t i = 0; i < nb; ++i) {
+    const uint8_t* b = w + i * 17;
+    store_levels(levels_mxfp4(b + 1), e8m0_half(b[0]), dst + i * kMxfp4Block);
+  }
+}
+
+LOOM_AVX2 void dequantize_row_tq2_0_avx2(const void* src, float* dst, int64_t n) {
+  const int64_t nb = blocks("dequantize_row_tq2_0", n, kTQBlock);
+  const auto* w = static_cast<const uint8_t*>(src);
+  const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+  for (int64_t i = 0; i < nb; ++i) {
+    const uint8_t* b = w + i * 66;
+    const float d = f16(b + 64);
+    for (int h = 0; h < 2; ++h) {
+      const __m256i q = loadu256(b + 32 * h);
+      for (int l = 0; l < 4; ++l) {
+        const __m256i lv = _mm256_sub_epi8(_mm256_and_si256(_mm256_srli_epi16(q, 2 * l), m3), one);
+        store_levels(lv, d, dst + i * kTQBlock + 128 * h + 32 * l);
+      }
+    }
+  }
+}
+
+LOOM_AVX2 void dequantize_row_tq1_0_avx2(const void* src, float* dst, int64_t n) {
+  const int64_t nb = blocks("dequantize_row_tq1_0", n, kTQBlock);
+  const auto* w = static_cast<const uint8_t*>(src);
+  for (int64_t i = 0; i < nb; ++i) {
+    const uint8_t* b = w + i * 54;
+    const float d = f16(b + 52);
+    __m256i g[8];
+    tq1_groups(b, g);
+    for (int k = 0; k < 8; ++k) {
+      // The level itself (not its negation times -d: a zero level must give 0 * d's sign).
+      const __m256i lv = _mm256_sub_epi8(_mm256_setzero_si256(), neg_level_tq1(g[k]));
+      store_levels(lv, d, dst + i * kTQBlock + 32 * k);
+    }
+  }
+}
+
+}  // namespace loom::quant::detail::small_simd
+
+#endif  // __x86_64__

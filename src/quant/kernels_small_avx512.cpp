@@ -1,0 +1,262 @@
+// AVX-512 (F/BW/VL + VNNI) dot products of TQ1_0, TQ2_0, MXFP4, Q1_0 and Q2_0 (layouts:
+// small_types.h). Callers check cpu_features().has_avx512_vnni_set() first; the functions carry
+// the target attribute so the rest of the binary stays runnable without AVX-512.
+//
+// 64 elements per register: the int8 products are summed four at a time by VPDPBUSD (unsigned
+// weights or ones x signed activations), the bit-, ternary- and sign-selections use mask
+// registers (a Q1_0 block's bits are its masks as stored). Same integer block sums as the
+// references (small_types.cpp); float accumulation in 16 lanes, so equal up to rounding.
+#if defined(__x86_64__)
+
+// GCC 12's AVX-512 headers initialise their "undefined" vectors from themselves, which
+// -Wuninitialized reports at every use (as in packed_avx512.cpp).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "quant/small_types.h"
+
+#define LOOM_AVX512_VNNI __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
+
+namespace loom::quant::detail::small_simd {
+namespace {
+
+[[noreturn]] void bad_length(const char* fn, int64_t n) {
+  std::fprintf(stderr, "loom: %s: %lld elements is not a whole number of blocks\n", fn,
+               static_cast<long long>(n));
+  std::abort();
+}
+inline int64_t blocks(const char* fn, int64_t n, int block) {
+  if (n < 0 || n % block != 0) bad_length(fn, n);
+  return n / block;
+}
+
+constexpr int kQ80Bytes = 34;
+constexpr int kQ8KBytes = 292;
+
+LOOM_AVX512_VNNI inline float f16(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+LOOM_AVX512_VNNI inline float f32_at(const uint8_t* p) {
+  float v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+LOOM_AVX512_VNNI inline __m512i load512(const void* p) { return _mm512_loadu_si512(p); }
+LOOM_AVX512_VNNI inline __m256i load256(const void* p) {
+  return _mm256_loadu_si256(static_cast<const __m256i*>(p));
+}
+// Two 32-byte pieces as one register (lo in bytes 0..31).
+LOOM_AVX512_VNNI inline __m512i join(__m256i lo, __m256i hi) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+// The 64 int8 activations of two consecutive Q8_0 blocks.
+LOOM_AVX512_VNNI inline __m512i q8_0_pair(const uint8_t* a) {
+  return join(load256(a + 2), load256(a + kQ80Bytes + 2));
+}
+// Lanes 0..7 s0, lanes 8..15 s1.
+LOOM_AVX512_VNNI inline __m512 scale_pair(float s0, float s1) {
+  return _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(s0), _mm512_set1_ps(s1));
+}
+
+// ---- Q1_0: bits are masks -------------------------------------------------------------------
+
+LOOM_AVX512_VNNI float dot_q1_0(int64_t nb, const uint8_t* w, const uint8_t* a) {
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+  const __m512i one = _mm512_set1_epi8(1), zero = _mm512_setzero_si512();
+  for (int64_t i = 0; i < nb; ++i) {
+    const uint8_t* bw = w + i * 18;
+    const uint8_t* ba = a + i * 4 * kQ80Bytes;
+    const float dw = f16(bw);
+    uint64_t bits[2];
+    std::memcpy(bits, bw + 2, 16);
+    __m512 part[2];
+    for (int h = 0; h < 2; ++h) {
+      const uint8_t* a2 = ba + 2 * h * kQ80Bytes;
+      const __m512i y = q8_0_pair(a2);
+      // y where the bit is set, -y where it is not.
+      const __m512i s = _mm512_mask_sub_epi8(y, __mmask64(~bits[h]), zero, y);
+      const __m512i p = _mm512_dpbusd_epi32(zero, one, s);
+      part[h] = _mm512_mul_ps(_mm512_cvtepi32_ps(p), scale_pair(f16(a2) * dw, f16(a2 + kQ80Bytes) * dw));
+    }
+    acc0 = _mm512_add_ps(acc0, part[0]);
+    acc1 = _mm512_add_ps(acc1, part[1]);
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+}
+
+// ---- Q2_0 -----------------------------------------------------------------------------------
+
+// The 64 levels (0..3) of a Q2_0 block in element order: 128-bit lane L holds elements
+// 16 L .. 16 L + 15, from source bytes 4 L .. 4 L + 3.
+LOOM_AVX512_VNNI inline __m512i levels_q2_0(const uint8_t* qs) {
+  const __m512i x = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
+  const __m512i v = _mm512_permutexvar_epi32(
+      _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3), x);
+  const __m512i m3 = _mm512_set1_epi8(3);
+  const __m512i v0 = _mm512_and_si512(v, m3);
+  const __m512i v1 = _mm512_and_si512(_mm512_srli_epi16(v, 2), m3);
+  const __m512i v2 = _mm512_and_si512(_mm512_srli_epi16(v, 4), m3);
+  const __m512i v3 = _mm512_and_si512(_mm512_srli_epi16(v, 6), m3);
+  return _mm512_unpacklo_epi16(_mm512_unpacklo_epi8(v0, v1), _mm512_unpacklo_epi8(v2, v3));
+}
+
+LOOM_AVX512_VNNI float dot_q2_0(int64_t nb, const uint8_t* w, const uint8_t* a) {
+  __m512 acc = _mm512_setzero_ps();
+  const __m512i one = _mm512_set1_epi8(1), zero = _mm512_setzero_si512();
+  for (int64_t i = 0; i < nb; ++i) {
+    const uint8_t* bw = w + i * 18;
+    const uint8_t* ba = a + i * 2 * kQ80Bytes;
+    const __m512i y = q8_0_pair(ba);
+    // sum (level - 1) y = sum level * y - sum y.
+    const __m512i p = _mm512_sub_epi32(_mm512_dpbusd_epi32(zero, levels_q2_0(bw + 2), y),
+                                       _mm512_dpbusd_epi32(zero, one, y));
+    const float dw = f16(bw);
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), scale_pair(f16(ba) * dw, f16(ba + kQ80Bytes) * dw), acc);
+  }
+  return _mm512_reduce_add_ps(acc);
+}
+
+// ---- MXFP4 ----------------------------------------------------------------------------------
+
+// 16 bytes of nibbles -> 32 bytes 0..15 in element order (low nibbles first).
+LOOM_AVX512_VNNI inline __m256i nibbles(const uint8_t* qs) {
+  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(0x0f));
+}
+
+// The 64 int8 levels of two consecutive MXFP4 blocks.
+LOOM_AVX512_VNNI inline __m512i levels_mxfp4_pair(const uint8_t* b) {
+  const __m512i idx = join(nibbles(b + 1), nibbles(b + 18));
+  const __m512i table =
+      _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kMxfp4Values)));
+  return _mm512_shuffle_epi8(table, idx);
+}
+
+LOOM_AVX512_VNNI float dot_mxfp4(int64_t nb, const uint8_t* w, const uint8_t* a) {
+  __m512 acc = _mm512_setzero_ps();
+  const __m512i zero = _mm512_setzero_si512();
+  int64_t i = 0;
+  for (; i + 1 < nb; i += 2) {
+    const uint8_t* bw = w + i * 17;
+    const uint8_t* ba = a + i * kQ80Bytes;
+    const __m512i lv = levels_mxfp4_pair(bw);
+    const __m512i y = q8_0_pair(ba);
+    // |level| x (y with the level's sign).
+    const __m512i ys = _mm512_mask_sub_epi8(y, _mm512_movepi8_mask(lv), zero, y);
+    const __m512i p = _mm512_dpbusd_epi32(zero, _mm512_abs_epi8(lv), ys);
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p),
+                          scale_pair(f16(ba) * e8m0_half(bw[0]), f16(ba + kQ80Bytes) * e8m0_half(bw[17])),
+                          acc);
+  }
+  float sum = _mm512_reduce_add_ps(acc);
+  if (i < nb) {  // an odd last block
+    const uint8_t* bw = w + i * 17;
+    const uint8_t* ba = a + i * kQ80Bytes;
+    int isum = 0;
+    for (int j = 0; j < 16; ++j) {
+      isum += int8_t(ba[2 + j]) * kMxfp4Values[bw[1 + j] & 0x0f] +
+              int8_t(ba[18 + j]) * kMxfp4Values[bw[1 + j] >> 4];
+    }
+    sum += float(isum) * (f16(ba) * e8m0_half(bw[0]));
+  }
+  return sum;
+}
+
+// ---- TQ2_0 ----------------------------------------------------------------------------------
+
+LOOM_AVX512_VNNI float dot_tq2_0(int64_t nb, const uint8_t* w, const uint8_t* a) {
+  __m512 acc = _mm512_setzero_ps();
+  const __m512i m3 = _mm512_set1_epi8(3);
+  for (int64_t i = 0; i < nb; ++i) {
+    const uint8_t* bw = w + i * 66;
+    const uint8_t* ba = a + i * kQ8KBytes;
+    const __m512i q = load512(bw);  // bytes 0..31: first half, 32..63: second half
+    __m512i s = _mm512_setzero_si512();
+    for (int l = 0; l < 4; ++l) {
+      const __m512i lv = _mm512_and_si512(_mm512_srli_epi16(q, 2 * l), m3);
+      const __m512i y = join(load256(ba + 4 + 32 * l), load256(ba + 4 + 128 + 32 * l));
+      s = _mm512_dpbusd_epi32(s, lv, y);
+    }
+    // Minus the sum of the activations (bsums, widened to 16 lanes).
+    s = _mm512_sub_epi32(s, _mm512_cvtepi16_epi32(load256(ba + 260)));
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(f32_at(ba) * f16(bw + 64)), acc);
+  }
+  return _mm512_reduce_add_ps(acc);
+}
+
+// ---- TQ1_0 ----------------------------------------------------------------------------------
+
+LOOM_AVX512_VNNI inline __m256i times3(__m256i q) { return _mm256_add_epi8(_mm256_add_epi8(q, q), q); }
+LOOM_AVX512_VNNI inline __m128i times3(__m128i q) { return _mm_add_epi8(_mm_add_epi8(q, q), q); }
+
+LOOM_AVX512_VNNI float dot_tq1_0(int64_t nb, const uint8_t* w, const uint8_t* a) {
+  __m512 acc = _mm512_setzero_ps();
+  const __m512i one = _mm512_set1_epi8(1), zero = _mm512_setzero_si512();
+  const __m512i c86 = _mm512_set1_epi8(86), c171 = _mm512_set1_epi8(int8_t(171));
+  for (int64_t i = 0; i < nb; ++i) {
+    const uint8_t* bw = w + i * 54;
+    const uint8_t* ba = a + i * kQ8KBytes + 4;
+    // Four registers of shifted bytes in element order (trit = (q >= 86) + (q >= 171)):
+    // qs[0..31] x {1, 3}, {9, 27}, then x 81 with qs[32..47] x {1, 3}, then x {9, 27} and
+    // (x 81, qh x {1, 3, 9, 27}).
+    const __m256i q1 = load256(bw);
+    const __m256i q3 = times3(q1), q9 = times3(q3), q27 = times3(q9), q81 = times3(q27);
+    const __m128i x1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bw + 32));
+    const __m128i x3 = times3(x1), x9 = times3(x3), x27 = times3(x9), x81 = times3(x27);
+    uint32_t qh;
+    std::memcpy(&qh, bw + 48, 4);
+    const __m128i h1 = _mm_set1_epi32(int(qh));
+    const __m128i h3 = times3(h1), h9 = times3(h3), h27 = times3(h9);
+    const __m128i h = _mm_blend_epi32(_mm_blend_epi32(h1, h3, 0x2), _mm_blend_epi32(h9, h27, 0x8), 0xc);
+    const __m512i g[4] = {join(q1, q3), join(q9, q27), join(q81, _mm256_set_m128i(x3, x1)),
+                          join(_mm256_set_m128i(x27, x9), _mm256_set_m128i(h, x81))};
+    __m512i s = _mm512_setzero_si512();
+    for (int k = 0; k < 4; ++k) {
+      const __m512i y = load512(ba + 64 * k);
+      const __mmask64 ge86 = _mm512_cmpge_epu8_mask(g[k], c86);
+      const __mmask64 ge171 = _mm512_cmpge_epu8_mask(g[k], c171);
+      // Level trit - 1: y where the trit is 2, -y where it is 0, 0 where it is 1.
+      const __m512i t = _mm512_mask_sub_epi8(_mm512_maskz_mov_epi8(ge171, y), ~ge86, zero, y);
+      s = _mm512_dpbusd_epi32(s, one, t);
+    }
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(f16(bw + 52) * f32_at(ba - 4)), acc);
+  }
+  return _mm512_reduce_add_ps(acc);
+}
+
+}  // namespace
+
+float vec_dot_q1_0_avx512(int64_t n, const void* w, const void* a) {
+  return dot_q1_0(blocks("vec_dot_q1_0", n, kQ1_0Block), static_cast<const uint8_t*>(w),
+                  static_cast<const uint8_t*>(a));
+}
+float vec_dot_q2_0_avx512(int64_t n, const void* w, const void* a) {
+  return dot_q2_0(blocks("vec_dot_q2_0", n, kQ2_0Block), static_cast<const uint8_t*>(w),
+                  static_cast<const uint8_t*>(a));
+}
+float vec_dot_mxfp4_avx512(int64_t n, const void* w, const void* a) {
+  return dot_mxfp4(blocks("vec_dot_mxfp4", n, kMxfp4Block), static_cast<const uint8_t*>(w),
+                   static_cast<const uint8_t*>(a));
+}
+float vec_dot_tq2_0_avx512(int64_t n, const void* w, const void* a) {
+  return dot_tq2_0(blocks("vec_dot_tq2_0", n, kTQBlock), static_cast<const uint8_t*>(w),
+                   static_cast<const uint8_t*>(a));
+}
+float vec_dot_tq1_0_avx512(int64_t n, const void* w, const void* a) {
+  return dot_tq1_0(blocks("vec_dot_tq1_0", n, kTQBlock), static_cast<const uint8_t*>(w),
+                   static_cast<const uint8_t*>(a));
+}
+
+}  // namespace loom::quant::detail::small_simd
+
+#endif  // __x86_64__
