@@ -144,7 +144,7 @@ SamplerChain build_chain(const SamplerParams& p, const Vocab* vocab, int32_t n_v
         break;
       case SamplerType::kXtc:
         if (p.xtc_probability > 0.0f && p.xtc_threshold <= 0.5f)
-          chain.add(make_xtc(p.xtc_probability, p.xtc_threshold, min_keep, p.seed ^ 0x5854435854435854ull));
+          chain.add(make_xtc(p.xtc_probability, p.xtc_threshold, min_keep, p.seed));
         break;
       case SamplerType::kTemperature:
         chain.add(make_temperature_ext(p.temp, p.dynatemp_range, p.dynatemp_exponent));

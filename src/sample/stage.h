@@ -68,18 +68,30 @@ class SamplerStage {
   virtual std::unique_ptr<SamplerStage> clone() const = 0;
 };
 
-// A small, portable, seedable generator (SplitMix64-seeded xoshiro256**): the same seed gives the
-// same sequence on every platform and standard library (std::uniform_real_distribution does not).
+// The random numbers of llama.cpp's samplers, drawn exactly as it draws them, so that the same
+// seed and the same probabilities pick the same token: a 32-bit Mersenne Twister (std::mt19937,
+// whose output the C++ standard fixes) seeded with the low 32 bits of the seed, turned into
+// uniform reals by the standard's generate_canonical formula (what std::uniform_real_distribution
+// and std::discrete_distribution use in libstdc++ and libc++; written out here so that the draws do
+// not depend on the standard library loom is built with).
 class Rng {
  public:
   explicit Rng(uint64_t seed = 0) { seed_with(seed); }
   void seed_with(uint64_t seed);
-  uint64_t next();
-  // Uniform in [0, 1).
-  double uniform() { return double(next() >> 11) * 0x1.0p-53; }
+  uint32_t next();
+  // Uniform in [0, 1) as std::uniform_real_distribution<double>(0, 1): two 32-bit draws.
+  double uniform();
+  // Uniform in [0, 1) as std::uniform_real_distribution<float>(0, 1): one 32-bit draw.
+  float uniform_float();
+  // An index drawn as std::discrete_distribution<int> over weights p (normalized in double,
+  // cumulated, the last sum forced to 1, the first cumulated weight >= one uniform() draw).
+  // Fewer than two weights: 0 without a draw.
+  size_t discrete(std::span<const float> p);
 
  private:
-  uint64_t s_[4];
+  uint32_t mt_[624];
+  int idx_ = 624;
+  std::vector<double> cum_;  // discrete()'s scratch
 };
 
 }  // namespace loom

@@ -46,60 +46,117 @@ void Candidates::truncate(size_t n) {
 }
 
 void Candidates::softmax(bool do_sort) {
+  // As llama.cpp's softmax: exp in float, a float sum, each probability divided by it.
   if (data.empty()) return;
   if (do_sort) sort();
   float mx = data[0].logit;
   if (!sorted) for (const auto& t : data) mx = std::max(mx, t.logit);
-  double sum = 0.0;
+  float sum = 0.0f;
   for (auto& t : data) {
     t.p = std::exp(t.logit - mx);
     sum += t.p;
   }
-  const float inv = sum > 0 ? float(1.0 / sum) : 0.0f;
-  for (auto& t : data) t.p *= inv;
+  for (auto& t : data) t.p = sum > 0.0f ? t.p / sum : 0.0f;
 }
 
 void Rng::seed_with(uint64_t seed) {
-  uint64_t x = seed;
-  for (auto& s : s_) {
-    x += 0x9e3779b97f4a7c15ull;
-    uint64_t z = x;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    s = z ^ (z >> 31);
-  }
+  // std::mt19937's seeding (the standard's recurrence, multiplier 1812433253).
+  mt_[0] = uint32_t(seed);
+  for (uint32_t i = 1; i < 624; ++i) mt_[i] = 1812433253u * (mt_[i - 1] ^ (mt_[i - 1] >> 30)) + i;
+  idx_ = 624;
 }
 
-uint64_t Rng::next() {
-  auto rotl = [](uint64_t v, int k) { return (v << k) | (v >> (64 - k)); };
-  const uint64_t result = rotl(s_[1] * 5, 7) * 9;
-  const uint64_t t = s_[1] << 17;
-  s_[2] ^= s_[0];
-  s_[3] ^= s_[1];
-  s_[1] ^= s_[2];
-  s_[0] ^= s_[3];
-  s_[2] ^= t;
-  s_[3] = rotl(s_[3], 45);
-  return result;
+uint32_t Rng::next() {
+  if (idx_ >= 624) {
+    // Regenerate the state (the standard's twist: n 624, m 397, a 0x9908b0df).
+    for (int i = 0; i < 624; ++i) {
+      const uint32_t y = (mt_[i] & 0x80000000u) | (mt_[(i + 1) % 624] & 0x7fffffffu);
+      mt_[i] = mt_[(i + 397) % 624] ^ (y >> 1) ^ ((y & 1u) ? 0x9908b0dfu : 0u);
+    }
+    idx_ = 0;
+  }
+  uint32_t y = mt_[idx_++];
+  y ^= y >> 11;
+  y ^= (y << 7) & 0x9d2c5680u;
+  y ^= (y << 15) & 0xefc60000u;
+  y ^= y >> 18;
+  return y;
+}
+
+double Rng::uniform() {
+  // generate_canonical<double, 53> over a 32-bit generator: k = 2 draws, summed as the standard
+  // writes it (each scaled by the range raised to its position), over range^2; a result that
+  // rounds to 1 becomes the largest double below 1 (as libstdc++ does).
+  constexpr double kRange = 4294967296.0;
+  double sum = double(next());
+  sum += double(next()) * kRange;
+  double r = sum / (kRange * kRange);
+  if (r >= 1.0) r = std::nextafter(1.0, 0.0);
+  return r;
+}
+
+float Rng::uniform_float() {
+  // generate_canonical<float, 24>: one draw, in float.
+  constexpr float kRange = 4294967296.0f;
+  float r = float(next()) / kRange;
+  if (r >= 1.0f) r = std::nextafter(1.0f, 0.0f);
+  return r;
+}
+
+size_t Rng::discrete(std::span<const float> p) {
+  if (p.size() < 2) return 0;
+  double sum = 0.0;
+  for (float v : p) sum += double(v);
+  cum_.resize(p.size());
+  double run = 0.0;
+  for (size_t i = 0; i < p.size(); ++i) {
+    run += double(p[i]) / sum;
+    cum_[i] = run;
+  }
+  cum_.back() = 1.0;
+  const double u = uniform();
+  return size_t(std::lower_bound(cum_.begin(), cum_.end(), u) - cum_.begin());
 }
 
 namespace {
 
-// Index drawn from the (unnormalized) probabilities p of the candidates.
-int32_t draw(const Candidates& c, Rng& rng) {
-  double sum = 0.0;
-  for (const auto& t : c.data) sum += t.p;
+// llama.cpp's dist pick: probabilities from the logits (exp in float, their sum in double), one
+// uniform() draw scaled by the sum, the first candidate at which the running sum reaches it; the
+// probabilities are left normalized. One candidate: still one draw (llama.cpp keeps its RNG in
+// step with its backend sampling that way).
+int32_t dist_pick(Candidates& c, Rng& rng) {
   if (c.data.empty()) return -1;
-  if (!(sum > 0.0)) return 0;
-  double r = rng.uniform() * sum;
-  for (size_t i = 0; i < c.data.size(); ++i) {
-    r -= c.data[i].p;
-    if (r < 0.0) return int32_t(i);
+  if (c.data.size() == 1) {
+    (void)rng.uniform();
+    c.data[0].p = 1.0f;
+    return 0;
   }
-  // Rounding: the last candidate with a non-zero probability.
-  for (size_t i = c.data.size(); i-- > 0;)
-    if (c.data[i].p > 0) return int32_t(i);
-  return 0;
+  float mx = c.data[0].logit;
+  if (!c.sorted) for (const auto& t : c.data) mx = std::max(mx, t.logit);
+  double sum = 0.0;
+  for (auto& t : c.data) {
+    t.p = std::exp(t.logit - mx);
+    sum += t.p;
+  }
+  const double target = sum * rng.uniform();
+  double run = 0.0;
+  int32_t picked = -1;
+  for (size_t i = 0; i < c.data.size(); ++i) {
+    if (picked < 0) {
+      run += c.data[i].p;
+      if (run >= target) picked = int32_t(i);
+    }
+    c.data[i].p = float(c.data[i].p / sum);
+  }
+  return picked >= 0 ? picked : int32_t(c.data.size() - 1);
+}
+
+// std::discrete_distribution over the candidates' probabilities (llama.cpp's mirostat pick).
+int32_t discrete_pick(const Candidates& c, Rng& rng, std::vector<float>& scratch) {
+  if (c.data.empty()) return -1;
+  scratch.resize(c.data.size());
+  for (size_t i = 0; i < c.data.size(); ++i) scratch[i] = c.data[i].p;
+  return int32_t(rng.discrete(scratch));
 }
 
 template <typename T>
@@ -500,7 +557,7 @@ class Xtc final : public Cloneable<Xtc> {
   const char* name() const override { return "xtc"; }
   void apply(Candidates& c) override {
     if (prob_ <= 0.0f || thr_ > 0.5f || c.size() < 2) return;
-    if (rng_.uniform() > prob_) return;
+    if (rng_.uniform_float() > prob_) return;
     c.softmax(true);
     size_t last_above = 0;  // index of the least likely token at or above the threshold
     for (size_t i = 0; i < c.size(); ++i) {
@@ -576,40 +633,36 @@ class Mirostat final : public Cloneable<Mirostat> {
   void apply(Candidates& c) override {
     pending_token_ = -1;
     if (c.empty()) return;
+    // llama.cpp's arithmetic, in float as it does it.
+    c.softmax(true);
     if (v_ == 1) {
-      const size_t n_est = std::min(size_t(m_), c.size());
-      c.softmax(false);
-      c.partial_sort(n_est);
-      double sum_ti_bi = 0.0, sum_ti_sq = 0.0;
-      for (size_t i = 0; i + 1 < n_est; ++i) {
-        const double ti = std::log(double(i + 2) / double(i + 1));
-        const double bi = std::log(double(c.data[i].p) / double(c.data[i + 1].p));
-        if (!std::isfinite(bi)) continue;
+      float sum_ti_bi = 0.0f, sum_ti_sq = 0.0f;
+      for (size_t i = 0; i + 1 < size_t(m_) && i + 1 < c.size(); ++i) {
+        const float ti = std::log(float(i + 2) / float(i + 1));
+        const float bi = std::log(c.data[i].p / c.data[i + 1].p);
         sum_ti_bi += ti * bi;
         sum_ti_sq += ti * ti;
       }
-      const double s_hat = sum_ti_sq > 0 ? sum_ti_bi / sum_ti_sq : 1.0;
-      const double eps = s_hat - 1;
-      const double nv = double(n_vocab_ > 0 ? n_vocab_ : int32_t(c.size()));
-      double k = std::pow((eps * std::pow(2.0, double(mu_))) / (1 - std::pow(nv, -eps)), 1 / s_hat);
-      if (!std::isfinite(k)) k = double(c.size());
-      top_k_impl(c, int32_t(std::clamp(k, 1.0, double(c.size()))));
-      c.softmax(true);
+      const float s_hat = sum_ti_bi / sum_ti_sq;
+      const float eps = s_hat - 1;
+      const float nv = float(n_vocab_ > 0 ? n_vocab_ : int32_t(c.size()));
+      const float k = std::pow((eps * std::pow(2.0f, mu_)) / (1 - std::pow(nv, -eps)), 1 / s_hat);
+      // llama.cpp takes max(int(k), 1) unchecked: a k that is not finite or beyond int's range
+      // converts to INT_MIN on x86-64 and so keeps one candidate; the same here on every CPU.
+      const int32_t kk = std::isfinite(k) && std::fabs(k) < 2147483648.0f ? int32_t(k) : INT32_MIN;
+      top_k_impl(c, std::max(int32_t(kk), int32_t(1)));
     } else {
-      c.softmax(false);
-      // Sorted by p, the kept prefix is exactly the tokens whose surprise is at most mu.
-      const float min_p = std::exp2(-mu_);
-      float best = 0;
-      for (const auto& t : c.data) best = std::max(best, t.p);
-      if (best >= min_p) erase_if(c, [&](const TokenData& t) { return t.p < min_p; });
-      else top_k_impl(c, 1);
-      c.softmax(true);
+      // Keep the candidates up to the first whose surprise exceeds mu (at least one).
+      size_t keep = 0;
+      while (keep < c.size() && !(-std::log2(c.data[keep].p) > mu_)) ++keep;
+      c.truncate(std::max<size_t>(keep, 1));
     }
-    const int32_t idx = draw(c, rng_);
+    c.softmax(true);
+    const int32_t idx = discrete_pick(c, rng_, scratch_);
     c.selected = idx;
-    const double surprise = -std::log2(double(c.data[size_t(idx)].p));
+    const float surprise = -std::log2(c.data[size_t(idx)].p);
     pending_token_ = c.data[size_t(idx)].id;
-    pending_mu_ = float(mu_ - eta_ * (surprise - tau_));
+    pending_mu_ = mu_ - eta_ * (surprise - tau_);
   }
   void accept(int32_t token) override {
     if (token == pending_token_ && std::isfinite(pending_mu_)) mu_ = pending_mu_;
@@ -627,6 +680,7 @@ class Mirostat final : public Cloneable<Mirostat> {
   uint64_t seed_;
   float tau_, eta_, mu_;
   Rng rng_;
+  std::vector<float> scratch_;
   int32_t pending_token_ = -1;
   float pending_mu_ = 0;
 };
@@ -648,9 +702,7 @@ class Dist final : public Cloneable<Dist> {
   explicit Dist(uint64_t seed) : seed_(seed), rng_(seed) {}
   const char* name() const override { return "dist"; }
   void apply(Candidates& c) override {
-    if (c.empty()) return;
-    c.softmax(false);
-    c.selected = draw(c, rng_);
+    c.selected = dist_pick(c, rng_);
   }
   void reset() override { rng_.seed_with(seed_); }
 

@@ -20,3 +20,9 @@ g++ -std=c++17 -O2 -march=native -mno-amx-int8 -mno-amx-tile -mno-amx-bf16 -I"$l
   -fopenmp -lpthread -ldl -lm
 echo "$qout"
 g++ -std=c++17 -O2 -march=native -mno-amx-int8 -mno-amx-tile -mno-amx-bf16 -I"$llama/src/ggml/include" -I"$llama/src/ggml/src" "$here/iq_ref_dump.cpp" -o "$b/bin/loom-iq-ref-dump" "$b/ggml/src/libggml-cpu.a" "$b/ggml/src/libggml-base.a" -fopenmp -lpthread -ldl -lm && echo "$b/bin/loom-iq-ref-dump"  # IQ1/IQ2/IQ3 conformance data (tests/data/quant-ref/iq*.bin)
+sout=${LOOM_SAMPLE_REF_OUT:-$b/bin/loom-sample-ref}
+g++ -std=c++17 -O2 -I"$llama/src/include" -I"$llama/src/ggml/include" \
+  "$here/sample_ref.cpp" -o "$sout" \
+  "$b/src/libllama.a" "$b/ggml/src/libggml.a" "$b/ggml/src/libggml-cpu.a" "$b/ggml/src/libggml-base.a" \
+  -fopenmp -lpthread -ldl -lm
+echo "$sout"
