@@ -19,6 +19,7 @@
 #include "base/half.h"
 #include "quant/blocks.h"
 #include "quant/iq_grids.h"
+#include "quant/iq_kernels.h"
 #include "quant/iq_ref.h"
 #include "quant/quant.h"
 
@@ -52,13 +53,20 @@ struct IqType {
 };
 
 const IqType kIqTypes[] = {
-    {"iq2_xxs", 16, 66, ref::dequantize_row_iq2_xxs, ref::vec_dot_iq2_xxs_q8_k, nullptr, nullptr},
-    {"iq2_xs", 17, 74, ref::dequantize_row_iq2_xs, ref::vec_dot_iq2_xs_q8_k, nullptr, nullptr},
-    {"iq2_s", 22, 82, ref::dequantize_row_iq2_s, ref::vec_dot_iq2_s_q8_k, nullptr, nullptr},
-    {"iq3_xxs", 18, 98, ref::dequantize_row_iq3_xxs, ref::vec_dot_iq3_xxs_q8_k, nullptr, nullptr},
-    {"iq3_s", 21, 110, ref::dequantize_row_iq3_s, ref::vec_dot_iq3_s_q8_k, nullptr, nullptr},
-    {"iq1_s", 19, 50, ref::dequantize_row_iq1_s, ref::vec_dot_iq1_s_q8_k, nullptr, nullptr},
-    {"iq1_m", 29, 56, ref::dequantize_row_iq1_m, ref::vec_dot_iq1_m_q8_k, nullptr, nullptr},
+    {"iq2_xxs", 16, 66, ref::dequantize_row_iq2_xxs, ref::vec_dot_iq2_xxs_q8_k,
+     avx2::vec_dot_iq2_xxs_q8_k, nullptr},
+    {"iq2_xs", 17, 74, ref::dequantize_row_iq2_xs, ref::vec_dot_iq2_xs_q8_k,
+     avx2::vec_dot_iq2_xs_q8_k, nullptr},
+    {"iq2_s", 22, 82, ref::dequantize_row_iq2_s, ref::vec_dot_iq2_s_q8_k,
+     avx2::vec_dot_iq2_s_q8_k, nullptr},
+    {"iq3_xxs", 18, 98, ref::dequantize_row_iq3_xxs, ref::vec_dot_iq3_xxs_q8_k,
+     avx2::vec_dot_iq3_xxs_q8_k, nullptr},
+    {"iq3_s", 21, 110, ref::dequantize_row_iq3_s, ref::vec_dot_iq3_s_q8_k,
+     avx2::vec_dot_iq3_s_q8_k, nullptr},
+    {"iq1_s", 19, 50, ref::dequantize_row_iq1_s, ref::vec_dot_iq1_s_q8_k,
+     avx2::vec_dot_iq1_s_q8_k, nullptr},
+    {"iq1_m", 29, 56, ref::dequantize_row_iq1_m, ref::vec_dot_iq1_m_q8_k,
+     avx2::vec_dot_iq1_m_q8_k, nullptr},
 };
 
 std::vector<uint8_t> read_file(const std::string& path) {
@@ -249,6 +257,15 @@ INSTANTIATE_TEST_SUITE_P(Types, IqRef, ::testing::ValuesIn(kIqTypes),
 
 // ---- extreme values -------------------------------------------------------------------------
 
+// Sets the f16 block scale (IQ1_M: the top nibbles of its 4 scale words).
+void set_d(const IqType& t, uint8_t* b, uint16_t d) {
+  if (std::string(t.name) == "iq1_m") {
+    for (int k = 0; k < 4; ++k) b[49 + 2 * k] = uint8_t((b[49 + 2 * k] & 0x0f) | ((d >> (4 * k)) & 0xf) << 4);
+  } else {
+    std::memcpy(b, &d, 2);
+  }
+}
+
 // Q8_K activations: d and 256 levels (bsums computed).
 std::vector<uint8_t> q8k_block(float d, const int8_t* qs) {
   std::vector<uint8_t> b(kQ8KBytes);
@@ -290,12 +307,7 @@ TEST_P(IqRef, ExtremeBlocksDoNotOverflow) {
   std::vector<uint8_t> w(size_t(kNb) * t.bytes, 0xff);
   for (int i = 0; i < kNb; ++i) {
     uint8_t* b = w.data() + size_t(i) * t.bytes;
-    const uint16_t d = i % 2 ? 0xfbff : 0x7bff;  // -65504, 65504
-    if (std::string(t.name) == "iq1_m") {
-      for (int k = 0; k < 4; ++k) b[48 + 2 * k + 1] = uint8_t((b[48 + 2 * k + 1] & 0x0f) | ((d >> (4 * k)) & 0xf) << 4);
-    } else {
-      std::memcpy(b, &d, 2);
-    }
+    set_d(t, b, i % 2 ? 0xfbff : 0x7bff);  // -65504, 65504
   }
   std::vector<uint8_t> a;
   for (int i = 0; i < kNb; ++i) {
@@ -316,6 +328,112 @@ TEST_P(IqRef, ExtremeBlocksDoNotOverflow) {
   quantize_row(TensorType::Q8_K, x.data(), aq.data(), 256 * kNb);
   const double want2 = double_dot(t, kNb, w.data(), aq.data(), &mag);
   EXPECT_NEAR(t.dot(256 * kNb, w.data(), aq.data()), want2, 1e-6 * mag) << t.name;
+}
+
+// ---- SIMD kernels against the references -------------------------------------------------------
+
+bool has_isa(int isa) {
+  const CpuFeatures& f = cpu_features();
+  return isa == 0 ? f.has_avx2_set() : f.has_avx512_vnni_set();
+}
+const char* isa_name(int isa) { return isa == 0 ? "AVX2" : "AVX-512"; }
+Dot kernel(const IqType& t, int isa) { return isa == 0 ? t.avx2 : t.avx512; }
+
+// Random blocks (every bit pattern) with finite f16 scales of random sign, magnitude 2^-14..2^4;
+// for IQ1_M the scale lives in the top nibbles of its 4 scale words.
+std::vector<uint8_t> random_blocks(const IqType& t, int nb, std::mt19937& rng) {
+  std::vector<uint8_t> w(size_t(nb) * t.bytes);
+  for (auto& b : w) b = uint8_t(rng());
+  for (int i = 0; i < nb; ++i) {
+    uint8_t* b = w.data() + size_t(i) * t.bytes;
+    set_d(t, b, uint16_t((rng() & 1) << 15 | (1 + rng() % 19) << 10 | (rng() & 0x3ff)));
+  }
+  return w;
+}
+
+// Q8_K activations from random floats (the quantizer's output: levels within [-127, 127]).
+std::vector<uint8_t> random_acts(int nb, std::mt19937& rng) {
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> x(size_t(nb) * 256);
+  for (auto& v : x) v = nd(rng);
+  std::vector<uint8_t> a(size_t(nb) * kQ8KBytes);
+  quantize_row(TensorType::Q8_K, x.data(), a.data(), int64_t(nb) * 256);
+  return a;
+}
+
+class IqSimd : public ::testing::TestWithParam<std::tuple<IqType, int>> {};
+
+// Bit-identical with the reference over 1..64 blocks, weights and activations at every
+// misalignment 0..7, random blocks, the ggml conformance blocks and extreme blocks.
+TEST_P(IqSimd, VecDotEqualsReference) {
+  const IqType& t = std::get<0>(GetParam());
+  const int isa = std::get<1>(GetParam());
+  if (!has_isa(isa)) GTEST_SKIP() << "CPU lacks " << isa_name(isa);
+  const Dot k = kernel(t, isa);
+  if (!k) GTEST_SKIP() << "no " << isa_name(isa) << " kernel for " << t.name;
+  std::mt19937 rng(1234);
+  for (int nb = 1; nb <= 64; ++nb) {
+    const std::vector<uint8_t> w = random_blocks(t, nb, rng), a = random_acts(nb, rng);
+    const int mw = nb % 8, ma = (nb * 3) % 8;
+    std::vector<uint8_t> wbuf(w.size() + 8), abuf(a.size() + 8);
+    std::memcpy(wbuf.data() + mw, w.data(), w.size());
+    std::memcpy(abuf.data() + ma, a.data(), a.size());
+    const float want = t.dot(256 * int64_t(nb), w.data(), a.data());
+    const float got = k(256 * int64_t(nb), wbuf.data() + mw, abuf.data() + ma);
+    ASSERT_EQ(std::memcmp(&want, &got, 4), 0) << t.name << " " << isa_name(isa) << " nb " << nb
+                                               << ": " << got << " vs " << want;
+  }
+  RefData d;
+  ASSERT_TRUE(load_ref(t, d));
+  for (int i = 0; i < d.nb; ++i) {
+    const float want = t.dot(256, d.block(i), d.act(i));
+    EXPECT_EQ(k(256, d.block(i), d.act(i)), want) << t.name << " ggml block " << i;
+  }
+  // All bits set and d = +-65504 against +-127.
+  std::vector<uint8_t> w(size_t(4) * t.bytes, 0xff), a;
+  for (int i = 0; i < 4; ++i) {
+    int8_t qs[256];
+    for (int e = 0; e < 256; ++e) qs[e] = int8_t((e + i) % 3 ? 127 : -127);
+    const auto blk = q8k_block(1.0f, qs);
+    a.insert(a.end(), blk.begin(), blk.end());
+    set_d(t, w.data() + size_t(i) * t.bytes, i % 2 ? 0xfbff : 0x7bff);
+  }
+  const float want = t.dot(1024, w.data(), a.data());
+  EXPECT_TRUE(std::isfinite(want));
+  EXPECT_EQ(k(1024, w.data(), a.data()), want) << t.name << " extreme";
+}
+
+INSTANTIATE_TEST_SUITE_P(Kernels, IqSimd,
+                         ::testing::Combine(::testing::ValuesIn(kIqTypes), ::testing::Values(0, 1)),
+                         [](const auto& info) {
+                           return std::string(std::get<0>(info.param).name) +
+                                  (std::get<1>(info.param) == 0 ? "_avx2" : "_avx512");
+                         });
+
+// ns per block of the reference and the kernels (a row of 64 blocks, in cache). Run with
+// --gtest_also_run_disabled_tests --gtest_filter='*Speed*'.
+TEST(IqSimdBench, DISABLED_Speed) {
+  std::mt19937 rng(7);
+  constexpr int kNb = 64;
+  for (const IqType& t : kIqTypes) {
+    const std::vector<uint8_t> w = random_blocks(t, kNb, rng), a = random_acts(kNb, rng);
+    const auto time = [&](Dot f) {
+      volatile float sink = 0;
+      int reps = 1;
+      for (;;) {
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int r = 0; r < reps; ++r) sink = sink + f(256 * kNb, w.data(), a.data());
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (s > 0.2) return s * 1e9 / (double(reps) * kNb);
+        reps *= 2;
+      }
+    };
+    std::printf("%-8s ref %7.1f ns/block", t.name, time(t.dot));
+    for (int isa = 0; isa < 2; ++isa) {
+      if (has_isa(isa) && kernel(t, isa)) std::printf("  %s %6.1f", isa_name(isa), time(kernel(t, isa)));
+    }
+    std::printf("\n");
+  }
 }
 
 }  // namespace

@@ -1,0 +1,233 @@
+// AVX2 dot products of the IQ1/IQ2/IQ3 formats with Q8_K activations (contract: iq_kernels.h).
+// Every function carries the target attribute, so the rest of the binary runs on older CPUs.
+//
+// Per 32-element sub-block: the grid entries of its 4 groups (or 8 half-groups for IQ3) are
+// looked up into 32 unsigned level bytes, the signs are moved onto the activations (sign_epi8),
+// maddubs forms int16 pair sums and madd with the sub-block's (or half's) 2 s + 1 widens them to
+// int32, accumulated over the block. The block's exact integer sum then goes through the
+// reference's float operations (iq_ref.cpp), so results are bit-identical with it.
+#if defined(__x86_64__)
+
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "quant/iq_grids.h"
+#include "quant/iq_kernels.h"
+#include "quant/iq_ref.h"
+
+#define LOOM_IQ_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+namespace loom::quant::iq::avx2 {
+namespace {
+
+constexpr int kQ8K = 292;  // bytes of a Q8_K block: f32 d, i8 qs[256], i16 bsums[16]
+
+inline uint32_t u32_at(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+inline uint16_t u16_at(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+LOOM_IQ_AVX2 inline float f16_at(const uint8_t* p) { return _cvtsh_ss(u16_at(p)); }
+LOOM_IQ_AVX2 inline float f32_at(const uint8_t* p) {
+  float v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+LOOM_IQ_AVX2 inline __m256i load(const uint8_t* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+
+// 32 sign bits (bit e: element e negated) -> bytes -1 / +1.
+LOOM_IQ_AVX2 inline __m256i signs_pm1(uint32_t bits) {
+  const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                        2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+  const __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32(int(bits)), shuf);
+  const __m256i bit = _mm256_set1_epi64x(int64_t(0x8040201008040201ull));
+  return _mm256_or_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit), _mm256_set1_epi8(1));
+}
+
+// The 4 sign bytes of groups whose 7 stored bits sit at bit 7 l of v (IQ2_XXS, IQ3_XXS).
+inline uint32_t signs_from_7bit(uint32_t v) {
+  return uint32_t(kSignsIq2xs.v[v & 127]) | uint32_t(kSignsIq2xs.v[(v >> 7) & 127]) << 8 |
+         uint32_t(kSignsIq2xs.v[(v >> 14) & 127]) << 16 | uint32_t(kSignsIq2xs.v[(v >> 21) & 127]) << 24;
+}
+
+LOOM_IQ_AVX2 inline __m256i grid64(const uint64_t* grid, int i0, int i1, int i2, int i3) {
+  return _mm256_set_epi64x(int64_t(grid[i3]), int64_t(grid[i2]), int64_t(grid[i1]), int64_t(grid[i0]));
+}
+LOOM_IQ_AVX2 inline __m256i scales2(int ls_lo, int ls_hi) {  // elements 0-15, 16-31
+  return _mm256_set_m128i(_mm_set1_epi16(int16_t(ls_hi)), _mm_set1_epi16(int16_t(ls_lo)));
+}
+
+// One sub-block: sum over its 32 elements of level * activation, times its scale(s), as 8 int32.
+LOOM_IQ_AVX2 inline __m256i sub_dot(__m256i levels, uint32_t signs, __m256i ls, const uint8_t* q8) {
+  const __m256i y = _mm256_sign_epi8(load(q8), signs_pm1(signs));
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(levels, y), ls);
+}
+
+LOOM_IQ_AVX2 inline int hsum_i32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+  return _mm_cvtsi128_si32(s);
+}
+
+// ---- per-format sub-block decoders: levels, sign bits and scale vector of sub-block ib -------
+
+struct Iq2xxs {
+  static constexpr int kBytes = 66;
+  LOOM_IQ_AVX2 static __m256i sub(const uint8_t* b, int ib, const uint8_t* q8) {
+    const uint8_t* q = b + 2 + 8 * ib;
+    const uint32_t v = u32_at(q + 4);
+    return sub_dot(grid64(kIq2xxsGrid, q[0], q[1], q[2], q[3]), signs_from_7bit(v),
+                   _mm256_set1_epi16(int16_t(2 * (v >> 28) + 1)), q8);
+  }
+};
+struct Iq2xs {
+  static constexpr int kBytes = 74;
+  LOOM_IQ_AVX2 static __m256i sub(const uint8_t* b, int ib, const uint8_t* q8) {
+    uint16_t q[4];
+    std::memcpy(q, b + 2 + 8 * ib, 8);
+    const uint32_t signs = uint32_t(kSignsIq2xs.v[q[0] >> 9]) | uint32_t(kSignsIq2xs.v[q[1] >> 9]) << 8 |
+                           uint32_t(kSignsIq2xs.v[q[2] >> 9]) << 16 | uint32_t(kSignsIq2xs.v[q[3] >> 9]) << 24;
+    const int sc = b[66 + ib];
+    return sub_dot(grid64(kIq2xsGrid, q[0] & 511, q[1] & 511, q[2] & 511, q[3] & 511), signs,
+                   scales2(2 * (sc & 15) + 1, 2 * (sc >> 4) + 1), q8);
+  }
+};
+struct Iq2s {
+  static constexpr int kBytes = 82;
+  LOOM_IQ_AVX2 static __m256i sub(const uint8_t* b, int ib, const uint8_t* q8) {
+    const uint8_t* q = b + 2 + 4 * ib;
+    const int h = b[66 + ib];
+    const int sc = b[74 + ib];
+    return sub_dot(grid64(kIq2sGrid, q[0] | (h & 3) << 8, q[1] | (h & 12) << 6, q[2] | (h & 48) << 4,
+                          q[3] | (h & 192) << 2),
+                   u32_at(b + 34 + 4 * ib), scales2(2 * (sc & 15) + 1, 2 * (sc >> 4) + 1), q8);
+  }
+};
+struct Iq3xxs {
+  static constexpr int kBytes = 98;
+  LOOM_IQ_AVX2 static __m256i sub(const uint8_t* b, int ib, const uint8_t* q8) {
+    const uint8_t* q = b + 2 + 8 * ib;
+    const uint32_t v = u32_at(b + 66 + 4 * ib);
+    const uint32_t* g = kIq3xxsGrid;
+    const __m256i levels = _mm256_set_epi32(int(g[q[7]]), int(g[q[6]]), int(g[q[5]]), int(g[q[4]]),
+                                            int(g[q[3]]), int(g[q[2]]), int(g[q[1]]), int(g[q[0]]));
+    return sub_dot(levels, signs_from_7bit(v), _mm256_set1_epi16(int16_t(2 * (v >> 28) + 1)), q8);
+  }
+};
+struct Iq3s {
+  static constexpr int kBytes = 110;
+  LOOM_IQ_AVX2 static __m256i sub(const uint8_t* b, int ib, const uint8_t* q8) {
+    const uint8_t* q = b + 2 + 8 * ib;
+    const int h = b[66 + ib];
+    const uint32_t* g = kIq3sGrid;
+    const auto idx = [&](int k) { return q[k] | ((h >> k) & 1) << 8; };
+    const __m256i levels = _mm256_set_epi32(int(g[idx(7)]), int(g[idx(6)]), int(g[idx(5)]), int(g[idx(4)]),
+                                            int(g[idx(3)]), int(g[idx(2)]), int(g[idx(1)]), int(g[idx(0)]));
+    const int s = (b[106 + ib / 2] >> (4 * (ib % 2))) & 15;
+    return sub_dot(levels, u32_at(b + 74 + 4 * ib), _mm256_set1_epi16(int16_t(2 * s + 1)), q8);
+  }
+};
+
+// Row factor of the IQ2 (1/8), IQ3_XXS (1/4) and IQ3_S (1) dots.
+template <class F>
+LOOM_IQ_AVX2 float dot_grid(int64_t n, const void* wv, const void* av, float factor) {
+  const auto* w = static_cast<const uint8_t*>(wv);
+  const auto* a = static_cast<const uint8_t*>(av);
+  float sumf = 0.0f;
+  for (int64_t i = 0; i < n / 256; ++i, w += F::kBytes, a += kQ8K) {
+    __m256i acc0 = F::sub(w, 0, a + 4), acc1 = F::sub(w, 1, a + 36);
+    for (int ib = 2; ib < 8; ib += 2) {
+      acc0 = _mm256_add_epi32(acc0, F::sub(w, ib, a + 4 + 32 * ib));
+      acc1 = _mm256_add_epi32(acc1, F::sub(w, ib + 1, a + 36 + 32 * ib));
+    }
+    const int isum = hsum_i32(_mm256_add_epi32(acc0, acc1));
+    const float d = f16_at(w) * f32_at(a);
+    sumf += d * float(isum);
+  }
+  return factor * sumf;
+}
+
+// ---- IQ1_S / IQ1_M: signed grid levels -1/0/1 plus a +-1/8 shift per sub-block or group ------
+
+// sum of level * activation over one sub-block times its scale(s) (levels move onto the
+// activations with sign_epi8, ones * that with maddubs pairs them).
+LOOM_IQ_AVX2 inline __m256i iq1_sub(__m256i levels, __m256i ls, const uint8_t* q8) {
+  const __m256i y = _mm256_sign_epi8(load(q8), levels);
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), y), ls);
+}
+
+}  // namespace
+
+float vec_dot_iq2_xxs_q8_k(int64_t n, const void* w, const void* a) { return dot_grid<Iq2xxs>(n, w, a, 0.125f); }
+float vec_dot_iq2_xs_q8_k(int64_t n, const void* w, const void* a) { return dot_grid<Iq2xs>(n, w, a, 0.125f); }
+float vec_dot_iq2_s_q8_k(int64_t n, const void* w, const void* a) { return dot_grid<Iq2s>(n, w, a, 0.125f); }
+float vec_dot_iq3_xxs_q8_k(int64_t n, const void* w, const void* a) { return dot_grid<Iq3xxs>(n, w, a, 0.25f); }
+float vec_dot_iq3_s_q8_k(int64_t n, const void* w, const void* a) { return dot_grid<Iq3s>(n, w, a, 1.0f); }
+
+LOOM_IQ_AVX2 float vec_dot_iq1_s_q8_k(int64_t n, const void* wv, const void* av) {
+  const auto* w = static_cast<const uint8_t*>(wv);
+  const auto* a = static_cast<const uint8_t*>(av);
+  float sumf = 0.0f;
+  for (int64_t i = 0; i < n / 256; ++i, w += 50, a += kQ8K) {
+    __m256i acc = _mm256_setzero_si256();
+    int32_t isum_delta = 0;
+    for (int ib = 0; ib < 8; ++ib) {
+      const uint8_t* q = w + 2 + 4 * ib;
+      const int h = u16_at(w + 34 + 2 * ib);
+      const int ls = 2 * ((h >> 12) & 7) + 1;
+      const __m256i levels = grid64(kIq1sGrid, q[0] | (h & 7) << 8, q[1] | (h & 0x38) << 5,
+                                    q[2] | (h & 0x1c0) << 2, q[3] | (h & 0xe00) >> 1);
+      acc = _mm256_add_epi32(acc, iq1_sub(levels, _mm256_set1_epi16(int16_t(ls)), a + 4 + 32 * ib));
+      const int bs = int16_t(u16_at(a + 260 + 4 * ib)) + int16_t(u16_at(a + 262 + 4 * ib));
+      isum_delta += ls * (h & 0x8000 ? -1 : 1) * bs;
+    }
+    const int isum = hsum_i32(acc);
+    sumf += f16_at(w) * f32_at(a) * (float(isum) + kIq1sDelta * float(isum_delta));
+  }
+  return sumf;
+}
+
+LOOM_IQ_AVX2 float vec_dot_iq1_m_q8_k(int64_t n, const void* wv, const void* av) {
+  const auto* w = static_cast<const uint8_t*>(wv);
+  const auto* a = static_cast<const uint8_t*>(av);
+  const __m256i ones = _mm256_set1_epi8(1);
+  float sumf = 0.0f;
+  for (int64_t i = 0; i < n / 256; ++i, w += 56, a += kQ8K) {
+    uint16_t sc[4];
+    std::memcpy(sc, w + 48, 8);
+    __m256i acc = _mm256_setzero_si256(), acc_delta = _mm256_setzero_si256();
+    for (int ib = 0; ib < 8; ++ib) {
+      const uint8_t* q = w + 4 * ib;
+      const int h0 = w[32 + 2 * ib], h1 = w[33 + 2 * ib];
+      const int s = sc[ib / 2] >> (6 * (ib % 2));
+      const int ls1 = 2 * (s & 7) + 1, ls2 = 2 * ((s >> 3) & 7) + 1;
+      const __m256i levels = grid64(kIq1sGrid, q[0] | (h0 & 7) << 8, q[1] | (h0 & 0x70) << 4,
+                                    q[2] | (h1 & 7) << 8, q[3] | (h1 & 0x70) << 4);
+      const uint8_t* q8 = a + 4 + 32 * ib;
+      acc = _mm256_add_epi32(acc, iq1_sub(levels, scales2(ls1, ls2), q8));
+      // Delta part: each group's activation sum times its scale and delta sign (4 int16 lanes per
+      // group after maddubs).
+      const auto rep = [](int v) { return int64_t(uint64_t(uint16_t(v)) * 0x0001000100010001ull); };
+      const __m256i dv = _mm256_set_epi64x(rep(h1 & 0x80 ? -ls2 : ls2), rep(h1 & 0x08 ? -ls2 : ls2),
+                                           rep(h0 & 0x80 ? -ls1 : ls1), rep(h0 & 0x08 ? -ls1 : ls1));
+      acc_delta = _mm256_add_epi32(acc_delta, _mm256_madd_epi16(_mm256_maddubs_epi16(ones, load(q8)), dv));
+    }
+    const int isum = hsum_i32(acc), isum_delta = hsum_i32(acc_delta);
+    const float d = _cvtsh_ss(iq1m_d_bits(w + 48));
+    sumf += d * f32_at(a) * (float(isum) + kIq1mDelta * float(isum_delta));
+  }
+  return sumf;
+}
+
+}  // namespace loom::quant::iq::avx2
+
+#endif  // __x86_64__
