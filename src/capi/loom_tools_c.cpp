@@ -15,7 +15,7 @@
 #include "chat/chat_prompt.h"
 #include "chat/template.h"
 #include "gguf/gguf.h"
-#include "quant/quantize_model.h"
+#include "model/quantize_model.h"
 #include "sample/json_schema.h"
 #include "speculative/speculative.h"
 #include "vocab/stream_detokenizer.h"
@@ -464,7 +464,7 @@ int32_t loom_gguf_describe(const char* path, char* buf, size_t buf_size) {
 int32_t loom_quantize_types(char* buf, size_t buf_size) {
   return guarded<int32_t>(__func__, -1, [&] {
     std::string s;
-    for (const auto& f : loom::quant::file_types()) s += (s.empty() ? "" : ", ") + std::string(f.name);
+    for (const auto& f : loom::model::file_types()) s += (s.empty() ? "" : ", ") + std::string(f.name);
     return copy_string(s, buf, buf_size);
   });
 }
@@ -477,13 +477,13 @@ int32_t loom_model_quantize(const char* input, const char* output, const char* p
   return guarded_status(fn, [&]() -> int32_t {
     nlohmann::json o = nlohmann::json::parse(params_json ? params_json : "{}", nullptr, false);
     if (o.is_discarded() || !o.is_object()) return fail_arg(fn, "params_json is not a JSON object");
-    loom::quant::QuantizeParams p;
+    loom::model::QuantizeParams p;
     if (!o.contains("type") || !o["type"].is_string()) return fail_arg(fn, "params_json needs \"type\" (a string)");
     const std::string type = o["type"].get<std::string>();
-    const auto ftype = loom::quant::parse_file_type(type);
+    const auto ftype = loom::model::parse_file_type(type);
     if (!ftype) {
       std::string known;
-      for (const auto& f : loom::quant::file_types()) known += (known.empty() ? "" : ", ") + std::string(f.name);
+      for (const auto& f : loom::model::file_types()) known += (known.empty() ? "" : ", ") + std::string(f.name);
       set_error(fn, "unknown quantization type '" + type + "' (known: " + known + ")");
       return LOOM_ERR_INVALID_ARGUMENT;
     }
@@ -504,7 +504,7 @@ int32_t loom_model_quantize(const char* input, const char* output, const char* p
     }
     auto in = loom::gguf::GgufFile::open(input);
     if (!in) return fail(fn, in.status());
-    auto report = [&](const loom::quant::TensorProgress& pr) {
+    auto report = [&](const loom::model::TensorProgress& pr) {
       if (!progress) return;
       const loom::gguf::TensorInfo& t = *pr.tensor;
       const nlohmann::json j = {{"index", pr.index},
@@ -518,13 +518,13 @@ int32_t loom_model_quantize(const char* input, const char* output, const char* p
                                 {"out_bytes", pr.out_bytes}};
       progress(dump_json(j).c_str(), user_data);
     };
-    loom::quant::QuantizeStats stats;
-    auto w = loom::quant::quantize_model(*in, p, report, &stats);
+    loom::model::QuantizeStats stats;
+    auto w = loom::model::quantize_model(*in, p, report, &stats);
     if (!w) return fail(fn, w.status());
     if (loom::Status st = w->write_file(output); !st) return fail(fn, st);
     if (summary_json && summary_size > 0) {
       const nlohmann::json j = {{"file_type", static_cast<unsigned>(*ftype)},
-                                {"file_type_name", std::string(loom::quant::file_type_info(*ftype).name)},
+                                {"file_type_name", std::string(loom::model::file_type_info(*ftype).name)},
                                 {"converted", stats.n_converted},
                                 {"fallback", stats.n_fallback},
                                 {"copied", stats.n_copied},

@@ -1,4 +1,4 @@
-// The model quantizer (src/quant/quantize_model.h) and `loom quantize`.
+// The model quantizer (src/model/quantize_model.h, quantize_rules.h) and `loom quantize`.
 //
 // Against llama-quantize: golden/kq/synth-llama-kq-f32.gguf is quantized in memory to every mix
 // of golden/kq/ and the result must be the golden file byte for byte (metadata, tensor order in
@@ -28,11 +28,21 @@
 #include "gguf/gguf_writer.h"
 #include "model/model.h"
 #include "quant/quant.h"
-#include "quant/quantize_model.h"
+#include "model/quantize_model.h"
 #include "test_util.h"
 
 namespace loom::quant {
 namespace {
+
+using model::file_type_info;
+using model::file_types;
+using model::FileType;
+using model::parse_file_type;
+using model::plan_tensor_types;
+using model::quantize_model;
+using model::QuantizeParams;
+using model::QuantizeStats;
+using model::TensorPlan;
 
 namespace fs = std::filesystem;
 using loom::test::quote;

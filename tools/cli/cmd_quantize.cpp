@@ -1,5 +1,5 @@
 // loom quantize IN.gguf OUT.gguf TYPE [-t THREADS] [--allow-requantize] [--llama-order]:
-// llama-quantize's type mixes (see src/quant/quantize_model.h), without an importance matrix.
+// llama-quantize's type mixes (see src/model/quantize_rules.h), without an importance matrix.
 #include <nlohmann/json.hpp>
 
 #include <chrono>
