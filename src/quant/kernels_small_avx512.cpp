@@ -67,6 +67,14 @@ LOOM_AVX512_VNNI inline __m512i q8_0_pair(const uint8_t* a) {
 LOOM_AVX512_VNNI inline __m512 scale_pair(float s0, float s1) {
   return _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(s0), _mm512_set1_ps(s1));
 }
+// The f16 scales of two consecutive Q8_0 blocks as floats: lanes 0..7 the first, 8..15 the
+// second (picked from one 64-byte load: halves 0 and 17 of the pair's 68 bytes).
+LOOM_AVX512_VNNI inline __m512 q8_0_scales_pair(const uint8_t* a) {
+  const __m512i raw = _mm512_loadu_si512(a);
+  const __m512i idx = _mm512_setr_epi32(0, 0, 0, 0, 0x110011, 0x110011, 0x110011, 0x110011,
+                                        0, 0, 0, 0, 0, 0, 0, 0);
+  return _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(idx, raw)));
+}
 
 // ---- Q1_0: bits are masks -------------------------------------------------------------------
 
@@ -76,20 +84,20 @@ LOOM_AVX512_VNNI float dot_q1_0(int64_t nb, const uint8_t* w, const uint8_t* a) 
   for (int64_t i = 0; i < nb; ++i) {
     const uint8_t* bw = w + i * 18;
     const uint8_t* ba = a + i * 4 * kQ80Bytes;
-    const float dw = f16(bw);
     uint64_t bits[2];
     std::memcpy(bits, bw + 2, 16);
-    __m512 part[2];
-    for (int h = 0; h < 2; ++h) {
-      const uint8_t* a2 = ba + 2 * h * kQ80Bytes;
-      const __m512i y = q8_0_pair(a2);
-      // y where the bit is set, -y where it is not.
-      const __m512i s = _mm512_mask_sub_epi8(y, __mmask64(~bits[h]), zero, y);
-      const __m512i p = _mm512_dpbusd_epi32(zero, one, s);
-      part[h] = _mm512_mul_ps(_mm512_cvtepi32_ps(p), scale_pair(f16(a2) * dw, f16(a2 + kQ80Bytes) * dw));
+    // y where the bit is set, -y where it is not; 64 elements (two Q8_0 blocks) per half.
+    const __m512i y0 = q8_0_pair(ba), y1 = q8_0_pair(ba + 2 * kQ80Bytes);
+    const __m512i p0 = _mm512_dpbusd_epi32(zero, one, _mm512_mask_sub_epi8(y0, __mmask64(~bits[0]), zero, y0));
+    const __m512i p1 = _mm512_dpbusd_epi32(zero, one, _mm512_mask_sub_epi8(y1, __mmask64(~bits[1]), zero, y1));
+    const __m512 part = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p1), q8_0_scales_pair(ba + 2 * kQ80Bytes),
+                                        _mm512_mul_ps(_mm512_cvtepi32_ps(p0), q8_0_scales_pair(ba)));
+    // Alternate accumulators: two blocks in flight.
+    if (i & 1) {
+      acc1 = _mm512_fmadd_ps(part, _mm512_set1_ps(f16(bw)), acc1);
+    } else {
+      acc0 = _mm512_fmadd_ps(part, _mm512_set1_ps(f16(bw)), acc0);
     }
-    acc0 = _mm512_add_ps(acc0, part[0]);
-    acc1 = _mm512_add_ps(acc1, part[1]);
   }
   return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
 }
@@ -120,8 +128,8 @@ LOOM_AVX512_VNNI float dot_q2_0(int64_t nb, const uint8_t* w, const uint8_t* a) 
     // sum (level - 1) y = sum level * y - sum y.
     const __m512i p = _mm512_sub_epi32(_mm512_dpbusd_epi32(zero, levels_q2_0(bw + 2), y),
                                        _mm512_dpbusd_epi32(zero, one, y));
-    const float dw = f16(bw);
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), scale_pair(f16(ba) * dw, f16(ba + kQ80Bytes) * dw), acc);
+    acc = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(p), q8_0_scales_pair(ba)),
+                          _mm512_set1_ps(f16(bw)), acc);
   }
   return _mm512_reduce_add_ps(acc);
 }
@@ -177,19 +185,25 @@ LOOM_AVX512_VNNI float dot_mxfp4(int64_t nb, const uint8_t* w, const uint8_t* a)
 LOOM_AVX512_VNNI float dot_tq2_0(int64_t nb, const uint8_t* w, const uint8_t* a) {
   __m512 acc = _mm512_setzero_ps();
   const __m512i m3 = _mm512_set1_epi8(3);
+  // Activations in 64-byte pieces: piece 2h + k holds elements 128 h + 64 k .. + 63, i.e. the
+  // levels at shifts 4k (first 32 bytes) and 4k + 2 (last 32) of qs[32 h .. 32 h + 31].
+  const __m512i shift_lo = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
+  const __m512i shift_hi = _mm512_add_epi16(shift_lo, _mm512_set1_epi16(4));
   for (int64_t i = 0; i < nb; ++i) {
     const uint8_t* bw = w + i * 66;
     const uint8_t* ba = a + i * kQ8KBytes;
-    const __m512i q = load512(bw);  // bytes 0..31: first half, 32..63: second half
-    __m512i s = _mm512_setzero_si512();
-    for (int l = 0; l < 4; ++l) {
-      const __m512i lv = _mm512_and_si512(_mm512_srli_epi16(q, 2 * l), m3);
-      const __m512i y = join(load256(ba + 4 + 32 * l), load256(ba + 4 + 128 + 32 * l));
-      s = _mm512_dpbusd_epi32(s, lv, y);
+    __m512i s[4];
+    for (int h = 0; h < 2; ++h) {
+      const __m512i q = _mm512_broadcast_i64x4(load256(bw + 32 * h));
+      const __m512i l0 = _mm512_and_si512(_mm512_srlv_epi16(q, shift_lo), m3);
+      const __m512i l1 = _mm512_and_si512(_mm512_srlv_epi16(q, shift_hi), m3);
+      s[2 * h] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), l0, load512(ba + 4 + 128 * h));
+      s[2 * h + 1] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), l1, load512(ba + 4 + 128 * h + 64));
     }
     // Minus the sum of the activations (bsums, widened to 16 lanes).
-    s = _mm512_sub_epi32(s, _mm512_cvtepi16_epi32(load256(ba + 260)));
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(f32_at(ba) * f16(bw + 64)), acc);
+    const __m512i t = _mm512_sub_epi32(_mm512_add_epi32(_mm512_add_epi32(s[0], s[1]), _mm512_add_epi32(s[2], s[3])),
+                                       _mm512_cvtepi16_epi32(load256(ba + 260)));
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_set1_ps(f32_at(ba) * f16(bw + 64)), acc);
   }
   return _mm512_reduce_add_ps(acc);
 }
@@ -220,15 +234,16 @@ LOOM_AVX512_VNNI float dot_tq1_0(int64_t nb, const uint8_t* w, const uint8_t* a)
     const __m128i h = _mm_blend_epi32(_mm_blend_epi32(h1, h3, 0x2), _mm_blend_epi32(h9, h27, 0x8), 0xc);
     const __m512i g[4] = {join(q1, q3), join(q9, q27), join(q81, _mm256_set_m128i(x3, x1)),
                           join(_mm256_set_m128i(x27, x9), _mm256_set_m128i(h, x81))};
-    __m512i s = _mm512_setzero_si512();
+    __m512i p[4];
     for (int k = 0; k < 4; ++k) {
       const __m512i y = load512(ba + 64 * k);
       const __mmask64 ge86 = _mm512_cmpge_epu8_mask(g[k], c86);
       const __mmask64 ge171 = _mm512_cmpge_epu8_mask(g[k], c171);
       // Level trit - 1: y where the trit is 2, -y where it is 0, 0 where it is 1.
       const __m512i t = _mm512_mask_sub_epi8(_mm512_maskz_mov_epi8(ge171, y), ~ge86, zero, y);
-      s = _mm512_dpbusd_epi32(s, one, t);
+      p[k] = _mm512_dpbusd_epi32(zero, one, t);
     }
+    const __m512i s = _mm512_add_epi32(_mm512_add_epi32(p[0], p[1]), _mm512_add_epi32(p[2], p[3]));
     acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(f16(bw + 52) * f32_at(ba - 4)), acc);
   }
   return _mm512_reduce_add_ps(acc);

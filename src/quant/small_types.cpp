@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "base/cpu.h"
 #include "base/half.h"
 
 namespace loom::quant::ref {
@@ -381,3 +382,31 @@ float vec_dot_mxfp4(int64_t n, const void* w, const void* a) {
 }
 
 }  // namespace loom::quant::ref
+
+#if defined(__x86_64__)
+namespace loom::quant::detail::small_simd {
+namespace {
+// Read once: cpu_features() already honours LOOM_FORCE_SCALAR and LOOM_NO_AVX512.
+bool use_avx512() {
+  static const bool z = cpu_features().has_avx512_vnni_set();
+  return z;
+}
+}  // namespace
+
+float vec_dot_tq1_0_x86(int64_t n, const void* w, const void* a) {
+  return use_avx512() ? vec_dot_tq1_0_avx512(n, w, a) : vec_dot_tq1_0_avx2(n, w, a);
+}
+float vec_dot_tq2_0_x86(int64_t n, const void* w, const void* a) {
+  return use_avx512() ? vec_dot_tq2_0_avx512(n, w, a) : vec_dot_tq2_0_avx2(n, w, a);
+}
+float vec_dot_mxfp4_x86(int64_t n, const void* w, const void* a) {
+  return vec_dot_mxfp4_avx2(n, w, a);
+}
+float vec_dot_q1_0_x86(int64_t n, const void* w, const void* a) {
+  return use_avx512() ? vec_dot_q1_0_avx512(n, w, a) : vec_dot_q1_0_avx2(n, w, a);
+}
+float vec_dot_q2_0_x86(int64_t n, const void* w, const void* a) {
+  return use_avx512() ? vec_dot_q2_0_avx512(n, w, a) : vec_dot_q2_0_avx2(n, w, a);
+}
+}  // namespace loom::quant::detail::small_simd
+#endif

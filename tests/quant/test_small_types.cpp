@@ -315,7 +315,8 @@ bool have_avx512() { return cpu_features().has_avx512_vnni_set(); }
 
 // Random weight rows: random code bytes, scales from a set of finite values including
 // subnormal and the largest f16 (or E8M0 exponents 0..200), and per row optionally every code
-// at its extreme (all bytes 0x00 / 0xff).
+// at its extreme (mode 1 / 2: all bytes 0x00 / 0xff). Mode 3 (timing): scales as in models
+// (f16 0.01..0.02, E8M0 117..124), whose products never meet the slow subnormal arithmetic.
 void random_weights(const SmallType& t, std::mt19937& rng, int64_t nb, uint8_t* out, int mode) {
   static const uint16_t kF16[] = {0x3c00, 0x0001, 0x7bff, 0xbc00, 0x0000, 0x2e66, 0xfbff, 0x1400};
   for (int64_t i = 0; i < nb; ++i) {
@@ -323,11 +324,11 @@ void random_weights(const SmallType& t, std::mt19937& rng, int64_t nb, uint8_t* 
     for (int j = 0; j < t.bytes; ++j) {
       b[j] = mode == 1 ? 0x00 : mode == 2 ? 0xff : uint8_t(rng());
     }
-    const uint16_t d = kF16[rng() % 8];
+    const uint16_t d = mode == 3 ? uint16_t(0x2100 + rng() % 0x400) : kF16[rng() % 8];
     switch (t.type) {
       case TensorType::TQ1_0: std::memcpy(b + 52, &d, 2); break;
       case TensorType::TQ2_0: std::memcpy(b + 64, &d, 2); break;
-      case TensorType::MXFP4: b[0] = uint8_t(rng() % 201); break;
+      case TensorType::MXFP4: b[0] = uint8_t(mode == 3 ? 117 + rng() % 8 : rng() % 201); break;
       default: std::memcpy(b, &d, 2); break;
     }
   }
@@ -357,11 +358,43 @@ const std::vector<SimdDot>& simd_dots() {
       {"mxfp4_avx512", 2, detail::small_simd::vec_dot_mxfp4_avx512, have_avx512},
       {"q1_0_avx512", 3, detail::small_simd::vec_dot_q1_0_avx512, have_avx512},
       {"q2_0_avx512", 4, detail::small_simd::vec_dot_q2_0_avx512, have_avx512},
+      {"tq1_0_x86", 0, detail::small_simd::vec_dot_tq1_0_x86, have_avx2},
+      {"tq2_0_x86", 1, detail::small_simd::vec_dot_tq2_0_x86, have_avx2},
+      {"mxfp4_x86", 2, detail::small_simd::vec_dot_mxfp4_x86, have_avx2},
+      {"q1_0_x86", 3, detail::small_simd::vec_dot_q1_0_x86, have_avx2},
+      {"q2_0_x86", 4, detail::small_simd::vec_dot_q2_0_x86, have_avx2},
   };
   return v;
 }
 
 class SmallTypesSimd : public ::testing::TestWithParam<int> {};
+
+// The kernels on ggml's files: within rounding of ggml's dot products, dequantization bit-exact.
+TEST_P(SmallTypesSimd, MatchesGgmlFiles) {
+  const SimdDot& s = simd_dots()[size_t(GetParam())];
+  if (!s.available()) GTEST_SKIP() << "CPU lacks the ISA of " << s.name;
+  const SmallType& t = small_types()[size_t(s.type_index)];
+  for (const char* suffix : {"", "-codes"}) {
+    QRef r;
+    ASSERT_TRUE(read_qref(data_path(std::string(t.name) + suffix + ".qref"), &r));
+    const int64_t n = r.n();
+    const size_t row = size_t(n / t.block * t.bytes), arow = size_t(row_bytes(t.act, n));
+    std::vector<float> adeq(static_cast<size_t>(n));
+    for (int64_t k = 0; k < r.a_rows(); ++k) {
+      ref::dequantize_row(t.act, r.act_q.data() + size_t(k) * arow, adeq.data(), n);
+      for (int64_t w = 0; w < r.w_rows(); ++w) {
+        const float want = r.dot_generic[size_t(k * r.w_rows() + w)];
+        const float got = s.fn(n, r.weights.data() + size_t(w) * row, r.act_q.data() + size_t(k) * arow);
+        if (std::isinf(want)) {
+          EXPECT_EQ(got, want);
+        } else {
+          EXPECT_NEAR(got, want, dot_tolerance(r.dequant.data() + w * n, adeq.data(), n))
+              << s.name << suffix << " act " << k << " row " << w;
+        }
+      }
+    }
+  }
+}
 
 TEST_P(SmallTypesSimd, VecDotMatchesReference) {
   const SimdDot& s = simd_dots()[size_t(GetParam())];
@@ -414,6 +447,21 @@ const std::vector<SimdDequant>& simd_dequants() {
 
 class SmallTypesSimdDequant : public ::testing::TestWithParam<int> {};
 
+TEST_P(SmallTypesSimdDequant, MatchesGgmlFiles) {
+  const SimdDequant& s = simd_dequants()[size_t(GetParam())];
+  if (!s.available()) GTEST_SKIP() << "CPU lacks the ISA of " << s.name;
+  const SmallType& t = small_types()[size_t(s.type_index)];
+  for (const char* suffix : {"", "-codes"}) {
+    QRef r;
+    ASSERT_TRUE(read_qref(data_path(std::string(t.name) + suffix + ".qref"), &r));
+    std::vector<float> got(r.dequant.size());
+    s.fn(r.weights.data(), got.data(), int64_t(got.size()));
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_EQ(bits_of(got[i]), bits_of(r.dequant[i])) << s.name << suffix << " element " << i;
+    }
+  }
+}
+
 TEST_P(SmallTypesSimdDequant, BitIdentical) {
   const SimdDequant& s = simd_dequants()[size_t(GetParam())];
   if (!s.available()) GTEST_SKIP() << "CPU lacks the ISA of " << s.name;
@@ -452,7 +500,7 @@ TEST(SmallTypesSimdBench, NsPerBlock) {
     const int64_t nb = 4096 * 32 / t.block;  // 128 Ki elements: fits L2
     const int64_t n = nb * t.block;
     std::vector<uint8_t> w(size_t(nb * t.bytes)), a(size_t(row_bytes(t.act, n)));
-    random_weights(t, rng, nb, w.data(), 0);
+    random_weights(t, rng, nb, w.data(), 3);
     random_acts(t, rng, n, a.data(), 0);
     auto time = [&](DotFn fn) {
       volatile float sink = 0.0f;
