@@ -1,8 +1,10 @@
-// Internal to src/quant: the SIMD kernel sets and shared failure reporting. quant.cpp dispatches,
-// per call, to the first of these that has a kernel for the type:
+// Internal to src/quant: the kernels of each type, one function per type and operation, and
+// shared failure reporting. type_traits.cpp puts them in the table; quant.cpp dispatches, per
+// call, to the first enabled kernel set that has a kernel for the type:
 //   x86-64: avx2 (int8 maddubs kernels)   AArch64: neon (SDOT kernels, CPUs with dotprod)
 //   then highway (every architecture, best Highway target of the CPU)
-//   then the scalar references in formats_ref.cpp / kquants_ref.cpp.
+//   then the scalar references (detail::scalar: formats_ref.cpp / kquants_ref.cpp /
+//   kquants_quantize.cpp).
 #pragma once
 
 #include <cstddef>

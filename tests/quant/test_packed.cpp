@@ -11,6 +11,7 @@
 
 #include "base/cpu.h"
 #include "quant/packed.h"
+#include "quant/type_traits.h"
 #include "quant_test_util.h"
 
 namespace loom::quant {
@@ -353,6 +354,16 @@ TEST(Packed, ExtremeLevels) {
     packed_gemm(t, rows, cols, p.packed.data(), 0, 1, p.act.data(), ab, p.n, out.data(), size_t(rows));
     expect_close(p, out.data(), size_t(rows), "extreme");
   }
+}
+
+// kAllPacked names every packable type of the table, so a new layout is tested.
+TEST(Packed, TestListCoversEveryPackableType) {
+  std::vector<TensorType> listed = kAllPacked, packable;
+  for (const TypeTraits& tt : all_type_traits()) {
+    if (tt.packable()) packable.push_back(tt.type);
+  }
+  std::sort(listed.begin(), listed.end());
+  EXPECT_EQ(listed, packable);
 }
 
 }  // namespace

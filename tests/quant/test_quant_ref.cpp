@@ -6,6 +6,7 @@
 #include <cfloat>
 #include <cmath>
 
+#include "quant/type_traits.h"
 #include "quant_test_util.h"
 
 namespace loom::quant::test {
@@ -434,6 +435,90 @@ TEST(QuantVecDot, MinTermUsesActivationSum) {
   const float expect = -1.5f * get_f16(a + 2);
   EXPECT_FLOAT_EQ(ref::vec_dot(TensorType::Q4_1, 32, w, a), expect);
   EXPECT_FLOAT_EQ(vec_dot(TensorType::Q4_1, 32, w, a), expect);
+}
+
+// ---- the type table (type_traits.h) --------------------------------------------------------
+
+TEST(TypeTable, GeometryIsGgufs) {
+  for (uint32_t id = 0; id < 64; ++id) {
+    const auto t = static_cast<TensorType>(id);
+    const TypeTraits& tt = type_traits(t);
+    const auto info = tensor_type_info(id);
+    SCOPED_TRACE(id);
+    if (!info) {
+      EXPECT_EQ(tt.block_size, 0);
+      EXPECT_FALSE(tt.computable);
+      EXPECT_EQ(tt.name, "unknown");
+      continue;
+    }
+    EXPECT_EQ(tt.type, t);
+    EXPECT_EQ(tt.name, info->name);
+    EXPECT_EQ(tt.block_size, info->block_size);
+    EXPECT_EQ(tt.type_size, info->block_bytes);
+    EXPECT_EQ(tt.is_quantized, info->block_size > 1);
+  }
+  EXPECT_EQ(type_traits(static_cast<TensorType>(1u << 20)).block_size, 0);
+}
+
+TEST(TypeTable, EntriesAreConsistent) {
+  for (const TypeTraits& tt : all_type_traits()) {
+    SCOPED_TRACE(tt.name);
+    EXPECT_EQ(tt.computable, tt.block_size > 0 && tt.ref.dequantize_row && tt.ref.vec_dot);
+    EXPECT_EQ(is_supported(tt.type), tt.computable);
+    EXPECT_EQ(vec_dot_type(tt.type), tt.vec_dot_type);
+    EXPECT_EQ(tt.ref.vec_dot_tile, nullptr);  // the generic loop over vec_dot
+    if (tt.computable) {
+      // Activations are quantized to vec_dot_type, whose blocks must tile the weight's.
+      const TypeTraits& at = type_traits(tt.vec_dot_type);
+      EXPECT_TRUE(at.computable);
+      EXPECT_NE(at.ref.quantize_row, nullptr);
+      EXPECT_EQ(tt.block_size % at.block_size, 0);
+    }
+    for (int s = 0; s < kKernelSets; ++s) {
+      const RowKernels& k = tt.kernels[s];
+      if (!tt.computable) {
+        EXPECT_TRUE(!k.dequantize_row && !k.quantize_row && !k.vec_dot && !k.vec_dot_tile);
+      }
+      // A tile kernel's pairs are bit-identical with its own set's vec_dot (batch invariance).
+      if (k.vec_dot_tile) {
+        EXPECT_NE(k.vec_dot, nullptr) << "set " << s;
+      }
+      if (k.quantize_row) {
+        EXPECT_NE(tt.ref.quantize_row, nullptr) << "set " << s;
+      }
+    }
+    const PackedTraits& p = tt.packed;
+    if (!tt.packable()) {
+      EXPECT_TRUE(!p.pack && !p.ref_dot && !p.amx && !p.avx512 && !p.avxvnni);
+      continue;
+    }
+    EXPECT_TRUE(tt.computable);
+    EXPECT_TRUE(p.tile_cols == 32 || p.tile_cols == 256);
+    EXPECT_EQ(p.tile_cols % tt.block_size, 0);
+    EXPECT_GT(p.tile_bytes, 0u);
+    EXPECT_NE(p.pack, nullptr);
+    EXPECT_NE(p.ref_dot, nullptr);
+    if (p.act == PackedAct::kQ8K) {
+      EXPECT_EQ(p.tile_cols, 256);
+    }
+    if (p.act == PackedAct::kQ8_0Blocks || p.act == PackedAct::kQ8_1Blocks) {
+      EXPECT_EQ(p.blocks.tile_bytes, p.tile_bytes);
+    }
+    if (p.amx) {
+      EXPECT_NE(p.avx512, nullptr);
+    }  // AMX hands runs shorter than 16 rows to AVX-512
+  }
+}
+
+// The suites' type lists (quant_test_util.h) name every type the table computes with, so a new
+// row is not silently left out of the reference and SIMD tests.
+TEST(TypeTable, TestListsCoverEveryComputableType) {
+  std::vector<TensorType> listed = every_supported_type(), computable;
+  for (const TypeTraits& tt : all_type_traits()) {
+    if (tt.computable) computable.push_back(tt.type);
+  }
+  std::sort(listed.begin(), listed.end());
+  EXPECT_EQ(listed, computable);
 }
 
 }  // namespace
