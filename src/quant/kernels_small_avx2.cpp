@@ -123,29 +123,62 @@ LOOM_AVX2 float dot_q2_0(int64_t nb, const uint8_t* w, const uint8_t* a) {
 
 // ---- MXFP4 ----------------------------------------------------------------------------------
 
+// 16 bytes of nibbles -> 32 bytes 0..15 in element order, without a lane-crossing shuffle: the
+// 16 bytes broadcast to both lanes, the upper lane shifted by 4.
+LOOM_AVX2 inline __m256i nibbles_bcast(const uint8_t* qs) {
+  const __m256i x = _mm256_broadcastsi128_si256(loadu128(qs));
+  return _mm256_and_si256(_mm256_srlv_epi32(x, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)),
+                          _mm256_set1_epi8(0x0f));
+}
+
 LOOM_AVX2 inline __m256i levels_mxfp4(const uint8_t* qs) {
   const __m128i table = loadu128(kMxfp4Values);
-  return _mm256_shuffle_epi8(_mm256_set_m128i(table, table), avx2::unpack_nibbles(qs));
+  return _mm256_shuffle_epi8(_mm256_set_m128i(table, table), nibbles_bcast(qs));
+}
+
+// The scales of 8 consecutive blocks, f16 d of the activation times 2^(e - 128), each the same
+// float product as the reference's: the fields gathered as dwords (their 4 bytes lie inside the
+// blocks), the halves packed for one conversion.
+LOOM_AVX2 inline void mxfp4_scales8(const uint8_t* w, const uint8_t* a, float* out) {
+  const __m256i ev = _mm256_and_si256(
+      _mm256_i32gather_epi32(reinterpret_cast<const int*>(w),
+                             _mm256_setr_epi32(0, 17, 34, 51, 68, 85, 102, 119), 1),
+      _mm256_set1_epi32(0xff));
+  const __m256i dv = _mm256_i32gather_epi32(reinterpret_cast<const int*>(a),
+                                            _mm256_setr_epi32(0, 34, 68, 102, 136, 170, 204, 238), 1);
+  const __m256i pack = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1,
+                                        0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1);
+  const __m256i halves = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(dv, pack), 0x08);
+  const __m256 d = _mm256_cvtph_ps(_mm256_castsi256_si128(halves));
+  // 2^(e - 128): exponent field e - 1, or the subnormals 2^-128, 2^-127 for e = 0, 1.
+  const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(ev, _mm256_set1_epi32(1)), 23);
+  const __m256i sub = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), ev);
+  const __m256i bits = _mm256_blendv_epi8(sub, normal, _mm256_cmpgt_epi32(ev, _mm256_set1_epi32(1)));
+  _mm256_storeu_ps(out, _mm256_mul_ps(d, _mm256_castsi256_ps(bits)));
+}
+
+LOOM_AVX2 inline __m256 mxfp4_block(const uint8_t* w0, const uint8_t* a0) {
+  return _mm256_cvtepi32_ps(sum_pairs_i32(mul_i8_pairs(levels_mxfp4(w0 + 1), loadu256(a0 + 2))));
 }
 
 LOOM_AVX2 float dot_mxfp4(int64_t nb, const uint8_t* w, const uint8_t* a) {
   __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  alignas(32) float sc[8];
   int64_t i = 0;
-  for (; i + 1 < nb; i += 2) {
+  for (; i + 8 <= nb; i += 8) {
     const uint8_t* w0 = w + i * 17;
     const uint8_t* a0 = a + i * kQ80Bytes;
-    const __m256i p0 = sum_pairs_i32(mul_i8_pairs(levels_mxfp4(w0 + 1), loadu256(a0 + 2)));
-    const __m256i p1 =
-        sum_pairs_i32(mul_i8_pairs(levels_mxfp4(w0 + 18), loadu256(a0 + kQ80Bytes + 2)));
-    acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(f16(a0) * e8m0_half(w0[0])), acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1),
-                           _mm256_set1_ps(f16(a0 + kQ80Bytes) * e8m0_half(w0[17])), acc1);
+    mxfp4_scales8(w0, a0, sc);
+    for (int j = 0; j < 8; j += 2) {
+      acc0 = _mm256_fmadd_ps(mxfp4_block(w0 + j * 17, a0 + j * kQ80Bytes), _mm256_broadcast_ss(sc + j), acc0);
+      acc1 = _mm256_fmadd_ps(mxfp4_block(w0 + (j + 1) * 17, a0 + (j + 1) * kQ80Bytes),
+                             _mm256_broadcast_ss(sc + j + 1), acc1);
+    }
   }
   for (; i < nb; ++i) {
     const uint8_t* w0 = w + i * 17;
     const uint8_t* a0 = a + i * kQ80Bytes;
-    const __m256i p0 = sum_pairs_i32(mul_i8_pairs(levels_mxfp4(w0 + 1), loadu256(a0 + 2)));
-    acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(f16(a0) * e8m0_half(w0[0])), acc0);
+    acc0 = _mm256_fmadd_ps(mxfp4_block(w0, a0), _mm256_set1_ps(f16(a0) * e8m0_half(w0[0])), acc0);
   }
   return hsum(_mm256_add_ps(acc0, acc1));
 }
