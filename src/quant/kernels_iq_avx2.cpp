@@ -1,10 +1,11 @@
 // AVX2 dot products of the IQ1/IQ2/IQ3 formats with Q8_K activations (contract: iq_kernels.h).
 // Every function carries the target attribute, so the rest of the binary runs on older CPUs.
 //
-// Per 32-element sub-block: the grid entries of its 4 groups (or 8 half-groups for IQ3) are
-// looked up into 32 unsigned level bytes, the signs are moved onto the activations (sign_epi8),
-// maddubs forms int16 pair sums and madd with the sub-block's (or half's) 2 s + 1 widens them to
-// int32, accumulated over the block. The block's exact integer sum then goes through the
+// Per 32-element sub-block: the grid entries of its 4 groups (or 8 half-groups for IQ3, gathered
+// with indices computed in a register) are looked up into 32 unsigned level bytes, the signs are
+// moved onto the activations (sign_epi8), maddubs forms int16 pair sums and madd with the
+// sub-block's (or half's) 2 s + 1 widens them to int32, accumulated over the block. IQ1_M folds
+// its delta into the levels (8 * level +- 1). The block's exact integer sum then goes through the
 // reference's float operations (iq_ref.cpp), so results are bit-identical with it.
 #if defined(__x86_64__)
 
@@ -117,9 +118,8 @@ struct Iq3xxs {
   LOOM_IQ_AVX2 static __m256i sub(const uint8_t* b, int ib, const uint8_t* q8) {
     const uint8_t* q = b + 2 + 8 * ib;
     const uint32_t v = u32_at(b + 66 + 4 * ib);
-    const uint32_t* g = kIq3xxsGrid;
-    const __m256i levels = _mm256_set_epi32(int(g[q[7]]), int(g[q[6]]), int(g[q[5]]), int(g[q[4]]),
-                                            int(g[q[3]]), int(g[q[2]]), int(g[q[1]]), int(g[q[0]]));
+    const __m256i idx = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q)));
+    const __m256i levels = _mm256_i32gather_epi32(reinterpret_cast<const int*>(kIq3xxsGrid), idx, 4);
     return sub_dot(levels, signs_from_7bit(v), _mm256_set1_epi16(int16_t(2 * (v >> 28) + 1)), q8);
   }
 };
@@ -128,10 +128,12 @@ struct Iq3s {
   LOOM_IQ_AVX2 static __m256i sub(const uint8_t* b, int ib, const uint8_t* q8) {
     const uint8_t* q = b + 2 + 8 * ib;
     const int h = b[66 + ib];
-    const uint32_t* g = kIq3sGrid;
-    const auto idx = [&](int k) { return q[k] | ((h >> k) & 1) << 8; };
-    const __m256i levels = _mm256_set_epi32(int(g[idx(7)]), int(g[idx(6)]), int(g[idx(5)]), int(g[idx(4)]),
-                                            int(g[idx(3)]), int(g[idx(2)]), int(g[idx(1)]), int(g[idx(0)]));
+    // index k: q[k] | bit k of qh[ib] << 8.
+    const __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(h), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)),
+                                        _mm256_set1_epi32(1));
+    const __m256i idx = _mm256_or_si256(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q))),
+                                        _mm256_slli_epi32(hi, 8));
+    const __m256i levels = _mm256_i32gather_epi32(reinterpret_cast<const int*>(kIq3sGrid), idx, 4);
     const int s = (b[106 + ib / 2] >> (4 * (ib % 2))) & 15;
     return sub_dot(levels, u32_at(b + 74 + 4 * ib), _mm256_set1_epi16(int16_t(2 * s + 1)), q8);
   }
@@ -199,31 +201,31 @@ LOOM_IQ_AVX2 float vec_dot_iq1_s_q8_k(int64_t n, const void* wv, const void* av)
 LOOM_IQ_AVX2 float vec_dot_iq1_m_q8_k(int64_t n, const void* wv, const void* av) {
   const auto* w = static_cast<const uint8_t*>(wv);
   const auto* a = static_cast<const uint8_t*>(av);
-  const __m256i ones = _mm256_set1_epi8(1);
   float sumf = 0.0f;
   for (int64_t i = 0; i < n / 256; ++i, w += 56, a += kQ8K) {
     uint16_t sc[4];
     std::memcpy(sc, w + 48, 8);
-    __m256i acc = _mm256_setzero_si256(), acc_delta = _mm256_setzero_si256();
+    __m256i acc = _mm256_setzero_si256();
     for (int ib = 0; ib < 8; ++ib) {
       const uint8_t* q = w + 4 * ib;
       const int h0 = w[32 + 2 * ib], h1 = w[33 + 2 * ib];
       const int s = sc[ib / 2] >> (6 * (ib % 2));
-      const int ls1 = 2 * (s & 7) + 1, ls2 = 2 * ((s >> 3) & 7) + 1;
-      const __m256i levels = grid64(kIq1sGrid, q[0] | (h0 & 7) << 8, q[1] | (h0 & 0x70) << 4,
-                                    q[2] | (h1 & 7) << 8, q[3] | (h1 & 0x70) << 4);
-      const uint8_t* q8 = a + 4 + 32 * ib;
-      acc = _mm256_add_epi32(acc, iq1_sub(levels, scales2(ls1, ls2), q8));
-      // Delta part: each group's activation sum times its scale and delta sign (4 int16 lanes per
-      // group after maddubs).
-      const auto rep = [](int v) { return int64_t(uint64_t(uint16_t(v)) * 0x0001000100010001ull); };
-      const __m256i dv = _mm256_set_epi64x(rep(h1 & 0x80 ? -ls2 : ls2), rep(h1 & 0x08 ? -ls2 : ls2),
-                                           rep(h0 & 0x80 ? -ls1 : ls1), rep(h0 & 0x08 ? -ls1 : ls1));
-      acc_delta = _mm256_add_epi32(acc_delta, _mm256_madd_epi16(_mm256_maddubs_epi16(ones, load(q8)), dv));
+      const __m256i grid = grid64(kIq1sGrid, q[0] | (h0 & 7) << 8, q[1] | (h0 & 0x70) << 4,
+                                  q[2] | (h1 & 7) << 8, q[3] | (h1 & 0x70) << 4);
+      // 8 * level +- 1 (the group's delta sign): levels -9..9 whose sum against the activations
+      // is 8 isum + isum_delta.
+      const uint32_t dneg = (h0 & 0x08 ? 0xffu : 0u) | (h0 & 0x80 ? 0xff00u : 0u) |
+                            (h1 & 0x08 ? 0xff0000u : 0u) | (h1 & 0x80 ? 0xff000000u : 0u);
+      const __m256i lv = _mm256_add_epi8(_mm256_sign_epi8(_mm256_set1_epi8(8), grid), signs_pm1(dneg));
+      const __m256i y = _mm256_sign_epi8(load(a + 4 + 32 * ib), lv);
+      const __m256i ls = scales2(2 * (s & 7) + 1, 2 * ((s >> 3) & 7) + 1);
+      acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(lv), y), ls));
     }
-    const int isum = hsum_i32(acc), isum_delta = hsum_i32(acc_delta);
+    // acc holds 8 isum + isum_delta; both below 2^23 in magnitude, so the reference's
+    // float(isum) + delta * float(isum_delta) (delta = 1/8) equals float(acc) / 8 exactly.
+    const int isum8 = hsum_i32(acc);
     const float d = _cvtsh_ss(iq1m_d_bits(w + 48));
-    sumf += d * f32_at(a) * (float(isum) + kIq1mDelta * float(isum_delta));
+    sumf += d * f32_at(a) * (float(isum8) * 0.125f);
   }
   return sumf;
 }
