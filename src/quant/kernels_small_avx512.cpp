@@ -59,9 +59,10 @@ LOOM_AVX512_VNNI inline __m256i load256(const void* p) {
 LOOM_AVX512_VNNI inline __m512i join(__m256i lo, __m256i hi) {
   return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
 }
-// The 64 int8 activations of two consecutive Q8_0 blocks.
+// The activations of two consecutive Q8_0 blocks by two loads (the second masked to the upper
+// 32 bytes, skipping the second block's scale).
 LOOM_AVX512_VNNI inline __m512i q8_0_pair(const uint8_t* a) {
-  return join(load256(a + 2), load256(a + kQ80Bytes + 2));
+  return _mm512_mask_loadu_epi8(_mm512_loadu_si512(a + 2), 0xffffffff00000000ull, a + 4);
 }
 // Lanes 0..7 s0, lanes 8..15 s1.
 LOOM_AVX512_VNNI inline __m512 scale_pair(float s0, float s1) {
@@ -136,37 +137,72 @@ LOOM_AVX512_VNNI float dot_q2_0(int64_t nb, const uint8_t* w, const uint8_t* a) 
 
 // ---- MXFP4 ----------------------------------------------------------------------------------
 
-// 16 bytes of nibbles -> 32 bytes 0..15 in element order (low nibbles first).
-LOOM_AVX512_VNNI inline __m256i nibbles(const uint8_t* qs) {
-  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-  return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(0x0f));
+// Levels of the pair at b without lane-crossing shuffles: both blocks' 16 code bytes broadcast
+// into their two 128-bit lanes, the upper lane of each shifted by 4.
+LOOM_AVX512_VNNI inline __m512i levels_mxfp4_pair_bcast(const uint8_t* b, __m512i table) {
+  __m512i z = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 1)));
+  z = _mm512_mask_broadcast_i32x4(z, 0xff00, _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 18)));
+  const __m512i nib = _mm512_and_si512(_mm512_srlv_epi64(z, _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4)),
+                                       _mm512_set1_epi8(0x0f));
+  return _mm512_shuffle_epi8(table, nib);
 }
 
-// The 64 int8 levels of two consecutive MXFP4 blocks.
-LOOM_AVX512_VNNI inline __m512i levels_mxfp4_pair(const uint8_t* b) {
-  const __m512i idx = join(nibbles(b + 1), nibbles(b + 18));
-  const __m512i table =
-      _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kMxfp4Values)));
-  return _mm512_shuffle_epi8(table, idx);
+// The scales of 16 consecutive blocks, f16 d of the activation times 2^(e - 128), each the
+// reference's float product (fields gathered as dwords, which lie inside the blocks).
+LOOM_AVX512_VNNI inline void mxfp4_scales16(const uint8_t* w, const uint8_t* a, float* out) {
+  const __m512i k = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i ev = _mm512_and_si512(
+      _mm512_i32gather_epi32(_mm512_mullo_epi32(k, _mm512_set1_epi32(17)), w, 1), _mm512_set1_epi32(0xff));
+  const __m512i dv = _mm512_i32gather_epi32(_mm512_mullo_epi32(k, _mm512_set1_epi32(kQ80Bytes)), a, 1);
+  const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dv));
+  const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(ev, _mm512_set1_epi32(1)), 23);
+  const __m512i sub = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), ev);
+  const __m512i bits = _mm512_mask_blend_epi32(_mm512_cmpgt_epi32_mask(ev, _mm512_set1_epi32(1)), sub, normal);
+  _mm512_storeu_ps(out, _mm512_mul_ps(d, _mm512_castsi512_ps(bits)));
+}
+
+// sum |level| x (y with the level's sign) per 4 elements.
+LOOM_AVX512_VNNI inline __m512i mxfp4_pair_dot(__m512i lv, __m512i y) {
+  const __m512i ys = _mm512_mask_sub_epi8(y, _mm512_movepi8_mask(lv), _mm512_setzero_si512(), y);
+  return _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(lv), ys);
 }
 
 LOOM_AVX512_VNNI float dot_mxfp4(int64_t nb, const uint8_t* w, const uint8_t* a) {
-  __m512 acc = _mm512_setzero_ps();
-  const __m512i zero = _mm512_setzero_si512();
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+  const __m512i table =
+      _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kMxfp4Values)));
+  alignas(64) float sc[16];
   int64_t i = 0;
+  for (; i + 16 <= nb; i += 16) {
+    const uint8_t* w0 = w + i * 17;
+    const uint8_t* a0 = a + i * kQ80Bytes;
+    mxfp4_scales16(w0, a0, sc);
+    // Keep the scales in memory: broadcasts from memory are loads, while the compiler's
+    // register permutes of them would compete with the level lookups for port 5.
+    __asm__ volatile("" : : "r"(sc) : "memory");
+    for (int j = 0; j < 16; j += 4) {
+      for (int h = 0; h < 2; ++h) {
+        const int b = j + 2 * h;
+        const __m512i p = mxfp4_pair_dot(levels_mxfp4_pair_bcast(w0 + b * 17, table),
+                                         q8_0_pair(a0 + b * kQ80Bytes));
+        const __m512 s = _mm512_mask_broadcastss_ps(_mm512_set1_ps(sc[b]), 0xff00, _mm_load_ss(sc + b + 1));
+        if (h == 0) {
+          acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), s, acc0);
+        } else {
+          acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), s, acc1);
+        }
+      }
+    }
+  }
   for (; i + 1 < nb; i += 2) {
     const uint8_t* bw = w + i * 17;
     const uint8_t* ba = a + i * kQ80Bytes;
-    const __m512i lv = levels_mxfp4_pair(bw);
-    const __m512i y = q8_0_pair(ba);
-    // |level| x (y with the level's sign).
-    const __m512i ys = _mm512_mask_sub_epi8(y, _mm512_movepi8_mask(lv), zero, y);
-    const __m512i p = _mm512_dpbusd_epi32(zero, _mm512_abs_epi8(lv), ys);
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p),
-                          scale_pair(f16(ba) * e8m0_half(bw[0]), f16(ba + kQ80Bytes) * e8m0_half(bw[17])),
-                          acc);
+    const __m512i p = mxfp4_pair_dot(levels_mxfp4_pair_bcast(bw, table), q8_0_pair(ba));
+    acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p),
+                           scale_pair(f16(ba) * e8m0_half(bw[0]), f16(ba + kQ80Bytes) * e8m0_half(bw[17])),
+                           acc0);
   }
-  float sum = _mm512_reduce_add_ps(acc);
+  float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
   if (i < nb) {  // an odd last block
     const uint8_t* bw = w + i * 17;
     const uint8_t* ba = a + i * kQ80Bytes;

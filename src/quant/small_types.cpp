@@ -400,7 +400,7 @@ float vec_dot_tq2_0_x86(int64_t n, const void* w, const void* a) {
   return use_avx512() ? vec_dot_tq2_0_avx512(n, w, a) : vec_dot_tq2_0_avx2(n, w, a);
 }
 float vec_dot_mxfp4_x86(int64_t n, const void* w, const void* a) {
-  return vec_dot_mxfp4_avx2(n, w, a);
+  return use_avx512() ? vec_dot_mxfp4_avx512(n, w, a) : vec_dot_mxfp4_avx2(n, w, a);
 }
 float vec_dot_q1_0_x86(int64_t n, const void* w, const void* a) {
   return use_avx512() ? vec_dot_q1_0_avx512(n, w, a) : vec_dot_q1_0_avx2(n, w, a);

@@ -123,8 +123,8 @@ float vec_dot_q1_0_avx512(int64_t n, const void* w, const void* a);
 float vec_dot_q2_0_avx512(int64_t n, const void* w, const void* a);
 
 // The fastest of the above this CPU runs (needs has_avx2_set(), like the *_avx2 functions; the
-// AVX-512 kernel where has_avx512_vnni_set() and it measured faster: all but MXFP4, whose AVX2
-// kernel is as fast). For the type table's AVX2 kernel set. Dequantization is AVX2 only.
+// AVX-512 kernel where has_avx512_vnni_set()). For the type table's AVX2 kernel set.
+// Dequantization is AVX2 only.
 float vec_dot_tq1_0_x86(int64_t n, const void* w, const void* a);
 float vec_dot_tq2_0_x86(int64_t n, const void* w, const void* a);
 float vec_dot_mxfp4_x86(int64_t n, const void* w, const void* a);
