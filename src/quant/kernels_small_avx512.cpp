@@ -77,28 +77,63 @@ LOOM_AVX512_VNNI inline __m512 q8_0_scales_pair(const uint8_t* a) {
   return _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(idx, raw)));
 }
 
+// The scales of 16 consecutive Q8_0 blocks at a, each times the f16 scale of the weight block it
+// pairs with (weight block k / per of the row at w, blocks of wbytes bytes): fields gathered as
+// dwords (inside the blocks), stored to out[16].
+LOOM_AVX512_VNNI inline void q8_0_scales16(const uint8_t* a, const uint8_t* w, int per, int wbytes,
+                                           float* out) {
+  const __m512i k = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i ia = _mm512_mullo_epi32(k, _mm512_set1_epi32(kQ80Bytes));
+  const __m512i iw = _mm512_mullo_epi32(_mm512_srli_epi32(k, per == 4 ? 2 : 1), _mm512_set1_epi32(wbytes));
+  const __m512 da = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(ia, a, 1)));
+  const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(iw, w, 1)));
+  _mm512_storeu_ps(out, _mm512_mul_ps(da, dw));
+}
+
+// Lanes 0..7 s[0], lanes 8..15 s[1], from memory.
+LOOM_AVX512_VNNI inline __m512 scales_of_pair(const float* s) {
+  return _mm512_mask_broadcastss_ps(_mm512_set1_ps(s[0]), 0xff00, _mm_load_ss(s + 1));
+}
+
 // ---- Q1_0: bits are masks -------------------------------------------------------------------
 
 LOOM_AVX512_VNNI float dot_q1_0(int64_t nb, const uint8_t* w, const uint8_t* a) {
   __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
   const __m512i one = _mm512_set1_epi8(1), zero = _mm512_setzero_si512();
-  for (int64_t i = 0; i < nb; ++i) {
+  alignas(64) float sc[16];
+  int64_t i = 0;
+  // Four blocks (16 Q8_0 blocks) per pass: their scales d_w * d_a first, kept in memory.
+  for (; i + 4 <= nb; i += 4) {
+    const uint8_t* w0 = w + i * 18;
+    const uint8_t* a0 = a + i * 4 * kQ80Bytes;
+    q8_0_scales16(a0, w0, 4, 18, sc);
+    __asm__ volatile("" : : "r"(sc) : "memory");
+    for (int b = 0; b < 4; ++b) {
+      uint64_t bits[2];
+      std::memcpy(bits, w0 + 18 * b + 2, 16);
+      for (int h = 0; h < 2; ++h) {
+        // y where the bit is set, -y where it is not; 64 elements (two Q8_0 blocks).
+        const __m512i y = q8_0_pair(a0 + (4 * b + 2 * h) * kQ80Bytes);
+        const __m512i p = _mm512_dpbusd_epi32(zero, one, _mm512_mask_sub_epi8(y, __mmask64(~bits[h]), zero, y));
+        if (h == 0) {
+          acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), scales_of_pair(sc + 4 * b), acc0);
+        } else {
+          acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), scales_of_pair(sc + 4 * b + 2), acc1);
+        }
+      }
+    }
+  }
+  for (; i < nb; ++i) {
     const uint8_t* bw = w + i * 18;
     const uint8_t* ba = a + i * 4 * kQ80Bytes;
     uint64_t bits[2];
     std::memcpy(bits, bw + 2, 16);
-    // y where the bit is set, -y where it is not; 64 elements (two Q8_0 blocks) per half.
     const __m512i y0 = q8_0_pair(ba), y1 = q8_0_pair(ba + 2 * kQ80Bytes);
     const __m512i p0 = _mm512_dpbusd_epi32(zero, one, _mm512_mask_sub_epi8(y0, __mmask64(~bits[0]), zero, y0));
     const __m512i p1 = _mm512_dpbusd_epi32(zero, one, _mm512_mask_sub_epi8(y1, __mmask64(~bits[1]), zero, y1));
     const __m512 part = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p1), q8_0_scales_pair(ba + 2 * kQ80Bytes),
                                         _mm512_mul_ps(_mm512_cvtepi32_ps(p0), q8_0_scales_pair(ba)));
-    // Alternate accumulators: two blocks in flight.
-    if (i & 1) {
-      acc1 = _mm512_fmadd_ps(part, _mm512_set1_ps(f16(bw)), acc1);
-    } else {
-      acc0 = _mm512_fmadd_ps(part, _mm512_set1_ps(f16(bw)), acc0);
-    }
+    acc0 = _mm512_fmadd_ps(part, _mm512_set1_ps(f16(bw)), acc0);
   }
   return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
 }
@@ -120,19 +155,38 @@ LOOM_AVX512_VNNI inline __m512i levels_q2_0(const uint8_t* qs) {
 }
 
 LOOM_AVX512_VNNI float dot_q2_0(int64_t nb, const uint8_t* w, const uint8_t* a) {
-  __m512 acc = _mm512_setzero_ps();
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
   const __m512i one = _mm512_set1_epi8(1), zero = _mm512_setzero_si512();
-  for (int64_t i = 0; i < nb; ++i) {
+  alignas(64) float sc[16];
+  int64_t i = 0;
+  // Eight blocks (16 Q8_0 blocks) per pass: their scales d_w * d_a first, kept in memory.
+  for (; i + 8 <= nb; i += 8) {
+    const uint8_t* w0 = w + i * 18;
+    const uint8_t* a0 = a + i * 2 * kQ80Bytes;
+    q8_0_scales16(a0, w0, 2, 18, sc);
+    __asm__ volatile("" : : "r"(sc) : "memory");
+    for (int b = 0; b < 8; ++b) {
+      const __m512i y = q8_0_pair(a0 + 2 * b * kQ80Bytes);
+      // sum (level - 1) y = sum level * y - sum y.
+      const __m512i p = _mm512_sub_epi32(_mm512_dpbusd_epi32(zero, levels_q2_0(w0 + 18 * b + 2), y),
+                                         _mm512_dpbusd_epi32(zero, one, y));
+      if (b & 1) {
+        acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), scales_of_pair(sc + 2 * b), acc1);
+      } else {
+        acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), scales_of_pair(sc + 2 * b), acc0);
+      }
+    }
+  }
+  for (; i < nb; ++i) {
     const uint8_t* bw = w + i * 18;
     const uint8_t* ba = a + i * 2 * kQ80Bytes;
     const __m512i y = q8_0_pair(ba);
-    // sum (level - 1) y = sum level * y - sum y.
     const __m512i p = _mm512_sub_epi32(_mm512_dpbusd_epi32(zero, levels_q2_0(bw + 2), y),
                                        _mm512_dpbusd_epi32(zero, one, y));
-    acc = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(p), q8_0_scales_pair(ba)),
-                          _mm512_set1_ps(f16(bw)), acc);
+    acc0 = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(p), q8_0_scales_pair(ba)),
+                           _mm512_set1_ps(f16(bw)), acc0);
   }
-  return _mm512_reduce_add_ps(acc);
+  return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
 }
 
 // ---- MXFP4 ----------------------------------------------------------------------------------
