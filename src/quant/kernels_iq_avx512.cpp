@@ -53,6 +53,10 @@ inline float f32_at(const uint8_t* p) {
 }
 
 inline int64_t rep16(int v) { return int64_t(uint64_t(uint16_t(v)) * 0x0001000100010001ull); }
+// int16 lanes: elements 0-31 get scale s0, 32-63 s1.
+LOOM_IQ_AVX512 inline __m512i scales2(int s0, int s1) {
+  return _mm512_mask_blend_epi16(__mmask32(0xffff0000u), _mm512_set1_epi16(int16_t(s0)), _mm512_set1_epi16(int16_t(s1)));
+}
 // int16 lanes: the 16-element quarter q of the 64 elements gets scale s_q.
 LOOM_IQ_AVX512 inline __m512i scales4(int s0, int s1, int s2, int s3) {
   return _mm512_set_epi64(rep16(s3), rep16(s3), rep16(s2), rep16(s2), rep16(s1), rep16(s1), rep16(s0), rep16(s0));
@@ -104,7 +108,7 @@ struct Iq2xxs {
     const __m256i idx = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(int64_t(ib8)));
     const __m512i levels = _mm512_i32gather_epi64(idx, reinterpret_cast<const long long*>(kIq2xxsGrid), 8);
     const int l0 = int(2 * (v0 >> 28) + 1), l1 = int(2 * (v1 >> 28) + 1);
-    return pair_dot(acc, levels, sign_mask_7bit(v0, v1), scales4(l0, l0, l1, l1), q8);
+    return pair_dot(acc, levels, sign_mask_7bit(v0, v1), scales2(l0, l1), q8);
   }
 };
 struct Iq2xs {
@@ -144,7 +148,7 @@ struct Iq3xxs {
     const __m512i idx = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)));
     const __m512i levels = _mm512_i32gather_epi32(idx, reinterpret_cast<const int*>(kIq3xxsGrid), 4);
     const int l0 = int(2 * (v0 >> 28) + 1), l1 = int(2 * (v1 >> 28) + 1);
-    return pair_dot(acc, levels, sign_mask_7bit(v0, v1), scales4(l0, l0, l1, l1), q8);
+    return pair_dot(acc, levels, sign_mask_7bit(v0, v1), scales2(l0, l1), q8);
   }
 };
 struct Iq3s {
@@ -158,7 +162,7 @@ struct Iq3s {
     const __m512i levels = _mm512_i32gather_epi32(idx, reinterpret_cast<const int*>(kIq3sGrid), 4);
     const int s = b[106 + p];
     const int l0 = 2 * (s & 15) + 1, l1 = 2 * (s >> 4) + 1;
-    return pair_dot(acc, levels, u64_at(b + 74 + 8 * p), scales4(l0, l0, l1, l1), q8);
+    return pair_dot(acc, levels, u64_at(b + 74 + 8 * p), scales2(l0, l1), q8);
   }
 };
 
@@ -212,7 +216,7 @@ LOOM_IQ_AVX512 float vec_dot_iq1_s_q8_k(int64_t n, const void* wv, const void* a
       const int l0 = 2 * ((h0 >> 12) & 7) + 1, l1 = 2 * ((h1 >> 12) & 7) + 1;
       const __m512i y = _mm512_loadu_si512(a + 4 + 64 * p);
       const __m512i pairs = iq1_pairs(levels, y, _mm512_maddubs_epi16(ones, y));
-      acc = _mm512_dpwssd_epi32(acc, pairs, scales4(l0, l0, l1, l1));
+      acc = _mm512_dpwssd_epi32(acc, pairs, scales2(l0, l1));
       const uint8_t* bs = a + 260 + 8 * p;
       isum_delta += l0 * (h0 & 0x8000 ? -1 : 1) * (int16_t(u16_at(bs)) + int16_t(u16_at(bs + 2)));
       isum_delta += l1 * (h1 & 0x8000 ? -1 : 1) * (int16_t(u16_at(bs + 4)) + int16_t(u16_at(bs + 6)));
@@ -239,8 +243,8 @@ LOOM_IQ_AVX512 float vec_dot_iq1_m_q8_k(int64_t n, const void* wv, const void* a
                                           _mm256_slli_epi32(_mm256_and_si256(hn, _mm256_set1_epi32(7)), 8));
       const __m512i grid = _mm512_i32gather_epi64(idx, reinterpret_cast<const long long*>(kIq1sGrid), 8);
       // 8 * level + delta sign (-9..9): the delta bits (bit 3 of each nibble) as a byte mask per group.
-      __mmask64 neg = 0;
-      for (int g = 0; g < 8; ++g) neg |= (h >> (4 * g + 3)) & 1 ? __mmask64(0xff) << (8 * g) : 0;
+      const __mmask8 neg8 = _mm256_test_epi32_mask(hn, _mm256_set1_epi32(8));
+      const __mmask64 neg = _mm512_movepi8_mask(_mm512_maskz_set1_epi64(neg8, -1));  // group bit -> 8 bytes
       // 8 * level per byte: a 16-bit shift moves 3 bits of each low byte into its high byte's
       // bits 0-2, which the mask clears (bits 3-7 are the high byte's own).
       const __m512i lv8 = _mm512_and_si512(_mm512_slli_epi16(grid, 3), _mm512_set1_epi8(int8_t(0xf8)));
