@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "quant/kernels.h"
 #include "quant/type_traits.h"
@@ -114,15 +115,32 @@ bool valid(const TypeTraits& tt, int64_t n) {
   return tt.computable && n >= 0 && n % tt.block_size == 0;
 }
 
-// The first enabled set's kernel for the operation (the member pointer), or null: the scalar
-// reference then. Sets are tried in KernelSet order.
-template <typename Fn>
-Fn pick(const TypeTraits& tt, Fn RowKernels::*op) {
-  for (int s = 0; s < kKernelSets; ++s) {
-    const Fn fn = tt.kernels[s].*op;
-    if (fn && kernel_set_enabled(static_cast<KernelSet>(s))) return fn;
+// Per type, the kernel each operation dispatches to: the first enabled kernel set (KernelSet
+// order) that has one, else null (then the scalar reference). Resolved once, at the first
+// dispatched call, from the table and kernel_set_enabled().
+struct Resolved {
+  std::vector<RowKernels> by_id;
+  Resolved() {
+    const auto all = all_type_traits();
+    by_id.resize(all.size());
+    for (size_t id = 0; id < all.size(); ++id) {
+      RowKernels& r = by_id[id];
+      for (int s = kKernelSets - 1; s >= 0; --s) {  // earlier sets overwrite later ones
+        if (!kernel_set_enabled(static_cast<KernelSet>(s))) continue;
+        const RowKernels& k = all[id].kernels[s];
+        if (k.dequantize_row) r.dequantize_row = k.dequantize_row;
+        if (k.quantize_row) r.quantize_row = k.quantize_row;
+        if (k.vec_dot) r.vec_dot = k.vec_dot;
+        if (k.vec_dot_tile) r.vec_dot_tile = k.vec_dot_tile;
+      }
+    }
   }
-  return nullptr;
+};
+
+// Valid calls only (the table has an entry for every computable type).
+const RowKernels& dispatched(TensorType t) {
+  static const Resolved r;
+  return r.by_id[static_cast<uint32_t>(t)];
 }
 
 }  // namespace
@@ -134,7 +152,7 @@ TensorType vec_dot_type(TensorType t) { return type_traits(t).vec_dot_type; }
 void dequantize_row(TensorType t, const void* src, float* dst, int64_t n) {
   const TypeTraits& tt = type_traits(t);
   if (valid(tt, n)) {
-    if (const auto fn = pick(tt, &RowKernels::dequantize_row)) return fn(src, dst, n);
+    if (const auto fn = dispatched(t).dequantize_row) return fn(src, dst, n);
   }
   ref::dequantize_row(t, src, dst, n);
 }
@@ -142,7 +160,7 @@ void dequantize_row(TensorType t, const void* src, float* dst, int64_t n) {
 void quantize_row(TensorType t, const float* src, void* dst, int64_t n) {
   const TypeTraits& tt = type_traits(t);
   if (valid(tt, n)) {
-    if (const auto fn = pick(tt, &RowKernels::quantize_row)) return fn(src, dst, n);
+    if (const auto fn = dispatched(t).quantize_row) return fn(src, dst, n);
   }
   ref::quantize_row(t, src, dst, n);
 }
@@ -150,7 +168,7 @@ void quantize_row(TensorType t, const float* src, void* dst, int64_t n) {
 float vec_dot(TensorType t, int64_t n, const void* w, const void* a) {
   const TypeTraits& tt = type_traits(t);
   if (valid(tt, n)) {
-    if (const auto fn = pick(tt, &RowKernels::vec_dot)) return fn(n, w, a);
+    if (const auto fn = dispatched(t).vec_dot) return fn(n, w, a);
   }
   return ref::vec_dot(t, n, w, a);
 }
@@ -159,7 +177,7 @@ void vec_dot_tile(TensorType t, int64_t n, const void* w, size_t w_stride, int n
                   const void* a, size_t a_stride, int n_rows_a, float* out, size_t out_stride) {
   const TypeTraits& tt = type_traits(t);
   if (valid(tt, n)) {
-    if (const auto fn = pick(tt, &RowKernels::vec_dot_tile)) {
+    if (const auto fn = dispatched(t).vec_dot_tile) {
       return fn(n, w, w_stride, n_rows_w, a, a_stride, n_rows_a, out, out_stride);
     }
   }
