@@ -20,7 +20,9 @@ namespace {
 namespace sc = detail::scalar;
 namespace hw = detail::highway;
 
-// The kernel sets of other architectures are compiled out: their names become null.
+// The kernel sets of other architectures are compiled out: their names become null. AVX2(fn)
+// names detail::avx2::fn, X86(fn) any detail::fn of an x86-only file (X86(ns::fn) for a nested
+// namespace), NEON(fn) detail::neon::fn.
 #if defined(__x86_64__)
 #define AVX2(fn) detail::avx2::fn
 #define X86(fn) detail::fn
@@ -210,6 +212,9 @@ constexpr TypeEntry kEntries[] = {
     {.type = TT::TQ1_0, .weight_format = true, .vec_dot_type = TT::Q8_K},
     {.type = TT::TQ2_0, .weight_format = true, .vec_dot_type = TT::Q8_K},
     {.type = TT::MXFP4, .weight_format = true, .vec_dot_type = TT::Q8_0},
+    {.type = TT::NVFP4, .weight_format = true, .vec_dot_type = TT::Q8_0},
+    {.type = TT::Q1_0, .weight_format = true, .vec_dot_type = TT::Q8_0},
+    {.type = TT::Q2_0, .weight_format = true, .vec_dot_type = TT::Q8_0},
 };
 // clang-format on
 #pragma GCC diagnostic pop
