@@ -109,10 +109,10 @@ inline constexpr PackedLayout kLayoutIQ4_NL{4, true, 128, 32 + 4 * 64, false, fa
 // F16 / BF16: no scales, 32 columns x 16 rows of 16-bit floats.
 inline constexpr PackedLayout kLayoutF16{0, false, 0, 32 * 16 * 2, false, false, false};
 
-// Bytes of one group (16 rows, all columns) of a packed matrix of a packable type.
+// Bytes of one group (16 rows, all columns) of a packed matrix of a packable type (0 for others).
 inline size_t packed_group_stride(TensorType t, int64_t cols) {
   const PackedTraits& p = type_traits(t).packed;
-  return size_t(cols / p.tile_cols) * p.tile_bytes;
+  return p.tile_cols ? size_t(cols / p.tile_cols) * p.tile_bytes : 0;
 }
 
 // One packing job: rows [0, rows) of the source matrix, groups [g0, g1). group(g) is group g in

@@ -2,7 +2,9 @@
 //
 // Every public function dispatches at run time to a SIMD kernel when the CPU has one, else to the
 // scalar reference in namespace loom::quant::ref, which is the ground truth the SIMD kernels are
-// tested against. Block layouts are byte-exact with the GGUF/ggml formats.
+// tested against. Block layouts are byte-exact with the GGUF/ggml formats. What loom knows about
+// each type (these functions' kernels, vec_dot_type, is_supported, packed layouts) is one row of
+// the table in quant/type_traits.h.
 //
 // Dot products take the weight row in its own type and the activation row already converted to
 // vec_dot_type(weight type) — the same activation formats llama.cpp uses on CPUs, so results
