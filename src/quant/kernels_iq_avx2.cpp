@@ -79,53 +79,60 @@ LOOM_IQ_AVX2 inline int hsum_i32(__m256i v) {
   return _mm_cvtsi128_si32(s);
 }
 
-// ---- per-format sub-block decoders: levels, sign bits and scale vector of sub-block ib -------
+// ---- per-format sub-block decoders ------------------------------------------------------------
+
+// Sub-block ib of a block: 32 unsigned grid levels, 32 sign bits (bit e: element e negated) and
+// the scale fields s of elements 0-15 and 16-31.
+struct Sub {
+  __m256i levels;
+  uint32_t signs;
+  int s_lo, s_hi;
+};
 
 struct Iq2xxs {
   static constexpr int kBytes = 66;
-  LOOM_IQ_AVX2 static __m256i sub(const uint8_t* b, int ib, const uint8_t* q8) {
+  LOOM_IQ_AVX2 static Sub decode(const uint8_t* b, int ib) {
     const uint8_t* q = b + 2 + 8 * ib;
     const uint32_t v = u32_at(q + 4);
-    return sub_dot(grid64(kIq2xxsGrid, q[0], q[1], q[2], q[3]), signs_from_7bit(v),
-                   _mm256_set1_epi16(int16_t(2 * (v >> 28) + 1)), q8);
+    const int s = int(v >> 28);
+    return {grid64(kIq2xxsGrid, q[0], q[1], q[2], q[3]), signs_from_7bit(v), s, s};
   }
 };
 struct Iq2xs {
   static constexpr int kBytes = 74;
-  LOOM_IQ_AVX2 static __m256i sub(const uint8_t* b, int ib, const uint8_t* q8) {
+  LOOM_IQ_AVX2 static Sub decode(const uint8_t* b, int ib) {
     uint16_t q[4];
     std::memcpy(q, b + 2 + 8 * ib, 8);
     const uint32_t signs = uint32_t(kSignsIq2xs.v[q[0] >> 9]) | uint32_t(kSignsIq2xs.v[q[1] >> 9]) << 8 |
                            uint32_t(kSignsIq2xs.v[q[2] >> 9]) << 16 | uint32_t(kSignsIq2xs.v[q[3] >> 9]) << 24;
     const int sc = b[66 + ib];
-    return sub_dot(grid64(kIq2xsGrid, q[0] & 511, q[1] & 511, q[2] & 511, q[3] & 511), signs,
-                   scales2(2 * (sc & 15) + 1, 2 * (sc >> 4) + 1), q8);
+    return {grid64(kIq2xsGrid, q[0] & 511, q[1] & 511, q[2] & 511, q[3] & 511), signs, sc & 15, sc >> 4};
   }
 };
 struct Iq2s {
   static constexpr int kBytes = 82;
-  LOOM_IQ_AVX2 static __m256i sub(const uint8_t* b, int ib, const uint8_t* q8) {
+  LOOM_IQ_AVX2 static Sub decode(const uint8_t* b, int ib) {
     const uint8_t* q = b + 2 + 4 * ib;
     const int h = b[66 + ib];
     const int sc = b[74 + ib];
-    return sub_dot(grid64(kIq2sGrid, q[0] | (h & 3) << 8, q[1] | (h & 12) << 6, q[2] | (h & 48) << 4,
-                          q[3] | (h & 192) << 2),
-                   u32_at(b + 34 + 4 * ib), scales2(2 * (sc & 15) + 1, 2 * (sc >> 4) + 1), q8);
+    return {grid64(kIq2sGrid, q[0] | (h & 3) << 8, q[1] | (h & 12) << 6, q[2] | (h & 48) << 4,
+                   q[3] | (h & 192) << 2),
+            u32_at(b + 34 + 4 * ib), sc & 15, sc >> 4};
   }
 };
 struct Iq3xxs {
   static constexpr int kBytes = 98;
-  LOOM_IQ_AVX2 static __m256i sub(const uint8_t* b, int ib, const uint8_t* q8) {
+  LOOM_IQ_AVX2 static Sub decode(const uint8_t* b, int ib) {
     const uint8_t* q = b + 2 + 8 * ib;
     const uint32_t v = u32_at(b + 66 + 4 * ib);
     const __m256i idx = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q)));
-    const __m256i levels = _mm256_i32gather_epi32(reinterpret_cast<const int*>(kIq3xxsGrid), idx, 4);
-    return sub_dot(levels, signs_from_7bit(v), _mm256_set1_epi16(int16_t(2 * (v >> 28) + 1)), q8);
+    const int s = int(v >> 28);
+    return {_mm256_i32gather_epi32(reinterpret_cast<const int*>(kIq3xxsGrid), idx, 4), signs_from_7bit(v), s, s};
   }
 };
 struct Iq3s {
   static constexpr int kBytes = 110;
-  LOOM_IQ_AVX2 static __m256i sub(const uint8_t* b, int ib, const uint8_t* q8) {
+  LOOM_IQ_AVX2 static Sub decode(const uint8_t* b, int ib) {
     const uint8_t* q = b + 2 + 8 * ib;
     const int h = b[66 + ib];
     // index k: q[k] | bit k of qh[ib] << 8.
@@ -133,11 +140,16 @@ struct Iq3s {
                                         _mm256_set1_epi32(1));
     const __m256i idx = _mm256_or_si256(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q))),
                                         _mm256_slli_epi32(hi, 8));
-    const __m256i levels = _mm256_i32gather_epi32(reinterpret_cast<const int*>(kIq3sGrid), idx, 4);
     const int s = (b[106 + ib / 2] >> (4 * (ib % 2))) & 15;
-    return sub_dot(levels, u32_at(b + 74 + 4 * ib), _mm256_set1_epi16(int16_t(2 * s + 1)), q8);
+    return {_mm256_i32gather_epi32(reinterpret_cast<const int*>(kIq3sGrid), idx, 4), u32_at(b + 74 + 4 * ib), s, s};
   }
 };
+
+template <class F>
+LOOM_IQ_AVX2 inline __m256i sub(const uint8_t* b, int ib, const uint8_t* q8) {
+  const Sub u = F::decode(b, ib);
+  return sub_dot(u.levels, u.signs, scales2(2 * u.s_lo + 1, 2 * u.s_hi + 1), q8);
+}
 
 // Row factor of the IQ2 (1/8), IQ3_XXS (1/4) and IQ3_S (1) dots.
 template <class F>
@@ -146,16 +158,62 @@ LOOM_IQ_AVX2 float dot_grid(int64_t n, const void* wv, const void* av, float fac
   const auto* a = static_cast<const uint8_t*>(av);
   float sumf = 0.0f;
   for (int64_t i = 0; i < n / 256; ++i, w += F::kBytes, a += kQ8K) {
-    __m256i acc0 = F::sub(w, 0, a + 4), acc1 = F::sub(w, 1, a + 36);
+    __m256i acc0 = sub<F>(w, 0, a + 4), acc1 = sub<F>(w, 1, a + 36);
     for (int ib = 2; ib < 8; ib += 2) {
-      acc0 = _mm256_add_epi32(acc0, F::sub(w, ib, a + 4 + 32 * ib));
-      acc1 = _mm256_add_epi32(acc1, F::sub(w, ib + 1, a + 36 + 32 * ib));
+      acc0 = _mm256_add_epi32(acc0, sub<F>(w, ib, a + 4 + 32 * ib));
+      acc1 = _mm256_add_epi32(acc1, sub<F>(w, ib + 1, a + 36 + 32 * ib));
     }
     const int isum = hsum_i32(_mm256_add_epi32(acc0, acc1));
     const float d = f16_at(w) * f32_at(a);
     sumf += d * float(isum);
   }
   return factor * sumf;
+}
+
+// ---- dequantization --------------------------------------------------------------------------
+
+// y[0..32) = db * level for 32 signed levels: elements 0-15 with db_lo, 16-31 with db_hi (one
+// float multiply each, as the reference).
+LOOM_IQ_AVX2 inline void store_scaled(float* y, __m256i q, float db_lo, float db_hi) {
+  const __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+  const __m256 dl = _mm256_set1_ps(db_lo), dh = _mm256_set1_ps(db_hi);
+  _mm256_storeu_ps(y, _mm256_mul_ps(dl, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo))));
+  _mm256_storeu_ps(y + 8, _mm256_mul_ps(dl, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8)))));
+  _mm256_storeu_ps(y + 16, _mm256_mul_ps(dh, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi))));
+  _mm256_storeu_ps(y + 24, _mm256_mul_ps(dh, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8)))));
+}
+
+// The group scale of the reference: d * (0.5 + s) / 4 (IQ2), d * (0.5 + s) / 2 (IQ3_XXS),
+// d * (1 + 2 s) (IQ3_S), in the reference's operation order.
+enum class Db { kIq2, kIq3xxs, kIq3s };
+template <Db K>
+inline float group_scale(float d, int s) {
+  if constexpr (K == Db::kIq2) return d * (0.5f + float(s)) * 0.25f;
+  if constexpr (K == Db::kIq3xxs) return d * (0.5f + float(s)) * 0.5f;
+  return d * float(1 + 2 * s);
+}
+
+template <class F, Db K>
+LOOM_IQ_AVX2 void dequant_grid(const void* src, float* dst, int64_t n) {
+  const auto* b = static_cast<const uint8_t*>(src);
+  for (int64_t i = 0; i < n / 256; ++i, b += F::kBytes) {
+    const float d = f16_at(b);
+    for (int ib = 0; ib < 8; ++ib) {
+      const Sub u = F::decode(b, ib);
+      const __m256i q = _mm256_sign_epi8(u.levels, signs_pm1(u.signs));  // levels <= 62
+      store_scaled(dst + 256 * i + 32 * ib, q, group_scale<K>(d, u.s_lo), group_scale<K>(d, u.s_hi));
+    }
+  }
+}
+
+// IQ1: y = dl * (level + delta) per group of 8 (dl per 16 elements, delta per group).
+LOOM_IQ_AVX2 inline void store_iq1(float* y, __m256i q, float dl_lo, float dl_hi, const float* delta) {
+  const __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+  const __m128i part[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
+  for (int g = 0; g < 4; ++g) {
+    const __m256 v = _mm256_add_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(part[g])), _mm256_set1_ps(delta[g]));
+    _mm256_storeu_ps(y + 8 * g, _mm256_mul_ps(_mm256_set1_ps(g < 2 ? dl_lo : dl_hi), v));
+  }
 }
 
 // ---- IQ1_S / IQ1_M: signed grid levels -1/0/1 plus a +-1/8 shift per sub-block or group ------
@@ -168,6 +226,49 @@ LOOM_IQ_AVX2 inline __m256i iq1_sub(__m256i levels, __m256i ls, const uint8_t* q
 }
 
 }  // namespace
+
+void dequantize_row_iq2_xxs(const void* src, float* dst, int64_t n) { dequant_grid<Iq2xxs, Db::kIq2>(src, dst, n); }
+void dequantize_row_iq2_xs(const void* src, float* dst, int64_t n) { dequant_grid<Iq2xs, Db::kIq2>(src, dst, n); }
+void dequantize_row_iq2_s(const void* src, float* dst, int64_t n) { dequant_grid<Iq2s, Db::kIq2>(src, dst, n); }
+void dequantize_row_iq3_xxs(const void* src, float* dst, int64_t n) { dequant_grid<Iq3xxs, Db::kIq3xxs>(src, dst, n); }
+void dequantize_row_iq3_s(const void* src, float* dst, int64_t n) { dequant_grid<Iq3s, Db::kIq3s>(src, dst, n); }
+
+LOOM_IQ_AVX2 void dequantize_row_iq1_s(const void* src, float* dst, int64_t n) {
+  const auto* b = static_cast<const uint8_t*>(src);
+  for (int64_t i = 0; i < n / 256; ++i, b += 50) {
+    const float d = f16_at(b);
+    for (int ib = 0; ib < 8; ++ib) {
+      const uint8_t* q = b + 2 + 4 * ib;
+      const int h = u16_at(b + 34 + 2 * ib);
+      const __m256i levels = grid64(kIq1sGrid, q[0] | (h & 7) << 8, q[1] | (h & 0x38) << 5,
+                                    q[2] | (h & 0x1c0) << 2, q[3] | (h & 0xe00) >> 1);
+      const float dl = d * float(2 * ((h >> 12) & 7) + 1);
+      const float dt = h & 0x8000 ? -kIq1sDelta : kIq1sDelta;
+      const float delta[4] = {dt, dt, dt, dt};
+      store_iq1(dst + 256 * i + 32 * ib, levels, dl, dl, delta);
+    }
+  }
+}
+
+LOOM_IQ_AVX2 void dequantize_row_iq1_m(const void* src, float* dst, int64_t n) {
+  const auto* b = static_cast<const uint8_t*>(src);
+  for (int64_t i = 0; i < n / 256; ++i, b += 56) {
+    uint16_t sc[4];
+    std::memcpy(sc, b + 48, 8);
+    const float d = _cvtsh_ss(iq1m_d_bits(b + 48));
+    for (int ib = 0; ib < 8; ++ib) {
+      const uint8_t* q = b + 4 * ib;
+      const int h0 = b[32 + 2 * ib], h1 = b[33 + 2 * ib];
+      const int s = sc[ib / 2] >> (6 * (ib % 2));
+      const __m256i levels = grid64(kIq1sGrid, q[0] | (h0 & 7) << 8, q[1] | (h0 & 0x70) << 4,
+                                    q[2] | (h1 & 7) << 8, q[3] | (h1 & 0x70) << 4);
+      const float delta[4] = {h0 & 0x08 ? -kIq1mDelta : kIq1mDelta, h0 & 0x80 ? -kIq1mDelta : kIq1mDelta,
+                              h1 & 0x08 ? -kIq1mDelta : kIq1mDelta, h1 & 0x80 ? -kIq1mDelta : kIq1mDelta};
+      store_iq1(dst + 256 * i + 32 * ib, levels, d * float(2 * (s & 7) + 1), d * float(2 * ((s >> 3) & 7) + 1),
+                delta);
+    }
+  }
+}
 
 float vec_dot_iq2_xxs_q8_k(int64_t n, const void* w, const void* a) { return dot_grid<Iq2xxs>(n, w, a, 0.125f); }
 float vec_dot_iq2_xs_q8_k(int64_t n, const void* w, const void* a) { return dot_grid<Iq2xs>(n, w, a, 0.125f); }

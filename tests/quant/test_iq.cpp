@@ -51,23 +51,31 @@ struct IqType {
   Dot dot;
   Dot avx2;    // nullptr: no kernel
   Dot avx512;  // nullptr: no kernel
+  Dequant avx2_dequant;
 };
 
 const IqType kIqTypes[] = {
     {"iq2_xxs", 16, 66, ref::dequantize_row_iq2_xxs, ref::vec_dot_iq2_xxs_q8_k,
-     avx2::vec_dot_iq2_xxs_q8_k, avx512::vec_dot_iq2_xxs_q8_k},
+     avx2::vec_dot_iq2_xxs_q8_k, avx512::vec_dot_iq2_xxs_q8_k,
+     avx2::dequantize_row_iq2_xxs},
     {"iq2_xs", 17, 74, ref::dequantize_row_iq2_xs, ref::vec_dot_iq2_xs_q8_k,
-     avx2::vec_dot_iq2_xs_q8_k, avx512::vec_dot_iq2_xs_q8_k},
+     avx2::vec_dot_iq2_xs_q8_k, avx512::vec_dot_iq2_xs_q8_k,
+     avx2::dequantize_row_iq2_xs},
     {"iq2_s", 22, 82, ref::dequantize_row_iq2_s, ref::vec_dot_iq2_s_q8_k,
-     avx2::vec_dot_iq2_s_q8_k, avx512::vec_dot_iq2_s_q8_k},
+     avx2::vec_dot_iq2_s_q8_k, avx512::vec_dot_iq2_s_q8_k,
+     avx2::dequantize_row_iq2_s},
     {"iq3_xxs", 18, 98, ref::dequantize_row_iq3_xxs, ref::vec_dot_iq3_xxs_q8_k,
-     avx2::vec_dot_iq3_xxs_q8_k, avx512::vec_dot_iq3_xxs_q8_k},
+     avx2::vec_dot_iq3_xxs_q8_k, avx512::vec_dot_iq3_xxs_q8_k,
+     avx2::dequantize_row_iq3_xxs},
     {"iq3_s", 21, 110, ref::dequantize_row_iq3_s, ref::vec_dot_iq3_s_q8_k,
-     avx2::vec_dot_iq3_s_q8_k, avx512::vec_dot_iq3_s_q8_k},
+     avx2::vec_dot_iq3_s_q8_k, avx512::vec_dot_iq3_s_q8_k,
+     avx2::dequantize_row_iq3_s},
     {"iq1_s", 19, 50, ref::dequantize_row_iq1_s, ref::vec_dot_iq1_s_q8_k,
-     avx2::vec_dot_iq1_s_q8_k, avx512::vec_dot_iq1_s_q8_k},
+     avx2::vec_dot_iq1_s_q8_k, avx512::vec_dot_iq1_s_q8_k,
+     avx2::dequantize_row_iq1_s},
     {"iq1_m", 29, 56, ref::dequantize_row_iq1_m, ref::vec_dot_iq1_m_q8_k,
-     avx2::vec_dot_iq1_m_q8_k, avx512::vec_dot_iq1_m_q8_k},
+     avx2::vec_dot_iq1_m_q8_k, avx512::vec_dot_iq1_m_q8_k,
+     avx2::dequantize_row_iq1_m},
 };
 
 std::vector<uint8_t> read_file(const std::string& path) {
@@ -404,6 +412,33 @@ TEST_P(IqSimd, VecDotEqualsReference) {
   EXPECT_EQ(k(1024, w.data(), a.data()), want) << t.name << " extreme";
 }
 
+// AVX2 dequantization: bit-identical with the reference (and so with ggml's to_float) over
+// 1..64 blocks at every misalignment of source and destination, and on the ggml blocks.
+TEST_P(IqSimd, DequantizeEqualsReference) {
+  const IqType& t = std::get<0>(GetParam());
+  const int isa = std::get<1>(GetParam());
+  if (isa != 0) GTEST_SKIP() << "dequantization has an AVX2 kernel only";
+  if (!has_isa(isa)) GTEST_SKIP() << "CPU lacks " << isa_name(isa);
+  std::mt19937 rng(99);
+  for (int nb = 1; nb <= 64; ++nb) {
+    const std::vector<uint8_t> w = random_blocks(t, nb, rng);
+    const int ms = nb % 8, md = (nb * 5) % 8;
+    std::vector<uint8_t> src(w.size() + 8), dst(size_t(nb) * 1024 + 8);
+    std::memcpy(src.data() + ms, w.data(), w.size());
+    std::vector<float> want(size_t(nb) * 256);
+    t.dequant(w.data(), want.data(), int64_t(nb) * 256);
+    t.avx2_dequant(src.data() + ms, reinterpret_cast<float*>(dst.data() + md), int64_t(nb) * 256);
+    ASSERT_EQ(std::memcmp(dst.data() + md, want.data(), want.size() * 4), 0) << t.name << " nb " << nb;
+  }
+  RefData d;
+  ASSERT_TRUE(load_ref(t, d));
+  std::vector<float> y(256);
+  for (int i = 0; i < d.nb; ++i) {
+    t.avx2_dequant(d.block(i), y.data(), 256);
+    EXPECT_EQ(fnv1a(y.data(), 1024), d.hashes[i]) << t.name << " ggml block " << i;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Kernels, IqSimd,
                          ::testing::Combine(::testing::ValuesIn(kIqTypes), ::testing::Values(0, 1)),
                          [](const auto& info) {
@@ -436,9 +471,22 @@ TEST(IqSimdBench, DISABLED_Speed) {
       }
       return best;
     };
-    std::printf("%-8s ref %7.1f ns/block", t.name, time(t.dot));
+    std::printf("%-8s dot: ref %6.1f ns/block", t.name, time(t.dot));
     for (int isa = 0; isa < 2; ++isa) {
       if (has_isa(isa) && kernel(t, isa)) std::printf("  %s %6.1f", isa_name(isa), time(kernel(t, isa)));
+    }
+    // Dequantization, timed through the same harness (the destination is a scratch row).
+    static std::vector<float> out(256 * kNb);
+    static Dequant deq;
+    deq = t.dequant;
+    const auto as_dot = [](int64_t n, const void* w, const void*) {
+      deq(w, out.data(), n);
+      return out[0];
+    };
+    std::printf("   dequantize: ref %6.1f", time(as_dot));
+    if (has_isa(0)) {
+      deq = t.avx2_dequant;
+      std::printf("  AVX2 %6.1f", time(as_dot));
     }
     std::printf("\n");
   }
