@@ -61,23 +61,56 @@ LOOM_AVX2 inline __m256i bits_to_mask(const uint8_t* p) {
   return avx2::expand_bits(p);
 }
 
+// The scales of 8 consecutive Q8_0 blocks at a, each times the f16 scale of the weight block it
+// pairs with (weight block k / per of the row at w, blocks of 18 bytes) and by sign: fields
+// gathered as dwords (inside the blocks), stored to out[8].
+LOOM_AVX2 inline void q8_0_scales8(const uint8_t* a, const uint8_t* w, int per, float sign, float* out) {
+  const __m256i k = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i ia = _mm256_mullo_epi32(k, _mm256_set1_epi32(kQ80Bytes));
+  const __m256i iw = _mm256_mullo_epi32(_mm256_srli_epi32(k, per == 4 ? 2 : 1), _mm256_set1_epi32(18));
+  const __m256i pack = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1,
+                                        0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1);
+  const __m256i ga = _mm256_i32gather_epi32(reinterpret_cast<const int*>(a), ia, 1);
+  const __m256i gw = _mm256_i32gather_epi32(reinterpret_cast<const int*>(w), iw, 1);
+  const __m256 da = _mm256_cvtph_ps(_mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_shuffle_epi8(ga, pack), 0x08)));
+  const __m256 dw = _mm256_cvtph_ps(_mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_shuffle_epi8(gw, pack), 0x08)));
+  _mm256_storeu_ps(out, _mm256_mul_ps(_mm256_mul_ps(da, dw), _mm256_set1_ps(sign)));
+}
+
+// sign(y, mask | 1) is -y where the bit is set and y where it is not: the negated products of
+// one Q8_0 block, as 8 int32 sums.
+LOOM_AVX2 inline __m256i q1_0_negdot(const uint8_t* bits, const uint8_t* y_block) {
+  const __m256i one = _mm256_set1_epi8(1);
+  const __m256i s = _mm256_sign_epi8(loadu256(y_block + 2), _mm256_or_si256(bits_to_mask(bits), one));
+  return sum_pairs_i32(_mm256_maddubs_epi16(one, s));
+}
+
 LOOM_AVX2 float dot_q1_0(int64_t nb, const uint8_t* w, const uint8_t* a) {
   __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  const __m256i one = _mm256_set1_epi8(1);
-  for (int64_t i = 0; i < nb; ++i) {
+  alignas(32) float sc[8];
+  int64_t i = 0;
+  // Two blocks (8 Q8_0 blocks) per pass, their scales -d_w * d_a first, kept in memory.
+  for (; i + 2 <= nb; i += 2) {
+    const uint8_t* w0 = w + i * 18;
+    const uint8_t* a0 = a + i * 4 * kQ80Bytes;
+    q8_0_scales8(a0, w0, 4, -1.0f, sc);
+    __asm__ volatile("" : : "r"(sc) : "memory");
+    for (int k = 0; k < 8; k += 2) {
+      const uint8_t* bits = w0 + 18 * (k / 4) + 2 + 4 * (k % 4);
+      acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q1_0_negdot(bits, a0 + k * kQ80Bytes)),
+                             _mm256_broadcast_ss(sc + k), acc0);
+      acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q1_0_negdot(bits + 4, a0 + (k + 1) * kQ80Bytes)),
+                             _mm256_broadcast_ss(sc + k + 1), acc1);
+    }
+  }
+  for (; i < nb; ++i) {
     const uint8_t* bw = w + i * 18;
     const uint8_t* ba = a + i * 4 * kQ80Bytes;
     const float dw = f16(bw);
-    // sign(y, mask | 1) is -y where the bit is set and y where it is not: the negated product.
-    __m256 part[4];
     for (int k = 0; k < 4; ++k) {
-      const __m256i y = loadu256(ba + k * kQ80Bytes + 2);
-      const __m256i s = _mm256_sign_epi8(y, _mm256_or_si256(bits_to_mask(bw + 2 + 4 * k), one));
-      const __m256i p = sum_pairs_i32(_mm256_maddubs_epi16(one, s));
-      part[k] = _mm256_mul_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(-f16(ba + k * kQ80Bytes) * dw));
+      acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q1_0_negdot(bw + 2 + 4 * k, ba + k * kQ80Bytes)),
+                             _mm256_set1_ps(-f16(ba + k * kQ80Bytes) * dw), acc0);
     }
-    acc0 = _mm256_add_ps(acc0, _mm256_add_ps(part[0], part[1]));
-    acc1 = _mm256_add_ps(acc1, _mm256_add_ps(part[2], part[3]));
   }
   return hsum(_mm256_add_ps(acc0, acc1));
 }
@@ -106,15 +139,32 @@ LOOM_AVX2 inline void levels_q2_0(const uint8_t* qs, __m256i* lo, __m256i* hi) {
 LOOM_AVX2 float dot_q2_0(int64_t nb, const uint8_t* w, const uint8_t* a) {
   __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
   const __m256i one = _mm256_set1_epi8(1);
-  for (int64_t i = 0; i < nb; ++i) {
+  alignas(32) float sc[8];
+  int64_t i = 0;
+  // Four blocks (8 Q8_0 blocks) per pass, their scales d_w * d_a first, kept in memory.
+  for (; i + 4 <= nb; i += 4) {
+    const uint8_t* w0 = w + i * 18;
+    const uint8_t* a0 = a + i * 2 * kQ80Bytes;
+    q8_0_scales8(a0, w0, 2, 1.0f, sc);
+    __asm__ volatile("" : : "r"(sc) : "memory");
+    for (int b = 0; b < 4; ++b) {
+      const uint8_t* ab = a0 + 2 * b * kQ80Bytes;
+      __m256i lo, hi;
+      levels_q2_0(w0 + 18 * b + 2, &lo, &hi);
+      const __m256i p0 = sum_pairs_i32(mul_i8_pairs(_mm256_sub_epi8(lo, one), loadu256(ab + 2)));
+      const __m256i p1 = sum_pairs_i32(mul_i8_pairs(_mm256_sub_epi8(hi, one), loadu256(ab + kQ80Bytes + 2)));
+      acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_broadcast_ss(sc + 2 * b), acc0);
+      acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), _mm256_broadcast_ss(sc + 2 * b + 1), acc1);
+    }
+  }
+  for (; i < nb; ++i) {
     const uint8_t* bw = w + i * 18;
     const uint8_t* ba = a + i * 2 * kQ80Bytes;
     const float dw = f16(bw);
     __m256i lo, hi;
     levels_q2_0(bw + 2, &lo, &hi);
     const __m256i p0 = sum_pairs_i32(mul_i8_pairs(_mm256_sub_epi8(lo, one), loadu256(ba + 2)));
-    const __m256i p1 =
-        sum_pairs_i32(mul_i8_pairs(_mm256_sub_epi8(hi, one), loadu256(ba + kQ80Bytes + 2)));
+    const __m256i p1 = sum_pairs_i32(mul_i8_pairs(_mm256_sub_epi8(hi, one), loadu256(ba + kQ80Bytes + 2)));
     acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(f16(ba) * dw), acc0);
     acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), _mm256_set1_ps(f16(ba + kQ80Bytes) * dw), acc1);
   }
