@@ -111,9 +111,9 @@ float vec_dot_q1_0(int64_t n, const void* w, const void* a) {
     for (int k = 0; k < 4; ++k) {
       const auto ba = load<Q8_0>(a, i * 4 + k);
       int isum = 0;
-      for (int j = 0; j < 32; ++j) {
-        const int e = 32 * k + j;
-        isum += ((bw.qs[e / 8] >> (e % 8)) & 1) ? ba.qs[j] : -ba.qs[j];
+      for (int b = 0; b < 4; ++b) {
+        const int bits = bw.qs[4 * k + b];
+        for (int t = 0; t < 8; ++t) isum += (2 * ((bits >> t) & 1) - 1) * ba.qs[8 * b + t];
       }
       block_sum += f16_to_f32(ba.d) * float(isum);
     }
@@ -165,9 +165,9 @@ float vec_dot_q2_0(int64_t n, const void* w, const void* a) {
     for (int k = 0; k < 2; ++k) {
       const auto ba = load<Q8_0>(a, i * 2 + k);
       int isum = 0;
-      for (int j = 0; j < 32; ++j) {
-        const int e = 32 * k + j;
-        isum += (((bw.qs[e / 4] >> (2 * (e % 4))) & 3) - 1) * ba.qs[j];
+      for (int b = 0; b < 8; ++b) {
+        const int q = bw.qs[8 * k + b];
+        for (int t = 0; t < 4; ++t) isum += (((q >> (2 * t)) & 3) - 1) * ba.qs[4 * b + t];
       }
       block_sum += f16_to_f32(ba.d) * float(isum);
     }
