@@ -1,10 +1,10 @@
 // SIMD kernels of the IQ1/IQ2/IQ3 formats: dot products with Q8_K activations (kernels_iq_avx2.cpp,
 // kernels_iq_avx512.cpp) and dequantization (AVX2). Same signatures and contract as the
 // references in iq_ref.h: n % 256 == 0, rows at any byte address. Dot products are
-// bit-identical with the reference's: each block's
-// integer sum is exact (int16 pair sums stay below 2 * 62 * 127 for activations within
-// [-127, 127], which Q8_K quantization of finite values guarantees) and the float part runs in
-// the reference's order. Activations of -128 are outside the contract (the sign transfer wraps).
+// bit-identical with the reference's: each block's integer sum is exact (int16 pair sums stay
+// below 2 * 62 * 127 for activations within [-127, 127], which Q8_K quantization of finite values
+// guarantees) and the float part runs in the reference's order. Activations of -128 are outside
+// the contract (the sign transfer wraps; the references take them).
 //
 // Call only where the CPU has the set (base/cpu.h): avx2:: needs has_avx2_set(), avx512:: needs
 // has_avx512_vnni_set(). x86-64 builds only; elsewhere the functions are not defined.
