@@ -20,10 +20,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "base/half.h"
+#include "quant/blocks.h"
 #include "quant/iq_grids.h"
+#include "quant/quant.h"
 
 namespace loom::quant {
 namespace {
@@ -1090,6 +1093,544 @@ size_t quantize_rows(void (*block)(const SuperBlock&, uint8_t*), size_t block_by
   return size_t(nrows) * size_t(nb) * block_bytes;
 }
 
+// ---- importance-weighted quantizers of the older types ---------------------------------------
+// ggml's quantize_qX_K / quantize_qX_Y with quant_weights: the same block formats as the reference
+// quantizers (quant.h), but every fit weighs element i by the importance value times
+// sqrt(sigma2 + x_i^2), and the sub-block scales are themselves fitted by weighted least squares.
+
+using detail::BlockIQ4_NL;
+using detail::BlockIQ4_XS;
+using detail::BlockQ2_K;
+using detail::BlockQ3_K;
+using detail::BlockQ4_0;
+using detail::BlockQ4_1;
+using detail::BlockQ4_K;
+using detail::BlockQ5_0;
+using detail::BlockQ5_1;
+using detail::BlockQ5_K;
+using detail::BlockQ6_K;
+
+// Symmetric fit of n values to levels -nmax..nmax-1 (stored + nmax) with weights w (ggml's
+// make_qx_quants with importance weights, rmse_type 1): the grid from the value of largest
+// magnitude, then 18 nearby grids, keeping the best weighted least-squares fit.
+float fit_symmetric_weighted(int n, int nmax, const float* x, int8_t* L, const float* w) {
+  float max = 0, amax = 0;
+  for (int i = 0; i < n; ++i) {
+    const float ax = std::fabs(x[i]);
+    if (ax > amax) {
+      amax = ax;
+      max = x[i];
+    }
+  }
+  if (amax < kEps) {
+    std::memset(L, 0, size_t(n));
+    return 0.0f;
+  }
+  float iscale = float(-nmax) / max;
+  float sumlx = 0, suml2 = 0;
+  for (int i = 0; i < n; ++i) {
+    const int l = imax(-nmax, imin(nmax - 1, round_ggml(iscale * x[i])));
+    L[i] = int8_t(l + nmax);
+    sumlx += w[i] * x[i] * float(l);
+    suml2 += w[i] * float(l) * float(l);
+  }
+  float scale = suml2 != 0.0f ? sumlx / suml2 : 0.0f;
+  float best = scale * sumlx;
+  for (int is = -9; is <= 9; ++is) {
+    if (is == 0) continue;
+    iscale = -(float(nmax) + 0.1f * float(is)) / max;
+    sumlx = suml2 = 0;
+    for (int i = 0; i < n; ++i) {
+      const int l = imax(-nmax, imin(nmax - 1, round_ggml(iscale * x[i])));
+      sumlx += w[i] * x[i] * float(l);
+      suml2 += w[i] * float(l) * float(l);
+    }
+    if (suml2 > 0 && sumlx * sumlx > best * suml2) {
+      for (int i = 0; i < n; ++i) L[i] = int8_t(nmax + imax(-nmax, imin(nmax - 1, round_ggml(iscale * x[i]))));
+      scale = sumlx / suml2;
+      best = scale * sumlx;
+    }
+  }
+  return scale;
+}
+
+// Affine fit x ~ scale * L - min_out of n values to levels 0..nmax with weights w (ggml's
+// make_qkx3_quants, squared error): the min/max grid, then nstep + 1 grids with nmax + rmin +
+// rdelta * is steps, each refitted by weighted least squares (the offset kept <= 0).
+float fit_affine_weighted(int n, int nmax, const float* x, const float* w, uint8_t* L, float* min_out, float rmin,
+                          float rdelta, int nstep) {
+  float min = x[0], max = x[0];
+  float sum_w = w[0];
+  float sum_x = sum_w * x[0];
+  for (int i = 1; i < n; ++i) {
+    if (x[i] < min) min = x[i];
+    if (x[i] > max) max = x[i];
+    sum_w += w[i];
+    sum_x += w[i] * x[i];
+  }
+  if (min > 0) min = 0;
+  if (max <= min) {
+    std::memset(L, 0, size_t(n));
+    *min_out = -min;
+    return 0.0f;
+  }
+  float iscale = float(nmax) / (max - min);
+  float scale = 1 / iscale;
+  float best = 0;
+  for (int i = 0; i < n; ++i) {
+    L[i] = uint8_t(clamp_level(round_ggml(iscale * (x[i] - min)), nmax));
+    const float diff = scale * float(L[i]) + min - x[i];
+    best += w[i] * (diff * diff);
+  }
+  uint8_t aux[32];
+  for (int is = 0; is <= nstep; ++is) {
+    iscale = (rmin + rdelta * float(is) + float(nmax)) / (max - min);
+    float sum_l = 0, sum_l2 = 0, sum_xl = 0;
+    for (int i = 0; i < n; ++i) {
+      const int l = clamp_level(round_ggml(iscale * (x[i] - min)), nmax);
+      aux[i] = uint8_t(l);
+      sum_l += w[i] * float(l);
+      sum_l2 += w[i] * float(l) * float(l);
+      sum_xl += w[i] * float(l) * x[i];
+    }
+    const float det = sum_w * sum_l2 - sum_l * sum_l;
+    if (det > 0) {
+      float this_scale = (sum_w * sum_xl - sum_x * sum_l) / det;
+      float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / det;
+      if (this_min > 0) {
+        this_min = 0;
+        this_scale = sum_xl / sum_l2;
+      }
+      float err = 0;
+      for (int i = 0; i < n; ++i) {
+        const float diff = this_scale * float(aux[i]) + this_min - x[i];
+        err += w[i] * (diff * diff);
+      }
+      if (err < best) {
+        std::memcpy(L, aux, size_t(n));
+        best = err;
+        scale = this_scale;
+        min = this_min;
+      }
+    }
+  }
+  *min_out = -min;
+  return scale;
+}
+
+inline float f16f(uint16_t h) { return f16_to_f32(h); }
+
+// 2-bit levels of elements e, e+32, e+64, e+96 of each 128-element half into one byte.
+void pack_2bit_levels(const uint8_t* L, uint8_t* qs) {
+  for (int h = 0; h < 2; ++h) {
+    for (int l = 0; l < 32; ++l) {
+      const uint8_t* p = L + 128 * h + l;
+      qs[32 * h + l] = uint8_t(p[0] | p[32] << 2 | p[64] << 4 | p[96] << 6);
+    }
+  }
+}
+
+void q2_k_weighted(const float* x, const float* qw, BlockQ2_K& y) {
+  uint8_t L[256], Ls[16], Lm[16];
+  float mins[16], scales[16], sw[16], weight[16];
+  float sumx2 = 0;
+  for (int j = 0; j < 256; ++j) sumx2 += x[j] * x[j];
+  const float sigma2 = sumx2 / 256;
+  for (int j = 0; j < 16; ++j) {
+    for (int l = 0; l < 16; ++l) weight[l] = qw[16 * j + l] * std::sqrt(sigma2 + x[16 * j + l] * x[16 * j + l]);
+    sw[j] = 0;
+    for (int l = 0; l < 16; ++l) sw[j] += weight[l];
+    scales[j] = fit_affine_weighted(16, 3, x + 16 * j, weight, L + 16 * j, &mins[j], -0.9f, 0.05f, 36);
+  }
+  const float dm0 = fit_levels_qp(16, 15, scales, Ls, sw);
+  const float mm0 = fit_levels_qp(16, 15, mins, Lm, sw);
+  y.d = f32_to_f16(dm0);
+  y.dmin = f32_to_f16(mm0);
+  const float dm = f16f(y.d), mm = f16f(y.dmin);
+  for (int j = 0; j < 16; ++j) y.scales[j] = uint8_t(Ls[j] | Lm[j] << 4);
+  for (int j = 0; j < 16; ++j) {
+    const float d = dm * float(y.scales[j] & 0xF);
+    if (d == 0.0f) continue;
+    const float m = mm * float(y.scales[j] >> 4);
+    for (int i = 0; i < 16; ++i) L[16 * j + i] = uint8_t(clamp_level(round_ggml((x[16 * j + i] + m) / d), 3));
+  }
+  pack_2bit_levels(L, y.qs);
+}
+
+void q3_k_weighted(const float* x, const float* qw, BlockQ3_K& y) {
+  int8_t L[256], Ls[16];
+  float scales[16], weight[16], sw[16];
+  float sumx2 = 0;
+  for (int j = 0; j < 256; ++j) sumx2 += x[j] * x[j];
+  const float sigma2 = 2 * sumx2 / 256;
+  for (int j = 0; j < 16; ++j) {
+    for (int l = 0; l < 16; ++l) weight[l] = qw[16 * j + l] * std::sqrt(sigma2 + x[16 * j + l] * x[16 * j + l]);
+    float sumw = 0;
+    for (int l = 0; l < 16; ++l) sumw += weight[l];
+    sw[j] = sumw;
+    scales[j] = fit_symmetric_weighted(16, 4, x + 16 * j, L + 16 * j, weight);
+  }
+  std::memset(y.scales, 0, 12);
+  const float d_block = fit_symmetric_weighted(16, 32, scales, Ls, sw);
+  for (int j = 0; j < 16; ++j) {
+    int l = Ls[j];
+    if (j < 8) y.scales[j] = uint8_t(l & 0xF);
+    else y.scales[j - 8] = uint8_t(y.scales[j - 8] | (l & 0xF) << 4);
+    l >>= 4;
+    y.scales[j % 4 + 8] = uint8_t(y.scales[j % 4 + 8] | l << (2 * (j / 4)));
+  }
+  y.d = f32_to_f16(d_block);
+  for (int j = 0; j < 16; ++j) {
+    int8_t sc = int8_t(j < 8 ? y.scales[j] & 0xF : y.scales[j - 8] >> 4);
+    sc = int8_t((sc | ((y.scales[8 + j % 4] >> (2 * (j / 4))) & 3) << 4) - 32);
+    const float d = f16f(y.d) * float(sc);
+    if (d == 0.0f) continue;
+    for (int i = 0; i < 16; ++i) L[16 * j + i] = int8_t(imax(-4, imin(3, round_ggml(x[16 * j + i] / d))) + 4);
+  }
+  std::memset(y.hmask, 0, 32);
+  uint8_t low[256];
+  for (int e = 0; e < 256; ++e) {
+    int l = L[e];
+    if (l > 3) {
+      y.hmask[e % 32] = uint8_t(y.hmask[e % 32] | 1 << (e / 32));
+      l -= 4;
+    }
+    low[e] = uint8_t(l);
+  }
+  pack_2bit_levels(low, y.qs);
+}
+
+// Q4_K / Q5_K: 8 sub-blocks of 32 with 6-bit scales and mins fitted against the sub-block weights.
+void q45_k_weighted(const float* x, const float* qw, int nmax, bool clamp63, uint16_t* d_out, uint16_t* dmin_out,
+                    uint8_t* sc, uint8_t* L) {
+  uint8_t Ls[8], Lm[8];
+  float weights[32], sw[8], mins[8], scales[8];
+  float sum_x2 = 0;
+  for (int l = 0; l < 256; ++l) sum_x2 += x[l] * x[l];
+  const float sigma2 = 2 * sum_x2 / 256;
+  for (int j = 0; j < 8; ++j) {
+    for (int l = 0; l < 32; ++l) weights[l] = qw[32 * j + l] * std::sqrt(sigma2 + x[32 * j + l] * x[32 * j + l]);
+    float sumw = 0;
+    for (int l = 0; l < 32; ++l) sumw += weights[l];
+    sw[j] = sumw;
+    scales[j] = fit_affine_weighted(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], -0.9f, 0.05f, 36);
+  }
+  const float d_block = fit_levels_qp(8, 63, scales, Ls, sw);
+  const float m_block = fit_levels_qp(8, 63, mins, Lm, sw);
+  for (int j = 0; j < 8; ++j) {
+    uint8_t ls = Ls[j], lm = Lm[j];
+    if (clamp63) {
+      ls = uint8_t(imin(63, ls));
+      lm = uint8_t(imin(63, lm));
+    }
+    if (j < 4) {
+      sc[j] = ls;
+      sc[j + 4] = lm;
+    } else {
+      sc[j + 4] = uint8_t((ls & 0xF) | (lm & 0xF) << 4);
+      sc[j - 4] = uint8_t(sc[j - 4] | (ls >> 4) << 6);
+      sc[j] = uint8_t(sc[j] | (lm >> 4) << 6);
+    }
+  }
+  *d_out = f32_to_f16(d_block);
+  *dmin_out = f32_to_f16(m_block);
+  for (int j = 0; j < 8; ++j) {
+    int s, m;
+    detail::k4_scale_min(sc, j, &s, &m);
+    const float d = f16f(*d_out) * float(s);
+    if (d == 0.0f) continue;
+    const float dm = f16f(*dmin_out) * float(m);
+    for (int i = 0; i < 32; ++i) L[32 * j + i] = uint8_t(clamp_level(round_ggml((x[32 * j + i] + dm) / d), nmax));
+  }
+}
+
+void q4_k_weighted(const float* x, const float* qw, BlockQ4_K& y) {
+  uint8_t L[256];
+  q45_k_weighted(x, qw, 15, false, &y.d, &y.dmin, y.scales, L);
+  for (int c = 0; c < 4; ++c) {
+    for (int l = 0; l < 32; ++l) y.qs[32 * c + l] = uint8_t(L[64 * c + l] | L[64 * c + 32 + l] << 4);
+  }
+}
+
+void q5_k_weighted(const float* x, const float* qw, BlockQ5_K& y) {
+  uint8_t L[256];
+  q45_k_weighted(x, qw, 31, true, &y.d, &y.dmin, y.scales, L);
+  std::memset(y.qh, 0, 32);
+  for (int c = 0; c < 4; ++c) {
+    for (int l = 0; l < 32; ++l) {
+      int lo = L[64 * c + l], hi = L[64 * c + 32 + l];
+      if (lo > 15) {
+        lo -= 16;
+        y.qh[l] = uint8_t(y.qh[l] | 1 << (2 * c));
+      }
+      if (hi > 15) {
+        hi -= 16;
+        y.qh[l] = uint8_t(y.qh[l] | 2 << (2 * c));
+      }
+      y.qs[32 * c + l] = uint8_t(lo | hi << 4);
+    }
+  }
+}
+
+void q6_k_weighted(const float* x, const float* qw, BlockQ6_K& y) {
+  int8_t L[256];
+  float scales[16];
+  float max_scale = 0, max_abs_scale = 0;
+  for (int ib = 0; ib < 16; ++ib) {
+    // The raw importance values, without ggml's sigma2 term here.
+    const float scale = fit_symmetric_weighted(16, 32, x + 16 * ib, L + 16 * ib, qw + 16 * ib);
+    scales[ib] = scale;
+    const float a = std::fabs(scale);
+    if (a > max_abs_scale) {
+      max_abs_scale = a;
+      max_scale = scale;
+    }
+  }
+  if (max_abs_scale < kEps) {
+    std::memset(&y, 0, sizeof(y));
+    return;
+  }
+  const float iscale = -128.0f / max_scale;
+  y.d = f32_to_f16(1 / iscale);
+  for (int ib = 0; ib < 16; ++ib) y.scales[ib] = int8_t(imin(127, round_ggml(iscale * scales[ib])));
+  for (int j = 0; j < 16; ++j) {
+    const float d = f16f(y.d) * float(y.scales[j]);
+    if (d == 0.0f) continue;
+    for (int i = 0; i < 16; ++i) L[16 * j + i] = int8_t(imax(-32, imin(31, round_ggml(x[16 * j + i] / d))) + 32);
+  }
+  for (int h = 0; h < 2; ++h) {
+    uint8_t* ql = y.ql + 64 * h;
+    uint8_t* qh = y.qh + 32 * h;
+    const int8_t* p = L + 128 * h;
+    for (int l = 0; l < 32; ++l) {
+      ql[l] = uint8_t((p[l] & 0xF) | (p[l + 64] & 0xF) << 4);
+      ql[l + 32] = uint8_t((p[l + 32] & 0xF) | (p[l + 96] & 0xF) << 4);
+      qh[l] = uint8_t(p[l] >> 4 | (p[l + 32] >> 4) << 2 | (p[l + 64] >> 4) << 4 | (p[l + 96] >> 4) << 6);
+    }
+  }
+}
+
+// Q4_0 / Q4_1 / Q5_0 / Q5_1: 32-element blocks; sigma2 is taken over the whole row.
+void q4_0_weighted(const float* xb, const float* w, BlockQ4_0& y) {
+  int8_t L[32];
+  y.d = f32_to_f16(fit_symmetric_weighted(32, 8, xb, L, w));
+  for (int j = 0; j < 16; ++j) y.qs[j] = uint8_t(L[j] | L[j + 16] << 4);
+}
+void q4_1_weighted(const float* xb, const float* w, BlockQ4_1& y) {
+  uint8_t L[32];
+  float min;
+  const float d = fit_affine_weighted(32, 15, xb, w, L, &min, -0.9f, 0.05f, 36);
+  y.d = f32_to_f16(d);
+  y.m = f32_to_f16(-min);
+  for (int j = 0; j < 16; ++j) y.qs[j] = uint8_t(L[j] | L[j + 16] << 4);
+}
+void pack_q5(const uint8_t* L, uint8_t* qs, uint8_t* qh_out) {
+  uint32_t qh = 0;
+  for (int j = 0; j < 16; ++j) {
+    qs[j] = uint8_t((L[j] & 0x0F) | (L[j + 16] & 0x0F) << 4);
+    qh |= uint32_t((L[j] & 0x10u) >> 4) << j;
+    qh |= uint32_t((L[j + 16] & 0x10u) >> 4) << (j + 16);
+  }
+  std::memcpy(qh_out, &qh, 4);
+}
+void q5_0_weighted(const float* xb, const float* w, BlockQ5_0& y) {
+  int8_t L[32];
+  y.d = f32_to_f16(fit_symmetric_weighted(32, 16, xb, L, w));
+  pack_q5(reinterpret_cast<const uint8_t*>(L), y.qs, y.qh);
+}
+void q5_1_weighted(const float* xb, const float* w, BlockQ5_1& y) {
+  uint8_t L[32];
+  float min;
+  const float d = fit_affine_weighted(32, 31, xb, w, L, &min, -0.9f, 0.05f, 36);
+  y.d = f32_to_f16(d);
+  y.m = f32_to_f16(-min);
+  pack_q5(L, y.qs, y.qh);
+}
+
+// Index of the IQ4_NL level nearest to v (the lower one unless the upper is strictly nearer).
+int iq4_index(float v) {
+  const int8_t* t = detail::kIq4nlValues;
+  if (v <= float(t[0])) return 0;
+  if (v >= float(t[15])) return 15;
+  int lo = 0, hi = 15;
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    if (v < float(t[mid])) hi = mid;
+    else lo = mid;
+  }
+  return v - float(t[hi - 1]) < float(t[hi]) - v ? hi - 1 : hi;
+}
+
+// IQ4_NL (sbs 32) / IQ4_XS (sbs 256): ggml's quantize_row_iq4_nl_impl as ggml_quantize_chunk runs
+// it (15 trial scales), weights from the importance matrix or x^2 without one.
+void iq4_weighted(int sbs, const float* x, const float* qw, uint16_t* dh, uint8_t* q4, uint16_t* scales_h,
+                  uint8_t* scales_l) {
+  constexpr int kTry = 7;
+  const int8_t* values = detail::kIq4nlValues;
+  float sigma2 = 0;
+  for (int j = 0; j < sbs; ++j) sigma2 += x[j] * x[j];
+  sigma2 *= 2.0f / float(sbs);
+  std::memset(q4, 0, size_t(sbs / 2));
+  *dh = f32_to_f16(0.0f);
+  uint8_t L[256];
+  float scales[8], weight[32];
+  float max_scale = 0, amax_scale = 0;
+  const int nb = sbs / 32;
+  for (int ib = 0; ib < nb; ++ib) {
+    const float* xb = x + 32 * ib;
+    uint8_t* Lb = L + 32 * ib;
+    if (qw) {
+      for (int j = 0; j < 32; ++j) weight[j] = qw[32 * ib + j] * std::sqrt(sigma2 + xb[j] * xb[j]);
+    } else {
+      for (int j = 0; j < 32; ++j) weight[j] = xb[j] * xb[j];
+    }
+    float amax = 0, max = 0;
+    for (int j = 0; j < 32; ++j) {
+      const float ax = std::fabs(xb[j]);
+      if (ax > amax) {
+        amax = ax;
+        max = xb[j];
+      }
+    }
+    if (amax < kEps) {
+      scales[ib] = 0;
+      continue;
+    }
+    float d = -max / float(values[0]);
+    float id = 1 / d;
+    float sumqx = 0, sumq2 = 0;
+    for (int j = 0; j < 32; ++j) {
+      const int l = iq4_index(id * xb[j]);
+      Lb[j] = uint8_t(l);
+      const float q = float(values[l]);
+      sumqx += weight[j] * q * xb[j];
+      sumq2 += weight[j] * q * q;
+    }
+    d = sumq2 > 0 ? sumqx / sumq2 : 0.0f;
+    float best = d * sumqx;
+    for (int itry = -kTry; itry <= kTry; ++itry) {
+      id = float(itry + values[0]) / max;
+      sumqx = sumq2 = 0;
+      for (int j = 0; j < 32; ++j) {
+        const float q = float(values[iq4_index(id * xb[j])]);
+        sumqx += weight[j] * q * xb[j];
+        sumq2 += weight[j] * q * q;
+      }
+      if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
+        d = sumqx / sumq2;
+        best = d * sumqx;
+      }
+    }
+    scales[ib] = d;
+    const float abs_d = std::fabs(d);
+    if (abs_d > amax_scale) {
+      amax_scale = abs_d;
+      max_scale = d;
+    }
+  }
+  if (nb > 1) {
+    *scales_h = 0;
+    const float d = -max_scale / 32;
+    *dh = f32_to_f16(d);
+    const float id = d != 0.0f ? 1 / d : 0.0f;
+    for (int ib = 0; ib < nb; ++ib) {
+      int l = imax(-32, imin(31, round_ggml(id * scales[ib])));
+      const float dl = d * float(l);
+      const float idl = dl != 0.0f ? 1 / dl : 0.0f;
+      for (int j = 0; j < 32; ++j) L[32 * ib + j] = uint8_t(iq4_index(idl * x[32 * ib + j]));
+      l += 32;
+      const uint8_t l_l = uint8_t(l & 0xF), l_h = uint8_t(l >> 4);
+      if (ib % 2 == 0) scales_l[ib / 2] = l_l;
+      else scales_l[ib / 2] = uint8_t(scales_l[ib / 2] | l_l << 4);
+      *scales_h = uint16_t(*scales_h | l_h << (2 * (ib % 8)));
+    }
+  } else {
+    *dh = f32_to_f16(scales[0]);
+    const float id = scales[0] != 0.0f ? 1 / scales[0] : 0.0f;
+    for (int j = 0; j < sbs; ++j) L[j] = uint8_t(iq4_index(id * x[j]));
+  }
+  for (int i = 0; i < sbs / 32; ++i) {
+    for (int j = 0; j < 16; ++j) q4[16 * i + j] = uint8_t(L[32 * i + j] | L[32 * i + 16 + j] << 4);
+  }
+}
+
+// Row driver of the weighted quantizers: copies each row (and the importance values) to aligned
+// storage, then runs one block function per block of `blk` elements; ggml's row-wide sigma2 is
+// passed for the 32-element types.
+enum class RowKind { kSuper, kLegacy };
+
+template <class Block>
+size_t weighted_rows(TensorType t, int blk, const float* src, void* dst, int64_t nrows, int64_t n_per_row,
+                     const float* imatrix, void (*super_fn)(const float*, const float*, Block&),
+                     void (*legacy_fn)(const float*, const float*, Block&)) {
+  if (nrows < 0 || n_per_row <= 0 || n_per_row % blk != 0) return 0;
+  const int64_t nb = n_per_row / blk;
+  const size_t row_bytes = size_t(nb) * sizeof(Block);
+  uint8_t* out = static_cast<uint8_t*>(dst);
+  std::vector<float> row(static_cast<size_t>(n_per_row)), qw;
+  if (!imatrix) {  // ggml_quantize_chunk then runs the reference quantizer
+    for (int64_t r = 0; r < nrows; ++r) {
+      std::memcpy(row.data(), reinterpret_cast<const uint8_t*>(src) + r * n_per_row * 4, row.size() * 4);
+      quantize_row(t, row.data(), out + size_t(r) * row_bytes, n_per_row);
+    }
+    return size_t(nrows) * row_bytes;
+  }
+  qw.resize(size_t(n_per_row));
+  std::memcpy(qw.data(), imatrix, qw.size() * 4);
+  std::vector<float> w(32);
+  for (int64_t r = 0; r < nrows; ++r) {
+    std::memcpy(row.data(), reinterpret_cast<const uint8_t*>(src) + r * n_per_row * 4, row.size() * 4);
+    float sigma2 = 0;
+    if (legacy_fn) {
+      float sum_x2 = 0;
+      for (int64_t j = 0; j < n_per_row; ++j) sum_x2 += row[size_t(j)] * row[size_t(j)];
+      sigma2 = sum_x2 / float(n_per_row);
+    }
+    for (int64_t i = 0; i < nb; ++i) {
+      Block b;
+      std::memset(&b, 0, sizeof(b));
+      const float* xb = row.data() + i * blk;
+      const float* qb = qw.data() + i * blk;
+      if (legacy_fn) {
+        for (int j = 0; j < 32; ++j) w[size_t(j)] = qb[j] * std::sqrt(sigma2 + xb[j] * xb[j]);
+        legacy_fn(xb, w.data(), b);
+      } else {
+        super_fn(xb, qb, b);
+      }
+      detail::store_block(out + size_t(r) * row_bytes, i, b);
+    }
+  }
+  return size_t(nrows) * row_bytes;
+}
+
+template <class Block>
+size_t iq4_rows(int sbs, const float* src, void* dst, int64_t nrows, int64_t n_per_row, const float* imatrix) {
+  if (nrows < 0 || n_per_row <= 0 || n_per_row % sbs != 0) return 0;
+  const int64_t nb = n_per_row / sbs;
+  uint8_t* out = static_cast<uint8_t*>(dst);
+  std::vector<float> row(static_cast<size_t>(n_per_row)), qw;
+  if (imatrix) {
+    qw.resize(size_t(n_per_row));
+    std::memcpy(qw.data(), imatrix, qw.size() * 4);
+  }
+  for (int64_t r = 0; r < nrows; ++r) {
+    std::memcpy(row.data(), reinterpret_cast<const uint8_t*>(src) + r * n_per_row * 4, row.size() * 4);
+    for (int64_t i = 0; i < nb; ++i) {
+      Block b;
+      std::memset(&b, 0, sizeof(b));
+      const float* qb = imatrix ? qw.data() + i * sbs : nullptr;
+      if constexpr (std::is_same_v<Block, BlockIQ4_XS>) {
+        iq4_weighted(sbs, row.data() + i * sbs, qb, &b.d, b.qs, &b.scales_h, b.scales_l);
+      } else {
+        uint16_t unused_h = 0;
+        iq4_weighted(sbs, row.data() + i * sbs, qb, &b.d, b.qs, &unused_h, nullptr);
+      }
+      detail::store_block(out + size_t(r) * size_t(nb) * sizeof(Block), i, b);
+    }
+  }
+  return size_t(nrows) * size_t(nb) * sizeof(Block);
+}
+
 }  // namespace
 
 size_t quantize_iq2_xxs(const float* src, void* dst, int64_t nrows, int64_t n_per_row, const float* imatrix) {
@@ -1144,6 +1685,58 @@ size_t quantize_iq(TensorType t, const float* src, void* dst, int64_t nrows, int
     case TensorType::IQ1_S: return quantize_iq1_s(src, dst, nrows, n_per_row, imatrix);
     case TensorType::IQ1_M: return quantize_iq1_m(src, dst, nrows, n_per_row, imatrix);
     default: return 0;
+  }
+}
+
+size_t quantize_q2_k(const float* src, void* dst, int64_t nrows, int64_t n_per_row, const float* imatrix) {
+  return weighted_rows<BlockQ2_K>(TensorType::Q2_K, 256, src, dst, nrows, n_per_row, imatrix, q2_k_weighted, nullptr);
+}
+size_t quantize_q3_k(const float* src, void* dst, int64_t nrows, int64_t n_per_row, const float* imatrix) {
+  return weighted_rows<BlockQ3_K>(TensorType::Q3_K, 256, src, dst, nrows, n_per_row, imatrix, q3_k_weighted, nullptr);
+}
+size_t quantize_q4_k(const float* src, void* dst, int64_t nrows, int64_t n_per_row, const float* imatrix) {
+  return weighted_rows<BlockQ4_K>(TensorType::Q4_K, 256, src, dst, nrows, n_per_row, imatrix, q4_k_weighted, nullptr);
+}
+size_t quantize_q5_k(const float* src, void* dst, int64_t nrows, int64_t n_per_row, const float* imatrix) {
+  return weighted_rows<BlockQ5_K>(TensorType::Q5_K, 256, src, dst, nrows, n_per_row, imatrix, q5_k_weighted, nullptr);
+}
+size_t quantize_q6_k(const float* src, void* dst, int64_t nrows, int64_t n_per_row, const float* imatrix) {
+  return weighted_rows<BlockQ6_K>(TensorType::Q6_K, 256, src, dst, nrows, n_per_row, imatrix, q6_k_weighted, nullptr);
+}
+size_t quantize_q4_0(const float* src, void* dst, int64_t nrows, int64_t n_per_row, const float* imatrix) {
+  return weighted_rows<BlockQ4_0>(TensorType::Q4_0, 32, src, dst, nrows, n_per_row, imatrix, nullptr, q4_0_weighted);
+}
+size_t quantize_q4_1(const float* src, void* dst, int64_t nrows, int64_t n_per_row, const float* imatrix) {
+  return weighted_rows<BlockQ4_1>(TensorType::Q4_1, 32, src, dst, nrows, n_per_row, imatrix, nullptr, q4_1_weighted);
+}
+size_t quantize_q5_0(const float* src, void* dst, int64_t nrows, int64_t n_per_row, const float* imatrix) {
+  return weighted_rows<BlockQ5_0>(TensorType::Q5_0, 32, src, dst, nrows, n_per_row, imatrix, nullptr, q5_0_weighted);
+}
+size_t quantize_q5_1(const float* src, void* dst, int64_t nrows, int64_t n_per_row, const float* imatrix) {
+  return weighted_rows<BlockQ5_1>(TensorType::Q5_1, 32, src, dst, nrows, n_per_row, imatrix, nullptr, q5_1_weighted);
+}
+size_t quantize_iq4_nl(const float* src, void* dst, int64_t nrows, int64_t n_per_row, const float* imatrix) {
+  return iq4_rows<BlockIQ4_NL>(32, src, dst, nrows, n_per_row, imatrix);
+}
+size_t quantize_iq4_xs(const float* src, void* dst, int64_t nrows, int64_t n_per_row, const float* imatrix) {
+  return iq4_rows<BlockIQ4_XS>(256, src, dst, nrows, n_per_row, imatrix);
+}
+
+size_t quantize_chunk(TensorType t, const float* src, void* dst, int64_t nrows, int64_t n_per_row,
+                      const float* imatrix) {
+  switch (t) {
+    case TensorType::Q2_K: return quantize_q2_k(src, dst, nrows, n_per_row, imatrix);
+    case TensorType::Q3_K: return quantize_q3_k(src, dst, nrows, n_per_row, imatrix);
+    case TensorType::Q4_K: return quantize_q4_k(src, dst, nrows, n_per_row, imatrix);
+    case TensorType::Q5_K: return quantize_q5_k(src, dst, nrows, n_per_row, imatrix);
+    case TensorType::Q6_K: return quantize_q6_k(src, dst, nrows, n_per_row, imatrix);
+    case TensorType::Q4_0: return quantize_q4_0(src, dst, nrows, n_per_row, imatrix);
+    case TensorType::Q4_1: return quantize_q4_1(src, dst, nrows, n_per_row, imatrix);
+    case TensorType::Q5_0: return quantize_q5_0(src, dst, nrows, n_per_row, imatrix);
+    case TensorType::Q5_1: return quantize_q5_1(src, dst, nrows, n_per_row, imatrix);
+    case TensorType::IQ4_NL: return quantize_iq4_nl(src, dst, nrows, n_per_row, imatrix);
+    case TensorType::IQ4_XS: return quantize_iq4_xs(src, dst, nrows, n_per_row, imatrix);
+    default: return quantize_iq(t, src, dst, nrows, n_per_row, imatrix);
   }
 }
 

@@ -1,6 +1,7 @@
-// Quantizers of the IQ1/IQ2/IQ3 weight formats (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S,
-// IQ1_M) with an optional importance matrix, byte-identical with ggml's ggml_quantize_chunk for
-// the same rows and importance values (tests/quant/test_iq_quantize.cpp checks that against files
+// Quantizers with an optional importance matrix, byte-identical with ggml's ggml_quantize_chunk
+// for the same rows and importance values: the IQ1/IQ2/IQ3 weight formats (IQ2_XXS, IQ2_XS,
+// IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M) and, further below, the importance-weighted variants of
+// the older types (Q2_K..Q6_K, Q4_0..Q5_1, IQ4_NL, IQ4_XS) (tests/quant/test_iq_quantize.cpp checks that against files
 // written by real ggml, tests/data/quant-ref/).
 //
 // Each function quantizes nrows rows of n_per_row floats (a multiple of 256) from src into
@@ -48,5 +49,32 @@ bool llama_quantize_requires_imatrix(TensorType t);
 // One of the functions above by type; returns 0 for a type not listed here.
 size_t quantize_iq(TensorType t, const float* src, void* dst, int64_t nrows, int64_t n_per_row,
                    const float* imatrix);
+
+// The older weight types as ggml_quantize_chunk writes them: with an importance matrix, ggml's
+// weighted quantizers (quantize_qX_K / quantize_qX_Y with quant_weights: each fit weighs element i
+// by imatrix[i] * sqrt(sigma2 + x_i^2), sigma2 from the super-block, or from the whole row for
+// the 32-element types; Q6_K by imatrix[i] alone; the sub-block scales fitted by weighted least
+// squares); without one, the reference quantizers of quant.h (what llama-quantize writes without
+// an imatrix). n_per_row: a multiple of 256 (k-quants, IQ4_XS) or 32 (Q4_0..Q5_1, IQ4_NL).
+size_t quantize_q2_k(const float* src, void* dst, int64_t nrows, int64_t n_per_row, const float* imatrix);
+size_t quantize_q3_k(const float* src, void* dst, int64_t nrows, int64_t n_per_row, const float* imatrix);
+size_t quantize_q4_k(const float* src, void* dst, int64_t nrows, int64_t n_per_row, const float* imatrix);
+size_t quantize_q5_k(const float* src, void* dst, int64_t nrows, int64_t n_per_row, const float* imatrix);
+size_t quantize_q6_k(const float* src, void* dst, int64_t nrows, int64_t n_per_row, const float* imatrix);
+size_t quantize_q4_0(const float* src, void* dst, int64_t nrows, int64_t n_per_row, const float* imatrix);
+size_t quantize_q4_1(const float* src, void* dst, int64_t nrows, int64_t n_per_row, const float* imatrix);
+size_t quantize_q5_0(const float* src, void* dst, int64_t nrows, int64_t n_per_row, const float* imatrix);
+size_t quantize_q5_1(const float* src, void* dst, int64_t nrows, int64_t n_per_row, const float* imatrix);
+// IQ4_NL / IQ4_XS: ggml's search with 15 trial scales; weights x^2 without an importance matrix
+// (the same bytes as quant.h's reference quantizers).
+size_t quantize_iq4_nl(const float* src, void* dst, int64_t nrows, int64_t n_per_row, const float* imatrix);
+size_t quantize_iq4_xs(const float* src, void* dst, int64_t nrows, int64_t n_per_row, const float* imatrix);
+
+// ggml_quantize_chunk for every type above (the IQ1/IQ2/IQ3 types, the k-quants, Q4_0..Q5_1,
+// IQ4_NL, IQ4_XS): nrows rows of n_per_row floats with the same optional importance values (for
+// a MoE tensor, call it per expert with that expert's slice). Returns the bytes written, 0 for
+// another type, a row length the type cannot take, or a type that needs an imatrix without one.
+size_t quantize_chunk(TensorType t, const float* src, void* dst, int64_t nrows, int64_t n_per_row,
+                      const float* imatrix);
 
 }  // namespace loom::quant

@@ -88,18 +88,19 @@ struct TypeCase {
   const char* name;
   TensorType type;
   size_t block_bytes;
+  int block_elems;
   size_t (*fn)(const float*, void*, int64_t, int64_t, const float*);
   bool needs_imatrix;  // ggml cannot quantize it without one
 };
 
 const TypeCase kTypes[] = {
-    {"iq2_xxs", TensorType::IQ2_XXS, 66, quantize_iq2_xxs, true},
-    {"iq2_xs", TensorType::IQ2_XS, 74, quantize_iq2_xs, true},
-    {"iq2_s", TensorType::IQ2_S, 82, quantize_iq2_s, false},
-    {"iq3_xxs", TensorType::IQ3_XXS, 98, quantize_iq3_xxs, false},
-    {"iq3_s", TensorType::IQ3_S, 110, quantize_iq3_s, false},
-    {"iq1_s", TensorType::IQ1_S, 50, quantize_iq1_s, true},
-    {"iq1_m", TensorType::IQ1_M, 56, quantize_iq1_m, false},
+    {"iq2_xxs", TensorType::IQ2_XXS, 66, 256, quantize_iq2_xxs, true},
+    {"iq2_xs", TensorType::IQ2_XS, 74, 256, quantize_iq2_xs, true},
+    {"iq2_s", TensorType::IQ2_S, 82, 256, quantize_iq2_s, false},
+    {"iq3_xxs", TensorType::IQ3_XXS, 98, 256, quantize_iq3_xxs, false},
+    {"iq3_s", TensorType::IQ3_S, 110, 256, quantize_iq3_s, false},
+    {"iq1_s", TensorType::IQ1_S, 50, 256, quantize_iq1_s, true},
+    {"iq1_m", TensorType::IQ1_M, 56, 256, quantize_iq1_m, false},
 };
 
 class IqQuantize : public ::testing::TestWithParam<TypeCase> {};
@@ -109,7 +110,7 @@ void check_file(const TypeCase& t, const std::string& file) {
   std::string why;
   ASSERT_TRUE(load_case(file, c, &why)) << file << ": " << why;
   ASSERT_EQ(c.type, uint32_t(t.type)) << file;
-  const size_t row_bytes = size_t(c.n / 256) * t.block_bytes;
+  const size_t row_bytes = size_t(c.n / t.block_elems) * t.block_bytes;
   ASSERT_EQ(c.out.size(), size_t(c.rows) * row_bytes);
   std::vector<uint8_t> got(c.out.size() + 1, 0xA5);
   const size_t n = t.fn(c.src.data(), got.data(), c.rows, c.n, c.imatrix.empty() ? nullptr : c.imatrix.data());
@@ -125,6 +126,12 @@ void check_file(const TypeCase& t, const std::string& file) {
                     << " (block " << at / t.block_bytes << ", offset " << at % t.block_bytes << "): ggml "
                     << int(want[at]) << ", loom " << int(have[at]);
     }
+  }
+  // The importance matrix matters: without it the bytes differ.
+  if (!c.imatrix.empty() && !t.needs_imatrix) {
+    std::vector<uint8_t> plain(c.out.size());
+    ASSERT_EQ(t.fn(c.src.data(), plain.data(), c.rows, c.n, nullptr), plain.size());
+    EXPECT_NE(std::memcmp(plain.data(), c.out.data(), plain.size()), 0) << file << ": the imatrix changed nothing";
   }
   // One row at a time (and with a misaligned source and destination) gives the same bytes.
   std::vector<uint8_t> buf(c.n * 4 + 1), one(row_bytes + 1);
@@ -161,15 +168,21 @@ TEST_P(IqQuantize, MatchesGgmlWithoutImatrix) {
   check_file(t, std::string("iqq_") + t.name + "_noim_1024.qref");
 }
 
-TEST_P(IqQuantize, RefusesBadRowLengths) {
-  const TypeCase& t = GetParam();
+void check_bad_lengths(const TypeCase& t) {
   std::vector<float> x(512, 0.5f), im(512, 1.0f);
-  std::vector<uint8_t> out(4 * t.block_bytes, 0);
-  EXPECT_EQ(t.fn(x.data(), out.data(), 1, 255, im.data()), 0u);
+  std::vector<uint8_t> out(16 * t.block_bytes, 0);
+  EXPECT_EQ(t.fn(x.data(), out.data(), 1, t.block_elems - 1, im.data()), 0u);
   EXPECT_EQ(t.fn(x.data(), out.data(), 1, 0, im.data()), 0u);
   EXPECT_EQ(t.fn(x.data(), out.data(), 1, -256, im.data()), 0u);
   EXPECT_EQ(t.fn(x.data(), out.data(), 0, 256, im.data()), 0u);
-  EXPECT_EQ(quantize_iq(t.type, x.data(), out.data(), 2, 256, im.data()), 2 * t.block_bytes);
+  EXPECT_EQ(quantize_chunk(t.type, x.data(), out.data(), 2, 256, im.data()), 2 * 256 / t.block_elems * t.block_bytes);
+}
+
+TEST_P(IqQuantize, RefusesBadRowLengths) {
+  check_bad_lengths(GetParam());
+  EXPECT_EQ(quantize_iq(GetParam().type, std::vector<float>(256, 1.0f).data(), std::vector<uint8_t>(128).data(), 1,
+                        256, std::vector<float>(256, 1.0f).data()),
+            GetParam().block_bytes);
 }
 
 // Non-finite and extreme inputs (which ggml may abort on) give blocks, never a crash.
@@ -211,6 +224,54 @@ TEST(IqQuantizeRules, LlamaQuantizeRefusals) {
   EXPECT_FALSE(llama_quantize_requires_imatrix(TensorType::IQ3_S));
   EXPECT_FALSE(llama_quantize_requires_imatrix(TensorType::Q4_K));
 }
+
+// ---- the importance-weighted older types -------------------------------------------------------
+
+const TypeCase kWeighted[] = {
+    {"q2_k", TensorType::Q2_K, 84, 256, quantize_q2_k, false},
+    {"q3_k", TensorType::Q3_K, 110, 256, quantize_q3_k, false},
+    {"q4_k", TensorType::Q4_K, 144, 256, quantize_q4_k, false},
+    {"q5_k", TensorType::Q5_K, 176, 256, quantize_q5_k, false},
+    {"q6_k", TensorType::Q6_K, 210, 256, quantize_q6_k, false},
+    {"q4_0", TensorType::Q4_0, 18, 32, quantize_q4_0, false},
+    {"q4_1", TensorType::Q4_1, 20, 32, quantize_q4_1, false},
+    {"q5_0", TensorType::Q5_0, 22, 32, quantize_q5_0, false},
+    {"q5_1", TensorType::Q5_1, 24, 32, quantize_q5_1, false},
+    {"iq4_nl", TensorType::IQ4_NL, 18, 32, quantize_iq4_nl, false},
+    {"iq4_xs", TensorType::IQ4_XS, 136, 256, quantize_iq4_xs, false},
+};
+
+class WeightedQuantize : public ::testing::TestWithParam<TypeCase> {};
+
+TEST_P(WeightedQuantize, MatchesGgmlWithImatrix) {
+  check_file(GetParam(), std::string("iqq_") + GetParam().name + "_im_256.qref");
+  check_file(GetParam(), std::string("iqq_") + GetParam().name + "_im_1024.qref");
+  check_file(GetParam(), std::string("iqq_") + GetParam().name + "_imz_256.qref");
+}
+
+// Without an importance matrix: what ggml_quantize_chunk writes then (the reference quantizers).
+TEST_P(WeightedQuantize, MatchesGgmlWithoutImatrix) {
+  check_file(GetParam(), std::string("iqq_") + GetParam().name + "_noim_256.qref");
+}
+
+TEST_P(WeightedQuantize, RefusesBadRowLengths) { check_bad_lengths(GetParam()); }
+
+TEST_P(WeightedQuantize, SurvivesNonFiniteInput) {
+  const TypeCase& t = GetParam();
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> im(256, 1.0f);
+  const size_t bytes = 256 / size_t(t.block_elems) * t.block_bytes;
+  std::vector<uint8_t> out(bytes + 1, 0xA5);
+  for (float s : {nan, inf, -inf, 3e38f, 1e-45f}) {
+    std::vector<float> x(256);
+    for (int i = 0; i < 256; ++i) x[i] = i % 5 == 0 ? s : std::sin(float(i));
+    EXPECT_EQ(t.fn(x.data(), out.data(), 1, 256, im.data()), bytes);
+    EXPECT_EQ(out.back(), 0xA5);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, WeightedQuantize, ::testing::ValuesIn(kWeighted),
+                         [](const ::testing::TestParamInfo<TypeCase>& i) { return std::string(i.param.name); });
 
 INSTANTIATE_TEST_SUITE_P(Types, IqQuantize, ::testing::ValuesIn(kTypes),
                          [](const ::testing::TestParamInfo<TypeCase>& i) { return std::string(i.param.name); });
