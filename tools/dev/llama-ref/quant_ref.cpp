@@ -3,6 +3,12 @@
 // compiles it against the static ggml libraries of ~/.cache/loom-llama-cpp.
 //
 // Usage:
+//   loom-quant-ref bench [--n N] TYPE...
+//       ns per block of ggml's CPU vec_dot (this build's kernel) for each TYPE: one weight row of
+//       N elements (default 8192: the activations stay in L1, as in a matrix-vector product)
+//       quantized by ggml from Gaussian values x 0.02, activations quantized to the vec_dot_type,
+//       the best of 20 runs of >= 1 ms each. test_quant_small's SmallTypesSimdBench measures
+//       loom's kernels the same way.
 //   loom-quant-ref TYPE SEED OUT [--n N] [--wrows W] [--arows K] [--weights random|quantize|FILE]
 //                  [--qrows Q] [--qsrc FILE.f32] [--imatrix none|random|FILE.f32]
 //
@@ -59,6 +65,7 @@
 #include <ggml.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -217,14 +224,56 @@ void put(FILE* f, const void* p, size_t bytes) {
   if (bytes && std::fwrite(p, 1, bytes, f) != bytes) die("write failed");
 }
 
+int bench(int argc, char** argv) {
+  int64_t n = 8192;
+  std::vector<ggml_type> types;
+  for (int i = 2; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--n" && i + 1 < argc) n = std::stoll(argv[++i]);
+    else types.push_back(type_by_name(a));
+  }
+  ggml_cpu_init();
+  for (ggml_type t : types) {
+    const auto* ct = ggml_get_type_traits_cpu(t);
+    if (!ct->vec_dot) die(std::string(ggml_type_name(t)) + " has no CPU vec_dot");
+    const int64_t blk = ggml_blck_size(t);
+    if (n % blk != 0 || n % ggml_blck_size(ct->vec_dot_type) != 0) die("--n is not a multiple of the block sizes");
+    std::mt19937_64 rng(1);
+    std::normal_distribution<float> g(0.0f, 1.0f);
+    std::vector<float> x(static_cast<size_t>(n)), y(static_cast<size_t>(n));
+    for (auto& v : x) v = g(rng) * 0.02f;
+    for (auto& v : y) v = g(rng);
+    std::vector<uint8_t> w(ggml_row_size(t, n)), a(ggml_row_size(ct->vec_dot_type, n));
+    std::vector<float> im(size_t(n), 1.0f);
+    ggml_quantize_chunk(t, x.data(), w.data(), 0, 1, n, ggml_quantize_requires_imatrix(t) ? im.data() : nullptr);
+    ggml_get_type_traits_cpu(ct->vec_dot_type)->from_float(y.data(), a.data(), n);
+    const int reps = int(std::max<int64_t>(10, 4000000 / n));
+    double best = 1e30;
+    volatile float sink = 0.0f;
+    for (int r = 0; r < 20; ++r) {
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int k = 0; k < reps; ++k) {
+        float s = 0.0f;
+        ct->vec_dot(int(n), &s, 0, w.data(), 0, a.data(), 0, 1);
+        sink = sink + s;
+      }
+      const double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+      best = std::min(best, ns / (double(reps) * double(n / blk)));
+    }
+    std::printf("%-8s ggml %7.2f ns/block\n", ggml_type_name(t), best);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc >= 2 && std::string(argv[1]) == "bench") return bench(argc, argv);
   if (argc < 4) {
     std::fprintf(stderr,
                  "usage: loom-quant-ref TYPE SEED OUT [--n N] [--wrows W] [--arows K] "
-                 "[--weights random|quantize] [--qrows Q] [--qsrc FILE.f32] "
-                 "[--imatrix none|random|FILE.f32]\n");
+                 "[--weights random|quantize|FILE] [--qrows Q] [--qsrc FILE.f32] "
+                 "[--imatrix none|random|FILE.f32]\n       loom-quant-ref bench [--n N] TYPE...\n");
     return 2;
   }
   const ggml_type type = type_by_name(argv[1]);
