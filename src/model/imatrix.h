@@ -20,7 +20,10 @@
 // and ne[2] matrices (experts) looks up its own name; no entry: quantized without an imatrix (an
 // error for the types that need one: quant/iq_quantize.h); an entry whose size is not
 // ne[0] * ne[2]: an error, except for token_embd, which then goes without. Rows of matrix e use
-// values [e * n_per_row, (e + 1) * n_per_row).
+// values [e * n_per_row, (e + 1) * n_per_row). llama-quantize then records in the output file:
+// quantize.imatrix.file (the path as given, cut to 127 bytes), quantize.imatrix.dataset
+// (datasets[0], cut to 127 bytes, when there is one), quantize.imatrix.entries_count (u32, the
+// number of entries) and quantize.imatrix.chunks_count (u32, chunk_count, only when > 0).
 #pragma once
 
 #include <cstdint>
