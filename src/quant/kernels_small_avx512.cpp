@@ -270,32 +270,65 @@ LOOM_AVX512_VNNI float dot_mxfp4(int64_t nb, const uint8_t* w, const uint8_t* a)
   return sum;
 }
 
+// ---- ternary formats ------------------------------------------------------------------------
+
+// The scales of 16 consecutive ternary blocks (f16 d at byte dpos of each wbytes-byte weight
+// block) times those of their Q8_K activation blocks (f32 d first), stored to out[16]. The f16
+// is gathered as the upper half of the dword ending with it, which lies inside the block.
+LOOM_AVX512_VNNI inline void tq_scales16(const uint8_t* w, int wbytes, int dpos, const uint8_t* a,
+                                         float* out) {
+  const __m512i k = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i gw = _mm512_srli_epi32(
+      _mm512_i32gather_epi32(_mm512_mullo_epi32(k, _mm512_set1_epi32(wbytes)), w + dpos - 2, 1), 16);
+  const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(gw));
+  const __m512 da = _mm512_i32gather_ps(_mm512_mullo_epi32(k, _mm512_set1_epi32(kQ8KBytes)), a, 1);
+  _mm512_storeu_ps(out, _mm512_mul_ps(da, dw));
+}
+
 // ---- TQ2_0 ----------------------------------------------------------------------------------
 
-LOOM_AVX512_VNNI float dot_tq2_0(int64_t nb, const uint8_t* w, const uint8_t* a) {
-  __m512 acc = _mm512_setzero_ps();
+// sum_e level_e y_e - sum_e y_e of one block (16 int32 lanes).
+LOOM_AVX512_VNNI inline __m512i tq2_block(const uint8_t* bw, const uint8_t* ba, __m512i shift_lo,
+                                         __m512i shift_hi) {
   const __m512i m3 = _mm512_set1_epi8(3);
   // Activations in 64-byte pieces: piece 2h + k holds elements 128 h + 64 k .. + 63, i.e. the
-  // levels at shifts 4k (first 32 bytes) and 4k + 2 (last 32) of qs[32 h .. 32 h + 31].
+  // levels at shifts 4k (first 32 bytes) and 4k + 2 (last 32) of qs[32 h .. 32 h + 31]. Two
+  // accumulation chains (the blocks are independent, so out-of-order execution overlaps them).
+  __m512i s[2];
+  for (int h = 0; h < 2; ++h) {
+    const __m512i q = _mm512_broadcast_i64x4(load256(bw + 32 * h));
+    const __m512i l0 = _mm512_and_si512(_mm512_srlv_epi16(q, shift_lo), m3);
+    const __m512i l1 = _mm512_and_si512(_mm512_srlv_epi16(q, shift_hi), m3);
+    s[h] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), l0, load512(ba + 4 + 128 * h)),
+                               l1, load512(ba + 4 + 128 * h + 64));
+  }
+  // Minus the sum of the activations (bsums, widened to 16 lanes).
+  return _mm512_sub_epi32(_mm512_add_epi32(s[0], s[1]), _mm512_cvtepi16_epi32(load256(ba + 260)));
+}
+
+LOOM_AVX512_VNNI float dot_tq2_0(int64_t nb, const uint8_t* w, const uint8_t* a) {
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
   const __m512i shift_lo = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
   const __m512i shift_hi = _mm512_add_epi16(shift_lo, _mm512_set1_epi16(4));
-  for (int64_t i = 0; i < nb; ++i) {
+  alignas(64) float sc[16];
+  int64_t i = 0;
+  for (; i + 16 <= nb; i += 16) {
+    tq_scales16(w + i * 66, 66, 64, a + i * kQ8KBytes, sc);
+    __asm__ volatile("" : : "r"(sc) : "memory");  // broadcast the scales by loads
+    for (int b = 0; b < 16; b += 2) {
+      acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(tq2_block(w + (i + b) * 66, a + (i + b) * kQ8KBytes, shift_lo, shift_hi)),
+                             _mm512_set1_ps(sc[b]), acc0);
+      acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(tq2_block(w + (i + b + 1) * 66, a + (i + b + 1) * kQ8KBytes, shift_lo, shift_hi)),
+                             _mm512_set1_ps(sc[b + 1]), acc1);
+    }
+  }
+  for (; i < nb; ++i) {
     const uint8_t* bw = w + i * 66;
     const uint8_t* ba = a + i * kQ8KBytes;
-    __m512i s[4];
-    for (int h = 0; h < 2; ++h) {
-      const __m512i q = _mm512_broadcast_i64x4(load256(bw + 32 * h));
-      const __m512i l0 = _mm512_and_si512(_mm512_srlv_epi16(q, shift_lo), m3);
-      const __m512i l1 = _mm512_and_si512(_mm512_srlv_epi16(q, shift_hi), m3);
-      s[2 * h] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), l0, load512(ba + 4 + 128 * h));
-      s[2 * h + 1] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), l1, load512(ba + 4 + 128 * h + 64));
-    }
-    // Minus the sum of the activations (bsums, widened to 16 lanes).
-    const __m512i t = _mm512_sub_epi32(_mm512_add_epi32(_mm512_add_epi32(s[0], s[1]), _mm512_add_epi32(s[2], s[3])),
-                                       _mm512_cvtepi16_epi32(load256(ba + 260)));
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_set1_ps(f32_at(ba) * f16(bw + 64)), acc);
+    acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(tq2_block(bw, ba, shift_lo, shift_hi)),
+                           _mm512_set1_ps(f32_at(ba) * f16(bw + 64)), acc0);
   }
-  return _mm512_reduce_add_ps(acc);
+  return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
 }
 
 // ---- TQ1_0 ----------------------------------------------------------------------------------
@@ -303,40 +336,56 @@ LOOM_AVX512_VNNI float dot_tq2_0(int64_t nb, const uint8_t* w, const uint8_t* a)
 LOOM_AVX512_VNNI inline __m256i times3(__m256i q) { return _mm256_add_epi8(_mm256_add_epi8(q, q), q); }
 LOOM_AVX512_VNNI inline __m128i times3(__m128i q) { return _mm_add_epi8(_mm_add_epi8(q, q), q); }
 
-LOOM_AVX512_VNNI float dot_tq1_0(int64_t nb, const uint8_t* w, const uint8_t* a) {
-  __m512 acc = _mm512_setzero_ps();
+// sum_e (trit_e - 1) y_e of one block (16 int32 lanes).
+LOOM_AVX512_VNNI inline __m512i tq1_block(const uint8_t* bw, const uint8_t* ba) {
   const __m512i one = _mm512_set1_epi8(1), zero = _mm512_setzero_si512();
   const __m512i c86 = _mm512_set1_epi8(86), c171 = _mm512_set1_epi8(int8_t(171));
-  for (int64_t i = 0; i < nb; ++i) {
-    const uint8_t* bw = w + i * 54;
-    const uint8_t* ba = a + i * kQ8KBytes + 4;
-    // Four registers of shifted bytes in element order (trit = (q >= 86) + (q >= 171)):
-    // qs[0..31] x {1, 3}, {9, 27}, then x 81 with qs[32..47] x {1, 3}, then x {9, 27} and
-    // (x 81, qh x {1, 3, 9, 27}).
-    const __m256i q1 = load256(bw);
-    const __m256i q3 = times3(q1), q9 = times3(q3), q27 = times3(q9), q81 = times3(q27);
-    const __m128i x1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bw + 32));
-    const __m128i x3 = times3(x1), x9 = times3(x3), x27 = times3(x9), x81 = times3(x27);
-    uint32_t qh;
-    std::memcpy(&qh, bw + 48, 4);
-    const __m128i h1 = _mm_set1_epi32(int(qh));
-    const __m128i h3 = times3(h1), h9 = times3(h3), h27 = times3(h9);
-    const __m128i h = _mm_blend_epi32(_mm_blend_epi32(h1, h3, 0x2), _mm_blend_epi32(h9, h27, 0x8), 0xc);
-    const __m512i g[4] = {join(q1, q3), join(q9, q27), join(q81, _mm256_set_m128i(x3, x1)),
-                          join(_mm256_set_m128i(x27, x9), _mm256_set_m128i(h, x81))};
-    __m512i p[4];
-    for (int k = 0; k < 4; ++k) {
-      const __m512i y = load512(ba + 64 * k);
-      const __mmask64 ge86 = _mm512_cmpge_epu8_mask(g[k], c86);
-      const __mmask64 ge171 = _mm512_cmpge_epu8_mask(g[k], c171);
-      // Level trit - 1: y where the trit is 2, -y where it is 0, 0 where it is 1.
-      const __m512i t = _mm512_mask_sub_epi8(_mm512_maskz_mov_epi8(ge171, y), ~ge86, zero, y);
-      p[k] = _mm512_dpbusd_epi32(zero, one, t);
-    }
-    const __m512i s = _mm512_add_epi32(_mm512_add_epi32(p[0], p[1]), _mm512_add_epi32(p[2], p[3]));
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(f16(bw + 52) * f32_at(ba - 4)), acc);
+  // Four registers of shifted bytes in element order (trit = (q >= 86) + (q >= 171)):
+  // qs[0..31] x {1, 3}, {9, 27}, then x 81 with qs[32..47] x {1, 3}, then x {9, 27} and
+  // (x 81, qh x {1, 3, 9, 27}).
+  const __m256i q1 = load256(bw);
+  const __m256i q3 = times3(q1), q9 = times3(q3), q27 = times3(q9), q81 = times3(q27);
+  const __m128i x1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bw + 32));
+  const __m128i x3 = times3(x1), x9 = times3(x3), x27 = times3(x9), x81 = times3(x27);
+  uint32_t qh;
+  std::memcpy(&qh, bw + 48, 4);
+  const __m128i h1 = _mm_set1_epi32(int(qh));
+  const __m128i h3 = times3(h1), h9 = times3(h3), h27 = times3(h9);
+  const __m128i h = _mm_blend_epi32(_mm_blend_epi32(h1, h3, 0x2), _mm_blend_epi32(h9, h27, 0x8), 0xc);
+  const __m512i g[4] = {join(q1, q3), join(q9, q27), join(q81, _mm256_set_m128i(x3, x1)),
+                        join(_mm256_set_m128i(x27, x9), _mm256_set_m128i(h, x81))};
+  __m512i s[2] = {zero, zero};  // two accumulation chains
+  for (int k = 0; k < 4; ++k) {
+    const __m512i y = load512(ba + 4 + 64 * k);
+    const __mmask64 ge86 = _mm512_cmpge_epu8_mask(g[k], c86);
+    const __mmask64 ge171 = _mm512_cmpge_epu8_mask(g[k], c171);
+    // Level trit - 1: y where the trit is 2, -y where it is 0, 0 where it is 1.
+    const __m512i t = _mm512_mask_sub_epi8(_mm512_maskz_mov_epi8(ge171, y), ~ge86, zero, y);
+    s[k & 1] = _mm512_dpbusd_epi32(s[k & 1], one, t);
   }
-  return _mm512_reduce_add_ps(acc);
+  return _mm512_add_epi32(s[0], s[1]);
+}
+
+LOOM_AVX512_VNNI float dot_tq1_0(int64_t nb, const uint8_t* w, const uint8_t* a) {
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+  alignas(64) float sc[16];
+  int64_t i = 0;
+  for (; i + 16 <= nb; i += 16) {
+    tq_scales16(w + i * 54, 54, 52, a + i * kQ8KBytes, sc);
+    __asm__ volatile("" : : "r"(sc) : "memory");  // broadcast the scales by loads
+    for (int b = 0; b < 16; b += 2) {
+      acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(tq1_block(w + (i + b) * 54, a + (i + b) * kQ8KBytes)),
+                             _mm512_set1_ps(sc[b]), acc0);
+      acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(tq1_block(w + (i + b + 1) * 54, a + (i + b + 1) * kQ8KBytes)),
+                             _mm512_set1_ps(sc[b + 1]), acc1);
+    }
+  }
+  for (; i < nb; ++i) {
+    const uint8_t* bw = w + i * 54;
+    const uint8_t* ba = a + i * kQ8KBytes;
+    acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(tq1_block(bw, ba)), _mm512_set1_ps(f16(bw + 52) * f32_at(ba)), acc0);
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
 }
 
 }  // namespace
