@@ -2,9 +2,9 @@
 // (contract: iq_kernels.h). Every function carries the target attribute.
 //
 // Two 32-element sub-blocks per step: their 8 grid entries (16 for IQ3) are gathered into one
-// 64-byte register with indices computed in vector registers, the 64 sign bits (parity bits
-// computed in-register where the format stores 7) are a mask register, so negating activations
-// is one masked subtract, and VPDPWSSD multiplies maddubs' int16 pair sums by the scales and
+// 64-byte register with indices computed in vector registers, the 64 sign bits (for the formats
+// that store 7 per group, a block's 32 sign bytes with their parity bits are computed at once in
+// vector registers) are a mask register, so negating activations is one masked subtract, and VPDPWSSD multiplies maddubs' int16 pair sums by the scales and
 // accumulates in one instruction. IQ1_S uses level + 1 (unsigned) minus the activations' pair
 // sums; IQ1_M folds its delta into the level as 8 * level +- 1. Each block's integer sum is exact
 // and goes through the reference's float steps, so results are bit-identical with iq_ref.
@@ -35,11 +35,6 @@ inline uint32_t u32_at(const uint8_t* p) {
   std::memcpy(&v, p, 4);
   return v;
 }
-inline uint64_t u64_at(const uint8_t* p) {
-  uint64_t v;
-  std::memcpy(&v, p, 8);
-  return v;
-}
 inline uint16_t u16_at(const uint8_t* p) {
   uint16_t v;
   std::memcpy(&v, p, 2);
@@ -62,21 +57,27 @@ LOOM_IQ_AVX512 inline __m512i scales4(int s0, int s1, int s2, int s3) {
   return _mm512_set_epi64(rep16(s3), rep16(s3), rep16(s2), rep16(s2), rep16(s1), rep16(s1), rep16(s0), rep16(s0));
 }
 
-// Sign byte of 7 stored sign bits in each 32-bit lane (bits 0-6): the bits plus their parity
-// at bit 7 (what kSignsIq2xs holds), then the 8 lanes' bytes as one 64-bit mask.
-LOOM_IQ_AVX512 inline uint64_t sign_mask8(__m256i bits7) {
-  __m256i x = _mm256_xor_si256(bits7, _mm256_srli_epi32(bits7, 4));
-  x = _mm256_xor_si256(x, _mm256_srli_epi32(x, 2));
-  x = _mm256_xor_si256(x, _mm256_srli_epi32(x, 1));
-  const __m256i sb = _mm256_or_si256(bits7, _mm256_slli_epi32(_mm256_and_si256(x, _mm256_set1_epi32(1)), 7));
-  return uint64_t(_mm_cvtsi128_si64(_mm256_cvtepi32_epi8(sb)));
+// Sign bytes of 16 groups whose 7 stored sign bits are bits 0-6 of each 32-bit lane: the bits
+// plus their parity at bit 7 (what kSignsIq2xs holds), as 16 bytes.
+LOOM_IQ_AVX512 inline __m128i sign_bytes16(__m512i bits7) {
+  __m512i x = _mm512_xor_si512(bits7, _mm512_srli_epi32(bits7, 4));
+  x = _mm512_xor_si512(x, _mm512_srli_epi32(x, 2));
+  x = _mm512_xor_si512(x, _mm512_srli_epi32(x, 1));
+  const __m512i p = _mm512_slli_epi32(_mm512_and_si512(x, _mm512_set1_epi32(1)), 7);
+  return _mm512_cvtepi32_epi8(_mm512_or_si512(bits7, p));
 }
-// The same for 7-bit fields at bits 7 l (l < 4) of v0 (groups 0-3) and v1 (groups 4-7).
-LOOM_IQ_AVX512 inline uint64_t sign_mask_7bit(uint32_t v0, uint32_t v1) {
-  const __m256i v = _mm256_setr_epi32(int(v0), int(v0), int(v0), int(v0), int(v1), int(v1), int(v1), int(v1));
-  const __m256i bits = _mm256_and_si256(_mm256_srlv_epi32(v, _mm256_setr_epi32(0, 7, 14, 21, 0, 7, 14, 21)),
-                                        _mm256_set1_epi32(127));
-  return sign_mask8(bits);
+// The 32 sign bytes of a block (8 bytes per pair of sub-blocks) from its 8 sign/scale words
+// (IQ2_XXS, IQ3_XXS: 4 fields of 7 bits at bits 7 l), in the low 8 lanes of `words`.
+LOOM_IQ_AVX512 inline void signs_7bit_words(__m512i words, uint64_t* out) {
+  const __m512i lo = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+  const __m512i hi = _mm512_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7);
+  const __m512i shifts = _mm512_setr_epi32(0, 7, 14, 21, 0, 7, 14, 21, 0, 7, 14, 21, 0, 7, 14, 21);
+  const __m512i m127 = _mm512_set1_epi32(127);
+  const auto bits = [&](__m512i idx) LOOM_IQ_AVX512 {
+    return _mm512_and_si512(_mm512_srlv_epi32(_mm512_permutexvar_epi32(idx, words), shifts), m127);
+  };
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out), sign_bytes16(bits(lo)));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 2), sign_bytes16(bits(hi)));
 }
 
 // acc += sum over 64 elements of level * (+-activation), weighted per 16 elements by ls.
@@ -101,21 +102,33 @@ LOOM_IQ_AVX512 inline int reduce_i32(__m512i v) {
 
 struct Iq2xxs {
   static constexpr int kBytes = 66;
-  LOOM_IQ_AVX512 static __m512i pair(__m512i acc, const uint8_t* b, int p, const uint8_t* q8) {
+  // qs as u32: even words hold 4 grid indices, odd words the signs and scale.
+  LOOM_IQ_AVX512 static void signs(const uint8_t* b, uint64_t* out) {
+    const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 0, 0, 0, 0, 0, 0, 0, 0);
+    signs_7bit_words(_mm512_permutexvar_epi32(odd, _mm512_loadu_si512(b + 2)), out);
+  }
+  LOOM_IQ_AVX512 static __m512i pair(__m512i acc, const uint8_t* b, int p, const uint8_t* q8, uint64_t signs) {
     const uint8_t* q = b + 2 + 16 * p;
     const uint32_t v0 = u32_at(q + 4), v1 = u32_at(q + 12);
     const uint64_t ib8 = uint64_t(u32_at(q)) | uint64_t(u32_at(q + 8)) << 32;
     const __m256i idx = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(int64_t(ib8)));
     const __m512i levels = _mm512_i32gather_epi64(idx, reinterpret_cast<const long long*>(kIq2xxsGrid), 8);
     const int l0 = int(2 * (v0 >> 28) + 1), l1 = int(2 * (v1 >> 28) + 1);
-    return pair_dot(acc, levels, sign_mask_7bit(v0, v1), scales2(l0, l1), q8);
+    return pair_dot(acc, levels, signs, scales2(l0, l1), q8);
   }
 };
 struct Iq2xs {
   static constexpr int kBytes = 74;
-  LOOM_IQ_AVX512 static __m512i pair(__m512i acc, const uint8_t* b, int p, const uint8_t* q8) {
+  // qs as u16: bits 9-15 are the signs of a group.
+  LOOM_IQ_AVX512 static void signs(const uint8_t* b, uint64_t* out) {
+    const __m512i q = _mm512_loadu_si512(b + 2);
+    const __m512i lo = _mm512_cvtepu16_epi32(_mm512_castsi512_si256(q));
+    const __m512i hi = _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(q, 1));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out), sign_bytes16(_mm512_srli_epi32(lo, 9)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 2), sign_bytes16(_mm512_srli_epi32(hi, 9)));
+  }
+  LOOM_IQ_AVX512 static __m512i pair(__m512i acc, const uint8_t* b, int p, const uint8_t* q8, uint64_t signs) {
     const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2 + 16 * p)));
-    const uint64_t signs = sign_mask8(_mm256_srli_epi32(v, 9));
     const __m256i idx = _mm256_and_si256(v, _mm256_set1_epi32(511));
     const __m512i levels = _mm512_i32gather_epi64(idx, reinterpret_cast<const long long*>(kIq2xsGrid), 8);
     const int s0 = b[66 + 2 * p], s1 = b[67 + 2 * p];
@@ -125,7 +138,8 @@ struct Iq2xs {
 };
 struct Iq2s {
   static constexpr int kBytes = 82;
-  LOOM_IQ_AVX512 static __m512i pair(__m512i acc, const uint8_t* b, int p, const uint8_t* q8) {
+  LOOM_IQ_AVX512 static void signs(const uint8_t* b, uint64_t* out) { std::memcpy(out, b + 34, 32); }
+  LOOM_IQ_AVX512 static __m512i pair(__m512i acc, const uint8_t* b, int p, const uint8_t* q8, uint64_t signs) {
     const uint8_t* q = b + 2 + 8 * p;
     const int h0 = b[66 + 2 * p], h1 = b[67 + 2 * p];
     // index k: q[k] | 2 bits of qh at 2 (k % 4) of byte k / 4, as 8 int32 lanes.
@@ -136,24 +150,29 @@ struct Iq2s {
                                         _mm256_slli_epi32(hi, 8));
     const __m512i levels = _mm512_i32gather_epi64(idx, reinterpret_cast<const long long*>(kIq2sGrid), 8);
     const int s0 = b[74 + 2 * p], s1 = b[75 + 2 * p];
-    return pair_dot(acc, levels, u64_at(b + 34 + 8 * p),
+    return pair_dot(acc, levels, signs,
                     scales4(2 * (s0 & 15) + 1, 2 * (s0 >> 4) + 1, 2 * (s1 & 15) + 1, 2 * (s1 >> 4) + 1), q8);
   }
 };
 struct Iq3xxs {
   static constexpr int kBytes = 98;
-  LOOM_IQ_AVX512 static __m512i pair(__m512i acc, const uint8_t* b, int p, const uint8_t* q8) {
+  // The 8 sign/scale words follow the 64 index bytes.
+  LOOM_IQ_AVX512 static void signs(const uint8_t* b, uint64_t* out) {
+    signs_7bit_words(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 66))), out);
+  }
+  LOOM_IQ_AVX512 static __m512i pair(__m512i acc, const uint8_t* b, int p, const uint8_t* q8, uint64_t signs) {
     const uint8_t* q = b + 2 + 16 * p;
     const uint32_t v0 = u32_at(b + 66 + 8 * p), v1 = u32_at(b + 70 + 8 * p);
     const __m512i idx = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)));
     const __m512i levels = _mm512_i32gather_epi32(idx, reinterpret_cast<const int*>(kIq3xxsGrid), 4);
     const int l0 = int(2 * (v0 >> 28) + 1), l1 = int(2 * (v1 >> 28) + 1);
-    return pair_dot(acc, levels, sign_mask_7bit(v0, v1), scales2(l0, l1), q8);
+    return pair_dot(acc, levels, signs, scales2(l0, l1), q8);
   }
 };
 struct Iq3s {
   static constexpr int kBytes = 110;
-  LOOM_IQ_AVX512 static __m512i pair(__m512i acc, const uint8_t* b, int p, const uint8_t* q8) {
+  LOOM_IQ_AVX512 static void signs(const uint8_t* b, uint64_t* out) { std::memcpy(out, b + 74, 32); }
+  LOOM_IQ_AVX512 static __m512i pair(__m512i acc, const uint8_t* b, int p, const uint8_t* q8, uint64_t signs) {
     const uint8_t* q = b + 2 + 16 * p;
     const int h = b[66 + 2 * p] | b[67 + 2 * p] << 8;
     // index k: q[k] | bit k of the 16 qh bits (a lane mask) << 8.
@@ -162,7 +181,7 @@ struct Iq3s {
     const __m512i levels = _mm512_i32gather_epi32(idx, reinterpret_cast<const int*>(kIq3sGrid), 4);
     const int s = b[106 + p];
     const int l0 = 2 * (s & 15) + 1, l1 = 2 * (s >> 4) + 1;
-    return pair_dot(acc, levels, u64_at(b + 74 + 8 * p), scales2(l0, l1), q8);
+    return pair_dot(acc, levels, signs, scales2(l0, l1), q8);
   }
 };
 
@@ -172,10 +191,12 @@ LOOM_IQ_AVX512 float dot_grid(int64_t n, const void* wv, const void* av, float f
   const auto* a = static_cast<const uint8_t*>(av);
   float sumf = 0.0f;
   for (int64_t i = 0; i < n / 256; ++i, w += F::kBytes, a += kQ8K) {
-    __m512i acc0 = F::pair(_mm512_setzero_si512(), w, 0, a + 4);
-    __m512i acc1 = F::pair(_mm512_setzero_si512(), w, 1, a + 68);
-    acc0 = F::pair(acc0, w, 2, a + 132);
-    acc1 = F::pair(acc1, w, 3, a + 196);
+    alignas(16) uint64_t signs[4];
+    F::signs(w, signs);
+    __m512i acc0 = F::pair(_mm512_setzero_si512(), w, 0, a + 4, signs[0]);
+    __m512i acc1 = F::pair(_mm512_setzero_si512(), w, 1, a + 68, signs[1]);
+    acc0 = F::pair(acc0, w, 2, a + 132, signs[2]);
+    acc1 = F::pair(acc1, w, 3, a + 196, signs[3]);
     const int isum = reduce_i32(_mm512_add_epi32(acc0, acc1));
     const float d = f16_at(w) * f32_at(a);
     sumf += d * float(isum);
