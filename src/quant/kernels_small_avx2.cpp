@@ -233,30 +233,65 @@ LOOM_AVX2 float dot_mxfp4(int64_t nb, const uint8_t* w, const uint8_t* a) {
   return hsum(_mm256_add_ps(acc0, acc1));
 }
 
+// ---- ternary formats ------------------------------------------------------------------------
+
+// The scales of 8 consecutive ternary blocks (f16 d at byte dpos of each wbytes-byte weight
+// block) times those of their Q8_K activation blocks (f32 d first), times sign, stored to
+// out[8]. The f16 is gathered as the upper half of the dword ending with it (inside the block).
+LOOM_AVX2 inline void tq_scales8(const uint8_t* w, int wbytes, int dpos, const uint8_t* a, float sign,
+                                 float* out) {
+  const __m256i k = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i gw = _mm256_i32gather_epi32(reinterpret_cast<const int*>(w + dpos - 2),
+                                            _mm256_mullo_epi32(k, _mm256_set1_epi32(wbytes)), 1);
+  // The upper halves of the dwords -> 8 contiguous halves.
+  const __m256i pack = _mm256_setr_epi8(2, 3, 6, 7, 10, 11, 14, 15, -1, -1, -1, -1, -1, -1, -1, -1,
+                                        2, 3, 6, 7, 10, 11, 14, 15, -1, -1, -1, -1, -1, -1, -1, -1);
+  const __m256 dw = _mm256_cvtph_ps(
+      _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_shuffle_epi8(gw, pack), 0x08)));
+  const __m256 da = _mm256_i32gather_ps(reinterpret_cast<const float*>(a),
+                                        _mm256_mullo_epi32(k, _mm256_set1_epi32(kQ8KBytes)), 1);
+  _mm256_storeu_ps(out, _mm256_mul_ps(_mm256_mul_ps(da, dw), _mm256_set1_ps(sign)));
+}
+
 // ---- TQ2_0 ----------------------------------------------------------------------------------
 
 // sum_e (level_e - 1) y_e over a block = sum level * y (maddubs: level unsigned 0..3) minus the
 // sum of y, which Q8_K keeps as bsums.
-LOOM_AVX2 float dot_tq2_0(int64_t nb, const uint8_t* w, const uint8_t* a) {
-  __m256 acc = _mm256_setzero_ps();
+LOOM_AVX2 inline __m256i tq2_block(const uint8_t* bw, const uint8_t* ba) {
   const __m256i m3 = _mm256_set1_epi8(3);
-  for (int64_t i = 0; i < nb; ++i) {
+  __m256i s16 = _mm256_setzero_si256();  // at most 8 x 2 x 3 x 127 per lane: fits int16
+  for (int h = 0; h < 2; ++h) {
+    const __m256i q = loadu256(bw + 32 * h);
+    for (int l = 0; l < 4; ++l) {
+      const __m256i lv = _mm256_and_si256(_mm256_srli_epi16(q, 2 * l), m3);
+      s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(lv, loadu256(ba + 4 + 128 * h + 32 * l)));
+    }
+  }
+  return _mm256_sub_epi32(sum_pairs_i32(s16), sum_pairs_i32(loadu256(ba + 260)));
+}
+
+// sum_e (level_e - 1) y_e over a block = sum level * y (maddubs: level unsigned 0..3) minus the
+// sum of y, which Q8_K keeps as bsums.
+LOOM_AVX2 float dot_tq2_0(int64_t nb, const uint8_t* w, const uint8_t* a) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  alignas(32) float sc[8];
+  int64_t i = 0;
+  for (; i + 8 <= nb; i += 8) {
+    tq_scales8(w + i * 66, 66, 64, a + i * kQ8KBytes, 1.0f, sc);
+    __asm__ volatile("" : : "r"(sc) : "memory");  // broadcast the scales by loads
+    for (int b = 0; b < 8; b += 2) {
+      acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(tq2_block(w + (i + b) * 66, a + (i + b) * kQ8KBytes)),
+                             _mm256_broadcast_ss(sc + b), acc0);
+      acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(tq2_block(w + (i + b + 1) * 66, a + (i + b + 1) * kQ8KBytes)),
+                             _mm256_broadcast_ss(sc + b + 1), acc1);
+    }
+  }
+  for (; i < nb; ++i) {
     const uint8_t* bw = w + i * 66;
     const uint8_t* ba = a + i * kQ8KBytes;
-    __m256i s16 = _mm256_setzero_si256();  // at most 8 x 2 x 3 x 127 per lane: fits int16
-    for (int h = 0; h < 2; ++h) {
-      const __m256i q = loadu256(bw + 32 * h);
-      for (int l = 0; l < 4; ++l) {
-        const __m256i lv = _mm256_and_si256(_mm256_srli_epi16(q, 2 * l), m3);
-        const __m256i y = loadu256(ba + 4 + 128 * h + 32 * l);
-        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(lv, y));
-      }
-    }
-    const __m256i bsums = loadu256(ba + 260);
-    const __m256i s32 = _mm256_sub_epi32(sum_pairs_i32(s16), sum_pairs_i32(bsums));
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s32), _mm256_set1_ps(f32_at(ba) * f16(bw + 64)), acc);
+    acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(tq2_block(bw, ba)), _mm256_set1_ps(f32_at(ba) * f16(bw + 64)), acc0);
   }
-  return hsum(acc);
+  return hsum(_mm256_add_ps(acc0, acc1));
 }
 
 // ---- TQ1_0 ----------------------------------------------------------------------------------
@@ -293,23 +328,40 @@ LOOM_AVX2 inline void tq1_groups(const uint8_t* bw, __m256i (&g)[8]) {
   g[7] = _mm256_set_m128i(h, x81);
 }
 
-LOOM_AVX2 float dot_tq1_0(int64_t nb, const uint8_t* w, const uint8_t* a) {
-  __m256 acc = _mm256_setzero_ps();
+// The negated block sum sum_e (1 - trit_e) y_e as 8 int32 lanes.
+LOOM_AVX2 inline __m256i tq1_negblock(const uint8_t* bw, const uint8_t* ba) {
   const __m256i one = _mm256_set1_epi8(1);
-  for (int64_t i = 0; i < nb; ++i) {
-    const uint8_t* bw = w + i * 54;
-    const uint8_t* ba = a + i * kQ8KBytes + 4;
-    __m256i s16 = _mm256_setzero_si256();  // at most 8 x 2 x 127 per lane
-    __m256i g[8];
-    tq1_groups(bw, g);
-    for (int k = 0; k < 8; ++k) {
-      const __m256i prod = _mm256_sign_epi8(loadu256(ba + 32 * k), neg_level_tq1(g[k]));
-      s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(one, prod));
-    }
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum_pairs_i32(s16)),
-                          _mm256_set1_ps(-(f16(bw + 52) * f32_at(ba - 4))), acc);
+  __m256i s16 = _mm256_setzero_si256();  // at most 8 x 2 x 127 per lane
+  __m256i g[8];
+  tq1_groups(bw, g);
+  for (int k = 0; k < 8; ++k) {
+    const __m256i prod = _mm256_sign_epi8(loadu256(ba + 4 + 32 * k), neg_level_tq1(g[k]));
+    s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(one, prod));
   }
-  return hsum(acc);
+  return sum_pairs_i32(s16);
+}
+
+LOOM_AVX2 float dot_tq1_0(int64_t nb, const uint8_t* w, const uint8_t* a) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  alignas(32) float sc[8];
+  int64_t i = 0;
+  for (; i + 8 <= nb; i += 8) {
+    tq_scales8(w + i * 54, 54, 52, a + i * kQ8KBytes, -1.0f, sc);
+    __asm__ volatile("" : : "r"(sc) : "memory");  // broadcast the scales by loads
+    for (int b = 0; b < 8; b += 2) {
+      acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(tq1_negblock(w + (i + b) * 54, a + (i + b) * kQ8KBytes)),
+                             _mm256_broadcast_ss(sc + b), acc0);
+      acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(tq1_negblock(w + (i + b + 1) * 54, a + (i + b + 1) * kQ8KBytes)),
+                             _mm256_broadcast_ss(sc + b + 1), acc1);
+    }
+  }
+  for (; i < nb; ++i) {
+    const uint8_t* bw = w + i * 54;
+    const uint8_t* ba = a + i * kQ8KBytes;
+    acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(tq1_negblock(bw, ba)),
+                           _mm256_set1_ps(-(f16(bw + 52) * f32_at(ba))), acc0);
+  }
+  return hsum(_mm256_add_ps(acc0, acc1));
 }
 
 // ---- dequantization -------------------------------------------------------------------------
