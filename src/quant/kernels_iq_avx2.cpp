@@ -5,7 +5,8 @@
 // with indices computed in a register) are looked up into 32 unsigned level bytes, the signs are
 // moved onto the activations (sign_epi8), maddubs forms int16 pair sums and madd with the
 // sub-block's (or half's) 2 s + 1 widens them to int32, accumulated over the block. IQ1_M folds
-// its delta into the levels (8 * level +- 1). The block's exact integer sum then goes through the
+// its delta into the levels (8 * level +- 1) and computes a block's 32 grid indices and delta
+// signs at once in vector registers (then gathers the grid entries). The block's exact integer sum then goes through the
 // reference's float operations (iq_ref.cpp), so results are bit-identical with it.
 #if defined(__x86_64__)
 
@@ -302,23 +303,40 @@ LOOM_IQ_AVX2 float vec_dot_iq1_s_q8_k(int64_t n, const void* wv, const void* av)
 LOOM_IQ_AVX2 float vec_dot_iq1_m_q8_k(int64_t n, const void* wv, const void* av) {
   const auto* w = static_cast<const uint8_t*>(wv);
   const auto* a = static_cast<const uint8_t*>(av);
+  // Byte k of a sub-block's 4 group bytes replicated over the group's 8 bytes.
+  const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                          2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+  const __m256i eight = _mm256_set1_epi8(8), one = _mm256_set1_epi8(1);
   float sumf = 0.0f;
   for (int64_t i = 0; i < n / 256; ++i, w += 56, a += kQ8K) {
+    // The block's 32 grid indices (qs | 3 bits of each qh nibble << 8) and delta signs (bit 3 of
+    // the nibble), in group order.
+    const __m128i qh = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 32));
+    const __m128i nib_lo = _mm_and_si128(qh, _mm_set1_epi8(0x0f));
+    const __m128i nib_hi = _mm_and_si128(_mm_srli_epi16(qh, 4), _mm_set1_epi8(0x0f));
+    const __m256i nib = _mm256_set_m128i(_mm_unpackhi_epi8(nib_lo, nib_hi), _mm_unpacklo_epi8(nib_lo, nib_hi));
+    const __m256i qs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w));
+    const __m256i hi3 = _mm256_and_si256(nib, _mm256_set1_epi8(7));
+    alignas(32) uint16_t idx[32];  // groups 0-7, 16-23, then 8-15, 24-31 (unpack works per lane)
+    _mm256_store_si256(reinterpret_cast<__m256i*>(idx), _mm256_unpacklo_epi8(qs, hi3));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(idx + 16), _mm256_unpackhi_epi8(qs, hi3));
+    alignas(32) uint32_t dneg[8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(dneg),
+                       _mm256_cmpeq_epi8(_mm256_and_si256(nib, eight), eight));
     uint16_t sc[4];
     std::memcpy(sc, w + 48, 8);
     __m256i acc = _mm256_setzero_si256();
     for (int ib = 0; ib < 8; ++ib) {
-      const uint8_t* q = w + 4 * ib;
-      const int h0 = w[32 + 2 * ib], h1 = w[33 + 2 * ib];
-      const int s = sc[ib / 2] >> (6 * (ib % 2));
-      const __m256i grid = grid64(kIq1sGrid, q[0] | (h0 & 7) << 8, q[1] | (h0 & 0x70) << 4,
-                                  q[2] | (h1 & 7) << 8, q[3] | (h1 & 0x70) << 4);
-      // 8 * level +- 1 (the group's delta sign): levels -9..9 whose sum against the activations
-      // is 8 isum + isum_delta.
-      const uint32_t dneg = (h0 & 0x08 ? 0xffu : 0u) | (h0 & 0x80 ? 0xff00u : 0u) |
-                            (h1 & 0x08 ? 0xff0000u : 0u) | (h1 & 0x80 ? 0xff000000u : 0u);
-      const __m256i lv = _mm256_add_epi8(_mm256_sign_epi8(_mm256_set1_epi8(8), grid), signs_pm1(dneg));
+      // Group g sits at idx[g % 8 + 16 * ((g / 8) % 2) + 8 * (g / 16)].
+      const int base = (ib % 2) * 4 + (ib / 2 % 2) * 16 + (ib / 4) * 8;
+      const __m128i ix = _mm_cvtepu16_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(idx + base)));
+      const __m256i grid = _mm256_i32gather_epi64(reinterpret_cast<const long long*>(kIq1sGrid), ix, 8);
+      const __m256i dmask = _mm256_shuffle_epi8(_mm256_set1_epi32(int(dneg[ib])), spread);
+      // 8 * level +- 1 (the group's delta sign): the sum against the activations is
+      // 8 isum + isum_delta.
+      const __m256i lv = _mm256_add_epi8(_mm256_sign_epi8(eight, grid), _mm256_or_si256(dmask, one));
       const __m256i y = _mm256_sign_epi8(load(a + 4 + 32 * ib), lv);
+      const int s = sc[ib / 2] >> (6 * (ib % 2));
       const __m256i ls = scales2(2 * (s & 7) + 1, 2 * ((s >> 3) & 7) + 1);
       acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(lv), y), ls));
     }
