@@ -10,9 +10,13 @@
 #include "base/cpu.h"
 #include "base/simd.h"
 #include "gguf/tensor_type_table.h"
+#include "quant/iq_kernels.h"
+#include "quant/iq_quantize.h"
+#include "quant/iq_ref.h"
 #include "quant/kernels.h"
 #include "quant/packed.h"
 #include "quant/packed_layout.h"
+#include "quant/small_types.h"
 
 namespace loom::quant {
 namespace {
@@ -47,6 +51,34 @@ void untyped(TensorType, int64_t rows, int64_t cols, const void* packed, int64_t
 #else
 #define X86_UNTYPED(fn) nullptr
 #endif
+
+// The IQ kernels (iq_kernels.h): IQ_AVX2(fn) names iq::avx2::fn; IQ_DOT(t) the dot of type t
+// with Q8_K activations, AVX-512 VNNI where the CPU has it (cpu_features() honours
+// LOOM_NO_AVX512 and LOOM_FORCE_SCALAR), else AVX2 — bit-identical with each other and with the
+// reference. SMALL_X86(fn) names small_simd::fn (small_types.h).
+#if defined(__x86_64__)
+bool iq_use_avx512() {
+  static const bool z = cpu_features().has_avx512_vnni_set();
+  return z;
+}
+template <VecDotFn Avx2, VecDotFn Avx512>
+float iq_dot_x86(int64_t n, const void* w, const void* a) {
+  return iq_use_avx512() ? Avx512(n, w, a) : Avx2(n, w, a);
+}
+#define IQ_AVX2(fn) iq::avx2::fn
+#define IQ_DOT(t) iq_dot_x86<iq::avx2::vec_dot_##t##_q8_k, iq::avx512::vec_dot_##t##_q8_k>
+#define SMALL_X86(fn) detail::small_simd::fn
+#else
+#define IQ_AVX2(fn) nullptr
+#define IQ_DOT(t) nullptr
+#define SMALL_X86(fn) nullptr
+#endif
+
+// quant::quantize_row of an IQ type: ggml's quantizer without an importance matrix, one row of n.
+template <size_t (*F)(const float*, void*, int64_t, int64_t, const float*)>
+void iq_row(const float* src, void* dst, int64_t n) {
+  if (n > 0) F(src, dst, 1, n, nullptr);
+}
 
 // What a type adds to its geometry. Fields are in TypeTraits' order (designated initializers).
 struct TypeEntry {
@@ -199,22 +231,62 @@ constexpr TypeEntry kEntries[] = {
      .packed = super256(detail::PackedIQ4XS::kTileBytes, detail::pack_iq4xs, detail::packed_ref_dot_iq4xs,
                         X86(packed_gemm_amx_q4k), X86_UNTYPED(packed_gemm_iq4xs_avx512))},
 
-    // Weight formats loom reads but cannot compute with yet (no reference functions, so
-    // computable is false and loading refuses them by name): the activation format llama.cpp's
-    // CPU backend pairs with each, so that callers planning buffers see the eventual answer.
-    {.type = TT::IQ2_XXS, .weight_format = true, .vec_dot_type = TT::Q8_K},
-    {.type = TT::IQ2_XS, .weight_format = true, .vec_dot_type = TT::Q8_K},
-    {.type = TT::IQ3_XXS, .weight_format = true, .vec_dot_type = TT::Q8_K},
-    {.type = TT::IQ1_S, .weight_format = true, .vec_dot_type = TT::Q8_K},
-    {.type = TT::IQ3_S, .weight_format = true, .vec_dot_type = TT::Q8_K},
-    {.type = TT::IQ2_S, .weight_format = true, .vec_dot_type = TT::Q8_K},
-    {.type = TT::IQ1_M, .weight_format = true, .vec_dot_type = TT::Q8_K},
-    {.type = TT::TQ1_0, .weight_format = true, .vec_dot_type = TT::Q8_K},
-    {.type = TT::TQ2_0, .weight_format = true, .vec_dot_type = TT::Q8_K},
-    {.type = TT::MXFP4, .weight_format = true, .vec_dot_type = TT::Q8_0},
+    // The IQ1/IQ2/IQ3 lattice formats (iq_ref.h), Q8_K activations as ggml-cpu pairs them. AVX2
+    // set: the AVX2 dequantizers and, per call, the AVX-512 VNNI dot where the CPU has it (both
+    // bit-identical with the reference, so the choice never changes a result).
+    // quantize_row (no importance matrix: quant::quantize_row has no imatrix argument) is ggml's
+    // quantizer with a null imatrix, one row of n, where ggml has a fallback weighting for it
+    // (IQ2_S, IQ3_XXS, IQ3_S, IQ1_M: what ggml_quantize_chunk writes without one). IQ2_XXS,
+    // IQ2_XS and IQ1_S have no quantize_row: ggml cannot make them without an importance matrix
+    // (ggml_quantize_requires_imatrix), and a uniform importance would write bytes no ggml tool
+    // writes, so they are not writable through the row API; loom quantize makes them with
+    // quantize_chunk and the file's imatrix (iq_quantize.h).
+    {.type = TT::IQ2_XXS, .weight_format = true, .vec_dot_type = TT::Q8_K,
+     .ref = {ref::dequantize_row_iq2_xxs, nullptr, ref::vec_dot_iq2_xxs_q8_k},
+     .avx2 = {IQ_AVX2(dequantize_row_iq2_xxs), nullptr, IQ_DOT(iq2_xxs)}},
+    {.type = TT::IQ2_XS, .weight_format = true, .vec_dot_type = TT::Q8_K,
+     .ref = {ref::dequantize_row_iq2_xs, nullptr, ref::vec_dot_iq2_xs_q8_k},
+     .avx2 = {IQ_AVX2(dequantize_row_iq2_xs), nullptr, IQ_DOT(iq2_xs)}},
+    {.type = TT::IQ3_XXS, .weight_format = true, .vec_dot_type = TT::Q8_K,
+     .ref = {ref::dequantize_row_iq3_xxs, iq_row<quantize_iq3_xxs>, ref::vec_dot_iq3_xxs_q8_k},
+     .avx2 = {IQ_AVX2(dequantize_row_iq3_xxs), nullptr, IQ_DOT(iq3_xxs)}},
+    {.type = TT::IQ1_S, .weight_format = true, .vec_dot_type = TT::Q8_K,
+     .ref = {ref::dequantize_row_iq1_s, nullptr, ref::vec_dot_iq1_s_q8_k},
+     .avx2 = {IQ_AVX2(dequantize_row_iq1_s), nullptr, IQ_DOT(iq1_s)}},
+    {.type = TT::IQ3_S, .weight_format = true, .vec_dot_type = TT::Q8_K,
+     .ref = {ref::dequantize_row_iq3_s, iq_row<quantize_iq3_s>, ref::vec_dot_iq3_s_q8_k},
+     .avx2 = {IQ_AVX2(dequantize_row_iq3_s), nullptr, IQ_DOT(iq3_s)}},
+    {.type = TT::IQ2_S, .weight_format = true, .vec_dot_type = TT::Q8_K,
+     .ref = {ref::dequantize_row_iq2_s, iq_row<quantize_iq2_s>, ref::vec_dot_iq2_s_q8_k},
+     .avx2 = {IQ_AVX2(dequantize_row_iq2_s), nullptr, IQ_DOT(iq2_s)}},
+    {.type = TT::IQ1_M, .weight_format = true, .vec_dot_type = TT::Q8_K,
+     .ref = {ref::dequantize_row_iq1_m, iq_row<quantize_iq1_m>, ref::vec_dot_iq1_m_q8_k},
+     .avx2 = {IQ_AVX2(dequantize_row_iq1_m), nullptr, IQ_DOT(iq1_m)}},
+
+    // Ternary, 1-/2-bit and FP4 formats (small_types.h): Q8_K activations for TQ1_0/TQ2_0, Q8_0
+    // for MXFP4/Q1_0/Q2_0, as ggml-cpu pairs them. AVX2 set: AVX2 dequantizers and the x86 dots
+    // (small_simd::*_x86: AVX-512 VNNI where the CPU has it, else AVX2). The dots differ from the
+    // reference by float rounding only; the tile is the generic loop over the dispatched vec_dot
+    // (batch invariant). quantize_row: ggml's reference quantizers.
+    {.type = TT::TQ1_0, .weight_format = true, .vec_dot_type = TT::Q8_K,
+     .ref = {ref::dequantize_row_tq1_0, ref::quantize_row_tq1_0, ref::vec_dot_tq1_0},
+     .avx2 = {SMALL_X86(dequantize_row_tq1_0_avx2), nullptr, SMALL_X86(vec_dot_tq1_0_x86)}},
+    {.type = TT::TQ2_0, .weight_format = true, .vec_dot_type = TT::Q8_K,
+     .ref = {ref::dequantize_row_tq2_0, ref::quantize_row_tq2_0, ref::vec_dot_tq2_0},
+     .avx2 = {SMALL_X86(dequantize_row_tq2_0_avx2), nullptr, SMALL_X86(vec_dot_tq2_0_x86)}},
+    {.type = TT::MXFP4, .weight_format = true, .vec_dot_type = TT::Q8_0,
+     .ref = {ref::dequantize_row_mxfp4, ref::quantize_row_mxfp4, ref::vec_dot_mxfp4},
+     .avx2 = {SMALL_X86(dequantize_row_mxfp4_avx2), nullptr, SMALL_X86(vec_dot_mxfp4_x86)}},
+    {.type = TT::Q1_0, .weight_format = true, .vec_dot_type = TT::Q8_0,
+     .ref = {ref::dequantize_row_q1_0, ref::quantize_row_q1_0, ref::vec_dot_q1_0},
+     .avx2 = {SMALL_X86(dequantize_row_q1_0_avx2), nullptr, SMALL_X86(vec_dot_q1_0_x86)}},
+    {.type = TT::Q2_0, .weight_format = true, .vec_dot_type = TT::Q8_0,
+     .ref = {ref::dequantize_row_q2_0, ref::quantize_row_q2_0, ref::vec_dot_q2_0},
+     .avx2 = {SMALL_X86(dequantize_row_q2_0_avx2), nullptr, SMALL_X86(vec_dot_q2_0_x86)}},
+
+    // Read but not computed (no reference functions, so computable is false and loading refuses
+    // it by name): NVFP4, a GPU format; its vec_dot_type is llama.cpp CPU backend's pairing.
     {.type = TT::NVFP4, .weight_format = true, .vec_dot_type = TT::Q8_0},
-    {.type = TT::Q1_0, .weight_format = true, .vec_dot_type = TT::Q8_0},
-    {.type = TT::Q2_0, .weight_format = true, .vec_dot_type = TT::Q8_0},
 };
 // clang-format on
 #pragma GCC diagnostic pop
@@ -223,6 +295,9 @@ constexpr TypeEntry kEntries[] = {
 #undef X86
 #undef X86_UNTYPED
 #undef NEON
+#undef IQ_AVX2
+#undef IQ_DOT
+#undef SMALL_X86
 
 struct Table {
   std::array<TypeTraits, gguf_types::kIdLimit> by_id;

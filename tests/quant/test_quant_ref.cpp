@@ -36,16 +36,30 @@ TEST(QuantTypes, VecDotType) {
                        TensorType::Q6_K, TensorType::Q8_K, TensorType::IQ4_XS}) {
     EXPECT_EQ(vec_dot_type(t), TensorType::Q8_K) << type_name(t);
   }
+  for (TensorType t : iq_types()) EXPECT_EQ(vec_dot_type(t), TensorType::Q8_K) << type_name(t);
+  for (TensorType t : {TensorType::TQ1_0, TensorType::TQ2_0}) EXPECT_EQ(vec_dot_type(t), TensorType::Q8_K);
+  for (TensorType t : {TensorType::MXFP4, TensorType::Q1_0, TensorType::Q2_0}) {
+    EXPECT_EQ(vec_dot_type(t), TensorType::Q8_0) << type_name(t);
+  }
   for (TensorType t : every_supported_type()) {
     EXPECT_TRUE(is_supported(vec_dot_type(t))) << type_name(t);
-    EXPECT_EQ(block_size(vec_dot_type(t)), block_size(t)) << type_name(t);
+    // Activation blocks tile the weight's (Q1_0: 4 Q8_0 blocks per block, Q2_0: 2).
+    EXPECT_EQ(block_size(t) % block_size(vec_dot_type(t)), 0) << type_name(t);
   }
+  EXPECT_FALSE(is_supported(TensorType::NVFP4));
 }
 
 TEST(QuantDeathTest, RejectsUnsupportedTypeAndPartialBlocks) {
   float x[64] = {};
   uint8_t buf[256] = {};
-  EXPECT_DEATH(quantize_row(TensorType::IQ2_XXS, x, buf, 256), "unsupported");
+  EXPECT_DEATH(quantize_row(TensorType::NVFP4, x, buf, 64), "unsupported");
+  EXPECT_DEATH(dequantize_row(static_cast<TensorType>(99), buf, x, 32), "unsupported");
+  // Computable but not writable without an importance matrix (type_traits.cpp).
+  for (TensorType t : {TensorType::IQ2_XXS, TensorType::IQ2_XS, TensorType::IQ1_S}) {
+    EXPECT_DEATH(quantize_row(t, x, buf, 256), "no quantizer") << type_name(t);
+  }
+  EXPECT_DEATH(dequantize_row(TensorType::IQ2_XXS, buf, x, 128), "multiple");
+  EXPECT_DEATH(dequantize_row(TensorType::Q1_0, buf, x, 64), "multiple");
   EXPECT_DEATH(dequantize_row(TensorType::Q4_K, buf, x, 32), "multiple");
   EXPECT_DEATH(dequantize_row(TensorType::Q8_0, buf, x, 31), "multiple");
 }
@@ -305,7 +319,9 @@ TEST(QuantVecDot, MatchesDoubleDotOfDequantizedRows) {
 
 TEST(QuantVecDot, KQuantsMatchDoubleDotOfDequantizedRows) {
   std::mt19937 rng(8765);
-  for (TensorType t : kquant_types()) {
+  std::vector<TensorType> types = kquant_types();
+  for (TensorType t : new_types()) types.push_back(t);  // IQ and small types: blocks divide 256
+  for (TensorType t : types) {
     const TensorType at = vec_dot_type(t);
     for (int64_t n : {256, 512, 1024, 4096, 8192}) {
       for (int rep = 0; rep < 4; ++rep) {
@@ -396,6 +412,44 @@ TEST(QuantRoundTrip, KQuantsRelativeRmsError) {
     std::printf("%-7s relative rms error %.4f\n", type_name(t).c_str(), rel);
     EXPECT_LT(rel, bound) << type_name(t);
     // All-zero rows stay all zero.
+    std::vector<float> z(static_cast<size_t>(n), 0.0f);
+    ref::quantize_row(t, z.data(), q.data(), n);
+    ref::dequantize_row(t, q.data(), y.data(), n);
+    for (float v : y) ASSERT_EQ(v, 0.0f) << type_name(t);
+  }
+}
+
+// The writable IQ and small types: Gaussian rows quantized without an importance matrix stay
+// within each format's typical relative RMS error, and zero rows stay zero. (Byte-identity with
+// ggml is test_quant_iq_quantize's and test_quant_small's.) The types without quantize_row are
+// refused by the row API (QuantDeathTest).
+TEST(QuantRoundTrip, NewTypesRelativeRmsError) {
+  const std::pair<TensorType, double> bounds[] = {
+      {TensorType::IQ2_S, 0.40},  {TensorType::IQ3_XXS, 0.30}, {TensorType::IQ3_S, 0.25},
+      {TensorType::IQ1_M, 0.60},  {TensorType::TQ1_0, 0.90},   {TensorType::TQ2_0, 0.90},
+      {TensorType::MXFP4, 0.20},  {TensorType::Q1_0, 0.70},    {TensorType::Q2_0, 0.80}};
+  std::mt19937 rng(78);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (const auto& [t, bound] : bounds) {
+    ASSERT_TRUE(has_ref_quantizer(t)) << type_name(t);
+    const int64_t n = 256 * 16;
+    std::vector<float> x(static_cast<size_t>(n)), y(static_cast<size_t>(n));
+    for (auto& v : x) v = normal(rng) * 0.02f;
+    std::vector<uint8_t> q(size_t(row_bytes(t, n)));
+    ref::quantize_row(t, x.data(), q.data(), n);
+    ref::dequantize_row(t, q.data(), y.data(), n);
+    double err = 0, ref_sq = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      err += (double(x[i]) - y[i]) * (double(x[i]) - y[i]);
+      ref_sq += double(x[i]) * x[i];
+    }
+    const double rel = std::sqrt(err / ref_sq);
+    std::printf("%-7s relative rms error %.4f\n", type_name(t).c_str(), rel);
+    EXPECT_LT(rel, bound) << type_name(t);
+    // The dispatched quantizer writes the same bytes.
+    std::vector<uint8_t> q2(q.size());
+    quantize_row(t, x.data(), q2.data(), n);
+    EXPECT_EQ(q, q2) << type_name(t);
     std::vector<float> z(static_cast<size_t>(n), 0.0f);
     ref::quantize_row(t, z.data(), q.data(), n);
     ref::dequantize_row(t, q.data(), y.data(), n);
