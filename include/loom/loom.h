@@ -661,11 +661,14 @@ LOOM_API int32_t loom_quantize_types(char * buf, size_t buf_size);
 /* Called once per tensor with a JSON object {"index", "count", "name", "type", "out_type",
  * "fallback", "shape", "bytes", "out_bytes"}. */
 typedef void (*loom_quantize_progress_callback)(const char * tensor_json, void * user_data);
-/* Quantizes a GGUF file (F32 / F16 / BF16 weights; llama-quantize's type mixes, no imatrix) into
- * output, written atomically. params_json: {"type": "Q4_K_M" (required), "threads": 0,
- * "allow_requantize": false, "llama_order": false}. On success summary_json (may be NULL) gets
- * {"file_type", "file_type_name", "converted", "fallback", "copied", "input_bytes"} snprintf-style
- * (truncated if small). Returns a status. */
+/* Quantizes a GGUF file (F32 / F16 / BF16 weights; llama-quantize's file types and mixes, with an
+ * optional importance matrix) into output, written atomically. params_json: {"type": "Q4_K_M"
+ * (required; also IQ2_M, TQ1_0, MXFP4_MOE, ...), "threads": 0, "allow_requantize": false,
+ * "llama_order": false, "pure": false, "leave_output_tensor": false, "imatrix": "FILE" (GGUF or
+ * legacy .dat), "include_weights" / "exclude_weights": ["name part", ...],
+ * "output_tensor_type": "q8_0", "token_embedding_type": "q4_k"}. On success summary_json (may be
+ * NULL) gets {"file_type", "file_type_name", "converted", "fallback", "copied", "imatrix_entries",
+ * "input_bytes"} snprintf-style (truncated if small). Returns a status. */
 LOOM_API int32_t loom_model_quantize(const char * input, const char * output, const char * params_json,
                                      loom_quantize_progress_callback progress, void * user_data,
                                      char * summary_json, size_t summary_size);

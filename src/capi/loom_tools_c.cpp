@@ -15,6 +15,7 @@
 #include "chat/chat_prompt.h"
 #include "chat/template.h"
 #include "gguf/gguf.h"
+#include "model/imatrix.h"
 #include "model/quantize_model.h"
 #include "sample/json_schema.h"
 #include "speculative/speculative.h"
@@ -488,19 +489,64 @@ int32_t loom_model_quantize(const char* input, const char* output, const char* p
       return LOOM_ERR_INVALID_ARGUMENT;
     }
     p.ftype = *ftype;
+    std::string imatrix_path;
+    std::vector<std::string> include_weights, exclude_weights;
+    const auto string_list = [](const nlohmann::json& v, std::vector<std::string>& out) {
+      if (v.is_string()) { out.push_back(v.get<std::string>()); return true; }
+      if (!v.is_array()) return false;
+      for (const auto& e : v) {
+        if (!e.is_string()) return false;
+        out.push_back(e.get<std::string>());
+      }
+      return true;
+    };
     for (const auto& [key, value] : o.items()) {
       if (key == "type") continue;
       if (key == "threads") {
         if (!value.is_number_integer() || value.get<int64_t>() < 0 || value.get<int64_t>() > 4096)
           return fail_arg(fn, "threads must be an integer in [0, 4096]");
         p.n_threads = value.get<int>();
-      } else if (key == "allow_requantize" || key == "llama_order") {
+      } else if (key == "allow_requantize" || key == "llama_order" || key == "pure" || key == "leave_output_tensor") {
         if (!value.is_boolean()) return fail_arg(fn, (key + " must be a boolean").c_str());
-        (key == "allow_requantize" ? p.allow_requantize : p.llama_cpp_order) = value.get<bool>();
+        const bool b = value.get<bool>();
+        if (key == "allow_requantize") p.allow_requantize = b;
+        else if (key == "llama_order") p.llama_cpp_order = b;
+        else if (key == "pure") p.pure = b;
+        else p.quantize_output_tensor = !b;
+      } else if (key == "imatrix") {
+        if (!value.is_string() || value.get<std::string>().empty()) return fail_arg(fn, "imatrix must be a file path");
+        imatrix_path = value.get<std::string>();
+      } else if (key == "include_weights" || key == "exclude_weights") {
+        if (!string_list(value, key == "include_weights" ? include_weights : exclude_weights))
+          return fail_arg(fn, (key + " must be a string or an array of strings").c_str());
+      } else if (key == "output_tensor_type" || key == "token_embedding_type") {
+        if (!value.is_string()) return fail_arg(fn, (key + " must be a string").c_str());
+        const auto tt = loom::parse_tensor_type(value.get<std::string>());
+        if (!tt || !loom::model::can_quantize_to(*tt)) {
+          set_error(fn, "invalid " + key + " '" + value.get<std::string>() + "' (not a tensor type loom quantizes to)");
+          return LOOM_ERR_INVALID_ARGUMENT;
+        }
+        (key == "output_tensor_type" ? p.output_tensor_type : p.token_embedding_type) = *tt;
       } else {
         set_error(fn, "unknown parameter '" + key + "'");
         return LOOM_ERR_INVALID_ARGUMENT;
       }
+    }
+    if (!include_weights.empty() && !exclude_weights.empty()) {
+      return fail_arg(fn, "include_weights and exclude_weights cannot be used together");
+    }
+    if (imatrix_path.empty() && (!include_weights.empty() || !exclude_weights.empty())) {
+      return fail_arg(fn, "include_weights / exclude_weights need an imatrix");
+    }
+    loom::model::Imatrix imatrix;
+    if (!imatrix_path.empty()) {
+      auto im = loom::model::read_imatrix(imatrix_path);
+      if (!im) return fail(fn, im.status());
+      auto filtered = loom::model::filter_imatrix(*im, include_weights, exclude_weights);
+      if (!filtered) return fail(fn, filtered.status());
+      imatrix = std::move(*filtered);
+      p.imatrix = &imatrix;
+      p.imatrix_path = imatrix_path;
     }
     auto in = loom::gguf::GgufFile::open(input);
     if (!in) return fail(fn, in.status());
@@ -528,6 +574,7 @@ int32_t loom_model_quantize(const char* input, const char* output, const char* p
                                 {"converted", stats.n_converted},
                                 {"fallback", stats.n_fallback},
                                 {"copied", stats.n_copied},
+                                {"imatrix_entries", p.imatrix ? imatrix.entries.size() : size_t(0)},
                                 {"input_bytes", in->file_size()}};
       copy_string(dump_json(j), summary_json, summary_size);
     }

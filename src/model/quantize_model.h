@@ -1,12 +1,20 @@
-// Model-level quantization: what `llama-quantize IN OUT TYPE` does, for the types loom can
-// quantize, without an importance matrix: the plan of model/quantize_rules.h (llama.cpp's file
-// types and per-tensor rules) applied to a file, each tensor converted through quant::
-// dequantize_row / quantize_row.
+// Model-level quantization: what `llama-quantize [--imatrix F] [--pure] ... IN OUT TYPE` does: the
+// plan of model/quantize_rules.h (llama.cpp's file types and per-tensor rules) applied to a file,
+// each tensor converted as ggml_quantize_chunk does (quant::quantize_chunk with the tensor's
+// importance values from QuantizeParams::imatrix: an expert's rows with that expert's values; the
+// reference quantizers of TQ1_0, TQ2_0, MXFP4, Q1_0, Q2_0, Q8_0, F16, BF16, which take none).
 //
 // The result is byte-identical with llama-quantize for the tensor data; metadata is copied with
 // general.quantization_version (2) and general.file_type (the LLAMA_FTYPE value) moved to the end
-// as llama.cpp does, and split.* keys dropped. Tensor order is preserved unless
-// QuantizeParams::llama_cpp_order asks for llama.cpp's order (then the whole file is identical).
+// as llama.cpp does, then with an imatrix quantize.imatrix.file / .dataset / .entries_count /
+// .chunks_count as llama-quantize writes them, and split.* keys dropped. Tensor order is preserved
+// unless QuantizeParams::llama_cpp_order asks for llama.cpp's order (then the whole file is
+// identical).
+//
+// llama-quantize's refusals are errors here, before anything is converted: a type that needs an
+// importance matrix without one (or without the tensor's entry), an entry of the wrong size (but
+// for token_embd, which then goes without), and where llama-quantize would abort in ggml (IQ2_XXS,
+// IQ2_XS or IQ1_S for a tensor without importance values, e.g. token_embd under --pure).
 #pragma once
 
 #include <cstdint>

@@ -2,10 +2,12 @@
 #include "model/quantize_rules.h"
 
 #include <algorithm>
+#include <initializer_list>
 #include <cctype>
 #include <numeric>
 #include <string>
 
+#include "model/imatrix.h"
 #include "quant/type_traits.h"
 
 namespace loom::model {
@@ -14,16 +16,32 @@ namespace {
 using gguf::TensorInfo;
 
 constexpr FileTypeInfo kFileTypes[] = {
+    {"q1_0", FileType::MOSTLY_Q1_0, TensorType::Q1_0},
+    {"q2_0", FileType::MOSTLY_Q2_0, TensorType::Q2_0},
     {"q4_0", FileType::MOSTLY_Q4_0, TensorType::Q4_0},
     {"q4_1", FileType::MOSTLY_Q4_1, TensorType::Q4_1},
+    {"mxfp4_moe", FileType::MOSTLY_MXFP4_MOE, TensorType::MXFP4},
     {"q5_0", FileType::MOSTLY_Q5_0, TensorType::Q5_0},
     {"q5_1", FileType::MOSTLY_Q5_1, TensorType::Q5_1},
-    {"iq4_nl", FileType::MOSTLY_IQ4_NL, TensorType::IQ4_NL},
-    {"iq4_xs", FileType::MOSTLY_IQ4_XS, TensorType::IQ4_XS},
+    {"iq2_xxs", FileType::MOSTLY_IQ2_XXS, TensorType::IQ2_XXS},
+    {"iq2_xs", FileType::MOSTLY_IQ2_XS, TensorType::IQ2_XS},
+    {"iq2_s", FileType::MOSTLY_IQ2_S, TensorType::IQ2_XS},
+    {"iq2_m", FileType::MOSTLY_IQ2_M, TensorType::IQ2_S},
+    {"iq1_s", FileType::MOSTLY_IQ1_S, TensorType::IQ1_S},
+    {"iq1_m", FileType::MOSTLY_IQ1_M, TensorType::IQ1_M},
+    {"tq1_0", FileType::MOSTLY_TQ1_0, TensorType::TQ1_0},
+    {"tq2_0", FileType::MOSTLY_TQ2_0, TensorType::TQ2_0},
     {"q2_k", FileType::MOSTLY_Q2_K, TensorType::Q2_K},
+    {"q2_k_s", FileType::MOSTLY_Q2_K_S, TensorType::Q2_K},
+    {"iq3_xxs", FileType::MOSTLY_IQ3_XXS, TensorType::IQ3_XXS},
+    {"iq3_s", FileType::MOSTLY_IQ3_S, TensorType::IQ3_S},
+    {"iq3_m", FileType::MOSTLY_IQ3_M, TensorType::IQ3_S},
+    {"iq3_xs", FileType::MOSTLY_IQ3_XS, TensorType::IQ3_S},
     {"q3_k_s", FileType::MOSTLY_Q3_K_S, TensorType::Q3_K},
     {"q3_k_m", FileType::MOSTLY_Q3_K_M, TensorType::Q3_K},
     {"q3_k_l", FileType::MOSTLY_Q3_K_L, TensorType::Q3_K},
+    {"iq4_nl", FileType::MOSTLY_IQ4_NL, TensorType::IQ4_NL},
+    {"iq4_xs", FileType::MOSTLY_IQ4_XS, TensorType::IQ4_XS},
     {"q4_k_s", FileType::MOSTLY_Q4_K_S, TensorType::Q4_K},
     {"q4_k_m", FileType::MOSTLY_Q4_K_M, TensorType::Q4_K},
     {"q5_k_s", FileType::MOSTLY_Q5_K_S, TensorType::Q5_K},
@@ -118,10 +136,31 @@ ModelFacts model_facts(const gguf::GgufFile& f) {
   return m;
 }
 
+// llama.cpp's tensor categories (tensor_get_category), tested in this order.
+enum class Cat { kTokenEmbd, kAttnQ, kAttnV, kAttnK, kAttnQkv, kAttnKvB, kAttnOutput, kFfnUp, kFfnGate, kFfnDown, kOutput, kOther };
+
+Cat category_of(std::string_view name) {
+  if (name == "output.weight") return Cat::kOutput;
+  if (name == "token_embd.weight" || name == "per_layer_token_embd.weight") return Cat::kTokenEmbd;
+  if (contains(name, "attn_qkv.weight")) return Cat::kAttnQkv;
+  if (contains(name, "attn_kv_b.weight")) return Cat::kAttnKvB;
+  if (contains(name, "attn_v.weight")) return Cat::kAttnV;
+  if (contains(name, "attn_k.weight")) return Cat::kAttnK;
+  if (contains(name, "attn_q.weight")) return Cat::kAttnQ;
+  if (contains(name, "attn_output.weight")) return Cat::kAttnOutput;
+  if (contains(name, "ffn_up")) return Cat::kFfnUp;
+  if (contains(name, "ffn_gate")) return Cat::kFfnGate;
+  if (contains(name, "ffn_down")) return Cat::kFfnDown;
+  return Cat::kOther;
+}
+
+bool is_attn_v_like(Cat c) { return c == Cat::kAttnV || c == Cat::kAttnQkv || c == Cat::kAttnKvB; }
+
 // llama.cpp's quantize_state_impl counters.
 struct RuleState {
   ModelFacts m;
-  bool has_output = false;
+  bool tied_embeddings = true;  // no output.weight
+  bool has_imatrix = false;
   int n_attention_wv = 0;
   int i_attention_wv = 0;
   int i_ffn_down = 0;
@@ -134,24 +173,28 @@ bool use_more_bits(int i_layer, int n_layers) {
 }
 
 // Whether llama-quantize quantizes a tensor at all (else it is copied as it is).
-bool wants_quantization(const TensorInfo& t) {
+bool wants_quantization(const TensorInfo& t, const QuantizeParams& params) {
+  if (effective_dims(t) < 2) return false;
   const std::string_view name = t.name;
   if (!ends_with(name, "weight")) return false;
-  if (effective_dims(t) < 2) return false;
   if (contains(name, "_norm.weight")) return false;
-  if (contains(name, "ffn_gate_inp.weight")) return false;  // expert gating
-  if (contains(name, "altup") || contains(name, "laurel")) return false;
-  if (contains(name, "per_layer_model_proj")) return false;
+  if (!params.quantize_output_tensor && name == "output.weight") return false;
   if (name == "position_embd.weight" || name == "token_types.weight") return false;
-  static constexpr std::string_view kSmall[] = {
-      "ssm_conv1d.weight",      "shortconv.conv.weight", "time_mix_first.weight",
-      "time_mix_w0.weight",     "time_mix_w1.weight",    "time_mix_w2.weight",
-      "time_mix_v0.weight",     "time_mix_v1.weight",    "time_mix_v2.weight",
-      "time_mix_a0.weight",     "time_mix_a1.weight",    "time_mix_a2.weight",
-      "time_mix_g1.weight",     "time_mix_g2.weight",    "time_mix_decay_w1.weight",
-      "time_mix_decay_w2.weight", "time_mix_lerp_fused.weight", "attn_rel_b.weight",
+  static constexpr std::string_view kKept[] = {
+      "ffn_gate_inp.weight",      "ffn_gate_tid2eid.weight",  "altup",
+      "laurel",                   "per_layer_model_proj",     "ssm_conv1d",
+      "shortconv.conv.weight",    "indexer.k_proj.weight",    "indexer.q_proj.weight",
+      "time_mix_first.weight",    "time_mix_w0.weight",       "time_mix_w1.weight",
+      "time_mix_w2.weight",       "time_mix_v0.weight",       "time_mix_v1.weight",
+      "time_mix_v2.weight",       "time_mix_a0.weight",       "time_mix_a1.weight",
+      "time_mix_a2.weight",       "time_mix_g1.weight",       "time_mix_g2.weight",
+      "time_mix_decay_w1.weight", "time_mix_decay_w2.weight", "time_mix_lerp_fused.weight",
+      "attn_rel_b.weight",        ".position_embd",           "sam.pos_embd",
+      "sam.neck.",                "sam.net_",                 ".rel_pos",
+      ".patch_embd",              ".patch_merger",            "a.rvq.codebook",
+      "mm.a.code_embd",
   };
-  for (std::string_view s : kSmall) {
+  for (std::string_view s : kKept) {
     if (contains(name, s)) return false;
   }
   return true;
@@ -171,112 +214,207 @@ Expected<int> layer_index(const RuleState& qs, int counter, const std::string& n
   return il;
 }
 
-// llama.cpp's llama_tensor_get_type for the file types loom supports (no importance matrix).
-Expected<TensorPlan> tensor_type_rule(RuleState& qs, TensorType new_type, const TensorInfo& t, FileType ftype) {
+// llama.cpp's llama_tensor_get_type_impl: the mix's choice for one tensor.
+Expected<TensorType> mix_rule(RuleState& qs, TensorType new_type, const TensorInfo& t, FileType ftype, Cat cat,
+                              const QuantizeParams& params) {
   using FT = FileType;
   using TT = TensorType;
   const std::string& name = t.name;
   const int n_layer = qs.m.n_layer;
+  const bool falcon = qs.m.falcon();
+  const int n_expert = qs.m.n_expert;
+  const auto is = [ftype](std::initializer_list<FT> l) { return std::find(l.begin(), l.end(), ftype) != l.end(); };
+  const bool iq12 = is({FT::MOSTLY_IQ2_XXS, FT::MOSTLY_IQ2_XS, FT::MOSTLY_IQ1_S, FT::MOSTLY_IQ2_S, FT::MOSTLY_IQ2_M,
+                        FT::MOSTLY_IQ1_M});
+  const bool iq2s_m = is({FT::MOSTLY_IQ2_S, FT::MOSTLY_IQ2_M});
 
-  if (name == "output.weight" || (!qs.has_output && name == "token_embd.weight")) {
+  if (cat == Cat::kOutput || (qs.tied_embeddings && cat == Cat::kTokenEmbd)) {
     // Also the token embeddings of models that share them with the output.
-    if (qs.m.falcon() || t.ne[0] % block_size(new_type) != 0) new_type = TT::Q8_0;
-    else if (new_type != TT::Q8_0) new_type = TT::Q6_K;
-  } else if (name == "token_embd.weight" || name == "per_layer_token_embd.weight") {
-    // Only the IQ1/IQ2/IQ3/TQ file types change these.
-  } else if (contains(name, "attn_v.weight")) {
+    if (params.output_tensor_type) {
+      new_type = *params.output_tensor_type;
+    } else if (ftype == FT::MOSTLY_MXFP4_MOE || falcon || t.ne[0] % block_size(new_type) != 0) {
+      new_type = TT::Q8_0;
+    } else if (iq12 || ftype == FT::MOSTLY_IQ3_XXS) {
+      new_type = TT::Q5_K;
+    } else if (new_type != TT::Q8_0) {
+      new_type = TT::Q6_K;
+    }
+  } else if (ftype == FT::MOSTLY_MXFP4_MOE) {
+    // Expert tensors (3-D) MXFP4, the rest Q8_0.
+    const bool expert_role = cat == Cat::kFfnUp || cat == Cat::kFfnGate || cat == Cat::kFfnDown;
+    new_type = t.ne[2] > 1 && (qs.m.arch != "bailingmoe3" || expert_role) ? TT::MXFP4 : TT::Q8_0;
+  } else if (cat == Cat::kTokenEmbd) {
+    if (params.token_embedding_type) {
+      new_type = *params.token_embedding_type;
+    } else if (is({FT::MOSTLY_IQ2_XXS, FT::MOSTLY_IQ2_XS, FT::MOSTLY_IQ1_S, FT::MOSTLY_IQ1_M})) {
+      new_type = TT::Q2_K;
+    } else if (iq2s_m || ftype == FT::MOSTLY_IQ3_XXS) {
+      new_type = TT::IQ3_S;
+    } else if (is({FT::MOSTLY_TQ1_0, FT::MOSTLY_TQ2_0, FT::MOSTLY_Q2_0})) {
+      new_type = TT::Q4_K;
+    }
+  } else if (iq12) {
+    if (is_attn_v_like(cat)) {
+      if (qs.m.n_gqa() >= 4 || n_expert >= 4) new_type = TT::Q4_K;
+      else new_type = iq2s_m ? TT::IQ3_S : TT::Q2_K;
+      ++qs.i_attention_wv;
+    } else if (n_expert == 8 && cat == Cat::kAttnK) {
+      new_type = TT::Q4_K;
+    } else if (cat == Cat::kFfnDown) {
+      if (qs.i_ffn_down < n_layer / 8) new_type = iq2s_m ? TT::IQ3_S : TT::Q2_K;
+      ++qs.i_ffn_down;
+    } else if (cat == Cat::kAttnOutput) {
+      if (n_expert == 8) new_type = TT::Q5_K;
+      else if (is({FT::MOSTLY_IQ1_S, FT::MOSTLY_IQ1_M})) new_type = TT::IQ2_XXS;
+      else if (iq2s_m) new_type = TT::IQ3_S;
+    }
+  } else if (is_attn_v_like(cat)) {
+    const int n_gqa = qs.m.n_gqa();
     if (ftype == FT::MOSTLY_Q2_K) {
-      new_type = qs.m.n_gqa() >= 4 ? TT::Q4_K : TT::Q3_K;
+      new_type = n_gqa >= 4 ? TT::Q4_K : TT::Q3_K;
+    } else if (ftype == FT::MOSTLY_Q2_K_S && n_gqa >= 4) {
+      new_type = TT::Q4_K;
+    } else if (ftype == FT::MOSTLY_IQ3_XXS) {
+      new_type = n_gqa >= 4 ? TT::Q4_K : !qs.has_imatrix ? TT::IQ3_S : TT::IQ3_XXS;
+    } else if (is({FT::MOSTLY_IQ3_XS, FT::MOSTLY_IQ3_S}) && n_gqa >= 4) {
+      new_type = TT::Q4_K;
+    } else if (ftype == FT::MOSTLY_IQ3_M) {
+      new_type = TT::Q4_K;
     } else if (ftype == FT::MOSTLY_Q3_K_M) {
       new_type = qs.i_attention_wv < 2 ? TT::Q5_K : TT::Q4_K;
     } else if (ftype == FT::MOSTLY_Q3_K_L) {
       new_type = TT::Q5_K;
-    } else if ((ftype == FT::MOSTLY_IQ4_NL || ftype == FT::MOSTLY_IQ4_XS) && qs.m.n_gqa() >= 4) {
+    } else if (is({FT::MOSTLY_IQ4_NL, FT::MOSTLY_IQ4_XS}) && n_gqa >= 4) {
       new_type = TT::Q5_K;
-    } else if ((ftype == FT::MOSTLY_Q4_K_M || ftype == FT::MOSTLY_Q5_K_M) &&
-               use_more_bits(qs.i_attention_wv, qs.n_attention_wv)) {
+    } else if (is({FT::MOSTLY_Q4_K_M, FT::MOSTLY_Q5_K_M}) && use_more_bits(qs.i_attention_wv, qs.n_attention_wv)) {
       new_type = TT::Q6_K;
     } else if (ftype == FT::MOSTLY_Q4_K_S && qs.i_attention_wv < 4) {
       new_type = TT::Q5_K;
     }
     if (qs.m.is_70b && (new_type == TT::Q3_K || new_type == TT::Q4_K)) new_type = TT::Q5_K;
-    if (qs.m.n_expert == 8) new_type = TT::Q8_0;
+    if (n_expert == 8) new_type = TT::Q8_0;
     ++qs.i_attention_wv;
-  } else if (contains(name, "attn_k.weight")) {
-    if (qs.m.n_expert == 8) new_type = TT::Q8_0;
-  } else if (contains(name, "attn_q.weight")) {
-    // Only IQ3_XS / IQ2_M change these.
-  } else if (contains(name, "ffn_down")) {
+  } else if (cat == Cat::kAttnK) {
+    if (n_expert == 8) new_type = TT::Q8_0;
+    else if (ftype == FT::MOSTLY_IQ3_XS) new_type = TT::IQ3_XXS;
+    else if (ftype == FT::MOSTLY_IQ3_XXS) new_type = TT::IQ2_S;
+  } else if (cat == Cat::kAttnQ) {
+    if (ftype == FT::MOSTLY_IQ3_XS) new_type = TT::IQ3_XXS;
+    else if (ftype == FT::MOSTLY_IQ3_XXS) new_type = TT::IQ2_S;
+  } else if (cat == Cat::kFfnDown) {
     LOOM_ASSIGN_OR_RETURN(const int i_layer, layer_index(qs, qs.i_ffn_down, name));
     if (ftype == FT::MOSTLY_Q2_K) {
       new_type = TT::Q3_K;
+    } else if (ftype == FT::MOSTLY_Q2_K_S) {
+      if (i_layer < n_layer / 8) new_type = TT::Q4_K;
+    } else if (ftype == FT::MOSTLY_IQ3_XXS && !qs.has_imatrix) {
+      new_type = i_layer < n_layer / 8 ? TT::Q4_K : TT::Q3_K;
     } else if (ftype == FT::MOSTLY_Q3_K_M) {
-      new_type = i_layer < n_layer / 16                                 ? TT::Q5_K
-                 : !qs.m.falcon() || use_more_bits(i_layer, n_layer) ? TT::Q4_K
-                                                                      : TT::Q3_K;
+      new_type = i_layer < n_layer / 16                             ? TT::Q5_K
+                 : !falcon || use_more_bits(i_layer, n_layer) ? TT::Q4_K
+                                                                  : TT::Q3_K;
+    } else if (ftype == FT::MOSTLY_IQ3_M &&
+               (i_layer < n_layer / 8 || (n_expert == 8 && use_more_bits(i_layer, n_layer)))) {
+      new_type = TT::Q4_K;
     } else if (ftype == FT::MOSTLY_Q3_K_L) {
-      new_type = qs.m.falcon() ? TT::Q4_K : TT::Q5_K;
+      new_type = falcon ? TT::Q4_K : TT::Q5_K;
     } else if (ftype == FT::MOSTLY_Q4_K_M) {
-      if (qs.m.falcon()) {
+      if (falcon) {
         new_type = i_layer < n_layer / 16 ? TT::Q6_K : use_more_bits(i_layer, n_layer) ? TT::Q5_K : TT::Q4_K;
       } else if (use_more_bits(i_layer, n_layer)) {
         new_type = TT::Q6_K;
       }
-    } else if (i_layer < n_layer / 8 && (ftype == FT::MOSTLY_IQ4_NL || ftype == FT::MOSTLY_IQ4_XS)) {
-      new_type = TT::Q5_K;  // llama.cpp does this only without an importance matrix, as here
+    } else if (i_layer < n_layer / 8 && is({FT::MOSTLY_IQ4_NL, FT::MOSTLY_IQ4_XS}) && !qs.has_imatrix) {
+      new_type = TT::Q5_K;
     } else if (ftype == FT::MOSTLY_Q5_K_M && use_more_bits(i_layer, n_layer)) {
       new_type = TT::Q6_K;
-    } else if (ftype == FT::MOSTLY_Q4_K_S && !qs.m.falcon() && i_layer < n_layer / 8) {
+    } else if (ftype == FT::MOSTLY_Q4_K_S && !falcon && i_layer < n_layer / 8) {
       new_type = TT::Q5_K;
+    } else if (is({FT::MOSTLY_Q4_0, FT::MOSTLY_Q5_0}) && qs.has_imatrix && i_layer < n_layer / 8) {
+      new_type = ftype == FT::MOSTLY_Q4_0 ? TT::Q4_1 : TT::Q5_1;
     }
     ++qs.i_ffn_down;
-  } else if (contains(name, "attn_output.weight")) {
-    if (!qs.m.falcon()) {
-      if (qs.m.n_expert == 8) {
-        if (ftype == FT::MOSTLY_Q2_K || ftype == FT::MOSTLY_Q3_K_S || ftype == FT::MOSTLY_Q3_K_M ||
-            ftype == FT::MOSTLY_IQ4_NL || ftype == FT::MOSTLY_Q4_K_S || ftype == FT::MOSTLY_Q4_K_M ||
-            ftype == FT::MOSTLY_IQ4_XS) {
+  } else if (cat == Cat::kAttnOutput) {
+    if (!falcon) {
+      if (n_expert == 8) {
+        if (is({FT::MOSTLY_Q2_K, FT::MOSTLY_IQ3_XS, FT::MOSTLY_IQ3_XXS, FT::MOSTLY_Q3_K_S, FT::MOSTLY_Q3_K_M,
+                FT::MOSTLY_IQ4_NL, FT::MOSTLY_Q4_K_S, FT::MOSTLY_Q4_K_M, FT::MOSTLY_IQ3_S, FT::MOSTLY_IQ3_M,
+                FT::MOSTLY_IQ4_XS})) {
           new_type = TT::Q5_K;
         }
       } else {
         if (ftype == FT::MOSTLY_Q2_K) new_type = TT::Q3_K;
+        else if (ftype == FT::MOSTLY_IQ3_XXS) new_type = TT::IQ3_S;
         else if (ftype == FT::MOSTLY_Q3_K_M) new_type = TT::Q4_K;
         else if (ftype == FT::MOSTLY_Q3_K_L) new_type = TT::Q5_K;
+        else if (ftype == FT::MOSTLY_IQ3_M) new_type = TT::Q4_K;
       }
     } else if (ftype == FT::MOSTLY_Q3_K_L) {
       new_type = TT::Q4_K;
     }
-  } else if (contains(name, "attn_qkv.weight")) {
-    if (ftype == FT::MOSTLY_Q3_K_M || ftype == FT::MOSTLY_Q3_K_L) new_type = TT::Q4_K;
-    else if (ftype == FT::MOSTLY_Q4_K_M) new_type = TT::Q5_K;
-    else if (ftype == FT::MOSTLY_Q5_K_M) new_type = TT::Q6_K;
-  } else if (contains(name, "ffn_gate")) {
-    LOOM_ASSIGN_OR_RETURN(const int i_layer, layer_index(qs, qs.i_ffn_gate, name));
-    (void)i_layer;  // only IQ3_XS looks at it
-    ++qs.i_ffn_gate;
-  } else if (contains(name, "ffn_up")) {
-    LOOM_ASSIGN_OR_RETURN(const int i_layer, layer_index(qs, qs.i_ffn_up, name));
-    (void)i_layer;
-    ++qs.i_ffn_up;
+  } else if (cat == Cat::kFfnGate || cat == Cat::kFfnUp) {
+    int& counter = cat == Cat::kFfnGate ? qs.i_ffn_gate : qs.i_ffn_up;
+    LOOM_ASSIGN_OR_RETURN(const int i_layer, layer_index(qs, counter, name));
+    if (ftype == FT::MOSTLY_IQ3_XS && i_layer >= n_layer / 8 && i_layer < 7 * n_layer / 8) new_type = TT::IQ3_XXS;
+    ++counter;
   }
+  // (attn_qkv is attn_v-like above, so llama.cpp's separate attn_qkv rules never apply.)
+  return new_type;
+}
 
-  TensorPlan plan{new_type, true, false};
-  if (t.ne[0] % block_size(new_type) != 0) {
-    // Rows that do not split into blocks of the chosen type: llama.cpp's fallback types.
-    switch (new_type) {
-      case TT::Q2_K: case TT::Q3_K: case TT::IQ4_XS: plan.type = TT::IQ4_NL; break;
-      case TT::Q4_K: plan.type = TT::Q5_0; break;
-      case TT::Q5_K: plan.type = TT::Q5_1; break;
-      case TT::Q6_K: plan.type = TT::Q8_0; break;
-      default:
-        return unsupported("tensor " + name + " has rows of " + std::to_string(t.ne[0]) +
-                           " elements, not a multiple of the " + std::string(tensor_type_name(new_type)) +
-                           " block size " + std::to_string(block_size(new_type)));
-    }
-    if (t.ne[0] % block_size(plan.type) != 0) plan.type = TT::F16;
-    plan.fallback = true;
+// llama.cpp's tensor_type_fallback: rows that do not split into blocks of the chosen type.
+Expected<TensorPlan> with_fallback(const TensorInfo& t, TensorType type) {
+  using TT = TensorType;
+  TensorPlan plan{type, true, false};
+  const int64_t bs = block_size(type);
+  if (t.ne[0] % bs == 0) return plan;
+  switch (type) {
+    case TT::IQ1_S: case TT::IQ1_M: case TT::IQ2_XXS: case TT::IQ2_XS: case TT::IQ2_S: case TT::IQ3_XXS:
+    case TT::IQ3_S: case TT::IQ4_XS:
+      plan.type = TT::IQ4_NL;
+      break;
+    case TT::Q2_0: case TT::Q2_K: case TT::Q3_K: case TT::TQ1_0: case TT::TQ2_0: plan.type = TT::Q4_0; break;
+    case TT::Q4_K: plan.type = TT::Q5_0; break;
+    case TT::Q5_K: plan.type = TT::Q5_1; break;
+    case TT::Q6_K: plan.type = TT::Q8_0; break;
+    default:
+      if (bs > 32) {
+        return unsupported("tensor " + t.name + " has rows of " + std::to_string(t.ne[0]) +
+                           " elements, not a multiple of the " + std::string(tensor_type_name(type)) +
+                           " block size " + std::to_string(bs) + ", and " + std::string(tensor_type_name(type)) +
+                           " has no fallback type");
+      }
+      break;  // a 32-element type: F16 below, as llama.cpp
   }
+  if (t.ne[0] % block_size(plan.type) != 0) plan.type = TT::F16;
+  plan.fallback = true;
   return plan;
+}
+
+// llama.cpp's tensor_requires_imatrix.
+bool requires_imatrix(const std::string& name, TensorType t, FileType ftype) {
+  if (name == "token_embd.weight" || name == "per_layer_token_embd.weight" || name == "output.weight") return false;
+  switch (t) {
+    case TensorType::IQ3_XXS: case TensorType::IQ2_XXS: case TensorType::IQ2_XS: case TensorType::IQ2_S:
+    case TensorType::IQ1_M: case TensorType::IQ1_S:
+      return true;
+    case TensorType::Q2_K: return ftype == FileType::MOSTLY_Q2_K_S;
+    default: return false;
+  }
+}
+
+// llama.cpp's llama_tensor_get_type for a tensor it quantizes.
+Expected<TensorPlan> tensor_type_rule(RuleState& qs, const TensorInfo& t, const QuantizeParams& params,
+                                      TensorType base) {
+  const Cat cat = category_of(t.name);
+  if (params.token_embedding_type && cat == Cat::kTokenEmbd) return TensorPlan{*params.token_embedding_type, true, false};
+  if (params.output_tensor_type && cat == Cat::kOutput) return TensorPlan{*params.output_tensor_type, true, false};
+  if (!is_quantized(base)) return TensorPlan{base, true, false};
+  TensorType type = base;
+  if (!params.pure) {
+    LOOM_ASSIGN_OR_RETURN(type, mix_rule(qs, base, t, params.ftype, cat, params));
+  }
+  return with_fallback(t, type);
 }
 
 // llama.cpp's loader order: non-block tensors first, then by layer; by name within each.
@@ -302,12 +440,6 @@ bool can_read_as_float(TensorType t) {
   return tt.weight_format && tt.computable;
 }
 
-// A weight format loom computes with and has a quantizer for.
-bool can_write(TensorType t) {
-  const quant::TypeTraits& tt = quant::type_traits(t);
-  return tt.weight_format && tt.computable && tt.ref.quantize_row != nullptr;
-}
-
 }  // namespace
 
 std::span<const FileTypeInfo> file_types() { return kFileTypes; }
@@ -317,6 +449,13 @@ std::optional<FileType> parse_file_type(std::string_view name) {
   for (char& c : lower) c = char(std::tolower(static_cast<unsigned char>(c)));
   for (const FileTypeInfo& f : kFileTypes) {
     if (f.name == lower) return f.ftype;
+  }
+  if (!lower.empty() && lower.size() <= 3 &&
+      std::all_of(lower.begin(), lower.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    const uint32_t id = uint32_t(std::stoul(lower));
+    for (const FileTypeInfo& f : kFileTypes) {
+      if (uint32_t(f.ftype) == id) return f.ftype;
+    }
   }
   return std::nullopt;
 }
@@ -331,26 +470,34 @@ const FileTypeInfo& file_type_info(FileType ftype) {
 Expected<std::vector<TensorPlan>> plan_tensor_types(const gguf::GgufFile& in, const QuantizeParams& params) {
   const FileTypeInfo& ft = file_type_info(params.ftype);
   if (ft.ftype != params.ftype) return invalid_argument("unknown file type " + std::to_string(uint32_t(params.ftype)));
+  for (const auto& [what, type] : {std::pair{"output tensor", params.output_tensor_type},
+                                   std::pair{"token embedding", params.token_embedding_type}}) {
+    if (type && !can_quantize_to(*type)) {
+      return unsupported(std::string("cannot quantize to ") + std::string(tensor_type_name(*type)) + " (the " + what +
+                         " type)");
+    }
+  }
+  const bool have_imatrix = params.imatrix != nullptr && !params.imatrix->entries.empty();
   const auto& ts = in.tensors();
   RuleState qs;
   qs.m = model_facts(in);
+  qs.has_imatrix = have_imatrix;
   for (const TensorInfo& t : ts) {
-    if (contains(t.name, "attn_v.weight") || contains(t.name, "attn_qkv.weight") ||
-        contains(t.name, "attn_kv_b.weight")) {
-      ++qs.n_attention_wv;
-    } else if (t.name == "output.weight") {
-      qs.has_output = true;
-    }
+    const Cat c = category_of(t.name);
+    if (is_attn_v_like(c)) ++qs.n_attention_wv;
+    if (c == Cat::kOutput) qs.tied_embeddings = false;
   }
 
   std::vector<TensorPlan> plans(ts.size());
   for (size_t i : llama_cpp_order(ts)) {
     const TensorInfo& t = ts[i];
     TensorPlan plan{t.type, false, false};
-    if (wants_quantization(t)) {
-      plan.type = ft.base;
-      if (is_quantized(ft.base)) {
-        LOOM_ASSIGN_OR_RETURN(plan, tensor_type_rule(qs, ft.base, t, params.ftype));
+    if (wants_quantization(t, params)) {
+      LOOM_ASSIGN_OR_RETURN(plan, tensor_type_rule(qs, t, params, ft.base));
+      plan.requires_imatrix = requires_imatrix(t.name, plan.type, params.ftype);
+      if (plan.requires_imatrix && !have_imatrix) {
+        return invalid_argument("this quantization requires an importance matrix (--imatrix FILE): tensor " + t.name +
+                                " would be " + std::string(tensor_type_name(plan.type)));
       }
       plan.convert = plan.type != t.type;
     }
@@ -364,7 +511,7 @@ Expected<std::vector<TensorPlan>> plan_tensor_types(const gguf::GgufFile& in, co
         return unsupported("tensor " + t.name + " has type " + std::string(tensor_type_name(t.type)) +
                            ", which cannot be converted");
       }
-      if (!can_write(plan.type)) {
+      if (!can_quantize_to(plan.type)) {
         return unsupported("tensor " + t.name + ": cannot quantize to " + std::string(tensor_type_name(plan.type)));
       }
       if (row_bytes(plan.type, t.ne[0]) < 0) {
@@ -375,6 +522,39 @@ Expected<std::vector<TensorPlan>> plan_tensor_types(const gguf::GgufFile& in, co
     plans[i] = plan;
   }
   return plans;
+}
+
+Expected<Imatrix> filter_imatrix(const Imatrix& im, const std::vector<std::string>& include,
+                                 const std::vector<std::string>& exclude) {
+  if (!include.empty() && !exclude.empty()) {
+    return invalid_argument("--include-weights and --exclude-weights cannot be used together");
+  }
+  Imatrix out = im;
+  if (!exclude.empty()) {
+    std::erase_if(out.entries, [&](const auto& e) {
+      return std::any_of(exclude.begin(), exclude.end(), [&](const std::string& x) { return contains(e.first, x); });
+    });
+  }
+  if (!include.empty()) {
+    std::erase_if(out.entries, [&](const auto& e) {
+      return std::none_of(include.begin(), include.end(), [&](const std::string& x) { return contains(e.first, x); });
+    });
+  }
+  return out;
+}
+
+bool can_quantize_to(TensorType t) {
+  using TT = TensorType;
+  switch (t) {
+    case TT::F32: case TT::F16: case TT::BF16: case TT::Q8_0:
+    case TT::Q4_0: case TT::Q4_1: case TT::Q5_0: case TT::Q5_1: case TT::IQ4_NL: case TT::IQ4_XS:
+    case TT::Q2_K: case TT::Q3_K: case TT::Q4_K: case TT::Q5_K: case TT::Q6_K:
+    case TT::IQ2_XXS: case TT::IQ2_XS: case TT::IQ2_S: case TT::IQ3_XXS: case TT::IQ3_S: case TT::IQ1_S: case TT::IQ1_M:
+    case TT::TQ1_0: case TT::TQ2_0: case TT::MXFP4: case TT::Q1_0: case TT::Q2_0:
+      return true;
+    default:
+      return false;
+  }
 }
 
 std::vector<size_t> llama_cpp_tensor_order(const std::vector<gguf::TensorInfo>& ts) { return llama_cpp_order(ts); }

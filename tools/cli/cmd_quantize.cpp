@@ -1,11 +1,14 @@
-// loom quantize IN.gguf OUT.gguf TYPE [-t THREADS] [--allow-requantize] [--llama-order]:
-// llama-quantize's type mixes (see src/model/quantize_rules.h), without an importance matrix.
+// loom quantize IN.gguf OUT.gguf TYPE [-t THREADS] [--imatrix FILE] [--pure] [--allow-requantize]
+// [--llama-order] [--leave-output-tensor] [--output-tensor-type T] [--token-embedding-type T]
+// [--include-weights NAME]... [--exclude-weights NAME]...: llama-quantize's file types and mixes
+// (see src/model/quantize_rules.h), with an optional importance matrix.
 #include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include <unistd.h>
 
@@ -31,9 +34,13 @@ void register_quantize(CLI::App& app, int& exit_code) {
     bool allow_requantize = false;
     bool llama_order = false;
     bool quiet = false;
+    bool pure = false;
+    bool leave_output = false;
+    std::string imatrix, output_type, embd_type;
+    std::vector<std::string> include_weights, exclude_weights;
   };
   auto o = std::make_shared<Opts>();
-  CLI::App* sub = app.add_subcommand("quantize", "Quantize a GGUF model (llama-quantize's type mixes, no imatrix)");
+  CLI::App* sub = app.add_subcommand("quantize", "Quantize a GGUF model (llama-quantize's file types and mixes, optional imatrix)");
   sub->add_option("input", o->input, "input GGUF (F32, F16 or BF16 weights)")->required();
   sub->add_option("output", o->output, "output GGUF (written atomically)")->required();
   sub->add_option("type", o->type, "target type: " + api::quantize_types())->required();
@@ -41,6 +48,19 @@ void register_quantize(CLI::App& app, int& exit_code) {
   sub->add_flag("--allow-requantize", o->allow_requantize, "allow quantized input tensors (dequantized first)");
   sub->add_flag("--llama-order", o->llama_order,
                 "write tensors in llama.cpp's order (by layer, then name) instead of the input's");
+  sub->add_option("--imatrix", o->imatrix, "importance matrix (llama-imatrix's GGUF or legacy .dat file)");
+  sub->add_flag("--pure", o->pure, "no per-tensor mix rules: every quantized tensor gets TYPE's base type");
+  sub->add_flag("--leave-output-tensor", o->leave_output, "copy output.weight unchanged");
+  sub->add_option("--output-tensor-type", o->output_type, "tensor type of output.weight (e.g. q8_0)");
+  sub->add_option("--token-embedding-type", o->embd_type, "tensor type of token_embd.weight (e.g. q4_k)");
+  sub->add_option("--include-weights", o->include_weights,
+                  "use the imatrix only for tensors whose name contains this (repeatable)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  sub->add_option("--exclude-weights", o->exclude_weights,
+                  "do not use the imatrix for tensors whose name contains this (repeatable)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   sub->add_flag("-q,--quiet", o->quiet, "no per-tensor progress lines");
   sub->callback([o, &exit_code] {
     {
@@ -57,10 +77,17 @@ void register_quantize(CLI::App& app, int& exit_code) {
       }
     }
     const auto t0 = std::chrono::steady_clock::now();
-    const nlohmann::json params = {{"type", o->type},
-                                   {"threads", o->threads},
-                                   {"allow_requantize", o->allow_requantize},
-                                   {"llama_order", o->llama_order}};
+    nlohmann::json params = {{"type", o->type},
+                             {"threads", o->threads},
+                             {"allow_requantize", o->allow_requantize},
+                             {"llama_order", o->llama_order},
+                             {"pure", o->pure},
+                             {"leave_output_tensor", o->leave_output}};
+    if (!o->imatrix.empty()) params["imatrix"] = o->imatrix;
+    if (!o->output_type.empty()) params["output_tensor_type"] = o->output_type;
+    if (!o->embd_type.empty()) params["token_embedding_type"] = o->embd_type;
+    if (!o->include_weights.empty()) params["include_weights"] = o->include_weights;
+    if (!o->exclude_weights.empty()) params["exclude_weights"] = o->exclude_weights;
     const bool quiet = o->quiet;
     auto progress = [quiet](const std::string& line) {
       if (quiet) return;
