@@ -14,6 +14,7 @@
 #include "quant/iq_quantize.h"
 #include "quant/iq_ref.h"
 #include "quant/kernels.h"
+#include "quant/new_tile_kernels.h"
 #include "quant/packed.h"
 #include "quant/packed_layout.h"
 #include "quant/small_types.h"
@@ -68,10 +69,14 @@ float iq_dot_x86(int64_t n, const void* w, const void* a) {
 #define IQ_AVX2(fn) iq::avx2::fn
 #define IQ_DOT(t) iq_dot_x86<iq::avx2::vec_dot_##t##_q8_k, iq::avx512::vec_dot_##t##_q8_k>
 #define SMALL_X86(fn) detail::small_simd::fn
+// NEW_TILE(t): the vec_dot_tile of an issue-27 type (new_tile_kernels.h), bit-identical with the
+// x86 dot above it dispatches to.
+#define NEW_TILE(t) detail::new_tile::vec_dot_tile_##t
 #else
 #define IQ_AVX2(fn) nullptr
 #define IQ_DOT(t) nullptr
 #define SMALL_X86(fn) nullptr
+#define NEW_TILE(t) nullptr
 #endif
 
 // quant::quantize_row of an IQ type: ggml's quantizer without an importance matrix, one row of n.
@@ -243,46 +248,46 @@ constexpr TypeEntry kEntries[] = {
     // quantize_chunk and the file's imatrix (iq_quantize.h).
     {.type = TT::IQ2_XXS, .weight_format = true, .vec_dot_type = TT::Q8_K,
      .ref = {ref::dequantize_row_iq2_xxs, nullptr, ref::vec_dot_iq2_xxs_q8_k},
-     .avx2 = {IQ_AVX2(dequantize_row_iq2_xxs), nullptr, IQ_DOT(iq2_xxs)}},
+     .avx2 = {IQ_AVX2(dequantize_row_iq2_xxs), nullptr, IQ_DOT(iq2_xxs), NEW_TILE(iq2_xxs)}},
     {.type = TT::IQ2_XS, .weight_format = true, .vec_dot_type = TT::Q8_K,
      .ref = {ref::dequantize_row_iq2_xs, nullptr, ref::vec_dot_iq2_xs_q8_k},
-     .avx2 = {IQ_AVX2(dequantize_row_iq2_xs), nullptr, IQ_DOT(iq2_xs)}},
+     .avx2 = {IQ_AVX2(dequantize_row_iq2_xs), nullptr, IQ_DOT(iq2_xs), NEW_TILE(iq2_xs)}},
     {.type = TT::IQ3_XXS, .weight_format = true, .vec_dot_type = TT::Q8_K,
      .ref = {ref::dequantize_row_iq3_xxs, iq_row<quantize_iq3_xxs>, ref::vec_dot_iq3_xxs_q8_k},
-     .avx2 = {IQ_AVX2(dequantize_row_iq3_xxs), nullptr, IQ_DOT(iq3_xxs)}},
+     .avx2 = {IQ_AVX2(dequantize_row_iq3_xxs), nullptr, IQ_DOT(iq3_xxs), NEW_TILE(iq3_xxs)}},
     {.type = TT::IQ1_S, .weight_format = true, .vec_dot_type = TT::Q8_K,
      .ref = {ref::dequantize_row_iq1_s, nullptr, ref::vec_dot_iq1_s_q8_k},
-     .avx2 = {IQ_AVX2(dequantize_row_iq1_s), nullptr, IQ_DOT(iq1_s)}},
+     .avx2 = {IQ_AVX2(dequantize_row_iq1_s), nullptr, IQ_DOT(iq1_s), NEW_TILE(iq1_s)}},
     {.type = TT::IQ3_S, .weight_format = true, .vec_dot_type = TT::Q8_K,
      .ref = {ref::dequantize_row_iq3_s, iq_row<quantize_iq3_s>, ref::vec_dot_iq3_s_q8_k},
-     .avx2 = {IQ_AVX2(dequantize_row_iq3_s), nullptr, IQ_DOT(iq3_s)}},
+     .avx2 = {IQ_AVX2(dequantize_row_iq3_s), nullptr, IQ_DOT(iq3_s), NEW_TILE(iq3_s)}},
     {.type = TT::IQ2_S, .weight_format = true, .vec_dot_type = TT::Q8_K,
      .ref = {ref::dequantize_row_iq2_s, iq_row<quantize_iq2_s>, ref::vec_dot_iq2_s_q8_k},
-     .avx2 = {IQ_AVX2(dequantize_row_iq2_s), nullptr, IQ_DOT(iq2_s)}},
+     .avx2 = {IQ_AVX2(dequantize_row_iq2_s), nullptr, IQ_DOT(iq2_s), NEW_TILE(iq2_s)}},
     {.type = TT::IQ1_M, .weight_format = true, .vec_dot_type = TT::Q8_K,
      .ref = {ref::dequantize_row_iq1_m, iq_row<quantize_iq1_m>, ref::vec_dot_iq1_m_q8_k},
-     .avx2 = {IQ_AVX2(dequantize_row_iq1_m), nullptr, IQ_DOT(iq1_m)}},
+     .avx2 = {IQ_AVX2(dequantize_row_iq1_m), nullptr, IQ_DOT(iq1_m), NEW_TILE(iq1_m)}},
 
     // Ternary, 1-/2-bit and FP4 formats (small_types.h): Q8_K activations for TQ1_0/TQ2_0, Q8_0
     // for MXFP4/Q1_0/Q2_0, as ggml-cpu pairs them. AVX2 set: AVX2 dequantizers and the x86 dots
     // (small_simd::*_x86: AVX-512 VNNI where the CPU has it, else AVX2). The dots differ from the
-    // reference by float rounding only; the tile is the generic loop over the dispatched vec_dot
-    // (batch invariant). quantize_row: ggml's reference quantizers.
+    // reference by float rounding only; the tile kernels (NEW_TILE) reproduce the dispatched dot's
+    // float steps per pair (batch invariant). quantize_row: ggml's reference quantizers.
     {.type = TT::TQ1_0, .weight_format = true, .vec_dot_type = TT::Q8_K,
      .ref = {ref::dequantize_row_tq1_0, ref::quantize_row_tq1_0, ref::vec_dot_tq1_0},
-     .avx2 = {SMALL_X86(dequantize_row_tq1_0_avx2), nullptr, SMALL_X86(vec_dot_tq1_0_x86)}},
+     .avx2 = {SMALL_X86(dequantize_row_tq1_0_avx2), nullptr, SMALL_X86(vec_dot_tq1_0_x86), NEW_TILE(tq1_0)}},
     {.type = TT::TQ2_0, .weight_format = true, .vec_dot_type = TT::Q8_K,
      .ref = {ref::dequantize_row_tq2_0, ref::quantize_row_tq2_0, ref::vec_dot_tq2_0},
-     .avx2 = {SMALL_X86(dequantize_row_tq2_0_avx2), nullptr, SMALL_X86(vec_dot_tq2_0_x86)}},
+     .avx2 = {SMALL_X86(dequantize_row_tq2_0_avx2), nullptr, SMALL_X86(vec_dot_tq2_0_x86), NEW_TILE(tq2_0)}},
     {.type = TT::MXFP4, .weight_format = true, .vec_dot_type = TT::Q8_0,
      .ref = {ref::dequantize_row_mxfp4, ref::quantize_row_mxfp4, ref::vec_dot_mxfp4},
-     .avx2 = {SMALL_X86(dequantize_row_mxfp4_avx2), nullptr, SMALL_X86(vec_dot_mxfp4_x86)}},
+     .avx2 = {SMALL_X86(dequantize_row_mxfp4_avx2), nullptr, SMALL_X86(vec_dot_mxfp4_x86), NEW_TILE(mxfp4)}},
     {.type = TT::Q1_0, .weight_format = true, .vec_dot_type = TT::Q8_0,
      .ref = {ref::dequantize_row_q1_0, ref::quantize_row_q1_0, ref::vec_dot_q1_0},
-     .avx2 = {SMALL_X86(dequantize_row_q1_0_avx2), nullptr, SMALL_X86(vec_dot_q1_0_x86)}},
+     .avx2 = {SMALL_X86(dequantize_row_q1_0_avx2), nullptr, SMALL_X86(vec_dot_q1_0_x86), NEW_TILE(q1_0)}},
     {.type = TT::Q2_0, .weight_format = true, .vec_dot_type = TT::Q8_0,
      .ref = {ref::dequantize_row_q2_0, ref::quantize_row_q2_0, ref::vec_dot_q2_0},
-     .avx2 = {SMALL_X86(dequantize_row_q2_0_avx2), nullptr, SMALL_X86(vec_dot_q2_0_x86)}},
+     .avx2 = {SMALL_X86(dequantize_row_q2_0_avx2), nullptr, SMALL_X86(vec_dot_q2_0_x86), NEW_TILE(q2_0)}},
 
     // Read but not computed (no reference functions, so computable is false and loading refuses
     // it by name): NVFP4, a GPU format; its vec_dot_type is llama.cpp CPU backend's pairing.
@@ -298,6 +303,7 @@ constexpr TypeEntry kEntries[] = {
 #undef IQ_AVX2
 #undef IQ_DOT
 #undef SMALL_X86
+#undef NEW_TILE
 
 struct Table {
   std::array<TypeTraits, gguf_types::kIdLimit> by_id;

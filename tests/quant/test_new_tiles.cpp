@@ -225,3 +225,52 @@ INSTANTIATE_TEST_SUITE_P(Types, NewTiles, ::testing::Range(0, int(std::size(kCas
 
 }  // namespace
 }  // namespace loom::quant
+
+// LOOM_NEW_TILES_BENCH=1: ns per (weight block, activation row) of a 16 x 64 tile over rows of
+// 4096 elements, the tile kernel against the loop over the dispatched vec_dot (best of 5).
+#include <chrono>
+namespace loom::quant {
+namespace {
+TEST(NewTilesBench, NsPerBlockRow) {
+#if !defined(__x86_64__)
+  GTEST_SKIP();
+#else
+  if (!std::getenv("LOOM_NEW_TILES_BENCH")) GTEST_SKIP() << "set LOOM_NEW_TILES_BENCH=1";
+  constexpr int kW = 16, kA = 64;
+  for (const Case& c : kCases) {
+    if (!is_supported(c.type)) continue;
+    const TensorType at = vec_dot_type(c.type);
+    std::mt19937 rng(7);
+    const int64_t n = 4096, nb = n / block_elems(c.type);
+    const size_t ws = size_t(nb * block_bytes(c.type)), as = size_t(n / block_elems(at) * block_bytes(at));
+    std::vector<uint8_t> wbuf(ws * kW), abuf(as * kA);
+    for (int j = 0; j < kW; ++j) {
+      const auto r = weight_row(c.type, nb, rng, false);
+      std::memcpy(wbuf.data() + ws * j, r.data(), r.size());
+    }
+    for (int i = 0; i < kA; ++i) {
+      const auto r = act_row(at, n, rng, false);
+      std::memcpy(abuf.data() + as * i, r.data(), r.size());
+    }
+    std::vector<float> out(size_t(kW) * kA);
+    auto time = [&](auto&& f) {
+      double best = 1e30;
+      for (int rep = 0; rep < 5; ++rep) {
+        const auto t0 = std::chrono::steady_clock::now();
+        f();
+        best = std::min(best, std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count());
+      }
+      return best / double(nb * kW * kA);
+    };
+    const double tile = time([&] { c.fn(n, wbuf.data(), ws, kW, abuf.data(), as, kA, out.data(), kW); });
+    const double loop = time([&] {
+      for (int i = 0; i < kA; ++i)
+        for (int j = 0; j < kW; ++j) out[size_t(i) * kW + j] = vec_dot(c.type, n, wbuf.data() + ws * j, abuf.data() + as * i);
+    });
+    std::printf("%-8s tile %6.2f ns  vec_dot loop %6.2f ns  per (block, activation row)  x%.2f\n", c.name, tile, loop,
+                loop / tile);
+  }
+#endif
+}
+}  // namespace
+}  // namespace loom::quant
