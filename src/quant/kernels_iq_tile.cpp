@@ -71,12 +71,6 @@ struct alignas(64) Dec {
 };
 static_assert(sizeof(Dec) == 576);
 
-std::vector<Dec>& scratch(size_t blocks) {
-  thread_local std::vector<Dec> buf;
-  if (buf.size() < blocks) buf.resize(blocks);
-  return buf;
-}
-
 inline int64_t rep16(int v) { return int64_t(uint64_t(uint16_t(v)) * 0x0001000100010001ull); }
 LOOM_IQT_AVX512 inline __m512i scales2(int s0, int s1) {
   return _mm512_mask_blend_epi16(__mmask32(0xffff0000u), _mm512_set1_epi16(int16_t(s0)), _mm512_set1_epi16(int16_t(s1)));
@@ -243,48 +237,133 @@ LOOM_IQT_AVX512 inline int block_isum(const Dec& o, const uint8_t* a) {
   return reduce_i32(_mm512_add_epi32(acc0, acc1));
 }
 
-// Iq1: the block sum is 8 isum + isum_delta (see the file comment).
+// ---- panels of 16 weight rows ------------------------------------------------------------------
+//
+// A block of 16 weight rows decoded for VPDPBUSD with the activations as unsigned bytes
+// (y + 128, exact for every int8 y): the signed levels of 16-element sub-block sb, group g of 4
+// elements, row r at qs[sb][g][r] (4 bytes), so one 64-byte load holds those 4 elements of all 16
+// rows and a broadcast of 4 activation bytes multiplies them all; the sub-block scales sc[sb][r];
+// bias[r] = 128 * sum_e scale_e * level_e (subtracted at the end); the block scales d[r]. Per
+// (activation row, weight row) the integer block sum is the same exact isum as the vec_dot's, and
+// the float steps run lane-wise in the same order, so the outputs are bit-identical with it.
+constexpr int kPanel = 16;
+struct alignas(64) PanelBlock {
+  int32_t qs[16][4][kPanel];
+  int32_t sc[16][kPanel];
+  int32_t bias[kPanel];
+  float d[kPanel];
+};
+static_assert(sizeof(PanelBlock) == 4096 + 1024 + 128);
+
+std::vector<PanelBlock>& panel_scratch(size_t blocks) {
+  thread_local std::vector<PanelBlock> buf;
+  if (buf.size() < blocks) buf.resize(blocks);
+  return buf;
+}
+
+// Row r of the panel block from a decoded block.
+LOOM_IQT_AVX512 void to_panel(const Dec& o, int r, PanelBlock& pb) {
+  __m512i tot = _mm512_setzero_si512();
+  for (int p = 0; p < 4; ++p) {
+    const __m512i lv = _mm512_load_si512(o.lv[p]);
+    const __m512i sw = _mm512_mask_sub_epi8(lv, __mmask64(o.neg[p]), _mm512_setzero_si512(), lv);
+    alignas(64) int32_t dw[16];
+    _mm512_store_si512(dw, sw);
+    for (int k = 0; k < 16; ++k) pb.qs[4 * p + k / 4][k % 4][r] = dw[k];
+    // The scale of each dword's 4 elements (the int16 of its first pair), times their sum.
+    const __m512i sc32 = _mm512_madd_epi16(_mm512_load_si512(o.ls[p]), _mm512_set1_epi32(1));
+    const __m512i sums = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(1), sw);
+    tot = _mm512_add_epi32(tot, _mm512_mullo_epi32(sums, sc32));
+    for (int q = 0; q < 4; ++q) pb.sc[4 * p + q][r] = o.ls[p][8 * q];
+  }
+  pb.bias[r] = 128 * reduce_i32(tot);
+  pb.d[r] = o.d;
+}
+
+template <void (*Decode)(const uint8_t*, Dec&), int Bytes>
+LOOM_IQT_AVX512 void decode_panel(int64_t nb, const uint8_t* w, size_t ws, int nw, PanelBlock* pan) {
+  if (nw < kPanel) std::memset(static_cast<void*>(pan), 0, size_t(nb) * sizeof(PanelBlock));  // absent rows: zeros
+  Dec o;
+  for (int r = 0; r < nw; ++r) {
+    const uint8_t* wr = w + size_t(r) * ws;
+    for (int64_t i = 0; i < nb; ++i) {
+      Decode(wr + i * Bytes, o);
+      to_panel(o, r, pan[i]);
+    }
+  }
+}
+
+// R activation rows against a panel: out[k][r] for the 16 rows (lanes).
+template <int R, bool Iq1>
+LOOM_IQT_AVX512 void panel_rows(int64_t nb, const PanelBlock* pan, const uint8_t* const* a, __m512* res) {
+  __m512 s[R];
+  for (int k = 0; k < R; ++k) s[k] = _mm512_setzero_ps();
+  const __m512i x80 = _mm512_set1_epi8(int8_t(0x80));
+  alignas(64) uint8_t u[R][256];
+  for (int64_t i = 0; i < nb; ++i) {
+    const PanelBlock& pb = pan[i];
+    for (int k = 0; k < R; ++k) {
+      const uint8_t* q = a[k] + i * kQ8K + 4;
+      for (int c = 0; c < 4; ++c) {
+        _mm512_store_si512(u[k] + 64 * c, _mm512_xor_si512(_mm512_loadu_si512(q + 64 * c), x80));
+      }
+    }
+    __m512i isum[R];
+    for (int k = 0; k < R; ++k) isum[k] = _mm512_setzero_si512();
+    for (int sb = 0; sb < 16; ++sb) {
+      __m512i acc[R];
+      for (int k = 0; k < R; ++k) acc[k] = _mm512_setzero_si512();
+      for (int g = 0; g < 4; ++g) {
+        const __m512i wv = _mm512_load_si512(pb.qs[sb][g]);
+        for (int k = 0; k < R; ++k) {
+          int32_t uu;
+          std::memcpy(&uu, u[k] + 16 * sb + 4 * g, 4);
+          acc[k] = _mm512_dpbusd_epi32(acc[k], _mm512_set1_epi32(uu), wv);
+        }
+      }
+      const __m512i sc = _mm512_load_si512(pb.sc[sb]);
+      for (int k = 0; k < R; ++k) isum[k] = _mm512_add_epi32(isum[k], _mm512_mullo_epi32(acc[k], sc));
+    }
+    const __m512i bias = _mm512_load_si512(pb.bias);
+    const __m512 dw = _mm512_load_ps(pb.d);
+    for (int k = 0; k < R; ++k) {
+      const __m512 x = _mm512_cvtepi32_ps(_mm512_sub_epi32(isum[k], bias));
+      const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(f32_at(a[k] + i * kQ8K)));
+      if constexpr (Iq1) {
+        s[k] = _mm512_add_ps(s[k], _mm512_mul_ps(d, _mm512_mul_ps(x, _mm512_set1_ps(0.125f))));
+      } else {
+        s[k] = _mm512_add_ps(s[k], _mm512_mul_ps(d, x));
+      }
+    }
+  }
+  for (int k = 0; k < R; ++k) res[k] = s[k];
+}
+
 template <void (*Decode)(const uint8_t*, Dec&), int Bytes, bool Iq1>
 LOOM_IQT_AVX512 void tile_avx512(int64_t n, const uint8_t* w, size_t ws, int nw, const uint8_t* a, size_t as,
                                  int na, float* out, size_t os, float factor) {
   const int64_t nb = n / 256;
-  Dec* dec = scratch(size_t(nb)).data();
-  for (int j = 0; j < nw; ++j) {
-    const uint8_t* wr = w + size_t(j) * ws;
-    for (int64_t i = 0; i < nb; ++i) Decode(wr + i * Bytes, dec[i]);
-    int r = 0;
-    // Two activation rows at a time: two independent float chains.
-    for (; r + 2 <= na; r += 2) {
-      const uint8_t* a0 = a + size_t(r) * as;
-      const uint8_t* a1 = a0 + as;
-      float s0 = 0.0f, s1 = 0.0f;
-      for (int64_t i = 0; i < nb; ++i, a0 += kQ8K, a1 += kQ8K) {
-        const int i0 = block_isum(dec[i], a0), i1 = block_isum(dec[i], a1);
-        if constexpr (Iq1) {
-          s0 += dec[i].d * f32_at(a0) * (float(i0) * 0.125f);
-          s1 += dec[i].d * f32_at(a1) * (float(i1) * 0.125f);
-        } else {
-          const float d0 = dec[i].d * f32_at(a0), d1 = dec[i].d * f32_at(a1);
-          s0 += d0 * float(i0);
-          s1 += d1 * float(i1);
-        }
+  PanelBlock* pan = panel_scratch(size_t(nb)).data();
+  constexpr int kR = 4;
+  for (int j0 = 0; j0 < nw; j0 += kPanel) {
+    const int pw = nw - j0 < kPanel ? nw - j0 : kPanel;
+    decode_panel<Decode, Bytes>(nb, w + size_t(j0) * ws, ws, pw, pan);
+    const __mmask16 lanes = __mmask16((1u << pw) - 1);
+    for (int r0 = 0; r0 < na; r0 += kR) {
+      const int rr = na - r0 < kR ? na - r0 : kR;
+      const uint8_t* rows[kR];
+      for (int k = 0; k < rr; ++k) rows[k] = a + size_t(r0 + k) * as;
+      __m512 res[kR];
+      switch (rr) {
+        case 4: panel_rows<4, Iq1>(nb, pan, rows, res); break;
+        case 3: panel_rows<3, Iq1>(nb, pan, rows, res); break;
+        case 2: panel_rows<2, Iq1>(nb, pan, rows, res); break;
+        default: panel_rows<1, Iq1>(nb, pan, rows, res); break;
       }
-      out[size_t(r) * os + j] = Iq1 ? s0 : factor * s0;
-      out[size_t(r + 1) * os + j] = Iq1 ? s1 : factor * s1;
-    }
-    for (; r < na; ++r) {
-      const uint8_t* a0 = a + size_t(r) * as;
-      float s0 = 0.0f;
-      for (int64_t i = 0; i < nb; ++i, a0 += kQ8K) {
-        const int i0 = block_isum(dec[i], a0);
-        if constexpr (Iq1) {
-          s0 += dec[i].d * f32_at(a0) * (float(i0) * 0.125f);
-        } else {
-          const float d0 = dec[i].d * f32_at(a0);
-          s0 += d0 * float(i0);
-        }
+      for (int k = 0; k < rr; ++k) {
+        const __m512 v = Iq1 ? res[k] : _mm512_mul_ps(_mm512_set1_ps(factor), res[k]);
+        _mm512_mask_storeu_ps(out + size_t(r0 + k) * os + j0, lanes, v);
       }
-      out[size_t(r) * os + j] = Iq1 ? s0 : factor * s0;
     }
   }
 }
