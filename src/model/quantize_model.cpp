@@ -120,7 +120,11 @@ Expected<gguf::GgufWriter> quantize_model(const gguf::GgufFile& in, const Quanti
       return invalid_argument("tensor " + t.name + " cannot be quantized to " + std::string(tensor_type_name(plan.type)) +
                               " without importance values, and " +
                               (imatrix ? "the imatrix has no entry for it" : "no --imatrix was given") +
-                              " (llama-quantize aborts here; choose another type for it, e.g. --token-embedding-type)");
+                              " (llama-quantize aborts here; choose another type for it" +
+                              (t.name == "output.weight"       ? std::string(", e.g. with --output-tensor-type")
+                               : t.name == "token_embd.weight" ? std::string(", e.g. with --token-embedding-type")
+                                                               : std::string()) +
+                              ")");
     }
   }
 

@@ -28,7 +28,9 @@
 #include "gguf/gguf_writer.h"
 #include "model/model.h"
 #include "quant/quant.h"
+#include "model/imatrix.h"
 #include "model/quantize_model.h"
+#include "quant/iq_quantize.h"
 #include "test_util.h"
 
 namespace loom::quant {
@@ -158,18 +160,22 @@ Expected<gguf::GgufWriter> quantize(const gguf::GgufFile& in, FileType ftype, bo
 // ---- file types ----
 
 TEST(QuantizeModel, FileTypeNames) {
-  EXPECT_EQ(file_types().size(), 19u);
+  EXPECT_EQ(file_types().size(), 35u);  // llama-quantize's list less NVFP4, COPY and the Q3_K/Q4_K/Q5_K aliases
   EXPECT_EQ(parse_file_type("Q4_K_M"), FileType::MOSTLY_Q4_K_M);
   EXPECT_EQ(parse_file_type("q4_k_m"), FileType::MOSTLY_Q4_K_M);
   EXPECT_EQ(parse_file_type("bf16"), FileType::MOSTLY_BF16);
   EXPECT_EQ(parse_file_type("F32"), FileType::ALL_F32);
   EXPECT_FALSE(parse_file_type("q4_k").has_value());
-  EXPECT_FALSE(parse_file_type("iq2_xxs").has_value());
+  EXPECT_EQ(parse_file_type("IQ2_XXS"), FileType::MOSTLY_IQ2_XXS);
+  EXPECT_EQ(parse_file_type("mxfp4_moe"), FileType::MOSTLY_MXFP4_MOE);
+  EXPECT_EQ(parse_file_type("15"), FileType::MOSTLY_Q4_K_M);  // llama-quantize's numbers too
+  EXPECT_FALSE(parse_file_type("39").has_value());            // NVFP4
+  EXPECT_FALSE(parse_file_type("nvfp4").has_value());
   EXPECT_FALSE(parse_file_type("").has_value());
   for (const auto& f : file_types()) {
     EXPECT_EQ(parse_file_type(f.name), f.ftype) << f.name;
     EXPECT_EQ(file_type_info(f.ftype).base, f.base) << f.name;
-    EXPECT_TRUE(is_supported(f.base)) << f.name;
+    EXPECT_TRUE(model::can_quantize_to(f.base)) << f.name;
   }
 }
 
@@ -496,7 +502,11 @@ TEST(QuantizeRules, RowLengthFallbacks) {
   m = plan_of(f, FileType::MOSTLY_Q5_K_S);
   EXPECT_EQ(m.at("blk.0.attn_q.weight"), TensorType::Q5_1);
   m = plan_of(f, FileType::MOSTLY_Q2_K);
-  EXPECT_EQ(m.at("blk.0.attn_q.weight"), TensorType::IQ4_NL);
+  EXPECT_EQ(m.at("blk.0.attn_q.weight"), TensorType::Q4_0);  // current llama.cpp (older ones: IQ4_NL)
+  m = plan_of(f, FileType::MOSTLY_TQ1_0);
+  EXPECT_EQ(m.at("blk.0.attn_q.weight"), TensorType::Q4_0);
+  m = plan_of(f, FileType::MOSTLY_Q2_0);
+  EXPECT_EQ(m.at("blk.0.attn_q.weight"), TensorType::Q4_0);  // 96 is not a multiple of 64
   m = plan_of(f, FileType::MOSTLY_IQ4_XS);
   EXPECT_EQ(m.at("blk.0.attn_q.weight"), TensorType::IQ4_NL);
   m = plan_of(f, FileType::MOSTLY_Q4_0);
@@ -510,28 +520,29 @@ TEST(QuantizeRules, RowLengthFallbacks) {
   ASSERT_TRUE(w.has_value()) << w.status().message();
   EXPECT_EQ(stats.n_fallback, 2 * 7 + 1);  // every 2-D block weight and token_embd; output is Q8_0 by rule
   const gguf::GgufFile gf = parse(w->to_bytes());
-  EXPECT_EQ(gf.find_tensor("blk.0.attn_q.weight")->type, TensorType::IQ4_NL);
+  EXPECT_EQ(gf.find_tensor("blk.0.attn_q.weight")->type, TensorType::Q4_0);
   EXPECT_EQ(gf.find_tensor("blk.0.attn_output.weight")->type, TensorType::Q5_0);
 
-  // Rows of 48 are not even a multiple of 32: F16 after the fallback, and an error where no
-  // fallback applies (legacy types; output.weight, whose rule picks Q8_0), as in llama.cpp.
+  // Rows of 48 are not even a multiple of 32: F16 after the fallback, also for the 32-element
+  // types (legacy types; output.weight, whose rule picks Q8_0), as in current llama.cpp; an error
+  // for a type with larger blocks and no fallback (Q1_0).
   s.extra_row = 48;
   s.n_row = 256;
   const gguf::GgufFile g = synth_model(s);
   m = plan_of(g, FileType::MOSTLY_Q4_K_M);
   EXPECT_EQ(m.at("blk.0.extra_proj.weight"), TensorType::F16);
   EXPECT_EQ(m.at("blk.0.attn_q.weight"), TensorType::Q4_K);
-  p.ftype = FileType::MOSTLY_Q4_0;
+  m = plan_of(g, FileType::MOSTLY_Q4_0);
+  EXPECT_EQ(m.at("blk.0.extra_proj.weight"), TensorType::F16);
+  p.ftype = FileType::MOSTLY_Q1_0;
   auto bad = plan_tensor_types(g, p);
   ASSERT_FALSE(bad.has_value());
   EXPECT_EQ(bad.status().code(), StatusCode::kUnsupported);
   EXPECT_NE(bad.status().message().find("extra_proj"), std::string::npos) << bad.status().message();
   s.extra_row = 0;
   s.n_row = 48;
-  p.ftype = FileType::MOSTLY_Q4_K_M;
-  bad = plan_tensor_types(synth_model(s), p);
-  ASSERT_FALSE(bad.has_value());
-  EXPECT_NE(bad.status().message().find("output.weight"), std::string::npos) << bad.status().message();
+  m = plan_of(synth_model(s), FileType::MOSTLY_Q4_K_M);
+  EXPECT_EQ(m.at("output.weight"), TensorType::F16);
 }
 
 // Tensors llama-quantize leaves alone whatever the type: 1-D, norms, 2-D tensors not named
@@ -552,6 +563,166 @@ TEST(QuantizeRules, TensorsThatStay) {
   const auto m = plan_of(parse(w.to_bytes()), FileType::MOSTLY_Q8_0);
   EXPECT_EQ(m.at("blk.0.attn_q.weight"), TensorType::Q8_0);
   EXPECT_EQ(count(m, TensorType::F32), 6);
+}
+
+// The IQ1/IQ2/IQ3 mixes, TQ and MXFP4_MOE on 32 layers (with an importance matrix where llama-quantize
+// needs one; its contents do not matter to the plan).
+model::Imatrix dummy_imatrix() {
+  model::Imatrix im;
+  im.entries["blk.0.attn_q.weight"] = std::vector<float>(256, 1.0f);
+  return im;
+}
+
+std::map<std::string, TensorType> plan_with(const gguf::GgufFile& f, FileType ftype, const model::Imatrix* im,
+                                            bool pure = false) {
+  QuantizeParams p;
+  p.ftype = ftype;
+  p.imatrix = im;
+  p.pure = pure;
+  auto plans = plan_tensor_types(f, p);
+  EXPECT_TRUE(plans.has_value()) << plans.status().message();
+  std::map<std::string, TensorType> m;
+  if (!plans) return m;
+  for (size_t i = 0; i < f.tensors().size(); ++i) m[f.tensors()[i].name] = (*plans)[i].type;
+  return m;
+}
+
+TEST(QuantizeRules, IqMixesOn32Layers) {
+  const gguf::GgufFile f = synth_model({});
+  const model::Imatrix im = dummy_imatrix();
+  auto m = plan_with(f, FileType::MOSTLY_IQ2_XXS, &im);
+  EXPECT_EQ(m.at("output.weight"), TensorType::Q5_K);
+  EXPECT_EQ(m.at("token_embd.weight"), TensorType::Q2_K);
+  EXPECT_EQ(layers_with(m, "attn_v", TensorType::Q2_K, 32), "0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31");
+  EXPECT_EQ(layers_with(m, "ffn_down", TensorType::Q2_K, 32), "0,1,2,3");
+  EXPECT_EQ(m.at("blk.9.attn_output.weight"), TensorType::IQ2_XXS);
+  m = plan_with(f, FileType::MOSTLY_IQ1_S, &im);
+  EXPECT_EQ(m.at("blk.9.attn_output.weight"), TensorType::IQ2_XXS);
+  EXPECT_EQ(m.at("blk.9.attn_q.weight"), TensorType::IQ1_S);
+  m = plan_with(f, FileType::MOSTLY_IQ2_M, &im);
+  EXPECT_EQ(m.at("token_embd.weight"), TensorType::IQ3_S);
+  EXPECT_EQ(m.at("blk.9.attn_v.weight"), TensorType::IQ3_S);
+  EXPECT_EQ(m.at("blk.9.ffn_up.weight"), TensorType::IQ2_S);
+  m = plan_with(f, FileType::MOSTLY_IQ2_S, &im);
+  EXPECT_EQ(m.at("blk.9.ffn_up.weight"), TensorType::IQ2_XS);
+  m = plan_with(f, FileType::MOSTLY_IQ3_XS, &im);
+  EXPECT_EQ(m.at("blk.9.attn_q.weight"), TensorType::IQ3_XXS);
+  EXPECT_EQ(m.at("blk.9.attn_k.weight"), TensorType::IQ3_XXS);
+  EXPECT_EQ(layers_with(m, "ffn_gate", TensorType::IQ3_S, 32), "0,1,2,3,28,29,30,31");
+  EXPECT_EQ(layers_with(m, "ffn_up", TensorType::IQ3_XXS, 32).substr(0, 6), "4,5,6,");
+  m = plan_with(f, FileType::MOSTLY_IQ3_XXS, &im);
+  EXPECT_EQ(m.at("blk.9.attn_v.weight"), TensorType::IQ3_XXS);  // IQ3_S without an imatrix
+  EXPECT_EQ(m.at("blk.9.attn_q.weight"), TensorType::IQ2_S);
+  EXPECT_EQ(m.at("blk.9.ffn_down.weight"), TensorType::IQ3_XXS);
+  m = plan_with(f, FileType::MOSTLY_IQ3_M, nullptr);
+  EXPECT_EQ(m.at("blk.9.attn_v.weight"), TensorType::Q4_K);
+  EXPECT_EQ(m.at("blk.9.attn_output.weight"), TensorType::Q4_K);
+  EXPECT_EQ(layers_with(m, "ffn_down", TensorType::Q4_K, 32), "0,1,2,3");
+  m = plan_with(f, FileType::MOSTLY_TQ2_0, nullptr);
+  EXPECT_EQ(m.at("token_embd.weight"), TensorType::Q4_K);
+  EXPECT_EQ(m.at("output.weight"), TensorType::Q6_K);
+  EXPECT_EQ(m.at("blk.9.ffn_down.weight"), TensorType::TQ2_0);
+  m = plan_with(f, FileType::MOSTLY_TQ2_0, nullptr, /*pure=*/true);
+  EXPECT_EQ(m.at("token_embd.weight"), TensorType::TQ2_0);
+  EXPECT_EQ(m.at("output.weight"), TensorType::TQ2_0);
+  m = plan_with(f, FileType::MOSTLY_MXFP4_MOE, nullptr);
+  EXPECT_EQ(m.at("output.weight"), TensorType::Q8_0);
+  EXPECT_EQ(m.at("token_embd.weight"), TensorType::Q8_0);
+  EXPECT_EQ(m.at("blk.9.ffn_down.weight"), TensorType::Q8_0);  // not an expert tensor
+  // Without an imatrix the types that need one are refused.
+  QuantizeParams p;
+  p.ftype = FileType::MOSTLY_IQ2_XXS;
+  auto refused = plan_tensor_types(f, p);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_NE(refused.status().message().find("importance matrix"), std::string::npos) << refused.status().message();
+  // Q4_0 with an imatrix: Q4_1 for the first eighth of ffn_down.
+  m = plan_with(f, FileType::MOSTLY_Q4_0, &im);
+  EXPECT_EQ(layers_with(m, "ffn_down", TensorType::Q4_1, 32), "0,1,2,3");
+  m = plan_with(f, FileType::MOSTLY_IQ4_XS, &im);  // no Q5_K ffn_down with an imatrix
+  EXPECT_EQ(layers_with(m, "ffn_down", TensorType::Q5_K, 32), "");
+}
+
+// Flags: --output-tensor-type, --token-embedding-type, --leave-output-tensor.
+TEST(QuantizeRules, TypeOverrides) {
+  SynthSpec s;
+  s.n_layer = 2;
+  const gguf::GgufFile f = synth_model(s);
+  QuantizeParams p;
+  p.ftype = FileType::MOSTLY_Q4_K_M;
+  p.output_tensor_type = TensorType::Q8_0;
+  p.token_embedding_type = TensorType::Q2_K;
+  auto plans = plan_tensor_types(f, p);
+  ASSERT_TRUE(plans.has_value()) << plans.status().message();
+  for (size_t i = 0; i < f.tensors().size(); ++i) {
+    if (f.tensors()[i].name == "output.weight") {
+      EXPECT_EQ((*plans)[i].type, TensorType::Q8_0);
+    }
+    if (f.tensors()[i].name == "token_embd.weight") {
+      EXPECT_EQ((*plans)[i].type, TensorType::Q2_K);
+    }
+  }
+  p = {};
+  p.ftype = FileType::MOSTLY_Q4_K_M;
+  p.quantize_output_tensor = false;
+  plans = plan_tensor_types(f, p);
+  ASSERT_TRUE(plans.has_value());
+  for (size_t i = 0; i < f.tensors().size(); ++i) {
+    if (f.tensors()[i].name == "output.weight") {
+      EXPECT_FALSE((*plans)[i].convert);
+    }
+  }
+}
+
+// MXFP4_MOE on a mixture-of-experts model: the 3-D expert tensors MXFP4, their importance values
+// per expert.
+TEST(QuantizeRules, Mxfp4MoeExperts) {
+  gguf::GgufWriter w;
+  ASSERT_TRUE(w.set_string("general.architecture", "llama").is_ok());
+  ASSERT_TRUE(w.set_u32("llama.block_count", 1).is_ok());
+  ASSERT_TRUE(w.set_u32("llama.expert_count", 4).is_ok());
+  const std::vector<std::pair<std::string, std::vector<int64_t>>> ts = {
+      {"token_embd.weight", {64, 4}}, {"output.weight", {64, 4}}, {"blk.0.attn_q.weight", {64, 64}},
+      {"blk.0.ffn_down_exps.weight", {64, 2, 4}}, {"blk.0.ffn_gate_inp.weight", {64, 4}}};
+  for (const auto& [name, ne] : ts) {
+    int64_t n = 1;
+    for (int64_t d : ne) n *= d;
+    std::vector<float> v(static_cast<size_t>(n));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = float((i * 7919) % 97) / 97.0f - 0.5f;
+    const auto* b = reinterpret_cast<const uint8_t*>(v.data());
+    ASSERT_TRUE(w.add_tensor(name, TensorType::F32, ne, std::span<const uint8_t>(b, v.size() * 4)).is_ok());
+  }
+  const gguf::GgufFile f = parse(w.to_bytes());
+  const auto m = plan_with(f, FileType::MOSTLY_MXFP4_MOE, nullptr);
+  EXPECT_EQ(m.at("blk.0.ffn_down_exps.weight"), TensorType::MXFP4);
+  EXPECT_EQ(m.at("blk.0.attn_q.weight"), TensorType::Q8_0);
+  EXPECT_EQ(m.at("output.weight"), TensorType::Q8_0);
+  EXPECT_EQ(m.at("blk.0.ffn_gate_inp.weight"), TensorType::F32);
+
+  // Q4_0 with per-expert importance values: expert e's rows quantized with expert e's values.
+  model::Imatrix im;
+  std::vector<float> vals(64 * 4);
+  for (size_t i = 0; i < vals.size(); ++i) vals[i] = float(1 + (i * 31) % 17) * (i / 64 == 2 ? 100.0f : 1.0f);
+  im.entries["blk.0.ffn_down_exps.weight"] = vals;
+  QuantizeParams p;
+  p.ftype = FileType::MOSTLY_Q4_0;
+  p.imatrix = &im;
+  p.imatrix_path = "x.imatrix";
+  auto q = quantize_model(f, p);
+  ASSERT_TRUE(q.has_value()) << q.status().message();
+  const gguf::GgufFile gf = parse(q->to_bytes());
+  const gguf::TensorInfo* in = f.find_tensor("blk.0.ffn_down_exps.weight");
+  const gguf::TensorInfo* out = gf.find_tensor("blk.0.ffn_down_exps.weight");
+  ASSERT_TRUE(in && out);
+  ASSERT_EQ(out->type, TensorType::Q4_0);
+  const int64_t rb = row_bytes(TensorType::Q4_0, 64);
+  std::vector<uint8_t> want(size_t(rb * 2));
+  for (int e = 0; e < 4; ++e) {
+    quantize_chunk(TensorType::Q4_0, reinterpret_cast<const float*>(in->data) + e * 128, want.data(), 2, 64,
+                   vals.data() + e * 64);
+    EXPECT_EQ(std::memcmp(want.data(), out->data + e * 2 * rb, want.size()), 0) << "expert " << e;
+  }
+  EXPECT_EQ(*gf.get_int("quantize.imatrix.entries_count"), 1);
+  EXPECT_EQ(gf.find("quantize.imatrix.chunks_count"), nullptr);  // chunk_count 0
 }
 
 // ---- the command line ----
@@ -607,7 +778,8 @@ TEST(QuantizeCli, ErrorsExitWithOneLineAndNoOutput) {
   const Case cases[] = {
       {"quantize " + quote((dir / "missing.gguf").string()) + " " + quote(out) + " q4_0", 1, "missing.gguf"},
       {"quantize " + quote(src) + " " + quote(out) + " q4_k", 1, "unknown quantization type 'q4_k'"},
-      {"quantize " + quote(src) + " " + quote(out) + " iq2_xxs", 1, "unknown quantization type"},
+      {"quantize " + quote(src) + " " + quote(out) + " iq5_xxs", 1, "unknown quantization type"},
+      {"quantize " + quote(src) + " " + quote(out) + " iq2_xxs", 1, "requires an importance matrix"},
       {"quantize " + quote(q8) + " " + quote(out) + " q4_k_m", 1, "--allow-requantize"},
       {"quantize " + quote(src) + " " + quote((dir / "no_such_dir" / "out.gguf").string()) + " q8_0", 1, "no_such_dir"},
       {"quantize " + quote(src) + " " + quote(out) + " q4_0 -t 0", 2, ""},
