@@ -17,6 +17,7 @@
 
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 
 #include <immintrin.h>
@@ -294,7 +295,9 @@ LOOM_IQT_AVX512 void decode_panel(int64_t nb, const uint8_t* w, size_t ws, int n
 }
 
 // R activation rows against a panel: out[k][r] for the 16 rows (lanes).
-template <int R, bool Iq1>
+// Sub32: the format's scales are per 32 elements (equal for sub-blocks 2t and 2t + 1), so one
+// multiply per pair of sub-blocks.
+template <int R, bool Iq1, bool Sub32>
 LOOM_IQT_AVX512 void panel_rows(int64_t nb, const PanelBlock* pan, const uint8_t* const* a, __m512* res) {
   __m512 s[R];
   for (int k = 0; k < R; ++k) s[k] = _mm512_setzero_ps();
@@ -310,14 +313,15 @@ LOOM_IQT_AVX512 void panel_rows(int64_t nb, const PanelBlock* pan, const uint8_t
     }
     __m512i isum[R];
     for (int k = 0; k < R; ++k) isum[k] = _mm512_setzero_si512();
-    for (int sb = 0; sb < 16; ++sb) {
+    constexpr int kStep = Sub32 ? 2 : 1;
+    for (int sb = 0; sb < 16; sb += kStep) {
       __m512i acc[R];
       for (int k = 0; k < R; ++k) acc[k] = _mm512_setzero_si512();
-      for (int g = 0; g < 4; ++g) {
-        const __m512i wv = _mm512_load_si512(pb.qs[sb][g]);
+      for (int g = 0; g < 4 * kStep; ++g) {
+        const __m512i wv = _mm512_load_si512(pb.qs[sb][0] + kPanel * g);
         for (int k = 0; k < R; ++k) {
           int32_t uu;
-          std::memcpy(&uu, u[k] + 16 * sb + 4 * g, 4);
+          std::memcpy(&uu, u[k] + 16 * sb + 4 * g, 4);  // g may run into sub-block sb + 1
           acc[k] = _mm512_dpbusd_epi32(acc[k], _mm512_set1_epi32(uu), wv);
         }
       }
@@ -339,15 +343,48 @@ LOOM_IQT_AVX512 void panel_rows(int64_t nb, const PanelBlock* pan, const uint8_t
   for (int k = 0; k < R; ++k) res[k] = s[k];
 }
 
-template <void (*Decode)(const uint8_t*, Dec&), int Bytes, bool Iq1>
+// The last panel this thread decoded, with a copy of the weight bytes it came from: matmul calls
+// the tile for successive groups of activation rows against the same weight rows, and a panel is
+// reused only when its decoder and every one of its weight bytes are the same.
+struct PanelCache {
+  const void* decoder = nullptr;
+  int64_t nb = 0;
+  int rows = 0;
+  std::vector<uint8_t> raw;
+};
+
+// One per thread, shared by the types like the panel buffer it describes.
+PanelCache& panel_cache() {
+  thread_local PanelCache c;
+  return c;
+}
+
+template <void (*Decode)(const uint8_t*, Dec&), int Bytes>
+bool cached(PanelCache& c, int64_t nb, const uint8_t* w, size_t ws, int pw) {
+  const size_t rb = size_t(nb) * Bytes;
+  bool same = c.decoder == reinterpret_cast<const void*>(Decode) && c.nb == nb && c.rows == pw;
+  for (int r = 0; same && r < pw; ++r) same = std::memcmp(c.raw.data() + size_t(r) * rb, w + size_t(r) * ws, rb) == 0;
+  if (same) return true;
+  c.decoder = reinterpret_cast<const void*>(Decode);
+  c.nb = nb;
+  c.rows = pw;
+  c.raw.resize(rb * size_t(pw));
+  for (int r = 0; r < pw; ++r) std::memcpy(c.raw.data() + size_t(r) * rb, w + size_t(r) * ws, rb);
+  return false;
+}
+
+template <void (*Decode)(const uint8_t*, Dec&), int Bytes, bool Iq1, bool Sub32>
 LOOM_IQT_AVX512 void tile_avx512(int64_t n, const uint8_t* w, size_t ws, int nw, const uint8_t* a, size_t as,
                                  int na, float* out, size_t os, float factor) {
   const int64_t nb = n / 256;
   PanelBlock* pan = panel_scratch(size_t(nb)).data();
+  PanelCache& cache = panel_cache();
   constexpr int kR = 4;
   for (int j0 = 0; j0 < nw; j0 += kPanel) {
     const int pw = nw - j0 < kPanel ? nw - j0 : kPanel;
-    decode_panel<Decode, Bytes>(nb, w + size_t(j0) * ws, ws, pw, pan);
+    if (!cached<Decode, Bytes>(cache, nb, w + size_t(j0) * ws, ws, pw)) {
+      decode_panel<Decode, Bytes>(nb, w + size_t(j0) * ws, ws, pw, pan);
+    }
     const __mmask16 lanes = __mmask16((1u << pw) - 1);
     for (int r0 = 0; r0 < na; r0 += kR) {
       const int rr = na - r0 < kR ? na - r0 : kR;
@@ -355,10 +392,10 @@ LOOM_IQT_AVX512 void tile_avx512(int64_t n, const uint8_t* w, size_t ws, int nw,
       for (int k = 0; k < rr; ++k) rows[k] = a + size_t(r0 + k) * as;
       __m512 res[kR];
       switch (rr) {
-        case 4: panel_rows<4, Iq1>(nb, pan, rows, res); break;
-        case 3: panel_rows<3, Iq1>(nb, pan, rows, res); break;
-        case 2: panel_rows<2, Iq1>(nb, pan, rows, res); break;
-        default: panel_rows<1, Iq1>(nb, pan, rows, res); break;
+        case 4: panel_rows<4, Iq1, Sub32>(nb, pan, rows, res); break;
+        case 3: panel_rows<3, Iq1, Sub32>(nb, pan, rows, res); break;
+        case 2: panel_rows<2, Iq1, Sub32>(nb, pan, rows, res); break;
+        default: panel_rows<1, Iq1, Sub32>(nb, pan, rows, res); break;
       }
       for (int k = 0; k < rr; ++k) {
         const __m512 v = Iq1 ? res[k] : _mm512_mul_ps(_mm512_set1_ps(factor), res[k]);
@@ -375,31 +412,31 @@ void tile_loop(VecDot dot, int64_t n, const uint8_t* w, size_t ws, int nw, const
   }
 }
 
-template <void (*Decode)(const uint8_t*, Dec&), int Bytes, bool Iq1, VecDot Avx2, VecDot Avx512>
+template <void (*Decode)(const uint8_t*, Dec&), int Bytes, bool Iq1, bool Sub32, VecDot Avx2, VecDot Avx512>
 void tile(int64_t n, const void* w, size_t ws, int nw, const void* a, size_t as, int na, float* out, size_t os,
           float factor) {
   const auto* wb = static_cast<const uint8_t*>(w);
   const auto* ab = static_cast<const uint8_t*>(a);
   if (!use_avx512()) return tile_loop(Avx2, n, wb, ws, nw, ab, as, na, out, os);
   if (na <= 1) return tile_loop(Avx512, n, wb, ws, nw, ab, as, na, out, os);
-  tile_avx512<Decode, Bytes, Iq1>(n, wb, ws, nw, ab, as, na, out, os, factor);
+  tile_avx512<Decode, Bytes, Iq1, Sub32>(n, wb, ws, nw, ab, as, na, out, os, factor);
 }
 
 }  // namespace
 
-#define LOOM_IQ_TILE(t, bytes, iq1, factor)                                                              \
+#define LOOM_IQ_TILE(t, bytes, iq1, sub32, factor)                                                              \
   void vec_dot_tile_##t(int64_t n, const void* w, size_t ws, int nw, const void* a, size_t as, int na,   \
                         float* out, size_t os) {                                                         \
-    tile<dec_##t, bytes, iq1, avx2::vec_dot_##t##_q8_k, avx512::vec_dot_##t##_q8_k>(n, w, ws, nw, a, as, \
+    tile<dec_##t, bytes, iq1, sub32, avx2::vec_dot_##t##_q8_k, avx512::vec_dot_##t##_q8_k>(n, w, ws, nw, a, as, \
                                                                                     na, out, os, factor); \
   }
-LOOM_IQ_TILE(iq2_xxs, 66, false, 0.125f)
-LOOM_IQ_TILE(iq2_xs, 74, false, 0.125f)
-LOOM_IQ_TILE(iq2_s, 82, false, 0.125f)
-LOOM_IQ_TILE(iq3_xxs, 98, false, 0.25f)
-LOOM_IQ_TILE(iq3_s, 110, false, 1.0f)
-LOOM_IQ_TILE(iq1_s, 50, true, 1.0f)
-LOOM_IQ_TILE(iq1_m, 56, true, 1.0f)
+LOOM_IQ_TILE(iq2_xxs, 66, false, true, 0.125f)
+LOOM_IQ_TILE(iq2_xs, 74, false, false, 0.125f)
+LOOM_IQ_TILE(iq2_s, 82, false, false, 0.125f)
+LOOM_IQ_TILE(iq3_xxs, 98, false, true, 0.25f)
+LOOM_IQ_TILE(iq3_s, 110, false, true, 1.0f)
+LOOM_IQ_TILE(iq1_s, 50, true, true, 1.0f)
+LOOM_IQ_TILE(iq1_m, 56, true, false, 1.0f)
 #undef LOOM_IQ_TILE
 
 }  // namespace loom::quant::detail::new_tile
