@@ -160,7 +160,7 @@ Expected<gguf::GgufWriter> quantize(const gguf::GgufFile& in, FileType ftype, bo
 // ---- file types ----
 
 TEST(QuantizeModel, FileTypeNames) {
-  EXPECT_EQ(file_types().size(), 35u);  // llama-quantize's list less NVFP4, COPY and the Q3_K/Q4_K/Q5_K aliases
+  EXPECT_EQ(file_types().size(), 35u);  // llama-quantize's list less COPY and the Q3_K/Q4_K/Q5_K aliases
   EXPECT_EQ(parse_file_type("Q4_K_M"), FileType::MOSTLY_Q4_K_M);
   EXPECT_EQ(parse_file_type("q4_k_m"), FileType::MOSTLY_Q4_K_M);
   EXPECT_EQ(parse_file_type("bf16"), FileType::MOSTLY_BF16);
@@ -169,7 +169,7 @@ TEST(QuantizeModel, FileTypeNames) {
   EXPECT_EQ(parse_file_type("IQ2_XXS"), FileType::MOSTLY_IQ2_XXS);
   EXPECT_EQ(parse_file_type("mxfp4_moe"), FileType::MOSTLY_MXFP4_MOE);
   EXPECT_EQ(parse_file_type("15"), FileType::MOSTLY_Q4_K_M);  // llama-quantize's numbers too
-  EXPECT_FALSE(parse_file_type("39").has_value());            // NVFP4
+  EXPECT_FALSE(parse_file_type("39").has_value());            // NVFP4: not a llama-quantize type
   EXPECT_FALSE(parse_file_type("nvfp4").has_value());
   EXPECT_FALSE(parse_file_type("").has_value());
   for (const auto& f : file_types()) {
