@@ -3,7 +3,7 @@
 fuzz targets from the shared test data and a few hand-written inputs. Run from anywhere:
   python3 tests/fuzz/make_seeds.py [SHARED_DIR]
 The state target's seeds come from the target itself (LOOM_FUZZ_SEED_DIR, see fuzz_state.cpp)."""
-import json, os, random, re, shutil, subprocess, sys
+import json, os, random, re, shutil, struct, subprocess, sys
 
 here = os.path.dirname(os.path.abspath(__file__))
 repo = os.path.dirname(os.path.dirname(here))
@@ -212,6 +212,91 @@ for i, r in enumerate(reqs):
     put('http_parser', 'r%02d' % i, bytes([3]) + r)
 write_dict('http_parser', ['GET ', 'POST ', ' HTTP/1.1\r\n', ' HTTP/1.0\r\n', '\r\n', '\r\n\r\n', 'Host: ', 'Content-Length: ',
            'Transfer-Encoding: chunked', 'Connection: close', 'Expect: 100-continue', '%00', '%2F', '0\r\n\r\n', ':'])
+
+# ---- GGUF files holding each weight type of issue 27 (gguf: one small tensor file per type;
+# model_load: a one-layer llama, n_embd 256, a 64-token vocabulary, every matrix in the type).
+# Blocks are random bytes with finite scales (any grid index, sign, trit or E2M1 code is valid). ----
+def gguf_str(v):
+    b = v.encode()
+    return struct.pack('<Q', len(b)) + b
+
+def gguf_kv(key, vtype, payload):
+    return gguf_str(key) + struct.pack('<I', vtype) + payload
+
+def kv_u32(key, v): return gguf_kv(key, 4, struct.pack('<I', v))
+def kv_f32(key, v): return gguf_kv(key, 6, struct.pack('<f', v))
+def kv_bool(key, v): return gguf_kv(key, 7, struct.pack('<B', 1 if v else 0))
+def kv_str(key, v): return gguf_kv(key, 8, gguf_str(v))
+def kv_arr(key, etype, items, pack):
+    return gguf_kv(key, 9, struct.pack('<IQ', etype, len(items)) + b''.join(pack(x) for x in items))
+
+def gguf_image(kvs, tensors):  # tensors: (name, [ne0, ne1, ...], type id, bytes)
+    infos, data = b'', b''
+    for name, ne, tid, raw in tensors:
+        infos += gguf_str(name) + struct.pack('<I', len(ne)) + b''.join(struct.pack('<Q', n) for n in ne)
+        infos += struct.pack('<IQ', tid, len(data))
+        data += raw + b'\0' * (-len(raw) % 32)
+    out = b'GGUF' + struct.pack('<IQQ', 3, len(tensors), len(kvs)) + b''.join(kvs) + infos
+    return out + b'\0' * (-len(out) % 32) + data
+
+def f32_bytes(vals): return b''.join(struct.pack('<f', v) for v in vals)
+
+# name: (type id, elements per block, bytes per block, where the scale is)
+NEW_TYPES = {
+    'iq2_xxs': (16, 256, 66, 'f16@0'), 'iq2_xs': (17, 256, 74, 'f16@0'), 'iq3_xxs': (18, 256, 98, 'f16@0'),
+    'iq1_s': (19, 256, 50, 'f16@0'), 'iq3_s': (21, 256, 110, 'f16@0'), 'iq2_s': (22, 256, 82, 'f16@0'),
+    'iq1_m': (29, 256, 56, 'iq1_m'), 'tq1_0': (34, 256, 54, 'f16@52'), 'tq2_0': (35, 256, 66, 'f16@64'),
+    'mxfp4': (39, 32, 17, 'e8m0'), 'q1_0': (41, 128, 18, 'f16@0'), 'q2_0': (42, 64, 18, 'f16@0'),
+}
+trng = random.Random(27)
+
+def random_blocks(tname, n_elements):
+    tid, bs, bb, scale = NEW_TYPES[tname]
+    out = bytearray()
+    for _ in range(n_elements // bs):
+        b = bytearray(trng.randrange(256) for _ in range(bb))
+        h = (trng.randrange(2) << 15) | (trng.randrange(4, 14) << 10) | trng.randrange(1024)  # f16 2^-11..2^-1
+        if scale == 'e8m0':
+            b[0] = trng.randrange(115, 127)
+        elif scale == 'iq1_m':  # d is the top nibbles of the four u16 scale words at 48..55
+            for k in range(4):
+                b[49 + 2 * k] = (b[49 + 2 * k] & 0x0f) | (((h >> (4 * k)) & 0x0f) << 4)
+        else:
+            off = int(scale.split('@')[1])
+            b[off:off + 2] = struct.pack('<H', h)
+        out += b
+    return bytes(out)
+
+seed_tokens = ['<unk>', '<s>', '</s>'] + ['\u2581' + c for c in 'abcdefghijklmnopqrstuvwxyz'] + \
+    list('abcdefghijklmnopqrstuvwxyz') + ['\u2581', '.', ',', '!', '?', ' ', '\u2581the', '\u2581a\u2581', '\n']
+assert len(seed_tokens) == 64
+for tname, (tid, bs, bb, _) in sorted(NEW_TYPES.items()):
+    # gguf: two tensors of the type (2 x 1 block, 256 x 3 elements) and a little metadata.
+    kvs = [kv_str('general.architecture', 'llama'), kv_str('general.name', 'seed-' + tname)]
+    tensors = [('a.weight', [bs, 2], tid, random_blocks(tname, 2 * bs)),
+               ('b.weight', [256, 3], tid, random_blocks(tname, 768))]
+    put('gguf', 'type-%s.gguf' % tname, gguf_image(kvs, tensors))
+    # model_load: a one-layer llama with every matrix of the type.
+    E, F, V, H, HKV, D = 256, 256, len(seed_tokens), 4, 2, 64
+    kvs = [kv_str('general.architecture', 'llama'), kv_str('general.name', 'seed-llama-' + tname),
+           kv_u32('llama.context_length', 256), kv_u32('llama.embedding_length', E), kv_u32('llama.block_count', 1),
+           kv_u32('llama.feed_forward_length', F), kv_u32('llama.attention.head_count', H),
+           kv_u32('llama.attention.head_count_kv', HKV), kv_f32('llama.attention.layer_norm_rms_epsilon', 1e-5),
+           kv_f32('llama.rope.freq_base', 10000.0), kv_u32('llama.rope.dimension_count', D),
+           kv_u32('llama.vocab_size', V), kv_str('tokenizer.ggml.model', 'llama'),
+           kv_arr('tokenizer.ggml.tokens', 8, seed_tokens, gguf_str),
+           kv_arr('tokenizer.ggml.scores', 6, [-float(i) for i in range(V)], lambda x: struct.pack('<f', x)),
+           kv_arr('tokenizer.ggml.token_type', 5, [2, 3, 3] + [1] * (V - 3), lambda x: struct.pack('<i', x)),
+           kv_u32('tokenizer.ggml.unknown_token_id', 0), kv_u32('tokenizer.ggml.bos_token_id', 1),
+           kv_u32('tokenizer.ggml.eos_token_id', 2)]
+    ones = f32_bytes([1.0] * E)
+    mat = lambda name, cols, rows: (name, [cols, rows], tid, random_blocks(tname, cols * rows))
+    tensors = [mat('token_embd.weight', E, V), ('output_norm.weight', [E], 0, ones), mat('output.weight', E, V),
+               ('blk.0.attn_norm.weight', [E], 0, ones), mat('blk.0.attn_q.weight', E, H * D),
+               mat('blk.0.attn_k.weight', E, HKV * D), mat('blk.0.attn_v.weight', E, HKV * D),
+               mat('blk.0.attn_output.weight', H * D, E), ('blk.0.ffn_norm.weight', [E], 0, ones),
+               mat('blk.0.ffn_gate.weight', E, F), mat('blk.0.ffn_up.weight', E, F), mat('blk.0.ffn_down.weight', F, E)]
+    put('model_load', 'llama-%s.gguf' % tname, gguf_image(kvs, tensors))
 
 # ---- C API programs: random bytes, and a few ops spelled out ----
 for i in range(8):
