@@ -83,48 +83,100 @@ LOOM_ST_AVX512 inline __m512 scales_of_pair(const float* s) {
 
 // ---- Q1_0 ------------------------------------------------------------------------------------
 
-template <int R>
-LOOM_ST_AVX512 void q1_0_rows(int64_t nb, const uint8_t* w, const uint8_t* const* a, float* out) {
-  __m512 acc0[R], acc1[R];
-  for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
+// Q1_0 has no weight decode to hoist (its bits are its masks), so its tile shares the activation
+// side instead: R activation rows x C weight rows, each activation pair loaded once for the C
+// rows, the activation scales converted once per row and multiplied by each weight row's (the
+// same products d_a * d_w as q8_0_scales16).
+LOOM_ST_AVX512 inline __m512 q1_0_dw16(const uint8_t* w0) {
+  const __m512i k = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i iw = _mm512_mullo_epi32(_mm512_srli_epi32(k, 2), _mm512_set1_epi32(18));
+  return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(iw, w0, 1)));
+}
+LOOM_ST_AVX512 inline __m512 q8_0_da16(const uint8_t* a0) {
+  const __m512i k = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i ia = _mm512_mullo_epi32(k, _mm512_set1_epi32(kQ80Bytes));
+  return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(ia, a0, 1)));
+}
+
+template <int R, int C>
+LOOM_ST_AVX512 void q1_0_grid(int64_t nb, const uint8_t* const* w, const uint8_t* const* a, float* out /* [R][C] */) {
+  __m512 acc0[R][C], acc1[R][C];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) acc0[r][c] = acc1[r][c] = _mm512_setzero_ps();
   const __m512i one = _mm512_set1_epi8(1), zero = _mm512_setzero_si512();
-  alignas(64) float sc[R][16];
+  alignas(64) float sc[R][C][16];
   int64_t i = 0;
   for (; i + 4 <= nb; i += 4) {
-    const uint8_t* w0 = w + i * 18;
-    for (int r = 0; r < R; ++r) q8_0_scales16(a[r] + i * 4 * kQ80Bytes, w0, 4, 18, sc[r]);
+    __m512 dw[C];
+    for (int c = 0; c < C; ++c) dw[c] = q1_0_dw16(w[c] + i * 18);
+    for (int r = 0; r < R; ++r) {
+      const __m512 da = q8_0_da16(a[r] + i * 4 * kQ80Bytes);
+      for (int c = 0; c < C; ++c) _mm512_store_ps(sc[r][c], _mm512_mul_ps(da, dw[c]));
+    }
     __asm__ volatile("" : : "r"(sc) : "memory");
     for (int b = 0; b < 4; ++b) {
-      uint64_t bits[2];
-      std::memcpy(bits, w0 + 18 * b + 2, 16);
-      const __mmask64 m0 = __mmask64(~bits[0]), m1 = __mmask64(~bits[1]);
-      for (int r = 0; r < R; ++r) {
-        const uint8_t* a0 = a[r] + i * 4 * kQ80Bytes;
-        const __m512i y0 = q8_0_pair(a0 + (4 * b) * kQ80Bytes);
-        const __m512i p0 = _mm512_dpbusd_epi32(zero, one, _mm512_mask_sub_epi8(y0, m0, zero, y0));
-        acc0[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p0), scales_of_pair(sc[r] + 4 * b), acc0[r]);
-        const __m512i y1 = q8_0_pair(a0 + (4 * b + 2) * kQ80Bytes);
-        const __m512i p1 = _mm512_dpbusd_epi32(zero, one, _mm512_mask_sub_epi8(y1, m1, zero, y1));
-        acc1[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p1), scales_of_pair(sc[r] + 4 * b + 2), acc1[r]);
+      uint64_t bits[C][2];
+      for (int c = 0; c < C; ++c) std::memcpy(bits[c], w[c] + i * 18 + 18 * b + 2, 16);
+      for (int h = 0; h < 2; ++h) {
+        __m512i y[R];
+        for (int r = 0; r < R; ++r) y[r] = q8_0_pair(a[r] + (i * 4 + 4 * b + 2 * h) * kQ80Bytes);
+        for (int c = 0; c < C; ++c) {
+          const __mmask64 m = __mmask64(~bits[c][h]);
+          for (int r = 0; r < R; ++r) {
+            const __m512i p = _mm512_dpbusd_epi32(zero, one, _mm512_mask_sub_epi8(y[r], m, zero, y[r]));
+            if (h == 0) {
+              acc0[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), scales_of_pair(sc[r][c] + 4 * b), acc0[r][c]);
+            } else {
+              acc1[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), scales_of_pair(sc[r][c] + 4 * b + 2), acc1[r][c]);
+            }
+          }
+        }
       }
     }
   }
   for (; i < nb; ++i) {
-    const uint8_t* bw = w + i * 18;
-    uint64_t bits[2];
-    std::memcpy(bits, bw + 2, 16);
-    const __m512 dw = _mm512_set1_ps(f16(bw));
-    for (int r = 0; r < R; ++r) {
-      const uint8_t* ba = a[r] + i * 4 * kQ80Bytes;
-      const __m512i y0 = q8_0_pair(ba), y1 = q8_0_pair(ba + 2 * kQ80Bytes);
-      const __m512i p0 = _mm512_dpbusd_epi32(zero, one, _mm512_mask_sub_epi8(y0, __mmask64(~bits[0]), zero, y0));
-      const __m512i p1 = _mm512_dpbusd_epi32(zero, one, _mm512_mask_sub_epi8(y1, __mmask64(~bits[1]), zero, y1));
-      const __m512 part = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p1), q8_0_scales_pair(ba + 2 * kQ80Bytes),
-                                          _mm512_mul_ps(_mm512_cvtepi32_ps(p0), q8_0_scales_pair(ba)));
-      acc0[r] = _mm512_fmadd_ps(part, dw, acc0[r]);
+    for (int c = 0; c < C; ++c) {
+      const uint8_t* bw = w[c] + i * 18;
+      uint64_t bits[2];
+      std::memcpy(bits, bw + 2, 16);
+      const __m512 dwv = _mm512_set1_ps(f16(bw));
+      for (int r = 0; r < R; ++r) {
+        const uint8_t* ba = a[r] + i * 4 * kQ80Bytes;
+        const __m512i y0 = q8_0_pair(ba), y1 = q8_0_pair(ba + 2 * kQ80Bytes);
+        const __m512i p0 = _mm512_dpbusd_epi32(zero, one, _mm512_mask_sub_epi8(y0, __mmask64(~bits[0]), zero, y0));
+        const __m512i p1 = _mm512_dpbusd_epi32(zero, one, _mm512_mask_sub_epi8(y1, __mmask64(~bits[1]), zero, y1));
+        const __m512 part = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p1), q8_0_scales_pair(ba + 2 * kQ80Bytes),
+                                            _mm512_mul_ps(_mm512_cvtepi32_ps(p0), q8_0_scales_pair(ba)));
+        acc0[r][c] = _mm512_fmadd_ps(part, dwv, acc0[r][c]);
+      }
     }
   }
-  for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[r], acc1[r]));
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) out[r * C + c] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[r][c], acc1[r][c]));
+}
+
+using GridFn = void (*)(int64_t, const uint8_t* const*, const uint8_t* const*, float*);
+constexpr int kGridR = 2, kGridC = 4;
+
+void q1_0_tile(int64_t nb, const uint8_t* w, size_t ws, int nw, const uint8_t* a, size_t as, int na, float* out,
+               size_t os) {
+  static constexpr GridFn kFns[kGridR][kGridC] = {
+      {q1_0_grid<1, 1>, q1_0_grid<1, 2>, q1_0_grid<1, 3>, q1_0_grid<1, 4>},
+      {q1_0_grid<2, 1>, q1_0_grid<2, 2>, q1_0_grid<2, 3>, q1_0_grid<2, 4>}};
+  for (int r0 = 0; r0 < na; r0 += kGridR) {
+    const int rr = na - r0 < kGridR ? na - r0 : kGridR;
+    const uint8_t* rows[kGridR];
+    for (int r = 0; r < rr; ++r) rows[r] = a + size_t(r0 + r) * as;
+    for (int c0 = 0; c0 < nw; c0 += kGridC) {
+      const int cc = nw - c0 < kGridC ? nw - c0 : kGridC;
+      const uint8_t* cols[kGridC];
+      for (int c = 0; c < cc; ++c) cols[c] = w + size_t(c0 + c) * ws;
+      float o[kGridR * kGridC];
+      kFns[rr - 1][cc - 1](nb, cols, rows, o);
+      for (int r = 0; r < rr; ++r)
+        for (int c = 0; c < cc; ++c) out[size_t(r0 + r) * os + size_t(c0 + c)] = o[r * cc + c];
+    }
+  }
 }
 
 // ---- Q2_0 ------------------------------------------------------------------------------------
@@ -433,7 +485,19 @@ void tile(int64_t n, int block, const RowsFn (&fns)[kMaxR], VecDot dot, const vo
     static constexpr RowsFn kFns[kMaxR] = {t##_rows<1>, t##_rows<2>, t##_rows<3>, t##_rows<4>};         \
     tile(n, block, kFns, small_simd::vec_dot_##t##_x86, w, ws, nw, a, as, na, out, os);                 \
   }
-LOOM_SMALL_TILE(q1_0, kQ1_0Block)
+void vec_dot_tile_q1_0(int64_t n, const void* w, size_t ws, int nw, const void* a, size_t as, int na, float* out,
+                       size_t os) {
+  if (!use_avx512() || na <= 1) {
+    for (int r = 0; r < na; ++r) {
+      for (int j = 0; j < nw; ++j) {
+        out[size_t(r) * os + j] = small_simd::vec_dot_q1_0_x86(n, static_cast<const uint8_t*>(w) + size_t(j) * ws,
+                                                               static_cast<const uint8_t*>(a) + size_t(r) * as);
+      }
+    }
+    return;
+  }
+  q1_0_tile(n / kQ1_0Block, static_cast<const uint8_t*>(w), ws, nw, static_cast<const uint8_t*>(a), as, na, out, os);
+}
 LOOM_SMALL_TILE(q2_0, kQ2_0Block)
 LOOM_SMALL_TILE(mxfp4, kMxfp4Block)
 LOOM_SMALL_TILE(tq2_0, kTQBlock)
