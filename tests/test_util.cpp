@@ -40,6 +40,25 @@ std::string shared_path(const std::string& rel) {
   return p;
 }
 
+const fs::path& scratch_dir(const std::string& prefix) {
+  // One folder per prefix; a static object's destructor removes them all at exit.
+  struct Folders {
+    std::vector<std::pair<std::string, fs::path>> made;
+    ~Folders() {
+      std::error_code ec;
+      for (const auto& [prefix, dir] : made) fs::remove_all(dir, ec);
+    }
+  };
+  static Folders folders;
+  for (const auto& [p, dir] : folders.made) {
+    if (p == prefix) return dir;
+  }
+  fs::path dir = fs::temp_directory_path() / (prefix + "_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  folders.made.emplace_back(prefix, dir);
+  return folders.made.back().second;
+}
+
 std::string data_dir() { return std::string(LOOM_SOURCE_DIR) + "/tests/data"; }
 std::string loom_binary() { return std::string(LOOM_BINARY_DIR) + "/bin/loom"; }
 

@@ -7,6 +7,7 @@
 #include <random>
 #include <span>
 #include <functional>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,10 @@ struct RunResult {
 std::string quote(const std::string& s);
 // Runs `loom ARGS` (ARGS already shell-quoted as needed), feeding `stdin_text` to its stdin.
 RunResult run_loom(const std::string& args, const std::string& stdin_text = "");
+
+// A folder of this test program's own (under the system's temp folder, named by `prefix` and the
+// process id), created on first use and removed with everything in it when the program exits.
+const std::filesystem::path& scratch_dir(const std::string& prefix);
 
 std::vector<uint8_t> read_file(const std::string& path);
 std::vector<float> read_f32_file(const std::string& path);

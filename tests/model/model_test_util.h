@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
@@ -45,6 +47,67 @@ inline std::vector<float> prompt_logits(Context& ctx, const std::vector<int32_t>
   auto l = ctx.logits(-1);
   EXPECT_TRUE(l.has_value());
   return l ? std::vector<float>(l->begin(), l->end()) : std::vector<float>{};
+}
+
+
+inline int32_t argmax_of(const std::vector<float>& v) {
+  return int32_t(std::max_element(v.begin(), v.end()) - v.begin());
+}
+
+// Teacher-forced comparison with one golden run (../shared/golden/README.md's format; `dir` holds
+// its .f32 files): the golden greedy ids are fed one by one and every step's logits are compared
+// with the run's step_logits_file within rel_tol * max|golden| (with check_last, the last-prompt
+// logits with last_logits_file too). Greedy ids are compared only up to the first step whose golden
+// top-1/top-2 margin is below 2 * rel_tol * max|golden| (two logits each off by the tolerance): past
+// a closer call an engine within tolerance may legitimately pick the other token. Prints the worst
+// relative error.
+inline void check_teacher_forced(const std::shared_ptr<const Model>& model, const nlohmann::json& run,
+                                 const std::string& dir, const std::string& label, float rel_tol,
+                                 bool check_last = false) {
+  const size_t nv = size_t(model->hparams().n_vocab);
+  const auto ids = run["prompt_ids"].get<std::vector<int32_t>>();
+  const auto greedy = run["greedy_ids"].get<std::vector<int32_t>>();
+  const auto margins = run["greedy_margins"].get<std::vector<float>>();
+  const auto steps = read_f32_file(dir + "/" + run["step_logits_file"].get<std::string>());
+  ASSERT_EQ(steps.size(), greedy.size() * nv);
+  ASSERT_EQ(margins.size(), greedy.size());
+  auto step = [&](size_t k) {
+    return std::vector<float>(steps.begin() + long(k * nv), steps.begin() + long((k + 1) * nv));
+  };
+  size_t cutoff = 0;  // greedy ids are compared at steps < cutoff
+  while (cutoff < margins.size() && margins[cutoff] >= 2.0f * rel_tol * max_abs(step(cutoff))) ++cutoff;
+
+  auto ctx = make_context(model);
+  ASSERT_TRUE(ctx);
+  std::vector<float> got = prompt_logits(*ctx, ids);
+  ASSERT_EQ(got.size(), nv);
+  float rel_last = 0.0f;
+  if (check_last) {
+    const auto last = read_f32_file(dir + "/" + run["last_logits_file"].get<std::string>());
+    ASSERT_EQ(last.size(), nv);
+    rel_last = max_abs_diff(got, last) / max_abs(last);
+    EXPECT_LE(rel_last, rel_tol) << label << " last-prompt logits, prompt " << run["prompt"];
+  }
+  int32_t pos = int32_t(ids.size());
+  float worst = 0.0f;
+  for (size_t k = 0; k < greedy.size(); ++k) {
+    const std::vector<float> want = step(k);
+    ASSERT_EQ(got.size(), nv);
+    const float rel = max_abs_diff(got, want) / max_abs(want);
+    worst = std::max(worst, rel);
+    EXPECT_LE(rel, rel_tol) << label << " step " << k << " prompt " << run["prompt"];
+    if (k < cutoff) EXPECT_EQ(argmax_of(got), greedy[k]) << label << " step " << k << " prompt " << run["prompt"];
+    if (k + 1 == greedy.size()) break;
+    const int32_t one[1] = {greedy[k]};
+    ASSERT_TRUE(ctx->decode(Batch::from_tokens(one, pos++)).is_ok());
+    auto l = ctx->logits(-1);
+    ASSERT_TRUE(l.has_value());
+    got.assign(l->begin(), l->end());
+  }
+  std::printf("%-36s prompt %2zu ids:%s max|d|/max|golden| over %zu steps = %.3g, greedy ids checked at %zu steps\n",
+              label.c_str(), ids.size(),
+              check_last ? (" last-prompt " + std::to_string(rel_last) + ",").c_str() : "", greedy.size(),
+              double(worst), cutoff);
 }
 
 }  // namespace loom::test

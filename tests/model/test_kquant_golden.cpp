@@ -34,55 +34,13 @@ struct KqCase {
 };
 void PrintTo(const KqCase& c, std::ostream* os) { *os << c.name; }
 
-int32_t argmax_of(const std::vector<float>& v) {
-  return int32_t(std::max_element(v.begin(), v.end()) - v.begin());
-}
-
 // Teacher-forced comparison of every run of golden `json_rel` (steps files beside it).
 void check_steps(const std::shared_ptr<const Model>& model, const std::string& json_rel, float rel_tol) {
   const std::string json_path = shared_path(json_rel);
   ASSERT_FALSE(json_path.empty());
-  const std::string dir = json_rel.substr(0, json_rel.rfind('/') + 1);
-  const std::string label = json_rel.substr(dir.size());
-  auto g = load_json(json_path);
-  const size_t nv = size_t(model->hparams().n_vocab);
-  for (const auto& run : g["runs"]) {
-    const auto ids = run["prompt_ids"].get<std::vector<int32_t>>();
-    const auto greedy = run["greedy_ids"].get<std::vector<int32_t>>();
-    const auto margins = run["greedy_margins"].get<std::vector<float>>();
-    const auto steps = read_f32_file(shared_path(dir + run["step_logits_file"].get<std::string>()));
-    ASSERT_EQ(steps.size(), greedy.size() * nv);
-    ASSERT_EQ(margins.size(), greedy.size());
-    auto step = [&](size_t k) {
-      return std::vector<float>(steps.begin() + long(k * nv), steps.begin() + long((k + 1) * nv));
-    };
-    size_t cutoff = 0;  // greedy ids are compared at steps < cutoff
-    while (cutoff < margins.size() && margins[cutoff] >= 2.0f * rel_tol * max_abs(step(cutoff))) ++cutoff;
-
-    auto ctx = make_context(model);
-    ASSERT_TRUE(ctx);
-    std::vector<float> got = prompt_logits(*ctx, ids);
-    int32_t pos = int32_t(ids.size());
-    float worst = 0.0f;
-    for (size_t k = 0; k < greedy.size(); ++k) {
-      const std::vector<float> want = step(k);
-      ASSERT_EQ(got.size(), nv);
-      const float rel = max_abs_diff(got, want) / max_abs(want);
-      worst = std::max(worst, rel);
-      EXPECT_LE(rel, rel_tol) << label << " step " << k << " prompt " << run["prompt"];
-      if (k < cutoff) {
-        EXPECT_EQ(argmax_of(got), greedy[k]) << label << " step " << k << " prompt " << run["prompt"];
-      }
-      if (k + 1 == greedy.size()) break;
-      const int32_t one[1] = {greedy[k]};
-      ASSERT_TRUE(ctx->decode(Batch::from_tokens(one, pos++)).is_ok());
-      auto l = ctx->logits(-1);
-      ASSERT_TRUE(l.has_value());
-      got.assign(l->begin(), l->end());
-    }
-    std::printf("%-36s prompt %2zu ids: max|d|/max|golden| over %zu steps = %.3g, greedy ids checked at %zu steps\n",
-                label.c_str(), ids.size(), greedy.size(), double(worst), cutoff);
-  }
+  const std::string dir = json_rel.substr(0, json_rel.rfind('/'));
+  const std::string label = json_rel.substr(dir.size() + 1);
+  for (const auto& run : load_json(json_path)["runs"]) check_teacher_forced(model, run, shared_path(dir), label, rel_tol);
 }
 
 class KQuantGolden : public ::testing::TestWithParam<KqCase> {};

@@ -41,10 +41,6 @@ std::vector<std::string> listed_files() {
   return names;
 }
 
-int32_t argmax_of(const std::vector<float>& v) {
-  return int32_t(std::max_element(v.begin(), v.end()) - v.begin());
-}
-
 class QuantGoldenNew : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(QuantGoldenNew, TeacherForcedStepsMatchLlamaCpp) {
@@ -65,50 +61,8 @@ TEST_P(QuantGoldenNew, TeacherForcedStepsMatchLlamaCpp) {
 
   const auto g = load_json(golden_dir() + "/" + stem + ".json");
   ASSERT_EQ(g["model"].get<std::string>(), stem);
-  const size_t nv = size_t(model->hparams().n_vocab);
-  ASSERT_EQ(g["n_vocab"].get<size_t>(), nv);
-  for (const auto& run : g["runs"]) {
-    const auto ids = run["prompt_ids"].get<std::vector<int32_t>>();
-    const auto greedy = run["greedy_ids"].get<std::vector<int32_t>>();
-    const auto margins = run["greedy_margins"].get<std::vector<float>>();
-    const auto steps = read_f32_file(golden_dir() + "/" + run["step_logits_file"].get<std::string>());
-    const auto last = read_f32_file(golden_dir() + "/" + run["last_logits_file"].get<std::string>());
-    ASSERT_EQ(steps.size(), greedy.size() * nv);
-    ASSERT_EQ(margins.size(), greedy.size());
-    ASSERT_EQ(last.size(), nv);
-    auto step = [&](size_t k) {
-      return std::vector<float>(steps.begin() + long(k * nv), steps.begin() + long((k + 1) * nv));
-    };
-    size_t cutoff = 0;  // greedy ids are compared at steps < cutoff
-    while (cutoff < margins.size() && margins[cutoff] >= 2.0f * kTolerance * max_abs(step(cutoff))) ++cutoff;
-
-    auto ctx = make_context(model);
-    ASSERT_TRUE(ctx);
-    std::vector<float> got = prompt_logits(*ctx, ids);
-    ASSERT_EQ(got.size(), nv);
-    const float rel_last = max_abs_diff(got, last) / max_abs(last);
-    EXPECT_LE(rel_last, kTolerance) << stem << " last-prompt logits, prompt " << run["prompt"];
-    int32_t pos = int32_t(ids.size());
-    float worst = 0.0f;
-    for (size_t k = 0; k < greedy.size(); ++k) {
-      const std::vector<float> want = step(k);
-      ASSERT_EQ(got.size(), nv);
-      const float rel = max_abs_diff(got, want) / max_abs(want);
-      worst = std::max(worst, rel);
-      EXPECT_LE(rel, kTolerance) << stem << " step " << k << " prompt " << run["prompt"];
-      if (k < cutoff) {
-        EXPECT_EQ(argmax_of(got), greedy[k]) << stem << " step " << k << " prompt " << run["prompt"];
-      }
-      if (k + 1 == greedy.size()) break;
-      const int32_t one[1] = {greedy[k]};
-      ASSERT_TRUE(ctx->decode(Batch::from_tokens(one, pos++)).is_ok());
-      auto l = ctx->logits(-1);
-      ASSERT_TRUE(l.has_value());
-      got.assign(l->begin(), l->end());
-    }
-    std::printf("%-22s prompt %2zu ids: last-prompt max|d|/max|golden| = %.3g, over %zu steps %.3g, greedy ids checked at %zu steps\n",
-                stem.c_str(), ids.size(), double(rel_last), greedy.size(), double(worst), cutoff);
-  }
+  ASSERT_EQ(g["n_vocab"].get<size_t>(), size_t(model->hparams().n_vocab));
+  for (const auto& run : g["runs"]) check_teacher_forced(model, run, golden_dir(), stem, kTolerance, /*check_last=*/true);
 }
 
 // The goldens and SHA256SUMS agree: every listed file has its golden, and the list names every

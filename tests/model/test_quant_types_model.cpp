@@ -136,7 +136,6 @@ std::vector<std::vector<float>> run_greedy(const std::shared_ptr<const Model>& m
   return out;
 }
 
-int32_t argmax_of(const std::vector<float>& v) { return int32_t(std::max_element(v.begin(), v.end()) - v.begin()); }
 
 class QuantTypesModel : public ::testing::TestWithParam<TensorType> {};
 

@@ -122,20 +122,7 @@ test::RunResult run_in(const std::string& dir, const std::string& args) {
 }
 
 // A scratch folder removed when the program ends.
-const fs::path& scratch_dir() {
-  static const fs::path dir = [] {
-    fs::path d = fs::temp_directory_path() / ("loom_quantize_goldens_" + std::to_string(::getpid()));
-    fs::create_directories(d);
-    return d;
-  }();
-  return dir;
-}
-struct ScratchCleanup {
-  ~ScratchCleanup() {
-    std::error_code ec;
-    fs::remove_all(fs::temp_directory_path() / ("loom_quantize_goldens_" + std::to_string(::getpid())), ec);
-  }
-} scratch_cleanup;
+const fs::path& scratch_dir() { return test::scratch_dir("loom_quantize_goldens"); }
 
 // Where the SHA256SUMS files go: $LOOM_QUANT_GOLDEN_DIR (kept) or the scratch folder.
 fs::path output_dir() {

@@ -62,21 +62,8 @@ const gguf::GgufFile* source_model() {
   return f;
 }
 
-// A scratch directory removed at the end of the test program.
-const fs::path& scratch_dir() {
-  static const fs::path dir = [] {
-    fs::path d = fs::temp_directory_path() / ("loom_quantize_test_" + std::to_string(::getpid()));
-    fs::create_directories(d);
-    return d;
-  }();
-  return dir;
-}
-struct ScratchCleanup {
-  ~ScratchCleanup() {
-    std::error_code ec;
-    fs::remove_all(fs::temp_directory_path() / ("loom_quantize_test_" + std::to_string(::getpid())), ec);
-  }
-} scratch_cleanup;
+// A scratch folder removed when the program ends.
+const fs::path& scratch_dir() { return test::scratch_dir("loom_quantize_test"); }
 
 
 gguf::GgufFile parse(const std::vector<uint8_t>& bytes) {
