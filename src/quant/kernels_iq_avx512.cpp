@@ -57,6 +57,18 @@ LOOM_IQ_AVX512 inline __m512i scales4(int s0, int s1, int s2, int s3) {
   return _mm512_set_epi64(rep16(s3), rep16(s3), rep16(s2), rep16(s2), rep16(s1), rep16(s1), rep16(s0), rep16(s0));
 }
 
+// The same from packed fields: quarter q gets 2 * ((bits >> shift_q) & mask) + 1, computed in
+// vector registers (shift_q: 4 q for 4-bit fields, 3 q for IQ1_M's 3-bit ones).
+LOOM_IQ_AVX512 inline __m512i scales4_fields(int bits, int field_bits) {
+  const __m512i q = _mm512_set_epi64(3, 3, 2, 2, 1, 1, 0, 0);  // the quarter of each int16 lane, in qwords
+  const __m512i quarter = _mm512_or_si512(_mm512_or_si512(q, _mm512_slli_epi64(q, 16)),
+                                          _mm512_or_si512(_mm512_slli_epi64(q, 32), _mm512_slli_epi64(q, 48)));
+  const __m512i shift = _mm512_mullo_epi16(quarter, _mm512_set1_epi16(int16_t(field_bits)));
+  const __m512i f = _mm512_and_si512(_mm512_srlv_epi16(_mm512_set1_epi16(int16_t(bits)), shift),
+                                     _mm512_set1_epi16(int16_t((1 << field_bits) - 1)));
+  return _mm512_add_epi16(_mm512_add_epi16(f, f), _mm512_set1_epi16(1));
+}
+
 // Sign bytes of 16 groups whose 7 stored sign bits are bits 0-6 of each 32-bit lane: the bits
 // plus their parity at bit 7 (what kSignsIq2xs holds), as 16 bytes.
 LOOM_IQ_AVX512 inline __m128i sign_bytes16(__m512i bits7) {
@@ -132,8 +144,7 @@ struct Iq2xs {
     const __m256i idx = _mm256_and_si256(v, _mm256_set1_epi32(511));
     const __m512i levels = _mm512_i32gather_epi64(idx, reinterpret_cast<const long long*>(kIq2xsGrid), 8);
     const int s0 = b[66 + 2 * p], s1 = b[67 + 2 * p];
-    return pair_dot(acc, levels, signs,
-                    scales4(2 * (s0 & 15) + 1, 2 * (s0 >> 4) + 1, 2 * (s1 & 15) + 1, 2 * (s1 >> 4) + 1), q8);
+    return pair_dot(acc, levels, signs, scales4_fields(s0 | s1 << 8, 4), q8);
   }
 };
 struct Iq2s {
@@ -150,8 +161,7 @@ struct Iq2s {
                                         _mm256_slli_epi32(hi, 8));
     const __m512i levels = _mm512_i32gather_epi64(idx, reinterpret_cast<const long long*>(kIq2sGrid), 8);
     const int s0 = b[74 + 2 * p], s1 = b[75 + 2 * p];
-    return pair_dot(acc, levels, signs,
-                    scales4(2 * (s0 & 15) + 1, 2 * (s0 >> 4) + 1, 2 * (s1 & 15) + 1, 2 * (s1 >> 4) + 1), q8);
+    return pair_dot(acc, levels, signs, scales4_fields(s0 | s1 << 8, 4), q8);
   }
 };
 struct Iq3xxs {
@@ -276,8 +286,7 @@ LOOM_IQ_AVX512 float vec_dot_iq1_m_q8_k(int64_t n, const void* wv, const void* a
       const __mmask64 lneg = _mm512_movepi8_mask(lv);
       const __m512i ys = _mm512_mask_sub_epi8(y, lneg, _mm512_setzero_si512(), y);
       const int s = sc[p];
-      const __m512i ls = scales4(2 * (s & 7) + 1, 2 * ((s >> 3) & 7) + 1, 2 * ((s >> 6) & 7) + 1,
-                                 2 * ((s >> 9) & 7) + 1);
+      const __m512i ls = scales4_fields(s, 3);
       acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(_mm512_abs_epi8(lv), ys), ls);
     }
     // acc holds 8 * isum + isum_delta; both are below 2^23 in magnitude, so
