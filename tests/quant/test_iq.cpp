@@ -54,28 +54,35 @@ struct IqType {
   Dequant avx2_dequant;
 };
 
+// The x86 kernels exist only in x86-64 builds (elsewhere their entries are null: skipped).
+#if defined(__x86_64__)
+#define LOOM_X86_KERNEL(f) f
+#else
+#define LOOM_X86_KERNEL(f) nullptr
+#endif
+
 const IqType kIqTypes[] = {
     {"iq2_xxs", 16, 66, ref::dequantize_row_iq2_xxs, ref::vec_dot_iq2_xxs_q8_k,
-     avx2::vec_dot_iq2_xxs_q8_k, avx512::vec_dot_iq2_xxs_q8_k,
-     avx2::dequantize_row_iq2_xxs},
+     LOOM_X86_KERNEL(avx2::vec_dot_iq2_xxs_q8_k), LOOM_X86_KERNEL(avx512::vec_dot_iq2_xxs_q8_k),
+     LOOM_X86_KERNEL(avx2::dequantize_row_iq2_xxs)},
     {"iq2_xs", 17, 74, ref::dequantize_row_iq2_xs, ref::vec_dot_iq2_xs_q8_k,
-     avx2::vec_dot_iq2_xs_q8_k, avx512::vec_dot_iq2_xs_q8_k,
-     avx2::dequantize_row_iq2_xs},
+     LOOM_X86_KERNEL(avx2::vec_dot_iq2_xs_q8_k), LOOM_X86_KERNEL(avx512::vec_dot_iq2_xs_q8_k),
+     LOOM_X86_KERNEL(avx2::dequantize_row_iq2_xs)},
     {"iq2_s", 22, 82, ref::dequantize_row_iq2_s, ref::vec_dot_iq2_s_q8_k,
-     avx2::vec_dot_iq2_s_q8_k, avx512::vec_dot_iq2_s_q8_k,
-     avx2::dequantize_row_iq2_s},
+     LOOM_X86_KERNEL(avx2::vec_dot_iq2_s_q8_k), LOOM_X86_KERNEL(avx512::vec_dot_iq2_s_q8_k),
+     LOOM_X86_KERNEL(avx2::dequantize_row_iq2_s)},
     {"iq3_xxs", 18, 98, ref::dequantize_row_iq3_xxs, ref::vec_dot_iq3_xxs_q8_k,
-     avx2::vec_dot_iq3_xxs_q8_k, avx512::vec_dot_iq3_xxs_q8_k,
-     avx2::dequantize_row_iq3_xxs},
+     LOOM_X86_KERNEL(avx2::vec_dot_iq3_xxs_q8_k), LOOM_X86_KERNEL(avx512::vec_dot_iq3_xxs_q8_k),
+     LOOM_X86_KERNEL(avx2::dequantize_row_iq3_xxs)},
     {"iq3_s", 21, 110, ref::dequantize_row_iq3_s, ref::vec_dot_iq3_s_q8_k,
-     avx2::vec_dot_iq3_s_q8_k, avx512::vec_dot_iq3_s_q8_k,
-     avx2::dequantize_row_iq3_s},
+     LOOM_X86_KERNEL(avx2::vec_dot_iq3_s_q8_k), LOOM_X86_KERNEL(avx512::vec_dot_iq3_s_q8_k),
+     LOOM_X86_KERNEL(avx2::dequantize_row_iq3_s)},
     {"iq1_s", 19, 50, ref::dequantize_row_iq1_s, ref::vec_dot_iq1_s_q8_k,
-     avx2::vec_dot_iq1_s_q8_k, avx512::vec_dot_iq1_s_q8_k,
-     avx2::dequantize_row_iq1_s},
+     LOOM_X86_KERNEL(avx2::vec_dot_iq1_s_q8_k), LOOM_X86_KERNEL(avx512::vec_dot_iq1_s_q8_k),
+     LOOM_X86_KERNEL(avx2::dequantize_row_iq1_s)},
     {"iq1_m", 29, 56, ref::dequantize_row_iq1_m, ref::vec_dot_iq1_m_q8_k,
-     avx2::vec_dot_iq1_m_q8_k, avx512::vec_dot_iq1_m_q8_k,
-     avx2::dequantize_row_iq1_m},
+     LOOM_X86_KERNEL(avx2::vec_dot_iq1_m_q8_k), LOOM_X86_KERNEL(avx512::vec_dot_iq1_m_q8_k),
+     LOOM_X86_KERNEL(avx2::dequantize_row_iq1_m)},
 };
 
 std::vector<uint8_t> read_file(const std::string& path) {
