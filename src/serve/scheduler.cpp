@@ -71,6 +71,7 @@ constexpr int kPromptTailCheckpoint = 4;
 
 struct Req {
   RequestId id = 0;
+  uint64_t ticket = 0;  // arrival order among requests, embeddings and exclusive tasks
   GenerateRequest r;
   EventCallback cb;
   std::vector<Choice> ch;
@@ -92,6 +93,7 @@ struct Req {
 
 struct EmbedJob {
   RequestId id = 0;
+  uint64_t ticket = 0;  // arrival order, as Req::ticket
   EmbedRequest r;
   EmbedCallback cb;
   EmbedResult result;
@@ -125,7 +127,9 @@ struct Scheduler::Impl {
   struct Task {
     std::function<Status(Context&, PrefixCache*)> fn;
     std::promise<Status> done;
+    uint64_t ticket = 0;  // arrival order: runs after everything that came before it, before what came after
   };
+  uint64_t next_ticket = 0;  // guarded by mu
   std::deque<std::unique_ptr<Task>> task_inbox;
   std::atomic<uint64_t> next_id{1};
   int n_waiting_shared = 0;  // inbox + waiting, for max_queue
@@ -377,9 +381,12 @@ struct Scheduler::Impl {
   }
 
   // ---- admission ----
-  void admit() {
+  // Admits waiting requests in arrival order, those that came before ticket `before` only (an
+  // exclusive task waits for them; the ones after it wait for the task).
+  void admit(uint64_t before) {
     while (!waiting.empty()) {
       Req& q = *waiting.front();
+      if (q.ticket > before) return;
       if (int(free_slots.size()) < q.r.n) return;
       const int len = int(q.r.prompt.size());
       PrefixCache::Match m;
@@ -1024,7 +1031,8 @@ struct Scheduler::Impl {
   }
 
   // ---- embeddings ----
-  void embed_step() {
+  // One batch of embedding inputs, from the jobs that arrived before ticket `before`.
+  void embed_step(uint64_t before) {
     if (embed_jobs.empty()) return;
     const int cap_tokens = ctx->n_ubatch();
     const int cap_seqs = ctx->n_seq_max();
@@ -1033,6 +1041,7 @@ struct Scheduler::Impl {
     std::vector<Part> parts;
     for (auto& jp : embed_jobs) {
       EmbedJob& j = *jp;
+      if (j.ticket > before) break;
       while (j.next + parts.size() < j.r.inputs.size()) {
         // inputs are taken in order; the ones of this job already in the batch are counted
         size_t in = j.next;
@@ -1155,16 +1164,19 @@ struct Scheduler::Impl {
         return;
       }
       disk.poll();
-      if (!tasks.empty() && running.empty() && embed_jobs.empty()) {
+      // An exclusive task runs once everything that arrived before it is done; what arrived after
+      // it waits for it.
+      const uint64_t before = tasks.empty() ? UINT64_MAX : tasks.front()->ticket;
+      if (!tasks.empty() && running.empty() && !work_before(before)) {
         run_tasks();
         publish();
         continue;
       }
       if (p.context.embeddings) {
-        if (tasks.empty() || !embed_jobs.empty()) embed_step();
+        embed_step(before);
       } else {
-        if (tasks.empty()) admit();
-        if (running.empty() && !waiting.empty()) {
+        admit(before);
+        if (running.empty() && !waiting.empty() && waiting.front()->ticket < before) {
           // Nothing runs, so nothing will free cells: the head can never be admitted (only a
           // reservation bug leads here). Refuse it rather than wait forever.
           std::unique_ptr<Req> q = std::move(waiting.front());
@@ -1183,9 +1195,16 @@ struct Scheduler::Impl {
     }
   }
 
-  // Exclusive tasks, run when nothing else does. A task's exception becomes its status.
+  // Whether a request or embedding that arrived before ticket `t` still waits (both queues are in
+  // arrival order).
+  bool work_before(uint64_t t) const {
+    return (!waiting.empty() && waiting.front()->ticket < t) || (!embed_jobs.empty() && embed_jobs.front()->ticket < t);
+  }
+
+  // Exclusive tasks, run when nothing else does (nothing runs and nothing that came before the
+  // task waits). A task's exception becomes its status.
   void run_tasks() {
-    while (!tasks.empty()) {
+    while (!tasks.empty() && !work_before(tasks.front()->ticket)) {
       std::unique_ptr<Task> t = std::move(tasks.front());
       tasks.pop_front();
       Status st;
@@ -1220,6 +1239,7 @@ struct Scheduler::Impl {
         return unavailable("the queue is full (" + std::to_string(p.max_queue) + " waiting requests)");
       }
       if (waiting) ++*waiting;
+      item->ticket = ++next_ticket;
       q.push_back(std::move(item));
     }
     cv.notify_one();
@@ -1450,6 +1470,7 @@ Status Scheduler::run_exclusive(std::function<Status(Context&, PrefixCache*)> fn
   {
     std::lock_guard<std::mutex> l(impl_->mu);
     if (impl_->stopping) return unavailable("the scheduler is shutting down");
+    t->ticket = ++impl_->next_ticket;
     impl_->task_inbox.push_back(std::move(t));
   }
   impl_->cv.notify_one();

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <future>
 #include <thread>
 
 #include "model/model_test_util.h"
@@ -731,6 +732,44 @@ TEST(Scheduler, QueueLimitRefusesWithUnavailable) {
   EXPECT_GE(refused, 5);
   for (auto& c : cs) ASSERT_TRUE(c->wait());
   EXPECT_GE(s->stats().metrics.requests_rejected, 5u);
+}
+
+// An exclusive task (a LoRA swap, clearing the cache) runs after the requests submitted before it
+// and before those submitted after it, even when they still wait for admission.
+TEST(Scheduler, ExclusiveTasksKeepArrivalOrderWithWaitingRequests) {
+  auto s = make_sched(stories(), small_params(1024, 2));
+  // A first task holds the loop while the rest arrives: request A, task T, request B.
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::thread hold([&] { (void)s->run_exclusive([released](Context&, serve::PrefixCache*) { released.wait(); return Status::ok(); }); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  Collected a, b;
+  ASSERT_TRUE(s->submit(greedy(tokenize("Once upon a time"), 8), a.callback()).has_value());
+  std::atomic<int> seen{-1};  // 1: A had finished when T ran; 0 + B untouched: the order holds
+  std::atomic<bool> b_started_before_t{false};
+  std::thread t([&] {
+    Status st = s->run_exclusive([&](Context&, serve::PrefixCache*) {
+      {
+        std::lock_guard<std::mutex> l(a.mu);
+        seen = a.done ? 1 : 0;
+      }
+      std::lock_guard<std::mutex> l(b.mu);
+      b_started_before_t = !b.events.empty();
+      return Status::ok();
+    });
+    EXPECT_TRUE(st.is_ok()) << st.message();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_TRUE(s->submit(greedy(tokenize("The cat"), 8), b.callback()).has_value());
+  release.set_value();
+  hold.join();
+  t.join();
+  ASSERT_TRUE(a.wait());
+  ASSERT_TRUE(b.wait());
+  EXPECT_EQ(seen.load(), 1) << "the task ran before the request submitted ahead of it";
+  EXPECT_FALSE(b_started_before_t.load()) << "a request submitted after the task started before it";
+  EXPECT_EQ(a.tokens().size(), 8u);
+  EXPECT_EQ(b.tokens().size(), 8u);
 }
 
 TEST(Scheduler, CancelFreesTheSlotAtTheNextStep) {

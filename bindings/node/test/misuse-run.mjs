@@ -75,7 +75,9 @@ const ops = [
     if (rand() < 0.5) r.stop();
     return r.promise;
   },
-  (c) => c.parallel.embedding('x'),
+  // The inner promise is the request's: awaited, as an app does (an ignored rejection would end
+  // the process as Node ends it for any unhandled rejection).
+  async (c) => (await c.parallel.embedding('x')).promise,
   (c) => c.parallel.getStatus(),
   (c) => c.release(),
   (c) => c.release(),
