@@ -229,6 +229,11 @@ LOOM_API loom_token loom_token_unk(const loom_model * model);
 LOOM_API loom_token loom_token_fim_pre(const loom_model * model);
 LOOM_API loom_token loom_token_fim_suf(const loom_model * model);
 LOOM_API loom_token loom_token_fim_mid(const loom_model * model);
+/* Since 0.3: the fill-in-the-middle pad, repository and file-separator tokens (Qwen2.5-Coder's
+ * <|fim_pad|>, <|repo_name|>, <|file_sep|>), as llama-server's /infill uses them. */
+LOOM_API loom_token loom_token_fim_pad(const loom_model * model);
+LOOM_API loom_token loom_token_fim_rep(const loom_model * model);
+LOOM_API loom_token loom_token_fim_sep(const loom_model * model);
 LOOM_API bool loom_add_bos_token(const loom_model * model);
 LOOM_API bool loom_add_eos_token(const loom_model * model);
 

@@ -117,7 +117,11 @@ enum loom_event_kind {
                             the beginning of "<tool_call>", trailing whitespace) is held back, so
                             from one event to the next content and reasoning_content only grow
                             and tool_calls only get more entries, with their final ids; FINISH's
-                            message extends the last TOKEN's. */
+                            message extends the last TOKEN's. These events also carry
+                            "deltas": what this event adds, as OpenAI chat deltas, each one of
+                            {"reasoning_content": s}, {"content": s} or {"tool_calls": [{"index",
+                            "id", "type", "function": {"name", "arguments"}}]} (a call once it is
+                            complete); FINISH carries the last ones. */
   LOOM_EVENT_FINISH = 1, /* text: the rest of the choice's text; json: {"reason": "stop" | "length" |
                             "cancelled", "stop_word", "stopped_eos", "stopped_word", "stopped_limit",
                             "text" (all of it), "tokens" [...], and for "messages" requests the

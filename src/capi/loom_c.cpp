@@ -552,6 +552,9 @@ LOOM_SPECIAL_TOKEN(unk)
 LOOM_SPECIAL_TOKEN(fim_pre)
 LOOM_SPECIAL_TOKEN(fim_suf)
 LOOM_SPECIAL_TOKEN(fim_mid)
+LOOM_SPECIAL_TOKEN(fim_pad)
+LOOM_SPECIAL_TOKEN(fim_rep)
+LOOM_SPECIAL_TOKEN(fim_sep)
 #undef LOOM_SPECIAL_TOKEN
 
 bool loom_add_bos_token(const loom_model* model) { return model && model->m->vocab().add_bos(); }

@@ -12,6 +12,7 @@
 
 #include "capi/capi_internal.h"
 #include "chat/chat_request.h"
+#include "api/chat_stream.h"
 #include "chat/tool_calls.h"
 #include "serve/prefix_cache.h"
 #include "serve/request_json.h"
@@ -72,17 +73,13 @@ struct GenState {
   loom::chat::ToolCallFormat format = loom::chat::ToolCallFormat::kNone;
   loom::chat::ParseOptions parse_options;
   // "stream_parse": every kToken event of a chat request carries the parse of its choice's text so
-  // far (parse_assistant_output with partial = true), as llama.node's token callback does.
+  // far (parse_assistant_output with partial = true), as llama.node's token callback does, and the
+  // deltas it adds (src/api/chat_stream.h); the FINISH event the last deltas.
   bool stream_parse = false;
   std::vector<int32_t> prompt;    // the request's prompt ids (reported with kDone)
   std::vector<std::string> text;  // per choice
-  // Per choice: the last partial parse's fields and the text length it was made at (the text only
-  // grows, so an event that adds no text reuses it).
-  struct Partial {
-    size_t len = SIZE_MAX;
-    json fields;
-  };
-  std::vector<Partial> partial;
+  // Per chat choice: the reply parsed as it streams (src/api/chat_stream.h).
+  std::vector<std::unique_ptr<loom::api::ChatStream>> streams;
 
   // {"content", "reasoning_content", "tool_calls": [{"id", "type", "function": {"name", "arguments"}}]}.
   static json message_fields(const loom::chat::ParsedMessage& m) {
@@ -97,17 +94,10 @@ struct GenState {
     return json{{"content", m.content}, {"reasoning_content", m.reasoning_content}, {"tool_calls", std::move(calls)}};
   }
 
-  const json& partial_fields(size_t choice) {
-    if (partial.size() <= choice) partial.resize(choice + 1);
-    Partial& p = partial[choice];
-    const std::string& all = text[choice];
-    if (p.len != all.size()) {
-      loom::chat::ParseOptions o = parse_options;
-      o.partial = true;
-      p.fields = message_fields(loom::chat::parse_assistant_output(format, all, o));
-      p.len = all.size();
-    }
-    return p.fields;
+  loom::api::ChatStream& stream(size_t choice) {
+    if (streams.size() <= choice) streams.resize(choice + 1);
+    if (!streams[choice]) streams[choice] = std::make_unique<loom::api::ChatStream>(format, parse_options);
+    return *streams[choice];
   }
 
   void deliver(const loom::serve::Event& e, int32_t kind, int32_t token, const std::string& text_out,
@@ -145,7 +135,12 @@ struct GenState {
           d = {{"piece", vocab->token_to_piece(e.token, false)}, {"logprob", e.logprob.logprob}, {"top", top}};
         }
         if (parsed) {
-          for (const auto& [k, v] : partial_fields(size_t(e.choice)).items()) d[k] = v;
+          // The reply so far (llama.node's token callback fields) and what it adds (the deltas).
+          loom::api::ChatStream& cs = stream(size_t(e.choice));
+          std::vector<json> deltas = cs.add(e.text);
+          const json m = message_fields(cs.message());
+          for (const auto& [k, v] : m.items()) d[k] = v;
+          d["deltas"] = std::move(deltas);
         }
         deliver(e, LOOM_EVENT_TOKEN, e.token, e.text, &d);
         return;
@@ -161,8 +156,13 @@ struct GenState {
                   {"text", all},
                   {"tokens", e.tokens}};
         if (chat) {
-          const json m = message_fields(loom::chat::parse_assistant_output(format, all, parse_options));
+          // Fed piece by piece when streamed (deltas); else parsed once here.
+          loom::api::ChatStream& cs = stream(size_t(e.choice));
+          std::vector<json> deltas = stream_parse ? cs.finish(e.text) : cs.finish(all);
+          const json m = message_fields(cs.message());
           for (const auto& [k, v] : m.items()) d[k] = v;
+          if (stream_parse) d["deltas"] = std::move(deltas);
+          streams[size_t(e.choice)].reset();
         }
         deliver(e, LOOM_EVENT_FINISH, -1, e.text, &d);
         return;

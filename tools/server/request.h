@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,39 @@ struct RerankPlan {
   bool return_documents = false;
 };
 RerankPlan plan_rerank(const json& body);
+
+// llama-server's native /completion (and /completions): the prompts of a body and the request to
+// submit for each. `prompt` is a string, token ids, a mixed array of ids and strings (one prompt),
+// {"prompt_string": ...} (multimodal-less JSON; multimodal_data is refused), or an array of any
+// of these (one prompt each, at most 64). Mixed prompts and prompt_string objects are turned into
+// token ids here with `tokenize` (text, add_special): the first string piece gets BOS as the
+// vocabulary adds it, the others none, as llama-server's tokenize_mixed.
+struct Tokenizer {
+  std::function<std::vector<int32_t>(const std::string& text, bool add_special)> tokenize;
+  std::function<std::string(const std::vector<int32_t>&)> detokenize;
+  int32_t bos = -1;
+  bool add_bos = false;
+  // Fill-in-the-middle tokens (-1 when the vocabulary has none).
+  int32_t fim_pre = -1, fim_suf = -1, fim_mid = -1, fim_rep = -1, fim_sep = -1;
+};
+struct NativePlan {
+  std::vector<json> requests;        // one per prompt, for loom_scheduler_submit_ext (endpoint "completion")
+  std::vector<std::string> prompt_texts;  // each prompt's text ("prompt" of the final object)
+  std::string options;
+  bool stream = false;
+  bool return_tokens = false;
+  bool post_sampling_probs = false;
+};
+NativePlan plan_native(const json& body, int default_max_tokens, const Tokenizer& tok);
+
+// llama-server's /infill: input_prefix, input_suffix (strings or mixed prompts), input_extra
+// ([{"filename", "text"}], repository-level context), prompt (a string, after the prefix), and the
+// /completion fields. The prompt is laid out as llama-server does: [FIM_REP]myproject\n, each extra
+// chunk behind [FIM_SEP]filename\n (or a "--- snippet ---" separator without FIM_SEP), the last
+// [FIM_SEP]filename\n, then [BOS][FIM_PRE]prefix prompt[FIM_SUF]suffix[FIM_MID]; the prefix keeps its
+// last 3/4 of n_batch tokens, the suffix what is left of a quarter, the extra context what n_ctx
+// leaves after n_batch and twice n_predict. 501 when the vocabulary lacks FIM_PRE/SUF/MID.
+NativePlan plan_infill(const json& body, int default_max_tokens, const Tokenizer& tok, int n_ctx, int n_batch);
 
 // /tokenize: content, add_special, parse_special, with_pieces.
 struct TokenizePlan {

@@ -19,6 +19,7 @@
 #include "loom/loom.hpp"
 #include "metrics_text.h"
 #include "request.h"
+#include "api/native.h"
 
 namespace loom::server {
 namespace {
@@ -190,7 +191,9 @@ struct App {
       if (!ok) throw HttpError{405, "method " + m + " is not allowed on " + path, "invalid_request_error", {}};
     };
     if (path == "/v1/chat/completions" || path == "/chat/completions") return need(post), chat_completions(req, res);
-    if (path == "/v1/completions" || path == "/completions") return need(post), completions(req, res);
+    if (path == "/v1/completions") return need(post), completions(req, res);
+    if (path == "/completion" || path == "/completions") return need(post), native_completion(req, res, false);
+    if (path == "/infill") return need(post), native_completion(req, res, true);
     if (path == "/v1/embeddings" || path == "/embeddings") return need(post), embeddings(req, res);
     if (path == "/v1/rerank" || path == "/rerank" || path == "/v1/reranking") return need(post), rerank(req, res);
     if (path == "/v1/models" || path == "/models") return need(get), models(*res);
@@ -216,12 +219,16 @@ struct App {
   struct Choice {
     std::string text;        // generated text so far
     size_t streamed = 0;     // bytes of text already sent as deltas
-    bool held = false;       // a tool-call trigger appeared: the rest is parsed at the end
     json logprobs = json::array();
+    json unsent_logprobs = json::array();  // streamed chat: of tokens that added no delta yet
+    std::vector<int32_t> tokens;  // native: the generated ids
+    std::string stop_word;        // native: the stop string that ended it
     std::string finish;      // OpenAI finish_reason
     json message;            // chat: the assistant message (FINISH)
     int text_offset = 0;
   };
+  // Which API a generation answers in.
+  enum class Dialect { kOpenAI, kNative };
   struct GenState {
     std::mutex mu;
     bool chat = true, stream = false, include_usage = false, echo = false;
@@ -229,8 +236,6 @@ struct App {
     std::vector<std::pair<int, Event>> pending;  // (prompt index, event)
     std::string id, model;
     int64_t created = 0;
-    bool tool_format = false;              // the output is parsed for tool calls
-    std::vector<std::string> triggers;
     bool want_logprobs = false;
     std::vector<Choice> choices;           // n_prompts * n
     int n = 1;                             // choices per prompt
@@ -239,7 +244,15 @@ struct App {
     Totals totals;
     std::shared_ptr<http::Response> res;
     bool failed = false;
-    std::vector<std::string> prompt_texts;  // echo
+    std::vector<std::string> prompt_texts;  // echo; native: the "prompt" of each final object
+    Dialect dialect = Dialect::kOpenAI;
+    // Native (/completion, /infill): per prompt, its prompt tokens; the request body (for
+    // generation_settings); return_tokens, post_sampling_probs; the seed drawn.
+    std::vector<int64_t> prompt_n;
+    json body;
+    bool return_tokens = false, post_probs = false;
+    uint64_t seed = 0;
+    json finals = json::array();  // native, not streamed: each prompt's final object
   };
 
   // The text of a completion prompt as sent: a string's own text, token ids detokenized.
@@ -255,8 +268,10 @@ struct App {
     return t ? *t : std::string();
   }
 
-  void start_generation(const std::shared_ptr<http::Response>& res, GenerationPlan plan) {
+  void start_generation(const std::shared_ptr<http::Response>& res, GenerationPlan plan,
+                        const std::function<void(GenState&)>& setup = {}) {
     auto st = std::make_shared<GenState>();
+    if (setup) setup(*st);
     st->chat = plan.chat;
     st->stream = plan.stream;
     st->include_usage = plan.include_usage;
@@ -268,14 +283,13 @@ struct App {
     const int n_prompts = int(plan.requests.size());
     st->n_requests = n_prompts;
     // Submit every prompt; if one is refused, cancel the others and answer with its error. The
-    // first one's description (choices, logprobs, tool-call triggers, its seed) shapes the answer.
+    // first one's description (choices, logprobs, its seed) shapes the answer.
     uint64_t seed = 0;
     for (int i = 0; i < n_prompts; ++i) {
       json& r = plan.requests[size_t(i)];
       if (i > 0) r["seed"] = prompt_seed(seed, i);
       std::string info_text;
-      auto id = sched->submit(dump(r), plan.options, [this, st, i](const Event& e) { on_event(*st, i, e); },
-                              i == 0 ? &info_text : nullptr);
+      auto id = sched->submit(dump(r), plan.options, [this, st, i](const Event& e) { on_event(*st, i, e); }, &info_text);
       if (!id) {
         for (auto rid : st->ids) sched->cancel(rid);
         {
@@ -289,13 +303,13 @@ struct App {
       }
       std::lock_guard<std::mutex> l(st->mu);
       st->ids.push_back(*id);
+      const json info = json::parse(info_text);
+      st->prompt_n.push_back(info.at("prompt_tokens").get<int64_t>());
       if (i == 0) {
-        const json info = json::parse(info_text);
+        st->seed = info.at("seed").get<uint64_t>();
         seed = info.at("seed").get<uint64_t>();
         st->n = info.at("n").get<int>();
         st->want_logprobs = info.at("logprobs").get<bool>();
-        st->tool_format = info.at("tool_call_format").get<std::string>() != "none";
-        st->triggers = info.at("grammar_triggers").get<std::vector<std::string>>();
         st->choices.resize(size_t(n_prompts * st->n));
       }
     }
@@ -317,9 +331,10 @@ struct App {
     std::lock_guard<std::mutex> l(st->mu);
     if (st->stream) {
       res->begin_stream(200, "text/event-stream", {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}});
-      if (st->chat) {
+      if (st->dialect != Dialect::kOpenAI) {
+      } else if (st->chat) {
         for (size_t c = 0; c < st->choices.size(); ++c) {
-          sse(*st, chunk(*st, int(c), json{{"role", "assistant"}, {"content", ""}}, nullptr));
+          sse(*st, chunk(*st, int(c), json{{"role", "assistant"}, {"content", nullptr}}, nullptr));
         }
       } else if (st->echo) {
         // echo: each choice's stream starts with its prompt's text, as OpenAI's legacy endpoint.
@@ -333,7 +348,7 @@ struct App {
     pending.swap(st->pending);
     for (auto& [prompt, e] : pending) {
       e.choice += prompt * st->n;
-      handle_event(*st, e);
+      handle_event(*st, prompt, e);
     }
   }
 
@@ -347,7 +362,7 @@ struct App {
     }
     e.choice += prompt * st.n;
     try {
-      handle_event(st, e);
+      handle_event(st, prompt, e);
     } catch (const std::exception& ex) {
       fail_response(st, std::string("internal error: ") + ex.what());
     }
@@ -361,7 +376,7 @@ struct App {
     for (auto id : st.ids) sched->cancel(id);
     if (st.stream) {
       sse(st, json::parse(error_json(500, why)));
-      st.res->write("data: [DONE]\n\n");
+      if (st.dialect == Dialect::kOpenAI) st.res->write("data: [DONE]\n\n");  // only OpenAI's streams end so
       st.res->end();
     } else {
       send_error(*st.res, {500, why, {}, {}});
@@ -419,38 +434,158 @@ struct App {
     return {{"tokens", tokens}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offs}};
   }
 
-  // How much of the text may be streamed now: up to a tool-call trigger (held back from there),
-  // and not a tail that may still become one.
-  size_t streamable(GenState& st, Choice& c) {
-    if (st.triggers.empty()) return c.text.size();
-    if (c.held) return c.streamed;
-    size_t cut = c.text.size();
-    for (const auto& t : st.triggers) {
-      // Llama 3.1 / generic calls start with "{" at the very start of the message only.
-      if (t == "{") {
-        size_t k = 0;
-        while (k < c.text.size() && std::isspace(static_cast<unsigned char>(c.text[k]))) ++k;
-        if (k < c.text.size() && c.text[k] == '{') cut = std::min(cut, k), c.held = true;
-        else if (k == c.text.size()) cut = std::min(cut, size_t(0));
-        continue;
+  // A streamed chat choice: one chunk per delta the engine parsed out of the text (the event's
+  // "deltas", src/api/chat_stream.h), the pending logprobs on the last of them.
+  void send_deltas(GenState& st, int choice, Choice& c, const json& event_json) {
+    const json* deltas = event_json.contains("deltas") ? &event_json.at("deltas") : nullptr;
+    if (!deltas || !deltas->is_array() || deltas->empty()) return;
+    for (size_t i = 0; i < deltas->size(); ++i) {
+      json j = chunk(st, choice, deltas->at(i), nullptr);
+      if (i + 1 == deltas->size() && !c.unsent_logprobs.empty()) {
+        j["choices"][0]["logprobs"] = json{{"content", std::move(c.unsent_logprobs)}};
+        c.unsent_logprobs = json::array();
       }
-      const size_t p = c.text.find(t);
-      if (p != std::string::npos) {
-        cut = std::min(cut, p);
-        c.held = true;
-        continue;
-      }
-      for (size_t k = std::min(t.size() - 1, c.text.size()); k > 0; --k) {
-        if (c.text.compare(c.text.size() - k, k, t, 0, k) == 0) {
-          cut = std::min(cut, c.text.size() - k);
-          break;
-        }
-      }
+      sse(st, j);
     }
-    return std::max(cut, c.streamed);
   }
 
-  void handle_event(GenState& st, const Event& e) {
+  // ---- llama-server's native /completion and /infill ----
+  void native_completion(http::Request& req, const std::shared_ptr<http::Response>& res, bool infill) {
+    const json body = parse_body(req.body);
+    const Tokenizer tok = tokenizer();
+    NativePlan np = infill ? plan_infill(body, o.n_predict, tok, sched->n_ctx(), o.n_batch) : plan_native(body, o.n_predict, tok);
+    GenerationPlan plan;
+    plan.chat = false;
+    plan.stream = np.stream;
+    plan.requests = std::move(np.requests);
+    plan.options = np.options;
+    plan.prompts.resize(plan.requests.size());
+    start_generation(res, std::move(plan), [&](GenState& st) {
+      st.dialect = Dialect::kNative;
+      st.body = body;
+      st.return_tokens = np.return_tokens;
+      st.post_probs = np.post_sampling_probs;
+      st.prompt_texts = np.prompt_texts;
+    });
+  }
+
+  Tokenizer tokenizer() const {
+    Tokenizer t;
+    const api::Model* m = &*model;
+    t.tokenize = [m](const std::string& text, bool add_special) {
+      auto ids = m->tokenize(text, add_special, false);
+      if (!ids) throw http_error(ids.status());
+      return std::vector<int32_t>(ids->begin(), ids->end());
+    };
+    t.detokenize = [m](const std::vector<int32_t>& ids) {
+      auto s = m->detokenize(std::vector<api::Token>(ids.begin(), ids.end()), false, false);
+      return s ? *s : std::string();
+    };
+    loom_model* h = model->handle();
+    auto id = [](loom_token v) { return v == LOOM_TOKEN_NULL ? int32_t(-1) : int32_t(v); };
+    t.bos = id(loom_token_bos(h));
+    t.add_bos = loom_add_bos_token(h);
+    t.fim_pre = id(loom_token_fim_pre(h));
+    t.fim_suf = id(loom_token_fim_suf(h));
+    t.fim_mid = id(loom_token_fim_mid(h));
+    t.fim_rep = id(loom_token_fim_rep(h));
+    t.fim_sep = id(loom_token_fim_sep(h));
+    return t;
+  }
+
+  // A TOKEN event's {"piece", "logprob", "top"} as llama-server's completion_probabilities entry.
+  static json native_probs(const json& d, int32_t token, bool post) {
+    std::vector<loom::api::TokenProb> top;
+    for (const json& t : d.at("top")) top.push_back({t.at("id").get<int32_t>(), t.at("piece").get<std::string>(), t.at("logprob").get<double>()});
+    return loom::api::token_probs({token, d.at("piece").get<std::string>(), d.at("logprob").get<double>()}, top, post);
+  }
+
+  void native_event(GenState& st, int prompt, const Event& e) {
+    if (prompt < 0 || prompt >= int(st.choices.size())) return;
+    Choice& c = st.choices[size_t(prompt)];
+    const int64_t prompt_n = st.prompt_n[size_t(prompt)];
+    switch (e.kind) {
+      case LOOM_EVENT_TOKEN: {
+        c.text += e.text;
+        c.tokens.push_back(e.token);
+        json probs = nullptr;
+        if (st.want_logprobs && !e.json.empty()) {
+          json p = native_probs(json::parse(e.json), e.token, st.post_probs);
+          c.logprobs.push_back(p);
+          probs = json::array({std::move(p)});
+        }
+        if (!st.stream) return;
+        std::vector<int32_t> toks;
+        if (st.return_tokens) toks.push_back(e.token);
+        sse(st, loom::api::native_partial(prompt, e.text, toks, -1, int64_t(c.tokens.size()), prompt_n, probs));
+        return;
+      }
+      case LOOM_EVENT_FINISH: {
+        const json d = json::parse(e.json);
+        c.finish = d.at("reason").get<std::string>();
+        c.stop_word = d.value("stop_word", std::string());
+        if (!e.text.empty()) {
+          c.text += e.text;
+          if (st.stream) sse(st, loom::api::native_partial(prompt, e.text, {}, -1, int64_t(c.tokens.size()), prompt_n, nullptr));
+        }
+        return;
+      }
+      case LOOM_EVENT_DONE: {
+        const json d = json::parse(e.json);
+        st.totals.add(d);
+        loom::api::NativeFinal f;
+        f.index = prompt;
+        f.content = st.stream ? std::string() : c.text;
+        if (st.return_tokens) f.tokens = c.tokens;
+        f.model = st.model;
+        f.tokens_predicted = int64_t(c.tokens.size());
+        f.tokens_evaluated = prompt_n;
+        f.tokens_cached = prompt_n + int64_t(c.tokens.size());
+        f.generation_settings = loom::api::generation_settings(st.body, st.seed, st.stream);
+        f.prompt = prompt < int(st.prompt_texts.size()) ? st.prompt_texts[size_t(prompt)] : std::string();
+        f.truncated = false;
+        f.stop_type = loom::api::native_stop_type(c.finish, c.stop_word);
+        f.stopping_word = c.stop_word;
+        Totals one;
+        one.add(d);
+        f.timings = one.timings();
+        if (!st.stream && st.want_logprobs) f.completion_probabilities = c.logprobs;
+        const bool cancelled = c.finish == "cancelled";
+        if (st.stream) {
+          if (cancelled) {
+            fail_response(st, "the request was cancelled (the server is shutting down)");
+            return;
+          }
+          sse(st, loom::api::native_final(f));
+        } else {
+          st.finals.push_back(loom::api::native_final(f));
+        }
+        if (++st.done_requests < st.n_requests) return;
+        if (st.stream) {
+          st.res->end();
+          return;
+        }
+        const bool any_cancelled =
+            std::any_of(st.choices.begin(), st.choices.end(), [](const Choice& x) { return x.finish == "cancelled"; });
+        if (any_cancelled) {
+          send_error(*st.res, {503, "the request was cancelled (the server is shutting down)", {}, {{"Retry-After", "1"}}});
+          return;
+        }
+        if (st.n_requests == 1) {
+          send_json(*st.res, st.finals[0]);
+        } else {
+          json all = std::move(st.finals);
+          std::sort(all.begin(), all.end(), [](const json& a, const json& b) { return a.at("index").get<int>() < b.at("index").get<int>(); });
+          send_json(*st.res, all);
+        }
+        return;
+      }
+      default: return;
+    }
+  }
+
+  void handle_event(GenState& st, int prompt, const Event& e) {
+    if (st.dialect == Dialect::kNative && e.kind != LOOM_EVENT_ERROR) return native_event(st, prompt, e);
     switch (e.kind) {
       case LOOM_EVENT_TOKEN: {
         if (e.choice < 0 || e.choice >= int(st.choices.size())) return;
@@ -462,7 +597,14 @@ struct App {
           c.logprobs.push_back(lp);
         }
         if (!st.stream) return;
-        const size_t upto = streamable(st, c);
+        if (st.chat) {
+          // The engine's deltas (reasoning, content, complete tool calls; text that may become a
+          // call held back); a token's logprobs ride on the next chunk.
+          if (!lp.is_null()) c.unsent_logprobs.push_back(lp);
+          if (!e.json.empty()) send_deltas(st, e.choice, c, json::parse(e.json));
+          return;
+        }
+        const size_t upto = c.text.size();
         if (upto <= c.streamed && lp.is_null()) return;
         const std::string delta = c.text.substr(c.streamed, upto - c.streamed);
         c.streamed = upto;
@@ -481,30 +623,14 @@ struct App {
         const json d = json::parse(e.json);
         c.text += e.text;
         c.finish = d.at("reason").get<std::string>();
-        if (st.chat && st.tool_format) {
+        if (st.chat) {
           c.message = assistant_message(d);
           if (c.message.contains("tool_calls")) c.finish = "tool_calls";
-        } else if (st.chat) {
-          c.message = {{"role", "assistant"}, {"content", c.text}};
         }
         if (!st.stream) return;
         if (c.finish == "cancelled") return;  // the final error event says why
-        if (st.chat && st.tool_format) {
-          // What was streamed is raw text up to the trigger; send the rest of the parsed content.
-          const std::string content = d.value("content", std::string());
-          if (content.size() > c.streamed && content.compare(0, c.streamed, c.text, 0, c.streamed) == 0) {
-            sse(st, chunk(st, e.choice, json{{"content", content.substr(c.streamed)}}, nullptr));
-          }
-          const std::string reasoning = d.value("reasoning_content", std::string());
-          if (!reasoning.empty()) sse(st, chunk(st, e.choice, json{{"reasoning_content", reasoning}}, nullptr));
-          if (c.message.contains("tool_calls")) {
-            json calls = json::array();
-            int index = 0;
-            for (const json& tc : c.message["tool_calls"]) {
-              calls.push_back({{"index", index++}, {"id", tc.at("id")}, {"type", "function"}, {"function", tc.at("function")}});
-            }
-            sse(st, chunk(st, e.choice, json{{"tool_calls", calls}}, nullptr));
-          }
+        if (st.chat) {
+          send_deltas(st, e.choice, c, d);
         } else if (c.text.size() > c.streamed) {
           const std::string rest = c.text.substr(c.streamed);
           sse(st, chunk(st, e.choice, st.chat ? json{{"content", rest}} : json(rest), nullptr));

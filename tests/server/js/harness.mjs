@@ -93,12 +93,14 @@ export async function post(url, pathname, body, headers = {}) {
   return { status: r.status, headers: r.headers, text, json };
 }
 
-// Reads an SSE response into its data payloads (parsed JSON, or the string "[DONE]").
+// Reads an SSE response into its data payloads (parsed JSON, or the string "[DONE]"); `named` has
+// them with their "event:" names (null when a block has none).
 export async function sse(url, pathname, body, { signal, onEvent } = {}) {
   const r = await fetch(url + pathname, {
     method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body), signal,
   });
   const events = [];
+  const named = [];
   const decoder = new TextDecoder();
   let buf = '';
   for await (const chunk of r.body) {
@@ -107,16 +109,19 @@ export async function sse(url, pathname, body, { signal, onEvent } = {}) {
     while ((i = buf.indexOf('\n\n')) >= 0) {
       const block = buf.slice(0, i);
       buf = buf.slice(i + 2);
+      let name = null;
       for (const line of block.split('\n')) {
+        if (line.startsWith('event: ')) name = line.slice(7);
         if (!line.startsWith('data: ')) continue;
         const data = line.slice(6);
         const ev = data === '[DONE]' ? '[DONE]' : JSON.parse(data);
         events.push(ev);
+        named.push({ event: name, data: ev });
         if (onEvent) onEvent(ev);
       }
     }
   }
-  return { status: r.status, headers: r.headers, events };
+  return { status: r.status, headers: r.headers, events, named };
 }
 
 // Prometheus text -> { name{labels}: value }.

@@ -1,0 +1,125 @@
+// llama-server's own API shapes (issue 26): the native /completion, /completions and /infill, the
+// chat stream's reasoning and tool-call deltas, as llama-server's clients read them.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+
+import { golden, post, sse, startServer } from './harness.mjs';
+
+let srv;
+before(async () => { srv = await startServer(['-np', '4', '-c', '4096']); });
+after(async () => { await srv?.stop(); });
+
+test('/completion prints the golden story in llama-server\'s native shape, streamed or not', async () => {
+  const g = golden();
+  for (const run of g.runs) {
+    const body = { prompt: run.prompt, n_predict: run.greedy_ids.length, temperature: 0, return_tokens: true };
+    const r = await post(srv.url, '/completion', body);
+    assert.equal(r.status, 200, r.text);
+    const j = r.json;
+    assert.equal(j.content, /^[,.]/.test(run.greedy_text) ? run.greedy_text : ' ' + run.greedy_text);
+    assert.deepEqual(j.tokens, run.greedy_ids);
+    assert.equal(j.stop, true);
+    assert.equal(j.tokens_predicted, run.greedy_ids.length);
+    assert.equal(j.tokens_evaluated, run.prompt_ids.length);
+    assert.equal(j.prompt, run.prompt);
+    assert.equal(j.stop_type, 'limit');
+    assert.equal(j.stopping_word, '');
+    assert.equal(j.generation_settings.n_predict, run.greedy_ids.length);
+    assert.equal(j.generation_settings.temperature, 0);
+    for (const k of ['index', 'id_slot', 'model', 'has_new_line', 'truncated', 'tokens_cached']) assert.ok(k in j, k);
+    for (const k of ['prompt_n', 'cache_n', 'predicted_n', 'prompt_ms', 'predicted_ms', 'predicted_per_second']) assert.ok(k in j.timings, k);
+    // /completions is the same endpoint (llama-server's meaning; OpenAI's is /v1/completions).
+    assert.equal((await post(srv.url, '/completions', body)).json.content, j.content);
+    // Streamed: partial objects (stop false) add up to the content, a final object ends the
+    // stream, and no [DONE] follows (llama-server sends it on OpenAI streams only).
+    const s = await sse(srv.url, '/completion', { ...body, stream: true });
+    const ev = s.events;
+    assert.ok(!ev.includes('[DONE]'));
+    const fin = ev.at(-1);
+    assert.equal(fin.stop, true);
+    assert.deepEqual(fin.tokens, run.greedy_ids);
+    const parts = ev.slice(0, -1);
+    assert.ok(parts.every((e) => e.stop === false && e.tokens.length === 1));
+    assert.equal(parts.map((e) => e.content).join('') + fin.content, j.content);
+    assert.equal(parts.at(-1).tokens_predicted, run.greedy_ids.length);
+  }
+});
+
+test('/completion: stop words, n_probs, token and mixed prompts, several prompts, bad input', async () => {
+  const g = golden();
+  const run = g.runs[0];
+  const word = await post(srv.url, '/completion', { prompt: run.prompt, n_predict: 64, temperature: 0, stop: [run.greedy_text.split(' ')[3]] });
+  assert.equal(word.json.stop_type, 'word');
+  assert.ok(word.json.stopping_word.length > 0);
+  const probs = await post(srv.url, '/completion', { prompt: run.prompt, n_predict: 3, temperature: 0, n_probs: 2 });
+  assert.equal(probs.json.completion_probabilities.length, 3);
+  const p0 = probs.json.completion_probabilities[0];
+  assert.equal(p0.id, run.greedy_ids[0]);
+  assert.ok(p0.logprob <= 0 && Array.isArray(p0.bytes) && typeof p0.token === 'string');
+  assert.equal(p0.top_logprobs.length, 2);
+  assert.equal(p0.top_logprobs[0].id, run.greedy_ids[0]);
+  const post_ = await post(srv.url, '/completion', { prompt: run.prompt, n_predict: 2, temperature: 0, n_probs: 2, post_sampling_probs: true });
+  assert.ok(post_.json.completion_probabilities[0].prob > 0 && post_.json.completion_probabilities[0].top_probs.length === 2);
+  // Token ids, and ids mixed with text, are one prompt each.
+  const ids = await post(srv.url, '/completion', { prompt: run.prompt_ids, n_predict: 8, temperature: 0 });
+  const text = await post(srv.url, '/completion', { prompt: run.prompt, n_predict: 8, temperature: 0 });
+  assert.equal(ids.json.content, text.json.content);
+  const mixed = await post(srv.url, '/completion', { prompt: [...run.prompt_ids.slice(0, 2), 'upon a time'], n_predict: 4, temperature: 0 });
+  assert.equal(mixed.status, 200, mixed.text);
+  // Several prompts: an array of results in prompt order.
+  const many = await post(srv.url, '/completion', { prompt: [g.runs[0].prompt, g.runs[1].prompt], n_predict: 6, temperature: 0 });
+  assert.ok(Array.isArray(many.json));
+  assert.deepEqual(many.json.map((x) => x.index), [0, 1]);
+  assert.equal(many.json[0].content, (await post(srv.url, '/completion', { prompt: g.runs[0].prompt, n_predict: 6, temperature: 0 })).json.content);
+  for (const bad of [{}, { prompt: 3 }, { prompt: 'x', n_predict: 'a' }, { prompt: [1, {}] }, { prompt: [999999] }]) {
+    const r = await post(srv.url, '/completion', bad);
+    assert.equal(r.status, 400, JSON.stringify(bad) + ' ' + r.text);
+    assert.ok(r.json.error.message.length > 0);
+  }
+  // /infill needs the vocabulary's FIM tokens (stories260K has none): 501 with llama-server's words.
+  const infill = await post(srv.url, '/infill', { input_prefix: 'a', input_suffix: 'b' });
+  assert.equal(infill.status, 501);
+  assert.match(infill.json.error.message, /Infill is not supported by this model/);
+});
+
+test('chat streams: first delta content null, reasoning streamed apart, tool calls as whole deltas without raw text', async () => {
+  const messages = [{ role: 'user', content: 'Hi' }];
+  // A reply forced by a grammar into <think>...</think> then an answer.
+  const grammar = 'root ::= "<think>" [a-z ]{5,20} "</think>" [a-z ]{3,20}';
+  const body = { messages, max_tokens: 60, temperature: 0, grammar };
+  const whole = await post(srv.url, '/v1/chat/completions', body);
+  const msg = whole.json.choices[0].message;
+  assert.ok(msg.reasoning_content.length >= 5, whole.text);
+  assert.ok(!msg.content.includes('<think>') && !msg.content.includes('</think>'));
+  const s = await sse(srv.url, '/v1/chat/completions', { ...body, stream: true });
+  const deltas = s.events.filter((e) => e !== '[DONE]').map((e) => e.choices[0]?.delta ?? {});
+  assert.equal(deltas[0].role, 'assistant');
+  assert.equal(deltas[0].content, null);
+  const reasoning = deltas.filter((d) => d.reasoning_content).length;
+  assert.ok(reasoning >= 2, 'reasoning streams in several deltas');
+  assert.equal(deltas.map((d) => d.reasoning_content ?? '').join(''), msg.reasoning_content);
+  assert.equal(deltas.map((d) => d.content ?? '').join(''), msg.content);
+  assert.ok(deltas.every((d) => !(d.content ?? '').includes('think>')));
+  // Reasoning all comes before the answer.
+  const firstContent = deltas.findIndex((d) => d.content);
+  const lastReasoning = deltas.findLastIndex((d) => d.reasoning_content);
+  assert.ok(lastReasoning < firstContent);
+  // reasoning_format none: the block stays in the content.
+  const none = await post(srv.url, '/v1/chat/completions', { ...body, reasoning_format: 'none' });
+  assert.match(none.json.choices[0].message.content, /^<think>/);
+
+  // Tool calls: the call text never streams as content.
+  const tools = [{ type: 'function', function: { name: 'get_time', parameters: { type: 'object', properties: { zone: { type: 'string', enum: ['UTC', 'CET'] } }, required: ['zone'] } } }];
+  const tb = { messages, tools, tool_choice: 'required', max_tokens: 200, temperature: 0 };
+  const tw = await post(srv.url, '/v1/chat/completions', tb);
+  const call = tw.json.choices[0].message.tool_calls[0];
+  const ts = await sse(srv.url, '/v1/chat/completions', { ...tb, stream: true });
+  const td = ts.events.filter((e) => e !== '[DONE]').map((e) => e.choices[0]?.delta ?? {});
+  assert.ok(td.slice(1).every((d) => !d.content), JSON.stringify(td));
+  const tc = td.flatMap((d) => d.tool_calls ?? []);
+  assert.equal(tc[0].index, 0);
+  assert.equal(tc[0].type, 'function');
+  assert.equal(tc[0].function.name, call.function.name);
+  assert.equal(tc.map((c) => c.function.arguments ?? '').join(''), call.function.arguments);
+  assert.equal(ts.events.at(-2).choices[0].finish_reason, 'tool_calls');
+});
