@@ -5,7 +5,10 @@
 // 64 elements per register: the int8 products are summed four at a time by VPDPBUSD (unsigned
 // weights or ones x signed activations), the bit-, ternary- and sign-selections use mask
 // registers (a Q1_0 block's bits are its masks as stored). Same integer block sums as the
-// references (small_types.cpp); float accumulation in 16 lanes, so equal up to rounding.
+// references (small_types.cpp); float accumulation in 16 lanes, so equal up to rounding. MXFP4
+// and Q1_0 first finish each 32-element unit's sum (a transpose-add of eight registers) so that
+// a lane holds whole units in the order small_types.h fixes, which their tile kernels reproduce
+// with one lane per weight row.
 #if defined(__x86_64__)
 
 // GCC 12's AVX-512 headers initialise their "undefined" vectors from themselves, which
@@ -64,10 +67,6 @@ LOOM_AVX512_VNNI inline __m512i join(__m256i lo, __m256i hi) {
 LOOM_AVX512_VNNI inline __m512i q8_0_pair(const uint8_t* a) {
   return _mm512_mask_loadu_epi8(_mm512_loadu_si512(a + 2), 0xffffffff00000000ull, a + 4);
 }
-// Lanes 0..7 s0, lanes 8..15 s1.
-LOOM_AVX512_VNNI inline __m512 scale_pair(float s0, float s1) {
-  return _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(s0), _mm512_set1_ps(s1));
-}
 // The f16 scales of two consecutive Q8_0 blocks as floats: lanes 0..7 the first, 8..15 the
 // second (picked from one 64-byte load: halves 0 and 17 of the pair's 68 bytes).
 LOOM_AVX512_VNNI inline __m512 q8_0_scales_pair(const uint8_t* a) {
@@ -95,47 +94,75 @@ LOOM_AVX512_VNNI inline __m512 scales_of_pair(const float* s) {
   return _mm512_mask_broadcastss_ps(_mm512_set1_ps(s[0]), 0xff00, _mm_load_ss(s + 1));
 }
 
+// ---- units of 32 elements (MXFP4, Q1_0): small_types.h kUnitSlotOf16 ---------------------
+
+// Eight registers of 2-unit dword partial sums (p[q]: dwords 0..7 unit 2q, 8..15 unit 2q + 1) to
+// the 16 unit sums, dword l holding unit kUnitSlotOf16[l]: pairs of registers interleaved and
+// added by dwords, then by qwords, then 128-bit lanes.
+LOOM_AVX512_VNNI inline __m512i unit_sums16(const __m512i* p) {
+  __m512i x[4], y[2];
+  for (int k = 0; k < 4; ++k) {
+    x[k] = _mm512_add_epi32(_mm512_unpacklo_epi32(p[2 * k], p[2 * k + 1]), _mm512_unpackhi_epi32(p[2 * k], p[2 * k + 1]));
+  }
+  for (int m = 0; m < 2; ++m) {
+    y[m] = _mm512_add_epi32(_mm512_unpacklo_epi64(x[2 * m], x[2 * m + 1]), _mm512_unpackhi_epi64(x[2 * m], x[2 * m + 1]));
+  }
+  return _mm512_add_epi32(_mm512_shuffle_i32x4(y[0], y[1], 0x88), _mm512_shuffle_i32x4(y[0], y[1], 0xdd));
+}
+LOOM_AVX512_VNNI inline __m512i unit_slots() {
+  return _mm512_setr_epi32(kUnitSlotOf16[0], kUnitSlotOf16[1], kUnitSlotOf16[2], kUnitSlotOf16[3], kUnitSlotOf16[4],
+                           kUnitSlotOf16[5], kUnitSlotOf16[6], kUnitSlotOf16[7], kUnitSlotOf16[8], kUnitSlotOf16[9],
+                           kUnitSlotOf16[10], kUnitSlotOf16[11], kUnitSlotOf16[12], kUnitSlotOf16[13],
+                           kUnitSlotOf16[14], kUnitSlotOf16[15]);
+}
+// small_types.h unit_tree_sum of the 16 slots.
+LOOM_AVX512_VNNI inline float slot_tree_sum(__m512 acc) {
+  const __m256 t8 = _mm256_add_ps(_mm512_castps512_ps256(acc),
+                                  _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc), 1)));
+  const __m128 t4 = _mm_add_ps(_mm256_castps256_ps128(t8), _mm256_extractf128_ps(t8, 1));
+  const __m128 t2 = _mm_add_ps(t4, _mm_movehl_ps(t4, t4));
+  return _mm_cvtss_f32(_mm_add_ss(t2, _mm_shuffle_ps(t2, t2, 1)));
+}
+// The f16 scales d_a of the Q8_0 activation blocks of the 16 units from a, in slot order
+// (gathered as dwords, inside the blocks); lanes outside m are 0.
+LOOM_AVX512_VNNI inline __m512 act_scales16(const uint8_t* a, __mmask16 m) {
+  const __m512i ia = _mm512_mullo_epi32(unit_slots(), _mm512_set1_epi32(kQ80Bytes));
+  return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, ia, a, 1)));
+}
+
 // ---- Q1_0: bits are masks -------------------------------------------------------------------
 
+// The weight scales of the 16 units (4 blocks) from w, slot order; lanes outside m 0.
+LOOM_AVX512_VNNI inline __m512 q1_0_wscales16(const uint8_t* w, __mmask16 m) {
+  const __m512i iw = _mm512_mullo_epi32(_mm512_srli_epi32(unit_slots(), 2), _mm512_set1_epi32(18));
+  return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, iw, w, 1)));
+}
+
+// Units of 32 elements (16 per pass, 4 blocks): unit sums sum_e (bit ? y : -y) by VPDPBUSD of
+// ones with the bit-negated activations, then small_types.h's slots.
 LOOM_AVX512_VNNI float dot_q1_0(int64_t nb, const uint8_t* w, const uint8_t* a) {
-  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+  __m512 acc = _mm512_setzero_ps();
   const __m512i one = _mm512_set1_epi8(1), zero = _mm512_setzero_si512();
-  alignas(64) float sc[16];
-  int64_t i = 0;
-  // Four blocks (16 Q8_0 blocks) per pass: their scales d_w * d_a first, kept in memory.
-  for (; i + 4 <= nb; i += 4) {
+  for (int64_t i = 0; i < nb; i += 4) {
+    const int nblk = nb - i < 4 ? int(nb - i) : 4;
     const uint8_t* w0 = w + i * 18;
     const uint8_t* a0 = a + i * 4 * kQ80Bytes;
-    q8_0_scales16(a0, w0, 4, 18, sc);
-    __asm__ volatile("" : : "r"(sc) : "memory");
-    for (int b = 0; b < 4; ++b) {
-      uint64_t bits[2];
-      std::memcpy(bits, w0 + 18 * b + 2, 16);
-      for (int h = 0; h < 2; ++h) {
-        // y where the bit is set, -y where it is not; 64 elements (two Q8_0 blocks).
-        const __m512i y = q8_0_pair(a0 + (4 * b + 2 * h) * kQ80Bytes);
-        const __m512i p = _mm512_dpbusd_epi32(zero, one, _mm512_mask_sub_epi8(y, __mmask64(~bits[h]), zero, y));
-        if (h == 0) {
-          acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), scales_of_pair(sc + 4 * b), acc0);
-        } else {
-          acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), scales_of_pair(sc + 4 * b + 2), acc1);
-        }
+    __m512i p[8];
+    for (int q = 0; q < 8; ++q) {
+      if (q / 2 < nblk) {
+        uint64_t bits;
+        std::memcpy(&bits, w0 + 18 * (q / 2) + 2 + 8 * (q % 2), 8);
+        const __m512i y = q8_0_pair(a0 + 2 * q * kQ80Bytes);
+        p[q] = _mm512_dpbusd_epi32(zero, one, _mm512_mask_sub_epi8(y, __mmask64(~bits), zero, y));
+      } else {
+        p[q] = zero;
       }
     }
+    const __mmask16 m = nblk == 4 ? __mmask16(0xffff) : _mm512_cmplt_epi32_mask(unit_slots(), _mm512_set1_epi32(4 * nblk));
+    const __m512 s = _mm512_mul_ps(act_scales16(a0, m), q1_0_wscales16(w0, m));
+    acc = _mm512_mask3_fmadd_ps(_mm512_cvtepi32_ps(unit_sums16(p)), s, acc, m);
   }
-  for (; i < nb; ++i) {
-    const uint8_t* bw = w + i * 18;
-    const uint8_t* ba = a + i * 4 * kQ80Bytes;
-    uint64_t bits[2];
-    std::memcpy(bits, bw + 2, 16);
-    const __m512i y0 = q8_0_pair(ba), y1 = q8_0_pair(ba + 2 * kQ80Bytes);
-    const __m512i p0 = _mm512_dpbusd_epi32(zero, one, _mm512_mask_sub_epi8(y0, __mmask64(~bits[0]), zero, y0));
-    const __m512i p1 = _mm512_dpbusd_epi32(zero, one, _mm512_mask_sub_epi8(y1, __mmask64(~bits[1]), zero, y1));
-    const __m512 part = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p1), q8_0_scales_pair(ba + 2 * kQ80Bytes),
-                                        _mm512_mul_ps(_mm512_cvtepi32_ps(p0), q8_0_scales_pair(ba)));
-    acc0 = _mm512_fmadd_ps(part, _mm512_set1_ps(f16(bw)), acc0);
-  }
-  return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+  return slot_tree_sum(acc);
 }
 
 // ---- Q2_0 -----------------------------------------------------------------------------------
@@ -201,73 +228,68 @@ LOOM_AVX512_VNNI inline __m512i levels_mxfp4_pair_bcast(const uint8_t* b, __m512
   return _mm512_shuffle_epi8(table, nib);
 }
 
-// The scales of 16 consecutive blocks, f16 d of the activation times 2^(e - 128), each the
-// reference's float product (fields gathered as dwords, which lie inside the blocks).
-LOOM_AVX512_VNNI inline void mxfp4_scales16(const uint8_t* w, const uint8_t* a, float* out) {
-  const __m512i k = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const __m512i ev = _mm512_and_si512(
-      _mm512_i32gather_epi32(_mm512_mullo_epi32(k, _mm512_set1_epi32(17)), w, 1), _mm512_set1_epi32(0xff));
-  const __m512i dv = _mm512_i32gather_epi32(_mm512_mullo_epi32(k, _mm512_set1_epi32(kQ80Bytes)), a, 1);
-  const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dv));
-  const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(ev, _mm512_set1_epi32(1)), 23);
-  const __m512i sub = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), ev);
-  const __m512i bits = _mm512_mask_blend_epi32(_mm512_cmpgt_epi32_mask(ev, _mm512_set1_epi32(1)), sub, normal);
-  _mm512_storeu_ps(out, _mm512_mul_ps(d, _mm512_castsi512_ps(bits)));
-}
-
 // sum |level| x (y with the level's sign) per 4 elements.
 LOOM_AVX512_VNNI inline __m512i mxfp4_pair_dot(__m512i lv, __m512i y) {
   const __m512i ys = _mm512_mask_sub_epi8(y, _mm512_movepi8_mask(lv), _mm512_setzero_si512(), y);
   return _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(lv), ys);
 }
 
+// One block (its 32 levels in lanes 0..1 of the pair layout, lanes 2..3 zero) and its 32
+// activations (the rest zero), for an odd last block.
+LOOM_AVX512_VNNI inline __m512i levels_mxfp4_one(const uint8_t* b, __m512i table) {
+  const __m512i z = _mm512_maskz_broadcast_i32x4(0x00ff, _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 1)));
+  const __m512i nib = _mm512_and_si512(_mm512_srlv_epi64(z, _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4)),
+                                       _mm512_set1_epi8(0x0f));
+  return _mm512_shuffle_epi8(table, nib);
+}
+
+// 2^(e - 128) of the 16 blocks' E8M0 bytes from w, slot order (e8m0_half); lanes outside m 0.
+LOOM_AVX512_VNNI inline __m512 mxfp4_wscales16(const uint8_t* w, __mmask16 m) {
+  const __m512i iw = _mm512_mullo_epi32(unit_slots(), _mm512_set1_epi32(17));
+  const __m512i ev = _mm512_and_si512(_mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, iw, w, 1),
+                                      _mm512_set1_epi32(0xff));
+  const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(ev, _mm512_set1_epi32(1)), 23);
+  const __m512i sub = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), ev);
+  const __m512i bits = _mm512_mask_blend_epi32(_mm512_cmpgt_epi32_mask(ev, _mm512_set1_epi32(1)), sub, normal);
+  return _mm512_maskz_mov_ps(m, _mm512_castsi512_ps(bits));
+}
+
+// Blocks are the 32-element units: 16 per pass, exact block sums, small_types.h's slots.
 LOOM_AVX512_VNNI float dot_mxfp4(int64_t nb, const uint8_t* w, const uint8_t* a) {
-  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+  __m512 acc = _mm512_setzero_ps();
   const __m512i table =
       _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kMxfp4Values)));
-  alignas(64) float sc[16];
   int64_t i = 0;
   for (; i + 16 <= nb; i += 16) {
     const uint8_t* w0 = w + i * 17;
     const uint8_t* a0 = a + i * kQ80Bytes;
-    mxfp4_scales16(w0, a0, sc);
-    // Keep the scales in memory: broadcasts from memory are loads, while the compiler's
-    // register permutes of them would compete with the level lookups for port 5.
-    __asm__ volatile("" : : "r"(sc) : "memory");
-    for (int j = 0; j < 16; j += 4) {
-      for (int h = 0; h < 2; ++h) {
-        const int b = j + 2 * h;
-        const __m512i p = mxfp4_pair_dot(levels_mxfp4_pair_bcast(w0 + b * 17, table),
-                                         q8_0_pair(a0 + b * kQ80Bytes));
-        const __m512 s = _mm512_mask_broadcastss_ps(_mm512_set1_ps(sc[b]), 0xff00, _mm_load_ss(sc + b + 1));
-        if (h == 0) {
-          acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), s, acc0);
-        } else {
-          acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), s, acc1);
-        }
+    __m512i p[8];
+    for (int q = 0; q < 8; ++q) {
+      p[q] = mxfp4_pair_dot(levels_mxfp4_pair_bcast(w0 + 2 * q * 17, table), q8_0_pair(a0 + 2 * q * kQ80Bytes));
+    }
+    const __m512 s = _mm512_mul_ps(act_scales16(a0, 0xffff), mxfp4_wscales16(w0, 0xffff));
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(unit_sums16(p)), s, acc);
+  }
+  if (i < nb) {
+    const int r = int(nb - i);
+    const uint8_t* w0 = w + i * 17;
+    const uint8_t* a0 = a + i * kQ80Bytes;
+    __m512i p[8];
+    for (int q = 0; q < 8; ++q) {
+      if (2 * q + 1 < r) {
+        p[q] = mxfp4_pair_dot(levels_mxfp4_pair_bcast(w0 + 2 * q * 17, table), q8_0_pair(a0 + 2 * q * kQ80Bytes));
+      } else if (2 * q < r) {
+        const __m512i y = _mm512_maskz_loadu_epi8(0xffffffffull, a0 + 2 * q * kQ80Bytes + 2);
+        p[q] = mxfp4_pair_dot(levels_mxfp4_one(w0 + 2 * q * 17, table), y);
+      } else {
+        p[q] = _mm512_setzero_si512();
       }
     }
+    const __mmask16 m = _mm512_cmplt_epi32_mask(unit_slots(), _mm512_set1_epi32(r));
+    const __m512 s = _mm512_mul_ps(act_scales16(a0, m), mxfp4_wscales16(w0, m));
+    acc = _mm512_mask3_fmadd_ps(_mm512_cvtepi32_ps(unit_sums16(p)), s, acc, m);
   }
-  for (; i + 1 < nb; i += 2) {
-    const uint8_t* bw = w + i * 17;
-    const uint8_t* ba = a + i * kQ80Bytes;
-    const __m512i p = mxfp4_pair_dot(levels_mxfp4_pair_bcast(bw, table), q8_0_pair(ba));
-    acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p),
-                           scale_pair(f16(ba) * e8m0_half(bw[0]), f16(ba + kQ80Bytes) * e8m0_half(bw[17])),
-                           acc0);
-  }
-  float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
-  if (i < nb) {  // an odd last block
-    const uint8_t* bw = w + i * 17;
-    const uint8_t* ba = a + i * kQ80Bytes;
-    int isum = 0;
-    for (int j = 0; j < 16; ++j) {
-      isum += int8_t(ba[2 + j]) * kMxfp4Values[bw[1 + j] & 0x0f] +
-              int8_t(ba[18 + j]) * kMxfp4Values[bw[1 + j] >> 4];
-    }
-    sum += float(isum) * (f16(ba) * e8m0_half(bw[0]));
-  }
-  return sum;
+  return slot_tree_sum(acc);
 }
 
 // ---- ternary formats ------------------------------------------------------------------------

@@ -2,15 +2,18 @@
 // carries its target attribute.
 //
 // The dots the table dispatches (small_simd::vec_dot_*_x86) equal the reference only up to
-// float rounding: on AVX-512 VNNI (kernels_small_avx512.cpp) they accumulate int32 sums of four
-// elements, converted to float, in 16 float lanes with FMAs, and reduce the lanes at the end.
-// Batch invariance needs each tile output bit-identical with that dot, so the tile kernels here
-// are those dots with the weight side hoisted: for up to four activation rows at a time, each
-// weight block's levels (Q2_0 2-bit fields, MXFP4 table lookups, TQ2_0 bit fields, TQ1_0 trit
-// masks; Q1_0's bits are its masks as stored) are computed once and then combined with every
-// row's activations through the same int32 lanes, the same scale products and the same FMAs in
-// the same order per row. Without AVX-512 VNNI, and for one activation row, the tile is the loop
-// over the dispatched dot.
+// float rounding, and batch invariance needs each tile output bit-identical with that dot.
+// MXFP4 and Q1_0 (AVX-512 VNNI): their dots sum whole 32-element units exactly and add them in
+// 16 float slots in a fixed order (small_types.h kUnitSlotOf16), so the tile here decodes 16
+// weight rows once into an interleaved int8 panel, one lane per weight row, and runs each
+// activation row over it with a VPDPBUSD per 4 elements of 16 rows (see "units of 32
+// elements" below). TQ1_0, TQ2_0 and Q2_0: their dots accumulate int32 sums of four elements,
+// converted to float, in 16 float lanes with FMAs and reduce the lanes at the end, so their tile
+// kernels are those dots with the weight side hoisted: for up to four activation rows at a
+// time, each weight block's levels (Q2_0 2-bit fields, TQ2_0 bit fields, TQ1_0 trit masks) are
+// computed once and then combined with every row's activations through the same int32 lanes,
+// the same scale products and the same FMAs in the same order per row. Without AVX-512 VNNI,
+// and for one activation row, the tile is the loop over the dispatched dot.
 #if defined(__x86_64__)
 
 #if defined(__GNUC__) && !defined(__clang__)
@@ -21,6 +24,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "base/cpu.h"
 #include "quant/new_tile_kernels.h"
@@ -61,9 +65,6 @@ LOOM_ST_AVX512 inline __m512i join(__m256i lo, __m256i hi) {
 LOOM_ST_AVX512 inline __m512i q8_0_pair(const uint8_t* a) {
   return _mm512_mask_loadu_epi8(_mm512_loadu_si512(a + 2), 0xffffffff00000000ull, a + 4);
 }
-LOOM_ST_AVX512 inline __m512 scale_pair(float s0, float s1) {
-  return _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(s0), _mm512_set1_ps(s1));
-}
 LOOM_ST_AVX512 inline __m512 q8_0_scales_pair(const uint8_t* a) {
   const __m512i raw = _mm512_loadu_si512(a);
   const __m512i idx = _mm512_setr_epi32(0, 0, 0, 0, 0x110011, 0x110011, 0x110011, 0x110011, 0, 0, 0, 0, 0, 0, 0, 0);
@@ -81,100 +82,179 @@ LOOM_ST_AVX512 inline __m512 scales_of_pair(const float* s) {
   return _mm512_mask_broadcastss_ps(_mm512_set1_ps(s[0]), 0xff00, _mm_load_ss(s + 1));
 }
 
-// ---- Q1_0 ------------------------------------------------------------------------------------
+// ---- units of 32 elements: MXFP4 and Q1_0 ------------------------------------------------------
+//
+// Their dots (kernels_small_avx512.cpp) sum each 32-element unit exactly and accumulate
+// float(isum) * (d_a * d_w) in 16 slots summed in a fixed tree (small_types.h kUnitSlotOf16,
+// unit_tree_sum), which a tile reproduces lane-wise with one lane per weight row. 16 weight rows
+// are decoded once into a panel (UnitPanel per unit): the signed level of each element, group g
+// of 4 elements of row r at wv[g][r], so one 64-byte load holds those 4 elements of all 16 rows
+// and VPDPBUSD with a broadcast of the 4 activation bytes as unsigned (y + 128: the activation
+// rows are XORed with 0x80 once per call) multiplies them all; starting the sum from
+// -128 * sum(level) leaves the exact isum. Slot l's units are visited in increasing order as the
+// dot adds them, and the slots of each row are summed in the dot's tree.
+constexpr int kPanel = 16;
+struct alignas(64) UnitPanel {
+  uint8_t wv[8][kPanel][4];
+  int32_t nbias[kPanel];  // -128 * sum of the row's 32 levels
+  float ws[kPanel];       // the row's weight scale of the unit (2^(e - 128); Q1_0's f16 d)
+};
+static_assert(sizeof(UnitPanel) == 640);
 
-// Q1_0 has no weight decode to hoist (its bits are its masks), so its tile shares the activation
-// side instead: R activation rows x C weight rows, each activation pair loaded once for the C
-// rows, the activation scales converted once per row and multiplied by each weight row's (the
-// same products d_a * d_w as q8_0_scales16).
-LOOM_ST_AVX512 inline __m512 q1_0_dw16(const uint8_t* w0) {
-  const __m512i k = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const __m512i iw = _mm512_mullo_epi32(_mm512_srli_epi32(k, 2), _mm512_set1_epi32(18));
-  return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(iw, w0, 1)));
-}
-LOOM_ST_AVX512 inline __m512 q8_0_da16(const uint8_t* a0) {
-  const __m512i k = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const __m512i ia = _mm512_mullo_epi32(k, _mm512_set1_epi32(kQ80Bytes));
-  return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(ia, a0, 1)));
+template <class T>
+T* scratch(std::vector<T>& v, size_t n) {
+  if (v.size() < n) v.resize(n);
+  return v.data();
 }
 
-template <int R, int C>
-LOOM_ST_AVX512 void q1_0_grid(int64_t nb, const uint8_t* const* w, const uint8_t* const* a, float* out /* [R][C] */) {
-  __m512 acc0[R][C], acc1[R][C];
-  for (int r = 0; r < R; ++r)
-    for (int c = 0; c < C; ++c) acc0[r][c] = acc1[r][c] = _mm512_setzero_ps();
-  const __m512i one = _mm512_set1_epi8(1), zero = _mm512_setzero_si512();
-  alignas(64) float sc[R][C][16];
-  int64_t i = 0;
-  for (; i + 4 <= nb; i += 4) {
-    __m512 dw[C];
-    for (int c = 0; c < C; ++c) dw[c] = q1_0_dw16(w[c] + i * 18);
-    for (int r = 0; r < R; ++r) {
-      const __m512 da = q8_0_da16(a[r] + i * 4 * kQ80Bytes);
-      for (int c = 0; c < C; ++c) _mm512_store_ps(sc[r][c], _mm512_mul_ps(da, dw[c]));
-    }
-    __asm__ volatile("" : : "r"(sc) : "memory");
-    for (int b = 0; b < 4; ++b) {
-      uint64_t bits[C][2];
-      for (int c = 0; c < C; ++c) std::memcpy(bits[c], w[c] + i * 18 + 18 * b + 2, 16);
-      for (int h = 0; h < 2; ++h) {
-        __m512i y[R];
-        for (int r = 0; r < R; ++r) y[r] = q8_0_pair(a[r] + (i * 4 + 4 * b + 2 * h) * kQ80Bytes);
-        for (int c = 0; c < C; ++c) {
-          const __mmask64 m = __mmask64(~bits[c][h]);
-          for (int r = 0; r < R; ++r) {
-            const __m512i p = _mm512_dpbusd_epi32(zero, one, _mm512_mask_sub_epi8(y[r], m, zero, y[r]));
-            if (h == 0) {
-              acc0[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), scales_of_pair(sc[r][c] + 4 * b), acc0[r][c]);
-            } else {
-              acc1[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), scales_of_pair(sc[r][c] + 4 * b + 2), acc1[r][c]);
-            }
-          }
+// The panel this thread decoded last, with a copy of the weight bytes it came from (matmul calls
+// the tile for successive groups of activation rows against the same 16 weight rows): reused
+// only when the decoder and every weight byte are the same.
+struct UnitPanelCache {
+  const void* decoder = nullptr;
+  int64_t nu = 0;
+  int rows = 0;
+  std::vector<uint8_t> raw;
+  std::vector<UnitPanel> panel;
+};
+
+// Row r of the panel from the 32 signed levels (bytes) of a unit.
+LOOM_ST_AVX512 inline void put_unit(UnitPanel& pb, int r, __m256i lv, float ws) {
+  alignas(32) uint32_t d[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(d), lv);
+  for (int g = 0; g < 8; ++g) std::memcpy(pb.wv[g][r], &d[g], 4);
+  const __m256i s = _mm256_sad_epu8(_mm256_xor_si256(lv, _mm256_set1_epi8(int8_t(0x80))), _mm256_setzero_si256());
+  const __m128i t = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+  pb.nbias[r] = -128 * (_mm_cvtsi128_si32(t) + _mm_extract_epi32(t, 2) - 32 * 128);
+  pb.ws[r] = ws;
+}
+
+// MXFP4: levels kMxfp4Values.
+LOOM_ST_AVX512 void decode_mxfp4_row(int64_t nu, const uint8_t* w, int r, UnitPanel* pan) {
+  const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kMxfp4Values));
+  const __m128i m4 = _mm_set1_epi8(0x0f);
+  for (int64_t u = 0; u < nu; ++u) {
+    const uint8_t* b = w + u * 17;
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 1));
+    const __m128i lo = _mm_shuffle_epi8(table, _mm_and_si128(q, m4));
+    const __m128i hi = _mm_shuffle_epi8(table, _mm_and_si128(_mm_srli_epi16(q, 4), m4));
+    put_unit(pan[u], r, _mm256_set_m128i(hi, lo), e8m0_half(b[0]));
+  }
+}
+// Q1_0: levels +-1 (bit set: +1); unit u is the quarter u % 4 of block u / 4.
+LOOM_ST_AVX512 void decode_q1_0_row(int64_t nu, const uint8_t* w, int r, UnitPanel* pan) {
+  const __m256i one = _mm256_set1_epi8(1), minus = _mm256_set1_epi8(-1);
+  for (int64_t u = 0; u < nu; ++u) {
+    const uint8_t* b = w + (u / 4) * 18;
+    uint32_t bits;
+    std::memcpy(&bits, b + 2 + 4 * (u % 4), 4);
+    put_unit(pan[u], r, _mm256_mask_mov_epi8(minus, __mmask32(bits), one), f16(b));
+  }
+}
+
+using UnitDecode = void (*)(int64_t, const uint8_t*, int, UnitPanel*);
+
+// The panel of rows w[0 .. pw) (row bytes rb), from the cache when it holds them.
+const UnitPanel* unit_panel(UnitDecode dec, int64_t nu, const uint8_t* w, size_t ws, int pw, size_t rb) {
+  thread_local UnitPanelCache c;
+  bool same = c.decoder == reinterpret_cast<const void*>(dec) && c.nu == nu && c.rows == pw;
+  for (int r = 0; same && r < pw; ++r) same = std::memcmp(c.raw.data() + size_t(r) * rb, w + size_t(r) * ws, rb) == 0;
+  if (same) return c.panel.data();
+  c.decoder = reinterpret_cast<const void*>(dec);
+  c.nu = nu;
+  c.rows = pw;
+  c.raw.resize(rb * size_t(pw));
+  for (int r = 0; r < pw; ++r) std::memcpy(c.raw.data() + size_t(r) * rb, w + size_t(r) * ws, rb);
+  UnitPanel* pan = scratch(c.panel, size_t(nu));
+  if (pw < kPanel) std::memset(static_cast<void*>(pan), 0, size_t(nu) * sizeof(UnitPanel));
+  for (int r = 0; r < pw; ++r) dec(nu, w + size_t(r) * ws, r, pan);
+  return pan;
+}
+
+// The bytes of an activation row XORed with 0x80 (n bytes).
+LOOM_ST_AVX512 void xor80(const uint8_t* src, size_t n, uint8_t* dst) {
+  const __m512i x80 = _mm512_set1_epi8(int8_t(0x80));
+  size_t i = 0;
+  for (; i + 64 <= n; i += 64) _mm512_storeu_si512(dst + i, _mm512_xor_si512(_mm512_loadu_si512(src + i), x80));
+  if (i < n) {
+    const __mmask64 m = (~0ull) >> (64 - (n - i));
+    _mm512_mask_storeu_epi8(dst + i, m, _mm512_xor_si512(_mm512_maskz_loadu_epi8(m, src + i), x80));
+  }
+}
+
+LOOM_ST_AVX512 inline int32_t i32_at(const uint8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+LOOM_ST_AVX512 inline __m512 f16_bcast(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _mm512_cvtph_ps(_mm256_set1_epi16(int16_t(h)));
+}
+
+// R activation rows (a: as stored, x: XORed) against the panel: res[k] lane r = the dot of
+// weight row r with row k.
+template <int R>
+LOOM_ST_AVX512 void unit_panel_rows(int64_t nu, const UnitPanel* pan, const uint8_t* const* a,
+                                    const uint8_t* const* x, __m512* res) {
+  alignas(64) float slot[R][16][16];
+  for (int l = 0; l < 16; ++l) {
+    __m512 acc[R];
+    for (int k = 0; k < R; ++k) acc[k] = _mm512_setzero_ps();
+    for (int64_t u = kUnitSlotOf16[l]; u < nu; u += 16) {
+      const UnitPanel& pb = pan[u];
+      const __m512i nbias = _mm512_load_si512(pb.nbias);
+      __m512i s[R];
+      for (int k = 0; k < R; ++k) s[k] = nbias;
+      for (int g = 0; g < 8; ++g) {
+        const __m512i wv = _mm512_load_si512(pb.wv[g]);
+        for (int k = 0; k < R; ++k) {
+          s[k] = _mm512_dpbusd_epi32(s[k], _mm512_set1_epi32(i32_at(x[k] + u * kQ80Bytes + 2 + 4 * g)), wv);
         }
       }
-    }
-  }
-  for (; i < nb; ++i) {
-    for (int c = 0; c < C; ++c) {
-      const uint8_t* bw = w[c] + i * 18;
-      uint64_t bits[2];
-      std::memcpy(bits, bw + 2, 16);
-      const __m512 dwv = _mm512_set1_ps(f16(bw));
-      for (int r = 0; r < R; ++r) {
-        const uint8_t* ba = a[r] + i * 4 * kQ80Bytes;
-        const __m512i y0 = q8_0_pair(ba), y1 = q8_0_pair(ba + 2 * kQ80Bytes);
-        const __m512i p0 = _mm512_dpbusd_epi32(zero, one, _mm512_mask_sub_epi8(y0, __mmask64(~bits[0]), zero, y0));
-        const __m512i p1 = _mm512_dpbusd_epi32(zero, one, _mm512_mask_sub_epi8(y1, __mmask64(~bits[1]), zero, y1));
-        const __m512 part = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p1), q8_0_scales_pair(ba + 2 * kQ80Bytes),
-                                            _mm512_mul_ps(_mm512_cvtepi32_ps(p0), q8_0_scales_pair(ba)));
-        acc0[r][c] = _mm512_fmadd_ps(part, dwv, acc0[r][c]);
+      const __m512 wsc = _mm512_load_ps(pb.ws);
+      for (int k = 0; k < R; ++k) {
+        acc[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[k]), _mm512_mul_ps(f16_bcast(a[k] + u * kQ80Bytes), wsc), acc[k]);
       }
     }
+    for (int k = 0; k < R; ++k) _mm512_store_ps(slot[k][l], acc[k]);
   }
-  for (int r = 0; r < R; ++r)
-    for (int c = 0; c < C; ++c) out[r * C + c] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[r][c], acc1[r][c]));
+  for (int k = 0; k < R; ++k) {
+    __m512 t8[8], t4[4];
+    for (int l = 0; l < 8; ++l) t8[l] = _mm512_add_ps(_mm512_load_ps(slot[k][l]), _mm512_load_ps(slot[k][l + 8]));
+    for (int l = 0; l < 4; ++l) t4[l] = _mm512_add_ps(t8[l], t8[l + 4]);
+    res[k] = _mm512_add_ps(_mm512_add_ps(t4[0], t4[2]), _mm512_add_ps(t4[1], t4[3]));
+  }
 }
 
-using GridFn = void (*)(int64_t, const uint8_t* const*, const uint8_t* const*, float*);
-constexpr int kGridR = 2, kGridC = 4;
-
-void q1_0_tile(int64_t nb, const uint8_t* w, size_t ws, int nw, const uint8_t* a, size_t as, int na, float* out,
-               size_t os) {
-  static constexpr GridFn kFns[kGridR][kGridC] = {
-      {q1_0_grid<1, 1>, q1_0_grid<1, 2>, q1_0_grid<1, 3>, q1_0_grid<1, 4>},
-      {q1_0_grid<2, 1>, q1_0_grid<2, 2>, q1_0_grid<2, 3>, q1_0_grid<2, 4>}};
-  for (int r0 = 0; r0 < na; r0 += kGridR) {
-    const int rr = na - r0 < kGridR ? na - r0 : kGridR;
-    const uint8_t* rows[kGridR];
-    for (int r = 0; r < rr; ++r) rows[r] = a + size_t(r0 + r) * as;
-    for (int c0 = 0; c0 < nw; c0 += kGridC) {
-      const int cc = nw - c0 < kGridC ? nw - c0 : kGridC;
-      const uint8_t* cols[kGridC];
-      for (int c = 0; c < cc; ++c) cols[c] = w + size_t(c0 + c) * ws;
-      float o[kGridR * kGridC];
-      kFns[rr - 1][cc - 1](nb, cols, rows, o);
-      for (int r = 0; r < rr; ++r)
-        for (int c = 0; c < cc; ++c) out[size_t(r0 + r) * os + size_t(c0 + c)] = o[r * cc + c];
+LOOM_ST_AVX512 void unit_tile(UnitDecode dec, int64_t nu, size_t rb, const uint8_t* w, size_t ws, int nw,
+                              const uint8_t* a, size_t as, int na, float* out, size_t os) {
+  thread_local std::vector<uint8_t> xbuf;
+  const size_t arb = size_t(nu) * kQ80Bytes;
+  uint8_t* xa = scratch(xbuf, size_t(na) * arb);
+  for (int k = 0; k < na; ++k) xor80(a + size_t(k) * as, arb, xa + size_t(k) * arb);
+  constexpr int kR = 4;
+  for (int j0 = 0; j0 < nw; j0 += kPanel) {
+    const int pw = nw - j0 < kPanel ? nw - j0 : kPanel;
+    const UnitPanel* pan = unit_panel(dec, nu, w + size_t(j0) * ws, ws, pw, rb);
+    const __mmask16 lanes = __mmask16((1u << pw) - 1);
+    for (int r0 = 0; r0 < na; r0 += kR) {
+      const int rr = na - r0 < kR ? na - r0 : kR;
+      const uint8_t* rows[kR];
+      const uint8_t* xrows[kR];
+      for (int k = 0; k < rr; ++k) {
+        rows[k] = a + size_t(r0 + k) * as;
+        xrows[k] = xa + size_t(r0 + k) * arb;
+      }
+      __m512 res[kR];
+      switch (rr) {
+        case 4: unit_panel_rows<4>(nu, pan, rows, xrows, res); break;
+        case 3: unit_panel_rows<3>(nu, pan, rows, xrows, res); break;
+        case 2: unit_panel_rows<2>(nu, pan, rows, xrows, res); break;
+        default: unit_panel_rows<1>(nu, pan, rows, xrows, res); break;
+      }
+      for (int k = 0; k < rr; ++k) _mm512_mask_storeu_ps(out + size_t(r0 + k) * os + j0, lanes, res[k]);
     }
   }
 }
@@ -228,86 +308,6 @@ LOOM_ST_AVX512 void q2_0_rows(int64_t nb, const uint8_t* w, const uint8_t* const
     }
   }
   for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[r], acc1[r]));
-}
-
-// ---- MXFP4 -----------------------------------------------------------------------------------
-
-LOOM_ST_AVX512 inline __m512i levels_mxfp4_pair_bcast(const uint8_t* b, __m512i table) {
-  __m512i z = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 1)));
-  z = _mm512_mask_broadcast_i32x4(z, 0xff00, _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 18)));
-  const __m512i nib = _mm512_and_si512(_mm512_srlv_epi64(z, _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4)),
-                                       _mm512_set1_epi8(0x0f));
-  return _mm512_shuffle_epi8(table, nib);
-}
-LOOM_ST_AVX512 inline void mxfp4_scales16(const uint8_t* w, const uint8_t* a, float* out) {
-  const __m512i k = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const __m512i ev = _mm512_and_si512(_mm512_i32gather_epi32(_mm512_mullo_epi32(k, _mm512_set1_epi32(17)), w, 1),
-                                      _mm512_set1_epi32(0xff));
-  const __m512i dv = _mm512_i32gather_epi32(_mm512_mullo_epi32(k, _mm512_set1_epi32(kQ80Bytes)), a, 1);
-  const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dv));
-  const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(ev, _mm512_set1_epi32(1)), 23);
-  const __m512i sub = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), ev);
-  const __m512i bits = _mm512_mask_blend_epi32(_mm512_cmpgt_epi32_mask(ev, _mm512_set1_epi32(1)), sub, normal);
-  _mm512_storeu_ps(out, _mm512_mul_ps(d, _mm512_castsi512_ps(bits)));
-}
-
-template <int R>
-LOOM_ST_AVX512 void mxfp4_rows(int64_t nb, const uint8_t* w, const uint8_t* const* a, float* out) {
-  __m512 acc0[R], acc1[R];
-  for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
-  const __m512i table = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kMxfp4Values)));
-  const __m512i zero = _mm512_setzero_si512();
-  alignas(64) float sc[R][16];
-  int64_t i = 0;
-  for (; i + 16 <= nb; i += 16) {
-    const uint8_t* w0 = w + i * 17;
-    for (int r = 0; r < R; ++r) mxfp4_scales16(w0, a[r] + i * kQ80Bytes, sc[r]);
-    __asm__ volatile("" : : "r"(sc) : "memory");
-    for (int j = 0; j < 16; j += 4) {
-      for (int h = 0; h < 2; ++h) {
-        const int b = j + 2 * h;
-        const __m512i lv = levels_mxfp4_pair_bcast(w0 + b * 17, table);
-        const __mmask64 neg = _mm512_movepi8_mask(lv);
-        const __m512i mag = _mm512_abs_epi8(lv);
-        for (int r = 0; r < R; ++r) {
-          const __m512i y = q8_0_pair(a[r] + (i + b) * kQ80Bytes);
-          const __m512i p = _mm512_dpbusd_epi32(zero, mag, _mm512_mask_sub_epi8(y, neg, zero, y));
-          const __m512 s = _mm512_mask_broadcastss_ps(_mm512_set1_ps(sc[r][b]), 0xff00, _mm_load_ss(sc[r] + b + 1));
-          if (h == 0) {
-            acc0[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), s, acc0[r]);
-          } else {
-            acc1[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), s, acc1[r]);
-          }
-        }
-      }
-    }
-  }
-  for (; i + 1 < nb; i += 2) {
-    const uint8_t* bw = w + i * 17;
-    const __m512i lv = levels_mxfp4_pair_bcast(bw, table);
-    const __mmask64 neg = _mm512_movepi8_mask(lv);
-    const __m512i mag = _mm512_abs_epi8(lv);
-    const float e0 = e8m0_half(bw[0]), e1 = e8m0_half(bw[17]);
-    for (int r = 0; r < R; ++r) {
-      const uint8_t* ba = a[r] + i * kQ80Bytes;
-      const __m512i y = q8_0_pair(ba);
-      const __m512i p = _mm512_dpbusd_epi32(zero, mag, _mm512_mask_sub_epi8(y, neg, zero, y));
-      acc0[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), scale_pair(f16(ba) * e0, f16(ba + kQ80Bytes) * e1), acc0[r]);
-    }
-  }
-  for (int r = 0; r < R; ++r) {
-    float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc0[r], acc1[r]));
-    if (i < nb) {
-      const uint8_t* bw = w + i * 17;
-      const uint8_t* ba = a[r] + i * kQ80Bytes;
-      int isum = 0;
-      for (int j = 0; j < 16; ++j) {
-        isum += int8_t(ba[2 + j]) * kMxfp4Values[bw[1 + j] & 0x0f] + int8_t(ba[18 + j]) * kMxfp4Values[bw[1 + j] >> 4];
-      }
-      sum += float(isum) * (f16(ba) * e8m0_half(bw[0]));
-    }
-    out[r] = sum;
-  }
 }
 
 // ---- ternary ---------------------------------------------------------------------------------
@@ -454,6 +454,13 @@ LOOM_ST_AVX512 void tq1_0_rows(int64_t nb, const uint8_t* w, const uint8_t* cons
 
 using RowsFn = void (*)(int64_t, const uint8_t*, const uint8_t* const*, float*);
 
+void tile_loop(VecDot dot, int64_t n, const uint8_t* w, size_t ws, int nw, const uint8_t* a, size_t as, int na,
+               float* out, size_t os) {
+  for (int r = 0; r < na; ++r) {
+    for (int j = 0; j < nw; ++j) out[size_t(r) * os + j] = dot(n, w + size_t(j) * ws, a + size_t(r) * as);
+  }
+}
+
 void tile(int64_t n, int block, const RowsFn (&fns)[kMaxR], VecDot dot, const void* w, size_t ws, int nw,
           const void* a, size_t as, int na, float* out, size_t os) {
   const auto* wb = static_cast<const uint8_t*>(w);
@@ -487,19 +494,21 @@ void tile(int64_t n, int block, const RowsFn (&fns)[kMaxR], VecDot dot, const vo
   }
 void vec_dot_tile_q1_0(int64_t n, const void* w, size_t ws, int nw, const void* a, size_t as, int na, float* out,
                        size_t os) {
-  if (!use_avx512() || na <= 1) {
-    for (int r = 0; r < na; ++r) {
-      for (int j = 0; j < nw; ++j) {
-        out[size_t(r) * os + j] = small_simd::vec_dot_q1_0_x86(n, static_cast<const uint8_t*>(w) + size_t(j) * ws,
-                                                               static_cast<const uint8_t*>(a) + size_t(r) * as);
-      }
-    }
-    return;
-  }
-  q1_0_tile(n / kQ1_0Block, static_cast<const uint8_t*>(w), ws, nw, static_cast<const uint8_t*>(a), as, na, out, os);
+  const auto* wb = static_cast<const uint8_t*>(w);
+  const auto* ab = static_cast<const uint8_t*>(a);
+  if (!use_avx512() || na <= 1) return tile_loop(small_simd::vec_dot_q1_0_x86, n, wb, ws, nw, ab, as, na, out, os);
+  const int64_t nb = n / kQ1_0Block;
+  unit_tile(decode_q1_0_row, 4 * nb, size_t(nb) * 18, wb, ws, nw, ab, as, na, out, os);
+}
+void vec_dot_tile_mxfp4(int64_t n, const void* w, size_t ws, int nw, const void* a, size_t as, int na, float* out,
+                        size_t os) {
+  const auto* wb = static_cast<const uint8_t*>(w);
+  const auto* ab = static_cast<const uint8_t*>(a);
+  if (!use_avx512() || na <= 1) return tile_loop(small_simd::vec_dot_mxfp4_x86, n, wb, ws, nw, ab, as, na, out, os);
+  const int64_t nb = n / kMxfp4Block;
+  unit_tile(decode_mxfp4_row, nb, size_t(nb) * 17, wb, ws, nw, ab, as, na, out, os);
 }
 LOOM_SMALL_TILE(q2_0, kQ2_0Block)
-LOOM_SMALL_TILE(mxfp4, kMxfp4Block)
 LOOM_SMALL_TILE(tq2_0, kTQBlock)
 LOOM_SMALL_TILE(tq1_0, kTQBlock)
 #undef LOOM_SMALL_TILE

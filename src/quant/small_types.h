@@ -63,6 +63,23 @@ inline float e8m0_half(uint8_t e) {
   return f;
 }
 
+// The x86 AVX-512 dots of MXFP4 and Q1_0 (and so their tiles, which must equal them bit for
+// bit) sum each 32-element unit (an MXFP4 block; a quarter of a Q1_0 block: one Q8_0 activation
+// block) exactly in int32, then accumulate float(isum_u) * s_u (s_u = d_a(u) * d_w(u), one
+// float product; fused multiply-add) in 16 float slots: unit u goes to slot l with
+// kUnitSlotOf16[l] == u % 16, the slots' units in increasing order; the result is the slots'
+// sum in the fixed tree unit_tree_sum below. kUnitSlotOf16 is the order in which the dot's
+// transpose-add of eight 2-unit VPDPBUSD registers leaves the unit sums.
+inline constexpr int kUnitSlotOf16[16] = {0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15};
+// ((s[l] + s[l + 8]) + (s[l + 4] + s[l + 12])) for l < 4, then those four in pairs (0 + 2),
+// (1 + 3), then the two: the steps of GCC's and Clang's _mm512_reduce_add_ps.
+inline float unit_tree_sum(const float* s) {
+  float t8[8], t4[4];
+  for (int l = 0; l < 8; ++l) t8[l] = s[l] + s[l + 8];
+  for (int l = 0; l < 4; ++l) t4[l] = t8[l] + t8[l + 4];
+  return (t4[0] + t4[2]) + (t4[1] + t4[3]);
+}
+
 // Trit k (0 = most significant) of a TQ1_0 byte.
 inline int tq1_trit(uint8_t byte, int k) {
   static constexpr uint8_t kPow3[5] = {1, 3, 9, 27, 81};
