@@ -19,6 +19,7 @@
 #include "loom/loom.hpp"
 #include "metrics_text.h"
 #include "request.h"
+#include "api/anthropic.h"
 #include "api/native.h"
 
 namespace loom::server {
@@ -125,7 +126,8 @@ struct App {
   ServeOptions o;
   std::optional<api::Model> model;
   std::optional<api::Scheduler> sched;
-  std::string template_override;  // --chat-template-file's source ("" = the model's template)
+  std::string template_override;  // --chat-template-file's source or --chat-template ("" = the model's template)
+  json default_kwargs = json::object();  // --chat-template-kwargs, with --reasoning on|off's enable_thinking
   std::string template_source;    // the template in use (/props)
   std::string alias;
   std::atomic<bool> ready{false};
@@ -163,20 +165,77 @@ struct App {
   void send_json(http::Response& res, const json& j, int status = 200) { res.send(status, "application/json", dump(j)); }
 
   void handle(http::Request&& req, std::shared_ptr<http::Response> res) {
+    // Anthropic's endpoints answer errors in Anthropic's shape.
+    const bool anthropic = req.decoded_path.rfind("/v1/messages", 0) == 0;
+    auto fail = [&](const HttpError& e) {
+      if (!anthropic) return send_error(*res, e);
+      http::Headers h;
+      for (const auto& kv : e.headers) h.emplace_back(kv.first, kv.second);
+      res->send(e.status, "application/json", dump(loom::api::anthropic_error(e.status, e.message)), h);
+    };
     try {
       route(req, res);
     } catch (const HttpError& e) {
-      send_error(*res, e);
+      fail(e);
+    } catch (const loom::api::ApiError& e) {
+      fail({e.status, e.message, e.type, {}});
     } catch (const std::exception& e) {
-      send_error(*res, {500, std::string("internal error: ") + e.what(), {}, {}});
+      fail({500, std::string("internal error: ") + e.what(), {}, {}});
     }
+  }
+
+  static bool localhost_origin(std::string_view origin) {
+    for (std::string_view scheme : {"http://", "https://"}) {
+      if (origin.substr(0, scheme.size()) != scheme) continue;
+      std::string_view host = origin.substr(scheme.size());
+      for (std::string_view h : {"localhost", "127.0.0.1", "[::1]"}) {
+        if (host.substr(0, h.size()) == h && (host.size() == h.size() || host[h.size()] == ':')) return true;
+      }
+    }
+    return false;
+  }
+
+  // Access-Control-Allow-Origin as --cors-origins says: "*" (the request's Origin echoed when
+  // credentials are allowed, as a browser requires), "localhost" (localhost origins only), or a
+  // comma list (the request's Origin when it is in it).
+  void cors(const http::Request& req, http::Response& res) const {
+    const std::string* origin = req.header("origin");
+    if (o.cors_origins == "*") {
+      res.set_header("Access-Control-Allow-Origin", o.cors_credentials && origin && !origin->empty() ? *origin : "*");
+    } else if (o.cors_origins == "localhost") {
+      if (origin && localhost_origin(*origin)) res.set_header("Access-Control-Allow-Origin", *origin);
+    } else if (origin) {
+      std::string_view list = o.cors_origins;
+      while (!list.empty()) {
+        const size_t comma = list.find(',');
+        std::string_view one = list.substr(0, comma);
+        while (!one.empty() && one.front() == ' ') one.remove_prefix(1);
+        while (!one.empty() && one.back() == ' ') one.remove_suffix(1);
+        if (one == *origin) {
+          res.set_header("Access-Control-Allow-Origin", *origin);
+          res.set_header("Vary", "Origin");
+          break;
+        }
+        if (comma == std::string_view::npos) break;
+        list.remove_prefix(comma + 1);
+      }
+    }
+    if (o.cors_credentials && req.method != "OPTIONS") res.set_header("Access-Control-Allow-Credentials", "true");
   }
 
   void route(http::Request& req, const std::shared_ptr<http::Response>& res) {
     const std::string& path = req.decoded_path;
     const std::string& m = req.method;
+    // CORS on every reply, errors included; a preflight is answered before authorization
+    // (browsers send no credentials with it), as llama-server does.
+    cors(req, *res);
     if (m == "OPTIONS") {
-      res->send(204, "text/plain", "", {{"Allow", "GET, POST, OPTIONS"}});
+      res->set_header("Access-Control-Allow-Credentials", o.cors_credentials ? "true" : "false");
+      res->set_header("Access-Control-Allow-Methods", o.cors_methods);
+      const std::string* asked = req.header("access-control-request-headers");
+      res->set_header("Access-Control-Allow-Headers", o.cors_headers == "*" && asked && !asked->empty() ? *asked : o.cors_headers);
+      res->set_header("Access-Control-Max-Age", "86400");
+      res->send(200, "text/html", "");
       return;
     }
     if (path == "/health" || path == "/v1/health") {
@@ -194,6 +253,8 @@ struct App {
     if (path == "/v1/completions") return need(post), completions(req, res);
     if (path == "/completion" || path == "/completions") return need(post), native_completion(req, res, false);
     if (path == "/infill") return need(post), native_completion(req, res, true);
+    if (path == "/v1/messages") return need(post), messages(req, res);
+    if (path == "/v1/messages/count_tokens") return need(post), count_tokens(req, *res);
     if (path == "/v1/embeddings" || path == "/embeddings") return need(post), embeddings(req, res);
     if (path == "/v1/rerank" || path == "/rerank" || path == "/v1/reranking") return need(post), rerank(req, res);
     if (path == "/v1/models" || path == "/models") return need(get), models(*res);
@@ -207,7 +268,26 @@ struct App {
 
   // ---- /v1/chat/completions and /v1/completions ----
   void chat_completions(http::Request& req, const std::shared_ptr<http::Response>& res) {
-    start_generation(res, plan_chat(parse_body(req.body), o.n_predict));
+    GenerationPlan plan = plan_chat(parse_body(req.body), o.n_predict);
+    for (json& r : plan.requests) apply_chat_defaults(r);
+    start_generation(res, std::move(plan));
+  }
+
+  // The server's defaults under a chat request's own fields: --chat-template-kwargs and
+  // --reasoning on|off (enable_thinking) under its chat_template_kwargs, --reasoning-format under
+  // its reasoning_format.
+  void apply_chat_defaults(json& r) const {
+    json kwargs = default_kwargs;
+    if (r.contains("chat_template_kwargs") && r["chat_template_kwargs"].is_object()) {
+      for (const auto& [k, v] : r["chat_template_kwargs"].items()) kwargs[k] = v;
+    }
+    if (!kwargs.empty() && (!r.contains("chat_template_kwargs") || r["chat_template_kwargs"].is_object() ||
+                            r["chat_template_kwargs"].is_null())) {
+      r["chat_template_kwargs"] = std::move(kwargs);
+    }
+    if ((!r.contains("reasoning_format") || r["reasoning_format"].is_null()) && o.reasoning_format != "auto") {
+      r["reasoning_format"] = o.reasoning_format;
+    }
   }
 
   void completions(http::Request& req, const std::shared_ptr<http::Response>& res) {
@@ -228,7 +308,16 @@ struct App {
     int text_offset = 0;
   };
   // Which API a generation answers in.
-  enum class Dialect { kOpenAI, kNative };
+  enum class Dialect { kOpenAI, kNative, kDialect };
+  // A chat dialect of src/api (Anthropic's messages, OpenAI's responses): how its stream and its
+  // answer are written from the neutral deltas and result.
+  struct DialectWriter {
+    std::function<std::vector<loom::api::SseEvent>()> begin;
+    std::function<std::vector<loom::api::SseEvent>(const json&)> delta;
+    std::function<std::vector<loom::api::SseEvent>(const loom::api::ChatResult&)> end;
+    std::function<json(const loom::api::ChatResult&)> respond;
+    std::function<json(int, const std::string&)> error;
+  };
   struct GenState {
     std::mutex mu;
     bool chat = true, stream = false, include_usage = false, echo = false;
@@ -253,6 +342,7 @@ struct App {
     bool return_tokens = false, post_probs = false;
     uint64_t seed = 0;
     json finals = json::array();  // native, not streamed: each prompt's final object
+    DialectWriter writer;         // kDialect
   };
 
   // The text of a completion prompt as sent: a string's own text, token ids detokenized.
@@ -268,15 +358,17 @@ struct App {
     return t ? *t : std::string();
   }
 
+  // setup runs before the requests are submitted, described once they are (prompt sizes known).
   void start_generation(const std::shared_ptr<http::Response>& res, GenerationPlan plan,
-                        const std::function<void(GenState&)>& setup = {}) {
+                        const std::function<void(GenState&)>& setup = {},
+                        const std::function<void(GenState&)>& described = {}) {
     auto st = std::make_shared<GenState>();
     if (setup) setup(*st);
     st->chat = plan.chat;
     st->stream = plan.stream;
     st->include_usage = plan.include_usage;
     st->echo = plan.echo;
-    st->id = random_id(st->chat ? "chatcmpl-" : "cmpl-");
+    if (st->id.empty()) st->id = random_id(st->chat ? "chatcmpl-" : "cmpl-");
     st->model = alias;
     st->created = unix_now();
     st->res = res;
@@ -316,6 +408,10 @@ struct App {
     if (st->echo) {
       for (const json& p : plan.prompts) st->prompt_texts.push_back(prompt_text(p));
     }
+    if (described) {
+      std::lock_guard<std::mutex> l(st->mu);
+      described(*st);
+    }
     // A client that goes away cancels its requests at the next step.
     std::weak_ptr<GenState> weak = st;
     res->on_disconnect([this, weak] {
@@ -331,7 +427,9 @@ struct App {
     std::lock_guard<std::mutex> l(st->mu);
     if (st->stream) {
       res->begin_stream(200, "text/event-stream", {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}});
-      if (st->dialect != Dialect::kOpenAI) {
+      if (st->dialect == Dialect::kDialect) {
+        write_events(*st, st->writer.begin());
+      } else if (st->dialect != Dialect::kOpenAI) {
       } else if (st->chat) {
         for (size_t c = 0; c < st->choices.size(); ++c) {
           sse(*st, chunk(*st, int(c), json{{"role", "assistant"}, {"content", nullptr}}, nullptr));
@@ -398,7 +496,7 @@ struct App {
             {"object", st.chat ? "chat.completion.chunk" : "text_completion"},
             {"created", st.created},
             {"model", st.model},
-            {"system_fingerprint", "loom"},
+            {"system_fingerprint", build_info()},
             {"choices", json::array({c})}};
   }
 
@@ -584,7 +682,140 @@ struct App {
     }
   }
 
+  // ---- chat dialects of src/api: Anthropic's /v1/messages, OpenAI's /v1/responses ----
+  void write_events(GenState& st, const std::vector<loom::api::SseEvent>& events) {
+    for (const auto& ev : events) {
+      std::string out;
+      if (!ev.event.empty()) out += "event: " + ev.event + "\n";
+      out += "data: " + dump(ev.data) + "\n\n";
+      st.res->write(out);
+    }
+  }
+
+  // A dialect body -> the OpenAI chat body it means (translate), then the usual chat path.
+  void dialect_chat(const std::shared_ptr<http::Response>& res, json chat_body, const char* id_prefix,
+                    const std::function<DialectWriter(const std::string& id, int64_t prompt_tokens)>& make) {
+    GenerationPlan plan = plan_chat(chat_body, o.n_predict);
+    for (json& r : plan.requests) {
+      r.erase("n");  // one reply
+      apply_chat_defaults(r);
+    }
+    const std::string id = random_id(id_prefix);
+    start_generation(res, std::move(plan), [&](GenState& st) {
+      st.dialect = Dialect::kDialect;
+      st.id = id;
+    }, [&](GenState& st) { st.writer = make(st.id, st.prompt_n.empty() ? 0 : st.prompt_n[0]); });
+  }
+
+  loom::api::ChatResult chat_result(const GenState& st, const Choice& c) const {
+    loom::api::ChatResult r;
+    r.id = st.id;
+    r.model = st.model;
+    r.created = st.created;
+    r.message = c.message;
+    r.finish_reason = c.finish;
+    r.stop_word = c.stop_word;
+    r.prompt_tokens = st.totals.prompt_tokens;
+    r.completion_tokens = st.totals.completion_tokens;
+    r.cached_tokens = st.totals.cached_tokens;
+    return r;
+  }
+
+  void dialect_event(GenState& st, const Event& e) {
+    if (st.choices.empty()) return;
+    Choice& c = st.choices[0];
+    switch (e.kind) {
+      case LOOM_EVENT_TOKEN: {
+        if (e.choice != 0) return;
+        c.text += e.text;
+        if (!st.stream || e.json.empty()) return;
+        const json d = json::parse(e.json);
+        if (d.contains("deltas")) {
+          for (const json& delta : d.at("deltas")) write_events(st, st.writer.delta(delta));
+        }
+        return;
+      }
+      case LOOM_EVENT_FINISH: {
+        if (e.choice != 0) return;
+        const json d = json::parse(e.json);
+        c.text += e.text;
+        c.finish = d.at("reason").get<std::string>();
+        c.stop_word = d.value("stop_word", std::string());
+        c.message = assistant_message(d);
+        if (c.message.contains("tool_calls")) c.finish = "tool_calls";
+        if (st.stream && d.contains("deltas") && c.finish != "cancelled") {
+          for (const json& delta : d.at("deltas")) write_events(st, st.writer.delta(delta));
+        }
+        return;
+      }
+      case LOOM_EVENT_DONE: {
+        st.totals.add(json::parse(e.json));
+        if (++st.done_requests < st.n_requests) return;
+        if (st.failed) return;
+        const bool cancelled = c.finish == "cancelled";
+        const std::string why = "the request was cancelled (the server is shutting down)";
+        if (st.stream) {
+          if (cancelled) {
+            write_events(st, {{"error", st.writer.error(503, why)}});
+          } else {
+            write_events(st, st.writer.end(chat_result(st, c)));
+          }
+          st.res->end();
+          return;
+        }
+        if (cancelled) {
+          st.res->send(503, "application/json", dump(st.writer.error(503, why)), {{"Retry-After", "1"}});
+          return;
+        }
+        send_json(*st.res, st.writer.respond(chat_result(st, c)));
+        return;
+      }
+      case LOOM_EVENT_ERROR: {
+        if (st.failed) return;
+        st.failed = true;
+        for (auto id : st.ids) sched->cancel(id);
+        const HttpError he = server::http_error(e.token, e.text);
+        if (st.stream) {
+          write_events(st, {{"error", st.writer.error(he.status, he.message)}});
+          st.res->end();
+        } else {
+          st.res->send(he.status, "application/json", dump(st.writer.error(he.status, he.message)));
+        }
+        return;
+      }
+      default: return;
+    }
+  }
+
+  void messages(http::Request& req, const std::shared_ptr<http::Response>& res) {
+    const json chat = loom::api::anthropic_to_chat(parse_body(req.body));
+    dialect_chat(res, chat, "msg_", [this](const std::string& id, int64_t prompt_tokens) {
+      auto stream = std::make_shared<loom::api::AnthropicStream>(id, alias, prompt_tokens);
+      DialectWriter w;
+      w.begin = [stream] { return stream->begin(); };
+      w.delta = [stream](const json& d) { return stream->delta(d); };
+      w.end = [stream](const loom::api::ChatResult& r) { return stream->end(r); };
+      w.respond = [](const loom::api::ChatResult& r) { return loom::api::anthropic_response(r); };
+      w.error = [](int status, const std::string& m) { return loom::api::anthropic_error(status, m); };
+      return w;
+    });
+  }
+
+  // /v1/messages/count_tokens: the prompt a /v1/messages request with this body would get.
+  void count_tokens(http::Request& req, http::Response& res) {
+    json chat = loom::api::anthropic_to_chat(parse_body(req.body));
+    json r = plan_apply_template(chat);
+    apply_chat_defaults(r);
+    if (!template_override.empty()) r["chat_template"] = template_override;
+    auto f = model->chat_format(dump(r));
+    if (!f) throw http_error(f.status());
+    auto ids = model->tokenize(json::parse(*f).at("prompt").get<std::string>(), true, true);
+    if (!ids) throw http_error(ids.status());
+    send_json(res, loom::api::anthropic_count_tokens_response(int64_t(ids->size())));
+  }
+
   void handle_event(GenState& st, int prompt, const Event& e) {
+    if (st.dialect == Dialect::kDialect) return dialect_event(st, e);
     if (st.dialect == Dialect::kNative && e.kind != LOOM_EVENT_ERROR) return native_event(st, prompt, e);
     switch (e.kind) {
       case LOOM_EVENT_TOKEN: {
@@ -700,7 +931,7 @@ struct App {
                     {"object", st.chat ? "chat.completion" : "text_completion"},
                     {"created", st.created},
                     {"model", st.model},
-                    {"system_fingerprint", "loom"},
+                    {"system_fingerprint", build_info()},
                     {"choices", choices},
                     {"usage", st.totals.usage()},
                     {"timings", st.totals.timings()}};
@@ -785,11 +1016,23 @@ struct App {
   void models(http::Response& res) {
     std::error_code ec;
     const uintmax_t size = std::filesystem::file_size(o.model, ec);
-    const json meta = {{"n_vocab", model->n_vocab()}, {"n_ctx_train", model->n_ctx_train()}, {"n_embd", model->n_embd()},
+    const json meta = {{"n_vocab", model->n_vocab()}, {"n_ctx", sched->n_ctx() / std::max(1, o.slots)},
+                       {"n_ctx_train", model->n_ctx_train()}, {"n_embd", model->n_embd()},
                        {"n_params", model->n_params()}, {"size", ec ? uintmax_t(0) : size}};
-    send_json(res, {{"object", "list"},
-                    {"data", json::array({{{"id", alias}, {"object", "model"}, {"created", created}, {"owned_by", "loom"},
-                                           {"meta", meta}}})}});
+    // llama-server's shape: OpenAI's list in "data" (with aliases and tags), ollama's in "models".
+    json aliases = json::array();
+    for (const std::string& a : o.aliases) {
+      if (a != alias) aliases.push_back(a);
+    }
+    const json ollama = {{"name", alias}, {"model", alias}, {"modified_at", ""}, {"size", ""}, {"digest", ""},
+                         {"type", "model"}, {"description", ""}, {"tags", o.tags.empty() ? json::array({""}) : json(o.tags)},
+                         {"capabilities", json::array({o.embedding ? "embedding" : "completion"})}, {"parameters", ""},
+                         {"details", {{"parent_model", ""}, {"format", "gguf"}, {"family", ""}, {"families", json::array({""})},
+                                      {"parameter_size", ""}, {"quantization_level", ""}}}};
+    send_json(res, {{"models", json::array({ollama})},
+                    {"object", "list"},
+                    {"data", json::array({{{"id", alias}, {"aliases", aliases}, {"tags", o.tags}, {"object", "model"},
+                                           {"created", created}, {"owned_by", "loom"}, {"meta", meta}}})}});
   }
 
   void tokenize(http::Request& req, http::Response& res) {
@@ -813,20 +1056,49 @@ struct App {
 
   void apply_template(http::Request& req, http::Response& res) {
     json r = plan_apply_template(parse_body(req.body));
+    apply_chat_defaults(r);
     if (!template_override.empty()) r["chat_template"] = template_override;
     auto f = model->chat_format(dump(r));
     if (!f) throw http_error(f.status());
     send_json(res, {{"prompt", json::parse(*f).at("prompt")}});
   }
 
+  // llama-server's /props: default_generation_settings {params, n_ctx}, slots, the model, the
+  // template and its special tokens, build info; and loom's n_ctx (all slots) and embedding.
   void props(http::Response& res) {
-    send_json(res, {{"total_slots", o.slots},
-                    {"n_ctx", sched->n_ctx()},
-                    {"model_path", o.model},
+    loom_model* h = model->handle();
+    auto piece = [&](loom_token t) { return t == LOOM_TOKEN_NULL ? std::string() : model->piece(t, true); };
+    const json params = loom::api::generation_settings(json::object(), 4294967295u, false);
+    send_json(res, {{"default_generation_settings", {{"params", params}, {"n_ctx", sched->n_ctx() / std::max(1, o.slots)}}},
+                    {"total_slots", o.slots},
                     {"model_alias", alias},
+                    {"model_path", o.model},
+                    {"modalities", {{"vision", false}, {"video", false}, {"audio", false}}},
+                    {"endpoint_slots", true},
+                    {"endpoint_props", false},
+                    {"endpoint_metrics", true},
                     {"chat_template", template_source},
-                    {"embedding", o.embedding},
-                    {"build_info", "loom"}});
+                    {"bos_token", piece(loom_token_bos(h))},
+                    {"eos_token", piece(loom_token_eos(h))},
+                    {"build_info", build_info()},
+                    {"is_sleeping", false},
+                    {"n_ctx", sched->n_ctx()},
+                    {"embedding", o.embedding}});
+  }
+
+  // llama.cpp's build-info form, "b<build>-<commit>": loom's version as a build number
+  // (0.3.0 -> b300) and its git commit.
+  static std::string build_info() {
+    static const std::string s = [] {
+      const std::string v = loom_version();  // "MAJOR.MINOR.PATCH (git COMMIT)"
+      int major = 0, minor = 0, patch = 0;
+      std::sscanf(v.c_str(), "%d.%d.%d", &major, &minor, &patch);
+      std::string commit = "unknown";
+      const size_t g = v.find("(git ");
+      if (g != std::string::npos) commit = v.substr(g + 5, v.find(')', g) - g - 5);
+      return "b" + std::to_string(major * 10000 + minor * 100 + patch) + "-" + commit;
+    }();
+    return s;
   }
 
   void metrics(http::Response& res) {
@@ -895,10 +1167,22 @@ int run_server(const ServeOptions& opts, std::atomic<bool>* stop) {
     std::stringstream ss;
     ss << f.rdbuf();
     a.template_override = ss.str();
+  } else if (!opts.chat_template.empty()) {
+    a.template_override = opts.chat_template;  // a built-in name or Jinja source
   }
+  if (!opts.chat_template_kwargs.empty()) {
+    try {
+      a.default_kwargs = json::parse(opts.chat_template_kwargs);
+    } catch (const std::exception& e) {
+      return quit(2, std::string("--chat-template-kwargs: not JSON: ") + e.what());
+    }
+    if (!a.default_kwargs.is_object()) return quit(2, "--chat-template-kwargs: expected a JSON object");
+  }
+  if (opts.reasoning == "on" || opts.reasoning == "off") a.default_kwargs["enable_thinking"] = opts.reasoning == "on";
+  else if (opts.reasoning != "auto") return quit(2, "--reasoning: expected on, off or auto, not '" + opts.reasoning + "'");
   // The template is checked now, so that a broken one stops the start rather than every chat.
   auto info = api::Model::detail_json([&](char* b, size_t n) {
-    return loom_chat_template_info(a.model->handle(), opts.chat_template_file.empty() ? nullptr : a.template_override.c_str(),
+    return loom_chat_template_info(a.model->handle(), a.template_override.empty() ? nullptr : a.template_override.c_str(),
                                    b, n);
   });
   if (!info) return quit(1, "chat template: " + info.status().message());
@@ -934,7 +1218,7 @@ int run_server(const ServeOptions& opts, std::atomic<bool>* stop) {
   sp.p.context_shift = opts.context_shift;
   sp.p.prefix_cache = opts.prefix_cache;
   sp.p.cache_dir = opts.cache_dir.empty() ? nullptr : opts.cache_dir.c_str();
-  sp.p.chat_template = opts.chat_template_file.empty() ? nullptr : a.template_override.c_str();
+  sp.p.chat_template = a.template_override.empty() ? nullptr : a.template_override.c_str();
   const json memory_options = {{"ctx_checkpoints", opts.ctx_checkpoints}, {"cache_ram_mib", opts.cache_ram_mib},
                                {"swa_full", opts.swa_full}};
   std::optional<api::Expected<api::Scheduler>> sched;

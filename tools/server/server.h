@@ -52,6 +52,27 @@ struct ServeOptions {
   int draft_n_ctx = 0;  // -cd: cells of each slot's draft context (0: twice a slot's share, >= 2048)
   float draft_p_min = 0.75f;
   bool verbose = false;
+  // CORS, as llama-server: --cors-origins ("*", "localhost" = reflect localhost origins only, or a
+  // comma list), --cors-methods, --cors-headers ("*" = whatever the preflight asks for),
+  // --[no-]cors-credentials (with "*": the request's Origin is echoed).
+  std::string cors_origins = "*";
+  std::string cors_methods = "GET, POST, DELETE, OPTIONS";
+  std::string cors_headers = "*";
+  bool cors_credentials = true;
+  // A built-in template name (llama.cpp's: chatml, llama3, ...) or Jinja source given on the
+  // command line (--chat-template); --chat-template-file wins when both are given.
+  std::string chat_template;
+  // Defaults merged under each chat request's chat_template_kwargs (--chat-template-kwargs JSON).
+  std::string chat_template_kwargs;
+  // --reasoning on|off|auto: off renders templates with enable_thinking false; on / auto leave
+  // the template's default (llama.cpp: auto). --reasoning-format: the default reasoning_format of
+  // chat requests. --reasoning-budget N: thinking tokens before the block is closed (-1: no limit).
+  std::string reasoning = "auto";
+  std::string reasoning_format = "auto";
+  int reasoning_budget = -1;
+  // Extra names the model answers to (--alias a,b: the first is reported) and tags (/v1/models).
+  std::vector<std::string> aliases;
+  std::vector<std::string> tags;
 };
 
 // Runs until *stop becomes true (set by a signal handler thread) or the listener fails. Prints

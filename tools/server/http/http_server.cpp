@@ -245,6 +245,7 @@ struct Exchange {
   bool overflow = false;     // a write passed max_output_bytes: the I/O thread drops the client
   bool completed = false;    // completely written; the connection has moved on
   std::function<void()> on_disconnect;
+  Headers always;            // set_header(): fields of whatever reply goes out
 
   size_t pending() const { return out.size() - out_off; }
 };
@@ -291,13 +292,20 @@ void Response::send(int status, std::string_view content_type, std::string body,
     if (ex.gone || ex.phase != Phase::kNone) return;
     ex.close_after = !ex.keep_alive || ex.core->draining.load();
     const bool with_body = body_allowed(status);
+    Headers all = ex.always;
+    all.insert(all.end(), extra.begin(), extra.end());
     append_head(&ex.out, status, content_type, with_body || status == 304 ? Framing::kLength
                                                                            : Framing::kNoBody,
-                body.size(), ex.close_after, ex.minor, extra);
+                body.size(), ex.close_after, ex.minor, all);
     if (with_body && !ex.head) ex.out += body;
     ex.phase = Phase::kDone;
   }
   ex.core->wake(ex.conn_id);
+}
+
+void Response::set_header(std::string name, std::string value) {
+  std::lock_guard lk(ex_->mu);
+  ex_->always.emplace_back(std::move(name), std::move(value));
 }
 
 void Response::send_error(int status, std::string_view message) {
@@ -313,10 +321,12 @@ bool Response::begin_stream(int status, std::string_view content_type, const Hea
     if (ex.gone || ex.phase != Phase::kNone) return false;
     ex.chunked = ex.minor >= 1 && body_allowed(status);
     ex.close_after = !ex.keep_alive || ex.core->draining.load() || (!ex.chunked && body_allowed(status));
+    Headers all = ex.always;
+    all.insert(all.end(), extra.begin(), extra.end());
     append_head(&ex.out, status, content_type,
                 !body_allowed(status) ? Framing::kNoBody
                                       : (ex.chunked ? Framing::kChunked : Framing::kUntilClose),
-                0, ex.close_after, ex.minor, extra);
+                0, ex.close_after, ex.minor, all);
     ex.phase = Phase::kStreaming;
     if (!body_allowed(status)) ex.head = true;  // nothing of the stream may go out
   }

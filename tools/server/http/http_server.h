@@ -75,6 +75,9 @@ class Response {
   // Transfer-Encoding and Connection are the server's and dropped from it, as is any field with a
   // CR, LF or NUL. No body goes out for HEAD, 1xx, 204 and 304.
   void send(int status, std::string_view content_type, std::string body, const Headers& extra = {});
+  // A header field for whichever reply goes out (send, send_error or begin_stream), e.g. CORS
+  // fields set before routing; a reply already started does not get it.
+  void set_header(std::string name, std::string value);
   // send() with the server's error body (ServerOptions::error_body) and content type.
   void send_error(int status, std::string_view message);
 
