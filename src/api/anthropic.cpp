@@ -270,7 +270,9 @@ json convert_tools(const json& tools) {
     const json& t = as_object(tools[i], tp);
     if (const json* ty = get(t, "type")) {
       const std::string& type = as_string(*ty, dot(tp, "type"));
-      if (type != "custom") bad(dot(tp, "type"), "tool type '" + type + "' is not supported (only client tools with an input_schema)");
+      // Server tools (web_search_..., bash_..., text_editor_...) run at the vendor: skipped, as
+      // llama-server skips them, so that clients that always send them still work.
+      if (type != "custom") continue;
     }
     const json* name = get(t, "name");
     if (!name) bad(dot(tp, "name"), "required");
@@ -382,6 +384,17 @@ json translate(const json& body) {
   if (budget) out["thinking_budget_tokens"] = *budget;
 
   if (const json* md = get(body, "metadata")) as_object(*md, "metadata");
+  // llama.cpp's own request fields (grammar, json_schema, seed, min_p, n_probs, ...) pass on, as
+  // they do on /v1/responses; Anthropic's other fields stay behind.
+  static const char* const kAnthropicFields[] = {"model", "messages", "system", "max_tokens", "metadata", "stop_sequences",
+                                                 "stream", "temperature", "top_k", "top_p", "tools", "tool_choice", "thinking",
+                                                 "service_tier", "container", "mcp_servers", "context_management",
+                                                 "chat_template_kwargs", "betas", "output_format"};
+  for (auto it = body.begin(); it != body.end(); ++it) {
+    bool known = out.contains(it.key());
+    for (const char* f : kAnthropicFields) known = known || it.key() == f;
+    if (!known) out[it.key()] = it.value();
+  }
   return out;
 }
 

@@ -43,7 +43,11 @@
 //                          An enable_thinking the caller set in chat_template_kwargs wins.
 //   chat_template_kwargs   (llama.cpp's extension) an object, passed on.
 //   model                  a string, passed on. metadata (an object), service_tier, container,
-//                          mcp_servers and any other field: accepted and ignored.
+//                          mcp_servers, context_management, betas, output_format: accepted and
+//                          ignored. Any other field (llama.cpp's grammar, json_schema, seed,
+//                          min_p, n_probs, ...) is passed on as it is, as on /v1/responses.
+//   tools of a server type (web_search_..., bash_..., anything but "custom" or no type): skipped,
+//                          as llama-server skips them.
 // Anything malformed throws ApiError 400 whose message starts with the field's path, e.g.
 // "messages[2].content[0].type: unknown content block type 'x'". Only ApiError ever escapes.
 //

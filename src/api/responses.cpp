@@ -254,7 +254,9 @@ json convert_tools(const json& tools) {
     const std::string tp = at("tools", i);
     const json& t = as_object(tools[i], tp);
     const std::string& type = required_string(t, "type", tp);
-    if (type != "function") bad(tp + ".type", "tool type '" + type + "' is not supported (only function tools)");
+    // Hosted tools (web_search, file_search, custom ...) are the vendor's to run: skipped, as
+    // llama-server skips them, so that agents that always send them (Codex) still work.
+    if (type != "function") continue;
     const std::string& name = required_string(t, "name", tp);
     if (name.empty()) bad(tp + ".name", "must not be empty");
     json fn{{"name", name}};

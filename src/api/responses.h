@@ -23,8 +23,9 @@
 //     any other item type (item_reference, web_search_call, ...) -> 400 naming it.
 //   tools               [{"type": "function", "name", "description"?, "parameters"?, "strict"?}] ->
 //                       [{"type": "function", "function": {"name", "description"?, "parameters"?,
-//                       "strict"}}] (strict true when absent, as llama-server); any other tool
-//                       type (web_search, file_search, custom, ...) -> 400 naming it.
+//                       "strict"}}] (strict true when absent, as llama-server); tools of any
+//                       other type (web_search, file_search, custom, ...: the vendor's to run)
+//                       are skipped, as llama-server skips them (Codex always sends some).
 //   tool_choice         "auto"|"none"|"required" or {"type": "function", "name"} -> the chat form.
 //   max_output_tokens   a positive integer -> max_tokens.
 //   temperature, top_p  numbers; stream, parallel_tool_calls booleans: passed on.

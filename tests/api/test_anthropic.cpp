@@ -251,8 +251,6 @@ TEST(AnthropicRequest, Errors) {
   expect_400(body_with(J(R"({"tools": [{"name": "f"}]})")), "tools[0].input_schema: required");
   expect_400(body_with(J(R"({"tools": [{"name": "f", "input_schema": "x"}]})")), "tools[0].input_schema: expected an object");
   expect_400(body_with(J(R"({"tools": [{"name": "f", "description": 2, "input_schema": {}}]})")), "tools[0].description: expected a string");
-  expect_400(body_with(J(R"({"tools": [{"type": "web_search_20250305", "name": "web_search"}]})")),
-             "tools[0].type: tool type 'web_search_20250305' is not supported");
   expect_400(body_with(J(R"({"tool_choice": "auto"})")), "tool_choice: expected an object");
   expect_400(body_with(J(R"({"tool_choice": {}})")), "tool_choice.type: required");
   expect_400(body_with(J(R"({"tool_choice": {"type": "some"}})")), "tool_choice.type: must be");
@@ -604,4 +602,14 @@ TEST(AnthropicStreamTest, MalformedDeltasAreIgnored) {
 }
 
 }  // namespace
+}  // namespace loom::api
+
+namespace loom::api {
+// Server tools (run by the vendor) are skipped as llama-server skips them; client tools stay.
+TEST(AnthropicRequest, ServerToolsAreSkipped) {
+  const json out = anthropic_to_chat(json::parse(R"({"max_tokens": 5, "messages": [{"role": "user", "content": "x"}],
+      "tools": [{"type": "web_search_20250305", "name": "web_search"}, {"name": "f", "input_schema": {"type": "object"}}]})"));
+  ASSERT_EQ(out.at("tools").size(), 1u);
+  EXPECT_EQ(out.at("tools")[0].at("function").at("name"), "f");
+}
 }  // namespace loom::api

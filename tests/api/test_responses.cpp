@@ -178,9 +178,6 @@ TEST(ResponsesRequest, Errors) {
   expect_400(body_with(J(R"({"instructions": 1})")), "instructions: expected a string");
   expect_400(body_with(J(R"({"tools": {}})")), "tools: expected an array");
   expect_400(body_with(J(R"({"tools": [{"name": "f"}]})")), "tools[0].type: required");
-  expect_400(body_with(J(R"({"tools": [{"type": "web_search"}]})")), "tools[0].type: tool type 'web_search' is not supported");
-  expect_400(body_with(J(R"({"tools": [{"type": "function", "name": "f"}, {"type": "custom", "name": "g"}]})")),
-             "tools[1].type: tool type 'custom' is not supported");
   expect_400(body_with(J(R"({"tools": [{"type": "function"}]})")), "tools[0].name: required");
   expect_400(body_with(J(R"({"tools": [{"type": "function", "name": ""}]})")), "tools[0].name: must not be empty");
   expect_400(body_with(J(R"({"tools": [{"type": "function", "name": "f", "parameters": []}]})")),
@@ -529,4 +526,14 @@ TEST(ResponsesStreamTest, MalformedDeltasAreIgnored) {
 }
 
 }  // namespace
+}  // namespace loom::api
+
+namespace loom::api {
+// Hosted tools (web_search, custom ...) are skipped as llama-server skips them; functions stay.
+TEST(ResponsesRequest, HostedToolsAreSkipped) {
+  const json out = responses_to_chat(json::parse(R"({"input": "x", "tools": [{"type": "web_search"},
+      {"type": "function", "name": "f", "parameters": {"type": "object"}}, {"type": "custom", "name": "g"}]})"));
+  ASSERT_EQ(out.at("tools").size(), 1u);
+  EXPECT_EQ(out.at("tools")[0].at("function").at("name"), "f");
+}
 }  // namespace loom::api

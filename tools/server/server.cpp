@@ -21,6 +21,7 @@
 #include "request.h"
 #include "api/anthropic.h"
 #include "api/native.h"
+#include "api/responses.h"
 
 namespace loom::server {
 namespace {
@@ -255,6 +256,12 @@ struct App {
     if (path == "/infill") return need(post), native_completion(req, res, true);
     if (path == "/v1/messages") return need(post), messages(req, res);
     if (path == "/v1/messages/count_tokens") return need(post), count_tokens(req, *res);
+    if (path == "/v1/responses" || path == "/responses") return need(post), responses(req, res);
+    if (path == "/v1/responses/input_tokens") {
+      need(post);
+      send_json(*res, loom::api::responses_input_tokens_response(chat_prompt_tokens(loom::api::responses_to_chat(parse_body(req.body)))));
+      return;
+    }
     if (path == "/v1/embeddings" || path == "/embeddings") return need(post), embeddings(req, res);
     if (path == "/v1/rerank" || path == "/rerank" || path == "/v1/reranking") return need(post), rerank(req, res);
     if (path == "/v1/models" || path == "/models") return need(get), models(*res);
@@ -801,9 +808,23 @@ struct App {
     });
   }
 
-  // /v1/messages/count_tokens: the prompt a /v1/messages request with this body would get.
-  void count_tokens(http::Request& req, http::Response& res) {
-    json chat = loom::api::anthropic_to_chat(parse_body(req.body));
+  void responses(http::Request& req, const std::shared_ptr<http::Response>& res) {
+    const json chat = loom::api::responses_to_chat(parse_body(req.body));
+    const int64_t created = unix_now();
+    dialect_chat(res, chat, "resp_", [this, created](const std::string& id, int64_t) {
+      auto stream = std::make_shared<loom::api::ResponsesStream>(id, alias, created);
+      DialectWriter w;
+      w.begin = [stream] { return stream->begin(); };
+      w.delta = [stream](const json& d) { return stream->delta(d); };
+      w.end = [stream](const loom::api::ChatResult& r) { return stream->end(r); };
+      w.respond = [](const loom::api::ChatResult& r) { return loom::api::responses_response(r); };
+      w.error = [](int status, const std::string& m) { return json::parse(error_json(status, m)); };
+      return w;
+    });
+  }
+
+  // The prompt tokens a chat body renders to (what its generation would be given).
+  int64_t chat_prompt_tokens(const json& chat) {
     json r = plan_apply_template(chat);
     apply_chat_defaults(r);
     if (!template_override.empty()) r["chat_template"] = template_override;
@@ -811,7 +832,12 @@ struct App {
     if (!f) throw http_error(f.status());
     auto ids = model->tokenize(json::parse(*f).at("prompt").get<std::string>(), true, true);
     if (!ids) throw http_error(ids.status());
-    send_json(res, loom::api::anthropic_count_tokens_response(int64_t(ids->size())));
+    return int64_t(ids->size());
+  }
+
+  // /v1/messages/count_tokens: the prompt a /v1/messages request with this body would get.
+  void count_tokens(http::Request& req, http::Response& res) {
+    send_json(res, loom::api::anthropic_count_tokens_response(chat_prompt_tokens(loom::api::anthropic_to_chat(parse_body(req.body)))));
   }
 
   void handle_event(GenState& st, int prompt, const Event& e) {
