@@ -23,6 +23,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "quant/small_types.h"
 
@@ -43,6 +44,7 @@ inline int64_t blocks(const char* fn, int64_t n, int block) {
 
 constexpr int kQ80Bytes = 34;
 constexpr int kQ8KBytes = 292;
+constexpr int kPrefetch = 2048;
 
 LOOM_AVX512_VNNI inline float f16(const uint8_t* p) {
   uint16_t h;
@@ -138,31 +140,85 @@ LOOM_AVX512_VNNI inline __m512 q1_0_wscales16(const uint8_t* w, __mmask16 m) {
   return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, iw, w, 1)));
 }
 
-// Units of 32 elements (16 per pass, 4 blocks): unit sums sum_e (bit ? y : -y) by VPDPBUSD of
-// ones with the bit-negated activations, then small_types.h's slots.
-LOOM_AVX512_VNNI float dot_q1_0(int64_t nb, const uint8_t* w, const uint8_t* a) {
-  __m512 acc = _mm512_setzero_ps();
-  const __m512i one = _mm512_set1_epi8(1), zero = _mm512_setzero_si512();
-  for (int64_t i = 0; i < nb; i += 4) {
-    const int nblk = nb - i < 4 ? int(nb - i) : 4;
-    const uint8_t* w0 = w + i * 18;
-    const uint8_t* a0 = a + i * 4 * kQ80Bytes;
+// The activation side of the unit dots, prepared once for every weight row they meet: per group
+// of 16 units their int8 as 2-unit registers (zero past the row), bias * sum(y) of each unit
+// and d_a, both in slot order (zero past the row).
+struct alignas(64) ActGroup {
+  int8_t y[8][64];
+  int32_t c[16];
+  float d[16];
+};
+static_assert(sizeof(ActGroup) == 640);
+
+LOOM_AVX512_VNNI void prepare_act(int64_t nu, const uint8_t* a, int bias, ActGroup* out) {
+  const __m512i b8 = _mm512_set1_epi8(int8_t(bias)), zero = _mm512_setzero_si512();
+  for (int64_t i = 0; i < nu; i += 16) {
+    const int r = nu - i < 16 ? int(nu - i) : 16;
+    const uint8_t* a0 = a + i * kQ80Bytes;
+    ActGroup& g = out[i / 16];
     __m512i p[8];
     for (int q = 0; q < 8; ++q) {
-      if (q / 2 < nblk) {
-        uint64_t bits;
-        std::memcpy(&bits, w0 + 18 * (q / 2) + 2 + 8 * (q % 2), 8);
-        const __m512i y = q8_0_pair(a0 + 2 * q * kQ80Bytes);
-        p[q] = _mm512_dpbusd_epi32(zero, one, _mm512_mask_sub_epi8(y, __mmask64(~bits), zero, y));
-      } else {
-        p[q] = zero;
+      __m512i y = zero;
+      if (2 * q + 1 < r) {
+        y = q8_0_pair(a0 + 2 * q * kQ80Bytes);
+      } else if (2 * q < r) {
+        y = _mm512_maskz_loadu_epi8(0xffffffffull, a0 + 2 * q * kQ80Bytes + 2);
       }
+      _mm512_store_si512(g.y[q], y);
+      p[q] = _mm512_dpbusd_epi32(zero, b8, y);
     }
-    const __mmask16 m = nblk == 4 ? __mmask16(0xffff) : _mm512_cmplt_epi32_mask(unit_slots(), _mm512_set1_epi32(4 * nblk));
-    const __m512 s = _mm512_mul_ps(act_scales16(a0, m), q1_0_wscales16(w0, m));
-    acc = _mm512_mask3_fmadd_ps(_mm512_cvtepi32_ps(unit_sums16(p)), s, acc, m);
+    const __mmask16 m = r == 16 ? __mmask16(0xffff) : _mm512_cmplt_epi32_mask(unit_slots(), _mm512_set1_epi32(r));
+    _mm512_store_si512(g.c, unit_sums16(p));
+    _mm512_store_ps(g.d, act_scales16(a0, m));
   }
-  return slot_tree_sum(acc);
+}
+
+thread_local std::vector<ActGroup> t_act;
+LOOM_AVX512_VNNI const ActGroup* prepared(int64_t nu, const uint8_t* a, int bias) {
+  if (t_act.size() < size_t((nu + 15) / 16)) t_act.resize(size_t((nu + 15) / 16));
+  prepare_act(nu, a, bias, t_act.data());
+  return t_act.data();
+}
+
+// The unit sums of a group (p: 2-unit registers of sum_e (level_e + bias) y_e) to float, times
+// d_a * d_w (w_scales in slot order), added to the slots acc (lanes of m).
+LOOM_AVX512_VNNI inline __m512 unit_step(const __m512i* p, const ActGroup& g, __m512 w_scales, __mmask16 m,
+                                        __m512 acc) {
+  const __m512i isum = _mm512_sub_epi32(unit_sums16(p), _mm512_load_si512(g.c));
+  return _mm512_mask3_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(_mm512_load_ps(g.d), w_scales), acc, m);
+}
+
+// Units of 32 elements (16 per group, 4 blocks): sum_e (2 bit) y - sum y by VPDPBUSD of the
+// bits as bytes 0 / 2 with the activations, then small_types.h's slots. out[j] for the nw rows.
+LOOM_AVX512_VNNI void dots_q1_0(int64_t nb, const uint8_t* w, size_t ws, int nw, const uint8_t* a, float* out) {
+  const int64_t nu = 4 * nb;
+  const ActGroup* act = prepared(nu, a, 1);
+  const __m512i two = _mm512_set1_epi8(2), zero = _mm512_setzero_si512();
+  for (int j = 0; j < nw; ++j) {
+    const uint8_t* wr = w + size_t(j) * ws;
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; i += 4) {
+      const int nblk = nb - i < 4 ? int(nb - i) : 4;
+      const uint8_t* w0 = wr + i * 18;
+      const ActGroup& g = act[i / 4];
+      _mm_prefetch(reinterpret_cast<const char*>(w0 + kPrefetch), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(w0 + kPrefetch + 71), _MM_HINT_T0);
+      __m512i p[8];
+      for (int q = 0; q < 8; ++q) {
+        if (q / 2 < nblk) {
+          uint64_t bits;
+          std::memcpy(&bits, w0 + 18 * (q / 2) + 2 + 8 * (q % 2), 8);
+          p[q] = _mm512_dpbusd_epi32(zero, _mm512_maskz_mov_epi8(__mmask64(bits), two), _mm512_load_si512(g.y[q]));
+        } else {
+          p[q] = zero;
+        }
+      }
+      const __mmask16 m =
+          nblk == 4 ? __mmask16(0xffff) : _mm512_cmplt_epi32_mask(unit_slots(), _mm512_set1_epi32(4 * nblk));
+      acc = unit_step(p, g, q1_0_wscales16(w0, m), m, acc);
+    }
+    out[j] = slot_tree_sum(acc);
+  }
 }
 
 // ---- Q2_0 -----------------------------------------------------------------------------------
@@ -228,19 +284,13 @@ LOOM_AVX512_VNNI inline __m512i levels_mxfp4_pair_bcast(const uint8_t* b, __m512
   return _mm512_shuffle_epi8(table, nib);
 }
 
-// sum |level| x (y with the level's sign) per 4 elements.
-LOOM_AVX512_VNNI inline __m512i mxfp4_pair_dot(__m512i lv, __m512i y) {
-  const __m512i ys = _mm512_mask_sub_epi8(y, _mm512_movepi8_mask(lv), _mm512_setzero_si512(), y);
-  return _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(lv), ys);
-}
-
-// One block (its 32 levels in lanes 0..1 of the pair layout, lanes 2..3 zero) and its 32
-// activations (the rest zero), for an odd last block.
+// The levels + 12 (0..24) of one block (lanes 0..1 of the pair layout, lanes 2..3 zero), for an
+// odd last block.
 LOOM_AVX512_VNNI inline __m512i levels_mxfp4_one(const uint8_t* b, __m512i table) {
   const __m512i z = _mm512_maskz_broadcast_i32x4(0x00ff, _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 1)));
   const __m512i nib = _mm512_and_si512(_mm512_srlv_epi64(z, _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4)),
                                        _mm512_set1_epi8(0x0f));
-  return _mm512_shuffle_epi8(table, nib);
+  return _mm512_maskz_shuffle_epi8(0x00000000ffffffffull, table, nib);
 }
 
 // 2^(e - 128) of the 16 blocks' E8M0 bytes from w, slot order (e8m0_half); lanes outside m 0.
@@ -254,42 +304,48 @@ LOOM_AVX512_VNNI inline __m512 mxfp4_wscales16(const uint8_t* w, __mmask16 m) {
   return _mm512_maskz_mov_ps(m, _mm512_castsi512_ps(bits));
 }
 
-// Blocks are the 32-element units: 16 per pass, exact block sums, small_types.h's slots.
-LOOM_AVX512_VNNI float dot_mxfp4(int64_t nb, const uint8_t* w, const uint8_t* a) {
-  __m512 acc = _mm512_setzero_ps();
-  const __m512i table =
-      _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kMxfp4Values)));
-  int64_t i = 0;
-  for (; i + 16 <= nb; i += 16) {
-    const uint8_t* w0 = w + i * 17;
-    const uint8_t* a0 = a + i * kQ80Bytes;
-    __m512i p[8];
-    for (int q = 0; q < 8; ++q) {
-      p[q] = mxfp4_pair_dot(levels_mxfp4_pair_bcast(w0 + 2 * q * 17, table), q8_0_pair(a0 + 2 * q * kQ80Bytes));
-    }
-    const __m512 s = _mm512_mul_ps(act_scales16(a0, 0xffff), mxfp4_wscales16(w0, 0xffff));
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(unit_sums16(p)), s, acc);
-  }
-  if (i < nb) {
-    const int r = int(nb - i);
-    const uint8_t* w0 = w + i * 17;
-    const uint8_t* a0 = a + i * kQ80Bytes;
-    __m512i p[8];
-    for (int q = 0; q < 8; ++q) {
-      if (2 * q + 1 < r) {
-        p[q] = mxfp4_pair_dot(levels_mxfp4_pair_bcast(w0 + 2 * q * 17, table), q8_0_pair(a0 + 2 * q * kQ80Bytes));
-      } else if (2 * q < r) {
-        const __m512i y = _mm512_maskz_loadu_epi8(0xffffffffull, a0 + 2 * q * kQ80Bytes + 2);
-        p[q] = mxfp4_pair_dot(levels_mxfp4_one(w0 + 2 * q * 17, table), y);
-      } else {
-        p[q] = _mm512_setzero_si512();
+// Blocks are the 32-element units: 16 per group, sum_e (level_e + 12) y_e - 12 sum y by VPDPBUSD
+// of the biased levels (a table lookup) with the activations, small_types.h's slots.
+LOOM_AVX512_VNNI void dots_mxfp4(int64_t nb, const uint8_t* w, size_t ws, int nw, const uint8_t* a, float* out) {
+  const ActGroup* act = prepared(nb, a, 12);
+  alignas(16) int8_t biased[16];
+  for (int k = 0; k < 16; ++k) biased[k] = int8_t(kMxfp4Values[k] + 12);
+  const __m512i table = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(biased)));
+  const __m512i zero = _mm512_setzero_si512();
+  for (int j = 0; j < nw; ++j) {
+    const uint8_t* wr = w + size_t(j) * ws;
+    __m512 acc = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= nb; i += 16) {
+      const uint8_t* w0 = wr + i * 17;
+      const ActGroup& g = act[i / 16];
+      // The weights stream from memory: ask for them ~2 KiB ahead (past the row: the next one).
+      for (int c = 0; c < 272; c += 64) _mm_prefetch(reinterpret_cast<const char*>(w0 + kPrefetch + c), _MM_HINT_T0);
+      __m512i p[8];
+      for (int q = 0; q < 8; ++q) {
+        p[q] = _mm512_dpbusd_epi32(zero, levels_mxfp4_pair_bcast(w0 + 2 * q * 17, table), _mm512_load_si512(g.y[q]));
       }
+      acc = unit_step(p, g, mxfp4_wscales16(w0, 0xffff), 0xffff, acc);
     }
-    const __mmask16 m = _mm512_cmplt_epi32_mask(unit_slots(), _mm512_set1_epi32(r));
-    const __m512 s = _mm512_mul_ps(act_scales16(a0, m), mxfp4_wscales16(w0, m));
-    acc = _mm512_mask3_fmadd_ps(_mm512_cvtepi32_ps(unit_sums16(p)), s, acc, m);
+    if (i < nb) {
+      const int r = int(nb - i);
+      const uint8_t* w0 = wr + i * 17;
+      const ActGroup& g = act[i / 16];
+      __m512i p[8];
+      for (int q = 0; q < 8; ++q) {
+        if (2 * q + 1 < r) {
+          p[q] = _mm512_dpbusd_epi32(zero, levels_mxfp4_pair_bcast(w0 + 2 * q * 17, table), _mm512_load_si512(g.y[q]));
+        } else if (2 * q < r) {
+          p[q] = _mm512_dpbusd_epi32(zero, levels_mxfp4_one(w0 + 2 * q * 17, table), _mm512_load_si512(g.y[q]));
+        } else {
+          p[q] = zero;
+        }
+      }
+      const __mmask16 m = _mm512_cmplt_epi32_mask(unit_slots(), _mm512_set1_epi32(r));
+      acc = unit_step(p, g, mxfp4_wscales16(w0, m), m, acc);
+    }
+    out[j] = slot_tree_sum(acc);
   }
-  return slot_tree_sum(acc);
 }
 
 // ---- ternary formats ------------------------------------------------------------------------
@@ -413,16 +469,28 @@ LOOM_AVX512_VNNI float dot_tq1_0(int64_t nb, const uint8_t* w, const uint8_t* a)
 }  // namespace
 
 float vec_dot_q1_0_avx512(int64_t n, const void* w, const void* a) {
-  return dot_q1_0(blocks("vec_dot_q1_0", n, kQ1_0Block), static_cast<const uint8_t*>(w),
-                  static_cast<const uint8_t*>(a));
+  float out;
+  dots_q1_0(blocks("vec_dot_q1_0", n, kQ1_0Block), static_cast<const uint8_t*>(w), 0, 1,
+            static_cast<const uint8_t*>(a), &out);
+  return out;
+}
+void vec_dots_q1_0_avx512(int64_t n, const void* w, size_t w_stride, int n_rows_w, const void* a, float* out) {
+  dots_q1_0(blocks("vec_dot_q1_0", n, kQ1_0Block), static_cast<const uint8_t*>(w), w_stride, n_rows_w,
+            static_cast<const uint8_t*>(a), out);
 }
 float vec_dot_q2_0_avx512(int64_t n, const void* w, const void* a) {
   return dot_q2_0(blocks("vec_dot_q2_0", n, kQ2_0Block), static_cast<const uint8_t*>(w),
                   static_cast<const uint8_t*>(a));
 }
 float vec_dot_mxfp4_avx512(int64_t n, const void* w, const void* a) {
-  return dot_mxfp4(blocks("vec_dot_mxfp4", n, kMxfp4Block), static_cast<const uint8_t*>(w),
-                   static_cast<const uint8_t*>(a));
+  float out;
+  dots_mxfp4(blocks("vec_dot_mxfp4", n, kMxfp4Block), static_cast<const uint8_t*>(w), 0, 1,
+             static_cast<const uint8_t*>(a), &out);
+  return out;
+}
+void vec_dots_mxfp4_avx512(int64_t n, const void* w, size_t w_stride, int n_rows_w, const void* a, float* out) {
+  dots_mxfp4(blocks("vec_dot_mxfp4", n, kMxfp4Block), static_cast<const uint8_t*>(w), w_stride, n_rows_w,
+             static_cast<const uint8_t*>(a), out);
 }
 float vec_dot_tq2_0_avx512(int64_t n, const void* w, const void* a) {
   return dot_tq2_0(blocks("vec_dot_tq2_0", n, kTQBlock), static_cast<const uint8_t*>(w),

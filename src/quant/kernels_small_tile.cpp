@@ -13,7 +13,9 @@
 // time, each weight block's levels (Q2_0 2-bit fields, TQ2_0 bit fields, TQ1_0 trit masks) are
 // computed once and then combined with every row's activations through the same int32 lanes,
 // the same scale products and the same FMAs in the same order per row. Without AVX-512 VNNI,
-// and for one activation row, the tile is the loop over the dispatched dot.
+// and for one activation row, the tile is the loop over the dispatched dot (MXFP4 and Q1_0:
+// small_simd::vec_dots_*, that dot over several weight rows with the activation side prepared
+// once).
 #if defined(__x86_64__)
 
 #if defined(__GNUC__) && !defined(__clang__)
@@ -496,7 +498,9 @@ void vec_dot_tile_q1_0(int64_t n, const void* w, size_t ws, int nw, const void* 
                        size_t os) {
   const auto* wb = static_cast<const uint8_t*>(w);
   const auto* ab = static_cast<const uint8_t*>(a);
-  if (!use_avx512() || na <= 1) return tile_loop(small_simd::vec_dot_q1_0_x86, n, wb, ws, nw, ab, as, na, out, os);
+  if (!use_avx512()) return tile_loop(small_simd::vec_dot_q1_0_x86, n, wb, ws, nw, ab, as, na, out, os);
+  if (na == 1) return small_simd::vec_dots_q1_0_avx512(n, wb, ws, nw, ab, out);
+  if (na < 1) return;
   const int64_t nb = n / kQ1_0Block;
   unit_tile(decode_q1_0_row, 4 * nb, size_t(nb) * 18, wb, ws, nw, ab, as, na, out, os);
 }
@@ -504,7 +508,9 @@ void vec_dot_tile_mxfp4(int64_t n, const void* w, size_t ws, int nw, const void*
                         size_t os) {
   const auto* wb = static_cast<const uint8_t*>(w);
   const auto* ab = static_cast<const uint8_t*>(a);
-  if (!use_avx512() || na <= 1) return tile_loop(small_simd::vec_dot_mxfp4_x86, n, wb, ws, nw, ab, as, na, out, os);
+  if (!use_avx512()) return tile_loop(small_simd::vec_dot_mxfp4_x86, n, wb, ws, nw, ab, as, na, out, os);
+  if (na == 1) return small_simd::vec_dots_mxfp4_avx512(n, wb, ws, nw, ab, out);
+  if (na < 1) return;
   const int64_t nb = n / kMxfp4Block;
   unit_tile(decode_mxfp4_row, nb, size_t(nb) * 17, wb, ws, nw, ab, as, na, out, os);
 }

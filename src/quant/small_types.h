@@ -28,6 +28,7 @@
 // traits): Q8_K for TQ1_0 and TQ2_0, Q8_0 for MXFP4, Q1_0 and Q2_0.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace loom::quant {
@@ -138,6 +139,11 @@ float vec_dot_tq2_0_avx512(int64_t n, const void* w, const void* a);
 float vec_dot_mxfp4_avx512(int64_t n, const void* w, const void* a);
 float vec_dot_q1_0_avx512(int64_t n, const void* w, const void* a);
 float vec_dot_q2_0_avx512(int64_t n, const void* w, const void* a);
+
+// The vec_dot of n_rows_w weight rows (w_stride bytes apart) with one activation row, out[j]
+// bit-identical with the vec_dot_*_avx512 of row j (the activation side prepared once).
+void vec_dots_mxfp4_avx512(int64_t n, const void* w, size_t w_stride, int n_rows_w, const void* a, float* out);
+void vec_dots_q1_0_avx512(int64_t n, const void* w, size_t w_stride, int n_rows_w, const void* a, float* out);
 
 // The fastest of the above this CPU runs (needs has_avx2_set(), like the *_avx2 functions; the
 // AVX-512 kernel where has_avx512_vnni_set()). For the type table's AVX2 kernel set.
