@@ -195,10 +195,14 @@ Expected<Sampler> Sampler::create(const SamplerParams& p, const Vocab* vocab) {
     s.grammar_ = std::make_unique<GrammarStage>(*g, std::move(gv));
     if (s.grammar_->matcher().is_dead()) return bad("the grammar matches nothing");
   }
+  if (p.reasoning_budget >= 0) {
+    if (!vocab) return bad("a reasoning budget needs the model's vocabulary");
+    s.budget_.emplace(*vocab, p.reasoning_budget, p.reasoning_budget_message);
+  }
   return s;
 }
 
-Sampler::Sampler(const Sampler& o) : p_(o.p_), chain_(o.chain_), argmax_(o.argmax_) {
+Sampler::Sampler(const Sampler& o) : p_(o.p_), chain_(o.chain_), argmax_(o.argmax_), budget_(o.budget_) {
   if (o.grammar_) grammar_ = std::make_unique<GrammarStage>(*o.grammar_);
 }
 
@@ -223,6 +227,13 @@ bool Sampler::argmax_suffices(const SamplerParams& p) {
 }
 
 int32_t Sampler::sample(std::span<const float> logits) {
+  if (budget_) {
+    // The reasoning budget is spent: the block's end is emitted (unless the grammar forbids it).
+    if (auto f = budget_->forced()) {
+      if (!grammar_ || grammar_->allows(*f)) return *f;
+      budget_->give_up();
+    }
+  }
   if (argmax_ && !logits.empty()) {
     // Greedy without a stage that matters: the first largest logit, no candidate list to build.
     const int32_t best = argmax(logits);
@@ -248,11 +259,14 @@ int32_t Sampler::sample(std::span<const float> logits) {
 void Sampler::accept(int32_t token, bool accept_grammar) {
   if (accept_grammar && grammar_) grammar_->accept(token);
   chain_.accept(token);
+  // Prompt tokens come without the grammar (accept_grammar false): they are not counted.
+  if (budget_) budget_->observe(token, accept_grammar);
 }
 
 void Sampler::reset() {
   if (grammar_) grammar_->reset();
   chain_.reset();
+  if (budget_) budget_->reset();
 }
 
 }  // namespace loom

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -22,6 +23,7 @@
 #include "base/status.h"
 #include "sample/argmax.h"  // argmax(): greedy picks
 #include "sample/grammar.h"
+#include "sample/reasoning_budget.h"
 #include "sample/stage.h"
 #include "sample/stages.h"
 
@@ -92,6 +94,10 @@ struct SamplerParams {
                                     SamplerType::kXtc,       SamplerType::kTemperature};
   std::string grammar;           // GBNF text; empty: unconstrained
   std::string grammar_root = "root";
+  // Tokens a reasoning block may take before it is closed (reasoning_budget.h); -1: no limit.
+  // The message is emitted before the closing tag when the budget runs out.
+  int32_t reasoning_budget = -1;
+  std::string reasoning_budget_message;
 };
 
 // The stages SamplerParams describe (no grammar): logit bias, then `order`, then dist (or greedy
@@ -132,6 +138,7 @@ class Sampler {
   SamplerChain chain_;
   bool argmax_ = false;  // the chain can only pick the largest logit: sample() takes it directly
   std::unique_ptr<GrammarStage> grammar_;
+  std::optional<ReasoningBudget> budget_;
   Candidates cur_;
 };
 

@@ -365,6 +365,13 @@ ChatGeneration parse_chat_generation(const Fields& f, const chat::ChatTemplate& 
   ChatGeneration g;
   GenerateRequest& r = g.request;
   parse_generation(f, vocab, default_max_tokens, /*chat=*/true, r);
+  // A thinking budget (llama-server's reasoning_budget_tokens, Anthropic's thinking budget as
+  // thinking_budget_tokens): -1 none.
+  const int64_t budget = f.integer_in(pick(f, {"reasoning_budget_tokens", "thinking_budget_tokens"}), -1, -1, INT32_MAX);
+  if (budget >= 0) {
+    r.sampling.reasoning_budget = int32_t(budget);
+    r.sampling.reasoning_budget_message = f.string("reasoning_budget_message");
+  }
   if (!prepared->grammar.empty()) {
     if (!r.sampling.grammar.empty()) request_error("grammar / json_schema cannot be combined with tools or response_format");
     r.sampling.grammar = prepared->grammar;

@@ -295,6 +295,11 @@ struct App {
     if ((!r.contains("reasoning_format") || r["reasoning_format"].is_null()) && o.reasoning_format != "auto") {
       r["reasoning_format"] = o.reasoning_format;
     }
+    // --reasoning-budget, unless the request gives its own.
+    auto given = [&](const char* k) { return r.contains(k) && !r[k].is_null() && !(r[k].is_number() && r[k].get<double>() == -1); };
+    if (o.reasoning_budget >= 0 && !given("reasoning_budget_tokens") && !given("thinking_budget_tokens")) {
+      r["reasoning_budget_tokens"] = o.reasoning_budget;
+    }
   }
 
   void completions(http::Request& req, const std::shared_ptr<http::Response>& res) {
