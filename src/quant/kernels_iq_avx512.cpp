@@ -201,6 +201,9 @@ LOOM_IQ_AVX512 float dot_grid(int64_t n, const void* wv, const void* av, float f
   const auto* a = static_cast<const uint8_t*>(av);
   float sumf = 0.0f;
   for (int64_t i = 0; i < n / 256; ++i, w += F::kBytes, a += kQ8K) {
+    // The weights stream from memory: ask for them ~2 KiB ahead (past the row: the next one).
+    _mm_prefetch(reinterpret_cast<const char*>(w + 2048), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(w + 2048 + F::kBytes - 1), _MM_HINT_T0);
     alignas(16) uint64_t signs[4];
     F::signs(w, signs);
     __m512i acc0 = F::pair(_mm512_setzero_si512(), w, 0, a + 4, signs[0]);
@@ -233,6 +236,9 @@ LOOM_IQ_AVX512 float vec_dot_iq1_s_q8_k(int64_t n, const void* wv, const void* a
   const __m512i ones = _mm512_set1_epi8(1);
   float sumf = 0.0f;
   for (int64_t i = 0; i < n / 256; ++i, w += 50, a += kQ8K) {
+    // The weights stream from memory: ask for them ~2 KiB ahead (past the row: the next one).
+    _mm_prefetch(reinterpret_cast<const char*>(w + 2048), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(w + 2048 + 50 - 1), _MM_HINT_T0);
     __m512i acc = _mm512_setzero_si512();
     int32_t isum_delta = 0;
     for (int p = 0; p < 4; ++p) {
@@ -263,6 +269,9 @@ LOOM_IQ_AVX512 float vec_dot_iq1_m_q8_k(int64_t n, const void* wv, const void* a
   const auto* a = static_cast<const uint8_t*>(av);
   float sumf = 0.0f;
   for (int64_t i = 0; i < n / 256; ++i, w += 56, a += kQ8K) {
+    // The weights stream from memory: ask for them ~2 KiB ahead (past the row: the next one).
+    _mm_prefetch(reinterpret_cast<const char*>(w + 2048), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(w + 2048 + 56 - 1), _MM_HINT_T0);
     uint16_t sc[4];
     std::memcpy(sc, w + 48, 8);
     __m512i acc = _mm512_setzero_si512();

@@ -394,6 +394,7 @@ LOOM_AVX512_VNNI float dot_tq2_0(int64_t nb, const uint8_t* w, const uint8_t* a)
     tq_scales16(w + i * 66, 66, 64, a + i * kQ8KBytes, sc);
     __asm__ volatile("" : : "r"(sc) : "memory");  // broadcast the scales by loads
     for (int b = 0; b < 16; b += 2) {
+      for (int c = 0; c < 2 * 66; c += 64) _mm_prefetch(reinterpret_cast<const char*>(w + (i + b) * 66 + kPrefetch + c), _MM_HINT_T0);
       acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(tq2_block(w + (i + b) * 66, a + (i + b) * kQ8KBytes, shift_lo, shift_hi)),
                              _mm512_set1_ps(sc[b]), acc0);
       acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(tq2_block(w + (i + b + 1) * 66, a + (i + b + 1) * kQ8KBytes, shift_lo, shift_hi)),
@@ -402,6 +403,8 @@ LOOM_AVX512_VNNI float dot_tq2_0(int64_t nb, const uint8_t* w, const uint8_t* a)
   }
   for (; i < nb; ++i) {
     const uint8_t* bw = w + i * 66;
+    _mm_prefetch(reinterpret_cast<const char*>(bw + kPrefetch), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(bw + kPrefetch + 65), _MM_HINT_T0);
     const uint8_t* ba = a + i * kQ8KBytes;
     acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(tq2_block(bw, ba, shift_lo, shift_hi)),
                            _mm512_set1_ps(f32_at(ba) * f16(bw + 64)), acc0);
@@ -452,6 +455,7 @@ LOOM_AVX512_VNNI float dot_tq1_0(int64_t nb, const uint8_t* w, const uint8_t* a)
     tq_scales16(w + i * 54, 54, 52, a + i * kQ8KBytes, sc);
     __asm__ volatile("" : : "r"(sc) : "memory");  // broadcast the scales by loads
     for (int b = 0; b < 16; b += 2) {
+      for (int c = 0; c < 2 * 54; c += 64) _mm_prefetch(reinterpret_cast<const char*>(w + (i + b) * 54 + kPrefetch + c), _MM_HINT_T0);
       acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(tq1_block(w + (i + b) * 54, a + (i + b) * kQ8KBytes)),
                              _mm512_set1_ps(sc[b]), acc0);
       acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(tq1_block(w + (i + b + 1) * 54, a + (i + b + 1) * kQ8KBytes)),
@@ -460,6 +464,8 @@ LOOM_AVX512_VNNI float dot_tq1_0(int64_t nb, const uint8_t* w, const uint8_t* a)
   }
   for (; i < nb; ++i) {
     const uint8_t* bw = w + i * 54;
+    _mm_prefetch(reinterpret_cast<const char*>(bw + kPrefetch), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(bw + kPrefetch + 53), _MM_HINT_T0);
     const uint8_t* ba = a + i * kQ8KBytes;
     acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(tq1_block(bw, ba)), _mm512_set1_ps(f16(bw + 52) * f32_at(ba)), acc0);
   }
