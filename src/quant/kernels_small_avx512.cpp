@@ -384,32 +384,29 @@ LOOM_AVX512_VNNI inline __m512i tq2_block(const uint8_t* bw, const uint8_t* ba, 
   return _mm512_sub_epi32(_mm512_add_epi32(s[0], s[1]), _mm512_cvtepi16_epi32(load256(ba + 260)));
 }
 
+LOOM_AVX512_VNNI inline int reduce_i32(__m512i v) {
+  const __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+  return _mm_cvtsi128_si32(s);
+}
+
+// Whole blocks in order: sum = fma(float(isum), d_a * d_w, sum), block by block (the order the
+// TQ2_0 tile reproduces with one lane per weight row).
 LOOM_AVX512_VNNI float dot_tq2_0(int64_t nb, const uint8_t* w, const uint8_t* a) {
-  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
   const __m512i shift_lo = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
   const __m512i shift_hi = _mm512_add_epi16(shift_lo, _mm512_set1_epi16(4));
-  alignas(64) float sc[16];
-  int64_t i = 0;
-  for (; i + 16 <= nb; i += 16) {
-    tq_scales16(w + i * 66, 66, 64, a + i * kQ8KBytes, sc);
-    __asm__ volatile("" : : "r"(sc) : "memory");  // broadcast the scales by loads
-    for (int b = 0; b < 16; b += 2) {
-      for (int c = 0; c < 2 * 66; c += 64) _mm_prefetch(reinterpret_cast<const char*>(w + (i + b) * 66 + kPrefetch + c), _MM_HINT_T0);
-      acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(tq2_block(w + (i + b) * 66, a + (i + b) * kQ8KBytes, shift_lo, shift_hi)),
-                             _mm512_set1_ps(sc[b]), acc0);
-      acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(tq2_block(w + (i + b + 1) * 66, a + (i + b + 1) * kQ8KBytes, shift_lo, shift_hi)),
-                             _mm512_set1_ps(sc[b + 1]), acc1);
-    }
-  }
-  for (; i < nb; ++i) {
+  __m128 sum = _mm_setzero_ps();
+  for (int64_t i = 0; i < nb; ++i) {
     const uint8_t* bw = w + i * 66;
     _mm_prefetch(reinterpret_cast<const char*>(bw + kPrefetch), _MM_HINT_T0);
     _mm_prefetch(reinterpret_cast<const char*>(bw + kPrefetch + 65), _MM_HINT_T0);
     const uint8_t* ba = a + i * kQ8KBytes;
-    acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(tq2_block(bw, ba, shift_lo, shift_hi)),
-                           _mm512_set1_ps(f32_at(ba) * f16(bw + 64)), acc0);
+    const float isum = float(reduce_i32(tq2_block(bw, ba, shift_lo, shift_hi)));
+    sum = _mm_fmadd_ss(_mm_set_ss(isum), _mm_set_ss(f32_at(ba) * f16(bw + 64)), sum);
   }
-  return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+  return _mm_cvtss_f32(sum);
 }
 
 // ---- TQ1_0 ----------------------------------------------------------------------------------

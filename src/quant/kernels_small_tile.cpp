@@ -3,19 +3,19 @@
 //
 // The dots the table dispatches (small_simd::vec_dot_*_x86) equal the reference only up to
 // float rounding, and batch invariance needs each tile output bit-identical with that dot.
-// MXFP4 and Q1_0 (AVX-512 VNNI): their dots sum whole 32-element units exactly and add them in
-// 16 float slots in a fixed order (small_types.h kUnitSlotOf16), so the tile here decodes 16
-// weight rows once into an interleaved int8 panel, one lane per weight row, and runs each
-// activation row over it with a VPDPBUSD per 4 elements of 16 rows (see "units of 32
-// elements" below). TQ1_0, TQ2_0 and Q2_0: their dots accumulate int32 sums of four elements,
-// converted to float, in 16 float lanes with FMAs and reduce the lanes at the end, so their tile
-// kernels are those dots with the weight side hoisted: for up to four activation rows at a
-// time, each weight block's levels (Q2_0 2-bit fields, TQ2_0 bit fields, TQ1_0 trit masks) are
-// computed once and then combined with every row's activations through the same int32 lanes,
-// the same scale products and the same FMAs in the same order per row. Without AVX-512 VNNI,
-// and for one activation row, the tile is the loop over the dispatched dot (MXFP4 and Q1_0:
-// small_simd::vec_dots_*, that dot over several weight rows with the activation side prepared
-// once).
+// MXFP4, Q1_0 and TQ2_0 (AVX-512 VNNI): their dots sum whole blocks (MXFP4, TQ2_0) or 32-element
+// units (Q1_0) exactly and add them in a fixed order (TQ2_0: block by block; MXFP4, Q1_0: 16
+// float slots, small_types.h kUnitSlotOf16), so the tile here decodes 16 weight rows once into an
+// interleaved int8 panel, one lane per weight row, and runs each activation row over it with a
+// VPDPBUSD per 4 elements of 16 rows (see "units of 32 elements" and TQ2_0 below). TQ1_0 and
+// Q2_0: their dots accumulate int32 sums of four elements, converted to float, in 16 float lanes
+// with FMAs and reduce the lanes at the end, so their tile kernels are those dots with the weight
+// side hoisted: for up to four activation rows at a time, each weight block's levels (Q2_0 2-bit
+// fields, TQ1_0 trit masks) are computed once and then combined with every row's activations
+// through the same int32 lanes, the same scale products and the same FMAs in the same order per
+// row. Without AVX-512 VNNI, and for one activation row, the tile is the loop over the
+// dispatched dot (MXFP4 and Q1_0: small_simd::vec_dots_*, that dot over several weight rows with
+// the activation side prepared once).
 #if defined(__x86_64__)
 
 #if defined(__GNUC__) && !defined(__clang__)
@@ -323,62 +323,112 @@ LOOM_ST_AVX512 inline void tq_scales16(const uint8_t* w, int wbytes, int dpos, c
   _mm512_storeu_ps(out, _mm512_mul_ps(da, dw));
 }
 
-// TQ2_0: a block's four level registers (pieces of 64 elements, as kernels_small_avx512.cpp).
-struct Tq2Levels {
-  __m512i l[4];
+// TQ2_0: its dot (kernels_small_avx512.cpp) adds float(isum) * (d_a * d_w) block by block with
+// one FMA, so the tile runs 16 weight rows as the lanes of a panel: per block the unsigned 2-bit
+// fields q (0..3) of element group g (4 elements) of row r at q[g][r], one VPDPBUSD with a
+// broadcast of the 4 activation bytes per group for all 16 rows, isum = that sum - sum(y) (the
+// Q8_K block's bsums).
+struct alignas(64) Tq2Panel {
+  uint8_t q[64][kPanel][4];
+  float d[kPanel];
 };
-LOOM_ST_AVX512 inline Tq2Levels tq2_levels(const uint8_t* bw, __m512i shift_lo, __m512i shift_hi) {
-  const __m512i m3 = _mm512_set1_epi8(3);
-  Tq2Levels o;
-  for (int h = 0; h < 2; ++h) {
-    const __m512i q = _mm512_broadcast_i64x4(load256(bw + 32 * h));
-    o.l[2 * h] = _mm512_and_si512(_mm512_srlv_epi16(q, shift_lo), m3);
-    o.l[2 * h + 1] = _mm512_and_si512(_mm512_srlv_epi16(q, shift_hi), m3);
+static_assert(sizeof(Tq2Panel) == 4096 + 64);
+
+// Row r of the panel from the nb blocks at w.
+LOOM_ST_AVX512 void decode_tq2_row(int64_t nb, const uint8_t* w, int r, Tq2Panel* pan) {
+  const __m256i m3 = _mm256_set1_epi8(3);
+  for (int64_t i = 0; i < nb; ++i) {
+    const uint8_t* b = w + i * 66;
+    alignas(32) uint32_t e[64];  // element order, 4 per dword
+    for (int h = 0; h < 2; ++h) {
+      const __m256i q = load256(b + 32 * h);
+      for (int l = 0; l < 4; ++l) {
+        _mm256_store_si256(reinterpret_cast<__m256i*>(e + 32 * h + 8 * l),
+                           _mm256_and_si256(_mm256_srli_epi16(q, 2 * l), m3));
+      }
+    }
+    for (int g = 0; g < 64; ++g) std::memcpy(pan[i].q[g][r], &e[g], 4);
+    pan[i].d[r] = f16(b + 64);
   }
-  return o;
 }
-LOOM_ST_AVX512 inline __m512i tq2_block(const Tq2Levels& lv, const uint8_t* ba) {
-  __m512i s[2];
-  for (int h = 0; h < 2; ++h) {
-    s[h] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lv.l[2 * h], load512(ba + 4 + 128 * h)),
-                               lv.l[2 * h + 1], load512(ba + 4 + 128 * h + 64));
-  }
-  return _mm512_sub_epi32(_mm512_add_epi32(s[0], s[1]), _mm512_cvtepi16_epi32(load256(ba + 260)));
+
+struct Tq2PanelCache {
+  int64_t nb = 0;
+  int rows = 0;
+  std::vector<uint8_t> raw;
+  std::vector<Tq2Panel> panel;
+};
+
+const Tq2Panel* tq2_panel(int64_t nb, const uint8_t* w, size_t ws, int pw) {
+  thread_local Tq2PanelCache c;
+  const size_t rb = size_t(nb) * 66;
+  bool same = c.nb == nb && c.rows == pw;
+  for (int r = 0; same && r < pw; ++r) same = std::memcmp(c.raw.data() + size_t(r) * rb, w + size_t(r) * ws, rb) == 0;
+  if (same) return c.panel.data();
+  c.nb = nb;
+  c.rows = pw;
+  c.raw.resize(rb * size_t(pw));
+  for (int r = 0; r < pw; ++r) std::memcpy(c.raw.data() + size_t(r) * rb, w + size_t(r) * ws, rb);
+  Tq2Panel* pan = scratch(c.panel, size_t(nb));
+  if (pw < kPanel) std::memset(static_cast<void*>(pan), 0, size_t(nb) * sizeof(Tq2Panel));
+  for (int r = 0; r < pw; ++r) decode_tq2_row(nb, w + size_t(r) * ws, r, pan);
+  return pan;
+}
+
+LOOM_ST_AVX512 inline int32_t bsum_total(const uint8_t* ba) {
+  const __m256i s = _mm256_madd_epi16(load256(ba + 260), _mm256_set1_epi16(1));
+  __m128i t = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+  t = _mm_add_epi32(t, _mm_shuffle_epi32(t, _MM_SHUFFLE(1, 0, 3, 2)));
+  t = _mm_add_epi32(t, _mm_shuffle_epi32(t, _MM_SHUFFLE(2, 3, 0, 1)));
+  return _mm_cvtsi128_si32(t);
 }
 
 template <int R>
-LOOM_ST_AVX512 void tq2_0_rows(int64_t nb, const uint8_t* w, const uint8_t* const* a, float* out) {
-  __m512 acc0[R], acc1[R];
-  for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
-  const __m512i shift_lo = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
-  const __m512i shift_hi = _mm512_add_epi16(shift_lo, _mm512_set1_epi16(4));
-  alignas(64) float sc[R][16];
-  int64_t i = 0;
-  for (; i + 16 <= nb; i += 16) {
-    for (int r = 0; r < R; ++r) tq_scales16(w + i * 66, 66, 64, a[r] + i * kQ8KBytes, sc[r]);
-    __asm__ volatile("" : : "r"(sc) : "memory");
-    for (int b = 0; b < 16; ++b) {
-      const Tq2Levels lv = tq2_levels(w + (i + b) * 66, shift_lo, shift_hi);
-      for (int r = 0; r < R; ++r) {
-        const __m512 p = _mm512_cvtepi32_ps(tq2_block(lv, a[r] + (i + b) * kQ8KBytes));
-        if (b & 1) {
-          acc1[r] = _mm512_fmadd_ps(p, _mm512_set1_ps(sc[r][b]), acc1[r]);
-        } else {
-          acc0[r] = _mm512_fmadd_ps(p, _mm512_set1_ps(sc[r][b]), acc0[r]);
-        }
+LOOM_ST_AVX512 void tq2_panel_rows(int64_t nb, const Tq2Panel* pan, const uint8_t* const* a, __m512* res) {
+  __m512 sum[R];
+  for (int k = 0; k < R; ++k) sum[k] = _mm512_setzero_ps();
+  for (int64_t i = 0; i < nb; ++i) {
+    const Tq2Panel& pb = pan[i];
+    __m512i s[R];
+    for (int k = 0; k < R; ++k) s[k] = _mm512_set1_epi32(-bsum_total(a[k] + i * kQ8KBytes));
+    for (int g = 0; g < 64; ++g) {
+      const __m512i wv = _mm512_load_si512(pb.q[g]);
+      for (int k = 0; k < R; ++k) {
+        int32_t y4;
+        std::memcpy(&y4, a[k] + i * kQ8KBytes + 4 + 4 * g, 4);
+        s[k] = _mm512_dpbusd_epi32(s[k], wv, _mm512_set1_epi32(y4));
       }
     }
-  }
-  for (; i < nb; ++i) {
-    const uint8_t* bw = w + i * 66;
-    const Tq2Levels lv = tq2_levels(bw, shift_lo, shift_hi);
-    const float dw = f16(bw + 64);
-    for (int r = 0; r < R; ++r) {
-      const uint8_t* ba = a[r] + i * kQ8KBytes;
-      acc0[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(tq2_block(lv, ba)), _mm512_set1_ps(f32_at(ba) * dw), acc0[r]);
+    const __m512 dw = _mm512_load_ps(pb.d);
+    for (int k = 0; k < R; ++k) {
+      const __m512 d = _mm512_mul_ps(_mm512_set1_ps(f32_at(a[k] + i * kQ8KBytes)), dw);
+      sum[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[k]), d, sum[k]);
     }
   }
-  for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[r], acc1[r]));
+  for (int k = 0; k < R; ++k) res[k] = sum[k];
+}
+
+LOOM_ST_AVX512 void tq2_tile(int64_t nb, const uint8_t* w, size_t ws, int nw, const uint8_t* a, size_t as, int na,
+                             float* out, size_t os) {
+  constexpr int kR = 4;
+  for (int j0 = 0; j0 < nw; j0 += kPanel) {
+    const int pw = nw - j0 < kPanel ? nw - j0 : kPanel;
+    const Tq2Panel* pan = tq2_panel(nb, w + size_t(j0) * ws, ws, pw);
+    const __mmask16 lanes = __mmask16((1u << pw) - 1);
+    for (int r0 = 0; r0 < na; r0 += kR) {
+      const int rr = na - r0 < kR ? na - r0 : kR;
+      const uint8_t* rows[kR];
+      for (int k = 0; k < rr; ++k) rows[k] = a + size_t(r0 + k) * as;
+      __m512 res[kR];
+      switch (rr) {
+        case 4: tq2_panel_rows<4>(nb, pan, rows, res); break;
+        case 3: tq2_panel_rows<3>(nb, pan, rows, res); break;
+        case 2: tq2_panel_rows<2>(nb, pan, rows, res); break;
+        default: tq2_panel_rows<1>(nb, pan, rows, res); break;
+      }
+      for (int k = 0; k < rr; ++k) _mm512_mask_storeu_ps(out + size_t(r0 + k) * os + j0, lanes, res[k]);
+    }
+  }
 }
 
 LOOM_ST_AVX512 inline __m256i times3(__m256i q) { return _mm256_add_epi8(_mm256_add_epi8(q, q), q); }
@@ -515,7 +565,13 @@ void vec_dot_tile_mxfp4(int64_t n, const void* w, size_t ws, int nw, const void*
   unit_tile(decode_mxfp4_row, nb, size_t(nb) * 17, wb, ws, nw, ab, as, na, out, os);
 }
 LOOM_SMALL_TILE(q2_0, kQ2_0Block)
-LOOM_SMALL_TILE(tq2_0, kTQBlock)
+void vec_dot_tile_tq2_0(int64_t n, const void* w, size_t ws, int nw, const void* a, size_t as, int na, float* out,
+                        size_t os) {
+  const auto* wb = static_cast<const uint8_t*>(w);
+  const auto* ab = static_cast<const uint8_t*>(a);
+  if (!use_avx512() || na <= 1) return tile_loop(small_simd::vec_dot_tq2_0_x86, n, wb, ws, nw, ab, as, na, out, os);
+  tq2_tile(n / kTQBlock, wb, ws, nw, ab, as, na, out, os);
+}
 LOOM_SMALL_TILE(tq1_0, kTQBlock)
 #undef LOOM_SMALL_TILE
 
