@@ -207,17 +207,25 @@ LOOM_ST_AVX512 void unit_panel_rows(int64_t nu, const UnitPanel* pan, const uint
     for (int64_t u = kUnitSlotOf16[l]; u < nu; u += 16) {
       const UnitPanel& pb = pan[u];
       const __m512i nbias = _mm512_load_si512(pb.nbias);
-      __m512i s[R];
-      for (int k = 0; k < R; ++k) s[k] = nbias;
-      for (int g = 0; g < 8; ++g) {
-        const __m512i wv = _mm512_load_si512(pb.wv[g]);
+      // Two accumulation chains per row (even and odd groups): VPDPBUSD's latency would
+      // otherwise bound R chains.
+      __m512i s[R], t[R];
+      for (int k = 0; k < R; ++k) {
+        s[k] = nbias;
+        t[k] = _mm512_setzero_si512();
+      }
+      for (int g = 0; g < 8; g += 2) {
+        const __m512i wv0 = _mm512_load_si512(pb.wv[g]), wv1 = _mm512_load_si512(pb.wv[g + 1]);
         for (int k = 0; k < R; ++k) {
-          s[k] = _mm512_dpbusd_epi32(s[k], _mm512_set1_epi32(i32_at(x[k] + u * kQ80Bytes + 2 + 4 * g)), wv);
+          const uint8_t* y = x[k] + u * kQ80Bytes + 2 + 4 * g;
+          s[k] = _mm512_dpbusd_epi32(s[k], _mm512_set1_epi32(i32_at(y)), wv0);
+          t[k] = _mm512_dpbusd_epi32(t[k], _mm512_set1_epi32(i32_at(y + 4)), wv1);
         }
       }
       const __m512 wsc = _mm512_load_ps(pb.ws);
       for (int k = 0; k < R; ++k) {
-        acc[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[k]), _mm512_mul_ps(f16_bcast(a[k] + u * kQ80Bytes), wsc), acc[k]);
+        const __m512i isum = _mm512_add_epi32(s[k], t[k]);
+        acc[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(f16_bcast(a[k] + u * kQ80Bytes), wsc), acc[k]);
       }
     }
     for (int k = 0; k < R; ++k) _mm512_store_ps(slot[k][l], acc[k]);
@@ -389,20 +397,23 @@ LOOM_ST_AVX512 void tq2_panel_rows(int64_t nb, const Tq2Panel* pan, const uint8_
   for (int k = 0; k < R; ++k) sum[k] = _mm512_setzero_ps();
   for (int64_t i = 0; i < nb; ++i) {
     const Tq2Panel& pb = pan[i];
-    __m512i s[R];
-    for (int k = 0; k < R; ++k) s[k] = _mm512_set1_epi32(-bsum_total(a[k] + i * kQ8KBytes));
-    for (int g = 0; g < 64; ++g) {
-      const __m512i wv = _mm512_load_si512(pb.q[g]);
+    __m512i s[R], t[R];  // two chains per row (even and odd groups)
+    for (int k = 0; k < R; ++k) {
+      s[k] = _mm512_set1_epi32(-bsum_total(a[k] + i * kQ8KBytes));
+      t[k] = _mm512_setzero_si512();
+    }
+    for (int g = 0; g < 64; g += 2) {
+      const __m512i wv0 = _mm512_load_si512(pb.q[g]), wv1 = _mm512_load_si512(pb.q[g + 1]);
       for (int k = 0; k < R; ++k) {
-        int32_t y4;
-        std::memcpy(&y4, a[k] + i * kQ8KBytes + 4 + 4 * g, 4);
-        s[k] = _mm512_dpbusd_epi32(s[k], wv, _mm512_set1_epi32(y4));
+        const uint8_t* y = a[k] + i * kQ8KBytes + 4 + 4 * g;
+        s[k] = _mm512_dpbusd_epi32(s[k], wv0, _mm512_set1_epi32(i32_at(y)));
+        t[k] = _mm512_dpbusd_epi32(t[k], wv1, _mm512_set1_epi32(i32_at(y + 4)));
       }
     }
     const __m512 dw = _mm512_load_ps(pb.d);
     for (int k = 0; k < R; ++k) {
       const __m512 d = _mm512_mul_ps(_mm512_set1_ps(f32_at(a[k] + i * kQ8KBytes)), dw);
-      sum[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[k]), d, sum[k]);
+      sum[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s[k], t[k])), d, sum[k]);
     }
   }
   for (int k = 0; k < R; ++k) res[k] = sum[k];
