@@ -1,6 +1,7 @@
 # Installing loom as a library (cmake --install build [--prefix P]) and packaging it (cpack -G DEB
 # in the build folder). In the usual GNUInstallDirs places:
 #   bin/loom                              the CLI (loom serve included)
+#   bin/loom-llama-server                 a symlink to loom: llama-server's command line (loom serve)
 #   lib/libloom.so.MAJOR.MINOR.PATCH      the C API, shared (SONAME libloom.so.MAJOR; exports loom_* only)
 #   lib/libloom.a                         the C API, static: every engine library merged into one archive
 #   include/loom/loom.h, loom_serve.h,    the public headers (nothing from src/); loom.hpp is the
@@ -33,6 +34,8 @@ add_custom_command(OUTPUT ${CMAKE_BINARY_DIR}/install/libloom.a
 add_custom_target(loom_static_archive ALL DEPENDS ${CMAKE_BINARY_DIR}/install/libloom.a)
 
 install(TARGETS loom RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# The symlink made beside the built loom (tools/cli/CMakeLists.txt); installed as a symlink.
+install(FILES $<TARGET_FILE_DIR:loom>/loom-llama-server DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(TARGETS loom_shared LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(FILES ${CMAKE_BINARY_DIR}/install/libloom.a DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(FILES ${PROJECT_SOURCE_DIR}/include/loom/loom.h ${PROJECT_SOURCE_DIR}/include/loom/loom_serve.h

@@ -1,17 +1,18 @@
 // The `loom` command line: one binary, one subcommand per job (see docs/cli.md).
 #include <cstdio>
 #include <cstring>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "commands.h"
+#include "serve_flags.h"
 
 // llama.cpp's multi-letter short flags, which CLI11 cannot declare, spelled out for the commands
-// that take them (serve: llama-server's spelling; info: -np).
+// that take them (info: -np). `serve` parses llama-server's spellings itself (serve_flags.cpp).
 static void expand_short_flags(int argc, char** argv) {
-  static const std::pair<const char*, const char*> kLong[] = {
-      {"-np", "--parallel"}, {"-ub", "--ubatch-size"}, {"-tb", "--threads-batch"},
-      {"-ctk", "--cache-type-k"}, {"-ctv", "--cache-type-v"}, {"-md", "--model-draft"}, {"-cd", "--ctx-size-draft"}, {"-cram", "--cache-ram"}};
-  if (argc < 2 || (std::strcmp(argv[1], "serve") != 0 && std::strcmp(argv[1], "info") != 0)) return;
+  static const std::pair<const char*, const char*> kLong[] = {{"-np", "--parallel"}};
+  if (argc < 2 || std::strcmp(argv[1], "info") != 0) return;
   for (int i = 2; i < argc; ++i) {
     for (const auto& [s, l] : kLong) {
       if (std::strcmp(argv[i], s) == 0) argv[i] = const_cast<char*>(l);
@@ -19,7 +20,23 @@ static void expand_short_flags(int argc, char** argv) {
   }
 }
 
+// Started as `llama-server` or `loom-llama-server` (a symlink to loom, e.g. the package's
+// loom-llama-server): llama-server's command line exactly, as `loom serve <args>`.
+static bool started_as_llama_server(const char* argv0) {
+  const char* base = std::strrchr(argv0, '/');
+  base = base ? base + 1 : argv0;
+  return std::strcmp(base, "llama-server") == 0 || std::strcmp(base, "loom-llama-server") == 0;
+}
+
 int main(int argc, char** argv) {
+  if (argc >= 1 && started_as_llama_server(argv[0])) {
+    try {
+      return loom::cli::run_serve(std::vector<std::string>(argv + 1, argv + argc));
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "loom: internal error: %s\n", e.what());
+      return 1;
+    }
+  }
   expand_short_flags(argc, argv);
   CLI::App app{"loom — fast local LLM inference on GGUF models"};
   app.require_subcommand(1);

@@ -1,0 +1,979 @@
+// llama-server's command line for `loom serve` (serve_flags.h). One table: each entry is one
+// llama-server option (all its spellings, its negations, its environment variable), what loom
+// does with it, and the text of docs/serving.md's row, which is generated from this table.
+#include "serve_flags.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+
+namespace loom::cli {
+namespace {
+
+using server::ServeOptions;
+
+// What loom does with a flag.
+enum class Kind {
+  kImpl,     // implemented: the same meaning as llama-server's
+  kAlways,   // accepted: what it asks for is always so in loom (silent)
+  kCpu,      // accepted: no effect on a CPU server (said once)
+  kNoop,     // accepted: no effect in loom, for the reason in the note (said once)
+  kNotYet,   // accepted: not yet done by loom serve (said once)
+  kRefused,  // refused: one line naming it, exit 2 (its negation, if any, is accepted silently)
+  kInfo,     // prints something and exits (--help, --version, --list-devices)
+};
+
+enum Group { kCommon, kSampling, kServer, kLoom, kHidden };
+
+struct Ctx;
+struct Use {
+  std::string name;  // as the user spelled it ("LLAMA_ARG_X (--x)" from the environment)
+  bool pos = true;   // false for a --no-x spelling (or a falsey environment value)
+  std::vector<std::string> v;
+};
+// Returns an error ("" when fine). May set ctx.quiet to skip the entry's note for this value.
+using Handler = std::function<std::string(Ctx&, const Use&)>;
+
+struct Flag {
+  Group group;
+  std::vector<std::string> pos, neg;
+  std::string hint;  // value placeholder; "" = no value
+  int nargs;         // 0, 1, 2, or -1: one optional value (older llama-servers' bare -fa)
+  std::string env;
+  Kind kind;
+  std::string note;
+  Handler h;
+};
+
+struct Ctx {
+  ServeOptions* o;
+  bool quiet = false;
+  bool help = false, version = false, list_devices = false, markdown = false;
+  bool ctx_set = false, pooling_set = false;
+  int kv_per_slot = 0;
+  bool effort_set = false;
+  std::string effort;
+  std::set<const Flag*> noted;
+};
+
+std::vector<std::string> split_csv(const std::string& s, char sep = ',') {
+  std::vector<std::string> out;
+  std::string item;
+  std::stringstream ss(s);
+  while (std::getline(ss, item, sep)) {
+    const size_t a = item.find_first_not_of(" \t");
+    const size_t b = item.find_last_not_of(" \t");
+    if (a != std::string::npos) out.push_back(item.substr(a, b - a + 1));
+  }
+  return out;
+}
+
+std::string lower(std::string s) {
+  for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// llama.cpp's is_truthy / is_falsey / is_autoy.
+bool truthy(const std::string& v) {
+  const std::string l = lower(v);
+  return l == "on" || l == "enabled" || l == "true" || l == "1";
+}
+bool falsey(const std::string& v) {
+  const std::string l = lower(v);
+  return l == "off" || l == "disabled" || l == "false" || l == "0";
+}
+bool autoy(const std::string& v) { return lower(v) == "auto" || v == "-1"; }
+
+bool to_int(const std::string& s, long long* out) {
+  if (s.empty()) return false;
+  errno = 0;
+  char* end = nullptr;
+  const long long x = std::strtoll(s.c_str(), &end, 10);
+  if (errno || *end != '\0') return false;
+  *out = x;
+  return true;
+}
+bool to_float(const std::string& s, double* out) {
+  if (s.empty()) return false;
+  errno = 0;
+  char* end = nullptr;
+  const double x = std::strtod(s.c_str(), &end);
+  if (errno || *end != '\0') return false;
+  *out = x;
+  return true;
+}
+
+std::string int_error(const std::string& v, long long lo, long long hi) {
+  return "expected an integer from " + std::to_string(lo) + " to " + std::to_string(hi) + ", not '" + v + "'";
+}
+
+// An integer option into an int field; `negative_to`: what values below 0 mean (llama.cpp's
+// -1 = auto / default) when lo < 0 is not allowed for loom's field.
+Handler int_to(int ServeOptions::*field, long long lo, long long hi) {
+  return [=](Ctx& c, const Use& u) -> std::string {
+    long long x;
+    if (!to_int(u.v[0], &x) || x < lo || x > hi) return int_error(u.v[0], lo, hi);
+    c.o->*field = int(x);
+    return "";
+  };
+}
+// -1 (or any negative) keeps loom's default, as llama.cpp's "-1 = auto".
+Handler int_or_default(int ServeOptions::*field, long long hi) {
+  return [=](Ctx& c, const Use& u) -> std::string {
+    long long x;
+    if (!to_int(u.v[0], &x) || x > hi) return int_error(u.v[0], -1, hi);
+    c.o->*field = x < 0 ? ServeOptions{}.*field : int(x);
+    return "";
+  };
+}
+Handler str_to(std::string ServeOptions::*field) {
+  return [=](Ctx& c, const Use& u) -> std::string {
+    c.o->*field = u.v[0];
+    return "";
+  };
+}
+Handler bool_to(bool ServeOptions::*field) {
+  return [=](Ctx& c, const Use& u) -> std::string {
+    c.o->*field = u.pos;
+    return "";
+  };
+}
+// Checks that a value is a number (the flag is otherwise accepted without effect).
+Handler number() {
+  return [](Ctx&, const Use& u) -> std::string {
+    double x;
+    for (const auto& v : u.v) {
+      if (!to_float(v, &x)) return "expected a number, not '" + v + "'";
+    }
+    return "";
+  };
+}
+Handler one_of(std::vector<std::string> allowed) {
+  return [allowed](Ctx&, const Use& u) -> std::string {
+    if (std::find(allowed.begin(), allowed.end(), u.v[0]) != allowed.end()) return "";
+    std::string list;
+    for (size_t i = 0; i < allowed.size(); ++i) list += (i ? ", " : "") + allowed[i];
+    return "expected one of " + list + ", not '" + u.v[0] + "'";
+  };
+}
+// on / off / auto in llama.cpp's spellings.
+Handler on_off_auto(bool with_auto) {
+  return [with_auto](Ctx&, const Use& u) -> std::string {
+    if (u.v.empty() || truthy(u.v[0]) || falsey(u.v[0]) || (with_auto && autoy(u.v[0]))) return "";
+    return std::string("expected on, off") + (with_auto ? " or auto" : "") + ", not '" + u.v[0] + "'";
+  };
+}
+// Quiet unless the value differs from `quiet_value` (llama-server's default).
+Handler quiet_if(std::string quiet_value) {
+  return [quiet_value](Ctx& c, const Use& u) -> std::string {
+    if (!u.v.empty() && u.v[0] == quiet_value) c.quiet = true;
+    return "";
+  };
+}
+Handler quiet_if_negative() {
+  return [](Ctx& c, const Use& u) -> std::string {
+    if (!u.pos) c.quiet = true;
+    return "";
+  };
+}
+Handler quiet_if_positive() {
+  return [](Ctx& c, const Use& u) -> std::string {
+    if (u.pos) c.quiet = true;
+    return "";
+  };
+}
+
+std::string cache_type(const std::string& v, int32_t* out) {
+  static const std::pair<const char*, int32_t> kTypes[] = {
+      {"f32", LOOM_TYPE_F32}, {"f16", LOOM_TYPE_F16}, {"bf16", LOOM_TYPE_BF16}, {"q8_0", LOOM_TYPE_Q8_0}, {"q4_0", LOOM_TYPE_Q4_0}};
+  const std::string l = lower(v);
+  for (const auto& [name, type] : kTypes) {
+    if (l == name) {
+      *out = type;
+      return "";
+    }
+  }
+  if (l == "q4_1" || l == "iq4_nl" || l == "q5_0" || l == "q5_1") return "the cache type " + v + " is not supported by loom (f32, f16, bf16, q8_0, q4_0)";
+  return "expected f32, f16, bf16, q8_0 or q4_0, not '" + v + "'";
+}
+
+void add_lora(Ctx& c, const std::string& item, bool scaled_form, std::string* err) {
+  // --lora-scaled FNAME:SCALE; --lora FNAME (loom also reads FNAME:SCALE there, as before).
+  const size_t colon = item.rfind(':');
+  if (colon != std::string::npos && colon + 1 < item.size()) {
+    double s;
+    if (to_float(item.substr(colon + 1), &s)) {
+      c.o->loras.emplace_back(item.substr(0, colon), float(s));
+      return;
+    }
+  }
+  if (scaled_form) {
+    *err = "expected FNAME:SCALE, not '" + item + "'";
+    return;
+  }
+  c.o->loras.emplace_back(item, 1.0f);
+}
+
+const std::vector<Flag>& table() {
+  static const std::vector<Flag> t = [] {
+    std::vector<Flag> f;
+    auto add = [&f](Group g, std::string names, std::string negs, std::string hint, std::string env, Kind k,
+                    std::string note, Handler h = nullptr) {
+      Flag x{g, split_csv(names), split_csv(negs), hint, hint.empty() ? 0 : 1, env, k, note, std::move(h)};
+      f.push_back(std::move(x));
+      return &f.back();
+    };
+    const std::string kThreads = "loom places and schedules its own threads";
+    const std::string kDownload = "loom downloads nothing: give the GGUF file with -m";
+    const std::string kSamplingNote = "server-wide sampling defaults: requests' own fields apply, else llama.cpp's defaults";
+    const std::string kRope = "RoPE / YaRN overrides: not yet in loom serve";
+    const std::string kNoMM = "loom serve has no multimodal projector";
+    const std::string kNoUI = "loom serves no web UI";
+    const std::string kAgent = "the web UI's agent tools (built-in tools, MCP, CORS proxy) are not part of loom serve";
+    const std::string kNgram = "loom drafts n-grams per request (the request's lookup field), not by server flags";
+
+    // ---- llama-server's common params ----
+    add(kCommon, "-h,--help,--usage", "", "", "", Kind::kInfo, "prints this list and exits",
+        [](Ctx& c, const Use&) { c.help = true; return std::string(); });
+    add(kCommon, "--version", "", "", "", Kind::kInfo, "prints loom's version and exits",
+        [](Ctx& c, const Use&) { c.version = true; return std::string(); });
+    add(kCommon, "-cl,--cache-list", "", "", "", Kind::kRefused, "loom keeps no cache of downloaded models");
+    add(kCommon, "--completion-bash", "", "", "", Kind::kRefused, "no bash completion script");
+    add(kCommon, "-t,--threads", "", "N", "LLAMA_ARG_THREADS", Kind::kImpl, "generation threads (-1: all cores)",
+        int_or_default(&ServeOptions::threads, 4096));
+    add(kCommon, "-tb,--threads-batch", "", "N", "", Kind::kImpl, "prompt threads (-1: as --threads)",
+        int_or_default(&ServeOptions::threads_batch, 4096));
+    add(kCommon, "-C,--cpu-mask", "", "M", "", Kind::kNoop, kThreads);
+    add(kCommon, "-Cr,--cpu-range", "", "lo-hi", "", Kind::kNoop, kThreads);
+    add(kCommon, "--cpu-strict", "", "<0|1>", "", Kind::kNoop, kThreads);
+    add(kCommon, "--prio", "", "N", "", Kind::kNoop, kThreads, quiet_if("0"));
+    add(kCommon, "--poll", "", "<0...100>", "", Kind::kNoop, kThreads);
+    add(kCommon, "-Cb,--cpu-mask-batch", "", "M", "", Kind::kNoop, kThreads);
+    add(kCommon, "-Crb,--cpu-range-batch", "", "lo-hi", "", Kind::kNoop, kThreads);
+    add(kCommon, "--cpu-strict-batch", "", "<0|1>", "", Kind::kNoop, kThreads);
+    add(kCommon, "--prio-batch", "", "N", "", Kind::kNoop, kThreads, quiet_if("0"));
+    add(kCommon, "--poll-batch", "", "<0|1>", "", Kind::kNoop, kThreads);
+    add(kCommon, "-c,--ctx-size", "", "N", "LLAMA_ARG_CTX_SIZE", Kind::kImpl,
+        "KV cells in total, shared by every slot (0: the model's training context, at most 4096)",
+        [](Ctx& c, const Use& u) {
+          long long x;
+          if (!to_int(u.v[0], &x) || x < 0 || x > (1LL << 30)) return int_error(u.v[0], 0, 1LL << 30);
+          c.o->n_ctx = int(x);
+          c.ctx_set = x > 0;
+          return std::string();
+        });
+    add(kCommon, "-n,--predict,--n-predict", "", "N", "LLAMA_ARG_N_PREDICT", Kind::kImpl,
+        "default max_tokens of requests that give none (-1: as many as fit)", int_to(&ServeOptions::n_predict, -1, 1 << 30));
+    add(kCommon, "-b,--batch-size", "", "N", "LLAMA_ARG_BATCH", Kind::kImpl, "most tokens per decode call",
+        int_to(&ServeOptions::n_batch, 1, 1 << 20));
+    add(kCommon, "-ub,--ubatch-size", "", "N", "LLAMA_ARG_UBATCH", Kind::kImpl, "most tokens per forward pass",
+        int_to(&ServeOptions::n_ubatch, 1, 1 << 20));
+    add(kCommon, "--keep", "", "N", "", Kind::kNotYet, "no server-wide n_keep default yet (a request's n_keep applies)", quiet_if("0"));
+    add(kCommon, "--swa-full", "", "", "LLAMA_ARG_SWA_FULL", Kind::kImpl, "full-size caches for sliding-window layers",
+        bool_to(&ServeOptions::swa_full));
+    {
+      Flag* fa = add(kCommon, "-fa,--flash-attn", "", "[on|off|auto]", "LLAMA_ARG_FLASH_ATTN", Kind::kCpu,
+                     "loom's attention kernels are its own (a bare -fa, as older llama-servers took it, is accepted too)",
+                     on_off_auto(true));
+      fa->nargs = -1;
+    }
+    add(kCommon, "--perf", "--no-perf", "", "LLAMA_ARG_PERF", Kind::kNoop, "timings are always in the responses");
+    add(kCommon, "-e,--escape", "--no-escape", "", "", Kind::kNoop, "the server reads no prompt from its command line");
+    add(kCommon, "--rope-scaling", "", "{none,linear,yarn}", "LLAMA_ARG_ROPE_SCALING_TYPE", Kind::kRefused, kRope);
+    add(kCommon, "--rope-scale", "", "N", "LLAMA_ARG_ROPE_SCALE", Kind::kRefused, kRope);
+    add(kCommon, "--rope-freq-base", "", "N", "LLAMA_ARG_ROPE_FREQ_BASE", Kind::kRefused, kRope);
+    add(kCommon, "--rope-freq-scale", "", "N", "LLAMA_ARG_ROPE_FREQ_SCALE", Kind::kRefused, kRope);
+    add(kCommon, "--yarn-orig-ctx", "", "N", "LLAMA_ARG_YARN_ORIG_CTX", Kind::kRefused, kRope);
+    add(kCommon, "--yarn-ext-factor", "", "N", "LLAMA_ARG_YARN_EXT_FACTOR", Kind::kRefused, kRope);
+    add(kCommon, "--yarn-attn-factor", "", "N", "LLAMA_ARG_YARN_ATTN_FACTOR", Kind::kRefused, kRope);
+    add(kCommon, "--yarn-beta-slow", "", "N", "LLAMA_ARG_YARN_BETA_SLOW", Kind::kRefused, kRope);
+    add(kCommon, "--yarn-beta-fast", "", "N", "LLAMA_ARG_YARN_BETA_FAST", Kind::kRefused, kRope);
+    add(kCommon, "-kvo,--kv-offload", "-nkvo,--no-kv-offload", "", "LLAMA_ARG_KV_OFFLOAD", Kind::kCpu, "");
+    add(kCommon, "--repack", "-nr,--no-repack", "", "LLAMA_ARG_REPACK", Kind::kNoop, "loom lays out weights its own way");
+    add(kCommon, "--no-host", "", "", "LLAMA_ARG_NO_HOST", Kind::kCpu, "");
+    add(kCommon, "-ctk,--cache-type-k", "", "TYPE", "LLAMA_ARG_CACHE_TYPE_K", Kind::kImpl,
+        "f32, f16, bf16, q8_0, q4_0 (q4_1, iq4_nl, q5_0, q5_1 are refused)",
+        [](Ctx& c, const Use& u) { return cache_type(u.v[0], &c.o->type_k); });
+    add(kCommon, "-ctv,--cache-type-v", "", "TYPE", "LLAMA_ARG_CACHE_TYPE_V", Kind::kImpl, "as -ctk",
+        [](Ctx& c, const Use& u) { return cache_type(u.v[0], &c.o->type_v); });
+    add(kCommon, "-dt,--defrag-thold", "", "N", "LLAMA_ARG_DEFRAG_THOLD", Kind::kNoop,
+        "deprecated in llama.cpp; loom's cache needs no defragmentation", number());
+    add(kCommon, "--rpc", "", "SERVERS", "LLAMA_ARG_RPC", Kind::kRefused, "remote (RPC) backends");
+    add(kCommon, "-lm,--load-mode", "", "MODE", "LLAMA_ARG_LOAD_MODE", Kind::kNoop, "loom memory-maps the model file",
+        one_of({"auto", "none", "mmap", "mlock", "mmap+mlock", "dio"}));
+    add(kCommon, "-lzm,--lazy-mode", "", "MODE", "LLAMA_ARG_LAZY_MODE", Kind::kNoop, "loom reads tensors as it loads them",
+        one_of({"on", "auto", "off"}));
+    add(kCommon, "--numa", "", "TYPE", "LLAMA_ARG_NUMA", Kind::kNoop, "loom does not place threads by NUMA node",
+        one_of({"distribute", "isolate", "numactl"}));
+    add(kCommon, "-dev,--device", "", "<dev1,dev2,..>", "LLAMA_ARG_DEVICE", Kind::kCpu, "",
+        [](Ctx& c, const Use& u) {
+          const std::string l = lower(u.v[0]);
+          if (l == "none" || l == "cpu") c.quiet = true;
+          return std::string();
+        });
+    add(kCommon, "--list-devices", "", "", "", Kind::kInfo, "prints no offload device (loom runs on the CPU) and exits",
+        [](Ctx& c, const Use&) { c.list_devices = true; return std::string(); });
+    add(kCommon, "-ot,--override-tensor", "", "<tensor name pattern>=<buffer type>,...", "LLAMA_ARG_OVERRIDE_TENSOR", Kind::kCpu, "");
+    add(kCommon, "-cmoe,--cpu-moe", "", "", "LLAMA_ARG_CPU_MOE", Kind::kCpu, "every weight is on the CPU already");
+    add(kCommon, "-ncmoe,--n-cpu-moe", "", "N", "LLAMA_ARG_N_CPU_MOE", Kind::kCpu, "", number());
+    add(kCommon, "-ncffn,--n-cpu-ffn", "", "N", "LLAMA_ARG_N_CPU_FFN", Kind::kCpu, "", number());
+    add(kCommon, "-ngl,--gpu-layers,--n-gpu-layers", "", "N", "LLAMA_ARG_N_GPU_LAYERS", Kind::kCpu, "",
+        [](Ctx& c, const Use& u) {
+          double x;
+          if (u.v[0] == "0") c.quiet = true;
+          if (u.v[0] == "auto" || u.v[0] == "all" || to_float(u.v[0], &x)) return std::string();
+          return "expected a number, auto or all, not '" + u.v[0] + "'";
+        });
+    add(kCommon, "-sm,--split-mode", "", "{none,layer,row,tensor}", "LLAMA_ARG_SPLIT_MODE", Kind::kCpu, "",
+        one_of({"none", "layer", "row", "tensor"}));
+    add(kCommon, "-ts,--tensor-split", "", "N0,N1,N2,...", "LLAMA_ARG_TENSOR_SPLIT", Kind::kCpu, "");
+    add(kCommon, "-mg,--main-gpu", "", "INDEX", "LLAMA_ARG_MAIN_GPU", Kind::kCpu, "", number());
+    add(kCommon, "-fit,--fit", "", "[on|off]", "LLAMA_ARG_FIT", Kind::kCpu, "", on_off_auto(false));
+    add(kCommon, "-fitt,--fit-target", "", "MiB0,MiB1,MiB2,...", "LLAMA_ARG_FIT_TARGET", Kind::kCpu, "");
+    add(kCommon, "-fitc,--fit-ctx", "", "N", "LLAMA_ARG_FIT_CTX", Kind::kCpu, "", number());
+    add(kCommon, "--check-tensors", "", "", "", Kind::kNoop, "loom checks tensor types and sizes at load, not their values");
+    add(kCommon, "--override-kv", "", "KEY=TYPE:VALUE,...", "", Kind::kRefused, "metadata overrides: not yet in loom");
+    add(kCommon, "--op-offload", "--no-op-offload", "", "", Kind::kCpu, "");
+    add(kCommon, "--lora", "", "FNAME", "", Kind::kImpl, "LoRA adapters, comma-separated, scale 1 (loom also reads FNAME:SCALE)",
+        [](Ctx& c, const Use& u) {
+          std::string err;
+          for (const auto& item : split_csv(u.v[0])) add_lora(c, item, false, &err);
+          return err;
+        });
+    add(kCommon, "--lora-scaled", "", "FNAME:SCALE,...", "", Kind::kImpl, "LoRA adapters with scales, comma-separated",
+        [](Ctx& c, const Use& u) {
+          std::string err;
+          for (const auto& item : split_csv(u.v[0])) {
+            if (err.empty()) add_lora(c, item, true, &err);
+          }
+          return err;
+        });
+    add(kCommon, "--control-vector", "", "FNAME", "", Kind::kRefused, "control vectors: not yet in loom");
+    add(kCommon, "--control-vector-scaled", "", "FNAME:SCALE,...", "", Kind::kRefused, "control vectors: not yet in loom");
+    add(kCommon, "--control-vector-layer-range", "", "START END", "", Kind::kRefused, "control vectors: not yet in loom")->nargs = 2;
+    add(kCommon, "-m,--model", "", "FNAME", "LLAMA_ARG_MODEL", Kind::kImpl, "the GGUF model (without it llama-server starts its router: refused)",
+        str_to(&ServeOptions::model));
+    add(kCommon, "-mu,--model-url", "", "MODEL_URL", "LLAMA_ARG_MODEL_URL", Kind::kRefused, kDownload);
+    add(kCommon, "-dr,--docker-repo", "", "[<repo>/]<model>[:quant]", "LLAMA_ARG_DOCKER_REPO", Kind::kRefused, kDownload);
+    add(kCommon, "-hf,-hfr,--hf-repo", "", "<user>/<model>[:quant]", "LLAMA_ARG_HF_REPO", Kind::kRefused, kDownload);
+    add(kCommon, "-hff,--hf-file", "", "FILE", "LLAMA_ARG_HF_FILE", Kind::kRefused, kDownload);
+    // HF_TOKEN is often set for other programs: loom does not read it.
+    add(kCommon, "-hft,--hf-token", "", "TOKEN", "", Kind::kNoop, "loom downloads nothing (HF_TOKEN is not read)");
+    add(kCommon, "--log-disable", "", "", "", Kind::kNotYet, "loom's log always goes to stderr");
+    add(kCommon, "--log-file", "", "FNAME", "LLAMA_ARG_LOG_FILE", Kind::kNotYet, "loom's log always goes to stderr");
+    add(kCommon, "--log-jsonl", "--no-log-jsonl", "", "LLAMA_ARG_LOG_JSONL", Kind::kNotYet, "loom's log is plain lines", quiet_if_negative());
+    add(kCommon, "--log-colors", "", "[on|off|auto]", "LLAMA_ARG_LOG_COLORS", Kind::kNoop, "loom's log has no colors", on_off_auto(true));
+    add(kCommon, "-v,--verbose,--log-verbose", "", "", "", Kind::kImpl, "log everything (each request)",
+        [](Ctx& c, const Use&) { c.o->verbose = true; return std::string(); });
+    add(kCommon, "--offline", "", "", "LLAMA_ARG_OFFLINE", Kind::kNoop, "loom never uses the network for models");
+    add(kCommon, "-lv,--verbosity,--log-verbosity", "", "N", "LLAMA_ARG_LOG_VERBOSITY", Kind::kNotYet,
+        "N >= 4 is --verbose; thresholds below 3 do not filter loom's log yet",
+        [](Ctx& c, const Use& u) {
+          long long x;
+          if (!to_int(u.v[0], &x)) return int_error(u.v[0], 0, 5);
+          if (x >= 4) c.o->verbose = true;
+          if (x >= 3) c.quiet = true;
+          return std::string();
+        });
+    add(kCommon, "--log-prefix", "--no-log-prefix", "", "LLAMA_ARG_LOG_PREFIX", Kind::kNoop, "loom's log lines start with 'loom: '");
+    add(kCommon, "--log-timestamps", "--no-log-timestamps", "", "LLAMA_ARG_LOG_TIMESTAMPS", Kind::kNoop, "loom's log lines have no timestamps");
+    add(kCommon, "--spec-draft-type-k,-ctkd,--cache-type-k-draft", "", "TYPE", "LLAMA_ARG_SPEC_DRAFT_CACHE_TYPE_K", Kind::kNotYet,
+        "the draft model's cache is f16", quiet_if("f16"));
+    add(kCommon, "--spec-draft-type-v,-ctvd,--cache-type-v-draft", "", "TYPE", "LLAMA_ARG_SPEC_DRAFT_CACHE_TYPE_V", Kind::kNotYet,
+        "the draft model's cache is f16", quiet_if("f16"));
+
+    // ---- sampling params: server-wide defaults ----
+    add(kSampling, "--samplers", "", "SAMPLERS", "", Kind::kNotYet, kSamplingNote);
+    add(kSampling, "-s,--seed", "", "SEED", "", Kind::kNotYet, kSamplingNote, quiet_if("-1"));
+    add(kSampling, "--sampler-seq,--sampling-seq", "", "SEQUENCE", "", Kind::kNotYet, kSamplingNote);
+    add(kSampling, "--ignore-eos", "", "", "", Kind::kNotYet, kSamplingNote);
+    add(kSampling, "--temp,--temperature", "", "N", "LLAMA_ARG_TEMPERATURE", Kind::kNotYet, kSamplingNote, number());
+    add(kSampling, "--top-k", "", "N", "LLAMA_ARG_TOP_K", Kind::kNotYet, kSamplingNote, number());
+    add(kSampling, "--top-p", "", "N", "LLAMA_ARG_TOP_P", Kind::kNotYet, kSamplingNote, number());
+    add(kSampling, "--min-p", "", "N", "LLAMA_ARG_MIN_P", Kind::kNotYet, kSamplingNote, number());
+    add(kSampling, "--top-nsigma,--top-n-sigma", "", "N", "", Kind::kNotYet, kSamplingNote, number());
+    add(kSampling, "--xtc-probability", "", "N", "", Kind::kNotYet, kSamplingNote, number());
+    add(kSampling, "--xtc-threshold", "", "N", "", Kind::kNotYet, kSamplingNote, number());
+    add(kSampling, "--typical,--typical-p", "", "N", "", Kind::kNotYet, kSamplingNote, number());
+    add(kSampling, "--repeat-last-n", "", "N", "", Kind::kNotYet, kSamplingNote, number());
+    add(kSampling, "--repeat-penalty", "", "N", "LLAMA_ARG_REPEAT_PENALTY", Kind::kNotYet, kSamplingNote, number());
+    add(kSampling, "--presence-penalty", "", "N", "LLAMA_ARG_PRESENCE_PENALTY", Kind::kNotYet, kSamplingNote, number());
+    add(kSampling, "--frequency-penalty", "", "N", "LLAMA_ARG_FREQUENCY_PENALTY", Kind::kNotYet, kSamplingNote, number());
+    add(kSampling, "--dry-multiplier", "", "N", "", Kind::kNotYet, kSamplingNote, number());
+    add(kSampling, "--dry-base", "", "N", "", Kind::kNotYet, kSamplingNote, number());
+    add(kSampling, "--dry-allowed-length", "", "N", "", Kind::kNotYet, kSamplingNote, number());
+    add(kSampling, "--dry-penalty-last-n", "", "N", "", Kind::kNotYet, kSamplingNote, number());
+    add(kSampling, "--dry-sequence-breaker", "", "STRING", "", Kind::kNotYet, kSamplingNote);
+    add(kSampling, "--adaptive-target", "", "N", "", Kind::kNotYet, kSamplingNote, number());
+    add(kSampling, "--adaptive-decay", "", "N", "", Kind::kNotYet, kSamplingNote, number());
+    add(kSampling, "--dynatemp-range", "", "N", "", Kind::kNotYet, kSamplingNote, number());
+    add(kSampling, "--dynatemp-exp", "", "N", "", Kind::kNotYet, kSamplingNote, number());
+    add(kSampling, "--mirostat", "", "N", "", Kind::kNotYet, kSamplingNote, number());
+    add(kSampling, "--mirostat-lr", "", "N", "", Kind::kNotYet, kSamplingNote, number());
+    add(kSampling, "--mirostat-ent", "", "N", "", Kind::kNotYet, kSamplingNote, number());
+    add(kSampling, "-l,--logit-bias", "", "TOKEN_ID(+/-)BIAS", "", Kind::kNotYet, kSamplingNote);
+    add(kSampling, "--grammar", "", "GRAMMAR", "", Kind::kNotYet, "no server-wide grammar yet (a request's grammar applies)");
+    add(kSampling, "--grammar-file", "", "FNAME", "", Kind::kNotYet, "no server-wide grammar yet (a request's grammar applies)");
+    add(kSampling, "-j,--json-schema", "", "SCHEMA", "", Kind::kNotYet, "no server-wide schema yet (a request's json_schema applies)");
+    add(kSampling, "-jf,--json-schema-file", "", "FILE", "", Kind::kNotYet, "no server-wide schema yet (a request's json_schema applies)");
+    add(kSampling, "-bs,--backend-sampling", "", "", "LLAMA_ARG_BACKEND_SAMPLING", Kind::kCpu, "");
+
+    // ---- server-specific params ----
+    add(kServer, "-lcs,--lookup-cache-static", "", "FNAME", "", Kind::kNotYet, kNgram);
+    add(kServer, "-lcd,--lookup-cache-dynamic", "", "FNAME", "", Kind::kNotYet, kNgram);
+    add(kServer, "--kv-unified-per-slot", "", "N", "LLAMA_ARG_KV_UNIFIED_PER_SLOT", Kind::kImpl,
+        "without -c: the shared pool is -np x N cells (loom lets one request use all of -c)",
+        [](Ctx& c, const Use& u) {
+          long long x;
+          if (!to_int(u.v[0], &x) || x < 0 || x > (1 << 24)) return int_error(u.v[0], 0, 1 << 24);
+          c.kv_per_slot = int(x);
+          return std::string();
+        });
+    add(kServer, "-ctxcp,--ctx-checkpoints,--swa-checkpoints", "", "N", "LLAMA_ARG_CTX_CHECKPOINTS", Kind::kImpl,
+        "checkpoints kept per prefix path (recurrent, hybrid, sliding-window models; loom's default 8)",
+        int_to(&ServeOptions::ctx_checkpoints, 0, 1 << 20));
+    add(kServer, "-cms,--checkpoint-min-step", "", "N", "LLAMA_ARG_CHECKPOINT_MIN_SPACING_NT", Kind::kNoop,
+        "loom checkpoints at prompt, reply and system-prompt ends", number());
+    add(kServer, "-cram,--cache-ram", "", "N", "LLAMA_ARG_CACHE_RAM", Kind::kImpl, "MiB of checkpoints in all (-1: no limit, 0: none)",
+        [](Ctx& c, const Use& u) {
+          long long x;
+          const long long hi = 1LL << 30;
+          if (!to_int(u.v[0], &x) || x < -1 || x > hi) return int_error(u.v[0], -1, hi);
+          c.o->cache_ram_mib = x < 0 ? hi : x;
+          return std::string();
+        });
+    add(kServer, "-kvu,--kv-unified", "-no-kvu,--no-kv-unified", "", "LLAMA_ARG_KV_UNIFIED", Kind::kNoop,
+        "loom's KV cache is always one pool shared by every slot", quiet_if_positive());
+    add(kServer, "--cache-idle-slots", "--no-cache-idle-slots", "", "LLAMA_ARG_CACHE_IDLE_SLOTS", Kind::kNoop,
+        "loom's prefix tree keeps what idle requests left", quiet_if_positive());
+    add(kServer, "--context-shift", "--no-context-shift", "", "LLAMA_ARG_CONTEXT_SHIFT", Kind::kImpl,
+        "at a sequence's limit, drop the oldest half after n_keep and go on", bool_to(&ServeOptions::context_shift));
+    add(kServer, "-r,--reverse-prompt", "", "PROMPT", "", Kind::kNoop, "interactive mode only (requests' stop applies)");
+    add(kServer, "-sp,--special", "", "", "", Kind::kNotYet, "special tokens are not written into replies");
+    add(kServer, "--warmup", "--no-warmup", "", "", Kind::kNoop, "loom runs no warm-up pass", quiet_if_negative());
+    add(kServer, "--spm-infill", "", "", "", Kind::kNotYet, "/infill uses the prefix/suffix/middle order");
+    add(kServer, "--pooling", "", "{none,mean,cls,last,rank}", "LLAMA_ARG_POOLING", Kind::kImpl, "embedding pooling (default: the model's)",
+        [](Ctx& c, const Use& u) {
+          std::string e = one_of({"none", "mean", "cls", "last", "rank"})(c, u);
+          if (e.empty()) c.o->pooling = u.v[0];
+          return e;
+        });
+    add(kServer, "-np,--parallel", "", "N", "LLAMA_ARG_N_PARALLEL", Kind::kImpl, "slots: sequences generating at once (-1: auto = 4)",
+        [](Ctx& c, const Use& u) {
+          long long x;
+          if (!to_int(u.v[0], &x) || x == 0 || x < -1 || x > 128) return std::string("expected -1 (auto) or 1 to 128, not '") + u.v[0] + "'";
+          c.o->slots = x < 0 ? ServeOptions{}.slots : int(x);
+          return std::string();
+        });
+    add(kServer, "-cb,--cont-batching", "-nocb,--no-cont-batching", "", "LLAMA_ARG_CONT_BATCHING", Kind::kNoop,
+        "loom always batches continuously", quiet_if_positive());
+    add(kServer, "-mm,--mmproj", "", "FILE", "LLAMA_ARG_MMPROJ", Kind::kRefused, "multimodal projectors: not supported by loom serve");
+    add(kServer, "-mmu,--mmproj-url", "", "URL", "LLAMA_ARG_MMPROJ_URL", Kind::kRefused, "multimodal projectors (and downloads)");
+    add(kServer, "--mmproj-auto", "--no-mmproj,--no-mmproj-auto", "", "LLAMA_ARG_MMPROJ_AUTO", Kind::kNoop, kNoMM, quiet_if_negative());
+    add(kServer, "--mmproj-offload", "--no-mmproj-offload", "", "LLAMA_ARG_MMPROJ_OFFLOAD", Kind::kCpu, "");
+    add(kServer, "-mmdev,--mmproj-device", "", "DEVICE", "MTMD_BACKEND_DEVICE", Kind::kCpu, "");
+    add(kServer, "--image-min-tokens", "", "N", "LLAMA_ARG_IMAGE_MIN_TOKENS", Kind::kNoop, kNoMM, number());
+    add(kServer, "--image-max-tokens", "", "N", "LLAMA_ARG_IMAGE_MAX_TOKENS", Kind::kNoop, kNoMM, number());
+    add(kServer, "--mtmd-batch-max-tokens", "", "N", "LLAMA_ARG_MTMD_BATCH_MAX_TOKENS", Kind::kNoop, kNoMM, number());
+    add(kServer, "--video-fps", "", "N", "LLAMA_ARG_VIDEO_FPS", Kind::kNoop, kNoMM, number());
+    add(kServer, "--video-timestamp-interval", "", "N", "LLAMA_ARG_VIDEO_TIMESTAMP_INTERVAL", Kind::kNoop, kNoMM, number());
+    add(kServer, "--video-ffmpeg-dir", "", "DIR", "LLAMA_ARG_VIDEO_FFMPEG_DIR", Kind::kNoop, kNoMM);
+    add(kServer, "-a,--alias", "", "STRING", "LLAMA_ARG_ALIAS", Kind::kImpl,
+        "model names, comma-separated: the first is reported, all are accepted",
+        [](Ctx& c, const Use& u) {
+          for (const auto& a : split_csv(u.v[0])) {
+            if (std::find(c.o->aliases.begin(), c.o->aliases.end(), a) == c.o->aliases.end()) c.o->aliases.push_back(a);
+          }
+          if (!c.o->aliases.empty()) c.o->alias = c.o->aliases.front();
+          return std::string();
+        });
+    add(kServer, "--tags", "", "STRING", "LLAMA_ARG_TAGS", Kind::kImpl, "model tags, comma-separated (/v1/models)",
+        [](Ctx& c, const Use& u) {
+          for (const auto& a : split_csv(u.v[0])) {
+            if (std::find(c.o->tags.begin(), c.o->tags.end(), a) == c.o->tags.end()) c.o->tags.push_back(a);
+          }
+          return std::string();
+        });
+    add(kServer, "--embd-normalize", "", "N", "", Kind::kNotYet, "embeddings are normalized as the request asks (default euclidean)",
+        quiet_if("2"));
+    add(kServer, "--host", "", "HOST", "LLAMA_ARG_HOST", Kind::kImpl,
+        "one TCP address; several addresses and UNIX sockets (*.sock) are refused: not yet supported",
+        [](Ctx& c, const Use& u) {
+          const std::vector<std::string> hosts = split_csv(u.v[0]);
+          if (hosts.empty()) return std::string("requires at least one address");
+          for (const auto& h : hosts) {
+            if (h.size() >= 5 && h.compare(h.size() - 5, 5, ".sock") == 0) {
+              return "UNIX sockets (" + h + "): not yet supported by loom serve";
+            }
+          }
+          if (hosts.size() > 1) return "more than one address (" + u.v[0] + "): not yet supported by loom serve";
+          c.o->host = hosts[0];
+          return std::string();
+        });
+    add(kServer, "--port", "", "PORT", "LLAMA_ARG_PORT", Kind::kImpl, "the port (0: any free port, printed)",
+        int_to(&ServeOptions::port, 0, 65535));
+    add(kServer, "--reuse-port", "", "", "LLAMA_ARG_REUSE_PORT", Kind::kNotYet, "SO_REUSEPORT is not set");
+    add(kServer, "--path", "", "PATH", "LLAMA_ARG_STATIC_PATH", Kind::kRefused, "serving static files: not supported by loom serve",
+        [](Ctx& c, const Use& u) {
+          if (u.v[0].empty()) c.quiet = true;  // llama-server's default: nothing to refuse
+          return std::string();
+        });
+    add(kServer, "--cors-origins", "", "ORIGINS", "LLAMA_ARG_CORS_ORIGINS", Kind::kImpl,
+        "allowed origins, comma-separated (*; localhost: reflect localhost origins only)", str_to(&ServeOptions::cors_origins));
+    add(kServer, "--cors-methods", "", "METHODS", "LLAMA_ARG_CORS_METHODS", Kind::kImpl, "allowed methods",
+        str_to(&ServeOptions::cors_methods));
+    add(kServer, "--cors-headers", "", "HEADERS", "LLAMA_ARG_CORS_HEADERS", Kind::kImpl, "allowed headers",
+        str_to(&ServeOptions::cors_headers));
+    add(kServer, "--cors-credentials", "--no-cors-credentials", "", "LLAMA_ARG_CORS_CREDENTIALS", Kind::kImpl,
+        "allow credentials (with *: the Origin is echoed)", bool_to(&ServeOptions::cors_credentials));
+    add(kServer, "--api-prefix", "", "PREFIX", "LLAMA_ARG_API_PREFIX", Kind::kRefused, "a path prefix for every route: not yet supported by loom serve",
+        [](Ctx& c, const Use& u) {
+          if (u.v[0].empty()) c.quiet = true;
+          return std::string();
+        });
+    add(kServer, "--ui-config,--webui-config", "", "JSON", "LLAMA_ARG_UI_CONFIG", Kind::kNoop, kNoUI);
+    add(kServer, "--ui-config-file,--webui-config-file", "", "PATH", "LLAMA_ARG_UI_CONFIG_FILE", Kind::kNoop, kNoUI);
+    add(kServer, "--ui-mcp-proxy,--webui-mcp-proxy", "--no-ui-mcp-proxy,--no-webui-mcp-proxy", "", "LLAMA_ARG_UI_MCP_PROXY", Kind::kRefused, kAgent);
+    add(kServer, "--tools", "", "TOOL1,TOOL2,...", "LLAMA_ARG_TOOLS", Kind::kRefused, kAgent);
+    add(kServer, "--tools-runtime", "", "OPTION", "LLAMA_ARG_TOOLS_RUNTIME", Kind::kRefused, kAgent);
+    add(kServer, "--mcp-servers-config", "", "PATH", "LLAMA_ARG_MCP_SERVERS_CONFIG", Kind::kRefused, kAgent);
+    add(kServer, "--mcp-servers-json", "", "JSON", "LLAMA_ARG_MCP_SERVERS_JSON", Kind::kRefused, kAgent);
+    add(kServer, "-ag,--agent", "-no-ag,--no-agent", "", "LLAMA_ARG_AGENT", Kind::kRefused, kAgent);
+    add(kServer, "--ui,--webui", "--no-ui,--no-webui", "", "LLAMA_ARG_UI", Kind::kNoop, kNoUI);
+    add(kServer, "--embedding,--embeddings", "", "", "LLAMA_ARG_EMBEDDINGS", Kind::kImpl, "serve embeddings (and rerank) instead of generation",
+        [](Ctx& c, const Use&) { c.o->embedding = true; return std::string(); });
+    add(kServer, "--rerank,--reranking", "", "", "LLAMA_ARG_RERANKING", Kind::kImpl, "--embedding with rank pooling",
+        [](Ctx& c, const Use&) {
+          c.o->embedding = true;
+          c.o->pooling = "rank";
+          return std::string();
+        });
+    add(kServer, "--api-key", "", "KEY", "LLAMA_API_KEY", Kind::kImpl, "required keys, comma-separated",
+        [](Ctx& c, const Use& u) {
+          for (const auto& k : split_csv(u.v[0])) c.o->api_keys.push_back(k);
+          return std::string();
+        });
+    add(kServer, "--api-key-file", "", "FNAME", "LLAMA_ARG_API_KEY_FILE", Kind::kImpl, "keys, one a line (# starts a comment line)",
+        [](Ctx& c, const Use& u) {
+          std::ifstream f(u.v[0]);
+          if (!f) return "cannot open " + u.v[0];
+          std::string line;
+          while (std::getline(f, line)) {
+            while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+            if (!line.empty() && line[0] != '#') c.o->api_keys.push_back(line);
+          }
+          return std::string();
+        });
+    add(kServer, "--ssl-key-file", "", "FNAME", "LLAMA_ARG_SSL_KEY_FILE", Kind::kRefused, "TLS: not supported by loom serve (put a TLS proxy in front)");
+    add(kServer, "--ssl-cert-file", "", "FNAME", "LLAMA_ARG_SSL_CERT_FILE", Kind::kRefused, "TLS: not supported by loom serve (put a TLS proxy in front)");
+    add(kServer, "--chat-template-kwargs", "", "STRING", "LLAMA_ARG_CHAT_TEMPLATE_KWARGS", Kind::kImpl,
+        "a JSON object merged under each chat request's chat_template_kwargs",
+        [](Ctx& c, const Use& u) {
+          nlohmann::json j;
+          try {
+            j = nlohmann::json::parse(u.v[0]);
+          } catch (const std::exception&) {
+            return std::string("expected a JSON object, not '") + u.v[0] + "'";
+          }
+          if (!j.is_object()) return std::string("expected a JSON object, not '") + u.v[0] + "'";
+          c.o->chat_template_kwargs = j.dump();
+          return std::string();
+        });
+    add(kServer, "-to,--timeout", "", "N", "LLAMA_ARG_TIMEOUT", Kind::kImpl,
+        "HTTP write timeout in s (loom's default 600; headers within min(N, 10) s, bodies min(N, 30) s)",
+        int_to(&ServeOptions::timeout_s, 1, 1 << 30));
+    add(kServer, "--sse-ping-interval", "", "N", "LLAMA_ARG_SSE_PING_INTERVAL", Kind::kNotYet, "streams send no pings", number());
+    add(kServer, "--threads-http,--http-threads", "", "N", "LLAMA_ARG_THREADS_HTTP", Kind::kImpl,
+        "threads parsing requests (-1: loom's 4; --http-threads is loom's older spelling)",
+        [](Ctx& c, const Use& u) {
+          long long x;
+          if (!to_int(u.v[0], &x) || x > 64 || x == 0 || x < -1) return std::string("expected -1 or 1 to 64, not '") + u.v[0] + "'";
+          c.o->http_threads = x < 0 ? ServeOptions{}.http_threads : int(x);
+          return std::string();
+        });
+    add(kServer, "--cache-prompt", "--no-cache-prompt", "", "LLAMA_ARG_CACHE_PROMPT", Kind::kImpl,
+        "share cached prompt prefixes (--no-cache-prompt = loom's --no-prefix-cache)", bool_to(&ServeOptions::prefix_cache));
+    add(kServer, "--cache-reuse", "", "N", "LLAMA_ARG_CACHE_REUSE", Kind::kNoop,
+        "loom's prefix tree reuses cached prefixes without KV shifting", quiet_if("0"));
+    add(kServer, "--metrics", "", "", "LLAMA_ARG_ENDPOINT_METRICS", Kind::kAlways, "/metrics is always served");
+    add(kServer, "--props", "", "", "LLAMA_ARG_ENDPOINT_PROPS", Kind::kNotYet, "GET /props is always served; POST /props not yet");
+    add(kServer, "--slots", "--no-slots", "", "LLAMA_ARG_ENDPOINT_SLOTS", Kind::kNotYet, "GET /slots not yet (issue 26 part 2)",
+        quiet_if_negative());
+    add(kServer, "--slot-save-path", "", "PATH", "", Kind::kNotYet, "slot save / restore not yet (use --cache-dir)");
+    add(kServer, "--media-path", "", "PATH", "", Kind::kNoop, kNoMM);
+    add(kServer, "--models-dir", "", "PATH", "LLAMA_ARG_MODELS_DIR", Kind::kRefused, "router mode (several models): not yet supported by loom serve");
+    add(kServer, "--models-preset", "", "PATH", "LLAMA_ARG_MODELS_PRESET", Kind::kRefused, "router mode (several models): not yet supported by loom serve");
+    add(kServer, "--models-max", "", "N", "LLAMA_ARG_MODELS_MAX", Kind::kNoop, "router mode only", number());
+    add(kServer, "--models-autoload", "--no-models-autoload", "", "LLAMA_ARG_MODELS_AUTOLOAD", Kind::kNoop, "router mode only");
+    add(kServer, "--jinja", "--no-jinja", "", "LLAMA_ARG_JINJA", Kind::kAlways,
+        "loom always renders the Jinja chat template (--no-jinja: said in the log, the template is used anyway)",
+        [](Ctx&, const Use& u) {
+          if (!u.pos) std::fprintf(stderr, "loom: %s: loom renders the model's Jinja chat template anyway\n", u.name.c_str());
+          return std::string();
+        });
+    add(kServer, "--reasoning-format", "", "FORMAT", "LLAMA_ARG_THINK", Kind::kImpl,
+        "default reasoning_format of chat requests: none, deepseek, deepseek-legacy, auto",
+        [](Ctx& c, const Use& u) {
+          std::string e = one_of({"none", "deepseek", "deepseek-legacy", "auto"})(c, u);
+          if (e.empty()) c.o->reasoning_format = u.v[0];
+          return e;
+        });
+    add(kServer, "-rea,--reasoning", "", "[on|off|auto]", "LLAMA_ARG_REASONING", Kind::kImpl,
+        "off: templates get enable_thinking false; on: true; auto: the template's default",
+        [](Ctx& c, const Use& u) {
+          if (truthy(u.v[0])) c.o->reasoning = "on";
+          else if (falsey(u.v[0])) c.o->reasoning = "off";
+          else if (autoy(u.v[0])) c.o->reasoning = "auto";
+          else return "expected on, off or auto, not '" + u.v[0] + "'";
+          return std::string();
+        });
+    add(kServer, "--reasoning-effort", "", "LEVEL", "LLAMA_ARG_REASONING_EFFORT", Kind::kImpl,
+        "reasoning_effort given to the template (in the default chat_template_kwargs; default: the template's)",
+        [](Ctx& c, const Use& u) {
+          c.effort_set = true;
+          c.effort = u.v[0];
+          return std::string();
+        });
+    add(kServer, "--reasoning-budget", "", "N", "LLAMA_ARG_THINK_BUDGET", Kind::kImpl,
+        "thinking tokens before the block is closed (-1: no limit, 0: at once)",
+        int_to(&ServeOptions::reasoning_budget, -1, 1 << 30));
+    add(kServer, "--reasoning-budget-message", "", "MESSAGE", "LLAMA_ARG_THINK_BUDGET_MESSAGE", Kind::kNotYet,
+        "no message is injected when the budget closes the block");
+    add(kServer, "--reasoning-preserve", "--no-reasoning-preserve", "", "LLAMA_ARG_REASONING_PRESERVE", Kind::kNotYet,
+        "earlier turns' reasoning is passed as the messages carry it", quiet_if_positive());
+    add(kServer, "--chat-template", "", "JINJA_TEMPLATE", "LLAMA_ARG_CHAT_TEMPLATE", Kind::kImpl,
+        "a built-in template name (chatml, llama3, ...) or Jinja source", str_to(&ServeOptions::chat_template));
+    add(kServer, "--chat-template-file", "", "JINJA_TEMPLATE_FILE", "LLAMA_ARG_CHAT_TEMPLATE_FILE", Kind::kImpl,
+        "a Jinja template file (wins over --chat-template)", str_to(&ServeOptions::chat_template_file));
+    add(kServer, "--skip-chat-parsing", "--no-skip-chat-parsing", "", "LLAMA_ARG_SKIP_CHAT_PARSING", Kind::kNotYet,
+        "replies are always parsed for reasoning and tool calls", quiet_if_negative());
+    add(kServer, "--prefill-assistant", "--no-prefill-assistant", "", "LLAMA_ARG_PREFILL_ASSISTANT", Kind::kNotYet,
+        "a trailing assistant message is always continued", quiet_if_positive());
+    add(kServer, "-sps,--slot-prompt-similarity", "", "SIMILARITY", "", Kind::kNoop,
+        "loom finds cached prefixes in one tree, not per slot", number());
+    add(kServer, "--lora-init-without-apply", "", "", "", Kind::kNotYet, "adapters are applied at their scale from the start");
+    add(kServer, "--sleep-idle-seconds", "", "SECONDS", "", Kind::kNotYet, "the server does not sleep (issue 26 part 2)", quiet_if("-1"));
+    add(kServer, "--log-prompts-dir", "", "PATH", "", Kind::kNotYet, "prompts are not logged to files");
+    add(kServer, "--spec-draft-hf,-hfd,-hfrd,--hf-repo-draft", "", "<user>/<model>[:quant]", "LLAMA_ARG_SPEC_DRAFT_HF_REPO", Kind::kRefused,
+        kDownload + " (-md for a draft model)");
+    add(kServer, "--spec-draft-threads,-td,--threads-draft", "", "N", "", Kind::kNoop, "the draft model runs on the server's threads", number());
+    add(kServer, "--spec-draft-threads-batch,-tbd,--threads-batch-draft", "", "N", "", Kind::kNoop, "the draft model runs on the server's threads", number());
+    add(kServer, "--spec-draft-cpu-mask,-Cd,--cpu-mask-draft", "", "M", "", Kind::kNoop, kThreads);
+    add(kServer, "--spec-draft-cpu-range,-Crd,--cpu-range-draft", "", "lo-hi", "", Kind::kNoop, kThreads);
+    add(kServer, "--spec-draft-cpu-strict,--cpu-strict-draft", "", "<0|1>", "", Kind::kNoop, kThreads);
+    add(kServer, "--spec-draft-prio,--prio-draft", "", "N", "", Kind::kNoop, kThreads);
+    add(kServer, "--spec-draft-poll,--poll-draft", "", "<0|1>", "", Kind::kNoop, kThreads);
+    add(kServer, "--spec-draft-cpu-mask-batch,-Cbd,--cpu-mask-batch-draft", "", "M", "", Kind::kNoop, kThreads);
+    add(kServer, "--spec-draft-cpu-strict-batch,--cpu-strict-batch-draft", "", "<0|1>", "", Kind::kNoop, kThreads);
+    add(kServer, "--spec-draft-prio-batch,--prio-batch-draft", "", "N", "", Kind::kNoop, kThreads);
+    add(kServer, "--spec-draft-poll-batch,--poll-batch-draft", "", "<0|1>", "", Kind::kNoop, kThreads);
+    add(kServer, "--spec-draft-override-tensor,-otd,--override-tensor-draft", "", "<tensor name pattern>=<buffer type>,...", "", Kind::kCpu, "");
+    add(kServer, "--spec-draft-cpu-moe,-cmoed,--cpu-moe-draft", "", "", "LLAMA_ARG_SPEC_DRAFT_CPU_MOE", Kind::kCpu, "");
+    add(kServer, "--spec-draft-n-cpu-moe,--spec-draft-ncmoe,-ncmoed,--n-cpu-moe-draft", "", "N", "LLAMA_ARG_SPEC_DRAFT_N_CPU_MOE", Kind::kCpu, "", number());
+    add(kServer, "--spec-draft-n-max", "", "N", "LLAMA_ARG_SPEC_DRAFT_N_MAX", Kind::kImpl, "most draft tokens per step, 1 to 32 (loom's default 16)",
+        int_to(&ServeOptions::draft_max, 1, 32));
+    add(kServer, "--spec-draft-n-min", "", "N", "LLAMA_ARG_SPEC_DRAFT_N_MIN", Kind::kImpl, "shorter drafts are not verified, 0 to 32",
+        int_to(&ServeOptions::draft_min, 0, 32));
+    add(kServer, "--spec-synth-len", "", "L", "LLAMA_ARG_SPEC_SYNTH_LEN", Kind::kNoop, "llama.cpp's benchmarking aid", number());
+    add(kServer, "--spec-synth-rates", "", "P0,P1,...", "LLAMA_ARG_SPEC_SYNTH_RATES", Kind::kNoop, "llama.cpp's benchmarking aid");
+    add(kServer, "--spec-draft-p-split,--draft-p-split", "", "P", "LLAMA_ARG_SPEC_DRAFT_P_SPLIT", Kind::kNoop, "loom drafts one sequence (no tree)", number());
+    add(kServer, "--spec-draft-p-min,--draft-p-min", "", "P", "LLAMA_ARG_SPEC_DRAFT_P_MIN", Kind::kImpl,
+        "the draft stops below this probability (loom's default 0.75)",
+        [](Ctx& c, const Use& u) {
+          double x;
+          if (!to_float(u.v[0], &x) || x < 0 || x > 1) return "expected a number from 0 to 1, not '" + u.v[0] + "'";
+          c.o->draft_p_min = float(x);
+          return std::string();
+        });
+    add(kServer, "--spec-draft-backend-sampling", "--no-spec-draft-backend-sampling", "", "LLAMA_ARG_SPEC_DRAFT_BACKEND_SAMPLING", Kind::kCpu, "");
+    add(kServer, "--spec-draft-device,-devd,--device-draft", "", "<dev1,dev2,..>", "", Kind::kCpu, "");
+    add(kServer, "--spec-draft-ngl,-ngld,--gpu-layers-draft,--n-gpu-layers-draft", "", "N", "LLAMA_ARG_N_GPU_LAYERS_DRAFT", Kind::kCpu, "");
+    add(kServer, "--spec-draft-model,-md,--model-draft,--draft-model", "", "FNAME", "LLAMA_ARG_SPEC_DRAFT_MODEL", Kind::kImpl,
+        "speculative decoding with this draft model (same vocabulary; --draft-model is loom's older spelling)",
+        str_to(&ServeOptions::draft_model));
+    add(kServer, "--spec-type", "", "none,draft-simple,...", "LLAMA_ARG_SPEC_TYPE", Kind::kNotYet,
+        "none and draft-simple (with -md) are what loom does; " + kNgram,
+        [](Ctx& c, const Use& u) {
+          c.quiet = true;
+          for (const auto& t : split_csv(u.v[0])) {
+            if (t != "none" && t != "draft-simple") c.quiet = false;
+          }
+          return std::string();
+        });
+    for (const char* n : {"--spec-ngram-mod-n-min", "--spec-ngram-mod-n-max", "--spec-ngram-mod-n-match", "--spec-ngram-simple-size-n",
+                          "--spec-ngram-simple-size-m", "--spec-ngram-simple-min-hits", "--spec-ngram-map-k-size-n",
+                          "--spec-ngram-map-k-size-m", "--spec-ngram-map-k-min-hits", "--spec-ngram-map-k4v-size-n",
+                          "--spec-ngram-map-k4v-size-m", "--spec-ngram-map-k4v-min-hits"}) {
+      add(kServer, n, "", "N", "", Kind::kNotYet, kNgram, number());
+    }
+    add(kServer, "--draft,--draft-n,--draft-max", "", "N", "LLAMA_ARG_DRAFT_MAX", Kind::kImpl,
+        "as --spec-draft-n-max (llama.cpp has removed these spellings; loom keeps them)", int_to(&ServeOptions::draft_max, 1, 32));
+    add(kServer, "--draft-min,--draft-n-min", "", "N", "LLAMA_ARG_DRAFT_MIN", Kind::kImpl, "as --spec-draft-n-min (kept by loom)",
+        int_to(&ServeOptions::draft_min, 0, 32));
+    for (const char* n : {"--spec-ngram-size-n", "--spec-ngram-size-m", "--spec-ngram-min-hits"}) {
+      add(kServer, n, "", "N", "", Kind::kRefused, "removed by llama.cpp: use the --spec-ngram-*-size-n / -size-m / -min-hits spellings");
+    }
+    for (const char* n : {"--embd-gemma-default", "--fim-qwen-1.5b-default", "--fim-qwen-3b-default", "--fim-qwen-7b-default",
+                          "--fim-qwen-7b-spec", "--fim-qwen-14b-spec", "--fim-qwen-30b-default", "--gpt-oss-20b-default",
+                          "--gpt-oss-120b-default", "--vision-gemma-4b-default", "--vision-gemma-12b-default"}) {
+      add(kServer, n, "", "", "", Kind::kRefused, "a preset that downloads a model: " + kDownload);
+    }
+    add(kServer, "--spec-default", "", "", "", Kind::kNotYet, kNgram);
+
+    // ---- older llama-server spellings and loom's own flags ----
+    add(kLoom, "--mlock", "", "", "", Kind::kNoop, "older llama-servers' flag: loom memory-maps the model file");
+    add(kLoom, "--mmap", "--no-mmap", "", "", Kind::kNoop, "older llama-servers' flags: loom memory-maps the model file");
+    add(kLoom, "-cd,--ctx-size-draft", "", "N", "", Kind::kImpl,
+        "older llama-servers' flag: cells of each slot's draft context (0: twice a slot's share, at least 2048)",
+        int_to(&ServeOptions::draft_n_ctx, 0, 1 << 30));
+    add(kLoom, "--step-tokens", "", "N", "", Kind::kImpl, "loom: tokens per scheduler step (0: -ub)",
+        int_to(&ServeOptions::step_tokens, 0, 1 << 20));
+    add(kLoom, "--max-queue", "", "N", "", Kind::kImpl, "loom: waiting requests beyond which new ones get 503 (default 256)",
+        int_to(&ServeOptions::max_queue, 0, 1 << 30));
+    add(kLoom, "--cache-dir", "", "DIR", "", Kind::kImpl, "loom: keep evicted and idle prefixes in this folder, also across restarts",
+        str_to(&ServeOptions::cache_dir));
+    add(kLoom, "--no-prefix-cache", "", "", "", Kind::kImpl, "loom: no prefix sharing between requests (= --no-cache-prompt)",
+        [](Ctx& c, const Use&) { c.o->prefix_cache = false; return std::string(); });
+    add(kLoom, "--max-body", "", "BYTES", "", Kind::kImpl, "loom: larger request bodies get 413 (default 8 MiB)",
+        [](Ctx& c, const Use& u) {
+          long long x;
+          if (!to_int(u.v[0], &x) || x < 1) return int_error(u.v[0], 1, std::numeric_limits<long long>::max());
+          c.o->max_body = size_t(x);
+          return std::string();
+        });
+    add(kHidden, "--flag-table-markdown", "", "", "", Kind::kInfo, "",
+        [](Ctx& c, const Use&) { c.markdown = true; return std::string(); });
+    return f;
+  }();
+  return t;
+}
+
+std::string names_of(const Flag& f) {
+  std::string s;
+  for (const auto& n : f.pos) s += (s.empty() ? "" : ", ") + n;
+  for (const auto& n : f.neg) s += (s.empty() ? "" : ", ") + n;
+  if (!f.hint.empty()) s += " " + f.hint;
+  return s;
+}
+
+std::string status_of(const Flag& f) {
+  switch (f.kind) {
+    case Kind::kImpl: return "implemented";
+    case Kind::kAlways: return "accepted (always so in loom)";
+    case Kind::kCpu: return "accepted (no effect on a CPU server)";
+    case Kind::kNoop: return "accepted (no effect)";
+    case Kind::kNotYet: return "accepted (not yet)";
+    case Kind::kRefused: return f.neg.empty() ? "refused" : "refused (" + f.neg.front() + " accepted)";
+    case Kind::kInfo: return "implemented";
+  }
+  return "";
+}
+
+std::string md_escape(const std::string& s) {
+  std::string out;
+  for (char ch : s) {
+    if (ch == '|') out += "\\|";
+    else out += ch;
+  }
+  return out;
+}
+
+void print_help() {
+  std::printf("usage: loom serve -m MODEL [options]   (also: llama-server / loom-llama-server -m MODEL [options])\n\n"
+              "llama-server's command line; docs/serving.md, \"llama-server's flags\", says what loom does with each.\n"
+              "Environment variables (LLAMA_ARG_*) are read as llama-server reads them; arguments win.\n\n");
+  const char* heads[] = {"----- common params -----", "----- sampling params (server-wide defaults) -----",
+                         "----- server-specific params -----", "----- older llama-server spellings and loom's own -----"};
+  for (int g = kCommon; g <= kLoom; ++g) {
+    std::printf("%s\n\n", heads[g]);
+    for (const Flag& f : table()) {
+      if (f.group != g) continue;
+      std::string line = names_of(f);
+      if (line.size() < 40) line.resize(40, ' ');
+      else line += "\n" + std::string(40, ' ');
+      std::printf("%s%s%s%s\n", line.c_str(), status_of(f).c_str(), f.note.empty() ? "" : ": ", f.note.c_str());
+      if (!f.env.empty()) std::printf("%s(env: %s)\n", std::string(40, ' ').c_str(), f.env.c_str());
+    }
+    std::printf("\n");
+  }
+}
+
+}  // namespace
+
+std::string serve_flag_table_markdown() {
+  std::string out;
+  const char* heads[] = {"Common params", "Sampling params (server-wide defaults)", "Server-specific params",
+                         "Older llama-server spellings and loom's own flags"};
+  for (int g = kCommon; g <= kLoom; ++g) {
+    out += std::string("### ") + heads[g] + "\n\n| flag | env | in loom | notes |\n|---|---|---|---|\n";
+    for (const Flag& f : table()) {
+      if (f.group != g) continue;
+      out += "| `" + md_escape(names_of(f)) + "` | " + (f.env.empty() ? "" : "`" + f.env + "`") + " | " + status_of(f) + " | " +
+             md_escape(f.note) + " |\n";
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+ServeParse parse_serve_args(const std::vector<std::string>& args, server::ServeOptions* o) {
+  ServeParse result;
+  result.outcome = ServeParse::Outcome::kExit;
+  result.exit_code = 2;
+  Ctx c;
+  c.o = o;
+  std::map<std::string, std::pair<const Flag*, bool>> by_name;
+  for (const Flag& f : table()) {
+    for (const auto& n : f.pos) by_name[n] = {&f, true};
+    for (const auto& n : f.neg) by_name[n] = {&f, false};
+  }
+
+  // Applies one use of a flag; false after printing an error.
+  auto apply = [&](const Flag& f, const Use& u) -> bool {
+    if (f.kind == Kind::kRefused && u.pos) {
+      c.quiet = false;
+      if (f.h) f.h(c, u);  // a refused flag's handler only says whether this value is harmless
+      if (!c.quiet) {
+        std::fprintf(stderr, "loom: %s is not supported: %s\n", u.name.c_str(), f.note.c_str());
+        return false;
+      }
+      c.quiet = false;
+      return true;
+    }
+    if (f.kind == Kind::kRefused) return true;  // its negation asks for llama-server's default
+    c.quiet = false;
+    if (f.h) {
+      const std::string err = f.h(c, u);
+      if (!err.empty()) {
+        std::fprintf(stderr, "loom: %s: %s\n", u.name.c_str(), err.c_str());
+        return false;
+      }
+    }
+    const bool says = f.kind == Kind::kCpu || f.kind == Kind::kNoop || f.kind == Kind::kNotYet;
+    if (says && !c.quiet && c.noted.insert(&f).second) {
+      if (f.kind == Kind::kCpu) {
+        std::fprintf(stderr, "loom: %s has no effect on a CPU server\n", u.name.c_str());
+      } else if (f.kind == Kind::kNoop) {
+        std::fprintf(stderr, "loom: %s has no effect in loom (%s)\n", u.name.c_str(), f.note.c_str());
+      } else {
+        std::fprintf(stderr, "loom: %s is accepted but not yet supported (%s)\n", u.name.c_str(), f.note.c_str());
+      }
+    }
+    c.quiet = false;
+    return true;
+  };
+
+  // The environment first, then the arguments (llama.cpp's order: an argument overrides its
+  // variable; comma lists such as LLAMA_API_KEY and --api-key add up).
+  for (const Flag& f : table()) {
+    if (f.env.empty()) continue;
+    const char* v = std::getenv(f.env.c_str());
+    if (!v) continue;
+    Use u;
+    u.name = f.env + " (" + (f.pos.back()) + ")";
+    const std::string value = v;
+    if (f.nargs == 0 && f.neg.empty()) {
+      if (!truthy(value)) continue;
+    } else if (f.nargs == 0) {
+      if (truthy(value)) u.pos = true;
+      else if (falsey(value)) u.pos = false;
+      else {
+        std::fprintf(stderr, "loom: %s=%s: expected true or false\n", f.env.c_str(), v);
+        return result;
+      }
+    } else {
+      u.v.push_back(value);
+    }
+    if (!apply(f, u)) return result;
+  }
+
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string a = args[i];
+    if (a.rfind("--", 0) == 0) std::replace(a.begin(), a.end(), '_', '-');
+    auto it = by_name.find(a);
+    if (it == by_name.end()) {
+      if (a.rfind("--", 0) == 0 && a.find('=') != std::string::npos) {
+        std::fprintf(stderr, "loom: invalid argument: %s (llama-server's flags take their value as the next argument)\n", args[i].c_str());
+      } else {
+        std::fprintf(stderr, "loom: invalid argument: %s (loom serve --help lists the flags)\n", args[i].c_str());
+      }
+      return result;
+    }
+    const Flag& f = *it->second.first;
+    Use u;
+    u.name = args[i];
+    u.pos = it->second.second;
+    int n = u.pos ? f.nargs : 0;
+    if (n == -1) {
+      // One optional value: taken when the next argument is one of the flag's values.
+      n = 0;
+      if (i + 1 < args.size()) {
+        const std::string& next = args[i + 1];
+        if (truthy(next) || falsey(next) || autoy(next)) n = 1;
+      }
+    }
+    if (i + size_t(n) >= args.size()) {
+      std::fprintf(stderr, "loom: %s: expected %s\n", args[i].c_str(), f.hint.empty() ? "a value" : f.hint.c_str());
+      return result;
+    }
+    for (int k = 0; k < n; ++k) u.v.push_back(args[++i]);
+    if (!apply(f, u)) return result;
+  }
+
+  if (c.markdown) {
+    std::fputs(serve_flag_table_markdown().c_str(), stdout);
+    result.exit_code = 0;
+    return result;
+  }
+  if (c.help) {
+    print_help();
+    result.exit_code = 0;
+    return result;
+  }
+  if (c.version) {
+    std::printf("loom %s (llama-server's command line)\n", loom_version());
+    result.exit_code = 0;
+    return result;
+  }
+  if (c.list_devices) {
+    std::printf("Available devices:\n  (none: loom runs on the CPU)\n");
+    result.exit_code = 0;
+    return result;
+  }
+  if (o->model.empty()) {
+    std::fprintf(stderr,
+                 "loom: no model (-m FILE): llama-server's router mode (models loaded on demand) is not yet supported by loom serve\n");
+    return result;
+  }
+  if (c.kv_per_slot > 0 && !c.ctx_set) o->n_ctx = c.kv_per_slot * o->slots;
+  if (c.effort_set) {
+    nlohmann::json kw = o->chat_template_kwargs.empty() ? nlohmann::json::object() : nlohmann::json::parse(o->chat_template_kwargs);
+    if (c.effort == "default") kw.erase("reasoning_effort");
+    else if (!kw.contains("reasoning_effort")) kw["reasoning_effort"] = c.effort;
+    o->chat_template_kwargs = kw.empty() ? std::string() : kw.dump();
+  }
+  result.outcome = ServeParse::Outcome::kServe;
+  result.exit_code = 0;
+  return result;
+}
+
+int run_serve(const std::vector<std::string>& args) {
+  server::ServeOptions o;
+  const ServeParse p = parse_serve_args(args, &o);
+  if (p.outcome == ServeParse::Outcome::kExit) return p.exit_code;
+  return server::run_server(o, nullptr);
+}
+
+}  // namespace loom::cli
