@@ -625,6 +625,71 @@ Expected<ToolChoice> parse_tool_choice(const json& v) {
   return invalid_argument("tool_choice: expected a string or an object, got " + v.dump());
 }
 
+namespace {
+
+// The prompt of a conversation whose final assistant message is continued: the template renders
+// it with a marker in place of the text being continued, and the prompt ends where the marker
+// starts, followed by the text (so whatever the template writes after a message, its end of turn,
+// is left out). Reasoning that the template does not show (most drop past reasoning) is written
+// after the generation prompt inside <think>, as llama.cpp does.
+Expected<std::string> render_continuation(const ChatTemplate& tmpl, ChatInputs in, const RenderOptions& render,
+                                          bool* continues_reasoning) {
+  if (!in.messages.is_array() || in.messages.empty() || !in.messages.back().is_object()) {
+    return invalid_argument("continue_final_message: there is no final message to continue");
+  }
+  json last = in.messages.back();
+  if (!last.contains("role") || last["role"] != "assistant") {
+    return invalid_argument("continue_final_message: the final message is not an assistant message");
+  }
+  const auto text_of = [&](const char* k) -> std::string {
+    if (!last.contains(k) || last[k].is_null()) return {};
+    if (last[k].is_string()) return last[k].get<std::string>();
+    if (last[k].is_array()) {  // content parts: joined as the renderer joins them
+      std::string t;
+      for (const json& part : last[k]) {
+        if (part.is_object() && part.contains("text") && part["text"].is_string()) t += (t.empty() ? "" : "\n") + part["text"].get<std::string>();
+      }
+      return t;
+    }
+    return {};
+  };
+  const std::string content = text_of("content"), reasoning = text_of("reasoning_content");
+  ChatInputs::Continue mode = in.continue_final;
+  if (mode == ChatInputs::Continue::kAuto) {
+    mode = content.empty() && !reasoning.empty() ? ChatInputs::Continue::kReasoning : ChatInputs::Continue::kContent;
+  }
+  *continues_reasoning = mode == ChatInputs::Continue::kReasoning;
+  const std::string& text = *continues_reasoning ? reasoning : content;
+  static const std::string kMarker = "\x1e\x1dLOOM-CONTINUE\x1d\x1e";
+  json marked = last;
+  if (*continues_reasoning) {
+    marked["reasoning_content"] = kMarker;
+    marked["content"] = "";
+  } else {
+    marked["content"] = kMarker;
+  }
+  in.messages.back() = marked;
+  in.add_generation_prompt = false;
+  auto rendered = tmpl.render(in, render);
+  if (rendered) {
+    const size_t at = rendered->find(kMarker);
+    if (at != std::string::npos) return rendered->substr(0, at) + text;
+  }
+  // The template does not show the marked text (or fails on it): the conversation before the
+  // message, the generation prompt, and the text.
+  in.messages.erase(in.messages.size() - 1);
+  in.add_generation_prompt = true;
+  LOOM_ASSIGN_OR_RETURN(std::string prompt, tmpl.render(in, render));
+  if (!*continues_reasoning) {
+    if (!content.empty() && reasoning.empty()) return prompt + text;
+    return invalid_argument("continue_final_message: the chat template does not show the final message's content");
+  }
+  if (prompt.ends_with("<think>\n") || prompt.ends_with("<think>")) return prompt + text;
+  return prompt + "<think>\n" + text;
+}
+
+}  // namespace
+
 Expected<PreparedChat> prepare_chat(const ChatTemplate& tmpl, const ChatInputs& inputs, const ChatRequestOptions& opts) {
   LOOM_ASSIGN_OR_RETURN(json tools, normalize_tools(inputs.tools));
   const ToolChoice& choice = opts.tool_choice;
@@ -643,9 +708,14 @@ Expected<PreparedChat> prepare_chat(const ChatTemplate& tmpl, const ChatInputs& 
 
   ChatInputs in = inputs;
   in.tools = p.tools_present ? tools : json(nullptr);
-  LOOM_ASSIGN_OR_RETURN(p.prompt, tmpl.render(in, opts.render));
+  bool continues_reasoning = false;
+  if (in.continue_final != ChatInputs::Continue::kNone) {
+    LOOM_ASSIGN_OR_RETURN(p.prompt, render_continuation(tmpl, in, opts.render, &continues_reasoning));
+  } else {
+    LOOM_ASSIGN_OR_RETURN(p.prompt, tmpl.render(in, opts.render));
+  }
   p.format = p.tools_present ? tmpl.tool_call_format() : ToolCallFormat::kNone;
-  p.thinking_forced_open = p.prompt.ends_with("<think>\n") || p.prompt.ends_with("<think>");
+  p.thinking_forced_open = continues_reasoning || p.prompt.ends_with("<think>\n") || p.prompt.ends_with("<think>");
   p.parallel_tool_calls = p.tools_present && opts.parallel_tool_calls && tmpl.caps().supports_parallel_tool_calls;
 
   if (p.tools_present) {

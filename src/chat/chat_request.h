@@ -82,6 +82,12 @@ struct ChatInputs {
   nlohmann::ordered_json tools;  // null or an OpenAI tools array
   bool add_generation_prompt = true;
   nlohmann::ordered_json extra;  // null or an object: chat_template_kwargs
+  // The final (assistant) message is continued rather than closed (llama.cpp's
+  // continue_final_message, and a trailing assistant message in llama-server): the prompt ends
+  // where that message's content (kContent) or reasoning (kReasoning) ends; kAuto picks reasoning
+  // when the message has reasoning_content and no content. add_generation_prompt must be false.
+  enum class Continue : uint8_t { kNone, kAuto, kContent, kReasoning };
+  Continue continue_final = Continue::kNone;
 };
 
 // What a template renders, found by rendering probe conversations (as minja's chat_template does).

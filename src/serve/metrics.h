@@ -55,6 +55,11 @@ struct Metrics {
   uint64_t steps = 0;
   uint64_t draft_tokens = 0, draft_accepted = 0;  // speculative decoding (lookup): verified, kept
   uint64_t context_shifts = 0;       // a sequence at its limit dropped old tokens and went on
+  // llama-server's llamacpp:* figures: seconds spent on prompts and on generation (summed over
+  // finished requests), the longest sequence seen, running requests summed over steps.
+  double prompt_seconds = 0, predicted_seconds = 0;
+  uint64_t n_tokens_max = 0;
+  uint64_t busy_slots_sum = 0;
   uint64_t stalls = 0;               // steps that found no cell for any row (a reservation error,
                                      // resolved by ending or requeueing a request; 0 when sound)
   Histogram ttft{kTtftBuckets};

@@ -1,6 +1,7 @@
 #include "serve/request_json.h"
 
 #include <algorithm>
+#include <ctime>
 #include <cstdlib>
 #include <random>
 
@@ -351,6 +352,42 @@ ChatGeneration parse_chat_generation(const Fields& f, const chat::ChatTemplate& 
     in.extra = *k;
   }
   in.add_generation_prompt = f.boolean("add_generation_prompt", true);
+  // The template context as llama.cpp gives it when serving: today's date_string ("%d %b %Y",
+  // Llama 3.x's system header) unless the request sets it.
+  if (!in.extra.is_object()) in.extra = json::object();
+  if (!in.extra.contains("date_string")) {
+    const std::time_t now = std::time(nullptr);
+    std::tm tm{};
+    gmtime_r(&now, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%d %b %Y", &tm);
+    in.extra["date_string"] = buf;
+  }
+  // continue_final_message (true, "content", "reasoning_content") and llama-server's prefill: a
+  // conversation ending with an assistant message continues it.
+  using Continue = chat::ChatInputs::Continue;
+  if (const json* c = f.get("continue_final_message")) {
+    if (c->is_boolean()) in.continue_final = c->get<bool>() ? Continue::kAuto : Continue::kNone;
+    else if (c->is_string() && *c == "content") in.continue_final = Continue::kContent;
+    else if (c->is_string() && *c == "reasoning_content") in.continue_final = Continue::kReasoning;
+    else request_error("continue_final_message: expected a boolean, \"content\" or \"reasoning_content\"");
+  }
+  const json& last = msgs->back();
+  const bool ends_assistant = last.is_object() && last.contains("role") && last["role"] == "assistant";
+  if (in.continue_final == Continue::kNone && ends_assistant) {
+    const json& before = msgs->size() >= 2 ? (*msgs)[msgs->size() - 2] : json();
+    if (before.is_object() && before.contains("role") && before["role"] == "assistant") {
+      request_error("messages: cannot have 2 or more assistant messages at the end of the list");
+    }
+    in.continue_final = Continue::kAuto;  // llama-server's prefill_assistant (on by default)
+    in.add_generation_prompt = false;
+  }
+  if (in.continue_final != Continue::kNone) {
+    if (in.add_generation_prompt) request_error("cannot set both add_generation_prompt and continue_final_message to true");
+    if (ends_assistant && last.contains("tool_calls") && last["tool_calls"].is_array() && !last["tool_calls"].empty()) {
+      request_error("continue_final_message: cannot continue an assistant message that contains tool calls");
+    }
+  }
   chat::ChatRequestOptions co;
   if (const json* tc = f.get("tool_choice")) {
     auto c = chat::parse_tool_choice(*tc);

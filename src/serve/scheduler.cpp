@@ -332,6 +332,9 @@ struct Scheduler::Impl {
     e.timings.queue_ms = ms_between(q.t_submit, q.t_admit ? q.t_admit : now);
     e.timings.ttft_ms = q.t_first ? ms_between(q.t_submit, q.t_first) : 0;
     metrics.e2e.observe(double(now - q.t_submit) / 1e6);
+    metrics.prompt_seconds += e.timings.prompt_ms / 1e3;
+    metrics.predicted_seconds += e.timings.predicted_ms / 1e3;
+    metrics.n_tokens_max = std::max<uint64_t>(metrics.n_tokens_max, uint64_t(q.r.prompt.size()) + uint64_t(q.n_generated));
     count_finish(q.reason0);
     publish();  // so that stats() seen after kDone already counts the slot as free
     emit(q, std::move(e));
@@ -467,6 +470,7 @@ struct Scheduler::Impl {
   // which the loop must resolve (unstick) instead of trying the same step again.
   bool step() {
     ++metrics.steps;
+    metrics.busy_slots_sum += running.size();
     step_cells = 0;
     const uint64_t finished_before = choices_finished;
     if (enc_dec) encode_prompts();

@@ -53,7 +53,16 @@ inline std::string error_json(int status, std::string_view message, std::string_
 inline constexpr int kMaxBodyDepth = 64;
 
 // A request body -> a JSON object, or a 400 naming what is wrong.
+// Any JSON value (llama-server's /lora-adapters takes an array), with the same checks.
+inline json parse_any_body(std::string_view body);
+
 inline json parse_body(std::string_view body) {
+  json j = parse_any_body(body);
+  if (!j.is_object()) bad_request("the body must be a JSON object");
+  return j;
+}
+
+inline json parse_any_body(std::string_view body) {
   struct TooDeep {};
   const json::parser_callback_t limit = [](int depth, json::parse_event_t event, json&) {
     if ((event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) && depth >= kMaxBodyDepth) {
@@ -68,7 +77,6 @@ inline json parse_body(std::string_view body) {
     bad_request("the JSON body is nested more than " + std::to_string(kMaxBodyDepth) + " levels deep");
   }
   if (j.is_discarded()) bad_request("the body is not valid JSON");
-  if (!j.is_object()) bad_request("the body must be a JSON object");
   return j;
 }
 

@@ -1,5 +1,6 @@
 #include "metrics_text.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace loom::server {
@@ -93,6 +94,29 @@ std::string render_metrics(const json& s, const http::ServerStats& h) {
   o.counter("loom_http_timeouts_total", "Connections timed out (slow clients).", double(h.timeouts));
   o.counter("loom_http_client_disconnects_total", "Clients gone before their response was complete.", double(h.client_disconnects));
   o.gauge("loom_http_open_streams", "Responses not yet completely written.", double(h.open_streams));
+  // llama-server's names (what its dashboards and autoscalers read), from the same figures.
+  auto per_second = [](double n, double s) { return s > 0 ? n / s : 0.0; };
+  const double steps = n(m, "steps");
+  o.counter("llamacpp:prompt_tokens_total", "Number of prompt tokens processed, excluding cached tokens", n(m, "prompt_tokens"));
+  o.counter("llamacpp:prompt_tokens_cached_total", "Number of prompt tokens reused from the cache", n(m, "prefix_hit_tokens"));
+  o.counter("llamacpp:prompt_seconds_total", "Total time spent processing prompts", n(m, "prompt_seconds"));
+  o.counter("llamacpp:tokens_predicted_total", "Number of generation tokens processed", n(m, "generated_tokens"));
+  o.counter("llamacpp:tokens_predicted_seconds_total", "Total time spent generating tokens", n(m, "predicted_seconds"));
+  o.counter("llamacpp:n_decode_total", "Total number of batches decoded", steps);
+  o.counter("llamacpp:n_tokens_max", "Largest observed sequence length (prompt + generation)", n(m, "n_tokens_max"));
+  o.counter("llamacpp:spec_decode_num_draft_tokens_total", "Speculative: Total draft tokens generated", n(m, "draft_tokens"));
+  o.counter("llamacpp:spec_decode_num_accepted_tokens_total", "Speculative: Total draft tokens accepted by the target model",
+            n(m, "draft_accepted"));
+  o.gauge("llamacpp:prompt_tokens_seconds", "Average prompt throughput in tokens/s", per_second(n(m, "prompt_tokens"), n(m, "prompt_seconds")));
+  o.gauge("llamacpp:predicted_tokens_seconds", "Average generation throughput in tokens/s",
+          per_second(n(m, "generated_tokens"), n(m, "predicted_seconds")));
+  o.gauge("llamacpp:requests_processing", "Number of requests processing", n(s, "running"));
+  o.gauge("llamacpp:requests_deferred", "Number of requests deferred", n(s, "waiting"));
+  o.gauge("llamacpp:n_busy_slots_per_decode", "Average number of busy slots per decoded batch",
+          n(m, "busy_slots_sum") / std::max(steps, 1.0));
+  o.gauge("llamacpp:kv_cache_usage_ratio", "KV-cache usage. 1 means 100 percent usage",
+          n(s, "kv_cells") > 0 ? n(s, "kv_used") / n(s, "kv_cells") : 0.0);
+  o.gauge("llamacpp:kv_cache_tokens", "KV-cache tokens.", n(s, "kv_used"));
   return o.take();
 }
 

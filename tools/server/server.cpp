@@ -129,6 +129,64 @@ struct App {
   std::optional<api::Scheduler> sched;
   std::string template_override;  // --chat-template-file's source or --chat-template ("" = the model's template)
   json default_kwargs = json::object();  // --chat-template-kwargs, with --reasoning on|off's enable_thinking
+  // --lora adapters (freed with the App) and their scales; lora_mu orders /lora-adapters calls.
+  struct Lora {
+    loom_lora_adapter* handle = nullptr;
+    std::string path;
+    float scale = 1.0f;
+  };
+  std::vector<Lora> loras;
+  std::mutex lora_mu;
+  ~App() {
+    sched.reset();
+    for (Lora& l : loras) loom_lora_adapter_free(l.handle);
+  }
+
+  // Gives the scheduler the adapters with a non-zero scale (it waits for running requests).
+  bool apply_loras() {
+    std::vector<loom_lora_adapter*> h;
+    std::vector<float> sc;
+    for (const Lora& l : loras) {
+      if (l.scale != 0.0f) h.push_back(l.handle), sc.push_back(l.scale);
+    }
+    return loom_scheduler_set_lora(sched->handle(), h.data(), sc.data(), int32_t(h.size())) == LOOM_OK;
+  }
+
+  json lora_list() const {
+    json out = json::array();
+    for (size_t i = 0; i < loras.size(); ++i) {
+      out.push_back({{"id", i}, {"path", loras[i].path}, {"scale", loras[i].scale}, {"task_name", ""}, {"prompt_prefix", ""}});
+    }
+    return out;
+  }
+
+  // llama-server's /lora-adapters: GET lists them; POST [{"id", "scale"}] sets the scales (an
+  // adapter not named gets 0, as llama-server), applied once the running requests are done.
+  void lora_adapters(http::Request& req, http::Response& res) {
+    std::lock_guard<std::mutex> l(lora_mu);
+    if (req.method != "POST") return send_json(res, lora_list());
+    const json body = parse_any_body(req.body);
+    if (!body.is_array()) bad_request("Request body must be an array");
+    std::vector<float> scales(loras.size(), 0.0f);
+    for (size_t i = 0; i < body.size(); ++i) {
+      const std::string where = "[" + std::to_string(i) + "]";
+      const Fields f(body[i], where + ".");
+      if (!body[i].is_object()) bad_request(where + ": expected {\"id\", \"scale\"}");
+      const int64_t id = f.integer_in("id", -1, -1, INT32_MAX);
+      if (id < 0 || id >= int64_t(loras.size())) bad_request(where + ".id: no adapter " + std::to_string(id) + " (" + std::to_string(loras.size()) + " loaded)");
+      const json* sc = f.get("scale");
+      if (sc && (!sc->is_number() || !std::isfinite(sc->get<double>()))) bad_request(where + ".scale: expected a number");
+      scales[size_t(id)] = sc ? float(sc->get<double>()) : 0.0f;
+    }
+    std::vector<float> before;
+    for (size_t i = 0; i < loras.size(); ++i) before.push_back(loras[i].scale), loras[i].scale = scales[i];
+    if (!apply_loras()) {
+      const std::string why = loom_last_error();
+      for (size_t i = 0; i < loras.size(); ++i) loras[i].scale = before[i];
+      throw HttpError{500, "applying the adapters failed: " + why, {}, {}};
+    }
+    send_json(res, {{"success", true}});
+  }
   std::string template_source;    // the template in use (/props)
   std::string alias;
   std::atomic<bool> ready{false};
@@ -269,7 +327,11 @@ struct App {
     if (path == "/detokenize") return need(post), detokenize(req, *res);
     if (path == "/apply-template") return need(post), apply_template(req, *res);
     if (path == "/metrics") return need(get), metrics(*res);
-    if (path == "/props") return need(get), props(*res);
+    if (path == "/props") {
+      if (post) throw HttpError{501, "This server does not support changing global properties. Start it with `--props`", "not_supported_error", {}};
+      return need(get), props(*res);
+    }
+    if (path == "/lora-adapters") return need(get || post), lora_adapters(req, *res);
     throw HttpError{404, "no endpoint " + path, "not_found_error", {}};
   }
 
@@ -1266,9 +1328,8 @@ int run_server(const ServeOptions& opts, std::atomic<bool>* stop) {
   }
   if (!*sched) return quit(1, sched->status().message());
   a.sched = std::move(**sched);
-  // LoRA adapters: loaded, given to the scheduler's context (which keeps them), then released here.
-  std::vector<loom_lora_adapter*> adapters;
-  std::vector<float> scales;
+  // LoRA adapters: loaded and given to the scheduler's context; kept (with their scales) for
+  // /lora-adapters, which changes the scales.
   std::string lora_error;
   for (const auto& [path, scale] : opts.loras) {
     loom_lora_adapter* l = loom_lora_adapter_load(a.model->handle(), path.c_str());
@@ -1276,14 +1337,9 @@ int run_server(const ServeOptions& opts, std::atomic<bool>* stop) {
       lora_error = "--lora " + path + ": " + loom_last_error();
       break;
     }
-    adapters.push_back(l);
-    scales.push_back(scale);
+    a.loras.push_back({l, path, scale});
   }
-  if (lora_error.empty() && !adapters.empty() &&
-      loom_scheduler_set_lora(a.sched->handle(), adapters.data(), scales.data(), int32_t(adapters.size())) != LOOM_OK) {
-    lora_error = std::string("--lora: ") + loom_last_error();
-  }
-  for (loom_lora_adapter* l : adapters) loom_lora_adapter_free(l);
+  if (lora_error.empty() && !a.loras.empty() && !a.apply_loras()) lora_error = std::string("--lora: ") + loom_last_error();
   if (!lora_error.empty()) {
     a.sched.reset();
     return quit(1, lora_error);

@@ -3,7 +3,9 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 
-import { golden, post, sse, startServer } from './harness.mjs';
+import fs from 'node:fs';
+
+import { golden, post, sharedPath, sse, startServer } from './harness.mjs';
 
 let srv;
 before(async () => { srv = await startServer(['-np', '4', '-c', '4096']); });
@@ -122,4 +124,71 @@ test('chat streams: first delta content null, reasoning streamed apart, tool cal
   assert.equal(tc[0].function.name, call.function.name);
   assert.equal(tc.map((c) => c.function.arguments ?? '').join(''), call.function.arguments);
   assert.equal(ts.events.at(-2).choices[0].finish_reason, 'tool_calls');
+});
+
+test('a trailing assistant message is continued (prefill); continue_final_message rules are llama-server\'s', async () => {
+  const user = { role: 'user', content: 'Tell me a story' };
+  const prefill = await post(srv.url, '/apply-template', { messages: [user, { role: 'assistant', content: 'Once upon a' }] });
+  assert.equal(prefill.status, 200, prefill.text);
+  assert.ok(prefill.json.prompt.endsWith('Once upon a'), JSON.stringify(prefill.json.prompt));
+  const open = await post(srv.url, '/apply-template', { messages: [user] });
+  assert.ok(prefill.json.prompt.startsWith(open.json.prompt), 'the continued message sits where the reply would start');
+  // The chat reply continues the text.
+  const r = await post(srv.url, '/v1/chat/completions', { messages: [user, { role: 'assistant', content: 'Once upon a' }], max_tokens: 4, temperature: 0 });
+  assert.equal(r.status, 200, r.text);
+  const cont = await post(srv.url, '/v1/chat/completions', { messages: [user, { role: 'assistant', content: 'Once upon a' }], continue_final_message: true, add_generation_prompt: false, max_tokens: 4, temperature: 0 });
+  assert.equal(cont.json.choices[0].message.content, r.json.choices[0].message.content);
+  for (const [body, re] of [
+    [{ messages: [user, { role: 'assistant', content: 'a' }, { role: 'assistant', content: 'b' }] }, /2 or more assistant messages/],
+    [{ messages: [user, { role: 'assistant', content: 'a' }], continue_final_message: true, add_generation_prompt: true }, /add_generation_prompt and continue_final_message/],
+    [{ messages: [user], continue_final_message: true, add_generation_prompt: false }, /not an assistant message/],
+    [{ messages: [user, { role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'f', arguments: '{}' } }] }], continue_final_message: 'content', add_generation_prompt: false }, /tool calls/],
+    [{ messages: [user], continue_final_message: 3 }, /continue_final_message/],
+  ]) {
+    const bad = await post(srv.url, '/v1/chat/completions', { ...body, max_tokens: 2 });
+    assert.equal(bad.status, 400, JSON.stringify(body) + bad.text);
+    assert.match(bad.json.error.message, re);
+  }
+});
+
+test('/metrics has llama-server\'s llamacpp:* names beside loom\'s; POST /props is refused as llama-server does', async () => {
+  await post(srv.url, '/completion', { prompt: 'Once', n_predict: 4 });
+  const text = await (await fetch(`${srv.url}/metrics`)).text();
+  for (const name of ['llamacpp:prompt_tokens_total', 'llamacpp:tokens_predicted_total', 'llamacpp:prompt_seconds_total',
+    'llamacpp:tokens_predicted_seconds_total', 'llamacpp:n_decode_total', 'llamacpp:n_tokens_max', 'llamacpp:requests_processing',
+    'llamacpp:requests_deferred', 'llamacpp:n_busy_slots_per_decode', 'llamacpp:predicted_tokens_seconds', 'loom_prompt_tokens_total']) {
+    assert.match(text, new RegExp(`^# TYPE ${name} `, 'm'), name);
+  }
+  assert.match(text, /^llamacpp:tokens_predicted_total [1-9]/m);
+  const p = await post(srv.url, '/props', {});
+  assert.equal(p.status, 501);
+});
+
+test('/lora-adapters lists the --lora adapters and sets their scales', async () => {
+  const dir = sharedPath('golden/adapters');
+  const base = JSON.parse(fs.readFileSync(`${dir}/lorabase.json`, 'utf8'));
+  const withA = JSON.parse(fs.readFileSync(`${dir}/lorabase-A100.json`, 'utf8'));
+  const s = await startServer(['--lora', `${dir}/lora-A.gguf`, '-np', '1'], { modelPath: `${dir}/${base.model_file}` });
+  try {
+    const run = base.runs[0];
+    const ids = async () => (await post(s.url, '/completion', { prompt: run.prompt, n_predict: run.greedy_ids.length, temperature: 0, return_tokens: true, cache_prompt: false })).json.tokens;
+    const list = (await (await fetch(`${s.url}/lora-adapters`)).json());
+    assert.equal(list.length, 1);
+    assert.equal(list[0].id, 0);
+    assert.equal(list[0].scale, 1);
+    assert.match(list[0].path, /lora-A\.gguf$/);
+    assert.deepEqual(await ids(), withA.runs[0].greedy_ids);
+    const off = await post(s.url, '/lora-adapters', [{ id: 0, scale: 0 }]);
+    assert.deepEqual(off.json, { success: true });
+    assert.deepEqual(await ids(), run.greedy_ids);
+    assert.equal((await (await fetch(`${s.url}/lora-adapters`)).json())[0].scale, 0);
+    await post(s.url, '/lora-adapters', [{ id: 0, scale: 1 }]);
+    assert.deepEqual(await ids(), withA.runs[0].greedy_ids);
+    for (const bad of [{}, [{ id: 5, scale: 1 }], [{ id: 0, scale: 'x' }], [3]]) {
+      const r = await post(s.url, '/lora-adapters', bad);
+      assert.equal(r.status, 400, JSON.stringify(bad));
+    }
+  } finally {
+    await s.stop();
+  }
 });
