@@ -320,7 +320,8 @@ struct App {
       send_json(*res, loom::api::responses_input_tokens_response(chat_prompt_tokens(loom::api::responses_to_chat(parse_body(req.body)))));
       return;
     }
-    if (path == "/v1/embeddings" || path == "/embeddings") return need(post), embeddings(req, res);
+    if (path == "/v1/embeddings") return need(post), embeddings(req, res);
+    if (path == "/embedding" || path == "/embeddings") return need(post), native_embeddings(req, res);
     if (path == "/v1/rerank" || path == "/rerank" || path == "/v1/reranking") return need(post), rerank(req, res);
     if (path == "/v1/models" || path == "/models") return need(get), models(*res);
     if (path == "/tokenize") return need(post), tokenize(req, *res);
@@ -1071,6 +1072,39 @@ struct App {
       }
       send_json(*res, {{"object", "list"}, {"data", data}, {"model", model_name},
                        {"usage", {{"prompt_tokens", r.prompt_tokens}, {"total_tokens", r.prompt_tokens}}}});
+    });
+  }
+
+  // llama-server's native /embedding and /embeddings: [{"index", "embedding": [[...]]}] (one pooled
+  // row per input), normalized as embd_normalize says (-1 none, 0 max-abs to int16, 1 taxicab,
+  // 2 euclidean (the default), p > 2 the p-norm).
+  void native_embeddings(http::Request& req, const std::shared_ptr<http::Response>& res) {
+    if (!o.embedding) throw HttpError{501, "this server was not started with --embedding", "not_supported_error", {}};
+    const json body = parse_body(req.body);
+    const EmbeddingsPlan p = plan_embeddings(body);
+    const Fields f(body);
+    const int64_t mode = f.integer_in("embd_normalize", 2, -1, 1000);
+    run_embed(p.request, res, [this, res, mode](api::Scheduler::Embeddings& r) {
+      json out = json::array();
+      for (int32_t i = 0; i < r.n_inputs; ++i) {
+        float* e = r.data.data() + size_t(i) * size_t(r.n_dim);
+        double norm = 0;
+        if (mode == 0) {
+          for (int32_t k = 0; k < r.n_dim; ++k) norm = std::max(norm, double(std::fabs(e[k])));
+          norm /= 32760.0;
+        } else if (mode == 2) {
+          for (int32_t k = 0; k < r.n_dim; ++k) norm += double(e[k]) * e[k];
+          norm = std::sqrt(norm);
+        } else if (mode > 0) {
+          for (int32_t k = 0; k < r.n_dim; ++k) norm += std::pow(std::fabs(double(e[k])), double(mode));
+          norm = std::pow(norm, 1.0 / double(mode));
+        }
+        const float inv = mode >= 0 && norm > 0 ? float(1.0 / norm) : 1.0f;
+        std::vector<float> v(e, e + r.n_dim);
+        for (float& x : v) x *= inv;
+        out.push_back({{"index", int(i)}, {"embedding", json::array({std::move(v)})}});
+      }
+      send_json(*res, out);
     });
   }
 

@@ -192,3 +192,31 @@ test('/lora-adapters lists the --lora adapters and sets their scales', async () 
     await s.stop();
   }
 });
+
+test('/embedding and /embeddings answer in llama-server\'s native shape; /v1/embeddings stays OpenAI\'s', async () => {
+  const s = await startServer(['--embedding'], { model: 'models/synth-bert-tiny-f32.gguf' });
+  try {
+    const input = ['hello world', 'a second one'];
+    const oai = await post(s.url, '/v1/embeddings', { input });
+    for (const path of ['/embedding', '/embeddings']) {
+      const r = await post(s.url, path, { content: input });
+      assert.equal(r.status, 200, r.text);
+      assert.ok(Array.isArray(r.json));
+      assert.deepEqual(r.json.map((x) => x.index), [0, 1]);
+      for (let i = 0; i < 2; ++i) {
+        const v = r.json[i].embedding;
+        assert.equal(v.length, 1, 'one pooled row');
+        const w = oai.json.data[i].embedding;
+        assert.equal(v[0].length, w.length);
+        for (let k = 0; k < w.length; ++k) assert.ok(Math.abs(v[0][k] - w[k]) < 1e-5);
+      }
+    }
+    // embd_normalize -1: as the model gives it (not of norm 1).
+    const raw = await post(s.url, '/embedding', { content: 'hello world', embd_normalize: -1 });
+    const n = Math.hypot(...raw.json[0].embedding[0]);
+    assert.ok(Math.abs(n - 1) > 1e-3, `norm ${n}`);
+    assert.equal((await post(s.url, '/embedding', { content: 'x', embd_normalize: 'a' })).status, 400);
+  } finally {
+    await s.stop();
+  }
+});
