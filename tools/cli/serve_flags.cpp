@@ -64,6 +64,7 @@ struct Ctx {
   bool ctx_set = false, pooling_set = false;
   int kv_per_slot = 0;
   bool effort_set = false;
+  bool lora_unapplied = false;
   std::string effort;
   std::set<const Flag*> noted;
 };
@@ -375,7 +376,8 @@ const std::vector<Flag>& table() {
     add(kCommon, "--log-file", "", "FNAME", "LLAMA_ARG_LOG_FILE", Kind::kNotYet, "loom's log always goes to stderr");
     add(kCommon, "--log-jsonl", "--no-log-jsonl", "", "LLAMA_ARG_LOG_JSONL", Kind::kNotYet, "loom's log is plain lines", quiet_if_negative());
     add(kCommon, "--log-colors", "", "[on|off|auto]", "LLAMA_ARG_LOG_COLORS", Kind::kNoop, "loom's log has no colors", on_off_auto(true));
-    add(kCommon, "-v,--verbose,--log-verbose", "", "", "", Kind::kImpl, "log everything (each request)",
+    // Sets ServeOptions::verbose; kNotYet until the server logs more with it.
+    add(kCommon, "-v,--verbose,--log-verbose", "", "", "", Kind::kNotYet, "sets the server's verbose option; it logs nothing more yet",
         [](Ctx& c, const Use&) { c.o->verbose = true; return std::string(); });
     add(kCommon, "--offline", "", "", "LLAMA_ARG_OFFLINE", Kind::kNoop, "loom never uses the network for models");
     add(kCommon, "-lv,--verbosity,--log-verbosity", "", "N", "LLAMA_ARG_LOG_VERBOSITY", Kind::kNotYet,
@@ -663,7 +665,8 @@ const std::vector<Flag>& table() {
         "a trailing assistant message is always continued", quiet_if_positive());
     add(kServer, "-sps,--slot-prompt-similarity", "", "SIMILARITY", "", Kind::kNoop,
         "loom finds cached prefixes in one tree, not per slot", number());
-    add(kServer, "--lora-init-without-apply", "", "", "", Kind::kNotYet, "adapters are applied at their scale from the start");
+    add(kServer, "--lora-init-without-apply", "", "", "", Kind::kImpl, "adapters load with scale 0 (POST /lora-adapters sets the scales)",
+        [](Ctx& c, const Use&) { c.lora_unapplied = true; return std::string(); });
     add(kServer, "--sleep-idle-seconds", "", "SECONDS", "", Kind::kNotYet, "the server does not sleep (issue 26 part 2)", quiet_if("-1"));
     add(kServer, "--log-prompts-dir", "", "PATH", "", Kind::kNotYet, "prompts are not logged to files");
     add(kServer, "--spec-draft-hf,-hfd,-hfrd,--hf-repo-draft", "", "<user>/<model>[:quant]", "LLAMA_ARG_SPEC_DRAFT_HF_REPO", Kind::kRefused,
@@ -958,6 +961,9 @@ ServeParse parse_serve_args(const std::vector<std::string>& args, server::ServeO
     return result;
   }
   if (c.kv_per_slot > 0 && !c.ctx_set) o->n_ctx = c.kv_per_slot * o->slots;
+  if (c.lora_unapplied) {
+    for (auto& l : o->loras) l.second = 0.0f;
+  }
   if (c.effort_set) {
     nlohmann::json kw = o->chat_template_kwargs.empty() ? nlohmann::json::object() : nlohmann::json::parse(o->chat_template_kwargs);
     if (c.effort == "default") kw.erase("reasoning_effort");

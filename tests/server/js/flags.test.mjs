@@ -107,6 +107,18 @@ test('--chat-template NAME or SOURCE is what /props reports', async () => {
   }
 });
 
+test('--lora a,b and --lora-init-without-apply: adapters listed, loaded with scale 0', async () => {
+  const dir = sharedPath('golden/adapters');
+  const s = await startServer(['--lora', `${dir}/lora-A.gguf,${dir}/lora-B.gguf`, '--lora-init-without-apply', '-np', '1', '-c', '512'],
+    { modelPath: `${dir}/synth-llama-lorabase-f32.gguf` });
+  try {
+    const list = await (await fetch(`${s.url}/lora-adapters`)).json();
+    assert.deepEqual(list.map((l) => [path.basename(l.path), l.scale]), [['lora-A.gguf', 0], ['lora-B.gguf', 0]]);
+  } finally {
+    await s.stop();
+  }
+});
+
 test('started as llama-server (a symlink): llama-server argv, environment variables', async () => {
   const s = await startAs('llama-server', ['-m', model(), '--host', '127.0.0.1', '--port', '0', '-t', '2', '-c', '512',
     '-np', '1', '--no-mmproj', '--offline'], { env: { LLAMA_ARG_ALIAS: 'from-env', LLAMA_ARG_N_GPU_LAYERS: '99' } });
