@@ -161,7 +161,7 @@ TEST_P(NewTiles, EveryShapeBitIdenticalWithVecDot) {
   constexpr int kW = 17, kA = 9;
   std::vector<int64_t> sizes;
   for (int64_t b = 1; b <= 16; ++b) sizes.push_back(b);
-  for (int64_t b : {17, 31, 33, 48}) sizes.push_back(b);
+  for (int64_t b : {17, 31, 33, 48, 88}) sizes.push_back(b);
   int checked = 0;
   for (int64_t nb : sizes) {
     for (int extreme = 0; extreme < 2; ++extreme) {

@@ -425,6 +425,133 @@ TEST_P(SmallTypesSimd, VecDotMatchesReference) {
   }
 }
 
+// The AVX-512 dots of MXFP4, Q1_0 and TQ2_0 add exact block (unit) sums in a fixed order, which
+// their tile kernels reproduce bit for bit (small_types.h kUnitSlotOf16, unit_tree_sum): a scalar
+// twin of that order equals them bit for bit, and the several-row forms (vec_dots_*) equal the
+// one-row dot of each row.
+int8_t q8_at(const uint8_t* a, int64_t e) { return int8_t(a[(e / 32) * 34 + 2 + e % 32]); }
+float f16_field(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return f16_to_f32(h);
+}
+float f32_field(const uint8_t* p) {
+  float v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+bool same_bits(float x, float y) {
+  if (std::isnan(x) && std::isnan(y)) return true;
+  uint32_t a, b;
+  std::memcpy(&a, &x, 4);
+  std::memcpy(&b, &y, 4);
+  return a == b;
+}
+
+// Units of 32 elements: isum[u], s[u] = d_a(u) * d_w(u) -> slots -> tree.
+float unit_order_model(const std::vector<int32_t>& isum, const std::vector<float>& s) {
+  float slot[16] = {};
+  for (size_t u = 0; u < isum.size(); ++u) {
+    int l = 0;
+    while (detail::kUnitSlotOf16[l] != int(u % 16)) ++l;
+    slot[l] = std::fma(float(isum[u]), s[u], slot[l]);
+  }
+  return detail::unit_tree_sum(slot);
+}
+float model_mxfp4(int64_t nb, const uint8_t* w, const uint8_t* a) {
+  std::vector<int32_t> isum(static_cast<size_t>(nb));
+  std::vector<float> s(static_cast<size_t>(nb));
+  for (int64_t u = 0; u < nb; ++u) {
+    const uint8_t* b = w + u * 17;
+    int32_t t = 0;
+    for (int j = 0; j < 16; ++j) {
+      t += detail::kMxfp4Values[b[1 + j] & 15] * q8_at(a, 32 * u + j) +
+           detail::kMxfp4Values[b[1 + j] >> 4] * q8_at(a, 32 * u + 16 + j);
+    }
+    isum[size_t(u)] = t;
+    s[size_t(u)] = f16_field(a + u * 34) * detail::e8m0_half(b[0]);
+  }
+  return unit_order_model(isum, s);
+}
+float model_q1_0(int64_t nb, const uint8_t* w, const uint8_t* a) {
+  std::vector<int32_t> isum(static_cast<size_t>(4 * nb));
+  std::vector<float> s(static_cast<size_t>(4 * nb));
+  for (int64_t u = 0; u < 4 * nb; ++u) {
+    const uint8_t* b = w + (u / 4) * 18;
+    int32_t t = 0;
+    for (int j = 0; j < 32; ++j) {
+      const int e = int(u % 4) * 32 + j;
+      t += ((b[2 + e / 8] >> (e % 8)) & 1 ? 1 : -1) * q8_at(a, 32 * u + j);
+    }
+    isum[size_t(u)] = t;
+    s[size_t(u)] = f16_field(a + u * 34) * f16_field(b);
+  }
+  return unit_order_model(isum, s);
+}
+// TQ2_0: block by block, one FMA each.
+float model_tq2_0(int64_t nb, const uint8_t* w, const uint8_t* a) {
+  float sum = 0.0f;
+  for (int64_t i = 0; i < nb; ++i) {
+    const uint8_t* b = w + i * 66;
+    const uint8_t* ba = a + i * 292;
+    int32_t t = 0;
+    for (int e = 0; e < 256; ++e) {
+      const int q = (b[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+      t += (q - 1) * int8_t(ba[4 + e]);
+    }
+    sum = std::fma(float(t), f32_field(ba) * f16_field(b + 64), sum);
+  }
+  return sum;
+}
+
+TEST(SmallTypesSimd, Avx512AccumulationOrderIsTheScalarModel) {
+#if !defined(__x86_64__)
+  GTEST_SKIP() << "x86-64 kernels";
+#else
+  if (!have_avx512()) GTEST_SKIP() << "CPU lacks AVX-512 VNNI";
+  using MultiFn = void (*)(int64_t, const void*, size_t, int, const void*, float*);
+  struct Case {
+    int type_index;
+    DotFn dot;
+    float (*model)(int64_t, const uint8_t*, const uint8_t*);
+    MultiFn multi;
+  };
+  const Case cases[] = {
+      {2, detail::small_simd::vec_dot_mxfp4_avx512, model_mxfp4, detail::small_simd::vec_dots_mxfp4_avx512},
+      {3, detail::small_simd::vec_dot_q1_0_avx512, model_q1_0, detail::small_simd::vec_dots_q1_0_avx512},
+      {1, detail::small_simd::vec_dot_tq2_0_avx512, model_tq2_0, nullptr},
+  };
+  std::mt19937 rng(77);
+  for (const Case& c : cases) {
+    const SmallType& t = small_types()[size_t(c.type_index)];
+    for (int64_t nb : {1, 2, 3, 4, 5, 7, 15, 16, 17, 31, 32, 33, 47, 88, 100}) {
+      const int64_t n = nb * t.block;
+      const size_t wbytes = size_t(nb * t.bytes), abytes = size_t(row_bytes(t.act, n));
+      constexpr int kRows = 5;
+      const size_t ws = wbytes + 1 + rng() % 5;
+      std::vector<uint8_t> wbuf(ws * kRows + 8), abuf(abytes + 8);
+      for (int mode = 0; mode < 4; ++mode) {
+        uint8_t* w = wbuf.data() + rng() % 8;
+        uint8_t* a = abuf.data() + rng() % 8;
+        for (int j = 0; j < kRows; ++j) random_weights(t, rng, nb, w + ws * size_t(j), mode < 3 ? mode : 0);
+        random_acts(t, rng, n, a, mode);
+        float multi[kRows];
+        if (c.multi) c.multi(n, w, ws, kRows, a, multi);
+        for (int j = 0; j < kRows; ++j) {
+          const uint8_t* wj = w + ws * size_t(j);
+          const float got = c.dot(n, wj, a), want = c.model(nb, wj, a);
+          ASSERT_TRUE(same_bits(got, want)) << t.name << " blocks " << nb << " mode " << mode << ": " << got
+                                            << " vs the model's " << want;
+          if (c.multi) {
+            ASSERT_TRUE(same_bits(multi[j], got)) << t.name << " vec_dots row " << j << " blocks " << nb;
+          }
+        }
+      }
+    }
+  }
+#endif
+}
+
 INSTANTIATE_TEST_SUITE_P(Kernels, SmallTypesSimd,
                          ::testing::Range(0, int(simd_dots().size())),
                          [](const auto& info) { return std::string(simd_dots()[size_t(info.param)].name); });
