@@ -477,29 +477,29 @@ class Converter {
       fail(err, StatusCode::kInvalidArgument, path + "/maxItems", "'maxItems' is below 'minItems'");
       return "value";
     }
-    if (s.contains("prefixItems")) {
-      const json& items = s["prefixItems"];
+    // A tuple: 2020-12's prefixItems, or draft-04/07's array form of items (llama.cpp takes both;
+    // additionalItems is ignored, the tuple has exactly its items, as in llama.cpp).
+    const bool draft4_tuple = !s.contains("prefixItems") && s.contains("items") && s["items"].is_array();
+    if (s.contains("prefixItems") || draft4_tuple) {
+      const char* key = draft4_tuple ? "items" : "prefixItems";
+      const json& items = s[key];
       if (!items.is_array()) {
         fail(err, StatusCode::kInvalidArgument, path + "/prefixItems", "'prefixItems' must be an array");
         return "value";
       }
-      if (s.contains("items") && s["items"] != false) {
+      if (!draft4_tuple && s.contains("items") && s["items"] != false) {
         fail(err, StatusCode::kUnsupported, path + "/items", "'items' after 'prefixItems' is not supported (use items: false)");
         return "value";
       }
       std::string rule = R"("[" space )";
       for (size_t i = 0; i < items.size(); ++i) {
-        const std::string r = visit(items[i], name + "-" + std::to_string(i), path + "/prefixItems/" + std::to_string(i), err);
+        const std::string r = visit(items[i], name + "-" + std::to_string(i), path + "/" + key + "/" + std::to_string(i), err);
         rule += (i ? R"( "," space )" : "") + r;
       }
       return add_rule(name, rule + R"( "]" space)");
     }
     std::string item = "value";
     if (s.contains("items")) {
-      if (s["items"].is_array()) {
-        fail(err, StatusCode::kUnsupported, path + "/items", "an array of 'items' (use 'prefixItems')");
-        return "value";
-      }
       item = visit(s["items"], name + "-item", path + "/items", err);
     } else {
       add_primitive("value");

@@ -294,6 +294,16 @@ TEST(JsonSchema, GrammarsAcceptExactlyTheSchemasDocuments) {
   const std::string tuple = R"({"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}]})";
   EXPECT_TRUE(accepts(tuple, R"([1, "a"])"));
   EXPECT_FALSE(accepts(tuple, R"([1])"));
+  // Draft-04/07 spellings llama.cpp takes too: the array form of items is a tuple, definitions
+  // next to $defs.
+  const std::string old_tuple = R"({"type": "array", "items": [{"type": "integer"}, {"type": "string"}], "additionalItems": false})";
+  EXPECT_TRUE(accepts(old_tuple, R"([1, "a"])"));
+  EXPECT_FALSE(accepts(old_tuple, R"(["a", 1])"));
+  EXPECT_FALSE(accepts(old_tuple, R"([1, "a", 2])"));
+  const std::string defs = R"({"definitions": {"n": {"type": "integer"}}, "type": "object",
+                                "properties": {"x": {"$ref": "#/definitions/n"}}, "required": ["x"]})";
+  EXPECT_TRUE(accepts(defs, R"({"x": 3})"));
+  EXPECT_FALSE(accepts(defs, R"({"x": "3"})"));
 }
 
 TEST(JsonSchema, UnsupportedConstructsNameTheirPath) {
