@@ -65,6 +65,7 @@ struct Ctx {
   int kv_per_slot = 0;
   bool effort_set = false;
   bool lora_unapplied = false;
+  bool said_no_jinja = false;
   std::string effort;
   std::set<const Flag*> noted;
 };
@@ -375,7 +376,8 @@ const std::vector<Flag>& table() {
     add(kCommon, "--log-disable", "", "", "", Kind::kNotYet, "loom's log always goes to stderr");
     add(kCommon, "--log-file", "", "FNAME", "LLAMA_ARG_LOG_FILE", Kind::kNotYet, "loom's log always goes to stderr");
     add(kCommon, "--log-jsonl", "--no-log-jsonl", "", "LLAMA_ARG_LOG_JSONL", Kind::kNotYet, "loom's log is plain lines", quiet_if_negative());
-    add(kCommon, "--log-colors", "", "[on|off|auto]", "LLAMA_ARG_LOG_COLORS", Kind::kNoop, "loom's log has no colors", on_off_auto(true));
+    add(kCommon, "--log-colors", "", "[on|off|auto]", "LLAMA_ARG_LOG_COLORS", Kind::kNoop,
+        "loom's log has no colors (a bare --log-colors, as older llama-servers took it, is accepted too)", on_off_auto(true))->nargs = -1;
     // Sets ServeOptions::verbose; kNotYet until the server logs more with it.
     add(kCommon, "-v,--verbose,--log-verbose", "", "", "", Kind::kNotYet, "sets the server's verbose option; it logs nothing more yet",
         [](Ctx& c, const Use&) { c.o->verbose = true; return std::string(); });
@@ -621,8 +623,9 @@ const std::vector<Flag>& table() {
     add(kServer, "--models-autoload", "--no-models-autoload", "", "LLAMA_ARG_MODELS_AUTOLOAD", Kind::kNoop, "router mode only");
     add(kServer, "--jinja", "--no-jinja", "", "LLAMA_ARG_JINJA", Kind::kAlways,
         "loom always renders the Jinja chat template (--no-jinja: said in the log, the template is used anyway)",
-        [](Ctx&, const Use& u) {
-          if (!u.pos) std::fprintf(stderr, "loom: %s: loom renders the model's Jinja chat template anyway\n", u.name.c_str());
+        [](Ctx& c, const Use& u) {
+          if (!u.pos && !c.said_no_jinja) std::fprintf(stderr, "loom: %s: loom renders the model's Jinja chat template anyway\n", u.name.c_str());
+          c.said_no_jinja = c.said_no_jinja || !u.pos;
           return std::string();
         });
     add(kServer, "--reasoning-format", "", "FORMAT", "LLAMA_ARG_THINK", Kind::kImpl,

@@ -70,7 +70,7 @@ test('loom serve with a llama-server command line: serves, accepted flags said o
     '-to', '60', '-cram', '64', '-ctxcp', '4', '--cors-origins', '*', '--no-cors-credentials',
     '--reasoning', 'off', '--reasoning-format', 'none', '--reasoning-budget', '-1', '-n', '16',
     '--chat-template-kwargs', '{"x":1}', '--cont-batching', '--mlock', '--no-mmap', '--cache_prompt',
-    '-ctk', 'f16', '-ctv', 'F16', '--sleep-idle-seconds', '-1', '--temp', '0.5', '--temp', '0.4',
+    '-ctk', 'f16', '-ctv', 'F16', '--no-jinja', '--no_jinja', '--sleep-idle-seconds', '-1', '--temp', '0.5', '--temp', '0.4',
   ]);
   try {
     const h = await fetch(`${s.url}/health`);
@@ -84,6 +84,7 @@ test('loom serve with a llama-server command line: serves, accepted flags said o
     assert.equal(count(err, /-fa has no effect on a CPU server/g), 1, err);
     assert.equal(count(err, /--no-webui has no effect in loom/g), 1, err);
     assert.equal(count(err, /--temp is accepted but not yet supported/g), 1, err);
+    assert.equal(count(err, /--no-jinja: loom renders the model's Jinja chat template anyway/g), 1, err);
     // Flags loom does (or always does) say nothing.
     for (const f of ['--jinja', '--metrics', '--cont-batching', '--sleep-idle-seconds', '--alias', '-cram']) {
       assert.ok(!err.includes(`loom: ${f} `), `${f} said something:\n${err}`);
@@ -121,13 +122,14 @@ test('--lora a,b and --lora-init-without-apply: adapters listed, loaded with sca
 
 test('started as llama-server (a symlink): llama-server argv, environment variables', async () => {
   const s = await startAs('llama-server', ['-m', model(), '--host', '127.0.0.1', '--port', '0', '-t', '2', '-c', '512',
-    '-np', '1', '--no-mmproj', '--offline'], { env: { LLAMA_ARG_ALIAS: 'from-env', LLAMA_ARG_N_GPU_LAYERS: '99' } });
+    '-np', '1', '--no-mmproj', '--flash-attn', '--offline', '--log-colors'], { env: { LLAMA_ARG_ALIAS: 'from-env', LLAMA_ARG_N_GPU_LAYERS: '99' } });
   try {
     await chatWorks(s.url, 'from-env');
     const models = await (await fetch(`${s.url}/v1/models`)).json();
     assert.equal(models.data[0].id, 'from-env');
     assert.match(s.stderr(), /LLAMA_ARG_N_GPU_LAYERS \(--n-gpu-layers\) has no effect on a CPU server/);
     assert.match(s.stderr(), /--offline has no effect in loom/);
+    assert.match(s.stderr(), /--flash-attn has no effect on a CPU server/);
   } finally {
     assert.equal(await s.stop(), 0);
   }
