@@ -683,6 +683,12 @@ LOOM_API int32_t loom_model_quantize(const char * input, const char * output, co
  * the clock. Size-negotiating as loom_gguf_describe. */
 LOOM_API int32_t loom_template_render(const char * template_source, const char * context_json, int64_t now_unix,
                                       char * buf, size_t buf_size);
+/* Since 0.3: the same with flags. LOOM_TEMPLATE_LENIENT renders as llama.cpp where Python Jinja2
+ * raises (what loom serve and loom-node do): an undefined value's attributes and items are
+ * undefined, `+` with an undefined operand gives the other one, none iterates as empty. */
+#define LOOM_TEMPLATE_LENIENT 1u
+LOOM_API int32_t loom_template_render_ext(const char * template_source, const char * context_json, int64_t now_unix,
+                                          uint32_t flags, char * buf, size_t buf_size);
 
 /* ---- the machine ----------------------------------------------------------------------------- */
 

@@ -553,9 +553,9 @@ inline Expected<std::string> gguf_describe(const std::string& path) {
 }
 // Renders a Jinja2 template with a JSON object as context (loom_template_render).
 inline Expected<std::string> render_template(const std::string& source, const std::string& context_json,
-                                             int64_t now_unix = -1) {
+                                             int64_t now_unix = -1, bool lenient = false) {
   return Model::detail_json([&](char* b, size_t n) {
-    return loom_template_render(source.c_str(), context_json.c_str(), now_unix, b, n);
+    return loom_template_render_ext(source.c_str(), context_json.c_str(), now_unix, lenient ? LOOM_TEMPLATE_LENIENT : 0u, b, n);
   });
 }
 inline std::string quantize_types() {

@@ -584,6 +584,11 @@ int32_t loom_model_quantize(const char* input, const char* output, const char* p
 
 int32_t loom_template_render(const char* template_source, const char* context_json, int64_t now_unix, char* buf,
                              size_t buf_size) {
+  return loom_template_render_ext(template_source, context_json, now_unix, 0, buf, buf_size);
+}
+
+int32_t loom_template_render_ext(const char* template_source, const char* context_json, int64_t now_unix, uint32_t flags,
+                                 char* buf, size_t buf_size) {
   return guarded<int32_t>(__func__, LOOM_SIZE_ERROR, [&]() -> int32_t {
     const char* fn = "loom_template_render";
     if (!template_source || !context_json) {
@@ -606,6 +611,7 @@ int32_t loom_template_render(const char* template_source, const char* context_js
     }
     loom::chat::RenderOptions opts;
     if (now_unix >= 0) opts.now_unix = now_unix;
+    opts.lenient = (flags & LOOM_TEMPLATE_LENIENT) != 0;
     auto out = tmpl->render(context, opts);
     if (!out) {
       fail(fn, out.status());

@@ -646,6 +646,11 @@ bool contains(Interpreter& in, const Value& container, const Value& item) {
 }
 
 Value binary_op(Interpreter& in, const std::string& op, const Value& a, const Value& b) {
+  if (in.options().lenient && op == "+" && (a.is_undefined() || b.is_undefined())) {
+    // llama.cpp: an undefined operand adds nothing.
+    if (a.is_undefined() && b.is_undefined()) return Value::string("");
+    return a.is_undefined() ? b : a;
+  }
   if (a.is_undefined()) in.fail_undefined(a);
   if (b.is_undefined()) in.fail_undefined(b);
   auto type_error = [&]() {

@@ -168,7 +168,7 @@ void Interpreter::exec_node(const Node& n, std::string& out) {
 
 void Interpreter::exec_for(const Node& n, std::string& out) {
   const Value seq = eval(*n.expr);
-  if (seq.is_none()) fail("'NoneType' object is not iterable");
+  if (seq.is_none() && !opts_.lenient) fail("'NoneType' object is not iterable");
   std::vector<Value> items = iterate(seq);
   auto saved = cur_;
   if (n.cond) {
@@ -564,7 +564,10 @@ bool Interpreter::apply_test(const std::string& name, const Value& v, CallArgs& 
 }
 
 Value Interpreter::get_attr(const Value& obj, const std::string& name) {
-  if (obj.is_undefined()) fail_undefined(obj);
+  if (obj.is_undefined()) {
+    if (opts_.lenient) return obj;
+    fail_undefined(obj);
+  }
   if (obj.is_dict()) {
     if (!obj.dict_data().is_namespace) {
       Value m = builtin_method(*this, obj, name);
@@ -582,7 +585,10 @@ Value Interpreter::get_attr(const Value& obj, const std::string& name) {
 }
 
 Value Interpreter::get_item(const Value& obj, const Value& key) {
-  if (obj.is_undefined()) fail_undefined(obj);
+  if (obj.is_undefined()) {
+    if (opts_.lenient) return obj;
+    fail_undefined(obj);
+  }
   if (obj.is_dict()) {
     if (const Value* v = obj.dict_data().find(key)) return *v;
     if (key.is_string() && !obj.dict_data().is_namespace) {
@@ -623,6 +629,9 @@ std::vector<Value> Interpreter::iterate(const Value& v) {
   work(scan_cost(v));
   switch (v.type()) {
     case Value::Type::kUndefined: return {};
+    case Value::Type::kNone:
+      if (opts_.lenient) return {};
+      fail("'NoneType' object is not iterable");
     case Value::Type::kList: return v.items();
     case Value::Type::kDict: {
       std::vector<Value> keys;

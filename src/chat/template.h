@@ -52,6 +52,11 @@ struct RenderOptions {
   // The instant strftime_now() formats, in seconds since the Unix epoch, rendered as UTC. Unset:
   // the current local time, as transformers does.
   std::optional<int64_t> now_unix;
+  // llama.cpp's leniency where Python Jinja2 raises (serving renders so; `loom template` keeps
+  // Jinja2's errors unless --lenient): an undefined value's attributes and items are undefined,
+  // `+` with an undefined operand gives the other one (firefunction's `... + functions`), and
+  // none or undefined iterates as an empty sequence (`for`, `none | selectattr(...)`, functionary).
+  bool lenient = false;
   uint64_t max_steps = 10'000'000;
   int max_call_depth = 100;
   size_t max_output_bytes = size_t(16) << 20;

@@ -331,7 +331,9 @@ int rendered_prefix(const chat::ChatTemplate& tmpl, const chat::ChatInputs& in, 
   part.messages = json::array();
   for (size_t i = 0; i < n; ++i) part.messages.push_back(in.messages[i]);
   part.add_generation_prompt = false;
-  auto prepared = chat::prepare_chat(tmpl, part, chat::ChatRequestOptions{});
+  chat::ChatRequestOptions po;
+  po.render.lenient = true;  // as the whole prompt was rendered
+  auto prepared = chat::prepare_chat(tmpl, part, po);
   if (!prepared || prepared->prompt.empty() || whole.compare(0, prepared->prompt.size(), prepared->prompt) != 0) return 0;
   const std::vector<int32_t> ids = chat::tokenize_chat_prompt(vocab, prepared->prompt);
   if (ids.empty() || ids.size() >= whole_ids.size() || !std::equal(ids.begin(), ids.end(), whole_ids.begin())) return 0;
@@ -389,6 +391,7 @@ ChatGeneration parse_chat_generation(const Fields& f, const chat::ChatTemplate& 
     }
   }
   chat::ChatRequestOptions co;
+  co.render.lenient = true;  // serving renders as llama.cpp where Python Jinja2 raises
   if (const json* tc = f.get("tool_choice")) {
     auto c = chat::parse_tool_choice(*tc);
     if (!c) request_error(c.status());

@@ -59,6 +59,34 @@ TEST(ChatUnit, ListAppendOnNamespaceList) {
   EXPECT_EQ(*r, "[0, 2, 4]4");
 }
 
+// llama.cpp's leniency (RenderOptions::lenient, what serving uses) where Jinja2 raises; strict by
+// default, as the goldens hold.
+TEST(ChatUnit, LenientModeRendersWhereJinja2Raises) {
+  chat::RenderOptions lenient;
+  lenient.lenient = true;
+  const ordered_json ctx = ordered_json::parse(R"({"tools": null, "m": {"a": 1}})");
+  struct Case {
+    const char* src;
+    const char* lenient_out;
+  } cases[] = {
+      {"{{ 'a' + functions }}|", "a|"},                         // firefunction v2
+      {"{{ functions + 'b' }}", "b"},
+      {"{{ (tools | selectattr('type', 'equalto', 'x') | list | length) }}", "0"},  // functionary v3.1
+      {"{% for t in tools %}x{% endfor %}none", "none"},
+      {"[{{ missing.attr.deeper }}][{{ missing['k'] }}]", "[][]"},
+      {"{{ m.a }}{{ m.b.c }}", "1"},
+  };
+  for (const Case& c : cases) {
+    EXPECT_FALSE(render(c.src, ctx).has_value()) << c.src << ": Jinja2 raises, so does the strict mode";
+    auto r = render(c.src, ctx, lenient);
+    ASSERT_TRUE(r.has_value()) << c.src << ": " << r.status().message();
+    EXPECT_EQ(*r, c.lenient_out) << c.src;
+  }
+  // What Jinja2 renders is the same in both modes.
+  EXPECT_EQ(*render("{{ x is defined }}{{ y | default('d') }}", ctx, lenient), "Falsed");
+  EXPECT_FALSE(render("{{ 1 + 'a' }}", ctx, lenient).has_value());
+}
+
 TEST(ChatUnit, CyclicListPrintsAndFailsToSerializeWithoutCrashing) {
   auto r = render("{% set ns = namespace(l=[]) %}{% do ns.l.append(ns.l) %}{{ ns.l|length }}");
   ASSERT_TRUE(r.has_value()) << r.status().message();

@@ -1,4 +1,4 @@
-// loom template --template FILE.jinja --context FILE.json [--now UNIX_SECONDS]: renders a chat template and prints the
+// loom template --template FILE.jinja --context FILE.json [--now UNIX_SECONDS] [--lenient]: renders a chat template and prints the
 // result exactly (no newline added). The context is a JSON object whose key order is kept; a key
 // that is absent is undefined while null is none.
 #include <cstdio>
@@ -12,6 +12,7 @@ void register_template(CLI::App& app, int& exit_code) {
     std::string template_file;
     std::string context_file;
     int64_t now = -1;
+    bool lenient = false;
   };
   auto o = std::make_shared<Opts>();
   CLI::App* sub = app.add_subcommand("template", "Render a chat template (Jinja2) with a JSON context");
@@ -20,13 +21,15 @@ void register_template(CLI::App& app, int& exit_code) {
       ->required();
   sub->add_option("--now", o->now, "strftime_now() renders this instant (Unix seconds, UTC) instead of the clock")
       ->check(CLI::NonNegativeNumber);
+  sub->add_flag("--lenient", o->lenient,
+                "render as llama.cpp (and loom serve) where Python Jinja2 raises: undefined attributes, + undefined, none | filters");
   sub->callback([o, &exit_code] {
     std::string error;
     auto source = read_file(o->template_file, &error);
     if (!source) { exit_code = fail(error); return; }
     auto context = read_file(o->context_file, &error);
     if (!context) { exit_code = fail(error); return; }
-    auto out = api::render_template(*source, *context, o->now);
+    auto out = api::render_template(*source, *context, o->now, o->lenient);
     if (!out) {
       // Say which file is at fault: the context's JSON, or the template.
       const std::string msg = last_error();

@@ -220,3 +220,18 @@ test('/embedding and /embeddings answer in llama-server\'s native shape; /v1/emb
     await s.stop();
   }
 });
+
+test('serving renders templates as llama.cpp where Python Jinja2 raises (undefined functions, none | selectattr)', async () => {
+  const tmpl = "{{ 'Functions: ' + functions }}{% set n = tools | selectattr('type', 'equalto', 'code') | list | length %}"
+    + "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}";
+  const s = await startServer(['--chat-template', tmpl]);
+  try {
+    const r = await post(s.url, '/apply-template', { messages: [{ role: 'user', content: 'hi' }] });
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.json.prompt, 'Functions: <user>hi<assistant>');
+    const c = await post(s.url, '/v1/chat/completions', { messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 });
+    assert.equal(c.status, 200, c.text);
+  } finally {
+    await s.stop();
+  }
+});
