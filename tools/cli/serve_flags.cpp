@@ -152,6 +152,63 @@ Handler bool_to(bool ServeOptions::*field) {
     return "";
   };
 }
+// A server-wide request default (ServeOptions::request_defaults, a JSON object of request fields).
+enum class DefaultKind { kNumber, kInt, kString, kTrue, kAppend, kFile };
+Handler request_default(std::string key, DefaultKind kind) {
+  return [key, kind](Ctx& c, const Use& u) -> std::string {
+    nlohmann::ordered_json d = c.o->request_defaults.empty() ? nlohmann::ordered_json::object()
+                                                             : nlohmann::ordered_json::parse(c.o->request_defaults);
+    switch (kind) {
+      case DefaultKind::kNumber: {
+        double x;
+        if (!to_float(u.v[0], &x)) return "expected a number, not '" + u.v[0] + "'";
+        d[key] = x;
+        break;
+      }
+      case DefaultKind::kInt: {
+        long long x;
+        if (!to_int(u.v[0], &x)) return "expected an integer, not '" + u.v[0] + "'";
+        d[key] = x;
+        break;
+      }
+      case DefaultKind::kString: d[key] = u.v[0]; break;
+      case DefaultKind::kTrue: d[key] = u.pos; break;
+      case DefaultKind::kAppend:
+        if (!d.contains(key) || !d[key].is_array()) d[key] = nlohmann::ordered_json::array();
+        d[key].push_back(u.v[0]);
+        break;
+      case DefaultKind::kFile: {
+        std::ifstream f(u.v[0], std::ios::binary);
+        if (!f) return "cannot read " + u.v[0];
+        std::stringstream ss;
+        ss << f.rdbuf();
+        d[key] = ss.str();
+        break;
+      }
+    }
+    c.o->request_defaults = d.dump();
+    return "";
+  };
+}
+// -l TOKEN_ID(+/-)BIAS: one [id, bias] pair of logit_bias.
+Handler logit_bias_default() {
+  return [](Ctx& c, const Use& u) -> std::string {
+    const std::string& v = u.v[0];
+    const size_t at = v.find_first_of("+-", 1);
+    long long id;
+    double bias;
+    if (at == std::string::npos || !to_int(v.substr(0, at), &id) || !to_float(v.substr(at), &bias)) {
+      return "expected TOKEN_ID(+/-)BIAS, e.g. 15043+1, not '" + v + "'";
+    }
+    nlohmann::ordered_json d = c.o->request_defaults.empty() ? nlohmann::ordered_json::object()
+                                                             : nlohmann::ordered_json::parse(c.o->request_defaults);
+    if (!d.contains("logit_bias") || !d["logit_bias"].is_array()) d["logit_bias"] = nlohmann::ordered_json::array();
+    d["logit_bias"].push_back({id, bias});
+    c.o->request_defaults = d.dump();
+    return "";
+  };
+}
+
 // Checks that a value is a number (the flag is otherwise accepted without effect).
 Handler number() {
   return [](Ctx&, const Use& u) -> std::string {
@@ -239,7 +296,7 @@ const std::vector<Flag>& table() {
     };
     const std::string kThreads = "loom places and schedules its own threads";
     const std::string kDownload = "loom downloads nothing: give the GGUF file with -m";
-    const std::string kSamplingNote = "server-wide sampling defaults: requests' own fields apply, else llama.cpp's defaults";
+    const std::string kSamplingNote = "a server-wide default under each request's own field";
     const std::string kRope = "RoPE / YaRN overrides: not yet in loom serve";
     const std::string kNoMM = "loom serve has no multimodal projector";
     const std::string kNoUI = "loom serves no web UI";
@@ -282,7 +339,7 @@ const std::vector<Flag>& table() {
         int_to(&ServeOptions::n_batch, 1, 1 << 20));
     add(kCommon, "-ub,--ubatch-size", "", "N", "LLAMA_ARG_UBATCH", Kind::kImpl, "most tokens per forward pass",
         int_to(&ServeOptions::n_ubatch, 1, 1 << 20));
-    add(kCommon, "--keep", "", "N", "", Kind::kNotYet, "no server-wide n_keep default yet (a request's n_keep applies)", quiet_if("0"));
+    add(kCommon, "--keep", "", "N", "", Kind::kImpl, "n_keep of requests that give none", request_default("n_keep", DefaultKind::kInt));
     add(kCommon, "--swa-full", "", "", "LLAMA_ARG_SWA_FULL", Kind::kImpl, "full-size caches for sliding-window layers",
         bool_to(&ServeOptions::swa_full));
     {
@@ -399,39 +456,39 @@ const std::vector<Flag>& table() {
         "the draft model's cache is f16", quiet_if("f16"));
 
     // ---- sampling params: server-wide defaults ----
-    add(kSampling, "--samplers", "", "SAMPLERS", "", Kind::kNotYet, kSamplingNote);
-    add(kSampling, "-s,--seed", "", "SEED", "", Kind::kNotYet, kSamplingNote, quiet_if("-1"));
-    add(kSampling, "--sampler-seq,--sampling-seq", "", "SEQUENCE", "", Kind::kNotYet, kSamplingNote);
-    add(kSampling, "--ignore-eos", "", "", "", Kind::kNotYet, kSamplingNote);
-    add(kSampling, "--temp,--temperature", "", "N", "LLAMA_ARG_TEMPERATURE", Kind::kNotYet, kSamplingNote, number());
-    add(kSampling, "--top-k", "", "N", "LLAMA_ARG_TOP_K", Kind::kNotYet, kSamplingNote, number());
-    add(kSampling, "--top-p", "", "N", "LLAMA_ARG_TOP_P", Kind::kNotYet, kSamplingNote, number());
-    add(kSampling, "--min-p", "", "N", "LLAMA_ARG_MIN_P", Kind::kNotYet, kSamplingNote, number());
+    add(kSampling, "--samplers", "", "SAMPLERS", "", Kind::kImpl, kSamplingNote, request_default("samplers", DefaultKind::kString));
+    add(kSampling, "-s,--seed", "", "SEED", "", Kind::kImpl, kSamplingNote, request_default("seed", DefaultKind::kInt));
+    add(kSampling, "--sampler-seq,--sampling-seq", "", "SEQUENCE", "", Kind::kImpl, kSamplingNote, request_default("samplers", DefaultKind::kString));
+    add(kSampling, "--ignore-eos", "", "", "", Kind::kImpl, kSamplingNote, request_default("ignore_eos", DefaultKind::kTrue));
+    add(kSampling, "--temp,--temperature", "", "N", "LLAMA_ARG_TEMPERATURE", Kind::kImpl, kSamplingNote, request_default("temperature", DefaultKind::kNumber));
+    add(kSampling, "--top-k", "", "N", "LLAMA_ARG_TOP_K", Kind::kImpl, kSamplingNote, request_default("top_k", DefaultKind::kInt));
+    add(kSampling, "--top-p", "", "N", "LLAMA_ARG_TOP_P", Kind::kImpl, kSamplingNote, request_default("top_p", DefaultKind::kNumber));
+    add(kSampling, "--min-p", "", "N", "LLAMA_ARG_MIN_P", Kind::kImpl, kSamplingNote, request_default("min_p", DefaultKind::kNumber));
     add(kSampling, "--top-nsigma,--top-n-sigma", "", "N", "", Kind::kNotYet, kSamplingNote, number());
-    add(kSampling, "--xtc-probability", "", "N", "", Kind::kNotYet, kSamplingNote, number());
-    add(kSampling, "--xtc-threshold", "", "N", "", Kind::kNotYet, kSamplingNote, number());
-    add(kSampling, "--typical,--typical-p", "", "N", "", Kind::kNotYet, kSamplingNote, number());
-    add(kSampling, "--repeat-last-n", "", "N", "", Kind::kNotYet, kSamplingNote, number());
-    add(kSampling, "--repeat-penalty", "", "N", "LLAMA_ARG_REPEAT_PENALTY", Kind::kNotYet, kSamplingNote, number());
-    add(kSampling, "--presence-penalty", "", "N", "LLAMA_ARG_PRESENCE_PENALTY", Kind::kNotYet, kSamplingNote, number());
-    add(kSampling, "--frequency-penalty", "", "N", "LLAMA_ARG_FREQUENCY_PENALTY", Kind::kNotYet, kSamplingNote, number());
-    add(kSampling, "--dry-multiplier", "", "N", "", Kind::kNotYet, kSamplingNote, number());
-    add(kSampling, "--dry-base", "", "N", "", Kind::kNotYet, kSamplingNote, number());
-    add(kSampling, "--dry-allowed-length", "", "N", "", Kind::kNotYet, kSamplingNote, number());
-    add(kSampling, "--dry-penalty-last-n", "", "N", "", Kind::kNotYet, kSamplingNote, number());
-    add(kSampling, "--dry-sequence-breaker", "", "STRING", "", Kind::kNotYet, kSamplingNote);
+    add(kSampling, "--xtc-probability", "", "N", "", Kind::kImpl, kSamplingNote, request_default("xtc_probability", DefaultKind::kNumber));
+    add(kSampling, "--xtc-threshold", "", "N", "", Kind::kImpl, kSamplingNote, request_default("xtc_threshold", DefaultKind::kNumber));
+    add(kSampling, "--typical,--typical-p", "", "N", "", Kind::kImpl, kSamplingNote, request_default("typical_p", DefaultKind::kNumber));
+    add(kSampling, "--repeat-last-n", "", "N", "", Kind::kImpl, kSamplingNote, request_default("repeat_last_n", DefaultKind::kInt));
+    add(kSampling, "--repeat-penalty", "", "N", "LLAMA_ARG_REPEAT_PENALTY", Kind::kImpl, kSamplingNote, request_default("repeat_penalty", DefaultKind::kNumber));
+    add(kSampling, "--presence-penalty", "", "N", "LLAMA_ARG_PRESENCE_PENALTY", Kind::kImpl, kSamplingNote, request_default("presence_penalty", DefaultKind::kNumber));
+    add(kSampling, "--frequency-penalty", "", "N", "LLAMA_ARG_FREQUENCY_PENALTY", Kind::kImpl, kSamplingNote, request_default("frequency_penalty", DefaultKind::kNumber));
+    add(kSampling, "--dry-multiplier", "", "N", "", Kind::kImpl, kSamplingNote, request_default("dry_multiplier", DefaultKind::kNumber));
+    add(kSampling, "--dry-base", "", "N", "", Kind::kImpl, kSamplingNote, request_default("dry_base", DefaultKind::kNumber));
+    add(kSampling, "--dry-allowed-length", "", "N", "", Kind::kImpl, kSamplingNote, request_default("dry_allowed_length", DefaultKind::kInt));
+    add(kSampling, "--dry-penalty-last-n", "", "N", "", Kind::kImpl, kSamplingNote, request_default("dry_penalty_last_n", DefaultKind::kInt));
+    add(kSampling, "--dry-sequence-breaker", "", "STRING", "", Kind::kImpl, kSamplingNote, request_default("dry_sequence_breakers", DefaultKind::kAppend));
     add(kSampling, "--adaptive-target", "", "N", "", Kind::kNotYet, kSamplingNote, number());
     add(kSampling, "--adaptive-decay", "", "N", "", Kind::kNotYet, kSamplingNote, number());
-    add(kSampling, "--dynatemp-range", "", "N", "", Kind::kNotYet, kSamplingNote, number());
-    add(kSampling, "--dynatemp-exp", "", "N", "", Kind::kNotYet, kSamplingNote, number());
-    add(kSampling, "--mirostat", "", "N", "", Kind::kNotYet, kSamplingNote, number());
-    add(kSampling, "--mirostat-lr", "", "N", "", Kind::kNotYet, kSamplingNote, number());
-    add(kSampling, "--mirostat-ent", "", "N", "", Kind::kNotYet, kSamplingNote, number());
-    add(kSampling, "-l,--logit-bias", "", "TOKEN_ID(+/-)BIAS", "", Kind::kNotYet, kSamplingNote);
-    add(kSampling, "--grammar", "", "GRAMMAR", "", Kind::kNotYet, "no server-wide grammar yet (a request's grammar applies)");
-    add(kSampling, "--grammar-file", "", "FNAME", "", Kind::kNotYet, "no server-wide grammar yet (a request's grammar applies)");
-    add(kSampling, "-j,--json-schema", "", "SCHEMA", "", Kind::kNotYet, "no server-wide schema yet (a request's json_schema applies)");
-    add(kSampling, "-jf,--json-schema-file", "", "FILE", "", Kind::kNotYet, "no server-wide schema yet (a request's json_schema applies)");
+    add(kSampling, "--dynatemp-range", "", "N", "", Kind::kImpl, kSamplingNote, request_default("dynatemp_range", DefaultKind::kNumber));
+    add(kSampling, "--dynatemp-exp", "", "N", "", Kind::kImpl, kSamplingNote, request_default("dynatemp_exponent", DefaultKind::kNumber));
+    add(kSampling, "--mirostat", "", "N", "", Kind::kImpl, kSamplingNote, request_default("mirostat", DefaultKind::kInt));
+    add(kSampling, "--mirostat-lr", "", "N", "", Kind::kImpl, kSamplingNote, request_default("mirostat_eta", DefaultKind::kNumber));
+    add(kSampling, "--mirostat-ent", "", "N", "", Kind::kImpl, kSamplingNote, request_default("mirostat_tau", DefaultKind::kNumber));
+    add(kSampling, "-l,--logit-bias", "", "TOKEN_ID(+/-)BIAS", "", Kind::kImpl, kSamplingNote, logit_bias_default());
+    add(kSampling, "--grammar", "", "GRAMMAR", "", Kind::kImpl, "the grammar of requests without their own (nor tools, response_format or json_schema)", request_default("grammar", DefaultKind::kString));
+    add(kSampling, "--grammar-file", "", "FNAME", "", Kind::kImpl, "the grammar of requests without their own (nor tools, response_format or json_schema)", request_default("grammar", DefaultKind::kFile));
+    add(kSampling, "-j,--json-schema", "", "SCHEMA", "", Kind::kImpl, "the JSON schema of requests without their own (nor tools, response_format or grammar)", request_default("json_schema", DefaultKind::kString));
+    add(kSampling, "-jf,--json-schema-file", "", "FILE", "", Kind::kImpl, "the JSON schema of requests without their own (nor tools, response_format or grammar)", request_default("json_schema", DefaultKind::kFile));
     add(kSampling, "-bs,--backend-sampling", "", "", "LLAMA_ARG_BACKEND_SAMPLING", Kind::kCpu, "");
 
     // ---- server-specific params ----
@@ -654,8 +711,9 @@ const std::vector<Flag>& table() {
     add(kServer, "--reasoning-budget", "", "N", "LLAMA_ARG_THINK_BUDGET", Kind::kImpl,
         "thinking tokens before the block is closed (-1: no limit, 0: at once)",
         int_to(&ServeOptions::reasoning_budget, -1, 1 << 30));
-    add(kServer, "--reasoning-budget-message", "", "MESSAGE", "LLAMA_ARG_THINK_BUDGET_MESSAGE", Kind::kNotYet,
-        "no message is injected when the budget closes the block");
+    add(kServer, "--reasoning-budget-message", "", "MESSAGE", "LLAMA_ARG_THINK_BUDGET_MESSAGE", Kind::kImpl,
+        "written before the closing tag when the reasoning budget closes a block",
+        request_default("reasoning_budget_message", DefaultKind::kString));
     add(kServer, "--reasoning-preserve", "--no-reasoning-preserve", "", "LLAMA_ARG_REASONING_PRESERVE", Kind::kNotYet,
         "earlier turns' reasoning is passed as the messages carry it", quiet_if_positive());
     add(kServer, "--chat-template", "", "JINJA_TEMPLATE", "LLAMA_ARG_CHAT_TEMPLATE", Kind::kImpl,

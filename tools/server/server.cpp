@@ -129,6 +129,7 @@ struct App {
   std::optional<api::Scheduler> sched;
   std::string template_override;  // --chat-template-file's source or --chat-template ("" = the model's template)
   json default_kwargs = json::object();  // --chat-template-kwargs, with --reasoning on|off's enable_thinking
+  json request_defaults = json::object();  // --temp, --top-k, -s, --grammar, ... (ServeOptions::request_defaults)
   // --lora adapters (freed with the App) and their scales; lora_mu orders /lora-adapters calls.
   struct Lora {
     loom_lora_adapter* handle = nullptr;
@@ -343,6 +344,19 @@ struct App {
     start_generation(res, std::move(plan));
   }
 
+  // The server-wide request defaults (llama-server's sampling flags) under a generation request's
+  // own fields; a default grammar or schema only where the request constrains nothing itself.
+  void apply_request_defaults(json& r) const {
+    if (!request_defaults.is_object()) return;
+    auto has = [&](const char* k) { return r.contains(k) && !r[k].is_null(); };
+    const bool constrained = has("grammar") || has("json_schema") || has("response_format") ||
+                             (has("tools") && r["tools"].is_array() && !r["tools"].empty());
+    for (const auto& [k, v] : request_defaults.items()) {
+      if ((k == "grammar" || k == "json_schema") && constrained) continue;
+      if (!has(k.c_str())) r[k] = v;
+    }
+  }
+
   // The server's defaults under a chat request's own fields: --chat-template-kwargs and
   // --reasoning on|off (enable_thinking) under its chat_template_kwargs, --reasoning-format under
   // its reasoning_format.
@@ -447,6 +461,7 @@ struct App {
     st->model = alias;
     st->created = unix_now();
     st->res = res;
+    for (json& r : plan.requests) apply_request_defaults(r);
     const int n_prompts = int(plan.requests.size());
     st->n_requests = n_prompts;
     // Submit every prompt; if one is refused, cancel the others and answer with its error. The
@@ -636,6 +651,7 @@ struct App {
     start_generation(res, std::move(plan), [&](GenState& st) {
       st.dialect = Dialect::kNative;
       st.body = body;
+      apply_request_defaults(st.body);  // generation_settings shows what the request ran with
       st.return_tokens = np.return_tokens;
       st.post_probs = np.post_sampling_probs;
       st.prompt_texts = np.prompt_texts;
@@ -1305,6 +1321,10 @@ int run_server(const ServeOptions& opts, std::atomic<bool>* stop) {
     }
     if (!a.default_kwargs.is_object()) return quit(2, "--chat-template-kwargs: expected a JSON object");
   }
+  if (!opts.request_defaults.empty()) {
+    a.request_defaults = json::parse(opts.request_defaults, nullptr, false);
+    if (!a.request_defaults.is_object()) return quit(2, "the request defaults are not a JSON object");
+  }
   if (opts.reasoning == "on" || opts.reasoning == "off") a.default_kwargs["enable_thinking"] = opts.reasoning == "on";
   else if (opts.reasoning != "auto") return quit(2, "--reasoning: expected on, off or auto, not '" + opts.reasoning + "'");
   // The template is checked now, so that a broken one stops the start rather than every chat.
@@ -1362,6 +1382,20 @@ int run_server(const ServeOptions& opts, std::atomic<bool>* stop) {
   }
   if (!*sched) return quit(1, sched->status().message());
   a.sched = std::move(**sched);
+  if (!a.request_defaults.empty() && !opts.embedding) {
+    // The defaults are checked once now (a --samplers typo, a grammar that does not parse stops the
+    // start rather than failing every request): a request with them is described, with no room
+    // for the description, so that nothing is queued.
+    json probe = a.request_defaults;
+    probe["prompt"] = "x";
+    char small[1];
+    const int32_t st = loom_scheduler_submit_ext(
+        a.sched->handle(), dump(probe).c_str(), nullptr, [](const loom_event*, void*) {}, nullptr, nullptr, small, sizeof small);
+    if (st != LOOM_OK && st != LOOM_ERR_RESOURCE_EXHAUSTED) {
+      a.sched.reset();
+      return quit(2, std::string("a server-wide sampling default: ") + loom_last_error());
+    }
+  }
   // LoRA adapters: loaded and given to the scheduler's context; kept (with their scales) for
   // /lora-adapters, which changes the scales.
   std::string lora_error;

@@ -70,6 +70,10 @@ struct ServeOptions {
   std::string reasoning = "auto";
   std::string reasoning_format = "auto";
   int reasoning_budget = -1;
+  // Server-wide request defaults (llama-server's sampling flags: --temp, --top-k, -s, --samplers,
+  // --grammar, -j, --keep, --reasoning-budget-message, ...): a JSON object of request fields,
+  // merged under every generation request's own fields ("" = none).
+  std::string request_defaults;
   // Extra names the model answers to (--alias a,b: the first is reported) and tags (/v1/models).
   std::vector<std::string> aliases;
   std::vector<std::string> tags;

@@ -83,7 +83,7 @@ test('loom serve with a llama-server command line: serves, accepted flags said o
     assert.equal(count(err, /(-ngl|--n-gpu-layers) has no effect on a CPU server/g), 1, err);
     assert.equal(count(err, /-fa has no effect on a CPU server/g), 1, err);
     assert.equal(count(err, /--no-webui has no effect in loom/g), 1, err);
-    assert.equal(count(err, /--temp is accepted but not yet supported/g), 1, err);
+    assert.equal(count(err, /--temp/g), 0, err);  // a server-wide sampling default now
     assert.equal(count(err, /--no-jinja: loom renders the model's Jinja chat template anyway/g), 1, err);
     // Flags loom does (or always does) say nothing.
     for (const f of ['--jinja', '--metrics', '--cont-batching', '--sleep-idle-seconds', '--alias', '-cram']) {
@@ -197,4 +197,29 @@ test("docs/serving.md's flag table is the parser's", () => {
   const docs = fs.readFileSync(path.join(repo, 'docs/serving.md'), 'utf8');
   assert.ok(r.stdout.length > 10000);
   assert.ok(docs.includes(r.stdout), 'docs/serving.md differs from `loom serve --flag-table-markdown`: regenerate its tables');
+});
+
+test('server-wide sampling defaults (--temp, -n, --grammar, --samplers) sit under each request\'s own fields', async () => {
+  const s = await startServer(['--temp', '0', '-n', '6', '--grammar', 'root ::= "yes" | "no"', '--seed', '7']);
+  try {
+    const a = await post(s.url, '/completion', { prompt: 'Once upon a time' });
+    assert.equal(a.status, 200, a.text);
+    assert.ok(['yes', 'no'].includes(a.json.content), a.json.content);
+    assert.equal(a.json.generation_settings.temperature, 0);
+    // A request's own grammar (or tools / json_schema) replaces the default grammar.
+    const own = await post(s.url, '/completion', { prompt: 'Once upon a time', grammar: 'root ::= "maybe"' });
+    assert.equal(own.json.content, 'maybe');
+    const free = await post(s.url, '/v1/completions', { prompt: 'Once upon a time', json_schema: { type: 'integer' } });
+    assert.match(free.json.choices[0].text, /^-?\d+\s*$/);
+    // Greedy by default now: the same text twice, as with an explicit temperature 0.
+    const b = await post(s.url, '/v1/chat/completions', { messages: [{ role: 'user', content: 'Hi' }], grammar: 'root ::= [a-z ]{1,30}' });
+    const c = await post(s.url, '/v1/chat/completions', { messages: [{ role: 'user', content: 'Hi' }], grammar: 'root ::= [a-z ]{1,30}', temperature: 0 });
+    assert.equal(b.json.choices[0].message.content, c.json.choices[0].message.content);
+    assert.equal(b.json.usage.completion_tokens <= 6, true);
+  } finally {
+    await s.stop();
+  }
+  const bad = runToExit(['-m', model(), '--port', '0', '--samplers', 'bogus']);
+  assert.notEqual(bad.status, 0);
+  assert.match(bad.stderr, /samplers: unknown sampler 'bogus'/);
 });
