@@ -135,6 +135,40 @@ test('chat messages go through the template; tools come back as tool_calls', asy
   assert.equal(plain.tool_calls, undefined); // as llama.node: absent when there are none
 });
 
+// The token callback's parsed fields come from the engine's stream parser (src/api/chat_stream.h),
+// the one loom serve streams from: reasoning apart from the content as it comes, tool-call text
+// never in the content, and the last callback's fields are the result's.
+test('token callbacks carry the reply parsed as it streams: reasoning apart, no raw tool-call text', async () => {
+  const messages = [{ role: 'user', content: 'Hi' }];
+  const grammar = 'root ::= "<think>" [a-z ]{5,20} "</think>" [a-z ]{3,20}';
+  const seen = [];
+  const r = await ctx.completion({ messages, grammar, reasoning_format: 'auto', n_predict: 60, ...greedy }, (t) => seen.push(t));
+  assert.ok(r.reasoning_content.length >= 5, r.text);
+  assert.ok(!r.content.includes('think>'));
+  let prev = { content: '', reasoning_content: '' };
+  let grewWhileThinking = 0;
+  for (const t of seen) {
+    const now = { content: t.content ?? '', reasoning_content: t.reasoning_content ?? '' };
+    assert.ok(now.content.startsWith(prev.content) && now.reasoning_content.startsWith(prev.reasoning_content), 'fields only grow');
+    assert.ok(!now.content.includes('think>'), JSON.stringify(t));
+    if (now.reasoning_content.length > prev.reasoning_content.length && !now.content) grewWhileThinking++;
+    prev = now;
+  }
+  assert.ok(grewWhileThinking >= 2, 'reasoning streams before the block closes');
+  assert.equal(prev.reasoning_content, r.reasoning_content);
+  assert.equal(prev.content, r.content);
+
+  const tools = [{ type: 'function', function: { name: 'get_weather', description: 'weather', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } } }];
+  const calls = [];
+  const tr = await ctx.completion({ messages, tools, tool_choice: 'required', n_predict: 400, ...greedy }, (t) => calls.push(t));
+  assert.equal(tr.tool_calls.length, 1);
+  for (const t of calls) {
+    assert.ok(!(t.content ?? '').includes('tool_call') && !(t.content ?? '').includes('{'), JSON.stringify(t));
+  }
+  const last = calls.filter((t) => t.tool_calls).at(-1);
+  assert.deepEqual(last.tool_calls.map((c) => c.function), tr.tool_calls.map((c) => c.function));
+});
+
 test('a saved session, loaded into a new context, continues exactly as without', async () => {
   const prompt = g.runs[1].prompt;
   const first = await ctx.completion({ prompt, n_predict: 16, ...greedy });
