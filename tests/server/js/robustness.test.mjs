@@ -67,6 +67,55 @@ test('every error case answers in OpenAI shape and the server keeps serving', as
   }
 });
 
+// The llama-server dialects (issue 26): malformed bodies of every new endpoint get a 4xx with a
+// message in the endpoint's error shape; random and hostile bytes never stop the server.
+test('native, Anthropic and Responses endpoints: bad input is a 4xx, the server keeps serving', async () => {
+  const srv = await startServer(['-np', '2', '-c', '256', '--max-body', '65536']);
+  try {
+    const u = srv.url;
+    const openaiShaped = [
+      ['/completion', { prompt: 5 }], ['/completion', { prompt: 'x', n_predict: 'a' }], ['/completion', { prompt: [1, null] }],
+      ['/completion', { prompt: { prompt_string: 1 } }], ['/completions', { prompt: 'x', n_probs: -1 }],
+      ['/infill', { input_prefix: 'a' }], ['/v1/responses', { input: 5 }], ['/v1/responses', { input: [{ type: 'nope' }] }],
+      ['/v1/responses', { input: 'x', tools: [{ type: 'function' }] }], ['/v1/responses', { input: 'x', max_output_tokens: 'a' }],
+      ['/lora-adapters', [{ id: 'a' }]], ['/v1/responses/input_tokens', { input: 3 }],
+    ];
+    for (const [path, body] of openaiShaped) {
+      const r = await post(u, path, body);
+      assert.ok(r.status >= 400 && r.status < 500 || r.status === 501, `${path} ${JSON.stringify(body)}: ${r.status}`);
+      assert.ok(r.json?.error?.message, `${path}: ${r.text}`);
+    }
+    const anthropic = [
+      { messages: [{ role: 'user', content: [{ type: 'image', source: {} }] }], max_tokens: 4 },
+      { messages: [{ role: 'robot', content: 'x' }], max_tokens: 4 }, { messages: [], max_tokens: 4 },
+      { messages: [{ role: 'user', content: 'x' }], max_tokens: 4, tools: [{ name: 5 }] },
+      { messages: [{ role: 'user', content: 'x' }], max_tokens: 4, thinking: { type: 'sometimes' } },
+    ];
+    for (const body of anthropic) {
+      for (const path of ['/v1/messages', '/v1/messages/count_tokens']) {
+        const r = await post(u, path, body);
+        assert.equal(r.status, 400, `${path} ${JSON.stringify(body)}: ${r.text}`);
+        assert.equal(r.json.type, 'error');
+        assert.ok(r.json.error.message.length > 0);
+      }
+    }
+    for (const path of ['/completion', '/infill', '/v1/messages', '/v1/responses', '/embedding', '/lora-adapters']) {
+      for (let i = 0; i < 6; i++) {
+        const r = await post(u, path, crypto.randomBytes(1 + (i * 1499) % 5000));
+        assert.ok([400, 413, 501].includes(r.status), `${path} random body: ${r.status}`);
+      }
+      assert.equal((await post(u, path, '['.repeat(50000) + ']'.repeat(50000))).status, 413);
+      const deep = await post(u, path, '{"a":'.repeat(5000) + '1' + '}'.repeat(5000));
+      assert.ok([400, 501].includes(deep.status), `${path} deep: ${deep.status}`);
+    }
+    const ok = await post(u, '/completion', { prompt: 'Once upon a time', n_predict: 4, temperature: 0 });
+    assert.equal(ok.status, 200);
+    assert.equal(srv.exited(), null);
+  } finally {
+    await srv.stop();
+  }
+});
+
 test('API keys: 401 without or with a wrong key, /health stays open', async () => {
   const srv = await startServer(['--api-key', 'k1,k2']);
   try {
