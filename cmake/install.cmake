@@ -13,7 +13,7 @@ include(CMakePackageConfigHelpers)
 
 # The static archive: the C API's objects and those of every engine library it links, so that a
 # downstream program needs -lloom plus the system libraries only (Highway, PCRE2, threads).
-set(LOOM_STATIC_PARTS loom_capi loom_api loom_serve loom_speculative loom_chat loom_context loom_sample loom_kv loom_model loom_vocab
+set(LOOM_STATIC_PARTS loom_capi loom_api_stream loom_api loom_serve loom_speculative loom_chat loom_context loom_sample loom_kv loom_model loom_vocab
     loom_ops loom_quant loom_gguf loom_base loom_version)
 set(_mri "CREATE ${CMAKE_BINARY_DIR}/install/libloom.a\n")
 foreach(t ${LOOM_STATIC_PARTS})
