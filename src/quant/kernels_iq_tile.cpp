@@ -315,24 +315,18 @@ LOOM_IQT_AVX512 void panel_rows(int64_t nb, const PanelBlock* pan, const uint8_t
     for (int k = 0; k < R; ++k) isum[k] = _mm512_setzero_si512();
     constexpr int kStep = Sub32 ? 2 : 1;
     for (int sb = 0; sb < 16; sb += kStep) {
-      // Two accumulation chains per row (even and odd groups): VPDPBUSD's latency would
-      // otherwise bound R chains.
-      __m512i acc[R], acc2[R];
-      for (int k = 0; k < R; ++k) acc[k] = acc2[k] = _mm512_setzero_si512();
-      for (int g = 0; g < 4 * kStep; g += 2) {
-        const __m512i wv0 = _mm512_load_si512(pb.qs[sb][0] + kPanel * g);
-        const __m512i wv1 = _mm512_load_si512(pb.qs[sb][0] + kPanel * (g + 1));
+      __m512i acc[R];
+      for (int k = 0; k < R; ++k) acc[k] = _mm512_setzero_si512();
+      for (int g = 0; g < 4 * kStep; ++g) {
+        const __m512i wv = _mm512_load_si512(pb.qs[sb][0] + kPanel * g);
         for (int k = 0; k < R; ++k) {
-          int32_t uu[2];
-          std::memcpy(uu, u[k] + 16 * sb + 4 * g, 8);  // g may run into sub-block sb + 1
-          acc[k] = _mm512_dpbusd_epi32(acc[k], _mm512_set1_epi32(uu[0]), wv0);
-          acc2[k] = _mm512_dpbusd_epi32(acc2[k], _mm512_set1_epi32(uu[1]), wv1);
+          int32_t uu;
+          std::memcpy(&uu, u[k] + 16 * sb + 4 * g, 4);  // g may run into sub-block sb + 1
+          acc[k] = _mm512_dpbusd_epi32(acc[k], _mm512_set1_epi32(uu), wv);
         }
       }
       const __m512i sc = _mm512_load_si512(pb.sc[sb]);
-      for (int k = 0; k < R; ++k) {
-        isum[k] = _mm512_add_epi32(isum[k], _mm512_mullo_epi32(_mm512_add_epi32(acc[k], acc2[k]), sc));
-      }
+      for (int k = 0; k < R; ++k) isum[k] = _mm512_add_epi32(isum[k], _mm512_mullo_epi32(acc[k], sc));
     }
     const __m512i bias = _mm512_load_si512(pb.bias);
     const __m512 dw = _mm512_load_ps(pb.d);
