@@ -570,17 +570,13 @@ const std::vector<Flag>& table() {
     add(kServer, "--embd-normalize", "", "N", "", Kind::kNotYet, "embeddings are normalized as the request asks (default euclidean)",
         quiet_if("2"));
     add(kServer, "--host", "", "HOST", "LLAMA_ARG_HOST", Kind::kImpl,
-        "one TCP address; several addresses and UNIX sockets (*.sock) are refused: not yet supported",
+        "addresses to listen on, a comma list; one ending in .sock is a UNIX socket file",
         [](Ctx& c, const Use& u) {
           const std::vector<std::string> hosts = split_csv(u.v[0]);
           if (hosts.empty()) return std::string("requires at least one address");
-          for (const auto& h : hosts) {
-            if (h.size() >= 5 && h.compare(h.size() - 5, 5, ".sock") == 0) {
-              return "UNIX sockets (" + h + "): not yet supported by loom serve";
-            }
-          }
-          if (hosts.size() > 1) return "more than one address (" + u.v[0] + "): not yet supported by loom serve";
-          c.o->host = hosts[0];
+          std::string joined;
+          for (const auto& h : hosts) joined += (joined.empty() ? "" : ",") + h;
+          c.o->host = joined;
           return std::string();
         });
     add(kServer, "--port", "", "PORT", "LLAMA_ARG_PORT", Kind::kImpl, "the port (0: any free port, printed)",

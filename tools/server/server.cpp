@@ -1284,14 +1284,35 @@ int run_server(const ServeOptions& opts, std::atomic<bool>* stop) {
   ho.write_timeout = std::chrono::seconds(std::max(1, opts.timeout_s));
   ho.error_body = [](int status, std::string_view msg) { return error_json(status, msg); };
   ho.log = [](std::string_view m) { std::fprintf(stderr, "loom: http: %.*s\n", int(m.size()), m.data()); };
-  auto srv = http::Server::listen(opts.host, uint16_t(opts.port), ho);
+  // --host: a comma list of addresses and UNIX socket paths (*.sock), as llama-server's.
+  std::vector<std::string> hosts;
+  {
+    std::string cur;
+    for (char ch : opts.host + ",") {
+      if (ch == ',') {
+        if (!cur.empty()) hosts.push_back(cur);
+        cur.clear();
+      } else {
+        cur += ch;
+      }
+    }
+  }
+  if (hosts.empty()) hosts.push_back("127.0.0.1");
+  auto srv = http::Server::listen(hosts, uint16_t(opts.port), ho);
   if (!srv) {
     std::fprintf(stderr, "loom: %s\n", srv.status().message().c_str());
     return 1;
   }
   a.http = std::move(*srv);
   a.http->start([&a](http::Request&& req, std::shared_ptr<http::Response> res) { a.handle(std::move(req), std::move(res)); });
-  std::fprintf(stderr, "loom: listening on http://%s:%d\n", opts.host.c_str(), a.http->port());
+  // The first TCP address first (what scripts and tests read), then the others.
+  std::vector<std::string> where;
+  for (const std::string& h : hosts) {
+    const bool sock = h.size() > 5 && h.compare(h.size() - 5, 5, ".sock") == 0;
+    where.push_back(sock ? "unix:" + h : "http://" + (h.find(':') != std::string::npos ? "[" + h + "]" : h) + ":" + std::to_string(a.http->port()));
+  }
+  std::stable_partition(where.begin(), where.end(), [](const std::string& w) { return w.rfind("http://", 0) == 0; });
+  for (const std::string& w : where) std::fprintf(stderr, "loom: listening on %s\n", w.c_str());
   std::fflush(stderr);
 
   // A failure after the listener is up: say why, close it, exit with `code`.

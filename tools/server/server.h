@@ -16,7 +16,7 @@ namespace loom::server {
 
 struct ServeOptions {
   std::string model;
-  std::string host = "127.0.0.1";
+  std::string host = "127.0.0.1";  // a comma list: addresses and UNIX socket paths (*.sock)
   int port = 8080;
   int slots = 4;                 // -np
   int n_ctx = 0;                 // -c: total KV cells shared by every slot (0: the model's, at most 4096 x slots... see run())

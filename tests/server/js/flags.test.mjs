@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
+import http from 'node:http';
 import path from 'node:path';
 import { startServer, post, loomBin, sharedPath, repo, waitHealthy } from './harness.mjs';
 
@@ -165,8 +166,6 @@ test('refused flags and values exit non-zero with one line naming them', () => {
     [['--rope-scaling', 'yarn'], '--rope-scaling'],
     [['--ssl-key-file', 'k.pem'], '--ssl-key-file'],
     [['--tools', 'all'], '--tools'],
-    [['--host', '127.0.0.1,::1'], '--host'],
-    [['--host', '/tmp/loom-flags.sock'], '--host'],
     [['--chat-template-kwargs', '[1]'], '--chat-template-kwargs'],
     [['--chat-template-kwargs', '{bad'], '--chat-template-kwargs'],
     [['-ctk', 'q5_1'], '-ctk'],
@@ -222,4 +221,29 @@ test('server-wide sampling defaults (--temp, -n, --grammar, --samplers) sit unde
   const bad = runToExit(['-m', model(), '--port', '0', '--samplers', 'bogus']);
   assert.notEqual(bad.status, 0);
   assert.match(bad.stderr, /samplers: unknown sampler 'bogus'/);
+});
+
+test('--host: several addresses and a UNIX socket serve alike', async () => {
+  const sock = path.join(os.tmpdir(), `loom-flags-${process.pid}.sock`);
+  const s = await startServer([`--host`, `127.0.0.1,127.0.0.2,${sock}`]);
+  try {
+    assert.equal((await fetch(`${s.url}/health`)).status, 200);
+    const port = new URL(s.url).port;
+    assert.equal((await fetch(`http://127.0.0.2:${port}/health`)).status, 200);
+    const viaSocket = await new Promise((resolve, reject) => {
+      const req = http.request({ socketPath: sock, path: '/v1/models', method: 'GET' }, (res) => {
+        let body = '';
+        res.on('data', (d) => { body += d; });
+        res.on('end', () => resolve({ status: res.statusCode, body }));
+      });
+      req.on('error', reject);
+      req.end();
+    });
+    assert.equal(viaSocket.status, 200);
+    assert.equal(JSON.parse(viaSocket.body).object, 'list');
+    assert.ok(s.stderr().includes(`listening on unix:${sock}`), s.stderr());
+  } finally {
+    await s.stop();
+  }
+  assert.equal(fs.existsSync(sock), false, 'the socket file is removed at exit');
 });

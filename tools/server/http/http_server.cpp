@@ -7,6 +7,8 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -510,10 +512,11 @@ std::string error_response(const detail::Core& core, int status, std::string_vie
 
 struct Server::Impl {
   std::shared_ptr<detail::Core> core = std::make_shared<detail::Core>();
-  int listen_fd = -1;
+  std::vector<int> listen_fds;      // TCP and UNIX listeners, all under kListenId in epoll
+  std::vector<std::string> unix_paths;  // socket files to remove when the server goes
   int epoll_fd = -1;
   int port = 0;
-  bool listening = false;  // listen_fd is in the epoll set
+  bool listening = false;  // the listeners are in the epoll set
   TimePoint accept_resume = TimePoint::max();
 
   std::mutex life_mu;  // start / shutdown
@@ -531,14 +534,35 @@ struct Server::Impl {
   std::vector<char> scratch = std::vector<char>(kReadChunk);
 
   ~Impl() {
-    if (listen_fd >= 0) ::close(listen_fd);
+    close_listeners();
     if (epoll_fd >= 0) ::close(epoll_fd);
   }
 
   const ServerOptions& opts() const { return core->opts; }
 
+  void close_listeners() {
+    for (int fd : listen_fds) {
+      if (listening && epoll_fd >= 0) epoll_ctl(epoll_fd, EPOLL_CTL_DEL, fd, nullptr);
+      ::close(fd);
+    }
+    listen_fds.clear();
+    listening = false;
+    for (const std::string& p : unix_paths) ::unlink(p.c_str());
+    unix_paths.clear();
+  }
+  bool watch_listeners() {
+    for (int fd : listen_fds) {
+      epoll_event ev{};
+      ev.events = EPOLLIN;
+      ev.data.u64 = kListenId;
+      if (epoll_ctl(epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) return false;
+    }
+    return true;
+  }
+
   void run();
   void accept_some(TimePoint now);
+  bool accept_from(int listen_fd, TimePoint now);  // false: accepting is paused
   void pause_accepting(TimePoint now);
   void on_event(Conn* c, uint32_t events);
   void on_wakes();
@@ -598,10 +622,7 @@ void Server::Impl::run() {
   all.reserve(conns.size());
   for (auto& [id, c] : conns) all.push_back(c.get());
   for (Conn* c : all) abort_conn(c, false);
-  if (listen_fd >= 0) {
-    ::close(listen_fd);
-    listen_fd = -1;
-  }
+  close_listeners();
   std::lock_guard lk(core->mu);
   core->stopped = true;
   core->woken.clear();
@@ -609,12 +630,7 @@ void Server::Impl::run() {
 
 void Server::Impl::do_stop_accepting() {
   drained = true;
-  if (listen_fd >= 0) {
-    if (listening) epoll_ctl(epoll_fd, EPOLL_CTL_DEL, listen_fd, nullptr);
-    ::close(listen_fd);
-    listen_fd = -1;
-    listening = false;
-  }
+  close_listeners();
   accept_resume = TimePoint::max();
   std::vector<Conn*> idle;
   for (auto& [id, c] : conns)
@@ -626,13 +642,22 @@ void Server::Impl::do_stop_accepting() {
 void Server::Impl::pause_accepting(TimePoint now) {
   // Out of descriptors (or memory): the listener stays readable, so stop watching it for a while
   // instead of spinning on accept.
-  if (listening) epoll_ctl(epoll_fd, EPOLL_CTL_DEL, listen_fd, nullptr);
+  if (listening) {
+    for (int fd : listen_fds) epoll_ctl(epoll_fd, EPOLL_CTL_DEL, fd, nullptr);
+  }
   listening = false;
   accept_resume = now + kAcceptPause;
 }
 
 void Server::Impl::accept_some(TimePoint now) {
-  for (int k = 0; k < 64 && listen_fd >= 0; ++k) {
+  // Every listener is tried (they share one epoll id; an idle one answers EAGAIN at once).
+  for (size_t l = 0; l < listen_fds.size(); ++l) {
+    if (!accept_from(listen_fds[l], now)) return;
+  }
+}
+
+bool Server::Impl::accept_from(int listen_fd, TimePoint now) {
+  for (int k = 0; k < 64; ++k) {
     sockaddr_storage ss{};
     socklen_t len = sizeof ss;
     const int fd = accept4(listen_fd, reinterpret_cast<sockaddr*>(&ss), &len,
@@ -642,10 +667,10 @@ void Server::Impl::accept_some(TimePoint now) {
       if (e == EINTR || e == ECONNABORTED || e == EPROTO || e == ENETDOWN || e == ENOPROTOOPT ||
           e == EHOSTDOWN || e == ENONET || e == EHOSTUNREACH || e == EOPNOTSUPP || e == ENETUNREACH)
         continue;  // that connection failed; the next one may not
-      if (e == EAGAIN || e == EWOULDBLOCK) return;
+      if (e == EAGAIN || e == EWOULDBLOCK) return true;
       core->log(std::string("loom_http: accept: ") + std::strerror(e));
       pause_accepting(now);
-      return;
+      return false;
     }
     if (conns.size() >= opts().max_connections) {
       core->connections_rejected.fetch_add(1, std::memory_order_relaxed);
@@ -655,7 +680,7 @@ void Server::Impl::accept_some(TimePoint now) {
       continue;
     }
     const int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (ss.ss_family != AF_UNIX) setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     auto c = std::make_unique<Conn>(ParserLimits{opts().max_header_bytes, opts().max_body_bytes});
     c->id = next_id++;
     c->fd = fd;
@@ -668,6 +693,8 @@ void Server::Impl::accept_some(TimePoint now) {
       const auto* a = reinterpret_cast<const sockaddr_in6*>(&ss);
       inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
       c->port = ntohs(a->sin6_port);
+    } else if (ss.ss_family == AF_UNIX) {
+      std::snprintf(host, sizeof host, "unix");
     }
     c->addr = host;
     epoll_event ev{};
@@ -686,6 +713,7 @@ void Server::Impl::accept_some(TimePoint now) {
     conns.emplace(raw->id, std::move(c));
     set_deadline(raw, now + opts().keepalive_timeout);
   }
+  return true;
 }
 
 void Server::Impl::on_wakes() {
@@ -945,12 +973,7 @@ void Server::Impl::run_timers() {
   const TimePoint now = Clock::now();
   if (accept_resume <= now) {
     accept_resume = TimePoint::max();
-    if (listen_fd >= 0 && !listening) {
-      epoll_event ev{};
-      ev.events = EPOLLIN;
-      ev.data.u64 = kListenId;
-      listening = epoll_ctl(epoll_fd, EPOLL_CTL_ADD, listen_fd, &ev) == 0;
-    }
+    if (!listen_fds.empty() && !listening) listening = watch_listeners();
   }
   std::vector<uint64_t> due;
   for (auto it = timers.begin(); it != timers.end() && it->first <= now; ++it)
@@ -1038,9 +1061,45 @@ Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Server::~Server() { shutdown(); }
 
-Result<std::unique_ptr<Server>> Server::listen(const std::string& host, uint16_t port, ServerOptions opts) {
-  using R = Result<std::unique_ptr<Server>>;
-  auto impl = std::make_unique<Impl>();
+namespace {
+
+bool is_unix_socket_path(const std::string& host) {
+  return host.size() > 5 && host.compare(host.size() - 5, 5, ".sock") == 0;
+}
+
+// A listening UNIX socket at path (a stale socket file left by an earlier run is replaced; any
+// other file there is an error). -1 and *error on failure.
+int listen_unix(const std::string& path, int backlog, std::string* error) {
+  sockaddr_un sa{};
+  if (path.size() >= sizeof sa.sun_path) {
+    *error = "the socket path is longer than " + std::to_string(sizeof sa.sun_path - 1) + " bytes";
+    return -1;
+  }
+  struct stat st{};
+  if (::lstat(path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode)) {
+      *error = "a file that is not a socket is in the way";
+      return -1;
+    }
+    ::unlink(path.c_str());
+  }
+  sa.sun_family = AF_UNIX;
+  std::memcpy(sa.sun_path, path.c_str(), path.size() + 1);
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    *error = std::strerror(errno);
+    return -1;
+  }
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 || ::listen(fd, backlog) != 0) {
+    *error = std::strerror(errno);
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// A listening TCP socket on host:port (the first address that binds). -1 and *error on failure.
+int listen_tcp(const std::string& host, uint16_t port, int backlog, std::string* error) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -1048,46 +1107,75 @@ Result<std::unique_ptr<Server>> Server::listen(const std::string& host, uint16_t
   addrinfo* res = nullptr;
   const std::string service = std::to_string(port);
   const int gai = getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &res);
-  if (gai != 0) return R::failure("cannot resolve '" + host + "': " + gai_strerror(gai));
-  std::string last_error = "no address";
+  if (gai != 0) {
+    *error = std::string("cannot resolve: ") + gai_strerror(gai);
+    return -1;
+  }
+  int out = -1;
+  *error = "no address";
   for (addrinfo* ai = res; ai; ai = ai->ai_next) {
-    const int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                            ai->ai_protocol);
+    const int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
     if (fd < 0) {
-      last_error = std::strerror(errno);
+      *error = std::strerror(errno);
       continue;
     }
     const int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (::bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 ||
-        ::listen(fd, opts.listen_backlog > 0 ? opts.listen_backlog : 511) != 0) {
-      last_error = std::strerror(errno);
+    if (::bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || ::listen(fd, backlog) != 0) {
+      *error = std::strerror(errno);
       ::close(fd);
       continue;
     }
-    impl->listen_fd = fd;
+    out = fd;
     break;
   }
   freeaddrinfo(res);
-  if (impl->listen_fd < 0)
-    return R::failure("cannot listen on " + host + ":" + service + ": " + last_error);
+  return out;
+}
 
-  sockaddr_storage ss{};
-  socklen_t len = sizeof ss;
-  getsockname(impl->listen_fd, reinterpret_cast<sockaddr*>(&ss), &len);
-  impl->port = ntohs(ss.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port
-                                              : reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+}  // namespace
+
+Result<std::unique_ptr<Server>> Server::listen(const std::string& host, uint16_t port, ServerOptions opts) {
+  return listen(std::vector<std::string>{host}, port, std::move(opts));
+}
+
+Result<std::unique_ptr<Server>> Server::listen(const std::vector<std::string>& hosts, uint16_t port, ServerOptions opts) {
+  using R = Result<std::unique_ptr<Server>>;
+  if (hosts.empty()) return R::failure("no address to listen on");
+  auto impl = std::make_unique<Impl>();
+  const int backlog = opts.listen_backlog > 0 ? opts.listen_backlog : 511;
+  // Port 0 picks a free port for the first TCP address; the others take the same one.
+  uint16_t tcp_port = port;
+  bool have_port = false;
+  for (const std::string& host : hosts) {
+    std::string error;
+    const bool unix_socket = is_unix_socket_path(host);
+    const int fd = unix_socket ? listen_unix(host, backlog, &error) : listen_tcp(host, tcp_port, backlog, &error);
+    if (fd < 0) {
+      return R::failure("cannot listen on " + (unix_socket ? host : host + ":" + std::to_string(tcp_port)) + ": " + error);
+    }
+    impl->listen_fds.push_back(fd);
+    if (unix_socket) {
+      impl->unix_paths.push_back(host);
+    } else if (!have_port) {
+      sockaddr_storage ss{};
+      socklen_t len = sizeof ss;
+      getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len);
+      tcp_port = ntohs(ss.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port
+                                                : reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+      impl->port = tcp_port;
+      have_port = true;
+    }
+  }
 
   impl->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
   impl->core->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (impl->epoll_fd < 0 || impl->core->wake_fd < 0)
     return R::failure(std::string("epoll/eventfd: ") + std::strerror(errno));
+  if (!impl->watch_listeners()) return R::failure(std::string("epoll_ctl: ") + std::strerror(errno));
+  impl->listening = true;
   epoll_event ev{};
   ev.events = EPOLLIN;
-  ev.data.u64 = kListenId;
-  if (epoll_ctl(impl->epoll_fd, EPOLL_CTL_ADD, impl->listen_fd, &ev) != 0)
-    return R::failure(std::string("epoll_ctl: ") + std::strerror(errno));
-  impl->listening = true;
   ev.data.u64 = kWakeId;
   if (epoll_ctl(impl->epoll_fd, EPOLL_CTL_ADD, impl->core->wake_fd, &ev) != 0)
     return R::failure(std::string("epoll_ctl: ") + std::strerror(errno));
@@ -1113,9 +1201,8 @@ void Server::stop_accepting() {
   std::lock_guard lk(impl_->life_mu);
   if (impl_->started && !impl_->shut) {
     impl_->core->kick();
-  } else if (!impl_->started && impl_->listen_fd >= 0) {
-    ::close(impl_->listen_fd);
-    impl_->listen_fd = -1;
+  } else if (!impl_->started) {
+    impl_->close_listeners();
   }
 }
 
@@ -1146,10 +1233,7 @@ void Server::shutdown() {
     std::lock_guard ck(impl_->core->mu);
     impl_->core->stopped = true;
   }
-  if (impl_->listen_fd >= 0) {
-    ::close(impl_->listen_fd);
-    impl_->listen_fd = -1;
-  }
+  impl_->close_listeners();
 }
 
 ServerStats Server::stats() const {

@@ -21,6 +21,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 #include <string_view>
 #include <utility>
 
@@ -161,6 +162,11 @@ class Server {
   // Binds and listens (host: an address or name, e.g. "127.0.0.1", "::", "localhost"; port 0 picks
   // a free one). Connections queue in the backlog until start().
   static Result<std::unique_ptr<Server>> listen(const std::string& host, uint16_t port, ServerOptions opts = {});
+  // Several listeners served alike: TCP addresses (port 0 picks one free port for the first, the
+  // others take it) and UNIX sockets (a host ending in ".sock" is a socket file path; a stale socket
+  // file is replaced, the file is removed when the server goes). port() is the TCP port (0 when
+  // there are only UNIX sockets).
+  static Result<std::unique_ptr<Server>> listen(const std::vector<std::string>& hosts, uint16_t port, ServerOptions opts = {});
   ~Server();  // shutdown()
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
