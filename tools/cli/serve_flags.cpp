@@ -436,7 +436,8 @@ const std::vector<Flag>& table() {
     add(kCommon, "--log-colors", "", "[on|off|auto]", "LLAMA_ARG_LOG_COLORS", Kind::kNoop,
         "loom's log has no colors (a bare --log-colors, as older llama-servers took it, is accepted too)", on_off_auto(true))->nargs = -1;
     // Sets ServeOptions::verbose; kNotYet until the server logs more with it.
-    add(kCommon, "-v,--verbose,--log-verbose", "", "", "", Kind::kNotYet, "sets the server's verbose option; it logs nothing more yet",
+    add(kCommon, "-v,--verbose,--log-verbose", "", "", "", Kind::kImpl,
+        "logs each request as it arrives: method, target, connection, body size and its first 2 KiB",
         [](Ctx& c, const Use&) { c.o->verbose = true; return std::string(); });
     add(kCommon, "--offline", "", "", "LLAMA_ARG_OFFLINE", Kind::kNoop, "loom never uses the network for models");
     add(kCommon, "-lv,--verbosity,--log-verbosity", "", "N", "LLAMA_ARG_LOG_VERBOSITY", Kind::kNotYet,

@@ -215,6 +215,14 @@ struct App {
     return ok;
   }
 
+  // --verbose: each request as it arrives (method, target, connection, the body's first 2 KiB).
+  static void log_request(const http::Request& req, const std::shared_ptr<http::Response>& res) {
+    const std::string body = req.body.substr(0, 2048);
+    std::fprintf(stderr, "loom: request %llu: %s %s, %zu bytes%s%s\n", (unsigned long long)res->connection_id(),
+                 req.method.c_str(), req.target.c_str(), req.body.size(), body.empty() ? "" : ": ", body.c_str());
+    std::fflush(stderr);
+  }
+
   void send_error(http::Response& res, const HttpError& e) {
     http::Headers h;
     for (const auto& kv : e.headers) h.emplace_back(kv.first, kv.second);
@@ -225,6 +233,7 @@ struct App {
   void send_json(http::Response& res, const json& j, int status = 200) { res.send(status, "application/json", dump(j)); }
 
   void handle(http::Request&& req, std::shared_ptr<http::Response> res) {
+    if (o.verbose) log_request(req, res);
     // Anthropic's endpoints answer errors in Anthropic's shape.
     const bool anthropic = req.decoded_path.rfind("/v1/messages", 0) == 0;
     auto fail = [&](const HttpError& e) {

@@ -247,3 +247,14 @@ test('--host: several addresses and a UNIX socket serve alike', async () => {
   }
   assert.equal(fs.existsSync(sock), false, 'the socket file is removed at exit');
 });
+
+test('-v logs each request as it arrives', async () => {
+  const s = await startServer(['-v']);
+  try {
+    await post(s.url, '/completion', { prompt: 'Once', n_predict: 2 });
+    await new Promise((r) => setTimeout(r, 100));
+    assert.match(s.stderr(), /loom: request \d+: POST \/completion, \d+ bytes: \{"prompt":"Once"/);
+  } finally {
+    await s.stop();
+  }
+});
