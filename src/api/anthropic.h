@@ -61,6 +61,7 @@
 #include <vector>
 
 #include "api/api_types.h"
+#include "api/delta_stream.h"
 
 namespace loom::api {
 
@@ -116,7 +117,7 @@ std::string anthropic_error_type(int status);
 // llama-server does. end() first sends what the result has beyond the deltas seen (reasoning or
 // content that extends what was streamed, tool calls not streamed), so a stream fed no deltas still
 // carries the whole reply.
-class AnthropicStream {
+class AnthropicStream : private DeltaStream {
  public:
   // input_tokens: the prompt's tokens, cached ones included; cached_tokens of them came from the
   // cache (usage reports input_tokens - cached_tokens and cache_read_input_tokens, as llama-server).
@@ -130,9 +131,9 @@ class AnthropicStream {
   enum class Kind { kNone, kThinking, kText, kTool };
   void open_block(std::vector<SseEvent>& out, Kind kind, json content_block);
   void close_block(std::vector<SseEvent>& out);
-  void on_reasoning(std::vector<SseEvent>& out, const std::string& text);
-  void on_text(std::vector<SseEvent>& out, const std::string& text);
-  void on_tool_call(std::vector<SseEvent>& out, const json& call);
+  void on_reasoning(std::vector<SseEvent>& out, const std::string& text) override;
+  void on_text(std::vector<SseEvent>& out, const std::string& text) override;
+  void on_tool_call(std::vector<SseEvent>& out, const json& call) override;
 
   std::string id_, model_;
   int64_t input_tokens_ = 0, cached_tokens_ = 0;
@@ -145,8 +146,6 @@ class AnthropicStream {
     std::string id, name, arguments;
   };
   std::map<int64_t, Call> calls_;  // by tool-call index
-  std::string reasoning_, content_;  // what was streamed
-  bool ended_ = false;
 };
 
 }  // namespace loom::api

@@ -544,25 +544,12 @@ void ResponsesStream::on_tool_call(std::vector<SseEvent>& out, const json& call)
                      json{{"item_id", item_["id"]}, {"output_index", output_.size()}, {"delta", *args}}));
 }
 
-std::vector<SseEvent> ResponsesStream::delta(const json& d) {
-  std::vector<SseEvent> out;
-  if (!d.is_object() || ended_) return out;
-  if (const std::string* r = string_at(d, "reasoning_content")) on_reasoning(out, *r);
-  if (const std::string* c = string_at(d, "content")) on_text(out, *c);
-  if (auto it = d.find("tool_calls"); it != d.end() && it->is_array())
-    for (const json& call : *it) on_tool_call(out, call);
-  return out;
-}
+std::vector<SseEvent> ResponsesStream::delta(const json& d) { return route(d); }
 
 std::vector<SseEvent> ResponsesStream::end(const ChatResult& r) {
   std::vector<SseEvent> out;
   if (ended_) return out;
-  auto rest = [](const std::string& full, const std::string& sent) -> std::string {
-    if (full.size() > sent.size() && full.compare(0, sent.size(), sent) == 0) return full.substr(sent.size());
-    return {};
-  };
-  if (const std::string* rc = string_at(r.message, "reasoning_content")) on_reasoning(out, rest(*rc, reasoning_));
-  if (const std::string* c = string_at(r.message, "content")) on_text(out, rest(*c, content_));
+  route_rest(out, r);  // what the result has beyond what was streamed
   if (r.message.is_object()) {
     auto it = r.message.find("tool_calls");
     if (it != r.message.end() && it->is_array()) {

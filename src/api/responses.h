@@ -55,6 +55,7 @@
 #include <vector>
 
 #include "api/api_types.h"
+#include "api/delta_stream.h"
 
 namespace loom::api {
 
@@ -104,7 +105,7 @@ json responses_input_tokens_response(int64_t input_tokens);
 // llama-server sends, and what the SDK helpers wait for), its response marked "incomplete" with
 // incomplete_details as in responses_response. end() first sends what the result has beyond the
 // deltas seen, as AnthropicStream::end does.
-class ResponsesStream {
+class ResponsesStream : private DeltaStream {
  public:
   // created_at: unix seconds.
   ResponsesStream(std::string id, std::string model, int64_t created_at);
@@ -119,9 +120,9 @@ class ResponsesStream {
   json response_object(const char* status) const;
   void open_item(std::vector<SseEvent>& out, Kind kind, json item);
   void close_item(std::vector<SseEvent>& out);
-  void on_reasoning(std::vector<SseEvent>& out, const std::string& text);
-  void on_text(std::vector<SseEvent>& out, const std::string& text);
-  void on_tool_call(std::vector<SseEvent>& out, const json& call);
+  void on_reasoning(std::vector<SseEvent>& out, const std::string& text) override;
+  void on_text(std::vector<SseEvent>& out, const std::string& text) override;
+  void on_tool_call(std::vector<SseEvent>& out, const json& call) override;
 
   std::string id_, model_;
   int64_t created_at_ = 0;
@@ -137,8 +138,6 @@ class ResponsesStream {
     bool closed = false;
   };
   std::map<int64_t, Call> calls_;
-  std::string reasoning_, content_;  // all streamed
-  bool ended_ = false;
 };
 
 }  // namespace loom::api
