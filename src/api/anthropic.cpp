@@ -351,19 +351,7 @@ json usage_of(int64_t prompt, int64_t cached, int64_t output) {
 
 }  // namespace
 
-json anthropic_to_chat(const json& body) {
-  try {
-    return translate(body);
-  } catch (const ApiError&) {
-    throw;
-  } catch (const std::bad_alloc&) {
-    throw ApiError{413, "request too large", {}};
-  } catch (const std::exception& e) {
-    throw ApiError{400, std::string("invalid request: ") + e.what(), {}};
-  } catch (...) {
-    throw ApiError{400, "invalid request", {}};
-  }
-}
+json anthropic_to_chat(const json& body) { return only_api_errors(translate, body); }
 
 std::string anthropic_stop_reason(const ChatResult& r) {
   if (r.finish_reason == "length") return "max_tokens";

@@ -1,6 +1,7 @@
 #include "api/json_check.h"
 
 #include <cmath>
+#include <new>
 #include <vector>
 
 namespace loom::api {
@@ -62,6 +63,20 @@ const json& as_object(const json& v, const std::string& path) {
 const json& as_array(const json& v, const std::string& path) {
   if (!v.is_array()) bad_type(path, "an array", v);
   return v;
+}
+
+json only_api_errors(json (*translate)(const json&), const json& body) {
+  try {
+    return translate(body);
+  } catch (const ApiError&) {
+    throw;
+  } catch (const std::bad_alloc&) {
+    throw ApiError{413, "request too large", {}};
+  } catch (const std::exception& e) {
+    throw ApiError{400, std::string("invalid request: ") + e.what(), {}};
+  } catch (...) {
+    throw ApiError{400, "invalid request", {}};
+  }
 }
 
 std::string at(const std::string& path, size_t i) { return path + "[" + std::to_string(i) + "]"; }

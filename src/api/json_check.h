@@ -25,6 +25,10 @@ int64_t as_int(const json& v, const std::string& path);    // an integral float 
 const json& as_object(const json& v, const std::string& path);
 const json& as_array(const json& v, const std::string& path);
 
+// translate(body), with anything but an ApiError it throws turned into one (413 when out of
+// memory, 400 otherwise): what a translator's caller may catch.
+json only_api_errors(json (*translate)(const json&), const json& body);
+
 // path[i]
 std::string at(const std::string& path, size_t i);
 

@@ -384,19 +384,7 @@ json final_response(const std::string& id, const std::string& model, int64_t cre
 
 }  // namespace
 
-json responses_to_chat(const json& body) {
-  try {
-    return translate(body);
-  } catch (const ApiError&) {
-    throw;
-  } catch (const std::bad_alloc&) {
-    throw ApiError{413, "request too large", {}};
-  } catch (const std::exception& e) {
-    throw ApiError{400, std::string("invalid request: ") + e.what(), {}};
-  } catch (...) {
-    throw ApiError{400, "invalid request", {}};
-  }
-}
+json responses_to_chat(const json& body) { return only_api_errors(translate, body); }
 
 json responses_response(const ChatResult& r) {
   const std::string base = id_base(r.id);
