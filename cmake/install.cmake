@@ -5,7 +5,8 @@
 #   lib/libloom.so.MAJOR.MINOR.PATCH      the C API, shared (SONAME libloom.so.MAJOR; exports loom_* only)
 #   lib/libloom.a                         the C API, static: every engine library merged into one archive
 #   include/loom/loom.h, loom_serve.h,    the public headers (nothing from src/); loom.hpp is the
-#   loom.hpp                              header-only C++ layer over the C API
+#   loom.hpp, loom_serve.hpp              header-only C++ layer over the C API; loom_serve.hpp the
+#                                         in-process serving API (typed events; libloom.a only)
 #   lib/cmake/loom/                       find_package(loom CONFIG): loom::loom (shared), loom::loom_static
 #   lib/pkgconfig/loom.pc                 pkg-config loom (--static for the archive)
 include(GNUInstallDirs)
@@ -39,7 +40,7 @@ install(FILES $<TARGET_FILE_DIR:loom>/loom-llama-server DESTINATION ${CMAKE_INST
 install(TARGETS loom_shared LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(FILES ${CMAKE_BINARY_DIR}/install/libloom.a DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(FILES ${PROJECT_SOURCE_DIR}/include/loom/loom.h ${PROJECT_SOURCE_DIR}/include/loom/loom_serve.h
-              ${PROJECT_SOURCE_DIR}/include/loom/loom.hpp
+              ${PROJECT_SOURCE_DIR}/include/loom/loom.hpp ${PROJECT_SOURCE_DIR}/include/loom/loom_serve.hpp
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/loom)
 install(FILES ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/CHANGELOG.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
 

@@ -1,12 +1,16 @@
 // The C API's serving part (include/loom/loom_serve.h): loom::serve::Scheduler behind a handle,
 // requests as JSON through serve/request_json (the same fields as `loom serve`), events as C
 // structs with JSON details, and the exclusive operations (session files, LoRA, bench) as
-// Scheduler::run_exclusive tasks.
+// Scheduler::run_exclusive tasks. Also the in-process C++ API (include/loom/loom_serve.hpp): the
+// same submission code with the request as a JSON value and typed events (GenerationEvent), from
+// which the C events' JSON is written (deliver_c).
 #include "loom/loom_serve.h"
+#include "loom/loom_serve.hpp"
 
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <optional>
 
@@ -64,10 +68,12 @@ json parse_request(const char* request_json) {
   return loom::serve::parse_body(request_json);
 }
 
-// One generation request's state, owned by its event callback.
+// One generation request's state, owned by its event callback: the scheduler's events become
+// typed GenerationEvents (loom_serve.hpp: pieces, the chat reply parsed as it streams) and go to
+// the sink — the in-process frontend's callback, or deliver_c for the C callback.
 struct GenState {
-  loom_event_callback cb = nullptr;
-  void* user = nullptr;
+  using Sink = std::function<void(const loom::api::GenerationEvent&)>;
+  Sink sink;
   const loom::Vocab* vocab = nullptr;
   bool chat = false;
   loom::chat::ToolCallFormat format = loom::chat::ToolCallFormat::kNone;
@@ -81,17 +87,18 @@ struct GenState {
   // Per chat choice: the reply parsed as it streams (src/api/chat_stream.h).
   std::vector<std::unique_ptr<loom::api::ChatStream>> streams;
 
-  // {"content", "reasoning_content", "tool_calls": [{"id", "type", "function": {"name", "arguments"}}]}.
-  static json message_fields(const loom::chat::ParsedMessage& m) {
-    json calls = json::array();
+  static void set_message(const loom::chat::ParsedMessage& m, loom::api::GenerationEvent& g) {
+    g.has_message = true;
+    g.content = m.content;
+    g.reasoning_content = m.reasoning_content;
+    g.tool_calls = json::array();
     for (const loom::chat::ToolCall& tc : m.tool_calls) {
       json c = json::object();
       c["id"] = tc.id;
       c["type"] = "function";
       c["function"] = json{{"name", tc.name}, {"arguments", tc.arguments}};
-      calls.push_back(std::move(c));
+      g.tool_calls.push_back(std::move(c));
     }
-    return json{{"content", m.content}, {"reasoning_content", m.reasoning_content}, {"tool_calls", std::move(calls)}};
   }
 
   loom::api::ChatStream& stream(size_t choice) {
@@ -100,100 +107,146 @@ struct GenState {
     return *streams[choice];
   }
 
-  void deliver(const loom::serve::Event& e, int32_t kind, int32_t token, const std::string& text_out,
-               const json* details) {
-    loom_event ev{};
-    ev.kind = kind;
-    ev.request_id = e.id;
-    ev.choice = e.choice;
-    ev.token = token;
-    ev.text = text_out.c_str();
-    ev.text_len = text_out.size();
-    std::string js;
-    if (details) js = dump(*details);
-    ev.json = details ? js.c_str() : nullptr;
-    cb(&ev, user);
-  }
-
   void on_event(const loom::serve::Event& e) {
     using Kind = loom::serve::Event::Kind;
     if (e.kind != Kind::kDone && e.kind != Kind::kError && size_t(e.choice) >= text.size()) text.resize(size_t(e.choice) + 1);
+    loom::api::GenerationEvent g;
+    g.request_id = e.id;
+    g.choice = e.choice;
     switch (e.kind) {
       case Kind::kToken: {
         text[size_t(e.choice)] += e.text;
-        const bool parsed = chat && stream_parse;
-        if (!e.has_logprob && !parsed) {
-          deliver(e, LOOM_EVENT_TOKEN, e.token, e.text, nullptr);
-          return;
-        }
-        json d = json::object();
+        g.kind = LOOM_EVENT_TOKEN;
+        g.token = e.token;
+        g.text = e.text;
         if (e.has_logprob) {
-          json top = json::array();
-          for (const auto& t : e.top) {
-            top.push_back({{"id", t.token}, {"piece", vocab->token_to_piece(t.token, false)}, {"logprob", t.logprob}});
-          }
-          d = {{"piece", vocab->token_to_piece(e.token, false)}, {"logprob", e.logprob.logprob}, {"top", top}};
+          g.has_logprob = true;
+          g.chosen = {e.token, vocab->token_to_piece(e.token, false), e.logprob.logprob};
+          g.top.reserve(e.top.size());
+          for (const auto& t : e.top) g.top.push_back({t.token, vocab->token_to_piece(t.token, false), t.logprob});
         }
-        if (parsed) {
+        if (chat && stream_parse) {
           // The reply so far (llama.node's token callback fields) and what it adds (the deltas).
           loom::api::ChatStream& cs = stream(size_t(e.choice));
-          std::vector<json> deltas = cs.add(e.text);
-          const json m = message_fields(cs.message());
-          for (const auto& [k, v] : m.items()) d[k] = v;
-          d["deltas"] = std::move(deltas);
+          g.deltas = cs.add(e.text);
+          set_message(cs.message(), g);
         }
-        deliver(e, LOOM_EVENT_TOKEN, e.token, e.text, &d);
-        return;
+        break;
       }
       case Kind::kFinish: {
         std::string& all = text[size_t(e.choice)];
         all += e.text;
-        json d = {{"reason", loom::serve::finish_reason_name(e.reason)},
-                  {"stop_word", e.stop_word},
-                  {"stopped_eos", e.reason == loom::serve::FinishReason::kStop && e.stop_word.empty()},
-                  {"stopped_word", !e.stop_word.empty()},
-                  {"stopped_limit", e.reason == loom::serve::FinishReason::kLength},
-                  {"text", all},
-                  {"tokens", e.tokens}};
+        g.kind = LOOM_EVENT_FINISH;
+        g.text = e.text;
+        g.reason = loom::serve::finish_reason_name(e.reason);
+        g.stop_word = e.stop_word;
+        g.all_text = all;
+        g.tokens = e.tokens;
         if (chat) {
           // Fed piece by piece when streamed (deltas); else parsed once here.
           loom::api::ChatStream& cs = stream(size_t(e.choice));
           std::vector<json> deltas = stream_parse ? cs.finish(e.text) : cs.finish(all);
-          const json m = message_fields(cs.message());
-          for (const auto& [k, v] : m.items()) d[k] = v;
-          if (stream_parse) d["deltas"] = std::move(deltas);
+          set_message(cs.message(), g);
+          if (stream_parse) g.deltas = std::move(deltas);
           streams[size_t(e.choice)].reset();
         }
-        deliver(e, LOOM_EVENT_FINISH, -1, e.text, &d);
-        return;
+        break;
       }
       case Kind::kDone: {
+        g.kind = LOOM_EVENT_DONE;
+        g.prompt_tokens = e.usage.prompt_tokens;
+        g.completion_tokens = e.usage.completion_tokens;
+        g.cached_tokens = e.usage.cached_tokens;
         const auto& t = e.timings;
-        auto per_token = [](double ms, int n) { return n > 0 ? ms / n : 0.0; };
-        auto per_second = [](double ms, int n) { return ms > 0 ? 1e3 * n / ms : 0.0; };
-        const json d = {
-            {"usage", {{"prompt_tokens", e.usage.prompt_tokens}, {"completion_tokens", e.usage.completion_tokens},
-                       {"cached_tokens", e.usage.cached_tokens}}},
-            {"timings", {{"prompt_n", t.prompt_n}, {"prompt_ms", t.prompt_ms},
-                         {"prompt_per_token_ms", per_token(t.prompt_ms, t.prompt_n)},
-                         {"prompt_per_second", per_second(t.prompt_ms, t.prompt_n)}, {"predicted_n", t.predicted_n},
-                         {"predicted_ms", t.predicted_ms},
-                         {"predicted_per_token_ms", per_token(t.predicted_ms, t.predicted_n)},
-                         {"predicted_per_second", per_second(t.predicted_ms, t.predicted_n)}, {"cache_n", t.cache_n},
-                         {"queue_ms", t.queue_ms}, {"ttft_ms", t.ttft_ms}}},
-            {"prompt_tokens", prompt.size()},
-            {"prompt_ids", prompt}};
-        deliver(e, LOOM_EVENT_DONE, -1, std::string(), &d);
-        return;
+        g.prompt_n = t.prompt_n;
+        g.prompt_ms = t.prompt_ms;
+        g.predicted_n = t.predicted_n;
+        g.predicted_ms = t.predicted_ms;
+        g.cache_n = t.cache_n;
+        g.queue_ms = t.queue_ms;
+        g.ttft_ms = t.ttft_ms;
+        g.prompt_ids = prompt;
+        break;
       }
       case Kind::kError: {
-        const json d = {{"message", e.error.message()}};
-        deliver(e, LOOM_EVENT_ERROR, status_code(e.error), e.error.message(), &d);
-        return;
+        g.kind = LOOM_EVENT_ERROR;
+        g.token = status_code(e.error);
+        g.text = e.error.message();
+        break;
       }
     }
+    sink(g);
   }
 };
+
+// A typed event as the C API's loom_event: the details of its kind as JSON (loom_serve.h).
+void deliver_c(const loom::api::GenerationEvent& g, bool stream_parse, loom_event_callback cb, void* user) {
+  json d;
+  bool has_json = true;
+  switch (g.kind) {
+    case LOOM_EVENT_TOKEN: {
+      has_json = g.has_logprob || g.has_message;
+      d = json::object();
+      if (g.has_logprob) {
+        json top = json::array();
+        for (const auto& t : g.top) top.push_back({{"id", t.id}, {"piece", t.piece}, {"logprob", t.logprob}});
+        d = {{"piece", g.chosen.piece}, {"logprob", g.chosen.logprob}, {"top", top}};
+      }
+      if (g.has_message) {
+        d["content"] = g.content;
+        d["reasoning_content"] = g.reasoning_content;
+        d["tool_calls"] = g.tool_calls;
+        d["deltas"] = g.deltas;
+      }
+      break;
+    }
+    case LOOM_EVENT_FINISH: {
+      d = {{"reason", g.reason},
+           {"stop_word", g.stop_word},
+           {"stopped_eos", g.reason == "stop" && g.stop_word.empty()},
+           {"stopped_word", !g.stop_word.empty()},
+           {"stopped_limit", g.reason == "length"},
+           {"text", g.all_text},
+           {"tokens", g.tokens}};
+      if (g.has_message) {
+        d["content"] = g.content;
+        d["reasoning_content"] = g.reasoning_content;
+        d["tool_calls"] = g.tool_calls;
+        if (stream_parse) d["deltas"] = g.deltas;
+      }
+      break;
+    }
+    case LOOM_EVENT_DONE: {
+      auto per_token = [](double ms, int64_t n) { return n > 0 ? ms / double(n) : 0.0; };
+      auto per_second = [](double ms, int64_t n) { return ms > 0 ? 1e3 * double(n) / ms : 0.0; };
+      d = {{"usage", {{"prompt_tokens", g.prompt_tokens}, {"completion_tokens", g.completion_tokens},
+                      {"cached_tokens", g.cached_tokens}}},
+           {"timings", {{"prompt_n", g.prompt_n}, {"prompt_ms", g.prompt_ms},
+                        {"prompt_per_token_ms", per_token(g.prompt_ms, g.prompt_n)},
+                        {"prompt_per_second", per_second(g.prompt_ms, g.prompt_n)}, {"predicted_n", g.predicted_n},
+                        {"predicted_ms", g.predicted_ms},
+                        {"predicted_per_token_ms", per_token(g.predicted_ms, g.predicted_n)},
+                        {"predicted_per_second", per_second(g.predicted_ms, g.predicted_n)}, {"cache_n", g.cache_n},
+                        {"queue_ms", g.queue_ms}, {"ttft_ms", g.ttft_ms}}},
+           {"prompt_tokens", g.prompt_ids.size()},
+           {"prompt_ids", g.prompt_ids}};
+      break;
+    }
+    case LOOM_EVENT_ERROR: d = {{"message", g.text}}; break;
+    default: has_json = false; break;
+  }
+  loom_event ev{};
+  ev.kind = g.kind;
+  ev.request_id = g.request_id;
+  ev.choice = g.choice;
+  ev.token = g.kind == LOOM_EVENT_TOKEN || g.kind == LOOM_EVENT_ERROR ? g.token : -1;
+  ev.text = g.text.c_str();
+  ev.text_len = g.text.size();
+  std::string js;
+  if (has_json) js = dump(d);
+  ev.json = has_json ? js.c_str() : nullptr;
+  cb(&ev, user);
+}
 
 #define LOOM_NEED_SCHED(ret)                    \
   do {                                          \
@@ -376,14 +429,11 @@ void loom_scheduler_free(loom_scheduler* sched, int32_t grace_ms) {
 
 namespace {
 
-// What a frontend may set for every request (loom_scheduler_submit_ext's options_json).
-struct SubmitOptions {
-  int n_predict = -1;  // max tokens when the request gives none
-  enum class Endpoint { kAny, kChat, kCompletion } endpoint = Endpoint::kAny;
-};
+using loom::api::GenerationOptions;
 
-SubmitOptions parse_submit_options(const char* options_json) {
-  SubmitOptions o;
+// loom_scheduler_submit_ext's options_json -> GenerationOptions.
+GenerationOptions parse_submit_options(const char* options_json) {
+  GenerationOptions o;
   if (!options_json) return o;
   const json j = json::parse(options_json, nullptr, false);
   if (j.is_discarded() || !j.is_object()) loom::serve::request_error("options_json is not a JSON object");
@@ -395,9 +445,9 @@ SubmitOptions parse_submit_options(const char* options_json) {
       o.n_predict = int(value.get<int64_t>());
     } else if (key == "endpoint") {
       const std::string e = value.is_string() ? value.get<std::string>() : std::string();
-      if (e == "chat") o.endpoint = SubmitOptions::Endpoint::kChat;
-      else if (e == "completion") o.endpoint = SubmitOptions::Endpoint::kCompletion;
-      else if (e == "any") o.endpoint = SubmitOptions::Endpoint::kAny;
+      if (e == "chat") o.endpoint = GenerationOptions::Endpoint::kChat;
+      else if (e == "completion") o.endpoint = GenerationOptions::Endpoint::kCompletion;
+      else if (e == "any") o.endpoint = GenerationOptions::Endpoint::kAny;
       else loom::serve::request_error("options.endpoint: expected \"chat\", \"completion\" or \"any\"");
     } else {
       loom::serve::request_error("options: unknown field '" + key + "'");
@@ -406,93 +456,167 @@ SubmitOptions parse_submit_options(const char* options_json) {
   return o;
 }
 
-// loom_scheduler_submit and loom_scheduler_submit_ext: parse, optionally describe, queue.
-int32_t submit_generation(const char* fn, loom_scheduler* sched, const char* request_json, const char* options_json,
-                          loom_event_callback callback, void* user_data, uint64_t* request_id, char* info,
-                          size_t info_size) {
+// GenerationInfo as loom_scheduler_submit_ext's info JSON.
+json info_json(const loom::api::GenerationInfo& i) {
+  return {{"prompt_tokens", i.prompt_tokens},
+          {"n", i.n},
+          {"max_tokens", i.max_tokens},
+          {"seed", i.seed},
+          {"logprobs", i.logprobs},
+          {"top_logprobs", i.top_logprobs},
+          {"chat", i.chat},
+          {"tool_call_format", i.tool_call_format},
+          {"grammar_triggers", i.grammar_triggers},
+          {"reasoning_format", i.reasoning_format},
+          {"stream_parse", i.stream_parse}};
+}
+
+// Every generation submission (C and C++): checks the request, describes it (describe may refuse
+// it: nothing is queued then), queues it with its events going to `sink`. Returns a status;
+// errors are recorded for loom_last_error.
+using Describe = std::function<int32_t(const loom::api::GenerationInfo&)>;
+int32_t submit_generation(const char* fn, loom_scheduler* sched, const json& body, const GenerationOptions& opts,
+                          const std::function<GenState::Sink(const GenState&)>& make_sink, const Describe& describe,
+                          uint64_t* request_id) {
+  const loom::serve::Fields f(body);
+  const loom::Vocab& vocab = sched->model->vocab();
+  auto st = std::make_shared<GenState>();
+  st->vocab = &vocab;
+  loom::serve::GenerateRequest r;
+  std::vector<std::string> triggers;
+  // How a chat request's output is parsed (checked on every request; used with "messages").
+  const bool stream_parse = f.boolean("stream_parse", false);
+  loom::chat::ReasoningFormat reasoning_format = loom::chat::ReasoningFormat::kAuto;
+  if (f.has("reasoning_format")) {
+    auto rf = loom::chat::parse_reasoning_format(f.string("reasoning_format"));
+    if (!rf) return fail(fn, rf.status());
+    reasoning_format = *rf;
+  }
+  const bool chat = opts.endpoint == GenerationOptions::Endpoint::kChat ||
+                    (opts.endpoint == GenerationOptions::Endpoint::kAny && f.has("messages"));
+  if (chat) {
+    // A request's own chat_template replaces the scheduler's for it.
+    std::optional<loom::chat::ChatTemplate> own;
+    if (f.has("chat_template") && !f.string("chat_template").empty()) {
+      const std::string src = f.string("chat_template");
+      auto t = loom::chat::ChatTemplate::from_model(*sched->model, &src);
+      if (!t) return fail(fn, t.status());
+      own = std::move(*t);
+    }
+    const loom::chat::ChatTemplate* tmpl = own ? &*own : sched->tmpl ? &*sched->tmpl : nullptr;
+    if (!tmpl) return fail(fn, loom::invalid_argument("chat template: " + sched->tmpl_error));
+    loom::serve::ChatGeneration g = loom::serve::parse_chat_generation(f, *tmpl, vocab, opts.n_predict,
+                                                                      sched->counter.fetch_add(1),
+                                                                      sched->s->checkpoints_prefixes());
+    r = std::move(g.request);
+    st->chat = true;
+    st->format = g.format;
+    st->parse_options = g.parse_options;
+    st->parse_options.reasoning_format = reasoning_format;
+    st->stream_parse = stream_parse;
+    // deepseek-legacy: the reasoning stays in the content (as <think>...</think>) when streamed,
+    // in the final message too, as llama.cpp's reasoning_in_content = stream && legacy.
+    st->parse_options.reasoning_in_content =
+        stream_parse && reasoning_format == loom::chat::ReasoningFormat::kDeepSeekLegacy;
+    triggers = std::move(g.triggers);
+  } else {
+    const json* p = f.get("prompt");
+    if (!p) {
+      return fail(fn, loom::invalid_argument(opts.endpoint == GenerationOptions::Endpoint::kAny ? "prompt: required (or messages)"
+                                                                                          : "prompt: required"));
+    }
+    loom::serve::parse_generation(f, vocab, opts.n_predict, /*chat=*/false, r);
+    r.prompt = loom::serve::prompt_tokens(*p, vocab, "prompt");
+  }
+  if (describe) {
+    // What the request became, for a frontend that shapes responses (loom serve): before anything
+    // is queued, so a refusal loses nothing.
+    loom::api::GenerationInfo info;
+    info.prompt_tokens = int64_t(r.prompt.size());
+    info.n = r.n;
+    info.max_tokens = r.max_tokens;
+    info.seed = r.sampling.seed;
+    info.logprobs = r.logprobs;
+    info.top_logprobs = r.top_logprobs;
+    info.chat = st->chat;
+    info.tool_call_format = loom::chat::tool_call_format_name(st->format);
+    info.grammar_triggers = triggers;
+    info.reasoning_format = loom::chat::reasoning_format_name(st->parse_options.reasoning_format);
+    info.stream_parse = st->chat && st->stream_parse;
+    if (const int32_t rc = describe(info); rc != LOOM_OK) return rc;
+  }
+  st->prompt = r.prompt;
+  st->sink = make_sink(*st);
+  auto id = sched->s->submit(std::move(r), [st](const loom::serve::Event& e) { st->on_event(e); });
+  if (!id) return fail(fn, id.status());
+  if (request_id) *request_id = *id;
+  return LOOM_OK;
+}
+
+// Every embedding submission (C and C++): {"input"} or {"rerank": {"query", "documents"}}.
+int32_t submit_embedding(const char* fn, loom_scheduler* sched, const json& body,
+                         std::function<void(loom::Expected<loom::serve::EmbedResult>)> done, uint64_t* request_id) {
+  const loom::serve::Fields f(body);
+  const loom::Vocab& vocab = sched->model->vocab();
+  loom::serve::EmbedRequest er;
+  if (const json* rr = f.get("rerank")) {
+    const loom::serve::Fields rf(*rr, "rerank.");
+    if (!rf.has("query")) return fail(fn, loom::invalid_argument("rerank.query: required"));
+    const json* docs = rf.get("documents");
+    if (!docs) return fail(fn, loom::invalid_argument("rerank.documents: required"));
+    er.inputs = loom::serve::rerank_inputs(rf.string("query"), *docs, vocab, nullptr);
+  } else if (const json* in = f.get("input")) {
+    er.inputs = loom::serve::embed_inputs(*in, vocab, "input");
+  } else {
+    return fail(fn, loom::invalid_argument("input: required (or rerank)"));
+  }
+  auto id = sched->s->submit_embed(std::move(er), std::move(done));
+  if (!id) return fail(fn, id.status());
+  if (request_id) *request_id = *id;
+  return LOOM_OK;
+}
+
+// n_inputs x n_dim floats, rows padded with zeros to the first one's size.
+std::vector<float> flat_embeddings(const loom::serve::EmbedResult& r) {
+  const auto& e = r.embeddings;
+  const size_t dim = e.empty() ? 0 : e[0].size();
+  std::vector<float> flat;
+  flat.reserve(e.size() * dim);
+  for (const auto& v : e) {
+    flat.insert(flat.end(), v.begin(), v.begin() + std::ptrdiff_t(std::min(dim, v.size())));
+    flat.resize(flat.size() + (dim - std::min(dim, v.size())), 0.0f);
+  }
+  return flat;
+}
+
+// loom_scheduler_submit and loom_scheduler_submit_ext: the JSON texts, the C callback.
+int32_t submit_generation_c(const char* fn, loom_scheduler* sched, const char* request_json, const char* options_json,
+                            loom_event_callback callback, void* user_data, uint64_t* request_id, char* info,
+                            size_t info_size) {
   if (!sched) return fail_arg(fn, "scheduler is NULL");
   if (!callback) return fail_arg(fn, "callback is NULL");
   return guarded_request(fn, [&]() -> int32_t {
-    const SubmitOptions opts = parse_submit_options(options_json);
+    const GenerationOptions opts = parse_submit_options(options_json);
     const json body = parse_request(request_json);
-    const loom::serve::Fields f(body);
-    const loom::Vocab& vocab = sched->model->vocab();
-    auto st = std::make_shared<GenState>();
-    st->cb = callback;
-    st->user = user_data;
-    st->vocab = &vocab;
-    loom::serve::GenerateRequest r;
-    std::vector<std::string> triggers;
-    // How a chat request's output is parsed (checked on every request; used with "messages").
-    const bool stream_parse = f.boolean("stream_parse", false);
-    loom::chat::ReasoningFormat reasoning_format = loom::chat::ReasoningFormat::kAuto;
-    if (f.has("reasoning_format")) {
-      auto rf = loom::chat::parse_reasoning_format(f.string("reasoning_format"));
-      if (!rf) return fail(fn, rf.status());
-      reasoning_format = *rf;
-    }
-    const bool chat = opts.endpoint == SubmitOptions::Endpoint::kChat ||
-                      (opts.endpoint == SubmitOptions::Endpoint::kAny && f.has("messages"));
-    if (chat) {
-      // A request's own chat_template replaces the scheduler's for it.
-      std::optional<loom::chat::ChatTemplate> own;
-      if (f.has("chat_template") && !f.string("chat_template").empty()) {
-        const std::string src = f.string("chat_template");
-        auto t = loom::chat::ChatTemplate::from_model(*sched->model, &src);
-        if (!t) return fail(fn, t.status());
-        own = std::move(*t);
-      }
-      const loom::chat::ChatTemplate* tmpl = own ? &*own : sched->tmpl ? &*sched->tmpl : nullptr;
-      if (!tmpl) return fail(fn, loom::invalid_argument("chat template: " + sched->tmpl_error));
-      loom::serve::ChatGeneration g = loom::serve::parse_chat_generation(f, *tmpl, vocab, opts.n_predict,
-                                                                        sched->counter.fetch_add(1),
-                                                                        sched->s->checkpoints_prefixes());
-      r = std::move(g.request);
-      st->chat = true;
-      st->format = g.format;
-      st->parse_options = g.parse_options;
-      st->parse_options.reasoning_format = reasoning_format;
-      st->stream_parse = stream_parse;
-      // deepseek-legacy: the reasoning stays in the content (as <think>...</think>) when streamed,
-      // in the final message too, as llama.cpp's reasoning_in_content = stream && legacy.
-      st->parse_options.reasoning_in_content =
-          stream_parse && reasoning_format == loom::chat::ReasoningFormat::kDeepSeekLegacy;
-      triggers = std::move(g.triggers);
-    } else {
-      const json* p = f.get("prompt");
-      if (!p) {
-        return fail(fn, loom::invalid_argument(opts.endpoint == SubmitOptions::Endpoint::kAny ? "prompt: required (or messages)"
-                                                                                           : "prompt: required"));
-      }
-      loom::serve::parse_generation(f, vocab, opts.n_predict, /*chat=*/false, r);
-      r.prompt = loom::serve::prompt_tokens(*p, vocab, "prompt");
-    }
+    Describe describe;
     if (info) {
-      // What the request became, for a frontend that shapes responses (loom serve): checked
-      // before anything is queued, so a small buffer refuses the request and loses nothing.
-      const json d = {{"prompt_tokens", r.prompt.size()},
-                      {"n", r.n},
-                      {"max_tokens", r.max_tokens},
-                      {"seed", r.sampling.seed},
-                      {"logprobs", r.logprobs},
-                      {"top_logprobs", r.top_logprobs},
-                      {"chat", st->chat},
-                      {"tool_call_format", loom::chat::tool_call_format_name(st->format)},
-                      {"grammar_triggers", triggers},
-                      {"reasoning_format", loom::chat::reasoning_format_name(st->parse_options.reasoning_format)},
-                      {"stream_parse", st->chat && st->stream_parse}};
-      const std::string s = dump(d);
-      if (info_size <= s.size()) {
-        return fail(fn, loom::Status(loom::StatusCode::kResourceExhausted,
-                                     "info_buf needs " + std::to_string(s.size() + 1) + " bytes; nothing was queued"));
-      }
-      std::memcpy(info, s.c_str(), s.size() + 1);
+      describe = [&](const loom::api::GenerationInfo& i) -> int32_t {
+        const std::string s = dump(info_json(i));
+        if (info_size <= s.size()) {
+          return fail(fn, loom::Status(loom::StatusCode::kResourceExhausted,
+                                       "info_buf needs " + std::to_string(s.size() + 1) + " bytes; nothing was queued"));
+        }
+        std::memcpy(info, s.c_str(), s.size() + 1);
+        return LOOM_OK;
+      };
     }
-    st->prompt = r.prompt;
-    auto id = sched->s->submit(std::move(r), [st](const loom::serve::Event& e) { st->on_event(e); });
-    if (!id) return fail(fn, id.status());
-    if (request_id) *request_id = *id;
-    return LOOM_OK;
+    auto make_sink = [callback, user_data](const GenState& st) -> GenState::Sink {
+      const bool stream_parse = st.chat && st.stream_parse;
+      return [callback, user_data, stream_parse](const loom::api::GenerationEvent& g) {
+        deliver_c(g, stream_parse, callback, user_data);
+      };
+    };
+    return submit_generation(fn, sched, body, opts, make_sink, describe, request_id);
   });
 }
 
@@ -502,15 +626,15 @@ extern "C" {
 
 int32_t loom_scheduler_submit(loom_scheduler* sched, const char* request_json, loom_event_callback callback,
                               void* user_data, uint64_t* request_id) {
-  return submit_generation(__func__, sched, request_json, nullptr, callback, user_data, request_id, nullptr, 0);
+  return submit_generation_c(__func__, sched, request_json, nullptr, callback, user_data, request_id, nullptr, 0);
 }
 
 int32_t loom_scheduler_submit_ext(loom_scheduler* sched, const char* request_json, const char* options_json,
                                   loom_event_callback callback, void* user_data, uint64_t* request_id, char* info_buf,
                                   size_t info_size) {
   if (info_size > 0 && !info_buf) return fail_arg(__func__, "info_buf is NULL but info_size is not 0");
-  return submit_generation(__func__, sched, request_json, options_json, callback, user_data, request_id,
-                           info_size > 0 ? info_buf : nullptr, info_size);
+  return submit_generation_c(__func__, sched, request_json, options_json, callback, user_data, request_id,
+                             info_size > 0 ? info_buf : nullptr, info_size);
 }
 
 void loom_scheduler_cancel(loom_scheduler* sched, uint64_t request_id) {
@@ -526,41 +650,17 @@ int32_t loom_scheduler_embed(loom_scheduler* sched, const char* request_json, lo
   LOOM_NEED_SCHED(LOOM_ERR_INVALID_ARGUMENT);
   if (!callback) return fail_arg(__func__, "callback is NULL");
   return guarded_request(__func__, [&]() -> int32_t {
-    const char* fn = "loom_scheduler_embed";
-    const json body = parse_request(request_json);
-    const loom::serve::Fields f(body);
-    const loom::Vocab& vocab = sched->model->vocab();
-    loom::serve::EmbedRequest er;
-    if (const json* rr = f.get("rerank")) {
-      const loom::serve::Fields rf(*rr, "rerank.");
-      if (!rf.has("query")) return fail(fn, loom::invalid_argument("rerank.query: required"));
-      const json* docs = rf.get("documents");
-      if (!docs) return fail(fn, loom::invalid_argument("rerank.documents: required"));
-      er.inputs = loom::serve::rerank_inputs(rf.string("query"), *docs, vocab, nullptr);
-    } else if (const json* in = f.get("input")) {
-      er.inputs = loom::serve::embed_inputs(*in, vocab, "input");
-    } else {
-      return fail(fn, loom::invalid_argument("input: required (or rerank)"));
-    }
-    auto id = sched->s->submit_embed(std::move(er), [callback, user_data](loom::Expected<loom::serve::EmbedResult> r) {
+    return submit_embedding("loom_scheduler_embed", sched, parse_request(request_json), [callback, user_data](
+        loom::Expected<loom::serve::EmbedResult> r) {
       if (!r) {
         const std::string msg = r.status().message();
         callback(status_code(r.status()), msg.c_str(), nullptr, 0, 0, 0, user_data);
         return;
       }
-      const auto& e = r->embeddings;
-      const size_t dim = e.empty() ? 0 : e[0].size();
-      std::vector<float> flat;
-      flat.reserve(e.size() * dim);
-      for (const auto& v : e) {
-        flat.insert(flat.end(), v.begin(), v.end());
-        flat.resize(flat.size() + (dim - std::min(dim, v.size())), 0.0f);
-      }
-      callback(LOOM_OK, "", flat.data(), int32_t(e.size()), int32_t(dim), r->prompt_tokens, user_data);
-    });
-    if (!id) return fail(fn, id.status());
-    if (request_id) *request_id = *id;
-    return LOOM_OK;
+      const std::vector<float> flat = flat_embeddings(*r);
+      const size_t dim = r->embeddings.empty() ? 0 : r->embeddings[0].size();
+      callback(LOOM_OK, "", flat.data(), int32_t(r->embeddings.size()), int32_t(dim), r->prompt_tokens, user_data);
+    }, request_id);
   });
 }
 
@@ -858,3 +958,66 @@ int32_t loom_chat_template_info(const loom_model* model, const char* template_ov
 }
 
 }  // extern "C"
+
+// ---- the in-process C++ API (loom_serve.hpp) ----------------------------------------------------
+
+namespace loom::api {
+
+namespace {
+// A failure recorded as "fn: message" (loom_last_error) as the C++ API's Status: the message alone.
+Status last_status(const char* fn, int32_t rc) {
+  std::string m = loom_last_error();
+  const std::string prefix = std::string(fn) + ": ";
+  if (m.rfind(prefix, 0) == 0) m.erase(0, prefix.size());
+  return Status(rc, std::move(m));
+}
+}  // namespace
+
+Expected<uint64_t> submit_generation(loom_scheduler* sched, const nlohmann::ordered_json& request,
+                                     const GenerationOptions& options, OnGenerationEvent on_event, GenerationInfo* info) {
+  const char* fn = "submit_generation";
+  uint64_t id = 0;
+  int32_t rc = LOOM_OK;
+  if (!sched) rc = fail_arg(fn, "scheduler is NULL");
+  else if (!on_event) rc = fail_arg(fn, "on_event is empty");
+  else if (!request.is_object()) rc = fail_arg(fn, "request: expected a JSON object");
+  if (rc != LOOM_OK) return last_status(fn, rc);
+  rc = guarded_request(fn, [&]() -> int32_t {
+    ::Describe describe;
+    if (info) describe = [info](const GenerationInfo& i) { *info = i; return int32_t(LOOM_OK); };
+    auto sink = std::make_shared<OnGenerationEvent>(std::move(on_event));
+    return ::submit_generation(fn, sched, request, options, [sink](const GenState&) -> GenState::Sink {
+      return [sink](const GenerationEvent& g) { (*sink)(g); };
+    }, describe, &id);
+  });
+  if (rc != LOOM_OK) return last_status(fn, rc);
+  return id;
+}
+
+Expected<uint64_t> submit_embedding(loom_scheduler* sched, const nlohmann::ordered_json& request, Scheduler::OnEmbed done) {
+  const char* fn = "submit_embedding";
+  uint64_t id = 0;
+  int32_t rc = LOOM_OK;
+  if (!sched) rc = fail_arg(fn, "scheduler is NULL");
+  else if (!done) rc = fail_arg(fn, "done is empty");
+  else if (!request.is_object()) rc = fail_arg(fn, "request: expected a JSON object");
+  if (rc != LOOM_OK) return last_status(fn, rc);
+  rc = guarded_request(fn, [&]() -> int32_t {
+    return ::submit_embedding(fn, sched, request, [done = std::move(done)](loom::Expected<loom::serve::EmbedResult> r) {
+      if (!r) {
+        done(Status(status_code(r.status()), r.status().message()));
+        return;
+      }
+      Scheduler::Embeddings e;
+      e.data = flat_embeddings(*r);
+      e.n_inputs = int32_t(r->embeddings.size());
+      e.n_dim = r->embeddings.empty() ? 0 : int32_t(r->embeddings[0].size());
+      e.prompt_tokens = r->prompt_tokens;
+      done(std::move(e));
+    }, &id);
+  });
+  if (rc != LOOM_OK) return last_status(fn, rc);
+  return id;
+}
+
+}  // namespace loom::api

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "loom/loom_serve.h"
+#include "loom/loom_serve.hpp"
 #include "../model/model_test_util.h"
 #include "test_util.h"
 
@@ -506,6 +507,121 @@ TEST(CapiScheduler, StreamParseOnALongOutput) {
 
 // loom_scheduler_submit_ext: per-frontend defaults and endpoint, the description of what a request
 // became (written before anything is queued), and loom_scheduler_shutdown before the free.
+// The in-process C++ API (loom_serve.hpp) that `loom serve` submits through: for the same request,
+// its typed events carry exactly what the C API's events carry as JSON, its info what info_buf
+// gets, and its refusals the same messages without a function name.
+TEST(CppServeApi, TypedEventsCarryWhatTheCEventsCarry) {
+  Model m(stories_path());
+  Sched s(m.m);
+  ASSERT_TRUE(s.s);
+  json req = forced_chat(kForced);
+  req["stream_parse"] = true;
+  req["n_probs"] = 2;
+  const auto c = run(s.s, req);
+  ASSERT_TRUE(c->error.is_null()) << c->error.dump();
+
+  struct Typed {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool ended = false;
+    std::vector<loom::api::GenerationEvent> events;
+  };
+  auto t = std::make_shared<Typed>();
+  loom::api::GenerationInfo info;
+  loom::api::GenerationOptions opts;
+  opts.endpoint = loom::api::GenerationOptions::Endpoint::kChat;
+  auto id = loom::api::submit_generation(s.s, nlohmann::ordered_json(req), opts, [t](const loom::api::GenerationEvent& e) {
+    std::lock_guard<std::mutex> l(t->mu);
+    t->events.push_back(e);
+    if (e.kind == LOOM_EVENT_DONE || e.kind == LOOM_EVENT_ERROR) t->ended = true;
+    t->cv.notify_all();
+  }, &info);
+  ASSERT_TRUE(id) << id.status().message();
+  {
+    std::unique_lock<std::mutex> l(t->mu);
+    ASSERT_TRUE(t->cv.wait_for(l, std::chrono::seconds(600), [&] { return t->ended; }));
+  }
+  // info: as submit_ext's JSON would say.
+  EXPECT_TRUE(info.chat);
+  EXPECT_TRUE(info.stream_parse);
+  EXPECT_EQ(info.tool_call_format, "hermes");
+  EXPECT_TRUE(info.logprobs);
+  EXPECT_GT(info.prompt_tokens, 0);
+  EXPECT_FALSE(info.grammar_triggers.empty());
+
+  std::vector<const loom::api::GenerationEvent*> tokens;
+  const loom::api::GenerationEvent *finish = nullptr, *done = nullptr;
+  for (const auto& e : t->events) {
+    if (e.kind == LOOM_EVENT_TOKEN) tokens.push_back(&e);
+    if (e.kind == LOOM_EVENT_FINISH) finish = &e;
+    if (e.kind == LOOM_EVENT_DONE) done = &e;
+  }
+  ASSERT_EQ(tokens.size(), c->tokens.size());
+  ASSERT_EQ(c->token_details.size(), c->tokens.size());
+  std::string text;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const auto& e = *tokens[i];
+    const json& d = c->token_details[i];
+    EXPECT_EQ(e.token, c->tokens[i]) << i;
+    text += e.text;
+    ASSERT_TRUE(e.has_logprob) << i;
+    EXPECT_EQ(e.chosen.id, e.token);
+    EXPECT_EQ(e.chosen.piece, d["piece"]) << i;
+    EXPECT_DOUBLE_EQ(e.chosen.logprob, d["logprob"].get<double>()) << i;
+    ASSERT_EQ(e.top.size(), d["top"].size()) << i;
+    for (size_t k = 0; k < e.top.size(); ++k) {
+      EXPECT_EQ(e.top[k].id, d["top"][k]["id"]);
+      EXPECT_EQ(e.top[k].piece, d["top"][k]["piece"]);
+      EXPECT_DOUBLE_EQ(e.top[k].logprob, d["top"][k]["logprob"].get<double>());
+    }
+    ASSERT_TRUE(e.has_message) << i;
+    EXPECT_EQ(e.content, d["content"]) << i;
+    EXPECT_EQ(e.reasoning_content, d["reasoning_content"]) << i;
+    EXPECT_EQ(json::parse(e.tool_calls.dump()).size(), d["tool_calls"].size()) << i;
+    ASSERT_EQ(e.deltas.size(), d["deltas"].size()) << i;
+    for (size_t k = 0; k < e.deltas.size(); ++k) {
+      // Tool-call ids are drawn per request; everything else must agree.
+      json a = json::parse(e.deltas[k].dump()), b = d["deltas"][k];
+      if (a.contains("tool_calls")) {
+        for (auto& tc : a["tool_calls"]) tc.erase("id");
+        for (auto& tc : b["tool_calls"]) tc.erase("id");
+      }
+      EXPECT_EQ(a, b) << i;
+    }
+  }
+  ASSERT_TRUE(finish && done);
+  text += finish->text;
+  EXPECT_EQ(text, c->text);
+  EXPECT_EQ(finish->all_text, c->finish["text"]);
+  EXPECT_EQ(finish->reason, c->finish["reason"]);
+  EXPECT_EQ(finish->stop_word, c->finish["stop_word"]);
+  EXPECT_EQ(finish->tokens, c->finish["tokens"].get<std::vector<int32_t>>());
+  EXPECT_EQ(finish->content, c->finish["content"]);
+  EXPECT_EQ(finish->reasoning_content, c->finish["reasoning_content"]);
+  ASSERT_EQ(finish->tool_calls.size(), 1u);
+  EXPECT_EQ(finish->tool_calls[0]["function"]["name"], "ping");
+  EXPECT_EQ(done->prompt_tokens, c->done["usage"]["prompt_tokens"].get<int64_t>());
+  EXPECT_EQ(done->completion_tokens, c->done["usage"]["completion_tokens"].get<int64_t>());
+  EXPECT_EQ(done->predicted_n, c->done["timings"]["predicted_n"].get<int64_t>());
+  EXPECT_EQ(done->prompt_ids, c->done["prompt_ids"].get<std::vector<int32_t>>());
+
+  // Refusals: the field named, no function name, nothing queued, no callback.
+  bool called = false;
+  auto bad = loom::api::submit_generation(s.s, nlohmann::ordered_json::parse(R"({"prompt": "x", "temperature": "hot"})"), {},
+                                          [&](const loom::api::GenerationEvent&) { called = true; });
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.status().code(), LOOM_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(bad.status().message().rfind("temperature", 0), 0u) << bad.status().message();
+  auto not_object = loom::api::submit_generation(s.s, nlohmann::ordered_json::array(), {}, [](const loom::api::GenerationEvent&) {});
+  EXPECT_FALSE(not_object);
+  auto no_callback = loom::api::submit_generation(s.s, nlohmann::ordered_json::parse(R"({"prompt": "x"})"), {}, {});
+  EXPECT_FALSE(no_callback);
+  auto no_sched = loom::api::submit_generation(nullptr, nlohmann::ordered_json::parse(R"({"prompt": "x"})"), {},
+                                               [](const loom::api::GenerationEvent&) {});
+  EXPECT_FALSE(no_sched);
+  EXPECT_FALSE(called);
+}
+
 TEST(CapiScheduler, SubmitExtDescribesTheRequestAndShutdownRefusesNewOnes) {
   Model m(stories_path());
   Sched s(m.m);

@@ -84,8 +84,8 @@ void run_generation(const server::json& body, bool completion, bool qwen, int n_
   api::Scheduler& sched = qwen ? *g_env->qwen_sched : *g_env->chatml;
   for (const server::json& r : p.requests) {
     auto w = std::make_shared<Waiter>();
-    std::string info;
-    auto id = sched.submit(server::dump(r), p.options, [w](const api::Event& e) {
+    api::GenerationInfo info;
+    auto id = api::submit_generation(sched.handle(), r, p.options, [w](const api::GenerationEvent& e) {
       if (e.kind == LOOM_EVENT_ERROR) w->finish(e.token, e.text);
       else if (e.kind == LOOM_EVENT_DONE) w->finish(LOOM_OK, {});
     }, &info);
@@ -100,8 +100,7 @@ void run_generation(const server::json& body, bool completion, bool qwen, int n_
       const server::HttpError e = server::http_error(w->error, w->message);
       check_status(e.status, e.message);
     }
-    const server::json d = server::json::parse(info);
-    LOOM_FUZZ_CHECK(d.at("n").get<int>() >= 1 && d.at("prompt_tokens").get<int64_t>() >= 0);
+    LOOM_FUZZ_CHECK(info.n >= 1 && info.prompt_tokens >= 0);
   }
   // The grammar the request's own fields made (a client's "grammar" is its own business).
   if (body.contains("grammar") && !body["grammar"].is_null()) return;

@@ -47,8 +47,11 @@ void read_stream_fields(const Fields& f, GenerationPlan& p) {
   }
 }
 
-std::string submit_options(const char* endpoint, int default_max_tokens) {
-  return dump(json{{"endpoint", endpoint}, {"n_predict", default_max_tokens}});
+loom::api::GenerationOptions submit_options(loom::api::GenerationOptions::Endpoint endpoint, int default_max_tokens) {
+  loom::api::GenerationOptions o;
+  o.endpoint = endpoint;
+  o.n_predict = default_max_tokens;
+  return o;
 }
 
 }  // namespace
@@ -67,7 +70,7 @@ GenerationPlan plan_chat(const json& body, int default_max_tokens) {
   if (p.stream) r["stream_parse"] = true;
   else r.erase("stream_parse");
   p.requests.push_back(std::move(r));
-  p.options = submit_options("chat", default_max_tokens);
+  p.options = submit_options(loom::api::GenerationOptions::Endpoint::kChat, default_max_tokens);
   return p;
 }
 
@@ -92,7 +95,7 @@ GenerationPlan plan_completion(const json& body, int default_max_tokens) {
     r["prompt"] = one;
     p.requests.push_back(std::move(r));
   }
-  p.options = submit_options("completion", default_max_tokens);
+  p.options = submit_options(loom::api::GenerationOptions::Endpoint::kCompletion, default_max_tokens);
   return p;
 }
 
@@ -177,7 +180,7 @@ NativePlan plan_native(const json& body, int default_max_tokens, const Tokenizer
     p.requests.push_back(std::move(r));
     p.prompt_texts.push_back(prompt_text_of(one, tok));
   }
-  p.options = submit_options("completion", default_max_tokens);
+  p.options = submit_options(loom::api::GenerationOptions::Endpoint::kCompletion, default_max_tokens);
   return p;
 }
 
@@ -249,7 +252,7 @@ NativePlan plan_infill(const json& body, int default_max_tokens, const Tokenizer
   r["prompt"] = ids;
   p.prompt_texts.push_back(prompt_text_of(ids, tok));
   p.requests.push_back(std::move(r));
-  p.options = submit_options("completion", default_max_tokens);
+  p.options = submit_options(loom::api::GenerationOptions::Endpoint::kCompletion, default_max_tokens);
   return p;
 }
 

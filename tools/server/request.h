@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "json_fields.h"
+#include "loom/loom_serve.hpp"
 
 namespace loom::server {
 
@@ -24,7 +25,7 @@ HttpError http_error(int32_t code, const std::string& message);
 // completion may give several; the chat endpoint always one) and how to answer.
 struct GenerationPlan {
   std::vector<json> requests;
-  std::string options;                    // loom_scheduler_submit_ext's options_json
+  loom::api::GenerationOptions options;   // endpoint, n_predict (loom_serve.hpp)
   bool chat = true;
   bool stream = false, include_usage = false;
   bool echo = false;                      // completions: the prompt's text starts each choice
@@ -71,9 +72,9 @@ struct Tokenizer {
   int32_t fim_pre = -1, fim_suf = -1, fim_mid = -1, fim_rep = -1, fim_sep = -1;
 };
 struct NativePlan {
-  std::vector<json> requests;        // one per prompt, for loom_scheduler_submit_ext (endpoint "completion")
+  std::vector<json> requests;        // one per prompt, for loom::api::submit_generation (endpoint "completion")
   std::vector<std::string> prompt_texts;  // each prompt's text ("prompt" of the final object)
-  std::string options;
+  loom::api::GenerationOptions options;
   bool stream = false;
   bool return_tokens = false;
   bool post_sampling_probs = false;

@@ -17,6 +17,7 @@
 #include "http_server.h"
 #include "json_fields.h"
 #include "loom/loom.hpp"
+#include "loom/loom_serve.hpp"
 #include "metrics_text.h"
 #include "request.h"
 #include "api/anthropic.h"
@@ -27,7 +28,7 @@ namespace loom::server {
 namespace {
 
 namespace api = loom::api;
-using api::Event;
+using Event = api::GenerationEvent;
 
 int64_t unix_now() { return int64_t(std::time(nullptr)); }
 
@@ -62,24 +63,22 @@ json bytes_of(const std::string& s) {
   return a;
 }
 
-// Usage and llama-server's timings, summed over the scheduler requests of one HTTP request (the
-// DONE events' JSON, loom_serve.h).
+// Usage and llama-server's timings, summed over the scheduler requests of one HTTP request (their
+// DONE events).
 struct Totals {
   int64_t prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;
   int64_t cache_n = 0, prompt_n = 0, predicted_n = 0;
   double prompt_ms = 0, predicted_ms = 0;
 
-  void add(const json& done) {
-    const json& u = done.at("usage");
-    prompt_tokens += u.at("prompt_tokens").get<int64_t>();
-    completion_tokens += u.at("completion_tokens").get<int64_t>();
-    cached_tokens += u.at("cached_tokens").get<int64_t>();
-    const json& t = done.at("timings");
-    cache_n += t.at("cache_n").get<int64_t>();
-    prompt_n += t.at("prompt_n").get<int64_t>();
-    predicted_n += t.at("predicted_n").get<int64_t>();
-    prompt_ms = std::max(prompt_ms, t.at("prompt_ms").get<double>());
-    predicted_ms = std::max(predicted_ms, t.at("predicted_ms").get<double>());
+  void add(const api::GenerationEvent& done) {
+    prompt_tokens += done.prompt_tokens;
+    completion_tokens += done.completion_tokens;
+    cached_tokens += done.cached_tokens;
+    cache_n += done.cache_n;
+    prompt_n += done.prompt_n;
+    predicted_n += done.predicted_n;
+    prompt_ms = std::max(prompt_ms, done.prompt_ms);
+    predicted_ms = std::max(predicted_ms, done.predicted_ms);
   }
   json timings() const {
     auto per = [](double ms, int64_t n) { return n > 0 ? ms / double(n) : 0.0; };
@@ -107,15 +106,13 @@ HttpError http_error(const api::Status& st) { return server::http_error(st.code(
 
 // The chat message of a FINISH event's parsed output (content, reasoning_content, tool_calls), in
 // OpenAI's shape: content null when there are only tool calls.
-json assistant_message(const json& finish) {
+json assistant_message(const api::GenerationEvent& finish) {
   json m = json::object();
   m["role"] = "assistant";
-  const std::string content = finish.value("content", std::string());
-  const json calls = finish.contains("tool_calls") ? finish["tool_calls"] : json::array();
-  if (content.empty() && !calls.empty()) m["content"] = nullptr;
-  else m["content"] = content;
-  const std::string reasoning = finish.value("reasoning_content", std::string());
-  if (!reasoning.empty()) m["reasoning_content"] = reasoning;
+  const json& calls = finish.tool_calls;
+  if (finish.content.empty() && !calls.empty()) m["content"] = nullptr;
+  else m["content"] = finish.content;
+  if (!finish.reasoning_content.empty()) m["reasoning_content"] = finish.reasoning_content;
   if (!calls.empty()) m["tool_calls"] = calls;
   return m;
 }
@@ -479,8 +476,8 @@ struct App {
     for (int i = 0; i < n_prompts; ++i) {
       json& r = plan.requests[size_t(i)];
       if (i > 0) r["seed"] = prompt_seed(seed, i);
-      std::string info_text;
-      auto id = sched->submit(dump(r), plan.options, [this, st, i](const Event& e) { on_event(*st, i, e); }, &info_text);
+      api::GenerationInfo info;
+      auto id = api::submit_generation(sched->handle(), r, plan.options, [this, st, i](const Event& e) { on_event(*st, i, e); }, &info);
       if (!id) {
         for (auto rid : st->ids) sched->cancel(rid);
         {
@@ -494,13 +491,12 @@ struct App {
       }
       std::lock_guard<std::mutex> l(st->mu);
       st->ids.push_back(*id);
-      const json info = json::parse(info_text);
-      st->prompt_n.push_back(info.at("prompt_tokens").get<int64_t>());
+      st->prompt_n.push_back(info.prompt_tokens);
       if (i == 0) {
-        st->seed = info.at("seed").get<uint64_t>();
-        seed = info.at("seed").get<uint64_t>();
-        st->n = info.at("n").get<int>();
-        st->want_logprobs = info.at("logprobs").get<bool>();
+        st->seed = info.seed;
+        seed = info.seed;
+        st->n = info.n;
+        st->want_logprobs = info.logprobs;
         st->choices.resize(size_t(n_prompts * st->n));
       }
     }
@@ -599,21 +595,19 @@ struct App {
             {"choices", json::array({c})}};
   }
 
-  // A TOKEN event's logprobs ({"piece", "logprob", "top": [{"id", "piece", "logprob"}]}) in the
-  // endpoint's shape.
-  static json logprob_entry(const GenState& st, const Event& e, const json& d) {
-    const std::string piece = d.at("piece").get<std::string>();
-    const double logprob = d.at("logprob").get<double>();
+  // A TOKEN event's logprobs in the endpoint's shape.
+  static json logprob_entry(const GenState& st, const Event& e) {
+    const std::string& piece = e.chosen.piece;
+    const double logprob = e.chosen.logprob;
     if (st.chat) {
       json top = json::array();
-      for (const json& t : d.at("top")) {
-        const std::string p = t.at("piece").get<std::string>();
-        top.push_back({{"token", p}, {"logprob", t.at("logprob")}, {"bytes", bytes_of(p)}, {"id", t.at("id")}});
+      for (const api::TokenLogprob& t : e.top) {
+        top.push_back({{"token", t.piece}, {"logprob", t.logprob}, {"bytes", bytes_of(t.piece)}, {"id", t.id}});
       }
       return {{"id", e.token}, {"token", piece}, {"logprob", logprob}, {"bytes", bytes_of(piece)}, {"top_logprobs", top}};
     }
     json top = json::object();
-    for (const json& t : d.at("top")) top[t.at("piece").get<std::string>()] = t.at("logprob");
+    for (const api::TokenLogprob& t : e.top) top[t.piece] = t.logprob;
     return {{"id", e.token}, {"token", piece}, {"logprob", logprob}, {"top_logprobs", top}};
   }
 
@@ -632,13 +626,12 @@ struct App {
   }
 
   // A streamed chat choice: one chunk per delta the engine parsed out of the text (the event's
-  // "deltas", src/api/chat_stream.h), the pending logprobs on the last of them.
-  void send_deltas(GenState& st, int choice, Choice& c, const json& event_json) {
-    const json* deltas = event_json.contains("deltas") ? &event_json.at("deltas") : nullptr;
-    if (!deltas || !deltas->is_array() || deltas->empty()) return;
-    for (size_t i = 0; i < deltas->size(); ++i) {
-      json j = chunk(st, choice, deltas->at(i), nullptr);
-      if (i + 1 == deltas->size() && !c.unsent_logprobs.empty()) {
+  // deltas, src/api/chat_stream.h), the pending logprobs on the last of them.
+  void send_deltas(GenState& st, int choice, Choice& c, const Event& e) {
+    const std::vector<json>& deltas = e.deltas;
+    for (size_t i = 0; i < deltas.size(); ++i) {
+      json j = chunk(st, choice, deltas[i], nullptr);
+      if (i + 1 == deltas.size() && !c.unsent_logprobs.empty()) {
         j["choices"][0]["logprobs"] = json{{"content", std::move(c.unsent_logprobs)}};
         c.unsent_logprobs = json::array();
       }
@@ -691,11 +684,12 @@ struct App {
     return t;
   }
 
-  // A TOKEN event's {"piece", "logprob", "top"} as llama-server's completion_probabilities entry.
-  static json native_probs(const json& d, int32_t token, bool post) {
+  // A TOKEN event's logprobs as llama-server's completion_probabilities entry.
+  static json native_probs(const Event& e, bool post) {
     std::vector<loom::api::TokenProb> top;
-    for (const json& t : d.at("top")) top.push_back({t.at("id").get<int32_t>(), t.at("piece").get<std::string>(), t.at("logprob").get<double>()});
-    return loom::api::token_probs({token, d.at("piece").get<std::string>(), d.at("logprob").get<double>()}, top, post);
+    top.reserve(e.top.size());
+    for (const api::TokenLogprob& t : e.top) top.push_back({t.id, t.piece, t.logprob});
+    return loom::api::token_probs({e.token, e.chosen.piece, e.chosen.logprob}, top, post);
   }
 
   void native_event(GenState& st, int prompt, const Event& e) {
@@ -707,8 +701,8 @@ struct App {
         c.text += e.text;
         c.tokens.push_back(e.token);
         json probs = nullptr;
-        if (st.want_logprobs && !e.json.empty()) {
-          json p = native_probs(json::parse(e.json), e.token, st.post_probs);
+        if (st.want_logprobs && e.has_logprob) {
+          json p = native_probs(e, st.post_probs);
           c.logprobs.push_back(p);
           probs = json::array({std::move(p)});
         }
@@ -719,9 +713,8 @@ struct App {
         return;
       }
       case LOOM_EVENT_FINISH: {
-        const json d = json::parse(e.json);
-        c.finish = d.at("reason").get<std::string>();
-        c.stop_word = d.value("stop_word", std::string());
+        c.finish = e.reason;
+        c.stop_word = e.stop_word;
         if (!e.text.empty()) {
           c.text += e.text;
           if (st.stream) sse(st, loom::api::native_partial(prompt, e.text, {}, -1, int64_t(c.tokens.size()), prompt_n, nullptr));
@@ -729,8 +722,7 @@ struct App {
         return;
       }
       case LOOM_EVENT_DONE: {
-        const json d = json::parse(e.json);
-        st.totals.add(d);
+        st.totals.add(e);
         loom::api::NativeFinal f;
         f.index = prompt;
         f.content = st.stream ? std::string() : c.text;
@@ -745,7 +737,7 @@ struct App {
         f.stop_type = loom::api::native_stop_type(c.finish, c.stop_word);
         f.stopping_word = c.stop_word;
         Totals one;
-        one.add(d);
+        one.add(e);
         f.timings = one.timings();
         if (!st.stream && st.want_logprobs) f.completion_probabilities = c.logprobs;
         const bool cancelled = c.finish == "cancelled";
@@ -828,28 +820,24 @@ struct App {
       case LOOM_EVENT_TOKEN: {
         if (e.choice != 0) return;
         c.text += e.text;
-        if (!st.stream || e.json.empty()) return;
-        const json d = json::parse(e.json);
-        if (d.contains("deltas")) {
-          for (const json& delta : d.at("deltas")) write_events(st, st.writer.delta(delta));
-        }
+        if (!st.stream) return;
+        for (const json& delta : e.deltas) write_events(st, st.writer.delta(delta));
         return;
       }
       case LOOM_EVENT_FINISH: {
         if (e.choice != 0) return;
-        const json d = json::parse(e.json);
         c.text += e.text;
-        c.finish = d.at("reason").get<std::string>();
-        c.stop_word = d.value("stop_word", std::string());
-        c.message = assistant_message(d);
+        c.finish = e.reason;
+        c.stop_word = e.stop_word;
+        c.message = assistant_message(e);
         if (c.message.contains("tool_calls")) c.finish = "tool_calls";
-        if (st.stream && d.contains("deltas") && c.finish != "cancelled") {
-          for (const json& delta : d.at("deltas")) write_events(st, st.writer.delta(delta));
+        if (st.stream && c.finish != "cancelled") {
+          for (const json& delta : e.deltas) write_events(st, st.writer.delta(delta));
         }
         return;
       }
       case LOOM_EVENT_DONE: {
-        st.totals.add(json::parse(e.json));
+        st.totals.add(e);
         if (++st.done_requests < st.n_requests) return;
         if (st.failed) return;
         const bool cancelled = c.finish == "cancelled";
@@ -942,8 +930,8 @@ struct App {
         Choice& c = st.choices[size_t(e.choice)];
         c.text += e.text;
         json lp = nullptr;
-        if (st.want_logprobs && !e.json.empty()) {
-          lp = logprob_entry(st, e, json::parse(e.json));
+        if (st.want_logprobs && e.has_logprob) {
+          lp = logprob_entry(st, e);
           c.logprobs.push_back(lp);
         }
         if (!st.stream) return;
@@ -951,7 +939,7 @@ struct App {
           // The engine's deltas (reasoning, content, complete tool calls; text that may become a
           // call held back); a token's logprobs ride on the next chunk.
           if (!lp.is_null()) c.unsent_logprobs.push_back(lp);
-          if (!e.json.empty()) send_deltas(st, e.choice, c, json::parse(e.json));
+          send_deltas(st, e.choice, c, e);
           return;
         }
         const size_t upto = c.text.size();
@@ -970,17 +958,16 @@ struct App {
       case LOOM_EVENT_FINISH: {
         if (e.choice < 0 || e.choice >= int(st.choices.size())) return;
         Choice& c = st.choices[size_t(e.choice)];
-        const json d = json::parse(e.json);
         c.text += e.text;
-        c.finish = d.at("reason").get<std::string>();
+        c.finish = e.reason;
         if (st.chat) {
-          c.message = assistant_message(d);
+          c.message = assistant_message(e);
           if (c.message.contains("tool_calls")) c.finish = "tool_calls";
         }
         if (!st.stream) return;
         if (c.finish == "cancelled") return;  // the final error event says why
         if (st.chat) {
-          send_deltas(st, e.choice, c, d);
+          send_deltas(st, e.choice, c, e);
         } else if (c.text.size() > c.streamed) {
           const std::string rest = c.text.substr(c.streamed);
           sse(st, chunk(st, e.choice, st.chat ? json{{"content", rest}} : json(rest), nullptr));
@@ -990,7 +977,7 @@ struct App {
         return;
       }
       case LOOM_EVENT_DONE: {
-        st.totals.add(json::parse(e.json));
+        st.totals.add(e);
         if (++st.done_requests < st.n_requests) return;
         finish_response(st);
         return;
@@ -1061,7 +1048,7 @@ struct App {
   // Runs an embedding request and calls done(result) on the scheduler's thread.
   void run_embed(const json& request, const std::shared_ptr<http::Response>& res,
                  std::function<void(api::Scheduler::Embeddings&)> done) {
-    auto id = sched->embed(dump(request), [this, res, done](api::Expected<api::Scheduler::Embeddings> r) {
+    auto id = api::submit_embedding(sched->handle(), request, [this, res, done](api::Expected<api::Scheduler::Embeddings> r) {
       if (!r) {
         send_error(*res, http_error(r.status()));
         return;
