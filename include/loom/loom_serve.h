@@ -169,6 +169,14 @@ LOOM_API int32_t loom_scheduler_submit_ext(loom_scheduler * sched, const char * 
 /* Stops a request at the next step (its choices finish with "cancelled"). Unknown ids are ignored. */
 LOOM_API void loom_scheduler_cancel(loom_scheduler * sched, uint64_t request_id);
 
+/* Since 0.3: llama-server's reasoning_end control. A running chat request submitted with
+ * "reasoning_control": true closes its reasoning block at its next token, as a spent
+ * reasoning_budget_tokens does (reasoning_budget_message, then the end tag), and goes on to its
+ * answer; a choice not inside a block then is unaffected. LOOM_ERR_NOT_FOUND: no such request is
+ * running or waiting (it has finished); LOOM_ERR_UNSUPPORTED: it was not submitted with
+ * reasoning_control. */
+LOOM_API int32_t loom_scheduler_end_reasoning(loom_scheduler * sched, uint64_t request_id);
+
 /* Embeddings on a context made with embeddings = true. request_json: {"input": a string, token
  * ids, or an array of either} or {"rerank": {"query": "...", "documents": ["...", ...]}} (rank
  * pooling: one score per document). The callback gets status LOOM_OK and n_inputs x n_dim floats

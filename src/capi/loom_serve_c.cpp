@@ -637,6 +637,11 @@ int32_t loom_scheduler_submit_ext(loom_scheduler* sched, const char* request_jso
                              info_size > 0 ? info_buf : nullptr, info_size);
 }
 
+int32_t loom_scheduler_end_reasoning(loom_scheduler* sched, uint64_t request_id) {
+  LOOM_NEED_SCHED(LOOM_ERR_INVALID_ARGUMENT);
+  return guarded_status(__func__, [&] { return check("loom_scheduler_end_reasoning", sched->s->end_reasoning(request_id)); });
+}
+
 void loom_scheduler_cancel(loom_scheduler* sched, uint64_t request_id) {
   if (!sched) return;
   guarded<int>(__func__, 0, [&] {

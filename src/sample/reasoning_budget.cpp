@@ -63,6 +63,12 @@ void ReasoningBudget::observe(int32_t token, bool generated) {
   if (generated && ++used_ >= budget_) start_forcing();
 }
 
+bool ReasoningBudget::force() {
+  if (state_ != State::kCounting) return false;
+  start_forcing();
+  return true;
+}
+
 std::optional<int32_t> ReasoningBudget::forced() const {
   if (state_ == State::kForcing && next_ < forcing_.size()) return forcing_[next_];
   return std::nullopt;

@@ -32,6 +32,9 @@ class ReasoningBudget {
   void give_up();
   // Back to the start (outside any block, nothing seen).
   void reset();
+  // Closes the open block now, as a spent budget does; false (nothing changes) when not counting
+  // inside one (outside, or already forcing its end).
+  bool force();
 
   bool inside() const { return state_ == State::kCounting; }
   int32_t used() const { return used_; }

@@ -195,9 +195,10 @@ Expected<Sampler> Sampler::create(const SamplerParams& p, const Vocab* vocab) {
     s.grammar_ = std::make_unique<GrammarStage>(*g, std::move(gv));
     if (s.grammar_->matcher().is_dead()) return bad("the grammar matches nothing");
   }
-  if (p.reasoning_budget >= 0) {
+  if (p.reasoning_budget >= 0 || p.reasoning_control) {
     if (!vocab) return bad("a reasoning budget needs the model's vocabulary");
-    s.budget_.emplace(*vocab, p.reasoning_budget, p.reasoning_budget_message);
+    // Reasoning control without a budget: a budget that never runs out, forced by end_reasoning().
+    s.budget_.emplace(*vocab, p.reasoning_budget >= 0 ? p.reasoning_budget : INT32_MAX, p.reasoning_budget_message);
   }
   return s;
 }

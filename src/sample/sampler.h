@@ -98,6 +98,8 @@ struct SamplerParams {
   // The message is emitted before the closing tag when the budget runs out.
   int32_t reasoning_budget = -1;
   std::string reasoning_budget_message;
+  // The reasoning block can be closed on demand (end_reasoning()), with or without a budget.
+  bool reasoning_control = false;
 };
 
 // The stages SamplerParams describe (no grammar): logit bias, then `order`, then dist (or greedy
@@ -122,6 +124,9 @@ class Sampler {
   int32_t sample(std::span<const float> logits);
   void accept(int32_t token, bool accept_grammar = true);
   void reset();
+  // With reasoning_control or a budget: closes the reasoning block now, as a spent budget does (the
+  // next tokens are the budget message and the end tag). False when not inside a block.
+  bool end_reasoning() { return budget_ && budget_->force(); }
 
   const SamplerParams& params() const { return p_; }
   const SamplerChain& chain() const { return chain_; }

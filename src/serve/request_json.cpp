@@ -412,6 +412,10 @@ ChatGeneration parse_chat_generation(const Fields& f, const chat::ChatTemplate& 
     r.sampling.reasoning_budget = int32_t(budget);
     r.sampling.reasoning_budget_message = f.string("reasoning_budget_message");
   }
+  // llama-server's reasoning_control: the reasoning block can be ended while it runs
+  // (/v1/chat/completions/control, Scheduler::end_reasoning).
+  r.sampling.reasoning_control = f.boolean("reasoning_control", false);
+  if (r.sampling.reasoning_control && budget < 0) r.sampling.reasoning_budget_message = f.string("reasoning_budget_message");
   if (!prepared->grammar.empty()) {
     if (!r.sampling.grammar.empty()) request_error("grammar / json_schema cannot be combined with tools or response_format");
     r.sampling.grammar = prepared->grammar;

@@ -55,6 +55,7 @@ struct Choice {
   int reserved = 0;             // cells still reserved for this choice
   int max_tokens = 0;
   bool done = false;
+  bool end_reasoning = false;   // Scheduler::end_reasoning: close the reasoning block at the next token
   int64_t t_last_us = 0;
   // Memories with checkpoints: the end-only parts as of kv[0, rolling_len), saved every few
   // generated tokens. At the end the reply's last tokens often do not come back as they were (a
@@ -124,6 +125,10 @@ struct Scheduler::Impl {
   std::deque<std::unique_ptr<Req>> inbox;
   std::deque<std::unique_ptr<EmbedJob>> embed_inbox;
   std::unordered_set<RequestId> cancels;
+  // Requests submitted and not yet ended (kDone / kError), and whether each armed reasoning control
+  // (end_reasoning); the ones asked to end their reasoning block at the next sampling.
+  std::unordered_map<RequestId, bool> live;
+  std::unordered_set<RequestId> reasoning_ends;
   struct Task {
     std::function<Status(Context&, PrefixCache*)> fn;
     std::promise<Status> done;
@@ -188,6 +193,10 @@ struct Scheduler::Impl {
   // ---------------------------------------------------------------------------------------------
   void emit(Req& q, Event e) {
     e.id = q.id;
+    if (e.kind == Event::Kind::kDone || e.kind == Event::Kind::kError) {
+      std::lock_guard<std::mutex> l(mu);
+      live.erase(q.id);
+    }
     if (q.cb) q.cb(e);
   }
 
@@ -343,6 +352,10 @@ struct Scheduler::Impl {
   // ---- sampling one choice from its logits row ----
   void sample_choice(Req& q, int ci, std::span<const float> logits) {
     Choice& c = q.ch[size_t(ci)];
+    if (c.end_reasoning) {
+      c.end_reasoning = false;
+      c.sampler->end_reasoning();
+    }
     const int32_t tok = c.sampler->sample(logits);
     const int64_t now = now_us();
     if (tok < 0) {
@@ -1027,6 +1040,20 @@ struct Scheduler::Impl {
     }
   }
 
+  // end_reasoning: every choice's sampler closes its reasoning block at its next token (if it is in
+  // one then: a request still reading its prompt acts when it samples its first token).
+  void apply_reasoning_ends(const std::unordered_set<RequestId>& ids) {
+    if (ids.empty()) return;
+    auto mark = [&](auto& list) {
+      for (auto& q : list) {
+        if (!ids.count(q->id)) continue;
+        for (Choice& c : q->ch) c.end_reasoning = true;
+      }
+    };
+    mark(waiting);
+    mark(running);
+  }
+
   void cancel_running(Req& q) {
     q.cancelled = true;
     for (size_t i = 0; i < q.ch.size(); ++i) finish_choice(q, int(i), FinishReason::kCancelled);
@@ -1115,7 +1142,7 @@ struct Scheduler::Impl {
 
   void run() {
     for (;;) {
-      std::unordered_set<RequestId> cancel_now;
+      std::unordered_set<RequestId> cancel_now, end_now;
       bool stop_now = false;
       {
         std::unique_lock<std::mutex> l(mu);
@@ -1142,9 +1169,11 @@ struct Scheduler::Impl {
           task_inbox.pop_front();
         }
         cancel_now.swap(cancels);
+        end_now.swap(reasoning_ends);
         if (stopping) stop_now = now_us() >= stop_deadline_us || (running.empty() && embed_jobs.empty());
       }
       apply_cancels(cancel_now);
+      apply_reasoning_ends(end_now);
       if (stopping_flag()) {
         // Waiting requests never start once shutting down.
         std::unordered_set<RequestId> all;
@@ -1431,7 +1460,15 @@ Expected<RequestId> Scheduler::submit(GenerateRequest req, EventCallback on_even
   q->r = std::move(req);
   q->cb = std::move(on_event);
   const RequestId id = q->id;
-  LOOM_RETURN_IF_ERROR(m.enqueue(m.inbox, std::move(q), &m.n_waiting_shared));
+  {
+    std::lock_guard<std::mutex> l(m.mu);
+    m.live[id] = q->r.sampling.reasoning_control;
+  }
+  if (Status st = m.enqueue(m.inbox, std::move(q), &m.n_waiting_shared); !st) {
+    std::lock_guard<std::mutex> l(m.mu);
+    m.live.erase(id);
+    return st;
+  }
   return id;
 }
 
@@ -1457,6 +1494,18 @@ Expected<RequestId> Scheduler::submit_embed(EmbedRequest req, EmbedCallback on_d
   const RequestId id = j->id;
   LOOM_RETURN_IF_ERROR(m.enqueue(m.embed_inbox, std::move(j), nullptr));
   return id;
+}
+
+Status Scheduler::end_reasoning(RequestId id) {
+  {
+    std::lock_guard<std::mutex> l(impl_->mu);
+    auto it = impl_->live.find(id);
+    if (it == impl_->live.end()) return not_found("no active completion for this id");
+    if (!it->second) return unsupported("reasoning control not enabled for this completion");
+    impl_->reasoning_ends.insert(id);
+  }
+  impl_->cv.notify_one();
+  return Status::ok();
 }
 
 void Scheduler::cancel(RequestId id) {

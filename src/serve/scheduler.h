@@ -200,6 +200,11 @@ class Scheduler {
   Expected<RequestId> submit_embed(EmbedRequest req, EmbedCallback on_done);
   // Stops a request at the next step (its choices finish with kCancelled); unknown ids are ignored.
   void cancel(RequestId id);
+  // llama-server's reasoning_end control: the request's choices close their reasoning block at
+  // their next token, as a spent reasoning budget does (the budget message, then the end tag).
+  // kNotFound when the request has ended (or never was); when it was not
+  // submitted with sampling.reasoning_control (kUnsupported).
+  Status end_reasoning(RequestId id);
 
   // Runs `fn` on the loop thread when nothing else runs and returns its status: admission pauses
   // (requests submitted meanwhile wait) until the running requests and embeddings are done, then

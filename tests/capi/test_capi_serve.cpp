@@ -620,6 +620,10 @@ TEST(CppServeApi, TypedEventsCarryWhatTheCEventsCarry) {
                                                [](const loom::api::GenerationEvent&) {});
   EXPECT_FALSE(no_sched);
   EXPECT_FALSE(called);
+  // reasoning_end on a request that has ended, or on nothing (the server test runs a live one).
+  EXPECT_EQ(loom_scheduler_end_reasoning(s.s, *id), LOOM_ERR_NOT_FOUND);
+  EXPECT_EQ(loom_scheduler_end_reasoning(s.s, 999999), LOOM_ERR_NOT_FOUND);
+  EXPECT_EQ(loom_scheduler_end_reasoning(nullptr, 1), LOOM_ERR_INVALID_ARGUMENT);
 }
 
 TEST(CapiScheduler, SubmitExtDescribesTheRequestAndShutdownRefusesNewOnes) {

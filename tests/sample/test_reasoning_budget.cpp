@@ -113,5 +113,45 @@ TEST_F(ReasoningBudgetTest, ABlockTheReplyOpensIsCountedAndAClosedOneIsNot) {
   EXPECT_EQ(copy.sample(logits), s->sample(logits));
 }
 
+// llama-server's reasoning_control: no budget, the block stays open until end_reasoning(), which
+// closes it at once (message, then the tag); outside a block it does nothing.
+TEST_F(ReasoningBudgetTest, ReasoningControlClosesTheBlockOnDemand) {
+  SamplerParams p;
+  p.temp = 0.0f;
+  p.reasoning_control = true;
+  p.reasoning_budget_message = " stop.";
+  auto s = Sampler::create(p, &vocab());
+  ASSERT_TRUE(s) << s.status().message();
+  EXPECT_FALSE(s->end_reasoning()) << "nothing to end before a block opens";
+  for (int32_t t : vocab().tokenize("Q<think>\n", true, true)) s->accept(t, false);
+  std::vector<float> logits(size_t(vocab().n_tokens()), 0.0f);
+  logits[size_t(a_)] = 10.0f;
+  std::string text;
+  auto step = [&] {
+    const int32_t tok = s->sample(logits);
+    s->accept(tok);
+    text += vocab().token_to_piece(tok, true);
+  };
+  for (int i = 0; i < 30; ++i) step();
+  EXPECT_EQ(text.find("</think>"), std::string::npos) << "no budget: the block stays open";
+  const size_t before = text.size();
+  EXPECT_TRUE(s->end_reasoning());
+  EXPECT_FALSE(s->end_reasoning()) << "already closing";
+  for (int i = 0; i < 12; ++i) step();
+  const std::string after = text.substr(before);
+  // At once: the message and the tag are the very next tokens (SentencePiece may add a space).
+  const size_t at = after.find("stop.</think>");
+  ASSERT_NE(at, std::string::npos) << after;
+  EXPECT_EQ(after.find_first_not_of(' '), at) << after;
+  EXPECT_FALSE(s->end_reasoning()) << "the block is closed";
+  // Without reasoning_control or a budget, there is nothing to force.
+  SamplerParams plain;
+  plain.temp = 0.0f;
+  auto q = Sampler::create(plain, &vocab());
+  ASSERT_TRUE(q);
+  for (int32_t t : vocab().tokenize("Q<think>\n", true, true)) q->accept(t, false);
+  EXPECT_FALSE(q->end_reasoning());
+}
+
 }  // namespace
 }  // namespace loom

@@ -13,6 +13,7 @@
 #include <optional>
 #include <random>
 #include <sstream>
+#include <unordered_map>
 
 #include "http_server.h"
 #include "json_fields.h"
@@ -322,14 +323,22 @@ struct App {
     if (path == "/v1/messages") return need(post), messages(req, res);
     if (path == "/v1/messages/count_tokens") return need(post), count_tokens(req, *res);
     if (path == "/v1/responses" || path == "/responses") return need(post), responses(req, res);
-    if (path == "/v1/responses/input_tokens") {
+    if (path == "/v1/responses/input_tokens" || path == "/responses/input_tokens") {
       need(post);
       send_json(*res, loom::api::responses_input_tokens_response(chat_prompt_tokens(loom::api::responses_to_chat(parse_body(req.body)))));
       return;
     }
+    if (path == "/v1/chat/completions/input_tokens" || path == "/chat/completions/input_tokens") {
+      // The prompt a chat completion with this body would get, in the Responses API's answer shape
+      // (as llama-server).
+      need(post);
+      send_json(*res, loom::api::responses_input_tokens_response(chat_prompt_tokens(parse_body(req.body))));
+      return;
+    }
+    if (path == "/v1/chat/completions/control") return need(post), control(req, *res);
     if (path == "/v1/embeddings") return need(post), embeddings(req, res);
     if (path == "/embedding" || path == "/embeddings") return need(post), native_embeddings(req, res);
-    if (path == "/v1/rerank" || path == "/rerank" || path == "/v1/reranking") return need(post), rerank(req, res);
+    if (path == "/v1/rerank" || path == "/rerank" || path == "/v1/reranking" || path == "/reranking") return need(post), rerank(req, res);
     if (path == "/v1/models" || path == "/models") return need(get), models(*res);
     if (path == "/tokenize") return need(post), tokenize(req, *res);
     if (path == "/detokenize") return need(post), detokenize(req, *res);
@@ -439,6 +448,48 @@ struct App {
     json finals = json::array();  // native, not streamed: each prompt's final object
     DialectWriter writer;         // kDialect
   };
+  // The generations in flight by their response id (chatcmpl-..., cmpl-..., msg_..., resp_...),
+  // for /v1/chat/completions/control; an entry expires with its GenState.
+  std::mutex live_mu;
+  std::unordered_map<std::string, std::weak_ptr<GenState>> live;
+
+  void register_live(const std::shared_ptr<GenState>& st) {
+    std::lock_guard<std::mutex> l(live_mu);
+    if (live.size() >= 64) std::erase_if(live, [](const auto& kv) { return kv.second.expired(); });
+    live[st->id] = st;
+  }
+
+  // POST /v1/chat/completions/control {"id", "action": "reasoning_end"}: ends the reasoning block of
+  // a running completion submitted with reasoning_control (llama-server's answer: {"success"} and
+  // a "message" when it is false).
+  void control(http::Request& req, http::Response& res) {
+    const json body = parse_body(req.body);
+    const Fields f(body);
+    const std::string id = f.has("id") ? f.string("id") : std::string();
+    const std::string action = f.has("action") ? f.string("action") : std::string();
+    if (id.empty()) throw HttpError{400, "missing completion id", {}, {}};
+    if (action != "reasoning_end") throw HttpError{400, "unknown control action", {}, {}};
+    std::vector<uint64_t> ids;
+    {
+      std::lock_guard<std::mutex> l(live_mu);
+      auto it = live.find(id);
+      if (it != live.end()) {
+        if (auto st = it->second.lock()) {
+          std::lock_guard<std::mutex> sl(st->mu);
+          if (!st->failed) ids = st->ids;
+        }
+      }
+    }
+    int32_t rc = LOOM_ERR_NOT_FOUND;
+    for (uint64_t rid : ids) {
+      const int32_t r = loom_scheduler_end_reasoning(sched->handle(), rid);
+      if (r == LOOM_OK || rc == LOOM_ERR_NOT_FOUND) rc = r;
+    }
+    json out = {{"success", rc == LOOM_OK}};
+    if (rc == LOOM_ERR_UNSUPPORTED) out["message"] = "reasoning control not enabled for this completion";
+    else if (rc != LOOM_OK) out["message"] = "no active completion for this id";
+    send_json(res, out);
+  }
 
   // The text of a completion prompt as sent: a string's own text, token ids detokenized.
   std::string prompt_text(const json& prompt) const {
@@ -507,6 +558,7 @@ struct App {
       std::lock_guard<std::mutex> l(st->mu);
       described(*st);
     }
+    register_live(st);
     // A client that goes away cancels its requests at the next step.
     std::weak_ptr<GenState> weak = st;
     res->on_disconnect([this, weak] {

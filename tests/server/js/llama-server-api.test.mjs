@@ -235,3 +235,62 @@ test('serving renders templates as llama.cpp where Python Jinja2 raises (undefin
     await s.stop();
   }
 });
+
+test('/v1/chat/completions/control ends a running reasoning block (reasoning_control), as llama-server', async () => {
+  const messages = [{ role: 'user', content: 'Hi' }];
+  // A reply that may think for a long time, then answers: only a forced end closes it early.
+  const grammar = 'root ::= "<think>" [a-z ]{0,3000} "</think>" [a-z ]{3,40}';
+  const body = { messages, max_tokens: 2500, temperature: 0, grammar, stream: true };
+  const control = (b) => post(srv.url, '/v1/chat/completions/control', b);
+  // Uncontrolled, for comparison: how long it thinks.
+  const free = await sse(srv.url, '/v1/chat/completions', body);
+  const freeReasoning = free.events.filter((e) => e !== '[DONE]').map((e) => e.choices[0]?.delta?.reasoning_content ?? '').join('');
+  assert.ok(freeReasoning.length > 300, `the model thinks long enough to be interrupted (${freeReasoning.length} bytes)`);
+
+  // Ended after a few reasoning deltas: the block closes, with the budget message, and the answer follows.
+  let asked = null;
+  let seen = 0;
+  const s = await sse(srv.url, '/v1/chat/completions', { ...body, reasoning_control: true, reasoning_budget_message: ' enough' }, {
+    onEvent: (e) => {
+      if (e === '[DONE]' || asked) return;
+      if (e.choices[0]?.delta?.reasoning_content && ++seen === 3) asked = control({ id: e.id, action: 'reasoning_end' });
+    },
+  });
+  const answer = await asked;
+  assert.equal(answer.status, 200, answer.text);
+  assert.deepEqual(answer.json, { success: true });
+  const deltas = s.events.filter((e) => e !== '[DONE]').map((e) => e.choices[0]?.delta ?? {});
+  const reasoning = deltas.map((d) => d.reasoning_content ?? '').join('');
+  const content = deltas.map((d) => d.content ?? '').join('');
+  assert.ok(reasoning.length < freeReasoning.length, `${reasoning.length} < ${freeReasoning.length}`);
+  assert.match(reasoning, /enough$/);
+  assert.ok(content.length >= 3, JSON.stringify(content));
+  assert.ok(!content.includes('think>'));
+
+  // Finished, unknown, or not armed: success false with llama-server's messages; malformed: 400.
+  const done = await control({ id: s.events[0].id, action: 'reasoning_end' });
+  assert.deepEqual(done.json, { success: false, message: 'no active completion for this id' });
+  assert.equal((await control({ id: 'chatcmpl-nope', action: 'reasoning_end' })).json.success, false);
+  let unarmed = null;
+  await sse(srv.url, '/v1/chat/completions', body, {
+    onEvent: (e) => { if (e !== '[DONE]' && !unarmed) unarmed = control({ id: e.id, action: 'reasoning_end' }); },
+  });
+  assert.deepEqual((await unarmed).json, { success: false, message: 'reasoning control not enabled for this completion' });
+  assert.equal((await control({ action: 'reasoning_end' })).status, 400);
+  assert.equal((await control({ id: 'x', action: 'pause' })).status, 400);
+  assert.equal((await control('{"id": ')).status, 400);
+});
+
+test('/v1/chat/completions/input_tokens counts the prompt a chat completion gets; /reranking is routed', async () => {
+  const body = { messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Tell me a story' }], max_tokens: 1, temperature: 0 };
+  const real = await post(srv.url, '/v1/chat/completions', body);
+  for (const p of ['/v1/chat/completions/input_tokens', '/chat/completions/input_tokens']) {
+    const r = await post(srv.url, p, body);
+    assert.equal(r.status, 200, r.text);
+    assert.deepEqual(r.json, { object: 'response.input_tokens', input_tokens: real.json.usage.prompt_tokens });
+  }
+  assert.equal((await post(srv.url, '/responses/input_tokens', { input: 'hi' })).json.object, 'response.input_tokens');
+  assert.equal((await post(srv.url, '/v1/chat/completions/input_tokens', { messages: 5 })).status, 400);
+  // Not a reranker: the endpoint exists and says why it cannot answer (not a 404).
+  assert.equal((await post(srv.url, '/reranking', { query: 'a', documents: ['b'] })).status, 501);
+});
