@@ -10,6 +10,7 @@
 // has_avx512_vnni_set(). x86-64 builds only; elsewhere the functions are not defined.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace loom::quant::iq {
@@ -41,6 +42,17 @@ float vec_dot_iq3_xxs_q8_k(int64_t n, const void* w, const void* a);
 float vec_dot_iq3_s_q8_k(int64_t n, const void* w, const void* a);
 float vec_dot_iq1_s_q8_k(int64_t n, const void* w, const void* a);
 float vec_dot_iq1_m_q8_k(int64_t n, const void* w, const void* a);
+
+// Several weight rows against one activation row (decode): out[j] = vec_dot_<t>_q8_k(n, w + j ws,
+// a) bit for bit, for j < nw (any nw >= 0, rows at any byte address). The activation side of
+// each block is prepared once for up to 16 rows and their block sums are reduced together.
+void vec_dot_rows_iq2_xxs_q8_k(int64_t n, const void* w, size_t ws, int nw, const void* a, float* out);
+void vec_dot_rows_iq2_xs_q8_k(int64_t n, const void* w, size_t ws, int nw, const void* a, float* out);
+void vec_dot_rows_iq2_s_q8_k(int64_t n, const void* w, size_t ws, int nw, const void* a, float* out);
+void vec_dot_rows_iq3_xxs_q8_k(int64_t n, const void* w, size_t ws, int nw, const void* a, float* out);
+void vec_dot_rows_iq3_s_q8_k(int64_t n, const void* w, size_t ws, int nw, const void* a, float* out);
+void vec_dot_rows_iq1_s_q8_k(int64_t n, const void* w, size_t ws, int nw, const void* a, float* out);
+void vec_dot_rows_iq1_m_q8_k(int64_t n, const void* w, size_t ws, int nw, const void* a, float* out);
 }  // namespace avx512
 
 }  // namespace loom::quant::iq

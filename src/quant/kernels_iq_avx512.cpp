@@ -222,6 +222,242 @@ LOOM_IQ_AVX512 inline __m512i iq1_pairs(__m512i levels, __m512i y, __m512i y_pai
   return _mm512_sub_epi16(_mm512_maddubs_epi16(_mm512_add_epi8(levels, _mm512_set1_epi8(1)), y), y_pairs);
 }
 
+// ---- several weight rows against one activation row (decode) ----------------------------------
+//
+// Up to 16 weight rows go through each block in step: the activation side is prepared once per
+// block, each row leaves its block's integer sum unreduced (16 int32 lanes), the 16 sums are
+// reduced together (reduce16) and the float steps run lane-wise, one lane per row, with the
+// same operations in the same order as the row dots above, so every output is bit-identical
+// with them.
+
+// Lane r of the result: the sum of v[r]'s 16 lanes.
+LOOM_IQ_AVX512 inline __m512i reduce16(const __m512i* v) {
+  __m512i t[8], u[4];
+  for (int j = 0; j < 8; ++j) {  // 128-bit lanes: [row 2j: 2 x 4 partials, row 2j + 1: 2 x 4]
+    const __m512i a = v[2 * j], b = v[2 * j + 1];
+    t[j] = _mm512_add_epi32(_mm512_shuffle_i32x4(a, b, 0x44), _mm512_shuffle_i32x4(a, b, 0xee));
+  }
+  for (int j = 0; j < 4; ++j) {  // 128-bit lane k: row 4j + k's 4 partials
+    const __m512i a = t[2 * j], b = t[2 * j + 1];
+    u[j] = _mm512_add_epi32(_mm512_shuffle_i32x4(a, b, 0x88), _mm512_shuffle_i32x4(a, b, 0xdd));
+  }
+  // Lane L of 128 bits: rows L, L + 4 (x0) or L + 8, L + 12 (x1), 2 partials each.
+  const __m512i x0 = _mm512_add_epi32(_mm512_unpacklo_epi64(u[0], u[1]), _mm512_unpackhi_epi64(u[0], u[1]));
+  const __m512i x1 = _mm512_add_epi32(_mm512_unpacklo_epi64(u[2], u[3]), _mm512_unpackhi_epi64(u[2], u[3]));
+  const __m512i y = _mm512_add_epi32(
+      _mm512_castps_si512(_mm512_shuffle_ps(_mm512_castsi512_ps(x0), _mm512_castsi512_ps(x1), 0x88)),
+      _mm512_castps_si512(_mm512_shuffle_ps(_mm512_castsi512_ps(x0), _mm512_castsi512_ps(x1), 0xdd)));
+  // y's lane 4 L + k is row L + 4 k.
+  return _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), y);
+}
+
+// The grid formats: a block is F::signs and F::pair as in dot_grid, the activations read per pair.
+template <class F>
+struct GridRows {
+  static constexpr int kBytes = F::kBytes;
+  static constexpr bool kIq1 = false;
+  struct Act {};
+  LOOM_IQ_AVX512 static void prepare(const uint8_t*, Act&) {}
+  LOOM_IQ_AVX512 static uint16_t d_bits(const uint8_t* b) { return u16_at(b); }
+  LOOM_IQ_AVX512 static __m512i block(const uint8_t* w, const uint8_t* a, const Act&) {
+    alignas(16) uint64_t signs[4];
+    F::signs(w, signs);
+    __m512i acc0 = F::pair(_mm512_setzero_si512(), w, 0, a + 4, signs[0]);
+    __m512i acc1 = F::pair(_mm512_setzero_si512(), w, 1, a + 68, signs[1]);
+    acc0 = F::pair(acc0, w, 2, a + 132, signs[2]);
+    acc1 = F::pair(acc1, w, 3, a + 196, signs[3]);
+    return _mm512_add_epi32(acc0, acc1);
+  }
+};
+
+// IQ1_S / IQ1_M: each block's sum is 8 isum + isum_delta (what the IQ1_M dot accumulates; for
+// IQ1_S float(isum) + 0.125 float(isum_delta) equals float(8 isum + isum_delta) * 0.125 exactly,
+// both being below 2^23 in magnitude), computed as
+//   sum over pairs of 8 ls * maddubs(level + 1, y)                 (the grid with levels + 1)
+//   + sum over groups of ls * (delta sign - 8) * (sum of the group's activations)
+// so that a pair costs its gather, one maddubs and one VPDPWSSD.
+struct Iq1Grid {
+  alignas(64) uint64_t g[2048];  // kIq1sGrid with 1 added to each level (0, 1, 2)
+};
+inline const Iq1Grid& iq1_grid_p1() {
+  static const Iq1Grid t = [] {
+    Iq1Grid r;
+    for (int i = 0; i < 2048; ++i) {
+      uint64_t v = 0;
+      for (int j = 0; j < 8; ++j) v |= uint64_t((uint8_t(kIq1sGrid[i] >> (8 * j)) + 1u) & 0xffu) << (8 * j);
+      r.g[i] = v;
+    }
+    return r;
+  }();
+  return t;
+}
+
+struct Iq1Act {
+  __m512i y[4];   // the activations of 64-element chunk p
+  __m512i ysum;   // IQ1_S: the 16 bsums (int16, low 256 bits, the rest 0); IQ1_M: the 32 sums of 8 (int16)
+  const uint64_t* grid;
+};
+
+// acc += sum over chunk p of 8 ls * (level + 1) * y; idx: 8 grid indices (int32).
+LOOM_IQ_AVX512 inline __m512i iq1_pair(__m512i acc, const uint64_t* grid, __m256i idx, __m512i y, __m512i ls8) {
+  const __m512i g = _mm512_i32gather_epi64(idx, reinterpret_cast<const long long*>(grid), 8);
+  return _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(g, y), ls8);
+}
+
+struct Iq1sRows {
+  static constexpr int kBytes = 50;
+  static constexpr bool kIq1 = true;
+  using Act = Iq1Act;
+  LOOM_IQ_AVX512 static void prepare(const uint8_t* a, Act& act) {
+    act.grid = iq1_grid_p1().g;
+    for (int p = 0; p < 4; ++p) act.y[p] = _mm512_loadu_si512(a + 4 + 64 * p);
+    act.ysum = _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + 260)));
+  }
+  LOOM_IQ_AVX512 static uint16_t d_bits(const uint8_t* b) { return u16_at(b); }
+  LOOM_IQ_AVX512 static __m512i block(const uint8_t* w, const uint8_t*, const Act& act) {
+    const uint64_t* grid = act.grid;
+    // qh[b] of sub-block b (32 elements): bits 0-11 the index bits of its 4 groups, 12-14 s, 15 the delta sign.
+    const __m512i qh = _mm512_cvtepu16_epi32(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 34))));
+    // 8 ls = 16 s + 8 and ls = 2 s + 1 per sub-block (dword lanes 0-7).
+    const __m512i ls8 = _mm512_ternarylogic_epi32(_mm512_srli_epi32(qh, 8), _mm512_set1_epi32(0x70), _mm512_set1_epi32(8), 0xea);
+    const __m512i ls1 = _mm512_ternarylogic_epi32(_mm512_srli_epi32(qh, 11), _mm512_set1_epi32(0xe), _mm512_set1_epi32(1), 0xea);
+    // Group coefficients ls (sign - 8): -7 ls or -9 ls.
+    const __mmask16 neg = _mm512_test_epi32_mask(qh, _mm512_set1_epi32(0x8000));
+    const __m512i c = _mm512_mask_sub_epi32(_mm512_sub_epi32(ls1, ls8), neg, _mm512_setzero_si512(), _mm512_add_epi32(ls1, ls8));
+    // The 16 bsums (16 elements each) take sub-block j / 2's coefficient: word j of dword j / 2.
+    const __m512i cw = _mm512_permutexvar_epi16(
+        _mm512_setr_epi32(0x00000000, 0x00020002, 0x00040004, 0x00060006, 0x00080008, 0x000a000a, 0x000c000c, 0x000e000e,
+                          0, 0, 0, 0, 0, 0, 0, 0), c);
+    __m512i acc = _mm512_dpwssd_epi32(_mm512_setzero_si512(), act.ysum, cw);  // ysum's upper half is 0
+    // Grid indices: qs[k] | the 3 bits of qh[k / 4] at 3 (k % 4), << 8; lanes k of two halves.
+    const __m512i qhs = _mm512_slli_epi32(qh, 8);
+    const __m512i sh = _mm512_setr_epi32(0, 3, 6, 9, 0, 3, 6, 9, 0, 3, 6, 9, 0, 3, 6, 9);
+    const __m512i sel0 = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    const __m512i sel1 = _mm512_add_epi32(sel0, _mm512_set1_epi32(4));
+    const __m512i q0 = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 2)));
+    const __m512i q1 = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 18)));
+    const __m512i hi3 = _mm512_set1_epi32(0x700);
+    const __m512i i0 = _mm512_ternarylogic_epi32(q0, _mm512_srlv_epi32(_mm512_permutexvar_epi32(sel0, qhs), sh), hi3, 0xf8);
+    const __m512i i1 = _mm512_ternarylogic_epi32(q1, _mm512_srlv_epi32(_mm512_permutexvar_epi32(sel1, qhs), sh), hi3, 0xf8);
+    // Per chunk p: int16 lanes 0-15 take sub-block 2p's 8 ls, 16-31 sub-block 2p + 1's.
+    const auto lsp = [&](int p) LOOM_IQ_AVX512 {
+      const __m512i lo = _mm512_set1_epi16(int16_t(4 * p)), hi = _mm512_set1_epi16(int16_t(4 * p + 2));
+      return _mm512_permutexvar_epi16(_mm512_mask_blend_epi16(__mmask32(0xffff0000u), lo, hi), ls8);
+    };
+    acc = iq1_pair(acc, grid, _mm512_castsi512_si256(i0), act.y[0], lsp(0));
+    acc = iq1_pair(acc, grid, _mm512_extracti64x4_epi64(i0, 1), act.y[1], lsp(1));
+    acc = iq1_pair(acc, grid, _mm512_castsi512_si256(i1), act.y[2], lsp(2));
+    acc = iq1_pair(acc, grid, _mm512_extracti64x4_epi64(i1, 1), act.y[3], lsp(3));
+    return acc;
+  }
+};
+
+struct Iq1mRows {
+  static constexpr int kBytes = 56;
+  static constexpr bool kIq1 = true;
+  using Act = Iq1Act;
+  LOOM_IQ_AVX512 static void prepare(const uint8_t* a, Act& act) {
+    act.grid = iq1_grid_p1().g;
+    const __m512i ones = _mm512_set1_epi8(1);
+    __m512i s4[4];  // sums of 4 activations, 16 per chunk
+    for (int p = 0; p < 4; ++p) {
+      act.y[p] = _mm512_loadu_si512(a + 4 + 64 * p);
+      s4[p] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, act.y[p]);
+    }
+    const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i od = _mm512_add_epi32(ev, _mm512_set1_epi32(1));
+    const __m512i g0 = _mm512_add_epi32(_mm512_permutex2var_epi32(s4[0], ev, s4[1]), _mm512_permutex2var_epi32(s4[0], od, s4[1]));
+    const __m512i g1 = _mm512_add_epi32(_mm512_permutex2var_epi32(s4[2], ev, s4[3]), _mm512_permutex2var_epi32(s4[2], od, s4[3]));
+    act.ysum = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi32_epi16(g0)), _mm512_cvtepi32_epi16(g1), 1);
+  }
+  LOOM_IQ_AVX512 static uint16_t d_bits(const uint8_t* b) { return iq1m_d_bits(b + 48); }
+  LOOM_IQ_AVX512 static __m512i block(const uint8_t* w, const uint8_t*, const Act& act) {
+    const uint64_t* grid = act.grid;
+    // Scales: field q (16 elements) = bits 3 (q % 4) of sc[q / 4]; as int16 lanes q = 0..15.
+    const __m512i sc = _mm512_castsi128_si512(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w + 48)));
+    const __m512i qsel = _mm512_set_epi64(0, 0, 0, 0, 0x0003000300030003ll, 0x0002000200020002ll,
+                                          0x0001000100010001ll, 0);
+    const __m512i qsh = _mm512_set_epi64(0, 0, 0, 0, 0x0009000600030000ll, 0x0009000600030000ll,
+                                         0x0009000600030000ll, 0x0009000600030000ll);
+    const __m512i s = _mm512_and_si512(_mm512_srlv_epi16(_mm512_permutexvar_epi16(qsel, sc), qsh), _mm512_set1_epi16(7));
+    const __m512i ls1 = _mm512_add_epi16(_mm512_add_epi16(s, s), _mm512_set1_epi16(1));  // 2 s + 1
+    const __m512i ls8 = _mm512_slli_epi16(ls1, 3);
+    // qh nibble g (byte g / 2, low nibble for even g): bits 0-2 the index bits, bit 3 the delta sign.
+    const __m128i qh = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 32));
+    const __m512i nsh = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28);
+    const __m512i qh32 = _mm512_castsi128_si512(qh);
+    const __m512i n0 = _mm512_srlv_epi32(_mm512_permutexvar_epi32(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1), qh32), nsh);
+    const __m512i n1 = _mm512_srlv_epi32(_mm512_permutexvar_epi32(_mm512_setr_epi32(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3), qh32), nsh);
+    const __m512i b8 = _mm512_set1_epi32(8);
+    const __mmask32 neg = __mmask32(_mm512_test_epi32_mask(n0, b8)) | __mmask32(_mm512_test_epi32_mask(n1, b8)) << 16;
+    // Group coefficients ls (sign - 8), group g taking scale field g / 2.
+    const __m512i gsel = _mm512_setr_epi32(0x00000000, 0x00010001, 0x00020002, 0x00030003, 0x00040004, 0x00050005, 0x00060006, 0x00070007,
+                                           0x00080008, 0x00090009, 0x000a000a, 0x000b000b, 0x000c000c, 0x000d000d, 0x000e000e, 0x000f000f);
+    const __m512i l1g = _mm512_permutexvar_epi16(gsel, ls1), l8g = _mm512_permutexvar_epi16(gsel, ls8);
+    const __m512i c = _mm512_mask_sub_epi16(_mm512_sub_epi16(l1g, l8g), neg, _mm512_setzero_si512(), _mm512_add_epi16(l1g, l8g));
+    __m512i acc = _mm512_dpwssd_epi32(_mm512_setzero_si512(), act.ysum, c);
+    const __m512i hi3 = _mm512_set1_epi32(0x700);
+    const __m512i q0 = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w)));
+    const __m512i q1 = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 16)));
+    const __m512i i0 = _mm512_ternarylogic_epi32(q0, _mm512_slli_epi32(n0, 8), hi3, 0xf8);
+    const __m512i i1 = _mm512_ternarylogic_epi32(q1, _mm512_slli_epi32(n1, 8), hi3, 0xf8);
+    // Per chunk p: int16 lanes 8 j .. 8 j + 7 take field 4 p + j's 8 ls.
+    const auto lsp = [&](int p) LOOM_IQ_AVX512 {
+      const __m512i sel = _mm512_set_epi64(0x0001000100010001ll * (4 * p + 3), 0x0001000100010001ll * (4 * p + 3),
+                                           0x0001000100010001ll * (4 * p + 2), 0x0001000100010001ll * (4 * p + 2),
+                                           0x0001000100010001ll * (4 * p + 1), 0x0001000100010001ll * (4 * p + 1),
+                                           0x0001000100010001ll * (4 * p), 0x0001000100010001ll * (4 * p));
+      return _mm512_permutexvar_epi16(sel, ls8);
+    };
+    acc = iq1_pair(acc, grid, _mm512_castsi512_si256(i0), act.y[0], lsp(0));
+    acc = iq1_pair(acc, grid, _mm512_extracti64x4_epi64(i0, 1), act.y[1], lsp(1));
+    acc = iq1_pair(acc, grid, _mm512_castsi512_si256(i1), act.y[2], lsp(2));
+    acc = iq1_pair(acc, grid, _mm512_extracti64x4_epi64(i1, 1), act.y[3], lsp(3));
+    return acc;
+  }
+};
+
+// out[j] = the row dot of weight row j (w + j ws) with the activation row a, for j < nw.
+template <class K>
+LOOM_IQ_AVX512 void dot_rows(int64_t n, const uint8_t* w, size_t ws, int nw, const uint8_t* a, float* out,
+                             float factor) {
+  const int64_t nb = n / 256;
+  __m512i acc[16];
+  alignas(32) uint16_t db[16];
+  for (int r0 = 0; r0 < nw; r0 += 16) {
+    const int rows = nw - r0 < 16 ? nw - r0 : 16;
+    for (int r = rows; r < 16; ++r) {
+      acc[r] = _mm512_setzero_si512();
+      db[r] = 0;
+    }
+    const uint8_t* wr = w + size_t(r0) * ws;
+    __m512 sumf = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; ++i) {
+      const uint8_t* ai = a + i * kQ8K;
+      typename K::Act act;
+      K::prepare(ai, act);
+      for (int r = 0; r < rows; ++r) {
+        const uint8_t* b = wr + size_t(r) * ws + size_t(i) * K::kBytes;
+        // The weights stream from memory: ask for each row's bytes ~1 KiB ahead.
+        _mm_prefetch(reinterpret_cast<const char*>(b + 1024), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(b + 1024 + K::kBytes - 1), _MM_HINT_T0);
+        acc[r] = K::block(b, ai, act);
+        db[r] = K::d_bits(b);
+      }
+      const __m512 x = _mm512_cvtepi32_ps(reduce16(acc));
+      const __m512 d = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(db))),
+                                     _mm512_set1_ps(f32_at(ai)));
+      if constexpr (K::kIq1) {
+        sumf = _mm512_add_ps(sumf, _mm512_mul_ps(d, _mm512_mul_ps(x, _mm512_set1_ps(0.125f))));
+      } else {
+        sumf = _mm512_add_ps(sumf, _mm512_mul_ps(d, x));
+      }
+    }
+    const __m512 res = K::kIq1 ? sumf : _mm512_mul_ps(_mm512_set1_ps(factor), sumf);
+    _mm512_mask_storeu_ps(out + r0, __mmask16((1u << rows) - 1), res);
+  }
+}
+
 }  // namespace
 
 float vec_dot_iq2_xxs_q8_k(int64_t n, const void* w, const void* a) { return dot_grid<Iq2xxs>(n, w, a, 0.125f); }
@@ -229,6 +465,28 @@ float vec_dot_iq2_xs_q8_k(int64_t n, const void* w, const void* a) { return dot_
 float vec_dot_iq2_s_q8_k(int64_t n, const void* w, const void* a) { return dot_grid<Iq2s>(n, w, a, 0.125f); }
 float vec_dot_iq3_xxs_q8_k(int64_t n, const void* w, const void* a) { return dot_grid<Iq3xxs>(n, w, a, 0.25f); }
 float vec_dot_iq3_s_q8_k(int64_t n, const void* w, const void* a) { return dot_grid<Iq3s>(n, w, a, 1.0f); }
+
+void vec_dot_rows_iq2_xxs_q8_k(int64_t n, const void* w, size_t ws, int nw, const void* a, float* out) {
+  dot_rows<GridRows<Iq2xxs>>(n, static_cast<const uint8_t*>(w), ws, nw, static_cast<const uint8_t*>(a), out, 0.125f);
+}
+void vec_dot_rows_iq2_xs_q8_k(int64_t n, const void* w, size_t ws, int nw, const void* a, float* out) {
+  dot_rows<GridRows<Iq2xs>>(n, static_cast<const uint8_t*>(w), ws, nw, static_cast<const uint8_t*>(a), out, 0.125f);
+}
+void vec_dot_rows_iq2_s_q8_k(int64_t n, const void* w, size_t ws, int nw, const void* a, float* out) {
+  dot_rows<GridRows<Iq2s>>(n, static_cast<const uint8_t*>(w), ws, nw, static_cast<const uint8_t*>(a), out, 0.125f);
+}
+void vec_dot_rows_iq3_xxs_q8_k(int64_t n, const void* w, size_t ws, int nw, const void* a, float* out) {
+  dot_rows<GridRows<Iq3xxs>>(n, static_cast<const uint8_t*>(w), ws, nw, static_cast<const uint8_t*>(a), out, 0.25f);
+}
+void vec_dot_rows_iq3_s_q8_k(int64_t n, const void* w, size_t ws, int nw, const void* a, float* out) {
+  dot_rows<GridRows<Iq3s>>(n, static_cast<const uint8_t*>(w), ws, nw, static_cast<const uint8_t*>(a), out, 1.0f);
+}
+void vec_dot_rows_iq1_s_q8_k(int64_t n, const void* w, size_t ws, int nw, const void* a, float* out) {
+  dot_rows<Iq1sRows>(n, static_cast<const uint8_t*>(w), ws, nw, static_cast<const uint8_t*>(a), out, 1.0f);
+}
+void vec_dot_rows_iq1_m_q8_k(int64_t n, const void* w, size_t ws, int nw, const void* a, float* out) {
+  dot_rows<Iq1mRows>(n, static_cast<const uint8_t*>(w), ws, nw, static_cast<const uint8_t*>(a), out, 1.0f);
+}
 
 LOOM_IQ_AVX512 float vec_dot_iq1_s_q8_k(int64_t n, const void* wv, const void* av) {
   const auto* w = static_cast<const uint8_t*>(wv);

@@ -412,13 +412,19 @@ void tile_loop(VecDot dot, int64_t n, const uint8_t* w, size_t ws, int nw, const
   }
 }
 
-template <void (*Decode)(const uint8_t*, Dec&), int Bytes, bool Iq1, bool Sub32, VecDot Avx2, VecDot Avx512>
+using VecDotRows = void (*)(int64_t, const void*, size_t, int, const void*, float*);
+
+template <void (*Decode)(const uint8_t*, Dec&), int Bytes, bool Iq1, bool Sub32, VecDot Avx2, VecDotRows Rows>
 void tile(int64_t n, const void* w, size_t ws, int nw, const void* a, size_t as, int na, float* out, size_t os,
           float factor) {
   const auto* wb = static_cast<const uint8_t*>(w);
   const auto* ab = static_cast<const uint8_t*>(a);
   if (!use_avx512()) return tile_loop(Avx2, n, wb, ws, nw, ab, as, na, out, os);
-  if (na <= 1) return tile_loop(Avx512, n, wb, ws, nw, ab, as, na, out, os);
+  // Decode (one activation row): the AVX-512 dot over all weight rows at once.
+  if (na <= 1) {
+    if (na == 1) Rows(n, w, ws, nw, a, out);
+    return;
+  }
   tile_avx512<Decode, Bytes, Iq1, Sub32>(n, wb, ws, nw, ab, as, na, out, os, factor);
 }
 
@@ -427,8 +433,8 @@ void tile(int64_t n, const void* w, size_t ws, int nw, const void* a, size_t as,
 #define LOOM_IQ_TILE(t, bytes, iq1, sub32, factor)                                                              \
   void vec_dot_tile_##t(int64_t n, const void* w, size_t ws, int nw, const void* a, size_t as, int na,   \
                         float* out, size_t os) {                                                         \
-    tile<dec_##t, bytes, iq1, sub32, avx2::vec_dot_##t##_q8_k, avx512::vec_dot_##t##_q8_k>(n, w, ws, nw, a, as, \
-                                                                                    na, out, os, factor); \
+    tile<dec_##t, bytes, iq1, sub32, avx2::vec_dot_##t##_q8_k, avx512::vec_dot_rows_##t##_q8_k>(n, w, ws, nw, a, \
+                                                                                         as, na, out, os, factor); \
   }
 LOOM_IQ_TILE(iq2_xxs, 66, false, true, 0.125f)
 LOOM_IQ_TILE(iq2_xs, 74, false, false, 0.125f)

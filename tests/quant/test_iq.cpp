@@ -422,6 +422,99 @@ TEST_P(IqSimd, VecDotEqualsReference) {
   EXPECT_EQ(k(1024, w.data(), a.data()), want) << t.name << " extreme";
 }
 
+// The AVX-512 multi-row decode dots (iq_kernels.h vec_dot_rows_*): every one of nw weight rows
+// bit-identical with the scalar reference's dot of that row, for 0..40 rows (several groups of
+// 16 and partial ones), 1..64 blocks, row strides with odd extras, weights and activations at
+// every misalignment, random blocks, all-bits-set blocks with d = +-65504 against activations
+// of +-127 (and 1e30 / 1e-30 scales), and nothing written past out[nw - 1].
+#if defined(__x86_64__)
+using Rows = void (*)(int64_t, const void*, size_t, int, const void*, float*);
+Rows rows_kernel(const IqType& t) {
+  const std::string n = t.name;
+  if (n == "iq2_xxs") return avx512::vec_dot_rows_iq2_xxs_q8_k;
+  if (n == "iq2_xs") return avx512::vec_dot_rows_iq2_xs_q8_k;
+  if (n == "iq2_s") return avx512::vec_dot_rows_iq2_s_q8_k;
+  if (n == "iq3_xxs") return avx512::vec_dot_rows_iq3_xxs_q8_k;
+  if (n == "iq3_s") return avx512::vec_dot_rows_iq3_s_q8_k;
+  if (n == "iq1_s") return avx512::vec_dot_rows_iq1_s_q8_k;
+  if (n == "iq1_m") return avx512::vec_dot_rows_iq1_m_q8_k;
+  return nullptr;
+}
+#endif
+
+class IqSimdRows : public ::testing::TestWithParam<IqType> {};
+
+TEST_P(IqSimdRows, EveryRowEqualsReference) {
+#if !defined(__x86_64__)
+  GTEST_SKIP() << "x86-64 kernels";
+#else
+  const IqType& t = GetParam();
+  if (!has_isa(1)) GTEST_SKIP() << "CPU lacks AVX-512 VNNI";
+  const Rows k = rows_kernel(t);
+  ASSERT_NE(k, nullptr) << t.name;
+  std::mt19937 rng(4321);
+  const int sizes[] = {1, 2, 3, 4, 5, 7, 8, 11, 16, 17, 33, 64};
+  const int counts[] = {0, 1, 2, 3, 5, 8, 15, 16, 17, 24, 31, 32, 33, 40};
+  int checked = 0;
+  for (int nb : sizes) {
+    for (int extreme = 0; extreme < 2; ++extreme) {
+      const size_t row = size_t(nb) * size_t(t.bytes);
+      const size_t ws = row + size_t(rng() % 8), woff = rng() % 64, aoff = rng() % 64;
+      constexpr int kMax = 40;
+      std::vector<uint8_t> wbuf(woff + ws * kMax), abuf(aoff + size_t(nb) * kQ8KBytes);
+      for (int j = 0; j < kMax; ++j) {
+        std::vector<uint8_t> r = random_blocks(t, nb, rng);
+        if (extreme && j % 3 == 0) {  // all bits set, d = +-65504 (every other block)
+          std::fill(r.begin(), r.end(), uint8_t(0xff));
+          for (int i = 0; i < nb; ++i) set_d(t, r.data() + size_t(i) * t.bytes, (i + j) % 2 ? 0xfbff : 0x7bff);
+        }
+        std::memcpy(wbuf.data() + woff + ws * size_t(j), r.data(), r.size());
+      }
+      std::vector<uint8_t> a;
+      if (extreme) {
+        for (int i = 0; i < nb; ++i) {
+          int8_t qs[256];
+          const int mode = int(rng() % 3);
+          for (int e = 0; e < 256; ++e) qs[e] = int8_t(mode == 0 ? 127 : mode == 1 ? -127 : (rng() % 2 ? 127 : -127));
+          const auto blk = q8k_block(i % 3 == 0 ? 1e30f : i % 3 == 1 ? 1e-30f : 1.0f, qs);
+          a.insert(a.end(), blk.begin(), blk.end());
+        }
+      } else {
+        a = random_acts(nb, rng);
+      }
+      std::memcpy(abuf.data() + aoff, a.data(), a.size());
+      const uint8_t* w = wbuf.data() + woff;
+      const uint8_t* ap = abuf.data() + aoff;
+      for (int nw : counts) {
+        const int j0 = int(rng() % size_t(kMax - nw + 1));
+        std::vector<float> out(size_t(nw) + 3, -7.0f);
+        k(256 * int64_t(nb), w + ws * size_t(j0), ws, nw, ap, out.data());
+        for (int j = 0; j < nw; ++j) {
+          const float want = t.dot(256 * int64_t(nb), w + ws * size_t(j0 + j), ap);
+          ASSERT_EQ(std::memcmp(&want, &out[size_t(j)], 4), 0)
+              << t.name << " blocks " << nb << " extreme " << extreme << " rows " << nw << " row " << j << ": "
+              << out[size_t(j)] << " vs reference " << want;
+          ++checked;
+        }
+        for (size_t j = size_t(nw); j < out.size(); ++j) ASSERT_EQ(out[j], -7.0f) << t.name << " wrote past row " << nw;
+      }
+    }
+  }
+  // The ggml conformance blocks as rows of one block each.
+  RefData d;
+  ASSERT_TRUE(load_ref(t, d));
+  for (int i = 0; i < d.nb; ++i) {
+    float got = 0.0f;
+    k(256, d.block(i), size_t(t.bytes), 1, d.act(i), &got);
+    EXPECT_EQ(got, t.dot(256, d.block(i), d.act(i))) << t.name << " ggml block " << i;
+  }
+  EXPECT_GT(checked, 0);
+#endif
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, IqSimdRows, ::testing::ValuesIn(kIqTypes),
+                         [](const auto& info) { return std::string(info.param.name); });
+
 // AVX2 dequantization: bit-identical with the reference (and so with ggml's to_float) over
 // 1..64 blocks at every misalignment of source and destination, and on the ggml blocks.
 class IqSimdDequant : public ::testing::TestWithParam<IqType> {};

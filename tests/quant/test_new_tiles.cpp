@@ -274,3 +274,51 @@ TEST(NewTilesBench, NsPerBlockRow) {
 }
 }  // namespace
 }  // namespace loom::quant
+
+// LOOM_NEW_TILES_BENCH=1: decode, ns per weight block of one activation row against 16384 weight
+// rows of 1024 elements (several MiB: the weights stream from memory, as in a model's decode),
+// the tile (na = 1, groups of 16 rows as ops::matmul calls it) against the loop over the
+// dispatched vec_dot (best of 5).
+namespace loom::quant {
+namespace {
+TEST(NewTilesBench, DecodeNsPerBlock) {
+#if !defined(__x86_64__)
+  GTEST_SKIP();
+#else
+  if (!std::getenv("LOOM_NEW_TILES_BENCH")) GTEST_SKIP() << "set LOOM_NEW_TILES_BENCH=1";
+  constexpr int kRows = 16384;
+  for (const Case& c : kCases) {
+    if (!is_supported(c.type)) continue;
+    const TensorType at = vec_dot_type(c.type);
+    std::mt19937 rng(7);
+    const int64_t n = 1024, nb = n / block_elems(c.type);
+    const size_t ws = size_t(nb * block_bytes(c.type)), as = size_t(n / block_elems(at) * block_bytes(at));
+    std::vector<uint8_t> wbuf(ws * kRows), abuf(as);
+    for (int j = 0; j < kRows; ++j) {
+      const auto r = weight_row(c.type, nb, rng, false);
+      std::memcpy(wbuf.data() + ws * j, r.data(), r.size());
+    }
+    const auto ar = act_row(at, n, rng, false);
+    std::memcpy(abuf.data(), ar.data(), ar.size());
+    std::vector<float> out(kRows);
+    auto time = [&](auto&& f) {
+      double best = 1e30;
+      for (int rep = 0; rep < 5; ++rep) {
+        const auto t0 = std::chrono::steady_clock::now();
+        f();
+        best = std::min(best, std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count());
+      }
+      return best / double(nb * kRows);
+    };
+    const double tile = time([&] {
+      for (int j = 0; j < kRows; j += 16) c.fn(n, wbuf.data() + ws * j, ws, 16, abuf.data(), as, 1, out.data() + j, 16);
+    });
+    const double loop = time([&] {
+      for (int j = 0; j < kRows; ++j) out[size_t(j)] = vec_dot(c.type, n, wbuf.data() + ws * j, abuf.data());
+    });
+    std::printf("%-8s decode tile %6.2f ns  vec_dot loop %6.2f ns  per block  x%.2f\n", c.name, tile, loop, loop / tile);
+  }
+#endif
+}
+}  // namespace
+}  // namespace loom::quant
