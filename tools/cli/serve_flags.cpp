@@ -667,14 +667,19 @@ const std::vector<Flag>& table() {
         "loom's prefix tree reuses cached prefixes without KV shifting", quiet_if("0"));
     add(kServer, "--metrics", "", "", "LLAMA_ARG_ENDPOINT_METRICS", Kind::kAlways, "/metrics is always served");
     add(kServer, "--props", "", "", "LLAMA_ARG_ENDPOINT_PROPS", Kind::kNotYet, "GET /props is always served; POST /props not yet");
-    add(kServer, "--slots", "--no-slots", "", "LLAMA_ARG_ENDPOINT_SLOTS", Kind::kNotYet, "GET /slots not yet (issue 26 part 2)",
-        quiet_if_negative());
-    add(kServer, "--slot-save-path", "", "PATH", "", Kind::kNotYet, "slot save / restore not yet (use --cache-dir)");
+    add(kServer, "--slots", "--no-slots", "", "LLAMA_ARG_ENDPOINT_SLOTS", Kind::kImpl, "GET /slots (on by default; --no-slots: 501)",
+        bool_to(&ServeOptions::slots_endpoint));
+    add(kServer, "--slot-save-path", "", "PATH", "", Kind::kImpl, "POST /slots/{id}?action=save|restore files live here (checksummed state files)",
+        str_to(&ServeOptions::slot_save_path));
     add(kServer, "--media-path", "", "PATH", "", Kind::kNoop, kNoMM);
-    add(kServer, "--models-dir", "", "PATH", "LLAMA_ARG_MODELS_DIR", Kind::kRefused, "router mode (several models): not yet supported by loom serve");
-    add(kServer, "--models-preset", "", "PATH", "LLAMA_ARG_MODELS_PRESET", Kind::kRefused, "router mode (several models): not yet supported by loom serve");
-    add(kServer, "--models-max", "", "N", "LLAMA_ARG_MODELS_MAX", Kind::kNoop, "router mode only", number());
-    add(kServer, "--models-autoload", "--no-models-autoload", "", "LLAMA_ARG_MODELS_AUTOLOAD", Kind::kNoop, "router mode only");
+    add(kServer, "--models-dir", "", "PATH", "LLAMA_ARG_MODELS_DIR", Kind::kImpl, "router mode (no -m): every GGUF file here is a model, named by its file stem",
+        str_to(&ServeOptions::models_dir));
+    add(kServer, "--models-preset", "", "PATH", "LLAMA_ARG_MODELS_PRESET", Kind::kImpl, "router mode: llama-server's INI presets (a [section] per model, its flags as keys)",
+        str_to(&ServeOptions::models_preset));
+    add(kServer, "--models-max", "", "N", "LLAMA_ARG_MODELS_MAX", Kind::kImpl, "router mode: models loaded at once (default 4, 0 = no limit; least recently used unloaded)",
+        int_to(&ServeOptions::models_max, 0, 1 << 16));
+    add(kServer, "--models-autoload", "--no-models-autoload", "", "LLAMA_ARG_MODELS_AUTOLOAD", Kind::kImpl,
+        "router mode: a request naming a model that is not loaded loads it (?autoload= per request)", bool_to(&ServeOptions::models_autoload));
     add(kServer, "--jinja", "--no-jinja", "", "LLAMA_ARG_JINJA", Kind::kAlways,
         "loom always renders the Jinja chat template (--no-jinja: said in the log, the template is used anyway)",
         [](Ctx& c, const Use& u) {
@@ -725,7 +730,9 @@ const std::vector<Flag>& table() {
         "loom finds cached prefixes in one tree, not per slot", number());
     add(kServer, "--lora-init-without-apply", "", "", "", Kind::kImpl, "adapters load with scale 0 (POST /lora-adapters sets the scales)",
         [](Ctx& c, const Use&) { c.lora_unapplied = true; return std::string(); });
-    add(kServer, "--sleep-idle-seconds", "", "SECONDS", "", Kind::kNotYet, "the server does not sleep (issue 26 part 2)", quiet_if("-1"));
+    add(kServer, "--sleep-idle-seconds", "", "SECONDS", "", Kind::kImpl,
+        "after this long without work the model is unloaded; the next request loads it again (-1: never)",
+        int_to(&ServeOptions::sleep_idle_seconds, -1, 1 << 30));
     add(kServer, "--log-prompts-dir", "", "PATH", "", Kind::kNotYet, "prompts are not logged to files");
     add(kServer, "--spec-draft-hf,-hfd,-hfrd,--hf-repo-draft", "", "<user>/<model>[:quant]", "LLAMA_ARG_SPEC_DRAFT_HF_REPO", Kind::kRefused,
         kDownload + " (-md for a draft model)");

@@ -77,6 +77,21 @@ struct ServeOptions {
   // Extra names the model answers to (--alias a,b: the first is reported) and tags (/v1/models).
   std::vector<std::string> aliases;
   std::vector<std::string> tags;
+  // Slots (llama-server's): GET /slots unless --no-slots; POST /slots/{id}?action=save|restore|erase
+  // with files in --slot-save-path ("" = refused).
+  bool slots_endpoint = true;
+  std::string slot_save_path;
+  // --sleep-idle-seconds N: after N seconds without work the model is unloaded (its memory given
+  // back) and the next request loads it again; -1 = never.
+  int sleep_idle_seconds = -1;
+  // Router mode (no -m): every GGUF in --models-dir and the [sections] of --models-preset, one child
+  // server per model loaded on demand, at most --models-max at once (0 = no limit; the least
+  // recently used one is unloaded beyond it), loaded by a request naming it unless
+  // --no-models-autoload.
+  std::string models_dir;
+  std::string models_preset;
+  int models_max = 4;
+  bool models_autoload = true;
 };
 
 // Runs until *stop becomes true (set by a signal handler thread) or the listener fails. Prints
