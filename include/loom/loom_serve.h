@@ -209,6 +209,20 @@ LOOM_API int32_t loom_scheduler_save_session(loom_scheduler * sched, const char 
  * or truncated one fails (LOOM_ERR_CORRUPT / LOOM_ERR_INVALID_ARGUMENT) and changes nothing. */
 LOOM_API int32_t loom_scheduler_load_session(loom_scheduler * sched, const char * path, loom_token * tokens_out,
                                              int32_t capacity, int32_t * n_loaded);
+/* Since 0.3, llama-server's slots. Each slot (a sequence requests generate in) remembers the tokens
+ * of the last request that ran in it (prompt + output, kept by the prefix cache when it ended).
+ * loom_scheduler_slots: [{"id", "is_processing", "request_id" (0: none), "n_prompt", "n_decoded",
+ * "n_remain", "n_cached" (the slot's remembered tokens)}] as of the last step, into buf (as
+ * stats). slot_save: those tokens' cached prefix as a session file (LOOM_ERR_NOT_FOUND when the
+ * slot holds none); slot_restore: a session file into the prefix cache, remembered as the slot's
+ * (as load_session: another model's or a corrupt file fails and changes nothing); slot_erase:
+ * drops the slot's tokens from the prefix cache where no other cached sequence shares them
+ * (*n_erased: the tokens it held). Save, restore and erase are exclusive operations. */
+LOOM_API int32_t loom_scheduler_slots(const loom_scheduler * sched, char * buf, size_t buf_size);
+LOOM_API int32_t loom_scheduler_slot_save(loom_scheduler * sched, int32_t slot, const char * path, int32_t * n_saved);
+LOOM_API int32_t loom_scheduler_slot_restore(loom_scheduler * sched, int32_t slot, const char * path, int32_t * n_restored);
+LOOM_API int32_t loom_scheduler_slot_erase(loom_scheduler * sched, int32_t slot, int32_t * n_erased);
+
 /* Empties the prefix cache. */
 LOOM_API int32_t loom_scheduler_clear_cache(loom_scheduler * sched);
 /* Replaces the LoRA adapters of the scheduler's context (n = 0 removes all) and empties the

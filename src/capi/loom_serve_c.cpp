@@ -736,6 +736,52 @@ int32_t loom_scheduler_n_slots(const loom_scheduler* sched) {
   return sched->s->n_slots();
 }
 
+}  // extern "C"
+
+namespace {
+
+// The cached prefix of `toks` as a checked sequence state file (save_session, slot save).
+loom::Status save_cached(loom_scheduler* sched, const char* path, const std::vector<int32_t>& toks, int* saved) {
+  *saved = 0;
+  return sched->s->run_exclusive([&](loom::Context& ctx, loom::serve::PrefixCache* cache) -> loom::Status {
+    if (!cache) return loom::Status(loom::StatusCode::kUnsupported, "the prefix cache is disabled");
+    loom::serve::PrefixCache::Match m = cache->match(toks, int(toks.size()));
+    if (m.len == 0) return loom::Status(loom::StatusCode::kNotFound, "none of these tokens is cached");
+    // Slot 0 is free while nothing runs: give it the prefix, write it, free it again.
+    LOOM_RETURN_IF_ERROR(cache->share(m, 0));
+    loom::Status w = ctx.seq_state_save_file(path, 0, std::span<const int32_t>(toks.data(), size_t(m.len)));
+    (void)ctx.seq_rm(0, -1, -1);
+    if (w) *saved = m.len;
+    return w;
+  });
+}
+
+// A file written by save_cached into the prefix cache; its tokens into *toks.
+loom::Status load_cached(loom_scheduler* sched, const char* path, std::vector<int32_t>* toks) {
+  return sched->s->run_exclusive([&](loom::Context& ctx, loom::serve::PrefixCache* cache) -> loom::Status {
+    if (!cache) return loom::Status(loom::StatusCode::kUnsupported, "the prefix cache is disabled");
+    auto header = ctx.seq_state_file_tokens(path);
+    if (!header) return header.status();
+    const int need = int(header->size());
+    if (need > ctx.kv().size()) {
+      return loom::invalid_argument("the session holds " + std::to_string(need) + " tokens, more than n_ctx = " +
+                                    std::to_string(ctx.kv().size()));
+    }
+    const int free_cells = ctx.kv().size() - ctx.kv().used();
+    if (free_cells < need) cache->evict(need - free_cells);
+    LOOM_RETURN_IF_ERROR(ctx.seq_state_load_file(path, 0, toks));
+    (void)cache->insert(*toks, 0);
+    (void)ctx.seq_rm(0, -1, -1);
+    return loom::Status::ok();
+  });
+}
+
+bool valid_slot(const loom_scheduler* sched, int32_t slot) { return slot >= 0 && slot < sched->s->n_slots(); }
+
+}  // namespace
+
+extern "C" {
+
 int32_t loom_scheduler_save_session(loom_scheduler* sched, const char* path, const loom_token* tokens, int32_t n_tokens,
                                     int32_t* n_saved) {
   LOOM_NEED_SCHED(LOOM_ERR_INVALID_ARGUMENT);
@@ -743,19 +789,8 @@ int32_t loom_scheduler_save_session(loom_scheduler* sched, const char* path, con
   if (n_tokens < 0 || (n_tokens > 0 && !tokens)) return fail_arg(__func__, "tokens is NULL or n_tokens negative");
   if (n_saved) *n_saved = 0;
   return guarded_status(__func__, [&]() -> int32_t {
-    const std::vector<int32_t> toks(tokens, tokens + n_tokens);
     int saved = 0;
-    loom::Status st = sched->s->run_exclusive([&](loom::Context& ctx, loom::serve::PrefixCache* cache) -> loom::Status {
-      if (!cache) return loom::Status(loom::StatusCode::kUnsupported, "the prefix cache is disabled");
-      loom::serve::PrefixCache::Match m = cache->match(toks, int(toks.size()));
-      if (m.len == 0) return loom::Status(loom::StatusCode::kNotFound, "none of these tokens is cached");
-      // Slot 0 is free while nothing runs: give it the prefix, write it, free it again.
-      LOOM_RETURN_IF_ERROR(cache->share(m, 0));
-      loom::Status w = ctx.seq_state_save_file(path, 0, std::span<const int32_t>(toks.data(), size_t(m.len)));
-      (void)ctx.seq_rm(0, -1, -1);
-      if (w) saved = m.len;
-      return w;
-    });
+    const loom::Status st = save_cached(sched, path, std::vector<int32_t>(tokens, tokens + n_tokens), &saved);
     if (!st) return fail("loom_scheduler_save_session", st);
     if (n_saved) *n_saved = saved;
     return LOOM_OK;
@@ -770,26 +805,78 @@ int32_t loom_scheduler_load_session(loom_scheduler* sched, const char* path, loo
   if (n_loaded) *n_loaded = 0;
   return guarded_status(__func__, [&]() -> int32_t {
     std::vector<int32_t> toks;
-    loom::Status st = sched->s->run_exclusive([&](loom::Context& ctx, loom::serve::PrefixCache* cache) -> loom::Status {
-      if (!cache) return loom::Status(loom::StatusCode::kUnsupported, "the prefix cache is disabled");
-      auto header = ctx.seq_state_file_tokens(path);
-      if (!header) return header.status();
-      const int need = int(header->size());
-      if (need > ctx.kv().size()) {
-        return loom::invalid_argument("the session holds " + std::to_string(need) + " tokens, more than n_ctx = " +
-                                      std::to_string(ctx.kv().size()));
-      }
-      const int free_cells = ctx.kv().size() - ctx.kv().used();
-      if (free_cells < need) cache->evict(need - free_cells);
-      LOOM_RETURN_IF_ERROR(ctx.seq_state_load_file(path, 0, &toks));
-      (void)cache->insert(toks, 0);
-      (void)ctx.seq_rm(0, -1, -1);
-      return loom::Status::ok();
-    });
+    const loom::Status st = load_cached(sched, path, &toks);
     if (!st) return fail("loom_scheduler_load_session", st);
     const size_t n = std::min(toks.size(), size_t(capacity));
     if (n) std::copy_n(toks.begin(), n, tokens_out);
     if (n_loaded) *n_loaded = int32_t(toks.size());
+    return LOOM_OK;
+  });
+}
+
+int32_t loom_scheduler_slots(const loom_scheduler* sched, char* buf, size_t buf_size) {
+  LOOM_NEED_SCHED(LOOM_SIZE_ERROR);
+  return guarded<int32_t>(__func__, LOOM_SIZE_ERROR, [&] {
+    json out = json::array();
+    for (const loom::serve::SlotState& s : sched->s->slots()) {
+      out.push_back({{"id", s.id},
+                     {"is_processing", s.processing},
+                     {"request_id", s.request},
+                     {"n_prompt", s.n_prompt},
+                     {"n_decoded", s.n_decoded},
+                     {"n_remain", s.n_remain},
+                     {"n_cached", s.n_cached}});
+    }
+    return copy_json("loom_scheduler_slots", out, buf, buf_size);
+  });
+}
+
+int32_t loom_scheduler_slot_save(loom_scheduler* sched, int32_t slot, const char* path, int32_t* n_saved) {
+  LOOM_NEED_SCHED(LOOM_ERR_INVALID_ARGUMENT);
+  if (!path) return fail_arg(__func__, "path is NULL");
+  if (!valid_slot(sched, slot)) return fail_arg(__func__, "no such slot");
+  if (n_saved) *n_saved = 0;
+  return guarded_status(__func__, [&]() -> int32_t {
+    const std::vector<int32_t> toks = sched->s->slot_tokens(slot);
+    if (toks.empty()) return fail("loom_scheduler_slot_save", loom::not_found("the slot holds no tokens"));
+    int saved = 0;
+    const loom::Status st = save_cached(sched, path, toks, &saved);
+    if (!st) return fail("loom_scheduler_slot_save", st);
+    if (n_saved) *n_saved = saved;
+    return LOOM_OK;
+  });
+}
+
+int32_t loom_scheduler_slot_restore(loom_scheduler* sched, int32_t slot, const char* path, int32_t* n_restored) {
+  LOOM_NEED_SCHED(LOOM_ERR_INVALID_ARGUMENT);
+  if (!path) return fail_arg(__func__, "path is NULL");
+  if (!valid_slot(sched, slot)) return fail_arg(__func__, "no such slot");
+  if (n_restored) *n_restored = 0;
+  return guarded_status(__func__, [&]() -> int32_t {
+    std::vector<int32_t> toks;
+    const loom::Status st = load_cached(sched, path, &toks);
+    if (!st) return fail("loom_scheduler_slot_restore", st);
+    if (n_restored) *n_restored = int32_t(toks.size());
+    sched->s->set_slot_tokens(slot, std::move(toks));
+    return LOOM_OK;
+  });
+}
+
+int32_t loom_scheduler_slot_erase(loom_scheduler* sched, int32_t slot, int32_t* n_erased) {
+  LOOM_NEED_SCHED(LOOM_ERR_INVALID_ARGUMENT);
+  if (!valid_slot(sched, slot)) return fail_arg(__func__, "no such slot");
+  if (n_erased) *n_erased = 0;
+  return guarded_status(__func__, [&]() -> int32_t {
+    const std::vector<int32_t> toks = sched->s->slot_tokens(slot);
+    if (!toks.empty()) {
+      const loom::Status st = sched->s->run_exclusive([&](loom::Context&, loom::serve::PrefixCache* cache) -> loom::Status {
+        if (cache) (void)cache->erase(toks);
+        return loom::Status::ok();
+      });
+      if (!st) return fail("loom_scheduler_slot_erase", st);
+    }
+    sched->s->set_slot_tokens(slot, {});
+    if (n_erased) *n_erased = int32_t(toks.size());
     return LOOM_OK;
   });
 }

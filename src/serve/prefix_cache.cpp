@@ -432,6 +432,19 @@ int PrefixCache::evict(int cells) {
   return freed;
 }
 
+int PrefixCache::erase(std::span<const int32_t> tokens) {
+  const Match m = match(tokens, int(tokens.size()));
+  Node* n = m.node;
+  int dropped = 0;
+  while (n && n != &root_ && n->leaf() && n->ref == 0) {
+    Node* parent = n->parent;
+    dropped += int(n->tokens.size());
+    remove_leaf(n);
+    n = parent;
+  }
+  return dropped;
+}
+
 void PrefixCache::clear_unlocked() {
   while (Node* victim = lru_leaf(nullptr)) remove_leaf(victim);
 }

@@ -120,6 +120,10 @@ class PrefixCache {
   int evict(int cells);
   // Drops every unlocked node (kv cells freed).
   void clear_unlocked();
+  // Drops what is cached of `tokens` alone: the leaf holding its last matched token, and the
+  // ancestors that then lead nowhere else, unless a running request uses them. Prefixes that other
+  // cached sequences share stay. Returns the tokens dropped.
+  int erase(std::span<const int32_t> tokens);
   // Calls on_evict for every leaf not yet persisted (shutdown: idle prefixes go to disk).
   void persist_all();
 

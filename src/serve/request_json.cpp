@@ -281,6 +281,7 @@ void parse_generation(const Fields& f, const Vocab& vocab, int default_max_token
   r.ignore_eos = f.boolean("ignore_eos", false);
   r.cache_prompt = f.boolean("cache_prompt", true);
   r.n_keep = int(f.integer_in("n_keep", 0, -1, 1 << 30));
+  r.slot = int(f.integer_in("id_slot", -1, -1, 1 << 16));
   // Speculative decoding by prompt lookup (loom): the n-gram size; llama-server's spellings of
   // the draft limits.
   r.lookup = int(f.integer_in("lookup", 0, 0, 64));

@@ -142,6 +142,8 @@ struct Scheduler::Impl {
   int64_t stop_deadline_us = 0;
   mutable std::mutex stats_mu;
   SchedulerStats snapshot;
+  std::vector<SlotState> slot_snapshot;             // under stats_mu
+  std::vector<std::vector<int32_t>> slot_last;      // under stats_mu: each slot's last tokens
   uint64_t rejected = 0;  // under mu
 
   // ---- loop thread only ----
@@ -314,9 +316,26 @@ struct Scheduler::Impl {
             toks = partial;
           }
           if (!toks.empty()) checkpoint(cache->insert(toks, c.slot), int(toks.size()), c.slot);
+          {
+            std::lock_guard<std::mutex> l(stats_mu);
+            if (size_t(c.slot) < slot_last.size()) slot_last[size_t(c.slot)].assign(toks.begin(), toks.end());
+          }
           // The last rolling checkpoint too, a few tokens before the end (see Choice::rolling).
           if (!c.rolling.empty() && c.rolling_len < int(toks.size()) && q.phase == Req::Phase::kRun) {
             cache->set_checkpoint(cache->insert(toks.first(size_t(c.rolling_len)), c.slot), std::move(c.rolling));
+          }
+        }
+        {
+          // The slot shows this request until another one runs in it.
+          std::lock_guard<std::mutex> l(stats_mu);
+          if (size_t(c.slot) < slot_snapshot.size()) {
+            SlotState& s = slot_snapshot[size_t(c.slot)];
+            s.processing = false;
+            s.request = q.id;
+            s.n_prompt = int(q.r.prompt.size());
+            s.n_decoded = int(c.generated.size());
+            s.n_remain = 0;
+            s.n_cached = int(slot_last[size_t(c.slot)].size());
           }
         }
         (void)ctx->seq_rm(c.slot, -1, -1);
@@ -404,6 +423,12 @@ struct Scheduler::Impl {
       Req& q = *waiting.front();
       if (q.ticket > before) return;
       if (int(free_slots.size()) < q.r.n) return;
+      // llama-server's id_slot: a request for one slot waits (in arrival order) until it is free.
+      auto pinned_at = free_slots.end();
+      if (q.r.slot >= 0) {
+        pinned_at = std::find(free_slots.begin(), free_slots.end(), q.r.slot);
+        if (pinned_at == free_slots.end()) return;
+      }
       const int len = int(q.r.prompt.size());
       PrefixCache::Match m;
       if (cache && q.r.cache_prompt) {
@@ -418,6 +443,7 @@ struct Scheduler::Impl {
       }
       std::unique_ptr<Req> owned = std::move(waiting.front());
       waiting.pop_front();
+      if (pinned_at != free_slots.end()) std::iter_swap(pinned_at, free_slots.end() - 1);
       for (Choice& c : q.ch) {
         c.slot = free_slots.back();
         free_slots.pop_back();
@@ -1135,6 +1161,25 @@ struct Scheduler::Impl {
     metrics.disk_writes = disk.writes();
     metrics.disk_errors = std::max(metrics.disk_errors, disk.errors());
     snapshot.metrics = metrics;
+    // Idle slots keep showing the last request that ran in them.
+    slot_snapshot.resize(size_t(p.n_slots));
+    for (int i = 0; i < p.n_slots; ++i) {
+      SlotState& s = slot_snapshot[size_t(i)];
+      s.id = i;
+      s.processing = false;
+      s.n_cached = size_t(i) < slot_last.size() ? int(slot_last[size_t(i)].size()) : 0;
+    }
+    for (const auto& q : running) {
+      for (const Choice& c : q->ch) {
+        if (c.slot < 0 || c.slot >= p.n_slots) continue;
+        SlotState& s = slot_snapshot[size_t(c.slot)];
+        s.processing = !c.done;
+        s.request = q->id;
+        s.n_prompt = int(q->r.prompt.size());
+        s.n_decoded = int(c.generated.size());
+        s.n_remain = c.max_tokens - int(c.generated.size());
+      }
+    }
     std::lock_guard<std::mutex> l2(mu);
     snapshot.waiting = n_waiting_shared;
     snapshot.metrics.requests_rejected = rejected;
@@ -1371,6 +1416,7 @@ Expected<std::unique_ptr<Scheduler>> Scheduler::create(std::shared_ptr<const Mod
   impl->step_tokens = std::min(step, impl->ctx->n_batch());
   s->n_ctx_ = impl->n_ctx;
   for (int i = params.n_slots - 1; i >= 0; --i) impl->free_slots.push_back(i);
+  impl->slot_last.resize(size_t(params.n_slots));
   if (!embed && params.prefix_cache && cp.n_seq_max > params.n_slots) {
     PrefixCheckpointLimits lim;
     lim.per_path = params.ctx_checkpoints;
@@ -1408,6 +1454,10 @@ Expected<RequestId> Scheduler::submit(GenerateRequest req, EventCallback on_even
   if (req.n < 1 || req.n > params_.n_slots) {
     return invalid_argument("n must be between 1 and " + std::to_string(params_.n_slots) + " (the server's slots)");
   }
+  if (req.slot >= params_.n_slots || req.slot < -1) {
+    return invalid_argument("id_slot must be -1 or a slot from 0 to " + std::to_string(params_.n_slots - 1));
+  }
+  if (req.slot >= 0 && req.n != 1) return invalid_argument("id_slot needs n = 1 (one slot)");
   if (len + req.n > n_ctx_) {
     return invalid_argument("the prompt has " + std::to_string(len) + " tokens, which does not fit the context of n_ctx = " +
                             std::to_string(n_ctx_) + " tokens" + (req.n > 1 ? " with n choices" : ""));
@@ -1531,6 +1581,24 @@ Status Scheduler::run_exclusive(std::function<Status(Context&, PrefixCache*)> fn
 }
 
 bool Scheduler::checkpoints_prefixes() const { return impl_->cache && impl_->cache->needs_checkpoints(); }
+
+std::vector<SlotState> Scheduler::slots() const {
+  std::lock_guard<std::mutex> l(impl_->stats_mu);
+  return impl_->slot_snapshot;
+}
+
+std::vector<int32_t> Scheduler::slot_tokens(int slot) const {
+  std::lock_guard<std::mutex> l(impl_->stats_mu);
+  if (slot < 0 || size_t(slot) >= impl_->slot_last.size()) return {};
+  return impl_->slot_last[size_t(slot)];
+}
+
+void Scheduler::set_slot_tokens(int slot, std::vector<int32_t> tokens) {
+  std::lock_guard<std::mutex> l(impl_->stats_mu);
+  if (slot < 0 || size_t(slot) >= impl_->slot_last.size()) return;
+  impl_->slot_last[size_t(slot)] = std::move(tokens);
+  if (size_t(slot) < impl_->slot_snapshot.size()) impl_->slot_snapshot[size_t(slot)].n_cached = int(impl_->slot_last[size_t(slot)].size());
+}
 
 SchedulerStats Scheduler::stats() const {
   std::lock_guard<std::mutex> l(impl_->stats_mu);

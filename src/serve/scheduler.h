@@ -76,6 +76,7 @@ struct GenerateRequest {
   bool unparse_special = false;  // text of control tokens included (tool-call markers that are
                                  // special tokens in some vocabularies)
   int n_keep = 0;                // context shift: prompt tokens always kept (-1: the whole prompt)
+  int slot = -1;                 // llama-server's id_slot: run in this slot (waits for it); -1: any
   int priority = 0;              // reserved
   // Speculative decoding by prompt lookup (speculative/speculative.h): each step drafts up to
   // draft_max tokens that followed the latest earlier occurrence of the choice's last `lookup`
@@ -171,6 +172,17 @@ struct SchedulerParams {
   float draft_p_min = 0.75f;
 };
 
+// One slot (a sequence that generates; llama-server's slot) as GET /slots shows it.
+struct SlotState {
+  int id = 0;
+  bool processing = false;  // a request's choice runs in it
+  RequestId request = 0;    // that request (0: none)
+  int n_prompt = 0;         // its prompt tokens
+  int n_decoded = 0;        // tokens the choice has generated
+  int n_remain = -1;        // tokens it may still generate
+  int n_cached = 0;         // tokens of the last request that ran in it (Scheduler::slot_tokens)
+};
+
 struct SchedulerStats {
   int running = 0;            // requests admitted and not finished
   int waiting = 0;
@@ -205,6 +217,13 @@ class Scheduler {
   // kNotFound when the request has ended (or never was); when it was not
   // submitted with sampling.reasoning_control (kUnsupported).
   Status end_reasoning(RequestId id);
+
+  // The slots as of the last step. A slot's tokens are those of the last request that ran in it
+  // (prompt + output; they went to the prefix cache when it ended), or what set_slot_tokens gave
+  // it (a restored session): what llama-server's /slots save, restore and erase act on.
+  std::vector<SlotState> slots() const;
+  std::vector<int32_t> slot_tokens(int slot) const;
+  void set_slot_tokens(int slot, std::vector<int32_t> tokens);
 
   // Runs `fn` on the loop thread when nothing else runs and returns its status: admission pauses
   // (requests submitted meanwhile wait) until the running requests and embeddings are done, then

@@ -626,6 +626,45 @@ TEST(CppServeApi, TypedEventsCarryWhatTheCEventsCarry) {
   EXPECT_EQ(loom_scheduler_end_reasoning(nullptr, 1), LOOM_ERR_INVALID_ARGUMENT);
 }
 
+// llama-server's slots through the C API: a slot remembers the last request that ran in it; save
+// writes its cached tokens, restore reads them back (another slot may take them), erase forgets.
+TEST(CapiScheduler, SlotsSaveRestoreErase) {
+  Model m(stories_path());
+  Sched s(m.m, 2);
+  ASSERT_TRUE(s.s);
+  std::vector<char> buf(4096);
+  ASSERT_GT(loom_scheduler_slots(s.s, buf.data(), buf.size()), 0);
+  json slots = json::parse(buf.data());
+  ASSERT_EQ(slots.size(), 2u);
+  EXPECT_EQ(slots[0]["n_cached"], 0);
+  const std::string path = ::testing::TempDir() + "/loom_slot_test.bin";
+  int32_t n = -1;
+  EXPECT_EQ(loom_scheduler_slot_save(s.s, 0, path.c_str(), &n), LOOM_ERR_NOT_FOUND) << "an empty slot";
+  EXPECT_EQ(loom_scheduler_slot_save(s.s, 2, path.c_str(), &n), LOOM_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(loom_scheduler_slot_erase(s.s, -1, &n), LOOM_ERR_INVALID_ARGUMENT);
+  auto c = run(s.s, {{"prompt", "Once upon a time"}, {"n_predict", 8}, {"temperature", 0}, {"id_slot", 1}});
+  ASSERT_TRUE(c->error.is_null()) << c->error.dump();
+  ASSERT_GT(loom_scheduler_slots(s.s, buf.data(), buf.size()), 0);
+  slots = json::parse(buf.data());
+  const int cached = slots[1]["n_cached"];
+  EXPECT_GT(cached, 8);
+  EXPECT_EQ(slots[1]["n_decoded"], 8);
+  EXPECT_NE(slots[1]["request_id"], 0);
+  EXPECT_EQ(slots[0]["n_cached"], 0) << "id_slot 1 ran in slot 1";
+  ASSERT_EQ(loom_scheduler_slot_save(s.s, 1, path.c_str(), &n), LOOM_OK) << loom_last_error();
+  EXPECT_EQ(n, cached);
+  ASSERT_EQ(loom_scheduler_slot_erase(s.s, 1, &n), LOOM_OK);
+  EXPECT_EQ(n, cached);
+  ASSERT_GT(loom_scheduler_slots(s.s, buf.data(), buf.size()), 0);
+  EXPECT_EQ(json::parse(buf.data())[1]["n_cached"], 0);
+  ASSERT_EQ(loom_scheduler_slot_restore(s.s, 0, path.c_str(), &n), LOOM_OK) << loom_last_error();
+  EXPECT_EQ(n, cached);
+  ASSERT_GT(loom_scheduler_slots(s.s, buf.data(), buf.size()), 0);
+  EXPECT_EQ(json::parse(buf.data())[0]["n_cached"], cached);
+  std::remove(path.c_str());
+  EXPECT_NE(loom_scheduler_slot_restore(s.s, 0, path.c_str(), &n), LOOM_OK) << "a missing file";
+}
+
 TEST(CapiScheduler, SubmitExtDescribesTheRequestAndShutdownRefusesNewOnes) {
   Model m(stories_path());
   Sched s(m.m);

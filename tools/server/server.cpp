@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cerrno>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -349,6 +351,8 @@ struct App {
       return need(get), props(*res);
     }
     if (path == "/lora-adapters") return need(get || post), lora_adapters(req, *res);
+    if (path == "/slots") return need(get), slots(req, *res);
+    if (path.rfind("/slots/", 0) == 0) return need(post), slot_action(req, *res, path.substr(7));
     throw HttpError{404, "no endpoint " + path, "not_found_error", {}};
   }
 
@@ -459,6 +463,169 @@ struct App {
     live[st->id] = st;
   }
 
+  // ---- llama-server's slots ----
+  // A query parameter's raw value ("" when absent).
+  static std::string query_param(const http::Request& req, std::string_view name) {
+    std::string_view q = req.query;
+    while (!q.empty()) {
+      const size_t amp = q.find('&');
+      const std::string_view kv = q.substr(0, amp);
+      const size_t eq = kv.find('=');
+      if (kv.substr(0, eq) == name) {
+        std::string out;
+        if (eq == std::string_view::npos) return out;
+        return http::percent_decode(kv.substr(eq + 1), &out) ? out : std::string();
+      }
+      if (amp == std::string_view::npos) break;
+      q.remove_prefix(amp + 1);
+    }
+    return {};
+  }
+
+  // The request a slot runs (or ran last) as GET /slots shows it: its generation settings (JSON
+  // text), by scheduler request id while it runs, then per slot.
+  std::mutex slot_mu;
+  std::unordered_map<uint64_t, std::string> request_settings;
+  std::vector<std::string> slot_last_settings;
+  std::vector<uint64_t> slot_last_request;
+
+  void remember_settings(uint64_t rid, const json& settings) {
+    std::lock_guard<std::mutex> l(slot_mu);
+    request_settings[rid] = dump(settings);
+  }
+
+  // A request ended (its last event): its settings move to the slots it ran in.
+  void forget_settings(uint64_t rid) {
+    std::string settings;
+    {
+      std::lock_guard<std::mutex> l(slot_mu);
+      auto it = request_settings.find(rid);
+      if (it == request_settings.end()) return;
+      settings = std::move(it->second);
+      request_settings.erase(it);
+    }
+    auto text = api::Model::detail_json([&](char* b, size_t n) { return loom_scheduler_slots(sched->handle(), b, n); });
+    if (!text) return;
+    const json states = json::parse(*text, nullptr, false);
+    if (!states.is_array()) return;
+    std::lock_guard<std::mutex> l(slot_mu);
+    slot_last_settings.resize(states.size());
+    slot_last_request.resize(states.size(), 0);
+    for (const json& s : states) {
+      if (s.value("request_id", uint64_t(0)) != rid) continue;
+      const size_t i = s.value("id", size_t(0));
+      if (i < slot_last_settings.size()) {
+        slot_last_settings[i] = settings;
+        slot_last_request[i] = rid;
+      }
+    }
+  }
+
+  // GET /slots[?fail_on_no_slot=1]: each slot as llama-server shows it.
+  void slots(http::Request& req, http::Response& res) {
+    if (!o.slots_endpoint) {
+      throw HttpError{501, "This server does not support slots endpoint. Start it with `--slots`", "not_supported_error", {}};
+    }
+    auto text = api::Model::detail_json([&](char* b, size_t n) { return loom_scheduler_slots(sched->handle(), b, n); });
+    if (!text) throw http_error(text.status());
+    const json states = json::parse(*text);
+    const int n_ctx = sched->n_ctx() / std::max(1, o.slots);
+    bool any_free = false;
+    json out = json::array();
+    std::lock_guard<std::mutex> l(slot_mu);
+    slot_last_settings.resize(states.size());
+    slot_last_request.resize(states.size(), 0);
+    for (const json& s : states) {
+      const size_t i = s.at("id").get<size_t>();
+      const bool processing = s.at("is_processing").get<bool>();
+      any_free = any_free || !processing;
+      const uint64_t rid = s.at("request_id").get<uint64_t>();
+      if (rid != 0) {
+        auto it = request_settings.find(rid);
+        if (it != request_settings.end()) {
+          slot_last_settings[i] = it->second;
+          slot_last_request[i] = rid;
+        }
+      }
+      if (i >= slot_last_settings.size()) continue;
+      json j = {{"id", i}, {"n_ctx", n_ctx}, {"speculative", !o.draft_model.empty()}, {"is_processing", processing}};
+      if (slot_last_request[i] != 0) {
+        j["id_task"] = slot_last_request[i];
+        j["n_prompt_tokens"] = s.at("n_prompt");
+        j["params"] = json::parse(slot_last_settings[i], nullptr, false);
+        j["next_token"] = json::array({{{"has_next_token", processing},
+                                        {"has_new_line", false},
+                                        {"n_remain", processing ? s.at("n_remain") : json(-1)},
+                                        {"n_decoded", s.at("n_decoded")}}});
+      }
+      j["n_cached"] = s.at("n_cached");
+      out.push_back(std::move(j));
+    }
+    if (!query_param(req, "fail_on_no_slot").empty() && !any_free) {
+      throw HttpError{503, "no slot available", "unavailable_error", {}};
+    }
+    send_json(res, out);
+  }
+
+  // POST /slots/{id}?action=save|restore|erase ({"filename"} in --slot-save-path for the first two).
+  void slot_action(http::Request& req, http::Response& res, const std::string& id_text) {
+    if (o.slot_save_path.empty()) {
+      throw HttpError{501, "This server does not support slots action. Start it with `--slot-save-path`", "not_supported_error", {}};
+    }
+    int slot = -1;
+    {
+      char* end = nullptr;
+      errno = 0;
+      const long v = id_text.empty() ? -1 : std::strtol(id_text.c_str(), &end, 10);
+      if (id_text.empty() || errno != 0 || *end != '\0' || v < 0 || v >= o.slots) throw HttpError{400, "Invalid slot ID", {}, {}};
+      slot = int(v);
+    }
+    const std::string action = query_param(req, "action");
+    if (action != "save" && action != "restore" && action != "erase") throw HttpError{400, "Invalid action", {}, {}};
+    if (action == "erase") {
+      int32_t n = 0;
+      const int32_t rc = loom_scheduler_slot_erase(sched->handle(), slot, &n);
+      if (rc != LOOM_OK) throw http_error(api::Status::last(rc));
+      send_json(res, {{"id_slot", slot}, {"n_erased", n}});
+      return;
+    }
+    const json body = parse_body(req.body);
+    const json* fn = body.contains("filename") ? &body["filename"] : nullptr;
+    if (!fn || !fn->is_string()) throw HttpError{400, "filename: required (a string)", {}, {}};
+    const std::string filename = fn->get<std::string>();
+    if (!valid_slot_filename(filename)) throw HttpError{400, "Invalid filename", {}, {}};
+    const std::string path = (std::filesystem::path(o.slot_save_path) / filename).string();
+    const auto t0 = std::chrono::steady_clock::now();
+    auto ms = [&] { return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(); };
+    int32_t n = 0;
+    if (action == "save") {
+      const int32_t rc = loom_scheduler_slot_save(sched->handle(), slot, path.c_str(), &n);
+      if (rc != LOOM_OK) throw http_error(api::Status::last(rc));
+      std::error_code ec;
+      const auto bytes = std::filesystem::file_size(path, ec);
+      send_json(res, {{"id_slot", slot}, {"filename", filename}, {"n_saved", n}, {"n_written", ec ? 0 : int64_t(bytes)},
+                      {"timings", {{"save_ms", ms()}}}});
+      return;
+    }
+    if (!std::filesystem::exists(path)) throw HttpError{404, "no slot file named " + filename, {}, {}};
+    const int32_t rc = loom_scheduler_slot_restore(sched->handle(), slot, path.c_str(), &n);
+    if (rc != LOOM_OK) throw http_error(api::Status::last(rc));
+    std::error_code ec;
+    const auto bytes = std::filesystem::file_size(path, ec);
+    send_json(res, {{"id_slot", slot}, {"filename", filename}, {"n_restored", n}, {"n_read", ec ? 0 : int64_t(bytes)},
+                    {"timings", {{"restore_ms", ms()}}}});
+  }
+
+  // A file name inside --slot-save-path: no path separators, not "." or "..", no control bytes,
+  // not empty, at most 255 bytes (llama.cpp's fs_validate_filename is stricter about Unicode).
+  static bool valid_slot_filename(const std::string& f) {
+    if (f.empty() || f.size() > 255 || f == "." || f == "..") return false;
+    for (unsigned char c : f) {
+      if (c < 0x20 || c == 0x7f || c == '/' || c == '\\' || c == ':') return false;
+    }
+    return f.find("..") == std::string::npos && f.front() != ' ' && f.back() != ' ' && f.back() != '.';
+  }
+
   // POST /v1/chat/completions/control {"id", "action": "reasoning_end"}: ends the reasoning block of
   // a running completion submitted with reasoning_control (llama-server's answer: {"success"} and
   // a "message" when it is false).
@@ -540,6 +707,7 @@ struct App {
         if (n_prompts > 1 && e.message.rfind("prompt", 0) == 0) e.message.insert(6, "[" + std::to_string(i) + "]");
         throw e;
       }
+      remember_settings(*id, loom::api::generation_settings(r, info.seed, plan.stream));
       std::lock_guard<std::mutex> l(st->mu);
       st->ids.push_back(*id);
       st->prompt_n.push_back(info.prompt_tokens);
@@ -600,6 +768,7 @@ struct App {
   // ---- events -> responses ----
   // On the scheduler's thread: nothing may escape into the C API's callback.
   void on_event(GenState& st, int prompt, Event e) {
+    if (e.kind == LOOM_EVENT_DONE || e.kind == LOOM_EVENT_ERROR) forget_settings(e.request_id);
     std::lock_guard<std::mutex> l(st.mu);
     if (!st.open) {
       st.pending.emplace_back(prompt, std::move(e));
@@ -1265,7 +1434,7 @@ struct App {
                     {"model_alias", alias},
                     {"model_path", o.model},
                     {"modalities", {{"vision", false}, {"video", false}, {"audio", false}}},
-                    {"endpoint_slots", true},
+                    {"endpoint_slots", o.slots_endpoint},
                     {"endpoint_props", false},
                     {"endpoint_metrics", true},
                     {"chat_template", template_source},
