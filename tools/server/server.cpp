@@ -1,5 +1,6 @@
 #include "server.h"
 
+#include <malloc.h>
 #include <signal.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <shared_mutex>
 #include <sstream>
 #include <unordered_map>
 
@@ -191,6 +193,94 @@ struct App {
   std::string template_source;    // the template in use (/props)
   std::string alias;
   std::atomic<bool> ready{false};
+
+  // ---- sleep on idle (--sleep-idle-seconds) ----
+  // A handler holds engine_mu shared while it uses `model` and `sched`; loading or unloading them
+  // holds it unique. `busy` counts the answers not finished yet (a generation's until its last
+  // event, an embedding's until its callback): the engine sleeps only when none is, after
+  // sleep_idle_seconds without a request. What /props, /models and /metrics show is kept here,
+  // so that they answer without waking it (llama-server's exempt endpoints).
+  std::shared_mutex engine_mu;
+  bool sleeping = false;  // under engine_mu
+  std::atomic<int> busy{0};
+  std::atomic<int64_t> last_active_ms{0};
+  std::function<std::string()> load_engine;  // run_server's loader: "" or why it failed
+  json model_meta = json::object();          // n_vocab, n_ctx_train, n_embd, n_params, n_ctx, bos, eos
+  std::string last_stats;                     // the scheduler's stats when it went to sleep
+
+  static int64_t now_ms() {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  }
+  void touch() { last_active_ms.store(now_ms()); }
+  // Held by an answer in progress (GenState, an embedding's callback).
+  std::shared_ptr<int> busy_token() {
+    busy.fetch_add(1);
+    touch();
+    return std::shared_ptr<int>(new int(0), [this](int* p) {
+      delete p;
+      touch();
+      busy.fetch_sub(1);
+    });
+  }
+
+  // What the exempt endpoints show of the loaded engine.
+  void remember_meta() {
+    loom_model* h = model->handle();
+    auto piece = [&](loom_token t) { return t == LOOM_TOKEN_NULL ? std::string() : model->piece(t, true); };
+    model_meta = {{"n_vocab", model->n_vocab()}, {"n_ctx", sched->n_ctx() / std::max(1, o.slots)},
+                  {"n_ctx_train", model->n_ctx_train()}, {"n_embd", model->n_embd()},
+                  {"n_params", model->n_params()}, {"n_ctx_total", sched->n_ctx()},
+                  {"bos", piece(loom_token_bos(h))}, {"eos", piece(loom_token_eos(h))}};
+  }
+
+  // Frees the scheduler, the adapters and the model (engine_mu held unique, nothing busy).
+  void unload_engine() {
+    if (auto s = sched->stats()) last_stats = *s;
+    sched->shutdown(0);
+    sched.reset();
+    for (Lora& l : loras) {
+      loom_lora_adapter_free(l.handle);
+      l.handle = nullptr;
+    }
+    model.reset();
+    sleeping = true;
+#ifdef __GLIBC__
+    malloc_trim(0);  // give the freed heap back to the system, not only to malloc
+#endif
+    std::fprintf(stderr, "loom: sleeping after %d s without requests (the model is unloaded)\n", o.sleep_idle_seconds);
+    std::fflush(stderr);
+  }
+
+  // Called every few hundred ms by run_server's loop: sleep when idle long enough.
+  void maybe_sleep() {
+    if (o.sleep_idle_seconds < 0 || !ready.load()) return;
+    if (busy.load() > 0 || now_ms() - last_active_ms.load() < int64_t(o.sleep_idle_seconds) * 1000) return;
+    std::unique_lock<std::shared_mutex> l(engine_mu, std::try_to_lock);
+    if (!l.owns_lock() || sleeping || busy.load() > 0) return;
+    unload_engine();
+  }
+
+  // Loads the engine again for a request that needs it (HttpError 500 when it cannot).
+  void wake() {
+    std::unique_lock<std::shared_mutex> l(engine_mu);
+    if (!sleeping) return;
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::string why = load_engine();
+    if (!why.empty()) throw HttpError{500, "the model could not be loaded again: " + why, {}, {}};
+    sleeping = false;
+    touch();
+    std::fprintf(stderr, "loom: awake (loaded in %.0f ms)\n",
+                 std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    std::fflush(stderr);
+  }
+
+  // /health, GET /props, /models and /metrics neither wake the engine nor count as activity.
+  static bool exempt_from_waking(const http::Request& req) {
+    const std::string& p = req.decoded_path;
+    if (req.method == "OPTIONS") return true;
+    if (p == "/health" || p == "/v1/health" || p == "/metrics" || p == "/models" || p == "/v1/models") return true;
+    return p == "/props" && req.method != "POST";
+  }
   std::unique_ptr<http::Server> http;
   int64_t created = unix_now();
 
@@ -243,7 +333,18 @@ struct App {
       res->send(e.status, "application/json", dump(loom::api::anthropic_error(e.status, e.message)), h);
     };
     try {
-      route(req, res);
+      const bool exempt = exempt_from_waking(req);
+      for (;;) {
+        std::shared_lock<std::shared_mutex> l(engine_mu);
+        if (sleeping && !exempt && ready.load()) {
+          l.unlock();
+          wake();
+          continue;
+        }
+        if (!exempt) touch();
+        route(req, res);
+        break;
+      }
     } catch (const HttpError& e) {
       fail(e);
     } catch (const loom::api::ApiError& e) {
@@ -451,6 +552,7 @@ struct App {
     uint64_t seed = 0;
     json finals = json::array();  // native, not streamed: each prompt's final object
     DialectWriter writer;         // kDialect
+    std::shared_ptr<int> busy;    // App::busy_token: held until the last event
   };
   // The generations in flight by their response id (chatcmpl-..., cmpl-..., msg_..., resp_...),
   // for /v1/chat/completions/control; an entry expires with its GenState.
@@ -676,6 +778,7 @@ struct App {
                         const std::function<void(GenState&)>& setup = {},
                         const std::function<void(GenState&)>& described = {}) {
     auto st = std::make_shared<GenState>();
+    st->busy = busy_token();
     if (setup) setup(*st);
     st->chat = plan.chat;
     st->stream = plan.stream;
@@ -1269,7 +1372,7 @@ struct App {
   // Runs an embedding request and calls done(result) on the scheduler's thread.
   void run_embed(const json& request, const std::shared_ptr<http::Response>& res,
                  std::function<void(api::Scheduler::Embeddings&)> done) {
-    auto id = api::submit_embedding(sched->handle(), request, [this, res, done](api::Expected<api::Scheduler::Embeddings> r) {
+    auto id = api::submit_embedding(sched->handle(), request, [this, res, done, token = busy_token()](api::Expected<api::Scheduler::Embeddings> r) {
       if (!r) {
         send_error(*res, http_error(r.status()));
         return;
@@ -1376,9 +1479,9 @@ struct App {
   void models(http::Response& res) {
     std::error_code ec;
     const uintmax_t size = std::filesystem::file_size(o.model, ec);
-    const json meta = {{"n_vocab", model->n_vocab()}, {"n_ctx", sched->n_ctx() / std::max(1, o.slots)},
-                       {"n_ctx_train", model->n_ctx_train()}, {"n_embd", model->n_embd()},
-                       {"n_params", model->n_params()}, {"size", ec ? uintmax_t(0) : size}};
+    const json meta = {{"n_vocab", model_meta["n_vocab"]}, {"n_ctx", model_meta["n_ctx"]},
+                       {"n_ctx_train", model_meta["n_ctx_train"]}, {"n_embd", model_meta["n_embd"]},
+                       {"n_params", model_meta["n_params"]}, {"size", ec ? uintmax_t(0) : size}};
     // llama-server's shape: OpenAI's list in "data" (with aliases and tags), ollama's in "models".
     json aliases = json::array();
     for (const std::string& a : o.aliases) {
@@ -1426,10 +1529,8 @@ struct App {
   // llama-server's /props: default_generation_settings {params, n_ctx}, slots, the model, the
   // template and its special tokens, build info; and loom's n_ctx (all slots) and embedding.
   void props(http::Response& res) {
-    loom_model* h = model->handle();
-    auto piece = [&](loom_token t) { return t == LOOM_TOKEN_NULL ? std::string() : model->piece(t, true); };
     const json params = loom::api::generation_settings(json::object(), 4294967295u, false);
-    send_json(res, {{"default_generation_settings", {{"params", params}, {"n_ctx", sched->n_ctx() / std::max(1, o.slots)}}},
+    send_json(res, {{"default_generation_settings", {{"params", params}, {"n_ctx", model_meta["n_ctx"]}}},
                     {"total_slots", o.slots},
                     {"model_alias", alias},
                     {"model_path", o.model},
@@ -1438,11 +1539,11 @@ struct App {
                     {"endpoint_props", false},
                     {"endpoint_metrics", true},
                     {"chat_template", template_source},
-                    {"bos_token", piece(loom_token_bos(h))},
-                    {"eos_token", piece(loom_token_eos(h))},
+                    {"bos_token", model_meta["bos"]},
+                    {"eos_token", model_meta["eos"]},
                     {"build_info", build_info()},
-                    {"is_sleeping", false},
-                    {"n_ctx", sched->n_ctx()},
+                    {"is_sleeping", sleeping},
+                    {"n_ctx", model_meta["n_ctx_total"]},
                     {"embedding", o.embedding}});
   }
 
@@ -1462,9 +1563,13 @@ struct App {
   }
 
   void metrics(http::Response& res) {
-    auto s = sched->stats();
-    if (!s) throw http_error(s.status());
-    res.send(200, "text/plain; version=0.0.4", render_metrics(json::parse(*s), http->stats()));
+    std::string text = last_stats;
+    if (!sleeping) {
+      auto s = sched->stats();
+      if (!s) throw http_error(s.status());
+      text = *s;
+    }
+    res.send(200, "text/plain; version=0.0.4", render_metrics(json::parse(text), http->stats()));
   }
 };
 
@@ -1538,10 +1643,7 @@ int run_server(const ServeOptions& opts, std::atomic<bool>* stop) {
     a.http->shutdown();
     return code;
   };
-  // Load while /health answers 503.
-  auto model = api::Model::load(opts.model);
-  if (!model) return quit(1, model.status().message());
-  a.model = std::move(*model);
+  // The configuration that does not depend on the model.
   if (!opts.chat_template_file.empty()) {
     std::ifstream f(opts.chat_template_file, std::ios::binary);
     if (!f) return quit(1, "cannot open " + opts.chat_template_file);
@@ -1565,91 +1667,105 @@ int run_server(const ServeOptions& opts, std::atomic<bool>* stop) {
   }
   if (opts.reasoning == "on" || opts.reasoning == "off") a.default_kwargs["enable_thinking"] = opts.reasoning == "on";
   else if (opts.reasoning != "auto") return quit(2, "--reasoning: expected on, off or auto, not '" + opts.reasoning + "'");
-  // The template is checked now, so that a broken one stops the start rather than every chat.
-  auto info = api::Model::detail_json([&](char* b, size_t n) {
-    return loom_chat_template_info(a.model->handle(), a.template_override.empty() ? nullptr : a.template_override.c_str(),
-                                   b, n);
-  });
-  if (!info) return quit(1, "chat template: " + info.status().message());
-  a.template_source = json::parse(*info).value("template", std::string());
+  if (opts.embedding && !opts.draft_model.empty()) return quit(2, "--draft-model needs a generating server, not --embedding");
+  if (opts.embedding && opts.pooling == "none") {
+    return quit(2, "--pooling none is not served (the endpoints return one vector per input)");
+  }
+  for (const auto& [path, scale] : opts.loras) a.loras.push_back({nullptr, path, scale});
 
-  api::SchedulerParams sp;
-  loom_context_params& cp = sp.p.context;
-  const int64_t train = a.model->n_ctx_train();
-  cp.n_ctx = opts.n_ctx > 0 ? opts.n_ctx : int32_t(std::min<int64_t>(train, 4096));
-  cp.n_batch = opts.n_batch;
-  cp.n_ubatch = std::min(opts.n_ubatch, opts.n_batch);
-  cp.n_threads = opts.threads;
-  cp.n_threads_batch = opts.threads_batch;
-  cp.type_k = opts.type_k;
-  cp.type_v = opts.type_v;
-  cp.embeddings = opts.embedding;
-  if (opts.embedding) {
-    cp.pooling_type = a.model->pooling_type() != LOOM_POOLING_UNSPECIFIED ? LOOM_POOLING_UNSPECIFIED : LOOM_POOLING_MEAN;
-    static const std::pair<const char*, int32_t> kPoolings[] = {
-        {"none", LOOM_POOLING_NONE}, {"mean", LOOM_POOLING_MEAN}, {"cls", LOOM_POOLING_CLS},
-        {"last", LOOM_POOLING_LAST}, {"rank", LOOM_POOLING_RANK}};
-    for (const auto& [name, value] : kPoolings) {
-      if (opts.pooling == name) cp.pooling_type = value;
-    }
-    if (cp.pooling_type == LOOM_POOLING_NONE) {
-      return quit(2, "--pooling none is not served (the endpoints return one vector per input)");
-    }
-    cp.n_ubatch = cp.n_batch = std::max(cp.n_ubatch, std::min(cp.n_ctx, cp.n_batch));
-  }
-  sp.p.n_slots = opts.slots;
-  sp.p.max_queue = opts.max_queue;
-  sp.p.step_tokens = opts.step_tokens;
-  sp.p.context_shift = opts.context_shift;
-  sp.p.prefix_cache = opts.prefix_cache;
-  sp.p.cache_dir = opts.cache_dir.empty() ? nullptr : opts.cache_dir.c_str();
-  sp.p.chat_template = a.template_override.empty() ? nullptr : a.template_override.c_str();
-  const json memory_options = {{"ctx_checkpoints", opts.ctx_checkpoints}, {"cache_ram_mib", opts.cache_ram_mib},
-                               {"swa_full", opts.swa_full}};
-  std::optional<api::Expected<api::Scheduler>> sched;
-  if (!opts.draft_model.empty()) {
-    if (opts.embedding) return quit(2, "--draft-model needs a generating server, not --embedding");
-    auto dm = api::Model::load(opts.draft_model);
-    if (!dm) return quit(1, "--draft-model " + opts.draft_model + ": " + dm.status().message());
-    json options = memory_options;
-    options.update({{"draft_max", opts.draft_max}, {"draft_min", opts.draft_min}, {"p_min", opts.draft_p_min},
-                    {"n_ctx", opts.draft_n_ctx}});
-    sched.emplace(api::Scheduler::create_ext(*a.model, sp, &*dm, dump(options)));
-  } else {
-    sched.emplace(api::Scheduler::create_ext(*a.model, sp, nullptr, dump(memory_options)));
-  }
-  if (!*sched) return quit(1, sched->status().message());
-  a.sched = std::move(**sched);
-  if (!a.request_defaults.empty() && !opts.embedding) {
-    // The defaults are checked once now (a --samplers typo, a grammar that does not parse stops the
-    // start rather than failing every request): a request with them is described, with no room
-    // for the description, so that nothing is queued.
-    json probe = a.request_defaults;
-    probe["prompt"] = "x";
-    char small[1];
-    const int32_t st = loom_scheduler_submit_ext(
-        a.sched->handle(), dump(probe).c_str(), nullptr, [](const loom_event*, void*) {}, nullptr, nullptr, small, sizeof small);
-    if (st != LOOM_OK && st != LOOM_ERR_RESOURCE_EXHAUSTED) {
+  // The engine: the model, its scheduler and the LoRA adapters (with their current scales). Loaded
+  // now (while /health answers 503) and again when a sleeping server gets a request. Returns ""
+  // or why it failed (nothing stays loaded then); the exit code of a failed first load in *code.
+  int load_code = 1;
+  a.load_engine = [&a, &opts, &load_code]() -> std::string {
+    auto fail = [&](int code, std::string why) {
+      load_code = code;
       a.sched.reset();
-      return quit(2, std::string("a server-wide sampling default: ") + loom_last_error());
+      for (App::Lora& l : a.loras) {
+        loom_lora_adapter_free(l.handle);
+        l.handle = nullptr;
+      }
+      a.model.reset();
+      return why;
+    };
+    auto model = api::Model::load(opts.model);
+    if (!model) return fail(1, model.status().message());
+    a.model = std::move(*model);
+    // The template is checked now, so that a broken one stops the start rather than every chat.
+    auto info = api::Model::detail_json([&](char* b, size_t n) {
+      return loom_chat_template_info(a.model->handle(), a.template_override.empty() ? nullptr : a.template_override.c_str(),
+                                     b, n);
+    });
+    if (!info) return fail(1, "chat template: " + info.status().message());
+    a.template_source = json::parse(*info).value("template", std::string());
+
+    api::SchedulerParams sp;
+    loom_context_params& cp = sp.p.context;
+    const int64_t train = a.model->n_ctx_train();
+    cp.n_ctx = opts.n_ctx > 0 ? opts.n_ctx : int32_t(std::min<int64_t>(train, 4096));
+    cp.n_batch = opts.n_batch;
+    cp.n_ubatch = std::min(opts.n_ubatch, opts.n_batch);
+    cp.n_threads = opts.threads;
+    cp.n_threads_batch = opts.threads_batch;
+    cp.type_k = opts.type_k;
+    cp.type_v = opts.type_v;
+    cp.embeddings = opts.embedding;
+    if (opts.embedding) {
+      cp.pooling_type = a.model->pooling_type() != LOOM_POOLING_UNSPECIFIED ? LOOM_POOLING_UNSPECIFIED : LOOM_POOLING_MEAN;
+      static const std::pair<const char*, int32_t> kPoolings[] = {
+          {"mean", LOOM_POOLING_MEAN}, {"cls", LOOM_POOLING_CLS}, {"last", LOOM_POOLING_LAST}, {"rank", LOOM_POOLING_RANK}};
+      for (const auto& [name, value] : kPoolings) {
+        if (opts.pooling == name) cp.pooling_type = value;
+      }
+      cp.n_ubatch = cp.n_batch = std::max(cp.n_ubatch, std::min(cp.n_ctx, cp.n_batch));
     }
-  }
-  // LoRA adapters: loaded and given to the scheduler's context; kept (with their scales) for
-  // /lora-adapters, which changes the scales.
-  std::string lora_error;
-  for (const auto& [path, scale] : opts.loras) {
-    loom_lora_adapter* l = loom_lora_adapter_load(a.model->handle(), path.c_str());
-    if (!l) {
-      lora_error = "--lora " + path + ": " + loom_last_error();
-      break;
+    sp.p.n_slots = opts.slots;
+    sp.p.max_queue = opts.max_queue;
+    sp.p.step_tokens = opts.step_tokens;
+    sp.p.context_shift = opts.context_shift;
+    sp.p.prefix_cache = opts.prefix_cache;
+    sp.p.cache_dir = opts.cache_dir.empty() ? nullptr : opts.cache_dir.c_str();
+    sp.p.chat_template = a.template_override.empty() ? nullptr : a.template_override.c_str();
+    const json memory_options = {{"ctx_checkpoints", opts.ctx_checkpoints}, {"cache_ram_mib", opts.cache_ram_mib},
+                                 {"swa_full", opts.swa_full}};
+    std::optional<api::Expected<api::Scheduler>> sched;
+    if (!opts.draft_model.empty()) {
+      auto dm = api::Model::load(opts.draft_model);
+      if (!dm) return fail(1, "--draft-model " + opts.draft_model + ": " + dm.status().message());
+      json options = memory_options;
+      options.update({{"draft_max", opts.draft_max}, {"draft_min", opts.draft_min}, {"p_min", opts.draft_p_min},
+                      {"n_ctx", opts.draft_n_ctx}});
+      sched.emplace(api::Scheduler::create_ext(*a.model, sp, &*dm, dump(options)));
+    } else {
+      sched.emplace(api::Scheduler::create_ext(*a.model, sp, nullptr, dump(memory_options)));
     }
-    a.loras.push_back({l, path, scale});
-  }
-  if (lora_error.empty() && !a.loras.empty() && !a.apply_loras()) lora_error = std::string("--lora: ") + loom_last_error();
-  if (!lora_error.empty()) {
-    a.sched.reset();
-    return quit(1, lora_error);
-  }
+    if (!*sched) return fail(1, sched->status().message());
+    a.sched = std::move(**sched);
+    if (!a.request_defaults.empty() && !opts.embedding) {
+      // The defaults are checked once now (a --samplers typo, a grammar that does not parse stops
+      // the start rather than failing every request): a request with them is described, with no
+      // room for the description, so that nothing is queued.
+      json probe = a.request_defaults;
+      probe["prompt"] = "x";
+      char small[1];
+      const int32_t st = loom_scheduler_submit_ext(
+          a.sched->handle(), dump(probe).c_str(), nullptr, [](const loom_event*, void*) {}, nullptr, nullptr, small, sizeof small);
+      if (st != LOOM_OK && st != LOOM_ERR_RESOURCE_EXHAUSTED) {
+        return fail(2, std::string("a server-wide sampling default: ") + loom_last_error());
+      }
+    }
+    // LoRA adapters: loaded and given to the scheduler's context; kept (with their scales) for
+    // /lora-adapters, which changes the scales.
+    for (App::Lora& l : a.loras) {
+      l.handle = loom_lora_adapter_load(a.model->handle(), l.path.c_str());
+      if (!l.handle) return fail(1, "--lora " + l.path + ": " + loom_last_error());
+    }
+    if (!a.loras.empty() && !a.apply_loras()) return fail(1, std::string("--lora: ") + loom_last_error());
+    a.remember_meta();
+    return std::string();
+  };
+  if (const std::string why = a.load_engine(); !why.empty()) return quit(load_code, why);
+  a.touch();
   a.ready = true;
   std::fprintf(stderr, "loom: ready: %s, %d slots, %d KV cells%s%s\n", a.alias.c_str(), opts.slots, a.sched->n_ctx(),
                opts.embedding ? ", embeddings" : "",
@@ -1662,10 +1778,14 @@ int run_server(const ServeOptions& opts, std::atomic<bool>* stop) {
     const int sig = sigtimedwait(&sigs, nullptr, &ts);
     if (sig == SIGINT || sig == SIGTERM) break;
     if (stop && stop->load()) break;
+    a.maybe_sleep();
   }
   std::fprintf(stderr, "loom: stopping: finishing running requests (5 s grace)\n");
   a.http->stop_accepting();
-  a.sched->shutdown(5000);  // running streams finish or get their final event
+  {
+    std::unique_lock<std::shared_mutex> l(a.engine_mu);
+    if (a.sched) a.sched->shutdown(5000);  // running streams finish or get their final event
+  }
   a.http->drain(std::chrono::seconds(2));
   a.http->shutdown();
   a.sched.reset();
