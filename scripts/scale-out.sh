@@ -68,8 +68,12 @@ http {
     ""      \$loom_body_prefix;
     default \$http_x_session_id;
   }
+  map \$request_body \$loom_model {      # router-mode replicas: one model's requests stay together
+    '~"model"\\s*:\\s*"(?<m>[^"]{1,200})"' \$m;
+    default "";
+  }
   upstream loom {
-    hash \$loom_affinity consistent;
+    hash \$loom_model\$loom_affinity consistent;
     server 127.0.0.1:${ports[0]} max_fails=1 fail_timeout=10s;
     server 127.0.0.1:${ports[1]} max_fails=1 fail_timeout=10s;
     keepalive 16;
