@@ -120,8 +120,11 @@ enum loom_event_kind {
                             message extends the last TOKEN's. These events also carry
                             "deltas": what this event adds, as OpenAI chat deltas, each one of
                             {"reasoning_content": s}, {"content": s} or {"tool_calls": [{"index",
-                            "id", "type", "function": {"name", "arguments"}}]} (a call once it is
-                            complete); FINISH carries the last ones. */
+                            "id", "type", "function": {"name", "arguments"}}]} (a call's first delta,
+                            once its name is known: Hermes-format calls then stream their
+                            arguments in more {"tool_calls": [{"index", "function": {"arguments":
+                            piece}}]} deltas while generated, other formats send a call whole
+                            when complete); FINISH carries the last ones. */
   LOOM_EVENT_FINISH = 1, /* text: the rest of the choice's text; json: {"reason": "stop" | "length" |
                             "cancelled", "stop_word", "stopped_eos", "stopped_word", "stopped_limit",
                             "text" (all of it), "tokens" [...], and for "messages" requests the

@@ -42,23 +42,25 @@ std::vector<json> ChatStream::diff(const chat::ParsedMessage& now) {
     out.push_back({{"content", now.content.substr(sent_content_.size())}});
     sent_content_ = now.content;
   }
-  for (size_t i = 0; i < now.tool_calls.size(); ++i) {
-    const chat::ToolCall& c = now.tool_calls[i];
+  // Complete calls, then the one still being written (its name and the arguments so far): a call
+  // starts with a delta that has its id, type and name, and more arguments follow on its index.
+  auto send = [&](size_t i, const chat::ToolCall& c) {
     if (i < sent_calls_.size()) {
-      // A call already sent (whole, in practice): only more arguments can follow.
       chat::ToolCall& s = sent_calls_[i];
       if (c.name == s.name && c.arguments.size() > s.arguments.size() && extends(c.arguments, s.arguments)) {
         out.push_back({{"tool_calls", json::array({{{"index", i}, {"function", {{"arguments", c.arguments.substr(s.arguments.size())}}}}})}});
         s.arguments = c.arguments;
       }
-      continue;
+      return;
     }
     out.push_back({{"tool_calls", json::array({{{"index", i},
                                                  {"id", c.id},
                                                  {"type", "function"},
                                                  {"function", {{"name", c.name}, {"arguments", c.arguments}}}}})}});
     sent_calls_.push_back(c);
-  }
+  };
+  for (size_t i = 0; i < now.tool_calls.size(); ++i) send(i, now.tool_calls[i]);
+  if (now.pending && sent_calls_.size() >= now.tool_calls.size()) send(now.tool_calls.size(), *now.pending);
   return out;
 }
 

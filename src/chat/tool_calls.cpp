@@ -151,6 +151,63 @@ std::optional<std::string> json_string_prefix(std::string_view s, size_t pos) {
   return v.get<std::string>();
 }
 
+// Partial parsing: the compact text json::dump gives the JSON value at s[pos], as far as `s`
+// determines it: structure and complete scalars as dump writes them, a string as far as it goes
+// (escaped as dump escapes it, without an escape the end of `s` cuts off), no whitespace; it stops
+// before a number or literal that more text may still extend, and at text that is not JSON (the
+// full parse decides about that). So for the prefixes of one value, each result is a prefix of the
+// next and of the complete value's dump.
+std::string json_compact_prefix(std::string_view s, size_t pos) {
+  std::string out;
+  int depth = 0;
+  size_t i = pos;
+  try {
+    while (i < s.size()) {
+      const char c = s[i];
+      if (kWs.find(c) != std::string_view::npos) {
+        ++i;
+        continue;
+      }
+      if (c == '{' || c == '[') {
+        out += c;
+        ++depth;
+        ++i;
+        continue;
+      }
+      if (c == '}' || c == ']') {
+        out += c;
+        ++i;
+        if (--depth <= 0) return out;
+        continue;
+      }
+      if (c == ',' || c == ':') {
+        if (depth == 0) return out;
+        out += c;
+        ++i;
+        continue;
+      }
+      bool cut = false;
+      const size_t end = json_value_end(s, i, &cut);
+      if (c == '"' && cut) {
+        auto prefix = json_string_prefix(s, i);
+        if (!prefix) return out;
+        std::string d = json(*prefix).dump();
+        d.pop_back();  // its closing quote has not come yet
+        return out + d;
+      }
+      if (cut || end == std::string_view::npos) return out;  // a scalar more text may extend
+      json v = json::parse(s.substr(i, end - i), nullptr, /*allow_exceptions=*/false);
+      if (v.is_discarded()) return out;
+      out += v.dump();
+      i = end;
+      if (depth == 0) return out;
+    }
+  } catch (const json::exception&) {
+    // A string that is not UTF-8: what came before it.
+  }
+  return out;
+}
+
 // Arguments as compact JSON text: an object, or a string holding one.
 std::optional<std::string> arguments_text(const json& a) {
   if (a.is_object()) return a.dump();
@@ -263,8 +320,9 @@ uint64_t fnv1a(std::string_view s) {
   return h;
 }
 
-// `text`: the output up to the end of the call, so that a call streamed by a partial parse keeps
-// its id as the output grows.
+// `text`: the output up to the end of the call (Hermes: up to its start, so that the call keeps its
+// id while it streams cut off), so that a call streamed by a partial parse keeps its id as the
+// output grows.
 std::string make_id(ToolCallFormat f, std::string_view text, size_t index, uint64_t seed) {
   static constexpr char kAlnum[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
   const bool mistral = f == ToolCallFormat::kMistral || f == ToolCallFormat::kMistralArgs;
@@ -288,13 +346,19 @@ std::string make_id(ToolCallFormat f, std::string_view text, size_t index, uint6
 struct Scan {
   std::vector<ToolCall> calls;
   std::vector<size_t> ends;  // where each call ends in s
+  std::vector<size_t> starts;  // where each call starts, when its id is made from the text before it
+  // Partial (Hermes): the call the end of s cuts off, once its name is known, with the beginning of
+  // its arguments (json_compact_prefix), and where it starts.
+  std::optional<ToolCall> pending;
+  size_t pending_start = 0;
   std::string_view before;
   std::string_view rest;
   size_t held = std::string_view::npos;
 
-  void add(ToolCall tc, size_t end) {
+  void add(ToolCall tc, size_t end, size_t start = std::string_view::npos) {
     calls.push_back(std::move(tc));
     ends.push_back(end);
+    starts.push_back(start);
   }
 };
 
@@ -350,6 +414,57 @@ bool bare_reply(std::string_view s, bool partial, char open, Scan* r, Read&& rea
   return true;
 }
 
+// Partial: a Hermes call that the end of s cuts off at pos ("<tool_call>{"name": ..., "arguments":
+// {..." or "<function=name>{..."), once its name is known and its arguments object has begun.
+std::optional<ToolCall> pending_hermes(std::string_view s, size_t pos) {
+  auto key_string = [&](size_t p, size_t end) -> std::optional<std::string> {
+    json v = json::parse(s.substr(p, end - p), nullptr, /*allow_exceptions=*/false);
+    if (v.is_discarded() || !v.is_string()) return std::nullopt;
+    return v.get<std::string>();
+  };
+  if (at(s, pos, "<function=")) {
+    const size_t gt = s.find('>', pos);
+    if (gt == std::string_view::npos) return std::nullopt;
+    const std::string name(strip(s.substr(pos + 10, gt - pos - 10)));
+    const size_t p = skip_ws(s, gt + 1);
+    if (name.empty() || p >= s.size() || s[p] != '{') return std::nullopt;
+    return ToolCall{"", name, json_compact_prefix(s, p)};
+  }
+  if (!at(s, pos, "<tool_call>")) return std::nullopt;
+  size_t p = skip_ws(s, pos + 11);
+  if (p >= s.size() || s[p] != '{') return std::nullopt;
+  ++p;
+  std::string name;
+  for (;;) {
+    p = skip_ws(s, p);
+    if (p >= s.size() || s[p] != '"') return std::nullopt;
+    bool cut = false;
+    const size_t kend = json_value_end(s, p, &cut);
+    if (cut || kend == std::string_view::npos) return std::nullopt;
+    const auto key = key_string(p, kend);
+    if (!key) return std::nullopt;
+    p = skip_ws(s, kend);
+    if (p >= s.size() || s[p] != ':') return std::nullopt;
+    p = skip_ws(s, p + 1);
+    if (p >= s.size()) return std::nullopt;
+    if (*key == "arguments" || *key == "parameters") {
+      // Streamed only as an object after the name (a string holding JSON waits for the end).
+      if (name.empty() || s[p] != '{') return std::nullopt;
+      return ToolCall{"", name, json_compact_prefix(s, p)};
+    }
+    const size_t vend = json_value_end(s, p, &cut);
+    if (cut || vend == std::string_view::npos) return std::nullopt;
+    if (*key == "name") {
+      const auto n = key_string(p, vend);
+      if (!n || n->empty()) return std::nullopt;
+      name = *n;
+    }
+    p = skip_ws(s, vend);
+    if (p >= s.size() || s[p] != ',') return std::nullopt;
+    ++p;
+  }
+}
+
 Scan scan_hermes(std::string_view s, bool partial) {
   Scan r;
   const size_t a = s.find("<tool_call>"), b = s.find("<function=");
@@ -403,10 +518,12 @@ Scan scan_hermes(std::string_view s, bool partial) {
     }
     if (cut) {
       r.held = pos;
+      r.pending = pending_hermes(s, pos);
+      r.pending_start = pos;
       break;
     }
     if (!tc) break;
-    r.add(std::move(*tc), p);
+    r.add(std::move(*tc), p, pos);
     pos = p;
     const size_t q = skip_ws(s, pos);
     if (!at(s, q, "<tool_call>") && !at(s, q, "<function=")) break;
@@ -762,6 +879,11 @@ ParsedMessage parse_assistant_output(ToolCallFormat format, std::string_view tex
     }
     return end == body.data() + body.size() ? hold_tail(v, hold_marks(format)) : rstrip(v);
   };
+  const size_t base = size_t(body.data() - text.data());
+  if (partial && scan.pending) {
+    out.pending = std::move(scan.pending);
+    out.pending->id = make_id(format, text.substr(0, base + scan.pending_start), scan.calls.size(), opts.id_seed);
+  }
   if (scan.calls.empty()) {
     out.content = reply ? *reply : partial ? std::string(shown(body)) : std::string(body);
     out.content.insert(0, think);
@@ -774,10 +896,10 @@ ParsedMessage parse_assistant_output(ToolCallFormat format, std::string_view tex
     out.content += rest;
   }
   out.content.insert(0, think);
-  const size_t base = size_t(body.data() - text.data());
   for (size_t i = 0; i < scan.calls.size(); ++i) {
     ToolCall& tc = scan.calls[i];
-    if (tc.id.empty()) tc.id = make_id(format, text.substr(0, base + scan.ends[i]), i, opts.id_seed);
+    const size_t upto = scan.starts[i] != std::string_view::npos ? scan.starts[i] : scan.ends[i];
+    if (tc.id.empty()) tc.id = make_id(format, text.substr(0, base + upto), i, opts.id_seed);
   }
   out.tool_calls = std::move(scan.calls);
   return out;

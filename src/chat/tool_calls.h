@@ -50,7 +50,8 @@
 // first tool call is content (trailing whitespace removed); when a call is malformed or truncated,
 // the calls before it are kept and the rest of the text is appended to content. Arguments come
 // back as compact JSON text ({"a":1}); calls without an id get a generated one, deterministic for
-// (the text up to the end of the call, index, id_seed): "call_" + 24 alphanumerics, or 9
+// (the text up to the end of the call — up to its start for Hermes, whose calls stream while
+// cut off — index, id_seed): "call_" + 24 alphanumerics, or 9
 // alphanumerics for the Mistral formats. A kGeneric reply cut off inside its string
 // ({"response": "Hel) is that string so far.
 //
@@ -76,6 +77,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -102,6 +104,12 @@ struct ParsedMessage {
   std::string content;
   std::string reasoning_content;
   std::vector<ToolCall> tool_calls;
+  // Partial parsing, Hermes format: the call the end of the text cuts off, once its name is known
+  // and its arguments object has begun: its final id and name, and the beginning of its arguments
+  // as compact JSON (each partial parse's is a prefix of the next one's and of the complete call's
+  // arguments, for a call its grammar keeps valid). Not part of to_json(); a streaming client sends
+  // it as it grows (src/api/chat_stream.h).
+  std::optional<ToolCall> pending;
 
   // The OpenAI assistant message: {"role": "assistant", "content": text or null (null when empty
   // and there are tool calls), "reasoning_content" (when not empty), "tool_calls": [{"id", "type":

@@ -525,6 +525,7 @@ void check_stream(ToolCallFormat f, const std::string& text, chat::ParseOptions 
                (o.reasoning_in_content ? " in-content" : "") + ": " + text);
   o.partial = true;
   ParsedMessage prev;
+  std::vector<std::pair<size_t, ToolCall>> pendings;  // (index, the call cut off) as it streamed
   for (size_t cut : cuts) {
     ParsedMessage m = chat::parse_assistant_output(f, std::string_view(text).substr(0, cut), o);
     ASSERT_TRUE(m.content.starts_with(prev.content))
@@ -532,10 +533,30 @@ void check_stream(ToolCallFormat f, const std::string& text, chat::ParseOptions 
     ASSERT_TRUE(m.reasoning_content.starts_with(prev.reasoning_content))
         << "reasoning shrank at " << cut << ": '" << prev.reasoning_content << "' -> '" << m.reasoning_content << "'";
     ASSERT_TRUE(calls_extend(prev.tool_calls, m.tool_calls)) << "calls changed at " << cut;
+    if (m.pending) {
+      ASSERT_EQ(f, ToolCallFormat::kHermes);
+      // Its arguments only grow, for one call at one index.
+      if (!pendings.empty() && pendings.back().first == m.tool_calls.size()) {
+        const ToolCall& was = pendings.back().second;
+        ASSERT_EQ(was.id, m.pending->id) << cut;
+        ASSERT_EQ(was.name, m.pending->name) << cut;
+        ASSERT_TRUE(m.pending->arguments.starts_with(was.arguments)) << cut << ": '" << was.arguments << "' -> '"
+                                                                    << m.pending->arguments << "'";
+      }
+      pendings.emplace_back(m.tool_calls.size(), *m.pending);
+    }
     prev = std::move(m);
   }
   o.partial = false;
   const ParsedMessage full = chat::parse_assistant_output(f, text, o);
+  // A call that streamed cut off is, complete, the same call with arguments that extend it.
+  for (const auto& [index, call] : pendings) {
+    if (index >= full.tool_calls.size()) continue;  // never completed (the output ends inside it)
+    const ToolCall& done = full.tool_calls[index];
+    EXPECT_EQ(done.id, call.id);
+    EXPECT_EQ(done.name, call.name);
+    EXPECT_TRUE(done.arguments.starts_with(call.arguments)) << "'" << call.arguments << "' then '" << done.arguments << "'";
+  }
   EXPECT_TRUE(full.content.starts_with(prev.content)) << "'" << prev.content << "' then '" << full.content << "'";
   EXPECT_TRUE(full.reasoning_content.starts_with(prev.reasoning_content));
   EXPECT_TRUE(calls_extend(prev.tool_calls, full.tool_calls));
@@ -570,6 +591,19 @@ const std::vector<StreamCase>& stream_cases() {
       {ToolCallFormat::kHermes,
        "Voilà ☀️ — <tool_call>{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Zürich\"}}</tool_call>\nDone 👍", true},
       {ToolCallFormat::kHermes, "a < b, <b>bold</b> and <tool_callx> are text", true},
+      // Arguments that stream while the call is cut off: nesting, numbers dump rewrites (1.50,
+      // 1E3, -0), escapes dump writes otherwise (\/, \u00e9, a surrogate pair), control characters,
+      // "parameters", a name after the arguments (nothing streams before the end then).
+      {ToolCallFormat::kHermes,
+       "<tool_call>\n{\"name\": \"edit_file\", \"arguments\": {\"path\": \"src/a\\/b.c\", \"edits\": [{\"line\": 12, "
+       "\"text\": \"int x = 1;\\n\\tint y = 2;\"}, {\"line\": 1.50, \"text\": \"caf\\u00e9 \\ud83d\\ude00 \\\"q\\\"\"}], "
+       "\"opts\": {\"dry\": true, \"n\": 1E3, \"m\": -0, \"none\": null, \"ctl\": \"\\u0001\"}}}\n</tool_call>",
+       true},
+      {ToolCallFormat::kHermes,
+       "<tool_call>{\"name\": \"a\", \"parameters\": {\"k\": [1, 2, 3]}}</tool_call>"
+       "<tool_call>{\"arguments\": {\"x\": \"y\"}, \"name\": \"b\"}</tool_call>",
+       true},
+      {ToolCallFormat::kHermes, "<function=write>{\"content\": \"line one\\nline two\", \"mode\": 420}</function>", true},
       {ToolCallFormat::kHermes,
        "<tool_call>{\"name\": \"ping\", \"arguments\": {}}</tool_call> and <tool_call>{\"name\": \"ping\", \"arguments\": {}}</tool_call>",
        true},
@@ -653,6 +687,22 @@ TEST(PartialParse, WhatIsHeldBack) {
   auto m = p(ToolCallFormat::kHermes, "Sure <tool_call>{\"name\": \"ping\", \"arguments\": {}}");
   EXPECT_EQ(m.content, "Sure");
   EXPECT_TRUE(m.tool_calls.empty());
+  // A call cut off streams as `pending` once its name is known and its arguments have begun:
+  // complete scalars and string characters so far, in compact form.
+  ASSERT_TRUE(m.pending);
+  EXPECT_EQ(m.pending->name, "ping");
+  EXPECT_EQ(m.pending->arguments, "{}");
+  m = p(ToolCallFormat::kHermes, "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": 12");
+  ASSERT_TRUE(m.pending);
+  EXPECT_EQ(m.pending->arguments, "{\"a\":") << "12 may still grow";
+  m = p(ToolCallFormat::kHermes, "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": 12, \"s\": \"x\\ny\\u00");
+  ASSERT_TRUE(m.pending);
+  EXPECT_EQ(m.pending->arguments, "{\"a\":12,\"s\":\"x\\ny");
+  EXPECT_FALSE(p(ToolCallFormat::kHermes, "<tool_call>{\"name\": \"f\"").pending) << "no arguments yet";
+  EXPECT_FALSE(p(ToolCallFormat::kHermes, "<tool_call>{\"arguments\": {\"a\": 1").pending) << "no name yet";
+  EXPECT_FALSE(p(ToolCallFormat::kHermes, "<tool_call>{\"name\": \"f\", \"arguments\": \"{\\\"a").pending)
+      << "arguments as a string wait for the end";
+  EXPECT_FALSE(p(ToolCallFormat::kLlama31, "{\"name\": \"f\", \"parameters\": {\"a\": 1").pending) << "Hermes only";
   m = p(ToolCallFormat::kHermes, "Sure <tool_call>{\"name\": \"ping\", \"arguments\": {}}</tool_call>");
   ASSERT_EQ(m.tool_calls.size(), 1u);
   // Its id is the full parse's.

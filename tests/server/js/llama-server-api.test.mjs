@@ -84,7 +84,7 @@ test('/completion: stop words, n_probs, token and mixed prompts, several prompts
   assert.match(infill.json.error.message, /Infill is not supported by this model/);
 });
 
-test('chat streams: first delta content null, reasoning streamed apart, tool calls as whole deltas without raw text', async () => {
+test('chat streams: first delta content null, reasoning streamed apart, tool calls as deltas without raw text', async () => {
   const messages = [{ role: 'user', content: 'Hi' }];
   // A reply forced by a grammar into <think>...</think> then an answer.
   const grammar = 'root ::= "<think>" [a-z ]{5,20} "</think>" [a-z ]{3,20}';

@@ -91,7 +91,8 @@ test('tool calls: tool_choice required, named, and the result sent back', async 
   assert.equal(named.choices[0].message.tool_calls[0].function.name, 'get_time');
   assert.ok(['UTC', 'CET'].includes(JSON.parse(named.choices[0].message.tool_calls[0].function.arguments).zone));
 
-  // Streamed: the call arrives as tool_calls deltas.
+  // Streamed: the call arrives as tool_calls deltas: its id, type and name first, its arguments in
+  // pieces as they are generated (as llama-server streams them), accumulated by index.
   const stream = await client().chat.completions.create({ model: 'stories', messages, tools, tool_choice: 'required', max_tokens: 300, temperature: 0, stream: true });
   const calls = [];
   let finish = null;
@@ -103,7 +104,11 @@ test('tool calls: tool_choice required, named, and the result sent back', async 
   }
   assert.equal(finish, 'tool_calls');
   assert.equal(calls[0].function.name, call.function.name);
-  assert.equal(calls[0].function.arguments, call.function.arguments);
+  assert.ok(calls[0].id && calls[0].type === 'function');
+  assert.ok(calls.every((c) => c.index === 0));
+  assert.ok(calls.slice(1).every((c) => c.id === undefined && c.function.name === undefined));
+  assert.equal(calls.map((c) => c.function.arguments ?? '').join(''), call.function.arguments);
+  assert.ok(calls.length > 2, `arguments streamed in pieces (${calls.length} deltas)`);
 
   // The assistant's call and a tool result go back in the history.
   const follow = await client().chat.completions.create({
