@@ -337,7 +337,7 @@ TEST(ParseToolCalls, ToJsonIsAnOpenAiMessage) {
 
 TEST(ParseToolCalls, RandomTextNeverCrashes) {
   std::mt19937 rng(5);
-  const std::vector<std::string> pieces = {"<tool_call>", "</tool_call>", "[TOOL_CALLS]", "[ARGS]", "[CALL_ID]", "{",
+  const std::vector<std::string> pieces = {"<tool_call>", "</tool_call>", "[TOOL_CALLS]", "[ARGS]", "[CALL_ID]", "{", "\\u00", "<function=", ">",
                                            "}", "[", "]", "\"", "name", "arguments", ":", ",", "<|python_tag|>",
                                            "<think>", "</think>", "\\", "x", " ", "\n", ".call(", ")", "=", "1"};
   for (int i = 0; i < 3000; ++i) {
@@ -351,6 +351,16 @@ TEST(ParseToolCalls, RandomTextNeverCrashes) {
         EXPECT_FALSE(c.name.empty());
         EXPECT_FALSE(c.id.empty());
         EXPECT_TRUE(json::parse(c.arguments, nullptr, false).is_object()) << c.arguments;
+      }
+      // The partial parse of every prefix too (pending calls from hostile text).
+      chat::ParseOptions po;
+      po.partial = true;
+      for (size_t cut = 0; cut <= s.size(); cut += 3) {
+        auto pm = chat::parse_assistant_output(f, std::string_view(s).substr(0, cut), po);
+        if (pm.pending) {
+          EXPECT_FALSE(pm.pending->name.empty());
+          EXPECT_TRUE(pm.pending->arguments.empty() || pm.pending->arguments[0] == '{') << pm.pending->arguments;
+        }
       }
     }
   }
