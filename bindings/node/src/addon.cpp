@@ -215,6 +215,10 @@ class Context : public Napi::ObjectWrap<Context> {
                                     InstanceMethod<&Context::ChatFormat>("chatFormat"),
                                     InstanceMethod<&Context::ChatTemplateInfo>("chatTemplateInfo"),
                                     InstanceMethod<&Context::Reconfigure>("reconfigure"),
+                                    InstanceMethod<&Context::Fork>("fork"),
+                                    InstanceMethod<&Context::TokenizeSync>("tokenizeSync"),
+                                    InstanceMethod<&Context::DetokenizeSync>("detokenizeSync"),
+                                    InstanceMethod<&Context::GrammarCheck>("grammarCheck"),
                                     InstanceMethod<&Context::Release>("release")});
     ctor = new Napi::FunctionReference(Napi::Persistent(f));
     return f;
@@ -267,6 +271,23 @@ class Context : public Napi::ObjectWrap<Context> {
       meta.Set(buf, std::string(val.data(), std::min<size_t>(size_t(len), val.size() - 1)));
     }
     o.Set("metadata", meta);
+    // Special tokens (-1: the model has none), for node-llama-cpp's model.tokens.
+    Napi::Object sp = Napi::Object::New(env);
+    sp.Set("bos", loom_token_bos(m));
+    sp.Set("eos", loom_token_eos(m));
+    sp.Set("eot", loom_token_eot(m));
+    sp.Set("sep", loom_token_sep(m));
+    sp.Set("nl", loom_token_nl(m));
+    sp.Set("pad", loom_token_pad(m));
+    sp.Set("fimPre", loom_token_fim_pre(m));
+    sp.Set("fimSuf", loom_token_fim_suf(m));
+    sp.Set("fimMid", loom_token_fim_mid(m));
+    sp.Set("fimPad", loom_token_fim_pad(m));
+    sp.Set("fimRep", loom_token_fim_rep(m));
+    sp.Set("fimSep", loom_token_fim_sep(m));
+    sp.Set("addBos", loom_add_bos_token(m));
+    sp.Set("addEos", loom_add_eos_token(m));
+    o.Set("specialTokens", sp);
     try {
       o.Set("chatTemplate", json_call([&](char* b, size_t s) { return loom_chat_template_info(m, nullptr, b, s); },
                                       "chat template"));
@@ -333,6 +354,52 @@ class Context : public Napi::ObjectWrap<Context> {
           return out;
         },
         [](Napi::Env e, std::string& s) -> Napi::Value { return Napi::String::New(e, s); });
+  }
+
+  // tokenizeSync(text, addSpecial, parseSpecial) -> Int32Array, on the calling thread
+  // (node-llama-cpp's model.tokenize is synchronous).
+  Napi::Value TokenizeSync(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    auto n = live(env);
+    const std::string text = string_arg(info, 0, "text");
+    const bool add_special = info.Length() > 1 && info[1].ToBoolean();
+    const bool parse_special = info.Length() > 2 && info[2].ToBoolean();
+    const int32_t len = int32_t(std::min<size_t>(text.size(), INT32_MAX));
+    std::vector<int32_t> ids(size_t(len) + 8);
+    int32_t k = loom_tokenize(n->model.get(), text.data(), len, ids.data(), int32_t(ids.size()), add_special, parse_special);
+    if (k < 0 && k != LOOM_SIZE_ERROR) {
+      ids.resize(size_t(-k));
+      k = loom_tokenize(n->model.get(), text.data(), len, ids.data(), int32_t(ids.size()), add_special, parse_special);
+    }
+    if (k < 0) throw Napi::Error::New(env, loom_error("tokenize failed").what());
+    ids.resize(size_t(k));
+    return to_int32_array(env, ids);
+  }
+
+  // detokenizeSync(tokens, unparseSpecial) -> string, on the calling thread.
+  Napi::Value DetokenizeSync(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    auto n = live(env);
+    std::vector<int32_t> ids = tokens_arg(info, 0, "tokens");
+    const bool unparse_special = info.Length() > 1 && info[1].ToBoolean();
+    const int32_t n_vocab = loom_model_n_vocab(n->model.get());
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (ids[i] < 0 || ids[i] >= n_vocab) {
+        throw Napi::RangeError::New(env, "tokens[" + std::to_string(i) + "]: " + std::to_string(ids[i]) +
+                                             " is not a token id (vocabulary of " + std::to_string(n_vocab) + ")");
+      }
+    }
+    std::string out(ids.size() * 8 + 16, '\0');
+    int32_t k = loom_detokenize(n->model.get(), ids.data(), int32_t(ids.size()), out.data(), int32_t(out.size()), false,
+                                unparse_special);
+    if (k < 0 && k != LOOM_SIZE_ERROR) {
+      out.resize(size_t(-k));
+      k = loom_detokenize(n->model.get(), ids.data(), int32_t(ids.size()), out.data(), int32_t(out.size()), false,
+                          unparse_special);
+    }
+    if (k < 0) throw Napi::Error::New(env, loom_error("detokenize failed").what());
+    out.resize(size_t(k));
+    return Napi::String::New(env, out);
   }
 
   // tokenPiece(id) -> string (sync: one token)
@@ -688,6 +755,41 @@ class Context : public Napi::ObjectWrap<Context> {
   // model once the running requests are done.
   Napi::Value Reconfigure(const Napi::CallbackInfo& info);
 
+  // fork(options) -> Promise<LoomNativeContext>: another context (a scheduler of its own, with
+  // these options) on the same model, which it keeps alive (node-llama-cpp's model.createContext).
+  Napi::Value Fork(const Napi::CallbackInfo& info);
+
+  // grammarCheck(gbnf) -> undefined (sync): throws an Error with loom's message when the grammar
+  // does not parse (a sampler is built with it and freed).
+  Napi::Value GrammarCheck(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    auto n = live(env);
+    const std::string g = string_arg(info, 0, "grammar");
+    std::string body = "{\"grammar\": ";
+    body += json_quote(g);
+    body += "}";
+    loom_sampler* smp = loom_sampler_new(n->model.get(), body.c_str());
+    if (!smp) throw Napi::Error::New(env, loom_error("invalid grammar").what());
+    loom_sampler_free(smp);
+    return env.Undefined();
+  }
+  static std::string json_quote(const std::string& s) {
+    std::string o = "\"";
+    for (unsigned char c : s) {
+      if (c == '"' || c == '\\') {
+        o += '\\';
+        o += char(c);
+      } else if (c < 0x20) {
+        char b[8];
+        std::snprintf(b, sizeof b, "\\u%04x", c);
+        o += b;
+      } else {
+        o += char(c);
+      }
+    }
+    return o + "\"";
+  }
+
   // release() -> Promise: the scheduler stops at once (running requests end as cancelled, waiting
   // exclusive operations fail); the memory is freed off the event loop once every operation in
   // flight has settled, and the promise resolves then.
@@ -746,6 +848,7 @@ Napi::FunctionReference* Context::ctor = nullptr;
 struct SchedOptions {
   int32_t n_ctx = 512, n_batch = 2048, n_ubatch = 512, n_threads = 0, n_parallel = 1;
   bool embedding = false, ctx_shift = true, kv_unified = true, vocab_only = false;
+  bool no_context = false;  // the model's weights without a scheduler (fork() makes contexts)
   int32_t pooling = LOOM_POOLING_UNSPECIFIED, type_k = -1, type_v = -1;
   float rope_freq_base = 0, rope_freq_scale = 0;
   std::string chat_template;
@@ -786,6 +889,7 @@ SchedOptions read_options(Napi::Env env, const Napi::Object& o) {
   flag("embedding", s.embedding);
   flag("ctx_shift", s.ctx_shift);
   flag("vocab_only", s.vocab_only);
+  flag("no_context", s.no_context);
   Napi::Value t = o.Get("chat_template");
   if (t.IsString()) s.chat_template = t.As<Napi::String>().Utf8Value();
   Napi::Value d = o.Get("draft_model");
@@ -858,6 +962,45 @@ Napi::Value Context::Reconfigure(const Napi::CallbackInfo& info) {
       });
 }
 
+Napi::Value Context::Fork(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  auto n = live(env);
+  if (loom_model_is_vocab_only(n->model.get())) throw Napi::Error::New(env, "the model was loaded with vocab_only: no inference");
+  if (info.Length() < 1 || !info[0].IsObject()) type_error(env, "options must be an object");
+  SchedOptions o = read_options(env, info[0].As<Napi::Object>());
+  struct Made {
+    std::shared_ptr<Native> native;
+  };
+  return run_op<Made>(
+      env, n,
+      [m = n->model, o] {
+        loom_scheduler* s = make_scheduler(m.get(), o);
+        if (!s) throw loom_error("cannot create the context");
+        auto native = std::make_shared<Native>();
+        native->model = m;
+        native->sched = own_sched(s);
+        return Made{native};
+      },
+      [](Napi::Env e, Made& made) -> Napi::Value {
+        auto ext = Napi::External<std::shared_ptr<Native>>::New(e, &made.native);
+        return Context::ctor->New({ext});
+      });
+}
+
+// jsonSchemaToGrammar(schemaJson) -> string (sync): loom_json_schema_to_grammar.
+Napi::Value JsonSchemaToGrammar(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const std::string schema = string_arg(info, 0, "schema");
+  std::vector<char> buf(1 << 16);
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    const int32_t k = loom_json_schema_to_grammar(schema.c_str(), buf.data(), buf.size());
+    if (k < 0) throw Napi::Error::New(env, loom_error("invalid JSON schema").what());
+    if (size_t(k) < buf.size()) return Napi::String::New(env, std::string(buf.data(), size_t(k)));
+    buf.resize(size_t(k) + 1);
+  }
+  throw Napi::Error::New(env, "jsonSchemaToGrammar: result size changed");
+}
+
 // load(path, options, onProgress?) -> Promise<LoomNativeContext>
 Napi::Value Load(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
@@ -901,7 +1044,7 @@ Napi::Value Load(const Napi::CallbackInfo& info) {
         if (!m) throw loom_error("cannot load " + path);
         auto native = std::make_shared<Native>();
         native->model = own_model(m);
-        if (!o.vocab_only) {
+        if (!o.vocab_only && !o.no_context) {
           loom_scheduler* s = make_scheduler(m, o);
           if (!s) throw loom_error("cannot create the context");
           native->sched = own_sched(s);
@@ -969,6 +1112,7 @@ Napi::Object InitModule(Napi::Env env, Napi::Object exports) {
   exports.Set("setLogCallback", Napi::Function::New(env, SetLogCallback, "setLogCallback"));
   exports.Set("version", Napi::Function::New(env, Version, "version"));
   exports.Set("describe", Napi::Function::New(env, Describe, "describe"));
+  exports.Set("jsonSchemaToGrammar", Napi::Function::New(env, JsonSchemaToGrammar, "jsonSchemaToGrammar"));
   exports.Set("apiVersion", Napi::Number::New(env, LOOM_C_API_VERSION));
   return exports;
 }

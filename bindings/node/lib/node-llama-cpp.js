@@ -1,0 +1,1338 @@
+'use strict';
+// loom-node's second entry point, `loom-node/node-llama-cpp`: node-llama-cpp 3.x's public API
+// (getLlama, LlamaModel, LlamaContext, LlamaChatSession, LlamaCompletion, grammars, function
+// calling, embeddings, ranking) over the same addon and scheduler as lib/index.js. Written for
+// loom from node-llama-cpp's documented API and type declarations; see README.md, "Migrating from
+// node-llama-cpp", for what is the same, what differs and what is missing.
+//
+// Shape of the mapping:
+//   - llama.loadModel() loads the weights once (the addon's load with no_context);
+//     model.createContext() is a scheduler of its own on those weights (the addon's fork), with
+//     `sequences` slots sharing contextSize * sequences KV cells; each sequence is a stream of
+//     requests to that scheduler, whose prefix cache keeps the conversation's tokens between
+//     prompts (node-llama-cpp keeps them in the sequence's own state);
+//   - LlamaChatSession renders the chat with the model's own Jinja template, inside loom (the
+//     scheduler's "messages" requests; tool calls are parsed by loom's tool-call parser). A model
+//     without a template gets node-llama-cpp's fallback formats (Llama 2's [INST] format for llama
+//     models, the "### Human / ### Assistant" format for others), tokenized here as
+//     node-llama-cpp tokenizes them, so that a greedy answer is the same token for token;
+//   - everything asynchronous rejects with node-llama-cpp's kinds of errors: the signal's reason
+//     (an AbortError DOMException) on abort, DisposedError on disposed objects, Error otherwise.
+const fs = require('node:fs');
+const os = require('node:os');
+const native = require('./native.js');
+
+const disposeSymbol = Symbol.dispose ?? Symbol.for('nodejs.dispose');
+const asyncDisposeSymbol = Symbol.asyncDispose ?? Symbol.for('nodejs.asyncDispose');
+
+// ---- errors ------------------------------------------------------------------------------------
+
+class DisposedError extends Error {
+  constructor() {
+    super('Object is disposed');
+    this.name = 'DisposedError';
+  }
+}
+class UnsupportedError extends Error {
+  constructor(message = 'UnsupportedError') {
+    super(message);
+    this.name = 'UnsupportedError';
+  }
+}
+class InsufficientMemoryError extends Error {
+  constructor(message = 'Insufficient memory') {
+    super(message);
+    this.name = 'InsufficientMemoryError';
+  }
+}
+class NoBinaryFoundError extends Error {
+  constructor(message = 'NoBinaryFoundError') {
+    super(message);
+    this.name = 'NoBinaryFoundError';
+  }
+}
+class LlamaJsonSchemaValidationError extends Error {
+  constructor(message, object, schema) {
+    super(message);
+    this.name = 'LlamaJsonSchemaValidationError';
+    this.object = object;
+    this.schema = schema;
+  }
+}
+
+function abortReason(signal) {
+  if (signal && signal.reason !== undefined) return signal.reason;
+  return new DOMException('This operation was aborted', 'AbortError');
+}
+
+// ---- logging -----------------------------------------------------------------------------------
+
+const LlamaLogLevel = Object.freeze({
+  disabled: 'disabled', fatal: 'fatal', error: 'error', warn: 'warn', info: 'info', log: 'log', debug: 'debug',
+});
+const LOG_ORDER = ['disabled', 'fatal', 'error', 'warn', 'info', 'log', 'debug'];
+const LlamaLogLevelGreaterThan = (a, b) => LOG_ORDER.indexOf(a) < LOG_ORDER.indexOf(b);
+const LlamaLogLevelGreaterThanOrEqual = (a, b) => LOG_ORDER.indexOf(a) <= LOG_ORDER.indexOf(b);
+const LlamaVocabularyType = Object.freeze({ none: 'none', spm: 'spm', bpe: 'bpe', wpm: 'wpm', ugm: 'ugm', rwkv: 'rwkv' });
+// loom's levels (debug 0, info 1, warn 2, error 3, none 4) for node-llama-cpp's.
+const LOOM_LEVEL = { disabled: 4, fatal: 3, error: 3, warn: 2, info: 1, log: 1, debug: 0 };
+const FROM_LOOM = { debug: 'debug', info: 'info', warn: 'warn', error: 'error', none: 'error' };
+
+function defaultLogger(level, message) {
+  const text = message.endsWith('\n') ? message.slice(0, -1) : message;
+  if (level === 'error' || level === 'fatal') console.error(text);
+  else if (level === 'warn') console.warn(text);
+  else console.log(text);
+}
+
+// ---- the Llama instance --------------------------------------------------------------------------
+
+let grammarChecker = null; // a live native model, to check grammars against (any vocabulary parses GBNF)
+
+class Llama {
+  constructor(options) {
+    this._logLevel = options.logLevel ?? LlamaLogLevel.warn;
+    this._logger = options.logger ?? defaultLogger;
+    this._maxThreads = options.maxThreads ?? 0;
+    this._models = new Set();
+    this._disposed = false;
+    this._applyLog();
+  }
+  _applyLog() {
+    if (this._logLevel === LlamaLogLevel.disabled) {
+      native.setLogCallback(null, 4);
+      return;
+    }
+    native.setLogCallback((level, text) => {
+      const l = FROM_LOOM[level] ?? 'info';
+      if (!LlamaLogLevelGreaterThanOrEqual(l, this._logLevel)) return;
+      try {
+        this._logger(l, text);
+      } catch {
+        // a logger that throws is ignored, as a log line cannot fail an operation
+      }
+    }, LOOM_LEVEL[this._logLevel] ?? 2);
+  }
+  get logLevel() { return this._logLevel; }
+  set logLevel(v) {
+    this._logLevel = v;
+    this._applyLog();
+  }
+  get logger() { return this._logger; }
+  set logger(fn) {
+    this._logger = fn;
+    this._applyLog();
+  }
+  get disposed() { return this._disposed; }
+  get gpu() { return false; }
+  get supportsGpuOffloading() { return false; }
+  get supportsMmap() { return true; }
+  get gpuSupportsMmap() { return false; }
+  get supportsMlock() { return false; }
+  get cpuMathCores() { return os.cpus().length; }
+  get maxThreads() { return this._maxThreads; }
+  set maxThreads(v) { this._maxThreads = v; }
+  get numa() { return false; }
+  get buildType() { return 'prebuilt'; }
+  get cmakeOptions() { return {}; }
+  get llamaCppRelease() { return { repo: 'loom', release: String(native.version()) }; }
+  get systemInfo() { return `loom ${native.version()} | CPU threads ${os.cpus().length} | ${os.arch()}`; }
+  get vramPaddingSize() { return 0; }
+  async getVramState() { return { total: 0, used: 0, free: 0, unifiedSize: 0 }; }
+  async getSwapState() { return { maxSize: 0, allocated: 0, used: 0 }; }
+  async getGpuDeviceNames() { return []; }
+  async loadModel(options) {
+    if (this._disposed) throw new DisposedError();
+    return LlamaModel._load(this, options ?? {});
+  }
+  async createGrammarForJsonSchema(schema) {
+    return new LlamaJsonSchemaGrammar(this, schema);
+  }
+  async createGrammar(options) {
+    return new LlamaGrammar(this, options);
+  }
+  async dispose() {
+    if (this._disposed) return;
+    this._disposed = true;
+    await Promise.all([...this._models].map((m) => m.dispose()));
+  }
+  [asyncDisposeSymbol]() { return this.dispose(); }
+}
+
+let sharedLlama = null;
+async function getLlama(options) {
+  const opts = options === 'lastBuild' || options == null ? {} : options;
+  if (typeof opts !== 'object') throw new TypeError('getLlama: options must be an object or "lastBuild"');
+  if (opts.gpu !== undefined && opts.gpu !== false && opts.gpu !== 'auto') {
+    // node-llama-cpp throws when a requested GPU backend is unavailable; loom-node runs on the CPU.
+    if (typeof opts.gpu === 'string' || (typeof opts.gpu === 'object' && opts.gpu.type && opts.gpu.type !== 'auto')) {
+      const t = typeof opts.gpu === 'string' ? opts.gpu : opts.gpu.type;
+      throw new Error(`loom-node: the GPU type "${t}" is not available (loom-node runs on the CPU; use gpu: false or "auto")`);
+    }
+  }
+  if (options == null || options === 'lastBuild') {
+    if (!sharedLlama || sharedLlama.disposed) sharedLlama = new Llama(opts);
+    return sharedLlama;
+  }
+  return new Llama(opts);
+}
+
+// ---- tokens --------------------------------------------------------------------------------------
+
+const orNull = (t) => (t === undefined || t < 0 ? null : t);
+
+class LlamaModelInfillTokens {
+  constructor(model, sp) {
+    this._model = model;
+    this._sp = sp;
+  }
+  get prefix() { return orNull(this._sp.fimPre); }
+  get suffix() { return orNull(this._sp.fimSuf); }
+  get middle() { return orNull(this._sp.fimMid); }
+  get prefixString() { return this._model._tokenString(this.prefix); }
+  get suffixString() { return this._model._tokenString(this.suffix); }
+  get middleString() { return this._model._tokenString(this.middle); }
+}
+
+class LlamaModelTokens {
+  constructor(model, sp) {
+    this._model = model;
+    this._sp = sp;
+    this._infill = new LlamaModelInfillTokens(model, sp);
+  }
+  get infill() { return this._infill; }
+  get bos() { return orNull(this._sp.bos); }
+  get eos() { return orNull(this._sp.eos); }
+  get eot() { return orNull(this._sp.eot); }
+  get sep() { return orNull(this._sp.sep); }
+  get nl() { return orNull(this._sp.nl); }
+  get bosString() { return this._model._tokenString(this.bos); }
+  get eosString() { return this._model._tokenString(this.eos); }
+  get eotString() { return this._model._tokenString(this.eot); }
+  get sepString() { return this._model._tokenString(this.sep); }
+  get nlString() { return this._model._tokenString(this.nl); }
+  get shouldPrependBosToken() { return !!this._sp.addBos && this.bos != null; }
+  get shouldAppendEosToken() { return !!this._sp.addEos && this.eos != null; }
+}
+
+// A GGUF header as node-llama-cpp's fileInfo: metadata nested by the dots of its keys.
+function nestMetadata(entries) {
+  const out = {};
+  for (const e of entries) {
+    const parts = e.key.split('.');
+    let o = out;
+    for (let i = 0; i < parts.length - 1; i++) {
+      if (typeof o[parts[i]] !== 'object' || o[parts[i]] === null) o[parts[i]] = {};
+      o = o[parts[i]];
+    }
+    o[parts[parts.length - 1]] = e.value;
+  }
+  return out;
+}
+
+// ---- model ----------------------------------------------------------------------------------------
+
+class LlamaModel {
+  static async _load(llama, options) {
+    const modelPath = options.modelPath;
+    if (typeof modelPath !== 'string' || modelPath === '') throw new TypeError('loadModel: modelPath must be a string');
+    if (!fs.existsSync(modelPath)) throw new Error(`Model file not found: ${modelPath}`);
+    const progress = typeof options.onLoadProgress === 'function'
+      ? (p) => {
+        try { options.onLoadProgress(p / 100); } catch { /* a progress callback cannot fail the load */ }
+      }
+      : undefined;
+    const signal = options.loadSignal;
+    if (signal?.aborted) throw abortReason(signal);
+    const [ctx, described] = await Promise.all([
+      native.load(modelPath, { no_context: true, vocab_only: !!options.vocabOnly }, progress),
+      native.describe(modelPath).then(JSON.parse, () => null),
+    ]);
+    if (signal?.aborted) {
+      await ctx.release();
+      throw abortReason(signal);
+    }
+    const model = new LlamaModel(llama, modelPath, ctx, described, options);
+    llama._models.add(model);
+    if (!grammarChecker || grammarChecker._disposed) grammarChecker = model;
+    return model;
+  }
+  constructor(llama, modelPath, ctx, described, options) {
+    this._llama = llama;
+    this._path = modelPath;
+    this._native = ctx;
+    this._info = ctx.info();
+    this._described = described;
+    this._options = options;
+    this._disposed = false;
+    this._contexts = new Set();
+    this._tokens = new LlamaModelTokens(this, this._info.specialTokens || {});
+    this._pieces = new Map();
+    const self = this;
+    this.tokenizer = Object.assign((text, specialTokens, opts) => self.tokenize(text, specialTokens, opts), {
+      detokenize: (tokens, specialTokens, lastTokens) => self.detokenize(tokens, specialTokens, lastTokens),
+    });
+    this.onDispose = eventRelay();
+    let template = null;
+    try {
+      template = JSON.parse(this._info.chatTemplate);
+    } catch {
+      template = null;
+    }
+    this._template = template;
+  }
+  _ensureNotDisposed() {
+    if (this._disposed) throw new DisposedError();
+  }
+  _tokenString(t) {
+    if (t == null || this._disposed) return null;
+    return this._native.detokenizeSync([t], true);
+  }
+  get disposed() { return this._disposed; }
+  get llama() { return this._llama; }
+  get tokens() { return this._tokens; }
+  get filename() { return this._path.split(/[\\/]/).pop(); }
+  get fileInfo() {
+    const d = this._described;
+    const metadata = nestMetadata(d?.metadata ?? []);
+    const arch = metadata.general?.architecture ?? this._info.arch;
+    return {
+      version: d?.gguf_version ?? 3,
+      tensorCount: d?.tensors?.length ?? 0,
+      metadata,
+      architectureMetadata: metadata[arch] ?? {},
+      tensorInfo: (d?.tensors ?? []).map((t) => ({ name: t.name, dimensions: t.shape ?? t.dims ?? t.dimensions, ggmlType: t.type, offset: t.offset })),
+      metadataSize: 0,
+      splicedParts: 1,
+      fullTensorInfo: undefined,
+    };
+  }
+  get architecture() { return this._info.arch; }
+  get gpuLayers() { return 0; }
+  get useMmap() { return true; }
+  get size() { return this._info.size; }
+  get flashAttentionSupported() { return false; }
+  get defaultContextFlashAttention() { return false; }
+  get trainContextSize() { return this._info.nCtxTrain; }
+  get embeddingVectorSize() { return this._info.nEmbd; }
+  get vocabularyType() {
+    const m = this._info.metadata['tokenizer.ggml.model'];
+    return { llama: 'spm', gpt2: 'bpe', bert: 'wpm', t5: 'ugm', rwkv: 'rwkv', none: 'none' }[m] ?? 'spm';
+  }
+  get typeDescription() { return this._info.desc; }
+  getWarnings() { return []; }
+  tokenize(text, specialTokens = false, options) {
+    this._ensureNotDisposed();
+    if (text === '') return [];
+    if (specialTokens === 'builtin') {
+      const t = { BOS: this.tokens.bos, EOS: this.tokens.eos, NL: this.tokens.nl, EOT: this.tokens.eot, SEP: this.tokens.sep }[text];
+      if (!(text in { BOS: 1, EOS: 1, NL: 1, EOT: 1, SEP: 1 })) throw new Error(`Unknown builtin special token: ${text}`);
+      return t == null ? [] : [t];
+    }
+    if (options === 'trimLeadingSpace') return this._continuation(text, !!specialTokens);
+    return Array.from(this._native.tokenizeSync(text, false, !!specialTokens));
+  }
+  // Tokens of text that continues earlier text: no leading space of its own (SentencePiece
+  // vocabularies add one at the start of a text). Tokenized after a newline, which is removed.
+  _continuation(text, special) {
+    if (special) {
+      // Text with control tokens, continuing: tokenized as it would be after the BOS (or EOS)
+      // token's text, which is then dropped (node-llama-cpp's tokens for chat-format text).
+      const lead = (s) => s.length - s.replace(/^ +/, '').length;
+      for (const t of [this.tokens.bos, this.tokens.eos]) {
+        const str = this._tokenString(t);
+        if (t == null || !str) continue;
+        const all = Array.from(this._native.tokenizeSync(str + text, false, true));
+        const at = all.indexOf(t);
+        if (at >= 0 && at <= 1) {
+          const rest = all.slice(at + 1);
+          if (lead(this._native.detokenizeSync(rest, true)) === lead(text)) return rest;
+        }
+        break;
+      }
+    }
+    const nl = Array.from(this._native.tokenizeSync('\n', false, false));
+    const all = Array.from(this._native.tokenizeSync('\n' + text, false, special));
+    if (nl.length > 0 && nl.every((t, i) => all[i] === t)) {
+      const rest = all.slice(nl.length);
+      if (!text.startsWith('\n') || this._native.detokenizeSync(rest, special).startsWith('\n')) return rest;
+    }
+    return Array.from(this._native.tokenizeSync(text, false, special));
+  }
+  detokenize(tokens, specialTokens = false, lastTokens) {
+    this._ensureNotDisposed();
+    const list = Array.from(tokens);
+    if (list.length === 0) return '';
+    if (lastTokens && lastTokens.length) {
+      // The text of `tokens` as it continues after `lastTokens` (spacing rules of the vocabulary).
+      const prev = Array.from(lastTokens).slice(-16);
+      const before = this._native.detokenizeSync(prev, !!specialTokens);
+      const both = this._native.detokenizeSync([...prev, ...list], !!specialTokens);
+      if (both.startsWith(before)) return both.slice(before.length);
+    }
+    return this._native.detokenizeSync(list, !!specialTokens);
+  }
+  isSpecialToken(token) {
+    if (token == null) return false;
+    return [this.tokens.bos, this.tokens.eos, this.tokens.eot, this.tokens.sep].includes(token);
+  }
+  isEogToken(token) {
+    return token != null && (token === this.tokens.eos || token === this.tokens.eot);
+  }
+  *iterateAllTokens() {
+    for (let i = 0; i < this._info.nVocab; i++) yield i;
+  }
+  _chatTemplate() {
+    return this._template && this._template.has_template ? this._template : null;
+  }
+  async createContext(options = {}) {
+    this._ensureNotDisposed();
+    return LlamaContext._create(this, options, {});
+  }
+  async createEmbeddingContext(options = {}) {
+    this._ensureNotDisposed();
+    return LlamaEmbeddingContext._create(this, options);
+  }
+  async createRankingContext(options = {}) {
+    this._ensureNotDisposed();
+    return LlamaRankingContext._create(this, options);
+  }
+  async dispose() {
+    if (this._disposed) return;
+    this._disposed = true;
+    await Promise.all([...this._contexts].map((c) => c.dispose()));
+    this._llama._models.delete(this);
+    if (grammarChecker === this) grammarChecker = [...this._llama._models][0] ?? null;
+    await this._native.release();
+    this.onDispose.dispatchEvent();
+  }
+  [asyncDisposeSymbol]() { return this.dispose(); }
+}
+
+function eventRelay() {
+  const listeners = new Set();
+  return {
+    createListener(fn) {
+      listeners.add(fn);
+      return { dispose: () => listeners.delete(fn), [disposeSymbol]: () => listeners.delete(fn) };
+    },
+    dispatchEvent(v) {
+      for (const fn of [...listeners]) {
+        try { fn(v); } catch { /* a listener cannot fail a dispose */ }
+      }
+    },
+    clearListeners() { listeners.clear(); },
+    get listenerCount() { return listeners.size; },
+  };
+}
+
+// ---- context and sequences ---------------------------------------------------------------------
+
+function resolveContextSize(model, v, fallback) {
+  if (typeof v === 'number') {
+    if (!Number.isInteger(v) || v < 1) throw new RangeError('contextSize must be a positive integer');
+    return v;
+  }
+  const train = model.trainContextSize || fallback;
+  const max = typeof v === 'object' && v !== null && v.max ? v.max : Math.min(train, 8192);
+  const min = typeof v === 'object' && v !== null && v.min ? v.min : 0;
+  return Math.max(min, Math.min(max, train));
+}
+
+function threadsOf(model, threads) {
+  if (typeof threads === 'number') return threads;
+  if (threads && typeof threads === 'object') return threads.ideal ?? threads.min ?? 0;
+  return model._llama._maxThreads || 0;
+}
+
+class LlamaContext {
+  static async _create(model, options, extra) {
+    const sequences = options.sequences ?? 1;
+    if (!Number.isInteger(sequences) || sequences < 1) throw new RangeError('sequences must be a positive integer');
+    const contextSize = resolveContextSize(model, options.contextSize, 4096);
+    const batchSize = options.batchSize ?? Math.min(contextSize * sequences, 512);
+    if (options.createSignal?.aborted) throw abortReason(options.createSignal);
+    const nctx = await model._native.fork({
+      n_ctx: contextSize * sequences,
+      n_parallel: sequences,
+      n_batch: batchSize,
+      n_ubatch: Math.min(batchSize, 512),
+      n_threads: threadsOf(model, options.threads),
+      ...extra,
+    });
+    if (model._disposed) {
+      await nctx.release();
+      throw new DisposedError();
+    }
+    const ctx = new LlamaContext(model, nctx, contextSize, sequences, batchSize);
+    model._contexts.add(ctx);
+    return ctx;
+  }
+  constructor(model, nctx, contextSize, sequences, batchSize) {
+    this._model = model;
+    this._native = nctx;
+    this._contextSize = contextSize;
+    this._total = sequences;
+    this._batchSize = batchSize;
+    this._free = Array.from({ length: sequences }, (_, i) => i);
+    this._sequences = new Set();
+    this._disposed = false;
+    this.onDispose = eventRelay();
+  }
+  get disposed() { return this._disposed; }
+  get model() { return this._model; }
+  get contextSize() { return this._contextSize; }
+  get batchSize() { return this._batchSize; }
+  get flashAttention() { return false; }
+  get stateSize() { return 0; }
+  get currentThreads() { return threadsOf(this._model, undefined) || os.cpus().length; }
+  get idealThreads() { return this.currentThreads; }
+  get totalSequences() { return this._total; }
+  get sequencesLeft() { return this._free.length; }
+  getSequence(options = {}) {
+    if (this._disposed) throw new DisposedError();
+    if (this._free.length === 0) throw new Error('No sequences left');
+    const id = this._free.shift();
+    const seq = new LlamaContextSequence(this, id, options);
+    this._sequences.add(seq);
+    return seq;
+  }
+  _release(seq) {
+    this._sequences.delete(seq);
+    if (!this._disposed) {
+      this._free.push(seq._id);
+      this._free.sort((a, b) => a - b);
+    }
+  }
+  async dispose() {
+    if (this._disposed) return;
+    this._disposed = true;
+    for (const s of [...this._sequences]) s.dispose();
+    this._model._contexts.delete(this);
+    await this._native.release();
+    this.onDispose.dispatchEvent();
+  }
+  [asyncDisposeSymbol]() { return this.dispose(); }
+}
+
+class TokenMeter {
+  constructor() {
+    this._in = 0;
+    this._out = 0;
+  }
+  get usedInputTokens() { return this._in; }
+  get usedOutputTokens() { return this._out; }
+  getState() { return { usedInputTokens: this._in, usedOutputTokens: this._out }; }
+  useTokens(n, type) {
+    if (type === 'input') this._in += n;
+    else this._out += n;
+  }
+  diff(other) {
+    const o = other instanceof TokenMeter ? other : { _in: other.usedInputTokens, _out: other.usedOutputTokens };
+    return { usedInputTokens: this._in - o._in, usedOutputTokens: this._out - o._out };
+  }
+  static useTokens(meters, n, type) {
+    for (const m of [].concat(meters || [])) m.useTokens(n, type);
+  }
+}
+
+class LlamaContextSequence {
+  constructor(context, id, options) {
+    this._context = context;
+    this._id = id;
+    this._disposed = false;
+    this._tokens = [];
+    this._meter = new TokenMeter();
+    this._queue = Promise.resolve();
+    this._running = new Set(); // cancel functions of the requests in flight
+    this._options = options;
+    this.onDispose = eventRelay();
+  }
+  get disposed() { return this._disposed || this._context._disposed; }
+  get context() { return this._context; }
+  get model() { return this._context._model; }
+  get sequenceId() { return this._id; }
+  get contextSize() { return this._context.contextSize; }
+  get nextTokenIndex() { return this._tokens.length; }
+  get contextTokens() { return this._tokens.slice(); }
+  get tokenMeter() { return this._meter; }
+  get isLoadedToMemory() { return !this.disposed; }
+  get tokenPredictor() { return undefined; }
+  async clearHistory() {
+    if (this.disposed) throw new DisposedError();
+    this._tokens = [];
+  }
+  async eraseContextTokenRanges(ranges) {
+    if (this.disposed) throw new DisposedError();
+    const drop = new Set();
+    for (const r of ranges) for (let i = r.start; i < r.end; i++) drop.add(i);
+    this._tokens = this._tokens.filter((_, i) => !drop.has(i));
+  }
+  dispose() {
+    if (this._disposed) return;
+    this._disposed = true;
+    for (const cancel of [...this._running]) cancel();
+    this._context._release(this);
+    this.onDispose.dispatchEvent();
+  }
+  [disposeSymbol]() { this.dispose(); }
+  // One generation request on this sequence, after the ones before it. Resolves with
+  // {text, tokens, finish, done}; rejects with the signal's reason on abort (unless
+  // stopOnAbortSignal: then it resolves with what was generated), DisposedError when the
+  // sequence, its context or its model is disposed meanwhile.
+  _generate(req, { onText, onTokens, signal, stopOnAbortSignal } = {}) {
+    const run = () => new Promise((resolve, reject) => {
+      if (this.disposed) return reject(new DisposedError());
+      if (signal?.aborted && !stopOnAbortSignal) return reject(abortReason(signal));
+      let id = -1;
+      let cancelled = false;
+      let reason = null; // 'abort' | 'dispose' | {error}
+      let text = '';
+      const tokens = [];
+      let finish = null;
+      const cancel = (why) => {
+        if (!reason) reason = why;
+        cancelled = true;
+        if (id >= 0) {
+          try { this._context._native.cancel(id); } catch { /* released */ }
+        }
+      };
+      const onDispose = () => cancel('dispose');
+      const onAbort = () => cancel('abort');
+      this._running.add(onDispose);
+      if (signal) {
+        if (signal.aborted) cancelled = true, reason = 'abort';
+        else signal.addEventListener('abort', onAbort, { once: true });
+      }
+      const cleanup = () => {
+        this._running.delete(onDispose);
+        if (signal) signal.removeEventListener('abort', onAbort);
+      };
+      const call = (fn, ...args) => {
+        if (!fn || reason) return;
+        try {
+          fn(...args);
+        } catch (err) {
+          cancel({ error: err });
+        }
+      };
+      const onEvent = (kind, choice, token, piece, json) => {
+        if (kind === 0) {
+          tokens.push(token);
+          call(onTokens, [token]);
+          if (piece) {
+            text += piece;
+            call(onText, piece);
+          }
+        } else if (kind === 1) {
+          finish = JSON.parse(json);
+          if (piece) {
+            text += piece;
+            call(onText, piece);
+          }
+        } else if (kind === 2) {
+          cleanup();
+          const done = JSON.parse(json);
+          const gen = finish?.tokens ?? tokens;
+          this._tokens = [...(done.prompt_ids ?? []), ...gen];
+          this._meter.useTokens(done.usage?.prompt_tokens ?? 0, 'input');
+          this._meter.useTokens(done.usage?.completion_tokens ?? gen.length, 'output');
+          if (reason && typeof reason === 'object') return reject(reason.error);
+          if (reason === 'dispose' || (this.disposed && finish?.reason === 'cancelled')) return reject(new DisposedError());
+          if (reason === 'abort' && !stopOnAbortSignal) return reject(abortReason(signal));
+          resolve({ text: finish?.text ?? text, tokens: gen, finish: finish ?? {}, done, aborted: reason === 'abort' });
+        } else {
+          cleanup();
+          if (this.disposed) return reject(new DisposedError());
+          reject(new Error(piece));
+        }
+      };
+      try {
+        id = this._context._native.submit(JSON.stringify(req), onEvent, true);
+      } catch (err) {
+        cleanup();
+        return reject(this.disposed ? new DisposedError() : err);
+      }
+      if (cancelled) this._context._native.cancel(id);
+    });
+    const p = this._queue.then(run, run);
+    this._queue = p.then(() => {}, () => {});
+    return p;
+  }
+}
+
+// ---- sampling options -------------------------------------------------------------------------------
+
+function samplingOf(o, model) {
+  const req = {};
+  // node-llama-cpp's defaults: greedy (temperature 0), top-k 40, top-p 0.95, min-p 0.
+  req.temperature = o.temperature ?? 0;
+  req.top_k = o.topK ?? 40;
+  req.top_p = o.topP ?? 0.95;
+  req.min_p = o.minP ?? 0;
+  if (Number.isFinite(o.seed)) req.seed = Math.max(0, Math.floor(o.seed));
+  if (o.xtc) {
+    req.xtc_probability = o.xtc.probability;
+    req.xtc_threshold = o.xtc.threshold;
+  }
+  // Repeat penalty: node-llama-cpp's default ({}) is 1.1 over the last 64 tokens.
+  const rp = o.repeatPenalty;
+  if (rp !== false) {
+    const r = rp ?? {};
+    req.penalty_repeat = r.penalty ?? 1.1;
+    req.penalty_last_n = r.lastTokens ?? 64;
+    if (r.frequencyPenalty !== undefined) req.penalty_freq = r.frequencyPenalty;
+    if (r.presencePenalty !== undefined) req.penalty_present = r.presencePenalty;
+  }
+  if (o.dryRepeatPenalty && o.dryRepeatPenalty.strength) {
+    req.dry_multiplier = o.dryRepeatPenalty.strength;
+    if (o.dryRepeatPenalty.base !== undefined) req.dry_base = o.dryRepeatPenalty.base;
+    if (o.dryRepeatPenalty.allowedLength !== undefined) req.dry_allowed_length = o.dryRepeatPenalty.allowedLength;
+    if (o.dryRepeatPenalty.lastTokens !== undefined) req.dry_penalty_last_n = o.dryRepeatPenalty.lastTokens;
+  }
+  if (o.tokenBias) {
+    const tb = typeof o.tokenBias === 'function' ? o.tokenBias() : o.tokenBias;
+    if (tb && tb._biases) req.logit_bias = [...tb._biases].map(([t, b]) => [t, b === 'never' ? false : b]);
+  }
+  if (o.maxTokens !== undefined && o.maxTokens !== null) {
+    if (!Number.isInteger(o.maxTokens) || o.maxTokens < 0) throw new RangeError('maxTokens must be a non-negative integer');
+    req.n_predict = o.maxTokens === 0 ? -1 : o.maxTokens;
+  } else {
+    req.n_predict = -1;
+  }
+  if (o.grammar) {
+    if (!(o.grammar instanceof LlamaGrammar)) throw new TypeError('grammar must be a LlamaGrammar');
+    req.grammar = o.grammar.grammar;
+    if (o.grammar._stops.length) req.stop = [...o.grammar._stops];
+  }
+  const stops = [...(o.customStopTriggers ?? []), ...(o.stopGenerationTriggers ?? [])].filter((s) => typeof s === 'string' && s);
+  if (stops.length) req.stop = [...(req.stop ?? []), ...stops];
+  void model;
+  return req;
+}
+
+class TokenBias {
+  constructor(tokenizer) {
+    this._tokenizer = tokenizer;
+    this._biases = new Map();
+  }
+  set(input, bias) {
+    const b = typeof bias === 'object' && bias !== null ? (bias.logit ?? Math.log(bias.probability)) : bias;
+    const tokens = typeof input === 'number' ? [input] : this._tokenizer(typeof input === 'string' ? input : String(input), false, 'trimLeadingSpace');
+    for (const t of tokens) this._biases.set(t, b);
+    return this;
+  }
+  static for(modelOrTokenizer) {
+    return new TokenBias(modelOrTokenizer.tokenizer ?? modelOrTokenizer);
+  }
+}
+
+// ---- grammars -----------------------------------------------------------------------------------------
+
+class LlamaGrammar {
+  constructor(llama, { grammar, stopGenerationTriggers = [], trimWhitespaceSuffix = false, rootRuleName } = {}) {
+    if (typeof grammar !== 'string') throw new TypeError('LlamaGrammar: grammar must be a GBNF string');
+    this._llama = llama;
+    this._grammar = rootRuleName && rootRuleName !== 'root' ? `root ::= ${rootRuleName}\n${grammar}` : grammar;
+    this._stops = stopGenerationTriggers.filter((s) => typeof s === 'string');
+    this._trim = trimWhitespaceSuffix;
+    // The grammar is parsed now against any loaded model (GBNF does not depend on the vocabulary);
+    // without one it is parsed when first used, and a bad one rejects that prompt.
+    if (grammarChecker && !grammarChecker._disposed) grammarChecker._native.grammarCheck(this._grammar);
+  }
+  get grammar() { return this._grammar; }
+  get rootRuleName() { return 'root'; }
+  get stopGenerationTriggers() { return this._stops; }
+  get trimWhitespaceSuffix() { return this._trim; }
+  static async getFor(llama, type) {
+    if (type === 'json') return new LlamaJsonSchemaGrammar(llama, {});
+    throw new UnsupportedError(`loom-node has no built-in grammar "${type}"`);
+  }
+}
+
+function typeOfJson(v) {
+  if (v === null) return 'null';
+  if (Array.isArray(v)) return 'array';
+  if (typeof v === 'number') return Number.isInteger(v) ? 'integer' : 'number';
+  return typeof v;
+}
+
+function validateAgainstSchema(value, schema, where, defs) {
+  if (schema == null || typeof schema !== 'object') return;
+  if (schema.$ref) {
+    const name = schema.$ref.replace(/^#\/\$defs\//, '');
+    return validateAgainstSchema(value, defs?.[name], where, defs);
+  }
+  const fail = (msg) => {
+    throw new LlamaJsonSchemaValidationError(`${where}: ${msg}`, value, schema);
+  };
+  if ('const' in schema && JSON.stringify(value) !== JSON.stringify(schema.const)) fail(`expected ${JSON.stringify(schema.const)}`);
+  if (schema.enum && !schema.enum.some((e) => JSON.stringify(e) === JSON.stringify(value))) fail(`expected one of ${JSON.stringify(schema.enum)}`);
+  const alts = schema.oneOf ?? schema.anyOf;
+  if (alts) {
+    for (const s of alts) {
+      try {
+        validateAgainstSchema(value, s, where, defs);
+        return;
+      } catch {
+        // try the next one
+      }
+    }
+    fail('matches none of the alternatives');
+  }
+  if (schema.type) {
+    const types = [].concat(schema.type);
+    const t = typeOfJson(value);
+    if (!types.includes(t) && !(t === 'integer' && types.includes('number'))) fail(`expected type ${types.join(' | ')}, got ${t}`);
+  }
+  if (typeOfJson(value) === 'object' && schema.properties) {
+    for (const k of schema.required ?? Object.keys(schema.properties)) if (!(k in value)) fail(`missing property "${k}"`);
+    for (const [k, v] of Object.entries(value)) {
+      if (schema.properties[k]) validateAgainstSchema(v, schema.properties[k], `${where}.${k}`, defs);
+      else if (schema.additionalProperties === false) fail(`unexpected property "${k}"`);
+    }
+  }
+  if (Array.isArray(value) && schema.items) value.forEach((v, i) => validateAgainstSchema(v, schema.items, `${where}[${i}]`, defs));
+  if (Array.isArray(value) && schema.minItems !== undefined && value.length < schema.minItems) fail(`fewer than ${schema.minItems} items`);
+  if (Array.isArray(value) && schema.maxItems !== undefined && value.length > schema.maxItems) fail(`more than ${schema.maxItems} items`);
+}
+
+class LlamaJsonSchemaGrammar extends LlamaGrammar {
+  constructor(llama, schema) {
+    if (schema === null || typeof schema !== 'object') throw new TypeError('LlamaJsonSchemaGrammar: schema must be an object');
+    super(llama, { grammar: native.jsonSchemaToGrammar(JSON.stringify(schema)) });
+    this._schema = schema;
+  }
+  get schema() { return this._schema; }
+  parse(json) {
+    let value;
+    try {
+      value = JSON.parse(json);
+    } catch (err) {
+      throw new LlamaJsonSchemaValidationError(`The text is not JSON: ${err.message}`, json, this._schema);
+    }
+    validateAgainstSchema(value, this._schema, 'object', this._schema.$defs);
+    return value;
+  }
+}
+
+// ---- function calling -----------------------------------------------------------------------------------
+
+function defineChatSessionFunction({ description, params, handler }) {
+  if (typeof handler !== 'function') throw new TypeError('defineChatSessionFunction: handler must be a function');
+  return { description, params, handler };
+}
+const isChatModelResponseFunctionCall = (item) => item != null && typeof item === 'object' && item.type === 'functionCall';
+const isChatModelResponseSegment = (item) => item != null && typeof item === 'object' && item.type === 'segment';
+
+// ---- chat --------------------------------------------------------------------------------------------------
+
+const DEFAULT_SYSTEM_PROMPT =
+  'You are a helpful, respectful and honest assistant. Always answer as helpfully as possible.\n' +
+  "If a question does not make any sense, or is not factually coherent, explain why instead of answering something incorrectly. If you don't know the answer to a question, don't share false information.";
+
+const textOfSystem = (t) => (typeof t === 'string' ? t : JSON.stringify(t));
+const responseText = (item) => item.response.filter((r) => typeof r === 'string').join('');
+
+// The chat wrappers of models without a chat template: node-llama-cpp's fallback formats, as
+// segments ([kind, value]: 'bos' / 'eos' special tokens, 'special' text whose control tokens are
+// parsed, 'text' tokenized as plain text) that LlamaChatSession tokenizes itself.
+class FallbackChatWrapper {
+  constructor(kind) {
+    this.kind = kind; // 'llama2' | 'general'
+    this.wrapperName = kind === 'llama2' ? 'Llama2Chat' : 'General';
+  }
+  segments(history) {
+    const out = [['bos']];
+    const items = history.slice();
+    if (this.kind === 'llama2') {
+      let sys = null;
+      let first = true;
+      for (let i = 0; i < items.length; i++) {
+        const it = items[i];
+        if (it.type === 'system') {
+          sys = (sys ? sys + '\n' : '') + textOfSystem(it.text);
+          continue;
+        }
+        if (it.type === 'user') {
+          if (!first) out.push(['bos']);
+          first = false;
+          if (sys !== null) {
+            out.push(['special', '[INST] <<SYS>>\n'], ['text', sys], ['special', '\n<</SYS>>\n\n']);
+            sys = null;
+          } else {
+            out.push(['special', '[INST] ']);
+          }
+          out.push(['text', it.text], ['special', ' [/INST] ']);
+          const next = items[i + 1];
+          if (next && next.type === 'model') {
+            const t = responseText(next);
+            if (t) out.push(['text', t]);
+            if (i + 1 < items.length - 1) out.push(['eos']);
+            i++;
+          }
+        }
+      }
+      return { segments: out, stops: [] };
+    }
+    let text = '';
+    for (let i = 0; i < items.length; i++) {
+      const it = items[i];
+      if (it.type === 'system') text += textOfSystem(it.text) + '\n\n';
+      else if (it.type === 'user') text += '### Human\n' + it.text + '\n\n### Assistant\n';
+      else if (it.type === 'model') text += responseText(it) + (i < items.length - 1 ? '\n\n' : '');
+    }
+    out.push(['text', text]);
+    const stops = [];
+    for (const w of ['### Human', '### Assistant', '### System']) stops.push('\n\n' + w, '\n' + w, w);
+    stops.push('<end>');
+    return { segments: out, stops };
+  }
+}
+
+class LoomTemplateChatWrapper {
+  constructor(info) {
+    this.wrapperName = 'Jinja';
+    this.info = info;
+  }
+}
+
+function resolveWrapper(model, option) {
+  if (option && option !== 'auto') {
+    if (option instanceof FallbackChatWrapper || option instanceof LoomTemplateChatWrapper) return option;
+    if (option === 'llama2Chat' || option?.wrapperName === 'Llama2Chat') return new FallbackChatWrapper('llama2');
+    if (option === 'general' || option?.wrapperName === 'General') return new FallbackChatWrapper('general');
+  }
+  const t = model._chatTemplate();
+  if (t) return new LoomTemplateChatWrapper(t);
+  return new FallbackChatWrapper(model._info.arch === 'llama' ? 'llama2' : 'general');
+}
+
+// The chat history as OpenAI messages, for the scheduler's "messages" requests.
+function historyToMessages(history) {
+  const msgs = [];
+  let callIndex = 0;
+  for (const it of history) {
+    if (it.type === 'system') msgs.push({ role: 'system', content: textOfSystem(it.text) });
+    else if (it.type === 'user') msgs.push({ role: 'user', content: it.text });
+    else if (it.type === 'model') {
+      let text = '';
+      let calls = [];
+      const flush = () => {
+        if (!text && !calls.length) return;
+        const m = { role: 'assistant', content: text };
+        if (calls.length) {
+          m.tool_calls = calls.map((c) => ({ id: c.id, type: 'function', function: { name: c.name, arguments: JSON.stringify(c.params ?? {}) } }));
+        }
+        msgs.push(m);
+        for (const c of calls) msgs.push({ role: 'tool', tool_call_id: c.id, name: c.name, content: typeof c.result === 'string' ? c.result : JSON.stringify(c.result ?? null) });
+        text = '';
+        calls = [];
+      };
+      for (const r of it.response) {
+        if (typeof r === 'string') {
+          if (calls.length) flush();
+          text += r;
+        } else if (isChatModelResponseFunctionCall(r)) {
+          calls.push({ ...r, id: `call_${callIndex++}` });
+        }
+      }
+      flush();
+    }
+  }
+  // A trailing empty assistant turn is the one being generated.
+  return msgs;
+}
+
+function toolsOf(functions) {
+  if (!functions) return undefined;
+  const tools = Object.entries(functions).map(([name, f]) => ({
+    type: 'function',
+    function: { name, description: f.description ?? '', parameters: f.params ?? { type: 'object', properties: {} } },
+  }));
+  return tools.length ? tools : undefined;
+}
+
+class LlamaChatSession {
+  constructor({ contextSequence, chatWrapper = 'auto', systemPrompt, forceAddSystemPrompt = false, autoDisposeSequence = false, contextShift } = {}) {
+    if (!(contextSequence instanceof LlamaContextSequence)) throw new TypeError('LlamaChatSession: contextSequence must be a LlamaContextSequence');
+    if (contextSequence.disposed) throw new DisposedError();
+    this._sequence = contextSequence;
+    this._wrapper = resolveWrapper(contextSequence.model, chatWrapper);
+    this._autoDispose = autoDisposeSequence;
+    this._contextShift = contextShift;
+    this._disposed = false;
+    this._history = [{ type: 'system', text: systemPrompt ?? DEFAULT_SYSTEM_PROMPT }];
+    void forceAddSystemPrompt;
+    this.onDispose = eventRelay();
+    this._seqListener = contextSequence.onDispose.createListener(() => this.dispose());
+  }
+  get disposed() { return this._disposed; }
+  get chatWrapper() { return this._wrapper; }
+  get sequence() {
+    if (this._disposed) throw new DisposedError();
+    return this._sequence;
+  }
+  get context() { return this.sequence.context; }
+  get model() { return this.sequence.model; }
+  dispose({ disposeSequence = this._autoDispose } = {}) {
+    if (this._disposed) return;
+    this._disposed = true;
+    this._seqListener.dispose();
+    for (const cancel of [...this._sequence._running]) cancel();
+    if (disposeSequence) this._sequence.dispose();
+    this.onDispose.dispatchEvent();
+  }
+  [disposeSymbol]() { this.dispose(); }
+  getChatHistory() { return structuredClone(this._history); }
+  setChatHistory(history) {
+    if (!Array.isArray(history)) throw new TypeError('setChatHistory: history must be an array');
+    this._history = structuredClone(history);
+  }
+  resetChatHistory() {
+    this._history = this._history.filter((h) => h.type === 'system').slice(0, 1);
+  }
+  getLastEvaluationContextWindow() { return null; }
+  async prompt(prompt, options = {}) {
+    const { responseText: text } = await this.promptWithMeta(prompt, options);
+    return text;
+  }
+  async preloadPrompt() { /* the scheduler's prefix cache keeps the conversation; nothing to preload */ }
+  _promptTokens(history, wrapper) {
+    const model = this.model;
+    const { segments, stops } = wrapper.segments(history);
+    const tokens = [];
+    let hasContent = false;
+    for (const [kind, value] of segments) {
+      if (kind === 'bos' || kind === 'eos') {
+        const t = kind === 'bos' ? model.tokens.bos : model.tokens.eos;
+        if (t != null) tokens.push(t);
+        hasContent = true;
+        continue;
+      }
+      if (!value) continue;
+      tokens.push(...model.tokenize(value, kind === 'special', hasContent ? 'trimLeadingSpace' : undefined));
+      hasContent = true;
+    }
+    return { tokens, stops };
+  }
+  async promptWithMeta(prompt, options = {}) {
+    if (this._disposed) throw new DisposedError();
+    if (typeof prompt !== 'string') throw new TypeError('prompt must be a string');
+    const { functions, onTextChunk, onToken, onResponseChunk, signal, stopOnAbortSignal = false, trimWhitespaceSuffix = false, responsePrefix } = options;
+    if (functions && options.grammar) throw new Error('Using both grammar and functions is not supported yet');
+    const sampling = samplingOf(options, this.model);
+    const history = this.getChatHistory();
+    history.push({ type: 'user', text: prompt });
+    const modelItem = { type: 'model', response: [] };
+    history.push(modelItem);
+    if (responsePrefix) modelItem.response.push(responsePrefix);
+    const tools = toolsOf(functions);
+    const useTemplate = !!tools || this._wrapper instanceof LoomTemplateChatWrapper;
+    let stopReason = 'eogToken';
+    let remaining = sampling.n_predict;
+    let rounds = 0;
+    const emit = (t) => {
+      if (onTextChunk) onTextChunk(t);
+      if (onResponseChunk) onResponseChunk({ type: undefined, text: t, tokens: [] });
+    };
+    for (;;) {
+      if (this._disposed) throw new DisposedError();
+      const req = { ...sampling };
+      if (remaining >= 0) req.n_predict = remaining;
+      if (useTemplate) {
+        const msgs = historyToMessages(history.slice(0, -1));
+        const partial = responseText(modelItem);
+        req.messages = msgs;
+        if (modelItem.response.some(isChatModelResponseFunctionCall)) {
+          // continue after the tool results: the history up to them is in msgs already
+          req.messages = historyToMessages(history);
+          const last = req.messages[req.messages.length - 1];
+          if (last && last.role === 'assistant' && !last.tool_calls) req.messages.pop();
+        } else if (partial) {
+          req.messages = [...msgs, { role: 'assistant', content: partial }];
+          req.continue_final_message = true;
+        }
+        req.reasoning_format = 'none';
+        if (tools) {
+          req.tools = tools;
+          req.tool_choice = rounds === 0 && options._loomToolChoice ? options._loomToolChoice : 'auto';
+          req.parallel_tool_calls = true;
+        }
+      } else {
+        const { tokens, stops } = this._promptTokens(history, this._wrapper);
+        req.prompt = tokens;
+        if (stops.length) req.stop = [...(req.stop ?? []), ...stops];
+      }
+      let r;
+      try {
+        r = await this._sequence._generate(req, {
+          onText: useTemplate && tools ? null : emit,
+          onTokens: onToken,
+          signal,
+          stopOnAbortSignal,
+        });
+      } catch (err) {
+        if (this._disposed && !(err instanceof DisposedError) && !(err?.name === 'AbortError')) throw new DisposedError();
+        throw err;
+      }
+      rounds++;
+      const f = r.finish;
+      if (remaining >= 0) remaining = Math.max(0, remaining - r.tokens.length);
+      const calls = useTemplate && tools ? (f.tool_calls ?? []) : [];
+      let text = useTemplate ? (f.content ?? r.text) : r.text;
+      if (useTemplate && tools && text) emit(text);
+      if (trimWhitespaceSuffix) text = text.replace(/\s+$/, '');
+      if (text) {
+        const last = modelItem.response[modelItem.response.length - 1];
+        if (typeof last === 'string') modelItem.response[modelItem.response.length - 1] = last + text;
+        else modelItem.response.push(text);
+      }
+      if (r.aborted) {
+        stopReason = 'abort';
+        break;
+      }
+      if (f.reason === 'length') {
+        stopReason = 'maxTokens';
+        if (remaining !== 0 && r.done) {
+          const left = (this.context.contextSize - (r.done.prompt_tokens ?? 0));
+          if (left <= r.tokens.length) throw new Error('The context size is too small to generate a response');
+        }
+        break;
+      }
+      if (f.stopped_word) stopReason = options.customStopTriggers?.includes(f.stop_word) ? 'customStopTrigger' : 'stopGenerationTrigger';
+      if (calls.length === 0) break;
+      // Function calls: run them (in order), put their results in the history, and generate on.
+      for (const c of calls) {
+        const fn = c.function ?? c;
+        const def = functions[fn.name];
+        if (!def) throw new Error(`The model tried to call function "${fn.name}" which is not defined`);
+        let params;
+        try {
+          params = typeof fn.arguments === 'string' ? (fn.arguments ? JSON.parse(fn.arguments) : {}) : (fn.arguments ?? {});
+        } catch {
+          throw new Error(`The model called function "${fn.name}" with parameters that are not JSON: ${fn.arguments}`);
+        }
+        if (def.params) validateAgainstSchema(params, def.params, `params of ${fn.name}`, def.params.$defs);
+        const result = await def.handler(params);
+        modelItem.response.push({ type: 'functionCall', name: fn.name, description: def.description, params, result });
+      }
+      if (remaining === 0) {
+        stopReason = 'maxTokens';
+        break;
+      }
+      stopReason = 'eogToken';
+    }
+    this._history = history;
+    const out = {
+      response: structuredClone(modelItem.response),
+      responseText: modelItem.response.filter((x) => typeof x === 'string').join(''),
+      stopReason,
+    };
+    if (responsePrefix && out.responseText.startsWith(responsePrefix)) void 0;
+    return out;
+  }
+}
+
+// ---- completion -------------------------------------------------------------------------------------------
+
+class LlamaCompletion {
+  constructor({ contextSequence, autoDisposeSequence = false } = {}) {
+    if (!(contextSequence instanceof LlamaContextSequence)) throw new TypeError('LlamaCompletion: contextSequence must be a LlamaContextSequence');
+    this._sequence = contextSequence;
+    this._autoDispose = autoDisposeSequence;
+    this._disposed = false;
+    this.onDispose = eventRelay();
+    this._seqListener = contextSequence.onDispose.createListener(() => this.dispose());
+  }
+  get disposed() { return this._disposed; }
+  get infillSupported() {
+    const t = this._sequence.model.tokens.infill;
+    return t.prefix != null && t.suffix != null && t.middle != null;
+  }
+  dispose({ disposeSequence = this._autoDispose } = {}) {
+    if (this._disposed) return;
+    this._disposed = true;
+    this._seqListener.dispose();
+    for (const cancel of [...this._sequence._running]) cancel();
+    if (disposeSequence) this._sequence.dispose();
+    this.onDispose.dispatchEvent();
+  }
+  [disposeSymbol]() { this.dispose(); }
+  async generateCompletion(input, options = {}) {
+    return (await this.generateCompletionWithMeta(input, options)).response;
+  }
+  async _run(prompt, options) {
+    if (this._disposed || this._sequence.disposed) throw new DisposedError();
+    const req = samplingOf(options, this._sequence.model);
+    req.prompt = prompt;
+    const r = await this._sequence._generate(req, {
+      onText: options.onTextChunk,
+      onTokens: options.onToken,
+      signal: options.signal,
+      stopOnAbortSignal: options.stopOnAbortSignal,
+    });
+    const f = r.finish;
+    let text = r.text;
+    if (options.trimWhitespaceSuffix || options.grammar?.trimWhitespaceSuffix) text = text.replace(/\s+$/, '');
+    const metadata = r.aborted
+      ? { stopReason: 'abort' }
+      : f.reason === 'length'
+        ? { stopReason: 'maxTokens' }
+        : f.stopped_word
+          ? (options.customStopTriggers?.includes(f.stop_word) ? { stopReason: 'customStopTrigger', customStopTrigger: [f.stop_word], remainingGenerationAfterStop: '' } : { stopReason: 'stopGenerationTrigger', stopGenerationTrigger: [f.stop_word], remainingGenerationAfterStop: '' })
+          : { stopReason: 'eogToken' };
+    return { response: text, metadata };
+  }
+  async generateCompletionWithMeta(input, options = {}) {
+    const model = this._sequence.model;
+    let prompt;
+    if (typeof input === 'string') {
+      // node-llama-cpp: BOS (when the model adds one), then the text as plain text.
+      prompt = [...(model.tokens.shouldPrependBosToken ? [model.tokens.bos] : []), ...model.tokenize(input, false)];
+    } else if (Array.isArray(input)) {
+      prompt = input.slice();
+    } else {
+      throw new TypeError('generateCompletion: input must be a string or an array of tokens');
+    }
+    if (prompt.length === 0) prompt = model.tokens.bos != null ? [model.tokens.bos] : [];
+    return this._run(prompt, options);
+  }
+  async generateInfillCompletion(prefixInput, suffixInput, options = {}) {
+    return (await this.generateInfillCompletionWithMeta(prefixInput, suffixInput, options)).response;
+  }
+  async generateInfillCompletionWithMeta(prefixInput, suffixInput, options = {}) {
+    if (!this.infillSupported) throw new UnsupportedError('Infill completions are not supported by this model');
+    const model = this._sequence.model;
+    const tk = (v) => (typeof v === 'string' ? model.tokenize(v, false, 'trimLeadingSpace') : Array.from(v ?? []));
+    const inf = model.tokens.infill;
+    const prompt = [
+      ...(model.tokens.shouldPrependBosToken ? [model.tokens.bos] : []),
+      inf.prefix, ...tk(prefixInput), inf.suffix, ...tk(suffixInput), inf.middle,
+    ];
+    return this._run(prompt, options);
+  }
+}
+
+// ---- embeddings and ranking -----------------------------------------------------------------------------------
+
+class LlamaEmbedding {
+  constructor({ vector }) {
+    this.vector = Object.freeze(Array.from(vector));
+  }
+  toJSON() { return { type: 'embedding', vector: this.vector }; }
+  static fromJSON(json) {
+    if (json?.type !== 'embedding') throw new Error('Invalid LlamaEmbedding JSON');
+    return new LlamaEmbedding({ vector: json.vector });
+  }
+  calculateCosineSimilarity(other) {
+    const b = other instanceof LlamaEmbedding ? other.vector : other;
+    if (b.length !== this.vector.length) throw new Error('Vectors have different lengths');
+    let dot = 0;
+    let na = 0;
+    let nb = 0;
+    for (let i = 0; i < b.length; i++) {
+      dot += this.vector[i] * b[i];
+      na += this.vector[i] * this.vector[i];
+      nb += b[i] * b[i];
+    }
+    if (na === 0 || nb === 0) return 0;
+    return dot / (Math.sqrt(na) * Math.sqrt(nb));
+  }
+}
+
+class LlamaEmbeddingContext {
+  static async _create(model, options) {
+    const contextSize = resolveContextSize(model, options.contextSize, 4096);
+    // A model whose file names no pooling (a causal LM) is pooled as node-llama-cpp's embedding
+    // context pools it (loom's addon defaults to the mean); the file's pooling otherwise.
+    const ctx = await LlamaContext._create(model, { ...options, contextSize, sequences: 1, batchSize: options.batchSize ?? contextSize }, { embedding: true });
+    return new LlamaEmbeddingContext(ctx);
+  }
+  constructor(ctx) {
+    this._ctx = ctx;
+    this.onDispose = eventRelay();
+  }
+  get disposed() { return this._ctx.disposed; }
+  async getEmbeddingFor(input) {
+    if (this._ctx.disposed) throw new DisposedError();
+    const body = typeof input === 'string' ? { input } : { input: Array.from(input) };
+    const r = await this._ctx._native.embed(JSON.stringify(body));
+    return new LlamaEmbedding({ vector: r.data.subarray(0, r.dim) });
+  }
+  async dispose() {
+    await this._ctx.dispose();
+    this.onDispose.dispatchEvent();
+  }
+  [asyncDisposeSymbol]() { return this.dispose(); }
+}
+
+class LlamaRankingContext {
+  static async _create(model, options) {
+    const contextSize = resolveContextSize(model, options.contextSize, 4096);
+    const ctx = await LlamaContext._create(model, { ...options, contextSize, sequences: 1, batchSize: options.batchSize ?? contextSize }, { embedding: true, pooling: 4 });
+    return new LlamaRankingContext(ctx);
+  }
+  constructor(ctx) {
+    this._ctx = ctx;
+    this.onDispose = eventRelay();
+  }
+  get disposed() { return this._ctx.disposed; }
+  async rankAll(query, documents) {
+    if (this._ctx.disposed) throw new DisposedError();
+    if (documents.length === 0) return [];
+    const r = await this._ctx._native.embed(JSON.stringify({ rerank: { query, documents } }));
+    // node-llama-cpp's rank is a probability: the logistic of the reranker's score.
+    return Array.from(r.data).slice(0, documents.length).map((s) => 1 / (1 + Math.exp(-s)));
+  }
+  async rank(query, document) {
+    return (await this.rankAll(query, [document]))[0];
+  }
+  async rankAndSort(query, documents) {
+    const scores = await this.rankAll(query, documents);
+    return documents.map((document, i) => ({ document, score: scores[i] })).sort((a, b) => b.score - a.score);
+  }
+  async dispose() {
+    await this._ctx.dispose();
+    this.onDispose.dispatchEvent();
+  }
+  [asyncDisposeSymbol]() { return this.dispose(); }
+}
+
+async function readGgufFileInfo(pathOrUri) {
+  const d = JSON.parse(await native.describe(pathOrUri));
+  const metadata = nestMetadata(d.metadata ?? []);
+  return { version: d.gguf_version, tensorCount: d.tensors?.length ?? 0, metadata, architectureMetadata: metadata[metadata.general?.architecture] ?? {}, metadataSize: 0, splicedParts: 1 };
+}
+
+module.exports = {
+  getLlama,
+  Llama,
+  LlamaLogLevel,
+  LlamaLogLevelGreaterThan,
+  LlamaLogLevelGreaterThanOrEqual,
+  LlamaVocabularyType,
+  LlamaModel,
+  LlamaModelTokens,
+  LlamaModelInfillTokens,
+  LlamaContext,
+  LlamaContextSequence,
+  LlamaChatSession,
+  LlamaCompletion,
+  LlamaGrammar,
+  LlamaJsonSchemaGrammar,
+  LlamaJsonSchemaValidationError,
+  LlamaEmbeddingContext,
+  LlamaEmbedding,
+  LlamaRankingContext,
+  TokenBias,
+  TokenMeter,
+  defineChatSessionFunction,
+  isChatModelResponseFunctionCall,
+  isChatModelResponseSegment,
+  readGgufFileInfo,
+  DisposedError,
+  UnsupportedError,
+  InsufficientMemoryError,
+  NoBinaryFoundError,
+};

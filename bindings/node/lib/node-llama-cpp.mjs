@@ -1,0 +1,11 @@
+// ESM entry point of loom-node/node-llama-cpp: the same module as lib/node-llama-cpp.js.
+import m from './node-llama-cpp.js';
+
+export const {
+  getLlama, Llama, LlamaLogLevel, LlamaLogLevelGreaterThan, LlamaLogLevelGreaterThanOrEqual, LlamaVocabularyType,
+  LlamaModel, LlamaModelTokens, LlamaModelInfillTokens, LlamaContext, LlamaContextSequence, LlamaChatSession,
+  LlamaCompletion, LlamaGrammar, LlamaJsonSchemaGrammar, LlamaJsonSchemaValidationError, LlamaEmbeddingContext,
+  LlamaEmbedding, LlamaRankingContext, TokenBias, TokenMeter, defineChatSessionFunction, isChatModelResponseFunctionCall,
+  isChatModelResponseSegment, readGgufFileInfo, DisposedError, UnsupportedError, InsufficientMemoryError, NoBinaryFoundError,
+} = m;
+export default m;

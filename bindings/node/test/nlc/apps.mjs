@@ -1,0 +1,139 @@
+// Small apps for node-llama-cpp's documented use cases, written against its API (node-llama-cpp
+// 3.x) and run unchanged against node-llama-cpp itself and loom-node/node-llama-cpp: each takes
+// the module and a model path and returns what the app would show, for test/nlc.test.mjs to compare.
+const GREEDY = { temperature: 0, repeatPenalty: false };
+
+async function llamaOf(m) {
+  return m.getLlama({ gpu: false, build: 'never', logLevel: m.LlamaLogLevel.error });
+}
+
+// Getting started: load, context, chat session, one prompt.
+export async function gettingStarted(m, modelPath) {
+  const llama = await llamaOf(m);
+  const model = await llama.loadModel({ modelPath });
+  const context = await model.createContext({ contextSize: 512 });
+  const session = new m.LlamaChatSession({ contextSequence: context.getSequence() });
+  const answer = await session.prompt('Once upon a time', { maxTokens: 24, ...GREEDY });
+  const info = { trainContextSize: model.trainContextSize, bos: model.tokens.bos, eos: model.tokens.eos, nl: model.tokens.nl,
+    arch: model.fileInfo.metadata.general.architecture, tokens: model.tokenize('Hello world'),
+    text: model.detokenize(model.tokenize('Hello world')), wrapper: session.chatWrapper.wrapperName };
+  await context.dispose();
+  await model.dispose();
+  return { answer, info };
+}
+
+// Chat with history: two prompts, the history read back, restored into a new session.
+export async function chatWithHistory(m, modelPath) {
+  const llama = await llamaOf(m);
+  const model = await llama.loadModel({ modelPath });
+  const context = await model.createContext({ contextSize: 512 });
+  const session = new m.LlamaChatSession({ contextSequence: context.getSequence(), systemPrompt: 'You tell stories.' });
+  const a1 = await session.prompt('Tom had a dog.', { maxTokens: 12, ...GREEDY });
+  const a2 = await session.prompt('What did the dog do?', { maxTokens: 12, ...GREEDY });
+  const history = session.getChatHistory();
+  session.dispose();
+  const again = new m.LlamaChatSession({ contextSequence: context.getSequence() });
+  again.setChatHistory(history.slice(0, 3));
+  const a2again = await again.prompt('What did the dog do?', { maxTokens: 12, ...GREEDY });
+  await context.dispose();
+  await model.dispose();
+  return { a1, a2, a2again, history };
+}
+
+// Streaming: onTextChunk pieces add up to the answer; a completion streams too.
+export async function streaming(m, modelPath) {
+  const llama = await llamaOf(m);
+  const model = await llama.loadModel({ modelPath });
+  const context = await model.createContext({ contextSize: 512, sequences: 2 });
+  const session = new m.LlamaChatSession({ contextSequence: context.getSequence() });
+  const chunks = [];
+  const tokens = [];
+  const answer = await session.prompt('Lily went to the park', { maxTokens: 20, ...GREEDY, onTextChunk: (t) => chunks.push(t), onToken: (t) => tokens.push(...t) });
+  const completion = new m.LlamaCompletion({ contextSequence: context.getSequence() });
+  const cchunks = [];
+  const text = await completion.generateCompletion('Once upon a time', { maxTokens: 24, ...GREEDY, onTextChunk: (t) => cchunks.push(t) });
+  await context.dispose();
+  await model.dispose();
+  return { answer, joined: chunks.join(''), nTokens: tokens.length, text, cjoined: cchunks.join('') };
+}
+
+// JSON-schema output: a grammar from a schema, the answer parsed with grammar.parse.
+export const personSchema = {
+  type: 'object',
+  properties: { name: { type: 'string' }, age: { type: 'integer' }, happy: { type: 'boolean' }, tags: { type: 'array', items: { type: 'string' } } },
+  required: ['name', 'age', 'happy', 'tags'],
+};
+export async function jsonSchemaOutput(m, modelPath) {
+  const llama = await llamaOf(m);
+  const model = await llama.loadModel({ modelPath });
+  const context = await model.createContext({ contextSize: 512 });
+  const grammar = await llama.createGrammarForJsonSchema(personSchema);
+  const session = new m.LlamaChatSession({ contextSequence: context.getSequence() });
+  const text = await session.prompt('Describe a person as JSON.', { grammar, maxTokens: 200, ...GREEDY });
+  let parsed = null;
+  let error = null;
+  try {
+    parsed = grammar.parse(text);
+  } catch (e) {
+    error = e.message;
+  }
+  await context.dispose();
+  await model.dispose();
+  return { text, parsed, error };
+}
+
+// Function calling: functions defined with JSON-schema params; calls are executed and fed back.
+export async function functionCalling(m, modelPath) {
+  const llama = await llamaOf(m);
+  const model = await llama.loadModel({ modelPath });
+  const context = await model.createContext({ contextSize: 1024 });
+  const session = new m.LlamaChatSession({ contextSequence: context.getSequence() });
+  const calls = [];
+  const functions = {
+    getWeather: m.defineChatSessionFunction({
+      description: 'Weather of a city',
+      params: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+      handler({ city }) {
+        calls.push(city);
+        return { city, temperature: 21 };
+      },
+    }),
+  };
+  const meta = await session.promptWithMeta('What is the weather in Paris?', { functions, maxTokens: 40, ...GREEDY });
+  const fc = meta.response.filter((r) => typeof r === 'object' && r.type === 'functionCall');
+  await context.dispose();
+  await model.dispose();
+  return { responseText: meta.responseText, stopReason: meta.stopReason, calls, functionCalls: fc.map((c) => ({ name: c.name, params: c.params, result: c.result })) };
+}
+
+// Embeddings search: embed documents, find the nearest to a query.
+export const documents = ['The cat sat on the mat.', 'Lily played in the park with her ball.', 'The sun was hot and the sky was blue.', 'Tom ate an apple.'];
+export async function embeddingsSearch(m, modelPath) {
+  const llama = await llamaOf(m);
+  const model = await llama.loadModel({ modelPath });
+  const ctx = await model.createEmbeddingContext({ contextSize: 256 });
+  const vectors = [];
+  for (const d of documents) vectors.push((await ctx.getEmbeddingFor(d)).vector.slice());
+  const q = await ctx.getEmbeddingFor('A girl with a ball');
+  const sims = vectors.map((v) => q.calculateCosineSimilarity(v));
+  await ctx.dispose();
+  await model.dispose();
+  return { vectors, query: q.vector.slice(), best: sims.indexOf(Math.max(...sims)) };
+}
+
+// Ranking: rank documents against a query.
+export async function ranking(m, modelPath) {
+  const llama = await llamaOf(m);
+  const model = await llama.loadModel({ modelPath });
+  let out;
+  try {
+    const ctx = await model.createRankingContext({ contextSize: 256 });
+    const ranked = await ctx.rankAndSort('a girl in the park', documents);
+    out = { ranked: ranked.map((r) => ({ document: r.document, score: r.score })) };
+    await ctx.dispose();
+  } catch (e) {
+    out = { error: e.message };
+  }
+  await model.dispose();
+  return out;
+}
