@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "router.h"
 
 namespace loom::cli {
 namespace {
@@ -422,7 +423,7 @@ const std::vector<Flag>& table() {
     add(kCommon, "--control-vector", "", "FNAME", "", Kind::kRefused, "control vectors: not yet in loom");
     add(kCommon, "--control-vector-scaled", "", "FNAME:SCALE,...", "", Kind::kRefused, "control vectors: not yet in loom");
     add(kCommon, "--control-vector-layer-range", "", "START END", "", Kind::kRefused, "control vectors: not yet in loom")->nargs = 2;
-    add(kCommon, "-m,--model", "", "FNAME", "LLAMA_ARG_MODEL", Kind::kImpl, "the GGUF model (without it llama-server starts its router: refused)",
+    add(kCommon, "-m,--model", "", "FNAME", "LLAMA_ARG_MODEL", Kind::kImpl, "the GGUF model (without it: router mode with --models-dir / --models-preset)",
         str_to(&ServeOptions::model));
     add(kCommon, "-mu,--model-url", "", "MODEL_URL", "LLAMA_ARG_MODEL_URL", Kind::kRefused, kDownload);
     add(kCommon, "-dr,--docker-repo", "", "[<repo>/]<model>[:quant]", "LLAMA_ARG_DOCKER_REPO", Kind::kRefused, kDownload);
@@ -1020,9 +1021,11 @@ ServeParse parse_serve_args(const std::vector<std::string>& args, server::ServeO
     result.exit_code = 0;
     return result;
   }
-  if (o->model.empty()) {
+  if (o->model.empty() && o->models_dir.empty() && o->models_preset.empty()) {
+    // llama-server would start its router over its download cache; loom has no such cache.
     std::fprintf(stderr,
-                 "loom: no model (-m FILE): llama-server's router mode (models loaded on demand) is not yet supported by loom serve\n");
+                 "loom: no model: give -m FILE, or --models-dir DIR and/or --models-preset FILE.ini for router mode "
+                 "(several models, loaded on demand)\n");
     return result;
   }
   if (c.kv_per_slot > 0 && !c.ctx_set) o->n_ctx = c.kv_per_slot * o->slots;
@@ -1040,10 +1043,115 @@ ServeParse parse_serve_args(const std::vector<std::string>& args, server::ServeO
   return result;
 }
 
+namespace {
+
+// Router mode: the flags the router owns (where it listens, its keys, its model list); every other
+// flag of its command line is given to each model's child.
+bool router_owned(const Flag& f) {
+  static const std::set<std::string> kOwned = {"--model", "--host", "--port", "--api-key", "--api-key-file", "--alias",
+                                               "--tags", "--models-dir", "--models-preset", "--models-max", "--models-autoload"};
+  return !f.pos.empty() && kOwned.count(f.pos.back()) > 0;
+}
+
+std::map<std::string, std::pair<const Flag*, bool>> flags_by_name() {
+  std::map<std::string, std::pair<const Flag*, bool>> by_name;
+  for (const Flag& f : table()) {
+    for (const auto& n : f.pos) by_name[n] = {&f, true};
+    for (const auto& n : f.neg) by_name[n] = {&f, false};
+  }
+  return by_name;
+}
+
+// The router's command line (already checked by parse_serve_args) without the router's own flags.
+std::vector<std::string> router_child_args(const std::vector<std::string>& args) {
+  const auto by_name = flags_by_name();
+  std::vector<std::string> out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string a = args[i];
+    if (a.rfind("--", 0) == 0) std::replace(a.begin(), a.end(), '_', '-');
+    auto it = by_name.find(a);
+    if (it == by_name.end()) {
+      out.push_back(args[i]);
+      continue;
+    }
+    const Flag& f = *it->second.first;
+    int n = it->second.second ? f.nargs : 0;
+    if (n == -1) {
+      n = 0;
+      if (i + 1 < args.size() && (truthy(args[i + 1]) || falsey(args[i + 1]) || autoy(args[i + 1]))) n = 1;
+    }
+    const bool own = router_owned(f);
+    for (int k = 0; k <= n && i < args.size(); ++k, ++i) {
+      if (!own) out.push_back(args[i]);
+    }
+    --i;
+  }
+  return out;
+}
+
+// A key of llama-server's preset INI (a flag without dashes, long or short, or its environment
+// variable) -> the child's arguments.
+std::string preset_option(const std::string& key, const std::string& value, std::string* canonical,
+                          std::vector<std::string>* args) {
+  static const auto by_name = flags_by_name();
+  const Flag* f = nullptr;
+  bool pos = true;
+  for (const std::string& n : {"--" + key, "-" + key}) {
+    if (auto it = by_name.find(n); it != by_name.end()) {
+      f = it->second.first;
+      pos = it->second.second;
+      break;
+    }
+  }
+  if (!f) {
+    for (const Flag& x : table()) {
+      if (!x.env.empty() && x.env == key) f = &x;
+    }
+  }
+  if (!f) return "not a llama-server flag";
+  *canonical = f->pos.back();
+  args->clear();
+  if (f->nargs == 0) {
+    bool on;
+    if (value.empty() || truthy(value)) on = true;
+    else if (falsey(value)) on = false;
+    else return "expected true or false, not '" + value + "'";
+    if (!pos) on = !on;
+    if (on) {
+      if (f->kind == Kind::kRefused) return "not supported: " + f->note;
+      args->push_back(f->pos.back());
+    } else if (!f->neg.empty()) {
+      args->push_back(f->neg.back());
+    }
+    return std::string();
+  }
+  if (f->kind == Kind::kRefused) return "not supported: " + f->note;
+  args->push_back(f->pos.back());
+  if (f->nargs == 2) {
+    std::istringstream ss(value);
+    std::string a, b;
+    if (!(ss >> a >> b)) return "expected two values";
+    args->push_back(a);
+    args->push_back(b);
+  } else {
+    args->push_back(value);
+  }
+  return std::string();
+}
+
+}  // namespace
+
 int run_serve(const std::vector<std::string>& args) {
   server::ServeOptions o;
   const ServeParse p = parse_serve_args(args, &o);
   if (p.outcome == ServeParse::Outcome::kExit) return p.exit_code;
+  if (o.model.empty()) {
+    // Router mode (no -m, a --models-dir or --models-preset): one child `loom serve` per model.
+    server::RouterSetup setup;
+    setup.child_args = router_child_args(args);
+    setup.preset_option = preset_option;
+    return server::run_router(o, setup, nullptr);
+  }
   return server::run_server(o, nullptr);
 }
 
