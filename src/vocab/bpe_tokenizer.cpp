@@ -64,6 +64,10 @@ constexpr const char* kLlama3 =
 constexpr const char* kQwen2 =
     R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|)"
     R"( ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// Qwen3.5: Qwen2's with combining marks (\p{M}) kept inside words (Devanagari, Thai, ...).
+constexpr const char* kQwen35 =
+    R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}|)"
+    R"( ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 constexpr const char* kCjk = "[\u4E00-\u9FA5\u0800-\u4E00\uAC00-\uD7FF]+";
 constexpr const char* kPoro = R"( ?[^(\s|.,!?…。，、।۔،)]+)";
 constexpr const char* kTekken =
@@ -139,6 +143,7 @@ const std::vector<PresetDef>& presets() {
       {{"trillion", "granite-docling"}, {kGpt2}, kNoClean},
       {{"stablelm2", "megrez"}, {kQwen2}, kPlain},
       {{"qwen2", "deepseek-r1-qwen", "kormo", "hunyuan", "grok-2"}, {kQwen2}, kNoClean},
+      {{"qwen35"}, {kQwen35}, kNoClean},
       {{"bloom", "gpt3-finnish"}, {kPoro}, kPlain},
       {{"poro-chat"}, {kPoro}, kNoClean},
       {{"viking"}, {kPoro, R"(\p{N})"}, kNoClean},

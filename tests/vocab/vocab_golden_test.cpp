@@ -5,6 +5,7 @@
 // Hugging Face tokenizers) for the vocab-only files.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -179,13 +180,10 @@ std::vector<std::string> split(const std::string& s, const std::string& sep) {
   return parts;
 }
 
-TEST_P(UpstreamVocabTest, MatchesHuggingFaceIds) {
-  const std::string base = std::string("golden/vocab/") + GetParam();
-  auto vocab = load_vocab(base);
-  ASSERT_TRUE(vocab.has_value()) << vocab.status().message();
-  std::vector<std::string> inputs =
-      split(test::read_text_file(test::shared_path(base + ".inp")), "\n__ggml_vocab_test__\n");
-  std::vector<std::string> outputs = split(test::read_text_file(test::shared_path(base + ".out")), "\n");
+// One vocabulary's .inp/.out cases (paths without the suffixes).
+void check_upstream_cases(const Vocab& v, const std::string& inp, const std::string& out) {
+  std::vector<std::string> inputs = split(test::read_text_file(inp), "\n__ggml_vocab_test__\n");
+  std::vector<std::string> outputs = split(test::read_text_file(out), "\n");
   ASSERT_EQ(inputs.back(), "");
   ASSERT_EQ(outputs.back(), "");
   inputs.pop_back();
@@ -197,9 +195,53 @@ TEST_P(UpstreamVocabTest, MatchesHuggingFaceIds) {
     Ids want;
     std::istringstream line(outputs[i]);
     for (int32_t id; line >> id;) want.push_back(id);
-    EXPECT_EQ(ids_str(vocab->tokenize(inputs[i], false, false)), ids_str(want));
+    EXPECT_EQ(ids_str(v.tokenize(inputs[i], false, false)), ids_str(want));
   }
 }
+
+TEST_P(UpstreamVocabTest, MatchesHuggingFaceIds) {
+  const std::string base = std::string("golden/vocab/") + GetParam();
+  auto vocab = load_vocab(base);
+  ASSERT_TRUE(vocab.has_value()) << vocab.status().message();
+  check_upstream_cases(*vocab, test::shared_path(base + ".inp"), test::shared_path(base + ".out"));
+}
+
+// The same tests for every vocabulary in llama.cpp's source (its models/ folder), where the source
+// is on this machine: $LOOM_LLAMA_CPP_SRC, else ~/.cache/loom-llama-cpp/src, where
+// ../shared/tools/build-llama-cpp.sh and scripts/fetch-llama-cpp-src.sh put it (from the npm
+// package node-llama-cpp bundles it in). Skipped, saying so, where it is not.
+std::string llama_cpp_src() {
+  if (const char* e = std::getenv("LOOM_LLAMA_CPP_SRC"); e && *e) return e;
+  const char* home = std::getenv("HOME");
+  return std::string(home ? home : "") + "/.cache/loom-llama-cpp/src";
+}
+
+class LlamaCppVocabTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(LlamaCppVocabTest, MatchesLlamaCppIds) {
+  const std::string base = llama_cpp_src() + "/models/ggml-vocab-" + GetParam() + ".gguf";
+  if (!std::ifstream(base + ".inp").good()) {
+    GTEST_SKIP() << base << ".inp not found: llama.cpp's source is fetched by scripts/fetch-llama-cpp-src.sh "
+                 << "(or set LOOM_LLAMA_CPP_SRC)";
+  }
+  auto f = gguf::GgufFile::open(base);
+  ASSERT_TRUE(f.has_value()) << f.status().message();
+  auto vocab = Vocab::from_gguf(*f);
+  ASSERT_TRUE(vocab.has_value()) << vocab.status().message();
+  check_upstream_cases(*vocab, base + ".inp", base + ".out");
+}
+
+INSTANTIATE_TEST_SUITE_P(LlamaCppModels, LlamaCppVocabTest,
+                         // Every ggml-vocab-* with .inp/.out in llama.cpp v0.5.0's models/ but
+                         // gemma-4 (its tokenizer is the part-2 models issue's).
+                         ::testing::Values("bert-bge", "command-r", "deepseek-coder", "deepseek-llm", "falcon", "gpt-2",
+                                           "llama-bpe", "llama-spm", "mpt", "phi-3", "qwen2", "qwen35", "refact",
+                                           "starcoder"),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           for (char& c : name) if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+                           return name;
+                         });
 
 INSTANTIATE_TEST_SUITE_P(AllFamilies, UpstreamVocabTest,
                          ::testing::Values("ggml-vocab-llama-spm.gguf", "ggml-vocab-phi-3.gguf",
