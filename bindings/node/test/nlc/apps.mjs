@@ -3,8 +3,11 @@
 // the module and a model path and returns what the app would show, for test/nlc.test.mjs to compare.
 const GREEDY = { temperature: 0, repeatPenalty: false };
 
-async function llamaOf(m) {
-  return m.getLlama({ gpu: false, build: 'never', logLevel: m.LlamaLogLevel.error });
+const llamas = new Map();
+function llamaOf(m) {
+  // One Llama per module, as an app has (node-llama-cpp's getLlama takes seconds).
+  if (!llamas.has(m)) llamas.set(m, m.getLlama({ gpu: false, build: 'never', logLevel: m.LlamaLogLevel.error }));
+  return llamas.get(m);
 }
 
 // Getting started: load, context, chat session, one prompt.
@@ -27,12 +30,14 @@ export async function chatWithHistory(m, modelPath) {
   const llama = await llamaOf(m);
   const model = await llama.loadModel({ modelPath });
   const context = await model.createContext({ contextSize: 512 });
-  const session = new m.LlamaChatSession({ contextSequence: context.getSequence(), systemPrompt: 'You tell stories.' });
+  const sequence = context.getSequence();
+  const session = new m.LlamaChatSession({ contextSequence: sequence, systemPrompt: 'You tell stories.' });
   const a1 = await session.prompt('Tom had a dog.', { maxTokens: 12, ...GREEDY });
   const a2 = await session.prompt('What did the dog do?', { maxTokens: 12, ...GREEDY });
   const history = session.getChatHistory();
   session.dispose();
-  const again = new m.LlamaChatSession({ contextSequence: context.getSequence() });
+  await sequence.clearHistory();
+  const again = new m.LlamaChatSession({ contextSequence: sequence });
   again.setChatHistory(history.slice(0, 3));
   const a2again = await again.prompt('What did the dog do?', { maxTokens: 12, ...GREEDY });
   await context.dispose();
