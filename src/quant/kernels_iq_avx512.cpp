@@ -35,6 +35,11 @@ inline uint32_t u32_at(const uint8_t* p) {
   std::memcpy(&v, p, 4);
   return v;
 }
+inline uint64_t u64_at(const uint8_t* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
 inline uint16_t u16_at(const uint8_t* p) {
   uint16_t v;
   std::memcpy(&v, p, 2);
@@ -251,21 +256,164 @@ LOOM_IQ_AVX512 inline __m512i reduce16(const __m512i* v) {
   return _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), y);
 }
 
-// The grid formats: a block is F::signs and F::pair as in dot_grid, the activations read per pair.
-template <class F>
-struct GridRows {
-  static constexpr int kBytes = F::kBytes;
+// The grid formats, decoded per block rather than per pair: the block's 32 grid indices, its
+// sign bytes and its scales are computed once, so that a pair of sub-blocks costs its gather,
+// the sign transfer (a masked subtract), a maddubs and a VPDPWSSD. The integer sums are the row
+// dot's, exactly. (AVX-512 F/BW/VL/VNNI only: no VBMI byte permutes.)
+struct GridAct {
+  __m512i y[4];  // the activations of 64-element chunk p
+};
+LOOM_IQ_AVX512 inline void grid_prepare(const uint8_t* a, GridAct& act) {
+  for (int p = 0; p < 4; ++p) act.y[p] = _mm512_loadu_si512(a + 4 + 64 * p);
+}
+// 32 sign bytes (what kSignsIq2xs holds) from 32 bytes of 7 sign bits: bit 7 = their parity,
+// the parities of the low nibble and the upper 3 bits from one 16-entry table.
+LOOM_IQ_AVX512 inline void sign_lookup(__m256i bits7, uint64_t* out) {
+  const __m256i par = _mm256_setr_epi8(0, -128, -128, 0, -128, 0, 0, -128, -128, 0, 0, -128, 0, -128, -128, 0,
+                                       0, -128, -128, 0, -128, 0, 0, -128, -128, 0, 0, -128, 0, -128, -128, 0);
+  const __m256i m4 = _mm256_set1_epi8(15);
+  const __m256i lo = _mm256_shuffle_epi8(par, _mm256_and_si256(bits7, m4));
+  const __m256i hi = _mm256_shuffle_epi8(par, _mm256_and_si256(_mm256_srli_epi16(bits7, 4), m4));
+  _mm256_store_si256(reinterpret_cast<__m256i*>(out), _mm256_ternarylogic_epi32(bits7, lo, hi, 0xf6));  // a | (b ^ c)
+}
+// Sign fields of IQ2_XXS/IQ3_XXS: dword b is sub-block b's sign/scale word; byte 4 b + l of the
+// result = its field l (bits 7 l..7 l + 6).
+LOOM_IQ_AVX512 inline __m256i fields7(__m256i words) {
+  __m256i x = _mm256_mask_blend_epi8(0x22222222u, words, _mm256_slli_epi32(words, 1));
+  x = _mm256_mask_blend_epi8(0x44444444u, x, _mm256_slli_epi32(words, 2));
+  x = _mm256_mask_blend_epi8(0x88888888u, x, _mm256_slli_epi32(words, 3));
+  return _mm256_and_si256(x, _mm256_set1_epi8(127));
+}
+LOOM_IQ_AVX512 inline __m512i grid_pair2(__m512i acc, __m512i levels, uint64_t neg, __m512i y, __m512i ls) {
+  const __m512i ys = _mm512_mask_sub_epi8(y, __mmask64(neg), _mm512_setzero_si512(), y);
+  return _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(levels, ys), ls);
+}
+LOOM_IQ_AVX512 inline __m512i gather8(__m256i idx, const uint64_t* grid) {
+  return _mm512_i32gather_epi64(idx, reinterpret_cast<const long long*>(grid), 8);
+}
+// 2 s + 1 of the 16 nibbles of 8 scale bytes (nibble j: byte j / 2, low first), int16 lanes 0-15.
+LOOM_IQ_AVX512 inline __m512i ls_nibbles16(__m128i bytes8) {
+  const __m512i b = _mm512_cvtepu8_epi16(_mm256_zextsi128_si256(bytes8));
+  const __m512i sel = _mm512_setr_epi32(0x00000000, 0x00010001, 0x00020002, 0x00030003, 0x00040004, 0x00050005,
+                                        0x00060006, 0x00070007, 0, 0, 0, 0, 0, 0, 0, 0);
+  const __m512i x = _mm512_and_si512(_mm512_srlv_epi16(_mm512_permutexvar_epi16(sel, b), _mm512_set1_epi32(0x00040000)),
+                                     _mm512_set1_epi16(15));
+  return _mm512_or_si512(_mm512_slli_epi16(x, 1), _mm512_set1_epi16(1));
+}
+// Per pair p of scales per 16 elements (int16 word q = scale q): lanes 8 j .. 8 j + 7 take 4 p + j.
+LOOM_IQ_AVX512 inline __m512i ls_quarters(int p, __m512i ls) {
+  const long long r = 0x0001000100010001ll;
+  const __m512i sel = _mm512_set_epi64(r * (4 * p + 3), r * (4 * p + 3), r * (4 * p + 2), r * (4 * p + 2),
+                                       r * (4 * p + 1), r * (4 * p + 1), r * (4 * p), r * (4 * p));
+  return _mm512_permutexvar_epi16(sel, ls);
+}
+// Per pair p of scales per 32 elements (scale b at int16 word stride * b): lanes 0-15 take 2 p,
+// 16-31 take 2 p + 1.
+LOOM_IQ_AVX512 inline __m512i ls_halves(int p, __m512i ls, int stride) {
+  const __m512i lo = _mm512_set1_epi16(int16_t(stride * 2 * p)), hi = _mm512_set1_epi16(int16_t(stride * (2 * p + 1)));
+  return _mm512_permutexvar_epi16(_mm512_mask_blend_epi16(__mmask32(0xffff0000u), lo, hi), ls);
+}
+
+struct GridRowsBase {
   static constexpr bool kIq1 = false;
-  struct Act {};
-  LOOM_IQ_AVX512 static void prepare(const uint8_t*, Act&) {}
+  using Act = GridAct;
+  LOOM_IQ_AVX512 static void prepare(const uint8_t* a, Act& act) { grid_prepare(a, act); }
   LOOM_IQ_AVX512 static uint16_t d_bits(const uint8_t* b) { return u16_at(b); }
-  LOOM_IQ_AVX512 static __m512i block(const uint8_t* w, const uint8_t* a, const Act&) {
-    alignas(16) uint64_t signs[4];
-    F::signs(w, signs);
-    __m512i acc0 = F::pair(_mm512_setzero_si512(), w, 0, a + 4, signs[0]);
-    __m512i acc1 = F::pair(_mm512_setzero_si512(), w, 1, a + 68, signs[1]);
-    acc0 = F::pair(acc0, w, 2, a + 132, signs[2]);
-    acc1 = F::pair(acc1, w, 3, a + 196, signs[3]);
+};
+
+struct Iq2xxsRows : GridRowsBase {
+  static constexpr int kBytes = 66;
+  LOOM_IQ_AVX512 static __m512i block(const uint8_t* w, const uint8_t*, const Act& act) {
+    // Even dwords: 4 grid indices (low 256 bits after the permute); odd: signs and scale.
+    const __m512i ev = _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15),
+                                                _mm512_loadu_si512(w + 2));
+    const __m512i i0 = _mm512_cvtepu8_epi32(_mm512_castsi512_si128(ev));
+    const __m512i i1 = _mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(ev, 1));
+    const __m256i od = _mm512_extracti64x4_epi64(ev, 1);
+    alignas(32) uint64_t neg[4];
+    sign_lookup(fields7(od), neg);
+    // 2 s + 1 per sub-block b: int16 word 2 b.
+    const __m512i ls = _mm512_zextsi256_si512(_mm256_or_si256(_mm256_slli_epi32(_mm256_srli_epi32(od, 28), 1), _mm256_set1_epi32(1)));
+    __m512i acc0 = grid_pair2(_mm512_setzero_si512(), gather8(_mm512_castsi512_si256(i0), kIq2xxsGrid), neg[0], act.y[0], ls_halves(0, ls, 2));
+    __m512i acc1 = grid_pair2(_mm512_setzero_si512(), gather8(_mm512_extracti64x4_epi64(i0, 1), kIq2xxsGrid), neg[1], act.y[1], ls_halves(1, ls, 2));
+    acc0 = grid_pair2(acc0, gather8(_mm512_castsi512_si256(i1), kIq2xxsGrid), neg[2], act.y[2], ls_halves(2, ls, 2));
+    acc1 = grid_pair2(acc1, gather8(_mm512_extracti64x4_epi64(i1, 1), kIq2xxsGrid), neg[3], act.y[3], ls_halves(3, ls, 2));
+    return _mm512_add_epi32(acc0, acc1);
+  }
+};
+struct Iq2xsRows : GridRowsBase {
+  static constexpr int kBytes = 74;
+  LOOM_IQ_AVX512 static __m512i block(const uint8_t* w, const uint8_t*, const Act& act) {
+    const __m512i q = _mm512_loadu_si512(w + 2);  // u16: bits 0-8 grid index, 9-15 signs
+    alignas(32) uint64_t neg[4];
+    sign_lookup(_mm512_cvtepi16_epi8(_mm512_srli_epi16(q, 9)), neg);
+    const __m512i qi = _mm512_and_si512(q, _mm512_set1_epi16(511));
+    const __m512i i0 = _mm512_cvtepu16_epi32(_mm512_castsi512_si256(qi));
+    const __m512i i1 = _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(qi, 1));
+    const __m512i ls = ls_nibbles16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w + 66)));
+    __m512i acc0 = grid_pair2(_mm512_setzero_si512(), gather8(_mm512_castsi512_si256(i0), kIq2xsGrid), neg[0], act.y[0], ls_quarters(0, ls));
+    __m512i acc1 = grid_pair2(_mm512_setzero_si512(), gather8(_mm512_extracti64x4_epi64(i0, 1), kIq2xsGrid), neg[1], act.y[1], ls_quarters(1, ls));
+    acc0 = grid_pair2(acc0, gather8(_mm512_castsi512_si256(i1), kIq2xsGrid), neg[2], act.y[2], ls_quarters(2, ls));
+    acc1 = grid_pair2(acc1, gather8(_mm512_extracti64x4_epi64(i1, 1), kIq2xsGrid), neg[3], act.y[3], ls_quarters(3, ls));
+    return _mm512_add_epi32(acc0, acc1);
+  }
+};
+struct Iq2sRows : GridRowsBase {
+  static constexpr int kBytes = 82;
+  LOOM_IQ_AVX512 static __m512i block(const uint8_t* w, const uint8_t*, const Act& act) {
+    // index k: qs[k] | bits 2 (k % 4).. of qh[k / 4] << 8.
+    const __m512i qhs = _mm512_slli_epi32(_mm512_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w + 66))), 8);
+    const __m512i sh = _mm512_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6, 0, 2, 4, 6, 0, 2, 4, 6);
+    const __m512i sel0 = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    const __m512i sel1 = _mm512_add_epi32(sel0, _mm512_set1_epi32(4));
+    const __m512i hi2 = _mm512_set1_epi32(0x300);
+    const __m512i q0 = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 2)));
+    const __m512i q1 = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 18)));
+    const __m512i i0 = _mm512_ternarylogic_epi32(q0, _mm512_srlv_epi32(_mm512_permutexvar_epi32(sel0, qhs), sh), hi2, 0xf8);
+    const __m512i i1 = _mm512_ternarylogic_epi32(q1, _mm512_srlv_epi32(_mm512_permutexvar_epi32(sel1, qhs), sh), hi2, 0xf8);
+    const __m512i ls = ls_nibbles16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w + 74)));
+    const uint8_t* sg = w + 34;  // 8 sign bytes per pair
+    __m512i acc0 = grid_pair2(_mm512_setzero_si512(), gather8(_mm512_castsi512_si256(i0), kIq2sGrid), u64_at(sg), act.y[0], ls_quarters(0, ls));
+    __m512i acc1 = grid_pair2(_mm512_setzero_si512(), gather8(_mm512_extracti64x4_epi64(i0, 1), kIq2sGrid), u64_at(sg + 8), act.y[1], ls_quarters(1, ls));
+    acc0 = grid_pair2(acc0, gather8(_mm512_castsi512_si256(i1), kIq2sGrid), u64_at(sg + 16), act.y[2], ls_quarters(2, ls));
+    acc1 = grid_pair2(acc1, gather8(_mm512_extracti64x4_epi64(i1, 1), kIq2sGrid), u64_at(sg + 24), act.y[3], ls_quarters(3, ls));
+    return _mm512_add_epi32(acc0, acc1);
+  }
+};
+LOOM_IQ_AVX512 inline __m512i gather4x16(const uint8_t* q, const uint32_t* grid) {
+  const __m512i idx = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)));
+  return _mm512_i32gather_epi32(idx, reinterpret_cast<const int*>(grid), 4);
+}
+struct Iq3xxsRows : GridRowsBase {
+  static constexpr int kBytes = 98;
+  LOOM_IQ_AVX512 static __m512i block(const uint8_t* w, const uint8_t*, const Act& act) {
+    const __m256i od = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 66));
+    alignas(32) uint64_t neg[4];
+    sign_lookup(fields7(od), neg);
+    const __m512i ls = _mm512_zextsi256_si512(_mm256_or_si256(_mm256_slli_epi32(_mm256_srli_epi32(od, 28), 1), _mm256_set1_epi32(1)));
+    __m512i acc0 = grid_pair2(_mm512_setzero_si512(), gather4x16(w + 2, kIq3xxsGrid), neg[0], act.y[0], ls_halves(0, ls, 2));
+    __m512i acc1 = grid_pair2(_mm512_setzero_si512(), gather4x16(w + 18, kIq3xxsGrid), neg[1], act.y[1], ls_halves(1, ls, 2));
+    acc0 = grid_pair2(acc0, gather4x16(w + 34, kIq3xxsGrid), neg[2], act.y[2], ls_halves(2, ls, 2));
+    acc1 = grid_pair2(acc1, gather4x16(w + 50, kIq3xxsGrid), neg[3], act.y[3], ls_halves(3, ls, 2));
+    return _mm512_add_epi32(acc0, acc1);
+  }
+};
+struct Iq3sRows : GridRowsBase {
+  static constexpr int kBytes = 110;
+  LOOM_IQ_AVX512 static __m512i pair_levels(const uint8_t* w, int p) {
+    // index k: qs[k] | bit k of the pair's 16 qh bits << 8.
+    const __m512i qv = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 2 + 16 * p)));
+    const __m512i idx = _mm512_mask_or_epi32(qv, __mmask16(u16_at(w + 66 + 2 * p)), qv, _mm512_set1_epi32(256));
+    return _mm512_i32gather_epi32(idx, reinterpret_cast<const int*>(kIq3sGrid), 4);
+  }
+  LOOM_IQ_AVX512 static __m512i block(const uint8_t* w, const uint8_t*, const Act& act) {
+    // Scales: 4 bytes, nibble b (low first) of sub-block b.
+    const __m512i ls = ls_nibbles16(_mm_cvtsi32_si128(int(u32_at(w + 106))));
+    const uint8_t* sg = w + 74;
+    __m512i acc0 = grid_pair2(_mm512_setzero_si512(), pair_levels(w, 0), u64_at(sg), act.y[0], ls_halves(0, ls, 1));
+    __m512i acc1 = grid_pair2(_mm512_setzero_si512(), pair_levels(w, 1), u64_at(sg + 8), act.y[1], ls_halves(1, ls, 1));
+    acc0 = grid_pair2(acc0, pair_levels(w, 2), u64_at(sg + 16), act.y[2], ls_halves(2, ls, 1));
+    acc1 = grid_pair2(acc1, pair_levels(w, 3), u64_at(sg + 24), act.y[3], ls_halves(3, ls, 1));
     return _mm512_add_epi32(acc0, acc1);
   }
 };
@@ -431,16 +579,21 @@ LOOM_IQ_AVX512 void dot_rows(int64_t n, const uint8_t* w, size_t ws, int nw, con
       db[r] = 0;
     }
     const uint8_t* wr = w + size_t(r0) * ws;
+    // The weights stream from memory, and the rows are read across rather than along: ask for
+    // the next 16 rows (those of the next group, or of the caller's next call) while computing
+    // these, a block step's share of their bytes at a time.
+    const uint8_t* next = wr + 16 * ws;
+    const size_t share = (16 * ws + size_t(nb) - 1) / size_t(nb);
     __m512 sumf = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; ++i) {
       const uint8_t* ai = a + i * kQ8K;
       typename K::Act act;
       K::prepare(ai, act);
+      for (size_t o = size_t(i) * share; o < size_t(i + 1) * share; o += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(next + o), _MM_HINT_T0);
+      }
       for (int r = 0; r < rows; ++r) {
         const uint8_t* b = wr + size_t(r) * ws + size_t(i) * K::kBytes;
-        // The weights stream from memory: ask for each row's bytes ~1 KiB ahead.
-        _mm_prefetch(reinterpret_cast<const char*>(b + 1024), _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(b + 1024 + K::kBytes - 1), _MM_HINT_T0);
         acc[r] = K::block(b, ai, act);
         db[r] = K::d_bits(b);
       }
@@ -467,19 +620,19 @@ float vec_dot_iq3_xxs_q8_k(int64_t n, const void* w, const void* a) { return dot
 float vec_dot_iq3_s_q8_k(int64_t n, const void* w, const void* a) { return dot_grid<Iq3s>(n, w, a, 1.0f); }
 
 void vec_dot_rows_iq2_xxs_q8_k(int64_t n, const void* w, size_t ws, int nw, const void* a, float* out) {
-  dot_rows<GridRows<Iq2xxs>>(n, static_cast<const uint8_t*>(w), ws, nw, static_cast<const uint8_t*>(a), out, 0.125f);
+  dot_rows<Iq2xxsRows>(n, static_cast<const uint8_t*>(w), ws, nw, static_cast<const uint8_t*>(a), out, 0.125f);
 }
 void vec_dot_rows_iq2_xs_q8_k(int64_t n, const void* w, size_t ws, int nw, const void* a, float* out) {
-  dot_rows<GridRows<Iq2xs>>(n, static_cast<const uint8_t*>(w), ws, nw, static_cast<const uint8_t*>(a), out, 0.125f);
+  dot_rows<Iq2xsRows>(n, static_cast<const uint8_t*>(w), ws, nw, static_cast<const uint8_t*>(a), out, 0.125f);
 }
 void vec_dot_rows_iq2_s_q8_k(int64_t n, const void* w, size_t ws, int nw, const void* a, float* out) {
-  dot_rows<GridRows<Iq2s>>(n, static_cast<const uint8_t*>(w), ws, nw, static_cast<const uint8_t*>(a), out, 0.125f);
+  dot_rows<Iq2sRows>(n, static_cast<const uint8_t*>(w), ws, nw, static_cast<const uint8_t*>(a), out, 0.125f);
 }
 void vec_dot_rows_iq3_xxs_q8_k(int64_t n, const void* w, size_t ws, int nw, const void* a, float* out) {
-  dot_rows<GridRows<Iq3xxs>>(n, static_cast<const uint8_t*>(w), ws, nw, static_cast<const uint8_t*>(a), out, 0.25f);
+  dot_rows<Iq3xxsRows>(n, static_cast<const uint8_t*>(w), ws, nw, static_cast<const uint8_t*>(a), out, 0.25f);
 }
 void vec_dot_rows_iq3_s_q8_k(int64_t n, const void* w, size_t ws, int nw, const void* a, float* out) {
-  dot_rows<GridRows<Iq3s>>(n, static_cast<const uint8_t*>(w), ws, nw, static_cast<const uint8_t*>(a), out, 1.0f);
+  dot_rows<Iq3sRows>(n, static_cast<const uint8_t*>(w), ws, nw, static_cast<const uint8_t*>(a), out, 1.0f);
 }
 void vec_dot_rows_iq1_s_q8_k(int64_t n, const void* w, size_t ws, int nw, const void* a, float* out) {
   dot_rows<Iq1sRows>(n, static_cast<const uint8_t*>(w), ws, nw, static_cast<const uint8_t*>(a), out, 1.0f);
