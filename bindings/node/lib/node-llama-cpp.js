@@ -87,7 +87,29 @@ function defaultLogger(level, message) {
 
 // ---- the Llama instance --------------------------------------------------------------------------
 
-let grammarChecker = null; // a live native model, to check grammars against (any vocabulary parses GBNF)
+// Every loaded model of this module (of any Llama), for grammar checks: GBNF parses the same
+// against any vocabulary, and a grammar made with a Llama whose models are all disposed is still
+// checked against another live one.
+const liveModels = new Set();
+
+// Parses a GBNF grammar now (throws loom's message when it does not parse) against a live model:
+// the grammar's own Llama's first, then any other; true when checked, false when no model was
+// loaded (the grammar is then parsed by the first prompt that uses it, which rejects when it is bad).
+function checkGrammar(llama, gbnf) {
+  const candidates = [...(llama?._models ?? []), ...liveModels];
+  for (const m of candidates) {
+    if (m._disposed) continue;
+    try {
+      m._native.grammarCheck(gbnf);
+      return true;
+    } catch (err) {
+      // a model released meanwhile (its dispose has begun): try the next one
+      if (m._disposed || /has been released/.test(String(err?.message))) continue;
+      throw err;
+    }
+  }
+  return false;
+}
 
 class Llama {
   constructor(options) {
@@ -254,7 +276,7 @@ class LlamaModel {
     }
     const model = new LlamaModel(llama, modelPath, ctx, described, options);
     llama._models.add(model);
-    if (!grammarChecker || grammarChecker._disposed) grammarChecker = model;
+    liveModels.add(model);
     return model;
   }
   constructor(llama, modelPath, ctx, described, options) {
@@ -402,7 +424,7 @@ class LlamaModel {
     this._disposed = true;
     await Promise.all([...this._contexts].map((c) => c.dispose()));
     this._llama._models.delete(this);
-    if (grammarChecker === this) grammarChecker = [...this._llama._models][0] ?? null;
+    liveModels.delete(this);
     await this._native.release();
     this.onDispose.dispatchEvent();
   }
@@ -476,6 +498,7 @@ class LlamaContext {
     this._batchSize = batchSize;
     this._free = Array.from({ length: sequences }, (_, i) => i);
     this._sequences = new Set();
+    this._inflight = new Set(); // settled-promises of the requests not yet settled
     this._disposed = false;
     this.onDispose = eventRelay();
   }
@@ -509,7 +532,10 @@ class LlamaContext {
     this._disposed = true;
     for (const s of [...this._sequences]) s.dispose();
     this._model._contexts.delete(this);
-    await this._native.release();
+    // The scheduler stops at once (running requests end as cancelled); dispose() resolves once
+    // every request of this context has settled (rejected with DisposedError) and the memory is
+    // freed, as node-llama-cpp's context dispose does.
+    await Promise.all([this._native.release(), ...this._inflight]);
     this.onDispose.dispatchEvent();
   }
   [asyncDisposeSymbol]() { return this.dispose(); }
@@ -656,7 +682,12 @@ class LlamaContextSequence {
       if (cancelled) this._context._native.cancel(id);
     });
     const p = this._queue.then(run, run);
-    this._queue = p.then(() => {}, () => {});
+    const settled = p.then(() => {}, () => {});
+    this._queue = settled;
+    // The context's dispose() waits for its requests to settle (their promises reject first).
+    const inflight = this._context._inflight;
+    inflight.add(settled);
+    settled.then(() => inflight.delete(settled));
     return p;
   }
 }
@@ -738,7 +769,7 @@ class LlamaGrammar {
     this._trim = trimWhitespaceSuffix;
     // The grammar is parsed now against any loaded model (GBNF does not depend on the vocabulary);
     // without one it is parsed when first used, and a bad one rejects that prompt.
-    if (grammarChecker && !grammarChecker._disposed) grammarChecker._native.grammarCheck(this._grammar);
+    this._checked = checkGrammar(llama, this._grammar);
   }
   get grammar() { return this._grammar; }
   get rootRuleName() { return 'root'; }
@@ -1057,7 +1088,7 @@ class LlamaChatSession {
         if (tools) {
           req.tools = tools;
           req.tool_choice = rounds === 0 && options._loomToolChoice ? options._loomToolChoice : 'auto';
-          req.parallel_tool_calls = true;
+          req.parallel_tool_calls = options.maxParallelFunctionCalls !== 1;
         }
       } else {
         const { tokens, stops } = this._promptTokens(history, this._wrapper);
@@ -1079,8 +1110,12 @@ class LlamaChatSession {
       rounds++;
       const f = r.finish;
       if (remaining >= 0) remaining = Math.max(0, remaining - r.tokens.length);
-      const calls = useTemplate && tools ? (f.tool_calls ?? []) : [];
+      let calls = useTemplate && tools ? (f.tool_calls ?? []) : [];
+      if (Number.isInteger(options.maxParallelFunctionCalls) && options.maxParallelFunctionCalls > 0) calls = calls.slice(0, options.maxParallelFunctionCalls);
       let text = useTemplate ? (f.content ?? r.text) : r.text;
+      // A call cut off by maxTokens is not text of the answer (node-llama-cpp drops an unfinished
+      // call too): loom's parser gives back, at a length stop, the opening it held back.
+      if (useTemplate && tools && f.reason === 'length') text = text.replace(/<(?:t(?:o(?:o(?:l(?:_(?:c(?:a(?:l(?:l(?:>[^]*)?)?)?)?)?)?)?)?)?)?$/, '');
       if (useTemplate && tools && text) emit(text);
       if (trimWhitespaceSuffix) text = text.replace(/\s+$/, '');
       if (text) {
@@ -1092,7 +1127,7 @@ class LlamaChatSession {
         stopReason = 'abort';
         break;
       }
-      if (f.reason === 'length') {
+      if (f.reason === 'length' && calls.length === 0) {
         stopReason = 'maxTokens';
         if (remaining !== 0 && r.done) {
           const left = (this.context.contextSize - (r.done.prompt_tokens ?? 0));
@@ -1102,7 +1137,8 @@ class LlamaChatSession {
       }
       if (f.stopped_word) stopReason = options.customStopTriggers?.includes(f.stop_word) ? 'customStopTrigger' : 'stopGenerationTrigger';
       if (calls.length === 0) break;
-      // Function calls: run them (in order), put their results in the history, and generate on.
+      // Function calls (the complete ones, also when maxTokens cut the generation): run them in
+      // order, put their results in the history, and generate on with them, as node-llama-cpp does.
       for (const c of calls) {
         const fn = c.function ?? c;
         const def = functions[fn.name];

@@ -27,27 +27,81 @@ test('abort: AbortError (the signal\'s reason); stopOnAbortSignal keeps the text
   await model.dispose();
 });
 
-test('dispose during a prompt: DisposedError; disposed objects refuse work', async () => {
-  const { model, context } = await setup();
-  const session = new LlamaChatSession({ contextSequence: context.getSequence() });
-  const p = session.prompt('Once upon a time', { maxTokens: 200, onTextChunk: () => session.dispose() });
-  await assert.rejects(p, DisposedError);
-  await assert.rejects(session.prompt('x'), DisposedError);
-  const c = new LlamaCompletion({ contextSequence: context.getSequence() });
-  const p2 = c.generateCompletion('Once upon a time', { maxTokens: 200 });
-  await context.dispose();
-  await assert.rejects(p2, DisposedError);
-  assert.throws(() => context.getSequence(), DisposedError);
-  await model.dispose();
-  assert.throws(() => model.tokenize('x'), DisposedError);
-  await assert.rejects(model.createContext(), DisposedError);
+test('dispose during a prompt: one DisposedError per request, dispose() waits for them, no unhandled rejection', async () => {
+  const unhandled = [];
+  const onUnhandled = (e) => unhandled.push(e);
+  process.on('unhandledRejection', onUnhandled);
+  try {
+    const { model, context } = await setup();
+    const session = new LlamaChatSession({ contextSequence: context.getSequence() });
+    let chunks = 0;
+    const p = session.prompt('Once upon a time', { maxTokens: 200, onTextChunk: () => { chunks++; session.dispose(); } });
+    await assert.rejects(p, DisposedError);
+    assert.ok(chunks >= 1);
+    await assert.rejects(session.prompt('x'), DisposedError);
+    // A completion on another sequence, cancelled by the context's dispose: its promise rejects
+    // once, with DisposedError, before context.dispose() resolves (node-llama-cpp's order).
+    const c = new LlamaCompletion({ contextSequence: context.getSequence() });
+    const events = [];
+    let disposing = null;
+    // disposed from its first text chunk: certainly in flight
+    const p2 = c.generateCompletion('Once upon a time', { maxTokens: 200, onTextChunk: () => { disposing ??= context.dispose().then(() => events.push('disposed')); } });
+    const settled2 = p2.then(() => events.push('resolved'), (e) => events.push(e));
+    // one more, queued behind the first on the same sequence
+    const c2 = new LlamaCompletion({ contextSequence: c._sequence });
+    const p3 = c2.generateCompletion('Lily', { maxTokens: 50 });
+    const settled3 = p3.then(() => events.push('resolved'), (e) => events.push(e));
+    await Promise.all([settled2, settled3]);
+    assert.ok(disposing, 'no text chunk came');
+    await disposing;
+    assert.equal(events.length, 3, events.map(String).join(', '));
+    assert.ok(events[0] instanceof DisposedError && events[1] instanceof DisposedError, events.map(String).join(', '));
+    assert.equal(events[2], 'disposed');
+    assert.throws(() => context.getSequence(), DisposedError);
+    await assert.rejects(c.generateCompletion('x'), DisposedError);
+    await model.dispose();
+    assert.throws(() => model.tokenize('x'), DisposedError);
+    await assert.rejects(model.createContext(), DisposedError);
+    // model.dispose() during a prompt: the same
+    const s2 = await setup();
+    const session2 = new LlamaChatSession({ contextSequence: s2.context.getSequence() });
+    const p4 = session2.prompt('Once upon a time', { maxTokens: 200 });
+    const settled4 = p4.then(() => 'resolved', (e) => e);
+    await s2.model.dispose();
+    const r4 = await settled4;
+    assert.ok(r4 instanceof DisposedError || r4 === 'resolved', String(r4));
+    // late rejections would arrive after a turn of the event loop
+    await new Promise((r) => setTimeout(r, 50));
+    assert.deepEqual(unhandled, []);
+  } finally {
+    process.off('unhandledRejection', onUnhandled);
+  }
 });
 
-test('a grammar that does not parse throws at construction', async () => {
+test('a grammar that does not parse throws at construction, also when the model it was checked with is gone', async () => {
   const { llama, model } = await setup();
-  assert.throws(() => new LlamaGrammar(llama, { grammar: 'root ::= undefined-rule' }), /undefined rule/);
+  assert.throws(() => new LlamaGrammar(llama, { grammar: 'root ::= undefined-rule' }), /undefined rule/i);
   await assert.rejects(llama.createGrammar({ grammar: 'root ::= "unterminated' }));
+  // a second Llama (own logger options) with its own model; the first model disposed
+  const llama2 = await getLlama({ logLevel: nlc.LlamaLogLevel.error, logger: () => {} });
+  const model2 = await llama2.loadModel({ modelPath: stories });
   await model.dispose();
+  assert.throws(() => new LlamaGrammar(llama, { grammar: 'root ::= undefined-rule' }), /undefined rule/i);
+  assert.throws(() => new LlamaGrammar(llama2, { grammar: 'root ::= undefined-rule' }), /undefined rule/i);
+  const good = new LlamaGrammar(llama, { grammar: 'root ::= "yes" | "no"' });
+  // the grammar works on the other model's context
+  const ctx = await model2.createContext({ contextSize: 128 });
+  const c = new LlamaCompletion({ contextSequence: ctx.getSequence() });
+  const out = await c.generateCompletion('Is it?', { grammar: good, maxTokens: 8 });
+  assert.ok(out === 'yes' || out === 'no', out);
+  await model2.dispose();
+  // no model loaded at all: construction does not crash; a bad grammar rejects the prompt using it
+  const bad = new LlamaGrammar(llama2, { grammar: 'root ::= undefined-rule' });
+  const model3 = await llama2.loadModel({ modelPath: stories });
+  const ctx3 = await model3.createContext({ contextSize: 128 });
+  const c3 = new LlamaCompletion({ contextSequence: ctx3.getSequence() });
+  await assert.rejects(c3.generateCompletion('x', { grammar: bad, maxTokens: 4 }), /undefined rule/i);
+  await model3.dispose();
 });
 
 test('a function that throws rejects the prompt with its error; the session goes on', async () => {
@@ -57,7 +111,12 @@ test('a function that throws rejects the prompt with its error; the session goes
     explode: defineChatSessionFunction({ description: 'Explodes', params: { type: 'object', properties: { why: { type: 'string' } } }, handler() { throw new Error('boom'); } }),
   };
   // loom's tool_choice "required" (a test hook) forces the call on this tiny model.
-  await assert.rejects(session.promptWithMeta('Call explode', { functions, maxTokens: 300, _loomToolChoice: 'required' }), /boom/);
+  await assert.rejects(session.promptWithMeta('Call explode', { functions, maxTokens: 300, repeatPenalty: false, _loomToolChoice: 'required' }), /boom/);
+  // an async handler that rejects: the same
+  functions.explode = defineChatSessionFunction({ description: 'Explodes', params: { type: 'object', properties: { why: { type: 'string' } } }, async handler() { throw new TypeError('async boom'); } });
+  await assert.rejects(session.promptWithMeta('Call explode', { functions, maxTokens: 300, repeatPenalty: false, _loomToolChoice: 'required' }), (e) => e instanceof TypeError && /async boom/.test(e.message));
+  // the failed prompts left no trace in the history
+  assert.deepEqual(session.getChatHistory().map((h) => h.type), ['system']);
   const ok = await session.prompt('Hi', { maxTokens: 4 });
   assert.equal(typeof ok, 'string');
   await model.dispose();
@@ -70,12 +129,20 @@ test('forced function call: executed with schema-shaped params, result fed back'
   const functions = {
     getWeather: defineChatSessionFunction({ description: 'Weather', params: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] }, handler({ city }) { seen.push(city); return { city, t: 21 }; } }),
   };
-  const meta = await session.promptWithMeta('Weather in Paris?', { functions, maxTokens: 300, _loomToolChoice: 'required' });
+  const meta = await session.promptWithMeta('Weather in Paris?', { functions, maxTokens: 400, maxParallelFunctionCalls: 1, repeatPenalty: false, _loomToolChoice: 'required' });
   const calls = meta.response.filter((r) => typeof r === 'object' && r.type === 'functionCall');
   assert.ok(calls.length >= 1, JSON.stringify(meta));
   assert.equal(typeof calls[0].params.city, 'string');
   assert.deepEqual(calls[0].result, { city: calls[0].params.city, t: 21 });
   assert.equal(seen.length, calls.length);
+  assert.ok(['eogToken', 'maxTokens'].includes(meta.stopReason), meta.stopReason);
+  // fed back: the generation after the call had the result in its prompt
+  const evaluated = model.detokenize(session.sequence.contextTokens, true);
+  assert.ok(evaluated.includes('<tool_response>') && evaluated.includes('"t":21'), evaluated.slice(-600));
+  // the history has the call with its result
+  const last = session.getChatHistory().at(-1);
+  assert.equal(last.type, 'model');
+  assert.deepEqual(last.response.filter((r) => typeof r === 'object').map((r) => r.result), calls.map((c) => c.result));
   await model.dispose();
 });
 
