@@ -176,6 +176,7 @@ struct Model {
   nlohmann::json info;  // the child's /v1/models entry, merged into /models
   std::deque<std::string> tail;  // the child's last stderr lines
   bool ever_ready = false;
+  bool sleeping = false;  // the child said it sleeps (--sleep-idle-seconds); requests wake it
 };
 
 struct HttpFailure {
@@ -353,6 +354,7 @@ class Router {
     m.info = nullptr;
     m.tail.clear();
     m.ever_ready = false;
+    m.sleeping = false;
     const uint64_t gen = ++m.gen;
     m.sock = dir_ + "/" + std::to_string(m.index) + "-" + std::to_string(gen) + ".sock";
     m.argv = child_argv(m, m.sock);
@@ -457,6 +459,12 @@ class Router {
         if (m->gen != gen) return;
         m->tail.push_back(line);
         if (m->tail.size() > 20) m->tail.pop_front();
+        // The child's sleep (--sleep-idle-seconds) shows as llama-server's "sleeping" status.
+        const bool sleeps = line.rfind("loom: sleeping", 0) == 0, wakes = line.rfind("loom: awake", 0) == 0;
+        if ((sleeps || wakes) && m->state == State::kLoaded && m->sleeping != sleeps) {
+          m->sleeping = sleeps;
+          event(id, "model_status", {{"status", sleeps ? "sleeping" : "loaded"}});
+        }
         if (!ready || m->state != State::kLoading) return;
         sock = m->sock;
       }
@@ -726,8 +734,9 @@ class Router {
     nlohmann::json data = nlohmann::json::array();
     for (const auto& p : models_) {
       const Model& m = *p;
-      nlohmann::json status = {{"value", state_name(m.state)}};
-      if (m.gen > 0) status["args"] = m.argv;
+      nlohmann::json status = {{"value", m.state == State::kLoaded && m.sleeping ? "sleeping" : state_name(m.state)}};
+      // The command line of its child: the current or last one, else the one it will get.
+      status["args"] = m.gen > 0 ? m.argv : child_argv(m, dir_ + "/" + std::to_string(m.index) + "-1.sock");
       if (!m.def.preset_lines.empty()) {
         std::string ini;
         for (const std::string& line : m.def.preset_lines) ini += line + "\n";

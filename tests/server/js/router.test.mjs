@@ -425,6 +425,28 @@ test('presets: [*] defaults, per-model flags, a model by path, load-on-startup; 
   }
 });
 
+test('--sleep-idle-seconds reaches the children: a sleeping child shows as sleeping, a request wakes it', async () => {
+  const r = await startRouter(['--models-dir', modelsDir, '--sleep-idle-seconds', '1']);
+  try {
+    const ask = () => post(r.url, '/v1/completions', { model: 'stories260K', prompt: 'Once', max_tokens: 2, temperature: 0 });
+    assert.equal((await ask()).status, 200);
+    let m;
+    for (let i = 0; i < 100; ++i) {
+      m = await models(r.url);
+      if (m.stories260K.status.value === 'sleeping') break;
+      await sleep(50);
+    }
+    assert.equal(m.stories260K.status.value, 'sleeping');
+    assert.equal((await ask()).status, 200);
+    for (let i = 0; i < 40 && (await models(r.url)).stories260K.status.value !== 'loaded'; ++i) await sleep(25);
+    assert.equal((await models(r.url)).stories260K.status.value, 'loaded');
+    // A model never loaded shows the command line it will get.
+    assert.ok((await models(r.url))['synth-q8'].status.args.includes('--sleep-idle-seconds'));
+  } finally {
+    assert.equal((await r.stop()).code, 0);
+  }
+});
+
 test('a preset file that does not parse, or names an unknown flag, stops the start naming the line', async () => {
   const cases = [
     ['[ok]\nmodel = x.gguf\nthis line is wrong\n', /bad\.ini:3:/],
