@@ -914,7 +914,7 @@ class Router {
     http::Headers extra;
     for (const auto& [k, v] : h.headers) {
       if (k == "content-type") ctype = v;
-      else if (k.rfind("access-control-", 0) == 0 || k == "vary" || kHop.count(k) || k == "date") continue;
+      else if (k.rfind("access-control-", 0) == 0 || k == "vary" || kHop.count(k) || k == "date" || k == "server") continue;
       else extra.emplace_back(k, v);
     }
     const bool sized = h.header("content-length") && !h.header("transfer-encoding");
