@@ -210,6 +210,17 @@ std::string calls_as_text(ToolCallFormat f, const std::vector<Call>& calls) {
              "}\n</tool_call>";
       }
       return s;
+    case ToolCallFormat::kQwenXml:
+      for (size_t i = 0; i < calls.size(); ++i) {
+        if (i) s += '\n';
+        s += "<tool_call>\n<function=" + calls[i].name + ">\n";
+        if (calls[i].args_object.is_object()) {
+          for (const auto& [k, v] : calls[i].args_object.items())
+            s += "<parameter=" + k + ">\n" + (v.is_string() ? v.get<std::string>() : v.dump()) + "\n</parameter>\n";
+        }
+        s += "</function>\n</tool_call>";
+      }
+      return s;
     case ToolCallFormat::kLlama31:
       for (size_t i = 0; i < calls.size(); ++i) {
         if (i) s += "; ";
@@ -715,6 +726,7 @@ Expected<PreparedChat> prepare_chat(const ChatTemplate& tmpl, const ChatInputs& 
     LOOM_ASSIGN_OR_RETURN(p.prompt, tmpl.render(in, opts.render));
   }
   p.format = p.tools_present ? tmpl.tool_call_format() : ToolCallFormat::kNone;
+  if (p.tools_present) p.tools = tools;
   p.thinking_forced_open = continues_reasoning || p.prompt.ends_with("<think>\n") || p.prompt.ends_with("<think>");
   p.parallel_tool_calls = p.tools_present && opts.parallel_tool_calls && tmpl.caps().supports_parallel_tool_calls;
 

@@ -169,10 +169,12 @@ struct PreparedChat {
   bool thinking_forced_open = false;          // the prompt ends inside <think>
   bool parallel_tool_calls = false;           // as requested, unless the template cannot render them
   bool tools_present = false;
+  nlohmann::ordered_json tools;  // normalize_tools' form when tools_present (kQwenXml types values by them)
 
   ParseOptions parse_options(uint64_t id_seed = 0) const {
     ParseOptions o;
     o.tools_present = tools_present;
+    o.tools = tools;
     o.thinking_forced_open = thinking_forced_open;
     o.id_seed = id_seed;
     return o;

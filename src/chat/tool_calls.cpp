@@ -533,6 +533,182 @@ Scan scan_hermes(std::string_view s, bool partial) {
   return r;
 }
 
+// --- kQwenXml ----------------------------------------------------------------------------------
+
+// How a parameter's text becomes its value, from the function's schema (llama.cpp's rule).
+enum class XmlValue { kJson, kString, kEither };
+
+XmlValue xml_value_kind(const json& tools, const std::string& fn, const std::string& param) {
+  if (!tools.is_array()) return XmlValue::kEither;
+  for (const json& t : tools) {
+    if (!t.is_object() || !t.contains("function") || !t["function"].is_object()) continue;
+    const json& f = t["function"];
+    if (!f.contains("name") || f["name"] != fn) continue;
+    const json* props = f.contains("parameters") && f["parameters"].is_object() && f["parameters"].contains("properties")
+                            ? &f["parameters"]["properties"] : nullptr;
+    if (!props || !props->is_object() || !props->contains(param) || !(*props)[param].is_object()) return XmlValue::kEither;
+    const json& s = (*props)[param];
+    std::vector<std::string> types;
+    if (s.contains("type") && s["type"].is_string()) types.push_back(s["type"]);
+    if (s.contains("type") && s["type"].is_array())
+      for (const json& x : s["type"]) if (x.is_string()) types.push_back(x);
+    for (const char* k : {"anyOf", "oneOf"}) {
+      if (!s.contains(k) || !s[k].is_array()) continue;
+      for (const json& alt : s[k])
+        if (alt.is_object() && alt.contains("type") && alt["type"].is_string()) types.push_back(alt["type"]);
+    }
+    if (s.contains("enum") && types.empty()) types.push_back("string");  // an enum of strings, usually
+    if (types.empty()) return XmlValue::kEither;
+    const bool str = std::find(types.begin(), types.end(), "string") != types.end();
+    if (!str) return XmlValue::kJson;
+    return types.size() == 1 ? XmlValue::kString : XmlValue::kEither;
+  }
+  return XmlValue::kEither;
+}
+
+// Compact JSON as dump writes it; text that is not UTF-8 (a raw parameter) gets U+FFFD, the same
+// way in every partial parse and in the final one.
+std::string compact(const json& v) { return v.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+// A parameter's text as its JSON value (nullopt: kJson text that is not JSON).
+std::optional<json> xml_value(std::string_view text, XmlValue kind) {
+  if (kind == XmlValue::kString) return json(std::string(text));
+  json v = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!v.is_discarded()) return v;
+  if (kind == XmlValue::kJson) return std::nullopt;
+  return json(std::string(text));
+}
+
+// One call from pos ("<tool_call>" or a bare "<function="): the call and where it ends, or, with
+// `partial` and a call the end of s cuts off, *cut set and `pending` filled as far as it goes
+// (name known: the arguments so far, as a prefix of their final compact JSON).
+std::optional<ToolCall> read_xml_call(std::string_view s, size_t pos, const json& tools, bool partial, size_t* end,
+                                      bool* cut, std::optional<ToolCall>* pending) {
+  *cut = false;
+  size_t p = pos;
+  const bool wrapped = at(s, p, "<tool_call>");
+  if (wrapped) p = skip_ws(s, p + 11);
+  auto cut_here = [&](std::string_view lit) { return partial && prefix_of(s, p, lit); };
+  if (!at(s, p, "<function=")) {
+    *cut = cut_here("<function=");
+    return std::nullopt;
+  }
+  const size_t gt = s.find('>', p);
+  const size_t nl = s.find('\n', p);
+  if (gt == std::string_view::npos || (nl != std::string_view::npos && nl < gt)) {
+    *cut = partial && gt == std::string_view::npos && nl == std::string_view::npos;
+    return std::nullopt;
+  }
+  ToolCall tc;
+  tc.name = std::string(strip(s.substr(p + 10, gt - p - 10)));
+  if (tc.name.empty()) return std::nullopt;
+  p = skip_ws(s, gt + 1);
+  json args = json::object();
+  std::string streamed = "{";  // the arguments so far, compact (partial)
+  bool first = true;
+  for (;;) {
+    if (at(s, p, "</function>")) {
+      p += 11;
+      break;
+    }
+    if (!at(s, p, "<parameter=")) {
+      if (partial && (p >= s.size() || prefix_of(s, p, "</function>") || prefix_of(s, p, "<parameter="))) {
+        *cut = true;
+        *pending = ToolCall{"", tc.name, streamed};
+      }
+      return std::nullopt;
+    }
+    const size_t kgt = s.find('>', p);
+    if (kgt == std::string_view::npos) {
+      if (partial) {
+        *cut = true;
+        *pending = ToolCall{"", tc.name, streamed};
+      }
+      return std::nullopt;
+    }
+    const std::string key(strip(s.substr(p + 11, kgt - p - 11)));
+    if (key.empty()) return std::nullopt;
+    size_t v = kgt + 1;
+    if (v < s.size() && s[v] == '\n') ++v;
+    const size_t close = s.find("</parameter>", v);
+    const XmlValue kind = xml_value_kind(tools, tc.name, key);
+    if (close == std::string_view::npos) {
+      if (!partial) return std::nullopt;
+      *cut = true;
+      // A string parameter streams its text, all but a last newline (it may precede the closing
+      // tag, which drops it); other values wait for their end.
+      std::string so_far = streamed;
+      if (kind == XmlValue::kString && v <= s.size()) {
+        std::string_view text = s.substr(std::min(v, s.size()));
+        if (!text.empty() && text.back() == '\n') text.remove_suffix(1);
+        const size_t lt = text.rfind('<');
+        if (lt != std::string_view::npos && std::string_view("</parameter>").starts_with(text.substr(lt))) text = text.substr(0, lt);
+        if (!text.empty() && text.back() == '\n') text.remove_suffix(1);
+        std::string d = compact(json(std::string(text)));
+        d.pop_back();
+        so_far += (first ? "" : ",") + compact(json(key)) + ":" + d;
+      }
+      *pending = ToolCall{"", tc.name, so_far};
+      return std::nullopt;
+    }
+    std::string_view text = s.substr(v, close - v);
+    if (!text.empty() && text.back() == '\n') text.remove_suffix(1);
+    auto value = xml_value(text, kind);
+    if (!value) return std::nullopt;
+    streamed += (first ? "" : ",") + compact(json(key)) + ":" + compact(*value);
+    first = false;
+    args[key] = std::move(*value);
+    p = skip_ws(s, close + 12);
+  }
+  if (wrapped) {
+    p = skip_ws(s, p);
+    if (at(s, p, "</tool_call>")) {
+      p += 12;
+    } else if (partial && prefix_of(s, p, "</tool_call>")) {
+      *cut = true;
+      *pending = ToolCall{"", tc.name, compact(args)};
+      return std::nullopt;
+    } else if (p != s.size()) {
+      return std::nullopt;
+    }
+  }
+  tc.arguments = compact(args);
+  *end = p;
+  return tc;
+}
+
+Scan scan_qwen_xml(std::string_view s, bool partial, const json& tools) {
+  Scan r;
+  const size_t a = s.find("<tool_call>"), b = s.find("<function=");
+  const size_t start = std::min(a, b);
+  if (start == std::string_view::npos) {
+    r.before = s;
+    return r;
+  }
+  r.before = s.substr(0, start);
+  size_t pos = start;
+  for (;;) {
+    size_t end = 0;
+    bool cut = false;
+    std::optional<ToolCall> pending;
+    auto tc = read_xml_call(s, pos, tools, partial, &end, &cut, &pending);
+    if (cut) {
+      r.held = pos;
+      r.pending = std::move(pending);
+      r.pending_start = pos;
+      break;
+    }
+    if (!tc) break;
+    r.add(std::move(*tc), end, pos);
+    pos = end;
+    const size_t q = skip_ws(s, pos);
+    if (!at(s, q, "<tool_call>") && !at(s, q, "<function=")) break;
+    pos = q;
+  }
+  r.rest = s.substr(pos);
+  return r;
+}
+
 // name.call(key="value", n=3): Llama 3.1's builtin tools (brave_search, wolfram_alpha).
 std::optional<ToolCall> builtin_call(std::string_view s) {
   size_t i = 0;
@@ -762,10 +938,12 @@ Scan scan_generic(std::string_view s, std::optional<std::string>* content, bool 
 // What partial parsing holds back at the end of the content: the beginnings of a format's markers.
 std::span<const std::string_view> hold_marks(ToolCallFormat f) {
   static constexpr std::string_view kHermes[] = {"<tool_call>", "<function="};
+  static constexpr std::string_view kQwenXml[] = {"<tool_call>", "<function="};
   static constexpr std::string_view kLlama31[] = {"<|python_tag|>", "<|eom_id|>", "<|eot_id|>"};
   static constexpr std::string_view kMistral[] = {"[TOOL_CALLS]", "</s>"};
   switch (f) {
     case ToolCallFormat::kHermes: return kHermes;
+    case ToolCallFormat::kQwenXml: return kQwenXml;
     case ToolCallFormat::kLlama31: return kLlama31;
     case ToolCallFormat::kMistral:
     case ToolCallFormat::kMistralArgs: return kMistral;
@@ -785,12 +963,15 @@ const char* tool_call_format_name(ToolCallFormat f) {
     case ToolCallFormat::kHermes: return "hermes";
     case ToolCallFormat::kMistral: return "mistral";
     case ToolCallFormat::kMistralArgs: return "mistral-args";
+    case ToolCallFormat::kQwenXml: return "qwen3-coder";
   }
   return "?";
 }
 
 ToolCallFormat detect_tool_call_format(std::string_view src) {
   const auto has = [&](std::string_view m) { return src.find(m) != std::string_view::npos; };
+  if (has("<tool_call>") && has("<function=") && has("<parameter=") && !has("'<tool_call><function=' ~ tool_call.name ~ '>'"))
+    return ToolCallFormat::kQwenXml;
   if (has("<tool_call>")) return ToolCallFormat::kHermes;
   if (has("<|start_header_id|>ipython<|end_header_id|>")) return ToolCallFormat::kLlama31;
   if (has("[TOOL_CALLS]") && has("[ARGS]")) return ToolCallFormat::kMistralArgs;
@@ -860,6 +1041,7 @@ ParsedMessage parse_assistant_output(ToolCallFormat format, std::string_view tex
   std::optional<std::string> reply;  // kGeneric: the reply's text
   switch (format) {
     case ToolCallFormat::kHermes: scan = scan_hermes(body, partial); break;
+    case ToolCallFormat::kQwenXml: scan = scan_qwen_xml(body, partial, opts.tools); break;
     case ToolCallFormat::kLlama31: scan = scan_llama31(body, partial); break;
     case ToolCallFormat::kMistral:
     case ToolCallFormat::kMistralArgs: scan = scan_mistral(body, partial); break;
@@ -909,6 +1091,7 @@ ToolCallSyntax tool_call_syntax(ToolCallFormat format) {
   ToolCallSyntax s;
   switch (format) {
     case ToolCallFormat::kHermes:
+    case ToolCallFormat::kQwenXml:
       s.triggers = {"<tool_call>", "<function="};
       s.preserved_tokens = {"<tool_call>", "</tool_call>", "<think>", "</think>"};
       break;
@@ -1026,6 +1209,24 @@ struct Tool {
   std::string args_rule;  // the root rule of its arguments' grammar
 };
 
+// kQwenXml's string parameter: any text without "\n</parameter>" (which ends it), as the states of
+// a matcher of that text: rule xs<k> after k of its characters have matched. ('\n' is its only
+// newline, so a match can only begin there.)
+std::string xml_string_rules() {
+  const std::string close = "\n</parameter>";
+  std::string out;
+  for (size_t k = 0; k < close.size(); ++k) {
+    const auto esc = [](char c) { return c == '\n' ? std::string("\\n") : std::string(1, c); };
+    std::string alts;
+    const char c = close[k];
+    if (k + 1 < close.size()) alts += "\"" + esc(c) + "\" xs" + std::to_string(k + 1);
+    if (c != '\n') alts += std::string(alts.empty() ? "" : " | ") + "\"\\n\" xs1";
+    alts += std::string(alts.empty() ? "" : " | ") + "[^" + (c == '\n' ? std::string() : esc(c)) + "\\n] xs0";
+    out += "xs" + std::to_string(k) + " ::= ( " + alts + " )?\n";
+  }
+  return out;
+}
+
 }  // namespace
 
 Expected<std::string> tool_call_grammar(ToolCallFormat format, const json& tools, const std::string* forced_name,
@@ -1119,6 +1320,46 @@ Expected<std::string> tool_call_grammar(ToolCallFormat format, const json& tools
       auto g = json_schema_to_grammar(schema);
       if (!g) return Status(g.status().code(), "tools: " + g.status().message());
       return std::move(*g);
+    }
+    case ToolCallFormat::kQwenXml: {
+      // <tool_call>\n<function=f>\n then its parameters (the required ones in the schema's order,
+      // then any optional ones), each <parameter=k>\nVALUE\n</parameter>\n: a string parameter's
+      // VALUE is any text without "\n</parameter>" (xs0), another's its schema's JSON.
+      bool strings = false;
+      for (size_t i = 0; i < list.size(); ++i) {
+        const json& ps = list[i].parameters;
+        const json props = ps.is_object() && ps.contains("properties") && ps["properties"].is_object() ? ps["properties"]
+                                                                                                       : json::object();
+        const json req = ps.is_object() && ps.contains("required") && ps["required"].is_array() ? ps["required"] : json::array();
+        std::string required, optional;
+        size_t k = 0;
+        for (const auto& [key, schema] : props.items()) {
+          const std::string prule = "tc-f" + std::to_string(i) + "-p" + std::to_string(k++);
+          std::string value;
+          const XmlValue kind = xml_value_kind(json::array({json{{"function", json{{"name", list[i].name}, {"parameters", ps}}}}}),
+                                               list[i].name, key);
+          if (kind == XmlValue::kJson) {
+            auto g = json_schema_to_grammar(schema);
+            if (!g) return Status(g.status().code(), "tools: " + list[i].name + "." + key + ": " + g.status().message());
+            sub += prefix_gbnf_rules(*g, prule + "-v-");
+            value = prule + "-v-root";
+          } else {
+            strings = true;
+            value = "xs0";
+          }
+          rules += prule + " ::= " + gbnf_literal("<parameter=" + key + ">\n") + " " + value + " " +
+                   gbnf_literal("\n</parameter>\n") + "\n";
+          const bool is_req = std::find(req.begin(), req.end(), json(key)) != req.end();
+          (is_req ? required : optional) += (is_req ? " " : optional.empty() ? "" : " | ") + prule;
+        }
+        std::string body = gbnf_literal("<function=" + list[i].name + ">\n") + required;
+        if (!optional.empty()) body += " ( " + optional + " )*";
+        add_alt(i, body + " " + gbnf_literal("</function>\n"));
+      }
+      if (strings) rules += xml_string_rules();
+      rules += R"(tc-call ::= "<tool_call>\n" tc-body "</tool_call>")" "\n";
+      root = parallel ? "tc-call ( tc-sp tc-call )*" : "tc-call";
+      break;
     }
     case ToolCallFormat::kNone: break;
   }

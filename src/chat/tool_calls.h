@@ -23,6 +23,13 @@
 //   kMistralArgs  [TOOL_CALLS]f[ARGS]ARGS, repeated for parallel calls (Mistral Small 3.2,
 //                 Ministral, Devstral; the template's history form [TOOL_CALLS]f[CALL_ID]id[ARGS]ARGS
 //                 is read too). Both Mistral formats read either form.
+//   kQwenXml      <tool_call>\n<function=f>\n<parameter=k>\nVALUE\n</parameter>\n...</function>\n
+//                 </tool_call> (Qwen3-Coder, Qwen3.5, Nemotron Nano 3): each parameter's text is a
+//                 JSON value where the function's schema gives that parameter no "string" type,
+//                 the raw text where it is only a string, and for a mix, JSON when it parses
+//                 (ParseOptions::tools carries the schemas; without them a value is JSON when it
+//                 parses, else text). Calls stream as they are written (`pending`), parameter by
+//                 parameter, strings character by character.
 //   kGeneric      llama.cpp's generic JSON reply for templates with no tool syntax of their own:
 //                 {"tool_call": {"name": "f", "arguments": ARGS}} or
 //                 {"tool_calls": [{"name": "f", "arguments": ARGS, "id": "..."}, ...]} or
@@ -30,6 +37,8 @@
 //   kNone         no tool calls (no tools in the request, or tool_choice "none"): content only.
 //
 // Detection (detect_tool_call_format) looks for markers in the template source, in this order:
+//   "<tool_call>", "<function=" and "<parameter="   -> kQwenXml (llama.cpp's rule: also no
+//                                                      '<tool_call><function=' ~ name written together)
 //   "<tool_call>"                                   -> kHermes
 //   "<|start_header_id|>ipython<|end_header_id|>"   -> kLlama31
 //   "[TOOL_CALLS]" and "[ARGS]"                     -> kMistralArgs
@@ -86,9 +95,9 @@
 
 namespace loom::chat {
 
-enum class ToolCallFormat : uint8_t { kNone, kGeneric, kLlama31, kHermes, kMistral, kMistralArgs };
+enum class ToolCallFormat : uint8_t { kNone, kGeneric, kLlama31, kHermes, kMistral, kMistralArgs, kQwenXml };
 
-// "none", "generic", "llama3.1", "hermes", "mistral", "mistral-args".
+// "none", "generic", "llama3.1", "hermes", "mistral", "mistral-args", "qwen3-coder".
 const char* tool_call_format_name(ToolCallFormat f);
 
 ToolCallFormat detect_tool_call_format(std::string_view template_source);
@@ -140,6 +149,9 @@ struct ParseOptions {
   // Mixed into generated ids, so that a server passing e.g. a request counter gets ids that differ
   // between turns with identical outputs.
   uint64_t id_seed = 0;
+  // kQwenXml: the request's tools (normalize_tools' form, or null), whose parameter schemas type
+  // the parameters' text.
+  nlohmann::ordered_json tools;
 };
 
 ParsedMessage parse_assistant_output(ToolCallFormat format, std::string_view text, const ParseOptions& opts);

@@ -4,6 +4,10 @@
 // sampling over a real vocabulary always yields a call that parses), response_format grammars and
 // the per-format stop strings.
 #include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include <chrono>
@@ -544,7 +548,7 @@ void check_stream(ToolCallFormat f, const std::string& text, chat::ParseOptions 
         << "reasoning shrank at " << cut << ": '" << prev.reasoning_content << "' -> '" << m.reasoning_content << "'";
     ASSERT_TRUE(calls_extend(prev.tool_calls, m.tool_calls)) << "calls changed at " << cut;
     if (m.pending) {
-      ASSERT_EQ(f, ToolCallFormat::kHermes);
+      ASSERT_TRUE(f == ToolCallFormat::kHermes || f == ToolCallFormat::kQwenXml);
       // Its arguments only grow, for one call at one index.
       if (!pendings.empty() && pendings.back().first == m.tool_calls.size()) {
         const ToolCall& was = pendings.back().second;
@@ -617,6 +621,17 @@ const std::vector<StreamCase>& stream_cases() {
       {ToolCallFormat::kHermes,
        "<tool_call>{\"name\": \"ping\", \"arguments\": {}}</tool_call> and <tool_call>{\"name\": \"ping\", \"arguments\": {}}</tool_call>",
        true},
+      {ToolCallFormat::kQwenXml,
+       "Let me look.\n<tool_call>\n<function=get_weather>\n<parameter=city>\nNew York\n</parameter>\n<parameter=unit>\n"
+       "celsius\n</parameter>\n</function>\n</tool_call>",
+       true},
+      {ToolCallFormat::kQwenXml,
+       "<think>two</think>\n<tool_call>\n<function=add>\n<parameter=a>\n1\n</parameter>\n<parameter=b>\n[2, 3]\n</parameter>\n"
+       "</function>\n</tool_call>\n<tool_call>\n<function=ping>\n</function>\n</tool_call>",
+       true},
+      {ToolCallFormat::kQwenXml, "<function=write>\n<parameter=text>\nline <b>one</b>\n\nline two\n</parameter>\n</function>", true},
+      {ToolCallFormat::kQwenXml, "Sure <tool_call>\n<function=add>\n<parameter=a>\n1", false},
+      {ToolCallFormat::kQwenXml, "a <function call> and <tool_callx> are text", true},
       {ToolCallFormat::kLlama31, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}", true},
       {ToolCallFormat::kLlama31,
        "Checking.<|python_tag|>{\"name\": \"ping\", \"arguments\": {}}; {\"name\": \"add\", \"parameters\": {\"a\": 1, \"b\": 2}}",
@@ -673,6 +688,66 @@ TEST(PartialParse, ContentOnlyGrowsTokenByToken) {
   ASSERT_TRUE(model) << model.status().message();
   const Vocab& vocab = (*model)->vocab();
   for (const StreamCase& c : stream_cases()) check_stream(c.format, c.text, chat::ParseOptions{}, token_cuts(vocab, c.text), c.clean);
+}
+
+// Qwen3-Coder / Qwen3.5 XML calls typed by the request's tools: a string parameter's text stays
+// text, others are JSON; it streams parameter by parameter, strings as they are written.
+TEST(QwenXml, ValuesTypedByTheToolsAndStreamed) {
+  chat::ParseOptions o;
+  o.tools = kTools;
+  const std::string call =
+      "<tool_call>\n<function=get_weather>\n<parameter=city>\n1984\n</parameter>\n</function>\n</tool_call>\n"
+      "<tool_call>\n<function=add>\n<parameter=a>\n7\n</parameter>\n<parameter=b>\n-2\n</parameter>\n</function>\n</tool_call>";
+  auto m = chat::parse_assistant_output(ToolCallFormat::kQwenXml, call, o);
+  ASSERT_EQ(m.tool_calls.size(), 2u);
+  EXPECT_EQ(m.tool_calls[0].name, "get_weather");
+  EXPECT_EQ(m.tool_calls[0].arguments, "{\"city\":\"1984\"}") << "a string parameter stays text";
+  EXPECT_EQ(m.tool_calls[1].arguments, "{\"a\":7,\"b\":-2}");
+  EXPECT_TRUE(m.content.empty());
+  // Without the tools' schemas a value is JSON when it parses.
+  EXPECT_EQ(parse(ToolCallFormat::kQwenXml, call).tool_calls[0].arguments, "{\"city\":1984}");
+  // An integer parameter that is not JSON is not a call: the text stays content.
+  m = chat::parse_assistant_output(ToolCallFormat::kQwenXml,
+                                   "<tool_call>\n<function=add>\n<parameter=a>\nseven\n</parameter>\n</function>\n</tool_call>", o);
+  EXPECT_TRUE(m.tool_calls.empty());
+  EXPECT_NE(m.content.find("seven"), std::string::npos);
+  // Multi-line text with markup, a last newline dropped as llama.cpp drops it.
+  m = chat::parse_assistant_output(
+      ToolCallFormat::kQwenXml,
+      "<tool_call>\n<function=get_weather>\n<parameter=city>\nSan\n<i>Jose</i>\n\n</parameter>\n</function>\n</tool_call>", o);
+  ASSERT_EQ(m.tool_calls.size(), 1u);
+  EXPECT_EQ(m.tool_calls[0].arguments, "{\"city\":\"San\\n<i>Jose</i>\\n\"}");
+  // Streamed prefix by prefix: the pending call's arguments only grow into the final ones.
+  const std::string text =
+      "I'll check.\n<tool_call>\n<function=get_weather>\n<parameter=city>\nSan\n<i>José</i> \"q\"\n</parameter>\n"
+      "<parameter=unit>\ncelsius\n</parameter>\n</function>\n</tool_call>";
+  std::vector<size_t> cuts;
+  for (size_t i = 1; i <= text.size(); ++i)
+    if (i == text.size() || (static_cast<unsigned char>(text[i]) & 0xC0) != 0x80) cuts.push_back(i);
+  check_stream(ToolCallFormat::kQwenXml, text, o, cuts, true);
+  chat::ParseOptions po = o;
+  po.partial = true;
+  m = chat::parse_assistant_output(ToolCallFormat::kQwenXml, std::string_view(text).substr(0, text.find("Jos")), po);
+  ASSERT_TRUE(m.pending);
+  EXPECT_EQ(m.pending->name, "get_weather");
+  EXPECT_EQ(m.pending->arguments, "{\"city\":\"San\\n<i>") << "the string so far";
+  EXPECT_EQ(m.content, "I'll check.");
+}
+
+TEST(QwenXml, DetectedAndWrittenBack) {
+  EXPECT_EQ(chat::detect_tool_call_format("{{ '<tool_call>\\n<function=' + name + '>\\n<parameter=' }}"), ToolCallFormat::kQwenXml);
+  EXPECT_EQ(chat::detect_tool_call_format("{{ '<tool_call>' }} {\"name\": ...}"), ToolCallFormat::kHermes);
+  EXPECT_STREQ(chat::tool_call_format_name(ToolCallFormat::kQwenXml), "qwen3-coder");
+  // llama.cpp's templates, when its source is on this machine.
+  const char* home = std::getenv("HOME");
+  const std::string dir = std::string(home ? home : "") + "/.cache/loom-llama-cpp/src/models/templates/";
+  for (const char* t : {"Qwen3.5-4B.jinja", "Qwen3-Coder.jinja"}) {
+    std::ifstream in(dir + t);
+    if (!in) continue;
+    std::stringstream ss;
+    ss << in.rdbuf();
+    EXPECT_EQ(chat::detect_tool_call_format(ss.str()), ToolCallFormat::kQwenXml) << t;
+  }
 }
 
 TEST(PartialParse, ForcedOpenThinking) {
@@ -815,6 +890,23 @@ std::vector<GrammarCase> grammar_cases() {
         "{\"name\": \"ping\", \"arguments\": {}}",                  // no tags
         "Sure! <tool_call>\n{\"name\": \"ping\", \"arguments\": {}}\n</tool_call>",
         "<tool_call>\n{\"arguments\": {}, \"name\": \"ping\"}\n</tool_call>"}},
+      {ToolCallFormat::kQwenXml,
+       {"<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>",
+        "<tool_call>\n<function=get_weather>\n<parameter=city>\nNew\nYork <b>\n</parameter>\n<parameter=unit>\ncelsius\n"
+        "</parameter>\n</function>\n</tool_call>",
+        "<tool_call>\n<function=add>\n<parameter=a>\n1\n</parameter>\n<parameter=b>\n-2\n</parameter>\n</function>\n</tool_call>",
+        "<tool_call>\n<function=ping>\n</function>\n</tool_call>"},
+       {"<tool_call>\n<function=ping>\n</function>\n</tool_call>\n<tool_call>\n<function=add>\n<parameter=a>\n1\n</parameter>\n"
+        "<parameter=b>\n2\n</parameter>\n</function>\n</tool_call>"},
+       {"<tool_call>\n<function=get_wether>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>",
+        "<tool_call>\n<function=get_weather>\n<parameter=unit>\ncelsius\n</parameter>\n</function>\n</tool_call>",
+        "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n<parameter=x>\n1\n</parameter>\n"
+        "</function>\n</tool_call>",
+        "<tool_call>\n<function=add>\n<parameter=a>\n1.5\n</parameter>\n<parameter=b>\n2\n</parameter>\n</function>\n</tool_call>",
+        "<tool_call>\n<function=get_weather>\n<parameter=city>\nPa\n</parameter>\nris\n</parameter>\n</function>\n</tool_call>",
+        "<tool_call>\n<function=ping>\n</function>\n",
+        "<tool_call><function=ping>\n</function>\n</tool_call>",
+        "Sure! <tool_call>\n<function=ping>\n</function>\n</tool_call>"}},
       {ToolCallFormat::kLlama31,
        {"{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}",
         "{\"type\": \"function\", \"name\": \"add\", \"parameters\": {\"a\": 1, \"b\": 2}}",
@@ -1013,6 +1105,10 @@ std::string generate(const Vocab& vocab, const std::string& grammar, uint64_t se
   for (int32_t i = 0; i < vocab.n_tokens(); ++i) {
     const std::string piece = vocab.token_to_piece(i, true);
     if (piece.find_first_of("\"]}<") != std::string::npos) bias[size_t(i)] = 3.0f;
+    // kQwenXml's raw strings end only with "\n</parameter>": favour its pieces.
+    static const std::string kXmlClose = "\n</parameter>\n</function>\n</tool_call>";
+    if (grammar.find("xs0") != std::string::npos && !piece.empty() && kXmlClose.find(piece) != std::string::npos)
+      bias[size_t(i)] = 6.0f;
     if (vocab.is_eog(i)) bias[size_t(i)] = 4.0f;
   }
   std::string text;
@@ -1037,7 +1133,10 @@ TEST(ToolCallGrammar, RandomModelsEmitParseableCalls) {
   std::set<std::string> names;
   for (const auto& t : kTools) names.insert(t["function"]["name"].get<std::string>());
   for (ToolCallFormat f : {ToolCallFormat::kHermes, ToolCallFormat::kLlama31, ToolCallFormat::kMistral,
-                           ToolCallFormat::kMistralArgs, ToolCallFormat::kGeneric}) {
+                           ToolCallFormat::kMistralArgs, ToolCallFormat::kGeneric, ToolCallFormat::kQwenXml}) {
+    // kQwenXml types its parameters' text by the tools (a string parameter of digits stays text).
+    chat::ParseOptions po;
+    if (f == ToolCallFormat::kQwenXml) po.tools = kTools;
     for (bool parallel : {false, true}) {
       auto g = chat::tool_call_grammar(f, kTools, nullptr, parallel);
       ASSERT_TRUE(g) << g.status().message();
@@ -1046,9 +1145,9 @@ TEST(ToolCallGrammar, RandomModelsEmitParseableCalls) {
                      std::to_string(seed));
         const std::string text = generate(vocab, *g, seed);
         ASSERT_FALSE(text.empty());
-        auto m = parse(f, text);
+        auto m = chat::parse_assistant_output(f, text, po);
         ASSERT_GE(m.tool_calls.size(), 1u) << text;
-        check_stream(f, text, chat::ParseOptions{}, char_cuts(text), /*clean=*/false);
+        check_stream(f, text, po, char_cuts(text), /*clean=*/false);
         if (!parallel || f == ToolCallFormat::kLlama31) {
           EXPECT_EQ(m.tool_calls.size(), 1u) << text;
         }
@@ -1058,7 +1157,9 @@ TEST(ToolCallGrammar, RandomModelsEmitParseableCalls) {
           const json args = json::parse(c.arguments);
           if (c.name == "get_weather") {
             ASSERT_TRUE(args.contains("city")) << text;
-            EXPECT_LE(args["city"].get<std::string>().size(), 12u * 4);
+            // (kQwenXml's grammar keeps string parameters raw, as llama.cpp's: no maxLength.)
+            if (f != ToolCallFormat::kQwenXml) EXPECT_LE(args["city"].get<std::string>().size(), 12u * 4);
+            EXPECT_TRUE(args["city"].is_string()) << text;
           }
           if (c.name == "add") {
             EXPECT_TRUE(args["a"].is_number_integer() && args["b"].is_number_integer()) << text;
