@@ -136,14 +136,14 @@ test('started as llama-server (a symlink): llama-server argv, environment variab
   }
 });
 
-test('started as loom-llama-server: the same parser; without -m, router mode is refused in one line', () => {
+test('started as loom-llama-server: the same parser; without -m nor --models-dir / --models-preset, refused in one line', () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'loom-flags-'));
   try {
     const link = path.join(dir, 'loom-llama-server');
     fs.symlinkSync(loomBin, link);
     const r = runToExit(['--port', '0'], { bin: link, serve: false, env: { LLAMA_ARG_MODEL: '' } });
     assert.equal(r.status, 2, r.stderr);
-    assert.match(r.stderr, /router mode/);
+    assert.match(r.stderr, /-m FILE.*--models-dir.*--models-preset.*router mode/);
     assert.equal(r.stderr.trim().split('\n').length, 1, r.stderr);
     const h = runToExit(['--help'], { bin: link, serve: false });
     assert.equal(h.status, 0);
