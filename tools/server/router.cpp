@@ -177,7 +177,17 @@ struct Model {
   std::deque<std::string> tail;  // the child's last stderr lines
   bool ever_ready = false;
   bool sleeping = false;  // the child said it sleeps (--sleep-idle-seconds); requests wake it
+  bool removed = false;   // gone from the sources at a reload: not listed, not found (kept for its threads)
+  std::string file_id;    // the model file (device, inode, size, mtime) when its child started
 };
+
+// What identifies a model file's content for a reload: the file a path leads to, its size and time.
+std::string file_identity(const std::string& path) {
+  struct stat st{};
+  if (stat(path.c_str(), &st) != 0) return std::string();
+  return std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" + std::to_string(st.st_size) + ":" +
+         std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec);
+}
 
 struct HttpFailure {
   int status;
@@ -358,6 +368,7 @@ class Router {
     const uint64_t gen = ++m.gen;
     m.sock = dir_ + "/" + std::to_string(m.index) + "-" + std::to_string(gen) + ".sock";
     m.argv = child_argv(m, m.sock);
+    m.file_id = file_identity(m.def.path);
     m.last_used = ++clock_;
     const std::vector<std::string> argv = m.argv;
     const std::string id = m.def.id;
@@ -594,6 +605,10 @@ class Router {
         out = HttpFailure{503, "the server is shutting down", "unavailable_error"};
         break;
       }
+      if (m.removed) {
+        out = HttpFailure{404, "model '" + m.def.id + "' was removed from the sources", "not_found_error"};
+        break;
+      }
       if (m.state == State::kLoaded) {
         ++m.in_flight;
         m.last_used = ++clock_;
@@ -718,15 +733,58 @@ class Router {
     if (o_.cors_credentials && req.method != "OPTIONS") res.set_header("Access-Control-Allow-Credentials", "true");
   }
 
-  std::string model_list_text() const {
+  std::string model_list_text() {
+    std::lock_guard<std::mutex> l(mu_);
     std::string s;
-    for (const auto& m : models_) s += (s.empty() ? "" : ", ") + m->def.id;
+    for (const auto& m : models_) {
+      if (!m->removed) s += (s.empty() ? "" : ", ") + m->def.id;
+    }
     return s.empty() ? std::string("none") : s;
   }
 
-  Model* find(const std::string& id) const {
+  Model* find(const std::string& id) {
+    std::lock_guard<std::mutex> l(mu_);
     auto it = by_id_.find(id);
-    return it == by_id_.end() ? nullptr : it->second;
+    return it == by_id_.end() || it->second->removed ? nullptr : it->second;
+  }
+
+  // GET /models?reload=1 (llama-server's): the models dir and the preset are read again. A model
+  // whose file, flags or preset lines changed is unloaded if it runs (its next load takes the new
+  // ones); one no longer there is unloaded and leaves the list; a new one is added, unloaded
+  // (load-on-startup applies at startup only). "" or why the sources could not be read (nothing
+  // changes then).
+  std::string reload() {
+    std::vector<RouterModel> defs;
+    if (std::string err = load_router_models(o_, setup_, &defs); !err.empty()) return err;
+    std::lock_guard<std::mutex> l(mu_);
+    std::set<std::string> seen;
+    for (RouterModel& d : defs) {
+      seen.insert(d.id);
+      auto it = by_id_.find(d.id);
+      if (it == by_id_.end()) {
+        auto m = std::make_unique<Model>();
+        m->def = std::move(d);
+        m->index = int(models_.size());
+        by_id_[m->def.id] = m.get();
+        models_.push_back(std::move(m));
+        std::fprintf(stderr, "loom: router: new model %s\n", models_.back()->def.id.c_str());
+        continue;
+      }
+      Model& m = *it->second;
+      const bool changed = m.def.path != d.path || m.def.args != d.args || m.def.preset_lines != d.preset_lines ||
+                           (m.state != State::kUnloaded && file_identity(d.path) != m.file_id);
+      if (changed) stop_child(m);
+      m.removed = false;
+      m.def = std::move(d);
+    }
+    for (auto& p : models_) {
+      if (p->removed || seen.count(p->def.id)) continue;
+      p->removed = true;
+      stop_child(*p);
+      std::fprintf(stderr, "loom: router: model %s is gone from the sources\n", p->def.id.c_str());
+    }
+    cv_.notify_all();
+    return std::string();
   }
 
   nlohmann::json models_json() {
@@ -734,6 +792,7 @@ class Router {
     nlohmann::json data = nlohmann::json::array();
     for (const auto& p : models_) {
       const Model& m = *p;
+      if (m.removed) continue;
       nlohmann::json status = {{"value", m.state == State::kLoaded && m.sleeping ? "sleeping" : state_name(m.state)}};
       // The command line of its child: the current or last one, else the one it will get.
       status["args"] = m.gen > 0 ? m.argv : child_argv(m, dir_ + "/" + std::to_string(m.index) + "-1.sock");
@@ -791,7 +850,13 @@ class Router {
     const bool get = m == "GET" || m == "HEAD", post = m == "POST";
     try {
       if (path == "/models" || path == "/v1/models") {
-        if (get) return send_json(*res, models_json());
+        if (get) {
+          const std::string rl = query_param(req.query, "reload");
+          if (!rl.empty() && rl != "0" && rl != "false") {
+            if (std::string err = reload(); !err.empty()) return fail(req, *res, {500, "reload: " + err, "server_error"});
+          }
+          return send_json(*res, models_json());
+        }
         if (post || m == "DELETE") {
           return fail(req, *res, {501, "loom downloads no models: put GGUF files in --models-dir or name them in --models-preset", "not_supported_error"});
         }

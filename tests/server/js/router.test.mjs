@@ -470,3 +470,40 @@ test('a preset file that does not parse, or names an unknown flag, stops the sta
     return true;
   });
 });
+
+test('GET /models?reload=1 reads the sources again: new models appear, removed ones go, changed ones reload', async () => {
+  const dir = fs.mkdtempSync(path.join(tmp, 'reload-'));
+  fs.symlinkSync(sharedPath('models/stories260K.gguf'), path.join(dir, 'a.gguf'));
+  fs.symlinkSync(sharedPath('models/stories260K.gguf'), path.join(dir, 'b.gguf'));
+  const r = await startRouter(['--models-dir', dir]);
+  try {
+    const ask = (model) => post(r.url, '/v1/completions', { model, prompt: 'Once upon a time', max_tokens: 4, temperature: 0 });
+    assert.equal((await ask('a')).status, 200);
+    assert.equal((await ask('b')).status, 200);
+    // c is added, b removed, a now points at another file: before the reload nothing changes.
+    fs.symlinkSync(sharedPath('models/llama-2-tiny-random.gguf'), path.join(dir, 'c.gguf'));
+    fs.rmSync(path.join(dir, 'b.gguf'));
+    fs.rmSync(path.join(dir, 'a.gguf'));
+    fs.symlinkSync(sharedPath('models/synth-llama-tiny-q8_0.gguf'), path.join(dir, 'a.gguf'));
+    assert.deepEqual(Object.keys(await models(r.url)).sort(), ['a', 'b']);
+    const reloaded = await fetch(`${r.url}/models?reload=1`);
+    assert.equal(reloaded.status, 200);
+    const list = Object.fromEntries((await reloaded.json()).data.map((m) => [m.id, m]));
+    assert.deepEqual(Object.keys(list).sort(), ['a', 'c']);
+    assert.equal(list.c.status.value, 'unloaded');
+    assert.match(list.a.path, /a\.gguf$/);
+    // b is gone (404 listing the models), c loads on demand, a serves its new file.
+    const gone = await ask('b');
+    assert.equal(gone.status, 404, gone.text);
+    assert.match(gone.json.error.message, /a, c|c, a/);
+    assert.equal((await ask('c')).status, 200);
+    // a's file changed: its child was unloaded at the reload and the next request loads the new one.
+    assert.notEqual(list.a.status.value, 'loaded');
+    const a = await ask('a');
+    assert.equal(a.status, 200, a.text);
+    const meta = (await models(r.url)).a.meta;
+    assert.equal(meta?.n_vocab, 32000, JSON.stringify(meta));  // synth-llama-tiny's vocabulary, not stories260K's 512
+  } finally {
+    assert.equal((await r.stop()).code, 0);
+  }
+});
