@@ -2,6 +2,8 @@
 // a UNIX socket in a private folder; this process only routes, relays and keeps the models' states.
 #include "router.h"
 
+#include "frontend.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -677,61 +679,8 @@ class Router {
   }
   void send_json(http::Response& res, const nlohmann::json& j, int status = 200) { res.send(status, "application/json", dump(j)); }
 
-  bool authorized(const http::Request& req) const {
-    if (o_.api_keys.empty()) return true;
-    std::string key;
-    if (const std::string* h = req.header("authorization")) {
-      std::string_view v = *h;
-      if (v.size() > 7 && (v.substr(0, 7) == "Bearer " || v.substr(0, 7) == "bearer ")) key = std::string(v.substr(7));
-    } else if (const std::string* x = req.header("x-api-key")) {
-      key = *x;
-    }
-    bool ok = false;
-    for (const std::string& k : o_.api_keys) {  // constant time per key
-      if (k.size() != key.size()) continue;
-      unsigned char d = 0;
-      for (size_t i = 0; i < k.size(); ++i) d |= uint8_t(k[i] ^ key[i]);
-      ok |= d == 0;
-    }
-    return ok;
-  }
-
-  static bool localhost_origin(std::string_view origin) {
-    for (std::string_view scheme : {"http://", "https://"}) {
-      if (origin.substr(0, scheme.size()) != scheme) continue;
-      std::string_view host = origin.substr(scheme.size());
-      for (std::string_view h : {"localhost", "127.0.0.1", "[::1]"}) {
-        if (host.substr(0, h.size()) == h && (host.size() == h.size() || host[h.size()] == ':')) return true;
-      }
-    }
-    return false;
-  }
-
-  // CORS as in single-model mode (--cors-origins, --cors-credentials).
-  void cors(const http::Request& req, http::Response& res) const {
-    const std::string* origin = req.header("origin");
-    if (o_.cors_origins == "*") {
-      res.set_header("Access-Control-Allow-Origin", o_.cors_credentials && origin && !origin->empty() ? *origin : "*");
-    } else if (o_.cors_origins == "localhost") {
-      if (origin && localhost_origin(*origin)) res.set_header("Access-Control-Allow-Origin", *origin);
-    } else if (origin) {
-      std::string_view list = o_.cors_origins;
-      while (!list.empty()) {
-        const size_t comma = list.find(',');
-        std::string_view one = list.substr(0, comma);
-        while (!one.empty() && one.front() == ' ') one.remove_prefix(1);
-        while (!one.empty() && one.back() == ' ') one.remove_suffix(1);
-        if (one == *origin) {
-          res.set_header("Access-Control-Allow-Origin", *origin);
-          res.set_header("Vary", "Origin");
-          break;
-        }
-        if (comma == std::string_view::npos) break;
-        list.remove_prefix(comma + 1);
-      }
-    }
-    if (o_.cors_credentials && req.method != "OPTIONS") res.set_header("Access-Control-Allow-Credentials", "true");
-  }
+  bool authorized(const http::Request& req) const { return api_key_ok(o_, req); }
+  void cors(const http::Request& req, http::Response& res) const { apply_cors(o_, req, res); }
 
   std::string model_list_text() {
     std::lock_guard<std::mutex> l(mu_);
@@ -836,15 +785,7 @@ class Router {
                    m.c_str(), req.target.c_str(), req.body.size());
     }
     cors(req, *res);
-    if (m == "OPTIONS") {
-      res->set_header("Access-Control-Allow-Credentials", o_.cors_credentials ? "true" : "false");
-      res->set_header("Access-Control-Allow-Methods", o_.cors_methods);
-      const std::string* asked = req.header("access-control-request-headers");
-      res->set_header("Access-Control-Allow-Headers", o_.cors_headers == "*" && asked && !asked->empty() ? *asked : o_.cors_headers);
-      res->set_header("Access-Control-Max-Age", "86400");
-      res->send(200, "text/html", "");
-      return;
-    }
+    if (m == "OPTIONS") return answer_preflight(o_, req, *res);
     if (path == "/health" || path == "/v1/health") return send_json(*res, {{"status", "ok"}});
     if (!authorized(req)) return fail(req, *res, {401, "Invalid API Key", "authentication_error"});
     const bool get = m == "GET" || m == "HEAD", post = m == "POST";
@@ -1181,27 +1122,8 @@ int run_router(const ServeOptions& opts, const RouterSetup& setup, std::atomic<b
   };
   r.spawner_ = std::make_unique<Spawner>();
 
-  http::ServerOptions ho;
-  ho.max_body_bytes = opts.max_body;
-  ho.handler_threads = size_t(std::max(1, opts.http_threads));
-  ho.header_timeout = std::chrono::seconds(std::max(1, std::min(opts.timeout_s, 10)));
-  ho.body_timeout = std::chrono::seconds(std::max(1, std::min(opts.timeout_s, 30)));
-  ho.write_timeout = std::chrono::seconds(std::max(1, opts.timeout_s));
-  ho.error_body = [](int status, std::string_view msg) { return error_json(status, msg); };
-  ho.log = [](std::string_view m) { std::fprintf(stderr, "loom: http: %.*s\n", int(m.size()), m.data()); };
-  std::vector<std::string> hosts;
-  {
-    std::string cur;
-    for (char ch : opts.host + ",") {
-      if (ch == ',') {
-        if (!cur.empty()) hosts.push_back(cur);
-        cur.clear();
-      } else {
-        cur += ch;
-      }
-    }
-  }
-  if (hosts.empty()) hosts.push_back("127.0.0.1");
+  const http::ServerOptions ho = http_options(opts);
+  const std::vector<std::string> hosts = listen_hosts(opts.host);
   auto srv = http::Server::listen(hosts, uint16_t(opts.port), ho);
   if (!srv) {
     std::fprintf(stderr, "loom: %s\n", srv.status().message().c_str());

@@ -19,6 +19,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "frontend.h"
 #include "http_server.h"
 #include "json_fields.h"
 #include "loom/loom.hpp"
@@ -285,25 +286,7 @@ struct App {
   int64_t created = unix_now();
 
   // ---- generic plumbing ----
-  bool authorized(const http::Request& req) const {
-    if (o.api_keys.empty()) return true;
-    std::string key;
-    if (const std::string* h = req.header("authorization")) {
-      std::string_view v = *h;
-      if (v.size() > 7 && (v.substr(0, 7) == "Bearer " || v.substr(0, 7) == "bearer ")) key = std::string(v.substr(7));
-    } else if (const std::string* x = req.header("x-api-key")) {
-      key = *x;
-    }
-    // Constant-time comparison against each key.
-    bool ok = false;
-    for (const std::string& k : o.api_keys) {
-      if (k.size() != key.size()) continue;
-      unsigned char d = 0;
-      for (size_t i = 0; i < k.size(); ++i) d |= uint8_t(k[i] ^ key[i]);
-      ok |= d == 0;
-    }
-    return ok;
-  }
+  bool authorized(const http::Request& req) const { return api_key_ok(o, req); }
 
   // --verbose: each request as it arrives (method, target, connection, the body's first 2 KiB).
   static void log_request(const http::Request& req, const std::shared_ptr<http::Response>& res) {
@@ -354,44 +337,7 @@ struct App {
     }
   }
 
-  static bool localhost_origin(std::string_view origin) {
-    for (std::string_view scheme : {"http://", "https://"}) {
-      if (origin.substr(0, scheme.size()) != scheme) continue;
-      std::string_view host = origin.substr(scheme.size());
-      for (std::string_view h : {"localhost", "127.0.0.1", "[::1]"}) {
-        if (host.substr(0, h.size()) == h && (host.size() == h.size() || host[h.size()] == ':')) return true;
-      }
-    }
-    return false;
-  }
-
-  // Access-Control-Allow-Origin as --cors-origins says: "*" (the request's Origin echoed when
-  // credentials are allowed, as a browser requires), "localhost" (localhost origins only), or a
-  // comma list (the request's Origin when it is in it).
-  void cors(const http::Request& req, http::Response& res) const {
-    const std::string* origin = req.header("origin");
-    if (o.cors_origins == "*") {
-      res.set_header("Access-Control-Allow-Origin", o.cors_credentials && origin && !origin->empty() ? *origin : "*");
-    } else if (o.cors_origins == "localhost") {
-      if (origin && localhost_origin(*origin)) res.set_header("Access-Control-Allow-Origin", *origin);
-    } else if (origin) {
-      std::string_view list = o.cors_origins;
-      while (!list.empty()) {
-        const size_t comma = list.find(',');
-        std::string_view one = list.substr(0, comma);
-        while (!one.empty() && one.front() == ' ') one.remove_prefix(1);
-        while (!one.empty() && one.back() == ' ') one.remove_suffix(1);
-        if (one == *origin) {
-          res.set_header("Access-Control-Allow-Origin", *origin);
-          res.set_header("Vary", "Origin");
-          break;
-        }
-        if (comma == std::string_view::npos) break;
-        list.remove_prefix(comma + 1);
-      }
-    }
-    if (o.cors_credentials && req.method != "OPTIONS") res.set_header("Access-Control-Allow-Credentials", "true");
-  }
+  void cors(const http::Request& req, http::Response& res) const { apply_cors(o, req, res); }
 
   void route(http::Request& req, const std::shared_ptr<http::Response>& res) {
     const std::string& path = req.decoded_path;
@@ -399,15 +345,7 @@ struct App {
     // CORS on every reply, errors included; a preflight is answered before authorization
     // (browsers send no credentials with it), as llama-server does.
     cors(req, *res);
-    if (m == "OPTIONS") {
-      res->set_header("Access-Control-Allow-Credentials", o.cors_credentials ? "true" : "false");
-      res->set_header("Access-Control-Allow-Methods", o.cors_methods);
-      const std::string* asked = req.header("access-control-request-headers");
-      res->set_header("Access-Control-Allow-Headers", o.cors_headers == "*" && asked && !asked->empty() ? *asked : o.cors_headers);
-      res->set_header("Access-Control-Max-Age", "86400");
-      res->send(200, "text/html", "");
-      return;
-    }
+    if (m == "OPTIONS") return answer_preflight(o, req, *res);
     if (path == "/health" || path == "/v1/health") {
       if (!ready) throw HttpError{503, "Loading model", "unavailable_error", {{"Retry-After", "1"}}};
       send_json(*res, {{"status", "ok"}});
@@ -1598,28 +1536,8 @@ int run_server(const ServeOptions& opts, std::atomic<bool>* stop) {
   }
   a.alias = !opts.alias.empty() ? opts.alias : std::filesystem::path(opts.model).filename().string();
 
-  http::ServerOptions ho;
-  ho.max_body_bytes = opts.max_body;
-  ho.handler_threads = size_t(std::max(1, opts.http_threads));
-  ho.header_timeout = std::chrono::seconds(std::max(1, std::min(opts.timeout_s, 10)));
-  ho.body_timeout = std::chrono::seconds(std::max(1, std::min(opts.timeout_s, 30)));
-  ho.write_timeout = std::chrono::seconds(std::max(1, opts.timeout_s));
-  ho.error_body = [](int status, std::string_view msg) { return error_json(status, msg); };
-  ho.log = [](std::string_view m) { std::fprintf(stderr, "loom: http: %.*s\n", int(m.size()), m.data()); };
-  // --host: a comma list of addresses and UNIX socket paths (*.sock), as llama-server's.
-  std::vector<std::string> hosts;
-  {
-    std::string cur;
-    for (char ch : opts.host + ",") {
-      if (ch == ',') {
-        if (!cur.empty()) hosts.push_back(cur);
-        cur.clear();
-      } else {
-        cur += ch;
-      }
-    }
-  }
-  if (hosts.empty()) hosts.push_back("127.0.0.1");
+  const http::ServerOptions ho = http_options(opts);
+  const std::vector<std::string> hosts = listen_hosts(opts.host);  // addresses and UNIX socket paths (*.sock)
   auto srv = http::Server::listen(hosts, uint16_t(opts.port), ho);
   if (!srv) {
     std::fprintf(stderr, "loom: %s\n", srv.status().message().c_str());
