@@ -828,10 +828,119 @@ function validateAgainstSchema(value, schema, where, defs) {
   if (Array.isArray(value) && schema.maxItems !== undefined && value.length > schema.maxItems) fail(`more than ${schema.maxItems} items`);
 }
 
+// ---- JSON schema grammars as node-llama-cpp writes them ---------------------------------------
+// node-llama-cpp's createGrammarForJsonSchema accepts the same JSON with a narrower whitespace than
+// loom's generic JSON-schema grammar: after "{", "[" and "," a newline with the scope's indent (4
+// spaces or a tab per level) or one optional space, "[ ]?" after a key's colon, every property in
+// its order, and after the value "\n\n\n\n" then newlines (a stop trigger, trimmed). A grammar of
+// the same language makes a greedy answer the same token for token, so the schemas of that subset
+// get it (written here from the grammars node-llama-cpp 3.x produces); the others (formats, $ref,
+// additionalProperties, anyOf/allOf, ...) get loom's generic grammar. Inlined: no recursion.
+const NLC_STRING_CHAR = '([^"\\\\\\x7F\\x00-\\x1F] | "\\\\" ["\\\\/bfnrt] | "\\\\u" [0-9a-fA-F]{4})';
+function gbnfLiteral(text) {
+  return JSON.stringify(text); // a GBNF literal: JSON's escapes are GBNF's
+}
+function nlcWhitespace(scope, newLine = 'before') {
+  const pad = scope === 0 ? [] : [`(${scope * 4 === 4 ? '"    "' : `" "{${scope * 4}}`} | ${scope === 1 ? '"\\t"' : `"\\t"{${scope}}`})`];
+  const values = [...(newLine === 'before' ? ['[\\n]'] : []), ...pad];
+  return `(${values.join(' ')} | [ ]?)`;
+}
+function nlcRepeat(value, sep, min, max) {
+  if (max === 0) return '';
+  if (min === 0 && max === 1) return `(${value})?`;
+  if (min === 1 && max === 1) return value;
+  if (min === 0 && max == null) return `(${value} (${sep} ${value})*)?`;
+  if (max == null) return `${value} (${sep} ${value}){${Math.max(0, min - 1)},}`;
+  if (min === 0) return `(${value} (${sep} ${value}){0,${max - 1}})?`;
+  return `${value} (${sep} ${value}){${min - 1},${max - 1}}`;
+}
+function nlcLiteralGbnf(v) {
+  if (typeof v === 'string') return gbnfLiteral(JSON.stringify(v));
+  if (v === null || typeof v === 'boolean' || typeof v === 'number') return gbnfLiteral(JSON.stringify(v));
+  throw new UnsupportedError('literal');
+}
+function nlcValueGbnf(schema, scope) {
+  if (schema == null || typeof schema !== 'object' || Array.isArray(schema)) throw new UnsupportedError('schema');
+  const known = new Set(['type', 'properties', 'required', 'items', 'prefixItems', 'minItems', 'maxItems', 'minLength', 'maxLength', 'enum', 'const', 'oneOf', 'description', 'title', 'additionalProperties']);
+  for (const k of Object.keys(schema)) if (!known.has(k)) throw new UnsupportedError(k);
+  if (schema.oneOf) {
+    const alts = schema.oneOf.map((x) => nlcValueGbnf(x, scope));
+    return alts.length === 1 ? alts[0] : `( ${alts.join(' | ')} )`;
+  }
+  if ('const' in schema) return nlcLiteralGbnf(schema.const);
+  if (schema.enum) {
+    const alts = schema.enum.map(nlcLiteralGbnf);
+    return alts.length === 1 ? alts[0] : `( ${alts.join(' | ')} )`;
+  }
+  const types = [].concat(schema.type ?? []);
+  if (types.length !== 1) {
+    if (types.length === 0) throw new UnsupportedError('any');
+    return `( ${types.map((t) => nlcValueGbnf({ ...schema, type: t }, scope)).join(' | ')} )`;
+  }
+  const type = types[0];
+  if (type === 'object') {
+    if (schema.additionalProperties != null && schema.additionalProperties !== false) throw new UnsupportedError('additionalProperties');
+    const items = [];
+    for (const [k, v] of Object.entries(schema.properties ?? {})) {
+      if (items.length) items.push(`"," ${nlcWhitespace(scope + 1)}`);
+      items.push(`${gbnfLiteral(JSON.stringify(k))} ":" [ ]? ${nlcValueGbnf(v, scope + 1)}`);
+    }
+    return ['"{"', nlcWhitespace(scope + 1), ...items, nlcWhitespace(scope), '"}"'].join(' ');
+  }
+  if (type === 'array') {
+    const sep = `"," ${nlcWhitespace(scope + 1)}`;
+    const min = Math.max(0, Math.floor(schema.minItems ?? 0));
+    const max = schema.maxItems == null ? null : Math.max(min, Math.floor(schema.maxItems));
+    let inner;
+    if (schema.items == null && !schema.prefixItems) throw new UnsupportedError('any');
+    if (schema.prefixItems?.length) {
+      const pre = schema.prefixItems.map((x) => nlcValueGbnf(x, scope + 1));
+      const min2 = Math.max(min, pre.length);
+      inner = pre.join(` ${sep} `);
+      if (max == null || max > pre.length || min2 > pre.length) {
+        if (schema.items == null) throw new UnsupportedError('any');
+        const rest = nlcValueGbnf(schema.items, scope + 1);
+        const rmin = min2 - pre.length;
+        const rmax = max == null ? null : max - pre.length;
+        if (rmax !== 0) inner += ` (${sep} ${rest})` + (rmax == null ? (rmin ? `{${rmin},}` : '*') : `{${rmin},${rmax}}`);
+      }
+    } else {
+      inner = nlcRepeat(nlcValueGbnf(schema.items, scope + 1), sep, min, max);
+    }
+    return ['"["', nlcWhitespace(scope + 1), inner, nlcWhitespace(scope), '"]"'].filter((x) => x !== '').join(' ');
+  }
+  if (type === 'string') {
+    const min = Math.max(0, Math.floor(schema.minLength ?? 0));
+    const max = schema.maxLength == null ? null : Math.max(min, Math.floor(schema.maxLength));
+    if (min === 0 && max == null) return `"\\"" ${NLC_STRING_CHAR}* "\\""`;
+    if (max === 0) return '"\\"\\""';
+    return `"\\"" ${NLC_STRING_CHAR}{${min},${max ?? ''}} "\\""`;
+  }
+  const num = '"-"? ("0" | [1-9] [0-9]{0,15})';
+  const exp = ' ([eE] [-+]? ("0" | [1-9] [0-9]{0,15}))?';
+  if (type === 'number') return `(${num} ("." [0-9]{1,16})?${exp})`;
+  if (type === 'integer') return `(${num}${exp})`;
+  if (type === 'boolean') return '("true" | "false")';
+  if (type === 'null') return '"null"';
+  throw new UnsupportedError(`type ${type}`);
+}
+// node-llama-cpp's grammar for a JSON schema, or null when the schema is outside that subset.
+function nlcJsonSchemaGbnf(schema) {
+  try {
+    return `root ::= ${nlcValueGbnf(schema, 0)} "\\n\\n\\n\\n" [\\n]*\n`;
+  } catch (err) {
+    if (err instanceof UnsupportedError) return null;
+    throw err;
+  }
+}
+
 class LlamaJsonSchemaGrammar extends LlamaGrammar {
   constructor(llama, schema) {
     if (schema === null || typeof schema !== 'object') throw new TypeError('LlamaJsonSchemaGrammar: schema must be an object');
-    super(llama, { grammar: native.jsonSchemaToGrammar(JSON.stringify(schema)) });
+    const own = nlcJsonSchemaGbnf(schema);
+    super(llama, own
+      ? { grammar: own, stopGenerationTriggers: ['\n\n\n\n'], trimWhitespaceSuffix: true }
+      : { grammar: native.jsonSchemaToGrammar(JSON.stringify(schema)) });
     this._schema = schema;
   }
   get schema() { return this._schema; }
@@ -1282,7 +1391,9 @@ class LlamaEmbeddingContext {
     const contextSize = resolveContextSize(model, options.contextSize, 4096);
     // A model whose file names no pooling (a causal LM) is pooled as node-llama-cpp's embedding
     // context pools it (loom's addon defaults to the mean); the file's pooling otherwise.
-    const ctx = await LlamaContext._create(model, { ...options, contextSize, sequences: 1, batchSize: options.batchSize ?? contextSize }, { embedding: true });
+    const named = Object.keys(model._info.metadata ?? {}).some((k) => k.endsWith('.pooling_type'));
+    const extra = named ? { embedding: true } : { embedding: true, pooling: 3 /* last token, as llama.cpp's causal LMs */ };
+    const ctx = await LlamaContext._create(model, { ...options, contextSize, sequences: 1, batchSize: options.batchSize ?? contextSize }, extra);
     return new LlamaEmbeddingContext(ctx);
   }
   constructor(ctx) {

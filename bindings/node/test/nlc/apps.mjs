@@ -4,16 +4,33 @@
 const GREEDY = { temperature: 0, repeatPenalty: false };
 
 const llamas = new Map();
-function llamaOf(m) {
-  // One Llama per module, as an app has (node-llama-cpp's getLlama takes seconds).
-  if (!llamas.has(m)) llamas.set(m, m.getLlama({ gpu: false, build: 'never', logLevel: m.LlamaLogLevel.error }));
+const models = new Map();
+// One Llama per module, as an app has. maxThreads: node-llama-cpp's default is more threads than a
+// small or busy machine has cores (4 on 2 cores here), and llama.cpp's spinning thread pool then
+// takes 40 s for what takes 0.15 s on one thread; $LOOM_NLC_THREADS (default 1) for both packages.
+export function llamaOf(m) {
+  if (!llamas.has(m)) {
+    const maxThreads = Number(process.env.LOOM_NLC_THREADS || 1);
+    llamas.set(m, m.getLlama({ gpu: false, build: 'never', logLevel: m.LlamaLogLevel.error, maxThreads }));
+  }
   return llamas.get(m);
+}
+// The model, loaded once per module and path (the apps share it; disposeModels() at the end).
+export function modelOf(m, modelPath) {
+  const key = `${modelPath}`;
+  if (!models.has(m)) models.set(m, new Map());
+  const mm = models.get(m);
+  if (!mm.has(key)) mm.set(key, llamaOf(m).then((llama) => llama.loadModel({ modelPath })));
+  return mm.get(key);
+}
+export async function disposeModels(m) {
+  for (const p of models.get(m)?.values() ?? []) await (await p).dispose();
+  models.delete(m);
 }
 
 // Getting started: load, context, chat session, one prompt.
 export async function gettingStarted(m, modelPath) {
-  const llama = await llamaOf(m);
-  const model = await llama.loadModel({ modelPath });
+  const model = await modelOf(m, modelPath);
   const context = await model.createContext({ contextSize: 512 });
   const session = new m.LlamaChatSession({ contextSequence: context.getSequence() });
   const answer = await session.prompt('Once upon a time', { maxTokens: 24, ...GREEDY });
@@ -21,14 +38,12 @@ export async function gettingStarted(m, modelPath) {
     arch: model.fileInfo.metadata.general.architecture, tokens: model.tokenize('Hello world'),
     text: model.detokenize(model.tokenize('Hello world')), wrapper: session.chatWrapper.wrapperName };
   await context.dispose();
-  await model.dispose();
   return { answer, info };
 }
 
 // Chat with history: two prompts, the history read back, restored into a new session.
 export async function chatWithHistory(m, modelPath) {
-  const llama = await llamaOf(m);
-  const model = await llama.loadModel({ modelPath });
+  const model = await modelOf(m, modelPath);
   const context = await model.createContext({ contextSize: 512 });
   const sequence = context.getSequence();
   const session = new m.LlamaChatSession({ contextSequence: sequence, systemPrompt: 'You tell stories.' });
@@ -41,14 +56,12 @@ export async function chatWithHistory(m, modelPath) {
   again.setChatHistory(history.slice(0, 3));
   const a2again = await again.prompt('What did the dog do?', { maxTokens: 12, ...GREEDY });
   await context.dispose();
-  await model.dispose();
   return { a1, a2, a2again, history };
 }
 
 // Streaming: onTextChunk pieces add up to the answer; a completion streams too.
 export async function streaming(m, modelPath) {
-  const llama = await llamaOf(m);
-  const model = await llama.loadModel({ modelPath });
+  const model = await modelOf(m, modelPath);
   const context = await model.createContext({ contextSize: 512, sequences: 2 });
   const session = new m.LlamaChatSession({ contextSequence: context.getSequence() });
   const chunks = [];
@@ -58,7 +71,6 @@ export async function streaming(m, modelPath) {
   const cchunks = [];
   const text = await completion.generateCompletion('Once upon a time', { maxTokens: 24, ...GREEDY, onTextChunk: (t) => cchunks.push(t) });
   await context.dispose();
-  await model.dispose();
   return { answer, joined: chunks.join(''), nTokens: tokens.length, text, cjoined: cchunks.join('') };
 }
 
@@ -70,7 +82,7 @@ export const personSchema = {
 };
 export async function jsonSchemaOutput(m, modelPath) {
   const llama = await llamaOf(m);
-  const model = await llama.loadModel({ modelPath });
+  const model = await modelOf(m, modelPath);
   const context = await model.createContext({ contextSize: 512 });
   const grammar = await llama.createGrammarForJsonSchema(personSchema);
   const session = new m.LlamaChatSession({ contextSequence: context.getSequence() });
@@ -83,14 +95,12 @@ export async function jsonSchemaOutput(m, modelPath) {
     error = e.message;
   }
   await context.dispose();
-  await model.dispose();
   return { text, parsed, error };
 }
 
 // Function calling: functions defined with JSON-schema params; calls are executed and fed back.
 export async function functionCalling(m, modelPath) {
-  const llama = await llamaOf(m);
-  const model = await llama.loadModel({ modelPath });
+  const model = await modelOf(m, modelPath);
   const context = await model.createContext({ contextSize: 1024 });
   const session = new m.LlamaChatSession({ contextSequence: context.getSequence() });
   const calls = [];
@@ -107,29 +117,25 @@ export async function functionCalling(m, modelPath) {
   const meta = await session.promptWithMeta('What is the weather in Paris?', { functions, maxTokens: 40, ...GREEDY });
   const fc = meta.response.filter((r) => typeof r === 'object' && r.type === 'functionCall');
   await context.dispose();
-  await model.dispose();
   return { responseText: meta.responseText, stopReason: meta.stopReason, calls, functionCalls: fc.map((c) => ({ name: c.name, params: c.params, result: c.result })) };
 }
 
 // Embeddings search: embed documents, find the nearest to a query.
 export const documents = ['The cat sat on the mat.', 'Lily played in the park with her ball.', 'The sun was hot and the sky was blue.', 'Tom ate an apple.'];
 export async function embeddingsSearch(m, modelPath) {
-  const llama = await llamaOf(m);
-  const model = await llama.loadModel({ modelPath });
+  const model = await modelOf(m, modelPath);
   const ctx = await model.createEmbeddingContext({ contextSize: 256 });
   const vectors = [];
   for (const d of documents) vectors.push((await ctx.getEmbeddingFor(d)).vector.slice());
   const q = await ctx.getEmbeddingFor('A girl with a ball');
   const sims = vectors.map((v) => q.calculateCosineSimilarity(v));
   await ctx.dispose();
-  await model.dispose();
   return { vectors, query: q.vector.slice(), best: sims.indexOf(Math.max(...sims)) };
 }
 
 // Ranking: rank documents against a query.
 export async function ranking(m, modelPath) {
-  const llama = await llamaOf(m);
-  const model = await llama.loadModel({ modelPath });
+  const model = await modelOf(m, modelPath);
   let out;
   try {
     const ctx = await model.createRankingContext({ contextSize: 256 });
@@ -139,6 +145,5 @@ export async function ranking(m, modelPath) {
   } catch (e) {
     out = { error: e.message };
   }
-  await model.dispose();
   return out;
 }
