@@ -2,7 +2,10 @@
 //   - `loom generate` (the CLI, no JavaScript): loom-node's completion() must be within 3 % of it;
 //   - loom-node (bindings/node): completion() without and with a token callback (streaming);
 //   - llama.node (@fugood/llama.node, the package whose API loom-node implements): the same calls;
-//   - node-llama-cpp (LlamaCompletion, the other JavaScript binding of llama.cpp);
+//   - node-llama-cpp (the other JavaScript binding of llama.cpp) and loom-node's own node-llama-cpp
+//     API (loom-node/node-llama-cpp, engine loom-nlc), the same code on both: completion is
+//     LlamaCompletion.generateCompletion, streaming is LlamaChatSession.prompt with onTextChunk
+//     (greedy, repeatPenalty false; both stop at EOS, so their token counts are reported);
 // each at 1 and at N requests at once (--parallel 1,4): loom-node as N concurrent completion()
 // calls on a context loaded with n_parallel N and through its parallel API (parallel.enable +
 // parallel.completion), llama.node through its parallel API, node-llama-cpp as N LlamaCompletion
@@ -12,7 +15,7 @@
 // of a 1 ms interval timer) while it generates.
 //
 //   node bench/node-binding.mjs MODEL.gguf [--threads 2] [--tokens 256] [--reps 3] [--ctx 2048]
-//        [--parallel 1,4] [--engines cli,loom-node,llama.node,node-llama-cpp] [--no-install]
+//        [--parallel 1,4] [--engines cli,loom-node,loom-nlc,llama.node,node-llama-cpp] [--no-install]
 //        [--json] [--verbose] [--logs]
 //   --engines: which to run (cli is `loom generate`); --json: one JSON object on stdout;
 //   --verbose: every run's figures on stderr; --logs: the engines' own logs (llama.node's on stdout).
@@ -196,10 +199,19 @@ async function openEngine(spec) {
       },
     };
   }
-  if (engine === 'node-llama-cpp') {
+  if (engine === 'node-llama-cpp' || engine === 'loom-nlc') {
+    // node-llama-cpp itself, or loom-node's node-llama-cpp API (loom-node/node-llama-cpp): the same code.
     process.env.NODE_LLAMA_CPP_SKIP_DOWNLOAD = 'true';
-    const pkg = path.join(spec.dir, 'node_modules', 'node-llama-cpp');
-    const nlc = await import(pathToFileURL(path.join(pkg, 'dist', 'index.js')).href);
+    let nlc, pkg;
+    if (engine === 'loom-nlc') {
+      const addon = path.join(repo, 'build', 'bin', 'loom_node.node');
+      if (!process.env.LOOM_NODE_ADDON && fs.existsSync(addon)) process.env.LOOM_NODE_ADDON = addon;
+      pkg = path.join(repo, 'bindings', 'node');
+      nlc = (await import(pathToFileURL(path.join(pkg, 'lib', 'node-llama-cpp.js')).href)).default;
+    } else {
+      pkg = path.join(spec.dir, 'node_modules', 'node-llama-cpp');
+      nlc = await import(pathToFileURL(path.join(pkg, 'dist', 'index.js')).href);
+    }
     const llama = await nlc.getLlama({
       gpu: false, build: 'never', usePrebuiltBinaries: true, skipDownload: true, progressLogs: false,
       logLevel: nlc.LlamaLogLevel.error, maxThreads: threads,
@@ -210,19 +222,29 @@ async function openEngine(spec) {
     const seqs = Array.from({ length: P }, () => c.getSequence());
     const one = async (seq, stream) => {
       const rec = { n: 0, first: undefined, last: undefined };
-      const comp = new nlc.LlamaCompletion({ contextSequence: seq });
-      // No callback-free path: its sampling loop is JavaScript either way. Without streaming a
-      // callback only takes the time (token ids); streaming takes the text as an app would.
-      await comp.generateCompletion(prompt, {
-        maxTokens: tokens, temperature: 0, customStopTriggers: [],
+      // Greedy, repeat penalty off (loom's penalty window counts the prompt too: the same options,
+      // the same text on both packages).
+      const options = {
+        maxTokens: tokens, temperature: 0, repeatPenalty: false,
         onToken: (t) => {
           const now = performance.now();
           if (rec.first === undefined) rec.first = now;
           rec.last = now;
           rec.n += t.length;
         },
-        ...(stream ? { onTextChunk: (s) => { rec.text = (rec.text || 0) + s.length; } } : {}),
-      });
+      };
+      if (!stream) {
+        // completion: LlamaCompletion.generateCompletion. No callback-free path in node-llama-cpp
+        // (its sampling loop is JavaScript either way): a token callback only takes the time.
+        const comp = new nlc.LlamaCompletion({ contextSequence: seq });
+        await comp.generateCompletion(prompt, { ...options, customStopTriggers: [] });
+      } else {
+        // streaming: a chat app's path, LlamaChatSession.prompt with onTextChunk (a new session
+        // each time; the text streamed as an app shows it).
+        const session = new nlc.LlamaChatSession({ contextSequence: seq });
+        await session.prompt(prompt, { ...options, onTextChunk: (s) => { rec.text = (rec.text || 0) + s.length; } });
+        session.dispose();
+      }
       rec.end = performance.now();
       return rec;
     };
@@ -247,7 +269,7 @@ async function openEngine(spec) {
 // ---- parent ---------------------------------------------------------------------------------
 
 function parseArgs(argv) {
-  const o = { threads: 2, tokens: 256, reps: 3, ctx: 2048, parallel: [1, 4], engines: ['cli', 'loom-node', 'llama.node', 'node-llama-cpp'],
+  const o = { threads: 2, tokens: 256, reps: 3, ctx: 2048, parallel: [1, 4], engines: ['cli', 'loom-node', 'loom-nlc', 'llama.node', 'node-llama-cpp'],
     install: true, json: false, verbose: false, logs: false, model: null };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
@@ -273,7 +295,7 @@ function parseArgs(argv) {
   if (!o.model) usage('no model');
   if (!fs.existsSync(o.model)) usage(`model not found: ${o.model}`);
   if (o.parallel.some((p) => !Number.isInteger(p) || p < 1)) usage('--parallel takes request counts, e.g. 1,4');
-  const known = ['cli', 'loom-node', 'llama.node', 'node-llama-cpp'];
+  const known = ['cli', 'loom-node', 'loom-nlc', 'llama.node', 'node-llama-cpp'];
   for (const e of o.engines) if (!known.includes(e)) usage(`unknown engine ${e} (known: ${known.join(', ')})`);
   if (o.reps < 1) usage('--reps must be at least 1');
   return o;
@@ -282,7 +304,7 @@ function parseArgs(argv) {
 function usage(msg) {
   if (msg) console.error(`node-binding.mjs: ${msg}`);
   console.error('usage: node bench/node-binding.mjs MODEL.gguf [--threads 2] [--tokens 256] [--reps 3] [--ctx 2048]\n' +
-    '         [--parallel 1,4] [--engines cli,loom-node,llama.node,node-llama-cpp] [--no-install] [--json] [--verbose]');
+    '         [--parallel 1,4] [--engines cli,loom-node,loom-nlc,llama.node,node-llama-cpp] [--no-install] [--json] [--verbose]');
   process.exit(msg ? 2 : 0);
 }
 
@@ -417,7 +439,8 @@ async function main() {
       if (P > 1) rows.push({ engine: 'loom-node', api: 'parallel', P, label: `loom-node parallel.completion()${x}` });
     }
     if (want('llama.node')) rows.push({ engine: 'llama.node', api: P > 1 ? 'parallel' : 'completion', P, dir: llamaNodeDir, label: `llama.node ${P > 1 ? 'parallel.completion()' : 'completion()'}${x}` });
-    if (want('node-llama-cpp')) rows.push({ engine: 'node-llama-cpp', api: 'sequences', P, dir: nlcDir, label: `node-llama-cpp LlamaCompletion${P > 1 ? ` ×${P} sequences` : ''}` });
+    if (want('loom-nlc')) rows.push({ engine: 'loom-nlc', api: 'sequences', P, label: `loom-node/node-llama-cpp LlamaCompletion · LlamaChatSession${P > 1 ? ` ×${P} sequences` : ''}` });
+    if (want('node-llama-cpp')) rows.push({ engine: 'node-llama-cpp', api: 'sequences', P, dir: nlcDir, label: `node-llama-cpp LlamaCompletion · LlamaChatSession${P > 1 ? ` ×${P} sequences` : ''}` });
   }
   for (const r of rows) {
     r.completion = [];
