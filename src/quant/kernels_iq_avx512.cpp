@@ -583,7 +583,7 @@ LOOM_IQ_AVX512 void dot_rows(int64_t n, const uint8_t* w, size_t ws, int nw, con
     // the next 16 rows (those of the next group, or of the caller's next call) while computing
     // these, a block step's share of their bytes at a time.
     const uint8_t* next = wr + 16 * ws;
-    const size_t share = (16 * ws + size_t(nb) - 1) / size_t(nb);
+    const size_t share = nb > 0 ? (16 * ws + size_t(nb) - 1) / size_t(nb) : 0;  // (k = 0: no blocks)
     __m512 sumf = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; ++i) {
       const uint8_t* ai = a + i * kQ8K;
