@@ -34,6 +34,44 @@ std::runtime_error loom_error(const std::string& what) {
   return std::runtime_error(msg.empty() ? what : msg);
 }
 
+// The ids of `text` (loom_tokenize, grown once when the first guess is short); throws loom_error.
+std::vector<int32_t> tokenize_text(const loom_model* m, const std::string& text, bool add_special, bool parse_special) {
+  const int32_t len = int32_t(std::min<size_t>(text.size(), INT32_MAX));
+  std::vector<int32_t> ids(size_t(len) + 8);
+  int32_t k = loom_tokenize(m, text.data(), len, ids.data(), int32_t(ids.size()), add_special, parse_special);
+  if (k < 0 && k != LOOM_SIZE_ERROR) {
+    ids.resize(size_t(-k));
+    k = loom_tokenize(m, text.data(), len, ids.data(), int32_t(ids.size()), add_special, parse_special);
+  }
+  if (k < 0) throw loom_error("tokenize failed");
+  ids.resize(size_t(k));
+  return ids;
+}
+
+// The text of `ids` (loom_detokenize, grown once); throws loom_error.
+std::string detokenize_ids(const loom_model* m, const std::vector<int32_t>& ids, bool unparse_special) {
+  std::string out(ids.size() * 8 + 16, '\0');
+  int32_t k = loom_detokenize(m, ids.data(), int32_t(ids.size()), out.data(), int32_t(out.size()), false, unparse_special);
+  if (k < 0 && k != LOOM_SIZE_ERROR) {
+    out.resize(size_t(-k));
+    k = loom_detokenize(m, ids.data(), int32_t(ids.size()), out.data(), int32_t(out.size()), false, unparse_special);
+  }
+  if (k < 0) throw loom_error("detokenize failed");
+  out.resize(size_t(k));
+  return out;
+}
+
+// A RangeError naming the first id outside the model's vocabulary.
+void check_token_ids(Napi::Env env, const loom_model* m, const std::vector<int32_t>& ids) {
+  const int32_t n_vocab = loom_model_n_vocab(m);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= n_vocab) {
+      throw Napi::RangeError::New(env, "tokens[" + std::to_string(i) + "]: " + std::to_string(ids[i]) +
+                                           " is not a token id (vocabulary of " + std::to_string(n_vocab) + ")");
+    }
+  }
+}
+
 // ---- promises over the worker pool ----------------------------------------------------------
 
 template <typename R>
@@ -311,16 +349,7 @@ class Context : public Napi::ObjectWrap<Context> {
     return run_op<std::vector<int32_t>>(
         env, n,
         [m = n->model, text = std::move(text), add_special, parse_special] {
-          const int32_t len = int32_t(std::min<size_t>(text.size(), INT32_MAX));
-          std::vector<int32_t> ids(size_t(len) + 8);
-          int32_t k = loom_tokenize(m.get(), text.data(), len, ids.data(), int32_t(ids.size()), add_special, parse_special);
-          if (k < 0 && k != LOOM_SIZE_ERROR) {
-            ids.resize(size_t(-k));
-            k = loom_tokenize(m.get(), text.data(), len, ids.data(), int32_t(ids.size()), add_special, parse_special);
-          }
-          if (k < 0) throw loom_error("tokenize failed");
-          ids.resize(size_t(k));
-          return ids;
+          return tokenize_text(m.get(), text, add_special, parse_special);
         },
         [](Napi::Env e, std::vector<int32_t>& ids) -> Napi::Value { return to_int32_array(e, ids); });
   }
@@ -331,28 +360,10 @@ class Context : public Napi::ObjectWrap<Context> {
     auto n = live(env);
     std::vector<int32_t> ids = tokens_arg(info, 0, "tokens");
     const bool unparse_special = info.Length() > 1 && info[1].ToBoolean();
-    const int32_t n_vocab = loom_model_n_vocab(n->model.get());
-    for (size_t i = 0; i < ids.size(); ++i) {
-      if (ids[i] < 0 || ids[i] >= n_vocab) {
-        throw Napi::RangeError::New(env, "tokens[" + std::to_string(i) + "]: " + std::to_string(ids[i]) +
-                                             " is not a token id (vocabulary of " + std::to_string(n_vocab) + ")");
-      }
-    }
+    check_token_ids(env, n->model.get(), ids);
     return run_op<std::string>(
         env, n,
-        [m = n->model, ids = std::move(ids), unparse_special] {
-          std::string out(ids.size() * 8 + 16, '\0');
-          int32_t k = loom_detokenize(m.get(), ids.data(), int32_t(ids.size()), out.data(), int32_t(out.size()),
-                                      false, unparse_special);
-          if (k < 0 && k != LOOM_SIZE_ERROR) {
-            out.resize(size_t(-k));
-            k = loom_detokenize(m.get(), ids.data(), int32_t(ids.size()), out.data(), int32_t(out.size()), false,
-                                unparse_special);
-          }
-          if (k < 0) throw loom_error("detokenize failed");
-          out.resize(size_t(k));
-          return out;
-        },
+        [m = n->model, ids = std::move(ids), unparse_special] { return detokenize_ids(m.get(), ids, unparse_special); },
         [](Napi::Env e, std::string& s) -> Napi::Value { return Napi::String::New(e, s); });
   }
 
@@ -364,15 +375,12 @@ class Context : public Napi::ObjectWrap<Context> {
     const std::string text = string_arg(info, 0, "text");
     const bool add_special = info.Length() > 1 && info[1].ToBoolean();
     const bool parse_special = info.Length() > 2 && info[2].ToBoolean();
-    const int32_t len = int32_t(std::min<size_t>(text.size(), INT32_MAX));
-    std::vector<int32_t> ids(size_t(len) + 8);
-    int32_t k = loom_tokenize(n->model.get(), text.data(), len, ids.data(), int32_t(ids.size()), add_special, parse_special);
-    if (k < 0 && k != LOOM_SIZE_ERROR) {
-      ids.resize(size_t(-k));
-      k = loom_tokenize(n->model.get(), text.data(), len, ids.data(), int32_t(ids.size()), add_special, parse_special);
+    std::vector<int32_t> ids;
+    try {
+      ids = tokenize_text(n->model.get(), text, add_special, parse_special);
+    } catch (const std::runtime_error& e) {
+      throw Napi::Error::New(env, e.what());
     }
-    if (k < 0) throw Napi::Error::New(env, loom_error("tokenize failed").what());
-    ids.resize(size_t(k));
     return to_int32_array(env, ids);
   }
 
@@ -382,23 +390,13 @@ class Context : public Napi::ObjectWrap<Context> {
     auto n = live(env);
     std::vector<int32_t> ids = tokens_arg(info, 0, "tokens");
     const bool unparse_special = info.Length() > 1 && info[1].ToBoolean();
-    const int32_t n_vocab = loom_model_n_vocab(n->model.get());
-    for (size_t i = 0; i < ids.size(); ++i) {
-      if (ids[i] < 0 || ids[i] >= n_vocab) {
-        throw Napi::RangeError::New(env, "tokens[" + std::to_string(i) + "]: " + std::to_string(ids[i]) +
-                                             " is not a token id (vocabulary of " + std::to_string(n_vocab) + ")");
-      }
+    check_token_ids(env, n->model.get(), ids);
+    std::string out;
+    try {
+      out = detokenize_ids(n->model.get(), ids, unparse_special);
+    } catch (const std::runtime_error& e) {
+      throw Napi::Error::New(env, e.what());
     }
-    std::string out(ids.size() * 8 + 16, '\0');
-    int32_t k = loom_detokenize(n->model.get(), ids.data(), int32_t(ids.size()), out.data(), int32_t(out.size()), false,
-                                unparse_special);
-    if (k < 0 && k != LOOM_SIZE_ERROR) {
-      out.resize(size_t(-k));
-      k = loom_detokenize(n->model.get(), ids.data(), int32_t(ids.size()), out.data(), int32_t(out.size()), false,
-                          unparse_special);
-    }
-    if (k < 0) throw Napi::Error::New(env, loom_error("detokenize failed").what());
-    out.resize(size_t(k));
     return Napi::String::New(env, out);
   }
 
