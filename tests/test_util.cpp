@@ -60,6 +60,12 @@ const fs::path& scratch_dir(const std::string& prefix) {
 }
 
 std::string data_dir() { return std::string(LOOM_SOURCE_DIR) + "/tests/data"; }
+
+std::string llama_cpp_src() {
+  if (const char* e = std::getenv("LOOM_LLAMA_CPP_SRC"); e && *e) return e;
+  const char* home = std::getenv("HOME");
+  return std::string(home ? home : "") + "/.cache/loom-llama-cpp/src";
+}
 std::string loom_binary() { return std::string(LOOM_BINARY_DIR) + "/bin/loom"; }
 
 bool under_emulator() {

@@ -20,6 +20,10 @@ std::string shared_dir();
 std::string shared_path(const std::string& rel);
 // This repository's tests/data folder.
 std::string data_dir();
+// llama.cpp's source tree (its models/ folder: vocab tests, chat templates): $LOOM_LLAMA_CPP_SRC,
+// else ~/.cache/loom-llama-cpp/src, where ../shared/tools/build-llama-cpp.sh and
+// scripts/fetch-llama-cpp-src.sh put it. It may be missing: tests that need it skip, saying so.
+std::string llama_cpp_src();
 // Path of the built loom binary (build/bin/loom).
 std::string loom_binary();
 // loom_binary() shell-quoted for /bin/sh, prefixed with the emulator in cross builds (the

@@ -209,12 +209,8 @@ TEST_P(UpstreamVocabTest, MatchesHuggingFaceIds) {
 // The same tests for every vocabulary in llama.cpp's source (its models/ folder), where the source
 // is on this machine: $LOOM_LLAMA_CPP_SRC, else ~/.cache/loom-llama-cpp/src, where
 // ../shared/tools/build-llama-cpp.sh and scripts/fetch-llama-cpp-src.sh put it (from the npm
-// package node-llama-cpp bundles it in). Skipped, saying so, where it is not.
-std::string llama_cpp_src() {
-  if (const char* e = std::getenv("LOOM_LLAMA_CPP_SRC"); e && *e) return e;
-  const char* home = std::getenv("HOME");
-  return std::string(home ? home : "") + "/.cache/loom-llama-cpp/src";
-}
+// package node-llama-cpp bundles it in; test::llama_cpp_src()). Skipped, saying so, where it is not.
+using test::llama_cpp_src;
 
 class LlamaCppVocabTest : public ::testing::TestWithParam<const char*> {};
 
