@@ -9,7 +9,7 @@ constexpr Pos kPosMax = std::numeric_limits<Pos>::max();
 }
 
 Expected<std::unique_ptr<RecurrentCache>> RecurrentCache::create(const RecurrentCacheParams& p) {
-  if (p.n_cells <= 0 || p.n_cells > kMaxSeqs || p.n_layer <= 0 || p.conv_row <= 0 || p.ssm_row <= 0) {
+  if (p.n_cells <= 0 || p.n_cells > kMaxSeqs || p.n_layer <= 0 || p.conv_row <= 0 || p.ssm_row < 0) {
     return invalid_argument("recurrent state cache needs 1.." + std::to_string(kMaxSeqs) + " cells, layers and state sizes");
   }
   std::unique_ptr<RecurrentCache> rs(new RecurrentCache());

@@ -26,7 +26,8 @@ size_t max_matmul_scratch(const Model& m, int64_t n, int max_rank) {
   for (const std::vector<LayerWeights>* ls : {&w.layers, &w.enc_layers}) {
     for (const LayerWeights& l : *ls) {
       for (const TensorView* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down, &l.ssm_in, &l.ssm_x,
-                                  &l.ssm_dt, &l.ssm_out, &l.wq_cross, &l.wk_cross, &l.wv_cross, &l.wo_cross}) {
+                                  &l.ssm_dt, &l.ssm_out, &l.ssm_z, &l.ssm_beta, &l.ssm_alpha, &l.wq_cross, &l.wk_cross,
+                                  &l.wv_cross, &l.wo_cross}) {
         if (!t->empty()) best = std::max(best, ops::matmul_scratch_bytes(t->type, t->cols, n));
       }
     }
@@ -60,12 +61,14 @@ void layout(const Model& m, int T, int n_kv, TensorType type_k, int n_threads, i
   b->lora_u = floats(max_rank > 0 ? std::max({F, V, Q, E}) * t : 0);
   const size_t Di = size_t(hp.ssm_d_inner), R = size_t(hp.ssm_dt_rank), S = size_t(hp.ssm_d_state),
                Cc = size_t(hp.ssm_conv_channels());
-  b->ssm_xz = floats(std::max(2 * Di, Di + Cc + R) * t);  // Mamba-2: z, x|B|C, dt
+  // Mamba-1: x, z; Mamba-2: z, x|B|C, dt; short conv: B|C|x (Di = E); DeltaNet: q|k|v, z, β, g.
+  b->ssm_xz = floats(std::max(3 * Di, Di + Cc + 2 * R) * t);
   b->ssm_xc = floats(Cc * t);
   b->ssm_xdb = floats((R + 2 * S) * t);
   b->ssm_dtr = floats(R * t);
   b->ssm_dt = floats(Di * t);
   b->ssm_y = floats(Di * t);
+  b->qg = floats(hp.attn_output_gate ? 2 * Q * t : 0);
   b->pos_bucket = static_cast<int32_t*>(alloc(hp.is_t5() ? sizeof(int32_t) * t * size_t(n_kv) : 0));
   b->mm = alloc(max_matmul_scratch(m, T, max_rank));
   size_t attn = hp.is_recurrent() ? 0 : ops::attention_scratch_bytes(T, n_kv, int(hp.head_dim), type_k, n_threads);
@@ -222,6 +225,7 @@ ops::RopeParams model_rope(const Model& model, int64_t n_ctx_per_seq) {
   rope.attn_factor = hp.rope_attn_factor;
   // Either factor tensor may be missing; then that size of context rotates without factors.
   rope.freq_factors = n_ctx_per_seq > hp.n_ctx_orig_yarn ? w.rope_long : w.rope_short;
+  if (w.rope_sections) rope.freq_factors = w.rope_sections;
   return rope;
 }
 
@@ -262,7 +266,7 @@ Status shift_k(const Model& model, const KvView& kv, const int32_t* deltas, Forw
   (void)pool;
   for (int il = 0; il < int(hp.n_layer); ++il) {
     const KvLayerView& l = kv.layers[size_t(il)];
-    if (!l.k || l.reused) continue;  // a layer of another part, or one reading another's K
+    if (!l.k || l.reused || !hp.layer_has_rope(il)) continue;  // another part's layer, one reading another's K, NoPE
     ops::RopeParams rope = detail::layer_rope(hp, cfg.rope, il);
     rope.attn_factor = rope.ext_factor != 0.0f ? 1.0f / (1.0f + 0.1f * std::log(1.0f / rope.freq_scale)) : 1.0f;
     auto* base = static_cast<uint8_t*>(l.k);

@@ -1,10 +1,12 @@
-// The decoder-only families (llama, qwen2, qwen3, phi3, gemma, gemma2, gemma3) and the hybrids
-// whose recurrent layers are Mamba-2 mixers (granitehybrid: Granite 4) as one forward pass whose
-// differences are fields of ModelHparams:
+// The decoder-only families (llama, qwen2, qwen3, phi3, gemma, gemma2, gemma3, granite, smollm3)
+// and the hybrids (granitehybrid: Granite 4 with Mamba-2 layers; lfm2: short-conv layers; qwen35:
+// Gated DeltaNet layers) as one forward pass whose differences are fields of ModelHparams:
 //   x = embed(tokens) [· embd_scale]
 //   per layer: h = n(x)
-//              m = attn(rope(n(Wq·h + bq)), rope(n(Wk·h + bk)), Wv·h + bv) → Wo      (attention_block)
-//                  or, on a hybrid's recurrent layer, the Mamba-2 mixer of h        (ssm_block, forward_mamba.cpp)
+//              m = attn(rope(n(Wq·h + bq)), rope(n(Wk·h + bk)), Wv·h + bv) [⊙ σ(gate)] → Wo  (attention_block;
+//                  no rope on NoPE layers; qwen35's q projection carries the gate)
+//                  or, on a hybrid's recurrent layer, its mixer of h: Mamba-2 (ssm_block, forward_mamba.cpp),
+//                  short conv (forward_short_conv.cpp), Gated DeltaNet (forward_delta_net.cpp)
 //              x += post_norm(m) [· residual_scale]
 //              x += post_norm(Wd · (act(Wg·n(x)) * Wu·n(x))) [· residual_scale]
 //              x += cvec[layer]   (control vector, when set)
@@ -35,7 +37,15 @@ Status attention_block(const Model& model, const ForwardBatch& fb, const Forward
 
   // A layer that reuses another layer's K/V (Gemma 3n / 4's shared KV layers) computes only Q.
   const bool own_kv = hp.kv_source(il) < 0;
-  linear(pool, l.wq, layer_lora(cfg, il, kWq), b.xb, T, b.q, b);
+  if (hp.attn_output_gate) {
+    // qwen35: per head [q | gate]; q to b.q, the gates stay in b.qg until the output.
+    linear(pool, l.wq, layer_lora(cfg, il, kWq), b.xb, T, b.qg, b);
+    for (int64_t r = 0; r < int64_t(T) * hp.n_head; ++r) {
+      std::memcpy(b.q + r * D, b.qg + r * 2 * D, sizeof(float) * size_t(D));
+    }
+  } else {
+    linear(pool, l.wq, layer_lora(cfg, il, kWq), b.xb, T, b.q, b);
+  }
   if (own_kv) {
     linear(pool, l.wk, layer_lora(cfg, il, kWk), b.xb, T, b.k, b);
     linear(pool, l.wv, layer_lora(cfg, il, kWv), b.xb, T, b.v, b);
@@ -51,7 +61,7 @@ Status attention_block(const Model& model, const ForwardBatch& fb, const Forward
     ops::rms_norm(b.q, l.q_norm, T * hp.n_head, D, hp.rms_eps, b.q);
     if (own_kv) ops::rms_norm(b.k, l.k_norm, T * n_head_kv, D, hp.rms_eps, b.k);
   }
-  if (hp.use_rope) {
+  if (hp.layer_has_rope(il)) {
     const ops::RopeParams rope = layer_rope(hp, cfg.rope, il);
     ops::rope(b.q, fb.pos, T, int(hp.n_head), int(D), rope);
     if (own_kv) ops::rope(b.k, fb.pos, T, n_head_kv, int(D), rope);
@@ -62,6 +72,13 @@ Status attention_block(const Model& model, const ForwardBatch& fb, const Forward
   }
   if (own_kv) store_kv(fb, in, il, b);
   ops::attention(pool, ap, b.q, b.att, b.attn);
+  if (hp.attn_output_gate) {
+    for (int64_t r = 0; r < int64_t(T) * hp.n_head; ++r) {
+      float* o = b.att + r * D;
+      const float* g = b.qg + r * 2 * D + D;
+      for (int64_t i = 0; i < D; ++i) o[i] *= 1.0f / (1.0f + std::exp(-g[i]));
+    }
+  }
   if (!observe(cfg, "kqv_out", il, b.att, Q, T)) return aborted();
   linear(pool, l.wo, layer_lora(cfg, il, kWo), b.att, T, b.tmp, b);
   return Status::ok();
@@ -86,8 +103,15 @@ Status forward_decoder(const Model& model, const ForwardBatch& fb, ForwardScratc
     // Mixer block: attention, or a hybrid's recurrent mixer; output in b.tmp.
     ops::rms_norm(b.x, l.attn_norm, T, E, hp.rms_eps, b.xb);
     if (!observe(cfg, "attn_norm", il, b.xb, E, T)) return aborted();
-    LOOM_RETURN_IF_ERROR(hp.layer_is_recurrent(il) ? ssm_block(model, fb, cfg, pool, il, b)
-                                                   : attention_block(model, fb, cfg, pool, il, b));
+    if (!hp.layer_is_recurrent(il)) {
+      LOOM_RETURN_IF_ERROR(attention_block(model, fb, cfg, pool, il, b));
+    } else if (hp.rec_mixer == RecurrentMixer::kShortConv) {
+      LOOM_RETURN_IF_ERROR(short_conv_block(model, fb, cfg, pool, il, b));
+    } else if (hp.rec_mixer == RecurrentMixer::kDeltaNet) {
+      LOOM_RETURN_IF_ERROR(delta_net_block(model, fb, cfg, pool, il, b));
+    } else {
+      LOOM_RETURN_IF_ERROR(ssm_block(model, fb, cfg, pool, il, b));
+    }
     if (l.post_attn_norm) ops::rms_norm(b.tmp, l.post_attn_norm, T, E, hp.rms_eps, b.tmp);
     if (hp.residual_scale != 0.0f) ops::scale_inplace(b.tmp, hp.residual_scale, T * E);
     ops::add_inplace(b.x, b.tmp, T * E);

@@ -1,6 +1,7 @@
 // Shared pieces of the per-family forward passes (not part of the model layer's interface).
 #pragma once
 
+#include <algorithm>
 #include <vector>
 
 #include "model/forward.h"
@@ -29,6 +30,10 @@ struct Buffers {
   float* ssm_dtr;// [T][R] the dt part, contiguous
   float* ssm_dt; // [T][Di]
   float* ssm_y;  // [T][Di] scan output
+  // Short conv (lfm2): ssm_xz [T][3·E] B|C|x, ssm_y B ⊙ x, ssm_xc its convolution. Gated DeltaNet
+  // (qwen35): ssm_xz holds q|k|v [T][Cc], then z [T][Di], β [T][Hv] and g [T][Hv]; ssm_xc the
+  // convolved q|k|v, ssm_y the rule's output.
+  float* qg;     // [T][2·Q] qwen35's q projection: per head q, then its output gate (else empty)
   int32_t* pos_bucket;  // [T][n_kv] T5 relative-position buckets (empty for other families)
   void* mm;      // matmul activation scratch
   void* attn;    // attention scratch
@@ -84,6 +89,31 @@ Status attention_block(const Model& m, const ForwardBatch& fb, const ForwardConf
 // continuing each run's state from fb.rs (fb.rs->layers[il]): forward_mamba.cpp.
 Status ssm_block(const Model& m, const ForwardBatch& fb, const ForwardConfig& cfg, ThreadPool& pool, int il,
                  Buffers& b);
+
+// lfm2's gated short convolution of layer il: forward_short_conv.cpp.
+Status short_conv_block(const Model& m, const ForwardBatch& fb, const ForwardConfig& cfg, ThreadPool& pool, int il,
+                        Buffers& b);
+// qwen35's Gated DeltaNet mixer of layer il: forward_delta_net.cpp.
+Status delta_net_block(const Model& m, const ForwardBatch& fb, const ForwardConfig& cfg, ThreadPool& pool, int il,
+                       Buffers& b);
+
+// Each run's state rows of one layer into their destinations: a copy of the source row, or zeros
+// for a new sequence (forward_mamba.cpp).
+void take_state_rows(const ForwardBatch& fb, const RecurrentView& rs, const RecurrentLayerView& st);
+
+// fn(run, c0, c1) over every (sequence run, channel) pair of the micro-batch, channels in blocks
+// so that each work item is worth a dispatch; an item's result must not depend on the blocking.
+template <typename Fn>
+void for_run_channels(ThreadPool& pool, int n_runs, int64_t n_ch, Fn&& fn) {
+  pool.parallel_for(int64_t(n_runs) * n_ch, [&](int64_t lo, int64_t hi) {
+    while (lo < hi) {
+      const int r = int(lo / n_ch);
+      const int64_t c0 = lo % n_ch, c1 = std::min<int64_t>(n_ch, c0 + (hi - lo));
+      fn(r, c0, c1);
+      lo += c1 - c0;
+    }
+  }, 64);
+}
 
 Status forward_decoder(const Model& m, const ForwardBatch& fb, ForwardScratch& scratch, ThreadPool& pool,
                        const ForwardConfig& cfg);

@@ -25,6 +25,19 @@
 
 namespace loom::detail {
 
+void take_state_rows(const ForwardBatch& fb, const RecurrentView& rs, const RecurrentLayerView& st) {
+  for (int r = 0; r < fb.n_seq_runs; ++r) {
+    const int src = fb.state_src[r], dst = fb.state_dst[r];
+    if (src == dst) continue;
+    for (auto [base, n] : {std::pair{st.conv, rs.conv_row}, std::pair{st.ssm, rs.ssm_row}}) {
+      if (n == 0) continue;
+      float* d = base + int64_t(dst) * n;
+      if (src < 0) std::fill(d, d + n, 0.0f);
+      else std::memcpy(d, base + int64_t(src) * n, sizeof(float) * size_t(n));
+    }
+  }
+}
+
 Status ssm_block(const Model& model, const ForwardBatch& fb, const ForwardConfig& cfg, ThreadPool& pool, int il,
                  Buffers& b) {
   const ModelHparams& hp = model.hparams();
@@ -39,35 +52,12 @@ Status ssm_block(const Model& model, const ForwardBatch& fb, const ForwardConfig
   const int64_t H = R, G = hp.ssm_n_group, Cc = hp.ssm_conv_channels(), XZ = v2 ? Di + Cc + H : 2 * Di;
   const int n_runs = fb.n_seq_runs;
 
-  // Work items for the per-sequence ops: (run, channel) pairs, channels in blocks so that each
-  // item is worth a dispatch; an item's result does not depend on the blocking.
-  auto for_run_channels = [&](int64_t n_ch, auto&& fn) {
-    pool.parallel_for(int64_t(n_runs) * n_ch, [&](int64_t lo, int64_t hi) {
-      while (lo < hi) {
-        const int r = int(lo / n_ch);
-        const int64_t c0 = lo % n_ch, c1 = std::min<int64_t>(n_ch, c0 + (hi - lo));
-        fn(r, c0, c1);
-        lo += c1 - c0;
-      }
-    }, 64);
-  };
-
   linear(pool, l.ssm_in, nullptr, b.xb, T, b.ssm_xz, b);  // [T][XZ]
-
-  // Each run's state into its destination row: a copy of its source, or zeros for a new one.
-  for (int r = 0; r < n_runs; ++r) {
-    const int src = fb.state_src[r], dst = fb.state_dst[r];
-    if (src == dst) continue;
-    for (auto [base, n] : {std::pair{st.conv, rs.conv_row}, std::pair{st.ssm, rs.ssm_row}}) {
-      float* d = base + int64_t(dst) * n;
-      if (src < 0) std::fill(d, d + n, 0.0f);
-      else std::memcpy(d, base + int64_t(src) * n, sizeof(float) * size_t(n));
-    }
-  }
+  take_state_rows(fb, rs, st);
 
   // Mamba-1 convolves x (the first Di columns), Mamba-2 x|B|C (after z).
   const int64_t conv_in = v2 ? Di : 0;
-  for_run_channels(Cc, [&](int r, int64_t c0, int64_t c1) {
+  for_run_channels(pool, n_runs, Cc, [&](int r, int64_t c0, int64_t c1) {
     const int t0 = fb.seq_start[r];
     ops::SsmConv p;
     p.n_tokens = fb.seq_start[r + 1] - t0;
@@ -103,7 +93,7 @@ Status ssm_block(const Model& model, const ForwardBatch& fb, const ForwardConfig
   }
   ops::softplus_inplace(b.ssm_dt, T * (v2 ? H : Di));  // the steps, in vectors
 
-  for_run_channels(Di, [&](int r, int64_t c0, int64_t c1) {
+  for_run_channels(pool, n_runs, Di, [&](int r, int64_t c0, int64_t c1) {
     const int t0 = fb.seq_start[r];
     ops::SsmScan p;
     p.n_tokens = fb.seq_start[r + 1] - t0;

@@ -37,7 +37,7 @@ Status read_ssm_hparams(const gguf::GgufFile& f, ModelHparams& hp) {
                      " must divide: inner size by heads, heads by groups");
     }
   }
-  if (hp.arch != Arch::kMamba2 && hp.ssm_d_inner != 2 * hp.n_embd) {
+  if ((hp.arch == Arch::kMamba || hp.arch == Arch::kGraniteHybrid) && hp.ssm_d_inner != 2 * hp.n_embd) {
     // The reference loads only an expansion factor of 2 (Mamba-1, granitehybrid).
     return unsupported(a + ": ssm.inner_size " + std::to_string(hp.ssm_d_inner) + " is not 2 * embedding_length " +
                        std::to_string(2 * hp.n_embd) + " (only an expansion factor of 2 is supported)");
@@ -93,9 +93,9 @@ Status read_head_count_kv(const gguf::GgufFile& f, ModelHparams& hp) {
       return corrupt(key + "[" + std::to_string(il) + "] = " + std::to_string(h) + " is not a divisor of head_count " +
                      std::to_string(hp.n_head) + " (or 0 for a recurrent layer)");
     }
-    if (h == 0 && hp.arch != Arch::kGraniteHybrid) {
+    if (h == 0 && hp.arch != Arch::kGraniteHybrid && hp.arch != Arch::kLfm2) {
       return unsupported(key + "[" + std::to_string(il) + "] = 0 (a layer without attention) is only supported for "
-                         "hybrid architectures (granitehybrid)");
+                         "hybrid architectures (granitehybrid, lfm2)");
     }
     per_layer[size_t(il)] = h;
     uniform = uniform && h == per_layer[0];
@@ -105,7 +105,11 @@ Status read_head_count_kv(const gguf::GgufFile& f, ModelHparams& hp) {
     return unsupported(hp.arch_name + ": every layer is recurrent (" + key + " is all 0); a model without attention "
                        "layers is not supported as a hybrid (mamba2 files run as such)");
   }
-  if (!uniform) hp.n_head_kv_layer = std::move(per_layer);
+  if (!uniform) {
+    hp.recurrent_layer.assign(size_t(hp.n_layer), 0);
+    for (int64_t il = 0; il < hp.n_layer; ++il) hp.recurrent_layer[size_t(il)] = per_layer[size_t(il)] == 0;
+    hp.n_head_kv_layer = std::move(per_layer);
+  }
   return Status::ok();
 }
 
@@ -114,6 +118,54 @@ Expected<float> finite_float(const gguf::GgufFile& f, const std::string& key, do
   LOOM_ASSIGN_OR_RETURN(double v, f.get_float_or(key, fallback));
   if (!std::isfinite(v)) return corrupt("metadata " + key + " is not finite");
   return float(v);
+}
+
+// qwen35's Gated DeltaNet layers: <arch>.ssm.* give the conv taps, the value width d_inner in
+// time_step_rank value heads, the key heads (group_count) of d_state channels; the layer pattern is
+// attention.recurrent_layers (one flag per block, MTP blocks included) or every
+// full_attention_interval-th layer attends (default 4, the reference's rule).
+Status read_delta_net_hparams(const gguf::GgufFile& f, ModelHparams& hp, int64_t n_block) {
+  const std::string& a = hp.arch_name;
+  LOOM_ASSIGN_OR_RETURN(hp.ssm_d_conv, arch_int(f, a, "ssm.conv_kernel", std::nullopt, 2, 64));
+  LOOM_ASSIGN_OR_RETURN(hp.ssm_d_inner, arch_int(f, a, "ssm.inner_size", std::nullopt, 1, 1 << 20));
+  LOOM_ASSIGN_OR_RETURN(hp.ssm_d_state, arch_int(f, a, "ssm.state_size", std::nullopt, 1, 1024));
+  LOOM_ASSIGN_OR_RETURN(hp.ssm_dt_rank, arch_int(f, a, "ssm.time_step_rank", std::nullopt, 1, 1 << 12));
+  LOOM_ASSIGN_OR_RETURN(hp.ssm_n_group, arch_int(f, a, "ssm.group_count", std::nullopt, 1, 1 << 12));
+  const int64_t hv = hp.ssm_dt_rank, hk = hp.ssm_n_group;
+  if (hp.ssm_d_inner % hv != 0 || hp.ssm_d_inner / hv != hp.ssm_d_state || hv % hk != 0) {
+    return corrupt(a + ": ssm.inner_size " + std::to_string(hp.ssm_d_inner) + " must be ssm.time_step_rank " +
+                   std::to_string(hv) + " value heads of ssm.state_size " + std::to_string(hp.ssm_d_state) +
+                   " channels (key and value heads are equally wide), and the value heads a multiple of the "
+                   "ssm.group_count " + std::to_string(hk) + " key heads");
+  }
+  hp.recurrent_layer.assign(size_t(hp.n_layer), 0);
+  const std::string rkey = a + ".attention.recurrent_layers";
+  if (f.has(rkey)) {
+    LOOM_ASSIGN_OR_RETURN(const gguf::Array* arr, f.get_array(rkey));
+    if (!(arr->is_numeric() || arr->elem_type == gguf::ValueType::kBool) || arr->count != uint64_t(n_block)) {
+      return corrupt(rkey + " must be an array of " + std::to_string(n_block) + " flags (one per block)");
+    }
+    for (int64_t il = 0; il < hp.n_layer; ++il) hp.recurrent_layer[size_t(il)] = arr->int_at(uint64_t(il)) != 0;
+  } else {
+    LOOM_ASSIGN_OR_RETURN(int64_t every, arch_int(f, a, "full_attention_interval", 4, 1, 1 << 16));
+    for (int64_t il = 0; il < hp.n_layer; ++il) hp.recurrent_layer[size_t(il)] = (il + 1) % every != 0;
+  }
+  const std::string skey = a + ".rope.dimension_sections";
+  if (f.has(skey)) {
+    LOOM_ASSIGN_OR_RETURN(const gguf::Array* arr, f.get_array(skey));
+    if (!arr->is_numeric() || arr->count < 3 || arr->count > 4) return corrupt(skey + " must be an array of 3 or 4 numbers");
+    int64_t sum = 0;
+    for (uint64_t i = 0; i < arr->count; ++i) {
+      const int64_t v = arr->int_at(i);
+      if (v < 0 || v > hp.n_rot) return corrupt(skey + "[" + std::to_string(i) + "] = " + std::to_string(v) + " is out of range");
+      hp.rope_sections[i] = int(v);
+      sum += v;
+    }
+    if (sum == 0 || sum > hp.n_rot / 2) {
+      return corrupt(skey + " must add up to between 1 and rope.dimension_count / 2 = " + std::to_string(hp.n_rot / 2));
+    }
+  }
+  return Status::ok();
 }
 
 }  // namespace
@@ -132,20 +184,33 @@ Expected<ModelHparams> read_hparams(const gguf::GgufFile& f) {
       {"mamba", Arch::kMamba, ops::RopeMode::kNormal},   {"mamba2", Arch::kMamba2, ops::RopeMode::kNormal},
       {"t5", Arch::kT5, ops::RopeMode::kNormal},         {"t5encoder", Arch::kT5Encoder, ops::RopeMode::kNormal},
       {"granitehybrid", Arch::kGraniteHybrid, ops::RopeMode::kNormal},
+      {"granite", Arch::kGranite, ops::RopeMode::kNormal},  {"smollm3", Arch::kSmolLM3, ops::RopeMode::kNormal},
+      {"lfm2", Arch::kLfm2, ops::RopeMode::kNeox},          {"qwen35", Arch::kQwen35, ops::RopeMode::kNeox},
   };
   const Family* fam = nullptr;
   for (const Family& f : kFamilies) {
     if (a == f.name) fam = &f;
   }
   if (!fam) {
-    return unsupported("architecture '" + a + "' is not supported (supported: llama, qwen2, qwen3, phi3, gemma, gemma2, gemma3, bert, nomic-bert, mamba, mamba2, t5, t5encoder, granitehybrid)");
+    return unsupported("architecture '" + a + "' is not supported (supported: llama, qwen2, qwen3, qwen35, phi3, gemma, gemma2, gemma3, bert, nomic-bert, mamba, mamba2, t5, t5encoder, granite, granitehybrid, lfm2, smollm3)");
   }
   hp.arch = fam->arch;
   hp.rope_mode = fam->rope;
+  switch (hp.arch) {
+    case Arch::kMamba: hp.rec_mixer = RecurrentMixer::kMamba1; break;
+    case Arch::kMamba2:
+    case Arch::kGraniteHybrid: hp.rec_mixer = RecurrentMixer::kMamba2; break;
+    case Arch::kLfm2: hp.rec_mixer = RecurrentMixer::kShortConv; break;
+    case Arch::kQwen35: hp.rec_mixer = RecurrentMixer::kDeltaNet; break;
+    default: break;
+  }
   constexpr int64_t kBig = int64_t(1) << 31;
   if (hp.is_recurrent()) return read_mamba_hparams(f, std::move(hp));
   LOOM_ASSIGN_OR_RETURN(hp.n_embd, arch_int(f, a, "embedding_length", std::nullopt, 1, 1 << 20));
-  LOOM_ASSIGN_OR_RETURN(hp.n_layer, arch_int(f, a, "block_count", std::nullopt, 1, 4096));
+  LOOM_ASSIGN_OR_RETURN(const int64_t n_block, arch_int(f, a, "block_count", std::nullopt, 1, 4096));
+  // Multi-token-prediction blocks (qwen35's nextn) follow the trunk and are not run.
+  LOOM_ASSIGN_OR_RETURN(hp.n_layer_nextn, arch_int(f, a, "nextn_predict_layers", 0, 0, n_block - 1));
+  hp.n_layer = n_block - hp.n_layer_nextn;
   LOOM_ASSIGN_OR_RETURN(hp.n_head, arch_int(f, a, "attention.head_count", std::nullopt, 1, 1 << 16));
   LOOM_RETURN_IF_ERROR(read_head_count_kv(f, hp));
   LOOM_ASSIGN_OR_RETURN(hp.n_ff, arch_int(f, a, "feed_forward_length", std::nullopt, 1, 1 << 24));
@@ -263,10 +328,46 @@ Expected<ModelHparams> read_hparams(const gguf::GgufFile& f) {
       LOOM_RETURN_IF_ERROR(read_ssm_hparams(f, hp));
       break;
     }
+    case Arch::kGranite: {
+      LOOM_ASSIGN_OR_RETURN(hp.embd_scale, finite_float(f, a + ".embedding_scale", 0.0));
+      LOOM_ASSIGN_OR_RETURN(hp.residual_scale, finite_float(f, a + ".residual_scale", 0.0));
+      LOOM_ASSIGN_OR_RETURN(hp.logit_scale, finite_float(f, a + ".logit_scale", 0.0));
+      LOOM_ASSIGN_OR_RETURN(hp.attn_scale, finite_float(f, a + ".attention.scale", 0.0));
+      LOOM_ASSIGN_OR_RETURN(hp.use_rope, f.get_bool_or(a + ".rope.scaling.finetuned", true));
+      LOOM_ASSIGN_OR_RETURN(int64_t n_expert, arch_int(f, a, "expert_count", 0, 0, 1 << 16));
+      if (n_expert > 0) {
+        return unsupported("granite: a mixture-of-experts feed-forward (expert_count " + std::to_string(n_expert) +
+                           ") is not supported yet");
+      }
+      break;
+    }
+    case Arch::kSmolLM3: hp.no_rope_step = 4; break;  // the reference's fixed pattern: every fourth layer
+    case Arch::kLfm2: {
+      hp.qk_norm = true;
+      LOOM_ASSIGN_OR_RETURN(hp.ssm_d_conv, arch_int(f, a, "shortconv.l_cache", std::nullopt, 2, 64));
+      hp.ssm_d_inner = hp.n_embd;  // the conv runs over B ⊙ x, n_embd channels; no SSM state
+      LOOM_ASSIGN_OR_RETURN(int64_t swa, arch_int(f, a, "attention.sliding_window", 0, 0, kBig));
+      if (swa > 0) {  // every attention layer slides (LFM2-VL style files)
+        hp.swa_window = int(swa);
+        hp.swa_pattern = 1;
+      }
+      LOOM_ASSIGN_OR_RETURN(int64_t n_expert, arch_int(f, a, "expert_count", 0, 0, 1 << 16));
+      if (n_expert > 0) return unsupported("lfm2: a mixture-of-experts feed-forward is not supported yet (lfm2moe)");
+      break;
+    }
+    case Arch::kQwen35:
+      hp.qk_norm = true;
+      hp.attn_output_gate = true;
+      LOOM_RETURN_IF_ERROR(read_delta_net_hparams(f, hp, n_block));
+      break;
     case Arch::kPhi3:
     case Arch::kLlama:
     case Arch::kMamba:
     case Arch::kMamba2: break;
+  }
+  if (hp.n_layer_nextn > 0 && hp.arch != Arch::kQwen35) {
+    return unsupported(a + ".nextn_predict_layers " + std::to_string(hp.n_layer_nextn) +
+                       ": multi-token-prediction blocks are only read for qwen35");
   }
   return hp;
 }

@@ -16,6 +16,18 @@ namespace loom {
 enum class Arch {
   kLlama, kQwen2, kQwen3, kPhi3, kGemma, kGemma2, kGemma3, kBert, kNomicBert, kMamba, kMamba2, kT5, kT5Encoder,
   kGraniteHybrid,  // Granite 4 hybrid: Mamba-2 and attention layers in one decoder stack
+  kGranite,        // dense Granite 3 / 4: llama with Granite's four multipliers
+  kSmolLM3,        // llama without RoPE on every fourth layer (NoPE)
+  kLfm2,           // LFM2 / LFM2.5: gated short-convolution layers and GQA attention layers
+  kQwen35,         // Qwen3.5: Gated DeltaNet layers and gated full-attention layers
+};
+// The mixer of a model's recurrent layers.
+enum class RecurrentMixer : uint8_t {
+  kNone,
+  kMamba1,     // mamba
+  kMamba2,     // mamba2, granitehybrid
+  kShortConv,  // lfm2: y = C ⊙ conv(B ⊙ x), no state beyond the conv's
+  kDeltaNet,   // qwen35: gated delta rule over a [head_v][head_k] matrix per head
 };
 enum class FfnAct { kSilu, kGelu };
 
@@ -61,6 +73,17 @@ struct ModelHparams {
   // Attention layers rotate q and k. granitehybrid: rope.scaling.finetuned (default true); Granite
   // 4's hybrids write false: no positional encoding at all (the Mamba-2 layers order the tokens).
   bool use_rope = true;
+  // smollm3: layer il has no RoPE when (il + 1) % no_rope_step == 0 (NoPE layers); 0: none.
+  int no_rope_step = 0;
+  // qwen35: the q projection gives per head [q (head_dim) | gate (head_dim)]; the attention output
+  // is multiplied by sigmoid(gate) before the out-projection.
+  bool attn_output_gate = false;
+  // qwen35: <arch>.rope.dimension_sections (M-RoPE's t/h/w/e sections, interleaved). For text every
+  // section turns with the token's position except the fourth (e), which turns by 0; all zero: none.
+  int rope_sections[4] = {0, 0, 0, 0};
+  // Multi-token-prediction blocks after the trunk (<arch>.nextn_predict_layers, counted in
+  // block_count): loaded with the file but never run. n_layer counts the trunk only.
+  int64_t n_layer_nextn = 0;
   float attn_softcap = 0.0f;       // gemma2: scores = c * tanh(scores / c)
   float final_softcap = 0.0f;      // gemma2: logits = c * tanh(logits / c)
   int swa_window = 0;              // sliding-window size for SWA layers (0: none)
@@ -89,6 +112,9 @@ struct ModelHparams {
   int64_t n_dec_layer = 0;
   int32_t dec_start_token = -1;  // <arch>.decoder_start_token_id; -1: BOS (else the pad id)
 
+  // The mixer of the recurrent layers (kNone: no recurrent layers).
+  RecurrentMixer rec_mixer = RecurrentMixer::kNone;
+
   // Embedding-only encoders (no LM head): BERT families and the T5 encoder.
   bool is_encoder() const { return arch == Arch::kBert || arch == Arch::kNomicBert || arch == Arch::kT5Encoder; }
   // Models with a T5 encoder (encode() keeps its output for cross-attention when there is a decoder).
@@ -98,28 +124,33 @@ struct ModelHparams {
   // hybrids are is_hybrid()).
   bool is_recurrent() const { return arch == Arch::kMamba || arch == Arch::kMamba2; }
   // The recurrent layers are Mamba-2 blocks (one decay per head, B and C per group).
-  bool is_mamba2() const { return arch == Arch::kMamba2 || arch == Arch::kGraniteHybrid; }
-  // Channels of the convolution: x (Mamba-1), or x, B and C (Mamba-2).
+  bool is_mamba2() const { return rec_mixer == RecurrentMixer::kMamba2; }
+  // Channels of the convolution: x (Mamba-1), x, B and C (Mamba-2), q, k and v (DeltaNet: the
+  // groups are the key heads, d_state their width), B ⊙ x (short conv: d_inner = n_embd).
   int64_t ssm_conv_channels() const { return ssm_d_inner + 2 * ssm_n_group * ssm_d_state; }
   // Floats of one sequence's recurrent state in one layer: the conv state, the SSM state.
   int64_t n_embd_conv_state() const { return (ssm_d_conv - 1) * ssm_conv_channels(); }
   int64_t n_embd_ssm_state() const { return ssm_d_state * ssm_d_inner; }
 
-  // Per-layer memory. Hybrid models (attention and recurrent layers in one stack) give the
-  // per-layer K/V head counts (<arch>.attention.head_count_kv as an array): 0 marks a layer
-  // without attention, which keeps a recurrent state instead. Empty: every layer has n_head_kv.
-  // With an array, n_head_kv is its largest value (buffers are sized for the widest layer).
+  // Per-layer memory. Hybrid models (attention and recurrent layers in one stack) mark their
+  // recurrent layers: granitehybrid and lfm2 by a K/V head count of 0 in the per-layer
+  // <arch>.attention.head_count_kv array, qwen35 by <arch>.attention.recurrent_layers or
+  // full_attention_interval. Empty n_head_kv_layer: every layer has n_head_kv; with an array,
+  // n_head_kv is its largest value (buffers are sized for the widest layer).
   std::vector<int64_t> n_head_kv_layer;
+  std::vector<uint8_t> recurrent_layer;  // hybrids: 1 for a recurrent layer; empty: none
   bool layer_is_recurrent(int64_t il) const {
-    return is_recurrent() || (!n_head_kv_layer.empty() && n_head_kv_layer[size_t(il)] == 0);
+    return is_recurrent() || (!recurrent_layer.empty() && recurrent_layer[size_t(il)] != 0);
   }
   // Some layers attend and some keep a recurrent state.
   bool is_hybrid() const {
-    if (is_recurrent() || n_head_kv_layer.empty()) return false;
+    if (is_recurrent() || recurrent_layer.empty()) return false;
     bool attn = false, rec = false;
-    for (int64_t h : n_head_kv_layer) (h == 0 ? rec : attn) = true;
+    for (uint8_t r : recurrent_layer) (r ? rec : attn) = true;
     return attn && rec;
   }
+  // Layer il rotates q and k (RoPE on, and not one of smollm3's NoPE layers).
+  bool layer_has_rope(int64_t il) const { return use_rope && !(no_rope_step > 0 && (il + 1) % no_rope_step == 0); }
   bool has_recurrent_layers() const { return is_recurrent() || is_hybrid(); }
   int64_t n_head_kv_at(int64_t il) const { return n_head_kv_layer.empty() ? n_head_kv : n_head_kv_layer[size_t(il)]; }
   // Layers that attend over another layer's K/V instead of storing their own (Gemma 3n / 4's

@@ -1,6 +1,7 @@
 #include "model/model.h"
 
 #include <cmath>
+#include <limits>
 #include <utility>
 
 #include "base/timer.h"
@@ -167,10 +168,11 @@ class Binder {
     return owned_.back().data();
   }
 
-  // token_embd, output_norm and the LM head (tied to the embedding when output.weight is absent).
-  void embedding_and_output(int64_t E, int64_t V, ModelWeights& w) {
+  // token_embd, the final norm and the LM head (tied to the embedding when output.weight is
+  // absent). lfm2 files name the final norm token_embd_norm.weight (the reference's name for it).
+  void embedding_and_output(int64_t E, int64_t V, ModelWeights& w, const char* output_norm = "output_norm.weight") {
     w.tok_embd = matrix("token_embd.weight", E, V);
-    w.output_norm = vector("output_norm.weight", E);
+    w.output_norm = vector(output_norm, E);
     w.output = matrix("output.weight", E, V, /*required=*/false);
     if (st_.is_ok() && w.output.empty()) {
       w.output = w.tok_embd;
@@ -227,6 +229,38 @@ Status bind_ssm_mixer(Binder& b, const ModelHparams& hp, const std::string& p, L
   return Status::ok();
 }
 
+// lfm2's gated short-convolution block, prefix p = "blk.N.".
+Status bind_short_conv(Binder& b, const ModelHparams& hp, const std::string& p, LayerWeights& l) {
+  const int64_t E = hp.n_embd;
+  l.ssm_in = b.matrix(p + "shortconv.in_proj.weight", E, 3 * E);
+  l.ssm_conv = b.floats(p + "shortconv.conv.weight", {hp.ssm_d_conv, E});
+  l.ssm_out = b.matrix(p + "shortconv.out_proj.weight", E, E);
+  return b.status();
+}
+
+// qwen35's Gated DeltaNet block, prefix p = "blk.N.".
+Status bind_delta_net(Binder& b, const ModelHparams& hp, const std::string& p, LayerWeights& l) {
+  const int64_t E = hp.n_embd, Di = hp.ssm_d_inner, S = hp.ssm_d_state, Hv = hp.ssm_dt_rank, Cc = hp.ssm_conv_channels();
+  l.ssm_in = b.matrix(p + "attn_qkv.weight", E, Cc);
+  l.ssm_z = b.matrix(p + "attn_gate.weight", E, Di);
+  l.ssm_beta = b.matrix(p + "ssm_beta.weight", E, Hv);
+  l.ssm_alpha = b.matrix(p + "ssm_alpha.weight", E, Hv);
+  l.ssm_conv = b.floats(p + "ssm_conv1d.weight", {hp.ssm_d_conv, Cc});
+  l.ssm_dt_b = b.vector(p + "ssm_dt.bias", Hv);
+  l.ssm_a = b.vector(p + "ssm_a", Hv);
+  l.ssm_norm = b.vector(p + "ssm_norm.weight", S);
+  l.ssm_out = b.matrix(p + "ssm_out.weight", Di, E);
+  LOOM_RETURN_IF_ERROR(b.status());
+  for (int64_t h = 0; h < Hv; ++h) {
+    // The decay is exp(softplus(·) · a): a positive or non-finite a would make the state grow.
+    if (!(l.ssm_a[h] <= 0.0f) || !std::isfinite(l.ssm_a[h])) {
+      return corrupt("tensor '" + p + "ssm_a' has the value " + std::to_string(l.ssm_a[h]) + " at index " +
+                     std::to_string(h) + " (the stored decay must be negative and finite)");
+    }
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 Expected<const gguf::TensorInfo*> Model::token_embedding() {
@@ -244,22 +278,22 @@ Status Model::bind_decoder() {
   ModelHparams& hp = hp_;
   LOOM_ASSIGN_OR_RETURN(const gguf::TensorInfo* emb, token_embedding());
   const int64_t E = hp.n_embd, Q = hp.n_embd_q(), F = hp.n_ff, V = hp.n_vocab, D = hp.head_dim;
-  if (hp.arch == Arch::kGraniteHybrid) {
-    // Optional tensors of the reference's granitehybrid loader that loom does not compute with
-    // (no Granite 4 hybrid release has them): refused by name rather than ignored.
+  if (hp.arch == Arch::kGraniteHybrid || hp.arch == Arch::kGranite) {
+    // Optional tensors of the reference's granite loaders that loom does not compute with
+    // (no Granite 3 / 4 release has them): refused by name rather than ignored.
     for (int64_t il = -1; il < hp.n_layer; ++il) {
       const std::string p = il < 0 ? "" : "blk." + std::to_string(il) + ".";
       for (const char* n : {"attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_qkv.bias", "attn_output.bias",
                             "ffn_gate.bias", "ffn_up.bias", "ffn_down.bias", "rope_freqs.weight"}) {
         if (file_.find_tensor(p + n)) {
-          return unsupported("granitehybrid: tensor '" + p + n + "' is not supported yet (biases and RoPE frequency "
-                             "factors are optional in the reference and absent from Granite 4 hybrid releases)");
+          return unsupported(hp.arch_name + ": tensor '" + p + n + "' is not supported yet (biases and RoPE frequency "
+                             "factors are optional in the reference and absent from Granite 3 / 4 releases)");
         }
       }
     }
   }
   Binder b(file_, owned_);
-  b.embedding_and_output(E, V, w_);
+  b.embedding_and_output(E, V, w_, hp.arch == Arch::kLfm2 ? "token_embd_norm.weight" : "output_norm.weight");
   if (hp.arch == Arch::kPhi3) {
     // LongRoPE factors (Phi-3-*-128k, Phi-3.5): optional, stored as F32 (F16 converted).
     w_.rope_long = b.vector("rope_factors_long.weight", hp.n_rot / 2, /*required=*/false);
@@ -276,6 +310,25 @@ Status Model::bind_decoder() {
       }
     }
   }
+  if (hp.rope_sections[0] + hp.rope_sections[1] + hp.rope_sections[2] + hp.rope_sections[3] > 0) {
+    // Interleaved M-RoPE (the reference's imrope) for text: pair i's sector i mod Σsections turns
+    // with the t, h or w position (all = the token's position) when it falls in one of the first
+    // three sections' interleaved slots, else with e = 0.
+    const int* s = hp.rope_sections;
+    const int n_sect = s[0] + s[1] + s[2] + s[3];
+    std::vector<float> ff(size_t(hp.n_rot / 2), 1.0f);
+    bool any = false;
+    for (size_t i = 0; i < ff.size(); ++i) {
+      const int sector = int(i) % n_sect;
+      const bool positional = (sector % 3 == 0 && sector < 3 * s[0]) || (sector % 3 == 1 && sector < 3 * s[1]) ||
+                              (sector % 3 == 2 && sector < 3 * s[2]);
+      if (!positional) ff[i] = std::numeric_limits<float>::infinity(), any = true;
+    }
+    if (any) {
+      owned_.push_back(std::move(ff));
+      w_.rope_sections = owned_.back().data();
+    }
+  }
   const bool fused_gate_up = hp.arch == Arch::kPhi3;
   w_.layers.resize(size_t(hp.n_layer));
   for (int64_t il = 0; il < hp.n_layer; ++il) {
@@ -284,8 +337,20 @@ Status Model::bind_decoder() {
     const int64_t KV = hp.n_embd_kv_at(il);
     l.attn_norm = b.vector(p + "attn_norm.weight", E);
     if (hp.layer_is_recurrent(il)) {
-      // A hybrid's recurrent layer: a Mamba-2 mixer in place of attention, then the same FFN.
-      LOOM_RETURN_IF_ERROR(bind_ssm_mixer(b, hp, p, l));
+      // A hybrid's recurrent layer: its mixer in place of attention, then the same FFN.
+      switch (hp.rec_mixer) {
+        case RecurrentMixer::kShortConv: LOOM_RETURN_IF_ERROR(bind_short_conv(b, hp, p, l)); break;
+        case RecurrentMixer::kDeltaNet: LOOM_RETURN_IF_ERROR(bind_delta_net(b, hp, p, l)); break;
+        default: LOOM_RETURN_IF_ERROR(bind_ssm_mixer(b, hp, p, l)); break;
+      }
+    } else if (hp.attn_output_gate) {
+      // qwen35: the q projection carries a gate per head ([q | gate] rows per head).
+      l.wq = b.matrix(p + "attn_q.weight", E, 2 * Q);
+      l.wk = b.matrix(p + "attn_k.weight", E, KV);
+      l.wv = b.matrix(p + "attn_v.weight", E, KV);
+      l.wo = b.matrix(p + "attn_output.weight", Q, E);
+      l.q_norm = b.vector(p + "attn_q_norm.weight", D);
+      l.k_norm = b.vector(p + "attn_k_norm.weight", D);
     } else {
       // phi3 always fuses q|k|v; granitehybrid may (the reference takes attn_qkv when present).
       const bool fused_qkv = hp.arch == Arch::kPhi3 ||
@@ -306,7 +371,8 @@ Status Model::bind_decoder() {
         l.post_ffn_norm = b.vector(p + "post_ffw_norm.weight", E);
       }
     }
-    l.ffn_norm = b.vector(p + "ffn_norm.weight", E);
+    // qwen35 names the FFN's norm after attention (post_attention_norm; no norm follows the FFN).
+    l.ffn_norm = b.vector(p + (hp.arch == Arch::kQwen35 ? "post_attention_norm.weight" : "ffn_norm.weight"), E);
     if (fused_gate_up) {
       const TensorView gate_up = b.matrix(p + "ffn_up.weight", E, 2 * F);
       l.ffn_gate = b.rows_of(gate_up, 0, F);

@@ -56,6 +56,13 @@ struct LayerWeights {
   const float* ssm_d = nullptr;      // [Di] skip connection (Mamba-2: [H])
   const float* ssm_norm = nullptr;   // [Di] grouped RMSNorm weight, G groups of Di / G (Mamba-2)
   TensorView ssm_out;                // [n_embd rows][Di]
+  // Short-conv blocks (lfm2) reuse ssm_in ([3·n_embd rows][n_embd]: B, C, x), ssm_conv ([n_embd][L])
+  // and ssm_out ([n_embd rows][n_embd]). Gated DeltaNet blocks (qwen35; Hk key heads and Hv value
+  // heads of S = d_state channels, Cc = 2·Hk·S + Di) reuse ssm_in (attn_qkv: [Cc rows][n_embd]),
+  // ssm_conv ([Cc][d_conv]), ssm_dt_b ([Hv]), ssm_a ([Hv], negative), ssm_norm ([S]), ssm_out, and add:
+  TensorView ssm_z;                  // [Di rows][n_embd] the output gate (attn_gate)
+  TensorView ssm_beta;               // [Hv rows][n_embd] the write strength, through a sigmoid
+  TensorView ssm_alpha;              // [Hv rows][n_embd] the decay's input
   // T5: the relative-attention bias table (layer 0's serves layers without one) and the decoder's
   // cross-attention over the encoder output.
   const float* attn_rel_b = nullptr; // [n_rel_buckets][n_head]
@@ -87,6 +94,9 @@ struct ModelWeights {
   // a context uses the long ones when its n_ctx per sequence exceeds n_ctx_orig_yarn.
   const float* rope_long = nullptr;
   const float* rope_short = nullptr;
+  // qwen35's M-RoPE sections as frequency divisors for text ([n_rot/2]: 1, or +inf for the pairs of
+  // the fourth section, which turn by position 0); null when every pair turns with the position.
+  const float* rope_sections = nullptr;
   std::vector<LayerWeights> layers;    // T5: the decoder's blocks (none for t5encoder)
   std::vector<LayerWeights> enc_layers;  // T5: the encoder's blocks
   const float* enc_output_norm = nullptr;  // [n_embd] T5: after the encoder's last block

@@ -22,7 +22,7 @@ void ssm_conv(const SsmConv& p, int64_t c0, int64_t c1) {
       float sum = 0.0f;
       for (int k = 0; k < K; ++k) sum += win[k] * w[k];
       if (p.b) sum += p.b[c];
-      p.y[int64_t(t) * p.y_stride + c] = silu(sum);
+      p.y[int64_t(t) * p.y_stride + c] = p.silu ? silu(sum) : sum;
       for (int k = 0; k < K - 1; ++k) win[k] = win[k + 1];
     }
     for (int k = 0; k < K - 1; ++k) st[k] = win[k];

@@ -11,7 +11,8 @@ namespace loom::ops {
 
 // y[t][c] = silu(b[c] + Σ_k w[c][k] · window_t[c][k]), window_t = the last d_conv inputs of
 // channel c up to token t, oldest first: the state's d_conv - 1 values, then x[0..t][c]. The
-// state keeps the last d_conv - 1 inputs afterwards.
+// state keeps the last d_conv - 1 inputs afterwards. silu = false leaves the sum as it is (the
+// short-conv blocks of lfm2).
 struct SsmConv {
   int n_tokens = 0;
   int d_conv = 0;
@@ -22,6 +23,7 @@ struct SsmConv {
   float* state = nullptr;     // [n_ch][d_conv - 1], updated
   float* y = nullptr;         // [n_tokens][y_stride] (may not alias x)
   int64_t y_stride = 0;
+  bool silu = true;
 };
 void ssm_conv(const SsmConv& p, int64_t c0, int64_t c1);
 

@@ -42,12 +42,49 @@ TEST_P(ArchGolden, TeacherForcedStepsMatchLlamaCpp) {
   }
 }
 
+// The first two prompts decoded together in one batch (sequences 0 and 1), against the
+// reference's pair golden where the golden has one (ref_dump golden with two prompts or more).
+TEST_P(ArchGolden, TwoPromptsInOneBatchMatchLlamaCpp) {
+  const std::string name = GetParam();
+  const std::string dir = data_dir() + "/";
+  auto g = load_json(dir + name + ".json");
+  if (!g.contains("pair_logits_file")) GTEST_SKIP() << name << ": its golden has no two-prompt batch";
+  auto m = Model::load(dir + name + ".gguf");
+  ASSERT_TRUE(m.has_value()) << m.status().message();
+  const size_t nv = size_t((*m)->hparams().n_vocab);
+  const auto want = read_f32_file(dir + g["pair_logits_file"].get<std::string>());
+  ASSERT_EQ(want.size(), 2 * nv);
+  ContextParams cp;
+  cp.n_ctx = 512;
+  cp.n_batch = cp.n_ubatch = 512;
+  cp.n_seq_max = 2;
+  cp.n_threads = 2;
+  auto ctx = Context::create(*m, cp);
+  ASSERT_TRUE(ctx.has_value()) << ctx.status().message();
+  Batch b;
+  for (int s = 0; s < 2; ++s) {
+    const auto ids = g["runs"][s]["prompt_ids"].get<std::vector<int32_t>>();
+    for (size_t i = 0; i < ids.size(); ++i) b.add(ids[i], int32_t(i), {s}, i + 1 == ids.size());
+  }
+  ASSERT_TRUE((*ctx)->decode(b).is_ok());
+  for (int s = 0; s < 2; ++s) {
+    auto l = (*ctx)->logits(s - 2);  // the two output rows, in batch order
+    ASSERT_TRUE(l.has_value()) << l.status().message();
+    std::vector<float> got(l->begin(), l->end()), w(want.begin() + long(s * nv), want.begin() + long((s + 1) * nv));
+    EXPECT_LE(max_abs_diff(got, w), 1e-3f * max_abs(w)) << name << " sequence " << s;
+  }
+}
+
 // The phi3 LongRoPE pair: the reference ran both at n_ctx 512, which selects the long factors
 // of the first (original context 64) and the short ones of the second (original context 4096).
+// smollm3, granite, lfm2 and qwen35: goldens with llama.cpp's default F16 K/V, which loom's
+// default cache type (F16) meets.
 INSTANTIATE_TEST_SUITE_P(OwnData, ArchGolden,
                          ::testing::Values("synth-qwen3-tiny-f32", "synth-gemma-tiny-f32", "synth-gemma3-tiny-f32",
                                            "synth-phi3-longrope-tiny-f32", "synth-phi3-longrope-short-tiny-f32",
-                                           "synth-mamba-tiny-f32", "synth-mamba2-tiny-f32", "synth-granitehybrid-tiny-f32"),
+                                           "synth-mamba-tiny-f32", "synth-mamba2-tiny-f32", "synth-granitehybrid-tiny-f32",
+                                           "synth-smollm3-tiny-f32", "synth-granite-tiny-f32", "synth-lfm2-tiny-f32",
+                                           "synth-qwen35-tiny-f32"),
                          [](const auto& info) { return param_name(info.param); });
 
 }  // namespace

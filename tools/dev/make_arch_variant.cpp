@@ -38,6 +38,10 @@
 //                                                    mamba2's, attention on layers I, J, ... (default 1), a
 //                                                    SwiGLU FFN in every layer, Granite's multipliers (see
 //                                                    make_ssm_model), no RoPE (as Granite 4.0 H files)
+//   make_arch_variant smollm3|granite|lfm2|qwen35 IN.gguf OUT.gguf [untied]
+//                                                    a synthetic model of this year's families with IN's
+//                                                    tokenizer and random weights (seed 1234); shapes and
+//                                                    features in make_arch_families.cpp
 //   make_arch_variant t5|t5encoder IN_spm.gguf OUT.gguf [E ENC_LAYERS DEC_LAYERS HEADS HEAD_DIM FF] [gated]
 //                     [f16] [untied] [plain]
 //                                                    a T5 (encoder-decoder) or T5 encoder with random weights
@@ -66,6 +70,7 @@
 #include "base/half.h"
 #include "gguf/gguf.h"
 #include "gguf/gguf_writer.h"
+#include "make_arch_families.h"
 #include "vocab/ugm_tokenizer.h"
 
 using namespace loom;
@@ -433,6 +438,19 @@ int main(int argc, char** argv) {
     std::mt19937 rng(1234);
     Status st = make_t5(*in, w, s, rng);
     if (st.is_ok()) st = w.write_file(argv[3]);
+    if (!st) return fail(st.message());
+    return 0;
+  }
+  if (argc >= 4 && (std::string(argv[1]) == "smollm3" || std::string(argv[1]) == "granite" ||
+                    std::string(argv[1]) == "lfm2" || std::string(argv[1]) == "qwen35")) {
+    auto in = gguf::GgufFile::open(argv[2]);
+    if (!in) return fail(in.status().message());
+    auto w = gguf::GgufWriter::from_file(*in);
+    if (!w) return fail(w.status().message());
+    const bool untied = argc >= 5 && std::string(argv[4]) == "untied";
+    std::mt19937 rng(1234);
+    Status st = make_family_model(*in, *w, argv[1], untied, rng);
+    if (st.is_ok()) st = w->write_file(argv[3]);
     if (!st) return fail(st.message());
     return 0;
   }

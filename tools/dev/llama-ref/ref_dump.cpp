@@ -3,11 +3,13 @@
 // it). Not part of loom's build: build.sh beside this file compiles it. Written for the model
 // kinds node-llama-cpp cannot drive (recurrent state operations, encoder-decoder).
 //
-//   ref_dump golden MODEL OUTDIR NAME [--prompt P]... [--gen N]
+//   ref_dump golden MODEL OUTDIR NAME [--prompt P]... [--gen N] [--kv-f16]
 //       ref-golden.mjs's format: NAME.json (prompt_ids, greedy_ids, margins) and per prompt i
 //       NAME.i.logits.f32 (after the whole prompt in one batch) and NAME.i.steps.f32 (the
-//       logits each greedy id was picked from, one token per decode). 1 thread, n_ctx 512,
-//       F32 K/V, no flash attention.
+//       logits each greedy id was picked from, one token per decode); with two prompts or more,
+//       NAME.pair.f32: the first two decoded together in one batch as sequences 0 and 1 (each
+//       one's last-token logits). 1 thread, n_ctx 512, F32 K/V (--kv-f16: F16, "kv_type": "f16"
+//       in NAME.json), no flash attention.
 //   ref_dump seqops MODEL OUT.json PROMPT_A PROMPT_B
 //       a recurrent model's sequence operations step by step: each op, its return value and
 //       every sequence's seq_pos_min/max afterwards, decode return codes of invalid batches,
@@ -80,6 +82,10 @@ void write_f32(const std::string& path, const std::vector<float>& v) {
   f.write(reinterpret_cast<const char*>(v.data()), std::streamsize(v.size() * sizeof(float)));
 }
 
+// golden / t5golden --kv-f16: K/V in F16 (llama.cpp's default cache type, what loom's CLI uses),
+// for goldens that loom's default F16 cache must meet; else F32.
+bool g_kv_f16 = false;
+
 llama_context* make_context(llama_model* model, int n_seq_max) {
   llama_context_params cp = llama_context_default_params();
   cp.n_ctx = 512;
@@ -88,8 +94,8 @@ llama_context* make_context(llama_model* model, int n_seq_max) {
   cp.n_seq_max = uint32_t(n_seq_max);
   cp.n_threads = 1;
   cp.n_threads_batch = 1;
-  cp.type_k = GGML_TYPE_F32;
-  cp.type_v = GGML_TYPE_F32;
+  cp.type_k = g_kv_f16 ? GGML_TYPE_F16 : GGML_TYPE_F32;
+  cp.type_v = g_kv_f16 ? GGML_TYPE_F16 : GGML_TYPE_F32;
   cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
   return llama_init_from_model(model, cp);
 }
@@ -134,10 +140,13 @@ int golden(llama_model* model, int argc, char** argv) {
   for (int i = 5; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--prompt") && i + 1 < argc) prompts.push_back(argv[++i]);
     else if (!std::strcmp(argv[i], "--gen") && i + 1 < argc) n_gen = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--kv-f16")) g_kv_f16 = true;
   }
   const int n_vocab = llama_vocab_n_tokens(g_vocab);
   json out = {{"model", name}, {"n_vocab", n_vocab},
-              {"reference", "llama.cpp v0.5.0 (node-llama-cpp 3.22.1's source) via tools/dev/llama-ref/ref_dump (CPU, 1 thread, F32 K/V)"}};
+              {"reference", std::string("llama.cpp v0.5.0 (node-llama-cpp 3.22.1's source) via tools/dev/llama-ref/ref_dump (CPU, 1 thread, ") +
+                                (g_kv_f16 ? "F16" : "F32") + " K/V)"}};
+  if (g_kv_f16) out["kv_type"] = "f16";
   out["runs"] = json::array();
   for (size_t k = 0; k < prompts.size(); ++k) {
     llama_context* ctx = make_context(model, 1);
@@ -168,13 +177,25 @@ int golden(llama_model* model, int argc, char** argv) {
                            {"step_logits_file", name + "." + std::to_string(k) + ".steps.f32"}});
     llama_free(ctx);
   }
+  if (prompts.size() >= 2) {
+    // The first two prompts in one batch (sequences 0 and 1, all of 0's tokens then all of 1's):
+    // NAME.pair.f32 holds sequence 0's last-token logits, then sequence 1's.
+    llama_context* ctx = make_context(model, 2);
+    const std::vector<llama_token> a = tokenize(prompts[0], true), b = tokenize(prompts[1], true);
+    std::vector<Tok> both = run(a, 0, 0);
+    for (const Tok& t : run(b, 0, 1)) both.push_back(t);
+    if (decode(ctx, both) != 0) return std::fprintf(stderr, "pair decode failed\n"), 1;
+    std::vector<float> pair = logits(ctx, int(a.size()) - 1, n_vocab);
+    const std::vector<float> lb = logits(ctx, int(both.size()) - 1, n_vocab);
+    pair.insert(pair.end(), lb.begin(), lb.end());
+    write_f32(out_dir + "/" + name + ".pair.f32", pair);
+    out["pair_logits_file"] = name + ".pair.f32";
+    llama_free(ctx);
+  }
   std::ofstream(out_dir + "/" + name + ".json") << out.dump(1, ' ', false, json::error_handler_t::replace) << "\n";
   return 0;
 }
 
-// t5golden --kv-f16: the decoder's self-attention K/V in F16 (llama.cpp's default cache type),
-// for goldens that loom's default F16 cache must meet.
-bool g_kv_f16 = false;
 
 llama_context* make_context_ex(llama_model* model, bool embeddings, enum llama_pooling_type pooling) {
   llama_context_params cp = llama_context_default_params();
@@ -261,6 +282,21 @@ int t5golden(llama_model* model, int argc, char** argv) {
                            {"encoder_output_file", name + "." + std::to_string(k) + ".enc.f32"},
                            {"greedy_ids", greedy}, {"greedy_text", detokenize(greedy)}, {"greedy_margins", margins},
                            {"step_logits_file", name + "." + std::to_string(k) + ".steps.f32"}});
+    llama_free(ctx);
+  }
+  if (prompts.size() >= 2) {
+    // The first two prompts in one batch (sequences 0 and 1, all of 0's tokens then all of 1's):
+    // NAME.pair.f32 holds sequence 0's last-token logits, then sequence 1's.
+    llama_context* ctx = make_context(model, 2);
+    const std::vector<llama_token> a = tokenize(prompts[0], true), b = tokenize(prompts[1], true);
+    std::vector<Tok> both = run(a, 0, 0);
+    for (const Tok& t : run(b, 0, 1)) both.push_back(t);
+    if (decode(ctx, both) != 0) return std::fprintf(stderr, "pair decode failed\n"), 1;
+    std::vector<float> pair = logits(ctx, int(a.size()) - 1, n_vocab);
+    const std::vector<float> lb = logits(ctx, int(both.size()) - 1, n_vocab);
+    pair.insert(pair.end(), lb.begin(), lb.end());
+    write_f32(out_dir + "/" + name + ".pair.f32", pair);
+    out["pair_logits_file"] = name + ".pair.f32";
     llama_free(ctx);
   }
   std::ofstream(out_dir + "/" + name + ".json") << out.dump(1, ' ', false, json::error_handler_t::replace) << "\n";

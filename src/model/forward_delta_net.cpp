@@ -1,0 +1,107 @@
+// qwen35's Gated DeltaNet mixer (Qwen3.5's linear-attention layers), as the reference computes it:
+//   qkv = Wqkv · h;  z = Wz · h;  β = σ(Wβ · h);  g = softplus(Wα · h + dt_bias) · a     (a < 0, per value head)
+//   qkv = silu(conv1d_causal(qkv))                depthwise over q, k and v together, no bias
+//   q, k = L2-normalised per key head: x / sqrt(Σx² + eps)
+//   o = gated delta rule (ops/delta_net.h) per value head, value head h reading key head h mod Hk,
+//       scale 1/sqrt(S)
+//   y = RMSNorm(o per head, ssm_norm) ⊙ silu(z);  out = Wout · y
+// The conv state and the [S][S] matrix per value head live in the sequence's recurrent row.
+// Prompts run the rule's step form token by token, as llama.cpp's CPU backend does (its fused
+// gated_delta_net op), so a sequence's result does not depend on how its tokens are split into
+// micro-batches or which other sequences share them.
+#include <cmath>
+
+#include "model/forward_internal.h"
+#include "ops/delta_net.h"
+#include "ops/ssm.h"
+
+namespace loom::detail {
+
+Status delta_net_block(const Model& model, const ForwardBatch& fb, const ForwardConfig& cfg, ThreadPool& pool, int il,
+                       Buffers& b) {
+  const ModelHparams& hp = model.hparams();
+  const LayerWeights& l = model.weights().layers[size_t(il)];
+  const RecurrentView& rs = *fb.rs;
+  const RecurrentLayerView& st = rs.layers[size_t(il)];
+  const int T = fb.n_tokens;
+  const int64_t Di = hp.ssm_d_inner, S = hp.ssm_d_state, Hv = hp.ssm_dt_rank, Hk = hp.ssm_n_group,
+                Cc = hp.ssm_conv_channels();
+  float* qkv = b.ssm_xz;
+  float* z = qkv + int64_t(T) * Cc;
+  float* beta = z + int64_t(T) * Di;
+  float* g = beta + int64_t(T) * Hv;
+
+  linear(pool, l.ssm_in, nullptr, b.xb, T, qkv, b);
+  linear(pool, l.ssm_z, nullptr, b.xb, T, z, b);
+  linear(pool, l.ssm_beta, nullptr, b.xb, T, beta, b);
+  linear(pool, l.ssm_alpha, nullptr, b.xb, T, g, b);
+  take_state_rows(fb, rs, st);
+
+  for_run_channels(pool, fb.n_seq_runs, Cc, [&](int r, int64_t c0, int64_t c1) {
+    const int t0 = fb.seq_start[r];
+    ops::SsmConv p;
+    p.n_tokens = fb.seq_start[r + 1] - t0;
+    p.d_conv = int(hp.ssm_d_conv);
+    p.x = qkv + int64_t(t0) * Cc;
+    p.x_stride = Cc;
+    p.w = l.ssm_conv;
+    p.state = st.conv + int64_t(fb.state_dst[r]) * rs.conv_row;
+    p.y = b.ssm_xc + int64_t(t0) * Cc;
+    p.y_stride = Cc;
+    ops::ssm_conv(p, c0, c1);
+  });
+  if (!observe(cfg, "conv_output_silu", il, b.ssm_xc, Cc, T)) return aborted();
+
+  for (int t = 0; t < T; ++t) {
+    for (int64_t h = 0; h < Hv; ++h) {
+      float& bt = beta[t * Hv + h];
+      bt = 1.0f / (1.0f + std::exp(-bt));
+      float& gt = g[t * Hv + h];
+      gt = ops::softplus(gt + l.ssm_dt_b[h]) * l.ssm_a[h];
+    }
+    // L2 norm of the q and k heads (the first 2·Hk heads of S channels).
+    for (int64_t j = 0; j < 2 * Hk; ++j) {
+      float* x = b.ssm_xc + int64_t(t) * Cc + j * S;
+      float ss = 0.0f;
+      for (int64_t i = 0; i < S; ++i) ss += x[i] * x[i];
+      const float inv = 1.0f / std::sqrt(ss + hp.rms_eps);
+      for (int64_t i = 0; i < S; ++i) x[i] *= inv;
+    }
+  }
+
+  // One work item per (run, value head): each carries an [S][S] state through the run's tokens.
+  pool.parallel_for(int64_t(fb.n_seq_runs) * Hv, [&](int64_t lo, int64_t hi) {
+    for (int64_t it = lo; it < hi;) {
+      const int r = int(it / Hv);
+      const int64_t h0 = it % Hv, h1 = std::min<int64_t>(Hv, h0 + (hi - it));
+      const int t0 = fb.seq_start[r];
+      ops::DeltaNet p;
+      p.n_tokens = fb.seq_start[r + 1] - t0;
+      p.head_dim = int(S);
+      p.n_k_heads = Hk;
+      p.q = b.ssm_xc + int64_t(t0) * Cc;
+      p.k = p.q + Hk * S;
+      p.qk_stride = Cc;
+      p.v = p.q + 2 * Hk * S;
+      p.v_stride = Cc;
+      p.g = g + int64_t(t0) * Hv;
+      p.beta = beta + int64_t(t0) * Hv;
+      p.gb_stride = Hv;
+      p.state = st.ssm + int64_t(fb.state_dst[r]) * rs.ssm_row;
+      p.out = b.ssm_y + int64_t(t0) * Di;
+      p.out_stride = Di;
+      p.scale = 1.0f / std::sqrt(float(S));
+      ops::delta_net(p, h0, h1);
+      it += h1 - h0;
+    }
+  });
+  if (!observe(cfg, "attn_output", il, b.ssm_y, Di, T)) return aborted();
+
+  // RMSNorm per head, times silu(z): z = silu(z) · norm(o).
+  ops::rms_norm(b.ssm_y, l.ssm_norm, int64_t(T) * Hv, S, hp.rms_eps, b.ssm_y);
+  ops::swiglu_inplace(z, b.ssm_y, int64_t(T) * Di);
+  linear(pool, l.ssm_out, nullptr, z, T, b.tmp, b);
+  return Status::ok();
+}
+
+}  // namespace loom::detail

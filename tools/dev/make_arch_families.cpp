@@ -1,0 +1,147 @@
+// make_arch_variant's generator for this year's small-model families (smollm3, granite, lfm2,
+// qwen35): a model from scratch with IN's tokenizer and random weights, every distinctive feature
+// of the family present. Shapes: n_embd 64, 4 heads of 16 with 2 kv heads, n_ff 128, F32.
+//   smollm3: 4 layers, RoPE base 1e4 on layers 0-2, layer 3 without RoPE (the reference's NoPE step 4)
+//   granite: 3 layers with Granite's multipliers: embedding 12, residual 0.22, attention 0.125, logits 1/4
+//   lfm2:    4 layers, short-conv on 0 and 2 (l_cache 3), GQA attention with q/k norms on 1 and 3
+//            (head_count_kv [0, 2, 0, 2]), NEOX RoPE base 1e6, the final norm as token_embd_norm
+//   qwen35:  4 trunk layers, Gated DeltaNet on 0-2 (conv 4 taps, 2 key heads and 4 value heads of 16:
+//            value head h reads key head h mod 2), gated attention on 3 (q projection with a per-head
+//            gate, q/k norms, partial NEOX rotary of 8 of 16 dims with M-RoPE sections [2, 1, 1, 0],
+//            base 1e7), the FFN norm named post_attention_norm, plus one multi-token-prediction block
+//            (blk.4, nextn_predict_layers 1) that a runtime must load and leave unused
+#include "make_arch_families.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace loom {
+
+Status make_family_model(const gguf::GgufFile& in, gguf::GgufWriter& w, const std::string& a, bool untied,
+                         std::mt19937& rng) {
+  const bool smol = a == "smollm3", granite = a == "granite", lfm2 = a == "lfm2", qwen35 = a == "qwen35";
+  if (!smol && !granite && !lfm2 && !qwen35) return invalid_argument("unknown family '" + a + "'");
+  const std::string from = *in.get_string("general.architecture");
+  for (const auto& kv : std::vector<gguf::KeyValue>(w.metadata())) {
+    if (kv.key.rfind(from + ".", 0) == 0 || kv.key == "general.architecture") w.remove(kv.key);
+  }
+  for (const auto& t : in.tensors()) w.remove_tensor(t.name);
+  const gguf::TensorInfo* emb = in.find_tensor("token_embd.weight");
+  auto tokens = in.get_array("tokenizer.ggml.tokens");
+  const int64_t V = emb ? int64_t(emb->ne[1]) : tokens ? int64_t((*tokens)->count) : 0;
+  if (V <= 0) return invalid_argument("IN has neither token_embd.weight nor tokenizer.ggml.tokens");
+  const int64_t E = 64, H = 4, Hkv = 2, D = 16, F = 128;
+  const int64_t L = granite ? 3 : 4, n_nextn = qwen35 ? 1 : 0;
+  // qwen35's DeltaNet: key heads Hk, value heads Hv of S channels, conv taps K.
+  const int64_t S = 16, Hk = 2, Hv = 4, Di = Hv * S, Cc = 2 * Hk * S + Di, K = 4;
+  auto is_attn = [&](int64_t il) {
+    if (lfm2) return il % 2 == 1;
+    if (qwen35) return (il + 1) % 4 == 0 || il >= L;
+    return true;
+  };
+
+  LOOM_RETURN_IF_ERROR(w.set_string("general.architecture", a));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".context_length", 4096));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".embedding_length", uint32_t(E)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".feed_forward_length", uint32_t(F)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.head_count", uint32_t(H)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".block_count", uint32_t(L + n_nextn)));
+  LOOM_RETURN_IF_ERROR(w.set_f32(a + ".attention.layer_norm_rms_epsilon", 1e-6f));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".vocab_size", uint32_t(V)));
+  if (lfm2) {
+    std::vector<int32_t> kv_heads;
+    for (int64_t il = 0; il < L; ++il) kv_heads.push_back(is_attn(il) ? int32_t(Hkv) : 0);
+    LOOM_RETURN_IF_ERROR(w.set_i32_array(a + ".attention.head_count_kv", kv_heads));
+    LOOM_RETURN_IF_ERROR(w.set_u32(a + ".shortconv.l_cache", 3));
+    LOOM_RETURN_IF_ERROR(w.set_f32(a + ".rope.freq_base", 1000000.0f));
+  } else {
+    LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.head_count_kv", uint32_t(Hkv)));
+  }
+  if (qwen35) {
+    LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.key_length", uint32_t(D)));
+    LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.value_length", uint32_t(D)));
+    LOOM_RETURN_IF_ERROR(w.set_u32(a + ".rope.dimension_count", 8));
+    LOOM_RETURN_IF_ERROR(w.set_i32_array(a + ".rope.dimension_sections", {2, 1, 1, 0}));
+    LOOM_RETURN_IF_ERROR(w.set_f32(a + ".rope.freq_base", 10000000.0f));
+    LOOM_RETURN_IF_ERROR(w.set_u32(a + ".full_attention_interval", 4));
+    LOOM_RETURN_IF_ERROR(w.set_u32(a + ".nextn_predict_layers", uint32_t(n_nextn)));
+    LOOM_RETURN_IF_ERROR(w.set_u32(a + ".ssm.conv_kernel", uint32_t(K)));
+    LOOM_RETURN_IF_ERROR(w.set_u32(a + ".ssm.inner_size", uint32_t(Di)));
+    LOOM_RETURN_IF_ERROR(w.set_u32(a + ".ssm.state_size", uint32_t(S)));
+    LOOM_RETURN_IF_ERROR(w.set_u32(a + ".ssm.time_step_rank", uint32_t(Hv)));
+    LOOM_RETURN_IF_ERROR(w.set_u32(a + ".ssm.group_count", uint32_t(Hk)));
+  } else if (!lfm2) {
+    LOOM_RETURN_IF_ERROR(w.set_u32(a + ".rope.dimension_count", uint32_t(D)));
+    LOOM_RETURN_IF_ERROR(w.set_f32(a + ".rope.freq_base", 10000.0f));
+  }
+  if (granite) {
+    LOOM_RETURN_IF_ERROR(w.set_f32(a + ".embedding_scale", 12.0f));
+    LOOM_RETURN_IF_ERROR(w.set_f32(a + ".residual_scale", 0.22f));
+    LOOM_RETURN_IF_ERROR(w.set_f32(a + ".attention.scale", 0.125f));
+    LOOM_RETURN_IF_ERROR(w.set_f32(a + ".logit_scale", 4.0f));
+  }
+
+  std::normal_distribution<float> unit(0.0f, 1.0f);
+  std::uniform_real_distribution<float> uni(0.0f, 1.0f);
+  auto add = [&](const std::string& name, std::vector<int64_t> ne, auto&& gen) -> Status {
+    int64_t n = 1;
+    for (int64_t d : ne) n *= d;
+    std::vector<uint8_t> bytes(size_t(n) * 4);
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = gen(i);
+      std::memcpy(bytes.data() + 4 * i, &v, 4);
+    }
+    return w.add_tensor(name, TensorType::F32, ne, bytes);
+  };
+  auto normal = [&](float std) { return [&rng, &unit, std](int64_t) { return std * unit(rng); }; };
+  auto fan_in = [&](int64_t n) { return normal(1.0f / std::sqrt(float(n))); };
+  auto norm_weight = [&](int64_t) { return 1.0f + 0.1f * unit(rng); };
+
+  LOOM_RETURN_IF_ERROR(add("token_embd.weight", {E, V}, normal(granite ? 0.1f : 0.5f)));
+  LOOM_RETURN_IF_ERROR(add(lfm2 ? "token_embd_norm.weight" : "output_norm.weight", {E}, norm_weight));
+  if (untied) LOOM_RETURN_IF_ERROR(add("output.weight", {E, V}, normal((granite ? 4.0f : 1.0f) / std::sqrt(float(E)))));
+  for (int64_t il = 0; il < L + n_nextn; ++il) {
+    const std::string p = "blk." + std::to_string(il) + ".";
+    LOOM_RETURN_IF_ERROR(add(p + "attn_norm.weight", {E}, norm_weight));
+    if (is_attn(il)) {
+      LOOM_RETURN_IF_ERROR(add(p + "attn_q.weight", {E, (qwen35 ? 2 : 1) * H * D}, fan_in(E)));
+      LOOM_RETURN_IF_ERROR(add(p + "attn_k.weight", {E, Hkv * D}, fan_in(E)));
+      LOOM_RETURN_IF_ERROR(add(p + "attn_v.weight", {E, Hkv * D}, fan_in(E)));
+      LOOM_RETURN_IF_ERROR(add(p + "attn_output.weight", {H * D, E}, fan_in(H * D)));
+      if (lfm2 || qwen35) {
+        LOOM_RETURN_IF_ERROR(add(p + "attn_q_norm.weight", {D}, norm_weight));
+        LOOM_RETURN_IF_ERROR(add(p + "attn_k_norm.weight", {D}, norm_weight));
+      }
+    } else if (lfm2) {
+      LOOM_RETURN_IF_ERROR(add(p + "shortconv.conv.weight", {3, E}, normal(1.0f / std::sqrt(3.0f))));
+      LOOM_RETURN_IF_ERROR(add(p + "shortconv.in_proj.weight", {E, 3 * E}, fan_in(E)));
+      LOOM_RETURN_IF_ERROR(add(p + "shortconv.out_proj.weight", {E, E}, fan_in(E)));
+    } else {  // qwen35's Gated DeltaNet
+      LOOM_RETURN_IF_ERROR(add(p + "attn_qkv.weight", {E, Cc}, fan_in(E)));
+      LOOM_RETURN_IF_ERROR(add(p + "attn_gate.weight", {E, Di}, fan_in(E)));
+      LOOM_RETURN_IF_ERROR(add(p + "ssm_conv1d.weight", {K, Cc}, normal(1.0f / std::sqrt(float(K)))));
+      LOOM_RETURN_IF_ERROR(add(p + "ssm_dt.bias", {Hv}, [&](int64_t) {
+        const float dt = std::exp(std::log(1e-3f) + uni(rng) * (std::log(1e-1f) - std::log(1e-3f)));
+        return std::log(std::expm1(dt));
+      }));
+      LOOM_RETURN_IF_ERROR(add(p + "ssm_a", {Hv}, [&](int64_t) { return -(1.0f + 15.0f * uni(rng)); }));
+      LOOM_RETURN_IF_ERROR(add(p + "ssm_beta.weight", {E, Hv}, fan_in(E)));
+      LOOM_RETURN_IF_ERROR(add(p + "ssm_alpha.weight", {E, Hv}, fan_in(E)));
+      LOOM_RETURN_IF_ERROR(add(p + "ssm_norm.weight", {S}, norm_weight));
+      LOOM_RETURN_IF_ERROR(add(p + "ssm_out.weight", {Di, E}, fan_in(Di)));
+    }
+    LOOM_RETURN_IF_ERROR(add(p + (qwen35 ? "post_attention_norm.weight" : "ffn_norm.weight"), {E}, norm_weight));
+    LOOM_RETURN_IF_ERROR(add(p + "ffn_gate.weight", {E, F}, fan_in(E)));
+    LOOM_RETURN_IF_ERROR(add(p + "ffn_up.weight", {E, F}, fan_in(E)));
+    LOOM_RETURN_IF_ERROR(add(p + "ffn_down.weight", {F, E}, fan_in(F)));
+    if (il >= L) {  // qwen35's multi-token-prediction block
+      LOOM_RETURN_IF_ERROR(add(p + "nextn.eh_proj.weight", {2 * E, E}, fan_in(2 * E)));
+      LOOM_RETURN_IF_ERROR(add(p + "nextn.enorm.weight", {E}, norm_weight));
+      LOOM_RETURN_IF_ERROR(add(p + "nextn.hnorm.weight", {E}, norm_weight));
+      LOOM_RETURN_IF_ERROR(add(p + "nextn.shared_head_norm.weight", {E}, norm_weight));
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace loom
