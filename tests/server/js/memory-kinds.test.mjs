@@ -1,5 +1,5 @@
-// `loom serve` on models whose memory is not only KV cells: recurrent (Mamba), hybrid (Granite 4:
-// Mamba-2 + attention), sliding-window (Gemma 2) and encoder-decoder (T5). Prefixes resume from
+// `loom serve` on models whose memory is not only KV cells: recurrent (Mamba), hybrids (Granite 4:
+// Mamba-2 + attention; LFM2: short conv + attention; Qwen3.5: Gated DeltaNet + attention), sliding-window (Gemma 2) and encoder-decoder (T5). Prefixes resume from
 // checkpoints of the recurrent states / windows kept in the prefix cache: turn 4 of a chat that
 // resends its history reuses at least turn 3's prompt (T5 shares no prefixes: its encoder sees
 // each prompt whole), and concurrent streams equal their single-stream outputs.
@@ -11,6 +11,8 @@ import { dataPath, post, sharedPath, startServer } from './harness.mjs';
 const models = [
   ['mamba', () => dataPath('synth-mamba-tiny-f32.gguf')],
   ['granitehybrid', () => dataPath('synth-granitehybrid-tiny-f32.gguf')],
+  ['lfm2 (short-conv hybrid)', () => dataPath('synth-lfm2-tiny-f32.gguf')],
+  ['qwen35 (Gated DeltaNet hybrid)', () => dataPath('synth-qwen35-tiny-f32.gguf')],
   ['gemma2 (sliding window)', () => sharedPath('models/synth-gemma2-tiny-f32.gguf')],
   ['t5 (encoder-decoder)', () => dataPath('synth-t5-tiny-f32.gguf')],
 ];
