@@ -239,6 +239,22 @@ std::string calls_as_text(ToolCallFormat f, const std::vector<Call>& calls) {
     case ToolCallFormat::kMistralArgs:
       for (const Call& c : calls) s += "[TOOL_CALLS]" + c.name + "[ARGS]" + args_for_text(c);
       return s;
+    case ToolCallFormat::kLfm2:
+      // name(key=JSON value, ...); arguments that are not an object are left out.
+      s = "<|tool_call_start|>[";
+      for (size_t i = 0; i < calls.size(); ++i) {
+        if (i) s += ", ";
+        s += calls[i].name + "(";
+        if (calls[i].args_object.is_object()) {
+          bool first = true;
+          for (const auto& [k, v] : calls[i].args_object.items()) {
+            s += (first ? "" : ", ") + k + "=" + v.dump();
+            first = false;
+          }
+        }
+        s += ")";
+      }
+      return s + "]<|tool_call_end|>";
     case ToolCallFormat::kGeneric:
     case ToolCallFormat::kNone: {
       const auto one = [](const Call& c, bool with_id) {
@@ -390,8 +406,12 @@ struct ChatTemplate::State {
     RenderOptions o;
     o.now_unix = 1753531200;
     auto r = tmpl.render(ctx, o);
+    // JSON / Python dicts, Python keyword arguments (LFM2), XML parameters (Qwen3-Coder, Qwen3.5).
     return r && (r->find("\"argument_needle\":") != std::string::npos ||
-                 r->find("'argument_needle':") != std::string::npos);
+                 r->find("'argument_needle':") != std::string::npos ||
+                 r->find("argument_needle='loom_probe'") != std::string::npos ||
+                 r->find("argument_needle=\"loom_probe\"") != std::string::npos ||
+                 r->find("<parameter=argument_needle>") != std::string::npos);
   }
   void probe();
 };

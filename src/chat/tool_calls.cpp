@@ -709,6 +709,320 @@ Scan scan_qwen_xml(std::string_view s, bool partial, const json& tools) {
   return r;
 }
 
+// --- kLfm2 -------------------------------------------------------------------------------------
+// <|tool_call_start|>[name(key="value", n=1, d={"a": [1, 2]}), other()]<|tool_call_end|>: Python
+// call syntax with Python or JSON literals (llama.cpp's python_style_tool_calls with
+// allow_json_literals), converted to JSON arguments.
+
+constexpr std::string_view kLfm2Start = "<|tool_call_start|>";
+constexpr std::string_view kLfm2End = "<|tool_call_end|>";
+
+// `s` without a last UTF-8 character that is cut off.
+std::string_view utf8_whole(std::string_view s) {
+  size_t i = s.size(), back = 0;
+  while (i > 0 && back < 4 && (static_cast<unsigned char>(s[i - 1]) & 0xC0) == 0x80) --i, ++back;
+  if (i == 0) return s;
+  const unsigned char lead = static_cast<unsigned char>(s[i - 1]);
+  const size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+  return need > back + 1 ? s.substr(0, i - 1) : s;
+}
+
+struct PyValue {
+  std::optional<json> value;  // nullopt: not a literal (or cut off)
+  size_t end = 0;             // one past it
+  bool cut = false;           // the end of the text cuts it off (more text may complete it)
+  std::string partial_string;  // cut off inside a string: its text so far (whole escapes and characters)
+  bool in_string = false;      // ... and the value is that string (not one nested in a container)
+};
+
+bool py_ident_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+
+// A Python (or JSON) literal at s[pos]: a string in single or double quotes, a number, True / False
+// / None, true / false / null, a dict or a list of them.
+PyValue py_value(std::string_view s, size_t pos, int depth = 0) {
+  PyValue r;
+  pos = skip_ws(s, pos);
+  if (pos >= s.size()) {
+    r.cut = true;
+    return r;
+  }
+  if (depth > 64) return r;
+  const char c = s[pos];
+  if (c == '"' || c == '\'') {
+    std::string out;
+    const auto cut_string = [&] {
+      r.cut = true;
+      r.in_string = true;
+      r.partial_string = std::string(utf8_whole(out));
+      return r;
+    };
+    size_t i = pos + 1;
+    while (i < s.size() && s[i] != c) {
+      if (s[i] != '\\') {
+        out.push_back(s[i++]);
+        continue;
+      }
+      if (i + 1 >= s.size()) return cut_string();  // an escape cut off
+      const char e = s[i + 1];
+      switch (e) {
+        case 'n': out += '\n'; break;
+        case 't': out += '\t'; break;
+        case 'r': out += '\r'; break;
+        case 'b': out += '\b'; break;
+        case 'f': out += '\f'; break;
+        case '\\': case '\'': case '"': case '/': out += e; break;
+        case 'u': {
+          const auto unit_at = [&](size_t k) -> long {
+            if (k + 6 > s.size() || s[k] != '\\' || s[k + 1] != 'u') return -1;
+            for (size_t h = k + 2; h < k + 6; ++h)
+              if (!is_hex(s[h])) return -1;
+            return std::stol(std::string(s.substr(k + 2, 4)), nullptr, 16);
+          };
+          long cp = unit_at(i);
+          size_t len = 6;
+          if (cp < 0 || (cp >= 0xDC00 && cp <= 0xDFFF)) {
+            if (i + 6 > s.size()) return cut_string();  // cut off (or malformed: decided at the end)
+            return r;
+          }
+          if (cp >= 0xD800 && cp <= 0xDBFF) {
+            const long low = unit_at(i + 6);
+            if (low < 0xDC00 || low > 0xDFFF) {
+              if (i + 12 > s.size()) return cut_string();
+              return r;
+            }
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
+            len = 12;
+          }
+          const uint32_t u = uint32_t(cp);
+          if (u < 0x80) {
+            out.push_back(char(u));
+          } else if (u < 0x800) {
+            out.push_back(char(0xC0 | (u >> 6)));
+            out.push_back(char(0x80 | (u & 0x3F)));
+          } else if (u < 0x10000) {
+            out.push_back(char(0xE0 | (u >> 12)));
+            out.push_back(char(0x80 | ((u >> 6) & 0x3F)));
+            out.push_back(char(0x80 | (u & 0x3F)));
+          } else {
+            out.push_back(char(0xF0 | (u >> 18)));
+            out.push_back(char(0x80 | ((u >> 12) & 0x3F)));
+            out.push_back(char(0x80 | ((u >> 6) & 0x3F)));
+            out.push_back(char(0x80 | (u & 0x3F)));
+          }
+          i += len;
+          continue;
+        }
+        default:  // Python keeps an unknown escape as written
+          out += '\\';
+          out += e;
+      }
+      i += 2;
+    }
+    if (i >= s.size()) return cut_string();
+    r.value = json(std::move(out));
+    r.end = i + 1;
+    return r;
+  }
+  if (c == '{' || c == '[') {
+    const char close = c == '{' ? '}' : ']';
+    json v = c == '{' ? json::object() : json::array();
+    size_t p = skip_ws(s, pos + 1);
+    for (;;) {
+      if (p >= s.size()) {
+        r.cut = true;
+        return r;
+      }
+      if (s[p] == close) break;
+      if (c == '{') {
+        PyValue k = py_value(s, p, depth + 1);
+        if (k.cut) {
+          r.cut = true;
+          return r;
+        }
+        if (!k.value || !k.value->is_string()) return r;
+        p = skip_ws(s, k.end);
+        if (p >= s.size()) {
+          r.cut = true;
+          return r;
+        }
+        if (s[p] != ':') return r;
+        PyValue e = py_value(s, p + 1, depth + 1);
+        if (e.cut) {
+          r.cut = true;
+          return r;
+        }
+        if (!e.value) return r;
+        v[k.value->get<std::string>()] = std::move(*e.value);
+        p = e.end;
+      } else {
+        PyValue e = py_value(s, p, depth + 1);
+        if (e.cut) {
+          r.cut = true;
+          return r;
+        }
+        if (!e.value) return r;
+        v.push_back(std::move(*e.value));
+        p = e.end;
+      }
+      p = skip_ws(s, p);
+      if (p >= s.size()) {
+        r.cut = true;
+        return r;
+      }
+      if (s[p] == ',') p = skip_ws(s, p + 1);
+      else if (s[p] != close) return r;
+    }
+    r.value = std::move(v);
+    r.end = p + 1;
+    return r;
+  }
+  // A number or a word: up to the next delimiter.
+  size_t e = pos;
+  while (e < s.size() && (py_ident_char(s[e]) || s[e] == '.' || s[e] == '+' || s[e] == '-')) ++e;
+  if (e == s.size()) {  // more characters may follow
+    r.cut = true;
+    return r;
+  }
+  const std::string_view w = s.substr(pos, e - pos);
+  static const std::pair<std::string_view, json> kWords[] = {{"True", true},   {"False", false}, {"None", nullptr},
+                                                             {"true", true},   {"false", false}, {"null", nullptr}};
+  for (const auto& [word, val] : kWords) {
+    if (w == word) {
+      r.value = val;
+      r.end = e;
+      return r;
+    }
+  }
+  if (w.empty() || !(w[0] == '-' || std::isdigit(static_cast<unsigned char>(w[0])))) return r;
+  json v = json::parse(w, nullptr, /*allow_exceptions=*/false);
+  if (v.is_discarded() || !v.is_number()) return r;
+  r.value = std::move(v);
+  r.end = e;
+  return r;
+}
+
+// One call name(key=value, ...) from pos: the call and where it ends, or, with `partial` and a
+// call the end of s cuts off, *cut set and `pending` filled once the name and "(" have come (the
+// arguments so far, as a prefix of their final compact JSON: whole arguments, then a string
+// argument's text so far).
+std::optional<ToolCall> read_lfm2_call(std::string_view s, size_t pos, bool partial, size_t* end, bool* cut,
+                                       std::optional<ToolCall>* pending) {
+  *cut = false;
+  size_t p = pos;
+  while (p < s.size() && (py_ident_char(s[p]) || s[p] == '.' || s[p] == '-')) ++p;
+  if (p == s.size()) {
+    *cut = partial;
+    return std::nullopt;
+  }
+  if (p == pos || s[p] != '(') return std::nullopt;
+  ToolCall tc;
+  tc.name = std::string(s.substr(pos, p - pos));
+  json args = json::object();
+  std::string streamed = "{";
+  const auto cut_off = [&](const std::string& extra) {
+    if (partial) {
+      *cut = true;
+      *pending = ToolCall{"", tc.name, streamed + extra};
+    }
+    return std::nullopt;
+  };
+  p = skip_ws(s, p + 1);
+  for (;;) {
+    if (p >= s.size()) return cut_off("");
+    if (s[p] == ')') break;
+    size_t k = p;
+    while (k < s.size() && py_ident_char(s[k])) ++k;
+    if (k == s.size()) return cut_off("");
+    if (k == p) return std::nullopt;
+    const std::string key(s.substr(p, k - p));
+    if (args.contains(key)) return std::nullopt;
+    p = skip_ws(s, k);
+    if (p >= s.size()) return cut_off("");
+    if (s[p] != '=') return std::nullopt;
+    const std::string sep = args.empty() ? "" : ",";
+    PyValue v = py_value(s, p + 1);
+    if (v.cut) {
+      if (!v.in_string) return cut_off("");
+      std::string d = compact(json(v.partial_string));
+      d.pop_back();  // its closing quote has not come yet
+      return cut_off(sep + compact(json(key)) + ":" + d);
+    }
+    if (!v.value) return std::nullopt;
+    streamed += sep + compact(json(key)) + ":" + compact(*v.value);
+    args[key] = std::move(*v.value);
+    p = skip_ws(s, v.end);
+    if (p >= s.size()) return cut_off("");
+    if (s[p] == ',') p = skip_ws(s, p + 1);
+    else if (s[p] != ')') return std::nullopt;
+  }
+  tc.arguments = compact(args);
+  *end = p + 1;
+  return tc;
+}
+
+Scan scan_lfm2(std::string_view s, bool partial) {
+  Scan r;
+  const size_t start = s.find(kLfm2Start);
+  if (start == std::string_view::npos) {
+    r.before = s;
+    return r;
+  }
+  r.before = s.substr(0, start);
+  size_t pos = start;  // after the last call read (and its block's end, when closed)
+  for (;;) {
+    size_t p = skip_ws(s, pos + kLfm2Start.size());
+    if (p >= s.size()) {
+      if (partial) r.held = pos;
+      break;
+    }
+    if (s[p] != '[') break;
+    bool stop = false;  // the block is cut off or malformed after the calls read
+    for (p = skip_ws(s, p + 1);; ) {
+      size_t end = 0;
+      bool cut = false;
+      std::optional<ToolCall> pending;
+      auto tc = read_lfm2_call(s, p, partial, &end, &cut, &pending);
+      if (cut) {
+        r.held = pos;
+        r.pending = std::move(pending);
+        r.pending_start = p;
+        stop = true;
+        break;
+      }
+      if (!tc) {
+        stop = true;
+        break;
+      }
+      r.add(std::move(*tc), end, p);
+      pos = end;
+      p = skip_ws(s, end);
+      if (p < s.size() && s[p] == ',') {
+        p = skip_ws(s, p + 1);
+        continue;
+      }
+      if (p < s.size() && s[p] == ']') {
+        p = skip_ws(s, p + 1);
+        if (at(s, p, kLfm2End)) pos = p + kLfm2End.size();
+        else if (partial && prefix_of(s, p, kLfm2End)) r.held = pos;
+        else if (p >= s.size()) pos = p;  // the output may end where the server stopped
+        else stop = true;
+      } else if (partial && p >= s.size()) {
+        r.held = pos;
+        stop = true;
+      } else if (p < s.size()) {
+        stop = true;
+      }
+      break;
+    }
+    if (stop || r.held != std::string_view::npos) break;
+    const size_t q = skip_ws(s, pos);
+    if (!at(s, q, kLfm2Start)) break;
+    pos = q;
+  }
+  r.rest = s.substr(pos);
+  return r;
+}
+
 // name.call(key="value", n=3): Llama 3.1's builtin tools (brave_search, wolfram_alpha).
 std::optional<ToolCall> builtin_call(std::string_view s) {
   size_t i = 0;
@@ -941,7 +1255,9 @@ std::span<const std::string_view> hold_marks(ToolCallFormat f) {
   static constexpr std::string_view kQwenXml[] = {"<tool_call>", "<function="};
   static constexpr std::string_view kLlama31[] = {"<|python_tag|>", "<|eom_id|>", "<|eot_id|>"};
   static constexpr std::string_view kMistral[] = {"[TOOL_CALLS]", "</s>"};
+  static constexpr std::string_view kLfm2[] = {kLfm2Start};
   switch (f) {
+    case ToolCallFormat::kLfm2: return kLfm2;
     case ToolCallFormat::kHermes: return kHermes;
     case ToolCallFormat::kQwenXml: return kQwenXml;
     case ToolCallFormat::kLlama31: return kLlama31;
@@ -964,18 +1280,26 @@ const char* tool_call_format_name(ToolCallFormat f) {
     case ToolCallFormat::kMistral: return "mistral";
     case ToolCallFormat::kMistralArgs: return "mistral-args";
     case ToolCallFormat::kQwenXml: return "qwen3-coder";
+    case ToolCallFormat::kLfm2: return "lfm2";
   }
   return "?";
 }
 
 ToolCallFormat detect_tool_call_format(std::string_view src) {
   const auto has = [&](std::string_view m) { return src.find(m) != std::string_view::npos; };
+  // LFM2 lists the tools between <|tool_list_start|> and <|tool_list_end|>, LFM2.5 as plain
+  // "List of tools: [...]" (llama.cpp's two rules); LFM2.5-8B writes calls back in history.
+  if ((has("<|tool_list_start|>") && has("<|tool_list_end|>")) || has("List of tools: [") || has("<|tool_call_start|>"))
+    return ToolCallFormat::kLfm2;
   if (has("<tool_call>") && has("<function=") && has("<parameter=") && !has("'<tool_call><function=' ~ tool_call.name ~ '>'"))
     return ToolCallFormat::kQwenXml;
   if (has("<tool_call>")) return ToolCallFormat::kHermes;
   if (has("<|start_header_id|>ipython<|end_header_id|>")) return ToolCallFormat::kLlama31;
   if (has("[TOOL_CALLS]") && has("[ARGS]")) return ToolCallFormat::kMistralArgs;
   if (has("[TOOL_CALLS]")) return ToolCallFormat::kMistral;
+  // SmolLM3 calls tools as Hermes does; the copy of its template llama.cpp ships (Unsloth's)
+  // dropped the tools block, so only its system prompt names the model.
+  if (has("named SmolLM")) return ToolCallFormat::kHermes;
   return ToolCallFormat::kGeneric;
 }
 
@@ -1042,6 +1366,7 @@ ParsedMessage parse_assistant_output(ToolCallFormat format, std::string_view tex
   switch (format) {
     case ToolCallFormat::kHermes: scan = scan_hermes(body, partial); break;
     case ToolCallFormat::kQwenXml: scan = scan_qwen_xml(body, partial, opts.tools); break;
+    case ToolCallFormat::kLfm2: scan = scan_lfm2(body, partial); break;
     case ToolCallFormat::kLlama31: scan = scan_llama31(body, partial); break;
     case ToolCallFormat::kMistral:
     case ToolCallFormat::kMistralArgs: scan = scan_mistral(body, partial); break;
@@ -1110,6 +1435,10 @@ ToolCallSyntax tool_call_syntax(ToolCallFormat format) {
       break;
     case ToolCallFormat::kGeneric:
       s.triggers = {"{"};
+      break;
+    case ToolCallFormat::kLfm2:
+      s.triggers = {std::string(kLfm2Start)};
+      s.preserved_tokens = {std::string(kLfm2Start), std::string(kLfm2End), "<think>", "</think>"};
       break;
     case ToolCallFormat::kNone: break;
   }
@@ -1359,6 +1688,42 @@ Expected<std::string> tool_call_grammar(ToolCallFormat format, const json& tools
       if (strings) rules += xml_string_rules();
       rules += R"(tc-call ::= "<tool_call>\n" tc-body "</tool_call>")" "\n";
       root = parallel ? "tc-call ( tc-sp tc-call )*" : "tc-call";
+      break;
+    }
+    case ToolCallFormat::kLfm2: {
+      // name(k1=V1, k2=V2): the parameters in the schema's order, the optional ones may be left
+      // out; each VALUE is its schema's JSON (JSON strings, numbers, true / false / null are
+      // Python literals LFM2's parser reads as well). Rules tc-f<i>-a<k>-first / -rest: the
+      // arguments from the k-th on, with or without a leading ", ".
+      for (size_t i = 0; i < list.size(); ++i) {
+        const json& ps = list[i].parameters;
+        const json props = ps.is_object() && ps.contains("properties") && ps["properties"].is_object() ? ps["properties"]
+                                                                                                       : json::object();
+        const json req = ps.is_object() && ps.contains("required") && ps["required"].is_array() ? ps["required"] : json::array();
+        const std::string fi = "tc-f" + std::to_string(i);
+        std::vector<std::pair<std::string, bool>> items;  // (argument rule, required)
+        size_t k = 0;
+        for (const auto& [key, schema] : props.items()) {
+          const std::string prule = fi + "-p" + std::to_string(k++);
+          auto g = json_schema_to_grammar(schema);
+          if (!g) return Status(g.status().code(), "tools: " + list[i].name + "." + key + ": " + g.status().message());
+          sub += prefix_gbnf_rules(*g, prule + "-v-");
+          rules += prule + " ::= " + gbnf_literal(key + "=") + " " + prule + "-v-root\n";
+          items.emplace_back(prule, std::find(req.begin(), req.end(), json(key)) != req.end());
+        }
+        const auto a = [&](size_t n, bool first) { return fi + "-a" + std::to_string(n) + (first ? "-first" : "-rest"); };
+        rules += a(items.size(), true) + " ::= \"\"\n" + a(items.size(), false) + " ::= \"\"\n";
+        for (size_t n = items.size(); n-- > 0;) {
+          const std::string& pr = items[n].first;
+          const std::string take_first = pr + " " + a(n + 1, false), take_rest = "tc-comma " + pr + " " + a(n + 1, false);
+          rules += a(n, true) + " ::= " + take_first + (items[n].second ? "" : " | " + a(n + 1, true)) + "\n";
+          rules += a(n, false) + " ::= " + take_rest + (items[n].second ? "" : " | " + a(n + 1, false)) + "\n";
+        }
+        add_alt(i, gbnf_literal(list[i].name + "(") + " " + a(0, true) + " \")\"");
+      }
+      rules += "tc-comma ::= \",\" \" \"?\n";
+      root = parallel ? R"("<|tool_call_start|>[" tc-body ( tc-comma tc-body )* "]<|tool_call_end|>")"
+                      : R"("<|tool_call_start|>[" tc-body "]<|tool_call_end|>")";
       break;
     }
     case ToolCallFormat::kNone: break;

@@ -11,7 +11,8 @@
 //
 // The syntaxes (what the model writes; "ARGS" is the arguments object):
 //   kHermes       <tool_call>\n{"name": "f", "arguments": ARGS}\n</tool_call>, repeated for parallel
-//                 calls (Hermes 2/3, Qwen 2.5, Qwen3, SmolLM3, loom's ChatML fallback). Also read:
+//                 calls (Hermes 2/3, Qwen 2.5, Qwen3, SmolLM3, Granite 4, loom's ChatML
+//                 fallback). Also read:
 //                 <function=f>ARGS</function> and a bare {"name": "f", "arguments": ARGS} reply.
 //   kLlama31      {"name": "f", "parameters": ARGS}, optionally after <|python_tag|>, the message
 //                 ending with <|eom_id|> or <|eot_id|> (Llama 3.1 / 3.2 / 3.3). Also read:
@@ -30,6 +31,12 @@
 //                 (ParseOptions::tools carries the schemas; without them a value is JSON when it
 //                 parses, else text). Calls stream as they are written (`pending`), parameter by
 //                 parameter, strings character by character.
+//   kLfm2         <|tool_call_start|>[f(key="value", n=1), g()]<|tool_call_end|> (LFM2, LFM2.5):
+//                 Python call syntax, values Python or JSON literals (strings in single or double
+//                 quotes, numbers, True/False/None, true/false/null, dicts, lists), as llama.cpp's
+//                 python_style_tool_calls reads them. Calls stream as they are written (`pending`),
+//                 argument by argument, strings character by character. Its grammar writes the
+//                 arguments in the schema's order, each value as its schema's JSON.
 //   kGeneric      llama.cpp's generic JSON reply for templates with no tool syntax of their own:
 //                 {"tool_call": {"name": "f", "arguments": ARGS}} or
 //                 {"tool_calls": [{"name": "f", "arguments": ARGS, "id": "..."}, ...]} or
@@ -37,14 +44,17 @@
 //   kNone         no tool calls (no tools in the request, or tool_choice "none"): content only.
 //
 // Detection (detect_tool_call_format) looks for markers in the template source, in this order:
+//   "<|tool_list_start|>" and "<|tool_list_end|>", "List of tools: [" or "<|tool_call_start|>"
+//                                                   -> kLfm2 (llama.cpp's LFM2 and LFM2.5 rules)
 //   "<tool_call>", "<function=" and "<parameter="   -> kQwenXml (llama.cpp's rule: also no
 //                                                      '<tool_call><function=' ~ name written together)
 //   "<tool_call>"                                   -> kHermes
 //   "<|start_header_id|>ipython<|end_header_id|>"   -> kLlama31
 //   "[TOOL_CALLS]" and "[ARGS]"                     -> kMistralArgs
 //   "[TOOL_CALLS]"                                  -> kMistral
+//   "named SmolLM" (SmolLM3's system prompt)        -> kHermes (llama.cpp's copy has no tools block)
 //   anything else                                   -> kGeneric
-// Templates with a native syntax loom does not implement (Command-R, Functionary, Granite,
+// Templates with a native syntax loom does not implement (Command-R, Functionary, Granite 3,
 // DeepSeek R1) are kGeneric: the model is asked for, and parsed as, the generic JSON reply.
 //
 // Reasoning (ParseOptions::reasoning_format, llama.cpp's names): for every format, a leading
@@ -95,9 +105,9 @@
 
 namespace loom::chat {
 
-enum class ToolCallFormat : uint8_t { kNone, kGeneric, kLlama31, kHermes, kMistral, kMistralArgs, kQwenXml };
+enum class ToolCallFormat : uint8_t { kNone, kGeneric, kLlama31, kHermes, kMistral, kMistralArgs, kQwenXml, kLfm2 };
 
-// "none", "generic", "llama3.1", "hermes", "mistral", "mistral-args", "qwen3-coder".
+// "none", "generic", "llama3.1", "hermes", "mistral", "mistral-args", "qwen3-coder", "lfm2".
 const char* tool_call_format_name(ToolCallFormat f);
 
 ToolCallFormat detect_tool_call_format(std::string_view template_source);
@@ -113,9 +123,9 @@ struct ParsedMessage {
   std::string content;
   std::string reasoning_content;
   std::vector<ToolCall> tool_calls;
-  // Partial parsing, Hermes format: the call the end of the text cuts off, once its name is known
-  // and its arguments object has begun: its final id and name, and the beginning of its arguments
-  // as compact JSON (each partial parse's is a prefix of the next one's and of the complete call's
+  // Partial parsing, Hermes, Qwen XML and LFM2 formats: the call the end of the text cuts off,
+  // once its name is known and its arguments have begun: its final id and name, and the beginning
+  // of its arguments as compact JSON (each partial parse's is a prefix of the next one's and of the complete call's
   // arguments, for a call its grammar keeps valid). Not part of to_json(); a streaming client sends
   // it as it grows (src/api/chat_stream.h).
   std::optional<ToolCall> pending;

@@ -74,6 +74,38 @@ TEST(ToolCallFormat, DetectedForEveryTemplate) {
   EXPECT_STREQ(chat::tool_call_format_name(ToolCallFormat::kMistralArgs), "mistral-args");
 }
 
+// This year's templates, from llama.cpp's models/templates/ (skipped without its source).
+std::string llama_cpp_template(const std::string& name) {
+  std::ifstream in(llama_cpp_src() + "/models/templates/" + name, std::ios::binary);
+  if (!in) return "";
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+TEST(ToolCallFormat, DetectedForThisYearsTemplates) {
+  const std::vector<std::pair<std::string, ToolCallFormat>> expect = {
+      {"Qwen3.5-4B.jinja", ToolCallFormat::kQwenXml},
+      {"Qwen3-Coder.jinja", ToolCallFormat::kQwenXml},
+      {"LFM2.5-Instruct.jinja", ToolCallFormat::kLfm2},         // "List of tools: [" (LFM2.5)
+      {"LFM2.5-8B-A1B.jinja", ToolCallFormat::kLfm2},           // ... and writes calls back
+      {"LFM2-8B-A1B.jinja", ToolCallFormat::kLfm2},             // <|tool_list_start|> (LFM2)
+      {"HuggingFaceTB-SmolLM3-3B.jinja", ToolCallFormat::kHermes},  // no tool markers: by its name
+      {"ibm-granite-granite-4.0.jinja", ToolCallFormat::kHermes},
+      {"ibm-granite-granite-4.1.jinja", ToolCallFormat::kHermes},
+  };
+  for (const auto& [file, fmt] : expect) {
+    const std::string src = llama_cpp_template(file);
+    if (src.empty()) {
+      GTEST_SKIP() << llama_cpp_src() << "/models/templates/" << file
+                   << " not found: scripts/fetch-llama-cpp-src.sh fetches llama.cpp's source";
+    }
+    EXPECT_EQ(chat::detect_tool_call_format(src), fmt)
+        << file << ": got " << chat::tool_call_format_name(chat::detect_tool_call_format(src));
+  }
+  EXPECT_STREQ(chat::tool_call_format_name(ToolCallFormat::kLfm2), "lfm2");
+}
+
 // --- parsing -----------------------------------------------------------------------------------
 
 ParsedMessage parse(ToolCallFormat f, std::string_view text) { return chat::parse_assistant_output(f, text, true); }
@@ -227,6 +259,58 @@ TEST(ParseToolCalls, Mistral) {
     EXPECT_TRUE(m.tool_calls.empty()) << text;
     EXPECT_EQ(m.content, text);
   }
+}
+
+TEST(ParseToolCalls, Lfm2) {
+  auto m = parse(ToolCallFormat::kLfm2, "<|tool_call_start|>[get_weather(city=\"Paris\")]<|tool_call_end|>");
+  EXPECT_EQ(m.content, "");
+  ASSERT_EQ(m.tool_calls.size(), 1u);
+  expect_call(m.tool_calls[0], "get_weather", R"({"city":"Paris"})");
+  EXPECT_TRUE(m.tool_calls[0].id.starts_with("call_"));
+
+  // Parallel calls after text, Python literals (single quotes, True / None, dicts with single-quoted
+  // keys, lists) and JSON ones, escapes of both kinds, no arguments.
+  m = parse(ToolCallFormat::kLfm2,
+            "Checking both.<|tool_call_start|>[book(city='Zürich', nights=3, budget=1250.5, ok=True, note=None, "
+            "extras=['a', \"b\"], who={'name': 'Zoë \\'Z\\'', \"age\": 34}, j=true, n=null, e=1e3), "
+            "ping(), say(t=\"line\\none \\u00e9 \\ud83d\\ude00 \\\"q\\\"\")]<|tool_call_end|>");
+  EXPECT_EQ(m.content, "Checking both.");
+  ASSERT_EQ(m.tool_calls.size(), 3u);
+  expect_call(m.tool_calls[0], "book",
+              R"({"city":"Zürich","nights":3,"budget":1250.5,"ok":true,"note":null,"extras":["a","b"],)"
+              R"("who":{"name":"Zoë 'Z'","age":34},"j":true,"n":null,"e":1000.0})");
+  expect_call(m.tool_calls[1], "ping", "{}");
+  expect_call(m.tool_calls[2], "say", R"({"t":"line\none é 😀 \"q\""})");
+  EXPECT_NE(m.tool_calls[0].id, m.tool_calls[1].id);
+
+  // Reasoning first; the output may end before <|tool_call_end|> where the server stopped.
+  m = parse(ToolCallFormat::kLfm2, "<think>Need weather.</think><|tool_call_start|>[get_weather(city=\"Oslo\")]");
+  EXPECT_EQ(m.reasoning_content, "Need weather.");
+  ASSERT_EQ(m.tool_calls.size(), 1u);
+  // Text after the block stays content; two blocks.
+  m = parse(ToolCallFormat::kLfm2, "<|tool_call_start|>[ping()]<|tool_call_end|> <|tool_call_start|>[ping()]<|tool_call_end|>\nDone.");
+  EXPECT_EQ(m.tool_calls.size(), 2u);
+  EXPECT_EQ(m.content, "Done.");
+
+  // Malformed or truncated: content as written.
+  for (const std::string text : {
+           "<|tool_call_start|>[get_weather(city=\"Par",            // truncated
+           "<|tool_call_start|>[get_weather(city=Paris)]<|tool_call_end|>",  // a bare word
+           "<|tool_call_start|>[get weather()]<|tool_call_end|>",     // not a name
+           "<|tool_call_start|>[f(a=1, a=2)]<|tool_call_end|>",       // a repeated argument
+           "<|tool_call_start|>[]<|tool_call_end|>",
+           "<|tool_call_start|>get_weather()<|tool_call_end|>",
+           "<|tool_call_start|>",
+           "[get_weather(city=\"Paris\")]",                          // no markers: text
+       }) {
+    m = parse(ToolCallFormat::kLfm2, text);
+    EXPECT_TRUE(m.tool_calls.empty()) << text;
+    EXPECT_EQ(m.content, text);
+  }
+  // Calls before a malformed one are kept.
+  m = parse(ToolCallFormat::kLfm2, "<|tool_call_start|>[ping(), add(a=1, b=]<|tool_call_end|>");
+  ASSERT_EQ(m.tool_calls.size(), 1u);
+  EXPECT_EQ(m.tool_calls[0].name, "ping");
 }
 
 TEST(ParseToolCalls, MistralArgs) {
@@ -388,6 +472,11 @@ TEST(ToolCallSyntax, StopsAndPreservedTokens) {
   EXPECT_TRUE(has(m.preserved_tokens, "[TOOL_CALLS]"));
   auto a = chat::tool_call_syntax(ToolCallFormat::kMistralArgs);
   EXPECT_TRUE(has(a.preserved_tokens, "[ARGS]"));
+  auto f = chat::tool_call_syntax(ToolCallFormat::kLfm2);
+  EXPECT_TRUE(has(f.triggers, "<|tool_call_start|>"));
+  EXPECT_TRUE(has(f.preserved_tokens, "<|tool_call_start|>"));
+  EXPECT_TRUE(has(f.preserved_tokens, "<|tool_call_end|>"));
+  EXPECT_TRUE(f.stops.empty());
   EXPECT_TRUE(chat::tool_call_syntax(ToolCallFormat::kNone).stops.empty());
 }
 
@@ -548,7 +637,7 @@ void check_stream(ToolCallFormat f, const std::string& text, chat::ParseOptions 
         << "reasoning shrank at " << cut << ": '" << prev.reasoning_content << "' -> '" << m.reasoning_content << "'";
     ASSERT_TRUE(calls_extend(prev.tool_calls, m.tool_calls)) << "calls changed at " << cut;
     if (m.pending) {
-      ASSERT_TRUE(f == ToolCallFormat::kHermes || f == ToolCallFormat::kQwenXml);
+      ASSERT_TRUE(f == ToolCallFormat::kHermes || f == ToolCallFormat::kQwenXml || f == ToolCallFormat::kLfm2);
       // Its arguments only grow, for one call at one index.
       if (!pendings.empty() && pendings.back().first == m.tool_calls.size()) {
         const ToolCall& was = pendings.back().second;
@@ -632,6 +721,27 @@ const std::vector<StreamCase>& stream_cases() {
       {ToolCallFormat::kQwenXml, "<function=write>\n<parameter=text>\nline <b>one</b>\n\nline two\n</parameter>\n</function>", true},
       {ToolCallFormat::kQwenXml, "Sure <tool_call>\n<function=add>\n<parameter=a>\n1", false},
       {ToolCallFormat::kQwenXml, "a <function call> and <tool_callx> are text", true},
+      // LFM2 / LFM2.5: Python calls in one block, streamed argument by argument.
+      {ToolCallFormat::kLfm2, "Let me look.<|tool_call_start|>[get_weather(city=\"New York\", unit='celsius')]<|tool_call_end|>", true},
+      {ToolCallFormat::kLfm2,
+       "<think>Two things.</think>Both:<|tool_call_start|>[book(city='Zürich', nights=3, budget=1250.5, ok=True, note=None, "
+       "extras=['a', \"b\"], who={'name': 'Zoë \\'Z\\'', \"age\": 34}), ping(), say(t=\"l1\\nl2 \\u00e9 \\ud83d\\ude00\")]"
+       "<|tool_call_end|>",
+       true},
+      {ToolCallFormat::kLfm2, "<|tool_call_start|>[ping()]<|tool_call_end|><|tool_call_start|>[add(a=1, b=-2)]<|tool_call_end|>", true},
+      {ToolCallFormat::kLfm2, "Sure <|tool_call_start|>[add(a=1, b=", false},
+      {ToolCallFormat::kLfm2, "<|tool_call_start|>[get_weather(city=\"Oslo\")]", false},
+      {ToolCallFormat::kLfm2, "<|tool_call_start|>[get weather()]<|tool_call_end|> is text", true},
+      {ToolCallFormat::kLfm2, "a <|tool_ and [f(x)] are text", true},
+      // SmolLM3 (thinks in <think>, calls as Hermes) and Granite 4 (Hermes with a newline between calls).
+      {ToolCallFormat::kHermes,
+       "<think>\nThe user wants Paris.\n</think>\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+       "\"Paris\"}}\n</tool_call>",
+       true},
+      {ToolCallFormat::kHermes,
+       "Let me check both.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>\n"
+       "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": 2}}\n</tool_call>",
+       true},
       {ToolCallFormat::kLlama31, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}", true},
       {ToolCallFormat::kLlama31,
        "Checking.<|python_tag|>{\"name\": \"ping\", \"arguments\": {}}; {\"name\": \"add\", \"parameters\": {\"a\": 1, \"b\": 2}}",
@@ -738,15 +848,126 @@ TEST(QwenXml, DetectedAndWrittenBack) {
   EXPECT_EQ(chat::detect_tool_call_format("{{ '<tool_call>\\n<function=' + name + '>\\n<parameter=' }}"), ToolCallFormat::kQwenXml);
   EXPECT_EQ(chat::detect_tool_call_format("{{ '<tool_call>' }} {\"name\": ...}"), ToolCallFormat::kHermes);
   EXPECT_STREQ(chat::tool_call_format_name(ToolCallFormat::kQwenXml), "qwen3-coder");
-  // llama.cpp's templates, when its source is on this machine.
-  const char* home = std::getenv("HOME");
-  const std::string dir = std::string(home ? home : "") + "/.cache/loom-llama-cpp/src/models/templates/";
-  for (const char* t : {"Qwen3.5-4B.jinja", "Qwen3-Coder.jinja"}) {
-    std::ifstream in(dir + t);
-    if (!in) continue;
-    std::stringstream ss;
-    ss << in.rdbuf();
-    EXPECT_EQ(chat::detect_tool_call_format(ss.str()), ToolCallFormat::kQwenXml) << t;
+  // llama.cpp's Qwen3.5 and Qwen3-Coder templates: ToolCallFormat.DetectedForThisYearsTemplates.
+}
+
+// LFM2's calls stream as they are written: whole arguments, a string argument's text so far.
+TEST(Lfm2, PendingGrowsArgumentByArgument) {
+  chat::ParseOptions o;
+  o.partial = true;
+  const auto p = [&](std::string_view t) { return chat::parse_assistant_output(ToolCallFormat::kLfm2, t, o); };
+  auto m = p("I'll check.<|tool_call_st");
+  EXPECT_EQ(m.content, "I'll check.");
+  EXPECT_FALSE(m.pending);
+  m = p("I'll check.<|tool_call_start|>[get_wea");
+  EXPECT_EQ(m.content, "I'll check.");
+  EXPECT_FALSE(m.pending) << "no name yet";
+  m = p("I'll check.<|tool_call_start|>[get_weather(");
+  ASSERT_TRUE(m.pending);
+  EXPECT_EQ(m.pending->name, "get_weather");
+  EXPECT_EQ(m.pending->arguments, "{");
+  m = p("I'll check.<|tool_call_start|>[get_weather(city='San Jos\\u00");
+  ASSERT_TRUE(m.pending);
+  EXPECT_EQ(m.pending->arguments, "{\"city\":\"San Jos") << "an escape cut off waits";
+  m = p("I'll check.<|tool_call_start|>[get_weather(city='San José', days=1");
+  ASSERT_TRUE(m.pending);
+  EXPECT_EQ(m.pending->arguments, "{\"city\":\"San José\"") << "1 may still grow";
+  m = p("I'll check.<|tool_call_start|>[get_weather(city='San José', days=12)");
+  ASSERT_EQ(m.tool_calls.size(), 1u) << "complete at its ')'";
+  EXPECT_EQ(m.tool_calls[0].arguments, "{\"city\":\"San José\",\"days\":12}");
+  EXPECT_FALSE(m.pending);
+  EXPECT_EQ(m.content, "I'll check.");
+  m = p("I'll check.<|tool_call_start|>[get_weather(city='San José', days=12), ping(");
+  ASSERT_EQ(m.tool_calls.size(), 1u);
+  ASSERT_TRUE(m.pending);
+  EXPECT_EQ(m.pending->name, "ping");
+  // Its ids are the full parse's.
+  o.partial = false;
+  const auto full = chat::parse_assistant_output(
+      ToolCallFormat::kLfm2, "I'll check.<|tool_call_start|>[get_weather(city='San José', days=12), ping()]<|tool_call_end|>", o);
+  ASSERT_EQ(full.tool_calls.size(), 2u);
+  EXPECT_EQ(full.tool_calls[0].id, m.tool_calls[0].id);
+  EXPECT_EQ(full.tool_calls[1].id, m.pending->id);
+}
+
+// Each of this year's templates end to end: prepare_chat with tool_choice required (format,
+// grammar), the model's call parsed, sent back with a tool result and rendered again: natively by
+// the templates that render calls (Qwen3.5, LFM2.5-8B, Granite 4), in the family's syntax in the
+// content by those that drop them (LFM2.5-Instruct, llama.cpp's SmolLM3), whose tools loom lists
+// in the system message where the template does not (SmolLM3).
+TEST(ThisYearsTemplates, PrepareParseAndRenderBack) {
+  struct Row {
+    const char* file;
+    const char* bos;
+    const char* eos;
+    ToolCallFormat format;
+    std::string output;    // what the model writes
+    std::string rendered;  // the call as the next prompt shows it
+  };
+  const std::vector<Row> rows = {
+      {"Qwen3.5-4B.jinja", "", "<|im_end|>", ToolCallFormat::kQwenXml,
+       "<think>\nRome's weather.\n</think>\n\n<tool_call>\n<function=get_weather>\n<parameter=city>\nRome\n</parameter>\n"
+       "</function>\n</tool_call>",
+       "<|im_start|>assistant\n<think>\nRome's weather.\n</think>\n\n<tool_call>\n<function=get_weather>\n"
+       "<parameter=city>\nRome\n</parameter>\n</function>\n</tool_call><|im_end|>"},
+      {"LFM2.5-Instruct.jinja", "<|startoftext|>", "<|im_end|>", ToolCallFormat::kLfm2,
+       "<|tool_call_start|>[get_weather(city=\"Rome\")]<|tool_call_end|>",
+       "<|tool_call_start|>[get_weather(city=\"Rome\")]<|tool_call_end|>"},
+      {"LFM2.5-8B-A1B.jinja", "<|startoftext|>", "<|im_end|>", ToolCallFormat::kLfm2,
+       "<think>Rome.</think><|tool_call_start|>[get_weather(city=\"Rome\")]<|tool_call_end|>",
+       "<|tool_call_start|>[get_weather(city='Rome')]<|tool_call_end|>"},
+      {"HuggingFaceTB-SmolLM3-3B.jinja", "", "<|im_end|>", ToolCallFormat::kHermes,
+       "<think>\nRome.\n</think>\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}\n</tool_call>",
+       "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}\n</tool_call>"},
+      {"ibm-granite-granite-4.0.jinja", "<|end_of_text|>", "<|end_of_text|>", ToolCallFormat::kHermes,
+       "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}\n</tool_call>",
+       // Granite prints text arguments as they are (loom passes them as text, compact).
+       "<|start_of_role|>assistant<|end_of_role|><tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
+       "{\"city\":\"Rome\"}}\n</tool_call>"},
+  };
+  for (const Row& r : rows) {
+    SCOPED_TRACE(r.file);
+    const std::string src = llama_cpp_template(r.file);
+    if (src.empty()) {
+      GTEST_SKIP() << llama_cpp_src() << "/models/templates/" << r.file << " not found";
+    }
+    auto t = chat::ChatTemplate::parse(src, r.bos, r.eos);
+    ASSERT_TRUE(t) << t.status().message();
+    EXPECT_EQ(t->tool_call_format(), r.format);
+    chat::ChatInputs in;
+    in.messages = json::array({json{{"role", "user"}, {"content", "Weather in Rome?"}}});
+    in.tools = kTools;
+    chat::ChatRequestOptions opts;
+    opts.tool_choice.mode = chat::ToolChoice::kRequired;
+    opts.parallel_tool_calls = true;
+    auto p = chat::prepare_chat(*t, in, opts);
+    ASSERT_TRUE(p) << p.status().message();
+    EXPECT_EQ(p->format, r.format);
+    EXPECT_NE(p->prompt.find("get_weather"), std::string::npos) << "the tools are described:\n" << p->prompt;
+    // The grammar accepts the call (after the reasoning, which it leaves free when the prompt
+    // opened it) and the parse finds it.
+    const size_t call_at = r.output.find(r.format == ToolCallFormat::kLfm2 ? "<|tool_call_start|>" : "<tool_call>");
+    auto g = Grammar::parse(p->grammar);
+    ASSERT_TRUE(g) << g.status().message();
+    const std::string constrained = p->thinking_forced_open ? r.output.substr(r.output.find("<think>") + 7)
+                                                            : r.output.substr(call_at);
+    GrammarMatcher gm(*g);
+    EXPECT_TRUE(gm.accept_text(constrained) && gm.can_end()) << constrained << "\n" << p->grammar;
+    auto m = chat::parse_assistant_output(p->format, p->thinking_forced_open ? constrained : r.output, p->parse_options());
+    ASSERT_EQ(m.tool_calls.size(), 1u) << r.output;
+    EXPECT_EQ(m.tool_calls[0].name, "get_weather");
+    EXPECT_EQ(m.tool_calls[0].arguments, "{\"city\":\"Rome\"}");
+    EXPECT_EQ(m.content, "");
+    if (r.output.starts_with("<think>")) {
+      EXPECT_FALSE(m.reasoning_content.empty());
+    }
+    // Sent back with the result.
+    in.messages.push_back(m.to_json());
+    in.messages.push_back(json{{"role", "tool"}, {"tool_call_id", m.tool_calls[0].id}, {"content", "18 degrees"}});
+    auto out = t->render(in);
+    ASSERT_TRUE(out) << out.status().message();
+    EXPECT_NE(out->find(r.rendered), std::string::npos) << *out;
+    EXPECT_NE(out->find("18 degrees"), std::string::npos) << *out;
   }
 }
 
@@ -907,6 +1128,26 @@ std::vector<GrammarCase> grammar_cases() {
         "<tool_call>\n<function=ping>\n</function>\n",
         "<tool_call><function=ping>\n</function>\n</tool_call>",
         "Sure! <tool_call>\n<function=ping>\n</function>\n</tool_call>"}},
+      {ToolCallFormat::kLfm2,
+       {"<|tool_call_start|>[get_weather(city=\"Paris\")]<|tool_call_end|>",
+        "<|tool_call_start|>[get_weather(city=\"Paris\", unit=\"celsius\")]<|tool_call_end|>",
+        "<|tool_call_start|>[get_weather(city=\"Paris\",unit=\"celsius\")]<|tool_call_end|>",
+        "<|tool_call_start|>[add(a=1, b=-2)]<|tool_call_end|>",
+        "<|tool_call_start|>[ping()]<|tool_call_end|>"},
+       {"<|tool_call_start|>[ping(), add(a=1, b=2)]<|tool_call_end|>",
+        "<|tool_call_start|>[get_weather(city=\"Rome\"),get_weather(city=\"Oslo\")]<|tool_call_end|>"},
+       {"<|tool_call_start|>[get_wether(city=\"Paris\")]<|tool_call_end|>",        // unknown name
+        "<|tool_call_start|>[get_weather(unit=\"celsius\")]<|tool_call_end|>",      // no city
+        "<|tool_call_start|>[get_weather(city=\"Paris\", x=1)]<|tool_call_end|>",
+        "<|tool_call_start|>[get_weather(city=\"Paris\", unit=\"kelvin\")]<|tool_call_end|>",
+        "<|tool_call_start|>[get_weather(city=\"Llanfairpwllgwyngyll\")]<|tool_call_end|>",
+        "<|tool_call_start|>[get_weather(city=\"Paris\", city=\"Rome\")]<|tool_call_end|>",
+        "<|tool_call_start|>[add(a=1.5, b=2)]<|tool_call_end|>",
+        "<|tool_call_start|>[add(b=2, a=1)]<|tool_call_end|>",  // the schema's order
+        "<|tool_call_start|>[ping()]",                          // unclosed
+        "<|tool_call_start|>[]<|tool_call_end|>",
+        "[ping()]",
+        "Sure! <|tool_call_start|>[ping()]<|tool_call_end|>"}},
       {ToolCallFormat::kLlama31,
        {"{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}",
         "{\"type\": \"function\", \"name\": \"add\", \"parameters\": {\"a\": 1, \"b\": 2}}",
@@ -970,13 +1211,15 @@ TEST(ToolCallGrammar, AcceptsTheFormatsCallsOnly) {
 TEST(ToolCallGrammar, ForcedFunction) {
   const std::string name = "add";
   for (ToolCallFormat f : {ToolCallFormat::kHermes, ToolCallFormat::kLlama31, ToolCallFormat::kMistral,
-                           ToolCallFormat::kMistralArgs, ToolCallFormat::kGeneric}) {
+                           ToolCallFormat::kMistralArgs, ToolCallFormat::kGeneric, ToolCallFormat::kLfm2}) {
     SCOPED_TRACE(chat::tool_call_format_name(f));
     auto g = grammar(f, &name, false);
     for (const GrammarCase& c : grammar_cases()) {
       if (c.format != f) continue;
       for (const std::string& t : c.good)
-        EXPECT_EQ(accepts(g, t), t.find("\"add\"") != std::string::npos || t.find("]add[") != std::string::npos) << t;
+        EXPECT_EQ(accepts(g, t), t.find("\"add\"") != std::string::npos || t.find("]add[") != std::string::npos ||
+                                     t.find("[add(") != std::string::npos)
+            << t;
     }
   }
   const std::string missing = "nope";
@@ -1133,7 +1376,8 @@ TEST(ToolCallGrammar, RandomModelsEmitParseableCalls) {
   std::set<std::string> names;
   for (const auto& t : kTools) names.insert(t["function"]["name"].get<std::string>());
   for (ToolCallFormat f : {ToolCallFormat::kHermes, ToolCallFormat::kLlama31, ToolCallFormat::kMistral,
-                           ToolCallFormat::kMistralArgs, ToolCallFormat::kGeneric, ToolCallFormat::kQwenXml}) {
+                           ToolCallFormat::kMistralArgs, ToolCallFormat::kGeneric, ToolCallFormat::kQwenXml,
+                           ToolCallFormat::kLfm2}) {
     // kQwenXml types its parameters' text by the tools (a string parameter of digits stays text).
     chat::ParseOptions po;
     if (f == ToolCallFormat::kQwenXml) po.tools = kTools;
