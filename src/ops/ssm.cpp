@@ -11,6 +11,16 @@ namespace loom::ops {
 float softplus(float x) { return x > 20.0f ? x : std::log(1.0f + std::exp(x)); }
 
 void ssm_conv(const SsmConv& p, int64_t c0, int64_t c1) {
+  if (simd_enabled()) {
+    detail::ssm_conv_simd(p, c0, c1);
+    return;
+  }
+  ref::ssm_conv(p, c0, c1);
+}
+
+namespace ref {
+
+void ssm_conv(const SsmConv& p, int64_t c0, int64_t c1) {
   const int K = p.d_conv;
   for (int64_t c = c0; c < c1; ++c) {
     const float* w = p.w + c * K;
@@ -28,6 +38,8 @@ void ssm_conv(const SsmConv& p, int64_t c0, int64_t c1) {
     for (int k = 0; k < K - 1; ++k) st[k] = win[k];
   }
 }
+
+}  // namespace ref
 
 namespace detail {
 

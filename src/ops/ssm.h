@@ -94,8 +94,9 @@ void scan_output(const SsmScan& p, int64_t c, int t, const ScanStep& st, float s
 }  // namespace detail
 
 namespace ref {
-// Scalar twins of ssm_scan and softplus_inplace (the SIMD kernels' ground truth); ssm_conv is scalar only.
+// Scalar twins of ssm_scan, ssm_conv and softplus_inplace (the SIMD kernels' ground truth).
 void ssm_scan(const SsmScan& p, int64_t c0, int64_t c1);
+void ssm_conv(const SsmConv& p, int64_t c0, int64_t c1);
 void softplus_inplace(float* x, int64_t n);
 }  // namespace ref
 

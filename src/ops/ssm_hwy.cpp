@@ -47,6 +47,39 @@ void SsmScanImpl(const SsmScan& p, int64_t c0, int64_t c1) {
   }
 }
 
+// ops::ssm_conv over channels [c0, c1): N channels at a time, token by token; each channel's taps
+// summed in the scalar twin's order (oldest first, then the bias), so only silu's rounding differs.
+void SsmConvImpl(const SsmConv& p, int64_t c0, int64_t c1) {
+  const hn::ScalableTag<float> d;
+  const int64_t N = int64_t(hn::Lanes(d));
+  const int K = p.d_conv;
+  HWY_ALIGN float wt[64 * hn::MaxLanes(d)];    // wt[k·N + lane] = w[c + lane][k]
+  HWY_ALIGN float hist[64 * hn::MaxLanes(d)];  // the last K - 1 inputs, oldest first, per lane
+  int64_t c = c0;
+  for (; c + N <= c1; c += N) {
+    for (int64_t l = 0; l < N; ++l) {
+      for (int k = 0; k < K; ++k) wt[k * N + l] = p.w[(c + l) * K + k];
+      for (int k = 0; k < K - 1; ++k) hist[k * N + l] = p.state[(c + l) * (K - 1) + k];
+    }
+    const auto vb = p.b ? hn::LoadU(d, p.b + c) : hn::Zero(d);
+    for (int t = 0; t < p.n_tokens; ++t) {
+      const auto x = hn::LoadU(d, p.x + int64_t(t) * p.x_stride + c);
+      auto sum = hn::Zero(d);
+      for (int k = 0; k < K - 1; ++k) sum = hn::Add(sum, hn::Mul(hn::Load(d, hist + k * N), hn::Load(d, wt + k * N)));
+      sum = hn::Add(sum, hn::Mul(x, hn::Load(d, wt + (K - 1) * N)));
+      if (p.b) sum = hn::Add(sum, vb);
+      if (p.silu) sum = loom::simd::HWY_NAMESPACE::Silu(d, sum);
+      hn::StoreU(sum, d, p.y + int64_t(t) * p.y_stride + c);
+      for (int k = 0; k + 1 < K - 1; ++k) hn::Store(hn::Load(d, hist + (k + 1) * N), d, hist + k * N);
+      if (K > 1) hn::Store(x, d, hist + (K - 2) * N);
+    }
+    for (int64_t l = 0; l < N; ++l) {
+      for (int k = 0; k < K - 1; ++k) p.state[(c + l) * (K - 1) + k] = hist[k * N + l];
+    }
+  }
+  if (c < c1) ref::ssm_conv(p, c, c1);
+}
+
 void SoftplusImpl(float* x, int64_t n) {
   const hn::ScalableTag<float> d;
   const int64_t N = int64_t(hn::Lanes(d));
@@ -72,6 +105,9 @@ HWY_AFTER_NAMESPACE();
 namespace loom::ops::detail {
 HWY_EXPORT(SsmScanImpl);
 HWY_EXPORT(SoftplusImpl);
+HWY_EXPORT(SsmConvImpl);
+
+void ssm_conv_simd(const SsmConv& p, int64_t c0, int64_t c1) { HWY_DYNAMIC_DISPATCH(SsmConvImpl)(p, c0, c1); }
 
 void softplus_simd(float* x, int64_t n) { HWY_DYNAMIC_DISPATCH(SoftplusImpl)(x, n); }
 

@@ -7,6 +7,7 @@
 
 namespace loom::ops {
 struct SsmScan;
+struct SsmConv;
 }
 
 namespace loom::ops::detail {
@@ -20,6 +21,8 @@ void scale_row_simd(const float* x, const float* w, float s, int64_t n, float* o
 // ops::ssm_scan over channels [c0, c1): the d_state loop in vectors (the decay through
 // simd::ExpNonPos, the C-weighted sum reduced across lanes: rounding differs from ref::ssm_scan).
 void ssm_scan_simd(const SsmScan& p, int64_t c0, int64_t c1);
+// ops::ssm_conv over channels [c0, c1) in vectors of channels (silu's rounding differs from ref::ssm_conv).
+void ssm_conv_simd(const SsmConv& p, int64_t c0, int64_t c1);
 // x[i] = x > 20 ? x : log1p(e^x) (Highway's Exp and Log1p; the scalar twin's log(1 + e^x) rounds differently).
 void softplus_simd(float* x, int64_t n);
 

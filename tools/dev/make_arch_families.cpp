@@ -12,13 +12,16 @@
 //            (blk.4, nextn_predict_layers 1) that a runtime must load and leave unused
 #include "make_arch_families.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+
+#include "base/half.h"
 
 namespace loom {
 
 Status make_family_model(const gguf::GgufFile& in, gguf::GgufWriter& w, const std::string& a, bool untied,
-                         std::mt19937& rng) {
+                         std::mt19937& rng, const FamilyShape& shape) {
   const bool smol = a == "smollm3", granite = a == "granite", lfm2 = a == "lfm2", qwen35 = a == "qwen35";
   if (!smol && !granite && !lfm2 && !qwen35) return invalid_argument("unknown family '" + a + "'");
   const std::string from = *in.get_string("general.architecture");
@@ -30,12 +33,23 @@ Status make_family_model(const gguf::GgufFile& in, gguf::GgufWriter& w, const st
   auto tokens = in.get_array("tokenizer.ggml.tokens");
   const int64_t V = emb ? int64_t(emb->ne[1]) : tokens ? int64_t((*tokens)->count) : 0;
   if (V <= 0) return invalid_argument("IN has neither token_embd.weight nor tokenizer.ggml.tokens");
-  const int64_t E = 64, H = 4, Hkv = 2, D = 16, F = 128;
-  const int64_t L = granite ? 3 : 4, n_nextn = qwen35 ? 1 : 0;
+  int64_t E = 64, H = 4, Hkv = 2, D = 16, F = 128, n_rot = qwen35 ? 8 : D;
+  int64_t L = granite ? 3 : 4, n_nextn = qwen35 ? 1 : 0;
   // qwen35's DeltaNet: key heads Hk, value heads Hv of S channels, conv taps K.
-  const int64_t S = 16, Hk = 2, Hv = 4, Di = Hv * S, Cc = 2 * Hk * S + Di, K = 4;
+  int64_t S = 16, Hk = 2, Hv = 4, K = 4;
+  std::vector<int64_t> lfm2_attn = {1, 3};
+  std::vector<int32_t> sections = {2, 1, 1, 0};
+  float rope_base = lfm2 ? 1e6f : qwen35 ? 1e7f : 1e4f;
+  if (shape.E > 0) {  // a real model's shape (speed benchmarks)
+    E = shape.E, L = shape.L, H = shape.H, Hkv = shape.Hkv, D = shape.D, F = shape.F, n_rot = shape.n_rot;
+    S = shape.S, Hk = shape.Hk, Hv = shape.Hv, K = shape.K, n_nextn = shape.n_nextn;
+    if (!shape.lfm2_attn.empty()) lfm2_attn = shape.lfm2_attn;
+    if (!shape.sections.empty()) sections = shape.sections;
+    if (shape.rope_base > 0) rope_base = shape.rope_base;
+  }
+  const int64_t Di = Hv * S, Cc = 2 * Hk * S + Di;
   auto is_attn = [&](int64_t il) {
-    if (lfm2) return il % 2 == 1;
+    if (lfm2) return std::find(lfm2_attn.begin(), lfm2_attn.end(), il) != lfm2_attn.end();
     if (qwen35) return (il + 1) % 4 == 0 || il >= L;
     return true;
   };
@@ -53,16 +67,16 @@ Status make_family_model(const gguf::GgufFile& in, gguf::GgufWriter& w, const st
     for (int64_t il = 0; il < L; ++il) kv_heads.push_back(is_attn(il) ? int32_t(Hkv) : 0);
     LOOM_RETURN_IF_ERROR(w.set_i32_array(a + ".attention.head_count_kv", kv_heads));
     LOOM_RETURN_IF_ERROR(w.set_u32(a + ".shortconv.l_cache", 3));
-    LOOM_RETURN_IF_ERROR(w.set_f32(a + ".rope.freq_base", 1000000.0f));
+    LOOM_RETURN_IF_ERROR(w.set_f32(a + ".rope.freq_base", rope_base));
   } else {
     LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.head_count_kv", uint32_t(Hkv)));
   }
   if (qwen35) {
     LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.key_length", uint32_t(D)));
     LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.value_length", uint32_t(D)));
-    LOOM_RETURN_IF_ERROR(w.set_u32(a + ".rope.dimension_count", 8));
-    LOOM_RETURN_IF_ERROR(w.set_i32_array(a + ".rope.dimension_sections", {2, 1, 1, 0}));
-    LOOM_RETURN_IF_ERROR(w.set_f32(a + ".rope.freq_base", 10000000.0f));
+    LOOM_RETURN_IF_ERROR(w.set_u32(a + ".rope.dimension_count", uint32_t(n_rot)));
+    LOOM_RETURN_IF_ERROR(w.set_i32_array(a + ".rope.dimension_sections", sections));
+    LOOM_RETURN_IF_ERROR(w.set_f32(a + ".rope.freq_base", rope_base));
     LOOM_RETURN_IF_ERROR(w.set_u32(a + ".full_attention_interval", 4));
     LOOM_RETURN_IF_ERROR(w.set_u32(a + ".nextn_predict_layers", uint32_t(n_nextn)));
     LOOM_RETURN_IF_ERROR(w.set_u32(a + ".ssm.conv_kernel", uint32_t(K)));
@@ -71,8 +85,12 @@ Status make_family_model(const gguf::GgufFile& in, gguf::GgufWriter& w, const st
     LOOM_RETURN_IF_ERROR(w.set_u32(a + ".ssm.time_step_rank", uint32_t(Hv)));
     LOOM_RETURN_IF_ERROR(w.set_u32(a + ".ssm.group_count", uint32_t(Hk)));
   } else if (!lfm2) {
-    LOOM_RETURN_IF_ERROR(w.set_u32(a + ".rope.dimension_count", uint32_t(D)));
-    LOOM_RETURN_IF_ERROR(w.set_f32(a + ".rope.freq_base", 10000.0f));
+    LOOM_RETURN_IF_ERROR(w.set_u32(a + ".rope.dimension_count", uint32_t(n_rot)));
+    if (D != E / H) {
+      LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.key_length", uint32_t(D)));
+      LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.value_length", uint32_t(D)));
+    }
+    LOOM_RETURN_IF_ERROR(w.set_f32(a + ".rope.freq_base", rope_base));
   }
   if (granite) {
     LOOM_RETURN_IF_ERROR(w.set_f32(a + ".embedding_scale", 12.0f));
@@ -86,6 +104,14 @@ Status make_family_model(const gguf::GgufFile& in, gguf::GgufWriter& w, const st
   auto add = [&](const std::string& name, std::vector<int64_t> ne, auto&& gen) -> Status {
     int64_t n = 1;
     for (int64_t d : ne) n *= d;
+    if (shape.f16 && ne.size() == 2 && ne[0] % 32 == 0 && ne[1] > 1) {  // matrices as F16 (quantizable)
+      std::vector<uint8_t> bytes(size_t(n) * 2);
+      for (int64_t i = 0; i < n; ++i) {
+        const uint16_t h = f32_to_f16(gen(i));
+        std::memcpy(bytes.data() + 2 * i, &h, 2);
+      }
+      return w.add_tensor(name, TensorType::F16, ne, bytes);
+    }
     std::vector<uint8_t> bytes(size_t(n) * 4);
     for (int64_t i = 0; i < n; ++i) {
       const float v = gen(i);
@@ -113,7 +139,7 @@ Status make_family_model(const gguf::GgufFile& in, gguf::GgufWriter& w, const st
         LOOM_RETURN_IF_ERROR(add(p + "attn_k_norm.weight", {D}, norm_weight));
       }
     } else if (lfm2) {
-      LOOM_RETURN_IF_ERROR(add(p + "shortconv.conv.weight", {3, E}, normal(1.0f / std::sqrt(3.0f))));
+      LOOM_RETURN_IF_ERROR(add(p + "shortconv.conv.weight", {3, E}, normal(1.0f / std::sqrt(3.0f))));  // l_cache 3
       LOOM_RETURN_IF_ERROR(add(p + "shortconv.in_proj.weight", {E, 3 * E}, fan_in(E)));
       LOOM_RETURN_IF_ERROR(add(p + "shortconv.out_proj.weight", {E, E}, fan_in(E)));
     } else {  // qwen35's Gated DeltaNet
@@ -142,6 +168,37 @@ Status make_family_model(const gguf::GgufFile& in, gguf::GgufWriter& w, const st
     }
   }
   return Status::ok();
+}
+
+}  // namespace loom
+
+namespace loom {
+
+bool family_shape(const std::string& name, std::string& arch, FamilyShape& s) {
+  s = FamilyShape{};
+  s.f16 = true;
+  if (name == "qwen35-0.8b") {  // Qwen3.5-0.8B: 24 layers (every 4th attention), tied output
+    arch = "qwen35";
+    s.E = 1024, s.L = 24, s.H = 8, s.Hkv = 2, s.D = 256, s.F = 3584, s.n_rot = 64;
+    s.S = 128, s.Hk = 16, s.Hv = 16, s.K = 4, s.n_nextn = 1;
+    s.sections = {11, 11, 10, 0};
+    s.rope_base = 1e7f;
+    return true;
+  }
+  if (name == "lfm2-1.2b") {  // LFM2-1.2B: 16 layers, attention on 6 of them
+    arch = "lfm2";
+    s.E = 2048, s.L = 16, s.H = 32, s.Hkv = 8, s.D = 64, s.F = 8192, s.n_rot = 64;
+    s.lfm2_attn = {2, 5, 8, 10, 12, 14};
+    s.rope_base = 1e6f;
+    return true;
+  }
+  if (name == "smollm3-3b") {  // SmolLM3-3B: 36 layers, NoPE every 4th
+    arch = "smollm3";
+    s.E = 2048, s.L = 36, s.H = 16, s.Hkv = 4, s.D = 128, s.F = 11008, s.n_rot = 128;
+    s.rope_base = 5e6f;
+    return true;
+  }
+  return false;
 }
 
 }  // namespace loom

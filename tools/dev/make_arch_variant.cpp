@@ -42,6 +42,10 @@
 //                                                    a synthetic model of this year's families with IN's
 //                                                    tokenizer and random weights (seed 1234); shapes and
 //                                                    features in make_arch_families.cpp
+//   make_arch_variant bench-shape qwen35-0.8b|lfm2-1.2b|smollm3-3b IN.gguf OUT.gguf [vocab=N]
+//                                                    the same families at a real model's dimensions, F16
+//                                                    matrices (for llama-quantize), tied output, IN's
+//                                                    tokenizer padded with unused tokens to N (speed benchmarks)
 //   make_arch_variant t5|t5encoder IN_spm.gguf OUT.gguf [E ENC_LAYERS DEC_LAYERS HEADS HEAD_DIM FF] [gated]
 //                     [f16] [untied] [plain]
 //                                                    a T5 (encoder-decoder) or T5 encoder with random weights
@@ -438,6 +442,51 @@ int main(int argc, char** argv) {
     std::mt19937 rng(1234);
     Status st = make_t5(*in, w, s, rng);
     if (st.is_ok()) st = w.write_file(argv[3]);
+    if (!st) return fail(st.message());
+    return 0;
+  }
+  if (argc >= 5 && std::string(argv[1]) == "bench-shape") {
+    // make_arch_variant bench-shape SHAPE IN.gguf OUT.gguf [vocab=N]: a real model's dimensions
+    // (make_arch_families.h) with F16 matrices, IN's tokenizer padded with unused tokens to N.
+    std::string arch;
+    FamilyShape shape;
+    if (!family_shape(argv[2], arch, shape)) return fail(std::string("unknown shape '") + argv[2] + "'");
+    auto in = gguf::GgufFile::open(argv[3]);
+    if (!in) return fail(in.status().message());
+    auto w = gguf::GgufWriter::from_file(*in);
+    if (!w) return fail(w.status().message());
+    if (argc >= 6 && std::string(argv[5]).rfind("vocab=", 0) == 0) {
+      const size_t n = size_t(std::atoll(argv[5] + 6));
+      auto toks = in->get_array("tokenizer.ggml.tokens");
+      if (!toks) return fail("IN has no tokenizer.ggml.tokens");
+      std::vector<std::string> t = (*toks)->strings;
+      std::vector<int32_t> types;
+      if (auto ty = in->get_array("tokenizer.ggml.token_type")) {
+        for (uint64_t i = 0; i < (*ty)->count; ++i) types.push_back(int32_t((*ty)->int_at(i)));
+      }
+      std::vector<float> scores;
+      if (auto sc = in->get_array("tokenizer.ggml.scores")) {
+        for (uint64_t i = 0; i < (*sc)->count; ++i) scores.push_back(float((*sc)->number_at(i)));
+      }
+      while (t.size() < n) {
+        t.push_back("<|bench_pad_" + std::to_string(t.size()) + "|>");
+        if (!types.empty()) types.push_back(5);  // unused
+        if (!scores.empty()) scores.push_back(-1e9f);
+      }
+      for (const char* k : {"tokenizer.ggml.tokens", "tokenizer.ggml.token_type", "tokenizer.ggml.scores"}) w->remove(k);
+      Status st = w->set_string_array("tokenizer.ggml.tokens", t);
+      if (st.is_ok() && !types.empty()) st = w->set_i32_array("tokenizer.ggml.token_type", types);
+      if (st.is_ok() && !scores.empty()) st = w->set_f32_array("tokenizer.ggml.scores", scores);
+      if (!st) return fail(st.message());
+      auto padded = gguf::GgufFile::from_bytes(w->to_bytes());
+      if (!padded) return fail(padded.status().message());
+      in = std::move(padded);
+      w = gguf::GgufWriter::from_file(*in);
+      if (!w) return fail(w.status().message());
+    }
+    std::mt19937 rng(1234);
+    Status st = make_family_model(*in, *w, arch, /*untied=*/false, rng, shape);
+    if (st.is_ok()) st = w->write_file(argv[4]);
     if (!st) return fail(st.message());
     return 0;
   }
