@@ -1,9 +1,10 @@
-// This year's chat templates (Qwen3.5, LFM2 / LFM2.5, SmolLM3, Granite 4), read from llama.cpp's
-// models/templates/, render byte-identically to Python Jinja2 as transformers configures it over
-// the shared cases and loom's own (tests/data/chat-templates: expected.json from
-// tools/dev/chat-golden.py, README there). Each template's sha256 is recorded: a template that
-// changed in llama.cpp's source is reported as such, not compared. Skipped, saying so, where
-// llama.cpp's source is not on this machine (scripts/fetch-llama-cpp-src.sh).
+// This year's chat templates (Qwen3.5, LFM2 / LFM2.5, SmolLM3, Granite 4, Gemma 4 and its
+// interleaved variant, Ministral 3), read from llama.cpp's models/templates/, render
+// byte-identically to Python Jinja2 as transformers configures it over the shared cases and loom's
+// own (tests/data/chat-templates: expected.json from tools/dev/chat-golden.py, README there). Each
+// template's sha256 is recorded: a template that changed in llama.cpp's source is reported as
+// such, not compared. Skipped, saying so, where llama.cpp's source is not on this machine
+// (scripts/fetch-llama-cpp-src.sh).
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -144,7 +145,9 @@ TEST_P(TemplateGolden, RendersLikePythonJinja2) {
 INSTANTIATE_TEST_SUITE_P(LlamaCppTemplates, TemplateGolden,
                          ::testing::Values("Qwen3.5-4B.jinja", "LFM2.5-Instruct.jinja", "LFM2.5-8B-A1B.jinja",
                                            "HuggingFaceTB-SmolLM3-3B.jinja", "ibm-granite-granite-4.0.jinja",
-                                           "ibm-granite-granite-4.1.jinja"),
+                                           "ibm-granite-granite-4.1.jinja", "google-gemma-4-31B-it.jinja",
+                                           "google-gemma-4-31B-it-interleaved.jinja",
+                                           "mistralai-Ministral-3-14B-Reasoning-2512.jinja"),
                          [](const auto& info) { return param_name(info.param); });
 
 }  // namespace

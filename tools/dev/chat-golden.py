@@ -36,6 +36,9 @@ TEMPLATES = [
     ("HuggingFaceTB-SmolLM3-3B.jinja", "", "<|im_end|>"),
     ("ibm-granite-granite-4.0.jinja", "<|end_of_text|>", "<|end_of_text|>"),
     ("ibm-granite-granite-4.1.jinja", "<|end_of_text|>", "<|end_of_text|>"),
+    ("google-gemma-4-31B-it.jinja", "<bos>", "<eos>"),
+    ("google-gemma-4-31B-it-interleaved.jinja", "<bos>", "<eos>"),
+    ("mistralai-Ministral-3-14B-Reasoning-2512.jinja", "<s>", "</s>"),
 ]
 NOW = datetime.datetime(2025, 7, 26, 12, 0, 0, tzinfo=datetime.timezone.utc)
 
