@@ -6,6 +6,7 @@
 
 #include "chat/chat_prompt.h"
 #include "chat/named_templates.h"
+#include "sample/grammar.h"
 
 namespace loom::chat {
 namespace {
@@ -198,6 +199,38 @@ Expected<std::vector<Msg>> parse_messages(const json& messages) {
 
 // --- tool calls written as text, for templates that cannot render them ------------------------
 
+// Gemma 4's value syntax, as its template's format_argument writes arguments (keys in dictsort's
+// order; null as JSON's null, which its parser reads, where the template would print None).
+void gemma4_value_text(const json& v, std::string* out) {
+  if (v.is_string()) {
+    *out += "<|\"|>" + v.get<std::string>() + "<|\"|>";
+  } else if (v.is_object()) {
+    std::vector<std::string> keys;
+    for (auto it = v.begin(); it != v.end(); ++it) keys.push_back(it.key());
+    const auto lower = [](std::string s) {
+      for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
+      return s;
+    };
+    std::stable_sort(keys.begin(), keys.end(), [&](const std::string& a, const std::string& b) { return lower(a) < lower(b); });
+    *out += '{';
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (i) *out += ',';
+      *out += keys[i] + ":";
+      gemma4_value_text(v[keys[i]], out);
+    }
+    *out += '}';
+  } else if (v.is_array()) {
+    *out += '[';
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (i) *out += ',';
+      gemma4_value_text(v[i], out);
+    }
+    *out += ']';
+  } else {
+    *out += v.dump();
+  }
+}
+
 std::string args_for_text(const Call& c) { return c.args_object.is_object() ? dump_spaced(c.args_object) : c.args_text; }
 
 std::string calls_as_text(ToolCallFormat f, const std::vector<Call>& calls) {
@@ -255,6 +288,13 @@ std::string calls_as_text(ToolCallFormat f, const std::vector<Call>& calls) {
         s += ")";
       }
       return s + "]<|tool_call_end|>";
+    case ToolCallFormat::kGemma4:
+      for (const Call& c : calls) {
+        s += "<|tool_call>call:" + c.name;
+        gemma4_value_text(c.args_object.is_object() ? c.args_object : json::object(), &s);
+        s += "<tool_call|>";
+      }
+      return s;
     case ToolCallFormat::kGeneric:
     case ToolCallFormat::kNone: {
       const auto one = [](const Call& c, bool with_id) {
@@ -343,6 +383,65 @@ json fold_system_messages(const json& messages) {
   return out;
 }
 
+// llama.cpp's workaround for Gemma 4 templates older than the one that reads role "tool" messages
+// (no "OpenAI Chat Completions" branch: google-gemma-4-31B-it-interleaved): an assistant message
+// with tool calls, the tool results after it and a final assistant answer (without calls) become
+// one assistant message {tool_calls, tool_responses: [{name, response}], content,
+// reasoning_content}. A result's response is its content parsed as JSON when it parses, else the
+// text; its name is the call's at the same index, else its tool_call_id.
+json gemma4_tool_responses(const json& messages) {
+  const auto has_calls = [](const json& m) {
+    return m.contains("tool_calls") && m["tool_calls"].is_array() && !m["tool_calls"].empty();
+  };
+  json out = json::array();
+  size_t i = 0;
+  while (i < messages.size()) {
+    const json& msg = messages[i];
+    if (msg.value("role", "") != "assistant" || !has_calls(msg)) {
+      out.push_back(msg);
+      ++i;
+      continue;
+    }
+    json calls = msg["tool_calls"], responses = json::array(), content, reasoning;
+    if (msg.contains("reasoning_content") && msg["reasoning_content"].is_string()) reasoning = msg["reasoning_content"];
+    ++i;
+    while (i < messages.size() && messages[i].value("role", "") == "tool") {
+      const json& t = messages[i];
+      json response;
+      if (t.contains("content")) {
+        response = t["content"];
+        if (response.is_string()) {
+          json v = json::parse(response.get<std::string>(), nullptr, /*allow_exceptions=*/false);
+          if (!v.is_discarded()) response = std::move(v);
+        }
+      }
+      std::string name;
+      if (responses.size() < calls.size()) {
+        const json& tc = calls[responses.size()];
+        if (tc.contains("function") && tc["function"].is_object()) name = tc["function"].value("name", "");
+      }
+      if (name.empty() && t.contains("tool_call_id") && t["tool_call_id"].is_string()) name = t["tool_call_id"];
+      responses.push_back(json{{"name", name}, {"response", std::move(response)}});
+      ++i;
+    }
+    if (i < messages.size() && messages[i].value("role", "") == "assistant" && !has_calls(messages[i])) {
+      const json& c = messages[i].contains("content") ? messages[i]["content"] : json();
+      if ((c.is_string() && !c.get_ref<const std::string&>().empty()) || (c.is_array() && !c.empty())) {
+        content = c;
+        ++i;
+      }
+    }
+    json m = json::object();
+    m["role"] = "assistant";
+    m["tool_calls"] = std::move(calls);
+    if (!responses.empty()) m["tool_responses"] = std::move(responses);
+    if (!content.is_null()) m["content"] = std::move(content);
+    if (!reasoning.is_null()) m["reasoning_content"] = std::move(reasoning);
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
 // --- loom's ChatML template ------------------------------------------------------------------
 
 const char* const kChatMlTemplate = R"JINJA({%- if tools -%}
@@ -384,6 +483,11 @@ struct ChatTemplate::State {
   std::string source, bos, eos;
   Template tmpl;
   ToolCallFormat format = ToolCallFormat::kGeneric;
+  // Gemma 4's older template, which needs tool results folded into the calling message.
+  bool fold_tool_responses = false;
+  // Ministral 3 (llama.cpp's rule, and the template renders thinking blocks): reasoning_content is
+  // passed as a {"type": "thinking"} content block before the text.
+  bool thinking_blocks = false;
   std::once_flag probed;
   TemplateCaps caps;
 
@@ -406,6 +510,8 @@ struct ChatTemplate::State {
     RenderOptions o;
     o.now_unix = 1753531200;
     auto r = tmpl.render(ctx, o);
+    // Gemma 4 writes text arguments as they are, inside its own braces: only objects render its syntax.
+    if (format == ToolCallFormat::kGemma4) return r && r->find("argument_needle:<|\"|>loom_probe<|\"|>") != std::string::npos;
     // JSON / Python dicts, Python keyword arguments (LFM2), XML parameters (Qwen3-Coder, Qwen3.5).
     return r && (r->find("\"argument_needle\":") != std::string::npos ||
                  r->find("'argument_needle':") != std::string::npos ||
@@ -492,6 +598,10 @@ Expected<ChatTemplate> ChatTemplate::parse(std::string_view source, std::string 
   ct.s_->eos = std::move(eos_text);
   ct.s_->tmpl = std::move(*t);
   ct.s_->format = detect_tool_call_format(source);
+  const auto has = [&](std::string_view m) { return source.find(m) != std::string_view::npos; };
+  ct.s_->fold_tool_responses = ct.s_->format == ToolCallFormat::kGemma4 && !has("{#- OpenAI Chat Completions:");
+  ct.s_->thinking_blocks = ct.s_->format == ToolCallFormat::kMistralArgs && has("[SYSTEM_PROMPT]") && !has("[CALL_ID]") &&
+                           has("[THINK]") && has("'thinking'");
   return ct;
 }
 
@@ -583,9 +693,18 @@ Expected<std::string> ChatTemplate::render(const ChatInputs& inputs, const Rende
     }
     if (m.tool_call_id) jm["tool_call_id"] = *m.tool_call_id;
     if (m.name) jm["name"] = *m.name;
-    if (m.reasoning_content) jm["reasoning_content"] = *m.reasoning_content;
+    if (s_->thinking_blocks && (m.role == "assistant" || m.role == "system") && m.reasoning_content &&
+        m.reasoning_content->is_string()) {
+      // llama.cpp's Ministral 3 handler: [thinking, text] blocks.
+      json blocks = json::array({json{{"type", "thinking"}, {"thinking", *m.reasoning_content}}});
+      if (jm["content"].is_string()) blocks.push_back(json{{"type", "text"}, {"text", jm["content"]}});
+      jm["content"] = std::move(blocks);
+    } else if (m.reasoning_content) {
+      jm["reasoning_content"] = *m.reasoning_content;
+    }
     messages.push_back(std::move(jm));
   }
+  if (s_->fold_tool_responses) messages = gemma4_tool_responses(messages);
   if (!tools.is_null()) {
     if (!caps.supports_tools) {
       add_system(messages, "You can call any of the following tools to satisfy the user's requests: " + tools.dump(2) +
@@ -605,14 +724,21 @@ Expected<std::string> ChatTemplate::render(const ChatInputs& inputs, const Rende
       for (auto it = inputs.extra.begin(); it != inputs.extra.end(); ++it) ctx[it.key()] = it.value();
     return ctx;
   };
+  // Gemma 4's template ends on "<turn|>\n" after a message with text, calls and their results,
+  // without opening the model's turn: llama.cpp opens it.
+  const auto finish = [&](std::string prompt) {
+    if (format == ToolCallFormat::kGemma4 && inputs.add_generation_prompt && prompt.ends_with("<turn|>\n"))
+      prompt += "<|turn>model\n";
+    return prompt;
+  };
   auto out = s_->tmpl.render(context(messages), opts);
-  if (out) return std::move(*out);
+  if (out) return finish(std::move(*out));
   // Templates without a system role (Gemma) raise on one: retry with it folded into the user turn.
   bool has_system = false;
   for (const json& m : messages) has_system = has_system || m["role"] == "system";
   if (has_system) {
     auto again = s_->tmpl.render(context(fold_system_messages(messages)), opts);
-    if (again) return std::move(*again);
+    if (again) return finish(std::move(*again));
   }
   return Status(out.status().code(), "chat template: " + out.status().message());
 }
@@ -765,6 +891,21 @@ Expected<PreparedChat> prepare_chat(const ChatTemplate& tmpl, const ChatInputs& 
     // Any reasoning text up to </think>, then the constrained part.
     p.grammar = "root ::= think-text \"</think>\" [ \\t\\r\\n]{0,8} g-root\nthink-text ::= .*\n" +
                 prefix_gbnf_rules(p.grammar, "g-");
+  } else if (!p.grammar.empty()) {
+    // Models that may think first, in their own markers (as llama.cpp's grammars for them allow):
+    // Gemma 4 when the prompt did not close an empty thought (enable_thinking), Ministral 3.
+    std::string open, close;
+    if (p.format == ToolCallFormat::kGemma4 && !p.prompt.ends_with("<channel|>")) {
+      open = "<|channel>thought";
+      close = "<channel|>";
+    } else if (p.format == ToolCallFormat::kMistralArgs && tmpl.source().find("[THINK]") != std::string::npos) {
+      open = "[THINK]";
+      close = "[/THINK]";
+    }
+    if (!open.empty()) {
+      p.grammar = "root ::= ( " + gbnf_literal(open) + " think-text " + gbnf_literal(close) +
+                  " )? g-root\nthink-text ::= .*\n" + prefix_gbnf_rules(p.grammar, "g-");
+    }
   }
   const ToolCallSyntax syntax = tool_call_syntax(p.format);
   p.stops = syntax.stops;

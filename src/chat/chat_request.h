@@ -52,6 +52,14 @@
 //     `response` reply to the user's request";
 //   - a template that raises on a system message (Gemma 2) is rendered again with system messages
 //     folded into the next user message (as apply_chat_template does);
+//   - Gemma 4 (kGemma4) gets arguments as objects (its template writes text arguments as they are
+//     inside its own braces); its older template (no role "tool" branch: the -interleaved one) gets
+//     llama.cpp's workaround: a message's calls, their results and the answer after them become one
+//     assistant message with `tool_responses`; a prompt that ends on "<turn|>\n" after calls and
+//     results gets the model's turn opened ("<|turn>model\n"), as llama.cpp does;
+//   - Ministral 3 (a Mistral template that renders "thinking" blocks, no [CALL_ID]) gets an
+//     assistant's (or system's) reasoning_content as a {"type": "thinking"} block before its text,
+//     as llama.cpp passes it, so past reasoning is rendered in [THINK]...[/THINK];
 //   - Mistral templates (kMistral, kMistralArgs) refuse tool-call ids that are not 9 alphanumerics:
 //     other ids (OpenAI's "call_..."), in tool_calls and in the tool messages' tool_call_id alike,
 //     are replaced by 9 alphanumerics derived from them, and missing call ids are made up.
@@ -162,7 +170,9 @@ struct PreparedChat {
   // GBNF for SamplerParams::grammar; "" when unconstrained. tool_choice required / a function: the
   // format's tool call(s); kGeneric with tool_choice auto: a call or {"response": ...} (as
   // llama.cpp); response_format: that JSON. After a forced-open <think>, the grammar first accepts
-  // any text up to "</think>".
+  // any text up to "</think>"; Gemma 4 (when the prompt did not close an empty thought) and
+  // Ministral 3 may first write one reasoning block in their markers (<|channel>thought ...
+  // <channel|>, [THINK] ... [/THINK]), as llama.cpp's grammars for them allow.
   std::string grammar;
   std::vector<std::string> stops;             // tool_call_syntax(format).stops
   std::vector<std::string> preserved_tokens;  // detokenize these with special = true

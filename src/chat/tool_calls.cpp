@@ -273,7 +273,7 @@ ReasoningSplit split_reasoning(std::string_view text, bool forced_open, bool par
   struct Tags {
     std::string_view open, close;
   };
-  static constexpr Tags kTags[] = {{"<think>", "</think>"}, {"[THINK]", "[/THINK]"}};
+  static constexpr Tags kTags[] = {{"<think>", "</think>"}, {"[THINK]", "[/THINK]"}, {"<|channel>thought", "<channel|>"}};
   ReasoningSplit r;
   r.body = text;
   const auto block = [&](std::string_view open, std::string_view close, std::string_view inner) {
@@ -1023,6 +1023,272 @@ Scan scan_lfm2(std::string_view s, bool partial) {
   return r;
 }
 
+// --- kGemma4 -----------------------------------------------------------------------------------
+// <|tool_call>call:name{key:<|"|>text<|"|>,n:1,d:{a:[1,2]}}<tool_call|>: Gemma 4's own value
+// syntax (llama.cpp's gemma4 parser), converted to JSON arguments.
+
+constexpr std::string_view kGemma4Start = "<|tool_call>";
+constexpr std::string_view kGemma4End = "<tool_call|>";
+constexpr std::string_view kGemma4Quote = "<|\"|>";
+
+bool g4_name_char(char c) { return py_ident_char(c) || c == '.' || c == '-'; }
+
+// A Gemma 4 value at s[pos] (PyValue's fields: a string cut off gives its text so far, without a
+// tail that may be the beginning of its closing <|"|>).
+PyValue g4_value(std::string_view s, size_t pos, int depth = 0) {
+  PyValue r;
+  pos = skip_ws(s, pos);
+  if (pos >= s.size() || (prefix_of(s, pos, kGemma4Quote) && pos + kGemma4Quote.size() > s.size())) {
+    r.cut = true;
+    return r;
+  }
+  if (depth > 64) return r;
+  if (at(s, pos, kGemma4Quote)) {
+    const size_t b = pos + kGemma4Quote.size();
+    const size_t e = s.find(kGemma4Quote, b);
+    if (e == std::string_view::npos) {
+      std::string_view so_far = s.substr(b);
+      for (size_t n = std::min(kGemma4Quote.size() - 1, so_far.size()); n > 0; --n) {
+        if (so_far.ends_with(kGemma4Quote.substr(0, n))) {
+          so_far.remove_suffix(n);
+          break;
+        }
+      }
+      r.cut = true;
+      r.in_string = true;
+      r.partial_string = std::string(utf8_whole(so_far));
+      return r;
+    }
+    r.value = json(std::string(s.substr(b, e - b)));
+    r.end = e + kGemma4Quote.size();
+    return r;
+  }
+  const char c = s[pos];
+  if (c == '{' || c == '[') {
+    const char close = c == '{' ? '}' : ']';
+    json v = c == '{' ? json::object() : json::array();
+    size_t p = skip_ws(s, pos + 1);
+    for (;;) {
+      if (p >= s.size()) {
+        r.cut = true;
+        return r;
+      }
+      if (s[p] == close) break;
+      if (c == '{') {
+        // A bare key up to ':' (llama.cpp: [^:}]+); one written in <|"|> quotes is unquoted.
+        size_t k = p;
+        while (k < s.size() && s[k] != ':' && s[k] != '}') ++k;
+        if (k >= s.size()) {
+          r.cut = true;
+          return r;
+        }
+        if (k == p || s[k] != ':') return r;
+        std::string_view key = rstrip(s.substr(p, k - p));
+        if (key.size() >= 2 * kGemma4Quote.size() && key.starts_with(kGemma4Quote) && key.ends_with(kGemma4Quote))
+          key = key.substr(kGemma4Quote.size(), key.size() - 2 * kGemma4Quote.size());
+        PyValue e = g4_value(s, k + 1, depth + 1);
+        if (e.cut) {
+          r.cut = true;
+          return r;
+        }
+        if (!e.value) return r;
+        v[std::string(key)] = std::move(*e.value);
+        p = e.end;
+      } else {
+        PyValue e = g4_value(s, p, depth + 1);
+        if (e.cut) {
+          r.cut = true;
+          return r;
+        }
+        if (!e.value) return r;
+        v.push_back(std::move(*e.value));
+        p = e.end;
+      }
+      p = skip_ws(s, p);
+      if (p >= s.size()) {
+        r.cut = true;
+        return r;
+      }
+      if (s[p] == ',') p = skip_ws(s, p + 1);
+      else if (s[p] != close) return r;
+    }
+    r.value = std::move(v);
+    r.end = p + 1;
+    return r;
+  }
+  // A number or a word: up to the next delimiter.
+  size_t e = pos;
+  while (e < s.size() && (py_ident_char(s[e]) || s[e] == '.' || s[e] == '+' || s[e] == '-')) ++e;
+  if (e == s.size()) {  // more characters may follow
+    r.cut = true;
+    return r;
+  }
+  const std::string_view w = s.substr(pos, e - pos);
+  static const std::pair<std::string_view, json> kWords[] = {
+      {"true", true}, {"false", false}, {"null", nullptr}, {"None", nullptr}};
+  for (const auto& [word, val] : kWords) {
+    if (w == word) {
+      r.value = val;
+      r.end = e;
+      return r;
+    }
+  }
+  if (w.empty() || !(w[0] == '-' || std::isdigit(static_cast<unsigned char>(w[0])))) return r;
+  json v = json::parse(w, nullptr, /*allow_exceptions=*/false);
+  if (v.is_discarded() || !v.is_number()) return r;
+  r.value = std::move(v);
+  r.end = e;
+  return r;
+}
+
+// One call name{key:value,...} from pos (after "call:"): the call and where its "}" ends, or,
+// with `partial` and a call the end of s cuts off, *cut set and `pending` filled once the name
+// and "{" have come (whole arguments, then a string argument's text so far).
+std::optional<ToolCall> read_gemma4_call(std::string_view s, size_t pos, bool partial, size_t* end, bool* cut,
+                                         std::optional<ToolCall>* pending) {
+  *cut = false;
+  size_t p = pos;
+  while (p < s.size() && g4_name_char(s[p])) ++p;
+  if (p == s.size()) {
+    *cut = partial;
+    return std::nullopt;
+  }
+  if (p == pos || s[p] != '{') return std::nullopt;
+  ToolCall tc;
+  tc.name = std::string(s.substr(pos, p - pos));
+  json args = json::object();
+  std::string streamed = "{";
+  const auto cut_off = [&](const std::string& extra) {
+    if (partial) {
+      *cut = true;
+      *pending = ToolCall{"", tc.name, streamed + extra};
+    }
+    return std::nullopt;
+  };
+  p = skip_ws(s, p + 1);
+  for (;;) {
+    if (p >= s.size()) return cut_off("");
+    if (s[p] == '}') break;
+    size_t k = p;
+    while (k < s.size() && s[k] != ':' && s[k] != '}') ++k;
+    if (k == s.size()) return cut_off("");
+    if (k == p || s[k] != ':') return std::nullopt;
+    std::string key(rstrip(s.substr(p, k - p)));
+    if (key.size() >= 2 * kGemma4Quote.size() && key.starts_with(kGemma4Quote) && key.ends_with(kGemma4Quote))
+      key = key.substr(kGemma4Quote.size(), key.size() - 2 * kGemma4Quote.size());
+    if (key.empty() || args.contains(key)) return std::nullopt;
+    const std::string sep = args.empty() ? "" : ",";
+    PyValue v = g4_value(s, k + 1);
+    if (v.cut) {
+      if (!v.in_string) return cut_off("");
+      std::string d = compact(json(v.partial_string));
+      d.pop_back();  // its closing quote has not come yet
+      return cut_off(sep + compact(json(key)) + ":" + d);
+    }
+    if (!v.value) return std::nullopt;
+    streamed += sep + compact(json(key)) + ":" + compact(*v.value);
+    args[key] = std::move(*v.value);
+    p = skip_ws(s, v.end);
+    if (p >= s.size()) return cut_off("");
+    if (s[p] == ',') p = skip_ws(s, p + 1);
+    else if (s[p] != '}') return std::nullopt;
+  }
+  tc.arguments = compact(args);
+  *end = p + 1;
+  return tc;
+}
+
+Scan scan_gemma4(std::string_view s, bool partial) {
+  Scan r;
+  const size_t start = s.find(kGemma4Start);
+  if (start == std::string_view::npos) {
+    r.before = s;
+    return r;
+  }
+  r.before = s.substr(0, start);
+  size_t pos = start;  // after the last call read (and its <tool_call|>)
+  for (;;) {
+    const size_t p = pos + kGemma4Start.size();
+    if (!at(s, p, "call:")) {
+      if (partial && prefix_of(s, p, "call:")) r.held = pos;
+      break;
+    }
+    size_t end = 0;
+    bool cut = false;
+    std::optional<ToolCall> pending;
+    auto tc = read_gemma4_call(s, p + 5, partial, &end, &cut, &pending);
+    if (cut) {
+      r.held = pos;
+      r.pending = std::move(pending);
+      r.pending_start = pos;
+      break;
+    }
+    if (!tc) break;
+    // Complete at its "}"; <tool_call|> follows (or the output ends where the server stopped).
+    r.add(std::move(*tc), end, pos);
+    const size_t q = skip_ws(s, end);
+    pos = end;
+    if (at(s, q, kGemma4End)) {
+      pos = q + kGemma4End.size();
+    } else if (partial && q < s.size() && prefix_of(s, q, kGemma4End)) {
+      r.held = end;
+      break;
+    }
+    const size_t n = skip_ws(s, pos);
+    if (!at(s, n, kGemma4Start)) {
+      if (partial && n < s.size() && prefix_of(s, n, kGemma4Start)) r.held = pos;
+      break;
+    }
+    pos = n;
+  }
+  r.rest = s.substr(pos);
+  return r;
+}
+
+// Gemma 4's channel markers in the content (see the header): <|channel>...<channel|> blocks are
+// taken out (a thought's text added to *reasoning), the content ends at a <channel|> that closes
+// no block; partial: an unclosed block, and a tail that may begin a marker, are held back.
+constexpr std::string_view kChannelOpen = "<|channel>";
+constexpr std::string_view kChannelClose = "<channel|>";
+
+void gemma_channels(std::string* content, std::string* reasoning, bool partial) {
+  std::string& c = *content;
+  if (c.find('<') == std::string::npos) return;
+  size_t from = 0;
+  for (;;) {
+    const size_t o = c.find(kChannelOpen, from), x = c.find(kChannelClose, from);
+    if (o == std::string::npos && x == std::string::npos) break;
+    if (x < o) {  // closes no block
+      c.resize(x);
+      return;
+    }
+    const size_t body = o + kChannelOpen.size();
+    std::string_view inner = std::string_view(c).substr(body);
+    const size_t close = inner.find(kChannelClose);
+    if (close != std::string_view::npos) inner = inner.substr(0, close);
+    std::string_view text = inner;
+    if (text.starts_with("thought")) text.remove_prefix(7);
+    if (close == std::string_view::npos) {
+      if (!partial) *reasoning += std::string(strip(text));
+      c.resize(o);
+      return;
+    }
+    *reasoning += std::string(strip(text));
+    c.erase(o, kChannelOpen.size() + close + kChannelClose.size());
+    from = o;
+  }
+  if (partial) {
+    for (std::string_view m : {kChannelOpen, kChannelClose}) {
+      for (size_t n = std::min(m.size() - 1, c.size()); n > 0; --n) {
+        if (std::string_view(c).ends_with(m.substr(0, n))) {
+          c.resize(c.size() - n);
+          break;
+        }
+      }
+    }
+  }
+}
+
 // name.call(key="value", n=3): Llama 3.1's builtin tools (brave_search, wolfram_alpha).
 std::optional<ToolCall> builtin_call(std::string_view s) {
   size_t i = 0;
@@ -1256,8 +1522,10 @@ std::span<const std::string_view> hold_marks(ToolCallFormat f) {
   static constexpr std::string_view kLlama31[] = {"<|python_tag|>", "<|eom_id|>", "<|eot_id|>"};
   static constexpr std::string_view kMistral[] = {"[TOOL_CALLS]", "</s>"};
   static constexpr std::string_view kLfm2[] = {kLfm2Start};
+  static constexpr std::string_view kGemma4[] = {kGemma4Start};
   switch (f) {
     case ToolCallFormat::kLfm2: return kLfm2;
+    case ToolCallFormat::kGemma4: return kGemma4;
     case ToolCallFormat::kHermes: return kHermes;
     case ToolCallFormat::kQwenXml: return kQwenXml;
     case ToolCallFormat::kLlama31: return kLlama31;
@@ -1281,6 +1549,7 @@ const char* tool_call_format_name(ToolCallFormat f) {
     case ToolCallFormat::kMistralArgs: return "mistral-args";
     case ToolCallFormat::kQwenXml: return "qwen3-coder";
     case ToolCallFormat::kLfm2: return "lfm2";
+    case ToolCallFormat::kGemma4: return "gemma4";
   }
   return "?";
 }
@@ -1291,6 +1560,7 @@ ToolCallFormat detect_tool_call_format(std::string_view src) {
   // "List of tools: [...]" (llama.cpp's two rules); LFM2.5-8B writes calls back in history.
   if ((has("<|tool_list_start|>") && has("<|tool_list_end|>")) || has("List of tools: [") || has("<|tool_call_start|>"))
     return ToolCallFormat::kLfm2;
+  if (has("'<|tool_call>call:'")) return ToolCallFormat::kGemma4;
   if (has("<tool_call>") && has("<function=") && has("<parameter=") && !has("'<tool_call><function=' ~ tool_call.name ~ '>'"))
     return ToolCallFormat::kQwenXml;
   if (has("<tool_call>")) return ToolCallFormat::kHermes;
@@ -1343,7 +1613,9 @@ Expected<ReasoningFormat> parse_reasoning_format(std::string_view name) {
                           shown + "\"");
 }
 
-ParsedMessage parse_assistant_output(ToolCallFormat format, std::string_view text, const ParseOptions& opts) {
+namespace {
+
+ParsedMessage parse_output(ToolCallFormat format, std::string_view text, const ParseOptions& opts) {
   ParsedMessage out;
   const bool partial = opts.partial;
   std::string_view body = text;
@@ -1367,6 +1639,7 @@ ParsedMessage parse_assistant_output(ToolCallFormat format, std::string_view tex
     case ToolCallFormat::kHermes: scan = scan_hermes(body, partial); break;
     case ToolCallFormat::kQwenXml: scan = scan_qwen_xml(body, partial, opts.tools); break;
     case ToolCallFormat::kLfm2: scan = scan_lfm2(body, partial); break;
+    case ToolCallFormat::kGemma4: scan = scan_gemma4(body, partial); break;
     case ToolCallFormat::kLlama31: scan = scan_llama31(body, partial); break;
     case ToolCallFormat::kMistral:
     case ToolCallFormat::kMistralArgs: scan = scan_mistral(body, partial); break;
@@ -1412,6 +1685,18 @@ ParsedMessage parse_assistant_output(ToolCallFormat format, std::string_view tex
   return out;
 }
 
+}  // namespace
+
+ParsedMessage parse_assistant_output(ToolCallFormat format, std::string_view text, const ParseOptions& opts) {
+  // Gemma 4's model turn may be written out (llama.cpp's gemma4 parser skips it).
+  constexpr std::string_view kModelTurn = "<|turn>model\n";
+  if (text.starts_with(kModelTurn)) text.remove_prefix(kModelTurn.size());
+  ParsedMessage out = parse_output(format, text, opts);
+  if (opts.reasoning_format != ReasoningFormat::kNone && !opts.reasoning_in_content)
+    gemma_channels(&out.content, &out.reasoning_content, opts.partial);
+  return out;
+}
+
 ToolCallSyntax tool_call_syntax(ToolCallFormat format) {
   ToolCallSyntax s;
   switch (format) {
@@ -1439,6 +1724,11 @@ ToolCallSyntax tool_call_syntax(ToolCallFormat format) {
     case ToolCallFormat::kLfm2:
       s.triggers = {std::string(kLfm2Start)};
       s.preserved_tokens = {std::string(kLfm2Start), std::string(kLfm2End), "<think>", "</think>"};
+      break;
+    case ToolCallFormat::kGemma4:
+      s.triggers = {std::string(kGemma4Start)};
+      s.preserved_tokens = {std::string(kGemma4Start), std::string(kGemma4End), std::string(kChannelOpen),
+                            std::string(kChannelClose), "<|turn>", std::string(kGemma4Quote)};
       break;
     case ToolCallFormat::kNone: break;
   }
@@ -1554,6 +1844,95 @@ std::string xml_string_rules() {
     out += "xs" + std::to_string(k) + " ::= ( " + alts + " )?\n";
   }
   return out;
+}
+
+// kGemma4's values (g4_value's syntax, compact as the template writes them): rules named from
+// `name`, built into *rules (and converted JSON grammars into *sub). Strings are
+// <|"|>text<|"|> with any text without <|"|> (the states of a matcher of it: g4s<k> after k of its
+// characters; '<' only begins it); numbers, booleans and null are their schema's JSON; an object
+// with "properties" has those keys in dictsort's order (case-insensitive), the required ones
+// always, others optionally; an array has its items' values; anything else is any Gemma value.
+constexpr const char* kGemma4ValueRules =
+    R"(g4-string ::= "<|\"|>" g4s0 "<|\"|>")" "\n"
+    R"(g4s0 ::= ( "<" g4s1 | [^<] g4s0 )?)" "\n"
+    R"(g4s1 ::= ( "|" g4s2 | "<" g4s1 | [^|<] g4s0 )?)" "\n"
+    R"(g4s2 ::= ( "\"" g4s3 | "<" g4s1 | [^"<] g4s0 )?)" "\n"
+    R"(g4s3 ::= ( "|" g4s4 | "<" g4s1 | [^|<] g4s0 )?)" "\n"
+    R"(g4s4 ::= ( "<" g4s1 | [^><] g4s0 )?)" "\n"
+    R"(g4-any ::= g4-string | g4-dict | g4-list | g4-num | "true" | "false" | "null")" "\n"
+    R"(g4-dict ::= "{" ( g4-kv ( "," g4-kv )* )? "}")" "\n"
+    R"(g4-kv ::= [a-zA-Z0-9_.-]+ ":" g4-any)" "\n"
+    R"(g4-list ::= "[" ( g4-any ( "," g4-any )* )? "]")" "\n"
+    R"(g4-num ::= "-"? ( "0" | [1-9] [0-9]{0,15} ) ( "." [0-9]{1,16} )? ( [eE] [-+]? [0-9]{1,3} )?)" "\n";
+
+// Jinja's dictsort order (case-insensitive, stable).
+std::vector<std::string> dictsort_keys(const json& props) {
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : props.items()) keys.push_back(k);
+  const auto lower = [](std::string s) {
+    for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
+    return s;
+  };
+  std::stable_sort(keys.begin(), keys.end(), [&](const std::string& a, const std::string& b) { return lower(a) < lower(b); });
+  return keys;
+}
+
+Expected<std::string> g4_value_rule(const json& schema, const std::string& name, std::string* rules, std::string* sub,
+                                    int depth = 0) {
+  if (!schema.is_object() || depth > 32) return std::string("g4-any");
+  const auto literal_of = [](const json& v) {
+    return v.is_string() ? gbnf_literal("<|\"|>" + v.get<std::string>() + "<|\"|>") : gbnf_literal(v.dump());
+  };
+  if (auto e = schema.find("enum"); e != schema.end() && e->is_array() && !e->empty()) {
+    std::string alts;
+    for (const json& v : *e) alts += (alts.empty() ? "" : " | ") + literal_of(v);
+    *rules += name + " ::= " + alts + "\n";
+    return name;
+  }
+  if (auto c = schema.find("const"); c != schema.end()) {
+    *rules += name + " ::= " + literal_of(*c) + "\n";
+    return name;
+  }
+  auto t = schema.find("type");
+  if (t == schema.end() || !t->is_string()) return std::string("g4-any");
+  const std::string type = *t;
+  if (type == "string") return std::string("g4-string");
+  if (type == "integer" || type == "number" || type == "boolean" || type == "null") {
+    auto g = json_schema_to_grammar(schema);
+    if (!g) return g.status();
+    *sub += prefix_gbnf_rules(*g, name + "-j-");
+    return name + "-j-root";
+  }
+  if (type == "array") {
+    auto it = schema.find("items");
+    LOOM_ASSIGN_OR_RETURN(std::string item,
+                          g4_value_rule(it != schema.end() ? *it : json(), name + "-i", rules, sub, depth + 1));
+    *rules += name + " ::= \"[\" ( " + item + " ( \",\" " + item + " )* )? \"]\"\n";
+    return name;
+  }
+  if (type != "object") return std::string("g4-any");
+  auto props = schema.find("properties");
+  if (props == schema.end() || !props->is_object()) return std::string("g4-dict");
+  const json req = schema.contains("required") && schema["required"].is_array() ? schema["required"] : json::array();
+  std::vector<std::pair<std::string, bool>> items;  // (key:value rule, required)
+  size_t k = 0;
+  for (const std::string& key : dictsort_keys(*props)) {
+    const std::string prule = name + "-p" + std::to_string(k++);
+    LOOM_ASSIGN_OR_RETURN(std::string v, g4_value_rule((*props)[key], prule + "-v", rules, sub, depth + 1));
+    *rules += prule + " ::= " + gbnf_literal(key + ":") + " " + v + "\n";
+    items.emplace_back(prule, std::find(req.begin(), req.end(), json(key)) != req.end());
+  }
+  // name-a<n>-first / -rest: the members from the n-th on, without or with a leading ",".
+  const auto a = [&](size_t n, bool first) { return name + "-a" + std::to_string(n) + (first ? "-first" : "-rest"); };
+  *rules += a(items.size(), true) + " ::= \"\"\n" + a(items.size(), false) + " ::= \"\"\n";
+  for (size_t n = items.size(); n-- > 0;) {
+    const std::string& pr = items[n].first;
+    *rules += a(n, true) + " ::= " + pr + " " + a(n + 1, false) + (items[n].second ? "" : " | " + a(n + 1, true)) + "\n";
+    *rules += a(n, false) + " ::= \",\" " + pr + " " + a(n + 1, false) + (items[n].second ? "" : " | " + a(n + 1, false)) +
+              "\n";
+  }
+  *rules += name + " ::= \"{\" " + a(0, true) + " \"}\"\n";
+  return name;
 }
 
 }  // namespace
@@ -1724,6 +2103,20 @@ Expected<std::string> tool_call_grammar(ToolCallFormat format, const json& tools
       rules += "tc-comma ::= \",\" \" \"?\n";
       root = parallel ? R"("<|tool_call_start|>[" tc-body ( tc-comma tc-body )* "]<|tool_call_end|>")"
                       : R"("<|tool_call_start|>[" tc-body "]<|tool_call_end|>")";
+      break;
+    }
+    case ToolCallFormat::kGemma4: {
+      // <|tool_call>call:name{k:V,...}<tool_call|>, the arguments as g4_value_rule writes them.
+      for (size_t i = 0; i < list.size(); ++i) {
+        const std::string fi = "tc-f" + std::to_string(i) + "-args";
+        auto r = g4_value_rule(list[i].parameters, fi, &rules, &sub);
+        if (!r) return Status(r.status().code(), "tools: " + list[i].name + ": " + r.status().message());
+        const std::string args = *r == "g4-any" ? "g4-dict" : *r;
+        add_alt(i, gbnf_literal(list[i].name) + " " + args);
+      }
+      rules += kGemma4ValueRules;
+      rules += R"(tc-call ::= "<|tool_call>call:" tc-body "<tool_call|>")" "\n";
+      root = parallel ? "tc-call+" : "tc-call";
       break;
     }
     case ToolCallFormat::kNone: break;

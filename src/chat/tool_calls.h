@@ -37,6 +37,15 @@
 //                 python_style_tool_calls reads them. Calls stream as they are written (`pending`),
 //                 argument by argument, strings character by character. Its grammar writes the
 //                 arguments in the schema's order, each value as its schema's JSON.
+//   kGemma4       <|tool_call>call:f{key:VALUE,n:1}<tool_call|>, repeated for parallel calls
+//                 (Gemma 4): VALUE is <|"|>text<|"|> (a string, raw: no escapes), a JSON number,
+//                 true / false / null, {k:VALUE,...} (bare keys) or [VALUE,...], as llama.cpp's
+//                 gemma4 parser reads them (None is read as null too: the template prints a null
+//                 argument so). Calls stream as they are written (`pending`), argument by
+//                 argument, strings character by character; a call is complete at its closing
+//                 "}". Its grammar writes the arguments in the template's order (keys sorted as
+//                 Jinja's dictsort sorts them, optional ones may be left out), strings and
+//                 objects in Gemma's syntax, numbers / booleans / null as their schema's JSON.
 //   kGeneric      llama.cpp's generic JSON reply for templates with no tool syntax of their own:
 //                 {"tool_call": {"name": "f", "arguments": ARGS}} or
 //                 {"tool_calls": [{"name": "f", "arguments": ARGS, "id": "..."}, ...]} or
@@ -46,11 +55,13 @@
 // Detection (detect_tool_call_format) looks for markers in the template source, in this order:
 //   "<|tool_list_start|>" and "<|tool_list_end|>", "List of tools: [" or "<|tool_call_start|>"
 //                                                   -> kLfm2 (llama.cpp's LFM2 and LFM2.5 rules)
+//   "'<|tool_call>call:'"                           -> kGemma4 (llama.cpp's rule)
 //   "<tool_call>", "<function=" and "<parameter="   -> kQwenXml (llama.cpp's rule: also no
 //                                                      '<tool_call><function=' ~ name written together)
 //   "<tool_call>"                                   -> kHermes
 //   "<|start_header_id|>ipython<|end_header_id|>"   -> kLlama31
-//   "[TOOL_CALLS]" and "[ARGS]"                     -> kMistralArgs
+//   "[TOOL_CALLS]" and "[ARGS]"                     -> kMistralArgs (also Ministral 3, which thinks
+//                                                      in [THINK]...[/THINK] first)
 //   "[TOOL_CALLS]"                                  -> kMistral
 //   "named SmolLM" (SmolLM3's system prompt)        -> kHermes (llama.cpp's copy has no tools block)
 //   anything else                                   -> kGeneric
@@ -58,7 +69,11 @@
 // DeepSeek R1) are kGeneric: the model is asked for, and parsed as, the generic JSON reply.
 //
 // Reasoning (ParseOptions::reasoning_format, llama.cpp's names): for every format, a leading
-// <think>...</think> (or [THINK]...[/THINK]) block is returned as reasoning_content; with
+// <think>...</think> (or [THINK]...[/THINK], or Gemma 4's <|channel>thought...<channel|>) block is
+// returned as reasoning_content. Gemma 4's markers are its own tokens, so for every format: a
+// leading <|turn>model\n is dropped, later <|channel>...<channel|> blocks are taken out of the
+// content (a thought's text added to reasoning_content), and the content ends at a <channel|>
+// that closes no block, as llama.cpp's gemma4 parser does. With
 // thinking_forced_open (the prompt ended inside <think>, as DeepSeek R1's does), everything up to
 // </think> is. "auto" and "deepseek" both mean that (in llama.cpp too). "deepseek-legacy" with
 // reasoning_in_content (llama.cpp sets it while streaming) writes the block back at the start of
@@ -105,9 +120,20 @@
 
 namespace loom::chat {
 
-enum class ToolCallFormat : uint8_t { kNone, kGeneric, kLlama31, kHermes, kMistral, kMistralArgs, kQwenXml, kLfm2 };
+enum class ToolCallFormat : uint8_t {
+  kNone,
+  kGeneric,
+  kLlama31,
+  kHermes,
+  kMistral,
+  kMistralArgs,
+  kQwenXml,
+  kLfm2,
+  kGemma4
+};
 
-// "none", "generic", "llama3.1", "hermes", "mistral", "mistral-args", "qwen3-coder", "lfm2".
+// "none", "generic", "llama3.1", "hermes", "mistral", "mistral-args", "qwen3-coder", "lfm2",
+// "gemma4".
 const char* tool_call_format_name(ToolCallFormat f);
 
 ToolCallFormat detect_tool_call_format(std::string_view template_source);
@@ -123,8 +149,8 @@ struct ParsedMessage {
   std::string content;
   std::string reasoning_content;
   std::vector<ToolCall> tool_calls;
-  // Partial parsing, Hermes, Qwen XML and LFM2 formats: the call the end of the text cuts off,
-  // once its name is known and its arguments have begun: its final id and name, and the beginning
+  // Partial parsing, Hermes, Qwen XML, LFM2 and Gemma 4 formats: the call the end of the text cuts
+  // off, once its name is known and its arguments have begun: its final id and name, and the beginning
   // of its arguments as compact JSON (each partial parse's is a prefix of the next one's and of the complete call's
   // arguments, for a call its grammar keeps valid). Not part of to_json(); a streaming client sends
   // it as it grows (src/api/chat_stream.h).

@@ -59,6 +59,9 @@ class GgufWriter {
   Status set_i32_array(std::string key, const std::vector<int32_t>& v) {
     return set(std::move(key), Value(make_array(v)));
   }
+  Status set_bool_array(std::string key, const std::vector<bool>& v) {
+    return set(std::move(key), Value(make_array(v)));
+  }
   // Removes a key; false when absent.
   bool remove(std::string_view key);
   const Value* find(std::string_view key) const;

@@ -27,7 +27,7 @@ Expected<std::unique_ptr<Memory>> Memory::create(const ModelHparams& hp, const M
     }
     // A layer that reuses another's K/V lives in that layer's part.
     const int src = hp.kv_source(il);
-    const KvLayerSpec spec{il, hp.n_embd_kv_at(il), hp.n_embd_kv_at(il), hp.head_dim, src};
+    const KvLayerSpec spec{il, hp.n_embd_kv_at(il), hp.n_embd_kv_at(il), hp.head_dim_at(il), src};
     (iswa && hp.is_swa_layer(src >= 0 ? src : il) ? swa : full).layers.push_back(spec);
   }
   if (!recurrent.empty()) {

@@ -23,11 +23,14 @@ int64_t max_cols(const Model& m) {
 size_t max_matmul_scratch(const Model& m, int64_t n, int max_rank) {
   const ModelWeights& w = m.weights();
   size_t best = w.output.empty() ? 0 : ops::matmul_scratch_bytes(w.output.type, w.output.cols, n);
+  if (!w.per_layer_model_proj.empty()) {
+    best = std::max(best, ops::matmul_scratch_bytes(w.per_layer_model_proj.type, w.per_layer_model_proj.cols, n));
+  }
   for (const std::vector<LayerWeights>* ls : {&w.layers, &w.enc_layers}) {
     for (const LayerWeights& l : *ls) {
       for (const TensorView* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down, &l.ssm_in, &l.ssm_x,
                                   &l.ssm_dt, &l.ssm_out, &l.ssm_z, &l.ssm_beta, &l.ssm_alpha, &l.wq_cross, &l.wk_cross,
-                                  &l.wv_cross, &l.wo_cross}) {
+                                  &l.wv_cross, &l.wo_cross, &l.pl_inp_gate, &l.pl_proj}) {
         if (!t->empty()) best = std::max(best, ops::matmul_scratch_bytes(t->type, t->cols, n));
       }
     }
@@ -69,6 +72,10 @@ void layout(const Model& m, int T, int n_kv, TensorType type_k, int n_threads, i
   b->ssm_dt = floats(Di * t);
   b->ssm_y = floats(Di * t);
   b->qg = floats(hp.attn_output_gate ? 2 * Q * t : 0);
+  const size_t P = size_t(hp.n_embd_per_layer);
+  b->pl_inp = floats(P * size_t(hp.n_layer) * t);
+  b->pl_gate = floats(P * t);
+  b->pl_row = floats(P * size_t(hp.n_layer));
   b->pos_bucket = static_cast<int32_t*>(alloc(hp.is_t5() ? sizeof(int32_t) * t * size_t(n_kv) : 0));
   b->mm = alloc(max_matmul_scratch(m, T, max_rank));
   size_t attn = hp.is_recurrent() ? 0 : ops::attention_scratch_bytes(T, n_kv, int(hp.head_dim), type_k, n_threads);
@@ -133,7 +140,7 @@ ops::AttentionParams attention_params(const ModelHparams& hp, const ForwardBatch
   ap.n_tokens = fb.n_tokens;
   ap.n_head = int(hp.n_head);
   ap.n_head_kv = int(hp.n_head_kv_at(il));
-  ap.head_dim = int(hp.head_dim);
+  ap.head_dim = int(hp.head_dim_at(il));
   ap.n_kv = a.n_kv;
   ap.k_type = a.kv->type_k;
   ap.v_type = a.kv->type_v;
@@ -144,12 +151,28 @@ ops::AttentionParams attention_params(const ModelHparams& hp, const ForwardBatch
   ap.mask = a.mask;
   ap.kv_cells = a.kv_cells;
   ap.prefix_group = a.prefix_group;
-  ap.scale = 1.0f / std::sqrt(float(hp.head_dim));
+  ap.scale = 1.0f / std::sqrt(float(hp.head_dim_at(il)));
   return ap;
 }
 
-ops::RopeParams layer_rope(const ModelHparams& hp, const ops::RopeParams& rope, int il) {
-  if (hp.rope_freq_base_swa <= 0 || !hp.is_swa_layer(il)) return rope;
+ops::RopeParams layer_rope(const Model& m, const ops::RopeParams& rope, int il) {
+  const ModelHparams& hp = m.hparams();
+  const bool swa = hp.is_swa_layer(il);
+  if (hp.arch == Arch::kGemma4) {
+    // Sliding layers: their own base and rotated dims, unscaled; global layers: the context's
+    // rotation over n_rot with the file's proportional divisors.
+    ops::RopeParams l = rope;
+    l.n_rot = int(hp.n_rot_at(il));
+    if (swa) {
+      l.freq_base = hp.rope_freq_base_swa;
+      l.freq_scale = 1.0f;
+      l.freq_factors = nullptr;
+    } else {
+      l.freq_factors = m.weights().rope_freqs;
+    }
+    return l;
+  }
+  if (hp.rope_freq_base_swa <= 0 || !swa) return rope;
   ops::RopeParams local = rope;
   local.freq_base = hp.rope_freq_base_swa;
   local.freq_scale = 1.0f;
@@ -267,14 +290,14 @@ Status shift_k(const Model& model, const KvView& kv, const int32_t* deltas, Forw
   for (int il = 0; il < int(hp.n_layer); ++il) {
     const KvLayerView& l = kv.layers[size_t(il)];
     if (!l.k || l.reused || !hp.layer_has_rope(il)) continue;  // another part's layer, one reading another's K, NoPE
-    ops::RopeParams rope = detail::layer_rope(hp, cfg.rope, il);
+    ops::RopeParams rope = detail::layer_rope(model, cfg.rope, il);
     rope.attn_factor = rope.ext_factor != 0.0f ? 1.0f / (1.0f + 0.1f * std::log(1.0f / rope.freq_scale)) : 1.0f;
     auto* base = static_cast<uint8_t*>(l.k);
     for (int c = 0; c < kv.n_cells; ++c) {
       if (deltas[c] == 0) continue;
       uint8_t* k = base + size_t(c) * l.k_row_bytes;
       quant::dequantize_row(kv.type_k, k, row, l.n_embd_k);
-      ops::rope(row, &deltas[c], 1, int(hp.n_head_kv_at(il)), int(hp.head_dim), rope);
+      ops::rope(row, &deltas[c], 1, int(hp.n_head_kv_at(il)), int(hp.head_dim_at(il)), rope);
       quant::quantize_row(kv.type_k, row, k, l.n_embd_k);
     }
   }

@@ -27,7 +27,7 @@ Status attention_block(const Model& model, const ForwardBatch& fb, const Forward
   const ModelHparams& hp = model.hparams();
   const LayerWeights& l = model.weights().layers[size_t(il)];
   const int T = fb.n_tokens;
-  const int64_t Q = hp.n_embd_q(), D = hp.head_dim, KV = hp.n_embd_kv_at(il);
+  const int64_t D = hp.head_dim_at(il), Q = hp.n_head * D, KV = hp.n_embd_kv_at(il);
   const int n_head_kv = int(hp.n_head_kv_at(il));
   // The layer's KV part: a sliding-window layer's own (or its sliding mask), else the full one.
   const AttnInputs& in = fb.attn_of(hp.is_swa_layer(il));
@@ -61,8 +61,9 @@ Status attention_block(const Model& model, const ForwardBatch& fb, const Forward
     ops::rms_norm(b.q, l.q_norm, T * hp.n_head, D, hp.rms_eps, b.q);
     if (own_kv) ops::rms_norm(b.k, l.k_norm, T * n_head_kv, D, hp.rms_eps, b.k);
   }
+  if (hp.v_norm && own_kv) ops::rms_norm(b.v, nullptr, T * n_head_kv, D, hp.rms_eps, b.v);  // gemma4: no weight
   if (hp.layer_has_rope(il)) {
-    const ops::RopeParams rope = layer_rope(hp, cfg.rope, il);
+    const ops::RopeParams rope = layer_rope(model, cfg.rope, il);
     ops::rope(b.q, fb.pos, T, int(hp.n_head), int(D), rope);
     if (own_kv) ops::rope(b.k, fb.pos, T, n_head_kv, int(D), rope);
   }
@@ -84,17 +85,38 @@ Status attention_block(const Model& model, const ForwardBatch& fb, const Forward
   return Status::ok();
 }
 
+// gemma4's per-layer inputs of the micro-batch, b.pl_inp [T][n_layer][P]:
+//   (RMSNorm(Wmodel_proj · x / sqrt(n_embd)) per layer slice + per_layer_tok_embd[token] · sqrt(P)) / sqrt(2)
+// x being the scaled embedding; input embeddings without tokens take token 0's table row (the
+// reference's choice).
+void per_layer_inputs(const Model& model, const ForwardBatch& fb, ThreadPool& pool, Buffers& b) {
+  const ModelHparams& hp = model.hparams();
+  const ModelWeights& w = model.weights();
+  const int T = fb.n_tokens;
+  const int64_t P = hp.n_embd_per_layer, PL = P * hp.n_layer;
+  linear(pool, w.per_layer_model_proj, nullptr, b.x, T, b.pl_inp, b);  // [T][PL]
+  ops::scale_inplace(b.pl_inp, 1.0f / std::sqrt(float(hp.n_embd)), T * PL);
+  ops::rms_norm(b.pl_inp, w.per_layer_proj_norm, T * hp.n_layer, P, hp.rms_eps, b.pl_inp);
+  const float tok_scale = std::sqrt(float(P)), mix = 1.0f / std::sqrt(2.0f);
+  for (int t = 0; t < T; ++t) {
+    float* dst = b.pl_inp + int64_t(t) * PL;
+    ops::get_row(w.per_layer_tok_embd, fb.embd ? 0 : fb.tokens[t], b.pl_row);
+    for (int64_t i = 0; i < PL; ++i) dst[i] = (dst[i] + b.pl_row[i] * tok_scale) * mix;
+  }
+}
+
 Status forward_decoder(const Model& model, const ForwardBatch& fb, ForwardScratch& scratch, ThreadPool& pool,
                        const ForwardConfig& cfg) {
   const ModelHparams& hp = model.hparams();
   const ModelWeights& w = model.weights();
   const int T = fb.n_tokens;
-  const int64_t E = hp.n_embd, F = hp.n_ff;
+  const int64_t E = hp.n_embd;
   Buffers b = carve(model, scratch, scratch_k_type(fb), pool.size());
 
   embed_tokens(model, fb, cfg, pool, b);
   if (hp.embd_scale != 0.0f) ops::scale_inplace(b.x, hp.embd_scale, T * E);
   if (!observe(cfg, "inp_embd", -1, b.x, E, T)) return aborted();
+  if (hp.n_embd_per_layer > 0) per_layer_inputs(model, fb, pool, b);
 
   for (int il = 0; il < int(hp.n_layer); ++il) {
     if (cfg.abort_cb && cfg.abort_cb(cfg.abort_data)) return aborted();
@@ -118,17 +140,34 @@ Status forward_decoder(const Model& model, const ForwardBatch& fb, ForwardScratc
     if (!observe(cfg, "ffn_inp", il, b.x, E, T)) return aborted();
 
     // Gated feed-forward block.
+    const int64_t F = hp.n_ff_at(il);
     ops::rms_norm(b.x, l.ffn_norm, T, E, hp.rms_eps, b.xb);
     if (!observe(cfg, "ffn_norm", il, b.xb, E, T)) return aborted();
     linear(pool, l.ffn_gate, layer_lora(cfg, il, kFfnGate), b.xb, T, b.gate, b);
     linear(pool, l.ffn_up, layer_lora(cfg, il, kFfnUp), b.xb, T, b.up, b);
-    if (hp.ffn_act == FfnAct::kGelu) ops::geglu_inplace(b.gate, b.up, T * F);
+    if (hp.ffn_act == FfnAct::kGelu && hp.gelu_f16_table) ops::geglu_f16_table_inplace(b.gate, b.up, T * F);
+    else if (hp.ffn_act == FfnAct::kGelu) ops::geglu_inplace(b.gate, b.up, T * F);
     else ops::swiglu_inplace(b.gate, b.up, T * F);
     linear(pool, l.ffn_down, layer_lora(cfg, il, kFfnDown), b.gate, T, b.tmp, b);
     if (l.post_ffn_norm) ops::rms_norm(b.tmp, l.post_ffn_norm, T, E, hp.rms_eps, b.tmp);
     if (!observe(cfg, "ffn_out", il, b.tmp, E, T)) return aborted();
     if (hp.residual_scale != 0.0f) ops::scale_inplace(b.tmp, hp.residual_scale, T * E);
     ops::add_inplace(b.x, b.tmp, T * E);
+
+    if (hp.n_embd_per_layer > 0) {
+      // gemma4's per-layer embedding: x += norm(Wproj · (gelu(Wgate · x) ⊙ this layer's input)).
+      const int64_t P = hp.n_embd_per_layer;
+      linear(pool, l.pl_inp_gate, nullptr, b.x, T, b.pl_gate, b);
+      for (int t = 0; t < T; ++t) {
+        float* g = b.pl_gate + int64_t(t) * P;
+        const float* in = b.pl_inp + (int64_t(t) * hp.n_layer + il) * P;
+        ops::geglu_f16_table_inplace(g, in, P);
+      }
+      linear(pool, l.pl_proj, nullptr, b.pl_gate, T, b.tmp, b);
+      ops::rms_norm(b.tmp, l.pl_post_norm, T, E, hp.rms_eps, b.tmp);
+      ops::add_inplace(b.x, b.tmp, T * E);
+    }
+    if (l.out_scale != 0.0f) ops::scale_inplace(b.x, l.out_scale, T * E);  // gemma4's layer scalar
 
     add_control_vector(cfg, il, b.x, T, E);
     if (!observe(cfg, "l_out", il, b.x, E, T)) return aborted();

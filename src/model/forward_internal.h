@@ -34,6 +34,9 @@ struct Buffers {
   // (qwen35): ssm_xz holds q|k|v [T][Cc], then z [T][Di], β [T][Hv] and g [T][Hv]; ssm_xc the
   // convolved q|k|v, ssm_y the rule's output.
   float* qg;     // [T][2·Q] qwen35's q projection: per head q, then its output gate (else empty)
+  float* pl_inp; // [T][n_layer][P] gemma4's per-layer inputs (P = n_embd_per_layer; else empty)
+  float* pl_gate;// [T][P] gemma4's per-layer gate of the current layer
+  float* pl_row; // [n_layer·P] one token's row of the per-layer embedding table
   int32_t* pos_bucket;  // [T][n_kv] T5 relative-position buckets (empty for other families)
   void* mm;      // matmul activation scratch
   void* attn;    // attention scratch
@@ -63,8 +66,9 @@ void embed_tokens(const Model& m, const ForwardBatch& fb, const ForwardConfig& c
 ops::AttentionParams attention_params(const ModelHparams& hp, const ForwardBatch& fb, const AttnInputs& a, int il);
 
 // The RoPE of layer il: the context's, or for sliding-window layers of families that rotate them
-// differently (gemma3), their own base with no scaling.
-ops::RopeParams layer_rope(const ModelHparams& hp, const ops::RopeParams& rope, int il);
+// differently (gemma3, gemma4), their own base with no scaling; gemma4's layers rotate their own
+// number of dims, its global layers with the file's proportional divisors.
+ops::RopeParams layer_rope(const Model& m, const ops::RopeParams& rope, int il);
 
 // Adds the control vector of block il (when one is set for it) to each of the T rows of x.
 void add_control_vector(const ForwardConfig& cfg, int il, float* x, int T, int64_t E);

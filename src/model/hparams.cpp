@@ -168,6 +168,67 @@ Status read_delta_net_hparams(const gguf::GgufFile& f, ModelHparams& hp, int64_t
   return Status::ok();
 }
 
+// gemma4: the per-layer sliding pattern (attention.sliding_window_pattern, required), the window,
+// the sliding layers' head size, rotated dims and RoPE base, the shared-KV layers (the last
+// attention.shared_kv_layers layers read the K/V of the last sliding or global layer before them,
+// the reference's rule), per-layer embeddings, the final soft-cap; attention scale 1 (q and k are
+// RMS-normed instead), GeGLU, post-norms, a V norm.
+Status read_gemma4_hparams(const gguf::GgufFile& f, ModelHparams& hp, int64_t n_block) {
+  const std::string& a = hp.arch_name;
+  constexpr int64_t kBig = int64_t(1) << 31;
+  hp.ffn_act = FfnAct::kGelu;
+  hp.gelu_f16_table = true;
+  hp.embd_scale = std::sqrt(float(hp.n_embd));
+  hp.post_norms = true;
+  hp.qk_norm = true;
+  hp.v_norm = true;
+  hp.attn_scale = 1.0f;
+  LOOM_ASSIGN_OR_RETURN(int64_t n_expert, arch_int(f, a, "expert_count", 0, 0, 1 << 16));
+  if (n_expert > 0) return unsupported("gemma4: the mixture-of-experts variant (expert_count " + std::to_string(n_expert) + ") is not supported yet");
+  const std::string pkey = a + ".attention.sliding_window_pattern";
+  LOOM_ASSIGN_OR_RETURN(const gguf::Array* pat, f.get_array(pkey));
+  if (!(pat->is_numeric() || pat->elem_type == gguf::ValueType::kBool) || pat->count != uint64_t(n_block)) {
+    return corrupt(pkey + " must be an array of " + std::to_string(n_block) + " flags (one per layer)");
+  }
+  hp.swa_layer.resize(size_t(hp.n_layer));
+  for (int64_t il = 0; il < hp.n_layer; ++il) hp.swa_layer[size_t(il)] = pat->int_at(uint64_t(il)) != 0;
+  LOOM_ASSIGN_OR_RETURN(int64_t swa, arch_int(f, a, "attention.sliding_window", std::nullopt, 1, kBig));
+  hp.swa_window = int(swa);
+  hp.swa_pattern = 0;
+  LOOM_ASSIGN_OR_RETURN(hp.head_dim_swa, arch_int(f, a, "attention.key_length_swa", hp.head_dim, 1, 1 << 14));
+  LOOM_ASSIGN_OR_RETURN(int64_t v_swa, arch_int(f, a, "attention.value_length_swa", hp.head_dim_swa, 1, 1 << 14));
+  if (v_swa != hp.head_dim_swa) return unsupported("gemma4: attention.value_length_swa differs from key_length_swa");
+  if (hp.head_dim_swa > hp.head_dim) {
+    return unsupported("gemma4: sliding layers' heads (" + std::to_string(hp.head_dim_swa) +
+                       ") wider than the global layers' (" + std::to_string(hp.head_dim) + ")");
+  }
+  LOOM_ASSIGN_OR_RETURN(hp.n_rot_swa, arch_int(f, a, "rope.dimension_count_swa", std::min(hp.n_rot, hp.head_dim_swa), 0, hp.head_dim_swa));
+  if (hp.n_rot_swa % 2 != 0) return corrupt("rope.dimension_count_swa must be even");
+  LOOM_ASSIGN_OR_RETURN(double base_swa, f.get_float_or(a + ".rope.freq_base_swa", 10000.0));
+  if (!(base_swa > 0)) return corrupt("rope.freq_base_swa must be positive");
+  hp.rope_freq_base_swa = float(base_swa);
+  LOOM_ASSIGN_OR_RETURN(hp.n_embd_per_layer, arch_int(f, a, "embedding_length_per_layer_input", 0, 0, 1 << 16));
+  LOOM_ASSIGN_OR_RETURN(double fcap, f.get_float_or(a + ".final_logit_softcapping", 0.0));
+  if (fcap < 0 || !std::isfinite(fcap)) return corrupt("final_logit_softcapping must be finite and not negative");
+  hp.final_softcap = float(fcap);
+  LOOM_ASSIGN_OR_RETURN(int64_t n_shared, arch_int(f, a, "attention.shared_kv_layers", 0, 0, hp.n_layer));
+  if (n_shared > 0) {
+    const int64_t from = hp.n_layer - n_shared;  // the first layer without K/V of its own
+    if (from < 2) return corrupt(a + ".attention.shared_kv_layers " + std::to_string(n_shared) + " leaves fewer than 2 layers with K/V");
+    hp.kv_reuse.assign(size_t(hp.n_layer), -1);
+    for (int64_t il = from; il < hp.n_layer; ++il) {
+      const int64_t src = from - (hp.is_swa_layer(il) ? 2 : 1);
+      if (hp.is_swa_layer(src) != hp.is_swa_layer(il)) {
+        return corrupt(a + ": shared-KV layer " + std::to_string(il) + " would read layer " + std::to_string(src) +
+                       ", which is a " + (hp.is_swa_layer(src) ? "sliding" : "global") + " layer (" + pkey +
+                       " must end its K/V layers with a sliding then a global layer)");
+      }
+      hp.kv_reuse[size_t(il)] = int(src);
+    }
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 Expected<ModelHparams> read_hparams(const gguf::GgufFile& f) {
@@ -186,13 +247,14 @@ Expected<ModelHparams> read_hparams(const gguf::GgufFile& f) {
       {"granitehybrid", Arch::kGraniteHybrid, ops::RopeMode::kNormal},
       {"granite", Arch::kGranite, ops::RopeMode::kNormal},  {"smollm3", Arch::kSmolLM3, ops::RopeMode::kNormal},
       {"lfm2", Arch::kLfm2, ops::RopeMode::kNeox},          {"qwen35", Arch::kQwen35, ops::RopeMode::kNeox},
+      {"gemma4", Arch::kGemma4, ops::RopeMode::kNeox},
   };
   const Family* fam = nullptr;
   for (const Family& f : kFamilies) {
     if (a == f.name) fam = &f;
   }
   if (!fam) {
-    return unsupported("architecture '" + a + "' is not supported (supported: llama, qwen2, qwen3, qwen35, phi3, gemma, gemma2, gemma3, bert, nomic-bert, mamba, mamba2, t5, t5encoder, granite, granitehybrid, lfm2, smollm3)");
+    return unsupported("architecture '" + a + "' is not supported (supported: llama, qwen2, qwen3, qwen35, phi3, gemma, gemma2, gemma3, gemma4, bert, nomic-bert, mamba, mamba2, t5, t5encoder, granite, granitehybrid, lfm2, smollm3)");
   }
   hp.arch = fam->arch;
   hp.rope_mode = fam->rope;
@@ -213,7 +275,21 @@ Expected<ModelHparams> read_hparams(const gguf::GgufFile& f) {
   hp.n_layer = n_block - hp.n_layer_nextn;
   LOOM_ASSIGN_OR_RETURN(hp.n_head, arch_int(f, a, "attention.head_count", std::nullopt, 1, 1 << 16));
   LOOM_RETURN_IF_ERROR(read_head_count_kv(f, hp));
-  LOOM_ASSIGN_OR_RETURN(hp.n_ff, arch_int(f, a, "feed_forward_length", std::nullopt, 1, 1 << 24));
+  if (Expected<const gguf::Array*> ffa = f.get_array(a + ".feed_forward_length"); ffa) {
+    // One width per layer (gemma4's wider MLP on its shared-KV layers); n_ff is the largest.
+    const gguf::Array& arr = **ffa;
+    if (!arr.is_numeric() || arr.count != uint64_t(n_block)) {
+      return corrupt(a + ".feed_forward_length must be a number or an array of " + std::to_string(n_block) + " numbers");
+    }
+    for (int64_t il = 0; il < hp.n_layer; ++il) {
+      const int64_t v = arr.int_at(uint64_t(il));
+      if (v < 1 || v > (1 << 24)) return corrupt(a + ".feed_forward_length[" + std::to_string(il) + "] is out of range");
+      hp.n_ff_layer.push_back(v);
+      hp.n_ff = std::max(hp.n_ff, v);
+    }
+  } else {
+    LOOM_ASSIGN_OR_RETURN(hp.n_ff, arch_int(f, a, "feed_forward_length", std::nullopt, 1, 1 << 24));
+  }
   LOOM_ASSIGN_OR_RETURN(hp.n_ctx_train, arch_int(f, a, "context_length", 2048, 1, kBig));
   const int64_t default_head_dim = hp.n_embd % hp.n_head == 0 ? hp.n_embd / hp.n_head : 0;
   LOOM_ASSIGN_OR_RETURN(hp.head_dim, arch_int(f, a, "attention.key_length",
@@ -261,6 +337,7 @@ Expected<ModelHparams> read_hparams(const gguf::GgufFile& f) {
       // Five sliding-window layers per global one; local layers keep the base 10000 rotation,
       // q and k get per-head RMSNorm, no soft-capping.
       hp.ffn_act = FfnAct::kGelu;
+      hp.gelu_f16_table = true;
       hp.embd_scale = std::sqrt(float(hp.n_embd));
       hp.post_norms = true;
       hp.qk_norm = true;
@@ -274,6 +351,7 @@ Expected<ModelHparams> read_hparams(const gguf::GgufFile& f) {
     case Arch::kGemma:
     case Arch::kGemma2:
       hp.ffn_act = FfnAct::kGelu;
+      hp.gelu_f16_table = true;
       hp.embd_scale = std::sqrt(float(hp.n_embd));
       if (hp.arch == Arch::kGemma2) {
         hp.post_norms = true;
@@ -355,6 +433,7 @@ Expected<ModelHparams> read_hparams(const gguf::GgufFile& f) {
       if (n_expert > 0) return unsupported("lfm2: a mixture-of-experts feed-forward is not supported yet (lfm2moe)");
       break;
     }
+    case Arch::kGemma4: LOOM_RETURN_IF_ERROR(read_gemma4_hparams(f, hp, n_block)); break;
     case Arch::kQwen35:
       hp.qk_norm = true;
       hp.attn_output_gate = true;

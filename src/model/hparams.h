@@ -20,6 +20,7 @@ enum class Arch {
   kSmolLM3,        // llama without RoPE on every fourth layer (NoPE)
   kLfm2,           // LFM2 / LFM2.5: gated short-convolution layers and GQA attention layers
   kQwen35,         // Qwen3.5: Gated DeltaNet layers and gated full-attention layers
+  kGemma4,         // Gemma 4: sliding/global layers of different head sizes, shared-KV layers, per-layer embeddings
 };
 // The mixer of a model's recurrent layers.
 enum class RecurrentMixer : uint8_t {
@@ -63,6 +64,9 @@ struct ModelHparams {
 
   // Family traits (set from the architecture, some from metadata).
   FfnAct ffn_act = FfnAct::kSilu;  // gated FFN: act(gate) * up
+  // GELU read from the reference's f16 table (ggml's CPU GELU) rather than computed (the Gemma
+  // families: with F32 K/V the difference reaches the 1e-3 conformance tolerance).
+  bool gelu_f16_table = false;
   bool qkv_bias = false;           // qwen2: q/k/v biases
   bool qk_norm = false;            // qwen3: RMSNorm per head on q and k
   bool post_norms = false;         // gemma2: norms after attention and FFN, before the residual add
@@ -81,6 +85,16 @@ struct ModelHparams {
   // qwen35: <arch>.rope.dimension_sections (M-RoPE's t/h/w/e sections, interleaved). For text every
   // section turns with the token's position except the fourth (e), which turns by 0; all zero: none.
   int rope_sections[4] = {0, 0, 0, 0};
+  // gemma4: sliding layers' own head size and rotated dims (attention.key_length_swa,
+  // rope.dimension_count_swa; 0: the same as the full layers', head_dim / n_rot, which are then the
+  // larger); per-layer FFN widths (feed_forward_length as an array; n_ff is the largest); per-layer
+  // token embeddings of n_embd_per_layer (embedding_length_per_layer_input; 0: none); a V RMSNorm
+  // without weight; global layers rotate with the file's rope_freqs divisors.
+  int64_t head_dim_swa = 0;
+  int64_t n_rot_swa = 0;
+  std::vector<int64_t> n_ff_layer;
+  int64_t n_embd_per_layer = 0;
+  bool v_norm = false;
   // Multi-token-prediction blocks after the trunk (<arch>.nextn_predict_layers, counted in
   // block_count): loaded with the file but never run. n_layer counts the trunk only.
   int64_t n_layer_nextn = 0;
@@ -88,6 +102,7 @@ struct ModelHparams {
   float final_softcap = 0.0f;      // gemma2: logits = c * tanh(logits / c)
   int swa_window = 0;              // sliding-window size for SWA layers (0: none)
   int swa_pattern = 0;             // layer il uses SWA when il % pattern < pattern - 1
+  std::vector<uint8_t> swa_layer;  // gemma4: per layer, 1 for a sliding layer (overrides swa_pattern)
   float rope_freq_base_swa = 0.0f; // gemma3: SWA layers rotate with this base (and scale 1); 0: same as others
   float norm_eps = 1e-12f;         // LayerNorm epsilon (BERT)
 
@@ -158,9 +173,13 @@ struct ModelHparams {
   // every layer its own. Set by the families that have it.
   std::vector<int> kv_reuse;
   int kv_source(int64_t il) const { return kv_reuse.empty() ? -1 : kv_reuse[size_t(il)]; }
-  int64_t n_embd_kv_at(int64_t il) const { return n_head_kv_at(il) * head_dim; }
+  int64_t head_dim_at(int64_t il) const { return head_dim_swa > 0 && is_swa_layer(il) ? head_dim_swa : head_dim; }
+  int64_t n_rot_at(int64_t il) const { return n_rot_swa > 0 && is_swa_layer(il) ? n_rot_swa : n_rot; }
+  int64_t n_ff_at(int64_t il) const { return n_ff_layer.empty() ? n_ff : n_ff_layer[size_t(il)]; }
+  int64_t n_embd_kv_at(int64_t il) const { return n_head_kv_at(il) * head_dim_at(il); }
 
   bool is_swa_layer(int64_t il) const {
+    if (!swa_layer.empty()) return swa_window > 0 && swa_layer[size_t(il)] != 0;
     return swa_window > 0 && (swa_pattern <= 1 || il % swa_pattern < swa_pattern - 1);
   }
 

@@ -261,6 +261,35 @@ Status bind_delta_net(Binder& b, const ModelHparams& hp, const std::string& p, L
   return Status::ok();
 }
 
+// gemma4's attention of layer il: heads of the layer's size (sliding or global), q/k norms, no V
+// projection in some files (V is then K's projection, the reference's use_alternative_attention),
+// no K/V at all on shared-KV layers, post-norms, an optional output scale.
+Status bind_gemma4_attention(Binder& b, const ModelHparams& hp, const std::string& p, int64_t il, bool fused,
+                             LayerWeights& l) {
+  const int64_t E = hp.n_embd, D = hp.head_dim_at(il), Q = hp.n_head * D, KV = hp.n_head_kv_at(il) * D;
+  const bool own_kv = hp.kv_source(il) < 0;
+  if (fused) {
+    b.qkv(p, true, E, Q, KV, l);
+  } else {
+    l.wq = b.matrix(p + "attn_q.weight", E, Q);
+    if (own_kv) {
+      l.wk = b.matrix(p + "attn_k.weight", E, KV);
+      l.wv = b.matrix(p + "attn_v.weight", E, KV, /*required=*/false);
+      if (l.wv.empty()) l.wv = l.wk;
+    }
+  }
+  l.wo = b.matrix(p + "attn_output.weight", Q, E);
+  l.q_norm = b.vector(p + "attn_q_norm.weight", D);
+  if (own_kv) l.k_norm = b.vector(p + "attn_k_norm.weight", D);
+  l.post_attn_norm = b.vector(p + "post_attention_norm.weight", E);
+  l.post_ffn_norm = b.vector(p + "post_ffw_norm.weight", E);
+  const float* scale = b.floats(p + "layer_output_scale.weight", {1}, /*required=*/false);
+  l.out_scale = scale ? *scale : 0.0f;
+  LOOM_RETURN_IF_ERROR(b.status());
+  if (scale && !std::isfinite(*scale)) return corrupt("tensor '" + p + "layer_output_scale.weight' is not finite");
+  return Status::ok();
+}
+
 }  // namespace
 
 Expected<const gguf::TensorInfo*> Model::token_embedding() {
@@ -277,7 +306,7 @@ Expected<const gguf::TensorInfo*> Model::token_embedding() {
 Status Model::bind_decoder() {
   ModelHparams& hp = hp_;
   LOOM_ASSIGN_OR_RETURN(const gguf::TensorInfo* emb, token_embedding());
-  const int64_t E = hp.n_embd, Q = hp.n_embd_q(), F = hp.n_ff, V = hp.n_vocab, D = hp.head_dim;
+  const int64_t E = hp.n_embd, Q = hp.n_embd_q(), V = hp.n_vocab, D = hp.head_dim;
   if (hp.arch == Arch::kGraniteHybrid || hp.arch == Arch::kGranite) {
     // Optional tensors of the reference's granite loaders that loom does not compute with
     // (no Granite 3 / 4 release has them): refused by name rather than ignored.
@@ -329,6 +358,24 @@ Status Model::bind_decoder() {
       w_.rope_sections = owned_.back().data();
     }
   }
+  if (hp.arch == Arch::kGemma4) {
+    // Global layers' proportional RoPE divisors (shared by them), and the per-layer token
+    // embeddings: a table of n_layer slices per token, and a projection of the embedding into them.
+    w_.rope_freqs = b.vector("rope_freqs.weight", hp.head_dim / 2, /*required=*/false);
+    if (hp.n_embd_per_layer > 0) {
+      const int64_t P = hp.n_embd_per_layer, PL = P * hp.n_layer;
+      w_.per_layer_tok_embd = b.matrix("per_layer_token_embd.weight", PL, V);
+      w_.per_layer_model_proj = b.matrix("per_layer_model_proj.weight", E, PL);
+      w_.per_layer_proj_norm = b.vector("per_layer_proj_norm.weight", P);
+    }
+    LOOM_RETURN_IF_ERROR(b.status());
+    for (int64_t i = 0; w_.rope_freqs && i < hp.head_dim / 2; ++i) {
+      if (!(w_.rope_freqs[i] > 0) || std::isnan(w_.rope_freqs[i])) {
+        return corrupt("tensor 'rope_freqs.weight' has the non-positive value " + std::to_string(w_.rope_freqs[i]) +
+                       " at index " + std::to_string(i));
+      }
+    }
+  }
   const bool fused_gate_up = hp.arch == Arch::kPhi3;
   w_.layers.resize(size_t(hp.n_layer));
   for (int64_t il = 0; il < hp.n_layer; ++il) {
@@ -343,6 +390,8 @@ Status Model::bind_decoder() {
         case RecurrentMixer::kDeltaNet: LOOM_RETURN_IF_ERROR(bind_delta_net(b, hp, p, l)); break;
         default: LOOM_RETURN_IF_ERROR(bind_ssm_mixer(b, hp, p, l)); break;
       }
+    } else if (hp.arch == Arch::kGemma4) {
+      LOOM_RETURN_IF_ERROR(bind_gemma4_attention(b, hp, p, il, file_.find_tensor(p + "attn_qkv.weight") != nullptr, l));
     } else if (hp.attn_output_gate) {
       // qwen35: the q projection carries a gate per head ([q | gate] rows per head).
       l.wq = b.matrix(p + "attn_q.weight", E, 2 * Q);
@@ -373,6 +422,7 @@ Status Model::bind_decoder() {
     }
     // qwen35 names the FFN's norm after attention (post_attention_norm; no norm follows the FFN).
     l.ffn_norm = b.vector(p + (hp.arch == Arch::kQwen35 ? "post_attention_norm.weight" : "ffn_norm.weight"), E);
+    const int64_t F = hp.n_ff_at(il);
     if (fused_gate_up) {
       const TensorView gate_up = b.matrix(p + "ffn_up.weight", E, 2 * F);
       l.ffn_gate = b.rows_of(gate_up, 0, F);
@@ -382,10 +432,19 @@ Status Model::bind_decoder() {
       l.ffn_up = b.matrix(p + "ffn_up.weight", E, F);
     }
     l.ffn_down = b.matrix(p + "ffn_down.weight", F, E);
+    if (hp.n_embd_per_layer > 0) {
+      l.pl_inp_gate = b.matrix(p + "inp_gate.weight", E, hp.n_embd_per_layer);
+      l.pl_proj = b.matrix(p + "proj.weight", hp.n_embd_per_layer, E);
+      l.pl_post_norm = b.vector(p + "post_norm.weight", E);
+    }
   }
   LOOM_RETURN_IF_ERROR(b.status());
-  // A decode step reads every matrix once but only one embedding row (unless tied to the output).
+  // A decode step reads every matrix once but only one embedding row (unless tied to the output),
+  // and one row of the per-layer embeddings.
   decode_weight_bytes_ = w_.tied_output ? b.bytes() : b.bytes() - emb->nbytes + w_.tok_embd.row_bytes;
+  if (!w_.per_layer_tok_embd.empty()) {
+    decode_weight_bytes_ -= w_.per_layer_tok_embd.row_bytes * uint64_t(w_.per_layer_tok_embd.rows - 1);
+  }
   n_params_ = b.params();
   return Status::ok();
 }

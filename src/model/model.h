@@ -60,6 +60,12 @@ struct LayerWeights {
   // and ssm_out ([n_embd rows][n_embd]). Gated DeltaNet blocks (qwen35; Hk key heads and Hv value
   // heads of S = d_state channels, Cc = 2·Hk·S + Di) reuse ssm_in (attn_qkv: [Cc rows][n_embd]),
   // ssm_conv ([Cc][d_conv]), ssm_dt_b ([Hv]), ssm_a ([Hv], negative), ssm_norm ([S]), ssm_out, and add:
+  // gemma4: the layer's output scale (0: none) and its per-layer-embedding block: gate [P rows][n_embd],
+  // projection [n_embd rows][P], post-norm [n_embd] (P = n_embd_per_layer).
+  float out_scale = 0.0f;
+  TensorView pl_inp_gate;
+  TensorView pl_proj;
+  const float* pl_post_norm = nullptr;
   TensorView ssm_z;                  // [Di rows][n_embd] the output gate (attn_gate)
   TensorView ssm_beta;               // [Hv rows][n_embd] the write strength, through a sigmoid
   TensorView ssm_alpha;              // [Hv rows][n_embd] the decay's input
@@ -97,6 +103,14 @@ struct ModelWeights {
   // qwen35's M-RoPE sections as frequency divisors for text ([n_rot/2]: 1, or +inf for the pairs of
   // the fourth section, which turn by position 0); null when every pair turns with the position.
   const float* rope_sections = nullptr;
+  // gemma4: the global layers' proportional-RoPE divisors ([head_dim/2], rope_freqs.weight; null:
+  // none) and the per-layer token embeddings: per token a row of n_layer slices of P
+  // ([n_vocab rows][n_layer·P]), the embedding's projection into them ([n_layer·P rows][n_embd])
+  // and the slices' RMSNorm weight [P].
+  const float* rope_freqs = nullptr;
+  TensorView per_layer_tok_embd;
+  TensorView per_layer_model_proj;
+  const float* per_layer_proj_norm = nullptr;
   std::vector<LayerWeights> layers;    // T5: the decoder's blocks (none for t5encoder)
   std::vector<LayerWeights> enc_layers;  // T5: the encoder's blocks
   const float* enc_output_norm = nullptr;  // [n_embd] T5: after the encoder's last block

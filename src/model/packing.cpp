@@ -192,12 +192,14 @@ std::vector<TensorView*> matrices(ModelWeights& w) {
   for (std::vector<LayerWeights>* ls : {&w.layers, &w.enc_layers}) {
     for (LayerWeights& l : *ls) {
       for (TensorView* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down, &l.ssm_in, &l.ssm_x,
-                            &l.ssm_dt, &l.ssm_out, &l.wq_cross, &l.wk_cross, &l.wv_cross, &l.wo_cross}) {
+                            &l.ssm_dt, &l.ssm_out, &l.ssm_z, &l.ssm_beta, &l.ssm_alpha, &l.wq_cross, &l.wk_cross,
+                            &l.wv_cross, &l.wo_cross, &l.pl_inp_gate, &l.pl_proj}) {
         out.push_back(t);
       }
     }
   }
   out.push_back(&w.output);
+  out.push_back(&w.per_layer_model_proj);
   return out;
 }
 
@@ -219,10 +221,14 @@ bool overlaps_embedding(const ModelWeights& w, uintptr_t lo, uintptr_t hi) {
 
 int64_t pack_model_weights(const gguf::GgufFile& file, ModelWeights& w, PackedStorage& store,
                            const std::function<void(float)>& progress) {
-  std::vector<TensorView*> todo;
+  std::vector<TensorView*> todo, aliases;  // aliases: views of a matrix already in todo (gemma4's V = K)
   size_t total = 0;
   for (TensorView* t : matrices(w)) {
     if (!packable(*t)) continue;
+    if (std::any_of(todo.begin(), todo.end(), [&](const TensorView* o) { return o->data == t->data && o->rows == t->rows; })) {
+      aliases.push_back(t);
+      continue;
+    }
     todo.push_back(t);
     total += (quant::packed_size(t->type, t->rows, t->cols) + 63) / 64 * 64;
   }
@@ -256,6 +262,11 @@ int64_t pack_model_weights(const gguf::GgufFile& file, ModelWeights& w, PackedSt
     }
     dst += (quant::packed_size(t->type, t->rows, t->cols) + 63) / 64 * 64;
     if (progress) progress(float(double(dst - static_cast<uint8_t*>(store.data)) / double(total)));
+  }
+  for (TensorView* a : aliases) {
+    for (const TensorView* t : todo) {
+      if (t->data == a->data && t->rows == a->rows) a->packed = t->packed;
+    }
   }
   // Merge touching ranges (fused tensors are bound as several views), never release the
   // embedding (token lookups still read it; a tied output shares it).

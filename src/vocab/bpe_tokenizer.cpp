@@ -1,17 +1,26 @@
 // Byte-level BPE as llama.cpp's llm_tokenizer_bpe does it.
 //
 // Pre-tokenization: the fragment is decoded to code points (leniently, see unicode.h) and split by
-// each regex of the preset in turn; every regex splits each piece the previous ones produced,
-// and both its matches and the text between them become pieces (a regex never sees past its
-// piece). llama.cpp runs some regexes through hand-written matchers and the rest through
-// std::regex over a "collapsed" text in which every non-ASCII code point stands for its category;
-// both amount to these regexes with \p{..} meaning the major general category and \s the
-// White_Space property, which is what PCRE2 in UTF+UCP mode gives once \s is spelled out (PCRE2's
-// own \s also matches U+180E, which is not White_Space since Unicode 6.3).
+// each step of the preset in turn; every step splits each piece the previous ones produced, and
+// both its matches and the text between them become pieces (a step never sees past its piece).
+// The presets hold llama.cpp's own regex strings (llama-vocab.cpp), and each string is run the
+// way llama.cpp runs it:
+//   - four strings (GPT-2's, Llama-3's, Qwen2's, Qwen3.5's) go to hand-written matchers there,
+//     which do what the regexes say (\p{..} is the major general category, \s the White_Space
+//     property; an unassigned code point has a flag there, so it is part of a punctuation/symbol
+//     run like any other non-letter, non-number, non-space); here they are those regexes;
+//   - "\p{Han}+" (Kimi-K2), "\p{AFMoE_digits}" and Tiny Aya's digit-group regex (both the AFMoE
+//     digit grouper there), and "[^\n]+|[\n]+" are hand-written there and here;
+//   - every other string goes to std::regex there, over a text in which every non-ASCII
+//     whitespace is U+000B, and, where the regex names a category, every other non-ASCII code
+//     point stands for its category (so \p{Lu}, \p{Ll}, ... all mean \p{L}), and \d is ASCII.
+//     Here PCRE2 (UTF + UCP) runs a translation: \s spelled out as White_Space, \p{Lx} as
+//     \p{L}, \d as [0-9], over the text with non-ASCII whitespace replaced by U+000B as there.
 //
-// Merging: each byte-encoded piece starts as one symbol per character; the adjacent pair with the
-// lowest merge rank (ties: leftmost) is merged until no pair has a rank. A final symbol that is
-// not a token is emitted byte by byte through single-character tokens when they exist.
+// Merging: each piece (GPT-2 byte-encoded, or raw UTF-8 for the SentencePiece-style presets of
+// Gemma 4 and Sarvam) starts as one symbol per character; the adjacent pair with the lowest merge
+// rank (ties: leftmost) is merged until no pair has a rank. A final symbol that is not a token is
+// emitted byte by byte: through single-character tokens (byte-encoded) or <0xXX> tokens (raw).
 #include "vocab/bpe_tokenizer.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
@@ -52,111 +61,215 @@ const ByteMap& byte_map() {
 
 // --- Presets ---
 
-// The GPT-2 regex and the Llama-3 one. llama.cpp matches these two with hand-written code that
-// differs from the regexes in one way: an unassigned code point (Cn) is never part of a
-// punctuation/symbol run (" ?[^\s\p{L}\p{N}]+"), it stands alone instead (it can still prefix
-// a letter run in Llama-3's "[^\r\n\p{L}\p{N}]?\p{L}+"). The \p{Cn} parts below reproduce that.
-constexpr const char* kGpt2 =
-    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}\p{Cn}]+|\s+(?!\S)|\s+|\p{Cn})";
-constexpr const char* kLlama3 =
-    R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|)"
-    R"( ?[^\s\p{L}\p{N}\p{Cn}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+|\p{Cn})";
-constexpr const char* kQwen2 =
-    R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|)"
-    R"( ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-// Qwen3.5: Qwen2's with combining marks (\p{M}) kept inside words (Devanagari, Thai, ...).
-constexpr const char* kQwen35 =
-    R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}|)"
-    R"( ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-constexpr const char* kCjk = "[\u4E00-\u9FA5\u0800-\u4E00\uAC00-\uD7FF]+";
-constexpr const char* kPoro = R"( ?[^(\s|.,!?…。，、।۔،)]+)";
-constexpr const char* kTekken =
-    R"([^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+|)"
-    R"([^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*|)"
-    R"(\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-constexpr const char* kGpt4o =
-    R"([^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+)"
-    R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|)"
-    R"([^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*)"
-    R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|)"
-    R"(\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-constexpr const char* kDeepseekLlmLetters =
-    "\\s?[A-Za-z\u00B5\u00C0-\u00D6\u00D8-\u00F6\u00F8-\u01BA\u01BC-\u01BF\u01C4-\u0293\u0295-\u02AF"
-    "\u0370-\u0373\u0376\u0377\u037B-\u037D\u037F\u0386\u0388-\u038A\u038C\u038E-\u03A1\u03A3-\u03F5"
-    "\u03F7-\u0481\u048A-\u052F\u0531-\u0556\u10A0-\u10C5\u13A0-\u13F5\u13F8-\u13FD\u1C90-\u1CBA"
-    "\u1CBD-\u1CBF\u1D00-\u1D2B\u1D6B-\u1D77\u1D79-\u1D9A\u1E00-\u1F15\u1F18-\u1F1D\u1F20-\u1F45"
-    "\u1F48-\u1F4D\u1F50-\u1F57\u1F59\u1F5B\u1F5D\u1F5F-\u1F7D\u1F80-\u1FB4\u1FB6-\u1FBC\u1FBE"
-    "\u1FC2-\u1FC4\u1FC6-\u1FCC\u1FD0-\u1FD3\u1FD6-\u1FDB\u1FE0-\u1FEC\u1FF2-\u1FF4\u1FF6-\u1FFC"
-    "\u2102\u2107\u210A-\u2113\u2115\u2119-\u211D\u2124\u2126\u2128\u212A-\u212D\u212F-\u2134\u2139"
-    "\u213C-\u213F\u2145-\u2149\u214E\u2183\u2184\u2C00-\u2C7B\u2C7E-\u2CE4\u2CEB-\u2CEE\u2CF2\u2CF3"
-    "\uA640-\uA66D\uA680-\uA69B\uA722-\uA76F\uA771-\uA787\uA78B-\uA78E\uAB70-\uABBF\uFB00-\uFB06"
-    "\uFB13-\uFB17\uFF21-\uFF3A\uFF41-\uFF5A\\x{10400}-\\x{1044F}\\x{104B0}-\\x{104D3}"
-    "\\x{104D8}-\\x{104FB}\\x{10C80}-\\x{10CB2}\\x{10CC0}-\\x{10CF2}\\x{118A0}-\\x{118DF}"
-    "\\x{1E900}-\\x{1E943}]+";
+// llama.cpp's regex lists (llm_tokenizer_bpe's constructor), verbatim.
+// clang-format off
+const std::vector<std::string_view> kLlama3 = {
+    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+};
+const std::vector<std::string_view> kJais2 = {
+    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s{512}(?!\\S)|\\s{256}(?!\\S)|\\s{128}(?!\\S)|\\s{64}(?!\\S)|\\s{32}(?!\\S)|\\s{16}(?!\\S)|\\s{8}(?!\\S)|\\s{4}(?!\\S)|\\s{1,2}(?!\\S)|\\s{1}",
+};
+const std::vector<std::string_view> kDeepseekLlm = {
+    "[\r\n]",
+    "\\s?[A-Za-zµÀ-ÖØ-öø-ƺƼ-ƿǄ-ʓʕ-ʯͰ-ͳͶͷͻ-ͽͿΆΈ-ΊΌΎ-ΡΣ-ϵϷ-ҁҊ-ԯԱ-ՖႠ-ჅᎠ-Ᏽᏸ-ᏽᲐ-ᲺᲽ-Ჿᴀ-ᴫᵫ-ᵷᵹ-ᶚḀ-ἕἘ-Ἕἠ-ὅὈ-Ὅὐ-ὗὙὛὝὟ-ώᾀ-ᾴᾶ-ᾼιῂ-ῄῆ-ῌῐ-ΐῖ-Ίῠ-Ῥῲ-ῴῶ-ῼℂℇℊ-ℓℕℙ-ℝℤΩℨK-ℭℯ-ℴℹℼ-ℿⅅ-ⅉⅎↃↄⰀ-ⱻⱾ-ⳤⳫ-ⳮⳲⳳꙀ-ꙭꚀ-ꚛꜢ-ꝯꝱ-ꞇꞋ-ꞎꭰ-ꮿﬀ-ﬆﬓ-ﬗＡ-Ｚａ-ｚ𐐀-𐑏𐒰-𐓓𐓘-𐓻𐲀-𐲲𐳀-𐳲𑢠-𑣟𞤀-𞥃]+",
+    "\\s?[!-/:-~！-／：-～‘-‟　-。]+",
+    "\\s+$",
+    "[一-龥ࠀ-一가-퟿]+",
+    "\\p{N}+",
+};
+const std::vector<std::string_view> kDeepseek3 = {
+    "\\p{N}{1,3}",
+    "[一-龥぀-ゟ゠-ヿ]+",
+    "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+",
+};
+const std::vector<std::string_view> kSpark25 = {
+    "\\p{N}{1,3}",
+    "[一-龥぀-ゟ゠-ヿ]+",
+    "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+|[\r\n]|\\s+(?!\\S)|\\s+",
+    "\\p{N}",
+};
+const std::vector<std::string_view> kYoutu = {
+    "[가-힣ㄱ-ㆎ]+|[！…“”‘’—：；，、-〿︰-﹏]+|[ㄅ-ㄯ]+|[一-龥぀-ゟ゠-ヿ]+",
+    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+};
+const std::vector<std::string_view> kDeepseekCoder = {
+    "[\r\n]",
+    "\\s?\\p{L}+",
+    "\\s?\\p{P}+",
+    "[一-龥ࠀ-一가-퟿]+",
+    "\\p{N}",
+};
+const std::vector<std::string_view> kFalcon = {
+    "[\\p{P}\\$\\+<=>\\^~\\|`]+",
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)",
+    "[0-9][0-9][0-9]",
+};
+const std::vector<std::string_view> kStarcoder = {
+    "\\p{N}",
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)",
+};
+const std::vector<std::string_view> kGpt2 = {
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)",
+};
+const std::vector<std::string_view> kQwen2 = {
+    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+};
+const std::vector<std::string_view> kQwen35 = {
+    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+};
+const std::vector<std::string_view> kPoro = {
+    " ?[^(\\s|.,!?…。，、।۔،)]+",
+};
+const std::vector<std::string_view> kChatGlm4 = {
+    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+};
+const std::vector<std::string_view> kViking = {
+    " ?[^(\\s|.,!?…。，、।۔،)]+",
+    "\\p{N}",
+};
+const std::vector<std::string_view> kTekken = {
+    "[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}])([^a-z]))*((?=[\\p{L}])([^A-Z]))+|[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}])([^a-z]))+((?=[\\p{L}])([^A-Z]))*|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+};
+const std::vector<std::string_view> kChameleon = {
+    "<sentinel:[0-9]+>",
+    "(IMGIMG)((A|B|C|D|E|F|G|H|I){1,4})Z",
+    "([\\t\\n]|    |  )",
+    "\\p{N}",
+    "[\\p{P}!-/:-@\\[-`{-~]",
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)",
+};
+const std::vector<std::string_view> kGpt4o = {
+    "[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}])([^a-z]))*((?=[\\p{L}])([^A-Z]))+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}])([^a-z]))+((?=[\\p{L}])([^A-Z]))*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+};
+const std::vector<std::string_view> kGraniteEmbMulti = {
+    "[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}\\p{M}])([^a-z]))*((?=[\\p{L}\\p{M}])([^A-Z]))+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}\\p{M}])([^a-z]))+((?=[\\p{L}\\p{M}])([^A-Z]))*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+};
+const std::vector<std::string_view> kTinyAya = {
+    "\\d{1,3}(?=(?:\\d{3})*\\b)",
+    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+};
+const std::vector<std::string_view> kKimiK2 = {
+    "\\p{Han}+",
+};
+const std::vector<std::string_view> kSuperBpe = {
+    "\\p{N}+",
+    "(?=(\\d{3})+(?!\\d))",
+};
+const std::vector<std::string_view> kBailingMoe = {
+    "'(?:[sSdDmMtT]|[lL][lL]|[vV][eE]|[rR][eE])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]|\\s+(?!\\S)|\\s+",
+};
+const std::vector<std::string_view> kSeedCoder = {
+    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1}| ?[^\\s\\p{L}\\p{N}\\r\\n]+|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+};
+const std::vector<std::string_view> kUfakzeka = {
+    "[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+};
+const std::vector<std::string_view> kGrok2 = {
+    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+};
+const std::vector<std::string_view> kAfmoe = {
+    "\\p{AFMoE_digits}",
+    "[一-鿿㐀-䶿豈-﫿぀-ゟ゠-ヿ･-ﾟ⼀-⿟เ-๿຀-໿ក-៿က-႟ꩠ-ꩿꧠ-꧿가-힯ᄀ-ᇿ]+",
+    "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\\r\\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+};
+const std::vector<std::string_view> kLaguna = {
+    "[^\\n]+|[\\n]+",
+    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+};
+const std::vector<std::string_view> kExaoneMoe = {
+    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?(?:\\p{L}\\p{M}*(?: \\p{L}\\p{M}*)*)+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]?|\\s*[\\r\\n]|\\s+(?!\\S)|\\s+",
+};
+const std::vector<std::string_view> kGemma4 = {
+    "[^\\n]+|[\\n]+",
+};
+const std::vector<std::string_view> kSarvamMoe = {
+    "[^\\n]+|[\\n]+",
+};
+const std::vector<std::string_view> kMiniCpm5 = {
+    "\\p{N}{1,3}",
+    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}+| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+};
+const std::vector<std::string_view> kWhitespace = {
+    "\\S+",
+};
+const std::vector<std::string_view> kDefault = {
+    "[\\p{P}\\$\\+<=>\\^~\\|]+",
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)",
+    "\\p{N}+",
+    "[0-9][0-9][0-9]",
+};
 
-constexpr const char* kBailingMoe =
-    R"('(?:[sSdDmMtT]|[lL][lL]|[vV][eE]|[rR][eE])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|)"
-    R"( ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+)";
-constexpr const char* kSeedCoder =
-    R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1}|)"
-    R"( ?[^\s\p{L}\p{N}\r\n]+|\s*[\r\n]+|\s+(?!\S)|\s+)";
-constexpr const char* kDeepseekV3 =
-    R"([!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+|)"
-    R"( ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// clang-format on
+
+// The strings llama.cpp matches with hand-written code, and what loom runs for them.
+constexpr std::string_view kLlama3CaseInsensitive =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+constexpr std::string_view kTinyAyaDigits = "\\d{1,3}(?=(?:\\d{3})*\\b)";
+
+// GPT-2's string with the "\s+" that llama.cpp's matcher has as its last rule (whitespace not
+// followed by whitespace; the std::regex form would leave it as an unmatched gap, which also
+// becomes a piece).
+constexpr const char* kGpt2Matcher =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
 struct PresetDef {
   std::vector<std::string_view> names;
-  std::vector<const char*> regexes;
+  const std::vector<std::string_view>* regexes;
   BpePreset flags;
 };
 
-// llama.cpp's pre-tokenizer names, their regexes and flags. The ones with vocab files in
-// shared/golden/vocab (llama-bpe, gpt-2, qwen2, deepseek-coder, falcon) are tested against
-// llama.cpp's output; the others follow llama.cpp's published regexes and flags without a golden.
-// Not supported: kimi-k2 and afmoe (llama.cpp splits those with hand-written code, not regexes).
+// llama.cpp's pre-tokenizer names (llama_vocab::impl::load), with their regex lists and flags.
+// Every name is tested against llama.cpp (tests/vocab/pre_type_test.cpp).
 const std::vector<PresetDef>& presets() {
   static constexpr BpePreset kPlain{};
   static constexpr BpePreset kNoClean{.clean_spaces = false};
+  static constexpr BpePreset kLlama3Flags{.ignore_merges = true, .clean_spaces = true, .force_add_bos = true};
   static const std::vector<PresetDef> defs = {
-      {{"default"}, {R"([\p{P}\$\+<=>\^~\|]+)", kGpt2, R"(\p{N}+)", "[0-9][0-9][0-9]"}, kPlain},
-      {{"llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2"},
-       {kLlama3},
-       {.ignore_merges = true, .clean_spaces = true, .force_add_bos = true}},
-      {{"dbrx", "smaug-bpe"}, {kLlama3}, kPlain},
-      {{"chatglm-bpe", "glm4"}, {kLlama3}, {.no_bos = true}},
-      {{"deepseek-llm"},
-       {"[\r\n]", kDeepseekLlmLetters, "\\s?[!-/:-~\uFF01-\uFF0F\uFF1A-\uFF5E\u2018-\u201F\u3000-\u3002]+",
-        R"(\s+$)", kCjk, R"(\p{N}+)"},
-       kNoClean},
-      {{"deepseek-coder"}, {"[\r\n]", R"(\s?\p{L}+)", R"(\s?\p{P}+)", kCjk, R"(\p{N})"}, kNoClean},
-      {{"deepseek-v3", "hunyuan-dense"},
-       {R"(\p{N}{1,3})", "[\u4E00-\u9FA5\u3040-\u309F\u30A0-\u30FF]+", kDeepseekV3},
-       kNoClean},
-      {{"falcon"}, {R"([\p{P}\$\+<=>\^~\|`]+)", kGpt2, "[0-9][0-9][0-9]"}, kPlain},
-      {{"starcoder", "refact", "codeshell", "exaone", "minerva-7b"}, {R"(\p{N})", kGpt2}, kPlain},
-      {{"command-r", "smollm"}, {R"(\p{N})", kGpt2}, kNoClean},
-      {{"gpt-2", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v2-es", "jina-v2-de", "a.x-4.0",
-        "mellum", "exaone4", "mpt", "olmo", "jais"},
-       {kGpt2},
-       kPlain},
-      {{"jina-v1-en", "jina-v2-code", "roberta-bpe"}, {kGpt2}, {.add_sep = true}},
-      {{"trillion", "granite-docling"}, {kGpt2}, kNoClean},
-      {{"stablelm2", "megrez"}, {kQwen2}, kPlain},
-      {{"qwen2", "deepseek-r1-qwen", "kormo", "hunyuan", "grok-2"}, {kQwen2}, kNoClean},
-      {{"qwen35"}, {kQwen35}, kNoClean},
-      {{"bloom", "gpt3-finnish"}, {kPoro}, kPlain},
-      {{"poro-chat"}, {kPoro}, kNoClean},
-      {{"viking"}, {kPoro, R"(\p{N})"}, kNoClean},
-      {{"tekken"}, {kTekken}, {.ignore_merges = true, .clean_spaces = false, .force_add_bos = true}},
-      {{"gpt-4o", "llama4", "minimax-m2"}, {kGpt4o}, kNoClean},
-      // (llama.cpp's std::regex \d is ASCII-only; PCRE2's would be every Nd.)
-      {{"superbpe"}, {R"(\p{N}+)", "(?=([0-9]{3})+(?![0-9]))"}, kNoClean},
-      {{"bailingmoe", "bailingmoe2", "llada-moe"}, {kBailingMoe}, kNoClean},
-      {{"seed-coder"}, {kSeedCoder}, kNoClean},
-      {{"chameleon"},
-       {"<sentinel:[0-9]+>", "(IMGIMG)((A|B|C|D|E|F|G|H|I){1,4})Z", R"(([\t\n]|    |  ))", R"(\p{N})",
-        R"([\p{P}!-/:-@\[-`{-~])", kGpt2},
-       {.clean_spaces = false, .force_add_bos = true}},
+      {{"default"}, &kDefault, kPlain},
+      {{"minicpm5"}, &kMiniCpm5, {.ignore_merges = true}},
+      {{"llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2", "jina-v5-nano"},
+       &kLlama3, kLlama3Flags},
+      {{"deepseek-llm"}, &kDeepseekLlm, kNoClean},
+      {{"deepseek-coder"}, &kDeepseekCoder, kNoClean},
+      {{"deepseek-v3", "hunyuan-dense", "hy_v4", "joyai-llm"}, &kDeepseek3, kNoClean},
+      {{"spark2_5"}, &kSpark25, kNoClean},
+      {{"youtu"}, &kYoutu, {.ignore_merges = true, .clean_spaces = false}},
+      {{"falcon"}, &kFalcon, kPlain},
+      {{"gpt-2", "mpt", "olmo", "jais", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v2-es", "jina-v2-de",
+        "a.x-4.0", "mellum", "modern-bert", "exaone4"},
+       &kGpt2, kPlain},
+      {{"jais-2"}, &kJais2, kPlain},
+      {{"gemma4", "granite-embed-multi-311m"},
+       &kGemma4,
+       {.escape_whitespaces = true, .byte_encode = false, .whole_newline_words = true, .always_add_bos = true}},
+      {{"sarvam-moe"}, &kSarvamMoe, {.clean_spaces = false, .escape_whitespaces = true, .byte_encode = false}},
+      {{"jina-v1-en", "jina-v2-code", "roberta-bpe"}, &kGpt2, {.add_sep = true}},
+      {{"whitespace"}, &kWhitespace, {.byte_encode = false}},
+      {{"starcoder", "refact", "codeshell", "exaone", "minerva-7b", "mellum2"}, &kStarcoder, kPlain},
+      {{"command-r", "smollm"}, &kStarcoder, kNoClean},
+      {{"qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2", "hunyuan", "solar-open"}, &kQwen2, kNoClean},
+      {{"grok-2"}, &kGrok2, kNoClean},
+      {{"qwen35"}, &kQwen35, kNoClean},
+      {{"stablelm2", "megrez"}, &kQwen2, kPlain},
+      {{"dbrx", "smaug-bpe"}, &kLlama3, kPlain},
+      {{"poro-chat"}, &kPoro, kNoClean},
+      {{"bloom", "gpt3-finnish"}, &kPoro, kPlain},
+      {{"glm4", "chatglm-bpe"}, &kChatGlm4, {.no_bos = true}},
+      {{"viking"}, &kViking, kNoClean},
+      {{"tekken"}, &kTekken, {.ignore_merges = true, .clean_spaces = false, .force_add_bos = true}},
+      {{"chameleon"}, &kChameleon, {.clean_spaces = false, .force_add_bos = true}},
+      {{"exaone-moe"}, &kExaoneMoe, kPlain},
+      {{"gpt-4o", "llama4", "kanana2", "talkie", "minimax-m2"}, &kGpt4o, kNoClean},
+      {{"granite-embed-multi-97m"}, &kGraniteEmbMulti, {.ignore_merges = true, .clean_spaces = false}},
+      {{"tiny_aya", "cohere2moe"}, &kTinyAya, kNoClean},
+      {{"superbpe"}, &kSuperBpe, kNoClean},
+      {{"trillion", "granite-docling"}, &kGpt2, kNoClean},
+      {{"bailingmoe", "bailingmoe2", "llada-moe"}, &kBailingMoe, kNoClean},
+      {{"seed-coder"}, &kSeedCoder, kNoClean},
+      {{"kimi-k2"}, &kKimiK2, kNoClean},
+      {{"ufakzeka"}, &kUfakzeka, kNoClean},
+      {{"afmoe"}, &kAfmoe, kNoClean},
+      {{"laguna"}, &kLaguna, kNoClean},
   };
   return defs;
 }
@@ -169,10 +282,18 @@ std::vector<std::string_view> bpe_preset_names() {
   return names;
 }
 
+std::vector<std::string_view> bpe_pre_tokenizer_names() {
+  std::vector<std::string_view> names;
+  for (const PresetDef& d : presets()) names.insert(names.end(), d.names.begin(), d.names.end());
+  return names;
+}
+
 namespace {
 
-// Spells out \s and \S as the White_Space set, inside and outside character classes.
-std::string rewrite_whitespace(std::string_view re) {
+// A std::regex string of llama.cpp as PCRE2 runs it the same way (see the file comment): \s and
+// \S spelled out as the White_Space set (inside and outside character classes), \d as ASCII
+// digits, \p{Lu}, \p{Ll}, \p{Lt}, \p{Lm}, \p{Lo} as \p{L}.
+std::string translate_std_regex(std::string_view re) {
   static constexpr std::string_view kWs =
       R"(\t\n\x0B\f\r \x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000})";
   std::string out;
@@ -186,6 +307,12 @@ std::string rewrite_whitespace(std::string_view re) {
         else out.append("[").append(kWs).append("]");
       } else if (n == 'S' && !in_class) {
         out.append("[^").append(kWs).append("]");
+      } else if (n == 'd') {
+        out.append(in_class ? "0-9" : "[0-9]");
+      } else if (n == 'p' && re.substr(i + 1, 4).size() == 4 && re[i + 1] == '{' && re[i + 2] == 'L' &&
+                 re[i + 4] == '}' && std::string_view("ultmo").find(re[i + 3]) != std::string_view::npos) {
+        out.append("\\p{L}");
+        i += 4;
       } else {
         out.push_back(c);
         out.push_back(n);
@@ -220,6 +347,159 @@ pcre2_match_context* thread_match_context() {
   return ctx.context;
 }
 
+// --- Hand-written splitters (llama.cpp's unicode.cpp) ---
+
+using Pieces = std::vector<std::pair<size_t, size_t>>;  // [begin, end) code point indices
+
+bool is_han(uint32_t cp) {
+  return (cp >= 0x4E00 && cp <= 0x9FFF) || (cp >= 0x3400 && cp <= 0x4DBF) || (cp >= 0x20000 && cp <= 0x2A6DF) ||
+         (cp >= 0x2A700 && cp <= 0x2B73F) || (cp >= 0x2B740 && cp <= 0x2B81F) || (cp >= 0x2B820 && cp <= 0x2CEAF) ||
+         (cp >= 0x2CEB0 && cp <= 0x2EBEF) || (cp >= 0xF900 && cp <= 0xFAFF) || (cp >= 0x2F800 && cp <= 0x2FA1F);
+}
+
+// Appends the pieces of one piece [ini, end) as llama.cpp's _add_token bookkeeping does.
+struct PieceWriter {
+  Pieces& out;
+  size_t prev;
+  void add(size_t end) {
+    if (end > prev) out.emplace_back(prev, end);
+    prev = end;
+  }
+};
+
+// Kimi-K2's pattern: [\p{Han}]+ | letters without Han, with an optional leading non-letter and an
+// optional contraction | \p{N}{1,3} | " ?[^\s\p{L}\p{N}]+[\r\n]*" | whitespace as in Llama-3.
+void split_kimi_k2(const std::vector<uint32_t>& cps, size_t ini, size_t end, Pieces& out) {
+  constexpr uint32_t kOut = 0xFFFFFFFF;
+  auto cpt_at = [&](size_t p) { return p >= ini && p < end ? cps[p] : kOut; };
+  auto fl = [&](size_t p) -> uint8_t { return p >= ini && p < end ? unicode::flags(cps[p]) : 0; };
+  auto letter = [&](size_t p) { return (fl(p) & unicode::kLetter) != 0; };
+  auto inside = [&](size_t p) { return p >= ini && p < end; };
+  PieceWriter w{out, ini};
+  for (size_t pos = ini; pos < end;) {
+    const uint32_t cpt = cpt_at(pos);
+    const uint8_t flags = fl(pos);
+    const bool is_letter = flags & unicode::kLetter, is_number = flags & unicode::kNumber;
+    if (is_han(cpt)) {
+      while (is_han(cpt_at(pos))) pos++;
+      w.add(pos);
+      continue;
+    }
+    const bool lead_ok = !(cpt == '\r' || cpt == '\n' || is_letter || is_number);
+    if ((is_letter && !is_han(cpt)) || (lead_ok && letter(pos + 1) && !is_han(cpt_at(pos + 1)))) {
+      bool has_leading = false;
+      if (lead_ok) {
+        has_leading = true;
+        pos++;
+      }
+      bool has_letters = false;
+      while (letter(pos) && !is_han(cpt_at(pos))) {
+        has_letters = true;
+        pos++;
+      }
+      if (has_letters || (!has_leading && letter(pos) && !is_han(cpt_at(pos)))) {
+        if (!has_letters) pos++;
+        while (letter(pos) && !is_han(cpt_at(pos))) pos++;
+        if (cpt_at(pos) == '\'' && pos + 1 < end) {
+          const uint32_t n1 = unicode::to_lower(cpt_at(pos + 1));
+          if (n1 == 's' || n1 == 't' || n1 == 'm' || n1 == 'd') {
+            pos += 2;
+          } else if (pos + 2 < end) {
+            const uint32_t n2 = unicode::to_lower(cpt_at(pos + 2));
+            if ((n1 == 'r' && n2 == 'e') || (n1 == 'v' && n2 == 'e') || (n1 == 'l' && n2 == 'l')) pos += 3;
+          }
+        }
+        w.add(pos);
+        continue;
+      } else if (has_leading) {
+        pos--;
+      }
+    }
+    if (is_number) {
+      size_t start = pos;
+      while (fl(pos) & unicode::kNumber) {
+        if (++pos - start >= 3) {
+          w.add(pos);
+          start = pos;
+        }
+      }
+      w.add(pos);
+      continue;
+    }
+    // " ?[^\s\p{L}\p{N}]+[\r\n]*". (llama.cpp also requires as_uint() != 0, which every code
+    // point inside the piece has, unassigned ones included.)
+    auto punct = [&](size_t p) {
+      return inside(p) && !(fl(p) & (unicode::kWhitespace | unicode::kLetter | unicode::kNumber));
+    };
+    if (punct(cpt == ' ' ? pos + 1 : pos)) {
+      pos += (cpt == ' ');
+      while (punct(pos)) pos++;
+      while (cpt_at(pos) == '\r' || cpt_at(pos) == '\n') pos++;
+      w.add(pos);
+      continue;
+    }
+    size_t num_ws = 0, last_rn = 0;
+    while (fl(pos + num_ws) & unicode::kWhitespace) {
+      const uint32_t c2 = cpt_at(pos + num_ws);
+      if (c2 == '\r' || c2 == '\n') last_rn = pos + num_ws + 1;
+      num_ws++;
+    }
+    if (last_rn > 0) {
+      pos = last_rn;
+      w.add(pos);
+      continue;
+    }
+    if (num_ws > 1 && cpt_at(pos + num_ws) != kOut) {
+      pos += num_ws - 1;
+      w.add(pos);
+      continue;
+    }
+    if (num_ws > 0) {
+      pos += num_ws;
+      w.add(pos);
+      continue;
+    }
+    w.add(++pos);
+  }
+}
+
+// AFMoE's digit grouper (also Tiny Aya's "\d{1,3}(?=(?:\d{3})*\b)" there): a run of \p{N} is cut
+// into a leading group of (length mod 3) and groups of three. As in llama.cpp, the text before a
+// run is not cut off: it goes with the run's first group.
+void split_digit_groups(const std::vector<uint32_t>& cps, size_t ini, size_t end, Pieces& out) {
+  auto number = [&](size_t p) { return p >= ini && p < end && (unicode::flags(cps[p]) & unicode::kNumber); };
+  PieceWriter w{out, ini};
+  for (size_t pos = ini; pos < end;) {
+    if (number(pos)) {
+      const size_t start = pos;
+      while (number(pos)) pos++;
+      const size_t count = pos - start, rem = count % 3;
+      size_t cur = start;
+      if (rem > 0) {
+        w.add(cur + rem);
+        cur += rem;
+      }
+      while (cur < start + count) {
+        w.add(cur + 3);
+        cur += 3;
+      }
+      continue;
+    }
+    pos++;
+  }
+  if (w.prev < end) w.add(end);
+}
+
+// "[^\n]+|[\n]+": runs of newlines and runs of everything else.
+void split_newlines(const std::vector<uint32_t>& cps, size_t ini, size_t end, Pieces& out) {
+  for (size_t pos = ini; pos < end;) {
+    const bool nl = cps[pos] == '\n';
+    const size_t start = pos;
+    while (pos < end && (cps[pos] == '\n') == nl) pos++;
+    out.emplace_back(start, pos);
+  }
+}
+
 }  // namespace
 
 struct BpeTokenizer::Regex {
@@ -242,21 +522,32 @@ Expected<std::shared_ptr<const BpeTokenizer>> BpeTokenizer::create(std::string_v
   std::shared_ptr<BpeTokenizer> t(new BpeTokenizer());
   t->pre_ = std::string(pre);
   t->preset_ = def->flags;
-  for (const char* re : def->regexes) {
-    const std::string pattern = rewrite_whitespace(re);
-    int err = 0;
-    PCRE2_SIZE err_offset = 0;
-    auto r = std::make_unique<Regex>();
-    r->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
-                            PCRE2_UTF | PCRE2_UCP | PCRE2_DOLLAR_ENDONLY, &err, &err_offset, nullptr);
-    if (r->code == nullptr) {
-      PCRE2_UCHAR msg[256];
-      pcre2_get_error_message(err, msg, sizeof msg);
-      return internal_error("pre-tokenizer regex '" + pattern + "' does not compile: " +
-                            reinterpret_cast<const char*>(msg));
+  for (std::string_view re : *def->regexes) {
+    Step step;
+    std::string pattern;
+    if (re == kGpt2.front()) pattern = kGpt2Matcher;
+    // (PCRE2's caseless 's' would also match U+017F; llama.cpp's matcher lowercases.)
+    else if (re == kLlama3CaseInsensitive) pattern = kLlama3.front();
+    else if (re == "\\p{Han}+") step.kind = Step::kKimiK2;
+    else if (re == "\\p{AFMoE_digits}" || re == kTinyAyaDigits) step.kind = Step::kDigitGroups;
+    else if (re == "[^\\n]+|[\\n]+") step.kind = Step::kNewlines;
+    else pattern = std::string(re);
+    if (step.kind == Step::kRegex) {
+      pattern = translate_std_regex(pattern);
+      int err = 0;
+      PCRE2_SIZE err_offset = 0;
+      step.regex = std::make_shared<Regex>();
+      step.regex->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+                                       PCRE2_UTF | PCRE2_UCP | PCRE2_DOLLAR_ENDONLY, &err, &err_offset, nullptr);
+      if (step.regex->code == nullptr) {
+        PCRE2_UCHAR msg[256];
+        pcre2_get_error_message(err, msg, sizeof msg);
+        return internal_error("pre-tokenizer regex '" + pattern + "' does not compile: " +
+                              reinterpret_cast<const char*>(msg));
+      }
+      pcre2_jit_compile(step.regex->code, PCRE2_JIT_COMPLETE);  // falls back to the interpreter on failure
     }
-    pcre2_jit_compile(r->code, PCRE2_JIT_COMPLETE);  // falls back to the interpreter on failure
-    t->regexes_.push_back(std::move(r));
+    t->steps_.push_back(std::move(step));
   }
   t->ranks_.reserve(merges.size());
   for (size_t i = 0; i < merges.size(); ++i) {
@@ -283,31 +574,50 @@ std::vector<std::string> BpeTokenizer::pre_tokenize(std::string_view text) const
   std::vector<std::string> words;
   if (text.empty()) return words;
   const std::vector<uint32_t> cps = unicode::decode_lenient(text);
-  // `subject` is valid UTF-8 for PCRE2: surrogates (which lenient decoding lets through) stand in
-  // as a private-use character of the same encoded length. `bytes` is what llama.cpp re-encodes.
-  std::string subject, bytes;
+  const size_t n = cps.size();
+  // The regexes' subject: valid UTF-8 for PCRE2 (surrogates, which lenient decoding lets through,
+  // stand in as a private-use character), every non-ASCII whitespace U+000B (as llama.cpp's
+  // std::regex sees it). `start[i]` is the byte offset of code point i, `index_of` the inverse.
+  std::string subject;
   subject.reserve(text.size());
-  bytes.reserve(text.size());
-  for (uint32_t cp : cps) {
-    unicode::append_utf8(bytes, cp);
-    unicode::append_utf8(subject, (cp >= 0xD800 && cp <= 0xDFFF) ? 0xE000 : cp);
+  std::vector<size_t> start(n + 1);
+  for (size_t i = 0; i < n; ++i) {
+    start[i] = subject.size();
+    uint32_t cp = cps[i];
+    if (cp >= 0xD800 && cp <= 0xDFFF) cp = 0xE000;
+    else if (cp >= 0x80 && unicode::is_whitespace(cp)) cp = 0x0B;
+    unicode::append_utf8(subject, cp);
   }
+  start[n] = subject.size();
+  std::vector<uint32_t> index_of(subject.size() + 1, 0);
+  for (size_t i = 0; i <= n; ++i) index_of[start[i]] = uint32_t(i);
 
-  // Pieces as [begin, end) byte ranges of `subject`.
-  std::vector<std::pair<size_t, size_t>> pieces{{0, subject.size()}}, next;
+  Pieces pieces{{0, n}}, next;
   pcre2_match_context* mctx = thread_match_context();
-  for (const auto& regex : regexes_) {
-    pcre2_match_data* md = pcre2_match_data_create_from_pattern(regex->code, nullptr);
+  for (const Step& step : steps_) {
     next.clear();
-    for (const auto& [begin, end] : pieces) {
+    if (step.kind != Step::kRegex) {
+      for (const auto& [b, e] : pieces) {
+        if (step.kind == Step::kKimiK2) split_kimi_k2(cps, b, e, next);
+        else if (step.kind == Step::kDigitGroups) split_digit_groups(cps, b, e, next);
+        else split_newlines(cps, b, e, next);
+      }
+      pieces.swap(next);
+      continue;
+    }
+    pcre2_code* code = step.regex->code;
+    pcre2_match_data* md = pcre2_match_data_create_from_pattern(code, nullptr);
+    for (const auto& [b, e] : pieces) {
+      const size_t begin = start[b], end = start[e];
       const auto* piece = reinterpret_cast<PCRE2_SPTR>(subject.data() + begin);
       const size_t len = end - begin;
       size_t pos = 0, last = 0;
+      auto push = [&](size_t from, size_t to) { next.emplace_back(index_of[begin + from], index_of[begin + to]); };
       // After an empty match, std::regex_iterator (llama.cpp) first looks for a non-empty match
       // at the same place, then searches on from the next character.
       uint32_t retry = 0;
       while (pos <= len) {
-        const int rc = pcre2_match(regex->code, piece, len, pos, PCRE2_NO_UTF_CHECK | retry, md, mctx);
+        const int rc = pcre2_match(code, piece, len, pos, PCRE2_NO_UTF_CHECK | retry, md, mctx);
         if (rc < 0) {
           // No further match. A matching error (a resource limit, reachable only with pre-tokens
           // of hundreds of KB; llama.cpp's recursive std::regex would overflow the stack there)
@@ -319,13 +629,13 @@ std::vector<std::string> BpeTokenizer::pre_tokenize(std::string_view text) const
         }
         const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
         const size_t ms = ov[0], me = ov[1];
-        if (ms > last) next.emplace_back(begin + last, begin + ms);
+        if (ms > last) push(last, ms);
         last = pos = me;
         // An empty match only splits (llama.cpp makes it an empty word, which has no tokens).
-        if (me > ms) next.emplace_back(begin + ms, begin + me);
+        if (me > ms) push(ms, me);
         retry = me == ms ? PCRE2_NOTEMPTY_ATSTART | PCRE2_ANCHORED : 0;
       }
-      if (last < len) next.emplace_back(begin + last, end);
+      if (last < len) push(last, len);
     }
     pcre2_match_data_free(md);
     pieces.swap(next);
@@ -333,10 +643,17 @@ std::vector<std::string> BpeTokenizer::pre_tokenize(std::string_view text) const
 
   const ByteMap& map = byte_map();
   words.reserve(pieces.size());
-  for (const auto& [begin, end] : pieces) {
+  std::string raw;
+  for (const auto& [b, e] : pieces) {
+    raw.clear();
+    for (size_t i = b; i < e; ++i) unicode::append_utf8(raw, cps[i]);
+    if (!preset_.byte_encode) {
+      words.push_back(raw);
+      continue;
+    }
     std::string w;
-    w.reserve((end - begin) * 2);
-    for (size_t i = begin; i < end; ++i) w.append(map.encoded[uint8_t(bytes[i])]);
+    w.reserve(raw.size() * 2);
+    for (char c : raw) w.append(map.encoded[uint8_t(c)]);
     words.push_back(std::move(w));
   }
   return words;
@@ -345,8 +662,19 @@ std::vector<std::string> BpeTokenizer::pre_tokenize(std::string_view text) const
 void BpeTokenizer::tokenize(const Vocab& vocab, std::string_view text, std::vector<int32_t>& out) const {
   static constexpr size_t kMaxCacheEntries = 1 << 16;
   static constexpr size_t kMaxCachedWord = 256;
+  std::string escaped;
+  if (preset_.escape_whitespaces) {
+    // SentencePiece-style BPE (Gemma 4): spaces are U+2581 before pre-tokenization.
+    escaped.reserve(text.size() + text.size() / 2);
+    for (char c : text) {
+      if (c == ' ') escaped.append("\xE2\x96\x81");
+      else escaped.push_back(c);
+    }
+    text = escaped;
+  }
   for (const std::string& word : pre_tokenize(text)) {
-    if (preset_.ignore_merges) {
+    if (preset_.ignore_merges ||
+        (preset_.whole_newline_words && word.find_first_not_of('\n') == std::string::npos)) {
       if (int32_t id = vocab.text_to_token(word); id != Vocab::kNoToken) {
         out.push_back(id);
         continue;
@@ -438,9 +766,18 @@ void BpeTokenizer::segment(const Vocab& vocab, const std::string& word, std::vec
       out.push_back(id);
       continue;
     }
-    // Not a token: each byte of the (byte-encoded) text on its own, where that is a token.
+    // Not a token: each byte of the text on its own, where that is a token: the byte-encoded
+    // text's bytes as one-character texts, or raw bytes as <0xXX> tokens.
     for (char c : piece) {
-      if (int32_t id = vocab.text_to_token(std::string_view(&c, 1)); id != Vocab::kNoToken) out.push_back(id);
+      int32_t id;
+      if (preset_.byte_encode) {
+        id = vocab.text_to_token(std::string_view(&c, 1));
+      } else {
+        static constexpr char kHex[] = "0123456789ABCDEF";
+        const char name[6] = {'<', '0', 'x', kHex[uint8_t(c) >> 4], kHex[uint8_t(c) & 15], '>'};
+        id = vocab.text_to_token(std::string_view(name, 6));
+      }
+      if (id != Vocab::kNoToken) out.push_back(id);
     }
   }
 }

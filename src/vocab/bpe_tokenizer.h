@@ -1,8 +1,10 @@
-// Byte-level BPE (tokenizer.ggml.model = "gpt2"), internal to src/vocab.
+// BPE (tokenizer.ggml.model = "gpt2", or "gemma4"), internal to src/vocab.
 //
-// A raw text fragment is split into pre-tokens by the regex list that `tokenizer.ggml.pre` names
-// (PCRE2, Unicode mode), each pre-token's bytes are mapped to GPT-2's printable byte alphabet,
-// and each mapped word is merged pair by pair in the order of tokenizer.ggml.merges.
+// A raw text fragment is split into pre-tokens by the steps that `tokenizer.ggml.pre` names
+// (llama.cpp's regex lists, run with PCRE2 in Unicode mode, and its hand-written splitters), each
+// pre-token's bytes are mapped to GPT-2's printable byte alphabet (or kept as UTF-8 for the
+// SentencePiece-style presets), and each word is merged pair by pair in the order of
+// tokenizer.ggml.merges.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +30,10 @@ struct BpePreset {
   bool force_add_bos = false;  // add BOS unless the metadata says otherwise
   bool no_bos = false;         // the preset has no BOS token (ChatGLM-4)
   bool add_sep = false;        // tokenizer.ggml.add_sep_token's default (RoBERTa-style)
+  bool escape_whitespaces = false;   // ' ' becomes U+2581 before pre-tokenization (and back)
+  bool byte_encode = true;           // GPT-2 byte alphabet; false: raw UTF-8, <0xXX> byte tokens
+  bool whole_newline_words = false;  // a run of '\n' that is a token is emitted whole (Gemma 4)
+  bool always_add_bos = false;     // add BOS even when the metadata says not to (Gemma 4)
 };
 
 class BpeTokenizer {
@@ -64,7 +70,12 @@ class BpeTokenizer {
   std::string pre_;
   BpePreset preset_;
   struct Regex;
-  std::vector<std::unique_ptr<Regex>> regexes_;
+  // One pre-tokenization step: a compiled regex, or one of llama.cpp's hand-written splitters.
+  struct Step {
+    enum Kind { kRegex, kKimiK2, kDigitGroups, kNewlines } kind = kRegex;
+    std::shared_ptr<Regex> regex;
+  };
+  std::vector<Step> steps_;
   // "LEFT RIGHT" -> rank (first occurrence wins).
   std::unordered_map<std::string, int32_t, TextHash, std::equal_to<>> ranks_;
 
@@ -75,6 +86,8 @@ class BpeTokenizer {
 
 // One name of each pre-tokenizer preset (distinct regexes and flags), for tests and fuzzing.
 std::vector<std::string_view> bpe_preset_names();
+// Every accepted tokenizer.ggml.pre name.
+std::vector<std::string_view> bpe_pre_tokenizer_names();
 
 // GPT-2's byte <-> printable code point mapping.
 uint32_t byte_to_codepoint(uint8_t byte);

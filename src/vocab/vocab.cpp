@@ -29,11 +29,13 @@ std::string_view pending_family(std::string_view model) {
 }
 
 Status check_model(std::string_view model) {
-  if (model == "llama" || model == "gpt2" || model == "bert" || model == "t5") return Status::ok();
+  if (model == "llama" || model == "gpt2" || model == "gemma4" || model == "bert" || model == "t5") {
+    return Status::ok();
+  }
   if (std::string_view family = pending_family(model); !family.empty()) {
     return unsupported("tokenizer model '" + std::string(model) + "' (" + std::string(family) +
-                       ") is not supported yet; only 'llama' (SentencePiece), 'gpt2' (BPE), "
-                       "'bert' (WordPiece) and 't5' (Unigram) are");
+                       ") is not supported yet; only 'llama' (SentencePiece), 'gpt2' and 'gemma4' "
+                       "(BPE), 'bert' (WordPiece) and 't5' (Unigram) are");
   }
   return unsupported("unknown tokenizer model '" + std::string(model) + "'");
 }
@@ -245,12 +247,14 @@ Expected<VocabData> Vocab::read_data(const gguf::GgufFile& f) {
     }
   }
 
-  if (d.model == "gpt2") {
+  if (d.model == "gpt2" || d.model == "gemma4") {
     LOOM_ASSIGN_OR_RETURN(d.pre, f.get_string_or("tokenizer.ggml.pre", ""));
-    if (!f.has("tokenizer.ggml.merges")) {
+    if (f.has("tokenizer.ggml.merges")) {
+      LOOM_ASSIGN_OR_RETURN(d.merges, read_string_array(f, "tokenizer.ggml.merges"));
+    } else if (d.model == "gemma4" || d.pre != "kimi-k2") {
+      // (llama.cpp's Kimi-K2 loads without merges.)
       return corrupt("BPE tokenizer without merges (metadata key 'tokenizer.ggml.merges' not found)");
     }
-    LOOM_ASSIGN_OR_RETURN(d.merges, read_string_array(f, "tokenizer.ggml.merges"));
   }
   LOOM_RETURN_IF_ERROR(read_optional_bool(f, "tokenizer.ggml.normalizer.lowercase", d.lowercase));
   if (d.model == "t5") {
@@ -307,8 +311,13 @@ Expected<Vocab> Vocab::from_data(VocabData data) {
 
 Status Vocab::init(VocabData& d) {
   LOOM_RETURN_IF_ERROR(check_model(d.model));
-  type_ = d.model == "gpt2" ? VocabType::kBpe : d.model == "bert" ? VocabType::kWpm
-        : d.model == "t5"   ? VocabType::kUgm : VocabType::kSpm;
+  type_ = d.model == "gpt2" || d.model == "gemma4" ? VocabType::kBpe
+        : d.model == "bert"                          ? VocabType::kWpm
+        : d.model == "t5"                            ? VocabType::kUgm
+                                                     : VocabType::kSpm;
+  // llama.cpp's "gemma4" tokenizer model is BPE with the "gemma4" pre-tokenizer, whatever
+  // tokenizer.ggml.pre says.
+  if (d.model == "gemma4") d.pre = "gemma4";
   if (type_ == VocabType::kBpe) {
     LOOM_ASSIGN_OR_RETURN(bpe_, detail::BpeTokenizer::create(d.pre, d.merges));
     d.merges = {};  // the ranks now live in bpe_
@@ -380,8 +389,11 @@ Status Vocab::init(VocabData& d) {
       break;
     case VocabType::kBpe: {
       const detail::BpePreset& preset = bpe_->preset();
-      bos_ = preset.no_bos ? kNoToken : default_id(11);
-      eos_ = default_id(11);
+      // "gemma4" files name their special tokens; "gpt2" defaults to 11 (GPT-2's "," in
+      // llama.cpp's defaults, kept for compatibility).
+      const bool gemma4_model = d.model == "gemma4";
+      bos_ = preset.no_bos || gemma4_model ? kNoToken : default_id(11);
+      eos_ = gemma4_model ? kNoToken : default_id(11);
       add_bos_ = preset.force_add_bos;
       add_sep_ = preset.add_sep;
       clean_spaces_ = preset.clean_spaces;
@@ -436,6 +448,8 @@ Status Vocab::init(VocabData& d) {
   if (d.add_sep) add_sep_ = *d.add_sep;
   if (d.add_space_prefix) add_space_prefix_ = *d.add_space_prefix;
   if (d.remove_extra_whitespaces) remove_extra_whitespaces_ = *d.remove_extra_whitespaces;
+  // llama.cpp's Gemma 4 workaround: BOS is always added.
+  if (bpe_ && bpe_->preset().always_add_bos) add_bos_ = true;
 
   detect_special_tokens_by_text();
 
@@ -734,8 +748,16 @@ std::string Vocab::piece_uncached(int32_t id) const {
   // Unsupported attribute combinations render as nothing, like control tokens (llama.cpp).
   if (t.attr & (kAttrUnknown | kAttrControl | kAttrUserDefined)) return t.text;
   if (type_ == VocabType::kBpe) {
-    // Byte-level text decodes to bytes; BPE has no byte tokens.
-    return (t.attr & kAttrNormal) ? detail::byte_level_decode(t.text) : std::string();
+    if (t.attr & kAttrNormal) {
+      // Byte-level text decodes to bytes; SentencePiece-style text has U+2581 for spaces.
+      if (!bpe_->preset().escape_whitespaces) return detail::byte_level_decode(t.text);
+      std::string s = t.text;
+      replace_all(s, kSpaceEscape, " ");
+      return s;
+    }
+    // A byte token (<0xXX>, Gemma 4) is its byte.
+    if (t.attr & kAttrByte) return std::string(1, static_cast<char>(byte_token_value(t.text)));
+    return {};
   }
   if (t.attr & kAttrNormal) {
     std::string s = t.text;

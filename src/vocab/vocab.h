@@ -5,8 +5,10 @@
 // and detokenization. The segmentation algorithm of each family lives in its own file:
 //   - spm_tokenizer.cpp: SentencePiece (tokenizer.ggml.model = "llama"), llama.cpp's
 //     llm_tokenizer_spm: bigram merges by score with byte fallback.
-//   - bpe_tokenizer.cpp: byte-level BPE ("gpt2"), llama.cpp's llm_tokenizer_bpe: regex
-//     pre-tokenization chosen by tokenizer.ggml.pre (PCRE2), GPT-2 byte mapping, ranked merges.
+//   - bpe_tokenizer.cpp: BPE ("gpt2", and "gemma4": SentencePiece-style BPE over raw UTF-8 with
+//     U+2581 for spaces and <0xXX> byte tokens), llama.cpp's llm_tokenizer_bpe: pre-tokenization
+//     chosen by tokenizer.ggml.pre (llama.cpp's regex lists via PCRE2, and its hand-written
+//     splitters; every name llama.cpp knows), GPT-2 byte mapping, ranked merges.
 //   - wpm_tokenizer.cpp: WordPiece ("bert"), llama.cpp's llm_tokenizer_wpm.
 //   - ugm_tokenizer.cpp: Unigram ("t5"), llama.cpp's llm_tokenizer_ugm: precompiled charsmap
 //     normalization, whitespace escaping, Viterbi over token scores.
@@ -66,7 +68,7 @@ enum TokenAttr : uint32_t {
 
 enum class VocabType {
   kSpm,  // SentencePiece, tokenizer.ggml.model = "llama"
-  kBpe,  // byte-level BPE, tokenizer.ggml.model = "gpt2"
+  kBpe,  // BPE, tokenizer.ggml.model = "gpt2" (byte-level) or "gemma4"
   kWpm,  // WordPiece, tokenizer.ggml.model = "bert"
   kUgm,  // Unigram, tokenizer.ggml.model = "t5"
 };
@@ -107,9 +109,9 @@ class Vocab {
   static constexpr int32_t kNoToken = -1;
 
   // Reads tokenizer.ggml.* (and general.name). Errors: kNotFound when there is no tokenizer,
-  // kUnsupported for a tokenizer model other than "llama", "gpt2" and "bert" or an unknown BPE
-  // pre-tokenizer, kCorrupt for inconsistent metadata (array lengths, types, NaN scores,
-  // duplicate token texts, special ids out of range, a BPE vocabulary without merges).
+  // kUnsupported for a tokenizer model other than "llama", "gpt2", "gemma4", "bert" and "t5" or
+  // an unknown BPE pre-tokenizer, kCorrupt for inconsistent metadata (array lengths, types, NaN
+  // scores, duplicate token texts, special ids out of range, a BPE vocabulary without merges).
   static Expected<Vocab> from_gguf(const gguf::GgufFile& file);
   // The tokenizer.ggml.* values of a file (from_gguf is read_data, then from_data), for callers
   // that change some before building (the tokenizer fuzz target tries every BPE pre-tokenizer).

@@ -206,6 +206,7 @@ TEST_P(Hybrid, StateSaveLoadRoundTripAndTailRemovalRefused) {
   feed(*third, p, 0, 1);
   ASSERT_TRUE(third->seq_state_load(*seq0, 1, &tokens).is_ok());
   EXPECT_EQ(feed(*third, tail, int(h), 1), want);
+  if (!m->hparams().has_recurrent_layers()) return;
   // A recurrent state cannot drop its last tokens: refused, nothing changes.
   const auto before = third->state_save();
   EXPECT_EQ(third->seq_rm(1, int(h), -1).code(), StatusCode::kUnsupported);
@@ -213,7 +214,9 @@ TEST_P(Hybrid, StateSaveLoadRoundTripAndTailRemovalRefused) {
 }
 
 TEST_P(Hybrid, CliGenerateGivesTheGoldensGreedyIds) {
-  const auto g = golden(GetParam());
+  // gemma4's F32-cache golden is the strict one; the CLI's default cache is F16.
+  const auto g = std::string(GetParam()) == "gemma4" ? load_json(data_dir() + "/synth-gemma4-tiny-f32-kvf16.json")
+                                                     : golden(GetParam());
   for (int run : {0, 1}) {
     const auto& r = g["runs"][run];
     auto out = run_loom("generate -m " + quote(path_of(GetParam())) + " -p " + quote(r["prompt"].get<std::string>()) +
@@ -224,7 +227,9 @@ TEST_P(Hybrid, CliGenerateGivesTheGoldensGreedyIds) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Files, Hybrid, ::testing::Values("lfm2", "qwen35"));
+// gemma4 (sliding and global layers of two head sizes, shared-KV layers, per-layer embeddings)
+// goes through the same invariance and state checks.
+INSTANTIATE_TEST_SUITE_P(Files, Hybrid, ::testing::Values("lfm2", "qwen35", "gemma4"));
 
 class Dense : public Hybrid {};
 TEST_P(Dense, CliGenerateGivesTheGoldensGreedyIds) {
@@ -320,6 +325,59 @@ TEST(NewFamilies, BadFilesAreRefusedNamingTheTensorOrKey) {
                  "rope.dimension_sections");
   expect_refused(edited("lfm2", [](gguf::GgufWriter& w) { w.remove("lfm2.shortconv.l_cache"); return Status::ok(); }),
                  "lfm2.shortconv.l_cache");
+}
+
+TEST(NewFamilies, Gemma4HparamsAndItsTwoCaches) {
+  auto m = load("gemma4");
+  ASSERT_TRUE(m);
+  const ModelHparams& hp = m->hparams();
+  EXPECT_EQ(hp.arch, Arch::kGemma4);
+  EXPECT_EQ(hp.swa_window, 16);
+  EXPECT_EQ(hp.swa_layer, (std::vector<uint8_t>{1, 1, 0, 1, 0, 1, 0}));
+  EXPECT_EQ(hp.head_dim, 32);
+  EXPECT_EQ(hp.head_dim_at(0), 16);
+  EXPECT_EQ(hp.head_dim_at(2), 32);
+  EXPECT_EQ(hp.n_rot_at(1), 16);
+  EXPECT_EQ(hp.kv_reuse, (std::vector<int>{-1, -1, -1, -1, -1, 3, 4}));  // the last sliding / global K/V layer
+  EXPECT_EQ(hp.n_ff_at(0), 128);
+  EXPECT_EQ(hp.n_ff_at(6), 256);
+  EXPECT_EQ(hp.n_embd_per_layer, 8);
+  EXPECT_EQ(hp.final_softcap, 30.0f);
+  const ModelWeights& w = m->weights();
+  ASSERT_TRUE(w.rope_freqs);
+  EXPECT_EQ(w.rope_freqs[15], 1e30f);
+  EXPECT_EQ(w.layers[1].wv.data, w.layers[1].wk.data);  // no attn_v: V is K's projection
+  EXPECT_TRUE(w.layers[5].wk.empty());                   // a shared-KV layer has no K/V weights
+  EXPECT_NE(w.layers[3].out_scale, 0.0f);
+  auto ctx = context(m, 2, 512, TensorType::F16);
+  ASSERT_TRUE(ctx);
+  const MemoryBreakdown b = ctx->memory().breakdown();
+  EXPECT_EQ(b.kv_layers, 2);      // global layers 2 and 4 (6 reads 4's)
+  EXPECT_EQ(b.kv_swa_layers, 3);  // sliding layers 0, 1, 3 (5 reads 3's)
+  // Global: 2 kv heads x 32, sliding: 2 x 16; K and V in F16, per cell.
+  EXPECT_EQ(b.kv_bytes, size_t(b.kv_cells) * 2 * (2 * 64 * 2));
+  EXPECT_EQ(b.kv_swa_bytes, size_t(b.kv_swa_cells) * 3 * (2 * 32 * 2));
+  EXPECT_LT(b.kv_swa_cells, b.kv_cells);
+}
+
+TEST(NewFamilies, Gemma4BadFilesAreRefused) {
+  expect_refused(edited("gemma4", [](gguf::GgufWriter& w) {
+                   w.remove("gemma4.attention.sliding_window_pattern");
+                   return w.set_bool_array("gemma4.attention.sliding_window_pattern", {true, false});
+                 }),
+                 "sliding_window_pattern");
+  // Shared-KV layers whose source would be a layer of the other kind.
+  expect_refused(edited("gemma4", [](gguf::GgufWriter& w) {
+                   w.remove("gemma4.attention.shared_kv_layers");
+                   return w.set_u32("gemma4.attention.shared_kv_layers", 1);
+                 }),
+                 "shared-KV layer");
+  expect_refused(edited("gemma4", [](gguf::GgufWriter& w) { w.remove_tensor("per_layer_model_proj.weight"); return Status::ok(); }),
+                 "per_layer_model_proj.weight");
+  expect_refused(edited("gemma4", [](gguf::GgufWriter& w) { return set_tensor(w, "blk.2.attn_q.weight", {64, 64}); }),
+                 "blk.2.attn_q.weight");
+  expect_refused(edited("gemma4", [](gguf::GgufWriter& w) { return w.set_u32("gemma4.expert_count", 8); }),
+                 "mixture-of-experts");
 }
 
 }  // namespace

@@ -19,10 +19,117 @@
 #include "base/half.h"
 
 namespace loom {
+namespace {
+
+// Drops w's architecture keys and tensors (a copy of in), keeping the tokenizer; returns n_vocab.
+Expected<int64_t> clear_model(const gguf::GgufFile& in, gguf::GgufWriter& w) {
+  const std::string from = *in.get_string("general.architecture");
+  for (const auto& kv : std::vector<gguf::KeyValue>(w.metadata())) {
+    if (kv.key.rfind(from + ".", 0) == 0 || kv.key == "general.architecture") w.remove(kv.key);
+  }
+  for (const auto& t : in.tensors()) w.remove_tensor(t.name);
+  const gguf::TensorInfo* emb = in.find_tensor("token_embd.weight");
+  auto tokens = in.get_array("tokenizer.ggml.tokens");
+  const int64_t V = emb ? int64_t(emb->ne[1]) : tokens ? int64_t((*tokens)->count) : 0;
+  if (V <= 0) return invalid_argument("IN has neither token_embd.weight nor tokenizer.ggml.tokens");
+  return V;
+}
+
+// gemma4 (tiny): 7 layers, sliding (window 16, heads of 16, base 1e4) on 0, 1, 3, 5 and global
+// (heads of 32, base 1e6, rope_freqs: 12 pairs turning, 4 held still) on 2, 4, 6; the last two
+// layers read the K/V of layers 3 and 4 (shared_kv_layers 2) and have a twice wider FFN (n_ff
+// [128 x 5, 256 x 2]); layer 1 has no attn_v (V is K's projection); per-layer embeddings of 8;
+// per-layer output scales; final soft-cap 30; tied output.
+Status make_gemma4(const gguf::GgufFile& in, gguf::GgufWriter& w, std::mt19937& rng, const FamilyShape& shape) {
+  (void)shape;
+  LOOM_ASSIGN_OR_RETURN(const int64_t V, clear_model(in, w));
+  const std::string a = "gemma4";
+  const int64_t E = 64, L = 7, H = 4, Hkv = 2, D = 32, Ds = 16, P = 8, n_shared = 2;
+  const std::vector<int32_t> swa = {1, 1, 0, 1, 0, 1, 0};
+  const std::vector<int32_t> n_ff = {128, 128, 128, 128, 128, 256, 256};
+  LOOM_RETURN_IF_ERROR(w.set_string("general.architecture", a));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".context_length", 4096));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".embedding_length", uint32_t(E)));
+  LOOM_RETURN_IF_ERROR(w.set_i32_array(a + ".feed_forward_length", n_ff));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.head_count", uint32_t(H)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.head_count_kv", uint32_t(Hkv)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".block_count", uint32_t(L)));
+  LOOM_RETURN_IF_ERROR(w.set_f32(a + ".attention.layer_norm_rms_epsilon", 1e-6f));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.key_length", uint32_t(D)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.value_length", uint32_t(D)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.key_length_swa", uint32_t(Ds)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.value_length_swa", uint32_t(Ds)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".rope.dimension_count", uint32_t(D)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".rope.dimension_count_swa", uint32_t(Ds)));
+  LOOM_RETURN_IF_ERROR(w.set_f32(a + ".rope.freq_base", 1000000.0f));
+  LOOM_RETURN_IF_ERROR(w.set_f32(a + ".rope.freq_base_swa", 10000.0f));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.sliding_window", 16));
+  std::vector<bool> pattern;
+  for (int32_t v : swa) pattern.push_back(v != 0);
+  LOOM_RETURN_IF_ERROR(w.set_bool_array(a + ".attention.sliding_window_pattern", pattern));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.shared_kv_layers", uint32_t(n_shared)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".embedding_length_per_layer_input", uint32_t(P)));
+  LOOM_RETURN_IF_ERROR(w.set_f32(a + ".final_logit_softcapping", 30.0f));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".vocab_size", uint32_t(V)));
+
+  std::normal_distribution<float> unit(0.0f, 1.0f);
+  std::uniform_real_distribution<float> uni(0.0f, 1.0f);
+  auto add = [&](const std::string& name, std::vector<int64_t> ne, auto&& gen) -> Status {
+    int64_t n = 1;
+    for (int64_t d : ne) n *= d;
+    std::vector<uint8_t> bytes(size_t(n) * 4);
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = gen(i);
+      std::memcpy(bytes.data() + 4 * i, &v, 4);
+    }
+    return w.add_tensor(name, TensorType::F32, ne, bytes);
+  };
+  auto normal = [&](float std) { return [&rng, &unit, std](int64_t) { return std * unit(rng); }; };
+  auto fan_in = [&](int64_t n) { return normal(1.0f / std::sqrt(float(n))); };
+  auto norm_weight = [&](int64_t) { return 1.0f + 0.1f * unit(rng); };
+  // q and k are RMS-normed and scaled by 1: norm weights of about 0.5 keep the scores (and their
+  // sensitivity to the F16 cache's rounding) moderate.
+  auto qk_norm_weight = [&](int64_t) { return 0.5f + 0.05f * unit(rng); };
+  LOOM_RETURN_IF_ERROR(add("token_embd.weight", {E, V}, normal(0.1f)));
+  LOOM_RETURN_IF_ERROR(add("output_norm.weight", {E}, norm_weight));
+  LOOM_RETURN_IF_ERROR(add("rope_freqs.weight", {D / 2}, [](int64_t i) { return i < 12 ? 1.0f : 1e30f; }));
+  LOOM_RETURN_IF_ERROR(add("per_layer_token_embd.weight", {P * L, V}, normal(0.5f)));
+  LOOM_RETURN_IF_ERROR(add("per_layer_model_proj.weight", {E, P * L}, fan_in(E)));
+  LOOM_RETURN_IF_ERROR(add("per_layer_proj_norm.weight", {P}, norm_weight));
+  for (int64_t il = 0; il < L; ++il) {
+    const std::string p = "blk." + std::to_string(il) + ".";
+    const int64_t d = swa[size_t(il)] ? Ds : D;
+    const bool own_kv = il < L - n_shared;
+    LOOM_RETURN_IF_ERROR(add(p + "attn_norm.weight", {E}, norm_weight));
+    LOOM_RETURN_IF_ERROR(add(p + "attn_q.weight", {E, H * d}, fan_in(E)));
+    if (own_kv) {
+      LOOM_RETURN_IF_ERROR(add(p + "attn_k.weight", {E, Hkv * d}, fan_in(E)));
+      if (il != 1) LOOM_RETURN_IF_ERROR(add(p + "attn_v.weight", {E, Hkv * d}, fan_in(E)));
+      LOOM_RETURN_IF_ERROR(add(p + "attn_k_norm.weight", {d}, qk_norm_weight));
+    }
+    LOOM_RETURN_IF_ERROR(add(p + "attn_q_norm.weight", {d}, qk_norm_weight));
+    LOOM_RETURN_IF_ERROR(add(p + "attn_output.weight", {H * d, E}, fan_in(H * d)));
+    LOOM_RETURN_IF_ERROR(add(p + "post_attention_norm.weight", {E}, norm_weight));
+    LOOM_RETURN_IF_ERROR(add(p + "ffn_norm.weight", {E}, norm_weight));
+    const int64_t F = n_ff[size_t(il)];
+    LOOM_RETURN_IF_ERROR(add(p + "ffn_gate.weight", {E, F}, fan_in(E)));
+    LOOM_RETURN_IF_ERROR(add(p + "ffn_up.weight", {E, F}, fan_in(E)));
+    LOOM_RETURN_IF_ERROR(add(p + "ffn_down.weight", {F, E}, fan_in(F)));
+    LOOM_RETURN_IF_ERROR(add(p + "post_ffw_norm.weight", {E}, norm_weight));
+    LOOM_RETURN_IF_ERROR(add(p + "inp_gate.weight", {E, P}, fan_in(E)));
+    LOOM_RETURN_IF_ERROR(add(p + "proj.weight", {P, E}, fan_in(P)));
+    LOOM_RETURN_IF_ERROR(add(p + "post_norm.weight", {E}, norm_weight));
+    LOOM_RETURN_IF_ERROR(add(p + "layer_output_scale.weight", {1}, [&](int64_t) { return 0.5f + uni(rng); }));
+  }
+  return Status::ok();
+}
+
+}  // namespace
 
 Status make_family_model(const gguf::GgufFile& in, gguf::GgufWriter& w, const std::string& a, bool untied,
                          std::mt19937& rng, const FamilyShape& shape) {
   const bool smol = a == "smollm3", granite = a == "granite", lfm2 = a == "lfm2", qwen35 = a == "qwen35";
+  if (a == "gemma4") return make_gemma4(in, w, rng, shape);
   if (!smol && !granite && !lfm2 && !qwen35) return invalid_argument("unknown family '" + a + "'");
   const std::string from = *in.get_string("general.architecture");
   for (const auto& kv : std::vector<gguf::KeyValue>(w.metadata())) {

@@ -516,7 +516,8 @@ test('clearCache / applyLoraAdapters / removeLoraAdapters return at once and app
 test('T5, Mamba, hybrid (LFM2, Qwen3.5) and this year\'s dense models complete, also several requests at once', async () => {
   for (const [file, arch] of [['synth-flan-t5-tiny-f32.gguf', 't5'], ['synth-mamba-tiny-f32.gguf', 'mamba'],
     ['synth-lfm2-tiny-f32.gguf', 'lfm2'], ['synth-qwen35-tiny-f32.gguf', 'qwen35'],
-    ['synth-smollm3-tiny-f32.gguf', 'smollm3'], ['synth-granite-tiny-f32.gguf', 'granite']]) {
+    ['synth-smollm3-tiny-f32.gguf', 'smollm3'], ['synth-granite-tiny-f32.gguf', 'granite'],
+    ['synth-gemma4-tiny-f32.gguf', 'gemma4']]) {
     const c = await loadModel({ model: data(file), n_ctx: 512, n_parallel: 2 });
     try {
       assert.equal(c.getModelInfo().is_recurrent, arch === 'mamba');

@@ -14,6 +14,7 @@ const models = [
   ['lfm2 (short-conv hybrid)', () => dataPath('synth-lfm2-tiny-f32.gguf')],
   ['qwen35 (Gated DeltaNet hybrid)', () => dataPath('synth-qwen35-tiny-f32.gguf')],
   ['gemma2 (sliding window)', () => sharedPath('models/synth-gemma2-tiny-f32.gguf')],
+  ['gemma4 (sliding + global heads of two sizes, shared KV)', () => dataPath('synth-gemma4-tiny-f32.gguf')],
   ['t5 (encoder-decoder)', () => dataPath('synth-t5-tiny-f32.gguf')],
 ];
 
