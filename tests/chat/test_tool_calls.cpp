@@ -93,6 +93,9 @@ TEST(ToolCallFormat, DetectedForThisYearsTemplates) {
       {"HuggingFaceTB-SmolLM3-3B.jinja", ToolCallFormat::kHermes},  // no tool markers: by its name
       {"ibm-granite-granite-4.0.jinja", ToolCallFormat::kHermes},
       {"ibm-granite-granite-4.1.jinja", ToolCallFormat::kHermes},
+      {"google-gemma-4-31B-it.jinja", ToolCallFormat::kGemma4},             // '<|tool_call>call:'
+      {"google-gemma-4-31B-it-interleaved.jinja", ToolCallFormat::kGemma4},
+      {"mistralai-Ministral-3-14B-Reasoning-2512.jinja", ToolCallFormat::kMistralArgs},
   };
   for (const auto& [file, fmt] : expect) {
     const std::string src = llama_cpp_template(file);
@@ -104,6 +107,7 @@ TEST(ToolCallFormat, DetectedForThisYearsTemplates) {
         << file << ": got " << chat::tool_call_format_name(chat::detect_tool_call_format(src));
   }
   EXPECT_STREQ(chat::tool_call_format_name(ToolCallFormat::kLfm2), "lfm2");
+  EXPECT_STREQ(chat::tool_call_format_name(ToolCallFormat::kGemma4), "gemma4");
 }
 
 // --- parsing -----------------------------------------------------------------------------------
@@ -313,6 +317,73 @@ TEST(ParseToolCalls, Lfm2) {
   EXPECT_EQ(m.tool_calls[0].name, "ping");
 }
 
+TEST(ParseToolCalls, Gemma4) {
+  const ToolCallFormat g = ToolCallFormat::kGemma4;
+  auto m = parse(g, "<|tool_call>call:get_weather{city:<|\"|>Paris<|\"|>}<tool_call|>");
+  EXPECT_EQ(m.content, "");
+  ASSERT_EQ(m.tool_calls.size(), 1u);
+  expect_call(m.tool_calls[0], "get_weather", R"({"city":"Paris"})");
+  EXPECT_TRUE(m.tool_calls[0].id.starts_with("call_"));
+
+  // Parallel calls after text, every value form (raw strings with quotes, backslashes, newlines,
+  // braces, colons and commas; numbers; true / false / null / None; nested dicts and lists; keys
+  // written in <|"|>), a thought first.
+  m = parse(g,
+            "<|channel>thought\nTwo calls.<channel|>Checking both.<|tool_call>call:book{budget:1250.5,city:<|\"|>Zürich<|\"|>,"
+            "extras:[<|\"|>a<|\"|>,<|\"|>b, c<|\"|>],nights:3,note:None,ok:true,no:false,n:null,e:1e3,"
+            "who:{age:34,name:<|\"|>Zoë \"Z\" O'Neil {x:1}\\n<|\"|>},<|\"|>quoted key<|\"|>:-2}<tool_call|>"
+            "<|tool_call>call:ping{}<tool_call|><|tool_call>call:say{t:<|\"|>line\none\ttab<|\"|>}<tool_call|>");
+  EXPECT_EQ(m.reasoning_content, "Two calls.");
+  EXPECT_EQ(m.content, "Checking both.");
+  ASSERT_EQ(m.tool_calls.size(), 3u);
+  expect_call(m.tool_calls[0], "book",
+              R"({"budget":1250.5,"city":"Zürich","extras":["a","b, c"],"nights":3,"note":null,"ok":true,"no":false,)"
+              R"("n":null,"e":1000.0,"who":{"age":34,"name":"Zoë \"Z\" O'Neil {x:1}\\n"},"quoted key":-2})");
+  expect_call(m.tool_calls[1], "ping", "{}");
+  expect_call(m.tool_calls[2], "say", R"({"t":"line\none\ttab"})");
+
+  // The model's turn written out, spaces llama.cpp's parser allows, no <tool_call|> where the
+  // output stopped; the empty thought Gemma may add at the end and a stray <channel|> are dropped.
+  m = parse(g, "<|turn>model\n<|tool_call>call:add{ a: 1, b:2 }");
+  ASSERT_EQ(m.tool_calls.size(), 1u);
+  expect_call(m.tool_calls[0], "add", R"({"a":1,"b":2})");
+  m = parse(g, "It is sunny.<|channel>thought\n<channel|>");
+  EXPECT_EQ(m.content, "It is sunny.");
+  EXPECT_EQ(m.reasoning_content, "");
+  m = parse(g, "It is sunny.<channel|>junk");
+  EXPECT_EQ(m.content, "It is sunny.");
+  // Without tools (kNone) the thinking channel is still reasoning.
+  m = parse(ToolCallFormat::kNone, "<|channel>thought\nWhy? Rayleigh.<channel|>Blue light scatters more.");
+  EXPECT_EQ(m.reasoning_content, "Why? Rayleigh.");
+  EXPECT_EQ(m.content, "Blue light scatters more.");
+  // Text after the calls stays content.
+  m = parse(g, "<|tool_call>call:ping{}<tool_call|> <|tool_call>call:ping{}<tool_call|>\nDone.");
+  EXPECT_EQ(m.tool_calls.size(), 2u);
+  EXPECT_EQ(m.content, "Done.");
+
+  // Malformed or truncated: content as written.
+  for (const std::string text : {
+           "<|tool_call>call:get_weather{city:<|\"|>Par",              // truncated
+           "<|tool_call>call:get_weather{city:Paris}<tool_call|>",     // a bare word
+           "<|tool_call>call:get weather{}<tool_call|>",               // not a name
+           "<|tool_call>call:f{a:1,a:2}<tool_call|>",                  // a repeated argument
+           "<|tool_call>call:f{:1}<tool_call|>",                       // no key
+           "<|tool_call>get_weather{}<tool_call|>",                    // no "call:"
+           "<|tool_call>call:f(a=1)<tool_call|>",
+           "<|tool_call>",
+           "call:get_weather{city:<|\"|>Paris<|\"|>}",                  // no markers: text
+       }) {
+    m = parse(g, text);
+    EXPECT_TRUE(m.tool_calls.empty()) << text;
+    EXPECT_EQ(m.content, text);
+  }
+  // Calls before a malformed one are kept.
+  m = parse(g, "<|tool_call>call:ping{}<tool_call|><|tool_call>call:add{a:1,b:}<tool_call|>");
+  ASSERT_EQ(m.tool_calls.size(), 1u);
+  EXPECT_EQ(m.tool_calls[0].name, "ping");
+  EXPECT_EQ(m.content, "<|tool_call>call:add{a:1,b:}<tool_call|>");
+}
+
 TEST(ParseToolCalls, MistralArgs) {
   auto m = parse(ToolCallFormat::kMistralArgs, "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Paris\"}");
   ASSERT_EQ(m.tool_calls.size(), 1u);
@@ -472,6 +543,11 @@ TEST(ToolCallSyntax, StopsAndPreservedTokens) {
   EXPECT_TRUE(has(m.preserved_tokens, "[TOOL_CALLS]"));
   auto a = chat::tool_call_syntax(ToolCallFormat::kMistralArgs);
   EXPECT_TRUE(has(a.preserved_tokens, "[ARGS]"));
+  auto g = chat::tool_call_syntax(ToolCallFormat::kGemma4);
+  EXPECT_TRUE(has(g.triggers, "<|tool_call>"));
+  for (const char* t : {"<|tool_call>", "<tool_call|>", "<|channel>", "<channel|>", "<|turn>", "<|\"|>"})
+    EXPECT_TRUE(has(g.preserved_tokens, t)) << t;
+  EXPECT_TRUE(g.stops.empty());
   auto f = chat::tool_call_syntax(ToolCallFormat::kLfm2);
   EXPECT_TRUE(has(f.triggers, "<|tool_call_start|>"));
   EXPECT_TRUE(has(f.preserved_tokens, "<|tool_call_start|>"));
@@ -637,7 +713,8 @@ void check_stream(ToolCallFormat f, const std::string& text, chat::ParseOptions 
         << "reasoning shrank at " << cut << ": '" << prev.reasoning_content << "' -> '" << m.reasoning_content << "'";
     ASSERT_TRUE(calls_extend(prev.tool_calls, m.tool_calls)) << "calls changed at " << cut;
     if (m.pending) {
-      ASSERT_TRUE(f == ToolCallFormat::kHermes || f == ToolCallFormat::kQwenXml || f == ToolCallFormat::kLfm2);
+      ASSERT_TRUE(f == ToolCallFormat::kHermes || f == ToolCallFormat::kQwenXml || f == ToolCallFormat::kLfm2 ||
+                  f == ToolCallFormat::kGemma4);
       // Its arguments only grow, for one call at one index.
       if (!pendings.empty() && pendings.back().first == m.tool_calls.size()) {
         const ToolCall& was = pendings.back().second;
@@ -733,6 +810,20 @@ const std::vector<StreamCase>& stream_cases() {
       {ToolCallFormat::kLfm2, "<|tool_call_start|>[get_weather(city=\"Oslo\")]", false},
       {ToolCallFormat::kLfm2, "<|tool_call_start|>[get weather()]<|tool_call_end|> is text", true},
       {ToolCallFormat::kLfm2, "a <|tool_ and [f(x)] are text", true},
+      // Gemma 4: its own value syntax, streamed argument by argument; its thinking channel.
+      {ToolCallFormat::kGemma4,
+       "Let me look.<|tool_call>call:get_weather{city:<|\"|>New York<|\"|>,unit:<|\"|>celsius<|\"|>}<tool_call|>", true},
+      {ToolCallFormat::kGemma4,
+       "<|channel>thought\nTwo things.<channel|>Both:<|tool_call>call:book{budget:1250.5,city:<|\"|>Zürich<|\"|>,"
+       "extras:[<|\"|>a<|\"|>,<|\"|>b<|\"|>],nights:3,note:null,ok:true,who:{age:34,name:<|\"|>Zoë \"Z\" <b> {x}<|\"|>}}"
+       "<tool_call|><|tool_call>call:ping{}<tool_call|><|tool_call>call:say{t:<|\"|>l1\nl2 😀<|\"|>}<tool_call|>",
+       true},
+      {ToolCallFormat::kGemma4, "Sure <|tool_call>call:add{a:1,b:", false},
+      {ToolCallFormat::kGemma4, "<|tool_call>call:get_weather{city:<|\"|>Oslo<|\"|>}", false},
+      {ToolCallFormat::kGemma4, "<|tool_call>call:get weather{}<tool_call|> is text", true},
+      {ToolCallFormat::kGemma4, "a <|tool_ and call:f{x:1} are text", true},
+      {ToolCallFormat::kGemma4, "It is sunny.<|channel>thought\n<channel|>", true},
+      {ToolCallFormat::kNone, "<|channel>thought\nWhy? Rayleigh.<channel|>Blue light<|channel>thought\nmore<channel|> scatters.", true},
       // SmolLM3 (thinks in <think>, calls as Hermes) and Granite 4 (Hermes with a newline between calls).
       {ToolCallFormat::kHermes,
        "<think>\nThe user wants Paris.\n</think>\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
@@ -890,6 +981,55 @@ TEST(Lfm2, PendingGrowsArgumentByArgument) {
   EXPECT_EQ(full.tool_calls[1].id, m.pending->id);
 }
 
+// Gemma 4's calls stream as they are written: whole arguments, a string argument's text so far.
+TEST(Gemma4, PendingGrowsArgumentByArgument) {
+  chat::ParseOptions o;
+  o.partial = true;
+  const auto p = [&](std::string_view t) { return chat::parse_assistant_output(ToolCallFormat::kGemma4, t, o); };
+  auto m = p("I'll check.<|tool_c");
+  EXPECT_EQ(m.content, "I'll check.");
+  EXPECT_FALSE(m.pending);
+  m = p("I'll check.<|tool_call>call:get_wea");
+  EXPECT_EQ(m.content, "I'll check.");
+  EXPECT_FALSE(m.pending) << "no name yet";
+  m = p("I'll check.<|tool_call>call:get_weather{");
+  ASSERT_TRUE(m.pending);
+  EXPECT_EQ(m.pending->name, "get_weather");
+  EXPECT_EQ(m.pending->arguments, "{");
+  m = p("I'll check.<|tool_call>call:get_weather{city:<|\"|>San Jos<|\"");
+  ASSERT_TRUE(m.pending);
+  EXPECT_EQ(m.pending->arguments, "{\"city\":\"San Jos") << "a closing quote's beginning waits";
+  m = p("I'll check.<|tool_call>call:get_weather{city:<|\"|>San José<|\"|>,days:1");
+  ASSERT_TRUE(m.pending);
+  EXPECT_EQ(m.pending->arguments, "{\"city\":\"San José\"") << "1 may still grow";
+  m = p("I'll check.<|tool_call>call:get_weather{city:<|\"|>San José<|\"|>,days:12}");
+  ASSERT_EQ(m.tool_calls.size(), 1u) << "complete at its '}'";
+  EXPECT_EQ(m.tool_calls[0].arguments, "{\"city\":\"San José\",\"days\":12}");
+  EXPECT_FALSE(m.pending);
+  EXPECT_EQ(m.content, "I'll check.");
+  m = p("I'll check.<|tool_call>call:get_weather{city:<|\"|>San José<|\"|>,days:12}<tool_call|><|tool_call>call:ping{");
+  ASSERT_EQ(m.tool_calls.size(), 1u);
+  ASSERT_TRUE(m.pending);
+  EXPECT_EQ(m.pending->name, "ping");
+  // Its ids are the full parse's.
+  o.partial = false;
+  const auto full = chat::parse_assistant_output(
+      ToolCallFormat::kGemma4,
+      "I'll check.<|tool_call>call:get_weather{city:<|\"|>San José<|\"|>,days:12}<tool_call|><|tool_call>call:ping{}<tool_call|>", o);
+  ASSERT_EQ(full.tool_calls.size(), 2u);
+  EXPECT_EQ(full.tool_calls[0].id, m.tool_calls[0].id);
+  EXPECT_EQ(full.tool_calls[1].id, m.pending->id);
+}
+
+std::string call_marker(ToolCallFormat f) {
+  switch (f) {
+    case ToolCallFormat::kLfm2: return "<|tool_call_start|>";
+    case ToolCallFormat::kGemma4: return "<|tool_call>";
+    case ToolCallFormat::kMistralArgs: return "[TOOL_CALLS]";
+    default: return "<tool_call>";
+  }
+}
+
 // Each of this year's templates end to end: prepare_chat with tool_choice required (format,
 // grammar), the model's call parsed, sent back with a tool result and rendered again: natively by
 // the templates that render calls (Qwen3.5, LFM2.5-8B, Granite 4), in the family's syntax in the
@@ -903,6 +1043,7 @@ TEST(ThisYearsTemplates, PrepareParseAndRenderBack) {
     ToolCallFormat format;
     std::string output;    // what the model writes
     std::string rendered;  // the call as the next prompt shows it
+    bool think_in_grammar = false;  // the grammar also accepts the reasoning before the call
   };
   const std::vector<Row> rows = {
       {"Qwen3.5-4B.jinja", "", "<|im_end|>", ToolCallFormat::kQwenXml,
@@ -924,6 +1065,20 @@ TEST(ThisYearsTemplates, PrepareParseAndRenderBack) {
        // Granite prints text arguments as they are (loom passes them as text, compact).
        "<|start_of_role|>assistant<|end_of_role|><tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
        "{\"city\":\"Rome\"}}\n</tool_call>"},
+      // Gemma 4: arguments passed as objects, written in its syntax; the result after the call.
+      {"google-gemma-4-31B-it.jinja", "<bos>", "<eos>", ToolCallFormat::kGemma4,
+       "<|tool_call>call:get_weather{city:<|\"|>Rome<|\"|>}<tool_call|>",
+       "<|turn>model\n<|tool_call>call:get_weather{city:<|\"|>Rome<|\"|>}<tool_call|><|tool_response>response:get_weather{"
+       "value:<|\"|>18 degrees<|\"|>}<tool_response|>"},
+      // ... its older template: the result folded into the calling message (llama.cpp's workaround).
+      {"google-gemma-4-31B-it-interleaved.jinja", "<bos>", "<eos>", ToolCallFormat::kGemma4,
+       "<|tool_call>call:get_weather{city:<|\"|>Rome<|\"|>}<tool_call|>",
+       "<|turn>model\n<|tool_call>call:get_weather{city:<|\"|>Rome<|\"|>}<tool_call|><|tool_response>response:get_weather{"
+       "value:<|\"|>18 degrees<|\"|>}<tool_response|>"},
+      // Ministral 3 thinks first (its grammar allows it); the reasoning comes back as a thinking block.
+      {"mistralai-Ministral-3-14B-Reasoning-2512.jinja", "<s>", "</s>", ToolCallFormat::kMistralArgs,
+       "[THINK]Rome.[/THINK][TOOL_CALLS]get_weather[ARGS]{\"city\": \"Rome\"}",
+       "[THINK]Rome.[/THINK][TOOL_CALLS]get_weather[ARGS]{\"city\":\"Rome\"}</s>[TOOL_RESULTS]18 degrees[/TOOL_RESULTS]", true},
   };
   for (const Row& r : rows) {
     SCOPED_TRACE(r.file);
@@ -946,13 +1101,17 @@ TEST(ThisYearsTemplates, PrepareParseAndRenderBack) {
     EXPECT_NE(p->prompt.find("get_weather"), std::string::npos) << "the tools are described:\n" << p->prompt;
     // The grammar accepts the call (after the reasoning, which it leaves free when the prompt
     // opened it) and the parse finds it.
-    const size_t call_at = r.output.find(r.format == ToolCallFormat::kLfm2 ? "<|tool_call_start|>" : "<tool_call>");
+    const size_t call_at = r.output.find(call_marker(r.format));
     auto g = Grammar::parse(p->grammar);
     ASSERT_TRUE(g) << g.status().message();
     const std::string constrained = p->thinking_forced_open ? r.output.substr(r.output.find("<think>") + 7)
                                                             : r.output.substr(call_at);
     GrammarMatcher gm(*g);
     EXPECT_TRUE(gm.accept_text(constrained) && gm.can_end()) << constrained << "\n" << p->grammar;
+    if (r.think_in_grammar) {
+      GrammarMatcher whole(*g);
+      EXPECT_TRUE(whole.accept_text(r.output) && whole.can_end()) << r.output << "\n" << p->grammar;
+    }
     auto m = chat::parse_assistant_output(p->format, p->thinking_forced_open ? constrained : r.output, p->parse_options());
     ASSERT_EQ(m.tool_calls.size(), 1u) << r.output;
     EXPECT_EQ(m.tool_calls[0].name, "get_weather");
@@ -969,6 +1128,119 @@ TEST(ThisYearsTemplates, PrepareParseAndRenderBack) {
     EXPECT_NE(out->find(r.rendered), std::string::npos) << *out;
     EXPECT_NE(out->find("18 degrees"), std::string::npos) << *out;
   }
+}
+
+// Gemma 4 with enable_thinking: the prompt opens the model's turn only, the grammar for a required
+// call lets the thought come first, the parse splits it off, and the next prompt shows it before
+// the call (the template keeps reasoning of calls after the last user message); a message with
+// text beside its call ends its turn, and llama.cpp opens the model's next one.
+TEST(Gemma4, ThinkingPromptGrammarAndHistory) {
+  const std::string src = llama_cpp_template("google-gemma-4-31B-it.jinja");
+  if (src.empty()) {
+    GTEST_SKIP() << "llama.cpp's models/templates/google-gemma-4-31B-it.jinja not found";
+  }
+  auto t = chat::ChatTemplate::parse(src, "<bos>", "<eos>");
+  ASSERT_TRUE(t) << t.status().message();
+  chat::ChatInputs in;
+  in.messages = json::array({json{{"role", "user"}, {"content", "Weather in Rome?"}}});
+  in.tools = kTools;
+  in.extra = json{{"enable_thinking", true}};
+  chat::ChatRequestOptions opts;
+  opts.tool_choice.mode = chat::ToolChoice::kRequired;
+  auto p = chat::prepare_chat(*t, in, opts);
+  ASSERT_TRUE(p) << p.status().message();
+  EXPECT_TRUE(p->prompt.starts_with("<bos><|turn>system\n<|think|>\n<|tool>declaration:get_weather{")) << p->prompt;
+  EXPECT_TRUE(p->prompt.ends_with("<|turn>user\nWeather in Rome?<turn|>\n<|turn>model\n")) << p->prompt;
+  const std::string out = "<|channel>thought\nRome, then answer.<channel|><|tool_call>call:get_weather{city:<|\"|>Rome<|\"|>}<tool_call|>";
+  auto g = Grammar::parse(p->grammar);
+  ASSERT_TRUE(g) << g.status().message();
+  for (const std::string& text : {out, out.substr(out.find("<|tool_call>"))}) {
+    GrammarMatcher gm(*g);
+    EXPECT_TRUE(gm.accept_text(text) && gm.can_end()) << text << "\n" << p->grammar;
+  }
+  GrammarMatcher content_first(*g);
+  EXPECT_FALSE(content_first.accept_text("Sure.<|tool_call>"));
+  auto m = chat::parse_assistant_output(p->format, out, p->parse_options());
+  EXPECT_EQ(m.reasoning_content, "Rome, then answer.");
+  EXPECT_EQ(m.content, "");
+  ASSERT_EQ(m.tool_calls.size(), 1u);
+  EXPECT_EQ(m.tool_calls[0].arguments, "{\"city\":\"Rome\"}");
+  in.messages.push_back(m.to_json());
+  in.messages.push_back(json{{"role", "tool"}, {"tool_call_id", m.tool_calls[0].id}, {"content", "{\"temp\": 18}"}});
+  auto r = t->render(in);
+  ASSERT_TRUE(r) << r.status().message();
+  EXPECT_TRUE(r->ends_with("<|turn>model\n<|channel>thought\nRome, then answer.\n<channel|><|tool_call>call:get_weather{"
+                           "city:<|\"|>Rome<|\"|>}<tool_call|><|tool_response>response:get_weather{value:<|\"|>{\"temp\": 18}"
+                           "<|\"|>}<tool_response|>"))
+      << *r;
+  // Text beside the call: the template closes the turn after it; the model's next turn is opened.
+  in.messages[1]["content"] = "Checking.";
+  r = t->render(in);
+  ASSERT_TRUE(r) << r.status().message();
+  EXPECT_TRUE(r->ends_with("<tool_response|>Checking.<turn|>\n<|turn>model\n")) << *r;
+  in.add_generation_prompt = false;
+  r = t->render(in);
+  ASSERT_TRUE(r) << r.status().message();
+  EXPECT_TRUE(r->ends_with("<tool_response|>Checking.<turn|>\n")) << *r;
+}
+
+// The older Gemma 4 template reads no role "tool" messages: a call, its results and the answer
+// are folded into one assistant message with tool_responses (JSON results as objects), as
+// llama.cpp's workaround does.
+TEST(Gemma4, OlderTemplateGetsToolResponses) {
+  const std::string src = llama_cpp_template("google-gemma-4-31B-it-interleaved.jinja");
+  if (src.empty()) {
+    GTEST_SKIP() << "llama.cpp's models/templates/google-gemma-4-31B-it-interleaved.jinja not found";
+  }
+  auto t = chat::ChatTemplate::parse(src, "<bos>", "<eos>");
+  ASSERT_TRUE(t) << t.status().message();
+  chat::ChatInputs in;
+  in.tools = kTools;
+  in.messages = json::parse(R"([
+    {"role": "user", "content": "Weather in Rome and Oslo?"},
+    {"role": "assistant", "content": null, "tool_calls": [
+      {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Rome\"}"}},
+      {"id": "c2", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Oslo"}}}]},
+    {"role": "tool", "tool_call_id": "c1", "content": "{\"temp\": 18, \"sky\": \"clear\"}"},
+    {"role": "tool", "tool_call_id": "c2", "content": "cold"},
+    {"role": "assistant", "content": "Rome 18, Oslo cold."},
+    {"role": "user", "content": "Thanks"}])");
+  auto r = t->render(in);
+  ASSERT_TRUE(r) << r.status().message();
+  EXPECT_NE(r->find("<|turn>model\n<|tool_call>call:get_weather{city:<|\"|>Rome<|\"|>}<tool_call|><|tool_call>call:get_weather{"
+                    "city:<|\"|>Oslo<|\"|>}<tool_call|><|tool_response>response:get_weather{sky:<|\"|>clear<|\"|>,temp:18}"
+                    "<tool_response|><|tool_response>response:get_weather{value:<|\"|>cold<|\"|>}<tool_response|>Rome 18, Oslo "
+                    "cold.<turn|>\n<|turn>user\nThanks<turn|>\n"),
+            std::string::npos)
+      << *r;
+  EXPECT_EQ(r->find("<|turn>tool"), std::string::npos) << *r;
+}
+
+// Ministral 3: reasoning_content comes back as a thinking block ([THINK]...[/THINK] before the
+// text), as llama.cpp passes it; other Mistral templates keep it a field.
+TEST(Ministral3, ReasoningRenderedAsThinkingBlocks) {
+  const std::string src = llama_cpp_template("mistralai-Ministral-3-14B-Reasoning-2512.jinja");
+  if (src.empty()) {
+    GTEST_SKIP() << "llama.cpp's models/templates/mistralai-Ministral-3-14B-Reasoning-2512.jinja not found";
+  }
+  auto t = chat::ChatTemplate::parse(src, "<s>", "</s>");
+  ASSERT_TRUE(t) << t.status().message();
+  chat::ChatInputs in;
+  in.messages = json::parse(R"([
+    {"role": "system", "content": "Be brief."},
+    {"role": "user", "content": "2+2?"},
+    {"role": "assistant", "content": "4", "reasoning_content": "Add them."},
+    {"role": "user", "content": "3+3?"}])");
+  auto r = t->render(in);
+  ASSERT_TRUE(r) << r.status().message();
+  EXPECT_EQ(*r, "<s>[SYSTEM_PROMPT]Be brief.[/SYSTEM_PROMPT][INST]2+2?[/INST][THINK]Add them.[/THINK]4</s>[INST]3+3?[/INST]");
+  // Its output: reasoning, then content or calls.
+  auto m = chat::parse_assistant_output(ToolCallFormat::kMistralArgs, "[THINK]Six.[/THINK]6", true);
+  EXPECT_EQ(m.reasoning_content, "Six.");
+  EXPECT_EQ(m.content, "6");
+  m = chat::parse_assistant_output(ToolCallFormat::kNone, "[THINK]Six.[/THINK]6", false);
+  EXPECT_EQ(m.reasoning_content, "Six.");
+  EXPECT_EQ(m.content, "6");
 }
 
 TEST(PartialParse, ForcedOpenThinking) {
@@ -1148,6 +1420,27 @@ std::vector<GrammarCase> grammar_cases() {
         "<|tool_call_start|>[]<|tool_call_end|>",
         "[ping()]",
         "Sure! <|tool_call_start|>[ping()]<|tool_call_end|>"}},
+      {ToolCallFormat::kGemma4,
+       {"<|tool_call>call:get_weather{city:<|\"|>Paris<|\"|>}<tool_call|>",
+        "<|tool_call>call:get_weather{city:<|\"|>Paris<|\"|>,unit:<|\"|>celsius<|\"|>}<tool_call|>",
+        "<|tool_call>call:get_weather{city:<|\"|>a \"<b>\" <|x<|\"<|\"|>}<tool_call|>",  // "<|" starts no quote here
+        "<|tool_call>call:add{a:1,b:-2}<tool_call|>",
+        "<|tool_call>call:ping{}<tool_call|>"},
+       {"<|tool_call>call:ping{}<tool_call|><|tool_call>call:add{a:1,b:2}<tool_call|>",
+        "<|tool_call>call:get_weather{city:<|\"|>Rome<|\"|>}<tool_call|><|tool_call>call:get_weather{city:<|\"|>Oslo<|\"|>}"
+        "<tool_call|>"},
+       {"<|tool_call>call:get_wether{city:<|\"|>Paris<|\"|>}<tool_call|>",        // unknown name
+        "<|tool_call>call:get_weather{unit:<|\"|>celsius<|\"|>}<tool_call|>",      // no city
+        "<|tool_call>call:get_weather{city:<|\"|>Paris<|\"|>,x:1}<tool_call|>",
+        "<|tool_call>call:get_weather{city:<|\"|>Paris<|\"|>,unit:<|\"|>kelvin<|\"|>}<tool_call|>",
+        "<|tool_call>call:get_weather{city:\"Paris\"}<tool_call|>",                // a JSON string
+        "<|tool_call>call:get_weather{city:<|\"|>Pa<|\"|>ris<|\"|>}<tool_call|>",
+        "<|tool_call>call:get_weather{unit:<|\"|>celsius<|\"|>,city:<|\"|>Paris<|\"|>}<tool_call|>",  // sorted keys
+        "<|tool_call>call:add{a:1.5,b:2}<tool_call|>",
+        "<|tool_call>call:add{b:2,a:1}<tool_call|>",
+        "<|tool_call>call:ping{}",                                                  // unclosed
+        "call:ping{}",
+        "Sure! <|tool_call>call:ping{}<tool_call|>"}},
       {ToolCallFormat::kLlama31,
        {"{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}",
         "{\"type\": \"function\", \"name\": \"add\", \"parameters\": {\"a\": 1, \"b\": 2}}",
@@ -1211,14 +1504,15 @@ TEST(ToolCallGrammar, AcceptsTheFormatsCallsOnly) {
 TEST(ToolCallGrammar, ForcedFunction) {
   const std::string name = "add";
   for (ToolCallFormat f : {ToolCallFormat::kHermes, ToolCallFormat::kLlama31, ToolCallFormat::kMistral,
-                           ToolCallFormat::kMistralArgs, ToolCallFormat::kGeneric, ToolCallFormat::kLfm2}) {
+                           ToolCallFormat::kMistralArgs, ToolCallFormat::kGeneric, ToolCallFormat::kLfm2,
+                           ToolCallFormat::kGemma4}) {
     SCOPED_TRACE(chat::tool_call_format_name(f));
     auto g = grammar(f, &name, false);
     for (const GrammarCase& c : grammar_cases()) {
       if (c.format != f) continue;
       for (const std::string& t : c.good)
         EXPECT_EQ(accepts(g, t), t.find("\"add\"") != std::string::npos || t.find("]add[") != std::string::npos ||
-                                     t.find("[add(") != std::string::npos)
+                                     t.find("[add(") != std::string::npos || t.find("call:add{") != std::string::npos)
             << t;
     }
   }
@@ -1354,9 +1648,26 @@ std::string generate(const Vocab& vocab, const std::string& grammar, uint64_t se
       bias[size_t(i)] = 6.0f;
     if (vocab.is_eog(i)) bias[size_t(i)] = 4.0f;
   }
+  // kGemma4's strings end only with <|"|>: favour its next character once it has begun, and '<'.
+  static const std::string kGemmaQuote = "<|\"|>";
+  const bool gemma = grammar.find("g4s0") != std::string::npos;
+  std::vector<std::vector<int32_t>> quote_tokens(kGemmaQuote.size());
+  if (gemma) {
+    for (int32_t i = 0; i < vocab.n_tokens(); ++i) {
+      const std::string piece = vocab.token_to_piece(i, true);
+      for (size_t k = 0; k < kGemmaQuote.size(); ++k)
+        if (piece.size() == 1 && piece[0] == kGemmaQuote[k]) quote_tokens[k].push_back(i);
+    }
+  }
   std::string text;
   for (int step = 0; step < 1500; ++step) {
     for (size_t i = 0; i < logits.size(); ++i) logits[i] = nd(rng) + bias[i];
+    if (gemma) {
+      size_t k = 0;
+      for (size_t n = kGemmaQuote.size() - 1; n > 0 && k == 0; --n)
+        if (text.ends_with(kGemmaQuote.substr(0, n))) k = n;
+      for (int32_t t : quote_tokens[k]) logits[size_t(t)] += k ? 8.0f : 2.0f;
+    }
     const int32_t tok = s->sample(logits);
     EXPECT_GE(tok, 0) << "grammar dead end after: " << text;
     if (tok < 0) return "";
@@ -1377,7 +1688,7 @@ TEST(ToolCallGrammar, RandomModelsEmitParseableCalls) {
   for (const auto& t : kTools) names.insert(t["function"]["name"].get<std::string>());
   for (ToolCallFormat f : {ToolCallFormat::kHermes, ToolCallFormat::kLlama31, ToolCallFormat::kMistral,
                            ToolCallFormat::kMistralArgs, ToolCallFormat::kGeneric, ToolCallFormat::kQwenXml,
-                           ToolCallFormat::kLfm2}) {
+                           ToolCallFormat::kLfm2, ToolCallFormat::kGemma4}) {
     // kQwenXml types its parameters' text by the tools (a string parameter of digits stays text).
     chat::ParseOptions po;
     if (f == ToolCallFormat::kQwenXml) po.tools = kTools;
@@ -1401,8 +1712,10 @@ TEST(ToolCallGrammar, RandomModelsEmitParseableCalls) {
           const json args = json::parse(c.arguments);
           if (c.name == "get_weather") {
             ASSERT_TRUE(args.contains("city")) << text;
-            // (kQwenXml's grammar keeps string parameters raw, as llama.cpp's: no maxLength.)
-            if (f != ToolCallFormat::kQwenXml) EXPECT_LE(args["city"].get<std::string>().size(), 12u * 4);
+            // (kQwenXml's and kGemma4's grammars keep string parameters raw, as llama.cpp's: no maxLength.)
+            if (f != ToolCallFormat::kQwenXml && f != ToolCallFormat::kGemma4) {
+              EXPECT_LE(args["city"].get<std::string>().size(), 12u * 4);
+            }
             EXPECT_TRUE(args["city"].is_string()) << text;
           }
           if (c.name == "add") {
