@@ -294,9 +294,9 @@ typedef struct loom_context_params {
   float rope_freq_base;      /* 0: from the model */
   float rope_freq_scale;     /* 0: from the model */
   float yarn_ext_factor;     /* < 0: 1 for YaRN scaling, else 0 */
-  float yarn_attn_factor;
-  float yarn_beta_fast;
-  float yarn_beta_slow;
+  float yarn_attn_factor;    /* < 0: llama.cpp's derivation from the scaling factor and the file's yarn_log_multiplier */
+  float yarn_beta_fast;      /* < 0: the model's (rope.scaling.yarn_beta_fast, else 32) */
+  float yarn_beta_slow;      /* < 0: the model's (rope.scaling.yarn_beta_slow, else 1) */
   int32_t yarn_orig_ctx;     /* 0: the model's original context (else its training context) */
   int32_t n_swa;             /* sliding window of N tokens: -1 the model's (llama/Mistral: none, as
                                 llama.cpp), 0 off, N > 0 on the model's SWA layers or, for families

@@ -827,7 +827,10 @@ Expected<std::string> render_continuation(const ChatTemplate& tmpl, ChatInputs i
   }
   in.messages.back() = marked;
   in.add_generation_prompt = false;
-  auto rendered = tmpl.render(in, render);
+  const bool gemma4 = tmpl.tool_call_format() == ToolCallFormat::kGemma4;
+  // (Gemma 4 trims the content, marker included, and shows no reasoning without calls: it is
+  // continued as llama.cpp does, below.)
+  auto rendered = gemma4 ? Expected<std::string>(std::string()) : tmpl.render(in, render);
   if (rendered) {
     const size_t at = rendered->find(kMarker);
     if (at != std::string::npos) return rendered->substr(0, at) + text;
@@ -837,11 +840,20 @@ Expected<std::string> render_continuation(const ChatTemplate& tmpl, ChatInputs i
   in.messages.erase(in.messages.size() - 1);
   in.add_generation_prompt = true;
   LOOM_ASSIGN_OR_RETURN(std::string prompt, tmpl.render(in, render));
+  if (gemma4) {
+    // llama.cpp: the model's turn, its thinking channel with the reasoning (closed, then the text,
+    // when the content is continued), in place of the empty thought the template may have closed.
+    constexpr std::string_view kEmptyThought = "<|channel>thought\n<channel|>";
+    if (prompt.ends_with(kEmptyThought)) prompt.resize(prompt.size() - kEmptyThought.size());
+    prompt += "<|channel>thought\n" + reasoning;
+    return *continues_reasoning ? prompt : prompt + "<channel|>" + text;
+  }
   if (!*continues_reasoning) {
     if (!content.empty() && reasoning.empty()) return prompt + text;
     return invalid_argument("continue_final_message: the chat template does not show the final message's content");
   }
   if (prompt.ends_with("<think>\n") || prompt.ends_with("<think>")) return prompt + text;
+  if (tmpl.source().find("[THINK]") != std::string::npos) return prompt + "[THINK]" + text;
   return prompt + "<think>\n" + text;
 }
 
@@ -888,8 +900,12 @@ Expected<PreparedChat> prepare_chat(const ChatTemplate& tmpl, const ChatInputs& 
     LOOM_ASSIGN_OR_RETURN(p.grammar, response_format_grammar(opts.response_format));
   }
   if (p.thinking_forced_open && !p.grammar.empty()) {
-    // Any reasoning text up to </think>, then the constrained part.
-    p.grammar = "root ::= think-text \"</think>\" [ \\t\\r\\n]{0,8} g-root\nthink-text ::= .*\n" +
+    // Any reasoning text up to its closing tag (</think>; Gemma 4's <channel|>, Ministral 3's
+    // [/THINK] when their reasoning is continued), then the constrained part.
+    const std::string close = tmpl.tool_call_format() == ToolCallFormat::kGemma4 ? "<channel|>"
+                              : tmpl.source().find("[THINK]") != std::string::npos ? "[/THINK]"
+                                                                                     : "</think>";
+    p.grammar = "root ::= think-text " + gbnf_literal(close) + " [ \\t\\r\\n]{0,8} g-root\nthink-text ::= .*\n" +
                 prefix_gbnf_rules(p.grammar, "g-");
   } else if (!p.grammar.empty()) {
     // Models that may think first, in their own markers (as llama.cpp's grammars for them allow):

@@ -301,7 +301,28 @@ ReasoningSplit split_reasoning(std::string_view text, bool forced_open, bool par
       return r;
     }
   }
-  if (forced_open) block("<think>", "</think>", text);
+  if (forced_open) {
+    // The block the prompt opened ends at the first closing tag of any kind (Ministral 3 and Gemma 4
+    // continue their own).
+    const Tags* tg = nullptr;
+    size_t first = std::string_view::npos;
+    for (const Tags& t : kTags) {
+      const size_t p = text.find(t.close);
+      if (p < first) {
+        first = p;
+        tg = &t;
+      }
+    }
+    if (tg) {
+      block(tg->open, tg->close, text);
+    } else {
+      static constexpr std::string_view kCloses[] = {"</think>", "[/THINK]", "<channel|>"};
+      r.open = "<think>";
+      r.close = "</think>";
+      r.reasoning = std::string(partial ? hold_tail(lstrip(text), kCloses) : strip(text));
+      r.body = {};
+    }
+  }
   return r;
 }
 

@@ -64,13 +64,28 @@ Expected<std::unique_ptr<Context>> Context::create_unguarded(std::shared_ptr<con
   if (p.rope_freq_base > 0) rope.freq_base = p.rope_freq_base;
   if (p.rope_freq_scale > 0) rope.freq_scale = p.rope_freq_scale;
   if (cp.rope_scaling == RopeScaling::kUnspecified) {
-    cp.rope_scaling = hp.rope_freq_scale != 1.0f ? RopeScaling::kLinear : RopeScaling::kNone;
+    cp.rope_scaling = hp.rope_scaling == RopeScalingKind::kYarn ? RopeScaling::kYarn
+                      : hp.rope_freq_scale != 1.0f              ? RopeScaling::kLinear
+                                                                : RopeScaling::kNone;
   }
   if (cp.rope_scaling == RopeScaling::kNone) rope.freq_scale = 1.0f;
   rope.ext_factor = p.yarn_ext_factor < 0 ? (cp.rope_scaling == RopeScaling::kYarn ? 1.0f : 0.0f) : p.yarn_ext_factor;
-  rope.attn_factor = p.yarn_attn_factor * rope.attn_factor;  // times the model's rope.scaling.attn_factor
-  rope.beta_fast = p.yarn_beta_fast;
-  rope.beta_slow = p.yarn_beta_slow;
+  float yarn_attn = p.yarn_attn_factor;
+  if (yarn_attn < 0) {
+    // The reference's derivation: YaRN's magnitude scale mscale(f) = 1 + 0.1·ln f (f = 1 / freq_scale),
+    // over mscale with the file's yarn_log_multiplier when it has one, and divided by the factor the
+    // rope kernel applies itself (ops::rope multiplies by 1 + 0.1·ln f whenever ext_factor != 0).
+    yarn_attn = 1.0f;
+    if (rope.ext_factor != 0.0f) {
+      const float f = 1.0f / rope.freq_scale;
+      auto mscale = [](float scale, float m) { return scale <= 1.0f ? 1.0f : 0.1f * m * std::log(scale) + 1.0f; };
+      yarn_attn = hp.yarn_log_mul != 0.0f ? mscale(f, 1.0f) / mscale(f, hp.yarn_log_mul) : mscale(f, 1.0f);
+      yarn_attn *= 1.0f / (1.0f + 0.1f * std::log(f));
+    }
+  }
+  rope.attn_factor = yarn_attn * rope.attn_factor;  // times the model's rope.scaling.attn_factor
+  rope.beta_fast = p.yarn_beta_fast < 0 ? hp.yarn_beta_fast : p.yarn_beta_fast;
+  rope.beta_slow = p.yarn_beta_slow < 0 ? hp.yarn_beta_slow : p.yarn_beta_slow;
   if (p.yarn_orig_ctx > 0) rope.n_ctx_orig = p.yarn_orig_ctx;
   cp.rope_freq_base = rope.freq_base;
   cp.rope_freq_scale = rope.freq_scale;

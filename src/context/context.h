@@ -48,9 +48,9 @@ struct ContextParams {
   float rope_freq_base = 0.0f;   // 0: from the model
   float rope_freq_scale = 0.0f;  // 0: from the model
   float yarn_ext_factor = -1.0f; // < 0: 1 for YaRN scaling, else 0
-  float yarn_attn_factor = 1.0f;
-  float yarn_beta_fast = 32.0f;
-  float yarn_beta_slow = 1.0f;
+  float yarn_attn_factor = -1.0f;// < 0: llama.cpp's derivation (YaRN's mscale, the file's yarn_log_multiplier)
+  float yarn_beta_fast = -1.0f;  // < 0: the model's rope.scaling.yarn_beta_fast (else 32)
+  float yarn_beta_slow = -1.0f;  // < 0: the model's rope.scaling.yarn_beta_slow (else 1)
   int yarn_orig_ctx = 0;         // 0: the model's original context (rope.scaling.original_context_length, else n_ctx_train)
   // Sliding-window attention, N = a token at position p sees its sequence's positions (p - N, p].
   // -1: the model's (gemma2/gemma3: their SWA layers; every other family: none, even when a

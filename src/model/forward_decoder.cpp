@@ -67,6 +67,14 @@ Status attention_block(const Model& model, const ForwardBatch& fb, const Forward
     ops::rope(b.q, fb.pos, T, int(hp.n_head), int(D), rope);
     if (own_kv) ops::rope(b.k, fb.pos, T, n_head_kv, int(D), rope);
   }
+  if (hp.attn_temp_scale != 0.0f) {
+    // mistral3 (Llama 4's temperature tuning): queries further out attend more sharply.
+    for (int t = 0; t < T; ++t) {
+      const float s = float(std::log(double(std::floor(float(fb.pos[t]) / float(hp.n_ctx_orig_yarn))) + 1.0) *
+                                double(hp.attn_temp_scale) + 1.0);
+      ops::scale_inplace(b.q + int64_t(t) * Q, s, Q);
+    }
+  }
   if (!observe(cfg, "Qcur", il, b.q, Q, T) ||
       (own_kv && (!observe(cfg, "Kcur", il, b.k, KV, T) || !observe(cfg, "Vcur", il, b.v, KV, T)))) {
     return aborted();

@@ -247,14 +247,14 @@ Expected<ModelHparams> read_hparams(const gguf::GgufFile& f) {
       {"granitehybrid", Arch::kGraniteHybrid, ops::RopeMode::kNormal},
       {"granite", Arch::kGranite, ops::RopeMode::kNormal},  {"smollm3", Arch::kSmolLM3, ops::RopeMode::kNormal},
       {"lfm2", Arch::kLfm2, ops::RopeMode::kNeox},          {"qwen35", Arch::kQwen35, ops::RopeMode::kNeox},
-      {"gemma4", Arch::kGemma4, ops::RopeMode::kNeox},
+      {"gemma4", Arch::kGemma4, ops::RopeMode::kNeox},      {"mistral3", Arch::kMistral3, ops::RopeMode::kNormal},
   };
   const Family* fam = nullptr;
   for (const Family& f : kFamilies) {
     if (a == f.name) fam = &f;
   }
   if (!fam) {
-    return unsupported("architecture '" + a + "' is not supported (supported: llama, qwen2, qwen3, qwen35, phi3, gemma, gemma2, gemma3, gemma4, bert, nomic-bert, mamba, mamba2, t5, t5encoder, granite, granitehybrid, lfm2, smollm3)");
+    return unsupported("architecture '" + a + "' is not supported (supported: llama, qwen2, qwen3, qwen35, phi3, gemma, gemma2, gemma3, gemma4, bert, nomic-bert, mamba, mamba2, t5, t5encoder, granite, granitehybrid, lfm2, mistral3, smollm3)");
   }
   hp.arch = fam->arch;
   hp.rope_mode = fam->rope;
@@ -304,7 +304,29 @@ Expected<ModelHparams> read_hparams(const gguf::GgufFile& f) {
   if (!(norm_eps > 0 && norm_eps < 1)) return corrupt("layer_norm_epsilon out of range");
   hp.norm_eps = float(norm_eps);
   LOOM_ASSIGN_OR_RETURN(double base, f.get_float_or(a + ".rope.freq_base", 10000.0));
+  // rope.scaling.factor, else the older rope.scale_linear (the reference's order).
   LOOM_ASSIGN_OR_RETURN(double scale_linear, f.get_float_or(a + ".rope.scale_linear", 1.0));
+  if (f.has(a + ".rope.scaling.factor")) {
+    LOOM_ASSIGN_OR_RETURN(scale_linear, f.get_float_or(a + ".rope.scaling.factor", 1.0));
+    if (scale_linear == 0.0) scale_linear = 1.0;
+  }
+  if (f.has(a + ".rope.scaling.type")) {
+    LOOM_ASSIGN_OR_RETURN(std::string type, f.get_string(a + ".rope.scaling.type"));
+    if (type == "none") hp.rope_scaling = RopeScalingKind::kNone;
+    else if (type == "linear") hp.rope_scaling = RopeScalingKind::kLinear;
+    else if (type == "yarn") hp.rope_scaling = RopeScalingKind::kYarn;
+    else if (type == "longrope") hp.rope_scaling = RopeScalingKind::kLongRope;
+    else return unsupported(a + ".rope.scaling.type '" + type + "' is not supported (none, linear, yarn, longrope)");
+  }
+  LOOM_ASSIGN_OR_RETURN(double beta_fast, f.get_float_or(a + ".rope.scaling.yarn_beta_fast", 32.0));
+  LOOM_ASSIGN_OR_RETURN(double beta_slow, f.get_float_or(a + ".rope.scaling.yarn_beta_slow", 1.0));
+  LOOM_ASSIGN_OR_RETURN(double log_mul, f.get_float_or(a + ".rope.scaling.yarn_log_multiplier", 0.0));
+  if (!std::isfinite(beta_fast) || !std::isfinite(beta_slow) || !std::isfinite(log_mul)) {
+    return corrupt(a + ": rope.scaling.yarn_* values must be finite");
+  }
+  hp.yarn_beta_fast = float(beta_fast);
+  hp.yarn_beta_slow = float(beta_slow);
+  hp.yarn_log_mul = float(log_mul);
   if (!(eps > 0 && eps < 1)) return corrupt("layer_norm_rms_epsilon out of range");
   if (!(base > 0)) return corrupt("rope.freq_base must be positive");
   if (!(scale_linear > 0)) return corrupt("rope.scale_linear must be positive");
@@ -434,6 +456,12 @@ Expected<ModelHparams> read_hparams(const gguf::GgufFile& f) {
       break;
     }
     case Arch::kGemma4: LOOM_RETURN_IF_ERROR(read_gemma4_hparams(f, hp, n_block)); break;
+    case Arch::kMistral3: {
+      LOOM_ASSIGN_OR_RETURN(hp.attn_temp_scale, finite_float(f, a + ".attention.temperature_scale", 0.0));
+      LOOM_ASSIGN_OR_RETURN(int64_t n_expert, arch_int(f, a, "expert_count", 0, 0, 1 << 16));
+      if (n_expert > 0) return unsupported("mistral3: a mixture-of-experts feed-forward is not supported yet");
+      break;
+    }
     case Arch::kQwen35:
       hp.qk_norm = true;
       hp.attn_output_gate = true;

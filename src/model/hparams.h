@@ -21,7 +21,10 @@ enum class Arch {
   kLfm2,           // LFM2 / LFM2.5: gated short-convolution layers and GQA attention layers
   kQwen35,         // Qwen3.5: Gated DeltaNet layers and gated full-attention layers
   kGemma4,         // Gemma 4: sliding/global layers of different head sizes, shared-KV layers, per-layer embeddings
+  kMistral3,       // Ministral 3: llama with YaRN and attention temperature scaling
 };
+// <arch>.rope.scaling.type (llama.cpp's default when absent: linear, a no-op at factor 1).
+enum class RopeScalingKind : uint8_t { kNone, kLinear, kYarn, kLongRope };
 // The mixer of a model's recurrent layers.
 enum class RecurrentMixer : uint8_t {
   kNone,
@@ -55,6 +58,13 @@ struct ModelHparams {
   // LongRoPE's magnitude scale), whichever factors are selected, as the reference does.
   float rope_attn_factor = 1.0f;
   ops::RopeMode rope_mode = ops::RopeMode::kNormal;
+  RopeScalingKind rope_scaling = RopeScalingKind::kLinear;
+  float yarn_beta_fast = 32.0f;    // rope.scaling.yarn_beta_fast
+  float yarn_beta_slow = 1.0f;     // rope.scaling.yarn_beta_slow
+  float yarn_log_mul = 0.0f;       // rope.scaling.yarn_log_multiplier (mscale_all_dim; 0: none)
+  // mistral3: queries scaled by 1 + temp_scale · log(floor(pos / n_ctx_orig_yarn) + 1) after RoPE
+  // (attention.temperature_scale; 0: none).
+  float attn_temp_scale = 0.0f;
   int pooling_type = -1;  // <arch>.pooling_type: 0 none, 1 mean, 2 cls, 3 last, 4 rank; -1 unset
   bool causal = true;     // <arch>.attention.causal (encoders: false)
   // Classifier heads (rerankers, rank pooling): <arch>.classifier.output_labels, when present,

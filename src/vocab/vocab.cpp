@@ -12,6 +12,7 @@
 #include "vocab/bpe_tokenizer.h"
 #include "vocab/spm_tokenizer.h"
 #include "vocab/ugm_tokenizer.h"
+#include "vocab/unicode.h"
 #include "vocab/wpm_tokenizer.h"
 
 namespace loom {
@@ -29,13 +30,14 @@ std::string_view pending_family(std::string_view model) {
 }
 
 Status check_model(std::string_view model) {
-  if (model == "llama" || model == "gpt2" || model == "gemma4" || model == "bert" || model == "t5") {
+  if (model == "llama" || model == "gpt2" || model == "gemma4" || model == "whitespace" || model == "bert" ||
+      model == "t5") {
     return Status::ok();
   }
   if (std::string_view family = pending_family(model); !family.empty()) {
     return unsupported("tokenizer model '" + std::string(model) + "' (" + std::string(family) +
-                       ") is not supported yet; only 'llama' (SentencePiece), 'gpt2' and 'gemma4' "
-                       "(BPE), 'bert' (WordPiece) and 't5' (Unigram) are");
+                       ") is not supported yet; only 'llama' (SentencePiece), 'gpt2', 'gemma4' and "
+                       "'whitespace' (BPE), 'bert' (WordPiece) and 't5' (Unigram) are");
   }
   return unsupported("unknown tokenizer model '" + std::string(model) + "'");
 }
@@ -247,7 +249,7 @@ Expected<VocabData> Vocab::read_data(const gguf::GgufFile& f) {
     }
   }
 
-  if (d.model == "gpt2" || d.model == "gemma4") {
+  if (d.model == "gpt2" || d.model == "gemma4" || d.model == "whitespace") {
     LOOM_ASSIGN_OR_RETURN(d.pre, f.get_string_or("tokenizer.ggml.pre", ""));
     if (f.has("tokenizer.ggml.merges")) {
       LOOM_ASSIGN_OR_RETURN(d.merges, read_string_array(f, "tokenizer.ggml.merges"));
@@ -311,10 +313,14 @@ Expected<Vocab> Vocab::from_data(VocabData data) {
 
 Status Vocab::init(VocabData& d) {
   LOOM_RETURN_IF_ERROR(check_model(d.model));
-  type_ = d.model == "gpt2" || d.model == "gemma4" ? VocabType::kBpe
-        : d.model == "bert"                          ? VocabType::kWpm
-        : d.model == "t5"                            ? VocabType::kUgm
-                                                     : VocabType::kSpm;
+  type_ = d.model == "gpt2" || d.model == "gemma4" || d.model == "whitespace" ? VocabType::kBpe
+        : d.model == "bert"                                                  ? VocabType::kWpm
+        : d.model == "t5"                                                    ? VocabType::kUgm
+                                                                             : VocabType::kSpm;
+  // llama.cpp's "whitespace" tokenizer model (jina-embeddings-v2-base-zh): BPE on each run of
+  // non-whitespace, lowercased unless the "whitespace" pre-tokenizer or the metadata says not to.
+  whitespace_model_ = d.model == "whitespace";
+  whitespace_lowercase_ = d.lowercase.value_or(d.pre != "whitespace");
   // llama.cpp's "gemma4" tokenizer model is BPE with the "gemma4" pre-tokenizer, whatever
   // tokenizer.ggml.pre says.
   if (d.model == "gemma4") d.pre = "gemma4";
@@ -398,7 +404,7 @@ Status Vocab::init(VocabData& d) {
       add_sep_ = preset.add_sep;
       clean_spaces_ = preset.clean_spaces;
       std::vector<int32_t> ids;
-      bpe_->tokenize(*this, "\n", ids);
+      if (!whitespace_model_) bpe_->tokenize(*this, "\n", ids);  // (which drops whitespace)
       nl_ = ids.empty() ? kNoToken : ids.front();  // (the default pad id, which is none)
       break;
     }
@@ -676,8 +682,23 @@ void Vocab::tokenize_bpe(std::string_view text, const std::vector<Fragment>& fra
                          bool add_special, std::vector<int32_t>& out) const {
   if (add_special && add_bos_ && bos_ != kNoToken) out.push_back(bos_);
   for (const Fragment& frag : fragments) {
-    if (frag.token != kNoToken) out.push_back(frag.token);
-    else bpe_->tokenize(*this, text.substr(frag.offset, frag.length), out);
+    if (frag.token != kNoToken) {
+      out.push_back(frag.token);
+    } else if (!whitespace_model_) {
+      bpe_->tokenize(*this, text.substr(frag.offset, frag.length), out);
+    } else {
+      // Whitespace separates (and is dropped); each run is tokenized on its own.
+      std::string segment;
+      for (uint32_t cp : unicode::decode_lenient(text.substr(frag.offset, frag.length))) {
+        if (unicode::is_whitespace(cp)) {
+          if (!segment.empty()) bpe_->tokenize(*this, segment, out);
+          segment.clear();
+        } else {
+          unicode::append_utf8(segment, whitespace_lowercase_ ? unicode::to_lower(cp) : cp);
+        }
+      }
+      if (!segment.empty()) bpe_->tokenize(*this, segment, out);
+    }
   }
   if (add_special && add_eos_ && eos_ != kNoToken) out.push_back(eos_);
 }

@@ -68,7 +68,7 @@ enum TokenAttr : uint32_t {
 
 enum class VocabType {
   kSpm,  // SentencePiece, tokenizer.ggml.model = "llama"
-  kBpe,  // BPE, tokenizer.ggml.model = "gpt2" (byte-level) or "gemma4"
+  kBpe,  // BPE, tokenizer.ggml.model = "gpt2" (byte-level), "gemma4" or "whitespace"
   kWpm,  // WordPiece, tokenizer.ggml.model = "bert"
   kUgm,  // Unigram, tokenizer.ggml.model = "t5"
 };
@@ -109,9 +109,10 @@ class Vocab {
   static constexpr int32_t kNoToken = -1;
 
   // Reads tokenizer.ggml.* (and general.name). Errors: kNotFound when there is no tokenizer,
-  // kUnsupported for a tokenizer model other than "llama", "gpt2", "gemma4", "bert" and "t5" or
-  // an unknown BPE pre-tokenizer, kCorrupt for inconsistent metadata (array lengths, types, NaN
-  // scores, duplicate token texts, special ids out of range, a BPE vocabulary without merges).
+  // kUnsupported for a tokenizer model other than "llama", "gpt2", "gemma4", "whitespace",
+  // "bert" and "t5" or an unknown BPE pre-tokenizer, kCorrupt for inconsistent metadata (array
+  // lengths, types, NaN scores, duplicate token texts, special ids out of range, a BPE
+  // vocabulary without merges).
   static Expected<Vocab> from_gguf(const gguf::GgufFile& file);
   // The tokenizer.ggml.* values of a file (from_gguf is read_data, then from_data), for callers
   // that change some before building (the tokenizer fuzz target tries every BPE pre-tokenizer).
@@ -255,6 +256,8 @@ class Vocab {
   std::shared_ptr<const detail::BpeTokenizer> bpe_;  // kBpe only (immutable, shared by copies)
   std::shared_ptr<const detail::UgmTokenizer> ugm_;  // kUgm only
   bool wpm_lowercase_ = true;
+  bool whitespace_model_ = false;      // tokenizer.ggml.model = "whitespace"
+  bool whitespace_lowercase_ = false;  // its normalizer's lowercasing
 
   int32_t bos_ = kNoToken, eos_ = kNoToken, eot_ = kNoToken, eom_ = kNoToken, unk_ = kNoToken;
   int32_t sep_ = kNoToken, pad_ = kNoToken, mask_ = kNoToken, nl_ = kNoToken;

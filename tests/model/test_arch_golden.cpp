@@ -96,7 +96,7 @@ INSTANTIATE_TEST_SUITE_P(OwnData, ArchGolden,
                                            "synth-phi3-longrope-tiny-f32", "synth-phi3-longrope-short-tiny-f32",
                                            "synth-mamba-tiny-f32", "synth-mamba2-tiny-f32", "synth-granitehybrid-tiny-f32",
                                            "synth-smollm3-tiny-f32", "synth-granite-tiny-f32", "synth-lfm2-tiny-f32",
-                                           "synth-qwen35-tiny-f32", "synth-gemma4-tiny-f32"),
+                                           "synth-qwen35-tiny-f32", "synth-gemma4-tiny-f32", "synth-mistral3-tiny-f32"),
                          [](const auto& info) { return param_name(info.param); });
 
 }  // namespace

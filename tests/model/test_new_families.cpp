@@ -240,7 +240,23 @@ TEST_P(Dense, CliGenerateGivesTheGoldensGreedyIds) {
   ASSERT_EQ(out.exit_code, 0) << out.err;
   EXPECT_EQ(nlohmann::json::parse(out.out)["ids"].get<std::vector<int>>(), r["greedy_ids"].get<std::vector<int>>());
 }
-INSTANTIATE_TEST_SUITE_P(Files, Dense, ::testing::Values("smollm3", "granite"));
+INSTANTIATE_TEST_SUITE_P(Files, Dense, ::testing::Values("smollm3", "granite", "mistral3"));
+
+// mistral3's YaRN and temperature come from the file: rope scaling type, factor, betas, log multiplier.
+TEST(NewFamilies, Mistral3ReadsYarnAndTemperatureScaling) {
+  auto m = load("mistral3");
+  ASSERT_TRUE(m);
+  const ModelHparams& hp = m->hparams();
+  EXPECT_EQ(hp.arch, Arch::kMistral3);
+  EXPECT_EQ(hp.rope_scaling, RopeScalingKind::kYarn);
+  EXPECT_EQ(hp.rope_freq_scale, 0.25f);
+  EXPECT_EQ(hp.n_ctx_orig_yarn, 32);
+  EXPECT_EQ(hp.yarn_log_mul, 1.0f);
+  EXPECT_EQ(hp.attn_temp_scale, 0.1f);
+  auto ctx = context(m, 1);
+  ASSERT_TRUE(ctx);
+  EXPECT_EQ(ctx->params().yarn_ext_factor, 1.0f);  // YaRN from the file's rope.scaling.type
+}
 
 // smollm3's NoPE layer keeps its K as it was: a shifted sequence continues as one decoded at the
 // shifted positions (F32 K/V; only the rotated layers' K turn).

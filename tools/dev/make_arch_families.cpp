@@ -124,12 +124,83 @@ Status make_gemma4(const gguf::GgufFile& in, gguf::GgufWriter& w, std::mt19937& 
   return Status::ok();
 }
 
+// mistral3 (tiny): llama-shaped, 3 layers, 4 heads of 16 with 2 kv heads, YaRN (factor 4, original
+// context 32, beta 32 / 1, yarn_log_multiplier 1) and attention temperature scaling 0.1 (queries
+// from position 32 on are scaled), untied output.
+Status make_mistral3(const gguf::GgufFile& in, gguf::GgufWriter& w, std::mt19937& rng, const FamilyShape& shape) {
+  LOOM_ASSIGN_OR_RETURN(const int64_t V, clear_model(in, w));
+  const std::string a = "mistral3";
+  int64_t E = 64, L = 3, H = 4, Hkv = 2, D = 16, F = 128;
+  int64_t orig = 32;
+  float factor = 4.0f, base = 1e6f;
+  if (shape.E > 0) E = shape.E, L = shape.L, H = shape.H, Hkv = shape.Hkv, D = shape.D, F = shape.F, orig = 16384, factor = 16.0f;
+  LOOM_RETURN_IF_ERROR(w.set_string("general.architecture", a));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".context_length", uint32_t(orig * int64_t(factor))));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".embedding_length", uint32_t(E)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".feed_forward_length", uint32_t(F)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.head_count", uint32_t(H)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.head_count_kv", uint32_t(Hkv)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.key_length", uint32_t(D)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.value_length", uint32_t(D)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".rope.dimension_count", uint32_t(D)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".block_count", uint32_t(L)));
+  LOOM_RETURN_IF_ERROR(w.set_f32(a + ".attention.layer_norm_rms_epsilon", 1e-5f));
+  LOOM_RETURN_IF_ERROR(w.set_f32(a + ".rope.freq_base", base));
+  LOOM_RETURN_IF_ERROR(w.set_string(a + ".rope.scaling.type", "yarn"));
+  LOOM_RETURN_IF_ERROR(w.set_f32(a + ".rope.scaling.factor", factor));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".rope.scaling.original_context_length", uint32_t(orig)));
+  LOOM_RETURN_IF_ERROR(w.set_f32(a + ".rope.scaling.yarn_beta_fast", 32.0f));
+  LOOM_RETURN_IF_ERROR(w.set_f32(a + ".rope.scaling.yarn_beta_slow", 1.0f));
+  LOOM_RETURN_IF_ERROR(w.set_f32(a + ".rope.scaling.yarn_log_multiplier", 1.0f));
+  LOOM_RETURN_IF_ERROR(w.set_f32(a + ".attention.temperature_scale", 0.1f));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".vocab_size", uint32_t(V)));
+  std::normal_distribution<float> unit(0.0f, 1.0f);
+  auto add = [&](const std::string& name, std::vector<int64_t> ne, auto&& gen) -> Status {
+    int64_t n = 1;
+    for (int64_t d : ne) n *= d;
+    if (shape.f16 && ne.size() == 2 && ne[0] % 32 == 0) {
+      std::vector<uint8_t> bytes(size_t(n) * 2);
+      for (int64_t i = 0; i < n; ++i) {
+        const uint16_t h = f32_to_f16(gen(i));
+        std::memcpy(bytes.data() + 2 * i, &h, 2);
+      }
+      return w.add_tensor(name, TensorType::F16, ne, bytes);
+    }
+    std::vector<uint8_t> bytes(size_t(n) * 4);
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = gen(i);
+      std::memcpy(bytes.data() + 4 * i, &v, 4);
+    }
+    return w.add_tensor(name, TensorType::F32, ne, bytes);
+  };
+  auto normal = [&](float std) { return [&rng, &unit, std](int64_t) { return std * unit(rng); }; };
+  auto fan_in = [&](int64_t n) { return normal(1.0f / std::sqrt(float(n))); };
+  auto norm_weight = [&](int64_t) { return 1.0f + 0.1f * unit(rng); };
+  LOOM_RETURN_IF_ERROR(add("token_embd.weight", {E, V}, normal(0.5f)));
+  LOOM_RETURN_IF_ERROR(add("output_norm.weight", {E}, norm_weight));
+  if (shape.E == 0) LOOM_RETURN_IF_ERROR(add("output.weight", {E, V}, fan_in(E)));
+  for (int64_t il = 0; il < L; ++il) {
+    const std::string p = "blk." + std::to_string(il) + ".";
+    LOOM_RETURN_IF_ERROR(add(p + "attn_norm.weight", {E}, norm_weight));
+    LOOM_RETURN_IF_ERROR(add(p + "attn_q.weight", {E, H * D}, fan_in(E)));
+    LOOM_RETURN_IF_ERROR(add(p + "attn_k.weight", {E, Hkv * D}, fan_in(E)));
+    LOOM_RETURN_IF_ERROR(add(p + "attn_v.weight", {E, Hkv * D}, fan_in(E)));
+    LOOM_RETURN_IF_ERROR(add(p + "attn_output.weight", {H * D, E}, fan_in(H * D)));
+    LOOM_RETURN_IF_ERROR(add(p + "ffn_norm.weight", {E}, norm_weight));
+    LOOM_RETURN_IF_ERROR(add(p + "ffn_gate.weight", {E, F}, fan_in(E)));
+    LOOM_RETURN_IF_ERROR(add(p + "ffn_up.weight", {E, F}, fan_in(E)));
+    LOOM_RETURN_IF_ERROR(add(p + "ffn_down.weight", {F, E}, fan_in(F)));
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 Status make_family_model(const gguf::GgufFile& in, gguf::GgufWriter& w, const std::string& a, bool untied,
                          std::mt19937& rng, const FamilyShape& shape) {
   const bool smol = a == "smollm3", granite = a == "granite", lfm2 = a == "lfm2", qwen35 = a == "qwen35";
   if (a == "gemma4") return make_gemma4(in, w, rng, shape);
+  if (a == "mistral3") return make_mistral3(in, w, rng, shape);
   if (!smol && !granite && !lfm2 && !qwen35) return invalid_argument("unknown family '" + a + "'");
   const std::string from = *in.get_string("general.architecture");
   for (const auto& kv : std::vector<gguf::KeyValue>(w.metadata())) {
