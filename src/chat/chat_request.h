@@ -94,6 +94,8 @@ struct ChatInputs {
   // continue_final_message, and a trailing assistant message in llama-server): the prompt ends
   // where that message's content (kContent) or reasoning (kReasoning) ends; kAuto picks reasoning
   // when the message has reasoning_content and no content. add_generation_prompt must be false.
+  // Gemma 4 continues as llama.cpp does: the model's turn, "<|channel>thought\n" and the
+  // reasoning, then (content) "<channel|>" and the text; Ministral 3 inside "[THINK]".
   enum class Continue : uint8_t { kNone, kAuto, kContent, kReasoning };
   Continue continue_final = Continue::kNone;
 };

@@ -74,8 +74,9 @@
 // leading <|turn>model\n is dropped, later <|channel>...<channel|> blocks are taken out of the
 // content (a thought's text added to reasoning_content), and the content ends at a <channel|>
 // that closes no block, as llama.cpp's gemma4 parser does. With
-// thinking_forced_open (the prompt ended inside <think>, as DeepSeek R1's does), everything up to
-// </think> is. "auto" and "deepseek" both mean that (in llama.cpp too). "deepseek-legacy" with
+// thinking_forced_open (the prompt ended inside <think>, as DeepSeek R1's does, or inside a
+// continued reasoning block), everything up to the first closing tag (</think>, [/THINK] or
+// <channel|>) is. "auto" and "deepseek" both mean that (in llama.cpp too). "deepseek-legacy" with
 // reasoning_in_content (llama.cpp sets it while streaming) writes the block back at the start of
 // the content as <think>text</think> instead. "none" leaves the text as it came, tags included, in
 // the content (and thinking_forced_open is then ignored).
@@ -179,8 +180,9 @@ struct ParseOptions {
   bool reasoning_in_content = false;
   // The text is an output so far, not the whole of it (see "Partial parsing" above).
   bool partial = false;
-  // The prompt ended inside a reasoning block (ends with "<think>" or "<think>\n"): the output's
-  // text up to "</think>" is reasoning (all of it when "</think>" never comes).
+  // The prompt ended inside a reasoning block (ends with "<think>" or "<think>\n", or continues
+  // one): the output's text up to the first closing tag ("</think>", "[/THINK]", "<channel|>") is
+  // reasoning (all of it when none comes).
   bool thinking_forced_open = false;
   // Mixed into generated ids, so that a server passing e.g. a request counter gets ids that differ
   // between turns with identical outputs.

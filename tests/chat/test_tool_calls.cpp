@@ -1216,6 +1216,60 @@ TEST(Gemma4, OlderTemplateGetsToolResponses) {
   EXPECT_EQ(r->find("<|turn>tool"), std::string::npos) << *r;
 }
 
+// Continuing the final message (llama.cpp's continue_final_message): Gemma 4 continues its
+// thinking channel (the template shows no reasoning of a message without calls), or writes the
+// reasoning before the continued text; Ministral 3 continues inside [THINK]. The output then
+// parses up to their own closing tag.
+TEST(Gemma4, ContinuesTheFinalMessage) {
+  const std::string src = llama_cpp_template("google-gemma-4-31B-it.jinja");
+  const std::string mini = llama_cpp_template("mistralai-Ministral-3-14B-Reasoning-2512.jinja");
+  if (src.empty() || mini.empty()) {
+    GTEST_SKIP() << "llama.cpp's models/templates/ not found";
+  }
+  auto t = chat::ChatTemplate::parse(src, "<bos>", "<eos>");
+  ASSERT_TRUE(t) << t.status().message();
+  chat::ChatInputs in;
+  in.messages = json::parse(R"([{"role": "user", "content": "Why is the sky blue?"},
+                                {"role": "assistant", "content": "", "reasoning_content": "Rayleigh scat"}])");
+  in.add_generation_prompt = false;
+  in.continue_final = chat::ChatInputs::Continue::kAuto;
+  auto p = chat::prepare_chat(*t, in, chat::ChatRequestOptions{});
+  ASSERT_TRUE(p) << p.status().message();
+  EXPECT_TRUE(p->prompt.ends_with("<|turn>user\nWhy is the sky blue?<turn|>\n<|turn>model\n<|channel>thought\nRayleigh scat"))
+      << p->prompt;
+  EXPECT_TRUE(p->thinking_forced_open);
+  auto m = chat::parse_assistant_output(p->format, "tering.<channel|>Blue light scatters more.", p->parse_options());
+  EXPECT_EQ(m.reasoning_content, "tering.");
+  EXPECT_EQ(m.content, "Blue light scatters more.");
+  in.messages[1] = json{{"role", "assistant"}, {"content", "Blue"}, {"reasoning_content", "Rayleigh."}};
+  p = chat::prepare_chat(*t, in, chat::ChatRequestOptions{});
+  ASSERT_TRUE(p) << p.status().message();
+  EXPECT_TRUE(p->prompt.ends_with("<|turn>model\n<|channel>thought\nRayleigh.<channel|>Blue")) << p->prompt;
+  EXPECT_FALSE(p->thinking_forced_open);
+
+  auto mt = chat::ChatTemplate::parse(mini, "<s>", "</s>");
+  ASSERT_TRUE(mt) << mt.status().message();
+  in.messages = json::parse(R"([{"role": "user", "content": "2+2?"},
+                                {"role": "assistant", "content": "", "reasoning_content": "Add"}])");
+  p = chat::prepare_chat(*mt, in, chat::ChatRequestOptions{});
+  ASSERT_TRUE(p) << p.status().message();
+  EXPECT_TRUE(p->prompt.ends_with("[INST]2+2?[/INST][THINK]Add")) << p->prompt;
+  EXPECT_TRUE(p->thinking_forced_open);
+  m = chat::parse_assistant_output(p->format, " them: 4.[/THINK]4", p->parse_options());
+  EXPECT_EQ(m.reasoning_content, "them: 4.");
+  EXPECT_EQ(m.content, "4");
+  // With a required call, the grammar waits for the reasoning's own closing tag.
+  in.tools = kTools;
+  chat::ChatRequestOptions o;
+  o.tool_choice.mode = chat::ToolChoice::kRequired;
+  p = chat::prepare_chat(*mt, in, o);
+  ASSERT_TRUE(p) << p.status().message();
+  auto g = Grammar::parse(p->grammar);
+  ASSERT_TRUE(g) << g.status().message();
+  GrammarMatcher gm(*g);
+  EXPECT_TRUE(gm.accept_text(" them.[/THINK][TOOL_CALLS]ping[ARGS]{}") && gm.can_end()) << p->grammar;
+}
+
 // Ministral 3: reasoning_content comes back as a thinking block ([THINK]...[/THINK] before the
 // text), as llama.cpp passes it; other Mistral templates keep it a field.
 TEST(Ministral3, ReasoningRenderedAsThinkingBlocks) {
