@@ -200,15 +200,31 @@ TEST(PreTokenizer, WhitespaceIsTheWhiteSpaceProperty) {
   EXPECT_EQ(pre_split("llama-bpe", "a\xE3\x80\x80\xE3\x80\x80"), (Words{"a", "\xE3\x80\x80\xE3\x80\x80"}));
 }
 
-TEST(PreTokenizer, UnassignedCodePointsStandAloneInGpt2AndLlama3) {
-  // U+0378 is unassigned. llama.cpp's hand-written GPT-2/Llama-3 matchers never put it in a
-  // punctuation run; Qwen2's regex (std::regex in llama.cpp) does.
+TEST(PreTokenizer, UnassignedCodePointsJoinPunctuationRuns) {
+  // U+0378 is unassigned. llama.cpp's hand-written GPT-2/Llama-3/Qwen2 matchers give it a flag
+  // (UNDEFINED) like any other character that is not a letter, number or space, so it is part of
+  // punctuation runs, as in its std::regex path (ufakzeka).
   const std::string cn = "\xCD\xB8";
-  EXPECT_EQ(pre_split("gpt-2", "a !" + cn + "!"), (Words{"a", " !", cn, "!"}));
-  EXPECT_EQ(pre_split("gpt-2", "a " + cn), (Words{"a", " ", cn}));
-  EXPECT_EQ(pre_split("llama-bpe", "a " + cn + "b"), (Words{"a", " ", cn + "b"}));
-  EXPECT_EQ(pre_split("llama-bpe", "!" + cn + cn), (Words{"!", cn, cn}));
+  EXPECT_EQ(pre_split("gpt-2", "a !" + cn + "!"), (Words{"a", " !" + cn + "!"}));
+  EXPECT_EQ(pre_split("gpt-2", "a " + cn), (Words{"a", " " + cn}));
+  EXPECT_EQ(pre_split("llama-bpe", "a " + cn + "b"), (Words{"a", " " + cn, "b"}));
+  EXPECT_EQ(pre_split("llama-bpe", "!" + cn + cn), (Words{"!" + cn + cn}));
   EXPECT_EQ(pre_split("qwen2", "!" + cn + cn), (Words{"!" + cn + cn}));
+  EXPECT_EQ(pre_split("ufakzeka", "!" + cn + cn), (Words{"!" + cn + cn}));
+}
+
+TEST(PreTokenizer, HandWrittenSplitters) {
+  // Kimi-K2: Han runs apart from other letters; a contraction stays with its word.
+  EXPECT_EQ(pre_split("kimi-k2", "\xE4\xB8\xAD\xE6\x96\x87" "English text's 12345"),
+            (Words{"\xE4\xB8\xAD\xE6\x96\x87", "English", " text's", " ", "123", "45"}));
+  // AFMoE's digit groups from the right (the text before a run goes with its first group, as in
+  // llama.cpp, then the later regexes split it off again).
+  EXPECT_EQ(pre_split("afmoe", "ab1234567"), (Words{"ab", "1", "234", "567"}));
+  EXPECT_EQ(pre_split("tiny_aya", "x 1234"), (Words{"x", " ", "1", "234"}));
+  // Gemma 4: runs of newlines and of everything else, raw UTF-8.
+  auto g = detail::BpeTokenizer::create("gemma4", {});
+  ASSERT_TRUE(g.has_value());
+  EXPECT_EQ((*g)->pre_tokenize("a b\n\nc\n"), (Words{"a b", "\n\n", "c", "\n"}));
 }
 
 TEST(PreTokenizer, EveryPresetCompilesAndSplits) {
