@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # loom vs llama.cpp's llama-bench on this year's model families, side by side in one run:
-#   bench/families.sh [-t "1 2"] [-r REPS=3] [SHAPE...]     SHAPE: qwen35-0.8b lfm2-1.2b smollm3-3b (default all)
+#   bench/families.sh [-t "1 2"] [-r REPS=3] [SHAPE...]
+#     SHAPE: qwen35-0.8b lfm2-1.2b smollm3-3b (issue 29, the default), gemma4-e2b ministral3-3b (issue 30)
 #
 # The models are synthetic (random weights) at the published configs' dimensions, made once by
 # `make_arch_variant bench-shape` (F16, with a llama.cpp vocabulary of the right size: qwen35's,
-# GPT-NeoX's padded to 65536 for LFM2, Llama 3's for SmolLM3) and llama-quantize Q4_K_M, and kept in
+# GPT-NeoX's padded to 65536 for LFM2, Llama 3's for SmolLM3, Gemma 4's, Llama 3's padded to 131072
+# for Ministral 3) and llama-quantize Q4_K_M, and kept in
 # $LOOM_BENCH_MODELS (default ~/.cache/loom-bench-models). For each model and thread count: pp512 and
 # tg128 (REPS repetitions), and at the last thread count tg128 after 4096 tokens of context
 # (-d 4096, DEPTH overrides; one repetition, the fill is long), loom (`loom bench --json`) then
@@ -46,6 +48,8 @@ model_for() {  # SHAPE -> path of its Q4_K_M file, made when missing
       qwen35-*) vocab=ggml-vocab-qwen35.gguf ;;
       lfm2-*) vocab=ggml-vocab-gpt-neox.gguf; extra=vocab=65536 ;;
       smollm3-*) vocab=ggml-vocab-llama-bpe.gguf ;;
+      gemma4-*) vocab=ggml-vocab-gemma-4.gguf ;;
+      ministral3-*) vocab=ggml-vocab-llama-bpe.gguf; extra=vocab=131072 ;;
       *) echo "families.sh: unknown shape $shape" >&2; exit 2 ;;
     esac
     [[ -f "$LLAMA_SRC/models/$vocab" ]] || { echo "families.sh: $LLAMA_SRC/models/$vocab missing (scripts/fetch-llama-cpp-src.sh)" >&2; exit 1; }

@@ -41,12 +41,21 @@ Expected<int64_t> clear_model(const gguf::GgufFile& in, gguf::GgufWriter& w) {
 // [128 x 5, 256 x 2]); layer 1 has no attn_v (V is K's projection); per-layer embeddings of 8;
 // per-layer output scales; final soft-cap 30; tied output.
 Status make_gemma4(const gguf::GgufFile& in, gguf::GgufWriter& w, std::mt19937& rng, const FamilyShape& shape) {
-  (void)shape;
   LOOM_ASSIGN_OR_RETURN(const int64_t V, clear_model(in, w));
   const std::string a = "gemma4";
-  const int64_t E = 64, L = 7, H = 4, Hkv = 2, D = 32, Ds = 16, P = 8, n_shared = 2;
-  const std::vector<int32_t> swa = {1, 1, 0, 1, 0, 1, 0};
-  const std::vector<int32_t> n_ff = {128, 128, 128, 128, 128, 256, 256};
+  int64_t E = 64, L = 7, H = 4, Hkv = 2, D = 32, Ds = 16, P = 8, n_shared = 2, window = 16, n_turning = 12;
+  std::vector<int32_t> swa = {1, 1, 0, 1, 0, 1, 0};
+  std::vector<int32_t> n_ff = {128, 128, 128, 128, 128, 256, 256};
+  if (shape.E > 0) {  // E2B-like: four sliding layers per global one, the last 20 reading shared K/V
+    E = shape.E, L = shape.L, H = shape.H, Hkv = shape.Hkv, D = shape.D, Ds = shape.S, P = 256, n_shared = 20;
+    window = 512, n_turning = D / 8;
+    swa.clear();
+    n_ff.clear();
+    for (int64_t il = 0; il < L; ++il) {
+      swa.push_back(il % 5 != 4);
+      n_ff.push_back(int32_t(il >= L - n_shared ? 2 * shape.F : shape.F));
+    }
+  }
   LOOM_RETURN_IF_ERROR(w.set_string("general.architecture", a));
   LOOM_RETURN_IF_ERROR(w.set_u32(a + ".context_length", 4096));
   LOOM_RETURN_IF_ERROR(w.set_u32(a + ".embedding_length", uint32_t(E)));
@@ -63,7 +72,7 @@ Status make_gemma4(const gguf::GgufFile& in, gguf::GgufWriter& w, std::mt19937& 
   LOOM_RETURN_IF_ERROR(w.set_u32(a + ".rope.dimension_count_swa", uint32_t(Ds)));
   LOOM_RETURN_IF_ERROR(w.set_f32(a + ".rope.freq_base", 1000000.0f));
   LOOM_RETURN_IF_ERROR(w.set_f32(a + ".rope.freq_base_swa", 10000.0f));
-  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.sliding_window", 16));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.sliding_window", uint32_t(window)));
   std::vector<bool> pattern;
   for (int32_t v : swa) pattern.push_back(v != 0);
   LOOM_RETURN_IF_ERROR(w.set_bool_array(a + ".attention.sliding_window_pattern", pattern));
@@ -77,6 +86,14 @@ Status make_gemma4(const gguf::GgufFile& in, gguf::GgufWriter& w, std::mt19937& 
   auto add = [&](const std::string& name, std::vector<int64_t> ne, auto&& gen) -> Status {
     int64_t n = 1;
     for (int64_t d : ne) n *= d;
+    if (shape.f16 && ne.size() == 2 && ne[0] % 32 == 0 && ne[1] > 1) {
+      std::vector<uint8_t> bytes(size_t(n) * 2);
+      for (int64_t i = 0; i < n; ++i) {
+        const uint16_t h = f32_to_f16(gen(i));
+        std::memcpy(bytes.data() + 2 * i, &h, 2);
+      }
+      return w.add_tensor(name, TensorType::F16, ne, bytes);
+    }
     std::vector<uint8_t> bytes(size_t(n) * 4);
     for (int64_t i = 0; i < n; ++i) {
       const float v = gen(i);
@@ -92,7 +109,7 @@ Status make_gemma4(const gguf::GgufFile& in, gguf::GgufWriter& w, std::mt19937& 
   auto qk_norm_weight = [&](int64_t) { return 0.5f + 0.05f * unit(rng); };
   LOOM_RETURN_IF_ERROR(add("token_embd.weight", {E, V}, normal(0.1f)));
   LOOM_RETURN_IF_ERROR(add("output_norm.weight", {E}, norm_weight));
-  LOOM_RETURN_IF_ERROR(add("rope_freqs.weight", {D / 2}, [](int64_t i) { return i < 12 ? 1.0f : 1e30f; }));
+  LOOM_RETURN_IF_ERROR(add("rope_freqs.weight", {D / 2}, [&](int64_t i) { return i < n_turning ? 1.0f : 1e30f; }));
   LOOM_RETURN_IF_ERROR(add("per_layer_token_embd.weight", {P * L, V}, normal(0.5f)));
   LOOM_RETURN_IF_ERROR(add("per_layer_model_proj.weight", {E, P * L}, fan_in(E)));
   LOOM_RETURN_IF_ERROR(add("per_layer_proj_norm.weight", {P}, norm_weight));
@@ -368,6 +385,16 @@ bool family_shape(const std::string& name, std::string& arch, FamilyShape& s) {
     s.E = 2048, s.L = 16, s.H = 32, s.Hkv = 8, s.D = 64, s.F = 8192, s.n_rot = 64;
     s.lfm2_attn = {2, 5, 8, 10, 12, 14};
     s.rope_base = 1e6f;
+    return true;
+  }
+  if (name == "gemma4-e2b") {  // Gemma 4 E2B-like: 35 layers, heads of 256 (sliding) / 512 (global)
+    arch = "gemma4";
+    s.E = 1536, s.L = 35, s.H = 8, s.Hkv = 1, s.D = 512, s.S = 256, s.F = 6144;
+    return true;
+  }
+  if (name == "ministral3-3b") {  // Ministral 3 3B: 26 layers, YaRN factor 16 from 16384
+    arch = "mistral3";
+    s.E = 3072, s.L = 26, s.H = 32, s.Hkv = 8, s.D = 128, s.F = 9216;
     return true;
   }
   if (name == "smollm3-3b") {  // SmolLM3-3B: 36 layers, NoPE every 4th

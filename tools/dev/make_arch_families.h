@@ -21,7 +21,8 @@ struct FamilyShape {
   bool f16 = false;                                   // matrices as F16
 };
 
-// The bench shapes: "qwen35-0.8b", "lfm2-1.2b", "smollm3-3b" (the published configs' dimensions).
+// The bench shapes: "qwen35-0.8b", "lfm2-1.2b", "smollm3-3b", "gemma4-e2b", "ministral3-3b" (the
+// published configs' dimensions; gemma4-e2b's S is the sliding layers' head size).
 bool family_shape(const std::string& name, std::string& arch, FamilyShape& shape);
 
 // Replaces w's metadata and tensors (a copy of `in`) by a synthetic model of `arch` with in's
