@@ -1268,11 +1268,12 @@ Scan scan_gemma4(std::string_view s, bool partial) {
 
 // Gemma 4's channel markers in the content (see the header): <|channel>...<channel|> blocks are
 // taken out (a thought's text added to *reasoning), the content ends at a <channel|> that closes
-// no block; partial: an unclosed block, and a tail that may begin a marker, are held back.
+// no block; partial: an unclosed block is held back, and with `hold_tail` (Gemma 4's output) a tail
+// that may begin a marker.
 constexpr std::string_view kChannelOpen = "<|channel>";
 constexpr std::string_view kChannelClose = "<channel|>";
 
-void gemma_channels(std::string* content, std::string* reasoning, bool partial) {
+void gemma_channels(std::string* content, std::string* reasoning, bool partial, bool hold_tail) {
   std::string& c = *content;
   if (c.find('<') == std::string::npos) return;
   size_t from = 0;
@@ -1298,7 +1299,7 @@ void gemma_channels(std::string* content, std::string* reasoning, bool partial) 
     c.erase(o, kChannelOpen.size() + close + kChannelClose.size());
     from = o;
   }
-  if (partial) {
+  if (partial && hold_tail) {
     for (std::string_view m : {kChannelOpen, kChannelClose}) {
       for (size_t n = std::min(m.size() - 1, c.size()); n > 0; --n) {
         if (std::string_view(c).ends_with(m.substr(0, n))) {
@@ -1713,8 +1714,12 @@ ParsedMessage parse_assistant_output(ToolCallFormat format, std::string_view tex
   constexpr std::string_view kModelTurn = "<|turn>model\n";
   if (text.starts_with(kModelTurn)) text.remove_prefix(kModelTurn.size());
   ParsedMessage out = parse_output(format, text, opts);
-  if (opts.reasoning_format != ReasoningFormat::kNone && !opts.reasoning_in_content)
-    gemma_channels(&out.content, &out.reasoning_content, opts.partial);
+  if (opts.reasoning_format != ReasoningFormat::kNone && !opts.reasoning_in_content) {
+    // Gemma 4's output (its format, or its markers seen): hold back what may begin one of them.
+    const bool gemma = format == ToolCallFormat::kGemma4 || text.find(kChannelOpen) != std::string_view::npos ||
+                       text.find(kChannelClose) != std::string_view::npos;
+    gemma_channels(&out.content, &out.reasoning_content, opts.partial, gemma);
+  }
   return out;
 }
 

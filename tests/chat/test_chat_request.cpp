@@ -721,9 +721,13 @@ TEST(PrepareChat, ResponseFormat) {
     o.tool_choice.mode = chat::ToolChoice::kAuto;
     EXPECT_NO_THROW({
       auto r = chat::prepare_chat(g.tmpl(kQwen25), in, o);
-      if (!r) EXPECT_FALSE(r.status().message().empty()) << rf;
+      if (!r) {
+        EXPECT_FALSE(r.status().message().empty()) << rf;
+      }
       auto t = chat::prepare_chat(g.tmpl(kQwen25), with_tools, o);
-      if (!t) EXPECT_FALSE(t.status().message().empty()) << rf;
+      if (!t) {
+        EXPECT_FALSE(t.status().message().empty()) << rf;
+      }
     }) << rf;
   }
 }
