@@ -926,6 +926,16 @@ Expected<PreparedChat> prepare_chat(const ChatTemplate& tmpl, const ChatInputs& 
   const ToolCallSyntax syntax = tool_call_syntax(p.format);
   p.stops = syntax.stops;
   p.preserved_tokens = syntax.preserved_tokens;
+  if (!p.tools_present) {
+    // Thinking markers that are control tokens must reach the parser without tools too (as
+    // llama.cpp keeps them for these families): Gemma 4's channels, Ministral 3's [THINK].
+    if (tmpl.tool_call_format() == ToolCallFormat::kGemma4) {
+      p.preserved_tokens = {"<|channel>", "<channel|>"};
+    } else if (tmpl.tool_call_format() == ToolCallFormat::kMistralArgs &&
+               tmpl.source().find("[THINK]") != std::string::npos) {
+      p.preserved_tokens = {"[THINK]", "[/THINK]"};
+    }
+  }
   return p;
 }
 

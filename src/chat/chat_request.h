@@ -177,7 +177,9 @@ struct PreparedChat {
   // <channel|>, [THINK] ... [/THINK]), as llama.cpp's grammars for them allow.
   std::string grammar;
   std::vector<std::string> stops;             // tool_call_syntax(format).stops
-  std::vector<std::string> preserved_tokens;  // detokenize these with special = true
+  // Detokenize these with special = true: the format's tokens; without tools, Gemma 4's channel
+  // markers and Ministral 3's [THINK] / [/THINK] (control tokens carrying the reasoning).
+  std::vector<std::string> preserved_tokens;
   bool thinking_forced_open = false;          // the prompt ends inside <think>
   bool parallel_tool_calls = false;           // as requested, unless the template cannot render them
   bool tools_present = false;

@@ -1143,8 +1143,13 @@ TEST(Gemma4, ThinkingPromptGrammarAndHistory) {
   ASSERT_TRUE(t) << t.status().message();
   chat::ChatInputs in;
   in.messages = json::array({json{{"role", "user"}, {"content", "Weather in Rome?"}}});
-  in.tools = kTools;
   in.extra = json{{"enable_thinking", true}};
+  // Without tools the channel markers (control tokens) are still kept for the parser.
+  auto plain = chat::prepare_chat(*t, in, chat::ChatRequestOptions{});
+  ASSERT_TRUE(plain) << plain.status().message();
+  EXPECT_EQ(plain->format, ToolCallFormat::kNone);
+  EXPECT_EQ(plain->preserved_tokens, (std::vector<std::string>{"<|channel>", "<channel|>"}));
+  in.tools = kTools;
   chat::ChatRequestOptions opts;
   opts.tool_choice.mode = chat::ToolChoice::kRequired;
   auto p = chat::prepare_chat(*t, in, opts);
@@ -1255,6 +1260,7 @@ TEST(Gemma4, ContinuesTheFinalMessage) {
   ASSERT_TRUE(p) << p.status().message();
   EXPECT_TRUE(p->prompt.ends_with("[INST]2+2?[/INST][THINK]Add")) << p->prompt;
   EXPECT_TRUE(p->thinking_forced_open);
+  EXPECT_EQ(p->preserved_tokens, (std::vector<std::string>{"[THINK]", "[/THINK]"}));
   m = chat::parse_assistant_output(p->format, " them: 4.[/THINK]4", p->parse_options());
   EXPECT_EQ(m.reasoning_content, "them: 4.");
   EXPECT_EQ(m.content, "4");
