@@ -288,6 +288,13 @@ std::vector<std::string_view> bpe_pre_tokenizer_names() {
   return names;
 }
 
+std::vector<std::string_view> bpe_pre_tokenizer_regexes(std::string_view name) {
+  for (const PresetDef& d : presets()) {
+    if (std::find(d.names.begin(), d.names.end(), name) != d.names.end()) return *d.regexes;
+  }
+  return {};
+}
+
 namespace {
 
 // A std::regex string of llama.cpp as PCRE2 runs it the same way (see the file comment): \s and

@@ -88,6 +88,9 @@ class BpeTokenizer {
 std::vector<std::string_view> bpe_preset_names();
 // Every accepted tokenizer.ggml.pre name.
 std::vector<std::string_view> bpe_pre_tokenizer_names();
+// llama.cpp's regex strings for a name (as in its llama-vocab.cpp; empty for an unknown name), for
+// the pre-tokenization goldens (tools/dev/make_vocab_pre --regexes).
+std::vector<std::string_view> bpe_pre_tokenizer_regexes(std::string_view name);
 
 // GPT-2's byte <-> printable code point mapping.
 uint32_t byte_to_codepoint(uint8_t byte);

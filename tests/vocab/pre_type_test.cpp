@@ -167,6 +167,58 @@ INSTANTIATE_TEST_SUITE_P(Golden, PreTypes, ::testing::ValuesIn(entries()), [](co
   return name;
 });
 
+// Pre-tokens: llama.cpp's own splitting (unicode_regex_split) of every case with each preset's
+// regex list (tests/data/vocab-pre/pretokens.json), which ids cannot always show (a boundary
+// that no merge crosses). Needs no vocabulary.
+const json& pretokens() {
+  static const json g = json::parse(read_file(test::data_dir() + "/vocab-pre/pretokens.json"));
+  return g;
+}
+
+std::vector<Entry> pretoken_entries() {
+  std::vector<Entry> out;
+  for (const json& g : pretokens().at("groups")) {
+    for (const json& n : g.at("names")) out.push_back({n.get<std::string>(), &g});
+  }
+  return out;
+}
+
+class PreTokens : public ::testing::TestWithParam<Entry> {};
+
+TEST_P(PreTokens, MatchLlamaCpp) {
+  const Entry& e = GetParam();
+  auto t = detail::BpeTokenizer::create(e.name, {});
+  ASSERT_TRUE(t.has_value()) << t.status().message();
+  const std::vector<std::string> cases = load_cases();
+  const json& lengths = e.group->at("lengths");
+  ASSERT_EQ(cases.size(), lengths.size());
+  int failures = 0;
+  for (size_t i = 0; i < cases.size() && failures < 10; ++i) {
+    std::string got;
+    std::string pieces;
+    for (const std::string& w : (*t)->pre_tokenize(cases[i])) {
+      const std::string raw = (*t)->preset().byte_encode ? detail::byte_level_decode(w) : w;
+      got += (got.empty() ? "" : " ") + std::to_string(raw.size());
+      pieces += "[" + raw + "]";
+    }
+    // llama.cpp keeps an empty match (superbpe's lookahead) as an empty pre-token, which has no
+    // tokens; loom does not make one.
+    std::string want;
+    std::istringstream in(lengths[i].get<std::string>());
+    for (std::string len; in >> len;) {
+      if (len != "0") want += (want.empty() ? "" : " ") + len;
+    }
+    EXPECT_EQ(got, want) << "case " << i << ": " << pieces;
+    if (got != want) ++failures;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Golden, PreTokens, ::testing::ValuesIn(pretoken_entries()), [](const auto& info) {
+  std::string name = info.param.name;
+  for (char& c : name) if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return name;
+});
+
 // The goldens cover every name llama.cpp's source names, and loom accepts exactly those.
 TEST(PreTypeNames, SameAsLlamaCpp) {
   std::set<std::string> golden_names;
@@ -174,6 +226,11 @@ TEST(PreTypeNames, SameAsLlamaCpp) {
   std::set<std::string> loom_names;
   for (std::string_view n : detail::bpe_pre_tokenizer_names()) loom_names.insert(std::string(n));
   EXPECT_EQ(loom_names, golden_names);
+  // Every preset has its pre-token golden.
+  std::set<std::string> presets, pretoken_names;
+  for (std::string_view n : detail::bpe_preset_names()) presets.insert(std::string(n));
+  for (const Entry& e : pretoken_entries()) pretoken_names.insert(e.name);
+  EXPECT_EQ(presets, pretoken_names);
 
   const std::string src = test::llama_cpp_src() + "/src/llama-vocab.cpp";
   const std::string text = read_file(src);

@@ -8,17 +8,62 @@
 // pre-tokenizer's own defaults for those show in the goldens. Everything else (tokens, merges,
 // token types, special ids) is BASE's. tests/vocab/pre_type_test.cpp makes the same vocabulary
 // in memory (Vocab::read_data of BASE with those changes).
+//
+//   make_vocab_pre --regexes OUT.json
+//
+// writes llama.cpp's regex strings of every pre-tokenizer preset loom has, {"NAME": [...]} (one
+// name per preset), for loom-ref-dump split (the pre-token goldens).
 #include <cstdio>
 #include <string>
 
+#include <fstream>
+
 #include "gguf/gguf.h"
 #include "gguf/gguf_writer.h"
+#include "vocab/bpe_tokenizer.h"
 
 using namespace loom;
 
+namespace {
+
+// A JSON string literal (the regexes are UTF-8 without control characters but \r, \n, \t).
+std::string json_string(std::string_view s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\', out += c;
+    else if (c == '\n') out += "\\n";
+    else if (c == '\r') out += "\\r";
+    else if (c == '\t') out += "\\t";
+    else out += c;
+  }
+  return out + "\"";
+}
+
+int write_regexes(const char* path) {
+  std::ofstream out(path, std::ios::binary);
+  out << "{";
+  bool first = true;
+  for (std::string_view name : detail::bpe_preset_names()) {
+    out << (first ? "\n" : ",\n") << json_string(name) << ": [";
+    first = false;
+    bool first_re = true;
+    for (std::string_view re : detail::bpe_pre_tokenizer_regexes(name)) {
+      out << (first_re ? "" : ", ") << json_string(re);
+      first_re = false;
+    }
+    out << "]";
+  }
+  out << "\n}\n";
+  return out.good() ? 0 : 1;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  if (argc == 3 && std::string(argv[1]) == "--regexes") return write_regexes(argv[2]);
   if (argc < 5) {
-    std::fprintf(stderr, "usage: make_vocab_pre BASE.gguf OUT_DIR MODEL NAME...\n");
+    std::fprintf(stderr, "usage: make_vocab_pre BASE.gguf OUT_DIR MODEL NAME...\n"
+                         "       make_vocab_pre --regexes OUT.json\n");
     return 2;
   }
   auto in = gguf::GgufFile::open(argv[1]);

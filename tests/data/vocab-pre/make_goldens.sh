@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Remakes goldens.json: llama.cpp's tokenization of cases.txt under every BPE pre-tokenizer name
+# Remakes goldens.json and pretokens.json. goldens.json: llama.cpp's tokenization of cases.txt under every BPE pre-tokenizer name
 # that llama.cpp's src/llama-vocab.cpp names (and the "gemma4" tokenizer model), each with a
 # vocabulary made by tools/dev/make_vocab_pre from one of llama.cpp's own vocab files:
 # models/ggml-vocab-gemma-4.gguf for the SentencePiece-style presets (gemma4,
@@ -36,3 +36,8 @@ for n in "${spm_names[@]}"; do "$ref" tokenize "$tmp/spm/$n.gguf" "$here/cases.t
 "$ref" tokenize "$tmp/ws/whitespace.gguf" "$here/cases.txt" "$tmp/out/ws.whitespace.json" 2>/dev/null
 python3 "$here/collect_goldens.py" "$here/cases.txt" "$tmp/out" $names > "$here/goldens.json"
 echo "$here/goldens.json"
+# Pre-tokens: llama.cpp's unicode_regex_split with the regex list of each of loom's presets.
+"$gen" --regexes "$tmp/regexes.json"
+"$ref" split "$tmp/regexes.json" "$here/cases.txt" "$tmp/split.json"
+python3 "$here/collect_pretokens.py" "$tmp/split.json" > "$here/pretokens.json"
+echo "$here/pretokens.json"

@@ -753,7 +753,60 @@ int kvmem(llama_model* model, int argc, char** argv) {
   return 0;
 }
 
+// ref_dump split REGEXES.json CASES.txt OUT.json   (loads no model)
+//     llama.cpp's pre-tokenization itself: unicode_regex_split (libllama's src/unicode.h; raw UTF-8,
+//     byte_encode false) of every case of CASES.txt (read as tokenize reads it) with each regex
+//     list of REGEXES.json ({"NAME": ["regex", ...]}, tools/dev/make_vocab_pre --regexes): OUT.json
+//     {"NAME": ["LEN LEN ...", ...]}, the byte lengths of each case's pre-tokens.
+std::vector<std::string> unicode_regex_split(const std::string& text, const std::vector<std::string>& regex_exprs,
+                                             bool byte_encode);
+
+int split_cases(int argc, char** argv) {
+  if (argc != 5) return std::fprintf(stderr, "usage: ref_dump split REGEXES.json CASES.txt OUT.json\n"), 2;
+  std::ifstream rin(argv[2], std::ios::binary);
+  if (!rin) return std::fprintf(stderr, "cannot read %s\n", argv[2]), 1;
+  const json lists = json::parse(rin);
+  std::ifstream in(argv[3], std::ios::binary);
+  if (!in) return std::fprintf(stderr, "cannot read %s\n", argv[3]), 1;
+  const std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::string> cases;
+  const std::string sep = "\n__case__\n";
+  for (size_t at = 0;;) {
+    const size_t next = all.find(sep, at);
+    if (next == std::string::npos) {
+      std::string last = all.substr(at);
+      if (!last.empty() && last.back() == '\n') last.pop_back();
+      cases.push_back(last);
+      break;
+    }
+    cases.push_back(all.substr(at, next - at));
+    at = next + sep.size();
+  }
+  json out = json::object();
+  for (const auto& [name, regexes] : lists.items()) {
+    const std::vector<std::string> exprs = regexes.get<std::vector<std::string>>();
+    json per_case = json::array();
+    for (const std::string& text : cases) {
+      std::string lens;
+      // (llama_tokenize never splits an empty fragment: the hand-written splitters return no
+      // offsets for one, and llama.cpp would then hand "\p{Han}+" to std::regex.)
+      if (text.empty()) {
+        per_case.push_back(lens);
+        continue;
+      }
+      for (const std::string& piece : unicode_regex_split(text, exprs, false)) {
+        lens += (lens.empty() ? "" : " ") + std::to_string(piece.size());
+      }
+      per_case.push_back(lens);
+    }
+    out[name] = per_case;
+  }
+  std::ofstream(argv[4]) << out.dump(0) << "\n";
+  return 0;
+}
+
 int main(int argc, char** argv) {
+  if (argc >= 2 && std::string(argv[1]) == "split") return split_cases(argc, argv);
   if (argc < 5) {
     std::fprintf(stderr, "usage: ref_dump golden MODEL OUTDIR NAME [--prompt P]... [--gen N]\n"
                          "       ref_dump seqops MODEL OUT.json PROMPT_A PROMPT_B\n"
