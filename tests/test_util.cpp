@@ -76,7 +76,9 @@ bool under_emulator() {
 #endif
 }
 
-std::string loom_command() {
+std::string loom_command() { return tool_command("loom"); }
+
+std::string tool_command(const std::string& tool) {
   std::string cmd;
 #if defined(LOOM_TEST_EMULATOR)
   // The emulator program and its arguments, separated by spaces.
@@ -88,7 +90,7 @@ std::string loom_command() {
     at = end + 1;
   }
 #endif
-  return cmd + quote(loom_binary());
+  return cmd + quote(std::string(LOOM_BINARY_DIR) + "/bin/" + tool);
 }
 
 std::string quote(const std::string& s) {

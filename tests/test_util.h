@@ -30,6 +30,8 @@ std::string loom_binary();
 // toolchain's CMAKE_CROSSCOMPILING_EMULATOR, e.g. qemu-aarch64 -cpu max), so that CLI tests run
 // the binary the same way ctest runs the test itself.
 std::string loom_command();
+// The same for another program the build makes in build/bin (e.g. make_arch_variant).
+std::string tool_command(const std::string& tool);
 // True in cross builds whose tests run under an emulator (QEMU runs floating-point code a few
 // hundred times slower: tests may then cut their sweeps to representative cases).
 bool under_emulator();

@@ -30,7 +30,7 @@ size_t max_matmul_scratch(const Model& m, int64_t n, int max_rank) {
     for (const LayerWeights& l : *ls) {
       for (const TensorView* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down, &l.ssm_in, &l.ssm_x,
                                   &l.ssm_dt, &l.ssm_out, &l.ssm_z, &l.ssm_beta, &l.ssm_alpha, &l.wq_cross, &l.wk_cross,
-                                  &l.wv_cross, &l.wo_cross, &l.pl_inp_gate, &l.pl_proj}) {
+                                  &l.wv_cross, &l.wo_cross, &l.pl_inp_gate, &l.pl_proj, &l.laurel_l, &l.laurel_r}) {
         if (!t->empty()) best = std::max(best, ops::matmul_scratch_bytes(t->type, t->cols, n));
       }
     }
@@ -76,6 +76,10 @@ void layout(const Model& m, int T, int n_kv, TensorType type_k, int n_threads, i
   b->pl_inp = floats(P * size_t(hp.n_layer) * t);
   b->pl_gate = floats(P * t);
   b->pl_row = floats(P * size_t(hp.n_layer));
+  const size_t A = size_t(hp.n_altup);
+  b->alt = floats(2 * A * E * t);
+  b->alt_coef = floats((A * A + 2 * A) * t);
+  b->laurel = floats(size_t(hp.laurel_rank) * t);
   b->pos_bucket = static_cast<int32_t*>(alloc(hp.is_t5() ? sizeof(int32_t) * t * size_t(n_kv) : 0));
   b->mm = alloc(max_matmul_scratch(m, T, max_rank));
   size_t attn = hp.is_recurrent() ? 0 : ops::attention_scratch_bytes(T, n_kv, int(hp.head_dim), type_k, n_threads);
@@ -268,6 +272,7 @@ Status forward(const Model& model, const ForwardBatch& fb, ForwardScratch& scrat
   if (hp.is_t5()) return detail::forward_t5(model, fb, scratch, pool, cfg);
   if (hp.is_encoder()) return detail::forward_bert(model, fb, scratch, pool, cfg);
   if (hp.is_recurrent()) return detail::forward_mamba(model, fb, scratch, pool, cfg);
+  if (hp.arch == Arch::kGemma3n) return detail::forward_gemma3n(model, fb, scratch, pool, cfg);
   return detail::forward_decoder(model, fb, scratch, pool, cfg);  // decoders and hybrids (granitehybrid)
 }
 

@@ -37,6 +37,9 @@ struct Buffers {
   float* pl_inp; // [T][n_layer][P] gemma4's per-layer inputs (P = n_embd_per_layer; else empty)
   float* pl_gate;// [T][P] gemma4's per-layer gate of the current layer
   float* pl_row; // [n_layer·P] one token's row of the per-layer embedding table
+  float* alt;    // gemma3n: [2][n_altup][T][E] the AltUp streams, then their predictions
+  float* alt_coef;  // gemma3n: [T][n_altup² + 2·n_altup] router outputs and coefficients
+  float* laurel; // gemma3n: [T][laurel_rank]
   int32_t* pos_bucket;  // [T][n_kv] T5 relative-position buckets (empty for other families)
   void* mm;      // matmul activation scratch
   void* attn;    // attention scratch
@@ -127,5 +130,9 @@ Status forward_t5(const Model& m, const ForwardBatch& fb, ForwardScratch& scratc
                   const ForwardConfig& cfg);
 Status forward_mamba(const Model& m, const ForwardBatch& fb, ForwardScratch& scratch, ThreadPool& pool,
                      const ForwardConfig& cfg);
+Status forward_gemma3n(const Model& m, const ForwardBatch& fb, ForwardScratch& scratch, ThreadPool& pool,
+                       const ForwardConfig& cfg);
+// gemma4 / gemma3n: the micro-batch's per-layer inputs into b.pl_inp (forward_decoder.cpp).
+void per_layer_inputs(const Model& model, const ForwardBatch& fb, ThreadPool& pool, Buffers& b);
 
 }  // namespace loom::detail

@@ -229,6 +229,60 @@ Status read_gemma4_hparams(const gguf::GgufFile& f, ModelHparams& hp, int64_t n_
   return Status::ok();
 }
 
+// gemma3n: Gemma 3's attention (q/k norms with weights, V norm, scale 1, a sliding layer pattern,
+// 4 sliding per global by default) and the reference's fixed AltUp / Laurel / per-layer sizes: 4
+// streams (the first active), per-layer inputs of 256, activation sparsity on the first 10 layers,
+// K/V of their own on the first 20 layers only (later ones read the last sliding / global of those).
+Status read_gemma3n_hparams(const gguf::GgufFile& f, ModelHparams& hp, int64_t n_block) {
+  const std::string& a = hp.arch_name;
+  constexpr int64_t kBig = int64_t(1) << 31;
+  hp.ffn_act = FfnAct::kGelu;
+  hp.gelu_f16_table = true;
+  hp.embd_scale = std::sqrt(float(hp.n_embd));
+  hp.post_norms = true;
+  hp.qk_norm = true;
+  hp.v_norm = true;
+  hp.attn_scale = 1.0f;
+  hp.n_altup = 4;
+  hp.n_embd_per_layer = 256;
+  hp.n_layer_sparse = 10;
+  const std::string pkey = a + ".attention.sliding_window_pattern";
+  hp.swa_layer.assign(size_t(hp.n_layer), 0);
+  Expected<const gguf::Array*> pat = f.get_array(pkey);
+  if (pat) {
+    if (!((*pat)->is_numeric() || (*pat)->elem_type == gguf::ValueType::kBool) || (*pat)->count != uint64_t(n_block)) {
+      return corrupt(pkey + " must be a number or an array of " + std::to_string(n_block) + " flags");
+    }
+    for (int64_t il = 0; il < hp.n_layer; ++il) hp.swa_layer[size_t(il)] = (*pat)->int_at(uint64_t(il)) != 0;
+  } else {
+    LOOM_ASSIGN_OR_RETURN(int64_t n_pattern, arch_int(f, a, "attention.sliding_window_pattern", 5, 0, 1 << 16));
+    for (int64_t il = 0; il < hp.n_layer; ++il) {
+      hp.swa_layer[size_t(il)] = n_pattern == 0 || il % n_pattern < n_pattern - 1;
+    }
+  }
+  LOOM_ASSIGN_OR_RETURN(int64_t swa, arch_int(f, a, "attention.sliding_window", std::nullopt, 1, kBig));
+  hp.swa_window = int(swa);
+  LOOM_ASSIGN_OR_RETURN(double base_swa, f.get_float_or(a + ".rope.freq_base_swa", 10000.0));
+  if (!(base_swa > 0)) return corrupt("rope.freq_base_swa must be positive");
+  hp.rope_freq_base_swa = float(base_swa);
+  LOOM_ASSIGN_OR_RETURN(double fcap, f.get_float_or(a + ".final_logit_softcapping", 30.0));
+  if (fcap < 0 || !std::isfinite(fcap)) return corrupt("final_logit_softcapping must be finite and not negative");
+  hp.final_softcap = float(fcap);
+  constexpr int64_t kKvFromStart = 20;
+  if (hp.n_layer > kKvFromStart) {
+    hp.kv_reuse.assign(size_t(hp.n_layer), -1);
+    for (int64_t il = kKvFromStart; il < hp.n_layer; ++il) {
+      const int64_t src = kKvFromStart - (hp.is_swa_layer(il) ? 2 : 1);
+      if (hp.is_swa_layer(src) != hp.is_swa_layer(il)) {
+        return corrupt(a + ": layer " + std::to_string(il) + " would read the K/V of layer " + std::to_string(src) +
+                       ", a layer of the other kind (" + pkey + " must make layers 18 and 19 sliding and global)");
+      }
+      hp.kv_reuse[size_t(il)] = int(src);
+    }
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 Expected<ModelHparams> read_hparams(const gguf::GgufFile& f) {
@@ -248,13 +302,14 @@ Expected<ModelHparams> read_hparams(const gguf::GgufFile& f) {
       {"granite", Arch::kGranite, ops::RopeMode::kNormal},  {"smollm3", Arch::kSmolLM3, ops::RopeMode::kNormal},
       {"lfm2", Arch::kLfm2, ops::RopeMode::kNeox},          {"qwen35", Arch::kQwen35, ops::RopeMode::kNeox},
       {"gemma4", Arch::kGemma4, ops::RopeMode::kNeox},      {"mistral3", Arch::kMistral3, ops::RopeMode::kNormal},
+      {"gemma3n", Arch::kGemma3n, ops::RopeMode::kNeox},
   };
   const Family* fam = nullptr;
   for (const Family& f : kFamilies) {
     if (a == f.name) fam = &f;
   }
   if (!fam) {
-    return unsupported("architecture '" + a + "' is not supported (supported: llama, qwen2, qwen3, qwen35, phi3, gemma, gemma2, gemma3, gemma4, bert, nomic-bert, mamba, mamba2, t5, t5encoder, granite, granitehybrid, lfm2, mistral3, smollm3)");
+    return unsupported("architecture '" + a + "' is not supported (supported: llama, qwen2, qwen3, qwen35, phi3, gemma, gemma2, gemma3, gemma3n, gemma4, bert, nomic-bert, mamba, mamba2, t5, t5encoder, granite, granitehybrid, lfm2, mistral3, smollm3)");
   }
   hp.arch = fam->arch;
   hp.rope_mode = fam->rope;
@@ -456,6 +511,7 @@ Expected<ModelHparams> read_hparams(const gguf::GgufFile& f) {
       break;
     }
     case Arch::kGemma4: LOOM_RETURN_IF_ERROR(read_gemma4_hparams(f, hp, n_block)); break;
+    case Arch::kGemma3n: LOOM_RETURN_IF_ERROR(read_gemma3n_hparams(f, hp, n_block)); break;
     case Arch::kMistral3: {
       LOOM_ASSIGN_OR_RETURN(hp.attn_temp_scale, finite_float(f, a + ".attention.temperature_scale", 0.0));
       LOOM_ASSIGN_OR_RETURN(int64_t n_expert, arch_int(f, a, "expert_count", 0, 0, 1 << 16));

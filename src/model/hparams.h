@@ -22,6 +22,7 @@ enum class Arch {
   kQwen35,         // Qwen3.5: Gated DeltaNet layers and gated full-attention layers
   kGemma4,         // Gemma 4: sliding/global layers of different head sizes, shared-KV layers, per-layer embeddings
   kMistral3,       // Ministral 3: llama with YaRN and attention temperature scaling
+  kGemma3n,        // Gemma 3n: AltUp streams, Laurel, per-layer embeddings, activation sparsity (forward_gemma3n.cpp)
 };
 // <arch>.rope.scaling.type (llama.cpp's default when absent: linear, a no-op at factor 1).
 enum class RopeScalingKind : uint8_t { kNone, kLinear, kYarn, kLongRope };
@@ -105,6 +106,11 @@ struct ModelHparams {
   std::vector<int64_t> n_ff_layer;
   int64_t n_embd_per_layer = 0;
   bool v_norm = false;
+  // gemma3n (the reference's fixed values): AltUp streams and the active one, Laurel's rank, the
+  // first layers whose FFN gate keeps only values above mean + 1.645·std (activation sparsity).
+  int64_t n_altup = 0;
+  int64_t laurel_rank = 0;
+  int64_t n_layer_sparse = 0;
   // Multi-token-prediction blocks after the trunk (<arch>.nextn_predict_layers, counted in
   // block_count): loaded with the file but never run. n_layer counts the trunk only.
   int64_t n_layer_nextn = 0;

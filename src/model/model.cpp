@@ -112,6 +112,20 @@ class Binder {
     return TensorView{t->type, t->data, cols, rows, size_t(row_bytes(t->type, cols))};
   }
 
+  // A {cols, rows, n} tensor as one matrix of n·rows rows (rows_of picks each slice).
+  TensorView matrix3(const std::string& name, int64_t cols, int64_t rows, int64_t n) {
+    const gguf::TensorInfo* t = find(name, {cols, rows, n}, true);
+    if (!t) return {};
+    if (!quant::is_supported(t->type)) {
+      st_ = unsupported("tensor '" + name + "' has type " + std::string(tensor_type_name(t->type)) +
+                        ", which this build cannot compute with yet");
+      return {};
+    }
+    bytes_ += t->nbytes;
+    params_ += uint64_t(t->n_elements());
+    return TensorView{t->type, t->data, cols, rows * n, size_t(row_bytes(t->type, cols))};
+  }
+
   // Rows [first, first + rows) of a matrix stored fused with others.
   TensorView rows_of(const TensorView& fused, int64_t first, int64_t rows) {
     if (fused.empty()) return {};
@@ -358,7 +372,17 @@ Status Model::bind_decoder() {
       w_.rope_sections = owned_.back().data();
     }
   }
-  if (hp.arch == Arch::kGemma4) {
+  if (hp.arch == Arch::kGemma3n) {
+    // AltUp's stream projections: {n_embd, n_embd, n_altup - 1} tensors, one matrix per stream.
+    const int64_t A = hp.n_altup;
+    const TensorView proj = b.matrix3("altup_proj.weight", E, E, A - 1);
+    const TensorView unembd = b.matrix3("altup_unembd_proj.weight", E, E, A - 1);
+    for (int64_t k = 0; k + 1 < A && !proj.empty() && !unembd.empty(); ++k) {
+      w_.altup_proj.push_back(b.rows_of(proj, k * E, E));
+      w_.altup_unembd_proj.push_back(b.rows_of(unembd, k * E, E));
+    }
+  }
+  if (hp.arch == Arch::kGemma4 || hp.arch == Arch::kGemma3n) {
     // Global layers' proportional RoPE divisors (shared by them), and the per-layer token
     // embeddings: a table of n_layer slices per token, and a projection of the embedding into them.
     w_.rope_freqs = b.vector("rope_freqs.weight", hp.head_dim / 2, /*required=*/false);
@@ -390,7 +414,7 @@ Status Model::bind_decoder() {
         case RecurrentMixer::kDeltaNet: LOOM_RETURN_IF_ERROR(bind_delta_net(b, hp, p, l)); break;
         default: LOOM_RETURN_IF_ERROR(bind_ssm_mixer(b, hp, p, l)); break;
       }
-    } else if (hp.arch == Arch::kGemma4) {
+    } else if (hp.arch == Arch::kGemma4 || hp.arch == Arch::kGemma3n) {
       LOOM_RETURN_IF_ERROR(bind_gemma4_attention(b, hp, p, il, file_.find_tensor(p + "attn_qkv.weight") != nullptr, l));
     } else if (hp.attn_output_gate) {
       // qwen35: the q projection carries a gate per head ([q | gate] rows per head).
@@ -432,6 +456,24 @@ Status Model::bind_decoder() {
       l.ffn_up = b.matrix(p + "ffn_up.weight", E, F);
     }
     l.ffn_down = b.matrix(p + "ffn_down.weight", F, E);
+    if (hp.arch == Arch::kGemma3n) {
+      const int64_t A = hp.n_altup;
+      l.altup_router_norm = b.vector(p + "altup_router_norm.weight", E);
+      l.altup_router = b.floats(p + "altup_router.weight", {E, A});
+      l.altup_predict_coef = b.floats(p + "altup_predict_coef.weight", {A, A * A});
+      l.altup_correct_coef = b.floats(p + "altup_correct_coef.weight", {A, A});
+      l.altup_correct_scale = b.vector(p + "altup_correct_scale.weight", E);
+      const gguf::TensorInfo* ll = file_.find_tensor(p + "laurel_l.weight");
+      const int64_t rank = ll ? ll->ne[1] : 64;
+      if (il == 0) hp.laurel_rank = rank;
+      if (rank != hp.laurel_rank || rank < 1 || rank > E) {
+        return corrupt("tensor '" + p + "laurel_l.weight' has rank " + std::to_string(rank) + " (layer 0's is " +
+                       std::to_string(hp.laurel_rank) + ")");
+      }
+      l.laurel_l = b.matrix(p + "laurel_l.weight", E, rank);
+      l.laurel_r = b.matrix(p + "laurel_r.weight", rank, E);
+      l.laurel_post_norm = b.vector(p + "laurel_post_norm.weight", E);
+    }
     if (hp.n_embd_per_layer > 0) {
       l.pl_inp_gate = b.matrix(p + "inp_gate.weight", E, hp.n_embd_per_layer);
       l.pl_proj = b.matrix(p + "proj.weight", hp.n_embd_per_layer, E);

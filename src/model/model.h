@@ -66,6 +66,17 @@ struct LayerWeights {
   TensorView pl_inp_gate;
   TensorView pl_proj;
   const float* pl_post_norm = nullptr;
+  // gemma3n: AltUp's router (norm, [n_altup rows][n_embd]), prediction and correction coefficients
+  // ([n_altup² rows][n_altup], [n_altup rows][n_altup]) and correction scale [n_embd]; Laurel's
+  // low-rank residual (left [rank rows][n_embd], right [n_embd rows][rank], post-norm).
+  const float* altup_router_norm = nullptr;
+  const float* altup_router = nullptr;
+  const float* altup_predict_coef = nullptr;
+  const float* altup_correct_coef = nullptr;
+  const float* altup_correct_scale = nullptr;
+  TensorView laurel_l;
+  TensorView laurel_r;
+  const float* laurel_post_norm = nullptr;
   TensorView ssm_z;                  // [Di rows][n_embd] the output gate (attn_gate)
   TensorView ssm_beta;               // [Hv rows][n_embd] the write strength, through a sigmoid
   TensorView ssm_alpha;              // [Hv rows][n_embd] the decay's input
@@ -108,6 +119,10 @@ struct ModelWeights {
   // ([n_vocab rows][n_layer·P]), the embedding's projection into them ([n_layer·P rows][n_embd])
   // and the slices' RMSNorm weight [P].
   const float* rope_freqs = nullptr;
+  // gemma3n: the projections of the embedding into the other AltUp streams and back, one
+  // [n_embd rows][n_embd] matrix per stream after the first (n_altup - 1 of each).
+  std::vector<TensorView> altup_proj;
+  std::vector<TensorView> altup_unembd_proj;
   TensorView per_layer_tok_embd;
   TensorView per_layer_model_proj;
   const float* per_layer_proj_norm = nullptr;

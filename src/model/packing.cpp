@@ -193,13 +193,15 @@ std::vector<TensorView*> matrices(ModelWeights& w) {
     for (LayerWeights& l : *ls) {
       for (TensorView* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down, &l.ssm_in, &l.ssm_x,
                             &l.ssm_dt, &l.ssm_out, &l.ssm_z, &l.ssm_beta, &l.ssm_alpha, &l.wq_cross, &l.wk_cross,
-                            &l.wv_cross, &l.wo_cross, &l.pl_inp_gate, &l.pl_proj}) {
+                            &l.wv_cross, &l.wo_cross, &l.pl_inp_gate, &l.pl_proj, &l.laurel_l, &l.laurel_r}) {
         out.push_back(t);
       }
     }
   }
   out.push_back(&w.output);
   out.push_back(&w.per_layer_model_proj);
+  for (TensorView& t : w.altup_proj) out.push_back(&t);
+  for (TensorView& t : w.altup_unembd_proj) out.push_back(&t);
   return out;
 }
 

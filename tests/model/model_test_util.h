@@ -4,7 +4,10 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -22,6 +25,43 @@ inline std::shared_ptr<const Model> load_shared_model(const std::string& rel) {
   auto m = Model::load(path);
   EXPECT_TRUE(m.has_value()) << m.status().message();
   return m ? *m : nullptr;
+}
+
+// A synthetic model that tests/data does not hold (too large to commit) but whose goldens it
+// does: made on first use by build/bin/make_arch_variant ARGS (stories260K.gguf of ../shared as
+// IN) into build/testdata/NAME.gguf, then checked against its recorded size and FNV-1a 64 hash
+// so that a changed generator is reported rather than compared against stale goldens. Empty with
+// a test failure when it cannot be made.
+inline std::string generated_model(const std::string& name, const std::string& arch, uint64_t size, uint64_t fnv) {
+  const std::string in = shared_path("models/stories260K.gguf");
+  if (in.empty()) return "";
+  const std::string dir = std::string(LOOM_BINARY_DIR) + "/testdata";
+  const std::string out = dir + "/" + name + ".gguf";
+  auto digest = [](const std::string& path, uint64_t& n) {
+    std::FILE* f = std::fopen(path.c_str(), "rb");
+    uint64_t h = 1469598103934665603ull;
+    n = 0;
+    if (!f) return h;
+    unsigned char buf[1 << 16];
+    for (size_t got; (got = std::fread(buf, 1, sizeof buf, f)) > 0;) {
+      for (size_t i = 0; i < got; ++i) h = (h ^ buf[i]) * 1099511628211ull;
+      n += got;
+    }
+    std::fclose(f);
+    return h;
+  };
+  uint64_t n = 0;
+  if (digest(out, n) != fnv || n != size) {
+    // Written under a temporary name and renamed: tests running at once never see half a file.
+    const std::string tmp = out + ".tmp" + std::to_string(::getpid());
+    const std::string cmd = "mkdir -p " + quote(dir) + " && " + tool_command("make_arch_variant") + " " + arch + " " +
+                            quote(in) + " " + quote(tmp) + " && mv " + quote(tmp) + " " + quote(out);
+    EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  }
+  const uint64_t h = digest(out, n);
+  EXPECT_EQ(n, size) << out << ": make_arch_variant " << arch << " no longer makes the file the goldens were made from";
+  EXPECT_EQ(h, fnv) << out << ": make_arch_variant " << arch << " no longer makes the file the goldens were made from";
+  return n == size && h == fnv ? out : "";
 }
 
 inline nlohmann::json load_json(const std::string& path) {

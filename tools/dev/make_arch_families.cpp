@@ -17,6 +17,7 @@
 #include <cstring>
 
 #include "base/half.h"
+#include "quant/quant.h"
 
 namespace loom {
 namespace {
@@ -211,6 +212,88 @@ Status make_mistral3(const gguf::GgufFile& in, gguf::GgufWriter& w, std::mt19937
   return Status::ok();
 }
 
+// gemma3n (tiny): 25 layers (the reference's fixed sizes need more than 20 to reach the shared-KV
+// layers): n_embd 64, 4 heads of 16 with 2 kv heads, n_ff 128, sliding window 16 on 4 of every 5
+// layers (layers 20-24 read layer 18's / 19's K/V), the fixed 4 AltUp streams, Laurel rank 64,
+// per-layer inputs of 256, soft-cap 30, tied output.
+Status make_gemma3n(const gguf::GgufFile& in, gguf::GgufWriter& w, std::mt19937& rng) {
+  LOOM_ASSIGN_OR_RETURN(const int64_t V, clear_model(in, w));
+  const std::string a = "gemma3n";
+  const int64_t E = 64, L = 25, H = 4, Hkv = 2, D = 16, F = 128, P = 256, A = 4, R = 64;
+  LOOM_RETURN_IF_ERROR(w.set_string("general.architecture", a));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".context_length", 4096));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".embedding_length", uint32_t(E)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".feed_forward_length", uint32_t(F)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.head_count", uint32_t(H)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.head_count_kv", uint32_t(Hkv)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.key_length", uint32_t(D)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.value_length", uint32_t(D)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".block_count", uint32_t(L)));
+  LOOM_RETURN_IF_ERROR(w.set_f32(a + ".attention.layer_norm_rms_epsilon", 1e-6f));
+  LOOM_RETURN_IF_ERROR(w.set_f32(a + ".rope.freq_base", 1000000.0f));
+  LOOM_RETURN_IF_ERROR(w.set_f32(a + ".rope.freq_base_swa", 10000.0f));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.sliding_window", 16));
+  LOOM_RETURN_IF_ERROR(w.set_f32(a + ".final_logit_softcapping", 30.0f));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".vocab_size", uint32_t(V)));
+  std::normal_distribution<float> unit(0.0f, 1.0f);
+  // F32 throughout (13 MB: the tests make this file with this generator instead of committing it).
+  auto add = [&](const std::string& name, std::vector<int64_t> ne, auto&& gen) -> Status {
+    int64_t n = 1;
+    for (int64_t d : ne) n *= d;
+    const TensorType type = TensorType::F32;
+    std::vector<float> v(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) v[size_t(i)] = gen(i);
+    if (type == TensorType::F32) {
+      std::vector<uint8_t> bytes(size_t(n) * 4);
+      std::memcpy(bytes.data(), v.data(), bytes.size());
+      return w.add_tensor(name, type, ne, bytes);
+    }
+    const int64_t rows = n / ne[0], rb = row_bytes(type, ne[0]);
+    std::vector<uint8_t> bytes(size_t(rows * rb));
+    for (int64_t r = 0; r < rows; ++r) quant::quantize_row(type, v.data() + r * ne[0], bytes.data() + r * rb, ne[0]);
+    return w.add_tensor(name, type, ne, bytes);
+  };
+  auto normal = [&](float std) { return [&rng, &unit, std](int64_t) { return std * unit(rng); }; };
+  auto fan_in = [&](int64_t n) { return normal(1.0f / std::sqrt(float(n))); };
+  auto norm_weight = [&](int64_t) { return 1.0f + 0.1f * unit(rng); };
+  auto qk_norm_weight = [&](int64_t) { return 0.5f + 0.05f * unit(rng); };
+  LOOM_RETURN_IF_ERROR(add("token_embd.weight", {E, V}, normal(0.1f)));
+  LOOM_RETURN_IF_ERROR(add("output_norm.weight", {E}, norm_weight));
+  LOOM_RETURN_IF_ERROR(add("altup_proj.weight", {E, E, A - 1}, fan_in(E)));
+  LOOM_RETURN_IF_ERROR(add("altup_unembd_proj.weight", {E, E, A - 1}, fan_in(E)));
+  LOOM_RETURN_IF_ERROR(add("per_layer_token_embd.weight", {P * L, V}, normal(0.5f)));
+  LOOM_RETURN_IF_ERROR(add("per_layer_model_proj.weight", {E, P * L}, fan_in(E)));
+  LOOM_RETURN_IF_ERROR(add("per_layer_proj_norm.weight", {P}, norm_weight));
+  for (int64_t il = 0; il < L; ++il) {
+    const std::string p = "blk." + std::to_string(il) + ".";
+    LOOM_RETURN_IF_ERROR(add(p + "attn_norm.weight", {E}, norm_weight));
+    LOOM_RETURN_IF_ERROR(add(p + "attn_q.weight", {E, H * D}, fan_in(E)));
+    LOOM_RETURN_IF_ERROR(add(p + "attn_k.weight", {E, Hkv * D}, fan_in(E)));
+    LOOM_RETURN_IF_ERROR(add(p + "attn_v.weight", {E, Hkv * D}, fan_in(E)));
+    LOOM_RETURN_IF_ERROR(add(p + "attn_output.weight", {H * D, E}, fan_in(H * D)));
+    LOOM_RETURN_IF_ERROR(add(p + "attn_q_norm.weight", {D}, qk_norm_weight));
+    LOOM_RETURN_IF_ERROR(add(p + "attn_k_norm.weight", {D}, qk_norm_weight));
+    LOOM_RETURN_IF_ERROR(add(p + "post_attention_norm.weight", {E}, norm_weight));
+    LOOM_RETURN_IF_ERROR(add(p + "ffn_norm.weight", {E}, norm_weight));
+    LOOM_RETURN_IF_ERROR(add(p + "ffn_gate.weight", {E, F}, fan_in(E)));
+    LOOM_RETURN_IF_ERROR(add(p + "ffn_up.weight", {E, F}, fan_in(E)));
+    LOOM_RETURN_IF_ERROR(add(p + "ffn_down.weight", {F, E}, fan_in(F)));
+    LOOM_RETURN_IF_ERROR(add(p + "post_ffw_norm.weight", {E}, norm_weight));
+    LOOM_RETURN_IF_ERROR(add(p + "inp_gate.weight", {E, P}, fan_in(E)));
+    LOOM_RETURN_IF_ERROR(add(p + "proj.weight", {P, E}, fan_in(P)));
+    LOOM_RETURN_IF_ERROR(add(p + "post_norm.weight", {E}, norm_weight));
+    LOOM_RETURN_IF_ERROR(add(p + "altup_correct_coef.weight", {A, A}, normal(0.1f)));
+    LOOM_RETURN_IF_ERROR(add(p + "altup_correct_scale.weight", {E}, norm_weight));
+    LOOM_RETURN_IF_ERROR(add(p + "altup_predict_coef.weight", {A, A * A}, normal(0.1f)));
+    LOOM_RETURN_IF_ERROR(add(p + "altup_router.weight", {E, A}, fan_in(E)));
+    LOOM_RETURN_IF_ERROR(add(p + "altup_router_norm.weight", {E}, norm_weight));
+    LOOM_RETURN_IF_ERROR(add(p + "laurel_l.weight", {E, R}, fan_in(E)));
+    LOOM_RETURN_IF_ERROR(add(p + "laurel_r.weight", {R, E}, fan_in(R)));
+    LOOM_RETURN_IF_ERROR(add(p + "laurel_post_norm.weight", {E}, norm_weight));
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 Status make_family_model(const gguf::GgufFile& in, gguf::GgufWriter& w, const std::string& a, bool untied,
@@ -218,6 +301,7 @@ Status make_family_model(const gguf::GgufFile& in, gguf::GgufWriter& w, const st
   const bool smol = a == "smollm3", granite = a == "granite", lfm2 = a == "lfm2", qwen35 = a == "qwen35";
   if (a == "gemma4") return make_gemma4(in, w, rng, shape);
   if (a == "mistral3") return make_mistral3(in, w, rng, shape);
+  if (a == "gemma3n") return make_gemma3n(in, w, rng);
   if (!smol && !granite && !lfm2 && !qwen35) return invalid_argument("unknown family '" + a + "'");
   const std::string from = *in.get_string("general.architecture");
   for (const auto& kv : std::vector<gguf::KeyValue>(w.metadata())) {

@@ -38,7 +38,7 @@
 //                                                    mamba2's, attention on layers I, J, ... (default 1), a
 //                                                    SwiGLU FFN in every layer, Granite's multipliers (see
 //                                                    make_ssm_model), no RoPE (as Granite 4.0 H files)
-//   make_arch_variant smollm3|granite|lfm2|qwen35|gemma4|mistral3 IN.gguf OUT.gguf [untied]
+//   make_arch_variant smollm3|granite|lfm2|qwen35|gemma4|mistral3|gemma3n IN.gguf OUT.gguf [untied]
 //                                                    a synthetic model of this year's families with IN's
 //                                                    tokenizer and random weights (seed 1234); shapes and
 //                                                    features in make_arch_families.cpp
@@ -492,7 +492,7 @@ int main(int argc, char** argv) {
   }
   if (argc >= 4 && (std::string(argv[1]) == "smollm3" || std::string(argv[1]) == "granite" ||
                     std::string(argv[1]) == "lfm2" || std::string(argv[1]) == "qwen35" || std::string(argv[1]) == "gemma4" ||
-                    std::string(argv[1]) == "mistral3")) {
+                    std::string(argv[1]) == "mistral3" || std::string(argv[1]) == "gemma3n")) {
     auto in = gguf::GgufFile::open(argv[2]);
     if (!in) return fail(in.status().message());
     auto w = gguf::GgufWriter::from_file(*in);
