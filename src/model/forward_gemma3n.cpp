@@ -6,7 +6,7 @@
 //     m = tanh(Wrouter · (RMSNorm(S_0, router_norm) / E));  c = Wpredict · m       [n_altup²]
 //     P_j = S_j + Σ_k c[j·n + k] · S_k                                             (prediction)
 //     h = RMSNorm(P_0);  lau = RMSNorm(Wr · (Wl · h), laurel_norm) + h              (Laurel)
-//     a = (post_norm(attn(h)) + P_0 + lau) / sqrt 2 ... precisely: (post_norm(attn(h)) + P_0 + lau) / √2
+//     a = (post_norm(attn(h)) + P_0 + lau) / √2
 //     A = post_ffw_norm(Wd · (gelu(sparse(Wg · n(a))) ⊙ Wu · n(a))) + a            (sparse: first 10 layers)
 //     m' = tanh(Wrouter · (RMSNorm(A, router_norm) / E));  c' = Wcorrect · m' + 1  [n_altup]
 //     S_j = P_j + (A - P_0) · c'_j

@@ -77,6 +77,8 @@ TEST(MemoryLayout, SlidingLayersGetAWindowCacheAndReusersFollowTheirSource) {
 TEST(MemoryLayout, AHybridKeepsKvOnlyForItsAttentionLayers) {
   ModelHparams hp = decoder(8);
   hp.n_head_kv_layer = {0, 0, 0, 2, 0, 0, 0, 4};  // attention on layers 3 and 7, different widths
+  hp.recurrent_layer = {1, 1, 1, 0, 1, 1, 1, 0};   // what the granitehybrid reader derives from it
+  hp.rec_mixer = RecurrentMixer::kMamba2;
   hp.ssm_d_conv = 4;
   hp.ssm_d_inner = 128;
   hp.ssm_d_state = 16;

@@ -82,32 +82,14 @@ Status make_gemma4(const gguf::GgufFile& in, gguf::GgufWriter& w, std::mt19937& 
   LOOM_RETURN_IF_ERROR(w.set_f32(a + ".final_logit_softcapping", 30.0f));
   LOOM_RETURN_IF_ERROR(w.set_u32(a + ".vocab_size", uint32_t(V)));
 
-  std::normal_distribution<float> unit(0.0f, 1.0f);
-  std::uniform_real_distribution<float> uni(0.0f, 1.0f);
-  auto add = [&](const std::string& name, std::vector<int64_t> ne, auto&& gen) -> Status {
-    int64_t n = 1;
-    for (int64_t d : ne) n *= d;
-    if (shape.f16 && ne.size() == 2 && ne[0] % 32 == 0 && ne[1] > 1) {
-      std::vector<uint8_t> bytes(size_t(n) * 2);
-      for (int64_t i = 0; i < n; ++i) {
-        const uint16_t h = f32_to_f16(gen(i));
-        std::memcpy(bytes.data() + 2 * i, &h, 2);
-      }
-      return w.add_tensor(name, TensorType::F16, ne, bytes);
-    }
-    std::vector<uint8_t> bytes(size_t(n) * 4);
-    for (int64_t i = 0; i < n; ++i) {
-      const float v = gen(i);
-      std::memcpy(bytes.data() + 4 * i, &v, 4);
-    }
-    return w.add_tensor(name, TensorType::F32, ne, bytes);
-  };
-  auto normal = [&](float std) { return [&rng, &unit, std](int64_t) { return std * unit(rng); }; };
-  auto fan_in = [&](int64_t n) { return normal(1.0f / std::sqrt(float(n))); };
-  auto norm_weight = [&](int64_t) { return 1.0f + 0.1f * unit(rng); };
+  Draws rnd{rng};
+  const TensorFiller add{w, shape.f16};
+  auto normal = [&](float std) { return rnd.normal(std); };
+  auto fan_in = [&](int64_t n) { return rnd.normal(1.0f / std::sqrt(float(n))); };
+  auto norm_weight = rnd.norm_weight();
   // q and k are RMS-normed and scaled by 1: norm weights of about 0.5 keep the scores (and their
   // sensitivity to the F16 cache's rounding) moderate.
-  auto qk_norm_weight = [&](int64_t) { return 0.5f + 0.05f * unit(rng); };
+  auto qk_norm_weight = [&](int64_t) { return 0.5f + 0.05f * rnd.unit(rng); };
   LOOM_RETURN_IF_ERROR(add("token_embd.weight", {E, V}, normal(0.1f)));
   LOOM_RETURN_IF_ERROR(add("output_norm.weight", {E}, norm_weight));
   LOOM_RETURN_IF_ERROR(add("rope_freqs.weight", {D / 2}, [&](int64_t i) { return i < n_turning ? 1.0f : 1e30f; }));
@@ -137,7 +119,7 @@ Status make_gemma4(const gguf::GgufFile& in, gguf::GgufWriter& w, std::mt19937& 
     LOOM_RETURN_IF_ERROR(add(p + "inp_gate.weight", {E, P}, fan_in(E)));
     LOOM_RETURN_IF_ERROR(add(p + "proj.weight", {P, E}, fan_in(P)));
     LOOM_RETURN_IF_ERROR(add(p + "post_norm.weight", {E}, norm_weight));
-    LOOM_RETURN_IF_ERROR(add(p + "layer_output_scale.weight", {1}, [&](int64_t) { return 0.5f + uni(rng); }));
+    LOOM_RETURN_IF_ERROR(add(p + "layer_output_scale.weight", {1}, [&](int64_t) { return 0.5f + rnd.uni(rng); }));
   }
   return Status::ok();
 }
@@ -172,28 +154,11 @@ Status make_mistral3(const gguf::GgufFile& in, gguf::GgufWriter& w, std::mt19937
   LOOM_RETURN_IF_ERROR(w.set_f32(a + ".rope.scaling.yarn_log_multiplier", 1.0f));
   LOOM_RETURN_IF_ERROR(w.set_f32(a + ".attention.temperature_scale", 0.1f));
   LOOM_RETURN_IF_ERROR(w.set_u32(a + ".vocab_size", uint32_t(V)));
-  std::normal_distribution<float> unit(0.0f, 1.0f);
-  auto add = [&](const std::string& name, std::vector<int64_t> ne, auto&& gen) -> Status {
-    int64_t n = 1;
-    for (int64_t d : ne) n *= d;
-    if (shape.f16 && ne.size() == 2 && ne[0] % 32 == 0) {
-      std::vector<uint8_t> bytes(size_t(n) * 2);
-      for (int64_t i = 0; i < n; ++i) {
-        const uint16_t h = f32_to_f16(gen(i));
-        std::memcpy(bytes.data() + 2 * i, &h, 2);
-      }
-      return w.add_tensor(name, TensorType::F16, ne, bytes);
-    }
-    std::vector<uint8_t> bytes(size_t(n) * 4);
-    for (int64_t i = 0; i < n; ++i) {
-      const float v = gen(i);
-      std::memcpy(bytes.data() + 4 * i, &v, 4);
-    }
-    return w.add_tensor(name, TensorType::F32, ne, bytes);
-  };
-  auto normal = [&](float std) { return [&rng, &unit, std](int64_t) { return std * unit(rng); }; };
-  auto fan_in = [&](int64_t n) { return normal(1.0f / std::sqrt(float(n))); };
-  auto norm_weight = [&](int64_t) { return 1.0f + 0.1f * unit(rng); };
+  Draws rnd{rng};
+  const TensorFiller add{w, shape.f16};
+  auto normal = [&](float std) { return rnd.normal(std); };
+  auto fan_in = [&](int64_t n) { return rnd.normal(1.0f / std::sqrt(float(n))); };
+  auto norm_weight = rnd.norm_weight();
   LOOM_RETURN_IF_ERROR(add("token_embd.weight", {E, V}, normal(0.5f)));
   LOOM_RETURN_IF_ERROR(add("output_norm.weight", {E}, norm_weight));
   if (shape.E == 0) LOOM_RETURN_IF_ERROR(add("output.weight", {E, V}, fan_in(E)));
@@ -235,28 +200,12 @@ Status make_gemma3n(const gguf::GgufFile& in, gguf::GgufWriter& w, std::mt19937&
   LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.sliding_window", 16));
   LOOM_RETURN_IF_ERROR(w.set_f32(a + ".final_logit_softcapping", 30.0f));
   LOOM_RETURN_IF_ERROR(w.set_u32(a + ".vocab_size", uint32_t(V)));
-  std::normal_distribution<float> unit(0.0f, 1.0f);
-  // F32 throughout (13 MB: the tests make this file with this generator instead of committing it).
-  auto add = [&](const std::string& name, std::vector<int64_t> ne, auto&& gen) -> Status {
-    int64_t n = 1;
-    for (int64_t d : ne) n *= d;
-    const TensorType type = TensorType::F32;
-    std::vector<float> v(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) v[size_t(i)] = gen(i);
-    if (type == TensorType::F32) {
-      std::vector<uint8_t> bytes(size_t(n) * 4);
-      std::memcpy(bytes.data(), v.data(), bytes.size());
-      return w.add_tensor(name, type, ne, bytes);
-    }
-    const int64_t rows = n / ne[0], rb = row_bytes(type, ne[0]);
-    std::vector<uint8_t> bytes(size_t(rows * rb));
-    for (int64_t r = 0; r < rows; ++r) quant::quantize_row(type, v.data() + r * ne[0], bytes.data() + r * rb, ne[0]);
-    return w.add_tensor(name, type, ne, bytes);
-  };
-  auto normal = [&](float std) { return [&rng, &unit, std](int64_t) { return std * unit(rng); }; };
-  auto fan_in = [&](int64_t n) { return normal(1.0f / std::sqrt(float(n))); };
-  auto norm_weight = [&](int64_t) { return 1.0f + 0.1f * unit(rng); };
-  auto qk_norm_weight = [&](int64_t) { return 0.5f + 0.05f * unit(rng); };
+  Draws rnd{rng};
+  const TensorFiller add{w, false};
+  auto normal = [&](float std) { return rnd.normal(std); };
+  auto fan_in = [&](int64_t n) { return rnd.normal(1.0f / std::sqrt(float(n))); };
+  auto norm_weight = rnd.norm_weight();
+  auto qk_norm_weight = [&](int64_t) { return 0.5f + 0.05f * rnd.unit(rng); };
   LOOM_RETURN_IF_ERROR(add("token_embd.weight", {E, V}, normal(0.1f)));
   LOOM_RETURN_IF_ERROR(add("output_norm.weight", {E}, norm_weight));
   LOOM_RETURN_IF_ERROR(add("altup_proj.weight", {E, E, A - 1}, fan_in(E)));
@@ -378,29 +327,11 @@ Status make_family_model(const gguf::GgufFile& in, gguf::GgufWriter& w, const st
     LOOM_RETURN_IF_ERROR(w.set_f32(a + ".logit_scale", 4.0f));
   }
 
-  std::normal_distribution<float> unit(0.0f, 1.0f);
-  std::uniform_real_distribution<float> uni(0.0f, 1.0f);
-  auto add = [&](const std::string& name, std::vector<int64_t> ne, auto&& gen) -> Status {
-    int64_t n = 1;
-    for (int64_t d : ne) n *= d;
-    if (shape.f16 && ne.size() == 2 && ne[0] % 32 == 0 && ne[1] > 1) {  // matrices as F16 (quantizable)
-      std::vector<uint8_t> bytes(size_t(n) * 2);
-      for (int64_t i = 0; i < n; ++i) {
-        const uint16_t h = f32_to_f16(gen(i));
-        std::memcpy(bytes.data() + 2 * i, &h, 2);
-      }
-      return w.add_tensor(name, TensorType::F16, ne, bytes);
-    }
-    std::vector<uint8_t> bytes(size_t(n) * 4);
-    for (int64_t i = 0; i < n; ++i) {
-      const float v = gen(i);
-      std::memcpy(bytes.data() + 4 * i, &v, 4);
-    }
-    return w.add_tensor(name, TensorType::F32, ne, bytes);
-  };
-  auto normal = [&](float std) { return [&rng, &unit, std](int64_t) { return std * unit(rng); }; };
-  auto fan_in = [&](int64_t n) { return normal(1.0f / std::sqrt(float(n))); };
-  auto norm_weight = [&](int64_t) { return 1.0f + 0.1f * unit(rng); };
+  Draws rnd{rng};
+  const TensorFiller add{w, shape.f16};
+  auto normal = [&](float std) { return rnd.normal(std); };
+  auto fan_in = [&](int64_t n) { return rnd.normal(1.0f / std::sqrt(float(n))); };
+  auto norm_weight = rnd.norm_weight();
 
   LOOM_RETURN_IF_ERROR(add("token_embd.weight", {E, V}, normal(granite ? 0.1f : 0.5f)));
   LOOM_RETURN_IF_ERROR(add(lfm2 ? "token_embd_norm.weight" : "output_norm.weight", {E}, norm_weight));
@@ -426,10 +357,10 @@ Status make_family_model(const gguf::GgufFile& in, gguf::GgufWriter& w, const st
       LOOM_RETURN_IF_ERROR(add(p + "attn_gate.weight", {E, Di}, fan_in(E)));
       LOOM_RETURN_IF_ERROR(add(p + "ssm_conv1d.weight", {K, Cc}, normal(1.0f / std::sqrt(float(K)))));
       LOOM_RETURN_IF_ERROR(add(p + "ssm_dt.bias", {Hv}, [&](int64_t) {
-        const float dt = std::exp(std::log(1e-3f) + uni(rng) * (std::log(1e-1f) - std::log(1e-3f)));
+        const float dt = std::exp(std::log(1e-3f) + rnd.uni(rng) * (std::log(1e-1f) - std::log(1e-3f)));
         return std::log(std::expm1(dt));
       }));
-      LOOM_RETURN_IF_ERROR(add(p + "ssm_a", {Hv}, [&](int64_t) { return -(1.0f + 15.0f * uni(rng)); }));
+      LOOM_RETURN_IF_ERROR(add(p + "ssm_a", {Hv}, [&](int64_t) { return -(1.0f + 15.0f * rnd.uni(rng)); }));
       LOOM_RETURN_IF_ERROR(add(p + "ssm_beta.weight", {E, Hv}, fan_in(E)));
       LOOM_RETURN_IF_ERROR(add(p + "ssm_alpha.weight", {E, Hv}, fan_in(E)));
       LOOM_RETURN_IF_ERROR(add(p + "ssm_norm.weight", {S}, norm_weight));

@@ -1,15 +1,50 @@
 // make_arch_variant's generator for smollm3, granite, lfm2 and qwen35 (make_arch_families.cpp).
 #pragma once
 
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "base/half.h"
 #include "base/status.h"
 #include "gguf/gguf.h"
 #include "gguf/gguf_writer.h"
 
 namespace loom {
+
+// The random draws of the generators: N(0, std) values, fan-in scaled ones, norm weights 1 + N(0, 0.1).
+struct Draws {
+  std::mt19937& rng;
+  std::normal_distribution<float> unit{0.0f, 1.0f};
+  std::uniform_real_distribution<float> uni{0.0f, 1.0f};
+  auto normal(float std) { return [this, std](int64_t) { return std * unit(rng); }; }
+  auto norm_weight() { return [this](int64_t) { return 1.0f + 0.1f * unit(rng); }; }
+};
+
+// Adds tensor `name` of shape ne with the values gen(0), gen(1), ... (drawn in that order): F32, or
+// F16 for matrices (2-D, rows of whole 32-value blocks) when f16.
+struct TensorFiller {
+  gguf::GgufWriter& w;
+  bool f16 = false;
+  template <typename Gen>
+  Status operator()(const std::string& name, const std::vector<int64_t>& ne, Gen&& gen) const {
+    int64_t n = 1;
+    for (int64_t d : ne) n *= d;
+    const bool half = f16 && ne.size() == 2 && ne[0] % 32 == 0 && ne[1] > 1;
+    std::vector<uint8_t> bytes(size_t(n) * (half ? 2 : 4));
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = gen(i);
+      if (half) {
+        const uint16_t h = f32_to_f16(v);
+        std::memcpy(bytes.data() + 2 * i, &h, 2);
+      } else {
+        std::memcpy(bytes.data() + 4 * i, &v, 4);
+      }
+    }
+    return w.add_tensor(name, half ? TensorType::F16 : TensorType::F32, ne, bytes);
+  }
+};
 
 // A real model's dimensions for speed benchmarks (E = 0: the tiny test shape of the .cpp).
 struct FamilyShape {
