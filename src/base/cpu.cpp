@@ -70,9 +70,15 @@ CpuFeatures detect_x86() {
   if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avx_vnni = a & (1u << 4);
   f.amx_int8 = amx && env_allows("LOOM_NO_AMX") && request_amx_permission();
   f.amx_bf16 = f.amx_int8 && amx_bf16;
-  if (!env_allows("LOOM_NO_AVX512")) {
+  // The switches hide an ISA and everything that builds on it (so that a machine with more can
+  // run the kernels of a machine with less): no AVX2 also means no AVX-512, AVX-VNNI or AMX.
+  const bool no_avx2 = !env_allows("LOOM_NO_AVX2");
+  if (no_avx2 || !env_allows("LOOM_NO_AVX512")) {
     f.avx512f = f.avx512bw = f.avx512vl = f.avx512vnni = false;
+    f.amx_int8 = f.amx_bf16 = false;  // the AMX kernels need the AVX-512 set (has_amx_int8_set)
   }
+  if (no_avx2 || !env_allows("LOOM_NO_AVX_VNNI")) f.avx_vnni = false;
+  if (no_avx2) f.avx2 = false;
   return f;
 }
 #endif
@@ -94,8 +100,18 @@ CpuFeatures detect() {
   if (force && force[0] != '\0' && std::strcmp(force, "0") != 0) return CpuFeatures{};
 #if defined(__x86_64__) || defined(__i386__)
   CpuFeatures f = detect_x86();
-  // Highway's AVX3 targets need the same OS state and switch as the intrinsic AVX-512 kernels.
-  if (!f.avx512f) hwy::DisableTargets(HWY_AVX3 | HWY_AVX3_DL);
+  // Highway's AVX3 targets need the same OS state and switch as the intrinsic AVX-512 kernels,
+  // its AVX2 target the AVX2 switch (then SSE4 is the best it has).
+  int64_t hwy_off = 0;
+  if (!f.avx512f) hwy_off |= HWY_AVX3 | HWY_AVX3_DL;
+#if defined(HWY_AVX3_ZEN4)
+  if (!f.avx512f) hwy_off |= HWY_AVX3_ZEN4;
+#endif
+#if defined(HWY_AVX3_SPR)
+  if (!f.avx512f) hwy_off |= HWY_AVX3_SPR;
+#endif
+  if (!f.has_avx2_set()) hwy_off |= HWY_AVX2;
+  if (hwy_off) hwy::DisableTargets(hwy_off);
 #elif defined(__aarch64__)
   CpuFeatures f = detect_arm64();
 #else

@@ -39,9 +39,15 @@ struct CpuFeatures {
 
 // Detected once (this also applies the environment switches to Highway's target choice, so call
 // it before the first HWY_DYNAMIC_DISPATCH: base/simd.h's simd_enabled() does); LOOM_FORCE_SCALAR=1 in the environment forces every dispatch to the scalar
-// reference kernels (used by tests and to debug a suspected SIMD bug); LOOM_NO_AVX512=1 hides
-// AVX-512 (to exercise the 256-bit kernels on a machine that has both; Highway's AVX3 targets
-// too), LOOM_NO_AMX=1 hides AMX.
+// reference kernels (used by tests and to debug a suspected SIMD bug). The LOOM_NO_* switches hide
+// an ISA and everything built on it, so that one machine runs the kernels of smaller ones:
+//   LOOM_NO_AVX512=1    AVX-512 (and AMX, whose kernels need it; Highway's AVX3 targets too): the
+//                       256-bit kernels of a machine that has both;
+//   LOOM_NO_AVX_VNNI=1  AVX-VNNI: with LOOM_NO_AVX512 the plain AVX2 kernels (maddubs) of an AMD
+//                       Zen 2/3 or Haswell..Skylake client;
+//   LOOM_NO_AVX2=1      the AVX2 set (AVX2, FMA, F16C) and everything above it; Highway's best
+//                       target is then SSE4;
+//   LOOM_NO_AMX=1       AMX.
 const CpuFeatures& cpu_features();
 int cpu_count();
 

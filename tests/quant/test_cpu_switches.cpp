@@ -1,0 +1,64 @@
+// The LOOM_NO_* switches of base/cpu.h: each hides its ISA and everything built on it. Run plain
+// and under each switch (tests/quant/CMakeLists.txt); the expectations follow the environment.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include <hwy/targets.h>
+
+#include "base/cpu.h"
+
+namespace loom {
+namespace {
+
+bool env_set(const char* name) {
+  const char* v = std::getenv(name);
+  return v && v[0] != '\0' && std::strcmp(v, "0") != 0;
+}
+
+TEST(CpuSwitches, HiddenIsasStayHidden) {
+  const CpuFeatures& f = cpu_features();
+  if (env_set("LOOM_FORCE_SCALAR")) {
+    EXPECT_FALSE(f.simd);
+    EXPECT_FALSE(f.has_avx2_set());
+    return;
+  }
+  if (env_set("LOOM_NO_AVX2")) {
+    EXPECT_FALSE(f.has_avx2_set());
+    EXPECT_FALSE(f.has_avx_vnni_set());
+    EXPECT_FALSE(f.has_avx512_vnni_set());
+    EXPECT_FALSE(f.has_amx_int8_set());
+    EXPECT_FALSE(f.avx2);
+    EXPECT_FALSE(f.avx_vnni);
+    EXPECT_FALSE(f.avx512f);
+  }
+  if (env_set("LOOM_NO_AVX512")) {
+    EXPECT_FALSE(f.has_avx512_vnni_set());
+    EXPECT_FALSE(f.has_amx_int8_set());
+    EXPECT_FALSE(f.avx512f);
+  }
+  if (env_set("LOOM_NO_AVX_VNNI")) {
+    EXPECT_FALSE(f.avx_vnni);
+    EXPECT_FALSE(f.has_avx_vnni_set());
+  }
+  if (env_set("LOOM_NO_AMX")) {
+    EXPECT_FALSE(f.amx_int8);
+  }
+#if defined(__x86_64__)
+  // Highway's targets follow (cpu_features() above applied the switches).
+  const int64_t hwy_targets = hwy::SupportedTargets();
+  if (env_set("LOOM_NO_AVX2")) {
+    EXPECT_EQ(hwy_targets & (HWY_AVX2 | HWY_AVX3 | HWY_AVX3_DL), 0);
+  }
+  if (env_set("LOOM_NO_AVX512")) {
+    EXPECT_EQ(hwy_targets & (HWY_AVX3 | HWY_AVX3_DL), 0);
+  }
+  if (f.has_avx2_set()) {
+    EXPECT_NE(hwy_targets & HWY_AVX2, 0);
+  }
+#endif
+}
+
+}  // namespace
+}  // namespace loom
