@@ -28,9 +28,7 @@ size_t max_matmul_scratch(const Model& m, int64_t n, int max_rank) {
   }
   for (const std::vector<LayerWeights>* ls : {&w.layers, &w.enc_layers}) {
     for (const LayerWeights& l : *ls) {
-      for (const TensorView* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down, &l.ssm_in, &l.ssm_x,
-                                  &l.ssm_dt, &l.ssm_out, &l.ssm_z, &l.ssm_beta, &l.ssm_alpha, &l.wq_cross, &l.wk_cross,
-                                  &l.wv_cross, &l.wo_cross, &l.pl_inp_gate, &l.pl_proj, &l.laurel_l, &l.laurel_r}) {
+      for (const TensorView* t : l.matrices()) {
         if (!t->empty()) best = std::max(best, ops::matmul_scratch_bytes(t->type, t->cols, n));
       }
     }
@@ -49,7 +47,8 @@ void layout(const Model& m, int T, int n_kv, TensorType type_k, int n_threads, i
             Buffers* b) {
   const ModelHparams& hp = m.hparams();
   const size_t E = size_t(hp.n_embd), Q = size_t(hp.n_embd_q()), KV = size_t(hp.n_embd_kv()),
-               F = size_t(hp.n_ff), V = size_t(hp.n_vocab), t = size_t(T);
+               F = std::max({size_t(hp.n_ff), 2 * size_t(hp.n_ff_exp), size_t(hp.n_ff_shexp)}),
+               V = size_t(hp.n_vocab), t = size_t(T);
   auto floats = [&](size_t n) { return static_cast<float*>(alloc(sizeof(float) * n)); };
   b->x = floats(E * t);
   b->xb = floats(E * t);
@@ -80,6 +79,15 @@ void layout(const Model& m, int T, int n_kv, TensorType type_k, int n_threads, i
   b->alt = floats(2 * A * E * t);
   b->alt_coef = floats((A * A + 2 * A) * t);
   b->laurel = floats(size_t(hp.laurel_rank) * t);
+  const size_t X = size_t(hp.n_expert), K = size_t(hp.n_expert_used);
+  auto ints = [&](size_t n) { return static_cast<int32_t*>(alloc(sizeof(int32_t) * n)); };
+  b->moe_logits = floats(X > 0 ? X * t : 0);
+  b->moe_chosen = ints(K * t);
+  b->moe_weights = floats(K * t);
+  b->moe_start = ints(X > 0 ? X + 1 : 0);
+  b->moe_pairs = ints(K * t);
+  b->moe_x = floats(X > 0 ? E * t : 0);
+  b->moe_y = floats(X > 0 ? E * t : 0);
   b->pos_bucket = static_cast<int32_t*>(alloc(hp.is_t5() ? sizeof(int32_t) * t * size_t(n_kv) : 0));
   b->mm = alloc(max_matmul_scratch(m, T, max_rank));
   size_t attn = hp.is_recurrent() ? 0 : ops::attention_scratch_bytes(T, n_kv, int(hp.head_dim), type_k, n_threads);

@@ -1,4 +1,5 @@
-// The decoder-only families (llama, qwen2, qwen3, phi3, gemma, gemma2, gemma3, granite, smollm3)
+// The decoder-only families (llama, qwen2, qwen3, phi3, gemma, gemma2, gemma3, granite, smollm3, olmoe and the
+// mixture-of-experts variants qwen3moe, granitemoe)
 // and the hybrids (granitehybrid: Granite 4 with Mamba-2 layers; lfm2: short-conv layers; qwen35:
 // Gated DeltaNet layers) as one forward pass whose differences are fields of ModelHparams:
 //   x = embed(tokens) [· embd_scale]
@@ -9,6 +10,7 @@
 //                  short conv (forward_short_conv.cpp), Gated DeltaNet (forward_delta_net.cpp)
 //              x += post_norm(m) [· residual_scale]
 //              x += post_norm(Wd · (act(Wg·n(x)) * Wu·n(x))) [· residual_scale]
+//                   (or the mixture of experts of n(x): forward_moe.cpp)
 //              x += cvec[layer]   (control vector, when set)
 //   logits = softcap(Wout · n(x)) [/ logit_scale]   (only for output rows)
 // n() is RMSNorm with the matching weight; bracketed steps exist only where the family has them.
@@ -57,7 +59,10 @@ Status attention_block(const Model& model, const ForwardBatch& fb, const Forward
       ops::add_bias(b.v, l.bv, T, KV);
     }
   }
-  if (l.q_norm) {  // per-head RMSNorm before RoPE
+  if (l.q_norm && hp.qk_norm_full) {  // olmoe: across all heads
+    ops::rms_norm(b.q, l.q_norm, T, Q, hp.rms_eps, b.q);
+    ops::rms_norm(b.k, l.k_norm, T, KV, hp.rms_eps, b.k);
+  } else if (l.q_norm) {  // per-head RMSNorm before RoPE
     ops::rms_norm(b.q, l.q_norm, T * hp.n_head, D, hp.rms_eps, b.q);
     if (own_kv) ops::rms_norm(b.k, l.k_norm, T * n_head_kv, D, hp.rms_eps, b.k);
   }
@@ -147,16 +152,20 @@ Status forward_decoder(const Model& model, const ForwardBatch& fb, ForwardScratc
     ops::add_inplace(b.x, b.tmp, T * E);
     if (!observe(cfg, "ffn_inp", il, b.x, E, T)) return aborted();
 
-    // Gated feed-forward block.
+    // Gated feed-forward block, or the mixture of experts.
     const int64_t F = hp.n_ff_at(il);
     ops::rms_norm(b.x, l.ffn_norm, T, E, hp.rms_eps, b.xb);
     if (!observe(cfg, "ffn_norm", il, b.xb, E, T)) return aborted();
-    linear(pool, l.ffn_gate, layer_lora(cfg, il, kFfnGate), b.xb, T, b.gate, b);
-    linear(pool, l.ffn_up, layer_lora(cfg, il, kFfnUp), b.xb, T, b.up, b);
-    if (hp.ffn_act == FfnAct::kGelu && hp.gelu_f16_table) ops::geglu_f16_table_inplace(b.gate, b.up, T * F);
-    else if (hp.ffn_act == FfnAct::kGelu) ops::geglu_inplace(b.gate, b.up, T * F);
-    else ops::swiglu_inplace(b.gate, b.up, T * F);
-    linear(pool, l.ffn_down, layer_lora(cfg, il, kFfnDown), b.gate, T, b.tmp, b);
+    if (hp.layer_is_moe(il)) {
+      LOOM_RETURN_IF_ERROR(moe_block(model, fb, cfg, pool, il, b));
+    } else {
+      linear(pool, l.ffn_gate, layer_lora(cfg, il, kFfnGate), b.xb, T, b.gate, b);
+      linear(pool, l.ffn_up, layer_lora(cfg, il, kFfnUp), b.xb, T, b.up, b);
+      if (hp.ffn_act == FfnAct::kGelu && hp.gelu_f16_table) ops::geglu_f16_table_inplace(b.gate, b.up, T * F);
+      else if (hp.ffn_act == FfnAct::kGelu) ops::geglu_inplace(b.gate, b.up, T * F);
+      else ops::swiglu_inplace(b.gate, b.up, T * F);
+      linear(pool, l.ffn_down, layer_lora(cfg, il, kFfnDown), b.gate, T, b.tmp, b);
+    }
     if (l.post_ffn_norm) ops::rms_norm(b.tmp, l.post_ffn_norm, T, E, hp.rms_eps, b.tmp);
     if (!observe(cfg, "ffn_out", il, b.tmp, E, T)) return aborted();
     if (hp.residual_scale != 0.0f) ops::scale_inplace(b.tmp, hp.residual_scale, T * E);

@@ -40,6 +40,14 @@ struct Buffers {
   float* alt;    // gemma3n: [2][n_altup][T][E] the AltUp streams, then their predictions
   float* alt_coef;  // gemma3n: [T][n_altup² + 2·n_altup] router outputs and coefficients
   float* laurel; // gemma3n: [T][laurel_rank]
+  // Mixture-of-experts blocks (X experts, K chosen per token; empty for dense models):
+  float* moe_logits;    // [T][X] router logits, then gated probabilities
+  int32_t* moe_chosen;  // [T][K] chosen experts per token, best first
+  float* moe_weights;   // [T][K] their weights
+  int32_t* moe_start;   // [X + 1] offsets of each expert's pairs in moe_pairs
+  int32_t* moe_pairs;   // [T·K] (token·K + slot) grouped by expert
+  float* moe_x;         // [T][E] one expert's input rows, gathered
+  float* moe_y;         // [T][E] its output rows (then the shared expert's)
   int32_t* pos_bucket;  // [T][n_kv] T5 relative-position buckets (empty for other families)
   void* mm;      // matmul activation scratch
   void* attn;    // attention scratch
@@ -96,6 +104,15 @@ Status attention_block(const Model& m, const ForwardBatch& fb, const ForwardConf
 // continuing each run's state from fb.rs (fb.rs->layers[il]): forward_mamba.cpp.
 Status ssm_block(const Model& m, const ForwardBatch& fb, const ForwardConfig& cfg, ThreadPool& pool, int il,
                  Buffers& b);
+
+// The mixture-of-experts FFN of layer il, from b.xb into b.tmp: forward_moe.cpp.
+Status moe_block(const Model& m, const ForwardBatch& fb, const ForwardConfig& cfg, ThreadPool& pool, int il,
+                 Buffers& b);
+// The router's choice for T tokens: gates logits ([T][n_expert], overwritten by the gated
+// probabilities), picks the n_expert_used best per token (by probability + bias when bias is set;
+// NaN never beats a number; ties to the lower index) into chosen [T][K] and their final weights
+// into weights [T][K].
+void route_tokens(const ModelHparams& hp, const float* bias, float* logits, int T, int32_t* chosen, float* weights);
 
 // lfm2's gated short convolution of layer il: forward_short_conv.cpp.
 Status short_conv_block(const Model& m, const ForwardBatch& fb, const ForwardConfig& cfg, ThreadPool& pool, int il,

@@ -283,6 +283,68 @@ Status read_gemma3n_hparams(const gguf::GgufFile& f, ModelHparams& hp, int64_t n
   return Status::ok();
 }
 
+// The mixture-of-experts keys, with the reference's per-architecture rules: which architectures
+// take experts, the expert width's default, the gating, whether the chosen weights are normalised.
+Status read_moe_hparams(const gguf::GgufFile& f, ModelHparams& hp, int64_t n_block) {
+  const std::string& a = hp.arch_name;
+  LOOM_ASSIGN_OR_RETURN(hp.n_expert, arch_int(f, a, "expert_count", 0, 0, 1 << 12));
+  const bool moe_name = a == "qwen3moe" || a == "qwen35moe" || a == "lfm2moe" || a == "granitemoe" || a == "olmoe";
+  if (hp.n_expert == 0) {
+    if (moe_name) return corrupt(a + ": expert_count is missing or 0 (a mixture-of-experts architecture needs experts)");
+    return Status::ok();
+  }
+  const bool takes_experts = moe_name || a == "llama" || a == "granite" || a == "granitehybrid";
+  if (!takes_experts) {
+    return unsupported(a + ": a mixture-of-experts feed-forward (expert_count " + std::to_string(hp.n_expert) +
+                       ") is not supported for this architecture");
+  }
+  const std::string ukey = a + ".expert_used_count";
+  if (Expected<const gguf::Array*> arr = f.get_array(ukey); arr) {
+    // Per layer (the reference allows it); loom takes one count for every layer.
+    if (!(*arr)->is_numeric() || (*arr)->count != uint64_t(n_block) || n_block == 0) {
+      return corrupt(ukey + " must be a number or an array of " + std::to_string(n_block) + " numbers");
+    }
+    hp.n_expert_used = (*arr)->int_at(0);
+    for (uint64_t i = 1; i < (*arr)->count; ++i) {
+      if ((*arr)->int_at(i) != hp.n_expert_used) return unsupported(ukey + ": a different expert count per layer is not supported");
+    }
+  } else {
+    LOOM_ASSIGN_OR_RETURN(hp.n_expert_used, arch_int(f, a, "expert_used_count", std::nullopt, 0, 1 << 12));
+  }
+  if (hp.n_expert_used < 1 || hp.n_expert_used > hp.n_expert) {
+    return corrupt(ukey + " " + std::to_string(hp.n_expert_used) + " must be between 1 and expert_count " +
+                   std::to_string(hp.n_expert));
+  }
+  if (f.has(a + ".expert_group_count")) {
+    LOOM_ASSIGN_OR_RETURN(int64_t groups, arch_int(f, a, "expert_group_count", 0, 0, 1 << 12));
+    if (groups > 1) return unsupported(a + ": grouped expert selection (expert_group_count " + std::to_string(groups) + ") is not supported");
+  }
+  // The experts' width: qwen3moe / qwen35moe default to n_ff / n_expert_used, lfm2moe requires the
+  // key; the llama, olmoe and granite loaders size experts by feed_forward_length.
+  const bool own_width = a == "qwen3moe" || a == "qwen35moe" || a == "lfm2moe";
+  if (own_width) {
+    const std::optional<int64_t> def = a == "lfm2moe" ? std::nullopt : std::optional<int64_t>(hp.n_ff / hp.n_expert_used);
+    LOOM_ASSIGN_OR_RETURN(hp.n_ff_exp, arch_int(f, a, "expert_feed_forward_length", def, 1, 1 << 24));
+  } else {
+    hp.n_ff_exp = hp.n_ff;
+  }
+  if (hp.n_ff_exp < 1) return corrupt(a + ": the experts' feed-forward width is 0");
+  if (a == "qwen35moe" || a == "llama" || hp.arch == Arch::kGranite || hp.arch == Arch::kGraniteHybrid) {
+    // qwen35moe always has a shared expert (n_ff wide unless given); the others only with the key.
+    LOOM_ASSIGN_OR_RETURN(hp.n_ff_shexp, arch_int(f, a, "expert_shared_feed_forward_length", a == "qwen35moe" ? hp.n_ff : 0, 0, 1 << 24));
+  }
+  if (a == "lfm2moe") {
+    LOOM_ASSIGN_OR_RETURN(hp.n_layer_dense_lead, arch_int(f, a, "leading_dense_block_count", 0, 0, hp.n_layer));
+    LOOM_ASSIGN_OR_RETURN(int64_t gating, arch_int(f, a, "expert_gating_func", std::nullopt, 0, 16));
+    if (gating != 1 && gating != 2) {
+      return unsupported(a + ".expert_gating_func " + std::to_string(gating) + " is not supported (1: softmax, 2: sigmoid)");
+    }
+    hp.expert_gating = ExpertGating(gating);
+  }
+  hp.expert_weights_norm = a != "olmoe";  // the reference's fixed choice per architecture
+  return Status::ok();
+}
+
 }  // namespace
 
 Expected<ModelHparams> read_hparams(const gguf::GgufFile& f) {
@@ -303,13 +365,17 @@ Expected<ModelHparams> read_hparams(const gguf::GgufFile& f) {
       {"lfm2", Arch::kLfm2, ops::RopeMode::kNeox},          {"qwen35", Arch::kQwen35, ops::RopeMode::kNeox},
       {"gemma4", Arch::kGemma4, ops::RopeMode::kNeox},      {"mistral3", Arch::kMistral3, ops::RopeMode::kNormal},
       {"gemma3n", Arch::kGemma3n, ops::RopeMode::kNeox},
+      // Mixture-of-experts variants: their dense family's traits plus the expert FFN.
+      {"qwen3moe", Arch::kQwen3, ops::RopeMode::kNeox},     {"qwen35moe", Arch::kQwen35, ops::RopeMode::kNeox},
+      {"lfm2moe", Arch::kLfm2, ops::RopeMode::kNeox},       {"granitemoe", Arch::kGranite, ops::RopeMode::kNormal},
+      {"olmoe", Arch::kLlama, ops::RopeMode::kNeox},
   };
   const Family* fam = nullptr;
   for (const Family& f : kFamilies) {
     if (a == f.name) fam = &f;
   }
   if (!fam) {
-    return unsupported("architecture '" + a + "' is not supported (supported: llama, qwen2, qwen3, qwen35, phi3, gemma, gemma2, gemma3, gemma3n, gemma4, bert, nomic-bert, mamba, mamba2, t5, t5encoder, granite, granitehybrid, lfm2, mistral3, smollm3)");
+    return unsupported("architecture '" + a + "' is not supported (supported: llama, qwen2, qwen3, qwen3moe, qwen35, qwen35moe, phi3, gemma, gemma2, gemma3, gemma3n, gemma4, bert, nomic-bert, mamba, mamba2, t5, t5encoder, granite, granitemoe, granitehybrid, lfm2, lfm2moe, mistral3, olmoe, smollm3)");
   }
   hp.arch = fam->arch;
   hp.rope_mode = fam->rope;
@@ -410,6 +476,7 @@ Expected<ModelHparams> read_hparams(const gguf::GgufFile& f) {
   switch (hp.arch) {
     case Arch::kQwen2: hp.qkv_bias = true; break;
     case Arch::kQwen3: hp.qk_norm = true; break;
+    case Arch::kLlama: hp.qk_norm_full = a == "olmoe"; break;
     case Arch::kGemma3: {
       // Five sliding-window layers per global one; local layers keep the base 10000 rotation,
       // q and k get per-head RMSNorm, no soft-capping.
@@ -474,12 +541,6 @@ Expected<ModelHparams> read_hparams(const gguf::GgufFile& f) {
       LOOM_ASSIGN_OR_RETURN(hp.attn_scale, finite_float(f, a + ".attention.scale", 0.0));
       // Granite uses rope.scaling.finetuned as its RoPE switch, true when absent (the reference's rule).
       LOOM_ASSIGN_OR_RETURN(hp.use_rope, f.get_bool_or(a + ".rope.scaling.finetuned", true));
-      LOOM_ASSIGN_OR_RETURN(int64_t n_expert, arch_int(f, a, "expert_count", 0, 0, 1 << 16));
-      if (n_expert > 0) {
-        return unsupported("granitehybrid: a mixture-of-experts feed-forward (expert_count " + std::to_string(n_expert) +
-                           ", e.g. Granite 4.0 H Tiny/Small) is not supported yet; only the dense FFN of the "
-                           "Granite 4.0 H 1B / 350M class is");
-      }
       LOOM_RETURN_IF_ERROR(read_ssm_hparams(f, hp));
       break;
     }
@@ -489,11 +550,6 @@ Expected<ModelHparams> read_hparams(const gguf::GgufFile& f) {
       LOOM_ASSIGN_OR_RETURN(hp.logit_scale, finite_float(f, a + ".logit_scale", 0.0));
       LOOM_ASSIGN_OR_RETURN(hp.attn_scale, finite_float(f, a + ".attention.scale", 0.0));
       LOOM_ASSIGN_OR_RETURN(hp.use_rope, f.get_bool_or(a + ".rope.scaling.finetuned", true));
-      LOOM_ASSIGN_OR_RETURN(int64_t n_expert, arch_int(f, a, "expert_count", 0, 0, 1 << 16));
-      if (n_expert > 0) {
-        return unsupported("granite: a mixture-of-experts feed-forward (expert_count " + std::to_string(n_expert) +
-                           ") is not supported yet");
-      }
       break;
     }
     case Arch::kSmolLM3: hp.no_rope_step = 4; break;  // the reference's fixed pattern: every fourth layer
@@ -506,16 +562,12 @@ Expected<ModelHparams> read_hparams(const gguf::GgufFile& f) {
         hp.swa_window = int(swa);
         hp.swa_pattern = 1;
       }
-      LOOM_ASSIGN_OR_RETURN(int64_t n_expert, arch_int(f, a, "expert_count", 0, 0, 1 << 16));
-      if (n_expert > 0) return unsupported("lfm2: a mixture-of-experts feed-forward is not supported yet (lfm2moe)");
       break;
     }
     case Arch::kGemma4: LOOM_RETURN_IF_ERROR(read_gemma4_hparams(f, hp, n_block)); break;
     case Arch::kGemma3n: LOOM_RETURN_IF_ERROR(read_gemma3n_hparams(f, hp, n_block)); break;
     case Arch::kMistral3: {
       LOOM_ASSIGN_OR_RETURN(hp.attn_temp_scale, finite_float(f, a + ".attention.temperature_scale", 0.0));
-      LOOM_ASSIGN_OR_RETURN(int64_t n_expert, arch_int(f, a, "expert_count", 0, 0, 1 << 16));
-      if (n_expert > 0) return unsupported("mistral3: a mixture-of-experts feed-forward is not supported yet");
       break;
     }
     case Arch::kQwen35:
@@ -524,10 +576,10 @@ Expected<ModelHparams> read_hparams(const gguf::GgufFile& f) {
       LOOM_RETURN_IF_ERROR(read_delta_net_hparams(f, hp, n_block));
       break;
     case Arch::kPhi3:
-    case Arch::kLlama:
     case Arch::kMamba:
     case Arch::kMamba2: break;
   }
+  LOOM_RETURN_IF_ERROR(read_moe_hparams(f, hp, n_block));
   if (hp.n_layer_nextn > 0 && hp.arch != Arch::kQwen35) {
     return unsupported(a + ".nextn_predict_layers " + std::to_string(hp.n_layer_nextn) +
                        ": multi-token-prediction blocks are only read for qwen35");

@@ -35,6 +35,10 @@ enum class RecurrentMixer : uint8_t {
   kDeltaNet,   // qwen35: gated delta rule over a [head_v][head_k] matrix per head
 };
 enum class FfnAct { kSilu, kGelu };
+// How a mixture-of-experts router turns its logits into expert weights (llama.cpp's
+// <arch>.expert_gating_func values 1-3): softmax over all experts, a sigmoid per expert, or the raw
+// logits chosen and then a softmax over the chosen ones (gpt-oss).
+enum class ExpertGating : uint8_t { kSoftmax = 1, kSigmoid = 2, kSoftmaxChosen = 3 };
 
 struct ModelHparams {
   std::string arch_name;  // general.architecture
@@ -173,6 +177,25 @@ struct ModelHparams {
   bool layer_is_recurrent(int64_t il) const {
     return is_recurrent() || (!recurrent_layer.empty() && recurrent_layer[size_t(il)] != 0);
   }
+  // Mixture-of-experts feed-forward (n_expert 0: every layer dense): a router picks n_expert_used
+  // of n_expert SwiGLU experts of width n_ff_exp per token and mixes their outputs by the gated
+  // router weights, normalised to sum 1 when expert_weights_norm, times expert_weights_scale (0:
+  // none). Layers below n_layer_dense_lead keep a dense FFN of n_ff (lfm2moe). A shared expert of
+  // width n_ff_shexp (0: none) runs for every token beside them (qwen35moe: gated by a sigmoid of
+  // its own one-row router; granite: ungated). Selection may add a per-expert bias (lfm2moe's
+  // exp_probs_b) that the weights do not see.
+  int64_t n_expert = 0;
+  int64_t n_expert_used = 0;
+  int64_t n_ff_exp = 0;
+  int64_t n_ff_shexp = 0;
+  int64_t n_layer_dense_lead = 0;
+  ExpertGating expert_gating = ExpertGating::kSoftmax;
+  bool expert_weights_norm = false;
+  float expert_weights_scale = 0.0f;
+  bool layer_is_moe(int64_t il) const { return n_expert > 0 && il >= n_layer_dense_lead; }
+  // olmoe: q and k are RMS-normed across all heads at once (weights of n_embd_q / n_embd_kv)
+  // instead of per head.
+  bool qk_norm_full = false;
   // Some layers attend and some keep a recurrent state.
   bool is_hybrid() const {
     if (is_recurrent() || recurrent_layer.empty()) return false;

@@ -7,9 +7,36 @@
 #include "base/timer.h"
 #include "base/log.h"
 #include "model/packing.h"
+#include "quant/packed.h"
 #include "quant/quant.h"
 
 namespace loom {
+
+std::vector<const TensorView*> LayerWeights::matrices() const {
+  return {&wq,        &wk,        &wv,          &wo,          &ffn_gate,       &ffn_up,       &ffn_down,
+          &ssm_in,    &ssm_x,     &ssm_dt,      &ssm_out,     &ssm_z,          &ssm_beta,     &ssm_alpha,
+          &wq_cross,  &wk_cross,  &wv_cross,    &wo_cross,    &pl_inp_gate,    &pl_proj,      &laurel_l,
+          &laurel_r,  &ffn_gate_inp, &ffn_gate_exps, &ffn_up_exps, &ffn_down_exps, &ffn_gate_shexp, &ffn_up_shexp,
+          &ffn_down_shexp, &ffn_gate_inp_shexp};
+}
+
+std::vector<TensorView*> LayerWeights::matrices() {
+  std::vector<TensorView*> out;
+  for (const TensorView* t : std::as_const(*this).matrices()) out.push_back(const_cast<TensorView*>(t));
+  return out;
+}
+
+TensorView expert_view(const TensorView& stacked, int64_t e, int64_t rows) {
+  TensorView v = stacked;
+  v.data = stacked.row(e * rows);
+  v.rows = rows;
+  if (stacked.packed) {
+    v.packed = static_cast<const uint8_t*>(stacked.packed) +
+               size_t(e * rows / quant::kPackRows) * quant::packed_group_bytes(stacked.type, stacked.cols);
+  }
+  return v;
+}
+
 namespace {
 
 std::string shape_str(std::initializer_list<int64_t> ne) {
@@ -100,30 +127,26 @@ class Binder {
   }
 
   TensorView matrix(const std::string& name, int64_t cols, int64_t rows, bool required = true) {
-    const gguf::TensorInfo* t = find(name, {cols, rows}, required);
+    return computable(find(name, {cols, rows}, required), cols, rows);
+  }
+
+  // A {cols, rows, n} tensor as one matrix of n·rows rows (rows_of picks each slice).
+  TensorView matrix3(const std::string& name, int64_t cols, int64_t rows, int64_t n, bool required = true) {
+    return computable(find(name, {cols, rows, n}, required), cols, rows * n);
+  }
+
+  // The view of a found tensor as `rows` rows of `cols`, counted in the totals, when this build
+  // computes with its type.
+  TensorView computable(const gguf::TensorInfo* t, int64_t cols, int64_t rows) {
     if (!t) return {};
     if (!quant::is_supported(t->type)) {
-      st_ = unsupported("tensor '" + name + "' has type " + std::string(tensor_type_name(t->type)) +
+      st_ = unsupported("tensor '" + t->name + "' has type " + std::string(tensor_type_name(t->type)) +
                         ", which this build cannot compute with yet");
       return {};
     }
     bytes_ += t->nbytes;
     params_ += uint64_t(t->n_elements());
     return TensorView{t->type, t->data, cols, rows, size_t(row_bytes(t->type, cols))};
-  }
-
-  // A {cols, rows, n} tensor as one matrix of n·rows rows (rows_of picks each slice).
-  TensorView matrix3(const std::string& name, int64_t cols, int64_t rows, int64_t n) {
-    const gguf::TensorInfo* t = find(name, {cols, rows, n}, true);
-    if (!t) return {};
-    if (!quant::is_supported(t->type)) {
-      st_ = unsupported("tensor '" + name + "' has type " + std::string(tensor_type_name(t->type)) +
-                        ", which this build cannot compute with yet");
-      return {};
-    }
-    bytes_ += t->nbytes;
-    params_ += uint64_t(t->n_elements());
-    return TensorView{t->type, t->data, cols, rows * n, size_t(row_bytes(t->type, cols))};
   }
 
   // Rows [first, first + rows) of a matrix stored fused with others.
@@ -304,6 +327,31 @@ Status bind_gemma4_attention(Binder& b, const ModelHparams& hp, const std::strin
   return Status::ok();
 }
 
+// The mixture-of-experts FFN of a block (names and shapes of the reference's loaders).
+Status bind_moe_ffn(Binder& b, const gguf::GgufFile& file, const ModelHparams& hp, const std::string& p, LayerWeights& l) {
+  const int64_t E = hp.n_embd, X = hp.n_expert, F = hp.n_ff_exp;
+  l.ffn_gate_inp = b.matrix(p + "ffn_gate_inp.weight", E, X);
+  if (file.find_tensor(p + "ffn_gate_up_exps.weight")) {
+    l.ffn_up_exps = b.matrix3(p + "ffn_gate_up_exps.weight", E, 2 * F, X);
+    l.gate_up_fused = true;
+  } else {
+    // The llama and granite loaders allow experts without a gate (act(up) alone).
+    const bool gate_optional = hp.arch == Arch::kLlama || hp.arch == Arch::kGranite || hp.arch == Arch::kGraniteHybrid;
+    l.ffn_gate_exps = b.matrix3(p + "ffn_gate_exps.weight", E, F, X, !gate_optional);
+    l.ffn_up_exps = b.matrix3(p + "ffn_up_exps.weight", E, F, X);
+  }
+  l.ffn_down_exps = b.matrix3(p + "ffn_down_exps.weight", F, E, X);
+  if (hp.arch == Arch::kLfm2) l.ffn_exp_probs_b = b.vector(p + "exp_probs_b.bias", X);
+  if (hp.n_ff_shexp > 0) {
+    const int64_t S = hp.n_ff_shexp;
+    l.ffn_gate_shexp = b.matrix(p + "ffn_gate_shexp.weight", E, S);
+    l.ffn_up_shexp = b.matrix(p + "ffn_up_shexp.weight", E, S);
+    l.ffn_down_shexp = b.matrix(p + "ffn_down_shexp.weight", S, E);
+    if (hp.arch == Arch::kQwen35) l.ffn_gate_inp_shexp = b.matrix(p + "ffn_gate_inp_shexp.weight", E, 1);
+  }
+  return b.status();
+}
+
 }  // namespace
 
 Expected<const gguf::TensorInfo*> Model::token_embedding() {
@@ -435,9 +483,9 @@ Status Model::bind_decoder() {
         l.bk = b.vector(p + "attn_k.bias", KV);
         l.bv = b.vector(p + "attn_v.bias", KV);
       }
-      if (hp.qk_norm) {
-        l.q_norm = b.vector(p + "attn_q_norm.weight", D);
-        l.k_norm = b.vector(p + "attn_k_norm.weight", D);
+      if (hp.qk_norm || hp.qk_norm_full) {
+        l.q_norm = b.vector(p + "attn_q_norm.weight", hp.qk_norm_full ? Q : D);
+        l.k_norm = b.vector(p + "attn_k_norm.weight", hp.qk_norm_full ? KV : D);
       }
       if (hp.post_norms) {
         l.post_attn_norm = b.vector(p + "post_attention_norm.weight", E);
@@ -447,7 +495,9 @@ Status Model::bind_decoder() {
     // qwen35 names the FFN's norm after attention (post_attention_norm; no norm follows the FFN).
     l.ffn_norm = b.vector(p + (hp.arch == Arch::kQwen35 ? "post_attention_norm.weight" : "ffn_norm.weight"), E);
     const int64_t F = hp.n_ff_at(il);
-    if (fused_gate_up) {
+    if (hp.layer_is_moe(il)) {
+      LOOM_RETURN_IF_ERROR(bind_moe_ffn(b, file_, hp, p, l));
+    } else if (fused_gate_up) {
       const TensorView gate_up = b.matrix(p + "ffn_up.weight", E, 2 * F);
       l.ffn_gate = b.rows_of(gate_up, 0, F);
       l.ffn_up = b.rows_of(gate_up, F, F);
@@ -455,7 +505,7 @@ Status Model::bind_decoder() {
       l.ffn_gate = b.matrix(p + "ffn_gate.weight", E, F);
       l.ffn_up = b.matrix(p + "ffn_up.weight", E, F);
     }
-    l.ffn_down = b.matrix(p + "ffn_down.weight", F, E);
+    if (!hp.layer_is_moe(il)) l.ffn_down = b.matrix(p + "ffn_down.weight", F, E);
     if (hp.arch == Arch::kGemma3n) {
       const int64_t A = hp.n_altup;
       l.altup_router_norm = b.vector(p + "altup_router_norm.weight", E);
@@ -481,9 +531,16 @@ Status Model::bind_decoder() {
     }
   }
   LOOM_RETURN_IF_ERROR(b.status());
+  w_.experts_packable = hp.n_expert > 0 && hp.n_ff_exp % quant::kPackRows == 0 && E % quant::kPackRows == 0;
   // A decode step reads every matrix once but only one embedding row (unless tied to the output),
-  // and one row of the per-layer embeddings.
+  // one row of the per-layer embeddings and n_expert_used of each layer's experts.
   decode_weight_bytes_ = w_.tied_output ? b.bytes() : b.bytes() - emb->nbytes + w_.tok_embd.row_bytes;
+  for (const LayerWeights& l : w_.layers) {
+    for (const TensorView* t : {&l.ffn_gate_exps, &l.ffn_up_exps, &l.ffn_down_exps}) {
+      const uint64_t stack = uint64_t(t->rows) * t->row_bytes;
+      decode_weight_bytes_ -= stack - stack / uint64_t(hp.n_expert) * uint64_t(hp.n_expert_used);
+    }
+  }
   if (!w_.per_layer_tok_embd.empty()) {
     decode_weight_bytes_ -= w_.per_layer_tok_embd.row_bytes * uint64_t(w_.per_layer_tok_embd.rows - 1);
   }

@@ -39,6 +39,23 @@ struct LayerWeights {
   const float* ffn_up_b = nullptr;   // [n_ff] (BERT)
   const float* ffn_down_b = nullptr; // [n_embd] (BERT)
   const float* post_ffn_norm = nullptr;  // [n_embd] (gemma2)
+  // Mixture-of-experts FFN (ModelHparams::layer_is_moe): the router [n_expert rows][n_embd], the
+  // experts' matrices stacked, expert e's rows at [e·rows, (e + 1)·rows) (expert() gives its view):
+  // gate and up [n_expert·n_ff_exp rows][n_embd] (gate may be absent: act(up) alone), down
+  // [n_expert·n_embd rows][n_ff_exp]; lfm2moe's selection bias [n_expert]; the shared expert
+  // (ffn_*_shexp, n_ff_shexp wide) and qwen35moe's gate for it [1 row][n_embd]. A file's fused
+  // ffn_gate_up_exps is bound as ffn_up_exps of 2·n_ff_exp rows per expert (gate rows, then up
+  // rows) with gate_up_fused set and ffn_gate_exps empty.
+  bool gate_up_fused = false;
+  TensorView ffn_gate_inp;
+  TensorView ffn_gate_exps;
+  TensorView ffn_up_exps;
+  TensorView ffn_down_exps;
+  const float* ffn_exp_probs_b = nullptr;
+  TensorView ffn_gate_shexp;
+  TensorView ffn_up_shexp;
+  TensorView ffn_down_shexp;
+  TensorView ffn_gate_inp_shexp;
   // BERT post-norm LayerNorms (weight, bias).
   const float* attn_out_norm = nullptr;
   const float* attn_out_norm_b = nullptr;
@@ -88,7 +105,17 @@ struct LayerWeights {
   TensorView wk_cross;               // [n_embd_kv rows][n_embd]
   TensorView wv_cross;               // [n_embd_kv rows][n_embd]
   TensorView wo_cross;               // [n_embd rows][n_embd_q]
+
+  // Every matrix of the block (empty views included), for the passes over all weights: packing,
+  // scratch sizing.
+  std::vector<TensorView*> matrices();
+  std::vector<const TensorView*> matrices() const;
 };
+
+// Expert e's rows of a stacked expert matrix of `rows` rows per expert: its GGUF rows, and its
+// slice of the packed copy when the stack has one (packed groups never straddle two experts: the
+// stack is packed only when rows is a multiple of the packed group height).
+TensorView expert_view(const TensorView& stacked, int64_t e, int64_t rows);
 
 struct ModelWeights {
   TensorView tok_embd;                 // [n_vocab rows][n_embd]
@@ -126,6 +153,9 @@ struct ModelWeights {
   TensorView per_layer_tok_embd;
   TensorView per_layer_model_proj;
   const float* per_layer_proj_norm = nullptr;
+  // The stacked expert matrices may be packed: each expert's rows (n_ff_exp, n_embd) fill whole
+  // packed groups, so an expert's slice of the copy starts at a group (expert_view).
+  bool experts_packable = false;
   std::vector<LayerWeights> layers;    // T5: the decoder's blocks (none for t5encoder)
   std::vector<LayerWeights> enc_layers;  // T5: the encoder's blocks
   const float* enc_output_norm = nullptr;  // [n_embd] T5: after the encoder's last block

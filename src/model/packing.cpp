@@ -191,10 +191,9 @@ std::vector<TensorView*> matrices(ModelWeights& w) {
   std::vector<TensorView*> out;
   for (std::vector<LayerWeights>* ls : {&w.layers, &w.enc_layers}) {
     for (LayerWeights& l : *ls) {
-      for (TensorView* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down, &l.ssm_in, &l.ssm_x,
-                            &l.ssm_dt, &l.ssm_out, &l.ssm_z, &l.ssm_beta, &l.ssm_alpha, &l.wq_cross, &l.wk_cross,
-                            &l.wv_cross, &l.wo_cross, &l.pl_inp_gate, &l.pl_proj, &l.laurel_l, &l.laurel_r}) {
-        out.push_back(t);
+      for (TensorView* t : l.matrices()) {
+        const bool stack = t == &l.ffn_gate_exps || t == &l.ffn_up_exps || t == &l.ffn_down_exps;
+        if (!stack || w.experts_packable) out.push_back(t);
       }
     }
   }

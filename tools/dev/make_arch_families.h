@@ -65,4 +65,9 @@ bool family_shape(const std::string& name, std::string& arch, FamilyShape& shape
 Status make_family_model(const gguf::GgufFile& in, gguf::GgufWriter& w, const std::string& arch, bool untied,
                          std::mt19937& rng, const FamilyShape& shape = {});
 
+// Turns w (a copy of `in`, a dense synthetic model of the base family) into the mixture-of-experts
+// architecture `arch` (qwen3moe, olmoe, llama, qwen35moe, lfm2moe, granitemoe, granitehybrid):
+// make_arch_moe.cpp.
+Status make_moe_model(const gguf::GgufFile& in, gguf::GgufWriter& w, const std::string& arch, std::mt19937& rng);
+
 }  // namespace loom

@@ -42,6 +42,10 @@
 //                                                    a synthetic model of this year's families with IN's
 //                                                    tokenizer and random weights (seed 1234); shapes and
 //                                                    features in make_arch_families.cpp
+//   make_arch_variant moe ARCH IN.gguf OUT.gguf      IN (a dense synthetic model) with a mixture-of-experts
+//                                                    FFN as architecture ARCH (qwen3moe, olmoe, llama,
+//                                                    qwen35moe, lfm2moe, granitemoe, granitehybrid): 8 experts,
+//                                                    2 chosen, width 32 (make_arch_moe.cpp, seed 1234)
 //   make_arch_variant bench-shape qwen35-0.8b|lfm2-1.2b|smollm3-3b IN.gguf OUT.gguf [vocab=N]
 //                                                    the same families at a real model's dimensions, F16
 //                                                    matrices (for llama-quantize), tied output, IN's
@@ -486,6 +490,17 @@ int main(int argc, char** argv) {
     }
     std::mt19937 rng(1234);
     Status st = make_family_model(*in, *w, arch, /*untied=*/false, rng, shape);
+    if (st.is_ok()) st = w->write_file(argv[4]);
+    if (!st) return fail(st.message());
+    return 0;
+  }
+  if (argc == 5 && std::string(argv[1]) == "moe") {
+    auto in = gguf::GgufFile::open(argv[3]);
+    if (!in) return fail(in.status().message());
+    auto w = gguf::GgufWriter::from_file(*in);
+    if (!w) return fail(w.status().message());
+    std::mt19937 rng(1234);
+    Status st = make_moe_model(*in, *w, argv[2], rng);
     if (st.is_ok()) st = w->write_file(argv[4]);
     if (!st) return fail(st.message());
     return 0;

@@ -1,0 +1,179 @@
+// The mixture-of-experts feed-forward of a block (qwen3moe, qwen35moe, lfm2moe, granitemoe and
+// granitehybrid with experts, olmoe, Mixtral-style llama), from the normed input h = b.xb:
+//   s = Wrouter · h                                       one logit per expert
+//   p = softmax(s) | sigmoid(s) | s                       (ExpertGating)
+//   chosen = the n_expert_used largest p (+ bias)         lfm2moe chooses by biased scores
+//   w = p[chosen], softmaxed when the gating chose by logits (gpt-oss), / Σ w when
+//       expert_weights_norm (the sum clamped at 2^-14), · expert_weights_scale when set
+//   out = Σ_j w_j · Wdown_j · (act(Wgate_j · h) ⊙ Wup_j · h)
+//       [+ σ(Wsg · h) ·] Wdown_s · (act(Wgate_s · h) ⊙ Wup_s · h)   the shared expert (qwen35moe: gated)
+// Only the chosen experts' weights are read: the tokens of a micro-batch are grouped by expert and
+// each chosen expert runs once over its tokens' rows, so decode reads n_expert_used experts per
+// layer and a prompt reads each expert at most once.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "model/forward_internal.h"
+#include "ops/ops.h"
+
+namespace loom::detail {
+namespace {
+
+// The router's score for choosing: NaN ranks below every number (never chosen over one).
+inline float rank_key(float v) { return std::isnan(v) ? -std::numeric_limits<float>::infinity() : v; }
+
+// p = gating(s) in place over the X logits of one token.
+void gate_probs(ExpertGating g, float* s, int64_t X) {
+  if (g == ExpertGating::kSigmoid) {
+    for (int64_t e = 0; e < X; ++e) s[e] = 1.0f / (1.0f + std::exp(-s[e]));
+  } else if (g == ExpertGating::kSoftmax) {
+    float mx = -std::numeric_limits<float>::infinity();
+    for (int64_t e = 0; e < X; ++e) mx = std::max(mx, s[e]);
+    double sum = 0.0;
+    for (int64_t e = 0; e < X; ++e) {
+      s[e] = std::exp(s[e] - mx);
+      sum += double(s[e]);
+    }
+    const float inv = sum > 0.0 ? float(1.0 / sum) : 0.0f;
+    for (int64_t e = 0; e < X; ++e) s[e] *= inv;
+  }
+}
+
+}  // namespace
+
+void route_tokens(const ModelHparams& hp, const float* bias, float* logits, int T, int32_t* chosen, float* weights) {
+  const int64_t X = hp.n_expert, K = hp.n_expert_used;
+  std::vector<int32_t> order(static_cast<size_t>(X));
+  std::vector<float> key(static_cast<size_t>(X));
+  for (int t = 0; t < T; ++t) {
+    float* p = logits + int64_t(t) * X;
+    gate_probs(hp.expert_gating, p, X);
+    for (int64_t e = 0; e < X; ++e) {
+      key[size_t(e)] = rank_key(bias ? p[e] + bias[e] : p[e]);
+      order[size_t(e)] = int32_t(e);
+    }
+    // The K best, ties to the lower expert index: a total order, whatever the values.
+    std::partial_sort(order.begin(), order.begin() + K, order.end(), [&](int32_t a, int32_t b) {
+      return key[size_t(a)] > key[size_t(b)] || (key[size_t(a)] == key[size_t(b)] && a < b);
+    });
+    int32_t* c = chosen + int64_t(t) * K;
+    float* w = weights + int64_t(t) * K;
+    for (int64_t j = 0; j < K; ++j) {
+      c[j] = order[size_t(j)];
+      w[j] = p[order[size_t(j)]];
+    }
+    if (hp.expert_gating == ExpertGating::kSoftmaxChosen) gate_probs(ExpertGating::kSoftmax, w, K);
+    if (hp.expert_weights_norm) {
+      float sum = 0.0f;
+      for (int64_t j = 0; j < K; ++j) sum += w[j];
+      sum = std::max(sum, 6.103515625e-5f);  // the reference's clamp: no division by zero
+      for (int64_t j = 0; j < K; ++j) w[j] /= sum;
+    }
+    if (hp.expert_weights_scale != 0.0f && hp.expert_weights_scale != 1.0f) {
+      for (int64_t j = 0; j < K; ++j) w[j] *= hp.expert_weights_scale;
+    }
+  }
+}
+
+namespace {
+
+// act(gate) ⊙ up for n rows of F into out ([n][F]); gate null: act(up) alone.
+void expert_activation(const ModelHparams& hp, float* gate, float* up, int64_t n) {
+  if (!gate) {
+    for (int64_t i = 0; i < n; ++i) up[i] = ops::silu(up[i]);
+    return;
+  }
+  if (hp.ffn_act == FfnAct::kGelu && hp.gelu_f16_table) ops::geglu_f16_table_inplace(gate, up, n);
+  else if (hp.ffn_act == FfnAct::kGelu) ops::geglu_inplace(gate, up, n);
+  else ops::swiglu_inplace(gate, up, n);
+}
+
+// One expert (or the shared one) over n rows of x into y ([n][E]): the gate/up projections, the
+// activation, the down projection. A fused gate|up view gives [n][2F] rows split here.
+void run_expert(const ModelHparams& hp, ThreadPool& pool, const TensorView& gate, const TensorView& up, bool fused,
+                const TensorView& down, const float* x, int n, float* y, Buffers& b) {
+  const int64_t F = down.cols;
+  float* act = nullptr;
+  if (fused) {
+    linear(pool, up, nullptr, x, n, b.gate, b);  // [n][2F]: gate, then up
+    for (int r = 0; r < n; ++r) {
+      std::memcpy(b.up + int64_t(r) * F, b.gate + int64_t(r) * 2 * F + F, sizeof(float) * size_t(F));
+    }
+    for (int r = 1; r < n; ++r) std::memmove(b.gate + int64_t(r) * F, b.gate + int64_t(r) * 2 * F, sizeof(float) * size_t(F));
+    expert_activation(hp, b.gate, b.up, int64_t(n) * F);
+    act = b.gate;
+  } else if (gate.empty()) {
+    linear(pool, up, nullptr, x, n, b.up, b);
+    expert_activation(hp, nullptr, b.up, int64_t(n) * F);
+    act = b.up;
+  } else {
+    linear(pool, gate, nullptr, x, n, b.gate, b);
+    linear(pool, up, nullptr, x, n, b.up, b);
+    expert_activation(hp, b.gate, b.up, int64_t(n) * F);
+    act = b.gate;
+  }
+  linear(pool, down, nullptr, act, n, y, b);
+}
+
+}  // namespace
+
+Status moe_block(const Model& model, const ForwardBatch& fb, const ForwardConfig& cfg, ThreadPool& pool, int il,
+                 Buffers& b) {
+  const ModelHparams& hp = model.hparams();
+  const LayerWeights& l = model.weights().layers[size_t(il)];
+  const int T = fb.n_tokens;
+  const int64_t E = hp.n_embd, X = hp.n_expert, K = hp.n_expert_used, F = hp.n_ff_exp;
+
+  linear(pool, l.ffn_gate_inp, nullptr, b.xb, T, b.moe_logits, b);  // [T][X]
+  if (!observe(cfg, "ffn_moe_logits", il, b.moe_logits, X, T)) return aborted();
+  route_tokens(hp, l.ffn_exp_probs_b, b.moe_logits, T, b.moe_chosen, b.moe_weights);
+
+  // Group the (token, slot) pairs by expert: offsets per expert, then the pairs in token order.
+  int32_t* start = b.moe_start;  // [X + 1]
+  std::fill(start, start + X + 1, 0);
+  for (int64_t i = 0; i < int64_t(T) * K; ++i) ++start[b.moe_chosen[i] + 1];
+  for (int64_t e = 0; e < X; ++e) start[e + 1] += start[e];
+  {
+    std::vector<int32_t> fill(start, start + X);
+    for (int64_t i = 0; i < int64_t(T) * K; ++i) b.moe_pairs[fill[size_t(b.moe_chosen[i])]++] = int32_t(i);
+  }
+
+  std::fill(b.tmp, b.tmp + int64_t(T) * E, 0.0f);
+  const int64_t up_rows = l.gate_up_fused ? 2 * F : F;
+  for (int64_t e = 0; e < X; ++e) {
+    const int n = start[e + 1] - start[e];
+    if (n == 0) continue;
+    const int32_t* pairs = b.moe_pairs + start[e];
+    for (int r = 0; r < n; ++r) {
+      std::memcpy(b.moe_x + int64_t(r) * E, b.xb + int64_t(pairs[r] / K) * E, sizeof(float) * size_t(E));
+    }
+    const TensorView gate = l.ffn_gate_exps.empty() ? TensorView{} : expert_view(l.ffn_gate_exps, e, F);
+    run_expert(hp, pool, gate, expert_view(l.ffn_up_exps, e, up_rows), l.gate_up_fused,
+               expert_view(l.ffn_down_exps, e, E), b.moe_x, n, b.moe_y, b);
+    for (int r = 0; r < n; ++r) {
+      const float w = b.moe_weights[pairs[r]];
+      float* dst = b.tmp + int64_t(pairs[r] / K) * E;
+      const float* src = b.moe_y + int64_t(r) * E;
+      for (int64_t i = 0; i < E; ++i) dst[i] += w * src[i];
+    }
+  }
+  if (!observe(cfg, "ffn_moe_out", il, b.tmp, E, T)) return aborted();
+
+  if (!l.ffn_up_shexp.empty()) {
+    run_expert(hp, pool, l.ffn_gate_shexp, l.ffn_up_shexp, false, l.ffn_down_shexp, b.xb, T, b.moe_y, b);
+    if (!l.ffn_gate_inp_shexp.empty()) {
+      // qwen35moe: the shared expert's output times σ(its own one-row router).
+      linear(pool, l.ffn_gate_inp_shexp, nullptr, b.xb, T, b.moe_logits, b);  // [T][1]
+      for (int t = 0; t < T; ++t) {
+        const float g = 1.0f / (1.0f + std::exp(-b.moe_logits[t]));
+        ops::scale_inplace(b.moe_y + int64_t(t) * E, g, E);
+      }
+    }
+    ops::add_inplace(b.tmp, b.moe_y, int64_t(T) * E);
+  }
+  return Status::ok();
+}
+
+}  // namespace loom::detail

@@ -1,0 +1,110 @@
+// make_arch_variant's mixture-of-experts generator: a dense synthetic model turned into its MoE
+// architecture. The metadata moves to the new architecture's prefix, and each block's dense FFN
+// (ffn_gate / ffn_up / ffn_down) is replaced by a router of 8 experts choosing 2 per token, the
+// experts' stacked matrices of width 32, and what the architecture adds:
+//   qwen3moe   (from qwen3):  expert_feed_forward_length 32, softmax, weights normalised
+//   olmoe      (from qwen3):  as many K/V heads as query heads, q/k norms across all heads (n_embd
+//                             wide), experts n_ff wide (feed_forward_length 32), weights not normalised
+//   llama      (from llama):  Mixtral-style experts in a llama file (feed_forward_length 32)
+//   qwen35moe  (from qwen35): experts 32 wide, a shared expert of 32 gated by σ(ffn_gate_inp_shexp ·
+//                             h); the last trunk block stores gate and up fused (ffn_gate_up_exps)
+//   lfm2moe    (from lfm2):   block 0 keeps its dense FFN (leading_dense_block_count 1), sigmoid
+//                             gating (expert_gating_func 2), a selection bias exp_probs_b
+//   granitemoe (from granite), granitehybrid (from granitehybrid): experts n_ff wide
+//                             (feed_forward_length 32) and an ungated shared expert of 32
+// Random weights (the given generator): routers N(0, 2/sqrt(n_embd)) so that the choice varies from
+// token to token, experts fan-in scaled.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "make_arch_families.h"
+
+namespace loom {
+
+Status make_moe_model(const gguf::GgufFile& in, gguf::GgufWriter& w, const std::string& arch, std::mt19937& rng) {
+  const std::string from = *in.get_string("general.architecture");
+  const char* expected = arch == "qwen3moe" || arch == "olmoe" ? "qwen3"
+                         : arch == "qwen35moe"                 ? "qwen35"
+                         : arch == "lfm2moe"                   ? "lfm2"
+                         : arch == "granitemoe"                ? "granite"
+                         : arch == "granitehybrid"             ? "granitehybrid"
+                         : arch == "llama"                     ? "llama"
+                                                               : nullptr;
+  if (!expected) return invalid_argument("no MoE variant '" + arch + "'");
+  if (from != expected) return invalid_argument(arch + " is made from a " + expected + " model, not " + from);
+  const int64_t X = 8, K = 2, Fe = 32, Fs = 32;
+  // Metadata under the new prefix.
+  if (arch != from) {
+    for (const auto& kv : std::vector<gguf::KeyValue>(w.metadata())) {
+      if (kv.key.rfind(from + ".", 0) != 0) continue;
+      LOOM_RETURN_IF_ERROR(w.set(arch + kv.key.substr(from.size()), kv.value));
+      w.remove(kv.key);
+    }
+    w.remove("general.architecture");
+    LOOM_RETURN_IF_ERROR(w.set_string("general.architecture", arch));
+  }
+  const std::string& a = arch;
+  const int64_t E = *in.get_int(from + ".embedding_length"), L = *in.get_int(from + ".block_count");
+  const bool own_width = arch == "qwen3moe" || arch == "qwen35moe" || arch == "lfm2moe";
+  const bool shared = arch == "qwen35moe" || arch == "granitemoe" || arch == "granitehybrid";
+  const int64_t lead = arch == "lfm2moe" ? 1 : 0;
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".expert_count", uint32_t(X)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".expert_used_count", uint32_t(K)));
+  if (own_width) {
+    LOOM_RETURN_IF_ERROR(w.set_u32(a + ".expert_feed_forward_length", uint32_t(Fe)));
+  } else {
+    w.remove(a + ".feed_forward_length");
+    LOOM_RETURN_IF_ERROR(w.set_u32(a + ".feed_forward_length", uint32_t(Fe)));
+  }
+  if (shared) LOOM_RETURN_IF_ERROR(w.set_u32(a + ".expert_shared_feed_forward_length", uint32_t(Fs)));
+  if (arch == "olmoe") {
+    w.remove(a + ".attention.head_count_kv");
+    LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.head_count_kv", uint32_t(*in.get_int(from + ".attention.head_count"))));
+  }
+  if (arch == "lfm2moe") {
+    LOOM_RETURN_IF_ERROR(w.set_u32(a + ".leading_dense_block_count", uint32_t(lead)));
+    LOOM_RETURN_IF_ERROR(w.set_u32(a + ".expert_gating_func", 2));
+  }
+
+  Draws rnd{rng};
+  const TensorFiller add{w, false};
+  auto fan_in = [&](int64_t n) { return rnd.normal(1.0f / std::sqrt(float(n))); };
+  // The last trunk block of qwen35moe stores gate and up as one tensor.
+  auto nextn = in.get_int_or(from + ".nextn_predict_layers", 0);
+  const int64_t fused_block = arch == "qwen35moe" ? L - (nextn ? *nextn : 0) - 1 : -1;
+  for (int64_t il = lead; il < L; ++il) {
+    const std::string p = "blk." + std::to_string(il) + ".";
+    if (!in.find_tensor(p + "ffn_gate.weight")) continue;
+    for (const char* n : {"ffn_gate.weight", "ffn_up.weight", "ffn_down.weight"}) w.remove_tensor(p + n);
+    LOOM_RETURN_IF_ERROR(add(p + "ffn_gate_inp.weight", {E, X}, rnd.normal(2.0f / std::sqrt(float(E)))));
+    if (il == fused_block) {
+      LOOM_RETURN_IF_ERROR(add(p + "ffn_gate_up_exps.weight", {E, 2 * Fe, X}, fan_in(E)));
+    } else {
+      LOOM_RETURN_IF_ERROR(add(p + "ffn_gate_exps.weight", {E, Fe, X}, fan_in(E)));
+      LOOM_RETURN_IF_ERROR(add(p + "ffn_up_exps.weight", {E, Fe, X}, fan_in(E)));
+    }
+    LOOM_RETURN_IF_ERROR(add(p + "ffn_down_exps.weight", {Fe, E, X}, fan_in(Fe)));
+    if (arch == "lfm2moe") LOOM_RETURN_IF_ERROR(add(p + "exp_probs_b.bias", {X}, rnd.normal(0.1f)));
+    if (shared) {
+      LOOM_RETURN_IF_ERROR(add(p + "ffn_gate_shexp.weight", {E, Fs}, fan_in(E)));
+      LOOM_RETURN_IF_ERROR(add(p + "ffn_up_shexp.weight", {E, Fs}, fan_in(E)));
+      LOOM_RETURN_IF_ERROR(add(p + "ffn_down_shexp.weight", {Fs, E}, fan_in(Fs)));
+      if (arch == "qwen35moe") LOOM_RETURN_IF_ERROR(add(p + "ffn_gate_inp_shexp.weight", {E}, fan_in(E)));
+    }
+    if (arch == "olmoe") {
+      // OLMoE has as many K/V heads as query heads (the reference's norms are n_embd wide): new K
+      // and V projections of n_embd rows, norms across all heads.
+      for (const char* n : {"attn_q_norm.weight", "attn_k_norm.weight", "attn_k.weight", "attn_v.weight"}) {
+        w.remove_tensor(p + n);
+      }
+      LOOM_RETURN_IF_ERROR(add(p + "attn_k.weight", {E, E}, fan_in(E)));
+      LOOM_RETURN_IF_ERROR(add(p + "attn_v.weight", {E, E}, fan_in(E)));
+      LOOM_RETURN_IF_ERROR(add(p + "attn_q_norm.weight", {E}, rnd.norm_weight()));
+      LOOM_RETURN_IF_ERROR(add(p + "attn_k_norm.weight", {E}, rnd.norm_weight()));
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace loom
