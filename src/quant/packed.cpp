@@ -1,6 +1,6 @@
 // Packed (row-interleaved) weights: layout, packing, activation quantization, the scalar
-// reference GEMM, and the run-time dispatch to the SIMD kernels (packed_avx512.cpp,
-// packed_avxvnni.cpp). See packed.h for the layout.
+// reference GEMM, and the run-time dispatch to the SIMD kernels (packed_amx.cpp,
+// packed_avx512.cpp, packed_avx2.cpp). See packed.h for the layout.
 #include "quant/packed.h"
 
 #include <cstring>
@@ -21,7 +21,8 @@ bool can_pack(TensorType t) { return type_traits(t).packable(); }
 bool packed_kernels_available(TensorType t) {
   const PackedTraits& p = type_traits(t).packed;
   const CpuFeatures& f = cpu_features();
-  return (p.avx512 && f.has_avx512_vnni_set()) || (p.avxvnni && f.has_avx_vnni_set());
+  return (p.avx512 && f.has_avx512_vnni_set()) || (p.avxvnni && f.has_avx_vnni_set()) ||
+         (p.avx2 && f.has_avx2_set());
 }
 
 size_t packed_group_bytes(TensorType t, int64_t cols) { return detail::packed_group_stride(t, cols); }
@@ -339,6 +340,7 @@ void packed_gemm(TensorType t, int64_t rows, int64_t cols, const void* packed, i
   if (p.amx && f.has_amx_int8_set() && n >= 16) fn = p.amx;
   else if (p.avx512 && f.has_avx512_vnni_set()) fn = p.avx512;
   else if (p.avxvnni && f.has_avx_vnni_set()) fn = p.avxvnni;
+  else if (p.avx2 && f.has_avx2_set()) fn = p.avx2;
   if (fn) return fn(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
 #endif
   ref::packed_gemm(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);

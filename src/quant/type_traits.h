@@ -102,10 +102,11 @@ struct PackedTraits {
   PackedRefDotFn ref_dot = nullptr;  // the scalar definition (quant::ref::packed_gemm)
   // The x86 kernels, tried in this order where the CPU has the ISA (null elsewhere or where there
   // is none): AMX-INT8 (for n >= 16: runs of 16 activation rows, the rest through its AVX-512
-  // kernel), AVX-512 VNNI (F16/BF16: AVX-512F, checked as VNNI like the others), AVX-VNNI.
+  // kernel), AVX-512 VNNI (F16/BF16: AVX-512F, checked as VNNI like the others), AVX-VNNI, AVX2.
   PackedGemmFn amx = nullptr;
   PackedGemmFn avx512 = nullptr;
   PackedGemmFn avxvnni = nullptr;
+  PackedGemmFn avx2 = nullptr;
 };
 
 // ---- the table -----------------------------------------------------------------------------

@@ -8,6 +8,8 @@
 #include <hwy/targets.h>
 
 #include "base/cpu.h"
+#include "quant/packed.h"
+#include "quant/type_traits.h"
 
 namespace loom {
 namespace {
@@ -58,6 +60,26 @@ TEST(CpuSwitches, HiddenIsasStayHidden) {
     EXPECT_NE(hwy_targets & HWY_AVX2, 0);
   }
 #endif
+}
+
+// Model loading packs a matrix where the CPU has a packed kernel for its type: on any x86-64 CPU
+// with the AVX2 set that holds for every type with a 256-bit kernel (AVX2, AVX-VNNI, AVX-512 or
+// AMX run it), and for none without SIMD.
+TEST(CpuSwitches, PackedKernelsFollowTheIsas) {
+  const CpuFeatures& f = cpu_features();
+  for (const quant::TypeTraits& tt : quant::all_type_traits()) {
+    if (!tt.packable()) continue;
+#if defined(__x86_64__)
+    if (quant::detail::packed_avx2_has_kernel(tt.type)) {
+      EXPECT_EQ(quant::packed_kernels_available(tt.type), f.has_avx2_set()) << tt.name;
+    } else {
+      EXPECT_EQ(quant::packed_kernels_available(tt.type), f.has_avx512_vnni_set()) << tt.name;
+    }
+#else
+    EXPECT_FALSE(quant::packed_kernels_available(tt.type)) << tt.name;
+#endif
+  }
+  (void)f;
 }
 
 }  // namespace

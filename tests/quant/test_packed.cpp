@@ -305,19 +305,47 @@ TEST(Packed, AmxQ4KMatchesReference) {
   check_variant(&detail::packed_gemm_amx_q4k, "amx-q4k", {TensorType::Q4_K, TensorType::Q5_K, TensorType::IQ4_XS});
 }
 
+// The types with 256-bit kernels (packed_avx2.cpp), as the table says.
+std::vector<TensorType> ymm_types() {
+  std::vector<TensorType> types;
+  for (TensorType t : kAllPacked) {
+    if (detail::packed_avx2_has_kernel(t)) types.push_back(t);
+  }
+  return types;
+}
+
 TEST(Packed, AvxVnniMatchesReference) {
   if (!cpu_features().has_avx_vnni_set()) GTEST_SKIP() << "no AVX-VNNI on this CPU";
-  check_variant(&detail::packed_gemm_avxvnni, "avxvnni", {TensorType::Q4_0, TensorType::Q8_0});
+  check_variant(&detail::packed_gemm_avxvnni, "avxvnni", ymm_types());
+}
+
+// The plain AVX2 kernels (VPMADDUBSW) run on any AVX2 CPU, this one too whatever else it has.
+TEST(Packed, Avx2MatchesReference) {
+  if (!cpu_features().has_avx2_set()) GTEST_SKIP() << "no AVX2 on this CPU";
+  check_variant(&detail::packed_gemm_avx2, "avx2", ymm_types());
+}
+
+// The table names a 256-bit kernel exactly for the types packed_avx2.cpp has one for, and the
+// first 256-bit types (the most used ones) stay covered.
+TEST(Packed, YmmKernelsInTheTable) {
+  for (TensorType t : kAllPacked) {
+    const PackedTraits& p = type_traits(t).packed;
+    EXPECT_EQ(p.avx2 != nullptr, detail::packed_avx2_has_kernel(t)) << test::type_name(t);
+    EXPECT_EQ(p.avxvnni != nullptr, detail::packed_avx2_has_kernel(t)) << test::type_name(t);
+  }
+  for (TensorType t : {TensorType::Q4_0, TensorType::Q8_0, TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K}) {
+    EXPECT_TRUE(detail::packed_avx2_has_kernel(t)) << test::type_name(t);
+  }
 }
 #endif  // __x86_64__
 
 // Extreme levels: every Q8_0 weight byte -127..127 and -128 (the GGUF format allows it), every
 // other type's quant and scale bytes all ones (the highest level, scale and min everywhere), with
 // activations at ±127, must not overflow or saturate anywhere.
-TEST(Packed, ExtremeLevels) {
+void check_extreme_levels(Gemm gemm, const char* what, const std::vector<TensorType>& types) {
   std::mt19937 rng(7);
   const int64_t rows = 16, cols = 256;
-  for (TensorType t : kAllPacked) {
+  for (TensorType t : types) {
     if (t == TensorType::F16 || t == TensorType::BF16) continue;
     Problem p = make(t, rows, cols, 2, rng);
     const size_t bb = size_t(test::block_bytes(t));
@@ -337,7 +365,9 @@ TEST(Packed, ExtremeLevels) {
         }
       }
     }
-    for (float& v : p.x) v = (&v - p.x.data()) % 3 == 0 ? -1.0f : 1.0f;
+    // Row 0 mixed signs, row 1 all +1 (every product of a sum at its largest: the int16 sums of
+    // the AVX2 kernels at their limit).
+    for (float& v : p.x) v = (&v - p.x.data()) >= cols || (&v - p.x.data()) % 3 != 0 ? 1.0f : -1.0f;
     pack_weights(t, p.w.data(), size_t(row_bytes(t, cols)), rows, cols, p.packed.data(), 0, 1);
     const TensorType dt = vec_dot_type(t);
     const size_t qb = size_t(row_bytes(dt, cols)), ab = packed_act_row_bytes(t, cols);
@@ -351,10 +381,22 @@ TEST(Packed, ExtremeLevels) {
       }
     }
     std::vector<float> out(size_t(rows) * 2);
-    packed_gemm(t, rows, cols, p.packed.data(), 0, 1, p.act.data(), ab, p.n, out.data(), size_t(rows));
-    expect_close(p, out.data(), size_t(rows), "extreme");
+    gemm(t, rows, cols, p.packed.data(), 0, 1, p.act.data(), ab, p.n, out.data(), size_t(rows));
+    expect_close(p, out.data(), size_t(rows), what);
   }
 }
+
+TEST(Packed, ExtremeLevels) { check_extreme_levels(&packed_gemm, "extreme", kAllPacked); }
+
+#if defined(__x86_64__)
+// The 256-bit kernels at the levels where VPMADDUBSW's int16 sums would saturate first.
+TEST(Packed, ExtremeLevelsYmm) {
+  if (cpu_features().has_avx2_set()) check_extreme_levels(&detail::packed_gemm_avx2, "extreme avx2", ymm_types());
+  if (cpu_features().has_avx_vnni_set()) {
+    check_extreme_levels(&detail::packed_gemm_avxvnni, "extreme avxvnni", ymm_types());
+  }
+}
+#endif
 
 // kAllPacked names every packable type of the table, so a new layout is tested.
 TEST(Packed, TestListCoversEveryPackableType) {

@@ -1,0 +1,460 @@
+// The 256-bit packed GEMM kernels, written once and compiled twice by packed_avx2.cpp: with the
+// plain AVX2 dot step (VPMADDUBSW into int16, VPMADDWD to int32: AMD Zen 2/3, Intel before Alder
+// Lake) and with AVX-VNNI's (VPDPBUSD on ymm). Internal to packed_avx2.cpp, which defines before
+// each inclusion:
+//   LOOM_PK_NS      the namespace of this copy (inside loom::quant::detail)
+//   LOOM_PK_TARGET  its target string ("avx2,fma,f16c" or that plus "avxvnni": each copy is
+//                   compiled for its own ISA only, so the AVX2 copy can hold no VNNI instruction)
+//   LOOM_PK_VNNI    1 for the VPDPBUSD copy
+//
+// A group's 16 rows are two halves of 8 lanes (bytes 0..31 and 32..63 of every 64-byte chunk of
+// the layout, packed.h): each kernel walks a tile half by half, so a ymm register holds 4 bytes
+// of each of 8 rows, and applies each decoded weight register to NA activation rows (a broadcast
+// of 4 activation bytes).
+//
+// The dot step. Dot::begin(init) / Dot::step(part, u, a) / Dot::end(acc, part) compute
+// acc + Σ_steps Σ_k u_k · a_k per 32-bit lane (u unsigned bytes, a signed bytes):
+//   AVX-VNNI: the part is the int32 sum itself, started at init (VPDPBUSD).
+//   AVX2: the part is 16 int16 (VPMADDUBSW: two products per int16, summed over steps), widened
+//   and pair-summed into acc by VPMADDWD against 1 (or against a scale, Dot::end_scaled).
+//   VPMADDUBSW saturates at ±32767, so a part may only take as many steps as keep
+//   2 · steps · u_max · 127 below 2^15: 8 for 4-bit levels (u ≤ 15: 30480), 4 for 5-bit (31),
+//   2 for 6-bit (63); the kernels flush it that often (Dot::kSteps*). Q8_0's bytes and the IQ4
+//   tables (u up to 255) take the sign trick instead: VPMADDUBSW(|w|, sign(a, w)) with the
+//   signed levels w (|w| ≤ 128: 2 · 128 · 127 = 32512, one step per part).
+// Every integer sum is exact, so results equal the reference's to float rounding; each output's
+// float operations are the same whatever NA (batch invariance).
+#if !defined(LOOM_PK_NS) || !defined(LOOM_PK_TARGET) || !defined(LOOM_PK_VNNI)
+#error "packed_avx2_impl.h is included by packed_avx2.cpp only"
+#endif
+
+#define LOOM_PK __attribute__((target(LOOM_PK_TARGET)))
+
+namespace loom::quant::detail::LOOM_PK_NS {
+namespace {
+
+// ---- the dot step ----------------------------------------------------------------------------
+
+struct Dot {
+  static constexpr bool kVnni = LOOM_PK_VNNI;
+  // The most steps a part may take for levels of at most 4, 5 and 6 bits.
+  static constexpr int kSteps4 = kVnni ? 1 << 20 : 8, kSteps5 = kVnni ? 1 << 20 : 4, kSteps6 = kVnni ? 1 << 20 : 2;
+
+  LOOM_PK static inline __m256i begin(__m256i init) {
+    if constexpr (kVnni) return init;
+    (void)init;
+    return _mm256_setzero_si256();
+  }
+  LOOM_PK static inline __m256i step(__m256i part, __m256i u, __m256i a) {
+#if LOOM_PK_VNNI
+    return _mm256_dpbusd_avx_epi32(part, u, a);
+#else
+    return _mm256_add_epi16(part, _mm256_maddubs_epi16(u, a));
+#endif
+  }
+  // acc + the part (AVX2: acc was init, the part started at 0).
+  LOOM_PK static inline __m256i end(__m256i acc, __m256i part) {
+    if constexpr (kVnni) {
+      (void)acc;
+      return part;
+    }
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(part, _mm256_set1_epi16(1)));
+  }
+  // acc + scale · (the part), the part started at 0 (begin(zero)): sc32 holds the scale in each
+  // 32-bit lane (VNNI: VPMULLD), sc16 in both 16-bit halves of it (AVX2: VPMADDWD).
+  LOOM_PK static inline __m256i end_scaled(__m256i acc, __m256i part, __m256i sc32, __m256i sc16) {
+    if constexpr (kVnni) {
+      (void)sc16;
+      return _mm256_add_epi32(acc, _mm256_mullo_epi32(part, sc32));
+    }
+    (void)sc32;
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(part, sc16));
+  }
+};
+
+// The signed-weight step of the AVX2 copy (the sign trick): Σ_k w_k · a_k per lane for signed
+// bytes w (-128..127) and a (-127..127), as 16 int16 sums of two products (|w| · |a| ≤ 128 · 127).
+LOOM_PK inline __m256i signed_pairs(__m256i w_abs, __m256i w, __m256i a) {
+  return _mm256_maddubs_epi16(w_abs, _mm256_sign_epi8(a, w));
+}
+
+// ---- small helpers ---------------------------------------------------------------------------
+
+// 4 activation bytes at p broadcast to every lane.
+LOOM_PK inline __m256i bcast32(const uint8_t* p) {
+  int32_t x;
+  std::memcpy(&x, p, 4);
+  return _mm256_set1_epi32(x);
+}
+LOOM_PK inline __m256 bcastf(const uint8_t* p) {
+  float x;
+  std::memcpy(&x, p, 4);
+  return _mm256_set1_ps(x);
+}
+LOOM_PK inline __m256i load256(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+// 8 f16 at p widened to f32.
+LOOM_PK inline __m256 f16x8(const uint8_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+// 8 bytes at p as 8 int32 lanes (unsigned or signed).
+LOOM_PK inline __m256i u8x8(const uint8_t* p) {
+  return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+}
+LOOM_PK inline __m256i i8x8(const uint8_t* p) {
+  return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+}
+// An int32 lane value v (|v| < 2^15) in both 16-bit halves of its lane: lo = v, hi = v.
+LOOM_PK inline __m256i dup16(__m256i v) { return _mm256_blend_epi16(v, _mm256_slli_epi32(v, 16), 0xAA); }
+// Two int32 lane values (|v| < 2^15) as the 16-bit pair (lo, hi) of each lane.
+LOOM_PK inline __m256i pair16(__m256i lo, __m256i hi) { return _mm256_blend_epi16(lo, _mm256_slli_epi32(hi, 16), 0xAA); }
+
+// The 32 bits of a chunk mask (ChunkMask) for one half as 32 bytes: `add` where the bit is set,
+// else 0 (bit i of the 32 belongs to byte i of the half's register).
+LOOM_PK inline __m256i mask_bytes(const uint8_t* half_mask, __m256i add) {
+  uint32_t m;
+  std::memcpy(&m, half_mask, 4);
+  const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32(int32_t(m)),
+                                             _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                                              2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+  const __m256i bit = _mm256_set1_epi64x(int64_t(0x8040201008040201ull));
+  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), add);
+}
+
+// Stores the two halves of a group's outputs (rows < valid).
+LOOM_PK inline void store16(float* o, __m256 lo, __m256 hi, int valid) {
+  if (valid == 16) {
+    _mm256_storeu_ps(o, lo);
+    _mm256_storeu_ps(o + 8, hi);
+    return;
+  }
+  alignas(32) float tmp[16];
+  _mm256_store_ps(tmp, lo);
+  _mm256_store_ps(tmp + 8, hi);
+  std::memcpy(o, tmp, sizeof(float) * size_t(valid));
+}
+
+// ---- the 32-column block types ---------------------------------------------------------------
+
+// What a 32-column block type's tile holds beyond Q4_0's (PackedLayout).
+struct Blocks32 {
+  bool nibbles, has_min, fifth_bit, lut;
+};
+constexpr Blocks32 blocks32_of(const PackedLayout& L) { return Blocks32{L.nibbles, L.has_min, L.fifth_bit, L.lut}; }
+
+// The IQ4_NL levels as signed bytes (kIq4nlBiased - 128), for the AVX2 copy's sign trick.
+inline constexpr int8_t kIq4nlSigned[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+// NA activation rows against one group of a 32-column block type. Per block and half: the 8
+// weight registers (elements 4j..4j+3 of 8 rows: for nibbles, chunk j's low nibbles are
+// elements 4j.., its high nibbles 4(j+4)..), each decoded once and applied to the NA rows.
+template <int NA, Blocks32 F>
+LOOM_PK void group_kernel(const uint8_t* grp, const PackedLayout& L, int64_t nb, const uint8_t* act, size_t act_stride,
+                          float* out, size_t out_stride, int valid) {
+  // Signed levels and the sign trick (AVX2 only): Q8_0's bytes, the IQ4_NL table.
+  constexpr bool kSigned = !Dot::kVnni && (!F.nibbles || F.lut);
+  constexpr int kSteps = F.fifth_bit ? Dot::kSteps5 : Dot::kSteps4;
+  __m256 acc[NA][2];
+  for (int a = 0; a < NA; ++a) acc[a][0] = acc[a][1] = _mm256_setzero_ps();
+  const __m256i m4 = _mm256_set1_epi8(0x0f), sixteen = _mm256_set1_epi8(16);
+  const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128(
+      reinterpret_cast<const __m128i*>(Dot::kVnni ? reinterpret_cast<const void*>(kIq4nlBiased) : kIq4nlSigned)));
+  const __m256i sign_bit = _mm256_set1_epi8(int8_t(0x80));
+  const size_t tile_bytes = L.tile_bytes, q_offset = L.q_offset(), qh_offset = L.qh_offset();
+  const int32_t bias = kSigned ? 0 : L.bias;
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* tile = grp + size_t(b) * tile_bytes;
+    prefetch_ahead(tile, tile_bytes);
+    const uint8_t* q = tile + q_offset;
+    const uint8_t* ab[NA];
+    for (int a = 0; a < NA; ++a) ab[a] = act + size_t(a) * act_stride + size_t(b) * sizeof(PackedActBlock);
+    for (int h = 0; h < 2; ++h) {
+      // The weights of element group j (0..7) of this half, unsigned (or signed, kSigned).
+      auto weight = [&](int j) LOOM_PK {
+        if constexpr (F.nibbles) {
+          const __m256i c = load256(q + 64 * (j & 3) + 32 * h);
+          __m256i w = j < 4 ? _mm256_and_si256(c, m4) : _mm256_and_si256(_mm256_srli_epi16(c, 4), m4);
+          if constexpr (F.fifth_bit) {
+            w = _mm256_or_si256(w, mask_bytes(tile + qh_offset + 16 * size_t(j & 3) + 8 * (j >> 2) + 4 * h, sixteen));
+          }
+          if constexpr (F.lut) w = _mm256_shuffle_epi8(lut, w);
+          return w;
+        } else {
+          const __m256i c = load256(q + 64 * j + 32 * h);
+          return kSigned ? _mm256_xor_si256(c, sign_bit) : c;  // Q8_0: byte - 128
+        }
+      };
+      __m256i isum[NA];
+      for (int a = 0; a < NA; ++a) {
+        int32_t sum;
+        std::memcpy(&sum, ab[a] + 4, 4);
+        isum[a] = _mm256_set1_epi32(F.has_min ? 0 : -bias * sum);
+      }
+      if constexpr (kSigned) {
+        for (int j = 0; j < 8; ++j) {
+          const __m256i w = weight(j), w_abs = _mm256_sign_epi8(w, w);
+          for (int a = 0; a < NA; ++a) {
+            const __m256i p = signed_pairs(w_abs, w, bcast32(ab[a] + 8 + 4 * j));
+            isum[a] = _mm256_add_epi32(isum[a], _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+          }
+        }
+      } else {
+        for (int j0 = 0; j0 < 8; j0 += kSteps) {
+          __m256i part[NA];
+          for (int a = 0; a < NA; ++a) part[a] = Dot::begin(isum[a]);
+          for (int j = j0; j < j0 + kSteps && j < 8; ++j) {
+            const __m256i w = weight(j);
+            for (int a = 0; a < NA; ++a) part[a] = Dot::step(part[a], w, bcast32(ab[a] + 8 + 4 * j));
+          }
+          for (int a = 0; a < NA; ++a) isum[a] = Dot::end(isum[a], part[a]);
+        }
+      }
+      const __m256 dw = f16x8(tile + 16 * h);
+      __m256 mw = _mm256_setzero_ps();
+      if constexpr (F.has_min) mw = f16x8(tile + PackedLayout::kScaleBytes + 16 * h);
+      for (int a = 0; a < NA; ++a) {
+        acc[a][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[a]), _mm256_mul_ps(dw, bcastf(ab[a])), acc[a][h]);
+        if constexpr (F.has_min) acc[a][h] = _mm256_fmadd_ps(mw, bcastf(ab[a] + 4), acc[a][h]);
+      }
+    }
+  }
+  for (int a = 0; a < NA; ++a) store16(out + size_t(a) * out_stride, acc[a][0], acc[a][1], valid);
+}
+
+template <Blocks32 F>
+void run_blocks32(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
+                  const void* act, size_t act_stride, int n, float* out, size_t out_stride) {
+  auto kernel = [](int na, const uint8_t* grp, const PackedLayout& L, int64_t nb, const uint8_t* a, size_t as,
+                   float* o, size_t os, int valid) {
+    with_na<4, 2, 1>(na, [&]<int NA>() { group_kernel<NA, F>(grp, L, nb, a, as, o, os, valid); });
+  };
+  packed_gemm_loop(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride, 4, kernel);
+}
+
+// ---- the super-block types -------------------------------------------------------------------
+
+// The float step of a super-block for the k-quant kernels, on their integer sums of half h:
+// with mins acc += d_a (d isum - dmin msum), without acc += d_a (d isum); d (and dmin) are the
+// tile's f16 d[16] at 0 (and dmin[16] at 32).
+template <bool kMins, int NA>
+LOOM_PK inline void fold_super(const uint8_t* tile, int h, const uint8_t* const* ab, const __m256i* isum,
+                               const __m256i* msum, __m256 (*acc)[2]) {
+  const __m256 d = f16x8(tile + 16 * h);
+  __m256 dmin = _mm256_setzero_ps();
+  if constexpr (kMins) dmin = f16x8(tile + 32 + 16 * h);
+  for (int a = 0; a < NA; ++a) {
+    __m256 t = _mm256_mul_ps(d, _mm256_cvtepi32_ps(isum[a]));
+    if constexpr (kMins) t = _mm256_fmsub_ps(d, _mm256_cvtepi32_ps(isum[a]), _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(msum[a])));
+    acc[a][h] = _mm256_fmadd_ps(bcastf(ab[a]), t, acc[a][h]);
+  }
+}
+
+// The super-block types with Q4_K's nibble arrangement.
+enum class Nib256 { kQ4K, kQ5K, kIQ4XS };
+
+// Q4_K / Q5_K / IQ4_XS against Q8_K. Per half, per 64-column pair g of sub-blocks (2g in the low
+// nibbles of 8 chunks, 2g + 1 in the high ones), each chunk decoded once for the NA rows; the
+// sub-block sums are weighted by the scales (end_scaled) and the mins by the activation's
+// sub-block sums (VPMADDWD on 16-bit pairs), all in int32; floats once per super-block.
+// Q5_K: the fifth bits (chunk masks) add 16. IQ4_XS: the table values (VNNI: biased by 128, each
+// sum starting at -128 · the activation's sum over the sub-block, as the reference; AVX2: signed,
+// the sign trick), signed scales, no mins.
+template <int NA, Nib256 K>
+LOOM_PK void group_kernel_q4k(const uint8_t* grp, int64_t cols, const uint8_t* act, size_t act_stride, float* out,
+                              size_t out_stride, int valid) {
+  constexpr bool kQ5 = K == Nib256::kQ5K, kIq4 = K == Nib256::kIQ4XS;
+  constexpr bool kSigned = kIq4 && !Dot::kVnni;
+  constexpr int kSteps = kQ5 ? Dot::kSteps5 : Dot::kSteps4;
+  constexpr size_t tile_bytes = kQ5 ? PackedQ5K::kTileBytes : kIq4 ? PackedIQ4XS::kTileBytes : PackedQ4K::kTileBytes;
+  constexpr size_t kQs = kIq4 ? PackedIQ4XS::kQs : PackedQ4K::kQs, kSc = kIq4 ? PackedIQ4XS::kSc : PackedQ4K::kSc;
+  __m256 acc[NA][2];
+  for (int a = 0; a < NA; ++a) acc[a][0] = acc[a][1] = _mm256_setzero_ps();
+  const __m256i m4 = _mm256_set1_epi8(0x0f), sixteen = _mm256_set1_epi8(16);
+  const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128(
+      reinterpret_cast<const __m128i*>(Dot::kVnni ? reinterpret_cast<const void*>(kIq4nlBiased) : kIq4nlSigned)));
+  const int64_t ns = cols / PackedQ4K::kCols;
+  for (int64_t sb = 0; sb < ns; ++sb) {
+    const uint8_t* tile = grp + size_t(sb) * tile_bytes;
+    prefetch_ahead(tile, kQs);
+    if constexpr (kQ5) prefetch_ahead(tile + PackedQ5K::kQh, 512);
+    const uint8_t* ab[NA];
+    for (int a = 0; a < NA; ++a) ab[a] = act + size_t(a) * act_stride + size_t(sb) * sizeof(BlockQ8_K);
+    for (int h = 0; h < 2; ++h) {
+      __m256i isum[NA], msum[NA];
+      for (int a = 0; a < NA; ++a) isum[a] = msum[a] = _mm256_setzero_si256();
+      for (int g = 0; g < 4; ++g) {
+        const uint8_t* q = tile + kQs + 512 * size_t(g);
+        if (h == 0) prefetch_ahead(q, 512);
+        // Scales of sub-blocks 2g and 2g + 1 for the 8 rows of this half.
+        const __m256i sc0 = kIq4 ? i8x8(tile + kSc + 16 * (2 * g) + 8 * h) : u8x8(tile + kSc + 16 * (2 * g) + 8 * h);
+        const __m256i sc1 = kIq4 ? i8x8(tile + kSc + 16 * (2 * g + 1) + 8 * h) : u8x8(tile + kSc + 16 * (2 * g + 1) + 8 * h);
+        const __m256i sc0_16 = dup16(sc0), sc1_16 = dup16(sc1);
+        int32_t a0[NA], a1[NA];  // the activation's sums over sub-blocks 2g, 2g + 1
+        for (int a = 0; a < NA; ++a) {
+          int16_t bs[4];
+          std::memcpy(bs, ab[a] + 4 + 256 + 2 * 4 * g, 8);
+          a0[a] = bs[0] + bs[1];
+          a1[a] = bs[2] + bs[3];
+        }
+        auto weights = [&](int c, __m256i& lo, __m256i& hi) LOOM_PK {
+          const __m256i chunk = load256(q + 64 * c + 32 * h);
+          lo = _mm256_and_si256(chunk, m4);
+          hi = _mm256_and_si256(_mm256_srli_epi16(chunk, 4), m4);
+          if constexpr (kQ5) {
+            const uint8_t* mask = tile + PackedQ5K::kQh + 128 * size_t(g) + 16 * size_t(c) + 4 * h;
+            lo = _mm256_or_si256(lo, mask_bytes(mask, sixteen));
+            hi = _mm256_or_si256(hi, mask_bytes(mask + 8, sixteen));
+          }
+          if constexpr (kIq4) {
+            lo = _mm256_shuffle_epi8(lut, lo);
+            hi = _mm256_shuffle_epi8(lut, hi);
+          }
+        };
+        if constexpr (kSigned) {
+          for (int c = 0; c < 8; ++c) {
+            __m256i lo, hi;
+            weights(c, lo, hi);
+            const __m256i lo_abs = _mm256_sign_epi8(lo, lo), hi_abs = _mm256_sign_epi8(hi, hi);
+            for (int a = 0; a < NA; ++a) {
+              const uint8_t* x = ab[a] + 4 + 64 * g + 4 * c;
+              isum[a] = _mm256_add_epi32(isum[a], _mm256_madd_epi16(signed_pairs(lo_abs, lo, bcast32(x)), sc0_16));
+              isum[a] = _mm256_add_epi32(isum[a], _mm256_madd_epi16(signed_pairs(hi_abs, hi, bcast32(x + 32)), sc1_16));
+            }
+          }
+        } else {
+          for (int c0 = 0; c0 < 8; c0 += kSteps) {
+            __m256i plo[NA], phi[NA];
+            for (int a = 0; a < NA; ++a) {
+              // IQ4_XS (VNNI): the sums start at -128 · the activation's sum, once per sub-block.
+              plo[a] = Dot::begin(_mm256_set1_epi32(kIq4 && c0 == 0 ? -128 * a0[a] : 0));
+              phi[a] = Dot::begin(_mm256_set1_epi32(kIq4 && c0 == 0 ? -128 * a1[a] : 0));
+            }
+            for (int c = c0; c < c0 + kSteps && c < 8; ++c) {
+              __m256i lo, hi;
+              weights(c, lo, hi);
+              for (int a = 0; a < NA; ++a) {
+                const uint8_t* x = ab[a] + 4 + 64 * g + 4 * c;
+                plo[a] = Dot::step(plo[a], lo, bcast32(x));
+                phi[a] = Dot::step(phi[a], hi, bcast32(x + 32));
+              }
+            }
+            for (int a = 0; a < NA; ++a) {
+              isum[a] = Dot::end_scaled(isum[a], plo[a], sc0, sc0_16);
+              isum[a] = Dot::end_scaled(isum[a], phi[a], sc1, sc1_16);
+            }
+          }
+        }
+        if constexpr (!kIq4) {
+          const __m256i mpair = pair16(u8x8(tile + PackedQ4K::kM + 16 * (2 * g) + 8 * h),
+                                       u8x8(tile + PackedQ4K::kM + 16 * (2 * g + 1) + 8 * h));
+          for (int a = 0; a < NA; ++a) {
+            const int32_t bpair = int32_t(uint32_t(uint16_t(a0[a])) | uint32_t(uint16_t(a1[a])) << 16);
+            msum[a] = _mm256_add_epi32(msum[a], _mm256_madd_epi16(mpair, _mm256_set1_epi32(bpair)));
+          }
+        }
+      }
+      fold_super<!kIq4, NA>(tile, h, ab, isum, msum, acc);
+    }
+  }
+  for (int a = 0; a < NA; ++a) store16(out + size_t(a) * out_stride, acc[a][0], acc[a][1], valid);
+}
+
+// Q6_K against Q8_K: per half and sub-block of 16 columns, 4 chunks of levels (0..63), the sum
+// weighted by the signed scale (end_scaled); the levels' bias 32 comes off once per super-block
+// as 32 · Σ_s sc_s · (the activation's sum over s) (VPMADDWD on 16-bit pairs of scales and sums).
+template <int NA>
+LOOM_PK void group_kernel_q6k(const uint8_t* grp, int64_t cols, const uint8_t* act, size_t act_stride, float* out,
+                              size_t out_stride, int valid) {
+  constexpr int kSteps = Dot::kSteps6;
+  __m256 acc[NA][2];
+  for (int a = 0; a < NA; ++a) acc[a][0] = acc[a][1] = _mm256_setzero_ps();
+  const int64_t ns = cols / PackedQ6K::kCols;
+  for (int64_t sb = 0; sb < ns; ++sb) {
+    const uint8_t* tile = grp + size_t(sb) * PackedQ6K::kTileBytes;
+    const uint8_t* ab[NA];
+    for (int a = 0; a < NA; ++a) ab[a] = act + size_t(a) * act_stride + size_t(sb) * sizeof(BlockQ8_K);
+    for (int h = 0; h < 2; ++h) {
+      __m256i isum[NA], bsum[NA];
+      for (int a = 0; a < NA; ++a) isum[a] = bsum[a] = _mm256_setzero_si256();
+      for (int sub = 0; sub < 16; ++sub) {
+        const uint8_t* q = tile + PackedQ6K::kQs + 256 * size_t(sub);
+        if (h == 0) prefetch_ahead(q, 256);
+        const __m256i sc = i8x8(tile + PackedQ6K::kSc + 16 * sub + 8 * h), sc16 = dup16(sc);
+        for (int c0 = 0; c0 < 4; c0 += kSteps) {
+          __m256i part[NA];
+          for (int a = 0; a < NA; ++a) part[a] = Dot::begin(_mm256_setzero_si256());
+          for (int c = c0; c < c0 + kSteps && c < 4; ++c) {
+            const __m256i w = load256(q + 64 * c + 32 * h);
+            for (int a = 0; a < NA; ++a) part[a] = Dot::step(part[a], w, bcast32(ab[a] + 4 + 16 * sub + 4 * c));
+          }
+          for (int a = 0; a < NA; ++a) isum[a] = Dot::end_scaled(isum[a], part[a], sc, sc16);
+        }
+        if (sub % 2 == 1) {
+          // Sub-blocks sub - 1, sub: their scales as 16-bit pairs against the two bsums.
+          const __m256i spair = pair16(i8x8(tile + PackedQ6K::kSc + 16 * (sub - 1) + 8 * h), sc);
+          for (int a = 0; a < NA; ++a) {
+            bsum[a] = _mm256_add_epi32(bsum[a], _mm256_madd_epi16(spair, bcast32(ab[a] + 4 + 256 + 2 * (sub - 1))));
+          }
+        }
+      }
+      const __m256 d = f16x8(tile + PackedQ6K::kD + 16 * h);
+      for (int a = 0; a < NA; ++a) {
+        const __m256i total = _mm256_sub_epi32(isum[a], _mm256_slli_epi32(bsum[a], 5));
+        acc[a][h] = _mm256_fmadd_ps(_mm256_mul_ps(d, bcastf(ab[a])), _mm256_cvtepi32_ps(total), acc[a][h]);
+      }
+    }
+  }
+  for (int a = 0; a < NA; ++a) store16(out + size_t(a) * out_stride, acc[a][0], acc[a][1], valid);
+}
+
+// The super-block kernels share one driver: K::run<NA> for runs of NA activation rows.
+template <typename K, int... kNas>
+void run_by_cols(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
+                 const void* act, size_t act_stride, int n, float* out, size_t out_stride) {
+  auto kernel = [cols](int na, const uint8_t* grp, const PackedLayout&, int64_t, const uint8_t* a, size_t as,
+                       float* o, size_t os, int valid) {
+    with_na<kNas...>(na, [&]<int NA>() { K::template run<NA>(grp, cols, a, as, o, os, valid); });
+  };
+  packed_gemm_loop(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride, std::max({kNas...}), kernel);
+}
+
+struct Q6K {
+  template <int NA> static void run(const uint8_t* g, int64_t c, const uint8_t* a, size_t as, float* o, size_t os, int v) {
+    group_kernel_q6k<NA>(g, c, a, as, o, os, v);
+  }
+};
+template <Nib256 K>
+struct Q4K {
+  template <int NA> static void run(const uint8_t* g, int64_t c, const uint8_t* a, size_t as, float* o, size_t os, int v) {
+    group_kernel_q4k<NA, K>(g, c, a, as, o, os, v);
+  }
+};
+
+}  // namespace
+
+// Every type this copy has a kernel for (packed_avx2_has_kernel); the others must not get here.
+void packed_gemm(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
+                 const void* act, size_t act_stride, int n, float* out, size_t out_stride) {
+  constexpr Blocks32 kQ40 = blocks32_of(kLayoutQ4_0), kQ41 = blocks32_of(kLayoutQ4_1), kQ50 = blocks32_of(kLayoutQ5_0),
+                     kQ51 = blocks32_of(kLayoutQ5_1), kQ80 = blocks32_of(kLayoutQ8_0), kIq4 = blocks32_of(kLayoutIQ4_NL);
+  switch (t) {
+    case TensorType::Q4_0: return run_blocks32<kQ40>(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+    case TensorType::Q4_1: return run_blocks32<kQ41>(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+    case TensorType::Q5_0: return run_blocks32<kQ50>(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+    case TensorType::Q5_1: return run_blocks32<kQ51>(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+    case TensorType::Q8_0: return run_blocks32<kQ80>(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+    case TensorType::IQ4_NL: return run_blocks32<kIq4>(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+    case TensorType::Q4_K:
+      return run_by_cols<Q4K<Nib256::kQ4K>, 4, 2, 1>(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+    case TensorType::Q5_K:
+      return run_by_cols<Q4K<Nib256::kQ5K>, 4, 2, 1>(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+    case TensorType::IQ4_XS:
+      return run_by_cols<Q4K<Nib256::kIQ4XS>, 4, 2, 1>(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+    case TensorType::Q6_K:
+      return run_by_cols<Q6K, 4, 2, 1>(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+    default: break;
+  }
+}
+
+}  // namespace loom::quant::detail::LOOM_PK_NS
+
+#undef LOOM_PK
