@@ -86,6 +86,14 @@ LOOM_PK inline __m256i bcast32(const uint8_t* p) {
   std::memcpy(&x, p, 4);
   return _mm256_set1_epi32(x);
 }
+// The same as one VPBROADCASTD from memory that stays where the kernel puts it. (The k-quant
+// kernels walk a super-block half by half: as plain intrinsics GCC hoists the broadcasts out of
+// the loop over the halves and spills them.)
+LOOM_PK inline __m256i bcast32_here(const uint8_t* p) {
+  __m256i r;
+  __asm__ volatile("vpbroadcastd %1, %0" : "=x"(r) : "m"(*reinterpret_cast<const int32_t*>(p)));
+  return r;
+}
 LOOM_PK inline __m256 bcastf(const uint8_t* p) {
   float x;
   std::memcpy(&x, p, 4);
@@ -144,9 +152,10 @@ constexpr Blocks32 blocks32_of(const PackedLayout& L) { return Blocks32{L.nibble
 // The IQ4_NL levels as signed bytes (kIq4nlBiased - 128), for the AVX2 copy's sign trick.
 inline constexpr int8_t kIq4nlSigned[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
-// NA activation rows against one group of a 32-column block type. Per block and half: the 8
-// weight registers (elements 4j..4j+3 of 8 rows: for nibbles, chunk j's low nibbles are
-// elements 4j.., its high nibbles 4(j+4)..), each decoded once and applied to the NA rows.
+// NA activation rows against one group of a 32-column block type. Per block, for each element
+// group j (elements 4j..4j+3; for nibbles, chunk j's low nibbles are elements 4j.., its high
+// nibbles 4(j+4)..) the weights of both halves are decoded once and applied to the NA rows'
+// broadcast of those elements: 2 NA running sums (a register block of 16 rows x NA rows).
 template <int NA, Blocks32 F>
 LOOM_PK void group_kernel(const uint8_t* grp, const PackedLayout& L, int64_t nb, const uint8_t* act, size_t act_stride,
                           float* out, size_t out_stride, int valid) {
@@ -167,52 +176,64 @@ LOOM_PK void group_kernel(const uint8_t* grp, const PackedLayout& L, int64_t nb,
     const uint8_t* q = tile + q_offset;
     const uint8_t* ab[NA];
     for (int a = 0; a < NA; ++a) ab[a] = act + size_t(a) * act_stride + size_t(b) * sizeof(PackedActBlock);
-    for (int h = 0; h < 2; ++h) {
-      // The weights of element group j (0..7) of this half, unsigned (or signed, kSigned).
-      auto weight = [&](int j) LOOM_PK {
-        if constexpr (F.nibbles) {
-          const __m256i c = load256(q + 64 * (j & 3) + 32 * h);
-          __m256i w = j < 4 ? _mm256_and_si256(c, m4) : _mm256_and_si256(_mm256_srli_epi16(c, 4), m4);
-          if constexpr (F.fifth_bit) {
-            w = _mm256_or_si256(w, mask_bytes(tile + qh_offset + 16 * size_t(j & 3) + 8 * (j >> 2) + 4 * h, sixteen));
-          }
-          if constexpr (F.lut) w = _mm256_shuffle_epi8(lut, w);
-          return w;
-        } else {
-          const __m256i c = load256(q + 64 * j + 32 * h);
-          return kSigned ? _mm256_xor_si256(c, sign_bit) : c;  // Q8_0: byte - 128
+    // The weights of element group j (0..7) of half h, unsigned (or signed, kSigned).
+    auto weight = [&](int j, int h) LOOM_PK {
+      if constexpr (F.nibbles) {
+        const __m256i c = load256(q + 64 * (j & 3) + 32 * h);
+        __m256i w = j < 4 ? _mm256_and_si256(c, m4) : _mm256_and_si256(_mm256_srli_epi16(c, 4), m4);
+        if constexpr (F.fifth_bit) {
+          w = _mm256_or_si256(w, mask_bytes(tile + qh_offset + 16 * size_t(j & 3) + 8 * (j >> 2) + 4 * h, sixteen));
         }
-      };
-      __m256i isum[NA];
-      for (int a = 0; a < NA; ++a) {
-        int32_t sum;
-        std::memcpy(&sum, ab[a] + 4, 4);
-        isum[a] = _mm256_set1_epi32(F.has_min ? 0 : -bias * sum);
-      }
-      if constexpr (kSigned) {
-        for (int j = 0; j < 8; ++j) {
-          const __m256i w = weight(j), w_abs = _mm256_sign_epi8(w, w);
-          for (int a = 0; a < NA; ++a) {
-            const __m256i p = signed_pairs(w_abs, w, bcast32(ab[a] + 8 + 4 * j));
-            isum[a] = _mm256_add_epi32(isum[a], _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
-          }
-        }
+        if constexpr (F.lut) w = _mm256_shuffle_epi8(lut, w);
+        return w;
       } else {
-        for (int j0 = 0; j0 < 8; j0 += kSteps) {
-          __m256i part[NA];
-          for (int a = 0; a < NA; ++a) part[a] = Dot::begin(isum[a]);
-          for (int j = j0; j < j0 + kSteps && j < 8; ++j) {
-            const __m256i w = weight(j);
-            for (int a = 0; a < NA; ++a) part[a] = Dot::step(part[a], w, bcast32(ab[a] + 8 + 4 * j));
-          }
-          for (int a = 0; a < NA; ++a) isum[a] = Dot::end(isum[a], part[a]);
+        const __m256i c = load256(q + 64 * j + 32 * h);
+        return kSigned ? _mm256_xor_si256(c, sign_bit) : c;  // Q8_0: byte - 128
+      }
+    };
+    __m256i isum[NA][2];
+    for (int a = 0; a < NA; ++a) {
+      int32_t sum;
+      std::memcpy(&sum, ab[a] + 4, 4);
+      isum[a][0] = isum[a][1] = _mm256_set1_epi32(F.has_min ? 0 : -bias * sum);
+    }
+    if constexpr (kSigned) {
+      for (int j = 0; j < 8; ++j) {
+        const __m256i w0 = weight(j, 0), w1 = weight(j, 1);
+        const __m256i w0_abs = _mm256_sign_epi8(w0, w0), w1_abs = _mm256_sign_epi8(w1, w1);
+        for (int a = 0; a < NA; ++a) {
+          const __m256i x = bcast32(ab[a] + 8 + 4 * j);
+          isum[a][0] = _mm256_add_epi32(isum[a][0], _mm256_madd_epi16(signed_pairs(w0_abs, w0, x), _mm256_set1_epi16(1)));
+          isum[a][1] = _mm256_add_epi32(isum[a][1], _mm256_madd_epi16(signed_pairs(w1_abs, w1, x), _mm256_set1_epi16(1)));
         }
       }
+    } else {
+      for (int j0 = 0; j0 < 8; j0 += kSteps) {
+        __m256i part[NA][2];
+        for (int a = 0; a < NA; ++a) {
+          part[a][0] = Dot::begin(isum[a][0]);
+          part[a][1] = Dot::begin(isum[a][1]);
+        }
+        for (int j = j0; j < j0 + kSteps && j < 8; ++j) {
+          const __m256i w0 = weight(j, 0), w1 = weight(j, 1);
+          for (int a = 0; a < NA; ++a) {
+            const __m256i x = bcast32(ab[a] + 8 + 4 * j);
+            part[a][0] = Dot::step(part[a][0], w0, x);
+            part[a][1] = Dot::step(part[a][1], w1, x);
+          }
+        }
+        for (int a = 0; a < NA; ++a) {
+          isum[a][0] = Dot::end(isum[a][0], part[a][0]);
+          isum[a][1] = Dot::end(isum[a][1], part[a][1]);
+        }
+      }
+    }
+    for (int h = 0; h < 2; ++h) {
       const __m256 dw = f16x8(tile + 16 * h);
       __m256 mw = _mm256_setzero_ps();
       if constexpr (F.has_min) mw = f16x8(tile + PackedLayout::kScaleBytes + 16 * h);
       for (int a = 0; a < NA; ++a) {
-        acc[a][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[a]), _mm256_mul_ps(dw, bcastf(ab[a])), acc[a][h]);
+        acc[a][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[a][h]), _mm256_mul_ps(dw, bcastf(ab[a])), acc[a][h]);
         if constexpr (F.has_min) acc[a][h] = _mm256_fmadd_ps(mw, bcastf(ab[a] + 4), acc[a][h]);
       }
     }
@@ -316,8 +337,8 @@ LOOM_PK void group_kernel_q4k(const uint8_t* grp, int64_t cols, const uint8_t* a
             const __m256i lo_abs = _mm256_sign_epi8(lo, lo), hi_abs = _mm256_sign_epi8(hi, hi);
             for (int a = 0; a < NA; ++a) {
               const uint8_t* x = ab[a] + 4 + 64 * g + 4 * c;
-              isum[a] = _mm256_add_epi32(isum[a], _mm256_madd_epi16(signed_pairs(lo_abs, lo, bcast32(x)), sc0_16));
-              isum[a] = _mm256_add_epi32(isum[a], _mm256_madd_epi16(signed_pairs(hi_abs, hi, bcast32(x + 32)), sc1_16));
+              isum[a] = _mm256_add_epi32(isum[a], _mm256_madd_epi16(signed_pairs(lo_abs, lo, bcast32_here(x)), sc0_16));
+              isum[a] = _mm256_add_epi32(isum[a], _mm256_madd_epi16(signed_pairs(hi_abs, hi, bcast32_here(x + 32)), sc1_16));
             }
           }
         } else {
@@ -333,8 +354,8 @@ LOOM_PK void group_kernel_q4k(const uint8_t* grp, int64_t cols, const uint8_t* a
               weights(c, lo, hi);
               for (int a = 0; a < NA; ++a) {
                 const uint8_t* x = ab[a] + 4 + 64 * g + 4 * c;
-                plo[a] = Dot::step(plo[a], lo, bcast32(x));
-                phi[a] = Dot::step(phi[a], hi, bcast32(x + 32));
+                plo[a] = Dot::step(plo[a], lo, bcast32_here(x));
+                phi[a] = Dot::step(phi[a], hi, bcast32_here(x + 32));
               }
             }
             for (int a = 0; a < NA; ++a) {
@@ -384,7 +405,7 @@ LOOM_PK void group_kernel_q6k(const uint8_t* grp, int64_t cols, const uint8_t* a
           for (int a = 0; a < NA; ++a) part[a] = Dot::begin(_mm256_setzero_si256());
           for (int c = c0; c < c0 + kSteps && c < 4; ++c) {
             const __m256i w = load256(q + 64 * c + 32 * h);
-            for (int a = 0; a < NA; ++a) part[a] = Dot::step(part[a], w, bcast32(ab[a] + 4 + 16 * sub + 4 * c));
+            for (int a = 0; a < NA; ++a) part[a] = Dot::step(part[a], w, bcast32_here(ab[a] + 4 + 16 * sub + 4 * c));
           }
           for (int a = 0; a < NA; ++a) isum[a] = Dot::end_scaled(isum[a], part[a], sc, sc16);
         }
@@ -392,7 +413,7 @@ LOOM_PK void group_kernel_q6k(const uint8_t* grp, int64_t cols, const uint8_t* a
           // Sub-blocks sub - 1, sub: their scales as 16-bit pairs against the two bsums.
           const __m256i spair = pair16(i8x8(tile + PackedQ6K::kSc + 16 * (sub - 1) + 8 * h), sc);
           for (int a = 0; a < NA; ++a) {
-            bsum[a] = _mm256_add_epi32(bsum[a], _mm256_madd_epi16(spair, bcast32(ab[a] + 4 + 256 + 2 * (sub - 1))));
+            bsum[a] = _mm256_add_epi32(bsum[a], _mm256_madd_epi16(spair, bcast32_here(ab[a] + 4 + 256 + 2 * (sub - 1))));
           }
         }
       }
