@@ -86,14 +86,6 @@ LOOM_PK inline __m256i bcast32(const uint8_t* p) {
   std::memcpy(&x, p, 4);
   return _mm256_set1_epi32(x);
 }
-// The same as one VPBROADCASTD from memory that stays where the kernel puts it. (The k-quant
-// kernels walk a super-block half by half: as plain intrinsics GCC hoists the broadcasts out of
-// the loop over the halves and spills them.)
-LOOM_PK inline __m256i bcast32_here(const uint8_t* p) {
-  __m256i r;
-  __asm__ volatile("vpbroadcastd %1, %0" : "=x"(r) : "m"(*reinterpret_cast<const int32_t*>(p)));
-  return r;
-}
 LOOM_PK inline __m256 bcastf(const uint8_t* p) {
   float x;
   std::memcpy(&x, p, 4);
@@ -272,13 +264,13 @@ LOOM_PK inline void fold_super(const uint8_t* tile, int h, const uint8_t* const*
 // The super-block types with Q4_K's nibble arrangement.
 enum class Nib256 { kQ4K, kQ5K, kIQ4XS };
 
-// Q4_K / Q5_K / IQ4_XS against Q8_K. Per half, per 64-column pair g of sub-blocks (2g in the low
-// nibbles of 8 chunks, 2g + 1 in the high ones), each chunk decoded once for the NA rows; the
-// sub-block sums are weighted by the scales (end_scaled) and the mins by the activation's
-// sub-block sums (VPMADDWD on 16-bit pairs), all in int32; floats once per super-block.
-// Q5_K: the fifth bits (chunk masks) add 16. IQ4_XS: the table values (VNNI: biased by 128, each
-// sum starting at -128 · the activation's sum over the sub-block, as the reference; AVX2: signed,
-// the sign trick), signed scales, no mins.
+// Q4_K / Q5_K / IQ4_XS against Q8_K. Per 64-column pair g of sub-blocks (2g in the low nibbles of
+// 8 chunks, 2g + 1 in the high ones), one sub-block at a time: each chunk's weights of both halves
+// applied to the NA rows' broadcast (2 NA running sums), the sub-block sums weighted by the scales
+// (end_scaled), all in int32; the mins against the activation's sub-block sums (VPMADDWD on 16-bit
+// pairs) and the floats once per super-block. Q5_K: the fifth bits (chunk masks) add 16. IQ4_XS:
+// the table values (VNNI: biased by 128, each sum starting at -128 · the activation's sum over the
+// sub-block, as the reference; AVX2: signed, the sign trick), signed scales, no mins.
 template <int NA, Nib256 K>
 LOOM_PK void group_kernel_q4k(const uint8_t* grp, int64_t cols, const uint8_t* act, size_t act_stride, float* out,
                               size_t out_stride, int valid) {
@@ -299,89 +291,94 @@ LOOM_PK void group_kernel_q4k(const uint8_t* grp, int64_t cols, const uint8_t* a
     if constexpr (kQ5) prefetch_ahead(tile + PackedQ5K::kQh, 512);
     const uint8_t* ab[NA];
     for (int a = 0; a < NA; ++a) ab[a] = act + size_t(a) * act_stride + size_t(sb) * sizeof(BlockQ8_K);
-    for (int h = 0; h < 2; ++h) {
-      __m256i isum[NA], msum[NA];
-      for (int a = 0; a < NA; ++a) isum[a] = msum[a] = _mm256_setzero_si256();
-      for (int g = 0; g < 4; ++g) {
-        const uint8_t* q = tile + kQs + 512 * size_t(g);
-        if (h == 0) prefetch_ahead(q, 512);
-        // Scales of sub-blocks 2g and 2g + 1 for the 8 rows of this half.
-        const __m256i sc0 = kIq4 ? i8x8(tile + kSc + 16 * (2 * g) + 8 * h) : u8x8(tile + kSc + 16 * (2 * g) + 8 * h);
-        const __m256i sc1 = kIq4 ? i8x8(tile + kSc + 16 * (2 * g + 1) + 8 * h) : u8x8(tile + kSc + 16 * (2 * g + 1) + 8 * h);
-        const __m256i sc0_16 = dup16(sc0), sc1_16 = dup16(sc1);
-        int32_t a0[NA], a1[NA];  // the activation's sums over sub-blocks 2g, 2g + 1
-        for (int a = 0; a < NA; ++a) {
-          int16_t bs[4];
-          std::memcpy(bs, ab[a] + 4 + 256 + 2 * 4 * g, 8);
-          a0[a] = bs[0] + bs[1];
-          a1[a] = bs[2] + bs[3];
+    // The activation's sum over sub-block j (two Q8_K bsums).
+    auto act_sum = [&](int a, int j) {
+      int16_t bs[2];
+      std::memcpy(bs, ab[a] + 4 + 256 + 2 * 2 * j, 4);
+      return int32_t(bs[0]) + bs[1];
+    };
+    __m256i isum[NA][2];
+    for (int a = 0; a < NA; ++a) isum[a][0] = isum[a][1] = _mm256_setzero_si256();
+    for (int g = 0; g < 4; ++g) {
+      const uint8_t* q = tile + kQs + 512 * size_t(g);
+      prefetch_ahead(q, 512);
+      for (int sub = 0; sub < 2; ++sub) {
+        const int j = 2 * g + sub;  // the sub-block
+        __m256i sc[2], sc16[2];
+        for (int h = 0; h < 2; ++h) {
+          sc[h] = kIq4 ? i8x8(tile + kSc + 16 * j + 8 * h) : u8x8(tile + kSc + 16 * j + 8 * h);
+          sc16[h] = dup16(sc[h]);
         }
-        auto weights = [&](int c, __m256i& lo, __m256i& hi) LOOM_PK {
+        // Sub-block j's weights of chunk c, half h (its low nibbles for sub 0, high for sub 1).
+        auto weight = [&](int c, int h) LOOM_PK {
           const __m256i chunk = load256(q + 64 * c + 32 * h);
-          lo = _mm256_and_si256(chunk, m4);
-          hi = _mm256_and_si256(_mm256_srli_epi16(chunk, 4), m4);
+          __m256i w = sub == 0 ? _mm256_and_si256(chunk, m4) : _mm256_and_si256(_mm256_srli_epi16(chunk, 4), m4);
           if constexpr (kQ5) {
-            const uint8_t* mask = tile + PackedQ5K::kQh + 128 * size_t(g) + 16 * size_t(c) + 4 * h;
-            lo = _mm256_or_si256(lo, mask_bytes(mask, sixteen));
-            hi = _mm256_or_si256(hi, mask_bytes(mask + 8, sixteen));
+            w = _mm256_or_si256(w, mask_bytes(tile + PackedQ5K::kQh + 128 * size_t(g) + 16 * size_t(c) + 8 * sub + 4 * h,
+                                              sixteen));
           }
-          if constexpr (kIq4) {
-            lo = _mm256_shuffle_epi8(lut, lo);
-            hi = _mm256_shuffle_epi8(lut, hi);
-          }
+          if constexpr (kIq4) w = _mm256_shuffle_epi8(lut, w);
+          return w;
         };
         if constexpr (kSigned) {
           for (int c = 0; c < 8; ++c) {
-            __m256i lo, hi;
-            weights(c, lo, hi);
-            const __m256i lo_abs = _mm256_sign_epi8(lo, lo), hi_abs = _mm256_sign_epi8(hi, hi);
+            const __m256i w0 = weight(c, 0), w1 = weight(c, 1);
+            const __m256i w0_abs = _mm256_sign_epi8(w0, w0), w1_abs = _mm256_sign_epi8(w1, w1);
             for (int a = 0; a < NA; ++a) {
-              const uint8_t* x = ab[a] + 4 + 64 * g + 4 * c;
-              isum[a] = _mm256_add_epi32(isum[a], _mm256_madd_epi16(signed_pairs(lo_abs, lo, bcast32_here(x)), sc0_16));
-              isum[a] = _mm256_add_epi32(isum[a], _mm256_madd_epi16(signed_pairs(hi_abs, hi, bcast32_here(x + 32)), sc1_16));
+              const __m256i x = bcast32(ab[a] + 4 + 32 * j + 4 * c);
+              isum[a][0] = _mm256_add_epi32(isum[a][0], _mm256_madd_epi16(signed_pairs(w0_abs, w0, x), sc16[0]));
+              isum[a][1] = _mm256_add_epi32(isum[a][1], _mm256_madd_epi16(signed_pairs(w1_abs, w1, x), sc16[1]));
             }
           }
         } else {
           for (int c0 = 0; c0 < 8; c0 += kSteps) {
-            __m256i plo[NA], phi[NA];
+            __m256i part[NA][2];
             for (int a = 0; a < NA; ++a) {
               // IQ4_XS (VNNI): the sums start at -128 · the activation's sum, once per sub-block.
-              plo[a] = Dot::begin(_mm256_set1_epi32(kIq4 && c0 == 0 ? -128 * a0[a] : 0));
-              phi[a] = Dot::begin(_mm256_set1_epi32(kIq4 && c0 == 0 ? -128 * a1[a] : 0));
+              const __m256i init = _mm256_set1_epi32(kIq4 && c0 == 0 ? -128 * act_sum(a, j) : 0);
+              part[a][0] = part[a][1] = Dot::begin(init);
             }
             for (int c = c0; c < c0 + kSteps && c < 8; ++c) {
-              __m256i lo, hi;
-              weights(c, lo, hi);
+              const __m256i w0 = weight(c, 0), w1 = weight(c, 1);
               for (int a = 0; a < NA; ++a) {
-                const uint8_t* x = ab[a] + 4 + 64 * g + 4 * c;
-                plo[a] = Dot::step(plo[a], lo, bcast32_here(x));
-                phi[a] = Dot::step(phi[a], hi, bcast32_here(x + 32));
+                const __m256i x = bcast32(ab[a] + 4 + 32 * j + 4 * c);
+                part[a][0] = Dot::step(part[a][0], w0, x);
+                part[a][1] = Dot::step(part[a][1], w1, x);
               }
             }
             for (int a = 0; a < NA; ++a) {
-              isum[a] = Dot::end_scaled(isum[a], plo[a], sc0, sc0_16);
-              isum[a] = Dot::end_scaled(isum[a], phi[a], sc1, sc1_16);
+              isum[a][0] = Dot::end_scaled(isum[a][0], part[a][0], sc[0], sc16[0]);
+              isum[a][1] = Dot::end_scaled(isum[a][1], part[a][1], sc[1], sc16[1]);
             }
           }
         }
-        if constexpr (!kIq4) {
+      }
+    }
+    for (int h = 0; h < 2; ++h) {
+      __m256i msum[NA];
+      for (int a = 0; a < NA; ++a) msum[a] = _mm256_setzero_si256();
+      if constexpr (!kIq4) {
+        for (int g = 0; g < 4; ++g) {
           const __m256i mpair = pair16(u8x8(tile + PackedQ4K::kM + 16 * (2 * g) + 8 * h),
                                        u8x8(tile + PackedQ4K::kM + 16 * (2 * g + 1) + 8 * h));
           for (int a = 0; a < NA; ++a) {
-            const int32_t bpair = int32_t(uint32_t(uint16_t(a0[a])) | uint32_t(uint16_t(a1[a])) << 16);
+            const int32_t bpair = int32_t(uint32_t(uint16_t(act_sum(a, 2 * g))) | uint32_t(uint16_t(act_sum(a, 2 * g + 1))) << 16);
             msum[a] = _mm256_add_epi32(msum[a], _mm256_madd_epi16(mpair, _mm256_set1_epi32(bpair)));
           }
         }
       }
-      fold_super<!kIq4, NA>(tile, h, ab, isum, msum, acc);
+      __m256i is[NA];
+      for (int a = 0; a < NA; ++a) is[a] = isum[a][h];
+      fold_super<!kIq4, NA>(tile, h, ab, is, msum, acc);
     }
   }
   for (int a = 0; a < NA; ++a) store16(out + size_t(a) * out_stride, acc[a][0], acc[a][1], valid);
 }
 
-// Q6_K against Q8_K: per half and sub-block of 16 columns, 4 chunks of levels (0..63), the sum
-// weighted by the signed scale (end_scaled); the levels' bias 32 comes off once per super-block
-// as 32 · Σ_s sc_s · (the activation's sum over s) (VPMADDWD on 16-bit pairs of scales and sums).
+// Q6_K against Q8_K: per sub-block of 16 columns, 4 chunks of levels (0..63), each chunk's weights
+// of both halves applied to the NA rows' broadcast; the sums weighted by the signed scale
+// (end_scaled). The levels' bias 32 comes off once per super-block as 32 · Σ_s sc_s · (the
+// activation's sum over s) (VPMADDWD on 16-bit pairs of scales and sums).
 template <int NA>
 LOOM_PK void group_kernel_q6k(const uint8_t* grp, int64_t cols, const uint8_t* act, size_t act_stride, float* out,
                               size_t out_stride, int valid) {
@@ -393,33 +390,44 @@ LOOM_PK void group_kernel_q6k(const uint8_t* grp, int64_t cols, const uint8_t* a
     const uint8_t* tile = grp + size_t(sb) * PackedQ6K::kTileBytes;
     const uint8_t* ab[NA];
     for (int a = 0; a < NA; ++a) ab[a] = act + size_t(a) * act_stride + size_t(sb) * sizeof(BlockQ8_K);
-    for (int h = 0; h < 2; ++h) {
-      __m256i isum[NA], bsum[NA];
-      for (int a = 0; a < NA; ++a) isum[a] = bsum[a] = _mm256_setzero_si256();
-      for (int sub = 0; sub < 16; ++sub) {
-        const uint8_t* q = tile + PackedQ6K::kQs + 256 * size_t(sub);
-        if (h == 0) prefetch_ahead(q, 256);
-        const __m256i sc = i8x8(tile + PackedQ6K::kSc + 16 * sub + 8 * h), sc16 = dup16(sc);
-        for (int c0 = 0; c0 < 4; c0 += kSteps) {
-          __m256i part[NA];
-          for (int a = 0; a < NA; ++a) part[a] = Dot::begin(_mm256_setzero_si256());
-          for (int c = c0; c < c0 + kSteps && c < 4; ++c) {
-            const __m256i w = load256(q + 64 * c + 32 * h);
-            for (int a = 0; a < NA; ++a) part[a] = Dot::step(part[a], w, bcast32_here(ab[a] + 4 + 16 * sub + 4 * c));
-          }
-          for (int a = 0; a < NA; ++a) isum[a] = Dot::end_scaled(isum[a], part[a], sc, sc16);
-        }
-        if (sub % 2 == 1) {
-          // Sub-blocks sub - 1, sub: their scales as 16-bit pairs against the two bsums.
-          const __m256i spair = pair16(i8x8(tile + PackedQ6K::kSc + 16 * (sub - 1) + 8 * h), sc);
+    __m256i isum[NA][2];
+    for (int a = 0; a < NA; ++a) isum[a][0] = isum[a][1] = _mm256_setzero_si256();
+    for (int sub = 0; sub < 16; ++sub) {
+      const uint8_t* q = tile + PackedQ6K::kQs + 256 * size_t(sub);
+      prefetch_ahead(q, 256);
+      __m256i sc[2], sc16[2];
+      for (int h = 0; h < 2; ++h) {
+        sc[h] = i8x8(tile + PackedQ6K::kSc + 16 * sub + 8 * h);
+        sc16[h] = dup16(sc[h]);
+      }
+      for (int c0 = 0; c0 < 4; c0 += kSteps) {
+        __m256i part[NA][2];
+        for (int a = 0; a < NA; ++a) part[a][0] = part[a][1] = Dot::begin(_mm256_setzero_si256());
+        for (int c = c0; c < c0 + kSteps && c < 4; ++c) {
+          const __m256i w0 = load256(q + 64 * c), w1 = load256(q + 64 * c + 32);
           for (int a = 0; a < NA; ++a) {
-            bsum[a] = _mm256_add_epi32(bsum[a], _mm256_madd_epi16(spair, bcast32_here(ab[a] + 4 + 256 + 2 * (sub - 1))));
+            const __m256i x = bcast32(ab[a] + 4 + 16 * sub + 4 * c);
+            part[a][0] = Dot::step(part[a][0], w0, x);
+            part[a][1] = Dot::step(part[a][1], w1, x);
           }
         }
+        for (int a = 0; a < NA; ++a) {
+          isum[a][0] = Dot::end_scaled(isum[a][0], part[a][0], sc[0], sc16[0]);
+          isum[a][1] = Dot::end_scaled(isum[a][1], part[a][1], sc[1], sc16[1]);
+        }
+      }
+    }
+    for (int h = 0; h < 2; ++h) {
+      __m256i bsum[NA];
+      for (int a = 0; a < NA; ++a) bsum[a] = _mm256_setzero_si256();
+      for (int s = 0; s < 16; s += 2) {
+        // Sub-blocks s, s + 1: their scales as 16-bit pairs against the two bsums.
+        const __m256i spair = pair16(i8x8(tile + PackedQ6K::kSc + 16 * s + 8 * h), i8x8(tile + PackedQ6K::kSc + 16 * (s + 1) + 8 * h));
+        for (int a = 0; a < NA; ++a) bsum[a] = _mm256_add_epi32(bsum[a], _mm256_madd_epi16(spair, bcast32(ab[a] + 4 + 256 + 2 * s)));
       }
       const __m256 d = f16x8(tile + PackedQ6K::kD + 16 * h);
       for (int a = 0; a < NA; ++a) {
-        const __m256i total = _mm256_sub_epi32(isum[a], _mm256_slli_epi32(bsum[a], 5));
+        const __m256i total = _mm256_sub_epi32(isum[a][h], _mm256_slli_epi32(bsum[a], 5));
         acc[a][h] = _mm256_fmadd_ps(_mm256_mul_ps(d, bcastf(ab[a])), _mm256_cvtepi32_ps(total), acc[a][h]);
       }
     }
