@@ -49,7 +49,11 @@ struct Dot {
 #if LOOM_PK_VNNI
     return _mm256_dpbusd_avx_epi32(part, u, a);
 #else
-    return _mm256_add_epi16(part, _mm256_maddubs_epi16(u, a));
+    // The empty asm keeps each part a running sum: GCC otherwise reassociates the chain of adds
+    // and schedules all of a block's VPMADDUBSW first, spilling their results.
+    __m256i sum = _mm256_add_epi16(part, _mm256_maddubs_epi16(u, a));
+    __asm__("" : "+x"(sum));
+    return sum;
 #endif
   }
   // acc + the part (AVX2: acc was init, the part started at 0).
