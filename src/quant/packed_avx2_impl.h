@@ -439,6 +439,90 @@ LOOM_PK void group_kernel_q6k(const uint8_t* grp, int64_t cols, const uint8_t* a
   for (int a = 0; a < NA; ++a) store16(out + size_t(a) * out_stride, acc[a][0], acc[a][1], valid);
 }
 
+// Q2_K and Q3_K against Q8_K: per sub-block s = 4G + p of 16 columns, the 4 chunks of its 64
+// columns G shifted by 2p and masked give 4 columns of s per lane (Q3_K: the third bits of plane p,
+// chunk masks, add 4); each chunk's weights of both halves applied to the NA rows' broadcast, the
+// sums weighted by the scale (end_scaled). Q2_K: 4-bit scales, mins against the activation's
+// sub-block sums; Q3_K: signed scales, the levels' bias 4 taken off as 4 · Σ_s sc_s · (the
+// activation's sum over s); both once per super-block (VPMADDWD on 16-bit pairs), floats too.
+template <int NA, bool Q3>
+LOOM_PK void group_kernel_q23k(const uint8_t* grp, int64_t cols, const uint8_t* act, size_t act_stride, float* out,
+                               size_t out_stride, int valid) {
+  constexpr size_t tile_bytes = Q3 ? PackedQ3K::kTileBytes : PackedQ2K::kTileBytes;
+  constexpr size_t kQs = Q3 ? PackedQ3K::kQs : PackedQ2K::kQs;
+  constexpr size_t kScales = Q3 ? PackedQ3K::kSc : PackedQ2K::kSm;
+  __m256 acc[NA][2];
+  for (int a = 0; a < NA; ++a) acc[a][0] = acc[a][1] = _mm256_setzero_ps();
+  const __m256i m3 = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4), m4_32 = _mm256_set1_epi32(0x0f);
+  // Sub-block s's scales (Q2_K: the low nibble of its byte; Q3_K: signed) and Q2_K's mins, half h.
+  auto scale = [&](const uint8_t* tile, int s, int h) LOOM_PK {
+    const uint8_t* p = tile + kScales + 16 * s + 8 * h;
+    return Q3 ? i8x8(p) : _mm256_and_si256(u8x8(p), m4_32);
+  };
+  const int64_t ns = cols / PackedQ2K::kCols;
+  for (int64_t sb = 0; sb < ns; ++sb) {
+    const uint8_t* tile = grp + size_t(sb) * tile_bytes;
+    prefetch_ahead(tile, kQs);
+    if constexpr (Q3) prefetch_ahead(tile + PackedQ3K::kQh, 512);
+    const uint8_t* ab[NA];
+    for (int a = 0; a < NA; ++a) ab[a] = act + size_t(a) * act_stride + size_t(sb) * sizeof(BlockQ8_K);
+    __m256i isum[NA][2];
+    for (int a = 0; a < NA; ++a) isum[a][0] = isum[a][1] = _mm256_setzero_si256();
+    for (int G = 0; G < 4; ++G) {
+      const uint8_t* q = tile + kQs + 256 * size_t(G);
+      prefetch_ahead(q, 256);
+      for (int p = 0; p < 4; ++p) {
+        const int s = 4 * G + p;
+        __m256i sc[2], sc16[2];
+        for (int h = 0; h < 2; ++h) {
+          sc[h] = scale(tile, s, h);
+          sc16[h] = dup16(sc[h]);
+        }
+        auto weight = [&](int qd, int h) LOOM_PK {
+          const __m256i chunk = load256(q + 64 * qd + 32 * h);
+          __m256i w = _mm256_and_si256(_mm256_srli_epi16(chunk, 2 * p), m3);
+          if constexpr (Q3) w = _mm256_or_si256(w, mask_bytes(tile + PackedQ3K::kQh + 32 * size_t(4 * G + qd) + 8 * p + 4 * h, four));
+          return w;
+        };
+        // 4 steps of levels below 8: 4 · 2 · 7 · 127 < 2^15, one part per sub-block.
+        __m256i part[NA][2];
+        for (int a = 0; a < NA; ++a) part[a][0] = part[a][1] = Dot::begin(_mm256_setzero_si256());
+        for (int qd = 0; qd < 4; ++qd) {
+          const __m256i w0 = weight(qd, 0), w1 = weight(qd, 1);
+          for (int a = 0; a < NA; ++a) {
+            const __m256i x = bcast32(ab[a] + 4 + 64 * G + 16 * p + 4 * qd);
+            part[a][0] = Dot::step(part[a][0], w0, x);
+            part[a][1] = Dot::step(part[a][1], w1, x);
+          }
+        }
+        for (int a = 0; a < NA; ++a) {
+          isum[a][0] = Dot::end_scaled(isum[a][0], part[a][0], sc[0], sc16[0]);
+          isum[a][1] = Dot::end_scaled(isum[a][1], part[a][1], sc[1], sc16[1]);
+        }
+      }
+    }
+    for (int h = 0; h < 2; ++h) {
+      // Q2_K: Σ_s min_s · bsum_s; Q3_K: Σ_s sc_s · bsum_s (times 4, off isum).
+      __m256i bsum[NA];
+      for (int a = 0; a < NA; ++a) bsum[a] = _mm256_setzero_si256();
+      for (int s = 0; s < 16; s += 2) {
+        __m256i pair;
+        if constexpr (Q3) {
+          pair = pair16(scale(tile, s, h), scale(tile, s + 1, h));
+        } else {
+          pair = pair16(_mm256_srli_epi32(u8x8(tile + PackedQ2K::kSm + 16 * s + 8 * h), 4),
+                        _mm256_srli_epi32(u8x8(tile + PackedQ2K::kSm + 16 * (s + 1) + 8 * h), 4));
+        }
+        for (int a = 0; a < NA; ++a) bsum[a] = _mm256_add_epi32(bsum[a], _mm256_madd_epi16(pair, bcast32(ab[a] + 4 + 256 + 2 * s)));
+      }
+      __m256i is[NA];
+      for (int a = 0; a < NA; ++a) is[a] = Q3 ? _mm256_sub_epi32(isum[a][h], _mm256_slli_epi32(bsum[a], 2)) : isum[a][h];
+      fold_super<!Q3, NA>(tile, h, ab, is, bsum, acc);
+    }
+  }
+  for (int a = 0; a < NA; ++a) store16(out + size_t(a) * out_stride, acc[a][0], acc[a][1], valid);
+}
+
 // The super-block kernels share one driver: K::run<NA> for runs of NA activation rows.
 template <typename K, int... kNas>
 void run_by_cols(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
@@ -453,6 +537,12 @@ void run_by_cols(TensorType t, int64_t rows, int64_t cols, const void* packed, i
 struct Q6K {
   template <int NA> static void run(const uint8_t* g, int64_t c, const uint8_t* a, size_t as, float* o, size_t os, int v) {
     group_kernel_q6k<NA>(g, c, a, as, o, os, v);
+  }
+};
+template <bool Q3>
+struct Q23K {
+  template <int NA> static void run(const uint8_t* g, int64_t c, const uint8_t* a, size_t as, float* o, size_t os, int v) {
+    group_kernel_q23k<NA, Q3>(g, c, a, as, o, os, v);
   }
 };
 template <Nib256 K>
@@ -482,6 +572,10 @@ void packed_gemm(TensorType t, int64_t rows, int64_t cols, const void* packed, i
       return run_by_cols<Q4K<Nib256::kQ5K>, 4, 2, 1>(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
     case TensorType::IQ4_XS:
       return run_by_cols<Q4K<Nib256::kIQ4XS>, 4, 2, 1>(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+    case TensorType::Q2_K:
+      return run_by_cols<Q23K<false>, 4, 2, 1>(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+    case TensorType::Q3_K:
+      return run_by_cols<Q23K<true>, 4, 2, 1>(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
     case TensorType::Q6_K:
       return run_by_cols<Q6K, 4, 2, 1>(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
     default: break;
