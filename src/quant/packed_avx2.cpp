@@ -1,7 +1,8 @@
 // Packed GEMM on 256-bit registers for the x86-64 CPUs without AVX-512 (packed.h has the
 // layout): packed_avx2_impl.h compiled twice, once with the plain AVX2 dot step (VPMADDUBSW +
 // VPMADDWD: AMD Zen 2/3, Intel Haswell..Comet Lake) and once with AVX-VNNI's VPDPBUSD (Alder Lake
-// on, Zen 5 without AVX-512), each for its own target ISA only.
+// on, Zen 5 without AVX-512), each for its own target ISA only. F16 / BF16 (FMA, no integer dot)
+// are in the AVX2 copy only.
 #if defined(__x86_64__)
 
 #include <immintrin.h>
@@ -45,6 +46,8 @@ bool packed_avx2_has_kernel(TensorType t) {
     case TensorType::Q5_K:
     case TensorType::Q6_K:
     case TensorType::IQ4_XS:
+    case TensorType::F16:
+    case TensorType::BF16:
       return true;
     default:
       return false;
@@ -58,6 +61,10 @@ void packed_gemm_avx2(TensorType t, int64_t rows, int64_t cols, const void* pack
 
 void packed_gemm_avxvnni(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
                          const void* act, size_t act_stride, int n, float* out, size_t out_stride) {
+  // F16 / BF16 take no integer dot: the AVX2 copy's FMA kernels.
+  if (t == TensorType::F16 || t == TensorType::BF16) {
+    return avx2_dot::packed_gemm(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+  }
   avxvnni_dot::packed_gemm(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
 }
 

@@ -523,6 +523,91 @@ LOOM_PK void group_kernel_q23k(const uint8_t* grp, int64_t cols, const uint8_t* 
   for (int a = 0; a < NA; ++a) store16(out + size_t(a) * out_stride, acc[a][0], acc[a][1], valid);
 }
 
+#if !LOOM_PK_VNNI
+// F16 (BF16) weights against f32 activations (no dot step: compiled in the AVX2 copy only, which
+// the AVX-VNNI entry point calls for them). Column c of a group is 16 f16 (bf16), one per row:
+// two registers of 8 rows, acc[g][a][h] += w * x_a[c] for NG groups against NA activation rows.
+// Every output is one FMA chain over the columns in order whatever NA and NG (batch invariance);
+// the chains' latency is hidden by running 8 at once: runs of 4 activation rows over one group,
+// the last 1..3 rows over 2 or 4 groups at a time.
+template <bool kBf16>
+LOOM_PK inline __m256 load8_f32(const uint8_t* p) {
+  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  if constexpr (kBf16) return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  return _mm256_cvtph_ps(h);
+}
+
+template <int NA, int NG, bool kBf16>
+LOOM_PK void group_kernel_f16(const uint8_t* grp, size_t group_bytes, int64_t cols, const uint8_t* act,
+                              size_t act_stride, float* out, size_t out_stride, const int* valid) {
+  __m256 acc[NG][NA][2];
+  for (int g = 0; g < NG; ++g) {
+    for (int a = 0; a < NA; ++a) acc[g][a][0] = acc[g][a][1] = _mm256_setzero_ps();
+  }
+  const uint8_t* x[NA];
+  for (int a = 0; a < NA; ++a) x[a] = act + size_t(a) * act_stride;
+  for (int64_t c = 0; c < cols; c += 32) {
+    const uint8_t* tile = grp + size_t(c) * 32;
+    for (int g = 0; g < NG; ++g) prefetch_ahead(tile + size_t(g) * group_bytes, 1024);
+    for (int k = 0; k < 32; ++k) {
+      for (int g = 0; g < NG; ++g) {
+        const uint8_t* col = tile + size_t(g) * group_bytes + 32 * k;
+        const __m256 w0 = load8_f32<kBf16>(col), w1 = load8_f32<kBf16>(col + 16);
+        for (int a = 0; a < NA; ++a) {
+          const __m256 xv = bcastf(x[a] + 4 * size_t(c + k));
+          acc[g][a][0] = _mm256_fmadd_ps(w0, xv, acc[g][a][0]);
+          acc[g][a][1] = _mm256_fmadd_ps(w1, xv, acc[g][a][1]);
+        }
+      }
+    }
+  }
+  for (int g = 0; g < NG; ++g) {
+    for (int a = 0; a < NA; ++a) store16(out + size_t(a) * out_stride + size_t(16 * g), acc[g][a][0], acc[g][a][1], valid[g]);
+  }
+}
+
+template <bool kBf16>
+void run_f16(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1, const void* act,
+             size_t act_stride, int n, float* out, size_t out_stride) {
+  const size_t gb = packed_group_stride(kBf16 ? TensorType::BF16 : TensorType::F16, cols);
+  const auto* p = static_cast<const uint8_t*>(packed);
+  const auto* a = static_cast<const uint8_t*>(act);
+  auto valid_rows = [rows](int64_t g) { return int(rows - g * 16 < 16 ? rows - g * 16 : 16); };
+  const int n4 = n / 4 * 4;
+  for (int64_t g = g0; g < g1; ++g) {
+    const int valid[1] = {valid_rows(g)};
+    for (int i = 0; i < n4; i += 4) {
+      group_kernel_f16<4, 1, kBf16>(p + size_t(g) * gb, gb, cols, a + size_t(i) * act_stride, act_stride,
+                                    out + size_t(i) * out_stride + size_t(16 * g), out_stride, valid);
+    }
+  }
+  for (int i = n4; i < n;) {
+    const int na = n - i >= 2 ? 2 : 1, ng_max = na == 2 ? 2 : 4;
+    for (int64_t g = g0; g < g1;) {
+      const int ng = int(g1 - g < ng_max ? g1 - g : ng_max);
+      int valid[4];
+      for (int k = 0; k < ng; ++k) valid[k] = valid_rows(g + k);
+      const uint8_t* grp = p + size_t(g) * gb;
+      const uint8_t* ai = a + size_t(i) * act_stride;
+      float* o = out + size_t(i) * out_stride + size_t(16 * g);
+      if (na == 2) {
+        if (ng == 2) group_kernel_f16<2, 2, kBf16>(grp, gb, cols, ai, act_stride, o, out_stride, valid);
+        else group_kernel_f16<2, 1, kBf16>(grp, gb, cols, ai, act_stride, o, out_stride, valid);
+      } else {
+        switch (ng) {
+          case 4: group_kernel_f16<1, 4, kBf16>(grp, gb, cols, ai, act_stride, o, out_stride, valid); break;
+          case 3: group_kernel_f16<1, 3, kBf16>(grp, gb, cols, ai, act_stride, o, out_stride, valid); break;
+          case 2: group_kernel_f16<1, 2, kBf16>(grp, gb, cols, ai, act_stride, o, out_stride, valid); break;
+          default: group_kernel_f16<1, 1, kBf16>(grp, gb, cols, ai, act_stride, o, out_stride, valid); break;
+        }
+      }
+      g += ng;
+    }
+    i += na;
+  }
+}
+#endif  // !LOOM_PK_VNNI
+
 // The super-block kernels share one driver: K::run<NA> for runs of NA activation rows.
 template <typename K, int... kNas>
 void run_by_cols(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
@@ -554,7 +639,8 @@ struct Q4K {
 
 }  // namespace
 
-// Every type this copy has a kernel for (packed_avx2_has_kernel); the others must not get here.
+// Every type this copy has a kernel for (packed_avx2_has_kernel; F16 and BF16 in the AVX2 copy
+// only); the others must not get here.
 void packed_gemm(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
                  const void* act, size_t act_stride, int n, float* out, size_t out_stride) {
   constexpr Blocks32 kQ40 = blocks32_of(kLayoutQ4_0), kQ41 = blocks32_of(kLayoutQ4_1), kQ50 = blocks32_of(kLayoutQ5_0),
@@ -578,6 +664,10 @@ void packed_gemm(TensorType t, int64_t rows, int64_t cols, const void* packed, i
       return run_by_cols<Q23K<true>, 4, 2, 1>(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
     case TensorType::Q6_K:
       return run_by_cols<Q6K, 4, 2, 1>(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+#if !LOOM_PK_VNNI
+    case TensorType::F16: return run_f16<false>(rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+    case TensorType::BF16: return run_f16<true>(rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+#endif
     default: break;
   }
 }

@@ -130,7 +130,8 @@ constexpr PackedTraits super256(size_t tile_bytes, PackWeightsFn pack, PackedRef
   }
   return p;
 }
-// F16 / BF16: 32 columns x 16 rows of 16-bit floats, f32 activations rounded through the type.
+// F16 / BF16: 32 columns x 16 rows of 16-bit floats, f32 activations rounded through the type;
+// AVX-512 and 256-bit (FMA) kernels.
 constexpr PackedTraits float16(PackedRefDotFn ref_dot, PackedGemmFn avx512) {
   PackedTraits p;
   p.tile_cols = detail::kPackBlock;
@@ -140,6 +141,8 @@ constexpr PackedTraits float16(PackedRefDotFn ref_dot, PackedGemmFn avx512) {
   p.pack = detail::pack_f16;
   p.ref_dot = ref_dot;
   p.avx512 = avx512;
+  p.avxvnni = X86(packed_gemm_avxvnni);
+  p.avx2 = X86(packed_gemm_avx2);
   return p;
 }
 
