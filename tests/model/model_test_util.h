@@ -64,6 +64,12 @@ inline std::string generated_model(const std::string& name, const std::string& a
   return n == size && h == fnv ? out : "";
 }
 
+// gemma3n's synthetic model (tests/data/synth-gemma3n-tiny-f32.json's goldens; 23 MB, so made by
+// generated_model rather than committed; tests/data/README.md). Needs build/bin/make_arch_variant.
+inline std::string synth_gemma3n_model() {
+  return generated_model("synth-gemma3n-tiny-f32", "gemma3n", 22895424, 0xc3ecb7e46b8cce77ull);
+}
+
 inline nlohmann::json load_json(const std::string& path) {
   return nlohmann::json::parse(read_text_file(path));
 }

@@ -4,6 +4,7 @@
 // memory they make, the golden at F32 K/V, batch invariance across sequences and micro-batches,
 // state save/load, the recurrent part's seq_rm rule, refusals of what is not supported, and the CLI.
 #include "model_test_util.h"
+#include "context/context_test_util.h"  // feed, last_logits
 
 #include <cstdio>
 #include <filesystem>
@@ -38,18 +39,6 @@ std::unique_ptr<Context> context(std::shared_ptr<const Model> m, int n_seq_max =
   auto ctx = Context::create(std::move(m), cp);
   EXPECT_TRUE(ctx.has_value()) << ctx.status().message();
   return ctx ? std::move(*ctx) : nullptr;
-}
-
-std::vector<float> logits_of(const Context& ctx, int i = -1) {
-  auto l = ctx.logits(i);
-  EXPECT_TRUE(l.has_value()) << l.status().message();
-  return l ? std::vector<float>(l->begin(), l->end()) : std::vector<float>{};
-}
-
-std::vector<float> feed(Context& ctx, const std::vector<int32_t>& ids, int start, int seq = 0) {
-  const Status st = ctx.decode(Batch::from_tokens(ids, start, seq));
-  EXPECT_TRUE(st.is_ok()) << st.message();
-  return st ? logits_of(ctx) : std::vector<float>{};
 }
 
 TEST(GraniteHybrid, HparamsAndTheHybridMemory) {
@@ -165,15 +154,15 @@ TEST(GraniteHybrid, InterleavedSequencesEqualEachAlone) {
     const auto rows = ctx->all_logits();
     ASSERT_EQ(rows.size(), who.size() * nv);
     for (size_t r = 0; r < who.size(); ++r) {
-      const auto want = logits_of(who[r].first == 0 ? *solo_a : *solo_b, who[r].second);
+      const auto want = last_logits(who[r].first == 0 ? *solo_a : *solo_b, who[r].second);
       ASSERT_TRUE(std::equal(want.begin(), want.end(), rows.begin() + long(r * nv))) << "row " << r << " n_ubatch " << ub;
     }
     Batch next;
     next.add(b[3], int(b.size()), {0}, true);
     next.add(a[2], int(a.size()), {2}, true);
     ASSERT_TRUE(ctx->decode(next).is_ok());
-    EXPECT_EQ(logits_of(*ctx, 1), feed(*solo_a, {a[2]}, int(a.size()))) << "n_ubatch " << ub;
-    EXPECT_EQ(logits_of(*ctx, 0), feed(*solo_b, {b[3]}, int(b.size()))) << "n_ubatch " << ub;
+    EXPECT_EQ(last_logits(*ctx, 1), feed(*solo_a, {a[2]}, int(a.size()))) << "n_ubatch " << ub;
+    EXPECT_EQ(last_logits(*ctx, 0), feed(*solo_b, {b[3]}, int(b.size()))) << "n_ubatch " << ub;
     // The solo contexts moved on: put them back for the next round.
     ASSERT_TRUE(solo_a->seq_rm(0, -1, -1).is_ok() && solo_b->seq_rm(0, -1, -1).is_ok());
     ASSERT_TRUE(solo_a->decode(Batch::from_tokens(a, 0, 0, true)).is_ok());

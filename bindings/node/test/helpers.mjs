@@ -4,6 +4,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
+import { gemma3nModel } from '../../../tests/server/js/harness.mjs';
+
 const here = path.dirname(fileURLToPath(import.meta.url));
 export const repo = path.resolve(here, '..', '..', '..');
 export const shared = path.resolve(process.env.LOOM_SHARED || path.join(repo, '..', 'shared'));
@@ -19,3 +21,9 @@ export const goldenF32 = (name) => {
 export const stories = model('stories260K.gguf');
 export const tmpFile = (name) => path.join(fs.mkdtempSync(path.join(process.env.TMPDIR || '/tmp', 'loom-node-')), name);
 export const greedy = { temperature: 0 };
+
+// gemma3n's synthetic model (23 MB, not committed): made on first use by the make_arch_variant
+// beside the addon of this build ($LOOM_NODE_ADDON, else the checkout's build/bin), as the server's
+// and the C++ tests make it.
+export const gemma3n = () =>
+  gemma3nModel(process.env.LOOM_NODE_ADDON ? path.dirname(process.env.LOOM_NODE_ADDON) : path.join(repo, 'build', 'bin'));

@@ -1,5 +1,5 @@
 // Starts `loom serve` on a free loopback port for a test and stops it afterwards.
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
@@ -24,6 +24,43 @@ export function dataPath(rel) {
   if (!fs.existsSync(p)) throw new Error(`missing test data ${p}`);
   return p;
 }
+
+// FNV-1a 64 of a file with the basis tests/model/model_test_util.h's generated_model uses, as a
+// BigInt (two 32-bit halves: exact in doubles).
+function fnv1a64(file) {
+  const buf = fs.readFileSync(file);
+  let hi = 0x14650fb0, lo = 0x739d0383;
+  for (let i = 0; i < buf.length; i++) {
+    lo = (lo ^ buf[i]) >>> 0;
+    const a = lo * 0x1b3;  // times 1099511628211 = 2^40 + 0x1b3, modulo 2^64
+    hi = (hi * 0x1b3 + Math.floor(a / 4294967296) + ((lo << 8) >>> 0)) >>> 0;
+    lo = a >>> 0;
+  }
+  return (BigInt(hi) << 32n) | BigInt(lo);
+}
+
+// A synthetic model too large to commit (tests/data holds only its goldens), as generated_model of
+// tests/model/model_test_util.h makes it: `make_arch_variant ARCH` of the build (binDir, where
+// `loom` is) on ../shared's stories260K.gguf into <build>/testdata/NAME.gguf on first use, then
+// checked by size and hash (fnv a BigInt). Throws when it cannot be made or differs.
+export function generatedModel(name, arch, size, fnv, binDir = path.dirname(loomBin)) {
+  const dir = path.join(binDir, '..', 'testdata');
+  const out = path.join(dir, `${name}.gguf`);
+  const same = () => fs.existsSync(out) && fs.statSync(out).size === size && fnv1a64(out) === fnv;
+  if (!same()) {
+    const tool = path.join(binDir, 'make_arch_variant');
+    if (!fs.existsSync(tool)) throw new Error(`${tool} is missing: build it (it makes ${name}.gguf, which is not committed)`);
+    fs.mkdirSync(dir, { recursive: true });
+    const tmp = `${out}.tmp${process.pid}`;  // renamed when whole: tests running at once never see half a file
+    execFileSync(tool, [arch, sharedPath('models/stories260K.gguf'), tmp], { stdio: ['ignore', 'ignore', 'inherit'] });
+    fs.renameSync(tmp, out);
+    if (!same()) throw new Error(`${out}: make_arch_variant ${arch} no longer makes the file the goldens were made from`);
+  }
+  return out;
+}
+
+// gemma3n's (23 MB): the file of tests/data/synth-gemma3n-tiny-f32.json's goldens.
+export const gemma3nModel = (binDir) => generatedModel('synth-gemma3n-tiny-f32', 'gemma3n', 22895424, 0xc3ecb7e46b8cce77n, binDir);
 
 export const golden = () => JSON.parse(fs.readFileSync(sharedPath('golden/stories260K.json'), 'utf8'));
 

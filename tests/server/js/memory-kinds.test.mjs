@@ -1,12 +1,13 @@
 // `loom serve` on models whose memory is not only KV cells: recurrent (Mamba), hybrids (Granite 4:
-// Mamba-2 + attention; LFM2: short conv + attention; Qwen3.5: Gated DeltaNet + attention), sliding-window (Gemma 2) and encoder-decoder (T5). Prefixes resume from
+// Mamba-2 + attention; LFM2: short conv + attention; Qwen3.5: Gated DeltaNet + attention), sliding-window
+// (Gemma 2; Gemma 4 and Gemma 3n with shared-KV layers too) and encoder-decoder (T5). Prefixes resume from
 // checkpoints of the recurrent states / windows kept in the prefix cache: turn 4 of a chat that
 // resends its history reuses at least turn 3's prompt (T5 shares no prefixes: its encoder sees
 // each prompt whole), and concurrent streams equal their single-stream outputs.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { dataPath, post, sharedPath, startServer } from './harness.mjs';
+import { dataPath, gemma3nModel, post, sharedPath, startServer } from './harness.mjs';
 
 const models = [
   ['mamba', () => dataPath('synth-mamba-tiny-f32.gguf')],
@@ -15,6 +16,8 @@ const models = [
   ['qwen35 (Gated DeltaNet hybrid)', () => dataPath('synth-qwen35-tiny-f32.gguf')],
   ['gemma2 (sliding window)', () => sharedPath('models/synth-gemma2-tiny-f32.gguf')],
   ['gemma4 (sliding + global heads of two sizes, shared KV)', () => dataPath('synth-gemma4-tiny-f32.gguf')],
+  // 23 MB, not committed: made by the build's make_arch_variant (generatedModel).
+  ['gemma3n (AltUp, Laurel, sliding + global, shared KV)', () => gemma3nModel()],
   ['t5 (encoder-decoder)', () => dataPath('synth-t5-tiny-f32.gguf')],
 ];
 
