@@ -49,9 +49,10 @@ constexpr int kPackRows = 16;
 // Weight types with a packed layout (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, F16, BF16,
 // Q2_K..Q6_K, IQ4_XS).
 bool can_pack(TensorType t);
-// True when this CPU has a packed kernel for t (AVX-512 VNNI: every packable type; AVX-VNNI or plain
-// AVX2: those detail::packed_avx2_has_kernel names; AMX-INT8 adds to AVX-512); otherwise packing
-// would only feed the scalar reference and model loading keeps the GGUF layout.
+// True when this CPU has a packed kernel for t: on x86-64 with the AVX2 set (AVX2 + FMA + F16C)
+// every packable type has one (AVX-512 VNNI, AVX-VNNI or plain AVX2; AMX-INT8 adds to AVX-512);
+// elsewhere none, packing would only feed the scalar reference, and model loading keeps the GGUF
+// layout.
 bool packed_kernels_available(TensorType t);
 // Bytes of the packed copy of a rows x cols matrix of type t (can_pack(t), cols % 32 == 0).
 size_t packed_size(TensorType t, int64_t rows, int64_t cols);
@@ -117,9 +118,9 @@ void packed_gemm_f16_avx512(int64_t rows, int64_t cols, const void* packed, int6
                             const void* act, size_t act_stride, int n, float* out, size_t out_stride);
 void packed_gemm_bf16_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
                              const void* act, size_t act_stride, int n, float* out, size_t out_stride);
-// 256-bit kernels (packed_avx2.cpp) for the types packed_avx2_has_kernel names (any n): plain
-// AVX2 (VPMADDUBSW; cpu_features().has_avx2_set()) and AVX-VNNI (VPDPBUSD on ymm;
-// has_avx_vnni_set()).
+// 256-bit kernels (packed_avx2.cpp) for the types packed_avx2_has_kernel names (every packable
+// type; any n): plain AVX2 (VPMADDUBSW; cpu_features().has_avx2_set()) and AVX-VNNI (VPDPBUSD on
+// ymm; has_avx_vnni_set()); F16 / BF16 through FMA in both.
 bool packed_avx2_has_kernel(TensorType t);
 void packed_gemm_avx2(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
                       const void* act, size_t act_stride, int n, float* out, size_t out_stride);

@@ -112,10 +112,9 @@ constexpr PackedTraits blocks32(const detail::PackedLayout& layout, PackedAct ac
   return p;
 }
 // The super-block types': tile = one 256-column super-block of 16 rows, Q8_K activations.
-// The 256-bit kernels (packed_avx2.cpp) where `ymm` says it has them.
-enum class Ymm : bool { kNo, kYes };
+// Every one has the 256-bit kernels (packed_avx2.cpp) too.
 constexpr PackedTraits super256(size_t tile_bytes, PackWeightsFn pack, PackedRefDotFn ref_dot, PackedGemmFn amx,
-                                PackedGemmFn avx512, Ymm ymm) {
+                                PackedGemmFn avx512) {
   PackedTraits p;
   p.tile_cols = 256;
   p.tile_bytes = tile_bytes;
@@ -124,10 +123,8 @@ constexpr PackedTraits super256(size_t tile_bytes, PackWeightsFn pack, PackedRef
   p.ref_dot = ref_dot;
   p.amx = amx;
   p.avx512 = avx512;
-  if (ymm == Ymm::kYes) {
-    p.avxvnni = X86(packed_gemm_avxvnni);
-    p.avx2 = X86(packed_gemm_avx2);
-  }
+  p.avxvnni = X86(packed_gemm_avxvnni);
+  p.avx2 = X86(packed_gemm_avx2);
   return p;
 }
 // F16 / BF16: 32 columns x 16 rows of 16-bit floats, f32 activations rounded through the type;
@@ -202,33 +199,33 @@ constexpr TypeEntry kEntries[] = {
      .avx2 = {AVX2(dequantize_q2_k), nullptr, AVX2(vec_dot_q2_k)},
      .highway = {nullptr, nullptr, hw::vec_dot_q2_k},
      .packed = super256(detail::PackedQ2K::kTileBytes, detail::pack_q2k, detail::packed_ref_dot_q2k, kNoKernel,
-                        X86_UNTYPED(packed_gemm_q2k_avx512), Ymm::kYes)},
+                        X86_UNTYPED(packed_gemm_q2k_avx512))},
     {.type = TT::Q3_K, .weight_format = true, .vec_dot_type = TT::Q8_K,
      .ref = {sc::dequantize_q3_k, sc::quantize_q3_k, sc::vec_dot_q3_k},
      .avx2 = {AVX2(dequantize_q3_k), nullptr, AVX2(vec_dot_q3_k)},
      .highway = {nullptr, nullptr, hw::vec_dot_q3_k},
      .packed = super256(detail::PackedQ3K::kTileBytes, detail::pack_q3k, detail::packed_ref_dot_q3k, kNoKernel,
-                        X86_UNTYPED(packed_gemm_q3k_avx512), Ymm::kYes)},
+                        X86_UNTYPED(packed_gemm_q3k_avx512))},
     {.type = TT::Q4_K, .weight_format = true, .vec_dot_type = TT::Q8_K,
      .ref = {sc::dequantize_q4_k, sc::quantize_q4_k, sc::vec_dot_q4_k},
      .avx2 = {AVX2(dequantize_q4_k), nullptr, AVX2(vec_dot_q4_k)},
      .neon = {nullptr, nullptr, NEON(vec_dot_q4_k)},
      .highway = {nullptr, nullptr, hw::vec_dot_q4_k},
      .packed = super256(detail::PackedQ4K::kTileBytes, detail::pack_q4k, detail::packed_ref_dot_q4k,
-                        X86(packed_gemm_amx_q4k), X86_UNTYPED(packed_gemm_q4k_avx512), Ymm::kYes)},
+                        X86(packed_gemm_amx_q4k), X86_UNTYPED(packed_gemm_q4k_avx512))},
     {.type = TT::Q5_K, .weight_format = true, .vec_dot_type = TT::Q8_K,
      .ref = {sc::dequantize_q5_k, sc::quantize_q5_k, sc::vec_dot_q5_k},
      .avx2 = {AVX2(dequantize_q5_k), nullptr, AVX2(vec_dot_q5_k)},
      .highway = {nullptr, nullptr, hw::vec_dot_q5_k},
      .packed = super256(detail::PackedQ5K::kTileBytes, detail::pack_q5k, detail::packed_ref_dot_q5k,
-                        X86(packed_gemm_amx_q4k), X86_UNTYPED(packed_gemm_q5k_avx512), Ymm::kYes)},
+                        X86(packed_gemm_amx_q4k), X86_UNTYPED(packed_gemm_q5k_avx512))},
     {.type = TT::Q6_K, .weight_format = true, .vec_dot_type = TT::Q8_K,
      .ref = {sc::dequantize_q6_k, sc::quantize_q6_k, sc::vec_dot_q6_k},
      .avx2 = {AVX2(dequantize_q6_k), nullptr, AVX2(vec_dot_q6_k)},
      .neon = {nullptr, nullptr, NEON(vec_dot_q6_k)},
      .highway = {nullptr, nullptr, hw::vec_dot_q6_k},
      .packed = super256(detail::PackedQ6K::kTileBytes, detail::pack_q6k, detail::packed_ref_dot_q6k, kNoKernel,
-                        X86_UNTYPED(packed_gemm_q6k_avx512), Ymm::kYes)},
+                        X86_UNTYPED(packed_gemm_q6k_avx512))},
     {.type = TT::Q8_K, .weight_format = false, .vec_dot_type = TT::Q8_K,
      .ref = {sc::dequantize_q8_k, sc::quantize_q8_k, sc::vec_dot_q8_k},
      .avx2 = {AVX2(dequantize_q8_k), AVX2(quantize_q8_k), AVX2(vec_dot_q8_k)},
@@ -244,7 +241,7 @@ constexpr TypeEntry kEntries[] = {
      .avx2 = {AVX2(dequantize_iq4_xs), nullptr, AVX2(vec_dot_iq4_xs)},
      .highway = {nullptr, nullptr, hw::vec_dot_iq4_xs},
      .packed = super256(detail::PackedIQ4XS::kTileBytes, detail::pack_iq4xs, detail::packed_ref_dot_iq4xs,
-                        X86(packed_gemm_amx_q4k), X86_UNTYPED(packed_gemm_iq4xs_avx512), Ymm::kYes)},
+                        X86(packed_gemm_amx_q4k), X86_UNTYPED(packed_gemm_iq4xs_avx512))},
 
     // The IQ1/IQ2/IQ3 lattice formats (iq_ref.h), Q8_K activations as ggml-cpu pairs them. AVX2
     // set: the AVX2 dequantizers and, per call, the AVX-512 VNNI dot where the CPU has it (both
