@@ -11,7 +11,11 @@
 # read bandwidth `loom bench` measured in the same run.
 # Environment: LOOM (default build/bin/loom), PEER_BENCH (default ../shared/bench/peer-bench.mjs
 # beside the repo), PP=512, TG=128, REPS=1 (repetitions per engine and round, after a warm-up;
-# each round's figure is their median), LOOM_ARGS (extra `loom bench` flags).
+# each round's figure is their median), LOOM_ARGS (extra `loom bench` flags). loom's ISA switches
+# pass through to loom only: LOOM_NO_AVX512=1 benches its 256-bit kernels (AVX-VNNI), with
+# LOOM_NO_AVX_VNNI=1 as well the plain AVX2 ones of an AMD Zen 2/3 (base/cpu.h), while the peer
+# keeps its own build's ISA (for an AVX2-only llama.cpp see LLAMA_MARCH in
+# ../shared/tools/build-llama-cpp.sh).
 set -euo pipefail
 
 usage() { echo "usage: bench/types.sh [-r ROUNDS=3] [-t \"1 2\"] [-o RAW.jsonl] MODEL.gguf..." >&2; exit 2; }
