@@ -8,9 +8,12 @@
 //   LOOM_PK_VNNI    1 for the VPDPBUSD copy
 //
 // A group's 16 rows are two halves of 8 lanes (bytes 0..31 and 32..63 of every 64-byte chunk of
-// the layout, packed.h): each kernel walks a tile half by half, so a ymm register holds 4 bytes
-// of each of 8 rows, and applies each decoded weight register to NA activation rows (a broadcast
-// of 4 activation bytes).
+// the layout, packed.h; the AVX-512 kernels' layout, unchanged): a ymm register holds 4 bytes of
+// each of 8 rows. The kernels step through the 4-column element groups of a tile, decode the
+// weights of both halves and apply them to NA activation rows (a broadcast of their 4 bytes):
+// 2 NA running sums, a register block of 16 weight rows x NA activation rows (NA = 4, 2, 1), so
+// each broadcast serves 16 rows and each decoded register NA rows. Decode (NA = 1) streams the
+// weights once, with the layout's software prefetch.
 //
 // The dot step. Dot::begin(init) / Dot::step(part, u, a) / Dot::end(acc, part) compute
 // acc + Σ_steps Σ_k u_k · a_k per 32-bit lane (u unsigned bytes, a signed bytes):
@@ -24,6 +27,12 @@
 //   signed levels w (|w| ≤ 128: 2 · 128 · 127 = 32512, one step per part).
 // Every integer sum is exact, so results equal the reference's to float rounding; each output's
 // float operations are the same whatever NA (batch invariance).
+//
+// GCC and these loops: as plain intrinsics it reassociates an int16 part's chain of adds and
+// issues a block's VPMADDUBSW all first, spilling them (Dot::step pins each sum with an empty
+// asm), and it hoists whatever does not change across an inner loop (the broadcasts, when the
+// loop over halves was inside the loop over element groups) and spills that too; hence the loop
+// order above.
 #if !defined(LOOM_PK_NS) || !defined(LOOM_PK_TARGET) || !defined(LOOM_PK_VNNI)
 #error "packed_avx2_impl.h is included by packed_avx2.cpp only"
 #endif
