@@ -50,6 +50,7 @@ model_for() {  # SHAPE -> path of its Q4_K_M file, made when missing
       smollm3-*) vocab=ggml-vocab-llama-bpe.gguf ;;
       gemma4-*) vocab=ggml-vocab-gemma-4.gguf ;;
       ministral3-*) vocab=ggml-vocab-llama-bpe.gguf; extra=vocab=131072 ;;
+      qwen3moe-*) vocab=ggml-vocab-qwen2.gguf ;;
       *) echo "families.sh: unknown shape $shape" >&2; exit 2 ;;
     esac
     [[ -f "$LLAMA_SRC/models/$vocab" ]] || { echo "families.sh: $LLAMA_SRC/models/$vocab missing (scripts/fetch-llama-cpp-src.sh)" >&2; exit 1; }

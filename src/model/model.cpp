@@ -536,6 +536,7 @@ Status Model::bind_decoder() {
   // one row of the per-layer embeddings and n_expert_used of each layer's experts.
   decode_weight_bytes_ = w_.tied_output ? b.bytes() : b.bytes() - emb->nbytes + w_.tok_embd.row_bytes;
   for (const LayerWeights& l : w_.layers) {
+    if (hp.n_expert == 0) break;  // dense: no stacks
     for (const TensorView* t : {&l.ffn_gate_exps, &l.ffn_up_exps, &l.ffn_down_exps}) {
       const uint64_t stack = uint64_t(t->rows) * t->row_bytes;
       decode_weight_bytes_ -= stack - stack / uint64_t(hp.n_expert) * uint64_t(hp.n_expert_used);

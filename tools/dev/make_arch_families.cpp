@@ -20,7 +20,6 @@
 #include "quant/quant.h"
 
 namespace loom {
-namespace {
 
 // Drops w's architecture keys and tensors (a copy of in), keeping the tokenizer; returns n_vocab.
 Expected<int64_t> clear_model(const gguf::GgufFile& in, gguf::GgufWriter& w) {
@@ -35,6 +34,8 @@ Expected<int64_t> clear_model(const gguf::GgufFile& in, gguf::GgufWriter& w) {
   if (V <= 0) return invalid_argument("IN has neither token_embd.weight nor tokenizer.ggml.tokens");
   return V;
 }
+
+namespace {
 
 // gemma4 (tiny): 7 layers, sliding (window 16, heads of 16, base 1e4) on 0, 1, 3, 5 and global
 // (heads of 32, base 1e6, rope_freqs: 12 pairs turning, 4 held still) on 2, 4, 6; the last two
@@ -251,16 +252,9 @@ Status make_family_model(const gguf::GgufFile& in, gguf::GgufWriter& w, const st
   if (a == "gemma4") return make_gemma4(in, w, rng, shape);
   if (a == "mistral3") return make_mistral3(in, w, rng, shape);
   if (a == "gemma3n") return make_gemma3n(in, w, rng);
+  if (a == "qwen3moe") return make_qwen3moe_shape(in, w, rng, shape);
   if (!smol && !granite && !lfm2 && !qwen35) return invalid_argument("unknown family '" + a + "'");
-  const std::string from = *in.get_string("general.architecture");
-  for (const auto& kv : std::vector<gguf::KeyValue>(w.metadata())) {
-    if (kv.key.rfind(from + ".", 0) == 0 || kv.key == "general.architecture") w.remove(kv.key);
-  }
-  for (const auto& t : in.tensors()) w.remove_tensor(t.name);
-  const gguf::TensorInfo* emb = in.find_tensor("token_embd.weight");
-  auto tokens = in.get_array("tokenizer.ggml.tokens");
-  const int64_t V = emb ? int64_t(emb->ne[1]) : tokens ? int64_t((*tokens)->count) : 0;
-  if (V <= 0) return invalid_argument("IN has neither token_embd.weight nor tokenizer.ggml.tokens");
+  LOOM_ASSIGN_OR_RETURN(const int64_t V, clear_model(in, w));
   int64_t E = 64, H = 4, Hkv = 2, D = 16, F = 128, n_rot = qwen35 ? 8 : D;
   int64_t L = granite ? 3 : 4, n_nextn = qwen35 ? 1 : 0;
   // qwen35's DeltaNet: key heads Hk, value heads Hv of S channels, conv taps K.
@@ -410,6 +404,13 @@ bool family_shape(const std::string& name, std::string& arch, FamilyShape& s) {
   if (name == "ministral3-3b") {  // Ministral 3 3B: 26 layers, YaRN factor 16 from 16384
     arch = "mistral3";
     s.E = 3072, s.L = 26, s.H = 32, s.Hkv = 8, s.D = 128, s.F = 9216;
+    return true;
+  }
+  if (name == "qwen3moe-2b") {  // Qwen3-30B-A3B's layout at ~2.5B: 64 experts of 512, 8 chosen
+    arch = "qwen3moe";
+    s.E = 1024, s.L = 24, s.H = 16, s.Hkv = 4, s.D = 64, s.F = 512, s.n_rot = 64;
+    s.n_expert = 64, s.n_expert_used = 8;
+    s.rope_base = 1e6f;
     return true;
   }
   if (name == "smollm3-3b") {  // SmolLM3-3B: 36 layers, NoPE every 4th

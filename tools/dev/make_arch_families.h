@@ -23,7 +23,7 @@ struct Draws {
 };
 
 // Adds tensor `name` of shape ne with the values gen(0), gen(1), ... (drawn in that order): F32, or
-// F16 for matrices (2-D, rows of whole 32-value blocks) when f16.
+// F16 for matrices (2-D or stacked 3-D, rows of whole 32-value blocks) when f16.
 struct TensorFiller {
   gguf::GgufWriter& w;
   bool f16 = false;
@@ -31,7 +31,7 @@ struct TensorFiller {
   Status operator()(const std::string& name, const std::vector<int64_t>& ne, Gen&& gen) const {
     int64_t n = 1;
     for (int64_t d : ne) n *= d;
-    const bool half = f16 && ne.size() == 2 && ne[0] % 32 == 0 && ne[1] > 1;
+    const bool half = f16 && (ne.size() == 2 || ne.size() == 3) && ne[0] % 32 == 0 && ne[1] > 1;
     std::vector<uint8_t> bytes(size_t(n) * (half ? 2 : 4));
     for (int64_t i = 0; i < n; ++i) {
       const float v = gen(i);
@@ -52,11 +52,15 @@ struct FamilyShape {
   int64_t S = 0, Hk = 0, Hv = 0, K = 0, n_nextn = 0;  // qwen35's DeltaNet and MTP blocks
   std::vector<int64_t> lfm2_attn;                     // lfm2's attention layers
   std::vector<int32_t> sections;                      // qwen35's M-RoPE sections
+  int64_t n_expert = 0, n_expert_used = 0;            // MoE shapes (F: the experts' width)
   float rope_base = 0;
   bool f16 = false;                                   // matrices as F16
 };
 
-// The bench shapes: "qwen35-0.8b", "lfm2-1.2b", "smollm3-3b", "gemma4-e2b", "ministral3-3b" (the
+// Drops w's architecture keys and tensors (a copy of in), keeping the tokenizer; returns n_vocab.
+Expected<int64_t> clear_model(const gguf::GgufFile& in, gguf::GgufWriter& w);
+
+// The bench shapes: "qwen35-0.8b", "lfm2-1.2b", "smollm3-3b", "gemma4-e2b", "ministral3-3b", "qwen3moe-2b" (the
 // published configs' dimensions; gemma4-e2b's S is the sliding layers' head size).
 bool family_shape(const std::string& name, std::string& arch, FamilyShape& shape);
 
@@ -69,5 +73,7 @@ Status make_family_model(const gguf::GgufFile& in, gguf::GgufWriter& w, const st
 // architecture `arch` (qwen3moe, olmoe, llama, qwen35moe, lfm2moe, granitemoe, granitehybrid):
 // make_arch_moe.cpp.
 Status make_moe_model(const gguf::GgufFile& in, gguf::GgufWriter& w, const std::string& arch, std::mt19937& rng);
+// A qwen3moe at a bench shape (F16 matrices, F32 routers, tied output) from scratch with in's tokenizer.
+Status make_qwen3moe_shape(const gguf::GgufFile& in, gguf::GgufWriter& w, std::mt19937& rng, const FamilyShape& shape);
 
 }  // namespace loom

@@ -107,4 +107,48 @@ Status make_moe_model(const gguf::GgufFile& in, gguf::GgufWriter& w, const std::
   return Status::ok();
 }
 
+Status make_qwen3moe_shape(const gguf::GgufFile& in, gguf::GgufWriter& w, std::mt19937& rng, const FamilyShape& shape) {
+  if (shape.E == 0 || shape.n_expert == 0) return invalid_argument("qwen3moe: only bench shapes are made from scratch");
+  LOOM_ASSIGN_OR_RETURN(const int64_t V, clear_model(in, w));
+  const std::string a = "qwen3moe";
+  const int64_t E = shape.E, L = shape.L, H = shape.H, Hkv = shape.Hkv, D = shape.D, F = shape.F, X = shape.n_expert;
+  LOOM_RETURN_IF_ERROR(w.set_string("general.architecture", a));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".context_length", 32768));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".embedding_length", uint32_t(E)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".feed_forward_length", uint32_t(4 * E)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".expert_feed_forward_length", uint32_t(F)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".expert_count", uint32_t(X)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".expert_used_count", uint32_t(shape.n_expert_used)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.head_count", uint32_t(H)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.head_count_kv", uint32_t(Hkv)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.key_length", uint32_t(D)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.value_length", uint32_t(D)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".block_count", uint32_t(L)));
+  LOOM_RETURN_IF_ERROR(w.set_f32(a + ".attention.layer_norm_rms_epsilon", 1e-6f));
+  LOOM_RETURN_IF_ERROR(w.set_f32(a + ".rope.freq_base", shape.rope_base));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".vocab_size", uint32_t(V)));
+  Draws rnd{rng};
+  const TensorFiller add{w, true}, add_f32{w, false};
+  auto fan_in = [&](int64_t n) { return rnd.normal(1.0f / std::sqrt(float(n))); };
+  LOOM_RETURN_IF_ERROR(add("token_embd.weight", {E, V}, rnd.normal(0.5f)));
+  LOOM_RETURN_IF_ERROR(add("output_norm.weight", {E}, rnd.norm_weight()));
+  for (int64_t il = 0; il < L; ++il) {
+    const std::string p = "blk." + std::to_string(il) + ".";
+    LOOM_RETURN_IF_ERROR(add(p + "attn_norm.weight", {E}, rnd.norm_weight()));
+    LOOM_RETURN_IF_ERROR(add(p + "attn_q.weight", {E, H * D}, fan_in(E)));
+    LOOM_RETURN_IF_ERROR(add(p + "attn_k.weight", {E, Hkv * D}, fan_in(E)));
+    LOOM_RETURN_IF_ERROR(add(p + "attn_v.weight", {E, Hkv * D}, fan_in(E)));
+    LOOM_RETURN_IF_ERROR(add(p + "attn_output.weight", {H * D, E}, fan_in(H * D)));
+    LOOM_RETURN_IF_ERROR(add(p + "attn_q_norm.weight", {D}, rnd.norm_weight()));
+    LOOM_RETURN_IF_ERROR(add(p + "attn_k_norm.weight", {D}, rnd.norm_weight()));
+    LOOM_RETURN_IF_ERROR(add(p + "ffn_norm.weight", {E}, rnd.norm_weight()));
+    // The router F32 (llama-quantize keeps ffn_gate_inp so), the stacks F16 for llama-quantize.
+    LOOM_RETURN_IF_ERROR(add_f32(p + "ffn_gate_inp.weight", {E, X}, rnd.normal(2.0f / std::sqrt(float(E)))));
+    LOOM_RETURN_IF_ERROR(add(p + "ffn_gate_exps.weight", {E, F, X}, fan_in(E)));
+    LOOM_RETURN_IF_ERROR(add(p + "ffn_up_exps.weight", {E, F, X}, fan_in(E)));
+    LOOM_RETURN_IF_ERROR(add(p + "ffn_down_exps.weight", {F, E, X}, fan_in(F)));
+  }
+  return Status::ok();
+}
+
 }  // namespace loom

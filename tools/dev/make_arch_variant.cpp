@@ -46,7 +46,8 @@
 //                                                    FFN as architecture ARCH (qwen3moe, olmoe, llama,
 //                                                    qwen35moe, lfm2moe, granitemoe, granitehybrid): 8 experts,
 //                                                    2 chosen, width 32 (make_arch_moe.cpp, seed 1234)
-//   make_arch_variant bench-shape qwen35-0.8b|lfm2-1.2b|smollm3-3b IN.gguf OUT.gguf [vocab=N]
+//   make_arch_variant bench-shape SHAPE IN.gguf OUT.gguf [vocab=N]  SHAPE: qwen35-0.8b, lfm2-1.2b, smollm3-3b,
+//                                                    gemma4-e2b, ministral3-3b, qwen3moe-2b (make_arch_families.h)
 //                                                    the same families at a real model's dimensions, F16
 //                                                    matrices (for llama-quantize), tied output, IN's
 //                                                    tokenizer padded with unused tokens to N (speed benchmarks)
