@@ -98,7 +98,7 @@ TEST_P(ArchGolden, TwoPromptsInOneBatchMatchLlamaCpp) {
 // smollm3, granite, lfm2 and qwen35: goldens with llama.cpp's default F16 K/V. gemma4: F32 K/V
 // (its F16 golden has a test of its own below); its third prompt (99 tokens) crosses the
 // 16-token window six times. The mixture-of-experts files (8 experts, 2 chosen): F16 K/V goldens
-// except qwen3moe and mixtral, whose routers sit close enough to a tie on some token that llama.cpp's
+// except qwen3moe, olmoe and mixtral, whose routers sit close enough to a tie on some token that llama.cpp's
 // F16 rounding of the attention probabilities moves the steps past 1e-3: F32 K/V there.
 INSTANTIATE_TEST_SUITE_P(OwnData, ArchGolden,
                          ::testing::Values("synth-qwen3-tiny-f32", "synth-gemma-tiny-f32", "synth-gemma3-tiny-f32",
