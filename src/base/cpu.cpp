@@ -123,6 +123,21 @@ CpuFeatures detect() {
 
 }  // namespace
 
+const char* CpuFeatures::isa_level() const {
+  if (!simd) return "scalar";
+#if defined(__x86_64__) || defined(__i386__)
+  if (has_amx_int8_set()) return "amx";
+  if (has_avx512_vnni_set()) return "avx512-vnni";
+  if (has_avx_vnni_set()) return "avx-vnni";
+  if (has_avx2_set()) return "avx2";
+  return "sse4";
+#elif defined(__aarch64__)
+  return neon_dotprod ? "neon-dotprod" : "neon";
+#else
+  return "generic";
+#endif
+}
+
 const CpuFeatures& cpu_features() {
   static const CpuFeatures features = detect();
   return features;

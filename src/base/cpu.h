@@ -35,6 +35,10 @@ struct CpuFeatures {
   // AMX-INT8 plus the AVX-512 set its kernels use around the tile instructions.
   bool has_amx_int8_set() const { return has_avx512_vnni_set() && amx_int8; }
   bool has_amx_bf16_set() const { return has_avx512_vnni_set() && amx_int8 && amx_bf16; }
+  // The widest kernel family these features select, for reports (`loom bench`, bench/types.sh):
+  // "amx", "avx512-vnni", "avx-vnni", "avx2", "sse4" (x86 below AVX2), "neon-dotprod", "neon",
+  // or "scalar" (LOOM_FORCE_SCALAR).
+  const char* isa_level() const;
 };
 
 // Detected once (this also applies the environment switches to Highway's target choice, so call

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "bandwidth.h"
+#include "base/cpu.h"
 #include "commands.h"
 
 namespace loom::cli {
@@ -305,6 +306,7 @@ void register_bench(CLI::App& app, int& exit_code) {
       nlohmann::json j;
       j["model"] = o->model;
       j["threads"] = n_threads;
+      j["isa"] = cpu_features().isa_level();
       j["pp_tokens"] = o->n_prompt;
       j["tg_tokens"] = o->n_gen;
       j["pp_tps"] = round2(pp_tps);
@@ -340,7 +342,8 @@ void register_bench(CLI::App& app, int& exit_code) {
     } else {
       std::printf("model    %s: %s, %.2f M params, %s of weights read per token\n", name.c_str(),
                   model->arch().c_str(), double(model->n_params()) / 1e6, human_bytes(weight_bytes).c_str());
-      std::printf("threads  %d, median of %d after a warm-up, depth %d", n_threads, o->reps, o->depth);
+      std::printf("threads  %d (%s kernels), median of %d after a warm-up, depth %d", n_threads,
+                  cpu_features().isa_level(), o->reps, o->depth);
       if (par) std::printf(", %d sequences decoded together (aggregate tokens/s)", np);
       std::printf("\n");
       std::printf("%-10s %12s   %s\n", "test", "tokens/s", "runs");
