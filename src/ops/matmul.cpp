@@ -1,6 +1,7 @@
 #include "ops/matmul.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "quant/packed.h"
 #include "quant/quant.h"
@@ -73,6 +74,108 @@ void matmul(ThreadPool& pool, const TensorView& w, const float* x, int64_t n, fl
       }
     }
   }, min_rows);
+}
+
+namespace {
+
+// The earlier packed job whose quantized activations job j can reuse, or -1.
+int64_t shared_act(std::span<const MatmulJob> jobs, size_t j) {
+  for (size_t i = 0; i < j; ++i) {
+    const MatmulJob &a = jobs[i], &b = jobs[j];
+    if (a.w.packed && a.x == b.x && a.n == b.n && a.w.type == b.w.type && a.w.cols == b.w.cols) return int64_t(i);
+  }
+  return -1;
+}
+
+}  // namespace
+
+size_t matmul_many_scratch_bytes(std::span<const MatmulJob> jobs) {
+  size_t packed = 0, other = 0;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    const MatmulJob& job = jobs[j];
+    if (job.n <= 0) continue;
+    if (!job.w.packed) {
+      other = std::max(other, matmul_scratch_bytes(job.w.type, job.w.cols, job.n));
+    } else if (shared_act(jobs, j) < 0) {
+      packed += quant::packed_act_row_bytes(job.w.type, job.w.cols) * size_t(job.n);
+    }
+  }
+  return std::max(packed, other);
+}
+
+void matmul_many(ThreadPool& pool, std::span<const MatmulJob> jobs, void* scratch) {
+  // Each packed job: where its activations live, and its first group in the combined range.
+  struct Packed {
+    const MatmulJob* job;
+    const uint8_t* act;
+    size_t act_bytes;
+    int64_t group0;
+  };
+  std::vector<Packed> packed;
+  std::vector<int64_t> act_of(jobs.size(), -1);  // index into `packed` of the job that owns the activations
+  struct Quant {
+    const MatmulJob* job;
+    uint8_t* dst;
+    size_t row_bytes;
+  };
+  std::vector<Quant> quant;
+  auto* act = static_cast<uint8_t*>(scratch);
+  int64_t groups = 0;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    const MatmulJob& job = jobs[j];
+    if (job.n <= 0 || job.w.rows <= 0) continue;
+    if (!job.w.packed) {
+      matmul(pool, job.w, job.x, job.n, job.y, scratch);  // before any packed activations are written
+      continue;
+    }
+    const size_t row_bytes = quant::packed_act_row_bytes(job.w.type, job.w.cols);
+    const int64_t s = shared_act(jobs, j);
+    const uint8_t* a = nullptr;
+    if (s >= 0) {
+      a = packed[size_t(act_of[size_t(s)])].act;
+    } else {
+      quant.push_back({&job, act, row_bytes});
+      a = act;
+      act += row_bytes * size_t(job.n);
+    }
+    act_of[j] = int64_t(packed.size());
+    packed.push_back({&job, a, row_bytes, groups});
+    groups += (job.w.rows + quant::kPackRows - 1) / quant::kPackRows;
+  }
+  if (packed.empty()) return;
+  // Activation rows of every job, quantized as one range.
+  std::vector<int64_t> row0(quant.size() + 1, 0);
+  for (size_t q = 0; q < quant.size(); ++q) row0[q + 1] = row0[q] + quant[q].job->n;
+  pool.parallel_for(row0.back(), [&](int64_t b, int64_t e) {
+    size_t q = size_t(std::upper_bound(row0.begin(), row0.end(), b) - row0.begin()) - 1;
+    for (int64_t r = b; r < e; ++r) {
+      while (r >= row0[q + 1]) ++q;
+      const MatmulJob& job = *quant[q].job;
+      const int64_t i = r - row0[q];
+      quant::quantize_packed_act(job.w.type, job.x + i * job.w.cols, job.w.cols, quant[q].dst + size_t(i) * quant[q].row_bytes);
+    }
+  }, 16);
+  // Every job's groups as one range; a thread's share may span several jobs.
+  int64_t bytes = 0;
+  for (const Packed& p : packed) {
+    bytes += int64_t(quant::packed_group_bytes(p.job->w.type, p.job->w.cols)) * p.job->n *
+             ((p.job->w.rows + quant::kPackRows - 1) / quant::kPackRows);
+  }
+  const int64_t min_groups = std::max<int64_t>(1, int64_t(32 * 1024) * groups / std::max<int64_t>(1, bytes));
+  pool.parallel_for(groups, [&](int64_t g0, int64_t g1) {
+    size_t p = 0;
+    while (p + 1 < packed.size() && packed[p + 1].group0 <= g0) ++p;
+    for (int64_t g = g0; g < g1;) {
+      const Packed& pk = packed[p];
+      const MatmulJob& job = *pk.job;
+      const int64_t end = p + 1 < packed.size() ? packed[p + 1].group0 : groups;
+      const int64_t stop = std::min(g1, end);
+      quant::packed_gemm(job.w.type, job.w.rows, job.w.cols, job.w.packed, g - pk.group0, stop - pk.group0, pk.act,
+                         pk.act_bytes, int(job.n), job.y, size_t(job.w.rows));
+      g = stop;
+      ++p;
+    }
+  }, min_groups);
 }
 
 }  // namespace loom::ops

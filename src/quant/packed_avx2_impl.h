@@ -537,8 +537,8 @@ LOOM_PK void group_kernel_q23k(const uint8_t* grp, int64_t cols, const uint8_t* 
 // the AVX-VNNI entry point calls for them). Column c of a group is 16 f16 (bf16), one per row:
 // two registers of 8 rows, acc[g][a][h] += w * x_a[c] for NG groups against NA activation rows.
 // Every output is one FMA chain over the columns in order whatever NA and NG (batch invariance);
-// the chains' latency is hidden by running 8 at once: runs of 4 activation rows over one group,
-// the last 1..3 rows over 2 or 4 groups at a time.
+// the chains' latency is hidden by running 8 to 12 at once: runs of 6 (then 4) activation rows
+// over one group, the last 1..3 rows over 2 or 4 groups at a time.
 template <bool kBf16>
 LOOM_PK inline __m256 load8_f32(const uint8_t* p) {
   const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
@@ -582,12 +582,19 @@ void run_f16(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t
   const auto* p = static_cast<const uint8_t*>(packed);
   const auto* a = static_cast<const uint8_t*>(act);
   auto valid_rows = [rows](int64_t g) { return int(rows - g * 16 < 16 ? rows - g * 16 : 16); };
-  const int n4 = n / 4 * 4;
+  // Runs of 6 activation rows (12 accumulators, the two weight registers and a broadcast: 15 of
+  // the 16 ymm registers; 12 FMAs per column against 2 conversions and 6 broadcasts), then one
+  // run of 4 where 4 or 5 rows are left.
+  const int n6 = n / 6 * 6, n4 = n - n6 >= 4 ? n6 + 4 : n6;
   for (int64_t g = g0; g < g1; ++g) {
     const int valid[1] = {valid_rows(g)};
-    for (int i = 0; i < n4; i += 4) {
-      group_kernel_f16<4, 1, kBf16>(p + size_t(g) * gb, gb, cols, a + size_t(i) * act_stride, act_stride,
+    for (int i = 0; i < n6; i += 6) {
+      group_kernel_f16<6, 1, kBf16>(p + size_t(g) * gb, gb, cols, a + size_t(i) * act_stride, act_stride,
                                     out + size_t(i) * out_stride + size_t(16 * g), out_stride, valid);
+    }
+    if (n4 > n6) {
+      group_kernel_f16<4, 1, kBf16>(p + size_t(g) * gb, gb, cols, a + size_t(n6) * act_stride, act_stride,
+                                    out + size_t(n6) * out_stride + size_t(16 * g), out_stride, valid);
     }
   }
   for (int i = n4; i < n;) {

@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -12,6 +14,7 @@
 #include "ops/attention.h"
 #include "ops/matmul.h"
 #include "ops/ops.h"
+#include "quant/packed.h"
 #include "quant/quant.h"
 
 #include "test_util.h"
@@ -216,6 +219,70 @@ TEST(Ops, MatmulMatchesDequantizedReferenceForEveryType) {
           const bool has_min = t == TensorType::Q4_1 || t == TensorType::Q5_1;
           EXPECT_NEAR(y[size_t(i * m + r)], s, (has_min ? 1e-3 : 1e-5) * (1 + mag)) << tensor_type_name(t) << " n " << n << " row " << r << " tok " << i;
         }
+      }
+    }
+  }
+}
+
+// matmul_many gives the bits of one matmul per job, whatever mix of jobs: packed and row-major
+// weights, jobs sharing their activations (an expert's gate and up) or not, several types and
+// widths, row counts from 0 to past a register block, and the pool's split across job bounds.
+TEST(Ops, MatmulManyEqualsOneMatmulPerJob) {
+  struct Weights {
+    TensorType type;
+    int64_t rows, cols;
+    std::vector<uint8_t> data;
+    std::vector<uint8_t> packed;
+    TensorView view;
+  };
+  auto make = [](TensorType t, int64_t rows, int64_t cols, bool pack, unsigned seed) {
+    auto w = std::make_unique<Weights>();
+    w->type = t;
+    w->rows = rows;
+    w->cols = cols;
+    const size_t rb = size_t(row_bytes(t, cols));
+    auto f = random_vec(size_t(rows * cols), seed, 0.5f);
+    w->data.resize(rb * size_t(rows));
+    for (int64_t r = 0; r < rows; ++r) quant::quantize_row(t, f.data() + r * cols, w->data.data() + size_t(r) * rb, cols);
+    w->view = TensorView{t, w->data.data(), cols, rows, rb};
+    if (pack && quant::packed_kernels_available(t)) {
+      w->packed.resize(quant::packed_size(t, rows, cols) + 64);
+      void* dst = w->packed.data() + (64 - reinterpret_cast<uintptr_t>(w->packed.data()) % 64) % 64;
+      quant::pack_weights(t, w->data.data(), rb, rows, cols, dst, 0, (rows + quant::kPackRows - 1) / quant::kPackRows);
+      w->view.packed = dst;
+    }
+    return w;
+  };
+  for (int threads : {1, 2}) {
+    ThreadPool pool(threads);
+    std::vector<std::unique_ptr<Weights>> ws;
+    ws.push_back(make(TensorType::Q4_K, 40, 256, true, 1));   // gate of "expert 0"
+    ws.push_back(make(TensorType::Q4_K, 40, 256, true, 2));   // up: shares gate's activations
+    ws.push_back(make(TensorType::Q6_K, 256, 64 * 4, true, 3));
+    ws.push_back(make(TensorType::Q8_0, 17, 96, true, 4));
+    ws.push_back(make(TensorType::Q4_0, 33, 96, false, 5));  // row-major
+    ws.push_back(make(TensorType::F16, 48, 64, true, 6));
+    for (const int64_t n : {int64_t(0), int64_t(1), int64_t(3), int64_t(7)}) {
+      // Job 1 reads job 0's activations (shared quantization); job 3 takes one row more.
+      std::vector<std::vector<float>> xs(ws.size()), ys, want;
+      std::vector<ops::MatmulJob> jobs;
+      for (size_t j = 0; j < ws.size(); ++j) {
+        const Weights& w = *ws[j];
+        const int64_t nj = j == 3 ? n + 1 : n;
+        if (j != 1) xs[j] = random_vec(size_t(std::max<int64_t>(1, nj) * w.cols), uint32_t(10 + j + 7 * n));
+        const float* x = xs[j == 1 ? 0 : j].data();
+        ys.emplace_back(size_t(std::max<int64_t>(1, nj) * w.rows), -7.0f);
+        want.emplace_back(size_t(std::max<int64_t>(1, nj) * w.rows), -7.0f);
+        std::vector<uint8_t> scratch(matmul_scratch_bytes(w.type, w.cols, std::max<int64_t>(1, nj)) + 1);
+        if (nj > 0) matmul(pool, w.view, x, nj, want.back().data(), scratch.data());
+        jobs.push_back({w.view, x, nj, nullptr});
+      }
+      for (size_t j = 0; j < jobs.size(); ++j) jobs[j].y = ys[j].data();
+      std::vector<uint8_t> scratch(matmul_many_scratch_bytes(jobs) + 1);
+      matmul_many(pool, jobs, scratch.data());
+      for (size_t j = 0; j < jobs.size(); ++j) {
+        EXPECT_EQ(ys[j], want[j]) << "job " << j << " (" << tensor_type_name(ws[j]->type) << ") n " << jobs[j].n
+                                  << " threads " << threads;
       }
     }
   }
