@@ -143,7 +143,11 @@ LOOM_AVX512_VNNI void group_kernel_f16(const uint8_t* grp, size_t group_bytes, i
   for (int a = 0; a < NA; ++a) x[a] = reinterpret_cast<const float*>(act + size_t(a) * act_stride);
   for (int64_t c = 0; c < cols; c += 32) {
     const uint8_t* tile = grp + size_t(c) * 32;
-    for (int g = 0; g < NG; ++g) prefetch_ahead(tile + size_t(g) * group_bytes, 1024);
+    if constexpr (NA == 1) {
+      prefetch_next_groups(tile, group_bytes, NG, 1024);
+    } else {
+      for (int g = 0; g < NG; ++g) prefetch_ahead(tile + size_t(g) * group_bytes, 1024);
+    }
     for (int k = 0; k < 32; ++k) {
       for (int g = 0; g < NG; ++g) {
         const __m512 w = load16_f32<kBf16>(tile + size_t(g) * group_bytes + 32 * k);

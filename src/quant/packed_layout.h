@@ -171,6 +171,18 @@ inline void prefetch_ahead(const uint8_t* tile, size_t tile_bytes) {
   for (size_t off = 0; off < tile_bytes; off += 64) __builtin_prefetch(tile + kPrefetchAhead + off, 0, 2);
 }
 
+// The prefetch of a decode kernel that walks ng groups side by side, then the next ng: the same
+// tile of the next ng groups, the bytes it reads next. A group of a small matrix (F16 at 384
+// columns: 12 KiB) is hardly longer than kPrefetchAhead, so prefetch_ahead would leave the first
+// tiles of every round to the hardware prefetchers: 30M F16 decode on one AMD Zen 5 core went
+// 27.5 -> 31 GB/s with this one.
+inline void prefetch_next_groups(const uint8_t* tile, size_t group_bytes, int ng, size_t tile_bytes) {
+  for (int g = 0; g < ng; ++g) {
+    const uint8_t* next = tile + size_t(g + ng) * group_bytes;
+    for (size_t off = 0; off < tile_bytes; off += 64) __builtin_prefetch(next + off, 0, 2);
+  }
+}
+
 // Calls f.template operator()<NA>() for the NA among kNas that equals na (kernels are templates
 // on the number of activation rows they apply each decoded tile to).
 template <int... kNas, typename F>
