@@ -19,6 +19,10 @@ const models = [
   // 23 MB, not committed: made by the build's make_arch_variant (generatedModel).
   ['gemma3n (AltUp, Laurel, sliding + global, shared KV)', () => gemma3nModel()],
   ['t5 (encoder-decoder)', () => dataPath('synth-t5-tiny-f32.gguf')],
+  // Mixture of experts: the tokens of a batch grouped by expert, whatever the other streams.
+  ['qwen35moe (DeltaNet hybrid + experts, gated shared expert)', () => dataPath('synth-qwen35moe-tiny-f32.gguf')],
+  ['granitehybrid with experts (Mamba-2 hybrid + shared expert)', () => dataPath('synth-granitehybridmoe-tiny-f32.gguf')],
+  ['qwen3moe', () => dataPath('synth-qwen3moe-tiny-f32.gguf')],
 ];
 
 for (const [name, path] of models) {
