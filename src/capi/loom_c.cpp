@@ -1129,6 +1129,13 @@ int32_t loom_perf_report(const loom_context* ctx, char* buf, size_t buf_size) {
   return guarded<int32_t>(__func__, -1, [&] { return copy_string(ctx->c->perf_report(), buf, buf_size); });
 }
 
+int64_t loom_perf_expert_counts(const loom_context* ctx, uint64_t* out, size_t n) {
+  LOOM_NEED_CTX(-1);
+  const std::span<const uint64_t> c = ctx->c->expert_counts();
+  if (out) std::copy_n(c.begin(), std::min(n, c.size()), out);
+  return int64_t(c.size());
+}
+
 void loom_perf_print(const loom_context* ctx) {
   if (!ctx) {
     set_error(__func__, "context is NULL");

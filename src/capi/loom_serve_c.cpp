@@ -713,6 +713,8 @@ int32_t loom_scheduler_stats(const loom_scheduler* sched, char* buf, size_t buf_
                       {"draft_tokens", m.draft_tokens},
                       {"draft_accepted", m.draft_accepted},
                       {"context_shifts", m.context_shifts},
+                      {"expert_choices", m.expert_choices},
+                      {"expert_busiest_share", m.expert_busiest_share},
                       {"stalls", m.stalls},
                       {"prompt_seconds", m.prompt_seconds},
                       {"predicted_seconds", m.predicted_seconds},

@@ -147,6 +147,10 @@ Expected<std::unique_ptr<Context>> Context::create_unguarded(std::shared_ptr<con
   ctx->fwd_.abort_data = p.abort_data;
   ctx->fwd_.eval_cb = p.eval_callback;
   ctx->fwd_.eval_data = p.eval_data;
+  if (hp.n_expert > 0) {
+    ctx->expert_counts_.assign(size_t(hp.n_layer) * size_t(hp.n_expert), 0);
+    ctx->fwd_.expert_counts = ctx->expert_counts_.data();
+  }
   ctx->set_embeddings(cp.embeddings);
   const size_t nb = size_t(cp.n_batch);
   ctx->embd_.assign(nb * size_t(hp.n_embd), 0.0f);
@@ -540,6 +544,7 @@ void Context::reset_perf() {
   const int64_t load = perf_.t_load_us;
   perf_ = {};
   perf_.t_load_us = load;
+  std::fill(expert_counts_.begin(), expert_counts_.end(), 0);
 }
 
 std::string Context::perf_report() const {
@@ -554,7 +559,36 @@ std::string Context::perf_report() const {
                 pp_ms > 0 ? 1e3 * double(perf_.n_prompt_tokens) / pp_ms : 0.0, tg_ms,
                 static_cast<long long>(perf_.n_gen_tokens), perf_.n_gen_tokens ? tg_ms / double(perf_.n_gen_tokens) : 0.0,
                 tg_ms > 0 ? 1e3 * double(perf_.n_gen_tokens) / tg_ms : 0.0);
-  return buf;
+  std::string out = buf;
+  const ModelHparams& hp = model_->hparams();
+  if (!expert_counts_.empty()) {
+    // Routing balance: the busiest expert's share of its layer's choices (even routing: 1 / X),
+    // and the experts of MoE layers never chosen.
+    const int64_t X = hp.n_expert;
+    uint64_t total = 0, never = 0, layers = 0;
+    double busiest = 0.0;
+    for (int64_t il = 0; il < hp.n_layer; ++il) {
+      if (!hp.layer_is_moe(il)) continue;
+      ++layers;
+      const uint64_t* c = expert_counts_.data() + il * X;
+      uint64_t sum = 0, top = 0;
+      for (int64_t e = 0; e < X; ++e) {
+        sum += c[e];
+        top = std::max(top, c[e]);
+        never += c[e] == 0;
+      }
+      total += sum;
+      if (sum > 0) busiest = std::max(busiest, double(top) / double(sum));
+    }
+    std::snprintf(buf, sizeof buf,
+                  "experts     = %lld of %lld per token, %llu choices; busiest expert %.1f %% of its layer's "
+                  "(even: %.1f %%), %llu of %llu never chosen\n",
+                  static_cast<long long>(hp.n_expert_used), static_cast<long long>(X),
+                  static_cast<unsigned long long>(total), 100.0 * busiest, 100.0 / double(X),
+                  static_cast<unsigned long long>(never), static_cast<unsigned long long>(layers * uint64_t(X)));
+    out += buf;
+  }
+  return out;
 }
 
 }  // namespace loom

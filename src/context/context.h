@@ -210,6 +210,10 @@ class Context {
   const PerfCounters& perf() const { return perf_; }
   void reset_perf();
   std::string perf_report() const;
+  // Mixture-of-experts models: how often each expert was chosen since creation or reset_perf(),
+  // [n_layer][n_expert] (empty for other models). Counted by every decode (prompt and generated
+  // tokens alike); read it on the thread that decodes.
+  std::span<const uint64_t> expert_counts() const { return expert_counts_; }
 
  private:
   // create() without turning std::bad_alloc into a Status.
@@ -317,6 +321,7 @@ class Context {
   int last_batch_size_ = 0;
   bool last_was_embd_ = false;
   PerfCounters perf_;
+  std::vector<uint64_t> expert_counts_;  // see expert_counts(); fwd_.expert_counts points here
 };
 
 }  // namespace loom

@@ -86,6 +86,9 @@ struct ForwardConfig {
   void* eval_data = nullptr;
   const ForwardAdapters* adapters = nullptr;
   int n_threads = 0;                // threads for this pass (0: the whole pool)
+  // Mixture of experts: moe_block adds each token's chosen experts here ([n_layer][n_expert],
+  // owned by the context; null: not counted).
+  uint64_t* expert_counts = nullptr;
 };
 
 // T5 cross-attention inputs of a decoder pass: the K/V of the encoder output per decoder layer

@@ -129,6 +129,10 @@ Status moe_block(const Model& model, const ForwardBatch& fb, const ForwardConfig
   linear(pool, l.ffn_gate_inp, nullptr, b.xb, T, b.moe_logits, b);  // [T][X]
   if (!observe(cfg, "ffn_moe_logits", il, b.moe_logits, X, T)) return aborted();
   route_tokens(hp, l.ffn_exp_probs_b, b.moe_logits, T, b.moe_chosen, b.moe_weights);
+  if (cfg.expert_counts) {
+    uint64_t* counts = cfg.expert_counts + int64_t(il) * X;
+    for (int64_t i = 0; i < int64_t(T) * K; ++i) ++counts[b.moe_chosen[i]];
+  }
 
   // Group the (token, slot) pairs by expert: offsets per expert, then the pairs in token order.
   int32_t* start = b.moe_start;  // [X + 1]

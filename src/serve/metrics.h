@@ -55,6 +55,10 @@ struct Metrics {
   uint64_t steps = 0;
   uint64_t draft_tokens = 0, draft_accepted = 0;  // speculative decoding (lookup): verified, kept
   uint64_t context_shifts = 0;       // a sequence at its limit dropped old tokens and went on
+  // Mixture-of-experts models: experts chosen (tokens x layers x n_expert_used), and the busiest
+  // expert's share of its layer's choices (even routing: 1 / n_expert); 0 for other models.
+  uint64_t expert_choices = 0;
+  double expert_busiest_share = 0;
   // llama-server's llamacpp:* figures: seconds spent on prompts and on generation (summed over
   // finished requests), the longest sequence seen, running requests summed over steps.
   double prompt_seconds = 0, predicted_seconds = 0;

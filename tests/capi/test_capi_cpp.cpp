@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -308,6 +309,41 @@ TEST(CApi, RecurrentModelStateOperations) {
   feed(fresh.get(), kPrompt, 0, 0);
   EXPECT_EQ(feed(ctx.get(), {kPrompt[1]}, 5, 0), feed(fresh.get(), {kPrompt[1]}, 5, 0));
   (void)want;
+}
+
+// Mixture of experts: loom_perf_expert_counts counts every token's chosen experts per layer
+// (n_layer x n_expert entries; each token adds n_expert_used in every layer), loom_perf_reset
+// zeroes them, and a model without experts has none.
+TEST(CApi, ExpertCountsOfAMixtureOfExpertsModel) {
+  ModelPtr m(loom_model_load_from_file((loom::test::data_dir() + "/synth-qwen3moe-tiny-f32.gguf").c_str(), nullptr));
+  ASSERT_TRUE(m) << loom_last_error();
+  ContextPtr ctx = context(m.get(), 128, 1);
+  ASSERT_TRUE(ctx);
+  const int64_t n = loom_perf_expert_counts(ctx.get(), nullptr, 0);
+  ASSERT_GT(n, 0);
+  std::vector<uint64_t> c(size_t(n), 7);
+  ASSERT_EQ(loom_perf_expert_counts(ctx.get(), c.data(), c.size()), n);
+  EXPECT_EQ(std::count(c.begin(), c.end(), uint64_t(0)), n);  // nothing decoded yet
+  feed(ctx.get(), kPrompt, 0, 0);
+  ASSERT_EQ(loom_perf_expert_counts(ctx.get(), c.data(), c.size()), n);
+  const uint64_t total = std::accumulate(c.begin(), c.end(), uint64_t(0));
+  // synth-qwen3moe-tiny: 2 layers of 8 experts, 2 chosen per token.
+  EXPECT_EQ(n, 2 * 8);
+  EXPECT_EQ(total, uint64_t(kPrompt.size()) * 2 * 2);
+  std::vector<uint64_t> head(3, 9);
+  EXPECT_EQ(loom_perf_expert_counts(ctx.get(), head.data(), head.size()), n);  // copies 3, says how many there are
+  EXPECT_TRUE(std::equal(head.begin(), head.end(), c.begin()));
+  char report[2048];
+  ASSERT_GT(loom_perf_report(ctx.get(), report, sizeof report), 0);
+  EXPECT_NE(std::string(report).find("experts     = 2 of 8 per token"), std::string::npos) << report;
+  loom_perf_reset(ctx.get());
+  ASSERT_EQ(loom_perf_expert_counts(ctx.get(), c.data(), c.size()), n);
+  EXPECT_EQ(std::accumulate(c.begin(), c.end(), uint64_t(0)), 0u);
+  ModelPtr dense = load("models/stories260K.gguf");
+  ASSERT_TRUE(dense);
+  ContextPtr dctx = context(dense.get(), 128, 1);
+  EXPECT_EQ(loom_perf_expert_counts(dctx.get(), c.data(), c.size()), 0);
+  EXPECT_EQ(loom_perf_expert_counts(nullptr, c.data(), c.size()), -1);
 }
 
 // T5 through the C API: the Unigram vocabulary, loom_encode then loom_decode from the decoder

@@ -38,6 +38,7 @@ struct Opts {
   float temp = 0.8f, top_p = 0.95f;
   int64_t seed = -1;
   bool json = false;
+  bool verbose = false;  // the context's perf report (timings, expert routing) on stderr at the end
   SamplerFlags sf;  // the sampler flags other than temp/top-k/top-p/seed
   std::string samplers, grammar_file, json_schema_file;
   int parallel = 1;
@@ -396,6 +397,7 @@ int generate_one(const Opts& o, const api::Model& model, std::vector<Token> prom
                    gen_wall_us > 0 ? double(out.size()) * 1e6 / gen_wall_us : 0.0);
     }
   }
+  if (o.verbose) loom_perf_print(ctx.handle());
   if (sampler.has_grammar() && !sampler.grammar_can_end())
     std::fprintf(stderr, "loom: warning: generation stopped before the grammar was complete (raise -n)\n");
   return 0;
@@ -493,6 +495,7 @@ int generate_parallel(const Opts& o, const api::Model& model, const std::vector<
     std::fprintf(stderr, "loom: %d sequences, %lld tokens in %.2f s: %.1f tok/s aggregate\n", n_seq,
                  static_cast<long long>(n_generated), dt / 1e6, agg_tps);
   }
+  if (o.verbose) loom_perf_print(ctx.handle());
   return 0;
 }
 
@@ -548,6 +551,9 @@ void register_generate(CLI::App& app, int& exit_code) {
   sub->add_option("--lookup", o->lookup, "speculative decoding by prompt lookup: drafts from the longest repeated n-gram up to N tokens (no draft model)")
       ->check(CLI::Range(1, 64))->excludes(dm);
   sub->add_flag("--json", o->json, "print one JSON object instead of streaming");
+  sub->add_flag("-v,--verbose", o->verbose,
+                "at the end, print the context's perf report on stderr (timings; for mixture-of-experts models how "
+                "evenly the tokens were routed)");
   sub->callback([o, &exit_code] {
     auto model = load_model_or_report(o->model);
     if (!model) {

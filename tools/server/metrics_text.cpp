@@ -74,6 +74,12 @@ std::string render_metrics(const json& s, const http::ServerStats& h) {
   o.gauge("loom_prefix_cache_checkpoints", "Checkpoints of recurrent states / windows in the prefix cache.", n(s, "cache_checkpoints"));
   o.gauge("loom_prefix_cache_checkpoint_bytes", "Bytes of those checkpoints (--cache-ram bounds them).", n(s, "cache_checkpoint_bytes"));
   o.counter("loom_context_shifts_total", "Sequences that reached their cells and dropped old tokens to go on.", n(m, "context_shifts"));
+  if (m.contains("expert_choices") && n(m, "expert_choices") > 0) {
+    o.counter("loom_expert_choices_total", "Mixture of experts: experts chosen (tokens x MoE layers x experts per token).",
+              n(m, "expert_choices"));
+    o.gauge("loom_expert_busiest_share", "Mixture of experts: the busiest expert's share of its layer's choices (even routing: 1 / experts).",
+            n(m, "expert_busiest_share"));
+  }
   o.counter("loom_scheduler_stalls_total", "Steps that found no KV cell for any row (resolved; 0 when sound).", n(m, "stalls"));
   o.counter("loom_prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.", n(m, "prefix_queried_tokens"));
   o.counter("loom_prefix_cache_hits_total", "Prompt tokens found in the prefix cache.", n(m, "prefix_hit_tokens"));
