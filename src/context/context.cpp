@@ -562,33 +562,37 @@ std::string Context::perf_report() const {
   std::string out = buf;
   const ModelHparams& hp = model_->hparams();
   if (!expert_counts_.empty()) {
-    // Routing balance: the busiest expert's share of its layer's choices (even routing: 1 / X),
-    // and the experts of MoE layers never chosen.
-    const int64_t X = hp.n_expert;
-    uint64_t total = 0, never = 0, layers = 0;
-    double busiest = 0.0;
-    for (int64_t il = 0; il < hp.n_layer; ++il) {
-      if (!hp.layer_is_moe(il)) continue;
-      ++layers;
-      const uint64_t* c = expert_counts_.data() + il * X;
-      uint64_t sum = 0, top = 0;
-      for (int64_t e = 0; e < X; ++e) {
-        sum += c[e];
-        top = std::max(top, c[e]);
-        never += c[e] == 0;
-      }
-      total += sum;
-      if (sum > 0) busiest = std::max(busiest, double(top) / double(sum));
-    }
+    const ExpertUsage u = expert_usage();
     std::snprintf(buf, sizeof buf,
                   "experts     = %lld of %lld per token, %llu choices; busiest expert %.1f %% of its layer's "
                   "(even: %.1f %%), %llu of %llu never chosen\n",
-                  static_cast<long long>(hp.n_expert_used), static_cast<long long>(X),
-                  static_cast<unsigned long long>(total), 100.0 * busiest, 100.0 / double(X),
-                  static_cast<unsigned long long>(never), static_cast<unsigned long long>(layers * uint64_t(X)));
+                  static_cast<long long>(hp.n_expert_used), static_cast<long long>(hp.n_expert),
+                  static_cast<unsigned long long>(u.choices), 100.0 * u.busiest_share, 100.0 / double(hp.n_expert),
+                  static_cast<unsigned long long>(u.never), static_cast<unsigned long long>(u.slots));
     out += buf;
   }
   return out;
+}
+
+Context::ExpertUsage Context::expert_usage() const {
+  ExpertUsage u;
+  if (expert_counts_.empty()) return u;
+  const ModelHparams& hp = model_->hparams();
+  const int64_t X = hp.n_expert;
+  for (int64_t il = 0; il < hp.n_layer; ++il) {
+    if (!hp.layer_is_moe(il)) continue;
+    const uint64_t* c = expert_counts_.data() + il * X;
+    uint64_t sum = 0, top = 0;
+    for (int64_t e = 0; e < X; ++e) {
+      sum += c[e];
+      top = std::max(top, c[e]);
+      u.never += c[e] == 0;
+    }
+    u.slots += uint64_t(X);
+    u.choices += sum;
+    if (sum > 0) u.busiest_share = std::max(u.busiest_share, double(top) / double(sum));
+  }
+  return u;
 }
 
 }  // namespace loom

@@ -214,6 +214,14 @@ class Context {
   // [n_layer][n_expert] (empty for other models). Counted by every decode (prompt and generated
   // tokens alike); read it on the thread that decodes.
   std::span<const uint64_t> expert_counts() const { return expert_counts_; }
+  // A summary of those counts over the MoE layers: experts chosen in all, the busiest expert's
+  // share of its layer's choices (even routing: 1 / n_expert), experts never chosen of all slots.
+  struct ExpertUsage {
+    uint64_t choices = 0;
+    double busiest_share = 0.0;
+    uint64_t never = 0, slots = 0;
+  };
+  ExpertUsage expert_usage() const;
 
  private:
   // create() without turning std::bad_alloc into a Status.

@@ -1160,21 +1160,10 @@ struct Scheduler::Impl {
     snapshot.cache_evictable = cache ? cache->evictable() : 0;
     metrics.disk_writes = disk.writes();
     metrics.disk_errors = std::max(metrics.disk_errors, disk.errors());
-    if (const std::span<const uint64_t> ec = ctx->expert_counts(); !ec.empty()) {
-      const int64_t X = ctx->model().hparams().n_expert;
-      uint64_t total = 0;
-      double busiest = 0.0;
-      for (size_t l0 = 0; l0 + size_t(X) <= ec.size(); l0 += size_t(X)) {
-        uint64_t sum = 0, top = 0;
-        for (int64_t e = 0; e < X; ++e) {
-          sum += ec[l0 + size_t(e)];
-          top = std::max(top, ec[l0 + size_t(e)]);
-        }
-        total += sum;
-        if (sum > 0) busiest = std::max(busiest, double(top) / double(sum));
-      }
-      metrics.expert_choices = total;
-      metrics.expert_busiest_share = busiest;
+    if (!ctx->expert_counts().empty()) {
+      const Context::ExpertUsage u = ctx->expert_usage();
+      metrics.expert_choices = u.choices;
+      metrics.expert_busiest_share = u.busiest_share;
     }
     snapshot.metrics = metrics;
     // Idle slots keep showing the last request that ran in them.
