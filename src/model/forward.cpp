@@ -185,6 +185,14 @@ ops::RopeParams layer_rope(const Model& m, const ops::RopeParams& rope, int il) 
     return l;
   }
   if (hp.rope_freq_base_swa <= 0 || !swa) return rope;
+  if (hp.arch == Arch::kGptOss) {
+    // Sliding layers: the file's base and scale for them (the reference's, whatever the context
+    // overrides), the context's YaRN otherwise.
+    ops::RopeParams l = rope;
+    l.freq_base = hp.rope_freq_base_swa;
+    l.freq_scale = hp.rope_freq_scale;
+    return l;
+  }
   ops::RopeParams local = rope;
   local.freq_base = hp.rope_freq_base_swa;
   local.freq_scale = 1.0f;

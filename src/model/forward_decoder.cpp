@@ -1,11 +1,12 @@
 // The decoder-only families (llama, qwen2, qwen3, phi3, gemma, gemma2, gemma3, granite, smollm3, olmoe and the
-// mixture-of-experts variants qwen3moe, granitemoe)
+// mixture-of-experts variants qwen3moe, granitemoe, gpt-oss)
 // and the hybrids (granitehybrid: Granite 4 with Mamba-2 layers; lfm2: short-conv layers; qwen35:
 // Gated DeltaNet layers) as one forward pass whose differences are fields of ModelHparams:
 //   x = embed(tokens) [· embd_scale]
 //   per layer: h = n(x)
 //              m = attn(rope(n(Wq·h + bq)), rope(n(Wk·h + bk)), Wv·h + bv) [⊙ σ(gate)] → Wo  (attention_block;
-//                  no rope on NoPE layers; qwen35's q projection carries the gate)
+//                  no rope on NoPE layers; qwen35's q projection carries the gate; gpt-oss: sinks
+//                  in the softmax, an output bias)
 //                  or, on a hybrid's recurrent layer, its mixer of h: Mamba-2 (ssm_block, forward_mamba.cpp),
 //                  short conv (forward_short_conv.cpp), Gated DeltaNet (forward_delta_net.cpp)
 //              x += post_norm(m) [· residual_scale]
@@ -36,6 +37,7 @@ Status attention_block(const Model& model, const ForwardBatch& fb, const Forward
   ops::AttentionParams ap = attention_params(hp, fb, in, il);
   if (hp.attn_scale != 0.0f) ap.scale = hp.attn_scale;
   ap.softcap = hp.attn_softcap;
+  ap.sinks = l.attn_sinks;  // gpt-oss
 
   // A layer that reuses another layer's K/V (Gemma 3n / 4's shared KV layers) computes only Q.
   const bool own_kv = hp.kv_source(il) < 0;
@@ -95,6 +97,7 @@ Status attention_block(const Model& model, const ForwardBatch& fb, const Forward
   }
   if (!observe(cfg, "kqv_out", il, b.att, Q, T)) return aborted();
   linear(pool, l.wo, layer_lora(cfg, il, kWo), b.att, T, b.tmp, b);
+  if (l.bo) ops::add_bias(b.tmp, l.bo, T, hp.n_embd);  // gpt-oss
   return Status::ok();
 }
 
@@ -163,6 +166,7 @@ Status forward_decoder(const Model& model, const ForwardBatch& fb, ForwardScratc
       linear(pool, l.ffn_up, layer_lora(cfg, il, kFfnUp), b.xb, T, b.up, b);
       if (hp.ffn_act == FfnAct::kGelu && hp.gelu_f16_table) ops::geglu_f16_table_inplace(b.gate, b.up, T * F);
       else if (hp.ffn_act == FfnAct::kGelu) ops::geglu_inplace(b.gate, b.up, T * F);
+      else if (hp.ffn_act == FfnAct::kSwigluOai) ops::swiglu_oai_inplace(b.gate, b.up, T * F, kSwigluOaiAlpha, kSwigluOaiLimit);
       else ops::swiglu_inplace(b.gate, b.up, T * F);
       linear(pool, l.ffn_down, layer_lora(cfg, il, kFfnDown), b.gate, T, b.tmp, b);
     }

@@ -1,11 +1,13 @@
 // The mixture-of-experts feed-forward of a block (qwen3moe, qwen35moe, lfm2moe, granitemoe and
-// granitehybrid with experts, olmoe, Mixtral-style llama), from the normed input h = b.xb:
-//   s = Wrouter · h                                       one logit per expert
+// granitehybrid with experts, olmoe, Mixtral-style llama, gpt-oss), from the normed input h = b.xb:
+//   s = Wrouter · h [+ brouter]                           one logit per expert (gpt-oss: biased)
 //   p = softmax(s) | sigmoid(s) | s                       (ExpertGating)
 //   chosen = the n_expert_used largest p (+ bias)         lfm2moe chooses by biased scores
 //   w = p[chosen], softmaxed when the gating chose by logits (gpt-oss), / Σ w when
 //       expert_weights_norm (the sum clamped at 2^-14), · expert_weights_scale when set
 //   out = Σ_j w_j · Wdown_j · (act(Wgate_j · h) ⊙ Wup_j · h)
+//       gpt-oss: each projection plus its expert's bias, act ⊙ up the clamped SwiGLU
+//       (ops::swiglu_oai_inplace), the bias of down added before the weight
 //       [+ σ(Wsg · h) ·] Wdown_s · (act(Wgate_s · h) ⊙ Wup_s · h)   the shared expert (qwen35moe: gated)
 // Only the chosen experts' weights are read: the tokens of a micro-batch are grouped by expert and
 // each chosen expert runs once over its tokens' rows, so decode reads n_expert_used experts per
@@ -87,13 +89,21 @@ void expert_activation(const ModelHparams& hp, float* gate, float* up, int64_t n
   }
   if (hp.ffn_act == FfnAct::kGelu && hp.gelu_f16_table) ops::geglu_f16_table_inplace(gate, up, n);
   else if (hp.ffn_act == FfnAct::kGelu) ops::geglu_inplace(gate, up, n);
+  else if (hp.ffn_act == FfnAct::kSwigluOai) ops::swiglu_oai_inplace(gate, up, n, kSwigluOaiAlpha, kSwigluOaiLimit);
   else ops::swiglu_inplace(gate, up, n);
 }
+
+// Expert biases (gpt-oss), each null where the expert has none.
+struct ExpertBiases {
+  const float* gate = nullptr;  // [F]
+  const float* up = nullptr;    // [F]
+  const float* down = nullptr;  // [E]
+};
 
 // One expert (or the shared one) over n rows of x into y ([n][E]): the gate/up projections, the
 // activation, the down projection. A fused gate|up view gives [n][2F] rows split here.
 void run_expert(const ModelHparams& hp, ThreadPool& pool, const TensorView& gate, const TensorView& up, bool fused,
-                const TensorView& down, const float* x, int n, float* y, Buffers& b) {
+                const TensorView& down, const ExpertBiases& bias, const float* x, int n, float* y, Buffers& b) {
   const int64_t F = down.cols;
   float* act = nullptr;
   if (fused) {
@@ -111,10 +121,13 @@ void run_expert(const ModelHparams& hp, ThreadPool& pool, const TensorView& gate
   } else {
     linear(pool, gate, nullptr, x, n, b.gate, b);
     linear(pool, up, nullptr, x, n, b.up, b);
+    if (bias.gate) ops::add_bias(b.gate, bias.gate, n, F);
+    if (bias.up) ops::add_bias(b.up, bias.up, n, F);
     expert_activation(hp, b.gate, b.up, int64_t(n) * F);
     act = b.gate;
   }
   linear(pool, down, nullptr, act, n, y, b);
+  if (bias.down) ops::add_bias(y, bias.down, n, down.rows);
 }
 
 }  // namespace
@@ -128,6 +141,7 @@ Status moe_block(const Model& model, const ForwardBatch& fb, const ForwardConfig
 
   linear(pool, l.ffn_gate_inp, nullptr, b.xb, T, b.moe_logits, b);  // [T][X]
   if (!observe(cfg, "ffn_moe_logits", il, b.moe_logits, X, T)) return aborted();
+  if (l.ffn_gate_inp_b) ops::add_bias(b.moe_logits, l.ffn_gate_inp_b, T, X);
   route_tokens(hp, l.ffn_exp_probs_b, b.moe_logits, T, b.moe_chosen, b.moe_weights);
   if (cfg.expert_counts) {
     uint64_t* counts = cfg.expert_counts + int64_t(il) * X;
@@ -154,8 +168,12 @@ Status moe_block(const Model& model, const ForwardBatch& fb, const ForwardConfig
       std::memcpy(b.moe_x + int64_t(r) * E, b.xb + int64_t(pairs[r] / K) * E, sizeof(float) * size_t(E));
     }
     const TensorView gate = l.ffn_gate_exps.empty() ? TensorView{} : expert_view(l.ffn_gate_exps, e, F);
+    ExpertBiases bias;
+    if (l.ffn_gate_exps_b) bias.gate = l.ffn_gate_exps_b + e * F;
+    if (l.ffn_up_exps_b) bias.up = l.ffn_up_exps_b + e * F;
+    if (l.ffn_down_exps_b) bias.down = l.ffn_down_exps_b + e * E;
     run_expert(hp, pool, gate, expert_view(l.ffn_up_exps, e, up_rows), l.gate_up_fused,
-               expert_view(l.ffn_down_exps, e, E), b.moe_x, n, b.moe_y, b);
+               expert_view(l.ffn_down_exps, e, E), bias, b.moe_x, n, b.moe_y, b);
     for (int r = 0; r < n; ++r) {
       const float w = b.moe_weights[pairs[r]];
       float* dst = b.tmp + int64_t(pairs[r] / K) * E;
@@ -166,7 +184,7 @@ Status moe_block(const Model& model, const ForwardBatch& fb, const ForwardConfig
   if (!observe(cfg, "ffn_moe_out", il, b.tmp, E, T)) return aborted();
 
   if (!l.ffn_up_shexp.empty()) {
-    run_expert(hp, pool, l.ffn_gate_shexp, l.ffn_up_shexp, false, l.ffn_down_shexp, b.xb, T, b.moe_y, b);
+    run_expert(hp, pool, l.ffn_gate_shexp, l.ffn_up_shexp, false, l.ffn_down_shexp, {}, b.xb, T, b.moe_y, b);
     if (!l.ffn_gate_inp_shexp.empty()) {
       // qwen35moe: the shared expert's output times σ(its own one-row router).
       linear(pool, l.ffn_gate_inp_shexp, nullptr, b.xb, T, b.moe_logits, b);  // [T][1]

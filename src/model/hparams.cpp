@@ -283,12 +283,49 @@ Status read_gemma3n_hparams(const gguf::GgufFile& f, ModelHparams& hp, int64_t n
   return Status::ok();
 }
 
+// gpt-oss: sliding and full attention layers in turn (attention.sliding_window_pattern: a flag per
+// layer, or a period n whose first n - 1 layers of each period slide; default 2, so the even layers
+// slide and the odd ones see everything), the window (required), the sliding layers' RoPE base
+// (rope.freq_base_swa, default the others'; the file's scaling, YaRN included, applies to both),
+// heads as wide as the rotated dims (the reference sizes q/k/v by rope.dimension_count), the
+// clamped SwiGLU of the experts.
+Status read_gpt_oss_hparams(const gguf::GgufFile& f, ModelHparams& hp, int64_t n_block) {
+  const std::string& a = hp.arch_name;
+  constexpr int64_t kBig = int64_t(1) << 31;
+  hp.ffn_act = FfnAct::kSwigluOai;
+  if (hp.n_rot != hp.head_dim) {
+    return unsupported(a + ": rope.dimension_count " + std::to_string(hp.n_rot) + " differs from the head size " +
+                       std::to_string(hp.head_dim) + " (the reference takes the rotated dims as the head size)");
+  }
+  LOOM_ASSIGN_OR_RETURN(int64_t swa, arch_int(f, a, "attention.sliding_window", std::nullopt, 1, kBig));
+  hp.swa_window = int(swa);
+  hp.swa_pattern = 0;
+  hp.swa_layer.assign(size_t(hp.n_layer), 0);
+  const std::string pkey = a + ".attention.sliding_window_pattern";
+  if (Expected<const gguf::Array*> pat = f.get_array(pkey); pat) {
+    if (!((*pat)->is_numeric() || (*pat)->elem_type == gguf::ValueType::kBool) || (*pat)->count != uint64_t(n_block)) {
+      return corrupt(pkey + " must be a number or an array of " + std::to_string(n_block) + " flags (one per layer)");
+    }
+    for (int64_t il = 0; il < hp.n_layer; ++il) hp.swa_layer[size_t(il)] = (*pat)->int_at(uint64_t(il)) != 0;
+  } else {
+    LOOM_ASSIGN_OR_RETURN(int64_t n_pattern, arch_int(f, a, "attention.sliding_window_pattern", 2, 0, 1 << 16));
+    for (int64_t il = 0; il < hp.n_layer; ++il) {
+      hp.swa_layer[size_t(il)] = n_pattern == 0 || il % n_pattern < n_pattern - 1;
+    }
+  }
+  LOOM_ASSIGN_OR_RETURN(double base_swa, f.get_float_or(a + ".rope.freq_base_swa", double(hp.rope_freq_base)));
+  if (!(base_swa > 0) || !std::isfinite(base_swa)) return corrupt(a + ".rope.freq_base_swa must be positive");
+  hp.rope_freq_base_swa = float(base_swa);
+  return Status::ok();
+}
+
 // The mixture-of-experts keys, with the reference's per-architecture rules: which architectures
 // take experts, the expert width's default, the gating, whether the chosen weights are normalised.
 Status read_moe_hparams(const gguf::GgufFile& f, ModelHparams& hp, int64_t n_block) {
   const std::string& a = hp.arch_name;
   LOOM_ASSIGN_OR_RETURN(hp.n_expert, arch_int(f, a, "expert_count", 0, 0, 1 << 12));
-  const bool moe_name = a == "qwen3moe" || a == "qwen35moe" || a == "lfm2moe" || a == "granitemoe" || a == "olmoe";
+  const bool moe_name =
+      a == "qwen3moe" || a == "qwen35moe" || a == "lfm2moe" || a == "granitemoe" || a == "olmoe" || a == "gpt-oss";
   if (hp.n_expert == 0) {
     if (moe_name) return corrupt(a + ": expert_count is missing or 0 (a mixture-of-experts architecture needs experts)");
     return Status::ok();
@@ -319,11 +356,12 @@ Status read_moe_hparams(const gguf::GgufFile& f, ModelHparams& hp, int64_t n_blo
     LOOM_ASSIGN_OR_RETURN(int64_t groups, arch_int(f, a, "expert_group_count", 0, 0, 1 << 12));
     if (groups > 1) return unsupported(a + ": grouped expert selection (expert_group_count " + std::to_string(groups) + ") is not supported");
   }
-  // The experts' width: qwen3moe / qwen35moe default to n_ff / n_expert_used, lfm2moe requires the
-  // key; the llama, olmoe and granite loaders size experts by feed_forward_length.
-  const bool own_width = a == "qwen3moe" || a == "qwen35moe" || a == "lfm2moe";
+  // The experts' width: qwen3moe / qwen35moe default to n_ff / n_expert_used, lfm2moe and gpt-oss
+  // require the key; the llama, olmoe and granite loaders size experts by feed_forward_length.
+  const bool own_width = a == "qwen3moe" || a == "qwen35moe" || a == "lfm2moe" || a == "gpt-oss";
   if (own_width) {
-    const std::optional<int64_t> def = a == "lfm2moe" ? std::nullopt : std::optional<int64_t>(hp.n_ff / hp.n_expert_used);
+    const std::optional<int64_t> def =
+        a == "lfm2moe" || a == "gpt-oss" ? std::nullopt : std::optional<int64_t>(hp.n_ff / hp.n_expert_used);
     LOOM_ASSIGN_OR_RETURN(hp.n_ff_exp, arch_int(f, a, "expert_feed_forward_length", def, 1, 1 << 24));
   } else {
     hp.n_ff_exp = hp.n_ff;
@@ -341,7 +379,13 @@ Status read_moe_hparams(const gguf::GgufFile& f, ModelHparams& hp, int64_t n_blo
     }
     hp.expert_gating = ExpertGating(gating);
   }
-  hp.expert_weights_norm = a != "olmoe";  // the reference's fixed choice per architecture
+  if (a == "gpt-oss") {
+    // The reference's fixed choice: experts picked by the raw (biased) router logits, weighed by a
+    // softmax over the chosen ones, not renormalised.
+    hp.expert_gating = ExpertGating::kSoftmaxChosen;
+    hp.n_ff = std::max(hp.n_ff, hp.n_ff_exp);  // feed_forward_length is optional there
+  }
+  hp.expert_weights_norm = a != "olmoe" && a != "gpt-oss";  // the reference's fixed choice per architecture
   return Status::ok();
 }
 
@@ -368,14 +412,14 @@ Expected<ModelHparams> read_hparams(const gguf::GgufFile& f) {
       // Mixture-of-experts variants: their dense family's traits plus the expert FFN.
       {"qwen3moe", Arch::kQwen3, ops::RopeMode::kNeox},     {"qwen35moe", Arch::kQwen35, ops::RopeMode::kNeox},
       {"lfm2moe", Arch::kLfm2, ops::RopeMode::kNeox},       {"granitemoe", Arch::kGranite, ops::RopeMode::kNormal},
-      {"olmoe", Arch::kLlama, ops::RopeMode::kNeox},
+      {"olmoe", Arch::kLlama, ops::RopeMode::kNeox},        {"gpt-oss", Arch::kGptOss, ops::RopeMode::kNeox},
   };
   const Family* fam = nullptr;
   for (const Family& f : kFamilies) {
     if (a == f.name) fam = &f;
   }
   if (!fam) {
-    return unsupported("architecture '" + a + "' is not supported (supported: llama, qwen2, qwen3, qwen3moe, qwen35, qwen35moe, phi3, gemma, gemma2, gemma3, gemma3n, gemma4, bert, nomic-bert, mamba, mamba2, t5, t5encoder, granite, granitemoe, granitehybrid, lfm2, lfm2moe, mistral3, olmoe, smollm3)");
+    return unsupported("architecture '" + a + "' is not supported (supported: llama, qwen2, qwen3, qwen3moe, qwen35, qwen35moe, phi3, gemma, gemma2, gemma3, gemma3n, gemma4, gpt-oss, bert, nomic-bert, mamba, mamba2, t5, t5encoder, granite, granitemoe, granitehybrid, lfm2, lfm2moe, mistral3, olmoe, smollm3)");
   }
   hp.arch = fam->arch;
   hp.rope_mode = fam->rope;
@@ -409,7 +453,9 @@ Expected<ModelHparams> read_hparams(const gguf::GgufFile& f) {
       hp.n_ff = std::max(hp.n_ff, v);
     }
   } else {
-    LOOM_ASSIGN_OR_RETURN(hp.n_ff, arch_int(f, a, "feed_forward_length", std::nullopt, 1, 1 << 24));
+    // gpt-oss's FFN is all experts: the key is optional there (n_ff then follows the experts' width).
+    const std::optional<int64_t> ff_default = hp.arch == Arch::kGptOss ? std::optional<int64_t>(1) : std::nullopt;
+    LOOM_ASSIGN_OR_RETURN(hp.n_ff, arch_int(f, a, "feed_forward_length", ff_default, 1, 1 << 24));
   }
   LOOM_ASSIGN_OR_RETURN(hp.n_ctx_train, arch_int(f, a, "context_length", 2048, 1, kBig));
   const int64_t default_head_dim = hp.n_embd % hp.n_head == 0 ? hp.n_embd / hp.n_head : 0;
@@ -575,6 +621,7 @@ Expected<ModelHparams> read_hparams(const gguf::GgufFile& f) {
       hp.attn_output_gate = true;
       LOOM_RETURN_IF_ERROR(read_delta_net_hparams(f, hp, n_block));
       break;
+    case Arch::kGptOss: LOOM_RETURN_IF_ERROR(read_gpt_oss_hparams(f, hp, n_block)); break;
     case Arch::kPhi3:
     case Arch::kMamba:
     case Arch::kMamba2: break;

@@ -23,6 +23,7 @@ enum class Arch {
   kGemma4,         // Gemma 4: sliding/global layers of different head sizes, shared-KV layers, per-layer embeddings
   kMistral3,       // Ministral 3: llama with YaRN and attention temperature scaling
   kGemma3n,        // Gemma 3n: AltUp streams, Laurel, per-layer embeddings, activation sparsity (forward_gemma3n.cpp)
+  kGptOss,         // gpt-oss: sliding / full layers in turn, attention sinks, biased experts with a clamped SwiGLU
 };
 // <arch>.rope.scaling.type (llama.cpp's default when absent: linear, a no-op at factor 1).
 enum class RopeScalingKind : uint8_t { kNone, kLinear, kYarn, kLongRope };
@@ -34,7 +35,10 @@ enum class RecurrentMixer : uint8_t {
   kShortConv,  // lfm2: y = C ⊙ conv(B ⊙ x), no state beyond the conv's
   kDeltaNet,   // qwen35: gated delta rule over a [head_v][head_k] matrix per head
 };
-enum class FfnAct { kSilu, kGelu };
+// kSwigluOai: gpt-oss's clamped SwiGLU (ops::swiglu_oai_inplace with alpha 1.702, limit 7).
+enum class FfnAct { kSilu, kGelu, kSwigluOai };
+inline constexpr float kSwigluOaiAlpha = 1.702f;  // the reference's fixed values
+inline constexpr float kSwigluOaiLimit = 7.0f;
 // How a mixture-of-experts router turns its logits into expert weights (llama.cpp's
 // <arch>.expert_gating_func values 1-3): softmax over all experts, a sigmoid per expert, or the raw
 // logits chosen and then a softmax over the chosen ones (gpt-oss).
@@ -124,6 +128,7 @@ struct ModelHparams {
   int swa_pattern = 0;             // layer il uses SWA when il % pattern < pattern - 1
   std::vector<uint8_t> swa_layer;  // gemma4: per layer, 1 for a sliding layer (overrides swa_pattern)
   float rope_freq_base_swa = 0.0f; // gemma3: SWA layers rotate with this base (and scale 1); 0: same as others
+                                   // (gpt-oss: with this base and the file's scaling, YaRN included)
   float norm_eps = 1e-12f;         // LayerNorm epsilon (BERT)
 
   // Selective state-space blocks (mamba: Mamba-1, mamba2 and granitehybrid's recurrent layers:

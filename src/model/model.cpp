@@ -342,6 +342,16 @@ Status bind_moe_ffn(Binder& b, const gguf::GgufFile& file, const ModelHparams& h
   }
   l.ffn_down_exps = b.matrix3(p + "ffn_down_exps.weight", F, E, X);
   if (hp.arch == Arch::kLfm2) l.ffn_exp_probs_b = b.vector(p + "exp_probs_b.bias", X);
+  if (hp.arch == Arch::kGptOss) {
+    l.ffn_gate_inp_b = b.vector(p + "ffn_gate_inp.bias", X);
+    l.ffn_gate_exps_b = b.floats(p + "ffn_gate_exps.bias", {F, X}, !l.gate_up_fused);
+    l.ffn_up_exps_b = b.floats(p + "ffn_up_exps.bias", {F, X}, !l.gate_up_fused);
+    l.ffn_down_exps_b = b.floats(p + "ffn_down_exps.bias", {E, X});
+    if (l.gate_up_fused && b.status().is_ok()) {
+      return unsupported("gpt-oss: fused ffn_gate_up_exps (" + p + "ffn_gate_up_exps.weight) is not supported: the "
+                         "reference loads separate gate and up stacks with their biases");
+    }
+  }
   if (hp.n_ff_shexp > 0) {
     const int64_t S = hp.n_ff_shexp;
     l.ffn_gate_shexp = b.matrix(p + "ffn_gate_shexp.weight", E, S);
@@ -478,6 +488,18 @@ Status Model::bind_decoder() {
                              (hp.arch == Arch::kGraniteHybrid && file_.find_tensor(p + "attn_qkv.weight"));
       b.qkv(p, fused_qkv, E, Q, KV, l);
       l.wo = b.matrix(p + "attn_output.weight", Q, E);
+      if (hp.arch == Arch::kGptOss) {
+        // q/k/v biases optional (all three or none), the output's bias and the sinks required.
+        l.bq = b.vector(p + "attn_q.bias", Q, /*required=*/false);
+        l.bk = b.vector(p + "attn_k.bias", KV, /*required=*/l.bq != nullptr);
+        l.bv = b.vector(p + "attn_v.bias", KV, /*required=*/l.bq != nullptr);
+        if (b.status().is_ok() && !l.bq && (file_.find_tensor(p + "attn_k.bias") || file_.find_tensor(p + "attn_v.bias"))) {
+          return unsupported("gpt-oss: " + p + "attn_k.bias / attn_v.bias without attn_q.bias (loom adds the three "
+                             "biases together)");
+        }
+        l.bo = b.vector(p + "attn_output.bias", E);
+        l.attn_sinks = b.vector(p + "attn_sinks.weight", hp.n_head);
+      }
       if (hp.qkv_bias) {
         l.bq = b.vector(p + "attn_q.bias", Q);
         l.bk = b.vector(p + "attn_k.bias", KV);
@@ -492,8 +514,10 @@ Status Model::bind_decoder() {
         l.post_ffn_norm = b.vector(p + "post_ffw_norm.weight", E);
       }
     }
-    // qwen35 names the FFN's norm after attention (post_attention_norm; no norm follows the FFN).
-    l.ffn_norm = b.vector(p + (hp.arch == Arch::kQwen35 ? "post_attention_norm.weight" : "ffn_norm.weight"), E);
+    // qwen35 and gpt-oss name the FFN's norm after attention (post_attention_norm; no norm follows
+    // the FFN).
+    const bool ffn_norm_post_attn = hp.arch == Arch::kQwen35 || hp.arch == Arch::kGptOss;
+    l.ffn_norm = b.vector(p + (ffn_norm_post_attn ? "post_attention_norm.weight" : "ffn_norm.weight"), E);
     const int64_t F = hp.n_ff_at(il);
     if (hp.layer_is_moe(il)) {
       LOOM_RETURN_IF_ERROR(bind_moe_ffn(b, file_, hp, p, l));

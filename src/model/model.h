@@ -28,7 +28,8 @@ struct LayerWeights {
   const float* bq = nullptr;         // [n_embd_q] biases (qwen2, BERT)
   const float* bk = nullptr;         // [n_embd_kv]
   const float* bv = nullptr;         // [n_embd_kv]
-  const float* bo = nullptr;         // [n_embd] (BERT)
+  const float* bo = nullptr;         // [n_embd] (BERT, gpt-oss)
+  const float* attn_sinks = nullptr; // [n_head] a learned logit per head in the softmax's sum (gpt-oss)
   const float* q_norm = nullptr;     // [head_dim] per-head RMSNorm of q (qwen3)
   const float* k_norm = nullptr;     // [head_dim]
   const float* post_attn_norm = nullptr;  // [n_embd] (gemma2)
@@ -52,6 +53,12 @@ struct LayerWeights {
   TensorView ffn_up_exps;
   TensorView ffn_down_exps;
   const float* ffn_exp_probs_b = nullptr;
+  // gpt-oss's biases: the router's [n_expert] (added to its logits), each expert's gate and up
+  // [n_expert][n_ff_exp] and down [n_expert][n_embd] (expert e's row e).
+  const float* ffn_gate_inp_b = nullptr;
+  const float* ffn_gate_exps_b = nullptr;
+  const float* ffn_up_exps_b = nullptr;
+  const float* ffn_down_exps_b = nullptr;
   TensorView ffn_gate_shexp;
   TensorView ffn_up_shexp;
   TensorView ffn_down_shexp;

@@ -87,6 +87,26 @@ void attn_finish(float* acc, double l, int head_dim) {
   }
 }
 
+void attn_finish_sink(float* acc, float m, double l, float sink, int head_dim) {
+  if (!(l > 0) || sink == -std::numeric_limits<float>::infinity()) {
+    attn_finish(acc, l, head_dim);
+    return;
+  }
+  // Both frames: relative to m while the sink is not larger (exp(sink - m) <= 1), else relative to
+  // the sink, so that no exponential overflows.
+  double inv;
+  if (sink <= m) {
+    inv = 1.0 / (l + std::exp(double(sink) - double(m)));
+  } else {
+    const double f = std::exp(double(m) - double(sink));
+    inv = f / (l * f + 1.0);
+  }
+  const float s = float(inv);
+  for (int d0 = 0; d0 < head_dim; d0 += 8) {
+    for (int d = d0; d < d0 + 8; ++d) acc[d] = acc[d] * s + 0.0f;
+  }
+}
+
 }  // namespace detail
 
 namespace {
@@ -232,7 +252,8 @@ void merge_partials(const AttentionParams& p, const Plan& pl, const SplitTile* s
       for (int k = 0; k < splits[s].n_ranges; ++k) {
         detail::attn_fold(o, &gm, &gl, base + (size_t(k) * rows + size_t(rr)) * pstride, D);
       }
-      detail::attn_finish(o, gl, D);
+      if (p.sinks) detail::attn_finish_sink(o, gm, gl, p.sinks[h], D);
+      else detail::attn_finish(o, gl, D);
     }
   }
 }
@@ -328,6 +349,30 @@ void attention(ThreadPool& pool, const AttentionParams& p, const float* q, float
 }
 
 namespace ref {
+namespace {
+
+// softmax_inplace with exp(sink) in the sum (ggml's soft_max with sinks): the max taken over the
+// row and the sink, -inf entries 0, a row without a visible entry all 0.
+void softmax_with_sink(float* x, int n, float sink) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  float mx = kNegInf;
+  for (int i = 0; i < n; ++i) mx = std::max(mx, x[i]);
+  if (mx == kNegInf) {
+    std::fill(x, x + n, 0.0f);
+    return;
+  }
+  const float m = std::max(mx, sink);
+  double sum = sink == kNegInf ? 0.0 : double(std::exp(sink - m));
+  for (int i = 0; i < n; ++i) {
+    const float e = x[i] == kNegInf ? 0.0f : std::exp(x[i] - m);
+    x[i] = e;
+    sum += e;
+  }
+  const float inv = float(1.0 / sum);
+  for (int i = 0; i < n; ++i) x[i] *= inv;
+}
+
+}  // namespace
 
 void attention(ThreadPool& pool, const AttentionParams& p, const float* q, float* out, void* scratch) {
   const int group = p.n_head / p.n_head_kv;
@@ -367,7 +412,8 @@ void attention(ThreadPool& pool, const AttentionParams& p, const float* q, float
         if (p.pos_bucket) sc += p.pos_bias[size_t(p.pos_bucket[int64_t(t) * p.n_kv + c]) * size_t(p.n_head) + size_t(h)];
         s.scores[c] = sc + mrow[c];
       }
-      softmax_inplace(s.scores, p.n_kv);
+      if (p.sinks) softmax_with_sink(s.scores, p.n_kv, p.sinks[h]);
+      else softmax_inplace(s.scores, p.n_kv);
       float* o = out + item * p.head_dim;
       std::memset(o, 0, sizeof(float) * size_t(p.head_dim));
       for (int c = 0; c < p.n_kv; ++c) {

@@ -42,6 +42,10 @@ struct AttentionParams {
   // of column c (after the scale, before the mask; T5 uses scale 1).
   const int32_t* pos_bucket = nullptr;  // [n_tokens][n_kv]
   const float* pos_bias = nullptr;      // [n_buckets][n_head]
+  // Attention sinks (gpt-oss): head h's softmax denominator also counts exp(sinks[h]), a learned
+  // logit with no value row, so the weights of the visible cells sum to less than 1. -inf: none.
+  // A row that sees no cell stays all zeros.
+  const float* sinks = nullptr;         // [n_head]
 };
 
 // The standard ALiBi slopes for n_head heads with the given maximum bias (8 in the papers):
@@ -54,7 +58,7 @@ size_t attention_scratch_bytes(int n_tokens, int n_kv, int head_dim, TensorType 
 
 // q [n_tokens][n_head][head_dim] -> out [n_tokens][n_head][head_dim]: for each token t and head h,
 // out = softmax_c(score(t, h, c)) . V[cell(c)][h / group] over the columns c with
-// mask[t][c] != -inf, score = dot(q, K[cell(c)][h / group]) * scale (softcap, ALiBi, position bias, + mask),
+// mask[t][c] != -inf (with sinks: exp(sinks[h]) joins the softmax's sum), score = dot(q, K[cell(c)][h / group]) * scale (softcap, ALiBi, position bias, + mask),
 // where q is first rounded to quant::vec_dot_type(k_type) as quant::vec_dot expects. A row that
 // sees no cell is all zeros. Hidden cells' K/V are never read. scratch:
 // attention_scratch_bytes(..., pool.size()).

@@ -64,6 +64,9 @@ inline size_t attn_partial_row_floats(int head_dim) { return (size_t(head_dim) +
 void attn_fold(float* g, float* gm, double* gl, const float* r, int head_dim);
 // acc *= 1 / l in place (all zeros when l == 0: the row saw no cell).
 void attn_finish(float* acc, double l, int head_dim);
+// The same with an attention sink: the softmax's sum also counts exp(sink - m) (m the row's running
+// max, the frame of acc and l); a sink of -inf gives attn_finish's result bit for bit.
+void attn_finish_sink(float* acc, float m, double l, float sink, int head_dim);
 
 // Bytes of per-thread scratch a tile kernel needs (independent of n_kv).
 size_t attn_tile_scratch_bytes(int head_dim);

@@ -908,7 +908,10 @@ HWY_NOINLINE void TileImpl(const AttentionParams& p, const float* q, float* out,
     }
   } else {
     // Rows that saw no cell become 0, the reference's output for them.
-    for (int rr = 0; rr < RT; ++rr) attn_finish(orow[rr], gl[rr], D_);
+    for (int rr = 0; rr < RT; ++rr) {
+      if (p.sinks) attn_finish_sink(orow[rr], gm[rr], gl[rr], p.sinks[heads[rr]], D_);
+      else attn_finish(orow[rr], gl[rr], D_);
+    }
   }
 }
 

@@ -41,6 +41,10 @@ void scale_inplace(float* x, float s, int64_t n);
 float silu(float x);
 // gate[i] = silu(gate[i]) * up[i]  (SwiGLU; vectorised, agrees with silu() to ~1e-7 relative)
 void swiglu_inplace(float* gate, const float* up, int64_t n);
+// gpt-oss's clamped SwiGLU: with g = min(gate[i], limit) and u = clamp(up[i], -limit, limit),
+// gate[i] = g · σ(alpha · g) · (u + 1). The gate is clamped from above only, the up value both
+// ways; NaN passes through. gpt-oss uses alpha 1.702, limit 7.
+void swiglu_oai_inplace(float* gate, const float* up, int64_t n, float alpha, float limit);
 // In-place softmax over n values; -inf entries become 0. Returns the max.
 float softmax_inplace(float* x, int64_t n);
 

@@ -107,6 +107,8 @@ TEST_P(ArchGolden, TwoPromptsInOneBatchMatchLlamaCpp) {
 // 16-token window six times. The mixture-of-experts files (8 experts, 2 chosen): F16 K/V goldens
 // except qwen3moe, olmoe and mixtral, whose routers sit close enough to a tie on some token that llama.cpp's
 // F16 rounding of the attention probabilities moves the steps past 1e-3: F32 K/V there.
+// gpt-oss (8 experts, 4 chosen, sinks, sliding window 8 on layers 0 and 2): F32 K/V, its F32 file
+// and the same values with MXFP4 expert stacks.
 INSTANTIATE_TEST_SUITE_P(OwnData, ArchGolden,
                          ::testing::Values("synth-qwen3-tiny-f32", "synth-gemma-tiny-f32", "synth-gemma3-tiny-f32",
                                            "synth-phi3-longrope-tiny-f32", "synth-phi3-longrope-short-tiny-f32",
@@ -115,7 +117,8 @@ INSTANTIATE_TEST_SUITE_P(OwnData, ArchGolden,
                                            "synth-qwen35-tiny-f32", "synth-gemma4-tiny-f32", "synth-mistral3-tiny-f32",
                                            "synth-gemma3n-tiny-f32", "synth-qwen3moe-tiny-f32", "synth-olmoe-tiny-f32",
                                            "synth-mixtral-tiny-f32", "synth-qwen35moe-tiny-f32", "synth-lfm2moe-tiny-f32",
-                                           "synth-granitemoe-tiny-f32", "synth-granitehybridmoe-tiny-f32"),
+                                           "synth-granitemoe-tiny-f32", "synth-granitehybridmoe-tiny-f32",
+                                           "synth-gpt-oss-tiny-f32", "synth-gpt-oss-tiny-mxfp4"),
                          [](const auto& info) { return param_name(info.param); });
 
 }  // namespace

@@ -3,13 +3,22 @@
 // the hyperparameters and bindings of the MoE synthetic files (tests/data/synth-*moe*-tiny-f32,
 // synth-mixtral-tiny-f32; goldens from real llama.cpp in test_arch_golden), the decode bytes that
 // count only the chosen experts, and refusals of inconsistent files naming the key or tensor.
+// gpt-oss (synth-gpt-oss-tiny-{f32,mxfp4}): its clamped SwiGLU and attention sinks against values
+// worked out here, its hyperparameters, bindings and refusals, sequence edits and the K-shift over
+// its sliding layers, and `loom quantize`'s MXFP4_MOE mix of it.
 #include "model_test_util.h"
 
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <random>
 
+#include "base/threadpool.h"
 #include "gguf/gguf_writer.h"
 #include "model/forward_internal.h"
+#include "model/quantize_model.h"
+#include "ops/attention.h"
+#include "ops/ops.h"
 
 namespace loom::test {
 namespace {
@@ -242,6 +251,350 @@ TEST(MoeModels, NaNRouterWeightsDecodeWithoutCrashing) {
   const std::vector<int32_t> ids = {1, 403, 407, 261, 378};
   EXPECT_TRUE(ctx->decode(Batch::from_tokens(ids, 0)).is_ok());
   EXPECT_TRUE(ctx->logits(-1).has_value());
+}
+
+// ---- gpt-oss ----------------------------------------------------------------------------------
+
+TEST(MoeGptOss, SwigluOaiClampsAsTheReference) {
+  // out = g·σ(1.702·g)·(u + 1) with g = min(gate, 7), u = clamp(up, -7, 7), worked out in double.
+  auto want = [](double g, double u) {
+    g = std::min(g, 7.0);
+    u = std::clamp(u, -7.0, 7.0);
+    return g / (1.0 + std::exp(-1.702 * g)) * (u + 1.0);
+  };
+  const std::vector<float> gate = {0.0f, 1.0f, -1.0f, 6.5f, 7.0f, 7.5f, 100.0f, -10.0f, -100.0f, 3.0f, 3.0f, 3.0f, 2.0f};
+  const std::vector<float> up = {0.0f, 0.5f, 2.0f, -3.0f, 9.0f, -9.0f, 50.0f, 1.0f, 1.0f, 7.0f, -7.5f, -1.0f, 1e30f};
+  std::vector<float> out = gate;
+  ops::swiglu_oai_inplace(out.data(), up.data(), int64_t(out.size()), kSwigluOaiAlpha, kSwigluOaiLimit);
+  for (size_t i = 0; i < gate.size(); ++i) {
+    const double w = want(gate[i], up[i]);
+    EXPECT_NEAR(out[i], w, 1e-6 * std::max(1.0, std::fabs(w))) << "gate " << gate[i] << " up " << up[i];
+  }
+  // The clamps by hand: a gate above 7 counts as 7 (7.5 and 100 alike), an up value beyond ±7 as
+  // ±7; the gate is not clamped from below (-10 gives -10·σ(-17.02)·2, not -7·…).
+  EXPECT_EQ(out[5], out[4] * float((-7.0 + 1.0) / (7.0 + 1.0)));
+  EXPECT_NEAR(out[6], 7.0 / (1.0 + std::exp(-1.702 * 7.0)) * 8.0, 1e-5);
+  EXPECT_NEAR(out[7], -10.0 / (1.0 + std::exp(17.02)) * 2.0, 1e-12);
+  EXPECT_EQ(out[9], out[10] * float(8.0 / -6.0));
+  EXPECT_EQ(out[11], 0.0f);  // up = -1: u + 1 = 0
+  // NaN passes through (no crash, no clamp to a number).
+  std::vector<float> g = {std::numeric_limits<float>::quiet_NaN(), 1.0f}, u = {1.0f, std::numeric_limits<float>::quiet_NaN()};
+  ops::swiglu_oai_inplace(g.data(), u.data(), 2, kSwigluOaiAlpha, kSwigluOaiLimit);
+  EXPECT_TRUE(std::isnan(g[0]) && std::isnan(g[1]));
+}
+
+TEST(MoeGptOss, RoutingIsASoftmaxOverTheChosenBiasedLogits) {
+  // gpt-oss adds the router bias to the logits (the forward does, before route_tokens), chooses the
+  // 4 largest biased logits and weighs them by a softmax over those 4, not renormalised, unscaled.
+  auto m = load("gpt-oss");
+  ASSERT_TRUE(m);
+  const ModelHparams& hp = m->hparams();
+  ASSERT_EQ(hp.expert_gating, ExpertGating::kSoftmaxChosen);
+  ASSERT_FALSE(hp.expert_weights_norm);
+  ASSERT_EQ(hp.expert_weights_scale, 0.0f);
+  ModelHparams r = router(8, 4, hp.expert_gating, hp.expert_weights_norm);
+  const std::vector<float> raw = {0.1f, 2.0f, -1.0f, 0.5f, 1.5f, 0.0f, -3.0f, 1.0f};
+  const std::vector<float> bias = {1.0f, -1.5f, 0.0f, 0.0f, 0.0f, 2.0f, 0.0f, 0.25f};
+  std::vector<float> logits(8);
+  for (size_t e = 0; e < 8; ++e) logits[e] = raw[e] + bias[e];  // {1.1, 0.5, -1, 0.5, 1.5, 2, -3, 1.25}
+  std::vector<int32_t> chosen(4);
+  std::vector<float> w(4);
+  detail::route_tokens(r, nullptr, logits.data(), 1, chosen.data(), w.data());
+  EXPECT_EQ(chosen, (std::vector<int32_t>{5, 4, 7, 0}));
+  const double z = std::exp(2.0) + std::exp(1.5) + std::exp(1.25) + std::exp(1.1);
+  EXPECT_NEAR(w[0], std::exp(2.0) / z, 1e-6);
+  EXPECT_NEAR(w[1], std::exp(1.5) / z, 1e-6);
+  EXPECT_NEAR(w[2], std::exp(1.25) / z, 1e-6);
+  EXPECT_NEAR(w[3], std::exp(1.1) / z, 1e-6);
+}
+
+// One attention problem over F32 K/V: n_tok tokens (causal over the last n_tok of n_kv cells, or
+// token 0 seeing every cell), random values.
+struct SinkProblem {
+  int n_tok, n_kv, H = 4, Hkv = 2, D = 16;
+  std::vector<float> q, k, v, mask;
+  std::vector<int32_t> groups;
+  ops::AttentionParams p;
+  SinkProblem(int n_tok_, int n_kv_, uint32_t seed) : n_tok(n_tok_), n_kv(n_kv_) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    auto fill = [&](std::vector<float>& x, size_t n) {
+      x.resize(n);
+      for (float& f : x) f = nd(rng);
+    };
+    fill(q, size_t(n_tok * H * D));
+    fill(k, size_t(n_kv * Hkv * D));
+    fill(v, size_t(n_kv * Hkv * D));
+    mask.assign(size_t(n_tok * n_kv), 0.0f);
+    for (int t = 0; t < n_tok; ++t) {
+      for (int c = n_kv - n_tok + t + 1; c < n_kv; ++c) mask[size_t(t * n_kv + c)] = -std::numeric_limits<float>::infinity();
+    }
+    groups.assign(size_t(n_tok), 0);
+    p.n_tokens = n_tok;
+    p.n_head = H;
+    p.n_head_kv = Hkv;
+    p.head_dim = D;
+    p.n_kv = n_kv;
+    p.k_type = p.v_type = TensorType::F32;
+    p.k = k.data();
+    p.v = v.data();
+    p.k_row_bytes = p.v_row_bytes = sizeof(float) * size_t(Hkv * D);
+    p.mask = mask.data();
+    p.prefix_group = groups.data();
+    p.scale = 1.0f / std::sqrt(float(D));
+  }
+  std::vector<float> run(const float* sinks, bool reference) const {
+    ops::AttentionParams a = p;
+    a.sinks = sinks;
+    ThreadPool pool(2);
+    std::vector<uint8_t> scratch(ops::attention_scratch_bytes(n_tok, n_kv, D, a.k_type, pool.size()));
+    std::vector<float> out(size_t(n_tok * H * D));
+    if (reference) ops::ref::attention(pool, a, q.data(), out.data(), scratch.data());
+    else ops::attention(pool, a, q.data(), out.data(), scratch.data());
+    return out;
+  }
+  // softmax over the visible cells and the sink (no value), worked out in double.
+  std::vector<double> want(const float* sinks) const {
+    std::vector<double> out(size_t(n_tok * H * D), 0.0);
+    for (int t = 0; t < n_tok; ++t) {
+      for (int h = 0; h < H; ++h) {
+        const int kvh = h / (H / Hkv);
+        std::vector<double> s;
+        std::vector<int> cells;
+        for (int c = 0; c < n_kv; ++c) {
+          if (std::isinf(mask[size_t(t * n_kv + c)])) continue;
+          double d = 0;
+          for (int i = 0; i < D; ++i) d += double(q[size_t((t * H + h) * D + i)]) * k[size_t((c * Hkv + kvh) * D + i)];
+          s.push_back(d * p.scale);
+          cells.push_back(c);
+        }
+        double mx = sinks ? double(sinks[h]) : -INFINITY;
+        for (double x : s) mx = std::max(mx, x);
+        double z = sinks ? std::exp(double(sinks[h]) - mx) : 0.0;
+        for (double x : s) z += std::exp(x - mx);
+        for (size_t j = 0; j < s.size(); ++j) {
+          const double wj = std::exp(s[j] - mx) / z;
+          for (int i = 0; i < D; ++i) out[size_t((t * H + h) * D + i)] += wj * v[size_t((cells[j] * Hkv + kvh) * D + i)];
+        }
+      }
+    }
+    return out;
+  }
+};
+
+TEST(MoeGptOss, AttentionSinksJoinTheSoftmaxSum) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> none = {-inf, -inf, -inf, -inf};
+  const std::vector<float> sinks = {-2.0f, 0.0f, 3.0f, 30.0f};
+  // Decode over few cells, over many (split ranges, merged), a prompt (tiles of several tokens).
+  for (const auto& [n_tok, n_kv] : {std::pair{1, 5}, std::pair{1, 700}, std::pair{6, 40}, std::pair{6, 600}}) {
+    SCOPED_TRACE(std::to_string(n_tok) + " tokens over " + std::to_string(n_kv) + " cells");
+    const SinkProblem pr(n_tok, n_kv, uint32_t(n_kv * 7 + n_tok));
+    for (bool reference : {false, true}) {
+      SCOPED_TRACE(reference ? "reference" : "fast path");
+      const std::vector<float> plain = pr.run(nullptr, reference);
+      // A sink of -inf is no sink: the same bits.
+      EXPECT_EQ(pr.run(none.data(), reference), plain);
+      const std::vector<float> got = pr.run(sinks.data(), reference);
+      const std::vector<double> want = pr.want(sinks.data()), want_plain = pr.want(nullptr);
+      for (size_t i = 0; i < got.size(); ++i) {
+        ASSERT_NEAR(got[i], want[i], 1e-5 * std::max(1.0, std::fabs(want_plain[i]))) << i;
+      }
+      // Every head's output shrinks by the sink's share of the sum; a sink of 30 leaves almost nothing.
+      for (int t = 0; t < n_tok; ++t) {
+        for (int h = 0; h < 4; ++h) {
+          double a = 0, b = 0;
+          for (int i = 0; i < 16; ++i) {
+            a += std::fabs(got[size_t((t * 4 + h) * 16 + i)]);
+            b += std::fabs(plain[size_t((t * 4 + h) * 16 + i)]);
+          }
+          EXPECT_LT(a, b) << "token " << t << " head " << h;
+          if (h == 3) EXPECT_LT(a, 1e-9 * b) << "token " << t;
+        }
+      }
+    }
+  }
+  // A row that sees no cell stays zero with a sink.
+  SinkProblem pr(1, 8, 5);
+  std::fill(pr.mask.begin(), pr.mask.end(), -inf);
+  for (bool reference : {false, true}) {
+    for (float x : pr.run(sinks.data(), reference)) EXPECT_EQ(x, 0.0f);
+  }
+}
+
+TEST(MoeGptOss, HyperparametersAndBindings) {
+  for (const char* name : {"gpt-oss", "gpt-oss-mxfp4"}) {
+    SCOPED_TRACE(name);
+    auto mm = Model::load(data_dir() + (std::string(name) == "gpt-oss" ? "/synth-gpt-oss-tiny-f32.gguf" : "/synth-gpt-oss-tiny-mxfp4.gguf"));
+    ASSERT_TRUE(mm.has_value()) << mm.status().message();
+    const auto& m = *mm;
+    const ModelHparams& hp = m->hparams();
+    EXPECT_EQ(hp.arch, Arch::kGptOss);
+    EXPECT_EQ(hp.rope_mode, ops::RopeMode::kNeox);
+    EXPECT_EQ(hp.n_expert, 8);
+    EXPECT_EQ(hp.n_expert_used, 4);
+    EXPECT_EQ(hp.n_ff_exp, 64);
+    EXPECT_EQ(hp.ffn_act, FfnAct::kSwigluOai);
+    EXPECT_EQ(hp.n_head * hp.head_dim, 128);  // wider than n_embd 64
+    // Even layers slide over 8 tokens, odd ones see everything; YaRN from the file.
+    EXPECT_EQ(hp.swa_window, 8);
+    for (int il = 0; il < 4; ++il) EXPECT_EQ(hp.is_swa_layer(il), il % 2 == 0) << il;
+    EXPECT_EQ(hp.rope_scaling, RopeScalingKind::kYarn);
+    EXPECT_EQ(hp.rope_freq_scale, 0.25f);
+    EXPECT_EQ(hp.n_ctx_orig_yarn, 32);
+    EXPECT_EQ(hp.rope_freq_base_swa, hp.rope_freq_base);
+    for (const LayerWeights& l : m->weights().layers) {
+      EXPECT_TRUE(l.bq && l.bk && l.bv && l.bo && l.attn_sinks);
+      EXPECT_TRUE(l.ffn_gate_inp_b && l.ffn_gate_exps_b && l.ffn_up_exps_b && l.ffn_down_exps_b);
+      EXPECT_TRUE(l.ffn_norm);  // post_attention_norm
+      EXPECT_EQ(l.post_attn_norm, nullptr);
+      EXPECT_EQ(l.ffn_up_exps.rows, 8 * 64);
+      EXPECT_EQ(l.ffn_down_exps.type, std::string(name) == "gpt-oss" ? TensorType::F32 : TensorType::MXFP4);
+    }
+    auto ctx = make_context(m);
+    ASSERT_TRUE(ctx);
+    EXPECT_EQ(ctx->params().yarn_ext_factor, 1.0f);
+  }
+}
+
+Status load_gpt_oss_changed(const std::function<void(gguf::GgufWriter&)>& change) { return load_changed("gpt-oss", change); }
+
+TEST(MoeGptOss, InconsistentFilesAreRefused) {
+  auto refused = [](const std::function<void(gguf::GgufWriter&)>& change, const std::string& says) {
+    const Status st = load_gpt_oss_changed(change);
+    EXPECT_FALSE(st.is_ok()) << says;
+    EXPECT_NE(st.message().find(says), std::string::npos) << st.message();
+  };
+  refused([](gguf::GgufWriter& w) { set_u32(w, "gpt-oss.expert_used_count", 9); }, "expert_used_count");
+  refused([](gguf::GgufWriter& w) { set_u32(w, "gpt-oss.expert_count", 16); }, "ffn_gate_inp");
+  refused([](gguf::GgufWriter& w) { w.remove("gpt-oss.expert_count"); }, "expert_count");
+  refused([](gguf::GgufWriter& w) { w.remove("gpt-oss.expert_feed_forward_length"); }, "expert_feed_forward_length");
+  refused([](gguf::GgufWriter& w) { set_u32(w, "gpt-oss.expert_feed_forward_length", 32); }, "_exps");
+  refused([](gguf::GgufWriter& w) { w.remove("gpt-oss.attention.sliding_window"); }, "sliding_window");
+  refused([](gguf::GgufWriter& w) { set_u32(w, "gpt-oss.rope.dimension_count", 8); }, "rope.dimension_count");
+  refused([](gguf::GgufWriter& w) { set_u32(w, "gpt-oss.attention.head_count", 4); }, "attn_q");
+  for (const char* t : {"blk.1.attn_sinks.weight", "blk.0.attn_output.bias", "blk.2.ffn_gate_inp.bias",
+                        "blk.3.ffn_gate_exps.bias", "blk.0.ffn_up_exps.bias", "blk.1.ffn_down_exps.bias",
+                        "blk.2.post_attention_norm.weight", "blk.0.attn_k.bias"}) {
+    refused([t](gguf::GgufWriter& w) { w.remove_tensor(t); }, t);
+  }
+  // A sink vector of the wrong length.
+  refused([](gguf::GgufWriter& w) {
+    w.remove_tensor("blk.0.attn_sinks.weight");
+    std::vector<uint8_t> b(4 * 4, 0);
+    ASSERT_TRUE(w.add_tensor("blk.0.attn_sinks.weight", TensorType::F32, {4}, b).is_ok());
+  }, "attn_sinks");
+  // Without q/k/v biases (optional in the reference, all three) the file loads.
+  EXPECT_TRUE(load_gpt_oss_changed([](gguf::GgufWriter& w) {
+    for (int il = 0; il < 4; ++il) {
+      for (const char* n : {"attn_q.bias", "attn_k.bias", "attn_v.bias"}) w.remove_tensor("blk." + std::to_string(il) + "." + n);
+    }
+  }).is_ok());
+}
+
+std::vector<float> feed(Context& ctx, const std::vector<int32_t>& ids, int pos0) {
+  Batch b;
+  for (size_t i = 0; i < ids.size(); ++i) b.add(ids[i], pos0 + int32_t(i), {0}, i + 1 == ids.size());
+  const Status st = ctx.decode(b);
+  EXPECT_TRUE(st.is_ok()) << st.message();
+  auto l = ctx.logits(-1);
+  return l ? std::vector<float>(l->begin(), l->end()) : std::vector<float>{};
+}
+
+std::unique_ptr<Context> f32_context(std::shared_ptr<const Model> m, bool swa_full = false) {
+  ContextParams cp;
+  cp.n_ctx = 512;
+  cp.n_batch = cp.n_ubatch = 512;
+  cp.n_threads = 2;
+  cp.type_k = cp.type_v = TensorType::F32;
+  cp.swa_full = swa_full;
+  auto ctx = Context::create(std::move(m), cp);
+  EXPECT_TRUE(ctx.has_value()) << ctx.status().message();
+  return ctx ? std::move(*ctx) : nullptr;
+}
+
+std::vector<int32_t> long_prompt(const Model& m) {
+  return m.vocab().tokenize("The quick brown fox jumps over the lazy dog because it wanted to see the big red ball", true, false);
+}
+
+// The K-shift turns every layer's K (sliding and full, YaRN's frequencies): a sequence decoded at
+// positions 50.. and shifted by -50 continues as one decoded from 0 (F32 K/V).
+TEST(MoeGptOss, KShiftOverSlidingAndFullLayers) {
+  auto m = load("gpt-oss");
+  ASSERT_TRUE(m);
+  const auto p = long_prompt(*m);
+  ASSERT_GT(p.size(), 12u);  // longer than the window
+  const std::vector<int32_t> head(p.begin(), p.end() - 1);
+  for (bool swa_full : {false, true}) {
+    SCOPED_TRACE(swa_full ? "swa_full" : "window cache");
+    auto shifted = f32_context(m, swa_full);
+    ASSERT_TRUE(shifted);
+    feed(*shifted, head, 50);
+    ASSERT_TRUE(shifted->seq_add(0, 0, -1, -50).is_ok());
+    const auto got = feed(*shifted, {p.back()}, int(p.size()) - 1);
+    auto fresh = f32_context(m, swa_full);
+    const auto want = feed(*fresh, p, 0);
+    EXPECT_LE(max_abs_diff(got, want), 1e-4f * max_abs(want));
+  }
+}
+
+// Removing a sequence's tail and decoding it again, token by token, gives the prompt's logits; the
+// sliding layers see only the last 8 positions either way.
+TEST(MoeGptOss, SequenceEditsAndDecodeMatchThePrompt) {
+  auto m = load("gpt-oss");
+  ASSERT_TRUE(m);
+  const auto p = long_prompt(*m);
+  auto fresh = f32_context(m);
+  const auto want = feed(*fresh, p, 0);
+  auto ctx = f32_context(m);
+  feed(*ctx, p, 0);
+  const int keep = int(p.size()) - 10;
+  ASSERT_TRUE(ctx->seq_rm(0, keep, -1).is_ok());
+  std::vector<float> got;
+  for (int i = keep; i < int(p.size()); ++i) got = feed(*ctx, {p[size_t(i)]}, i);
+  EXPECT_LE(max_abs_diff(got, want), 1e-4f * max_abs(want));
+}
+
+// `loom quantize` MXFP4_MOE: the expert stacks MXFP4, every other quantizable matrix Q8_0, the
+// router, norms, biases and sinks kept. The stacks are the bytes of the generator's MXFP4 file (the
+// same values through the same quantizer), so the result runs close to that file's model (Q8_0 in
+// place of its F32 attention and output).
+TEST(MoeGptOss, QuantizeMxfp4MoeMix) {
+  auto f = gguf::GgufFile::open(data_dir() + "/synth-gpt-oss-tiny-f32.gguf");
+  ASSERT_TRUE(f.has_value());
+  model::QuantizeParams qp;
+  qp.ftype = model::FileType::MOSTLY_MXFP4_MOE;
+  qp.n_threads = 2;
+  auto w = model::quantize_model(*f, qp);
+  ASSERT_TRUE(w.has_value()) << w.status().message();
+  auto g = gguf::GgufFile::from_bytes(w->to_bytes());
+  ASSERT_TRUE(g.has_value()) << g.status().message();
+  for (const auto& t : g->tensors()) {
+    const std::string n = t.name;
+    TensorType want = TensorType::F32;
+    if (n.find("_exps.weight") != std::string::npos) want = TensorType::MXFP4;
+    else if (n.find(".weight") != std::string::npos && n.find("norm") == std::string::npos &&
+             n.find("ffn_gate_inp") == std::string::npos && n.find("attn_sinks") == std::string::npos) want = TensorType::Q8_0;
+    EXPECT_EQ(t.type, want) << n;
+  }
+  auto mx = gguf::GgufFile::open(data_dir() + "/synth-gpt-oss-tiny-mxfp4.gguf");
+  ASSERT_TRUE(mx.has_value());
+  for (const auto& t : mx->tensors()) {
+    if (t.type != TensorType::MXFP4) continue;
+    const gguf::TensorInfo* o = g->find_tensor(t.name);
+    ASSERT_TRUE(o && o->nbytes == t.nbytes) << t.name;
+    EXPECT_EQ(std::memcmp(o->data, t.data, t.nbytes), 0) << t.name;
+  }
+  auto q = Model::from_gguf(std::move(*g));
+  ASSERT_TRUE(q.has_value()) << q.status().message();
+  auto rm = Model::load(data_dir() + "/synth-gpt-oss-tiny-mxfp4.gguf");
+  ASSERT_TRUE(rm.has_value());
+  auto ref = *rm;
+  const auto ids = long_prompt(*ref);
+  auto cq = f32_context(*q), cr = f32_context(ref);
+  const auto a = feed(*cq, ids, 0), b = feed(*cr, ids, 0);
+  EXPECT_LE(max_abs_diff(a, b), 0.15f * max_abs(b));  // 0.07 measured: routing near ties amplifies Q8_0's error
+  std::printf("MXFP4_MOE mix vs MXFP4 experts + F32: max|d|/max|logit| = %.3g\n", double(max_abs_diff(a, b) / max_abs(b)));
 }
 
 }  // namespace

@@ -14,15 +14,101 @@
 //                             (feed_forward_length 32) and an ungated shared expert of 32
 // Random weights (the given generator): routers N(0, 2/sqrt(n_embd)) so that the choice varies from
 // token to token, experts fan-in scaled.
+//
+// gpt-oss has no dense family in loom, so make_gpt_oss writes it from scratch with IN's tokenizer:
+// 4 layers (0 and 2 slide over a window of 8 tokens, 1 and 3 see everything), n_embd 64, 8 query
+// heads of 16 (Q = 128 wider than the model, as gpt-oss's) over 2 K/V heads, q/k/v and output
+// biases N(0, 0.1), attention sinks N(0, 1) per head, NEOX RoPE base 150000 with YaRN (factor 4
+// from an original context of 32), 8 experts of width 64 choosing 4 per token, router bias
+// N(0, 0.5), gate and up weights N(0, 2.5/sqrt(n_embd)) (so that the clamp of the SwiGLU at 7
+// bites on some values) with biases N(0, 0.5), down fan-in scaled with bias N(0, 0.1), untied
+// output. "gpt-oss-mxfp4" draws the same values and stores the three expert stacks as MXFP4.
 #include <cmath>
 #include <string>
 #include <vector>
 
 #include "make_arch_families.h"
+#include "quant/quant.h"
 
 namespace loom {
+namespace {
+
+Status make_gpt_oss(const gguf::GgufFile& in, gguf::GgufWriter& w, std::mt19937& rng, bool mxfp4) {
+  LOOM_ASSIGN_OR_RETURN(const int64_t V, clear_model(in, w));
+  const std::string a = "gpt-oss";
+  const int64_t E = 64, L = 4, H = 8, Hkv = 2, D = 16, X = 8, K = 4, Fe = 64, window = 8, orig = 32;
+  LOOM_RETURN_IF_ERROR(w.set_string("general.architecture", a));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".context_length", 4096));
+  if (mxfp4) {
+    w.remove("general.file_type");
+    LOOM_RETURN_IF_ERROR(w.set_u32("general.file_type", 38));  // MOSTLY_MXFP4_MOE, as llama-quantize names it
+  }
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".embedding_length", uint32_t(E)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".feed_forward_length", uint32_t(Fe)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".block_count", uint32_t(L)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.head_count", uint32_t(H)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.head_count_kv", uint32_t(Hkv)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.key_length", uint32_t(D)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.value_length", uint32_t(D)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".rope.dimension_count", uint32_t(D)));
+  LOOM_RETURN_IF_ERROR(w.set_f32(a + ".attention.layer_norm_rms_epsilon", 1e-5f));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.sliding_window", uint32_t(window)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".expert_count", uint32_t(X)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".expert_used_count", uint32_t(K)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".expert_feed_forward_length", uint32_t(Fe)));
+  LOOM_RETURN_IF_ERROR(w.set_f32(a + ".rope.freq_base", 150000.0f));
+  LOOM_RETURN_IF_ERROR(w.set_string(a + ".rope.scaling.type", "yarn"));
+  LOOM_RETURN_IF_ERROR(w.set_f32(a + ".rope.scaling.factor", 4.0f));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".rope.scaling.original_context_length", uint32_t(orig)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".vocab_size", uint32_t(V)));
+  Draws rnd{rng};
+  const TensorFiller add{w, false};
+  auto fan_in = [&](int64_t n) { return rnd.normal(1.0f / std::sqrt(float(n))); };
+  auto norm_weight = rnd.norm_weight();
+  // An expert stack {cols, rows, X}: F32, or MXFP4 rows of the same drawn values.
+  auto stack = [&](const std::string& name, int64_t cols, int64_t rows, float std) -> Status {
+    if (!mxfp4) return add(name, {cols, rows, X}, rnd.normal(std));
+    std::vector<float> v(size_t(cols * rows * X));
+    for (float& x : v) x = std * rnd.unit(rng);
+    const size_t rb = size_t(row_bytes(TensorType::MXFP4, cols));
+    std::vector<uint8_t> bytes(rb * size_t(rows * X));
+    for (int64_t r = 0; r < rows * X; ++r) {
+      quant::quantize_row(TensorType::MXFP4, v.data() + r * cols, bytes.data() + size_t(r) * rb, cols);
+    }
+    return w.add_tensor(name, TensorType::MXFP4, {cols, rows, X}, bytes);
+  };
+  LOOM_RETURN_IF_ERROR(add("token_embd.weight", {E, V}, rnd.normal(0.5f)));
+  LOOM_RETURN_IF_ERROR(add("output_norm.weight", {E}, norm_weight));
+  LOOM_RETURN_IF_ERROR(add("output.weight", {E, V}, fan_in(E)));
+  for (int64_t il = 0; il < L; ++il) {
+    const std::string p = "blk." + std::to_string(il) + ".";
+    LOOM_RETURN_IF_ERROR(add(p + "attn_norm.weight", {E}, norm_weight));
+    LOOM_RETURN_IF_ERROR(add(p + "attn_q.weight", {E, H * D}, fan_in(E)));
+    LOOM_RETURN_IF_ERROR(add(p + "attn_k.weight", {E, Hkv * D}, fan_in(E)));
+    LOOM_RETURN_IF_ERROR(add(p + "attn_v.weight", {E, Hkv * D}, fan_in(E)));
+    LOOM_RETURN_IF_ERROR(add(p + "attn_q.bias", {H * D}, rnd.normal(0.1f)));
+    LOOM_RETURN_IF_ERROR(add(p + "attn_k.bias", {Hkv * D}, rnd.normal(0.1f)));
+    LOOM_RETURN_IF_ERROR(add(p + "attn_v.bias", {Hkv * D}, rnd.normal(0.1f)));
+    LOOM_RETURN_IF_ERROR(add(p + "attn_output.weight", {H * D, E}, fan_in(H * D)));
+    LOOM_RETURN_IF_ERROR(add(p + "attn_output.bias", {E}, rnd.normal(0.1f)));
+    LOOM_RETURN_IF_ERROR(add(p + "attn_sinks.weight", {H}, rnd.normal(1.0f)));
+    LOOM_RETURN_IF_ERROR(add(p + "post_attention_norm.weight", {E}, norm_weight));
+    LOOM_RETURN_IF_ERROR(add(p + "ffn_gate_inp.weight", {E, X}, rnd.normal(2.0f / std::sqrt(float(E)))));
+    LOOM_RETURN_IF_ERROR(add(p + "ffn_gate_inp.bias", {X}, rnd.normal(0.5f)));
+    LOOM_RETURN_IF_ERROR(stack(p + "ffn_gate_exps.weight", E, Fe, 2.5f / std::sqrt(float(E))));
+    LOOM_RETURN_IF_ERROR(add(p + "ffn_gate_exps.bias", {Fe, X}, rnd.normal(0.5f)));
+    LOOM_RETURN_IF_ERROR(stack(p + "ffn_up_exps.weight", E, Fe, 2.5f / std::sqrt(float(E))));
+    LOOM_RETURN_IF_ERROR(add(p + "ffn_up_exps.bias", {Fe, X}, rnd.normal(0.5f)));
+    LOOM_RETURN_IF_ERROR(stack(p + "ffn_down_exps.weight", Fe, E, 1.0f / std::sqrt(float(Fe))));
+    LOOM_RETURN_IF_ERROR(add(p + "ffn_down_exps.bias", {E, X}, rnd.normal(0.1f)));
+  }
+  return Status::ok();
+}
+
+}  // namespace
 
 Status make_moe_model(const gguf::GgufFile& in, gguf::GgufWriter& w, const std::string& arch, std::mt19937& rng) {
+  if (arch == "gpt-oss" || arch == "gpt-oss-mxfp4") return make_gpt_oss(in, w, rng, arch == "gpt-oss-mxfp4");
   const std::string from = *in.get_string("general.architecture");
   const char* expected = arch == "qwen3moe" || arch == "olmoe" ? "qwen3"
                          : arch == "qwen35moe"                 ? "qwen35"
