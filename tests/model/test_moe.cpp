@@ -555,8 +555,8 @@ TEST(MoeGptOss, SequenceEditsAndDecodeMatchThePrompt) {
   EXPECT_LE(max_abs_diff(got, want), 1e-4f * max_abs(want));
 }
 
-// `loom quantize` MXFP4_MOE: the expert stacks MXFP4, every other quantizable matrix Q8_0, the
-// router, norms, biases and sinks kept. The stacks are the bytes of the generator's MXFP4 file (the
+// `loom quantize` MXFP4_MOE: byte for byte llama-quantize's file; the expert stacks MXFP4, every
+// other quantizable matrix Q8_0, the router, norms, biases and sinks kept. The stacks are the bytes of the generator's MXFP4 file (the
 // same values through the same quantizer), so the result runs close to that file's model (Q8_0 in
 // place of its F32 attention and output).
 TEST(MoeGptOss, QuantizeMxfp4MoeMix) {
@@ -565,6 +565,19 @@ TEST(MoeGptOss, QuantizeMxfp4MoeMix) {
   model::QuantizeParams qp;
   qp.ftype = model::FileType::MOSTLY_MXFP4_MOE;
   qp.n_threads = 2;
+  {
+    // In llama.cpp's tensor order the file is llama-quantize's (llama_model_quantize with
+    // LLAMA_FTYPE_MOSTLY_MXFP4_MOE on this file, 1 thread: 421664 bytes, FNV-1a 64 below).
+    model::QuantizeParams lo = qp;
+    lo.llama_cpp_order = true;
+    auto lw = model::quantize_model(*f, lo);
+    ASSERT_TRUE(lw.has_value()) << lw.status().message();
+    const std::vector<uint8_t> bytes = lw->to_bytes();
+    uint64_t h = 1469598103934665603ull;
+    for (uint8_t c : bytes) h = (h ^ c) * 1099511628211ull;
+    EXPECT_EQ(bytes.size(), 421664u);
+    EXPECT_EQ(h, 0x70df73cca49c145full);
+  }
   auto w = model::quantize_model(*f, qp);
   ASSERT_TRUE(w.has_value()) << w.status().message();
   auto g = gguf::GgufFile::from_bytes(w->to_bytes());
