@@ -89,7 +89,9 @@ void layout(const Model& m, int T, int n_kv, TensorType type_k, int n_threads, i
   b->moe_x = floats(X > 0 ? E * t : 0);
   b->moe_y = floats(X > 0 ? E * t : 0);
   b->pos_bucket = static_cast<int32_t*>(alloc(hp.is_t5() ? sizeof(int32_t) * t * size_t(n_kv) : 0));
-  b->mm = alloc(max_matmul_scratch(m, T, max_rank));
+  b->rows = T;
+  b->mm_bytes = max_matmul_scratch(m, T, max_rank);
+  b->mm = alloc(b->mm_bytes);
   size_t attn = hp.is_recurrent() ? 0 : ops::attention_scratch_bytes(T, n_kv, int(hp.head_dim), type_k, n_threads);
   // Encoder passes attend over F32 K/V (llama.cpp's encoders use no cache), and T5's
   // cross-attention reads the encoder's K/V as F32 rows.

@@ -46,11 +46,13 @@ struct Buffers {
   float* moe_weights;   // [T][K] their weights
   int32_t* moe_start;   // [X + 1] offsets of each expert's pairs in moe_pairs
   int32_t* moe_pairs;   // [T·K] (token·K + slot) grouped by expert
-  float* moe_x;         // [T][E] one expert's input rows, gathered
-  float* moe_y;         // [T][E] its output rows (then the shared expert's)
+  float* moe_x;         // [T][E] the input rows of a wave of experts, gathered
+  float* moe_y;         // [T][E] their output rows (then the shared expert's)
   int32_t* pos_bucket;  // [T][n_kv] T5 relative-position buckets (empty for other families)
   void* mm;      // matmul activation scratch
   void* attn;    // attention scratch
+  int rows = 0;          // T: the rows each [T][...] buffer holds
+  size_t mm_bytes = 0;   // bytes at mm
 };
 
 // Carves the buffers from `arena` (reset first) for the scratch's reserved sizes.

@@ -18,6 +18,7 @@
 #include <limits>
 
 #include "model/forward_internal.h"
+#include "ops/matmul.h"
 #include "ops/ops.h"
 
 namespace loom::detail {
@@ -158,29 +159,115 @@ Status moe_block(const Model& model, const ForwardBatch& fb, const ForwardConfig
     for (int64_t i = 0; i < int64_t(T) * K; ++i) b.moe_pairs[fill[size_t(b.moe_chosen[i])]++] = int32_t(i);
   }
 
+  // The chosen experts run in waves: as many consecutive experts as the buffers' rows and the
+  // matmul scratch hold, their gate/up products in one matmul_many and their down products in
+  // another (decode: one wave, two pool passes for all n_expert_used experts instead of six per
+  // expert). Each token's output sums its experts in expert order, wave or not.
   std::fill(b.tmp, b.tmp + int64_t(T) * E, 0.0f);
   const int64_t up_rows = l.gate_up_fused ? 2 * F : F;
-  for (int64_t e = 0; e < X; ++e) {
-    const int n = start[e + 1] - start[e];
-    if (n == 0) continue;
+  const bool gated = !l.gate_up_fused && !l.ffn_gate_exps.empty();
+  struct Member {
+    int64_t e;
+    int n, row;  // its rows, at this row of the wave's buffers
+  };
+  std::vector<Member> wave;
+  std::vector<ops::MatmulJob> up_jobs, down_jobs;
+  size_t up_bytes = 0, down_bytes = 0;
+  int rows = 0;
+  // Expert e's products over n rows at row `row` of the wave buffers: gate/up (or fused gate|up,
+  // or up alone) from moe_x into b.gate / b.up, down from the activation into moe_y.
+  auto jobs_of = [&](int64_t e, int n, int row, std::vector<ops::MatmulJob>& up, std::vector<ops::MatmulJob>& down) {
+    const float* x = b.moe_x + int64_t(row) * E;
+    if (l.gate_up_fused) {
+      up.push_back({expert_view(l.ffn_up_exps, e, up_rows), x, n, b.gate + int64_t(row) * 2 * F});
+    } else {
+      if (gated) up.push_back({expert_view(l.ffn_gate_exps, e, F), x, n, b.gate + int64_t(row) * F});
+      up.push_back({expert_view(l.ffn_up_exps, e, F), x, n, b.up + int64_t(row) * F});
+    }
+    const float* act = (gated || l.gate_up_fused ? b.gate : b.up) + int64_t(row) * F;
+    down.push_back({expert_view(l.ffn_down_exps, e, E), act, n, b.moe_y + int64_t(row) * E});
+  };
+  auto run_wave = [&]() {
+    if (wave.empty()) return;
+    const int32_t* pairs = b.moe_pairs + start[wave.front().e];  // the wave's pairs, in row order
+    for (int r = 0; r < rows; ++r) {
+      std::memcpy(b.moe_x + int64_t(r) * E, b.xb + int64_t(pairs[r] / K) * E, sizeof(float) * size_t(E));
+    }
+    ops::matmul_many(pool, up_jobs, b.mm);
+    if (l.gate_up_fused) {
+      // [rows][2F] gate|up rows into [rows][F] gate and [rows][F] up.
+      for (int r = 0; r < rows; ++r) {
+        std::memcpy(b.up + int64_t(r) * F, b.gate + int64_t(r) * 2 * F + F, sizeof(float) * size_t(F));
+      }
+      for (int r = 1; r < rows; ++r) {
+        std::memmove(b.gate + int64_t(r) * F, b.gate + int64_t(r) * 2 * F, sizeof(float) * size_t(F));
+      }
+    }
+    for (const Member& m : wave) {
+      if (l.ffn_gate_exps_b) ops::add_bias(b.gate + int64_t(m.row) * F, l.ffn_gate_exps_b + m.e * F, m.n, F);
+      if (l.ffn_up_exps_b) ops::add_bias(b.up + int64_t(m.row) * F, l.ffn_up_exps_b + m.e * F, m.n, F);
+    }
+    expert_activation(hp, gated || l.gate_up_fused ? b.gate : nullptr, b.up, int64_t(rows) * F);
+    ops::matmul_many(pool, down_jobs, b.mm);
+    for (const Member& m : wave) {
+      float* y = b.moe_y + int64_t(m.row) * E;
+      if (l.ffn_down_exps_b) ops::add_bias(y, l.ffn_down_exps_b + m.e * E, m.n, E);
+      for (int r = 0; r < m.n; ++r) {
+        const int32_t pair = pairs[m.row + r];
+        const float w = b.moe_weights[pair];
+        float* dst = b.tmp + int64_t(pair / K) * E;
+        const float* src = y + int64_t(r) * E;
+        for (int64_t i = 0; i < E; ++i) dst[i] += w * src[i];
+      }
+    }
+    wave.clear();
+    up_jobs.clear();
+    down_jobs.clear();
+    up_bytes = down_bytes = 0;
+    rows = 0;
+  };
+  // An expert whose products cannot share one pass's scratch (gate and up of different weight
+  // types quantize the activations twice) runs alone, one product at a time.
+  auto run_alone = [&](int64_t e, int n) {
     const int32_t* pairs = b.moe_pairs + start[e];
     for (int r = 0; r < n; ++r) {
       std::memcpy(b.moe_x + int64_t(r) * E, b.xb + int64_t(pairs[r] / K) * E, sizeof(float) * size_t(E));
     }
-    const TensorView gate = l.ffn_gate_exps.empty() ? TensorView{} : expert_view(l.ffn_gate_exps, e, F);
     ExpertBiases bias;
     if (l.ffn_gate_exps_b) bias.gate = l.ffn_gate_exps_b + e * F;
     if (l.ffn_up_exps_b) bias.up = l.ffn_up_exps_b + e * F;
     if (l.ffn_down_exps_b) bias.down = l.ffn_down_exps_b + e * E;
-    run_expert(hp, pool, gate, expert_view(l.ffn_up_exps, e, up_rows), l.gate_up_fused,
-               expert_view(l.ffn_down_exps, e, E), bias, b.moe_x, n, b.moe_y, b);
+    run_expert(hp, pool, gated ? expert_view(l.ffn_gate_exps, e, F) : TensorView{},
+               expert_view(l.ffn_up_exps, e, up_rows), l.gate_up_fused, expert_view(l.ffn_down_exps, e, E), bias,
+               b.moe_x, n, b.moe_y, b);
     for (int r = 0; r < n; ++r) {
       const float w = b.moe_weights[pairs[r]];
       float* dst = b.tmp + int64_t(pairs[r] / K) * E;
       const float* src = b.moe_y + int64_t(r) * E;
       for (int64_t i = 0; i < E; ++i) dst[i] += w * src[i];
     }
+  };
+  std::vector<ops::MatmulJob> up1, down1;
+  for (int64_t e = 0; e < X; ++e) {
+    const int n = start[e + 1] - start[e];
+    if (n == 0) continue;
+    up1.clear();
+    down1.clear();
+    jobs_of(e, n, 0, up1, down1);
+    const size_t need_up = ops::matmul_many_scratch_bytes(up1), need_down = ops::matmul_many_scratch_bytes(down1);
+    if (need_up > b.mm_bytes || need_down > b.mm_bytes) {
+      run_wave();
+      run_alone(e, n);
+      continue;
+    }
+    if (rows + n > b.rows || up_bytes + need_up > b.mm_bytes || down_bytes + need_down > b.mm_bytes) run_wave();
+    wave.push_back({e, n, rows});
+    jobs_of(e, n, rows, up_jobs, down_jobs);
+    up_bytes += need_up;
+    down_bytes += need_down;
+    rows += n;
   }
+  run_wave();
   if (!observe(cfg, "ffn_moe_out", il, b.tmp, E, T)) return aborted();
 
   if (!l.ffn_up_shexp.empty()) {
