@@ -44,16 +44,6 @@ std::string model_file(const std::string& name) {
 // at the 99-token prompt's step 9.
 float tolerance(const std::string& name) { return name == "synth-gemma4-tiny-f32" ? 1.5e-3f : 1e-3f; }
 
-// Teacher-forced steps compared per run (all of them but where a file's router sits on a tie).
-// synth-gpt-oss-tiny-mxfp4, 99-token prompt: from step 8 on, loom's scalar, SSE4, AVX2 and
-// AVX-VNNI paths agree with each other and not with llama.cpp (0.12 of max|logit|) while the
-// AVX-512 path agrees with it; at the prompt all paths agree within 2e-6 of max|logit|, so step 8
-// chooses between experts whose scores differ by less than the paths' float rounding.
-size_t steps_compared(const std::string& name, const nlohmann::json& run, size_t n) {
-  if (name == "synth-gpt-oss-tiny-mxfp4" && run["prompt_ids"].size() > 64) return std::min<size_t>(n, 8);
-  return n;
-}
-
 TEST_P(ArchGolden, TeacherForcedStepsMatchLlamaCpp) {
   const std::string name = GetParam();
   const std::string dir = data_dir() + "/";
@@ -70,8 +60,7 @@ TEST_P(ArchGolden, TeacherForcedStepsMatchLlamaCpp) {
     auto ctx = golden_context(model, g);
     auto got = prompt_logits(*ctx, ids);
     int32_t pos = int32_t(ids.size());
-    const size_t n_steps = steps_compared(name, run, greedy.size());
-    for (size_t k = 0; k < n_steps; ++k) {
+    for (size_t k = 0; k < greedy.size(); ++k) {
       std::vector<float> want(steps.begin() + long(k * nv), steps.begin() + long((k + 1) * nv));
       ASSERT_LE(max_abs_diff(got, want), tolerance(name) * max_abs(want)) << name << " step " << k << " prompt " << run["prompt"];
       if (k + 1 == greedy.size()) break;
