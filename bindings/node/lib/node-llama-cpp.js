@@ -21,6 +21,11 @@
 const fs = require('node:fs');
 const os = require('node:os');
 const native = require('./native.js');
+const {
+  LlamaText, SpecialToken, SpecialTokensText, isLlamaText, tokenizeText, ChatWrapper, GeneralChatWrapper, ChatMLChatWrapper,
+  Llama2ChatWrapper, Llama3ChatWrapper, Llama3_1ChatWrapper, JinjaTemplateChatWrapper, specializedForTemplate, stopStrings,
+  DEFAULT_SYSTEM_PROMPT,
+} = require('./nlc-text.js');
 
 const disposeSymbol = Symbol.dispose ?? Symbol.for('nodejs.dispose');
 const asyncDisposeSymbol = Symbol.asyncDispose ?? Symbol.for('nodejs.asyncDispose');
@@ -594,6 +599,38 @@ class LlamaContextSequence {
     for (const r of ranges) for (let i = r.start; i < r.end; i++) drop.add(i);
     this._tokens = this._tokens.filter((_, i) => !drop.has(i));
   }
+  // The sequence's state (its tokens and their KV cells, from the scheduler's prefix cache) as a
+  // loom session file, after the requests queued on it. Loaded into another sequence (of this
+  // model), a prompt that starts with those tokens reuses their cells instead of evaluating them.
+  async saveStateToFile(filePath) {
+    if (this.disposed) throw new DisposedError();
+    if (typeof filePath !== 'string' || filePath === '') throw new TypeError('saveStateToFile: filePath must be a string');
+    await this._queue;
+    if (this.disposed) throw new DisposedError();
+    const tokens = this._tokens.slice();
+    if (tokens.length === 0) throw new Error('saveStateToFile: the sequence holds no tokens');
+    const saved = await this._context._native.saveSession(filePath, tokens);
+    // The last generated token has no cells yet (it was never evaluated): the file holds the rest.
+    this._savedTokens = saved;
+    return { fileSize: fs.statSync(filePath).size };
+  }
+  async loadStateFromFile(filePath, acceptRisk) {
+    if (this.disposed) throw new DisposedError();
+    if (acceptRisk?.acceptRisk !== true) throw new Error('The risk of loading a state file must be accepted: pass {acceptRisk: true}');
+    if (typeof filePath !== 'string' || filePath === '') throw new TypeError('loadStateFromFile: filePath must be a string');
+    await this._queue;
+    if (this.disposed) throw new DisposedError();
+    let tokens;
+    try {
+      tokens = Array.from(await this._context._native.loadSession(filePath));
+    } catch (err) {
+      throw new Error(`Failed to load the state file "${filePath}": ${err?.message ?? err}`);
+    }
+    if (tokens.length > this.contextSize) {
+      throw new Error(`The state file has ${tokens.length} tokens, more than the sequence's context size (${this.contextSize})`);
+    }
+    this._tokens = tokens;
+  }
   dispose() {
     if (this._disposed) return;
     this._disposed = true;
@@ -606,7 +643,7 @@ class LlamaContextSequence {
   // {text, tokens, finish, done}; rejects with the signal's reason on abort (unless
   // stopOnAbortSignal: then it resolves with what was generated), DisposedError when the
   // sequence, its context or its model is disposed meanwhile.
-  _generate(req, { onText, onTokens, signal, stopOnAbortSignal } = {}) {
+  _generate(req, { onText, onTokens, onParsed, signal, stopOnAbortSignal } = {}) {
     const run = () => new Promise((resolve, reject) => {
       if (this.disposed) return reject(new DisposedError());
       if (signal?.aborted && !stopOnAbortSignal) return reject(abortReason(signal));
@@ -646,6 +683,7 @@ class LlamaContextSequence {
         if (kind === 0) {
           tokens.push(token);
           call(onTokens, [token]);
+          if (onParsed && json) call(onParsed, JSON.parse(json), token);
           if (piece) {
             text += piece;
             call(onText, piece);
@@ -967,85 +1005,99 @@ const isChatModelResponseSegment = (item) => item != null && typeof item === 'ob
 
 // ---- chat --------------------------------------------------------------------------------------------------
 
-const DEFAULT_SYSTEM_PROMPT =
-  'You are a helpful, respectful and honest assistant. Always answer as helpfully as possible.\n' +
-  "If a question does not make any sense, or is not factually coherent, explain why instead of answering something incorrectly. If you don't know the answer to a question, don't share false information.";
-
-const textOfSystem = (t) => (typeof t === 'string' ? t : JSON.stringify(t));
+const textOfSystem = (t) => (typeof t === 'string' ? t : LlamaText.fromJSON(t).toString());
 const responseText = (item) => item.response.filter((r) => typeof r === 'string').join('');
 
-// The chat wrappers of models without a chat template: node-llama-cpp's fallback formats, as
-// segments ([kind, value]: 'bos' / 'eos' special tokens, 'special' text whose control tokens are
-// parsed, 'text' tokenized as plain text) that LlamaChatSession tokenizes itself.
-class FallbackChatWrapper {
-  constructor(kind) {
-    this.kind = kind; // 'llama2' | 'general'
-    this.wrapperName = kind === 'llama2' ? 'Llama2Chat' : 'General';
-  }
-  segments(history) {
-    const out = [['bos']];
-    const items = history.slice();
-    if (this.kind === 'llama2') {
-      let sys = null;
-      let first = true;
-      for (let i = 0; i < items.length; i++) {
-        const it = items[i];
-        if (it.type === 'system') {
-          sys = (sys ? sys + '\n' : '') + textOfSystem(it.text);
-          continue;
-        }
-        if (it.type === 'user') {
-          if (!first) out.push(['bos']);
-          first = false;
-          if (sys !== null) {
-            out.push(['special', '[INST] <<SYS>>\n'], ['text', sys], ['special', '\n<</SYS>>\n\n']);
-            sys = null;
-          } else {
-            out.push(['special', '[INST] ']);
-          }
-          out.push(['text', it.text], ['special', ' [/INST] ']);
-          const next = items[i + 1];
-          if (next && next.type === 'model') {
-            const t = responseText(next);
-            if (t) out.push(['text', t]);
-            if (i + 1 < items.length - 1) out.push(['eos']);
-            i++;
-          }
-        }
-      }
-      return { segments: out, stops: [] };
-    }
-    let text = '';
-    for (let i = 0; i < items.length; i++) {
-      const it = items[i];
-      if (it.type === 'system') text += textOfSystem(it.text) + '\n\n';
-      else if (it.type === 'user') text += '### Human\n' + it.text + '\n\n### Assistant\n';
-      else if (it.type === 'model') text += responseText(it) + (i < items.length - 1 ? '\n\n' : '');
-    }
-    out.push(['text', text]);
-    const stops = [];
-    for (const w of ['### Human', '### Assistant', '### System']) stops.push('\n\n' + w, '\n' + w, w);
-    stops.push('<end>');
-    return { segments: out, stops };
+// The model's own chat template, rendered inside loom (the scheduler's "messages" requests): the
+// wrapper LlamaChatSession picks for a model with a template when no other is asked for. As a
+// JinjaTemplateChatWrapper it also renders the history into a LlamaText (prompt lengths for
+// context shifts, custom shift strategies).
+class LoomTemplateChatWrapper extends JinjaTemplateChatWrapper {
+  constructor(model, info) {
+    super({ template: info.template ?? '' });
+    this.wrapperName = 'Jinja';
+    this.info = info;
+    // the model's own template: chatFormat without an override renders it
+    this._bind((req) => {
+      const { chat_template: _ignored, ...rest } = req;
+      return JSON.parse(model._native.chatFormat(JSON.stringify(rest)));
+    }, model.tokens.bosString);
   }
 }
 
-class LoomTemplateChatWrapper {
-  constructor(info) {
-    this.wrapperName = 'Jinja';
-    this.info = info;
+// A JinjaTemplateChatWrapper made outside a session renders with any loaded model's engine.
+JinjaTemplateChatWrapper._anyRenderer = () => {
+  for (const m of liveModels) {
+    if (!m._disposed) return (req) => JSON.parse(m._native.chatFormat(JSON.stringify(req)));
   }
+  return null;
+};
+
+const WRAPPER_TYPES = {
+  general: () => new GeneralChatWrapper(),
+  chatML: () => new ChatMLChatWrapper(),
+  llama3: () => new Llama3ChatWrapper(),
+  'llama3.1': () => new Llama3_1ChatWrapper(),
+  llama2Chat: () => new Llama2ChatWrapper(),
+};
+
+function fallbackWrapper(arch) {
+  return arch === 'llama' ? new Llama2ChatWrapper() : new GeneralChatWrapper();
+}
+
+// node-llama-cpp's resolveChatWrapper: (model, options?) or (options). A model without a template
+// gets node-llama-cpp's fallback (Llama 2's format for llama models, General otherwise); a template
+// that is ChatML's or Llama 3's gets that wrapper, any other a JinjaTemplateChatWrapper.
+function resolveChatWrapper(modelOrOptions, maybeOptions) {
+  const isModel = modelOrOptions instanceof LlamaModel;
+  const options = (isModel ? maybeOptions : modelOrOptions) ?? {};
+  const type = options.type ?? 'auto';
+  const custom = options.customWrapperSettings ?? {};
+  let template = null;
+  let arch = options.architecture;
+  let bosString = options.bosString ?? null;
+  if (isModel) {
+    template = modelOrOptions._chatTemplate()?.template ?? null;
+    arch = modelOrOptions._info.arch;
+    bosString = modelOrOptions.tokens.bosString;
+  } else if (options.fileInfo) {
+    template = options.fileInfo.metadata?.tokenizer?.chat_template ?? null;
+    arch = arch ?? options.fileInfo.metadata?.general?.architecture;
+  }
+  const make = (name) => {
+    const ctor = { general: GeneralChatWrapper, chatML: ChatMLChatWrapper, llama3: Llama3ChatWrapper, 'llama3.1': Llama3_1ChatWrapper, llama2Chat: Llama2ChatWrapper }[name];
+    return ctor ? new ctor(custom[name]) : null;
+  };
+  if (type !== 'auto' && type !== 'jinjaTemplate' && type !== 'template') {
+    const w = make(type);
+    if (!w) throw new UnsupportedError(`loom-node has no chat wrapper "${type}"`);
+    return w;
+  }
+  if (template && !options.noJinja) {
+    if (type === 'auto') {
+      const s = specializedForTemplate(template);
+      if (s) return s;
+    }
+    const w = new JinjaTemplateChatWrapper({ ...(custom.jinjaTemplate ?? {}), template });
+    if (isModel) w._bind((req) => JSON.parse(modelOrOptions._native.chatFormat(JSON.stringify(req))), bosString);
+    return w;
+  }
+  if (!isModel && type === 'auto' && !arch && !bosString) return null;
+  return fallbackWrapper(arch);
 }
 
 function resolveWrapper(model, option) {
   if (option && option !== 'auto') {
-    if (option instanceof FallbackChatWrapper || option instanceof LoomTemplateChatWrapper) return option;
-    if (option === 'llama2Chat' || option?.wrapperName === 'Llama2Chat') return new FallbackChatWrapper('llama2');
-    if (option === 'general' || option?.wrapperName === 'General') return new FallbackChatWrapper('general');
+    if (typeof option === 'object' && typeof option.generateContextState === 'function') {
+      if (option instanceof JinjaTemplateChatWrapper) option._bind((req) => JSON.parse(model._native.chatFormat(JSON.stringify(req))), model.tokens.bosString);
+      return option;
+    }
+    if (typeof option === 'string' && WRAPPER_TYPES[option]) return WRAPPER_TYPES[option]();
+    if (typeof option === 'string') return resolveChatWrapper(model, { type: option });
   }
   const t = model._chatTemplate();
-  if (t) return new LoomTemplateChatWrapper(t);
-  return new FallbackChatWrapper(model._info.arch === 'llama' ? 'llama2' : 'general');
+  if (t) return new LoomTemplateChatWrapper(model, t);
+  return fallbackWrapper(model._info.arch);
 }
 
 // The chat history as OpenAI messages, for the scheduler's "messages" requests.
@@ -1080,7 +1132,6 @@ function historyToMessages(history) {
       flush();
     }
   }
-  // A trailing empty assistant turn is the one being generated.
   return msgs;
 }
 
@@ -1093,6 +1144,68 @@ function toolsOf(functions) {
   return tools.length ? tools : undefined;
 }
 
+// node-llama-cpp's default context shift strategy, "eraseFirstResponseAndKeepFirstSystem": the
+// history is cut until it fits maxTokensCount tokens, keeping the first system message. Cut first:
+// the oldest model responses (from their start, then whole), then the oldest other messages before
+// the last user message; then, if that is not enough, the start of the response being generated,
+// then of the last user message.
+async function eraseFirstResponseAndKeepFirstSystem({ chatHistory, maxTokensCount, count }) {
+  let h = structuredClone(chatHistory);
+  let removed = 0;
+  let n = count(h);
+  const keepFirst = h[0]?.type === 'system' ? 1 : 0;
+  const lastUser = () => {
+    for (let i = h.length - 1; i >= 0; i--) if (h[i].type === 'user') return i;
+    return h.length;
+  };
+  // Characters to cut for `excess` tokens: a little more than the text's characters per token.
+  const charsFor = (excess, text) => Math.max(1, Math.ceil(excess * Math.max(1, text.length / Math.max(1, n)) * 1.25));
+  const cutStart = (text, excess) => {
+    const c = charsFor(excess, text);
+    return c >= text.length ? '' : text.slice(c);
+  };
+  for (let guard = 0; n > maxTokensCount && guard < 10000; guard++) {
+    const excess = n - maxTokensCount;
+    const end = lastUser();
+    // 1. the oldest model response before the last user message
+    let i = h.findIndex((it, k) => k >= keepFirst && k < end && it.type === 'model');
+    if (i >= 0) {
+      const it = h[i];
+      const text = responseText(it);
+      const rest = it.response.some((r) => typeof r !== 'string') ? '' : cutStart(text, excess);
+      removed += text.length - rest.length;
+      if (rest) it.response = [rest];
+      else h.splice(i, 1);
+    } else {
+      // 2. the oldest other message before the last user message
+      i = h.findIndex((it, k) => k >= keepFirst && k < end);
+      if (i >= 0) {
+        const it = h[i];
+        removed += (it.type === 'user' ? it.text : textOfSystem(it.text)).length;
+        h.splice(i, 1);
+      } else {
+        // 3. the start of the response being generated, 4. of the last user message
+        const cur = h[h.length - 1];
+        if (cur?.type === 'model' && responseText(cur) && !cur.response.some((r) => typeof r !== 'string')) {
+          const text = responseText(cur);
+          const rest = cutStart(text, excess);
+          removed += text.length - rest.length;
+          cur.response = rest ? [rest] : [];
+        } else if (end < h.length && h[end].text) {
+          const text = h[end].text;
+          const rest = cutStart(text, excess);
+          removed += text.length - rest.length;
+          h[end].text = rest;
+        } else {
+          break;
+        }
+      }
+    }
+    n = count(h);
+  }
+  return { chatHistory: h, metadata: { removedCharactersNumber: removed } };
+}
+
 class LlamaChatSession {
   constructor({ contextSequence, chatWrapper = 'auto', systemPrompt, forceAddSystemPrompt = false, autoDisposeSequence = false, contextShift } = {}) {
     if (!(contextSequence instanceof LlamaContextSequence)) throw new TypeError('LlamaChatSession: contextSequence must be a LlamaContextSequence');
@@ -1100,9 +1213,11 @@ class LlamaChatSession {
     this._sequence = contextSequence;
     this._wrapper = resolveWrapper(contextSequence.model, chatWrapper);
     this._autoDispose = autoDisposeSequence;
-    this._contextShift = contextShift;
+    this._contextShift = contextShift ?? {};
     this._disposed = false;
     this._history = [{ type: 'system', text: systemPrompt ?? DEFAULT_SYSTEM_PROMPT }];
+    this._lastWindow = null;
+    this._lastShiftMetadata = null;
     void forceAddSystemPrompt;
     this.onDispose = eventRelay();
     this._seqListener = contextSequence.onDispose.createListener(() => this.dispose());
@@ -1128,38 +1243,94 @@ class LlamaChatSession {
   setChatHistory(history) {
     if (!Array.isArray(history)) throw new TypeError('setChatHistory: history must be an array');
     this._history = structuredClone(history);
+    this._lastWindow = null;
+    this._lastShiftMetadata = null;
   }
   resetChatHistory() {
     this._history = this._history.filter((h) => h.type === 'system').slice(0, 1);
+    this._lastWindow = null;
+    this._lastShiftMetadata = null;
   }
-  getLastEvaluationContextWindow() { return null; }
+  // The history the last prompt was evaluated with: the chat history, cut by context shifts.
+  getLastEvaluationContextWindow() {
+    return this._lastWindow ? structuredClone(this._lastWindow) : null;
+  }
   async prompt(prompt, options = {}) {
     const { responseText: text } = await this.promptWithMeta(prompt, options);
     return text;
   }
   async preloadPrompt() { /* the scheduler's prefix cache keeps the conversation; nothing to preload */ }
+  // Prompt tokens and stop strings of a history through a wrapper of node-llama-cpp's kind.
   _promptTokens(history, wrapper) {
-    const model = this.model;
-    const { segments, stops } = wrapper.segments(history);
-    const tokens = [];
-    let hasContent = false;
-    for (const [kind, value] of segments) {
-      if (kind === 'bos' || kind === 'eos') {
-        const t = kind === 'bos' ? model.tokens.bos : model.tokens.eos;
-        if (t != null) tokens.push(t);
-        hasContent = true;
-        continue;
-      }
-      if (!value) continue;
-      tokens.push(...model.tokenize(value, kind === 'special', hasContent ? 'trimLeadingSpace' : undefined));
-      hasContent = true;
+    const state = wrapper.generateContextState({ chatHistory: history });
+    const text = isLlamaText(state.contextText) ? state.contextText : LlamaText(state.contextText);
+    return { tokens: text.tokenize(this.model.tokenizer), stops: stopStrings(state.stopGenerationTriggers) };
+  }
+  // The request for one generation round over history `h` (its last item: the model response
+  // being generated), and its prompt's length in tokens.
+  _build(h, { tools, useTemplate, sampling, options, rounds }) {
+    const req = { ...sampling };
+    if (!useTemplate) {
+      const { tokens, stops } = this._promptTokens(h, this._wrapper);
+      req.prompt = tokens;
+      if (stops.length) req.stop = [...(req.stop ?? []), ...stops];
+      return { req, length: tokens.length };
     }
-    return { tokens, stops };
+    const modelItem = h[h.length - 1];
+    const msgs = historyToMessages(h.slice(0, -1));
+    const partial = responseText(modelItem);
+    req.messages = msgs;
+    if (modelItem.response.some(isChatModelResponseFunctionCall)) {
+      // continue after the tool results: the history up to them is in the messages
+      req.messages = historyToMessages(h);
+      const last = req.messages[req.messages.length - 1];
+      if (last && last.role === 'assistant' && !last.tool_calls) req.messages.pop();
+    } else if (partial) {
+      req.messages = [...msgs, { role: 'assistant', content: partial }];
+      req.continue_final_message = true;
+    }
+    req.reasoning_format = 'none';
+    if (tools) {
+      req.tools = tools;
+      req.tool_choice = rounds === 0 && options._loomToolChoice ? options._loomToolChoice : 'auto';
+      req.parallel_tool_calls = options.maxParallelFunctionCalls !== 1;
+      req.stream_parse = true;
+    }
+    const f = JSON.parse(this.model._native.chatFormat(JSON.stringify({
+      messages: req.messages, tools: req.tools, continue_final_message: req.continue_final_message, add_generation_prompt: !req.continue_final_message,
+    })));
+    const bos = this.model.tokens.bosString;
+    const addBos = this.model.tokens.shouldPrependBosToken && !(bos && f.prompt.startsWith(bos));
+    return { req, length: this.model._native.tokenizeSync(f.prompt, addBos, true).length };
+  }
+  async _shiftOptions() {
+    const cs = this._contextShift ?? {};
+    const ctxSize = this.context.contextSize;
+    let size = typeof cs.size === 'function' ? await cs.size(this._sequence) : cs.size;
+    if (!Number.isFinite(size)) size = Math.floor(ctxSize / 10);
+    size = Math.max(1, Math.min(ctxSize - 1, Math.floor(size)));
+    return { size, strategy: cs.strategy ?? 'eraseFirstResponseAndKeepFirstSystem' };
+  }
+  // A history cut to fit the context: the strategy's, with the model response being generated last.
+  async _shiftHistory(h, maxTokensCount, shift, ctx) {
+    const count = (x) => this._build(x, ctx).length;
+    let res;
+    if (typeof shift.strategy === 'function') {
+      res = await shift.strategy({ chatHistory: structuredClone(h), maxTokensCount, tokenizer: this.model.tokenizer, chatWrapper: this._wrapper, lastShiftMetadata: this._lastShiftMetadata });
+    } else if (shift.strategy === 'eraseFirstResponseAndKeepFirstSystem') {
+      res = await eraseFirstResponseAndKeepFirstSystem({ chatHistory: h, maxTokensCount, count });
+    } else {
+      throw new Error(`Unknown context shift strategy "${shift.strategy}"`);
+    }
+    const out = structuredClone(res?.chatHistory ?? []);
+    if (out.length === 0 || out[out.length - 1].type !== 'model') out.push({ type: 'model', response: [] });
+    this._lastShiftMetadata = res?.metadata ?? null;
+    return out;
   }
   async promptWithMeta(prompt, options = {}) {
     if (this._disposed) throw new DisposedError();
     if (typeof prompt !== 'string') throw new TypeError('prompt must be a string');
-    const { functions, onTextChunk, onToken, onResponseChunk, signal, stopOnAbortSignal = false, trimWhitespaceSuffix = false, responsePrefix } = options;
+    const { functions, onTextChunk, onToken, onResponseChunk, onFunctionCallParamsChunk, signal, stopOnAbortSignal = false, trimWhitespaceSuffix = false, responsePrefix } = options;
     if (functions && options.grammar) throw new Error('Using both grammar and functions is not supported yet');
     const sampling = samplingOf(options, this.model);
     const history = this.getChatHistory();
@@ -1169,46 +1340,70 @@ class LlamaChatSession {
     if (responsePrefix) modelItem.response.push(responsePrefix);
     const tools = toolsOf(functions);
     const useTemplate = !!tools || this._wrapper instanceof LoomTemplateChatWrapper;
+    const ctxSize = this.context.contextSize;
+    const shift = await this._shiftOptions();
+    const buildCtx = { tools, useTemplate, sampling, options, rounds: 0 };
+    // `win`: the history the rounds are generated from: the whole chat until a context shift cuts
+    // it (from then on a copy, whose last item is the response being generated).
+    let win = history;
     let stopReason = 'eogToken';
     let remaining = sampling.n_predict;
-    let rounds = 0;
+    let callIndex = 0;
     const emit = (t) => {
+      if (!t) return;
       if (onTextChunk) onTextChunk(t);
       if (onResponseChunk) onResponseChunk({ type: undefined, text: t, tokens: [] });
     };
-    for (;;) {
+    const addText = (item, text) => {
+      const last = item.response[item.response.length - 1];
+      if (typeof last === 'string') item.response[item.response.length - 1] = last + text;
+      else item.response.push(text);
+    };
+    for (let round = 0; ; round++) {
       if (this._disposed) throw new DisposedError();
-      const req = { ...sampling };
-      if (remaining >= 0) req.n_predict = remaining;
-      if (useTemplate) {
-        const msgs = historyToMessages(history.slice(0, -1));
-        const partial = responseText(modelItem);
-        req.messages = msgs;
-        if (modelItem.response.some(isChatModelResponseFunctionCall)) {
-          // continue after the tool results: the history up to them is in msgs already
-          req.messages = historyToMessages(history);
-          const last = req.messages[req.messages.length - 1];
-          if (last && last.role === 'assistant' && !last.tool_calls) req.messages.pop();
-        } else if (partial) {
-          req.messages = [...msgs, { role: 'assistant', content: partial }];
-          req.continue_final_message = true;
-        }
-        req.reasoning_format = 'none';
-        if (tools) {
-          req.tools = tools;
-          req.tool_choice = rounds === 0 && options._loomToolChoice ? options._loomToolChoice : 'auto';
-          req.parallel_tool_calls = options.maxParallelFunctionCalls !== 1;
-        }
-      } else {
-        const { tokens, stops } = this._promptTokens(history, this._wrapper);
-        req.prompt = tokens;
-        if (stops.length) req.stop = [...(req.stop ?? []), ...stops];
+      buildCtx.rounds = round;
+      let built = this._build(win, buildCtx);
+      if (built.length + 1 > ctxSize) {
+        // context shift: the history cut to contextSize - size tokens, as node-llama-cpp does
+        win = await this._shiftHistory(win, ctxSize - shift.size, shift, buildCtx);
+        built = this._build(win, buildCtx);
+        if (built.length + 1 > ctxSize) throw new Error('The context size is too small to generate a response');
       }
+      const { req } = built;
+      const room = ctxSize - built.length;
+      const capped = remaining < 0 || remaining > room;
+      req.n_predict = capped ? room : remaining;
+      // With functions, text is streamed from the scheduler's parse of the output so far (loom's
+      // tool-call parser): its content deltas are the answer's text, its tool-call deltas the
+      // calls' parameters (onFunctionCallParamsChunk); tokens go to onToken with the text they made.
+      let streamed = '';
+      let pendingTokens = [];
+      const callNames = [];
+      const onParsed = tools ? (parsed, token) => {
+        pendingTokens.push(token);
+        for (const d of parsed?.deltas ?? []) {
+          if (d.content) {
+            streamed += d.content;
+            emit(d.content);
+            if (onToken && pendingTokens.length) onToken(pendingTokens);
+            pendingTokens = [];
+          }
+          for (const tc of d.tool_calls ?? []) {
+            pendingTokens = [];
+            const idx = tc.index ?? 0;
+            if (tc.function?.name) callNames[idx] = tc.function.name;
+            if (onFunctionCallParamsChunk && (tc.function?.arguments ?? '') !== '') {
+              onFunctionCallParamsChunk({ callIndex: callIndex + idx, functionName: callNames[idx] ?? '', paramsChunk: tc.function.arguments, done: false });
+            }
+          }
+        }
+      } : null;
       let r;
       try {
         r = await this._sequence._generate(req, {
-          onText: useTemplate && tools ? null : emit,
-          onTokens: onToken,
+          onText: tools ? null : emit,
+          onTokens: tools ? null : onToken,
+          onParsed,
           signal,
           stopOnAbortSignal,
         });
@@ -1216,7 +1411,6 @@ class LlamaChatSession {
         if (this._disposed && !(err instanceof DisposedError) && !(err?.name === 'AbortError')) throw new DisposedError();
         throw err;
       }
-      rounds++;
       const f = r.finish;
       if (remaining >= 0) remaining = Math.max(0, remaining - r.tokens.length);
       let calls = useTemplate && tools ? (f.tool_calls ?? []) : [];
@@ -1225,24 +1419,28 @@ class LlamaChatSession {
       // A call cut off by maxTokens is not text of the answer (node-llama-cpp drops an unfinished
       // call too): loom's parser gives back, at a length stop, the opening it held back.
       if (useTemplate && tools && f.reason === 'length') text = text.replace(/<(?:t(?:o(?:o(?:l(?:_(?:c(?:a(?:l(?:l(?:>[^]*)?)?)?)?)?)?)?)?)?)?$/, '');
-      if (useTemplate && tools && text) emit(text);
+      if (tools) {
+        // what the token events did not stream yet (a stop string's text held back, say)
+        if (text.startsWith(streamed) && text.length > streamed.length) emit(text.slice(streamed.length));
+        if (onToken && pendingTokens.length && !calls.length) onToken(pendingTokens);
+      }
       if (trimWhitespaceSuffix) text = text.replace(/\s+$/, '');
       if (text) {
-        const last = modelItem.response[modelItem.response.length - 1];
-        if (typeof last === 'string') modelItem.response[modelItem.response.length - 1] = last + text;
-        else modelItem.response.push(text);
+        addText(modelItem, text);
+        if (win !== history) addText(win[win.length - 1], text);
       }
       if (r.aborted) {
         stopReason = 'abort';
         break;
       }
       if (f.reason === 'length' && calls.length === 0) {
-        stopReason = 'maxTokens';
-        if (remaining !== 0 && r.done) {
-          const left = (this.context.contextSize - (r.done.prompt_tokens ?? 0));
-          if (left <= r.tokens.length) throw new Error('The context size is too small to generate a response');
+        if (!capped || remaining === 0) {
+          stopReason = 'maxTokens';
+          break;
         }
-        break;
+        // the context is full: the next round shifts it and goes on
+        if (r.tokens.length === 0) throw new Error('The context size is too small to generate a response');
+        continue;
       }
       if (f.stopped_word) stopReason = options.customStopTriggers?.includes(f.stop_word) ? 'customStopTrigger' : 'stopGenerationTrigger';
       if (calls.length === 0) break;
@@ -1258,9 +1456,13 @@ class LlamaChatSession {
         } catch {
           throw new Error(`The model called function "${fn.name}" with parameters that are not JSON: ${fn.arguments}`);
         }
+        if (onFunctionCallParamsChunk) onFunctionCallParamsChunk({ callIndex, functionName: fn.name, paramsChunk: '', done: true });
+        callIndex++;
         if (def.params) validateAgainstSchema(params, def.params, `params of ${fn.name}`, def.params.$defs);
         const result = await def.handler(params);
-        modelItem.response.push({ type: 'functionCall', name: fn.name, description: def.description, params, result });
+        const call = { type: 'functionCall', name: fn.name, description: def.description, params, result };
+        modelItem.response.push(call);
+        if (win !== history) win[win.length - 1].response.push(structuredClone(call));
       }
       if (remaining === 0) {
         stopReason = 'maxTokens';
@@ -1269,13 +1471,12 @@ class LlamaChatSession {
       stopReason = 'eogToken';
     }
     this._history = history;
-    const out = {
+    this._lastWindow = win;
+    return {
       response: structuredClone(modelItem.response),
       responseText: modelItem.response.filter((x) => typeof x === 'string').join(''),
       stopReason,
     };
-    if (responsePrefix && out.responseText.startsWith(responsePrefix)) void 0;
-    return out;
   }
 }
 
@@ -1472,6 +1673,19 @@ module.exports = {
   LlamaEmbeddingContext,
   LlamaEmbedding,
   LlamaRankingContext,
+  LlamaText,
+  SpecialToken,
+  SpecialTokensText,
+  isLlamaText,
+  tokenizeText,
+  ChatWrapper,
+  GeneralChatWrapper,
+  ChatMLChatWrapper,
+  Llama2ChatWrapper,
+  Llama3ChatWrapper,
+  Llama3_1ChatWrapper,
+  JinjaTemplateChatWrapper,
+  resolveChatWrapper,
   TokenBias,
   TokenMeter,
   defineChatSessionFunction,

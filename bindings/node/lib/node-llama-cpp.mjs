@@ -6,6 +6,8 @@ export const {
   LlamaModel, LlamaModelTokens, LlamaModelInfillTokens, LlamaContext, LlamaContextSequence, LlamaChatSession,
   LlamaCompletion, LlamaGrammar, LlamaJsonSchemaGrammar, LlamaJsonSchemaValidationError, LlamaEmbeddingContext,
   LlamaEmbedding, LlamaRankingContext, TokenBias, TokenMeter, defineChatSessionFunction, isChatModelResponseFunctionCall,
-  isChatModelResponseSegment, readGgufFileInfo, DisposedError, UnsupportedError, InsufficientMemoryError, NoBinaryFoundError,
+  isChatModelResponseSegment, readGgufFileInfo, LlamaText, SpecialToken, SpecialTokensText, isLlamaText, tokenizeText, ChatWrapper,
+  GeneralChatWrapper, ChatMLChatWrapper, Llama2ChatWrapper, Llama3ChatWrapper, Llama3_1ChatWrapper, JinjaTemplateChatWrapper,
+  resolveChatWrapper, DisposedError, UnsupportedError, InsufficientMemoryError, NoBinaryFoundError,
 } = m;
 export default m;

@@ -1,0 +1,641 @@
+'use strict';
+// loom-node/node-llama-cpp: LlamaText (text made of plain text, text whose control tokens are
+// parsed, and builtin special tokens) and the chat wrappers that turn a chat history into one,
+// with node-llama-cpp 3.x's API. Written for loom from node-llama-cpp's type declarations and the
+// prompts its wrappers produce (the same LlamaText value for value, so the same prompt tokens).
+
+// ---- LlamaText ---------------------------------------------------------------------------------
+
+const BUILTIN = ['BOS', 'EOS', 'NL', 'EOT', 'SEP'];
+
+class SpecialTokensText {
+  constructor(value) {
+    this.value = String(value);
+    Object.freeze(this);
+  }
+  toString() { return this.value; }
+  tokenize(tokenizer, trimLeadingSpace = false) {
+    return tokenizer(this.value, true, trimLeadingSpace ? 'trimLeadingSpace' : undefined);
+  }
+  tokenizeSpecialTokensOnly(tokenizer) {
+    // The control tokens as tokens, the rest as text: splits the text at the tokens that
+    // tokenizing with special tokens finds and tokenizing without them does not.
+    const special = tokenizer(this.value, true, 'trimLeadingSpace');
+    const out = [];
+    let text = '';
+    for (const t of special) {
+      const piece = tokenizer.detokenize([t], true);
+      const plain = tokenizer.detokenize([t], false);
+      if (piece !== plain) {
+        if (text) out.push(text);
+        text = '';
+        out.push(t);
+      } else {
+        text += plain;
+      }
+    }
+    if (text) out.push(text);
+    return out;
+  }
+  toJSON() { return { type: 'specialTokensText', value: this.value }; }
+  static fromJSON(json) {
+    if (!SpecialTokensText.isSpecialTokensTextJSON(json)) throw new TypeError(`Invalid JSON for SpecialTokensText: ${JSON.stringify(json)}`);
+    return new SpecialTokensText(json.value);
+  }
+  static isSpecialTokensTextJSON(value) {
+    return value != null && typeof value === 'object' && value.type === 'specialTokensText';
+  }
+  static wrapIf(shouldWrap, value) {
+    return shouldWrap ? new SpecialTokensText(value) : value;
+  }
+}
+
+class SpecialToken {
+  constructor(value) {
+    if (!BUILTIN.includes(value)) throw new TypeError(`Unknown builtin special token: ${value}`);
+    this.value = value;
+    Object.freeze(this);
+  }
+  toString() { return this.value; }
+  tokenize(tokenizer) { return tokenizer(this.value, 'builtin'); }
+  toJSON() { return { type: 'specialToken', value: this.value }; }
+  static fromJSON(json) {
+    if (!SpecialToken.isSpecialTokenJSON(json)) throw new TypeError(`Invalid JSON for SpecialToken: ${JSON.stringify(json)}`);
+    return new SpecialToken(json.value);
+  }
+  static isSpecialTokenJSON(value) {
+    return value != null && typeof value === 'object' && value.type === 'specialToken';
+  }
+  static getTokenToValueMap(tokenizer) {
+    const map = new Map();
+    for (const v of BUILTIN) {
+      const t = tokenizer(v, 'builtin');
+      map.set(t.length ? t[0] : undefined, v);
+    }
+    return map;
+  }
+}
+
+// Flattens constructor inputs into values: nested texts and arrays spread, numbers and booleans
+// as text, adjacent plain texts joined and adjacent control-token texts joined, empty ones dropped.
+function normalizeValues(inputs) {
+  const out = [];
+  const push = (v) => {
+    if (v == null) return;
+    if (v instanceof LlamaTextImpl) return v.values.forEach(push);
+    if (Array.isArray(v)) return v.forEach(push);
+    if (typeof v === 'number' || typeof v === 'boolean') v = String(v);
+    if (typeof v === 'string') {
+      if (v === '') return;
+      if (typeof out[out.length - 1] === 'string') out[out.length - 1] += v;
+      else out.push(v);
+      return;
+    }
+    if (v instanceof SpecialTokensText) {
+      if (v.value === '') return;
+      const last = out[out.length - 1];
+      if (last instanceof SpecialTokensText) out[out.length - 1] = new SpecialTokensText(last.value + v.value);
+      else out.push(v);
+      return;
+    }
+    if (v instanceof SpecialToken) return void out.push(v);
+    throw new TypeError(`LlamaText: unsupported value ${String(v)}`);
+  };
+  inputs.forEach(push);
+  return out;
+}
+
+const sameValue = (a, b) => {
+  if (typeof a === 'string' || typeof b === 'string') return a === b;
+  return a.constructor === b.constructor && a.value === b.value;
+};
+
+class LlamaTextImpl {
+  constructor(...values) {
+    this.values = Object.freeze(normalizeValues(values));
+    Object.freeze(this);
+  }
+  concat(value) { return LlamaText([this, value]); }
+  mapValues(mapper) { return LlamaText(this.values.map((v, i) => mapper.call(this.values, v, i, this.values))); }
+  joinValues(separator) {
+    const parts = [];
+    this.values.forEach((v, i) => {
+      if (i > 0) parts.push(separator);
+      parts.push(v);
+    });
+    return LlamaText(parts);
+  }
+  toString() { return this.values.map((v) => String(v)).join(''); }
+  toJSON() {
+    if (this.values.length === 0) return '';
+    if (this.values.length === 1 && typeof this.values[0] === 'string') return this.values[0];
+    return this.values.map((v) => (typeof v === 'string' ? v : v.toJSON()));
+  }
+  // node-llama-cpp's tokenization of a text: every value on its own (builtin tokens as the
+  // model's, control-token texts with their tokens parsed, plain text without), each as a
+  // continuation (no leading space of its own, also the first: node-llama-cpp tokenizes
+  // LlamaText("Hello") without SentencePiece's leading space, unlike model.tokenize("Hello")).
+  tokenize(tokenizer, options) {
+    void options;
+    const tokens = [];
+    this.values.forEach((v) => {
+      const trim = true;
+      if (v instanceof SpecialToken) tokens.push(...v.tokenize(tokenizer));
+      else if (v instanceof SpecialTokensText) tokens.push(...v.tokenize(tokenizer, trim));
+      else tokens.push(...tokenizer(v, false, trim ? 'trimLeadingSpace' : undefined));
+    });
+    return tokens;
+  }
+  compare(other) { return LlamaText.compare(this, other); }
+  trim() { return this.trimStart().trimEnd(); }
+  trimStart() {
+    const values = this.values.slice();
+    while (values.length) {
+      const v = values[0];
+      if (v instanceof SpecialToken) break;
+      const t = typeof v === 'string' ? v.trimStart() : v.value.trimStart();
+      if (t === '') {
+        values.shift();
+        continue;
+      }
+      values[0] = typeof v === 'string' ? t : new SpecialTokensText(t);
+      break;
+    }
+    return LlamaText(values);
+  }
+  trimEnd() {
+    const values = this.values.slice();
+    while (values.length) {
+      const v = values[values.length - 1];
+      if (v instanceof SpecialToken) break;
+      const t = typeof v === 'string' ? v.trimEnd() : v.value.trimEnd();
+      if (t === '') {
+        values.pop();
+        continue;
+      }
+      values[values.length - 1] = typeof v === 'string' ? t : new SpecialTokensText(t);
+      break;
+    }
+    return LlamaText(values);
+  }
+  includes(value) {
+    const a = this.values;
+    const b = value.values;
+    if (b.length === 0) return true;
+    for (let i = 0; i + b.length <= a.length; i++) {
+      let ok = true;
+      for (let j = 0; j < b.length && ok; j++) {
+        const x = a[i + j];
+        const y = b[j];
+        if (b.length === 1 && typeof x === typeof y && typeof x === 'string') ok = x.includes(y);
+        else if (b.length === 1 && x instanceof SpecialTokensText && y instanceof SpecialTokensText) ok = x.value.includes(y.value);
+        else if (j === 0 && b.length > 1 && typeof x === 'string' && typeof y === 'string') ok = x.endsWith(y);
+        else if (j === b.length - 1 && b.length > 1 && typeof x === 'string' && typeof y === 'string') ok = x.startsWith(y);
+        else ok = sameValue(x, y);
+      }
+      if (ok) return true;
+    }
+    return false;
+  }
+  static fromJSON(json) {
+    if (typeof json === 'string') return LlamaText(json);
+    if (!Array.isArray(json)) throw new TypeError('LlamaText.fromJSON: a string or an array is expected');
+    return LlamaText(json.map((v) => {
+      if (typeof v === 'string') return v;
+      if (SpecialToken.isSpecialTokenJSON(v)) return SpecialToken.fromJSON(v);
+      if (SpecialTokensText.isSpecialTokensTextJSON(v)) return SpecialTokensText.fromJSON(v);
+      throw new TypeError(`LlamaText.fromJSON: unknown value ${JSON.stringify(v)}`);
+    }));
+  }
+  static compare(a, b) {
+    if (!isLlamaText(a) || !isLlamaText(b)) return false;
+    if (a.values.length !== b.values.length) return false;
+    return a.values.every((v, i) => sameValue(v, b.values[i]));
+  }
+  // Tokens back to text: the builtin special tokens as SpecialToken, other control tokens as
+  // SpecialTokensText, the rest as plain text.
+  static fromTokens(tokenizer, tokens) {
+    const builtin = SpecialToken.getTokenToValueMap(tokenizer);
+    const values = [];
+    let run = [];
+    const flush = () => {
+      if (run.length) values.push(tokenizer.detokenize(run, false));
+      run = [];
+    };
+    for (const t of tokens) {
+      if (builtin.has(t)) {
+        flush();
+        values.push(new SpecialToken(builtin.get(t)));
+        continue;
+      }
+      const special = tokenizer.detokenize([t], true);
+      if (special !== tokenizer.detokenize([t], false)) {
+        flush();
+        values.push(new SpecialTokensText(special));
+      } else {
+        run.push(t);
+      }
+    }
+    flush();
+    return LlamaText(values);
+  }
+  static joinValues(separator, values) {
+    const parts = [];
+    values.forEach((v, i) => {
+      if (i > 0) parts.push(separator);
+      parts.push(v);
+    });
+    return LlamaText(parts);
+  }
+  static isLlamaText(value) { return isLlamaText(value); }
+}
+
+// Callable with or without `new`, as node-llama-cpp's LlamaText is.
+function LlamaText(...values) {
+  return new LlamaTextImpl(...values);
+}
+LlamaText.prototype = LlamaTextImpl.prototype;
+for (const k of ['fromJSON', 'compare', 'fromTokens', 'joinValues', 'isLlamaText']) LlamaText[k] = LlamaTextImpl[k];
+Object.defineProperty(LlamaTextImpl.prototype, 'constructor', { value: LlamaText, enumerable: false, writable: true, configurable: true });
+
+function isLlamaText(value) { return value instanceof LlamaTextImpl; }
+function tokenizeText(text, tokenizer) {
+  if (typeof text === 'string') return tokenizer(text, false);
+  return text.tokenize(tokenizer);
+}
+
+// ---- chat wrappers -----------------------------------------------------------------------------------
+
+const DEFAULT_SYSTEM_PROMPT =
+  'You are a helpful, respectful and honest assistant. Always answer as helpfully as possible.\n' +
+  "If a question does not make any sense, or is not factually coherent, explain why instead of answering something incorrectly. If you don't know the answer to a question, don't share false information.";
+
+const systemText = (t) => (isLlamaText(t) ? t : typeof t === 'string' ? LlamaText(t) : LlamaText.fromJSON(t));
+const modelText = (item) => (item.response ?? []).filter((r) => typeof r === 'string').join('');
+
+const DEFAULT_SETTINGS = Object.freeze({
+  supportsSystemMessages: true,
+  functions: Object.freeze({
+    call: Object.freeze({ optionalPrefixSpace: true, prefix: '||call: ', paramsPrefix: LlamaText(new SpecialTokensText('(')), suffix: LlamaText(new SpecialTokensText(')')), emptyCallParamsPlaceholder: '' }),
+    result: Object.freeze({ prefix: LlamaText(new SpecialTokensText('\n'), '||result: '), suffix: LlamaText(new SpecialTokensText('\n')) }),
+  }),
+  segments: Object.freeze({}),
+});
+
+class ChatWrapper {
+  constructor() {
+    this.settings = DEFAULT_SETTINGS;
+  }
+  static get defaultSettings() { return DEFAULT_SETTINGS; }
+  generateContextState({ chatHistory }) {
+    // A plain format: every item's text after a role line.
+    const parts = [new SpecialToken('BOS')];
+    for (const item of chatHistory) {
+      if (item.type === 'system') parts.push('system: ', systemText(item.text), '\n');
+      else if (item.type === 'user') parts.push('user: ', item.text, '\n');
+      else if (item.type === 'model') parts.push('model: ', modelText(item), '\n');
+    }
+    return { contextText: LlamaText(parts), stopGenerationTriggers: [LlamaText(new SpecialToken('EOS'))] };
+  }
+  generateFunctionCallsAndResults(functionCalls) {
+    return LlamaText(functionCalls.map((c) => [this.generateFunctionCall(c.name, c.params), this.generateFunctionCallResult(c.name, c.params, c.result)]));
+  }
+  generateFunctionCall(name, params) {
+    const call = this.settings.functions.call;
+    return LlamaText(call.prefix, name, call.paramsPrefix, params === undefined ? '' : JSON.stringify(params), call.suffix);
+  }
+  generateFunctionCallResult(functionName, functionParams, result) {
+    const r = this.settings.functions.result;
+    return LlamaText(r.prefix, result === undefined ? 'void' : JSON.stringify(result), r.suffix);
+  }
+  generateModelResponseText(modelResponse) {
+    return LlamaText(modelResponse.map((r) => (typeof r === 'string' ? r : r?.type === 'functionCall' ? (r.rawCall ? LlamaText.fromJSON(r.rawCall) : this.generateFunctionCallsAndResults([r])) : '')));
+  }
+  generateAvailableFunctionsSystemText(availableFunctions) {
+    const names = Object.keys(availableFunctions ?? {});
+    if (names.length === 0) return LlamaText('');
+    return LlamaText(`The assistant calls these functions when needed: ${names.join(', ')}`);
+  }
+  addAvailableFunctionsSystemMessageToHistory(history, availableFunctions, { documentParams = true } = {}) {
+    if (!availableFunctions || Object.keys(availableFunctions).length === 0) return history;
+    const res = history.slice();
+    const text = this.generateAvailableFunctionsSystemText(availableFunctions, { documentParams });
+    const at = res.findIndex((i) => i.type !== 'system');
+    res.splice(at < 0 ? res.length : at, 0, { type: 'system', text: text.toJSON() });
+    return res;
+  }
+  generateInitialChatHistory({ systemPrompt = DEFAULT_SYSTEM_PROMPT } = {}) {
+    return [{ type: 'system', text: LlamaText(systemPrompt).toJSON() }];
+  }
+}
+
+// Strings of stop triggers as the scheduler takes them (builtin special tokens stop anyway: they
+// are end-of-generation tokens).
+function stopStrings(triggers) {
+  const out = [];
+  for (const t of triggers ?? []) {
+    const text = isLlamaText(t) ? t : LlamaText(t);
+    if (text.values.some((v) => v instanceof SpecialToken)) continue;
+    const s = text.toString();
+    if (s && !out.includes(s)) out.push(s);
+  }
+  return out;
+}
+
+class GeneralChatWrapper extends ChatWrapper {
+  constructor({ userMessageTitle = 'Human', modelResponseTitle = 'Assistant', middleSystemMessageTitle = 'System', allowSpecialTokensInTitles = false } = {}) {
+    super();
+    this.wrapperName = 'General';
+    this._user = userMessageTitle;
+    this._model = modelResponseTitle;
+    this._system = middleSystemMessageTitle;
+    this._special = allowSpecialTokensInTitles;
+  }
+  get userMessageTitle() { return this._user; }
+  get modelResponseTitle() { return this._model; }
+  get middleSystemMessageTitle() { return this._system; }
+  generateContextState({ chatHistory, availableFunctions, documentFunctionParams }) {
+    const history = this.addAvailableFunctionsSystemMessageToHistory(chatHistory, availableFunctions, { documentParams: documentFunctionParams });
+    const title = (t) => SpecialTokensText.wrapIf(this._special, `### ${t}\n`);
+    const parts = [new SpecialToken('BOS')];
+    let started = false;
+    history.forEach((item, i) => {
+      const last = i === history.length - 1;
+      if (item.type === 'system') {
+        if (started) parts.push(title(this._system));
+        parts.push(systemText(item.text), '\n\n');
+      } else if (item.type === 'user') {
+        parts.push(title(this._user), item.text, '\n\n');
+        if (last || history[i + 1].type === 'model') parts.push(title(this._model));
+      } else if (item.type === 'model') {
+        parts.push(this.generateModelResponseText(item.response));
+        if (!last) parts.push('\n\n');
+      }
+      started = true;
+    });
+    const stops = [LlamaText(new SpecialToken('EOS')), LlamaText(new SpecialTokensText('<end>')), LlamaText('<end>')];
+    for (const t of [this._user, this._model, this._system]) stops.push(LlamaText(`### ${t}`), LlamaText(`\n### ${t}`), LlamaText(`\n\n### ${t}`));
+    return { contextText: LlamaText(parts), stopGenerationTriggers: stops };
+  }
+}
+
+class ChatMLChatWrapper extends ChatWrapper {
+  constructor() {
+    super();
+    this.wrapperName = 'ChatML';
+  }
+  generateContextState({ chatHistory, availableFunctions, documentFunctionParams }) {
+    const history = this.addAvailableFunctionsSystemMessageToHistory(chatHistory, availableFunctions, { documentParams: documentFunctionParams });
+    const S = (s) => new SpecialTokensText(s);
+    const parts = [new SpecialToken('BOS')];
+    history.forEach((item, i) => {
+      const last = i === history.length - 1;
+      if (item.type === 'system') parts.push(S('<|im_start|>system\n'), systemText(item.text), S('<|im_end|>\n'));
+      else if (item.type === 'user') {
+        parts.push(S('<|im_start|>user\n'), item.text, S('<|im_end|>\n'));
+        if (last) parts.push(S('<|im_start|>assistant\n'));
+      } else if (item.type === 'model') {
+        parts.push(S('<|im_start|>assistant\n'));
+        parts.push(this.generateModelResponseText(item.response));
+        if (!last) parts.push(S('<|im_end|>\n'));
+      }
+    });
+    return {
+      contextText: LlamaText(parts),
+      stopGenerationTriggers: [LlamaText(new SpecialToken('EOS')), LlamaText(S('<|im_end|>')), LlamaText('<|im_end|>')],
+    };
+  }
+}
+
+class Llama3ChatWrapper extends ChatWrapper {
+  constructor({ parallelFunctionCalling = true } = {}) {
+    super();
+    this.wrapperName = 'Llama 3';
+    this._parallel = parallelFunctionCalling;
+  }
+  _systemOf(text) { return text; }
+  _history(chatHistory) { return chatHistory; }
+  generateContextState({ chatHistory, availableFunctions, documentFunctionParams }) {
+    const history = this._history(this.addAvailableFunctionsSystemMessageToHistory(chatHistory, availableFunctions, { documentParams: documentFunctionParams }));
+    const S = (s) => new SpecialTokensText(s);
+    const header = (role) => S(`<|start_header_id|>${role}<|end_header_id|>\n\n`);
+    const parts = [new SpecialToken('BOS')];
+    history.forEach((item, i) => {
+      const last = i === history.length - 1;
+      if (item.type === 'system') parts.push(header('system'), systemText(item.text), S('<|eot_id|>'));
+      else if (item.type === 'user') parts.push(header('user'), item.text, S('<|eot_id|>'));
+      else if (item.type === 'model') {
+        parts.push(header('assistant'), this.generateModelResponseText(item.response));
+        if (!last) parts.push(S('<|eot_id|>'));
+      }
+    });
+    return {
+      contextText: LlamaText(parts),
+      stopGenerationTriggers: [
+        LlamaText(new SpecialToken('EOS')), LlamaText(new SpecialToken('EOT')), LlamaText(S('<|eot_id|>')), LlamaText(S('<|end_of_text|>')),
+        LlamaText('<|eot_id|>'), LlamaText('<|end_of_text|>'),
+      ],
+    };
+  }
+}
+
+const MONTHS = ['January', 'February', 'March', 'April', 'May', 'June', 'July', 'August', 'September', 'October', 'November', 'December'];
+const asDate = (v) => {
+  if (v == null) return null;
+  if (typeof v === 'function') return v;
+  const d = v instanceof Date ? v : new Date(v);
+  return Number.isNaN(d.getTime()) ? null : d;
+};
+const resolveDate = (v) => (typeof v === 'function' ? v() : v);
+
+class Llama3_1ChatWrapper extends Llama3ChatWrapper {
+  constructor({ cuttingKnowledgeDate = new Date('2023-12-01T00:00:00Z'), todayDate = () => new Date(), noToolInstructions = false } = {}) {
+    super();
+    this.wrapperName = 'Llama 3.1';
+    this.cuttingKnowledgeDate = asDate(cuttingKnowledgeDate);
+    this.todayDate = asDate(todayDate);
+    this.noToolInstructions = noToolInstructions;
+  }
+  // The system message's preamble: knowledge and today's dates, tool instructions.
+  _preamble() {
+    const blocks = [];
+    const lines = [];
+    const cut = resolveDate(this.cuttingKnowledgeDate);
+    const today = resolveDate(this.todayDate);
+    if (cut) lines.push(`Cutting Knowledge Date: ${MONTHS[cut.getUTCMonth()]} ${cut.getUTCFullYear()}`);
+    if (today) lines.push(`Today Date: ${today.getDate()} ${MONTHS[today.getMonth()].slice(0, 3)} ${today.getFullYear()}`);
+    if (lines.length) blocks.push(lines.join('\n'));
+    if (!this.noToolInstructions) blocks.push('# Tool Instructions\n- When looking for real time information use relevant functions if available\n\n');
+    return blocks;
+  }
+  prependPreambleToChatHistory(chatHistory) {
+    const blocks = this._preamble();
+    if (blocks.length === 0) return chatHistory;
+    const res = chatHistory.slice();
+    if (res[0]?.type === 'system') {
+      res[0] = { type: 'system', text: LlamaText([...blocks, systemText(res[0].text)].flatMap((b, i) => (i ? ['\n\n', b] : [b]))).toJSON() };
+    } else {
+      res.unshift({ type: 'system', text: LlamaText(blocks.flatMap((b, i) => (i ? ['\n\n', b] : [b]))).toJSON() });
+    }
+    return res;
+  }
+  _history(chatHistory) { return this.prependPreambleToChatHistory(chatHistory); }
+}
+
+class Llama2ChatWrapper extends ChatWrapper {
+  constructor({ addSpaceBeforeEos = false } = {}) {
+    super();
+    this.wrapperName = 'Llama2Chat';
+    this._spaceBeforeEos = addSpaceBeforeEos;
+  }
+  generateContextState({ chatHistory, availableFunctions, documentFunctionParams }) {
+    const history = this.addAvailableFunctionsSystemMessageToHistory(chatHistory, availableFunctions, { documentParams: documentFunctionParams });
+    // Turns: the system texts before a user message, the message, the model's answer.
+    const turns = [];
+    let cur = { system: [], user: null, model: null };
+    for (const item of history) {
+      if (item.type === 'system') {
+        if (cur.user !== null || cur.model !== null) turns.push(cur), cur = { system: [], user: null, model: null };
+        cur.system.push(systemText(item.text));
+      } else if (item.type === 'user') {
+        if (cur.user !== null || cur.model !== null) turns.push(cur), cur = { system: [], user: null, model: null };
+        cur.user = item.text;
+      } else if (item.type === 'model') {
+        if (cur.model !== null) turns.push(cur), cur = { system: [], user: null, model: null };
+        cur.model = this.generateModelResponseText(item.response);
+      }
+    }
+    if (cur.system.length || cur.user !== null || cur.model !== null) turns.push(cur);
+    const S = (s) => new SpecialTokensText(s);
+    const parts = [];
+    turns.forEach((turn, i) => {
+      parts.push(new SpecialToken('BOS'));
+      if (turn.system.length) parts.push(S('[INST] <<SYS>>\n'), LlamaText.joinValues('\n', turn.system), S('\n<</SYS>>\n\n'));
+      else parts.push(S('[INST] '));
+      parts.push(turn.user ?? '', S(' [/INST] '));
+      if (turn.model) parts.push(turn.model);
+      if (i < turns.length - 1) {
+        if (this._spaceBeforeEos) parts.push(' ');
+        parts.push(new SpecialToken('EOS'));
+      }
+    });
+    if (parts.length === 0) parts.push(new SpecialToken('BOS'));
+    return { contextText: LlamaText(parts), stopGenerationTriggers: [LlamaText(new SpecialToken('EOS')), LlamaText('</s>')] };
+  }
+}
+
+// A Jinja chat template rendered by loom's template engine (the addon's chatFormat, against a
+// loaded model: `render(requestJson) -> {prompt}`): every message's text goes in as a marker, so
+// that the rendered prompt splits into the template's own text (control tokens parsed) and the
+// messages' texts (plain text), as node-llama-cpp's JinjaTemplateChatWrapper makes it.
+class JinjaTemplateChatWrapper extends ChatWrapper {
+  constructor(options = {}) {
+    super();
+    if (typeof options?.template !== 'string') throw new TypeError('JinjaTemplateChatWrapper: options.template must be a string');
+    this.wrapperName = 'JinjaTemplate';
+    this.template = options.template;
+    this.reasoning = options.reasoning ?? null;
+    this.modelRoleName = options.modelRoleName ?? 'assistant';
+    this.userRoleName = options.userRoleName ?? 'user';
+    this.systemRoleName = options.systemRoleName ?? 'system';
+    this.joinAdjacentMessagesOfTheSameType = options.joinAdjacentMessagesOfTheSameType ?? true;
+    this.trimLeadingWhitespaceInResponses = options.trimLeadingWhitespaceInResponses ?? true;
+    this.keepOnlyLastThought = options.keepOnlyLastThought ?? true;
+    this.additionalRenderParameters = options.additionalRenderParameters;
+    this._renderer = null; // set by whoever holds a model: (requestObject) => {prompt}
+    this._bosString = null;
+  }
+  get usingJinjaFunctionCallTemplate() { return false; }
+  _bind(renderer, bosString) {
+    if (!this._renderer) {
+      this._renderer = renderer;
+      this._bosString = bosString;
+    }
+    return this;
+  }
+  generateContextState({ chatHistory, availableFunctions, documentFunctionParams }) {
+    const render = this._renderer ?? JinjaTemplateChatWrapper._anyRenderer?.();
+    if (!render) throw new Error('JinjaTemplateChatWrapper: a loaded model is needed to render the template (loom renders Jinja natively)');
+    const history = this.addAvailableFunctionsSystemMessageToHistory(chatHistory, availableFunctions, { documentParams: documentFunctionParams });
+    const texts = [];
+    const mark = (text) => {
+      texts.push(text);
+      return `\u0001loom${texts.length - 1}\u0001`;
+    };
+    const messages = [];
+    let lastModel = null;
+    history.forEach((item, i) => {
+      if (item.type === 'system') messages.push({ role: this.systemRoleName, content: mark(systemText(item.text)) });
+      else if (item.type === 'user') messages.push({ role: this.userRoleName, content: mark(LlamaText(item.text)) });
+      else if (item.type === 'model') {
+        const t = this.generateModelResponseText(item.response);
+        if (i === history.length - 1) lastModel = t;
+        else messages.push({ role: this.modelRoleName, content: mark(t) });
+      }
+    });
+    const req = { messages, chat_template: this.template, ...(this.additionalRenderParameters ? { chat_template_kwargs: this.additionalRenderParameters } : {}) };
+    if (lastModel !== null && lastModel.values.length) {
+      messages.push({ role: this.modelRoleName, content: mark(lastModel) });
+      req.continue_final_message = true;
+      req.add_generation_prompt = false;
+    } else {
+      req.add_generation_prompt = true;
+    }
+    const prompt = render(req).prompt;
+    const parts = [];
+    const re = /\u0001loom(\d+)\u0001/g;
+    let at = 0;
+    let m;
+    let first = true;
+    const pushTemplate = (s) => {
+      if (!s) return;
+      if (first && this._bosString && s.startsWith(this._bosString)) {
+        parts.push(new SpecialToken('BOS'));
+        s = s.slice(this._bosString.length);
+      }
+      first = false;
+      if (s) parts.push(new SpecialTokensText(s));
+    };
+    while ((m = re.exec(prompt))) {
+      pushTemplate(prompt.slice(at, m.index));
+      first = false;
+      parts.push(texts[Number(m[1])]);
+      at = m.index + m[0].length;
+    }
+    pushTemplate(prompt.slice(at));
+    return {
+      contextText: LlamaText(parts),
+      stopGenerationTriggers: [LlamaText(new SpecialToken('EOS')), LlamaText(new SpecialToken('EOT'))],
+      transformedSystemMessagesToUserMessages: false,
+    };
+  }
+}
+
+// A chat wrapper class for a Jinja template when loom knows an equivalent one (the template's
+// markers), else null.
+function specializedForTemplate(template) {
+  if (typeof template !== 'string') return null;
+  if (template.includes('<|im_start|>') && !/<tool_call>|tools/.test(template)) return new ChatMLChatWrapper();
+  if (template.includes('<|start_header_id|>')) {
+    return /Cutting Knowledge Date/.test(template) ? new Llama3_1ChatWrapper() : new Llama3ChatWrapper();
+  }
+  return null;
+}
+
+module.exports = {
+  LlamaText,
+  SpecialToken,
+  SpecialTokensText,
+  isLlamaText,
+  tokenizeText,
+  ChatWrapper,
+  GeneralChatWrapper,
+  ChatMLChatWrapper,
+  Llama2ChatWrapper,
+  Llama3ChatWrapper,
+  Llama3_1ChatWrapper,
+  JinjaTemplateChatWrapper,
+  specializedForTemplate,
+  stopStrings,
+  DEFAULT_SYSTEM_PROMPT,
+};
