@@ -697,8 +697,11 @@ class LlamaContextSequence {
         } else if (kind === 2) {
           cleanup();
           const done = JSON.parse(json);
+          this._lastDone = done;
           const gen = finish?.tokens ?? tokens;
-          this._tokens = [...(done.prompt_ids ?? []), ...gen];
+          // the sequence's evaluated tokens: the last generated one never was (node-llama-cpp's
+          // contextTokens leave it out too)
+          this._tokens = [...(done.prompt_ids ?? []), ...gen.slice(0, -1)];
           this._meter.useTokens(done.usage?.prompt_tokens ?? 0, 'input');
           this._meter.useTokens(done.usage?.completion_tokens ?? gen.length, 'output');
           if (reason && typeof reason === 'object') return reject(reason.error);

@@ -7,8 +7,9 @@
 // one thread (apps.mjs: node-llama-cpp's default thread count on a 2-core machine makes llama.cpp's
 // thread pool spin, 40 s a prompt), under a total timeout ($LOOM_NLC_TIMEOUT_S, default 240 s).
 // Every app: getting started, streaming, chat with history and JSON schema (the same greedy text
-// token for token), function calling, embeddings search (within 1e-3 cosine) and ranking;
-// LOOM_NLC_FULL=0 keeps the first four only. Skipped, with the reason, when npm cannot
+// token for token), a chat longer than its context (context shift), sequence state files, the chat
+// wrapper classes and LlamaText (the same prompts and tokens), function calling (also streamed),
+// embeddings search (within 1e-3 cosine) and ranking; LOOM_NLC_FULL=0 keeps the first seven only. Skipped, with the reason, when npm cannot
 // install node-llama-cpp or its prebuilt binary does not load here.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -24,7 +25,8 @@ const PEER_DIR = process.env.LOOM_PEER_DIR || path.join(os.homedir(), '.cache', 
 const NLC = path.join(PEER_DIR, 'node_modules', 'node-llama-cpp', 'dist', 'index.js');
 const FULL = process.env.LOOM_NLC_FULL !== '0';  // all apps unless LOOM_NLC_FULL=0 (about 1.5 s more)
 const TIMEOUT_MS = Number(process.env.LOOM_NLC_TIMEOUT_S || 240) * 1000;
-const APPS = ['gettingStarted', 'chatWithHistory', 'streaming', 'jsonSchemaOutput', ...(FULL ? ['functionCalling', 'embeddingsSearch', 'ranking'] : [])];
+const APPS = ['gettingStarted', 'chatWithHistory', 'streaming', 'jsonSchemaOutput', 'contextShift', 'stateFile', 'chatWrappers',
+  ...(FULL ? ['functionCalling', 'functionStreaming', 'embeddingsSearch', 'ranking'] : [])];
 const started = Date.now();
 
 function ensureNlc() {
@@ -145,4 +147,73 @@ test('ranking: a model without a reranker head is refused by both', { skip: skip
   const l = getLoom().ranking;
   assert.ok(l.error, 'loom should refuse stories260K as a reranker');
   assert.ok(p.error || p.ranked, 'node-llama-cpp gave neither an error nor a ranking');
+});
+
+test('context shift: a chat longer than the context goes on, as node-llama-cpp\'s does', { skip: skipNlc || false }, () => {
+  for (const [who, r] of [['node-llama-cpp', getPeer()], ['loom', getLoom()]]) {
+    const c = r.contextShift;
+    assert.equal(c.error, undefined, `${who}: ${c.error}`);
+    assert.equal(c.answers.length, 8, who);
+    for (const a of c.answers) assert.ok(a.length > 0, `${who}: an empty answer`);
+    assert.deepEqual(c.stopReasons, Array(8).fill('maxTokens'), who);
+    assert.equal(c.historyLength, 17, `${who}: the whole chat stays in the history`);
+    assert.deepEqual(c.firstKept, { type: 'system', text: 'You tell stories.' }, `${who}: the system prompt is kept`);
+    // one answer of 400 tokens on a 256-token context: generation went on past the context's end
+    assert.equal(c.longTokens, 400, who);
+    assert.equal(c.longStop, 'maxTokens', who);
+    // the custom strategy was called with contextSize - size tokens to fit, and the chat went on
+    assert.ok(c.strategyCalls.length > 0, `${who}: the custom strategy was not called`);
+    for (const n of c.strategyCalls) assert.equal(n, 256 - 40, who);
+    assert.equal(c.customAnswers.length, 6, who);
+    for (const a of c.customAnswers) assert.ok(a.length > 0, `${who}: an empty answer after a custom shift`);
+  }
+  const p = getPeer().contextShift;
+  const l = getLoom().contextShift;
+  // before the first shift the answers are the same token for token; the one the first shift
+  // cut (node-llama-cpp's and loom's default strategies cut the same characters there) too
+  assert.deepEqual(l.answers.slice(0, 3), p.answers.slice(0, 3));
+  assert.deepEqual(l.customAnswers.slice(0, 2), p.customAnswers.slice(0, 2));
+});
+
+test('sequence state files: saved, loaded into a fresh context, the chat goes on with the same greedy text', { skip: skipNlc || false }, () => {
+  const p = getPeer().stateFile;
+  const l = getLoom().stateFile;
+  for (const [who, r] of [['node-llama-cpp', p], ['loom', l]]) {
+    assert.equal(r.error, undefined, `${who}: ${r.error}`);
+    assert.equal(r.a2loaded, r.a2, `${who}: the answer after loading differs`);
+    assert.ok(r.fileSize > 0, who);
+    assert.equal(r.loadedTokens, r.savedTokens, who);
+    assert.equal(r.refused, 'Error', `${who}: a load without acceptRisk must throw`);
+  }
+  for (const k of ['a1', 'a2', 'a2loaded', 'savedTokens', 'loadedTokens']) assert.deepEqual(l[k], p[k], k);
+  // loom: the loaded cells served the prompt's prefix (not evaluated again)
+  assert.ok(l.cached >= l.loadedTokens - 1, `loom evaluated the loaded tokens again (cached ${l.cached})`);
+});
+
+test('chat wrapper classes and LlamaText: node-llama-cpp\'s prompts, tokens and JSON', { skip: skipNlc || false }, () => {
+  const p = getPeer().chatWrappers;
+  const l = getLoom().chatWrappers;
+  assert.equal(l.error, undefined, l.error);
+  for (const k of Object.keys(p.wrappers)) assert.deepEqual(l.wrappers[k], p.wrappers[k], k);
+  for (const k of ['a1', 'a2', 'chatMLPromptStart', 'resolved', 'resolvedChatML']) assert.deepEqual(l[k], p[k], k);
+  assert.deepEqual(l.text, p.text);
+});
+
+test('function calling streams text per token and the calls\' parameters in chunks', { skip: skipNlc || (FULL ? false : 'LOOM_NLC_FULL=0 skips it') }, () => {
+  for (const [who, r] of [['node-llama-cpp', getPeer()], ['loom', getLoom()]]) {
+    const f = r.functionStreaming;
+    assert.equal(f.error, undefined, `${who}: ${f.error}`);
+    assert.equal(f.free.chunks.join(''), f.free.responseText, who);
+    assert.ok(f.free.chunks.length > 20, `${who}: text came in ${f.free.chunks.length} chunks`);
+    assert.ok(f.free.tokenCalls.length > 20, `${who}: tokens came in ${f.free.tokenCalls.length} calls`);
+  }
+  // loom (a call forced on this tiny model): every call's parameter chunks add up to its parameters
+  const f = getLoom().functionStreaming.forced;
+  assert.ok(f.functionCalls.length > 0);
+  f.functionCalls.forEach((c, i) => {
+    const p = f.params[i];
+    assert.equal(p.name, c.name);
+    assert.ok(p.done && p.chunks > 1, `call ${i}: ${p.chunks} chunks, done ${p.done}`);
+    assert.deepEqual(JSON.parse(p.text), c.params);
+  });
 });

@@ -147,3 +147,156 @@ export async function ranking(m, modelPath) {
   }
   return out;
 }
+
+// Context shift: a chat longer than a small context goes on (node-llama-cpp's default strategy
+// drops the oldest history and keeps the system prompt); a custom strategy and size are used.
+export const shiftPrompts = ['Tom had a dog.', 'What did the dog do?', 'Where did they go?', 'Who did they meet?', 'What happened next?', 'How did it end?', 'Tell me more.', 'And then?'];
+export async function contextShift(m, modelPath) {
+  const model = await modelOf(m, modelPath);
+  const context = await model.createContext({ contextSize: 256 });
+  const sequence = context.getSequence();
+  const session = new m.LlamaChatSession({ contextSequence: sequence, systemPrompt: 'You tell stories.' });
+  const answers = [];
+  const stopReasons = [];
+  for (const p of shiftPrompts) {
+    const meta = await session.promptWithMeta(p, { maxTokens: 60, ...GREEDY });
+    answers.push(meta.responseText);
+    stopReasons.push(meta.stopReason);
+  }
+  const historyLength = session.getChatHistory().length;
+  const window = session.getLastEvaluationContextWindow();
+  const firstKept = window?.[0] ?? null;
+  // One answer longer than the context: generation goes on past the context's end.
+  session.resetChatHistory();
+  await sequence.clearHistory();
+  let longTokens = 0;
+  const long = await session.promptWithMeta('Once upon a time', { maxTokens: 400, ...GREEDY, onToken: (t) => { longTokens += t.length; } });
+  session.dispose();
+  // A custom strategy: keeps the first system message and the last two messages.
+  const calls = [];
+  const s2 = new m.LlamaChatSession({
+    contextSequence: sequence,
+    systemPrompt: 'You tell stories.',
+    contextShift: {
+      size: 40,
+      strategy({ chatHistory, maxTokensCount }) {
+        calls.push(maxTokensCount);
+        return { chatHistory: [chatHistory[0], ...chatHistory.slice(-2)], metadata: { kept: 3 } };
+      },
+    },
+  });
+  const customAnswers = [];
+  await sequence.clearHistory();
+  for (const p of shiftPrompts.slice(0, 6)) customAnswers.push(await s2.prompt(p, { maxTokens: 60, ...GREEDY }));
+  await context.dispose();
+  return { answers, stopReasons, historyLength, firstKept, longTokens, longStop: long.stopReason, longLength: long.responseText.length, strategyCalls: calls, customAnswers };
+}
+
+// Sequence state files: saved after a prompt, loaded into a fresh context's sequence, the chat
+// goes on there with the same greedy answer as in the original sequence.
+export async function stateFile(m, modelPath) {
+  const { default: fs } = await import('node:fs');
+  const { default: os } = await import('node:os');
+  const { default: path } = await import('node:path');
+  const model = await modelOf(m, modelPath);
+  const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'loom-nlc-state-')), 'state.bin');
+  const c1 = await model.createContext({ contextSize: 512 });
+  const s1 = new m.LlamaChatSession({ contextSequence: c1.getSequence(), systemPrompt: 'You tell stories.' });
+  const a1 = await s1.prompt('Tom had a dog.', { maxTokens: 12, ...GREEDY });
+  const history = s1.getChatHistory();
+  const savedTokens = s1.sequence.contextTokens.length;
+  const { fileSize } = await s1.sequence.saveStateToFile(file);
+  const a2 = await s1.prompt('What did the dog do?', { maxTokens: 12, ...GREEDY });
+  await c1.dispose();
+  const c2 = await model.createContext({ contextSize: 512 });
+  const seq = c2.getSequence();
+  let refused = null;
+  try {
+    await seq.loadStateFromFile(file, {});
+  } catch (e) {
+    refused = e.name;
+  }
+  await seq.loadStateFromFile(file, { acceptRisk: true });
+  const loadedTokens = seq.contextTokens.length;
+  const s2 = new m.LlamaChatSession({ contextSequence: seq });
+  s2.setChatHistory(history);
+  const a2loaded = await s2.prompt('What did the dog do?', { maxTokens: 12, ...GREEDY });
+  const cached = seq._lastDone?.usage?.cached_tokens ?? null; // loom's: prompt tokens the loaded cells served
+  await c2.dispose();
+  fs.rmSync(path.dirname(file), { recursive: true, force: true });
+  return { a1, a2, a2loaded, fileSize, savedTokens, loadedTokens, refused, cached };
+}
+
+// Function calling with streaming: text chunks add up to the answer, tokens come per token,
+// every call's parameter chunks add up to its parameters' JSON.
+export async function functionStreaming(m, modelPath) {
+  const model = await modelOf(m, modelPath);
+  const context = await model.createContext({ contextSize: 1024 });
+  const session = new m.LlamaChatSession({ contextSequence: context.getSequence() });
+  const functions = {
+    getWeather: m.defineChatSessionFunction({
+      description: 'Weather of a city',
+      params: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+      handler({ city }) { return { city, temperature: 21 }; },
+    }),
+  };
+  const run = async (extra) => {
+    const chunks = [];
+    const tokenCalls = [];
+    const params = {};
+    const meta = await session.promptWithMeta('What is the weather in Paris?', {
+      functions, maxTokens: 200, ...GREEDY, ...extra,
+      onTextChunk: (t) => chunks.push(t),
+      onToken: (t) => tokenCalls.push(t.length),
+      onFunctionCallParamsChunk: (c) => {
+        const p = (params[c.callIndex] ??= { name: c.functionName, text: '', done: false, chunks: 0 });
+        p.text += c.paramsChunk;
+        p.chunks++;
+        if (c.done) p.done = true;
+      },
+    });
+    const fc = meta.response.filter((r) => typeof r === 'object' && r.type === 'functionCall');
+    session.resetChatHistory();
+    return { responseText: meta.responseText, chunks, tokenCalls, params, functionCalls: fc.map((c) => ({ name: c.name, params: c.params })) };
+  };
+  const free = await run({});
+  // loom-only: forces a call on this tiny model (node-llama-cpp ignores the option)
+  const forced = await run({ _loomToolChoice: 'required' });
+  await context.dispose();
+  return { free, forced };
+}
+
+// Chat wrapper classes and LlamaText: the prompt of a history through each wrapper (its LlamaText
+// and tokens), a session on ChatMLChatWrapper, LlamaText's JSON, text and tokens.
+export async function chatWrappers(m, modelPath) {
+  const model = await modelOf(m, modelPath);
+  const history = [
+    { type: 'system', text: 'You tell stories.' }, { type: 'user', text: 'Tom had a dog.' }, { type: 'model', response: ['The dog ran.'] },
+    { type: 'system', text: 'Be brief.' }, { type: 'user', text: 'What next?' }, { type: 'model', response: [] },
+  ];
+  const wrappers = {
+    general: new m.GeneralChatWrapper(), chatML: new m.ChatMLChatWrapper(), llama2: new m.Llama2ChatWrapper(), llama3: new m.Llama3ChatWrapper(),
+    llama31: new m.Llama3_1ChatWrapper({ todayDate: new Date('2024-07-26T12:00:00Z') }),
+  };
+  const out = {};
+  for (const [k, w] of Object.entries(wrappers)) {
+    const state = w.generateContextState({ chatHistory: history });
+    out[k] = { name: w.wrapperName, text: state.contextText.toJSON(), tokens: state.contextText.tokenize(model.tokenizer), stops: state.stopGenerationTriggers.map((t) => t.toJSON()) };
+  }
+  const context = await model.createContext({ contextSize: 512 });
+  const sequence = context.getSequence();
+  const session = new m.LlamaChatSession({ contextSequence: sequence, chatWrapper: new m.ChatMLChatWrapper(), systemPrompt: 'You tell stories.' });
+  const a1 = await session.prompt('Tom had a dog.', { maxTokens: 16, ...GREEDY });
+  const a2 = await session.prompt('What next?', { maxTokens: 16, ...GREEDY });
+  const chatMLPromptStart = sequence.contextTokens.slice(0, 40);
+  await context.dispose();
+  const t = m.LlamaText(['Hello', new m.SpecialToken('BOS'), ' world', new m.SpecialTokensText('<s>x'), ' z', 3, [' and ', m.LlamaText('more')]]);
+  const text = {
+    string: t.toString(), json: t.toJSON(), tokens: t.tokenize(model.tokenizer),
+    roundTrip: m.LlamaText.compare(m.LlamaText.fromJSON(t.toJSON()), t), plain: m.LlamaText('plain').toJSON(), empty: m.LlamaText().toJSON(),
+    isText: m.isLlamaText(t) && t instanceof m.LlamaText && new m.LlamaText('a') instanceof m.LlamaText,
+    trimmed: m.LlamaText(['  a ', new m.SpecialTokensText(' b  ')]).trim().toJSON(),
+    tokenizeText: m.tokenizeText('Hi there', model.tokenizer),
+  };
+  return { wrappers: out, a1, a2, chatMLPromptStart, text, resolved: m.resolveChatWrapper(model).wrapperName, resolvedChatML: m.resolveChatWrapper({ type: 'chatML' }).wrapperName };
+}
