@@ -76,6 +76,7 @@ export type LlamaModelOptions = {
 export type Tokenizer = {
     tokenize(text: string, specialTokens?: boolean, options?: "trimLeadingSpace"): Token[];
     tokenize(text: BuiltinSpecialTokenValue, specialTokens: "builtin"): Token[];
+    detokenize(tokens: readonly Token[], specialTokens?: boolean, lastTokens?: readonly Token[]): string;
 } & ((text: string, specialTokens?: boolean, options?: "trimLeadingSpace") => Token[]);
 export type BuiltinSpecialTokenValue = "BOS" | "EOS" | "NL" | "EOT" | "SEP";
 export type GgufFileInfo = {
@@ -195,6 +196,10 @@ export declare class LlamaContextSequence {
     get isLoadedToMemory(): boolean;
     clearHistory(): Promise<void>;
     eraseContextTokenRanges(ranges: ContextTokensDeleteRange[]): Promise<void>;
+    /** The sequence's tokens and their state as a file (loom's session format, not llama.cpp's). */
+    saveStateToFile(filePath: string): Promise<{ fileSize: number }>;
+    /** Loads a file of saveStateToFile (of the same model): a prompt starting with its tokens reuses their state. */
+    loadStateFromFile(filePath: string, acceptRisk: { acceptRisk: true }): Promise<void>;
 }
 export type TokenMeterState = { usedInputTokens: number; usedOutputTokens: number };
 export declare class TokenMeter {
@@ -303,14 +308,30 @@ export type LLamaChatPromptOptions<Functions extends ChatSessionModelFunctions |
     customStopTriggers?: readonly string[];
     budgets?: { includeCurrentResponse?: boolean; thoughtTokens?: number; commentTokens?: number };
 } & ({ grammar?: LlamaGrammar; functions?: never; documentFunctionParams?: never; maxParallelFunctionCalls?: never; onFunctionCallParamsChunk?: never }
-    | { grammar?: never; functions?: Functions | ChatSessionModelFunctions; documentFunctionParams?: boolean; maxParallelFunctionCalls?: number; onFunctionCallParamsChunk?: (chunk: any) => void });
+    | { grammar?: never; functions?: Functions | ChatSessionModelFunctions; documentFunctionParams?: boolean; maxParallelFunctionCalls?: number; onFunctionCallParamsChunk?: (chunk: LlamaChatResponseFunctionCallParamsChunk) => void });
+export type LlamaChatResponseFunctionCallParamsChunk = { callIndex: number; functionName: string; paramsChunk: string; done: boolean };
+export type LLamaChatContextShiftOptions = {
+    size?: number | ((sequence: LlamaContextSequence) => number | Promise<number>);
+    strategy?: "eraseFirstResponseAndKeepFirstSystem" | ((options: {
+        chatHistory: readonly ChatHistoryItem[];
+        maxTokensCount: number;
+        tokenizer: Tokenizer;
+        chatWrapper: ChatWrapper;
+        lastShiftMetadata?: object | null;
+    }) => { chatHistory: ChatHistoryItem[]; metadata?: object | null } | Promise<{ chatHistory: ChatHistoryItem[]; metadata?: object | null }>);
+    lastEvaluationMetadata?: object | undefined | null;
+};
+export type LlamaChatSessionContextShiftOptions = {
+    size?: LLamaChatContextShiftOptions["size"];
+    strategy?: LLamaChatContextShiftOptions["strategy"];
+};
 export type LlamaChatSessionOptions = {
     contextSequence: LlamaContextSequence;
-    chatWrapper?: "auto" | object;
+    chatWrapper?: "auto" | ChatWrapper;
     systemPrompt?: string;
     forceAddSystemPrompt?: boolean;
     autoDisposeSequence?: boolean;
-    contextShift?: { size?: number | ((sequence: LlamaContextSequence) => number); strategy?: "eraseFirstResponseAndKeepFirstSystem" | ((options: any) => any) };
+    contextShift?: LlamaChatSessionContextShiftOptions;
 };
 export type LlamaChatSessionPromptResult = {
     response: Array<string | ChatModelFunctionCall | ChatModelSegment>;
@@ -325,7 +346,7 @@ export declare class LlamaChatSession {
     dispose({ disposeSequence }?: { disposeSequence?: boolean }): void;
     [Symbol.dispose](): void;
     get disposed(): boolean;
-    get chatWrapper(): { readonly wrapperName: string };
+    get chatWrapper(): ChatWrapper;
     get sequence(): LlamaContextSequence;
     get context(): LlamaContext;
     get model(): LlamaModel;
@@ -337,6 +358,170 @@ export declare class LlamaChatSession {
     setChatHistory(chatHistory: ChatHistoryItem[]): void;
     resetChatHistory(): void;
 }
+
+// ---- LlamaText and chat wrappers ----
+export type LlamaTextValue = string | SpecialTokensText | SpecialToken;
+export type LlamaTextInputValue = LlamaTextValue | LlamaText | number | boolean | readonly LlamaTextInputValue[];
+export type LlamaTextSpecialTokensTextJSON = { type: "specialTokensText"; value: string };
+export type LlamaTextSpecialTokenJSON = { type: "specialToken"; value: string };
+export type LlamaTextJSONValue = string | LlamaTextSpecialTokensTextJSON | LlamaTextSpecialTokenJSON;
+export type LlamaTextJSON = string | LlamaTextJSONValue[];
+declare class _LlamaText {
+    readonly values: readonly LlamaTextValue[];
+    constructor(...values: readonly LlamaTextInputValue[]);
+    concat(value: LlamaTextInputValue): _LlamaText;
+    mapValues(mapper: (this: readonly LlamaTextValue[], value: LlamaTextValue, index: number, values: readonly LlamaTextValue[]) => LlamaTextInputValue): _LlamaText;
+    joinValues(separator: _LlamaText | LlamaTextValue): _LlamaText;
+    toString(): string;
+    toJSON(): LlamaTextJSON;
+    tokenize(tokenizer: Tokenizer, options?: "trimLeadingSpace"): Token[];
+    compare(other: _LlamaText): boolean;
+    trim(): _LlamaText;
+    trimStart(): _LlamaText;
+    trimEnd(): _LlamaText;
+    includes(value: _LlamaText): boolean;
+    static fromJSON(json: LlamaTextJSON): _LlamaText;
+    static compare(a: _LlamaText, b: _LlamaText): boolean;
+    static fromTokens(tokenizer: Tokenizer, tokens: Token[]): _LlamaText;
+    static joinValues(separator: _LlamaText | string, values: readonly LlamaTextInputValue[]): _LlamaText;
+    static isLlamaText(value: unknown): value is _LlamaText;
+}
+type LlamaTextConstructor = Omit<typeof _LlamaText, "prototype"> & {
+    new (...values: readonly LlamaTextInputValue[]): _LlamaText;
+    (...values: readonly LlamaTextInputValue[]): _LlamaText;
+    readonly prototype: typeof _LlamaText.prototype;
+};
+/** Callable with or without `new`, as node-llama-cpp's. */
+export declare const LlamaText: LlamaTextConstructor;
+export type LlamaText = _LlamaText;
+export declare class SpecialTokensText {
+    readonly value: string;
+    constructor(value: string);
+    toString(): string;
+    tokenize(tokenizer: Tokenizer, trimLeadingSpace?: boolean): Token[];
+    tokenizeSpecialTokensOnly(tokenizer: Tokenizer): (string | Token)[];
+    toJSON(): LlamaTextSpecialTokensTextJSON;
+    static fromJSON(json: LlamaTextSpecialTokensTextJSON): SpecialTokensText;
+    static isSpecialTokensTextJSON(value: LlamaTextJSONValue): value is LlamaTextSpecialTokensTextJSON;
+    static wrapIf(shouldWrap: boolean, value: string): SpecialTokensText | string;
+}
+export declare class SpecialToken {
+    readonly value: BuiltinSpecialTokenValue;
+    constructor(value: BuiltinSpecialTokenValue);
+    toString(): BuiltinSpecialTokenValue;
+    tokenize(tokenizer: Tokenizer): Token[];
+    toJSON(): LlamaTextSpecialTokenJSON;
+    static fromJSON(json: LlamaTextSpecialTokenJSON): SpecialToken;
+    static isSpecialTokenJSON(value: LlamaTextJSONValue): value is LlamaTextSpecialTokenJSON;
+    static getTokenToValueMap(tokenizer: Tokenizer): ReadonlyMap<Token | undefined, BuiltinSpecialTokenValue>;
+}
+export declare function isLlamaText(value: unknown): value is LlamaText;
+export declare function tokenizeText(text: string | LlamaText, tokenizer: Tokenizer): Token[];
+
+export type ChatModelFunctions = { readonly [name: string]: { readonly description?: string; readonly params?: GbnfJsonSchema | undefined | null } };
+export type ChatWrapperSettings = {
+    readonly supportsSystemMessages: boolean;
+    readonly functions: {
+        readonly call: { readonly optionalPrefixSpace: boolean; readonly prefix: string | LlamaText; readonly paramsPrefix: string | LlamaText; readonly suffix: string | LlamaText; readonly emptyCallParamsPlaceholder?: object | string | number | boolean | null };
+        readonly result: { readonly prefix: string | LlamaText; readonly suffix: string | LlamaText };
+        readonly parallelism?: any;
+    };
+    readonly segments?: any;
+};
+export type ChatWrapperGenerateContextStateOptions = { chatHistory: readonly ChatHistoryItem[]; availableFunctions?: ChatModelFunctions; documentFunctionParams?: boolean };
+export type ChatWrapperGeneratedContextState = {
+    contextText: LlamaText;
+    stopGenerationTriggers: LlamaText[];
+    ignoreStartText?: LlamaText[];
+    functionCall?: { initiallyEngaged: boolean; disengageInitiallyEngaged: LlamaText[] };
+};
+export type ChatWrapperGenerateInitialHistoryOptions = { systemPrompt?: string };
+export declare abstract class ChatWrapper {
+    static defaultSettings: ChatWrapperSettings;
+    abstract readonly wrapperName: string;
+    readonly settings: ChatWrapperSettings;
+    generateContextState({ chatHistory, availableFunctions, documentFunctionParams }: ChatWrapperGenerateContextStateOptions): ChatWrapperGeneratedContextState;
+    generateFunctionCallsAndResults(functionCalls: ChatModelFunctionCall[], useRawCall?: boolean): LlamaText;
+    generateFunctionCall(name: string, params: any): LlamaText;
+    generateFunctionCallResult(functionName: string, functionParams: any, result: any): LlamaText;
+    generateModelResponseText(modelResponse: ChatModelResponse["response"], useRawValues?: boolean): LlamaText;
+    generateAvailableFunctionsSystemText(availableFunctions: ChatModelFunctions, { documentParams }: { documentParams?: boolean }): LlamaText;
+    addAvailableFunctionsSystemMessageToHistory(history: readonly ChatHistoryItem[], availableFunctions?: ChatModelFunctions, { documentParams }?: { documentParams?: boolean }): readonly ChatHistoryItem[];
+    generateInitialChatHistory({ systemPrompt }?: ChatWrapperGenerateInitialHistoryOptions): ChatHistoryItem[];
+}
+export declare class GeneralChatWrapper extends ChatWrapper {
+    readonly wrapperName: string;
+    constructor(options?: { userMessageTitle?: string; modelResponseTitle?: string; middleSystemMessageTitle?: string; allowSpecialTokensInTitles?: boolean });
+    get userMessageTitle(): string;
+    get modelResponseTitle(): string;
+    get middleSystemMessageTitle(): string;
+}
+export declare class ChatMLChatWrapper extends ChatWrapper {
+    readonly wrapperName: string;
+}
+export declare class Llama2ChatWrapper extends ChatWrapper {
+    readonly wrapperName: string;
+    constructor(options?: { addSpaceBeforeEos?: boolean });
+}
+export declare class Llama3ChatWrapper extends ChatWrapper {
+    readonly wrapperName: string;
+    constructor(options?: { parallelFunctionCalling?: boolean });
+}
+export declare class Llama3_1ChatWrapper extends ChatWrapper {
+    readonly wrapperName: string;
+    readonly cuttingKnowledgeDate?: Date | (() => Date) | null;
+    readonly todayDate: Date | (() => Date) | null;
+    readonly noToolInstructions: boolean;
+    constructor(options?: { cuttingKnowledgeDate?: Date | (() => Date) | number | string | null; todayDate?: Date | (() => Date) | number | string | null; noToolInstructions?: boolean });
+    prependPreambleToChatHistory(chatHistory: readonly ChatHistoryItem[]): readonly ChatHistoryItem[];
+}
+export type JinjaTemplateChatWrapperOptions = {
+    template: string;
+    reasoning?: boolean | null;
+    modelRoleName?: string;
+    userRoleName?: string;
+    systemRoleName?: string;
+    joinAdjacentMessagesOfTheSameType?: boolean;
+    trimLeadingWhitespaceInResponses?: boolean;
+    additionalRenderParameters?: Record<string, any>;
+    keepOnlyLastThought?: boolean;
+    tokenizer?: Tokenizer;
+    [option: string]: unknown;
+};
+/** Renders with loom's Jinja engine: needs a loaded model (the session's, else any). */
+export declare class JinjaTemplateChatWrapper extends ChatWrapper {
+    readonly wrapperName: string;
+    readonly template: string;
+    readonly reasoning: boolean | null;
+    readonly modelRoleName: string;
+    readonly userRoleName: string;
+    readonly systemRoleName: string;
+    readonly joinAdjacentMessagesOfTheSameType: boolean;
+    readonly trimLeadingWhitespaceInResponses: boolean;
+    readonly keepOnlyLastThought: boolean;
+    readonly additionalRenderParameters?: Record<string, any>;
+    constructor(options: JinjaTemplateChatWrapperOptions);
+    get usingJinjaFunctionCallTemplate(): boolean;
+}
+export type SpecializedChatWrapperTypeName = "general" | "llama3.1" | "llama3" | "llama2Chat" | "chatML";
+export type ResolveChatWrapperWithModelOptions = {
+    type?: "auto" | SpecializedChatWrapperTypeName | "template" | "jinjaTemplate";
+    customWrapperSettings?: { [name: string]: any };
+    warningLogs?: boolean;
+    fallbackToOtherWrappersOnJinjaError?: boolean;
+    noJinja?: boolean;
+};
+export type ResolveChatWrapperOptions = ResolveChatWrapperWithModelOptions & {
+    bosString?: string | null;
+    architecture?: string;
+    filename?: string;
+    fileInfo?: GgufFileInfo;
+    tokenizer?: Tokenizer;
+    llama?: Llama;
+};
+export type BuiltInChatWrapperType = GeneralChatWrapper | ChatMLChatWrapper | Llama2ChatWrapper | Llama3ChatWrapper | Llama3_1ChatWrapper | JinjaTemplateChatWrapper;
+export declare function resolveChatWrapper(model: LlamaModel, options?: ResolveChatWrapperWithModelOptions): BuiltInChatWrapperType;
+export declare function resolveChatWrapper(options: ResolveChatWrapperOptions): BuiltInChatWrapperType | null;
 
 // ---- completion ----
 export type LlamaCompletionGenerationOptions = {

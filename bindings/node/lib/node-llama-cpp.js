@@ -296,7 +296,9 @@ class LlamaModel {
     this._tokens = new LlamaModelTokens(this, this._info.specialTokens || {});
     this._pieces = new Map();
     const self = this;
-    this.tokenizer = Object.assign((text, specialTokens, opts) => self.tokenize(text, specialTokens, opts), {
+    const tokenize = (text, specialTokens, opts) => self.tokenize(text, specialTokens, opts);
+    this.tokenizer = Object.assign(tokenize, {
+      tokenize,
       detokenize: (tokens, specialTokens, lastTokens) => self.detokenize(tokens, specialTokens, lastTokens),
     });
     this.onDispose = eventRelay();

@@ -4,6 +4,9 @@
 import {
     getLlama, LlamaLogLevel, LlamaChatSession, LlamaCompletion, LlamaJsonSchemaGrammar, LlamaGrammar,
     defineChatSessionFunction, DisposedError, LlamaEmbedding,
+    LlamaText, SpecialToken, SpecialTokensText, isLlamaText, ChatMLChatWrapper, GeneralChatWrapper, Llama3ChatWrapper,
+    Llama3_1ChatWrapper, JinjaTemplateChatWrapper, resolveChatWrapper,
+    type ChatWrapper, type LlamaTextJSON, type LlamaChatResponseFunctionCallParamsChunk,
     type Llama, type LlamaModel, type LlamaContext, type LlamaContextSequence, type ChatHistoryItem, type Token,
 } from "node-llama-cpp";
 
@@ -61,6 +64,31 @@ async function main(modelPath: string): Promise<void> {
     } catch (err) {
         if (err instanceof DisposedError) console.log("disposed");
     }
+    // LlamaText, chat wrappers, context shift, state files, streamed function calls
+    const lt = LlamaText(["Hello ", new SpecialToken("BOS"), new SpecialTokensText("<|im_start|>"), "world"]);
+    const lt2 = new LlamaText("a", lt);
+    const ltJson: LlamaTextJSON = lt.toJSON();
+    const back = LlamaText.fromJSON(ltJson);
+    const ltTokens: Token[] = back.tokenize(model.tokenizer);
+    const same: boolean = LlamaText.compare(lt, back) && isLlamaText(lt2);
+    const wrappers: ChatWrapper[] = [new ChatMLChatWrapper(), new GeneralChatWrapper(), new Llama3ChatWrapper(), new Llama3_1ChatWrapper({ todayDate: new Date() }),
+        new JinjaTemplateChatWrapper({ template: "{% for m in messages %}{{ m.content }}{% endfor %}" }), resolveChatWrapper(model)];
+    const state = wrappers[0]!.generateContextState({ chatHistory: history });
+    const promptText: string = state.contextText.toString();
+    const shifting = new LlamaChatSession({
+        contextSequence: context.getSequence(),
+        chatWrapper: new ChatMLChatWrapper(),
+        contextShift: {
+            size: (s: LlamaContextSequence) => Math.floor(s.contextSize / 8),
+            strategy: ({ chatHistory, maxTokensCount }) => ({ chatHistory: chatHistory.slice(-2), metadata: { maxTokensCount } }),
+        },
+    });
+    const paramsChunks: LlamaChatResponseFunctionCallParamsChunk[] = [];
+    await shifting.prompt("Weather?", { functions, onFunctionCallParamsChunk: (chunk) => { paramsChunks.push(chunk); } });
+    const window: ChatHistoryItem[] | null = shifting.getLastEvaluationContextWindow();
+    const { fileSize } = await shifting.sequence.saveStateToFile("state.bin");
+    await shifting.sequence.loadStateFromFile("state.bin", { acceptRisk: true });
+    console.log(ltTokens, same, promptText, window, fileSize, paramsChunks.length);
     console.log(train, bos, eosString, text, arch, answer, stop, c, sim, top);
     await emb.dispose();
     await rank.dispose();
