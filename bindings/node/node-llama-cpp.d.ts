@@ -359,6 +359,57 @@ export declare class LlamaChatSession {
     resetChatHistory(): void;
 }
 
+export type LlamaChatOptions = { contextSequence: LlamaContextSequence; chatWrapper?: "auto" | ChatWrapper; autoDisposeSequence?: boolean };
+export type LLamaChatGenerateResponseOptions<Functions extends ChatModelFunctions | undefined = undefined> = {
+    onTextChunk?: (text: string) => void;
+    onToken?: (tokens: Token[]) => void;
+    onResponseChunk?: (chunk: LlamaChatResponseChunk) => void;
+    onFunctionCallParamsChunk?: (chunk: LlamaChatResponseFunctionCallParamsChunk) => void;
+    signal?: AbortSignal;
+    stopOnAbortSignal?: boolean;
+    maxTokens?: number;
+    temperature?: number;
+    minP?: number;
+    topK?: number;
+    topP?: number;
+    seed?: number;
+    xtc?: { probability: number; threshold: number };
+    trimWhitespaceSuffix?: boolean;
+    repeatPenalty?: false | LLamaContextualRepeatPenalty;
+    dryRepeatPenalty?: LLamaContextualDryRepeatPenalty;
+    tokenBias?: TokenBias | (() => TokenBias);
+    evaluationPriority?: number;
+    contextShift?: LLamaChatContextShiftOptions;
+    customStopTriggers?: readonly (LlamaText | string | readonly (string | Token)[])[];
+    grammar?: LlamaGrammar;
+    functions?: Functions;
+    documentFunctionParams?: boolean;
+    maxParallelFunctionCalls?: number;
+    budgets?: { includeCurrentResponse?: boolean; thoughtTokens?: number; commentTokens?: number };
+};
+export type LlamaChatResponseFunctionCall<Functions extends ChatModelFunctions = ChatModelFunctions> = { functionName: string & keyof Functions; params: any; raw: LlamaTextJSON };
+export type LlamaChatResponse<Functions extends ChatModelFunctions | undefined = undefined> = {
+    response: string;
+    fullResponse: Array<string | ChatModelSegment>;
+    functionCalls?: Functions extends ChatModelFunctions ? LlamaChatResponseFunctionCall<Functions>[] : never;
+    lastEvaluation: { cleanHistory: ChatHistoryItem[]; contextWindow: ChatHistoryItem[]; contextShiftMetadata: any };
+    metadata: { remainingGenerationAfterStop?: string | Token[]; stopReason: "eogToken" | "stopGenerationTrigger" | "functionCalls" | "maxTokens" | "abort" }
+        | { remainingGenerationAfterStop?: string | Token[]; stopReason: "customStopTrigger"; customStopTrigger: (string | Token)[] };
+};
+/** node-llama-cpp's lower-level chat: one response per call, function calls returned, not run. */
+export declare class LlamaChat {
+    readonly onDispose: EventRelay<void>;
+    constructor(options: LlamaChatOptions);
+    dispose({ disposeSequence }?: { disposeSequence?: boolean }): void;
+    [Symbol.dispose](): void;
+    get disposed(): boolean;
+    get chatWrapper(): ChatWrapper;
+    get sequence(): LlamaContextSequence;
+    get context(): LlamaContext;
+    get model(): LlamaModel;
+    generateResponse<const Functions extends ChatModelFunctions | undefined = undefined>(history: ChatHistoryItem[], options?: LLamaChatGenerateResponseOptions<Functions>): Promise<LlamaChatResponse<Functions>>;
+}
+
 // ---- LlamaText and chat wrappers ----
 export type LlamaTextValue = string | SpecialTokensText | SpecialToken;
 export type LlamaTextInputValue = LlamaTextValue | LlamaText | number | boolean | readonly LlamaTextInputValue[];

@@ -1211,19 +1211,16 @@ async function eraseFirstResponseAndKeepFirstSystem({ chatHistory, maxTokensCoun
   return { chatHistory: h, metadata: { removedCharactersNumber: removed } };
 }
 
-class LlamaChatSession {
-  constructor({ contextSequence, chatWrapper = 'auto', systemPrompt, forceAddSystemPrompt = false, autoDisposeSequence = false, contextShift } = {}) {
-    if (!(contextSequence instanceof LlamaContextSequence)) throw new TypeError('LlamaChatSession: contextSequence must be a LlamaContextSequence');
+class ChatCore {
+  _init(contextSequence, chatWrapper, contextShift, autoDisposeSequence) {
+    if (!(contextSequence instanceof LlamaContextSequence)) throw new TypeError(`${this.constructor.name}: contextSequence must be a LlamaContextSequence`);
     if (contextSequence.disposed) throw new DisposedError();
     this._sequence = contextSequence;
     this._wrapper = resolveWrapper(contextSequence.model, chatWrapper);
     this._autoDispose = autoDisposeSequence;
     this._contextShift = contextShift ?? {};
     this._disposed = false;
-    this._history = [{ type: 'system', text: systemPrompt ?? DEFAULT_SYSTEM_PROMPT }];
-    this._lastWindow = null;
     this._lastShiftMetadata = null;
-    void forceAddSystemPrompt;
     this.onDispose = eventRelay();
     this._seqListener = contextSequence.onDispose.createListener(() => this.dispose());
   }
@@ -1244,27 +1241,6 @@ class LlamaChatSession {
     this.onDispose.dispatchEvent();
   }
   [disposeSymbol]() { this.dispose(); }
-  getChatHistory() { return structuredClone(this._history); }
-  setChatHistory(history) {
-    if (!Array.isArray(history)) throw new TypeError('setChatHistory: history must be an array');
-    this._history = structuredClone(history);
-    this._lastWindow = null;
-    this._lastShiftMetadata = null;
-  }
-  resetChatHistory() {
-    this._history = this._history.filter((h) => h.type === 'system').slice(0, 1);
-    this._lastWindow = null;
-    this._lastShiftMetadata = null;
-  }
-  // The history the last prompt was evaluated with: the chat history, cut by context shifts.
-  getLastEvaluationContextWindow() {
-    return this._lastWindow ? structuredClone(this._lastWindow) : null;
-  }
-  async prompt(prompt, options = {}) {
-    const { responseText: text } = await this.promptWithMeta(prompt, options);
-    return text;
-  }
-  async preloadPrompt() { /* the scheduler's prefix cache keeps the conversation; nothing to preload */ }
   // Prompt tokens and stop strings of a history through a wrapper of node-llama-cpp's kind.
   _promptTokens(history, wrapper) {
     const state = wrapper.generateContextState({ chatHistory: history });
@@ -1308,8 +1284,8 @@ class LlamaChatSession {
     const addBos = this.model.tokens.shouldPrependBosToken && !(bos && f.prompt.startsWith(bos));
     return { req, length: this.model._native.tokenizeSync(f.prompt, addBos, true).length };
   }
-  async _shiftOptions() {
-    const cs = this._contextShift ?? {};
+  async _shiftOptions(override) {
+    const cs = override ?? this._contextShift ?? {};
     const ctxSize = this.context.contextSize;
     let size = typeof cs.size === 'function' ? await cs.size(this._sequence) : cs.size;
     if (!Number.isFinite(size)) size = Math.floor(ctxSize / 10);
@@ -1332,26 +1308,25 @@ class LlamaChatSession {
     this._lastShiftMetadata = res?.metadata ?? null;
     return out;
   }
-  async promptWithMeta(prompt, options = {}) {
-    if (this._disposed) throw new DisposedError();
-    if (typeof prompt !== 'string') throw new TypeError('prompt must be a string');
-    const { functions, onTextChunk, onToken, onResponseChunk, onFunctionCallParamsChunk, signal, stopOnAbortSignal = false, trimWhitespaceSuffix = false, responsePrefix } = options;
+  // Generates the model response that ends `history` (its last item, `modelItem`, mutated), in
+  // rounds: a context shift before a round whose prompt does not fit, function calls run between
+  // rounds (execute) or returned (LlamaChat). Resolves with {stopReason, window, pendingCalls,
+  // stopTrigger}.
+  async _respond(history, modelItem, options, execute) {
+    const { functions, onTextChunk, onToken, onResponseChunk, onFunctionCallParamsChunk, signal, stopOnAbortSignal = false, trimWhitespaceSuffix = false } = options;
     if (functions && options.grammar) throw new Error('Using both grammar and functions is not supported yet');
     const sampling = samplingOf(options, this.model);
-    const history = this.getChatHistory();
-    history.push({ type: 'user', text: prompt });
-    const modelItem = { type: 'model', response: [] };
-    history.push(modelItem);
-    if (responsePrefix) modelItem.response.push(responsePrefix);
     const tools = toolsOf(functions);
     const useTemplate = !!tools || this._wrapper instanceof LoomTemplateChatWrapper;
     const ctxSize = this.context.contextSize;
-    const shift = await this._shiftOptions();
+    const shift = await this._shiftOptions(options.contextShift);
     const buildCtx = { tools, useTemplate, sampling, options, rounds: 0 };
     // `win`: the history the rounds are generated from: the whole chat until a context shift cuts
     // it (from then on a copy, whose last item is the response being generated).
     let win = history;
     let stopReason = 'eogToken';
+    let stopTrigger;
+    const pendingCalls = [];
     let remaining = sampling.n_predict;
     let callIndex = 0;
     const emit = (t) => {
@@ -1447,7 +1422,10 @@ class LlamaChatSession {
         if (r.tokens.length === 0) throw new Error('The context size is too small to generate a response');
         continue;
       }
-      if (f.stopped_word) stopReason = options.customStopTriggers?.includes(f.stop_word) ? 'customStopTrigger' : 'stopGenerationTrigger';
+      if (f.stopped_word) {
+        stopReason = options.customStopTriggers?.includes(f.stop_word) ? 'customStopTrigger' : 'stopGenerationTrigger';
+        stopTrigger = f.stop_word;
+      }
       if (calls.length === 0) break;
       // Function calls (the complete ones, also when maxTokens cut the generation): run them in
       // order, put their results in the history, and generate on with them, as node-llama-cpp does.
@@ -1464,10 +1442,18 @@ class LlamaChatSession {
         if (onFunctionCallParamsChunk) onFunctionCallParamsChunk({ callIndex, functionName: fn.name, paramsChunk: '', done: true });
         callIndex++;
         if (def.params) validateAgainstSchema(params, def.params, `params of ${fn.name}`, def.params.$defs);
+        if (!execute) {
+          pendingCalls.push({ name: fn.name, params, raw: JSON.stringify({ name: fn.name, arguments: params }) });
+          continue;
+        }
         const result = await def.handler(params);
         const call = { type: 'functionCall', name: fn.name, description: def.description, params, result };
         modelItem.response.push(call);
         if (win !== history) win[win.length - 1].response.push(structuredClone(call));
+      }
+      if (!execute) {
+        stopReason = 'functionCalls';
+        break;
       }
       if (remaining === 0) {
         stopReason = 'maxTokens';
@@ -1475,13 +1461,86 @@ class LlamaChatSession {
       }
       stopReason = 'eogToken';
     }
+    return { stopReason, window: win, pendingCalls, stopTrigger };
+  }
+}
+
+class LlamaChatSession extends ChatCore {
+  constructor({ contextSequence, chatWrapper = 'auto', systemPrompt, forceAddSystemPrompt = false, autoDisposeSequence = false, contextShift } = {}) {
+    super();
+    if (!(contextSequence instanceof LlamaContextSequence)) throw new TypeError('LlamaChatSession: contextSequence must be a LlamaContextSequence');
+    this._init(contextSequence, chatWrapper, contextShift, autoDisposeSequence);
+    this._history = [{ type: 'system', text: systemPrompt ?? DEFAULT_SYSTEM_PROMPT }];
+    this._lastWindow = null;
+    void forceAddSystemPrompt;
+  }
+  getChatHistory() { return structuredClone(this._history); }
+  setChatHistory(history) {
+    if (!Array.isArray(history)) throw new TypeError('setChatHistory: history must be an array');
+    this._history = structuredClone(history);
+    this._lastWindow = null;
+    this._lastShiftMetadata = null;
+  }
+  resetChatHistory() {
+    this._history = this._history.filter((h) => h.type === 'system').slice(0, 1);
+    this._lastWindow = null;
+    this._lastShiftMetadata = null;
+  }
+  // The history the last prompt was evaluated with: the chat history, cut by context shifts.
+  getLastEvaluationContextWindow() {
+    return this._lastWindow ? structuredClone(this._lastWindow) : null;
+  }
+  async prompt(prompt, options = {}) {
+    const { responseText: text } = await this.promptWithMeta(prompt, options);
+    return text;
+  }
+  async preloadPrompt() { /* the scheduler's prefix cache keeps the conversation; nothing to preload */ }
+  async promptWithMeta(prompt, options = {}) {
+    if (this._disposed) throw new DisposedError();
+    if (typeof prompt !== 'string') throw new TypeError('prompt must be a string');
+    const history = this.getChatHistory();
+    history.push({ type: 'user', text: prompt });
+    const modelItem = { type: 'model', response: [] };
+    history.push(modelItem);
+    if (options.responsePrefix) modelItem.response.push(options.responsePrefix);
+    const { stopReason, window } = await this._respond(history, modelItem, options, true);
     this._history = history;
-    this._lastWindow = win;
+    this._lastWindow = window;
     return {
       response: structuredClone(modelItem.response),
       responseText: modelItem.response.filter((x) => typeof x === 'string').join(''),
       stopReason,
     };
+  }
+}
+
+// node-llama-cpp's lower-level chat: one model response to a given history per generateResponse
+// (the history's last item when it is a model response, continued, else a new one); function calls
+// are not run but returned (stopReason "functionCalls").
+class LlamaChat extends ChatCore {
+  constructor({ contextSequence, chatWrapper = 'auto', autoDisposeSequence = false } = {}) {
+    super();
+    this._init(contextSequence, chatWrapper, undefined, autoDisposeSequence);
+  }
+  async generateResponse(history, options = {}) {
+    if (this._disposed) throw new DisposedError();
+    if (!Array.isArray(history)) throw new TypeError('generateResponse: history must be an array');
+    const h = structuredClone(history);
+    if (h.length === 0 || h[h.length - 1].type !== 'model') h.push({ type: 'model', response: [] });
+    const modelItem = h[h.length - 1];
+    const before = modelItem.response.filter((x) => typeof x === 'string').join('');
+    const r = await this._respond(h, modelItem, options, false);
+    const text = modelItem.response.filter((x) => typeof x === 'string').join('').slice(before.length);
+    const metadata = { stopReason: r.stopReason };
+    if (r.stopReason === 'customStopTrigger') metadata.customStopTrigger = [r.stopTrigger];
+    const out = {
+      response: text,
+      fullResponse: text ? [text] : [],
+      lastEvaluation: { cleanHistory: h, contextWindow: r.window === h ? structuredClone(h) : r.window, contextShiftMetadata: this._lastShiftMetadata },
+      metadata,
+    };
+    if (r.pendingCalls.length) out.functionCalls = r.pendingCalls.map((c) => ({ functionName: c.name, params: c.params, raw: c.raw }));
+    return out;
   }
 }
 
@@ -1671,6 +1730,7 @@ module.exports = {
   LlamaContext,
   LlamaContextSequence,
   LlamaChatSession,
+  LlamaChat,
   LlamaCompletion,
   LlamaGrammar,
   LlamaJsonSchemaGrammar,

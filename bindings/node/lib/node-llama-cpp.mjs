@@ -3,7 +3,7 @@ import m from './node-llama-cpp.js';
 
 export const {
   getLlama, Llama, LlamaLogLevel, LlamaLogLevelGreaterThan, LlamaLogLevelGreaterThanOrEqual, LlamaVocabularyType,
-  LlamaModel, LlamaModelTokens, LlamaModelInfillTokens, LlamaContext, LlamaContextSequence, LlamaChatSession,
+  LlamaModel, LlamaModelTokens, LlamaModelInfillTokens, LlamaContext, LlamaContextSequence, LlamaChatSession, LlamaChat,
   LlamaCompletion, LlamaGrammar, LlamaJsonSchemaGrammar, LlamaJsonSchemaValidationError, LlamaEmbeddingContext,
   LlamaEmbedding, LlamaRankingContext, TokenBias, TokenMeter, defineChatSessionFunction, isChatModelResponseFunctionCall,
   isChatModelResponseSegment, readGgufFileInfo, LlamaText, SpecialToken, SpecialTokensText, isLlamaText, tokenizeText, ChatWrapper,

@@ -9,7 +9,7 @@
 // Every app: getting started, streaming, chat with history and JSON schema (the same greedy text
 // token for token), a chat longer than its context (context shift), sequence state files, the chat
 // wrapper classes and LlamaText (the same prompts and tokens), function calling (also streamed),
-// embeddings search (within 1e-3 cosine) and ranking; LOOM_NLC_FULL=0 keeps the first seven only. Skipped, with the reason, when npm cannot
+// embeddings search (within 1e-3 cosine) and ranking; LlamaChat; LOOM_NLC_FULL=0 keeps the first eight only. Skipped, with the reason, when npm cannot
 // install node-llama-cpp or its prebuilt binary does not load here.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -25,7 +25,7 @@ const PEER_DIR = process.env.LOOM_PEER_DIR || path.join(os.homedir(), '.cache', 
 const NLC = path.join(PEER_DIR, 'node_modules', 'node-llama-cpp', 'dist', 'index.js');
 const FULL = process.env.LOOM_NLC_FULL !== '0';  // all apps unless LOOM_NLC_FULL=0 (about 1.5 s more)
 const TIMEOUT_MS = Number(process.env.LOOM_NLC_TIMEOUT_S || 240) * 1000;
-const APPS = ['gettingStarted', 'chatWithHistory', 'streaming', 'jsonSchemaOutput', 'contextShift', 'stateFile', 'chatWrappers',
+const APPS = ['gettingStarted', 'chatWithHistory', 'streaming', 'jsonSchemaOutput', 'contextShift', 'stateFile', 'chatWrappers', 'llamaChat',
   ...(FULL ? ['functionCalling', 'functionStreaming', 'embeddingsSearch', 'ranking'] : [])];
 const started = Date.now();
 
@@ -216,4 +216,21 @@ test('function calling streams text per token and the calls\' parameters in chun
     assert.ok(p.done && p.chunks > 1, `call ${i}: ${p.chunks} chunks, done ${p.done}`);
     assert.deepEqual(JSON.parse(p.text), c.params);
   });
+});
+
+test('LlamaChat: generateResponse answers, continues a response, streams, as node-llama-cpp\'s', { skip: skipNlc || false }, () => {
+  const p = getPeer().llamaChat;
+  const l = getLoom().llamaChat;
+  assert.equal(l.error, undefined, l.error);
+  assert.equal(p.error, undefined, p.error);
+  for (const k of ['r1', 'r1Stop', 'r1History', 'cont', 'r2', 'r2Joined', 's1', 'disposed']) assert.deepEqual(l[k], p[k], k);
+  assert.equal(l.r1, l.s1, 'LlamaChat and LlamaChatSession give the same first answer');
+  // loom: a forced call comes back as functionCalls (stopReason "functionCalls"), its handler not run
+  assert.ok(l.functionCalls.length > 0);
+  assert.equal(l.fcStop, 'functionCalls');
+  assert.equal(l.ran, 0);
+  for (const c of l.functionCalls) {
+    assert.equal(c.functionName, 'getWeather');
+    assert.equal(typeof c.params.city, 'string');
+  }
 });

@@ -300,3 +300,29 @@ export async function chatWrappers(m, modelPath) {
   };
   return { wrappers: out, a1, a2, chatMLPromptStart, text, resolved: m.resolveChatWrapper(model).wrapperName, resolvedChatML: m.resolveChatWrapper({ type: 'chatML' }).wrapperName };
 }
+
+// LlamaChat, the lower-level chat: a response to a history, continued; function calls returned.
+export async function llamaChat(m, modelPath) {
+  const model = await modelOf(m, modelPath);
+  const context = await model.createContext({ contextSize: 1024, sequences: 2 });
+  const chat = new m.LlamaChat({ contextSequence: context.getSequence() });
+  const history = [{ type: 'system', text: 'You tell stories.' }, { type: 'user', text: 'Tom had a dog.' }];
+  const r1 = await chat.generateResponse(history, { maxTokens: 12, ...GREEDY });
+  const cont = await chat.generateResponse(r1.lastEvaluation.cleanHistory, { maxTokens: 8, ...GREEDY });
+  const chunks = [];
+  const r2 = await chat.generateResponse([...r1.lastEvaluation.cleanHistory, { type: 'user', text: 'What did the dog do?' }], { maxTokens: 12, ...GREEDY, onTextChunk: (t) => chunks.push(t) });
+  // function calls are returned, not run (a call forced on loom; node-llama-cpp ignores the option)
+  let ran = 0;
+  const functions = { getWeather: m.defineChatSessionFunction({ description: 'Weather of a city', params: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] }, handler() { ran++; return 21; } }) };
+  const fc = await chat.generateResponse([{ type: 'user', text: 'What is the weather in Paris?' }], { functions, maxTokens: 200, ...GREEDY, _loomToolChoice: 'required' });
+  chat.dispose();
+  // the same chat through a session
+  const session = new m.LlamaChatSession({ contextSequence: context.getSequence(), systemPrompt: 'You tell stories.' });
+  const s1 = await session.prompt('Tom had a dog.', { maxTokens: 12, ...GREEDY });
+  await context.dispose();
+  return {
+    r1: r1.response, r1Stop: r1.metadata.stopReason, r1History: r1.lastEvaluation.cleanHistory, cont: cont.response,
+    r2: r2.response, r2Joined: chunks.join(''), s1, disposed: chat.disposed,
+    functionCalls: fc.functionCalls ?? [], fcStop: fc.metadata.stopReason, ran,
+  };
+}

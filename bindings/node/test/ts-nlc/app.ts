@@ -5,7 +5,7 @@ import {
     getLlama, LlamaLogLevel, LlamaChatSession, LlamaCompletion, LlamaJsonSchemaGrammar, LlamaGrammar,
     defineChatSessionFunction, DisposedError, LlamaEmbedding,
     LlamaText, SpecialToken, SpecialTokensText, isLlamaText, ChatMLChatWrapper, GeneralChatWrapper, Llama3ChatWrapper,
-    Llama3_1ChatWrapper, JinjaTemplateChatWrapper, resolveChatWrapper,
+    Llama3_1ChatWrapper, JinjaTemplateChatWrapper, resolveChatWrapper, LlamaChat,
     type ChatWrapper, type LlamaTextJSON, type LlamaChatResponseFunctionCallParamsChunk,
     type Llama, type LlamaModel, type LlamaContext, type LlamaContextSequence, type ChatHistoryItem, type Token,
 } from "node-llama-cpp";
@@ -88,7 +88,13 @@ async function main(modelPath: string): Promise<void> {
     const window: ChatHistoryItem[] | null = shifting.getLastEvaluationContextWindow();
     const { fileSize } = await shifting.sequence.saveStateToFile("state.bin");
     await shifting.sequence.loadStateFromFile("state.bin", { acceptRisk: true });
-    console.log(ltTokens, same, promptText, window, fileSize, paramsChunks.length);
+    const chat = new LlamaChat({ contextSequence: context.getSequence(), chatWrapper: resolveChatWrapper(model) });
+    const res = await chat.generateResponse(history, { maxTokens: 8, onTextChunk: (t: string) => void t, functions });
+    const resText: string = res.response;
+    const cleanHistory: ChatHistoryItem[] = res.lastEvaluation.cleanHistory;
+    const calledName: string | undefined = res.functionCalls?.[0]?.functionName;
+    chat.dispose();
+    console.log(ltTokens, same, promptText, window, fileSize, paramsChunks.length, resText, cleanHistory, calledName, res.metadata.stopReason);
     console.log(train, bos, eosString, text, arch, answer, stop, c, sim, top);
     await emb.dispose();
     await rank.dispose();
