@@ -11,7 +11,8 @@
 //                  short conv (forward_short_conv.cpp), Gated DeltaNet (forward_delta_net.cpp)
 //              x += post_norm(m) [· residual_scale]
 //              x += post_norm(Wd · (act(Wg·n(x)) * Wu·n(x))) [· residual_scale]
-//                   (or the mixture of experts of n(x): forward_moe.cpp)
+//                   (or the mixture of experts of n(x): forward_moe.cpp; gemma4 adds the experts'
+//                   post_norm_2(moe(pre_norm_2(x))) to the dense FFN's post_norm_1(...) instead)
 //              x += cvec[layer]   (control vector, when set)
 //   logits = softcap(Wout · n(x)) [/ logit_scale]   (only for output rows)
 // n() is RMSNorm with the matching weight; bracketed steps exist only where the family has them.
@@ -159,16 +160,30 @@ Status forward_decoder(const Model& model, const ForwardBatch& fb, ForwardScratc
     const int64_t F = hp.n_ff_at(il);
     ops::rms_norm(b.x, l.ffn_norm, T, E, hp.rms_eps, b.xb);
     if (!observe(cfg, "ffn_norm", il, b.xb, E, T)) return aborted();
-    if (hp.layer_is_moe(il)) {
-      LOOM_RETURN_IF_ERROR(moe_block(model, fb, cfg, pool, il, b));
-    } else {
+    // The dense FFN of b.xb into y ([T][E]).
+    auto dense_ffn = [&](float* y) {
       linear(pool, l.ffn_gate, layer_lora(cfg, il, kFfnGate), b.xb, T, b.gate, b);
       linear(pool, l.ffn_up, layer_lora(cfg, il, kFfnUp), b.xb, T, b.up, b);
       if (hp.ffn_act == FfnAct::kGelu && hp.gelu_f16_table) ops::geglu_f16_table_inplace(b.gate, b.up, T * F);
       else if (hp.ffn_act == FfnAct::kGelu) ops::geglu_inplace(b.gate, b.up, T * F);
       else if (hp.ffn_act == FfnAct::kSwigluOai) ops::swiglu_oai_inplace(b.gate, b.up, T * F, kSwigluOaiAlpha, kSwigluOaiLimit);
       else ops::swiglu_inplace(b.gate, b.up, T * F);
-      linear(pool, l.ffn_down, layer_lora(cfg, il, kFfnDown), b.gate, T, b.tmp, b);
+      linear(pool, l.ffn_down, layer_lora(cfg, il, kFfnDown), b.gate, T, y, b);
+    };
+    if (hp.layer_is_moe(il) && hp.moe_beside_dense) {
+      // gemma4: post_norm_2(experts(pre_norm_2(x))) + post_norm_1(dense(ffn_norm(x))), the
+      // experts first (moe_block's buffers include moe_y, which then takes the dense half).
+      ops::rms_norm(b.x, l.pre_ffn_norm_2, T, E, hp.rms_eps, b.xb);
+      LOOM_RETURN_IF_ERROR(moe_block(model, fb, cfg, pool, il, b));
+      ops::rms_norm(b.tmp, l.post_ffn_norm_2, T, E, hp.rms_eps, b.tmp);
+      ops::rms_norm(b.x, l.ffn_norm, T, E, hp.rms_eps, b.xb);
+      dense_ffn(b.moe_y);
+      ops::rms_norm(b.moe_y, l.post_ffn_norm_1, T, E, hp.rms_eps, b.moe_y);
+      ops::add_inplace(b.tmp, b.moe_y, T * E);
+    } else if (hp.layer_is_moe(il)) {
+      LOOM_RETURN_IF_ERROR(moe_block(model, fb, cfg, pool, il, b));
+    } else {
+      dense_ffn(b.tmp);
     }
     if (l.post_ffn_norm) ops::rms_norm(b.tmp, l.post_ffn_norm, T, E, hp.rms_eps, b.tmp);
     if (!observe(cfg, "ffn_out", il, b.tmp, E, T)) return aborted();

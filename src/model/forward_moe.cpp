@@ -9,6 +9,9 @@
 //       gpt-oss: each projection plus its expert's bias, act ⊙ up the clamped SwiGLU
 //       (ops::swiglu_oai_inplace), the bias of down added before the weight
 //       [+ σ(Wsg · h) ·] Wdown_s · (act(Wgate_s · h) ⊙ Wup_s · h)   the shared expert (qwen35moe: gated)
+//   gemma4: s = Wrouter · (RMSNorm(x) / sqrt(n_embd) ⊙ router_scale) from the residual stream x, and
+//       each expert's down product times its per_expert_scale (ffn_down_exps.scale; every family
+//       takes the optional ffn_{gate,up,down}_exps.scale); its dense half is forward_decoder's
 // Only the chosen experts' weights are read: the tokens of a micro-batch are grouped by expert and
 // each chosen expert runs once over its tokens' rows, so decode reads n_expert_used experts per
 // layer and a prompt reads each expert at most once.
@@ -99,6 +102,8 @@ struct ExpertBiases {
   const float* gate = nullptr;  // [F]
   const float* up = nullptr;    // [F]
   const float* down = nullptr;  // [E]
+  // The expert's output scales (ffn_*_exps.scale; 1: none), applied before the biases.
+  float gate_s = 1.0f, up_s = 1.0f, down_s = 1.0f;
 };
 
 // One expert (or the shared one) over n rows of x into y ([n][E]): the gate/up projections, the
@@ -117,17 +122,21 @@ void run_expert(const ModelHparams& hp, ThreadPool& pool, const TensorView& gate
     act = b.gate;
   } else if (gate.empty()) {
     linear(pool, up, nullptr, x, n, b.up, b);
+    if (bias.up_s != 1.0f) ops::scale_inplace(b.up, bias.up_s, int64_t(n) * F);
     expert_activation(hp, nullptr, b.up, int64_t(n) * F);
     act = b.up;
   } else {
     linear(pool, gate, nullptr, x, n, b.gate, b);
     linear(pool, up, nullptr, x, n, b.up, b);
+    if (bias.gate_s != 1.0f) ops::scale_inplace(b.gate, bias.gate_s, int64_t(n) * F);
+    if (bias.up_s != 1.0f) ops::scale_inplace(b.up, bias.up_s, int64_t(n) * F);
     if (bias.gate) ops::add_bias(b.gate, bias.gate, n, F);
     if (bias.up) ops::add_bias(b.up, bias.up, n, F);
     expert_activation(hp, b.gate, b.up, int64_t(n) * F);
     act = b.gate;
   }
   linear(pool, down, nullptr, act, n, y, b);
+  if (bias.down_s != 1.0f) ops::scale_inplace(y, bias.down_s, int64_t(n) * down.rows);
   if (bias.down) ops::add_bias(y, bias.down, n, down.rows);
 }
 
@@ -140,7 +149,19 @@ Status moe_block(const Model& model, const ForwardBatch& fb, const ForwardConfig
   const int T = fb.n_tokens;
   const int64_t E = hp.n_embd, X = hp.n_expert, K = hp.n_expert_used, F = hp.n_ff_exp;
 
-  linear(pool, l.ffn_gate_inp, nullptr, b.xb, T, b.moe_logits, b);  // [T][X]
+  if (l.ffn_gate_inp_s) {
+    // gemma4: the router reads RMSNorm(x) (no weight, x the residual stream) / sqrt(n_embd) times
+    // its per-channel scale, not the experts' input.
+    ops::rms_norm(b.x, nullptr, T, E, hp.rms_eps, b.moe_x);
+    ops::scale_inplace(b.moe_x, 1.0f / std::sqrt(float(E)), int64_t(T) * E);
+    for (int t = 0; t < T; ++t) {
+      float* r = b.moe_x + int64_t(t) * E;
+      for (int64_t i = 0; i < E; ++i) r[i] *= l.ffn_gate_inp_s[i];
+    }
+    linear(pool, l.ffn_gate_inp, nullptr, b.moe_x, T, b.moe_logits, b);  // [T][X]
+  } else {
+    linear(pool, l.ffn_gate_inp, nullptr, b.xb, T, b.moe_logits, b);  // [T][X]
+  }
   if (!observe(cfg, "ffn_moe_logits", il, b.moe_logits, X, T)) return aborted();
   if (l.ffn_gate_inp_b) ops::add_bias(b.moe_logits, l.ffn_gate_inp_b, T, X);
   route_tokens(hp, l.ffn_exp_probs_b, b.moe_logits, T, b.moe_chosen, b.moe_weights);
@@ -204,6 +225,8 @@ Status moe_block(const Model& model, const ForwardBatch& fb, const ForwardConfig
       }
     }
     for (const Member& m : wave) {
+      if (l.ffn_gate_exps_s) ops::scale_inplace(b.gate + int64_t(m.row) * F, l.ffn_gate_exps_s[m.e], int64_t(m.n) * F);
+      if (l.ffn_up_exps_s) ops::scale_inplace(b.up + int64_t(m.row) * F, l.ffn_up_exps_s[m.e], int64_t(m.n) * F);
       if (l.ffn_gate_exps_b) ops::add_bias(b.gate + int64_t(m.row) * F, l.ffn_gate_exps_b + m.e * F, m.n, F);
       if (l.ffn_up_exps_b) ops::add_bias(b.up + int64_t(m.row) * F, l.ffn_up_exps_b + m.e * F, m.n, F);
     }
@@ -211,6 +234,7 @@ Status moe_block(const Model& model, const ForwardBatch& fb, const ForwardConfig
     ops::matmul_many(pool, down_jobs, b.mm);
     for (const Member& m : wave) {
       float* y = b.moe_y + int64_t(m.row) * E;
+      if (l.ffn_down_exps_s) ops::scale_inplace(y, l.ffn_down_exps_s[m.e], int64_t(m.n) * E);
       if (l.ffn_down_exps_b) ops::add_bias(y, l.ffn_down_exps_b + m.e * E, m.n, E);
       for (int r = 0; r < m.n; ++r) {
         const int32_t pair = pairs[m.row + r];
@@ -237,6 +261,9 @@ Status moe_block(const Model& model, const ForwardBatch& fb, const ForwardConfig
     if (l.ffn_gate_exps_b) bias.gate = l.ffn_gate_exps_b + e * F;
     if (l.ffn_up_exps_b) bias.up = l.ffn_up_exps_b + e * F;
     if (l.ffn_down_exps_b) bias.down = l.ffn_down_exps_b + e * E;
+    if (l.ffn_gate_exps_s) bias.gate_s = l.ffn_gate_exps_s[e];
+    if (l.ffn_up_exps_s) bias.up_s = l.ffn_up_exps_s[e];
+    if (l.ffn_down_exps_s) bias.down_s = l.ffn_down_exps_s[e];
     run_expert(hp, pool, gated ? expert_view(l.ffn_gate_exps, e, F) : TensorView{},
                expert_view(l.ffn_up_exps, e, up_rows), l.gate_up_fused, expert_view(l.ffn_down_exps, e, E), bias,
                b.moe_x, n, b.moe_y, b);

@@ -183,8 +183,6 @@ Status read_gemma4_hparams(const gguf::GgufFile& f, ModelHparams& hp, int64_t n_
   hp.qk_norm = true;
   hp.v_norm = true;
   hp.attn_scale = 1.0f;
-  LOOM_ASSIGN_OR_RETURN(int64_t n_expert, arch_int(f, a, "expert_count", 0, 0, 1 << 16));
-  if (n_expert > 0) return unsupported("gemma4: the mixture-of-experts variant (expert_count " + std::to_string(n_expert) + ") is not supported yet");
   const std::string pkey = a + ".attention.sliding_window_pattern";
   LOOM_ASSIGN_OR_RETURN(const gguf::Array* pat, f.get_array(pkey));
   if (!(pat->is_numeric() || pat->elem_type == gguf::ValueType::kBool) || pat->count != uint64_t(n_block)) {
@@ -330,7 +328,7 @@ Status read_moe_hparams(const gguf::GgufFile& f, ModelHparams& hp, int64_t n_blo
     if (moe_name) return corrupt(a + ": expert_count is missing or 0 (a mixture-of-experts architecture needs experts)");
     return Status::ok();
   }
-  const bool takes_experts = moe_name || a == "llama" || a == "granite" || a == "granitehybrid";
+  const bool takes_experts = moe_name || a == "llama" || a == "granite" || a == "granitehybrid" || a == "gemma4";
   if (!takes_experts) {
     return unsupported(a + ": a mixture-of-experts feed-forward (expert_count " + std::to_string(hp.n_expert) +
                        ") is not supported for this architecture");
@@ -356,13 +354,27 @@ Status read_moe_hparams(const gguf::GgufFile& f, ModelHparams& hp, int64_t n_blo
     LOOM_ASSIGN_OR_RETURN(int64_t groups, arch_int(f, a, "expert_group_count", 0, 0, 1 << 12));
     if (groups > 1) return unsupported(a + ": grouped expert selection (expert_group_count " + std::to_string(groups) + ") is not supported");
   }
-  // The experts' width: qwen3moe / qwen35moe default to n_ff / n_expert_used, lfm2moe and gpt-oss
-  // require the key; the llama, olmoe and granite loaders size experts by feed_forward_length.
-  const bool own_width = a == "qwen3moe" || a == "qwen35moe" || a == "lfm2moe" || a == "gpt-oss";
+  // The experts' width: qwen3moe / qwen35moe default to n_ff / n_expert_used, lfm2moe, gpt-oss and
+  // gemma4 require the key; the llama, olmoe and granite loaders size experts by feed_forward_length.
+  const bool own_width = a == "qwen3moe" || a == "qwen35moe" || a == "lfm2moe" || a == "gpt-oss" || a == "gemma4";
   if (own_width) {
-    const std::optional<int64_t> def =
-        a == "lfm2moe" || a == "gpt-oss" ? std::nullopt : std::optional<int64_t>(hp.n_ff / hp.n_expert_used);
-    LOOM_ASSIGN_OR_RETURN(hp.n_ff_exp, arch_int(f, a, "expert_feed_forward_length", def, 1, 1 << 24));
+    const std::optional<int64_t> def = a == "lfm2moe" || a == "gpt-oss" || a == "gemma4"
+                                           ? std::nullopt
+                                           : std::optional<int64_t>(hp.n_ff / hp.n_expert_used);
+    const std::string wkey = a + ".expert_feed_forward_length";
+    if (Expected<const gguf::Array*> arr = f.get_array(wkey); arr) {
+      // Per layer (gemma4's loader reads a number or an array); loom takes one width for every layer.
+      if (!(*arr)->is_numeric() || (*arr)->count != uint64_t(n_block)) {
+        return corrupt(wkey + " must be a number or an array of " + std::to_string(n_block) + " numbers");
+      }
+      hp.n_ff_exp = (*arr)->int_at(0);
+      for (uint64_t i = 1; i < (*arr)->count; ++i) {
+        if ((*arr)->int_at(i) != hp.n_ff_exp) return unsupported(wkey + ": a different expert width per layer is not supported");
+      }
+      if (hp.n_ff_exp > (1 << 24)) return corrupt(wkey + " is out of range");
+    } else {
+      LOOM_ASSIGN_OR_RETURN(hp.n_ff_exp, arch_int(f, a, "expert_feed_forward_length", def, 1, 1 << 24));
+    }
   } else {
     hp.n_ff_exp = hp.n_ff;
   }
@@ -385,6 +397,9 @@ Status read_moe_hparams(const gguf::GgufFile& f, ModelHparams& hp, int64_t n_blo
     hp.expert_gating = ExpertGating::kSoftmaxChosen;
     hp.n_ff = std::max(hp.n_ff, hp.n_ff_exp);  // feed_forward_length is optional there
   }
+  // gemma4 (the reference's fixed choices): softmax over every expert, weights normalised, and the
+  // dense FFN beside the experts in every layer.
+  if (a == "gemma4") hp.moe_beside_dense = true;
   hp.expert_weights_norm = a != "olmoe" && a != "gpt-oss";  // the reference's fixed choice per architecture
   return Status::ok();
 }

@@ -198,6 +198,11 @@ struct ModelHparams {
   bool expert_weights_norm = false;
   float expert_weights_scale = 0.0f;
   bool layer_is_moe(int64_t il) const { return n_expert > 0 && il >= n_layer_dense_lead; }
+  // gemma4: the dense FFN (n_ff_at(il) wide, its own norm) runs beside the experts in every MoE
+  // layer; the experts read their own pre-norm, the router an unweighted RMSNorm of the residual
+  // times 1/sqrt(n_embd) and a per-channel scale, and each half has its own post-norm before the
+  // two are added (forward_decoder.cpp, forward_moe.cpp).
+  bool moe_beside_dense = false;
   // olmoe: q and k are RMS-normed across all heads at once (weights of n_embd_q / n_embd_kv)
   // instead of per head.
   bool qk_norm_full = false;

@@ -341,6 +341,20 @@ Status bind_moe_ffn(Binder& b, const gguf::GgufFile& file, const ModelHparams& h
     l.ffn_up_exps = b.matrix3(p + "ffn_up_exps.weight", E, F, X);
   }
   l.ffn_down_exps = b.matrix3(p + "ffn_down_exps.weight", F, E, X);
+  // The per-expert scales every loader of the reference takes when present (the fused gate|up
+  // stack has none).
+  if (!l.gate_up_fused) {
+    l.ffn_gate_exps_s = b.vector(p + "ffn_gate_exps.scale", X, /*required=*/false);
+    l.ffn_up_exps_s = b.vector(p + "ffn_up_exps.scale", X, /*required=*/false);
+  }
+  l.ffn_down_exps_s = b.vector(p + "ffn_down_exps.scale", X, /*required=*/false);
+  if (hp.moe_beside_dense) {
+    // gemma4: the router's input scale and the norms around the two halves.
+    l.ffn_gate_inp_s = b.vector(p + "ffn_gate_inp.scale", E);
+    l.pre_ffn_norm_2 = b.vector(p + "pre_ffw_norm_2.weight", E);
+    l.post_ffn_norm_1 = b.vector(p + "post_ffw_norm_1.weight", E);
+    l.post_ffn_norm_2 = b.vector(p + "post_ffw_norm_2.weight", E);
+  }
   if (hp.arch == Arch::kLfm2) l.ffn_exp_probs_b = b.vector(p + "exp_probs_b.bias", X);
   if (hp.arch == Arch::kGptOss) {
     l.ffn_gate_inp_b = b.vector(p + "ffn_gate_inp.bias", X);
@@ -519,17 +533,17 @@ Status Model::bind_decoder() {
     const bool ffn_norm_post_attn = hp.arch == Arch::kQwen35 || hp.arch == Arch::kGptOss;
     l.ffn_norm = b.vector(p + (ffn_norm_post_attn ? "post_attention_norm.weight" : "ffn_norm.weight"), E);
     const int64_t F = hp.n_ff_at(il);
-    if (hp.layer_is_moe(il)) {
-      LOOM_RETURN_IF_ERROR(bind_moe_ffn(b, file_, hp, p, l));
-    } else if (fused_gate_up) {
+    const bool dense_ffn = !hp.layer_is_moe(il) || hp.moe_beside_dense;
+    if (hp.layer_is_moe(il)) LOOM_RETURN_IF_ERROR(bind_moe_ffn(b, file_, hp, p, l));
+    if (dense_ffn && fused_gate_up) {
       const TensorView gate_up = b.matrix(p + "ffn_up.weight", E, 2 * F);
       l.ffn_gate = b.rows_of(gate_up, 0, F);
       l.ffn_up = b.rows_of(gate_up, F, F);
-    } else {
+    } else if (dense_ffn) {
       l.ffn_gate = b.matrix(p + "ffn_gate.weight", E, F);
       l.ffn_up = b.matrix(p + "ffn_up.weight", E, F);
     }
-    if (!hp.layer_is_moe(il)) l.ffn_down = b.matrix(p + "ffn_down.weight", F, E);
+    if (dense_ffn) l.ffn_down = b.matrix(p + "ffn_down.weight", F, E);
     if (hp.arch == Arch::kGemma3n) {
       const int64_t A = hp.n_altup;
       l.altup_router_norm = b.vector(p + "altup_router_norm.weight", E);

@@ -59,6 +59,17 @@ struct LayerWeights {
   const float* ffn_gate_exps_b = nullptr;
   const float* ffn_up_exps_b = nullptr;
   const float* ffn_down_exps_b = nullptr;
+  // Per-expert output scales [n_expert] (the reference's optional ffn_{gate,up,down}_exps.scale:
+  // expert e's gate / up / down product times element e; gemma4's per_expert_scale is the down one),
+  // and gemma4's router input scale [n_embd] (ffn_gate_inp.scale) and the norms of its two FFN
+  // halves: the experts' pre-norm and the post-norms of the dense half (1) and the experts (2).
+  const float* ffn_gate_exps_s = nullptr;
+  const float* ffn_up_exps_s = nullptr;
+  const float* ffn_down_exps_s = nullptr;
+  const float* ffn_gate_inp_s = nullptr;
+  const float* pre_ffn_norm_2 = nullptr;
+  const float* post_ffn_norm_1 = nullptr;
+  const float* post_ffn_norm_2 = nullptr;
   TensorView ffn_gate_shexp;
   TensorView ffn_up_shexp;
   TensorView ffn_down_shexp;

@@ -5,7 +5,8 @@
 // count only the chosen experts, and refusals of inconsistent files naming the key or tensor.
 // gpt-oss (synth-gpt-oss-tiny-{f32,mxfp4}): its clamped SwiGLU and attention sinks against values
 // worked out here, its hyperparameters, bindings and refusals, sequence edits and the K-shift over
-// its sliding layers, and `loom quantize`'s MXFP4_MOE mix of it.
+// its sliding layers, and `loom quantize`'s MXFP4_MOE mix of it. gemma4 with experts
+// (synth-gemma4moe-tiny-f32): bindings, refusals, and that its router / expert scales count.
 #include "model_test_util.h"
 
 #include <cmath>
@@ -597,6 +598,108 @@ TEST(MoeGptOss, QuantizeMxfp4MoeMix) {
   const auto a = feed(*cq, long_prompt(**q), 0);
   ASSERT_EQ(a.size(), 512u);
   for (float x : a) ASSERT_TRUE(std::isfinite(x));
+}
+
+// ---- gemma4 with experts -----------------------------------------------------------------------
+
+// A copy of synth-gemma4moe with one change, loaded from memory.
+Expected<std::shared_ptr<const Model>> gemma4moe_changed(const std::function<void(gguf::GgufWriter&)>& change) {
+  LOOM_ASSIGN_OR_RETURN(auto f, gguf::GgufFile::open(data_dir() + "/synth-gemma4moe-tiny-f32.gguf"));
+  LOOM_ASSIGN_OR_RETURN(auto w, gguf::GgufWriter::from_file(f));
+  change(w);
+  LOOM_ASSIGN_OR_RETURN(auto g, gguf::GgufFile::from_bytes(w.to_bytes()));
+  LOOM_ASSIGN_OR_RETURN(auto m, Model::from_gguf(std::move(g)));
+  return std::shared_ptr<const Model>(std::move(m));
+}
+
+// Replaces an F32 tensor by one of the same shape filled with v.
+void fill_tensor(gguf::GgufWriter& w, const gguf::GgufFile& f, const std::string& name, float v) {
+  const gguf::TensorInfo* t = f.find_tensor(name);
+  ASSERT_TRUE(t) << name;
+  std::vector<int64_t> ne(t->ne.begin(), t->ne.begin() + t->n_dims);
+  std::vector<uint8_t> bytes(t->nbytes);
+  for (size_t i = 0; i < bytes.size() / 4; ++i) std::memcpy(bytes.data() + 4 * i, &v, 4);
+  w.remove_tensor(name);
+  ASSERT_TRUE(w.add_tensor(name, TensorType::F32, ne, bytes).is_ok());
+}
+
+TEST(MoeGemma4, HyperparametersAndBindings) {
+  auto mm = Model::load(data_dir() + "/synth-gemma4moe-tiny-f32.gguf");
+  ASSERT_TRUE(mm.has_value()) << mm.status().message();
+  const auto& m = *mm;
+  const ModelHparams& hp = m->hparams();
+  EXPECT_EQ(hp.arch, Arch::kGemma4);
+  EXPECT_EQ(hp.n_expert, 8);
+  EXPECT_EQ(hp.n_expert_used, 2);
+  EXPECT_EQ(hp.n_ff_exp, 32);
+  EXPECT_EQ(hp.expert_gating, ExpertGating::kSoftmax);
+  EXPECT_TRUE(hp.expert_weights_norm);
+  EXPECT_TRUE(hp.moe_beside_dense);
+  EXPECT_EQ(hp.n_ff_at(5), 256);  // the dense half keeps gemma4's per-layer widths
+  for (int64_t il = 0; il < hp.n_layer; ++il) {
+    SCOPED_TRACE(il);
+    const LayerWeights& l = m->weights().layers[size_t(il)];
+    EXPECT_TRUE(hp.layer_is_moe(il));
+    EXPECT_EQ(l.ffn_gate.rows, hp.n_ff_at(il));  // the dense FFN beside the experts
+    EXPECT_EQ(l.ffn_down.cols, hp.n_ff_at(il));
+    EXPECT_EQ(l.ffn_gate_inp.rows, 8);
+    EXPECT_TRUE(l.ffn_gate_inp_s && l.pre_ffn_norm_2 && l.post_ffn_norm_1 && l.post_ffn_norm_2 && l.post_ffn_norm);
+    EXPECT_TRUE(l.ffn_down_exps_s);
+    EXPECT_EQ(l.ffn_gate_exps_s, nullptr);
+    EXPECT_EQ(l.gate_up_fused, il == 3);
+    EXPECT_EQ(l.ffn_up_exps.rows, 8 * 32 * (il == 3 ? 2 : 1));
+  }
+}
+
+TEST(MoeGemma4, InconsistentFilesAreRefused) {
+  auto refused = [](const std::function<void(gguf::GgufWriter&)>& change, const std::string& says) {
+    auto m = gemma4moe_changed(change);
+    ASSERT_FALSE(m.has_value()) << says;
+    EXPECT_NE(m.status().message().find(says), std::string::npos) << m.status().message();
+  };
+  refused([](gguf::GgufWriter& w) { w.remove("gemma4.expert_feed_forward_length"); }, "expert_feed_forward_length");
+  refused([](gguf::GgufWriter& w) { set_u32(w, "gemma4.expert_used_count", 9); }, "expert_used_count");
+  refused([](gguf::GgufWriter& w) { set_u32(w, "gemma4.expert_count", 4); }, "ffn_gate_inp");
+  refused([](gguf::GgufWriter& w) { w.remove_tensor("blk.2.ffn_gate_inp.scale"); }, "blk.2.ffn_gate_inp.scale");
+  refused([](gguf::GgufWriter& w) { w.remove_tensor("blk.0.pre_ffw_norm_2.weight"); }, "pre_ffw_norm_2");
+  refused([](gguf::GgufWriter& w) { w.remove_tensor("blk.6.post_ffw_norm_1.weight"); }, "post_ffw_norm_1");
+  refused([](gguf::GgufWriter& w) { w.remove_tensor("blk.1.ffn_gate.weight"); }, "blk.1.ffn_gate.weight");
+  refused([](gguf::GgufWriter& w) {
+    w.remove("gemma4.expert_feed_forward_length");
+    ASSERT_TRUE(w.set_i32_array("gemma4.expert_feed_forward_length", {32, 32, 32, 48, 32, 32, 32}).is_ok());
+  }, "expert_feed_forward_length");
+  // One width per layer, all equal, is the same model.
+  auto same = gemma4moe_changed([](gguf::GgufWriter& w) {
+    w.remove("gemma4.expert_feed_forward_length");
+    ASSERT_TRUE(w.set_i32_array("gemma4.expert_feed_forward_length", {32, 32, 32, 32, 32, 32, 32}).is_ok());
+  });
+  ASSERT_TRUE(same.has_value()) << same.status().message();
+  EXPECT_EQ((*same)->hparams().n_ff_exp, 32);
+}
+
+// The golden (ArchGolden, synth-gemma4moe-tiny-f32) is within 1e-3; without the router's input
+// scale or the per-expert scales the same prompt misses it by far: the test model makes both count.
+TEST(MoeGemma4, RouterAndExpertScalesMoveTheLogits) {
+  const auto g = load_json(data_dir() + "/synth-gemma4moe-tiny-f32.json");
+  const auto& run = g["runs"][1];
+  const auto want = read_f32_file(data_dir() + "/" + run["last_logits_file"].get<std::string>());
+  const auto ids = run["prompt_ids"].get<std::vector<int32_t>>();
+  auto f = gguf::GgufFile::open(data_dir() + "/synth-gemma4moe-tiny-f32.gguf");
+  ASSERT_TRUE(f.has_value());
+  auto miss = [&](const std::function<void(gguf::GgufWriter&)>& change) {
+    auto m = gemma4moe_changed(change);
+    EXPECT_TRUE(m.has_value()) << m.status().message();
+    if (!m) return 0.0f;
+    auto ctx = f32_context(*m);
+    return max_abs_diff(feed(*ctx, ids, 0), want) / max_abs(want);
+  };
+  EXPECT_LE(miss([](gguf::GgufWriter&) {}), 1e-3f);
+  EXPECT_GT(miss([&](gguf::GgufWriter& w) {
+    for (int il = 0; il < 7; ++il) w.remove_tensor("blk." + std::to_string(il) + ".ffn_down_exps.scale");
+  }), 1e-2f);
+  EXPECT_GT(miss([&](gguf::GgufWriter& w) {
+    for (int il = 0; il < 7; ++il) fill_tensor(w, *f, "blk." + std::to_string(il) + ".ffn_gate_inp.scale", 1.0f);
+  }), 1e-2f);
 }
 
 }  // namespace

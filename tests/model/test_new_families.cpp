@@ -241,7 +241,7 @@ INSTANTIATE_TEST_SUITE_P(Files, Hybrid, ::testing::Values("lfm2", "qwen35", "gem
 // the row count).
 INSTANTIATE_TEST_SUITE_P(MoE, Hybrid,
                          ::testing::Values("qwen3moe", "qwen35moe", "lfm2moe", "granitemoe", "granitehybridmoe",
-                                           "olmoe", "mixtral", "gpt-oss"));
+                                           "olmoe", "mixtral", "gpt-oss", "gemma4moe"));
 
 class Dense : public Hybrid {};
 TEST_P(Dense, CliGenerateGivesTheGoldensGreedyIds) {

@@ -70,7 +70,7 @@ Status make_family_model(const gguf::GgufFile& in, gguf::GgufWriter& w, const st
                          std::mt19937& rng, const FamilyShape& shape = {});
 
 // Turns w (a copy of `in`, a dense synthetic model of the base family) into the mixture-of-experts
-// architecture `arch` (qwen3moe, olmoe, llama, qwen35moe, lfm2moe, granitemoe, granitehybrid):
+// architecture `arch` (qwen3moe, olmoe, llama, qwen35moe, lfm2moe, granitemoe, granitehybrid, gemma4):
 // make_arch_moe.cpp. gpt-oss and gpt-oss-mxfp4 (MXFP4 expert stacks) are made from scratch with
 // in's tokenizer instead (any file with a vocabulary).
 Status make_moe_model(const gguf::GgufFile& in, gguf::GgufWriter& w, const std::string& arch, std::mt19937& rng);

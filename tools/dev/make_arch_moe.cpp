@@ -12,6 +12,7 @@
 //                             gating (expert_gating_func 2), a selection bias exp_probs_b
 //   granitemoe (from granite), granitehybrid (from granitehybrid): experts n_ff wide
 //                             (feed_forward_length 32) and an ungated shared expert of 32
+//   gemma4     (from gemma4): the dense FFN stays beside the experts (make_gemma4_moe below)
 // Random weights (the given generator): routers N(0, 2/sqrt(n_embd)) so that the choice varies from
 // token to token, experts fan-in scaled.
 //
@@ -113,6 +114,38 @@ Status make_gpt_oss(const gguf::GgufFile& in, gguf::GgufWriter& w, std::mt19937&
   return Status::ok();
 }
 
+// gemma4 (from gemma4): every block keeps its dense FFN and adds the experts beside it, as the
+// reference's Gemma 4 MoE: the router ffn_gate_inp N(0, 2) (it reads RMSNorm(x) / sqrt(n_embd), so
+// its logits come out about N(0, 2)) with its input scale ffn_gate_inp.scale (norm weights), the
+// experts' pre-norm and the two halves' post-norms (norm weights), per-expert output scales
+// ffn_down_exps.scale U(0.5, 1.5); block 3 stores gate and up fused (ffn_gate_up_exps).
+Status make_gemma4_moe(gguf::GgufWriter& w, const std::string& a, int64_t E, int64_t L, int64_t X, int64_t K,
+                       int64_t Fe, std::mt19937& rng) {
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".expert_count", uint32_t(X)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".expert_used_count", uint32_t(K)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".expert_feed_forward_length", uint32_t(Fe)));
+  Draws rnd{rng};
+  const TensorFiller add{w, false};
+  auto fan_in = [&](int64_t n) { return rnd.normal(1.0f / std::sqrt(float(n))); };
+  for (int64_t il = 0; il < L; ++il) {
+    const std::string p = "blk." + std::to_string(il) + ".";
+    LOOM_RETURN_IF_ERROR(add(p + "ffn_gate_inp.weight", {E, X}, rnd.normal(2.0f)));
+    LOOM_RETURN_IF_ERROR(add(p + "ffn_gate_inp.scale", {E}, rnd.norm_weight()));
+    LOOM_RETURN_IF_ERROR(add(p + "pre_ffw_norm_2.weight", {E}, rnd.norm_weight()));
+    LOOM_RETURN_IF_ERROR(add(p + "post_ffw_norm_1.weight", {E}, rnd.norm_weight()));
+    LOOM_RETURN_IF_ERROR(add(p + "post_ffw_norm_2.weight", {E}, rnd.norm_weight()));
+    if (il == 3) {
+      LOOM_RETURN_IF_ERROR(add(p + "ffn_gate_up_exps.weight", {E, 2 * Fe, X}, fan_in(E)));
+    } else {
+      LOOM_RETURN_IF_ERROR(add(p + "ffn_gate_exps.weight", {E, Fe, X}, fan_in(E)));
+      LOOM_RETURN_IF_ERROR(add(p + "ffn_up_exps.weight", {E, Fe, X}, fan_in(E)));
+    }
+    LOOM_RETURN_IF_ERROR(add(p + "ffn_down_exps.weight", {Fe, E, X}, fan_in(Fe)));
+    LOOM_RETURN_IF_ERROR(add(p + "ffn_down_exps.scale", {X}, [&](int64_t) { return 0.5f + rnd.uni(rng); }));
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 Status make_moe_model(const gguf::GgufFile& in, gguf::GgufWriter& w, const std::string& arch, std::mt19937& rng) {
@@ -124,10 +157,15 @@ Status make_moe_model(const gguf::GgufFile& in, gguf::GgufWriter& w, const std::
                          : arch == "granitemoe"                ? "granite"
                          : arch == "granitehybrid"             ? "granitehybrid"
                          : arch == "llama"                     ? "llama"
+                         : arch == "gemma4"                    ? "gemma4"
                                                                : nullptr;
   if (!expected) return invalid_argument("no MoE variant '" + arch + "'");
   if (from != expected) return invalid_argument(arch + " is made from a " + expected + " model, not " + from);
   const int64_t X = 8, K = 2, Fe = 32, Fs = 32;
+  if (arch == "gemma4") {
+    return make_gemma4_moe(w, arch, *in.get_int("gemma4.embedding_length"), *in.get_int("gemma4.block_count"), X, K,
+                           Fe, rng);
+  }
   // Metadata under the new prefix.
   if (arch != from) {
     for (const auto& kv : std::vector<gguf::KeyValue>(w.metadata())) {

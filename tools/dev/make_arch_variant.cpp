@@ -44,7 +44,7 @@
 //                                                    features in make_arch_families.cpp
 //   make_arch_variant moe ARCH IN.gguf OUT.gguf      IN (a dense synthetic model) with a mixture-of-experts
 //                                                    FFN as architecture ARCH (qwen3moe, olmoe, llama,
-//                                                    qwen35moe, lfm2moe, granitemoe, granitehybrid): 8 experts,
+//                                                    qwen35moe, lfm2moe, granitemoe, granitehybrid, gemma4): 8 experts,
 //                                                    2 chosen, width 32 (make_arch_moe.cpp, seed 1234);
 //                                                    ARCH gpt-oss / gpt-oss-mxfp4: a gpt-oss from scratch
 //                                                    with IN's tokenizer (F32, or MXFP4 experts)
