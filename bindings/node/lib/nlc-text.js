@@ -525,9 +525,16 @@ class Llama2ChatWrapper extends ChatWrapper {
 }
 
 // A Jinja chat template rendered by loom's template engine (the addon's chatFormat, against a
-// loaded model: `render(requestJson) -> {prompt}`): every message's text goes in as a marker, so
+// loaded model: `render(requestObject) -> {prompt}`): every message's text goes in as a marker, so
 // that the rendered prompt splits into the template's own text (control tokens parsed) and the
-// messages' texts (plain text), as node-llama-cpp's JinjaTemplateChatWrapper makes it.
+// messages' texts (plain text), as node-llama-cpp's JinjaTemplateChatWrapper makes it: adjacent
+// messages of one kind joined, system messages folded into the next user message when the
+// template refuses them, a model response being generated cut right after its text, and the
+// template's text after a model response as the stop trigger.
+const MARK = (i) => `\u0001loom${i}\u0001`;
+const MARK_RE = /\u0001loom(\d+)\u0001/g;
+const SYSTEM_AS_USER = (text) => LlamaText(['### System message\n\n', text, '\n\n----\n\n']);
+
 class JinjaTemplateChatWrapper extends ChatWrapper {
   constructor(options = {}) {
     super();
@@ -538,6 +545,7 @@ class JinjaTemplateChatWrapper extends ChatWrapper {
     this.modelRoleName = options.modelRoleName ?? 'assistant';
     this.userRoleName = options.userRoleName ?? 'user';
     this.systemRoleName = options.systemRoleName ?? 'system';
+    this.convertUnsupportedSystemMessagesToUserMessages = options.convertUnsupportedSystemMessagesToUserMessages ?? 'auto';
     this.joinAdjacentMessagesOfTheSameType = options.joinAdjacentMessagesOfTheSameType ?? true;
     this.trimLeadingWhitespaceInResponses = options.trimLeadingWhitespaceInResponses ?? true;
     this.keepOnlyLastThought = options.keepOnlyLastThought ?? true;
@@ -546,78 +554,196 @@ class JinjaTemplateChatWrapper extends ChatWrapper {
     this._bosString = null;
   }
   get usingJinjaFunctionCallTemplate() { return false; }
+  // settings.supportsSystemMessages: whether the template gives a system message a turn of its
+  // own (rendered and checked once a model can render it).
+  get settings() {
+    if (this._settings) return this._settings;
+    let supports = true;
+    try {
+      supports = this._supportsSystem();
+    } catch {
+      return DEFAULT_SETTINGS; // nothing to render with yet
+    }
+    this._settings = Object.freeze({ ...DEFAULT_SETTINGS, supportsSystemMessages: supports });
+    return this._settings;
+  }
+  set settings(v) { void v; }
+  // A system message followed by a user message: the template refuses it, drops it, or (loom's
+  // engine for a template without a system role) folds it into the user's turn.
+  _supportsSystem() {
+    if (this._system !== undefined) return this._system;
+    this._render(); // throws when nothing can render
+    let ok;
+    try {
+      const t = this._renderMessages([{ kind: 'system', text: LlamaText('\u0002') }, { kind: 'user', text: LlamaText('\u0003') }], false, true).toString();
+      const a = t.indexOf('\u0002');
+      const b = t.indexOf('\u0003');
+      ok = a >= 0 && b > a && t.slice(a + 1, b).trim() !== '';
+    } catch {
+      ok = false;
+    }
+    this._system = ok;
+    return ok;
+  }
   _bind(renderer, bosString) {
     if (!this._renderer) {
       this._renderer = renderer;
-      this._bosString = bosString;
+      this._bosString = bosString ?? null;
     }
     return this;
   }
-  generateContextState({ chatHistory, availableFunctions, documentFunctionParams }) {
-    const render = this._renderer ?? JinjaTemplateChatWrapper._anyRenderer?.();
-    if (!render) throw new Error('JinjaTemplateChatWrapper: a loaded model is needed to render the template (loom renders Jinja natively)');
-    const history = this.addAvailableFunctionsSystemMessageToHistory(chatHistory, availableFunctions, { documentParams: documentFunctionParams });
-    const texts = [];
-    const mark = (text) => {
-      texts.push(text);
-      return `\u0001loom${texts.length - 1}\u0001`;
-    };
-    const messages = [];
-    let lastModel = null;
-    history.forEach((item, i) => {
-      if (item.type === 'system') messages.push({ role: this.systemRoleName, content: mark(systemText(item.text)) });
-      else if (item.type === 'user') messages.push({ role: this.userRoleName, content: mark(LlamaText(item.text)) });
-      else if (item.type === 'model') {
-        const t = this.generateModelResponseText(item.response);
-        if (i === history.length - 1) lastModel = t;
-        else messages.push({ role: this.modelRoleName, content: mark(t) });
+  _render() {
+    if (this._renderer) return { render: this._renderer, bos: this._bosString };
+    const any = JinjaTemplateChatWrapper._anyRenderer?.();
+    if (!any) throw new Error('JinjaTemplateChatWrapper: a loaded model is needed to render the template (loom renders Jinja natively)');
+    return any;
+  }
+  // [{role, text: LlamaText}] of a history: adjacent messages of one kind joined (with a blank
+  // line), system messages folded into user messages when `systemAsUser`.
+  _messages(history, systemAsUser) {
+    const out = [];
+    const push = (kind, text) => {
+      const last = out[out.length - 1];
+      if (last && last.kind === kind && this.joinAdjacentMessagesOfTheSameType) {
+        last.text = LlamaText([last.text, kind === 'model' ? '' : '\n\n', text]);
+      } else {
+        out.push({ kind, text });
       }
-    });
-    const req = { messages, chat_template: this.template, ...(this.additionalRenderParameters ? { chat_template_kwargs: this.additionalRenderParameters } : {}) };
-    if (lastModel !== null && lastModel.values.length) {
-      messages.push({ role: this.modelRoleName, content: mark(lastModel) });
-      req.continue_final_message = true;
-      req.add_generation_prompt = false;
-    } else {
-      req.add_generation_prompt = true;
+    };
+    let pendingSystem = null;
+    for (const item of history) {
+      if (item.type === 'system') {
+        const t = systemText(item.text);
+        if (systemAsUser) pendingSystem = LlamaText([pendingSystem ?? '', SYSTEM_AS_USER(t)]);
+        else push('system', t);
+      } else if (item.type === 'user') {
+        push('user', pendingSystem ? LlamaText([pendingSystem, item.text]) : LlamaText(item.text));
+        pendingSystem = null;
+      } else if (item.type === 'model') {
+        if (pendingSystem) push('user', LlamaText(pendingSystem.toString().replace(/\n\n----\n\n$/, ''))), pendingSystem = null;
+        push('model', this.generateModelResponseText(item.response));
+      }
     }
-    const prompt = render(req).prompt;
+    if (pendingSystem) push('user', LlamaText(pendingSystem.toString().replace(/\n\n----\n\n$/, '')));
+    return out;
+  }
+  // The template's rendering of messages as a LlamaText; `open`: the last message is a model
+  // response being generated (cut right after its text).
+  _renderMessages(messages, open, addGenerationPrompt) {
+    const { render, bos } = this._render();
+    const texts = [];
+    const role = { system: this.systemRoleName, user: this.userRoleName, model: this.modelRoleName };
+    const req = {
+      messages: messages.map((msg) => {
+        texts.push(msg.text);
+        return { role: role[msg.kind], content: MARK(texts.length - 1) };
+      }),
+      chat_template: this.template,
+      add_generation_prompt: addGenerationPrompt,
+      ...(this.additionalRenderParameters ? { chat_template_kwargs: this.additionalRenderParameters } : {}),
+    };
+    let prompt = render(req).prompt;
+    if (open) {
+      const at = prompt.lastIndexOf(MARK(texts.length - 1));
+      if (at >= 0) prompt = prompt.slice(0, at + MARK(texts.length - 1).length);
+    }
     const parts = [];
-    const re = /\u0001loom(\d+)\u0001/g;
     let at = 0;
-    let m;
     let first = true;
-    const pushTemplate = (s) => {
-      if (!s) return;
-      if (first && this._bosString && s.startsWith(this._bosString)) {
+    const pushTemplate = (str) => {
+      if (!str) return;
+      if (first && bos && str.startsWith(bos)) {
         parts.push(new SpecialToken('BOS'));
-        s = s.slice(this._bosString.length);
+        str = str.slice(bos.length);
       }
       first = false;
-      if (s) parts.push(new SpecialTokensText(s));
+      if (str) parts.push(new SpecialTokensText(str));
     };
-    while ((m = re.exec(prompt))) {
+    let m;
+    MARK_RE.lastIndex = 0;
+    while ((m = MARK_RE.exec(prompt))) {
       pushTemplate(prompt.slice(at, m.index));
       first = false;
       parts.push(texts[Number(m[1])]);
       at = m.index + m[0].length;
     }
     pushTemplate(prompt.slice(at));
-    return {
-      contextText: LlamaText(parts),
-      stopGenerationTriggers: [LlamaText(new SpecialToken('EOS')), LlamaText(new SpecialToken('EOT'))],
-      transformedSystemMessagesToUserMessages: false,
+    return LlamaText(parts);
+  }
+  // The template's text after a model response, before the next message's own opening: where a
+  // response ends. Rendered as user, model, user: the text between the model's text and the
+  // second user's, less what also opens the first user message.
+  _responseEnd() {
+    if (this._end !== undefined) return this._end;
+    let end = null;
+    try {
+      const msgs = [{ kind: 'user', text: LlamaText('\u0002') }, { kind: 'model', text: LlamaText('\u0003') }, { kind: 'user', text: LlamaText('\u0004') }];
+      const t = this._renderMessages(msgs, false, false).toString();
+      const u1 = t.indexOf('\u0002');
+      const mEnd = t.indexOf('\u0003');
+      const u2 = t.indexOf('\u0004');
+      if (u1 >= 0 && mEnd > u1 && u2 > mEnd) {
+        const opening = t.slice(0, u1);
+        const between = t.slice(mEnd + 1, u2);
+        let k = 0;
+        while (k < between.length && k < opening.length && between[between.length - 1 - k] === opening[opening.length - 1 - k]) k++;
+        end = between.slice(0, between.length - k) || null;
+      }
+    } catch {
+      end = null;
+    }
+    this._end = end;
+    return end;
+  }
+  generateContextState({ chatHistory, availableFunctions, documentFunctionParams }) {
+    const history = this.addAvailableFunctionsSystemMessageToHistory(chatHistory, availableFunctions, { documentParams: documentFunctionParams });
+    const last = history[history.length - 1];
+    const open = last?.type === 'model' && modelText(last) !== '';
+    const run = (systemAsUser) => {
+      let messages = this._messages(history, systemAsUser);
+      if (last?.type === 'model' && !open) messages = messages.slice(0, -1);
+      return this._renderMessages(messages, open, !open);
     };
+    let contextText;
+    let transformed = false;
+    const convert = this.convertUnsupportedSystemMessagesToUserMessages;
+    const hasSystem = history.some((h) => h.type === 'system');
+    if (convert === true || convert?.use === 'always' || (convert !== false && hasSystem && !this._supportsSystem())) {
+      contextText = run(true);
+      transformed = hasSystem;
+    } else {
+      try {
+        contextText = run(false);
+      } catch (err) {
+        if (convert === false || !history.some((h) => h.type === 'system')) throw err;
+        contextText = run(true);
+        transformed = true;
+      }
+    }
+    const end = this._responseEnd();
+    const stops = [LlamaText(new SpecialToken('EOS'))];
+    if (end) stops.push(LlamaText(new SpecialTokensText(end)));
+    return { contextText, stopGenerationTriggers: stops, transformedSystemMessagesToUserMessages: transformed };
   }
 }
 
-// A chat wrapper class for a Jinja template when loom knows an equivalent one (the template's
-// markers), else null.
-function specializedForTemplate(template) {
+// The chat wrapper node-llama-cpp would pick for a Jinja template: a specialized one whose
+// prompts are the template's (rendered and compared on sample chats), else null.
+function specializedForTemplate(template, jinja) {
   if (typeof template !== 'string') return null;
-  if (template.includes('<|im_start|>') && !/<tool_call>|tools/.test(template)) return new ChatMLChatWrapper();
-  if (template.includes('<|start_header_id|>')) {
-    return /Cutting Knowledge Date/.test(template) ? new Llama3_1ChatWrapper() : new Llama3ChatWrapper();
+  if (template.includes('<|start_header_id|>') && /Cutting Knowledge Date/.test(template)) return new Llama3_1ChatWrapper();
+  if (!jinja) return null;
+  const samples = [
+    [{ type: 'system', text: 'System.' }, { type: 'user', text: 'Hi there' }, { type: 'model', response: ['Hello.'] }, { type: 'user', text: 'How?' }, { type: 'model', response: [] }],
+    [{ type: 'user', text: 'Hi there' }, { type: 'model', response: [] }],
+  ];
+  const plain = (t) => t.values.filter((v, i) => !(i === 0 && v instanceof SpecialToken && v.value === 'BOS')).map(String).join('');
+  for (const w of [new ChatMLChatWrapper(), new Llama3ChatWrapper(), new Llama2ChatWrapper(), new GeneralChatWrapper()]) {
+    try {
+      if (samples.every((h) => plain(w.generateContextState({ chatHistory: h }).contextText) === plain(jinja.generateContextState({ chatHistory: h }).contextText))) return w;
+    } catch {
+      return null;
+    }
   }
   return null;
 }

@@ -1033,10 +1033,13 @@ class LoomTemplateChatWrapper extends JinjaTemplateChatWrapper {
 // A JinjaTemplateChatWrapper made outside a session renders with any loaded model's engine.
 JinjaTemplateChatWrapper._anyRenderer = () => {
   for (const m of liveModels) {
-    if (!m._disposed) return (req) => JSON.parse(m._native.chatFormat(JSON.stringify(req)));
+    if (!m._disposed) return { render: rendererOf(m), bos: m.tokens.bosString };
   }
   return null;
 };
+function rendererOf(model) {
+  return (req) => JSON.parse(model._native.chatFormat(JSON.stringify(req)));
+}
 
 const WRAPPER_TYPES = {
   general: () => new GeneralChatWrapper(),
@@ -1079,12 +1082,21 @@ function resolveChatWrapper(modelOrOptions, maybeOptions) {
     return w;
   }
   if (template && !options.noJinja) {
+    const w = new JinjaTemplateChatWrapper({ ...(custom.jinjaTemplate ?? {}), template });
+    if (isModel) w._bind(rendererOf(modelOrOptions), bosString);
+    else if (bosString != null) {
+      const any = JinjaTemplateChatWrapper._anyRenderer();
+      if (any) w._bind(any.render, bosString);
+    }
     if (type === 'auto') {
-      const s = specializedForTemplate(template);
+      let s = null;
+      try {
+        s = specializedForTemplate(template, w);
+      } catch {
+        s = null; // no model to render with: the Jinja wrapper
+      }
       if (s) return s;
     }
-    const w = new JinjaTemplateChatWrapper({ ...(custom.jinjaTemplate ?? {}), template });
-    if (isModel) w._bind((req) => JSON.parse(modelOrOptions._native.chatFormat(JSON.stringify(req))), bosString);
     return w;
   }
   if (!isModel && type === 'auto' && !arch && !bosString) return null;
@@ -1101,7 +1113,18 @@ function resolveWrapper(model, option) {
     if (typeof option === 'string') return resolveChatWrapper(model, { type: option });
   }
   const t = model._chatTemplate();
-  if (t) return new LoomTemplateChatWrapper(model, t);
+  if (t) {
+    // node-llama-cpp's pick for the template (a specialized wrapper or its Jinja template, both
+    // tokenized as node-llama-cpp tokenizes them); a template that cannot render a simple chat
+    // that way is rendered by loom as a whole (the scheduler's "messages" requests).
+    try {
+      const w = resolveChatWrapper(model);
+      w.generateContextState({ chatHistory: [{ type: 'system', text: 'S' }, { type: 'user', text: 'U' }, { type: 'model', response: ['M'] }, { type: 'user', text: 'U' }, { type: 'model', response: [] }] });
+      return w;
+    } catch {
+      return new LoomTemplateChatWrapper(model, t);
+    }
+  }
   return fallbackWrapper(model._info.arch);
 }
 
@@ -1245,7 +1268,11 @@ class ChatCore {
   _promptTokens(history, wrapper) {
     const state = wrapper.generateContextState({ chatHistory: history });
     const text = isLlamaText(state.contextText) ? state.contextText : LlamaText(state.contextText);
-    return { tokens: text.tokenize(this.model.tokenizer), stops: stopStrings(state.stopGenerationTriggers) };
+    const tokens = text.tokenize(this.model.tokenizer);
+    // a model that starts its texts with BOS gets it also when the template writes none
+    const bos = this.model.tokens.bos;
+    if (this.model.tokens.shouldPrependBosToken && tokens[0] !== bos) tokens.unshift(bos);
+    return { tokens, stops: stopStrings(state.stopGenerationTriggers) };
   }
   // The request for one generation round over history `h` (its last item: the model response
   // being generated), and its prompt's length in tokens.
@@ -1269,6 +1296,7 @@ class ChatCore {
     } else if (partial) {
       req.messages = [...msgs, { role: 'assistant', content: partial }];
       req.continue_final_message = true;
+      req.add_generation_prompt = false;
     }
     req.reasoning_format = 'none';
     if (tools) {
@@ -1470,9 +1498,10 @@ class LlamaChatSession extends ChatCore {
     super();
     if (!(contextSequence instanceof LlamaContextSequence)) throw new TypeError('LlamaChatSession: contextSequence must be a LlamaContextSequence');
     this._init(contextSequence, chatWrapper, contextShift, autoDisposeSequence);
-    this._history = [{ type: 'system', text: systemPrompt ?? DEFAULT_SYSTEM_PROMPT }];
+    // a wrapper whose format has no system messages gets none unless forceAddSystemPrompt
+    const supportsSystem = this._wrapper.settings?.supportsSystemMessages !== false;
+    this._history = supportsSystem || forceAddSystemPrompt ? [{ type: 'system', text: systemPrompt ?? DEFAULT_SYSTEM_PROMPT }] : [];
     this._lastWindow = null;
-    void forceAddSystemPrompt;
   }
   getChatHistory() { return structuredClone(this._history); }
   setChatHistory(history) {

@@ -9,7 +9,8 @@
 // Every app: getting started, streaming, chat with history and JSON schema (the same greedy text
 // token for token), a chat longer than its context (context shift), sequence state files, the chat
 // wrapper classes and LlamaText (the same prompts and tokens), function calling (also streamed),
-// embeddings search (within 1e-3 cosine) and ranking; LlamaChat; LOOM_NLC_FULL=0 keeps the first eight only. Skipped, with the reason, when npm cannot
+// embeddings search (within 1e-3 cosine) and ranking; LlamaChat; models with a chat template (the
+// wrapper node-llama-cpp picks, its prompt and answers); LOOM_NLC_FULL=0 keeps the first nine only. Skipped, with the reason, when npm cannot
 // install node-llama-cpp or its prebuilt binary does not load here.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -25,7 +26,7 @@ const PEER_DIR = process.env.LOOM_PEER_DIR || path.join(os.homedir(), '.cache', 
 const NLC = path.join(PEER_DIR, 'node_modules', 'node-llama-cpp', 'dist', 'index.js');
 const FULL = process.env.LOOM_NLC_FULL !== '0';  // all apps unless LOOM_NLC_FULL=0 (about 1.5 s more)
 const TIMEOUT_MS = Number(process.env.LOOM_NLC_TIMEOUT_S || 240) * 1000;
-const APPS = ['gettingStarted', 'chatWithHistory', 'streaming', 'jsonSchemaOutput', 'contextShift', 'stateFile', 'chatWrappers', 'llamaChat',
+const APPS = ['gettingStarted', 'chatWithHistory', 'streaming', 'jsonSchemaOutput', 'contextShift', 'stateFile', 'chatWrappers', 'llamaChat', 'templatedModel',
   ...(FULL ? ['functionCalling', 'functionStreaming', 'embeddingsSearch', 'ranking'] : [])];
 const started = Date.now();
 
@@ -233,4 +234,21 @@ test('LlamaChat: generateResponse answers, continues a response, streams, as nod
     assert.equal(c.functionName, 'getWeather');
     assert.equal(typeof c.params.city, 'string');
   }
+});
+
+test('a model with a chat template: node-llama-cpp\'s wrapper for it, its prompt, stops and greedy answers', { skip: skipNlc || false }, () => {
+  const p = getPeer().templatedModel;
+  const l = getLoom().templatedModel;
+  assert.equal(l.error, undefined, l.error);
+  assert.equal(p.error, undefined, p.error);
+  for (const name of ['chatML', 'custom', 'noSystem']) {
+    for (const k of ['wrapper', 'resolved', 'text', 'tokens', 'stops', 'transformed', 'promptStart']) assert.deepEqual(l[name][k], p[name][k], `${name}.${k}`);
+    // chatML's chat (256-token context) shifts from the fourth prompt on, where the strategies' cuts differ
+    const n = name === 'chatML' ? 3 : l[name].answers.length;
+    assert.deepEqual(l[name].answers.slice(0, n), p[name].answers.slice(0, n), `${name}.answers`);
+    for (const a of l[name].answers) assert.ok(a.length > 0, `${name}: an empty answer`);
+  }
+  assert.equal(l.chatML.wrapper, 'ChatML');
+  assert.equal(l.custom.wrapper, 'JinjaTemplate');
+  assert.equal(l.noSystem.transformed, true);
 });

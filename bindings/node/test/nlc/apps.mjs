@@ -326,3 +326,41 @@ export async function llamaChat(m, modelPath) {
     functionCalls: fc.functionCalls ?? [], fcStop: fc.metadata.stopReason, ran,
   };
 }
+
+// A model with a chat template (copies of the model with tokenizer.chat_template set): the wrapper
+// picked for it (ChatML's for a ChatML template, JinjaTemplateChatWrapper for another), the
+// template's prompt, stop and answers; a template that refuses system messages; a context shift.
+export const templates = {
+  chatML: "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}",
+  custom: "{{ bos_token }}{% for message in messages %}{{ '[' + message['role'] + ']: ' + message['content'] + '\n' }}{% endfor %}{% if add_generation_prompt %}{{ '[assistant]: ' }}{% endif %}",
+  noSystem: "{{ bos_token }}{% for message in messages %}{% if message['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}{{ '<' + message['role'] + '> ' + message['content'] + '\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<assistant> ' }}{% endif %}",
+};
+export async function templatedModel(m, modelPath) {
+  const { withChatTemplate } = await import('../helpers.mjs');
+  const llama = await llamaOf(m);
+  const out = {};
+  const history = [
+    { type: 'system', text: 'You tell stories.' }, { type: 'user', text: 'Tom had a dog.' }, { type: 'model', response: ['The dog ran.'] },
+    { type: 'user', text: 'What next?' }, { type: 'user', text: 'Tell me.' }, { type: 'model', response: ['Partial'] },
+  ];
+  for (const [name, template] of Object.entries(templates)) {
+    const model = await llama.loadModel({ modelPath: withChatTemplate(modelPath, template) });
+    const jinja = new m.JinjaTemplateChatWrapper({ template });
+    const state = jinja.generateContextState({ chatHistory: history });
+    const context = await model.createContext({ contextSize: name === 'chatML' ? 256 : 512 });
+    const sequence = context.getSequence();
+    const session = new m.LlamaChatSession({ contextSequence: sequence, systemPrompt: 'You tell stories.' });
+    const answers = [];
+    for (const p of ['Tom had a dog.', 'What next?', 'Where did they go?', ...(name === 'chatML' ? ['Who did they meet?', 'And then?'] : [])]) {
+      answers.push(await session.prompt(p, { maxTokens: 40, ...GREEDY }));
+    }
+    out[name] = {
+      wrapper: session.chatWrapper.wrapperName, resolved: m.resolveChatWrapper(model).wrapperName,
+      text: state.contextText.toJSON(), tokens: state.contextText.tokenize(model.tokenizer), stops: state.stopGenerationTriggers.map((t) => t.toJSON()),
+      transformed: state.transformedSystemMessagesToUserMessages, answers, promptStart: sequence.contextTokens.slice(0, 48),
+    };
+    await context.dispose();
+    await model.dispose();
+  }
+  return out;
+}
