@@ -155,3 +155,81 @@ test('infill on a model without FIM tokens: UnsupportedError; no sequences left:
   assert.throws(() => context.getSequence(), /No sequences left/);
   await model.dispose();
 });
+
+test('state files: a missing, corrupt or other model\'s file is an Error; no tokens, a disposed sequence, no acceptRisk refused', async () => {
+  const fs = await import('node:fs');
+  const os = await import('node:os');
+  const path = await import('node:path');
+  const { model, context } = await setup();
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'loom-nlc-misuse-'));
+  const seq = context.getSequence();
+  await assert.rejects(seq.saveStateToFile(path.join(dir, 'empty.bin')), /no tokens/);
+  await assert.rejects(seq.loadStateFromFile(path.join(dir, 'missing.bin'), { acceptRisk: true }), (e) => e instanceof Error && /Failed to load/.test(e.message));
+  fs.writeFileSync(path.join(dir, 'corrupt.bin'), Buffer.from('not a state file at all, just bytes'));
+  await assert.rejects(seq.loadStateFromFile(path.join(dir, 'corrupt.bin'), { acceptRisk: true }), /Failed to load/);
+  await assert.rejects(seq.loadStateFromFile(path.join(dir, 'corrupt.bin')), /acceptRisk/);
+  // a good file, truncated
+  const session = new LlamaChatSession({ contextSequence: seq });
+  await session.prompt('Tom had a dog.', { maxTokens: 8 });
+  const good = path.join(dir, 'good.bin');
+  await seq.saveStateToFile(good);
+  const bytes = fs.readFileSync(good);
+  fs.writeFileSync(path.join(dir, 'cut.bin'), bytes.subarray(0, bytes.length >> 1));
+  const seq2 = context.getSequence();
+  await assert.rejects(seq2.loadStateFromFile(path.join(dir, 'cut.bin'), { acceptRisk: true }), /Failed to load/);
+  assert.equal(seq2.contextTokens.length, 0);
+  seq2.dispose();
+  await assert.rejects(seq2.saveStateToFile(good), DisposedError);
+  await assert.rejects(seq2.loadStateFromFile(good, { acceptRisk: true }), DisposedError);
+  // another model's context refuses the file
+  const { model: helpers } = await import('./helpers.mjs');
+  const other = await (await getLlama({ logLevel: nlc.LlamaLogLevel.error })).loadModel({ modelPath: helpers('llama-2-tiny-random.gguf') });
+  const otherCtx = await other.createContext({ contextSize: 256 });
+  await assert.rejects(otherCtx.getSequence().loadStateFromFile(good, { acceptRisk: true }), /Failed to load/);
+  await other.dispose();
+  // the sequence still works after the failures
+  assert.equal(typeof (await session.prompt('And then?', { maxTokens: 4 })), 'string');
+  fs.rmSync(dir, { recursive: true, force: true });
+  await model.dispose();
+});
+
+test('context shift misuse: a system prompt longer than the context, a throwing strategy, dispose while shifting', async () => {
+  const { model, context } = await setup(256);
+  const long = 'The cat sat on the mat and looked at the dog. '.repeat(40);
+  const s1 = new LlamaChatSession({ contextSequence: context.getSequence(), systemPrompt: long });
+  await assert.rejects(s1.prompt('Hi', { maxTokens: 8 }), (e) => e instanceof Error && /context size is too small/.test(e.message));
+  s1.dispose();
+  const s2 = new LlamaChatSession({
+    contextSequence: context.getSequence(),
+    contextShift: { strategy() { throw new RangeError('strategy failed'); } },
+  });
+  await assert.rejects(s2.prompt('Once upon a time', { maxTokens: 400 }), (e) => e instanceof RangeError && e.message === 'strategy failed');
+  // a strategy returning nothing that fits
+  s2.setChatHistory([]);
+  const s3 = new LlamaChatSession({ contextSequence: s2.sequence, contextShift: { strategy: ({ chatHistory }) => ({ chatHistory }) } });
+  await assert.rejects(s3.prompt('Once upon a time', { maxTokens: 400 }), /context size is too small/);
+  // dispose in the middle of a generation that goes past the context's end
+  const s4 = new LlamaChatSession({ contextSequence: s2.sequence });
+  let n = 0;
+  await assert.rejects(s4.prompt('Once upon a time', { maxTokens: 600, onToken: () => { if (++n === 300) s4.dispose(); } }), DisposedError);
+  await model.dispose();
+});
+
+test('LlamaChat and chat wrappers: disposed objects, bad arguments', async () => {
+  const { model, context } = await setup();
+  const chat = new nlc.LlamaChat({ contextSequence: context.getSequence() });
+  await assert.rejects(chat.generateResponse('not an array'), TypeError);
+  chat.dispose();
+  assert.equal(chat.disposed, true);
+  await assert.rejects(chat.generateResponse([{ type: 'user', text: 'Hi' }]), DisposedError);
+  assert.throws(() => new nlc.SpecialToken('NOPE'), TypeError);
+  assert.throws(() => nlc.LlamaText.fromJSON(42), TypeError);
+  assert.throws(() => new nlc.JinjaTemplateChatWrapper({}), TypeError);
+  // a template that does not parse: an Error when the prompt is made, not a crash
+  const bad = new nlc.JinjaTemplateChatWrapper({ template: '{% for x in %}' });
+  assert.throws(() => bad.generateContextState({ chatHistory: [{ type: 'user', text: 'Hi' }] }), Error);
+  const s = new LlamaChatSession({ contextSequence: context.getSequence(), chatWrapper: bad });
+  await assert.rejects(s.prompt('Hi', { maxTokens: 4 }), Error);
+  assert.throws(() => nlc.resolveChatWrapper(model, { type: 'noSuchWrapper' }), UnsupportedError);
+  await model.dispose();
+});
