@@ -10,6 +10,9 @@
 #if defined(__linux__) && defined(__aarch64__)
 #include <sys/auxv.h>
 #endif
+#if defined(__APPLE__) && defined(__aarch64__)
+#include <sys/sysctl.h>
+#endif
 #include <hwy/targets.h>
 #if defined(__linux__)
 #include <sys/syscall.h>
@@ -19,12 +22,13 @@
 namespace loom {
 namespace {
 
-#if defined(__x86_64__) || defined(__i386__)
 // False when the environment variable is set to something other than "" or "0".
-bool env_allows(const char* name) {
+[[maybe_unused]] bool env_allows(const char* name) {
   const char* v = std::getenv(name);
   return !(v && v[0] != '\0' && std::strcmp(v, "0") != 0);
 }
+
+#if defined(__x86_64__) || defined(__i386__)
 
 // Linux keeps the AMX tile data state off until a process asks for it (kernel 5.16+).
 bool request_amx_permission() {
@@ -84,13 +88,33 @@ CpuFeatures detect_x86() {
 #endif
 
 #if defined(__aarch64__)
+#if defined(__APPLE__)
+// hw.optional.arm.FEAT_* (macOS 12 / iOS 15 on): 1 when the core has the feature, absent or 0 when not.
+bool apple_feature(const char* name) {
+  int v = 0;
+  size_t size = sizeof v;
+  return sysctlbyname(name, &v, &size, nullptr, 0) == 0 && v != 0;
+}
+#endif
+
 CpuFeatures detect_arm64() {
   CpuFeatures f;
 #if defined(__linux__)
+  // Linux and Android (bionic has getauxval since API 18).
   const unsigned long hwcap = getauxval(AT_HWCAP);
-  f.neon_dotprod = hwcap & (1ul << 20);  // HWCAP_ASIMDDP
-  f.sve = hwcap & (1ul << 22);           // HWCAP_SVE
+  const unsigned long hwcap2 = getauxval(AT_HWCAP2);
+  f.neon_fp16 = hwcap & (1ul << 10);      // HWCAP_ASIMDHP
+  f.neon_dotprod = hwcap & (1ul << 20);   // HWCAP_ASIMDDP
+  f.sve = hwcap & (1ul << 22);            // HWCAP_SVE
+  f.neon_i8mm = hwcap2 & (1ul << 13);     // HWCAP2_I8MM
+#elif defined(__APPLE__)
+  f.neon_fp16 = apple_feature("hw.optional.arm.FEAT_FP16") || apple_feature("hw.optional.neon_fp16");
+  f.neon_dotprod = apple_feature("hw.optional.arm.FEAT_DotProd");
+  f.neon_i8mm = apple_feature("hw.optional.arm.FEAT_I8MM");
 #endif
+  // The switches hide an ISA and what builds on it (the i8mm kernels use SDOT too).
+  if (!env_allows("LOOM_NO_DOTPROD")) f.neon_dotprod = false;
+  if (!f.neon_dotprod || !env_allows("LOOM_NO_I8MM")) f.neon_i8mm = false;
   return f;
 }
 #endif
@@ -132,6 +156,7 @@ const char* CpuFeatures::isa_level() const {
   if (has_avx2_set()) return "avx2";
   return "sse4";
 #elif defined(__aarch64__)
+  if (neon_i8mm) return "neon-i8mm";
   return neon_dotprod ? "neon-dotprod" : "neon";
 #else
   return "generic";

@@ -8,8 +8,13 @@ struct CpuFeatures {
   // SIMD kernels may run at all: false only under LOOM_FORCE_SCALAR, which sends every dispatch
   // (intrinsics and Highway alike) to the scalar twins.
   bool simd = false;
-  // AArch64: the SDOT/UDOT int8 dot products (ARMv8.2 dotprod, Linux HWCAP_ASIMDDP) and SVE.
+  // AArch64: the SDOT/UDOT int8 dot products (ARMv8.2 dotprod, Linux HWCAP_ASIMDDP), the int8
+  // matrix multiply-accumulate SMMLA/USDOT (FEAT_I8MM, HWCAP2_I8MM: Cortex-A510/A710/X2 on,
+  // Neoverse V1/N2, Apple M2 on), FP16 arithmetic (FEAT_FP16, HWCAP_ASIMDHP) and SVE. Read from
+  // getauxval on Linux and Android, sysctl hw.optional.arm.FEAT_* on macOS / iOS.
   bool neon_dotprod = false;
+  bool neon_i8mm = false;  // only with neon_dotprod (the i8mm kernels use SDOT too)
+  bool neon_fp16 = false;
   bool sve = false;
   bool avx2 = false;
   bool fma = false;
@@ -36,8 +41,9 @@ struct CpuFeatures {
   bool has_amx_int8_set() const { return has_avx512_vnni_set() && amx_int8; }
   bool has_amx_bf16_set() const { return has_avx512_vnni_set() && amx_int8 && amx_bf16; }
   // The widest kernel family these features select, for reports (`loom bench`, bench/types.sh):
-  // "amx", "avx512-vnni", "avx-vnni", "avx2", "sse4" (x86 below AVX2), "neon-dotprod", "neon",
-  // or "scalar" (LOOM_FORCE_SCALAR).
+  // "amx", "avx512-vnni", "avx-vnni", "avx2", "sse4" (x86 below AVX2), "neon-i8mm" (AArch64 with
+  // dotprod and i8mm: SMMLA prompt kernels), "neon-dotprod", "neon" (ARMv8.0: plain NEON), or
+  // "scalar" (LOOM_FORCE_SCALAR).
   const char* isa_level() const;
 };
 
@@ -51,7 +57,9 @@ struct CpuFeatures {
 //                       Zen 2/3 or Haswell..Skylake client;
 //   LOOM_NO_AVX2=1      the AVX2 set (AVX2, FMA, F16C) and everything above it; Highway's best
 //                       target is then SSE4;
-//   LOOM_NO_AMX=1       AMX.
+//   LOOM_NO_AMX=1       AMX;
+//   LOOM_NO_I8MM=1      AArch64 i8mm (SMMLA): the dotprod kernels of a Cortex-A76 / Apple M1;
+//   LOOM_NO_DOTPROD=1   AArch64 dotprod and i8mm: the plain NEON kernels of an ARMv8.0 core.
 const CpuFeatures& cpu_features();
 int cpu_count();
 

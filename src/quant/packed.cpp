@@ -1,6 +1,6 @@
 // Packed (row-interleaved) weights: layout, packing, activation quantization, the scalar
 // reference GEMM, and the run-time dispatch to the SIMD kernels (packed_amx.cpp,
-// packed_avx512.cpp, packed_avx2.cpp). See packed.h for the layout.
+// packed_avx512.cpp, packed_avx2.cpp; packed_neon.cpp on AArch64). See packed.h for the layout.
 #include "quant/packed.h"
 
 #include <cstring>
@@ -22,7 +22,8 @@ bool packed_kernels_available(TensorType t) {
   const PackedTraits& p = type_traits(t).packed;
   const CpuFeatures& f = cpu_features();
   return (p.avx512 && f.has_avx512_vnni_set()) || (p.avxvnni && f.has_avx_vnni_set()) ||
-         (p.avx2 && f.has_avx2_set());
+         (p.avx2 && f.has_avx2_set()) || (p.neon_i8mm && f.neon_i8mm) || (p.neon_dot && f.neon_dotprod) ||
+         (p.neon && f.simd);
 }
 
 size_t packed_group_bytes(TensorType t, int64_t cols) { return detail::packed_group_stride(t, cols); }
@@ -341,6 +342,14 @@ void packed_gemm(TensorType t, int64_t rows, int64_t cols, const void* packed, i
   else if (p.avx512 && f.has_avx512_vnni_set()) fn = p.avx512;
   else if (p.avxvnni && f.has_avx_vnni_set()) fn = p.avxvnni;
   else if (p.avx2 && f.has_avx2_set()) fn = p.avx2;
+  if (fn) return fn(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+#elif defined(__aarch64__)
+  const PackedTraits& p = type_traits(t).packed;
+  const CpuFeatures& f = cpu_features();
+  PackedGemmFn fn = nullptr;
+  if (p.neon_i8mm && f.neon_i8mm) fn = p.neon_i8mm;
+  else if (p.neon_dot && f.neon_dotprod) fn = p.neon_dot;
+  else if (p.neon && f.simd) fn = p.neon;
   if (fn) return fn(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
 #endif
   ref::packed_gemm(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);

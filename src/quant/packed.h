@@ -51,8 +51,9 @@ constexpr int kPackRows = 16;
 bool can_pack(TensorType t);
 // True when this CPU has a packed kernel for t: on x86-64 with the AVX2 set (AVX2 + FMA + F16C)
 // every packable type has one (AVX-512 VNNI, AVX-VNNI or plain AVX2; AMX-INT8 adds to AVX-512);
-// elsewhere none, packing would only feed the scalar reference, and model loading keeps the GGUF
-// layout.
+// on AArch64 the types of packed_neon.cpp (NEON is baseline there: i8mm, dotprod or plain); none
+// under LOOM_FORCE_SCALAR or elsewhere: packing would only feed the scalar reference, and model
+// loading keeps the GGUF layout.
 bool packed_kernels_available(TensorType t);
 // Bytes of the packed copy of a rows x cols matrix of type t (can_pack(t), cols % 32 == 0).
 size_t packed_size(TensorType t, int64_t rows, int64_t cols);
@@ -128,6 +129,19 @@ void packed_gemm_avxvnni(TensorType t, int64_t rows, int64_t cols, const void* p
                          int64_t g1, const void* act, size_t act_stride, int n, float* out,
                          size_t out_stride);
 #endif  // __x86_64__
+#if defined(__aarch64__)
+// The AArch64 kernels (packed_neon.cpp) for the types packed_neon_has_kernel names (any n):
+// plain NEON (any AArch64 core), dotprod (SDOT; cpu_features().neon_dotprod) and i8mm (SMMLA for
+// runs of 2 and 4 activation rows, SDOT for single rows; cpu_features().neon_i8mm). All three
+// give the same bits.
+bool packed_neon_has_kernel(TensorType t);
+void packed_gemm_neon(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
+                      const void* act, size_t act_stride, int n, float* out, size_t out_stride);
+void packed_gemm_neon_dot(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
+                          const void* act, size_t act_stride, int n, float* out, size_t out_stride);
+void packed_gemm_neon_i8mm(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
+                           const void* act, size_t act_stride, int n, float* out, size_t out_stride);
+#endif  // __aarch64__
 }  // namespace detail
 
 }  // namespace loom::quant

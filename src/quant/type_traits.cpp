@@ -41,6 +41,18 @@ namespace hw = detail::highway;
 #define NEON(fn) nullptr
 #endif
 
+// NEON_PK(t): the three AArch64 packed kernels (packed_neon.cpp) added to a type's packed traits.
+#if defined(__aarch64__)
+constexpr PackedTraits neon_packed(PackedTraits p) {
+  p.neon_i8mm = detail::packed_gemm_neon_i8mm;
+  p.neon_dot = detail::packed_gemm_neon_dot;
+  p.neon = detail::packed_gemm_neon;
+  return p;
+}
+#else
+constexpr PackedTraits neon_packed(PackedTraits p) { return p; }
+#endif
+
 // The packed kernels of one type that take no TensorType argument, adapted to PackedGemmFn.
 #if defined(__x86_64__)
 template <void (*F)(int64_t, int64_t, const void*, int64_t, int64_t, const void*, size_t, int, float*, size_t)>
@@ -167,29 +179,29 @@ constexpr TypeEntry kEntries[] = {
      .avx2 = {AVX2(dequantize_q4_0), nullptr, AVX2(vec_dot_q4_0), AVX2(vec_dot_tile_q4_0)},
      .neon = {nullptr, nullptr, NEON(vec_dot_q4_0), NEON(vec_dot_tile_q4_0)},
      .highway = {hw::dequantize_q4_0, nullptr, hw::vec_dot_q4_0, hw::vec_dot_tile_q4_0},
-     .packed = blocks32(detail::kLayoutQ4_0, PackedAct::kQ8_0Blocks, X86(packed_gemm_amx))},
+     .packed = neon_packed(blocks32(detail::kLayoutQ4_0, PackedAct::kQ8_0Blocks, X86(packed_gemm_amx)))},
     {.type = TT::Q4_1, .weight_format = true, .vec_dot_type = TT::Q8_1,
      .ref = {sc::dequantize_q4_1, sc::quantize_q4_1, sc::vec_dot_q4_1},
      .avx2 = {AVX2(dequantize_q4_1), nullptr, AVX2(vec_dot_q4_1)},
      .highway = {hw::dequantize_q4_1, nullptr, hw::vec_dot_q4_1},
-     .packed = blocks32(detail::kLayoutQ4_1, PackedAct::kQ8_1Blocks, X86(packed_gemm_amx))},
+     .packed = neon_packed(blocks32(detail::kLayoutQ4_1, PackedAct::kQ8_1Blocks, X86(packed_gemm_amx)))},
     {.type = TT::Q5_0, .weight_format = true, .vec_dot_type = TT::Q8_0,
      .ref = {sc::dequantize_q5_0, sc::quantize_q5_0, sc::vec_dot_q5_0},
      .avx2 = {AVX2(dequantize_q5_0), nullptr, AVX2(vec_dot_q5_0), AVX2(vec_dot_tile_q5_0)},
      .neon = {nullptr, nullptr, NEON(vec_dot_q5_0), NEON(vec_dot_tile_q5_0)},
      .highway = {hw::dequantize_q5_0, nullptr, hw::vec_dot_q5_0, hw::vec_dot_tile_q5_0},
-     .packed = blocks32(detail::kLayoutQ5_0, PackedAct::kQ8_0Blocks, X86(packed_gemm_amx))},
+     .packed = neon_packed(blocks32(detail::kLayoutQ5_0, PackedAct::kQ8_0Blocks, X86(packed_gemm_amx)))},
     {.type = TT::Q5_1, .weight_format = true, .vec_dot_type = TT::Q8_1,
      .ref = {sc::dequantize_q5_1, sc::quantize_q5_1, sc::vec_dot_q5_1},
      .avx2 = {AVX2(dequantize_q5_1), nullptr, AVX2(vec_dot_q5_1)},
      .highway = {hw::dequantize_q5_1, nullptr, hw::vec_dot_q5_1},
-     .packed = blocks32(detail::kLayoutQ5_1, PackedAct::kQ8_1Blocks, X86(packed_gemm_amx))},
+     .packed = neon_packed(blocks32(detail::kLayoutQ5_1, PackedAct::kQ8_1Blocks, X86(packed_gemm_amx)))},
     {.type = TT::Q8_0, .weight_format = true, .vec_dot_type = TT::Q8_0,
      .ref = {sc::dequantize_q8_0, sc::quantize_q8_0, sc::vec_dot_q8_0},
      .avx2 = {AVX2(dequantize_q8_0), AVX2(quantize_q8_0), AVX2(vec_dot_q8_0), AVX2(vec_dot_tile_q8_0)},
      .neon = {nullptr, nullptr, NEON(vec_dot_q8_0), NEON(vec_dot_tile_q8_0)},
      .highway = {hw::dequantize_q8_0, hw::quantize_q8_0, hw::vec_dot_q8_0, hw::vec_dot_tile_q8_0},
-     .packed = blocks32(detail::kLayoutQ8_0, PackedAct::kQ8_0Blocks, X86(packed_gemm_amx))},
+     .packed = neon_packed(blocks32(detail::kLayoutQ8_0, PackedAct::kQ8_0Blocks, X86(packed_gemm_amx)))},
     {.type = TT::Q8_1, .weight_format = false, .vec_dot_type = TT::Q8_1,
      .ref = {sc::dequantize_q8_1, sc::quantize_q8_1, sc::vec_dot_q8_1},
      .avx2 = {AVX2(dequantize_q8_1), AVX2(quantize_q8_1), AVX2(vec_dot_q8_1)},
@@ -211,8 +223,8 @@ constexpr TypeEntry kEntries[] = {
      .avx2 = {AVX2(dequantize_q4_k), nullptr, AVX2(vec_dot_q4_k)},
      .neon = {nullptr, nullptr, NEON(vec_dot_q4_k)},
      .highway = {nullptr, nullptr, hw::vec_dot_q4_k},
-     .packed = super256(detail::PackedQ4K::kTileBytes, detail::pack_q4k, detail::packed_ref_dot_q4k,
-                        X86(packed_gemm_amx_q4k), X86_UNTYPED(packed_gemm_q4k_avx512))},
+     .packed = neon_packed(super256(detail::PackedQ4K::kTileBytes, detail::pack_q4k, detail::packed_ref_dot_q4k,
+                                    X86(packed_gemm_amx_q4k), X86_UNTYPED(packed_gemm_q4k_avx512)))},
     {.type = TT::Q5_K, .weight_format = true, .vec_dot_type = TT::Q8_K,
      .ref = {sc::dequantize_q5_k, sc::quantize_q5_k, sc::vec_dot_q5_k},
      .avx2 = {AVX2(dequantize_q5_k), nullptr, AVX2(vec_dot_q5_k)},
@@ -235,7 +247,7 @@ constexpr TypeEntry kEntries[] = {
      .avx2 = {AVX2(dequantize_iq4_nl), nullptr, AVX2(vec_dot_iq4_nl), AVX2(vec_dot_tile_iq4_nl)},
      .neon = {nullptr, nullptr, NEON(vec_dot_iq4_nl), NEON(vec_dot_tile_iq4_nl)},
      .highway = {hw::dequantize_iq4_nl, nullptr, hw::vec_dot_iq4_nl, hw::vec_dot_tile_iq4_nl},
-     .packed = blocks32(detail::kLayoutIQ4_NL, PackedAct::kQ8_0Blocks, X86(packed_gemm_amx))},
+     .packed = neon_packed(blocks32(detail::kLayoutIQ4_NL, PackedAct::kQ8_0Blocks, X86(packed_gemm_amx)))},
     {.type = TT::IQ4_XS, .weight_format = true, .vec_dot_type = TT::Q8_K,
      .ref = {sc::dequantize_iq4_xs, sc::quantize_iq4_xs, sc::vec_dot_iq4_xs},
      .avx2 = {AVX2(dequantize_iq4_xs), nullptr, AVX2(vec_dot_iq4_xs)},

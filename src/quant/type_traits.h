@@ -107,6 +107,12 @@ struct PackedTraits {
   PackedGemmFn avx512 = nullptr;
   PackedGemmFn avxvnni = nullptr;
   PackedGemmFn avx2 = nullptr;
+  // The AArch64 kernels (packed_neon.cpp, the same layout), tried in this order where the CPU has
+  // the feature: i8mm (SMMLA for runs of 2 and 4 activation rows, SDOT for single rows), dotprod
+  // (SDOT), plain NEON (ARMv8.0: SMULL + SADALP).
+  PackedGemmFn neon_i8mm = nullptr;
+  PackedGemmFn neon_dot = nullptr;
+  PackedGemmFn neon = nullptr;
 };
 
 // ---- the table -----------------------------------------------------------------------------

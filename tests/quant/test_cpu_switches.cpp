@@ -47,6 +47,17 @@ TEST(CpuSwitches, HiddenIsasStayHidden) {
   if (env_set("LOOM_NO_AMX")) {
     EXPECT_FALSE(f.amx_int8);
   }
+  if (env_set("LOOM_NO_DOTPROD")) {
+    EXPECT_FALSE(f.neon_dotprod);
+    EXPECT_FALSE(f.neon_i8mm);
+  }
+  if (env_set("LOOM_NO_I8MM")) {
+    EXPECT_FALSE(f.neon_i8mm);
+  }
+  EXPECT_TRUE(!f.neon_i8mm || f.neon_dotprod);  // the i8mm kernels use SDOT too
+#if defined(__aarch64__)
+  EXPECT_STREQ(f.isa_level(), !f.simd ? "scalar" : f.neon_i8mm ? "neon-i8mm" : f.neon_dotprod ? "neon-dotprod" : "neon");
+#endif
 #if defined(__x86_64__)
   // Highway's targets follow (cpu_features() above applied the switches).
   const int64_t hwy_targets = hwy::SupportedTargets();
@@ -64,7 +75,7 @@ TEST(CpuSwitches, HiddenIsasStayHidden) {
 
 // Model loading packs a matrix where the CPU has a packed kernel for its type: on any x86-64 CPU
 // with the AVX2 set that holds for every type with a 256-bit kernel (AVX2, AVX-VNNI, AVX-512 or
-// AMX run it), and for none without SIMD.
+// AMX run it), on AArch64 for every type of packed_neon.cpp, and for none without SIMD.
 TEST(CpuSwitches, PackedKernelsFollowTheIsas) {
   const CpuFeatures& f = cpu_features();
   for (const quant::TypeTraits& tt : quant::all_type_traits()) {
@@ -75,6 +86,10 @@ TEST(CpuSwitches, PackedKernelsFollowTheIsas) {
     } else {
       EXPECT_EQ(quant::packed_kernels_available(tt.type), f.has_avx512_vnni_set()) << tt.name;
     }
+#elif defined(__aarch64__)
+    // NEON is baseline: plain, dotprod or i8mm kernels run wherever SIMD is allowed.
+    EXPECT_EQ(quant::packed_kernels_available(tt.type), quant::detail::packed_neon_has_kernel(tt.type) && f.simd)
+        << tt.name;
 #else
     EXPECT_FALSE(quant::packed_kernels_available(tt.type)) << tt.name;
 #endif

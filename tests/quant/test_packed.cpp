@@ -339,6 +339,76 @@ TEST(Packed, YmmKernelsInTheTable) {
 }
 #endif  // __x86_64__
 
+#if defined(__aarch64__)
+// The types with AArch64 kernels (packed_neon.cpp), as the table says.
+std::vector<TensorType> neon_types() {
+  std::vector<TensorType> types;
+  for (TensorType t : kAllPacked) {
+    if (detail::packed_neon_has_kernel(t)) types.push_back(t);
+  }
+  return types;
+}
+
+// What the dispatch picks for this CPU (and under LOOM_NO_I8MM / LOOM_NO_DOTPROD, tests/quant/CMakeLists.txt).
+TEST(Packed, DispatchedNeonTypesMatchReference) { check_variant(&packed_gemm, "dispatched", neon_types()); }
+
+// Plain NEON (SMULL + SADALP) runs on every AArch64 core.
+TEST(Packed, NeonMatchesReference) { check_variant(&detail::packed_gemm_neon, "neon", neon_types()); }
+
+TEST(Packed, NeonDotMatchesReference) {
+  if (!cpu_features().neon_dotprod) GTEST_SKIP() << "no dotprod on this CPU";
+  check_variant(&detail::packed_gemm_neon_dot, "neon-dot", neon_types());
+}
+
+TEST(Packed, NeonI8mmMatchesReference) {
+  if (!cpu_features().neon_i8mm) GTEST_SKIP() << "no i8mm on this CPU";
+  check_variant(&detail::packed_gemm_neon_i8mm, "neon-i8mm", neon_types());
+}
+
+// The three copies compute the same integer sums and the same float operations per output: the
+// same bits, whichever the CPU picks (and SMMLA's runs of 2 and 4 rows equal SDOT's single rows,
+// which check_variant's invariance test covers within each copy).
+TEST(Packed, NeonKernelsAgreeBitForBit) {
+  std::vector<Gemm> gemms = {&detail::packed_gemm_neon};
+  if (cpu_features().neon_dotprod) gemms.push_back(&detail::packed_gemm_neon_dot);
+  if (cpu_features().neon_i8mm) gemms.push_back(&detail::packed_gemm_neon_i8mm);
+  std::mt19937 rng(4321);
+  for (TensorType t : neon_types()) {
+    for (int64_t rows : {7, 33}) {
+      for (int n : {1, 2, 4, 7, 11}) {
+        const int64_t cols = t == TensorType::Q4_K ? 512 : 160;
+        Problem p = make(t, rows, cols, n, rng);
+        const size_t ab = packed_act_row_bytes(t, cols);
+        const int64_t groups = (rows + kPackRows - 1) / kPackRows;
+        std::vector<float> want(size_t(rows) * size_t(n)), got(want.size());
+        gemms[0](t, rows, cols, p.packed.data(), 0, groups, p.act.data(), ab, n, want.data(), size_t(rows));
+        for (size_t k = 1; k < gemms.size(); ++k) {
+          gemms[k](t, rows, cols, p.packed.data(), 0, groups, p.act.data(), ab, n, got.data(), size_t(rows));
+          for (size_t e = 0; e < want.size(); ++e) {
+            ASSERT_TRUE(same_bits(want[e], got[e])) << test::type_name(t) << " kernel " << k << " rows=" << rows
+                                                    << " n=" << n << " at " << e << ": " << got[e] << " vs " << want[e];
+          }
+        }
+      }
+    }
+  }
+}
+
+// The table names the AArch64 kernels exactly for the types packed_neon.cpp has, and the most used
+// ones stay covered.
+TEST(Packed, NeonKernelsInTheTable) {
+  for (TensorType t : kAllPacked) {
+    const PackedTraits& p = type_traits(t).packed;
+    const bool has = detail::packed_neon_has_kernel(t);
+    EXPECT_EQ(p.neon != nullptr, has) << test::type_name(t);
+    EXPECT_EQ(p.neon_dot != nullptr, has) << test::type_name(t);
+    EXPECT_EQ(p.neon_i8mm != nullptr, has) << test::type_name(t);
+    EXPECT_EQ(packed_kernels_available(t), has && cpu_features().simd) << test::type_name(t);
+  }
+  for (TensorType t : {TensorType::Q4_0, TensorType::Q8_0}) EXPECT_TRUE(detail::packed_neon_has_kernel(t));
+}
+#endif  // __aarch64__
+
 // Extreme levels: every Q8_0 weight byte -127..127 and -128 (the GGUF format allows it), every
 // other type's quant and scale bytes all ones (the highest level, scale and min everywhere), with
 // activations at ±127, must not overflow or saturate anywhere.
@@ -395,6 +465,14 @@ TEST(Packed, ExtremeLevelsYmm) {
   if (cpu_features().has_avx_vnni_set()) {
     check_extreme_levels(&detail::packed_gemm_avxvnni, "extreme avxvnni", ymm_types());
   }
+}
+#endif
+
+#if defined(__aarch64__)
+TEST(Packed, ExtremeLevelsNeon) {
+  check_extreme_levels(&detail::packed_gemm_neon, "extreme neon", neon_types());
+  if (cpu_features().neon_dotprod) check_extreme_levels(&detail::packed_gemm_neon_dot, "extreme neon-dot", neon_types());
+  if (cpu_features().neon_i8mm) check_extreme_levels(&detail::packed_gemm_neon_i8mm, "extreme neon-i8mm", neon_types());
 }
 #endif
 
