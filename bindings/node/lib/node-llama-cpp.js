@@ -1049,13 +1049,16 @@ const WRAPPER_TYPES = {
   llama2Chat: () => new Llama2ChatWrapper(),
 };
 
-function fallbackWrapper(arch) {
-  return arch === 'llama' ? new Llama2ChatWrapper() : new GeneralChatWrapper();
+// A model without a template: Llama 2's chat format for a model whose BOS is Llama 2's "<s>"
+// (whatever its architecture), General's otherwise, as node-llama-cpp falls back (it also guesses
+// from some file names; loom does not).
+function fallbackWrapper(bosString) {
+  return bosString === '<s>' ? new Llama2ChatWrapper() : new GeneralChatWrapper();
 }
 
 // node-llama-cpp's resolveChatWrapper: (model, options?) or (options). A model without a template
-// gets node-llama-cpp's fallback (Llama 2's format for llama models, General otherwise); a template
-// that is ChatML's or Llama 3's gets that wrapper, any other a JinjaTemplateChatWrapper.
+// gets node-llama-cpp's fallback (see fallbackWrapper); a template whose prompts a specialized
+// wrapper renders gets that wrapper, any other a JinjaTemplateChatWrapper.
 function resolveChatWrapper(modelOrOptions, maybeOptions) {
   const isModel = modelOrOptions instanceof LlamaModel;
   const options = (isModel ? maybeOptions : modelOrOptions) ?? {};
@@ -1099,8 +1102,8 @@ function resolveChatWrapper(modelOrOptions, maybeOptions) {
     }
     return w;
   }
-  if (!isModel && type === 'auto' && !arch && !bosString) return null;
-  return fallbackWrapper(arch);
+  if (!isModel && type === 'auto' && !bosString) return arch ? new GeneralChatWrapper() : null;
+  return fallbackWrapper(bosString);
 }
 
 function resolveWrapper(model, option) {
@@ -1125,7 +1128,7 @@ function resolveWrapper(model, option) {
       return new LoomTemplateChatWrapper(model, t);
     }
   }
-  return fallbackWrapper(model._info.arch);
+  return fallbackWrapper(model.tokens.bosString);
 }
 
 // The chat history as OpenAI messages, for the scheduler's "messages" requests.

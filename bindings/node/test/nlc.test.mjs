@@ -27,7 +27,7 @@ const NLC = path.join(PEER_DIR, 'node_modules', 'node-llama-cpp', 'dist', 'index
 const FULL = process.env.LOOM_NLC_FULL !== '0';  // all apps unless LOOM_NLC_FULL=0 (about 1.5 s more)
 const TIMEOUT_MS = Number(process.env.LOOM_NLC_TIMEOUT_S || 240) * 1000;
 const APPS = ['gettingStarted', 'chatWithHistory', 'streaming', 'jsonSchemaOutput', 'contextShift', 'stateFile', 'chatWrappers', 'llamaChat', 'templatedModel',
-  ...(FULL ? ['functionCalling', 'functionStreaming', 'embeddingsSearch', 'ranking'] : [])];
+  ...(FULL ? ['functionCalling', 'functionStreaming', 'embeddingsSearch', 'ranking', 'fallbackWrappers'] : [])];
 const started = Date.now();
 
 function ensureNlc() {
@@ -251,4 +251,11 @@ test('a model with a chat template: node-llama-cpp\'s wrapper for it, its prompt
   assert.equal(l.chatML.wrapper, 'ChatML');
   assert.equal(l.custom.wrapper, 'JinjaTemplate');
   assert.equal(l.noSystem.transformed, true);
+});
+
+test('models without a chat template get node-llama-cpp\'s fallback wrapper', { skip: skipNlc || (FULL ? false : 'LOOM_NLC_FULL=0 skips it') }, () => {
+  const p = getPeer().fallbackWrappers;
+  const l = getLoom().fallbackWrappers;
+  assert.equal(l.error, undefined, l.error);
+  assert.deepEqual(l, { ...p, ms: l.ms });
 });

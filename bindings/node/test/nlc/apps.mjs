@@ -364,3 +364,21 @@ export async function templatedModel(m, modelPath) {
   }
   return out;
 }
+
+// The wrapper picked for models without a chat template (Llama 2's for a "<s>" BOS, whatever the
+// architecture). llama-2-tiny-random.gguf is left out: node-llama-cpp also guesses from file names
+// (that one gets General there), loom does not.
+export async function fallbackWrappers(m, modelPath) {
+  const { default: path } = await import('node:path');
+  const llama = await llamaOf(m);
+  const dir = path.dirname(modelPath);
+  const out = {};
+  for (const f of ['synth-gemma2-tiny-f32.gguf', 'synth-llama-tiny-f32.gguf', 'synth-phi3-tiny-f32.gguf', 'synth-qwen2-tiny-f32.gguf']) {
+    const model = await llama.loadModel({ modelPath: path.join(dir, f) });
+    const context = await model.createContext({ contextSize: 256 });
+    const session = new m.LlamaChatSession({ contextSequence: context.getSequence() });
+    out[f] = { resolved: m.resolveChatWrapper(model).wrapperName, session: session.chatWrapper.wrapperName };
+    await model.dispose();
+  }
+  return out;
+}

@@ -6,7 +6,7 @@
 import { pathToFileURL } from 'node:url';
 import * as apps from './apps.mjs';
 
-export const ALL = ['gettingStarted', 'chatWithHistory', 'streaming', 'jsonSchemaOutput', 'functionCalling', 'embeddingsSearch', 'ranking', 'contextShift', 'stateFile', 'functionStreaming', 'chatWrappers', 'llamaChat', 'templatedModel'];
+export const ALL = ['gettingStarted', 'chatWithHistory', 'streaming', 'jsonSchemaOutput', 'functionCalling', 'embeddingsSearch', 'ranking', 'contextShift', 'stateFile', 'functionStreaming', 'chatWrappers', 'llamaChat', 'templatedModel', 'fallbackWrappers'];
 const [which, modelPath, list] = process.argv.slice(2);
 const names = list ? list.split(',') : ALL;
 const out = {};
