@@ -1190,9 +1190,11 @@ async function eraseFirstResponseAndKeepFirstSystem({ chatHistory, maxTokensCoun
     return h.length;
   };
   // Characters to cut for `excess` tokens: a little more than the text's characters per token.
-  const charsFor = (excess, text) => Math.max(1, Math.ceil(excess * Math.max(1, text.length / Math.max(1, n)) * 1.25));
+  // characters per token of the whole history, a little more
+  const chars = (x) => x.reduce((sum, it) => sum + (it.type === 'model' ? responseText(it) : it.type === 'user' ? it.text : textOfSystem(it.text)).length, 0);
+  const charsFor = (excess) => Math.max(1, Math.ceil(excess * Math.max(1, chars(h) / Math.max(1, n)) * 1.25));
   const cutStart = (text, excess) => {
-    const c = charsFor(excess, text);
+    const c = charsFor(excess);
     return c >= text.length ? '' : text.slice(c);
   };
   for (let guard = 0; n > maxTokensCount && guard < 10000; guard++) {
@@ -1343,7 +1345,7 @@ class ChatCore {
   // rounds: a context shift before a round whose prompt does not fit, function calls run between
   // rounds (execute) or returned (LlamaChat). Resolves with {stopReason, window, pendingCalls,
   // stopTrigger}.
-  async _respond(history, modelItem, options, execute) {
+  async _respond(history, modelItem, options, execute, startWindow = null) {
     const { functions, onTextChunk, onToken, onResponseChunk, onFunctionCallParamsChunk, signal, stopOnAbortSignal = false, trimWhitespaceSuffix = false } = options;
     if (functions && options.grammar) throw new Error('Using both grammar and functions is not supported yet');
     const sampling = samplingOf(options, this.model);
@@ -1354,7 +1356,7 @@ class ChatCore {
     const buildCtx = { tools, useTemplate, sampling, options, rounds: 0 };
     // `win`: the history the rounds are generated from: the whole chat until a context shift cuts
     // it (from then on a copy, whose last item is the response being generated).
-    let win = history;
+    let win = startWindow ?? history;
     let stopReason = 'eogToken';
     let stopTrigger;
     const pendingCalls = [];
@@ -1520,7 +1522,8 @@ class LlamaChatSession extends ChatCore {
   }
   // The history the last prompt was evaluated with: the chat history, cut by context shifts.
   getLastEvaluationContextWindow() {
-    return this._lastWindow ? structuredClone(this._lastWindow) : null;
+    if (this._lastWindow) return structuredClone(this._lastWindow);
+    return this._lastWindowOf === this._history && this._history.length > 1 ? structuredClone(this._history) : null;
   }
   async prompt(prompt, options = {}) {
     const { responseText: text } = await this.promptWithMeta(prompt, options);
@@ -1535,9 +1538,17 @@ class LlamaChatSession extends ChatCore {
     const modelItem = { type: 'model', response: [] };
     history.push(modelItem);
     if (options.responsePrefix) modelItem.response.push(options.responsePrefix);
-    const { stopReason, window } = await this._respond(history, modelItem, options, true);
+    // After a context shift the next prompt starts from the window the last one was evaluated
+    // with (its start, so the cells of its prefix, stay), as node-llama-cpp goes on from its last
+    // context window; the chat history keeps everything.
+    let start = null;
+    if (this._lastWindow && this._lastWindowOf === this._history) {
+      start = [...structuredClone(this._lastWindow), { type: 'user', text: prompt }, structuredClone(modelItem)];
+    }
+    const { stopReason, window } = await this._respond(history, modelItem, options, true, start);
     this._history = history;
-    this._lastWindow = window;
+    this._lastWindow = window === history ? null : window;
+    this._lastWindowOf = history;
     return {
       response: structuredClone(modelItem.response),
       responseText: modelItem.response.filter((x) => typeof x === 'string').join(''),

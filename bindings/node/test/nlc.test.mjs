@@ -173,6 +173,8 @@ test('context shift: a chat longer than the context goes on, as node-llama-cpp\'
   // before the first shift the answers are the same token for token; the one the first shift
   // cut (node-llama-cpp's and loom's default strategies cut the same characters there) too
   assert.deepEqual(l.answers.slice(0, 3), p.answers.slice(0, 3));
+  // loom: after a shift the next prompts start from the shifted window, whose prefix stays cached
+  assert.ok(l.cached.slice(3).some((n) => n > 50), `cached prompt tokens per prompt: ${l.cached}`);
   assert.deepEqual(l.customAnswers.slice(0, 2), p.customAnswers.slice(0, 2));
 });
 

@@ -158,10 +158,12 @@ export async function contextShift(m, modelPath) {
   const session = new m.LlamaChatSession({ contextSequence: sequence, systemPrompt: 'You tell stories.' });
   const answers = [];
   const stopReasons = [];
+  const cached = []; // loom: prompt tokens served from the cache (the window's kept prefix)
   for (const p of shiftPrompts) {
     const meta = await session.promptWithMeta(p, { maxTokens: 60, ...GREEDY });
     answers.push(meta.responseText);
     stopReasons.push(meta.stopReason);
+    cached.push(sequence._lastDone?.usage?.cached_tokens ?? null);
   }
   const historyLength = session.getChatHistory().length;
   const window = session.getLastEvaluationContextWindow();
@@ -189,7 +191,7 @@ export async function contextShift(m, modelPath) {
   await sequence.clearHistory();
   for (const p of shiftPrompts.slice(0, 6)) customAnswers.push(await s2.prompt(p, { maxTokens: 60, ...GREEDY }));
   await context.dispose();
-  return { answers, stopReasons, historyLength, firstKept, longTokens, longStop: long.stopReason, longLength: long.responseText.length, strategyCalls: calls, customAnswers };
+  return { answers, stopReasons, cached, historyLength, firstKept, longTokens, longStop: long.stopReason, longLength: long.responseText.length, strategyCalls: calls, customAnswers };
 }
 
 // Sequence state files: saved after a prompt, loaded into a fresh context's sequence, the chat
