@@ -282,31 +282,41 @@ const DEFAULT_SETTINGS = Object.freeze({
   segments: Object.freeze({}),
 });
 
+// JSON with a space after "," and ":" (Python's json.dumps), as node-llama-cpp writes calls.
+function jsonDumps(v) {
+  if (v === undefined) return 'null';
+  if (v === null || typeof v !== 'object') return JSON.stringify(v) ?? 'null';
+  if (typeof v.toJSON === 'function') return jsonDumps(v.toJSON());
+  if (Array.isArray(v)) return `[${v.map(jsonDumps).join(', ')}]`;
+  return `{${Object.entries(v).filter(([, x]) => x !== undefined && typeof x !== 'function').map(([k, x]) => `${JSON.stringify(k)}: ${jsonDumps(x)}`).join(', ')}}`;
+}
+
 class ChatWrapper {
   constructor() {
     this.settings = DEFAULT_SETTINGS;
   }
   static get defaultSettings() { return DEFAULT_SETTINGS; }
   generateContextState({ chatHistory }) {
-    // A plain format: every item's text after a role line.
-    const parts = [new SpecialToken('BOS')];
-    for (const item of chatHistory) {
-      if (item.type === 'system') parts.push('system: ', systemText(item.text), '\n');
-      else if (item.type === 'user') parts.push('user: ', item.text, '\n');
-      else if (item.type === 'model') parts.push('model: ', modelText(item), '\n');
-    }
-    return { contextText: LlamaText(parts), stopGenerationTriggers: [LlamaText(new SpecialToken('EOS'))] };
+    // A plain format: "role: text" per item, one a line (a subclass that only names itself).
+    const parts = [];
+    chatHistory.forEach((item, i) => {
+      if (i > 0) parts.push('\n');
+      if (item.type === 'system') parts.push('system: ', systemText(item.text));
+      else if (item.type === 'user') parts.push('user: ', item.text);
+      else if (item.type === 'model') parts.push('model: ', this.generateModelResponseText(item.response));
+    });
+    return { contextText: LlamaText(parts), stopGenerationTriggers: [] };
   }
   generateFunctionCallsAndResults(functionCalls) {
     return LlamaText(functionCalls.map((c) => [this.generateFunctionCall(c.name, c.params), this.generateFunctionCallResult(c.name, c.params, c.result)]));
   }
   generateFunctionCall(name, params) {
     const call = this.settings.functions.call;
-    return LlamaText(call.prefix, name, call.paramsPrefix, params === undefined ? '' : JSON.stringify(params), call.suffix);
+    return LlamaText(call.prefix, name, call.paramsPrefix, params === undefined ? '' : jsonDumps(params), call.suffix);
   }
   generateFunctionCallResult(functionName, functionParams, result) {
     const r = this.settings.functions.result;
-    return LlamaText(r.prefix, result === undefined ? 'void' : JSON.stringify(result), r.suffix);
+    return LlamaText(r.prefix, result === undefined ? 'void' : jsonDumps(result), r.suffix);
   }
   generateModelResponseText(modelResponse) {
     return LlamaText(modelResponse.map((r) => (typeof r === 'string' ? r : r?.type === 'functionCall' ? (r.rawCall ? LlamaText.fromJSON(r.rawCall) : this.generateFunctionCallsAndResults([r])) : '')));

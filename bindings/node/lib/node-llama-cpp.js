@@ -1273,10 +1273,8 @@ class ChatCore {
   _promptTokens(history, wrapper) {
     const state = wrapper.generateContextState({ chatHistory: history });
     const text = isLlamaText(state.contextText) ? state.contextText : LlamaText(state.contextText);
+    // the wrapper's text as it is: a BOS only where it writes one (node-llama-cpp adds none)
     const tokens = text.tokenize(this.model.tokenizer);
-    // a model that starts its texts with BOS gets it also when the template writes none
-    const bos = this.model.tokens.bos;
-    if (this.model.tokens.shouldPrependBosToken && tokens[0] !== bos) tokens.unshift(bos);
     return { tokens, stops: stopStrings(state.stopGenerationTriggers) };
   }
   // The request for one generation round over history `h` (its last item: the model response

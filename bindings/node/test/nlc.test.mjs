@@ -198,6 +198,7 @@ test('chat wrapper classes and LlamaText: node-llama-cpp\'s prompts, tokens and 
   const l = getLoom().chatWrappers;
   assert.equal(l.error, undefined, l.error);
   for (const k of Object.keys(p.wrappers)) assert.deepEqual(l.wrappers[k], p.wrappers[k], k);
+  assert.ok(l.wrappers.subclass.answer.length > 0);
   for (const k of ['a1', 'a2', 'chatMLPromptStart', 'resolved', 'resolvedChatML']) assert.deepEqual(l[k], p[k], k);
   assert.deepEqual(l.text, p.text);
 });

@@ -285,12 +285,25 @@ export async function chatWrappers(m, modelPath) {
     const state = w.generateContextState({ chatHistory: history });
     out[k] = { name: w.wrapperName, text: state.contextText.toJSON(), tokens: state.contextText.tokenize(model.tokenizer), stops: state.stopGenerationTriggers.map((t) => t.toJSON()) };
   }
-  const context = await model.createContext({ contextSize: 512 });
+  // a wrapper of the app's own: only a name, the base class's format
+  class StoryWrapper extends m.ChatWrapper {
+    wrapperName = 'Story';
+  }
+  const story = new StoryWrapper();
+  out.subclass = {
+    name: story.wrapperName, text: story.generateContextState({ chatHistory: history }).contextText.toJSON(),
+    call: story.generateFunctionCall('getWeather', { city: 'Paris', days: [1, 2] }).toJSON(),
+    result: story.generateFunctionCallResult('getWeather', { city: 'Paris' }, { temperature: 21 }).toJSON(),
+  };
+  const context = await model.createContext({ contextSize: 512, sequences: 2 });
   const sequence = context.getSequence();
   const session = new m.LlamaChatSession({ contextSequence: sequence, chatWrapper: new m.ChatMLChatWrapper(), systemPrompt: 'You tell stories.' });
   const a1 = await session.prompt('Tom had a dog.', { maxTokens: 16, ...GREEDY });
   const a2 = await session.prompt('What next?', { maxTokens: 16, ...GREEDY });
   const chatMLPromptStart = sequence.contextTokens.slice(0, 40);
+  const storySession = new m.LlamaChatSession({ contextSequence: context.getSequence(), chatWrapper: new StoryWrapper(), systemPrompt: 'You tell stories.' });
+  out.subclass.answer = await storySession.prompt('Tom had a dog.', { maxTokens: 16, ...GREEDY });
+  out.subclass.promptStart = storySession.sequence.contextTokens.slice(0, 24);
   await context.dispose();
   const t = m.LlamaText(['Hello', new m.SpecialToken('BOS'), ' world', new m.SpecialTokensText('<s>x'), ' z', 3, [' and ', m.LlamaText('more')]]);
   const text = {
