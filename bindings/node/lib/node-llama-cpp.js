@@ -457,15 +457,17 @@ function eventRelay() {
 
 // ---- context and sequences ---------------------------------------------------------------------
 
+// node-llama-cpp's contexts hold at least 256 tokens (per sequence): a smaller contextSize gets 256.
+const MIN_CONTEXT_SIZE = 256;
 function resolveContextSize(model, v, fallback) {
   if (typeof v === 'number') {
     if (!Number.isInteger(v) || v < 1) throw new RangeError('contextSize must be a positive integer');
-    return v;
+    return Math.max(MIN_CONTEXT_SIZE, v);
   }
   const train = model.trainContextSize || fallback;
   const max = typeof v === 'object' && v !== null && v.max ? v.max : Math.min(train, 8192);
   const min = typeof v === 'object' && v !== null && v.min ? v.min : 0;
-  return Math.max(min, Math.min(max, train));
+  return Math.max(MIN_CONTEXT_SIZE, min, Math.min(max, train));
 }
 
 function threadsOf(model, threads) {

@@ -34,7 +34,10 @@ export async function gettingStarted(m, modelPath) {
   const context = await model.createContext({ contextSize: 512 });
   const session = new m.LlamaChatSession({ contextSequence: context.getSequence() });
   const answer = await session.prompt('Once upon a time', { maxTokens: 24, ...GREEDY });
-  const info = { trainContextSize: model.trainContextSize, bos: model.tokens.bos, eos: model.tokens.eos, nl: model.tokens.nl,
+  const small = await model.createContext({ contextSize: 100, sequences: 2 });
+  const smallSizes = [small.contextSize, small.getSequence().contextSize];
+  await small.dispose();
+  const info = { smallSizes, trainContextSize: model.trainContextSize, bos: model.tokens.bos, eos: model.tokens.eos, nl: model.tokens.nl,
     arch: model.fileInfo.metadata.general.architecture, tokens: model.tokenize('Hello world'),
     text: model.detokenize(model.tokenize('Hello world')), wrapper: session.chatWrapper.wrapperName };
   await context.dispose();
