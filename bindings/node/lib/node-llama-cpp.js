@@ -1618,6 +1618,16 @@ class LlamaCompletion {
   async _run(prompt, options) {
     if (this._disposed || this._sequence.disposed) throw new DisposedError();
     const req = samplingOf(options, this._sequence.model);
+    // An input longer than the context loses its start (a leading BOS kept): it is cut to the
+    // context size less the shift size (10 %), as node-llama-cpp's completion goes on with one.
+    const ctxSize = this._sequence.contextSize;
+    if (prompt.length >= ctxSize) {
+      const size = Math.max(1, Math.floor(ctxSize / 10));
+      const bos = this._sequence.model.tokens.bos;
+      const keepBos = bos != null && prompt[0] === bos ? 1 : 0;
+      const keep = Math.max(1, ctxSize - size - keepBos);
+      prompt = [...prompt.slice(0, keepBos), ...prompt.slice(prompt.length - keep)];
+    }
     req.prompt = prompt;
     const r = await this._sequence._generate(req, {
       onText: options.onTextChunk,

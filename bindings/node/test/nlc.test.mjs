@@ -99,7 +99,7 @@ test('same greedy text as node-llama-cpp on stories260K (chat, history, streamin
   const l = getLoom();
   assert.deepEqual(l.gettingStarted, { ...p.gettingStarted, ms: l.gettingStarted.ms });
   for (const k of ['a1', 'a2', 'a2again', 'history']) assert.deepEqual(l.chatWithHistory[k], p.chatWithHistory[k], k);
-  for (const k of ['answer', 'joined', 'nTokens', 'text', 'cjoined']) assert.deepEqual(l.streaming[k], p.streaming[k], k);
+  for (const k of ['answer', 'joined', 'nTokens', 'text', 'cjoined', 'longInput']) assert.deepEqual(l.streaming[k], p.streaming[k], k);
 });
 
 test('JSON-schema output: the same text as node-llama-cpp, of the schema\'s shape', { skip: skipNlc || false }, () => {

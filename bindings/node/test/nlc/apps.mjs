@@ -73,8 +73,10 @@ export async function streaming(m, modelPath) {
   const completion = new m.LlamaCompletion({ contextSequence: context.getSequence() });
   const cchunks = [];
   const text = await completion.generateCompletion('Once upon a time', { maxTokens: 24, ...GREEDY, onTextChunk: (t) => cchunks.push(t) });
+  // an input longer than the context: its start is dropped, the completion goes on
+  const longInput = await completion.generateCompletionWithMeta('The cat sat on the mat. '.repeat(60), { maxTokens: 20, ...GREEDY });
   await context.dispose();
-  return { answer, joined: chunks.join(''), nTokens: tokens.length, text, cjoined: cchunks.join('') };
+  return { answer, joined: chunks.join(''), nTokens: tokens.length, text, cjoined: cchunks.join(''), longInput: [longInput.response, longInput.metadata.stopReason] };
 }
 
 // JSON-schema output: a grammar from a schema, the answer parsed with grammar.parse.
