@@ -507,6 +507,21 @@ export declare class GeneralChatWrapper extends ChatWrapper {
     get modelResponseTitle(): string;
     get middleSystemMessageTitle(): string;
 }
+export declare class AlpacaChatWrapper extends GeneralChatWrapper {
+    readonly wrapperName: string;
+    constructor(options?: { userMessageTitle?: string; modelResponseTitle?: string; middleSystemMessageTitle?: string; allowSpecialTokensInTitles?: boolean });
+}
+export declare class FalconChatWrapper extends ChatWrapper {
+    readonly wrapperName: string;
+    constructor(options?: { userMessageTitle?: string; modelResponseTitle?: string; middleSystemMessageTitle?: string; allowSpecialTokensInTitles?: boolean });
+    get userMessageTitle(): string;
+    get modelResponseTitle(): string;
+    get middleSystemMessageTitle(): string;
+}
+export declare class GemmaChatWrapper extends ChatWrapper {
+    readonly wrapperName: string;
+    readonly settings: ChatWrapperSettings;
+}
 export declare class ChatMLChatWrapper extends ChatWrapper {
     readonly wrapperName: string;
 }
@@ -554,7 +569,7 @@ export declare class JinjaTemplateChatWrapper extends ChatWrapper {
     constructor(options: JinjaTemplateChatWrapperOptions);
     get usingJinjaFunctionCallTemplate(): boolean;
 }
-export type SpecializedChatWrapperTypeName = "general" | "llama3.1" | "llama3" | "llama2Chat" | "chatML";
+export type SpecializedChatWrapperTypeName = "general" | "llama3.1" | "llama3" | "llama2Chat" | "alpacaChat" | "chatML" | "falconChat" | "gemma";
 export type ResolveChatWrapperWithModelOptions = {
     type?: "auto" | SpecializedChatWrapperTypeName | "template" | "jinjaTemplate";
     customWrapperSettings?: { [name: string]: any };
@@ -570,7 +585,7 @@ export type ResolveChatWrapperOptions = ResolveChatWrapperWithModelOptions & {
     tokenizer?: Tokenizer;
     llama?: Llama;
 };
-export type BuiltInChatWrapperType = GeneralChatWrapper | ChatMLChatWrapper | Llama2ChatWrapper | Llama3ChatWrapper | Llama3_1ChatWrapper | JinjaTemplateChatWrapper;
+export type BuiltInChatWrapperType = GeneralChatWrapper | AlpacaChatWrapper | FalconChatWrapper | GemmaChatWrapper | ChatMLChatWrapper | Llama2ChatWrapper | Llama3ChatWrapper | Llama3_1ChatWrapper | JinjaTemplateChatWrapper;
 export declare function resolveChatWrapper(model: LlamaModel, options?: ResolveChatWrapperWithModelOptions): BuiltInChatWrapperType;
 export declare function resolveChatWrapper(options: ResolveChatWrapperOptions): BuiltInChatWrapperType | null;
 

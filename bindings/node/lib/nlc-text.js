@@ -339,6 +339,21 @@ class ChatWrapper {
   }
 }
 
+// Adjacent messages of one kind as one: texts joined by a blank line, responses concatenated.
+function joinAdjacent(history) {
+  const out = [];
+  for (const item of history) {
+    const last = out[out.length - 1];
+    if (last && last.type === item.type) {
+      if (item.type === 'model') last.response = [...last.response, ...item.response];
+      else last.text = LlamaText([systemText(last.text), '\n\n', systemText(item.text)]).toJSON();
+      continue;
+    }
+    out.push(item.type === 'model' ? { ...item, response: [...item.response] } : { ...item });
+  }
+  return out;
+}
+
 // Strings of stop triggers as the scheduler takes them (builtin special tokens stop anyway: they
 // are end-of-generation tokens).
 function stopStrings(triggers) {
@@ -352,10 +367,14 @@ function stopStrings(triggers) {
   return out;
 }
 
-class GeneralChatWrapper extends ChatWrapper {
-  constructor({ userMessageTitle = 'Human', modelResponseTitle = 'Assistant', middleSystemMessageTitle = 'System', allowSpecialTokensInTitles = false } = {}) {
+// Formats of titled blocks: the first system message as it is, every other item after a blank
+// line and its title (a model response after its title also after a system message, and one
+// opened after a last user message). General: "### Human\n"; Alpaca: "### Instruction:\n";
+// Falcon: "User: ".
+class TitledChatWrapper extends ChatWrapper {
+  constructor(name, { userMessageTitle, modelResponseTitle, middleSystemMessageTitle, allowSpecialTokensInTitles = false }) {
     super();
-    this.wrapperName = 'General';
+    this.wrapperName = name;
     this._user = userMessageTitle;
     this._model = modelResponseTitle;
     this._system = middleSystemMessageTitle;
@@ -364,28 +383,101 @@ class GeneralChatWrapper extends ChatWrapper {
   get userMessageTitle() { return this._user; }
   get modelResponseTitle() { return this._model; }
   get middleSystemMessageTitle() { return this._system; }
+  _title(t) { return `### ${t}\n`; }
+  _stops() {
+    const stops = [LlamaText(new SpecialToken('EOS')), LlamaText(new SpecialTokensText('<end>')), LlamaText('<end>')];
+    const titles = [this._user, this._model, this._system].flatMap((t) => [`### ${t}`, `\n### ${t}`, `\n\n### ${t}`]);
+    stops.push(...titles.map((t) => LlamaText(t)));
+    if (this._special) stops.push(...titles.map((t) => LlamaText(new SpecialTokensText(t))));
+    return stops;
+  }
   generateContextState({ chatHistory, availableFunctions, documentFunctionParams }) {
     const history = this.addAvailableFunctionsSystemMessageToHistory(chatHistory, availableFunctions, { documentParams: documentFunctionParams });
-    const title = (t) => SpecialTokensText.wrapIf(this._special, `### ${t}\n`);
+    const items = history.slice();
+    if (items.length && items[items.length - 1].type === 'user') items.push({ type: 'model', response: [] });
     const parts = [new SpecialToken('BOS')];
-    let started = false;
-    history.forEach((item, i) => {
-      const last = i === history.length - 1;
-      if (item.type === 'system') {
-        if (started) parts.push(title(this._system));
-        parts.push(systemText(item.text), '\n\n');
-      } else if (item.type === 'user') {
-        parts.push(title(this._user), item.text, '\n\n');
-        if (last || history[i + 1].type === 'model') parts.push(title(this._model));
-      } else if (item.type === 'model') {
-        parts.push(this.generateModelResponseText(item.response));
-        if (!last) parts.push('\n\n');
-      }
-      started = true;
+    items.forEach((item, i) => {
+      const title = item.type === 'system' ? (i === 0 ? null : this._system) : item.type === 'user' ? this._user : this._model;
+      const head = (i > 0 ? '\n\n' : '') + (title === null ? '' : this._title(title));
+      if (head) parts.push(SpecialTokensText.wrapIf(this._special, head));
+      if (item.type === 'system') parts.push(systemText(item.text));
+      else if (item.type === 'user') parts.push(item.text);
+      else parts.push(this.generateModelResponseText(item.response));
     });
-    const stops = [LlamaText(new SpecialToken('EOS')), LlamaText(new SpecialTokensText('<end>')), LlamaText('<end>')];
-    for (const t of [this._user, this._model, this._system]) stops.push(LlamaText(`### ${t}`), LlamaText(`\n### ${t}`), LlamaText(`\n\n### ${t}`));
-    return { contextText: LlamaText(parts), stopGenerationTriggers: stops };
+    return { contextText: LlamaText(parts), stopGenerationTriggers: this._stops() };
+  }
+}
+
+class GeneralChatWrapper extends TitledChatWrapper {
+  constructor({ userMessageTitle = 'Human', modelResponseTitle = 'Assistant', middleSystemMessageTitle = 'System', allowSpecialTokensInTitles = false } = {}) {
+    super('General', { userMessageTitle, modelResponseTitle, middleSystemMessageTitle, allowSpecialTokensInTitles });
+  }
+}
+
+class AlpacaChatWrapper extends GeneralChatWrapper {
+  constructor({ userMessageTitle = 'Instruction', modelResponseTitle = 'Response', middleSystemMessageTitle = 'System', allowSpecialTokensInTitles = false } = {}) {
+    super({ userMessageTitle: `${userMessageTitle}:`, modelResponseTitle: `${modelResponseTitle}:`, middleSystemMessageTitle: `${middleSystemMessageTitle}:`, allowSpecialTokensInTitles });
+    this.wrapperName = 'AlpacaChat';
+  }
+  get userMessageTitle() { return this._user.slice(0, -1); }
+  get modelResponseTitle() { return this._model.slice(0, -1); }
+  get middleSystemMessageTitle() { return this._system.slice(0, -1); }
+}
+
+class FalconChatWrapper extends TitledChatWrapper {
+  constructor({ userMessageTitle = 'User', modelResponseTitle = 'Assistant', middleSystemMessageTitle = 'System', allowSpecialTokensInTitles = false } = {}) {
+    super('Falcon', { userMessageTitle, modelResponseTitle, middleSystemMessageTitle, allowSpecialTokensInTitles });
+  }
+  _title(t) { return `${t}: `; }
+  _stops() {
+    const titles = [this._user, this._model, this._system].map((t) => `\n${t}:`);
+    return [LlamaText(new SpecialToken('EOS')), ...titles.map((t) => LlamaText(t)), ...(this._special ? titles.map((t) => LlamaText(new SpecialTokensText(t))) : [])];
+  }
+}
+
+// Gemma's turns (no system turn: system messages open the next user message, before a "---" line).
+class GemmaChatWrapper extends ChatWrapper {
+  constructor() {
+    super();
+    this.wrapperName = 'Gemma';
+    this.settings = Object.freeze({ ...DEFAULT_SETTINGS, supportsSystemMessages: false });
+  }
+  generateContextState({ chatHistory, availableFunctions, documentFunctionParams }) {
+    const history = this.addAvailableFunctionsSystemMessageToHistory(chatHistory, availableFunctions, { documentParams: documentFunctionParams });
+    // user turns (system texts folded in) and model turns
+    const turns = [];
+    let system = [];
+    const userTurn = (text) => {
+      const last = turns[turns.length - 1];
+      if (last && last.kind === 'user') last.text = LlamaText([last.text, '\n\n', text]);
+      else turns.push({ kind: 'user', text });
+    };
+    const flushSystem = () => {
+      if (system.length) userTurn(LlamaText.joinValues('\n\n', system));
+      system = [];
+    };
+    for (const item of history) {
+      if (item.type === 'system') system.push(systemText(item.text));
+      else if (item.type === 'user') {
+        userTurn(system.length ? LlamaText([LlamaText.joinValues('\n\n', system), '\n\n---\n\n', item.text]) : LlamaText(item.text));
+        system = [];
+      } else if (item.type === 'model') {
+        flushSystem();
+        turns.push({ kind: 'model', text: this.generateModelResponseText(item.response) });
+      }
+    }
+    flushSystem();
+    if (turns.length === 0 || turns[turns.length - 1].kind === 'user') turns.push({ kind: 'model', text: LlamaText('') });
+    const S = (x) => new SpecialTokensText(x);
+    const parts = [new SpecialToken('BOS')];
+    turns.forEach((t, i) => {
+      parts.push(S(`<start_of_turn>${t.kind}\n`), t.text);
+      if (i < turns.length - 1) parts.push(S('<end_of_turn>\n'));
+    });
+    return {
+      contextText: LlamaText(parts),
+      stopGenerationTriggers: [LlamaText(new SpecialToken('EOS')), LlamaText(S('<end_of_turn>\n')), LlamaText('<end_of_turn>')],
+    };
   }
 }
 
@@ -426,7 +518,7 @@ class Llama3ChatWrapper extends ChatWrapper {
   _systemOf(text) { return text; }
   _history(chatHistory) { return chatHistory; }
   generateContextState({ chatHistory, availableFunctions, documentFunctionParams }) {
-    const history = this._history(this.addAvailableFunctionsSystemMessageToHistory(chatHistory, availableFunctions, { documentParams: documentFunctionParams }));
+    const history = joinAdjacent(this._history(this.addAvailableFunctionsSystemMessageToHistory(chatHistory, availableFunctions, { documentParams: documentFunctionParams })));
     const S = (s) => new SpecialTokensText(s);
     const header = (role) => S(`<|start_header_id|>${role}<|end_header_id|>\n\n`);
     const parts = [new SpecialToken('BOS')];
@@ -499,7 +591,7 @@ class Llama2ChatWrapper extends ChatWrapper {
     this._spaceBeforeEos = addSpaceBeforeEos;
   }
   generateContextState({ chatHistory, availableFunctions, documentFunctionParams }) {
-    const history = this.addAvailableFunctionsSystemMessageToHistory(chatHistory, availableFunctions, { documentParams: documentFunctionParams });
+    const history = joinAdjacent(this.addAvailableFunctionsSystemMessageToHistory(chatHistory, availableFunctions, { documentParams: documentFunctionParams }));
     // Turns: the system texts before a user message, the message, the model's answer.
     const turns = [];
     let cur = { system: [], user: null, model: null };
@@ -748,7 +840,7 @@ function specializedForTemplate(template, jinja) {
     [{ type: 'user', text: 'Hi there' }, { type: 'model', response: [] }],
   ];
   const plain = (t) => t.values.filter((v, i) => !(i === 0 && v instanceof SpecialToken && v.value === 'BOS')).map(String).join('');
-  for (const w of [new ChatMLChatWrapper(), new Llama3ChatWrapper(), new Llama2ChatWrapper(), new GeneralChatWrapper()]) {
+  for (const w of [new ChatMLChatWrapper(), new Llama3ChatWrapper(), new GemmaChatWrapper(), new Llama2ChatWrapper(), new GeneralChatWrapper(), new AlpacaChatWrapper(), new FalconChatWrapper()]) {
     try {
       if (samples.every((h) => plain(w.generateContextState({ chatHistory: h }).contextText) === plain(jinja.generateContextState({ chatHistory: h }).contextText))) return w;
     } catch {
@@ -766,6 +858,9 @@ module.exports = {
   tokenizeText,
   ChatWrapper,
   GeneralChatWrapper,
+  AlpacaChatWrapper,
+  FalconChatWrapper,
+  GemmaChatWrapper,
   ChatMLChatWrapper,
   Llama2ChatWrapper,
   Llama3ChatWrapper,

@@ -23,6 +23,7 @@ const os = require('node:os');
 const native = require('./native.js');
 const {
   LlamaText, SpecialToken, SpecialTokensText, isLlamaText, tokenizeText, ChatWrapper, GeneralChatWrapper, ChatMLChatWrapper,
+  AlpacaChatWrapper, FalconChatWrapper, GemmaChatWrapper,
   Llama2ChatWrapper, Llama3ChatWrapper, Llama3_1ChatWrapper, JinjaTemplateChatWrapper, specializedForTemplate, stopStrings,
   DEFAULT_SYSTEM_PROMPT,
 } = require('./nlc-text.js');
@@ -1049,6 +1050,9 @@ const WRAPPER_TYPES = {
   llama3: () => new Llama3ChatWrapper(),
   'llama3.1': () => new Llama3_1ChatWrapper(),
   llama2Chat: () => new Llama2ChatWrapper(),
+  alpacaChat: () => new AlpacaChatWrapper(),
+  falconChat: () => new FalconChatWrapper(),
+  gemma: () => new GemmaChatWrapper(),
 };
 
 // A model without a template: Llama 2's chat format for a model whose BOS is Llama 2's "<s>"
@@ -1078,7 +1082,10 @@ function resolveChatWrapper(modelOrOptions, maybeOptions) {
     arch = arch ?? options.fileInfo.metadata?.general?.architecture;
   }
   const make = (name) => {
-    const ctor = { general: GeneralChatWrapper, chatML: ChatMLChatWrapper, llama3: Llama3ChatWrapper, 'llama3.1': Llama3_1ChatWrapper, llama2Chat: Llama2ChatWrapper }[name];
+    const ctor = {
+      general: GeneralChatWrapper, chatML: ChatMLChatWrapper, llama3: Llama3ChatWrapper, 'llama3.1': Llama3_1ChatWrapper, llama2Chat: Llama2ChatWrapper,
+      alpacaChat: AlpacaChatWrapper, falconChat: FalconChatWrapper, gemma: GemmaChatWrapper,
+    }[name];
     return ctor ? new ctor(custom[name]) : null;
   };
   if (type !== 'auto' && type !== 'jinjaTemplate' && type !== 'template') {
@@ -1798,6 +1805,9 @@ module.exports = {
   tokenizeText,
   ChatWrapper,
   GeneralChatWrapper,
+  AlpacaChatWrapper,
+  FalconChatWrapper,
+  GemmaChatWrapper,
   ChatMLChatWrapper,
   Llama2ChatWrapper,
   Llama3ChatWrapper,

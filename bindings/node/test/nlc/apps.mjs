@@ -284,11 +284,22 @@ export async function chatWrappers(m, modelPath) {
   const wrappers = {
     general: new m.GeneralChatWrapper(), chatML: new m.ChatMLChatWrapper(), llama2: new m.Llama2ChatWrapper(), llama3: new m.Llama3ChatWrapper(),
     llama31: new m.Llama3_1ChatWrapper({ todayDate: new Date('2024-07-26T12:00:00Z') }),
+    alpaca: new m.AlpacaChatWrapper(), alpacaTitles: new m.AlpacaChatWrapper({ userMessageTitle: 'Q', allowSpecialTokensInTitles: true }),
+    falcon: new m.FalconChatWrapper(), falconSpecial: new m.FalconChatWrapper({ allowSpecialTokensInTitles: true }), gemma: new m.GemmaChatWrapper(),
+    generalSpecial: new m.GeneralChatWrapper({ allowSpecialTokensInTitles: true, userMessageTitle: 'User' }),
   };
   const out = {};
   for (const [k, w] of Object.entries(wrappers)) {
     const state = w.generateContextState({ chatHistory: history });
     out[k] = { name: w.wrapperName, text: state.contextText.toJSON(), tokens: state.contextText.tokenize(model.tokenizer), stops: state.stopGenerationTriggers.map((t) => t.toJSON()) };
+    // the same wrapper on other shapes of history: no system message; adjacent messages; a system
+    // message before a model response; a last user message without a response
+    out[k].shapes = [
+      [{ type: 'user', text: 'Hi' }, { type: 'model', response: ['Yo'] }],
+      [{ type: 'user', text: 'U1' }, { type: 'model', response: ['M1'] }, { type: 'user', text: 'U2' }, { type: 'user', text: 'U3' }, { type: 'model', response: ['partial'] }],
+      [{ type: 'system', text: 'S' }, { type: 'model', response: ['M'] }, { type: 'system', text: 'S2' }, { type: 'user', text: 'U' }],
+    ].map((h) => w.generateContextState({ chatHistory: h }).contextText.toJSON());
+    out[k].supportsSystemMessages = w.settings.supportsSystemMessages;
   }
   // a wrapper of the app's own: only a name, the base class's format
   class StoryWrapper extends m.ChatWrapper {
