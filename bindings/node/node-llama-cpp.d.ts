@@ -522,6 +522,10 @@ export declare class GemmaChatWrapper extends ChatWrapper {
     readonly wrapperName: string;
     readonly settings: ChatWrapperSettings;
 }
+export declare class MistralChatWrapper extends ChatWrapper {
+    readonly wrapperName: string;
+    constructor(options?: { addSpaceBeforeEos?: boolean });
+}
 export declare class ChatMLChatWrapper extends ChatWrapper {
     readonly wrapperName: string;
 }
@@ -569,7 +573,7 @@ export declare class JinjaTemplateChatWrapper extends ChatWrapper {
     constructor(options: JinjaTemplateChatWrapperOptions);
     get usingJinjaFunctionCallTemplate(): boolean;
 }
-export type SpecializedChatWrapperTypeName = "general" | "llama3.1" | "llama3" | "llama2Chat" | "alpacaChat" | "chatML" | "falconChat" | "gemma";
+export type SpecializedChatWrapperTypeName = "general" | "llama3.1" | "llama3" | "llama2Chat" | "alpacaChat" | "chatML" | "falconChat" | "gemma" | "mistral";
 export type ResolveChatWrapperWithModelOptions = {
     type?: "auto" | SpecializedChatWrapperTypeName | "template" | "jinjaTemplate";
     customWrapperSettings?: { [name: string]: any };
@@ -585,7 +589,7 @@ export type ResolveChatWrapperOptions = ResolveChatWrapperWithModelOptions & {
     tokenizer?: Tokenizer;
     llama?: Llama;
 };
-export type BuiltInChatWrapperType = GeneralChatWrapper | AlpacaChatWrapper | FalconChatWrapper | GemmaChatWrapper | ChatMLChatWrapper | Llama2ChatWrapper | Llama3ChatWrapper | Llama3_1ChatWrapper | JinjaTemplateChatWrapper;
+export type BuiltInChatWrapperType = GeneralChatWrapper | AlpacaChatWrapper | FalconChatWrapper | GemmaChatWrapper | MistralChatWrapper | ChatMLChatWrapper | Llama2ChatWrapper | Llama3ChatWrapper | Llama3_1ChatWrapper | JinjaTemplateChatWrapper;
 export declare function resolveChatWrapper(model: LlamaModel, options?: ResolveChatWrapperWithModelOptions): BuiltInChatWrapperType;
 export declare function resolveChatWrapper(options: ResolveChatWrapperOptions): BuiltInChatWrapperType | null;
 

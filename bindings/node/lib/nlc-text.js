@@ -339,6 +339,17 @@ class ChatWrapper {
   }
 }
 
+// Adjacent system messages as one (texts joined by a blank line), as every wrapper has them.
+function joinSystems(history) {
+  const out = [];
+  for (const item of history) {
+    const last = out[out.length - 1];
+    if (last && last.type === 'system' && item.type === 'system') last.text = LlamaText([systemText(last.text), '\n\n', systemText(item.text)]).toJSON();
+    else out.push(item.type === 'system' ? { ...item } : item);
+  }
+  return out;
+}
+
 // Adjacent messages of one kind as one: texts joined by a blank line, responses concatenated.
 function joinAdjacent(history) {
   const out = [];
@@ -392,7 +403,7 @@ class TitledChatWrapper extends ChatWrapper {
     return stops;
   }
   generateContextState({ chatHistory, availableFunctions, documentFunctionParams }) {
-    const history = this.addAvailableFunctionsSystemMessageToHistory(chatHistory, availableFunctions, { documentParams: documentFunctionParams });
+    const history = joinSystems(this.addAvailableFunctionsSystemMessageToHistory(chatHistory, availableFunctions, { documentParams: documentFunctionParams }));
     const items = history.slice();
     if (items.length && items[items.length - 1].type === 'user') items.push({ type: 'model', response: [] });
     const parts = [new SpecialToken('BOS')];
@@ -453,7 +464,8 @@ class GemmaChatWrapper extends ChatWrapper {
       else turns.push({ kind: 'user', text });
     };
     const flushSystem = () => {
-      if (system.length) userTurn(LlamaText.joinValues('\n\n', system));
+      // system messages no user message follows: a user turn of their own
+      if (system.length) turns.push({ kind: 'user', text: LlamaText.joinValues('\n\n', system) });
       system = [];
     };
     for (const item of history) {
@@ -487,7 +499,7 @@ class ChatMLChatWrapper extends ChatWrapper {
     this.wrapperName = 'ChatML';
   }
   generateContextState({ chatHistory, availableFunctions, documentFunctionParams }) {
-    const history = this.addAvailableFunctionsSystemMessageToHistory(chatHistory, availableFunctions, { documentParams: documentFunctionParams });
+    const history = joinSystems(this.addAvailableFunctionsSystemMessageToHistory(chatHistory, availableFunctions, { documentParams: documentFunctionParams }));
     const S = (s) => new SpecialTokensText(s);
     const parts = [new SpecialToken('BOS')];
     history.forEach((item, i) => {
@@ -622,6 +634,54 @@ class Llama2ChatWrapper extends ChatWrapper {
       }
     });
     if (parts.length === 0) parts.push(new SpecialToken('BOS'));
+    return { contextText: LlamaText(parts), stopGenerationTriggers: [LlamaText(new SpecialToken('EOS')), LlamaText('</s>')] };
+  }
+}
+
+// Mistral's [INST] turns: the leading system messages open the last user message, a later one is a
+// turn of its own, every turn but the last ends with EOS; no default system prompt.
+class MistralChatWrapper extends ChatWrapper {
+  constructor({ addSpaceBeforeEos = false } = {}) {
+    super();
+    this.wrapperName = 'Mistral';
+    this._spaceBeforeEos = addSpaceBeforeEos;
+  }
+  generateInitialChatHistory({ systemPrompt } = {}) {
+    return systemPrompt === undefined ? [] : [{ type: 'system', text: LlamaText(systemPrompt).toJSON() }];
+  }
+  generateContextState({ chatHistory, availableFunctions, documentFunctionParams }) {
+    const history = this.addAvailableFunctionsSystemMessageToHistory(chatHistory, availableFunctions, { documentParams: documentFunctionParams });
+    let i = 0;
+    const leading = [];
+    while (i < history.length && history[i].type === 'system') leading.push(systemText(history[i++].text));
+    const rest = history.slice(i);
+    let lastUser = -1;
+    rest.forEach((it, k) => { if (it.type === 'user') lastUser = k; });
+    const turns = [];
+    for (let k = 0; k < rest.length; k++) {
+      const it = rest[k];
+      if (it.type === 'model') {
+        turns.push({ user: null, model: this.generateModelResponseText(it.response) });
+        continue;
+      }
+      let text = it.type === 'system' ? systemText(it.text) : LlamaText(it.text);
+      if (k === lastUser && leading.length) text = LlamaText([LlamaText.joinValues('\n\n', leading), '\n\n', text]);
+      const next = rest[k + 1];
+      if (next?.type === 'model') {
+        turns.push({ user: text, model: this.generateModelResponseText(next.response) });
+        k++;
+      } else {
+        turns.push({ user: text, model: null });
+      }
+    }
+    const S = (x) => new SpecialTokensText(x);
+    const parts = [new SpecialToken('BOS')];
+    turns.forEach((t, k) => {
+      parts.push(S('[INST]'), t.user ?? '', S('[/INST]'));
+      if (t.model) parts.push(t.model);
+      if (this._spaceBeforeEos) parts.push(' ');
+      if (k < turns.length - 1) parts.push(new SpecialToken('EOS'));
+    });
     return { contextText: LlamaText(parts), stopGenerationTriggers: [LlamaText(new SpecialToken('EOS')), LlamaText('</s>')] };
   }
 }
@@ -840,7 +900,7 @@ function specializedForTemplate(template, jinja) {
     [{ type: 'user', text: 'Hi there' }, { type: 'model', response: [] }],
   ];
   const plain = (t) => t.values.filter((v, i) => !(i === 0 && v instanceof SpecialToken && v.value === 'BOS')).map(String).join('');
-  for (const w of [new ChatMLChatWrapper(), new Llama3ChatWrapper(), new GemmaChatWrapper(), new Llama2ChatWrapper(), new GeneralChatWrapper(), new AlpacaChatWrapper(), new FalconChatWrapper()]) {
+  for (const w of [new ChatMLChatWrapper(), new Llama3ChatWrapper(), new GemmaChatWrapper(), new MistralChatWrapper(), new Llama2ChatWrapper(), new GeneralChatWrapper(), new AlpacaChatWrapper(), new FalconChatWrapper()]) {
     try {
       if (samples.every((h) => plain(w.generateContextState({ chatHistory: h }).contextText) === plain(jinja.generateContextState({ chatHistory: h }).contextText))) return w;
     } catch {
@@ -861,6 +921,7 @@ module.exports = {
   AlpacaChatWrapper,
   FalconChatWrapper,
   GemmaChatWrapper,
+  MistralChatWrapper,
   ChatMLChatWrapper,
   Llama2ChatWrapper,
   Llama3ChatWrapper,

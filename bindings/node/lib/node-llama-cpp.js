@@ -23,7 +23,7 @@ const os = require('node:os');
 const native = require('./native.js');
 const {
   LlamaText, SpecialToken, SpecialTokensText, isLlamaText, tokenizeText, ChatWrapper, GeneralChatWrapper, ChatMLChatWrapper,
-  AlpacaChatWrapper, FalconChatWrapper, GemmaChatWrapper,
+  AlpacaChatWrapper, FalconChatWrapper, GemmaChatWrapper, MistralChatWrapper,
   Llama2ChatWrapper, Llama3ChatWrapper, Llama3_1ChatWrapper, JinjaTemplateChatWrapper, specializedForTemplate, stopStrings,
   DEFAULT_SYSTEM_PROMPT,
 } = require('./nlc-text.js');
@@ -1053,6 +1053,7 @@ const WRAPPER_TYPES = {
   alpacaChat: () => new AlpacaChatWrapper(),
   falconChat: () => new FalconChatWrapper(),
   gemma: () => new GemmaChatWrapper(),
+  mistral: () => new MistralChatWrapper(),
 };
 
 // A model without a template: Llama 2's chat format for a model whose BOS is Llama 2's "<s>"
@@ -1084,7 +1085,7 @@ function resolveChatWrapper(modelOrOptions, maybeOptions) {
   const make = (name) => {
     const ctor = {
       general: GeneralChatWrapper, chatML: ChatMLChatWrapper, llama3: Llama3ChatWrapper, 'llama3.1': Llama3_1ChatWrapper, llama2Chat: Llama2ChatWrapper,
-      alpacaChat: AlpacaChatWrapper, falconChat: FalconChatWrapper, gemma: GemmaChatWrapper,
+      alpacaChat: AlpacaChatWrapper, falconChat: FalconChatWrapper, gemma: GemmaChatWrapper, mistral: MistralChatWrapper,
     }[name];
     return ctor ? new ctor(custom[name]) : null;
   };
@@ -1510,9 +1511,13 @@ class LlamaChatSession extends ChatCore {
     super();
     if (!(contextSequence instanceof LlamaContextSequence)) throw new TypeError('LlamaChatSession: contextSequence must be a LlamaContextSequence');
     this._init(contextSequence, chatWrapper, contextShift, autoDisposeSequence);
-    // a wrapper whose format has no system messages gets none unless forceAddSystemPrompt
+    // the wrapper's initial history (the system prompt, node-llama-cpp's default one where the
+    // wrapper has it); a wrapper whose format has no system messages gets none unless forced
     const supportsSystem = this._wrapper.settings?.supportsSystemMessages !== false;
-    this._history = supportsSystem || forceAddSystemPrompt ? [{ type: 'system', text: systemPrompt ?? DEFAULT_SYSTEM_PROMPT }] : [];
+    const initial = typeof this._wrapper.generateInitialChatHistory === 'function'
+      ? this._wrapper.generateInitialChatHistory({ systemPrompt })
+      : [{ type: 'system', text: systemPrompt ?? DEFAULT_SYSTEM_PROMPT }];
+    this._history = supportsSystem || forceAddSystemPrompt ? structuredClone(initial) : [];
     this._lastWindow = null;
   }
   getChatHistory() { return structuredClone(this._history); }
@@ -1808,6 +1813,7 @@ module.exports = {
   AlpacaChatWrapper,
   FalconChatWrapper,
   GemmaChatWrapper,
+  MistralChatWrapper,
   ChatMLChatWrapper,
   Llama2ChatWrapper,
   Llama3ChatWrapper,

@@ -7,7 +7,7 @@ export const {
   LlamaCompletion, LlamaGrammar, LlamaJsonSchemaGrammar, LlamaJsonSchemaValidationError, LlamaEmbeddingContext,
   LlamaEmbedding, LlamaRankingContext, TokenBias, TokenMeter, defineChatSessionFunction, isChatModelResponseFunctionCall,
   isChatModelResponseSegment, readGgufFileInfo, LlamaText, SpecialToken, SpecialTokensText, isLlamaText, tokenizeText, ChatWrapper,
-  GeneralChatWrapper, AlpacaChatWrapper, FalconChatWrapper, GemmaChatWrapper, ChatMLChatWrapper, Llama2ChatWrapper, Llama3ChatWrapper, Llama3_1ChatWrapper, JinjaTemplateChatWrapper,
+  GeneralChatWrapper, AlpacaChatWrapper, FalconChatWrapper, GemmaChatWrapper, MistralChatWrapper, ChatMLChatWrapper, Llama2ChatWrapper, Llama3ChatWrapper, Llama3_1ChatWrapper, JinjaTemplateChatWrapper,
   resolveChatWrapper, DisposedError, UnsupportedError, InsufficientMemoryError, NoBinaryFoundError,
 } = m;
 export default m;

@@ -287,6 +287,7 @@ export async function chatWrappers(m, modelPath) {
     alpaca: new m.AlpacaChatWrapper(), alpacaTitles: new m.AlpacaChatWrapper({ userMessageTitle: 'Q', allowSpecialTokensInTitles: true }),
     falcon: new m.FalconChatWrapper(), falconSpecial: new m.FalconChatWrapper({ allowSpecialTokensInTitles: true }), gemma: new m.GemmaChatWrapper(),
     generalSpecial: new m.GeneralChatWrapper({ allowSpecialTokensInTitles: true, userMessageTitle: 'User' }),
+    mistral: new m.MistralChatWrapper(), mistralSpace: new m.MistralChatWrapper({ addSpaceBeforeEos: true }),
   };
   const out = {};
   for (const [k, w] of Object.entries(wrappers)) {
@@ -298,8 +299,11 @@ export async function chatWrappers(m, modelPath) {
       [{ type: 'user', text: 'Hi' }, { type: 'model', response: ['Yo'] }],
       [{ type: 'user', text: 'U1' }, { type: 'model', response: ['M1'] }, { type: 'user', text: 'U2' }, { type: 'user', text: 'U3' }, { type: 'model', response: ['partial'] }],
       [{ type: 'system', text: 'S' }, { type: 'model', response: ['M'] }, { type: 'system', text: 'S2' }, { type: 'user', text: 'U' }],
+      [{ type: 'system', text: 'S1' }, { type: 'system', text: 'S1b' }, { type: 'user', text: 'U1' }, { type: 'model', response: ['M1'] }, { type: 'user', text: 'U2' }, { type: 'model', response: ['M2'] }],
+      [{ type: 'user', text: 'U1' }, { type: 'system', text: 'S' }, { type: 'model', response: ['M1'] }],
     ].map((h) => w.generateContextState({ chatHistory: h }).contextText.toJSON());
     out[k].supportsSystemMessages = w.settings.supportsSystemMessages;
+    out[k].initial = [w.generateInitialChatHistory(), w.generateInitialChatHistory({ systemPrompt: 'X' })];
   }
   // a wrapper of the app's own: only a name, the base class's format
   class StoryWrapper extends m.ChatWrapper {

@@ -5,7 +5,7 @@ import {
     getLlama, LlamaLogLevel, LlamaChatSession, LlamaCompletion, LlamaJsonSchemaGrammar, LlamaGrammar,
     defineChatSessionFunction, DisposedError, LlamaEmbedding,
     LlamaText, SpecialToken, SpecialTokensText, isLlamaText, ChatMLChatWrapper, GeneralChatWrapper, Llama3ChatWrapper,
-    Llama3_1ChatWrapper, JinjaTemplateChatWrapper, resolveChatWrapper, LlamaChat, AlpacaChatWrapper, FalconChatWrapper, GemmaChatWrapper,
+    Llama3_1ChatWrapper, JinjaTemplateChatWrapper, resolveChatWrapper, LlamaChat, AlpacaChatWrapper, FalconChatWrapper, GemmaChatWrapper, MistralChatWrapper,
     type ChatWrapper, type LlamaTextJSON, type LlamaChatResponseFunctionCallParamsChunk,
     type Llama, type LlamaModel, type LlamaContext, type LlamaContextSequence, type ChatHistoryItem, type Token,
 } from "node-llama-cpp";
@@ -74,7 +74,7 @@ async function main(modelPath: string): Promise<void> {
     const wrappers: ChatWrapper[] = [new ChatMLChatWrapper(), new GeneralChatWrapper(), new Llama3ChatWrapper(), new Llama3_1ChatWrapper({ todayDate: new Date() }),
         new JinjaTemplateChatWrapper({ template: "{% for m in messages %}{{ m.content }}{% endfor %}" }), resolveChatWrapper(model),
         new AlpacaChatWrapper({ userMessageTitle: "Q" }), new FalconChatWrapper({ allowSpecialTokensInTitles: true }), new GemmaChatWrapper(),
-        resolveChatWrapper(model, { type: "gemma" })];
+        resolveChatWrapper(model, { type: "gemma" }), new MistralChatWrapper({ addSpaceBeforeEos: true })];
     const state = wrappers[0]!.generateContextState({ chatHistory: history });
     const promptText: string = state.contextText.toString();
     const shifting = new LlamaChatSession({
