@@ -628,10 +628,8 @@ class Llama2ChatWrapper extends ChatWrapper {
       else parts.push(S('[INST] '));
       parts.push(turn.user ?? '', S(' [/INST] '));
       if (turn.model) parts.push(turn.model);
-      if (i < turns.length - 1) {
-        if (this._spaceBeforeEos) parts.push(' ');
-        parts.push(new SpecialToken('EOS'));
-      }
+      if (this._spaceBeforeEos) parts.push(' ');
+      if (i < turns.length - 1) parts.push(new SpecialToken('EOS'));
     });
     if (parts.length === 0) parts.push(new SpecialToken('BOS'));
     return { contextText: LlamaText(parts), stopGenerationTriggers: [LlamaText(new SpecialToken('EOS')), LlamaText('</s>')] };

@@ -287,7 +287,7 @@ export async function chatWrappers(m, modelPath) {
     alpaca: new m.AlpacaChatWrapper(), alpacaTitles: new m.AlpacaChatWrapper({ userMessageTitle: 'Q', allowSpecialTokensInTitles: true }),
     falcon: new m.FalconChatWrapper(), falconSpecial: new m.FalconChatWrapper({ allowSpecialTokensInTitles: true }), gemma: new m.GemmaChatWrapper(),
     generalSpecial: new m.GeneralChatWrapper({ allowSpecialTokensInTitles: true, userMessageTitle: 'User' }),
-    mistral: new m.MistralChatWrapper(), mistralSpace: new m.MistralChatWrapper({ addSpaceBeforeEos: true }),
+    mistral: new m.MistralChatWrapper(), mistralSpace: new m.MistralChatWrapper({ addSpaceBeforeEos: true }), llama2Space: new m.Llama2ChatWrapper({ addSpaceBeforeEos: true }),
   };
   const out = {};
   for (const [k, w] of Object.entries(wrappers)) {
