@@ -896,14 +896,24 @@ function specializedForTemplate(template, jinja) {
   const samples = [
     [{ type: 'system', text: 'System.' }, { type: 'user', text: 'Hi there' }, { type: 'model', response: ['Hello.'] }, { type: 'user', text: 'How?' }, { type: 'model', response: [] }],
     [{ type: 'user', text: 'Hi there' }, { type: 'model', response: [] }],
+    [{ type: 'user', text: 'Hi there' }, { type: 'model', response: ['Hello.'] }, { type: 'user', text: 'How?' }, { type: 'model', response: [] }],
   ];
   const plain = (t) => t.values.filter((v, i) => !(i === 0 && v instanceof SpecialToken && v.value === 'BOS')).map(String).join('');
-  for (const w of [new ChatMLChatWrapper(), new Llama3ChatWrapper(), new GemmaChatWrapper(), new MistralChatWrapper(), new Llama2ChatWrapper(), new GeneralChatWrapper(), new AlpacaChatWrapper(), new FalconChatWrapper()]) {
-    try {
-      if (samples.every((h) => plain(w.generateContextState({ chatHistory: h }).contextText) === plain(jinja.generateContextState({ chatHistory: h }).contextText))) return w;
-    } catch {
-      return null;
+  const rendered = new Map();
+  const jinjaText = (k) => {
+    if (!rendered.has(k)) {
+      try {
+        rendered.set(k, plain(jinja.generateContextState({ chatHistory: samples[k] }).contextText));
+      } catch {
+        rendered.set(k, null);
+      }
     }
+    return rendered.get(k);
+  };
+  for (const w of [new ChatMLChatWrapper(), new Llama3ChatWrapper(), new GemmaChatWrapper(), new MistralChatWrapper(), new Llama2ChatWrapper(), new GeneralChatWrapper(), new AlpacaChatWrapper(), new FalconChatWrapper()]) {
+    // a wrapper without system messages is compared on the chats without one
+    const ks = samples.map((_, k) => k).filter((k) => w.settings.supportsSystemMessages || !samples[k].some((h) => h.type === 'system'));
+    if (ks.every((k) => jinjaText(k) !== null && plain(w.generateContextState({ chatHistory: samples[k] }).contextText) === jinjaText(k))) return w;
   }
   return null;
 }

@@ -369,6 +369,8 @@ export const templates = {
   chatML: "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}",
   custom: "{{ bos_token }}{% for message in messages %}{{ '[' + message['role'] + ']: ' + message['content'] + '\n' }}{% endfor %}{% if add_generation_prompt %}{{ '[assistant]: ' }}{% endif %}",
   noSystem: "{{ bos_token }}{% for message in messages %}{% if message['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}{{ '<' + message['role'] + '> ' + message['content'] + '\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<assistant> ' }}{% endif %}",
+  // Gemma's published template (no system role, alternating roles)
+  gemma: "{{ bos_token }}{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}{% for message in messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}{% if (message['role'] == 'assistant') %}{% set role = 'model' %}{% else %}{% set role = message['role'] %}{% endif %}{{ '<start_of_turn>' + role + '\n' + message['content'] | trim + '<end_of_turn>\n' }}{% endfor %}{% if add_generation_prompt %}{{'<start_of_turn>model\n'}}{% endif %}",
 };
 export async function templatedModel(m, modelPath) {
   const { withChatTemplate } = await import('../helpers.mjs');
