@@ -244,7 +244,7 @@ test('a model with a chat template: node-llama-cpp\'s wrapper for it, its prompt
   const l = getLoom().templatedModel;
   assert.equal(l.error, undefined, l.error);
   assert.equal(p.error, undefined, p.error);
-  for (const name of ['chatML', 'custom', 'noSystem', 'gemma']) {
+  for (const name of ['chatML', 'custom', 'noSystem', 'llama3', 'gemma']) {
     for (const k of ['wrapper', 'resolved', 'text', 'tokens', 'stops', 'transformed', 'promptStart']) assert.deepEqual(l[name][k], p[name][k], `${name}.${k}`);
     // chatML's chat (256-token context) shifts from the fourth prompt on, where the strategies' cuts differ
     const n = name === 'chatML' ? 3 : l[name].answers.length;
@@ -255,6 +255,7 @@ test('a model with a chat template: node-llama-cpp\'s wrapper for it, its prompt
   assert.equal(l.custom.wrapper, 'JinjaTemplate');
   assert.equal(l.noSystem.transformed, true);
   assert.equal(l.gemma.wrapper, 'Gemma');
+  assert.equal(l.llama3.wrapper, 'Llama 3');
 });
 
 test('models without a chat template get node-llama-cpp\'s fallback wrapper', { skip: skipNlc || (FULL ? false : 'LOOM_NLC_FULL=0 skips it') }, () => {
