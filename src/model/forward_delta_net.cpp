@@ -5,6 +5,8 @@
 //   o = gated delta rule (ops/delta_net.h) per value head, value head h reading key head h mod Hk,
 //       scale 1/sqrt(S)
 //   y = RMSNorm(o per head, ssm_norm) ⊙ silu(z);  out = Wout · y
+// qwen3next (hp.delta_kv_interleaved, delta_ba_fused): value head h reads key head h / (Hv / Hk), and
+// β and α come from one projection ssm_ba, per key head its β rows then its α rows.
 // The conv state and the [S][S] matrix per value head live in the sequence's recurrent row.
 // Prompts run the rule's step form token by token, as llama.cpp's CPU backend does (its fused
 // gated_delta_net op), so a sequence's result does not depend on how its tokens are split into
@@ -33,8 +35,24 @@ Status delta_net_block(const Model& model, const ForwardBatch& fb, const Forward
 
   linear(pool, l.ssm_in, nullptr, b.xb, T, qkv, b);
   linear(pool, l.ssm_z, nullptr, b.xb, T, z, b);
-  linear(pool, l.ssm_beta, nullptr, b.xb, T, beta, b);
-  linear(pool, l.ssm_alpha, nullptr, b.xb, T, g, b);
+  if (hp.delta_ba_fused) {
+    // qwen3next: [T][2·Hv] rows of per key head (r = Hv / Hk) β ×r then α ×r, through b.ssm_y
+    // (free until the rule's output; Di = Hv·S ≥ 2·Hv) into β [T][Hv] and α [T][Hv].
+    const int64_t r = Hv / Hk;
+    linear(pool, l.ssm_beta, nullptr, b.xb, T, b.ssm_y, b);
+    for (int t = 0; t < T; ++t) {
+      const float* ba = b.ssm_y + int64_t(t) * 2 * Hv;
+      for (int64_t kh = 0; kh < Hk; ++kh) {
+        for (int64_t j = 0; j < r; ++j) {
+          beta[t * Hv + kh * r + j] = ba[kh * 2 * r + j];
+          g[t * Hv + kh * r + j] = ba[kh * 2 * r + r + j];
+        }
+      }
+    }
+  } else {
+    linear(pool, l.ssm_beta, nullptr, b.xb, T, beta, b);
+    linear(pool, l.ssm_alpha, nullptr, b.xb, T, g, b);
+  }
   take_state_rows(fb, rs, st);
 
   for_run_channels(pool, fb.n_seq_runs, Cc, [&](int r, int64_t c0, int64_t c1) {
@@ -91,7 +109,23 @@ Status delta_net_block(const Model& model, const ForwardBatch& fb, const Forward
       p.out = b.ssm_y + int64_t(t0) * Di;
       p.out_stride = Di;
       p.scale = 1.0f / std::sqrt(float(S));
-      ops::delta_net(p, h0, h1);
+      if (hp.delta_kv_interleaved) {
+        // qwen3next: value head h reads key head h / (Hv / Hk); each head as a one-head problem.
+        for (int64_t h = h0; h < h1; ++h) {
+          ops::DeltaNet ph = p;
+          ph.n_k_heads = 1;
+          ph.q = p.q + h / (Hv / Hk) * S;
+          ph.k = p.k + h / (Hv / Hk) * S;
+          ph.v = p.v + h * S;
+          ph.g = p.g + h;
+          ph.beta = p.beta + h;
+          ph.state = p.state + h * S * S;
+          ph.out = p.out + h * S;
+          ops::delta_net(ph, 0, 1);
+        }
+      } else {
+        ops::delta_net(p, h0, h1);
+      }
       it += h1 - h0;
     }
   });

@@ -151,7 +151,7 @@ Status read_delta_net_hparams(const gguf::GgufFile& f, ModelHparams& hp, int64_t
     for (int64_t il = 0; il < hp.n_layer; ++il) hp.recurrent_layer[size_t(il)] = (il + 1) % every != 0;
   }
   const std::string skey = a + ".rope.dimension_sections";
-  if (f.has(skey)) {
+  if (f.has(skey) && a != "qwen3next") {  // qwen3next rotates plainly (the reference reads no sections)
     LOOM_ASSIGN_OR_RETURN(const gguf::Array* arr, f.get_array(skey));
     if (!arr->is_numeric() || arr->count < 3 || arr->count > 4) return corrupt(skey + " must be an array of 3 or 4 numbers");
     int64_t sum = 0;
@@ -323,7 +323,8 @@ Status read_moe_hparams(const gguf::GgufFile& f, ModelHparams& hp, int64_t n_blo
   const std::string& a = hp.arch_name;
   LOOM_ASSIGN_OR_RETURN(hp.n_expert, arch_int(f, a, "expert_count", 0, 0, 1 << 12));
   const bool moe_name =
-      a == "qwen3moe" || a == "qwen35moe" || a == "lfm2moe" || a == "granitemoe" || a == "olmoe" || a == "gpt-oss";
+      a == "qwen3moe" || a == "qwen35moe" || a == "qwen3next" || a == "lfm2moe" || a == "granitemoe" || a == "olmoe" ||
+      a == "gpt-oss";
   if (hp.n_expert == 0) {
     if (moe_name) return corrupt(a + ": expert_count is missing or 0 (a mixture-of-experts architecture needs experts)");
     return Status::ok();
@@ -356,7 +357,8 @@ Status read_moe_hparams(const gguf::GgufFile& f, ModelHparams& hp, int64_t n_blo
   }
   // The experts' width: qwen3moe / qwen35moe default to n_ff / n_expert_used, lfm2moe, gpt-oss and
   // gemma4 require the key; the llama, olmoe and granite loaders size experts by feed_forward_length.
-  const bool own_width = a == "qwen3moe" || a == "qwen35moe" || a == "lfm2moe" || a == "gpt-oss" || a == "gemma4";
+  const bool own_width =
+      a == "qwen3moe" || a == "qwen35moe" || a == "qwen3next" || a == "lfm2moe" || a == "gpt-oss" || a == "gemma4";
   if (own_width) {
     const std::optional<int64_t> def = a == "lfm2moe" || a == "gpt-oss" || a == "gemma4"
                                            ? std::nullopt
@@ -379,9 +381,12 @@ Status read_moe_hparams(const gguf::GgufFile& f, ModelHparams& hp, int64_t n_blo
     hp.n_ff_exp = hp.n_ff;
   }
   if (hp.n_ff_exp < 1) return corrupt(a + ": the experts' feed-forward width is 0");
-  if (a == "qwen35moe" || a == "llama" || hp.arch == Arch::kGranite || hp.arch == Arch::kGraniteHybrid) {
-    // qwen35moe always has a shared expert (n_ff wide unless given); the others only with the key.
-    LOOM_ASSIGN_OR_RETURN(hp.n_ff_shexp, arch_int(f, a, "expert_shared_feed_forward_length", a == "qwen35moe" ? hp.n_ff : 0, 0, 1 << 24));
+  const bool gated_shexp = a == "qwen35moe" || a == "qwen3next";
+  if (gated_shexp || a == "llama" || hp.arch == Arch::kGranite || hp.arch == Arch::kGraniteHybrid) {
+    // qwen35moe and qwen3next always have a shared expert (n_ff wide unless given); the others only
+    // with the key.
+    LOOM_ASSIGN_OR_RETURN(hp.n_ff_shexp, arch_int(f, a, "expert_shared_feed_forward_length", gated_shexp ? hp.n_ff : 0, 0, 1 << 24));
+    if (gated_shexp && hp.n_ff_shexp == 0) hp.n_ff_shexp = hp.n_ff;  // the reference's 0: n_ff
   }
   if (a == "lfm2moe") {
     LOOM_ASSIGN_OR_RETURN(hp.n_layer_dense_lead, arch_int(f, a, "leading_dense_block_count", 0, 0, hp.n_layer));
@@ -428,13 +433,14 @@ Expected<ModelHparams> read_hparams(const gguf::GgufFile& f) {
       {"qwen3moe", Arch::kQwen3, ops::RopeMode::kNeox},     {"qwen35moe", Arch::kQwen35, ops::RopeMode::kNeox},
       {"lfm2moe", Arch::kLfm2, ops::RopeMode::kNeox},       {"granitemoe", Arch::kGranite, ops::RopeMode::kNormal},
       {"olmoe", Arch::kLlama, ops::RopeMode::kNeox},        {"gpt-oss", Arch::kGptOss, ops::RopeMode::kNeox},
+      {"qwen3next", Arch::kQwen35, ops::RopeMode::kNeox},
   };
   const Family* fam = nullptr;
   for (const Family& f : kFamilies) {
     if (a == f.name) fam = &f;
   }
   if (!fam) {
-    return unsupported("architecture '" + a + "' is not supported (supported: llama, qwen2, qwen3, qwen3moe, qwen35, qwen35moe, phi3, gemma, gemma2, gemma3, gemma3n, gemma4, gpt-oss, bert, nomic-bert, mamba, mamba2, t5, t5encoder, granite, granitemoe, granitehybrid, lfm2, lfm2moe, mistral3, olmoe, smollm3)");
+    return unsupported("architecture '" + a + "' is not supported (supported: llama, qwen2, qwen3, qwen3moe, qwen3next, qwen35, qwen35moe, phi3, gemma, gemma2, gemma3, gemma3n, gemma4, gpt-oss, bert, nomic-bert, mamba, mamba2, t5, t5encoder, granite, granitemoe, granitehybrid, lfm2, lfm2moe, mistral3, olmoe, smollm3)");
   }
   hp.arch = fam->arch;
   hp.rope_mode = fam->rope;
@@ -634,6 +640,7 @@ Expected<ModelHparams> read_hparams(const gguf::GgufFile& f) {
     case Arch::kQwen35:
       hp.qk_norm = true;
       hp.attn_output_gate = true;
+      hp.delta_kv_interleaved = hp.delta_ba_fused = a == "qwen3next";
       LOOM_RETURN_IF_ERROR(read_delta_net_hparams(f, hp, n_block));
       break;
     case Arch::kGptOss: LOOM_RETURN_IF_ERROR(read_gpt_oss_hparams(f, hp, n_block)); break;

@@ -101,6 +101,11 @@ struct ModelHparams {
   // qwen35: the q projection gives per head [q (head_dim) | gate (head_dim)]; the attention output
   // is multiplied by sigmoid(gate) before the out-projection.
   bool attn_output_gate = false;
+  // qwen3next's Gated DeltaNet differs from qwen35's in two layouts: value head h reads key head
+  // h / (Hv / Hk) (the key heads repeated in place, not tiled: h mod Hk), and β and α come from one
+  // projection ssm_ba whose rows run per key head: its Hv / Hk β rows, then its Hv / Hk α rows.
+  bool delta_kv_interleaved = false;
+  bool delta_ba_fused = false;
   // qwen35: <arch>.rope.dimension_sections (M-RoPE's t/h/w/e sections, interleaved). For text every
   // section turns with the token's position except the fourth (e), which turns by 0; all zero: none.
   int rope_sections[4] = {0, 0, 0, 0};

@@ -280,8 +280,13 @@ Status bind_delta_net(Binder& b, const ModelHparams& hp, const std::string& p, L
   const int64_t E = hp.n_embd, Di = hp.ssm_d_inner, S = hp.ssm_d_state, Hv = hp.ssm_dt_rank, Cc = hp.ssm_conv_channels();
   l.ssm_in = b.matrix(p + "attn_qkv.weight", E, Cc);
   l.ssm_z = b.matrix(p + "attn_gate.weight", E, Di);
-  l.ssm_beta = b.matrix(p + "ssm_beta.weight", E, Hv);
-  l.ssm_alpha = b.matrix(p + "ssm_alpha.weight", E, Hv);
+  if (hp.delta_ba_fused) {
+    // qwen3next: β and α rows interleaved per key head in one projection (delta_net_block splits them).
+    l.ssm_beta = b.matrix(p + "ssm_ba.weight", E, 2 * Hv);
+  } else {
+    l.ssm_beta = b.matrix(p + "ssm_beta.weight", E, Hv);
+    l.ssm_alpha = b.matrix(p + "ssm_alpha.weight", E, Hv);
+  }
   l.ssm_conv = b.floats(p + "ssm_conv1d.weight", {hp.ssm_d_conv, Cc});
   l.ssm_dt_b = b.vector(p + "ssm_dt.bias", Hv);
   l.ssm_a = b.vector(p + "ssm_a", Hv);

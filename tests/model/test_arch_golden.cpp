@@ -112,7 +112,9 @@ TEST_P(ArchGolden, TwoPromptsInOneBatchMatchLlamaCpp) {
 // F16 rounding of the attention probabilities moves the steps past 1e-3: F32 K/V there.
 // gpt-oss (8 experts, 4 chosen, sinks, sliding window 8 on layers 0 and 2): F32 K/V, its F32 file
 // and the same values with MXFP4 expert stacks. gemma4moe (synth-gemma4 with 8 experts, 2 chosen,
-// beside every block's dense FFN): F32 K/V, gemma4's three prompts.
+// beside every block's dense FFN): F32 K/V, gemma4's three prompts. qwen3next (synth-qwen35's
+// stack as Qwen3-Next: 2 key heads repeated in place for 4 value heads, fused β/α, no M-RoPE, 8
+// experts choosing 2 and a gated shared expert): F16 K/V.
 INSTANTIATE_TEST_SUITE_P(OwnData, ArchGolden,
                          ::testing::Values("synth-qwen3-tiny-f32", "synth-gemma-tiny-f32", "synth-gemma3-tiny-f32",
                                            "synth-phi3-longrope-tiny-f32", "synth-phi3-longrope-short-tiny-f32",
@@ -123,7 +125,7 @@ INSTANTIATE_TEST_SUITE_P(OwnData, ArchGolden,
                                            "synth-mixtral-tiny-f32", "synth-qwen35moe-tiny-f32", "synth-lfm2moe-tiny-f32",
                                            "synth-granitemoe-tiny-f32", "synth-granitehybridmoe-tiny-f32",
                                            "synth-gpt-oss-tiny-f32", "synth-gpt-oss-tiny-mxfp4",
-                                           "synth-gemma4moe-tiny-f32"),
+                                           "synth-gemma4moe-tiny-f32", "synth-qwen3next-tiny-f32"),
                          [](const auto& info) { return param_name(info.param); });
 
 }  // namespace

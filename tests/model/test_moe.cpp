@@ -7,6 +7,8 @@
 // worked out here, its hyperparameters, bindings and refusals, sequence edits and the K-shift over
 // its sliding layers, and `loom quantize`'s MXFP4_MOE mix of it. gemma4 with experts
 // (synth-gemma4moe-tiny-f32): bindings, refusals, and that its router / expert scales count.
+// llama-quantize's per-tensor types on the MoE files (MoeQuantize), and its Q4_K_M file of a wide
+// qwen3moe made byte for byte.
 #include "model_test_util.h"
 
 #include <cmath>
@@ -128,7 +130,8 @@ TEST(MoeModels, HyperparametersAndBindings) {
                         Want{"qwen35moe", Arch::kQwen35, 32, 32, 0, ExpertGating::kSoftmax, true},
                         Want{"lfm2moe", Arch::kLfm2, 32, 0, 1, ExpertGating::kSigmoid, true},
                         Want{"granitemoe", Arch::kGranite, 32, 32, 0, ExpertGating::kSoftmax, true},
-                        Want{"granitehybridmoe", Arch::kGraniteHybrid, 32, 32, 0, ExpertGating::kSoftmax, true}}) {
+                        Want{"granitehybridmoe", Arch::kGraniteHybrid, 32, 32, 0, ExpertGating::kSoftmax, true},
+                        Want{"qwen3next", Arch::kQwen35, 32, 32, 0, ExpertGating::kSoftmax, true}}) {
     SCOPED_TRACE(c.name);
     auto m = load(c.name);
     ASSERT_TRUE(m);
@@ -168,8 +171,19 @@ TEST(MoeModels, HyperparametersAndBindings) {
       EXPECT_EQ(e3.data, l.ffn_down_exps.row(3 * hp.n_embd));
       EXPECT_EQ(e3.rows, hp.n_embd);
     }
-    // qwen35moe's last trunk block stores gate|up fused.
-    if (hp.arch == Arch::kQwen35) EXPECT_TRUE(w.layers[size_t(hp.n_layer - 1)].gate_up_fused);
+    // qwen35moe's and qwen3next's last trunk block stores gate|up fused.
+    if (hp.arch == Arch::kQwen35) {
+      EXPECT_TRUE(w.layers[size_t(hp.n_layer - 1)].gate_up_fused);
+    }
+    // qwen3next: the DeltaNet's layouts, one β|α projection, plain RoPE.
+    const bool next = std::string(c.name) == "qwen3next";
+    EXPECT_EQ(hp.delta_kv_interleaved, next);
+    EXPECT_EQ(hp.delta_ba_fused, next);
+    if (next) {
+      EXPECT_EQ(hp.rope_sections[0] + hp.rope_sections[1] + hp.rope_sections[2], 0);
+      EXPECT_EQ(w.layers[0].ssm_beta.rows, 2 * hp.ssm_dt_rank);
+      EXPECT_TRUE(w.layers[0].ssm_alpha.empty());
+    }
     // A decode step reads 2 of the 8 experts.
     uint64_t all = 0;
     for (const auto& t : m->file().tensors()) all += t.nbytes;
@@ -217,6 +231,9 @@ TEST(MoeModels, InconsistentFilesAreRefusedWithTheKeyOrTensor) {
   refused("lfm2moe", [](gguf::GgufWriter& w) { w.remove("lfm2moe.expert_gating_func"); }, "expert_gating_func");
   refused("lfm2moe", [](gguf::GgufWriter& w) { set_u32(w, "lfm2moe.expert_gating_func", 7); }, "expert_gating_func");
   refused("qwen35moe", [](gguf::GgufWriter& w) { w.remove_tensor("blk.0.ffn_gate_inp_shexp.weight"); }, "ffn_gate_inp_shexp");
+  // qwen3next: its fused β|α projection, its experts.
+  refused("qwen3next", [](gguf::GgufWriter& w) { w.remove_tensor("blk.1.ssm_ba.weight"); }, "blk.1.ssm_ba");
+  refused("qwen3next", [](gguf::GgufWriter& w) { w.remove("qwen3next.expert_count"); }, "expert_count");
   // Experts where the architecture has none.
   auto dense = gguf::GgufFile::open(data_dir() + "/synth-mistral3-tiny-f32.gguf");
   ASSERT_TRUE(dense.has_value());
@@ -700,6 +717,66 @@ TEST(MoeGemma4, RouterAndExpertScalesMoveTheLogits) {
   EXPECT_GT(miss([&](gguf::GgufWriter& w) {
     for (int il = 0; il < 7; ++il) fill_tensor(w, *f, "blk." + std::to_string(il) + ".ffn_gate_inp.scale", 1.0f);
   }), 1e-2f);
+}
+
+
+// ---- llama-quantize's rules on mixture-of-experts files ----------------------------------------
+
+// The wide qwen3moe (2 layers of n_embd 256, 8 experts of 256, F16 matrices) that
+// tests/data/synth-qwen3moe-kq-q4_k_m.gguf (llama-quantize's Q4_K_M) was made from: 7 MB, so the
+// test makes it (generated_model: size and hash as when the golden was made).
+std::string wide_qwen3moe_f16() {
+  return generated_model("synth-qwen3moe-kq-f16", "bench-shape qwen3moe-kq", 7375872, 0xa9817a9f3466db0aull);
+}
+
+// loom's plan gives every tensor the type llama-quantize gave it (tests/data/moe-quant-types.json,
+// tools/dev/moe-quant-types.sh): the k-quant and legacy mixes of qwen3moe (narrow: fallbacks; wide:
+// the K-quant rules themselves), Mixtral-style llama, gpt-oss, qwen35moe, olmoe, lfm2moe,
+// granitehybrid with experts and gemma4 with experts — attn_v / attn_k Q8_0 and attn_output Q5_K
+// with 8 experts, ffn_down_exps by the layer in its name, routers, scales and norms kept.
+TEST(MoeQuantize, TypesAreLlamaQuantizes) {
+  const nlohmann::json want = load_json(data_dir() + "/moe-quant-types.json");
+  ASSERT_GE(want.size(), 9u);
+  for (const auto& [base, mixes] : want.items()) {
+    const std::string path = base == "synth-qwen3moe-kq-f16.gguf" ? wide_qwen3moe_f16() : data_dir() + "/" + base;
+    ASSERT_FALSE(path.empty()) << base;
+    auto f = gguf::GgufFile::open(path);
+    ASSERT_TRUE(f.has_value()) << f.status().message();
+    for (const auto& [mix, types] : mixes.items()) {
+      SCOPED_TRACE(base + " " + mix);
+      model::QuantizeParams qp;
+      auto ft = model::parse_file_type(mix);
+      ASSERT_TRUE(ft.has_value()) << mix;
+      qp.ftype = *ft;
+      auto plan = model::plan_tensor_types(*f, qp);
+      ASSERT_TRUE(plan.has_value()) << plan.status().message();
+      ASSERT_EQ(types.size(), f->tensors().size());
+      for (size_t i = 0; i < plan->size(); ++i) {
+        const std::string& name = f->tensors()[i].name;
+        ASSERT_TRUE(types.contains(name)) << name;
+        EXPECT_EQ(std::string(tensor_type_name((*plan)[i].type)), types[name].get<std::string>()) << name;
+      }
+    }
+  }
+}
+
+// loom quantize Q4_K_M of the wide qwen3moe, in llama.cpp's tensor order, is llama-quantize's file
+// byte for byte (the one the MoeKQuantGolden goldens ran).
+TEST(MoeQuantize, Q4KMOfAWideQwen3MoeIsLlamaQuantizesFile) {
+  const std::string path = wide_qwen3moe_f16();
+  ASSERT_FALSE(path.empty());
+  auto f = gguf::GgufFile::open(path);
+  ASSERT_TRUE(f.has_value()) << f.status().message();
+  model::QuantizeParams qp;
+  qp.ftype = model::FileType::MOSTLY_Q4_K_M;
+  qp.n_threads = 2;
+  qp.llama_cpp_order = true;
+  auto w = model::quantize_model(*f, qp);
+  ASSERT_TRUE(w.has_value()) << w.status().message();
+  const std::vector<uint8_t> got = w->to_bytes();
+  const std::vector<uint8_t> want = read_file(data_dir() + "/synth-qwen3moe-kq-q4_k_m.gguf");
+  ASSERT_EQ(got.size(), want.size());
+  EXPECT_TRUE(got == want);
 }
 
 }  // namespace

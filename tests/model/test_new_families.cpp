@@ -241,7 +241,7 @@ INSTANTIATE_TEST_SUITE_P(Files, Hybrid, ::testing::Values("lfm2", "qwen35", "gem
 // the row count).
 INSTANTIATE_TEST_SUITE_P(MoE, Hybrid,
                          ::testing::Values("qwen3moe", "qwen35moe", "lfm2moe", "granitemoe", "granitehybridmoe",
-                                           "olmoe", "mixtral", "gpt-oss", "gemma4moe"));
+                                           "olmoe", "mixtral", "gpt-oss", "gemma4moe", "qwen3next"));
 
 class Dense : public Hybrid {};
 TEST_P(Dense, CliGenerateGivesTheGoldensGreedyIds) {
@@ -435,8 +435,9 @@ TEST(NewFamilies, Gemma4BadFilesAreRefused) {
                  "per_layer_model_proj.weight");
   expect_refused(edited("gemma4", [](gguf::GgufWriter& w) { return set_tensor(w, "blk.2.attn_q.weight", {64, 64}); }),
                  "blk.2.attn_q.weight");
+  // An expert count without the rest of Gemma 4 MoE's keys and tensors.
   expect_refused(edited("gemma4", [](gguf::GgufWriter& w) { return w.set_u32("gemma4.expert_count", 8); }),
-                 "mixture-of-experts");
+                 "expert_used_count");
 }
 
 }  // namespace

@@ -413,6 +413,14 @@ bool family_shape(const std::string& name, std::string& arch, FamilyShape& s) {
     s.rope_base = 1e6f;
     return true;
   }
+  if (name == "qwen3moe-kq") {  // the smallest qwen3moe whose experts fill K-quant blocks (Q4_K_M golden)
+    arch = "qwen3moe";
+    s.E = 256, s.L = 2, s.H = 4, s.Hkv = 2, s.D = 64, s.F = 256, s.n_rot = 64;
+    s.n_expert = 8, s.n_expert_used = 2;
+    s.rope_base = 1e6f;
+    s.router_std = 6.0f;  // decisive routers: no choice within the quantized file's rounding of a tie
+    return true;
+  }
   if (name == "smollm3-3b") {  // SmolLM3-3B: 36 layers, NoPE every 4th
     arch = "smollm3";
     s.E = 2048, s.L = 36, s.H = 16, s.Hkv = 4, s.D = 128, s.F = 11008, s.n_rot = 128;

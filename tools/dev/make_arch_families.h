@@ -54,6 +54,7 @@ struct FamilyShape {
   std::vector<int32_t> sections;                      // qwen35's M-RoPE sections
   int64_t n_expert = 0, n_expert_used = 0;            // MoE shapes (F: the experts' width)
   float rope_base = 0;
+  float router_std = 0;                               // MoE routers N(0, router_std / sqrt(E)); 0: 2
   bool f16 = false;                                   // matrices as F16
 };
 
@@ -61,7 +62,9 @@ struct FamilyShape {
 Expected<int64_t> clear_model(const gguf::GgufFile& in, gguf::GgufWriter& w);
 
 // The bench shapes: "qwen35-0.8b", "lfm2-1.2b", "smollm3-3b", "gemma4-e2b", "ministral3-3b", "qwen3moe-2b" (the
-// published configs' dimensions; gemma4-e2b's S is the sliding layers' head size).
+// published configs' dimensions; gemma4-e2b's S is the sliding layers' head size), and "qwen3moe-kq" (2 layers
+// of n_embd 256, 8 experts of 256: the smallest qwen3moe whose every matrix fills K-quant blocks, for
+// the Q4_K_M golden).
 bool family_shape(const std::string& name, std::string& arch, FamilyShape& shape);
 
 // Replaces w's metadata and tensors (a copy of `in`) by a synthetic model of `arch` with in's
@@ -70,7 +73,7 @@ Status make_family_model(const gguf::GgufFile& in, gguf::GgufWriter& w, const st
                          std::mt19937& rng, const FamilyShape& shape = {});
 
 // Turns w (a copy of `in`, a dense synthetic model of the base family) into the mixture-of-experts
-// architecture `arch` (qwen3moe, olmoe, llama, qwen35moe, lfm2moe, granitemoe, granitehybrid, gemma4):
+// architecture `arch` (qwen3moe, olmoe, llama, qwen35moe, qwen3next, lfm2moe, granitemoe, granitehybrid, gemma4):
 // make_arch_moe.cpp. gpt-oss and gpt-oss-mxfp4 (MXFP4 expert stacks) are made from scratch with
 // in's tokenizer instead (any file with a vocabulary).
 Status make_moe_model(const gguf::GgufFile& in, gguf::GgufWriter& w, const std::string& arch, std::mt19937& rng);

@@ -13,6 +13,7 @@
 //   granitemoe (from granite), granitehybrid (from granitehybrid): experts n_ff wide
 //                             (feed_forward_length 32) and an ungated shared expert of 32
 //   gemma4     (from gemma4): the dense FFN stays beside the experts (make_gemma4_moe below)
+//   qwen3next  (from qwen35): qwen35moe's experts, DeltaNet's β/α fused (qwen3next_mixers below)
 // Random weights (the given generator): routers N(0, 2/sqrt(n_embd)) so that the choice varies from
 // token to token, experts fan-in scaled.
 //
@@ -29,6 +30,7 @@
 // tips moved a step's logits by 4 % on some of loom's kernel paths; with these, every path stays
 // within 1e-6 of llama.cpp. The clamp is conformance-tested by the F32 file.
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -114,6 +116,36 @@ Status make_gpt_oss(const gguf::GgufFile& in, gguf::GgufWriter& w, std::mt19937&
   return Status::ok();
 }
 
+// qwen3next (from qwen35): no M-RoPE sections (rope.dimension_sections removed: the reference
+// rotates qwen3next plainly), and each DeltaNet block's ssm_beta / ssm_alpha (the same values) fused
+// into ssm_ba, per key head its Hv / Hk β rows then its Hv / Hk α rows (value heads k·r .. k·r + r - 1
+// of key head k): with 2 key heads and 4 value heads, ssm_ba's rows are β0 β1 α0 α1 β2 β3 α2 α3. The
+// FFNs become qwen35moe's experts and gated shared expert.
+Status qwen3next_mixers(const gguf::GgufFile& in, gguf::GgufWriter& w, const std::string& a, int64_t L) {
+  w.remove(a + ".rope.dimension_sections");
+  const int64_t E = *in.get_int("qwen35.embedding_length"), Hv = *in.get_int("qwen35.ssm.time_step_rank"),
+                Hk = *in.get_int("qwen35.ssm.group_count"), r = Hv / Hk;
+  for (int64_t il = 0; il < L; ++il) {
+    const std::string p = "blk." + std::to_string(il) + ".";
+    const gguf::TensorInfo* bt = in.find_tensor(p + "ssm_beta.weight");
+    const gguf::TensorInfo* at = in.find_tensor(p + "ssm_alpha.weight");
+    if (!bt || !at) continue;
+    if (bt->type != TensorType::F32 || at->type != TensorType::F32) return invalid_argument(p + "ssm_beta/alpha must be F32");
+    const size_t row = size_t(E) * 4;
+    std::vector<uint8_t> ba(row * size_t(2 * Hv));
+    for (int64_t k = 0; k < Hk; ++k) {
+      for (int64_t j = 0; j < r; ++j) {
+        std::memcpy(ba.data() + size_t(k * 2 * r + j) * row, bt->data + size_t(k * r + j) * row, row);
+        std::memcpy(ba.data() + size_t(k * 2 * r + r + j) * row, at->data + size_t(k * r + j) * row, row);
+      }
+    }
+    w.remove_tensor(p + "ssm_beta.weight");
+    w.remove_tensor(p + "ssm_alpha.weight");
+    LOOM_RETURN_IF_ERROR(w.add_tensor(p + "ssm_ba.weight", TensorType::F32, {E, 2 * Hv}, ba));
+  }
+  return Status::ok();
+}
+
 // gemma4 (from gemma4): every block keeps its dense FFN and adds the experts beside it, as the
 // reference's Gemma 4 MoE: the router ffn_gate_inp N(0, 2) (it reads RMSNorm(x) / sqrt(n_embd), so
 // its logits come out about N(0, 2)) with its input scale ffn_gate_inp.scale (norm weights), the
@@ -152,7 +184,7 @@ Status make_moe_model(const gguf::GgufFile& in, gguf::GgufWriter& w, const std::
   if (arch == "gpt-oss" || arch == "gpt-oss-mxfp4") return make_gpt_oss(in, w, rng, arch == "gpt-oss-mxfp4");
   const std::string from = *in.get_string("general.architecture");
   const char* expected = arch == "qwen3moe" || arch == "olmoe" ? "qwen3"
-                         : arch == "qwen35moe"                 ? "qwen35"
+                         : arch == "qwen35moe" || arch == "qwen3next" ? "qwen35"
                          : arch == "lfm2moe"                   ? "lfm2"
                          : arch == "granitemoe"                ? "granite"
                          : arch == "granitehybrid"             ? "granitehybrid"
@@ -178,8 +210,10 @@ Status make_moe_model(const gguf::GgufFile& in, gguf::GgufWriter& w, const std::
   }
   const std::string& a = arch;
   const int64_t E = *in.get_int(from + ".embedding_length"), L = *in.get_int(from + ".block_count");
-  const bool own_width = arch == "qwen3moe" || arch == "qwen35moe" || arch == "lfm2moe";
-  const bool shared = arch == "qwen35moe" || arch == "granitemoe" || arch == "granitehybrid";
+  const bool next = arch == "qwen3next";
+  const bool own_width = arch == "qwen3moe" || arch == "qwen35moe" || next || arch == "lfm2moe";
+  const bool gated_shared = arch == "qwen35moe" || next;
+  const bool shared = gated_shared || arch == "granitemoe" || arch == "granitehybrid";
   const int64_t lead = arch == "lfm2moe" ? 1 : 0;
   LOOM_RETURN_IF_ERROR(w.set_u32(a + ".expert_count", uint32_t(X)));
   LOOM_RETURN_IF_ERROR(w.set_u32(a + ".expert_used_count", uint32_t(K)));
@@ -204,7 +238,8 @@ Status make_moe_model(const gguf::GgufFile& in, gguf::GgufWriter& w, const std::
   auto fan_in = [&](int64_t n) { return rnd.normal(1.0f / std::sqrt(float(n))); };
   // The last trunk block of qwen35moe stores gate and up as one tensor.
   auto nextn = in.get_int_or(from + ".nextn_predict_layers", 0);
-  const int64_t fused_block = arch == "qwen35moe" ? L - (nextn ? *nextn : 0) - 1 : -1;
+  const int64_t fused_block = gated_shared ? L - (nextn ? *nextn : 0) - 1 : -1;
+  if (next) LOOM_RETURN_IF_ERROR(qwen3next_mixers(in, w, a, L));
   for (int64_t il = lead; il < L; ++il) {
     const std::string p = "blk." + std::to_string(il) + ".";
     if (!in.find_tensor(p + "ffn_gate.weight")) continue;
@@ -222,7 +257,7 @@ Status make_moe_model(const gguf::GgufFile& in, gguf::GgufWriter& w, const std::
       LOOM_RETURN_IF_ERROR(add(p + "ffn_gate_shexp.weight", {E, Fs}, fan_in(E)));
       LOOM_RETURN_IF_ERROR(add(p + "ffn_up_shexp.weight", {E, Fs}, fan_in(E)));
       LOOM_RETURN_IF_ERROR(add(p + "ffn_down_shexp.weight", {Fs, E}, fan_in(Fs)));
-      if (arch == "qwen35moe") LOOM_RETURN_IF_ERROR(add(p + "ffn_gate_inp_shexp.weight", {E}, fan_in(E)));
+      if (gated_shared) LOOM_RETURN_IF_ERROR(add(p + "ffn_gate_inp_shexp.weight", {E}, fan_in(E)));
     }
     if (arch == "olmoe") {
       // OLMoE has as many K/V heads as query heads (the reference's norms are n_embd wide): new K
@@ -275,7 +310,8 @@ Status make_qwen3moe_shape(const gguf::GgufFile& in, gguf::GgufWriter& w, std::m
     LOOM_RETURN_IF_ERROR(add(p + "attn_k_norm.weight", {D}, rnd.norm_weight()));
     LOOM_RETURN_IF_ERROR(add(p + "ffn_norm.weight", {E}, rnd.norm_weight()));
     // The router F32 (llama-quantize keeps ffn_gate_inp so), the stacks F16 for llama-quantize.
-    LOOM_RETURN_IF_ERROR(add_f32(p + "ffn_gate_inp.weight", {E, X}, rnd.normal(2.0f / std::sqrt(float(E)))));
+    const float router_std = shape.router_std > 0 ? shape.router_std : 2.0f;
+    LOOM_RETURN_IF_ERROR(add_f32(p + "ffn_gate_inp.weight", {E, X}, rnd.normal(router_std / std::sqrt(float(E)))));
     LOOM_RETURN_IF_ERROR(add(p + "ffn_gate_exps.weight", {E, F, X}, fan_in(E)));
     LOOM_RETURN_IF_ERROR(add(p + "ffn_up_exps.weight", {E, F, X}, fan_in(E)));
     LOOM_RETURN_IF_ERROR(add(p + "ffn_down_exps.weight", {F, E, X}, fan_in(F)));
