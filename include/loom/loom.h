@@ -516,7 +516,8 @@ LOOM_API int32_t loom_perf_report(const loom_context * ctx, char * buf, size_t b
 /* The report to stderr. */
 LOOM_API void loom_perf_print(const loom_context * ctx);
 /* Mixture-of-experts models: how often each expert was chosen since the context was made or
-   loom_perf_reset, as [n_layer][n_expert] counts copied into out (up to n of them). Returns the
+   loom_perf_reset, as [n_layer][n_expert] counts copied into out (up to n of them); the last layer
+   runs only for the tokens whose outputs were asked for, and counts only theirs. Returns the
    number of counts the context has (0 for a model without experts; -1 on error). Since 0.3. */
 LOOM_API int64_t loom_perf_expert_counts(const loom_context * ctx, uint64_t * out, size_t n);
 

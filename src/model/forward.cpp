@@ -88,6 +88,9 @@ void layout(const Model& m, int T, int n_kv, TensorType type_k, int n_threads, i
   b->moe_pairs = ints(K * t);
   b->moe_x = floats(X > 0 ? E * t : 0);
   b->moe_y = floats(X > 0 ? E * t : 0);
+  int64_t rot = 0;
+  for (int64_t il = 0; il < hp.n_layer; ++il) rot = std::max(rot, hp.head_dim_at(il));
+  b->rope_cs = floats(size_t(rot) * t);
   b->pos_bucket = static_cast<int32_t*>(alloc(hp.is_t5() ? sizeof(int32_t) * t * size_t(n_kv) : 0));
   b->rows = T;
   b->mm_bytes = max_matmul_scratch(m, T, max_rank);
@@ -213,7 +216,23 @@ void add_control_vector(const ForwardConfig& cfg, int il, float* x, int T, int64
   for (int t = 0; t < T; ++t) ops::add_inplace(x + t * E, dir, E);
 }
 
-Status write_outputs(const Model& m, const ForwardBatch& fb, const ForwardConfig& cfg, ThreadPool& pool, Buffers& b) {
+const float* rope_table_of(const ForwardBatch& fb, const ops::RopeParams& p, int head_dim, Buffers& b) {
+  if (b.rope_key_dim != head_dim || !(b.rope_key == p)) {
+    ops::rope_table(fb.pos, fb.n_tokens, head_dim, p, b.rope_cs);
+    b.rope_key = p;
+    b.rope_key_dim = head_dim;
+  }
+  return b.rope_cs;
+}
+
+void keep_output_rows(const ForwardBatch& fb, int64_t E, Buffers& b) {
+  const size_t row = sizeof(float) * size_t(E);
+  for (int o = 0; o < fb.n_outputs; ++o) std::memcpy(b.xb + o * E, b.x + int64_t(fb.output_rows[o]) * E, row);
+  std::memcpy(b.x, b.xb, row * size_t(fb.n_outputs));
+}
+
+Status write_outputs(const Model& m, const ForwardBatch& fb, const ForwardConfig& cfg, ThreadPool& pool, Buffers& b,
+                     bool rows_compacted) {
   if (fb.n_outputs <= 0) return Status::ok();
   const ModelHparams& hp = m.hparams();
   const ModelWeights& w = m.weights();
@@ -221,7 +240,8 @@ Status write_outputs(const Model& m, const ForwardBatch& fb, const ForwardConfig
   const int64_t E = hp.n_embd;
   // Gather the output rows, normalize, project to the vocabulary.
   for (int o = 0; o < fb.n_outputs; ++o) {
-    ops::rms_norm_row(b.x + int64_t(fb.output_rows[o]) * E, w.output_norm, E, hp.rms_eps, b.xb + o * E);
+    const int64_t row = rows_compacted ? o : fb.output_rows[o];
+    ops::rms_norm_row(b.x + row * E, w.output_norm, E, hp.rms_eps, b.xb + o * E);
   }
   if (!observe(cfg, "result_norm", -1, b.xb, E, fb.n_outputs)) return aborted();
   if (fb.hidden) std::memcpy(fb.hidden, b.xb, sizeof(float) * size_t(fb.n_outputs) * size_t(E));

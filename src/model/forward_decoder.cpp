@@ -14,7 +14,8 @@
 //                   (or the mixture of experts of n(x): forward_moe.cpp; gemma4 adds the experts'
 //                   post_norm_2(moe(pre_norm_2(x))) to the dense FFN's post_norm_1(...) instead)
 //              x += cvec[layer]   (control vector, when set)
-//   logits = softcap(Wout · n(x)) [/ logit_scale]   (only for output rows)
+//   logits = softcap(Wout · n(x)) [/ logit_scale]   (only for output rows; the last layer's FFN runs
+//   on those rows alone)
 // n() is RMSNorm with the matching weight; bracketed steps exist only where the family has them.
 #include <cmath>
 #include <cstring>
@@ -72,8 +73,9 @@ Status attention_block(const Model& model, const ForwardBatch& fb, const Forward
   if (hp.v_norm && own_kv) ops::rms_norm(b.v, nullptr, T * n_head_kv, D, hp.rms_eps, b.v);  // gemma4: no weight
   if (hp.layer_has_rope(il)) {
     const ops::RopeParams rope = layer_rope(model, cfg.rope, il);
-    ops::rope(b.q, fb.pos, T, int(hp.n_head), int(D), rope);
-    if (own_kv) ops::rope(b.k, fb.pos, T, n_head_kv, int(D), rope);
+    const float* cs = rope_table_of(fb, rope, int(D), b);
+    ops::rope_apply(b.q, cs, T, int(hp.n_head), int(D), rope);
+    if (own_kv) ops::rope_apply(b.k, cs, T, n_head_kv, int(D), rope);
   }
   if (hp.attn_temp_scale != 0.0f) {
     // mistral3 (Llama 4's temperature tuning): queries further out attend more sharply.
@@ -126,9 +128,10 @@ Status forward_decoder(const Model& model, const ForwardBatch& fb, ForwardScratc
                        const ForwardConfig& cfg) {
   const ModelHparams& hp = model.hparams();
   const ModelWeights& w = model.weights();
-  const int T = fb.n_tokens;
+  int T = fb.n_tokens;
   const int64_t E = hp.n_embd;
   Buffers b = carve(model, scratch, scratch_k_type(fb), pool.size());
+  bool rows_compacted = false;
 
   embed_tokens(model, fb, cfg, pool, b);
   if (hp.embd_scale != 0.0f) ops::scale_inplace(b.x, hp.embd_scale, T * E);
@@ -154,6 +157,14 @@ Status forward_decoder(const Model& model, const ForwardBatch& fb, ForwardScratc
     if (l.post_attn_norm) ops::rms_norm(b.tmp, l.post_attn_norm, T, E, hp.rms_eps, b.tmp);
     if (hp.residual_scale != 0.0f) ops::scale_inplace(b.tmp, hp.residual_scale, T * E);
     ops::add_inplace(b.x, b.tmp, T * E);
+    if (il == int(hp.n_layer) - 1 && fb.n_outputs < T && hp.n_embd_per_layer == 0) {
+      // What follows in the last layer is per row, and only the output rows reach the logits (a
+      // prompt usually wants its last): keep those rows alone, as the reference does.
+      keep_output_rows(fb, E, b);
+      T = fb.n_outputs;
+      rows_compacted = true;
+      if (T == 0) break;
+    }
     if (!observe(cfg, "ffn_inp", il, b.x, E, T)) return aborted();
 
     // Gated feed-forward block, or the mixture of experts.
@@ -170,18 +181,22 @@ Status forward_decoder(const Model& model, const ForwardBatch& fb, ForwardScratc
       else ops::swiglu_inplace(b.gate, b.up, T * F);
       linear(pool, l.ffn_down, layer_lora(cfg, il, kFfnDown), b.gate, T, y, b);
     };
-    if (hp.layer_is_moe(il) && hp.moe_beside_dense) {
-      // gemma4: post_norm_2(experts(pre_norm_2(x))) + post_norm_1(dense(ffn_norm(x))), the
-      // experts first (moe_block's buffers include moe_y, which then takes the dense half).
-      ops::rms_norm(b.x, l.pre_ffn_norm_2, T, E, hp.rms_eps, b.xb);
-      LOOM_RETURN_IF_ERROR(moe_block(model, fb, cfg, pool, il, b));
-      ops::rms_norm(b.tmp, l.post_ffn_norm_2, T, E, hp.rms_eps, b.tmp);
-      ops::rms_norm(b.x, l.ffn_norm, T, E, hp.rms_eps, b.xb);
-      dense_ffn(b.moe_y);
-      ops::rms_norm(b.moe_y, l.post_ffn_norm_1, T, E, hp.rms_eps, b.moe_y);
-      ops::add_inplace(b.tmp, b.moe_y, T * E);
-    } else if (hp.layer_is_moe(il)) {
-      LOOM_RETURN_IF_ERROR(moe_block(model, fb, cfg, pool, il, b));
+    if (hp.layer_is_moe(il)) {
+      ForwardBatch rows = fb;
+      rows.n_tokens = T;
+      if (hp.moe_beside_dense) {
+        // gemma4: post_norm_2(experts(pre_norm_2(x))) + post_norm_1(dense(ffn_norm(x))), the
+        // experts first (moe_block's buffers include moe_y, which then takes the dense half).
+        ops::rms_norm(b.x, l.pre_ffn_norm_2, T, E, hp.rms_eps, b.xb);
+        LOOM_RETURN_IF_ERROR(moe_block(model, rows, cfg, pool, il, b));
+        ops::rms_norm(b.tmp, l.post_ffn_norm_2, T, E, hp.rms_eps, b.tmp);
+        ops::rms_norm(b.x, l.ffn_norm, T, E, hp.rms_eps, b.xb);
+        dense_ffn(b.moe_y);
+        ops::rms_norm(b.moe_y, l.post_ffn_norm_1, T, E, hp.rms_eps, b.moe_y);
+        ops::add_inplace(b.tmp, b.moe_y, T * E);
+      } else {
+        LOOM_RETURN_IF_ERROR(moe_block(model, rows, cfg, pool, il, b));
+      }
     } else {
       dense_ffn(b.tmp);
     }
@@ -209,7 +224,7 @@ Status forward_decoder(const Model& model, const ForwardBatch& fb, ForwardScratc
     if (!observe(cfg, "l_out", il, b.x, E, T)) return aborted();
   }
 
-  return write_outputs(model, fb, cfg, pool, b);
+  return write_outputs(model, fb, cfg, pool, b, rows_compacted);
 }
 
 }  // namespace loom::detail

@@ -49,6 +49,9 @@ struct Buffers {
   float* moe_x;         // [T][E] the input rows of a wave of experts, gathered
   float* moe_y;         // [T][E] their output rows (then the shared expert's)
   int32_t* pos_bucket;  // [T][n_kv] T5 relative-position buckets (empty for other families)
+  float* rope_cs;       // [T][max rotated dims] the rotation table of the last RoPE (ops::rope_table)
+  ops::RopeParams rope_key;  // ... made for these parameters and head size (-1: none yet)
+  int rope_key_dim = -1;
   void* mm;      // matmul activation scratch
   void* attn;    // attention scratch
   int rows = 0;          // T: the rows each [T][...] buffer holds
@@ -88,7 +91,15 @@ void add_control_vector(const ForwardConfig& cfg, int il, float* x, int T, int64
 
 // Final norm of the output rows and the LM head (or their hidden states): the decoder families'
 // and mamba's common tail.
-Status write_outputs(const Model& m, const ForwardBatch& fb, const ForwardConfig& cfg, ThreadPool& pool, Buffers& b);
+// rows_compacted: b.x holds the output rows alone, in order (keep_output_rows), not all of the batch.
+Status write_outputs(const Model& m, const ForwardBatch& fb, const ForwardConfig& cfg, ThreadPool& pool, Buffers& b,
+                     bool rows_compacted = false);
+// The RoPE table (ops::rope_table) of the batch's positions for p and head_dim: made once per
+// forward pass and parameters, shared by a layer's queries and keys and by the layers that rotate
+// alike.
+const float* rope_table_of(const ForwardBatch& fb, const ops::RopeParams& p, int head_dim, Buffers& b);
+// Moves the output rows of b.x ([n_tokens][E]) to its first fb.n_outputs rows, in output order.
+void keep_output_rows(const ForwardBatch& fb, int64_t E, Buffers& b);
 
 // Quantizes this micro-batch's K/V rows of layer il into their cells of `a`.
 void store_kv(const ForwardBatch& fb, const AttnInputs& a, int il, const Buffers& b);

@@ -691,12 +691,10 @@ HWY_NOINLINE void TileImpl(const AttentionParams& p, const float* q, float* out,
     } else {
       float* qf = ts.qf + size_t(rr) * qs;
       if constexpr (std::is_same_v<KR, F16Rows>) {
+        // Rounded by the reference's conversion, widened back as F16 K rows are (D_ % 8 == 0).
         quant::quantize_row(TensorType::F16, qr, ts.qtmp, D_);
-        for (int i = 0; i < D_; ++i) {
-          uint16_t h;
-          std::memcpy(&h, ts.qtmp + 2 * size_t(i), 2);
-          qf[i] = f16_to_f32(h);
-        }
+        const hn::CappedTag<float, 8> d8;
+        for (size_t i = 0; i < size_t(D_); i += hn::Lanes(d8)) hn::StoreU(F16Rows::Load(d8, ts.qtmp, i), d8, qf + i);
       } else {
         std::memcpy(qf, qr, sizeof(float) * size_t(D_));
       }

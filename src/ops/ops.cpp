@@ -165,8 +165,13 @@ double yarn_corr_dim(int n_rot, int n_ctx_orig, double n_rotations, double base)
 }
 }  // namespace
 
-void rope(float* x, const int32_t* pos, int n_tokens, int n_heads, int head_dim, const RopeParams& p) {
+int rope_dims(const RopeParams& p, int head_dim) {
   const int n_rot = p.n_rot > 0 ? std::min(p.n_rot, head_dim) : head_dim;
+  return n_rot / 2 * 2;
+}
+
+void rope_table(const int32_t* pos, int n_tokens, int head_dim, const RopeParams& p, float* cs) {
+  const int n_rot = rope_dims(p, head_dim);
   const int half = n_rot / 2;
   double corr_lo = 0, corr_hi = 0;
   float mscale = p.attn_factor;
@@ -176,11 +181,9 @@ void rope(float* x, const int32_t* pos, int n_tokens, int n_heads, int head_dim,
     corr_hi = std::min(double(n_rot - 1), std::ceil(yarn_corr_dim(n_rot, n_orig, p.beta_slow, p.freq_base)));
     mscale *= 1.0f + 0.1f * std::log(1.0f / p.freq_scale);
   }
-  // cos/sin per (token, pair) computed once and reused by every head. theta is formed in double
-  // so long positions keep full float precision.
-  float cs[kMaxRopeDims];  // stack: no allocation on the decode path
-  assert(n_rot <= kMaxRopeDims);
+  // theta is formed in double so long positions keep full float precision.
   for (int t = 0; t < n_tokens; ++t) {
+    float* c = cs + size_t(t) * size_t(n_rot);
     for (int i = 0; i < half; ++i) {
       double inv_freq = std::pow(double(p.freq_base), -2.0 * i / n_rot);
       if (p.freq_factors) inv_freq /= double(p.freq_factors[i]);
@@ -191,20 +194,42 @@ void rope(float* x, const int32_t* pos, int n_tokens, int n_heads, int head_dim,
         const double ramp = (1.0 - std::min(1.0, std::max(0.0, y))) * p.ext_factor;
         theta = theta * (1 - ramp) + extrap * ramp;
       }
-      cs[2 * i] = float(std::cos(theta)) * mscale;
-      cs[2 * i + 1] = float(std::sin(theta)) * mscale;
+      c[2 * i] = float(std::cos(theta)) * mscale;
+      c[2 * i + 1] = float(std::sin(theta)) * mscale;
     }
+  }
+}
+
+void rope_apply(float* x, const float* cs, int n_tokens, int n_heads, int head_dim, const RopeParams& p) {
+  const int n_rot = rope_dims(p, head_dim);
+  const int half = n_rot / 2;
+  for (int t = 0; t < n_tokens; ++t) {
+    const float* c = cs + size_t(t) * size_t(n_rot);
     for (int h = 0; h < n_heads; ++h) {
       float* v = x + (int64_t(t) * n_heads + h) * head_dim;
-      for (int i = 0; i < half; ++i) {
-        const int a = p.mode == RopeMode::kNormal ? 2 * i : i;
-        const int b = p.mode == RopeMode::kNormal ? 2 * i + 1 : i + half;
-        const float c = cs[2 * i], s = cs[2 * i + 1];
-        const float x0 = v[a], x1 = v[b];
-        v[a] = x0 * c - x1 * s;
-        v[b] = x0 * s + x1 * c;
+      if (p.mode == RopeMode::kNormal) {
+        for (int i = 0; i < half; ++i) {
+          const float x0 = v[2 * i], x1 = v[2 * i + 1];
+          v[2 * i] = x0 * c[2 * i] - x1 * c[2 * i + 1];
+          v[2 * i + 1] = x0 * c[2 * i + 1] + x1 * c[2 * i];
+        }
+      } else {
+        for (int i = 0; i < half; ++i) {
+          const float x0 = v[i], x1 = v[i + half];
+          v[i] = x0 * c[2 * i] - x1 * c[2 * i + 1];
+          v[i + half] = x0 * c[2 * i + 1] + x1 * c[2 * i];
+        }
       }
     }
+  }
+}
+
+void rope(float* x, const int32_t* pos, int n_tokens, int n_heads, int head_dim, const RopeParams& p) {
+  float cs[kMaxRopeDims];  // one token's table on the stack: no allocation on the decode path
+  assert(rope_dims(p, head_dim) <= kMaxRopeDims);
+  for (int t = 0; t < n_tokens; ++t) {
+    rope_table(pos + t, 1, head_dim, p, cs);
+    rope_apply(x + int64_t(t) * n_heads * head_dim, cs, 1, n_heads, head_dim, p);
   }
 }
 

@@ -69,11 +69,21 @@ struct RopeParams {
   // factors): pair i turns by pos · freq_scale · base^(-2i/n_rot) / freq_factors[i], in both
   // modes. Null: none (all 1).
   const float* freq_factors = nullptr;
+
+  bool operator==(const RopeParams&) const = default;
 };
 
 inline constexpr int kMaxRopeDims = 1024;
 
 // Rotates x [n_tokens][n_heads][head_dim] in place; pos [n_tokens].
 void rope(float* x, const int32_t* pos, int n_tokens, int n_heads, int head_dim, const RopeParams& p);
+
+// rope in two steps, for callers that rotate several tensors at the same positions (a layer's
+// queries and keys, the layers that share a rotation): the table of cos/sin per token and pair
+// (times the magnitude scale), cs [n_tokens][rope_dims(p, head_dim)], then the rotation with it.
+// The same arithmetic as rope.
+int rope_dims(const RopeParams& p, int head_dim);
+void rope_table(const int32_t* pos, int n_tokens, int head_dim, const RopeParams& p, float* cs);
+void rope_apply(float* x, const float* cs, int n_tokens, int n_heads, int head_dim, const RopeParams& p);
 
 }  // namespace loom::ops
