@@ -13,7 +13,7 @@
 #include "base/cpu.h"
 #include "capi/capi_internal.h"
 #include "chat/chat_prompt.h"
-#include "chat/template.h"
+#include "jinja/template.h"
 #include "gguf/gguf.h"
 #include "model/imatrix.h"
 #include "model/quantize_model.h"
@@ -604,12 +604,12 @@ int32_t loom_template_render_ext(const char* template_source, const char* contex
       set_error(fn, "the context must be a JSON object");
       return LOOM_SIZE_ERROR;
     }
-    auto tmpl = loom::chat::Template::parse(template_source);
+    auto tmpl = loom::jinja::Template::parse(template_source);
     if (!tmpl) {
       fail(fn, tmpl.status());
       return LOOM_SIZE_ERROR;
     }
-    loom::chat::RenderOptions opts;
+    loom::jinja::RenderOptions opts;
     if (now_unix >= 0) opts.now_unix = now_unix;
     opts.lenient = (flags & LOOM_TEMPLATE_LENIENT) != 0;
     auto out = tmpl->render(context, opts);

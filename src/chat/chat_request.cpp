@@ -481,7 +481,7 @@ const std::string& chatml_template_source() {
 
 struct ChatTemplate::State {
   std::string source, bos, eos;
-  Template tmpl;
+  jinja::Template tmpl;
   ToolCallFormat format = ToolCallFormat::kGeneric;
   // Gemma 4's older template, which needs tool results folded into the calling message.
   bool fold_tool_responses = false;
@@ -589,7 +589,7 @@ void ChatTemplate::State::probe() {
 }
 
 Expected<ChatTemplate> ChatTemplate::parse(std::string_view source, std::string bos_text, std::string eos_text) {
-  auto t = Template::parse(source);
+  auto t = jinja::Template::parse(source);
   if (!t) return Status(t.status().code(), "chat template: " + t.status().message());
   ChatTemplate ct;
   ct.s_ = std::make_shared<State>();

@@ -79,11 +79,14 @@
 #include <vector>
 
 #include "base/status.h"
-#include "chat/template.h"
 #include "chat/tool_calls.h"
+#include "jinja/template.h"
 #include "model/model.h"
 
 namespace loom::chat {
+
+// Chat templates render with the template engine's options (src/jinja).
+using jinja::RenderOptions;
 
 struct ChatInputs {
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();

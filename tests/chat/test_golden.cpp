@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <map>
 
-#include "chat/template.h"
+#include "jinja/template.h"
 #include "test_util.h"
 
 namespace loom::test {
@@ -23,20 +23,20 @@ TEST(ChatGolden, EveryCaseRendersExactly) {
   const auto cases = ordered_json::parse(read_text_file(dir + "/cases.json"));
   const auto expected = ordered_json::parse(read_text_file(dir + "/expected.json"));
   ASSERT_EQ(cases["now_utc"].get<std::string>().rfind("2025-07-26T12:00:00", 0), 0u);
-  std::map<std::string, chat::Template> parsed;
+  std::map<std::string, jinja::Template> parsed;
   int outputs = 0, errors = 0, passed = 0;
   for (const auto& e : expected) {
     const std::string tname = e["template"], cname = e["case"];
     SCOPED_TRACE(tname + " / " + cname);
     if (!parsed.count(tname)) {
-      auto t = chat::Template::parse(read_text_file(dir + "/" + tname));
+      auto t = jinja::Template::parse(read_text_file(dir + "/" + tname));
       ASSERT_TRUE(t.has_value()) << t.status().message();
       parsed.emplace(tname, std::move(t).value());
     }
     ordered_json ctx = cases["cases"][cname]["context"];
     ctx["bos_token"] = cases["templates"][tname]["bos_token"];
     ctx["eos_token"] = cases["templates"][tname]["eos_token"];
-    chat::RenderOptions opts;
+    jinja::RenderOptions opts;
     opts.now_unix = kNowUtc;
     auto r = parsed.at(tname).render(ctx, opts);
     if (e.value("expect_error", false)) {

@@ -8,7 +8,7 @@
 
 #include "chat/chat_request.h"
 #include "chat/named_templates.h"
-#include "chat/template.h"
+#include "jinja/template.h"
 #include "test_util.h"
 
 namespace loom::test {
@@ -56,7 +56,7 @@ TEST(NamedTemplates, EveryLlamaCppNameIsKnown) {
     const std::string* src = chat::named_template_source(n);
     ASSERT_NE(src, nullptr) << n;
     EXPECT_TRUE(chat::looks_like_jinja(*src)) << n;
-    EXPECT_TRUE(chat::Template::parse(*src).has_value()) << n;
+    EXPECT_TRUE(jinja::Template::parse(*src).has_value()) << n;
   }
 }
 
@@ -85,7 +85,7 @@ TEST(NamedTemplates, EveryNameMatchesLlamaCppsFormatting) {
   for (const auto& [name, outs] : data()["renderings"].items()) {
     const std::string* src = chat::named_template_source(name);
     ASSERT_NE(src, nullptr) << name;
-    auto t = chat::Template::parse(*src);
+    auto t = jinja::Template::parse(*src);
     ASSERT_TRUE(t.has_value()) << name << ": " << t.status().message();
     for (size_t i = 0; i < convs.size(); ++i) {
       SCOPED_TRACE(name + ", conversation " + std::to_string(i));

@@ -7,7 +7,7 @@
 #include <chrono>
 #include <cstdio>
 
-#include "chat/template.h"
+#include "jinja/template.h"
 #include "test_util.h"
 
 namespace loom::test {
@@ -17,8 +17,8 @@ using nlohmann::ordered_json;
 constexpr int64_t kNowUtc = 1753531200;  // 2025-07-26T12:00:00Z, as the generator uses
 
 Expected<std::string> render(const std::string& src, const ordered_json& ctx = ordered_json::object(),
-                             chat::RenderOptions opts = {}) {
-  auto t = chat::Template::parse(src);
+                             jinja::RenderOptions opts = {}) {
+  auto t = jinja::Template::parse(src);
   if (!t) return t.status();
   if (!opts.now_unix) opts.now_unix = kNowUtc;
   return t->render(ctx, opts);
@@ -62,7 +62,7 @@ TEST(ChatUnit, ListAppendOnNamespaceList) {
 // llama.cpp's leniency (RenderOptions::lenient, what serving uses) where Jinja2 raises; strict by
 // default, as the goldens hold.
 TEST(ChatUnit, LenientModeRendersWhereJinja2Raises) {
-  chat::RenderOptions lenient;
+  jinja::RenderOptions lenient;
   lenient.lenient = true;
   const ordered_json ctx = ordered_json::parse(R"({"tools": null, "m": {"a": 1}})");
   struct Case {
@@ -99,17 +99,17 @@ TEST(ChatUnit, CyclicListPrintsAndFailsToSerializeWithoutCrashing) {
 // ---- errors carry positions and messages ----
 
 TEST(ChatErrors, SyntaxErrorsNameLineAndColumn) {
-  auto t = chat::Template::parse("line one\n{% if x %}\n  {{ 1 + }}\n{% endif %}");
+  auto t = jinja::Template::parse("line one\n{% if x %}\n  {{ 1 + }}\n{% endif %}");
   ASSERT_FALSE(t.has_value());
   EXPECT_NE(t.status().message().find("line 3"), std::string::npos) << t.status().message();
   EXPECT_NE(t.status().message().find("column"), std::string::npos) << t.status().message();
 
-  t = chat::Template::parse("a\nb {% for x in y %}\n");
+  t = jinja::Template::parse("a\nb {% for x in y %}\n");
   ASSERT_FALSE(t.has_value());
   EXPECT_NE(t.status().message().find("line 2"), std::string::npos) << t.status().message();
   EXPECT_NE(t.status().message().find("endfor"), std::string::npos) << t.status().message();
 
-  t = chat::Template::parse("{{ 'unterminated }}");
+  t = jinja::Template::parse("{{ 'unterminated }}");
   ASSERT_FALSE(t.has_value());
   EXPECT_NE(t.status().message().find("unterminated string"), std::string::npos) << t.status().message();
 }
@@ -125,7 +125,7 @@ TEST(ChatErrors, MalformedTemplatesNeverCrash) {
                        "\xff\xfe{{ '\xc3' }}", "{{ a(*b) }}", "{{ a(x=1, 2) }}", "{% continue %}"};
   for (const char* src : bad) {
     SCOPED_TRACE(src);
-    auto t = chat::Template::parse(src);
+    auto t = jinja::Template::parse(src);
     if (!t.has_value()) {
       EXPECT_FALSE(t.status().message().empty());
       continue;
@@ -157,22 +157,22 @@ TEST(ChatErrors, RuntimeErrorsAreStatuses) {
 
 TEST(ChatLimits, DeepExpressionNesting) {
   std::string deep = "{{ " + std::string(100000, '(') + "1" + std::string(100000, ')') + " }}";
-  auto t = chat::Template::parse(deep);
+  auto t = jinja::Template::parse(deep);
   ASSERT_FALSE(t.has_value());
   EXPECT_NE(t.status().message().find("nested too deeply"), std::string::npos) << t.status().message();
 
   std::string blocks;
   for (int i = 0; i < 5000; ++i) blocks += "{% if true %}";
-  t = chat::Template::parse(blocks);
+  t = jinja::Template::parse(blocks);
   EXPECT_FALSE(t.has_value());
 
   std::string nots = "{{ " ;
   for (int i = 0; i < 100000; ++i) nots += "not ";
-  EXPECT_FALSE(chat::Template::parse(nots + "x }}").has_value());
+  EXPECT_FALSE(jinja::Template::parse(nots + "x }}").has_value());
   std::string negs = "{{ " + std::string(100000, '-') + "1 }}";
-  EXPECT_FALSE(chat::Template::parse(negs).has_value());
+  EXPECT_FALSE(jinja::Template::parse(negs).has_value());
   std::string lists = "{{ " + std::string(100000, '[') + std::string(100000, ']') + " }}";
-  EXPECT_FALSE(chat::Template::parse(lists).has_value());
+  EXPECT_FALSE(jinja::Template::parse(lists).has_value());
 }
 
 TEST(ChatLimits, InfiniteRecursion) {
@@ -185,7 +185,7 @@ TEST(ChatLimits, InfiniteRecursion) {
 
 TEST(ChatLimits, HugeLoopsHitTheStepLimit) {
   const auto t0 = std::chrono::steady_clock::now();
-  chat::RenderOptions opts;
+  jinja::RenderOptions opts;
   opts.max_steps = 200000;
   auto r = render("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
                   ordered_json::object(), opts);
@@ -198,7 +198,7 @@ TEST(ChatLimits, HugeLoopsHitTheStepLimit) {
 }
 
 TEST(ChatLimits, OutputAndMemoryAreBounded) {
-  chat::RenderOptions opts;
+  jinja::RenderOptions opts;
   opts.max_output_bytes = 1 << 20;
   auto r = render("{% for i in range(1000000) %}0123456789{% endfor %}", ordered_json::object(), opts);
   ASSERT_FALSE(r.has_value());
@@ -226,7 +226,7 @@ TEST(ChatLimits, OutputAndMemoryAreBounded) {
 }
 
 TEST(ChatLimits, LinearScansCountAgainstTheStepLimit) {
-  chat::RenderOptions opts;
+  jinja::RenderOptions opts;
   opts.max_steps = 100000;
   const char* scans[] = {
       "{% set big = range(100000)|list %}{% for i in range(100000) %}{% if -1 in big %}{% endif %}{% endfor %}",
@@ -246,7 +246,7 @@ TEST(ChatLimits, LinearScansCountAgainstTheStepLimit) {
 TEST(ChatLimits, DeepContextIsAnError) {
   std::string deep(1000, '[');
   deep += std::string(1000, ']');
-  auto t = chat::Template::parse("{{ x }}");
+  auto t = jinja::Template::parse("{{ x }}");
   ASSERT_TRUE(t.has_value());
   auto r = t->render(ordered_json{{"x", ordered_json::parse(deep)}});
   ASSERT_FALSE(r.has_value());
@@ -265,9 +265,9 @@ TEST(ChatApi, LargeDictsStayFast) {
 // ---- API ----
 
 TEST(ChatApi, ParseOnceRenderManyTimes) {
-  auto t = chat::Template::parse("{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}");
+  auto t = jinja::Template::parse("{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}");
   ASSERT_TRUE(t.has_value());
-  const chat::Template copy = *t;
+  const jinja::Template copy = *t;
   for (int i = 0; i < 3; ++i) {
     ordered_json ctx = {{"messages", {{{"role", "user"}, {"content", std::to_string(i)}}}}};
     auto r = copy.render(ctx);
@@ -277,7 +277,7 @@ TEST(ChatApi, ParseOnceRenderManyTimes) {
 }
 
 TEST(ChatApi, KeyOrderAndUndefinedVersusNull) {
-  auto t = chat::Template::parse("{{ d|tojson }} {{ a is defined }} {{ a is none }} {{ b is defined }}");
+  auto t = jinja::Template::parse("{{ d|tojson }} {{ a is defined }} {{ a is none }} {{ b is defined }}");
   ASSERT_TRUE(t.has_value());
   auto ctx = ordered_json::parse(R"({"d": {"z": 1, "a": 2}, "a": null})");
   auto r = t->render(ctx);
@@ -291,12 +291,12 @@ TEST(ChatApi, KeyOrderAndUndefinedVersusNull) {
 }
 
 TEST(ChatApi, StrftimeNowUsesTheInjectedTimeOrTheClock) {
-  chat::RenderOptions opts;
+  jinja::RenderOptions opts;
   opts.now_unix = 0;
   auto r = render("{{ strftime_now('%Y-%m-%d %H:%M:%S %A') }}", ordered_json::object(), opts);
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(*r, "1970-01-01 00:00:00 Thursday");
-  auto t = chat::Template::parse("{{ strftime_now('%Y') }}");
+  auto t = jinja::Template::parse("{{ strftime_now('%Y') }}");
   auto now = t->render(ordered_json::object());
   ASSERT_TRUE(now.has_value());
   EXPECT_EQ(now->size(), 4u);

@@ -14,7 +14,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "chat/template.h"
+#include "jinja/template.h"
 #include "test_util.h"
 
 namespace loom::test {
@@ -109,7 +109,7 @@ TEST_P(TemplateGolden, RendersLikePythonJinja2) {
   ASSERT_EQ(sha256_hex(source), info["sha256"].get<std::string>())
       << path << " is not the template the goldens were made from: re-run tools/dev/chat-golden.py "
       << "(tests/data/chat-templates/README.md) and review the differences";
-  auto t = chat::Template::parse(source);
+  auto t = jinja::Template::parse(source);
   ASSERT_TRUE(t.has_value()) << t.status().message();
   int n = 0, passed = 0, errors = 0;
   for (const ordered_json& e : exp["expected"]) {
@@ -120,7 +120,7 @@ TEST_P(TemplateGolden, RendersLikePythonJinja2) {
     ordered_json ctx = case_file(e["cases"])["cases"][cname]["context"];
     ctx["bos_token"] = info["bos_token"];
     ctx["eos_token"] = info["eos_token"];
-    chat::RenderOptions opts;
+    jinja::RenderOptions opts;
     opts.now_unix = kNowUtc;
     auto r = t->render(ctx, opts);
     if (e.value("expect_error", false)) {

@@ -4,7 +4,7 @@
 // limits are set low here (RenderOptions) so that every input finishes quickly.
 #include <nlohmann/json.hpp>
 
-#include "chat/template.h"
+#include "jinja/template.h"
 #include "fuzz_util.h"
 
 using namespace loom;
@@ -13,7 +13,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   fuzz::Input in(data, size);
   const std::string_view source = in.until("\xff\xff");
   const std::string_view context_text = in.rest();
-  auto t = chat::Template::parse(source);
+  auto t = jinja::Template::parse(source);
   if (!t) {
     LOOM_FUZZ_CHECK(!t.status().message().empty());
     return 0;
@@ -25,7 +25,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         "bos_token": "<s>", "eos_token": "</s>", "add_generation_prompt": true, "tools": [
         {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]})");
   }
-  chat::RenderOptions o;
+  jinja::RenderOptions o;
   o.now_unix = 1700000000;
   o.max_steps = 20000;
   o.max_output_bytes = 1 << 16;

@@ -1,9 +1,9 @@
-#include "chat/template.h"
+#include "jinja/template.h"
 
-#include "chat/ast.h"
-#include "chat/interpreter.h"
+#include "jinja/ast.h"
+#include "jinja/interpreter.h"
 
-namespace loom::chat {
+namespace loom::jinja {
 
 Expected<Template> Template::parse(std::string_view source) {
   auto body = parse_template(source);
@@ -40,4 +40,4 @@ Expected<std::string> Template::render(const nlohmann::json& context, const Rend
   return render(ordered, opts);
 }
 
-}  // namespace loom::chat
+}  // namespace loom::jinja

@@ -11,10 +11,11 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <unordered_map>
 
-#include "chat/ast.h"
+#include "jinja/ast.h"
 
-namespace loom::chat {
+namespace loom::jinja {
 namespace {
 
 constexpr int kMaxParseDepth = 200;  // nesting of blocks + expressions (bounds C++ recursion)
@@ -501,152 +502,191 @@ class Parser {
     return n;
   }
 
+  // ---- statements: one parse function per kind, after the tag's name; `begin` is the tag ----
+  using StatementParser = NodePtr (Parser::*)(const std::string& kw, const Tok& begin);
+
   NodePtr parse_statement(const std::string& kw, const Tok& begin) {
-    std::string found;
-    if (kw == "if") {
-      auto n = new_node(NodeKind::kIf, begin);
-      ExprPtr cond = parse_tuple(true);
-      expect_block_end();
-      while (true) {
-        Body b = parse_body({"elif", "else", "endif"}, found, &begin);
-        n->branches.emplace_back(std::move(cond), std::move(b));
-        if (found == "elif") {
-          cond = parse_tuple(true);
-          expect_block_end();
-        } else if (found == "else") {
-          expect_block_end();
-          Body eb = parse_body({"endif"}, found, &begin);
-          n->branches.emplace_back(nullptr, std::move(eb));
-          expect_block_end();
-          break;
-        } else {
-          expect_block_end();
-          break;
-        }
-      }
-      return n;
-    }
-    if (kw == "for") {
-      auto n = new_node(NodeKind::kFor, begin);
-      n->target = parse_assign_target(false);
-      if (!is_name("in")) fail("expected 'in' in for loop, got " + describe(cur()));
-      next();
-      n->expr = parse_tuple(false);  // no conditional expression: "if" filters the loop
-      if (is_name("if")) {
-        next();
-        n->cond = parse_expr(true);
-      }
-      if (is_name("recursive")) fail("recursive for loops are not supported");
-      expect_block_end();
-      ++loop_depth_;
-      const bool outer_loop = saw_loop_;
-      saw_loop_ = false;
-      n->body = parse_body({"else", "endfor"}, found, &begin);
-      --loop_depth_;
-      if (found == "else") {
-        expect_block_end();
-        n->else_body = parse_body({"endfor"}, found, &begin);
-      }
-      n->uses_loop = saw_loop_;
-      saw_loop_ = outer_loop || saw_loop_;
-      expect_block_end();
-      return n;
-    }
-    if (kw == "set") {
-      ExprPtr target = parse_assign_target(true);
-      if (is_op("=")) {
-        next();
-        auto n = new_node(NodeKind::kSet, begin);
-        n->target = std::move(target);
-        n->expr = parse_tuple(true);
-        expect_block_end();
-        return n;
-      }
-      auto n = new_node(NodeKind::kSetBlock, begin);
-      n->target = std::move(target);
-      if (is_op("|")) n->expr = parse_filter_chain(nullptr);
-      expect_block_end();
-      n->body = parse_body({"endset"}, found, &begin);
-      expect_block_end();
-      return n;
-    }
-    if (kw == "macro") {
-      auto n = new_node(NodeKind::kMacro, begin);
-      n->name = expect_name();
-      parse_params(*n);
-      expect_block_end();
-      const bool outer_v = saw_varargs_, outer_k = saw_kwargs_, outer_c = saw_caller_;
-      saw_varargs_ = saw_kwargs_ = saw_caller_ = false;
-      const int outer_loops = loop_depth_;
-      loop_depth_ = 0;
-      n->body = parse_body({"endmacro"}, found, &begin);
-      loop_depth_ = outer_loops;
-      n->uses_varargs = saw_varargs_;
-      n->uses_kwargs = saw_kwargs_;
-      n->uses_caller = saw_caller_;
-      saw_varargs_ = outer_v;
-      saw_kwargs_ = outer_k;
-      saw_caller_ = outer_c;
-      if (cur().kind == Tok::kName) next();  // {% endmacro name %}
-      expect_block_end();
-      return n;
-    }
-    if (kw == "call") {
-      auto n = new_node(NodeKind::kCallBlock, begin);
-      if (is_op("(")) parse_params(*n);
-      n->expr = parse_expr(true);
-      if (n->expr->kind != ExprKind::kCall) fail("expected a call in {% call %}");
-      expect_block_end();
-      const int outer_loops = loop_depth_;
-      loop_depth_ = 0;
-      n->body = parse_body({"endcall"}, found, &begin);
-      loop_depth_ = outer_loops;
-      expect_block_end();
-      return n;
-    }
-    if (kw == "filter") {
-      auto n = new_node(NodeKind::kFilterBlock, begin);
-      n->expr = parse_filter_chain(nullptr, /*leading_pipe=*/false);
-      expect_block_end();
-      n->body = parse_body({"endfilter"}, found, &begin);
-      expect_block_end();
-      return n;
-    }
-    if (kw == "break" || kw == "continue") {
-      if (loop_depth_ == 0) fail("'" + kw + "' outside of a loop");
-      expect_block_end();
-      return new_node(kw == "break" ? NodeKind::kBreak : NodeKind::kContinue, begin);
-    }
-    if (kw == "do") {
-      auto n = new_node(NodeKind::kDo, begin);
-      n->expr = parse_tuple(true);
-      expect_block_end();
-      return n;
-    }
-    if (kw == "generation" || kw == "with") {
-      auto n = new_node(NodeKind::kScope, begin);
-      if (kw == "with") {
-        while (cur().kind != Tok::kBlockEnd) {
-          if (!n->assigns.empty()) expect_op(",");
-          ExprPtr t = parse_assign_target(false);
-          expect_op("=");
-          n->assigns.emplace_back(std::move(t), parse_expr(true));
-        }
-      }
-      expect_block_end();
-      n->body = parse_body({kw == "with" ? "endwith" : "endgeneration"}, found, &begin);
-      expect_block_end();
-      return n;
-    }
-    if (kw == "raw" || kw == "endraw") {
-      expect_block_end();
-      return nullptr;
-    }
+    static const std::unordered_map<std::string, StatementParser> kParsers = {
+        {"if", &Parser::parse_if},         {"for", &Parser::parse_for},
+        {"set", &Parser::parse_set},       {"macro", &Parser::parse_macro},
+        {"call", &Parser::parse_call_block}, {"filter", &Parser::parse_filter_block},
+        {"break", &Parser::parse_loop_control}, {"continue", &Parser::parse_loop_control},
+        {"do", &Parser::parse_do},         {"with", &Parser::parse_scope},
+        {"generation", &Parser::parse_scope}, {"raw", &Parser::parse_raw_tag},
+        {"endraw", &Parser::parse_raw_tag},
+    };
+    if (auto it = kParsers.find(kw); it != kParsers.end()) return (this->*it->second)(kw, begin);
     if (kw == "include" || kw == "extends" || kw == "import" || kw == "from" || kw == "block")
       fail_at(begin.line, begin.col, "'" + kw + "' is not supported in chat templates");
     if (kw.rfind("end", 0) == 0 || kw == "else" || kw == "elif")
       fail_at(begin.line, begin.col, "unexpected '" + kw + "' (no open block it could close)");
     fail_at(begin.line, begin.col, "unknown statement '" + kw + "'");
+  }
+
+  // {% if %} ... {% elif %} ... {% else %} ... {% endif %}
+  NodePtr parse_if(const std::string&, const Tok& begin) {
+    std::string found;
+    auto n = new_node(NodeKind::kIf, begin);
+    ExprPtr cond = parse_tuple(true);
+    expect_block_end();
+    while (true) {
+      Body b = parse_body({"elif", "else", "endif"}, found, &begin);
+      n->branches.emplace_back(std::move(cond), std::move(b));
+      if (found == "elif") {
+        cond = parse_tuple(true);
+        expect_block_end();
+      } else if (found == "else") {
+        expect_block_end();
+        Body eb = parse_body({"endif"}, found, &begin);
+        n->branches.emplace_back(nullptr, std::move(eb));
+        expect_block_end();
+        break;
+      } else {
+        expect_block_end();
+        break;
+      }
+    }
+    return n;
+  }
+
+  // {% for target in iterable [if cond] %} ... [{% else %} ...] {% endfor %}
+  NodePtr parse_for(const std::string&, const Tok& begin) {
+    std::string found;
+    auto n = new_node(NodeKind::kFor, begin);
+    n->target = parse_assign_target(false);
+    if (!is_name("in")) fail("expected 'in' in for loop, got " + describe(cur()));
+    next();
+    n->expr = parse_tuple(false);  // no conditional expression: "if" filters the loop
+    if (is_name("if")) {
+      next();
+      n->cond = parse_expr(true);
+    }
+    if (is_name("recursive")) fail("recursive for loops are not supported");
+    expect_block_end();
+    ++loop_depth_;
+    const bool outer_loop = saw_loop_;
+    saw_loop_ = false;
+    n->body = parse_body({"else", "endfor"}, found, &begin);
+    --loop_depth_;
+    if (found == "else") {
+      expect_block_end();
+      n->else_body = parse_body({"endfor"}, found, &begin);
+    }
+    n->uses_loop = saw_loop_;
+    saw_loop_ = outer_loop || saw_loop_;
+    expect_block_end();
+    return n;
+  }
+
+  // {% set target = expr %}, or the block form {% set target [| filters] %} ... {% endset %}
+  NodePtr parse_set(const std::string&, const Tok& begin) {
+    std::string found;
+    ExprPtr target = parse_assign_target(true);
+    if (is_op("=")) {
+      next();
+      auto n = new_node(NodeKind::kSet, begin);
+      n->target = std::move(target);
+      n->expr = parse_tuple(true);
+      expect_block_end();
+      return n;
+    }
+    auto n = new_node(NodeKind::kSetBlock, begin);
+    n->target = std::move(target);
+    if (is_op("|")) n->expr = parse_filter_chain(nullptr);
+    expect_block_end();
+    n->body = parse_body({"endset"}, found, &begin);
+    expect_block_end();
+    return n;
+  }
+
+  // {% macro name(params) %} ... {% endmacro %}: notes whether the body uses varargs, kwargs, caller.
+  NodePtr parse_macro(const std::string&, const Tok& begin) {
+    std::string found;
+    auto n = new_node(NodeKind::kMacro, begin);
+    n->name = expect_name();
+    parse_params(*n);
+    expect_block_end();
+    const bool outer_v = saw_varargs_, outer_k = saw_kwargs_, outer_c = saw_caller_;
+    saw_varargs_ = saw_kwargs_ = saw_caller_ = false;
+    const int outer_loops = loop_depth_;
+    loop_depth_ = 0;
+    n->body = parse_body({"endmacro"}, found, &begin);
+    loop_depth_ = outer_loops;
+    n->uses_varargs = saw_varargs_;
+    n->uses_kwargs = saw_kwargs_;
+    n->uses_caller = saw_caller_;
+    saw_varargs_ = outer_v;
+    saw_kwargs_ = outer_k;
+    saw_caller_ = outer_c;
+    if (cur().kind == Tok::kName) next();  // {% endmacro name %}
+    expect_block_end();
+    return n;
+  }
+
+  // {% call[(params)] macro(args) %} ... {% endcall %}
+  NodePtr parse_call_block(const std::string&, const Tok& begin) {
+    std::string found;
+    auto n = new_node(NodeKind::kCallBlock, begin);
+    if (is_op("(")) parse_params(*n);
+    n->expr = parse_expr(true);
+    if (n->expr->kind != ExprKind::kCall) fail("expected a call in {% call %}");
+    expect_block_end();
+    const int outer_loops = loop_depth_;
+    loop_depth_ = 0;
+    n->body = parse_body({"endcall"}, found, &begin);
+    loop_depth_ = outer_loops;
+    expect_block_end();
+    return n;
+  }
+
+  // {% filter name(args) | ... %} ... {% endfilter %}
+  NodePtr parse_filter_block(const std::string&, const Tok& begin) {
+    std::string found;
+    auto n = new_node(NodeKind::kFilterBlock, begin);
+    n->expr = parse_filter_chain(nullptr, /*leading_pipe=*/false);
+    expect_block_end();
+    n->body = parse_body({"endfilter"}, found, &begin);
+    expect_block_end();
+    return n;
+  }
+
+  // {% break %} / {% continue %}, inside a loop only.
+  NodePtr parse_loop_control(const std::string& kw, const Tok& begin) {
+    if (loop_depth_ == 0) fail("'" + kw + "' outside of a loop");
+    expect_block_end();
+    return new_node(kw == "break" ? NodeKind::kBreak : NodeKind::kContinue, begin);
+  }
+
+  // {% do expr %}
+  NodePtr parse_do(const std::string&, const Tok& begin) {
+    auto n = new_node(NodeKind::kDo, begin);
+    n->expr = parse_tuple(true);
+    expect_block_end();
+    return n;
+  }
+
+  // {% with a = x, ... %} ... {% endwith %} and {% generation %} ... {% endgeneration %}: a scope.
+  NodePtr parse_scope(const std::string& kw, const Tok& begin) {
+    std::string found;
+    auto n = new_node(NodeKind::kScope, begin);
+    if (kw == "with") {
+      while (cur().kind != Tok::kBlockEnd) {
+        if (!n->assigns.empty()) expect_op(",");
+        ExprPtr t = parse_assign_target(false);
+        expect_op("=");
+        n->assigns.emplace_back(std::move(t), parse_expr(true));
+      }
+    }
+    expect_block_end();
+    n->body = parse_body({kw == "with" ? "endwith" : "endgeneration"}, found, &begin);
+    expect_block_end();
+    return n;
+  }
+
+  // {% raw %} / {% endraw %}: the lexer kept the text between them; the tags leave no node.
+  NodePtr parse_raw_tag(const std::string&, const Tok&) {
+    expect_block_end();
+    return nullptr;
   }
 
   void parse_params(Node& n) {
@@ -1146,4 +1186,4 @@ Expected<std::shared_ptr<const Body>> parse_template(std::string_view source) {
   }
 }
 
-}  // namespace loom::chat
+}  // namespace loom::jinja

@@ -12,7 +12,8 @@
 // tuple, true/false/none in both spellings), + - * / // % ** ~, comparisons (chained), in / not
 // in, and/or/not, a if b else c, attributes, items, slices, calls with keyword arguments, filters
 // and `is` tests. Builtins: range, namespace, dict, raise_exception, strftime_now; the filters,
-// tests and str/dict/list methods listed in builtins.cpp.
+// tests and str/dict/list methods in the tables of builtin_filters.cpp, builtin_tests.cpp and
+// builtin_methods.cpp.
 //
 // Values follow Python: an absent variable is undefined (prints "", iterates empty, fails on
 // attribute access or arithmetic), JSON null is None, dicts keep insertion order.
@@ -44,7 +45,7 @@
 
 #include "base/status.h"
 
-namespace loom::chat {
+namespace loom::jinja {
 
 struct Node;
 
@@ -79,4 +80,4 @@ class Template {
   std::shared_ptr<const std::vector<std::unique_ptr<Node>>> body_;
 };
 
-}  // namespace loom::chat
+}  // namespace loom::jinja

@@ -16,7 +16,7 @@
 
 #include "base/status.h"
 
-namespace loom::chat {
+namespace loom::jinja {
 
 class Value;
 class Interpreter;
@@ -176,4 +176,4 @@ void utf8_append(std::string& out, uint32_t cp);
 size_t utf8_length(std::string_view s);
 bool is_py_space(uint32_t cp);
 
-}  // namespace loom::chat
+}  // namespace loom::jinja

@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "base/status.h"
-#include "chat/value.h"
+#include "jinja/value.h"
 
-namespace loom::chat {
+namespace loom::jinja {
 
 struct Expr;
 using ExprPtr = std::unique_ptr<Expr>;
@@ -96,4 +96,4 @@ struct Node {
 // Errors carry "line L, column C".
 Expected<std::shared_ptr<const Body>> parse_template(std::string_view source);
 
-}  // namespace loom::chat
+}  // namespace loom::jinja

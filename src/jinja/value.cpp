@@ -1,4 +1,4 @@
-#include "chat/value.h"
+#include "jinja/value.h"
 #include "vocab/unicode.h"
 
 #include <algorithm>
@@ -6,7 +6,7 @@
 #include <cmath>
 #include <cstdio>
 
-namespace loom::chat {
+namespace loom::jinja {
 
 namespace {
 constexpr int kMaxNesting = 256;  // containers may be cyclic (list.append(itself)): stop printing
@@ -520,4 +520,4 @@ Expected<std::string> to_json(const Value& v, const JsonOptions& opts) {
   return out;
 }
 
-}  // namespace loom::chat
+}  // namespace loom::jinja

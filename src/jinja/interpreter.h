@@ -6,11 +6,11 @@
 #include <string>
 #include <vector>
 
-#include "chat/ast.h"
-#include "chat/template.h"
-#include "chat/value.h"
+#include "jinja/ast.h"
+#include "jinja/template.h"
+#include "jinja/value.h"
 
-namespace loom::chat {
+namespace loom::jinja {
 
 class Interpreter {
  public:
@@ -94,12 +94,15 @@ class Interpreter {
   int current_line() const { return line_; }
 };
 
-// Builtin filters and tests (builtins.cpp). Both throw TemplateError for unknown names.
+// Builtin filters and tests (builtin_filters.cpp, builtin_tests.cpp: tables by name). Both throw
+// TemplateError for unknown names.
 Value builtin_filter(Interpreter& in, const std::string& name, const Value& v, CallArgs& args);
 bool builtin_test(Interpreter& in, const std::string& name, const Value& v, CallArgs& args);
-// Method `name` of a str / dict / list value, or undefined when it has none.
+// Whether a filter of that name exists (the `filter` test).
+bool has_filter(const std::string& name);
+// Method `name` of a str / dict / list value, or undefined when it has none (builtin_methods.cpp).
 Value builtin_method(Interpreter& in, const Value& obj, const std::string& name);
-// Python binary operators shared by the evaluator and filters (sum, ...).
+// Python binary operators shared by the evaluator and filters (sum, ...) (operators.cpp).
 Value binary_op(Interpreter& in, const std::string& op, const Value& a, const Value& b);
 // Python ordering (<) for sort/min/max/comparisons; throws TypeError-like errors.
 int compare_values(Interpreter& in, const Value& a, const Value& b);
@@ -110,4 +113,4 @@ bool contains(Interpreter& in, const Value& container, const Value& item);
 // strftime with the time RenderOptions gives.
 std::string strftime_now(const RenderOptions& opts, const std::string& fmt);
 
-}  // namespace loom::chat
+}  // namespace loom::jinja

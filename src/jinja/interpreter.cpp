@@ -1,9 +1,9 @@
-#include "chat/interpreter.h"
+#include "jinja/interpreter.h"
 
 #include <cmath>
 #include <ctime>
 
-namespace loom::chat {
+namespace loom::jinja {
 
 namespace {
 constexpr int kMaxEvalDepth = 500;  // C++ recursion through eval/exec: ~1 KiB of stack each
@@ -730,4 +730,4 @@ std::string strftime_now(const RenderOptions& opts, const std::string& fmt) {
   return out;
 }
 
-}  // namespace loom::chat
+}  // namespace loom::jinja
