@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # loom vs llama.cpp's llama-bench on this year's model families, side by side in one run:
 #   bench/families.sh [-t "1 2"] [-r REPS=3] [SHAPE...]
-#     SHAPE: qwen35-0.8b lfm2-1.2b smollm3-3b (issue 29, the default), gemma4-e2b ministral3-3b (issue 30)
+#     SHAPE: qwen35-0.8b lfm2-1.2b smollm3-3b (issue 29, the default), gemma4-e2b ministral3-3b (issue 30),
+#            qwen3moe-2b gpt-oss-2b (issue 31: mixtures of experts)
 #
 # The models are synthetic (random weights) at the published configs' dimensions, made once by
 # `make_arch_variant bench-shape` (F16, with a llama.cpp vocabulary of the right size: qwen35's,
 # GPT-NeoX's padded to 65536 for LFM2, Llama 3's for SmolLM3, Gemma 4's, Llama 3's padded to 131072
-# for Ministral 3) and llama-quantize Q4_K_M, and kept in
+# for Ministral 3, Qwen2's padded to o200k's 201088 for gpt-oss) and llama-quantize Q4_K_M (gpt-oss:
+# MXFP4_MOE, the published files' mix: MXFP4 experts, Q8_0 elsewhere), and kept in
 # $LOOM_BENCH_MODELS (default ~/.cache/loom-bench-models). For each model and thread count: pp512 and
 # tg128 (REPS repetitions), and at the last thread count tg128 after 4096 tokens of context
 # (-d 4096, DEPTH overrides; one repetition, the fill is long), loom (`loom bench --json`) then
@@ -41,8 +43,12 @@ for b in "$LOOM" "$MAV" "$LLAMA_BIN/llama-bench" "$LLAMA_BIN/llama-quantize"; do
 done
 mkdir -p "$MODELS"
 
-model_for() {  # SHAPE -> path of its Q4_K_M file, made when missing
-  local shape=$1 out="$MODELS/$1-q4_k_m.gguf" vocab extra=""
+quant_of() { [[ $1 == gpt-oss-* ]] && echo MXFP4_MOE || echo Q4_K_M; }
+
+model_for() {  # SHAPE -> path of its quantized file (quant_of), made when missing
+  local shape=$1 q out vocab extra=""
+  q=$(quant_of "$shape")
+  out="$MODELS/$1-${q,,}.gguf"
   if [[ ! -f "$out" ]]; then
     case $shape in
       qwen35-*) vocab=ggml-vocab-qwen35.gguf ;;
@@ -51,13 +57,14 @@ model_for() {  # SHAPE -> path of its Q4_K_M file, made when missing
       gemma4-*) vocab=ggml-vocab-gemma-4.gguf ;;
       ministral3-*) vocab=ggml-vocab-llama-bpe.gguf; extra=vocab=131072 ;;
       qwen3moe-*) vocab=ggml-vocab-qwen2.gguf ;;
+      gpt-oss-*) vocab=ggml-vocab-qwen2.gguf; extra=vocab=201088 ;;
       *) echo "families.sh: unknown shape $shape" >&2; exit 2 ;;
     esac
     [[ -f "$LLAMA_SRC/models/$vocab" ]] || { echo "families.sh: $LLAMA_SRC/models/$vocab missing (scripts/fetch-llama-cpp-src.sh)" >&2; exit 1; }
     echo "making $out ..." >&2
     # shellcheck disable=SC2086
     "$MAV" bench-shape "$shape" "$LLAMA_SRC/models/$vocab" "$MODELS/$shape-f16.gguf" $extra >&2
-    "$LLAMA_BIN/llama-quantize" "$MODELS/$shape-f16.gguf" "$out" Q4_K_M "$(nproc)" > "$MODELS/$shape-quantize.log" 2>&1
+    "$LLAMA_BIN/llama-quantize" "$MODELS/$shape-f16.gguf" "$out" "$q" "$(nproc)" > "$MODELS/$shape-quantize.log" 2>&1
     rm -f "$MODELS/$shape-f16.gguf"
   fi
   echo "$out"
@@ -78,7 +85,7 @@ for shape in "${SHAPES[@]}"; do
     else
       echo '{"depth":0,"tg_tps":0}' > "$tmp/ld.json"; echo '[]' > "$tmp/pd.json"
     fi
-    rows+=("$(node - "$shape" "$t" "$tmp/l0.json" "$tmp/ld.json" "$tmp/p0.json" "$tmp/pd.json" <<'JS'
+    rows+=("$(node - "$shape $(quant_of "$shape")" "$t" "$tmp/l0.json" "$tmp/ld.json" "$tmp/p0.json" "$tmp/pd.json" <<'JS'
 const fs = require('fs')
 const [shape, t, l0, ld, p0, pd] = process.argv.slice(2)
 const L0 = JSON.parse(fs.readFileSync(l0, 'utf8')), LD = JSON.parse(fs.readFileSync(ld, 'utf8'))
@@ -88,7 +95,7 @@ const depth = LD.depth
 const cells = [[L0.pp_tps, peer(512, 0, 0)], [L0.tg_tps, peer(0, 128, 0)], [LD.tg_tps, peer(0, 128, depth)]]
 const fmt = ([a, b]) => (a > 0 ? `${a.toFixed(1)} / ${b.toFixed(1)} (**${b > 0 ? (a / b).toFixed(2) : 'n/a'}x**)` : '–')
 const bw = L0.mem_bw_gbps > 0 ? `${L0.tg_gbps.toFixed(1)} GB/s = ${(100 * L0.bw_fraction).toFixed(0)} % of ${L0.mem_bw_gbps.toFixed(1)}` : 'n/a'
-console.log(`| ${shape} Q4_K_M | ${t} | ${cells.map(fmt).join(' | ')} | ${bw} |`)
+console.log(`| ${shape} | ${t} | ${cells.map(fmt).join(' | ')} | ${bw} |`)
 JS
 )")
     echo "${rows[-1]}"

@@ -253,6 +253,7 @@ Status make_family_model(const gguf::GgufFile& in, gguf::GgufWriter& w, const st
   if (a == "mistral3") return make_mistral3(in, w, rng, shape);
   if (a == "gemma3n") return make_gemma3n(in, w, rng);
   if (a == "qwen3moe") return make_qwen3moe_shape(in, w, rng, shape);
+  if (a == "gpt-oss") return make_gpt_oss_shape(in, w, rng, shape);
   if (!smol && !granite && !lfm2 && !qwen35) return invalid_argument("unknown family '" + a + "'");
   LOOM_ASSIGN_OR_RETURN(const int64_t V, clear_model(in, w));
   int64_t E = 64, H = 4, Hkv = 2, D = 16, F = 128, n_rot = qwen35 ? 8 : D;
@@ -411,6 +412,13 @@ bool family_shape(const std::string& name, std::string& arch, FamilyShape& s) {
     s.E = 1024, s.L = 24, s.H = 16, s.Hkv = 4, s.D = 64, s.F = 512, s.n_rot = 64;
     s.n_expert = 64, s.n_expert_used = 8;
     s.rope_base = 1e6f;
+    return true;
+  }
+  if (name == "gpt-oss-2b") {  // gpt-oss-20b's layout at ~1.7B: 32 experts of 1024, 4 chosen, a window of 128
+    arch = "gpt-oss";
+    s.E = 1024, s.L = 12, s.H = 32, s.Hkv = 4, s.D = 64, s.F = 1024;
+    s.n_expert = 32, s.n_expert_used = 4, s.window = 128;
+    s.rope_base = 150000.0f;
     return true;
   }
   if (name == "qwen3moe-kq") {  // the smallest qwen3moe whose experts fill K-quant blocks (Q4_K_M golden)

@@ -54,6 +54,7 @@ struct FamilyShape {
   std::vector<int32_t> sections;                      // qwen35's M-RoPE sections
   int64_t n_expert = 0, n_expert_used = 0;            // MoE shapes (F: the experts' width)
   float rope_base = 0;
+  int64_t window = 0;                                 // gpt-oss: the sliding layers' window
   float router_std = 0;                               // MoE routers N(0, router_std / sqrt(E)); 0: 2
   bool f16 = false;                                   // matrices as F16
 };
@@ -61,7 +62,7 @@ struct FamilyShape {
 // Drops w's architecture keys and tensors (a copy of in), keeping the tokenizer; returns n_vocab.
 Expected<int64_t> clear_model(const gguf::GgufFile& in, gguf::GgufWriter& w);
 
-// The bench shapes: "qwen35-0.8b", "lfm2-1.2b", "smollm3-3b", "gemma4-e2b", "ministral3-3b", "qwen3moe-2b" (the
+// The bench shapes: "qwen35-0.8b", "lfm2-1.2b", "smollm3-3b", "gemma4-e2b", "ministral3-3b", "qwen3moe-2b", "gpt-oss-2b" (the
 // published configs' dimensions; gemma4-e2b's S is the sliding layers' head size), and "qwen3moe-kq" (2 layers
 // of n_embd 256, 8 experts of 256: the smallest qwen3moe whose every matrix fills K-quant blocks, for
 // the Q4_K_M golden).
@@ -79,5 +80,7 @@ Status make_family_model(const gguf::GgufFile& in, gguf::GgufWriter& w, const st
 Status make_moe_model(const gguf::GgufFile& in, gguf::GgufWriter& w, const std::string& arch, std::mt19937& rng);
 // A qwen3moe at a bench shape (F16 matrices, F32 routers, tied output) from scratch with in's tokenizer.
 Status make_qwen3moe_shape(const gguf::GgufFile& in, gguf::GgufWriter& w, std::mt19937& rng, const FamilyShape& shape);
+// A gpt-oss at a bench shape (F16 matrices; F32 routers, biases and sinks; untied output) from scratch.
+Status make_gpt_oss_shape(const gguf::GgufFile& in, gguf::GgufWriter& w, std::mt19937& rng, const FamilyShape& shape);
 
 }  // namespace loom

@@ -40,12 +40,23 @@
 namespace loom {
 namespace {
 
-Status make_gpt_oss(const gguf::GgufFile& in, gguf::GgufWriter& w, std::mt19937& rng, bool mxfp4) {
+// The test model's dimensions, or a bench shape's (FamilyShape: E, L, H, Hkv, D, F = the experts'
+// width, n_expert, n_expert_used, window, rope_base; F16 matrices with F32 routers and biases, the
+// published files' YaRN factor 32 from 4096).
+struct GptOssDims {
+  int64_t E = 64, L = 4, H = 8, Hkv = 2, D = 16, X = 8, K = 4, Fe = 64, window = 8, orig = 32, ctx = 4096;
+  float base = 150000.0f, yarn = 4.0f;
+  bool f16 = false;
+};
+
+Status make_gpt_oss(const gguf::GgufFile& in, gguf::GgufWriter& w, std::mt19937& rng, bool mxfp4,
+                    const GptOssDims& g = {}) {
   LOOM_ASSIGN_OR_RETURN(const int64_t V, clear_model(in, w));
   const std::string a = "gpt-oss";
-  const int64_t E = 64, L = 4, H = 8, Hkv = 2, D = 16, X = 8, K = 4, Fe = 64, window = 8, orig = 32;
+  const int64_t E = g.E, L = g.L, H = g.H, Hkv = g.Hkv, D = g.D, X = g.X, K = g.K, Fe = g.Fe, window = g.window,
+                orig = g.orig;
   LOOM_RETURN_IF_ERROR(w.set_string("general.architecture", a));
-  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".context_length", 4096));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".context_length", uint32_t(g.ctx)));
   if (mxfp4) {
     w.remove("general.file_type");
     LOOM_RETURN_IF_ERROR(w.set_u32("general.file_type", 38));  // MOSTLY_MXFP4_MOE, as llama-quantize names it
@@ -63,9 +74,9 @@ Status make_gpt_oss(const gguf::GgufFile& in, gguf::GgufWriter& w, std::mt19937&
   LOOM_RETURN_IF_ERROR(w.set_u32(a + ".expert_count", uint32_t(X)));
   LOOM_RETURN_IF_ERROR(w.set_u32(a + ".expert_used_count", uint32_t(K)));
   LOOM_RETURN_IF_ERROR(w.set_u32(a + ".expert_feed_forward_length", uint32_t(Fe)));
-  LOOM_RETURN_IF_ERROR(w.set_f32(a + ".rope.freq_base", 150000.0f));
+  LOOM_RETURN_IF_ERROR(w.set_f32(a + ".rope.freq_base", g.base));
   LOOM_RETURN_IF_ERROR(w.set_string(a + ".rope.scaling.type", "yarn"));
-  LOOM_RETURN_IF_ERROR(w.set_f32(a + ".rope.scaling.factor", 4.0f));
+  LOOM_RETURN_IF_ERROR(w.set_f32(a + ".rope.scaling.factor", g.yarn));
   LOOM_RETURN_IF_ERROR(w.set_u32(a + ".rope.scaling.original_context_length", uint32_t(orig)));
   LOOM_RETURN_IF_ERROR(w.set_u32(a + ".vocab_size", uint32_t(V)));
   // Expert weights: F32, gate and up large enough that the clamp bites; MXFP4, smaller ones (see the
@@ -73,10 +84,11 @@ Status make_gpt_oss(const gguf::GgufFile& in, gguf::GgufWriter& w, std::mt19937&
   const float gate_up_std = (mxfp4 ? 1.0f : 2.5f) / std::sqrt(float(E));
   const float down_std = (mxfp4 ? 0.25f : 1.0f) / std::sqrt(float(Fe));
   Draws rnd{rng};
-  const TensorFiller add{w, false};
+  // Matrices (F16 for a bench shape); routers, biases and sinks F32 as in the published files.
+  const TensorFiller add{w, g.f16}, add_f32{w, false};
   auto fan_in = [&](int64_t n) { return rnd.normal(1.0f / std::sqrt(float(n))); };
   auto norm_weight = rnd.norm_weight();
-  // An expert stack {cols, rows, X}: F32, or MXFP4 rows of the same drawn values.
+  // An expert stack {cols, rows, X}: F32 (F16), or MXFP4 rows of the same drawn values.
   auto stack = [&](const std::string& name, int64_t cols, int64_t rows, float std) -> Status {
     if (!mxfp4) return add(name, {cols, rows, X}, rnd.normal(std));
     std::vector<float> v(size_t(cols * rows * X));
@@ -97,21 +109,21 @@ Status make_gpt_oss(const gguf::GgufFile& in, gguf::GgufWriter& w, std::mt19937&
     LOOM_RETURN_IF_ERROR(add(p + "attn_q.weight", {E, H * D}, fan_in(E)));
     LOOM_RETURN_IF_ERROR(add(p + "attn_k.weight", {E, Hkv * D}, fan_in(E)));
     LOOM_RETURN_IF_ERROR(add(p + "attn_v.weight", {E, Hkv * D}, fan_in(E)));
-    LOOM_RETURN_IF_ERROR(add(p + "attn_q.bias", {H * D}, rnd.normal(0.1f)));
-    LOOM_RETURN_IF_ERROR(add(p + "attn_k.bias", {Hkv * D}, rnd.normal(0.1f)));
-    LOOM_RETURN_IF_ERROR(add(p + "attn_v.bias", {Hkv * D}, rnd.normal(0.1f)));
+    LOOM_RETURN_IF_ERROR(add_f32(p + "attn_q.bias", {H * D}, rnd.normal(0.1f)));
+    LOOM_RETURN_IF_ERROR(add_f32(p + "attn_k.bias", {Hkv * D}, rnd.normal(0.1f)));
+    LOOM_RETURN_IF_ERROR(add_f32(p + "attn_v.bias", {Hkv * D}, rnd.normal(0.1f)));
     LOOM_RETURN_IF_ERROR(add(p + "attn_output.weight", {H * D, E}, fan_in(H * D)));
-    LOOM_RETURN_IF_ERROR(add(p + "attn_output.bias", {E}, rnd.normal(0.1f)));
-    LOOM_RETURN_IF_ERROR(add(p + "attn_sinks.weight", {H}, rnd.normal(1.0f)));
+    LOOM_RETURN_IF_ERROR(add_f32(p + "attn_output.bias", {E}, rnd.normal(0.1f)));
+    LOOM_RETURN_IF_ERROR(add_f32(p + "attn_sinks.weight", {H}, rnd.normal(1.0f)));
     LOOM_RETURN_IF_ERROR(add(p + "post_attention_norm.weight", {E}, norm_weight));
-    LOOM_RETURN_IF_ERROR(add(p + "ffn_gate_inp.weight", {E, X}, rnd.normal(2.0f / std::sqrt(float(E)))));
-    LOOM_RETURN_IF_ERROR(add(p + "ffn_gate_inp.bias", {X}, rnd.normal(0.5f)));
+    LOOM_RETURN_IF_ERROR(add_f32(p + "ffn_gate_inp.weight", {E, X}, rnd.normal(2.0f / std::sqrt(float(E)))));
+    LOOM_RETURN_IF_ERROR(add_f32(p + "ffn_gate_inp.bias", {X}, rnd.normal(0.5f)));
     LOOM_RETURN_IF_ERROR(stack(p + "ffn_gate_exps.weight", E, Fe, gate_up_std));
-    LOOM_RETURN_IF_ERROR(add(p + "ffn_gate_exps.bias", {Fe, X}, rnd.normal(0.5f)));
+    LOOM_RETURN_IF_ERROR(add_f32(p + "ffn_gate_exps.bias", {Fe, X}, rnd.normal(0.5f)));
     LOOM_RETURN_IF_ERROR(stack(p + "ffn_up_exps.weight", E, Fe, gate_up_std));
-    LOOM_RETURN_IF_ERROR(add(p + "ffn_up_exps.bias", {Fe, X}, rnd.normal(0.5f)));
+    LOOM_RETURN_IF_ERROR(add_f32(p + "ffn_up_exps.bias", {Fe, X}, rnd.normal(0.5f)));
     LOOM_RETURN_IF_ERROR(stack(p + "ffn_down_exps.weight", Fe, E, down_std));
-    LOOM_RETURN_IF_ERROR(add(p + "ffn_down_exps.bias", {E, X}, rnd.normal(0.1f)));
+    LOOM_RETURN_IF_ERROR(add_f32(p + "ffn_down_exps.bias", {E, X}, rnd.normal(0.1f)));
   }
   return Status::ok();
 }
@@ -272,6 +284,15 @@ Status make_moe_model(const gguf::GgufFile& in, gguf::GgufWriter& w, const std::
     }
   }
   return Status::ok();
+}
+
+Status make_gpt_oss_shape(const gguf::GgufFile& in, gguf::GgufWriter& w, std::mt19937& rng, const FamilyShape& shape) {
+  if (shape.E == 0 || shape.n_expert == 0) return invalid_argument("gpt-oss: only bench shapes are made this way");
+  GptOssDims g;
+  g.E = shape.E, g.L = shape.L, g.H = shape.H, g.Hkv = shape.Hkv, g.D = shape.D, g.X = shape.n_expert;
+  g.K = shape.n_expert_used, g.Fe = shape.F, g.window = shape.window, g.orig = 4096, g.ctx = 131072;
+  g.base = shape.rope_base, g.yarn = 32.0f, g.f16 = true;
+  return make_gpt_oss(in, w, rng, /*mxfp4=*/false, g);
 }
 
 Status make_qwen3moe_shape(const gguf::GgufFile& in, gguf::GgufWriter& w, std::mt19937& rng, const FamilyShape& shape) {

@@ -49,7 +49,7 @@
 //                                                    ARCH gpt-oss / gpt-oss-mxfp4: a gpt-oss from scratch
 //                                                    with IN's tokenizer (F32, or MXFP4 experts)
 //   make_arch_variant bench-shape SHAPE IN.gguf OUT.gguf [vocab=N]  SHAPE: qwen35-0.8b, lfm2-1.2b, smollm3-3b,
-//                                                    gemma4-e2b, ministral3-3b, qwen3moe-2b, qwen3moe-kq (make_arch_families.h)
+//                                                    gemma4-e2b, ministral3-3b, qwen3moe-2b, gpt-oss-2b, qwen3moe-kq (make_arch_families.h)
 //                                                    the same families at a real model's dimensions, F16
 //                                                    matrices (for llama-quantize), tied output, IN's
 //                                                    tokenizer padded with unused tokens to N (speed benchmarks)
