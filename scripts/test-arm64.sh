@@ -49,8 +49,9 @@ echo "build: $((SECONDS - start)) s" >&2
 # Skipped by default (each takes minutes under QEMU; what they check is covered on AArch64 by
 # the tests named after the colon):
 #  - QuantSimd.VecDotTileMatchesReference: QuantSimdHighway.VecDotTileMatchesReference (each target)
-#  - Packed.{ReferenceMatchesVecDotOnOriginalRows,DispatchedMatchesReference}: the packed layout
-#    is used only with the x86 kernels (AArch64 never packs); Packed's other tests still run
+#  - Packed.{ReferenceMatchesVecDotOnOriginalRows,DispatchedMatchesReference}: every packable
+#    type, most of them without an AArch64 kernel; the types with one are checked by
+#    Packed.DispatchedNeonTypesMatchReference and Packed.Neon* (each of the three copies)
 #  - test_quant_simd_force_scalar: QuantSimd.* and QuantSimdHighway.* without the environment
 #  - QuantizeModel.RequantizeNeedsPermission: the other QuantizeModel/QuantGoldenQuantize tests
 #  - Attention.{ShapesF16Causal,StreamingChunksOverManyKvHeads,KvTypePairs,MasksHideAndBiasCells}:

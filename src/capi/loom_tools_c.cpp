@@ -120,12 +120,15 @@ std::string build_system_info() {
   add("AMX_INT8", f.amx_int8);
   add("AMX_BF16", f.amx_bf16);
   add("NEON_DOTPROD", f.neon_dotprod);
+  add("NEON_I8MM", f.neon_i8mm);
+  add("NEON_FP16", f.neon_fp16);
   add("SVE", f.sve);
   const char* kernels = !f.simd                      ? "scalar"
                         : f.has_amx_int8_set()       ? "amx+avx512"
                         : f.has_avx512_vnni_set()    ? "avx512"
                         : f.has_avx_vnni_set()       ? "avx-vnni"
                         : f.has_avx2_set()           ? "avx2"
+                        : f.neon_i8mm                ? "neon-i8mm"
                         : f.neon_dotprod             ? "neon-dotprod"
                                                      : "baseline";
   s += std::string(" | kernels = ") + kernels;

@@ -60,6 +60,11 @@ bool packed_neon_has_kernel(TensorType t) {
     case TensorType::Q8_0:
     case TensorType::IQ4_NL:
     case TensorType::Q4_K:
+    case TensorType::Q5_K:
+    case TensorType::Q6_K:
+    case TensorType::IQ4_XS:
+    case TensorType::F16:
+    case TensorType::BF16:
       return true;
     default:
       return false;

@@ -190,14 +190,18 @@ LOOM_PN_ATTR void sdot_pass(const uint8_t* grp, int64_t nb, const uint8_t* act,
     if constexpr (F.nibbles) {
       unroll<4>([&](auto cc) LOOM_PN_ATTR {
         constexpr int C = decltype(cc)::value;
+        // All low nibbles first, then all high ones: consecutive SDOTs into different
+        // accumulators (an in-order core such as Cortex-A55 stalls on back-to-back dependent ones).
+        int8x16_t lo[NR], hi[NR];
 #pragma GCC unroll 4
-        for (int R = 0; R < NR; ++R) {
-          int8x16_t lo, hi;
-          decode<F>(tile, C, R0 + R, lo, hi);
-          for (int a = 0; a < NA; ++a) {
-            isum[a][R] = dot_lane<C>(isum[a][R], lo, xl[a]);
-            isum[a][R] = dot_lane<C>(isum[a][R], hi, xh[a]);
-          }
+        for (int R = 0; R < NR; ++R) decode<F>(tile, C, R0 + R, lo[R], hi[R]);
+        for (int a = 0; a < NA; ++a) {
+#pragma GCC unroll 4
+          for (int R = 0; R < NR; ++R) isum[a][R] = dot_lane<C>(isum[a][R], lo[R], xl[a]);
+        }
+        for (int a = 0; a < NA; ++a) {
+#pragma GCC unroll 4
+          for (int R = 0; R < NR; ++R) isum[a][R] = dot_lane<C>(isum[a][R], hi[R], xh[a]);
         }
       });
     } else {
@@ -247,43 +251,55 @@ LOOM_PN_ATTR void mmla_pass(const uint8_t* grp, int64_t nb, const uint8_t* act,
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* tile = grp + size_t(b) * tile_bytes;
     if constexpr (R0 == 0) prefetch_ahead(tile, tile_bytes);
-    // Columns 8m..8m+7 of the pair's two rows, and the pair's scales [da0, da1, da0, da1].
-    int8x16_t x[NP][4];
-    float32x4_t da[NP], sa[NP];
+    // The pair's rows, and their {d, sum (or s)} words zipped: [d0, d1], [sum0, sum1].
+    const uint8_t* ap[NP][2];
+    float32x2_t d2[NP], s2[NP];
     int32x4_t isum[NP][2 * NR];
     for (int p = 0; p < NP; ++p) {
-      const uint8_t* a0 = act + size_t(2 * p) * act_stride + size_t(b) * sizeof(PackedActBlock);
-      const uint8_t* a1 = a0 + act_stride;
-      for (int m = 0; m < 4; ++m) {
-        x[p][m] = vcombine_s8(vld1_s8(reinterpret_cast<const int8_t*>(a0 + 8 + 8 * m)),
-                              vld1_s8(reinterpret_cast<const int8_t*>(a1 + 8 + 8 * m)));
-      }
-      const float32x2_t d2 = {f32_at(a0), f32_at(a1)};
-      da[p] = vcombine_f32(d2, d2);
-      const float32x2_t s2 = {f32_at(a0 + 4), f32_at(a1 + 4)};
-      sa[p] = vcombine_f32(s2, s2);
-      const int32x2_t i2 = {-bias * i32_at(a0 + 4), -bias * i32_at(a1 + 4)};
-      const int32x4_t init = F.has_min ? vdupq_n_s32(0) : vcombine_s32(i2, i2);
+      ap[p][0] = act + size_t(2 * p) * act_stride + size_t(b) * sizeof(PackedActBlock);
+      ap[p][1] = ap[p][0] + act_stride;
+      const float32x2_t h0 = vld1_f32(reinterpret_cast<const float*>(ap[p][0]));
+      const float32x2_t h1 = vld1_f32(reinterpret_cast<const float*>(ap[p][1]));
+      d2[p] = vzip1_f32(h0, h1);
+      s2[p] = vzip2_f32(h0, h1);
+      const int32x2_t i2 = vmul_n_s32(vreinterpret_s32_f32(s2[p]), -bias);
+      const int32x4_t init = F.has_min || bias == 0 ? vdupq_n_s32(0) : vcombine_s32(i2, i2);
       for (int k = 0; k < 2 * NR; ++k) isum[p][k] = init;
     }
+    // Columns 8m..8m+7 of pair p's two rows (LDR + LD1 to the upper half: no ZIP).
+    auto cols8 = [&](int p, int m) LOOM_PN_ATTR {
+      const int64x2_t lo = vcombine_s64(vld1_s64(reinterpret_cast<const int64_t*>(ap[p][0] + 8 + 8 * m)), vdup_n_s64(0));
+      return vreinterpretq_s8_s64(vld1q_lane_s64(reinterpret_cast<const int64_t*>(ap[p][1] + 8 + 8 * m), lo, 1));
+    };
     const uint8_t* q = tile + Geo<F>::kQ;
+    if constexpr (!F.nibbles) {
+      // Chunks 2m, 2m + 1: columns 8m..8m+7.
+      for (int m = 0; m < 4; ++m) {
+        int8x16_t x[NP];
+        for (int p = 0; p < NP; ++p) x[p] = cols8(p, m);
 #pragma GCC unroll 4
-    for (int R = 0; R < NR; ++R) {
-      const size_t roff = 16 * size_t(R0 + R);
-      if constexpr (!F.nibbles) {
-        // Chunks 2m, 2m + 1: columns 8m..8m+7.
-        for (int m = 0; m < 4; ++m) {
+        for (int R = 0; R < NR; ++R) {
+          const size_t roff = 16 * size_t(R0 + R);
           const uint32x4_t c0 = vreinterpretq_u32_u8(vld1q_u8(q + 128 * size_t(m) + roff));
           const uint32x4_t c1 = vreinterpretq_u32_u8(vld1q_u8(q + 128 * size_t(m) + 64 + roff));
           const uint8x16_t u0 = vreinterpretq_u8_u32(vzip1q_u32(c0, c1)), u1 = vreinterpretq_u8_u32(vzip2q_u32(c0, c1));
           for (int p = 0; p < NP; ++p) {
-            isum[p][2 * R] = vusmmlaq_s32(isum[p][2 * R], u0, x[p][m]);
-            isum[p][2 * R + 1] = vusmmlaq_s32(isum[p][2 * R + 1], u1, x[p][m]);
+            isum[p][2 * R] = vusmmlaq_s32(isum[p][2 * R], u0, x[p]);
+            isum[p][2 * R + 1] = vusmmlaq_s32(isum[p][2 * R + 1], u1, x[p]);
           }
         }
-      } else {
-        // Chunks 2h, 2h + 1: low nibbles columns 8h..8h+7, high nibbles 16 + 8h...
-        for (int h = 0; h < 2; ++h) {
+      }
+    } else {
+      // Chunks 2h, 2h + 1: low nibbles columns 8h..8h+7, high nibbles 16 + 8h...
+      for (int h = 0; h < 2; ++h) {
+        int8x16_t xl[NP], xh[NP];
+        for (int p = 0; p < NP; ++p) {
+          xl[p] = cols8(p, h);
+          xh[p] = cols8(p, 2 + h);
+        }
+#pragma GCC unroll 4
+        for (int R = 0; R < NR; ++R) {
+          const size_t roff = 16 * size_t(R0 + R);
           int8x16_t lo[2], hi[2];  // rows 4R, 4R + 1 (zip1) and 4R + 2, 4R + 3 (zip2)
           if constexpr (F.fifth_bit) {
             int8x16_t l0, h0, l1, h1;
@@ -315,13 +331,19 @@ LOOM_PN_ATTR void mmla_pass(const uint8_t* grp, int64_t nb, const uint8_t* act,
           }
           for (int p = 0; p < NP; ++p) {
             for (int z = 0; z < 2; ++z) {
-              isum[p][2 * R + z] = vmmlaq_s32(isum[p][2 * R + z], lo[z], x[p][h]);
-              isum[p][2 * R + z] = vmmlaq_s32(isum[p][2 * R + z], hi[z], x[p][2 + h]);
+              isum[p][2 * R + z] = vmmlaq_s32(isum[p][2 * R + z], lo[z], xl[p]);
+              isum[p][2 * R + z] = vmmlaq_s32(isum[p][2 * R + z], hi[z], xh[p]);
             }
           }
         }
       }
     }
+    float32x4_t da[NP], sa[NP];
+    for (int p = 0; p < NP; ++p) {
+      da[p] = vcombine_f32(d2[p], d2[p]);
+      sa[p] = vcombine_f32(s2[p], s2[p]);
+    }
+#pragma GCC unroll 4
     for (int R = 0; R < NR; ++R) {
       const float32x4_t dw = f16x4(tile + 8 * size_t(R0 + R));
       const float32x4_t dz[2] = {vzip1q_f32(dw, dw), vzip2q_f32(dw, dw)};  // [d0, d0, d1, d1], [d2, d2, d3, d3]
@@ -380,69 +402,101 @@ void run_blocks32(TensorType t, int64_t rows, int64_t cols, const void* packed, 
   packed_gemm_loop(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride, 4, blocks32_run<F>);
 }
 
-// ---- Q4_K against Q8_K ---------------------------------------------------------------------
+// ---- the super-block types against Q8_K -----------------------------------------------------
 
-// NA activation rows against the rows of registers [R0, R0 + NR) of one group of Q4_K tiles
-// (PackedQ4K). One 32-column sub-block j at a time (half-pair j / 2, its low nibbles for even j,
-// high for odd): chunk c's 4 columns against activation lane c of the sub-block's two registers
-// (SDOT by element), the sub-block's exact sum weighted by its 6-bit scale (MLA); the mins against
-// the activation's sub-block sums (bsums) once per super-block, then the floats as the x86 kernels
-// apply them: acc = fma(d_a, fma(d, isum, -(dmin · msum)), acc).
-template <int NA, int R0, int NR>
+// Q4_K's nibble arrangement (PackedQ4K), and the two types that share it.
+enum class Nib256 { kQ4K, kQ5K, kIQ4XS };
+
+// NA activation rows against the rows of registers [R0, R0 + NR) of one group of Q4_K (Q5_K,
+// IQ4_XS) tiles. One half-pair g at a time: each chunk loaded once, its low nibbles (sub-block 2g)
+// and high nibbles (2g + 1) against activation lane c of the sub-blocks' registers (SDOT by
+// element), each sub-block's exact sum weighted by its scale (MLA); the mins against the
+// activation's sub-block sums (bsums) once per super-block, then the floats as the x86 kernels
+// apply them: acc = fma(d_a, fma(d, isum, -(dmin · msum)), acc) (IQ4_XS: fma(d_a, d · isum, acc)).
+// Q5_K: the fifth bits (chunk masks after the nibbles) add 16. IQ4_XS: TBL to the signed table
+// values, signed scales, no mins.
+template <int NA, int R0, int NR, Nib256 K>
 LOOM_PN_ATTR void q4k_pass(const uint8_t* grp, int64_t cols, const uint8_t* act, size_t act_stride, float* out,
                            size_t out_stride, int valid) {
+  constexpr bool kQ5 = K == Nib256::kQ5K, kIq4 = K == Nib256::kIQ4XS;
+  constexpr size_t kTile = kQ5 ? PackedQ5K::kTileBytes : kIq4 ? PackedIQ4XS::kTileBytes : PackedQ4K::kTileBytes;
+  constexpr size_t kQs = kIq4 ? PackedIQ4XS::kQs : PackedQ4K::kQs;
+  constexpr size_t kSc = kIq4 ? PackedIQ4XS::kSc : PackedQ4K::kSc;
   float32x4_t acc[NA][NR];
   for (int a = 0; a < NA; ++a) {
     for (int R = 0; R < NR; ++R) acc[a][R] = vdupq_n_f32(0.0f);
   }
   const int64_t ns = cols / PackedQ4K::kCols;
   for (int64_t sb = 0; sb < ns; ++sb) {
-    const uint8_t* tile = grp + size_t(sb) * PackedQ4K::kTileBytes;
-    if constexpr (R0 == 0) prefetch_ahead(tile, PackedQ4K::kTileBytes);
+    const uint8_t* tile = grp + size_t(sb) * kTile;
+    if constexpr (R0 == 0) prefetch_ahead(tile, kTile);
     const uint8_t* ab[NA];
     int32x4_t isum[NA][NR], msum[NA][NR];
     for (int a = 0; a < NA; ++a) {
       ab[a] = act + size_t(a) * act_stride + size_t(sb) * sizeof(BlockQ8_K);
       for (int R = 0; R < NR; ++R) isum[a][R] = msum[a][R] = vdupq_n_s32(0);
     }
-    for (int j = 0; j < 8; ++j) {
-      const uint8_t* q = tile + PackedQ4K::kQs + 512 * size_t(j / 2);
-      const int shift = 4 * (j & 1);
-      int8x16_t xa[NA], xb[NA];
-      int32x4_t sub[NA][NR];
+    for (int g = 0; g < 4; ++g) {
+      // Sub-blocks 2g (low nibbles) and 2g + 1 (high nibbles) of the same chunks.
+      const uint8_t* q = tile + kQs + 512 * size_t(g);
+      int8x16_t x[NA][4];  // columns 64g + 16i .. + 15
+      int32x4_t sub[NA][NR][2];
       for (int a = 0; a < NA; ++a) {
-        xa[a] = vld1q_s8(reinterpret_cast<const int8_t*>(ab[a] + 4 + 32 * j));
-        xb[a] = vld1q_s8(reinterpret_cast<const int8_t*>(ab[a] + 4 + 32 * j + 16));
-        for (int R = 0; R < NR; ++R) sub[a][R] = vdupq_n_s32(0);
+        for (int i = 0; i < 4; ++i) x[a][i] = vld1q_s8(reinterpret_cast<const int8_t*>(ab[a] + 4 + 64 * g + 16 * i));
+        for (int R = 0; R < NR; ++R) sub[a][R][0] = sub[a][R][1] = vdupq_n_s32(0);
       }
-      const int8x16_t shv = vdupq_n_s8(int8_t(-shift));
       unroll<8>([&](auto cc) LOOM_PN_ATTR {
         constexpr int C = decltype(cc)::value;
+#pragma GCC unroll 4
         for (int R = 0; R < NR; ++R) {
           const uint8x16_t raw = vld1q_u8(q + 64 * C + 16 * size_t(R0 + R));
-          const int8x16_t w = vreinterpretq_s8_u8(vandq_u8(vshlq_u8(raw, shv), vdupq_n_u8(0x0f)));
-          for (int a = 0; a < NA; ++a) sub[a][R] = dot_lane<C & 3>(sub[a][R], w, C < 4 ? xa[a] : xb[a]);
+          uint8x16_t u[2] = {vandq_u8(raw, vdupq_n_u8(0x0f)), vshrq_n_u8(raw, 4)};
+          if constexpr (kQ5) {
+            const uint8_t* mask = tile + PackedQ5K::kQh + 128 * size_t(g) + 16 * C + 2 * size_t(R0 + R);
+            u[0] = vorrq_u8(u[0], fifth_bits(mask));
+            u[1] = vorrq_u8(u[1], fifth_bits(mask + 8));
+          }
+          for (int h = 0; h < 2; ++h) {
+            int8x16_t w;
+            if constexpr (kIq4) w = vqtbl1q_s8(vld1q_s8(kIq4nlSigned), u[h]);
+            else w = vreinterpretq_s8_u8(u[h]);
+            for (int a = 0; a < NA; ++a) sub[a][R][h] = dot_lane<C & 3>(sub[a][R][h], w, x[a][2 * h + C / 4]);
+          }
         }
       });
+#pragma GCC unroll 4
       for (int R = 0; R < NR; ++R) {
-        const int32x4_t sc = vreinterpretq_s32_u32(
-            vmovl_u16(vget_low_u16(vmovl_u8(vld1_u8(tile + PackedQ4K::kSc + 16 * size_t(j) + 4 * size_t(R0 + R))))));
-        const int32x4_t m = vreinterpretq_s32_u32(
-            vmovl_u16(vget_low_u16(vmovl_u8(vld1_u8(tile + PackedQ4K::kM + 16 * size_t(j) + 4 * size_t(R0 + R))))));
-        for (int a = 0; a < NA; ++a) {
-          int16_t bs[2];
-          std::memcpy(bs, ab[a] + 4 + 256 + 4 * j, 4);
-          isum[a][R] = vmlaq_s32(isum[a][R], sub[a][R], sc);
-          msum[a][R] = vmlaq_n_s32(msum[a][R], m, int32_t(bs[0]) + int32_t(bs[1]));
+        for (int h = 0; h < 2; ++h) {
+          const int j = 2 * g + h;
+          const uint8_t* scp = tile + kSc + 16 * size_t(j) + 4 * size_t(R0 + R);
+          int32x4_t sc;
+          if constexpr (kIq4) sc = vmovl_s16(vget_low_s16(vmovl_s8(vld1_s8(reinterpret_cast<const int8_t*>(scp)))));
+          else sc = vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(vmovl_u8(vld1_u8(scp)))));
+          int32x4_t m = vdupq_n_s32(0);
+          if constexpr (!kIq4) {
+            m = vreinterpretq_s32_u32(
+                vmovl_u16(vget_low_u16(vmovl_u8(vld1_u8(tile + PackedQ4K::kM + 16 * size_t(j) + 4 * size_t(R0 + R))))));
+          }
+          for (int a = 0; a < NA; ++a) {
+            isum[a][R] = vmlaq_s32(isum[a][R], sub[a][R][h], sc);
+            if constexpr (!kIq4) {
+              int16_t bs[2];
+              std::memcpy(bs, ab[a] + 4 + 256 + 4 * j, 4);
+              msum[a][R] = vmlaq_n_s32(msum[a][R], m, int32_t(bs[0]) + int32_t(bs[1]));
+            }
+          }
         }
       }
     }
+#pragma GCC unroll 4
     for (int R = 0; R < NR; ++R) {
       const float32x4_t d = f16x4(tile + PackedQ4K::kD + 8 * size_t(R0 + R));
-      const float32x4_t dmin = f16x4(tile + PackedQ4K::kDmin + 8 * size_t(R0 + R));
+      float32x4_t dmin = vdupq_n_f32(0.0f);
+      if constexpr (!kIq4) dmin = f16x4(tile + PackedQ4K::kDmin + 8 * size_t(R0 + R));
       for (int a = 0; a < NA; ++a) {
-        const float32x4_t t =
-            vfmaq_f32(vnegq_f32(vmulq_f32(dmin, vcvtq_f32_s32(msum[a][R]))), d, vcvtq_f32_s32(isum[a][R]));
+        float32x4_t t;
+        if constexpr (kIq4) t = vmulq_f32(d, vcvtq_f32_s32(isum[a][R]));
+        else t = vfmaq_f32(vnegq_f32(vmulq_f32(dmin, vcvtq_f32_s32(msum[a][R]))), d, vcvtq_f32_s32(isum[a][R]));
         acc[a][R] = vfmaq_f32(acc[a][R], vdupq_n_f32(f32_at(ab[a])), t);
       }
     }
@@ -452,26 +506,170 @@ LOOM_PN_ATTR void q4k_pass(const uint8_t* grp, int64_t cols, const uint8_t* act,
   }
 }
 
-void q4k_run(int64_t cols, int na, const uint8_t* grp, const uint8_t* a, size_t as, float* o, size_t os, int valid) {
-  switch (na) {
-    case 4:
-      q4k_pass<4, 0, 1>(grp, cols, a, as, o, os, valid);
-      q4k_pass<4, 1, 1>(grp, cols, a, as, o, os, valid);
-      q4k_pass<4, 2, 1>(grp, cols, a, as, o, os, valid);
-      q4k_pass<4, 3, 1>(grp, cols, a, as, o, os, valid);
-      return;
-    case 2:
-      q4k_pass<2, 0, 2>(grp, cols, a, as, o, os, valid);
-      q4k_pass<2, 2, 2>(grp, cols, a, as, o, os, valid);
-      return;
-    default: q4k_pass<1, 0, 4>(grp, cols, a, as, o, os, valid);
+// Q6_K (PackedQ6K): per sub-block s of 16 columns, chunks 4s..4s+3 against lanes 0..3 of the
+// activation register of those columns (SDOT by element: levels 0..63 as they are stored), the
+// sum weighted by the signed scale (MLA); the levels' bias 32 comes off once per super-block as
+// 32 · Σ_s sc_s · bsum_s. Floats as the x86 kernels: acc = fma(d · d_a, float(isum), acc).
+template <int NA, int R0, int NR>
+LOOM_PN_ATTR void q6k_pass(const uint8_t* grp, int64_t cols, const uint8_t* act, size_t act_stride, float* out,
+                           size_t out_stride, int valid) {
+  float32x4_t acc[NA][NR];
+  for (int a = 0; a < NA; ++a) {
+    for (int R = 0; R < NR; ++R) acc[a][R] = vdupq_n_f32(0.0f);
+  }
+  const int64_t ns = cols / PackedQ6K::kCols;
+  for (int64_t sb = 0; sb < ns; ++sb) {
+    const uint8_t* tile = grp + size_t(sb) * PackedQ6K::kTileBytes;
+    if constexpr (R0 == 0) prefetch_ahead(tile, PackedQ6K::kTileBytes);
+    const uint8_t* ab[NA];
+    int32x4_t isum[NA][NR], bsum[NA][NR];
+    for (int a = 0; a < NA; ++a) {
+      ab[a] = act + size_t(a) * act_stride + size_t(sb) * sizeof(BlockQ8_K);
+      for (int R = 0; R < NR; ++R) isum[a][R] = bsum[a][R] = vdupq_n_s32(0);
+    }
+    for (int s = 0; s < 16; ++s) {
+      const uint8_t* q = tile + PackedQ6K::kQs + 256 * size_t(s);
+      int8x16_t x[NA];
+      int32x4_t sub[NA][NR];
+      for (int a = 0; a < NA; ++a) {
+        x[a] = vld1q_s8(reinterpret_cast<const int8_t*>(ab[a] + 4 + 16 * s));
+        for (int R = 0; R < NR; ++R) sub[a][R] = vdupq_n_s32(0);
+      }
+      unroll<4>([&](auto cc) LOOM_PN_ATTR {
+        constexpr int C = decltype(cc)::value;
+#pragma GCC unroll 4
+        for (int R = 0; R < NR; ++R) {
+          const int8x16_t w = vreinterpretq_s8_u8(vld1q_u8(q + 64 * C + 16 * size_t(R0 + R)));
+          for (int a = 0; a < NA; ++a) sub[a][R] = dot_lane<C>(sub[a][R], w, x[a]);
+        }
+      });
+#pragma GCC unroll 4
+      for (int R = 0; R < NR; ++R) {
+        const int32x4_t sc = vmovl_s16(vget_low_s16(
+            vmovl_s8(vld1_s8(reinterpret_cast<const int8_t*>(tile + PackedQ6K::kSc + 16 * size_t(s) + 4 * size_t(R0 + R))))));
+        for (int a = 0; a < NA; ++a) {
+          int16_t bs;
+          std::memcpy(&bs, ab[a] + 4 + 256 + 2 * s, 2);
+          isum[a][R] = vmlaq_s32(isum[a][R], sub[a][R], sc);
+          bsum[a][R] = vmlaq_n_s32(bsum[a][R], sc, int32_t(bs));
+        }
+      }
+    }
+#pragma GCC unroll 4
+    for (int R = 0; R < NR; ++R) {
+      const float32x4_t d = f16x4(tile + PackedQ6K::kD + 8 * size_t(R0 + R));
+      for (int a = 0; a < NA; ++a) {
+        const int32x4_t total = vsubq_s32(isum[a][R], vshlq_n_s32(bsum[a][R], 5));
+        acc[a][R] = vfmaq_f32(acc[a][R], vmulq_n_f32(d, f32_at(ab[a])), vcvtq_f32_s32(total));
+      }
+    }
+  }
+  for (int a = 0; a < NA; ++a) {
+    for (int R = 0; R < NR; ++R) store4(out + size_t(a) * out_stride, acc[a][R], 4 * (R0 + R), valid);
   }
 }
 
-void run_q4k(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1, const void* act,
+// Runs of 4 activation rows in 4 passes of 4 weight rows, runs of 2 in 2 passes of 8, single rows
+// over all 16 (the accumulators of a pass stay in registers).
+template <template <int, int, int> class P>
+void super_run(int64_t cols, int na, const uint8_t* grp, const uint8_t* a, size_t as, float* o, size_t os, int valid) {
+  switch (na) {
+    case 4:
+      P<4, 0, 1>::run(grp, cols, a, as, o, os, valid);
+      P<4, 1, 1>::run(grp, cols, a, as, o, os, valid);
+      P<4, 2, 1>::run(grp, cols, a, as, o, os, valid);
+      P<4, 3, 1>::run(grp, cols, a, as, o, os, valid);
+      return;
+    case 2:
+      P<2, 0, 2>::run(grp, cols, a, as, o, os, valid);
+      P<2, 2, 2>::run(grp, cols, a, as, o, os, valid);
+      return;
+    default: P<1, 0, 4>::run(grp, cols, a, as, o, os, valid);
+  }
+}
+template <Nib256 K>
+struct Q4KPass {
+  template <int NA, int R0, int NR>
+  struct P {
+    static void run(const uint8_t* g, int64_t c, const uint8_t* a, size_t as, float* o, size_t os, int v) {
+      q4k_pass<NA, R0, NR, K>(g, c, a, as, o, os, v);
+    }
+  };
+};
+template <int NA, int R0, int NR>
+struct Q6KPass {
+  static void run(const uint8_t* g, int64_t c, const uint8_t* a, size_t as, float* o, size_t os, int v) {
+    q6k_pass<NA, R0, NR>(g, c, a, as, o, os, v);
+  }
+};
+
+template <template <int, int, int> class P>
+void run_super(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1, const void* act,
+               size_t act_stride, int n, float* out, size_t out_stride) {
+  auto kernel = [cols](int na, const uint8_t* grp, const PackedLayout&, int64_t, const uint8_t* a, size_t as, float* o,
+                       size_t os, int valid) { super_run<P>(cols, na, grp, a, as, o, os, valid); };
+  packed_gemm_loop(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride, 4, kernel);
+}
+
+// ---- F16 / BF16 -------------------------------------------------------------------------------
+
+// NA activation rows (f32, rounded through the weight type) against one group of F16 (BF16)
+// tiles: column c of a tile is 16 weights, one per row (4 registers after FCVTL / SHLL), applied
+// to the rows' x[c] by FMLA by element. One FMA chain per output over the columns in order
+// whatever NA (batch invariance); no FP16 arithmetic, so every AArch64 core runs it.
+template <int NA, bool kBf16>
+LOOM_PN_ATTR void f16_pass(const uint8_t* grp, int64_t cols, const uint8_t* act, size_t act_stride, float* out,
+                           size_t out_stride, int valid) {
+  float32x4_t acc[NA][4];
+  for (int a = 0; a < NA; ++a) {
+    for (int R = 0; R < 4; ++R) acc[a][R] = vdupq_n_f32(0.0f);
+  }
+  for (int64_t c0 = 0; c0 < cols; c0 += 32) {
+    const uint8_t* tile = grp + size_t(c0) * 32;  // 32 columns x 16 rows x 2 bytes
+    prefetch_ahead(tile, 1024);
+    for (int c4 = 0; c4 < 32; c4 += 4) {
+      float32x4_t xv[NA];
+      for (int a = 0; a < NA; ++a) {
+        xv[a] = vld1q_f32(reinterpret_cast<const float*>(act + size_t(a) * act_stride) + c0 + c4);
+      }
+      unroll<4>([&](auto kk) LOOM_PN_ATTR {
+        constexpr int K = decltype(kk)::value;
+        const uint8_t* col = tile + 32 * size_t(c4 + K);
+        const uint16x8_t h0 = vld1q_u16(reinterpret_cast<const uint16_t*>(col));
+        const uint16x8_t h1 = vld1q_u16(reinterpret_cast<const uint16_t*>(col + 16));
+        float32x4_t w[4];
+        if constexpr (kBf16) {
+          w[0] = vreinterpretq_f32_u32(vshll_n_u16(vget_low_u16(h0), 16));
+          w[1] = vreinterpretq_f32_u32(vshll_high_n_u16(h0, 16));
+          w[2] = vreinterpretq_f32_u32(vshll_n_u16(vget_low_u16(h1), 16));
+          w[3] = vreinterpretq_f32_u32(vshll_high_n_u16(h1, 16));
+        } else {
+          w[0] = vcvt_f32_f16(vget_low_f16(vreinterpretq_f16_u16(h0)));
+          w[1] = vcvt_high_f32_f16(vreinterpretq_f16_u16(h0));
+          w[2] = vcvt_f32_f16(vget_low_f16(vreinterpretq_f16_u16(h1)));
+          w[3] = vcvt_high_f32_f16(vreinterpretq_f16_u16(h1));
+        }
+        for (int a = 0; a < NA; ++a) {
+#pragma GCC unroll 4
+          for (int R = 0; R < 4; ++R) acc[a][R] = vfmaq_laneq_f32(acc[a][R], w[R], xv[a], K);
+        }
+      });
+    }
+  }
+  for (int a = 0; a < NA; ++a) {
+    for (int R = 0; R < 4; ++R) store4(out + size_t(a) * out_stride, acc[a][R], 4 * R, valid);
+  }
+}
+
+template <bool kBf16>
+void run_f16(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1, const void* act,
              size_t act_stride, int n, float* out, size_t out_stride) {
   auto kernel = [cols](int na, const uint8_t* grp, const PackedLayout&, int64_t, const uint8_t* a, size_t as, float* o,
-                       size_t os, int valid) { q4k_run(cols, na, grp, a, as, o, os, valid); };
+                       size_t os, int valid) {
+    if (na == 4) return f16_pass<4, kBf16>(grp, cols, a, as, o, os, valid);
+    if (na == 2) return f16_pass<2, kBf16>(grp, cols, a, as, o, os, valid);
+    f16_pass<1, kBf16>(grp, cols, a, as, o, os, valid);
+  };
   packed_gemm_loop(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride, 4, kernel);
 }
 
@@ -489,7 +687,15 @@ void packed_gemm(TensorType t, int64_t rows, int64_t cols, const void* packed, i
     case TensorType::Q5_0: return run_blocks32<kQ50>(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
     case TensorType::Q4_1: return run_blocks32<kQ41>(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
     case TensorType::Q5_1: return run_blocks32<kQ51>(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
-    case TensorType::Q4_K: return run_q4k(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+    case TensorType::Q4_K:
+      return run_super<Q4KPass<Nib256::kQ4K>::P>(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+    case TensorType::Q5_K:
+      return run_super<Q4KPass<Nib256::kQ5K>::P>(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+    case TensorType::IQ4_XS:
+      return run_super<Q4KPass<Nib256::kIQ4XS>::P>(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+    case TensorType::Q6_K: return run_super<Q6KPass>(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+    case TensorType::F16: return run_f16<false>(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+    case TensorType::BF16: return run_f16<true>(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
     default: break;
   }
 }

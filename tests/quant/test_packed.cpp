@@ -376,7 +376,7 @@ TEST(Packed, NeonKernelsAgreeBitForBit) {
   for (TensorType t : neon_types()) {
     for (int64_t rows : {7, 33}) {
       for (int n : {1, 2, 4, 7, 11}) {
-        const int64_t cols = t == TensorType::Q4_K ? 512 : 160;
+        const int64_t cols = block_size_of_type(t) == 256 ? 512 : 160;
         Problem p = make(t, rows, cols, n, rng);
         const size_t ab = packed_act_row_bytes(t, cols);
         const int64_t groups = (rows + kPackRows - 1) / kPackRows;
