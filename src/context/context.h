@@ -86,7 +86,11 @@ struct PerfCounters {
   int64_t t_prompt_us = 0;
   int64_t n_gen_tokens = 0;     // single-token decodes
   int64_t t_gen_us = 0;
-  int64_t n_reused = 0;         // reserved for prefix reuse accounting
+  // Prompt tokens whose KV was reused instead of computed: the tokens a whole-context state_load
+  // brings back, and what callers with a cache count with Context::count_reused (the scheduler's
+  // prefix cache hits). Sequence state loads are not counted: they are a cache's building blocks,
+  // and the cache counts the tokens a prompt actually reuses.
+  int64_t n_reused = 0;
 };
 
 // decode()/encode() results as the C API numbers them: 0 ok, 1 no KV slot (free cells and retry),
@@ -209,6 +213,10 @@ class Context {
   // ---- perf ----
   const PerfCounters& perf() const { return perf_; }
   void reset_perf();
+  // n tokens of a prompt reused from a cache (PerfCounters::n_reused); ignored with no_perf.
+  void count_reused(int64_t n) {
+    if (!params_.no_perf) perf_.n_reused += n;
+  }
   std::string perf_report() const;
   // Mixture-of-experts models: how often each expert was chosen since creation or reset_perf(),
   // [n_layer][n_expert] (empty for other models). Counted by every decode (prompt and generated

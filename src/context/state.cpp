@@ -490,6 +490,7 @@ Status Context::state_load(std::span<const uint8_t> data, std::vector<int32_t>* 
   std::fill(output_of_row_.begin(), output_of_row_.end(), -1);
   if (p.batch_size) std::memcpy(output_of_row_.data(), p.output_of_row, size_t(p.batch_size) * 4);
   if (p.n_floats) std::memcpy(p.outputs_embd ? embd_.data() : logits_.data(), p.floats, size_t(p.n_floats) * 4);
+  count_reused(int64_t(p.tokens.size()));
   if (tokens) *tokens = std::move(p.tokens);
   return Status::ok();
 }

@@ -182,6 +182,7 @@ static void test_generate(const loom_model * model) {
     char report[1024];
     CHECK(pd.n_prompt_tokens >= N_PROMPT);
     CHECK(pd.n_gen_tokens >= N_GREEDY);
+    CHECK(pd.n_reused == 0); /* every token computed */
     CHECK(loom_perf_report(ctx, report, sizeof report) > 0 && strstr(report, "eval") != NULL);
     loom_perf_reset(ctx);
     pd = loom_perf_get(ctx);
@@ -275,6 +276,8 @@ static void test_state(const loom_model * model) {
   n_tok = 0;
   CHECK(loom_state_load_file(other, path, toks, 8, &n_tok) == LOOM_OK);
   CHECK(n_tok == N_PROMPT && memcmp(toks, kPrompt, sizeof kPrompt) == 0);
+  /* the file's tokens come back with their KV: reused, not computed (the memory state above had none) */
+  CHECK(loom_perf_get(other).n_reused == N_PROMPT);
   CHECK(feed(other, &next, 1, N_PROMPT, 0) == LOOM_DECODE_OK);
   CHECK(equal_floats(want, loom_get_logits_ith(other, -1), n_vocab));
   remove(path);

@@ -41,12 +41,34 @@ bool same_bits(float a, float b) {
   return f32_bits(a) == f32_bits(b) || (std::isnan(a) && std::isnan(b));
 }
 
+// Prints the kernel set this CPU gets, and checks that the three reports of it agree: the
+// dispatch switch (simd_enabled), the level `loom bench` prints (isa_level) and Highway's choice,
+// which must be one of the targets this build generated for this CPU.
 TEST(QuantSimd, ReportsKernelSet) {
   const CpuFeatures& f = cpu_features();
-  std::printf("cpu: avx2=%d fma=%d f16c=%d neon_dotprod=%d sve=%d -> %s%s kernels\n", f.avx2,
+  std::printf("cpu: avx2=%d fma=%d f16c=%d neon_dotprod=%d sve=%d -> %s%s kernels (level %s)\n", f.avx2,
               f.fma, f.f16c, f.neon_dotprod, f.sve,
               f.has_avx2_set() ? "AVX2 int8 + " : f.neon_dotprod ? "NEON dotprod + " : "",
-              simd_enabled() ? ("Highway " + hwy_target_name()).c_str() : "scalar reference");
+              simd_enabled() ? ("Highway " + hwy_target_name()).c_str() : "scalar reference", f.isa_level());
+  EXPECT_EQ(simd_enabled(), f.simd);
+  const std::string level = f.isa_level();
+  if (!f.simd) {
+    EXPECT_EQ(level, "scalar");
+    return;
+  }
+#if defined(__x86_64__)
+  const bool avx2_family = level == "amx" || level == "avx512-vnni" || level == "avx-vnni" || level == "avx2";
+  EXPECT_EQ(avx2_family, f.has_avx2_set()) << level;
+  if (!f.has_avx2_set()) EXPECT_EQ(level, "sse4");
+#elif defined(__aarch64__)
+  EXPECT_EQ(level.rfind("neon", 0), 0u) << level;
+  EXPECT_EQ(level == "neon-dotprod" || level == "neon-i8mm", f.neon_dotprod) << level;
+#endif
+  const std::string chosen = hwy_target_name();
+  std::vector<std::string> targets;
+  for_each_hwy_target([&](const std::string& t) { targets.push_back(t); });
+  EXPECT_NE(std::find(targets.begin(), targets.end(), chosen), targets.end())
+      << "Highway would pick " << chosen << ", not a target generated for this CPU";
 }
 
 // Random bytes in the level fields, random finite f16 scales: covers every nibble/qh pattern and

@@ -394,6 +394,13 @@ TEST(Scheduler, SharedPrefixIsHitAndGivesTheSameTokens) {
   const auto st = s->stats();
   EXPECT_GT(st.metrics.prefix_hit_tokens, 0u);
   EXPECT_GT(st.cached_tokens, 0);
+  // The context's perf counts the same reused tokens (loom_perf_data::n_reused).
+  int64_t reused = -1;
+  ASSERT_TRUE(s->run_exclusive([&](Context& ctx, serve::PrefixCache*) {
+                 reused = ctx.perf().n_reused;
+                 return Status::ok();
+               }).is_ok());
+  EXPECT_EQ(reused, int64_t(st.metrics.prefix_hit_tokens));
 }
 
 TEST(Scheduler, ConcurrentSamePrefixIsComputedOnce) {
@@ -414,6 +421,13 @@ TEST(Scheduler, ConcurrentSamePrefixIsComputedOnce) {
   const int len = int(tokenize(system).size());
   EXPECT_LT(computed, 2 * len) << "the shared prefix was computed more than once";
   EXPECT_GT(cached, 2 * len);
+  // Prefixes shared at admission and while computing (rematch) count as reused in the context's perf.
+  int64_t reused = -1;
+  ASSERT_TRUE(s->run_exclusive([&](Context& ctx, serve::PrefixCache*) {
+                 reused = ctx.perf().n_reused;
+                 return Status::ok();
+               }).is_ok());
+  EXPECT_EQ(reused, cached);
 }
 
 TEST(Scheduler, EvictionPressureKeepsResultsExact) {

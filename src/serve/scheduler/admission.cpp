@@ -53,6 +53,7 @@ void Scheduler::Impl::admit(uint64_t before) {
     metrics.queue_time.observe(double(q.t_admit - q.t_submit) / 1e6);
     metrics.prefix_queried_tokens += uint64_t(len);
     metrics.prefix_hit_tokens += uint64_t(m.len);
+    ctx->count_reused(m.len);  // loom_perf_data::n_reused
     running.push_back(std::move(owned));
     {
       std::lock_guard<std::mutex> l(mu);

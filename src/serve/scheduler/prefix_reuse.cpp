@@ -68,6 +68,7 @@ void Scheduler::Impl::rematch(Req& q) {
   q.cached += gain;
   q.prompt_reserved = std::max(0, q.prompt_reserved - gain);
   metrics.prefix_hit_tokens += uint64_t(gain);
+  ctx->count_reused(gain);
 }
 
 // A request whose next prompt tokens are being computed this step by an earlier request with
