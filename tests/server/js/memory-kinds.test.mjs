@@ -23,6 +23,8 @@ const models = [
   ['qwen35moe (DeltaNet hybrid + experts, gated shared expert)', () => dataPath('synth-qwen35moe-tiny-f32.gguf')],
   ['granitehybrid with experts (Mamba-2 hybrid + shared expert)', () => dataPath('synth-granitehybridmoe-tiny-f32.gguf')],
   ['qwen3moe', () => dataPath('synth-qwen3moe-tiny-f32.gguf')],
+  ['qwen3next (DeltaNet hybrid, key heads repeated in place, + experts)', () => dataPath('synth-qwen3next-tiny-f32.gguf')],
+  ['gemma4 with experts (beside the dense FFN; sliding + global, shared KV)', () => dataPath('synth-gemma4moe-tiny-f32.gguf')],
 ];
 
 for (const [name, path] of models) {
