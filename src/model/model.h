@@ -113,8 +113,9 @@ struct LayerWeights {
   TensorView laurel_r;
   const float* laurel_post_norm = nullptr;
   TensorView ssm_z;                  // [Di rows][n_embd] the output gate (attn_gate)
-  TensorView ssm_beta;               // [Hv rows][n_embd] the write strength, through a sigmoid
-  TensorView ssm_alpha;              // [Hv rows][n_embd] the decay's input
+  TensorView ssm_beta;               // [Hv rows][n_embd] the write strength, through a sigmoid (qwen3next:
+                                     // ssm_ba, [2·Hv rows], per key head its β rows then its α rows)
+  TensorView ssm_alpha;              // [Hv rows][n_embd] the decay's input (qwen3next: empty)
   // T5: the relative-attention bias table (layer 0's serves layers without one) and the decoder's
   // cross-attention over the encoder output.
   const float* attn_rel_b = nullptr; // [n_rel_buckets][n_head]
