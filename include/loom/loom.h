@@ -505,7 +505,9 @@ typedef struct loom_perf_data {
   int64_t t_prompt_us;
   int64_t n_gen_tokens;    /* single-token decodes */
   int64_t t_gen_us;
-  int64_t n_reused;
+  int64_t n_reused;        /* prompt tokens whose KV was reused, not computed: the tokens a state file
+                              loaded with loom_state_load_file carries (in a scheduler's context: its
+                              prefix cache hits). Written since 0.3. */
 } loom_perf_data;
 
 /* Zeroes on a NULL context. */
