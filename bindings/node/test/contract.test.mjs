@@ -461,7 +461,8 @@ test('T5, Mamba, hybrid (LFM2, Qwen3.5), mixture-of-experts and this year\'s den
     ['synth-lfm2-tiny-f32.gguf', 'lfm2'], ['synth-qwen35-tiny-f32.gguf', 'qwen35'],
     ['synth-smollm3-tiny-f32.gguf', 'smollm3'], ['synth-granite-tiny-f32.gguf', 'granite'],
     ['synth-gemma4-tiny-f32.gguf', 'gemma4'], ['synth-qwen3moe-tiny-f32.gguf', 'qwen3moe'],
-    ['synth-lfm2moe-tiny-f32.gguf', 'lfm2moe']].map(([f, arch]) => [data(f), arch]);
+    ['synth-lfm2moe-tiny-f32.gguf', 'lfm2moe'], ['synth-gemma4moe-tiny-f32.gguf', 'gemma4'],
+    ['synth-qwen3next-tiny-f32.gguf', 'qwen3next'], ['synth-gpt-oss-tiny-mxfp4.gguf', 'gpt-oss']].map(([f, arch]) => [data(f), arch]);
   files.push([gemma3n(), 'gemma3n']);  // 23 MB, not committed: made by the build's make_arch_variant
   for (const [file, arch] of files) {
     const c = await loadModel({ model: file, n_ctx: 512, n_parallel: 2 });
