@@ -187,7 +187,9 @@ TEST(ContextState, StatesOfAnotherMemoryKindAreRefusedUnchanged) {
       const auto before = *into.seq_pos_max(0);
       Status st = into.seq_state_load(states[a], 1);
       EXPECT_FALSE(st.is_ok()) << kinds[a].name << " state into " << kinds[b].name;
-      if (!checkpoints[a].empty()) EXPECT_FALSE(into.seq_state_load(checkpoints[a], 1).is_ok());
+      if (!checkpoints[a].empty()) {
+        EXPECT_FALSE(into.seq_state_load(checkpoints[a], 1).is_ok());
+      }
       EXPECT_EQ(into.kv_used_cells(), used);
       EXPECT_EQ(*into.seq_pos_max(0), before);
       EXPECT_EQ(*into.seq_pos_max(1), -1);

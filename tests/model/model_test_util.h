@@ -142,7 +142,9 @@ inline void check_teacher_forced(const std::shared_ptr<const Model>& model, cons
     const float rel = max_abs_diff(got, want) / max_abs(want);
     worst = std::max(worst, rel);
     EXPECT_LE(rel, rel_tol) << label << " step " << k << " prompt " << run["prompt"];
-    if (k < cutoff) EXPECT_EQ(argmax_of(got), greedy[k]) << label << " step " << k << " prompt " << run["prompt"];
+    if (k < cutoff) {
+      EXPECT_EQ(argmax_of(got), greedy[k]) << label << " step " << k << " prompt " << run["prompt"];
+    }
     if (k + 1 == greedy.size()) break;
     const int32_t one[1] = {greedy[k]};
     ASSERT_TRUE(ctx->decode(Batch::from_tokens(one, pos++)).is_ok());

@@ -288,7 +288,9 @@ TEST(Scheduler, DraftModelSpeculationGivesThePlainTokens) {
     }
     const auto st = s->stats();
     EXPECT_GT(st.metrics.draft_tokens, 0u);
-    if (!sampled) EXPECT_GT(st.metrics.draft_accepted, st.metrics.draft_tokens / 2) << "the model drafting for itself";
+    if (!sampled) {
+      EXPECT_GT(st.metrics.draft_accepted, st.metrics.draft_tokens / 2) << "the model drafting for itself";
+    }
     EXPECT_EQ(st.kv_used, st.cached_tokens) << "only the prefix cache holds cells when idle";
     // Per request: n_max 0 turns drafting off; lookup takes precedence over the draft model.
     const uint64_t drafted = st.metrics.draft_tokens;
@@ -586,7 +588,9 @@ TEST(Scheduler, ALongChatKeepsTheNewestAndTheSystemPromptCheckpoints) {
     auto c = run(*s, r);
     ASSERT_TRUE(c->done);
     const auto* done = c->find(Event::Kind::kDone);
-    if (turn > 1) EXPECT_GE(done->timings.cache_n, prev_prompt) << "turn " << turn;
+    if (turn > 1) {
+      EXPECT_GE(done->timings.cache_n, prev_prompt) << "turn " << turn;
+    }
     prev_prompt = int(history.size());
     const auto reply = c->tokens();
     history.insert(history.end(), reply.begin(), reply.end());
