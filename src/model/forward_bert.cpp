@@ -56,8 +56,9 @@ Status forward_bert(const Model& model, const ForwardBatch& fb, ForwardScratch& 
       ops::add_bias(b.v, l.bv, T, KV);
     }
     if (w.pos_embd.empty()) {
-      ops::rope(b.q, fb.pos, T, int(hp.n_head), int(hp.head_dim), cfg.rope);
-      ops::rope(b.k, fb.pos, T, int(hp.n_head_kv), int(hp.head_dim), cfg.rope);
+      const float* cs = rope_table_of(fb, cfg.rope, int(hp.head_dim), b);
+      ops::rope_apply(b.q, cs, T, int(hp.n_head), int(hp.head_dim), cfg.rope);
+      ops::rope_apply(b.k, cs, T, int(hp.n_head_kv), int(hp.head_dim), cfg.rope);
     }
     store_kv(fb, fb.attn, il, b);
     ops::attention(pool, ap, b.q, b.att, b.attn);

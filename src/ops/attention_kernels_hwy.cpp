@@ -64,7 +64,6 @@
 #include <type_traits>
 
 #include "base/arena.h"
-#include "base/half.h"
 #include "ops/attention_internal.h"
 #include "quant/quant.h"
 
