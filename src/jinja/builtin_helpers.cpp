@@ -204,6 +204,59 @@ std::string py_replace(Interpreter& in, const std::string& s, const std::string&
   return out;
 }
 
+namespace {
+
+// One `%` conversion of printf_format: v converted by conv with the flags / width / precision in
+// spec ("%-5.2" and the like), appended to out.
+void format_conversion(Interpreter& in, char conv, const std::string& spec, const Value& v, std::string& out) {
+  char buf[512];
+  switch (conv) {
+    case 's':
+    case 'r': {
+      const std::string s = conv == 's' ? to_str(v) : to_repr(v);
+      std::string sp = spec + "s";
+      if (spec == "%") out += s;
+      else {
+        std::snprintf(buf, sizeof buf, sp.c_str(), s.c_str());
+        out += buf;
+      }
+      break;
+    }
+    case 'd':
+    case 'i':
+    case 'x':
+    case 'X':
+    case 'o': {
+      if (!v.is_number()) in.fail("%" + std::string(1, conv) + " format: a number is required, not " + v.type_name());
+      const long long n = v.is_float() ? (long long)v.as_double() : (long long)v.as_int();
+      std::string sp = spec + "ll" + (conv == 'i' ? 'd' : conv);
+      std::snprintf(buf, sizeof buf, sp.c_str(), n);
+      out += buf;
+      break;
+    }
+    case 'f':
+    case 'F':
+    case 'e':
+    case 'E':
+    case 'g':
+    case 'G': {
+      if (!v.is_number()) in.fail("must be real number, not " + v.type_name());
+      std::string sp = spec + conv;
+      std::snprintf(buf, sizeof buf, sp.c_str(), v.as_double());
+      out += buf;
+      break;
+    }
+    case 'c': {
+      if (v.is_string()) out += v.str();
+      else utf8_append(out, uint32_t(need_int(in, v, "%c")));
+      break;
+    }
+    default: in.fail(std::string("unsupported format character '") + conv + "'");
+  }
+}
+
+}  // namespace
+
 // Python's printf-style `fmt % args` for %s %r %d %i %f %e %g %x %o %c %% with flags/width/precision.
 std::string printf_format(Interpreter& in, const std::string& fmt, const Value& argv) {
   std::vector<Value> args;
@@ -246,50 +299,7 @@ std::string printf_format(Interpreter& in, const std::string& fmt, const Value& 
       if (next >= args.size()) in.fail("not enough arguments for format string");
       v = args[next++];
     }
-    char buf[512];
-    switch (conv) {
-      case 's':
-      case 'r': {
-        const std::string s = conv == 's' ? to_str(v) : to_repr(v);
-        std::string sp = spec + "s";
-        if (spec == "%") out += s;
-        else {
-          std::snprintf(buf, sizeof buf, sp.c_str(), s.c_str());
-          out += buf;
-        }
-        break;
-      }
-      case 'd':
-      case 'i':
-      case 'x':
-      case 'X':
-      case 'o': {
-        if (!v.is_number()) in.fail("%" + std::string(1, conv) + " format: a number is required, not " + v.type_name());
-        const long long n = v.is_float() ? (long long)v.as_double() : (long long)v.as_int();
-        std::string sp = spec + "ll" + (conv == 'i' ? 'd' : conv);
-        std::snprintf(buf, sizeof buf, sp.c_str(), n);
-        out += buf;
-        break;
-      }
-      case 'f':
-      case 'F':
-      case 'e':
-      case 'E':
-      case 'g':
-      case 'G': {
-        if (!v.is_number()) in.fail("must be real number, not " + v.type_name());
-        std::string sp = spec + conv;
-        std::snprintf(buf, sizeof buf, sp.c_str(), v.as_double());
-        out += buf;
-        break;
-      }
-      case 'c': {
-        if (v.is_string()) out += v.str();
-        else utf8_append(out, uint32_t(need_int(in, v, "%c")));
-        break;
-      }
-      default: in.fail(std::string("unsupported format character '") + conv + "'");
-    }
+    format_conversion(in, conv, spec, v, out);
   }
   if (!lenient && next < args.size()) in.fail("not all arguments converted during string formatting");
   return out;
