@@ -20,9 +20,10 @@ const char* finish_reason_name(FinishReason r) {
 
 // ---------------------------------------------------------------------------------------------
 
-Expected<std::unique_ptr<Scheduler>> Scheduler::create(std::shared_ptr<const Model> model, SchedulerParams params,
-                                                       const std::function<Status(Context&)>& setup) {
-  if (!model) return invalid_argument("no model");
+namespace {
+
+// The parameters a scheduler cannot run with; for T5 the ones its encoder rules out are turned off.
+Status check_params(const Model& model, SchedulerParams& params) {
   if (params.n_slots < 1 || params.n_slots > kMaxSeqs / 2) {
     return invalid_argument("slots must be between 1 and " + std::to_string(kMaxSeqs / 2));
   }
@@ -30,37 +31,37 @@ Expected<std::unique_ptr<Scheduler>> Scheduler::create(std::shared_ptr<const Mod
   if (params.ctx_checkpoints < 0 || params.cache_ram_mib < 0) {
     return invalid_argument("ctx_checkpoints and cache_ram_mib must not be negative");
   }
-  if (model->hparams().arch == Arch::kT5) {
+  if (model.hparams().arch == Arch::kT5) {
     // The prompt goes through the encoder (no shared prefixes: the encoder sees all of it at once),
     // the decoder's history is its own (no context shift: it would re-decode without the encoder).
     params.prefix_cache = false;
     params.context_shift = false;
     params.cache_dir.clear();
   }
-  if (params.draft_model) {
-    LOOM_RETURN_IF_ERROR(check_same_vocab(*params.draft_model, *model));
-    const ModelHparams& dh = params.draft_model->hparams();
-    if (dh.is_recurrent() || dh.arch == Arch::kT5) {
-      return invalid_argument("the draft model must be a decoder with a KV cache (not " + dh.arch_name + ")");
-    }
-    if (params.context.embeddings) return invalid_argument("a draft model needs a generating context, not embeddings");
-    if (params.draft_max < 1 || params.draft_max > Impl::kDraftRowsPerStep) {
-      return invalid_argument("draft_max must be between 1 and " + std::to_string(Impl::kDraftRowsPerStep));
-    }
-    if (params.draft_min < 0 || params.draft_min > params.draft_max) return invalid_argument("draft_min must be between 0 and draft_max");
-    if (!(params.draft_p_min >= 0.0f && params.draft_p_min <= 1.0f)) return invalid_argument("draft_p_min must be in [0, 1]");
+  if (!params.draft_model) return Status::ok();
+  LOOM_RETURN_IF_ERROR(check_same_vocab(*params.draft_model, model));
+  const ModelHparams& dh = params.draft_model->hparams();
+  if (dh.is_recurrent() || dh.arch == Arch::kT5) {
+    return invalid_argument("the draft model must be a decoder with a KV cache (not " + dh.arch_name + ")");
   }
-  std::unique_ptr<Scheduler> s(new Scheduler());
-  s->model_ = model;
-  s->params_ = params;
-  auto impl = std::make_unique<Impl>();
-  impl->self = s.get();
-  impl->model = model;
-  impl->vocab = &model->vocab();
-  impl->p = params;
-  impl->enc_dec = model->hparams().arch == Arch::kT5;
+  if (params.context.embeddings) return invalid_argument("a draft model needs a generating context, not embeddings");
+  if (params.draft_max < 1 || params.draft_max > Scheduler::Impl::kDraftRowsPerStep) {
+    return invalid_argument("draft_max must be between 1 and " + std::to_string(Scheduler::Impl::kDraftRowsPerStep));
+  }
+  if (params.draft_min < 0 || params.draft_min > params.draft_max) return invalid_argument("draft_min must be between 0 and draft_max");
+  if (!(params.draft_p_min >= 0.0f && params.draft_p_min <= 1.0f)) return invalid_argument("draft_p_min must be in [0, 1]");
+  return Status::ok();
+}
+
+// The tokens one step decodes at most.
+int step_budget(const SchedulerParams& params, const ContextParams& cp) {
+  return params.step_tokens > 0 ? params.step_tokens : cp.n_ubatch;
+}
+
+// The context the scheduler's slots and prefix cache share.
+ContextParams context_params_for(const Model& model, const SchedulerParams& params) {
   ContextParams cp = params.context;
-  if (cp.n_ctx <= 0) cp.n_ctx = int(std::min<int64_t>(model->hparams().n_ctx_train, 4096));
+  if (cp.n_ctx <= 0) cp.n_ctx = int(std::min<int64_t>(model.hparams().n_ctx_train, 4096));
   const bool embed = cp.embeddings;
   if (embed) {
     cp.n_seq_max = kMaxSeqs;
@@ -78,38 +79,63 @@ Expected<std::unique_ptr<Scheduler>> Scheduler::create(std::shared_ptr<const Mod
   cp.n_seq_swa = params.n_slots;
   cp.n_seq_states = params.n_slots;
   if (cp.n_ubatch <= 0) cp.n_ubatch = 512;
-  const int step = params.step_tokens > 0 ? params.step_tokens : cp.n_ubatch;
   // A step never decodes more than the step budget (plus one token per slot), and asks for at
   // most one output per slot: the logits buffer is slots x n_vocab, not n_batch x n_vocab.
-  cp.n_batch = std::max(step, params.n_slots);
+  cp.n_batch = std::max(step_budget(params, cp), params.n_slots);
   // One output per slot (a generating choice or a prompt's last token), plus the rows of lookup
   // drafts verified in a step (at most kDraftRowsPerStep, shared by the choices).
-  if (!embed) cp.n_outputs_max = params.n_slots + Impl::kDraftRowsPerStep;
+  if (!embed) cp.n_outputs_max = params.n_slots + Scheduler::Impl::kDraftRowsPerStep;
+  return cp;
+}
+
+// The prefix cache over the sequence ids past the slots, and the cache dir behind it.
+Status open_prefix_cache(Scheduler::Impl& impl, const ContextParams& cp) {
+  const SchedulerParams& params = impl.p;
+  if (cp.embeddings || !params.prefix_cache || cp.n_seq_max <= params.n_slots) return Status::ok();
+  PrefixCheckpointLimits lim;
+  lim.per_path = params.ctx_checkpoints;
+  lim.max_bytes = int64_t(params.cache_ram_mib) << 20;
+  impl.cache = std::make_unique<PrefixCache>(*impl.ctx, params.n_slots, cp.n_seq_max - params.n_slots, lim);
+  if (params.cache_dir.empty()) return Status::ok();
+  if (impl.cache->needs_checkpoints()) {
+    // Files of whole sequences cannot stand for checkpoints of recurrent states or windows yet.
+    LOOM_LOG(kWarn, "scheduler: --cache-dir is not used for %s (its memory keeps checkpoints)",
+             impl.model->hparams().arch_name.c_str());
+    return Status::ok();
+  }
+  LOOM_RETURN_IF_ERROR(impl.disk.open(params.cache_dir, *impl.ctx, params.cache_dir_max_bytes,
+                                      params.cache_dir_min_tokens));
+  Scheduler::Impl* raw = &impl;
+  impl.cache->set_evict_hook([raw](std::span<const int32_t> t, int seq) { raw->persist_prefix(t, seq); });
+  return Status::ok();
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<Scheduler>> Scheduler::create(std::shared_ptr<const Model> model, SchedulerParams params,
+                                                       const std::function<Status(Context&)>& setup) {
+  if (!model) return invalid_argument("no model");
+  LOOM_RETURN_IF_ERROR(check_params(*model, params));
+  std::unique_ptr<Scheduler> s(new Scheduler());
+  s->model_ = model;
+  s->params_ = params;
+  auto impl = std::make_unique<Impl>();
+  impl->self = s.get();
+  impl->model = model;
+  impl->vocab = &model->vocab();
+  impl->p = params;
+  impl->enc_dec = model->hparams().arch == Arch::kT5;
+  const ContextParams cp = context_params_for(*model, params);
   auto ctx = Context::create(model, cp);
   if (!ctx) return ctx.status();
   impl->ctx = std::move(*ctx);
   if (setup) LOOM_RETURN_IF_ERROR(setup(*impl->ctx));
   impl->n_ctx = impl->ctx->n_ctx();
-  impl->step_tokens = std::min(step, impl->ctx->n_batch());
+  impl->step_tokens = std::min(step_budget(params, cp), impl->ctx->n_batch());
   s->n_ctx_ = impl->n_ctx;
   for (int i = params.n_slots - 1; i >= 0; --i) impl->free_slots.push_back(i);
   impl->slot_last.resize(size_t(params.n_slots));
-  if (!embed && params.prefix_cache && cp.n_seq_max > params.n_slots) {
-    PrefixCheckpointLimits lim;
-    lim.per_path = params.ctx_checkpoints;
-    lim.max_bytes = int64_t(params.cache_ram_mib) << 20;
-    impl->cache = std::make_unique<PrefixCache>(*impl->ctx, params.n_slots, cp.n_seq_max - params.n_slots, lim);
-    if (!params.cache_dir.empty() && impl->cache->needs_checkpoints()) {
-      // Files of whole sequences cannot stand for checkpoints of recurrent states or windows yet.
-      LOOM_LOG(kWarn, "scheduler: --cache-dir is not used for %s (its memory keeps checkpoints)",
-               model->hparams().arch_name.c_str());
-    } else if (!params.cache_dir.empty()) {
-      LOOM_RETURN_IF_ERROR(impl->disk.open(params.cache_dir, *impl->ctx, params.cache_dir_max_bytes,
-                                           params.cache_dir_min_tokens));
-      Impl* raw = impl.get();
-      impl->cache->set_evict_hook([raw](std::span<const int32_t> t, int seq) { raw->persist_prefix(t, seq); });
-    }
-  }
+  LOOM_RETURN_IF_ERROR(open_prefix_cache(*impl, cp));
   Impl* raw = impl.get();
   s->impl_ = std::move(impl);
   raw->publish();
