@@ -3,6 +3,8 @@
 #include <cmath>
 #include <limits>
 
+#include "sample/sampling_defaults.h"  // header only: loom_api links no loom library
+
 namespace loom::api {
 
 namespace {
@@ -47,6 +49,7 @@ size_t valid_utf8_prefix(const std::string& s) {
 }
 
 json generation_settings(const json& body, uint64_t seed, bool stream) {
+  namespace d = sampling_defaults;
   const json n_predict = pick(body, {"n_predict", "max_tokens"}, -1);
   json samplers = pick(body, {"samplers"}, json::array({"penalties", "dry", "top_n_sigma", "top_k", "typ_p", "top_p", "min_p",
                                                          "xtc", "temperature"}));
@@ -66,27 +69,27 @@ json generation_settings(const json& body, uint64_t seed, bool stream) {
   }
   return json{
       {"seed", seed},
-      {"temperature", pick(body, {"temperature"}, 0.8)},
-      {"dynatemp_range", pick(body, {"dynatemp_range"}, 0.0)},
-      {"dynatemp_exponent", pick(body, {"dynatemp_exponent"}, 1.0)},
-      {"top_k", pick(body, {"top_k"}, 40)},
-      {"top_p", pick(body, {"top_p"}, 0.95)},
-      {"min_p", pick(body, {"min_p"}, 0.05)},
+      {"temperature", pick(body, {"temperature"}, d::kTemperature)},
+      {"dynatemp_range", pick(body, {"dynatemp_range"}, d::kDynatempRange)},
+      {"dynatemp_exponent", pick(body, {"dynatemp_exponent"}, d::kDynatempExponent)},
+      {"top_k", pick(body, {"top_k"}, d::kTopK)},
+      {"top_p", pick(body, {"top_p"}, d::kTopP)},
+      {"min_p", pick(body, {"min_p"}, d::kMinP)},
       {"top_n_sigma", pick(body, {"top_n_sigma"}, -1.0)},
-      {"xtc_probability", pick(body, {"xtc_probability"}, 0.0)},
-      {"xtc_threshold", pick(body, {"xtc_threshold"}, 0.1)},
-      {"typical_p", pick(body, {"typical_p", "typ_p"}, 1.0)},
-      {"repeat_last_n", pick(body, {"repeat_last_n", "penalty_last_n"}, 64)},
-      {"repeat_penalty", pick(body, {"repeat_penalty", "penalty_repeat"}, 1.0)},
-      {"presence_penalty", pick(body, {"presence_penalty", "penalty_present"}, 0.0)},
-      {"frequency_penalty", pick(body, {"frequency_penalty", "penalty_freq"}, 0.0)},
-      {"dry_multiplier", pick(body, {"dry_multiplier"}, 0.0)},
-      {"dry_base", pick(body, {"dry_base"}, 1.75)},
-      {"dry_allowed_length", pick(body, {"dry_allowed_length"}, 2)},
-      {"dry_penalty_last_n", pick(body, {"dry_penalty_last_n"}, -1)},
-      {"mirostat", pick(body, {"mirostat"}, 0)},
-      {"mirostat_tau", pick(body, {"mirostat_tau"}, 5.0)},
-      {"mirostat_eta", pick(body, {"mirostat_eta"}, 0.1)},
+      {"xtc_probability", pick(body, {"xtc_probability"}, d::kXtcProbability)},
+      {"xtc_threshold", pick(body, {"xtc_threshold"}, d::kXtcThreshold)},
+      {"typical_p", pick(body, {"typical_p", "typ_p"}, d::kTypicalP)},
+      {"repeat_last_n", pick(body, {"repeat_last_n", "penalty_last_n"}, d::kPenaltyLastN)},
+      {"repeat_penalty", pick(body, {"repeat_penalty", "penalty_repeat"}, d::kPenaltyRepeat)},
+      {"presence_penalty", pick(body, {"presence_penalty", "penalty_present"}, d::kPenaltyPresent)},
+      {"frequency_penalty", pick(body, {"frequency_penalty", "penalty_freq"}, d::kPenaltyFreq)},
+      {"dry_multiplier", pick(body, {"dry_multiplier"}, d::kDryMultiplier)},
+      {"dry_base", pick(body, {"dry_base"}, d::kDryBase)},
+      {"dry_allowed_length", pick(body, {"dry_allowed_length"}, d::kDryAllowedLength)},
+      {"dry_penalty_last_n", pick(body, {"dry_penalty_last_n"}, d::kDryPenaltyLastN)},
+      {"mirostat", pick(body, {"mirostat"}, d::kMirostat)},
+      {"mirostat_tau", pick(body, {"mirostat_tau"}, d::kMirostatTau)},
+      {"mirostat_eta", pick(body, {"mirostat_eta"}, d::kMirostatEta)},
       {"max_tokens", n_predict},
       {"n_predict", n_predict},
       {"n_keep", pick(body, {"n_keep"}, 0)},
@@ -94,7 +97,7 @@ json generation_settings(const json& body, uint64_t seed, bool stream) {
       {"ignore_eos", pick(body, {"ignore_eos"}, false)},
       {"stream", stream},
       {"n_probs", pick(body, {"n_probs"}, 0)},
-      {"min_keep", pick(body, {"min_keep"}, 0)},
+      {"min_keep", pick(body, {"min_keep"}, d::kMinKeep)},
       {"samplers", samplers},
       {"timings_per_token", pick(body, {"timings_per_token"}, false)},
       {"post_sampling_probs", pick(body, {"post_sampling_probs"}, false)},

@@ -24,6 +24,7 @@
 #include "sample/argmax.h"  // argmax(): greedy picks
 #include "sample/grammar.h"
 #include "sample/reasoning_budget.h"
+#include "sample/sampling_defaults.h"
 #include "sample/stage.h"
 #include "sample/stages.h"
 
@@ -68,25 +69,25 @@ Expected<std::vector<SamplerType>> parse_sampler_order(std::string_view text);
 const char* sampler_type_name(SamplerType t);
 
 struct SamplerParams {
-  float temp = 0.8f;      // <= 0 (with dynatemp_range 0): greedy
-  int top_k = 40;         // <= 0: all
-  float top_p = 0.95f;    // >= 1: off
+  float temp = float(sampling_defaults::kTemperature);  // <= 0 (with dynatemp_range 0): greedy
+  int top_k = sampling_defaults::kTopK;                  // <= 0: all
+  float top_p = float(sampling_defaults::kTopP);        // >= 1: off
   uint64_t seed = 0;
-  float min_p = 0.05f;    // <= 0: off
-  float typical_p = 1.0f; // >= 1: off
-  float dynatemp_range = 0.0f;
-  float dynatemp_exponent = 1.0f;
-  float xtc_probability = 0.0f;
-  float xtc_threshold = 0.1f;
-  int32_t min_keep = 0;
-  int32_t penalty_last_n = 64;   // -1: n_ctx; 0: off
-  float penalty_repeat = 1.0f;
-  float penalty_freq = 0.0f;
-  float penalty_present = 0.0f;
+  float min_p = float(sampling_defaults::kMinP);        // <= 0: off
+  float typical_p = float(sampling_defaults::kTypicalP);  // >= 1: off
+  float dynatemp_range = float(sampling_defaults::kDynatempRange);
+  float dynatemp_exponent = float(sampling_defaults::kDynatempExponent);
+  float xtc_probability = float(sampling_defaults::kXtcProbability);
+  float xtc_threshold = float(sampling_defaults::kXtcThreshold);
+  int32_t min_keep = sampling_defaults::kMinKeep;
+  int32_t penalty_last_n = sampling_defaults::kPenaltyLastN;  // -1: n_ctx; 0: off
+  float penalty_repeat = float(sampling_defaults::kPenaltyRepeat);
+  float penalty_freq = float(sampling_defaults::kPenaltyFreq);
+  float penalty_present = float(sampling_defaults::kPenaltyPresent);
   DryParams dry;                 // multiplier 0: off
-  int32_t mirostat = 0;          // 0 off, 1 v1, 2 v2 (replaces the truncation stages and dist)
-  float mirostat_tau = 5.0f;
-  float mirostat_eta = 0.1f;
+  int32_t mirostat = sampling_defaults::kMirostat;  // 0 off, 1 v1, 2 v2 (replaces the truncation stages and dist)
+  float mirostat_tau = float(sampling_defaults::kMirostatTau);
+  float mirostat_eta = float(sampling_defaults::kMirostatEta);
   int32_t n_ctx = 4096;          // what -1 means for penalty_last_n and dry.penalty_last_n
   std::vector<std::pair<int32_t, float>> logit_bias;
   std::vector<SamplerType> order = {SamplerType::kPenalties, SamplerType::kDry,  SamplerType::kTopK,

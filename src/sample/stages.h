@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "sample/sampling_defaults.h"
 #include "sample/stage.h"
 
 namespace loom {
@@ -28,10 +29,10 @@ std::unique_ptr<SamplerStage> make_penalties(int32_t last_n, float repeat, float
 // are mapped onto token sequences with the vocabulary, as llama.cpp does (vocab may be null:
 // then no breakers apply). multiplier 0 disables.
 struct DryParams {
-  float multiplier = 0.0f;
-  float base = 1.75f;
-  int32_t allowed_length = 2;
-  int32_t penalty_last_n = -1;
+  float multiplier = float(sampling_defaults::kDryMultiplier);
+  float base = float(sampling_defaults::kDryBase);
+  int32_t allowed_length = sampling_defaults::kDryAllowedLength;
+  int32_t penalty_last_n = sampling_defaults::kDryPenaltyLastN;
   std::vector<std::string> sequence_breakers = {"\n", ":", "\"", "*"};
 };
 std::unique_ptr<SamplerStage> make_dry(const DryParams& p, const Vocab* vocab, int32_t n_ctx);

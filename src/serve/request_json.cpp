@@ -8,6 +8,7 @@
 #include "chat/chat_prompt.h"
 #include "chat/tool_calls.h"
 #include "sample/sampler.h"
+#include "sample/sampling_defaults.h"
 
 namespace loom::serve {
 
@@ -226,27 +227,28 @@ void parse_logit_bias(const json& lb, const Vocab& vocab, SamplerParams& sp) {
 
 void parse_generation(const Fields& f, const Vocab& vocab, int default_max_tokens, bool chat, GenerateRequest& r) {
   SamplerParams& sp = r.sampling;
-  sp.temp = float(f.number_in("temperature", 0.8, 0.0, 100.0));
-  sp.top_k = int(f.integer_in("top_k", 40, -1, 1 << 30));
-  sp.top_p = float(f.number_in("top_p", 0.95, 0.0, 1.0));
-  sp.min_p = float(f.number_in("min_p", 0.05, 0.0, 1.0));
-  sp.typical_p = float(f.number_in(pick(f, {"typical_p", "typ_p"}), 1.0, 0.0, 1.0));
-  sp.penalty_repeat = float(f.number_in(pick(f, {"repeat_penalty", "penalty_repeat"}), 1.0, 0.0, 100.0));
-  sp.penalty_last_n = int(f.integer_in(pick(f, {"repeat_last_n", "penalty_last_n"}), 64, -1, 1 << 30));
-  sp.penalty_freq = float(f.number_in(pick(f, {"frequency_penalty", "penalty_freq"}), 0.0, -2.0, 2.0));
-  sp.penalty_present = float(f.number_in(pick(f, {"presence_penalty", "penalty_present"}), 0.0, -2.0, 2.0));
-  sp.mirostat = int(f.integer_in("mirostat", 0, 0, 2));
-  sp.mirostat_tau = float(f.number_in("mirostat_tau", 5.0, 0.0, 1000.0));
-  sp.mirostat_eta = float(f.number_in("mirostat_eta", 0.1, 0.0, 1000.0));
-  sp.dynatemp_range = float(f.number_in("dynatemp_range", 0.0, 0.0, 100.0));
-  sp.dynatemp_exponent = float(f.number_in("dynatemp_exponent", 1.0, 0.0, 100.0));
-  sp.xtc_probability = float(f.number_in("xtc_probability", 0.0, 0.0, 1.0));
-  sp.xtc_threshold = float(f.number_in("xtc_threshold", 0.1, 0.0, 1.0));
-  sp.min_keep = int(f.integer_in("min_keep", 0, 0, 1 << 20));
-  sp.dry.multiplier = float(f.number_in("dry_multiplier", 0.0, 0.0, 1000.0));
-  sp.dry.base = float(f.number_in("dry_base", 1.75, 1.0, 1000.0));
-  sp.dry.allowed_length = int(f.integer_in("dry_allowed_length", 2, 0, 1 << 20));
-  sp.dry.penalty_last_n = int(f.integer_in("dry_penalty_last_n", -1, -1, 1 << 30));
+  namespace d = sampling_defaults;  // a field not in the request takes the sampler's default
+  sp.temp = float(f.number_in("temperature", d::kTemperature, 0.0, 100.0));
+  sp.top_k = int(f.integer_in("top_k", d::kTopK, -1, 1 << 30));
+  sp.top_p = float(f.number_in("top_p", d::kTopP, 0.0, 1.0));
+  sp.min_p = float(f.number_in("min_p", d::kMinP, 0.0, 1.0));
+  sp.typical_p = float(f.number_in(pick(f, {"typical_p", "typ_p"}), d::kTypicalP, 0.0, 1.0));
+  sp.penalty_repeat = float(f.number_in(pick(f, {"repeat_penalty", "penalty_repeat"}), d::kPenaltyRepeat, 0.0, 100.0));
+  sp.penalty_last_n = int(f.integer_in(pick(f, {"repeat_last_n", "penalty_last_n"}), d::kPenaltyLastN, -1, 1 << 30));
+  sp.penalty_freq = float(f.number_in(pick(f, {"frequency_penalty", "penalty_freq"}), d::kPenaltyFreq, -2.0, 2.0));
+  sp.penalty_present = float(f.number_in(pick(f, {"presence_penalty", "penalty_present"}), d::kPenaltyPresent, -2.0, 2.0));
+  sp.mirostat = int(f.integer_in("mirostat", d::kMirostat, 0, 2));
+  sp.mirostat_tau = float(f.number_in("mirostat_tau", d::kMirostatTau, 0.0, 1000.0));
+  sp.mirostat_eta = float(f.number_in("mirostat_eta", d::kMirostatEta, 0.0, 1000.0));
+  sp.dynatemp_range = float(f.number_in("dynatemp_range", d::kDynatempRange, 0.0, 100.0));
+  sp.dynatemp_exponent = float(f.number_in("dynatemp_exponent", d::kDynatempExponent, 0.0, 100.0));
+  sp.xtc_probability = float(f.number_in("xtc_probability", d::kXtcProbability, 0.0, 1.0));
+  sp.xtc_threshold = float(f.number_in("xtc_threshold", d::kXtcThreshold, 0.0, 1.0));
+  sp.min_keep = int(f.integer_in("min_keep", d::kMinKeep, 0, 1 << 20));
+  sp.dry.multiplier = float(f.number_in("dry_multiplier", d::kDryMultiplier, 0.0, 1000.0));
+  sp.dry.base = float(f.number_in("dry_base", d::kDryBase, 1.0, 1000.0));
+  sp.dry.allowed_length = int(f.integer_in("dry_allowed_length", d::kDryAllowedLength, 0, 1 << 20));
+  sp.dry.penalty_last_n = int(f.integer_in("dry_penalty_last_n", d::kDryPenaltyLastN, -1, 1 << 30));
   if (f.has("dry_sequence_breakers")) sp.dry.sequence_breakers = f.strings("dry_sequence_breakers");
   if (f.has("samplers")) {
     std::string order;

@@ -123,8 +123,8 @@ void note(const std::string& msg) { std::fprintf(stderr, "loom: %s\n", msg.c_str
 
 struct Opts {
   std::string model, system;
-  int n_ctx = 0, threads = 0, n_predict = -1, top_k = 40;
-  float temp = 0.8f, top_p = 0.95f, min_p = 0.05f, repeat_penalty = 1.0f;
+  int n_ctx = 0, threads = 0, n_predict = -1;
+  nlohmann::json sampling = nlohmann::json::object();  // the sampler flags given (add_sampler_flags)
   int64_t seed = -1;
   bool verbose = false;
 };
@@ -369,10 +369,9 @@ int run_chat(const Opts& o) {
   auto ctx_or = api::Context::create(*model, cp);
   if (!ctx_or) return fail(ctx_or.status());
 
-  const nlohmann::json sp = {{"temperature", o.temp}, {"top_k", o.top_k}, {"top_p", o.top_p}, {"min_p", o.min_p},
-                             {"repeat_penalty", o.repeat_penalty},
-                             {"seed", o.seed >= 0 ? o.seed : int64_t(std::random_device{}())},
-                             {"n_ctx", ctx_or->n_ctx()}};
+  nlohmann::json sp = o.sampling;
+  sp["seed"] = o.seed >= 0 ? o.seed : int64_t(std::random_device{}());
+  sp["n_ctx"] = ctx_or->n_ctx();
   auto sampler = api::Sampler::create(*model, sp.dump());
   if (!sampler) return fail(sampler.status());
   const bool has_template = has_chat_template(*model);
@@ -470,11 +469,7 @@ void register_chat(CLI::App& app, int& exit_code) {
   sub->add_option("-c,--ctx-size", o->n_ctx, "context size (default: training context, at most 4096)")->check(CLI::NonNegativeNumber);
   sub->add_option("-t,--threads", o->threads, "threads (default: all cores)")->check(CLI::NonNegativeNumber);
   sub->add_option("-n,--n-predict", o->n_predict, "most tokens per reply; -1 = until the end of the turn (default -1)")->check(CLI::Range(-1, 1 << 30));
-  sub->add_option("--temp", o->temp, "temperature; 0 = greedy (default 0.8)")->check(CLI::NonNegativeNumber);
-  sub->add_option("--top-k", o->top_k, "keep the k most likely tokens; 0 = all (default 40)")->check(CLI::NonNegativeNumber);
-  sub->add_option("--top-p", o->top_p, "nucleus sampling threshold (default 0.95)")->check(CLI::Range(0.0, 1.0));
-  sub->add_option("--min-p", o->min_p, "drop tokens below p times the top probability; 0 = off (default 0.05)")->check(CLI::Range(0.0, 1.0));
-  sub->add_option("--repeat-penalty", o->repeat_penalty, "penalize repeated tokens; 1 = off (default 1)")->check(CLI::PositiveNumber);
+  add_sampler_flags(sub, o->sampling, SamplerFlagSet::kChat);
   sub->add_option("--seed", o->seed, "random seed (default: random)");
   sub->add_option("--system", o->system, "system message that starts the conversation");
   sub->add_flag("-v,--verbose", o->verbose, "after each reply, print token counts and speed on stderr");

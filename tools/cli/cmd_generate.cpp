@@ -18,28 +18,14 @@ namespace {
 
 using api::Token;
 
-// The sampler flags (llama.cpp's names and defaults), given to the sampler as JSON
-// (loom_sampler_new's fields).
-struct SamplerFlags {
-  float min_p = 0.05f, typical_p = 1.0f, repeat_penalty = 1.0f, frequency_penalty = 0.0f, presence_penalty = 0.0f;
-  int repeat_last_n = 64;
-  float dry_multiplier = 0.0f, dry_base = 1.75f;
-  int dry_allowed_length = 2, dry_penalty_last_n = -1;
-  int mirostat = 0;
-  float mirostat_eta = 0.1f, mirostat_tau = 5.0f;
-  float xtc_probability = 0.0f, xtc_threshold = 0.1f;
-  float dynatemp_range = 0.0f, dynatemp_exponent = 1.0f;
-};
-
 struct Opts {
   std::string model, prompt;
-  int n_predict = 128, n_ctx = 0, threads = 0, top_k = 40;
+  int n_predict = 128, n_ctx = 0, threads = 0;
   int n_swa = -1;  // --sliding-window
-  float temp = 0.8f, top_p = 0.95f;
   int64_t seed = -1;
   bool json = false;
   bool verbose = false;  // the context's perf report (timings, expert routing) on stderr at the end
-  SamplerFlags sf;  // the sampler flags other than temp/top-k/top-p/seed
+  nlohmann::json sampling = nlohmann::json::object();  // the sampler flags given (add_sampler_flags)
   std::string samplers, grammar_file, json_schema_file;
   int parallel = 1;
   bool chat = false;
@@ -58,17 +44,9 @@ int64_t now_us() {
 
 // The sampler of one stream; `seed_offset` separates the streams of --parallel.
 api::Expected<api::Sampler> build_sampler(const Opts& o, const api::Model& model, int n_ctx, int64_t seed) {
-  const SamplerFlags& f = o.sf;
-  nlohmann::json j = {{"temperature", o.temp}, {"top_k", o.top_k}, {"top_p", o.top_p}, {"min_p", f.min_p},
-                      {"typical_p", f.typical_p}, {"repeat_penalty", f.repeat_penalty},
-                      {"repeat_last_n", f.repeat_last_n}, {"frequency_penalty", f.frequency_penalty},
-                      {"presence_penalty", f.presence_penalty}, {"dry_multiplier", f.dry_multiplier},
-                      {"dry_base", f.dry_base}, {"dry_allowed_length", f.dry_allowed_length},
-                      {"dry_penalty_last_n", f.dry_penalty_last_n}, {"mirostat", f.mirostat},
-                      {"mirostat_eta", f.mirostat_eta}, {"mirostat_tau", f.mirostat_tau},
-                      {"xtc_probability", f.xtc_probability}, {"xtc_threshold", f.xtc_threshold},
-                      {"dynatemp_range", f.dynatemp_range}, {"dynatemp_exponent", f.dynatemp_exponent},
-                      {"seed", seed}, {"n_ctx", n_ctx}};
+  nlohmann::json j = o.sampling;
+  j["seed"] = seed;
+  j["n_ctx"] = n_ctx;
   if (!o.samplers.empty()) j["samplers"] = o.samplers;
   std::string error;
   if (!o.grammar_file.empty()) {
@@ -195,212 +173,309 @@ struct SpecStats {
   double acceptance() const { return drafted > 0 ? double(accepted) / double(drafted) : 0.0; }
 };
 
+using api::Status;
+
+Status error(const std::string& message) { return Status(LOOM_ERR_INVALID_ARGUMENT, message); }
+
+// The drafter of --draft-model or --lookup (none without them), and the draft model it runs.
+struct Drafting {
+  std::optional<api::Model> draft_model;  // kept alive with the drafter
+  std::optional<api::Drafter> drafter;
+};
+
+Status make_drafter(const Opts& o, const api::Model& model, const api::ContextParams& cp, Drafting& d) {
+  if (o.draft_model.empty() && o.lookup <= 0) return Status::ok();
+  if (model.is_recurrent()) return error("speculative decoding needs to drop rejected tokens, which a recurrent model's state cannot");
+  if (o.context_shift) return error("speculative decoding cannot be combined with --context-shift");
+  if (o.lookup > 0) {
+    auto dr = api::Drafter::lookup(o.lookup, std::min(o.lookup, 2));
+    if (!dr) return dr.status();
+    d.drafter = std::move(*dr);
+    return Status::ok();
+  }
+  auto m = api::Model::load(o.draft_model);
+  if (!m) return m.status();
+  d.draft_model = std::move(*m);
+  api::ContextParams dp = cp;
+  dp.p.n_ctx = cp.p.n_ctx + o.draft_max + 1;
+  auto dr = api::Drafter::model(*d.draft_model, model, dp, o.draft_p_min);
+  if (!dr) return dr.status();
+  d.drafter = std::move(*dr);
+  return Status::ok();
+}
+
+// --load-state: restores the cache and its tokens into `history`, and how many of the prompt's
+// tokens it already holds (`reused`). Without -p the saved tokens are the prompt.
+Status restore_state(const Opts& o, api::Context& ctx, bool recurrent, std::vector<Token>& prompt,
+                     std::vector<Token>& history, size_t& reused) {
+  auto loaded = ctx.load_state(o.load_state);
+  if (!loaded) return loaded.status();
+  history = std::move(*loaded);
+  if (prompt.empty()) {
+    if (history.empty()) return error(o.load_state + " holds no tokens to resume from (pass -p)");
+    prompt = history;  // no -p: resume the saved tokens
+  }
+  const bool resume = history.size() >= prompt.size() && !history.empty() &&
+                      std::equal(prompt.begin(), prompt.end(), history.begin());
+  if (resume && loom_get_logits_ith(ctx.handle(), -1) != nullptr) {
+    prompt = history;  // continue the saved generation: its logits are restored too
+    reused = history.size();
+  } else {
+    while (reused < history.size() && reused < prompt.size() && history[reused] == prompt[reused]) ++reused;
+    if (reused == prompt.size()) --reused;  // the last prompt token must be decoded for its logits
+    if (!ctx.seq_rm(0, int(reused), -1).is_ok()) {
+      // A recurrent state cannot forget its last tokens: reuse it only when the prompt extends it.
+      if (!recurrent) return error("cannot trim the restored cache");
+      ctx.kv_clear();
+      reused = 0;
+    }
+    history.resize(reused);
+  }
+  std::fprintf(stderr, "loom: state %s: reused %zu of %zu prompt tokens\n", o.load_state.c_str(), reused, prompt.size());
+  return Status::ok();
+}
+
+// One stream's generation after its prompt: `history` is exactly what the KV cache holds, in
+// order (plus the last sampled token while `pending`).
+class Stream {
+ public:
+  Stream(const Opts& o, const api::Model& model, api::Context& ctx, api::Sampler& sampler, api::Detokenizer& detok,
+         api::Drafter* drafter, std::vector<Token> prompt)
+      : o_(o), model_(model), ctx_(ctx), sampler_(sampler), detok_(detok), drafter_(drafter),
+        history(std::move(prompt)), text{o.json, {}} {
+    n_keep_ = std::min(history.size(), size_t(o.keep) + (!history.empty() && history[0] == model.bos() ? 1 : 0));
+  }
+
+  std::vector<Token> history, out;
+  Output text;
+  SpecStats spec;
+
+  // Samples until -n tokens, an end-of-generation token, the grammar's end or a full context.
+  Status run() {
+    while (int(out.size()) < o_.n_predict) {
+      bool stop = false;
+      Status st = pending_ && drafter_ && int(history.size()) < ctx_.n_ctx() ? speculative_step(stop) : plain_step(stop);
+      if (!st) return st;
+      if (stop) break;
+    }
+    text.emit(detok_.flush());
+    return Status::ok();
+  }
+
+  // Before a state save: the last generated token decoded too, so a resumed run continues
+  // exactly where this one ended.
+  Status settle() {
+    if (pending_ && int(history.size()) <= ctx_.n_ctx()) {
+      return decode_one(ctx_, one_, history.back(), int32_t(history.size() - 1));
+    }
+    if (pending_) history.pop_back();
+    return Status::ok();
+  }
+
+ private:
+  // Text is released only in whole UTF-8 characters, with the vocabulary's spacing rules.
+  Status emit(Token tok) {
+    out.push_back(tok);
+    history.push_back(tok);
+    auto chunk = detok_.push(tok);
+    if (!chunk) return chunk.status();
+    text.emit(*chunk);
+    return Status::ok();
+  }
+
+  // Draft, verify in one decode, keep what the sampler picks (the same tokens as plain decoding:
+  // loom_speculative_round says why).
+  Status speculative_step(bool& stop) {
+    const int room = ctx_.n_ctx() - int(history.size()) - 1;
+    const int left = o_.n_predict - int(out.size()) - 1;
+    const int k = std::min({o_.draft_max, room, left, ctx_.n_batch() - 1});
+    std::vector<Token> draft;
+    if (k > 0) {
+      auto d = drafter_->draft(history, k);
+      if (!d) return d.status();
+      draft = std::move(*d);
+      if (int(draft.size()) < o_.draft_min) draft.clear();
+    }
+    int picked = 0;
+    auto round = api::speculative_round(ctx_, 0, history, draft, [&](const float* logits, int32_t nv) -> api::Expected<api::SpecPick> {
+      auto tok = next_token(sampler_, model_, logits, nv);
+      if (!tok) return tok.status();
+      if (*tok < 0) return api::SpecPick{*tok, false, true};
+      ++picked;
+      const bool done = sampler_.grammar_done() || int(out.size()) + picked >= o_.n_predict ||
+                        int(history.size()) + picked >= ctx_.n_ctx();
+      return api::SpecPick{*tok, true, done};
+    });
+    if (!round) return round.status();
+    spec.add(*round);
+    for (Token tok : round->tokens) {
+      if (Status st = emit(tok); !st) return st;
+    }
+    pending_ = !round->tokens.empty();
+    stop = round->stopped || int(history.size()) >= ctx_.n_ctx();
+    return Status::ok();
+  }
+
+  // Keeps the first n_keep tokens, drops half of the rest and shifts the remainder left.
+  Status shift_context() {
+    const size_t n_left = history.size() - n_keep_;
+    const size_t n_discard = std::max<size_t>(1, n_left / 2);
+    if (!ctx_.seq_rm(0, int(n_keep_), int(n_keep_ + n_discard)).is_ok() ||
+        !ctx_.seq_add(0, int(n_keep_ + n_discard), -1, -int(n_discard)).is_ok()) {
+      return error("context shift failed");
+    }
+    history.erase(history.begin() + long(n_keep_), history.begin() + long(n_keep_ + n_discard));
+    return Status::ok();
+  }
+
+  // The pending token decoded (the context shifted first when full), then the next one sampled.
+  Status plain_step(bool& stop) {
+    if (pending_) {
+      if (int(history.size()) >= ctx_.n_ctx()) {
+        if (!o_.context_shift) {
+          stop = true;
+          return Status::ok();
+        }
+        if (Status st = shift_context(); !st) return st;
+      }
+      if (Status st = decode_one(ctx_, one_, history.back(), int32_t(history.size() - 1)); !st) return st;
+      pending_ = false;
+    }
+    auto next = next_token(sampler_, model_, ctx_.logits(-1), ctx_.n_vocab());
+    if (!next) return next.status();
+    if (*next < 0) {
+      stop = true;
+      return Status::ok();
+    }
+    pending_ = true;
+    if (Status st = emit(*next); !st) return st;
+    stop = sampler_.grammar_done() || (!o_.context_shift && int(history.size()) >= ctx_.n_ctx());
+    return Status::ok();
+  }
+
+  const Opts& o_;
+  const api::Model& model_;
+  api::Context& ctx_;
+  api::Sampler& sampler_;
+  api::Detokenizer& detok_;
+  api::Drafter* drafter_;
+  size_t n_keep_ = 0;
+  api::Batch one_{1};
+  bool pending_ = false;  // the last sampled token is not in the cache yet
+};
+
+// The end of one stream: JSON on stdout, or the speeds on stderr.
+void report_one(const Opts& o, api::Context& ctx, const Stream& s, const std::vector<Token>& prompt, size_t reused,
+                double gen_wall_us, const api::Drafter* drafter) {
+  const loom_perf_data perf = ctx.perf();
+  const double prompt_tps = rate(perf.n_prompt_tokens, perf.t_prompt_us);
+  const double gen_tps = rate(perf.n_gen_tokens, perf.t_gen_us);
+  const double wall_tps = gen_wall_us > 0 ? double(s.out.size()) * 1e6 / gen_wall_us : 0.0;
+  const double per_round = s.spec.rounds > 0 ? double(s.spec.emitted) / double(s.spec.rounds) : 0.0;
+  if (o.json) {
+    nlohmann::json j;
+    j["prompt_ids"] = prompt;
+    j["ids"] = s.out;
+    j["text"] = s.text.text;
+    // gen_tps: decode time only (the context's counters, as llama.cpp's eval time); gen_wall_tps:
+    // tokens over the wall clock from the prompt's end to the last token, sampling included (as
+    // llama-server's and loom serve's predicted_per_second).
+    j["timings"] = {{"prompt_tps", prompt_tps}, {"gen_tps", gen_tps}, {"gen_wall_tps", wall_tps}};
+    if (!o.load_state.empty()) j["reused_tokens"] = reused;
+    if (drafter) {
+      j["speculative"] = {{"drafter", drafter->describe()}, {"rounds", s.spec.rounds}, {"drafted", s.spec.drafted},
+                          {"accepted", s.spec.accepted}, {"acceptance", s.spec.acceptance()},
+                          {"tokens_per_round", per_round}};
+    }
+    std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    return;
+  }
+  if (o.json_schema_file.empty()) std::printf("\n");
+  std::fprintf(stderr, "loom: prompt %zu tokens %.1f tok/s, generated %zu tokens %.1f tok/s\n", prompt.size(),
+               prompt_tps, s.out.size(), gen_tps);
+  if (drafter) {
+    std::fprintf(stderr, "loom: speculative (%s): %lld rounds, %lld of %lld draft tokens accepted (%.1f %%), %.2f tokens per target decode, %.1f tok/s wall\n",
+                 drafter->describe().c_str(), static_cast<long long>(s.spec.rounds),
+                 static_cast<long long>(s.spec.accepted), static_cast<long long>(s.spec.drafted),
+                 100.0 * s.spec.acceptance(), per_round, wall_tps);
+  }
+}
+
 // One stream: prompt (possibly resumed from a state file), sampling loop with optional
 // context shift, optional state save at the end.
-int generate_one(const Opts& o, const api::Model& model, std::vector<Token> prompt) {
+Status generate_one(const Opts& o, const api::Model& model, std::vector<Token> prompt) {
   api::ContextParams cp;
   cp.p.n_ctx = o.n_ctx > 0 ? o.n_ctx : default_n_ctx(model);
   cp.p.n_threads = o.threads;
   cp.p.n_swa = o.n_swa;
   cp.p.n_batch = std::min<int>(cp.p.n_ctx, std::max<int>(512, int(prompt.size())));
   auto ctx_or = api::Context::create(model, cp);
-  if (!ctx_or) return fail(ctx_or.status());
+  if (!ctx_or) return ctx_or.status();
   api::Context& ctx = *ctx_or;
   const bool recurrent = model.is_recurrent();
   if (o.context_shift && recurrent) {
-    return fail("--context-shift needs to drop old tokens, which a recurrent model's state cannot");
+    return error("--context-shift needs to drop old tokens, which a recurrent model's state cannot");
   }
-  std::optional<api::Drafter> drafter;
-  std::optional<api::Model> draft_model;  // kept alive with the drafter
-  if (!o.draft_model.empty() || o.lookup > 0) {
-    if (recurrent) return fail("speculative decoding needs to drop rejected tokens, which a recurrent model's state cannot");
-    if (o.context_shift) return fail("speculative decoding cannot be combined with --context-shift");
-    if (o.lookup > 0) {
-      auto d = api::Drafter::lookup(o.lookup, std::min(o.lookup, 2));
-      if (!d) return fail(d.status());
-      drafter = std::move(*d);
-    } else {
-      draft_model = load_model_or_report(o.draft_model);
-      if (!draft_model) return 1;
-      api::ContextParams dp = cp;
-      dp.p.n_ctx = cp.p.n_ctx + o.draft_max + 1;
-      auto d = api::Drafter::model(*draft_model, model, dp, o.draft_p_min);
-      if (!d) return fail(d.status());
-      drafter = std::move(*d);
-    }
-  }
-  SpecStats spec;
-
-  // `history` is exactly what the KV cache holds, in order.
+  Drafting drafting;
+  if (Status st = make_drafter(o, model, cp, drafting); !st) return st;
   std::vector<Token> history;
   size_t reused = 0;
   if (!o.load_state.empty()) {
-    auto loaded = ctx.load_state(o.load_state);
-    if (!loaded) return fail(loaded.status());
-    history = std::move(*loaded);
-    if (prompt.empty()) {
-      if (history.empty()) return fail(o.load_state + " holds no tokens to resume from (pass -p)");
-      prompt = history;  // no -p: resume the saved tokens
-    }
-    const bool resume = history.size() >= prompt.size() && !history.empty() &&
-                        std::equal(prompt.begin(), prompt.end(), history.begin());
-    if (resume && loom_get_logits_ith(ctx.handle(), -1) != nullptr) {
-      prompt = history;  // continue the saved generation: its logits are restored too
-      reused = history.size();
-    } else {
-      while (reused < history.size() && reused < prompt.size() && history[reused] == prompt[reused]) ++reused;
-      if (reused == prompt.size()) --reused;  // the last prompt token must be decoded for its logits
-      if (!ctx.seq_rm(0, int(reused), -1).is_ok()) {
-        // A recurrent state cannot forget its last tokens: reuse it only when the prompt extends it.
-        if (!recurrent) return fail("cannot trim the restored cache");
-        ctx.kv_clear();
-        reused = 0;
-      }
-      history.resize(reused);
-    }
-    std::fprintf(stderr, "loom: state %s: reused %zu of %zu prompt tokens\n", o.load_state.c_str(), reused, prompt.size());
+    if (Status st = restore_state(o, ctx, recurrent, prompt, history, reused); !st) return st;
   }
   if (int(prompt.size()) >= cp.p.n_ctx && !o.context_shift) {
-    return fail("the prompt has " + std::to_string(prompt.size()) + " tokens, which does not fit the context of " +
-                std::to_string(cp.p.n_ctx) + " (use -c)");
+    return error("the prompt has " + std::to_string(prompt.size()) + " tokens, which does not fit the context of " +
+                 std::to_string(cp.p.n_ctx) + " (use -c)");
   }
-  if (int(prompt.size()) >= cp.p.n_ctx) return fail("the prompt does not fit the context (use -c)");
-
-  auto sampler_or = build_sampler(o, model, ctx.n_ctx(), resolve_seed(o));
-  if (!sampler_or) return fail(sampler_or.status());
-  api::Sampler& sampler = *sampler_or;
-  sampler.accept_history(prompt);
-
+  if (int(prompt.size()) >= cp.p.n_ctx) return error("the prompt does not fit the context (use -c)");
+  auto sampler = build_sampler(o, model, ctx.n_ctx(), resolve_seed(o));
+  if (!sampler) return sampler.status();
+  sampler->accept_history(prompt);
   if (reused < prompt.size()) {
-    api::Status st = decode_tokens(ctx, prompt, reused);
-    if (!st) return fail(st);
+    if (Status st = decode_tokens(ctx, prompt, reused); !st) return st;
   }
-  history = prompt;
-  const size_t n_keep = std::min(prompt.size(), size_t(o.keep) + (!prompt.empty() && prompt[0] == model.bos() ? 1 : 0));
-  const int32_t n_vocab = ctx.n_vocab();
-
-  std::vector<Token> out;
-  Output text{o.json, {}};
-  // Text is released only in whole UTF-8 characters, with the vocabulary's spacing rules.
   auto detok = api::Detokenizer::create(model);
-  if (!detok) return fail(detok.status());
-  auto push_text = [&](Token tok) -> api::Status {
-    auto chunk = detok->push(tok);
-    if (!chunk) return chunk.status();
-    text.emit(*chunk);
-    return api::Status::ok();
-  };
-  api::Batch one(1);
-  bool pending = false;  // the last sampled token is not in the cache yet
+  if (!detok) return detok.status();
+  api::Drafter* drafter = drafting.drafter ? &*drafting.drafter : nullptr;
+  Stream s(o, model, ctx, *sampler, *detok, drafter, prompt);
   const int64_t t_gen0 = now_us();  // wall clock of generation: decode, sampling, detokenizing
-  while (int(out.size()) < o.n_predict) {
-    if (pending && drafter && int(history.size()) < ctx.n_ctx()) {
-      // Speculative step: draft, verify in one decode, keep what the sampler picks (the same
-      // tokens as plain decoding: loom_speculative_round says why).
-      const int room = ctx.n_ctx() - int(history.size()) - 1;
-      const int left = o.n_predict - int(out.size()) - 1;
-      const int k = std::min({o.draft_max, room, left, ctx.n_batch() - 1});
-      std::vector<Token> draft;
-      if (k > 0) {
-        auto d = drafter->draft(history, k);
-        if (!d) return fail(d.status());
-        draft = std::move(*d);
-        if (int(draft.size()) < o.draft_min) draft.clear();
-      }
-      int picked = 0;
-      auto round = api::speculative_round(ctx, 0, history, draft, [&](const float* logits, int32_t nv) -> api::Expected<api::SpecPick> {
-        auto tok = next_token(sampler, model, logits, nv);
-        if (!tok) return tok.status();
-        if (*tok < 0) return api::SpecPick{*tok, false, true};
-        ++picked;
-        const bool stop = sampler.grammar_done() || int(out.size()) + picked >= o.n_predict ||
-                          int(history.size()) + picked >= ctx.n_ctx();
-        return api::SpecPick{*tok, true, stop};
-      });
-      if (!round) return fail(round.status());
-      spec.add(*round);
-      for (Token tok : round->tokens) {
-        out.push_back(tok);
-        history.push_back(tok);
-        if (api::Status st = push_text(tok); !st) return fail(st);
-      }
-      pending = !round->tokens.empty();
-      if (round->stopped || int(history.size()) >= ctx.n_ctx()) break;
-      continue;
-    }
-    if (pending) {
-      if (int(history.size()) >= ctx.n_ctx()) {
-        if (!o.context_shift) break;
-        // Keep the first n_keep tokens, drop half of the rest, shift the remainder left.
-        const size_t n_left = history.size() - n_keep;
-        const size_t n_discard = std::max<size_t>(1, n_left / 2);
-        if (!ctx.seq_rm(0, int(n_keep), int(n_keep + n_discard)).is_ok() ||
-            !ctx.seq_add(0, int(n_keep + n_discard), -1, -int(n_discard)).is_ok()) {
-          return fail("context shift failed");
-        }
-        history.erase(history.begin() + long(n_keep), history.begin() + long(n_keep + n_discard));
-      }
-      if (api::Status st = decode_one(ctx, one, history.back(), int32_t(history.size() - 1)); !st) return fail(st);
-      pending = false;
-    }
-    auto next = next_token(sampler, model, ctx.logits(-1), n_vocab);
-    if (!next) return fail(next.status());
-    const Token tok = *next;
-    if (tok < 0) break;
-    out.push_back(tok);
-    history.push_back(tok);
-    pending = true;
-    if (api::Status st = push_text(tok); !st) return fail(st);
-    if (sampler.grammar_done()) break;
-    if (!o.context_shift && int(history.size()) >= ctx.n_ctx()) break;
-  }
-  text.emit(detok->flush());
+  if (Status st = s.run(); !st) return st;
   const double gen_wall_us = double(now_us() - t_gen0);
   if (!o.save_state.empty()) {
-    // Decode the last generated token too, so a resumed run continues exactly where this ended.
-    if (pending && int(history.size()) <= ctx.n_ctx()) {
-      if (api::Status st = decode_one(ctx, one, history.back(), int32_t(history.size() - 1)); !st) return fail(st);
-    } else if (pending) {
-      history.pop_back();
-    }
-    if (api::Status st = ctx.save_state(o.save_state, history); !st) return fail(st);
+    if (Status st = s.settle(); !st) return st;
+    if (Status st = ctx.save_state(o.save_state, s.history); !st) return st;
   }
-  const loom_perf_data perf = ctx.perf();
-  const double prompt_tps = rate(perf.n_prompt_tokens, perf.t_prompt_us);
-  const double gen_tps = rate(perf.n_gen_tokens, perf.t_gen_us);
+  report_one(o, ctx, s, prompt, reused, gen_wall_us, drafter);
+  if (o.verbose) loom_perf_print(ctx.handle());
+  if (sampler->has_grammar() && !sampler->grammar_can_end())
+    std::fprintf(stderr, "loom: warning: generation stopped before the grammar was complete (raise -n)\n");
+  return Status::ok();
+}
+
+// The end of --parallel: every sequence's text, the aggregate speed.
+void report_parallel(const Opts& o, api::Context& ctx, const std::vector<Token>& prompt,
+                     const std::vector<std::vector<Token>>& ids, const std::vector<std::string>& texts,
+                     int64_t n_generated, double dt) {
+  const int n_seq = o.parallel;
+  const double agg_tps = dt > 0 ? 1e6 * double(n_generated) / dt : 0.0;
   if (o.json) {
     nlohmann::json j;
     j["prompt_ids"] = prompt;
-    j["ids"] = out;
-    j["text"] = text.text;
-    // gen_tps: decode time only (the context's counters, as llama.cpp's eval time); gen_wall_tps:
-    // tokens over the wall clock from the prompt's end to the last token, sampling included (as
-    // llama-server's and loom serve's predicted_per_second).
-    j["timings"] = {{"prompt_tps", prompt_tps}, {"gen_tps", gen_tps},
-                    {"gen_wall_tps", gen_wall_us > 0 ? double(out.size()) * 1e6 / gen_wall_us : 0.0}};
-    if (!o.load_state.empty()) j["reused_tokens"] = reused;
-    if (drafter) {
-      j["speculative"] = {{"drafter", drafter->describe()}, {"rounds", spec.rounds}, {"drafted", spec.drafted},
-                          {"accepted", spec.accepted}, {"acceptance", spec.acceptance()},
-                          {"tokens_per_round", spec.rounds > 0 ? double(spec.emitted) / double(spec.rounds) : 0.0}};
-    }
+    j["ids"] = ids[0];
+    j["text"] = texts[0];
+    nlohmann::json seqs = nlohmann::json::array();
+    for (int s = 0; s < n_seq; ++s) seqs.push_back({{"ids", ids[size_t(s)]}, {"text", texts[size_t(s)]}});
+    j["sequences"] = seqs;
+    const loom_perf_data perf = ctx.perf();
+    j["timings"] = {{"prompt_tps", rate(perf.n_prompt_tokens, perf.t_prompt_us)},
+                    {"gen_tps", agg_tps}, {"aggregate_tps", agg_tps}};
     std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {
-    if (o.json_schema_file.empty()) std::printf("\n");
-    std::fprintf(stderr, "loom: prompt %zu tokens %.1f tok/s, generated %zu tokens %.1f tok/s\n", prompt.size(),
-                 prompt_tps, out.size(), gen_tps);
-    if (drafter) {
-      std::fprintf(stderr, "loom: speculative (%s): %lld rounds, %lld of %lld draft tokens accepted (%.1f %%), %.2f tokens per target decode, %.1f tok/s wall\n",
-                   drafter->describe().c_str(), static_cast<long long>(spec.rounds), static_cast<long long>(spec.accepted),
-                   static_cast<long long>(spec.drafted), 100.0 * spec.acceptance(),
-                   spec.rounds > 0 ? double(spec.emitted) / double(spec.rounds) : 0.0,
-                   gen_wall_us > 0 ? double(out.size()) * 1e6 / gen_wall_us : 0.0);
-    }
+    for (int s = 0; s < n_seq; ++s) std::printf("[sequence %d]%s\n", s, texts[size_t(s)].c_str());
+    std::fprintf(stderr, "loom: %d sequences, %lld tokens in %.2f s: %.1f tok/s aggregate\n", n_seq,
+                 static_cast<long long>(n_generated), dt / 1e6, agg_tps);
   }
   if (o.verbose) loom_perf_print(ctx.handle());
-  if (sampler.has_grammar() && !sampler.grammar_can_end())
-    std::fprintf(stderr, "loom: warning: generation stopped before the grammar was complete (raise -n)\n");
-  return 0;
 }
 
 // N continuations of one prompt at once: the prompt is decoded once into sequence 0 and its
@@ -476,27 +551,76 @@ int generate_parallel(const Opts& o, const api::Model& model, const std::vector<
     if (!st) return fail(st);
     ++pos;
   }
-  const double dt = double(now_us() - t0);
-  const double agg_tps = dt > 0 ? 1e6 * double(n_generated) / dt : 0.0;
-  if (o.json) {
-    nlohmann::json j;
-    j["prompt_ids"] = prompt;
-    j["ids"] = ids[0];
-    j["text"] = texts[0];
-    nlohmann::json seqs = nlohmann::json::array();
-    for (int s = 0; s < n_seq; ++s) seqs.push_back({{"ids", ids[size_t(s)]}, {"text", texts[size_t(s)]}});
-    j["sequences"] = seqs;
-    const loom_perf_data perf = ctx.perf();
-    j["timings"] = {{"prompt_tps", rate(perf.n_prompt_tokens, perf.t_prompt_us)},
-                    {"gen_tps", agg_tps}, {"aggregate_tps", agg_tps}};
-    std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
-  } else {
-    for (int s = 0; s < n_seq; ++s) std::printf("[sequence %d]%s\n", s, texts[size_t(s)].c_str());
-    std::fprintf(stderr, "loom: %d sequences, %lld tokens in %.2f s: %.1f tok/s aggregate\n", n_seq,
-                 static_cast<long long>(n_generated), dt / 1e6, agg_tps);
-  }
-  if (o.verbose) loom_perf_print(ctx.handle());
+  report_parallel(o, ctx, prompt, ids, texts, n_generated, double(now_us() - t0));
   return 0;
+}
+
+// The prompt's tokens: -p as text, or with --chat as one user message through the model's template.
+api::Expected<std::vector<Token>> prompt_tokens(const Opts& o, const api::Model& model) {
+  if (!o.chat) return model.tokenize(o.prompt, true, false);
+  const nlohmann::json messages = nlohmann::json::array({{{"role", "user"}, {"content", o.prompt}}});
+  auto rendered = model.apply_chat_template(messages.dump(), /*add_generation_prompt=*/true);
+  if (!rendered) return rendered.status();
+  return model.tokenize_chat(*rendered);
+}
+
+// The combinations of flags one model cannot run, or ok.
+Status check_combination(const Opts& o, bool enc_dec) {
+  const bool speculative = !o.draft_model.empty() || o.lookup > 0;
+  if (o.parallel > 1 && speculative) return error("--parallel cannot be combined with --draft-model or --lookup");
+  if (enc_dec && speculative) {
+    return error("speculative decoding (--draft-model, --lookup) is not implemented for encoder-decoder models");
+  }
+  if (!enc_dec && o.parallel > 1 && (o.context_shift || !o.save_state.empty() || !o.load_state.empty())) {
+    return error("--parallel cannot be combined with --context-shift or state files");
+  }
+  return Status::ok();
+}
+
+// `loom generate`: 0 on success, 1 on a runtime error, 2 on a usage error.
+int run_generate(const Opts& o) {
+  auto model = load_model_or_report(o.model);
+  if (!model) return 1;
+  const bool enc_dec = model->has_encoder() && model->has_decoder();
+  if (o.prompt.empty() && o.load_state.empty()) {
+    std::fprintf(stderr, "loom: --prompt is required (unless --load-state resumes a saved generation)\n");
+    return 2;
+  }
+  if (o.prompt.empty() && enc_dec) return fail("state files are not supported for encoder-decoder models: pass -p");
+  if (o.prompt.empty()) {
+    // Resume: the saved tokens are the prompt (generate_one restores them and their logits).
+    if (o.parallel > 1) return fail("--parallel cannot be combined with state files");
+    Status st = generate_one(o, *model, {});
+    return st ? 0 : fail(st);
+  }
+  auto prompt = prompt_tokens(o, *model);
+  if (!prompt) return fail(prompt.status());
+  if (prompt->empty()) return fail("the prompt produced no tokens");
+  if (Status st = check_combination(o, enc_dec); !st) return fail(st);
+  if (enc_dec) return generate_encoder_decoder(o, *model, *prompt);
+  if (o.parallel > 1) return generate_parallel(o, *model, *prompt);
+  Status st = generate_one(o, *model, std::move(*prompt));
+  return st ? 0 : fail(st);
+}
+
+// The flags of generation itself (the sampler's are add_sampler_flags').
+void add_generation_flags(CLI::App* sub, Opts& o) {
+  auto* gf = sub->add_option("--grammar-file", o.grammar_file, "constrain the output with a GBNF grammar file");
+  sub->add_option("--json-schema", o.json_schema_file, "constrain the output to JSON matching this JSON schema file (stdout holds only the JSON)")->excludes(gf);
+  sub->add_option("--parallel", o.parallel, "generate N continuations at once, sharing the prompt's cache cells")
+      ->check(CLI::Range(1, 256));
+  sub->add_flag("--chat", o.chat, "apply the model's chat template to the prompt as one user message");
+  sub->add_flag("--context-shift", o.context_shift, "when the context is full, drop the oldest half (after --keep) and go on");
+  sub->add_option("--keep", o.keep, "prompt tokens kept by --context-shift (BOS is always kept)")->check(CLI::NonNegativeNumber);
+  auto* save = sub->add_option("--save-state", o.save_state, "save the context (cache + tokens) to FILE at the end");
+  sub->add_option("--load-state", o.load_state, "restore a saved context and reuse its tokens (resumes a saved generation)")
+      ->excludes(save);
+  auto* dm = sub->add_option("--draft-model", o.draft_model, "speculative decoding with this draft model (same vocabulary); greedy and seeded output are unchanged");
+  sub->add_option("--draft-max", o.draft_max, "most tokens drafted per step (default 16)")->check(CLI::Range(1, 256));
+  sub->add_option("--draft-min", o.draft_min, "drafts shorter than this are not verified (default 0)")->check(CLI::Range(0, 256));
+  sub->add_option("--draft-p-min", o.draft_p_min, "the draft model stops at a token below this probability (default 0.75)")->check(CLI::Range(0.0, 1.0));
+  sub->add_option("--lookup", o.lookup, "speculative decoding by prompt lookup: drafts from the longest repeated n-gram up to N tokens (no draft model)")
+      ->check(CLI::Range(1, 64))->excludes(dm);
 }
 
 }  // namespace
@@ -510,114 +634,15 @@ void register_generate(CLI::App& app, int& exit_code) {
   sub->add_option("-c,--ctx-size", o->n_ctx, "context size (default: training context, at most 4096)")->check(CLI::NonNegativeNumber);
   sub->add_option("-t,--threads", o->threads, "threads (default: all cores)")->check(CLI::NonNegativeNumber);
   add_sliding_window_option(sub, o->n_swa);
-  sub->add_option("--temp", o->temp, "temperature; 0 = greedy (default 0.8)")->check(CLI::NonNegativeNumber);
-  sub->add_option("--top-k", o->top_k, "keep the k most likely tokens; 0 = all (default 40)")->check(CLI::NonNegativeNumber);
-  sub->add_option("--top-p", o->top_p, "nucleus sampling threshold (default 0.95)")->check(CLI::Range(0.0, 1.0));
   sub->add_option("--seed", o->seed, "random seed (default: random)");
-  // Sampler chain (llama.cpp's flags and defaults).
-  SamplerFlags& sp = o->sf;
-  sub->add_option("--min-p", sp.min_p, "drop tokens below p times the top probability; 0 = off (default 0.05)")->check(CLI::Range(0.0, 1.0));
-  sub->add_option("--typical-p", sp.typical_p, "locally typical sampling; 1 = off (default 1)")->check(CLI::Range(0.0, 1.0));
-  sub->add_option("--repeat-penalty", sp.repeat_penalty, "penalize repeated tokens; 1 = off (default 1)")->check(CLI::PositiveNumber);
-  sub->add_option("--repeat-last-n", sp.repeat_last_n, "tokens the penalties look back over; 0 = off, -1 = context (default 64)")->check(CLI::Range(-1, 1 << 30));
-  sub->add_option("--frequency-penalty", sp.frequency_penalty, "subtract count * F from a repeated token's logit (default 0)");
-  sub->add_option("--presence-penalty", sp.presence_penalty, "subtract P from a repeated token's logit (default 0)");
-  sub->add_option("--dry-multiplier", sp.dry_multiplier, "DRY repetition penalty multiplier; 0 = off (default 0)")->check(CLI::NonNegativeNumber);
-  sub->add_option("--dry-base", sp.dry_base, "DRY base (default 1.75)")->check(CLI::Range(1.0, 1e9));
-  sub->add_option("--dry-allowed-length", sp.dry_allowed_length, "DRY: repeats up to this length are free (default 2)")->check(CLI::NonNegativeNumber);
-  sub->add_option("--dry-penalty-last-n", sp.dry_penalty_last_n, "DRY look-back; 0 = off, -1 = context (default -1)")->check(CLI::Range(-1, 1 << 30));
-  sub->add_option("--mirostat", sp.mirostat, "mirostat sampling: 0 off, 1 v1, 2 v2 (default 0)")->check(CLI::Range(0, 2));
-  sub->add_option("--mirostat-lr", sp.mirostat_eta, "mirostat learning rate eta (default 0.1)")->check(CLI::NonNegativeNumber);
-  sub->add_option("--mirostat-ent", sp.mirostat_tau, "mirostat target entropy tau (default 5)")->check(CLI::NonNegativeNumber);
-  sub->add_option("--xtc-probability", sp.xtc_probability, "XTC: chance of removing the top choices; 0 = off (default 0)")->check(CLI::Range(0.0, 1.0));
-  sub->add_option("--xtc-threshold", sp.xtc_threshold, "XTC: probability threshold (default 0.1)")->check(CLI::Range(0.0, 1.0));
-  sub->add_option("--dynatemp-range", sp.dynatemp_range, "dynamic temperature in [temp - R, temp + R]; 0 = off (default 0)")->check(CLI::NonNegativeNumber);
-  sub->add_option("--dynatemp-exp", sp.dynatemp_exponent, "dynamic temperature exponent (default 1)")->check(CLI::NonNegativeNumber);
+  add_sampler_flags(sub, o->sampling, SamplerFlagSet::kAll);
   sub->add_option("--samplers", o->samplers, "stage order, e.g. penalties;dry;top_k;typ_p;top_p;min_p;xtc;temperature");
-  auto* gf = sub->add_option("--grammar-file", o->grammar_file, "constrain the output with a GBNF grammar file");
-  sub->add_option("--json-schema", o->json_schema_file, "constrain the output to JSON matching this JSON schema file (stdout holds only the JSON)")->excludes(gf);
-  sub->add_option("--parallel", o->parallel, "generate N continuations at once, sharing the prompt's cache cells")
-      ->check(CLI::Range(1, 256));
-  sub->add_flag("--chat", o->chat, "apply the model's chat template to the prompt as one user message");
-  sub->add_flag("--context-shift", o->context_shift, "when the context is full, drop the oldest half (after --keep) and go on");
-  sub->add_option("--keep", o->keep, "prompt tokens kept by --context-shift (BOS is always kept)")->check(CLI::NonNegativeNumber);
-  auto* save = sub->add_option("--save-state", o->save_state, "save the context (cache + tokens) to FILE at the end");
-  sub->add_option("--load-state", o->load_state, "restore a saved context and reuse its tokens (resumes a saved generation)")
-      ->excludes(save);
-  auto* dm = sub->add_option("--draft-model", o->draft_model, "speculative decoding with this draft model (same vocabulary); greedy and seeded output are unchanged");
-  sub->add_option("--draft-max", o->draft_max, "most tokens drafted per step (default 16)")->check(CLI::Range(1, 256));
-  sub->add_option("--draft-min", o->draft_min, "drafts shorter than this are not verified (default 0)")->check(CLI::Range(0, 256));
-  sub->add_option("--draft-p-min", o->draft_p_min, "the draft model stops at a token below this probability (default 0.75)")->check(CLI::Range(0.0, 1.0));
-  sub->add_option("--lookup", o->lookup, "speculative decoding by prompt lookup: drafts from the longest repeated n-gram up to N tokens (no draft model)")
-      ->check(CLI::Range(1, 64))->excludes(dm);
+  add_generation_flags(sub, *o);
   sub->add_flag("--json", o->json, "print one JSON object instead of streaming");
   sub->add_flag("-v,--verbose", o->verbose,
                 "at the end, print the context's perf report on stderr (timings; for mixture-of-experts models how "
                 "evenly the tokens were routed)");
-  sub->callback([o, &exit_code] {
-    auto model = load_model_or_report(o->model);
-    if (!model) {
-      exit_code = 1;
-      return;
-    }
-    const bool enc_dec = model->has_encoder() && model->has_decoder();
-    if (o->prompt.empty() && o->load_state.empty()) {
-      std::fprintf(stderr, "loom: --prompt is required (unless --load-state resumes a saved generation)\n");
-      exit_code = 2;
-      return;
-    }
-    if (o->prompt.empty() && enc_dec) {
-      exit_code = fail("state files are not supported for encoder-decoder models: pass -p");
-      return;
-    }
-    if (o->prompt.empty()) {
-      // Resume: the saved tokens are the prompt (generate_one restores them and their logits).
-      if (o->parallel > 1) {
-        exit_code = fail("--parallel cannot be combined with state files");
-        return;
-      }
-      exit_code = generate_one(*o, *model, {});
-      return;
-    }
-    api::Expected<std::vector<Token>> prompt_or = std::vector<Token>{};
-    if (o->chat) {
-      const nlohmann::json messages = nlohmann::json::array({{{"role", "user"}, {"content", o->prompt}}});
-      auto rendered = model->apply_chat_template(messages.dump(), /*add_generation_prompt=*/true);
-      if (!rendered) {
-        exit_code = fail(rendered.status());
-        return;
-      }
-      prompt_or = model->tokenize_chat(*rendered);
-    } else {
-      prompt_or = model->tokenize(o->prompt, true, false);
-    }
-    if (!prompt_or) {
-      exit_code = fail(prompt_or.status());
-      return;
-    }
-    std::vector<Token> prompt = std::move(*prompt_or);
-    if (prompt.empty()) {
-      exit_code = fail("the prompt produced no tokens");
-      return;
-    }
-    if (o->parallel > 1 && (!o->draft_model.empty() || o->lookup > 0)) {
-      exit_code = fail("--parallel cannot be combined with --draft-model or --lookup");
-      return;
-    }
-    if (enc_dec) {
-      if (!o->draft_model.empty() || o->lookup > 0) {
-        exit_code = fail("speculative decoding (--draft-model, --lookup) is not implemented for encoder-decoder models");
-        return;
-      }
-      exit_code = generate_encoder_decoder(*o, *model, prompt);
-      return;
-    }
-    if (o->parallel > 1 && (o->context_shift || !o->save_state.empty() || !o->load_state.empty())) {
-      exit_code = fail("--parallel cannot be combined with --context-shift or state files");
-      return;
-    }
-    exit_code = o->parallel > 1 ? generate_parallel(*o, *model, prompt) : generate_one(*o, *model, std::move(prompt));
-  });
+  sub->callback([o, &exit_code] { exit_code = run_generate(*o); });
 }
 
 }  // namespace loom::cli

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include <optional>
 #include <string>
@@ -40,6 +41,11 @@ std::optional<api::Model> load_model_or_report(const std::string& path, bool voc
 int default_n_ctx(const api::Model& m);
 // --sliding-window N (loom_context_params::n_swa): -1 the model's, 0 off, N > 0 a window of N tokens.
 void add_sliding_window_option(CLI::App* sub, int& n_swa);
+// The sampler flags (llama.cpp's names): each one given is stored in `given` under its field of
+// loom_sampler_new's JSON; those not given take the sampler's own defaults (loom.h), so the
+// defaults are written once. `chat` registers only the flags `loom chat` takes.
+enum class SamplerFlagSet { kAll, kChat };
+void add_sampler_flags(CLI::App* sub, nlohmann::json& given, SamplerFlagSet set);
 // A whole file, or nothing after setting *error.
 std::optional<std::string> read_file(const std::string& path, std::string* error);
 // Decodes tokens[from..] into sequence `seq` at positions from.., in batches of the context's

@@ -16,7 +16,66 @@ std::string strip_function(const std::string& msg) {
   return msg.substr(colon + 2);
 }
 
+// One sampler flag: its names, loom_sampler_new's field, its help and its check.
+struct SamplerFlag {
+  const char* names;
+  const char* field;
+  bool integer;
+  bool chat;  // also a flag of `loom chat`
+  const char* help;
+  CLI::Validator check;
+};
+
+const std::vector<SamplerFlag>& sampler_flags() {
+  const CLI::Validator any;
+  static const std::vector<SamplerFlag> flags = {
+      {"--temp", "temperature", false, true, "temperature; 0 = greedy (default 0.8)", CLI::NonNegativeNumber},
+      {"--top-k", "top_k", true, true, "keep the k most likely tokens; 0 = all (default 40)", CLI::NonNegativeNumber},
+      {"--top-p", "top_p", false, true, "nucleus sampling threshold (default 0.95)", CLI::Range(0.0, 1.0)},
+      {"--min-p", "min_p", false, true, "drop tokens below p times the top probability; 0 = off (default 0.05)",
+       CLI::Range(0.0, 1.0)},
+      {"--typical-p", "typical_p", false, false, "locally typical sampling; 1 = off (default 1)", CLI::Range(0.0, 1.0)},
+      {"--repeat-penalty", "repeat_penalty", false, true, "penalize repeated tokens; 1 = off (default 1)",
+       CLI::PositiveNumber},
+      {"--repeat-last-n", "repeat_last_n", true, false,
+       "tokens the penalties look back over; 0 = off, -1 = context (default 64)", CLI::Range(-1, 1 << 30)},
+      {"--frequency-penalty", "frequency_penalty", false, false,
+       "subtract count * F from a repeated token's logit (default 0)", any},
+      {"--presence-penalty", "presence_penalty", false, false, "subtract P from a repeated token's logit (default 0)",
+       any},
+      {"--dry-multiplier", "dry_multiplier", false, false, "DRY repetition penalty multiplier; 0 = off (default 0)",
+       CLI::NonNegativeNumber},
+      {"--dry-base", "dry_base", false, false, "DRY base (default 1.75)", CLI::Range(1.0, 1e9)},
+      {"--dry-allowed-length", "dry_allowed_length", true, false, "DRY: repeats up to this length are free (default 2)",
+       CLI::NonNegativeNumber},
+      {"--dry-penalty-last-n", "dry_penalty_last_n", true, false, "DRY look-back; 0 = off, -1 = context (default -1)",
+       CLI::Range(-1, 1 << 30)},
+      {"--mirostat", "mirostat", true, false, "mirostat sampling: 0 off, 1 v1, 2 v2 (default 0)", CLI::Range(0, 2)},
+      {"--mirostat-lr", "mirostat_eta", false, false, "mirostat learning rate eta (default 0.1)", CLI::NonNegativeNumber},
+      {"--mirostat-ent", "mirostat_tau", false, false, "mirostat target entropy tau (default 5)", CLI::NonNegativeNumber},
+      {"--xtc-probability", "xtc_probability", false, false,
+       "XTC: chance of removing the top choices; 0 = off (default 0)", CLI::Range(0.0, 1.0)},
+      {"--xtc-threshold", "xtc_threshold", false, false, "XTC: probability threshold (default 0.1)", CLI::Range(0.0, 1.0)},
+      {"--dynatemp-range", "dynatemp_range", false, false,
+       "dynamic temperature in [temp - R, temp + R]; 0 = off (default 0)", CLI::NonNegativeNumber},
+      {"--dynatemp-exp", "dynatemp_exponent", false, false, "dynamic temperature exponent (default 1)",
+       CLI::NonNegativeNumber},
+  };
+  return flags;
+}
+
 }  // namespace
+
+void add_sampler_flags(CLI::App* sub, nlohmann::json& given, SamplerFlagSet set) {
+  for (const SamplerFlag& f : sampler_flags()) {
+    if (set == SamplerFlagSet::kChat && !f.chat) continue;
+    const std::string field = f.field;
+    CLI::Option* opt = f.integer
+                           ? sub->add_option_function<int>(f.names, [&given, field](int v) { given[field] = v; }, f.help)
+                           : sub->add_option_function<float>(f.names, [&given, field](float v) { given[field] = v; }, f.help);
+    opt->check(f.check);
+  }
+}
 
 std::string last_error() { return strip_function(loom_last_error()); }
 
