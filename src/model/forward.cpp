@@ -225,6 +225,15 @@ const float* rope_table_of(const ForwardBatch& fb, const ops::RopeParams& p, int
   return b.rope_cs;
 }
 
+int output_run_start(const ForwardBatch& fb) {
+  if (fb.n_outputs <= 0 || !fb.output_rows) return -1;
+  const int first = fb.output_rows[0];
+  for (int o = 1; o < fb.n_outputs; ++o) {
+    if (fb.output_rows[o] != first + o) return -1;
+  }
+  return first;
+}
+
 void keep_output_rows(const ForwardBatch& fb, int64_t E, Buffers& b) {
   const size_t row = sizeof(float) * size_t(E);
   for (int o = 0; o < fb.n_outputs; ++o) std::memcpy(b.xb + o * E, b.x + int64_t(fb.output_rows[o]) * E, row);

@@ -15,7 +15,7 @@
 //                   post_norm_2(moe(pre_norm_2(x))) to the dense FFN's post_norm_1(...) instead)
 //              x += cvec[layer]   (control vector, when set)
 //   logits = softcap(Wout · n(x)) [/ logit_scale]   (only for output rows; the last layer's FFN runs
-//   on those rows alone)
+//   on those rows alone, and its queries, attention and Wo too when they are one run of the batch)
 // n() is RMSNorm with the matching weight; bracketed steps exist only where the family has them.
 #include <cmath>
 #include <cstring>
@@ -28,15 +28,25 @@
 namespace loom::detail {
 
 Status attention_block(const Model& model, const ForwardBatch& fb, const ForwardConfig& cfg, ThreadPool& pool, int il,
-                       Buffers& b) {
+                       Buffers& b, int q0, int nq) {
   const ModelHparams& hp = model.hparams();
   const LayerWeights& l = model.weights().layers[size_t(il)];
   const int T = fb.n_tokens;
+  // Queries (and everything after them) for batch rows [q0, q0 + nq) only; K and V for all T.
+  if (nq < 0) nq = T - q0;
+  const float* xq = b.xb + int64_t(q0) * hp.n_embd;
   const int64_t D = hp.head_dim_at(il), Q = hp.n_head * D, KV = hp.n_embd_kv_at(il);
   const int n_head_kv = int(hp.n_head_kv_at(il));
   // The layer's KV part: a sliding-window layer's own (or its sliding mask), else the full one.
   const AttnInputs& in = fb.attn_of(hp.is_swa_layer(il));
   ops::AttentionParams ap = attention_params(hp, fb, in, il);
+  if (q0 > 0 || nq < T) {  // the mask rows (and per-token inputs) of the query rows
+    ap.n_tokens = nq;
+    ap.mask += size_t(q0) * size_t(ap.n_kv);
+    if (ap.prefix_group) ap.prefix_group += q0;
+    if (ap.q_pos) ap.q_pos += q0;
+    if (ap.pos_bucket) ap.pos_bucket += size_t(q0) * size_t(ap.n_kv);
+  }
   if (hp.attn_scale != 0.0f) ap.scale = hp.attn_scale;
   ap.softcap = hp.attn_softcap;
   ap.sinks = l.attn_sinks;  // gpt-oss
@@ -45,62 +55,62 @@ Status attention_block(const Model& model, const ForwardBatch& fb, const Forward
   const bool own_kv = hp.kv_source(il) < 0;
   if (hp.attn_output_gate) {
     // qwen35: per head [q | gate]; q to b.q, the gates stay in b.qg until the output.
-    linear(pool, l.wq, layer_lora(cfg, il, kWq), b.xb, T, b.qg, b);
-    for (int64_t r = 0; r < int64_t(T) * hp.n_head; ++r) {
+    linear(pool, l.wq, layer_lora(cfg, il, kWq), xq, nq, b.qg, b);
+    for (int64_t r = 0; r < int64_t(nq) * hp.n_head; ++r) {
       std::memcpy(b.q + r * D, b.qg + r * 2 * D, sizeof(float) * size_t(D));
     }
   } else {
-    linear(pool, l.wq, layer_lora(cfg, il, kWq), b.xb, T, b.q, b);
+    linear(pool, l.wq, layer_lora(cfg, il, kWq), xq, nq, b.q, b);
   }
   if (own_kv) {
     linear(pool, l.wk, layer_lora(cfg, il, kWk), b.xb, T, b.k, b);
     linear(pool, l.wv, layer_lora(cfg, il, kWv), b.xb, T, b.v, b);
   }
   if (l.bq) {
-    ops::add_bias(b.q, l.bq, T, Q);
+    ops::add_bias(b.q, l.bq, nq, Q);
     if (own_kv) {
       ops::add_bias(b.k, l.bk, T, KV);
       ops::add_bias(b.v, l.bv, T, KV);
     }
   }
   if (l.q_norm && hp.qk_norm_full) {  // olmoe: across all heads
-    ops::rms_norm(b.q, l.q_norm, T, Q, hp.rms_eps, b.q);
+    ops::rms_norm(b.q, l.q_norm, nq, Q, hp.rms_eps, b.q);
     ops::rms_norm(b.k, l.k_norm, T, KV, hp.rms_eps, b.k);
   } else if (l.q_norm) {  // per-head RMSNorm before RoPE
-    ops::rms_norm(b.q, l.q_norm, T * hp.n_head, D, hp.rms_eps, b.q);
+    ops::rms_norm(b.q, l.q_norm, nq * hp.n_head, D, hp.rms_eps, b.q);
     if (own_kv) ops::rms_norm(b.k, l.k_norm, T * n_head_kv, D, hp.rms_eps, b.k);
   }
   if (hp.v_norm && own_kv) ops::rms_norm(b.v, nullptr, T * n_head_kv, D, hp.rms_eps, b.v);  // gemma4: no weight
   if (hp.layer_has_rope(il)) {
     const ops::RopeParams rope = layer_rope(model, cfg.rope, il);
     const float* cs = rope_table_of(fb, rope, int(D), b);
-    ops::rope_apply(b.q, cs, T, int(hp.n_head), int(D), rope);
+    ops::rope_apply(b.q, cs + size_t(q0) * size_t(ops::rope_dims(rope, int(D))), nq, int(hp.n_head), int(D), rope);
     if (own_kv) ops::rope_apply(b.k, cs, T, n_head_kv, int(D), rope);
   }
   if (hp.attn_temp_scale != 0.0f) {
     // mistral3 (Llama 4's temperature tuning): queries further out attend more sharply.
-    for (int t = 0; t < T; ++t) {
-      const float s = float(std::log(double(std::floor(float(fb.pos[t]) / float(hp.n_ctx_orig_yarn))) + 1.0) *
+    for (int t = 0; t < nq; ++t) {
+      const float s = float(std::log(double(std::floor(float(fb.pos[q0 + t]) / float(hp.n_ctx_orig_yarn))) + 1.0) *
                                 double(hp.attn_temp_scale) + 1.0);
       ops::scale_inplace(b.q + int64_t(t) * Q, s, Q);
     }
   }
-  if (!observe(cfg, "Qcur", il, b.q, Q, T) ||
+  if (!observe(cfg, "Qcur", il, b.q, Q, nq) ||
       (own_kv && (!observe(cfg, "Kcur", il, b.k, KV, T) || !observe(cfg, "Vcur", il, b.v, KV, T)))) {
     return aborted();
   }
   if (own_kv) store_kv(fb, in, il, b);
   ops::attention(pool, ap, b.q, b.att, b.attn);
   if (hp.attn_output_gate) {
-    for (int64_t r = 0; r < int64_t(T) * hp.n_head; ++r) {
+    for (int64_t r = 0; r < int64_t(nq) * hp.n_head; ++r) {
       float* o = b.att + r * D;
       const float* g = b.qg + r * 2 * D + D;
       for (int64_t i = 0; i < D; ++i) o[i] *= 1.0f / (1.0f + std::exp(-g[i]));
     }
   }
-  if (!observe(cfg, "kqv_out", il, b.att, Q, T)) return aborted();
-  linear(pool, l.wo, layer_lora(cfg, il, kWo), b.att, T, b.tmp, b);
-  if (l.bo) ops::add_bias(b.tmp, l.bo, T, hp.n_embd);  // gpt-oss
+  if (!observe(cfg, "kqv_out", il, b.att, Q, nq)) return aborted();
+  linear(pool, l.wo, layer_lora(cfg, il, kWo), b.att, nq, b.tmp, b);
+  if (l.bo) ops::add_bias(b.tmp, l.bo, nq, hp.n_embd);  // gpt-oss
   return Status::ok();
 }
 
@@ -145,7 +155,16 @@ Status forward_decoder(const Model& model, const ForwardBatch& fb, ForwardScratc
     // Mixer block: attention, or a hybrid's recurrent mixer; output in b.tmp.
     ops::rms_norm(b.x, l.attn_norm, T, E, hp.rms_eps, b.xb);
     if (!observe(cfg, "attn_norm", il, b.xb, E, T)) return aborted();
-    if (!hp.layer_is_recurrent(il)) {
+    // In the last layer only the output rows reach the logits: when they are one run of the batch,
+    // its attention computes their queries alone (K and V still for every row, into the cache).
+    const bool last_rows = il == int(hp.n_layer) - 1 && fb.n_outputs < T && hp.n_embd_per_layer == 0;
+    const int run = last_rows && !hp.layer_is_recurrent(il) ? output_run_start(fb) : -1;
+    if (run >= 0) {
+      LOOM_RETURN_IF_ERROR(attention_block(model, fb, cfg, pool, il, b, run, fb.n_outputs));
+      keep_output_rows(fb, E, b);
+      T = fb.n_outputs;
+      rows_compacted = true;
+    } else if (!hp.layer_is_recurrent(il)) {
       LOOM_RETURN_IF_ERROR(attention_block(model, fb, cfg, pool, il, b));
     } else if (hp.rec_mixer == RecurrentMixer::kShortConv) {
       LOOM_RETURN_IF_ERROR(short_conv_block(model, fb, cfg, pool, il, b));
@@ -157,7 +176,7 @@ Status forward_decoder(const Model& model, const ForwardBatch& fb, ForwardScratc
     if (l.post_attn_norm) ops::rms_norm(b.tmp, l.post_attn_norm, T, E, hp.rms_eps, b.tmp);
     if (hp.residual_scale != 0.0f) ops::scale_inplace(b.tmp, hp.residual_scale, T * E);
     ops::add_inplace(b.x, b.tmp, T * E);
-    if (il == int(hp.n_layer) - 1 && fb.n_outputs < T && hp.n_embd_per_layer == 0) {
+    if (last_rows && !rows_compacted) {
       // What follows in the last layer is per row, and only the output rows reach the logits (a
       // prompt usually wants its last): keep those rows alone, as the reference does.
       keep_output_rows(fb, E, b);

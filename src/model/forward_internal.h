@@ -111,8 +111,12 @@ inline TensorType scratch_k_type(const ForwardBatch& fb) { return fb.attn.kv ? f
 // the family forwards that stack them:
 // attention of layer il over its KV part (q/k/v projections, biases, q/k norms, RoPE unless the
 // model has none, K/V stored into the micro-batch's cells, out-projection): forward_decoder.cpp;
+// with q0 / nq, K and V of all T rows but the queries, attention and out-projection of the rows
+// [q0, q0 + nq) alone (nq < 0: to the end), into b.tmp rows [0, nq);
 Status attention_block(const Model& m, const ForwardBatch& fb, const ForwardConfig& cfg, ThreadPool& pool, int il,
-                       Buffers& b);
+                       Buffers& b, int q0 = 0, int nq = -1);
+// The run [first, first + fb.n_outputs) when the batch's output rows are adjacent and in order, else -1.
+int output_run_start(const ForwardBatch& fb);
 // the selective state-space mixer of layer il (Mamba-1, or Mamba-2 for mamba2 and hybrids),
 // continuing each run's state from fb.rs (fb.rs->layers[il]): forward_mamba.cpp.
 Status ssm_block(const Model& m, const ForwardBatch& fb, const ForwardConfig& cfg, ThreadPool& pool, int il,
