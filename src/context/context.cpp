@@ -33,13 +33,10 @@ int decode_result_code(const Status& st) {
 
 Context::~Context() = default;
 
-Expected<std::unique_ptr<Context>> Context::create(std::shared_ptr<const Model> model, const ContextParams& p) {
-  return out_of_memory_as_status("creating the context", [&] { return create_unguarded(std::move(model), p); });
-}
+namespace {
 
-Expected<std::unique_ptr<Context>> Context::create_unguarded(std::shared_ptr<const Model> model, const ContextParams& p) {
-  if (!model) return invalid_argument("model cannot be null");
-  const ModelHparams& hp = model->hparams();
+// The parameters no context can be made with for this model.
+Status check_context_params(const ContextParams& p, const ModelHparams& hp) {
   if (p.n_ctx < 0 || p.n_batch < 0 || p.n_ubatch < 0 || p.n_threads < 0 || p.n_threads_batch < 0 || p.n_seq_max < 0) {
     return invalid_argument("context sizes and thread counts must not be negative");
   }
@@ -49,18 +46,27 @@ Expected<std::unique_ptr<Context>> Context::create_unguarded(std::shared_ptr<con
   if (p.n_swa < -1) return invalid_argument("n_swa must be -1 (the model's), 0 (off) or a window of at least one token");
   if (p.n_swa > 0 && hp.is_encoder()) return unsupported("a sliding window is not supported for encoder models");
   if (p.n_swa > 0 && hp.is_recurrent()) return unsupported("a sliding window is not supported for recurrent models (no attention)");
-  std::unique_ptr<Context> ctx(new Context());
-  ctx->model_ = std::move(model);
-  ContextParams& cp = ctx->params_;
-  cp = p;
-  cp.n_seq_max = std::max(1, p.n_seq_max);
-  const int64_t n_ctx = p.n_ctx > 0 ? p.n_ctx : hp.n_ctx_train;
-  if (n_ctx > (1 << 24)) return invalid_argument("n_ctx " + std::to_string(n_ctx) + " is too large");
-  cp.n_ctx = int(n_ctx);
+  return Status::ok();
+}
 
-  // RoPE: context overrides, scaling type, YaRN (the reference's derivation). LongRoPE factors
-  // follow n_ctx per sequence.
-  ops::RopeParams rope = model_rope(*ctx->model_, cp.kv_unified ? cp.n_ctx : cp.n_ctx / cp.n_seq_max);
+// YaRN's attention factor when the caller gives none. The reference's derivation: YaRN's
+// magnitude scale mscale(f) = 1 + 0.1·ln f (f = 1 / freq_scale), over mscale with the file's
+// yarn_log_multiplier when it has one, and divided by the factor the rope kernel applies itself
+// (ops::rope multiplies by 1 + 0.1·ln f whenever ext_factor != 0).
+float yarn_attn_factor(const ops::RopeParams& rope, const ModelHparams& hp) {
+  if (rope.ext_factor == 0.0f) return 1.0f;
+  const float f = 1.0f / rope.freq_scale;
+  auto mscale = [](float scale, float m) { return scale <= 1.0f ? 1.0f : 0.1f * m * std::log(scale) + 1.0f; };
+  float yarn_attn = hp.yarn_log_mul != 0.0f ? mscale(f, 1.0f) / mscale(f, hp.yarn_log_mul) : mscale(f, 1.0f);
+  yarn_attn *= 1.0f / (1.0f + 0.1f * std::log(f));
+  return yarn_attn;
+}
+
+// RoPE: context overrides, scaling type, YaRN (the reference's derivation). LongRoPE factors
+// follow n_ctx per sequence. Writes what was chosen back into cp.
+ops::RopeParams context_rope(const Model& model, const ContextParams& p, ContextParams& cp) {
+  const ModelHparams& hp = model.hparams();
+  ops::RopeParams rope = model_rope(model, cp.kv_unified ? cp.n_ctx : cp.n_ctx / cp.n_seq_max);
   if (p.rope_freq_base > 0) rope.freq_base = p.rope_freq_base;
   if (p.rope_freq_scale > 0) rope.freq_scale = p.rope_freq_scale;
   if (cp.rope_scaling == RopeScaling::kUnspecified) {
@@ -70,19 +76,7 @@ Expected<std::unique_ptr<Context>> Context::create_unguarded(std::shared_ptr<con
   }
   if (cp.rope_scaling == RopeScaling::kNone) rope.freq_scale = 1.0f;
   rope.ext_factor = p.yarn_ext_factor < 0 ? (cp.rope_scaling == RopeScaling::kYarn ? 1.0f : 0.0f) : p.yarn_ext_factor;
-  float yarn_attn = p.yarn_attn_factor;
-  if (yarn_attn < 0) {
-    // The reference's derivation: YaRN's magnitude scale mscale(f) = 1 + 0.1·ln f (f = 1 / freq_scale),
-    // over mscale with the file's yarn_log_multiplier when it has one, and divided by the factor the
-    // rope kernel applies itself (ops::rope multiplies by 1 + 0.1·ln f whenever ext_factor != 0).
-    yarn_attn = 1.0f;
-    if (rope.ext_factor != 0.0f) {
-      const float f = 1.0f / rope.freq_scale;
-      auto mscale = [](float scale, float m) { return scale <= 1.0f ? 1.0f : 0.1f * m * std::log(scale) + 1.0f; };
-      yarn_attn = hp.yarn_log_mul != 0.0f ? mscale(f, 1.0f) / mscale(f, hp.yarn_log_mul) : mscale(f, 1.0f);
-      yarn_attn *= 1.0f / (1.0f + 0.1f * std::log(f));
-    }
-  }
+  const float yarn_attn = p.yarn_attn_factor < 0 ? yarn_attn_factor(rope, hp) : p.yarn_attn_factor;
   rope.attn_factor = yarn_attn * rope.attn_factor;  // times the model's rope.scaling.attn_factor
   rope.beta_fast = p.yarn_beta_fast < 0 ? hp.yarn_beta_fast : p.yarn_beta_fast;
   rope.beta_slow = p.yarn_beta_slow < 0 ? hp.yarn_beta_slow : p.yarn_beta_slow;
@@ -90,39 +84,36 @@ Expected<std::unique_ptr<Context>> Context::create_unguarded(std::shared_ptr<con
   cp.rope_freq_base = rope.freq_base;
   cp.rope_freq_scale = rope.freq_scale;
   cp.yarn_ext_factor = rope.ext_factor;
-  ctx->fwd_.rope = rope;
+  return rope;
+}
 
-  // Pooling and attention.
+// The pooling the model asks for unless the caller chose; rank pooling needs a classifier head.
+Status resolve_pooling(const Model& model, ContextParams& cp) {
+  const ModelHparams& hp = model.hparams();
   if (cp.pooling == Pooling::kUnspecified) {
     static constexpr Pooling kFromModel[] = {Pooling::kNone, Pooling::kMean, Pooling::kCls, Pooling::kLast, Pooling::kRank};
     cp.pooling = hp.pooling_type >= 0 ? kFromModel[hp.pooling_type] : Pooling::kNone;
   }
-  if (cp.pooling == Pooling::kRank && !ctx->model_->weights().has_cls_head()) {
+  if (cp.pooling == Pooling::kRank && !model.weights().has_cls_head()) {
     return unsupported("rank pooling needs a classification head (cls.weight and/or cls.output.weight), which this "
                        "model does not have: it is not a reranker");
   }
-  ctx->causal_ = cp.attention == AttentionType::kUnspecified ? hp.causal : cp.attention == AttentionType::kCausal;
-  if (hp.is_encoder()) cp.embeddings = true;  // an encoder has no LM head: embeddings only
+  return Status::ok();
+}
 
-  // Sliding window: the model's SWA layers (gemma2/gemma3) keep theirs unless overridden; other
-  // families (llama/Mistral included, whatever their file says) attend fully unless asked.
-  cp.n_swa = p.n_swa < 0 ? hp.swa_window : p.n_swa;
-  ctx->swa_all_layers_ = hp.swa_window <= 0 && cp.n_swa > 0;
-
-  // Batch sizes.
+// Batch sizes: a causal model's batch never exceeds the context.
+void size_batches(const ContextParams& p, bool causal, ContextParams& cp) {
   const int n_batch_param = p.n_batch;
-  cp.n_batch = ctx->causal_ ? std::min(cp.n_ctx, p.n_batch > 0 ? p.n_batch : p.n_ubatch) : (p.n_batch > 0 ? p.n_batch : p.n_ubatch);
+  cp.n_batch = causal ? std::min(cp.n_ctx, p.n_batch > 0 ? p.n_batch : p.n_ubatch) : (p.n_batch > 0 ? p.n_batch : p.n_ubatch);
   cp.n_ubatch = std::min(cp.n_batch, p.n_ubatch > 0 ? p.n_ubatch : n_batch_param);
   if (cp.n_ubatch <= 0) cp.n_ubatch = cp.n_batch;
   cp.n_outputs_max = p.n_outputs_max > 0 ? std::min(p.n_outputs_max, cp.n_batch) : cp.n_batch;
+}
 
-  // Threads.
-  cp.n_threads = p.n_threads > 0 ? p.n_threads : cpu_count();
-  cp.n_threads_batch = p.n_threads_batch > 0 ? p.n_threads_batch : cp.n_threads;
-  ctx->pool_ = std::make_unique<ThreadPool>(std::max(cp.n_threads, cp.n_threads_batch));
-
-  // The memory: KV parts for the attention layers, a window-sized cache for an iSWA model's
-  // sliding layers, recurrent states for the others (kv/memory.h).
+// The memory: KV parts for the attention layers, a window-sized cache for an iSWA model's
+// sliding layers, recurrent states for the others (kv/memory.h).
+MemoryParams memory_params(const ContextParams& p, const ContextParams& cp, const ModelHparams& hp, bool swa_all_layers,
+                           bool causal) {
   MemoryParams mp;
   mp.n_ctx = cp.n_ctx;
   mp.n_seq_max = cp.n_seq_max;
@@ -131,10 +122,45 @@ Expected<std::unique_ptr<Context>> Context::create_unguarded(std::shared_ptr<con
   mp.n_ubatch = cp.n_ubatch;
   mp.type_k = p.type_k;
   mp.type_v = p.type_v;
-  mp.swa_window = ctx->swa_all_layers_ ? 0 : cp.n_swa;
+  mp.swa_window = swa_all_layers ? 0 : cp.n_swa;
   // Encoders borrow cells for a whole batch; causal decoders with a window cache need n_ubatch.
-  mp.swa_full = p.swa_full || hp.is_encoder() || !ctx->causal_;
-  LOOM_ASSIGN_OR_RETURN(ctx->mem_, Memory::create(hp, mp));
+  mp.swa_full = p.swa_full || hp.is_encoder() || !causal;
+  return mp;
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<Context>> Context::create(std::shared_ptr<const Model> model, const ContextParams& p) {
+  return out_of_memory_as_status("creating the context", [&] { return create_unguarded(std::move(model), p); });
+}
+
+Expected<std::unique_ptr<Context>> Context::create_unguarded(std::shared_ptr<const Model> model, const ContextParams& p) {
+  if (!model) return invalid_argument("model cannot be null");
+  const ModelHparams& hp = model->hparams();
+  LOOM_RETURN_IF_ERROR(check_context_params(p, hp));
+  std::unique_ptr<Context> ctx(new Context());
+  ctx->model_ = std::move(model);
+  ContextParams& cp = ctx->params_;
+  cp = p;
+  cp.n_seq_max = std::max(1, p.n_seq_max);
+  const int64_t n_ctx = p.n_ctx > 0 ? p.n_ctx : hp.n_ctx_train;
+  if (n_ctx > (1 << 24)) return invalid_argument("n_ctx " + std::to_string(n_ctx) + " is too large");
+  cp.n_ctx = int(n_ctx);
+  ctx->fwd_.rope = context_rope(*ctx->model_, p, cp);
+  LOOM_RETURN_IF_ERROR(resolve_pooling(*ctx->model_, cp));
+  ctx->causal_ = cp.attention == AttentionType::kUnspecified ? hp.causal : cp.attention == AttentionType::kCausal;
+  if (hp.is_encoder()) cp.embeddings = true;  // an encoder has no LM head: embeddings only
+
+  // Sliding window: the model's SWA layers (gemma2/gemma3) keep theirs unless overridden; other
+  // families (llama/Mistral included, whatever their file says) attend fully unless asked.
+  cp.n_swa = p.n_swa < 0 ? hp.swa_window : p.n_swa;
+  ctx->swa_all_layers_ = hp.swa_window <= 0 && cp.n_swa > 0;
+  size_batches(p, ctx->causal_, cp);
+  cp.n_threads = p.n_threads > 0 ? p.n_threads : cpu_count();
+  cp.n_threads_batch = p.n_threads_batch > 0 ? p.n_threads_batch : cp.n_threads;
+  ctx->pool_ = std::make_unique<ThreadPool>(std::max(cp.n_threads, cp.n_threads_batch));
+
+  LOOM_ASSIGN_OR_RETURN(ctx->mem_, Memory::create(hp, memory_params(p, cp, hp, ctx->swa_all_layers_, ctx->causal_)));
   if (hp.has_encoder() || hp.is_encoder()) {
     LOOM_ASSIGN_OR_RETURN(ctx->enc_kv_, KvCache::create(KvCacheParams::uniform(int(hp.n_layer), cp.n_ubatch, hp.n_embd_kv(),
                                                                                hp.n_embd_kv(), hp.head_dim, TensorType::F32,

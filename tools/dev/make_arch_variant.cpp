@@ -73,6 +73,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <map>
 #include <random>
 #include <string>
 #include <unordered_set>
@@ -426,274 +428,334 @@ Status make_t5(const gguf::GgufFile& in, gguf::GgufWriter& w, const T5Shape& s, 
   return Status::ok();
 }
 
-}  // namespace
+// make_arch_variant t5|t5encoder IN OUT [E ENC_LAYERS DEC_LAYERS HEADS HEAD_DIM FF] [gated] [f16] [untied] [plain]
+int run_t5(int argc, char** argv) {
+  auto in = gguf::GgufFile::open(argv[2]);
+  if (!in) return fail(in.status().message());
+  T5Shape s;
+  s.encoder_only = std::string(argv[1]) == "t5encoder";
+  std::vector<int64_t> dims;
+  for (int i = 4; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "gated") s.gated = true;
+    else if (a == "f16") s.f16 = true;
+    else if (a == "untied") s.untied = true;
+    else if (a == "plain") s.plain = true;
+    else dims.push_back(std::atoll(argv[i]));
+  }
+  if (!dims.empty() && dims.size() != 6) return fail("give all of E ENC_LAYERS DEC_LAYERS HEADS HEAD_DIM FF");
+  if (dims.size() == 6) s.E = dims[0], s.L_enc = dims[1], s.L_dec = dims[2], s.H = dims[3], s.D = dims[4], s.F = dims[5];
+  gguf::GgufWriter w;
+  std::mt19937 rng(1234);
+  Status st = make_t5(*in, w, s, rng);
+  if (st.is_ok()) st = w.write_file(argv[3]);
+  if (!st) return fail(st.message());
+  return 0;
+}
 
-int main(int argc, char** argv) {
-  if (argc >= 4 && (std::string(argv[1]) == "t5" || std::string(argv[1]) == "t5encoder")) {
-    auto in = gguf::GgufFile::open(argv[2]);
-    if (!in) return fail(in.status().message());
-    T5Shape s;
-    s.encoder_only = std::string(argv[1]) == "t5encoder";
-    std::vector<int64_t> dims;
-    for (int i = 4; i < argc; ++i) {
-      const std::string a = argv[i];
-      if (a == "gated") s.gated = true;
-      else if (a == "f16") s.f16 = true;
-      else if (a == "untied") s.untied = true;
-      else if (a == "plain") s.plain = true;
-      else dims.push_back(std::atoll(argv[i]));
-    }
-    if (!dims.empty() && dims.size() != 6) return fail("give all of E ENC_LAYERS DEC_LAYERS HEADS HEAD_DIM FF");
-    if (dims.size() == 6) s.E = dims[0], s.L_enc = dims[1], s.L_dec = dims[2], s.H = dims[3], s.D = dims[4], s.F = dims[5];
-    gguf::GgufWriter w;
-    std::mt19937 rng(1234);
-    Status st = make_t5(*in, w, s, rng);
-    if (st.is_ok()) st = w.write_file(argv[3]);
-    if (!st) return fail(st.message());
-    return 0;
+// IN's tokenizer padded with unused tokens to n (bench-shape's vocab=N).
+Expected<gguf::GgufFile> pad_vocab(const gguf::GgufFile& in, size_t n) {
+  auto w = gguf::GgufWriter::from_file(in);
+  if (!w) return w.status();
+  auto toks = in.get_array("tokenizer.ggml.tokens");
+  if (!toks) return invalid_argument("IN has no tokenizer.ggml.tokens");
+  std::vector<std::string> t = (*toks)->strings;
+  std::vector<int32_t> types;
+  if (auto ty = in.get_array("tokenizer.ggml.token_type")) {
+    for (uint64_t i = 0; i < (*ty)->count; ++i) types.push_back(int32_t((*ty)->int_at(i)));
   }
-  if (argc >= 5 && std::string(argv[1]) == "bench-shape") {
-    // make_arch_variant bench-shape SHAPE IN.gguf OUT.gguf [vocab=N]: a real model's dimensions
-    // (make_arch_families.h) with F16 matrices, IN's tokenizer padded with unused tokens to N.
-    std::string arch;
-    FamilyShape shape;
-    if (!family_shape(argv[2], arch, shape)) return fail(std::string("unknown shape '") + argv[2] + "'");
-    auto in = gguf::GgufFile::open(argv[3]);
-    if (!in) return fail(in.status().message());
-    auto w = gguf::GgufWriter::from_file(*in);
-    if (!w) return fail(w.status().message());
-    if (argc >= 6 && std::string(argv[5]).rfind("vocab=", 0) == 0) {
-      const size_t n = size_t(std::atoll(argv[5] + 6));
-      auto toks = in->get_array("tokenizer.ggml.tokens");
-      if (!toks) return fail("IN has no tokenizer.ggml.tokens");
-      std::vector<std::string> t = (*toks)->strings;
-      std::vector<int32_t> types;
-      if (auto ty = in->get_array("tokenizer.ggml.token_type")) {
-        for (uint64_t i = 0; i < (*ty)->count; ++i) types.push_back(int32_t((*ty)->int_at(i)));
-      }
-      std::vector<float> scores;
-      if (auto sc = in->get_array("tokenizer.ggml.scores")) {
-        for (uint64_t i = 0; i < (*sc)->count; ++i) scores.push_back(float((*sc)->number_at(i)));
-      }
-      while (t.size() < n) {
-        t.push_back("<|bench_pad_" + std::to_string(t.size()) + "|>");
-        if (!types.empty()) types.push_back(5);  // unused
-        if (!scores.empty()) scores.push_back(-1e9f);
-      }
-      for (const char* k : {"tokenizer.ggml.tokens", "tokenizer.ggml.token_type", "tokenizer.ggml.scores"}) w->remove(k);
-      Status st = w->set_string_array("tokenizer.ggml.tokens", t);
-      if (st.is_ok() && !types.empty()) st = w->set_i32_array("tokenizer.ggml.token_type", types);
-      if (st.is_ok() && !scores.empty()) st = w->set_f32_array("tokenizer.ggml.scores", scores);
-      if (!st) return fail(st.message());
-      auto padded = gguf::GgufFile::from_bytes(w->to_bytes());
-      if (!padded) return fail(padded.status().message());
-      in = std::move(padded);
-      w = gguf::GgufWriter::from_file(*in);
-      if (!w) return fail(w.status().message());
-    }
-    std::mt19937 rng(1234);
-    Status st = make_family_model(*in, *w, arch, /*untied=*/false, rng, shape);
-    if (st.is_ok()) st = w->write_file(argv[4]);
-    if (!st) return fail(st.message());
-    return 0;
+  std::vector<float> scores;
+  if (auto sc = in.get_array("tokenizer.ggml.scores")) {
+    for (uint64_t i = 0; i < (*sc)->count; ++i) scores.push_back(float((*sc)->number_at(i)));
   }
-  if (argc == 5 && std::string(argv[1]) == "moe") {
-    auto in = gguf::GgufFile::open(argv[3]);
-    if (!in) return fail(in.status().message());
-    auto w = gguf::GgufWriter::from_file(*in);
-    if (!w) return fail(w.status().message());
-    std::mt19937 rng(1234);
-    Status st = make_moe_model(*in, *w, argv[2], rng);
-    if (st.is_ok()) st = w->write_file(argv[4]);
-    if (!st) return fail(st.message());
-    return 0;
+  while (t.size() < n) {
+    t.push_back("<|bench_pad_" + std::to_string(t.size()) + "|>");
+    if (!types.empty()) types.push_back(5);  // unused
+    if (!scores.empty()) scores.push_back(-1e9f);
   }
-  if (argc >= 4 && (std::string(argv[1]) == "smollm3" || std::string(argv[1]) == "granite" ||
-                    std::string(argv[1]) == "lfm2" || std::string(argv[1]) == "qwen35" || std::string(argv[1]) == "gemma4" ||
-                    std::string(argv[1]) == "mistral3" || std::string(argv[1]) == "gemma3n")) {
-    auto in = gguf::GgufFile::open(argv[2]);
-    if (!in) return fail(in.status().message());
-    auto w = gguf::GgufWriter::from_file(*in);
-    if (!w) return fail(w.status().message());
-    const bool untied = argc >= 5 && std::string(argv[4]) == "untied";
-    std::mt19937 rng(1234);
-    Status st = make_family_model(*in, *w, argv[1], untied, rng);
-    if (st.is_ok()) st = w->write_file(argv[3]);
-    if (!st) return fail(st.message());
-    return 0;
+  for (const char* k : {"tokenizer.ggml.tokens", "tokenizer.ggml.token_type", "tokenizer.ggml.scores"}) w->remove(k);
+  Status st = w->set_string_array("tokenizer.ggml.tokens", t);
+  if (st.is_ok() && !types.empty()) st = w->set_i32_array("tokenizer.ggml.token_type", types);
+  if (st.is_ok() && !scores.empty()) st = w->set_f32_array("tokenizer.ggml.scores", scores);
+  if (!st) return st;
+  return gguf::GgufFile::from_bytes(w->to_bytes());
+}
+
+// make_arch_variant bench-shape SHAPE IN.gguf OUT.gguf [vocab=N]: a real model's dimensions
+// (make_arch_families.h) with F16 matrices, IN's tokenizer padded with unused tokens to N.
+int run_bench_shape(int argc, char** argv) {
+  std::string arch;
+  FamilyShape shape;
+  if (!family_shape(argv[2], arch, shape)) return fail(std::string("unknown shape '") + argv[2] + "'");
+  auto in = gguf::GgufFile::open(argv[3]);
+  if (!in) return fail(in.status().message());
+  if (argc >= 6 && std::string(argv[5]).rfind("vocab=", 0) == 0) {
+    auto padded = pad_vocab(*in, size_t(std::atoll(argv[5] + 6)));
+    if (!padded) return fail(padded.status().message());
+    in = std::move(padded);
   }
-  if (argc >= 4 && (std::string(argv[1]) == "mamba" || std::string(argv[1]) == "mamba2" ||
-                    std::string(argv[1]) == "granitehybrid")) {
-    auto in = gguf::GgufFile::open(argv[2]);
-    if (!in) return fail(in.status().message());
-    auto w = gguf::GgufWriter::from_file(*in);
-    if (!w) return fail(w.status().message());
-    const std::string from = *in->get_string("general.architecture");
-    auto e0 = in->get_int_or(from + ".embedding_length", 0), l0 = in->get_int_or(from + ".block_count", 0);
-    int64_t E = e0 ? *e0 : 0, L = l0 ? *l0 : 0;
-    bool f16 = false, untied = false;
-    std::vector<int64_t> dims, attn_layers;
-    for (int i = 4; i < argc; ++i) {
-      const std::string a = argv[i];
-      if (a == "f16") f16 = true;
-      else if (a == "untied") untied = true;
-      else if (a == "f32") continue;
-      else if (a.rfind("attn=", 0) == 0) {
-        for (size_t at = 5; at < a.size();) {
-          const size_t comma = a.find(',', at);
-          attn_layers.push_back(std::atoll(a.substr(at, comma - at).c_str()));
-          at = comma == std::string::npos ? a.size() : comma + 1;
-        }
-      } else dims.push_back(std::atoll(argv[i]));
-    }
-    if (dims.size() == 2) E = dims[0], L = dims[1];
-    if (dims.size() == 1 || dims.size() > 2 || E <= 0 || L <= 0) return fail("bad N_EMBD / N_LAYER");
-    const std::string kind = argv[1];
-    if (kind == "granitehybrid" && attn_layers.empty()) attn_layers = {1};
-    for (int64_t il : attn_layers) {
-      if (il < 0 || il >= L) return fail("attention layer " + std::to_string(il) + " is out of range");
-    }
-    std::mt19937 rng(1234);
-    Status st = make_ssm_model(*in, *w,
-                               kind == "mamba" ? SsmKind::kMamba : kind == "mamba2" ? SsmKind::kMamba2 : SsmKind::kGraniteHybrid,
-                               E, L, f16, untied, attn_layers, rng);
-    if (st.is_ok()) st = w->write_file(argv[3]);
-    if (!st) return fail(st.message());
-    return 0;
-  }
-  if (argc != 4) {
-    return fail(
-        "usage: make_arch_variant qwen3|gemma|gemma3|nomic-bert|phi3-longrope|phi3-longrope-short|bert-rank IN.gguf "
-        "OUT.gguf");
-  }
-  const std::string target = argv[1];
+  auto w = gguf::GgufWriter::from_file(*in);
+  if (!w) return fail(w.status().message());
+  std::mt19937 rng(1234);
+  Status st = make_family_model(*in, *w, arch, /*untied=*/false, rng, shape);
+  if (st.is_ok()) st = w->write_file(argv[4]);
+  if (!st) return fail(st.message());
+  return 0;
+}
+
+// make_arch_variant moe ARCH IN OUT, and the families of make_arch_families.cpp: IN's writer
+// given to `make`, the result written to OUT.
+int run_from_file(const char* in_path, const char* out_path,
+                  const std::function<Status(const gguf::GgufFile&, gguf::GgufWriter&, std::mt19937&)>& make) {
+  auto in = gguf::GgufFile::open(in_path);
+  if (!in) return fail(in.status().message());
+  auto w = gguf::GgufWriter::from_file(*in);
+  if (!w) return fail(w.status().message());
+  std::mt19937 rng(1234);
+  Status st = make(*in, *w, rng);
+  if (st.is_ok()) st = w->write_file(out_path);
+  if (!st) return fail(st.message());
+  return 0;
+}
+
+// make_arch_variant mamba|mamba2|granitehybrid IN OUT [N_EMBD N_LAYER] [attn=I,J,...] [f16] [untied]
+int run_ssm(int argc, char** argv) {
   auto in = gguf::GgufFile::open(argv[2]);
   if (!in) return fail(in.status().message());
   auto w = gguf::GgufWriter::from_file(*in);
   if (!w) return fail(w.status().message());
-  const int64_t n_layer = *in->get_int(*in->get_string("general.architecture") + ".block_count");
+  const std::string from = *in->get_string("general.architecture");
+  auto e0 = in->get_int_or(from + ".embedding_length", 0), l0 = in->get_int_or(from + ".block_count", 0);
+  int64_t E = e0 ? *e0 : 0, L = l0 ? *l0 : 0;
+  bool f16 = false, untied = false;
+  std::vector<int64_t> dims, attn_layers;
+  for (int i = 4; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "f16") f16 = true;
+    else if (a == "untied") untied = true;
+    else if (a == "f32") continue;
+    else if (a.rfind("attn=", 0) == 0) {
+      for (size_t at = 5; at < a.size();) {
+        const size_t comma = a.find(',', at);
+        attn_layers.push_back(std::atoll(a.substr(at, comma - at).c_str()));
+        at = comma == std::string::npos ? a.size() : comma + 1;
+      }
+    } else dims.push_back(std::atoll(argv[i]));
+  }
+  if (dims.size() == 2) E = dims[0], L = dims[1];
+  if (dims.size() == 1 || dims.size() > 2 || E <= 0 || L <= 0) return fail("bad N_EMBD / N_LAYER");
+  const std::string kind = argv[1];
+  if (kind == "granitehybrid" && attn_layers.empty()) attn_layers = {1};
+  for (int64_t il : attn_layers) {
+    if (il < 0 || il >= L) return fail("attention layer " + std::to_string(il) + " is out of range");
+  }
   std::mt19937 rng(1234);
-  std::normal_distribution<float> noise(0.0f, 0.1f);
+  Status st = make_ssm_model(*in, *w,
+                             kind == "mamba" ? SsmKind::kMamba : kind == "mamba2" ? SsmKind::kMamba2 : SsmKind::kGraniteHybrid,
+                             E, L, f16, untied, attn_layers, rng);
+  if (st.is_ok()) st = w->write_file(argv[3]);
+  if (!st) return fail(st.message());
+  return 0;
+}
+
+// One of the variants derived from a make_gguf.py model (qwen3, gemma, ...): IN, its writer, its
+// layer count, and the seeded generator with N(0, 0.1) that they draw from in order.
+struct Variant {
+  const gguf::GgufFile& in;
+  gguf::GgufWriter& w;
+  int64_t n_layer;
+  std::mt19937 rng{1234};
+  std::normal_distribution<float> noise{0.0f, 0.1f};
+
+  // A new F32 tensor from values.
+  Status add_f32(const std::string& name, std::vector<int64_t> ne, const std::vector<float>& v) {
+    std::vector<uint8_t> bytes(v.size() * 4);
+    std::memcpy(bytes.data(), v.data(), bytes.size());
+    return w.add_tensor(name, TensorType::F32, ne, bytes);
+  }
+
   // Per-head q/k RMSNorm weights 1 + N(0, 0.1) for every layer.
-  auto add_qk_norms = [&](int64_t head_dim) -> Status {
+  Status add_qk_norms(int64_t head_dim) {
     for (int64_t il = 0; il < n_layer; ++il) {
       const std::string p = "blk." + std::to_string(il) + ".";
       for (const char* n : {"attn_q_norm.weight", "attn_k_norm.weight"}) {
         std::vector<float> v(static_cast<size_t>(head_dim));
         for (float& x : v) x = 1.0f + noise(rng);
-        std::vector<uint8_t> bytes(v.size() * 4);
-        std::memcpy(bytes.data(), v.data(), bytes.size());
-        LOOM_RETURN_IF_ERROR(w->add_tensor(p + n, TensorType::F32, {head_dim}, bytes));
+        LOOM_RETURN_IF_ERROR(add_f32(p + n, {head_dim}, v));
       }
     }
     return Status::ok();
-  };
-  Status st;
-  if (target == "qwen3") {
-    st = rename_arch(*w, "qwen2", "qwen3");
-    const int64_t n_embd = *in->get_int("qwen2.embedding_length"), n_head = *in->get_int("qwen2.attention.head_count");
-    for (int64_t il = 0; il < n_layer; ++il) {
-      const std::string p = "blk." + std::to_string(il) + ".";
-      for (const char* b : {"attn_q.bias", "attn_k.bias", "attn_v.bias"}) w->remove_tensor(p + b);
-    }
-    if (st.is_ok()) st = add_qk_norms(n_embd / n_head);
-  } else if (target == "nomic-bert") {
-    st = rename_arch(*w, "bert", "nomic-bert");
-    if (st.is_ok()) st = w->set_f32("nomic-bert.rope.freq_base", 1000.0f);
-    w->remove_tensor("position_embd.weight");
-    const int64_t n_embd = *in->get_int("bert.embedding_length"), n_ff = *in->get_int("bert.feed_forward_length");
-    std::normal_distribution<float> weight(0.0f, 0.05f);
-    for (int64_t il = 0; il < n_layer && st.is_ok(); ++il) {
-      const std::string p = "blk." + std::to_string(il) + ".";
-      // attn_qkv = rows of Q, then K, then V (each [n_embd rows][n_embd]).
-      std::vector<uint8_t> qkv;
-      for (const char* n : {"attn_q.weight", "attn_k.weight", "attn_v.weight"}) {
-        const gguf::TensorInfo* t = in->find_tensor(p + n);
-        if (!t || t->type != TensorType::F32) return fail("expected F32 " + p + n);
-        qkv.insert(qkv.end(), t->data, t->data + t->nbytes);
-        w->remove_tensor(p + n);
-      }
-      for (const char* b : {"attn_q.bias", "attn_k.bias", "attn_v.bias", "ffn_up.bias", "ffn_down.bias"}) {
-        w->remove_tensor(p + b);
-      }
-      st = w->add_tensor(p + "attn_qkv.weight", TensorType::F32, {n_embd, 3 * n_embd}, qkv);
-      std::vector<float> gate(static_cast<size_t>(n_embd * n_ff));
-      for (float& x : gate) x = weight(rng);
-      std::vector<uint8_t> bytes(gate.size() * 4);
-      std::memcpy(bytes.data(), gate.data(), bytes.size());
-      if (st.is_ok()) st = w->add_tensor(p + "ffn_gate.weight", TensorType::F32, {n_embd, n_ff}, bytes);
-    }
-  } else if (target == "gemma3") {
-    st = rename_arch(*w, "gemma2", "gemma3");
-    w->remove("gemma3.attn_logit_softcapping");
-    w->remove("gemma3.final_logit_softcapping");
-    w->remove("gemma3.rope.freq_base");
-    if (st.is_ok()) st = w->set_f32("gemma3.rope.freq_base", 1000000.0f);
-    if (st.is_ok()) st = add_qk_norms(*in->get_int("gemma2.attention.key_length"));
-  } else if (target == "gemma") {
-    st = rename_arch(*w, "gemma2", "gemma");
-    for (const char* k : {"gemma.attn_logit_softcapping", "gemma.final_logit_softcapping", "gemma.attention.sliding_window"}) {
-      w->remove(k);
-    }
-    for (int64_t il = 0; il < n_layer; ++il) {
-      const std::string p = "blk." + std::to_string(il) + ".";
-      w->remove_tensor(p + "post_attention_norm.weight");
-      w->remove_tensor(p + "post_ffw_norm.weight");
-    }
-  } else if (target == "phi3-longrope" || target == "phi3-longrope-short") {
-    if (*in->get_string("general.architecture") != "phi3") return fail("expected a phi3 model");
-    const int64_t n_embd = *in->get_int("phi3.embedding_length"), n_head = *in->get_int("phi3.attention.head_count");
-    const int64_t n_rot = *in->get_int_or("phi3.rope.dimension_count", n_embd / n_head);
-    const int64_t n_ctx_train = *in->get_int("phi3.context_length");
-    constexpr int64_t kOrigCtx = 64;
-    const int64_t orig = target == "phi3-longrope" ? kOrigCtx : n_ctx_train;
-    // One factor per rotated pair, long 1 + 7·((5i) mod n)/(n-1), short 1 + ((3i) mod n)/(n-1):
-    // for n = 8 every value is distinct and in no monotone order (a reversed or shifted index
-    // would show).
-    const int64_t n = n_rot / 2;
-    if (n < 2) return fail("expected at least 4 rotated dimensions");
-    std::vector<float> lng(static_cast<size_t>(n)), sht(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) {
-      lng[size_t(i)] = 1.0f + 7.0f * float((5 * i) % n) / float(n - 1);
-      sht[size_t(i)] = 1.0f + float((3 * i) % n) / float(n - 1);
-    }
-    for (const auto& [name, v] : {std::pair{"rope_factors_long.weight", &lng}, std::pair{"rope_factors_short.weight", &sht}}) {
-      std::vector<uint8_t> bytes(v->size() * 4);
-      std::memcpy(bytes.data(), v->data(), bytes.size());
-      if (st.is_ok()) st = w->add_tensor(name, TensorType::F32, {n}, bytes);
-    }
-    // Phi3MiniModel's magnitude scale for a model trained at n_ctx_train from an original 64.
-    const double scale = double(n_ctx_train) / double(kOrigCtx);
-    const float attn_factor = float(std::sqrt(1.0 + std::log(scale) / std::log(double(kOrigCtx))));
-    w->remove("phi3.rope.scaling.original_context_length");
-    w->remove("phi3.rope.scaling.attn_factor");
-    if (st.is_ok()) st = w->set_u32("phi3.rope.scaling.original_context_length", uint32_t(orig));
-    if (st.is_ok()) st = w->set_f32("phi3.rope.scaling.attn_factor", attn_factor);
-  } else if (target == "bert-rank") {
-    if (*in->get_string("general.architecture") != "bert") return fail("expected a bert model");
-    const int64_t n_embd = *in->get_int("bert.embedding_length");
-    std::normal_distribution<float> weight(0.0f, 0.15f);
-    auto add = [&](const std::string& name, std::vector<int64_t> ne, std::normal_distribution<float>& dist) {
-      int64_t n = 1;
-      for (int64_t d : ne) n *= d;
-      std::vector<float> v(static_cast<size_t>(n));
-      for (float& x : v) x = dist(rng);
-      std::vector<uint8_t> bytes(v.size() * 4);
-      std::memcpy(bytes.data(), v.data(), bytes.size());
-      return w->add_tensor(name, TensorType::F32, ne, bytes);
-    };
-    st = add("cls.weight", {n_embd, n_embd}, weight);
-    if (st.is_ok()) st = add("cls.bias", {n_embd}, noise);
-    if (st.is_ok()) st = add("cls.output.weight", {n_embd, 1}, weight);
-    if (st.is_ok()) st = add("cls.output.bias", {1}, noise);
-    w->remove("bert.pooling_type");
-    if (st.is_ok()) st = w->set_u32("bert.pooling_type", 4);
-    if (st.is_ok()) st = w->set_string_array("bert.classifier.output_labels", {"LABEL_0"});
-  } else {
-    return fail("unknown target '" + target + "'");
   }
+};
+
+Status make_qwen3(Variant& v) {
+  Status st = rename_arch(v.w, "qwen2", "qwen3");
+  const int64_t n_embd = *v.in.get_int("qwen2.embedding_length"), n_head = *v.in.get_int("qwen2.attention.head_count");
+  for (int64_t il = 0; il < v.n_layer; ++il) {
+    const std::string p = "blk." + std::to_string(il) + ".";
+    for (const char* b : {"attn_q.bias", "attn_k.bias", "attn_v.bias"}) v.w.remove_tensor(p + b);
+  }
+  if (st.is_ok()) st = v.add_qk_norms(n_embd / n_head);
+  return st;
+}
+
+Status make_nomic_bert(Variant& v) {
+  Status st = rename_arch(v.w, "bert", "nomic-bert");
+  if (st.is_ok()) st = v.w.set_f32("nomic-bert.rope.freq_base", 1000.0f);
+  v.w.remove_tensor("position_embd.weight");
+  const int64_t n_embd = *v.in.get_int("bert.embedding_length"), n_ff = *v.in.get_int("bert.feed_forward_length");
+  std::normal_distribution<float> weight(0.0f, 0.05f);
+  for (int64_t il = 0; il < v.n_layer && st.is_ok(); ++il) {
+    const std::string p = "blk." + std::to_string(il) + ".";
+    // attn_qkv = rows of Q, then K, then V (each [n_embd rows][n_embd]).
+    std::vector<uint8_t> qkv;
+    for (const char* n : {"attn_q.weight", "attn_k.weight", "attn_v.weight"}) {
+      const gguf::TensorInfo* t = v.in.find_tensor(p + n);
+      if (!t || t->type != TensorType::F32) return invalid_argument("expected F32 " + p + n);
+      qkv.insert(qkv.end(), t->data, t->data + t->nbytes);
+      v.w.remove_tensor(p + n);
+    }
+    for (const char* b : {"attn_q.bias", "attn_k.bias", "attn_v.bias", "ffn_up.bias", "ffn_down.bias"}) {
+      v.w.remove_tensor(p + b);
+    }
+    st = v.w.add_tensor(p + "attn_qkv.weight", TensorType::F32, {n_embd, 3 * n_embd}, qkv);
+    std::vector<float> gate(static_cast<size_t>(n_embd * n_ff));
+    for (float& x : gate) x = weight(v.rng);
+    if (st.is_ok()) st = v.add_f32(p + "ffn_gate.weight", {n_embd, n_ff}, gate);
+  }
+  return st;
+}
+
+Status make_gemma3(Variant& v) {
+  Status st = rename_arch(v.w, "gemma2", "gemma3");
+  v.w.remove("gemma3.attn_logit_softcapping");
+  v.w.remove("gemma3.final_logit_softcapping");
+  v.w.remove("gemma3.rope.freq_base");
+  if (st.is_ok()) st = v.w.set_f32("gemma3.rope.freq_base", 1000000.0f);
+  if (st.is_ok()) st = v.add_qk_norms(*v.in.get_int("gemma2.attention.key_length"));
+  return st;
+}
+
+Status make_gemma(Variant& v) {
+  Status st = rename_arch(v.w, "gemma2", "gemma");
+  for (const char* k : {"gemma.attn_logit_softcapping", "gemma.final_logit_softcapping", "gemma.attention.sliding_window"}) {
+    v.w.remove(k);
+  }
+  for (int64_t il = 0; il < v.n_layer; ++il) {
+    const std::string p = "blk." + std::to_string(il) + ".";
+    v.w.remove_tensor(p + "post_attention_norm.weight");
+    v.w.remove_tensor(p + "post_ffw_norm.weight");
+  }
+  return st;
+}
+
+// phi3-longrope (original context 64) and phi3-longrope-short (original context n_ctx_train).
+Status make_phi3_longrope(Variant& v, bool short_factors) {
+  if (*v.in.get_string("general.architecture") != "phi3") return invalid_argument("expected a phi3 model");
+  const int64_t n_embd = *v.in.get_int("phi3.embedding_length"), n_head = *v.in.get_int("phi3.attention.head_count");
+  const int64_t n_rot = *v.in.get_int_or("phi3.rope.dimension_count", n_embd / n_head);
+  const int64_t n_ctx_train = *v.in.get_int("phi3.context_length");
+  constexpr int64_t kOrigCtx = 64;
+  const int64_t orig = short_factors ? n_ctx_train : kOrigCtx;
+  // One factor per rotated pair, long 1 + 7·((5i) mod n)/(n-1), short 1 + ((3i) mod n)/(n-1):
+  // for n = 8 every value is distinct and in no monotone order (a reversed or shifted index
+  // would show).
+  const int64_t n = n_rot / 2;
+  if (n < 2) return invalid_argument("expected at least 4 rotated dimensions");
+  std::vector<float> lng(static_cast<size_t>(n)), sht(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    lng[size_t(i)] = 1.0f + 7.0f * float((5 * i) % n) / float(n - 1);
+    sht[size_t(i)] = 1.0f + float((3 * i) % n) / float(n - 1);
+  }
+  Status st = v.add_f32("rope_factors_long.weight", {n}, lng);
+  if (st.is_ok()) st = v.add_f32("rope_factors_short.weight", {n}, sht);
+  // Phi3MiniModel's magnitude scale for a model trained at n_ctx_train from an original 64.
+  const double scale = double(n_ctx_train) / double(kOrigCtx);
+  const float attn_factor = float(std::sqrt(1.0 + std::log(scale) / std::log(double(kOrigCtx))));
+  v.w.remove("phi3.rope.scaling.original_context_length");
+  v.w.remove("phi3.rope.scaling.attn_factor");
+  if (st.is_ok()) st = v.w.set_u32("phi3.rope.scaling.original_context_length", uint32_t(orig));
+  if (st.is_ok()) st = v.w.set_f32("phi3.rope.scaling.attn_factor", attn_factor);
+  return st;
+}
+
+Status make_bert_rank(Variant& v) {
+  if (*v.in.get_string("general.architecture") != "bert") return invalid_argument("expected a bert model");
+  const int64_t n_embd = *v.in.get_int("bert.embedding_length");
+  std::normal_distribution<float> weight(0.0f, 0.15f);
+  auto add = [&](const std::string& name, std::vector<int64_t> ne, std::normal_distribution<float>& dist) {
+    int64_t n = 1;
+    for (int64_t d : ne) n *= d;
+    std::vector<float> x(static_cast<size_t>(n));
+    for (float& e : x) e = dist(v.rng);
+    return v.add_f32(name, ne, x);
+  };
+  Status st = add("cls.weight", {n_embd, n_embd}, weight);
+  if (st.is_ok()) st = add("cls.bias", {n_embd}, v.noise);
+  if (st.is_ok()) st = add("cls.output.weight", {n_embd, 1}, weight);
+  if (st.is_ok()) st = add("cls.output.bias", {1}, v.noise);
+  v.w.remove("bert.pooling_type");
+  if (st.is_ok()) st = v.w.set_u32("bert.pooling_type", 4);
+  if (st.is_ok()) st = v.w.set_string_array("bert.classifier.output_labels", {"LABEL_0"});
+  return st;
+}
+
+// make_arch_variant qwen3|gemma|gemma3|nomic-bert|phi3-longrope|phi3-longrope-short|bert-rank IN OUT
+int run_variant(const std::string& target, const char* in_path, const char* out_path) {
+  static const std::map<std::string, std::function<Status(Variant&)>> kVariants = {
+      {"qwen3", make_qwen3},
+      {"nomic-bert", make_nomic_bert},
+      {"gemma3", make_gemma3},
+      {"gemma", make_gemma},
+      {"phi3-longrope", [](Variant& v) { return make_phi3_longrope(v, false); }},
+      {"phi3-longrope-short", [](Variant& v) { return make_phi3_longrope(v, true); }},
+      {"bert-rank", make_bert_rank},
+  };
+  auto in = gguf::GgufFile::open(in_path);
+  if (!in) return fail(in.status().message());
+  auto w = gguf::GgufWriter::from_file(*in);
+  if (!w) return fail(w.status().message());
+  const int64_t n_layer = *in->get_int(*in->get_string("general.architecture") + ".block_count");
+  const auto it = kVariants.find(target);
+  if (it == kVariants.end()) return fail("unknown target '" + target + "'");
+  Variant v{*in, *w, n_layer};
+  Status st = it->second(v);
   if (!st) return fail(st.message());
-  st = w->write_file(argv[3]);
+  st = w->write_file(out_path);
   if (!st) return fail(st.message());
   return 0;
+}
+
+bool is_one_of(const std::string& a, std::initializer_list<const char*> names) {
+  for (const char* n : names) {
+    if (a == n) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string kind = argc >= 2 ? argv[1] : "";
+  if (argc >= 4 && is_one_of(kind, {"t5", "t5encoder"})) return run_t5(argc, argv);
+  if (argc >= 5 && kind == "bench-shape") return run_bench_shape(argc, argv);
+  if (argc == 5 && kind == "moe") {
+    const std::string arch = argv[2];
+    return run_from_file(argv[3], argv[4], [&](const gguf::GgufFile& in, gguf::GgufWriter& w, std::mt19937& rng) {
+      return make_moe_model(in, w, arch, rng);
+    });
+  }
+  if (argc >= 4 && is_one_of(kind, {"smollm3", "granite", "lfm2", "qwen35", "gemma4", "mistral3", "gemma3n"})) {
+    const bool untied = argc >= 5 && std::string(argv[4]) == "untied";
+    return run_from_file(argv[2], argv[3], [&](const gguf::GgufFile& in, gguf::GgufWriter& w, std::mt19937& rng) {
+      return make_family_model(in, w, kind, untied, rng);
+    });
+  }
+  if (argc >= 4 && is_one_of(kind, {"mamba", "mamba2", "granitehybrid"})) return run_ssm(argc, argv);
+  if (argc != 4) {
+    return fail(
+        "usage: make_arch_variant qwen3|gemma|gemma3|nomic-bert|phi3-longrope|phi3-longrope-short|bert-rank IN.gguf "
+        "OUT.gguf");
+  }
+  return run_variant(kind, argv[2], argv[3]);
 }

@@ -1511,27 +1511,207 @@ struct App {
   }
 };
 
-}  // namespace
-
-int run_server(const ServeOptions& opts, std::atomic<bool>* stop) {
-  // Signals are taken synchronously by this thread (sigtimedwait); every thread started from
-  // here on inherits the blocked mask.
+// Signals are taken synchronously by the thread that starts the server (sigtimedwait); every
+// thread started after this inherits the blocked mask.
+sigset_t block_stop_signals() {
   sigset_t sigs;
   sigemptyset(&sigs);
   sigaddset(&sigs, SIGINT);
   sigaddset(&sigs, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
   signal(SIGPIPE, SIG_IGN);
+  return sigs;
+}
 
+// Where the server listens, as people type it: the first TCP address first (what scripts and
+// tests read), then the others.
+void announce_listening(const std::vector<std::string>& hosts, int port) {
+  std::vector<std::string> where;
+  for (const std::string& h : hosts) {
+    const bool sock = h.size() > 5 && h.compare(h.size() - 5, 5, ".sock") == 0;
+    where.push_back(sock ? "unix:" + h : "http://" + (h.find(':') != std::string::npos ? "[" + h + "]" : h) + ":" + std::to_string(port));
+  }
+  std::stable_partition(where.begin(), where.end(), [](const std::string& w) { return w.rfind("http://", 0) == 0; });
+  for (const std::string& w : where) std::fprintf(stderr, "loom: listening on %s\n", w.c_str());
+  std::fflush(stderr);
+}
+
+// Why a start failed, and the exit code it fails with (1 runtime, 2 usage).
+struct StartError {
+  int code = 0;
+  std::string why;
+};
+
+// The configuration that does not depend on the model: template override, template kwargs,
+// request defaults, reasoning, LoRA paths; an error for flags that cannot go together.
+std::optional<StartError> configure(App& a, const ServeOptions& opts) {
+  if (!opts.chat_template_file.empty()) {
+    std::ifstream f(opts.chat_template_file, std::ios::binary);
+    if (!f) return StartError{1, "cannot open " + opts.chat_template_file};
+    std::stringstream ss;
+    ss << f.rdbuf();
+    a.template_override = ss.str();
+  } else if (!opts.chat_template.empty()) {
+    a.template_override = opts.chat_template;  // a built-in name or Jinja source
+  }
+  if (!opts.chat_template_kwargs.empty()) {
+    try {
+      a.default_kwargs = json::parse(opts.chat_template_kwargs);
+    } catch (const std::exception& e) {
+      return StartError{2, std::string("--chat-template-kwargs: not JSON: ") + e.what()};
+    }
+    if (!a.default_kwargs.is_object()) return StartError{2, "--chat-template-kwargs: expected a JSON object"};
+  }
+  if (!opts.request_defaults.empty()) {
+    a.request_defaults = json::parse(opts.request_defaults, nullptr, false);
+    if (!a.request_defaults.is_object()) return StartError{2, "the request defaults are not a JSON object"};
+  }
+  if (opts.reasoning == "on" || opts.reasoning == "off") a.default_kwargs["enable_thinking"] = opts.reasoning == "on";
+  else if (opts.reasoning != "auto") return StartError{2, "--reasoning: expected on, off or auto, not '" + opts.reasoning + "'"};
+  if (opts.embedding && !opts.draft_model.empty()) return StartError{2, "--draft-model needs a generating server, not --embedding"};
+  if (opts.embedding && opts.pooling == "none") {
+    return StartError{2, "--pooling none is not served (the endpoints return one vector per input)"};
+  }
+  for (const auto& [path, scale] : opts.loras) a.loras.push_back({nullptr, path, scale});
+  return std::nullopt;
+}
+
+// The scheduler's parameters for the loaded model (the strings point into opts and a).
+api::SchedulerParams scheduler_params(const App& a, const ServeOptions& opts) {
+  api::SchedulerParams sp;
+  loom_context_params& cp = sp.p.context;
+  const int64_t train = a.model->n_ctx_train();
+  cp.n_ctx = opts.n_ctx > 0 ? opts.n_ctx : int32_t(std::min<int64_t>(train, 4096));
+  cp.n_batch = opts.n_batch;
+  cp.n_ubatch = std::min(opts.n_ubatch, opts.n_batch);
+  cp.n_threads = opts.threads;
+  cp.n_threads_batch = opts.threads_batch;
+  cp.type_k = opts.type_k;
+  cp.type_v = opts.type_v;
+  cp.embeddings = opts.embedding;
+  if (opts.embedding) {
+    cp.pooling_type = a.model->pooling_type() != LOOM_POOLING_UNSPECIFIED ? LOOM_POOLING_UNSPECIFIED : LOOM_POOLING_MEAN;
+    static const std::pair<const char*, int32_t> kPoolings[] = {
+        {"mean", LOOM_POOLING_MEAN}, {"cls", LOOM_POOLING_CLS}, {"last", LOOM_POOLING_LAST}, {"rank", LOOM_POOLING_RANK}};
+    for (const auto& [name, value] : kPoolings) {
+      if (opts.pooling == name) cp.pooling_type = value;
+    }
+    cp.n_ubatch = cp.n_batch = std::max(cp.n_ubatch, std::min(cp.n_ctx, cp.n_batch));
+  }
+  sp.p.n_slots = opts.slots;
+  sp.p.max_queue = opts.max_queue;
+  sp.p.step_tokens = opts.step_tokens;
+  sp.p.context_shift = opts.context_shift;
+  sp.p.prefix_cache = opts.prefix_cache;
+  sp.p.cache_dir = opts.cache_dir.empty() ? nullptr : opts.cache_dir.c_str();
+  sp.p.chat_template = a.template_override.empty() ? nullptr : a.template_override.c_str();
+  return sp;
+}
+
+// The scheduler over the loaded model (and the draft model, with --draft-model).
+api::Expected<api::Scheduler> create_scheduler(const App& a, const ServeOptions& opts) {
+  const api::SchedulerParams sp = scheduler_params(a, opts);
+  const json memory_options = {{"ctx_checkpoints", opts.ctx_checkpoints}, {"cache_ram_mib", opts.cache_ram_mib},
+                               {"swa_full", opts.swa_full}};
+  if (opts.draft_model.empty()) return api::Scheduler::create_ext(*a.model, sp, nullptr, dump(memory_options));
+  auto dm = api::Model::load(opts.draft_model);
+  if (!dm) return api::Status(dm.status().code(), "--draft-model " + opts.draft_model + ": " + dm.status().message());
+  json options = memory_options;
+  options.update({{"draft_max", opts.draft_max}, {"draft_min", opts.draft_min}, {"p_min", opts.draft_p_min},
+                  {"n_ctx", opts.draft_n_ctx}});
+  return api::Scheduler::create_ext(*a.model, sp, &*dm, dump(options));
+}
+
+// The server-wide request defaults are checked once (a --samplers typo, a grammar that does not
+// parse stops the start rather than failing every request): a request with them is described,
+// with no room for the description, so that nothing is queued. "" or why they fail.
+std::string check_request_defaults(const App& a) {
+  json probe = a.request_defaults;
+  probe["prompt"] = "x";
+  char small[1];
+  const int32_t st = loom_scheduler_submit_ext(
+      a.sched->handle(), dump(probe).c_str(), nullptr, [](const loom_event*, void*) {}, nullptr, nullptr, small, sizeof small);
+  if (st != LOOM_OK && st != LOOM_ERR_RESOURCE_EXHAUSTED) return std::string("a server-wide sampling default: ") + loom_last_error();
+  return std::string();
+}
+
+// The engine: the model, its scheduler and the LoRA adapters (with their current scales). Loaded
+// at the start (while /health answers 503) and again when a sleeping server gets a request.
+// Returns "" or why it failed (nothing stays loaded then); the exit code of a failure in *code.
+std::string load_engine(App& a, const ServeOptions& opts, int* code) {
+  auto fail = [&](int c, std::string why) {
+    *code = c;
+    a.sched.reset();
+    for (App::Lora& l : a.loras) {
+      loom_lora_adapter_free(l.handle);
+      l.handle = nullptr;
+    }
+    a.model.reset();
+    return why;
+  };
+  auto model = api::Model::load(opts.model);
+  if (!model) return fail(1, model.status().message());
+  a.model = std::move(*model);
+  // The template is checked now, so that a broken one stops the start rather than every chat.
+  auto info = api::Model::detail_json([&](char* b, size_t n) {
+    return loom_chat_template_info(a.model->handle(), a.template_override.empty() ? nullptr : a.template_override.c_str(),
+                                   b, n);
+  });
+  if (!info) return fail(1, "chat template: " + info.status().message());
+  a.template_source = json::parse(*info).value("template", std::string());
+  auto sched = create_scheduler(a, opts);
+  if (!sched) return fail(1, sched.status().message());
+  a.sched = std::move(*sched);
+  if (!a.request_defaults.empty() && !opts.embedding) {
+    if (std::string why = check_request_defaults(a); !why.empty()) return fail(2, why);
+  }
+  // LoRA adapters: loaded and given to the scheduler's context; kept (with their scales) for
+  // /lora-adapters, which changes the scales.
+  for (App::Lora& l : a.loras) {
+    l.handle = loom_lora_adapter_load(a.model->handle(), l.path.c_str());
+    if (!l.handle) return fail(1, "--lora " + l.path + ": " + loom_last_error());
+  }
+  if (!a.loras.empty() && !a.apply_loras()) return fail(1, std::string("--lora: ") + loom_last_error());
+  a.remember_meta();
+  return std::string();
+}
+
+// Waits for SIGINT / SIGTERM (or *stop), letting an idle server sleep meanwhile.
+void wait_for_stop(App& a, const sigset_t& sigs, std::atomic<bool>* stop) {
+  for (;;) {
+    timespec ts{0, 200 * 1000 * 1000};
+    const int sig = sigtimedwait(&sigs, nullptr, &ts);
+    if (sig == SIGINT || sig == SIGTERM) break;
+    if (stop && stop->load()) break;
+    a.maybe_sleep();
+  }
+}
+
+// Running requests finish (5 s grace), then the listener and the engine close.
+void shut_down(App& a) {
+  std::fprintf(stderr, "loom: stopping: finishing running requests (5 s grace)\n");
+  a.http->stop_accepting();
+  {
+    std::unique_lock<std::shared_mutex> l(a.engine_mu);
+    if (a.sched) a.sched->shutdown(5000);  // running streams finish or get their final event
+  }
+  a.http->drain(std::chrono::seconds(2));
+  a.http->shutdown();
+  a.sched.reset();
+  std::fprintf(stderr, "loom: stopped\n");
+}
+
+}  // namespace
+
+int run_server(const ServeOptions& opts, std::atomic<bool>* stop) {
+  const sigset_t sigs = block_stop_signals();
   auto app = std::make_unique<App>();
   app->o = opts;
   App& a = *app;
-  if (!opts.api_keys.empty()) {
-    for (const auto& k : opts.api_keys) {
-      if (k.empty()) {
-        std::fprintf(stderr, "loom: an API key is empty\n");
-        return 2;
-      }
+  for (const auto& k : opts.api_keys) {
+    if (k.empty()) {
+      std::fprintf(stderr, "loom: an API key is empty\n");
+      return 2;
     }
   }
   a.alias = !opts.alias.empty() ? opts.alias : std::filesystem::path(opts.model).filename().string();
@@ -1545,169 +1725,29 @@ int run_server(const ServeOptions& opts, std::atomic<bool>* stop) {
   }
   a.http = std::move(*srv);
   a.http->start([&a](http::Request&& req, std::shared_ptr<http::Response> res) { a.handle(std::move(req), std::move(res)); });
-  // The first TCP address first (what scripts and tests read), then the others.
-  std::vector<std::string> where;
-  for (const std::string& h : hosts) {
-    const bool sock = h.size() > 5 && h.compare(h.size() - 5, 5, ".sock") == 0;
-    where.push_back(sock ? "unix:" + h : "http://" + (h.find(':') != std::string::npos ? "[" + h + "]" : h) + ":" + std::to_string(a.http->port()));
-  }
-  std::stable_partition(where.begin(), where.end(), [](const std::string& w) { return w.rfind("http://", 0) == 0; });
-  for (const std::string& w : where) std::fprintf(stderr, "loom: listening on %s\n", w.c_str());
-  std::fflush(stderr);
+  announce_listening(hosts, a.http->port());
 
-  // A failure after the listener is up: say why, close it, exit with `code`.
-  auto quit = [&a](int code, const std::string& why) {
-    std::fprintf(stderr, "loom: %s\n", why.c_str());
+  // A failure after the listener is up: say why, close it, exit with its code.
+  auto quit = [&a](const StartError& e) {
+    std::fprintf(stderr, "loom: %s\n", e.why.c_str());
     a.http->shutdown();
-    return code;
+    return e.code;
   };
-  // The configuration that does not depend on the model.
-  if (!opts.chat_template_file.empty()) {
-    std::ifstream f(opts.chat_template_file, std::ios::binary);
-    if (!f) return quit(1, "cannot open " + opts.chat_template_file);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    a.template_override = ss.str();
-  } else if (!opts.chat_template.empty()) {
-    a.template_override = opts.chat_template;  // a built-in name or Jinja source
-  }
-  if (!opts.chat_template_kwargs.empty()) {
-    try {
-      a.default_kwargs = json::parse(opts.chat_template_kwargs);
-    } catch (const std::exception& e) {
-      return quit(2, std::string("--chat-template-kwargs: not JSON: ") + e.what());
-    }
-    if (!a.default_kwargs.is_object()) return quit(2, "--chat-template-kwargs: expected a JSON object");
-  }
-  if (!opts.request_defaults.empty()) {
-    a.request_defaults = json::parse(opts.request_defaults, nullptr, false);
-    if (!a.request_defaults.is_object()) return quit(2, "the request defaults are not a JSON object");
-  }
-  if (opts.reasoning == "on" || opts.reasoning == "off") a.default_kwargs["enable_thinking"] = opts.reasoning == "on";
-  else if (opts.reasoning != "auto") return quit(2, "--reasoning: expected on, off or auto, not '" + opts.reasoning + "'");
-  if (opts.embedding && !opts.draft_model.empty()) return quit(2, "--draft-model needs a generating server, not --embedding");
-  if (opts.embedding && opts.pooling == "none") {
-    return quit(2, "--pooling none is not served (the endpoints return one vector per input)");
-  }
-  for (const auto& [path, scale] : opts.loras) a.loras.push_back({nullptr, path, scale});
-
-  // The engine: the model, its scheduler and the LoRA adapters (with their current scales). Loaded
-  // now (while /health answers 503) and again when a sleeping server gets a request. Returns ""
-  // or why it failed (nothing stays loaded then); the exit code of a failed first load in *code.
+  if (std::optional<StartError> e = configure(a, opts)) return quit(*e);
+  a.load_engine = [&a, &opts]() {
+    int code = 1;
+    return load_engine(a, opts, &code);
+  };
   int load_code = 1;
-  a.load_engine = [&a, &opts, &load_code]() -> std::string {
-    auto fail = [&](int code, std::string why) {
-      load_code = code;
-      a.sched.reset();
-      for (App::Lora& l : a.loras) {
-        loom_lora_adapter_free(l.handle);
-        l.handle = nullptr;
-      }
-      a.model.reset();
-      return why;
-    };
-    auto model = api::Model::load(opts.model);
-    if (!model) return fail(1, model.status().message());
-    a.model = std::move(*model);
-    // The template is checked now, so that a broken one stops the start rather than every chat.
-    auto info = api::Model::detail_json([&](char* b, size_t n) {
-      return loom_chat_template_info(a.model->handle(), a.template_override.empty() ? nullptr : a.template_override.c_str(),
-                                     b, n);
-    });
-    if (!info) return fail(1, "chat template: " + info.status().message());
-    a.template_source = json::parse(*info).value("template", std::string());
-
-    api::SchedulerParams sp;
-    loom_context_params& cp = sp.p.context;
-    const int64_t train = a.model->n_ctx_train();
-    cp.n_ctx = opts.n_ctx > 0 ? opts.n_ctx : int32_t(std::min<int64_t>(train, 4096));
-    cp.n_batch = opts.n_batch;
-    cp.n_ubatch = std::min(opts.n_ubatch, opts.n_batch);
-    cp.n_threads = opts.threads;
-    cp.n_threads_batch = opts.threads_batch;
-    cp.type_k = opts.type_k;
-    cp.type_v = opts.type_v;
-    cp.embeddings = opts.embedding;
-    if (opts.embedding) {
-      cp.pooling_type = a.model->pooling_type() != LOOM_POOLING_UNSPECIFIED ? LOOM_POOLING_UNSPECIFIED : LOOM_POOLING_MEAN;
-      static const std::pair<const char*, int32_t> kPoolings[] = {
-          {"mean", LOOM_POOLING_MEAN}, {"cls", LOOM_POOLING_CLS}, {"last", LOOM_POOLING_LAST}, {"rank", LOOM_POOLING_RANK}};
-      for (const auto& [name, value] : kPoolings) {
-        if (opts.pooling == name) cp.pooling_type = value;
-      }
-      cp.n_ubatch = cp.n_batch = std::max(cp.n_ubatch, std::min(cp.n_ctx, cp.n_batch));
-    }
-    sp.p.n_slots = opts.slots;
-    sp.p.max_queue = opts.max_queue;
-    sp.p.step_tokens = opts.step_tokens;
-    sp.p.context_shift = opts.context_shift;
-    sp.p.prefix_cache = opts.prefix_cache;
-    sp.p.cache_dir = opts.cache_dir.empty() ? nullptr : opts.cache_dir.c_str();
-    sp.p.chat_template = a.template_override.empty() ? nullptr : a.template_override.c_str();
-    const json memory_options = {{"ctx_checkpoints", opts.ctx_checkpoints}, {"cache_ram_mib", opts.cache_ram_mib},
-                                 {"swa_full", opts.swa_full}};
-    std::optional<api::Expected<api::Scheduler>> sched;
-    if (!opts.draft_model.empty()) {
-      auto dm = api::Model::load(opts.draft_model);
-      if (!dm) return fail(1, "--draft-model " + opts.draft_model + ": " + dm.status().message());
-      json options = memory_options;
-      options.update({{"draft_max", opts.draft_max}, {"draft_min", opts.draft_min}, {"p_min", opts.draft_p_min},
-                      {"n_ctx", opts.draft_n_ctx}});
-      sched.emplace(api::Scheduler::create_ext(*a.model, sp, &*dm, dump(options)));
-    } else {
-      sched.emplace(api::Scheduler::create_ext(*a.model, sp, nullptr, dump(memory_options)));
-    }
-    if (!*sched) return fail(1, sched->status().message());
-    a.sched = std::move(**sched);
-    if (!a.request_defaults.empty() && !opts.embedding) {
-      // The defaults are checked once now (a --samplers typo, a grammar that does not parse stops
-      // the start rather than failing every request): a request with them is described, with no
-      // room for the description, so that nothing is queued.
-      json probe = a.request_defaults;
-      probe["prompt"] = "x";
-      char small[1];
-      const int32_t st = loom_scheduler_submit_ext(
-          a.sched->handle(), dump(probe).c_str(), nullptr, [](const loom_event*, void*) {}, nullptr, nullptr, small, sizeof small);
-      if (st != LOOM_OK && st != LOOM_ERR_RESOURCE_EXHAUSTED) {
-        return fail(2, std::string("a server-wide sampling default: ") + loom_last_error());
-      }
-    }
-    // LoRA adapters: loaded and given to the scheduler's context; kept (with their scales) for
-    // /lora-adapters, which changes the scales.
-    for (App::Lora& l : a.loras) {
-      l.handle = loom_lora_adapter_load(a.model->handle(), l.path.c_str());
-      if (!l.handle) return fail(1, "--lora " + l.path + ": " + loom_last_error());
-    }
-    if (!a.loras.empty() && !a.apply_loras()) return fail(1, std::string("--lora: ") + loom_last_error());
-    a.remember_meta();
-    return std::string();
-  };
-  if (const std::string why = a.load_engine(); !why.empty()) return quit(load_code, why);
+  if (const std::string why = load_engine(a, opts, &load_code); !why.empty()) return quit({load_code, why});
   a.touch();
   a.ready = true;
   std::fprintf(stderr, "loom: ready: %s, %d slots, %d KV cells%s%s\n", a.alias.c_str(), opts.slots, a.sched->n_ctx(),
                opts.embedding ? ", embeddings" : "",
                opts.draft_model.empty() ? "" : (", draft model " + opts.draft_model).c_str());
   std::fflush(stderr);
-
-  // Wait for SIGINT / SIGTERM (or *stop).
-  for (;;) {
-    timespec ts{0, 200 * 1000 * 1000};
-    const int sig = sigtimedwait(&sigs, nullptr, &ts);
-    if (sig == SIGINT || sig == SIGTERM) break;
-    if (stop && stop->load()) break;
-    a.maybe_sleep();
-  }
-  std::fprintf(stderr, "loom: stopping: finishing running requests (5 s grace)\n");
-  a.http->stop_accepting();
-  {
-    std::unique_lock<std::shared_mutex> l(a.engine_mu);
-    if (a.sched) a.sched->shutdown(5000);  // running streams finish or get their final event
-  }
-  a.http->drain(std::chrono::seconds(2));
-  a.http->shutdown();
-  a.sched.reset();
-  std::fprintf(stderr, "loom: stopped\n");
+  wait_for_stop(a, sigs, stop);
+  shut_down(a);
   return 0;
 }
 
