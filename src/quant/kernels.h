@@ -101,6 +101,10 @@ LOOM_HWY_KERNELS(LOOM_HWY_DECLARE_DEQUANT, LOOM_HWY_DECLARE_QUANT, LOOM_HWY_DECL
 #undef LOOM_HWY_DECLARE_DOT
 #undef LOOM_HWY_DECLARE_TILE
 
+// dst = src rounded through t (F16 or BF16) and widened back, in one pass: the bits of
+// quantize_row(t) then dequantize_row(t).
+void round_row_half(TensorType t, const float* src, float* dst, int64_t n);
+
 bool dequantize_row(TensorType t, const void* src, float* dst, int64_t n);
 bool quantize_row(TensorType t, const float* src, void* dst, int64_t n);
 bool vec_dot(TensorType t, int64_t n, const void* w, const void* a, float* out);

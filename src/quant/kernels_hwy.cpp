@@ -306,6 +306,38 @@ void QuantBF16(int64_t n, const float* x, uint8_t* y) {
   }
 }
 
+// x rounded through f16 (kBf16: bf16) and widened back to f32 in one pass: the bits of
+// QuantF16 (QuantBF16) followed by DequantHalf, without the 16-bit row in memory between them
+// (the packed F16 / BF16 GEMM's activations, quantize_packed_act).
+template <bool kBf16>
+void RoundHalf(int64_t n, const float* x, float* y) {
+  const DF d;
+  const int64_t N = int64_t(hn::Lanes(d));
+  int64_t i = 0;
+#if !LOOM_HWY_HW_F16
+  HWY_ALIGN uint8_t tmp[HWY_MAX_BYTES / 2];
+#endif
+  for (; i + N <= n; i += N) {
+    const auto v = hn::LoadU(d, x + i);
+    if constexpr (kBf16) {
+      const hn::RebindToUnsigned<DF> du;
+      hn::StoreU(hn::BitCast(d, hn::And(BF16Bits(d, v), hn::Set(du, 0xffff0000u))), d, y + i);
+    } else {
+#if LOOM_HWY_HW_F16
+      const hn::Rebind<::hwy::float16_t, DF> dh;
+      hn::StoreU(hn::PromoteTo(d, hn::DemoteTo(dh, v)), d, y + i);
+#else
+      StoreF16(d, v, tmp);
+      hn::StoreU(LoadF16(d, tmp), d, y + i);
+#endif
+    }
+  }
+  for (; i < n; ++i) {
+    const float v = kBf16 ? bf16_to_f32(f32_to_bf16(load_f32(x, i))) : f16_to_f32(f32_to_f16(load_f32(x, i)));
+    std::memcpy(y + i, &v, 4);
+  }
+}
+
 // ---- 32-element block formats -------------------------------------------------------------
 //
 // A format: kBytes per block; Prep(block, scratch) -> the pointer Levels reads (the block, or
@@ -990,6 +1022,8 @@ void QuantizeQ8_1(const float* src, void* dst, int64_t n) { QuantQ8_1(n / kBlock
 void QuantizeQ8_K(const float* src, void* dst, int64_t n) { QuantQ8_K(n / kSuper, src, static_cast<uint8_t*>(dst)); }
 void QuantizeF16(const float* src, void* dst, int64_t n) { QuantF16(n, src, static_cast<uint8_t*>(dst)); }
 void QuantizeBF16(const float* src, void* dst, int64_t n) { QuantBF16(n, src, static_cast<uint8_t*>(dst)); }
+void RoundF16(const float* src, float* dst, int64_t n) { RoundHalf<false>(n, src, dst); }
+void RoundBF16(const float* src, float* dst, int64_t n) { RoundHalf<true>(n, src, dst); }
 
 float DotF32(int64_t n, const void* w, const void* a) { return DotFloat<F32Row>(n, LOOM_U8(w), LOOM_U8(a)); }
 float DotF16(int64_t n, const void* w, const void* a) { return DotF16Tile1(n, LOOM_U8(w), LOOM_U8(a)); }
@@ -1034,6 +1068,8 @@ namespace loom::quant::detail {
 #define LOOM_HWY_EXPORT_ONE(t, Impl) HWY_EXPORT(Impl);
 LOOM_HWY_KERNELS(LOOM_HWY_EXPORT_ONE, LOOM_HWY_EXPORT_ONE, LOOM_HWY_EXPORT_ONE, LOOM_HWY_EXPORT_ONE)
 #undef LOOM_HWY_EXPORT_ONE
+HWY_EXPORT(RoundF16);
+HWY_EXPORT(RoundBF16);
 
 namespace highway {
 
@@ -1053,6 +1089,11 @@ LOOM_HWY_KERNELS(LOOM_HWY_DEFINE_DEQUANT, LOOM_HWY_DEFINE_QUANT, LOOM_HWY_DEFINE
 #undef LOOM_HWY_DEFINE_QUANT
 #undef LOOM_HWY_DEFINE_DOT
 #undef LOOM_HWY_DEFINE_TILE
+
+void round_row_half(TensorType t, const float* src, float* dst, int64_t n) {
+  if (t == TensorType::BF16) return HWY_DYNAMIC_DISPATCH(RoundBF16)(src, dst, n);
+  HWY_DYNAMIC_DISPATCH(RoundF16)(src, dst, n);
+}
 
 }  // namespace highway
 }  // namespace loom::quant::detail

@@ -284,8 +284,13 @@ void quantize_packed_act(TensorType t, const float* x, int64_t cols, void* dst) 
     return;
   }
   if (act == PackedAct::kF32) {
-    // Round through the 16-bit type (quantize_row's fast path), then widen back in place from the end.
+    // Round through the 16-bit type and widen back: one pass with the Highway kernels (the bits of
+    // the two below), else quantize_row then dequantize_row in place from the end.
     auto* out = static_cast<float*>(dst);
+    if (kernel_set_enabled(KernelSet::kHighway)) {
+      detail::highway::round_row_half(t, x, out, cols);
+      return;
+    }
     auto* half = reinterpret_cast<uint16_t*>(static_cast<uint8_t*>(dst) + 2 * size_t(cols));
     quantize_row(t, x, half, cols);
     dequantize_row(t, half, out, cols);

@@ -456,6 +456,50 @@ TEST(QuantSimdHighway, QuantizeByteIdentical) {
   });
 }
 
+// round_row_half (the packed F16 / BF16 GEMM's activations in one pass) gives the bits of the
+// references' quantize_row then dequantize_row, for every length, misalignment and rounding
+// boundary (NaN, inf, overflow to inf, subnormals).
+TEST(QuantSimdHighway, RoundRowHalfIsQuantizeThenDequantize) {
+  loom::test::for_each_simd_target([] {
+    std::mt19937 rng(23);
+    for (TensorType t : {TensorType::F16, TensorType::BF16}) {
+      std::vector<std::vector<float>> inputs;
+      for (int64_t n : lengths(t)) inputs.push_back(quantize_inputs(t, n, rng));
+      inputs.push_back(f16_boundaries());
+      std::vector<float> b;  // bf16 midpoints of one exponent range
+      for (uint32_t h = 0x3f00; h < 0x4100; ++h) {
+        for (uint32_t d : {0x0000u, 0x7fffu, 0x8000u, 0x8001u}) {
+          b.push_back(bits_f32((h << 16) + d));
+          b.push_back(-bits_f32((h << 16) + d));
+        }
+      }
+      for (uint32_t u : {0x7f800000u, 0xff800000u, 0x7fc00000u, 0x7f800001u, 0xffc12345u, 0x7f7fffffu}) b.push_back(bits_f32(u));
+      inputs.push_back(b);
+      for (const std::vector<float>& x : inputs) {
+        const int64_t n = int64_t(x.size());
+        std::vector<uint8_t> half(size_t(row_bytes(t, n)) + 1);
+        std::vector<float> expect(size_t(n) + 1);
+        ref::quantize_row(t, x.data(), half.data(), n);
+        ref::dequantize_row(t, half.data(), expect.data(), n);
+        for (auto [ms, md] : kMisalign) {
+          Misaligned in(size_t(n) * 4, ms), out(size_t(n) * 4 + 4, md);
+          if (n) std::memcpy(in.data(), x.data(), size_t(n) * 4);
+          std::memset(out.data(), 0xcd, size_t(n) * 4 + 4);
+          hwk::round_row_half(t, in.f32(), out.f32(), n);
+          for (int64_t i = 0; i < n; ++i) {
+            float got;
+            std::memcpy(&got, out.data() + 4 * i, 4);
+            ASSERT_EQ(f32_bits(got), f32_bits(expect[size_t(i)]))
+                << type_name(t) << " n=" << n << " i=" << i << " misalign " << ms << "/" << md << ": input "
+                << x[size_t(i)] << " gives " << got << " vs " << expect[size_t(i)];
+          }
+          ASSERT_EQ(out.data()[4 * n], 0xcd) << "wrote past the end: " << type_name(t);
+        }
+      }
+    }
+  });
+}
+
 // Rows at the extremes of each format: every level byte set to one pattern (all-max levels,
 // all-min levels, ...), scales zero, large (f16 max for the block formats) or subnormal, and
 // activations of all-max magnitude with either sign (-128 included where the format allows).
