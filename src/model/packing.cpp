@@ -73,7 +73,7 @@ namespace {
 
 // Bump when the packed layout of any type changes (quant/packed.h): cache files of other
 // versions are then ignored.
-constexpr int kPackCacheLayout = 2;  // 2: Q5_K's fifth bits as chunk masks
+constexpr int kPackCacheLayout = 3;  // 2: Q5_K's fifth bits as chunk masks; 3: Q8_0 signed on AArch64
 constexpr char kPackCacheMagic[8] = {'L', 'O', 'O', 'M', 'P', 'A', 'K', '1'};
 constexpr size_t kPackCachePage = 4096;
 

@@ -24,7 +24,7 @@ void matmul_packed(ThreadPool& pool, const TensorView& w, const float* x, int64_
   const size_t act_bytes = quant::packed_act_row_bytes(w.type, k);
   auto* act = static_cast<uint8_t*>(scratch);
   pool.parallel_for(n, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) quant::quantize_packed_act(w.type, x + i * k, k, act + size_t(i) * act_bytes);
+    quant::quantize_packed_act_rows(w.type, x, k, int(n), int(b), int(e), act);
   }, 16);
   const int64_t groups = (m + quant::kPackRows - 1) / quant::kPackRows;
   // Waking a thread costs microseconds: give each at least ~32 KiB of weights x rows.
@@ -148,11 +148,13 @@ void matmul_many(ThreadPool& pool, std::span<const MatmulJob> jobs, void* scratc
   for (size_t q = 0; q < quant.size(); ++q) row0[q + 1] = row0[q] + quant[q].job->n;
   pool.parallel_for(row0.back(), [&](int64_t b, int64_t e) {
     size_t q = size_t(std::upper_bound(row0.begin(), row0.end(), b) - row0.begin()) - 1;
-    for (int64_t r = b; r < e; ++r) {
+    for (int64_t r = b; r < e;) {
       while (r >= row0[q + 1]) ++q;
       const MatmulJob& job = *quant[q].job;
-      const int64_t i = r - row0[q];
-      quant::quantize_packed_act(job.w.type, job.x + i * job.w.cols, job.w.cols, quant[q].dst + size_t(i) * quant[q].row_bytes);
+      const int64_t stop = std::min(e, row0[q + 1]);
+      quant::quantize_packed_act_rows(job.w.type, job.x, job.w.cols, int(job.n), int(r - row0[q]), int(stop - row0[q]),
+                                      quant[q].dst);
+      r = stop;
     }
   }, 16);
   // Every job's groups as one range; a thread's share may span several jobs.

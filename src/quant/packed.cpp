@@ -4,11 +4,13 @@
 #include "quant/packed.h"
 
 #include <cstring>
+#include <vector>
 
 #include "base/cpu.h"
 #include "base/half.h"
 #include "quant/blocks.h"
 #include "quant/kernels.h"
+#include "quant/packed_act_panels.h"
 #include "quant/packed_layout.h"
 #include "quant/quant.h"
 
@@ -214,7 +216,7 @@ void pack_blocks32(const PackJob& j) {
   const PackedLayout& L = PackedLayout::of(j.t);
   const size_t block_bytes = size_t(row_bytes(j.t, 32));
   const size_t head = L.has_min ? 4 : 2, qh_bytes = L.fifth_bit ? 4 : 0;  // GGUF: d, [m], [qh], qs
-  const uint8_t bias_byte = L.nibbles ? 0x00 : 0x80;  // Q8_0's int8 levels are stored + 128
+  const uint8_t bias_byte = L.nibbles ? 0x00 : uint8_t(L.bias);  // Q8_0's int8 levels + 128 on x86-64
   for (int64_t g = j.g0; g < j.g1; ++g) {
     for (int64_t b = 0; b < j.cols / detail::kPackBlock; ++b) {
       uint8_t* tile = j.group(g) + size_t(b) * L.tile_bytes;
@@ -463,7 +465,7 @@ float packed_ref_dot_blocks32(TensorType t, const uint8_t* grp, int r, const uin
     for (int j = 0; j < L.chunks; ++j) {
       const uint8_t* mask = tile + L.qh_offset() + 16 * size_t(j);
       for (int k = 0; k < 4; ++k) {
-        const int32_t byte = q[j * 64 + r * 4 + k];
+        const int32_t byte = L.nibbles || L.bias ? int32_t(q[j * 64 + r * 4 + k]) : int32_t(int8_t(q[j * 64 + r * 4 + k]));
         if (!L.nibbles) {
           isum += byte * ab.q[4 * j + k];
           continue;
@@ -560,6 +562,17 @@ void packed_gemm(TensorType t, int64_t rows, int64_t cols, const void* packed, i
   const PackedRefDotFn dot = type_traits(t).packed.ref_dot;
   const auto* p = static_cast<const uint8_t*>(packed);
   const auto* a = static_cast<const uint8_t*>(act);
+  // Panelled activations (packed_act_panels.h): each row back into the per-row format first.
+  std::vector<uint8_t> unpanelled;
+  if (detail::act_panels(t) && n > 1) {
+    const size_t rb = packed_act_row_bytes(t, cols);
+    unpanelled.resize(rb * size_t(n));
+    for (int i = 0; i < n; ++i) {
+      detail::act_panel_row(a, act_stride, n, i, cols / detail::kPackBlock, unpanelled.data() + size_t(i) * rb);
+    }
+    a = unpanelled.data();
+    act_stride = rb;
+  }
   for (int64_t g = g0; g < g1; ++g) {
     const uint8_t* grp = p + size_t(g) * group_bytes;
     for (int r = 0; r < kPackRows && g * kPackRows + r < rows; ++r) {

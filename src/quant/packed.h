@@ -15,7 +15,7 @@
 // Q4_0 (4 chunks): lane r of chunk j = bytes 4j..4j+3 of row r's qs, unchanged: the low nibbles
 //   are elements 4j..4j+3, the high nibbles elements 16+4j..16+4j+3, level = nibble - 8.
 // Q8_0 (8 chunks): lane r of chunk j = row r's qs[4j..4j+3] + 128 (as u8): elements 4j..4j+3,
-//   level = byte - 128.
+//   level = byte - 128 (on AArch64 the int8 levels as they are, bias 0: kQ8_0PackedBias).
 // Either way the unsigned byte u and the signed level differ by a constant bias (8 or 128).
 // Q4_1, Q5_0, Q5_1, IQ4_NL: Q4_0's tile, with f16 m[16] after d for the types with a minimum,
 //   a byte of fifth bits per row and chunk after the chunks for Q5_0/Q5_1, and nibbles indexing
@@ -31,7 +31,8 @@
 //   (column c of the tile holds the 16 rows' weights at that column: one vcvtph2ps, or a widen
 //   and a shift for bf16, gives a register of 16 rows).
 //
-// Activations are quantized per row into PackedAct blocks {f32 d; i32 sum; i8 q[32]}: d and q are
+// Activations are quantized per row (on AArch64 placed in panels of 4 and 2 rows for the 32-column
+// block types: packed_act_panels.h) into PackedAct blocks {f32 d; i32 sum; i8 q[32]}: d and q are
 // exactly the Q8_0 quantization llama.cpp uses for these weight types (d rounded through f16),
 // sum = Σ q (Q4_1/Q5_1: Q8_1's quantization, and the second word is its f16 s as a float). A block product is then d_w · d_a · (Σ u·q − bias · sum), with the integer part exact,
 // so results equal quant::vec_dot's to float rounding (accumulation order and FMA differ).
@@ -68,9 +69,17 @@ void pack_weights(TensorType t, const void* src, size_t src_row_bytes, int64_t r
 size_t packed_act_row_bytes(TensorType t, int64_t cols);
 // Converts one row of cols floats (cols % 32 == 0) into that format at dst.
 void quantize_packed_act(TensorType t, const float* x, int64_t cols, void* dst);
+// Quantizes rows [i0, i1) of a batch of n activation rows (row i at x + i * cols) into the batch
+// layout packed_gemm reads, n * packed_act_row_bytes bytes at dst; any split of [0, n) into calls
+// (and threads) gives the same bytes. A batch is its rows one after another (row i as
+// quantize_packed_act writes it, at dst + i * packed_act_row_bytes), except on AArch64 for the
+// 32-column block types, whose rows are interleaved in panels of 4 and 2 for the NEON prompt
+// kernels (packed_act_panels.h); a batch of one row is always quantize_packed_act's.
+void quantize_packed_act_rows(TensorType t, const float* x, int64_t cols, int n, int i0, int i1, void* dst);
 
-// For activation rows i < n (row i at act + i * act_stride bytes) and weight rows r of groups
-// [g0, g1) with r < rows: out[i * out_stride + r] = Σ_k W[r][k] · x_i[k].
+// For activation rows i < n (a batch of n rows in that layout, act_stride =
+// packed_act_row_bytes(t, cols) or more: row, or panel, i at act + i * act_stride bytes) and
+// weight rows r of groups [g0, g1) with r < rows: out[i * out_stride + r] = Σ_k W[r][k] · x_i[k].
 void packed_gemm(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
                  const void* act, size_t act_stride, int n, float* out, size_t out_stride);
 

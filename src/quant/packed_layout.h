@@ -104,7 +104,15 @@ inline constexpr PackedLayout kLayoutQ4_0{4, true, 8, 32 + 4 * 64, false, false,
 inline constexpr PackedLayout kLayoutQ4_1{4, true, 0, 64 + 4 * 64, true, false, false};
 inline constexpr PackedLayout kLayoutQ5_0{4, true, 16, 32 + 4 * 64 + 64, false, true, false};
 inline constexpr PackedLayout kLayoutQ5_1{4, true, 0, 64 + 4 * 64 + 64, true, true, false};
-inline constexpr PackedLayout kLayoutQ8_0{8, false, 128, 32 + 8 * 64, false, false, false};
+// Q8_0's int8 levels are stored + 128 (as u8) on x86-64, VPDPBUSD's unsigned operand, and as they
+// are on AArch64, the signed operand of SDOT and SMMLA (the dotprod kernels then need no XOR per 16
+// bytes). A packed copy is made and read on the same machine (LOOM_PACK_CACHE keys on the build).
+#if defined(__aarch64__)
+inline constexpr int32_t kQ8_0PackedBias = 0;
+#else
+inline constexpr int32_t kQ8_0PackedBias = 128;
+#endif
+inline constexpr PackedLayout kLayoutQ8_0{8, false, kQ8_0PackedBias, 32 + 8 * 64, false, false, false};
 inline constexpr PackedLayout kLayoutIQ4_NL{4, true, 128, 32 + 4 * 64, false, false, true};
 // F16 / BF16: no scales, 32 columns x 16 rows of 16-bit floats.
 inline constexpr PackedLayout kLayoutF16{0, false, 0, 32 * 16 * 2, false, false, false};

@@ -12,6 +12,7 @@
 
 #include "quant/blocks.h"
 #include "quant/packed.h"
+#include "quant/packed_act_panels.h"
 #include "quant/packed_layout.h"
 
 // GCC 12 declares the dotprod and i8mm intrinsics under target("arch=armv8.2-a+...") and refuses

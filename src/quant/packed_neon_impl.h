@@ -13,20 +13,24 @@
 // weights against element group j of an activation register, no horizontal reduction; the two
 // registers of an activation block (elements 0..15, 16..31) feed all 16 rows of a tile.
 //
-//  - sdot_pass (levels 0, 1): NA activation rows x the rows of registers [R0, R0 + NR); per
-//    32-column block and register an exact int32 sum per row (SDOT; plain NEON: SMULL, SMULL2,
-//    ADDP, SADALP of the same bytes — every partial sum fits int16: 2 · 128 · 127 < 2^15), then
-//    acc = fma(float(isum), d_w · d_a, acc) as every x86 kernel does. Decode (NA = 1, 2) takes all
-//    16 rows in one pass; NA = 4 takes two passes of 8 rows (32 accumulators would spill).
-//  - mmla_pass (level 2): SMMLA multiplies a 2 x 8 int8 matrix (2 weight rows x 8 columns) by an
+// Activation rows come in runs of 8 (i8mm), 4, 2 and 1; the runs of 2 or more read the rows'
+// panels (packed_act_panels.h: per block the d and sums of 4 rows as vectors, then per pair of
+// rows 4 registers of 8 columns of both rows), the single rows the per-row format.
+//  - sdot_pass (all levels; single rows) and sdot_panels (levels 0, 1; runs of 2 and 4): NA
+//    activation rows x the rows of registers [R0, R0 + NR); per 32-column block and register an
+//    exact int32 sum per row (SDOT; plain NEON: SMULL, SMULL2, ADDP, SADALP of the same bytes —
+//    every partial sum fits int16: 2 · 128 · 127 < 2^15), then acc = fma(float(isum), d_w · d_a,
+//    acc) as every x86 kernel does. Single rows and pairs take all 16 rows in one pass; runs of 4
+//    take two passes of 8 rows (32 accumulators would spill).
+//  - mmla_pass (level 2; runs of 2, 4 and 8): SMMLA multiplies a 2 x 8 int8 matrix (2 weight rows x 8 columns) by an
 //    8 x 2 one (8 columns x 2 activation rows) into a 2 x 2 int32 block: twice SDOT's products per
 //    instruction. A weight register is made of two chunks by one ZIP1/ZIP2 of 32-bit lanes
 //    (chunk 2c and 2c + 1 hold columns 8c..8c+7 of every row: zip1 gives rows 4R, 4R + 1, zip2
-//    rows 4R + 2, 4R + 3), an activation register of 8 columns of two rows (their 8-byte halves
-//    combined). The accumulators hold [w0·a0, w0·a1, w1·a0, w1·a1]; the scale products are
+//    rows 4R + 2, 4R + 3), an activation register of 8 columns of two rows (a panel register as
+//    it is stored). The accumulators hold [w0·a0, w0·a1, w1·a0, w1·a1]; the scale products are
 //    formed in that arrangement ([dw0, dw0, dw1, dw1] · [da0, da1, da0, da1]: the same products
 //    d_w · d_a) and the same fma per output, so an output's bits do not depend on whether SDOT
-//    or SMMLA computed it (batch invariance: runs of 1 row take SDOT, runs of 2 and 4 SMMLA).
+//    or SMMLA computed it (batch invariance: runs of 1 row take SDOT, longer runs SMMLA).
 //    Deinterleaved (UZP1/UZP2) once per group at the store.
 // Every integer sum is exact, so every copy gives the same bits as the others (and as the x86
 // kernels, which apply the same float operations), and the reference's result to float rounding.
@@ -35,6 +39,15 @@
 #endif
 
 #define LOOM_PN LOOM_PN_ATTR inline __attribute__((always_inline))
+// GCC's scheduling before register allocation (on at -O2 for AArch64) gathers each accumulator's
+// SDOTs back to back in sdot_panels, which an in-order core (Cortex-A55) then waits on, and costs
+// spills; without it the source's order stays: consecutive SDOTs go to different accumulators
+// (llvm-mca's Cortex-A55 model: 8.1 -> 4.8 cycles per unit for Q4_0, docs/arm.md).
+#if defined(__clang__)
+#define LOOM_PN_NO_PRESCHED
+#else
+#define LOOM_PN_NO_PRESCHED __attribute__((optimize("no-schedule-insns")))
+#endif
 
 namespace loom::quant::detail::LOOM_PN_NS {
 namespace {
@@ -114,14 +127,12 @@ struct Geo {
   static constexpr size_t kQ = F.has_min ? 64 : 32;                  // q_offset()
   static constexpr size_t kQh = kQ + 64 * (F.nibbles ? 4 : 8);       // qh_offset()
   static constexpr size_t kTile = kQh + (F.fifth_bit ? 64 : 0);       // tile_bytes
-  // i8mm's USDOT / USMMLA take Q8_0's stored bytes (level + 128) as unsigned: bias 128, no XOR.
-  static constexpr bool kUnsignedQ8 = !F.nibbles && LOOM_PN_LEVEL >= 2;
-  static constexpr int32_t kBias = kUnsignedQ8 ? 128 : !F.nibbles || F.lut || F.has_min ? 0 : F.fifth_bit ? 16 : 8;
+  static constexpr int32_t kBias = !F.nibbles || F.lut || F.has_min ? 0 : F.fifth_bit ? 16 : 8;
 };
 template <Blocks32 F>
 constexpr bool geo_matches(const PackedLayout& L) {
   return Geo<F>::kQ == L.q_offset() && Geo<F>::kQh == L.qh_offset() && Geo<F>::kTile == L.tile_bytes &&
-         (Geo<F>::kBias == L.bias || (!Geo<F>::kUnsignedQ8 && (!F.nibbles || F.lut)));
+         (Geo<F>::kBias == L.bias || (F.nibbles && F.lut));
 }
 static_assert(geo_matches<blocks32_of(kLayoutQ4_0)>(kLayoutQ4_0) && geo_matches<blocks32_of(kLayoutQ4_1)>(kLayoutQ4_1) &&
               geo_matches<blocks32_of(kLayoutQ5_0)>(kLayoutQ5_0) && geo_matches<blocks32_of(kLayoutQ5_1)>(kLayoutQ5_1) &&
@@ -133,8 +144,8 @@ alignas(16) inline constexpr int8_t kIq4nlSigned[16] = {-127, -104, -83, -65, -4
 
 // Geo::kBias is the bias the integer sums start from (-bias · Σ q): the levels are kept as stored
 // (nibbles, nibble + 16 · fifth bit), so Q4_0's 8 and Q5_0's 16 come off there; Q8_0's bytes are
-// made signed (XOR 0x80) for SDOT and taken as they are (bias 128) by i8mm's USDOT / USMMLA;
-// IQ4_NL's table is signed, the types with a minimum have bias 0.
+// its signed levels on AArch64 (packed_layout.h), IQ4_NL's table is signed, the types with a
+// minimum have bias 0.
 
 // Register R's weights of chunk c of a tile: lo and hi as signed bytes (nibble types: the low
 // nibbles are elements 4c.., the high ones 16 + 4c..; Q8_0: lo only, elements 4c..).
@@ -142,7 +153,8 @@ template <Blocks32 F>
 LOOM_PN void decode(const uint8_t* tile, int c, int R, int8x16_t& lo, int8x16_t& hi) {
   const uint8x16_t raw = vld1q_u8(tile + Geo<F>::kQ + 64 * size_t(c) + 16 * size_t(R));
   if constexpr (!F.nibbles) {
-    lo = vreinterpretq_s8_u8(veorq_u8(raw, vdupq_n_u8(0x80)));
+    static_assert(kLayoutQ8_0.bias == 0, "AArch64 stores Q8_0's levels as they are (packed_layout.h)");
+    lo = vreinterpretq_s8_u8(raw);
     hi = lo;
     return;
   } else {
@@ -209,14 +221,9 @@ LOOM_PN_ATTR void sdot_pass(const uint8_t* grp, int64_t nb, const uint8_t* act,
         constexpr int C = decltype(cc)::value;
 #pragma GCC unroll 4
         for (int R = 0; R < NR; ++R) {
-#if LOOM_PN_LEVEL >= 2
-          const uint8x16_t u = vld1q_u8(tile + Geo<F>::kQ + 64 * size_t(C) + 16 * size_t(R0 + R));
-          for (int a = 0; a < NA; ++a) isum[a][R] = vusdotq_laneq_s32(isum[a][R], u, C < 4 ? xl[a] : xh[a], C & 3);
-#else
           int8x16_t w, unused;
           decode<F>(tile, C, R0 + R, w, unused);
           for (int a = 0; a < NA; ++a) isum[a][R] = dot_lane<C & 3>(isum[a][R], w, C < 4 ? xl[a] : xh[a]);
-#endif
         }
       });
     }
@@ -237,11 +244,164 @@ LOOM_PN_ATTR void sdot_pass(const uint8_t* grp, int64_t nb, const uint8_t* act,
 }
 
 #if LOOM_PN_LEVEL >= 2
-// 2 NP activation rows (NP pairs) against the rows of registers [R0, R0 + NR) (mmla_pass in the
-// file comment). acc[p][2R + z]: activation pair p, rows 4R + 2z, 4R + 2z + 1.
-template <int NP, Blocks32 F, int R0, int NR>
+// SMMLA's weight operands of register R, chunks 2h and 2h + 1 (columns 8h..8h+7 in the low
+// nibbles, 16 + 8h.. in the high ones) of a nibble type: one ZIP of 32-bit lanes gives rows 4R,
+// 4R + 1 (zip1) and 4R + 2, 4R + 3 (zip2), 8 columns each.
+template <Blocks32 F>
+LOOM_PN void mmla_weights(const uint8_t* tile, int h, int R, int8x16_t lo[2], int8x16_t hi[2]) {
+  auto zip = [](int8x16_t u, int8x16_t v, int z) LOOM_PN_ATTR {
+    const int32x4_t a = vreinterpretq_s32_s8(u), b = vreinterpretq_s32_s8(v);
+    return vreinterpretq_s8_s32(z == 0 ? vzip1q_s32(a, b) : vzip2q_s32(a, b));
+  };
+  if constexpr (F.fifth_bit) {
+    int8x16_t l0, h0, l1, h1;
+    decode<F>(tile, 2 * h, R, l0, h0);
+    decode<F>(tile, 2 * h + 1, R, l1, h1);
+    for (int z = 0; z < 2; ++z) {
+      lo[z] = zip(l0, l1, z);
+      hi[z] = zip(h0, h1, z);
+    }
+  } else {
+    const uint8_t* q = tile + Geo<F>::kQ + 128 * size_t(h) + 16 * size_t(R);
+    const uint32x4_t c0 = vreinterpretq_u32_u8(vld1q_u8(q)), c1 = vreinterpretq_u32_u8(vld1q_u8(q + 64));
+    const uint8x16_t zz[2] = {vreinterpretq_u8_u32(vzip1q_u32(c0, c1)), vreinterpretq_u8_u32(vzip2q_u32(c0, c1))};
+    for (int z = 0; z < 2; ++z) {
+      const uint8x16_t l = vandq_u8(zz[z], vdupq_n_u8(0x0f)), hh = vshrq_n_u8(zz[z], 4);
+      if constexpr (F.lut) {
+        const int8x16_t table = vld1q_s8(kIq4nlSigned);
+        lo[z] = vqtbl1q_s8(table, l);
+        hi[z] = vqtbl1q_s8(table, hh);
+      } else {
+        lo[z] = vreinterpretq_s8_u8(l);
+        hi[z] = vreinterpretq_s8_u8(hh);
+      }
+    }
+  }
+}
+#endif  // LOOM_PN_LEVEL >= 2
+
+// ---- runs of activation rows in panels (packed_act_panels.h) ----------------------------------
+
+// A run of NA (2, 4 or 8) activation rows reads panels of K rows: one of 2, one of 4, or two of 4.
+template <int NA>
+struct RunPanels {
+  static constexpr int K = NA >= 4 ? 4 : 2;
+  static constexpr int kPairs = NA / 2;
+};
+// Block b of the panel holding run row a (a panel of K rows at act + a / K · K · act_stride).
+LOOM_PN const uint8_t* panel_block(const uint8_t* act, size_t act_stride, int K, int a, int64_t b) {
+  return act + size_t(a / K) * size_t(K) * act_stride + ActPanel::block(K, b);
+}
+// The K words (d or sums) at p of a panel of K rows as 4 lanes: K = 2 repeats rows 0, 1.
+LOOM_PN uint32x4_t panel_words(const uint8_t* p, int K) {
+  if (K == 4) return vld1q_u32(reinterpret_cast<const uint32_t*>(p));
+  const uint32x2_t v = vld1_u32(reinterpret_cast<const uint32_t*>(p));
+  return vcombine_u32(v, v);
+}
+// Pair p's two words of a panel's 4 lanes, repeated: [w2p, w2p+1, w2p, w2p+1] (SMMLA's columns).
+LOOM_PN uint32x4_t pair_words(uint32x4_t w, int p) {
+  const uint64x2_t v = vreinterpretq_u64_u32(w);
+  return vreinterpretq_u32_u64(p == 0 ? vdupq_laneq_u64(v, 0) : vdupq_laneq_u64(v, 1));
+}
+
+// NA (2, 4, 8) activation rows in panels against the rows of registers [R0, R0 + NR) of one group
+// (levels 0, 1: sdot_pass's arithmetic). A panel register holds 8 columns of two rows, so SDOT by
+// element against lane 2 j2 + (c & 1) takes chunk c's 4 columns of the pair's row j2: each
+// activation register feeds both rows of its pair, one load per 16 bytes.
+template <int NA, Blocks32 F, int R0, int NR, bool kPrefetch>
+LOOM_PN_ATTR LOOM_PN_NO_PRESCHED void sdot_panels(const uint8_t* grp, int64_t nb, const uint8_t* act, size_t act_stride, float* out,
+                              size_t out_stride, int valid) {
+  constexpr int K = RunPanels<NA>::K;
+  float32x4_t acc[NA][NR];
+  for (int a = 0; a < NA; ++a) {
+    for (int R = 0; R < NR; ++R) acc[a][R] = vdupq_n_f32(0.0f);
+  }
+  constexpr size_t tile_bytes = Geo<F>::kTile;
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* tile = grp + size_t(b) * tile_bytes;
+    if constexpr (kPrefetch && R0 == 0) prefetch_ahead(tile, tile_bytes);
+    int32x4_t isum[NA][NR];
+    float32x4_t d[NA / K], s[NA / K];  // each panel's d and sums (or s)
+    int32x4_t init[NA / K];
+    for (int k = 0; k < NA / K; ++k) {
+      const uint8_t* pb = panel_block(act, act_stride, K, K * k, b);
+      d[k] = vreinterpretq_f32_u32(panel_words(pb, K));
+      s[k] = vreinterpretq_f32_u32(panel_words(pb + 4 * K, K));
+      init[k] = vmulq_n_s32(vreinterpretq_s32_f32(s[k]), -Geo<F>::kBias);
+    }
+    unroll<NA>([&](auto aa) LOOM_PN_ATTR {
+      constexpr int A = decltype(aa)::value;
+      const int32x4_t i0 = F.has_min || Geo<F>::kBias == 0 ? vdupq_n_s32(0) : vdupq_laneq_s32(init[A / K], A % K);
+      for (int R = 0; R < NR; ++R) isum[A][R] = i0;
+    });
+    // Register m of every pair, and chunk c's weights of register R against it.
+    auto x_of = [&](int q, int m) LOOM_PN_ATTR {
+      return vld1q_s8(reinterpret_cast<const int8_t*>(panel_block(act, act_stride, K, 2 * q, b) + 8 * K +
+                                                      64 * ((2 * q) % K / 2) + 16 * m));
+    };
+    auto dots = [&](auto cc, const int8x16_t* w, const int8x16_t* x) LOOM_PN_ATTR {
+      constexpr int C = decltype(cc)::value;
+      unroll<NA>([&](auto aa) LOOM_PN_ATTR {
+        constexpr int A = decltype(aa)::value;
+#pragma GCC unroll 4
+        for (int R = 0; R < NR; ++R) isum[A][R] = dot_lane<2 * (A % 2) + (C & 1)>(isum[A][R], w[R], x[A / 2]);
+      });
+    };
+    if constexpr (F.nibbles) {
+      for (int h = 0; h < 2; ++h) {
+        int8x16_t xl[NA / 2], xh[NA / 2];  // columns 8h.., 16 + 8h..
+        for (int q = 0; q < NA / 2; ++q) {
+          xl[q] = x_of(q, h);
+          xh[q] = x_of(q, 2 + h);
+        }
+        unroll<2>([&](auto cc) LOOM_PN_ATTR {
+          constexpr int C = decltype(cc)::value;
+          int8x16_t lo[NR], hi[NR];
+#pragma GCC unroll 4
+          for (int R = 0; R < NR; ++R) decode<F>(tile, 2 * h + C, R0 + R, lo[R], hi[R]);
+          dots(cc, lo, xl);
+          dots(cc, hi, xh);
+        });
+      }
+    } else {
+      for (int m = 0; m < 4; ++m) {
+        int8x16_t x[NA / 2];
+        for (int q = 0; q < NA / 2; ++q) x[q] = x_of(q, m);
+        unroll<2>([&](auto cc) LOOM_PN_ATTR {
+          int8x16_t w[NR], unused;
+#pragma GCC unroll 4
+          for (int R = 0; R < NR; ++R) decode<F>(tile, 2 * m + decltype(cc)::value, R0 + R, w[R], unused);
+          dots(cc, w, x);
+        });
+      }
+    }
+#pragma GCC unroll 4
+    for (int R = 0; R < NR; ++R) {
+      const float32x4_t dw = f16x4(tile + 8 * size_t(R0 + R));
+      float32x4_t mw = vdupq_n_f32(0.0f);
+      if constexpr (F.has_min) mw = f16x4(tile + PackedLayout::kScaleBytes + 8 * size_t(R0 + R));
+      unroll<NA>([&](auto aa) LOOM_PN_ATTR {
+        constexpr int A = decltype(aa)::value;
+        acc[A][R] = vfmaq_f32(acc[A][R], vcvtq_f32_s32(isum[A][R]), vmulq_laneq_f32(dw, d[A / K], A % K));
+        if constexpr (F.has_min) acc[A][R] = vfmaq_laneq_f32(acc[A][R], mw, s[A / K], A % K);
+      });
+    }
+  }
+#pragma GCC unroll 8
+  for (int a = 0; a < NA; ++a) {
+#pragma GCC unroll 4
+    for (int R = 0; R < NR; ++R) store4(out + size_t(a) * out_stride, acc[a][R], 4 * (R0 + R), valid);
+  }
+}
+
+#if LOOM_PN_LEVEL >= 2
+// NP activation pairs in panels against the rows of registers [R0, R0 + NR) (mmla_pass in the
+// file comment). acc[q][2R + z]: pair q, rows 4R + 2z, 4R + 2z + 1. A panel register is already
+// SMMLA's 8 columns of the pair's two rows, and the pair's d and sums are one half of the panel's.
+template <int NP, Blocks32 F, int R0, int NR, bool kPrefetch>
 LOOM_PN_ATTR void mmla_pass(const uint8_t* grp, int64_t nb, const uint8_t* act,
                             size_t act_stride, float* out, size_t out_stride, int valid) {
+  constexpr int K = RunPanels<2 * NP>::K;
   float32x4_t acc[NP][2 * NR];
   for (int p = 0; p < NP; ++p) {
     for (int k = 0; k < 2 * NR; ++k) acc[p][k] = vdupq_n_f32(0.0f);
@@ -250,42 +410,41 @@ LOOM_PN_ATTR void mmla_pass(const uint8_t* grp, int64_t nb, const uint8_t* act,
   constexpr size_t tile_bytes = Geo<F>::kTile;
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* tile = grp + size_t(b) * tile_bytes;
-    if constexpr (R0 == 0) prefetch_ahead(tile, tile_bytes);
-    // The pair's rows, and their {d, sum (or s)} words zipped: [d0, d1], [sum0, sum1].
-    const uint8_t* ap[NP][2];
-    float32x2_t d2[NP], s2[NP];
+    if constexpr (kPrefetch && R0 == 0) prefetch_ahead(tile, tile_bytes);
+    // Pair p's rows' {d, sum (or s)}: [d0, d1, d0, d1], [sum0, sum1, sum0, sum1].
+    const uint8_t* pb[NP];
+    float32x4_t da[NP], sa[NP];
     int32x4_t isum[NP][2 * NR];
+    uint32x4_t init4[NP];  // the panel's -bias · sums
     for (int p = 0; p < NP; ++p) {
-      ap[p][0] = act + size_t(2 * p) * act_stride + size_t(b) * sizeof(PackedActBlock);
-      ap[p][1] = ap[p][0] + act_stride;
-      const float32x2_t h0 = vld1_f32(reinterpret_cast<const float*>(ap[p][0]));
-      const float32x2_t h1 = vld1_f32(reinterpret_cast<const float*>(ap[p][1]));
-      d2[p] = vzip1_f32(h0, h1);
-      s2[p] = vzip2_f32(h0, h1);
-      const int32x2_t i2 = vmul_n_s32(vreinterpret_s32_f32(s2[p]), -bias);
-      const int32x4_t init = F.has_min || bias == 0 ? vdupq_n_s32(0) : vcombine_s32(i2, i2);
+      const uint8_t* head = panel_block(act, act_stride, K, 2 * p, b);
+      const int pp = (2 * p) % K / 2;  // the pair within its panel
+      pb[p] = head + 64 * size_t(pp);
+      const uint32x4_t s4 = panel_words(head + 4 * K, K);
+      if (pp == 0) init4[p] = vreinterpretq_u32_s32(vmulq_n_s32(vreinterpretq_s32_u32(s4), -bias));
+      else init4[p] = init4[p - 1];
+      da[p] = vreinterpretq_f32_u32(pair_words(panel_words(head, K), pp));
+      sa[p] = vreinterpretq_f32_u32(pair_words(s4, pp));
+      const int32x4_t init = F.has_min || bias == 0 ? vdupq_n_s32(0) : vreinterpretq_s32_u32(pair_words(init4[p], pp));
       for (int k = 0; k < 2 * NR; ++k) isum[p][k] = init;
     }
-    // Columns 8m..8m+7 of pair p's two rows (LDR + LD1 to the upper half: no ZIP).
-    auto cols8 = [&](int p, int m) LOOM_PN_ATTR {
-      const int64x2_t lo = vcombine_s64(vld1_s64(reinterpret_cast<const int64_t*>(ap[p][0] + 8 + 8 * m)), vdup_n_s64(0));
-      return vreinterpretq_s8_s64(vld1q_lane_s64(reinterpret_cast<const int64_t*>(ap[p][1] + 8 + 8 * m), lo, 1));
-    };
+    // Register m of pair p: columns 8m..8m+7 of its two rows.
+    auto x_of = [&](int p, int m) LOOM_PN_ATTR { return vld1q_s8(reinterpret_cast<const int8_t*>(pb[p] + 8 * K + 16 * m)); };
     const uint8_t* q = tile + Geo<F>::kQ;
     if constexpr (!F.nibbles) {
       // Chunks 2m, 2m + 1: columns 8m..8m+7.
       for (int m = 0; m < 4; ++m) {
         int8x16_t x[NP];
-        for (int p = 0; p < NP; ++p) x[p] = cols8(p, m);
+        for (int p = 0; p < NP; ++p) x[p] = x_of(p, m);
 #pragma GCC unroll 4
         for (int R = 0; R < NR; ++R) {
           const size_t roff = 16 * size_t(R0 + R);
           const uint32x4_t c0 = vreinterpretq_u32_u8(vld1q_u8(q + 128 * size_t(m) + roff));
           const uint32x4_t c1 = vreinterpretq_u32_u8(vld1q_u8(q + 128 * size_t(m) + 64 + roff));
-          const uint8x16_t u0 = vreinterpretq_u8_u32(vzip1q_u32(c0, c1)), u1 = vreinterpretq_u8_u32(vzip2q_u32(c0, c1));
+          const int8x16_t w0 = vreinterpretq_s8_u32(vzip1q_u32(c0, c1)), w1 = vreinterpretq_s8_u32(vzip2q_u32(c0, c1));
           for (int p = 0; p < NP; ++p) {
-            isum[p][2 * R] = vusmmlaq_s32(isum[p][2 * R], u0, x[p]);
-            isum[p][2 * R + 1] = vusmmlaq_s32(isum[p][2 * R + 1], u1, x[p]);
+            isum[p][2 * R] = vmmlaq_s32(isum[p][2 * R], w0, x[p]);
+            isum[p][2 * R + 1] = vmmlaq_s32(isum[p][2 * R + 1], w1, x[p]);
           }
         }
       }
@@ -294,41 +453,13 @@ LOOM_PN_ATTR void mmla_pass(const uint8_t* grp, int64_t nb, const uint8_t* act,
       for (int h = 0; h < 2; ++h) {
         int8x16_t xl[NP], xh[NP];
         for (int p = 0; p < NP; ++p) {
-          xl[p] = cols8(p, h);
-          xh[p] = cols8(p, 2 + h);
+          xl[p] = x_of(p, h);
+          xh[p] = x_of(p, 2 + h);
         }
 #pragma GCC unroll 4
         for (int R = 0; R < NR; ++R) {
-          const size_t roff = 16 * size_t(R0 + R);
           int8x16_t lo[2], hi[2];  // rows 4R, 4R + 1 (zip1) and 4R + 2, 4R + 3 (zip2)
-          if constexpr (F.fifth_bit) {
-            int8x16_t l0, h0, l1, h1;
-            decode<F>(tile, 2 * h, R0 + R, l0, h0);
-            decode<F>(tile, 2 * h + 1, R0 + R, l1, h1);
-            auto zip = [](int8x16_t u, int8x16_t v, int z) LOOM_PN_ATTR {
-              const int32x4_t a = vreinterpretq_s32_s8(u), b = vreinterpretq_s32_s8(v);
-              return vreinterpretq_s8_s32(z == 0 ? vzip1q_s32(a, b) : vzip2q_s32(a, b));
-            };
-            for (int z = 0; z < 2; ++z) {
-              lo[z] = zip(l0, l1, z);
-              hi[z] = zip(h0, h1, z);
-            }
-          } else {
-            const uint32x4_t c0 = vreinterpretq_u32_u8(vld1q_u8(q + 128 * size_t(h) + roff));
-            const uint32x4_t c1 = vreinterpretq_u32_u8(vld1q_u8(q + 128 * size_t(h) + 64 + roff));
-            const uint8x16_t zz[2] = {vreinterpretq_u8_u32(vzip1q_u32(c0, c1)), vreinterpretq_u8_u32(vzip2q_u32(c0, c1))};
-            for (int z = 0; z < 2; ++z) {
-              const uint8x16_t l = vandq_u8(zz[z], vdupq_n_u8(0x0f)), hh = vshrq_n_u8(zz[z], 4);
-              if constexpr (F.lut) {
-                const int8x16_t table = vld1q_s8(kIq4nlSigned);
-                lo[z] = vqtbl1q_s8(table, l);
-                hi[z] = vqtbl1q_s8(table, hh);
-              } else {
-                lo[z] = vreinterpretq_s8_u8(l);
-                hi[z] = vreinterpretq_s8_u8(hh);
-              }
-            }
-          }
+          mmla_weights<F>(tile, h, R0 + R, lo, hi);
           for (int p = 0; p < NP; ++p) {
             for (int z = 0; z < 2; ++z) {
               isum[p][2 * R + z] = vmmlaq_s32(isum[p][2 * R + z], lo[z], xl[p]);
@@ -337,11 +468,6 @@ LOOM_PN_ATTR void mmla_pass(const uint8_t* grp, int64_t nb, const uint8_t* act,
           }
         }
       }
-    }
-    float32x4_t da[NP], sa[NP];
-    for (int p = 0; p < NP; ++p) {
-      da[p] = vcombine_f32(d2[p], d2[p]);
-      sa[p] = vcombine_f32(s2[p], s2[p]);
     }
 #pragma GCC unroll 4
     for (int R = 0; R < NR; ++R) {
@@ -362,7 +488,9 @@ LOOM_PN_ATTR void mmla_pass(const uint8_t* grp, int64_t nb, const uint8_t* act,
       }
     }
   }
+#pragma GCC unroll 8
   for (int p = 0; p < NP; ++p) {
+#pragma GCC unroll 4
     for (int R = 0; R < NR; ++R) {
       // [r0a0, r0a1, r1a0, r1a1], [r2a0, r2a1, r3a0, r3a1] -> [r0a0 .. r3a0], [r0a1 .. r3a1].
       const float32x4_t e = vuzp1q_f32(acc[p][2 * R], acc[p][2 * R + 1]);
@@ -374,32 +502,62 @@ LOOM_PN_ATTR void mmla_pass(const uint8_t* grp, int64_t nb, const uint8_t* act,
 }
 #endif  // LOOM_PN_LEVEL >= 2
 
-// One run of na (4, 2, 1) activation rows against one group.
-template <Blocks32 F>
-void blocks32_run(int na, const uint8_t* grp, const PackedLayout&, int64_t nb, const uint8_t* a, size_t as, float* o,
-                  size_t os, int valid) {
+// One run of na (8, 4, 2, 1) activation rows against one group; kPrefetch on the group's first
+// run only (the others find its tiles in the cache).
+template <Blocks32 F, bool kPrefetch>
+void blocks32_run(int na, const uint8_t* grp, int64_t nb, const uint8_t* a, size_t as, float* o, size_t os,
+                  int valid) {
 #if LOOM_PN_LEVEL >= 2
-  if (na == 4) {
-    mmla_pass<2, F, 0, 2>(grp, nb, a, as, o, os, valid);
-    mmla_pass<2, F, 2, 2>(grp, nb, a, as, o, os, valid);
+  if (na == 8) {
+    mmla_pass<4, F, 0, 1, kPrefetch>(grp, nb, a, as, o, os, valid);
+    mmla_pass<4, F, 1, 1, kPrefetch>(grp, nb, a, as, o, os, valid);
+    mmla_pass<4, F, 2, 1, kPrefetch>(grp, nb, a, as, o, os, valid);
+    mmla_pass<4, F, 3, 1, kPrefetch>(grp, nb, a, as, o, os, valid);
     return;
   }
-  if (na == 2) return mmla_pass<1, F, 0, 4>(grp, nb, a, as, o, os, valid);
+  if (na == 4) {
+    mmla_pass<2, F, 0, 2, kPrefetch>(grp, nb, a, as, o, os, valid);
+    mmla_pass<2, F, 2, 2, kPrefetch>(grp, nb, a, as, o, os, valid);
+    return;
+  }
+  if (na == 2) return mmla_pass<1, F, 0, 4, kPrefetch>(grp, nb, a, as, o, os, valid);
 #else
   if (na == 4) {
-    sdot_pass<4, F, 0, 2>(grp, nb, a, as, o, os, valid);
-    sdot_pass<4, F, 2, 2>(grp, nb, a, as, o, os, valid);
+    sdot_panels<4, F, 0, 2, kPrefetch>(grp, nb, a, as, o, os, valid);
+    sdot_panels<4, F, 2, 2, kPrefetch>(grp, nb, a, as, o, os, valid);
     return;
   }
-  if (na == 2) return sdot_pass<2, F, 0, 4>(grp, nb, a, as, o, os, valid);
+  if (na == 2) return sdot_panels<2, F, 0, 4, kPrefetch>(grp, nb, a, as, o, os, valid);
 #endif
   sdot_pass<1, F, 0, 4>(grp, nb, a, as, o, os, valid);
 }
 
+// packed_gemm_loop's walk with runs of up to kMaxRun rows, which the panels of a batch follow
+// (runs of 8 and 4 start at multiples of 4, then one of 2, then one of 1). SMMLA takes 8 rows (4
+// pairs) against 4 weight rows per pass: each weight register, which costs a load and a ZIP, then
+// feeds 4 SMMLAs, and the activation registers cost a load each (8 weight rows x 4 activation
+// rows: 3.8 instructions per unit for Q4_0, against 3.6). SDOT takes 4 rows against 8 weight rows:
+// its 8 rows x 4 (8 accumulators and 8 block sums per pass) kept GCC's allocation spill-free.
+constexpr int kMaxRun = LOOM_PN_LEVEL >= 2 ? 8 : 4;
+
 template <Blocks32 F>
 void run_blocks32(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1, const void* act,
                   size_t act_stride, int n, float* out, size_t out_stride) {
-  packed_gemm_loop(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride, 4, blocks32_run<F>);
+  const int64_t nb = cols / kPackBlock;
+  const size_t group_bytes = packed_group_stride(t, cols);
+  const auto* a = static_cast<const uint8_t*>(act);
+  for (int64_t g = g0; g < g1; ++g) {
+    const int valid = int(rows - g * 16 < 16 ? rows - g * 16 : 16);
+    const uint8_t* grp = static_cast<const uint8_t*>(packed) + size_t(g) * group_bytes;
+    int i = 0;
+    for (int na = kMaxRun; na >= 1; na /= 2) {
+      for (; i + na <= n; i += na) {
+        float* o = out + size_t(i) * out_stride + size_t(g * 16);
+        if (i == 0) blocks32_run<F, true>(na, grp, nb, a, act_stride, o, out_stride, valid);
+        else blocks32_run<F, false>(na, grp, nb, a + size_t(i) * act_stride, act_stride, o, out_stride, valid);
+      }
+    }
+  }
 }
 
 // ---- the super-block types against Q8_K -----------------------------------------------------
@@ -703,3 +861,4 @@ void packed_gemm(TensorType t, int64_t rows, int64_t cols, const void* packed, i
 }  // namespace loom::quant::detail::LOOM_PN_NS
 
 #undef LOOM_PN
+#undef LOOM_PN_NO_PRESCHED

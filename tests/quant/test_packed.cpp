@@ -11,6 +11,7 @@
 
 #include "base/cpu.h"
 #include "quant/packed.h"
+#include "quant/packed_act_panels.h"
 #include "quant/type_traits.h"
 #include "quant_test_util.h"
 
@@ -46,8 +47,10 @@ Problem make(TensorType t, int64_t rows, int64_t cols, int n, std::mt19937& rng)
   const TensorType dt = vec_dot_type(t);
   const size_t qb = size_t(row_bytes(dt, cols));
   p.act_q8.assign(qb * size_t(n) + 1, 0);
+  // The batch layout (panels on AArch64) in two pieces, split inside a panel where there is one.
+  quantize_packed_act_rows(p.t, p.x.data(), cols, n, 0, n / 2 + n % 2, p.act.data());
+  quantize_packed_act_rows(p.t, p.x.data(), cols, n, n / 2 + n % 2, n, p.act.data());
   for (int i = 0; i < n; ++i) {
-    quantize_packed_act(p.t, p.x.data() + size_t(i) * size_t(cols), cols, p.act.data() + size_t(i) * ab);
     ref::quantize_row(dt, p.x.data() + size_t(i) * size_t(cols), p.act_q8.data() + size_t(i) * qb, cols);
     for (int64_t r = 0; r < rows; ++r) {
       p.magnitude.push_back(test::dot_magnitude(t, cols, p.w.data() + size_t(r) * rb, p.act_q8.data() + size_t(i) * qb));
@@ -77,16 +80,19 @@ using Gemm = void (*)(TensorType, int64_t, int64_t, const void*, int64_t, int64_
 
 // Batch invariance: every activation row's outputs are bit-identical whether the row is computed
 // alone, with the n - 1 others (got: all rows in one call), or in a call of a few rows starting
-// at it (so that it falls at another place of the kernels' runs of 16, 8, 4, 2, 1 rows); each
-// single-row call over one group at a time too (the 1-row kernels take several groups at once).
-void expect_rows_invariant(Gemm gemm, const Problem& p, const uint8_t* packed, const uint8_t* act, size_t ab,
-                           const float* got, size_t out_stride, const char* what) {
+// at it (so that it falls at another place of the kernels' runs of 16, 8, 4, 2, 1 rows, and of
+// the activation panels: each call's rows quantized as their own batch); each single-row call
+// over one group at a time too (the 1-row kernels take several groups at once).
+void expect_rows_invariant(Gemm gemm, const Problem& p, const uint8_t* packed, size_t ab, const float* got,
+                           size_t out_stride, const char* what) {
   const int64_t groups = (p.rows + kPackRows - 1) / kPackRows;
   std::vector<float> one(size_t(p.rows) * 3 + 3);
+  std::vector<uint8_t> act(ab * 3);
   for (int i = 0; i < p.n; ++i) {
     const int sub = std::min(3, p.n - i);
     std::fill(one.begin(), one.end(), 555.0f);
-    gemm(p.t, p.rows, p.cols, packed, 0, groups, act + size_t(i) * ab, ab, sub, one.data(), size_t(p.rows));
+    quantize_packed_act_rows(p.t, p.x.data() + size_t(i) * size_t(p.cols), p.cols, sub, 0, sub, act.data());
+    gemm(p.t, p.rows, p.cols, packed, 0, groups, act.data(), ab, sub, one.data(), size_t(p.rows));
     for (int s = 0; s < sub; ++s) {
       for (int64_t r = 0; r < p.rows; ++r) {
         ASSERT_TRUE(same_bits(one[size_t(s) * size_t(p.rows) + size_t(r)], got[size_t(i + s) * out_stride + size_t(r)]))
@@ -95,9 +101,10 @@ void expect_rows_invariant(Gemm gemm, const Problem& p, const uint8_t* packed, c
       }
     }
     if (i % 7 != 0) continue;
+    quantize_packed_act(p.t, p.x.data() + size_t(i) * size_t(p.cols), p.cols, act.data());
     for (int64_t g = 0; g < groups; ++g) {
       std::fill(one.begin(), one.end(), 555.0f);
-      gemm(p.t, p.rows, p.cols, packed, g, g + 1, act + size_t(i) * ab, ab, 1, one.data(), size_t(p.rows));
+      gemm(p.t, p.rows, p.cols, packed, g, g + 1, act.data(), ab, 1, one.data(), size_t(p.rows));
       for (int64_t r = g * kPackRows; r < std::min(p.rows, (g + 1) * kPackRows); ++r) {
         ASSERT_TRUE(same_bits(one[size_t(r)], got[size_t(i) * out_stride + size_t(r)]))
             << what << " " << test::type_name(p.t) << " rows=" << p.rows << " cols=" << p.cols << " n=" << p.n
@@ -143,7 +150,7 @@ void check_variant(Gemm gemm, const char* what,
           gemm(t, rows, cols, packed.data(), 0, half, act.data(), ab, n, out.f32(), out_stride);
           gemm(t, rows, cols, packed.data(), half, groups, act.data(), ab, n, out.f32(), out_stride);
           expect_close(p, out.f32(), out_stride, what);
-          expect_rows_invariant(gemm, p, packed.data(), act.data(), ab, out.f32(), out_stride, what);
+          expect_rows_invariant(gemm, p, packed.data(), ab, out.f32(), out_stride, what);
           for (int i = 0; i < n; ++i) {
             for (size_t c = size_t(rows); c < out_stride; ++c) {
               ASSERT_EQ(out.f32()[size_t(i) * out_stride + c], 777.0f) << what << " wrote past rows";
@@ -237,6 +244,73 @@ TEST(Packed, ActivationsOfTypesWithAMinimumCarryQ8_1s) {
         ASSERT_EQ(s_val, test::get_f16(want + 2)) << cols << " block " << b;
         ASSERT_EQ(std::memcmp(blk + 8, want + 4, 32), 0) << cols << " block " << b;
       }
+    }
+  }
+}
+
+// A batch of activation rows holds each row's own quantization (quantize_packed_act's bytes),
+// whatever the split of the rows into calls: in place on x86-64, in panels of 4 and 2 on AArch64
+// for the 32-column block types (packed_act_panels.h), the last of an odd count alone.
+TEST(Packed, ActivationBatchLayoutHoldsEachRowsQuantization) {
+  std::mt19937 rng(97);
+  for (TensorType t : kAllPacked) {
+    const int64_t cols = block_size_of_type(t) == 256 ? 512 : 96;
+    const size_t ab = packed_act_row_bytes(t, cols);
+    for (int n : {1, 2, 3, 4, 5, 6, 7, 8, 9, 13}) {
+      const std::vector<float> x = test::random_floats(int64_t(n) * cols, rng);
+      std::vector<uint8_t> batch(ab * size_t(n), 0xcd), row(ab), got(ab);
+      for (int i0 = 0; i0 < n; i0 += 3) quantize_packed_act_rows(t, x.data(), cols, n, i0, std::min(n, i0 + 3), batch.data());
+      for (int i = 0; i < n; ++i) {
+        quantize_packed_act(t, x.data() + size_t(i) * size_t(cols), cols, row.data());
+        if (detail::act_panels(t)) {
+          detail::act_panel_row(batch.data(), ab, n, i, cols / 32, got.data());
+        } else {
+          std::memcpy(got.data(), batch.data() + size_t(i) * ab, ab);
+        }
+        ASSERT_EQ(got, row) << test::type_name(t) << " n=" << n << " row " << i;
+      }
+      if (n % 2 == 1) {  // the last row of an odd batch is in the per-row format in place
+        quantize_packed_act(t, x.data() + size_t(n - 1) * size_t(cols), cols, row.data());
+        ASSERT_EQ(std::memcmp(batch.data() + size_t(n - 1) * ab, row.data(), ab), 0) << test::type_name(t) << " n=" << n;
+      }
+    }
+  }
+}
+
+// The panels' arithmetic (compiled everywhere, used on AArch64): the K rows of a panel fill its
+// 40 K bytes per block exactly once and read back unchanged; rows go to panels of 4, then 2, then 1.
+TEST(Packed, ActivationPanelsPlaceEveryByteOnce) {
+  for (int K : {1, 2, 4}) {
+    std::vector<uint8_t> panel(40 * size_t(K) * 3, 0);
+    for (int64_t b = 0; b < 3; ++b) {
+      for (int j = 0; j < K; ++j) {
+        detail::PackedActBlock blk;
+        blk.d = float(100 * b + j);
+        blk.sum = int32_t(-7 * j - int(b));
+        for (int k = 0; k < 32; ++k) blk.q[k] = int8_t(k + 32 * j + int(b));
+        detail::act_panel_put(panel.data(), K, j, b, blk);
+        const detail::PackedActBlock back = detail::act_panel_get(panel.data(), K, j, b);
+        ASSERT_EQ(std::memcmp(&back, &blk, sizeof blk), 0) << K << " " << j << " " << b;
+      }
+    }
+    std::vector<int> hits(panel.size(), 0);
+    for (int64_t b = 0; b < 3; ++b) {
+      for (int j = 0; j < K; ++j) {
+        const size_t base = detail::ActPanel::block(K, b);
+        for (int k = 0; k < 4; ++k) ++hits[base + detail::ActPanel::d(j) + size_t(k)];
+        for (int k = 0; k < 4; ++k) ++hits[base + detail::ActPanel::sum(K, j) + size_t(k)];
+        for (int m = 0; m < 4; ++m) {
+          for (int k = 0; k < 8; ++k) ++hits[base + detail::ActPanel::q8(K, j, m) + size_t(k)];
+        }
+      }
+    }
+    for (int h : hits) ASSERT_EQ(h, 1) << "K=" << K;
+  }
+  for (int n = 1; n <= 11; ++n) {
+    for (int i = 0; i < n; ++i) {
+      const detail::ActPanelOf at = detail::act_panel_of(n, i);
+      EXPECT_TRUE(at.i0 <= i && i < at.i0 + at.rows && at.i0 + at.rows <= n) << n << " " << i;
+      EXPECT_EQ(at.rows, i < n / 4 * 4 ? 4 : (n % 4 >= 2 && i < n / 4 * 4 + 2) ? 2 : 1) << n << " " << i;
     }
   }
 }
@@ -442,8 +516,8 @@ void check_extreme_levels(Gemm gemm, const char* what, const std::vector<TensorT
     const TensorType dt = vec_dot_type(t);
     const size_t qb = size_t(row_bytes(dt, cols)), ab = packed_act_row_bytes(t, cols);
     p.magnitude.clear();
+    quantize_packed_act_rows(p.t, p.x.data(), cols, p.n, 0, p.n, p.act.data());
     for (int i = 0; i < p.n; ++i) {
-      quantize_packed_act(p.t, p.x.data() + size_t(i) * size_t(cols), cols, p.act.data() + size_t(i) * ab);
       ref::quantize_row(dt, p.x.data() + size_t(i) * size_t(cols), p.act_q8.data() + size_t(i) * qb, cols);
       for (int64_t r = 0; r < rows; ++r) {
         p.magnitude.push_back(test::dot_magnitude(t, cols, p.w.data() + size_t(r) * size_t(row_bytes(t, cols)),
