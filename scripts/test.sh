@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 ./scripts/build.sh
 jobs=$(nproc 2>/dev/null || echo 2)
 (cd build && ctest --output-on-failure -j"$jobs" "$@")
+[ $# -ne 0 ] || ./scripts/tidy-changed.sh build  # clang-tidy on the C++ files changed since the last release tag (or HEAD~1)
 # Every fuzz target for a few seconds under ASan + UBSan (clang, build-fuzz-quick/ at -O0, which
 # builds faster than build-fuzz/'s campaigns at -O1; docs/reliability.md),
 # after the suite has replayed the seed corpora and crash inputs (label fuzz). Skipped when ctest
