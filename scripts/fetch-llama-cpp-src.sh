@@ -2,7 +2,7 @@
 # Fetches llama.cpp's source (release v0.5.0, as bundled by the npm package node-llama-cpp 3.22.1:
 # the same source ../shared/tools/build-llama-cpp.sh builds) into ~/.cache/loom-llama-cpp/src, or
 # DIR, without building it. Tests read facts from it: its own tokenizer tests
-# (models/ggml-vocab-*.gguf with .inp/.out, tests/vocab/vocab_golden_test.cpp). Idempotent; needs
+# (models/ggml-vocab-*.gguf with .inp/.out, tests/vocab/test_vocab_golden.cpp). Idempotent; needs
 # only npm's registry. Prints the source folder. Tests that need it skip with a message when it is
 # missing, so a failure here is reported but does not stop scripts/install-deps.sh.
 #

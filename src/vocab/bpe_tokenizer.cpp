@@ -219,7 +219,7 @@ struct PresetDef {
 };
 
 // llama.cpp's pre-tokenizer names (llama_vocab::impl::load), with their regex lists and flags.
-// Every name is tested against llama.cpp (tests/vocab/pre_type_test.cpp).
+// Every name is tested against llama.cpp (tests/vocab/test_pre_type.cpp).
 const std::vector<PresetDef>& presets() {
   static constexpr BpePreset kPlain{};
   static constexpr BpePreset kNoClean{.clean_spaces = false};

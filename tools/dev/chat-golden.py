@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Renders chat templates from llama.cpp's models/templates/ over the shared chat-template cases
 and loom's own, with Python Jinja2 configured as Hugging Face transformers configures it, and
-writes the expected outputs that tests/chat/test_template_goldens.cpp compares loom's renderer
+writes the expected outputs that tests/jinja/test_template_goldens.cpp compares loom's renderer
 with.
 
     /usr/bin/python3 tools/dev/chat-golden.py [LLAMA_CPP_SRC]

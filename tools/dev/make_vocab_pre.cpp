@@ -6,7 +6,7 @@
 // OUT_DIR/NAME.gguf is BASE.gguf with tokenizer.ggml.model = MODEL, tokenizer.ggml.pre = NAME,
 // and without tokenizer.ggml.add_bos_token / add_eos_token / add_sep_token, so that each
 // pre-tokenizer's own defaults for those show in the goldens. Everything else (tokens, merges,
-// token types, special ids) is BASE's. tests/vocab/pre_type_test.cpp makes the same vocabulary
+// token types, special ids) is BASE's. tests/vocab/test_pre_type.cpp makes the same vocabulary
 // in memory (Vocab::read_data of BASE with those changes).
 //
 //   make_vocab_pre --regexes OUT.json

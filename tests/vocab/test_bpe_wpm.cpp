@@ -2,7 +2,7 @@
 // byte mapping on hand-made vocabularies, the pre-tokenizer regexes, WordPiece's normalization
 // and greedy matching, detokenization's space clean-up, and robustness of every family (random
 // bytes including invalid UTF-8, long inputs). Exact conformance with llama.cpp on real
-// vocabularies is vocab_golden_test's job.
+// vocabularies is test_vocab_golden's job.
 #include <gtest/gtest.h>
 
 #include <chrono>

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Regenerates tests/chat/data/unit_cases.json: small templates, one construct or filter each,
+"""Regenerates tests/jinja/data/unit_cases.json: small templates, one construct or filter each,
 rendered by Python Jinja2 (3.1.x) configured as Hugging Face transformers configures it. The C++
 test (test_template.cpp) must reproduce every output byte for byte, and fail where Jinja2 fails.
 
-    python3 tests/chat/gen_unit_cases.py > tests/chat/data/unit_cases.json
+    python3 tests/jinja/gen_unit_cases.py > tests/jinja/data/unit_cases.json
 """
 import json
 import sys

@@ -1,6 +1,6 @@
 // Unit tests of the template interpreter: one construct or filter per case, with expected
-// renderings produced by Python Jinja2 under transformers' settings (tests/chat/gen_unit_cases.py
-// writes tests/chat/data/unit_cases.json), plus robustness and API checks.
+// renderings produced by Python Jinja2 under transformers' settings (tests/jinja/gen_unit_cases.py
+// writes tests/jinja/data/unit_cases.json), plus robustness and API checks.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -25,7 +25,7 @@ Expected<std::string> render(const std::string& src, const ordered_json& ctx = o
 }
 
 TEST(ChatUnit, JinjaReferenceCases) {
-  const auto data = ordered_json::parse(read_text_file(std::string(LOOM_SOURCE_DIR) + "/tests/chat/data/unit_cases.json"));
+  const auto data = ordered_json::parse(read_text_file(std::string(LOOM_SOURCE_DIR) + "/tests/jinja/data/unit_cases.json"));
   int passed = 0, total = 0;
   for (const auto& c : data["cases"]) {
     const std::string name = c["name"];
