@@ -7,6 +7,7 @@
 //                                large last-level cache may hold them) against n activation rows,
 //                                quantization of the activations included: n=1 is a decode step,
 //                                n=32 a prefill chunk
+//   BM_matmul_k1024/<type>/1    the same with rows of 1024 (an MoE expert's width), decode only
 //   BM_matmul_packed/<type>/<n> the same on the packed copy model loading makes (Q4_0, Q8_0, F16
 //                                where the CPU has packed kernels); n=512 is a whole prompt (AMX)
 //   BM_attention/<impl>/<kv type>/<case>  ops::attention (impl fast) or ops::ref::attention (ref)
@@ -47,7 +48,8 @@ namespace quant = loom::quant;
 constexpr TensorType kCandidates[] = {
     TensorType::F32,  TensorType::F16,  TensorType::BF16, TensorType::Q4_0, TensorType::Q4_1,
     TensorType::Q5_0, TensorType::Q5_1, TensorType::Q8_0, TensorType::IQ4_NL, TensorType::Q2_K,
-    TensorType::Q3_K, TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K, TensorType::IQ4_XS};
+    TensorType::Q3_K, TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K, TensorType::IQ4_XS,
+    TensorType::MXFP4};
 
 std::vector<float> random_floats(size_t n, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -97,10 +99,10 @@ void BM_quantize_act(benchmark::State& state, TensorType t) {
 }
 
 // kPacked: the row-interleaved copy model loading makes (quant/packed.h), as decode uses it.
-template <bool kPacked>
+template <bool kPacked, int64_t k = 4096>
 void matmul_bench(benchmark::State& state, TensorType t) {
   const int64_t n = state.range(0);
-  constexpr int64_t k = 4096, m = 4096;
+  constexpr int64_t m = 4096;
   const std::vector<uint8_t> w = quantized(t, k, m, 4);
   loom::TensorView view;
   view.type = t;
@@ -128,6 +130,8 @@ void matmul_bench(benchmark::State& state, TensorType t) {
 
 void BM_matmul(benchmark::State& state, TensorType t) { matmul_bench<false>(state, t); }
 void BM_matmul_packed(benchmark::State& state, TensorType t) { matmul_bench<true>(state, t); }
+// Rows of 1024 (an MoE expert's width), where per-row costs weigh four times as much.
+void BM_matmul_k1024(benchmark::State& state, TensorType t) { matmul_bench<false, 1024>(state, t); }
 
 // ---- attention ---------------------------------------------------------------------------------
 
@@ -234,6 +238,7 @@ int main(int argc, char** argv) {
     benchmark::RegisterBenchmark(("BM_quantize_act/" + name).c_str(), BM_quantize_act, t)->Arg(4096);
     benchmark::RegisterBenchmark(("BM_matmul/" + name).c_str(), BM_matmul, t)
         ->Arg(1)->Arg(32)->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark(("BM_matmul_k1024/" + name).c_str(), BM_matmul_k1024, t)->Arg(1)->Unit(benchmark::kMicrosecond);
     if (quant::can_pack(t) && quant::packed_kernels_available(t)) {
       benchmark::RegisterBenchmark(("BM_matmul_packed/" + name).c_str(), BM_matmul_packed, t)
           ->Arg(1)->Arg(32)->Arg(512)->Unit(benchmark::kMillisecond);

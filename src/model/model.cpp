@@ -93,7 +93,8 @@ Expected<std::shared_ptr<const Model>> Model::from_gguf(gguf::GgufFile file, con
       std::function<void(float)> packing;
       if (params.progress) packing = [&](float f) { params.progress(0.1f + 0.9f * f); };
       if (params.progress) params.progress(0.1f);
-      m->decode_weight_bytes_ += uint64_t(detail::pack_model_weights(m->file_, m->w_, *m->packed_, packing));
+      const int64_t extra = detail::pack_model_weights(m->file_, m->w_, *m->packed_, packing);
+      m->decode_weight_bytes_ += uint64_t(extra - m->unchosen_expert_extra());
     }
     return std::shared_ptr<const Model>(std::move(m));
   });
@@ -590,6 +591,19 @@ Status Model::bind_decoder() {
   }
   n_params_ = b.params();
   return Status::ok();
+}
+
+int64_t Model::unchosen_expert_extra() const {
+  if (hp_.n_expert == 0) return 0;
+  int64_t out = 0;
+  for (const LayerWeights& l : w_.layers) {
+    for (const TensorView* t : {&l.ffn_gate_exps, &l.ffn_up_exps, &l.ffn_down_exps}) {
+      if (!t->packed) continue;
+      const int64_t extra = int64_t(quant::packed_size(t->type, t->rows, t->cols)) - int64_t(size_t(t->rows) * t->row_bytes);
+      out += extra - extra / hp_.n_expert * hp_.n_expert_used;
+    }
+  }
+  return out;
 }
 
 Status Model::bind_mamba() {

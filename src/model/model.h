@@ -228,13 +228,16 @@ class Model {
   Status bind_bert();
   Status bind_mamba();
   Status bind_t5();
+  // Of the extra bytes the packed expert stacks hold over their GGUF layout, those of the experts
+  // a decode step does not choose (all but n_expert_used of n_expert).
+  int64_t unchosen_expert_extra() const;
 
   gguf::GgufFile file_;
   ModelHparams hp_;
   std::optional<Vocab> vocab_;  // always set after a successful load
   ModelWeights w_;
-  std::vector<std::vector<float>> owned_;
-  std::shared_ptr<detail::PackedStorage> packed_;  // row-interleaved copies (see packing.h)  // norm vectors converted to f32 when stored otherwise
+  std::vector<std::vector<float>> owned_;  // norm vectors converted to f32 when stored otherwise
+  std::shared_ptr<detail::PackedStorage> packed_;  // row-interleaved copies (see packing.h)
   uint64_t decode_weight_bytes_ = 0;
   uint64_t n_params_ = 0;
   int64_t load_time_us_ = 0;

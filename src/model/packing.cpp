@@ -206,7 +206,7 @@ std::vector<TensorView*> matrices(ModelWeights& w) {
 
 bool packable(const TensorView& t) {
   return !t.empty() && quant::can_pack(t.type) && quant::packed_kernels_available(t.type) && t.cols % 32 == 0 &&
-         t.rows > 0;
+         t.rows > 0 && quant::can_pack_data(t.type, t.data, t.row_bytes, t.rows, t.cols);
 }
 
 // True when [lo, hi) shares bytes with the token embedding (a tied output is the embedding):

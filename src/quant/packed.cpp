@@ -3,6 +3,7 @@
 // packed_avx512.cpp, packed_avx2.cpp; packed_neon.cpp on AArch64). See packed.h for the layout.
 #include "quant/packed.h"
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -13,12 +14,25 @@
 #include "quant/packed_act_panels.h"
 #include "quant/packed_layout.h"
 #include "quant/quant.h"
+#include "quant/small_types.h"
 
 namespace loom::quant {
 
 using detail::PackedLayout;
 
 bool can_pack(TensorType t) { return type_traits(t).packable(); }
+
+bool can_pack_data(TensorType t, const void* src, size_t src_row_bytes, int64_t rows, int64_t cols) {
+  if (!can_pack(t) || cols % 32 != 0) return false;
+  if (t != TensorType::MXFP4) return true;
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint8_t* row = static_cast<const uint8_t*>(src) + size_t(r) * src_row_bytes;
+    for (int64_t b = 0; b < cols / 32; ++b) {
+      if (detail::mxfp4_tile_scale(row + 17 * size_t(b)) < 0) return false;
+    }
+  }
+  return true;
+}
 
 bool packed_kernels_available(TensorType t) {
   const PackedTraits& p = type_traits(t).packed;
@@ -212,10 +226,21 @@ void pack_f16(const PackJob& j) {
 
 // The 32-column block types: d (and m), the quant bytes (Q8_0: + 128 as u8; nibbles unchanged),
 // and for Q5_0 / Q5_1 the fifth bits of each chunk's elements as two chunk masks.
+int32_t mxfp4_tile_scale(const uint8_t* block) {
+  const int e = block[0];
+  // 2^(e - 128) in f16: normal from e = 114 (2^-14), subnormal below.
+  if (e >= 114 && e <= 143) return (e - 113) << 10;
+  if (e >= 104 && e < 114) return 1 << (e - 104);
+  uint64_t q[2];  // levels 0 and 8 are both 0: a block of them needs no scale
+  std::memcpy(q, block + 1, 16);
+  return ((q[0] | q[1]) & 0x7777777777777777ull) == 0 ? 0 : -1;
+}
+
 void pack_blocks32(const PackJob& j) {
   const PackedLayout& L = PackedLayout::of(j.t);
   const size_t block_bytes = size_t(row_bytes(j.t, 32));
-  const size_t head = L.has_min ? 4 : 2, qh_bytes = L.fifth_bit ? 4 : 0;  // GGUF: d, [m], [qh], qs
+  // GGUF: d, [m], [qh], qs (MXFP4: the E8M0 byte, qs).
+  const size_t head = L.mxfp4 ? 1 : L.has_min ? 4 : 2, qh_bytes = L.fifth_bit ? 4 : 0;
   const uint8_t bias_byte = L.nibbles ? 0x00 : uint8_t(L.bias);  // Q8_0's int8 levels + 128 on x86-64
   for (int64_t g = j.g0; g < j.g1; ++g) {
     for (int64_t b = 0; b < j.cols / detail::kPackBlock; ++b) {
@@ -228,7 +253,13 @@ void pack_blocks32(const PackJob& j) {
           continue;
         }
         const uint8_t* blk = row + size_t(b) * block_bytes;
-        std::memcpy(tile + 2 * r, blk, 2);
+        if (L.mxfp4) {
+          // can_pack_data has checked the scale (a misfit would pack as 0).
+          const uint16_t d = uint16_t(std::max<int32_t>(0, mxfp4_tile_scale(blk)));
+          std::memcpy(tile + 2 * r, &d, 2);
+        } else {
+          std::memcpy(tile + 2 * r, blk, 2);
+        }
         if (L.has_min) std::memcpy(tile + PackedLayout::kScaleBytes + 2 * r, blk + 2, 2);
         const uint8_t* qs = blk + head + qh_bytes;
         for (int c = 0; c < L.chunks; ++c) {
@@ -476,8 +507,8 @@ float packed_ref_dot_blocks32(TensorType t, const uint8_t* grp, int r, const uin
           hi |= detail::ChunkMask::get(mask + 8, r, k) << 4;
         }
         if (L.lut) {
-          lo = detail::kIq4nlBiased[lo];
-          hi = detail::kIq4nlBiased[hi];
+          lo = detail::biased_table(L.mxfp4)[lo];
+          hi = detail::biased_table(L.mxfp4)[hi];
         }
         isum += lo * ab.q[4 * j + k] + hi * ab.q[16 + 4 * j + k];
       }

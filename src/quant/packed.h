@@ -17,9 +17,10 @@
 // Q8_0 (8 chunks): lane r of chunk j = row r's qs[4j..4j+3] + 128 (as u8): elements 4j..4j+3,
 //   level = byte - 128 (on AArch64 the int8 levels as they are, bias 0: kQ8_0PackedBias).
 // Either way the unsigned byte u and the signed level differ by a constant bias (8 or 128).
-// Q4_1, Q5_0, Q5_1, IQ4_NL: Q4_0's tile, with f16 m[16] after d for the types with a minimum,
-//   a byte of fifth bits per row and chunk after the chunks for Q5_0/Q5_1, and nibbles indexing
-//   the IQ4_NL table (PackedLayout in packed_layout.h). Every tile has the file's bytes.
+// Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4: Q4_0's tile, with f16 m[16] after d for the types with a
+//   minimum, a byte of fifth bits per row and chunk after the chunks for Q5_0/Q5_1, and nibbles
+//   indexing the IQ4_NL or the MXFP4 table (PackedLayout in packed_layout.h). Every tile has the
+//   file's bytes, but for MXFP4's E8M0 scales, which become f16 (can_pack_data).
 // Q4_K: see PackedQ4K in packed_layout.h (super-block scales, 6-bit sub-block scales and mins,
 //   nibbles in 64-byte chunks as above); activations are Q8_K blocks, integer sums per super-block.
 // Q5_K: see PackedQ5K: Q4_K's tile followed by a plane of fifth bits, one byte per row and chunk.
@@ -47,9 +48,13 @@ namespace loom::quant {
 
 constexpr int kPackRows = 16;
 
-// Weight types with a packed layout (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, F16, BF16,
+// Weight types with a packed layout (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4, F16, BF16,
 // Q2_K..Q6_K, IQ4_XS).
 bool can_pack(TensorType t);
+// Whether these rows (row r at src + r * src_row_bytes) can be packed: can_pack(t), whole 32-column
+// blocks, and for MXFP4 every block's scale representable in the tile's f16 (E8M0 exponents
+// 104..143, or a block of zeros); model loading keeps the GGUF layout of a matrix that cannot.
+bool can_pack_data(TensorType t, const void* src, size_t src_row_bytes, int64_t rows, int64_t cols);
 // True when this CPU has a packed kernel for t: on x86-64 with the AVX2 set (AVX2 + FMA + F16C)
 // every packable type has one (AVX-512 VNNI, AVX-VNNI or plain AVX2; AMX-INT8 adds to AVX-512);
 // on AArch64 the types of packed_neon.cpp (NEON is baseline there: i8mm, dotprod or plain); none

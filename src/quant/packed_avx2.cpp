@@ -40,6 +40,7 @@ bool packed_avx2_has_kernel(TensorType t) {
     case TensorType::Q5_1:
     case TensorType::Q8_0:
     case TensorType::IQ4_NL:
+    case TensorType::MXFP4:
     case TensorType::Q2_K:
     case TensorType::Q3_K:
     case TensorType::Q4_K:

@@ -150,12 +150,22 @@ LOOM_PK inline void store16(float* o, __m256 lo, __m256 hi, int valid) {
 
 // What a 32-column block type's tile holds beyond Q4_0's (PackedLayout).
 struct Blocks32 {
-  bool nibbles, has_min, fifth_bit, lut;
+  bool nibbles, has_min, fifth_bit, lut, mxfp4;
 };
-constexpr Blocks32 blocks32_of(const PackedLayout& L) { return Blocks32{L.nibbles, L.has_min, L.fifth_bit, L.lut}; }
+constexpr Blocks32 blocks32_of(const PackedLayout& L) {
+  return Blocks32{L.nibbles, L.has_min, L.fifth_bit, L.lut, L.mxfp4};
+}
 
-// The IQ4_NL levels as signed bytes (kIq4nlBiased - 128), for the AVX2 copy's sign trick.
+// The IQ4_NL levels as signed bytes (kIq4nlBiased - 128), for the AVX2 copy's sign trick; MXFP4's
+// are kMxfp4Values (kMxfp4Biased - 128).
 inline constexpr int8_t kIq4nlSigned[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+inline constexpr int8_t kMxfp4Signed[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+// The table a lut layout's nibbles go through in this copy: biased (VNNI) or signed (AVX2).
+template <bool kVnni>
+constexpr const void* lut_table(bool mxfp4) {
+  if constexpr (kVnni) return biased_table(mxfp4);
+  return mxfp4 ? kMxfp4Signed : kIq4nlSigned;
+}
 
 // NA activation rows against one group of a 32-column block type. Per block, for each element
 // group j (elements 4j..4j+3; for nibbles, chunk j's low nibbles are elements 4j.., its high
@@ -170,8 +180,8 @@ LOOM_PK void group_kernel(const uint8_t* grp, const PackedLayout& L, int64_t nb,
   __m256 acc[NA][2];
   for (int a = 0; a < NA; ++a) acc[a][0] = acc[a][1] = _mm256_setzero_ps();
   const __m256i m4 = _mm256_set1_epi8(0x0f), sixteen = _mm256_set1_epi8(16);
-  const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128(
-      reinterpret_cast<const __m128i*>(Dot::kVnni ? reinterpret_cast<const void*>(kIq4nlBiased) : kIq4nlSigned)));
+  const __m256i lut =
+      _mm256_broadcastsi128_si256(_mm_loadu_si128(static_cast<const __m128i*>(lut_table<Dot::kVnni>(F.mxfp4))));
   const __m256i sign_bit = _mm256_set1_epi8(int8_t(0x80));
   const size_t tile_bytes = L.tile_bytes, q_offset = L.q_offset(), qh_offset = L.qh_offset();
   const int32_t bias = kSigned ? 0 : L.bias;
@@ -664,7 +674,8 @@ struct Q4K {
 void packed_gemm(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
                  const void* act, size_t act_stride, int n, float* out, size_t out_stride) {
   constexpr Blocks32 kQ40 = blocks32_of(kLayoutQ4_0), kQ41 = blocks32_of(kLayoutQ4_1), kQ50 = blocks32_of(kLayoutQ5_0),
-                     kQ51 = blocks32_of(kLayoutQ5_1), kQ80 = blocks32_of(kLayoutQ8_0), kIq4 = blocks32_of(kLayoutIQ4_NL);
+                     kQ51 = blocks32_of(kLayoutQ5_1), kQ80 = blocks32_of(kLayoutQ8_0), kIq4 = blocks32_of(kLayoutIQ4_NL),
+                     kMxfp4 = blocks32_of(kLayoutMXFP4);
   switch (t) {
     case TensorType::Q4_0: return run_blocks32<kQ40>(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
     case TensorType::Q4_1: return run_blocks32<kQ41>(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
@@ -672,6 +683,7 @@ void packed_gemm(TensorType t, int64_t rows, int64_t cols, const void* packed, i
     case TensorType::Q5_1: return run_blocks32<kQ51>(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
     case TensorType::Q8_0: return run_blocks32<kQ80>(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
     case TensorType::IQ4_NL: return run_blocks32<kIq4>(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+    case TensorType::MXFP4: return run_blocks32<kMxfp4>(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
     case TensorType::Q4_K:
       return run_by_cols<Q4K<Nib256::kQ4K>, 4, 2, 1>(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
     case TensorType::Q5_K:

@@ -31,9 +31,12 @@ struct Blocks32 {
   bool nibbles;    // two weights per byte (else Q8_0's bytes)
   bool has_min;    // f16 m[16] after d; activations carry Q8_1's s
   bool fifth_bit;  // a byte of fifth bits per row and chunk after the chunks
-  bool lut;        // nibbles index kIq4nlBiased
+  bool lut;        // nibbles index kIq4nlBiased (kMxfp4Biased with mxfp4)
+  bool mxfp4;
 };
-constexpr Blocks32 blocks32_of(const PackedLayout& L) { return Blocks32{L.nibbles, L.has_min, L.fifth_bit, L.lut}; }
+constexpr Blocks32 blocks32_of(const PackedLayout& L) {
+  return Blocks32{L.nibbles, L.has_min, L.fifth_bit, L.lut, L.mxfp4};
+}
 
 // 16 unsigned bytes widened to 16 int32 lanes.
 LOOM_AVX512_VNNI inline __m512i u8x16(const uint8_t* p) {
@@ -58,7 +61,7 @@ LOOM_AVX512_VNNI void group_kernel(const uint8_t* grp, const PackedLayout& L, in
   for (int a = 0; a < NA; ++a) acc[a] = _mm512_setzero_ps();
   const __m512i m4 = _mm512_set1_epi8(0x0f);
   const __m512i sixteen = _mm512_set1_epi8(16);
-  const __m512i lut = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlBiased)));
+  const __m512i lut = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(biased_table(F.mxfp4))));
   const size_t tile_bytes = L.tile_bytes, q_offset = L.q_offset(), qh_offset = L.qh_offset();
   const int32_t bias = L.bias;
   for (int64_t b = 0; b < nb; ++b) {
@@ -538,13 +541,15 @@ void packed_gemm_avx512(TensorType t, int64_t rows, int64_t cols, const void* pa
                      kQ50 = blocks32_of(kLayoutQ5_0),
                      kQ51 = blocks32_of(kLayoutQ5_1),
                      kQ80 = blocks32_of(kLayoutQ8_0),
-                     kIq4 = blocks32_of(kLayoutIQ4_NL);
+                     kIq4 = blocks32_of(kLayoutIQ4_NL),
+                     kMxfp4 = blocks32_of(kLayoutMXFP4);
   switch (t) {
     case TensorType::Q4_1: return run_blocks32<kQ41>(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
     case TensorType::Q5_0: return run_blocks32<kQ50>(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
     case TensorType::Q5_1: return run_blocks32<kQ51>(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
     case TensorType::Q8_0: return run_blocks32<kQ80>(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
     case TensorType::IQ4_NL: return run_blocks32<kIq4>(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+    case TensorType::MXFP4: return run_blocks32<kMxfp4>(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
     default: return run_blocks32<kQ40>(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
   }
 }

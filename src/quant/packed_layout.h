@@ -28,6 +28,16 @@ static_assert(sizeof(PackedActBlock) == 40);
 // The 16 levels of IQ4_NL / IQ4_XS plus 128, as unsigned bytes (VPDPBUSD's unsigned operand):
 // a nibble is decoded by one byte shuffle, and the bias 128 is taken off through Σ q.
 inline constexpr uint8_t kIq4nlBiased[16] = {1, 24, 45, 63, 79, 93, 106, 118, 129, 141, 153, 166, 181, 197, 217, 241};
+// MXFP4's 16 levels (twice the E2M1 values: small_types.h kMxfp4Values) plus 128.
+inline constexpr uint8_t kMxfp4Biased[16] = {128, 129, 130, 131, 132, 134, 136, 140,
+                                             128, 127, 126, 125, 124, 122, 120, 116};
+// The biased table a layout's nibbles index (layouts with lut).
+constexpr const uint8_t* biased_table(bool mxfp4) { return mxfp4 ? kMxfp4Biased : kIq4nlBiased; }
+
+// An MXFP4 block's scale as the packed tile's f16 d: 2^(e - 128) (the table holds twice the E2M1
+// values), which f16 holds exactly for e in 104..143 (2^-24 .. 2^15). Outside, a block whose levels
+// are all zero contributes nothing whatever its scale (d 0); otherwise -1: the scale does not fit.
+int32_t mxfp4_tile_scale(const uint8_t* block);
 
 // Q4_K (per group of 16 rows and 256 columns, 2368 bytes): f16 d[16], f16 dmin[16],
 // u8 sc[8][16], u8 m[8][16] (6-bit sub-block scales and mins, sub-block j row r at 16 j + r), then
@@ -114,6 +124,7 @@ inline constexpr int32_t kQ8_0PackedBias = 128;
 #endif
 inline constexpr PackedLayout kLayoutQ8_0{8, false, kQ8_0PackedBias, 32 + 8 * 64, false, false, false};
 inline constexpr PackedLayout kLayoutIQ4_NL{4, true, 128, 32 + 4 * 64, false, false, true};
+inline constexpr PackedLayout kLayoutMXFP4{4, true, 128, 32 + 4 * 64, false, false, true, true};
 // F16 / BF16: no scales, 32 columns x 16 rows of 16-bit floats.
 inline constexpr PackedLayout kLayoutF16{0, false, 0, 32 * 16 * 2, false, false, false};
 
@@ -142,7 +153,7 @@ struct PackJob {
 };
 
 // The table's pack functions (packed.cpp): fill groups [job.g0, job.g1) of a zeroed copy.
-void pack_blocks32(const PackJob& job);  // Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL (PackedLayout::of)
+void pack_blocks32(const PackJob& job);  // Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4 (PackedLayout::of)
 void pack_f16(const PackJob& job);       // F16, BF16
 void pack_q2k(const PackJob& job);
 void pack_q3k(const PackJob& job);

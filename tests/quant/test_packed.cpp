@@ -10,7 +10,10 @@
 #include <vector>
 
 #include "base/cpu.h"
+#include "base/half.h"
 #include "quant/packed.h"
+#include "quant/packed_layout.h"
+#include "quant/small_types.h"
 #include "quant/packed_act_panels.h"
 #include "quant/type_traits.h"
 #include "quant_test_util.h"
@@ -121,9 +124,10 @@ const std::vector<TensorType> kAllPacked = {TensorType::Q4_0,   TensorType::Q4_1
                                             TensorType::Q8_0,   TensorType::IQ4_NL, TensorType::F16, TensorType::BF16,
                                             TensorType::Q2_K,
                                             TensorType::Q3_K,   TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K,
-                                            TensorType::IQ4_XS};
+                                            TensorType::IQ4_XS, TensorType::MXFP4};
 const std::vector<TensorType> kBlocks32 = {TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_0,
-                                           TensorType::Q5_1, TensorType::Q8_0, TensorType::IQ4_NL};
+                                           TensorType::Q5_1, TensorType::Q8_0, TensorType::IQ4_NL,
+                                           TensorType::MXFP4};
 
 // Runs gemm over all groups, split in two calls, with misaligned inputs and an output stride
 // wider than rows; checks every output, that padding columns beyond rows are untouched, and that
@@ -371,7 +375,11 @@ TEST(Packed, Q6KAvx512MatchesReference) {
 
 TEST(Packed, AmxMatchesReference) {
   if (!cpu_features().has_amx_int8_set()) GTEST_SKIP() << "no AMX-INT8 on this CPU (or not granted)";
-  check_variant(&detail::packed_gemm_amx, "amx", kBlocks32);
+  std::vector<TensorType> amx_types;  // the types whose table names the AMX kernel (not MXFP4)
+  for (TensorType t : kBlocks32) {
+    if (type_traits(t).packed.amx) amx_types.push_back(t);
+  }
+  check_variant(&detail::packed_gemm_amx, "amx", amx_types);
 }
 
 TEST(Packed, AmxQ4KMatchesReference) {
@@ -549,6 +557,51 @@ TEST(Packed, ExtremeLevelsNeon) {
   if (cpu_features().neon_i8mm) check_extreme_levels(&detail::packed_gemm_neon_i8mm, "extreme neon-i8mm", neon_types());
 }
 #endif
+
+// MXFP4's tile keeps each E8M0 scale as an f16: rows whose scales f16 cannot hold exactly stay
+// unpacked (can_pack_data says so), except blocks of zeros, whose scale does not matter; a row of
+// such blocks packs and computes like the rest.
+TEST(Packed, Mxfp4ScalesOutsideF16AreRefused) {
+  std::mt19937 rng(11);
+  const int64_t cols = 128;
+  const size_t rb = size_t(row_bytes(TensorType::MXFP4, cols));
+  std::vector<uint8_t> rows = test::random_row(TensorType::MXFP4, cols, rng);
+  EXPECT_TRUE(can_pack_data(TensorType::MXFP4, rows.data(), rb, 1, cols));
+  for (uint8_t e : {uint8_t(104), uint8_t(143)}) {
+    rows[17] = e;
+    EXPECT_TRUE(can_pack_data(TensorType::MXFP4, rows.data(), rb, 1, cols)) << int(e);
+  }
+  for (uint8_t e : {uint8_t(0), uint8_t(103), uint8_t(144), uint8_t(255)}) {
+    std::vector<uint8_t> bad = rows;
+    bad[17] = e;
+    bad[18] = 0x31;  // a non-zero level in that block
+    EXPECT_FALSE(can_pack_data(TensorType::MXFP4, bad.data(), rb, 1, cols)) << int(e);
+    // Levels 0 and 8 (+0 and -0) only: any scale.
+    for (int k = 0; k < 16; ++k) bad[18 + k] = uint8_t(k & 1 ? 0x80 : 0x08);
+    EXPECT_TRUE(can_pack_data(TensorType::MXFP4, bad.data(), rb, 1, cols)) << int(e);
+  }
+  EXPECT_FALSE(can_pack_data(TensorType::MXFP4, rows.data(), rb, 1, 48));  // not whole blocks of 32
+  for (int e = 104; e <= 143; ++e) {  // the tile's f16 is the scale, exactly
+    const uint8_t blk[17] = {uint8_t(e), 0x12};
+    EXPECT_EQ(detail::mxfp4_tile_scale(blk), int32_t(f32_to_f16(detail::e8m0_half(uint8_t(e))))) << e;
+    EXPECT_EQ(f16_to_f32(uint16_t(detail::mxfp4_tile_scale(blk))), detail::e8m0_half(uint8_t(e))) << e;
+  }
+  EXPECT_FALSE(can_pack_data(TensorType::Q8_K, rows.data(), rb, 1, cols));
+  // A zero block with exponent 255 among ordinary ones: packed and computed as the reference.
+  rows[17] = 255;
+  for (int k = 0; k < 16; ++k) rows[18 + k] = 0x88;
+  ASSERT_TRUE(can_pack_data(TensorType::MXFP4, rows.data(), rb, 1, cols));
+  std::vector<uint8_t> packed(packed_size(TensorType::MXFP4, 1, cols));
+  pack_weights(TensorType::MXFP4, rows.data(), rb, 1, cols, packed.data(), 0, 1);
+  const std::vector<float> x = test::random_floats(cols, rng);
+  std::vector<uint8_t> act(packed_act_row_bytes(TensorType::MXFP4, cols)), q8(size_t(row_bytes(TensorType::Q8_0, cols)));
+  quantize_packed_act(TensorType::MXFP4, x.data(), cols, act.data());
+  ref::quantize_row(TensorType::Q8_0, x.data(), q8.data(), cols);
+  float got = 0.0f;
+  packed_gemm(TensorType::MXFP4, 1, cols, packed.data(), 0, 1, act.data(), act.size(), 1, &got, 1);
+  const float want = ref::vec_dot(TensorType::MXFP4, cols, rows.data(), q8.data());
+  EXPECT_NEAR(got, want, 1e-5 * test::dot_magnitude(TensorType::MXFP4, cols, rows.data(), q8.data()) + 1e-6);
+}
 
 // kAllPacked names every packable type of the table, so a new layout is tested.
 TEST(Packed, TestListCoversEveryPackableType) {
