@@ -56,11 +56,12 @@ struct PackJob;  // packed_layout.h
 // The 32-column block types' tile (Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4, Q8_0; F16/BF16 use only
 // tile_bytes). packed_layout.h draws it:
 //   f16 d[16], [f16 m[16]], u8 q[chunks][16][4], [u64 qh[chunks][2]]
-// The unsigned level u of an element is its byte (Q8_0: the int8 + 128), its nibble, its nibble
-// plus 16 · fifth bit, or kIq4nlBiased[nibble] (IQ4_NL; MXFP4: kMxfp4Biased); the value is
-// (u - bias) · d, plus m for the types with a minimum (bias 0). Every tile has the file's bytes
-// for its 16 blocks, except MXFP4's E8M0 scale bytes, stored as the f16 of 2^(e - 128) (the table
-// holds twice the E2M1 values): exact for e in 104..143, which quant::can_pack_data checks.
+// The unsigned level u of an element is its byte (Q8_0: the int8 + 128; on AArch64 the int8,
+// bias 0), its nibble, its nibble plus 16 · fifth bit, or kIq4nlBiased[nibble] (IQ4_NL; MXFP4:
+// kMxfp4Biased); the value is (u - bias) · d, plus m for the types with a minimum (bias 0).
+// Every tile has the file's bytes for its 16 blocks, except MXFP4's E8M0 scale bytes, stored as
+// the f16 of 2^(e - 128) (the table holds twice the E2M1 values): exact for e in 104..143, which
+// quant::can_pack_data checks.
 struct PackedLayout {
   static constexpr size_t kScaleBytes = 32;  // f16 d[16]
   int chunks;         // 64-byte chunks of quants per tile

@@ -12,9 +12,9 @@
 #include "base/cpu.h"
 #include "base/half.h"
 #include "quant/packed.h"
+#include "quant/packed_act_panels.h"
 #include "quant/packed_layout.h"
 #include "quant/small_types.h"
-#include "quant/packed_act_panels.h"
 #include "quant/type_traits.h"
 #include "quant_test_util.h"
 
