@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -554,52 +553,6 @@ INSTANTIATE_TEST_SUITE_P(Kernels, IqSimd,
                            return std::string(std::get<0>(info.param).name) +
                                   (std::get<1>(info.param) == 0 ? "_avx2" : "_avx512");
                          });
-
-// ns per block of the reference and the kernels (a row of 64 blocks, in cache). Run with
-// --gtest_also_run_disabled_tests --gtest_filter='*Speed*'.
-TEST(IqSimdBench, DISABLED_Speed) {
-  std::mt19937 rng(7);
-  constexpr int kNb = 64;
-  for (const IqType& t : kIqTypes) {
-    const std::vector<uint8_t> w = random_blocks(t, kNb, rng), a = random_acts(kNb, rng);
-    // The fastest of 20 runs of ~10 ms (the minimum is the least disturbed by other load).
-    const auto time = [&](Dot f) {
-      volatile float sink = 0;
-      int reps = 1;
-      double best = 1e30;
-      for (int trial = 0; trial < 20;) {
-        const auto t0 = std::chrono::steady_clock::now();
-        for (int r = 0; r < reps; ++r) sink = sink + f(256 * kNb, w.data(), a.data());
-        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        if (s < 0.01) {
-          reps *= 2;
-          continue;
-        }
-        best = std::min(best, s * 1e9 / (double(reps) * kNb));
-        ++trial;
-      }
-      return best;
-    };
-    std::printf("%-8s dot: ref %6.1f ns/block", t.name, time(t.dot));
-    for (int isa = 0; isa < 2; ++isa) {
-      if (has_isa(isa) && kernel(t, isa)) std::printf("  %s %6.1f", isa_name(isa), time(kernel(t, isa)));
-    }
-    // Dequantization, timed through the same harness (the destination is a scratch row).
-    static std::vector<float> out(256 * kNb);
-    static Dequant deq;
-    deq = t.dequant;
-    const auto as_dot = [](int64_t n, const void* w, const void*) {
-      deq(w, out.data(), n);
-      return out[0];
-    };
-    std::printf("   dequantize: ref %6.1f", time(as_dot));
-    if (has_isa(0)) {
-      deq = t.avx2_dequant;
-      std::printf("  AVX2 %6.1f", time(as_dot));
-    }
-    std::printf("\n");
-  }
-}
 
 }  // namespace
 }  // namespace loom::quant
