@@ -26,6 +26,16 @@
 #include "ops/ops.h"
 
 namespace loom::detail {
+namespace {
+
+// fn(first row, rows) over a prompt's T rows split across the pool (a decode's row runs inline):
+// for the per-row and per-element ops, whose every result is the same whatever the split.
+template <class F>
+void over_rows(ThreadPool& pool, int T, F&& fn) {
+  pool.parallel_for(T, [&](int64_t b, int64_t e) { fn(int(b), int(e - b)); }, 32);
+}
+
+}  // namespace
 
 Status attention_block(const Model& model, const ForwardBatch& fb, const ForwardConfig& cfg, ThreadPool& pool, int il,
                        Buffers& b, int q0, int nq) {
@@ -153,7 +163,7 @@ Status forward_decoder(const Model& model, const ForwardBatch& fb, ForwardScratc
     const LayerWeights& l = w.layers[size_t(il)];
 
     // Mixer block: attention, or a hybrid's recurrent mixer; output in b.tmp.
-    ops::rms_norm(b.x, l.attn_norm, T, E, hp.rms_eps, b.xb);
+    over_rows(pool, T, [&](int r, int n) { ops::rms_norm(b.x + r * E, l.attn_norm, n, E, hp.rms_eps, b.xb + r * E); });
     if (!observe(cfg, "attn_norm", il, b.xb, E, T)) return aborted();
     // In the last layer only the output rows reach the logits: when they are one run of the batch,
     // its attention computes their queries alone (K and V still for every row, into the cache).
@@ -175,7 +185,7 @@ Status forward_decoder(const Model& model, const ForwardBatch& fb, ForwardScratc
     }
     if (l.post_attn_norm) ops::rms_norm(b.tmp, l.post_attn_norm, T, E, hp.rms_eps, b.tmp);
     if (hp.residual_scale != 0.0f) ops::scale_inplace(b.tmp, hp.residual_scale, T * E);
-    ops::add_inplace(b.x, b.tmp, T * E);
+    over_rows(pool, T, [&](int r, int n) { ops::add_inplace(b.x + r * E, b.tmp + r * E, n * E); });
     if (last_rows && !rows_compacted) {
       // What follows in the last layer is per row, and only the output rows reach the logits (a
       // prompt usually wants its last): keep those rows alone, as the reference does.
@@ -188,7 +198,7 @@ Status forward_decoder(const Model& model, const ForwardBatch& fb, ForwardScratc
 
     // Gated feed-forward block, or the mixture of experts.
     const int64_t F = hp.n_ff_at(il);
-    ops::rms_norm(b.x, l.ffn_norm, T, E, hp.rms_eps, b.xb);
+    over_rows(pool, T, [&](int r, int n) { ops::rms_norm(b.x + r * E, l.ffn_norm, n, E, hp.rms_eps, b.xb + r * E); });
     if (!observe(cfg, "ffn_norm", il, b.xb, E, T)) return aborted();
     // The dense FFN of b.xb into y ([T][E]).
     auto dense_ffn = [&](float* y) {
@@ -197,7 +207,7 @@ Status forward_decoder(const Model& model, const ForwardBatch& fb, ForwardScratc
       if (hp.ffn_act == FfnAct::kGelu && hp.gelu_f16_table) ops::geglu_f16_table_inplace(b.gate, b.up, T * F);
       else if (hp.ffn_act == FfnAct::kGelu) ops::geglu_inplace(b.gate, b.up, T * F);
       else if (hp.ffn_act == FfnAct::kSwigluOai) ops::swiglu_oai_inplace(b.gate, b.up, T * F, kSwigluOaiAlpha, kSwigluOaiLimit);
-      else ops::swiglu_inplace(b.gate, b.up, T * F);
+      else over_rows(pool, T, [&](int r, int n) { ops::swiglu_inplace(b.gate + r * F, b.up + r * F, n * F); });
       linear(pool, l.ffn_down, layer_lora(cfg, il, kFfnDown), b.gate, T, y, b);
     };
     if (hp.layer_is_moe(il)) {
@@ -222,7 +232,7 @@ Status forward_decoder(const Model& model, const ForwardBatch& fb, ForwardScratc
     if (l.post_ffn_norm) ops::rms_norm(b.tmp, l.post_ffn_norm, T, E, hp.rms_eps, b.tmp);
     if (!observe(cfg, "ffn_out", il, b.tmp, E, T)) return aborted();
     if (hp.residual_scale != 0.0f) ops::scale_inplace(b.tmp, hp.residual_scale, T * E);
-    ops::add_inplace(b.x, b.tmp, T * E);
+    over_rows(pool, T, [&](int r, int n) { ops::add_inplace(b.x + r * E, b.tmp + r * E, n * E); });
 
     if (hp.n_embd_per_layer > 0) {
       // gemma4's per-layer embedding: x += norm(Wproj · (gelu(Wgate · x) ⊙ this layer's input)).

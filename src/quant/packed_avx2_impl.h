@@ -598,20 +598,23 @@ void run_f16(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t
   auto valid_rows = [rows](int64_t g) { return int(rows - g * 16 < 16 ? rows - g * 16 : 16); };
   // Runs of 6 activation rows (12 accumulators, the two weight registers and a broadcast: 15 of
   // the 16 ymm registers; 12 FMAs per column against 2 conversions and 6 broadcasts), then one
-  // run of 4 where 4 or 5 rows are left.
-  const int n6 = n / 6 * 6, n4 = n - n6 >= 4 ? n6 + 4 : n6;
+  // run of 4 where 4 or 5 rows are left, or two where 2 are (n = 6k + 2, a 512-row prompt: 8 rows
+  // as 4 + 4 on the group while it is in L1, instead of 2 rows streaming every group again).
+  int n6 = n / 6 * 6;
+  if (n - n6 == 2 && n6 >= 6) n6 -= 6;
+  const int n4 = n - n6 >= 4 ? n6 + 4 : n6, n44 = n - n4 >= 4 ? n4 + 4 : n4;
   for (int64_t g = g0; g < g1; ++g) {
     const int valid[1] = {valid_rows(g)};
     for (int i = 0; i < n6; i += 6) {
       group_kernel_f16<6, 1, kBf16>(p + size_t(g) * gb, gb, cols, a + size_t(i) * act_stride, act_stride,
                                     out + size_t(i) * out_stride + size_t(16 * g), out_stride, valid);
     }
-    if (n4 > n6) {
-      group_kernel_f16<4, 1, kBf16>(p + size_t(g) * gb, gb, cols, a + size_t(n6) * act_stride, act_stride,
-                                    out + size_t(n6) * out_stride + size_t(16 * g), out_stride, valid);
+    for (int i = n6; i < n44; i += 4) {
+      group_kernel_f16<4, 1, kBf16>(p + size_t(g) * gb, gb, cols, a + size_t(i) * act_stride, act_stride,
+                                    out + size_t(i) * out_stride + size_t(16 * g), out_stride, valid);
     }
   }
-  for (int i = n4; i < n;) {
+  for (int i = n44; i < n;) {
     const int na = n - i >= 2 ? 2 : 1, ng_max = na == 2 ? 2 : 4;
     for (int64_t g = g0; g < g1;) {
       const int ng = int(g1 - g < ng_max ? g1 - g : ng_max);
