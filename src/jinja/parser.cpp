@@ -7,6 +7,19 @@
 #include "jinja/parser.h"
 
 namespace loom::jinja {
+namespace {
+
+// A new syntax-tree node (an Expr or a Node) of kind k at the token's position.
+template <class T, class Kind>
+std::unique_ptr<T> node_at(Kind k, const Tok& at) {
+  auto n = std::make_unique<T>();
+  n->kind = k;
+  n->line = at.line;
+  n->col = at.col;
+  return n;
+}
+
+}  // namespace
 
 Body Parser::parse_all() {
   std::string end;
@@ -46,13 +59,7 @@ void Parser::expect_block_end() {
   next();
 }
 
-ExprPtr Parser::make(ExprKind k, const Tok& at) {
-  auto e = std::make_unique<Expr>();
-  e->kind = k;
-  e->line = at.line;
-  e->col = at.col;
-  return e;
-}
+ExprPtr Parser::make(ExprKind k, const Tok& at) { return node_at<Expr>(k, at); }
 
 // Parses nodes until a block whose first name is in `ends`; leaves the parser after that
 // block's name (the caller reads the rest of the tag) and reports which end it found.
@@ -105,13 +112,7 @@ Body Parser::parse_body(std::initializer_list<const char*> ends, std::string& fo
   }
 }
 
-NodePtr Parser::new_node(NodeKind k, const Tok& at) {
-  auto n = std::make_unique<Node>();
-  n->kind = k;
-  n->line = at.line;
-  n->col = at.col;
-  return n;
-}
+NodePtr Parser::new_node(NodeKind k, const Tok& at) { return node_at<Node>(k, at); }
 
 NodePtr Parser::parse_statement(const std::string& kw, const Tok& begin) {
   static const std::unordered_map<std::string, StatementParser> kParsers = {
