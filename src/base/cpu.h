@@ -39,7 +39,6 @@ struct CpuFeatures {
   bool has_avx_vnni_set() const { return has_avx2_set() && avx_vnni; }
   // AMX-INT8 plus the AVX-512 set its kernels use around the tile instructions.
   bool has_amx_int8_set() const { return has_avx512_vnni_set() && amx_int8; }
-  bool has_amx_bf16_set() const { return has_avx512_vnni_set() && amx_int8 && amx_bf16; }
   // The widest kernel family these features select, for reports (`loom bench`, bench/types.sh):
   // "amx", "avx512-vnni", "avx-vnni", "avx2", "sse4" (x86 below AVX2), "neon-i8mm" (AArch64 with
   // dotprod and i8mm: SMMLA prompt kernels), "neon-dotprod", "neon" (ARMv8.0: plain NEON), or

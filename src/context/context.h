@@ -104,7 +104,6 @@ class Context {
 
   // ---- configuration as resolved at creation ----
   const Model& model() const { return *model_; }
-  std::shared_ptr<const Model> model_ptr() const { return model_; }
   const ContextParams& params() const { return params_; }
   int n_ctx() const { return params_.n_ctx; }
   int n_batch() const { return params_.n_batch; }
@@ -141,7 +140,6 @@ class Context {
   // decoder_start_token() the token a decoder starts from (t5.decoder_start_token_id, else BOS,
   // else the pad id; -1 for other models).
   int n_encoded() const { return enc_.n_rows(); }
-  bool has_encoded(int seq) const { return enc_.has(seq); }
   // Drops a sequence's encoder output (seq < 0: all); a scheduler does when a request leaves.
   void encoder_forget(int seq);
   int32_t decoder_start_token() const;

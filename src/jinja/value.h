@@ -100,7 +100,6 @@ class Value {
   // Why a value is undefined ("'x' is undefined", "'dict object' has no attribute 'y'"), for the
   // error raised when it is used; "" when unknown.
   const std::string& undefined_hint() const;
-  ListData& list_data() const { return *list_; }
   std::vector<Value>& items() const { return list_->items; }
   DictData& dict_data() const { return *dict_; }
   const Function& func() const { return *fn_; }

@@ -54,8 +54,6 @@ Expected<std::unique_ptr<KvCache>> KvCache::create(const KvCacheParams& p) {
     lv.k_row_bytes = size_t(row_bytes(p.type_k, l.n_embd_k));
     lv.v_row_bytes = size_t(row_bytes(p.type_v, l.n_embd_v));
     if (l.reuse >= 0) continue;  // no storage of its own
-    kv->k_bytes_ += lv.k_row_bytes * size_t(p.n_cells);
-    kv->v_bytes_ += lv.v_row_bytes * size_t(p.n_cells);
     total += (lv.k_row_bytes + lv.v_row_bytes) * size_t(p.n_cells);
   }
   kv->storage_.assign(total, 0);

@@ -82,8 +82,6 @@ class KvCache {
   const KvCell& cell(int i) const { return cells_[size_t(i)]; }
   const KvView& view() const { return view_; }
   size_t bytes() const { return storage_.size(); }
-  size_t k_bytes() const { return k_bytes_; }
-  size_t v_bytes() const { return v_bytes_; }
   int swa_window() const { return params_.swa_window; }
 
   // Cells for n tokens (not necessarily contiguous); false when there are not enough. The full
@@ -173,7 +171,6 @@ class KvCache {
   std::vector<KvCell> cells_;
   std::vector<uint8_t> storage_;
   KvView view_;
-  size_t k_bytes_ = 0, v_bytes_ = 0;
   int used_ = 0;
   bool has_shift_ = false;
 };

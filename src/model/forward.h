@@ -68,8 +68,6 @@ struct ForwardAdapters {
   int max_rank = 0;
   std::vector<float> cvec;         // [n_layer][n_embd] added to each block's output; empty = none
   int cvec_il_start = 0, cvec_il_end = -1;  // inclusive layer range
-
-  bool has_lora() const { return max_rank > 0; }
 };
 
 // Observes named intermediate activations ([rows][cols] floats). Return false to stop the pass

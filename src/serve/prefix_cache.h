@@ -89,7 +89,6 @@ class PrefixCache {
 
   // Checkpoints (memories with end-only parts).
   bool needs_checkpoints() const { return needs_ckpt_; }
-  bool holds_cells() const { return kv_shared_; }
   // Saves the end-only parts of sequence `seq`, which has decoded exactly the path to n, as n's
   // checkpoint (replacing n's own), then applies the limits. Failures are logged and ignored.
   void set_checkpoint(Node* n, int seq);
@@ -130,7 +129,6 @@ class PrefixCache {
   // Cells held only by unlocked nodes: what evict() could free now.
   int evictable() const { return evictable_; }
   int n_cached_tokens() const { return n_tokens_; }
-  int n_nodes() const { return n_nodes_; }
   int n_leaves() const;
   int first_seq() const { return first_seq_; }
   int n_seqs() const { return n_seqs_; }

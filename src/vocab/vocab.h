@@ -137,7 +137,6 @@ class Vocab {
   bool is_unknown(int32_t id) const { return token_attr(id) & kAttrUnknown; }
   bool is_unused(int32_t id) const { return token_attr(id) & kAttrUnused; }
   bool is_eog(int32_t id) const;
-  const std::vector<int32_t>& eog_ids() const { return eog_ids_; }
 
   // Id of the token with exactly this text, or kNoToken.
   int32_t text_to_token(std::string_view text) const;
