@@ -124,11 +124,16 @@ test('parallel: status snapshots and subscriptions', async () => {
   try {
     await ctx.parallel.enable({ n_parallel: 2 });
     assert.deepEqual(ctx.parallel.getStatus(), { n_parallel: 2, active_slots: 0, queued_requests: 0, requests: [] });
+    // No fixed sleeps: stories260K writes a thousand tokens in a fraction of a second on a quiet
+    // machine, so the snapshot is taken at the first streamed token, and the first subscription
+    // update is polled for (its timer is unref'd: it alone does not keep the event loop alive).
     const updates = [];
     const sub = ctx.parallel.subscribeToStatus((s) => updates.push(s));
-    const req = await ctx.parallel.completion({ prompt: 'Hello world', max_tokens: 2000, ignore_eos: true });
-    await new Promise((r) => setTimeout(r, 300));
-    const s = ctx.parallel.getStatus();
+    while (updates.length === 0) await new Promise((r) => setTimeout(r, 20));
+    let snapshot;
+    const taken = new Promise((r) => (snapshot = r));
+    const req = await ctx.parallel.completion({ prompt: 'Hello world', max_tokens: 2000, ignore_eos: true }, () => snapshot(ctx.parallel.getStatus()));
+    const s = await taken;
     assert.equal(s.requests.length, 1);
     const q = s.requests[0];
     assert.equal(q.request_id, req.requestId);
