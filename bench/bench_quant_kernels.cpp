@@ -38,12 +38,10 @@ void vec_dot_speed() {
       (void)sink;
       return double(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count()) / iters;
     };
-    const double simd = time_ns([](TensorType tt, int64_t nn, const void* ww, const void* aa) {
-      return vec_dot(tt, nn, ww, aa);
-    });
-    const double scalar = time_ns([](TensorType tt, int64_t nn, const void* ww, const void* aa) {
-      return ref::vec_dot(tt, nn, ww, aa);
-    });
+    const double simd =
+        time_ns([](TensorType tt, int64_t nn, const void* ww, const void* aa) { return vec_dot(tt, nn, ww, aa); });
+    const double scalar =
+        time_ns([](TensorType tt, int64_t nn, const void* ww, const void* aa) { return ref::vec_dot(tt, nn, ww, aa); });
     std::vector<float> out(static_cast<size_t>(n));
     const double deq_simd = time_ns([&](TensorType tt, int64_t nn, const void* ww, const void*) {
       dequantize_row(tt, ww, out.data(), nn);
@@ -108,9 +106,7 @@ void kernel_set_speed() {
 #if defined(__x86_64__)
     if (cpu_features().has_avx2_set()) std::printf("  avx2 %8.1f ns", run(0));
 #endif
-    for_each_hwy_target([&](const std::string& target) {
-      std::printf("  hwy:%s %8.1f ns", target.c_str(), run(1));
-    });
+    for_each_hwy_target([&](const std::string& target) { std::printf("  hwy:%s %8.1f ns", target.c_str(), run(1)); });
     std::printf("\n");
   };
   for (TensorType t : every_supported_type()) {

@@ -50,7 +50,8 @@ void BM_Greedy32k(benchmark::State& state) {
 BENCHMARK(BM_Greedy32k)->Unit(benchmark::kMicrosecond);
 
 void BM_GrammarFullVocabInsideString32k(benchmark::State& state) {
-  auto gbnf = loom::json_schema_to_grammar(R"({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]})");
+  auto gbnf = loom::json_schema_to_grammar(
+      R"({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]})");
   auto g = loom::Grammar::parse(*gbnf);
   auto v = std::make_shared<loom::GrammarVocab>();
   std::mt19937 rng(5);

@@ -26,9 +26,7 @@ using namespace loom;
 
 namespace {
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 int arg_int(int argc, char** argv, const char* name, int def) {
   for (int i = 1; i + 1 < argc; ++i)
@@ -115,7 +113,8 @@ double run_sched(std::shared_ptr<const Model> model, const std::vector<int32_t>&
 
 int main(int argc, char** argv) {
   if (argc < 2 || argv[1][0] == '-') {
-    std::fprintf(stderr, "usage: loom_bench_scheduler MODEL.gguf [--threads 2] [--tokens 256] [--reps 3] [--ctx 2048] [--slots 1]\n");
+    std::fprintf(
+        stderr, "usage: loom_bench_scheduler MODEL.gguf [--threads 2] [--tokens 256] [--reps 3] [--ctx 2048] [--slots 1]\n");
     return 2;
   }
   const int threads = arg_int(argc, argv, "--threads", 2), tokens = arg_int(argc, argv, "--tokens", 256),
@@ -126,8 +125,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", model.status().message().c_str());
     return 1;
   }
-  const auto prompt =
-      (*model)->vocab().tokenize("Once upon a time, there was a little girl who lived in a village near the forest.", true, false);
+  const auto prompt = (*model)->vocab().tokenize(
+      "Once upon a time, there was a little girl who lived in a village near the forest.", true, false);
   std::vector<double> a, b;
   for (int r = 0; r < reps; ++r) {
     a.push_back(run_loop(*model, prompt, tokens, threads, n_ctx));
@@ -139,7 +138,7 @@ int main(int argc, char** argv) {
     return v[v.size() / 2];
   };
   const double bytes = double((*model)->decode_weight_bytes());
-  std::printf("median: loop %.1f tok/s (%.2f GB/s), scheduler %.1f tok/s (%.2f GB/s): %.3fx\n", med(a),
-              med(a) * bytes / 1e9, med(b), med(b) * bytes / 1e9, med(b) / med(a));
+  std::printf("median: loop %.1f tok/s (%.2f GB/s), scheduler %.1f tok/s (%.2f GB/s): %.3fx\n", med(a), med(a) * bytes / 1e9,
+              med(b), med(b) * bytes / 1e9, med(b) / med(a));
   return 0;
 }

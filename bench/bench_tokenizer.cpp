@@ -66,7 +66,7 @@ struct Lcg {
 };
 
 // Syllables of the generated words: Latin, Cyrillic, Greek, and CJK characters (one per syllable).
-const char* const kLatin[] = {"ka", "lo", "mi", "ne", "ru", "sa", "to", "vi", "el", "an", "or",
+const char* const kLatin[] = {"ka", "lo", "mi", "ne", "ru",  "sa",  "to", "vi", "el",  "an",  "or",
                               "is", "qu", "th", "ch", "str", "ing", "ed", "er", "pre", "con", "ly"};
 const char* const kCyrillic[] = {"ма", "ро", "ви", "ка", "не", "ст", "до", "ль"};
 const char* const kGreek[] = {"λο", "γο", "κα", "θε", "μα"};
@@ -240,8 +240,8 @@ int main(int argc, char** argv) {
     results.push_back(std::move(r));
     if (!opt.json) {
       const Result& x = results.back();
-      std::printf("%-26s %-4s %8zu tokens %8.4f s %10.0f tokens/s %7.2f MB/s   warm %10.0f tokens/s\n",
-                  x.name.c_str(), x.type.c_str(), x.n_tokens, x.median_s, double(x.n_tokens) / x.median_s,
+      std::printf("%-26s %-4s %8zu tokens %8.4f s %10.0f tokens/s %7.2f MB/s   warm %10.0f tokens/s\n", x.name.c_str(),
+                  x.type.c_str(), x.n_tokens, x.median_s, double(x.n_tokens) / x.median_s,
                   double(text.size()) / 1e6 / x.median_s, double(x.n_tokens) / x.warm_median_s);
       std::fflush(stdout);
     }
@@ -253,10 +253,11 @@ int main(int argc, char** argv) {
                 text.size(), fnv1a(text), opt.reps);
     for (size_t i = 0; i < results.size(); ++i) {
       const Result& x = results[i];
-      std::printf("%s\n  {\"name\": \"%s\", \"type\": \"%s\", \"n_tokens\": %zu, \"seconds\": %.6f, "
-                  "\"tokens_per_s\": %.1f, \"mb_per_s\": %.3f, \"runs_s\": [",
-                  i ? "," : "", x.name.c_str(), x.type.c_str(), x.n_tokens, x.median_s,
-                  double(x.n_tokens) / x.median_s, double(text.size()) / 1e6 / x.median_s);
+      std::printf(
+          "%s\n  {\"name\": \"%s\", \"type\": \"%s\", \"n_tokens\": %zu, \"seconds\": %.6f, "
+          "\"tokens_per_s\": %.1f, \"mb_per_s\": %.3f, \"runs_s\": [",
+          i ? "," : "", x.name.c_str(), x.type.c_str(), x.n_tokens, x.median_s, double(x.n_tokens) / x.median_s,
+          double(text.size()) / 1e6 / x.median_s);
       for (size_t k = 0; k < x.runs_s.size(); ++k) std::printf("%s%.6f", k ? ", " : "", x.runs_s[k]);
       std::printf("], \"tokens_per_s_warm\": %.1f, \"runs_warm_s\": [", double(x.n_tokens) / x.warm_median_s);
       for (size_t k = 0; k < x.warm_runs_s.size(); ++k) std::printf("%s%.6f", k ? ", " : "", x.warm_runs_s[k]);
@@ -264,7 +265,8 @@ int main(int argc, char** argv) {
     }
     std::printf("\n]}\n");
   } else {
-    std::printf("text: %zu bytes (fnv1a %016" PRIx64 "), median of %d runs after a warm-up; tokens/s and MB/s\n"
+    std::printf("text: %zu bytes (fnv1a %016" PRIx64
+                "), median of %d runs after a warm-up; tokens/s and MB/s\n"
                 "on a freshly loaded vocab, warm = a second run on it (BPE word cache filled)\n",
                 text.size(), fnv1a(text), opt.reps);
   }

@@ -45,11 +45,10 @@ using loom::TensorType;
 namespace quant = loom::quant;
 
 // Every type quant::is_supported() accepts in this build is benchmarked (see main()).
-constexpr TensorType kCandidates[] = {
-    TensorType::F32,  TensorType::F16,  TensorType::BF16, TensorType::Q4_0, TensorType::Q4_1,
-    TensorType::Q5_0, TensorType::Q5_1, TensorType::Q8_0, TensorType::IQ4_NL, TensorType::Q2_K,
-    TensorType::Q3_K, TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K, TensorType::IQ4_XS,
-    TensorType::MXFP4};
+constexpr TensorType kCandidates[] = {TensorType::F32,    TensorType::F16,  TensorType::BF16,   TensorType::Q4_0,
+                                      TensorType::Q4_1,   TensorType::Q5_0, TensorType::Q5_1,   TensorType::Q8_0,
+                                      TensorType::IQ4_NL, TensorType::Q2_K, TensorType::Q3_K,   TensorType::Q4_K,
+                                      TensorType::Q5_K,   TensorType::Q6_K, TensorType::IQ4_XS, TensorType::MXFP4};
 
 std::vector<float> random_floats(size_t n, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -152,7 +151,8 @@ struct AttnBench {
     // One layer of random rows, copied to every layer (copies read like distinct data).
     const std::vector<float> f = random_floats(size_t(n_kv) * kHeadKv * kDim, 6);
     std::vector<uint8_t> layer(layer_bytes);
-    for (int c = 0; c < n_kv * kHeadKv; ++c) quant::quantize_row(t, f.data() + size_t(c) * kDim, layer.data() + size_t(c) * head, kDim);
+    for (int c = 0; c < n_kv * kHeadKv; ++c)
+      quant::quantize_row(t, f.data() + size_t(c) * kDim, layer.data() + size_t(c) * head, kDim);
     k.resize(layer_bytes * size_t(n_layers));
     v.resize(k.size());
     for (int l = 0; l < n_layers; ++l) {
@@ -237,11 +237,18 @@ int main(int argc, char** argv) {
     benchmark::RegisterBenchmark(("BM_vec_dot_ref/" + name).c_str(), BM_vec_dot_ref, t)->Arg(4096);
     benchmark::RegisterBenchmark(("BM_quantize_act/" + name).c_str(), BM_quantize_act, t)->Arg(4096);
     benchmark::RegisterBenchmark(("BM_matmul/" + name).c_str(), BM_matmul, t)
-        ->Arg(1)->Arg(32)->Unit(benchmark::kMillisecond);
-    benchmark::RegisterBenchmark(("BM_matmul_k1024/" + name).c_str(), BM_matmul_k1024, t)->Arg(1)->Unit(benchmark::kMicrosecond);
+        ->Arg(1)
+        ->Arg(32)
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark(("BM_matmul_k1024/" + name).c_str(), BM_matmul_k1024, t)
+        ->Arg(1)
+        ->Unit(benchmark::kMicrosecond);
     if (quant::can_pack(t) && quant::packed_kernels_available(t)) {
       benchmark::RegisterBenchmark(("BM_matmul_packed/" + name).c_str(), BM_matmul_packed, t)
-          ->Arg(1)->Arg(32)->Arg(512)->Unit(benchmark::kMillisecond);
+          ->Arg(1)
+          ->Arg(32)
+          ->Arg(512)
+          ->Unit(benchmark::kMillisecond);
     }
   }
   for (TensorType t : {TensorType::F16, TensorType::Q8_0, TensorType::F32}) {

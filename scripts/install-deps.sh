@@ -6,6 +6,7 @@ pkgs=(build-essential cmake pkg-config libgtest-dev libgmock-dev libbenchmark-de
       nlohmann-json3-dev libcli11-dev libpcre2-dev libhwy-dev python3-numpy nginx curl
       clang libclang-rt-dev  # clang + libFuzzer: scripts/fuzz.sh
       clang-tidy-14  # scripts/tidy-changed.sh (Debian 12's clang-tidy, pinned: checks differ by version)
+      clang-format-14  # scripts/check-format.sh (pinned: versions format differently)
       dpkg-dev file)  # cpack -G DEB: dpkg-shlibdeps and file find the .deb's dependencies
 # Node.js runs the server's end-to-end tests (and the Node binding); use the one on PATH if any.
 # The Node binding (bindings/node) compiles against Node's C headers (node_api.h): next to the node

@@ -27,8 +27,8 @@ std::string shared_dir() {
   }
   fs::path p = fs::path(LOOM_SOURCE_DIR) / ".." / "shared";
   if (fs::is_directory(p)) return fs::canonical(p).string();
-  ADD_FAILURE() << "shared test data not found: set LOOM_SHARED to the shared folder or place it at "
-                << p.string() << " (it holds models/ and golden/)";
+  ADD_FAILURE() << "shared test data not found: set LOOM_SHARED to the shared folder or place it at " << p.string()
+                << " (it holds models/ and golden/)";
   return "";
 }
 
@@ -130,7 +130,10 @@ RunResult run_loom(const std::string& args, const std::string& stdin_text) {
 
 std::vector<uint8_t> read_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
-  if (!f) { ADD_FAILURE() << "cannot read " << path; return {}; }
+  if (!f) {
+    ADD_FAILURE() << "cannot read " << path;
+    return {};
+  }
   return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), {});
 }
 

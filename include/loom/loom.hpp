@@ -60,13 +60,22 @@ class Error : public std::runtime_error {
 template <typename T>
 class Expected {
  public:
-  Expected(T v) : v_(std::move(v)) {}                     // NOLINT: implicit, as std::expected
-  Expected(Status s) : v_(std::move(s)) {}                // NOLINT
+  Expected(T v) : v_(std::move(v)) {}       // NOLINT: implicit, as std::expected
+  Expected(Status s) : v_(std::move(s)) {}  // NOLINT
   bool has_value() const { return v_.index() == 0; }
   explicit operator bool() const { return has_value(); }
-  T& value() & { check(); return std::get<0>(v_); }
-  T&& value() && { check(); return std::move(std::get<0>(v_)); }
-  const T& value() const& { check(); return std::get<0>(v_); }
+  T& value() & {
+    check();
+    return std::get<0>(v_);
+  }
+  T&& value() && {
+    check();
+    return std::move(std::get<0>(v_));
+  }
+  const T& value() const& {
+    check();
+    return std::get<0>(v_);
+  }
   T* operator->() { return &value(); }
   T& operator*() { return value(); }
   const Status& status() const {
@@ -167,8 +176,8 @@ class Model {
   // A reranker's (query, document) input (loom_tokenize_rerank).
   Expected<std::vector<Token>> tokenize_rerank(const std::string& query, const std::string& document) const {
     return detail_tokens(query.size() + document.size() + 8, [&](Token* ids, int32_t cap) {
-      return loom_tokenize_rerank(handle(), query.data(), int32_t(query.size()), document.data(),
-                                  int32_t(document.size()), ids, cap);
+      return loom_tokenize_rerank(handle(), query.data(), int32_t(query.size()), document.data(), int32_t(document.size()),
+                                  ids, cap);
     });
   }
   // Runs a size-negotiating token function (internal helper).
@@ -184,12 +193,15 @@ class Model {
     ids.resize(size_t(n));
     return ids;
   }
-  Expected<std::string> detokenize(const std::vector<Token>& ids, bool remove_special = false, bool unparse_special = false) const {
+  Expected<std::string> detokenize(const std::vector<Token>& ids, bool remove_special = false,
+                                   bool unparse_special = false) const {
     std::string out(ids.size() * 8 + 16, '\0');
-    int32_t n = loom_detokenize(handle(), ids.data(), int32_t(ids.size()), out.data(), int32_t(out.size()), remove_special, unparse_special);
+    int32_t n = loom_detokenize(handle(), ids.data(), int32_t(ids.size()), out.data(), int32_t(out.size()), remove_special,
+                                unparse_special);
     if (n < 0 && n != LOOM_SIZE_ERROR) {
       out.resize(size_t(-n));
-      n = loom_detokenize(handle(), ids.data(), int32_t(ids.size()), out.data(), int32_t(out.size()), remove_special, unparse_special);
+      n = loom_detokenize(handle(), ids.data(), int32_t(ids.size()), out.data(), int32_t(out.size()), remove_special,
+                          unparse_special);
     }
     if (n < 0) return Status::last(LOOM_ERR_INVALID_ARGUMENT);
     out.resize(size_t(n));
@@ -214,8 +226,8 @@ class Model {
   }
   // Renders messages (a JSON array) and returns the prompt text.
   Expected<std::string> apply_chat_template(const std::string& messages_json, bool add_generation_prompt = true) const {
-    auto f = chat_format("{\"messages\": " + messages_json + ", \"add_generation_prompt\": " +
-                         (add_generation_prompt ? "true" : "false") + "}");
+    auto f = chat_format("{\"messages\": " + messages_json +
+                         ", \"add_generation_prompt\": " + (add_generation_prompt ? "true" : "false") + "}");
     if (!f) return f.status();
     return json_string_field(*f, "prompt");
   }
@@ -287,7 +299,8 @@ class Model {
 
 class Batch {
  public:
-  explicit Batch(int32_t capacity, int32_t n_seq_max = 1) : b_(loom_batch_init(capacity, 0, n_seq_max)), cap_(capacity), n_seq_max_(n_seq_max) {}
+  explicit Batch(int32_t capacity, int32_t n_seq_max = 1)
+      : b_(loom_batch_init(capacity, 0, n_seq_max)), cap_(capacity), n_seq_max_(n_seq_max) {}
   ~Batch() { loom_batch_free(&b_); }
   Batch(const Batch&) = delete;
   Batch& operator=(const Batch&) = delete;
@@ -385,7 +398,9 @@ class Context {
 
   void kv_clear() { loom_kv_clear(handle()); }
   Status seq_rm(int32_t seq, int32_t p0 = -1, int32_t p1 = -1) { return code(loom_kv_seq_rm(handle(), seq, p0, p1)); }
-  Status seq_cp(int32_t src, int32_t dst, int32_t p0 = -1, int32_t p1 = -1) { return code(loom_kv_seq_cp(handle(), src, dst, p0, p1)); }
+  Status seq_cp(int32_t src, int32_t dst, int32_t p0 = -1, int32_t p1 = -1) {
+    return code(loom_kv_seq_cp(handle(), src, dst, p0, p1));
+  }
   Status seq_keep(int32_t seq) { return code(loom_kv_seq_keep(handle(), seq)); }
   Status save_state(const std::string& path, const std::vector<Token>& tokens) const {
     return code(loom_state_save_file(handle(), path.c_str(), tokens.data(), tokens.size()));
@@ -396,7 +411,8 @@ class Context {
   static Status code(int32_t rc) { return rc == LOOM_OK ? Status::ok() : Status::last(rc); }
   static Status result(int32_t rc) {
     if (rc == LOOM_DECODE_OK) return Status::ok();
-    if (rc > 0) return Status(rc == LOOM_DECODE_NO_KV_SLOT ? LOOM_ERR_RESOURCE_EXHAUSTED : LOOM_ERR_ABORTED, loom_last_error());
+    if (rc > 0)
+      return Status(rc == LOOM_DECODE_NO_KV_SLOT ? LOOM_ERR_RESOURCE_EXHAUSTED : LOOM_ERR_ABORTED, loom_last_error());
     return Status::last(rc == LOOM_DECODE_INVALID ? LOOM_ERR_INVALID_ARGUMENT : LOOM_ERR_INTERNAL);
   }
   std::shared_ptr<loom_context> c_;
@@ -534,9 +550,9 @@ inline Expected<SpecRound> speculative_round(Context& ctx, int32_t seq, const st
   r.tokens.resize(draft.size() + 1);
   r.drafted = int32_t(draft.size());
   int32_t n_out = 0;
-  const int32_t rc = loom_speculative_round(ctx.handle(), seq, history.data(), int32_t(history.size()), draft.data(),
-                                            int32_t(draft.size()), trampoline, &call, r.tokens.data(), &n_out,
-                                            &r.accepted, &r.stopped);
+  const int32_t rc =
+      loom_speculative_round(ctx.handle(), seq, history.data(), int32_t(history.size()), draft.data(), int32_t(draft.size()),
+                             trampoline, &call, r.tokens.data(), &n_out, &r.accepted, &r.stopped);
   if (rc != LOOM_OK) return call.error.is_ok() ? Status::last(rc) : call.error;
   r.tokens.resize(size_t(n_out));
   return r;
@@ -555,7 +571,8 @@ inline Expected<std::string> gguf_describe(const std::string& path) {
 inline Expected<std::string> render_template(const std::string& source, const std::string& context_json,
                                              int64_t now_unix = -1, bool lenient = false) {
   return Model::detail_json([&](char* b, size_t n) {
-    return loom_template_render_ext(source.c_str(), context_json.c_str(), now_unix, lenient ? LOOM_TEMPLATE_LENIENT : 0u, b, n);
+    return loom_template_render_ext(source.c_str(), context_json.c_str(), now_unix, lenient ? LOOM_TEMPLATE_LENIENT : 0u, b,
+                                    n);
   });
 }
 inline std::string quantize_types() {
@@ -571,8 +588,7 @@ inline Expected<std::string> quantize(const std::string& input, const std::strin
   loom_quantize_progress_callback cb = nullptr;
   if (p) cb = [](const char* j, void* u) { (*static_cast<const std::function<void(const std::string&)>*>(u))(j); };
   const int32_t rc = loom_model_quantize(input.c_str(), output.c_str(), params_json.c_str(), cb,
-                                         const_cast<std::function<void(const std::string&)>*>(p), summary,
-                                         sizeof summary);
+                                         const_cast<std::function<void(const std::string&)>*>(p), summary, sizeof summary);
   if (rc != LOOM_OK) return Status::last(rc);
   return std::string(summary);
 }
@@ -614,8 +630,8 @@ class Scheduler {
   // draft model (may be null) its options too.
   static Expected<Scheduler> create_ext(const Model& model, const SchedulerParams& params, const Model* draft,
                                         const std::string& options_json) {
-    loom_scheduler* s = loom_scheduler_new_ext(model.handle(), &params.p, draft ? draft->handle() : nullptr,
-                                               options_json.c_str());
+    loom_scheduler* s =
+        loom_scheduler_new_ext(model.handle(), &params.p, draft ? draft->handle() : nullptr, options_json.c_str());
     if (!s) return Status::last(LOOM_ERR_INVALID_ARGUMENT);
     return Scheduler(s);
   }

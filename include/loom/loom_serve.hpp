@@ -28,9 +28,9 @@ struct GenerationOptions {
 // What a request became once checked (loom_scheduler_submit_ext's info_buf, typed).
 struct GenerationInfo {
   int64_t prompt_tokens = 0;
-  int32_t n = 1;           // choices
+  int32_t n = 1;  // choices
   int32_t max_tokens = -1;
-  uint64_t seed = 0;       // the one drawn when the request gave none
+  uint64_t seed = 0;  // the one drawn when the request gave none
   bool logprobs = false;
   int32_t top_logprobs = 0;
   bool chat = false;
@@ -51,8 +51,8 @@ struct GenerationEvent {
   int32_t kind = LOOM_EVENT_TOKEN;
   uint64_t request_id = 0;
   int32_t choice = 0;
-  int32_t token = -1;   // TOKEN: the token; ERROR: the status (LOOM_ERR_*)
-  std::string text;     // TOKEN: the text that became final with it; FINISH: the rest; ERROR: the message
+  int32_t token = -1;  // TOKEN: the token; ERROR: the status (LOOM_ERR_*)
+  std::string text;    // TOKEN: the text that became final with it; FINISH: the rest; ERROR: the message
 
   // TOKEN, when the request asked for logprobs.
   bool has_logprob = false;
@@ -64,13 +64,14 @@ struct GenerationEvent {
   // chat deltas this event adds ({"reasoning_content"}, {"content"} or {"tool_calls": [...]}).
   bool has_message = false;
   std::string content, reasoning_content;
-  nlohmann::ordered_json tool_calls = nlohmann::ordered_json::array();  // [{"id", "type", "function": {"name", "arguments"}}]
+  nlohmann::ordered_json tool_calls =
+      nlohmann::ordered_json::array();  // [{"id", "type", "function": {"name", "arguments"}}]
   std::vector<nlohmann::ordered_json> deltas;
 
   // FINISH
-  std::string reason;      // "stop" | "length" | "cancelled"
-  std::string stop_word;   // the stop string that matched ("" otherwise)
-  std::string all_text;    // the choice's whole text
+  std::string reason;         // "stop" | "length" | "cancelled"
+  std::string stop_word;      // the stop string that matched ("" otherwise)
+  std::string all_text;       // the choice's whole text
   std::vector<Token> tokens;  // the choice's generated tokens
 
   // DONE: usage and llama-server's timings (milliseconds).

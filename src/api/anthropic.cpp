@@ -173,10 +173,8 @@ void convert_message(const json& msg, const std::string& mp, json& out) {
   }
   if (parts.empty() && tool_calls.empty() && !has_reasoning) return;  // nothing left (llama-server)
   json m{{"role", "assistant"}};
-  if (!parts.empty())
-    m["content"] = std::move(parts);
-  else
-    m["content"] = "";
+  if (!parts.empty()) m["content"] = std::move(parts);
+  else m["content"] = "";
   if (!tool_calls.empty()) m["tool_calls"] = std::move(tool_calls);
   if (has_reasoning) m["reasoning_content"] = reasoning;
   out.push_back(std::move(m));
@@ -203,8 +201,8 @@ json convert_tools(const json& tools) {
     const json* schema = get(t, "input_schema");
     if (!schema) bad(dot(tp, "input_schema"), "required");
     as_object(*schema, dot(tp, "input_schema"));
-    out.push_back(json{{"type", "function"},
-                       {"function", {{"name", n}, {"description", description}, {"parameters", *schema}}}});
+    out.push_back(
+        json{{"type", "function"}, {"function", {{"name", n}, {"description", description}, {"parameters", *schema}}}});
   }
   return out;
 }
@@ -306,10 +304,26 @@ json translate(const json& body) {
   if (const json* md = get(body, "metadata")) as_object(*md, "metadata");
   // llama.cpp's own request fields (grammar, json_schema, seed, min_p, n_probs, ...) pass on, as
   // they do on /v1/responses; Anthropic's other fields stay behind.
-  static const char* const kAnthropicFields[] = {"model", "messages", "system", "max_tokens", "metadata", "stop_sequences",
-                                                 "stream", "temperature", "top_k", "top_p", "tools", "tool_choice", "thinking",
-                                                 "service_tier", "container", "mcp_servers", "context_management",
-                                                 "chat_template_kwargs", "betas", "output_format"};
+  static const char* const kAnthropicFields[] = {"model",
+                                                 "messages",
+                                                 "system",
+                                                 "max_tokens",
+                                                 "metadata",
+                                                 "stop_sequences",
+                                                 "stream",
+                                                 "temperature",
+                                                 "top_k",
+                                                 "top_p",
+                                                 "tools",
+                                                 "tool_choice",
+                                                 "thinking",
+                                                 "service_tier",
+                                                 "container",
+                                                 "mcp_servers",
+                                                 "context_management",
+                                                 "chat_template_kwargs",
+                                                 "betas",
+                                                 "output_format"};
   for (auto it = body.begin(); it != body.end(); ++it) {
     bool known = out.contains(it.key());
     for (const char* f : kAnthropicFields) known = known || it.key() == f;
@@ -526,11 +540,10 @@ std::vector<SseEvent> AnthropicStream::end(const ChatResult& r) {
   }
   close_block(out);
   ended_ = true;
-  out.push_back(event("message_delta",
-                      json{{"delta",
-                            {{"stop_reason", anthropic_stop_reason(r)},
-                             {"stop_sequence", r.stop_word.empty() ? json(nullptr) : json(r.stop_word)}}},
-                           {"usage", {{"output_tokens", r.completion_tokens}}}}));
+  out.push_back(event("message_delta", json{{"delta",
+                                             {{"stop_reason", anthropic_stop_reason(r)},
+                                              {"stop_sequence", r.stop_word.empty() ? json(nullptr) : json(r.stop_word)}}},
+                                            {"usage", {{"output_tokens", r.completion_tokens}}}}));
   out.push_back(event("message_stop", json::object()));
   return out;
 }

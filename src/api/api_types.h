@@ -50,8 +50,8 @@ struct SseEvent {
 
 // What one choice of a chat request produced, when it is done.
 struct ChatResult {
-  std::string id;     // the response id the server chose ("chatcmpl-...", "msg_...", "resp_...")
-  std::string model;  // the model alias
+  std::string id;       // the response id the server chose ("chatcmpl-...", "msg_...", "resp_...")
+  std::string model;    // the model alias
   int64_t created = 0;  // unix seconds
   // OpenAI's assistant message: {"role": "assistant", "content": string|null,
   // "reasoning_content"?: string, "tool_calls"?: [{"id", "type": "function", "function": {"name",

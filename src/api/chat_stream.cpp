@@ -48,15 +48,17 @@ std::vector<json> ChatStream::diff(const chat::ParsedMessage& now) {
     if (i < sent_calls_.size()) {
       chat::ToolCall& s = sent_calls_[i];
       if (c.name == s.name && c.arguments.size() > s.arguments.size() && extends(c.arguments, s.arguments)) {
-        out.push_back({{"tool_calls", json::array({{{"index", i}, {"function", {{"arguments", c.arguments.substr(s.arguments.size())}}}}})}});
+        out.push_back(
+            {{"tool_calls",
+              json::array({{{"index", i}, {"function", {{"arguments", c.arguments.substr(s.arguments.size())}}}}})}});
         s.arguments = c.arguments;
       }
       return;
     }
     out.push_back({{"tool_calls", json::array({{{"index", i},
-                                                 {"id", c.id},
-                                                 {"type", "function"},
-                                                 {"function", {{"name", c.name}, {"arguments", c.arguments}}}}})}});
+                                                {"id", c.id},
+                                                {"type", "function"},
+                                                {"function", {{"name", c.name}, {"arguments", c.arguments}}}}})}});
     sent_calls_.push_back(c);
   };
   for (size_t i = 0; i < now.tool_calls.size(); ++i) send(i, now.tool_calls[i]);

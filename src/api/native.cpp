@@ -51,8 +51,9 @@ size_t valid_utf8_prefix(const std::string& s) {
 json generation_settings(const json& body, uint64_t seed, bool stream) {
   namespace d = sampling_defaults;
   const json n_predict = pick(body, {"n_predict", "max_tokens"}, -1);
-  json samplers = pick(body, {"samplers"}, json::array({"penalties", "dry", "top_n_sigma", "top_k", "typ_p", "top_p", "min_p",
-                                                         "xtc", "temperature"}));
+  json samplers =
+      pick(body, {"samplers"},
+           json::array({"penalties", "dry", "top_n_sigma", "top_k", "typ_p", "top_p", "min_p", "xtc", "temperature"}));
   if (samplers.is_string()) {
     // llama-server also takes "penalties;top_k;..." — reported as the list it means.
     json list = json::array();

@@ -47,7 +47,7 @@ struct NativeFinal {
   bool truncated = false;
   std::string stop_type;  // "eos", "word", "limit" or "none" (native_stop_type)
   std::string stopping_word;
-  json timings;           // llama-server's timings object
+  json timings;                   // llama-server's timings object
   json completion_probabilities;  // null, or an array of token_probs (non-streamed only)
 };
 json native_final(const NativeFinal& f);

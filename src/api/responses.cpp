@@ -103,10 +103,8 @@ class InputBuilder {
       std::string text = reasoning_text(item, ip);
       if (text.empty()) return;
       json& m = assistant();
-      if (m.contains("reasoning_content"))
-        m["reasoning_content"] = m["reasoning_content"].get<std::string>() + "\n" + text;
-      else
-        m["reasoning_content"] = text;
+      if (m.contains("reasoning_content")) m["reasoning_content"] = m["reasoning_content"].get<std::string>() + "\n" + text;
+      else m["reasoning_content"] = text;
     } else if (type == "item_reference") {
       bad(ip + ".type", "item references are not supported: loom keeps no items; send the item itself");
     } else {
@@ -225,13 +223,33 @@ json convert_text_format(const json& text) {
 }
 
 bool is_responses_field(const std::string& k) {
-  static const char* const kFields[] = {
-      "model",        "input",          "instructions",     "tools",           "tool_choice",
-      "max_output_tokens", "temperature", "top_p",          "stream",          "parallel_tool_calls",
-      "reasoning",    "text",           "previous_response_id", "conversation", "background",
-      "store",        "metadata",       "include",          "truncation",      "service_tier",
-      "prompt_cache_key", "safety_identifier", "max_tool_calls", "top_logprobs", "stream_options",
-      "user",         "prompt"};
+  static const char* const kFields[] = {"model",
+                                        "input",
+                                        "instructions",
+                                        "tools",
+                                        "tool_choice",
+                                        "max_output_tokens",
+                                        "temperature",
+                                        "top_p",
+                                        "stream",
+                                        "parallel_tool_calls",
+                                        "reasoning",
+                                        "text",
+                                        "previous_response_id",
+                                        "conversation",
+                                        "background",
+                                        "store",
+                                        "metadata",
+                                        "include",
+                                        "truncation",
+                                        "service_tier",
+                                        "prompt_cache_key",
+                                        "safety_identifier",
+                                        "max_tool_calls",
+                                        "top_logprobs",
+                                        "stream_options",
+                                        "user",
+                                        "prompt"};
   return std::find(std::begin(kFields), std::end(kFields), k) != std::end(kFields);
 }
 
@@ -240,8 +258,7 @@ json translate(const json& body) {
   check_depth(body);
   if (const json* p = get(body, "previous_response_id")) {
     if (!as_string(*p, "previous_response_id").empty())
-      bad("previous_response_id",
-          "not supported: loom does not store responses; send the whole conversation in input");
+      bad("previous_response_id", "not supported: loom does not store responses; send the whole conversation in input");
   }
   if (const json* c = get(body, "conversation"))
     bad("conversation", std::string("not supported: loom does not store conversations (got ") + kind_of(*c) +
@@ -348,16 +365,20 @@ json text_output_part(const std::string& text) {
 json reasoning_item(const std::string& id, const std::string& text, const char* status) {
   json content = json::array();
   if (std::string(status) == "completed") content.push_back(json{{"type", "reasoning_text"}, {"text", text}});
-  return json{{"id", id},        {"type", "reasoning"}, {"summary", json::array()}, {"content", std::move(content)},
-              {"encrypted_content", ""}, {"status", status}};
+  return json{{"id", id},
+              {"type", "reasoning"},
+              {"summary", json::array()},
+              {"content", std::move(content)},
+              {"encrypted_content", ""},
+              {"status", status}};
 }
 json message_item(const std::string& id, json content, const char* status) {
   return json{{"id", id}, {"type", "message"}, {"status", status}, {"role", "assistant"}, {"content", std::move(content)}};
 }
 json call_item(const std::string& id, const std::string& call_id, const std::string& name, const std::string& args,
                const char* status) {
-  return json{{"id", id},           {"type", "function_call"}, {"status", status},
-              {"arguments", args},  {"call_id", call_id},      {"name", name}};
+  return json{{"id", id},          {"type", "function_call"}, {"status", status},
+              {"arguments", args}, {"call_id", call_id},      {"name", name}};
 }
 
 json usage_of(const ChatResult& r) {
@@ -367,8 +388,7 @@ json usage_of(const ChatResult& r) {
               {"input_tokens_details", {{"cached_tokens", r.cached_tokens}}}};
 }
 
-json final_response(const std::string& id, const std::string& model, int64_t created_at, json output,
-                    const ChatResult& r) {
+json final_response(const std::string& id, const std::string& model, int64_t created_at, json output, const ChatResult& r) {
   const bool incomplete = r.finish_reason == "length";
   json res{{"id", id},
            {"object", "response"},
@@ -404,8 +424,8 @@ json responses_response(const ChatResult& r) {
         const std::string* name = string_at(fn, "name");
         const std::string* args = string_at(fn, "arguments");
         std::string call_id = id ? *id : "";
-        output.push_back(call_item(call_item_id(call_id, base, k), call_id, name ? *name : "", args ? *args : "",
-                                   "completed"));
+        output.push_back(
+            call_item(call_item_id(call_id, base, k), call_id, name ? *name : "", args ? *args : "", "completed"));
       }
     }
   }
@@ -428,8 +448,8 @@ SseEvent ResponsesStream::make(const char* name, json fields) {
 }
 
 json ResponsesStream::response_object(const char* status) const {
-  return json{{"id", id_},         {"object", "response"}, {"created_at", created_at_},
-              {"status", status},  {"model", model_},      {"output", json::array()}};
+  return json{{"id", id_},        {"object", "response"}, {"created_at", created_at_},
+              {"status", status}, {"model", model_},      {"output", json::array()}};
 }
 
 std::vector<SseEvent> ResponsesStream::begin() {
@@ -458,13 +478,12 @@ void ResponsesStream::close_item(std::vector<SseEvent>& out) {
   const std::string id = item_["id"].get<std::string>();
   json done;
   if (open_ == Kind::kMessage) {
-    out.push_back(make("response.output_text.done", json{{"item_id", id},
-                                                         {"output_index", index},
-                                                         {"content_index", 0},
-                                                         {"text", text_},
-                                                         {"logprobs", json::array()}}));
-    out.push_back(make("response.content_part.done",
-                       json{{"item_id", id}, {"output_index", index}, {"content_index", 0}, {"part", text_output_part(text_)}}));
+    out.push_back(make(
+        "response.output_text.done",
+        json{{"item_id", id}, {"output_index", index}, {"content_index", 0}, {"text", text_}, {"logprobs", json::array()}}));
+    out.push_back(
+        make("response.content_part.done",
+             json{{"item_id", id}, {"output_index", index}, {"content_index", 0}, {"part", text_output_part(text_)}}));
     done = message_item(id, json::array({text_output_part(text_)}), "completed");
   } else if (open_ == Kind::kReasoning) {
     out.push_back(make("response.reasoning_text.done",
@@ -490,8 +509,9 @@ void ResponsesStream::on_reasoning(std::vector<SseEvent>& out, const std::string
     open_item(out, Kind::kReasoning, reasoning_item(nth_id("rs_", id_base(id_), n_reasoning_++), "", "in_progress"));
   text_ += text;
   reasoning_ += text;
-  out.push_back(make("response.reasoning_text.delta",
-                     json{{"item_id", item_["id"]}, {"output_index", output_.size()}, {"content_index", 0}, {"delta", text}}));
+  out.push_back(
+      make("response.reasoning_text.delta",
+           json{{"item_id", item_["id"]}, {"output_index", output_.size()}, {"content_index", 0}, {"delta", text}}));
 }
 
 void ResponsesStream::on_text(std::vector<SseEvent>& out, const std::string& text) {

@@ -129,8 +129,8 @@ class ResponsesStream : private DeltaStream {
   int64_t seq_ = 0;
   json output_ = json::array();  // the items closed so far, complete
   Kind open_ = Kind::kNone;
-  json item_;                    // the open item (as output_item.added sent it)
-  std::string text_;             // the open item's text or arguments so far
+  json item_;         // the open item (as output_item.added sent it)
+  std::string text_;  // the open item's text or arguments so far
   int64_t open_tool_ = -1;
   int n_messages_ = 0, n_reasoning_ = 0;
   struct Call {

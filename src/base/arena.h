@@ -23,7 +23,9 @@ class Arena {
   // nullptr when the arena is too small: a sizing bug, callers assert on it.
   void* allocate(size_t bytes);
   template <typename T>
-  T* alloc(size_t count) { return static_cast<T*>(allocate(count * sizeof(T))); }
+  T* alloc(size_t count) {
+    return static_cast<T*>(allocate(count * sizeof(T)));
+  }
 
   size_t capacity() const { return capacity_; }
   size_t used() const { return used_; }
@@ -33,7 +35,9 @@ class Arena {
   static size_t padded(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 
  private:
-  struct Free { void operator()(uint8_t* p) const; };
+  struct Free {
+    void operator()(uint8_t* p) const;
+  };
   std::unique_ptr<uint8_t, Free> base_;
   size_t capacity_ = 0;
   size_t used_ = 0;

@@ -103,10 +103,10 @@ CpuFeatures detect_arm64() {
   // Linux and Android (bionic has getauxval since API 18).
   const unsigned long hwcap = getauxval(AT_HWCAP);
   const unsigned long hwcap2 = getauxval(AT_HWCAP2);
-  f.neon_fp16 = hwcap & (1ul << 10);      // HWCAP_ASIMDHP
-  f.neon_dotprod = hwcap & (1ul << 20);   // HWCAP_ASIMDDP
-  f.sve = hwcap & (1ul << 22);            // HWCAP_SVE
-  f.neon_i8mm = hwcap2 & (1ul << 13);     // HWCAP2_I8MM
+  f.neon_fp16 = hwcap & (1ul << 10);     // HWCAP_ASIMDHP
+  f.neon_dotprod = hwcap & (1ul << 20);  // HWCAP_ASIMDDP
+  f.sve = hwcap & (1ul << 22);           // HWCAP_SVE
+  f.neon_i8mm = hwcap2 & (1ul << 13);    // HWCAP2_I8MM
 #elif defined(__APPLE__)
   f.neon_fp16 = apple_feature("hw.optional.arm.FEAT_FP16") || apple_feature("hw.optional.neon_fp16");
   f.neon_dotprod = apple_feature("hw.optional.arm.FEAT_DotProd");

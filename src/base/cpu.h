@@ -22,19 +22,17 @@ struct CpuFeatures {
   bool avx512f = false;
   bool avx512bw = false;
   bool avx512vl = false;
-  bool avx512vnni = false;  // VPDPBUSD on 512-bit registers (EVEX)
-  bool avx_vnni = false;    // VPDPBUSD on 256-bit registers (VEX, Alder Lake / Sapphire Rapids on)
-  bool zmm_enabled = false; // the OS saves the AVX-512 register state (XCR0 bits 5-7)
+  bool avx512vnni = false;   // VPDPBUSD on 512-bit registers (EVEX)
+  bool avx_vnni = false;     // VPDPBUSD on 256-bit registers (VEX, Alder Lake / Sapphire Rapids on)
+  bool zmm_enabled = false;  // the OS saves the AVX-512 register state (XCR0 bits 5-7)
   // AMX tiles with int8 dot products, and the kernel granted this process the tile state
   // (Linux arch_prctl ARCH_REQ_XCOMP_PERM, requested once at detection).
   bool amx_int8 = false;
-  bool amx_bf16 = false;     // AMX tiles with bf16 dot products (same permission as amx_int8)
+  bool amx_bf16 = false;  // AMX tiles with bf16 dot products (same permission as amx_int8)
   // True when the AVX2 kernel set (AVX2 + FMA + F16C) may run.
   bool has_avx2_set() const { return avx2 && fma && f16c; }
   // The 512-bit int8 kernel set: AVX-512 F/BW/VL + VNNI on top of the AVX2 set.
-  bool has_avx512_vnni_set() const {
-    return has_avx2_set() && zmm_enabled && avx512f && avx512bw && avx512vl && avx512vnni;
-  }
+  bool has_avx512_vnni_set() const { return has_avx2_set() && zmm_enabled && avx512f && avx512bw && avx512vl && avx512vnni; }
   // The 256-bit int8 kernel set: AVX2 set + AVX-VNNI.
   bool has_avx_vnni_set() const { return has_avx2_set() && avx_vnni; }
   // AMX-INT8 plus the AVX-512 set its kernels use around the tile instructions.

@@ -17,8 +17,8 @@ Status write_file_atomic(const std::string& path, std::span<const uint8_t> data,
   const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter.fetch_add(1));
   FILE* f = std::fopen(tmp.c_str(), "wb");
   if (!f) return io_error(std::string("cannot write ") + what + " " + tmp + ": " + std::strerror(errno));
-  const bool ok = std::fwrite(data.data(), 1, data.size(), f) == data.size() && std::fflush(f) == 0 &&
-                  ::fsync(::fileno(f)) == 0;
+  const bool ok =
+      std::fwrite(data.data(), 1, data.size(), f) == data.size() && std::fflush(f) == 0 && ::fsync(::fileno(f)) == 0;
   const int err = errno;
   const bool closed = std::fclose(f) == 0;
   if (!ok || !closed || std::rename(tmp.c_str(), path.c_str()) != 0) {

@@ -8,8 +8,16 @@
 
 namespace loom {
 
-inline uint32_t f32_bits(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
-inline float bits_f32(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
+inline uint32_t f32_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+inline float bits_f32(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
 
 inline float f16_to_f32(uint16_t h) {
   const uint32_t sign = uint32_t(h & 0x8000u) << 16;
@@ -31,8 +39,8 @@ inline uint16_t f32_to_f16(float f) {
     return uint16_t(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u | ((abs >> 13) & 0x3ffu) : 0u));
   }
   if (abs >= 0x477ff000u) return uint16_t(sign | 0x7c00u);  // rounds to >= 65520 -> inf
-  if (abs < 0x38800000u) {  // result is subnormal or zero (|f| < 2^-14)
-    if (abs < 0x33000000u) return sign;  // < 2^-25 rounds to zero
+  if (abs < 0x38800000u) {                                  // result is subnormal or zero (|f| < 2^-14)
+    if (abs < 0x33000000u) return sign;                     // < 2^-25 rounds to zero
     const uint32_t e = abs >> 23;
     const uint32_t m = (abs & 0x7fffffu) | 0x800000u;
     const uint32_t shift = 126 - e;  // 14..24 bits to drop below f16's 2^-24 unit

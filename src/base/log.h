@@ -17,11 +17,11 @@ void set_log_sink(LogSink sink, void* user);
 
 }  // namespace loom
 
-#define LOOM_LOG(level, ...)                                          \
-  do {                                                                \
-    if (::loom::LogLevel::level >= ::loom::log_level()) {             \
-      char loom_log_buf_[1024];                                       \
+#define LOOM_LOG(level, ...)                                           \
+  do {                                                                 \
+    if (::loom::LogLevel::level >= ::loom::log_level()) {              \
+      char loom_log_buf_[1024];                                        \
       std::snprintf(loom_log_buf_, sizeof loom_log_buf_, __VA_ARGS__); \
-      ::loom::log_message(::loom::LogLevel::level, loom_log_buf_);    \
-    }                                                                 \
+      ::loom::log_message(::loom::LogLevel::level, loom_log_buf_);     \
+    }                                                                  \
   } while (0)

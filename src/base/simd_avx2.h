@@ -38,8 +38,8 @@ LOOM_SIMD_AVX2 inline __m256 exp_nonpos_ps(__m256 x) {
   const __m256 lo = _mm256_set1_ps(-87.33654f);
   const __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
   x = _mm256_max_ps(x, lo);
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m256 n =
+      _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
   r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
   __m256 y = _mm256_set1_ps(1.9875691500e-4f);

@@ -12,16 +12,16 @@ namespace loom {
 
 enum class StatusCode {
   kOk = 0,
-  kInvalidArgument,  // caller passed something malformed (flag, token id, batch field)
-  kNotFound,         // file, tensor or key missing
-  kCorrupt,          // file content is malformed or inconsistent
-  kUnsupported,      // well-formed but not something loom implements (yet)
-  kIo,               // the OS refused (open, mmap, read, write)
-  kOutOfRange,       // an index past the end
+  kInvalidArgument,    // caller passed something malformed (flag, token id, batch field)
+  kNotFound,           // file, tensor or key missing
+  kCorrupt,            // file content is malformed or inconsistent
+  kUnsupported,        // well-formed but not something loom implements (yet)
+  kIo,                 // the OS refused (open, mmap, read, write)
+  kOutOfRange,         // an index past the end
   kResourceExhausted,  // no room (KV cache full, buffer too small)
-  kAborted,          // stopped by a callback
+  kAborted,            // stopped by a callback
   kInternal,
-  kUnavailable,      // not now: shutting down, or a queue is full (retry later)
+  kUnavailable,  // not now: shutting down, or a queue is full (retry later)
 };
 
 class [[nodiscard]] Status {
@@ -55,7 +55,7 @@ inline Status resource_exhausted(std::string m) { return {StatusCode::kResourceE
 template <typename T>
 class [[nodiscard]] Expected {
  public:
-  Expected(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  Expected(T value) : value_(std::move(value)) {}         // NOLINT: implicit by design
   Expected(Status status) : status_(std::move(status)) {  // NOLINT
     assert(!status_.is_ok() && "Expected built from an ok Status");
   }
@@ -63,9 +63,18 @@ class [[nodiscard]] Expected {
   bool has_value() const { return value_.has_value(); }
   explicit operator bool() const { return has_value(); }
 
-  T& value() & { assert(has_value()); return *value_; }
-  const T& value() const& { assert(has_value()); return *value_; }
-  T&& value() && { assert(has_value()); return std::move(*value_); }
+  T& value() & {
+    assert(has_value());
+    return *value_;
+  }
+  const T& value() const& {
+    assert(has_value());
+    return *value_;
+  }
+  T&& value() && {
+    assert(has_value());
+    return std::move(*value_);
+  }
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
   T* operator->() { return &value(); }
@@ -94,17 +103,16 @@ auto out_of_memory_as_status(const char* what, F&& f) -> decltype(f()) {
 }  // namespace loom
 
 // Propagate a failing Status from an expression returning Status.
-#define LOOM_RETURN_IF_ERROR(expr)            \
-  do {                                        \
-    ::loom::Status loom_st_ = (expr);         \
-    if (!loom_st_.is_ok()) return loom_st_;   \
+#define LOOM_RETURN_IF_ERROR(expr)          \
+  do {                                      \
+    ::loom::Status loom_st_ = (expr);       \
+    if (!loom_st_.is_ok()) return loom_st_; \
   } while (0)
 
 #define LOOM_CONCAT_INNER_(a, b) a##b
 #define LOOM_CONCAT_(a, b) LOOM_CONCAT_INNER_(a, b)
 // `LOOM_ASSIGN_OR_RETURN(auto x, f());` — binds the value or returns the Status.
-#define LOOM_ASSIGN_OR_RETURN(lhs, expr) \
-  LOOM_ASSIGN_OR_RETURN_IMPL_(LOOM_CONCAT_(loom_ex_, __LINE__), lhs, expr)
+#define LOOM_ASSIGN_OR_RETURN(lhs, expr) LOOM_ASSIGN_OR_RETURN_IMPL_(LOOM_CONCAT_(loom_ex_, __LINE__), lhs, expr)
 #define LOOM_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
   auto tmp = (expr);                                \
   if (!tmp.has_value()) return tmp.status();        \

@@ -26,8 +26,7 @@ struct Word {
   bool pinned;
 };
 constexpr uint64_t pack(uint32_t gen, int next, int items, int parts, bool pinned) {
-  return uint64_t(gen) << 32 | uint64_t(next) << 20 | uint64_t(items) << 8 | uint64_t(parts) << 1 |
-         uint64_t(pinned);
+  return uint64_t(gen) << 32 | uint64_t(next) << 20 | uint64_t(items) << 8 | uint64_t(parts) << 1 | uint64_t(pinned);
 }
 constexpr Word unpack(uint64_t w) {
   return Word{uint32_t(w >> 32), int(w >> 20 & 0xfff), int(w >> 8 & 0xfff), int(w >> 1 & 0x7f), bool(w & 1)};
@@ -35,8 +34,7 @@ constexpr Word unpack(uint64_t w) {
 constexpr uint64_t kOneItem = uint64_t(1) << 20;  // add to claim the next item
 }  // namespace
 
-ThreadPool::ThreadPool(int n_threads)
-    : n_threads_(std::clamp(n_threads, 1, kMaxThreads)), active_(n_threads_) {
+ThreadPool::ThreadPool(int n_threads) : n_threads_(std::clamp(n_threads, 1, kMaxThreads)), active_(n_threads_) {
   try {
     threads_.reserve(size_t(n_threads_ - 1));
     for (int i = 1; i < n_threads_; ++i) threads_.emplace_back([this, i] { worker_loop(i); });

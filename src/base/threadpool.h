@@ -104,11 +104,11 @@ class ThreadPool {
   int n_threads_;
   int active_;
   std::vector<std::thread> threads_;
-  Job job_;                          // written by the caller before the job's word is posted
-  uint32_t posted_gen_ = 0;          // caller side
-  std::atomic<uint64_t> word_{0};    // the posted job: see threadpool.cpp for the bit layout
+  Job job_;                              // written by the caller before the job's word is posted
+  uint32_t posted_gen_ = 0;              // caller side
+  std::atomic<uint64_t> word_{0};        // the posted job: see threadpool.cpp for the bit layout
   std::atomic<uint32_t> generation_{0};  // wake-up counter, = the posted job's generation
-  std::atomic<int> done_{0};         // items of the posted job finished
+  std::atomic<int> done_{0};             // items of the posted job finished
   std::atomic<int> sleeping_{0};
   std::atomic<bool> stop_{false};
   std::atomic<bool> held_{false};

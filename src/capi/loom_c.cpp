@@ -27,7 +27,6 @@
 #include "model/adapters.h"
 #include "model/model.h"
 
-
 using namespace loom::capi;
 
 namespace {
@@ -40,12 +39,12 @@ const loom::Vocab* vocab_of(const char* fn, const loom_model* model) {
   return &model->m->vocab();
 }
 
-#define LOOM_NEED_CTX(ret)                              \
-  do {                                                  \
-    if (!ctx) {                                         \
-      set_error(__func__, "context is NULL");           \
-      return ret;                                       \
-    }                                                   \
+#define LOOM_NEED_CTX(ret)                    \
+  do {                                        \
+    if (!ctx) {                               \
+      set_error(__func__, "context is NULL"); \
+      return ret;                             \
+    }                                         \
   } while (0)
 
 // ---- parameters -------------------------------------------------------------------------------
@@ -188,8 +187,7 @@ int64_t peek_state_token_count(const std::string& path) {
 
 // Shared by the whole-context and sequence file loads.
 template <typename Load>
-int32_t load_state_file(const char* fn, const char* path, loom_token* tokens_out, size_t cap, size_t* n_out,
-                        Load&& load) {
+int32_t load_state_file(const char* fn, const char* path, loom_token* tokens_out, size_t cap, size_t* n_out, Load&& load) {
   if (!path) return fail_arg(fn, "path is NULL");
   if (tokens_out) {
     const int64_t n = peek_state_token_count(path);
@@ -290,9 +288,7 @@ const char* loom_version(void) {
   return v.c_str();
 }
 
-void loom_set_log_level(int32_t level) {
-  loom::set_log_level(loom::LogLevel(std::clamp(level, 0, 4)));
-}
+void loom_set_log_level(int32_t level) { loom::set_log_level(loom::LogLevel(std::clamp(level, 0, 4))); }
 
 void loom_set_log_callback(loom_log_callback callback, void* user_data) {
   if (!callback) {
@@ -367,9 +363,7 @@ loom_token loom_model_decoder_start_token(const loom_model* model) {
 int32_t loom_model_n_layer(const loom_model* model) { return model ? int32_t(model->m->hparams().n_layer) : 0; }
 int32_t loom_model_n_head(const loom_model* model) { return model ? int32_t(model->m->hparams().n_head) : 0; }
 int32_t loom_model_n_head_kv(const loom_model* model) { return model ? int32_t(model->m->hparams().n_head_kv) : 0; }
-int32_t loom_model_n_ctx_train(const loom_model* model) {
-  return model ? int32_t(model->m->hparams().n_ctx_train) : 0;
-}
+int32_t loom_model_n_ctx_train(const loom_model* model) { return model ? int32_t(model->m->hparams().n_ctx_train) : 0; }
 float loom_model_rope_freq_scale_train(const loom_model* model) {
   return model ? model->m->hparams().rope_freq_scale : 0.0f;
 }
@@ -405,19 +399,18 @@ int32_t loom_model_desc(const loom_model* model, char* buf, size_t buf_size) {
     }
     std::string type = "?";
     if (!bytes.empty()) {
-      auto best = std::max_element(bytes.begin(), bytes.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+      auto best =
+          std::max_element(bytes.begin(), bytes.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
       type = std::string(loom::tensor_type_name(loom::TensorType(best->first)));
       for (char& ch : type) ch = char(std::toupper(static_cast<unsigned char>(ch)));
     }
-    const std::string desc = (model->arch.empty() ? std::string("?") : model->arch) + " " +
-                             human_count(loom_model_n_params(model)) + " " + type;
+    const std::string desc =
+        (model->arch.empty() ? std::string("?") : model->arch) + " " + human_count(loom_model_n_params(model)) + " " + type;
     return copy_string(desc, buf, buf_size);
   });
 }
 
-int32_t loom_model_meta_count(const loom_model* model) {
-  return model ? int32_t(model->m->file().metadata().size()) : -1;
-}
+int32_t loom_model_meta_count(const loom_model* model) { return model ? int32_t(model->m->file().metadata().size()) : -1; }
 
 int32_t loom_model_meta_key_by_index(const loom_model* model, int32_t i, char* buf, size_t buf_size) {
   return guarded<int32_t>(__func__, -1, [&]() -> int32_t {
@@ -470,8 +463,8 @@ int32_t loom_vocab_type(const loom_model* model) {
 
 int32_t loom_vocab_n_tokens(const loom_model* model) { return model ? model->m->vocab().n_tokens() : 0; }
 
-int32_t loom_tokenize(const loom_model* model, const char* text, int32_t text_len, loom_token* tokens,
-                      int32_t n_tokens_max, bool add_special, bool parse_special) {
+int32_t loom_tokenize(const loom_model* model, const char* text, int32_t text_len, loom_token* tokens, int32_t n_tokens_max,
+                      bool add_special, bool parse_special) {
   return guarded<int32_t>(__func__, LOOM_SIZE_ERROR, [&]() -> int32_t {
     const char* fn = "loom_tokenize";
     const loom::Vocab* v = vocab_of(fn, model);
@@ -503,8 +496,8 @@ int32_t loom_token_to_piece(const loom_model* model, loom_token token, char* buf
     const loom::Vocab* v = vocab_of(fn, model);
     if (!v) return LOOM_SIZE_ERROR;
     if (!v->is_valid(token)) {
-      set_error(fn, "invalid token id " + std::to_string(token) + " (the vocabulary has " +
-                        std::to_string(v->n_tokens()) + " tokens)");
+      set_error(fn, "invalid token id " + std::to_string(token) + " (the vocabulary has " + std::to_string(v->n_tokens()) +
+                        " tokens)");
       return LOOM_SIZE_ERROR;
     }
     if (length < 0 || (!buf && length > 0)) {
@@ -537,10 +530,8 @@ int32_t loom_detokenize(const loom_model* model, const loom_token* tokens, int32
   });
 }
 
-#define LOOM_SPECIAL_TOKEN(name)                                \
-  loom_token loom_token_##name(const loom_model* model) {       \
-    return model ? model->m->vocab().name() : LOOM_TOKEN_NULL;  \
-  }
+#define LOOM_SPECIAL_TOKEN(name) \
+  loom_token loom_token_##name(const loom_model* model) { return model ? model->m->vocab().name() : LOOM_TOKEN_NULL; }
 LOOM_SPECIAL_TOKEN(bos)
 LOOM_SPECIAL_TOKEN(eos)
 LOOM_SPECIAL_TOKEN(eot)
@@ -924,9 +915,8 @@ size_t loom_state_get_data(const loom_context* ctx, uint8_t* dst, size_t size) {
 int32_t loom_state_set_data(loom_context* ctx, const uint8_t* src, size_t size) {
   LOOM_NEED_CTX(LOOM_ERR_INVALID_ARGUMENT);
   if (!src && size > 0) return fail_arg(__func__, "src is NULL");
-  return guarded_status(__func__, [&] {
-    return check("loom_state_set_data", ctx->c->state_load(std::span<const uint8_t>(src, size)));
-  });
+  return guarded_status(
+      __func__, [&] { return check("loom_state_set_data", ctx->c->state_load(std::span<const uint8_t>(src, size))); });
 }
 
 int32_t loom_state_save_file(const loom_context* ctx, const char* path, const loom_token* tokens, size_t n_token_count) {
@@ -934,8 +924,7 @@ int32_t loom_state_save_file(const loom_context* ctx, const char* path, const lo
   if (!path) return fail_arg(__func__, "path is NULL");
   if (!tokens && n_token_count > 0) return fail_arg(__func__, "tokens is NULL");
   return guarded_status(__func__, [&] {
-    return check("loom_state_save_file",
-                 ctx->c->state_save_file(path, std::span<const int32_t>(tokens, n_token_count)));
+    return check("loom_state_save_file", ctx->c->state_save_file(path, std::span<const int32_t>(tokens, n_token_count)));
   });
 }
 
@@ -1002,10 +991,9 @@ int32_t loom_state_seq_load_file(loom_context* ctx, const char* path, loom_seq_i
                                  size_t n_token_capacity, size_t* n_token_count_out) {
   LOOM_NEED_CTX(LOOM_ERR_INVALID_ARGUMENT);
   return guarded_status(__func__, [&] {
-    return load_state_file("loom_state_seq_load_file", path, tokens_out, n_token_capacity, n_token_count_out,
-                           [&](const std::string& p, std::vector<int32_t>* t) {
-                             return ctx->c->seq_state_load_file(p, dest_seq, t);
-                           });
+    return load_state_file(
+        "loom_state_seq_load_file", path, tokens_out, n_token_capacity, n_token_count_out,
+        [&](const std::string& p, std::vector<int32_t>* t) { return ctx->c->seq_state_load_file(p, dest_seq, t); });
   });
 }
 

@@ -29,7 +29,7 @@ struct loom_scheduler {
   std::shared_ptr<const loom::Model> model;
   std::unique_ptr<loom::serve::Scheduler> s;
   std::optional<loom::chat::ChatTemplate> tmpl;  // for "messages" (parsed once)
-  std::string tmpl_error;                         // why tmpl is empty
+  std::string tmpl_error;                        // why tmpl is empty
   std::atomic<uint64_t> counter{0};
   std::mutex lora_mu;
   std::vector<std::pair<std::shared_ptr<const loom::LoraAdapter>, float>> loras;
@@ -109,7 +109,8 @@ struct GenState {
 
   void on_event(const loom::serve::Event& e) {
     using Kind = loom::serve::Event::Kind;
-    if (e.kind != Kind::kDone && e.kind != Kind::kError && size_t(e.choice) >= text.size()) text.resize(size_t(e.choice) + 1);
+    if (e.kind != Kind::kDone && e.kind != Kind::kError && size_t(e.choice) >= text.size())
+      text.resize(size_t(e.choice) + 1);
     loom::api::GenerationEvent g;
     g.request_id = e.id;
     g.choice = e.choice;
@@ -219,15 +220,22 @@ void deliver_c(const loom::api::GenerationEvent& g, bool stream_parse, loom_even
     case LOOM_EVENT_DONE: {
       auto per_token = [](double ms, int64_t n) { return n > 0 ? ms / double(n) : 0.0; };
       auto per_second = [](double ms, int64_t n) { return ms > 0 ? 1e3 * double(n) / ms : 0.0; };
-      d = {{"usage", {{"prompt_tokens", g.prompt_tokens}, {"completion_tokens", g.completion_tokens},
-                      {"cached_tokens", g.cached_tokens}}},
-           {"timings", {{"prompt_n", g.prompt_n}, {"prompt_ms", g.prompt_ms},
-                        {"prompt_per_token_ms", per_token(g.prompt_ms, g.prompt_n)},
-                        {"prompt_per_second", per_second(g.prompt_ms, g.prompt_n)}, {"predicted_n", g.predicted_n},
-                        {"predicted_ms", g.predicted_ms},
-                        {"predicted_per_token_ms", per_token(g.predicted_ms, g.predicted_n)},
-                        {"predicted_per_second", per_second(g.predicted_ms, g.predicted_n)}, {"cache_n", g.cache_n},
-                        {"queue_ms", g.queue_ms}, {"ttft_ms", g.ttft_ms}}},
+      d = {{"usage",
+            {{"prompt_tokens", g.prompt_tokens},
+             {"completion_tokens", g.completion_tokens},
+             {"cached_tokens", g.cached_tokens}}},
+           {"timings",
+            {{"prompt_n", g.prompt_n},
+             {"prompt_ms", g.prompt_ms},
+             {"prompt_per_token_ms", per_token(g.prompt_ms, g.prompt_n)},
+             {"prompt_per_second", per_second(g.prompt_ms, g.prompt_n)},
+             {"predicted_n", g.predicted_n},
+             {"predicted_ms", g.predicted_ms},
+             {"predicted_per_token_ms", per_token(g.predicted_ms, g.predicted_n)},
+             {"predicted_per_second", per_second(g.predicted_ms, g.predicted_n)},
+             {"cache_n", g.cache_n},
+             {"queue_ms", g.queue_ms},
+             {"ttft_ms", g.ttft_ms}}},
            {"prompt_tokens", g.prompt_ids.size()},
            {"prompt_ids", g.prompt_ids}};
       break;
@@ -403,8 +411,8 @@ loom_scheduler* loom_scheduler_new_with_draft(const loom_model* model, const loo
   return new_scheduler(__func__, model, params, draft, draft_options_json);
 }
 
-loom_scheduler* loom_scheduler_new_ext(const loom_model* model, const loom_scheduler_params* params,
-                                       const loom_model* draft, const char* options_json) {
+loom_scheduler* loom_scheduler_new_ext(const loom_model* model, const loom_scheduler_params* params, const loom_model* draft,
+                                       const char* options_json) {
   return new_scheduler(__func__, model, params, draft, options_json);
 }
 
@@ -505,9 +513,8 @@ int32_t submit_generation(const char* fn, loom_scheduler* sched, const json& bod
     }
     const loom::chat::ChatTemplate* tmpl = own ? &*own : sched->tmpl ? &*sched->tmpl : nullptr;
     if (!tmpl) return fail(fn, loom::invalid_argument("chat template: " + sched->tmpl_error));
-    loom::serve::ChatGeneration g = loom::serve::parse_chat_generation(f, *tmpl, vocab, opts.n_predict,
-                                                                      sched->counter.fetch_add(1),
-                                                                      sched->s->checkpoints_prefixes());
+    loom::serve::ChatGeneration g = loom::serve::parse_chat_generation(
+        f, *tmpl, vocab, opts.n_predict, sched->counter.fetch_add(1), sched->s->checkpoints_prefixes());
     r = std::move(g.request);
     st->chat = true;
     st->format = g.format;
@@ -522,8 +529,9 @@ int32_t submit_generation(const char* fn, loom_scheduler* sched, const json& bod
   } else {
     const json* p = f.get("prompt");
     if (!p) {
-      return fail(fn, loom::invalid_argument(opts.endpoint == GenerationOptions::Endpoint::kAny ? "prompt: required (or messages)"
-                                                                                          : "prompt: required"));
+      return fail(
+          fn, loom::invalid_argument(opts.endpoint == GenerationOptions::Endpoint::kAny ? "prompt: required (or messages)"
+                                                                                        : "prompt: required"));
     }
     loom::serve::parse_generation(f, vocab, opts.n_predict, /*chat=*/false, r);
     r.prompt = loom::serve::prompt_tokens(*p, vocab, "prompt");
@@ -624,8 +632,8 @@ int32_t submit_generation_c(const char* fn, loom_scheduler* sched, const char* r
 
 extern "C" {
 
-int32_t loom_scheduler_submit(loom_scheduler* sched, const char* request_json, loom_event_callback callback,
-                              void* user_data, uint64_t* request_id) {
+int32_t loom_scheduler_submit(loom_scheduler* sched, const char* request_json, loom_event_callback callback, void* user_data,
+                              uint64_t* request_id) {
   return submit_generation_c(__func__, sched, request_json, nullptr, callback, user_data, request_id, nullptr, 0);
 }
 
@@ -639,7 +647,8 @@ int32_t loom_scheduler_submit_ext(loom_scheduler* sched, const char* request_jso
 
 int32_t loom_scheduler_end_reasoning(loom_scheduler* sched, uint64_t request_id) {
   LOOM_NEED_SCHED(LOOM_ERR_INVALID_ARGUMENT);
-  return guarded_status(__func__, [&] { return check("loom_scheduler_end_reasoning", sched->s->end_reasoning(request_id)); });
+  return guarded_status(__func__,
+                        [&] { return check("loom_scheduler_end_reasoning", sched->s->end_reasoning(request_id)); });
 }
 
 void loom_scheduler_cancel(loom_scheduler* sched, uint64_t request_id) {
@@ -650,22 +659,24 @@ void loom_scheduler_cancel(loom_scheduler* sched, uint64_t request_id) {
   });
 }
 
-int32_t loom_scheduler_embed(loom_scheduler* sched, const char* request_json, loom_embed_callback callback,
-                             void* user_data, uint64_t* request_id) {
+int32_t loom_scheduler_embed(loom_scheduler* sched, const char* request_json, loom_embed_callback callback, void* user_data,
+                             uint64_t* request_id) {
   LOOM_NEED_SCHED(LOOM_ERR_INVALID_ARGUMENT);
   if (!callback) return fail_arg(__func__, "callback is NULL");
   return guarded_request(__func__, [&]() -> int32_t {
-    return submit_embedding("loom_scheduler_embed", sched, parse_request(request_json), [callback, user_data](
-        loom::Expected<loom::serve::EmbedResult> r) {
-      if (!r) {
-        const std::string msg = r.status().message();
-        callback(status_code(r.status()), msg.c_str(), nullptr, 0, 0, 0, user_data);
-        return;
-      }
-      const std::vector<float> flat = flat_embeddings(*r);
-      const size_t dim = r->embeddings.empty() ? 0 : r->embeddings[0].size();
-      callback(LOOM_OK, "", flat.data(), int32_t(r->embeddings.size()), int32_t(dim), r->prompt_tokens, user_data);
-    }, request_id);
+    return submit_embedding(
+        "loom_scheduler_embed", sched, parse_request(request_json),
+        [callback, user_data](loom::Expected<loom::serve::EmbedResult> r) {
+          if (!r) {
+            const std::string msg = r.status().message();
+            callback(status_code(r.status()), msg.c_str(), nullptr, 0, 0, 0, user_data);
+            return;
+          }
+          const std::vector<float> flat = flat_embeddings(*r);
+          const size_t dim = r->embeddings.empty() ? 0 : r->embeddings[0].size();
+          callback(LOOM_OK, "", flat.data(), int32_t(r->embeddings.size()), int32_t(dim), r->prompt_tokens, user_data);
+        },
+        request_id);
   });
 }
 
@@ -766,8 +777,8 @@ loom::Status load_cached(loom_scheduler* sched, const char* path, std::vector<in
     if (!header) return header.status();
     const int need = int(header->size());
     if (need > ctx.kv().size()) {
-      return loom::invalid_argument("the session holds " + std::to_string(need) + " tokens, more than n_ctx = " +
-                                    std::to_string(ctx.kv().size()));
+      return loom::invalid_argument("the session holds " + std::to_string(need) +
+                                    " tokens, more than n_ctx = " + std::to_string(ctx.kv().size()));
     }
     const int free_cells = ctx.kv().size() - ctx.kv().used();
     if (free_cells < need) cache->evict(need - free_cells);
@@ -886,11 +897,10 @@ int32_t loom_scheduler_slot_erase(loom_scheduler* sched, int32_t slot, int32_t* 
 int32_t loom_scheduler_clear_cache(loom_scheduler* sched) {
   LOOM_NEED_SCHED(LOOM_ERR_INVALID_ARGUMENT);
   return guarded_status(__func__, [&]() -> int32_t {
-    return check("loom_scheduler_clear_cache",
-                 sched->s->run_exclusive([](loom::Context&, loom::serve::PrefixCache* cache) {
-                   if (cache) cache->clear_unlocked();
-                   return loom::Status::ok();
-                 }));
+    return check("loom_scheduler_clear_cache", sched->s->run_exclusive([](loom::Context&, loom::serve::PrefixCache* cache) {
+      if (cache) cache->clear_unlocked();
+      return loom::Status::ok();
+    }));
   });
 }
 
@@ -934,7 +944,8 @@ int32_t loom_scheduler_bench(loom_scheduler* sched, int32_t pp, int32_t tg, int3
     std::vector<double> t_pp, t_tg;
     loom::Status st = sched->s->run_exclusive([&](loom::Context& ctx, loom::serve::PrefixCache* cache) -> loom::Status {
       if (cache) cache->clear_unlocked();
-      if (pl > ctx.n_seq_max()) return loom::invalid_argument("pl is more than the context's sequences (" + std::to_string(ctx.n_seq_max()) + ")");
+      if (pl > ctx.n_seq_max())
+        return loom::invalid_argument("pl is more than the context's sequences (" + std::to_string(ctx.n_seq_max()) + ")");
       if (int64_t(pl) * (pp + tg) > ctx.kv().size()) {
         return loom::invalid_argument("pl x (pp + tg) is more than n_ctx = " + std::to_string(ctx.kv().size()));
       }
@@ -983,10 +994,17 @@ int32_t loom_scheduler_bench(loom_scheduler* sched, int32_t pp, int32_t tg, int3
       return v[v.size() / 2];
     };
     const double tp = median(t_pp), tt = median(t_tg);
-    const json j = {{"pp", pp}, {"tg", tg}, {"pl", pl}, {"nr", nr}, {"n_kv", pl * (pp + tg)},
-                    {"t_pp", tp}, {"speed_pp", tp > 0 ? double(pl) * pp / tp : 0.0},
-                    {"t_tg", tt}, {"speed_tg", tt > 0 ? double(pl) * tg / tt : 0.0},
-                    {"t", tp + tt}, {"speed", tp + tt > 0 ? double(pl) * (pp + tg) / (tp + tt) : 0.0}};
+    const json j = {{"pp", pp},
+                    {"tg", tg},
+                    {"pl", pl},
+                    {"nr", nr},
+                    {"n_kv", pl * (pp + tg)},
+                    {"t_pp", tp},
+                    {"speed_pp", tp > 0 ? double(pl) * pp / tp : 0.0},
+                    {"t_tg", tt},
+                    {"speed_tg", tt > 0 ? double(pl) * tg / tt : 0.0},
+                    {"t", tp + tt},
+                    {"speed", tp + tt > 0 ? double(pl) * (pp + tg) / (tp + tt) : 0.0}};
     return copy_json("loom_scheduler_bench", j, buf, buf_size);
   });
 }
@@ -1078,11 +1096,16 @@ Expected<uint64_t> submit_generation(loom_scheduler* sched, const nlohmann::orde
   if (rc != LOOM_OK) return last_status(fn, rc);
   rc = guarded_request(fn, [&]() -> int32_t {
     ::Describe describe;
-    if (info) describe = [info](const GenerationInfo& i) { *info = i; return int32_t(LOOM_OK); };
+    if (info)
+      describe = [info](const GenerationInfo& i) {
+        *info = i;
+        return int32_t(LOOM_OK);
+      };
     auto sink = std::make_shared<OnGenerationEvent>(std::move(on_event));
-    return ::submit_generation(fn, sched, request, options, [sink](const GenState&) -> GenState::Sink {
-      return [sink](const GenerationEvent& g) { (*sink)(g); };
-    }, describe, &id);
+    return ::submit_generation(
+        fn, sched, request, options,
+        [sink](const GenState&) -> GenState::Sink { return [sink](const GenerationEvent& g) { (*sink)(g); }; }, describe,
+        &id);
   });
   if (rc != LOOM_OK) return last_status(fn, rc);
   return id;
@@ -1097,18 +1120,21 @@ Expected<uint64_t> submit_embedding(loom_scheduler* sched, const nlohmann::order
   else if (!request.is_object()) rc = fail_arg(fn, "request: expected a JSON object");
   if (rc != LOOM_OK) return last_status(fn, rc);
   rc = guarded_request(fn, [&]() -> int32_t {
-    return ::submit_embedding(fn, sched, request, [done = std::move(done)](loom::Expected<loom::serve::EmbedResult> r) {
-      if (!r) {
-        done(Status(status_code(r.status()), r.status().message()));
-        return;
-      }
-      Scheduler::Embeddings e;
-      e.data = flat_embeddings(*r);
-      e.n_inputs = int32_t(r->embeddings.size());
-      e.n_dim = r->embeddings.empty() ? 0 : int32_t(r->embeddings[0].size());
-      e.prompt_tokens = r->prompt_tokens;
-      done(std::move(e));
-    }, &id);
+    return ::submit_embedding(
+        fn, sched, request,
+        [done = std::move(done)](loom::Expected<loom::serve::EmbedResult> r) {
+          if (!r) {
+            done(Status(status_code(r.status()), r.status().message()));
+            return;
+          }
+          Scheduler::Embeddings e;
+          e.data = flat_embeddings(*r);
+          e.n_inputs = int32_t(r->embeddings.size());
+          e.n_dim = r->embeddings.empty() ? 0 : int32_t(r->embeddings[0].size());
+          e.prompt_tokens = r->prompt_tokens;
+          done(std::move(e));
+        },
+        &id);
   });
   if (rc != LOOM_OK) return last_status(fn, rc);
   return id;

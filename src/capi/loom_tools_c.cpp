@@ -102,9 +102,7 @@ nlohmann::json gguf_value_json(const loom::gguf::Value& v) {
       v);
 }
 
-std::string dump_json(const nlohmann::json& j) {
-  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
+std::string dump_json(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
 
 std::string build_system_info() {
   const loom::CpuFeatures& f = loom::cpu_features();
@@ -123,14 +121,14 @@ std::string build_system_info() {
   add("NEON_I8MM", f.neon_i8mm);
   add("NEON_FP16", f.neon_fp16);
   add("SVE", f.sve);
-  const char* kernels = !f.simd                      ? "scalar"
-                        : f.has_amx_int8_set()       ? "amx+avx512"
-                        : f.has_avx512_vnni_set()    ? "avx512"
-                        : f.has_avx_vnni_set()       ? "avx-vnni"
-                        : f.has_avx2_set()           ? "avx2"
-                        : f.neon_i8mm                ? "neon-i8mm"
-                        : f.neon_dotprod             ? "neon-dotprod"
-                                                     : "baseline";
+  const char* kernels = !f.simd                   ? "scalar"
+                        : f.has_amx_int8_set()    ? "amx+avx512"
+                        : f.has_avx512_vnni_set() ? "avx512"
+                        : f.has_avx_vnni_set()    ? "avx-vnni"
+                        : f.has_avx2_set()        ? "avx2"
+                        : f.neon_i8mm             ? "neon-i8mm"
+                        : f.neon_dotprod          ? "neon-dotprod"
+                                                  : "baseline";
   s += std::string(" | kernels = ") + kernels;
   return s;
 }
@@ -151,7 +149,8 @@ int32_t loom_model_pooling_type(const loom_model* model) {
 
 int32_t loom_model_cls_label(const loom_model* model, int32_t i, char* buf, size_t buf_size) {
   if (!model || i < 0 || size_t(i) >= model->m->hparams().cls_labels.size()) return -1;
-  return guarded<int32_t>(__func__, -1, [&] { return copy_string(model->m->hparams().cls_labels[size_t(i)], buf, buf_size); });
+  return guarded<int32_t>(__func__, -1,
+                          [&] { return copy_string(model->m->hparams().cls_labels[size_t(i)], buf, buf_size); });
 }
 
 uint64_t loom_model_decode_weight_bytes(const loom_model* model) { return model ? model->m->decode_weight_bytes() : 0; }
@@ -331,13 +330,12 @@ loom_drafter* loom_drafter_lookup_new(int32_t ngram_max, int32_t ngram_min) {
     set_error(__func__, "need 1 <= ngram_min <= ngram_max <= 64");
     return nullptr;
   }
-  return guarded<loom_drafter*>(__func__, nullptr, [&] {
-    return new loom_drafter{std::make_unique<loom::LookupDrafter>(ngram_max, ngram_min)};
-  });
+  return guarded<loom_drafter*>(
+      __func__, nullptr, [&] { return new loom_drafter{std::make_unique<loom::LookupDrafter>(ngram_max, ngram_min)}; });
 }
 
-loom_drafter* loom_drafter_model_new(const loom_model* draft, const loom_model* target,
-                                     const loom_context_params* params, float p_min) {
+loom_drafter* loom_drafter_model_new(const loom_model* draft, const loom_model* target, const loom_context_params* params,
+                                     float p_min) {
   return guarded<loom_drafter*>(__func__, nullptr, [&]() -> loom_drafter* {
     const char* fn = "loom_drafter_model_new";
     if (!draft || !target) {
@@ -400,8 +398,7 @@ int32_t loom_speculative_round(loom_context* ctx, loom_seq_id seq, const loom_to
   return guarded_status(fn, [&]() -> int32_t {
     int32_t callback_status = LOOM_OK;
     auto round = loom::speculative_round(
-        *ctx->c, seq, std::span<const int32_t>(history, size_t(n_history)),
-        std::span<const int32_t>(draft, size_t(n_draft)),
+        *ctx->c, seq, std::span<const int32_t>(history, size_t(n_history)), std::span<const int32_t>(draft, size_t(n_draft)),
         [&](std::span<const float> logits) -> loom::Expected<loom::SpecPick> {
           loom_spec_pick p{LOOM_TOKEN_NULL, true, false};
           const int32_t rc = pick(logits.data(), int32_t(logits.size()), &p, user_data);
@@ -495,7 +492,10 @@ int32_t loom_model_quantize(const char* input, const char* output, const char* p
     std::string imatrix_path;
     std::vector<std::string> include_weights, exclude_weights;
     const auto string_list = [](const nlohmann::json& v, std::vector<std::string>& out) {
-      if (v.is_string()) { out.push_back(v.get<std::string>()); return true; }
+      if (v.is_string()) {
+        out.push_back(v.get<std::string>());
+        return true;
+      }
       if (!v.is_array()) return false;
       for (const auto& e : v) {
         if (!e.is_string()) return false;

@@ -19,7 +19,8 @@ bool has_chat_template(const Model& model) { return model.file().has(kChatTempla
 Expected<std::string> apply_chat_template(const Model& model, std::span<const ChatMessage> messages,
                                           bool add_generation_prompt, const std::string* template_override) {
   ChatInputs in;
-  for (const ChatMessage& m : messages) in.messages.push_back(nlohmann::ordered_json{{"role", m.role}, {"content", m.content}});
+  for (const ChatMessage& m : messages)
+    in.messages.push_back(nlohmann::ordered_json{{"role", m.role}, {"content", m.content}});
   in.add_generation_prompt = add_generation_prompt;
   return render_chat(model, in, template_override);
 }

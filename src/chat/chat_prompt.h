@@ -44,8 +44,7 @@ inline constexpr std::string_view kChatTemplateKey = "tokenizer.chat_template";
 // Errors: the template's parse or render error (kInvalidArgument etc.), kInvalidArgument for an
 // empty role, kCorrupt when the metadata value is not a string.
 Expected<std::string> apply_chat_template(const Model& model, std::span<const ChatMessage> messages,
-                                          bool add_generation_prompt,
-                                          const std::string* template_override = nullptr);
+                                          bool add_generation_prompt, const std::string* template_override = nullptr);
 
 // True when the model's metadata carries a chat template (otherwise ChatML is used).
 bool has_chat_template(const Model& model);

@@ -76,12 +76,11 @@ struct Msg {
 };
 
 bool is_media_part(const std::string& type) {
-  return type == "image_url" || type == "image" || type == "input_image" || type == "input_audio" ||
-         type == "audio" || type == "file" || type == "input_file" || type == "video" || type == "video_url";
+  return type == "image_url" || type == "image" || type == "input_image" || type == "input_audio" || type == "audio" ||
+         type == "file" || type == "input_file" || type == "video" || type == "video_url";
 }
 
-Status parse_optional_string(const json& m, const char* key, const std::string& where,
-                             std::optional<std::string>* out) {
+Status parse_optional_string(const json& m, const char* key, const std::string& where, std::optional<std::string>* out) {
   auto it = m.find(key);
   if (it == m.end() || it->is_null()) return Status::ok();
   if (!it->is_string()) return invalid_argument(where + "." + key + ": expected a string");
@@ -153,8 +152,9 @@ Expected<std::vector<Msg>> parse_messages(const json& messages) {
 
     auto content = m.find("content");
     if (content == m.end() || content->is_null()) {
-      if (!assistant) return invalid_argument(where + ".content: " + (content == m.end() ? "missing" : "null") +
-                                              " (only assistant messages may omit it)");
+      if (!assistant)
+        return invalid_argument(where + ".content: " + (content == m.end() ? "missing" : "null") +
+                                " (only assistant messages may omit it)");
       msg.content = msg.has_calls ? json(nullptr) : json("");
     } else if (content->is_string()) {
       msg.content = *content;
@@ -211,7 +211,8 @@ void gemma4_value_text(const json& v, std::string* out) {
       for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
       return s;
     };
-    std::stable_sort(keys.begin(), keys.end(), [&](const std::string& a, const std::string& b) { return lower(a) < lower(b); });
+    std::stable_sort(keys.begin(), keys.end(),
+                     [&](const std::string& a, const std::string& b) { return lower(a) < lower(b); });
     *out += '{';
     for (size_t i = 0; i < keys.size(); ++i) {
       if (i) *out += ',';
@@ -511,13 +512,14 @@ struct ChatTemplate::State {
     o.now_unix = 1753531200;
     auto r = tmpl.render(ctx, o);
     // Gemma 4 writes text arguments as they are, inside its own braces: only objects render its syntax.
-    if (format == ToolCallFormat::kGemma4) return r && r->find("argument_needle:<|\"|>loom_probe<|\"|>") != std::string::npos;
+    if (format == ToolCallFormat::kGemma4)
+      return r && r->find("argument_needle:<|\"|>loom_probe<|\"|>") != std::string::npos;
     // JSON / Python dicts, Python keyword arguments (LFM2), XML parameters (Qwen3-Coder, Qwen3.5).
-    return r && (r->find("\"argument_needle\":") != std::string::npos ||
-                 r->find("'argument_needle':") != std::string::npos ||
-                 r->find("argument_needle='loom_probe'") != std::string::npos ||
-                 r->find("argument_needle=\"loom_probe\"") != std::string::npos ||
-                 r->find("<parameter=argument_needle>") != std::string::npos);
+    return r &&
+           (r->find("\"argument_needle\":") != std::string::npos || r->find("'argument_needle':") != std::string::npos ||
+            r->find("argument_needle='loom_probe'") != std::string::npos ||
+            r->find("argument_needle=\"loom_probe\"") != std::string::npos ||
+            r->find("<parameter=argument_needle>") != std::string::npos);
   }
   void probe();
 };
@@ -804,7 +806,8 @@ Expected<std::string> render_continuation(const ChatTemplate& tmpl, ChatInputs i
     if (last[k].is_array()) {  // content parts: joined as the renderer joins them
       std::string t;
       for (const json& part : last[k]) {
-        if (part.is_object() && part.contains("text") && part["text"].is_string()) t += (t.empty() ? "" : "\n") + part["text"].get<std::string>();
+        if (part.is_object() && part.contains("text") && part["text"].is_string())
+          t += (t.empty() ? "" : "\n") + part["text"].get<std::string>();
       }
       return t;
     }
@@ -902,9 +905,9 @@ Expected<PreparedChat> prepare_chat(const ChatTemplate& tmpl, const ChatInputs& 
   if (p.thinking_forced_open && !p.grammar.empty()) {
     // Any reasoning text up to its closing tag (</think>; Gemma 4's <channel|>, Ministral 3's
     // [/THINK] when their reasoning is continued), then the constrained part.
-    const std::string close = tmpl.tool_call_format() == ToolCallFormat::kGemma4 ? "<channel|>"
+    const std::string close = tmpl.tool_call_format() == ToolCallFormat::kGemma4   ? "<channel|>"
                               : tmpl.source().find("[THINK]") != std::string::npos ? "[/THINK]"
-                                                                                     : "</think>";
+                                                                                   : "</think>";
     p.grammar = "root ::= think-text " + gbnf_literal(close) + " [ \\t\\r\\n]{0,8} g-root\nthink-text ::= .*\n" +
                 prefix_gbnf_rules(p.grammar, "g-");
   } else if (!p.grammar.empty()) {

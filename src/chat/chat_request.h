@@ -179,12 +179,12 @@ struct PreparedChat {
   // Ministral 3 may first write one reasoning block in their markers (<|channel>thought ...
   // <channel|>, [THINK] ... [/THINK]), as llama.cpp's grammars for them allow.
   std::string grammar;
-  std::vector<std::string> stops;             // tool_call_syntax(format).stops
+  std::vector<std::string> stops;  // tool_call_syntax(format).stops
   // Detokenize these with special = true: the format's tokens; without tools, Gemma 4's channel
   // markers and Ministral 3's [THINK] / [/THINK] (control tokens carrying the reasoning).
   std::vector<std::string> preserved_tokens;
-  bool thinking_forced_open = false;          // the prompt ends inside <think>
-  bool parallel_tool_calls = false;           // as requested, unless the template cannot render them
+  bool thinking_forced_open = false;  // the prompt ends inside <think>
+  bool parallel_tool_calls = false;   // as requested, unless the template cannot render them
   bool tools_present = false;
   nlohmann::ordered_json tools;  // normalize_tools' form when tools_present (kQwenXml types values by them)
 
@@ -201,7 +201,6 @@ struct PreparedChat {
 // Renders the request and derives what generation needs. tool_choice none renders without tools.
 // Errors: those of render; kInvalidArgument for a tool_choice function that is not in tools,
 // tool_choice required without tools, or response_format together with tools; the grammar's.
-Expected<PreparedChat> prepare_chat(const ChatTemplate& tmpl, const ChatInputs& inputs,
-                                    const ChatRequestOptions& opts);
+Expected<PreparedChat> prepare_chat(const ChatTemplate& tmpl, const ChatInputs& inputs, const ChatRequestOptions& opts);
 
 }  // namespace loom::chat

@@ -181,14 +181,18 @@ constexpr Named kNamed[] = {
 {%- if add_generation_prompt -%}{{- '<｜Assistant｜>' -}}{%- endif -%})"},
     {"deepseek-ocr", R"({%- for message in messages -%}{{- message['content'] -}}{%- endfor -%})"},
     {"command-r", R"({%- for message in messages -%}
-{%- if message['role'] == 'system' -%}{{- '<|START_OF_TURN_TOKEN|><|SYSTEM_TOKEN|>' + message['content']|trim()" LOOM_WS R"() + '<|END_OF_TURN_TOKEN|>' -}}
-{%- elif message['role'] == 'user' -%}{{- '<|START_OF_TURN_TOKEN|><|USER_TOKEN|>' + message['content']|trim()" LOOM_WS R"() + '<|END_OF_TURN_TOKEN|>' -}}
-{%- elif message['role'] == 'assistant' -%}{{- '<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>' + message['content']|trim()" LOOM_WS R"() + '<|END_OF_TURN_TOKEN|>' -}}
+{%- if message['role'] == 'system' -%}{{- '<|START_OF_TURN_TOKEN|><|SYSTEM_TOKEN|>' + message['content']|trim()" LOOM_WS
+                  R"() + '<|END_OF_TURN_TOKEN|>' -}}
+{%- elif message['role'] == 'user' -%}{{- '<|START_OF_TURN_TOKEN|><|USER_TOKEN|>' + message['content']|trim()" LOOM_WS
+                  R"() + '<|END_OF_TURN_TOKEN|>' -}}
+{%- elif message['role'] == 'assistant' -%}{{- '<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>' + message['content']|trim()" LOOM_WS
+                  R"() + '<|END_OF_TURN_TOKEN|>' -}}
 {%- endif -%}
 {%- endfor -%}
 {%- if add_generation_prompt -%}{{- '<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>' -}}{%- endif -%})"},
     {"llama3", R"({%- for message in messages -%}
-{{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n' + message['content']|trim()" LOOM_WS R"() + '<|eot_id|>' -}}
+{{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n' + message['content']|trim()" LOOM_WS
+               R"() + '<|eot_id|>' -}}
 {%- endfor -%}
 {%- if add_generation_prompt -%}{{- '<|start_header_id|>assistant<|end_header_id|>\n\n' -}}{%- endif -%})"},
     {"chatglm3", R"({{- '[gMASK]sop' -}}
@@ -207,14 +211,16 @@ constexpr Named kNamed[] = {
     {"exaone3", R"({%- for message in messages -%}
 {%- if message['role'] == 'system' -%}{{- '[|system|]' + message['content']|trim()" LOOM_WS R"() + '[|endofturn|]\n' -}}
 {%- elif message['role'] == 'user' -%}{{- '[|user|]' + message['content']|trim()" LOOM_WS R"() + '\n' -}}
-{%- elif message['role'] == 'assistant' -%}{{- '[|assistant|]' + message['content']|trim()" LOOM_WS R"() + '[|endofturn|]\n' -}}
+{%- elif message['role'] == 'assistant' -%}{{- '[|assistant|]' + message['content']|trim()" LOOM_WS
+                R"() + '[|endofturn|]\n' -}}
 {%- endif -%}
 {%- endfor -%}
 {%- if add_generation_prompt -%}{{- '[|assistant|]' -}}{%- endif -%})"},
     {"exaone4", R"({%- for message in messages -%}
 {%- if message['role'] == 'system' -%}{{- '[|system|]' + message['content']|trim()" LOOM_WS R"() + '[|endofturn|]\n' -}}
 {%- elif message['role'] == 'user' -%}{{- '[|user|]' + message['content']|trim()" LOOM_WS R"() + '\n' -}}
-{%- elif message['role'] == 'assistant' -%}{{- '[|assistant|]' + message['content']|trim()" LOOM_WS R"() + '[|endofturn|]\n' -}}
+{%- elif message['role'] == 'assistant' -%}{{- '[|assistant|]' + message['content']|trim()" LOOM_WS
+                R"() + '[|endofturn|]\n' -}}
 {%- elif message['role'] == 'tool' -%}{{- '[|tool|]' + message['content']|trim()" LOOM_WS R"() + '[|endofturn|]\n' -}}
 {%- endif -%}
 {%- endfor -%}
@@ -344,7 +350,8 @@ constexpr Named kNamed[] = {
 {%- endif -%}
 {%- endfor -%}
 {%- if add_generation_prompt -%}{{- 'Assistant:' -}}{%- endif -%})"},
-    {"pangu-embedded", R"({%- set names = {'system': '系统', 'user': '用户', 'assistant': '助手', 'tool': '工具', 'function': '方法'} -%}
+    {"pangu-embedded",
+     R"({%- set names = {'system': '系统', 'user': '用户', 'assistant': '助手', 'tool': '工具', 'function': '方法'} -%}
 {%- for message in messages -%}
 {%- if loop.first and message['role'] != 'system' -%}{{- '[unused9]系统：[unused10]' -}}{%- endif -%}
 {%- if message['role'] in names -%}{{- '[unused9]' + names[message['role']] + '：' + message['content'] + '[unused10]' -}}{%- endif -%}
@@ -388,7 +395,8 @@ Expected<std::string> resolve_chat_template(std::string_view s) {
   if (looks_like_jinja(s)) return std::string(s);
   constexpr std::string_view kWs = " \t\r\n";
   const size_t b = s.find_first_not_of(kWs);
-  const std::string_view name = b == std::string_view::npos ? std::string_view() : s.substr(b, s.find_last_not_of(kWs) - b + 1);
+  const std::string_view name =
+      b == std::string_view::npos ? std::string_view() : s.substr(b, s.find_last_not_of(kWs) - b + 1);
   if (const std::string* src = named_template_source(name)) return *src;
   size_t cut = std::min<size_t>(name.size(), 64);
   while (cut < name.size() && cut > 0 && (static_cast<unsigned char>(name[cut]) & 0xC0) == 0x80) --cut;  // whole UTF-8
@@ -397,8 +405,7 @@ Expected<std::string> resolve_chat_template(std::string_view s) {
   std::string known;
   for (const std::string& n : named_template_names()) known += (known.empty() ? "" : ", ") + n;
   return invalid_argument("chat_template: '" + shown +
-                          "' is neither a Jinja template (no {% or {{) nor a built-in template name (known: " + known +
-                          ")");
+                          "' is neither a Jinja template (no {% or {{) nor a built-in template name (known: " + known + ")");
 }
 
 }  // namespace loom::chat

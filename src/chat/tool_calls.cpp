@@ -260,7 +260,7 @@ std::string_view hold_tail(std::string_view s, std::span<const std::string_view>
 // --- reasoning -----------------------------------------------------------------------------
 
 struct ReasoningSplit {
-  std::string reasoning;        // the block's text, whitespace stripped
+  std::string reasoning;         // the block's text, whitespace stripped
   std::string_view open, close;  // its tags (empty: no block)
   bool closed = false;
   std::string_view body;  // the text after the block (all of it when there is none)
@@ -366,7 +366,7 @@ std::string make_id(ToolCallFormat f, std::string_view text, size_t index, uint6
 
 struct Scan {
   std::vector<ToolCall> calls;
-  std::vector<size_t> ends;  // where each call ends in s
+  std::vector<size_t> ends;    // where each call ends in s
   std::vector<size_t> starts;  // where each call starts, when its id is made from the text before it
   // Partial (Hermes): the call the end of s cuts off, once its name is known, with the beginning of
   // its arguments (json_compact_prefix), and where it starts.
@@ -566,13 +566,15 @@ XmlValue xml_value_kind(const json& tools, const std::string& fn, const std::str
     const json& f = t["function"];
     if (!f.contains("name") || f["name"] != fn) continue;
     const json* props = f.contains("parameters") && f["parameters"].is_object() && f["parameters"].contains("properties")
-                            ? &f["parameters"]["properties"] : nullptr;
+                            ? &f["parameters"]["properties"]
+                            : nullptr;
     if (!props || !props->is_object() || !props->contains(param) || !(*props)[param].is_object()) return XmlValue::kEither;
     const json& s = (*props)[param];
     std::vector<std::string> types;
     if (s.contains("type") && s["type"].is_string()) types.push_back(s["type"]);
     if (s.contains("type") && s["type"].is_array())
-      for (const json& x : s["type"]) if (x.is_string()) types.push_back(x);
+      for (const json& x : s["type"])
+        if (x.is_string()) types.push_back(x);
     for (const char* k : {"anyOf", "oneOf"}) {
       if (!s.contains(k) || !s[k].is_array()) continue;
       for (const json& alt : s[k])
@@ -663,7 +665,8 @@ std::optional<ToolCall> read_xml_call(std::string_view s, size_t pos, const json
         std::string_view text = s.substr(std::min(v, s.size()));
         if (!text.empty() && text.back() == '\n') text.remove_suffix(1);
         const size_t lt = text.rfind('<');
-        if (lt != std::string_view::npos && std::string_view("</parameter>").starts_with(text.substr(lt))) text = text.substr(0, lt);
+        if (lt != std::string_view::npos && std::string_view("</parameter>").starts_with(text.substr(lt)))
+          text = text.substr(0, lt);
         if (!text.empty() && text.back() == '\n') text.remove_suffix(1);
         std::string d = compact(json(std::string(text)));
         d.pop_back();
@@ -749,9 +752,9 @@ std::string_view utf8_whole(std::string_view s) {
 }
 
 struct PyValue {
-  std::optional<json> value;  // nullopt: not a literal (or cut off)
-  size_t end = 0;             // one past it
-  bool cut = false;           // the end of the text cuts it off (more text may complete it)
+  std::optional<json> value;   // nullopt: not a literal (or cut off)
+  size_t end = 0;              // one past it
+  bool cut = false;            // the end of the text cuts it off (more text may complete it)
   std::string partial_string;  // cut off inside a string: its text so far (whole escapes and characters)
   bool in_string = false;      // ... and the value is that string (not one nested in a container)
 };
@@ -791,7 +794,10 @@ PyValue py_value(std::string_view s, size_t pos, int depth = 0) {
         case 'r': out += '\r'; break;
         case 'b': out += '\b'; break;
         case 'f': out += '\f'; break;
-        case '\\': case '\'': case '"': case '/': out += e; break;
+        case '\\':
+        case '\'':
+        case '"':
+        case '/': out += e; break;
         case 'u': {
           const auto unit_at = [&](size_t k) -> long {
             if (k + 6 > s.size() || s[k] != '\\' || s[k + 1] != 'u') return -1;
@@ -905,8 +911,8 @@ PyValue py_value(std::string_view s, size_t pos, int depth = 0) {
     return r;
   }
   const std::string_view w = s.substr(pos, e - pos);
-  static const std::pair<std::string_view, json> kWords[] = {{"True", true},   {"False", false}, {"None", nullptr},
-                                                             {"true", true},   {"false", false}, {"null", nullptr}};
+  static const std::pair<std::string_view, json> kWords[] = {{"True", true}, {"False", false}, {"None", nullptr},
+                                                             {"true", true}, {"false", false}, {"null", nullptr}};
   for (const auto& [word, val] : kWords) {
     if (w == word) {
       r.value = val;
@@ -998,7 +1004,7 @@ Scan scan_lfm2(std::string_view s, bool partial) {
     }
     if (s[p] != '[') break;
     bool stop = false;  // the block is cut off or malformed after the calls read
-    for (p = skip_ws(s, p + 1);; ) {
+    for (p = skip_ws(s, p + 1);;) {
       size_t end = 0;
       bool cut = false;
       std::optional<ToolCall> pending;
@@ -1583,7 +1589,8 @@ ToolCallFormat detect_tool_call_format(std::string_view src) {
   if ((has("<|tool_list_start|>") && has("<|tool_list_end|>")) || has("List of tools: [") || has("<|tool_call_start|>"))
     return ToolCallFormat::kLfm2;
   if (has("'<|tool_call>call:'")) return ToolCallFormat::kGemma4;
-  if (has("<tool_call>") && has("<function=") && has("<parameter=") && !has("'<tool_call><function=' ~ tool_call.name ~ '>'"))
+  if (has("<tool_call>") && has("<function=") && has("<parameter=") &&
+      !has("'<tool_call><function=' ~ tool_call.name ~ '>'"))
     return ToolCallFormat::kQwenXml;
   if (has("<tool_call>")) return ToolCallFormat::kHermes;
   if (has("<|start_header_id|>ipython<|end_header_id|>")) return ToolCallFormat::kLlama31;
@@ -1626,8 +1633,8 @@ const char* reasoning_format_name(ReasoningFormat f) {
 }
 
 Expected<ReasoningFormat> parse_reasoning_format(std::string_view name) {
-  for (ReasoningFormat f : {ReasoningFormat::kNone, ReasoningFormat::kAuto, ReasoningFormat::kDeepSeek,
-                            ReasoningFormat::kDeepSeekLegacy})
+  for (ReasoningFormat f :
+       {ReasoningFormat::kNone, ReasoningFormat::kAuto, ReasoningFormat::kDeepSeek, ReasoningFormat::kDeepSeekLegacy})
     if (name == reasoning_format_name(f)) return f;
   std::string shown(name.substr(0, 40));
   if (name.size() > 40) shown += "...";
@@ -1744,17 +1751,19 @@ ToolCallSyntax tool_call_syntax(ToolCallFormat format) {
       s.triggers = {"[TOOL_CALLS]"};
       s.preserved_tokens = {"[TOOL_CALLS]", "[ARGS]", "[CALL_ID]", "[THINK]", "[/THINK]"};
       break;
-    case ToolCallFormat::kGeneric:
-      s.triggers = {"{"};
-      break;
+    case ToolCallFormat::kGeneric: s.triggers = {"{"}; break;
     case ToolCallFormat::kLfm2:
       s.triggers = {std::string(kLfm2Start)};
       s.preserved_tokens = {std::string(kLfm2Start), std::string(kLfm2End), "<think>", "</think>"};
       break;
     case ToolCallFormat::kGemma4:
       s.triggers = {std::string(kGemma4Start)};
-      s.preserved_tokens = {std::string(kGemma4Start), std::string(kGemma4End), std::string(kChannelOpen),
-                            std::string(kChannelClose), "<|turn>", std::string(kGemma4Quote)};
+      s.preserved_tokens = {std::string(kGemma4Start),
+                            std::string(kGemma4End),
+                            std::string(kChannelOpen),
+                            std::string(kChannelClose),
+                            "<|turn>",
+                            std::string(kGemma4Quote)};
       break;
     case ToolCallFormat::kNone: break;
   }
@@ -1842,7 +1851,6 @@ std::string prefix_gbnf_rules(std::string_view g, std::string_view prefix) {
 
 namespace {
 
-
 // The JSON form of a name ("\"get_weather\"") as a GBNF literal.
 std::string json_string_literal(const std::string& s) { return gbnf_literal(json(s).dump()); }
 
@@ -1879,17 +1887,28 @@ std::string xml_string_rules() {
 // with "properties" has those keys in dictsort's order (case-insensitive), the required ones
 // always, others optionally; an array has its items' values; anything else is any Gemma value.
 constexpr const char* kGemma4ValueRules =
-    R"(g4-string ::= "<|\"|>" g4s0 "<|\"|>")" "\n"
-    R"(g4s0 ::= ( "<" g4s1 | [^<] g4s0 )?)" "\n"
-    R"(g4s1 ::= ( "|" g4s2 | "<" g4s1 | [^|<] g4s0 )?)" "\n"
-    R"(g4s2 ::= ( "\"" g4s3 | "<" g4s1 | [^"<] g4s0 )?)" "\n"
-    R"(g4s3 ::= ( "|" g4s4 | "<" g4s1 | [^|<] g4s0 )?)" "\n"
-    R"(g4s4 ::= ( "<" g4s1 | [^><] g4s0 )?)" "\n"
-    R"(g4-any ::= g4-string | g4-dict | g4-list | g4-num | "true" | "false" | "null")" "\n"
-    R"(g4-dict ::= "{" ( g4-kv ( "," g4-kv )* )? "}")" "\n"
-    R"(g4-kv ::= [a-zA-Z0-9_.-]+ ":" g4-any)" "\n"
-    R"(g4-list ::= "[" ( g4-any ( "," g4-any )* )? "]")" "\n"
-    R"(g4-num ::= "-"? ( "0" | [1-9] [0-9]{0,15} ) ( "." [0-9]{1,16} )? ( [eE] [-+]? [0-9]{1,3} )?)" "\n";
+    R"(g4-string ::= "<|\"|>" g4s0 "<|\"|>")"
+    "\n"
+    R"(g4s0 ::= ( "<" g4s1 | [^<] g4s0 )?)"
+    "\n"
+    R"(g4s1 ::= ( "|" g4s2 | "<" g4s1 | [^|<] g4s0 )?)"
+    "\n"
+    R"(g4s2 ::= ( "\"" g4s3 | "<" g4s1 | [^"<] g4s0 )?)"
+    "\n"
+    R"(g4s3 ::= ( "|" g4s4 | "<" g4s1 | [^|<] g4s0 )?)"
+    "\n"
+    R"(g4s4 ::= ( "<" g4s1 | [^><] g4s0 )?)"
+    "\n"
+    R"(g4-any ::= g4-string | g4-dict | g4-list | g4-num | "true" | "false" | "null")"
+    "\n"
+    R"(g4-dict ::= "{" ( g4-kv ( "," g4-kv )* )? "}")"
+    "\n"
+    R"(g4-kv ::= [a-zA-Z0-9_.-]+ ":" g4-any)"
+    "\n"
+    R"(g4-list ::= "[" ( g4-any ( "," g4-any )* )? "]")"
+    "\n"
+    R"(g4-num ::= "-"? ( "0" | [1-9] [0-9]{0,15} ) ( "." [0-9]{1,16} )? ( [eE] [-+]? [0-9]{1,3} )?)"
+    "\n";
 
 // Jinja's dictsort order (case-insensitive, stable).
 std::vector<std::string> dictsort_keys(const json& props) {
@@ -1899,7 +1918,8 @@ std::vector<std::string> dictsort_keys(const json& props) {
     for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
     return s;
   };
-  std::stable_sort(keys.begin(), keys.end(), [&](const std::string& a, const std::string& b) { return lower(a) < lower(b); });
+  std::stable_sort(keys.begin(), keys.end(),
+                   [&](const std::string& a, const std::string& b) { return lower(a) < lower(b); });
   return keys;
 }
 
@@ -1954,8 +1974,8 @@ Expected<std::string> g4_value_rule(const json& schema, const std::string& name,
   for (size_t n = items.size(); n-- > 0;) {
     const std::string& pr = items[n].first;
     *rules += a(n, true) + " ::= " + pr + " " + a(n + 1, false) + (items[n].second ? "" : " | " + a(n + 1, true)) + "\n";
-    *rules += a(n, false) + " ::= \",\" " + pr + " " + a(n + 1, false) + (items[n].second ? "" : " | " + a(n + 1, false)) +
-              "\n";
+    *rules +=
+        a(n, false) + " ::= \",\" " + pr + " " + a(n + 1, false) + (items[n].second ? "" : " | " + a(n + 1, false)) + "\n";
   }
   *rules += name + " ::= \"{\" " + a(0, true) + " \"}\"\n";
   return name;
@@ -1976,8 +1996,7 @@ Expected<std::string> tool_call_grammar(ToolCallFormat format, const json& tools
     if (forced_name && name != *forced_name) continue;
     auto g = json_schema_to_grammar(f["parameters"]);
     if (!g) {
-      return Status(g.status().code(),
-                    "tools[" + std::to_string(i) + "].function.parameters: " + g.status().message());
+      return Status(g.status().code(), "tools[" + std::to_string(i) + "].function.parameters: " + g.status().message());
     }
     const std::string prefix = "t" + std::to_string(i) + "-";
     sub += prefix_gbnf_rules(*g, prefix);
@@ -1998,9 +2017,10 @@ Expected<std::string> tool_call_grammar(ToolCallFormat format, const json& tools
   switch (format) {
     case ToolCallFormat::kHermes:
       for (size_t i = 0; i < list.size(); ++i)
-        add_alt(i, R"("{" tc-sp "\"name\"")" + kv + json_string_literal(list[i].name) + comma + R"("\"arguments\"")" +
-                       kv + list[i].args_rule + R"( "}" tc-sp)");
-      rules += R"(tc-call ::= "<tool_call>" tc-sp tc-body "</tool_call>")" "\n";
+        add_alt(i, R"("{" tc-sp "\"name\"")" + kv + json_string_literal(list[i].name) + comma + R"("\"arguments\"")" + kv +
+                       list[i].args_rule + R"( "}" tc-sp)");
+      rules += R"(tc-call ::= "<tool_call>" tc-sp tc-body "</tool_call>")"
+               "\n";
       root = parallel ? "tc-call ( tc-sp tc-call )*" : "tc-call";
       break;
     case ToolCallFormat::kLlama31:
@@ -2012,16 +2032,17 @@ Expected<std::string> tool_call_grammar(ToolCallFormat format, const json& tools
       break;
     case ToolCallFormat::kMistral:
       for (size_t i = 0; i < list.size(); ++i)
-        add_alt(i, R"("{" tc-sp "\"name\"")" + kv + json_string_literal(list[i].name) + comma + R"("\"arguments\"")" +
-                       kv + list[i].args_rule + R"( "," tc-sp "\"id\"")" + kv + R"(tc-id tc-sp "}" tc-sp)");
-      rules += R"(tc-id ::= "\"" [a-zA-Z0-9]{9} "\"")" "\n";
+        add_alt(i, R"("{" tc-sp "\"name\"")" + kv + json_string_literal(list[i].name) + comma + R"("\"arguments\"")" + kv +
+                       list[i].args_rule + R"( "," tc-sp "\"id\"")" + kv + R"(tc-id tc-sp "}" tc-sp)");
+      rules += R"(tc-id ::= "\"" [a-zA-Z0-9]{9} "\"")"
+               "\n";
       root = parallel ? R"("[TOOL_CALLS]" "[" tc-sp tc-body ( "," tc-sp tc-body )* "]")"
                       : R"("[TOOL_CALLS]" "[" tc-sp tc-body "]")";
       break;
     case ToolCallFormat::kMistralArgs:
-      for (size_t i = 0; i < list.size(); ++i)
-        add_alt(i, gbnf_literal(list[i].name) + R"( "[ARGS]" )" + list[i].args_rule);
-      rules += R"(tc-call ::= "[TOOL_CALLS]" tc-body)" "\n";
+      for (size_t i = 0; i < list.size(); ++i) add_alt(i, gbnf_literal(list[i].name) + R"( "[ARGS]" )" + list[i].args_rule);
+      rules += R"(tc-call ::= "[TOOL_CALLS]" tc-body)"
+               "\n";
       root = parallel ? "tc-call+" : "tc-call";
       break;
     case ToolCallFormat::kGeneric: {
@@ -2039,13 +2060,12 @@ Expected<std::string> tool_call_grammar(ToolCallFormat format, const json& tools
         alts_schema.push_back(json{{"type", "object"}, {"properties", std::move(props)}, {"required", std::move(req)}});
       }
       json one = alts_schema.size() == 1 ? alts_schema[0] : json{{"anyOf", alts_schema}};
-      json call = parallel
-                      ? json{{"type", "object"},
-                             {"properties", {{"tool_calls", {{"type", "array"}, {"items", one}, {"minItems", 1}}}}},
-                             {"required", json::array({"tool_calls"})}}
-                      : json{{"type", "object"},
-                             {"properties", {{"tool_call", one}}},
-                             {"required", json::array({"tool_call"})}};
+      json call =
+          parallel
+              ? json{{"type", "object"},
+                     {"properties", {{"tool_calls", {{"type", "array"}, {"items", one}, {"minItems", 1}}}}},
+                     {"required", json::array({"tool_calls"})}}
+              : json{{"type", "object"}, {"properties", {{"tool_call", one}}}, {"required", json::array({"tool_call"})}};
       json schema = allow_response
                         ? json{{"anyOf", json::array({call, json{{"type", "object"},
                                                                  {"properties", {{"response", {{"type", "string"}}}}},
@@ -2062,16 +2082,17 @@ Expected<std::string> tool_call_grammar(ToolCallFormat format, const json& tools
       bool strings = false;
       for (size_t i = 0; i < list.size(); ++i) {
         const json& ps = list[i].parameters;
-        const json props = ps.is_object() && ps.contains("properties") && ps["properties"].is_object() ? ps["properties"]
-                                                                                                       : json::object();
-        const json req = ps.is_object() && ps.contains("required") && ps["required"].is_array() ? ps["required"] : json::array();
+        const json props =
+            ps.is_object() && ps.contains("properties") && ps["properties"].is_object() ? ps["properties"] : json::object();
+        const json req =
+            ps.is_object() && ps.contains("required") && ps["required"].is_array() ? ps["required"] : json::array();
         std::string required, optional;
         size_t k = 0;
         for (const auto& [key, schema] : props.items()) {
           const std::string prule = "tc-f" + std::to_string(i) + "-p" + std::to_string(k++);
           std::string value;
-          const XmlValue kind = xml_value_kind(json::array({json{{"function", json{{"name", list[i].name}, {"parameters", ps}}}}}),
-                                               list[i].name, key);
+          const XmlValue kind = xml_value_kind(
+              json::array({json{{"function", json{{"name", list[i].name}, {"parameters", ps}}}}}), list[i].name, key);
           if (kind == XmlValue::kJson) {
             auto g = json_schema_to_grammar(schema);
             if (!g) return Status(g.status().code(), "tools: " + list[i].name + "." + key + ": " + g.status().message());
@@ -2091,7 +2112,8 @@ Expected<std::string> tool_call_grammar(ToolCallFormat format, const json& tools
         add_alt(i, body + " " + gbnf_literal("</function>\n"));
       }
       if (strings) rules += xml_string_rules();
-      rules += R"(tc-call ::= "<tool_call>\n" tc-body "</tool_call>")" "\n";
+      rules += R"(tc-call ::= "<tool_call>\n" tc-body "</tool_call>")"
+               "\n";
       root = parallel ? "tc-call ( tc-sp tc-call )*" : "tc-call";
       break;
     }
@@ -2102,9 +2124,10 @@ Expected<std::string> tool_call_grammar(ToolCallFormat format, const json& tools
       // arguments from the k-th on, with or without a leading ", ".
       for (size_t i = 0; i < list.size(); ++i) {
         const json& ps = list[i].parameters;
-        const json props = ps.is_object() && ps.contains("properties") && ps["properties"].is_object() ? ps["properties"]
-                                                                                                       : json::object();
-        const json req = ps.is_object() && ps.contains("required") && ps["required"].is_array() ? ps["required"] : json::array();
+        const json props =
+            ps.is_object() && ps.contains("properties") && ps["properties"].is_object() ? ps["properties"] : json::object();
+        const json req =
+            ps.is_object() && ps.contains("required") && ps["required"].is_array() ? ps["required"] : json::array();
         const std::string fi = "tc-f" + std::to_string(i);
         std::vector<std::pair<std::string, bool>> items;  // (argument rule, required)
         size_t k = 0;
@@ -2141,7 +2164,8 @@ Expected<std::string> tool_call_grammar(ToolCallFormat format, const json& tools
         add_alt(i, gbnf_literal(list[i].name) + " " + args);
       }
       rules += kGemma4ValueRules;
-      rules += R"(tc-call ::= "<|tool_call>call:" tc-body "<tool_call|>")" "\n";
+      rules += R"(tc-call ::= "<|tool_call>call:" tc-body "<tool_call|>")"
+               "\n";
       root = parallel ? "tc-call+" : "tc-call";
       break;
     }

@@ -121,17 +121,7 @@
 
 namespace loom::chat {
 
-enum class ToolCallFormat : uint8_t {
-  kNone,
-  kGeneric,
-  kLlama31,
-  kHermes,
-  kMistral,
-  kMistralArgs,
-  kQwenXml,
-  kLfm2,
-  kGemma4
-};
+enum class ToolCallFormat : uint8_t { kNone, kGeneric, kLlama31, kHermes, kMistral, kMistralArgs, kQwenXml, kLfm2, kGemma4 };
 
 // "none", "generic", "llama3.1", "hermes", "mistral", "mistral-args", "qwen3-coder", "lfm2",
 // "gemma4".

@@ -10,19 +10,23 @@
 namespace loom {
 
 struct Batch {
-  std::vector<int32_t> tokens;               // token ids, or empty when `embd` is used
-  std::vector<float> embd;                   // [n][embd_dim] input embeddings instead of tokens
+  std::vector<int32_t> tokens;  // token ids, or empty when `embd` is used
+  std::vector<float> embd;      // [n][embd_dim] input embeddings instead of tokens
   int embd_dim = 0;
-  std::vector<int32_t> pos;                  // empty: each sequence continues after its last position
-  std::vector<std::vector<int32_t>> seq_ids; // empty: every token is in sequence 0
-  std::vector<uint8_t> output;               // empty: only the last token produces an output
+  std::vector<int32_t> pos;                   // empty: each sequence continues after its last position
+  std::vector<std::vector<int32_t>> seq_ids;  // empty: every token is in sequence 0
+  std::vector<uint8_t> output;                // empty: only the last token produces an output
 
   int size() const {
     if (!tokens.empty()) return int(tokens.size());
     return embd_dim > 0 ? int(embd.size() / size_t(embd_dim)) : 0;
   }
   void clear() {
-    tokens.clear(); embd.clear(); pos.clear(); seq_ids.clear(); output.clear();
+    tokens.clear();
+    embd.clear();
+    pos.clear();
+    seq_ids.clear();
+    output.clear();
   }
   void add(int32_t token, int32_t position, std::initializer_list<int32_t> seqs, bool want_output) {
     add(token, position, std::span<const int32_t>(seqs.begin(), seqs.size()), want_output);

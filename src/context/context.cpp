@@ -13,8 +13,11 @@
 namespace loom {
 
 std::optional<Pooling> parse_pooling(std::string_view name) {
-  static constexpr std::pair<std::string_view, Pooling> kNames[] = {
-      {"none", Pooling::kNone}, {"mean", Pooling::kMean}, {"cls", Pooling::kCls}, {"last", Pooling::kLast}, {"rank", Pooling::kRank}};
+  static constexpr std::pair<std::string_view, Pooling> kNames[] = {{"none", Pooling::kNone},
+                                                                    {"mean", Pooling::kMean},
+                                                                    {"cls", Pooling::kCls},
+                                                                    {"last", Pooling::kLast},
+                                                                    {"rank", Pooling::kRank}};
   for (const auto& [n, p] : kNames) {
     if (n == name) return p;
   }
@@ -41,11 +44,13 @@ Status check_context_params(const ContextParams& p, const ModelHparams& hp) {
     return invalid_argument("context sizes and thread counts must not be negative");
   }
   if (p.n_batch == 0 && p.n_ubatch == 0) return invalid_argument("n_batch and n_ubatch cannot both be zero");
-  if (p.n_ctx == 0 && hp.n_ctx_train == 0) return invalid_argument("n_ctx and the model's training context cannot both be zero");
+  if (p.n_ctx == 0 && hp.n_ctx_train == 0)
+    return invalid_argument("n_ctx and the model's training context cannot both be zero");
   if (p.n_seq_max > kMaxSeqs) return invalid_argument("n_seq_max must be at most " + std::to_string(kMaxSeqs));
   if (p.n_swa < -1) return invalid_argument("n_swa must be -1 (the model's), 0 (off) or a window of at least one token");
   if (p.n_swa > 0 && hp.is_encoder()) return unsupported("a sliding window is not supported for encoder models");
-  if (p.n_swa > 0 && hp.is_recurrent()) return unsupported("a sliding window is not supported for recurrent models (no attention)");
+  if (p.n_swa > 0 && hp.is_recurrent())
+    return unsupported("a sliding window is not supported for recurrent models (no attention)");
   return Status::ok();
 }
 
@@ -95,8 +100,9 @@ Status resolve_pooling(const Model& model, ContextParams& cp) {
     cp.pooling = hp.pooling_type >= 0 ? kFromModel[hp.pooling_type] : Pooling::kNone;
   }
   if (cp.pooling == Pooling::kRank && !model.weights().has_cls_head()) {
-    return unsupported("rank pooling needs a classification head (cls.weight and/or cls.output.weight), which this "
-                       "model does not have: it is not a reranker");
+    return unsupported(
+        "rank pooling needs a classification head (cls.weight and/or cls.output.weight), which this "
+        "model does not have: it is not a reranker");
   }
   return Status::ok();
 }
@@ -104,7 +110,8 @@ Status resolve_pooling(const Model& model, ContextParams& cp) {
 // Batch sizes: a causal model's batch never exceeds the context.
 void size_batches(const ContextParams& p, bool causal, ContextParams& cp) {
   const int n_batch_param = p.n_batch;
-  cp.n_batch = causal ? std::min(cp.n_ctx, p.n_batch > 0 ? p.n_batch : p.n_ubatch) : (p.n_batch > 0 ? p.n_batch : p.n_ubatch);
+  cp.n_batch =
+      causal ? std::min(cp.n_ctx, p.n_batch > 0 ? p.n_batch : p.n_ubatch) : (p.n_batch > 0 ? p.n_batch : p.n_ubatch);
   cp.n_ubatch = std::min(cp.n_batch, p.n_ubatch > 0 ? p.n_ubatch : n_batch_param);
   if (cp.n_ubatch <= 0) cp.n_ubatch = cp.n_batch;
   cp.n_outputs_max = p.n_outputs_max > 0 ? std::min(p.n_outputs_max, cp.n_batch) : cp.n_batch;
@@ -162,9 +169,9 @@ Expected<std::unique_ptr<Context>> Context::create_unguarded(std::shared_ptr<con
 
   LOOM_ASSIGN_OR_RETURN(ctx->mem_, Memory::create(hp, memory_params(p, cp, hp, ctx->swa_all_layers_, ctx->causal_)));
   if (hp.has_encoder() || hp.is_encoder()) {
-    LOOM_ASSIGN_OR_RETURN(ctx->enc_kv_, KvCache::create(KvCacheParams::uniform(int(hp.n_layer), cp.n_ubatch, hp.n_embd_kv(),
-                                                                               hp.n_embd_kv(), hp.head_dim, TensorType::F32,
-                                                                               TensorType::F32)));
+    LOOM_ASSIGN_OR_RETURN(
+        ctx->enc_kv_, KvCache::create(KvCacheParams::uniform(int(hp.n_layer), cp.n_ubatch, hp.n_embd_kv(), hp.n_embd_kv(),
+                                                             hp.head_dim, TensorType::F32, TensorType::F32)));
   }
   if (hp.is_recurrent()) cp.type_k = cp.type_v = TensorType::F32;  // states are F32; no K/V
   const int max_kv = ctx->mem_->kv() ? ctx->mem_->kv()->size() : 0;
@@ -277,7 +284,8 @@ Status Context::validate(const Batch& batch, bool encoding, Checked* c) {
   if (!batch.pos.empty()) {
     for (int i = 0; i < n; ++i) {
       const int32_t p = batch.pos[size_t(i)];
-      if (p < 0 || p > (1 << 30)) return invalid_argument("invalid position " + std::to_string(p) + " at batch index " + std::to_string(i));
+      if (p < 0 || p > (1 << 30))
+        return invalid_argument("invalid position " + std::to_string(p) + " at batch index " + std::to_string(i));
       pos_[size_t(i)] = p;
     }
   } else {
@@ -315,7 +323,8 @@ void Context::pool_outputs(const Checked& c) {
     // mean: average over the sequence's tokens; cls (and rank): its first position; last: its last position.
     if (params_.pooling == Pooling::kMean) {
       for (size_t d = 0; d < E; ++d) dst[d] += h[d];
-    } else if (((params_.pooling == Pooling::kCls || params_.pooling == Pooling::kRank) && (pool_pos_[s] < 0 || p < pool_pos_[s])) ||
+    } else if (((params_.pooling == Pooling::kCls || params_.pooling == Pooling::kRank) &&
+                (pool_pos_[s] < 0 || p < pool_pos_[s])) ||
                (params_.pooling == Pooling::kLast && p >= pool_pos_[s])) {
       std::copy(h, h + E, dst);
       pool_pos_[s] = p;
@@ -358,9 +367,11 @@ Expected<std::span<const float>> Context::logits(int i) const {
   int out = -1;
   if (i < 0) {
     out = n_outputs_ + i;
-    if (out < 0) return out_of_range("negative index " + std::to_string(i) + " out of range [0, " + std::to_string(n_outputs_) + ")");
+    if (out < 0)
+      return out_of_range("negative index " + std::to_string(i) + " out of range [0, " + std::to_string(n_outputs_) + ")");
   } else {
-    if (i >= last_batch_size_) return out_of_range("index " + std::to_string(i) + " out of range [0, " + std::to_string(last_batch_size_) + ")");
+    if (i >= last_batch_size_)
+      return out_of_range("index " + std::to_string(i) + " out of range [0, " + std::to_string(last_batch_size_) + ")");
     out = output_of_row_[size_t(i)];
     if (out < 0) return invalid_argument("batch index " + std::to_string(i) + " was not flagged for output");
   }
@@ -408,7 +419,8 @@ Expected<std::span<const float>> Context::embeddings_seq(int seq) const {
 
 Status Context::check_seq(int seq, bool allow_negative) const {
   if ((seq < 0 && !allow_negative) || seq >= params_.n_seq_max) {
-    return invalid_argument("sequence id " + std::to_string(seq) + " out of range [0, " + std::to_string(params_.n_seq_max) + ")");
+    return invalid_argument("sequence id " + std::to_string(seq) + " out of range [0, " + std::to_string(params_.n_seq_max) +
+                            ")");
   }
   return Status::ok();
 }
@@ -422,7 +434,8 @@ Status Context::seq_rm(int seq, int p0, int p1, uint8_t parts) {
   if (!mem_->seq_rm(seq, p0, p1, parts)) {
     // The reference returns false here: a recurrent state cannot forget its last tokens alone.
     if (seq < 0) {
-      return unsupported("seq_rm(" + std::to_string(seq) + ", ...): a recurrent model's states are removed one sequence at a "
+      return unsupported("seq_rm(" + std::to_string(seq) +
+                         ", ...): a recurrent model's states are removed one sequence at a "
                          "time (or all with kv_clear); the reference refuses a negative sequence id here");
     }
     return unsupported("seq_rm(" + std::to_string(seq) + ", " + std::to_string(p0) + ", " + std::to_string(p1) +
@@ -557,8 +570,8 @@ void Context::rebuild_adapters() {
     }
   }
   if (adapters_.max_rank > scratch_.max_lora_rank()) {
-    scratch_ = ForwardScratch(*model_, params_.n_ubatch, mem_->kv() ? mem_->kv()->size() : 0, params_.type_k,
-                              pool_->size(), adapters_.max_rank);
+    scratch_ = ForwardScratch(*model_, params_.n_ubatch, mem_->kv() ? mem_->kv()->size() : 0, params_.type_k, pool_->size(),
+                              adapters_.max_rank);
   }
   fwd_.adapters = &adapters_;
 }

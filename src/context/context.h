@@ -45,13 +45,13 @@ struct ContextParams {
   int n_threads = 0;        // threads for single-token steps (0: all cores)
   int n_threads_batch = 0;  // threads for batches (0: n_threads)
   RopeScaling rope_scaling = RopeScaling::kUnspecified;
-  float rope_freq_base = 0.0f;   // 0: from the model
-  float rope_freq_scale = 0.0f;  // 0: from the model
-  float yarn_ext_factor = -1.0f; // < 0: 1 for YaRN scaling, else 0
-  float yarn_attn_factor = -1.0f;// < 0: llama.cpp's derivation (YaRN's mscale, the file's yarn_log_multiplier)
-  float yarn_beta_fast = -1.0f;  // < 0: the model's rope.scaling.yarn_beta_fast (else 32)
-  float yarn_beta_slow = -1.0f;  // < 0: the model's rope.scaling.yarn_beta_slow (else 1)
-  int yarn_orig_ctx = 0;         // 0: the model's original context (rope.scaling.original_context_length, else n_ctx_train)
+  float rope_freq_base = 0.0f;     // 0: from the model
+  float rope_freq_scale = 0.0f;    // 0: from the model
+  float yarn_ext_factor = -1.0f;   // < 0: 1 for YaRN scaling, else 0
+  float yarn_attn_factor = -1.0f;  // < 0: llama.cpp's derivation (YaRN's mscale, the file's yarn_log_multiplier)
+  float yarn_beta_fast = -1.0f;    // < 0: the model's rope.scaling.yarn_beta_fast (else 32)
+  float yarn_beta_slow = -1.0f;    // < 0: the model's rope.scaling.yarn_beta_slow (else 1)
+  int yarn_orig_ctx = 0;  // 0: the model's original context (rope.scaling.original_context_length, else n_ctx_train)
   // Sliding-window attention, N = a token at position p sees its sequence's positions (p - N, p].
   // -1: the model's (gemma2/gemma3: their SWA layers; every other family: none, even when a
   // llama/Mistral file carries attention.sliding_window, as the reference ignores it there);
@@ -69,14 +69,14 @@ struct ContextParams {
   int n_seq_states = 0;
   Pooling pooling = Pooling::kUnspecified;
   AttentionType attention = AttentionType::kUnspecified;
-  bool embeddings = false;       // produce embeddings instead of logits
+  bool embeddings = false;  // produce embeddings instead of logits
   TensorType type_k = TensorType::F16;
   TensorType type_v = TensorType::F16;
-  float defrag_thold = -1.0f;    // > 0: defragment before a decode when holes exceed this fraction
+  float defrag_thold = -1.0f;  // > 0: defragment before a decode when holes exceed this fraction
   bool no_perf = false;
   bool (*abort_callback)(void* data) = nullptr;  // polled between layers; true stops the decode
   void* abort_data = nullptr;
-  EvalCallback eval_callback = nullptr;          // observes named intermediate activations
+  EvalCallback eval_callback = nullptr;  // observes named intermediate activations
   void* eval_data = nullptr;
 };
 
@@ -84,7 +84,7 @@ struct PerfCounters {
   int64_t t_load_us = 0;
   int64_t n_prompt_tokens = 0;  // tokens decoded in calls of more than one token
   int64_t t_prompt_us = 0;
-  int64_t n_gen_tokens = 0;     // single-token decodes
+  int64_t n_gen_tokens = 0;  // single-token decodes
   int64_t t_gen_us = 0;
   // Prompt tokens whose KV was reused instead of computed: the tokens a whole-context state_load
   // brings back, and what callers with a cache count with Context::count_reused (the scheduler's
@@ -246,8 +246,8 @@ class Context {
   // The next micro-batch after `done` tokens; 0 when none is left.
   int next_ubatch(const Batch& batch, const Checked& c, bool encoding, int done, Ubatch* ub);
   // A KV part's mask and columns for a micro-batch (cells: where its tokens went in that part).
-  void build_attn(const KvCache& part, const Ubatch& ub, const int32_t* cells, const MaskParams& mp,
-                  AttnBuffers& buf, AttnInputs* out);
+  void build_attn(const KvCache& part, const Ubatch& ub, const int32_t* cells, const MaskParams& mp, AttnBuffers& buf,
+                  AttnInputs* out);
   Status validate_recurrent(const Batch& batch, int n) const;
   // Marks the batch rows that produce an output in output_of_row_; returns their number.
   int assign_outputs(const Batch& batch, int n, bool all);
@@ -302,30 +302,30 @@ class Context {
     std::vector<float> mask;
     std::vector<int32_t> col_cells, group, col_pos;
   };
-  std::vector<int32_t> cells_;          // [n_batch] full-part cells of the batch's rows
-  std::vector<int32_t> swa_cells_;      // [n_batch] window-cache cells taken by the current decode
-  std::vector<int32_t> out_rows_;       // [n_ubatch]
-  AttnBuffers attn_;                    // the full KV part
-  AttnBuffers attn_swa_;                // the window layers: their own cache, or the full one sliding
-  std::vector<int32_t> ubatch_seqs_;    // [n_ubatch] distinct sequences of a micro-batch
-  std::vector<int32_t> ubatch_seq_min_; // [n_ubatch] their lowest positions (sliding windows)
-  std::vector<int32_t> deltas_;         // [largest KV part] pending K-shift
-  std::vector<int32_t> iota_;           // [n_batch] 0, 1, 2, ... (rows of an in-order micro-batch)
+  std::vector<int32_t> cells_;           // [n_batch] full-part cells of the batch's rows
+  std::vector<int32_t> swa_cells_;       // [n_batch] window-cache cells taken by the current decode
+  std::vector<int32_t> out_rows_;        // [n_ubatch]
+  AttnBuffers attn_;                     // the full KV part
+  AttnBuffers attn_swa_;                 // the window layers: their own cache, or the full one sliding
+  std::vector<int32_t> ubatch_seqs_;     // [n_ubatch] distinct sequences of a micro-batch
+  std::vector<int32_t> ubatch_seq_min_;  // [n_ubatch] their lowest positions (sliding windows)
+  std::vector<int32_t> deltas_;          // [largest KV part] pending K-shift
+  std::vector<int32_t> iota_;            // [n_batch] 0, 1, 2, ... (rows of an in-order micro-batch)
   // Equal split (a recurrent part): the plan per sequence of the batch, the batch's rows grouped by
   // sequence, and one micro-batch gathered from them.
-  std::vector<RecurrentCache::SeqPlan> rs_plans_;  // [n_seq_max]
-  mutable std::vector<int32_t> rs_index_;          // [n_seq_max] sequence -> plan index, -1
-  std::vector<int32_t> rs_off_, rs_count_, rs_done_;  // [n_seq_max] per plan: first, count, consumed
-  int n_plans_ = 0;                     // sequences of the current batch
-  std::vector<int32_t> rs_tok_;         // [n_batch] batch rows grouped by sequence
+  std::vector<RecurrentCache::SeqPlan> rs_plans_;                          // [n_seq_max]
+  mutable std::vector<int32_t> rs_index_;                                  // [n_seq_max] sequence -> plan index, -1
+  std::vector<int32_t> rs_off_, rs_count_, rs_done_;                       // [n_seq_max] per plan: first, count, consumed
+  int n_plans_ = 0;                                                        // sequences of the current batch
+  std::vector<int32_t> rs_tok_;                                            // [n_batch] batch rows grouped by sequence
   std::vector<int32_t> ub_rows_, ub_tokens_, ub_pos_, ub_seq_, ub_cells_;  // [n_ubatch]
-  std::vector<float> ub_embd_;          // [n_ubatch][n_embd] input embeddings (reserved on first use)
+  std::vector<float> ub_embd_;                       // [n_ubatch][n_embd] input embeddings (reserved on first use)
   std::vector<int32_t> ub_start_, ub_src_, ub_dst_;  // [n_ubatch + 1] runs of the micro-batch
-  std::vector<int32_t> ub_plan_;        // [n_ubatch] plan index of each run
-  std::vector<int32_t> out_store_;      // [n_batch] batch row -> storage row of its output
-  std::vector<int32_t> perm_dest_;      // [n_batch] storage row -> batch-order output row
-  std::vector<uint8_t> perm_done_;      // [n_batch]
-  std::vector<float> perm_tmp_;         // [max(n_vocab, n_embd)]
+  std::vector<int32_t> ub_plan_;                     // [n_ubatch] plan index of each run
+  std::vector<int32_t> out_store_;                   // [n_batch] batch row -> storage row of its output
+  std::vector<int32_t> perm_dest_;                   // [n_batch] storage row -> batch-order output row
+  std::vector<uint8_t> perm_done_;                   // [n_batch]
+  std::vector<float> perm_tmp_;                      // [max(n_vocab, n_embd)]
   // T5: each sequence's encoder output as cross K/V, and a decoder micro-batch's cross mask
   // ([n_ubatch][encoder rows], grown as the rows grow) and its tokens' sequence sets.
   EncoderState enc_;

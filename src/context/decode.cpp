@@ -196,8 +196,8 @@ int Context::next_ubatch(const Batch& batch, const Checked& c, bool encoding, in
   return m;
 }
 
-void Context::build_attn(const KvCache& part, const Ubatch& ub, const int32_t* cells, const MaskParams& mp,
-                         AttnBuffers& buf, AttnInputs* out) {
+void Context::build_attn(const KvCache& part, const Ubatch& ub, const int32_t* cells, const MaskParams& mp, AttnBuffers& buf,
+                         AttnInputs* out) {
   const int m = ub.m;
   const int n_kv = part.n_kv();
   // Batch invariance (docs/design.md): the mask columns list each token's visible cells in
@@ -258,8 +258,8 @@ Status Context::decode(const Batch& batch) {
                                                       " free cells, the batch needs " + std::to_string(c.n));
   }
   if (const KvCache* kvs = mem_->kv_swa(); kvs && std::min(c.n, params_.n_ubatch) > kvs->n_free()) {
-    return Status(StatusCode::kResourceExhausted, "no KV slot: the sliding-window cache has " +
-                                                      std::to_string(kvs->n_free()) + " free cells");
+    return Status(StatusCode::kResourceExhausted,
+                  "no KV slot: the sliding-window cache has " + std::to_string(kvs->n_free()) + " free cells");
   }
   LOOM_RETURN_IF_ERROR(prepare_kv());
   const int64_t t0 = params_.no_perf ? 0 : now_us();
@@ -280,7 +280,8 @@ Status Context::decode(const Batch& batch) {
 Status Context::encode(const Batch& batch) {
   KvCache* kv = enc_kv_ ? enc_kv_.get() : mem_->kv();
   if (!kv || mem_->rs()) {
-    return unsupported("encode: " + model_->hparams().arch_name + " is a decoder with recurrent layers, without an encoder (use decode)");
+    return unsupported("encode: " + model_->hparams().arch_name +
+                       " is a decoder with recurrent layers, without an encoder (use decode)");
   }
   Checked c;
   LOOM_RETURN_IF_ERROR(validate(batch, /*encoding=*/true, &c));
@@ -298,11 +299,13 @@ Status Context::encode(const Batch& batch) {
       EncoderState::SeqSet& set = cross_seqs_[size_t(i)];
       set.reset();
       if (batch.seq_ids.empty()) set.set(0);
-      else for (int32_t sid : batch.seq_ids[size_t(i)]) set.set(size_t(sid));
+      else
+        for (int32_t sid : batch.seq_ids[size_t(i)]) set.set(size_t(sid));
     }
     pool_->set_active(c.n > 1 ? params_.n_threads_batch : params_.n_threads);
-    LOOM_RETURN_IF_ERROR(enc_.store(*model_, embd_.data(), std::span<const EncoderState::SeqSet>(cross_seqs_.data(), size_t(c.n)),
-                                    params_.type_k, scratch_, *pool_));
+    LOOM_RETURN_IF_ERROR(enc_.store(*model_, embd_.data(),
+                                    std::span<const EncoderState::SeqSet>(cross_seqs_.data(), size_t(c.n)), params_.type_k,
+                                    scratch_, *pool_));
   }
   if (!params_.no_perf) {
     perf_.n_prompt_tokens += c.n;
@@ -465,7 +468,8 @@ Status Context::run_ubatches(const Batch& batch, const Checked& c, bool encoding
         EncoderState::SeqSet& set = cross_seqs_[size_t(t)];
         set.reset();
         if (batch.seq_ids.empty()) set.set(0);
-        else for (int32_t sid : batch.seq_ids[size_t(ub.rows[t])]) set.set(size_t(sid));
+        else
+          for (int32_t sid : batch.seq_ids[size_t(ub.rows[t])]) set.set(size_t(sid));
       }
       const size_t need = size_t(m) * size_t(enc_.n_rows());
       if (cross_mask_.size() < need) cross_mask_.resize(need);

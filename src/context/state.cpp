@@ -80,8 +80,8 @@ class Reader {
  private:
   Status need(size_t n, const char* what) const {
     if (n > d_.size() - pos_) {
-      return corrupt(std::string("state is truncated: ") + what + " at offset " + std::to_string(pos_) +
-                     " needs " + std::to_string(n) + " bytes, " + std::to_string(d_.size() - pos_) + " remain");
+      return corrupt(std::string("state is truncated: ") + what + " at offset " + std::to_string(pos_) + " needs " +
+                     std::to_string(n) + " bytes, " + std::to_string(d_.size() - pos_) + " remain");
     }
     return Status::ok();
   }
@@ -99,9 +99,12 @@ struct Parsed {
   const uint8_t* output_of_row = nullptr;  // i32[batch_size]
   uint64_t n_floats = 0;
   const uint8_t* floats = nullptr;
-  struct Cell { int32_t pos, delta; std::bitset<kMaxSeqs> seqs; };
+  struct Cell {
+    int32_t pos, delta;
+    std::bitset<kMaxSeqs> seqs;
+  };
   struct Part {
-    int store = -1;              // index of the context's part it loads into
+    int store = -1;  // index of the context's part it loads into
     std::vector<Cell> cells;
     const uint8_t* rows = nullptr;  // per layer: K rows then V rows
   };
@@ -133,11 +136,13 @@ struct PartStore {
   KvCache* kv = nullptr;
   RecurrentCache* rs = nullptr;
 
-  std::vector<int> layers() const {
-    return rs ? rs->layers() : kv->stored_layers();
+  std::vector<int> layers() const { return rs ? rs->layers() : kv->stored_layers(); }
+  uint64_t k_row_bytes(int il) const {
+    return kv ? kv->view().layers[size_t(il)].k_row_bytes : uint64_t(rs->params().conv_row) * 4;
   }
-  uint64_t k_row_bytes(int il) const { return kv ? kv->view().layers[size_t(il)].k_row_bytes : uint64_t(rs->params().conv_row) * 4; }
-  uint64_t v_row_bytes(int il) const { return kv ? kv->view().layers[size_t(il)].v_row_bytes : uint64_t(rs->params().ssm_row) * 4; }
+  uint64_t v_row_bytes(int il) const {
+    return kv ? kv->view().layers[size_t(il)].v_row_bytes : uint64_t(rs->params().ssm_row) * 4;
+  }
   int size() const { return kv ? kv->size() : rs->size(); }
   bool empty(int c) const { return kv ? kv->cell(c).empty() : rs->cell(c).empty(); }
   Pos pos(int c) const { return kv ? kv->cell(c).pos : rs->cell(c).pos; }
@@ -183,12 +188,14 @@ struct Store {
   }
   uint64_t k_row_bytes() const {
     uint64_t n = 0;
-    for (const PartStore& p : parts) for (int il : p.layers()) n += p.k_row_bytes(il);
+    for (const PartStore& p : parts)
+      for (int il : p.layers()) n += p.k_row_bytes(il);
     return n;
   }
   uint64_t v_row_bytes() const {
     uint64_t n = 0;
-    for (const PartStore& p : parts) for (int il : p.layers()) n += p.v_row_bytes(il);
+    for (const PartStore& p : parts)
+      for (int il : p.layers()) n += p.v_row_bytes(il);
     return n;
   }
   // Version 1 wrote one memory over every layer with the row sizes of one layer.
@@ -278,8 +285,8 @@ Status parse_header(Reader& r, std::span<const uint8_t> data, bool verify_sum, u
   LOOM_RETURN_IF_ERROR(r.get(&k_row, "k_row_bytes"));
   LOOM_RETURN_IF_ERROR(r.get(&v_row, "v_row_bytes"));
   if (type_k != uint32_t(st.type_k) || type_v != uint32_t(st.type_v)) {
-    return invalid_argument("state was saved with KV cache types " + std::string(tensor_type_name(TensorType(type_k))) + "/" +
-                            std::string(tensor_type_name(TensorType(type_v))) + ", this context uses " +
+    return invalid_argument("state was saved with KV cache types " + std::string(tensor_type_name(TensorType(type_k))) +
+                            "/" + std::string(tensor_type_name(TensorType(type_v))) + ", this context uses " +
                             std::string(tensor_type_name(st.type_k)) + "/" + std::string(tensor_type_name(st.type_v)));
   }
   // Version 2's row sizes are those of the parts it holds (a checkpoint holds some of them):
@@ -338,7 +345,8 @@ Status parse_part(Reader& r, const Store& st, uint32_t version, uint32_t kind, i
   uint32_t n_cells = 0;
   LOOM_RETURN_IF_ERROR(r.get(&n_cells, "cell count"));
   if (n_cells > uint32_t(ps.size())) {
-    return invalid_argument("state holds " + std::to_string(n_cells) + " cells but the cache has only " + std::to_string(ps.size()));
+    return invalid_argument("state holds " + std::to_string(n_cells) + " cells but the cache has only " +
+                            std::to_string(ps.size()));
   }
   out->cells.resize(n_cells);
   for (auto& c : out->cells) {
@@ -459,7 +467,8 @@ Status Context::state_load(std::span<const uint8_t> data, std::vector<int32_t>* 
   const size_t row = size_t(p.outputs_embd ? n_embd() : n_vocab());
   if (p.batch_size > uint32_t(params_.n_batch)) return invalid_argument("state outputs exceed this context's n_batch");
   if (p.n_floats != uint64_t(p.n_outputs) * row) return corrupt("state output size does not match its output count");
-  if (!p.outputs_embd && p.n_outputs > 0 && logits_.empty()) return invalid_argument("state holds logits but this context has no logits buffer");
+  if (!p.outputs_embd && p.n_outputs > 0 && logits_.empty())
+    return invalid_argument("state holds logits but this context has no logits buffer");
   for (uint32_t i = 0; i < p.batch_size; ++i) {
     int32_t o;
     std::memcpy(&o, p.output_of_row + size_t(i) * 4, 4);
@@ -524,7 +533,8 @@ Status Context::seq_state_load(std::span<const uint8_t> data, int dst_seq, std::
     }
     const int need = int(part.cells.size());
     if (need > ps.kv->n_free() + freed) {
-      return Status(StatusCode::kResourceExhausted, "not enough free KV cells to restore " + std::to_string(need) + " cells");
+      return Status(StatusCode::kResourceExhausted,
+                    "not enough free KV cells to restore " + std::to_string(need) + " cells");
     }
   }
   // The destination's own state is replaced in every part the state holds (the reference removes

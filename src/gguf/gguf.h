@@ -28,8 +28,19 @@ inline constexpr int kMaxDims = 4;
 inline constexpr int kMaxArrayNesting = 8;  // deeper nesting is refused (no real file needs it)
 
 enum class ValueType : uint32_t {
-  kUint8 = 0, kInt8 = 1, kUint16 = 2, kInt16 = 3, kUint32 = 4, kInt32 = 5, kFloat32 = 6,
-  kBool = 7, kString = 8, kArray = 9, kUint64 = 10, kInt64 = 11, kFloat64 = 12,
+  kUint8 = 0,
+  kInt8 = 1,
+  kUint16 = 2,
+  kInt16 = 3,
+  kUint32 = 4,
+  kInt32 = 5,
+  kFloat32 = 6,
+  kBool = 7,
+  kString = 8,
+  kArray = 9,
+  kUint64 = 10,
+  kInt64 = 11,
+  kFloat64 = 12,
 };
 std::string_view value_type_name(ValueType t);
 // Bytes of one scalar of type t in the file; 0 for string and array.
@@ -51,8 +62,8 @@ struct Array {
 };
 
 // Alternative index == ValueType id, so `value.index()` is the type.
-using Value = std::variant<uint8_t, int8_t, uint16_t, int16_t, uint32_t, int32_t, float, bool,
-                           std::string, Array, uint64_t, int64_t, double>;
+using Value = std::variant<uint8_t, int8_t, uint16_t, int16_t, uint32_t, int32_t, float, bool, std::string, Array, uint64_t,
+                           int64_t, double>;
 inline ValueType type_of(const Value& v) { return static_cast<ValueType>(v.index()); }
 // Human-readable rendering (arrays longer than max_items are elided with "...").
 std::string to_string(const Value& v, size_t max_items = 8);
@@ -67,7 +78,7 @@ struct TensorInfo {
   TensorType type = TensorType::F32;
   int n_dims = 0;
   std::array<int64_t, kMaxDims> ne{1, 1, 1, 1};  // ne[0] is the contiguous (row) dimension
-  uint64_t offset = 0;   // relative to the start of the data section
+  uint64_t offset = 0;                           // relative to the start of the data section
   uint64_t nbytes = 0;
   const uint8_t* data = nullptr;  // into the mapping; valid while the GgufFile (or a copy) lives
 

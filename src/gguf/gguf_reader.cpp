@@ -18,8 +18,8 @@ namespace loom::gguf {
 struct GgufFile::Storage {
   const uint8_t* data = nullptr;
   size_t size = 0;
-  void* map = nullptr;          // mmap base when mapped
-  std::vector<uint8_t> owned;   // in-memory image otherwise
+  void* map = nullptr;         // mmap base when mapped
+  std::vector<uint8_t> owned;  // in-memory image otherwise
 
   Storage() = default;
   Storage(const Storage&) = delete;
@@ -42,8 +42,8 @@ class Cursor {
 
   Status need(uint64_t n, const char* what) const {
     if (n > remaining()) {
-      return corrupt(std::string("truncated file: ") + what + " needs " + std::to_string(n) +
-                     " bytes but only " + std::to_string(remaining()) + " remain" + at(pos_));
+      return corrupt(std::string("truncated file: ") + what + " needs " + std::to_string(n) + " bytes but only " +
+                     std::to_string(remaining()) + " remain" + at(pos_));
     }
     return Status::ok();
   }
@@ -61,8 +61,7 @@ class Cursor {
     uint64_t len = 0;
     LOOM_RETURN_IF_ERROR(read(&len, what));
     if (len > remaining()) {
-      return corrupt(std::string(what) + " length " + std::to_string(len) +
-                     " runs past the end of the file" + at(start));
+      return corrupt(std::string(what) + " length " + std::to_string(len) + " runs past the end of the file" + at(start));
     }
     out->assign(reinterpret_cast<const char*>(data_ + pos_), len);
     pos_ += len;
@@ -148,8 +147,7 @@ Status read_array(Cursor& c, Array* arr, int depth) {
   const size_t esize = value_type_size(arr->elem_type);
   const uint64_t min_elem = esize ? esize : (arr->elem_type == ValueType::kString ? 8 : 12);
   if (arr->count > c.remaining() / min_elem) {
-    return corrupt("array length " + std::to_string(arr->count) +
-                   " runs past the end of the file" + at(count_pos));
+    return corrupt("array length " + std::to_string(arr->count) + " runs past the end of the file" + at(count_pos));
   }
   if (esize) {
     if (arr->elem_type == ValueType::kBool) {
@@ -316,9 +314,8 @@ Expected<GgufFile> GgufFile::parse(std::shared_ptr<Storage> storage, std::string
     }
     t.type = static_cast<TensorType>(type);
     if (t.ne[0] % info->block_size != 0) {
-      return corrupt("tensor '" + t.name + "': row length " + std::to_string(t.ne[0]) +
-                     " is not a multiple of the " + std::string(info->name) + " block size " +
-                     std::to_string(info->block_size) + at(dims_pos));
+      return corrupt("tensor '" + t.name + "': row length " + std::to_string(t.ne[0]) + " is not a multiple of the " +
+                     std::string(info->name) + " block size " + std::to_string(info->block_size) + at(dims_pos));
     }
     const uint64_t off_pos = c.pos();
     LOOM_RETURN_IF_ERROR(c.read(&t.offset, "tensor data offset"));

@@ -29,11 +29,19 @@ std::string_view value_type_name(ValueType t) {
 
 size_t value_type_size(ValueType t) {
   switch (t) {
-    case ValueType::kUint8: case ValueType::kInt8: case ValueType::kBool: return 1;
-    case ValueType::kUint16: case ValueType::kInt16: return 2;
-    case ValueType::kUint32: case ValueType::kInt32: case ValueType::kFloat32: return 4;
-    case ValueType::kUint64: case ValueType::kInt64: case ValueType::kFloat64: return 8;
-    case ValueType::kString: case ValueType::kArray: return 0;
+    case ValueType::kUint8:
+    case ValueType::kInt8:
+    case ValueType::kBool: return 1;
+    case ValueType::kUint16:
+    case ValueType::kInt16: return 2;
+    case ValueType::kUint32:
+    case ValueType::kInt32:
+    case ValueType::kFloat32: return 4;
+    case ValueType::kUint64:
+    case ValueType::kInt64:
+    case ValueType::kFloat64: return 8;
+    case ValueType::kString:
+    case ValueType::kArray: return 0;
   }
   return 0;
 }
@@ -70,7 +78,8 @@ int64_t Array::int_at(uint64_t i) const {
   switch (elem_type) {
     case ValueType::kUint64: return int64_t(load<uint64_t>(raw, i));
     case ValueType::kInt64: return load<int64_t>(raw, i);
-    case ValueType::kFloat32: case ValueType::kFloat64: {
+    case ValueType::kFloat32:
+    case ValueType::kFloat64: {
       // Converting a NaN or out-of-range double to an integer is undefined behaviour: saturate.
       const double d = number_at(i);
       if (std::isnan(d)) return 0;
@@ -91,8 +100,11 @@ void escape_into(std::ostringstream& os, const std::string& s) {
     if (c == '"' || c == '\\') os << '\\' << ch;
     else if (c == '\n') os << "\\n";
     else if (c == '\t') os << "\\t";
-    else if (c < 0x20) { char buf[8]; std::snprintf(buf, sizeof buf, "\\x%02x", c); os << buf; }
-    else os << ch;
+    else if (c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      os << buf;
+    } else os << ch;
   }
   os << '"';
 }
@@ -136,8 +148,8 @@ namespace {
 
 Status missing(std::string_view key) { return not_found("metadata key '" + std::string(key) + "' not found"); }
 Status wrong_type(std::string_view key, const Value& v, const char* want) {
-  return corrupt("metadata key '" + std::string(key) + "' has type " +
-                 std::string(value_type_name(type_of(v))) + ", expected " + want);
+  return corrupt("metadata key '" + std::string(key) + "' has type " + std::string(value_type_name(type_of(v))) +
+                 ", expected " + want);
 }
 
 // Integer value of any integer type, or nullopt.

@@ -32,10 +32,9 @@ Status check_array(const Array& a, int depth, const std::string& key) {
   }
   const size_t esize = value_type_size(a.elem_type);
   if (esize) {
-    if (!a.strings.empty() || !a.arrays.empty() || a.count > a.raw.size() / esize ||
-        a.raw.size() != a.count * esize) {
-      return bad("array of " + std::to_string(a.count) + " " + std::string(value_type_name(a.elem_type)) +
-                 " holds " + std::to_string(a.raw.size()) + " raw bytes");
+    if (!a.strings.empty() || !a.arrays.empty() || a.count > a.raw.size() / esize || a.raw.size() != a.count * esize) {
+      return bad("array of " + std::to_string(a.count) + " " + std::string(value_type_name(a.elem_type)) + " holds " +
+                 std::to_string(a.raw.size()) + " raw bytes");
     }
     if (a.elem_type == ValueType::kBool) {
       for (uint8_t b : a.raw) {
@@ -49,8 +48,8 @@ Status check_array(const Array& a, int depth, const std::string& key) {
     }
   } else {
     if (!a.raw.empty() || !a.strings.empty() || a.arrays.size() != a.count) {
-      return bad("array count " + std::to_string(a.count) + " does not match its " +
-                 std::to_string(a.arrays.size()) + " nested arrays");
+      return bad("array count " + std::to_string(a.count) + " does not match its " + std::to_string(a.arrays.size()) +
+                 " nested arrays");
     }
     for (const Array& sub : a.arrays) LOOM_RETURN_IF_ERROR(check_array(sub, depth + 1, key));
   }
@@ -73,7 +72,9 @@ class Emitter {
     pos_ += n;
   }
   template <typename T>
-  void scalar(T x) { put(&x, sizeof x); }  // the host is little-endian, like the format
+  void scalar(T x) {
+    put(&x, sizeof x);
+  }  // the host is little-endian, like the format
   void str(const std::string& s) {
     scalar<uint64_t>(s.size());
     put(s.data(), s.size());
@@ -152,8 +153,7 @@ Status GgufWriter::set(std::string key, Value value) {
     // llama.cpp reads the alignment as u32 only; the reader refuses non-powers of two.
     const uint32_t* a = std::get_if<uint32_t>(&value);
     if (!a) {
-      return invalid_argument("general.alignment must be a u32, got " +
-                              std::string(value_type_name(type_of(value))));
+      return invalid_argument("general.alignment must be a u32, got " + std::string(value_type_name(type_of(value))));
     }
     if (*a == 0 || (*a & (*a - 1)) != 0 || *a > kMaxAlignment) {
       return invalid_argument("general.alignment must be a power of two up to 2^30, got " + std::to_string(*a));
@@ -183,8 +183,7 @@ Status GgufWriter::check_tensor(const std::string& name, TensorType type, const 
                                 size_t nbytes) const {
   auto bad = [&](const std::string& why) { return invalid_argument("tensor '" + name + "': " + why); };
   if (name.size() > kMaxTensorName) {
-    return bad("name is " + std::to_string(name.size()) + " bytes, more than llama.cpp's " +
-               std::to_string(kMaxTensorName));
+    return bad("name is " + std::to_string(name.size()) + " bytes, more than llama.cpp's " + std::to_string(kMaxTensorName));
   }
   for (const auto& t : tensors_) {
     if (t.name == name) return invalid_argument("duplicate tensor name '" + name + "'");

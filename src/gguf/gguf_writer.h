@@ -53,15 +53,9 @@ class GgufWriter {
   Status set_string_array(std::string key, const std::vector<std::string>& v) {
     return set(std::move(key), Value(make_array(v)));
   }
-  Status set_f32_array(std::string key, const std::vector<float>& v) {
-    return set(std::move(key), Value(make_array(v)));
-  }
-  Status set_i32_array(std::string key, const std::vector<int32_t>& v) {
-    return set(std::move(key), Value(make_array(v)));
-  }
-  Status set_bool_array(std::string key, const std::vector<bool>& v) {
-    return set(std::move(key), Value(make_array(v)));
-  }
+  Status set_f32_array(std::string key, const std::vector<float>& v) { return set(std::move(key), Value(make_array(v))); }
+  Status set_i32_array(std::string key, const std::vector<int32_t>& v) { return set(std::move(key), Value(make_array(v))); }
+  Status set_bool_array(std::string key, const std::vector<bool>& v) { return set(std::move(key), Value(make_array(v))); }
   // Removes a key; false when absent.
   bool remove(std::string_view key);
   const Value* find(std::string_view key) const;
@@ -70,8 +64,7 @@ class GgufWriter {
   // ---- tensors ----
   // `ne` has 1 to 4 positive dimensions, ne[0] the contiguous one; `bytes` must be exactly the
   // size the type's block geometry gives for that shape. The bytes are copied.
-  Status add_tensor(std::string name, TensorType type, const std::vector<int64_t>& ne,
-                    std::span<const uint8_t> bytes);
+  Status add_tensor(std::string name, TensorType type, const std::vector<int64_t>& ne, std::span<const uint8_t> bytes);
   bool remove_tensor(std::string_view name);
   size_t tensor_count() const { return tensors_.size(); }
 
@@ -86,14 +79,13 @@ class GgufWriter {
     std::string name;
     TensorType type = TensorType::F32;
     std::vector<int64_t> ne;
-    std::vector<uint8_t> owned;      // add_tensor's copy
-    std::span<const uint8_t> view;   // from_file: into `sources_` (survives copies of the writer)
+    std::vector<uint8_t> owned;     // add_tensor's copy
+    std::span<const uint8_t> view;  // from_file: into `sources_` (survives copies of the writer)
     // Not a member span over `owned`: that would dangle when the writer is copied.
     std::span<const uint8_t> bytes() const { return view.data() ? view : std::span<const uint8_t>(owned); }
   };
 
-  Status check_tensor(const std::string& name, TensorType type, const std::vector<int64_t>& ne,
-                      size_t nbytes) const;
+  Status check_tensor(const std::string& name, TensorType type, const std::vector<int64_t>& ne, size_t nbytes) const;
   // Streams the image to `sink`, which returns false to stop (an I/O error).
   bool serialize(const std::function<bool(const void*, size_t)>& sink) const;
 

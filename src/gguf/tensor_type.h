@@ -9,11 +9,41 @@
 namespace loom {
 
 enum class TensorType : uint32_t {
-  F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8, Q8_1 = 9,
-  Q2_K = 10, Q3_K = 11, Q4_K = 12, Q5_K = 13, Q6_K = 14, Q8_K = 15,
-  IQ2_XXS = 16, IQ2_XS = 17, IQ3_XXS = 18, IQ1_S = 19, IQ4_NL = 20, IQ3_S = 21, IQ2_S = 22,
-  IQ4_XS = 23, I8 = 24, I16 = 25, I32 = 26, I64 = 27, F64 = 28, IQ1_M = 29, BF16 = 30,
-  TQ1_0 = 34, TQ2_0 = 35, MXFP4 = 39, NVFP4 = 40, Q1_0 = 41, Q2_0 = 42,
+  F32 = 0,
+  F16 = 1,
+  Q4_0 = 2,
+  Q4_1 = 3,
+  Q5_0 = 6,
+  Q5_1 = 7,
+  Q8_0 = 8,
+  Q8_1 = 9,
+  Q2_K = 10,
+  Q3_K = 11,
+  Q4_K = 12,
+  Q5_K = 13,
+  Q6_K = 14,
+  Q8_K = 15,
+  IQ2_XXS = 16,
+  IQ2_XS = 17,
+  IQ3_XXS = 18,
+  IQ1_S = 19,
+  IQ4_NL = 20,
+  IQ3_S = 21,
+  IQ2_S = 22,
+  IQ4_XS = 23,
+  I8 = 24,
+  I16 = 25,
+  I32 = 26,
+  I64 = 27,
+  F64 = 28,
+  IQ1_M = 29,
+  BF16 = 30,
+  TQ1_0 = 34,
+  TQ2_0 = 35,
+  MXFP4 = 39,
+  NVFP4 = 40,
+  Q1_0 = 41,
+  Q2_0 = 42,
 };
 
 struct TensorTypeInfo {
@@ -24,9 +54,7 @@ struct TensorTypeInfo {
 
 // Geometry of a type id, or nullopt when the id is not a known ggml type.
 std::optional<TensorTypeInfo> tensor_type_info(uint32_t id);
-inline std::optional<TensorTypeInfo> tensor_type_info(TensorType t) {
-  return tensor_type_info(static_cast<uint32_t>(t));
-}
+inline std::optional<TensorTypeInfo> tensor_type_info(TensorType t) { return tensor_type_info(static_cast<uint32_t>(t)); }
 std::string_view tensor_type_name(TensorType t);
 // Parse a name such as "q8_0" or "F16" (case-insensitive).
 std::optional<TensorType> parse_tensor_type(std::string_view name);

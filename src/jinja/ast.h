@@ -17,25 +17,25 @@ struct Expr;
 using ExprPtr = std::unique_ptr<Expr>;
 
 enum class ExprKind {
-  kLiteral,   // literal
-  kName,      // name
-  kList,      // args: items
-  kTuple,     // args: items
-  kDict,      // args: key0, value0, key1, value1, ...
-  kNeg,       // args[0]
-  kPos,       // args[0]
-  kNot,       // args[0]
-  kBinary,    // name: operator (+ - * / // % ** ~), args[0], args[1]
-  kCompare,   // args[0] op[0] args[1] op[1] args[2] ... (chained, as Python)
-  kAnd,       // args[0], args[1]
-  kOr,        // args[0], args[1]
-  kCond,      // args: then, condition, else (may be null)
-  kAttr,      // args[0].name
-  kItem,      // args[0][args[1]]
-  kSlice,     // args[0][args[1]:args[2]:args[3]] (each bound may be null)
-  kCall,      // args[0](args[1..], kwargs)
-  kFilter,    // args[0] | name(args[1..], kwargs); args[0] null inside {% filter %} / {% set x | f %}
-  kTest,      // args[0] is [not] name(args[1..], kwargs)
+  kLiteral,  // literal
+  kName,     // name
+  kList,     // args: items
+  kTuple,    // args: items
+  kDict,     // args: key0, value0, key1, value1, ...
+  kNeg,      // args[0]
+  kPos,      // args[0]
+  kNot,      // args[0]
+  kBinary,   // name: operator (+ - * / // % ** ~), args[0], args[1]
+  kCompare,  // args[0] op[0] args[1] op[1] args[2] ... (chained, as Python)
+  kAnd,      // args[0], args[1]
+  kOr,       // args[0], args[1]
+  kCond,     // args: then, condition, else (may be null)
+  kAttr,     // args[0].name
+  kItem,     // args[0][args[1]]
+  kSlice,    // args[0][args[1]:args[2]:args[3]] (each bound may be null)
+  kCall,     // args[0](args[1..], kwargs)
+  kFilter,   // args[0] | name(args[1..], kwargs); args[0] null inside {% filter %} / {% set x | f %}
+  kTest,     // args[0] is [not] name(args[1..], kwargs)
 };
 
 struct Expr {
@@ -66,8 +66,8 @@ enum class NodeKind {
   kFilterBlock,  // {% filter chain %}body{% endfilter %}; expr: filter chain
   kBreak,
   kContinue,
-  kDo,           // {% do expr %}
-  kScope,        // {% with %} / {% generation %}: body in a new scope
+  kDo,     // {% do expr %}
+  kScope,  // {% with %} / {% generation %}: body in a new scope
 };
 
 struct Node {

@@ -82,7 +82,8 @@ Value tojson_filter(Interpreter& in, const Value& v, CallArgs& a) {
 Value indent_filter(Interpreter& in, const Value& v, CallArgs& a) {
   std::string s = to_str(v);
   const Value w = arg(a, 0, "width", Value::integer(4));
-  const std::string ind = w.is_string() ? w.str() : std::string(size_t(std::clamp<int64_t>(need_int(in, w, "indent"), 0, 1024)), ' ');
+  const std::string ind =
+      w.is_string() ? w.str() : std::string(size_t(std::clamp<int64_t>(need_int(in, w, "indent"), 0, 1024)), ' ');
   const bool first = arg(a, 1, "first", Value::boolean(false)).truthy();
   const bool blank = arg(a, 2, "blank", Value::boolean(false)).truthy();
   s += "\n";
@@ -109,7 +110,9 @@ Value indent_filter(Interpreter& in, const Value& v, CallArgs& a) {
 }
 // ---- strings ----
 
-Value f_safe(Interpreter& in, const Value& v, CallArgs&) { return v.is_string() ? v : in.make_string(to_str(v)); }  // Markup(str(v))
+Value f_safe(Interpreter& in, const Value& v, CallArgs&) {
+  return v.is_string() ? v : in.make_string(to_str(v));
+}  // Markup(str(v))
 Value f_string(Interpreter& in, const Value& v, CallArgs&) { return v.is_string() ? v : in.make_string(to_str(v)); }
 Value f_pprint(Interpreter& in, const Value& v, CallArgs&) { return in.make_string(to_repr(v)); }
 Value f_tojson(Interpreter& in, const Value& v, CallArgs& a) { return tojson_filter(in, v, a); }
@@ -150,8 +153,8 @@ Value f_wordcount(Interpreter&, const Value& v, CallArgs&) {
 Value f_replace(Interpreter& in, const Value& v, CallArgs& a) {
   const std::string s = to_str(v);
   const Value c = arg(a, 2, "count", Value::none());
-  return in.make_string(py_replace(in, s, to_str(arg(a, 0, "old")), to_str(arg(a, 1, "new")),
-                                   c.is_none() ? -1 : need_int(in, c, "replace")));
+  return in.make_string(
+      py_replace(in, s, to_str(arg(a, 0, "old")), to_str(arg(a, 1, "new")), c.is_none() ? -1 : need_int(in, c, "replace")));
 }
 
 Value f_format(Interpreter& in, const Value& v, CallArgs& a) {
@@ -306,7 +309,10 @@ Value f_unique(Interpreter& in, const Value& v, CallArgs& a) {
     bool dup = false;
     in.work(seen.size());
     for (const auto& s : seen)
-      if (values_equal(s, k)) { dup = true; break; }
+      if (values_equal(s, k)) {
+        dup = true;
+        break;
+      }
     if (dup) continue;
     seen.push_back(k);
     out.push_back(x);
@@ -351,7 +357,8 @@ Value f_max(Interpreter& in, const Value& v, CallArgs& a) { return min_max(in, v
 Value f_sum(Interpreter& in, const Value& v, CallArgs& a) {
   const Value attribute = arg(a, 0, "attribute", Value::none());
   Value total = arg(a, 1, "start", Value::integer(0));
-  for (const auto& x : in.iterate(v)) total = binary_op(in, "+", total, attribute.is_none() ? x : get_path(in, x, attribute));
+  for (const auto& x : in.iterate(v))
+    total = binary_op(in, "+", total, attribute.is_none() ? x : get_path(in, x, attribute));
   return total;
 }
 
@@ -378,17 +385,49 @@ Value f_batch(Interpreter& in, const Value& v, CallArgs& a) {
 
 const std::unordered_map<std::string, Filter>& filters() {
   static const std::unordered_map<std::string, Filter> table = {
-      {"abs", f_abs},         {"attr", f_attr},           {"batch", f_batch},       {"capitalize", f_capitalize},
-      {"center", f_center},   {"count", f_length},        {"d", f_default},         {"default", f_default},
-      {"dictsort", f_dictsort}, {"e", f_escape},          {"escape", f_escape},     {"first", f_first},
-      {"float", f_float},     {"format", f_format},       {"indent", f_indent},     {"int", f_int},
-      {"items", f_items},     {"join", f_join},           {"last", f_last},         {"length", f_length},
-      {"list", f_list},       {"lower", f_lower},         {"map", f_map},           {"max", f_max},
-      {"min", f_min},         {"pprint", f_pprint},       {"reject", f_reject},     {"rejectattr", f_rejectattr},
-      {"replace", f_replace}, {"reverse", f_reverse},     {"round", f_round},       {"safe", f_safe},
-      {"select", f_select},   {"selectattr", f_selectattr}, {"sort", f_sort},       {"string", f_string},
-      {"sum", f_sum},         {"title", f_title},         {"tojson", f_tojson},     {"trim", f_trim},
-      {"unique", f_unique},   {"upper", f_upper},         {"wordcount", f_wordcount},
+      {"abs", f_abs},
+      {"attr", f_attr},
+      {"batch", f_batch},
+      {"capitalize", f_capitalize},
+      {"center", f_center},
+      {"count", f_length},
+      {"d", f_default},
+      {"default", f_default},
+      {"dictsort", f_dictsort},
+      {"e", f_escape},
+      {"escape", f_escape},
+      {"first", f_first},
+      {"float", f_float},
+      {"format", f_format},
+      {"indent", f_indent},
+      {"int", f_int},
+      {"items", f_items},
+      {"join", f_join},
+      {"last", f_last},
+      {"length", f_length},
+      {"list", f_list},
+      {"lower", f_lower},
+      {"map", f_map},
+      {"max", f_max},
+      {"min", f_min},
+      {"pprint", f_pprint},
+      {"reject", f_reject},
+      {"rejectattr", f_rejectattr},
+      {"replace", f_replace},
+      {"reverse", f_reverse},
+      {"round", f_round},
+      {"safe", f_safe},
+      {"select", f_select},
+      {"selectattr", f_selectattr},
+      {"sort", f_sort},
+      {"string", f_string},
+      {"sum", f_sum},
+      {"title", f_title},
+      {"tojson", f_tojson},
+      {"trim", f_trim},
+      {"unique", f_unique},
+      {"upper", f_upper},
+      {"wordcount", f_wordcount},
   };
   return table;
 }

@@ -108,9 +108,7 @@ std::string py_strip(const std::string& s, const Value& chars, bool left, bool r
   std::vector<uint32_t> set;
   const bool ws = !chars.is_string();
   if (!ws) set = utf8_decode(chars.str());
-  auto strip_it = [&](uint32_t c) {
-    return ws ? is_py_space(c) : std::find(set.begin(), set.end(), c) != set.end();
-  };
+  auto strip_it = [&](uint32_t c) { return ws ? is_py_space(c) : std::find(set.begin(), set.end(), c) != set.end(); };
   size_t b = 0, e = cps.size();
   if (left)
     while (b < e && strip_it(cps[b])) ++b;
@@ -311,9 +309,20 @@ std::string str_format(Interpreter& in, const std::string& fmt, const CallArgs& 
   size_t auto_idx = 0;
   for (size_t i = 0; i < fmt.size(); ++i) {
     const char c = fmt[i];
-    if (c == '{' && i + 1 < fmt.size() && fmt[i + 1] == '{') { out += '{'; ++i; continue; }
-    if (c == '}' && i + 1 < fmt.size() && fmt[i + 1] == '}') { out += '}'; ++i; continue; }
-    if (c != '{') { out += c; continue; }
+    if (c == '{' && i + 1 < fmt.size() && fmt[i + 1] == '{') {
+      out += '{';
+      ++i;
+      continue;
+    }
+    if (c == '}' && i + 1 < fmt.size() && fmt[i + 1] == '}') {
+      out += '}';
+      ++i;
+      continue;
+    }
+    if (c != '{') {
+      out += c;
+      continue;
+    }
     const size_t close = fmt.find('}', i);
     if (close == std::string::npos) in.fail("Single '{' encountered in format string");
     std::string field = fmt.substr(i + 1, close - i - 1);
@@ -340,7 +349,10 @@ std::string str_format(Interpreter& in, const std::string& fmt, const CallArgs& 
     } else {
       bool found = false;
       for (const auto& [k, val] : a.keyword)
-        if (k == head) { v = val; found = true; }
+        if (k == head) {
+          v = val;
+          found = true;
+        }
       if (!found) in.fail("KeyError: '" + head + "'");
     }
     while (end < field.size()) {
@@ -353,7 +365,8 @@ std::string str_format(Interpreter& in, const std::string& fmt, const CallArgs& 
         const size_t e2 = field.find(']', end);
         if (e2 == std::string::npos) in.fail("Missing ']' in format string");
         const std::string key = field.substr(end + 1, e2 - end - 1);
-        const bool num = !key.empty() && std::all_of(key.begin(), key.end(), [](char ch) { return std::isdigit(static_cast<unsigned char>(ch)); });
+        const bool num = !key.empty() && std::all_of(key.begin(), key.end(),
+                                                     [](char ch) { return std::isdigit(static_cast<unsigned char>(ch)); });
         v = in.get_item(v, num ? Value::integer(std::stoll(key)) : Value::string(key));
         end = e2 + 1;
       }
@@ -389,7 +402,8 @@ Value get_path(Interpreter& in, const Value& v, const Value& attribute) {
     size_t dot = path.find('.', pos);
     if (dot == std::string::npos) dot = path.size();
     const std::string part = path.substr(pos, dot - pos);
-    const bool num = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+    const bool num = !part.empty() && std::all_of(part.begin(), part.end(),
+                                                  [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
     cur = num ? in.get_item(cur, Value::integer(std::stoll(part))) : in.get_item(cur, Value::string(part));
     if (cur.is_undefined()) return cur;
     pos = dot + 1;

@@ -42,8 +42,7 @@ std::string jinja_title(const std::string& s);
 std::string py_strip(const std::string& s, const Value& chars, bool left, bool right);
 std::vector<std::string> py_splitlines(const std::string& s);
 std::vector<std::string> py_split(Interpreter& in, const std::string& s, const Value& sep, int64_t maxsplit);
-std::string py_replace(Interpreter& in, const std::string& s, const std::string& old, const std::string& rep,
-                       int64_t count);
+std::string py_replace(Interpreter& in, const std::string& s, const std::string& old, const std::string& rep, int64_t count);
 // Python's printf-style `fmt % args` for %s %r %d %i %f %e %g %x %o %c %% with flags/width/precision.
 std::string printf_format(Interpreter& in, const std::string& fmt, const Value& argv);
 // str.format with {}, {0}, {name} and {name.attr} / {0[key]}; format specs beyond none are ignored.

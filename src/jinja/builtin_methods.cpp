@@ -18,9 +18,15 @@ using MethodTable = std::unordered_map<std::string, Method>;
 Value s_strip(Interpreter& i, const Value& self, const std::string& name, CallArgs& a) {
   return i.make_string(py_strip(self.str(), arg(a, 0, "chars", Value::none()), name != "rstrip", name != "lstrip"));
 }
-Value s_upper(Interpreter& i, const Value& self, const std::string&, CallArgs&) { return i.make_string(str_upper(self.str())); }
-Value s_lower(Interpreter& i, const Value& self, const std::string&, CallArgs&) { return i.make_string(str_lower(self.str())); }
-Value s_title(Interpreter& i, const Value& self, const std::string&, CallArgs&) { return i.make_string(py_title(self.str())); }
+Value s_upper(Interpreter& i, const Value& self, const std::string&, CallArgs&) {
+  return i.make_string(str_upper(self.str()));
+}
+Value s_lower(Interpreter& i, const Value& self, const std::string&, CallArgs&) {
+  return i.make_string(str_lower(self.str()));
+}
+Value s_title(Interpreter& i, const Value& self, const std::string&, CallArgs&) {
+  return i.make_string(py_title(self.str()));
+}
 Value s_capitalize(Interpreter& i, const Value& self, const std::string&, CallArgs&) {
   return i.make_string(str_capitalize(self.str()));
 }
@@ -119,13 +125,32 @@ Value s_is(Interpreter&, const Value& self, const std::string& name, CallArgs&) 
 
 const MethodTable& str_methods() {
   static const MethodTable table = {
-      {"strip", s_strip},       {"lstrip", s_strip},         {"rstrip", s_strip},         {"upper", s_upper},
-      {"lower", s_lower},       {"title", s_title},          {"capitalize", s_capitalize}, {"split", s_split},
-      {"rsplit", s_split},      {"splitlines", s_splitlines}, {"startswith", s_affix},    {"endswith", s_affix},
-      {"replace", s_replace},   {"find", s_find},            {"rfind", s_find},           {"index", s_find},
-      {"rindex", s_find},       {"count", s_find},           {"format", s_format},        {"join", s_join},
-      {"isdigit", s_is},        {"isalpha", s_is},           {"isalnum", s_is},           {"isspace", s_is},
-      {"islower", s_is},        {"isupper", s_is},
+      {"strip", s_strip},
+      {"lstrip", s_strip},
+      {"rstrip", s_strip},
+      {"upper", s_upper},
+      {"lower", s_lower},
+      {"title", s_title},
+      {"capitalize", s_capitalize},
+      {"split", s_split},
+      {"rsplit", s_split},
+      {"splitlines", s_splitlines},
+      {"startswith", s_affix},
+      {"endswith", s_affix},
+      {"replace", s_replace},
+      {"find", s_find},
+      {"rfind", s_find},
+      {"index", s_find},
+      {"rindex", s_find},
+      {"count", s_find},
+      {"format", s_format},
+      {"join", s_join},
+      {"isdigit", s_is},
+      {"isalpha", s_is},
+      {"isalnum", s_is},
+      {"isspace", s_is},
+      {"islower", s_is},
+      {"isupper", s_is},
   };
   return table;
 }

@@ -6,7 +6,7 @@
 namespace loom::jinja {
 
 namespace {
-constexpr int kMaxEvalDepth = 500;  // C++ recursion through eval/exec: ~1 KiB of stack each
+constexpr int kMaxEvalDepth = 500;    // C++ recursion through eval/exec: ~1 KiB of stack each
 constexpr size_t kElementBytes = 64;  // what one list element is charged against max_total_bytes
 
 struct DepthGuard {
@@ -206,10 +206,10 @@ void Interpreter::exec_for(const Node& n, std::string& out) {
     f->parent = saved;
     bind(*f, *n.target, items[size_t(i)]);
     if (n.uses_loop) {
-      static const Value kKeys[] = {Value::string("index"),    Value::string("index0"), Value::string("revindex"),
-                                    Value::string("revindex0"), Value::string("first"),  Value::string("last"),
-                                    Value::string("length"),   Value::string("depth"),  Value::string("depth0"),
-                                    Value::string("previtem"), Value::string("nextitem"), Value::string("cycle")};
+      static const Value kKeys[] = {Value::string("index"),     Value::string("index0"),   Value::string("revindex"),
+                                    Value::string("revindex0"), Value::string("first"),    Value::string("last"),
+                                    Value::string("length"),    Value::string("depth"),    Value::string("depth0"),
+                                    Value::string("previtem"),  Value::string("nextitem"), Value::string("cycle")};
       Value loop = Value::dict();
       auto& d = loop.dict_data().items;
       d.reserve(12);
@@ -275,9 +275,8 @@ void Interpreter::assign(const Expr& target, const Value& v) {
 Value Interpreter::make_macro(const Node& n) {
   const Node* node = &n;
   auto program = program_;  // keeps the node alive as long as the function value
-  return Value::function(n.name, [node, program](Interpreter& in, CallArgs& args) -> Value {
-    return in.call_macro(*node, args);
-  });
+  return Value::function(n.name,
+                         [node, program](Interpreter& in, CallArgs& args) -> Value { return in.call_macro(*node, args); });
 }
 
 Value Interpreter::call_macro(const Node& n, CallArgs& args) {
@@ -402,7 +401,9 @@ Value Interpreter::eval(const Expr& e) {
     case ExprKind::kPos: {
       const Value v = eval(*e.args[0]);
       if (v.is_undefined()) fail_undefined(v);
-      if (!v.is_number()) fail("bad operand type for unary " + std::string(e.kind == ExprKind::kNeg ? "-" : "+") + ": '" + v.type_name() + "'");
+      if (!v.is_number())
+        fail("bad operand type for unary " + std::string(e.kind == ExprKind::kNeg ? "-" : "+") + ": '" + v.type_name() +
+             "'");
       if (e.kind == ExprKind::kPos) return v.is_bool() ? Value::integer(v.as_int()) : v;
       if (v.is_float()) return Value::number(-v.as_double());
       if (v.as_int() == INT64_MIN) fail("integer overflow");
@@ -532,9 +533,9 @@ Value Interpreter::eval(const Expr& e) {
 
 Value Interpreter::eval_filter_chain(const Expr& e, const Value& subject) {
   if (e.kind != ExprKind::kFilter) return eval(e);
-  const Value v = e.args[0] ? (e.args[0]->kind == ExprKind::kFilter ? eval_filter_chain(*e.args[0], subject)
-                                                                    : eval(*e.args[0]))
-                            : subject;
+  const Value v = e.args[0]
+                      ? (e.args[0]->kind == ExprKind::kFilter ? eval_filter_chain(*e.args[0], subject) : eval(*e.args[0]))
+                      : subject;
   CallArgs args;
   for (size_t i = 1; i < e.args.size(); ++i) args.positional.push_back(eval(*e.args[i]));
   for (const auto& [k, a] : e.kwargs) args.keyword.emplace_back(k, eval(*a));
@@ -705,8 +706,7 @@ void Interpreter::install_globals(Frame& f) {
     return d;
   });
   f.vars["raise_exception"] = Value::function("raise_exception", [](Interpreter&, CallArgs& a) -> Value {
-    throw TemplateError{a.positional.empty() ? std::string("raise_exception() called") : to_str(a.positional[0]),
-                        true};
+    throw TemplateError{a.positional.empty() ? std::string("raise_exception() called") : to_str(a.positional[0]), true};
   });
   f.vars["strftime_now"] = Value::function("strftime_now", [](Interpreter& in, CallArgs& a) -> Value {
     if (a.positional.empty() || !a.positional[0].is_string()) in.fail("strftime_now() expects a format string");

@@ -18,15 +18,13 @@
 namespace loom::jinja {
 
 [[noreturn]] void fail_at(int line, int col, const std::string& msg) {
-  throw TemplateError{"syntax error at line " + std::to_string(line) + ", column " + std::to_string(col) + ": " +
-                      msg};
+  throw TemplateError{"syntax error at line " + std::to_string(line) + ", column " + std::to_string(col) + ": " + msg};
 }
 
 namespace {
 
 // strchr that does not match the terminating NUL (templates may contain NUL bytes).
 bool in_set(char c, const char* set) { return c != 0 && std::strchr(set, c) != nullptr; }
-
 
 struct Chunk {
   enum Kind { kText, kVar, kBlock, kComment };
@@ -35,12 +33,11 @@ struct Chunk {
   size_t begin = 0;  // source offset of the text
   char open_mod = 0;
   char close_mod = 0;
-  bool raw = false;      // text of a {% raw %} block, or the {% raw %} tag itself
+  bool raw = false;  // text of a {% raw %} block, or the {% raw %} tag itself
   std::vector<Tok> toks;
   int line = 0;
   int col = 0;
 };
-
 
 class Lexer {
  public:
@@ -104,8 +101,7 @@ class Lexer {
       }
       tag.kind = t == '{' ? Chunk::kVar : Chunk::kBlock;
       pos = lex_tag(tag, p, t == '{' ? '}' : '%');
-      if (tag.kind == Chunk::kBlock && tag.toks.size() == 1 && tag.toks[0].kind == Tok::kName &&
-          tag.toks[0].text == "raw") {
+      if (tag.kind == Chunk::kBlock && tag.toks.size() == 1 && tag.toks[0].kind == Tok::kName && tag.toks[0].text == "raw") {
         tag.raw = true;
         chunks_.push_back(std::move(tag));
         pos = lex_raw(pos, open);
@@ -125,12 +121,18 @@ class Lexer {
       char open_mod = 0;
       if (p < src_.size() && (src_[p] == '-' || src_[p] == '+')) open_mod = src_[p++];
       while (p < src_.size() && in_set(src_[p], " \t\n")) ++p;
-      if (src_.compare(p, 6, "endraw") != 0) { search = b + 2; continue; }
+      if (src_.compare(p, 6, "endraw") != 0) {
+        search = b + 2;
+        continue;
+      }
       p += 6;
       while (p < src_.size() && in_set(src_[p], " \t\n")) ++p;
       char close_mod = 0;
       if (p < src_.size() && (src_[p] == '-' || src_[p] == '+')) close_mod = src_[p++];
-      if (src_.compare(p, 2, "%}") != 0) { search = b + 2; continue; }
+      if (src_.compare(p, 2, "%}") != 0) {
+        search = b + 2;
+        continue;
+      }
       add_text(pos, b, /*raw=*/true);
       Chunk end;
       end.kind = Chunk::kBlock;
@@ -255,7 +257,11 @@ class Lexer {
       if (i >= src_.size()) fail(p, "unterminated string literal");
       const char c = src_[i];
       if (c == q) break;
-      if (c != '\\') { out += c; ++i; continue; }
+      if (c != '\\') {
+        out += c;
+        ++i;
+        continue;
+      }
       if (i + 1 >= src_.size()) fail(p, "unterminated string literal");
       const char e = src_[i + 1];
       i += 2;
@@ -271,8 +277,14 @@ class Lexer {
         case 'f': out += '\f'; break;
         case 'v': out += '\v'; break;
         case '\n': break;  // line continuation
-        case 'x': utf8_append(out, hex(i, 2)); i += 2; break;
-        case 'u': utf8_append(out, hex(i, 4)); i += 4; break;
+        case 'x':
+          utf8_append(out, hex(i, 2));
+          i += 2;
+          break;
+        case 'u':
+          utf8_append(out, hex(i, 4));
+          i += 4;
+          break;
         case 'U': {
           const uint32_t cp = hex(i, 8);
           if (cp > 0x10FFFF) fail(i, "invalid \\U escape");
@@ -283,7 +295,8 @@ class Lexer {
         default:
           if (e >= '0' && e <= '7') {
             uint32_t v = uint32_t(e - '0');
-            for (int k = 0; k < 2 && i < src_.size() && src_[i] >= '0' && src_[i] <= '7'; ++k) v = v * 8 + uint32_t(src_[i++] - '0');
+            for (int k = 0; k < 2 && i < src_.size() && src_[i] >= '0' && src_[i] <= '7'; ++k)
+              v = v * 8 + uint32_t(src_[i++] - '0');
             utf8_append(out, v);
           } else {
             out += '\\';

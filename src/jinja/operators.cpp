@@ -48,8 +48,7 @@ bool contains(Interpreter& in, const Value& container, const Value& item) {
   switch (container.type()) {
     case Value::Type::kUndefined: return false;
     case Value::Type::kString:
-      if (!item.is_string())
-        in.fail("'in <string>' requires string as left operand, not " + item.type_name());
+      if (!item.is_string()) in.fail("'in <string>' requires string as left operand, not " + item.type_name());
       return container.str().find(item.str()) != std::string::npos;
     case Value::Type::kList:
       for (const auto& v : container.items())
@@ -75,8 +74,7 @@ struct Operands {
 };
 
 [[noreturn]] void type_error(const Operands& o) {
-  if (o.op == "+" && o.a.is_string())
-    o.in.fail("can only concatenate str (not \"" + o.b.type_name() + "\") to str");
+  if (o.op == "+" && o.a.is_string()) o.in.fail("can only concatenate str (not \"" + o.b.type_name() + "\") to str");
   if (o.op == "+" && o.a.is_list() && !o.a.is_tuple())
     o.in.fail("can only concatenate list (not \"" + o.b.type_name() + "\") to list");
   o.in.fail("unsupported operand type(s) for " + o.op + ": '" + o.a.type_name() + "' and '" + o.b.type_name() + "'");

@@ -73,8 +73,8 @@ Body Parser::parse_body(std::initializer_list<const char*> ends, std::string& fo
       std::string want;
       for (const char* e : ends) want += (want.empty() ? "" : " or ") + std::string("'") + e + "'";
       if (opener)
-        fail_at(t.line, t.col, "unexpected end of template: block opened at line " + std::to_string(opener->line) +
-                                   " needs " + want);
+        fail_at(t.line, t.col,
+                "unexpected end of template: block opened at line " + std::to_string(opener->line) + " needs " + want);
       fail("unexpected end of template, expected " + want);
     }
     if (t.kind == Tok::kText) {
@@ -116,12 +116,18 @@ NodePtr Parser::new_node(NodeKind k, const Tok& at) { return node_at<Node>(k, at
 
 NodePtr Parser::parse_statement(const std::string& kw, const Tok& begin) {
   static const std::unordered_map<std::string, StatementParser> kParsers = {
-      {"if", &Parser::parse_if},         {"for", &Parser::parse_for},
-      {"set", &Parser::parse_set},       {"macro", &Parser::parse_macro},
-      {"call", &Parser::parse_call_block}, {"filter", &Parser::parse_filter_block},
-      {"break", &Parser::parse_loop_control}, {"continue", &Parser::parse_loop_control},
-      {"do", &Parser::parse_do},         {"with", &Parser::parse_scope},
-      {"generation", &Parser::parse_scope}, {"raw", &Parser::parse_raw_tag},
+      {"if", &Parser::parse_if},
+      {"for", &Parser::parse_for},
+      {"set", &Parser::parse_set},
+      {"macro", &Parser::parse_macro},
+      {"call", &Parser::parse_call_block},
+      {"filter", &Parser::parse_filter_block},
+      {"break", &Parser::parse_loop_control},
+      {"continue", &Parser::parse_loop_control},
+      {"do", &Parser::parse_do},
+      {"with", &Parser::parse_scope},
+      {"generation", &Parser::parse_scope},
+      {"raw", &Parser::parse_raw_tag},
       {"endraw", &Parser::parse_raw_tag},
   };
   if (auto it = kParsers.find(kw); it != kParsers.end()) return (this->*it->second)(kw, begin);

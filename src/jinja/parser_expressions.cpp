@@ -60,8 +60,7 @@ ExprPtr Parser::parse_tuple(bool with_cond) {
   tup->args.push_back(std::move(first));
   while (is_op(",")) {
     next();
-    if (cur().kind == Tok::kVarEnd || cur().kind == Tok::kBlockEnd || is_op(")") || is_op("=") || is_name("if"))
-      break;
+    if (cur().kind == Tok::kVarEnd || cur().kind == Tok::kBlockEnd || is_op(")") || is_op("=") || is_name("if")) break;
     tup->args.push_back(parse_expr(with_cond));
   }
   return tup;
@@ -130,9 +129,8 @@ ExprPtr Parser::parse_compare() {
   ExprPtr cmp;
   while (true) {
     std::string op;
-    if (cur().kind == Tok::kOp &&
-        (cur().text == "==" || cur().text == "!=" || cur().text == "<" || cur().text == "<=" || cur().text == ">" ||
-         cur().text == ">=")) {
+    if (cur().kind == Tok::kOp && (cur().text == "==" || cur().text == "!=" || cur().text == "<" || cur().text == "<=" ||
+                                   cur().text == ">" || cur().text == ">=")) {
       op = next().text;
     } else if (is_name("in")) {
       next();
@@ -248,8 +246,7 @@ ExprPtr Parser::parse_test(ExprPtr subject) {
     parse_call_args(*t);
   } else if ((cur().kind == Tok::kName || cur().kind == Tok::kString || cur().kind == Tok::kInt ||
               cur().kind == Tok::kFloat || is_op("[") || is_op("{")) &&
-             !is_name("else") && !is_name("or") && !is_name("and") && !is_name("if") && !is_name("in") &&
-             !is_name("not")) {
+             !is_name("else") && !is_name("or") && !is_name("and") && !is_name("if") && !is_name("in") && !is_name("not")) {
     if (is_name("is")) fail("cannot chain tests with 'is'");
     ExprPtr arg = parse_postfix(parse_primary());
     t->args.push_back(std::move(arg));

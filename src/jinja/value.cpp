@@ -19,10 +19,29 @@ Value Value::undefined(std::string hint) {
   if (!hint.empty()) v.s_ = std::make_shared<const std::string>(std::move(hint));
   return v;
 }
-Value Value::none() { Value v; v.type_ = Type::kNone; return v; }
-Value Value::boolean(bool b) { Value v; v.type_ = Type::kBool; v.b_ = b; return v; }
-Value Value::integer(int64_t i) { Value v; v.type_ = Type::kInt; v.i_ = i; return v; }
-Value Value::number(double d) { Value v; v.type_ = Type::kFloat; v.f_ = d; return v; }
+Value Value::none() {
+  Value v;
+  v.type_ = Type::kNone;
+  return v;
+}
+Value Value::boolean(bool b) {
+  Value v;
+  v.type_ = Type::kBool;
+  v.b_ = b;
+  return v;
+}
+Value Value::integer(int64_t i) {
+  Value v;
+  v.type_ = Type::kInt;
+  v.i_ = i;
+  return v;
+}
+Value Value::number(double d) {
+  Value v;
+  v.type_ = Type::kFloat;
+  v.f_ = d;
+  return v;
+}
 Value Value::string(std::string s) {
   Value v;
   v.type_ = Type::kString;
@@ -200,7 +219,10 @@ void Value::DictData::take_all(std::vector<Value>* out) {
 }
 
 void Value::DictData::set(Value key, Value value) {
-  if (Value* v = find(key)) { *v = std::move(value); return; }
+  if (Value* v = find(key)) {
+    *v = std::move(value);
+    return;
+  }
   items.emplace_back(std::move(key), std::move(value));
 }
 
@@ -248,15 +270,26 @@ std::vector<uint32_t> utf8_decode(std::string_view s) {
   for (size_t i = 0; i < s.size();) {
     const auto c = static_cast<unsigned char>(s[i]);
     int n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-    if (n == 0 || i + n > s.size()) { out.push_back(0xFFFD); ++i; continue; }
+    if (n == 0 || i + n > s.size()) {
+      out.push_back(0xFFFD);
+      ++i;
+      continue;
+    }
     uint32_t cp = n == 1 ? c : n == 2 ? (c & 0x1F) : n == 3 ? (c & 0x0F) : (c & 0x07);
     bool ok = true;
     for (int k = 1; k < n; ++k) {
       const auto cc = static_cast<unsigned char>(s[i + k]);
-      if ((cc >> 6) != 2) { ok = false; break; }
+      if ((cc >> 6) != 2) {
+        ok = false;
+        break;
+      }
       cp = (cp << 6) | (cc & 0x3F);
     }
-    if (!ok) { out.push_back(0xFFFD); ++i; continue; }
+    if (!ok) {
+      out.push_back(0xFFFD);
+      ++i;
+      continue;
+    }
     out.push_back(cp);
     i += n;
   }
@@ -280,9 +313,8 @@ size_t utf8_length(std::string_view s) {
 }
 
 bool is_py_space(uint32_t cp) {
-  return (cp >= 0x09 && cp <= 0x0D) || (cp >= 0x1C && cp <= 0x20) || cp == 0x85 || cp == 0xA0 ||
-         cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F ||
-         cp == 0x205F || cp == 0x3000;
+  return (cp >= 0x09 && cp <= 0x0D) || (cp >= 0x1C && cp <= 0x20) || cp == 0x85 || cp == 0xA0 || cp == 0x1680 ||
+         (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
 }
 
 // ---- printing ----
@@ -336,8 +368,10 @@ void repr_string(std::string& out, const std::string& s) {
   const char q = (has_single && !has_double) ? '"' : '\'';
   out += q;
   for (uint32_t cp : utf8_decode(s)) {
-    if (cp == uint32_t(q) || cp == '\\') { out += '\\'; out += char(cp); }
-    else if (cp == '\n') out += "\\n";
+    if (cp == uint32_t(q) || cp == '\\') {
+      out += '\\';
+      out += char(cp);
+    } else if (cp == '\n') out += "\\n";
     else if (cp == '\r') out += "\\r";
     else if (cp == '\t') out += "\\t";
     else if (cp < 0x20 || (cp >= 0x7F && cp < 0xA0) || cp == 0xAD) {
@@ -357,7 +391,10 @@ void repr_string(std::string& out, const std::string& s) {
 
 void print_value(std::string& out, const Value& v, bool repr, int depth) {
   using T = Value::Type;
-  if (depth > kMaxNesting) { out += "..."; return; }
+  if (depth > kMaxNesting) {
+    out += "...";
+    return;
+  }
   switch (v.type()) {
     case T::kUndefined:
       if (repr) out += "Undefined";
@@ -455,7 +492,10 @@ Status json_value(std::string& out, const Value& v, const JsonOptions& o, int le
     case T::kString: json_string(out, v.str(), o.ensure_ascii); return Status::ok();
     case T::kList: {
       const auto& items = v.items();
-      if (items.empty()) { out += "[]"; return Status::ok(); }
+      if (items.empty()) {
+        out += "[]";
+        return Status::ok();
+      }
       out += '[';
       for (size_t i = 0; i < items.size(); ++i) {
         if (i) out += o.item_sep;
@@ -482,7 +522,10 @@ Status json_value(std::string& out, const Value& v, const JsonOptions& o, int le
       std::vector<size_t> order(entries.size());
       for (size_t i = 0; i < order.size(); ++i) order[i] = i;
       if (o.sort_keys) std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return keys[a] < keys[b]; });
-      if (entries.empty()) { out += "{}"; return Status::ok(); }
+      if (entries.empty()) {
+        out += "{}";
+        return Status::ok();
+      }
       out += '{';
       for (size_t i = 0; i < order.size(); ++i) {
         if (i) out += o.item_sep;

@@ -158,12 +158,12 @@ std::string to_repr(const Value& v);
 std::string format_float(double d);
 
 struct JsonOptions {
-  int indent = -1;                   // < 0: single line
-  std::string indent_str;            // used when non-empty (indent given as a string)
-  std::string item_sep = ", ";       // Python's defaults: ", " without indent, "," with it
+  int indent = -1;              // < 0: single line
+  std::string indent_str;       // used when non-empty (indent given as a string)
+  std::string item_sep = ", ";  // Python's defaults: ", " without indent, "," with it
   std::string key_sep = ": ";
   bool sort_keys = false;
-  bool ensure_ascii = false;         // HF passes ensure_ascii=False
+  bool ensure_ascii = false;  // HF passes ensure_ascii=False
 };
 // json.dumps(v, ...) as Python writes it (key order kept unless sort_keys).
 Expected<std::string> to_json(const Value& v, const JsonOptions& opts);

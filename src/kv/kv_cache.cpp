@@ -9,11 +9,12 @@
 namespace loom {
 
 Expected<std::unique_ptr<KvCache>> KvCache::create(const KvCacheParams& p) {
-  if (p.n_cells <= 0 || p.layers.empty() || p.n_layer <= 0) return invalid_argument("KV cache needs at least one cell and layer");
+  if (p.n_cells <= 0 || p.layers.empty() || p.n_layer <= 0)
+    return invalid_argument("KV cache needs at least one cell and layer");
   for (TensorType t : {p.type_k, p.type_v}) {
     auto info = tensor_type_info(t);
-    const bool allowed = t == TensorType::F32 || t == TensorType::F16 || t == TensorType::Q8_0 ||
-                         t == TensorType::Q4_0 || t == TensorType::BF16;
+    const bool allowed = t == TensorType::F32 || t == TensorType::F16 || t == TensorType::Q8_0 || t == TensorType::Q4_0 ||
+                         t == TensorType::BF16;
     if (!info || !allowed || !quant::is_supported(t)) {
       return invalid_argument("unsupported KV cache type " + std::string(tensor_type_name(t)) +
                               " (use f32, f16, bf16, q8_0 or q4_0)");
@@ -186,8 +187,8 @@ int KvCache::n_kv() const {
   return 0;
 }
 
-void KvCache::build_mask(int n_tokens, const Pos* pos, const SeqId* seq, int n_kv, const MaskParams& mp,
-                         float* mask, const int32_t* cols) const {
+void KvCache::build_mask(int n_tokens, const Pos* pos, const SeqId* seq, int n_kv, const MaskParams& mp, float* mask,
+                         const int32_t* cols) const {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   for (int t = 0; t < n_tokens; ++t) {
     float* row = mask + int64_t(t) * n_kv;

@@ -34,16 +34,16 @@ struct KvCell {
 // One model layer stored in a cache. Layers may differ in their K/V widths (Gemma 4's sliding and
 // global layers have different head sizes); head_dim is the quantization unit of their rows.
 struct KvLayerSpec {
-  int layer = 0;          // the model layer (index into KvView::layers)
-  int64_t n_embd_k = 0;   // n_head_kv * head size of K
+  int layer = 0;         // the model layer (index into KvView::layers)
+  int64_t n_embd_k = 0;  // n_head_kv * head size of K
   int64_t n_embd_v = 0;
-  int64_t head_dim = 0;   // rows are quantized per head: a multiple of the K/V types' block
-  int reuse = -1;         // >= 0: attends over that layer's K/V (stored in this cache), stores none
+  int64_t head_dim = 0;  // rows are quantized per head: a multiple of the K/V types' block
+  int reuse = -1;        // >= 0: attends over that layer's K/V (stored in this cache), stores none
 };
 
 struct KvCacheParams {
-  int n_layer = 0;        // the model's layers: KvView::layers has one entry per layer, null
-                          // where this cache stores nothing (layers of another cache or kind)
+  int n_layer = 0;                  // the model's layers: KvView::layers has one entry per layer, null
+                                    // where this cache stores nothing (layers of another cache or kind)
   std::vector<KvLayerSpec> layers;  // the layers this cache stores
   int n_cells = 0;
   TensorType type_k = TensorType::F16;
@@ -107,8 +107,8 @@ class KvCache {
 
   // mask[t][c] = 0 when column c's cell (cols[c], or c when cols is null) holds seq[t] at a
   // visible position, else -inf. Causal: pos <= pos[t].
-  void build_mask(int n_tokens, const Pos* pos, const SeqId* seq, int n_kv, const MaskParams& mp,
-                  float* mask, const int32_t* cols = nullptr) const;
+  void build_mask(int n_tokens, const Pos* pos, const SeqId* seq, int n_kv, const MaskParams& mp, float* mask,
+                  const int32_t* cols = nullptr) const;
   // Mask columns in position order for tokens of the given sequences (batch invariance:
   // attention sums a token's visible cells in column order, which must not depend on where the
   // cache put them). Returns false when cells [0, n_kv) already are in that order for every
@@ -164,7 +164,9 @@ class KvCache {
 
   // Where the next ring search of a sliding-window cache starts (llama_kv_cache's head): after the
   // last cell occupied; lowered to the first cell a removal frees; 0 after clear, defrag, restore.
-  void lower_head(int freed) { if (freed < head_) head_ = freed; }
+  void lower_head(int freed) {
+    if (freed < head_) head_ = freed;
+  }
 
   KvCacheParams params_;
   int head_ = 0;

@@ -44,8 +44,8 @@ enum MemoryPart : uint8_t {
 };
 
 struct MemoryParams {
-  int n_ctx = 0;          // cells of the full-size KV part
-  int n_seq_max = 1;      // sequence ids in [0, n_seq_max): the recurrent part's cells
+  int n_ctx = 0;      // cells of the full-size KV part
+  int n_seq_max = 1;  // sequence ids in [0, n_seq_max): the recurrent part's cells
   // Sequences that hold a sliding window at once (the SWA cache's sizing; 0: n_seq_max). A
   // scheduler whose extra sequence ids hold cached prefixes sets its slots here.
   int n_seq_swa = 0;

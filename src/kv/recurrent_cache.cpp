@@ -19,7 +19,8 @@ Expected<std::unique_ptr<RecurrentCache>> RecurrentCache::create(const Recurrent
   } else {
     rs->layers_ = p.layers;
     for (int il : p.layers) {
-      if (il < 0 || il >= p.n_layer) return invalid_argument("recurrent state layer " + std::to_string(il) + " is out of range");
+      if (il < 0 || il >= p.n_layer)
+        return invalid_argument("recurrent state layer " + std::to_string(il) + " is out of range");
     }
   }
   rs->cells_.resize(size_t(p.n_cells));

@@ -24,18 +24,18 @@
 namespace loom {
 
 struct RsCell {
-  Pos pos = -1;                 // position of the last token in the state
-  std::bitset<kMaxSeqs> seqs;   // sequences sharing this state
-  int row = -1;                 // state row (valid while the cell is not empty)
+  Pos pos = -1;                // position of the last token in the state
+  std::bitset<kMaxSeqs> seqs;  // sequences sharing this state
+  int row = -1;                // state row (valid while the cell is not empty)
   bool empty() const { return seqs.none(); }
 };
 
 struct RecurrentCacheParams {
-  int n_layer = 0;        // the model's layers (RecurrentView::layers has one entry per layer)
+  int n_layer = 0;          // the model's layers (RecurrentView::layers has one entry per layer)
   std::vector<int> layers;  // the recurrent ones (a hybrid's); empty: all of them
-  int n_cells = 0;        // max(1, n_seq_max)
-  int64_t conv_row = 0;   // floats of one conv state
-  int64_t ssm_row = 0;    // floats of one SSM state
+  int n_cells = 0;          // max(1, n_seq_max)
+  int64_t conv_row = 0;     // floats of one conv state
+  int64_t ssm_row = 0;      // floats of one SSM state
 };
 
 class RecurrentCache {
@@ -75,9 +75,9 @@ class RecurrentCache {
   // ---- decode ----
   struct SeqPlan {
     SeqId seq = 0;
-    int src_row = -1;  // the row its state continues from, -1: a new sequence (zero state)
-    int dst_row = -1;  // a row no cell uses, where the new state is written
-    Pos last_pos = -1; // position of its last token in the batch
+    int src_row = -1;   // the row its state continues from, -1: a new sequence (zero state)
+    int dst_row = -1;   // a row no cell uses, where the new state is written
+    Pos last_pos = -1;  // position of its last token in the batch
   };
   // Cells that committing a batch of these sequences would take: one for each that holds no state
   // yet or shares its state with others (free cells must cover it: size() - used()).

@@ -10,7 +10,7 @@
 namespace loom {
 namespace {
 
-const char* kLayerSuffix[kNumLayerWeights] = {"attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_output.weight",
+const char* kLayerSuffix[kNumLayerWeights] = {"attn_q.weight",   "attn_k.weight", "attn_v.weight",  "attn_output.weight",
                                               "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight"};
 
 const TensorView* base_view(const Model& m, const std::string& name, int* layer, LayerWeight* kind) {
@@ -68,8 +68,8 @@ Expected<std::shared_ptr<const LoraAdapter>> LoraAdapter::from_gguf(gguf::GgufFi
   if (atype != "lora") return invalid_argument("adapter.type is '" + atype + "', expected 'lora'");
   LOOM_ASSIGN_OR_RETURN(std::string arch, f.get_string_or("general.architecture", ""));
   if (arch != model.hparams().arch_name) {
-    return invalid_argument("adapter is for architecture '" + arch + "' but the model is '" +
-                            model.hparams().arch_name + "'");
+    return invalid_argument("adapter is for architecture '" + arch + "' but the model is '" + model.hparams().arch_name +
+                            "'");
   }
   if (f.has("adapter.alora_invocation_tokens")) return unsupported("activated LoRA (aLoRA) adapters are not supported");
   LOOM_ASSIGN_OR_RETURN(double alpha, f.get_float_or("adapter.lora.alpha", 0.0));

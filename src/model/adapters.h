@@ -17,11 +17,11 @@ class Model;
 
 // One adapted weight: `X.weight` with `X.weight.lora_a` ([n_in] x rank) and `.lora_b` (rank x [n_out]).
 struct LoraTarget {
-  std::string weight;   // base tensor name, e.g. "blk.0.attn_q.weight"
-  int layer = -1;       // block index, -1 for token_embd / output
+  std::string weight;      // base tensor name, e.g. "blk.0.attn_q.weight"
+  int layer = -1;          // block index, -1 for token_embd / output
   LayerWeight kind = kWq;  // for layer >= 0
-  TensorView a;         // [rank rows][n_in]  (token_embd: [n_vocab rows][rank])
-  TensorView b;         // [n_out rows][rank] (token_embd: [n_embd rows][rank])
+  TensorView a;            // [rank rows][n_in]  (token_embd: [n_vocab rows][rank])
+  TensorView b;            // [n_out rows][rank] (token_embd: [n_embd rows][rank])
   int rank = 0;
 };
 

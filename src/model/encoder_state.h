@@ -47,9 +47,9 @@ class EncoderState {
   void reserve(int rows);
   int64_t n_embd_kv_ = 0;
   int n_layer_ = 0;
-  size_t row_floats_ = 0;      // one row: K (then V) of every decoder layer
-  std::vector<float> k_, v_;   // [rows][n_layer][n_embd_kv]
-  std::vector<SeqSet> seqs_;   // [rows]
+  size_t row_floats_ = 0;     // one row: K (then V) of every decoder layer
+  std::vector<float> k_, v_;  // [rows][n_layer][n_embd_kv]
+  std::vector<SeqSet> seqs_;  // [rows]
   int n_ = 0;
 };
 

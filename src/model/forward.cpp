@@ -43,12 +43,11 @@ size_t max_matmul_scratch(const Model& m, int64_t n, int max_rank) {
 }
 
 template <typename Alloc>
-void layout(const Model& m, int T, int n_kv, TensorType type_k, int n_threads, int max_rank, Alloc&& alloc,
-            Buffers* b) {
+void layout(const Model& m, int T, int n_kv, TensorType type_k, int n_threads, int max_rank, Alloc&& alloc, Buffers* b) {
   const ModelHparams& hp = m.hparams();
   const size_t E = size_t(hp.n_embd), Q = size_t(hp.n_embd_q()), KV = size_t(hp.n_embd_kv()),
-               F = std::max({size_t(hp.n_ff), 2 * size_t(hp.n_ff_exp), size_t(hp.n_ff_shexp)}),
-               V = size_t(hp.n_vocab), t = size_t(T);
+               F = std::max({size_t(hp.n_ff), 2 * size_t(hp.n_ff_exp), size_t(hp.n_ff_shexp)}), V = size_t(hp.n_vocab),
+               t = size_t(T);
   auto floats = [&](size_t n) { return static_cast<float*>(alloc(sizeof(float) * n)); };
   b->x = floats(E * t);
   b->xb = floats(E * t);
@@ -110,13 +109,14 @@ Buffers carve(const Model& m, ForwardScratch& scratch, TensorType type_k, int n_
   Arena& arena = scratch.arena();
   arena.reset();
   Buffers b;
-  layout(m, scratch.max_tokens(), scratch.max_kv(), type_k, n_threads, scratch.max_lora_rank(),
-         [&](size_t bytes) { return arena.allocate(bytes); }, &b);
+  layout(
+      m, scratch.max_tokens(), scratch.max_kv(), type_k, n_threads, scratch.max_lora_rank(),
+      [&](size_t bytes) { return arena.allocate(bytes); }, &b);
   return b;
 }
 
-void linear(ThreadPool& pool, const TensorView& w, const std::vector<LoraPair>* loras, const float* x, int T,
-            float* y, Buffers& b) {
+void linear(ThreadPool& pool, const TensorView& w, const std::vector<LoraPair>* loras, const float* x, int T, float* y,
+            Buffers& b) {
   ops::matmul(pool, w, x, T, y, b.mm);
   if (!loras) return;
   for (const LoraPair& l : *loras) {
@@ -282,8 +282,13 @@ ForwardScratch::ForwardScratch(const Model& model, int max_tokens, int max_kv, T
     : max_tokens_(max_tokens), max_kv_(max_kv), max_lora_rank_(max_lora_rank) {
   size_t total = 0;
   detail::Buffers b;
-  detail::layout(model, max_tokens, max_kv, type_k, n_threads, max_lora_rank,
-                 [&](size_t bytes) -> void* { total += Arena::padded(bytes); return nullptr; }, &b);
+  detail::layout(
+      model, max_tokens, max_kv, type_k, n_threads, max_lora_rank,
+      [&](size_t bytes) -> void* {
+        total += Arena::padded(bytes);
+        return nullptr;
+      },
+      &b);
   arena_.reserve(total + Arena::kAlign);
 }
 
@@ -323,8 +328,8 @@ Status forward(const Model& model, const ForwardBatch& fb, ForwardScratch& scrat
   return detail::forward_decoder(model, fb, scratch, pool, cfg);  // decoders and hybrids (granitehybrid)
 }
 
-Status shift_k(const Model& model, const KvView& kv, const int32_t* deltas, ForwardScratch& scratch,
-               ThreadPool& pool, const ForwardConfig& cfg) {
+Status shift_k(const Model& model, const KvView& kv, const int32_t* deltas, ForwardScratch& scratch, ThreadPool& pool,
+               const ForwardConfig& cfg) {
   const ModelHparams& hp = model.hparams();
   if (model.weights().layers.empty() || hp.is_recurrent() || hp.is_t5() || !hp.use_rope ||
       (hp.is_encoder() && !model.weights().pos_embd.empty())) {

@@ -25,9 +25,9 @@ struct KvLayerView {
   void* v = nullptr;
   size_t k_row_bytes = 0;  // bytes of one cell's K (all kv heads of this layer)
   size_t v_row_bytes = 0;
-  int64_t n_embd_k = 0;    // floats of one cell's K
+  int64_t n_embd_k = 0;  // floats of one cell's K
   int64_t n_embd_v = 0;
-  bool reused = false;     // another layer's storage (read-only here: that layer writes it)
+  bool reused = false;  // another layer's storage (read-only here: that layer writes it)
 };
 
 struct KvView {
@@ -66,24 +66,23 @@ struct ForwardAdapters {
   std::vector<LoraPair> tok_embd;  // a: [n_vocab rows][rank] (row per token), b: [n_embd rows][rank]
   std::vector<LoraPair> output;
   int max_rank = 0;
-  std::vector<float> cvec;         // [n_layer][n_embd] added to each block's output; empty = none
+  std::vector<float> cvec;                  // [n_layer][n_embd] added to each block's output; empty = none
   int cvec_il_start = 0, cvec_il_end = -1;  // inclusive layer range
 };
 
 // Observes named intermediate activations ([rows][cols] floats). Return false to stop the pass
 // (the forward then returns kAborted).
-using EvalCallback = bool (*)(const char* name, int layer, const float* data, int64_t cols, int64_t rows,
-                              void* user);
+using EvalCallback = bool (*)(const char* name, int layer, const float* data, int64_t cols, int64_t rows, void* user);
 
 // Per-context settings of the forward pass.
 struct ForwardConfig {
-  ops::RopeParams rope;             // effective RoPE (model values with context overrides)
+  ops::RopeParams rope;                    // effective RoPE (model values with context overrides)
   bool (*abort_cb)(void* data) = nullptr;  // polled between layers
   void* abort_data = nullptr;
   EvalCallback eval_cb = nullptr;
   void* eval_data = nullptr;
   const ForwardAdapters* adapters = nullptr;
-  int n_threads = 0;                // threads for this pass (0: the whole pool)
+  int n_threads = 0;  // threads for this pass (0: the whole pool)
   // Mixture of experts: moe_block adds each token's chosen experts here ([n_layer][n_expert],
   // owned by the context; null: not counted).
   uint64_t* expert_counts = nullptr;
@@ -96,8 +95,8 @@ struct CrossAttentionView {
   int n_enc = 0;
   TensorType type_k = TensorType::F32;
   TensorType type_v = TensorType::F32;
-  const uint8_t* k = nullptr;   // [n_dec_layer][n_enc_max] rows of n_embd_kv in type_k
-  const uint8_t* v = nullptr;   // same in type_v
+  const uint8_t* k = nullptr;  // [n_dec_layer][n_enc_max] rows of n_embd_kv in type_k
+  const uint8_t* v = nullptr;  // same in type_v
   size_t k_row_bytes = 0, v_row_bytes = 0;
   size_t k_layer_bytes = 0, v_layer_bytes = 0;  // bytes between layers
   const float* mask = nullptr;  // [n_tokens][n_enc] additive (0 / -inf): the token shares a sequence with the encoder token
@@ -105,24 +104,24 @@ struct CrossAttentionView {
 
 // What the attention layers that read one KV part see in a micro-batch.
 struct AttnInputs {
-  const KvView* kv = nullptr;        // the part's storage (per model layer)
-  const int32_t* cells = nullptr;    // [n_tokens] cell each token's K/V is written to
-  int n_kv = 0;                      // attention considers cells [0, n_kv)
-  const float* mask = nullptr;       // [n_tokens][n_kv] additive mask (0 / -inf), by column
+  const KvView* kv = nullptr;      // the part's storage (per model layer)
+  const int32_t* cells = nullptr;  // [n_tokens] cell each token's K/V is written to
+  int n_kv = 0;                    // attention considers cells [0, n_kv)
+  const float* mask = nullptr;     // [n_tokens][n_kv] additive mask (0 / -inf), by column
   // Column c of the mask is cell kv_cells[c] (null: cell c); the columns list each token's
   // visible cells in the order attention sums them (position order, see ops::AttentionParams).
   const int32_t* kv_cells = nullptr;
   // Per token: tokens with the same group >= 0 that are adjacent in the batch may share attention
   // tiles (their visible columns nest: one sequence, causal); -1: alone (ops::AttentionParams).
   const int32_t* prefix_group = nullptr;
-  const int32_t* kv_pos = nullptr;   // T5: the position of each mask column's cell ([n_kv])
+  const int32_t* kv_pos = nullptr;  // T5: the position of each mask column's cell ([n_kv])
 };
 
 struct ForwardBatch {
   int n_tokens = 0;
-  const int32_t* tokens = nullptr;   // [n_tokens] (ids validated by the caller), or
-  const float* embd = nullptr;       // [n_tokens][n_embd] input embeddings instead of tokens
-  const int32_t* pos = nullptr;      // [n_tokens]
+  const int32_t* tokens = nullptr;  // [n_tokens] (ids validated by the caller), or
+  const float* embd = nullptr;      // [n_tokens][n_embd] input embeddings instead of tokens
+  const int32_t* pos = nullptr;     // [n_tokens]
   // Attention layers read `attn`, except the model's sliding-window layers when `attn_swa` has a
   // mask: their own window-sized cache (iSWA), or the same cache under a sliding mask.
   AttnInputs attn;
@@ -141,8 +140,8 @@ struct ForwardBatch {
   const CrossAttentionView* cross = nullptr;
   int n_outputs = 0;
   const int32_t* output_rows = nullptr;  // [n_outputs] batch rows whose outputs are wanted
-  float* logits = nullptr;           // [n_outputs][n_vocab], or null
-  float* hidden = nullptr;           // [n_outputs][n_embd] final-norm hidden states, or null
+  float* logits = nullptr;               // [n_outputs][n_vocab], or null
+  float* hidden = nullptr;               // [n_outputs][n_embd] final-norm hidden states, or null
 
   // The attention inputs of layer il.
   const AttnInputs& attn_of(bool swa_layer) const { return swa_layer && attn_swa.mask ? attn_swa : attn; }
@@ -153,8 +152,7 @@ struct ForwardBatch {
 class ForwardScratch {
  public:
   ForwardScratch() = default;
-  ForwardScratch(const Model& model, int max_tokens, int max_kv, TensorType type_k, int n_threads,
-                 int max_lora_rank = 0);
+  ForwardScratch(const Model& model, int max_tokens, int max_kv, TensorType type_k, int n_threads, int max_lora_rank = 0);
   Arena& arena() { return arena_; }
   int max_tokens() const { return max_tokens_; }
   int max_kv() const { return max_kv_; }
@@ -186,12 +184,12 @@ int32_t relative_position_bucket(int32_t x, int32_t y, int64_t n_buckets, bool b
 // ([n_enc][n_embd], after the encoder's final norm), stored as rows of the view's types into its
 // k and v buffers (writable: the caller owns them). n_enc must fit the scratch's micro-batch;
 // scratch_type_k: the K type the scratch was sized for.
-Status t5_cross_kv(const Model& model, const float* enc, int n_enc, const CrossAttentionView& out,
-                   TensorType scratch_type_k, ForwardScratch& scratch, ThreadPool& pool);
+Status t5_cross_kv(const Model& model, const float* enc, int n_enc, const CrossAttentionView& out, TensorType scratch_type_k,
+                   ForwardScratch& scratch, ThreadPool& pool);
 
 // Re-rotates cached K rows of the layers stored in kv by per-cell position deltas ([kv.n_cells],
 // 0 = unchanged): the lazy half of a position shift (RoPE(a + d) = RoPE(d) ∘ RoPE(a)).
-Status shift_k(const Model& model, const KvView& kv, const int32_t* deltas, ForwardScratch& scratch,
-               ThreadPool& pool, const ForwardConfig& config);
+Status shift_k(const Model& model, const KvView& kv, const int32_t* deltas, ForwardScratch& scratch, ThreadPool& pool,
+               const ForwardConfig& config);
 
 }  // namespace loom

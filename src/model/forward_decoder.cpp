@@ -32,7 +32,8 @@ namespace {
 // for the per-row and per-element ops, whose every result is the same whatever the split.
 template <class F>
 void over_rows(ThreadPool& pool, int T, F&& fn) {
-  pool.parallel_for(T, [&](int64_t b, int64_t e) { fn(int(b), int(e - b)); }, 32);
+  pool.parallel_for(
+      T, [&](int64_t b, int64_t e) { fn(int(b), int(e - b)); }, 32);
 }
 
 }  // namespace
@@ -101,7 +102,8 @@ Status attention_block(const Model& model, const ForwardBatch& fb, const Forward
     // mistral3 (Llama 4's temperature tuning): queries further out attend more sharply.
     for (int t = 0; t < nq; ++t) {
       const float s = float(std::log(double(std::floor(float(fb.pos[q0 + t]) / float(hp.n_ctx_orig_yarn))) + 1.0) *
-                                double(hp.attn_temp_scale) + 1.0);
+                                double(hp.attn_temp_scale) +
+                            1.0);
       ops::scale_inplace(b.q + int64_t(t) * Q, s, Q);
     }
   }
@@ -206,7 +208,8 @@ Status forward_decoder(const Model& model, const ForwardBatch& fb, ForwardScratc
       linear(pool, l.ffn_up, layer_lora(cfg, il, kFfnUp), b.xb, T, b.up, b);
       if (hp.ffn_act == FfnAct::kGelu && hp.gelu_f16_table) ops::geglu_f16_table_inplace(b.gate, b.up, T * F);
       else if (hp.ffn_act == FfnAct::kGelu) ops::geglu_inplace(b.gate, b.up, T * F);
-      else if (hp.ffn_act == FfnAct::kSwigluOai) ops::swiglu_oai_inplace(b.gate, b.up, T * F, kSwigluOaiAlpha, kSwigluOaiLimit);
+      else if (hp.ffn_act == FfnAct::kSwigluOai)
+        ops::swiglu_oai_inplace(b.gate, b.up, T * F, kSwigluOaiAlpha, kSwigluOaiLimit);
       else over_rows(pool, T, [&](int r, int n) { ops::swiglu_inplace(b.gate + r * F, b.up + r * F, n * F); });
       linear(pool, l.ffn_down, layer_lora(cfg, il, kFfnDown), b.gate, T, y, b);
     };

@@ -64,9 +64,9 @@ Status forward_gemma3n(const Model& model, const ForwardBatch& fb, ForwardScratc
   const int T = fb.n_tokens;
   const int64_t E = hp.n_embd, A = hp.n_altup, P = hp.n_embd_per_layer, TE = int64_t(T) * E;
   Buffers b = carve(model, scratch, scratch_k_type(fb), pool.size());
-  float* S = b.alt;           // [A][T][E] streams
-  float* Pr = b.alt + A * TE; // [A][T][E] predictions
-  float* mod = b.alt_coef;    // [T][A] modalities
+  float* S = b.alt;                    // [A][T][E] streams
+  float* Pr = b.alt + A * TE;          // [A][T][E] predictions
+  float* mod = b.alt_coef;             // [T][A] modalities
   float* coef = mod + int64_t(T) * A;  // [T][A²] (prediction) or [T][A] (correction)
 
   embed_tokens(model, fb, cfg, pool, b);

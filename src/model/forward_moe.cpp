@@ -117,7 +117,8 @@ void run_expert(const ModelHparams& hp, ThreadPool& pool, const TensorView& gate
     for (int r = 0; r < n; ++r) {
       std::memcpy(b.up + int64_t(r) * F, b.gate + int64_t(r) * 2 * F + F, sizeof(float) * size_t(F));
     }
-    for (int r = 1; r < n; ++r) std::memmove(b.gate + int64_t(r) * F, b.gate + int64_t(r) * 2 * F, sizeof(float) * size_t(F));
+    for (int r = 1; r < n; ++r)
+      std::memmove(b.gate + int64_t(r) * F, b.gate + int64_t(r) * 2 * F, sizeof(float) * size_t(F));
     expert_activation(hp, b.gate, b.up, int64_t(n) * F);
     act = b.gate;
   } else if (gate.empty()) {
@@ -264,9 +265,8 @@ Status moe_block(const Model& model, const ForwardBatch& fb, const ForwardConfig
     if (l.ffn_gate_exps_s) bias.gate_s = l.ffn_gate_exps_s[e];
     if (l.ffn_up_exps_s) bias.up_s = l.ffn_up_exps_s[e];
     if (l.ffn_down_exps_s) bias.down_s = l.ffn_down_exps_s[e];
-    run_expert(hp, pool, gated ? expert_view(l.ffn_gate_exps, e, F) : TensorView{},
-               expert_view(l.ffn_up_exps, e, up_rows), l.gate_up_fused, expert_view(l.ffn_down_exps, e, E), bias,
-               b.moe_x, n, b.moe_y, b);
+    run_expert(hp, pool, gated ? expert_view(l.ffn_gate_exps, e, F) : TensorView{}, expert_view(l.ffn_up_exps, e, up_rows),
+               l.gate_up_fused, expert_view(l.ffn_down_exps, e, E), bias, b.moe_x, n, b.moe_y, b);
     for (int r = 0; r < n; ++r) {
       const float w = b.moe_weights[pairs[r]];
       float* dst = b.tmp + int64_t(pairs[r] / K) * E;

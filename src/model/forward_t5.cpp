@@ -161,8 +161,8 @@ Status forward_t5(const Model& model, const ForwardBatch& fb, ForwardScratch& sc
 
 }  // namespace detail
 
-Status t5_cross_kv(const Model& model, const float* enc, int n_enc, const CrossAttentionView& out,
-                   TensorType scratch_type_k, ForwardScratch& scratch, ThreadPool& pool) {
+Status t5_cross_kv(const Model& model, const float* enc, int n_enc, const CrossAttentionView& out, TensorType scratch_type_k,
+                   ForwardScratch& scratch, ThreadPool& pool) {
   const ModelWeights& w = model.weights();
   const int64_t KV = model.hparams().n_embd_kv();
   if (n_enc <= 0) return Status::ok();

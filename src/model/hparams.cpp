@@ -13,8 +13,8 @@ Expected<int64_t> arch_int(const gguf::GgufFile& f, const std::string& arch, con
   Expected<int64_t> v = fallback ? f.get_int_or(full, *fallback) : f.get_int(full);
   if (!v) return v.status();
   if (*v < lo || *v > hi) {
-    return corrupt("metadata " + full + " = " + std::to_string(*v) + " is out of range [" +
-                   std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    return corrupt("metadata " + full + " = " + std::to_string(*v) + " is out of range [" + std::to_string(lo) + ", " +
+                   std::to_string(hi) + "]");
   }
   return v;
 }
@@ -94,7 +94,8 @@ Status read_head_count_kv(const gguf::GgufFile& f, ModelHparams& hp) {
                      std::to_string(hp.n_head) + " (or 0 for a recurrent layer)");
     }
     if (h == 0 && hp.arch != Arch::kGraniteHybrid && hp.arch != Arch::kLfm2) {
-      return unsupported(key + "[" + std::to_string(il) + "] = 0 (a layer without attention) is only supported for "
+      return unsupported(key + "[" + std::to_string(il) +
+                         "] = 0 (a layer without attention) is only supported for "
                          "hybrid architectures (granitehybrid, lfm2)");
     }
     per_layer[size_t(il)] = h;
@@ -102,7 +103,8 @@ Status read_head_count_kv(const gguf::GgufFile& f, ModelHparams& hp) {
     hp.n_head_kv = std::max(hp.n_head_kv, h);
   }
   if (hp.n_head_kv == 0) {
-    return unsupported(hp.arch_name + ": every layer is recurrent (" + key + " is all 0); a model without attention "
+    return unsupported(hp.arch_name + ": every layer is recurrent (" + key +
+                       " is all 0); a model without attention "
                        "layers is not supported as a hybrid (mamba2 files run as such)");
   }
   if (!uniform) {
@@ -136,7 +138,8 @@ Status read_delta_net_hparams(const gguf::GgufFile& f, ModelHparams& hp, int64_t
     return corrupt(a + ": ssm.inner_size " + std::to_string(hp.ssm_d_inner) + " must be ssm.time_step_rank " +
                    std::to_string(hv) + " value heads of ssm.state_size " + std::to_string(hp.ssm_d_state) +
                    " channels (key and value heads are equally wide), and the value heads a multiple of the "
-                   "ssm.group_count " + std::to_string(hk) + " key heads");
+                   "ssm.group_count " +
+                   std::to_string(hk) + " key heads");
   }
   hp.recurrent_layer.assign(size_t(hp.n_layer), 0);
   const std::string rkey = a + ".attention.recurrent_layers";
@@ -157,7 +160,8 @@ Status read_delta_net_hparams(const gguf::GgufFile& f, ModelHparams& hp, int64_t
     int64_t sum = 0;
     for (uint64_t i = 0; i < arr->count; ++i) {
       const int64_t v = arr->int_at(i);
-      if (v < 0 || v > hp.n_rot) return corrupt(skey + "[" + std::to_string(i) + "] = " + std::to_string(v) + " is out of range");
+      if (v < 0 || v > hp.n_rot)
+        return corrupt(skey + "[" + std::to_string(i) + "] = " + std::to_string(v) + " is out of range");
       hp.rope_sections[i] = int(v);
       sum += v;
     }
@@ -200,7 +204,8 @@ Status read_gemma4_hparams(const gguf::GgufFile& f, ModelHparams& hp, int64_t n_
     return unsupported("gemma4: sliding layers' heads (" + std::to_string(hp.head_dim_swa) +
                        ") wider than the global layers' (" + std::to_string(hp.head_dim) + ")");
   }
-  LOOM_ASSIGN_OR_RETURN(hp.n_rot_swa, arch_int(f, a, "rope.dimension_count_swa", std::min(hp.n_rot, hp.head_dim_swa), 0, hp.head_dim_swa));
+  LOOM_ASSIGN_OR_RETURN(hp.n_rot_swa,
+                        arch_int(f, a, "rope.dimension_count_swa", std::min(hp.n_rot, hp.head_dim_swa), 0, hp.head_dim_swa));
   if (hp.n_rot_swa % 2 != 0) return corrupt("rope.dimension_count_swa must be even");
   LOOM_ASSIGN_OR_RETURN(double base_swa, f.get_float_or(a + ".rope.freq_base_swa", 10000.0));
   if (!(base_swa > 0)) return corrupt("rope.freq_base_swa must be positive");
@@ -212,7 +217,8 @@ Status read_gemma4_hparams(const gguf::GgufFile& f, ModelHparams& hp, int64_t n_
   LOOM_ASSIGN_OR_RETURN(int64_t n_shared, arch_int(f, a, "attention.shared_kv_layers", 0, 0, hp.n_layer));
   if (n_shared > 0) {
     const int64_t from = hp.n_layer - n_shared;  // the first layer without K/V of its own
-    if (from < 2) return corrupt(a + ".attention.shared_kv_layers " + std::to_string(n_shared) + " leaves fewer than 2 layers with K/V");
+    if (from < 2)
+      return corrupt(a + ".attention.shared_kv_layers " + std::to_string(n_shared) + " leaves fewer than 2 layers with K/V");
     hp.kv_reuse.assign(size_t(hp.n_layer), -1);
     for (int64_t il = from; il < hp.n_layer; ++il) {
       const int64_t src = from - (hp.is_swa_layer(il) ? 2 : 1);
@@ -322,9 +328,8 @@ Status read_gpt_oss_hparams(const gguf::GgufFile& f, ModelHparams& hp, int64_t n
 Status read_moe_hparams(const gguf::GgufFile& f, ModelHparams& hp, int64_t n_block) {
   const std::string& a = hp.arch_name;
   LOOM_ASSIGN_OR_RETURN(hp.n_expert, arch_int(f, a, "expert_count", 0, 0, 1 << 12));
-  const bool moe_name =
-      a == "qwen3moe" || a == "qwen35moe" || a == "qwen3next" || a == "lfm2moe" || a == "granitemoe" || a == "olmoe" ||
-      a == "gpt-oss";
+  const bool moe_name = a == "qwen3moe" || a == "qwen35moe" || a == "qwen3next" || a == "lfm2moe" || a == "granitemoe" ||
+                        a == "olmoe" || a == "gpt-oss";
   if (hp.n_expert == 0) {
     if (moe_name) return corrupt(a + ": expert_count is missing or 0 (a mixture-of-experts architecture needs experts)");
     return Status::ok();
@@ -342,7 +347,8 @@ Status read_moe_hparams(const gguf::GgufFile& f, ModelHparams& hp, int64_t n_blo
     }
     hp.n_expert_used = (*arr)->int_at(0);
     for (uint64_t i = 1; i < (*arr)->count; ++i) {
-      if ((*arr)->int_at(i) != hp.n_expert_used) return unsupported(ukey + ": a different expert count per layer is not supported");
+      if ((*arr)->int_at(i) != hp.n_expert_used)
+        return unsupported(ukey + ": a different expert count per layer is not supported");
     }
   } else {
     LOOM_ASSIGN_OR_RETURN(hp.n_expert_used, arch_int(f, a, "expert_used_count", std::nullopt, 0, 1 << 12));
@@ -353,7 +359,9 @@ Status read_moe_hparams(const gguf::GgufFile& f, ModelHparams& hp, int64_t n_blo
   }
   if (f.has(a + ".expert_group_count")) {
     LOOM_ASSIGN_OR_RETURN(int64_t groups, arch_int(f, a, "expert_group_count", 0, 0, 1 << 12));
-    if (groups > 1) return unsupported(a + ": grouped expert selection (expert_group_count " + std::to_string(groups) + ") is not supported");
+    if (groups > 1)
+      return unsupported(a + ": grouped expert selection (expert_group_count " + std::to_string(groups) +
+                         ") is not supported");
   }
   // The experts' width: qwen3moe / qwen35moe default to n_ff / n_expert_used, lfm2moe, gpt-oss and
   // gemma4 require the key; the llama, olmoe and granite loaders size experts by feed_forward_length.
@@ -371,7 +379,8 @@ Status read_moe_hparams(const gguf::GgufFile& f, ModelHparams& hp, int64_t n_blo
       }
       hp.n_ff_exp = (*arr)->int_at(0);
       for (uint64_t i = 1; i < (*arr)->count; ++i) {
-        if ((*arr)->int_at(i) != hp.n_ff_exp) return unsupported(wkey + ": a different expert width per layer is not supported");
+        if ((*arr)->int_at(i) != hp.n_ff_exp)
+          return unsupported(wkey + ": a different expert width per layer is not supported");
       }
       if (hp.n_ff_exp > (1 << 24)) return corrupt(wkey + " is out of range");
     } else {
@@ -385,7 +394,8 @@ Status read_moe_hparams(const gguf::GgufFile& f, ModelHparams& hp, int64_t n_blo
   if (gated_shexp || a == "llama" || hp.arch == Arch::kGranite || hp.arch == Arch::kGraniteHybrid) {
     // qwen35moe and qwen3next always have a shared expert (n_ff wide unless given); the others only
     // with the key.
-    LOOM_ASSIGN_OR_RETURN(hp.n_ff_shexp, arch_int(f, a, "expert_shared_feed_forward_length", gated_shexp ? hp.n_ff : 0, 0, 1 << 24));
+    LOOM_ASSIGN_OR_RETURN(hp.n_ff_shexp,
+                          arch_int(f, a, "expert_shared_feed_forward_length", gated_shexp ? hp.n_ff : 0, 0, 1 << 24));
     if (gated_shexp && hp.n_ff_shexp == 0) hp.n_ff_shexp = hp.n_ff;  // the reference's 0: n_ff
   }
   if (a == "lfm2moe") {
@@ -415,24 +425,40 @@ Expected<ModelHparams> read_hparams(const gguf::GgufFile& f) {
   ModelHparams hp;
   LOOM_ASSIGN_OR_RETURN(hp.arch_name, f.get_string("general.architecture"));
   const std::string& a = hp.arch_name;
-  struct Family { const char* name; Arch arch; ops::RopeMode rope; };
+  struct Family {
+    const char* name;
+    Arch arch;
+    ops::RopeMode rope;
+  };
   static constexpr Family kFamilies[] = {
-      {"llama", Arch::kLlama, ops::RopeMode::kNormal},   {"qwen2", Arch::kQwen2, ops::RopeMode::kNeox},
-      {"qwen3", Arch::kQwen3, ops::RopeMode::kNeox},     {"phi3", Arch::kPhi3, ops::RopeMode::kNeox},
-      {"gemma", Arch::kGemma, ops::RopeMode::kNeox},     {"gemma2", Arch::kGemma2, ops::RopeMode::kNeox},
+      {"llama", Arch::kLlama, ops::RopeMode::kNormal},
+      {"qwen2", Arch::kQwen2, ops::RopeMode::kNeox},
+      {"qwen3", Arch::kQwen3, ops::RopeMode::kNeox},
+      {"phi3", Arch::kPhi3, ops::RopeMode::kNeox},
+      {"gemma", Arch::kGemma, ops::RopeMode::kNeox},
+      {"gemma2", Arch::kGemma2, ops::RopeMode::kNeox},
       {"gemma3", Arch::kGemma3, ops::RopeMode::kNeox},
-      {"bert", Arch::kBert, ops::RopeMode::kNormal},     {"nomic-bert", Arch::kNomicBert, ops::RopeMode::kNeox},
-      {"mamba", Arch::kMamba, ops::RopeMode::kNormal},   {"mamba2", Arch::kMamba2, ops::RopeMode::kNormal},
-      {"t5", Arch::kT5, ops::RopeMode::kNormal},         {"t5encoder", Arch::kT5Encoder, ops::RopeMode::kNormal},
+      {"bert", Arch::kBert, ops::RopeMode::kNormal},
+      {"nomic-bert", Arch::kNomicBert, ops::RopeMode::kNeox},
+      {"mamba", Arch::kMamba, ops::RopeMode::kNormal},
+      {"mamba2", Arch::kMamba2, ops::RopeMode::kNormal},
+      {"t5", Arch::kT5, ops::RopeMode::kNormal},
+      {"t5encoder", Arch::kT5Encoder, ops::RopeMode::kNormal},
       {"granitehybrid", Arch::kGraniteHybrid, ops::RopeMode::kNormal},
-      {"granite", Arch::kGranite, ops::RopeMode::kNormal},  {"smollm3", Arch::kSmolLM3, ops::RopeMode::kNormal},
-      {"lfm2", Arch::kLfm2, ops::RopeMode::kNeox},          {"qwen35", Arch::kQwen35, ops::RopeMode::kNeox},
-      {"gemma4", Arch::kGemma4, ops::RopeMode::kNeox},      {"mistral3", Arch::kMistral3, ops::RopeMode::kNormal},
+      {"granite", Arch::kGranite, ops::RopeMode::kNormal},
+      {"smollm3", Arch::kSmolLM3, ops::RopeMode::kNormal},
+      {"lfm2", Arch::kLfm2, ops::RopeMode::kNeox},
+      {"qwen35", Arch::kQwen35, ops::RopeMode::kNeox},
+      {"gemma4", Arch::kGemma4, ops::RopeMode::kNeox},
+      {"mistral3", Arch::kMistral3, ops::RopeMode::kNormal},
       {"gemma3n", Arch::kGemma3n, ops::RopeMode::kNeox},
       // Mixture-of-experts variants: their dense family's traits plus the expert FFN.
-      {"qwen3moe", Arch::kQwen3, ops::RopeMode::kNeox},     {"qwen35moe", Arch::kQwen35, ops::RopeMode::kNeox},
-      {"lfm2moe", Arch::kLfm2, ops::RopeMode::kNeox},       {"granitemoe", Arch::kGranite, ops::RopeMode::kNormal},
-      {"olmoe", Arch::kLlama, ops::RopeMode::kNeox},        {"gpt-oss", Arch::kGptOss, ops::RopeMode::kNeox},
+      {"qwen3moe", Arch::kQwen3, ops::RopeMode::kNeox},
+      {"qwen35moe", Arch::kQwen35, ops::RopeMode::kNeox},
+      {"lfm2moe", Arch::kLfm2, ops::RopeMode::kNeox},
+      {"granitemoe", Arch::kGranite, ops::RopeMode::kNormal},
+      {"olmoe", Arch::kLlama, ops::RopeMode::kNeox},
+      {"gpt-oss", Arch::kGptOss, ops::RopeMode::kNeox},
       {"qwen3next", Arch::kQwen35, ops::RopeMode::kNeox},
   };
   const Family* fam = nullptr;
@@ -440,7 +466,10 @@ Expected<ModelHparams> read_hparams(const gguf::GgufFile& f) {
     if (a == f.name) fam = &f;
   }
   if (!fam) {
-    return unsupported("architecture '" + a + "' is not supported (supported: llama, qwen2, qwen3, qwen3moe, qwen3next, qwen35, qwen35moe, phi3, gemma, gemma2, gemma3, gemma3n, gemma4, gpt-oss, bert, nomic-bert, mamba, mamba2, t5, t5encoder, granite, granitemoe, granitehybrid, lfm2, lfm2moe, mistral3, olmoe, smollm3)");
+    return unsupported("architecture '" + a +
+                       "' is not supported (supported: llama, qwen2, qwen3, qwen3moe, qwen3next, qwen35, qwen35moe, phi3, "
+                       "gemma, gemma2, gemma3, gemma3n, gemma4, gpt-oss, bert, nomic-bert, mamba, mamba2, t5, t5encoder, "
+                       "granite, granitemoe, granitehybrid, lfm2, lfm2moe, mistral3, olmoe, smollm3)");
   }
   hp.arch = fam->arch;
   hp.rope_mode = fam->rope;
@@ -480,9 +509,9 @@ Expected<ModelHparams> read_hparams(const gguf::GgufFile& f) {
   }
   LOOM_ASSIGN_OR_RETURN(hp.n_ctx_train, arch_int(f, a, "context_length", 2048, 1, kBig));
   const int64_t default_head_dim = hp.n_embd % hp.n_head == 0 ? hp.n_embd / hp.n_head : 0;
-  LOOM_ASSIGN_OR_RETURN(hp.head_dim, arch_int(f, a, "attention.key_length",
-                                              default_head_dim ? std::optional<int64_t>(default_head_dim) : std::nullopt,
-                                              1, 1 << 14));
+  LOOM_ASSIGN_OR_RETURN(hp.head_dim,
+                        arch_int(f, a, "attention.key_length",
+                                 default_head_dim ? std::optional<int64_t>(default_head_dim) : std::nullopt, 1, 1 << 14));
   LOOM_ASSIGN_OR_RETURN(int64_t v_len, arch_int(f, a, "attention.value_length", hp.head_dim, 1, 1 << 14));
   if (v_len != hp.head_dim) return unsupported("attention.value_length differs from key_length");
   LOOM_ASSIGN_OR_RETURN(hp.n_rot, arch_int(f, a, "rope.dimension_count", hp.head_dim, 0, hp.head_dim));
@@ -524,7 +553,8 @@ Expected<ModelHparams> read_hparams(const gguf::GgufFile& f) {
   LOOM_ASSIGN_OR_RETURN(hp.n_ctx_orig_yarn, arch_int(f, a, "rope.scaling.original_context_length", hp.n_ctx_train, 0, kBig));
   if (hp.n_ctx_orig_yarn == 0) hp.n_ctx_orig_yarn = hp.n_ctx_train;  // 0: not given
   LOOM_ASSIGN_OR_RETURN(double rope_attn_factor, f.get_float_or(a + ".rope.scaling.attn_factor", 1.0));
-  if (!(rope_attn_factor > 0 && std::isfinite(rope_attn_factor))) return corrupt("rope.scaling.attn_factor must be positive");
+  if (!(rope_attn_factor > 0 && std::isfinite(rope_attn_factor)))
+    return corrupt("rope.scaling.attn_factor must be positive");
   hp.rope_attn_factor = float(rope_attn_factor);
   LOOM_ASSIGN_OR_RETURN(hp.n_vocab, arch_int(f, a, "vocab_size", 0, 0, kBig));
   LOOM_ASSIGN_OR_RETURN(int64_t pooling, arch_int(f, a, "pooling_type", -1, -1, 4));
@@ -579,7 +609,9 @@ Expected<ModelHparams> read_hparams(const gguf::GgufFile& f) {
       }
       break;
     case Arch::kBert: hp.ffn_act = FfnAct::kGelu; break;
-    case Arch::kNomicBert: hp.ffn_act = FfnAct::kSilu; break;  // rotary positions, SwiGLU
+    case Arch::kNomicBert:
+      hp.ffn_act = FfnAct::kSilu;
+      break;  // rotary positions, SwiGLU
     // phi3 files may carry attention.sliding_window, but the reference attends to the full
     // context on every phi3 layer (its SWA pattern selects no layer); it also ignores the
     // llama.attention.sliding_window of Mistral-style llama files. Both therefore use full
@@ -591,8 +623,8 @@ Expected<ModelHparams> read_hparams(const gguf::GgufFile& f) {
       if (hp.arch == Arch::kT5) {
         LOOM_ASSIGN_OR_RETURN(hp.n_dec_layer, arch_int(f, a, "decoder_block_count", hp.n_layer, 1, 4096));
         if (hp.n_dec_layer > hp.n_layer) {
-          return unsupported("t5: " + std::to_string(hp.n_dec_layer) + " decoder layers but " +
-                             std::to_string(hp.n_layer) + " encoder layers (more decoder than encoder layers is not "
+          return unsupported("t5: " + std::to_string(hp.n_dec_layer) + " decoder layers but " + std::to_string(hp.n_layer) +
+                             " encoder layers (more decoder than encoder layers is not "
                              "supported, as in llama.cpp)");
         }
         LOOM_ASSIGN_OR_RETURN(int64_t start, arch_int(f, a, "decoder_start_token_id", -1, -1, kBig));

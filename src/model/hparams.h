@@ -14,7 +14,19 @@ namespace loom {
 // Architecture families. The decoder families share one forward (forward_decoder.cpp) driven by
 // the fields below; BERT-style encoders have their own (forward_bert.cpp).
 enum class Arch {
-  kLlama, kQwen2, kQwen3, kPhi3, kGemma, kGemma2, kGemma3, kBert, kNomicBert, kMamba, kMamba2, kT5, kT5Encoder,
+  kLlama,
+  kQwen2,
+  kQwen3,
+  kPhi3,
+  kGemma,
+  kGemma2,
+  kGemma3,
+  kBert,
+  kNomicBert,
+  kMamba,
+  kMamba2,
+  kT5,
+  kT5Encoder,
   kGraniteHybrid,  // Granite 4 hybrid: Mamba-2 and attention layers in one decoder stack
   kGranite,        // dense Granite 3 / 4: llama with Granite's four multipliers
   kSmolLM3,        // llama without RoPE on every fourth layer (NoPE)
@@ -53,9 +65,9 @@ struct ModelHparams {
   int64_t n_layer = 0;
   int64_t n_head = 0;
   int64_t n_head_kv = 0;
-  int64_t head_dim = 0;   // key/value length per head (n_embd / n_head unless given)
+  int64_t head_dim = 0;  // key/value length per head (n_embd / n_head unless given)
   int64_t n_ff = 0;
-  int64_t n_rot = 0;      // rotated dimensions per head
+  int64_t n_rot = 0;  // rotated dimensions per head
   float rms_eps = 1e-5f;
   float rope_freq_base = 10000.0f;
   float rope_freq_scale = 1.0f;
@@ -68,9 +80,9 @@ struct ModelHparams {
   float rope_attn_factor = 1.0f;
   ops::RopeMode rope_mode = ops::RopeMode::kNormal;
   RopeScalingKind rope_scaling = RopeScalingKind::kLinear;
-  float yarn_beta_fast = 32.0f;    // rope.scaling.yarn_beta_fast
-  float yarn_beta_slow = 1.0f;     // rope.scaling.yarn_beta_slow
-  float yarn_log_mul = 0.0f;       // rope.scaling.yarn_log_multiplier (mscale_all_dim; 0: none)
+  float yarn_beta_fast = 32.0f;  // rope.scaling.yarn_beta_fast
+  float yarn_beta_slow = 1.0f;   // rope.scaling.yarn_beta_slow
+  float yarn_log_mul = 0.0f;     // rope.scaling.yarn_log_multiplier (mscale_all_dim; 0: none)
   // mistral3: queries scaled by 1 + temp_scale · log(floor(pos / n_ctx_orig_yarn) + 1) after RoPE
   // (attention.temperature_scale; 0: none).
   float attn_temp_scale = 0.0f;
@@ -86,13 +98,13 @@ struct ModelHparams {
   // GELU read from the reference's f16 table (ggml's CPU GELU) rather than computed (the Gemma
   // families: with F32 K/V the difference reaches the 1e-3 conformance tolerance).
   bool gelu_f16_table = false;
-  bool qkv_bias = false;           // qwen2: q/k/v biases
-  bool qk_norm = false;            // qwen3: RMSNorm per head on q and k
-  bool post_norms = false;         // gemma2: norms after attention and FFN, before the residual add
-  float embd_scale = 0.0f;         // gemma: embeddings multiplied by sqrt(n_embd); granite: embedding_scale (0: none)
-  float attn_scale = 0.0f;         // query scale; 0: 1/sqrt(head_dim) (granite: attention.scale)
-  float residual_scale = 0.0f;     // granite: each block's mixer and FFN output multiplied before its residual add (0: none)
-  float logit_scale = 0.0f;        // granite: logits divided by this (0: none)
+  bool qkv_bias = false;        // qwen2: q/k/v biases
+  bool qk_norm = false;         // qwen3: RMSNorm per head on q and k
+  bool post_norms = false;      // gemma2: norms after attention and FFN, before the residual add
+  float embd_scale = 0.0f;      // gemma: embeddings multiplied by sqrt(n_embd); granite: embedding_scale (0: none)
+  float attn_scale = 0.0f;      // query scale; 0: 1/sqrt(head_dim) (granite: attention.scale)
+  float residual_scale = 0.0f;  // granite: each block's mixer and FFN output multiplied before its residual add (0: none)
+  float logit_scale = 0.0f;     // granite: logits divided by this (0: none)
   // Attention layers rotate q and k. granitehybrid: rope.scaling.finetuned (default true); Granite
   // 4's hybrids write false: no positional encoding at all (the Mamba-2 layers order the tokens).
   bool use_rope = true;
@@ -127,25 +139,25 @@ struct ModelHparams {
   // Multi-token-prediction blocks after the trunk (<arch>.nextn_predict_layers, counted in
   // block_count): loaded with the file but never run. n_layer counts the trunk only.
   int64_t n_layer_nextn = 0;
-  float attn_softcap = 0.0f;       // gemma2: scores = c * tanh(scores / c)
-  float final_softcap = 0.0f;      // gemma2: logits = c * tanh(logits / c)
-  int swa_window = 0;              // sliding-window size for SWA layers (0: none)
-  int swa_pattern = 0;             // layer il uses SWA when il % pattern < pattern - 1
-  std::vector<uint8_t> swa_layer;  // gemma4: per layer, 1 for a sliding layer (overrides swa_pattern)
-  float rope_freq_base_swa = 0.0f; // gemma3: SWA layers rotate with this base (and scale 1); 0: same as others
-                                   // (gpt-oss: with this base and the file's scaling, YaRN included)
-  float norm_eps = 1e-12f;         // LayerNorm epsilon (BERT)
+  float attn_softcap = 0.0f;        // gemma2: scores = c * tanh(scores / c)
+  float final_softcap = 0.0f;       // gemma2: logits = c * tanh(logits / c)
+  int swa_window = 0;               // sliding-window size for SWA layers (0: none)
+  int swa_pattern = 0;              // layer il uses SWA when il % pattern < pattern - 1
+  std::vector<uint8_t> swa_layer;   // gemma4: per layer, 1 for a sliding layer (overrides swa_pattern)
+  float rope_freq_base_swa = 0.0f;  // gemma3: SWA layers rotate with this base (and scale 1); 0: same as others
+                                    // (gpt-oss: with this base and the file's scaling, YaRN included)
+  float norm_eps = 1e-12f;          // LayerNorm epsilon (BERT)
 
   // Selective state-space blocks (mamba: Mamba-1, mamba2 and granitehybrid's recurrent layers:
   // Mamba-2): <arch>.ssm.*. Each sequence
   // carries a conv state [conv channels][d_conv - 1] and an SSM state [d_inner][d_state] per
   // layer instead of K/V. Mamba-2 convolves x, B and C together (d_inner + 2·n_group·d_state
   // channels), has one decay and step per head of d_inner / n_head channels, and B, C per group.
-  int64_t ssm_d_conv = 0;    // ssm.conv_kernel: taps of the causal depthwise convolution
-  int64_t ssm_d_inner = 0;   // ssm.inner_size (Mamba-1: = 2 * n_embd, as the reference requires)
-  int64_t ssm_d_state = 0;   // ssm.state_size
-  int64_t ssm_dt_rank = 0;   // ssm.time_step_rank (Mamba-2: the number of heads)
-  int64_t ssm_n_group = 0;   // ssm.group_count (Mamba-2; 0 for Mamba-1)
+  int64_t ssm_d_conv = 0;       // ssm.conv_kernel: taps of the causal depthwise convolution
+  int64_t ssm_d_inner = 0;      // ssm.inner_size (Mamba-1: = 2 * n_embd, as the reference requires)
+  int64_t ssm_d_state = 0;      // ssm.state_size
+  int64_t ssm_dt_rank = 0;      // ssm.time_step_rank (Mamba-2: the number of heads)
+  int64_t ssm_n_group = 0;      // ssm.group_count (Mamba-2; 0 for Mamba-1)
   bool ssm_dt_b_c_rms = false;  // ssm.dt_b_c_rms: RMSNorm (no weight) of dt, B and C (Falcon-Mamba)
 
   // T5 (t5: encoder-decoder, t5encoder: its encoder alone): relative-position buckets per head

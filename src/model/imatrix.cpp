@@ -27,8 +27,8 @@ Status check_finite(const std::string& what, const Imatrix& m) {
   for (const auto& [name, values] : m.entries) {
     for (size_t i = 0; i < values.size(); ++i) {
       if (!std::isfinite(values[i])) {
-        return corrupt(what + ": importance value " + std::to_string(i) + " of '" + name +
-                       "' is not finite (" + std::to_string(values[i]) + ")");
+        return corrupt(what + ": importance value " + std::to_string(i) + " of '" + name + "' is not finite (" +
+                       std::to_string(values[i]) + ")");
       }
     }
   }
@@ -52,11 +52,12 @@ std::vector<float> read_f32(const gguf::TensorInfo& t) {
 
 Expected<Imatrix> from_gguf(const gguf::GgufFile& f, const std::string& what) {
   Imatrix m;
-  if (f.tensors().empty()) return corrupt(what + ": no tensors (an imatrix file holds <name>.in_sum2 / <name>.counts pairs)");
+  if (f.tensors().empty())
+    return corrupt(what + ": no tensors (an imatrix file holds <name>.in_sum2 / <name>.counts pairs)");
   const bool has_metadata = f.has(kKeyDatasets) && f.has(kKeyChunkCount) && f.has(kKeyChunkSize);
   if (!has_metadata) {
-    return corrupt(what + ": missing imatrix metadata (" + std::string(kKeyDatasets) + ", " +
-                   std::string(kKeyChunkCount) + ", " + std::string(kKeyChunkSize) + ")");
+    return corrupt(what + ": missing imatrix metadata (" + std::string(kKeyDatasets) + ", " + std::string(kKeyChunkCount) +
+                   ", " + std::string(kKeyChunkSize) + ")");
   }
   // llama.cpp reads the datasets only when they are an array of strings and ignores them otherwise.
   if (auto a = f.get_array(kKeyDatasets); a && (*a)->elem_type == gguf::ValueType::kString) {
@@ -181,9 +182,7 @@ Expected<Imatrix> from_legacy(std::span<const uint8_t> bytes, const std::string&
   return m;
 }
 
-bool is_gguf(std::span<const uint8_t> head) {
-  return head.size() >= 4 && std::memcmp(head.data(), "GGUF", 4) == 0;
-}
+bool is_gguf(std::span<const uint8_t> head) { return head.size() >= 4 && std::memcmp(head.data(), "GGUF", 4) == 0; }
 
 }  // namespace
 

@@ -13,11 +13,36 @@
 namespace loom {
 
 std::vector<const TensorView*> LayerWeights::matrices() const {
-  return {&wq,        &wk,        &wv,          &wo,          &ffn_gate,       &ffn_up,       &ffn_down,
-          &ssm_in,    &ssm_x,     &ssm_dt,      &ssm_out,     &ssm_z,          &ssm_beta,     &ssm_alpha,
-          &wq_cross,  &wk_cross,  &wv_cross,    &wo_cross,    &pl_inp_gate,    &pl_proj,      &laurel_l,
-          &laurel_r,  &ffn_gate_inp, &ffn_gate_exps, &ffn_up_exps, &ffn_down_exps, &ffn_gate_shexp, &ffn_up_shexp,
-          &ffn_down_shexp, &ffn_gate_inp_shexp};
+  return {&wq,
+          &wk,
+          &wv,
+          &wo,
+          &ffn_gate,
+          &ffn_up,
+          &ffn_down,
+          &ssm_in,
+          &ssm_x,
+          &ssm_dt,
+          &ssm_out,
+          &ssm_z,
+          &ssm_beta,
+          &ssm_alpha,
+          &wq_cross,
+          &wk_cross,
+          &wv_cross,
+          &wo_cross,
+          &pl_inp_gate,
+          &pl_proj,
+          &laurel_l,
+          &laurel_r,
+          &ffn_gate_inp,
+          &ffn_gate_exps,
+          &ffn_up_exps,
+          &ffn_down_exps,
+          &ffn_gate_shexp,
+          &ffn_up_shexp,
+          &ffn_down_shexp,
+          &ffn_gate_inp_shexp};
 }
 
 std::vector<TensorView*> LayerWeights::matrices() {
@@ -84,8 +109,8 @@ Expected<std::shared_ptr<const Model>> Model::from_gguf(gguf::GgufFile file, con
     LOOM_ASSIGN_OR_RETURN(m->vocab_, Vocab::from_gguf(m->file_));
     if (params.vocab_only) return std::shared_ptr<const Model>(std::move(m));
     LOOM_ASSIGN_OR_RETURN(m->hp_, read_hparams(m->file_));
-    LOOM_RETURN_IF_ERROR(m->hp_.is_t5()         ? m->bind_t5()
-                         : m->hp_.is_encoder()  ? m->bind_bert()
+    LOOM_RETURN_IF_ERROR(m->hp_.is_t5()          ? m->bind_t5()
+                         : m->hp_.is_encoder()   ? m->bind_bert()
                          : m->hp_.is_recurrent() ? m->bind_mamba()
                                                  : m->bind_decoder());
     if (params.repack && detail::repacking_enabled()) {
@@ -173,9 +198,7 @@ class Binder {
     }
   }
 
-  const float* vector(const std::string& name, int64_t n, bool required = true) {
-    return floats(name, {n}, required);
-  }
+  const float* vector(const std::string& name, int64_t n, bool required = true) { return floats(name, {n}, required); }
 
   // A small tensor of any shape as dense floats (converted when stored otherwise).
   const float* floats(const std::string& name, std::initializer_list<int64_t> shape, bool required = true) {
@@ -368,7 +391,8 @@ Status bind_moe_ffn(Binder& b, const gguf::GgufFile& file, const ModelHparams& h
     l.ffn_up_exps_b = b.floats(p + "ffn_up_exps.bias", {F, X}, !l.gate_up_fused);
     l.ffn_down_exps_b = b.floats(p + "ffn_down_exps.bias", {E, X});
     if (l.gate_up_fused && b.status().is_ok()) {
-      return unsupported("gpt-oss: fused ffn_gate_up_exps (" + p + "ffn_gate_up_exps.weight) is not supported: the "
+      return unsupported("gpt-oss: fused ffn_gate_up_exps (" + p +
+                         "ffn_gate_up_exps.weight) is not supported: the "
                          "reference loads separate gate and up stacks with their biases");
     }
   }
@@ -407,7 +431,8 @@ Status Model::bind_decoder() {
       for (const char* n : {"attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_qkv.bias", "attn_output.bias",
                             "ffn_gate.bias", "ffn_up.bias", "ffn_down.bias", "rope_freqs.weight"}) {
         if (file_.find_tensor(p + n)) {
-          return unsupported(hp.arch_name + ": tensor '" + p + n + "' is not supported yet (biases and RoPE frequency "
+          return unsupported(hp.arch_name + ": tensor '" + p + n +
+                             "' is not supported yet (biases and RoPE frequency "
                              "factors are optional in the reference and absent from Granite 3 / 4 releases)");
         }
       }
@@ -420,8 +445,8 @@ Status Model::bind_decoder() {
     w_.rope_long = b.vector("rope_factors_long.weight", hp.n_rot / 2, /*required=*/false);
     w_.rope_short = b.vector("rope_factors_short.weight", hp.n_rot / 2, /*required=*/false);
     LOOM_RETURN_IF_ERROR(b.status());
-    for (const auto& [name, f] : {std::pair{"rope_factors_long.weight", w_.rope_long},
-                                  std::pair{"rope_factors_short.weight", w_.rope_short}}) {
+    for (const auto& [name, f] :
+         {std::pair{"rope_factors_long.weight", w_.rope_long}, std::pair{"rope_factors_short.weight", w_.rope_short}}) {
       for (int64_t i = 0; f && i < hp.n_rot / 2; ++i) {
         // A frequency divisor of zero, a negative or a non-finite one would turn RoPE into NaNs.
         if (!(f[i] > 0 && std::isfinite(f[i]))) {
@@ -504,8 +529,8 @@ Status Model::bind_decoder() {
       l.k_norm = b.vector(p + "attn_k_norm.weight", D);
     } else {
       // phi3 always fuses q|k|v; granitehybrid may (the reference takes attn_qkv when present).
-      const bool fused_qkv = hp.arch == Arch::kPhi3 ||
-                             (hp.arch == Arch::kGraniteHybrid && file_.find_tensor(p + "attn_qkv.weight"));
+      const bool fused_qkv =
+          hp.arch == Arch::kPhi3 || (hp.arch == Arch::kGraniteHybrid && file_.find_tensor(p + "attn_qkv.weight"));
       b.qkv(p, fused_qkv, E, Q, KV, l);
       l.wo = b.matrix(p + "attn_output.weight", Q, E);
       if (hp.arch == Arch::kGptOss) {
@@ -514,7 +539,8 @@ Status Model::bind_decoder() {
         l.bk = b.vector(p + "attn_k.bias", KV, /*required=*/l.bq != nullptr);
         l.bv = b.vector(p + "attn_v.bias", KV, /*required=*/l.bq != nullptr);
         if (b.status().is_ok() && !l.bq && (file_.find_tensor(p + "attn_k.bias") || file_.find_tensor(p + "attn_v.bias"))) {
-          return unsupported("gpt-oss: " + p + "attn_k.bias / attn_v.bias without attn_q.bias (loom adds the three "
+          return unsupported("gpt-oss: " + p +
+                             "attn_k.bias / attn_v.bias without attn_q.bias (loom adds the three "
                              "biases together)");
         }
         l.bo = b.vector(p + "attn_output.bias", E);
@@ -628,8 +654,8 @@ Status Model::bind_mamba() {
 Status Model::bind_t5() {
   ModelHparams& hp = hp_;
   LOOM_ASSIGN_OR_RETURN(const gguf::TensorInfo* emb, token_embedding());
-  const int64_t E = hp.n_embd, Q = hp.n_embd_q(), KV = hp.n_embd_kv(), F = hp.n_ff, V = hp.n_vocab,
-                B = hp.n_rel_buckets, H = hp.n_head;
+  const int64_t E = hp.n_embd, Q = hp.n_embd_q(), KV = hp.n_embd_kv(), F = hp.n_ff, V = hp.n_vocab, B = hp.n_rel_buckets,
+                H = hp.n_head;
   const bool decoder = hp.arch == Arch::kT5;
   if (decoder && hp.dec_start_token >= V) {
     return corrupt("t5.decoder_start_token_id " + std::to_string(hp.dec_start_token) + " is outside the vocabulary of " +
@@ -673,7 +699,8 @@ Status Model::bind_t5() {
   const uint64_t encoder_bytes = b.bytes() - before_encoder;
   if (decoder) {
     w_.layers.resize(size_t(hp.n_dec_layer));
-    for (int64_t il = 0; il < hp.n_dec_layer; ++il) block("dec.blk." + std::to_string(il) + ".", w_.layers[size_t(il)], true);
+    for (int64_t il = 0; il < hp.n_dec_layer; ++il)
+      block("dec.blk." + std::to_string(il) + ".", w_.layers[size_t(il)], true);
   }
   LOOM_RETURN_IF_ERROR(b.status());
   // Every layer needs a bias table: its own or layer 0's (the reference's rule).

@@ -20,26 +20,26 @@ namespace loom {
 // in the file (phi3's attn_qkv and gate+up) are bound as row ranges, so the forward sees the
 // same views for every family.
 struct LayerWeights {
-  const float* attn_norm = nullptr;  // [n_embd] (BERT: unused)
-  TensorView wq;                     // [n_embd_q rows][n_embd]
-  TensorView wk;                     // [n_embd_kv rows][n_embd]
-  TensorView wv;                     // [n_embd_kv rows][n_embd]
-  TensorView wo;                     // [n_embd rows][n_embd_q]
-  const float* bq = nullptr;         // [n_embd_q] biases (qwen2, BERT)
-  const float* bk = nullptr;         // [n_embd_kv]
-  const float* bv = nullptr;         // [n_embd_kv]
-  const float* bo = nullptr;         // [n_embd] (BERT, gpt-oss)
-  const float* attn_sinks = nullptr; // [n_head] a learned logit per head in the softmax's sum (gpt-oss)
-  const float* q_norm = nullptr;     // [head_dim] per-head RMSNorm of q (qwen3)
-  const float* k_norm = nullptr;     // [head_dim]
+  const float* attn_norm = nullptr;       // [n_embd] (BERT: unused)
+  TensorView wq;                          // [n_embd_q rows][n_embd]
+  TensorView wk;                          // [n_embd_kv rows][n_embd]
+  TensorView wv;                          // [n_embd_kv rows][n_embd]
+  TensorView wo;                          // [n_embd rows][n_embd_q]
+  const float* bq = nullptr;              // [n_embd_q] biases (qwen2, BERT)
+  const float* bk = nullptr;              // [n_embd_kv]
+  const float* bv = nullptr;              // [n_embd_kv]
+  const float* bo = nullptr;              // [n_embd] (BERT, gpt-oss)
+  const float* attn_sinks = nullptr;      // [n_head] a learned logit per head in the softmax's sum (gpt-oss)
+  const float* q_norm = nullptr;          // [head_dim] per-head RMSNorm of q (qwen3)
+  const float* k_norm = nullptr;          // [head_dim]
   const float* post_attn_norm = nullptr;  // [n_embd] (gemma2)
-  const float* ffn_norm = nullptr;   // [n_embd]
-  TensorView ffn_gate;               // [n_ff rows][n_embd] (BERT: none)
-  TensorView ffn_up;                 // [n_ff rows][n_embd]
-  TensorView ffn_down;               // [n_embd rows][n_ff]
-  const float* ffn_up_b = nullptr;   // [n_ff] (BERT)
-  const float* ffn_down_b = nullptr; // [n_embd] (BERT)
-  const float* post_ffn_norm = nullptr;  // [n_embd] (gemma2)
+  const float* ffn_norm = nullptr;        // [n_embd]
+  TensorView ffn_gate;                    // [n_ff rows][n_embd] (BERT: none)
+  TensorView ffn_up;                      // [n_ff rows][n_embd]
+  TensorView ffn_down;                    // [n_embd rows][n_ff]
+  const float* ffn_up_b = nullptr;        // [n_ff] (BERT)
+  const float* ffn_down_b = nullptr;      // [n_embd] (BERT)
+  const float* post_ffn_norm = nullptr;   // [n_embd] (gemma2)
   // Mixture-of-experts FFN (ModelHparams::layer_is_moe): the router [n_expert rows][n_embd], the
   // experts' matrices stacked, expert e's rows at [e·rows, (e + 1)·rows) (expert() gives its view):
   // gate and up [n_expert·n_ff_exp rows][n_embd] (gate may be absent: act(up) alone), down
@@ -81,16 +81,16 @@ struct LayerWeights {
   const float* layer_out_norm_b = nullptr;
   // Mamba blocks (attn_norm is their RMSNorm weight); Di = d_inner, S = d_state, R = dt_rank,
   // Mamba-2: H heads (= R), G groups, Cc = Di + 2·G·S conv channels.
-  TensorView ssm_in;                 // [2·Di rows][n_embd]: x rows, then z rows (Mamba-2: [Di + Cc + H]: z, x|B|C, dt)
-  const float* ssm_conv = nullptr;   // [Di][d_conv] depthwise causal convolution taps (Mamba-2: [Cc][d_conv])
-  const float* ssm_conv_b = nullptr; // [Di] (Mamba-2: [Cc])
-  TensorView ssm_x;                  // [R + 2·S rows][Di]: dt, B, C (Mamba-1)
-  TensorView ssm_dt;                 // [Di rows][R] (Mamba-1)
-  const float* ssm_dt_b = nullptr;   // [Di] (Mamba-2: [H])
-  const float* ssm_a = nullptr;      // [Di][S] the (negative) state decay A (Mamba-2: [H], one per head)
-  const float* ssm_d = nullptr;      // [Di] skip connection (Mamba-2: [H])
-  const float* ssm_norm = nullptr;   // [Di] grouped RMSNorm weight, G groups of Di / G (Mamba-2)
-  TensorView ssm_out;                // [n_embd rows][Di]
+  TensorView ssm_in;                  // [2·Di rows][n_embd]: x rows, then z rows (Mamba-2: [Di + Cc + H]: z, x|B|C, dt)
+  const float* ssm_conv = nullptr;    // [Di][d_conv] depthwise causal convolution taps (Mamba-2: [Cc][d_conv])
+  const float* ssm_conv_b = nullptr;  // [Di] (Mamba-2: [Cc])
+  TensorView ssm_x;                   // [R + 2·S rows][Di]: dt, B, C (Mamba-1)
+  TensorView ssm_dt;                  // [Di rows][R] (Mamba-1)
+  const float* ssm_dt_b = nullptr;    // [Di] (Mamba-2: [H])
+  const float* ssm_a = nullptr;       // [Di][S] the (negative) state decay A (Mamba-2: [H], one per head)
+  const float* ssm_d = nullptr;       // [Di] skip connection (Mamba-2: [H])
+  const float* ssm_norm = nullptr;    // [Di] grouped RMSNorm weight, G groups of Di / G (Mamba-2)
+  TensorView ssm_out;                 // [n_embd rows][Di]
   // Short-conv blocks (lfm2) reuse ssm_in ([3·n_embd rows][n_embd]: B, C, x), ssm_conv ([n_embd][L])
   // and ssm_out ([n_embd rows][n_embd]). Gated DeltaNet blocks (qwen35; Hk key heads and Hv value
   // heads of S = d_state channels, Cc = 2·Hk·S + Di) reuse ssm_in (attn_qkv: [Cc rows][n_embd]),
@@ -112,18 +112,18 @@ struct LayerWeights {
   TensorView laurel_l;
   TensorView laurel_r;
   const float* laurel_post_norm = nullptr;
-  TensorView ssm_z;                  // [Di rows][n_embd] the output gate (attn_gate)
-  TensorView ssm_beta;               // [Hv rows][n_embd] the write strength, through a sigmoid (qwen3next:
-                                     // ssm_ba, [2·Hv rows], per key head its β rows then its α rows)
-  TensorView ssm_alpha;              // [Hv rows][n_embd] the decay's input (qwen3next: empty)
+  TensorView ssm_z;      // [Di rows][n_embd] the output gate (attn_gate)
+  TensorView ssm_beta;   // [Hv rows][n_embd] the write strength, through a sigmoid (qwen3next:
+                         // ssm_ba, [2·Hv rows], per key head its β rows then its α rows)
+  TensorView ssm_alpha;  // [Hv rows][n_embd] the decay's input (qwen3next: empty)
   // T5: the relative-attention bias table (layer 0's serves layers without one) and the decoder's
   // cross-attention over the encoder output.
-  const float* attn_rel_b = nullptr; // [n_rel_buckets][n_head]
-  const float* cross_norm = nullptr; // [n_embd]
-  TensorView wq_cross;               // [n_embd_q rows][n_embd]
-  TensorView wk_cross;               // [n_embd_kv rows][n_embd]
-  TensorView wv_cross;               // [n_embd_kv rows][n_embd]
-  TensorView wo_cross;               // [n_embd rows][n_embd_q]
+  const float* attn_rel_b = nullptr;  // [n_rel_buckets][n_head]
+  const float* cross_norm = nullptr;  // [n_embd]
+  TensorView wq_cross;                // [n_embd_q rows][n_embd]
+  TensorView wk_cross;                // [n_embd_kv rows][n_embd]
+  TensorView wv_cross;                // [n_embd_kv rows][n_embd]
+  TensorView wo_cross;                // [n_embd rows][n_embd_q]
 
   // Every matrix of the block (empty views included), for the passes over all weights: packing,
   // scratch sizing.
@@ -141,18 +141,18 @@ struct ModelWeights {
   const float* output_norm = nullptr;  // [n_embd] (BERT: none)
   TensorView output;                   // [n_vocab rows][n_embd]; == tok_embd when tied (BERT: none)
   bool tied_output = false;
-  TensorView pos_embd;                 // [n_ctx_train rows][n_embd] learned positions (BERT)
-  TensorView type_embd;                // [n_token_types rows][n_embd] (BERT)
-  const float* tok_norm = nullptr;     // [n_embd] LayerNorm after the embeddings (BERT)
+  TensorView pos_embd;              // [n_ctx_train rows][n_embd] learned positions (BERT)
+  TensorView type_embd;             // [n_token_types rows][n_embd] (BERT)
+  const float* tok_norm = nullptr;  // [n_embd] LayerNorm after the embeddings (BERT)
   const float* tok_norm_b = nullptr;
   // Classification head of a BERT cross-encoder (reranker), for rank pooling; each part optional,
   // as in llama.cpp: score = cls_out·tanh(cls·h + cls_b) + cls_out_b of the first (CLS) token's
   // hidden state h, the tanh layer skipped without cls (a direct projection), the projection
   // skipped without cls_out.
-  TensorView cls;                      // [n_embd rows][n_embd]
-  const float* cls_b = nullptr;        // [n_embd]
-  TensorView cls_out;                  // [n_cls_out rows][n_embd]
-  const float* cls_out_b = nullptr;    // [n_cls_out]
+  TensorView cls;                    // [n_embd rows][n_embd]
+  const float* cls_b = nullptr;      // [n_embd]
+  TensorView cls_out;                // [n_cls_out rows][n_embd]
+  const float* cls_out_b = nullptr;  // [n_cls_out]
   // Phi-3 LongRoPE frequency divisors, [n_rot/2] each, shared by all layers (null when absent):
   // a context uses the long ones when its n_ctx per sequence exceeds n_ctx_orig_yarn.
   const float* rope_long = nullptr;
@@ -175,8 +175,8 @@ struct ModelWeights {
   // The stacked expert matrices may be packed: each expert's rows (n_ff_exp, n_embd) fill whole
   // packed groups, so an expert's slice of the copy starts at a group (expert_view).
   bool experts_packable = false;
-  std::vector<LayerWeights> layers;    // T5: the decoder's blocks (none for t5encoder)
-  std::vector<LayerWeights> enc_layers;  // T5: the encoder's blocks
+  std::vector<LayerWeights> layers;        // T5: the decoder's blocks (none for t5encoder)
+  std::vector<LayerWeights> enc_layers;    // T5: the encoder's blocks
   const float* enc_output_norm = nullptr;  // [n_embd] T5: after the encoder's last block
 
   bool has_cls_head() const { return !cls.empty() || !cls_out.empty(); }
@@ -236,7 +236,7 @@ class Model {
   ModelHparams hp_;
   std::optional<Vocab> vocab_;  // always set after a successful load
   ModelWeights w_;
-  std::vector<std::vector<float>> owned_;  // norm vectors converted to f32 when stored otherwise
+  std::vector<std::vector<float>> owned_;          // norm vectors converted to f32 when stored otherwise
   std::shared_ptr<detail::PackedStorage> packed_;  // row-interleaved copies (see packing.h)
   uint64_t decode_weight_bytes_ = 0;
   uint64_t n_params_ = 0;

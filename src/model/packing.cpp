@@ -226,7 +226,8 @@ int64_t pack_model_weights(const gguf::GgufFile& file, ModelWeights& w, PackedSt
   size_t total = 0;
   for (TensorView* t : matrices(w)) {
     if (!packable(*t)) continue;
-    if (std::any_of(todo.begin(), todo.end(), [&](const TensorView* o) { return o->data == t->data && o->rows == t->rows; })) {
+    if (std::any_of(todo.begin(), todo.end(),
+                    [&](const TensorView* o) { return o->data == t->data && o->rows == t->rows; })) {
       aliases.push_back(t);
       continue;
     }

@@ -26,8 +26,8 @@ struct PackedStorage {
 
   void* data = nullptr;
   size_t bytes = 0;
-  void* map = nullptr;  // the mapping data lies in (anonymous, or a packed-cache file), or null: heap
-  size_t mapped = 0;    // its length
+  void* map = nullptr;      // the mapping data lies in (anonymous, or a packed-cache file), or null: heap
+  size_t mapped = 0;        // its length
   bool from_cache = false;  // data is a packed-cache file's, mapped read-only
   // Writes the packed-cache file from data while the model runs (data is read-only once packed);
   // joined before data goes away.

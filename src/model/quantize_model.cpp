@@ -26,10 +26,10 @@ bool quantize_rows(TensorType to, const float* x, uint8_t* dst, int64_t nrows, i
   using TT = TensorType;
   const int64_t rb = row_bytes(to, n);
   switch (to) {
-    case TT::F32:
-      std::memcpy(dst, x, size_t(nrows * n) * sizeof(float));
-      return true;
-    case TT::F16: case TT::BF16: case TT::Q8_0:
+    case TT::F32: std::memcpy(dst, x, size_t(nrows * n) * sizeof(float)); return true;
+    case TT::F16:
+    case TT::BF16:
+    case TT::Q8_0:
       for (int64_t r = 0; r < nrows; ++r) quantize_row(to, x + r * n, dst + r * rb, n);
       return true;
     // These ignore importance values in ggml too.
@@ -38,15 +38,13 @@ bool quantize_rows(TensorType to, const float* x, uint8_t* dst, int64_t nrows, i
     case TT::MXFP4: quant::ref::quantize_row_mxfp4(x, dst, nrows * n); return true;
     case TT::Q1_0: quant::ref::quantize_row_q1_0(x, dst, nrows * n); return true;
     case TT::Q2_0: quant::ref::quantize_row_q2_0(x, dst, nrows * n); return true;
-    default:
-      return quant::quantize_chunk(to, x, dst, nrows, n, imatrix) == size_t(nrows * rb);
+    default: return quant::quantize_chunk(to, x, dst, nrows, n, imatrix) == size_t(nrows * rb);
   }
 }
 
 // Converts one tensor, rows split over the pool. imatrix: ne[2] matrices of ne[0] values (rows
 // of matrix e use matrix e's), or null.
-Expected<std::vector<uint8_t>> convert_tensor(const TensorInfo& t, TensorType to, const float* imatrix,
-                                              ThreadPool& pool) {
+Expected<std::vector<uint8_t>> convert_tensor(const TensorInfo& t, TensorType to, const float* imatrix, ThreadPool& pool) {
   const int64_t n0 = t.ne[0];
   const int64_t rows = t.n_elements() / std::max<int64_t>(1, n0);
   const int64_t rows_per_matrix = std::max<int64_t>(1, t.ne[1]);
@@ -90,8 +88,7 @@ Expected<std::vector<uint8_t>> convert_tensor(const TensorInfo& t, TensorType to
 }  // namespace
 
 Expected<gguf::GgufWriter> quantize_model(const gguf::GgufFile& in, const QuantizeParams& params,
-                                          const std::function<void(const TensorProgress&)>& progress,
-                                          QuantizeStats* stats) {
+                                          const std::function<void(const TensorProgress&)>& progress, QuantizeStats* stats) {
   LOOM_ASSIGN_OR_RETURN(const std::vector<TensorPlan> plans, plan_tensor_types(in, params));
 
   const auto& ts = in.tensors();

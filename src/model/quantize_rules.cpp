@@ -137,7 +137,20 @@ ModelFacts model_facts(const gguf::GgufFile& f) {
 }
 
 // llama.cpp's tensor categories (tensor_get_category), tested in this order.
-enum class Cat { kTokenEmbd, kAttnQ, kAttnV, kAttnK, kAttnQkv, kAttnKvB, kAttnOutput, kFfnUp, kFfnGate, kFfnDown, kOutput, kOther };
+enum class Cat {
+  kTokenEmbd,
+  kAttnQ,
+  kAttnV,
+  kAttnK,
+  kAttnQkv,
+  kAttnKvB,
+  kAttnOutput,
+  kFfnUp,
+  kFfnGate,
+  kFfnDown,
+  kOutput,
+  kOther
+};
 
 Cat category_of(std::string_view name) {
   if (name == "output.weight") return Cat::kOutput;
@@ -181,17 +194,39 @@ bool wants_quantization(const TensorInfo& t, const QuantizeParams& params) {
   if (!params.quantize_output_tensor && name == "output.weight") return false;
   if (name == "position_embd.weight" || name == "token_types.weight") return false;
   static constexpr std::string_view kKept[] = {
-      "ffn_gate_inp.weight",      "ffn_gate_tid2eid.weight",  "altup",
-      "laurel",                   "per_layer_model_proj",     "ssm_conv1d",
-      "shortconv.conv.weight",    "indexer.k_proj.weight",    "indexer.q_proj.weight",
-      "time_mix_first.weight",    "time_mix_w0.weight",       "time_mix_w1.weight",
-      "time_mix_w2.weight",       "time_mix_v0.weight",       "time_mix_v1.weight",
-      "time_mix_v2.weight",       "time_mix_a0.weight",       "time_mix_a1.weight",
-      "time_mix_a2.weight",       "time_mix_g1.weight",       "time_mix_g2.weight",
-      "time_mix_decay_w1.weight", "time_mix_decay_w2.weight", "time_mix_lerp_fused.weight",
-      "attn_rel_b.weight",        ".position_embd",           "sam.pos_embd",
-      "sam.neck.",                "sam.net_",                 ".rel_pos",
-      ".patch_embd",              ".patch_merger",            "a.rvq.codebook",
+      "ffn_gate_inp.weight",
+      "ffn_gate_tid2eid.weight",
+      "altup",
+      "laurel",
+      "per_layer_model_proj",
+      "ssm_conv1d",
+      "shortconv.conv.weight",
+      "indexer.k_proj.weight",
+      "indexer.q_proj.weight",
+      "time_mix_first.weight",
+      "time_mix_w0.weight",
+      "time_mix_w1.weight",
+      "time_mix_w2.weight",
+      "time_mix_v0.weight",
+      "time_mix_v1.weight",
+      "time_mix_v2.weight",
+      "time_mix_a0.weight",
+      "time_mix_a1.weight",
+      "time_mix_a2.weight",
+      "time_mix_g1.weight",
+      "time_mix_g2.weight",
+      "time_mix_decay_w1.weight",
+      "time_mix_decay_w2.weight",
+      "time_mix_lerp_fused.weight",
+      "attn_rel_b.weight",
+      ".position_embd",
+      "sam.pos_embd",
+      "sam.neck.",
+      "sam.net_",
+      ".rel_pos",
+      ".patch_embd",
+      ".patch_merger",
+      "a.rvq.codebook",
       "mm.a.code_embd",
   };
   for (std::string_view s : kKept) {
@@ -224,8 +259,8 @@ Expected<TensorType> mix_rule(RuleState& qs, TensorType new_type, const TensorIn
   const bool falcon = qs.m.falcon();
   const int n_expert = qs.m.n_expert;
   const auto is = [ftype](std::initializer_list<FT> l) { return std::find(l.begin(), l.end(), ftype) != l.end(); };
-  const bool iq12 = is({FT::MOSTLY_IQ2_XXS, FT::MOSTLY_IQ2_XS, FT::MOSTLY_IQ1_S, FT::MOSTLY_IQ2_S, FT::MOSTLY_IQ2_M,
-                        FT::MOSTLY_IQ1_M});
+  const bool iq12 =
+      is({FT::MOSTLY_IQ2_XXS, FT::MOSTLY_IQ2_XS, FT::MOSTLY_IQ1_S, FT::MOSTLY_IQ2_S, FT::MOSTLY_IQ2_M, FT::MOSTLY_IQ1_M});
   const bool iq2s_m = is({FT::MOSTLY_IQ2_S, FT::MOSTLY_IQ2_M});
 
   if (cat == Cat::kOutput || (qs.tied_embeddings && cat == Cat::kTokenEmbd)) {
@@ -310,11 +345,8 @@ Expected<TensorType> mix_rule(RuleState& qs, TensorType new_type, const TensorIn
     } else if (ftype == FT::MOSTLY_IQ3_XXS && !qs.has_imatrix) {
       new_type = i_layer < n_layer / 8 ? TT::Q4_K : TT::Q3_K;
     } else if (ftype == FT::MOSTLY_Q3_K_M) {
-      new_type = i_layer < n_layer / 16                             ? TT::Q5_K
-                 : !falcon || use_more_bits(i_layer, n_layer) ? TT::Q4_K
-                                                                  : TT::Q3_K;
-    } else if (ftype == FT::MOSTLY_IQ3_M &&
-               (i_layer < n_layer / 8 || (n_expert == 8 && use_more_bits(i_layer, n_layer)))) {
+      new_type = i_layer < n_layer / 16 ? TT::Q5_K : !falcon || use_more_bits(i_layer, n_layer) ? TT::Q4_K : TT::Q3_K;
+    } else if (ftype == FT::MOSTLY_IQ3_M && (i_layer < n_layer / 8 || (n_expert == 8 && use_more_bits(i_layer, n_layer)))) {
       new_type = TT::Q4_K;
     } else if (ftype == FT::MOSTLY_Q3_K_L) {
       new_type = falcon ? TT::Q4_K : TT::Q5_K;
@@ -369,20 +401,27 @@ Expected<TensorPlan> with_fallback(const TensorInfo& t, TensorType type) {
   const int64_t bs = block_size(type);
   if (t.ne[0] % bs == 0) return plan;
   switch (type) {
-    case TT::IQ1_S: case TT::IQ1_M: case TT::IQ2_XXS: case TT::IQ2_XS: case TT::IQ2_S: case TT::IQ3_XXS:
-    case TT::IQ3_S: case TT::IQ4_XS:
-      plan.type = TT::IQ4_NL;
-      break;
-    case TT::Q2_0: case TT::Q2_K: case TT::Q3_K: case TT::TQ1_0: case TT::TQ2_0: plan.type = TT::Q4_0; break;
+    case TT::IQ1_S:
+    case TT::IQ1_M:
+    case TT::IQ2_XXS:
+    case TT::IQ2_XS:
+    case TT::IQ2_S:
+    case TT::IQ3_XXS:
+    case TT::IQ3_S:
+    case TT::IQ4_XS: plan.type = TT::IQ4_NL; break;
+    case TT::Q2_0:
+    case TT::Q2_K:
+    case TT::Q3_K:
+    case TT::TQ1_0:
+    case TT::TQ2_0: plan.type = TT::Q4_0; break;
     case TT::Q4_K: plan.type = TT::Q5_0; break;
     case TT::Q5_K: plan.type = TT::Q5_1; break;
     case TT::Q6_K: plan.type = TT::Q8_0; break;
     default:
       if (bs > 32) {
         return unsupported("tensor " + t.name + " has rows of " + std::to_string(t.ne[0]) +
-                           " elements, not a multiple of the " + std::string(tensor_type_name(type)) +
-                           " block size " + std::to_string(bs) + ", and " + std::string(tensor_type_name(type)) +
-                           " has no fallback type");
+                           " elements, not a multiple of the " + std::string(tensor_type_name(type)) + " block size " +
+                           std::to_string(bs) + ", and " + std::string(tensor_type_name(type)) + " has no fallback type");
       }
       break;  // a 32-element type: F16 below, as llama.cpp
   }
@@ -395,17 +434,19 @@ Expected<TensorPlan> with_fallback(const TensorInfo& t, TensorType type) {
 bool requires_imatrix(const std::string& name, TensorType t, FileType ftype) {
   if (name == "token_embd.weight" || name == "per_layer_token_embd.weight" || name == "output.weight") return false;
   switch (t) {
-    case TensorType::IQ3_XXS: case TensorType::IQ2_XXS: case TensorType::IQ2_XS: case TensorType::IQ2_S:
-    case TensorType::IQ1_M: case TensorType::IQ1_S:
-      return true;
+    case TensorType::IQ3_XXS:
+    case TensorType::IQ2_XXS:
+    case TensorType::IQ2_XS:
+    case TensorType::IQ2_S:
+    case TensorType::IQ1_M:
+    case TensorType::IQ1_S: return true;
     case TensorType::Q2_K: return ftype == FileType::MOSTLY_Q2_K_S;
     default: return false;
   }
 }
 
 // llama.cpp's llama_tensor_get_type for a tensor it quantizes.
-Expected<TensorPlan> tensor_type_rule(RuleState& qs, const TensorInfo& t, const QuantizeParams& params,
-                                      TensorType base) {
+Expected<TensorPlan> tensor_type_rule(RuleState& qs, const TensorInfo& t, const QuantizeParams& params, TensorType base) {
   const Cat cat = category_of(t.name);
   if (params.token_embedding_type && cat == Cat::kTokenEmbd) return TensorPlan{*params.token_embedding_type, true, false};
   if (params.output_tensor_type && cat == Cat::kOutput) return TensorPlan{*params.output_tensor_type, true, false};
@@ -470,8 +511,8 @@ const FileTypeInfo& file_type_info(FileType ftype) {
 Expected<std::vector<TensorPlan>> plan_tensor_types(const gguf::GgufFile& in, const QuantizeParams& params) {
   const FileTypeInfo& ft = file_type_info(params.ftype);
   if (ft.ftype != params.ftype) return invalid_argument("unknown file type " + std::to_string(uint32_t(params.ftype)));
-  for (const auto& [what, type] : {std::pair{"output tensor", params.output_tensor_type},
-                                   std::pair{"token embedding", params.token_embedding_type}}) {
+  for (const auto& [what, type] :
+       {std::pair{"output tensor", params.output_tensor_type}, std::pair{"token embedding", params.token_embedding_type}}) {
     if (type && !can_quantize_to(*type)) {
       return unsupported(std::string("cannot quantize to ") + std::string(tensor_type_name(*type)) + " (the " + what +
                          " type)");
@@ -546,14 +587,34 @@ Expected<Imatrix> filter_imatrix(const Imatrix& im, const std::vector<std::strin
 bool can_quantize_to(TensorType t) {
   using TT = TensorType;
   switch (t) {
-    case TT::F32: case TT::F16: case TT::BF16: case TT::Q8_0:
-    case TT::Q4_0: case TT::Q4_1: case TT::Q5_0: case TT::Q5_1: case TT::IQ4_NL: case TT::IQ4_XS:
-    case TT::Q2_K: case TT::Q3_K: case TT::Q4_K: case TT::Q5_K: case TT::Q6_K:
-    case TT::IQ2_XXS: case TT::IQ2_XS: case TT::IQ2_S: case TT::IQ3_XXS: case TT::IQ3_S: case TT::IQ1_S: case TT::IQ1_M:
-    case TT::TQ1_0: case TT::TQ2_0: case TT::MXFP4: case TT::Q1_0: case TT::Q2_0:
-      return true;
-    default:
-      return false;
+    case TT::F32:
+    case TT::F16:
+    case TT::BF16:
+    case TT::Q8_0:
+    case TT::Q4_0:
+    case TT::Q4_1:
+    case TT::Q5_0:
+    case TT::Q5_1:
+    case TT::IQ4_NL:
+    case TT::IQ4_XS:
+    case TT::Q2_K:
+    case TT::Q3_K:
+    case TT::Q4_K:
+    case TT::Q5_K:
+    case TT::Q6_K:
+    case TT::IQ2_XXS:
+    case TT::IQ2_XS:
+    case TT::IQ2_S:
+    case TT::IQ3_XXS:
+    case TT::IQ3_S:
+    case TT::IQ1_S:
+    case TT::IQ1_M:
+    case TT::TQ1_0:
+    case TT::TQ2_0:
+    case TT::MXFP4:
+    case TT::Q1_0:
+    case TT::Q2_0: return true;
+    default: return false;
   }
 }
 

@@ -32,20 +32,47 @@ namespace loom::model {
 
 // llama.cpp's LLAMA_FTYPE values, written to general.file_type.
 enum class FileType : uint32_t {
-  ALL_F32 = 0, MOSTLY_F16 = 1, MOSTLY_Q4_0 = 2, MOSTLY_Q4_1 = 3, MOSTLY_Q8_0 = 7,
-  MOSTLY_Q5_0 = 8, MOSTLY_Q5_1 = 9, MOSTLY_Q2_K = 10, MOSTLY_Q3_K_S = 11, MOSTLY_Q3_K_M = 12,
-  MOSTLY_Q3_K_L = 13, MOSTLY_Q4_K_S = 14, MOSTLY_Q4_K_M = 15, MOSTLY_Q5_K_S = 16,
-  MOSTLY_Q5_K_M = 17, MOSTLY_Q6_K = 18, MOSTLY_IQ2_XXS = 19, MOSTLY_IQ2_XS = 20, MOSTLY_Q2_K_S = 21,
-  MOSTLY_IQ3_XS = 22, MOSTLY_IQ3_XXS = 23, MOSTLY_IQ1_S = 24, MOSTLY_IQ4_NL = 25, MOSTLY_IQ3_S = 26,
-  MOSTLY_IQ3_M = 27, MOSTLY_IQ2_S = 28, MOSTLY_IQ2_M = 29, MOSTLY_IQ4_XS = 30, MOSTLY_IQ1_M = 31,
-  MOSTLY_BF16 = 32, MOSTLY_TQ1_0 = 36, MOSTLY_TQ2_0 = 37, MOSTLY_MXFP4_MOE = 38, MOSTLY_Q1_0 = 40,
+  ALL_F32 = 0,
+  MOSTLY_F16 = 1,
+  MOSTLY_Q4_0 = 2,
+  MOSTLY_Q4_1 = 3,
+  MOSTLY_Q8_0 = 7,
+  MOSTLY_Q5_0 = 8,
+  MOSTLY_Q5_1 = 9,
+  MOSTLY_Q2_K = 10,
+  MOSTLY_Q3_K_S = 11,
+  MOSTLY_Q3_K_M = 12,
+  MOSTLY_Q3_K_L = 13,
+  MOSTLY_Q4_K_S = 14,
+  MOSTLY_Q4_K_M = 15,
+  MOSTLY_Q5_K_S = 16,
+  MOSTLY_Q5_K_M = 17,
+  MOSTLY_Q6_K = 18,
+  MOSTLY_IQ2_XXS = 19,
+  MOSTLY_IQ2_XS = 20,
+  MOSTLY_Q2_K_S = 21,
+  MOSTLY_IQ3_XS = 22,
+  MOSTLY_IQ3_XXS = 23,
+  MOSTLY_IQ1_S = 24,
+  MOSTLY_IQ4_NL = 25,
+  MOSTLY_IQ3_S = 26,
+  MOSTLY_IQ3_M = 27,
+  MOSTLY_IQ2_S = 28,
+  MOSTLY_IQ2_M = 29,
+  MOSTLY_IQ4_XS = 30,
+  MOSTLY_IQ1_M = 31,
+  MOSTLY_BF16 = 32,
+  MOSTLY_TQ1_0 = 36,
+  MOSTLY_TQ2_0 = 37,
+  MOSTLY_MXFP4_MOE = 38,
+  MOSTLY_Q1_0 = 40,
   MOSTLY_Q2_0 = 41,
 };
 
 struct FileTypeInfo {
   std::string_view name;  // lower case, as on the command line: "q4_k_m"
   FileType ftype;
-  TensorType base;        // the type most quantized tensors get
+  TensorType base;  // the type most quantized tensors get
 };
 
 // Every file type quantize_model accepts, in llama-quantize's listing order.
@@ -59,13 +86,13 @@ struct Imatrix;  // model/imatrix.h
 
 struct QuantizeParams {
   FileType ftype = FileType::MOSTLY_Q8_0;
-  int n_threads = 0;               // 0: std::thread::hardware_concurrency()
-  bool allow_requantize = false;   // quantized input tensors may be dequantized and re-quantized
-  bool llama_cpp_order = false;    // write tensors in llama.cpp's order instead of the input's
-  bool pure = false;               // --pure: no per-tensor rules, every tensor the base type (fallbacks kept)
-  bool quantize_output_tensor = true;  // false: --leave-output-tensor (output.weight copied)
-  std::optional<TensorType> output_tensor_type;     // --output-tensor-type
-  std::optional<TensorType> token_embedding_type;   // --token-embedding-type
+  int n_threads = 0;                             // 0: std::thread::hardware_concurrency()
+  bool allow_requantize = false;                 // quantized input tensors may be dequantized and re-quantized
+  bool llama_cpp_order = false;                  // write tensors in llama.cpp's order instead of the input's
+  bool pure = false;                             // --pure: no per-tensor rules, every tensor the base type (fallbacks kept)
+  bool quantize_output_tensor = true;            // false: --leave-output-tensor (output.weight copied)
+  std::optional<TensorType> output_tensor_type;  // --output-tensor-type
+  std::optional<TensorType> token_embedding_type;  // --token-embedding-type
   // --imatrix: the importance values (already filtered by --include/--exclude-weights: see
   // filter_imatrix); null or without entries: no imatrix, as llama-quantize. Not owned.
   const Imatrix* imatrix = nullptr;
@@ -86,8 +113,8 @@ bool can_quantize_to(TensorType t);
 // quantized tensor to convert without allow_requantize, or a type loom cannot convert.
 struct TensorPlan {
   TensorType type = TensorType::F32;
-  bool convert = false;   // false: the bytes are copied unchanged
-  bool fallback = false;  // the row length forced a fallback type
+  bool convert = false;           // false: the bytes are copied unchanged
+  bool fallback = false;          // the row length forced a fallback type
   bool requires_imatrix = false;  // llama-quantize refuses to write it without importance values
 };
 Expected<std::vector<TensorPlan>> plan_tensor_types(const gguf::GgufFile& in, const QuantizeParams& params);

@@ -16,9 +16,9 @@ namespace loom::ops {
 namespace {
 
 struct ThreadScratch {
-  float* scores;  // [n_kv]
-  float* vrow;    // [head_dim]
-  uint8_t* qconv; // one head of q in the K type's dot format
+  float* scores;   // [n_kv]
+  float* vrow;     // [head_dim]
+  uint8_t* qconv;  // one head of q in the K type's dot format
 };
 
 size_t per_thread_bytes(int n_kv, int head_dim, TensorType kv_type) {
@@ -160,18 +160,20 @@ int union_ranges(const float* const* rows, int n_tok, int n_kv, int32_t* starts)
 
 // Room for union_ranges' starts of one token block over n_kv columns.
 size_t range_starts_per_block(int n_kv) { return size_t(std::max(n_kv, 0)) / detail::kAttnRangeCells + 2; }
-size_t range_starts_bytes(int n_kv) { return Arena::padded(sizeof(int32_t) * size_t(kSplitTarget) * range_starts_per_block(n_kv)); }
+size_t range_starts_bytes(int n_kv) {
+  return Arena::padded(sizeof(int32_t) * size_t(kSplitTarget) * range_starts_per_block(n_kv));
+}
 
 // How the work is cut: token blocks (adjacent tokens of one prefix group, up to tile_tok), tiles
 // of (token block, kv head block, query head block), and for few tiles pieces of ranges.
 struct Plan {
-  int group = 1;     // query heads per kv head
-  int n_h = 1;       // query heads per kv head in a tile
-  int n_hsub = 1;    // query head blocks per group
-  int tile_tok = 1;  // tokens per tile at most
-  int kvb = 1;       // kv heads per tile
-  int n_kvb = 1;     // kv head blocks
-  int n_blocks = 0;  // token blocks
+  int group = 1;           // query heads per kv head
+  int n_h = 1;             // query heads per kv head in a tile
+  int n_hsub = 1;          // query head blocks per group
+  int tile_tok = 1;        // tokens per tile at most
+  int kvb = 1;             // kv heads per tile
+  int n_kvb = 1;           // kv head blocks
+  int n_blocks = 0;        // token blocks
   int32_t* bt0 = nullptr;  // [n_blocks] first token
   int32_t* bn = nullptr;   // [n_blocks] tokens
   int n_tiles = 0;
@@ -235,8 +237,8 @@ struct SplitTile {
   int64_t part_off = 0;
 };
 
-void merge_partials(const AttentionParams& p, const Plan& pl, const SplitTile* splits, int n_split,
-                    const float* part, float* out) {
+void merge_partials(const AttentionParams& p, const Plan& pl, const SplitTile* splits, int n_split, const float* part,
+                    float* out) {
   const size_t pstride = detail::attn_partial_row_floats(p.head_dim);
   const int D = p.head_dim;
   for (int s = 0; s < n_split; ++s) {
@@ -281,8 +283,7 @@ void attention(ThreadPool& pool, const AttentionParams& p, const float* q, float
   const size_t part_cap = partial_rows(p.n_kv);
   auto* blocks = reinterpret_cast<int32_t*>(base + partials_bytes(p.n_kv, p.head_dim));
   auto* starts = reinterpret_cast<int32_t*>(base + partials_bytes(p.n_kv, p.head_dim) + blocks_bytes(p.n_tokens));
-  uint8_t* thread_base =
-      base + partials_bytes(p.n_kv, p.head_dim) + blocks_bytes(p.n_tokens) + range_starts_bytes(p.n_kv);
+  uint8_t* thread_base = base + partials_bytes(p.n_kv, p.head_dim) + blocks_bytes(p.n_tokens) + range_starts_bytes(p.n_kv);
   const size_t thread_bytes = detail::attn_tile_scratch_bytes(p.head_dim);
   const size_t pstride = detail::attn_partial_row_floats(p.head_dim);
   const Plan pl(p, blocks);
@@ -333,18 +334,20 @@ void attention(ThreadPool& pool, const AttentionParams& p, const float* q, float
   // Pieces are handed out dynamically (a descheduled thread does not hold up the others); each
   // piece is computed by one thread in a fixed order, so the thread count never changes results.
   std::atomic<int64_t> next{0};
-  pool.run([&](int ith, int) {
-    void* ts = thread_base + size_t(ith) * thread_bytes;
-    for (;;) {
-      const int64_t i = next.fetch_add(1, std::memory_order_relaxed);
-      if (i >= n_pieces) break;
-      const Piece pc = split_plan ? pieces[i] : Piece{int(i), 0, 1 << 30, 0, -1};
-      detail::AttnTile t = pl.tile(pc.tile, p);
-      t.c_begin = pc.c_begin;
-      t.n_ranges = pc.r1 - pc.r0;
-      detail::attention_tile(p, q, out, t, pc.part_off >= 0 ? part + pc.part_off : nullptr, ts);
-    }
-  }, work < kSmallWork ? 1 : 0);
+  pool.run(
+      [&](int ith, int) {
+        void* ts = thread_base + size_t(ith) * thread_bytes;
+        for (;;) {
+          const int64_t i = next.fetch_add(1, std::memory_order_relaxed);
+          if (i >= n_pieces) break;
+          const Piece pc = split_plan ? pieces[i] : Piece{int(i), 0, 1 << 30, 0, -1};
+          detail::AttnTile t = pl.tile(pc.tile, p);
+          t.c_begin = pc.c_begin;
+          t.n_ranges = pc.r1 - pc.r0;
+          detail::attention_tile(p, q, out, t, pc.part_off >= 0 ? part + pc.part_off : nullptr, ts);
+        }
+      },
+      work < kSmallWork ? 1 : 0);
   if (n_split > 0) merge_partials(p, pl, splits, n_split, part, out);
 }
 
@@ -386,48 +389,49 @@ void attention(ThreadPool& pool, const AttentionParams& p, const float* q, float
   // Small jobs (few heads over few cells) run on the calling thread: a wake-up costs more.
   const int64_t work = int64_t(p.n_tokens) * p.n_head * p.n_kv * p.head_dim;
   const int max_threads = work < (1 << 14) ? 1 : 0;
-  pool.run([&](int ith, int nth) {
-    ThreadScratch s = carve(scratch, ith, p.n_kv, p.head_dim, p.k_type);
-    const int64_t n_items = int64_t(p.n_tokens) * p.n_head;
-    for (int64_t item = n_items * ith / nth; item < n_items * (ith + 1) / nth; ++item) {
-      const int t = int(item / p.n_head), h = int(item % p.n_head);
-      const int kvh = h / group;
-      const float* qh = q + item * p.head_dim;
-      const float* mrow = p.mask + int64_t(t) * p.n_kv;
-      const void* qd = qh;
-      if (dt != TensorType::F32) {
-        quant::quantize_row(dt, qh, s.qconv, p.head_dim);
-        qd = s.qconv;
-      }
-      for (int c = 0; c < p.n_kv; ++c) {
-        if (mrow[c] == kNegInf) {
-          s.scores[c] = kNegInf;
-          continue;
+  pool.run(
+      [&](int ith, int nth) {
+        ThreadScratch s = carve(scratch, ith, p.n_kv, p.head_dim, p.k_type);
+        const int64_t n_items = int64_t(p.n_tokens) * p.n_head;
+        for (int64_t item = n_items * ith / nth; item < n_items * (ith + 1) / nth; ++item) {
+          const int t = int(item / p.n_head), h = int(item % p.n_head);
+          const int kvh = h / group;
+          const float* qh = q + item * p.head_dim;
+          const float* mrow = p.mask + int64_t(t) * p.n_kv;
+          const void* qd = qh;
+          if (dt != TensorType::F32) {
+            quant::quantize_row(dt, qh, s.qconv, p.head_dim);
+            qd = s.qconv;
+          }
+          for (int c = 0; c < p.n_kv; ++c) {
+            if (mrow[c] == kNegInf) {
+              s.scores[c] = kNegInf;
+              continue;
+            }
+            const size_t cell = size_t(p.kv_cells ? p.kv_cells[c] : c);
+            const uint8_t* kc = kbase + cell * p.k_row_bytes + size_t(kvh) * k_head_bytes;
+            float sc = quant::vec_dot(p.k_type, p.head_dim, kc, qd) * p.scale;
+            if (p.softcap > 0) sc = p.softcap * std::tanh(sc / p.softcap);
+            if (p.alibi_slopes) sc += p.alibi_slopes[h] * float(p.kv_pos[c] - p.q_pos[t]);
+            if (p.pos_bucket) sc += p.pos_bias[size_t(p.pos_bucket[int64_t(t) * p.n_kv + c]) * size_t(p.n_head) + size_t(h)];
+            s.scores[c] = sc + mrow[c];
+          }
+          if (p.sinks) softmax_with_sink(s.scores, p.n_kv, p.sinks[h]);
+          else softmax_inplace(s.scores, p.n_kv);
+          float* o = out + item * p.head_dim;
+          std::memset(o, 0, sizeof(float) * size_t(p.head_dim));
+          for (int c = 0; c < p.n_kv; ++c) {
+            const float w = s.scores[c];
+            if (w == 0.0f) continue;
+            const size_t cell = size_t(p.kv_cells ? p.kv_cells[c] : c);
+            const uint8_t* vc = vbase + cell * p.v_row_bytes + size_t(kvh) * v_head_bytes;
+            quant::dequantize_row(p.v_type, vc, s.vrow, p.head_dim);
+            for (int d = 0; d < p.head_dim; ++d) o[d] += w * s.vrow[d];
+          }
         }
-        const size_t cell = size_t(p.kv_cells ? p.kv_cells[c] : c);
-        const uint8_t* kc = kbase + cell * p.k_row_bytes + size_t(kvh) * k_head_bytes;
-        float sc = quant::vec_dot(p.k_type, p.head_dim, kc, qd) * p.scale;
-        if (p.softcap > 0) sc = p.softcap * std::tanh(sc / p.softcap);
-        if (p.alibi_slopes) sc += p.alibi_slopes[h] * float(p.kv_pos[c] - p.q_pos[t]);
-        if (p.pos_bucket) sc += p.pos_bias[size_t(p.pos_bucket[int64_t(t) * p.n_kv + c]) * size_t(p.n_head) + size_t(h)];
-        s.scores[c] = sc + mrow[c];
-      }
-      if (p.sinks) softmax_with_sink(s.scores, p.n_kv, p.sinks[h]);
-      else softmax_inplace(s.scores, p.n_kv);
-      float* o = out + item * p.head_dim;
-      std::memset(o, 0, sizeof(float) * size_t(p.head_dim));
-      for (int c = 0; c < p.n_kv; ++c) {
-        const float w = s.scores[c];
-        if (w == 0.0f) continue;
-        const size_t cell = size_t(p.kv_cells ? p.kv_cells[c] : c);
-        const uint8_t* vc = vbase + cell * p.v_row_bytes + size_t(kvh) * v_head_bytes;
-        quant::dequantize_row(p.v_type, vc, s.vrow, p.head_dim);
-        for (int d = 0; d < p.head_dim; ++d) o[d] += w * s.vrow[d];
-      }
-    }
-  }, max_threads);
+      },
+      max_threads);
 }
-
 
 }  // namespace ref
 }  // namespace loom::ops

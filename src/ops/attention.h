@@ -12,9 +12,9 @@ namespace loom::ops {
 struct AttentionParams {
   int n_tokens = 0;
   int n_head = 0;
-  int n_head_kv = 0;        // grouped-query: query head h reads kv head h / (n_head / n_head_kv)
+  int n_head_kv = 0;  // grouped-query: query head h reads kv head h / (n_head / n_head_kv)
   int head_dim = 0;
-  int n_kv = 0;             // mask columns [0, n_kv) are candidates; the mask hides the rest
+  int n_kv = 0;  // mask columns [0, n_kv) are candidates; the mask hides the rest
   TensorType k_type = TensorType::F16;
   TensorType v_type = TensorType::F16;
   const void* k = nullptr;  // [cell][n_head_kv][head_dim] in k_type
@@ -32,7 +32,7 @@ struct AttentionParams {
   // mask, columns in position order). Null: every token alone (always correct, slower prefill).
   const int32_t* prefix_group = nullptr;  // [n_tokens]
   float scale = 1.0f;
-  float softcap = 0.0f;     // > 0: scores = softcap * tanh(scores / softcap)
+  float softcap = 0.0f;  // > 0: scores = softcap * tanh(scores / softcap)
   // ALiBi hook: when set, head h adds alibi_slopes[h] * (kv_pos[c] - q_pos[t]) to its scores
   // (a linear penalty on distance instead of rotary positions).
   const float* alibi_slopes = nullptr;  // [n_head]
@@ -45,7 +45,7 @@ struct AttentionParams {
   // Attention sinks (gpt-oss): head h's softmax denominator also counts exp(sinks[h]), a learned
   // logit with no value row, so the weights of the visible cells sum to less than 1. -inf: none.
   // A row that sees no cell stays all zeros.
-  const float* sinks = nullptr;         // [n_head]
+  const float* sinks = nullptr;  // [n_head]
 };
 
 // The standard ALiBi slopes for n_head heads with the given maximum bias (8 in the papers):

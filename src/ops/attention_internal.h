@@ -43,12 +43,12 @@ constexpr int kAttnRangeCells = kAttnChunk * kAttnRangeChunks;
 constexpr size_t kAttnStreamStepBytes = 64 << 10;
 
 struct AttnTile {
-  int t0 = 0, n_tok = 1;        // tokens
-  int kvh0 = 0, n_kvh = 1;      // kv heads
-  int h0 = 0, n_h = 1;          // query heads within each kv head's group
-  int c_begin = 0;              // first column to scan: the first visible column of the first range
-  int n_ranges = 1 << 30;       // ranges to compute (from c_begin), at most
-  bool stream = false;          // K/V rows come from memory once (decode), not from cache
+  int t0 = 0, n_tok = 1;    // tokens
+  int kvh0 = 0, n_kvh = 1;  // kv heads
+  int h0 = 0, n_h = 1;      // query heads within each kv head's group
+  int c_begin = 0;          // first column to scan: the first visible column of the first range
+  int n_ranges = 1 << 30;   // ranges to compute (from c_begin), at most
+  bool stream = false;      // K/V rows come from memory once (decode), not from cache
   int rows() const { return n_kvh * n_tok * n_h; }
 };
 
@@ -81,7 +81,6 @@ bool supports(TensorType k_type, TensorType v_type, int head_dim);
 // range k's state of row rr goes to part + (k * tile.rows() + rr) * attn_partial_row_floats
 // (ranges past the last visible column: l = 0) for attention.cpp to fold. q rows are read before
 // any output is written. scratch: attn_tile_scratch_bytes.
-void attention_tile(const AttentionParams& p, const float* q, float* out, const AttnTile& tile,
-                    float* part, void* scratch);
+void attention_tile(const AttentionParams& p, const float* q, float* out, const AttnTile& tile, float* part, void* scratch);
 
 }  // namespace loom::ops::detail

@@ -73,7 +73,7 @@ constexpr int kRows = kAttnMaxRows;
 constexpr int kChunk = kAttnChunk;
 constexpr int kQ8Block = 32;  // Q8_0: {f16 d; int8 qs[32]}
 constexpr int kQ8Bytes = 34;
-constexpr int kMaxLanes = 16;  // floats per vector at most (the capped tag of the kernels)
+constexpr int kMaxLanes = 16;                   // floats per vector at most (the capped tag of the kernels)
 constexpr int kMaxQ = kRows * kAttnMaxKvHeads;  // query rows of a tile
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
@@ -86,29 +86,28 @@ inline size_t q_stride(int head_dim) { return (size_t(head_dim) + kMaxLanes - 1)
 constexpr int kMvStride = kChunk + kMaxLanes;
 
 struct TileScratch {
-  float* qf;          // [kMaxQ][q_stride]: queries in f32 (F32/F16 K)
-  int16_t* q16;       // [kMaxQ][head_dim]: Q8_0 queries' quants widened to int16 (Q8_0 K); aliases qf
-  float* qd;          // [kMaxQ][nb]: their block scales in f32
-  uint8_t* qtmp;      // one query row in the K dot format (f16 or Q8_0 blocks)
-  float* s;           // [kMaxQ][kChunk]: scores, then probabilities, of the tile's rows
-  float* mv;          // [kAttnMaxTileTokens][kMvStride]: mask values of the gathered columns
-  int32_t* idx;       // [kMvStride]: gathered column indices
-  float* racc;        // [kMaxQ][attn_partial_row_floats]: range states of a whole tile's later ranges
-  const uint8_t** kp; // [kChunk]: K row of each gathered cell (current kv head)
-  const uint8_t** vp; // [kChunk]: V row
-  const uint8_t** pf; // [kChunk]: streaming tiles: rows to prefetch (kv head 0's), see below
+  float* qf;           // [kMaxQ][q_stride]: queries in f32 (F32/F16 K)
+  int16_t* q16;        // [kMaxQ][head_dim]: Q8_0 queries' quants widened to int16 (Q8_0 K); aliases qf
+  float* qd;           // [kMaxQ][nb]: their block scales in f32
+  uint8_t* qtmp;       // one query row in the K dot format (f16 or Q8_0 blocks)
+  float* s;            // [kMaxQ][kChunk]: scores, then probabilities, of the tile's rows
+  float* mv;           // [kAttnMaxTileTokens][kMvStride]: mask values of the gathered columns
+  int32_t* idx;        // [kMvStride]: gathered column indices
+  float* racc;         // [kMaxQ][attn_partial_row_floats]: range states of a whole tile's later ranges
+  const uint8_t** kp;  // [kChunk]: K row of each gathered cell (current kv head)
+  const uint8_t** vp;  // [kChunk]: V row
+  const uint8_t** pf;  // [kChunk]: streaming tiles: rows to prefetch (kv head 0's), see below
   // Scores/AccumulateV over cells [j0, j1) prefetch pf[j - j0] + pf_off (pf_bytes of it) for
   // j - j0 < pf_n, interleaved with the arithmetic (bursts of prefetches stall the loads).
   int pf_n = 0, pf_bytes = 0;
   size_t pf_off = 0;
-  int s_shift = 0;    // query row q0 + r keeps its scores in ts.s row q0 + r - s_shift
+  int s_shift = 0;  // query row q0 + r keeps its scores in ts.s row q0 + r - s_shift
 };
 
 inline size_t q_bytes(int head_dim) {
   const size_t f = sizeof(float) * size_t(kMaxQ) * q_stride(head_dim);
   const size_t nb = size_t(head_dim) / kQ8Block;
-  const size_t q8 =
-      Arena::padded(sizeof(int16_t) * size_t(kMaxQ) * size_t(head_dim)) + sizeof(float) * size_t(kMaxQ) * nb;
+  const size_t q8 = Arena::padded(sizeof(int16_t) * size_t(kMaxQ) * size_t(head_dim)) + sizeof(float) * size_t(kMaxQ) * nb;
   return Arena::padded(f > q8 ? f : q8);
 }
 
@@ -117,13 +116,14 @@ inline size_t qtmp_bytes(int head_dim) { return Arena::padded(2 * size_t(head_di
 
 // (+ kAlign: the base is rounded up to a cache line, so that whole-vector loads of the query rows
 // never straddle two lines.)
-inline size_t racc_bytes(int head_dim) { return Arena::padded(sizeof(float) * size_t(kMaxQ) * attn_partial_row_floats(head_dim)); }
+inline size_t racc_bytes(int head_dim) {
+  return Arena::padded(sizeof(float) * size_t(kMaxQ) * attn_partial_row_floats(head_dim));
+}
 
 inline size_t scratch_bytes(int head_dim) {
-  return Arena::kAlign + q_bytes(head_dim) + qtmp_bytes(head_dim) +
-         Arena::padded(sizeof(float) * size_t(kMaxQ) * kChunk) +
-         Arena::padded(sizeof(float) * size_t(kAttnMaxTileTokens) * kMvStride) +
-         Arena::padded(sizeof(int32_t) * kMvStride) + racc_bytes(head_dim) + 3 * Arena::padded(sizeof(void*) * kChunk);
+  return Arena::kAlign + q_bytes(head_dim) + qtmp_bytes(head_dim) + Arena::padded(sizeof(float) * size_t(kMaxQ) * kChunk) +
+         Arena::padded(sizeof(float) * size_t(kAttnMaxTileTokens) * kMvStride) + Arena::padded(sizeof(int32_t) * kMvStride) +
+         racc_bytes(head_dim) + 3 * Arena::padded(sizeof(void*) * kChunk);
 }
 
 inline TileScratch carve(void* base, int head_dim) {
@@ -152,9 +152,7 @@ inline TileScratch carve(void* base, int head_dim) {
   return s;
 }
 
-inline bool kv_type_ok(TensorType t) {
-  return t == TensorType::F32 || t == TensorType::F16 || t == TensorType::Q8_0;
-}
+inline bool kv_type_ok(TensorType t) { return t == TensorType::F32 || t == TensorType::F16 || t == TensorType::Q8_0; }
 
 }  // namespace loom::ops::detail::attn
 
@@ -360,10 +358,15 @@ HWY_INLINE void QkTile(D d, const uint8_t* const* kp, const float* q, size_t qs,
   V a0 = hn::Zero(d), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
 #define LOOM_ATTN_CELL(C, LOAD) \
   if constexpr (NC > C) FmaCell<NH, NC, C>(LOAD, q0, q1, q2, q3, LOOM_ATTN_ACCS)
-#define LOOM_ATTN_CELLS(LOADC)                                                                      \
-  LOOM_ATTN_CELL(0, LOADC(0)); LOOM_ATTN_CELL(1, LOADC(1)); LOOM_ATTN_CELL(2, LOADC(2));             \
-  LOOM_ATTN_CELL(3, LOADC(3)); LOOM_ATTN_CELL(4, LOADC(4)); LOOM_ATTN_CELL(5, LOADC(5));             \
-  LOOM_ATTN_CELL(6, LOADC(6)); LOOM_ATTN_CELL(7, LOADC(7))
+#define LOOM_ATTN_CELLS(LOADC) \
+  LOOM_ATTN_CELL(0, LOADC(0)); \
+  LOOM_ATTN_CELL(1, LOADC(1)); \
+  LOOM_ATTN_CELL(2, LOADC(2)); \
+  LOOM_ATTN_CELL(3, LOADC(3)); \
+  LOOM_ATTN_CELL(4, LOADC(4)); \
+  LOOM_ATTN_CELL(5, LOADC(5)); \
+  LOOM_ATTN_CELL(6, LOADC(6)); \
+  LOOM_ATTN_CELL(7, LOADC(7))
   size_t i = 0;
   for (; i + N <= D_; i += N) {
     const V q0 = hn::LoadU(d, q + i);
@@ -428,8 +431,7 @@ HWY_INLINE void Q8Cell(D d, const uint8_t* blk, const int16_t* qv, size_t qs, co
 }
 
 template <int NH, int NC, class D>
-HWY_INLINE void QkTileQ8(D d, const uint8_t* const* kp, const int16_t* qv, size_t qs, const float* qd, size_t nb,
-                         float* s) {
+HWY_INLINE void QkTileQ8(D d, const uint8_t* const* kp, const int16_t* qv, size_t qs, const float* qd, size_t nb, float* s) {
   static_assert(NH <= 4 && NC <= 8 && NH * NC <= 8);
   using V = hn::Vec<D>;
   V a0 = hn::Zero(d), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
@@ -438,8 +440,14 @@ HWY_INLINE void QkTileQ8(D d, const uint8_t* const* kp, const int16_t* qv, size_
     const int16_t* qb = qv + b * kQ8Block;
 #define LOOM_ATTN_Q8CELL(C) \
   if constexpr (NC > C) Q8Cell<NH, NC, C>(d, kp[C] + bo, qb, qs, qd + b, nb, LOOM_ATTN_ACCS)
-    LOOM_ATTN_Q8CELL(0); LOOM_ATTN_Q8CELL(1); LOOM_ATTN_Q8CELL(2); LOOM_ATTN_Q8CELL(3);
-    LOOM_ATTN_Q8CELL(4); LOOM_ATTN_Q8CELL(5); LOOM_ATTN_Q8CELL(6); LOOM_ATTN_Q8CELL(7);
+    LOOM_ATTN_Q8CELL(0);
+    LOOM_ATTN_Q8CELL(1);
+    LOOM_ATTN_Q8CELL(2);
+    LOOM_ATTN_Q8CELL(3);
+    LOOM_ATTN_Q8CELL(4);
+    LOOM_ATTN_Q8CELL(5);
+    LOOM_ATTN_Q8CELL(6);
+    LOOM_ATTN_Q8CELL(7);
 #undef LOOM_ATTN_Q8CELL
   }
   StoreDots<NH, NC>(d, LOOM_ATTN_ACCS, s);
@@ -517,8 +525,8 @@ HWY_NOINLINE void Scores(const TileScratch& ts, int q0, int R, int j0, int j1, i
 // stay in registers over all cells. Q8_0: a pass of 4 vectors lies in one block, or (16 lanes)
 // in two: vectors 0-1 and 2-3.
 template <class VR, int NH, int NB, class D>
-HWY_INLINE void VBlock(D d, const TileScratch& ts, int rs, int j0, int j1, float* const* acc, const float* fac,
-                       size_t i, bool pf) {
+HWY_INLINE void VBlock(D d, const TileScratch& ts, int rs, int j0, int j1, float* const* acc, const float* fac, size_t i,
+                       bool pf) {
   static_assert((NH == 1 || NH == 2) && (NB == 1 || NB == 4));
   using V = hn::Vec<D>;
   const size_t N = hn::Lanes(d);
@@ -590,8 +598,7 @@ HWY_INLINE void VBlock(D d, const TileScratch& ts, int rs, int j0, int j1, float
 }
 
 template <class VR, int NH>
-HWY_INLINE void VRows(const TileScratch& ts, int rs, int j0, int j1, float* const* acc, const float* fac, int D_,
-                      bool pf) {
+HWY_INLINE void VRows(const TileScratch& ts, int rs, int j0, int j1, float* const* acc, const float* fac, int D_, bool pf) {
   const DF d;
   const size_t N = hn::Lanes(d), Dm = size_t(D_);
   size_t i = 0;
@@ -608,8 +615,8 @@ HWY_INLINE void VRows(const TileScratch& ts, int rs, int j0, int j1, float* cons
 // current kv head (probabilities in ts.s rows q0..q0+R). A chunk's cells may be split into
 // several calls (fac = 1 after the first: exact), which gives the bits of one call.
 template <class VR>
-HWY_NOINLINE void AccumulateV(const TileScratch& ts, int q0, int R, int j0, int j1, float* const* acc,
-                              const float* fac, int D_) {
+HWY_NOINLINE void AccumulateV(const TileScratch& ts, int q0, int R, int j0, int j1, float* const* acc, const float* fac,
+                              int D_) {
   int r = 0;
   const bool pf = ts.pf_n > 0;
   for (; r + 2 <= R; r += 2) VRows<VR, 2>(ts, q0 + r - ts.s_shift, j0, j1, acc + r, fac + r, D_, pf && r == 0);
@@ -635,7 +642,7 @@ HWY_INLINE int GatherVisible(const float* const* mrows, int n_tok, int* cursor, 
     const auto vis = hn::Not(hidden);
     const int n = int(hn::CountTrue(d, vis));
     if (nv + n > kChunk) break;  // this block completes the chunk: column by column below
-    if (n == N) {  // dense run (the common case): copy N at once
+    if (n == N) {                // dense run (the common case): copy N at once
       hn::StoreU(hn::Iota(di, c), di, idx + nv);
       for (int tt = 0; tt < n_tok; ++tt) hn::StoreU(hn::LoadU(d, mrows[tt] + c), d, mv + tt * kMvStride + nv);
     } else {
@@ -957,8 +964,7 @@ bool supports(TensorType k_type, TensorType v_type, int head_dim) {
   return !q8 || head_dim % attn::kQ8Block == 0;
 }
 
-void attention_tile(const AttentionParams& p, const float* q, float* out, const AttnTile& tile, float* part,
-                    void* scratch) {
+void attention_tile(const AttentionParams& p, const float* q, float* out, const AttnTile& tile, float* part, void* scratch) {
   HWY_DYNAMIC_DISPATCH(AttentionTileImpl)(p, q, out, tile, part, scratch);
 }
 }  // namespace loom::ops::detail

@@ -17,18 +17,18 @@ namespace loom::ops {
 // computed row by row (decay, read-out of k, write, read-out of q in one pass over a row).
 struct DeltaNet {
   int n_tokens = 0;
-  int head_dim = 0;             // S: channels of every key and value head
+  int head_dim = 0;  // S: channels of every key and value head
   int64_t n_k_heads = 0;
-  const float* q = nullptr;     // token t's key head kh at q + t·qk_stride + kh·S
+  const float* q = nullptr;  // token t's key head kh at q + t·qk_stride + kh·S
   const float* k = nullptr;
   int64_t qk_stride = 0;
-  const float* v = nullptr;     // token t's value head h at v + t·v_stride + h·S
+  const float* v = nullptr;  // token t's value head h at v + t·v_stride + h·S
   int64_t v_stride = 0;
   const float* g = nullptr;     // [n_tokens][gb_stride]: log of the decay (<= 0), per value head
   const float* beta = nullptr;  // [n_tokens][gb_stride]: write strength
   int64_t gb_stride = 0;
-  float* state = nullptr;       // [value heads][S][S], updated
-  float* out = nullptr;         // token t's head h at out + t·out_stride + h·S
+  float* state = nullptr;  // [value heads][S][S], updated
+  float* out = nullptr;    // token t's head h at out + t·out_stride + h·S
   int64_t out_stride = 0;
   float scale = 1.0f;
 };

@@ -23,16 +23,18 @@ void matmul_packed(ThreadPool& pool, const TensorView& w, const float* x, int64_
   const int64_t k = w.cols, m = w.rows;
   const size_t act_bytes = quant::packed_act_row_bytes(w.type, k);
   auto* act = static_cast<uint8_t*>(scratch);
-  pool.parallel_for(n, [&](int64_t b, int64_t e) {
-    quant::quantize_packed_act_rows(w.type, x, k, int(n), int(b), int(e), act);
-  }, 16);
+  pool.parallel_for(
+      n, [&](int64_t b, int64_t e) { quant::quantize_packed_act_rows(w.type, x, k, int(n), int(b), int(e), act); }, 16);
   const int64_t groups = (m + quant::kPackRows - 1) / quant::kPackRows;
   // Waking a thread costs microseconds: give each at least ~32 KiB of weights x rows.
   const int64_t group_bytes = int64_t(quant::packed_group_bytes(w.type, k));
   const int64_t min_groups = std::max<int64_t>(1, int64_t(32 * 1024) / std::max<int64_t>(1, group_bytes * n));
-  pool.parallel_for(groups, [&](int64_t g0, int64_t g1) {
-    quant::packed_gemm(w.type, m, k, w.packed, g0, g1, act, act_bytes, int(n), y, size_t(m));
-  }, min_groups);
+  pool.parallel_for(
+      groups,
+      [&](int64_t g0, int64_t g1) {
+        quant::packed_gemm(w.type, m, k, w.packed, g0, g1, act, act_bytes, int(n), y, size_t(m));
+      },
+      min_groups);
 }
 
 }  // namespace
@@ -60,20 +62,24 @@ void matmul(ThreadPool& pool, const TensorView& w, const float* x, int64_t n, fl
   // Activation rows per tile call: the block of weight rows stays in L1 while these stream by.
   constexpr int64_t kActBlock = 64;
   // Waking a thread costs microseconds: give each at least ~32 KiB of weights to read.
-  const int64_t min_rows = std::max<int64_t>(kRowBlock, int64_t(32 * 1024) / int64_t(std::max<size_t>(1, w.row_bytes)) / std::max<int64_t>(1, n));
-  pool.parallel_for(m, [&](int64_t r0, int64_t r1) {
-    for (int64_t rb = r0; rb < r1; rb += kRowBlock) {
-      const int64_t re = std::min(r1, rb + kRowBlock);
-      // Tiles reuse each loaded weight block across several activation rows (decode: one
-      // activation row against several weight rows). Every tile shape computes a pair's dot
-      // with the same operations as quant::vec_dot, so a row's result does not depend on n.
-      for (int64_t i0 = 0; i0 < n; i0 += kActBlock) {
-        const int64_t ie = std::min(n, i0 + kActBlock);
-        quant::vec_dot_tile(w.type, k, w.row(rb), w.row_bytes, int(re - rb), a + i0 * act_row_bytes,
-                            act_row_bytes, int(ie - i0), y + i0 * m + rb, size_t(m));
-      }
-    }
-  }, min_rows);
+  const int64_t min_rows =
+      std::max<int64_t>(kRowBlock, int64_t(32 * 1024) / int64_t(std::max<size_t>(1, w.row_bytes)) / std::max<int64_t>(1, n));
+  pool.parallel_for(
+      m,
+      [&](int64_t r0, int64_t r1) {
+        for (int64_t rb = r0; rb < r1; rb += kRowBlock) {
+          const int64_t re = std::min(r1, rb + kRowBlock);
+          // Tiles reuse each loaded weight block across several activation rows (decode: one
+          // activation row against several weight rows). Every tile shape computes a pair's dot
+          // with the same operations as quant::vec_dot, so a row's result does not depend on n.
+          for (int64_t i0 = 0; i0 < n; i0 += kActBlock) {
+            const int64_t ie = std::min(n, i0 + kActBlock);
+            quant::vec_dot_tile(w.type, k, w.row(rb), w.row_bytes, int(re - rb), a + i0 * act_row_bytes, act_row_bytes,
+                                int(ie - i0), y + i0 * m + rb, size_t(m));
+          }
+        }
+      },
+      min_rows);
 }
 
 namespace {
@@ -146,17 +152,20 @@ void matmul_many(ThreadPool& pool, std::span<const MatmulJob> jobs, void* scratc
   // Activation rows of every job, quantized as one range.
   std::vector<int64_t> row0(quant.size() + 1, 0);
   for (size_t q = 0; q < quant.size(); ++q) row0[q + 1] = row0[q] + quant[q].job->n;
-  pool.parallel_for(row0.back(), [&](int64_t b, int64_t e) {
-    size_t q = size_t(std::upper_bound(row0.begin(), row0.end(), b) - row0.begin()) - 1;
-    for (int64_t r = b; r < e;) {
-      while (r >= row0[q + 1]) ++q;
-      const MatmulJob& job = *quant[q].job;
-      const int64_t stop = std::min(e, row0[q + 1]);
-      quant::quantize_packed_act_rows(job.w.type, job.x, job.w.cols, int(job.n), int(r - row0[q]), int(stop - row0[q]),
-                                      quant[q].dst);
-      r = stop;
-    }
-  }, 16);
+  pool.parallel_for(
+      row0.back(),
+      [&](int64_t b, int64_t e) {
+        size_t q = size_t(std::upper_bound(row0.begin(), row0.end(), b) - row0.begin()) - 1;
+        for (int64_t r = b; r < e;) {
+          while (r >= row0[q + 1]) ++q;
+          const MatmulJob& job = *quant[q].job;
+          const int64_t stop = std::min(e, row0[q + 1]);
+          quant::quantize_packed_act_rows(job.w.type, job.x, job.w.cols, int(job.n), int(r - row0[q]), int(stop - row0[q]),
+                                          quant[q].dst);
+          r = stop;
+        }
+      },
+      16);
   // Every job's groups as one range; a thread's share may span several jobs.
   int64_t bytes = 0;
   for (const Packed& p : packed) {
@@ -164,20 +173,23 @@ void matmul_many(ThreadPool& pool, std::span<const MatmulJob> jobs, void* scratc
              ((p.job->w.rows + quant::kPackRows - 1) / quant::kPackRows);
   }
   const int64_t min_groups = std::max<int64_t>(1, int64_t(32 * 1024) * groups / std::max<int64_t>(1, bytes));
-  pool.parallel_for(groups, [&](int64_t g0, int64_t g1) {
-    size_t p = 0;
-    while (p + 1 < packed.size() && packed[p + 1].group0 <= g0) ++p;
-    for (int64_t g = g0; g < g1;) {
-      const Packed& pk = packed[p];
-      const MatmulJob& job = *pk.job;
-      const int64_t end = p + 1 < packed.size() ? packed[p + 1].group0 : groups;
-      const int64_t stop = std::min(g1, end);
-      quant::packed_gemm(job.w.type, job.w.rows, job.w.cols, job.w.packed, g - pk.group0, stop - pk.group0, pk.act,
-                         pk.act_bytes, int(job.n), job.y, size_t(job.w.rows));
-      g = stop;
-      ++p;
-    }
-  }, min_groups);
+  pool.parallel_for(
+      groups,
+      [&](int64_t g0, int64_t g1) {
+        size_t p = 0;
+        while (p + 1 < packed.size() && packed[p + 1].group0 <= g0) ++p;
+        for (int64_t g = g0; g < g1;) {
+          const Packed& pk = packed[p];
+          const MatmulJob& job = *pk.job;
+          const int64_t end = p + 1 < packed.size() ? packed[p + 1].group0 : groups;
+          const int64_t stop = std::min(g1, end);
+          quant::packed_gemm(job.w.type, job.w.rows, job.w.cols, job.w.packed, g - pk.group0, stop - pk.group0, pk.act,
+                             pk.act_bytes, int(job.n), job.y, size_t(job.w.rows));
+          g = stop;
+          ++p;
+        }
+      },
+      min_groups);
 }
 
 }  // namespace loom::ops

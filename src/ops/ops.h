@@ -54,9 +54,9 @@ void get_row(const TensorView& table, int64_t r, float* out);
 enum class RopeMode { kNormal, kNeox };  // pairs (2i, 2i+1) vs (i, i + n_rot/2)
 
 struct RopeParams {
-  int n_rot = 0;             // rotated dimensions per head (<= head_dim)
+  int n_rot = 0;  // rotated dimensions per head (<= head_dim)
   float freq_base = 10000.f;
-  float freq_scale = 1.f;    // positions are multiplied by this (linear scaling)
+  float freq_scale = 1.f;  // positions are multiplied by this (linear scaling)
   RopeMode mode = RopeMode::kNormal;
   // YaRN (ext_factor > 0): blend interpolated and extrapolated angles per dimension between the
   // correction dims given by beta_fast/beta_slow rotations over n_ctx_orig, and scale magnitudes.

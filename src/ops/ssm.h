@@ -16,12 +16,12 @@ namespace loom::ops {
 struct SsmConv {
   int n_tokens = 0;
   int d_conv = 0;
-  const float* x = nullptr;   // [n_tokens][x_stride], channel c in column c
+  const float* x = nullptr;  // [n_tokens][x_stride], channel c in column c
   int64_t x_stride = 0;
-  const float* w = nullptr;   // [n_ch][d_conv]
-  const float* b = nullptr;   // [n_ch], or null
-  float* state = nullptr;     // [n_ch][d_conv - 1], updated
-  float* y = nullptr;         // [n_tokens][y_stride] (may not alias x)
+  const float* w = nullptr;  // [n_ch][d_conv]
+  const float* b = nullptr;  // [n_ch], or null
+  float* state = nullptr;    // [n_ch][d_conv - 1], updated
+  float* y = nullptr;        // [n_tokens][y_stride] (may not alias x)
   int64_t y_stride = 0;
   bool silu = true;
 };
@@ -38,23 +38,23 @@ void ssm_conv(const SsmConv& p, int64_t c0, int64_t c1);
 struct SsmScan {
   int n_tokens = 0;
   int d_state = 0;
-  const float* x = nullptr;   // [n_tokens][x_stride]
+  const float* x = nullptr;  // [n_tokens][x_stride]
   int64_t x_stride = 0;
   const float* dt = nullptr;  // [n_tokens][dt_stride] before softplus
   int64_t dt_stride = 0;
-  const float* A = nullptr;   // [n_ch][d_state]
-  const float* B = nullptr;   // token t's d_state values at B + t·bc_stride
-  const float* C = nullptr;   // the same for C
+  const float* A = nullptr;  // [n_ch][d_state]
+  const float* B = nullptr;  // token t's d_state values at B + t·bc_stride
+  const float* C = nullptr;  // the same for C
   int64_t bc_stride = 0;
-  const float* D = nullptr;   // [n_ch], or null
-  const float* z = nullptr;   // [n_tokens][z_stride], or null
+  const float* D = nullptr;  // [n_ch], or null
+  const float* z = nullptr;  // [n_tokens][z_stride], or null
   int64_t z_stride = 0;
-  float* state = nullptr;     // [n_ch][d_state], updated
-  float* y = nullptr;         // [n_tokens][y_stride]
+  float* state = nullptr;  // [n_ch][d_state], updated
+  float* y = nullptr;      // [n_tokens][y_stride]
   int64_t y_stride = 0;
-  bool dt_is_step = false;    // dt already holds softplus(dt) (softplus_inplace)
-  int64_t head_dim = 0;       // Mamba-2: channels per head (0: Mamba-1)
-  int64_t group_channels = 0; // Mamba-2: channels per B/C group (0: one group)
+  bool dt_is_step = false;     // dt already holds softplus(dt) (softplus_inplace)
+  int64_t head_dim = 0;        // Mamba-2: channels per head (0: Mamba-1)
+  int64_t group_channels = 0;  // Mamba-2: channels per B/C group (0: one group)
 };
 void ssm_scan(const SsmScan& p, int64_t c0, int64_t c1);
 
@@ -69,7 +69,7 @@ namespace detail {
 struct ScanStep {
   float x, d, u, decay;  // u = x·d; decay = exp(d·A[head]) (Mamba-2 only)
   int64_t head;
-  const float* A;        // Mamba-1: [d_state]; Mamba-2: null
+  const float* A;  // Mamba-1: [d_state]; Mamba-2: null
   const float* B;
   const float* C;
 };

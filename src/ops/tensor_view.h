@@ -12,9 +12,9 @@ namespace loom {
 struct TensorView {
   TensorType type = TensorType::F32;
   const void* data = nullptr;
-  int64_t cols = 0;       // ne[0]: elements per row (the reduction dimension of a matmul)
-  int64_t rows = 0;       // ne[1] * ne[2] * ne[3]
-  size_t row_bytes = 0;   // bytes of one row in `type`
+  int64_t cols = 0;      // ne[0]: elements per row (the reduction dimension of a matmul)
+  int64_t rows = 0;      // ne[1] * ne[2] * ne[3]
+  size_t row_bytes = 0;  // bytes of one row in `type`
   // Optional row-interleaved copy of the same matrix (quant/packed.h), made at model load when
   // the CPU has packed kernels for `type`; matmul prefers it. `data` stays valid either way.
   const void* packed = nullptr;

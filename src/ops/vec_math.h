@@ -8,7 +8,7 @@
 namespace loom::ops {
 struct SsmScan;
 struct SsmConv;
-}
+}  // namespace loom::ops
 
 namespace loom::ops::detail {
 

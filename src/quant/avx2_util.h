@@ -27,12 +27,8 @@ LOOM_AVX2 inline float f16(const uint8_t* p) {
   return _cvtsh_ss(h);
 }
 
-LOOM_AVX2 inline __m256i loadu256(const void* p) {
-  return _mm256_loadu_si256(static_cast<const __m256i*>(p));
-}
-LOOM_AVX2 inline __m128i loadu128(const void* p) {
-  return _mm_loadu_si128(static_cast<const __m128i*>(p));
-}
+LOOM_AVX2 inline __m256i loadu256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+LOOM_AVX2 inline __m128i loadu128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
 
 // 16 bytes of packed nibbles -> 32 bytes 0..15 in element order (low nibbles are elements
 // 0..15, high nibbles 16..31).
@@ -47,8 +43,8 @@ LOOM_AVX2 inline __m256i expand_bits(const uint8_t* qh_ptr) {
   uint32_t qh;
   std::memcpy(&qh, qh_ptr, 4);
   // Byte k of qh holds the bits of elements 8k..8k+7: replicate it over those 8 bytes...
-  const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
-                                        2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+  const __m256i shuf =
+      _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
   const __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32(int(qh)), shuf);
   // ...then test bit (i mod 8) in byte i.
   const __m256i bit = _mm256_set1_epi64x(int64_t(0x8040201008040201ull));

@@ -26,12 +26,35 @@ namespace loom::quant::detail {
 
 constexpr int kBlock = 32;  // elements per block of every format here
 
-struct BlockQ4_0 { uint16_t d; uint8_t qs[16]; };
-struct BlockQ4_1 { uint16_t d; uint16_t m; uint8_t qs[16]; };
-struct BlockQ5_0 { uint16_t d; uint8_t qh[4]; uint8_t qs[16]; };
-struct BlockQ5_1 { uint16_t d; uint16_t m; uint8_t qh[4]; uint8_t qs[16]; };
-struct BlockQ8_0 { uint16_t d; int8_t qs[32]; };
-struct BlockQ8_1 { uint16_t d; uint16_t s; int8_t qs[32]; };
+struct BlockQ4_0 {
+  uint16_t d;
+  uint8_t qs[16];
+};
+struct BlockQ4_1 {
+  uint16_t d;
+  uint16_t m;
+  uint8_t qs[16];
+};
+struct BlockQ5_0 {
+  uint16_t d;
+  uint8_t qh[4];
+  uint8_t qs[16];
+};
+struct BlockQ5_1 {
+  uint16_t d;
+  uint16_t m;
+  uint8_t qh[4];
+  uint8_t qs[16];
+};
+struct BlockQ8_0 {
+  uint16_t d;
+  int8_t qs[32];
+};
+struct BlockQ8_1 {
+  uint16_t d;
+  uint16_t s;
+  int8_t qs[32];
+};
 
 // The structs have no padding on any ABI loom targets, so sizeof equals the GGUF block size.
 static_assert(sizeof(BlockQ4_0) == 18);
@@ -47,31 +70,69 @@ constexpr int kSuper = 256;
 // Q2_K: 16 sub-blocks of 16 elements. scales[s]: low nibble = scale, high nibble = min, of
 // sub-block s. x = d * (scales[s] & 15) * q - dmin * (scales[s] >> 4), q in 0..3.
 // Element e = 128 h + 32 j + l (h < 2, j < 4, l < 32): q = (qs[32 h + l] >> 2 j) & 3, s = e / 16.
-struct BlockQ2_K { uint8_t scales[16]; uint8_t qs[64]; uint16_t d; uint16_t dmin; };
+struct BlockQ2_K {
+  uint8_t scales[16];
+  uint8_t qs[64];
+  uint16_t d;
+  uint16_t dmin;
+};
 // Q3_K: 16 sub-blocks of 16, 6-bit signed scales (stored + 32) packed in 12 bytes (see
 // q3k_scale). Element e = 128 h + 32 j + l: low 2 bits (qs[32 h + l] >> 2 j) & 3, as Q2_K; high
 // bit (hmask[l] >> (4 h + j)) & 1; level q = low + 4 * high - 4 (-4..3). x = d * (sc_s - 32) * q.
-struct BlockQ3_K { uint8_t hmask[32]; uint8_t qs[64]; uint8_t scales[12]; uint16_t d; };
+struct BlockQ3_K {
+  uint8_t hmask[32];
+  uint8_t qs[64];
+  uint8_t scales[12];
+  uint16_t d;
+};
 // Q4_K: 8 sub-blocks of 32, 6-bit scale and min per sub-block packed in 12 bytes (see
 // k4_scale_min). Element e = 64 c + l (c < 4, l < 32) is the low nibble of qs[32 c + l]
 // (sub-block 2c), e = 64 c + 32 + l its high nibble (sub-block 2c + 1).
 // x = d * sc_s * q - dmin * m_s.
-struct BlockQ4_K { uint16_t d; uint16_t dmin; uint8_t scales[12]; uint8_t qs[128]; };
+struct BlockQ4_K {
+  uint16_t d;
+  uint16_t dmin;
+  uint8_t scales[12];
+  uint8_t qs[128];
+};
 // Q5_K: Q4_K plus a 5th bit: element 64 c + l has bit (qh[l] >> 2c) & 1, 64 c + 32 + l has
 // (qh[l] >> (2c + 1)) & 1, worth 16.
-struct BlockQ5_K { uint16_t d; uint16_t dmin; uint8_t scales[12]; uint8_t qh[32]; uint8_t qs[128]; };
+struct BlockQ5_K {
+  uint16_t d;
+  uint16_t dmin;
+  uint8_t scales[12];
+  uint8_t qh[32];
+  uint8_t qs[128];
+};
 // Q6_K: 16 sub-blocks of 16, int8 scales. For half h (128 elements, ql + 64 h, qh + 32 h) and
 // l < 32: element l = low nibble of ql[l] | bits 0-1 of qh[l] << 4; l + 32 = low nibble of
 // ql[l + 32] | bits 2-3; l + 64 = high nibble of ql[l] | bits 4-5; l + 96 = high nibble of
 // ql[l + 32] | bits 6-7. x = d * scales[e / 16] * (q - 32).
-struct BlockQ6_K { uint8_t ql[128]; uint8_t qh[64]; int8_t scales[16]; uint16_t d; };
+struct BlockQ6_K {
+  uint8_t ql[128];
+  uint8_t qh[64];
+  int8_t scales[16];
+  uint16_t d;
+};
 // Q8_K: activations. x = d * qs[e]; bsums[k] = sum of qs[16 k .. 16 k + 15].
-struct BlockQ8_K { float d; int8_t qs[256]; int16_t bsums[16]; };
+struct BlockQ8_K {
+  float d;
+  int8_t qs[256];
+  int16_t bsums[16];
+};
 // IQ4_XS: 8 sub-blocks of 32 with 6-bit scales: low 4 bits in scales_l (nibble s % 2 of byte
 // s / 2), high 2 bits at bits 2s of scales_h. Sub-block s has Q4_0's nibble order over qs + 16 s.
 // x = d * (ls - 32) * kIq4nlValues[nibble].
-struct BlockIQ4_XS { uint16_t d; uint16_t scales_h; uint8_t scales_l[4]; uint8_t qs[128]; };
-struct BlockIQ4_NL { uint16_t d; uint8_t qs[16]; };
+struct BlockIQ4_XS {
+  uint16_t d;
+  uint16_t scales_h;
+  uint8_t scales_l[4];
+  uint8_t qs[128];
+};
+struct BlockIQ4_NL {
+  uint16_t d;
+  uint8_t qs[16];
+};
 
 static_assert(sizeof(BlockQ2_K) == 84);
 static_assert(sizeof(BlockQ3_K) == 110);
@@ -83,8 +144,7 @@ static_assert(sizeof(BlockIQ4_XS) == 136);
 static_assert(sizeof(BlockIQ4_NL) == 18);
 
 // The 16 levels of IQ4_NL / IQ4_XS.
-inline constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
-                                            1,    13,   25,  38,  53,  69,  89,  113};
+inline constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
 // Scale and min (6 bits each) of sub-block j < 8 of Q4_K / Q5_K: bytes 0-3 hold scales 0-3 in
 // their low 6 bits, bytes 4-7 mins 0-3; for j >= 4 the low 4 bits are the nibbles of byte 4 + j
@@ -132,17 +192,13 @@ inline float load_f32(const float* p, int64_t i) {
   std::memcpy(&v, reinterpret_cast<const uint8_t*>(p) + i * 4, 4);
   return v;
 }
-inline void store_f32(float* p, int64_t i, float v) {
-  std::memcpy(reinterpret_cast<uint8_t*>(p) + i * 4, &v, 4);
-}
+inline void store_f32(float* p, int64_t i, float v) { std::memcpy(reinterpret_cast<uint8_t*>(p) + i * 4, &v, 4); }
 inline uint16_t load_u16(const void* p, int64_t i) {
   uint16_t v;
   std::memcpy(&v, static_cast<const uint8_t*>(p) + i * 2, 2);
   return v;
 }
-inline void store_u16(void* p, int64_t i, uint16_t v) {
-  std::memcpy(static_cast<uint8_t*>(p) + i * 2, &v, 2);
-}
+inline void store_u16(void* p, int64_t i, uint16_t v) { std::memcpy(static_cast<uint8_t*>(p) + i * 2, &v, 2); }
 inline uint32_t qh_bits(const uint8_t (&qh)[4]) {
   return uint32_t(qh[0]) | uint32_t(qh[1]) << 8 | uint32_t(qh[2]) << 16 | uint32_t(qh[3]) << 24;
 }

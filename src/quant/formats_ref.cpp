@@ -104,7 +104,10 @@ float signed_absmax(const float* x) {
   float amax = 0.0f, vmax = 0.0f;
   for (int j = 0; j < kBlock; ++j) {
     const float v = load_f32(x, j);
-    if (amax < std::fabs(v)) { amax = std::fabs(v); vmax = v; }
+    if (amax < std::fabs(v)) {
+      amax = std::fabs(v);
+      vmax = v;
+    }
   }
   return vmax;
 }
@@ -289,8 +292,7 @@ float dot_min(int64_t nb, const void* w, const void* a, Unpack unpack) {
     const auto ba = load_block<BlockQ8_1>(a, i);
     int q[kBlock];
     unpack(bw, q);
-    sum += float(dot_block(q, ba.qs)) * (f16_to_f32(bw.d) * f16_to_f32(ba.d)) +
-           f16_to_f32(bw.m) * f16_to_f32(ba.s);
+    sum += float(dot_block(q, ba.qs)) * (f16_to_f32(bw.d) * f16_to_f32(ba.d)) + f16_to_f32(bw.m) * f16_to_f32(ba.s);
   }
   return sum;
 }
@@ -341,7 +343,7 @@ float vec_dot_bf16(int64_t n, const void* w, const void* a) {
   return sum;
 }
 
-#define LOOM_BLOCK_ROWS(t)                                                                            \
+#define LOOM_BLOCK_ROWS(t)                                                                                \
   void dequantize_##t(const void* src, float* dst, int64_t n) { ref::dequant_##t(src, dst, n / kBlock); } \
   void quantize_##t(const float* src, void* dst, int64_t n) { ref::quant_##t(src, dst, n / kBlock); }
 LOOM_BLOCK_ROWS(q4_0)
@@ -356,9 +358,8 @@ float vec_dot_q4_0(int64_t n, const void* w, const void* a) {
   return ref::dot_sym<BlockQ4_0>(n / kBlock, w, a, [](const BlockQ4_0& b, int(&q)[kBlock]) { ref::unpack4(b.qs, 8, q); });
 }
 float vec_dot_q5_0(int64_t n, const void* w, const void* a) {
-  return ref::dot_sym<BlockQ5_0>(n / kBlock, w, a, [](const BlockQ5_0& b, int(&q)[kBlock]) {
-    ref::unpack5(b.qs, b.qh, 16, q);
-  });
+  return ref::dot_sym<BlockQ5_0>(n / kBlock, w, a,
+                                 [](const BlockQ5_0& b, int(&q)[kBlock]) { ref::unpack5(b.qs, b.qh, 16, q); });
 }
 float vec_dot_q8_0(int64_t n, const void* w, const void* a) {
   return ref::dot_sym<BlockQ8_0>(n / kBlock, w, a, [](const BlockQ8_0& b, int(&q)[kBlock]) {
@@ -369,9 +370,8 @@ float vec_dot_q4_1(int64_t n, const void* w, const void* a) {
   return ref::dot_min<BlockQ4_1>(n / kBlock, w, a, [](const BlockQ4_1& b, int(&q)[kBlock]) { ref::unpack4(b.qs, 0, q); });
 }
 float vec_dot_q5_1(int64_t n, const void* w, const void* a) {
-  return ref::dot_min<BlockQ5_1>(n / kBlock, w, a, [](const BlockQ5_1& b, int(&q)[kBlock]) {
-    ref::unpack5(b.qs, b.qh, 0, q);
-  });
+  return ref::dot_min<BlockQ5_1>(n / kBlock, w, a,
+                                 [](const BlockQ5_1& b, int(&q)[kBlock]) { ref::unpack5(b.qs, b.qh, 0, q); });
 }
 // Q8_1 weights (not produced by llama.cpp's quantizer for models, but a valid type): symmetric,
 // so the s fields are not needed.

@@ -63,9 +63,9 @@ inline int clamp_level(int l, int hi) { return imax(0, imin(hi, l)); }
 // distinct squared distances from it, in order of (distance, grid index).
 struct Lattice {
   int dim = 0, bits = 0, n_grid = 0;
-  std::vector<int8_t> pos;        // n_grid * dim
-  std::vector<int32_t> map;       // code -> grid index >= 0, or -(offset into neigh + 1)
-  std::vector<uint16_t> neigh;    // at each offset: count, then the grid indices
+  std::vector<int8_t> pos;      // n_grid * dim
+  std::vector<int32_t> map;     // code -> grid index >= 0, or -(offset into neigh + 1)
+  std::vector<uint16_t> neigh;  // at each offset: count, then the grid indices
 
   const int8_t* point(int k) const { return pos.data() + size_t(k) * size_t(dim); }
   // Neighbour list of an off-grid code (map[code] < 0).
@@ -82,8 +82,8 @@ struct Lattice {
 // l the quantizers put in a code (they clamp to it), so neighbour lists are needed only for codes
 // whose every digit is <= max_digit.
 template <class ValueAt>
-Lattice build_lattice(int n_grid, int dim, int bits, int nwant, int max_digit, const int* levels,
-                      int n_levels, ValueAt value) {
+Lattice build_lattice(int n_grid, int dim, int bits, int nwant, int max_digit, const int* levels, int n_levels,
+                      ValueAt value) {
   Lattice g;
   g.dim = dim;
   g.bits = bits;
@@ -158,8 +158,7 @@ Lattice build_grid64(const uint64_t (&grid)[N], const int* levels, int n_levels,
 }
 template <size_t N>
 Lattice build_grid32(const uint32_t (&grid)[N], const int* levels, int nwant) {
-  return build_lattice(int(N), 4, 3, nwant, 7, levels, 8,
-                       [&](int k, int j) { return int(uint8_t(grid[k] >> (8 * j))); });
+  return build_lattice(int(N), 4, 3, nwant, 7, levels, 8, [&](int k, int j) { return int(uint8_t(grid[k] >> (8 * j))); });
 }
 
 // Built once on first use; C++ guarantees thread-safe initialization of function-local statics.
@@ -190,8 +189,7 @@ const Lattice& lattice_iq3s() {
 
 // Among an off-grid code's neighbours, the grid point nearest (weighted squared error) to the
 // magnitudes xval at this scale; writes its levels l to L and returns its index.
-int nearest_neighbour(const Lattice& g, int code, const float* xval, const float* w, float scale,
-                      int8_t* L) {
+int nearest_neighbour(const Lattice& g, int code, const float* xval, const float* w, float scale, int8_t* L) {
   const uint16_t* nb = g.neighbours(code);
   float best = FLT_MAX;
   int idx = -1;
@@ -356,8 +354,7 @@ inline void fit_sums(int n, const float* w, const float* xval, const int8_t* L, 
 
 // Rounds the magnitudes of one group to levels at inverse scale id and snaps them to the grid
 // (nearest neighbour at scale s when off it). Returns whether the rounded point was on the grid.
-bool round_group(const Lattice& g, int kmax, float id, float s, const float* xval, const float* w_aux,
-                 int8_t* L) {
+bool round_group(const Lattice& g, int kmax, float id, float s, const float* xval, const float* w_aux, int8_t* L) {
   for (int i = 0; i < g.dim; ++i) L[i] = int8_t(clamp_level(round_ggml(0.5f * (id * xval[i] - 1)), kmax - 1));
   const int u = code_of(L, g.dim, g.bits);
   if (g.map[size_t(u)] >= 0) return true;
@@ -677,8 +674,8 @@ void iq3_xxs_block(const SuperBlock& sb, uint8_t* out) {
       continue;
     }
     for (int k = 0; k < 8; ++k) q3[8 * ib + k] = uint8_t(r.gi[k]);
-    const uint32_t ss = uint32_t(r.signs[0]) | uint32_t(r.signs[1]) << 7 | uint32_t(r.signs[2]) << 14 |
-                        uint32_t(r.signs[3]) << 21;
+    const uint32_t ss =
+        uint32_t(r.signs[0]) | uint32_t(r.signs[1]) << 7 | uint32_t(r.signs[2]) << 14 | uint32_t(r.signs[3]) << 21;
     std::memcpy(q3 + 64 + 4 * ib, &ss, 4);
     scales[ib] = r.scale;
     max_scale = gmax(max_scale, r.scale);
@@ -767,8 +764,7 @@ void sort_indices(int n, const float* x, int* idx) {
 
 // The neighbour of an off-grid IQ1 code nearest (weighted squared error) to x at scale s, with
 // the level values xx (the group's shifted -1, 0, 1).
-int iq1_neighbour(const Lattice& g, int code, const float* x, const float* w, float s, const float* xx,
-                  int8_t* L) {
+int iq1_neighbour(const Lattice& g, int code, const float* x, const float* w, float s, const float* xx, int8_t* L) {
   const uint16_t* nb = g.neighbours(code);
   auto err = [&](int k) {
     const int8_t* q = g.point(k);
@@ -839,8 +835,8 @@ void iq1_s_block(const SuperBlock& sb, uint8_t* out) {
         for (int sgn = 0; sgn < 2; ++sgn) {
           const float* v = sgn == 0 ? kXp : kXm;
           const float sumqx = (sumx[i1] - sumx[0]) * v[0] + (sumx[i2] - sumx[i1]) * v[1] + (sumx[32] - sumx[i2]) * v[2];
-          const float sumq2 = (sumw[i1] - sumw[0]) * v[0] * v[0] + (sumw[i2] - sumw[i1]) * v[1] * v[1] +
-                              (sumw[32] - sumw[i2]) * v[2] * v[2];
+          const float sumq2 =
+              (sumw[i1] - sumw[0]) * v[0] * v[0] + (sumw[i2] - sumw[i1]) * v[1] * v[1] + (sumw[32] - sumw[i2]) * v[2] * v[2];
           if (sumq2 > 0 && sumqx * sumqx > best_score * sumq2) {
             scale = sumqx / sumq2;
             best_score = scale * sumqx;
@@ -1076,8 +1072,8 @@ void iq1_m_block(const SuperBlock& sb, uint8_t* out) {
 
 // ---- row driver ---------------------------------------------------------------------------------
 
-size_t quantize_rows(void (*block)(const SuperBlock&, uint8_t*), size_t block_bytes, const float* src,
-                     void* dst, int64_t nrows, int64_t n_per_row, const float* imatrix) {
+size_t quantize_rows(void (*block)(const SuperBlock&, uint8_t*), size_t block_bytes, const float* src, void* dst,
+                     int64_t nrows, int64_t n_per_row, const float* imatrix) {
   if (nrows < 0 || n_per_row <= 0 || n_per_row % kQK != 0) return 0;
   const int64_t nb = n_per_row / kQK;
   uint8_t* out = static_cast<uint8_t*>(dst);
@@ -1674,8 +1670,7 @@ bool llama_quantize_requires_imatrix(TensorType t) {
   }
 }
 
-size_t quantize_iq(TensorType t, const float* src, void* dst, int64_t nrows, int64_t n_per_row,
-                   const float* imatrix) {
+size_t quantize_iq(TensorType t, const float* src, void* dst, int64_t nrows, int64_t n_per_row, const float* imatrix) {
   switch (t) {
     case TensorType::IQ2_XXS: return quantize_iq2_xxs(src, dst, nrows, n_per_row, imatrix);
     case TensorType::IQ2_XS: return quantize_iq2_xs(src, dst, nrows, n_per_row, imatrix);
@@ -1722,8 +1717,7 @@ size_t quantize_iq4_xs(const float* src, void* dst, int64_t nrows, int64_t n_per
   return iq4_rows<BlockIQ4_XS>(256, src, dst, nrows, n_per_row, imatrix);
 }
 
-size_t quantize_chunk(TensorType t, const float* src, void* dst, int64_t nrows, int64_t n_per_row,
-                      const float* imatrix) {
+size_t quantize_chunk(TensorType t, const float* src, void* dst, int64_t nrows, int64_t n_per_row, const float* imatrix) {
   switch (t) {
     case TensorType::Q2_K: return quantize_q2_k(src, dst, nrows, n_per_row, imatrix);
     case TensorType::Q3_K: return quantize_q3_k(src, dst, nrows, n_per_row, imatrix);

@@ -47,8 +47,7 @@ bool iq_requires_imatrix(TensorType t);
 // Q2_K_S file, which this function does not know about).
 bool llama_quantize_requires_imatrix(TensorType t);
 // One of the functions above by type; returns 0 for a type not listed here.
-size_t quantize_iq(TensorType t, const float* src, void* dst, int64_t nrows, int64_t n_per_row,
-                   const float* imatrix);
+size_t quantize_iq(TensorType t, const float* src, void* dst, int64_t nrows, int64_t n_per_row, const float* imatrix);
 
 // The older weight types as ggml_quantize_chunk writes them: with an importance matrix, ggml's
 // weighted quantizers (quantize_qX_K / quantize_qX_Y with quant_weights: each fit weighs element i
@@ -74,7 +73,6 @@ size_t quantize_iq4_xs(const float* src, void* dst, int64_t nrows, int64_t n_per
 // IQ4_NL, IQ4_XS): nrows rows of n_per_row floats with the same optional importance values (for
 // a MoE tensor, call it per expert with that expert's slice). Returns the bytes written, 0 for
 // another type, a row length the type cannot take, or a type that needs an imatrix without one.
-size_t quantize_chunk(TensorType t, const float* src, void* dst, int64_t nrows, int64_t n_per_row,
-                      const float* imatrix);
+size_t quantize_chunk(TensorType t, const float* src, void* dst, int64_t nrows, int64_t n_per_row, const float* imatrix);
 
 }  // namespace loom::quant

@@ -28,9 +28,9 @@ constexpr int kGroups = kSuperIq / 8;
 
 struct Decoded {
   int8_t q[kSuperIq];
-  uint8_t s[kGroups];      // scale field of each group of 8 elements
-  int8_t delta[kGroups];   // IQ1: +1 or -1 per group
-  uint16_t d;              // f16 block scale
+  uint8_t s[kGroups];     // scale field of each group of 8 elements
+  int8_t delta[kGroups];  // IQ1: +1 or -1 per group
+  uint16_t d;             // f16 block scale
 };
 
 // 8 levels of a grid entry with sign bits applied (bit j set: element j negated).
@@ -58,8 +58,7 @@ void decode_iq2_xxs(const uint8_t* blk, Decoded& o) {
   for (int ib = 0; ib < 8; ++ib) {
     const uint32_t v = u32_at(qs + 8 * ib + 4);
     for (int l = 0; l < 4; ++l) {
-      put_signed(o.q + 32 * ib + 8 * l, kIq2xxsGrid[qs[8 * ib + l]],
-                 kSignsIq2xs.v[(v >> (7 * l)) & 127]);
+      put_signed(o.q + 32 * ib + 8 * l, kIq2xxsGrid[qs[8 * ib + l]], kSignsIq2xs.v[(v >> (7 * l)) & 127]);
       o.s[4 * ib + l] = uint8_t(v >> 28);
     }
   }

@@ -45,13 +45,42 @@ namespace loom::quant::iq {
 
 constexpr int kSuperIq = 256;
 
-struct BlockIQ2_XXS { uint16_t d; uint16_t qs[32]; };
-struct BlockIQ2_XS { uint16_t d; uint16_t qs[32]; uint8_t scales[8]; };
-struct BlockIQ2_S { uint16_t d; uint8_t qs[64]; uint8_t qh[8]; uint8_t scales[8]; };
-struct BlockIQ3_XXS { uint16_t d; uint8_t qs[96]; };
-struct BlockIQ3_S { uint16_t d; uint8_t qs[64]; uint8_t qh[8]; uint8_t signs[32]; uint8_t scales[4]; };
-struct BlockIQ1_S { uint16_t d; uint8_t qs[32]; uint16_t qh[8]; };
-struct BlockIQ1_M { uint8_t qs[32]; uint8_t qh[16]; uint8_t scales[8]; };
+struct BlockIQ2_XXS {
+  uint16_t d;
+  uint16_t qs[32];
+};
+struct BlockIQ2_XS {
+  uint16_t d;
+  uint16_t qs[32];
+  uint8_t scales[8];
+};
+struct BlockIQ2_S {
+  uint16_t d;
+  uint8_t qs[64];
+  uint8_t qh[8];
+  uint8_t scales[8];
+};
+struct BlockIQ3_XXS {
+  uint16_t d;
+  uint8_t qs[96];
+};
+struct BlockIQ3_S {
+  uint16_t d;
+  uint8_t qs[64];
+  uint8_t qh[8];
+  uint8_t signs[32];
+  uint8_t scales[4];
+};
+struct BlockIQ1_S {
+  uint16_t d;
+  uint8_t qs[32];
+  uint16_t qh[8];
+};
+struct BlockIQ1_M {
+  uint8_t qs[32];
+  uint8_t qh[16];
+  uint8_t scales[8];
+};
 
 // GGUF block sizes (bytes per 256 elements); the structs have no padding.
 static_assert(sizeof(BlockIQ2_XXS) == 66);

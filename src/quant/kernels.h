@@ -29,9 +29,8 @@ using TileFn = void (*)(int64_t, const uint8_t*, size_t, const uint8_t*, size_t,
 // a single activation row through row_fns[rows_w - 1], whose several independent pairs hide the
 // latency of each pair's accumulation chain); activation rows outermost so a group of them stays
 // in L1 across the weight rows.
-void run_register_tiles(const TileFn (&fns)[kTileA][kTileW], const TileFn (&row_fns)[kTileW1], int64_t len,
-                        const uint8_t* w, size_t ws, int nw, const uint8_t* a, size_t as, int na, float* out,
-                        size_t os);
+void run_register_tiles(const TileFn (&fns)[kTileA][kTileW], const TileFn (&row_fns)[kTileW1], int64_t len, const uint8_t* w,
+                        size_t ws, int nw, const uint8_t* a, size_t as, int na, float* out, size_t os);
 
 // ---- the kernels, one function per type and operation -------------------------------------
 // Every function has the signature of its slot in TypeTraits (type_traits.h): n elements, a whole
@@ -43,7 +42,7 @@ void run_register_tiles(const TileFn (&fns)[kTileA][kTileW], const TileFn (&row_
 // The scalar references (formats_ref.cpp, kquants_ref.cpp, kquants_quantize.cpp), byte- and
 // bit-exact with ggml's reference code; the ground truth of every SIMD kernel.
 namespace scalar {
-#define LOOM_SCALAR_ROW(t)                                      \
+#define LOOM_SCALAR_ROW(t)                                     \
   void dequantize_##t(const void* src, float* dst, int64_t n); \
   void quantize_##t(const float* src, void* dst, int64_t n);   \
   float vec_dot_##t(int64_t n, const void* w, const void* a);
@@ -77,6 +76,8 @@ LOOM_SCALAR_ROW(iq4_xs)
 namespace highway {
 // Every Highway kernel: DEQUANT(t, Impl), QUANT(t, Impl), DOT(t, Impl), TILE(t, Impl), where
 // Impl is the per-target function in kernels_hwy.cpp that highway::<op>_<t> dispatches to.
+// The list as written (clang-format-14 does not reach a fixed point on it).
+// clang-format off
 #define LOOM_HWY_KERNELS(DEQUANT, QUANT, DOT, TILE)                                              \
   DEQUANT(f16, DequantF16) DEQUANT(bf16, DequantBF16) DEQUANT(q4_0, DequantQ4_0)                \
   DEQUANT(q4_1, DequantQ4_1) DEQUANT(q5_0, DequantQ5_0) DEQUANT(q5_1, DequantQ5_1)              \
@@ -89,12 +90,13 @@ namespace highway {
   DOT(q5_k, DotQ5_K) DOT(q6_k, DotQ6_K) DOT(q8_k, DotQ8_K) DOT(iq4_xs, DotIQ4_XS)               \
   TILE(f16, RowsTileF16) TILE(q4_0, RowsTileQ4_0) TILE(q5_0, RowsTileQ5_0)                      \
   TILE(q8_0, RowsTileQ8_0) TILE(iq4_nl, RowsTileIQ4_NL)
+// clang-format on
 #define LOOM_HWY_DECLARE_DEQUANT(t, Impl) void dequantize_##t(const void* src, float* dst, int64_t n);
 #define LOOM_HWY_DECLARE_QUANT(t, Impl) void quantize_##t(const float* src, void* dst, int64_t n);
 #define LOOM_HWY_DECLARE_DOT(t, Impl) float vec_dot_##t(int64_t n, const void* w, const void* a);
-#define LOOM_HWY_DECLARE_TILE(t, Impl)                                                        \
-  void vec_dot_tile_##t(int64_t n, const void* w, size_t w_stride, int n_rows_w, const void* a, \
-                        size_t a_stride, int n_rows_a, float* out, size_t out_stride);
+#define LOOM_HWY_DECLARE_TILE(t, Impl)                                                                           \
+  void vec_dot_tile_##t(int64_t n, const void* w, size_t w_stride, int n_rows_w, const void* a, size_t a_stride, \
+                        int n_rows_a, float* out, size_t out_stride);
 LOOM_HWY_KERNELS(LOOM_HWY_DECLARE_DEQUANT, LOOM_HWY_DECLARE_QUANT, LOOM_HWY_DECLARE_DOT, LOOM_HWY_DECLARE_TILE)
 #undef LOOM_HWY_DECLARE_DEQUANT
 #undef LOOM_HWY_DECLARE_QUANT
@@ -108,8 +110,8 @@ void round_row_half(TensorType t, const float* src, float* dst, int64_t n);
 bool dequantize_row(TensorType t, const void* src, float* dst, int64_t n);
 bool quantize_row(TensorType t, const float* src, void* dst, int64_t n);
 bool vec_dot(TensorType t, int64_t n, const void* w, const void* a, float* out);
-bool vec_dot_tile(TensorType t, int64_t n, const void* w, size_t w_stride, int n_rows_w,
-                  const void* a, size_t a_stride, int n_rows_a, float* out, size_t out_stride);
+bool vec_dot_tile(TensorType t, int64_t n, const void* w, size_t w_stride, int n_rows_w, const void* a, size_t a_stride,
+                  int n_rows_a, float* out, size_t out_stride);
 }  // namespace highway
 
 #if defined(__aarch64__)
@@ -121,9 +123,9 @@ float vec_dot_q8_0(int64_t n, const void* w, const void* a);
 float vec_dot_iq4_nl(int64_t n, const void* w, const void* a);
 float vec_dot_q4_k(int64_t n, const void* w, const void* a);
 float vec_dot_q6_k(int64_t n, const void* w, const void* a);
-#define LOOM_NEON_TILE(t)                                                                     \
-  void vec_dot_tile_##t(int64_t n, const void* w, size_t w_stride, int n_rows_w, const void* a, \
-                        size_t a_stride, int n_rows_a, float* out, size_t out_stride);
+#define LOOM_NEON_TILE(t)                                                                                        \
+  void vec_dot_tile_##t(int64_t n, const void* w, size_t w_stride, int n_rows_w, const void* a, size_t a_stride, \
+                        int n_rows_a, float* out, size_t out_stride);
 LOOM_NEON_TILE(q4_0)
 LOOM_NEON_TILE(q5_0)
 LOOM_NEON_TILE(q8_0)
@@ -131,8 +133,8 @@ LOOM_NEON_TILE(iq4_nl)
 #undef LOOM_NEON_TILE
 
 bool vec_dot(TensorType t, int64_t n, const void* w, const void* a, float* out);
-bool vec_dot_tile(TensorType t, int64_t n, const void* w, size_t w_stride, int n_rows_w,
-                  const void* a, size_t a_stride, int n_rows_a, float* out, size_t out_stride);
+bool vec_dot_tile(TensorType t, int64_t n, const void* w, size_t w_stride, int n_rows_w, const void* a, size_t a_stride,
+                  int n_rows_a, float* out, size_t out_stride);
 }  // namespace neon
 #endif
 
@@ -141,7 +143,7 @@ bool vec_dot_tile(TensorType t, int64_t n, const void* w, size_t w_stride, int n
 // the super-block formats); call only when cpu_features().has_avx2_set(). No kernel here handles
 // F32/F16/BF16: those are Highway's.
 namespace avx2 {
-#define LOOM_AVX2_DEQUANT_DOT(t)                                \
+#define LOOM_AVX2_DEQUANT_DOT(t)                               \
   void dequantize_##t(const void* src, float* dst, int64_t n); \
   float vec_dot_##t(int64_t n, const void* w, const void* a);
 LOOM_AVX2_DEQUANT_DOT(q4_0)
@@ -162,9 +164,9 @@ LOOM_AVX2_DEQUANT_DOT(iq4_xs)
 void quantize_q8_0(const float* src, void* dst, int64_t n);
 void quantize_q8_1(const float* src, void* dst, int64_t n);
 void quantize_q8_k(const float* src, void* dst, int64_t n);
-#define LOOM_AVX2_TILE(t)                                                                     \
-  void vec_dot_tile_##t(int64_t n, const void* w, size_t w_stride, int n_rows_w, const void* a, \
-                        size_t a_stride, int n_rows_a, float* out, size_t out_stride);
+#define LOOM_AVX2_TILE(t)                                                                                        \
+  void vec_dot_tile_##t(int64_t n, const void* w, size_t w_stride, int n_rows_w, const void* a, size_t a_stride, \
+                        int n_rows_a, float* out, size_t out_stride);
 LOOM_AVX2_TILE(q4_0)
 LOOM_AVX2_TILE(q5_0)
 LOOM_AVX2_TILE(q8_0)
@@ -177,8 +179,8 @@ void quantize_packed_act(const float* x, int64_t nb, uint8_t* dst);
 bool dequantize_row(TensorType t, const void* src, float* dst, int64_t n);
 bool quantize_row(TensorType t, const float* src, void* dst, int64_t n);
 bool vec_dot(TensorType t, int64_t n, const void* w, const void* a, float* out);
-bool vec_dot_tile(TensorType t, int64_t n, const void* w, size_t w_stride, int n_rows_w,
-                  const void* a, size_t a_stride, int n_rows_a, float* out, size_t out_stride);
+bool vec_dot_tile(TensorType t, int64_t n, const void* w, size_t w_stride, int n_rows_w, const void* a, size_t a_stride,
+                  int n_rows_a, float* out, size_t out_stride);
 }  // namespace avx2
 #endif
 

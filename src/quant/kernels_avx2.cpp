@@ -135,8 +135,7 @@ LOOM_AVX2 inline __m256 f16x8(const uint8_t* p) {
 // the latency of the chain is hidden by the other pairs of the tile (1 x 4 for one activation
 // row).
 template <int kWBytes, __m256i (*Levels)(const uint8_t*), int RN, int RM>
-LOOM_AVX2 void tile_sym(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* a, size_t as,
-                        float* out, size_t os) {
+LOOM_AVX2 void tile_sym(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* a, size_t as, float* out, size_t os) {
   constexpr int kAB = sizeof(BlockQ8_0);
   __m256 acc[RN][RM];
   for (int i = 0; i < RN; ++i)
@@ -166,11 +165,10 @@ LOOM_AVX2 void tile_sym(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* 
 
 // A tile kernel K<rows of a, rows of w> over any number of rows (kernels.h: run_register_tiles).
 template <template <int, int> class K>
-LOOM_AVX2 void tile_loop(int64_t len, const uint8_t* w, size_t ws, int nw, const uint8_t* a,
-                         size_t as, int na, float* out, size_t os) {
+LOOM_AVX2 void tile_loop(int64_t len, const uint8_t* w, size_t ws, int nw, const uint8_t* a, size_t as, int na, float* out,
+                         size_t os) {
   static constexpr TileFn fns[kTileA][kTileW] = {
-      {K<1, 1>::fn, K<1, 2>::fn}, {K<2, 1>::fn, K<2, 2>::fn},
-      {K<3, 1>::fn, K<3, 2>::fn}, {K<4, 1>::fn, K<4, 2>::fn}};
+      {K<1, 1>::fn, K<1, 2>::fn}, {K<2, 1>::fn, K<2, 2>::fn}, {K<3, 1>::fn, K<3, 2>::fn}, {K<4, 1>::fn, K<4, 2>::fn}};
   static constexpr TileFn row_fns[kTileW1] = {K<1, 1>::fn, K<1, 2>::fn, K<1, 3>::fn, K<1, 4>::fn};
   run_register_tiles(fns, row_fns, len, w, ws, nw, a, as, na, out, os);
 }
@@ -258,8 +256,7 @@ LOOM_AVX2 inline int quant_q8_block(const uint8_t* x, int8_t* qs, float* d_out) 
   const __m256 vid = _mm256_set1_ps(id);
   __m256i q[4];
   for (int k = 0; k < 4; ++k) q[k] = _mm256_cvtps_epi32(round_half_away(_mm256_mul_ps(v[k], vid)));
-  const int sum = hsum_i32(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]),
-                                            _mm256_add_epi32(q[2], q[3])));
+  const int sum = hsum_i32(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3])));
   // Narrow 32 -> 16 -> 8 bits; packs works within 128-bit lanes, which leaves the 4-byte groups
   // in the order 0 2 4 6 1 3 5 7 (in units of 4 elements); the permute restores element order.
   const __m256i p16a = _mm256_packs_epi32(q[0], q[1]);
@@ -298,8 +295,7 @@ LOOM_AVX2 void quant_q8_1(int64_t nb, const uint8_t* x, uint8_t* y) {
     float d;
     uint8_t* b = y + i * int64_t(sizeof(BlockQ8_1));
     const int sum = quant_q8_block(x + i * 128, reinterpret_cast<int8_t*>(b + 4), &d);
-    const uint16_t h[2] = {_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT),
-                           _cvtss_sh(float(sum) * d, _MM_FROUND_TO_NEAREST_INT)};
+    const uint16_t h[2] = {_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT), _cvtss_sh(float(sum) * d, _MM_FROUND_TO_NEAREST_INT)};
     std::memcpy(b, h, 4);
   }
 }
@@ -312,8 +308,8 @@ LOOM_AVX2 void quantize_packed_act(const float* x, int64_t nb, uint8_t* dst) { q
 
 // One entry point per type and operation (kernels.h); type_traits.cpp puts them in the table.
 #define LOOM_U8(p) static_cast<const uint8_t*>(p)
-#define LOOM_AVX2_DEQUANT(t, kind, Block, levels)                                        \
-  LOOM_AVX2 void dequantize_##t(const void* src, float* dst, int64_t n) {                 \
+#define LOOM_AVX2_DEQUANT(t, kind, Block, levels)                                                     \
+  LOOM_AVX2 void dequantize_##t(const void* src, float* dst, int64_t n) {                             \
     dequant_##kind<sizeof(Block), levels>(n / kBlock, LOOM_U8(src), reinterpret_cast<uint8_t*>(dst)); \
   }
 LOOM_AVX2_DEQUANT(q4_0, sym, BlockQ4_0, levels_q4_0)
@@ -332,9 +328,9 @@ LOOM_AVX2 void quantize_q8_1(const float* src, void* dst, int64_t n) {
   quant_q8_1(n / kBlock, reinterpret_cast<const uint8_t*>(src), static_cast<uint8_t*>(dst));
 }
 
-#define LOOM_AVX2_DOT_TILE1(t, Block, levels)                                       \
-  LOOM_AVX2 float vec_dot_##t(int64_t n, const void* w, const void* a) {            \
-    return dot_tile1<sizeof(Block), levels>(n / kBlock, LOOM_U8(w), LOOM_U8(a));    \
+#define LOOM_AVX2_DOT_TILE1(t, Block, levels)                                    \
+  LOOM_AVX2 float vec_dot_##t(int64_t n, const void* w, const void* a) {         \
+    return dot_tile1<sizeof(Block), levels>(n / kBlock, LOOM_U8(w), LOOM_U8(a)); \
   }
 LOOM_AVX2_DOT_TILE1(q4_0, BlockQ4_0, levels_q4_0)
 LOOM_AVX2_DOT_TILE1(q5_0, BlockQ5_0, levels_q5_0)
@@ -352,11 +348,11 @@ LOOM_AVX2 float vec_dot_q5_1(int64_t n, const void* w, const void* a) {
   return dot_min<sizeof(BlockQ5_1), levels_q5_1>(n / kBlock, LOOM_U8(w), LOOM_U8(a));
 }
 
-#define LOOM_AVX2_TILE(t, Block, levels)                                                              \
-  LOOM_AVX2 void vec_dot_tile_##t(int64_t n, const void* w, size_t w_stride, int n_rows_w, const void* a, \
-                                  size_t a_stride, int n_rows_a, float* out, size_t out_stride) {       \
-    tile_loop<SymTile<sizeof(Block), levels>::K>(n / kBlock, LOOM_U8(w), w_stride, n_rows_w, LOOM_U8(a), \
-                                                 a_stride, n_rows_a, out, out_stride);                  \
+#define LOOM_AVX2_TILE(t, Block, levels)                                                                                   \
+  LOOM_AVX2 void vec_dot_tile_##t(int64_t n, const void* w, size_t w_stride, int n_rows_w, const void* a, size_t a_stride, \
+                                  int n_rows_a, float* out, size_t out_stride) {                                           \
+    tile_loop<SymTile<sizeof(Block), levels>::K>(n / kBlock, LOOM_U8(w), w_stride, n_rows_w, LOOM_U8(a), a_stride,         \
+                                                 n_rows_a, out, out_stride);                                               \
   }
 LOOM_AVX2_TILE(q4_0, BlockQ4_0, levels_q4_0)
 LOOM_AVX2_TILE(q5_0, BlockQ5_0, levels_q5_0)

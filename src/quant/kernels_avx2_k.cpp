@@ -47,8 +47,8 @@ LOOM_AVX2 inline float q8k_d(const uint8_t* a) {
 LOOM_AVX2 inline __m256i scale_pair(const int16_t* s) {
   int32_t pair;
   std::memcpy(&pair, s, 4);
-  const __m256i shuf = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1,
-                                        2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3);
+  const __m256i shuf =
+      _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3);
   return _mm256_shuffle_epi8(_mm256_set1_epi32(pair), shuf);
 }
 
@@ -103,8 +103,7 @@ inline void q3k_scales(const uint8_t* s, uint8_t* out) {
   std::memcpy(&t, s + 8, 4);
   const uint32_t lo4 = 0x0f0f0f0fu, lo2 = 0x03030303u;
   const uint32_t r[4] = {(a0 & lo4) | ((t & lo2) << 4), (a1 & lo4) | (((t >> 2) & lo2) << 4),
-                         ((a0 >> 4) & lo4) | (((t >> 4) & lo2) << 4),
-                         ((a1 >> 4) & lo4) | (((t >> 6) & lo2) << 4)};
+                         ((a0 >> 4) & lo4) | (((t >> 4) & lo2) << 4), ((a1 >> 4) & lo4) | (((t >> 6) & lo2) << 4)};
   std::memcpy(out, r, 16);
 }
 
@@ -130,8 +129,7 @@ LOOM_AVX2 float dot_q3_k(int64_t nb, const uint8_t* w, const uint8_t* a) {
         const __m256i high = _mm256_and_si256(_mm256_slli_epi16(hm, 2), m4);
         hm = _mm256_srli_epi16(hm, 1);
         const int e = 128 * h + 32 * j;
-        isum = _mm256_add_epi32(isum, scaled_dot(_mm256_or_si256(low, high), y + kQ8KQs + e,
-                                                 scale_pair(sc + e / 16)));
+        isum = _mm256_add_epi32(isum, scaled_dot(_mm256_or_si256(low, high), y + kQ8KQs + e, scale_pair(sc + e / 16)));
       }
     }
     // Take out the +4 offset: sum_s sc_s * 4 * bsums_s.
@@ -285,8 +283,7 @@ LOOM_AVX2 float dot_q8_k(int64_t nb, const uint8_t* w, const uint8_t* a) {
     for (int k = 0; k < 8; ++k) {
       // Weights may be -128: |x| as u8 is still right; activations are within [-127, 127].
       const __m256i v = loadu256(x + kQ8KQs + 32 * k);
-      const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(v, v),
-                                               _mm256_sign_epi8(loadu256(y + kQ8KQs + 32 * k), v));
+      const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(loadu256(y + kQ8KQs + 32 * k), v));
       isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
     }
     acc = _mm256_fmadd_ps(_mm256_set1_ps(q8k_d(y) * q8k_d(x)), _mm256_cvtepi32_ps(isum), acc);
@@ -353,7 +350,6 @@ LOOM_AVX2 void quant_q8_k(int64_t nb, const uint8_t* src, uint8_t* dst) {
   }
 }
 
-
 // ---- dequantization -----------------------------------------------------------------------
 //
 // Bit-identical with kquants_ref.cpp: the levels are decoded with SIMD into 256 int8 values in
@@ -367,9 +363,7 @@ struct Levels {
   float ml[16];
 };
 
-LOOM_AVX2 inline void store_levels(__m256i v, int8_t* q) {
-  _mm256_store_si256(reinterpret_cast<__m256i*>(q), v);
-}
+LOOM_AVX2 inline void store_levels(__m256i v, int8_t* q) { _mm256_store_si256(reinterpret_cast<__m256i*>(q), v); }
 
 LOOM_AVX2 void levels_q2_k(const uint8_t* x, Levels& o) {
   const float d = f16(x + 80), dmin = f16(x + 82);
@@ -480,12 +474,12 @@ LOOM_NOIPA LOOM_AVX2 void dequant_k(int64_t nb, const uint8_t* x, float* y) {
 }  // namespace
 
 // One entry point per type and operation (kernels.h); type_traits.cpp puts them in the table.
-#define LOOM_AVX2_K(t, Block, levels, has_min, dot)                                                 \
-  LOOM_AVX2 void dequantize_##t(const void* src, float* dst, int64_t n) {                          \
-    dequant_k<sizeof(Block), levels, has_min>(n / kSuper, static_cast<const uint8_t*>(src), dst);  \
-  }                                                                                                 \
-  LOOM_AVX2 float vec_dot_##t(int64_t n, const void* w, const void* a) {                           \
-    return dot(n / kSuper, static_cast<const uint8_t*>(w), static_cast<const uint8_t*>(a));        \
+#define LOOM_AVX2_K(t, Block, levels, has_min, dot)                                               \
+  LOOM_AVX2 void dequantize_##t(const void* src, float* dst, int64_t n) {                         \
+    dequant_k<sizeof(Block), levels, has_min>(n / kSuper, static_cast<const uint8_t*>(src), dst); \
+  }                                                                                               \
+  LOOM_AVX2 float vec_dot_##t(int64_t n, const void* w, const void* a) {                          \
+    return dot(n / kSuper, static_cast<const uint8_t*>(w), static_cast<const uint8_t*>(a));       \
   }
 LOOM_AVX2_K(q2_k, BlockQ2_K, levels_q2_k, true, dot_q2_k)
 LOOM_AVX2_K(q3_k, BlockQ3_K, levels_q3_k, false, dot_q3_k)

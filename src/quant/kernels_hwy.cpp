@@ -103,12 +103,10 @@ HWY_INLINE hn::VFromD<DU16> LoadU8(const uint8_t* p) { return hn::PromoteTo(DU16
 #define LOOM_RWMA(sum0, sum1, a, b) sum0 = hn::ReorderWidenMulAccumulate(D32(), a, b, sum0, sum1)
 
 // Lanes i: 1 << i (bit selectors for the 5th bits of Q5_0 / Q5_1).
-HWY_ALIGN static constexpr uint16_t kBitSel16[16] = {1,     2,     4,     8,     16,   32,
-                                                     64,    128,   256,   512,   1024, 2048,
-                                                     4096,  8192,  16384, 32768};
-HWY_ALIGN static constexpr uint32_t kBitSel32[16] = {1,     2,     4,     8,     16,   32,
-                                                     64,    128,   256,   512,   1024, 2048,
-                                                     4096,  8192,  16384, 32768};
+HWY_ALIGN static constexpr uint16_t kBitSel16[16] = {1,   2,   4,    8,    16,   32,   64,    128,
+                                                     256, 512, 1024, 2048, 4096, 8192, 16384, 32768};
+HWY_ALIGN static constexpr uint32_t kBitSel32[16] = {1,   2,   4,    8,    16,   32,   64,    128,
+                                                     256, 512, 1024, 2048, 4096, 8192, 16384, 32768};
 template <class DU>
 HWY_INLINE hn::VFromD<DU> BitSel(DU du) {
   if constexpr (sizeof(hn::TFromD<DU>) == 2) {
@@ -135,8 +133,8 @@ HWY_INLINE hn::VFromD<D> LoadF16(D df, const uint8_t* p) {
   const auto o = hn::ShiftLeft<13>(hn::And(h, hn::Set(du, 0x7fffu)));
   const auto scaled = hn::Mul(hn::BitCast(df, o), hn::Set(df, 5.192296858534828e33f));
   const auto is_special = hn::Eq(hn::And(o, hn::Set(du, 0x0f800000u)), hn::Set(du, 0x0f800000u));
-  const auto mag = hn::IfThenElse(hn::RebindMask(df, is_special),
-                                  hn::BitCast(df, hn::Or(o, hn::Set(du, 0x7f800000u))), scaled);
+  const auto mag =
+      hn::IfThenElse(hn::RebindMask(df, is_special), hn::BitCast(df, hn::Or(o, hn::Set(du, 0x7f800000u))), scaled);
   const auto sign = hn::ShiftLeft<16>(hn::And(h, hn::Set(du, 0x8000u)));
   return hn::Or(mag, hn::BitCast(df, sign));
 #endif
@@ -159,15 +157,12 @@ HWY_INLINE void StoreF16(D df, hn::VFromD<D> v, uint8_t* p) {
   const auto absi = hn::BitCast(di, abs);  // >= 0: signed compares are safe
   // Normal results: drop 13 mantissa bits with round-to-nearest-even, rebias by -112.
   const auto odd = hn::And(hn::ShiftRight<13>(abs), hn::Set(du, 1u));
-  const auto normal = hn::ShiftRight<13>(
-      hn::Add(hn::Sub(abs, hn::Set(du, 112u << 23)), hn::Add(hn::Set(du, 0xfffu), odd)));
+  const auto normal = hn::ShiftRight<13>(hn::Add(hn::Sub(abs, hn::Set(du, 112u << 23)), hn::Add(hn::Set(du, 0xfffu), odd)));
   // Subnormal results (|x| < 2^-14): adding 0.5f aligns the 2^-24 unit with the mantissa's
   // last bit and the FPU rounds to nearest even.
-  const auto sub = hn::Sub(hn::BitCast(du, hn::Add(hn::BitCast(df, abs), hn::Set(df, 0.5f))),
-                           hn::Set(du, 0x3f000000u));
+  const auto sub = hn::Sub(hn::BitCast(du, hn::Add(hn::BitCast(df, abs), hn::Set(df, 0.5f))), hn::Set(du, 0x3f000000u));
   auto r = hn::IfThenElse(hn::RebindMask(du, hn::Lt(absi, hn::Set(di, 0x38800000))), sub, normal);
-  r = hn::IfThenElse(hn::RebindMask(du, hn::Lt(absi, hn::Set(di, 0x477ff000))), r,
-                     hn::Set(du, 0x7c00u));
+  r = hn::IfThenElse(hn::RebindMask(du, hn::Lt(absi, hn::Set(di, 0x477ff000))), r, hn::Set(du, 0x7c00u));
   const auto nan = hn::Or(hn::Set(du, 0x7e00u), hn::And(hn::ShiftRight<13>(abs), hn::Set(du, 0x3ffu)));
   r = hn::IfThenElse(hn::RebindMask(du, hn::Gt(absi, hn::Set(di, 0x7f800000))), nan, r);
   r = hn::Or(r, sign);
@@ -195,7 +190,9 @@ struct F32Row {
 struct F16Row {
   static constexpr int kBytes = 2;
   template <class D>
-  static HWY_INLINE hn::VFromD<D> Load(D d, const uint8_t* p) { return LoadF16(d, p); }
+  static HWY_INLINE hn::VFromD<D> Load(D d, const uint8_t* p) {
+    return LoadF16(d, p);
+  }
   static HWY_INLINE float Load1(const uint8_t* p) {
     uint16_t h;
     std::memcpy(&h, p, 2);
@@ -205,7 +202,9 @@ struct F16Row {
 struct BF16Row {
   static constexpr int kBytes = 2;
   template <class D>
-  static HWY_INLINE hn::VFromD<D> Load(D d, const uint8_t* p) { return LoadBF16(d, p); }
+  static HWY_INLINE hn::VFromD<D> Load(D d, const uint8_t* p) {
+    return LoadBF16(d, p);
+  }
   static HWY_INLINE float Load1(const uint8_t* p) {
     uint16_t h;
     std::memcpy(&h, p, 2);
@@ -290,8 +289,7 @@ void QuantBF16(int64_t n, const float* x, uint8_t* y) {
   for (; i + 2 * N <= n; i += 2 * N) {
     const auto lo = BF16Bits(d, hn::LoadU(d, x + i));
     const auto hi = BF16Bits(d, hn::LoadU(d, x + i + N));
-    hn::StoreU(hn::ConcatOdd(d16, hn::BitCast(d16, hi), hn::BitCast(d16, lo)), d16,
-               reinterpret_cast<uint16_t*>(y + 2 * i));
+    hn::StoreU(hn::ConcatOdd(d16, hn::BitCast(d16, hi), hn::BitCast(d16, lo)), d16, reinterpret_cast<uint16_t*>(y + 2 * i));
   }
 #endif
   const hn::Rebind<uint16_t, DF> dh;
@@ -535,13 +533,12 @@ void DequantBlocks(int64_t nb, const uint8_t* x, float* y) {
 // bit-identical whatever tile computes it (batch invariance); the latency of each pair's chain is
 // hidden by the other pairs of the tile.
 
-#define LOOM_TILE_PAIRS(X)                                                                 \
-  X(0, 0) X(0, 1) X(0, 2) X(0, 3) X(1, 0) X(1, 1) X(1, 2) X(1, 3) X(2, 0) X(2, 1) X(2, 2) \
-  X(2, 3) X(3, 0) X(3, 1) X(3, 2) X(3, 3)
+#define LOOM_TILE_PAIRS(X) \
+  X(0, 0)                  \
+  X(0, 1) X(0, 2) X(0, 3) X(1, 0) X(1, 1) X(1, 2) X(1, 3) X(2, 0) X(2, 1) X(2, 2) X(2, 3) X(3, 0) X(3, 1) X(3, 2) X(3, 3)
 
 template <class Fmt, int RN, int RM>
-void TileSym(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* a, size_t as, float* out,
-             size_t os) {
+void TileSym(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* a, size_t as, float* out, size_t os) {
   static_assert((RN <= 4 && RM <= 2) || (RN == 1 && RM <= 4));
   constexpr int kAB = sizeof(BlockQ8_0);
   const D16 d16;
@@ -574,15 +571,15 @@ void TileSym(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* a, size_t a
       if constexpr (RM > 1) Fmt::Levels(d16, lv1, j, x1lo, x1hi);
       if constexpr (RM > 2) Fmt::Levels(d16, lv2, j, x2lo, x2hi);
       if constexpr (RM > 3) Fmt::Levels(d16, lv3, j, x3lo, x3hi);
-#define LOOM_PAIR(i, j)                             \
-  if constexpr (RN > i && RM > j) {                 \
+#define LOOM_PAIR(i, j)                              \
+  if constexpr (RN > i && RM > j) {                  \
     LOOM_RWMA(s##i##j, t##i##j, x##j##lo, y##i##lo); \
     LOOM_RWMA(s##i##j, t##i##j, x##j##hi, y##i##hi); \
   }
-#define LOOM_ROW(i)                                            \
-  if constexpr (RN > i) {                                      \
-    const V16 y##i##lo = LoadI8(ab##i + 2 + j);                \
-    const V16 y##i##hi = LoadI8(ab##i + 18 + j);               \
+#define LOOM_ROW(i)                                                 \
+  if constexpr (RN > i) {                                           \
+    const V16 y##i##lo = LoadI8(ab##i + 2 + j);                     \
+    const V16 y##i##hi = LoadI8(ab##i + 18 + j);                    \
     LOOM_PAIR(i, 0) LOOM_PAIR(i, 1) LOOM_PAIR(i, 2) LOOM_PAIR(i, 3) \
   }
       LOOM_ROW(0) LOOM_ROW(1) LOOM_ROW(2) LOOM_ROW(3)
@@ -593,10 +590,9 @@ void TileSym(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* a, size_t a
                 dw3 = RM > 3 ? F16(wb3) : 0.0f;
     const float da0 = F16(ab0), da1 = RN > 1 ? F16(ab1) : 0.0f, da2 = RN > 2 ? F16(ab2) : 0.0f,
                 da3 = RN > 3 ? F16(ab3) : 0.0f;
-#define LOOM_ACC(i, j)                                                                          \
-  if constexpr (RN > i && RM > j) {                                                             \
-    acc##i##j = hn::MulAdd(hn::Set(df, dw##j * da##i), hn::ConvertTo(df, hn::Add(s##i##j, t##i##j)), \
-                           acc##i##j);                                                          \
+#define LOOM_ACC(i, j)                                                                                           \
+  if constexpr (RN > i && RM > j) {                                                                              \
+    acc##i##j = hn::MulAdd(hn::Set(df, dw##j * da##i), hn::ConvertTo(df, hn::Add(s##i##j, t##i##j)), acc##i##j); \
   }
     LOOM_TILE_PAIRS(LOOM_ACC)
 #undef LOOM_ACC
@@ -611,8 +607,7 @@ void TileSym(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* a, size_t a
 // F16 weights against F16 activations: one vector of elements per step in one chain per pair,
 // then SumOfLanes and a scalar tail per pair (vec_dot is the 1 x 1 tile, as for TileSym).
 template <int RN, int RM>
-void TileF16(int64_t n, const uint8_t* w, size_t ws, const uint8_t* a, size_t as, float* out,
-             size_t os) {
+void TileF16(int64_t n, const uint8_t* w, size_t ws, const uint8_t* a, size_t as, float* out, size_t os) {
   static_assert((RN <= 4 && RM <= 2) || (RN == 1 && RM <= 4));
   const DF df;
   const int64_t N = int64_t(hn::Lanes(df));
@@ -635,23 +630,26 @@ void TileF16(int64_t n, const uint8_t* w, size_t ws, const uint8_t* a, size_t as
     const auto x3 = RM > 3 ? LoadF16(df, w3 + 2 * e) : x0;
 #define LOOM_PAIR(i, j) \
   if constexpr (RN > i && RM > j) acc##i##j = hn::MulAdd(x##j, y, acc##i##j);
-#define LOOM_ROW(i)                                                  \
-  if constexpr (RN > i) {                                            \
-    const auto y = LoadF16(df, a##i + 2 * e);                        \
-    LOOM_PAIR(i, 0) LOOM_PAIR(i, 1) LOOM_PAIR(i, 2) LOOM_PAIR(i, 3)  \
+#define LOOM_ROW(i)                                                 \
+  if constexpr (RN > i) {                                           \
+    const auto y = LoadF16(df, a##i + 2 * e);                       \
+    LOOM_PAIR(i, 0) LOOM_PAIR(i, 1) LOOM_PAIR(i, 2) LOOM_PAIR(i, 3) \
   }
-    LOOM_ROW(0) LOOM_ROW(1) LOOM_ROW(2) LOOM_ROW(3)
+    LOOM_ROW(0)
+    LOOM_ROW(1)
+    LOOM_ROW(2)
+    LOOM_ROW(3)
 #undef LOOM_ROW
 #undef LOOM_PAIR
     (void)x1, (void)x2, (void)x3;
   }
-#define LOOM_STORE(i, j)                                                          \
-  if constexpr (RN > i && RM > j) {                                               \
-    float sum = hn::GetLane(hn::SumOfLanes(df, acc##i##j));                       \
-    for (int64_t r = e; r < n; ++r) {                                             \
-      sum += F16Row::Load1(w##j + 2 * r) * F16Row::Load1(a##i + 2 * r);           \
-    }                                                                             \
-    out[size_t(i) * os + j] = sum;                                                \
+#define LOOM_STORE(i, j)                                                \
+  if constexpr (RN > i && RM > j) {                                     \
+    float sum = hn::GetLane(hn::SumOfLanes(df, acc##i##j));             \
+    for (int64_t r = e; r < n; ++r) {                                   \
+      sum += F16Row::Load1(w##j + 2 * r) * F16Row::Load1(a##i + 2 * r); \
+    }                                                                   \
+    out[size_t(i) * os + j] = sum;                                      \
   }
   LOOM_TILE_PAIRS(LOOM_STORE)
 #undef LOOM_STORE
@@ -660,12 +658,9 @@ void TileF16(int64_t n, const uint8_t* w, size_t ws, const uint8_t* a, size_t as
 
 // A tile kernel K<rows of a, rows of w> over any number of rows (kernels.h: run_register_tiles).
 template <template <int, int> class K>
-void TileLoop(int64_t len, const uint8_t* w, size_t ws, int nw, const uint8_t* a, size_t as,
-              int na, float* out, size_t os) {
-  static constexpr TileFn fns[kTileA][kTileW] = {{K<1, 1>::fn, K<1, 2>::fn},
-                                                 {K<2, 1>::fn, K<2, 2>::fn},
-                                                 {K<3, 1>::fn, K<3, 2>::fn},
-                                                 {K<4, 1>::fn, K<4, 2>::fn}};
+void TileLoop(int64_t len, const uint8_t* w, size_t ws, int nw, const uint8_t* a, size_t as, int na, float* out, size_t os) {
+  static constexpr TileFn fns[kTileA][kTileW] = {
+      {K<1, 1>::fn, K<1, 2>::fn}, {K<2, 1>::fn, K<2, 2>::fn}, {K<3, 1>::fn, K<3, 2>::fn}, {K<4, 1>::fn, K<4, 2>::fn}};
   static constexpr TileFn row_fns[kTileW1] = {K<1, 1>::fn, K<1, 2>::fn, K<1, 3>::fn, K<1, 4>::fn};
   run_register_tiles(fns, row_fns, len, w, ws, nw, a, as, na, out, os);
 }
@@ -1013,7 +1008,9 @@ void DequantQ4_0(const void* src, float* dst, int64_t n) { DequantBlocks<FmtQ4_0
 void DequantQ5_0(const void* src, float* dst, int64_t n) { DequantBlocks<FmtQ5_0, false>(n / kBlock, LOOM_U8(src), dst); }
 void DequantQ8_0(const void* src, float* dst, int64_t n) { DequantBlocks<FmtQ8_0, false>(n / kBlock, LOOM_U8(src), dst); }
 void DequantQ8_1(const void* src, float* dst, int64_t n) { DequantBlocks<FmtQ8_1, false>(n / kBlock, LOOM_U8(src), dst); }
-void DequantIQ4_NL(const void* src, float* dst, int64_t n) { DequantBlocks<FmtIQ4_NL, false>(n / kBlock, LOOM_U8(src), dst); }
+void DequantIQ4_NL(const void* src, float* dst, int64_t n) {
+  DequantBlocks<FmtIQ4_NL, false>(n / kBlock, LOOM_U8(src), dst);
+}
 void DequantQ4_1(const void* src, float* dst, int64_t n) { DequantBlocks<FmtQ4_1, true>(n / kBlock, LOOM_U8(src), dst); }
 void DequantQ5_1(const void* src, float* dst, int64_t n) { DequantBlocks<FmtQ5_1, true>(n / kBlock, LOOM_U8(src), dst); }
 
@@ -1048,9 +1045,9 @@ float DotQ8_K(int64_t n, const void* w, const void* a) { return DotQ8K(n / kSupe
 void RowsTileF16(int64_t n, const void* w, size_t ws, int nw, const void* a, size_t as, int na, float* out, size_t os) {
   TileLoop<F16Tile>(n, LOOM_U8(w), ws, nw, LOOM_U8(a), as, na, out, os);
 }
-#define LOOM_HWY_SYM_TILE(Name, Fmt)                                                                       \
+#define LOOM_HWY_SYM_TILE(Name, Fmt)                                                                                \
   void Name(int64_t n, const void* w, size_t ws, int nw, const void* a, size_t as, int na, float* out, size_t os) { \
-    TileLoop<SymTile<Fmt>::K>(n / kBlock, LOOM_U8(w), ws, nw, LOOM_U8(a), as, na, out, os);              \
+    TileLoop<SymTile<Fmt>::K>(n / kBlock, LOOM_U8(w), ws, nw, LOOM_U8(a), as, na, out, os);                         \
   }
 LOOM_HWY_SYM_TILE(RowsTileQ4_0, FmtQ4_0)
 LOOM_HWY_SYM_TILE(RowsTileQ5_0, FmtQ5_0)
@@ -1079,10 +1076,10 @@ namespace highway {
   void quantize_##t(const float* src, void* dst, int64_t n) { HWY_DYNAMIC_DISPATCH(Impl)(src, dst, n); }
 #define LOOM_HWY_DEFINE_DOT(t, Impl) \
   float vec_dot_##t(int64_t n, const void* w, const void* a) { return HWY_DYNAMIC_DISPATCH(Impl)(n, w, a); }
-#define LOOM_HWY_DEFINE_TILE(t, Impl)                                                               \
-  void vec_dot_tile_##t(int64_t n, const void* w, size_t ws, int nw, const void* a, size_t as, int na, \
-                        float* out, size_t os) {                                                     \
-    HWY_DYNAMIC_DISPATCH(Impl)(n, w, ws, nw, a, as, na, out, os);                                    \
+#define LOOM_HWY_DEFINE_TILE(t, Impl)                                                                              \
+  void vec_dot_tile_##t(int64_t n, const void* w, size_t ws, int nw, const void* a, size_t as, int na, float* out, \
+                        size_t os) {                                                                               \
+    HWY_DYNAMIC_DISPATCH(Impl)(n, w, ws, nw, a, as, na, out, os);                                                  \
   }
 LOOM_HWY_KERNELS(LOOM_HWY_DEFINE_DEQUANT, LOOM_HWY_DEFINE_QUANT, LOOM_HWY_DEFINE_DOT, LOOM_HWY_DEFINE_TILE)
 #undef LOOM_HWY_DEFINE_DEQUANT

@@ -41,14 +41,12 @@ LOOM_IQ_AVX2 inline float f32_at(const uint8_t* p) {
   std::memcpy(&v, p, 4);
   return v;
 }
-LOOM_IQ_AVX2 inline __m256i load(const uint8_t* p) {
-  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-}
+LOOM_IQ_AVX2 inline __m256i load(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 
 // 32 sign bits (bit e: element e negated) -> bytes -1 / +1.
 LOOM_IQ_AVX2 inline __m256i signs_pm1(uint32_t bits) {
-  const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
-                                        2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+  const __m256i shuf =
+      _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
   const __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32(int(bits)), shuf);
   const __m256i bit = _mm256_set1_epi64x(int64_t(0x8040201008040201ull));
   return _mm256_or_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit), _mm256_set1_epi8(1));
@@ -135,8 +133,7 @@ struct Iq2s {
     const uint8_t* q = b + 2 + 4 * ib;
     const int h = b[66 + ib];
     const int sc = b[74 + ib];
-    return {grid64(kIq2sGrid, q[0] | (h & 3) << 8, q[1] | (h & 12) << 6, q[2] | (h & 48) << 4,
-                   q[3] | (h & 192) << 2),
+    return {grid64(kIq2sGrid, q[0] | (h & 3) << 8, q[1] | (h & 12) << 6, q[2] | (h & 48) << 4, q[3] | (h & 192) << 2),
             signs[ib], sc & 15, sc >> 4};
   }
 };
@@ -269,8 +266,8 @@ LOOM_IQ_AVX2 void dequantize_row_iq1_s(const void* src, float* dst, int64_t n) {
     for (int ib = 0; ib < 8; ++ib) {
       const uint8_t* q = b + 2 + 4 * ib;
       const int h = u16_at(b + 34 + 2 * ib);
-      const __m256i levels = grid64(kIq1sGrid, q[0] | (h & 7) << 8, q[1] | (h & 0x38) << 5,
-                                    q[2] | (h & 0x1c0) << 2, q[3] | (h & 0xe00) >> 1);
+      const __m256i levels =
+          grid64(kIq1sGrid, q[0] | (h & 7) << 8, q[1] | (h & 0x38) << 5, q[2] | (h & 0x1c0) << 2, q[3] | (h & 0xe00) >> 1);
       const float dl = d * float(2 * ((h >> 12) & 7) + 1);
       const float dt = h & 0x8000 ? -kIq1sDelta : kIq1sDelta;
       const float delta[4] = {dt, dt, dt, dt};
@@ -289,12 +286,11 @@ LOOM_IQ_AVX2 void dequantize_row_iq1_m(const void* src, float* dst, int64_t n) {
       const uint8_t* q = b + 4 * ib;
       const int h0 = b[32 + 2 * ib], h1 = b[33 + 2 * ib];
       const int s = sc[ib / 2] >> (6 * (ib % 2));
-      const __m256i levels = grid64(kIq1sGrid, q[0] | (h0 & 7) << 8, q[1] | (h0 & 0x70) << 4,
-                                    q[2] | (h1 & 7) << 8, q[3] | (h1 & 0x70) << 4);
+      const __m256i levels =
+          grid64(kIq1sGrid, q[0] | (h0 & 7) << 8, q[1] | (h0 & 0x70) << 4, q[2] | (h1 & 7) << 8, q[3] | (h1 & 0x70) << 4);
       const float delta[4] = {h0 & 0x08 ? -kIq1mDelta : kIq1mDelta, h0 & 0x80 ? -kIq1mDelta : kIq1mDelta,
                               h1 & 0x08 ? -kIq1mDelta : kIq1mDelta, h1 & 0x80 ? -kIq1mDelta : kIq1mDelta};
-      store_iq1(dst + 256 * i + 32 * ib, levels, d * float(2 * (s & 7) + 1), d * float(2 * ((s >> 3) & 7) + 1),
-                delta);
+      store_iq1(dst + 256 * i + 32 * ib, levels, d * float(2 * (s & 7) + 1), d * float(2 * ((s >> 3) & 7) + 1), delta);
     }
   }
 }
@@ -316,8 +312,8 @@ LOOM_IQ_AVX2 float vec_dot_iq1_s_q8_k(int64_t n, const void* wv, const void* av)
       const uint8_t* q = w + 2 + 4 * ib;
       const int h = u16_at(w + 34 + 2 * ib);
       const int ls = 2 * ((h >> 12) & 7) + 1;
-      const __m256i levels = grid64(kIq1sGrid, q[0] | (h & 7) << 8, q[1] | (h & 0x38) << 5,
-                                    q[2] | (h & 0x1c0) << 2, q[3] | (h & 0xe00) >> 1);
+      const __m256i levels =
+          grid64(kIq1sGrid, q[0] | (h & 7) << 8, q[1] | (h & 0x38) << 5, q[2] | (h & 0x1c0) << 2, q[3] | (h & 0xe00) >> 1);
       acc = _mm256_add_epi32(acc, iq1_sub(levels, _mm256_set1_epi16(int16_t(ls)), a + 4 + 32 * ib));
       const int bs = int16_t(u16_at(a + 260 + 4 * ib)) + int16_t(u16_at(a + 262 + 4 * ib));
       isum_delta += ls * (h & 0x8000 ? -1 : 1) * bs;
@@ -332,8 +328,8 @@ LOOM_IQ_AVX2 float vec_dot_iq1_m_q8_k(int64_t n, const void* wv, const void* av)
   const auto* w = static_cast<const uint8_t*>(wv);
   const auto* a = static_cast<const uint8_t*>(av);
   // Byte k of a sub-block's 4 group bytes replicated over the group's 8 bytes.
-  const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
-                                          2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+  const __m256i spread =
+      _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
   const __m256i eight = _mm256_set1_epi8(8), one = _mm256_set1_epi8(1);
   float sumf = 0.0f;
   for (int64_t i = 0; i < n / 256; ++i, w += 56, a += kQ8K) {
@@ -349,8 +345,7 @@ LOOM_IQ_AVX2 float vec_dot_iq1_m_q8_k(int64_t n, const void* wv, const void* av)
     _mm256_store_si256(reinterpret_cast<__m256i*>(idx), _mm256_unpacklo_epi8(qs, hi3));
     _mm256_store_si256(reinterpret_cast<__m256i*>(idx + 16), _mm256_unpackhi_epi8(qs, hi3));
     alignas(32) uint32_t dneg[8];
-    _mm256_store_si256(reinterpret_cast<__m256i*>(dneg),
-                       _mm256_cmpeq_epi8(_mm256_and_si256(nib, eight), eight));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(dneg), _mm256_cmpeq_epi8(_mm256_and_si256(nib, eight), eight));
     uint16_t sc[4];
     std::memcpy(sc, w + 48, 8);
     __m256i acc = _mm256_setzero_si256();

@@ -98,8 +98,7 @@ LOOM_IQ_AVX512 inline void signs_7bit_words(__m512i words, uint64_t* out) {
 }
 
 // acc += sum over 64 elements of level * (+-activation), weighted per 16 elements by ls.
-LOOM_IQ_AVX512 inline __m512i pair_dot(__m512i acc, __m512i levels, uint64_t signs, __m512i ls,
-                                       const uint8_t* q8) {
+LOOM_IQ_AVX512 inline __m512i pair_dot(__m512i acc, __m512i levels, uint64_t signs, __m512i ls, const uint8_t* q8) {
   const __m512i y = _mm512_loadu_si512(q8);
   const __m512i ys = _mm512_mask_sub_epi8(y, __mmask64(signs), _mm512_setzero_si512(), y);
   return _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(levels, ys), ls);
@@ -160,8 +159,8 @@ struct Iq2s {
     const int h0 = b[66 + 2 * p], h1 = b[67 + 2 * p];
     // index k: q[k] | 2 bits of qh at 2 (k % 4) of byte k / 4, as 8 int32 lanes.
     const __m256i hv = _mm256_setr_epi32(h0, h0, h0, h0, h1, h1, h1, h1);
-    const __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(hv, _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6)),
-                                        _mm256_set1_epi32(3));
+    const __m256i hi =
+        _mm256_and_si256(_mm256_srlv_epi32(hv, _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6)), _mm256_set1_epi32(3));
     const __m256i idx = _mm256_or_si256(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q))),
                                         _mm256_slli_epi32(hi, 8));
     const __m512i levels = _mm512_i32gather_epi64(idx, reinterpret_cast<const long long*>(kIq2sGrid), 8);
@@ -249,9 +248,9 @@ LOOM_IQ_AVX512 inline __m512i reduce16(const __m512i* v) {
   // Lane L of 128 bits: rows L, L + 4 (x0) or L + 8, L + 12 (x1), 2 partials each.
   const __m512i x0 = _mm512_add_epi32(_mm512_unpacklo_epi64(u[0], u[1]), _mm512_unpackhi_epi64(u[0], u[1]));
   const __m512i x1 = _mm512_add_epi32(_mm512_unpacklo_epi64(u[2], u[3]), _mm512_unpackhi_epi64(u[2], u[3]));
-  const __m512i y = _mm512_add_epi32(
-      _mm512_castps_si512(_mm512_shuffle_ps(_mm512_castsi512_ps(x0), _mm512_castsi512_ps(x1), 0x88)),
-      _mm512_castps_si512(_mm512_shuffle_ps(_mm512_castsi512_ps(x0), _mm512_castsi512_ps(x1), 0xdd)));
+  const __m512i y =
+      _mm512_add_epi32(_mm512_castps_si512(_mm512_shuffle_ps(_mm512_castsi512_ps(x0), _mm512_castsi512_ps(x1), 0x88)),
+                       _mm512_castps_si512(_mm512_shuffle_ps(_mm512_castsi512_ps(x0), _mm512_castsi512_ps(x1), 0xdd)));
   // y's lane 4 L + k is row L + 4 k.
   return _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), y);
 }
@@ -269,8 +268,8 @@ LOOM_IQ_AVX512 inline void grid_prepare(const uint8_t* a, GridAct& act) {
 // 32 sign bytes (what kSignsIq2xs holds) from 32 bytes of 7 sign bits: bit 7 = their parity,
 // the parities of the low nibble and the upper 3 bits from one 16-entry table.
 LOOM_IQ_AVX512 inline void sign_lookup(__m256i bits7, uint64_t* out) {
-  const __m256i par = _mm256_setr_epi8(0, -128, -128, 0, -128, 0, 0, -128, -128, 0, 0, -128, 0, -128, -128, 0,
-                                       0, -128, -128, 0, -128, 0, 0, -128, -128, 0, 0, -128, 0, -128, -128, 0);
+  const __m256i par = _mm256_setr_epi8(0, -128, -128, 0, -128, 0, 0, -128, -128, 0, 0, -128, 0, -128, -128, 0, 0, -128, -128,
+                                       0, -128, 0, 0, -128, -128, 0, 0, -128, 0, -128, -128, 0);
   const __m256i m4 = _mm256_set1_epi8(15);
   const __m256i lo = _mm256_shuffle_epi8(par, _mm256_and_si256(bits7, m4));
   const __m256i hi = _mm256_shuffle_epi8(par, _mm256_and_si256(_mm256_srli_epi16(bits7, 4), m4));
@@ -294,8 +293,8 @@ LOOM_IQ_AVX512 inline __m512i gather8(__m256i idx, const uint64_t* grid) {
 // 2 s + 1 of the 16 nibbles of 8 scale bytes (nibble j: byte j / 2, low first), int16 lanes 0-15.
 LOOM_IQ_AVX512 inline __m512i ls_nibbles16(__m128i bytes8) {
   const __m512i b = _mm512_cvtepu8_epi16(_mm256_zextsi128_si256(bytes8));
-  const __m512i sel = _mm512_setr_epi32(0x00000000, 0x00010001, 0x00020002, 0x00030003, 0x00040004, 0x00050005,
-                                        0x00060006, 0x00070007, 0, 0, 0, 0, 0, 0, 0, 0);
+  const __m512i sel = _mm512_setr_epi32(0x00000000, 0x00010001, 0x00020002, 0x00030003, 0x00040004, 0x00050005, 0x00060006,
+                                        0x00070007, 0, 0, 0, 0, 0, 0, 0, 0);
   const __m512i x = _mm512_and_si512(_mm512_srlv_epi16(_mm512_permutexvar_epi16(sel, b), _mm512_set1_epi32(0x00040000)),
                                      _mm512_set1_epi16(15));
   return _mm512_or_si512(_mm512_slli_epi16(x, 1), _mm512_set1_epi16(1));
@@ -303,8 +302,8 @@ LOOM_IQ_AVX512 inline __m512i ls_nibbles16(__m128i bytes8) {
 // Per pair p of scales per 16 elements (int16 word q = scale q): lanes 8 j .. 8 j + 7 take 4 p + j.
 LOOM_IQ_AVX512 inline __m512i ls_quarters(int p, __m512i ls) {
   const long long r = 0x0001000100010001ll;
-  const __m512i sel = _mm512_set_epi64(r * (4 * p + 3), r * (4 * p + 3), r * (4 * p + 2), r * (4 * p + 2),
-                                       r * (4 * p + 1), r * (4 * p + 1), r * (4 * p), r * (4 * p));
+  const __m512i sel = _mm512_set_epi64(r * (4 * p + 3), r * (4 * p + 3), r * (4 * p + 2), r * (4 * p + 2), r * (4 * p + 1),
+                                       r * (4 * p + 1), r * (4 * p), r * (4 * p));
   return _mm512_permutexvar_epi16(sel, ls);
 }
 // Per pair p of scales per 32 elements (scale b at int16 word stride * b): lanes 0-15 take 2 p,
@@ -333,9 +332,12 @@ struct Iq2xxsRows : GridRowsBase {
     alignas(32) uint64_t neg[4];
     sign_lookup(fields7(od), neg);
     // 2 s + 1 per sub-block b: int16 word 2 b.
-    const __m512i ls = _mm512_zextsi256_si512(_mm256_or_si256(_mm256_slli_epi32(_mm256_srli_epi32(od, 28), 1), _mm256_set1_epi32(1)));
-    __m512i acc0 = grid_pair2(_mm512_setzero_si512(), gather8(_mm512_castsi512_si256(i0), kIq2xxsGrid), neg[0], act.y[0], ls_halves(0, ls, 2));
-    __m512i acc1 = grid_pair2(_mm512_setzero_si512(), gather8(_mm512_extracti64x4_epi64(i0, 1), kIq2xxsGrid), neg[1], act.y[1], ls_halves(1, ls, 2));
+    const __m512i ls =
+        _mm512_zextsi256_si512(_mm256_or_si256(_mm256_slli_epi32(_mm256_srli_epi32(od, 28), 1), _mm256_set1_epi32(1)));
+    __m512i acc0 = grid_pair2(_mm512_setzero_si512(), gather8(_mm512_castsi512_si256(i0), kIq2xxsGrid), neg[0], act.y[0],
+                              ls_halves(0, ls, 2));
+    __m512i acc1 = grid_pair2(_mm512_setzero_si512(), gather8(_mm512_extracti64x4_epi64(i0, 1), kIq2xxsGrid), neg[1],
+                              act.y[1], ls_halves(1, ls, 2));
     acc0 = grid_pair2(acc0, gather8(_mm512_castsi512_si256(i1), kIq2xxsGrid), neg[2], act.y[2], ls_halves(2, ls, 2));
     acc1 = grid_pair2(acc1, gather8(_mm512_extracti64x4_epi64(i1, 1), kIq2xxsGrid), neg[3], act.y[3], ls_halves(3, ls, 2));
     return _mm512_add_epi32(acc0, acc1);
@@ -351,8 +353,10 @@ struct Iq2xsRows : GridRowsBase {
     const __m512i i0 = _mm512_cvtepu16_epi32(_mm512_castsi512_si256(qi));
     const __m512i i1 = _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(qi, 1));
     const __m512i ls = ls_nibbles16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w + 66)));
-    __m512i acc0 = grid_pair2(_mm512_setzero_si512(), gather8(_mm512_castsi512_si256(i0), kIq2xsGrid), neg[0], act.y[0], ls_quarters(0, ls));
-    __m512i acc1 = grid_pair2(_mm512_setzero_si512(), gather8(_mm512_extracti64x4_epi64(i0, 1), kIq2xsGrid), neg[1], act.y[1], ls_quarters(1, ls));
+    __m512i acc0 = grid_pair2(_mm512_setzero_si512(), gather8(_mm512_castsi512_si256(i0), kIq2xsGrid), neg[0], act.y[0],
+                              ls_quarters(0, ls));
+    __m512i acc1 = grid_pair2(_mm512_setzero_si512(), gather8(_mm512_extracti64x4_epi64(i0, 1), kIq2xsGrid), neg[1],
+                              act.y[1], ls_quarters(1, ls));
     acc0 = grid_pair2(acc0, gather8(_mm512_castsi512_si256(i1), kIq2xsGrid), neg[2], act.y[2], ls_quarters(2, ls));
     acc1 = grid_pair2(acc1, gather8(_mm512_extracti64x4_epi64(i1, 1), kIq2xsGrid), neg[3], act.y[3], ls_quarters(3, ls));
     return _mm512_add_epi32(acc0, acc1);
@@ -362,7 +366,8 @@ struct Iq2sRows : GridRowsBase {
   static constexpr int kBytes = 82;
   LOOM_IQ_AVX512 static __m512i block(const uint8_t* w, const uint8_t*, const Act& act) {
     // index k: qs[k] | bits 2 (k % 4).. of qh[k / 4] << 8.
-    const __m512i qhs = _mm512_slli_epi32(_mm512_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w + 66))), 8);
+    const __m512i qhs =
+        _mm512_slli_epi32(_mm512_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w + 66))), 8);
     const __m512i sh = _mm512_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6, 0, 2, 4, 6, 0, 2, 4, 6);
     const __m512i sel0 = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
     const __m512i sel1 = _mm512_add_epi32(sel0, _mm512_set1_epi32(4));
@@ -373,10 +378,13 @@ struct Iq2sRows : GridRowsBase {
     const __m512i i1 = _mm512_ternarylogic_epi32(q1, _mm512_srlv_epi32(_mm512_permutexvar_epi32(sel1, qhs), sh), hi2, 0xf8);
     const __m512i ls = ls_nibbles16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w + 74)));
     const uint8_t* sg = w + 34;  // 8 sign bytes per pair
-    __m512i acc0 = grid_pair2(_mm512_setzero_si512(), gather8(_mm512_castsi512_si256(i0), kIq2sGrid), u64_at(sg), act.y[0], ls_quarters(0, ls));
-    __m512i acc1 = grid_pair2(_mm512_setzero_si512(), gather8(_mm512_extracti64x4_epi64(i0, 1), kIq2sGrid), u64_at(sg + 8), act.y[1], ls_quarters(1, ls));
+    __m512i acc0 = grid_pair2(_mm512_setzero_si512(), gather8(_mm512_castsi512_si256(i0), kIq2sGrid), u64_at(sg), act.y[0],
+                              ls_quarters(0, ls));
+    __m512i acc1 = grid_pair2(_mm512_setzero_si512(), gather8(_mm512_extracti64x4_epi64(i0, 1), kIq2sGrid), u64_at(sg + 8),
+                              act.y[1], ls_quarters(1, ls));
     acc0 = grid_pair2(acc0, gather8(_mm512_castsi512_si256(i1), kIq2sGrid), u64_at(sg + 16), act.y[2], ls_quarters(2, ls));
-    acc1 = grid_pair2(acc1, gather8(_mm512_extracti64x4_epi64(i1, 1), kIq2sGrid), u64_at(sg + 24), act.y[3], ls_quarters(3, ls));
+    acc1 = grid_pair2(acc1, gather8(_mm512_extracti64x4_epi64(i1, 1), kIq2sGrid), u64_at(sg + 24), act.y[3],
+                      ls_quarters(3, ls));
     return _mm512_add_epi32(acc0, acc1);
   }
 };
@@ -390,9 +398,11 @@ struct Iq3xxsRows : GridRowsBase {
     const __m256i od = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 66));
     alignas(32) uint64_t neg[4];
     sign_lookup(fields7(od), neg);
-    const __m512i ls = _mm512_zextsi256_si512(_mm256_or_si256(_mm256_slli_epi32(_mm256_srli_epi32(od, 28), 1), _mm256_set1_epi32(1)));
+    const __m512i ls =
+        _mm512_zextsi256_si512(_mm256_or_si256(_mm256_slli_epi32(_mm256_srli_epi32(od, 28), 1), _mm256_set1_epi32(1)));
     __m512i acc0 = grid_pair2(_mm512_setzero_si512(), gather4x16(w + 2, kIq3xxsGrid), neg[0], act.y[0], ls_halves(0, ls, 2));
-    __m512i acc1 = grid_pair2(_mm512_setzero_si512(), gather4x16(w + 18, kIq3xxsGrid), neg[1], act.y[1], ls_halves(1, ls, 2));
+    __m512i acc1 =
+        grid_pair2(_mm512_setzero_si512(), gather4x16(w + 18, kIq3xxsGrid), neg[1], act.y[1], ls_halves(1, ls, 2));
     acc0 = grid_pair2(acc0, gather4x16(w + 34, kIq3xxsGrid), neg[2], act.y[2], ls_halves(2, ls, 2));
     acc1 = grid_pair2(acc1, gather4x16(w + 50, kIq3xxsGrid), neg[3], act.y[3], ls_halves(3, ls, 2));
     return _mm512_add_epi32(acc0, acc1);
@@ -441,8 +451,8 @@ inline const Iq1Grid& iq1_grid_p1() {
 }
 
 struct Iq1Act {
-  __m512i y[4];   // the activations of 64-element chunk p
-  __m512i ysum;   // IQ1_S: the 16 bsums (int16, low 256 bits, the rest 0); IQ1_M: the 32 sums of 8 (int16)
+  __m512i y[4];  // the activations of 64-element chunk p
+  __m512i ysum;  // IQ1_S: the 16 bsums (int16, low 256 bits, the rest 0); IQ1_M: the 32 sums of 8 (int16)
   const uint64_t* grid;
 };
 
@@ -465,17 +475,22 @@ struct Iq1sRows {
   LOOM_IQ_AVX512 static __m512i block(const uint8_t* w, const uint8_t*, const Act& act) {
     const uint64_t* grid = act.grid;
     // qh[b] of sub-block b (32 elements): bits 0-11 the index bits of its 4 groups, 12-14 s, 15 the delta sign.
-    const __m512i qh = _mm512_cvtepu16_epi32(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 34))));
+    const __m512i qh =
+        _mm512_cvtepu16_epi32(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 34))));
     // 8 ls = 16 s + 8 and ls = 2 s + 1 per sub-block (dword lanes 0-7).
-    const __m512i ls8 = _mm512_ternarylogic_epi32(_mm512_srli_epi32(qh, 8), _mm512_set1_epi32(0x70), _mm512_set1_epi32(8), 0xea);
-    const __m512i ls1 = _mm512_ternarylogic_epi32(_mm512_srli_epi32(qh, 11), _mm512_set1_epi32(0xe), _mm512_set1_epi32(1), 0xea);
+    const __m512i ls8 =
+        _mm512_ternarylogic_epi32(_mm512_srli_epi32(qh, 8), _mm512_set1_epi32(0x70), _mm512_set1_epi32(8), 0xea);
+    const __m512i ls1 =
+        _mm512_ternarylogic_epi32(_mm512_srli_epi32(qh, 11), _mm512_set1_epi32(0xe), _mm512_set1_epi32(1), 0xea);
     // Group coefficients ls (sign - 8): -7 ls or -9 ls.
     const __mmask16 neg = _mm512_test_epi32_mask(qh, _mm512_set1_epi32(0x8000));
-    const __m512i c = _mm512_mask_sub_epi32(_mm512_sub_epi32(ls1, ls8), neg, _mm512_setzero_si512(), _mm512_add_epi32(ls1, ls8));
+    const __m512i c =
+        _mm512_mask_sub_epi32(_mm512_sub_epi32(ls1, ls8), neg, _mm512_setzero_si512(), _mm512_add_epi32(ls1, ls8));
     // The 16 bsums (16 elements each) take sub-block j / 2's coefficient: word j of dword j / 2.
-    const __m512i cw = _mm512_permutexvar_epi16(
-        _mm512_setr_epi32(0x00000000, 0x00020002, 0x00040004, 0x00060006, 0x00080008, 0x000a000a, 0x000c000c, 0x000e000e,
-                          0, 0, 0, 0, 0, 0, 0, 0), c);
+    const __m512i cw =
+        _mm512_permutexvar_epi16(_mm512_setr_epi32(0x00000000, 0x00020002, 0x00040004, 0x00060006, 0x00080008, 0x000a000a,
+                                                   0x000c000c, 0x000e000e, 0, 0, 0, 0, 0, 0, 0, 0),
+                                 c);
     __m512i acc = _mm512_dpwssd_epi32(_mm512_setzero_si512(), act.ysum, cw);  // ysum's upper half is 0
     // Grid indices: qs[k] | the 3 bits of qh[k / 4] at 3 (k % 4), << 8; lanes k of two halves.
     const __m512i qhs = _mm512_slli_epi32(qh, 8);
@@ -514,8 +529,10 @@ struct Iq1mRows {
     }
     const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i od = _mm512_add_epi32(ev, _mm512_set1_epi32(1));
-    const __m512i g0 = _mm512_add_epi32(_mm512_permutex2var_epi32(s4[0], ev, s4[1]), _mm512_permutex2var_epi32(s4[0], od, s4[1]));
-    const __m512i g1 = _mm512_add_epi32(_mm512_permutex2var_epi32(s4[2], ev, s4[3]), _mm512_permutex2var_epi32(s4[2], od, s4[3]));
+    const __m512i g0 =
+        _mm512_add_epi32(_mm512_permutex2var_epi32(s4[0], ev, s4[1]), _mm512_permutex2var_epi32(s4[0], od, s4[1]));
+    const __m512i g1 =
+        _mm512_add_epi32(_mm512_permutex2var_epi32(s4[2], ev, s4[3]), _mm512_permutex2var_epi32(s4[2], od, s4[3]));
     act.ysum = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi32_epi16(g0)), _mm512_cvtepi32_epi16(g1), 1);
   }
   LOOM_IQ_AVX512 static uint16_t d_bits(const uint8_t* b) { return iq1m_d_bits(b + 48); }
@@ -523,10 +540,9 @@ struct Iq1mRows {
     const uint64_t* grid = act.grid;
     // Scales: field q (16 elements) = bits 3 (q % 4) of sc[q / 4]; as int16 lanes q = 0..15.
     const __m512i sc = _mm512_castsi128_si512(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w + 48)));
-    const __m512i qsel = _mm512_set_epi64(0, 0, 0, 0, 0x0003000300030003ll, 0x0002000200020002ll,
-                                          0x0001000100010001ll, 0);
-    const __m512i qsh = _mm512_set_epi64(0, 0, 0, 0, 0x0009000600030000ll, 0x0009000600030000ll,
-                                         0x0009000600030000ll, 0x0009000600030000ll);
+    const __m512i qsel = _mm512_set_epi64(0, 0, 0, 0, 0x0003000300030003ll, 0x0002000200020002ll, 0x0001000100010001ll, 0);
+    const __m512i qsh =
+        _mm512_set_epi64(0, 0, 0, 0, 0x0009000600030000ll, 0x0009000600030000ll, 0x0009000600030000ll, 0x0009000600030000ll);
     const __m512i s = _mm512_and_si512(_mm512_srlv_epi16(_mm512_permutexvar_epi16(qsel, sc), qsh), _mm512_set1_epi16(7));
     const __m512i ls1 = _mm512_add_epi16(_mm512_add_epi16(s, s), _mm512_set1_epi16(1));  // 2 s + 1
     const __m512i ls8 = _mm512_slli_epi16(ls1, 3);
@@ -534,15 +550,19 @@ struct Iq1mRows {
     const __m128i qh = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 32));
     const __m512i nsh = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28);
     const __m512i qh32 = _mm512_castsi128_si512(qh);
-    const __m512i n0 = _mm512_srlv_epi32(_mm512_permutexvar_epi32(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1), qh32), nsh);
-    const __m512i n1 = _mm512_srlv_epi32(_mm512_permutexvar_epi32(_mm512_setr_epi32(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3), qh32), nsh);
+    const __m512i n0 = _mm512_srlv_epi32(
+        _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1), qh32), nsh);
+    const __m512i n1 = _mm512_srlv_epi32(
+        _mm512_permutexvar_epi32(_mm512_setr_epi32(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3), qh32), nsh);
     const __m512i b8 = _mm512_set1_epi32(8);
     const __mmask32 neg = __mmask32(_mm512_test_epi32_mask(n0, b8)) | __mmask32(_mm512_test_epi32_mask(n1, b8)) << 16;
     // Group coefficients ls (sign - 8), group g taking scale field g / 2.
-    const __m512i gsel = _mm512_setr_epi32(0x00000000, 0x00010001, 0x00020002, 0x00030003, 0x00040004, 0x00050005, 0x00060006, 0x00070007,
-                                           0x00080008, 0x00090009, 0x000a000a, 0x000b000b, 0x000c000c, 0x000d000d, 0x000e000e, 0x000f000f);
+    const __m512i gsel =
+        _mm512_setr_epi32(0x00000000, 0x00010001, 0x00020002, 0x00030003, 0x00040004, 0x00050005, 0x00060006, 0x00070007,
+                          0x00080008, 0x00090009, 0x000a000a, 0x000b000b, 0x000c000c, 0x000d000d, 0x000e000e, 0x000f000f);
     const __m512i l1g = _mm512_permutexvar_epi16(gsel, ls1), l8g = _mm512_permutexvar_epi16(gsel, ls8);
-    const __m512i c = _mm512_mask_sub_epi16(_mm512_sub_epi16(l1g, l8g), neg, _mm512_setzero_si512(), _mm512_add_epi16(l1g, l8g));
+    const __m512i c =
+        _mm512_mask_sub_epi16(_mm512_sub_epi16(l1g, l8g), neg, _mm512_setzero_si512(), _mm512_add_epi16(l1g, l8g));
     __m512i acc = _mm512_dpwssd_epi32(_mm512_setzero_si512(), act.ysum, c);
     const __m512i hi3 = _mm512_set1_epi32(0x700);
     const __m512i q0 = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w)));
@@ -567,8 +587,7 @@ struct Iq1mRows {
 
 // out[j] = the row dot of weight row j (w + j ws) with the activation row a, for j < nw.
 template <class K>
-LOOM_IQ_AVX512 void dot_rows(int64_t n, const uint8_t* w, size_t ws, int nw, const uint8_t* a, float* out,
-                             float factor) {
+LOOM_IQ_AVX512 void dot_rows(int64_t n, const uint8_t* w, size_t ws, int nw, const uint8_t* a, float* out, float factor) {
   const int64_t nb = n / 256;
   __m512i acc[16];
   alignas(32) uint16_t db[16];
@@ -656,8 +675,8 @@ LOOM_IQ_AVX512 float vec_dot_iq1_s_q8_k(int64_t n, const void* wv, const void* a
       const uint8_t* q = w + 2 + 8 * p;
       const int h0 = u16_at(w + 34 + 4 * p), h1 = u16_at(w + 36 + 4 * p);
       const __m256i hv = _mm256_setr_epi32(h0, h0, h0, h0, h1, h1, h1, h1);
-      const __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(hv, _mm256_setr_epi32(0, 3, 6, 9, 0, 3, 6, 9)),
-                                          _mm256_set1_epi32(7));
+      const __m256i hi =
+          _mm256_and_si256(_mm256_srlv_epi32(hv, _mm256_setr_epi32(0, 3, 6, 9, 0, 3, 6, 9)), _mm256_set1_epi32(7));
       const __m256i idx = _mm256_or_si256(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q))),
                                           _mm256_slli_epi32(hi, 8));
       const __m512i levels = _mm512_i32gather_epi64(idx, reinterpret_cast<const long long*>(kIq1sGrid), 8);
@@ -699,8 +718,7 @@ LOOM_IQ_AVX512 float vec_dot_iq1_m_q8_k(int64_t n, const void* wv, const void* a
       // 8 * level per byte: a 16-bit shift moves 3 bits of each low byte into its high byte's
       // bits 0-2, which the mask clears (bits 3-7 are the high byte's own).
       const __m512i lv8 = _mm512_and_si512(_mm512_slli_epi16(grid, 3), _mm512_set1_epi8(int8_t(0xf8)));
-      const __m512i lv = _mm512_mask_sub_epi8(_mm512_add_epi8(lv8, _mm512_set1_epi8(1)), neg,
-                                              lv8, _mm512_set1_epi8(1));
+      const __m512i lv = _mm512_mask_sub_epi8(_mm512_add_epi8(lv8, _mm512_set1_epi8(1)), neg, lv8, _mm512_set1_epi8(1));
       // |lv| times the activation with lv's sign.
       const __m512i y = _mm512_loadu_si512(a + 4 + 64 * p);
       const __mmask64 lneg = _mm512_movepi8_mask(lv);

@@ -64,10 +64,10 @@ inline float f32_at(const uint8_t* p) {
 
 // One decoded 256-element block.
 struct alignas(64) Dec {
-  uint8_t lv[4][64];    // |level| of elements 64 p .. 64 p + 63
-  int16_t ls[4][32];    // scale of each element pair
-  uint64_t neg[4];      // sign bits (1: negative level)
-  float d;              // the f16 block scale
+  uint8_t lv[4][64];  // |level| of elements 64 p .. 64 p + 63
+  int16_t ls[4][32];  // scale of each element pair
+  uint64_t neg[4];    // sign bits (1: negative level)
+  float d;            // the f16 block scale
   uint8_t pad[28];
 };
 static_assert(sizeof(Dec) == 576);
@@ -142,8 +142,8 @@ LOOM_IQT_AVX512 void dec_iq2_s(const uint8_t* b, Dec& o) {
     const uint8_t* q = b + 2 + 8 * p;
     const int h0 = b[66 + 2 * p], h1 = b[67 + 2 * p];
     const __m256i hv = _mm256_setr_epi32(h0, h0, h0, h0, h1, h1, h1, h1);
-    const __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(hv, _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6)),
-                                        _mm256_set1_epi32(3));
+    const __m256i hi =
+        _mm256_and_si256(_mm256_srlv_epi32(hv, _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6)), _mm256_set1_epi32(3));
     const __m256i idx = _mm256_or_si256(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q))),
                                         _mm256_slli_epi32(hi, 8));
     const __m512i levels = _mm512_i32gather_epi64(idx, reinterpret_cast<const long long*>(kIq2sGrid), 8);
@@ -181,8 +181,8 @@ LOOM_IQT_AVX512 void dec_iq1_s(const uint8_t* b, Dec& o) {
     const uint8_t* q = b + 2 + 8 * p;
     const int h0 = u16_at(b + 34 + 4 * p), h1 = u16_at(b + 36 + 4 * p);
     const __m256i hv = _mm256_setr_epi32(h0, h0, h0, h0, h1, h1, h1, h1);
-    const __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(hv, _mm256_setr_epi32(0, 3, 6, 9, 0, 3, 6, 9)),
-                                        _mm256_set1_epi32(7));
+    const __m256i hi =
+        _mm256_and_si256(_mm256_srlv_epi32(hv, _mm256_setr_epi32(0, 3, 6, 9, 0, 3, 6, 9)), _mm256_set1_epi32(7));
     const __m256i idx = _mm256_or_si256(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q))),
                                         _mm256_slli_epi32(hi, 8));
     const __m512i grid = _mm512_i32gather_epi64(idx, reinterpret_cast<const long long*>(kIq1sGrid), 8);
@@ -227,8 +227,7 @@ LOOM_IQT_AVX512 inline int reduce_i32(__m512i v) {
 LOOM_IQT_AVX512 inline __m512i part(__m512i acc, const Dec& o, int p, const uint8_t* q8) {
   const __m512i y = _mm512_loadu_si512(q8);
   const __m512i ys = _mm512_mask_sub_epi8(y, __mmask64(o.neg[p]), _mm512_setzero_si512(), y);
-  return _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(_mm512_load_si512(o.lv[p]), ys),
-                             _mm512_load_si512(o.ls[p]));
+  return _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(_mm512_load_si512(o.lv[p]), ys), _mm512_load_si512(o.ls[p]));
 }
 LOOM_IQT_AVX512 inline int block_isum(const Dec& o, const uint8_t* a) {
   __m512i acc0 = part(_mm512_setzero_si512(), o, 0, a + 4);
@@ -374,8 +373,8 @@ bool cached(PanelCache& c, int64_t nb, const uint8_t* w, size_t ws, int pw) {
 }
 
 template <void (*Decode)(const uint8_t*, Dec&), int Bytes, bool Iq1, bool Sub32>
-LOOM_IQT_AVX512 void tile_avx512(int64_t n, const uint8_t* w, size_t ws, int nw, const uint8_t* a, size_t as,
-                                 int na, float* out, size_t os, float factor) {
+LOOM_IQT_AVX512 void tile_avx512(int64_t n, const uint8_t* w, size_t ws, int nw, const uint8_t* a, size_t as, int na,
+                                 float* out, size_t os, float factor) {
   const int64_t nb = n / 256;
   PanelBlock* pan = panel_scratch(size_t(nb)).data();
   PanelCache& cache = panel_cache();
@@ -405,8 +404,8 @@ LOOM_IQT_AVX512 void tile_avx512(int64_t n, const uint8_t* w, size_t ws, int nw,
   }
 }
 
-void tile_loop(VecDot dot, int64_t n, const uint8_t* w, size_t ws, int nw, const uint8_t* a, size_t as, int na,
-               float* out, size_t os) {
+void tile_loop(VecDot dot, int64_t n, const uint8_t* w, size_t ws, int nw, const uint8_t* a, size_t as, int na, float* out,
+               size_t os) {
   for (int r = 0; r < na; ++r) {
     for (int j = 0; j < nw; ++j) out[size_t(r) * os + j] = dot(n, w + size_t(j) * ws, a + size_t(r) * as);
   }
@@ -430,11 +429,11 @@ void tile(int64_t n, const void* w, size_t ws, int nw, const void* a, size_t as,
 
 }  // namespace
 
-#define LOOM_IQ_TILE(t, bytes, iq1, sub32, factor)                                                              \
-  void vec_dot_tile_##t(int64_t n, const void* w, size_t ws, int nw, const void* a, size_t as, int na,   \
-                        float* out, size_t os) {                                                         \
-    tile<dec_##t, bytes, iq1, sub32, avx2::vec_dot_##t##_q8_k, avx512::vec_dot_rows_##t##_q8_k>(n, w, ws, nw, a, \
-                                                                                         as, na, out, os, factor); \
+#define LOOM_IQ_TILE(t, bytes, iq1, sub32, factor)                                                                       \
+  void vec_dot_tile_##t(int64_t n, const void* w, size_t ws, int nw, const void* a, size_t as, int na, float* out,       \
+                        size_t os) {                                                                                     \
+    tile<dec_##t, bytes, iq1, sub32, avx2::vec_dot_##t##_q8_k, avx512::vec_dot_rows_##t##_q8_k>(n, w, ws, nw, a, as, na, \
+                                                                                                out, os, factor);        \
   }
 LOOM_IQ_TILE(iq2_xxs, 66, false, true, 0.125f)
 LOOM_IQ_TILE(iq2_xs, 74, false, false, 0.125f)

@@ -95,8 +95,7 @@ struct IQ4_NL {
 // one activation row) hide the latency of each chain.
 
 template <class Fmt, int RN, int RM>
-LOOM_DOTPROD void tile_sym(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* a, size_t as,
-                           float* out, size_t os) {
+LOOM_DOTPROD void tile_sym(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* a, size_t as, float* out, size_t os) {
   constexpr int kA = sizeof(BlockQ8_0);
   float32x4_t acc[RN][RM];
   for (int i = 0; i < RN; ++i)
@@ -124,11 +123,11 @@ LOOM_DOTPROD void tile_sym(int64_t nb, const uint8_t* w, size_t ws, const uint8_
 }
 
 template <class Fmt>
-void tile_loop(int64_t nb, const uint8_t* w, size_t ws, int nw, const uint8_t* a, size_t as,
-               int na, float* out, size_t os) {
-  static constexpr TileFn fns[kTileA][kTileW] = {
-      {tile_sym<Fmt, 1, 1>, tile_sym<Fmt, 1, 2>}, {tile_sym<Fmt, 2, 1>, tile_sym<Fmt, 2, 2>},
-      {tile_sym<Fmt, 3, 1>, tile_sym<Fmt, 3, 2>}, {tile_sym<Fmt, 4, 1>, tile_sym<Fmt, 4, 2>}};
+void tile_loop(int64_t nb, const uint8_t* w, size_t ws, int nw, const uint8_t* a, size_t as, int na, float* out, size_t os) {
+  static constexpr TileFn fns[kTileA][kTileW] = {{tile_sym<Fmt, 1, 1>, tile_sym<Fmt, 1, 2>},
+                                                 {tile_sym<Fmt, 2, 1>, tile_sym<Fmt, 2, 2>},
+                                                 {tile_sym<Fmt, 3, 1>, tile_sym<Fmt, 3, 2>},
+                                                 {tile_sym<Fmt, 4, 1>, tile_sym<Fmt, 4, 2>}};
   static constexpr TileFn row_fns[kTileW1] = {tile_sym<Fmt, 1, 1>, tile_sym<Fmt, 1, 2>, tile_sym<Fmt, 1, 3>,
                                               tile_sym<Fmt, 1, 4>};
   run_register_tiles(fns, row_fns, nb, w, ws, nw, a, as, na, out, os);
@@ -201,9 +200,12 @@ LOOM_DOTPROD float dot_q6_k(int64_t nb, const uint8_t* w, const uint8_t* a) {
         const int s = 8 * h + m;  // scale of group k is sc[s + 2 k]
         const int32x4_t z = vdupq_n_s32(0);
         isum = vmlaq_n_s32(isum, vdotq_s32(z, vsubq_s8(vreinterpretq_s8_u8(u0), k32), vld1q_s8(i8(yq + 16 * m))), sc[s]);
-        isum = vmlaq_n_s32(isum, vdotq_s32(z, vsubq_s8(vreinterpretq_s8_u8(u1), k32), vld1q_s8(i8(yq + 32 + 16 * m))), sc[s + 2]);
-        isum = vmlaq_n_s32(isum, vdotq_s32(z, vsubq_s8(vreinterpretq_s8_u8(u2), k32), vld1q_s8(i8(yq + 64 + 16 * m))), sc[s + 4]);
-        isum = vmlaq_n_s32(isum, vdotq_s32(z, vsubq_s8(vreinterpretq_s8_u8(u3), k32), vld1q_s8(i8(yq + 96 + 16 * m))), sc[s + 6]);
+        isum = vmlaq_n_s32(isum, vdotq_s32(z, vsubq_s8(vreinterpretq_s8_u8(u1), k32), vld1q_s8(i8(yq + 32 + 16 * m))),
+                           sc[s + 2]);
+        isum = vmlaq_n_s32(isum, vdotq_s32(z, vsubq_s8(vreinterpretq_s8_u8(u2), k32), vld1q_s8(i8(yq + 64 + 16 * m))),
+                           sc[s + 4]);
+        isum = vmlaq_n_s32(isum, vdotq_s32(z, vsubq_s8(vreinterpretq_s8_u8(u3), k32), vld1q_s8(i8(yq + 96 + 16 * m))),
+                           sc[s + 6]);
       }
     }
     acc = vfmaq_n_f32(acc, vcvtq_f32_s32(isum), f32(y) * f16(x + 208));
@@ -215,14 +217,11 @@ LOOM_DOTPROD float dot_q6_k(int64_t nb, const uint8_t* w, const uint8_t* a) {
 
 // One entry point per type and operation (kernels.h); type_traits.cpp puts them in the table.
 #define LOOM_U8(p) static_cast<const uint8_t*>(p)
-#define LOOM_NEON_BLOCKS(t, Fmt)                                                                      \
-  float vec_dot_##t(int64_t n, const void* w, const void* a) {                                        \
-    return dot_tile1<Fmt>(n / kBlock, LOOM_U8(w), LOOM_U8(a));                                        \
-  }                                                                                                   \
-  void vec_dot_tile_##t(int64_t n, const void* w, size_t w_stride, int n_rows_w, const void* a,       \
-                        size_t a_stride, int n_rows_a, float* out, size_t out_stride) {               \
-    tile_loop<Fmt>(n / kBlock, LOOM_U8(w), w_stride, n_rows_w, LOOM_U8(a), a_stride, n_rows_a, out,   \
-                   out_stride);                                                                       \
+#define LOOM_NEON_BLOCKS(t, Fmt)                                                                                            \
+  float vec_dot_##t(int64_t n, const void* w, const void* a) { return dot_tile1<Fmt>(n / kBlock, LOOM_U8(w), LOOM_U8(a)); } \
+  void vec_dot_tile_##t(int64_t n, const void* w, size_t w_stride, int n_rows_w, const void* a, size_t a_stride,            \
+                        int n_rows_a, float* out, size_t out_stride) {                                                      \
+    tile_loop<Fmt>(n / kBlock, LOOM_U8(w), w_stride, n_rows_w, LOOM_U8(a), a_stride, n_rows_a, out, out_stride);            \
   }
 LOOM_NEON_BLOCKS(q4_0, Q4_0)
 LOOM_NEON_BLOCKS(q5_0, Q5_0)

@@ -27,8 +27,7 @@ using avx2::loadu128;
 using avx2::loadu256;
 
 [[noreturn]] void bad_length(const char* fn, int64_t n) {
-  std::fprintf(stderr, "loom: %s: %lld elements is not a whole number of blocks\n", fn,
-               static_cast<long long>(n));
+  std::fprintf(stderr, "loom: %s: %lld elements is not a whole number of blocks\n", fn, static_cast<long long>(n));
   std::abort();
 }
 inline int64_t blocks(const char* fn, int64_t n, int block) {
@@ -50,16 +49,12 @@ LOOM_AVX2 inline float f32_at(const uint8_t* p) {
 LOOM_AVX2 inline __m256i mul_i8_pairs(__m256i w, __m256i y) {
   return _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(y, w));
 }
-LOOM_AVX2 inline __m256i sum_pairs_i32(__m256i p16) {
-  return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
-}
+LOOM_AVX2 inline __m256i sum_pairs_i32(__m256i p16) { return _mm256_madd_epi16(p16, _mm256_set1_epi16(1)); }
 
 // ---- Q1_0 -----------------------------------------------------------------------------------
 
 // 32 bits -> 32 bytes, 0xff where the element's bit is set.
-LOOM_AVX2 inline __m256i bits_to_mask(const uint8_t* p) {
-  return avx2::expand_bits(p);
-}
+LOOM_AVX2 inline __m256i bits_to_mask(const uint8_t* p) { return avx2::expand_bits(p); }
 
 // The scales of 8 consecutive Q8_0 blocks at a, each times the f16 scale of the weight block it
 // pairs with (weight block k / per of the row at w, blocks of 18 bytes) and by sign: fields
@@ -68,8 +63,8 @@ LOOM_AVX2 inline void q8_0_scales8(const uint8_t* a, const uint8_t* w, int per, 
   const __m256i k = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   const __m256i ia = _mm256_mullo_epi32(k, _mm256_set1_epi32(kQ80Bytes));
   const __m256i iw = _mm256_mullo_epi32(_mm256_srli_epi32(k, per == 4 ? 2 : 1), _mm256_set1_epi32(18));
-  const __m256i pack = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1,
-                                        0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1);
+  const __m256i pack = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1, 0, 1, 4, 5, 8, 9, 12, 13,
+                                        -1, -1, -1, -1, -1, -1, -1, -1);
   const __m256i ga = _mm256_i32gather_epi32(reinterpret_cast<const int*>(a), ia, 1);
   const __m256i gw = _mm256_i32gather_epi32(reinterpret_cast<const int*>(w), iw, 1);
   const __m256 da = _mm256_cvtph_ps(_mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_shuffle_epi8(ga, pack), 0x08)));
@@ -97,8 +92,7 @@ LOOM_AVX2 float dot_q1_0(int64_t nb, const uint8_t* w, const uint8_t* a) {
     __asm__ volatile("" : : "r"(sc) : "memory");
     for (int k = 0; k < 8; k += 2) {
       const uint8_t* bits = w0 + 18 * (k / 4) + 2 + 4 * (k % 4);
-      acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q1_0_negdot(bits, a0 + k * kQ80Bytes)),
-                             _mm256_broadcast_ss(sc + k), acc0);
+      acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q1_0_negdot(bits, a0 + k * kQ80Bytes)), _mm256_broadcast_ss(sc + k), acc0);
       acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q1_0_negdot(bits + 4, a0 + (k + 1) * kQ80Bytes)),
                              _mm256_broadcast_ss(sc + k + 1), acc1);
     }
@@ -177,8 +171,7 @@ LOOM_AVX2 float dot_q2_0(int64_t nb, const uint8_t* w, const uint8_t* a) {
 // 16 bytes broadcast to both lanes, the upper lane shifted by 4.
 LOOM_AVX2 inline __m256i nibbles_bcast(const uint8_t* qs) {
   const __m256i x = _mm256_broadcastsi128_si256(loadu128(qs));
-  return _mm256_and_si256(_mm256_srlv_epi32(x, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)),
-                          _mm256_set1_epi8(0x0f));
+  return _mm256_and_si256(_mm256_srlv_epi32(x, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)), _mm256_set1_epi8(0x0f));
 }
 
 LOOM_AVX2 inline __m256i levels_mxfp4(const uint8_t* qs) {
@@ -191,13 +184,12 @@ LOOM_AVX2 inline __m256i levels_mxfp4(const uint8_t* qs) {
 // blocks), the halves packed for one conversion.
 LOOM_AVX2 inline void mxfp4_scales8(const uint8_t* w, const uint8_t* a, float* out) {
   const __m256i ev = _mm256_and_si256(
-      _mm256_i32gather_epi32(reinterpret_cast<const int*>(w),
-                             _mm256_setr_epi32(0, 17, 34, 51, 68, 85, 102, 119), 1),
+      _mm256_i32gather_epi32(reinterpret_cast<const int*>(w), _mm256_setr_epi32(0, 17, 34, 51, 68, 85, 102, 119), 1),
       _mm256_set1_epi32(0xff));
-  const __m256i dv = _mm256_i32gather_epi32(reinterpret_cast<const int*>(a),
-                                            _mm256_setr_epi32(0, 34, 68, 102, 136, 170, 204, 238), 1);
-  const __m256i pack = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1,
-                                        0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1);
+  const __m256i dv =
+      _mm256_i32gather_epi32(reinterpret_cast<const int*>(a), _mm256_setr_epi32(0, 34, 68, 102, 136, 170, 204, 238), 1);
+  const __m256i pack = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1, 0, 1, 4, 5, 8, 9, 12, 13,
+                                        -1, -1, -1, -1, -1, -1, -1, -1);
   const __m256i halves = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(dv, pack), 0x08);
   const __m256 d = _mm256_cvtph_ps(_mm256_castsi256_si128(halves));
   // 2^(e - 128): exponent field e - 1, or the subnormals 2^-128, 2^-127 for e = 0, 1.
@@ -221,8 +213,8 @@ LOOM_AVX2 float dot_mxfp4(int64_t nb, const uint8_t* w, const uint8_t* a) {
     mxfp4_scales8(w0, a0, sc);
     for (int j = 0; j < 8; j += 2) {
       acc0 = _mm256_fmadd_ps(mxfp4_block(w0 + j * 17, a0 + j * kQ80Bytes), _mm256_broadcast_ss(sc + j), acc0);
-      acc1 = _mm256_fmadd_ps(mxfp4_block(w0 + (j + 1) * 17, a0 + (j + 1) * kQ80Bytes),
-                             _mm256_broadcast_ss(sc + j + 1), acc1);
+      acc1 =
+          _mm256_fmadd_ps(mxfp4_block(w0 + (j + 1) * 17, a0 + (j + 1) * kQ80Bytes), _mm256_broadcast_ss(sc + j + 1), acc1);
     }
   }
   for (; i < nb; ++i) {
@@ -238,18 +230,16 @@ LOOM_AVX2 float dot_mxfp4(int64_t nb, const uint8_t* w, const uint8_t* a) {
 // The scales of 8 consecutive ternary blocks (f16 d at byte dpos of each wbytes-byte weight
 // block) times those of their Q8_K activation blocks (f32 d first), times sign, stored to
 // out[8]. The f16 is gathered as the upper half of the dword ending with it (inside the block).
-LOOM_AVX2 inline void tq_scales8(const uint8_t* w, int wbytes, int dpos, const uint8_t* a, float sign,
-                                 float* out) {
+LOOM_AVX2 inline void tq_scales8(const uint8_t* w, int wbytes, int dpos, const uint8_t* a, float sign, float* out) {
   const __m256i k = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   const __m256i gw = _mm256_i32gather_epi32(reinterpret_cast<const int*>(w + dpos - 2),
                                             _mm256_mullo_epi32(k, _mm256_set1_epi32(wbytes)), 1);
   // The upper halves of the dwords -> 8 contiguous halves.
-  const __m256i pack = _mm256_setr_epi8(2, 3, 6, 7, 10, 11, 14, 15, -1, -1, -1, -1, -1, -1, -1, -1,
-                                        2, 3, 6, 7, 10, 11, 14, 15, -1, -1, -1, -1, -1, -1, -1, -1);
-  const __m256 dw = _mm256_cvtph_ps(
-      _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_shuffle_epi8(gw, pack), 0x08)));
-  const __m256 da = _mm256_i32gather_ps(reinterpret_cast<const float*>(a),
-                                        _mm256_mullo_epi32(k, _mm256_set1_epi32(kQ8KBytes)), 1);
+  const __m256i pack = _mm256_setr_epi8(2, 3, 6, 7, 10, 11, 14, 15, -1, -1, -1, -1, -1, -1, -1, -1, 2, 3, 6, 7, 10, 11, 14,
+                                        15, -1, -1, -1, -1, -1, -1, -1, -1);
+  const __m256 dw = _mm256_cvtph_ps(_mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_shuffle_epi8(gw, pack), 0x08)));
+  const __m256 da =
+      _mm256_i32gather_ps(reinterpret_cast<const float*>(a), _mm256_mullo_epi32(k, _mm256_set1_epi32(kQ8KBytes)), 1);
   _mm256_storeu_ps(out, _mm256_mul_ps(_mm256_mul_ps(da, dw), _mm256_set1_ps(sign)));
 }
 
@@ -358,8 +348,7 @@ LOOM_AVX2 float dot_tq1_0(int64_t nb, const uint8_t* w, const uint8_t* a) {
   for (; i < nb; ++i) {
     const uint8_t* bw = w + i * 54;
     const uint8_t* ba = a + i * kQ8KBytes;
-    acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(tq1_negblock(bw, ba)),
-                           _mm256_set1_ps(-(f16(bw + 52) * f32_at(ba))), acc0);
+    acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(tq1_negblock(bw, ba)), _mm256_set1_ps(-(f16(bw + 52) * f32_at(ba))), acc0);
   }
   return hsum(_mm256_add_ps(acc0, acc1));
 }
@@ -379,24 +368,19 @@ LOOM_AVX2 inline void store_levels(__m256i lv, float d, float* dst) {
 }  // namespace
 
 float vec_dot_q1_0_avx2(int64_t n, const void* w, const void* a) {
-  return dot_q1_0(blocks("vec_dot_q1_0", n, kQ1_0Block), static_cast<const uint8_t*>(w),
-                  static_cast<const uint8_t*>(a));
+  return dot_q1_0(blocks("vec_dot_q1_0", n, kQ1_0Block), static_cast<const uint8_t*>(w), static_cast<const uint8_t*>(a));
 }
 float vec_dot_q2_0_avx2(int64_t n, const void* w, const void* a) {
-  return dot_q2_0(blocks("vec_dot_q2_0", n, kQ2_0Block), static_cast<const uint8_t*>(w),
-                  static_cast<const uint8_t*>(a));
+  return dot_q2_0(blocks("vec_dot_q2_0", n, kQ2_0Block), static_cast<const uint8_t*>(w), static_cast<const uint8_t*>(a));
 }
 float vec_dot_mxfp4_avx2(int64_t n, const void* w, const void* a) {
-  return dot_mxfp4(blocks("vec_dot_mxfp4", n, kMxfp4Block), static_cast<const uint8_t*>(w),
-                   static_cast<const uint8_t*>(a));
+  return dot_mxfp4(blocks("vec_dot_mxfp4", n, kMxfp4Block), static_cast<const uint8_t*>(w), static_cast<const uint8_t*>(a));
 }
 float vec_dot_tq2_0_avx2(int64_t n, const void* w, const void* a) {
-  return dot_tq2_0(blocks("vec_dot_tq2_0", n, kTQBlock), static_cast<const uint8_t*>(w),
-                   static_cast<const uint8_t*>(a));
+  return dot_tq2_0(blocks("vec_dot_tq2_0", n, kTQBlock), static_cast<const uint8_t*>(w), static_cast<const uint8_t*>(a));
 }
 float vec_dot_tq1_0_avx2(int64_t n, const void* w, const void* a) {
-  return dot_tq1_0(blocks("vec_dot_tq1_0", n, kTQBlock), static_cast<const uint8_t*>(w),
-                   static_cast<const uint8_t*>(a));
+  return dot_tq1_0(blocks("vec_dot_tq1_0", n, kTQBlock), static_cast<const uint8_t*>(w), static_cast<const uint8_t*>(a));
 }
 
 LOOM_AVX2 void dequantize_row_q1_0_avx2(const void* src, float* dst, int64_t n) {

@@ -33,8 +33,7 @@ namespace loom::quant::detail::small_simd {
 namespace {
 
 [[noreturn]] void bad_length(const char* fn, int64_t n) {
-  std::fprintf(stderr, "loom: %s: %lld elements is not a whole number of blocks\n", fn,
-               static_cast<long long>(n));
+  std::fprintf(stderr, "loom: %s: %lld elements is not a whole number of blocks\n", fn, static_cast<long long>(n));
   std::abort();
 }
 inline int64_t blocks(const char* fn, int64_t n, int block) {
@@ -57,9 +56,7 @@ LOOM_AVX512_VNNI inline float f32_at(const uint8_t* p) {
   return v;
 }
 LOOM_AVX512_VNNI inline __m512i load512(const void* p) { return _mm512_loadu_si512(p); }
-LOOM_AVX512_VNNI inline __m256i load256(const void* p) {
-  return _mm256_loadu_si256(static_cast<const __m256i*>(p));
-}
+LOOM_AVX512_VNNI inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 // Two 32-byte pieces as one register (lo in bytes 0..31).
 LOOM_AVX512_VNNI inline __m512i join(__m256i lo, __m256i hi) {
   return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
@@ -73,16 +70,14 @@ LOOM_AVX512_VNNI inline __m512i q8_0_pair(const uint8_t* a) {
 // second (picked from one 64-byte load: halves 0 and 17 of the pair's 68 bytes).
 LOOM_AVX512_VNNI inline __m512 q8_0_scales_pair(const uint8_t* a) {
   const __m512i raw = _mm512_loadu_si512(a);
-  const __m512i idx = _mm512_setr_epi32(0, 0, 0, 0, 0x110011, 0x110011, 0x110011, 0x110011,
-                                        0, 0, 0, 0, 0, 0, 0, 0);
+  const __m512i idx = _mm512_setr_epi32(0, 0, 0, 0, 0x110011, 0x110011, 0x110011, 0x110011, 0, 0, 0, 0, 0, 0, 0, 0);
   return _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(idx, raw)));
 }
 
 // The scales of 16 consecutive Q8_0 blocks at a, each times the f16 scale of the weight block it
 // pairs with (weight block k / per of the row at w, blocks of wbytes bytes): fields gathered as
 // dwords (inside the blocks), stored to out[16].
-LOOM_AVX512_VNNI inline void q8_0_scales16(const uint8_t* a, const uint8_t* w, int per, int wbytes,
-                                           float* out) {
+LOOM_AVX512_VNNI inline void q8_0_scales16(const uint8_t* a, const uint8_t* w, int per, int wbytes, float* out) {
   const __m512i k = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   const __m512i ia = _mm512_mullo_epi32(k, _mm512_set1_epi32(kQ80Bytes));
   const __m512i iw = _mm512_mullo_epi32(_mm512_srli_epi32(k, per == 4 ? 2 : 1), _mm512_set1_epi32(wbytes));
@@ -114,13 +109,13 @@ LOOM_AVX512_VNNI inline __m512i unit_sums16(const __m512i* p) {
 LOOM_AVX512_VNNI inline __m512i unit_slots() {
   return _mm512_setr_epi32(kUnitSlotOf16[0], kUnitSlotOf16[1], kUnitSlotOf16[2], kUnitSlotOf16[3], kUnitSlotOf16[4],
                            kUnitSlotOf16[5], kUnitSlotOf16[6], kUnitSlotOf16[7], kUnitSlotOf16[8], kUnitSlotOf16[9],
-                           kUnitSlotOf16[10], kUnitSlotOf16[11], kUnitSlotOf16[12], kUnitSlotOf16[13],
-                           kUnitSlotOf16[14], kUnitSlotOf16[15]);
+                           kUnitSlotOf16[10], kUnitSlotOf16[11], kUnitSlotOf16[12], kUnitSlotOf16[13], kUnitSlotOf16[14],
+                           kUnitSlotOf16[15]);
 }
 // small_types.h unit_tree_sum of the 16 slots.
 LOOM_AVX512_VNNI inline float slot_tree_sum(__m512 acc) {
-  const __m256 t8 = _mm256_add_ps(_mm512_castps512_ps256(acc),
-                                  _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc), 1)));
+  const __m256 t8 =
+      _mm256_add_ps(_mm512_castps512_ps256(acc), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc), 1)));
   const __m128 t4 = _mm_add_ps(_mm256_castps256_ps128(t8), _mm256_extractf128_ps(t8, 1));
   const __m128 t2 = _mm_add_ps(t4, _mm_movehl_ps(t4, t4));
   return _mm_cvtss_f32(_mm_add_ss(t2, _mm_shuffle_ps(t2, t2, 1)));
@@ -182,8 +177,7 @@ LOOM_AVX512_VNNI const ActGroup* prepared(int64_t nu, const uint8_t* a, int bias
 
 // The unit sums of a group (p: 2-unit registers of sum_e (level_e + bias) y_e) to float, times
 // d_a * d_w (w_scales in slot order), added to the slots acc (lanes of m).
-LOOM_AVX512_VNNI inline __m512 unit_step(const __m512i* p, const ActGroup& g, __m512 w_scales, __mmask16 m,
-                                        __m512 acc) {
+LOOM_AVX512_VNNI inline __m512 unit_step(const __m512i* p, const ActGroup& g, __m512 w_scales, __mmask16 m, __m512 acc) {
   const __m512i isum = _mm512_sub_epi32(unit_sums16(p), _mm512_load_si512(g.c));
   return _mm512_mask3_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(_mm512_load_ps(g.d), w_scales), acc, m);
 }
@@ -213,8 +207,7 @@ LOOM_AVX512_VNNI void dots_q1_0(int64_t nb, const uint8_t* w, size_t ws, int nw,
           p[q] = zero;
         }
       }
-      const __mmask16 m =
-          nblk == 4 ? __mmask16(0xffff) : _mm512_cmplt_epi32_mask(unit_slots(), _mm512_set1_epi32(4 * nblk));
+      const __mmask16 m = nblk == 4 ? __mmask16(0xffff) : _mm512_cmplt_epi32_mask(unit_slots(), _mm512_set1_epi32(4 * nblk));
       acc = unit_step(p, g, q1_0_wscales16(w0, m), m, acc);
     }
     out[j] = slot_tree_sum(acc);
@@ -227,8 +220,7 @@ LOOM_AVX512_VNNI void dots_q1_0(int64_t nb, const uint8_t* w, size_t ws, int nw,
 // 16 L .. 16 L + 15, from source bytes 4 L .. 4 L + 3.
 LOOM_AVX512_VNNI inline __m512i levels_q2_0(const uint8_t* qs) {
   const __m512i x = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
-  const __m512i v = _mm512_permutexvar_epi32(
-      _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3), x);
+  const __m512i v = _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3), x);
   const __m512i m3 = _mm512_set1_epi8(3);
   const __m512i v0 = _mm512_and_si512(v, m3);
   const __m512i v1 = _mm512_and_si512(_mm512_srli_epi16(v, 2), m3);
@@ -251,8 +243,8 @@ LOOM_AVX512_VNNI float dot_q2_0(int64_t nb, const uint8_t* w, const uint8_t* a) 
     for (int b = 0; b < 8; ++b) {
       const __m512i y = q8_0_pair(a0 + 2 * b * kQ80Bytes);
       // sum (level - 1) y = sum level * y - sum y.
-      const __m512i p = _mm512_sub_epi32(_mm512_dpbusd_epi32(zero, levels_q2_0(w0 + 18 * b + 2), y),
-                                         _mm512_dpbusd_epi32(zero, one, y));
+      const __m512i p =
+          _mm512_sub_epi32(_mm512_dpbusd_epi32(zero, levels_q2_0(w0 + 18 * b + 2), y), _mm512_dpbusd_epi32(zero, one, y));
       if (b & 1) {
         acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), scales_of_pair(sc + 2 * b), acc1);
       } else {
@@ -264,10 +256,8 @@ LOOM_AVX512_VNNI float dot_q2_0(int64_t nb, const uint8_t* w, const uint8_t* a) 
     const uint8_t* bw = w + i * 18;
     const uint8_t* ba = a + i * 2 * kQ80Bytes;
     const __m512i y = q8_0_pair(ba);
-    const __m512i p = _mm512_sub_epi32(_mm512_dpbusd_epi32(zero, levels_q2_0(bw + 2), y),
-                                       _mm512_dpbusd_epi32(zero, one, y));
-    acc0 = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(p), q8_0_scales_pair(ba)),
-                           _mm512_set1_ps(f16(bw)), acc0);
+    const __m512i p = _mm512_sub_epi32(_mm512_dpbusd_epi32(zero, levels_q2_0(bw + 2), y), _mm512_dpbusd_epi32(zero, one, y));
+    acc0 = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(p), q8_0_scales_pair(ba)), _mm512_set1_ps(f16(bw)), acc0);
   }
   return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
 }
@@ -279,8 +269,8 @@ LOOM_AVX512_VNNI float dot_q2_0(int64_t nb, const uint8_t* w, const uint8_t* a) 
 LOOM_AVX512_VNNI inline __m512i levels_mxfp4_pair_bcast(const uint8_t* b, __m512i table) {
   __m512i z = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 1)));
   z = _mm512_mask_broadcast_i32x4(z, 0xff00, _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 18)));
-  const __m512i nib = _mm512_and_si512(_mm512_srlv_epi64(z, _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4)),
-                                       _mm512_set1_epi8(0x0f));
+  const __m512i nib =
+      _mm512_and_si512(_mm512_srlv_epi64(z, _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4)), _mm512_set1_epi8(0x0f));
   return _mm512_shuffle_epi8(table, nib);
 }
 
@@ -288,16 +278,16 @@ LOOM_AVX512_VNNI inline __m512i levels_mxfp4_pair_bcast(const uint8_t* b, __m512
 // odd last block.
 LOOM_AVX512_VNNI inline __m512i levels_mxfp4_one(const uint8_t* b, __m512i table) {
   const __m512i z = _mm512_maskz_broadcast_i32x4(0x00ff, _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 1)));
-  const __m512i nib = _mm512_and_si512(_mm512_srlv_epi64(z, _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4)),
-                                       _mm512_set1_epi8(0x0f));
+  const __m512i nib =
+      _mm512_and_si512(_mm512_srlv_epi64(z, _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4)), _mm512_set1_epi8(0x0f));
   return _mm512_maskz_shuffle_epi8(0x00000000ffffffffull, table, nib);
 }
 
 // 2^(e - 128) of the 16 blocks' E8M0 bytes from w, slot order (e8m0_half); lanes outside m 0.
 LOOM_AVX512_VNNI inline __m512 mxfp4_wscales16(const uint8_t* w, __mmask16 m) {
   const __m512i iw = _mm512_mullo_epi32(unit_slots(), _mm512_set1_epi32(17));
-  const __m512i ev = _mm512_and_si512(_mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, iw, w, 1),
-                                      _mm512_set1_epi32(0xff));
+  const __m512i ev =
+      _mm512_and_si512(_mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, iw, w, 1), _mm512_set1_epi32(0xff));
   const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(ev, _mm512_set1_epi32(1)), 23);
   const __m512i sub = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), ev);
   const __m512i bits = _mm512_mask_blend_epi32(_mm512_cmpgt_epi32_mask(ev, _mm512_set1_epi32(1)), sub, normal);
@@ -353,11 +343,10 @@ LOOM_AVX512_VNNI void dots_mxfp4(int64_t nb, const uint8_t* w, size_t ws, int nw
 // The scales of 16 consecutive ternary blocks (f16 d at byte dpos of each wbytes-byte weight
 // block) times those of their Q8_K activation blocks (f32 d first), stored to out[16]. The f16
 // is gathered as the upper half of the dword ending with it, which lies inside the block.
-LOOM_AVX512_VNNI inline void tq_scales16(const uint8_t* w, int wbytes, int dpos, const uint8_t* a,
-                                         float* out) {
+LOOM_AVX512_VNNI inline void tq_scales16(const uint8_t* w, int wbytes, int dpos, const uint8_t* a, float* out) {
   const __m512i k = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const __m512i gw = _mm512_srli_epi32(
-      _mm512_i32gather_epi32(_mm512_mullo_epi32(k, _mm512_set1_epi32(wbytes)), w + dpos - 2, 1), 16);
+  const __m512i gw =
+      _mm512_srli_epi32(_mm512_i32gather_epi32(_mm512_mullo_epi32(k, _mm512_set1_epi32(wbytes)), w + dpos - 2, 1), 16);
   const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(gw));
   const __m512 da = _mm512_i32gather_ps(_mm512_mullo_epi32(k, _mm512_set1_epi32(kQ8KBytes)), a, 1);
   _mm512_storeu_ps(out, _mm512_mul_ps(da, dw));
@@ -366,8 +355,7 @@ LOOM_AVX512_VNNI inline void tq_scales16(const uint8_t* w, int wbytes, int dpos,
 // ---- TQ2_0 ----------------------------------------------------------------------------------
 
 // sum_e level_e y_e - sum_e y_e of one block (16 int32 lanes).
-LOOM_AVX512_VNNI inline __m512i tq2_block(const uint8_t* bw, const uint8_t* ba, __m512i shift_lo,
-                                         __m512i shift_hi) {
+LOOM_AVX512_VNNI inline __m512i tq2_block(const uint8_t* bw, const uint8_t* ba, __m512i shift_lo, __m512i shift_hi) {
   const __m512i m3 = _mm512_set1_epi8(3);
   // Activations in 64-byte pieces: piece 2h + k holds elements 128 h + 64 k .. + 63, i.e. the
   // levels at shifts 4k (first 32 bytes) and 4k + 2 (last 32) of qs[32 h .. 32 h + 31]. Two
@@ -377,8 +365,8 @@ LOOM_AVX512_VNNI inline __m512i tq2_block(const uint8_t* bw, const uint8_t* ba, 
     const __m512i q = _mm512_broadcast_i64x4(load256(bw + 32 * h));
     const __m512i l0 = _mm512_and_si512(_mm512_srlv_epi16(q, shift_lo), m3);
     const __m512i l1 = _mm512_and_si512(_mm512_srlv_epi16(q, shift_hi), m3);
-    s[h] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), l0, load512(ba + 4 + 128 * h)),
-                               l1, load512(ba + 4 + 128 * h + 64));
+    s[h] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), l0, load512(ba + 4 + 128 * h)), l1,
+                               load512(ba + 4 + 128 * h + 64));
   }
   // Minus the sum of the activations (bsums, widened to 16 lanes).
   return _mm512_sub_epi32(_mm512_add_epi32(s[0], s[1]), _mm512_cvtepi16_epi32(load256(ba + 260)));
@@ -452,9 +440,10 @@ LOOM_AVX512_VNNI float dot_tq1_0(int64_t nb, const uint8_t* w, const uint8_t* a)
     tq_scales16(w + i * 54, 54, 52, a + i * kQ8KBytes, sc);
     __asm__ volatile("" : : "r"(sc) : "memory");  // broadcast the scales by loads
     for (int b = 0; b < 16; b += 2) {
-      for (int c = 0; c < 2 * 54; c += 64) _mm_prefetch(reinterpret_cast<const char*>(w + (i + b) * 54 + kPrefetch + c), _MM_HINT_T0);
-      acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(tq1_block(w + (i + b) * 54, a + (i + b) * kQ8KBytes)),
-                             _mm512_set1_ps(sc[b]), acc0);
+      for (int c = 0; c < 2 * 54; c += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(w + (i + b) * 54 + kPrefetch + c), _MM_HINT_T0);
+      acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(tq1_block(w + (i + b) * 54, a + (i + b) * kQ8KBytes)), _mm512_set1_ps(sc[b]),
+                             acc0);
       acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(tq1_block(w + (i + b + 1) * 54, a + (i + b + 1) * kQ8KBytes)),
                              _mm512_set1_ps(sc[b + 1]), acc1);
     }
@@ -473,8 +462,8 @@ LOOM_AVX512_VNNI float dot_tq1_0(int64_t nb, const uint8_t* w, const uint8_t* a)
 
 float vec_dot_q1_0_avx512(int64_t n, const void* w, const void* a) {
   float out;
-  dots_q1_0(blocks("vec_dot_q1_0", n, kQ1_0Block), static_cast<const uint8_t*>(w), 0, 1,
-            static_cast<const uint8_t*>(a), &out);
+  dots_q1_0(blocks("vec_dot_q1_0", n, kQ1_0Block), static_cast<const uint8_t*>(w), 0, 1, static_cast<const uint8_t*>(a),
+            &out);
   return out;
 }
 void vec_dots_q1_0_avx512(int64_t n, const void* w, size_t w_stride, int n_rows_w, const void* a, float* out) {
@@ -482,13 +471,12 @@ void vec_dots_q1_0_avx512(int64_t n, const void* w, size_t w_stride, int n_rows_
             static_cast<const uint8_t*>(a), out);
 }
 float vec_dot_q2_0_avx512(int64_t n, const void* w, const void* a) {
-  return dot_q2_0(blocks("vec_dot_q2_0", n, kQ2_0Block), static_cast<const uint8_t*>(w),
-                  static_cast<const uint8_t*>(a));
+  return dot_q2_0(blocks("vec_dot_q2_0", n, kQ2_0Block), static_cast<const uint8_t*>(w), static_cast<const uint8_t*>(a));
 }
 float vec_dot_mxfp4_avx512(int64_t n, const void* w, const void* a) {
   float out;
-  dots_mxfp4(blocks("vec_dot_mxfp4", n, kMxfp4Block), static_cast<const uint8_t*>(w), 0, 1,
-             static_cast<const uint8_t*>(a), &out);
+  dots_mxfp4(blocks("vec_dot_mxfp4", n, kMxfp4Block), static_cast<const uint8_t*>(w), 0, 1, static_cast<const uint8_t*>(a),
+             &out);
   return out;
 }
 void vec_dots_mxfp4_avx512(int64_t n, const void* w, size_t w_stride, int n_rows_w, const void* a, float* out) {
@@ -496,12 +484,10 @@ void vec_dots_mxfp4_avx512(int64_t n, const void* w, size_t w_stride, int n_rows
              static_cast<const uint8_t*>(a), out);
 }
 float vec_dot_tq2_0_avx512(int64_t n, const void* w, const void* a) {
-  return dot_tq2_0(blocks("vec_dot_tq2_0", n, kTQBlock), static_cast<const uint8_t*>(w),
-                   static_cast<const uint8_t*>(a));
+  return dot_tq2_0(blocks("vec_dot_tq2_0", n, kTQBlock), static_cast<const uint8_t*>(w), static_cast<const uint8_t*>(a));
 }
 float vec_dot_tq1_0_avx512(int64_t n, const void* w, const void* a) {
-  return dot_tq1_0(blocks("vec_dot_tq1_0", n, kTQBlock), static_cast<const uint8_t*>(w),
-                   static_cast<const uint8_t*>(a));
+  return dot_tq1_0(blocks("vec_dot_tq1_0", n, kTQBlock), static_cast<const uint8_t*>(w), static_cast<const uint8_t*>(a));
 }
 
 }  // namespace loom::quant::detail::small_simd

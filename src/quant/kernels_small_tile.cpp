@@ -61,9 +61,7 @@ LOOM_ST_AVX512 inline float f32_at(const uint8_t* p) {
 }
 LOOM_ST_AVX512 inline __m512i load512(const void* p) { return _mm512_loadu_si512(p); }
 LOOM_ST_AVX512 inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
-LOOM_ST_AVX512 inline __m512i join(__m256i lo, __m256i hi) {
-  return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-}
+LOOM_ST_AVX512 inline __m512i join(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
 LOOM_ST_AVX512 inline __m512i q8_0_pair(const uint8_t* a) {
   return _mm512_mask_loadu_epi8(_mm512_loadu_si512(a + 2), 0xffffffff00000000ull, a + 4);
 }
@@ -198,8 +196,8 @@ LOOM_ST_AVX512 inline __m512 f16_bcast(const uint8_t* p) {
 // R activation rows (a: as stored, x: XORed) against the panel: res[k] lane r = the dot of
 // weight row r with row k.
 template <int R>
-LOOM_ST_AVX512 void unit_panel_rows(int64_t nu, const UnitPanel* pan, const uint8_t* const* a,
-                                    const uint8_t* const* x, __m512* res) {
+LOOM_ST_AVX512 void unit_panel_rows(int64_t nu, const UnitPanel* pan, const uint8_t* const* a, const uint8_t* const* x,
+                                    __m512* res) {
   alignas(64) float slot[R][16][16];
   for (int l = 0; l < 16; ++l) {
     __m512 acc[R];
@@ -238,8 +236,8 @@ LOOM_ST_AVX512 void unit_panel_rows(int64_t nu, const UnitPanel* pan, const uint
   }
 }
 
-LOOM_ST_AVX512 void unit_tile(UnitDecode dec, int64_t nu, size_t rb, const uint8_t* w, size_t ws, int nw,
-                              const uint8_t* a, size_t as, int na, float* out, size_t os) {
+LOOM_ST_AVX512 void unit_tile(UnitDecode dec, int64_t nu, size_t rb, const uint8_t* w, size_t ws, int nw, const uint8_t* a,
+                              size_t as, int na, float* out, size_t os) {
   thread_local std::vector<uint8_t> xbuf;
   const size_t arb = size_t(nu) * kQ80Bytes;
   uint8_t* xa = scratch(xbuf, size_t(na) * arb);
@@ -324,8 +322,8 @@ LOOM_ST_AVX512 void q2_0_rows(int64_t nb, const uint8_t* w, const uint8_t* const
 
 LOOM_ST_AVX512 inline void tq_scales16(const uint8_t* w, int wbytes, int dpos, const uint8_t* a, float* out) {
   const __m512i k = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const __m512i gw = _mm512_srli_epi32(
-      _mm512_i32gather_epi32(_mm512_mullo_epi32(k, _mm512_set1_epi32(wbytes)), w + dpos - 2, 1), 16);
+  const __m512i gw =
+      _mm512_srli_epi32(_mm512_i32gather_epi32(_mm512_mullo_epi32(k, _mm512_set1_epi32(wbytes)), w + dpos - 2, 1), 16);
   const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(gw));
   const __m512 da = _mm512_i32gather_ps(_mm512_mullo_epi32(k, _mm512_set1_epi32(kQ8KBytes)), a, 1);
   _mm512_storeu_ps(out, _mm512_mul_ps(da, dw));
@@ -517,15 +515,15 @@ LOOM_ST_AVX512 void tq1_0_rows(int64_t nb, const uint8_t* w, const uint8_t* cons
 
 using RowsFn = void (*)(int64_t, const uint8_t*, const uint8_t* const*, float*);
 
-void tile_loop(VecDot dot, int64_t n, const uint8_t* w, size_t ws, int nw, const uint8_t* a, size_t as, int na,
-               float* out, size_t os) {
+void tile_loop(VecDot dot, int64_t n, const uint8_t* w, size_t ws, int nw, const uint8_t* a, size_t as, int na, float* out,
+               size_t os) {
   for (int r = 0; r < na; ++r) {
     for (int j = 0; j < nw; ++j) out[size_t(r) * os + j] = dot(n, w + size_t(j) * ws, a + size_t(r) * as);
   }
 }
 
-void tile(int64_t n, int block, const RowsFn (&fns)[kMaxR], VecDot dot, const void* w, size_t ws, int nw,
-          const void* a, size_t as, int na, float* out, size_t os) {
+void tile(int64_t n, int block, const RowsFn (&fns)[kMaxR], VecDot dot, const void* w, size_t ws, int nw, const void* a,
+          size_t as, int na, float* out, size_t os) {
   const auto* wb = static_cast<const uint8_t*>(w);
   const auto* ab = static_cast<const uint8_t*>(a);
   if (!use_avx512() || na <= 1) {
@@ -549,11 +547,11 @@ void tile(int64_t n, int block, const RowsFn (&fns)[kMaxR], VecDot dot, const vo
 
 }  // namespace
 
-#define LOOM_SMALL_TILE(t, block)                                                                         \
-  void vec_dot_tile_##t(int64_t n, const void* w, size_t ws, int nw, const void* a, size_t as, int na,    \
-                        float* out, size_t os) {                                                          \
-    static constexpr RowsFn kFns[kMaxR] = {t##_rows<1>, t##_rows<2>, t##_rows<3>, t##_rows<4>};         \
-    tile(n, block, kFns, small_simd::vec_dot_##t##_x86, w, ws, nw, a, as, na, out, os);                 \
+#define LOOM_SMALL_TILE(t, block)                                                                                  \
+  void vec_dot_tile_##t(int64_t n, const void* w, size_t ws, int nw, const void* a, size_t as, int na, float* out, \
+                        size_t os) {                                                                               \
+    static constexpr RowsFn kFns[kMaxR] = {t##_rows<1>, t##_rows<2>, t##_rows<3>, t##_rows<4>};                    \
+    tile(n, block, kFns, small_simd::vec_dot_##t##_x86, w, ws, nw, a, as, na, out, os);                            \
   }
 void vec_dot_tile_q1_0(int64_t n, const void* w, size_t ws, int nw, const void* a, size_t as, int na, float* out,
                        size_t os) {

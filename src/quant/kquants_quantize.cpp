@@ -30,8 +30,8 @@ inline int clampi(int v, int lo, int hi) { return std::max(lo, std::min(hi, v));
 // (the minimum is never above zero). Starting from the plain min/max grid, nstep + 1 candidate
 // grids with nmax + rmin + rdelta * is steps over the range are tried; each one's weighted
 // least-squares scale and offset are kept when its weighted error (absolute or squared) is lower.
-float fit_affine(int n, int nmax, const float* x, const float* w, uint8_t* L, float* min_out,
-                 float rmin, float rdelta, int nstep, bool abs_error) {
+float fit_affine(int n, int nmax, const float* x, const float* w, uint8_t* L, float* min_out, float rmin, float rdelta,
+                 int nstep, bool abs_error) {
   float lo = x[0], hi = x[0];
   float sum_w = w[0];
   float sum_x = sum_w * x[0];
@@ -104,7 +104,10 @@ float fit_affine(int n, int nmax, const float* x, const float* w, uint8_t* L, fl
 float largest_magnitude(int n, const float* x) {
   float amax = 0.0f, vmax = 0.0f;
   for (int i = 0; i < n; ++i) {
-    if (std::fabs(x[i]) > amax) { amax = std::fabs(x[i]); vmax = x[i]; }
+    if (std::fabs(x[i]) > amax) {
+      amax = std::fabs(x[i]);
+      vmax = x[i];
+    }
   }
   return vmax;
 }
@@ -243,7 +246,10 @@ void quant_q3_k(const float* x, BlockQ3_K& b) {
   float amax = 0.0f, max_scale = 0.0f;
   for (int j = 0; j < 16; ++j) {
     scales[j] = fit_symmetric_descent(16, 4, x + 16 * j, L + 16 * j);
-    if (std::fabs(scales[j]) > amax) { amax = std::fabs(scales[j]); max_scale = scales[j]; }
+    if (std::fabs(scales[j]) > amax) {
+      amax = std::fabs(scales[j]);
+      max_scale = scales[j];
+    }
   }
   std::memset(b.scales, 0, 12);
   if (max_scale != 0.0f) {
@@ -293,8 +299,8 @@ void pack_k4_scales(const uint8_t* ls, const uint8_t* lm, uint8_t* s) {
 }
 
 // Shared by Q4_K (nmax 15) and Q5_K (nmax 31): returns the levels (0..nmax) in L.
-void quant_q45_k(const float* x, int nmax, float rmin, int nstep, uint16_t* d_out,
-                 uint16_t* dmin_out, uint8_t* scales_out, uint8_t* L) {
+void quant_q45_k(const float* x, int nmax, float rmin, int nstep, uint16_t* d_out, uint16_t* dmin_out, uint8_t* scales_out,
+                 uint8_t* L) {
   float scales[8], mins[8], w[32];
   float max_scale = 0.0f, max_min = 0.0f;
   for (int j = 0; j < 8; ++j) {
@@ -356,7 +362,10 @@ void quant_q6_k(const float* x, BlockQ6_K& b) {
   float amax = 0.0f, max_scale = 0.0f;
   for (int j = 0; j < 16; ++j) {
     scales[j] = fit_symmetric(16, 32, x + 16 * j, L + 16 * j);
-    if (std::fabs(scales[j]) > amax) { amax = std::fabs(scales[j]); max_scale = scales[j]; }
+    if (std::fabs(scales[j]) > amax) {
+      amax = std::fabs(scales[j]);
+      max_scale = scales[j];
+    }
   }
   if (amax < kGroupEps) {
     std::memset(&b, 0, sizeof(b));
@@ -404,7 +413,10 @@ int nearest_iq4_level(float v) {
 float fit_iq4_group(const float* x) {
   float amax = 0.0f, vmax = 0.0f;
   for (int j = 0; j < 32; ++j) {
-    if (std::fabs(x[j]) > amax) { amax = std::fabs(x[j]); vmax = x[j]; }
+    if (std::fabs(x[j]) > amax) {
+      amax = std::fabs(x[j]);
+      vmax = x[j];
+    }
   }
   if (amax < kGroupEps) return 0.0f;
   const float first = float(kIq4nlValues[0]);
@@ -451,7 +463,10 @@ void quant_iq4_xs(const float* x, BlockIQ4_XS& b) {
   float amax = 0.0f, max_scale = 0.0f;
   for (int s = 0; s < 8; ++s) {
     scales[s] = fit_iq4_group(x + 32 * s);
-    if (std::fabs(scales[s]) > amax) { amax = std::fabs(scales[s]); max_scale = scales[s]; }
+    if (std::fabs(scales[s]) > amax) {
+      amax = std::fabs(scales[s]);
+      max_scale = scales[s];
+    }
   }
   const float d = -max_scale / 32.0f;
   b.d = f32_to_f16(d);
@@ -490,8 +505,10 @@ void quant_blocks(const float* src, void* dst, int64_t nb) {
 
 namespace loom::quant::detail::scalar {
 
-#define LOOM_WEIGHT_QUANT(t, Block, block, fn) \
-  void quantize_##t(const float* src, void* dst, int64_t n) { kref::quant_blocks<Block, block, kref::fn>(src, dst, n / block); }
+#define LOOM_WEIGHT_QUANT(t, Block, block, fn)                       \
+  void quantize_##t(const float* src, void* dst, int64_t n) {        \
+    kref::quant_blocks<Block, block, kref::fn>(src, dst, n / block); \
+  }
 LOOM_WEIGHT_QUANT(q2_k, BlockQ2_K, kSuper, quant_q2_k)
 LOOM_WEIGHT_QUANT(q3_k, BlockQ3_K, kSuper, quant_q3_k)
 LOOM_WEIGHT_QUANT(q4_k, BlockQ4_K, kSuper, quant_q4_k)

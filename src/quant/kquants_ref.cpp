@@ -62,8 +62,7 @@ void decode_q3_k(const BlockQ3_K& b, Decoded& o) {
 }
 
 // Q4_K and Q5_K share everything but the 5th bit (qh == nullptr for Q4_K).
-void decode_q45_k(uint16_t d, uint16_t dmin, const uint8_t* scales, const uint8_t* qh,
-                  const uint8_t* qs, Decoded& o) {
+void decode_q45_k(uint16_t d, uint16_t dmin, const uint8_t* scales, const uint8_t* qh, const uint8_t* qs, Decoded& o) {
   for (int c = 0; c < 4; ++c) {
     for (int l = 0; l < 32; ++l) {
       int lo = qs[32 * c + l] & 0x0f, hi = qs[32 * c + l] >> 4;
@@ -178,7 +177,10 @@ void quant_q8_k(const float* src, void* dst, int64_t nb) {
     float amax = 0.0f, vmax = 0.0f;
     for (int j = 0; j < kSuper; ++j) {
       const float v = load_f32(x, j);
-      if (std::fabs(v) > amax) { amax = std::fabs(v); vmax = v; }
+      if (std::fabs(v) > amax) {
+        amax = std::fabs(v);
+        vmax = v;
+      }
     }
     if (amax == 0.0f) {
       b.d = 0.0f;
@@ -263,12 +265,12 @@ float vec_dot_super(int64_t nb, const void* w, const void* a) {
 
 namespace loom::quant::detail::scalar {
 
-#define LOOM_SUPER_ROWS(t)                                                                             \
-  void dequantize_##t(const void* src, float* dst, int64_t n) {                                        \
-    kref::dequantize_super<kref::decode_##t##_at>(src, dst, n / kSuper);                               \
-  }                                                                                                    \
-  float vec_dot_##t(int64_t n, const void* w, const void* a) {                                         \
-    return kref::vec_dot_super<kref::decode_##t##_at>(n / kSuper, w, a);                               \
+#define LOOM_SUPER_ROWS(t)                                               \
+  void dequantize_##t(const void* src, float* dst, int64_t n) {          \
+    kref::dequantize_super<kref::decode_##t##_at>(src, dst, n / kSuper); \
+  }                                                                      \
+  float vec_dot_##t(int64_t n, const void* w, const void* a) {           \
+    return kref::vec_dot_super<kref::decode_##t##_at>(n / kSuper, w, a); \
   }
 LOOM_SUPER_ROWS(q2_k)
 LOOM_SUPER_ROWS(q3_k)

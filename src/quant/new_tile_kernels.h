@@ -17,9 +17,9 @@
 
 namespace loom::quant::detail::new_tile {
 
-#define LOOM_NEW_TILE_DECL(t)                                                                      \
-  void vec_dot_tile_##t(int64_t n, const void* w, size_t w_stride, int n_rows_w, const void* a, \
-                        size_t a_stride, int n_rows_a, float* out, size_t out_stride);
+#define LOOM_NEW_TILE_DECL(t)                                                                                    \
+  void vec_dot_tile_##t(int64_t n, const void* w, size_t w_stride, int n_rows_w, const void* a, size_t a_stride, \
+                        int n_rows_a, float* out, size_t out_stride);
 #if defined(__x86_64__)
 LOOM_NEW_TILE_DECL(iq2_xxs)
 LOOM_NEW_TILE_DECL(iq2_xs)

@@ -39,9 +39,8 @@ bool can_pack_data(TensorType t, const void* src, size_t src_row_bytes, int64_t 
 bool packed_kernels_available(TensorType t) {
   const PackedTraits& p = type_traits(t).packed;
   const CpuFeatures& f = cpu_features();
-  return (p.avx512 && f.has_avx512_vnni_set()) || (p.avxvnni && f.has_avx_vnni_set()) ||
-         (p.avx2 && f.has_avx2_set()) || (p.neon_i8mm && f.neon_i8mm) || (p.neon_dot && f.neon_dotprod) ||
-         (p.neon && f.simd);
+  return (p.avx512 && f.has_avx512_vnni_set()) || (p.avxvnni && f.has_avx_vnni_set()) || (p.avx2 && f.has_avx2_set()) ||
+         (p.neon_i8mm && f.neon_i8mm) || (p.neon_dot && f.neon_dotprod) || (p.neon && f.simd);
 }
 
 size_t packed_group_bytes(TensorType t, int64_t cols) { return detail::packed_group_stride(t, cols); }
@@ -202,13 +201,14 @@ static void pack_q23k(const PackJob& j) {
     for (int c = 0; c < 16; ++c) {
       const int base = 64 * (c / 4) + 4 * (c % 4);  // column of plane 0, byte 0
       for (int k = 0; k < 4; ++k) {
-        planes[64 * c + 4 * r + k] = uint8_t(low[base + k] | low[base + 16 + k] << 2 | low[base + 32 + k] << 4 |
-                                             low[base + 48 + k] << 6);
+        planes[64 * c + 4 * r + k] =
+            uint8_t(low[base + k] | low[base + 16 + k] << 2 | low[base + 32 + k] << 4 | low[base + 48 + k] << 6);
       }
       if (!q3) continue;
       for (int p = 0; p < 4; ++p) {  // the 4 bits of row r in each plane's chunk mask
         const uint8_t* hb = high + base + 16 * p;
-        tile[PackedQ3K::kQh + 32 * c + 8 * p + r / 2] |= uint8_t((hb[0] | hb[1] << 1 | hb[2] << 2 | hb[3] << 3) << (4 * (r % 2)));
+        tile[PackedQ3K::kQh + 32 * c + 8 * p + r / 2] |=
+            uint8_t((hb[0] | hb[1] << 1 | hb[2] << 2 | hb[3] << 3) << (4 * (r % 2)));
       }
     }
   });
@@ -294,8 +294,8 @@ void pack_q3k(const PackJob& j) { pack_q23k<true>(j); }
 
 }  // namespace detail
 
-void pack_weights(TensorType t, const void* src, size_t src_row_bytes, int64_t rows, int64_t cols,
-                  void* dst, int64_t g0, int64_t g1) {
+void pack_weights(TensorType t, const void* src, size_t src_row_bytes, int64_t rows, int64_t cols, void* dst, int64_t g0,
+                  int64_t g1) {
   const PackJob j{t, static_cast<const uint8_t*>(src), src_row_bytes, rows, cols, static_cast<uint8_t*>(dst), g0, g1};
   // Zeroed first: padding rows get scale 0 (and the layouts' unused bits are 0).
   std::memset(j.group(g0), 0, size_t(g1 - g0) * packed_group_bytes(t, cols));
@@ -372,8 +372,8 @@ void quantize_packed_act(TensorType t, const float* x, int64_t cols, void* dst) 
   }
 }
 
-void packed_gemm(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
-                 const void* act, size_t act_stride, int n, float* out, size_t out_stride) {
+void packed_gemm(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1, const void* act,
+                 size_t act_stride, int n, float* out, size_t out_stride) {
 #if defined(__x86_64__)
   const PackedTraits& p = type_traits(t).packed;
   const CpuFeatures& f = cpu_features();
@@ -589,8 +589,8 @@ float packed_ref_dot_bf16(TensorType, const uint8_t* grp, int r, const uint8_t* 
 
 namespace ref {
 
-void packed_gemm(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
-                 const void* act, size_t act_stride, int n, float* out, size_t out_stride) {
+void packed_gemm(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1, const void* act,
+                 size_t act_stride, int n, float* out, size_t out_stride) {
   const size_t group_bytes = packed_group_bytes(t, cols);
   const PackedRefDotFn dot = type_traits(t).packed.ref_dot;
   const auto* p = static_cast<const uint8_t*>(packed);

@@ -67,8 +67,8 @@ size_t packed_size(TensorType t, int64_t rows, int64_t cols);
 size_t packed_group_bytes(TensorType t, int64_t cols);
 // Packs rows [0, rows) of a matrix whose row r starts at src + r * src_row_bytes into dst
 // (packed_size bytes). Groups [g0, g1) only, so packing can be split across threads.
-void pack_weights(TensorType t, const void* src, size_t src_row_bytes, int64_t rows, int64_t cols,
-                  void* dst, int64_t g0, int64_t g1);
+void pack_weights(TensorType t, const void* src, size_t src_row_bytes, int64_t rows, int64_t cols, void* dst, int64_t g0,
+                  int64_t g1);
 
 // Bytes of one activation row of cols elements in the packed activation format for weights t.
 size_t packed_act_row_bytes(TensorType t, int64_t cols);
@@ -85,14 +85,14 @@ void quantize_packed_act_rows(TensorType t, const float* x, int64_t cols, int n,
 // For activation rows i < n (a batch of n rows in that layout, act_stride =
 // packed_act_row_bytes(t, cols) or more: row, or panel, i at act + i * act_stride bytes) and
 // weight rows r of groups [g0, g1) with r < rows: out[i * out_stride + r] = Σ_k W[r][k] · x_i[k].
-void packed_gemm(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
-                 const void* act, size_t act_stride, int n, float* out, size_t out_stride);
+void packed_gemm(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1, const void* act,
+                 size_t act_stride, int n, float* out, size_t out_stride);
 
 namespace ref {
 // The scalar definition of packed_gemm over the packed layout; the SIMD kernels are tested
 // against it, and it against quant::ref::vec_dot on the original rows.
-void packed_gemm(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
-                 const void* act, size_t act_stride, int n, float* out, size_t out_stride);
+void packed_gemm(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1, const void* act,
+                 size_t act_stride, int n, float* out, size_t out_stride);
 }  // namespace ref
 
 namespace detail {
@@ -101,47 +101,45 @@ namespace detail {
 // tests; each may be called only when its CPU check passes
 // (cpu_features().has_avx512_vnni_set() / has_avx_vnni_set()).
 // The 32-column block types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL) with AVX-512 VNNI.
-void packed_gemm_avx512(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0,
-                        int64_t g1, const void* act, size_t act_stride, int n, float* out,
-                        size_t out_stride);
+void packed_gemm_avx512(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
+                        const void* act, size_t act_stride, int n, float* out, size_t out_stride);
 // The 32-column block types: AMX-INT8 tiles for runs of 16 activation rows, the rest through
 // packed_gemm_avx512
 // (cpu_features().has_amx_int8_set()).
-void packed_gemm_amx(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
-                     const void* act, size_t act_stride, int n, float* out, size_t out_stride);
+void packed_gemm_amx(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1, const void* act,
+                     size_t act_stride, int n, float* out, size_t out_stride);
 // Q4_K / Q5_K / IQ4_XS: AMX-INT8 tiles for runs of 16 activation rows, the rest through
 // packed_gemm_q4k_avx512 / q5k / iq4xs (cpu_features().has_amx_int8_set()).
 void packed_gemm_amx_q4k(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
                          const void* act, size_t act_stride, int n, float* out, size_t out_stride);
 // Q4_K (and Q5_K) weights against Q8_K activations with AVX-512 VNNI (any n).
-void packed_gemm_q4k_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
-                            const void* act, size_t act_stride, int n, float* out, size_t out_stride);
-void packed_gemm_q5k_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
-                            const void* act, size_t act_stride, int n, float* out, size_t out_stride);
+void packed_gemm_q4k_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1, const void* act,
+                            size_t act_stride, int n, float* out, size_t out_stride);
+void packed_gemm_q5k_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1, const void* act,
+                            size_t act_stride, int n, float* out, size_t out_stride);
 // Q2_K, Q3_K and IQ4_XS weights against Q8_K activations with AVX-512 VNNI (any n).
-void packed_gemm_q2k_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
-                            const void* act, size_t act_stride, int n, float* out, size_t out_stride);
-void packed_gemm_q3k_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
-                            const void* act, size_t act_stride, int n, float* out, size_t out_stride);
-void packed_gemm_iq4xs_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
-                              const void* act, size_t act_stride, int n, float* out, size_t out_stride);
+void packed_gemm_q2k_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1, const void* act,
+                            size_t act_stride, int n, float* out, size_t out_stride);
+void packed_gemm_q3k_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1, const void* act,
+                            size_t act_stride, int n, float* out, size_t out_stride);
+void packed_gemm_iq4xs_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1, const void* act,
+                              size_t act_stride, int n, float* out, size_t out_stride);
 // Q6_K weights against Q8_K activations with AVX-512 VNNI (any n).
-void packed_gemm_q6k_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
-                            const void* act, size_t act_stride, int n, float* out, size_t out_stride);
+void packed_gemm_q6k_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1, const void* act,
+                            size_t act_stride, int n, float* out, size_t out_stride);
 // F16 / BF16 weights with AVX-512 F (any n).
-void packed_gemm_f16_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
-                            const void* act, size_t act_stride, int n, float* out, size_t out_stride);
-void packed_gemm_bf16_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
-                             const void* act, size_t act_stride, int n, float* out, size_t out_stride);
+void packed_gemm_f16_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1, const void* act,
+                            size_t act_stride, int n, float* out, size_t out_stride);
+void packed_gemm_bf16_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1, const void* act,
+                             size_t act_stride, int n, float* out, size_t out_stride);
 // 256-bit kernels (packed_avx2.cpp) for the types packed_avx2_has_kernel names (every packable
 // type; any n): plain AVX2 (VPMADDUBSW; cpu_features().has_avx2_set()) and AVX-VNNI (VPDPBUSD on
 // ymm; has_avx_vnni_set()); F16 / BF16 through FMA in both.
 bool packed_avx2_has_kernel(TensorType t);
-void packed_gemm_avx2(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
-                      const void* act, size_t act_stride, int n, float* out, size_t out_stride);
-void packed_gemm_avxvnni(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0,
-                         int64_t g1, const void* act, size_t act_stride, int n, float* out,
-                         size_t out_stride);
+void packed_gemm_avx2(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1, const void* act,
+                      size_t act_stride, int n, float* out, size_t out_stride);
+void packed_gemm_avxvnni(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
+                         const void* act, size_t act_stride, int n, float* out, size_t out_stride);
 #endif  // __x86_64__
 #if defined(__aarch64__)
 // The AArch64 kernels (packed_neon.cpp) for the types packed_neon_has_kernel names (any n):
@@ -149,8 +147,8 @@ void packed_gemm_avxvnni(TensorType t, int64_t rows, int64_t cols, const void* p
 // runs of 2 and 4 activation rows, SDOT for single rows; cpu_features().neon_i8mm). All three
 // give the same bits.
 bool packed_neon_has_kernel(TensorType t);
-void packed_gemm_neon(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
-                      const void* act, size_t act_stride, int n, float* out, size_t out_stride);
+void packed_gemm_neon(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1, const void* act,
+                      size_t act_stride, int n, float* out, size_t out_stride);
 void packed_gemm_neon_dot(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
                           const void* act, size_t act_stride, int n, float* out, size_t out_stride);
 void packed_gemm_neon_i8mm(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,

@@ -34,8 +34,7 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 
-#define LOOM_AMX \
-  __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni,amx-tile,amx-int8")))
+#define LOOM_AMX __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni,amx-tile,amx-int8")))
 
 namespace loom::quant::detail {
 namespace {
@@ -160,8 +159,7 @@ LOOM_AMX void build_panel(const uint8_t* act, size_t act_stride, int64_t nb, Pan
 // and the float epilogue works on block b - 2, stored a step earlier (a TILESTORED waits for
 // its product, and a vector load right after TILESTORED of the same bytes would wait for it).
 template <bool kMin>
-LOOM_AMX void chunk_tiles(const uint8_t* wv, int64_t nb, const PanelBlock* panel, float* out, size_t out_stride,
-                          int valid) {
+LOOM_AMX void chunk_tiles(const uint8_t* wv, int64_t nb, const PanelBlock* panel, float* out, size_t out_stride, int valid) {
   alignas(64) int32_t cbuf[2][16][16];
   __m512 acc[16];  // kept in registers: every loop over them is unrolled
 #pragma GCC unroll 16
@@ -177,13 +175,13 @@ LOOM_AMX void chunk_tiles(const uint8_t* wv, int64_t nb, const PanelBlock* panel
       else _tile_stored(1, cbuf[1], 64);
     }
     if (b < 2) continue;
-    const int64_t pb = b - 2;  // the block whose product is in memory
+    const int64_t pb = b - 2;                                    // the block whose product is in memory
     const uint8_t* scales = wv + size_t(pb) * kVnniBlock + 512;  // d[16], then m[16]
     const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales)));
     const float* da = panel[pb].d;
     __m512 mw = _mm512_setzero_ps();
     if constexpr (kMin) mw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales + 32)));
-    int32_t (*cb)[16] = cbuf[pb & 1];
+    int32_t(*cb)[16] = cbuf[pb & 1];
 #pragma GCC unroll 16
     for (int i = 0; i < 16; ++i) {
       const __m512 ci = _mm512_cvtepi32_ps(_mm512_load_si512(cb[i]));
@@ -264,8 +262,10 @@ LOOM_AMX void group_vnni_q4k(const uint8_t* grp, int64_t ns, SuperVnni* dst) {
     }
     if constexpr (!kIq4) {
       for (int pr = 0; pr < 4; ++pr) {
-        const __m512i m0 = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + PackedQ4K::kM + 16 * (2 * pr))));
-        const __m512i m1 = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + PackedQ4K::kM + 16 * (2 * pr + 1))));
+        const __m512i m0 =
+            _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + PackedQ4K::kM + 16 * (2 * pr))));
+        const __m512i m1 = _mm512_cvtepu8_epi32(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + PackedQ4K::kM + 16 * (2 * pr + 1))));
         _mm512_store_si512(dst[sb].mins[pr], _mm512_or_si512(m0, _mm512_slli_epi32(m1, 16)));
       }
     }
@@ -282,19 +282,19 @@ LOOM_AMX void build_panel_q8k(const uint8_t* act, size_t act_stride, int64_t ns,
       int16_t bs[16];
       std::memcpy(bs, blk + 4 + 256, 32);
       for (int pr = 0; pr < 4; ++pr) {
-        const auto s0 = uint16_t(int16_t(bs[4 * pr] + bs[4 * pr + 1])), s1 = uint16_t(int16_t(bs[4 * pr + 2] + bs[4 * pr + 3]));
+        const auto s0 = uint16_t(int16_t(bs[4 * pr] + bs[4 * pr + 1])),
+                   s1 = uint16_t(int16_t(bs[4 * pr + 2] + bs[4 * pr + 3]));
         panel[sb].bs[pr][i] = int32_t(uint32_t(s0) | uint32_t(s1) << 16);
       }
     }
   }
 }
 
-
 // 16 activation rows against one group, all super-blocks; the sub-block products flow through
 // the same two-tile pipeline as chunk_tiles, isum in registers, acc in memory (per super-block).
 template <Super32 K>
-LOOM_AMX void chunk_tiles_q4k(const uint8_t* grp, const SuperVnni* wv, int64_t ns, const PanelSuper* panel,
-                              float* out, size_t out_stride, int valid) {
+LOOM_AMX void chunk_tiles_q4k(const uint8_t* grp, const SuperVnni* wv, int64_t ns, const PanelSuper* panel, float* out,
+                              size_t out_stride, int valid) {
   constexpr bool kIq4 = K == Super32::kIQ4XS;
   constexpr size_t tile_bytes = tile_bytes_of(K);
   alignas(64) int32_t cbuf[2][16][16];
@@ -323,9 +323,10 @@ LOOM_AMX void chunk_tiles_q4k(const uint8_t* grp, const SuperVnni* wv, int64_t n
     const int64_t ps = s - 2, sb = ps / 8;
     const int j = int(ps % 8);
     const uint8_t* tile = grp + size_t(sb) * tile_bytes;
-    const __m512i sc = kIq4 ? _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + PackedIQ4XS::kSc + 16 * j)))
-                            : _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + PackedQ4K::kSc + 16 * j)));
-    int32_t (*cb)[16] = cbuf[ps & 1];
+    const __m512i sc =
+        kIq4 ? _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + PackedIQ4XS::kSc + 16 * j)))
+             : _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + PackedQ4K::kSc + 16 * j)));
+    int32_t(*cb)[16] = cbuf[ps & 1];
 #pragma GCC unroll 16
     for (int i = 0; i < 16; ++i) isum[i] = _mm512_add_epi32(isum[i], _mm512_mullo_epi32(_mm512_load_si512(cb[i]), sc));
     if (j != 7) continue;
@@ -345,7 +346,8 @@ LOOM_AMX void chunk_tiles_q4k(const uint8_t* grp, const SuperVnni* wv, int64_t n
 #pragma GCC unroll 16
     for (int i = 0; i < 16; ++i) {
       __m512i msum = _mm512_setzero_si512();
-      for (int pr = 0; pr < 4; ++pr) msum = _mm512_dpwssd_epi32(msum, _mm512_load_si512(w.mins[pr]), _mm512_set1_epi32(ap.bs[pr][i]));
+      for (int pr = 0; pr < 4; ++pr)
+        msum = _mm512_dpwssd_epi32(msum, _mm512_load_si512(w.mins[pr]), _mm512_set1_epi32(ap.bs[pr][i]));
       const __m512 t = _mm512_fmsub_ps(d, _mm512_cvtepi32_ps(isum[i]), _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(msum)));
       _mm512_store_ps(acc[i], _mm512_fmadd_ps(_mm512_set1_ps(ap.d[i]), t, _mm512_load_ps(acc[i])));
       isum[i] = _mm512_setzero_si512();
@@ -358,8 +360,8 @@ LOOM_AMX void chunk_tiles_q4k(const uint8_t* grp, const SuperVnni* wv, int64_t n
 
 }  // namespace
 
-void packed_gemm_amx(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
-                     const void* act, size_t act_stride, int n, float* out, size_t out_stride) {
+void packed_gemm_amx(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1, const void* act,
+                     size_t act_stride, int n, float* out, size_t out_stride) {
   const int n16 = n / 16 * 16;
   if (n16 > 0) {
     configure_thread(TileShapes::kInt8);
@@ -375,7 +377,8 @@ void packed_gemm_amx(TensorType t, int64_t rows, int64_t cols, const void* packe
     if (vnni.size() < size_t(nb) * kVnniBlock + 64) vnni.resize(size_t(nb) * kVnniBlock + 64);
     if (panels.size() < size_t(n16 / 16) * size_t(nb)) panels.resize(size_t(n16 / 16) * size_t(nb));
     uint8_t* wv = vnni.data() + (64 - reinterpret_cast<uintptr_t>(vnni.data()) % 64) % 64;
-    for (int i = 0; i < n16; i += 16) build_panel(a + size_t(i) * act_stride, act_stride, nb, &panels[size_t(i / 16) * size_t(nb)]);
+    for (int i = 0; i < n16; i += 16)
+      build_panel(a + size_t(i) * act_stride, act_stride, nb, &panels[size_t(i / 16) * size_t(nb)]);
     for (int64_t g = g0; g < g1; ++g) {
       const uint8_t* grp = p + size_t(g) * group_bytes;
       const int valid = int(rows - g * 16 < 16 ? rows - g * 16 : 16);
@@ -407,7 +410,8 @@ void packed_gemm_amx_q4k(TensorType t, int64_t rows, int64_t cols, const void* p
     thread_local std::vector<PanelSuper> panels;
     if (vnni.size() < size_t(ns)) vnni.resize(size_t(ns));
     if (panels.size() < size_t(n16 / 16) * size_t(ns)) panels.resize(size_t(n16 / 16) * size_t(ns));
-    for (int i = 0; i < n16; i += 16) build_panel_q8k(a + size_t(i) * act_stride, act_stride, ns, &panels[size_t(i / 16) * size_t(ns)]);
+    for (int i = 0; i < n16; i += 16)
+      build_panel_q8k(a + size_t(i) * act_stride, act_stride, ns, &panels[size_t(i / 16) * size_t(ns)]);
     for (int64_t g = g0; g < g1; ++g) {
       const uint8_t* grp = p + size_t(g) * group_bytes;
       const int valid = int(rows - g * 16 < 16 ? rows - g * 16 : 16);
@@ -429,7 +433,9 @@ void packed_gemm_amx_q4k(TensorType t, int64_t rows, int64_t cols, const void* p
   }
   if (n16 < n) {
     const uint8_t* rest = static_cast<const uint8_t*>(act) + size_t(n16) * act_stride;
-    auto* rest_gemm = k == Super32::kQ5K ? packed_gemm_q5k_avx512 : k == Super32::kIQ4XS ? packed_gemm_iq4xs_avx512 : packed_gemm_q4k_avx512;
+    auto* rest_gemm = k == Super32::kQ5K     ? packed_gemm_q5k_avx512
+                      : k == Super32::kIQ4XS ? packed_gemm_iq4xs_avx512
+                                             : packed_gemm_q4k_avx512;
     rest_gemm(rows, cols, packed, g0, g1, rest, act_stride, n - n16, out + size_t(n16) * out_stride, out_stride);
   }
 }
@@ -437,4 +443,3 @@ void packed_gemm_amx_q4k(TensorType t, int64_t rows, int64_t cols, const void* p
 }  // namespace loom::quant::detail
 
 #endif  // __x86_64__
-

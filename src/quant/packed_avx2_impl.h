@@ -126,9 +126,9 @@ LOOM_PK inline __m256i pair16(__m256i lo, __m256i hi) { return _mm256_blend_epi1
 LOOM_PK inline __m256i mask_bytes(const uint8_t* half_mask, __m256i add) {
   uint32_t m;
   std::memcpy(&m, half_mask, 4);
-  const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32(int32_t(m)),
-                                             _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
-                                                              2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+  const __m256i spread = _mm256_shuffle_epi8(
+      _mm256_set1_epi32(int32_t(m)),
+      _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
   const __m256i bit = _mm256_set1_epi64x(int64_t(0x8040201008040201ull));
   return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), add);
 }
@@ -152,9 +152,7 @@ LOOM_PK inline void store16(float* o, __m256 lo, __m256 hi, int valid) {
 struct Blocks32 {
   bool nibbles, has_min, fifth_bit, lut, mxfp4;
 };
-constexpr Blocks32 blocks32_of(const PackedLayout& L) {
-  return Blocks32{L.nibbles, L.has_min, L.fifth_bit, L.lut, L.mxfp4};
-}
+constexpr Blocks32 blocks32_of(const PackedLayout& L) { return Blocks32{L.nibbles, L.has_min, L.fifth_bit, L.lut, L.mxfp4}; }
 
 // The IQ4_NL levels as signed bytes (kIq4nlBiased - 128), for the AVX2 copy's sign trick; MXFP4's
 // are kMxfp4Values (kMxfp4Biased - 128).
@@ -257,10 +255,10 @@ LOOM_PK void group_kernel(const uint8_t* grp, const PackedLayout& L, int64_t nb,
 }
 
 template <Blocks32 F>
-void run_blocks32(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
-                  const void* act, size_t act_stride, int n, float* out, size_t out_stride) {
-  auto kernel = [](int na, const uint8_t* grp, const PackedLayout& L, int64_t nb, const uint8_t* a, size_t as,
-                   float* o, size_t os, int valid) {
+void run_blocks32(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1, const void* act,
+                  size_t act_stride, int n, float* out, size_t out_stride) {
+  auto kernel = [](int na, const uint8_t* grp, const PackedLayout& L, int64_t nb, const uint8_t* a, size_t as, float* o,
+                   size_t os, int valid) {
     with_na<4, 2, 1>(na, [&]<int NA>() { group_kernel<NA, F>(grp, L, nb, a, as, o, os, valid); });
   };
   packed_gemm_loop(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride, 4, kernel);
@@ -279,7 +277,8 @@ LOOM_PK inline void fold_super(const uint8_t* tile, int h, const uint8_t* const*
   if constexpr (kMins) dmin = f16x8(tile + 32 + 16 * h);
   for (int a = 0; a < NA; ++a) {
     __m256 t = _mm256_mul_ps(d, _mm256_cvtepi32_ps(isum[a]));
-    if constexpr (kMins) t = _mm256_fmsub_ps(d, _mm256_cvtepi32_ps(isum[a]), _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(msum[a])));
+    if constexpr (kMins)
+      t = _mm256_fmsub_ps(d, _mm256_cvtepi32_ps(isum[a]), _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(msum[a])));
     acc[a][h] = _mm256_fmadd_ps(bcastf(ab[a]), t, acc[a][h]);
   }
 }
@@ -337,8 +336,8 @@ LOOM_PK void group_kernel_q4k(const uint8_t* grp, int64_t cols, const uint8_t* a
           const __m256i chunk = load256(q + 64 * c + 32 * h);
           __m256i w = sub == 0 ? _mm256_and_si256(chunk, m4) : _mm256_and_si256(_mm256_srli_epi16(chunk, 4), m4);
           if constexpr (kQ5) {
-            w = _mm256_or_si256(w, mask_bytes(tile + PackedQ5K::kQh + 128 * size_t(g) + 16 * size_t(c) + 8 * sub + 4 * h,
-                                              sixteen));
+            w = _mm256_or_si256(
+                w, mask_bytes(tile + PackedQ5K::kQh + 128 * size_t(g) + 16 * size_t(c) + 8 * sub + 4 * h, sixteen));
           }
           if constexpr (kIq4) w = _mm256_shuffle_epi8(lut, w);
           return w;
@@ -385,7 +384,8 @@ LOOM_PK void group_kernel_q4k(const uint8_t* grp, int64_t cols, const uint8_t* a
           const __m256i mpair = pair16(u8x8(tile + PackedQ4K::kM + 16 * (2 * g) + 8 * h),
                                        u8x8(tile + PackedQ4K::kM + 16 * (2 * g + 1) + 8 * h));
           for (int a = 0; a < NA; ++a) {
-            const int32_t bpair = int32_t(uint32_t(uint16_t(act_sum(a, 2 * g))) | uint32_t(uint16_t(act_sum(a, 2 * g + 1))) << 16);
+            const int32_t bpair =
+                int32_t(uint32_t(uint16_t(act_sum(a, 2 * g))) | uint32_t(uint16_t(act_sum(a, 2 * g + 1))) << 16);
             msum[a] = _mm256_add_epi32(msum[a], _mm256_madd_epi16(mpair, _mm256_set1_epi32(bpair)));
           }
         }
@@ -445,8 +445,10 @@ LOOM_PK void group_kernel_q6k(const uint8_t* grp, int64_t cols, const uint8_t* a
       for (int a = 0; a < NA; ++a) bsum[a] = _mm256_setzero_si256();
       for (int s = 0; s < 16; s += 2) {
         // Sub-blocks s, s + 1: their scales as 16-bit pairs against the two bsums.
-        const __m256i spair = pair16(i8x8(tile + PackedQ6K::kSc + 16 * s + 8 * h), i8x8(tile + PackedQ6K::kSc + 16 * (s + 1) + 8 * h));
-        for (int a = 0; a < NA; ++a) bsum[a] = _mm256_add_epi32(bsum[a], _mm256_madd_epi16(spair, bcast32(ab[a] + 4 + 256 + 2 * s)));
+        const __m256i spair =
+            pair16(i8x8(tile + PackedQ6K::kSc + 16 * s + 8 * h), i8x8(tile + PackedQ6K::kSc + 16 * (s + 1) + 8 * h));
+        for (int a = 0; a < NA; ++a)
+          bsum[a] = _mm256_add_epi32(bsum[a], _mm256_madd_epi16(spair, bcast32(ab[a] + 4 + 256 + 2 * s)));
       }
       const __m256 d = f16x8(tile + PackedQ6K::kD + 16 * h);
       for (int a = 0; a < NA; ++a) {
@@ -500,7 +502,8 @@ LOOM_PK void group_kernel_q23k(const uint8_t* grp, int64_t cols, const uint8_t* 
         auto weight = [&](int qd, int h) LOOM_PK {
           const __m256i chunk = load256(q + 64 * qd + 32 * h);
           __m256i w = _mm256_and_si256(_mm256_srli_epi16(chunk, 2 * p), m3);
-          if constexpr (Q3) w = _mm256_or_si256(w, mask_bytes(tile + PackedQ3K::kQh + 32 * size_t(4 * G + qd) + 8 * p + 4 * h, four));
+          if constexpr (Q3)
+            w = _mm256_or_si256(w, mask_bytes(tile + PackedQ3K::kQh + 32 * size_t(4 * G + qd) + 8 * p + 4 * h, four));
           return w;
         };
         // 4 steps of levels below 8: 4 · 2 · 7 · 127 < 2^15, one part per sub-block.
@@ -532,7 +535,8 @@ LOOM_PK void group_kernel_q23k(const uint8_t* grp, int64_t cols, const uint8_t* 
           pair = pair16(_mm256_srli_epi32(u8x8(tile + PackedQ2K::kSm + 16 * s + 8 * h), 4),
                         _mm256_srli_epi32(u8x8(tile + PackedQ2K::kSm + 16 * (s + 1) + 8 * h), 4));
         }
-        for (int a = 0; a < NA; ++a) bsum[a] = _mm256_add_epi32(bsum[a], _mm256_madd_epi16(pair, bcast32(ab[a] + 4 + 256 + 2 * s)));
+        for (int a = 0; a < NA; ++a)
+          bsum[a] = _mm256_add_epi32(bsum[a], _mm256_madd_epi16(pair, bcast32(ab[a] + 4 + 256 + 2 * s)));
       }
       __m256i is[NA];
       for (int a = 0; a < NA; ++a) is[a] = Q3 ? _mm256_sub_epi32(isum[a][h], _mm256_slli_epi32(bsum[a], 2)) : isum[a][h];
@@ -557,8 +561,8 @@ LOOM_PK inline __m256 load8_f32(const uint8_t* p) {
 }
 
 template <int NA, int NG, bool kBf16>
-LOOM_PK void group_kernel_f16(const uint8_t* grp, size_t group_bytes, int64_t cols, const uint8_t* act,
-                              size_t act_stride, float* out, size_t out_stride, const int* valid) {
+LOOM_PK void group_kernel_f16(const uint8_t* grp, size_t group_bytes, int64_t cols, const uint8_t* act, size_t act_stride,
+                              float* out, size_t out_stride, const int* valid) {
   __m256 acc[NG][NA][2];
   for (int g = 0; g < NG; ++g) {
     for (int a = 0; a < NA; ++a) acc[g][a][0] = acc[g][a][1] = _mm256_setzero_ps();
@@ -585,13 +589,14 @@ LOOM_PK void group_kernel_f16(const uint8_t* grp, size_t group_bytes, int64_t co
     }
   }
   for (int g = 0; g < NG; ++g) {
-    for (int a = 0; a < NA; ++a) store16(out + size_t(a) * out_stride + size_t(16 * g), acc[g][a][0], acc[g][a][1], valid[g]);
+    for (int a = 0; a < NA; ++a)
+      store16(out + size_t(a) * out_stride + size_t(16 * g), acc[g][a][0], acc[g][a][1], valid[g]);
   }
 }
 
 template <bool kBf16>
-void run_f16(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1, const void* act,
-             size_t act_stride, int n, float* out, size_t out_stride) {
+void run_f16(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1, const void* act, size_t act_stride,
+             int n, float* out, size_t out_stride) {
   const size_t gb = packed_group_stride(kBf16 ? TensorType::BF16 : TensorType::F16, cols);
   const auto* p = static_cast<const uint8_t*>(packed);
   const auto* a = static_cast<const uint8_t*>(act);
@@ -643,29 +648,32 @@ void run_f16(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t
 
 // The super-block kernels share one driver: K::run<NA> for runs of NA activation rows.
 template <typename K, int... kNas>
-void run_by_cols(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
-                 const void* act, size_t act_stride, int n, float* out, size_t out_stride) {
-  auto kernel = [cols](int na, const uint8_t* grp, const PackedLayout&, int64_t, const uint8_t* a, size_t as,
-                       float* o, size_t os, int valid) {
+void run_by_cols(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1, const void* act,
+                 size_t act_stride, int n, float* out, size_t out_stride) {
+  auto kernel = [cols](int na, const uint8_t* grp, const PackedLayout&, int64_t, const uint8_t* a, size_t as, float* o,
+                       size_t os, int valid) {
     with_na<kNas...>(na, [&]<int NA>() { K::template run<NA>(grp, cols, a, as, o, os, valid); });
   };
   packed_gemm_loop(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride, std::max({kNas...}), kernel);
 }
 
 struct Q6K {
-  template <int NA> static void run(const uint8_t* g, int64_t c, const uint8_t* a, size_t as, float* o, size_t os, int v) {
+  template <int NA>
+  static void run(const uint8_t* g, int64_t c, const uint8_t* a, size_t as, float* o, size_t os, int v) {
     group_kernel_q6k<NA>(g, c, a, as, o, os, v);
   }
 };
 template <bool Q3>
 struct Q23K {
-  template <int NA> static void run(const uint8_t* g, int64_t c, const uint8_t* a, size_t as, float* o, size_t os, int v) {
+  template <int NA>
+  static void run(const uint8_t* g, int64_t c, const uint8_t* a, size_t as, float* o, size_t os, int v) {
     group_kernel_q23k<NA, Q3>(g, c, a, as, o, os, v);
   }
 };
 template <Nib256 K>
 struct Q4K {
-  template <int NA> static void run(const uint8_t* g, int64_t c, const uint8_t* a, size_t as, float* o, size_t os, int v) {
+  template <int NA>
+  static void run(const uint8_t* g, int64_t c, const uint8_t* a, size_t as, float* o, size_t os, int v) {
     group_kernel_q4k<NA, K>(g, c, a, as, o, os, v);
   }
 };
@@ -674,8 +682,8 @@ struct Q4K {
 
 // Every type this copy has a kernel for (packed_avx2_has_kernel; F16 and BF16 in the AVX2 copy
 // only); the others must not get here.
-void packed_gemm(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
-                 const void* act, size_t act_stride, int n, float* out, size_t out_stride) {
+void packed_gemm(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1, const void* act,
+                 size_t act_stride, int n, float* out, size_t out_stride) {
   constexpr Blocks32 kQ40 = blocks32_of(kLayoutQ4_0), kQ41 = blocks32_of(kLayoutQ4_1), kQ50 = blocks32_of(kLayoutQ5_0),
                      kQ51 = blocks32_of(kLayoutQ5_1), kQ80 = blocks32_of(kLayoutQ8_0), kIq4 = blocks32_of(kLayoutIQ4_NL),
                      kMxfp4 = blocks32_of(kLayoutMXFP4);

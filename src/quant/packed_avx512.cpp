@@ -34,9 +34,7 @@ struct Blocks32 {
   bool lut;        // nibbles index kIq4nlBiased (kMxfp4Biased with mxfp4)
   bool mxfp4;
 };
-constexpr Blocks32 blocks32_of(const PackedLayout& L) {
-  return Blocks32{L.nibbles, L.has_min, L.fifth_bit, L.lut, L.mxfp4};
-}
+constexpr Blocks32 blocks32_of(const PackedLayout& L) { return Blocks32{L.nibbles, L.has_min, L.fifth_bit, L.lut, L.mxfp4}; }
 
 // 16 unsigned bytes widened to 16 int32 lanes.
 LOOM_AVX512_VNNI inline __m512i u8x16(const uint8_t* p) {
@@ -108,8 +106,7 @@ LOOM_AVX512_VNNI void group_kernel(const uint8_t* grp, const PackedLayout& L, in
         i0 = _mm512_dpbusd_epi32(i0, w[j], _mm512_set1_epi32(x0));
         i1 = _mm512_dpbusd_epi32(i1, w[j + 1], _mm512_set1_epi32(x1));
       }
-      acc[a] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(i0, i1)),
-                               _mm512_mul_ps(dw, _mm512_set1_ps(da)), acc[a]);
+      acc[a] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(i0, i1)), _mm512_mul_ps(dw, _mm512_set1_ps(da)), acc[a]);
       if constexpr (F.has_min) {
         float sa;
         std::memcpy(&sa, ab + 4, 4);
@@ -202,8 +199,8 @@ enum class Nib256 { kQ4K, kQ5K, kIQ4XS };
 // IQ4_XS: the nibbles go through the biased IQ4_NL table (VPSHUFB), each sub-block sum starts at
 // -128 · (the activation's sum over it), the scales are signed bytes, and there are no mins.
 template <int NA, Nib256 K>
-LOOM_AVX512_VNNI void group_kernel_q4k(const uint8_t* grp, int64_t cols, const uint8_t* act, size_t act_stride,
-                                       float* out, size_t out_stride, int valid) {
+LOOM_AVX512_VNNI void group_kernel_q4k(const uint8_t* grp, int64_t cols, const uint8_t* act, size_t act_stride, float* out,
+                                       size_t out_stride, int valid) {
   constexpr bool kQ5 = K == Nib256::kQ5K, kIq4 = K == Nib256::kIQ4XS;
   __m512 acc[NA];
   for (int a = 0; a < NA; ++a) acc[a] = _mm512_setzero_ps();
@@ -260,15 +257,18 @@ LOOM_AVX512_VNNI void group_kernel_q4k(const uint8_t* grp, int64_t cols, const u
         const __m512i sc0 = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + kSc + 16 * j0)));
         const __m512i sc1 = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + kSc + 16 * j1)));
         for (int a = 0; a < NA; ++a) {
-          isum[a] = _mm512_add_epi32(isum[a], _mm512_add_epi32(_mm512_mullo_epi32(lo[a], sc0), _mm512_mullo_epi32(hi[a], sc1)));
+          isum[a] =
+              _mm512_add_epi32(isum[a], _mm512_add_epi32(_mm512_mullo_epi32(lo[a], sc0), _mm512_mullo_epi32(hi[a], sc1)));
         }
       } else {
         const __m512i sc0 = u8x16(tile + kSc + 16 * j0), sc1 = u8x16(tile + kSc + 16 * j1);
         const __m512i mn0 = u8x16(tile + PackedQ4K::kM + 16 * j0), mn1 = u8x16(tile + PackedQ4K::kM + 16 * j1);
         for (int a = 0; a < NA; ++a) {
-          isum[a] = _mm512_add_epi32(isum[a], _mm512_add_epi32(_mm512_mullo_epi32(lo[a], sc0), _mm512_mullo_epi32(hi[a], sc1)));
-          msum[a] = _mm512_add_epi32(msum[a], _mm512_add_epi32(_mm512_mullo_epi32(mn0, _mm512_set1_epi32(bs[a][0] + bs[a][1])),
-                                                               _mm512_mullo_epi32(mn1, _mm512_set1_epi32(bs[a][2] + bs[a][3]))));
+          isum[a] =
+              _mm512_add_epi32(isum[a], _mm512_add_epi32(_mm512_mullo_epi32(lo[a], sc0), _mm512_mullo_epi32(hi[a], sc1)));
+          msum[a] =
+              _mm512_add_epi32(msum[a], _mm512_add_epi32(_mm512_mullo_epi32(mn0, _mm512_set1_epi32(bs[a][0] + bs[a][1])),
+                                                         _mm512_mullo_epi32(mn1, _mm512_set1_epi32(bs[a][2] + bs[a][3]))));
         }
       }
     }
@@ -284,8 +284,8 @@ LOOM_AVX512_VNNI void group_kernel_q4k(const uint8_t* grp, int64_t cols, const u
 // the activation's sub-block sums), floats once per super-block as Q4_K. Q3_K: the third bits
 // add 4 (byte masks), each sum starts at -4 · (the activation's sub-block sum), signed scales.
 template <int NA, bool Q3>
-LOOM_AVX512_VNNI void group_kernel_q23k(const uint8_t* grp, int64_t cols, const uint8_t* act, size_t act_stride,
-                                        float* out, size_t out_stride, int valid) {
+LOOM_AVX512_VNNI void group_kernel_q23k(const uint8_t* grp, int64_t cols, const uint8_t* act, size_t act_stride, float* out,
+                                        size_t out_stride, int valid) {
   __m512 acc[NA];
   for (int a = 0; a < NA; ++a) acc[a] = _mm512_setzero_ps();
   const __m512i m3 = _mm512_set1_epi8(3), m4 = _mm512_set1_epi32(0x0f), four = _mm512_set1_epi8(4);
@@ -331,7 +331,8 @@ LOOM_AVX512_VNNI void group_kernel_q23k(const uint8_t* grp, int64_t cols, const 
       for (int p = 0; p < 4; ++p) {
         const int s = 4 * G + p;
         if constexpr (Q3) {
-          const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + PackedQ3K::kSc + 16 * s)));
+          const __m512i sc =
+              _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + PackedQ3K::kSc + 16 * s)));
           for (int a = 0; a < NA; ++a) isum[a] = _mm512_add_epi32(isum[a], _mm512_mullo_epi32(dot[a][p], sc));
         } else {
           const __m512i sm = u8x16(tile + PackedQ2K::kSm + 16 * s);
@@ -353,8 +354,8 @@ LOOM_AVX512_VNNI void group_kernel_q23k(const uint8_t* grp, int64_t cols, const 
 // into a sum started at -32 · (the activation's sum over those columns), weighted by the int8
 // scale (VPMULLD); floats once per super-block.
 template <int NA>
-LOOM_AVX512_VNNI void group_kernel_q6k(const uint8_t* grp, int64_t cols, const uint8_t* act, size_t act_stride,
-                                       float* out, size_t out_stride, int valid) {
+LOOM_AVX512_VNNI void group_kernel_q6k(const uint8_t* grp, int64_t cols, const uint8_t* act, size_t act_stride, float* out,
+                                       size_t out_stride, int valid) {
   __m512 acc[NA];
   for (int a = 0; a < NA; ++a) acc[a] = _mm512_setzero_ps();
   const int64_t ns = cols / PackedQ6K::kCols;
@@ -381,7 +382,8 @@ LOOM_AVX512_VNNI void group_kernel_q6k(const uint8_t* grp, int64_t cols, const u
           dot[a] = _mm512_dpbusd_epi32(dot[a], w, _mm512_set1_epi32(x));
         }
       }
-      const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + PackedQ6K::kSc + 16 * sub)));
+      const __m512i sc =
+          _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + PackedQ6K::kSc + 16 * sub)));
       for (int a = 0; a < NA; ++a) isum[a] = _mm512_add_epi32(isum[a], _mm512_mullo_epi32(dot[a], sc));
     }
     const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + PackedQ6K::kD)));
@@ -395,74 +397,76 @@ LOOM_AVX512_VNNI void group_kernel_q6k(const uint8_t* grp, int64_t cols, const u
   for (int a = 0; a < NA; ++a) _mm512_mask_storeu_ps(out + size_t(a) * out_stride, mask, acc[a]);
 }
 
-
 // The super-block kernels (which take their column count) share one driver: K::run<NA> for
 // runs of NA activation rows, NA from kNas (largest first).
 template <typename K, int... kNas>
-void run_by_cols(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
-                 const void* act, size_t act_stride, int n, float* out, size_t out_stride) {
-  auto kernel = [cols](int na, const uint8_t* grp, const PackedLayout&, int64_t, const uint8_t* a, size_t as,
-                       float* o, size_t os, int valid) {
+void run_by_cols(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1, const void* act,
+                 size_t act_stride, int n, float* out, size_t out_stride) {
+  auto kernel = [cols](int na, const uint8_t* grp, const PackedLayout&, int64_t, const uint8_t* a, size_t as, float* o,
+                       size_t os, int valid) {
     with_na<kNas...>(na, [&]<int NA>() { K::template run<NA>(grp, cols, a, as, o, os, valid); });
   };
   packed_gemm_loop(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride, std::max({kNas...}), kernel);
 }
 
 struct Q6K {
-  template <int NA> static void run(const uint8_t* g, int64_t c, const uint8_t* a, size_t as, float* o, size_t os, int v) {
+  template <int NA>
+  static void run(const uint8_t* g, int64_t c, const uint8_t* a, size_t as, float* o, size_t os, int v) {
     group_kernel_q6k<NA>(g, c, a, as, o, os, v);
   }
 };
 template <Nib256 K>
 struct Q4K {
-  template <int NA> static void run(const uint8_t* g, int64_t c, const uint8_t* a, size_t as, float* o, size_t os, int v) {
+  template <int NA>
+  static void run(const uint8_t* g, int64_t c, const uint8_t* a, size_t as, float* o, size_t os, int v) {
     group_kernel_q4k<NA, K>(g, c, a, as, o, os, v);
   }
 };
 template <bool Q3>
 struct Q23K {
-  template <int NA> static void run(const uint8_t* g, int64_t c, const uint8_t* a, size_t as, float* o, size_t os, int v) {
+  template <int NA>
+  static void run(const uint8_t* g, int64_t c, const uint8_t* a, size_t as, float* o, size_t os, int v) {
     group_kernel_q23k<NA, Q3>(g, c, a, as, o, os, v);
   }
 };
 
 }  // namespace
 
-void packed_gemm_q6k_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
-                            const void* act, size_t act_stride, int n, float* out, size_t out_stride) {
+void packed_gemm_q6k_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1, const void* act,
+                            size_t act_stride, int n, float* out, size_t out_stride) {
   run_by_cols<Q6K, 4, 2, 1>(TensorType::Q6_K, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
 }
 
-void packed_gemm_q4k_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
-                            const void* act, size_t act_stride, int n, float* out, size_t out_stride) {
+void packed_gemm_q4k_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1, const void* act,
+                            size_t act_stride, int n, float* out, size_t out_stride) {
   run_by_cols<Q4K<Nib256::kQ4K>, 4, 2, 1>(TensorType::Q4_K, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
 }
 
-void packed_gemm_q5k_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
-                            const void* act, size_t act_stride, int n, float* out, size_t out_stride) {
+void packed_gemm_q5k_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1, const void* act,
+                            size_t act_stride, int n, float* out, size_t out_stride) {
   run_by_cols<Q4K<Nib256::kQ5K>, 4, 2, 1>(TensorType::Q5_K, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
 }
 
-void packed_gemm_iq4xs_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
-                              const void* act, size_t act_stride, int n, float* out, size_t out_stride) {
+void packed_gemm_iq4xs_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1, const void* act,
+                              size_t act_stride, int n, float* out, size_t out_stride) {
   run_by_cols<Q4K<Nib256::kIQ4XS>, 4, 2, 1>(TensorType::IQ4_XS, rows, cols, packed, g0, g1, act, act_stride, n, out,
                                             out_stride);
 }
 
-void packed_gemm_q2k_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
-                            const void* act, size_t act_stride, int n, float* out, size_t out_stride) {
+void packed_gemm_q2k_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1, const void* act,
+                            size_t act_stride, int n, float* out, size_t out_stride) {
   run_by_cols<Q23K<false>, 4, 2, 1>(TensorType::Q2_K, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
 }
 
-void packed_gemm_q3k_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
-                            const void* act, size_t act_stride, int n, float* out, size_t out_stride) {
+void packed_gemm_q3k_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1, const void* act,
+                            size_t act_stride, int n, float* out, size_t out_stride) {
   run_by_cols<Q23K<true>, 4, 2, 1>(TensorType::Q3_K, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
 }
 
 namespace {
 template <bool kBf16>
-void run_f16(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1, const void* act,
-             size_t act_stride, int n, float* out, size_t out_stride) {
+void run_f16(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1, const void* act, size_t act_stride,
+             int n, float* out, size_t out_stride) {
   const size_t gb = packed_group_bytes(TensorType::F16, cols);
   const auto* p = static_cast<const uint8_t*>(packed);
   const auto* a = static_cast<const uint8_t*>(act);
@@ -478,7 +482,7 @@ void run_f16(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t
       for (; i + na <= n4; i += na) {
         with_na<16, 8, 4>(na, [&]<int NA>() {
           group_kernel_f16<NA, 1, kBf16>(grp, gb, cols, a + size_t(i) * act_stride, act_stride,
-                                  out + size_t(i) * out_stride + size_t(16 * g), out_stride, valid);
+                                         out + size_t(i) * out_stride + size_t(16 * g), out_stride, valid);
         });
       }
     }
@@ -512,22 +516,22 @@ void run_f16(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t
 }
 }  // namespace
 
-void packed_gemm_f16_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
-                            const void* act, size_t act_stride, int n, float* out, size_t out_stride) {
+void packed_gemm_f16_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1, const void* act,
+                            size_t act_stride, int n, float* out, size_t out_stride) {
   run_f16<false>(rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
 }
 
-void packed_gemm_bf16_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
-                             const void* act, size_t act_stride, int n, float* out, size_t out_stride) {
+void packed_gemm_bf16_avx512(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1, const void* act,
+                             size_t act_stride, int n, float* out, size_t out_stride) {
   run_f16<true>(rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
 }
 
 namespace {
 template <Blocks32 F>
-void run_blocks32(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
-                  const void* act, size_t act_stride, int n, float* out, size_t out_stride) {
-  auto kernel = [](int na, const uint8_t* grp, const PackedLayout& L, int64_t nb, const uint8_t* a, size_t as,
-                   float* o, size_t os, int valid) {
+void run_blocks32(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1, const void* act,
+                  size_t act_stride, int n, float* out, size_t out_stride) {
+  auto kernel = [](int na, const uint8_t* grp, const PackedLayout& L, int64_t nb, const uint8_t* a, size_t as, float* o,
+                   size_t os, int valid) {
     with_na<8, 4, 2, 1>(na, [&]<int NA>() { group_kernel<NA, F>(grp, L, nb, a, as, o, os, valid); });
   };
   packed_gemm_loop(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride, 8, kernel);
@@ -536,12 +540,8 @@ void run_blocks32(TensorType t, int64_t rows, int64_t cols, const void* packed, 
 
 void packed_gemm_avx512(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
                         const void* act, size_t act_stride, int n, float* out, size_t out_stride) {
-  constexpr Blocks32 kQ40 = blocks32_of(kLayoutQ4_0),
-                     kQ41 = blocks32_of(kLayoutQ4_1),
-                     kQ50 = blocks32_of(kLayoutQ5_0),
-                     kQ51 = blocks32_of(kLayoutQ5_1),
-                     kQ80 = blocks32_of(kLayoutQ8_0),
-                     kIq4 = blocks32_of(kLayoutIQ4_NL),
+  constexpr Blocks32 kQ40 = blocks32_of(kLayoutQ4_0), kQ41 = blocks32_of(kLayoutQ4_1), kQ50 = blocks32_of(kLayoutQ5_0),
+                     kQ51 = blocks32_of(kLayoutQ5_1), kQ80 = blocks32_of(kLayoutQ8_0), kIq4 = blocks32_of(kLayoutIQ4_NL),
                      kMxfp4 = blocks32_of(kLayoutMXFP4);
   switch (t) {
     case TensorType::Q4_1: return run_blocks32<kQ41>(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);

@@ -29,8 +29,7 @@ static_assert(sizeof(PackedActBlock) == 40);
 // a nibble is decoded by one byte shuffle, and the bias 128 is taken off through Σ q.
 inline constexpr uint8_t kIq4nlBiased[16] = {1, 24, 45, 63, 79, 93, 106, 118, 129, 141, 153, 166, 181, 197, 217, 241};
 // MXFP4's 16 levels (twice the E2M1 values: small_types.h kMxfp4Values) plus 128.
-inline constexpr uint8_t kMxfp4Biased[16] = {128, 129, 130, 131, 132, 134, 136, 140,
-                                             128, 127, 126, 125, 124, 122, 120, 116};
+inline constexpr uint8_t kMxfp4Biased[16] = {128, 129, 130, 131, 132, 134, 136, 140, 128, 127, 126, 125, 124, 122, 120, 116};
 // The biased table a layout's nibbles index (layouts with lut).
 constexpr const uint8_t* biased_table(bool mxfp4) { return mxfp4 ? kMxfp4Biased : kIq4nlBiased; }
 
@@ -213,9 +212,9 @@ inline void with_na(int na, F&& f) {
 // in runs of kMaxNa (then 4, 2, 1), so the group's tiles stay in L1 while activations stream by.
 // kernel(na, group, tile_bytes, nb, act, act_stride, out, out_stride, valid_rows) computes one run.
 template <typename Kernel>
-inline void packed_gemm_loop(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0,
-                             int64_t g1, const void* act, size_t act_stride, int n, float* out,
-                             size_t out_stride, int max_na, Kernel&& kernel) {
+inline void packed_gemm_loop(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
+                             const void* act, size_t act_stride, int n, float* out, size_t out_stride, int max_na,
+                             Kernel&& kernel) {
   const PackedLayout L = PackedLayout::of(t);
   const int64_t nb = cols / kPackBlock;
   const size_t group_bytes = packed_group_stride(t, cols);
@@ -228,8 +227,8 @@ inline void packed_gemm_loop(TensorType t, int64_t rows, int64_t cols, const voi
     int i = 0;
     for (int na = max_na; na >= 1; na /= 2) {
       for (; i + na <= n; i += na) {
-        kernel(na, grp, L, nb, a + size_t(i) * act_stride, act_stride, out + size_t(i) * out_stride + size_t(r0),
-               out_stride, valid);
+        kernel(na, grp, L, nb, a + size_t(i) * act_stride, act_stride, out + size_t(i) * out_stride + size_t(r0), out_stride,
+               valid);
       }
     }
   }

@@ -65,15 +65,13 @@ bool packed_neon_has_kernel(TensorType t) {
     case TensorType::Q6_K:
     case TensorType::IQ4_XS:
     case TensorType::F16:
-    case TensorType::BF16:
-      return true;
-    default:
-      return false;
+    case TensorType::BF16: return true;
+    default: return false;
   }
 }
 
-void packed_gemm_neon(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
-                      const void* act, size_t act_stride, int n, float* out, size_t out_stride) {
+void packed_gemm_neon(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1, const void* act,
+                      size_t act_stride, int n, float* out, size_t out_stride) {
   neon_plain::packed_gemm(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
 }
 

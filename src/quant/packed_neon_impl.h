@@ -91,7 +91,9 @@ LOOM_PN int32_t i32_at(const uint8_t* p) {
   return v;
 }
 // 4 f16 at p (rows 4R..4R+3 of a d[16] array) as floats (FCVTL: base AArch64).
-LOOM_PN float32x4_t f16x4(const uint8_t* p) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(reinterpret_cast<const uint16_t*>(p)))); }
+LOOM_PN float32x4_t f16x4(const uint8_t* p) {
+  return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(reinterpret_cast<const uint16_t*>(p))));
+}
 
 // The 16 bits of a chunk mask (ChunkMask) that belong to register R, as 16 bytes: 16 where the
 // bit is set (byte i of the register <-> bit i), else 0.
@@ -124,9 +126,9 @@ constexpr Blocks32 blocks32_of(const PackedLayout& L) { return Blocks32{L.nibble
 // would otherwise read at run time: GCC then computes every chunk address with CSELs).
 template <Blocks32 F>
 struct Geo {
-  static constexpr size_t kQ = F.has_min ? 64 : 32;                  // q_offset()
-  static constexpr size_t kQh = kQ + 64 * (F.nibbles ? 4 : 8);       // qh_offset()
-  static constexpr size_t kTile = kQh + (F.fifth_bit ? 64 : 0);       // tile_bytes
+  static constexpr size_t kQ = F.has_min ? 64 : 32;              // q_offset()
+  static constexpr size_t kQh = kQ + 64 * (F.nibbles ? 4 : 8);   // qh_offset()
+  static constexpr size_t kTile = kQh + (F.fifth_bit ? 64 : 0);  // tile_bytes
   static constexpr int32_t kBias = !F.nibbles || F.lut || F.has_min ? 0 : F.fifth_bit ? 16 : 8;
 };
 template <Blocks32 F>
@@ -140,7 +142,7 @@ static_assert(geo_matches<blocks32_of(kLayoutQ4_0)>(kLayoutQ4_0) && geo_matches<
 
 // The IQ4_NL levels as signed bytes (kIq4nlBiased - 128): TBL decodes a nibble to its level.
 alignas(16) inline constexpr int8_t kIq4nlSigned[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
-                                                       1,    13,   25,  38,  53,  69,  89,  113};
+                                                        1,    13,   25,  38,  53,  69,  89,  113};
 
 // Geo::kBias is the bias the integer sums start from (-bias · Σ q): the levels are kept as stored
 // (nibbles, nibble + 16 · fifth bit), so Q4_0's 8 and Q5_0's 16 come off there; Q8_0's bytes are
@@ -178,8 +180,8 @@ LOOM_PN void decode(const uint8_t* tile, int c, int R, int8x16_t& lo, int8x16_t&
 // NA activation rows against the rows of registers [R0, R0 + NR) of one group (sdot_pass in the
 // file comment).
 template <int NA, Blocks32 F, int R0, int NR>
-LOOM_PN_ATTR void sdot_pass(const uint8_t* grp, int64_t nb, const uint8_t* act,
-                            size_t act_stride, float* out, size_t out_stride, int valid) {
+LOOM_PN_ATTR void sdot_pass(const uint8_t* grp, int64_t nb, const uint8_t* act, size_t act_stride, float* out,
+                            size_t out_stride, int valid) {
   float32x4_t acc[NA][NR];
   for (int a = 0; a < NA; ++a) {
     for (int R = 0; R < NR; ++R) acc[a][R] = vdupq_n_f32(0.0f);
@@ -309,8 +311,8 @@ LOOM_PN uint32x4_t pair_words(uint32x4_t w, int p) {
 // element against lane 2 j2 + (c & 1) takes chunk c's 4 columns of the pair's row j2: each
 // activation register feeds both rows of its pair, one load per 16 bytes.
 template <int NA, Blocks32 F, int R0, int NR, bool kPrefetch>
-LOOM_PN_ATTR LOOM_PN_NO_PRESCHED void sdot_panels(const uint8_t* grp, int64_t nb, const uint8_t* act, size_t act_stride, float* out,
-                              size_t out_stride, int valid) {
+LOOM_PN_ATTR LOOM_PN_NO_PRESCHED void sdot_panels(const uint8_t* grp, int64_t nb, const uint8_t* act, size_t act_stride,
+                                                  float* out, size_t out_stride, int valid) {
   constexpr int K = RunPanels<NA>::K;
   float32x4_t acc[NA][NR];
   for (int a = 0; a < NA; ++a) {
@@ -399,8 +401,8 @@ LOOM_PN_ATTR LOOM_PN_NO_PRESCHED void sdot_panels(const uint8_t* grp, int64_t nb
 // file comment). acc[q][2R + z]: pair q, rows 4R + 2z, 4R + 2z + 1. A panel register is already
 // SMMLA's 8 columns of the pair's two rows, and the pair's d and sums are one half of the panel's.
 template <int NP, Blocks32 F, int R0, int NR, bool kPrefetch>
-LOOM_PN_ATTR void mmla_pass(const uint8_t* grp, int64_t nb, const uint8_t* act,
-                            size_t act_stride, float* out, size_t out_stride, int valid) {
+LOOM_PN_ATTR void mmla_pass(const uint8_t* grp, int64_t nb, const uint8_t* act, size_t act_stride, float* out,
+                            size_t out_stride, int valid) {
   constexpr int K = RunPanels<2 * NP>::K;
   float32x4_t acc[NP][2 * NR];
   for (int p = 0; p < NP; ++p) {
@@ -505,8 +507,7 @@ LOOM_PN_ATTR void mmla_pass(const uint8_t* grp, int64_t nb, const uint8_t* act,
 // One run of na (8, 4, 2, 1) activation rows against one group; kPrefetch on the group's first
 // run only (the others find its tiles in the cache).
 template <Blocks32 F, bool kPrefetch>
-void blocks32_run(int na, const uint8_t* grp, int64_t nb, const uint8_t* a, size_t as, float* o, size_t os,
-                  int valid) {
+void blocks32_run(int na, const uint8_t* grp, int64_t nb, const uint8_t* a, size_t as, float* o, size_t os, int valid) {
 #if LOOM_PN_LEVEL >= 2
   if (na == 8) {
     mmla_pass<4, F, 0, 1, kPrefetch>(grp, nb, a, as, o, os, valid);
@@ -703,8 +704,8 @@ LOOM_PN_ATTR void q6k_pass(const uint8_t* grp, int64_t cols, const uint8_t* act,
       });
 #pragma GCC unroll 4
       for (int R = 0; R < NR; ++R) {
-        const int32x4_t sc = vmovl_s16(vget_low_s16(
-            vmovl_s8(vld1_s8(reinterpret_cast<const int8_t*>(tile + PackedQ6K::kSc + 16 * size_t(s) + 4 * size_t(R0 + R))))));
+        const int32x4_t sc = vmovl_s16(vget_low_s16(vmovl_s8(
+            vld1_s8(reinterpret_cast<const int8_t*>(tile + PackedQ6K::kSc + 16 * size_t(s) + 4 * size_t(R0 + R))))));
         for (int a = 0; a < NA; ++a) {
           int16_t bs;
           std::memcpy(&bs, ab[a] + 4 + 256 + 2 * s, 2);
@@ -834,8 +835,8 @@ void run_f16(TensorType t, int64_t rows, int64_t cols, const void* packed, int64
 }  // namespace
 
 // Every type packed_neon_has_kernel names; the others must not get here.
-void packed_gemm(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
-                 const void* act, size_t act_stride, int n, float* out, size_t out_stride) {
+void packed_gemm(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1, const void* act,
+                 size_t act_stride, int n, float* out, size_t out_stride) {
   constexpr Blocks32 kQ40 = blocks32_of(kLayoutQ4_0), kQ80 = blocks32_of(kLayoutQ8_0), kIq4 = blocks32_of(kLayoutIQ4_NL),
                      kQ50 = blocks32_of(kLayoutQ5_0), kQ41 = blocks32_of(kLayoutQ4_1), kQ51 = blocks32_of(kLayoutQ5_1);
   switch (t) {

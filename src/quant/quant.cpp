@@ -24,19 +24,17 @@ void fail(const char* fn, TensorType t, int64_t n) {
     std::fprintf(stderr, "loom::quant::%s: unsupported tensor type %s (id %u)\n", fn,
                  std::string(tensor_type_name(t)).c_str(), id);
   } else if (n >= 0 && n % tt.block_size == 0) {
-    std::fprintf(stderr, "loom::quant::%s: no quantizer for tensor type %s (id %u) in this build\n",
-                 fn, std::string(tensor_type_name(t)).c_str(), id);
+    std::fprintf(stderr, "loom::quant::%s: no quantizer for tensor type %s (id %u) in this build\n", fn,
+                 std::string(tensor_type_name(t)).c_str(), id);
   } else {
-    std::fprintf(stderr, "loom::quant::%s: n=%lld is not a multiple of the %s block size %lld\n",
-                 fn, static_cast<long long>(n), std::string(tensor_type_name(t)).c_str(),
-                 static_cast<long long>(tt.block_size));
+    std::fprintf(stderr, "loom::quant::%s: n=%lld is not a multiple of the %s block size %lld\n", fn,
+                 static_cast<long long>(n), std::string(tensor_type_name(t)).c_str(), static_cast<long long>(tt.block_size));
   }
   std::abort();
 }
 
-void run_register_tiles(const TileFn (&fns)[kTileA][kTileW], const TileFn (&row_fns)[kTileW1], int64_t len,
-                        const uint8_t* w, size_t ws, int nw, const uint8_t* a, size_t as, int na, float* out,
-                        size_t os) {
+void run_register_tiles(const TileFn (&fns)[kTileA][kTileW], const TileFn (&row_fns)[kTileW1], int64_t len, const uint8_t* w,
+                        size_t ws, int nw, const uint8_t* a, size_t as, int na, float* out, size_t os) {
   for (int i0 = 0; i0 < na; i0 += kTileA) {
     const int rn = na - i0 < kTileA ? na - i0 : kTileA;
     const uint8_t* ai = a + size_t(i0) * as;
@@ -54,7 +52,6 @@ void run_register_tiles(const TileFn (&fns)[kTileA][kTileW], const TileFn (&row_
     }
   }
 }
-
 
 // The set-level entry points (kernels.h): one set's kernel for t from the table, false if none.
 namespace {
@@ -74,29 +71,25 @@ bool set_vec_dot(KernelSet set, TensorType t, int64_t n, const void* w, const vo
   if (fn) *out = fn(n, w, a);
   return fn != nullptr;
 }
-bool set_vec_dot_tile(KernelSet set, TensorType t, int64_t n, const void* w, size_t ws, int nw, const void* a,
-                      size_t as, int na, float* out, size_t os) {
+bool set_vec_dot_tile(KernelSet set, TensorType t, int64_t n, const void* w, size_t ws, int nw, const void* a, size_t as,
+                      int na, float* out, size_t os) {
   const auto fn = kernels_of(t, set).vec_dot_tile;
   if (fn) fn(n, w, ws, nw, a, as, na, out, os);
   return fn != nullptr;
 }
 }  // namespace
 
-#define LOOM_SET_ENTRY_POINTS(ns, set)                                                                  \
-  namespace ns {                                                                                        \
-  bool dequantize_row(TensorType t, const void* src, float* dst, int64_t n) {                           \
-    return set_dequantize(set, t, src, dst, n);                                                         \
-  }                                                                                                     \
-  bool quantize_row(TensorType t, const float* src, void* dst, int64_t n) {                             \
-    return set_quantize(set, t, src, dst, n);                                                           \
-  }                                                                                                     \
-  bool vec_dot(TensorType t, int64_t n, const void* w, const void* a, float* out) {                     \
-    return set_vec_dot(set, t, n, w, a, out);                                                           \
-  }                                                                                                     \
-  bool vec_dot_tile(TensorType t, int64_t n, const void* w, size_t ws, int nw, const void* a, size_t as, \
-                    int na, float* out, size_t os) {                                                    \
-    return set_vec_dot_tile(set, t, n, w, ws, nw, a, as, na, out, os);                                  \
-  }                                                                                                     \
+#define LOOM_SET_ENTRY_POINTS(ns, set)                                                                                      \
+  namespace ns {                                                                                                            \
+  bool dequantize_row(TensorType t, const void* src, float* dst, int64_t n) { return set_dequantize(set, t, src, dst, n); } \
+  bool quantize_row(TensorType t, const float* src, void* dst, int64_t n) { return set_quantize(set, t, src, dst, n); }     \
+  bool vec_dot(TensorType t, int64_t n, const void* w, const void* a, float* out) {                                         \
+    return set_vec_dot(set, t, n, w, a, out);                                                                               \
+  }                                                                                                                         \
+  bool vec_dot_tile(TensorType t, int64_t n, const void* w, size_t ws, int nw, const void* a, size_t as, int na,            \
+                    float* out, size_t os) {                                                                                \
+    return set_vec_dot_tile(set, t, n, w, ws, nw, a, as, na, out, os);                                                      \
+  }                                                                                                                         \
   }
 LOOM_SET_ENTRY_POINTS(highway, KernelSet::kHighway)
 #if defined(__x86_64__)
@@ -111,9 +104,7 @@ LOOM_SET_ENTRY_POINTS(neon, KernelSet::kNeonDot)
 
 namespace {
 
-bool valid(const TypeTraits& tt, int64_t n) {
-  return tt.computable && n >= 0 && n % tt.block_size == 0;
-}
+bool valid(const TypeTraits& tt, int64_t n) { return tt.computable && n >= 0 && n % tt.block_size == 0; }
 
 // Per type, the kernel each operation dispatches to: the first enabled kernel set (KernelSet
 // order) that has one, else null (then the scalar reference). Resolved once, at the first
@@ -173,8 +164,8 @@ float vec_dot(TensorType t, int64_t n, const void* w, const void* a) {
   return ref::vec_dot(t, n, w, a);
 }
 
-void vec_dot_tile(TensorType t, int64_t n, const void* w, size_t w_stride, int n_rows_w,
-                  const void* a, size_t a_stride, int n_rows_a, float* out, size_t out_stride) {
+void vec_dot_tile(TensorType t, int64_t n, const void* w, size_t w_stride, int n_rows_w, const void* a, size_t a_stride,
+                  int n_rows_a, float* out, size_t out_stride) {
   const TypeTraits& tt = type_traits(t);
   if (valid(tt, n)) {
     if (const auto fn = dispatched(t).vec_dot_tile) {
@@ -185,8 +176,7 @@ void vec_dot_tile(TensorType t, int64_t n, const void* w, size_t w_stride, int n
   const auto* ab = static_cast<const uint8_t*>(a);
   for (int i = 0; i < n_rows_a; ++i) {
     for (int j = 0; j < n_rows_w; ++j) {
-      out[size_t(i) * out_stride + size_t(j)] =
-          vec_dot(t, n, wb + size_t(j) * w_stride, ab + size_t(i) * a_stride);
+      out[size_t(i) * out_stride + size_t(j)] = vec_dot(t, n, wb + size_t(j) * w_stride, ab + size_t(i) * a_stride);
     }
   }
 }
@@ -213,14 +203,13 @@ float vec_dot(TensorType t, int64_t n, const void* w, const void* a) {
   return tt.ref.vec_dot(n, w, a);
 }
 
-void vec_dot_tile(TensorType t, int64_t n, const void* w, size_t w_stride, int n_rows_w,
-                  const void* a, size_t a_stride, int n_rows_a, float* out, size_t out_stride) {
+void vec_dot_tile(TensorType t, int64_t n, const void* w, size_t w_stride, int n_rows_w, const void* a, size_t a_stride,
+                  int n_rows_a, float* out, size_t out_stride) {
   const auto* wb = static_cast<const uint8_t*>(w);
   const auto* ab = static_cast<const uint8_t*>(a);
   for (int i = 0; i < n_rows_a; ++i) {
     for (int j = 0; j < n_rows_w; ++j) {
-      out[size_t(i) * out_stride + size_t(j)] =
-          vec_dot(t, n, wb + size_t(j) * w_stride, ab + size_t(i) * a_stride);
+      out[size_t(i) * out_stride + size_t(j)] = vec_dot(t, n, wb + size_t(j) * w_stride, ab + size_t(i) * a_stride);
     }
   }
 }

@@ -39,16 +39,16 @@ float vec_dot(TensorType t, int64_t n, const void* w, const void* a);
 // several activation rows and vice versa; every output is bit-identical with vec_dot of its
 // pair whatever the tile (batch invariance: the types with a tile kernel compute vec_dot as
 // their 1 x 1 tile; the others loop over vec_dot). Any n_rows_w, n_rows_a >= 0.
-void vec_dot_tile(TensorType t, int64_t n, const void* w, size_t w_stride, int n_rows_w,
-                  const void* a, size_t a_stride, int n_rows_a, float* out, size_t out_stride);
+void vec_dot_tile(TensorType t, int64_t n, const void* w, size_t w_stride, int n_rows_w, const void* a, size_t a_stride,
+                  int n_rows_a, float* out, size_t out_stride);
 
 namespace ref {
 void dequantize_row(TensorType t, const void* src, float* dst, int64_t n);
 void quantize_row(TensorType t, const float* src, void* dst, int64_t n);
 float vec_dot(TensorType t, int64_t n, const void* w, const void* a);
 // Defined as ref::vec_dot over every (weight row, activation row) pair.
-void vec_dot_tile(TensorType t, int64_t n, const void* w, size_t w_stride, int n_rows_w,
-                  const void* a, size_t a_stride, int n_rows_a, float* out, size_t out_stride);
+void vec_dot_tile(TensorType t, int64_t n, const void* w, size_t w_stride, int n_rows_w, const void* a, size_t a_stride,
+                  int n_rows_a, float* out, size_t out_stride);
 }  // namespace ref
 
 }  // namespace loom::quant

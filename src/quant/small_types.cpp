@@ -21,8 +21,8 @@ namespace {
 using namespace loom::quant::detail;
 
 [[noreturn]] void bad_length(const char* fn, int64_t n, int block) {
-  std::fprintf(stderr, "loom: %s: %lld elements is not a multiple of the block size %d\n", fn,
-               static_cast<long long>(n), block);
+  std::fprintf(stderr, "loom: %s: %lld elements is not a multiple of the block size %d\n", fn, static_cast<long long>(n),
+               block);
   std::abort();
 }
 
@@ -46,9 +46,7 @@ inline float ld(const float* p, int64_t i) {
   std::memcpy(&v, reinterpret_cast<const uint8_t*>(p) + i * 4, 4);
   return v;
 }
-inline void st(float* p, int64_t i, float v) {
-  std::memcpy(reinterpret_cast<uint8_t*>(p) + i * 4, &v, 4);
-}
+inline void st(float* p, int64_t i, float v) { std::memcpy(reinterpret_cast<uint8_t*>(p) + i * 4, &v, 4); }
 
 // Float-to-integer conversions as ggml's C code gets them on x86-64, where a value out of range
 // (or NaN) converts to the "integer indefinite" 0x80...0 of cvttss2si. Such values arise when a
@@ -65,8 +63,15 @@ inline int64_t lround_i64(float v) {
 
 // The activation blocks (layouts of blocks.h: Q8_0 {f16 d; i8 qs[32]}, Q8_K {f32 d; i8 qs[256];
 // i16 bsums[16]}).
-struct Q8_0 { uint16_t d; int8_t qs[32]; };
-struct Q8_K { float d; int8_t qs[256]; int16_t bsums[16]; };
+struct Q8_0 {
+  uint16_t d;
+  int8_t qs[32];
+};
+struct Q8_K {
+  float d;
+  int8_t qs[256];
+  int16_t bsums[16];
+};
 static_assert(sizeof(Q8_0) == 34);
 static_assert(sizeof(Q8_K) == 292);
 

@@ -35,11 +35,27 @@ namespace loom::quant {
 
 namespace detail {
 
-struct BlockQ1_0 { uint16_t d; uint8_t qs[16]; };
-struct BlockQ2_0 { uint16_t d; uint8_t qs[16]; };
-struct BlockTQ1_0 { uint8_t qs[48]; uint8_t qh[4]; uint16_t d; };
-struct BlockTQ2_0 { uint8_t qs[64]; uint16_t d; };
-struct BlockMXFP4 { uint8_t e; uint8_t qs[16]; };
+struct BlockQ1_0 {
+  uint16_t d;
+  uint8_t qs[16];
+};
+struct BlockQ2_0 {
+  uint16_t d;
+  uint8_t qs[16];
+};
+struct BlockTQ1_0 {
+  uint8_t qs[48];
+  uint8_t qh[4];
+  uint16_t d;
+};
+struct BlockTQ2_0 {
+  uint8_t qs[64];
+  uint16_t d;
+};
+struct BlockMXFP4 {
+  uint8_t e;
+  uint8_t qs[16];
+};
 
 static_assert(sizeof(BlockQ1_0) == 18);
 static_assert(sizeof(BlockQ2_0) == 18);

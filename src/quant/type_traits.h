@@ -23,8 +23,8 @@ using QuantizeRowFn = void (*)(const float* src, void* dst, int64_t n);
 using VecDotFn = float (*)(int64_t n, const void* w, const void* a);
 // See quant::vec_dot_tile. A kernel set's tile kernel computes each pair bit for bit as that
 // set's vec_dot of the type (batch invariance), so a set has one only where it has the vec_dot.
-using VecDotTileFn = void (*)(int64_t n, const void* w, size_t w_stride, int n_rows_w, const void* a,
-                              size_t a_stride, int n_rows_a, float* out, size_t out_stride);
+using VecDotTileFn = void (*)(int64_t n, const void* w, size_t w_stride, int n_rows_w, const void* a, size_t a_stride,
+                              int n_rows_a, float* out, size_t out_stride);
 
 // One implementation's functions for one type; null where it has none.
 struct RowKernels {
@@ -64,14 +64,14 @@ struct PackJob;  // packed_layout.h
 // quant::can_pack_data checks.
 struct PackedLayout {
   static constexpr size_t kScaleBytes = 32;  // f16 d[16]
-  int chunks;         // 64-byte chunks of quants per tile
-  bool nibbles;       // each byte holds two weights (low: element 4j+k, high: 16+4j+k)
-  int32_t bias;       // value = u - bias
-  size_t tile_bytes;  // everything above
-  bool has_min;       // f16 m[16] after d
-  bool fifth_bit;     // qh after the chunks
-  bool lut;           // nibbles index a biased table: kIq4nlBiased, or kMxfp4Biased with mxfp4
-  bool mxfp4 = false; // MXFP4: the table of E2M1 values, the E8M0 scales stored as f16 d
+  int chunks;                                // 64-byte chunks of quants per tile
+  bool nibbles;                              // each byte holds two weights (low: element 4j+k, high: 16+4j+k)
+  int32_t bias;                              // value = u - bias
+  size_t tile_bytes;                         // everything above
+  bool has_min;                              // f16 m[16] after d
+  bool fifth_bit;                            // qh after the chunks
+  bool lut;                                  // nibbles index a biased table: kIq4nlBiased, or kMxfp4Biased with mxfp4
+  bool mxfp4 = false;                        // MXFP4: the table of E2M1 values, the E8M0 scales stored as f16 d
 
   constexpr size_t q_offset() const { return kScaleBytes * (has_min ? 2 : 1); }
   constexpr size_t qh_offset() const { return q_offset() + 64 * size_t(chunks); }
@@ -89,9 +89,8 @@ enum class PackedAct : uint8_t {
 };
 
 // out[i * out_stride + r] = Σ_k W[r][k] · x_i[k] for weight rows r of groups [g0, g1) (packed.h).
-using PackedGemmFn = void (*)(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0,
-                              int64_t g1, const void* act, size_t act_stride, int n, float* out,
-                              size_t out_stride);
+using PackedGemmFn = void (*)(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
+                              const void* act, size_t act_stride, int n, float* out, size_t out_stride);
 // The reference's one output: weight row r of the group at grp against one activation row.
 using PackedRefDotFn = float (*)(TensorType t, const uint8_t* grp, int r, const uint8_t* act, int64_t cols);
 // Fills the groups [job.g0, job.g1) of the packed copy (already zeroed).
@@ -123,9 +122,9 @@ struct PackedTraits {
 
 struct TypeTraits {
   TensorType type = TensorType::F32;
-  std::string_view name;    // gguf's name ("q4_k"); "unknown" for ids that are not ggml types
-  int64_t block_size = 0;   // elements per block (0: not a ggml type)
-  int64_t type_size = 0;    // bytes per block
+  std::string_view name;      // gguf's name ("q4_k"); "unknown" for ids that are not ggml types
+  int64_t block_size = 0;     // elements per block (0: not a ggml type)
+  int64_t type_size = 0;      // bytes per block
   bool is_quantized = false;  // a block format (ggml_is_quantized: block_size > 1)
   // A format model weights are stored in (llama-quantize writes it, a model may hold it); false
   // for the activation-only formats Q8_1 and Q8_K and for the integer types.

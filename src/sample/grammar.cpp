@@ -172,9 +172,9 @@ void accept_cp(const Grammar& g, const std::vector<GrammarMatcher::Stack>& stack
 // Marks accepted[c.index] for every candidate some stack can consume. Candidates are matched
 // stack by stack; those whose first character fits a stack's top move on together to the stacks
 // that follow it (so tokens with a common prefix share the work). pool[depth] is scratch space.
-void accept_candidates(const Grammar& g, const std::vector<GrammarMatcher::Stack>& stacks,
-                       GrammarMatcher::Candidate* cands, size_t n, std::vector<uint8_t>& accepted,
-                       std::vector<std::vector<GrammarMatcher::Candidate>>& pool, size_t depth) {
+void accept_candidates(const Grammar& g, const std::vector<GrammarMatcher::Stack>& stacks, GrammarMatcher::Candidate* cands,
+                       size_t n, std::vector<uint8_t>& accepted, std::vector<std::vector<GrammarMatcher::Candidate>>& pool,
+                       size_t depth) {
   const auto& elems = g.elems();
   if (pool.size() <= depth) pool.resize(depth + 1);
   for (size_t si = 0; si < stacks.size() && n > 0; ++si) {
@@ -217,7 +217,6 @@ void accept_candidates(const Grammar& g, const std::vector<GrammarMatcher::Stack
     }
   }
 }
-
 
 }  // namespace
 
@@ -286,7 +285,8 @@ class GrammarParser {
         if (!defined_[i]) fail(first_use_[i], "undefined rule '" + names_[i] + "'");
       }
       auto it = ids_.find(std::string(root_name));
-      if (it == ids_.end() || !defined_[it->second]) fail(src_.size(), "grammar has no rule '" + std::string(root_name) + "'");
+      if (it == ids_.end() || !defined_[it->second])
+        fail(src_.size(), "grammar has no rule '" + std::string(root_name) + "'");
       check_left_recursion();
       auto g = std::make_shared<Grammar>();
       for (size_t i = 0; i < rules_.size(); ++i) {
@@ -300,8 +300,10 @@ class GrammarParser {
     } catch (const GrammarParseError& e) {
       size_t line = 1, col = 1;
       for (size_t i = 0; i < e.pos && i < src_.size(); ++i) {
-        if (src_[i] == '\n') { ++line; col = 1; }
-        else if ((uint8_t(src_[i]) & 0xC0) != 0x80) ++col;
+        if (src_[i] == '\n') {
+          ++line;
+          col = 1;
+        } else if ((uint8_t(src_[i]) & 0xC0) != 0x80) ++col;
       }
       return invalid_argument("grammar:" + std::to_string(line) + ":" + std::to_string(col) + ": " + e.msg);
     }
@@ -341,7 +343,8 @@ class GrammarParser {
   }
   void set_rule(uint32_t id, std::vector<GrammarElem> elems) {
     total_elems_ += elems.size();
-    if (total_elems_ > kMaxElems) fail(0, "grammar too large (more than " + std::to_string(kMaxElems) + " elements after expanding repetitions)");
+    if (total_elems_ > kMaxElems)
+      fail(0, "grammar too large (more than " + std::to_string(kMaxElems) + " elements after expanding repetitions)");
     rules_[id] = std::move(elems);
   }
 
@@ -395,7 +398,12 @@ class GrammarParser {
         case 't': *cp = '\t'; return p + 2;
         case 'r': *cp = '\r'; return p + 2;
         case 'n': *cp = '\n'; return p + 2;
-        case '\\': case '"': case '[': case ']': case '-': case '^': *cp = uint32_t(uint8_t(e)); return p + 2;
+        case '\\':
+        case '"':
+        case '[':
+        case ']':
+        case '-':
+        case '^': *cp = uint32_t(uint8_t(e)); return p + 2;
         default: fail(p, std::string("unknown escape '\\") + e + "'");
       }
       uint32_t v = 0;
@@ -454,12 +462,13 @@ class GrammarParser {
 
   // Rewrites the last symbol (out[last_start..]) repeated min..max times (max < 0: unbounded)
   // with helper rules, as llama.cpp does: x* -> x_rep ::= x x_rep | ""; x{0,n} -> nested options.
-  void handle_repetitions(std::vector<GrammarElem>& out, size_t last_start, const std::string& rule_name,
-                          uint64_t min_times, int64_t max_times, size_t op_pos) {
+  void handle_repetitions(std::vector<GrammarElem>& out, size_t last_start, const std::string& rule_name, uint64_t min_times,
+                          int64_t max_times, size_t op_pos) {
     if (last_start == out.size()) fail(op_pos, "expecting an item before the repetition operator");
     if (max_times >= 0 && uint64_t(max_times) < min_times) fail(op_pos, "repetition maximum is below its minimum");
     const std::vector<GrammarElem> prev(out.begin() + long(last_start), out.end());
-    if (prev.size() * (min_times + 1) + total_elems_ > kMaxElems) fail(op_pos, "grammar too large after expanding repetitions");
+    if (prev.size() * (min_times + 1) + total_elems_ > kMaxElems)
+      fail(op_pos, "grammar too large after expanding repetitions");
     if (min_times == 0) out.resize(last_start);
     else
       for (uint64_t i = 1; i < min_times; ++i) out.insert(out.end(), prev.begin(), prev.end());
@@ -523,7 +532,8 @@ class GrammarParser {
       } else if (c == '(') {
         const size_t open = p;
         // Groups are parsed recursively: bound the depth, not the stack.
-        if (++group_depth_ > kMaxGroupDepth) fail(open, "groups nested more than " + std::to_string(kMaxGroupDepth) + " deep");
+        if (++group_depth_ > kMaxGroupDepth)
+          fail(open, "groups nested more than " + std::to_string(kMaxGroupDepth) + " deep");
         p = parse_space(p + 1, true);
         const uint32_t sub = generate_symbol(rule_name, open);
         p = parse_alternates(p, rule_name, sub, true);
@@ -579,7 +589,11 @@ class GrammarParser {
         bool alt_nullable = true;
         for (const auto& e : rules_[r]) {
           if (is_end_of_sequence(e)) {
-            if (alt_nullable) { nullable[r] = 1; changed = true; break; }
+            if (alt_nullable) {
+              nullable[r] = 1;
+              changed = true;
+              break;
+            }
             alt_nullable = true;
           } else if (e.type == ET::kRuleRef) {
             alt_nullable = alt_nullable && nullable[e.value];
@@ -605,7 +619,7 @@ class GrammarParser {
     }
     // Depth-first search for a cycle, with an explicit stack: a chain of a million rules that
     // each start with the next must not overflow the C++ stack.
-    std::vector<char> state(n, 0);  // 0 new, 1 in progress, 2 done
+    std::vector<char> state(n, 0);                  // 0 new, 1 in progress, 2 done
     std::vector<std::pair<uint32_t, size_t>> path;  // rule, index of the next first[] edge to follow
     for (uint32_t root = 0; root < n; ++root) {
       if (state[root] != 0) continue;
@@ -693,9 +707,18 @@ std::string Grammar::to_string() const {
     for (uint32_t p = rule_start_[r]; elems_[p].type != ET::kEnd;) {
       const GrammarElem& e = elems_[p];
       switch (e.type) {
-        case ET::kAlt: out += " |"; ++p; break;
-        case ET::kRuleRef: out += " " + names_[e.value]; ++p; break;
-        case ET::kCharAny: out += " ."; ++p; break;
+        case ET::kAlt:
+          out += " |";
+          ++p;
+          break;
+        case ET::kRuleRef:
+          out += " " + names_[e.value];
+          ++p;
+          break;
+        case ET::kCharAny:
+          out += " .";
+          ++p;
+          break;
         case ET::kChar:
         case ET::kCharNot: {
           out += e.type == ET::kCharNot ? " [^" : " [";

@@ -38,14 +38,14 @@ class Vocab;
 std::string gbnf_literal(std::string_view text);
 
 enum class GrammarElemType : uint8_t {
-  kEnd,          // end of a rule
-  kAlt,          // start of another alternative
-  kRuleRef,      // value: rule id
-  kChar,         // value: code point; starts a positive character class
-  kCharNot,      // value: code point; starts a negated character class
-  kCharRngUpper, // value: upper bound of the range started by the previous element
-  kCharAlt,      // value: another code point of the class
-  kCharAny,      // any code point
+  kEnd,           // end of a rule
+  kAlt,           // start of another alternative
+  kRuleRef,       // value: rule id
+  kChar,          // value: code point; starts a positive character class
+  kCharNot,       // value: code point; starts a negated character class
+  kCharRngUpper,  // value: upper bound of the range started by the previous element
+  kCharAlt,       // value: another code point of the class
+  kCharAny,       // any code point
 };
 
 struct GrammarElem {
@@ -122,7 +122,7 @@ class GrammarMatcher {
     size_t index;        // caller's index
     const uint32_t* cp;  // remaining code points
     const uint32_t* end;
-    PartialUtf8 partial; // what the text ends with
+    PartialUtf8 partial;  // what the text ends with
   };
   // Sets accepted[c.index] = 1 for each candidate that can come next (others are left as they
   // are); reorders cands. accepted must start with 0 for the candidates. scratch: reusable buffers.

@@ -29,18 +29,27 @@ const std::map<std::string, Primitive>& primitives() {
       {"boolean", {R"(("true" | "false") space)", {}}},
       {"decimal-part", {R"([0-9]{1,16})", {}}},
       {"integral-part", {R"([0] | [1-9] [0-9]{0,15})", {}}},
-      {"number", {R"(("-"? integral-part) ("." decimal-part)? ([eE] [-+]? integral-part)? space)", {"integral-part", "decimal-part"}}},
+      {"number",
+       {R"(("-"? integral-part) ("." decimal-part)? ([eE] [-+]? integral-part)? space)", {"integral-part", "decimal-part"}}},
       {"integer", {R"(("-"? integral-part) space)", {"integral-part"}}},
-      {"value", {R"(object | array | string | number | boolean | null)", {"object", "array", "string", "number", "boolean", "null"}}},
-      {"object", {R"("{" space ( string ":" space value ("," space string ":" space value)* )? "}" space)", {"string", "value"}}},
+      {"value",
+       {R"(object | array | string | number | boolean | null)", {"object", "array", "string", "number", "boolean", "null"}}},
+      {"object",
+       {R"("{" space ( string ":" space value ("," space string ":" space value)* )? "}" space)", {"string", "value"}}},
       {"array", {R"("[" space ( value ("," space value)* )? "]" space)", {"value"}}},
-      {"uuid", {R"("\"" [0-9a-fA-F]{8} "-" [0-9a-fA-F]{4} "-" [0-9a-fA-F]{4} "-" [0-9a-fA-F]{4} "-" [0-9a-fA-F]{12} "\"" space)", {}}},
+      {"uuid",
+       {R"("\"" [0-9a-fA-F]{8} "-" [0-9a-fA-F]{4} "-" [0-9a-fA-F]{4} "-" [0-9a-fA-F]{4} "-" [0-9a-fA-F]{12} "\"" space)",
+        {}}},
       // \u escapes exclude lone surrogates (U+D800..DFFF), which strict JSON parsers refuse.
-      {"char", {R"([^"\\\x7F\x00-\x1F] | [\\] (["\\/bfnrt] | "u" ([0-9a-cA-CefEF] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2})))", {}}},
+      {"char",
+       {R"([^"\\\x7F\x00-\x1F] | [\\] (["\\/bfnrt] | "u" ([0-9a-cA-CefEF] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2})))",
+        {}}},
       {"string", {R"("\"" char* "\"" space)", {"char"}}},
       {"null", {R"("null" space)", {}}},
       {"date", {R"([0-9]{4} "-" ( "0" [1-9] | "1" [0-2] ) "-" ( "0" [1-9] | [1-2] [0-9] | "3" [0-1] ))", {}}},
-      {"time", {R"(([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9] ":" [0-5] [0-9] ( "." [0-9]{3} )? ( "Z" | ( "+" | "-" ) ( [01] [0-9] | "2" [0-3] ) ":" [0-5] [0-9] ))", {}}},
+      {"time",
+       {R"(([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9] ":" [0-5] [0-9] ( "." [0-9]{3} )? ( "Z" | ( "+" | "-" ) ( [01] [0-9] | "2" [0-3] ) ":" [0-5] [0-9] ))",
+        {}}},
       {"date-time", {R"(date "T" time)", {"date", "time"}}},
       {"date-string", {R"("\"" date "\"" space)", {"date"}}},
       {"time-string", {R"("\"" time "\"" space)", {"time"}}},
@@ -196,11 +205,28 @@ class Converter {
       fail(err, StatusCode::kInvalidArgument, path, "a schema must be an object or a boolean");
       return "value";
     }
-    static const std::set<std::string> kUnsupported = {
-        "pattern", "not", "if", "then", "else", "multipleOf", "patternProperties", "propertyNames",
-        "dependentRequired", "dependentSchemas", "dependencies", "contains", "minContains", "maxContains",
-        "minProperties", "maxProperties", "unevaluatedProperties", "unevaluatedItems", "contentEncoding",
-        "contentMediaType", "$dynamicRef", "$recursiveRef"};
+    static const std::set<std::string> kUnsupported = {"pattern",
+                                                       "not",
+                                                       "if",
+                                                       "then",
+                                                       "else",
+                                                       "multipleOf",
+                                                       "patternProperties",
+                                                       "propertyNames",
+                                                       "dependentRequired",
+                                                       "dependentSchemas",
+                                                       "dependencies",
+                                                       "contains",
+                                                       "minContains",
+                                                       "maxContains",
+                                                       "minProperties",
+                                                       "maxProperties",
+                                                       "unevaluatedProperties",
+                                                       "unevaluatedItems",
+                                                       "contentEncoding",
+                                                       "contentMediaType",
+                                                       "$dynamicRef",
+                                                       "$recursiveRef"};
     for (auto it = s.begin(); it != s.end(); ++it) {
       if (kUnsupported.count(it.key())) {
         fail(err, StatusCode::kUnsupported, path + "/" + pointer_escape(it.key()), "'" + it.key() + "' is not supported");
@@ -250,8 +276,8 @@ class Converter {
       for (size_t i = 0; i < type.size(); ++i) {
         json one = s;
         one["type"] = type[i];
-        const std::string r = visit(one, name + "-" + (type[i].is_string() ? type[i].get<std::string>() : std::to_string(i)),
-                                    path, err);
+        const std::string r =
+            visit(one, name + "-" + (type[i].is_string() ? type[i].get<std::string>() : std::to_string(i)), path, err);
         body += (i ? " | " : "") + r;
       }
       return add_rule(name, body);
@@ -267,7 +293,8 @@ class Converter {
         return build_object(s, name, path, err);
       return add_primitive("object");
     }
-    if (t == "array" || (t.empty() && (s.contains("items") || s.contains("prefixItems")))) return build_array(s, name, path, err);
+    if (t == "array" || (t.empty() && (s.contains("items") || s.contains("prefixItems"))))
+      return build_array(s, name, path, err);
     if (t == "string") return build_string(s, name, path, err);
     if (t == "integer") return build_integer(s, name, path, err);
     if (t == "number") return build_number(s, name, path, err);
@@ -303,7 +330,8 @@ class Converter {
     auto it = ref_rules_.find(r);
     if (it != ref_rules_.end()) return it->second;
     const size_t slash = r.rfind('/');
-    std::string name = sanitize(slash == std::string::npos || slash + 1 >= r.size() ? std::string("ref") : r.substr(slash + 1));
+    std::string name =
+        sanitize(slash == std::string::npos || slash + 1 >= r.size() ? std::string("ref") : r.substr(slash + 1));
     if (primitives().count(name) || name == "space" || name == "root") name += "-";
     // Reserve the name first: the target may refer to itself.
     std::string key = name;
@@ -337,7 +365,8 @@ class Converter {
         return "value";
       }
       if (part->contains("properties"))
-        for (auto it = (*part)["properties"].begin(); it != (*part)["properties"].end(); ++it) merged["properties"][it.key()] = it.value();
+        for (auto it = (*part)["properties"].begin(); it != (*part)["properties"].end(); ++it)
+          merged["properties"][it.key()] = it.value();
       if (part->contains("required"))
         for (const auto& r : (*part)["required"]) required.push_back(r);
       if (part->contains("additionalProperties")) merged["additionalProperties"] = (*part)["additionalProperties"];
@@ -391,18 +420,20 @@ class Converter {
       const std::string key = r.get<std::string>();
       if (seen.count(key)) continue;
       seen.insert(key);
-      const std::string kv = add_rule(prefix + key + "-kv", literal(json(key).dump()) + " space \":\" space " + add_primitive("value"));
+      const std::string kv =
+          add_rule(prefix + key + "-kv", literal(json(key).dump()) + " space \":\" space " + add_primitive("value"));
       req.push_back(kv);
     }
     std::string additional;  // kv rule for extra properties
     if (s.contains("additionalProperties")) {
       const json& ap = s["additionalProperties"];
       if (ap.is_object() || ap == true) {
-        const std::string value_rule = visit(ap.is_object() ? ap : json::object(), prefix + "additional-value",
-                                             path + "/additionalProperties", err);
+        const std::string value_rule =
+            visit(ap.is_object() ? ap : json::object(), prefix + "additional-value", path + "/additionalProperties", err);
         additional = add_rule(prefix + "additional-kv", add_primitive("string") + " \":\" space " + value_rule);
       } else if (!ap.is_boolean()) {
-        fail(err, StatusCode::kInvalidArgument, path + "/additionalProperties", "'additionalProperties' must be a boolean or a schema");
+        fail(err, StatusCode::kInvalidArgument, path + "/additionalProperties",
+             "'additionalProperties' must be a boolean or a schema");
         return "value";
       }
     }
@@ -426,7 +457,8 @@ class Converter {
 
   // The optional properties ks in order, each present or not; the first one present unless
   // first_optional; a comma before each but the first one written.
-  std::string chain(const std::vector<std::string>& ks, bool first_optional, const std::string& prefix, const std::string& additional) {
+  std::string chain(const std::vector<std::string>& ks, bool first_optional, const std::string& prefix,
+                    const std::string& additional) {
     const std::string& k = ks[0];
     std::string res;
     if (k == "*") {
@@ -444,7 +476,8 @@ class Converter {
     return res;
   }
 
-  static std::string repetition(const std::string& item, uint64_t min_n, uint64_t max_n, bool has_max, const std::string& sep) {
+  static std::string repetition(const std::string& item, uint64_t min_n, uint64_t max_n, bool has_max,
+                                const std::string& sep) {
     if (has_max && max_n == 0) return "";
     if (min_n == 0 && has_max && max_n == 1) return item + "?";
     if (sep.empty()) {
@@ -452,8 +485,9 @@ class Converter {
       if (min_n == 0 && !has_max) return item + "*";
       return item + "{" + std::to_string(min_n) + "," + (has_max ? std::to_string(max_n) : "") + "}";
     }
-    const std::string result = item + " " + repetition("(" + sep + " " + item + ")", min_n == 0 ? 0 : min_n - 1,
-                                                       has_max ? max_n - 1 : 0, has_max, "");
+    const std::string result =
+        item + " " +
+        repetition("(" + sep + " " + item + ")", min_n == 0 ? 0 : min_n - 1, has_max ? max_n - 1 : 0, has_max, "");
     return min_n == 0 ? "(" + result + ")?" : result;
   }
 
@@ -462,7 +496,8 @@ class Converter {
     if (!*present) return true;
     const json& x = s[key];
     if (!x.is_number_integer() || x.get<int64_t>() < 0) {
-      return fail(err, StatusCode::kInvalidArgument, path + "/" + key, std::string("'") + key + "' must be a non-negative integer");
+      return fail(err, StatusCode::kInvalidArgument, path + "/" + key,
+                  std::string("'") + key + "' must be a non-negative integer");
     }
     *v = x.get<uint64_t>();
     if (*v > 100000) return fail(err, StatusCode::kUnsupported, path + "/" + key, std::string("'") + key + "' above 100000");
@@ -472,7 +507,8 @@ class Converter {
   std::string build_array(const json& s, const std::string& name, const std::string& path, std::string* err) {
     uint64_t min_n = 0, max_n = 0;
     bool has_min = false, has_max = false;
-    if (!get_count(s, "minItems", path, &min_n, &has_min, err) || !get_count(s, "maxItems", path, &max_n, &has_max, err)) return "value";
+    if (!get_count(s, "minItems", path, &min_n, &has_min, err) || !get_count(s, "maxItems", path, &max_n, &has_max, err))
+      return "value";
     if (has_max && max_n < min_n) {
       fail(err, StatusCode::kInvalidArgument, path + "/maxItems", "'maxItems' is below 'minItems'");
       return "value";
@@ -488,12 +524,14 @@ class Converter {
         return "value";
       }
       if (!draft4_tuple && s.contains("items") && s["items"] != false) {
-        fail(err, StatusCode::kUnsupported, path + "/items", "'items' after 'prefixItems' is not supported (use items: false)");
+        fail(err, StatusCode::kUnsupported, path + "/items",
+             "'items' after 'prefixItems' is not supported (use items: false)");
         return "value";
       }
       std::string rule = R"("[" space )";
       for (size_t i = 0; i < items.size(); ++i) {
-        const std::string r = visit(items[i], name + "-" + std::to_string(i), path + "/" + key + "/" + std::to_string(i), err);
+        const std::string r =
+            visit(items[i], name + "-" + std::to_string(i), path + "/" + key + "/" + std::to_string(i), err);
         rule += (i ? R"( "," space )" : "") + r;
       }
       return add_rule(name, rule + R"( "]" space)");
@@ -513,12 +551,14 @@ class Converter {
       const std::string fmt = f.is_string() ? f.get<std::string>() : "";
       if (fmt == "date" || fmt == "time" || fmt == "date-time") return add_primitive(fmt + "-string");
       if (fmt == "uuid") return add_primitive("uuid");
-      fail(err, StatusCode::kUnsupported, path + "/format", "string format '" + fmt + "' is not supported (date, time, date-time, uuid are)");
+      fail(err, StatusCode::kUnsupported, path + "/format",
+           "string format '" + fmt + "' is not supported (date, time, date-time, uuid are)");
       return "value";
     }
     uint64_t min_n = 0, max_n = 0;
     bool has_min = false, has_max = false;
-    if (!get_count(s, "minLength", path, &min_n, &has_min, err) || !get_count(s, "maxLength", path, &max_n, &has_max, err)) return "value";
+    if (!get_count(s, "minLength", path, &min_n, &has_min, err) || !get_count(s, "maxLength", path, &max_n, &has_max, err))
+      return "value";
     if (!has_min && !has_max) return add_primitive("string");
     if (has_max && max_n < min_n) {
       fail(err, StatusCode::kInvalidArgument, path + "/maxLength", "'maxLength' is below 'minLength'");
@@ -537,7 +577,8 @@ class Converter {
     for (const char* k : {key, ex_key}) {
       if (!s.contains(k)) continue;
       const json& x = s[k];
-      if (!x.is_number()) return fail(err, StatusCode::kInvalidArgument, path + "/" + k, std::string("'") + k + "' must be a number");
+      if (!x.is_number())
+        return fail(err, StatusCode::kInvalidArgument, path + "/" + k, std::string("'") + k + "' must be a number");
       const double d = x.get<double>();
       if (!(std::fabs(d) < 1e15)) return fail(err, StatusCode::kUnsupported, path + "/" + k, "bound out of range");
       const bool exclusive = k == ex_key;
@@ -569,7 +610,9 @@ class Converter {
     const std::string any_pos = "[1-9] [0-9]{0,15}";
     std::vector<std::string> alts;
     if (!has_lo || lo < 0) {  // negative part
-      if (has_hi && hi < 0) alts.push_back("\"-\" " + (has_lo ? uint_range(uint64_t(-hi), uint64_t(-lo), false) : uint_range(uint64_t(-hi), 0, true)));
+      if (has_hi && hi < 0)
+        alts.push_back("\"-\" " +
+                       (has_lo ? uint_range(uint64_t(-hi), uint64_t(-lo), false) : uint_range(uint64_t(-hi), 0, true)));
       else alts.push_back("\"-\" " + (has_lo ? uint_range(1, uint64_t(-lo), false) : "(" + any_pos + ")"));
     }
     if (!has_hi || hi >= 0) {  // non-negative part
@@ -586,14 +629,16 @@ class Converter {
     bool has_lo = false, has_hi = false;
     for (const char* k : {"exclusiveMinimum", "exclusiveMaximum"}) {
       if (s.contains(k)) {
-        fail(err, StatusCode::kUnsupported, path + "/" + k, std::string("'") + k + "' on a number (use an integer, or inclusive bounds)");
+        fail(err, StatusCode::kUnsupported, path + "/" + k,
+             std::string("'") + k + "' on a number (use an integer, or inclusive bounds)");
         return "value";
       }
     }
     for (const char* k : {"minimum", "maximum"}) {
       if (!s.contains(k)) continue;
       const json& x = s[k];
-      if (!x.is_number() || x.get<double>() < 0 || std::floor(x.get<double>()) != x.get<double>() || x.get<double>() > 1e15) {
+      if (!x.is_number() || x.get<double>() < 0 || std::floor(x.get<double>()) != x.get<double>() ||
+          x.get<double>() > 1e15) {
         fail(err, StatusCode::kUnsupported, path + "/" + k,
              std::string("'") + k + "' on a number is supported only as a non-negative integer value");
         return "value";

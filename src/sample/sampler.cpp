@@ -89,7 +89,9 @@ Expected<std::vector<SamplerType>> parse_sampler_order(std::string_view text) {
     else if (name == "min_p" || name == "m") t = SamplerType::kMinP;
     else if (name == "xtc" || name == "x") t = SamplerType::kXtc;
     else if (name == "temperature" || name == "temp" || name == "t") t = SamplerType::kTemperature;
-    else return invalid_argument("unknown sampler '" + name + "' (known: penalties, dry, top_k, typ_p, top_p, min_p, xtc, temperature)");
+    else
+      return invalid_argument("unknown sampler '" + name +
+                              "' (known: penalties, dry, top_k, typ_p, top_p, min_p, xtc, temperature)");
     out.push_back(t);
   }
   return out;
@@ -128,7 +130,8 @@ SamplerChain build_chain(const SamplerParams& p, const Vocab* vocab, int32_t n_v
                                    p.penalty_present));
         break;
       case SamplerType::kDry:
-        if (p.dry.multiplier != 0.0f && p.dry.base >= 1.0f && p.dry.penalty_last_n != 0) chain.add(make_dry(p.dry, vocab, n_ctx));
+        if (p.dry.multiplier != 0.0f && p.dry.base >= 1.0f && p.dry.penalty_last_n != 0)
+          chain.add(make_dry(p.dry, vocab, n_ctx));
         break;
       case SamplerType::kTopK:
         if (p.top_k > 0) chain.add(make_top_k(p.top_k));
@@ -146,9 +149,7 @@ SamplerChain build_chain(const SamplerParams& p, const Vocab* vocab, int32_t n_v
         if (p.xtc_probability > 0.0f && p.xtc_threshold <= 0.5f)
           chain.add(make_xtc(p.xtc_probability, p.xtc_threshold, min_keep, p.seed));
         break;
-      case SamplerType::kTemperature:
-        chain.add(make_temperature_ext(p.temp, p.dynatemp_range, p.dynatemp_exponent));
-        break;
+      case SamplerType::kTemperature: chain.add(make_temperature_ext(p.temp, p.dynatemp_range, p.dynatemp_exponent)); break;
     }
   }
   if (p.temp <= 0.0f && p.dynatemp_range <= 0.0f) chain.add(make_greedy());
@@ -175,13 +176,15 @@ Expected<Sampler> Sampler::create(const SamplerParams& p, const Vocab* vocab) {
   if (p.dry.allowed_length < 0) return bad("dry-allowed-length must be >= 0");
   if (!(p.dry.multiplier >= 0.0f)) return bad("dry-multiplier must be >= 0");
   if (p.mirostat < 0 || p.mirostat > 2) return bad("mirostat must be 0, 1 or 2");
-  if (!(p.mirostat_eta >= 0.0f) || !std::isfinite(p.mirostat_tau)) return bad("mirostat learning rate / target entropy out of range");
+  if (!(p.mirostat_eta >= 0.0f) || !std::isfinite(p.mirostat_tau))
+    return bad("mirostat learning rate / target entropy out of range");
   if (!(p.xtc_probability >= 0.0f && p.xtc_probability <= 1.0f)) return bad("xtc-probability must be in [0, 1]");
   if (!(p.dynatemp_range >= 0.0f)) return bad("dynatemp-range must be >= 0");
   const int32_t n_vocab = vocab ? vocab->n_tokens() : 0;
   if (vocab) {
     for (const auto& [id, b] : p.logit_bias)
-      if (!vocab->is_valid(id)) return out_of_range("logit bias for token " + std::to_string(id) + ", outside the vocabulary");
+      if (!vocab->is_valid(id))
+        return out_of_range("logit bias for token " + std::to_string(id) + ", outside the vocabulary");
   }
   Sampler s;
   s.p_ = p;
@@ -220,7 +223,8 @@ Sampler& Sampler::operator=(const Sampler& o) {
 // typical-p, XTC, mirostat). top-k, top-p, min-p and temperature 0 always keep the maximum.
 bool Sampler::argmax_suffices(const SamplerParams& p) {
   if (!(p.temp <= 0.0f && p.dynatemp_range <= 0.0f) || p.mirostat != 0 || !p.logit_bias.empty()) return false;
-  if (p.penalty_last_n != 0 && (p.penalty_repeat != 1.0f || p.penalty_freq != 0.0f || p.penalty_present != 0.0f)) return false;
+  if (p.penalty_last_n != 0 && (p.penalty_repeat != 1.0f || p.penalty_freq != 0.0f || p.penalty_present != 0.0f))
+    return false;
   if (p.dry.multiplier != 0.0f && p.dry.base >= 1.0f && p.dry.penalty_last_n != 0) return false;
   if (p.typical_p < 1.0f) return false;
   if (p.xtc_probability > 0.0f && p.xtc_threshold <= 0.5f) return false;

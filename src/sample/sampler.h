@@ -70,10 +70,10 @@ const char* sampler_type_name(SamplerType t);
 
 struct SamplerParams {
   float temp = float(sampling_defaults::kTemperature);  // <= 0 (with dynatemp_range 0): greedy
-  int top_k = sampling_defaults::kTopK;                  // <= 0: all
+  int top_k = sampling_defaults::kTopK;                 // <= 0: all
   float top_p = float(sampling_defaults::kTopP);        // >= 1: off
   uint64_t seed = 0;
-  float min_p = float(sampling_defaults::kMinP);        // <= 0: off
+  float min_p = float(sampling_defaults::kMinP);          // <= 0: off
   float typical_p = float(sampling_defaults::kTypicalP);  // >= 1: off
   float dynatemp_range = float(sampling_defaults::kDynatempRange);
   float dynatemp_exponent = float(sampling_defaults::kDynatempExponent);
@@ -84,16 +84,16 @@ struct SamplerParams {
   float penalty_repeat = float(sampling_defaults::kPenaltyRepeat);
   float penalty_freq = float(sampling_defaults::kPenaltyFreq);
   float penalty_present = float(sampling_defaults::kPenaltyPresent);
-  DryParams dry;                 // multiplier 0: off
+  DryParams dry;                                    // multiplier 0: off
   int32_t mirostat = sampling_defaults::kMirostat;  // 0 off, 1 v1, 2 v2 (replaces the truncation stages and dist)
   float mirostat_tau = float(sampling_defaults::kMirostatTau);
   float mirostat_eta = float(sampling_defaults::kMirostatEta);
-  int32_t n_ctx = 4096;          // what -1 means for penalty_last_n and dry.penalty_last_n
+  int32_t n_ctx = 4096;  // what -1 means for penalty_last_n and dry.penalty_last_n
   std::vector<std::pair<int32_t, float>> logit_bias;
-  std::vector<SamplerType> order = {SamplerType::kPenalties, SamplerType::kDry,  SamplerType::kTopK,
-                                    SamplerType::kTypicalP,  SamplerType::kTopP, SamplerType::kMinP,
+  std::vector<SamplerType> order = {SamplerType::kPenalties, SamplerType::kDry,        SamplerType::kTopK,
+                                    SamplerType::kTypicalP,  SamplerType::kTopP,       SamplerType::kMinP,
                                     SamplerType::kXtc,       SamplerType::kTemperature};
-  std::string grammar;           // GBNF text; empty: unconstrained
+  std::string grammar;  // GBNF text; empty: unconstrained
   std::string grammar_root = "root";
   // Tokens a reasoning block may take before it is closed (reasoning_budget.h); -1: no limit.
   // The message is emitted before the closing tag when the budget runs out.

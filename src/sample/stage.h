@@ -47,9 +47,7 @@ class Candidates {
   // Probabilities from logits (stable softmax). With sort = true the array is sorted first.
   void softmax(bool sort = true);
   // Selected token id, or -1.
-  int32_t selected_id() const {
-    return selected >= 0 && size_t(selected) < data.size() ? data[size_t(selected)].id : -1;
-  }
+  int32_t selected_id() const { return selected >= 0 && size_t(selected) < data.size() ? data[size_t(selected)].id : -1; }
 };
 
 // Orders by logit descending, then by id (a total order, so results do not depend on the sort).

@@ -31,7 +31,10 @@ void Candidates::sort() {
 
 void Candidates::partial_sort(size_t k) {
   if (sorted) return;
-  if (k >= data.size()) { sort(); return; }
+  if (k >= data.size()) {
+    sort();
+    return;
+  }
   // nth_element then sorting the head beats std::partial_sort's heap for small k on large n.
   std::nth_element(data.begin(), data.begin() + long(k), data.end(), by_logit_desc);
   std::sort(data.begin(), data.begin() + long(k), by_logit_desc);
@@ -50,7 +53,8 @@ void Candidates::softmax(bool do_sort) {
   if (data.empty()) return;
   if (do_sort) sort();
   float mx = data[0].logit;
-  if (!sorted) for (const auto& t : data) mx = std::max(mx, t.logit);
+  if (!sorted)
+    for (const auto& t : data) mx = std::max(mx, t.logit);
   float sum = 0.0f;
   for (auto& t : data) {
     t.p = std::exp(t.logit - mx);
@@ -132,7 +136,8 @@ int32_t dist_pick(Candidates& c, Rng& rng) {
     return 0;
   }
   float mx = c.data[0].logit;
-  if (!c.sorted) for (const auto& t : c.data) mx = std::max(mx, t.logit);
+  if (!c.sorted)
+    for (const auto& t : c.data) mx = std::max(mx, t.logit);
   double sum = 0.0;
   for (auto& t : c.data) {
     t.p = std::exp(t.logit - mx);
@@ -269,7 +274,10 @@ void overlapping_token_sequences(const Vocab& vocab, const std::string& str, Bre
       bool match = true;
       size_t i = 1;
       for (; i < str.size() && i + pos < word.size(); ++i) {
-        if (word[pos + i] != str[i]) { match = false; break; }
+        if (word[pos + i] != str[i]) {
+          match = false;
+          break;
+        }
       }
       if (!match) continue;
       std::vector<int32_t> tail = vocab.tokenize(str.substr(i), false, false);
@@ -354,7 +362,10 @@ class Dry final : public Cloneable<Dry> {
         int m = 0;
         while (m + k < n && rat(m) == rat(m + k)) ++m;
         repeat_[size_t(last - k)] = std::min(m, rep_limit);
-        if (m > 0) { lt = k; rt = k + m - 1; }
+        if (m > 0) {
+          lt = k;
+          rt = k + m - 1;
+        }
       } else {
         const int p = k - lt;
         const int right_len = rt - k + 1;
@@ -405,7 +416,7 @@ class Dry final : public Cloneable<Dry> {
   bool enabled_ = false;
   std::shared_ptr<const BreakerMap> breakers_;
   std::deque<int32_t> last_;
-  std::vector<int> repeat_;                    // scratch
+  std::vector<int> repeat_;                      // scratch
   std::unordered_map<int32_t, int> max_repeat_;  // scratch
 };
 
@@ -701,9 +712,7 @@ class Dist final : public Cloneable<Dist> {
  public:
   explicit Dist(uint64_t seed) : seed_(seed), rng_(seed) {}
   const char* name() const override { return "dist"; }
-  void apply(Candidates& c) override {
-    c.selected = dist_pick(c, rng_);
-  }
+  void apply(Candidates& c) override { c.selected = dist_pick(c, rng_); }
   void reset() override { rng_.seed_with(seed_); }
 
  private:

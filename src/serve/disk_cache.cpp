@@ -91,8 +91,7 @@ const DiskPrefixStore::Entry* DiskPrefixStore::find(std::span<const int32_t> tok
 }
 
 void DiskPrefixStore::forget(const Entry* e) {
-  entries_.erase(std::remove_if(entries_.begin(), entries_.end(), [&](const Entry& x) { return &x == e; }),
-                 entries_.end());
+  entries_.erase(std::remove_if(entries_.begin(), entries_.end(), [&](const Entry& x) { return &x == e; }), entries_.end());
 }
 
 void DiskPrefixStore::put(std::vector<int32_t> tokens, std::vector<uint8_t> data) {
@@ -183,8 +182,8 @@ int64_t DiskPrefixStore::total_bytes() const {
 
 void DiskPrefixStore::enforce_limit() {
   while (entries_.size() > 1 && total_bytes() > max_bytes_) {
-    auto lru = std::min_element(entries_.begin(), entries_.end(),
-                                [](const Entry& a, const Entry& b) { return a.stamp < b.stamp; });
+    auto lru =
+        std::min_element(entries_.begin(), entries_.end(), [](const Entry& a, const Entry& b) { return a.stamp < b.stamp; });
     std::error_code ec;
     fs::remove(lru->path, ec);
     entries_.erase(lru);

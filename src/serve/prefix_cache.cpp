@@ -315,7 +315,7 @@ void PrefixCache::remove_leaf(Node* leaf) {
   if (parent != &root_ && parent->leaf()) {
     parent->seq = c;  // c still holds the parent's path
   } else {
-    release_seq(c);   // the ancestors' cells stay with the siblings' sequences
+    release_seq(c);  // the ancestors' cells stay with the siblings' sequences
   }
 }
 
@@ -385,7 +385,8 @@ void PrefixCache::enforce_limits(const Node* keep) {
       });
       Node* v = *victim;
       path.erase(victim);
-      LOOM_LOG(kDebug, "prefix cache: checkpoint at %d dropped (%d on the path to %d)", v->end(), limits_.per_path, leaf->end());
+      LOOM_LOG(kDebug, "prefix cache: checkpoint at %d dropped (%d on the path to %d)", v->end(), limits_.per_path,
+               leaf->end());
       drop_checkpoint(v);
       prune(v);
     }
@@ -521,7 +522,8 @@ Status PrefixCache::check_invariants() const {
       if (n->ref == 0) evictable += int(n->tokens.size());
       if (n->tokens.empty()) return internal_error("empty node");
       if (n->ref < 0) return internal_error("negative ref");
-      if (n->parent != &root_ && n->parent->end() != n->start) return internal_error("node start does not follow its parent");
+      if (n->parent != &root_ && n->parent->end() != n->start)
+        return internal_error("node start does not follow its parent");
       if (n->parent->ref < n->ref) return internal_error("a node is locked more than its parent");
     }
     if (n->leaf() && n != &root_) {
@@ -532,11 +534,15 @@ Status PrefixCache::check_invariants() const {
       for (int c = 0; c < kv.size(); ++c) {
         const KvCell& cell = kv.cell(c);
         if (cell.empty() || !cell.seqs.test(size_t(n->seq))) continue;
-        if (cell.pos < 0 || cell.pos >= n->end()) return internal_error("leaf sequence " + std::to_string(n->seq) + " holds position " + std::to_string(cell.pos) + " beyond its path end " + std::to_string(n->end()));
+        if (cell.pos < 0 || cell.pos >= n->end())
+          return internal_error("leaf sequence " + std::to_string(n->seq) + " holds position " + std::to_string(cell.pos) +
+                                " beyond its path end " + std::to_string(n->end()));
         ++count[size_t(cell.pos)];
       }
       for (int p = 0; p < n->end(); ++p) {
-        if (count[size_t(p)] != 1) return internal_error("leaf sequence " + std::to_string(n->seq) + " has " + std::to_string(count[size_t(p)]) + " cells at position " + std::to_string(p));
+        if (count[size_t(p)] != 1)
+          return internal_error("leaf sequence " + std::to_string(n->seq) + " has " + std::to_string(count[size_t(p)]) +
+                                " cells at position " + std::to_string(p));
       }
     } else if (n != &root_ && n->seq >= 0) {
       return internal_error("inner node owns a sequence");
@@ -569,7 +575,8 @@ Status PrefixCache::check_invariants() const {
   };
   std::vector<int> all;
   LOOM_RETURN_IF_ERROR(walk(&root_, &all));
-  if (evictable != evictable_) return internal_error("evictable count " + std::to_string(evictable_) + " != " + std::to_string(evictable));
+  if (evictable != evictable_)
+    return internal_error("evictable count " + std::to_string(evictable_) + " != " + std::to_string(evictable));
   if (tokens != n_tokens_) return internal_error("token count mismatch");
   if (nodes != n_nodes_) return internal_error("node count mismatch");
   if (ckpts != n_ckpt_ || ckpt_bytes != ckpt_bytes_) return internal_error("checkpoint count mismatch");

@@ -52,13 +52,13 @@ class PrefixCache {
     std::vector<int32_t> tokens;  // this node's tokens, at positions [start, start + size)
     int start = 0;
     std::vector<std::unique_ptr<Node>> children;
-    int ref = 0;                  // running requests whose path goes through this node
-    int seq = -1;                 // a leaf's cache sequence (-1 on inner nodes and the root)
-    uint64_t stamp = 0;           // last use (LRU)
-    bool persisted = false;       // its whole path was handed to on_evict (disk) already
+    int ref = 0;                                 // running requests whose path goes through this node
+    int seq = -1;                                // a leaf's cache sequence (-1 on inner nodes and the root)
+    uint64_t stamp = 0;                          // last use (LRU)
+    bool persisted = false;                      // its whole path was handed to on_evict (disk) already
     std::unique_ptr<std::vector<uint8_t>> ckpt;  // the end-only parts at end() (see above)
-    uint64_t ckpt_stamp = 0;      // when the checkpoint was made or last resumed from (its LRU;
-                                  // `stamp` is refreshed along whole paths)
+    uint64_t ckpt_stamp = 0;                     // when the checkpoint was made or last resumed from (its LRU;
+                                                 // `stamp` is refreshed along whole paths)
     int end() const { return start + int(tokens.size()); }
     bool leaf() const { return children.empty(); }
   };
@@ -153,8 +153,8 @@ class PrefixCache {
   Context& ctx_;
   int first_seq_, n_seqs_;
   CheckpointLimits limits_;
-  bool kv_shared_ = true;   // the memory has a full KV part: nodes' cells live in cache sequences
-  bool needs_ckpt_ = false; // the memory has end-only parts: matches end at checkpoints
+  bool kv_shared_ = true;    // the memory has a full KV part: nodes' cells live in cache sequences
+  bool needs_ckpt_ = false;  // the memory has end-only parts: matches end at checkpoints
   int n_ckpt_ = 0;
   int64_t ckpt_bytes_ = 0;
   std::vector<int> free_seqs_;

@@ -430,7 +430,8 @@ ChatGeneration parse_chat_generation(const Fields& f, const chat::ChatTemplate& 
     size_t n_system = 0, last_user = 0;
     for (size_t i = 0; i < in.messages.size(); ++i) {
       const json& m = in.messages[i];
-      const std::string role = m.is_object() && m.contains("role") && m["role"].is_string() ? m["role"].get<std::string>() : "";
+      const std::string role =
+          m.is_object() && m.contains("role") && m["role"].is_string() ? m["role"].get<std::string>() : "";
       if (role == "system" && n_system == i) n_system = i + 1;
       if (role == "user") last_user = i;
     }

@@ -94,9 +94,9 @@ void parse_generation(const Fields& f, const Vocab& vocab, int default_max_token
 struct ChatGeneration {
   GenerateRequest request;
   chat::ToolCallFormat format = chat::ToolCallFormat::kNone;
-  chat::ParseOptions parse_options;   // for chat::parse_assistant_output on the generated text
-  std::vector<std::string> triggers;  // text that starts a tool call (stream up to it only)
-  std::string prompt_text;            // the rendered prompt
+  chat::ParseOptions parse_options;           // for chat::parse_assistant_output on the generated text
+  std::vector<std::string> triggers;          // text that starts a tool call (stream up to it only)
+  std::string prompt_text;                    // the rendered prompt
   std::vector<std::string> preserved_tokens;  // control tokens the output may contain as text
 };
 // checkpoints: also name the prompt positions where a cached prefix is worth a checkpoint of

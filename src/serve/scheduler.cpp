@@ -48,7 +48,8 @@ Status check_params(const Model& model, SchedulerParams& params) {
   if (params.draft_max < 1 || params.draft_max > Scheduler::Impl::kDraftRowsPerStep) {
     return invalid_argument("draft_max must be between 1 and " + std::to_string(Scheduler::Impl::kDraftRowsPerStep));
   }
-  if (params.draft_min < 0 || params.draft_min > params.draft_max) return invalid_argument("draft_min must be between 0 and draft_max");
+  if (params.draft_min < 0 || params.draft_min > params.draft_max)
+    return invalid_argument("draft_min must be between 0 and draft_max");
   if (!(params.draft_p_min >= 0.0f && params.draft_p_min <= 1.0f)) return invalid_argument("draft_p_min must be in [0, 1]");
   return Status::ok();
 }
@@ -66,10 +67,10 @@ ContextParams context_params_for(const Model& model, const SchedulerParams& para
   if (embed) {
     cp.n_seq_max = kMaxSeqs;
   } else {
-    const int cache_seqs = params.prefix_cache
-                               ? (params.cache_seqs > 0 ? std::min(params.cache_seqs, kMaxSeqs - params.n_slots)
-                                                        : kMaxSeqs - params.n_slots)
-                               : 0;
+    const int cache_seqs =
+        params.prefix_cache
+            ? (params.cache_seqs > 0 ? std::min(params.cache_seqs, kMaxSeqs - params.n_slots) : kMaxSeqs - params.n_slots)
+            : 0;
     cp.n_seq_max = params.n_slots + cache_seqs;
   }
   cp.kv_unified = true;  // one request may use every cell
@@ -103,8 +104,7 @@ Status open_prefix_cache(Scheduler::Impl& impl, const ContextParams& cp) {
              impl.model->hparams().arch_name.c_str());
     return Status::ok();
   }
-  LOOM_RETURN_IF_ERROR(impl.disk.open(params.cache_dir, *impl.ctx, params.cache_dir_max_bytes,
-                                      params.cache_dir_min_tokens));
+  LOOM_RETURN_IF_ERROR(impl.disk.open(params.cache_dir, *impl.ctx, params.cache_dir_max_bytes, params.cache_dir_min_tokens));
   Scheduler::Impl* raw = &impl;
   impl.cache->set_evict_hook([raw](std::span<const int32_t> t, int seq) { raw->persist_prefix(t, seq); });
   return Status::ok();
@@ -169,7 +169,8 @@ Expected<RequestId> Scheduler::submit(GenerateRequest req, EventCallback on_even
     return invalid_argument("top_logprobs must be between 0 and " + std::to_string(kMaxTopLogprobs));
   }
   for (const auto& [tok, bias] : req.sampling.logit_bias) {
-    if (!vocab.is_valid(tok)) return invalid_argument("logit_bias: token " + std::to_string(tok) + " is not in the vocabulary");
+    if (!vocab.is_valid(tok))
+      return invalid_argument("logit_bias: token " + std::to_string(tok) + " is not in the vocabulary");
     (void)bias;
   }
   auto q = std::make_unique<sched::Req>();
@@ -300,7 +301,8 @@ void Scheduler::set_slot_tokens(int slot, std::vector<int32_t> tokens) {
   std::lock_guard<std::mutex> l(impl_->stats_mu);
   if (slot < 0 || size_t(slot) >= impl_->slot_last.size()) return;
   impl_->slot_last[size_t(slot)] = std::move(tokens);
-  if (size_t(slot) < impl_->slot_snapshot.size()) impl_->slot_snapshot[size_t(slot)].n_cached = int(impl_->slot_last[size_t(slot)].size());
+  if (size_t(slot) < impl_->slot_snapshot.size())
+    impl_->slot_snapshot[size_t(slot)].n_cached = int(impl_->slot_last[size_t(slot)].size());
 }
 
 SchedulerStats Scheduler::stats() const {

@@ -64,11 +64,11 @@ struct TokenLogprob {
 };
 
 struct GenerateRequest {
-  std::vector<int32_t> prompt;   // token ids, BOS included as the caller wants
-  SamplerParams sampling;        // the whole chain: seed, logit_bias, grammar (GBNF) ...
-  int max_tokens = -1;           // per choice; < 0: as many as the context allows
-  int n = 1;                     // choices, forked from one prefilled prompt (seq_cp)
-  std::vector<std::string> stop; // stop strings (never emitted, not even in part)
+  std::vector<int32_t> prompt;    // token ids, BOS included as the caller wants
+  SamplerParams sampling;         // the whole chain: seed, logit_bias, grammar (GBNF) ...
+  int max_tokens = -1;            // per choice; < 0: as many as the context allows
+  int n = 1;                      // choices, forked from one prefilled prompt (seq_cp)
+  std::vector<std::string> stop;  // stop strings (never emitted, not even in part)
   bool ignore_eos = false;
   bool logprobs = false;         // report the chosen token's logprob
   int top_logprobs = 0;          // and this many most likely alternatives (0..kMaxTopLogprobs)
@@ -100,13 +100,13 @@ struct Usage {
 
 // llama-server's `timings`.
 struct Timings {
-  int prompt_n = 0;           // prompt tokens computed
+  int prompt_n = 0;  // prompt tokens computed
   double prompt_ms = 0;
-  int cache_n = 0;            // prompt tokens reused from the cache
-  int predicted_n = 0;        // generated tokens (all choices)
+  int cache_n = 0;      // prompt tokens reused from the cache
+  int predicted_n = 0;  // generated tokens (all choices)
   double predicted_ms = 0;
-  double queue_ms = 0;        // submit -> admission
-  double ttft_ms = 0;         // submit -> first token
+  double queue_ms = 0;  // submit -> admission
+  double ttft_ms = 0;   // submit -> first token
 };
 
 struct Event {
@@ -119,12 +119,12 @@ struct Event {
   int32_t token = -1;
   std::string text;
   bool has_logprob = false;
-  TokenLogprob logprob;             // the chosen token (when requested)
-  std::vector<TokenLogprob> top;    // alternatives, most likely first
+  TokenLogprob logprob;           // the chosen token (when requested)
+  std::vector<TokenLogprob> top;  // alternatives, most likely first
   // kFinish
   FinishReason reason = FinishReason::kStop;
-  std::string stop_word;            // the stop string that matched ("" for EOS / grammar / length)
-  std::vector<int32_t> tokens;      // the choice's generated tokens
+  std::string stop_word;        // the stop string that matched ("" for EOS / grammar / length)
+  std::vector<int32_t> tokens;  // the choice's generated tokens
   // kDone
   Usage usage;
   Timings timings;
@@ -143,19 +143,19 @@ struct EmbedResult {
 using EmbedCallback = std::function<void(Expected<EmbedResult>)>;
 
 struct SchedulerParams {
-  ContextParams context;      // n_ctx = total cells; n_seq_max is set by the scheduler
-  int n_slots = 4;            // sequences generating at once
-  int max_queue = 256;        // waiting requests beyond which submit() refuses (kUnavailable)
-  int step_tokens = 0;        // tokens per step (decode + prompt chunks); 0: n_ubatch
-  bool context_shift = false; // at a sequence's limit, drop the oldest half after n_keep and go on
+  ContextParams context;       // n_ctx = total cells; n_seq_max is set by the scheduler
+  int n_slots = 4;             // sequences generating at once
+  int max_queue = 256;         // waiting requests beyond which submit() refuses (kUnavailable)
+  int step_tokens = 0;         // tokens per step (decode + prompt chunks); 0: n_ubatch
+  bool context_shift = false;  // at a sequence's limit, drop the oldest half after n_keep and go on
   bool prefix_cache = true;
-  int cache_seqs = 0;         // sequences reserved for cached prefixes (0: as many as allowed)
+  int cache_seqs = 0;  // sequences reserved for cached prefixes (0: as many as allowed)
   // Memories with end-only parts (recurrent, hybrid and sliding-window models) keep prefixes as
   // checkpoints in the prefix cache: at most this many on any path (llama-server's
   // --ctx-checkpoints) and this many MiB in all (its --cache-ram).
   int ctx_checkpoints = 8;
   int64_t cache_ram_mib = 8192;
-  std::string cache_dir;      // evicted / idle prefixes as state files, loaded back on a hit
+  std::string cache_dir;  // evicted / idle prefixes as state files, loaded back on a hit
   int64_t cache_dir_max_bytes = int64_t(4) << 30;
   int cache_dir_min_tokens = 32;  // shorter prefixes are not written
   // Speculative decoding with a draft model (same vocabulary as the model, checked by create()):
@@ -184,11 +184,11 @@ struct SlotState {
 };
 
 struct SchedulerStats {
-  int running = 0;            // requests admitted and not finished
+  int running = 0;  // requests admitted and not finished
   int waiting = 0;
   int slots = 0, slots_busy = 0;
   int kv_cells = 0, kv_used = 0;
-  int cached_tokens = 0;      // tokens in the prefix tree
+  int cached_tokens = 0;  // tokens in the prefix tree
   int cache_evictable = 0;
   int cache_checkpoints = 0;  // checkpoints of recurrent states / windows, and their bytes
   int64_t cache_checkpoint_bytes = 0;

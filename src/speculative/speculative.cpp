@@ -46,10 +46,12 @@ Status check_same_vocab(const Model& draft, const Model& target) {
     return invalid_argument("the draft model's output has " + std::to_string(draft.hparams().n_vocab) +
                             " logits, the target's " + std::to_string(target.hparams().n_vocab));
   }
-  if (a.bos() != b.bos() || a.eos() != b.eos()) return invalid_argument("the draft model's BOS/EOS tokens differ from the target's");
+  if (a.bos() != b.bos() || a.eos() != b.eos())
+    return invalid_argument("the draft model's BOS/EOS tokens differ from the target's");
   for (int32_t id = 0; id < a.n_tokens(); ++id) {
     if (a.token_text(id) != b.token_text(id) || a.token_attr(id) != b.token_attr(id)) {
-      return invalid_argument("token " + std::to_string(id) + " differs between the draft model and the target: the vocabularies must be the same");
+      return invalid_argument("token " + std::to_string(id) +
+                              " differs between the draft model and the target: the vocabularies must be the same");
     }
   }
   return Status::ok();

@@ -203,14 +203,14 @@ const std::vector<std::string_view> kDefault = {
 
 // The strings llama.cpp matches with hand-written code, and what loom runs for them.
 constexpr std::string_view kLlama3CaseInsensitive =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
+    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 constexpr std::string_view kTinyAyaDigits = "\\d{1,3}(?=(?:\\d{3})*\\b)";
 
 // GPT-2's string with the "\s+" that llama.cpp's matcher has as its last rule (whitespace not
 // followed by whitespace; the std::regex form would leave it as an unmatched gap, which also
 // becomes a piece).
-constexpr const char* kGpt2Matcher =
-    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+constexpr const char* kGpt2Matcher = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
 struct PresetDef {
   std::vector<std::string_view> names;
@@ -228,16 +228,18 @@ const std::vector<PresetDef>& presets() {
       {{"default"}, &kDefault, kPlain},
       {{"minicpm5"}, &kMiniCpm5, {.ignore_merges = true}},
       {{"llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2", "jina-v5-nano"},
-       &kLlama3, kLlama3Flags},
+       &kLlama3,
+       kLlama3Flags},
       {{"deepseek-llm"}, &kDeepseekLlm, kNoClean},
       {{"deepseek-coder"}, &kDeepseekCoder, kNoClean},
       {{"deepseek-v3", "hunyuan-dense", "hy_v4", "joyai-llm"}, &kDeepseek3, kNoClean},
       {{"spark2_5"}, &kSpark25, kNoClean},
       {{"youtu"}, &kYoutu, {.ignore_merges = true, .clean_spaces = false}},
       {{"falcon"}, &kFalcon, kPlain},
-      {{"gpt-2", "mpt", "olmo", "jais", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v2-es", "jina-v2-de",
-        "a.x-4.0", "mellum", "modern-bert", "exaone4"},
-       &kGpt2, kPlain},
+      {{"gpt-2", "mpt", "olmo", "jais", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v2-es", "jina-v2-de", "a.x-4.0",
+        "mellum", "modern-bert", "exaone4"},
+       &kGpt2,
+       kPlain},
       {{"jais-2"}, &kJais2, kPlain},
       {{"gemma4", "granite-embed-multi-311m"},
        &kGemma4,
@@ -316,8 +318,8 @@ std::string translate_std_regex(std::string_view re) {
         out.append("[^").append(kWs).append("]");
       } else if (n == 'd') {
         out.append(in_class ? "0-9" : "[0-9]");
-      } else if (n == 'p' && re.substr(i + 1, 4).size() == 4 && re[i + 1] == '{' && re[i + 2] == 'L' &&
-                 re[i + 4] == '}' && std::string_view("ultmo").find(re[i + 3]) != std::string_view::npos) {
+      } else if (n == 'p' && re.substr(i + 1, 4).size() == 4 && re[i + 1] == '{' && re[i + 2] == 'L' && re[i + 4] == '}' &&
+                 std::string_view("ultmo").find(re[i + 3]) != std::string_view::npos) {
         out.append("\\p{L}");
         i += 4;
       } else {
@@ -517,7 +519,7 @@ struct BpeTokenizer::Regex {
 BpeTokenizer::~BpeTokenizer() = default;
 
 Expected<std::shared_ptr<const BpeTokenizer>> BpeTokenizer::create(std::string_view pre,
-                                                                  const std::vector<std::string>& merges) {
+                                                                   const std::vector<std::string>& merges) {
   if (pre.empty()) pre = "default";
   const PresetDef* def = nullptr;
   for (const PresetDef& d : presets()) {
@@ -549,8 +551,8 @@ Expected<std::shared_ptr<const BpeTokenizer>> BpeTokenizer::create(std::string_v
       if (step.regex->code == nullptr) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(err, msg, sizeof msg);
-        return internal_error("pre-tokenizer regex '" + pattern + "' does not compile: " +
-                              reinterpret_cast<const char*>(msg));
+        return internal_error("pre-tokenizer regex '" + pattern +
+                              "' does not compile: " + reinterpret_cast<const char*>(msg));
       }
       pcre2_jit_compile(step.regex->code, PCRE2_JIT_COMPLETE);  // falls back to the interpreter on failure
     }
@@ -680,8 +682,7 @@ void BpeTokenizer::tokenize(const Vocab& vocab, std::string_view text, std::vect
     text = escaped;
   }
   for (const std::string& word : pre_tokenize(text)) {
-    if (preset_.ignore_merges ||
-        (preset_.whole_newline_words && word.find_first_not_of('\n') == std::string::npos)) {
+    if (preset_.ignore_merges || (preset_.whole_newline_words && word.find_first_not_of('\n') == std::string::npos)) {
       if (int32_t id = vocab.text_to_token(word); id != Vocab::kNoToken) {
         out.push_back(id);
         continue;

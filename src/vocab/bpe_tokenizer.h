@@ -25,23 +25,22 @@ namespace detail {
 
 // What a pre-tokenizer name selects besides its regexes (llama.cpp's per-`pre` flags).
 struct BpePreset {
-  bool ignore_merges = false;  // a pre-token that is a token is emitted whole
-  bool clean_spaces = true;    // detokenization removes spaces before punctuation/contractions
-  bool force_add_bos = false;  // add BOS unless the metadata says otherwise
-  bool no_bos = false;         // the preset has no BOS token (ChatGLM-4)
-  bool add_sep = false;        // tokenizer.ggml.add_sep_token's default (RoBERTa-style)
+  bool ignore_merges = false;        // a pre-token that is a token is emitted whole
+  bool clean_spaces = true;          // detokenization removes spaces before punctuation/contractions
+  bool force_add_bos = false;        // add BOS unless the metadata says otherwise
+  bool no_bos = false;               // the preset has no BOS token (ChatGLM-4)
+  bool add_sep = false;              // tokenizer.ggml.add_sep_token's default (RoBERTa-style)
   bool escape_whitespaces = false;   // ' ' becomes U+2581 before pre-tokenization (and back)
   bool byte_encode = true;           // GPT-2 byte alphabet; false: raw UTF-8, <0xXX> byte tokens
   bool whole_newline_words = false;  // a run of '\n' that is a token is emitted whole (Gemma 4)
-  bool always_add_bos = false;     // add BOS even when the metadata says not to (Gemma 4)
+  bool always_add_bos = false;       // add BOS even when the metadata says not to (Gemma 4)
 };
 
 class BpeTokenizer {
  public:
   // kUnsupported for an unknown `pre` name. Merges without a space are ignored.
   // An empty `pre` selects "default".
-  static Expected<std::shared_ptr<const BpeTokenizer>> create(std::string_view pre,
-                                                             const std::vector<std::string>& merges);
+  static Expected<std::shared_ptr<const BpeTokenizer>> create(std::string_view pre, const std::vector<std::string>& merges);
   ~BpeTokenizer();
   BpeTokenizer(const BpeTokenizer&) = delete;
   BpeTokenizer& operator=(const BpeTokenizer&) = delete;

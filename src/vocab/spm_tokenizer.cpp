@@ -100,8 +100,7 @@ class SpmSession {
     symbols_.reserve(text_.size());
     size_t offset = 0;
     while (offset < text_.size()) {
-      const size_t len =
-          std::min(utf8_seq_len(static_cast<uint8_t>(text_[offset])), text_.size() - offset);
+      const size_t len = std::min(utf8_seq_len(static_cast<uint8_t>(text_[offset])), text_.size() - offset);
       const Index index = Index(symbols_.size());
       const Index next = offset + len == text_.size() ? Index(-1) : Index(index + 1);
       symbols_.push_back(Symbol<Index>{Index(index - 1), next, Index(offset), Index(len)});
@@ -147,8 +146,7 @@ constexpr std::string_view kSpace = "\xE2\x96\x81";  // U+2581
 
 // Runs a session over each piece of `text` between independent points (see the file comment).
 template <typename Index>
-void segment_pieces(const Vocab& vocab, std::string_view text, bool split_at_spaces,
-                    std::vector<int32_t>& out) {
+void segment_pieces(const Vocab& vocab, std::string_view text, bool split_at_spaces, std::vector<int32_t>& out) {
   SpmSession<Index> session(vocab, vocab.max_token_length());
   if (!split_at_spaces) {
     session.run(text, out);
@@ -170,8 +168,7 @@ void segment_pieces(const Vocab& vocab, std::string_view text, bool split_at_spa
 
 }  // namespace
 
-void spm_segment(const Vocab& vocab, std::string_view text, bool split_at_spaces,
-                 std::vector<int32_t>& out) {
+void spm_segment(const Vocab& vocab, std::string_view text, bool split_at_spaces, std::vector<int32_t>& out) {
   if (text.size() < size_t(std::numeric_limits<int32_t>::max())) {
     segment_pieces<int32_t>(vocab, text, split_at_spaces, out);
   } else {

@@ -16,8 +16,7 @@ namespace detail {
 // U+2581 (the caller's job, because whether a prefix applies depends on the fragment's
 // neighbours). `split_at_spaces` promises that no token contains U+2581 after anything other than
 // U+2581 (Vocab checks this at load); it lets long text be segmented word by word.
-void spm_segment(const Vocab& vocab, std::string_view text, bool split_at_spaces,
-                 std::vector<int32_t>& out);
+void spm_segment(const Vocab& vocab, std::string_view text, bool split_at_spaces, std::vector<int32_t>& out);
 
 }  // namespace detail
 }  // namespace loom

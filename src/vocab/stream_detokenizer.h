@@ -67,11 +67,11 @@ class StreamDetokenizer {
 
   const Vocab* vocab_;
   StreamDetokenizerOptions options_;
-  bool first_ = true;         // no token pushed yet
+  bool first_ = true;          // no token pushed yet
   bool remove_space_ = false;  // the next rendered piece loses one leading space
-  bool held_eos_ = false;     // a trailing EOS is held (remove_special)
-  std::string raw_;           // rendered bytes not yet through clean_up_tokenization_spaces
-  std::string utf8_;          // cleaned bytes ending in an incomplete UTF-8 sequence
+  bool held_eos_ = false;      // a trailing EOS is held (remove_special)
+  std::string raw_;            // rendered bytes not yet through clean_up_tokenization_spaces
+  std::string utf8_;           // cleaned bytes ending in an incomplete UTF-8 sequence
 };
 
 }  // namespace loom

@@ -73,8 +73,7 @@ size_t ByteTrie::longest_path(std::string_view text) const {
 }
 
 Expected<std::shared_ptr<const UgmTokenizer>> UgmTokenizer::create(const Vocab& vocab, std::string charsmap,
-                                                                   bool add_space_prefix,
-                                                                   bool remove_extra_whitespaces) {
+                                                                   bool add_space_prefix, bool remove_extra_whitespaces) {
   auto t = std::make_shared<UgmTokenizer>();
   t->charsmap_ = std::move(charsmap);
   t->add_space_prefix_ = add_space_prefix;

@@ -53,8 +53,8 @@ class ByteTrie {
   bool empty() const { return nodes_.size() == 1; }
 
  private:
-  std::vector<int32_t> nodes_;                  // value per node
-  std::unordered_map<uint64_t, int32_t> edges_; // (node << 8 | byte) -> child
+  std::vector<int32_t> nodes_;                   // value per node
+  std::unordered_map<uint64_t, int32_t> edges_;  // (node << 8 | byte) -> child
 };
 
 class UgmTokenizer {
@@ -79,12 +79,12 @@ class UgmTokenizer {
   };
   Prefix normalize_prefix(std::string_view text, size_t offset) const;
 
-  std::string charsmap_;                 // the whole blob, owned
-  std::vector<uint32_t> xcda_;           // the double array's units
-  std::string_view replacements_;        // into charsmap_
+  std::string charsmap_;           // the whole blob, owned
+  std::vector<uint32_t> xcda_;     // the double array's units
+  std::string_view replacements_;  // into charsmap_
   bool add_space_prefix_ = false;
   bool remove_extra_whitespaces_ = false;
-  ByteTrie tokens_;                      // normal, user-defined and unused tokens
+  ByteTrie tokens_;  // normal, user-defined and unused tokens
   ByteTrie user_defined_;
   std::vector<uint8_t> user_defined_ids_;  // per token: 1 when user-defined (score 0 in Viterbi)
   float unknown_score_ = 0.0f;

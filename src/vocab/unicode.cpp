@@ -18,8 +18,7 @@ std::vector<uint32_t> decode_lenient(std::string_view s) {
       out.push_back((uint32_t(b & 0x1F) << 6) | (uint8_t(s[i + 1]) & 0x3F));
       i += 2;
     } else if ((b & 0xF0) == 0xE0 && cont(1) && cont(2)) {
-      out.push_back((uint32_t(b & 0x0F) << 12) | (uint32_t(uint8_t(s[i + 1]) & 0x3F) << 6) |
-                    (uint8_t(s[i + 2]) & 0x3F));
+      out.push_back((uint32_t(b & 0x0F) << 12) | (uint32_t(uint8_t(s[i + 1]) & 0x3F) << 6) | (uint8_t(s[i + 2]) & 0x3F));
       i += 3;
     } else if ((b & 0xF8) == 0xF0 && cont(1) && cont(2) && cont(3)) {
       const uint32_t cp = (uint32_t(b & 0x07) << 18) | (uint32_t(uint8_t(s[i + 1]) & 0x3F) << 12) |
@@ -70,8 +69,7 @@ uint8_t flags(uint32_t cp) {
 namespace {
 uint32_t lookup(const CodepointPair* table, size_t count, uint32_t cp) {
   const CodepointPair* end = table + count;
-  const CodepointPair* it =
-      std::lower_bound(table, end, cp, [](const CodepointPair& p, uint32_t v) { return p.from < v; });
+  const CodepointPair* it = std::lower_bound(table, end, cp, [](const CodepointPair& p, uint32_t v) { return p.from < v; });
   return it != end && it->from == cp ? it->to : cp;
 }
 }  // namespace

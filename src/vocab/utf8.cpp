@@ -65,14 +65,14 @@ std::string sanitize_utf8(std::string_view s) {
   std::string out;
   out.reserve(s.size());
   scan_utf8(
-      s, [&](size_t pos, size_t len) { out.append(s.data() + pos, len); },
-      [&] { out.append("\xEF\xBF\xBD"); });
+      s, [&](size_t pos, size_t len) { out.append(s.data() + pos, len); }, [&] { out.append("\xEF\xBF\xBD"); });
   return out;
 }
 
 bool is_valid_utf8(std::string_view s) {
   bool ok = true;
-  scan_utf8(s, [](size_t, size_t) {}, [&] { ok = false; });
+  scan_utf8(
+      s, [](size_t, size_t) {}, [&] { ok = false; });
   return ok;
 }
 

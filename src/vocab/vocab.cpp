@@ -56,9 +56,7 @@ uint32_t attr_of_type(int32_t type) {
 }
 
 // isspace() of the "C" locale, without its undefined behaviour for negative chars.
-bool is_space(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
-}
+bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r'; }
 
 void replace_all(std::string& s, std::string_view from, std::string_view to) {
   std::string out;
@@ -99,15 +97,13 @@ Expected<std::vector<std::string>> read_string_array(const gguf::GgufFile& f, st
 }
 
 // A numeric array of exactly `count` elements. `integral` refuses float (and bool) elements.
-Expected<const gguf::Array*> read_numeric_array(const gguf::GgufFile& f, std::string_view key,
-                                                size_t count, bool integral) {
+Expected<const gguf::Array*> read_numeric_array(const gguf::GgufFile& f, std::string_view key, size_t count, bool integral) {
   LOOM_ASSIGN_OR_RETURN(const gguf::Array* arr, f.get_array(key));
   const gguf::ValueType t = arr->elem_type;
   const bool is_float = t == gguf::ValueType::kFloat32 || t == gguf::ValueType::kFloat64;
   if (!arr->is_numeric() || t == gguf::ValueType::kBool || (integral && is_float)) {
-    return corrupt("metadata key '" + std::string(key) + "' is an array of " +
-                   std::string(gguf::value_type_name(t)) + ", expected " +
-                   (integral ? "integers" : "numbers"));
+    return corrupt("metadata key '" + std::string(key) + "' is an array of " + std::string(gguf::value_type_name(t)) +
+                   ", expected " + (integral ? "integers" : "numbers"));
   }
   if (arr->count != count) {
     return corrupt("metadata key '" + std::string(key) + "' has " + std::to_string(arr->count) +
@@ -135,30 +131,64 @@ Status read_optional_bool(const gguf::GgufFile& f, std::string_view key, std::op
 // single-id roles the first text present wins (llama.cpp takes whichever its hash map yields
 // first; list order makes the choice deterministic and gives <|end|> over <|endoftext|> for
 // Phi-3, as llama.cpp's golden does).
-constexpr std::string_view kEotTexts[] = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>",
-    "<EOT>", "_<EOT>", "[EOT]", "<end_of_utterance>",
-    "<\uFF5Cend\u2581of\u2581sentence\uFF5C>"};  // DeepSeek
+constexpr std::string_view kEotTexts[] = {"<|eot_id|>",
+                                          "<|im_end|>",
+                                          "<|end|>",
+                                          "<end_of_turn>",
+                                          "<|endoftext|>",
+                                          "<|end_of_text|>",
+                                          "<EOT>",
+                                          "_<EOT>",
+                                          "[EOT]",
+                                          "<end_of_utterance>",
+                                          "<\uFF5Cend\u2581of\u2581sentence\uFF5C>"};  // DeepSeek
 constexpr std::string_view kEomTexts[] = {"<|eom_id|>"};
 // "<｜fim▁begin｜>" etc.: DeepSeek's FIM markers.
-constexpr std::string_view kFimPreTexts[] = {
-    "<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<PRE>", "<|code_prefix|>", "<|prefix|>",
-    "<\uFF5Cfim\u2581begin\uFF5C>"};
-constexpr std::string_view kFimSufTexts[] = {
-    "<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<SUF>", "<|code_suffix|>", "<|suffix|>",
-    "<\uFF5Cfim\u2581hole\uFF5C>"};
-constexpr std::string_view kFimMidTexts[] = {
-    "<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<MID>", "<|code_middle|>", "<|middle|>",
-    "<\uFF5Cfim\u2581end\uFF5C>"};
+constexpr std::string_view kFimPreTexts[] = {"<|fim_prefix|>",
+                                             "<fim-prefix>",
+                                             "<fim_prefix>",
+                                             "<PRE>",
+                                             "<|code_prefix|>",
+                                             "<|prefix|>",
+                                             "<\uFF5Cfim\u2581begin\uFF5C>"};
+constexpr std::string_view kFimSufTexts[] = {"<|fim_suffix|>",
+                                             "<fim-suffix>",
+                                             "<fim_suffix>",
+                                             "<SUF>",
+                                             "<|code_suffix|>",
+                                             "<|suffix|>",
+                                             "<\uFF5Cfim\u2581hole\uFF5C>"};
+constexpr std::string_view kFimMidTexts[] = {"<|fim_middle|>",
+                                             "<fim-middle>",
+                                             "<fim_middle>",
+                                             "<MID>",
+                                             "<|code_middle|>",
+                                             "<|middle|>",
+                                             "<\uFF5Cfim\u2581end\uFF5C>"};
 constexpr std::string_view kFimPadTexts[] = {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"};
-constexpr std::string_view kFimRepTexts[] = {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>",
-                                             "<REPO>", "<reponame>"};
+constexpr std::string_view kFimRepTexts[] = {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"};
 constexpr std::string_view kFimSepTexts[] = {"<|file_sep|>"};
 // Every token with one of these texts ends generation (and is made a control token).
-constexpr std::string_view kEogTexts[] = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
-    "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
-    "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>"};
+constexpr std::string_view kEogTexts[] = {"<|eot_id|>",
+                                          "<|im_end|>",
+                                          "<|end|>",
+                                          "<|return|>",
+                                          "<|call|>",
+                                          "<|flush|>",
+                                          "<|calls|>",
+                                          "<end_of_turn>",
+                                          "<|endoftext|>",
+                                          "</s>",
+                                          "<|eom_id|>",
+                                          "<EOT>",
+                                          "_<EOT>",
+                                          "[EOT]",
+                                          "[EOS]",
+                                          "<|end_of_text|>",
+                                          "<end_of_utterance>",
+                                          "<eos>",
+                                          "<turn|>",
+                                          "<|tool_response>"};
 
 }  // namespace
 
@@ -233,14 +263,12 @@ Expected<VocabData> Vocab::read_data(const gguf::GgufFile& f) {
   const size_t n = d.tokens.size();
 
   if (f.has("tokenizer.ggml.scores")) {
-    LOOM_ASSIGN_OR_RETURN(const gguf::Array* arr,
-                          read_numeric_array(f, "tokenizer.ggml.scores", n, /*integral=*/false));
+    LOOM_ASSIGN_OR_RETURN(const gguf::Array* arr, read_numeric_array(f, "tokenizer.ggml.scores", n, /*integral=*/false));
     d.scores.resize(n);
     for (size_t i = 0; i < n; ++i) d.scores[i] = static_cast<float>(arr->number_at(i));
   }
   if (f.has("tokenizer.ggml.token_type")) {
-    LOOM_ASSIGN_OR_RETURN(const gguf::Array* arr,
-                          read_numeric_array(f, "tokenizer.ggml.token_type", n, /*integral=*/true));
+    LOOM_ASSIGN_OR_RETURN(const gguf::Array* arr, read_numeric_array(f, "tokenizer.ggml.token_type", n, /*integral=*/true));
     d.token_types.resize(n);
     for (size_t i = 0; i < n; ++i) {
       const int64_t t = arr->int_at(i);
@@ -314,9 +342,9 @@ Expected<Vocab> Vocab::from_data(VocabData data) {
 Status Vocab::init(VocabData& d) {
   LOOM_RETURN_IF_ERROR(check_model(d.model));
   type_ = d.model == "gpt2" || d.model == "gemma4" || d.model == "whitespace" ? VocabType::kBpe
-        : d.model == "bert"                                                  ? VocabType::kWpm
-        : d.model == "t5"                                                    ? VocabType::kUgm
-                                                                             : VocabType::kSpm;
+          : d.model == "bert"                                                 ? VocabType::kWpm
+          : d.model == "t5"                                                   ? VocabType::kUgm
+                                                                              : VocabType::kSpm;
   // llama.cpp's "whitespace" tokenizer model (jina-embeddings-v2-base-zh): BPE on each run of
   // non-whitespace, lowercased unless the "whitespace" pre-tokenizer or the metadata says not to.
   whitespace_model_ = d.model == "whitespace";
@@ -359,8 +387,8 @@ Status Vocab::init(VocabData& d) {
     auto [it, inserted] = text_to_id_.emplace(t.text, int32_t(i));
     if (!inserted) {
       // llama.cpp asserts on this (its id -> text and text -> id maps would disagree).
-      return corrupt("tokenizer.ggml.tokens has a duplicate token text at ids " +
-                     std::to_string(it->second) + " and " + std::to_string(i));
+      return corrupt("tokenizer.ggml.tokens has a duplicate token text at ids " + std::to_string(it->second) + " and " +
+                     std::to_string(i));
     }
   }
 
@@ -405,7 +433,7 @@ Status Vocab::init(VocabData& d) {
       clean_spaces_ = preset.clean_spaces;
       std::vector<int32_t> ids;
       if (!whitespace_model_) bpe_->tokenize(*this, "\n", ids);  // (which drops whitespace)
-      nl_ = ids.empty() ? kNoToken : ids.front();  // (the default pad id, which is none)
+      nl_ = ids.empty() ? kNoToken : ids.front();                // (the default pad id, which is none)
       break;
     }
     case VocabType::kWpm:
@@ -432,13 +460,20 @@ Status Vocab::init(VocabData& d) {
 
   // llama.cpp warns and keeps the default for an id outside the vocab; loom reports it.
   const std::pair<const std::optional<int64_t>*, std::pair<int32_t*, std::string_view>> ids[] = {
-      {&d.bos, {&bos_, "bos_token_id"}},         {&d.eos, {&eos_, "eos_token_id"}},
-      {&d.eot, {&eot_, "eot_token_id"}},         {&d.eom, {&eom_, "eom_token_id"}},
-      {&d.unk, {&unk_, "unknown_token_id"}},     {&d.sep, {&sep_, "seperator_token_id"}},
-      {&d.pad, {&pad_, "padding_token_id"}},     {&d.mask, {&mask_, "mask_token_id"}},
-      {&d.fim_pre, {&fim_pre_, "fim_pre_token_id"}}, {&d.fim_suf, {&fim_suf_, "fim_suf_token_id"}},
-      {&d.fim_mid, {&fim_mid_, "fim_mid_token_id"}}, {&d.fim_pad, {&fim_pad_, "fim_pad_token_id"}},
-      {&d.fim_rep, {&fim_rep_, "fim_rep_token_id"}}, {&d.fim_sep, {&fim_sep_, "fim_sep_token_id"}},
+      {&d.bos, {&bos_, "bos_token_id"}},
+      {&d.eos, {&eos_, "eos_token_id"}},
+      {&d.eot, {&eot_, "eot_token_id"}},
+      {&d.eom, {&eom_, "eom_token_id"}},
+      {&d.unk, {&unk_, "unknown_token_id"}},
+      {&d.sep, {&sep_, "seperator_token_id"}},
+      {&d.pad, {&pad_, "padding_token_id"}},
+      {&d.mask, {&mask_, "mask_token_id"}},
+      {&d.fim_pre, {&fim_pre_, "fim_pre_token_id"}},
+      {&d.fim_suf, {&fim_suf_, "fim_suf_token_id"}},
+      {&d.fim_mid, {&fim_mid_, "fim_mid_token_id"}},
+      {&d.fim_pad, {&fim_pad_, "fim_pad_token_id"}},
+      {&d.fim_rep, {&fim_rep_, "fim_rep_token_id"}},
+      {&d.fim_sep, {&fim_sep_, "fim_sep_token_id"}},
   };
   for (const auto& [value, target] : ids) {
     if (!value->has_value()) continue;
@@ -472,9 +507,8 @@ Status Vocab::init(VocabData& d) {
   for (int32_t id = 0; id < int32_t(n); ++id) {
     if (tokens_[id].attr & (kAttrControl | kAttrUserDefined | kAttrUnknown)) special_tokens_.push_back(id);
   }
-  std::sort(special_tokens_.begin(), special_tokens_.end(), [&](int32_t a, int32_t b) {
-    return tokens_[a].text.size() > tokens_[b].text.size();
-  });
+  std::sort(special_tokens_.begin(), special_tokens_.end(),
+            [&](int32_t a, int32_t b) { return tokens_[a].text.size() > tokens_[b].text.size(); });
 
   pieces_.resize(n);
   for (int32_t id = 0; id < int32_t(n); ++id) pieces_[id] = piece_uncached(id);
@@ -678,8 +712,8 @@ std::vector<int32_t> Vocab::tokenize(std::string_view text, bool add_special, bo
   return out;
 }
 
-void Vocab::tokenize_bpe(std::string_view text, const std::vector<Fragment>& fragments,
-                         bool add_special, std::vector<int32_t>& out) const {
+void Vocab::tokenize_bpe(std::string_view text, const std::vector<Fragment>& fragments, bool add_special,
+                         std::vector<int32_t>& out) const {
   if (add_special && add_bos_ && bos_ != kNoToken) out.push_back(bos_);
   for (const Fragment& frag : fragments) {
     if (frag.token != kNoToken) {
@@ -703,8 +737,8 @@ void Vocab::tokenize_bpe(std::string_view text, const std::vector<Fragment>& fra
   if (add_special && add_eos_ && eos_ != kNoToken) out.push_back(eos_);
 }
 
-void Vocab::tokenize_wpm(std::string_view text, const std::vector<Fragment>& fragments,
-                         bool add_special, std::vector<int32_t>& out) const {
+void Vocab::tokenize_wpm(std::string_view text, const std::vector<Fragment>& fragments, bool add_special,
+                         std::vector<int32_t>& out) const {
   // llama.cpp always wraps WordPiece input in [CLS] ... [SEP] (the BOS and separator ids),
   // whatever add_bos/add_eos say.
   if (add_special && bos_ != kNoToken) out.push_back(bos_);
@@ -715,8 +749,8 @@ void Vocab::tokenize_wpm(std::string_view text, const std::vector<Fragment>& fra
   if (add_special && sep_ != kNoToken) out.push_back(sep_);
 }
 
-void Vocab::tokenize_ugm(std::string_view text, const std::vector<Fragment>& fragments,
-                         bool add_special, std::vector<int32_t>& out) const {
+void Vocab::tokenize_ugm(std::string_view text, const std::vector<Fragment>& fragments, bool add_special,
+                         std::vector<int32_t>& out) const {
   // Each raw fragment is normalized on its own (so each gets the space prefix), as in llama.cpp.
   if (add_special && add_bos_ && bos_ != kNoToken) out.push_back(bos_);
   for (const Fragment& frag : fragments) {
@@ -732,12 +766,10 @@ std::string Vocab::ugm_normalize(std::string_view text) const {
   return out;
 }
 
-std::string_view Vocab::pre_tokenizer() const {
-  return bpe_ ? std::string_view(bpe_->pre()) : std::string_view();
-}
+std::string_view Vocab::pre_tokenizer() const { return bpe_ ? std::string_view(bpe_->pre()) : std::string_view(); }
 
-void Vocab::tokenize_spm(std::string_view text, const std::vector<Fragment>& fragments,
-                         bool add_special, std::vector<int32_t>& out) const {
+void Vocab::tokenize_spm(std::string_view text, const std::vector<Fragment>& fragments, bool add_special,
+                         std::vector<int32_t>& out) const {
   // Like SentencePiece, a space is prefixed to the text; llama.cpp also prefixes one to every
   // text fragment that follows a special token.
   bool prev_special = true;
@@ -795,8 +827,7 @@ std::string Vocab::token_to_piece(int32_t id, bool special) const {
   return pieces_[id];
 }
 
-Expected<std::string> Vocab::detokenize(std::span<const int32_t> ids, bool remove_special,
-                                        bool unparse_special) const {
+Expected<std::string> Vocab::detokenize(std::span<const int32_t> ids, bool remove_special, bool unparse_special) const {
   LOOM_RETURN_IF_ERROR(check_ids(ids));
   // The space SentencePiece put in front of the text is not part of it.
   bool remove_space = add_space_prefix_;

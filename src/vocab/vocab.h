@@ -87,14 +87,14 @@ void clean_up_tokenization_spaces(std::string& text);
 // (or converters) can fill in directly. Optional fields that are unset take the defaults llama.cpp
 // uses for the tokenizer model.
 struct VocabData {
-  std::string model = "llama";        // tokenizer.ggml.model
-  std::string name;                   // general.name (llama.cpp keys a Phi-3 workaround on it)
-  std::vector<std::string> tokens;    // tokenizer.ggml.tokens
-  std::vector<float> scores;          // tokenizer.ggml.scores; empty = all 0
-  std::vector<int32_t> token_types;   // tokenizer.ggml.token_type; empty = all normal
-  std::string pre;                    // tokenizer.ggml.pre (BPE); empty = "default"
-  std::vector<std::string> merges;    // tokenizer.ggml.merges (BPE, required there)
-  std::optional<bool> lowercase;      // tokenizer.ggml.normalizer.lowercase (WordPiece)
+  std::string model = "llama";       // tokenizer.ggml.model
+  std::string name;                  // general.name (llama.cpp keys a Phi-3 workaround on it)
+  std::vector<std::string> tokens;   // tokenizer.ggml.tokens
+  std::vector<float> scores;         // tokenizer.ggml.scores; empty = all 0
+  std::vector<int32_t> token_types;  // tokenizer.ggml.token_type; empty = all normal
+  std::string pre;                   // tokenizer.ggml.pre (BPE); empty = "default"
+  std::vector<std::string> merges;   // tokenizer.ggml.merges (BPE, required there)
+  std::optional<bool> lowercase;     // tokenizer.ggml.normalizer.lowercase (WordPiece)
   std::optional<int64_t> bos, eos, eot, eom, unk, sep, pad, mask;
   std::optional<int64_t> fim_pre, fim_suf, fim_mid, fim_pad, fim_rep, fim_sep;
   std::optional<bool> add_bos, add_eos, add_sep, add_space_prefix;
@@ -202,8 +202,7 @@ class Vocab {
   // clean_spaces(), " ?", " !", " .", " ,", " ' " and " 's", " 'm", " 're", " 've" lose their
   // space. kOutOfRange for an invalid id. The result may be invalid UTF-8 (byte tokens can split
   // a character); see sanitize_utf8.
-  Expected<std::string> detokenize(std::span<const int32_t> ids, bool remove_special,
-                                   bool unparse_special) const;
+  Expected<std::string> detokenize(std::span<const int32_t> ids, bool remove_special, bool unparse_special) const;
 
  private:
   struct TokenData {
@@ -231,14 +230,14 @@ class Vocab {
     size_t length;
   };
   std::vector<Fragment> partition(std::string_view text, bool parse_special) const;
-  void tokenize_spm(std::string_view text, const std::vector<Fragment>& fragments,
-                    bool add_special, std::vector<int32_t>& out) const;
-  void tokenize_bpe(std::string_view text, const std::vector<Fragment>& fragments,
-                    bool add_special, std::vector<int32_t>& out) const;
-  void tokenize_wpm(std::string_view text, const std::vector<Fragment>& fragments,
-                    bool add_special, std::vector<int32_t>& out) const;
-  void tokenize_ugm(std::string_view text, const std::vector<Fragment>& fragments,
-                    bool add_special, std::vector<int32_t>& out) const;
+  void tokenize_spm(std::string_view text, const std::vector<Fragment>& fragments, bool add_special,
+                    std::vector<int32_t>& out) const;
+  void tokenize_bpe(std::string_view text, const std::vector<Fragment>& fragments, bool add_special,
+                    std::vector<int32_t>& out) const;
+  void tokenize_wpm(std::string_view text, const std::vector<Fragment>& fragments, bool add_special,
+                    std::vector<int32_t>& out) const;
+  void tokenize_ugm(std::string_view text, const std::vector<Fragment>& fragments, bool add_special,
+                    std::vector<int32_t>& out) const;
 
   VocabType type_ = VocabType::kSpm;
   std::vector<TokenData> tokens_;

@@ -54,8 +54,9 @@ TEST(AnthropicRequest, SystemBlocksJoinedAndBillingStampNormalized) {
   json out = anthropic_to_chat(body_with(J(R"({"system": [
       {"type": "text", "text": "x-anthropic-billing-header: cc_version=2.1; cch=a5145;"},
       {"type": "text", "text": "You are Claude Code.", "cache_control": {"type": "ephemeral"}}]})")));
-  EXPECT_EQ(out["messages"][0],
-            J(R"({"role": "system", "content": "x-anthropic-billing-header: cc_version=2.1; cch=fffff;You are Claude Code."})"));
+  EXPECT_EQ(
+      out["messages"][0],
+      J(R"({"role": "system", "content": "x-anthropic-billing-header: cc_version=2.1; cch=fffff;You are Claude Code."})"));
   // Only the header's 5-character stamp followed by ';' is touched.
   out = anthropic_to_chat(body_with(J(R"({"system": "x-anthropic-billing-header: cch=abc; rest"})")));
   EXPECT_EQ(out["messages"][0]["content"], "x-anthropic-billing-header: cch=abc; rest");
@@ -98,7 +99,8 @@ TEST(AnthropicRequest, ToolChoice) {
   EXPECT_EQ(anthropic_to_chat(body_with(J(R"({"tool_choice": {"type": "auto"}})")))["tool_choice"], "auto");
   EXPECT_EQ(anthropic_to_chat(body_with(J(R"({"tool_choice": {"type": "any"}})")))["tool_choice"], "required");
   EXPECT_EQ(anthropic_to_chat(body_with(J(R"({"tool_choice": {"type": "none"}})")))["tool_choice"], "none");
-  json out = anthropic_to_chat(body_with(J(R"({"tool_choice": {"type": "tool", "name": "f", "disable_parallel_tool_use": true}})")));
+  json out = anthropic_to_chat(
+      body_with(J(R"({"tool_choice": {"type": "tool", "name": "f", "disable_parallel_tool_use": true}})")));
   EXPECT_EQ(out["tool_choice"], J(R"({"type": "function", "function": {"name": "f"}})"));
   EXPECT_EQ(out["parallel_tool_calls"], false);
   out = anthropic_to_chat(body_with(J(R"({"tool_choice": {"type": "auto", "disable_parallel_tool_use": false}})")));
@@ -201,15 +203,17 @@ TEST(AnthropicRequest, Errors) {
              "messages[1].content[0].type: unknown content block type 'x'");
   expect_400(J(R"({"messages": [{"role": "user", "content": [{"text": "x"}]}]})"), "messages[0].content[0].type: required");
   expect_400(J(R"({"messages": [{"role": "user", "content": ["x"]}]})"), "messages[0].content[0]: expected an object");
-  expect_400(J(R"({"messages": [{"role": "user", "content": [{"type": "text"}]}]})"), "messages[0].content[0].text: required");
+  expect_400(J(R"({"messages": [{"role": "user", "content": [{"type": "text"}]}]})"),
+             "messages[0].content[0].text: required");
   expect_400(J(R"({"messages": [{"role": "user", "content": [{"type": "text", "text": 1}]}]})"),
              "messages[0].content[0].text: expected a string");
   expect_400(J(R"({"messages": [{"role": "user", "content": [{"type": "image", "source": {"type": "base64"}}]}]})"),
              "messages[0].content[0].type: image content is not supported");
   expect_400(J(R"({"messages": [{"role": "user", "content": [{"type": "document"}]}]})"),
              "messages[0].content[0].type: document content is not supported");
-  expect_400(J(R"({"messages": [{"role": "user", "content": [{"type": "tool_use", "id": "a", "name": "f", "input": {}}]}]})"),
-             "messages[0].content[0].type: 'tool_use' blocks are only allowed in assistant messages");
+  expect_400(
+      J(R"({"messages": [{"role": "user", "content": [{"type": "tool_use", "id": "a", "name": "f", "input": {}}]}]})"),
+      "messages[0].content[0].type: 'tool_use' blocks are only allowed in assistant messages");
   expect_400(J(R"({"messages": [{"role": "assistant", "content": [{"type": "tool_result", "tool_use_id": "a"}]}]})"),
              "messages[0].content[0].type: 'tool_result' blocks are only allowed in user messages");
   expect_400(J(R"({"messages": [{"role": "user", "content": [{"type": "thinking", "thinking": "a"}]}]})"),
@@ -218,17 +222,20 @@ TEST(AnthropicRequest, Errors) {
              "messages[0].content[0].id: required");
   expect_400(J(R"({"messages": [{"role": "assistant", "content": [{"type": "tool_use", "id": "a"}]}]})"),
              "messages[0].content[0].name: required");
-  expect_400(J(R"({"messages": [{"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "f", "input": "x"}]}]})"),
-             "messages[0].content[0].input: expected an object");
+  expect_400(
+      J(R"({"messages": [{"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "f", "input": "x"}]}]})"),
+      "messages[0].content[0].input: expected an object");
   expect_400(J(R"({"messages": [{"role": "user", "content": [{"type": "tool_result"}]}]})"),
              "messages[0].content[0].tool_use_id: required");
-  expect_400(J(R"({"messages": [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a", "content": 3}]}]})"),
-             "messages[0].content[0].content: expected a string or an array");
+  expect_400(
+      J(R"({"messages": [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a", "content": 3}]}]})"),
+      "messages[0].content[0].content: expected a string or an array");
   expect_400(J(R"({"messages": [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a",
                   "content": [{"type": "image", "source": {}}]}]}]})"),
              "messages[0].content[0].content[0].type: image content is not supported");
-  expect_400(J(R"({"messages": [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a", "is_error": "yes"}]}]})"),
-             "messages[0].content[0].is_error: expected a boolean");
+  expect_400(
+      J(R"({"messages": [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a", "is_error": "yes"}]}]})"),
+      "messages[0].content[0].is_error: expected a boolean");
   expect_400(J(R"({"messages": [{"role": "assistant", "content": [{"type": "thinking"}]}]})"),
              "messages[0].content[0].thinking: required");
   expect_400(body_with(J(R"({"system": 1})")), "system: expected a string or an array of text blocks");
@@ -249,8 +256,10 @@ TEST(AnthropicRequest, Errors) {
   expect_400(body_with(J(R"({"tools": [{"input_schema": {}}]})")), "tools[0].name: required");
   expect_400(body_with(J(R"({"tools": [{"name": "", "input_schema": {}}]})")), "tools[0].name: must not be empty");
   expect_400(body_with(J(R"({"tools": [{"name": "f"}]})")), "tools[0].input_schema: required");
-  expect_400(body_with(J(R"({"tools": [{"name": "f", "input_schema": "x"}]})")), "tools[0].input_schema: expected an object");
-  expect_400(body_with(J(R"({"tools": [{"name": "f", "description": 2, "input_schema": {}}]})")), "tools[0].description: expected a string");
+  expect_400(body_with(J(R"({"tools": [{"name": "f", "input_schema": "x"}]})")),
+             "tools[0].input_schema: expected an object");
+  expect_400(body_with(J(R"({"tools": [{"name": "f", "description": 2, "input_schema": {}}]})")),
+             "tools[0].description: expected a string");
   expect_400(body_with(J(R"({"tool_choice": "auto"})")), "tool_choice: expected an object");
   expect_400(body_with(J(R"({"tool_choice": {}})")), "tool_choice.type: required");
   expect_400(body_with(J(R"({"tool_choice": {"type": "some"}})")), "tool_choice.type: must be");
@@ -311,8 +320,8 @@ TEST(AnthropicRequest, MutatedBodiesOnlyThrowApiError) {
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "i", "is_error": false,
           "content": [{"type": "text", "text": "ok"}]}]}]})");
   ASSERT_NO_THROW(anthropic_to_chat(base));
-  const std::vector<json> replacements = {nullptr, true, 0, -1, 1.5, 1e300, "", "x", json::array(),
-                                          json::object(), json::array({1}), json{{"type", "text"}}};
+  const std::vector<json> replacements = {
+      nullptr, true, 0, -1, 1.5, 1e300, "", "x", json::array(), json::object(), json::array({1}), json{{"type", "text"}}};
   size_t n = 0, errors = 0;
   json flat = base.flatten();
   std::vector<json::json_pointer> pointers;
@@ -398,7 +407,7 @@ TEST(AnthropicResponse, ThinkingTextAndToolUse) {
       "reasoning_content": "Need weather.",
       "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}},
                      {"id": "call_2", "type": "function", "function": {"name": "bad", "arguments": "not json"}}]})"),
-                                        "tool_calls"));
+                                       "tool_calls"));
   EXPECT_EQ(res["content"], J(R"([
       {"type": "thinking", "thinking": "Need weather.", "signature": ""},
       {"type": "text", "text": "Let me check."},
@@ -407,19 +416,22 @@ TEST(AnthropicResponse, ThinkingTextAndToolUse) {
   EXPECT_EQ(res["stop_reason"], "tool_use");
   // Tool calls with a "stop" finish are still tool_use (llama-server).
   EXPECT_EQ(anthropic_response(result(J(R"({"role": "assistant", "content": null,
-      "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}]})"), "stop"))["stop_reason"],
+      "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}]})"),
+                                      "stop"))["stop_reason"],
             "tool_use");
 }
 
 TEST(AnthropicResponse, EmptyAndMalformedMessages) {
   EXPECT_EQ(anthropic_response(result(J(R"({"role": "assistant", "content": ""})"), "stop"))["content"], json::array());
   EXPECT_EQ(anthropic_response(result(nullptr, "stop"))["content"], json::array());
-  EXPECT_EQ(anthropic_response(result(J(R"({"tool_calls": [1, {"function": 2}]})"), "stop"))["content"],
-            J(R"([{"type": "tool_use", "id": "", "name": "", "input": {}}, {"type": "tool_use", "id": "", "name": "", "input": {}}])"));
+  EXPECT_EQ(
+      anthropic_response(result(J(R"({"tool_calls": [1, {"function": 2}]})"), "stop"))["content"],
+      J(R"([{"type": "tool_use", "id": "", "name": "", "input": {}}, {"type": "tool_use", "id": "", "name": "", "input": {}}])"));
 }
 
 TEST(AnthropicError, Shapes) {
-  EXPECT_EQ(anthropic_error(400, "bad"), J(R"({"type": "error", "error": {"type": "invalid_request_error", "message": "bad"}})"));
+  EXPECT_EQ(anthropic_error(400, "bad"),
+            J(R"({"type": "error", "error": {"type": "invalid_request_error", "message": "bad"}})"));
   EXPECT_EQ(anthropic_error(404, "x")["error"]["type"], "not_found_error");
   EXPECT_EQ(anthropic_error(401, "x")["error"]["type"], "authentication_error");
   EXPECT_EQ(anthropic_error(403, "x")["error"]["type"], "permission_error");
@@ -455,7 +467,8 @@ struct Events {
 json reasoning(const char* s) { return json{{"reasoning_content", s}}; }
 json content(const char* s) { return json{{"content", s}}; }
 json call_start(int i, const char* id, const char* name, const char* args) {
-  return json{{"tool_calls", {{{"index", i}, {"id", id}, {"type", "function"}, {"function", {{"name", name}, {"arguments", args}}}}}}};
+  return json{{"tool_calls",
+               {{{"index", i}, {"id", id}, {"type", "function"}, {"function", {{"name", name}, {"arguments", args}}}}}}};
 }
 json call_more(int i, const char* args) {
   return json{{"tool_calls", {{{"index", i}, {"function", {{"arguments", args}}}}}}};
@@ -501,7 +514,8 @@ TEST(AnthropicStreamTest, ThinkingThenText) {
       R"(message_stop {"type":"message_stop"})"};
   ASSERT_EQ(l.size(), expected.size() + 1);
   EXPECT_EQ(std::vector<std::string>(l.begin() + 1, l.end()), expected);
-  EXPECT_EQ(run.events[0].data["message"]["usage"], J(R"({"cache_read_input_tokens": 0, "input_tokens": 20, "output_tokens": 0})"));
+  EXPECT_EQ(run.events[0].data["message"]["usage"],
+            J(R"({"cache_read_input_tokens": 0, "input_tokens": 20, "output_tokens": 0})"));
 }
 
 TEST(AnthropicStreamTest, TextThenTwoToolCallsInPieces) {
@@ -560,7 +574,9 @@ TEST(AnthropicStreamTest, StopSequenceAndEmptyReply) {
   run.add(s.end(result(J(R"({"role": "assistant", "content": ""})"), "stop", "###")));
   std::vector<std::string> l = lines(run.events);
   ASSERT_EQ(l.size(), 3u);
-  EXPECT_EQ(l[1], R"(message_delta {"type":"message_delta","delta":{"stop_reason":"stop_sequence","stop_sequence":"###"},"usage":{"output_tokens":7}})");
+  EXPECT_EQ(
+      l[1],
+      R"(message_delta {"type":"message_delta","delta":{"stop_reason":"stop_sequence","stop_sequence":"###"},"usage":{"output_tokens":7}})");
 }
 
 TEST(AnthropicStreamTest, EndSendsWhatDeltasMissed) {
@@ -569,7 +585,8 @@ TEST(AnthropicStreamTest, EndSendsWhatDeltasMissed) {
   run.add(s.begin());
   run.add(s.delta(content("Hel")));
   run.add(s.end(result(J(R"({"role": "assistant", "content": "Hello", "tool_calls": [
-      {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]})"), "tool_calls")));
+      {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]})"),
+                       "tool_calls")));
   std::vector<std::string> l = lines(run.events);
   std::vector<std::string> expected = {
       R"(content_block_start {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}})",

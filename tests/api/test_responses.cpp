@@ -149,7 +149,8 @@ TEST(ResponsesRequest, Errors) {
              "input[1].content[0].type: unknown content part type 'x'");
   expect_400(J(R"({"input": [{"role": "user", "content": [{"type": "refusal", "refusal": "x"}]}]})"),
              "input[0].content[0].type: unknown content part type 'refusal'");
-  expect_400(J(R"({"input": [{"role": "user", "content": [{"type": "input_text"}]}]})"), "input[0].content[0].text: required");
+  expect_400(J(R"({"input": [{"role": "user", "content": [{"type": "input_text"}]}]})"),
+             "input[0].content[0].text: required");
   expect_400(J(R"({"input": [{"role": "user", "content": [{"type": "input_text", "text": 2}]}]})"),
              "input[0].content[0].text: expected a string");
   expect_400(J(R"({"input": [{"type": "function_call", "name": "f", "arguments": "{}"}]})"), "input[0].call_id: required");
@@ -164,7 +165,8 @@ TEST(ResponsesRequest, Errors) {
   expect_400(J(R"({"input": [{"type": "function_call_output", "call_id": "c", "output": [{"type": "input_image"}]}]})"),
              "input[0].output[0].type: 'input_image' content is not supported");
   expect_400(J(R"({"input": [{"type": "reasoning", "summary": "x"}]})"), "input[0].summary: expected an array");
-  expect_400(J(R"({"input": [{"type": "reasoning", "summary": [{"type": "summary_text"}]}]})"), "input[0].summary[0].text: required");
+  expect_400(J(R"({"input": [{"type": "reasoning", "summary": [{"type": "summary_text"}]}]})"),
+             "input[0].summary[0].text: required");
   expect_400(J(R"({"input": [{"type": "item_reference", "id": "x"}]})"), "input[0].type: item references are not supported");
   expect_400(J(R"({"input": [{"type": "web_search_call", "id": "x"}]})"),
              "input[0].type: input item type 'web_search_call' is not supported");
@@ -182,10 +184,12 @@ TEST(ResponsesRequest, Errors) {
   expect_400(body_with(J(R"({"tools": [{"type": "function", "name": ""}]})")), "tools[0].name: must not be empty");
   expect_400(body_with(J(R"({"tools": [{"type": "function", "name": "f", "parameters": []}]})")),
              "tools[0].parameters: expected an object");
-  expect_400(body_with(J(R"({"tools": [{"type": "function", "name": "f", "strict": "yes"}]})")), "tools[0].strict: expected a boolean");
+  expect_400(body_with(J(R"({"tools": [{"type": "function", "name": "f", "strict": "yes"}]})")),
+             "tools[0].strict: expected a boolean");
   expect_400(body_with(J(R"({"tool_choice": "any"})")), "tool_choice: must be");
   expect_400(body_with(J(R"({"tool_choice": 1})")), "tool_choice: expected a string or an object");
-  expect_400(body_with(J(R"({"tool_choice": {"type": "web_search"}})")), "tool_choice.type: tool choice 'web_search' is not supported");
+  expect_400(body_with(J(R"({"tool_choice": {"type": "web_search"}})")),
+             "tool_choice.type: tool choice 'web_search' is not supported");
   expect_400(body_with(J(R"({"tool_choice": {"type": "function"}})")), "tool_choice.name: required");
   expect_400(body_with(J(R"({"max_output_tokens": 0})")), "max_output_tokens: must be at least 1");
   expect_400(body_with(J(R"({"max_output_tokens": "5"})")), "max_output_tokens: expected an integer");
@@ -199,7 +203,8 @@ TEST(ResponsesRequest, Errors) {
   expect_400(body_with(J(R"({"text": {"format": {}}})")), "text.format.type: required");
   expect_400(body_with(J(R"({"text": {"format": {"type": "xml"}}})")), "text.format.type: must be");
   expect_400(body_with(J(R"({"text": {"format": {"type": "json_schema", "name": "x"}}})")), "text.format.schema: required");
-  expect_400(body_with(J(R"({"text": {"format": {"type": "json_schema", "schema": 1}}})")), "text.format.schema: expected an object");
+  expect_400(body_with(J(R"({"text": {"format": {"type": "json_schema", "schema": 1}}})")),
+             "text.format.schema: expected an object");
   expect_400(body_with(J(R"({"user": 1})")), "user: expected a string");
   expect_400(body_with(J(R"({"metadata": 1})")), "metadata: expected an object");
   expect_400(body_with(J(R"({"store": "yes"})")), "store: expected a boolean");
@@ -231,8 +236,8 @@ TEST(ResponsesRequest, MutatedBodiesOnlyThrowApiError) {
         {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"},
         {"type": "function_call_output", "call_id": "c", "output": [{"type": "input_text", "text": "o"}]}]})");
   ASSERT_NO_THROW(responses_to_chat(base));
-  const std::vector<json> replacements = {nullptr, true, 0, -1, 1.5, "", "x", json::array(), json::object(),
-                                          json::array({1}), json{{"type", "input_text"}}};
+  const std::vector<json> replacements = {
+      nullptr, true, 0, -1, 1.5, "", "x", json::array(), json::object(), json::array({1}), json{{"type", "input_text"}}};
   size_t n = 0, errors = 0;
   std::vector<json::json_pointer> pointers;
   const json flat = base.flatten();
@@ -261,10 +266,8 @@ TEST(ResponsesRequest, MutatedBodiesOnlyThrowApiError) {
       run(b);
     }
     json b = base;
-    if (b[p.parent_pointer()].is_object())
-      b[p.parent_pointer()].erase(p.back());
-    else
-      b[p.parent_pointer()].erase(std::stoul(p.back()));
+    if (b[p.parent_pointer()].is_object()) b[p.parent_pointer()].erase(p.back());
+    else b[p.parent_pointer()].erase(std::stoul(p.back()));
     run(b);
   }
   EXPECT_GT(n, 500u);
@@ -339,7 +342,8 @@ TEST(ResponsesResponse, EmptyAndMalformed) {
 json reasoning(const char* s) { return json{{"reasoning_content", s}}; }
 json content(const char* s) { return json{{"content", s}}; }
 json call_start(int i, const char* id, const char* name, const char* args) {
-  return json{{"tool_calls", {{{"index", i}, {"id", id}, {"type", "function"}, {"function", {{"name", name}, {"arguments", args}}}}}}};
+  return json{{"tool_calls",
+               {{{"index", i}, {"id", id}, {"type", "function"}, {"function", {{"name", name}, {"arguments", args}}}}}}};
 }
 json call_more(int i, const char* args) {
   return json{{"tool_calls", {{{"index", i}, {"function", {{"arguments", args}}}}}}};
@@ -378,7 +382,8 @@ TEST(ResponsesStreamTest, TextOnly) {
   ev.add(s.delta(content("lo")));
   ev.add(s.end(result(J(R"({"role": "assistant", "content": "Hello"})"), "stop")));
   std::vector<std::string> expected = {
-      kBegin[0], kBegin[1],
+      kBegin[0],
+      kBegin[1],
       R"(response.output_item.added {"type":"response.output_item.added","output_index":0,"item":{"id":"msg_abc","type":"message","status":"in_progress","role":"assistant","content":[]}})",
       R"(response.content_part.added {"type":"response.content_part.added","item_id":"msg_abc","output_index":0,"content_index":0,"part":{"type":"output_text","annotations":[],"logprobs":[],"text":""}})",
       R"(response.output_text.delta {"type":"response.output_text.delta","item_id":"msg_abc","output_index":0,"content_index":0,"delta":"Hel","logprobs":[]})",
@@ -485,15 +490,23 @@ TEST(ResponsesStreamTest, EndSendsWhatDeltasMissed) {
   Events ev;
   ev.add(s.begin());
   ev.add(s.end(result(J(R"({"role": "assistant", "content": "Hi", "tool_calls": [
-      {"id": "call_z", "type": "function", "function": {"name": "f", "arguments": "{}"}}]})"), "tool_calls")));
+      {"id": "call_z", "type": "function", "function": {"name": "f", "arguments": "{}"}}]})"),
+                      "tool_calls")));
   std::vector<std::string> types;
   for (const auto& e : ev.all) types.push_back(e.event);
-  std::vector<std::string> expected = {"response.created", "response.in_progress", "response.output_item.added",
-                                       "response.content_part.added", "response.output_text.delta",
-                                       "response.output_text.done", "response.content_part.done",
-                                       "response.output_item.done", "response.output_item.added",
-                                       "response.function_call_arguments.delta", "response.function_call_arguments.done",
-                                       "response.output_item.done", "response.completed"};
+  std::vector<std::string> expected = {"response.created",
+                                       "response.in_progress",
+                                       "response.output_item.added",
+                                       "response.content_part.added",
+                                       "response.output_text.delta",
+                                       "response.output_text.done",
+                                       "response.content_part.done",
+                                       "response.output_item.done",
+                                       "response.output_item.added",
+                                       "response.function_call_arguments.delta",
+                                       "response.function_call_arguments.done",
+                                       "response.output_item.done",
+                                       "response.completed"};
   EXPECT_EQ(types, expected);
   (void)ev.lines();  // sequence numbers
   EXPECT_TRUE(s.delta(content("x")).empty());

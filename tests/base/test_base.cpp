@@ -110,10 +110,13 @@ TEST(ThreadPool, ParallelForChunksAreDeterministicAndAtLeastMin) {
         auto chunks = [&] {
           std::mutex mu;
           std::set<std::pair<int64_t, int64_t>> out;
-          pool.parallel_for(n, [&](int64_t b, int64_t e) {
-            std::lock_guard<std::mutex> lock(mu);
-            out.emplace(b, e);
-          }, min);
+          pool.parallel_for(
+              n,
+              [&](int64_t b, int64_t e) {
+                std::lock_guard<std::mutex> lock(mu);
+                out.emplace(b, e);
+              },
+              min);
           return out;
         };
         const auto a = chunks(), b = chunks();
@@ -151,11 +154,13 @@ TEST(ThreadPool, ParallelForLetsOthersTakeAStalledThreadsChunks) {
 TEST(ThreadPool, MaxThreadsLimitsParticipants) {
   ThreadPool pool(4);
   std::atomic<int> calls{0};
-  pool.run([&](int ith, int nth) {
-    EXPECT_EQ(nth, 2);
-    EXPECT_LT(ith, 2);
-    calls.fetch_add(1);
-  }, 2);
+  pool.run(
+      [&](int ith, int nth) {
+        EXPECT_EQ(nth, 2);
+        EXPECT_LT(ith, 2);
+        calls.fetch_add(1);
+      },
+      2);
   EXPECT_EQ(calls.load(), 2);
 }
 

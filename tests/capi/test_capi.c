@@ -12,15 +12,14 @@
 static int g_passed = 0;
 static int g_failed = 0;
 
-#define CHECK(cond)                                                                   \
-  do {                                                                                \
-    if (cond) {                                                                       \
-      ++g_passed;                                                                     \
-    } else {                                                                          \
-      ++g_failed;                                                                     \
-      fprintf(stderr, "%s:%d: check failed: %s (last error: %s)\n", __FILE__, __LINE__, \
-              #cond, loom_last_error());                                              \
-    }                                                                                 \
+#define CHECK(cond)                                                                                                \
+  do {                                                                                                             \
+    if (cond) {                                                                                                    \
+      ++g_passed;                                                                                                  \
+    } else {                                                                                                       \
+      ++g_failed;                                                                                                  \
+      fprintf(stderr, "%s:%d: check failed: %s (last error: %s)\n", __FILE__, __LINE__, #cond, loom_last_error()); \
+    }                                                                                                              \
   } while (0)
 
 static const loom_token kPrompt[] = {1, 403, 407, 261, 378};
@@ -28,7 +27,7 @@ static const loom_token kGreedy[] = {432, 383, 286, 261, 376, 298, 315, 421, 395
 #define N_PROMPT 5
 #define N_GREEDY 16
 
-static int argmax(const float * v, int n) {
+static int argmax(const float* v, int n) {
   int best = 0;
   int i;
   for (i = 1; i < n; ++i) {
@@ -37,11 +36,9 @@ static int argmax(const float * v, int n) {
   return best;
 }
 
-static int equal_floats(const float * a, const float * b, int n) {
-  return memcmp(a, b, (size_t)n * sizeof(float)) == 0;
-}
+static int equal_floats(const float* a, const float* b, int n) { return memcmp(a, b, (size_t)n * sizeof(float)) == 0; }
 
-static loom_context * new_context(const loom_model * model, int n_ctx, int n_seq_max) {
+static loom_context* new_context(const loom_model* model, int n_ctx, int n_seq_max) {
   loom_context_params cp = loom_context_default_params();
   cp.n_ctx = n_ctx;
   cp.n_batch = n_ctx;
@@ -52,7 +49,7 @@ static loom_context * new_context(const loom_model * model, int n_ctx, int n_seq
 }
 
 /* Decodes tokens at positions start.. into seq; output for the last one. */
-static int32_t feed(loom_context * ctx, const loom_token * ids, int n, int start, loom_seq_id seq) {
+static int32_t feed(loom_context* ctx, const loom_token* ids, int n, int start, loom_seq_id seq) {
   loom_batch b = loom_batch_init(n, 0, 1);
   int32_t rc;
   int i;
@@ -70,7 +67,7 @@ static int32_t feed(loom_context * ctx, const loom_token * ids, int n, int start
   return rc;
 }
 
-static void test_model_and_vocab(const loom_model * model) {
+static void test_model_and_vocab(const loom_model* model) {
   char buf[256];
   loom_token toks[64];
   int32_t n, i;
@@ -114,8 +111,8 @@ static void test_model_and_vocab(const loom_model * model) {
   n = loom_token_to_piece(model, 403, buf, sizeof buf, 0, false);
   CHECK(n > 0);
   CHECK(loom_token_to_piece(model, 403, buf, 0, 0, false) == -n);
-  CHECK(loom_token_to_piece(model, 1, buf, sizeof buf, 0, false) == 0);      /* BOS renders as nothing */
-  CHECK(loom_token_to_piece(model, 1, buf, sizeof buf, 0, true) == 3);       /* "<s>" */
+  CHECK(loom_token_to_piece(model, 1, buf, sizeof buf, 0, false) == 0); /* BOS renders as nothing */
+  CHECK(loom_token_to_piece(model, 1, buf, sizeof buf, 0, true) == 3);  /* "<s>" */
   n = loom_detokenize(model, kPrompt + 1, N_PROMPT - 1, buf, sizeof buf, false, false);
   CHECK(n == 16 && strncmp(buf, "Once upon a time", 16) == 0);
   CHECK(loom_detokenize(model, kPrompt + 1, N_PROMPT - 1, buf, 3, false, false) == -16);
@@ -134,8 +131,8 @@ static void test_model_and_vocab(const loom_model * model) {
   CHECK(loom_tokenize(NULL, "x", -1, toks, 64, true, false) == LOOM_SIZE_ERROR);
 }
 
-static void test_generate(const loom_model * model) {
-  loom_context * ctx = new_context(model, 128, 4);
+static void test_generate(const loom_model* model) {
+  loom_context* ctx = new_context(model, 128, 4);
   loom_token tok;
   int k, pos, ok = 1;
   const int n_vocab = loom_model_n_vocab(model);
@@ -158,8 +155,11 @@ static void test_generate(const loom_model * model) {
   CHECK(strlen(loom_last_error()) > 0);
   pos = N_PROMPT;
   for (k = 0; k < N_GREEDY; ++k) {
-    const float * l = loom_get_logits_ith(ctx, -1);
-    if (!l) { ok = 0; break; }
+    const float* l = loom_get_logits_ith(ctx, -1);
+    if (!l) {
+      ok = 0;
+      break;
+    }
     tok = (loom_token)argmax(l, n_vocab);
     if (tok != kGreedy[k]) {
       fprintf(stderr, "greedy step %d: got %d, want %d\n", k, (int)tok, (int)kGreedy[k]);
@@ -168,7 +168,10 @@ static void test_generate(const loom_model * model) {
     }
     {
       loom_batch one = loom_batch_get_one(&tok, 1); /* continues sequence 0 */
-      if (loom_decode(ctx, &one) != LOOM_DECODE_OK) { ok = 0; break; }
+      if (loom_decode(ctx, &one) != LOOM_DECODE_OK) {
+        ok = 0;
+        break;
+      }
     }
     ++pos;
   }
@@ -192,19 +195,19 @@ static void test_generate(const loom_model * model) {
 }
 
 /* seq_cp shares the prompt with sequence 1; both continue identically; seq_rm drops it again. */
-static void test_sequences(const loom_model * model) {
-  loom_context * ctx = new_context(model, 128, 4);
+static void test_sequences(const loom_model* model) {
+  loom_context* ctx = new_context(model, 128, 4);
   const int n_vocab = loom_model_n_vocab(model);
-  float * a;
+  float* a;
   loom_token next = kGreedy[0];
   CHECK(ctx != NULL);
   if (!ctx) return;
   CHECK(feed(ctx, kPrompt, N_PROMPT, 0, 0) == LOOM_DECODE_OK);
   CHECK(loom_kv_seq_cp(ctx, 0, 1, -1, -1) == LOOM_OK);
-  CHECK(loom_kv_used_cells(ctx) == N_PROMPT);       /* shared cells */
+  CHECK(loom_kv_used_cells(ctx) == N_PROMPT); /* shared cells */
   CHECK(loom_kv_n_tokens(ctx) == 2 * N_PROMPT);
   CHECK(loom_kv_seq_pos_max(ctx, 1) == N_PROMPT - 1);
-  a = (float *)malloc((size_t)n_vocab * sizeof(float));
+  a = (float*)malloc((size_t)n_vocab * sizeof(float));
   CHECK(feed(ctx, &next, 1, N_PROMPT, 0) == LOOM_DECODE_OK);
   memcpy(a, loom_get_logits_ith(ctx, -1), (size_t)n_vocab * sizeof(float));
   CHECK(feed(ctx, &next, 1, N_PROMPT, 1) == LOOM_DECODE_OK);
@@ -233,13 +236,13 @@ static void test_sequences(const loom_model * model) {
   loom_context_free(ctx);
 }
 
-static void test_state(const loom_model * model) {
-  loom_context * ctx = new_context(model, 64, 2);
-  loom_context * other = new_context(model, 64, 2);
+static void test_state(const loom_model* model) {
+  loom_context* ctx = new_context(model, 64, 2);
+  loom_context* other = new_context(model, 64, 2);
   const int n_vocab = loom_model_n_vocab(model);
-  const char * path = "loom_capi_test_state.bin";
-  float * want = (float *)malloc((size_t)n_vocab * sizeof(float));
-  uint8_t * data;
+  const char* path = "loom_capi_test_state.bin";
+  float* want = (float*)malloc((size_t)n_vocab * sizeof(float));
+  uint8_t* data;
   size_t size, n_tok = 0;
   loom_token toks[8];
   loom_token next = kGreedy[0];
@@ -248,7 +251,7 @@ static void test_state(const loom_model * model) {
   CHECK(feed(ctx, kPrompt, N_PROMPT, 0, 0) == LOOM_DECODE_OK);
   size = loom_state_get_size(ctx);
   CHECK(size > 0);
-  data = (uint8_t *)malloc(size);
+  data = (uint8_t*)malloc(size);
   CHECK(loom_state_get_data(ctx, data, size - 1) == 0); /* too small */
   CHECK(loom_state_get_data(ctx, data, size) == size);
   CHECK(feed(ctx, &next, 1, N_PROMPT, 0) == LOOM_DECODE_OK);
@@ -286,7 +289,7 @@ static void test_state(const loom_model * model) {
   free(data);
   size = loom_state_seq_get_size(ctx, 0);
   CHECK(size > 0);
-  data = (uint8_t *)malloc(size);
+  data = (uint8_t*)malloc(size);
   CHECK(loom_state_seq_get_data(ctx, data, size, 0) == size);
   loom_kv_clear(other);
   CHECK(loom_state_seq_set_data(other, data, size, 1) == LOOM_OK);
@@ -310,18 +313,18 @@ static void test_state(const loom_model * model) {
 }
 
 static int g_abort_calls = 0;
-static bool abort_now(void * data) {
+static bool abort_now(void* data) {
   (void)data;
   ++g_abort_calls;
   return true;
 }
 
-static void test_errors(const loom_model * model, const char * model_path) {
-  loom_context * ctx = new_context(model, 32, 1);
+static void test_errors(const loom_model* model, const char* model_path) {
+  loom_context* ctx = new_context(model, 32, 1);
   loom_token bad[2] = {1, 99999};
   loom_batch b;
   loom_model_params mp = loom_model_default_params();
-  loom_model * vocab_model;
+  loom_model* vocab_model;
   CHECK(ctx != NULL);
   if (!ctx) return;
 
@@ -412,9 +415,9 @@ static void test_errors(const loom_model * model, const char * model_path) {
 }
 
 /* The context keeps its model alive after the model handle is freed. */
-static void test_lifetime(const char * model_path) {
-  loom_model * m = loom_model_load_from_file(model_path, NULL);
-  loom_context * ctx;
+static void test_lifetime(const char* model_path) {
+  loom_model* m = loom_model_load_from_file(model_path, NULL);
+  loom_context* ctx;
   CHECK(m != NULL);
   if (!m) return;
   ctx = new_context(m, 32, 1);
@@ -426,10 +429,10 @@ static void test_lifetime(const char * model_path) {
   loom_context_free(ctx);
 }
 
-int main(int argc, char ** argv) {
+int main(int argc, char** argv) {
   char path[4096];
-  const char * shared = getenv("LOOM_SHARED");
-  loom_model * model;
+  const char* shared = getenv("LOOM_SHARED");
+  loom_model* model;
   if (shared && *shared) {
     snprintf(path, sizeof path, "%s/models/stories260K.gguf", shared);
   } else if (argc > 1) {

@@ -21,8 +21,8 @@
 
 namespace {
 
-using nlohmann::json;
 using loom::test::shared_path;
+using nlohmann::json;
 
 struct Model {
   loom_model* m = nullptr;
@@ -158,7 +158,8 @@ TEST(CapiScheduler, DraftModelGivesTheGoldenStoryAndIsChecked) {
   ASSERT_TRUE(bert.m);
   EXPECT_EQ(loom_scheduler_new_with_draft(m.m, &p, bert.m, nullptr), nullptr);
   EXPECT_NE(std::string(loom_last_error()).find("differs"), std::string::npos) << loom_last_error();
-  for (const char* o : {R"({"draft_max": 0})", R"({"draft_max": 99})", R"({"p_min": 2})", R"({"colour": 1})", "[", R"({"draft_max": "x"})"}) {
+  for (const char* o : {R"({"draft_max": 0})", R"({"draft_max": 99})", R"({"p_min": 2})", R"({"colour": 1})", "[",
+                        R"({"draft_max": "x"})"}) {
     EXPECT_EQ(loom_scheduler_new_with_draft(m.m, &p, m.m, o), nullptr) << o;
   }
   EXPECT_EQ(loom_scheduler_new_with_draft(m.m, &p, nullptr, nullptr), nullptr);
@@ -215,7 +216,8 @@ TEST(CapiScheduler, ProbabilitiesAndStopsComeWithTheEvents) {
 TEST(CapiScheduler, SessionFilesRoundTripThroughThePrefixCache) {
   Model m(stories_path());
   Sched s(m.m);
-  const json req = {{"prompt", "Once upon a time, there was a little girl named Lily."}, {"n_predict", 24}, {"temperature", 0}};
+  const json req = {
+      {"prompt", "Once upon a time, there was a little girl named Lily."}, {"n_predict", 24}, {"temperature", 0}};
   auto first = run(s.s, req);
   ASSERT_EQ(first->tokens.size(), 24u);
   // The prompt + the output, as a binding keeps them.
@@ -260,7 +262,10 @@ TEST(CapiScheduler, ChatRequestsParseToolCalls) {
   const json tools = json::parse(R"([{"type": "function", "function": {"name": "get_weather",
       "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}])");
   const json req = {{"messages", {{{"role", "user"}, {"content", "Weather in Paris?"}}}},
-                    {"tools", tools}, {"tool_choice", "required"}, {"n_predict", 400}, {"temperature", 0}};
+                    {"tools", tools},
+                    {"tool_choice", "required"},
+                    {"n_predict", 400},
+                    {"temperature", 0}};
   auto c = run(s.s, req);
   ASSERT_TRUE(c->error.is_null()) << c->error.dump();
   ASSERT_EQ(c->finish["tool_calls"].size(), 1u) << c->text;
@@ -394,9 +399,7 @@ TEST(CapiScheduler, StreamParseReasoningFormatAndTemplateNamesAreChecked) {
     return loom_scheduler_submit(s.s, req.dump().c_str(), &Collected::on_event, &c, &id);
   };
   const json msgs = {{{"role", "user"}, {"content", "Hi"}}};
-  const auto error_has = [](const char* what) {
-    return std::string(loom_last_error()).find(what) != std::string::npos;
-  };
+  const auto error_has = [](const char* what) { return std::string(loom_last_error()).find(what) != std::string::npos; };
   EXPECT_EQ(submit({{"messages", msgs}, {"stream_parse", "yes"}}), LOOM_ERR_INVALID_ARGUMENT);
   EXPECT_TRUE(error_has("stream_parse: expected a boolean")) << loom_last_error();
   EXPECT_EQ(submit({{"prompt", "x"}, {"stream_parse", 1}}), LOOM_ERR_INVALID_ARGUMENT);  // checked everywhere
@@ -485,9 +488,14 @@ struct Counting {
 TEST(CapiScheduler, StreamParseOnALongOutput) {
   Model m(stories_path());
   Sched s(m.m, 1, 4608);
-  const json tools = json::parse(R"([{"type": "function", "function": {"name": "ping", "parameters": {"type": "object"}}}])");
+  const json tools =
+      json::parse(R"([{"type": "function", "function": {"name": "ping", "parameters": {"type": "object"}}}])");
   const json req = {{"messages", {{{"role", "user"}, {"content", "Tell me a long story."}}}},
-                    {"tools", tools}, {"n_predict", 4000}, {"ignore_eos", true}, {"temperature", 0}, {"stream_parse", true}};
+                    {"tools", tools},
+                    {"n_predict", 4000},
+                    {"ignore_eos", true},
+                    {"temperature", 0},
+                    {"stream_parse", true}};
   Counting c;
   uint64_t id = 0;
   const auto t0 = std::chrono::steady_clock::now();
@@ -530,12 +538,15 @@ TEST(CppServeApi, TypedEventsCarryWhatTheCEventsCarry) {
   loom::api::GenerationInfo info;
   loom::api::GenerationOptions opts;
   opts.endpoint = loom::api::GenerationOptions::Endpoint::kChat;
-  auto id = loom::api::submit_generation(s.s, nlohmann::ordered_json(req), opts, [t](const loom::api::GenerationEvent& e) {
-    std::lock_guard<std::mutex> l(t->mu);
-    t->events.push_back(e);
-    if (e.kind == LOOM_EVENT_DONE || e.kind == LOOM_EVENT_ERROR) t->ended = true;
-    t->cv.notify_all();
-  }, &info);
+  auto id = loom::api::submit_generation(
+      s.s, nlohmann::ordered_json(req), opts,
+      [t](const loom::api::GenerationEvent& e) {
+        std::lock_guard<std::mutex> l(t->mu);
+        t->events.push_back(e);
+        if (e.kind == LOOM_EVENT_DONE || e.kind == LOOM_EVENT_ERROR) t->ended = true;
+        t->cv.notify_all();
+      },
+      &info);
   ASSERT_TRUE(id) << id.status().message();
   {
     std::unique_lock<std::mutex> l(t->mu);
@@ -612,7 +623,8 @@ TEST(CppServeApi, TypedEventsCarryWhatTheCEventsCarry) {
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.status().code(), LOOM_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(bad.status().message().rfind("temperature", 0), 0u) << bad.status().message();
-  auto not_object = loom::api::submit_generation(s.s, nlohmann::ordered_json::array(), {}, [](const loom::api::GenerationEvent&) {});
+  auto not_object =
+      loom::api::submit_generation(s.s, nlohmann::ordered_json::array(), {}, [](const loom::api::GenerationEvent&) {});
   EXPECT_FALSE(not_object);
   auto no_callback = loom::api::submit_generation(s.s, nlohmann::ordered_json::parse(R"({"prompt": "x"})"), {}, {});
   EXPECT_FALSE(no_callback);
@@ -699,8 +711,8 @@ TEST(CapiScheduler, SubmitExtDescribesTheRequestAndShutdownRefusesNewOnes) {
   EXPECT_EQ(c2.done["usage"]["completion_tokens"], 3);
   // Endpoints: "chat" needs messages (a prompt is not enough), "completion" needs a prompt.
   Collected unused;
-  EXPECT_EQ(loom_scheduler_submit_ext(s.s, R"({"prompt": "Once"})", R"({"endpoint": "chat"})", &Collected::on_event,
-                                      &unused, &id, nullptr, 0),
+  EXPECT_EQ(loom_scheduler_submit_ext(s.s, R"({"prompt": "Once"})", R"({"endpoint": "chat"})", &Collected::on_event, &unused,
+                                      &id, nullptr, 0),
             LOOM_ERR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(loom_last_error()).find("messages"), std::string::npos) << loom_last_error();
   EXPECT_EQ(loom_scheduler_submit_ext(s.s, R"({"messages": [{"role": "user", "content": "Hi"}]})",
@@ -713,21 +725,20 @@ TEST(CapiScheduler, SubmitExtDescribesTheRequestAndShutdownRefusesNewOnes) {
               LOOM_ERR_INVALID_ARGUMENT)
         << o;
   }
-  EXPECT_EQ(loom_scheduler_submit_ext(s.s, R"({"prompt": "Once"})", nullptr, &Collected::on_event, &unused, &id,
-                                      info.data(), 8),
-            LOOM_ERR_RESOURCE_EXHAUSTED);
+  EXPECT_EQ(
+      loom_scheduler_submit_ext(s.s, R"({"prompt": "Once"})", nullptr, &Collected::on_event, &unused, &id, info.data(), 8),
+      LOOM_ERR_RESOURCE_EXHAUSTED);
   EXPECT_EQ(loom_scheduler_submit_ext(s.s, R"({"prompt": "Once"})", nullptr, &Collected::on_event, &unused, &id, nullptr, 8),
             LOOM_ERR_INVALID_ARGUMENT);
   // A chat request with tools reports its format's triggers.
   const json tools = json::parse(R"([{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}])");
   Collected c3;
-  ASSERT_EQ(loom_scheduler_submit_ext(s.s,
-                                      json{{"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"tools", tools},
-                                           {"max_tokens", 2}}
-                                          .dump()
-                                          .c_str(),
-                                      R"({"endpoint": "chat"})", &Collected::on_event, &c3, &id, info.data(), info.size()),
-            LOOM_OK)
+  ASSERT_EQ(
+      loom_scheduler_submit_ext(
+          s.s,
+          json{{"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"tools", tools}, {"max_tokens", 2}}.dump().c_str(),
+          R"({"endpoint": "chat"})", &Collected::on_event, &c3, &id, info.data(), info.size()),
+      LOOM_OK)
       << loom_last_error();
   c3.wait();
   const json d3 = json::parse(info.data());

@@ -171,16 +171,18 @@ TEST(CApiTools, SpeculativeErrorsChangeNothing) {
   EXPECT_EQ(round.status().message(), "the caller's failure");
   // A draft that does not fit, an empty history, NULL arguments.
   std::vector<Token> long_draft(80, 5);
-  EXPECT_FALSE(speculative_round(ctx, 0, history, long_draft, [](const float*, int32_t) { return Expected<SpecPick>(SpecPick{}); }));
+  EXPECT_FALSE(
+      speculative_round(ctx, 0, history, long_draft, [](const float*, int32_t) { return Expected<SpecPick>(SpecPick{}); }));
   Token out[4];
   int32_t n_out = 0;
-  EXPECT_EQ(loom_speculative_round(ctx.handle(), 0, history.data(), 0, nullptr, 0,
-                                   [](const float*, int32_t, loom_spec_pick*, void*) { return int32_t(LOOM_OK); },
-                                   nullptr, out, &n_out, nullptr, nullptr),
+  EXPECT_EQ(loom_speculative_round(
+                ctx.handle(), 0, history.data(), 0, nullptr, 0,
+                [](const float*, int32_t, loom_spec_pick*, void*) { return int32_t(LOOM_OK); }, nullptr, out, &n_out,
+                nullptr, nullptr),
             LOOM_ERR_INVALID_ARGUMENT);
-  EXPECT_EQ(loom_speculative_round(nullptr, 0, history.data(), 1, nullptr, 0, nullptr, nullptr, out, &n_out, nullptr,
-                                   nullptr),
-            LOOM_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(
+      loom_speculative_round(nullptr, 0, history.data(), 1, nullptr, 0, nullptr, nullptr, out, &n_out, nullptr, nullptr),
+      LOOM_ERR_INVALID_ARGUMENT);
   // The cache holds what it held (the verified rows were removed again).
   EXPECT_EQ(loom_kv_seq_pos_max(ctx.handle(), 0), pos_max);
   EXPECT_EQ(loom_kv_n_tokens(ctx.handle()), n_tokens);
@@ -240,13 +242,12 @@ TEST(CApiTools, QuantizeWritesAModelThatLoads) {
   std::filesystem::remove(out);
   int calls = 0;
   size_t count = 0;
-  auto summary = quantize(in, out, R"({"type": "q8_0", "threads": 1})",
-                          [&](const std::string& line) {
-                            const auto t = nlohmann::json::parse(line);
-                            count = t["count"].get<size_t>();
-                            EXPECT_EQ(t["index"].get<int>(), calls);
-                            ++calls;
-                          });
+  auto summary = quantize(in, out, R"({"type": "q8_0", "threads": 1})", [&](const std::string& line) {
+    const auto t = nlohmann::json::parse(line);
+    count = t["count"].get<size_t>();
+    EXPECT_EQ(t["index"].get<int>(), calls);
+    ++calls;
+  });
   ASSERT_TRUE(summary) << summary.status().message();
   EXPECT_GT(calls, 0);
   EXPECT_EQ(size_t(calls), count);
@@ -258,8 +259,8 @@ TEST(CApiTools, QuantizeWritesAModelThatLoads) {
   EXPECT_NE(q->desc().find("Q8_0"), std::string::npos) << q->desc();
   std::filesystem::remove(out);
   // Refusals: unknown type or parameter, missing type, bad JSON, missing input; no file is left.
-  for (const char* p : {R"({"type": "q9_9"})", R"({"type": "q8_0", "colour": 1})", "{}", "not json",
-                        R"({"type": "q8_0", "threads": -1})"}) {
+  for (const char* p :
+       {R"({"type": "q9_9"})", R"({"type": "q8_0", "colour": 1})", "{}", "not json", R"({"type": "q8_0", "threads": -1})"}) {
     EXPECT_FALSE(quantize(in, out, p)) << p;
     EXPECT_FALSE(std::filesystem::exists(out)) << p;
   }

@@ -75,8 +75,9 @@ TEST(ChatPrompt, PassesBosAndEosTokenTexts) {
                       "<start_of_turn>user\nHi!<end_of_turn>\n<start_of_turn>model\nHello.<end_of_turn>\n"
                       "<start_of_turn>user\nMore<end_of_turn>\n<start_of_turn>model\n");
 
-  const std::string probe = "{{ bos_token }}|{{ eos_token }}|{{ add_generation_prompt }}|{{ messages | length }}|"
-                            "{{ messages[1].role }}:{{ messages[1].content }}";
+  const std::string probe =
+      "{{ bos_token }}|{{ eos_token }}|{{ add_generation_prompt }}|{{ messages | length }}|"
+      "{{ messages[1].role }}:{{ messages[1].content }}";
   auto p = chat::apply_chat_template(*model, msgs, false, &probe);
   ASSERT_TRUE(p.has_value()) << p.status().message();
   const std::string eos = model->vocab().token_to_piece(model->vocab().eos(), true);

@@ -203,10 +203,12 @@ TEST(ChatRequest, EveryTemplateRendersToolConversations) {
   const Golden& g = Golden::get();
   const std::string schema = "The city and country, e.g. Paris, France";
   const std::string result = "{\"temperature\": 22, \"unit\": \"celsius\", \"condition\": \"sunny\"}";
-  const std::string generic_call = "\"tool_call\": {\n    \"name\": \"get_current_weather\",\n    \"arguments\": {\n"
-                                   "      \"location\": \"Paris, France\",\n      \"unit\": \"celsius\"\n    }";
-  const std::string polyfilled_result = "\"tool_response\": {\n    \"tool\": \"get_current_weather\",\n    \"content\": "
-                                        "\"{\\\"temperature\\\": 22";
+  const std::string generic_call =
+      "\"tool_call\": {\n    \"name\": \"get_current_weather\",\n    \"arguments\": {\n"
+      "      \"location\": \"Paris, France\",\n      \"unit\": \"celsius\"\n    }";
+  const std::string polyfilled_result =
+      "\"tool_response\": {\n    \"tool\": \"get_current_weather\",\n    \"content\": "
+      "\"{\\\"temperature\\\": 22";
   const std::vector<Needles> rows = {
       {kLlama,
        {"Environment: ipython\n", schema,
@@ -278,7 +280,8 @@ TEST(ChatRequest, EveryTemplateRendersToolConversations) {
     // Gemma and Phi have no cases with tools in cases.json; the wire-format conversation is the same.
     auto out = render(r.tmpl, g.inputs("tool_call_args_string"));
     ASSERT_TRUE(out) << out.status().message();
-    for (const std::string& n : r.in_prompt) EXPECT_NE(out->find(n), std::string::npos) << "missing:\n" << n << "\nin:\n" << *out;
+    for (const std::string& n : r.in_prompt)
+      EXPECT_NE(out->find(n), std::string::npos) << "missing:\n" << n << "\nin:\n" << *out;
     // No null content renders as Python's None (Command-R's signatures say "= None" themselves).
     const auto count = [&](const std::string& n) {
       size_t k = 0;
@@ -296,13 +299,13 @@ TEST(ChatRequest, TemplateCaps) {
     bool tools, calls, responses, parallel, object_args, null_content;
   };
   const std::vector<Row> rows = {
-      {kLlama, true, true, true, false, true, false},   {kHermes, true, true, true, true, false, false},
-      {kQwen25, true, true, true, true, true, false},   {kQwen3, true, true, true, true, false, false},
-      {kSmol, true, false, true, false, false, false},  {kNemo, true, true, true, true, true, false},
-      {kSmall, true, true, true, true, true, false},    {kCommandR, true, true, true, true, true, false},
+      {kLlama, true, true, true, false, true, false},       {kHermes, true, true, true, true, false, false},
+      {kQwen25, true, true, true, true, true, false},       {kQwen3, true, true, true, true, false, false},
+      {kSmol, true, false, true, false, false, false},      {kNemo, true, true, true, true, true, false},
+      {kSmall, true, true, true, true, true, false},        {kCommandR, true, true, true, true, true, false},
       {kFunctionary, true, true, true, true, false, false}, {kGranite, true, false, true, false, false, false},
-      {kR1, false, true, true, true, false, true},      {kGemma2, false, false, false, false, false, false},
-      {kGemma3, false, false, false, false, false, false}, {kPhi, false, false, false, false, false, false},
+      {kR1, false, true, true, true, false, true},          {kGemma2, false, false, false, false, false, false},
+      {kGemma3, false, false, false, false, false, false},  {kPhi, false, false, false, false, false, false},
   };
   for (const Row& r : rows) {
     SCOPED_TRACE(r.tmpl);
@@ -329,8 +332,9 @@ TEST(ChatRequest, Llama31Layout) {
   auto out = render(kLlama, in);
   ASSERT_TRUE(out);
   const size_t sys = out->find("<|start_header_id|>system<|end_header_id|>\n\nEnvironment: ipython\nCutting Knowledge");
-  const size_t user = out->find("<|start_header_id|>user<|end_header_id|>\n\nGiven the following functions, please "
-                                "respond with a JSON for a function call with its proper arguments");
+  const size_t user = out->find(
+      "<|start_header_id|>user<|end_header_id|>\n\nGiven the following functions, please "
+      "respond with a JSON for a function call with its proper arguments");
   const size_t q = out->find("What is the weather like in Paris today?<|eot_id|>");
   const size_t call = out->find("{\"name\": \"get_current_weather\", \"parameters\": ");
   const size_t ipy = out->find("<|start_header_id|>ipython<|end_header_id|>");
@@ -435,8 +439,9 @@ TEST(ChatRequest, DeveloperIsSystemAndOtherRolesPassThrough) {
       {"role": "ipython", "content": "42"}])");
   auto out = chat::render_chat(chat::chatml_template_source(), in, "", "");
   ASSERT_TRUE(out) << out.status().message();
-  EXPECT_EQ(*out, "<|im_start|>system\nRules.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>ipython\n42<|im_end|>\n"
-                  "<|im_start|>assistant\n");
+  EXPECT_EQ(*out,
+            "<|im_start|>system\nRules.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>ipython\n42<|im_end|>\n"
+            "<|im_start|>assistant\n");
 }
 
 TEST(ChatRequest, ChatTemplateKwargs) {
@@ -489,7 +494,8 @@ TEST(ChatRequest, ValidationErrorsNameTheField) {
       {R"([{"role": "assistant", "tool_calls": [1]}])", "messages[0].tool_calls[0]: expected an object"},
       {R"([{"role": "assistant", "tool_calls": [{"type": "code", "function": {"name": "f"}}]}])",
        "messages[0].tool_calls[0].type: expected \"function\""},
-      {R"([{"role": "assistant", "tool_calls": [{"type": "function"}]}])", "messages[0].tool_calls[0].function: expected an object"},
+      {R"([{"role": "assistant", "tool_calls": [{"type": "function"}]}])",
+       "messages[0].tool_calls[0].function: expected an object"},
       {R"([{"role": "assistant", "tool_calls": [{"function": {"arguments": "{}"}}]}])",
        "messages[0].tool_calls[0].function.name"},
       {R"([{"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": 5}}]}])",
@@ -579,11 +585,12 @@ TEST(ChatRequest, ChatMlFallbackCallsTools) {
   ChatInputs in = Golden::get().inputs("tool_call_followup");
   auto out = chat::render_chat(*model, in);
   ASSERT_TRUE(out) << out.status().message();
-  EXPECT_TRUE(out->starts_with("<|im_start|>system\nYou are a weather bot.\n\n# Tools\n\nYou may call one or more "
-                               "functions to assist with the user query.\n\nYou are provided with function signatures "
-                               "within <tools></tools> XML tags:\n<tools>\n{\"type\": \"function\", \"function\": "
-                               "{\"name\": \"get_current_weather\", \"description\": \"Get the current weather in a given "
-                               "location\", \"parameters\": {\"type\": \"object\""))
+  EXPECT_TRUE(
+      out->starts_with("<|im_start|>system\nYou are a weather bot.\n\n# Tools\n\nYou may call one or more "
+                       "functions to assist with the user query.\n\nYou are provided with function signatures "
+                       "within <tools></tools> XML tags:\n<tools>\n{\"type\": \"function\", \"function\": "
+                       "{\"name\": \"get_current_weather\", \"description\": \"Get the current weather in a given "
+                       "location\", \"parameters\": {\"type\": \"object\""))
       << *out;
   EXPECT_NE(out->find("</tools>\n\nFor each function call, return a json object with function name and arguments within "
                       "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
@@ -642,7 +649,8 @@ TEST(PrepareChat, ToolChoices) {
   auto req = chat::prepare_chat(qwen, in, options("\"required\"", true));
   ASSERT_TRUE(req) << req.status().message();
   EXPECT_TRUE(req->parallel_tool_calls);
-  const std::string call = "<tool_call>\n{\"name\": \"get_current_weather\", \"arguments\": {\"location\": \"Paris\"}}\n</tool_call>";
+  const std::string call =
+      "<tool_call>\n{\"name\": \"get_current_weather\", \"arguments\": {\"location\": \"Paris\"}}\n</tool_call>";
   EXPECT_TRUE(grammar_accepts(req->grammar, call));
   EXPECT_TRUE(grammar_accepts(req->grammar, call + "\n" + call));
   EXPECT_FALSE(grammar_accepts(req->grammar, "Hello"));
@@ -676,8 +684,9 @@ TEST(PrepareChat, GenericFormatAutoIsConstrainedJson) {
   ASSERT_TRUE(p) << p.status().message();
   EXPECT_EQ(p->format, ToolCallFormat::kGeneric);
   EXPECT_TRUE(grammar_accepts(p->grammar, "{\"response\": \"Sunny.\"}"));
-  EXPECT_TRUE(grammar_accepts(p->grammar, "{\"tool_call\": {\"name\": \"get_current_weather\", \"arguments\": "
-                                          "{\"location\": \"Tokyo\"}}}"));
+  EXPECT_TRUE(grammar_accepts(p->grammar,
+                              "{\"tool_call\": {\"name\": \"get_current_weather\", \"arguments\": "
+                              "{\"location\": \"Tokyo\"}}}"));
   EXPECT_FALSE(grammar_accepts(p->grammar, "Sunny."));
 }
 
@@ -687,8 +696,9 @@ TEST(PrepareChat, ForcedOpenThinking) {
   auto p = chat::prepare_chat(g.tmpl(kR1), g.inputs("tools_available"), options("\"required\""));
   ASSERT_TRUE(p) << p.status().message();
   EXPECT_TRUE(p->thinking_forced_open);
-  const std::string out = "The user wants weather.\n</think>\n\n{\"tool_call\": {\"name\": \"get_current_weather\", "
-                          "\"arguments\": {\"location\": \"Paris\"}}}";
+  const std::string out =
+      "The user wants weather.\n</think>\n\n{\"tool_call\": {\"name\": \"get_current_weather\", "
+      "\"arguments\": {\"location\": \"Paris\"}}}";
   EXPECT_TRUE(grammar_accepts(p->grammar, out));
   EXPECT_FALSE(grammar_accepts(p->grammar, "{\"tool_call\": {\"name\": \"get_current_weather\", \"arguments\": {}}}"));
   auto m = chat::parse_assistant_output(p->format, out, p->parse_options());
@@ -716,7 +726,8 @@ TEST(PrepareChat, ResponseFormat) {
   EXPECT_TRUE(chat::prepare_chat(g.tmpl(kQwen25), with_tools, o));
   // A "type" that is not a string is an error (or no format), never an exception: the
   // chat_template fuzzer found json::value("type", "") throwing here.
-  for (const char* rf : {R"({"type": {"schema": {"type": "object"}}})", R"({"type": 5})", R"({"type": null})", R"({"type": []})"}) {
+  for (const char* rf :
+       {R"({"type": {"schema": {"type": "object"}}})", R"({"type": 5})", R"({"type": null})", R"({"type": []})"}) {
     o.response_format = json::parse(rf);
     o.tool_choice.mode = chat::ToolChoice::kAuto;
     EXPECT_NO_THROW({
@@ -756,8 +767,8 @@ TEST(ChatRequest, ParsedCallsRenderBackInTheFamilySyntax) {
   const Golden& g = Golden::get();
   struct Row {
     const char* tmpl;
-    std::string output;     // what the model wrote
-    std::string rendered;   // the call as the template renders it back
+    std::string output;    // what the model wrote
+    std::string rendered;  // the call as the template renders it back
   };
   const std::vector<Row> rows = {
       {kQwen25, "<tool_call>\n{\"name\": \"get_current_weather\", \"arguments\": {\"location\": \"Rome\"}}\n</tool_call>",
@@ -766,8 +777,7 @@ TEST(ChatRequest, ParsedCallsRenderBackInTheFamilySyntax) {
        "{\"name\": \"get_current_weather\", \"parameters\": {\"location\": \"Rome\"}}<|eot_id|>"},
       {kNemo, "[TOOL_CALLS][{\"name\": \"get_current_weather\", \"arguments\": {\"location\": \"Rome\"}}]",
        "[TOOL_CALLS][{\"name\": \"get_current_weather\", \"arguments\": {\"location\": \"Rome\"}, \"id\": \""},
-      {kSmall, "[TOOL_CALLS]get_current_weather[ARGS]{\"location\": \"Rome\"}",
-       "[TOOL_CALLS]get_current_weather[CALL_ID]"},
+      {kSmall, "[TOOL_CALLS]get_current_weather[ARGS]{\"location\": \"Rome\"}", "[TOOL_CALLS]get_current_weather[CALL_ID]"},
       {kGemma3, "{\"tool_call\": {\"name\": \"get_current_weather\", \"arguments\": {\"location\": \"Rome\"}}}",
        "<start_of_turn>model\n{\n  \"tool_call\": {\n    \"name\": \"get_current_weather\""},
   };

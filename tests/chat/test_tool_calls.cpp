@@ -66,8 +66,8 @@ TEST(ToolCallFormat, DetectedForEveryTemplate) {
   for (const auto& [file, fmt] : expect) {
     const std::string src = read_text_file(dir + "/" + file);
     ASSERT_FALSE(src.empty()) << file;
-    EXPECT_EQ(chat::detect_tool_call_format(src), fmt) << file << ": got " << chat::tool_call_format_name(
-                                                                                     chat::detect_tool_call_format(src));
+    EXPECT_EQ(chat::detect_tool_call_format(src), fmt)
+        << file << ": got " << chat::tool_call_format_name(chat::detect_tool_call_format(src));
   }
   EXPECT_EQ(chat::detect_tool_call_format(chat::chatml_template_source()), ToolCallFormat::kHermes);
   EXPECT_EQ(chat::detect_tool_call_format(""), ToolCallFormat::kGeneric);
@@ -87,13 +87,13 @@ TEST(ToolCallFormat, DetectedForThisYearsTemplates) {
   const std::vector<std::pair<std::string, ToolCallFormat>> expect = {
       {"Qwen3.5-4B.jinja", ToolCallFormat::kQwenXml},
       {"Qwen3-Coder.jinja", ToolCallFormat::kQwenXml},
-      {"LFM2.5-Instruct.jinja", ToolCallFormat::kLfm2},         // "List of tools: [" (LFM2.5)
-      {"LFM2.5-8B-A1B.jinja", ToolCallFormat::kLfm2},           // ... and writes calls back
-      {"LFM2-8B-A1B.jinja", ToolCallFormat::kLfm2},             // <|tool_list_start|> (LFM2)
+      {"LFM2.5-Instruct.jinja", ToolCallFormat::kLfm2},             // "List of tools: [" (LFM2.5)
+      {"LFM2.5-8B-A1B.jinja", ToolCallFormat::kLfm2},               // ... and writes calls back
+      {"LFM2-8B-A1B.jinja", ToolCallFormat::kLfm2},                 // <|tool_list_start|> (LFM2)
       {"HuggingFaceTB-SmolLM3-3B.jinja", ToolCallFormat::kHermes},  // no tool markers: by its name
       {"ibm-granite-granite-4.0.jinja", ToolCallFormat::kHermes},
       {"ibm-granite-granite-4.1.jinja", ToolCallFormat::kHermes},
-      {"google-gemma-4-31B-it.jinja", ToolCallFormat::kGemma4},             // '<|tool_call>call:'
+      {"google-gemma-4-31B-it.jinja", ToolCallFormat::kGemma4},  // '<|tool_call>call:'
       {"google-gemma-4-31B-it-interleaved.jinja", ToolCallFormat::kGemma4},
       {"mistralai-Ministral-3-14B-Reasoning-2512.jinja", ToolCallFormat::kMistralArgs},
   };
@@ -142,7 +142,8 @@ TEST(ParseToolCalls, Hermes) {
 
   // Qwen3 thinks first.
   m = parse(ToolCallFormat::kHermes,
-            "<think>\nThe user wants the weather.\n</think>\n\n<tool_call>\n{\"name\": \"ping\", \"arguments\": {}}\n</tool_call>");
+            "<think>\nThe user wants the weather.\n</think>\n\n<tool_call>\n{\"name\": \"ping\", \"arguments\": "
+            "{}}\n</tool_call>");
   EXPECT_EQ(m.reasoning_content, "The user wants the weather.");
   EXPECT_EQ(m.content, "");
   ASSERT_EQ(m.tool_calls.size(), 1u);
@@ -169,11 +170,11 @@ TEST(ParseToolCalls, Hermes) {
 
 TEST(ParseToolCalls, HermesMalformedAndTruncatedStayContent) {
   for (const std::string text : {
-           "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Par",   // truncated
+           "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Par",              // truncated
            "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {city: Paris}}\n</tool_call>",  // not JSON
-           "<tool_call>\n{\"arguments\": {}}\n</tool_call>",                                // no name
-           "<tool_call>\n{\"name\": \"f\", \"arguments\": 5}\n</tool_call>",                // arguments not an object
-           "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call",                // closing tag cut
+           "<tool_call>\n{\"arguments\": {}}\n</tool_call>",                                        // no name
+           "<tool_call>\n{\"name\": \"f\", \"arguments\": 5}\n</tool_call>",  // arguments not an object
+           "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call",  // closing tag cut
            "<tool_call>",
            "{\"name\": \"f\"",
        }) {
@@ -182,8 +183,9 @@ TEST(ParseToolCalls, HermesMalformedAndTruncatedStayContent) {
     EXPECT_EQ(m.content, text);
   }
   // Calls before a malformed one are kept; the rest becomes content.
-  auto m = parse(ToolCallFormat::kHermes,
-                 "Sure.\n<tool_call>\n{\"name\": \"ping\", \"arguments\": {}}\n</tool_call>\n<tool_call>\n{\"name\": \"add\", \"argu");
+  auto m = parse(
+      ToolCallFormat::kHermes,
+      "Sure.\n<tool_call>\n{\"name\": \"ping\", \"arguments\": {}}\n</tool_call>\n<tool_call>\n{\"name\": \"add\", \"argu");
   ASSERT_EQ(m.tool_calls.size(), 1u);
   EXPECT_EQ(m.tool_calls[0].name, "ping");
   EXPECT_EQ(m.content, "Sure.\n<tool_call>\n{\"name\": \"add\", \"argu");
@@ -236,15 +238,17 @@ TEST(ParseToolCalls, Llama31) {
 }
 
 TEST(ParseToolCalls, Mistral) {
-  auto m = parse(ToolCallFormat::kMistral,
-                 "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}, \"id\": \"abcDEF123\"}]</s>");
+  auto m =
+      parse(ToolCallFormat::kMistral,
+            "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}, \"id\": \"abcDEF123\"}]</s>");
   ASSERT_EQ(m.tool_calls.size(), 1u);
   expect_call(m.tool_calls[0], "get_weather", R"({"city":"Paris"})");
   EXPECT_EQ(m.tool_calls[0].id, "abcDEF123");
 
   // Parallel, without ids (generated: 9 alphanumerics, as Nemo's template requires), leading text.
   m = parse(ToolCallFormat::kMistral,
-            "On it. [TOOL_CALLS] [{\"name\": \"ping\", \"arguments\": {}}, {\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": 2}}]");
+            "On it. [TOOL_CALLS] [{\"name\": \"ping\", \"arguments\": {}}, {\"name\": \"add\", \"arguments\": {\"a\": 1, "
+            "\"b\": 2}}]");
   EXPECT_EQ(m.content, "On it.");
   ASSERT_EQ(m.tool_calls.size(), 2u);
   for (const ToolCall& c : m.tool_calls) {
@@ -292,20 +296,20 @@ TEST(ParseToolCalls, Lfm2) {
   EXPECT_EQ(m.reasoning_content, "Need weather.");
   ASSERT_EQ(m.tool_calls.size(), 1u);
   // Text after the block stays content; two blocks.
-  m = parse(ToolCallFormat::kLfm2, "<|tool_call_start|>[ping()]<|tool_call_end|> <|tool_call_start|>[ping()]<|tool_call_end|>\nDone.");
+  m = parse(ToolCallFormat::kLfm2,
+            "<|tool_call_start|>[ping()]<|tool_call_end|> <|tool_call_start|>[ping()]<|tool_call_end|>\nDone.");
   EXPECT_EQ(m.tool_calls.size(), 2u);
   EXPECT_EQ(m.content, "Done.");
 
   // Malformed or truncated: content as written.
   for (const std::string text : {
-           "<|tool_call_start|>[get_weather(city=\"Par",            // truncated
+           "<|tool_call_start|>[get_weather(city=\"Par",                     // truncated
            "<|tool_call_start|>[get_weather(city=Paris)]<|tool_call_end|>",  // a bare word
-           "<|tool_call_start|>[get weather()]<|tool_call_end|>",     // not a name
-           "<|tool_call_start|>[f(a=1, a=2)]<|tool_call_end|>",       // a repeated argument
-           "<|tool_call_start|>[]<|tool_call_end|>",
-           "<|tool_call_start|>get_weather()<|tool_call_end|>",
+           "<|tool_call_start|>[get weather()]<|tool_call_end|>",            // not a name
+           "<|tool_call_start|>[f(a=1, a=2)]<|tool_call_end|>",              // a repeated argument
+           "<|tool_call_start|>[]<|tool_call_end|>", "<|tool_call_start|>get_weather()<|tool_call_end|>",
            "<|tool_call_start|>",
-           "[get_weather(city=\"Paris\")]",                          // no markers: text
+           "[get_weather(city=\"Paris\")]",  // no markers: text
        }) {
     m = parse(ToolCallFormat::kLfm2, text);
     EXPECT_TRUE(m.tool_calls.empty()) << text;
@@ -328,11 +332,12 @@ TEST(ParseToolCalls, Gemma4) {
   // Parallel calls after text, every value form (raw strings with quotes, backslashes, newlines,
   // braces, colons and commas; numbers; true / false / null / None; nested dicts and lists; keys
   // written in <|"|>), a thought first.
-  m = parse(g,
-            "<|channel>thought\nTwo calls.<channel|>Checking both.<|tool_call>call:book{budget:1250.5,city:<|\"|>Zürich<|\"|>,"
-            "extras:[<|\"|>a<|\"|>,<|\"|>b, c<|\"|>],nights:3,note:None,ok:true,no:false,n:null,e:1e3,"
-            "who:{age:34,name:<|\"|>Zoë \"Z\" O'Neil {x:1}\\n<|\"|>},<|\"|>quoted key<|\"|>:-2}<tool_call|>"
-            "<|tool_call>call:ping{}<tool_call|><|tool_call>call:say{t:<|\"|>line\none\ttab<|\"|>}<tool_call|>");
+  m = parse(
+      g,
+      "<|channel>thought\nTwo calls.<channel|>Checking both.<|tool_call>call:book{budget:1250.5,city:<|\"|>Zürich<|\"|>,"
+      "extras:[<|\"|>a<|\"|>,<|\"|>b, c<|\"|>],nights:3,note:None,ok:true,no:false,n:null,e:1e3,"
+      "who:{age:34,name:<|\"|>Zoë \"Z\" O'Neil {x:1}\\n<|\"|>},<|\"|>quoted key<|\"|>:-2}<tool_call|>"
+      "<|tool_call>call:ping{}<tool_call|><|tool_call>call:say{t:<|\"|>line\none\ttab<|\"|>}<tool_call|>");
   EXPECT_EQ(m.reasoning_content, "Two calls.");
   EXPECT_EQ(m.content, "Checking both.");
   ASSERT_EQ(m.tool_calls.size(), 3u);
@@ -363,15 +368,14 @@ TEST(ParseToolCalls, Gemma4) {
 
   // Malformed or truncated: content as written.
   for (const std::string text : {
-           "<|tool_call>call:get_weather{city:<|\"|>Par",              // truncated
-           "<|tool_call>call:get_weather{city:Paris}<tool_call|>",     // a bare word
-           "<|tool_call>call:get weather{}<tool_call|>",               // not a name
-           "<|tool_call>call:f{a:1,a:2}<tool_call|>",                  // a repeated argument
-           "<|tool_call>call:f{:1}<tool_call|>",                       // no key
-           "<|tool_call>get_weather{}<tool_call|>",                    // no "call:"
-           "<|tool_call>call:f(a=1)<tool_call|>",
-           "<|tool_call>",
-           "call:get_weather{city:<|\"|>Paris<|\"|>}",                  // no markers: text
+           "<|tool_call>call:get_weather{city:<|\"|>Par",           // truncated
+           "<|tool_call>call:get_weather{city:Paris}<tool_call|>",  // a bare word
+           "<|tool_call>call:get weather{}<tool_call|>",            // not a name
+           "<|tool_call>call:f{a:1,a:2}<tool_call|>",               // a repeated argument
+           "<|tool_call>call:f{:1}<tool_call|>",                    // no key
+           "<|tool_call>get_weather{}<tool_call|>",                 // no "call:"
+           "<|tool_call>call:f(a=1)<tool_call|>", "<|tool_call>",
+           "call:get_weather{city:<|\"|>Paris<|\"|>}",  // no markers: text
        }) {
     m = parse(g, text);
     EXPECT_TRUE(m.tool_calls.empty()) << text;
@@ -391,7 +395,8 @@ TEST(ParseToolCalls, MistralArgs) {
   EXPECT_EQ(m.tool_calls[0].id.size(), 9u);
 
   m = parse(ToolCallFormat::kMistralArgs,
-            "[THINK]Two calls.[/THINK]Both:[TOOL_CALLS]ping[ARGS]{}[TOOL_CALLS]add[CALL_ID]x1y2z3w4v[ARGS]{\"a\": 1, \"b\": 2}</s>");
+            "[THINK]Two calls.[/THINK]Both:[TOOL_CALLS]ping[ARGS]{}[TOOL_CALLS]add[CALL_ID]x1y2z3w4v[ARGS]{\"a\": 1, \"b\": "
+            "2}</s>");
   EXPECT_EQ(m.reasoning_content, "Two calls.");
   EXPECT_EQ(m.content, "Both:");
   ASSERT_EQ(m.tool_calls.size(), 2u);
@@ -418,8 +423,8 @@ TEST(ParseToolCalls, MistralArgs) {
 }
 
 TEST(ParseToolCalls, Generic) {
-  auto m = parse(ToolCallFormat::kGeneric,
-                 "{\"tool_call\": {\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}}");
+  auto m =
+      parse(ToolCallFormat::kGeneric, "{\"tool_call\": {\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}}");
   ASSERT_EQ(m.tool_calls.size(), 1u);
   expect_call(m.tool_calls[0], "get_weather", R"({"city":"Paris"})");
   EXPECT_EQ(m.content, "");
@@ -439,7 +444,8 @@ TEST(ParseToolCalls, Generic) {
   chat::ParseOptions o;
   o.thinking_forced_open = true;
   m = chat::parse_assistant_output(ToolCallFormat::kGeneric,
-                                   "Need the weather.\n</think>\n\n{\"tool_call\": {\"name\": \"ping\", \"arguments\": {}}}", o);
+                                   "Need the weather.\n</think>\n\n{\"tool_call\": {\"name\": \"ping\", \"arguments\": {}}}",
+                                   o);
   EXPECT_EQ(m.reasoning_content, "Need the weather.");
   ASSERT_EQ(m.tool_calls.size(), 1u);
   m = chat::parse_assistant_output(ToolCallFormat::kGeneric, "Still thinking", o);
@@ -496,9 +502,34 @@ TEST(ParseToolCalls, ToJsonIsAnOpenAiMessage) {
 
 TEST(ParseToolCalls, RandomTextNeverCrashes) {
   std::mt19937 rng(5);
-  const std::vector<std::string> pieces = {"<tool_call>", "</tool_call>", "[TOOL_CALLS]", "[ARGS]", "[CALL_ID]", "{", "\\u00", "<function=", ">",
-                                           "}", "[", "]", "\"", "name", "arguments", ":", ",", "<|python_tag|>",
-                                           "<think>", "</think>", "\\", "x", " ", "\n", ".call(", ")", "=", "1"};
+  const std::vector<std::string> pieces = {"<tool_call>",
+                                           "</tool_call>",
+                                           "[TOOL_CALLS]",
+                                           "[ARGS]",
+                                           "[CALL_ID]",
+                                           "{",
+                                           "\\u00",
+                                           "<function=",
+                                           ">",
+                                           "}",
+                                           "[",
+                                           "]",
+                                           "\"",
+                                           "name",
+                                           "arguments",
+                                           ":",
+                                           ",",
+                                           "<|python_tag|>",
+                                           "<think>",
+                                           "</think>",
+                                           "\\",
+                                           "x",
+                                           " ",
+                                           "\n",
+                                           ".call(",
+                                           ")",
+                                           "=",
+                                           "1"};
   for (int i = 0; i < 3000; ++i) {
     std::string s;
     const int n = int(rng() % 30);
@@ -720,8 +751,8 @@ void check_stream(ToolCallFormat f, const std::string& text, chat::ParseOptions 
         const ToolCall& was = pendings.back().second;
         ASSERT_EQ(was.id, m.pending->id) << cut;
         ASSERT_EQ(was.name, m.pending->name) << cut;
-        ASSERT_TRUE(m.pending->arguments.starts_with(was.arguments)) << cut << ": '" << was.arguments << "' -> '"
-                                                                    << m.pending->arguments << "'";
+        ASSERT_TRUE(m.pending->arguments.starts_with(was.arguments))
+            << cut << ": '" << was.arguments << "' -> '" << m.pending->arguments << "'";
       }
       pendings.emplace_back(m.tool_calls.size(), *m.pending);
     }
@@ -755,13 +786,16 @@ struct StreamCase {
 
 const std::vector<StreamCase>& stream_cases() {
   static const std::vector<StreamCase> cases = {
-      {ToolCallFormat::kHermes, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>", true},
+      {ToolCallFormat::kHermes,
+       "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>", true},
       {ToolCallFormat::kHermes,
        "Let me check both.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>\n"
        "<tool_call>\n{\"name\": \"add\", \"arguments\": \"{\\\"a\\\": 1, \\\"b\\\": 2}\"}\n</tool_call>",
        true},
       {ToolCallFormat::kHermes,
-       "<think>\nThe user wants the weather.\n</think>\n\n<tool_call>\n{\"name\": \"ping\", \"arguments\": {}}\n</tool_call>", true},
+       "<think>\nThe user wants the weather.\n</think>\n\n<tool_call>\n{\"name\": \"ping\", \"arguments\": "
+       "{}}\n</tool_call>",
+       true},
       {ToolCallFormat::kHermes, "<think>hmm</think>\n\nIt is sunny.", true},
       {ToolCallFormat::kHermes, "<function=add>{\"a\": 2, \"b\": 3}</function>", true},
       {ToolCallFormat::kHermes, " {\"name\": \"add\", \"arguments\": {\"a\": 2, \"b\": 3}}\n", false},
@@ -769,7 +803,8 @@ const std::vector<StreamCase>& stream_cases() {
       {ToolCallFormat::kHermes, "Sure <tool_call>{\"name\": \"add\", \"argu", false},
       {ToolCallFormat::kHermes, "<tool_call>\n{\"name\": \"ping\", \"arguments\": {}}\n", false},
       {ToolCallFormat::kHermes,
-       "Voilà ☀️ — <tool_call>{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Zürich\"}}</tool_call>\nDone 👍", true},
+       "Voilà ☀️ — <tool_call>{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Zürich\"}}</tool_call>\nDone 👍",
+       true},
       {ToolCallFormat::kHermes, "a < b, <b>bold</b> and <tool_callx> are text", true},
       // Arguments that stream while the call is cut off: nesting, numbers dump rewrites (1.50,
       // 1E3, -0), escapes dump writes otherwise (\/, \u00e9, a surrogate pair), control characters,
@@ -785,27 +820,32 @@ const std::vector<StreamCase>& stream_cases() {
        true},
       {ToolCallFormat::kHermes, "<function=write>{\"content\": \"line one\\nline two\", \"mode\": 420}</function>", true},
       {ToolCallFormat::kHermes,
-       "<tool_call>{\"name\": \"ping\", \"arguments\": {}}</tool_call> and <tool_call>{\"name\": \"ping\", \"arguments\": {}}</tool_call>",
+       "<tool_call>{\"name\": \"ping\", \"arguments\": {}}</tool_call> and <tool_call>{\"name\": \"ping\", \"arguments\": "
+       "{}}</tool_call>",
        true},
       {ToolCallFormat::kQwenXml,
        "Let me look.\n<tool_call>\n<function=get_weather>\n<parameter=city>\nNew York\n</parameter>\n<parameter=unit>\n"
        "celsius\n</parameter>\n</function>\n</tool_call>",
        true},
       {ToolCallFormat::kQwenXml,
-       "<think>two</think>\n<tool_call>\n<function=add>\n<parameter=a>\n1\n</parameter>\n<parameter=b>\n[2, 3]\n</parameter>\n"
+       "<think>two</think>\n<tool_call>\n<function=add>\n<parameter=a>\n1\n</parameter>\n<parameter=b>\n[2, "
+       "3]\n</parameter>\n"
        "</function>\n</tool_call>\n<tool_call>\n<function=ping>\n</function>\n</tool_call>",
        true},
-      {ToolCallFormat::kQwenXml, "<function=write>\n<parameter=text>\nline <b>one</b>\n\nline two\n</parameter>\n</function>", true},
+      {ToolCallFormat::kQwenXml,
+       "<function=write>\n<parameter=text>\nline <b>one</b>\n\nline two\n</parameter>\n</function>", true},
       {ToolCallFormat::kQwenXml, "Sure <tool_call>\n<function=add>\n<parameter=a>\n1", false},
       {ToolCallFormat::kQwenXml, "a <function call> and <tool_callx> are text", true},
       // LFM2 / LFM2.5: Python calls in one block, streamed argument by argument.
-      {ToolCallFormat::kLfm2, "Let me look.<|tool_call_start|>[get_weather(city=\"New York\", unit='celsius')]<|tool_call_end|>", true},
+      {ToolCallFormat::kLfm2,
+       "Let me look.<|tool_call_start|>[get_weather(city=\"New York\", unit='celsius')]<|tool_call_end|>", true},
       {ToolCallFormat::kLfm2,
        "<think>Two things.</think>Both:<|tool_call_start|>[book(city='Zürich', nights=3, budget=1250.5, ok=True, note=None, "
        "extras=['a', \"b\"], who={'name': 'Zoë \\'Z\\'', \"age\": 34}), ping(), say(t=\"l1\\nl2 \\u00e9 \\ud83d\\ude00\")]"
        "<|tool_call_end|>",
        true},
-      {ToolCallFormat::kLfm2, "<|tool_call_start|>[ping()]<|tool_call_end|><|tool_call_start|>[add(a=1, b=-2)]<|tool_call_end|>", true},
+      {ToolCallFormat::kLfm2,
+       "<|tool_call_start|>[ping()]<|tool_call_end|><|tool_call_start|>[add(a=1, b=-2)]<|tool_call_end|>", true},
       {ToolCallFormat::kLfm2, "Sure <|tool_call_start|>[add(a=1, b=", false},
       {ToolCallFormat::kLfm2, "<|tool_call_start|>[get_weather(city=\"Oslo\")]", false},
       {ToolCallFormat::kLfm2, "<|tool_call_start|>[get weather()]<|tool_call_end|> is text", true},
@@ -823,7 +863,8 @@ const std::vector<StreamCase>& stream_cases() {
       {ToolCallFormat::kGemma4, "<|tool_call>call:get weather{}<tool_call|> is text", true},
       {ToolCallFormat::kGemma4, "a <|tool_ and call:f{x:1} are text", true},
       {ToolCallFormat::kGemma4, "It is sunny.<|channel>thought\n<channel|>", true},
-      {ToolCallFormat::kNone, "<|channel>thought\nWhy? Rayleigh.<channel|>Blue light<|channel>thought\nmore<channel|> scatters.", true},
+      {ToolCallFormat::kNone,
+       "<|channel>thought\nWhy? Rayleigh.<channel|>Blue light<|channel>thought\nmore<channel|> scatters.", true},
       // SmolLM3 (thinks in <think>, calls as Hermes) and Granite 4 (Hermes with a newline between calls).
       {ToolCallFormat::kHermes,
        "<think>\nThe user wants Paris.\n</think>\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
@@ -835,7 +876,8 @@ const std::vector<StreamCase>& stream_cases() {
        true},
       {ToolCallFormat::kLlama31, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}", true},
       {ToolCallFormat::kLlama31,
-       "Checking.<|python_tag|>{\"name\": \"ping\", \"arguments\": {}}; {\"name\": \"add\", \"parameters\": {\"a\": 1, \"b\": 2}}",
+       "Checking.<|python_tag|>{\"name\": \"ping\", \"arguments\": {}}; {\"name\": \"add\", \"parameters\": {\"a\": 1, "
+       "\"b\": 2}}",
        true},
       {ToolCallFormat::kLlama31, "<|python_tag|>brave_search.call(query=\"weather in Paris\", count=3)", false},
       {ToolCallFormat::kLlama31, "Sure.<|python_tag|>print(2 + 2)", false},
@@ -845,13 +887,14 @@ const std::vector<StreamCase>& stream_cases() {
       {ToolCallFormat::kMistral,
        "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}, \"id\": \"abcDEF123\"}]", true},
       {ToolCallFormat::kMistral,
-       "On it. [TOOL_CALLS] [{\"name\": \"ping\", \"arguments\": {}}, {\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": 2}}]",
+       "On it. [TOOL_CALLS] [{\"name\": \"ping\", \"arguments\": {}}, {\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": "
+       "2}}]",
        true},
       {ToolCallFormat::kMistral, "[{\"name\": \"ping\", \"arguments\": {}}]", false},
       {ToolCallFormat::kMistral, "[1] is the first point", true},
       {ToolCallFormat::kMistral, "[TOOL_CALLS][{\"name\": \"ping\", \"arguments\": {}", false},
-      {ToolCallFormat::kMistralArgs, "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Paris\"}[TOOL_CALLS]add[ARGS]{\"a\": 1, \"b\": 2}",
-       true},
+      {ToolCallFormat::kMistralArgs,
+       "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Paris\"}[TOOL_CALLS]add[ARGS]{\"a\": 1, \"b\": 2}", true},
       {ToolCallFormat::kMistralArgs, "[THINK]Two calls.[/THINK]Both:[TOOL_CALLS]ping[ARGS]{}", true},
       {ToolCallFormat::kMistralArgs, "[TOOL_CALLS]add[CALL_ID]x1y2z3w4v[ARGS]{\"a\": 1, \"b\": 2}", true},
       {ToolCallFormat::kMistralArgs, "[TOOL_CALLS]get weather[ARGS]{} is not a call", true},
@@ -885,10 +928,12 @@ TEST(PartialParse, ContentOnlyGrowsCharByChar) {
 }
 
 TEST(PartialParse, ContentOnlyGrowsTokenByToken) {
-  auto model = Model::load(shared_path("models/llama-2-tiny-random.gguf"), {.vocab_only = true, .repack = false, .progress = {}});
+  auto model =
+      Model::load(shared_path("models/llama-2-tiny-random.gguf"), {.vocab_only = true, .repack = false, .progress = {}});
   ASSERT_TRUE(model) << model.status().message();
   const Vocab& vocab = (*model)->vocab();
-  for (const StreamCase& c : stream_cases()) check_stream(c.format, c.text, chat::ParseOptions{}, token_cuts(vocab, c.text), c.clean);
+  for (const StreamCase& c : stream_cases())
+    check_stream(c.format, c.text, chat::ParseOptions{}, token_cuts(vocab, c.text), c.clean);
 }
 
 // Qwen3-Coder / Qwen3.5 XML calls typed by the request's tools: a string parameter's text stays
@@ -898,7 +943,8 @@ TEST(QwenXml, ValuesTypedByTheToolsAndStreamed) {
   o.tools = kTools;
   const std::string call =
       "<tool_call>\n<function=get_weather>\n<parameter=city>\n1984\n</parameter>\n</function>\n</tool_call>\n"
-      "<tool_call>\n<function=add>\n<parameter=a>\n7\n</parameter>\n<parameter=b>\n-2\n</parameter>\n</function>\n</tool_call>";
+      "<tool_call>\n<function=add>\n<parameter=a>\n7\n</parameter>\n<parameter=b>\n-2\n</parameter>\n</function>\n</"
+      "tool_call>";
   auto m = chat::parse_assistant_output(ToolCallFormat::kQwenXml, call, o);
   ASSERT_EQ(m.tool_calls.size(), 2u);
   EXPECT_EQ(m.tool_calls[0].name, "get_weather");
@@ -908,14 +954,16 @@ TEST(QwenXml, ValuesTypedByTheToolsAndStreamed) {
   // Without the tools' schemas a value is JSON when it parses.
   EXPECT_EQ(parse(ToolCallFormat::kQwenXml, call).tool_calls[0].arguments, "{\"city\":1984}");
   // An integer parameter that is not JSON is not a call: the text stays content.
-  m = chat::parse_assistant_output(ToolCallFormat::kQwenXml,
-                                   "<tool_call>\n<function=add>\n<parameter=a>\nseven\n</parameter>\n</function>\n</tool_call>", o);
+  m = chat::parse_assistant_output(
+      ToolCallFormat::kQwenXml, "<tool_call>\n<function=add>\n<parameter=a>\nseven\n</parameter>\n</function>\n</tool_call>",
+      o);
   EXPECT_TRUE(m.tool_calls.empty());
   EXPECT_NE(m.content.find("seven"), std::string::npos);
   // Multi-line text with markup, a last newline dropped as llama.cpp drops it.
   m = chat::parse_assistant_output(
       ToolCallFormat::kQwenXml,
-      "<tool_call>\n<function=get_weather>\n<parameter=city>\nSan\n<i>Jose</i>\n\n</parameter>\n</function>\n</tool_call>", o);
+      "<tool_call>\n<function=get_weather>\n<parameter=city>\nSan\n<i>Jose</i>\n\n</parameter>\n</function>\n</tool_call>",
+      o);
   ASSERT_EQ(m.tool_calls.size(), 1u);
   EXPECT_EQ(m.tool_calls[0].arguments, "{\"city\":\"San\\n<i>Jose</i>\\n\"}");
   // Streamed prefix by prefix: the pending call's arguments only grow into the final ones.
@@ -936,7 +984,8 @@ TEST(QwenXml, ValuesTypedByTheToolsAndStreamed) {
 }
 
 TEST(QwenXml, DetectedAndWrittenBack) {
-  EXPECT_EQ(chat::detect_tool_call_format("{{ '<tool_call>\\n<function=' + name + '>\\n<parameter=' }}"), ToolCallFormat::kQwenXml);
+  EXPECT_EQ(chat::detect_tool_call_format("{{ '<tool_call>\\n<function=' + name + '>\\n<parameter=' }}"),
+            ToolCallFormat::kQwenXml);
   EXPECT_EQ(chat::detect_tool_call_format("{{ '<tool_call>' }} {\"name\": ...}"), ToolCallFormat::kHermes);
   EXPECT_STREQ(chat::tool_call_format_name(ToolCallFormat::kQwenXml), "qwen3-coder");
   // llama.cpp's Qwen3.5 and Qwen3-Coder templates: ToolCallFormat.DetectedForThisYearsTemplates.
@@ -975,7 +1024,8 @@ TEST(Lfm2, PendingGrowsArgumentByArgument) {
   // Its ids are the full parse's.
   o.partial = false;
   const auto full = chat::parse_assistant_output(
-      ToolCallFormat::kLfm2, "I'll check.<|tool_call_start|>[get_weather(city='San José', days=12), ping()]<|tool_call_end|>", o);
+      ToolCallFormat::kLfm2,
+      "I'll check.<|tool_call_start|>[get_weather(city='San José', days=12), ping()]<|tool_call_end|>", o);
   ASSERT_EQ(full.tool_calls.size(), 2u);
   EXPECT_EQ(full.tool_calls[0].id, m.tool_calls[0].id);
   EXPECT_EQ(full.tool_calls[1].id, m.pending->id);
@@ -1013,9 +1063,10 @@ TEST(Gemma4, PendingGrowsArgumentByArgument) {
   EXPECT_EQ(m.pending->name, "ping");
   // Its ids are the full parse's.
   o.partial = false;
-  const auto full = chat::parse_assistant_output(
-      ToolCallFormat::kGemma4,
-      "I'll check.<|tool_call>call:get_weather{city:<|\"|>San José<|\"|>,days:12}<tool_call|><|tool_call>call:ping{}<tool_call|>", o);
+  const auto full = chat::parse_assistant_output(ToolCallFormat::kGemma4,
+                                                 "I'll check.<|tool_call>call:get_weather{city:<|\"|>San "
+                                                 "José<|\"|>,days:12}<tool_call|><|tool_call>call:ping{}<tool_call|>",
+                                                 o);
   ASSERT_EQ(full.tool_calls.size(), 2u);
   EXPECT_EQ(full.tool_calls[0].id, m.tool_calls[0].id);
   EXPECT_EQ(full.tool_calls[1].id, m.pending->id);
@@ -1041,8 +1092,8 @@ TEST(ThisYearsTemplates, PrepareParseAndRenderBack) {
     const char* bos;
     const char* eos;
     ToolCallFormat format;
-    std::string output;    // what the model writes
-    std::string rendered;  // the call as the next prompt shows it
+    std::string output;             // what the model writes
+    std::string rendered;           // the call as the next prompt shows it
     bool think_in_grammar = false;  // the grammar also accepts the reasoning before the call
   };
   const std::vector<Row> rows = {
@@ -1058,7 +1109,8 @@ TEST(ThisYearsTemplates, PrepareParseAndRenderBack) {
        "<think>Rome.</think><|tool_call_start|>[get_weather(city=\"Rome\")]<|tool_call_end|>",
        "<|tool_call_start|>[get_weather(city='Rome')]<|tool_call_end|>"},
       {"HuggingFaceTB-SmolLM3-3B.jinja", "", "<|im_end|>", ToolCallFormat::kHermes,
-       "<think>\nRome.\n</think>\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}\n</tool_call>",
+       "<think>\nRome.\n</think>\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+       "\"Rome\"}}\n</tool_call>",
        "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}\n</tool_call>"},
       {"ibm-granite-granite-4.0.jinja", "<|end_of_text|>", "<|end_of_text|>", ToolCallFormat::kHermes,
        "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}\n</tool_call>",
@@ -1078,7 +1130,8 @@ TEST(ThisYearsTemplates, PrepareParseAndRenderBack) {
       // Ministral 3 thinks first (its grammar allows it); the reasoning comes back as a thinking block.
       {"mistralai-Ministral-3-14B-Reasoning-2512.jinja", "<s>", "</s>", ToolCallFormat::kMistralArgs,
        "[THINK]Rome.[/THINK][TOOL_CALLS]get_weather[ARGS]{\"city\": \"Rome\"}",
-       "[THINK]Rome.[/THINK][TOOL_CALLS]get_weather[ARGS]{\"city\":\"Rome\"}</s>[TOOL_RESULTS]18 degrees[/TOOL_RESULTS]", true},
+       "[THINK]Rome.[/THINK][TOOL_CALLS]get_weather[ARGS]{\"city\":\"Rome\"}</s>[TOOL_RESULTS]18 degrees[/TOOL_RESULTS]",
+       true},
   };
   for (const Row& r : rows) {
     SCOPED_TRACE(r.file);
@@ -1104,8 +1157,8 @@ TEST(ThisYearsTemplates, PrepareParseAndRenderBack) {
     const size_t call_at = r.output.find(call_marker(r.format));
     auto g = Grammar::parse(p->grammar);
     ASSERT_TRUE(g) << g.status().message();
-    const std::string constrained = p->thinking_forced_open ? r.output.substr(r.output.find("<think>") + 7)
-                                                            : r.output.substr(call_at);
+    const std::string constrained =
+        p->thinking_forced_open ? r.output.substr(r.output.find("<think>") + 7) : r.output.substr(call_at);
     GrammarMatcher gm(*g);
     EXPECT_TRUE(gm.accept_text(constrained) && gm.can_end()) << constrained << "\n" << p->grammar;
     if (r.think_in_grammar) {
@@ -1156,7 +1209,8 @@ TEST(Gemma4, ThinkingPromptGrammarAndHistory) {
   ASSERT_TRUE(p) << p.status().message();
   EXPECT_TRUE(p->prompt.starts_with("<bos><|turn>system\n<|think|>\n<|tool>declaration:get_weather{")) << p->prompt;
   EXPECT_TRUE(p->prompt.ends_with("<|turn>user\nWeather in Rome?<turn|>\n<|turn>model\n")) << p->prompt;
-  const std::string out = "<|channel>thought\nRome, then answer.<channel|><|tool_call>call:get_weather{city:<|\"|>Rome<|\"|>}<tool_call|>";
+  const std::string out =
+      "<|channel>thought\nRome, then answer.<channel|><|tool_call>call:get_weather{city:<|\"|>Rome<|\"|>}<tool_call|>";
   auto g = Grammar::parse(p->grammar);
   ASSERT_TRUE(g) << g.status().message();
   for (const std::string& text : {out, out.substr(out.find("<|tool_call>"))}) {
@@ -1174,9 +1228,10 @@ TEST(Gemma4, ThinkingPromptGrammarAndHistory) {
   in.messages.push_back(json{{"role", "tool"}, {"tool_call_id", m.tool_calls[0].id}, {"content", "{\"temp\": 18}"}});
   auto r = t->render(in);
   ASSERT_TRUE(r) << r.status().message();
-  EXPECT_TRUE(r->ends_with("<|turn>model\n<|channel>thought\nRome, then answer.\n<channel|><|tool_call>call:get_weather{"
-                           "city:<|\"|>Rome<|\"|>}<tool_call|><|tool_response>response:get_weather{value:<|\"|>{\"temp\": 18}"
-                           "<|\"|>}<tool_response|>"))
+  EXPECT_TRUE(
+      r->ends_with("<|turn>model\n<|channel>thought\nRome, then answer.\n<channel|><|tool_call>call:get_weather{"
+                   "city:<|\"|>Rome<|\"|>}<tool_call|><|tool_response>response:get_weather{value:<|\"|>{\"temp\": 18}"
+                   "<|\"|>}<tool_response|>"))
       << *r;
   // Text beside the call: the template closes the turn after it; the model's next turn is opened.
   in.messages[1]["content"] = "Checking.";
@@ -1212,11 +1267,12 @@ TEST(Gemma4, OlderTemplateGetsToolResponses) {
     {"role": "user", "content": "Thanks"}])");
   auto r = t->render(in);
   ASSERT_TRUE(r) << r.status().message();
-  EXPECT_NE(r->find("<|turn>model\n<|tool_call>call:get_weather{city:<|\"|>Rome<|\"|>}<tool_call|><|tool_call>call:get_weather{"
-                    "city:<|\"|>Oslo<|\"|>}<tool_call|><|tool_response>response:get_weather{sky:<|\"|>clear<|\"|>,temp:18}"
-                    "<tool_response|><|tool_response>response:get_weather{value:<|\"|>cold<|\"|>}<tool_response|>Rome 18, Oslo "
-                    "cold.<turn|>\n<|turn>user\nThanks<turn|>\n"),
-            std::string::npos)
+  EXPECT_NE(
+      r->find("<|turn>model\n<|tool_call>call:get_weather{city:<|\"|>Rome<|\"|>}<tool_call|><|tool_call>call:get_weather{"
+              "city:<|\"|>Oslo<|\"|>}<tool_call|><|tool_response>response:get_weather{sky:<|\"|>clear<|\"|>,temp:18}"
+              "<tool_response|><|tool_response>response:get_weather{value:<|\"|>cold<|\"|>}<tool_response|>Rome 18, Oslo "
+              "cold.<turn|>\n<|turn>user\nThanks<turn|>\n"),
+      std::string::npos)
       << *r;
   EXPECT_EQ(r->find("<|turn>tool"), std::string::npos) << *r;
 }
@@ -1240,7 +1296,8 @@ TEST(Gemma4, ContinuesTheFinalMessage) {
   in.continue_final = chat::ChatInputs::Continue::kAuto;
   auto p = chat::prepare_chat(*t, in, chat::ChatRequestOptions{});
   ASSERT_TRUE(p) << p.status().message();
-  EXPECT_TRUE(p->prompt.ends_with("<|turn>user\nWhy is the sky blue?<turn|>\n<|turn>model\n<|channel>thought\nRayleigh scat"))
+  EXPECT_TRUE(
+      p->prompt.ends_with("<|turn>user\nWhy is the sky blue?<turn|>\n<|turn>model\n<|channel>thought\nRayleigh scat"))
       << p->prompt;
   EXPECT_TRUE(p->thinking_forced_open);
   auto m = chat::parse_assistant_output(p->format, "tering.<channel|>Blue light scatters more.", p->parse_options());
@@ -1293,7 +1350,8 @@ TEST(Ministral3, ReasoningRenderedAsThinkingBlocks) {
     {"role": "user", "content": "3+3?"}])");
   auto r = t->render(in);
   ASSERT_TRUE(r) << r.status().message();
-  EXPECT_EQ(*r, "<s>[SYSTEM_PROMPT]Be brief.[/SYSTEM_PROMPT][INST]2+2?[/INST][THINK]Add them.[/THINK]4</s>[INST]3+3?[/INST]");
+  EXPECT_EQ(*r,
+            "<s>[SYSTEM_PROMPT]Be brief.[/SYSTEM_PROMPT][INST]2+2?[/INST][THINK]Add them.[/THINK]4</s>[INST]3+3?[/INST]");
   // Its output: reasoning, then content or calls.
   auto m = chat::parse_assistant_output(ToolCallFormat::kMistralArgs, "[THINK]Six.[/THINK]6", true);
   EXPECT_EQ(m.reasoning_content, "Six.");
@@ -1381,7 +1439,8 @@ TEST(PartialParse, LongOutputCost) {
     n = 0;
     const auto t0 = std::chrono::steady_clock::now();
     for (size_t cut = 4; cut <= text.size(); cut += 4, ++n) {
-      const ParsedMessage m = chat::parse_assistant_output(ToolCallFormat::kHermes, std::string_view(text).substr(0, cut), o);
+      const ParsedMessage m =
+          chat::parse_assistant_output(ToolCallFormat::kHermes, std::string_view(text).substr(0, cut), o);
       if (with_json) {
         const json j = m.to_json();
         json d = json::object();
@@ -1393,9 +1452,10 @@ TEST(PartialParse, LongOutputCost) {
     }
     ms[with_json] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   }
-  std::printf("%zu prefixes of a %zu-byte output: partial parse %.1f ms in all (%.2f us each); with the event JSON "
-              "%.1f ms (%.1f us each, %.1f MB)\n",
-              n, text.size(), ms[0], 1e3 * ms[0] / double(n), ms[1], 1e3 * ms[1] / double(n), double(bytes) / 1e6);
+  std::printf(
+      "%zu prefixes of a %zu-byte output: partial parse %.1f ms in all (%.2f us each); with the event JSON "
+      "%.1f ms (%.1f us each, %.1f MB)\n",
+      n, text.size(), ms[0], 1e3 * ms[0] / double(n), ms[1], 1e3 * ms[1] / double(n), double(bytes) / 1e6);
   EXPECT_LT(ms[1], 20000.0);  // generous: sanitizer builds on a shared machine
 }
 
@@ -1419,57 +1479,60 @@ bool accepts(const std::shared_ptr<const Grammar>& g, const std::string& text) {
 
 struct GrammarCase {
   ToolCallFormat format;
-  std::vector<std::string> good;       // one call each, any tool
-  std::vector<std::string> parallel;   // accepted only with parallel_tool_calls
-  std::vector<std::string> bad;        // never
+  std::vector<std::string> good;      // one call each, any tool
+  std::vector<std::string> parallel;  // accepted only with parallel_tool_calls
+  std::vector<std::string> bad;       // never
 };
 
 std::vector<GrammarCase> grammar_cases() {
   return {
       {ToolCallFormat::kHermes,
        {"<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
-        "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": \"celsius\"}}\n</tool_call>",
+        "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": "
+        "\"celsius\"}}\n</tool_call>",
         "<tool_call>{\"name\":\"add\",\"arguments\":{\"a\":1,\"b\":-2}}</tool_call>",
         "<tool_call>\n{\"name\": \"ping\", \"arguments\": {}}\n</tool_call>"},
        {"<tool_call>\n{\"name\": \"ping\", \"arguments\": {}}\n</tool_call>\n<tool_call>\n{\"name\": \"add\", "
         "\"arguments\": {\"a\": 1, \"b\": 2}}\n</tool_call>"},
-       {"<tool_call>\n{\"name\": \"get_wether\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",  // unknown name
+       {"<tool_call>\n{\"name\": \"get_wether\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",     // unknown name
         "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"unit\": \"celsius\"}}\n</tool_call>",  // no city
         "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"x\": 1}}\n</tool_call>",
         "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": \"kelvin\"}}\n</tool_call>",
         "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Llanfairpwllgwyngyll\"}}\n</tool_call>",
         "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1.5, \"b\": 2}}\n</tool_call>",
         "<tool_call>\n{\"name\": \"ping\", \"arguments\": {}}\n",  // unclosed
-        "{\"name\": \"ping\", \"arguments\": {}}",                  // no tags
+        "{\"name\": \"ping\", \"arguments\": {}}",                 // no tags
         "Sure! <tool_call>\n{\"name\": \"ping\", \"arguments\": {}}\n</tool_call>",
         "<tool_call>\n{\"arguments\": {}, \"name\": \"ping\"}\n</tool_call>"}},
       {ToolCallFormat::kQwenXml,
        {"<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>",
         "<tool_call>\n<function=get_weather>\n<parameter=city>\nNew\nYork <b>\n</parameter>\n<parameter=unit>\ncelsius\n"
         "</parameter>\n</function>\n</tool_call>",
-        "<tool_call>\n<function=add>\n<parameter=a>\n1\n</parameter>\n<parameter=b>\n-2\n</parameter>\n</function>\n</tool_call>",
+        "<tool_call>\n<function=add>\n<parameter=a>\n1\n</parameter>\n<parameter=b>\n-2\n</parameter>\n</function>\n</"
+        "tool_call>",
         "<tool_call>\n<function=ping>\n</function>\n</tool_call>"},
-       {"<tool_call>\n<function=ping>\n</function>\n</tool_call>\n<tool_call>\n<function=add>\n<parameter=a>\n1\n</parameter>\n"
+       {"<tool_call>\n<function=ping>\n</function>\n</tool_call>\n<tool_call>\n<function=add>\n<parameter=a>\n1\n</"
+        "parameter>\n"
         "<parameter=b>\n2\n</parameter>\n</function>\n</tool_call>"},
        {"<tool_call>\n<function=get_wether>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>",
         "<tool_call>\n<function=get_weather>\n<parameter=unit>\ncelsius\n</parameter>\n</function>\n</tool_call>",
         "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n<parameter=x>\n1\n</parameter>\n"
         "</function>\n</tool_call>",
-        "<tool_call>\n<function=add>\n<parameter=a>\n1.5\n</parameter>\n<parameter=b>\n2\n</parameter>\n</function>\n</tool_call>",
-        "<tool_call>\n<function=get_weather>\n<parameter=city>\nPa\n</parameter>\nris\n</parameter>\n</function>\n</tool_call>",
-        "<tool_call>\n<function=ping>\n</function>\n",
-        "<tool_call><function=ping>\n</function>\n</tool_call>",
+        "<tool_call>\n<function=add>\n<parameter=a>\n1.5\n</parameter>\n<parameter=b>\n2\n</parameter>\n</function>\n</"
+        "tool_call>",
+        "<tool_call>\n<function=get_weather>\n<parameter=city>\nPa\n</parameter>\nris\n</parameter>\n</function>\n</"
+        "tool_call>",
+        "<tool_call>\n<function=ping>\n</function>\n", "<tool_call><function=ping>\n</function>\n</tool_call>",
         "Sure! <tool_call>\n<function=ping>\n</function>\n</tool_call>"}},
       {ToolCallFormat::kLfm2,
        {"<|tool_call_start|>[get_weather(city=\"Paris\")]<|tool_call_end|>",
         "<|tool_call_start|>[get_weather(city=\"Paris\", unit=\"celsius\")]<|tool_call_end|>",
         "<|tool_call_start|>[get_weather(city=\"Paris\",unit=\"celsius\")]<|tool_call_end|>",
-        "<|tool_call_start|>[add(a=1, b=-2)]<|tool_call_end|>",
-        "<|tool_call_start|>[ping()]<|tool_call_end|>"},
+        "<|tool_call_start|>[add(a=1, b=-2)]<|tool_call_end|>", "<|tool_call_start|>[ping()]<|tool_call_end|>"},
        {"<|tool_call_start|>[ping(), add(a=1, b=2)]<|tool_call_end|>",
         "<|tool_call_start|>[get_weather(city=\"Rome\"),get_weather(city=\"Oslo\")]<|tool_call_end|>"},
-       {"<|tool_call_start|>[get_wether(city=\"Paris\")]<|tool_call_end|>",        // unknown name
-        "<|tool_call_start|>[get_weather(unit=\"celsius\")]<|tool_call_end|>",      // no city
+       {"<|tool_call_start|>[get_wether(city=\"Paris\")]<|tool_call_end|>",     // unknown name
+        "<|tool_call_start|>[get_weather(unit=\"celsius\")]<|tool_call_end|>",  // no city
         "<|tool_call_start|>[get_weather(city=\"Paris\", x=1)]<|tool_call_end|>",
         "<|tool_call_start|>[get_weather(city=\"Paris\", unit=\"kelvin\")]<|tool_call_end|>",
         "<|tool_call_start|>[get_weather(city=\"Llanfairpwllgwyngyll\")]<|tool_call_end|>",
@@ -1477,37 +1540,31 @@ std::vector<GrammarCase> grammar_cases() {
         "<|tool_call_start|>[add(a=1.5, b=2)]<|tool_call_end|>",
         "<|tool_call_start|>[add(b=2, a=1)]<|tool_call_end|>",  // the schema's order
         "<|tool_call_start|>[ping()]",                          // unclosed
-        "<|tool_call_start|>[]<|tool_call_end|>",
-        "[ping()]",
-        "Sure! <|tool_call_start|>[ping()]<|tool_call_end|>"}},
+        "<|tool_call_start|>[]<|tool_call_end|>", "[ping()]", "Sure! <|tool_call_start|>[ping()]<|tool_call_end|>"}},
       {ToolCallFormat::kGemma4,
        {"<|tool_call>call:get_weather{city:<|\"|>Paris<|\"|>}<tool_call|>",
         "<|tool_call>call:get_weather{city:<|\"|>Paris<|\"|>,unit:<|\"|>celsius<|\"|>}<tool_call|>",
         "<|tool_call>call:get_weather{city:<|\"|>a \"<b>\" <|x<|\"<|\"|>}<tool_call|>",  // "<|" starts no quote here
-        "<|tool_call>call:add{a:1,b:-2}<tool_call|>",
-        "<|tool_call>call:ping{}<tool_call|>"},
+        "<|tool_call>call:add{a:1,b:-2}<tool_call|>", "<|tool_call>call:ping{}<tool_call|>"},
        {"<|tool_call>call:ping{}<tool_call|><|tool_call>call:add{a:1,b:2}<tool_call|>",
         "<|tool_call>call:get_weather{city:<|\"|>Rome<|\"|>}<tool_call|><|tool_call>call:get_weather{city:<|\"|>Oslo<|\"|>}"
         "<tool_call|>"},
-       {"<|tool_call>call:get_wether{city:<|\"|>Paris<|\"|>}<tool_call|>",        // unknown name
-        "<|tool_call>call:get_weather{unit:<|\"|>celsius<|\"|>}<tool_call|>",      // no city
+       {"<|tool_call>call:get_wether{city:<|\"|>Paris<|\"|>}<tool_call|>",     // unknown name
+        "<|tool_call>call:get_weather{unit:<|\"|>celsius<|\"|>}<tool_call|>",  // no city
         "<|tool_call>call:get_weather{city:<|\"|>Paris<|\"|>,x:1}<tool_call|>",
         "<|tool_call>call:get_weather{city:<|\"|>Paris<|\"|>,unit:<|\"|>kelvin<|\"|>}<tool_call|>",
-        "<|tool_call>call:get_weather{city:\"Paris\"}<tool_call|>",                // a JSON string
+        "<|tool_call>call:get_weather{city:\"Paris\"}<tool_call|>",  // a JSON string
         "<|tool_call>call:get_weather{city:<|\"|>Pa<|\"|>ris<|\"|>}<tool_call|>",
         "<|tool_call>call:get_weather{unit:<|\"|>celsius<|\"|>,city:<|\"|>Paris<|\"|>}<tool_call|>",  // sorted keys
-        "<|tool_call>call:add{a:1.5,b:2}<tool_call|>",
-        "<|tool_call>call:add{b:2,a:1}<tool_call|>",
-        "<|tool_call>call:ping{}",                                                  // unclosed
-        "call:ping{}",
-        "Sure! <|tool_call>call:ping{}<tool_call|>"}},
+        "<|tool_call>call:add{a:1.5,b:2}<tool_call|>", "<|tool_call>call:add{b:2,a:1}<tool_call|>",
+        "<|tool_call>call:ping{}",  // unclosed
+        "call:ping{}", "Sure! <|tool_call>call:ping{}<tool_call|>"}},
       {ToolCallFormat::kLlama31,
        {"{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}",
         "{\"type\": \"function\", \"name\": \"add\", \"parameters\": {\"a\": 1, \"b\": 2}}",
         "{\"name\": \"ping\", \"parameters\": {}}"},
        {},
-       {"{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}",
-        "{\"name\": \"nope\", \"parameters\": {}}",
+       {"{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}", "{\"name\": \"nope\", \"parameters\": {}}",
         "{\"name\": \"ping\", \"parameters\": {}}{\"name\": \"ping\", \"parameters\": {}}",
         "<|python_tag|>{\"name\": \"ping\", \"parameters\": {}}"}},
       {ToolCallFormat::kMistral,
@@ -1515,16 +1572,16 @@ std::vector<GrammarCase> grammar_cases() {
         "[TOOL_CALLS][{\"name\": \"ping\", \"arguments\": {}, \"id\": \"000000000\"}]"},
        {"[TOOL_CALLS][{\"name\": \"ping\", \"arguments\": {}, \"id\": \"a00000000\"}, {\"name\": \"add\", \"arguments\": "
         "{\"a\": 1, \"b\": 2}, \"id\": \"b00000000\"}]"},
-       {"[TOOL_CALLS][{\"name\": \"ping\", \"arguments\": {}}]",                       // no id
-        "[TOOL_CALLS][{\"name\": \"ping\", \"arguments\": {}, \"id\": \"abc\"}]",       // short id
-        "[TOOL_CALLS][{\"name\": \"ping\", \"arguments\": {}, \"id\": \"abc_DEF12\"}]", // not alphanumeric
+       {"[TOOL_CALLS][{\"name\": \"ping\", \"arguments\": {}}]",                         // no id
+        "[TOOL_CALLS][{\"name\": \"ping\", \"arguments\": {}, \"id\": \"abc\"}]",        // short id
+        "[TOOL_CALLS][{\"name\": \"ping\", \"arguments\": {}, \"id\": \"abc_DEF12\"}]",  // not alphanumeric
         "[TOOL_CALLS][]", "[{\"name\": \"ping\", \"arguments\": {}, \"id\": \"abcDEF123\"}]"}},
       {ToolCallFormat::kMistralArgs,
        {"[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Paris\"}", "[TOOL_CALLS]ping[ARGS]{}",
         "[TOOL_CALLS]add[ARGS]{\"a\": 10, \"b\": 20}"},
        {"[TOOL_CALLS]ping[ARGS]{}[TOOL_CALLS]add[ARGS]{\"a\": 1, \"b\": 2}"},
-       {"[TOOL_CALLS]get_weather[ARGS]{}", "[TOOL_CALLS]pong[ARGS]{}", "ping[ARGS]{}",
-        "[TOOL_CALLS] ping[ARGS]{}", "[TOOL_CALLS]ping{}"}},
+       {"[TOOL_CALLS]get_weather[ARGS]{}", "[TOOL_CALLS]pong[ARGS]{}", "ping[ARGS]{}", "[TOOL_CALLS] ping[ARGS]{}",
+        "[TOOL_CALLS]ping{}"}},
       {ToolCallFormat::kGeneric,
        {"{\"tool_call\": {\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}}",
         "{\"tool_call\": {\"name\": \"ping\", \"arguments\": {}}}"},
@@ -1563,9 +1620,9 @@ TEST(ToolCallGrammar, AcceptsTheFormatsCallsOnly) {
 
 TEST(ToolCallGrammar, ForcedFunction) {
   const std::string name = "add";
-  for (ToolCallFormat f : {ToolCallFormat::kHermes, ToolCallFormat::kLlama31, ToolCallFormat::kMistral,
-                           ToolCallFormat::kMistralArgs, ToolCallFormat::kGeneric, ToolCallFormat::kLfm2,
-                           ToolCallFormat::kGemma4}) {
+  for (ToolCallFormat f :
+       {ToolCallFormat::kHermes, ToolCallFormat::kLlama31, ToolCallFormat::kMistral, ToolCallFormat::kMistralArgs,
+        ToolCallFormat::kGeneric, ToolCallFormat::kLfm2, ToolCallFormat::kGemma4}) {
     SCOPED_TRACE(chat::tool_call_format_name(f));
     auto g = grammar(f, &name, false);
     for (const GrammarCase& c : grammar_cases()) {
@@ -1595,10 +1652,9 @@ TEST(ToolCallGrammar, Errors) {
             StatusCode::kInvalidArgument);
   EXPECT_EQ(chat::tool_call_grammar(ToolCallFormat::kHermes, json::array(), nullptr, false).status().code(),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(chat::tool_call_grammar(ToolCallFormat::kHermes, json::parse(R"([{"type": "x"}])"), nullptr, false)
-                .status()
-                .code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      chat::tool_call_grammar(ToolCallFormat::kHermes, json::parse(R"([{"type": "x"}])"), nullptr, false).status().code(),
+      StatusCode::kInvalidArgument);
   // A parameters schema outside the converter's subset names the tool and the JSON pointer.
   auto r = chat::tool_call_grammar(ToolCallFormat::kHermes, json::parse(R"([{"type": "function", "function": {
       "name": "f", "parameters": {"type": "object", "properties": {"s": {"type": "string", "pattern": "^a"}}}}}])"),
@@ -1614,7 +1670,8 @@ TEST(ToolCallGrammar, NamesNeedingEscapes) {
       {"type": "object", "properties": {"t": {"type": "string"}}, "required": ["t"]}}}])");
   auto g = grammar(ToolCallFormat::kHermes, nullptr, false, false, tools);
   EXPECT_TRUE(accepts(g, "<tool_call>\n{\"name\": \"say\\\"hi\\\\\", \"arguments\": {\"t\": \"x\"}}\n</tool_call>"));
-  auto m = parse(ToolCallFormat::kHermes, "<tool_call>\n{\"name\": \"say\\\"hi\\\\\", \"arguments\": {\"t\": \"x\"}}\n</tool_call>");
+  auto m = parse(ToolCallFormat::kHermes,
+                 "<tool_call>\n{\"name\": \"say\\\"hi\\\\\", \"arguments\": {\"t\": \"x\"}}\n</tool_call>");
   ASSERT_EQ(m.tool_calls.size(), 1u);
   EXPECT_EQ(m.tool_calls[0].name, "say\"hi\\");
 }
@@ -1746,9 +1803,9 @@ TEST(ToolCallGrammar, RandomModelsEmitParseableCalls) {
   const Vocab& vocab = (*model)->vocab();
   std::set<std::string> names;
   for (const auto& t : kTools) names.insert(t["function"]["name"].get<std::string>());
-  for (ToolCallFormat f : {ToolCallFormat::kHermes, ToolCallFormat::kLlama31, ToolCallFormat::kMistral,
-                           ToolCallFormat::kMistralArgs, ToolCallFormat::kGeneric, ToolCallFormat::kQwenXml,
-                           ToolCallFormat::kLfm2, ToolCallFormat::kGemma4}) {
+  for (ToolCallFormat f :
+       {ToolCallFormat::kHermes, ToolCallFormat::kLlama31, ToolCallFormat::kMistral, ToolCallFormat::kMistralArgs,
+        ToolCallFormat::kGeneric, ToolCallFormat::kQwenXml, ToolCallFormat::kLfm2, ToolCallFormat::kGemma4}) {
     // kQwenXml types its parameters' text by the tools (a string parameter of digits stays text).
     chat::ParseOptions po;
     if (f == ToolCallFormat::kQwenXml) po.tools = kTools;

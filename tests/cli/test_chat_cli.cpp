@@ -83,7 +83,8 @@ TEST(ChatCli, SaveAndLoadContinueTheConversation) {
   EXPECT_GT(std::stoi(m[1].str()), 0) << loaded.err;
 
   // The same within one process, after /reset.
-  auto same = run_loom(chat_args("-n 24"), "Hello there\n/save " + state + "\n/reset\n/load " + state + "\nTell me a story\n");
+  auto same =
+      run_loom(chat_args("-n 24"), "Hello there\n/save " + state + "\n/reset\n/load " + state + "\nTell me a story\n");
   ASSERT_EQ(same.exit_code, 0) << same.err;
   EXPECT_EQ(same.out, full.out);
   std::remove(state.c_str());
@@ -120,8 +121,8 @@ TEST(ChatCli, FullContextDropsTheOldestTurns) {
 TEST(ChatCli, CtrlCStopsTheReplyAndASecondOneAtThePromptExits) {
   const std::string pid_path = temp_path("pid"), out_path = temp_path("out"), err_path = temp_path("err");
   // Long replies: no -n and a large context, so that the reply is still streaming when Ctrl-C comes.
-  const std::string cmd = "echo $$ >" + pid_path + "; exec " + loom_command() + " " +
-                          chat_args("-c 4096 -v") + " >" + out_path + " 2>" + err_path;
+  const std::string cmd = "echo $$ >" + pid_path + "; exec " + loom_command() + " " + chat_args("-c 4096 -v") + " >" +
+                          out_path + " 2>" + err_path;
   FILE* p = popen(cmd.c_str(), "w");
   ASSERT_NE(p, nullptr);
   fputs("Hello there\n", p);
@@ -205,8 +206,9 @@ TEST(ChatCli, UsesTheModelsChatTemplate) {
 
 TEST(ChatCli, BadFlagsExit2) {
   const std::string model = quote(shared_path("models/stories260K.gguf"));
-  for (const std::string& args : std::vector<std::string>{"chat", "chat -m " + model + " --bogus", "chat -m " + model + " --temp -1",
-                                 "chat -m " + model + " -n -5", "chat -m " + model + " -c x"}) {
+  for (const std::string& args :
+       std::vector<std::string>{"chat", "chat -m " + model + " --bogus", "chat -m " + model + " --temp -1",
+                                "chat -m " + model + " -n -5", "chat -m " + model + " -c x"}) {
     auto r = run_loom(args, "Hello\n");
     EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.err;
     EXPECT_EQ(r.err.rfind("loom: ", 0), 0u) << args << "\n" << r.err;

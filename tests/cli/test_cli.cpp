@@ -48,7 +48,7 @@ TEST(Cli, SpeculativeDecodingKeepsTheGoldenIds) {
   want.resize(48);
   const std::string base = "generate -m " + model("stories260K.gguf") + " -p 'Once upon a time' -n 48 --json ";
   for (const std::string& extra : {"--draft-model " + model("stories260K.gguf") + " --draft-p-min 0 --draft-max 5",
-                                  std::string("--lookup 3"), std::string("--lookup 1 --draft-min 2")}) {
+                                   std::string("--lookup 3"), std::string("--lookup 1 --draft-min 2")}) {
     auto r = run_loom(base + "--temp 0 " + extra);
     ASSERT_EQ(r.exit_code, 0) << extra << ": " << r.err;
     auto j = nlohmann::json::parse(r.out);
@@ -121,7 +121,8 @@ TEST(Cli, SlidingWindowFlagOfLogitsAndGenerate) {
   EXPECT_EQ(logits_of(wide), logits_of(full));
   EXPECT_EQ(logits_of(off), logits_of(full));
   EXPECT_GT(max_abs_diff(logits_of(narrow), logits_of(full)), 1e-3f);
-  auto gen = run_loom("generate -m " + model("stories260K.gguf") + " -p 'Once upon a time' -n 8 --temp 0 --sliding-window 3 --json");
+  auto gen = run_loom("generate -m " + model("stories260K.gguf") +
+                      " -p 'Once upon a time' -n 8 --temp 0 --sliding-window 3 --json");
   ASSERT_EQ(gen.exit_code, 0) << gen.err;
   EXPECT_TRUE(nlohmann::json::parse(gen.out).contains("ids"));
   EXPECT_EQ(run_loom(base + " --sliding-window -2").exit_code, 2);
@@ -191,13 +192,15 @@ TEST(Cli, ParallelSharesThePromptAndSamplesEachSequence) {
   auto g = nlohmann::json::parse(read_text_file(shared_path("golden/stories260K.json")));
   auto want = g["runs"][0]["greedy_ids"].get<std::vector<int>>();
   want.resize(12);
-  auto r = run_loom("generate -m " + model("stories260K.gguf") + " -p 'Once upon a time' -n 12 --temp 0 --parallel 3 --json");
+  auto r =
+      run_loom("generate -m " + model("stories260K.gguf") + " -p 'Once upon a time' -n 12 --temp 0 --parallel 3 --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
   ASSERT_EQ(j["sequences"].size(), 3u);
   for (const auto& s : j["sequences"]) EXPECT_EQ(s["ids"].get<std::vector<int>>(), want);  // greedy: all equal the golden
   EXPECT_GT(j["timings"]["aggregate_tps"].get<double>(), 0.0);
-  auto sampled = run_loom("generate -m " + model("stories260K.gguf") + " -p 'Once upon a time' -n 24 --temp 1 --seed 3 --parallel 4 --json");
+  auto sampled = run_loom("generate -m " + model("stories260K.gguf") +
+                          " -p 'Once upon a time' -n 24 --temp 1 --seed 3 --parallel 4 --json");
   ASSERT_EQ(sampled.exit_code, 0) << sampled.err;
   auto sj = nlohmann::json::parse(sampled.out);
   std::set<std::vector<int>> distinct;
@@ -209,7 +212,8 @@ TEST(Cli, ParallelSharesThePromptAndSamplesEachSequence) {
 }
 
 TEST(Cli, ContextShiftKeepsGeneratingPastTheContext) {
-  auto r = run_loom("generate -m " + model("stories260K.gguf") + " -p 'Once upon a time' -n 100 -c 32 --temp 0 --context-shift --keep 4 --json");
+  auto r = run_loom("generate -m " + model("stories260K.gguf") +
+                    " -p 'Once upon a time' -n 100 -c 32 --temp 0 --context-shift --keep 4 --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["ids"].size(), 100u);
@@ -241,7 +245,8 @@ TEST(Cli, SaveAndLoadStateResumeAGeneration) {
   // Neither -p nor --load-state: a usage error.
   EXPECT_EQ(run_loom("generate -m " + model("stories260K.gguf") + " -n 2").exit_code, 2);
   // A different prompt reuses the common prefix only.
-  auto other = run_loom("generate -m " + model("stories260K.gguf") + " -p 'Once upon a dog' -n 4 --temp 0 --json --load-state " + quote(state));
+  auto other = run_loom("generate -m " + model("stories260K.gguf") +
+                        " -p 'Once upon a dog' -n 4 --temp 0 --json --load-state " + quote(state));
   ASSERT_EQ(other.exit_code, 0) << other.err;
   EXPECT_EQ(nlohmann::json::parse(other.out)["reused_tokens"], 4);  // BOS Once upon a
   // A state of another model is refused.
@@ -334,7 +339,8 @@ TEST(Cli, T5GenerateLogitsTokenizeBenchAndEncoderEmbed) {
   auto eref = read_f32_file(data_dir() + "/" + eg["runs"][0]["embedding_file"].get<std::string>());
   ASSERT_EQ(emb.size(), eref.size());
   double dot = 0, na = 0, nb = 0;
-  for (size_t i = 0; i < emb.size(); ++i) dot += double(emb[i]) * eref[i], na += double(emb[i]) * emb[i], nb += double(eref[i]) * eref[i];
+  for (size_t i = 0; i < emb.size(); ++i)
+    dot += double(emb[i]) * eref[i], na += double(emb[i]) * emb[i], nb += double(eref[i]) * eref[i];
   EXPECT_GE(dot / std::sqrt(na * nb), 0.9999);
 }
 

@@ -14,9 +14,7 @@
 namespace loom::test {
 namespace {
 
-int32_t argmax(const std::vector<float>& v) {
-  return int32_t(std::max_element(v.begin(), v.end()) - v.begin());
-}
+int32_t argmax(const std::vector<float>& v) { return int32_t(std::max_element(v.begin(), v.end()) - v.begin()); }
 
 struct InvCase {
   const char* model;  // under ../shared, or kKvHeads12
@@ -242,7 +240,8 @@ TEST_P(BatchInvariance, DecodeBatchOfEight) {
     for (int s = 0; s < kSeqs; ++s) {
       const auto got = last_logits(*ctx, s);
       ASSERT_TRUE(bit_equal(got, ref[size_t(s)][size_t(step)]))
-          << "sequence " << s << " step " << step << " differs: max diff " << max_abs_diff(got, ref[size_t(s)][size_t(step)]);
+          << "sequence " << s << " step " << step << " differs: max diff "
+          << max_abs_diff(got, ref[size_t(s)][size_t(step)]);
     }
   }
 }
@@ -255,10 +254,10 @@ TEST_P(BatchInvariance, CellsOutOfPositionOrder) {
   const auto ref = alone(target, 6, 2);
   ASSERT_FALSE(ref.empty());
   auto ctx = new_context(model_, params(2));
-  feed(*ctx, prompt(12, 60), 0, 1);   // cells 0..59
-  feed(*ctx, prompt(13, 100), 0, 2);  // cells 60..159
-  feed(*ctx, prompt(14, 40), 0, 3);   // cells 160..199
-  ASSERT_TRUE(ctx->seq_rm(2, -1, -1).is_ok());  // hole 60..159
+  feed(*ctx, prompt(12, 60), 0, 1);                   // cells 0..59
+  feed(*ctx, prompt(13, 100), 0, 2);                  // cells 60..159
+  feed(*ctx, prompt(14, 40), 0, 3);                   // cells 160..199
+  ASSERT_TRUE(ctx->seq_rm(2, -1, -1).is_ok());        // hole 60..159
   std::vector<float> got = feed(*ctx, target, 0, 0);  // cells 60..159, then 200..299
   ASSERT_TRUE(bit_equal(got, ref[0])) << "prompt logits differ: max diff " << max_abs_diff(got, ref[0]);
   ASSERT_TRUE(ctx->seq_rm(1, -1, -1).is_ok());  // hole 0..59: the next tokens go there
@@ -279,19 +278,15 @@ TEST_P(BatchInvariance, ThreadCount) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, BatchInvariance,
-                         testing::Values(InvCase{"models/stories260K.gguf", 0}, InvCase{"models/synth-llama-tiny-f32.gguf", 0},
-                                         InvCase{"models/synth-llama-tiny-f16.gguf", 0},
-                                         InvCase{"models/synth-llama-tiny-q8_0.gguf", 0},
-                                         InvCase{"models/synth-llama-tiny-q4_0.gguf", 0},
-                                         InvCase{"models/synth-llama-tiny-f32.gguf", 2},
-                                         InvCase{"models/synth-qwen2-tiny-f32.gguf", 0},
-                                         InvCase{"models/synth-gemma2-tiny-f32.gguf", 0},
-                                         InvCase{"golden/kq/synth-llama-kq-q4_k_m.gguf", 0},
-                                         InvCase{"golden/kq/synth-llama-kq-q8_0.gguf", 1},
-                                         InvCase{"golden/kq/synth-llama-kq-bf16.gguf", 0},
-                                         InvCase{kKvHeads12, 0}, InvCase{kKvHeads12, 2}),
-                         case_name);
+INSTANTIATE_TEST_SUITE_P(
+    Models, BatchInvariance,
+    testing::Values(InvCase{"models/stories260K.gguf", 0}, InvCase{"models/synth-llama-tiny-f32.gguf", 0},
+                    InvCase{"models/synth-llama-tiny-f16.gguf", 0}, InvCase{"models/synth-llama-tiny-q8_0.gguf", 0},
+                    InvCase{"models/synth-llama-tiny-q4_0.gguf", 0}, InvCase{"models/synth-llama-tiny-f32.gguf", 2},
+                    InvCase{"models/synth-qwen2-tiny-f32.gguf", 0}, InvCase{"models/synth-gemma2-tiny-f32.gguf", 0},
+                    InvCase{"golden/kq/synth-llama-kq-q4_k_m.gguf", 0}, InvCase{"golden/kq/synth-llama-kq-q8_0.gguf", 1},
+                    InvCase{"golden/kq/synth-llama-kq-bf16.gguf", 0}, InvCase{kKvHeads12, 0}, InvCase{kKvHeads12, 2}),
+    case_name);
 
 }  // namespace
 }  // namespace loom::test

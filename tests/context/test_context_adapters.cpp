@@ -59,15 +59,15 @@ TEST_P(AdapterGolden, StepsMatchLlamaCpp) {
   check_steps(*ctx, std::string(c.golden) + ".json", 1e-3f);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Adapters, AdapterGolden,
-    ::testing::Values(AdapterCase{"lorabase", {}}, AdapterCase{"lorabase-A100", {{"lora-A.gguf", 1.0f}}},
-                      AdapterCase{"lorabase-A050", {{"lora-A.gguf", 0.5f}}},
-                      AdapterCase{"lorabase-A100-B070", {{"lora-A.gguf", 1.0f}, {"lora-B.gguf", 0.7f}}},
-                      AdapterCase{"lorabase-C100", {{"lora-C-embd-output.gguf", 1.0f}}},
-                      AdapterCase{"lorabase-cvec080-L2-3", {}, "control-vector.gguf", 0.8f, 2, 3},
-                      AdapterCase{"lorabase-cvecm050-L1-3", {}, "control-vector.gguf", -0.5f, 1, 3}),
-    [](const auto& info) { return param_name(info.param.golden); });
+INSTANTIATE_TEST_SUITE_P(Adapters, AdapterGolden,
+                         ::testing::Values(AdapterCase{"lorabase", {}},
+                                           AdapterCase{"lorabase-A100", {{"lora-A.gguf", 1.0f}}},
+                                           AdapterCase{"lorabase-A050", {{"lora-A.gguf", 0.5f}}},
+                                           AdapterCase{"lorabase-A100-B070", {{"lora-A.gguf", 1.0f}, {"lora-B.gguf", 0.7f}}},
+                                           AdapterCase{"lorabase-C100", {{"lora-C-embd-output.gguf", 1.0f}}},
+                                           AdapterCase{"lorabase-cvec080-L2-3", {}, "control-vector.gguf", 0.8f, 2, 3},
+                                           AdapterCase{"lorabase-cvecm050-L1-3", {}, "control-vector.gguf", -0.5f, 1, 3}),
+                         [](const auto& info) { return param_name(info.param.golden); });
 
 TEST(Adapters, SetRemoveClearAtRunTimeRestoresBaseExactly) {
   auto model = base_model();

@@ -14,7 +14,7 @@ TEST(ContextParamsTest, DerivedValuesFollowTheReference) {
   ContextParams cp;  // defaults: n_ctx 512, n_batch 2048, n_ubatch 512
   auto ctx = new_context(model, cp);
   EXPECT_EQ(ctx->n_ctx(), 512);
-  EXPECT_EQ(ctx->n_batch(), 512);   // clamped to n_ctx for causal attention
+  EXPECT_EQ(ctx->n_batch(), 512);  // clamped to n_ctx for causal attention
   EXPECT_EQ(ctx->n_ubatch(), 512);
   EXPECT_EQ(ctx->n_seq_max(), 1);
   cp.n_ctx = 0;  // training context (2048 for this model)
@@ -127,9 +127,9 @@ TEST(ContextOutputs, AddressingByBatchIndexAndNegativeIndex) {
   auto r1 = last_logits(*ctx, 1), r4 = last_logits(*ctx, 4);
   EXPECT_EQ(last_logits(*ctx, -1), r4);
   EXPECT_EQ(last_logits(*ctx, -2), r1);
-  EXPECT_FALSE(ctx->logits(-3).has_value());   // negative index out of range
-  EXPECT_FALSE(ctx->logits(2).has_value());    // not flagged
-  EXPECT_FALSE(ctx->logits(6).has_value());    // past the batch
+  EXPECT_FALSE(ctx->logits(-3).has_value());     // negative index out of range
+  EXPECT_FALSE(ctx->logits(2).has_value());      // not flagged
+  EXPECT_FALSE(ctx->logits(6).has_value());      // past the batch
   EXPECT_FALSE(ctx->embeddings(1).has_value());  // a logits context
   EXPECT_EQ(ctx->all_logits().size(), size_t(2 * ctx->n_vocab()));
   // Default: only the last token.
@@ -215,7 +215,8 @@ TEST(ContextEmbeddings, PoolingMeanClsLastPerSequence) {
       const auto& rows = s == 0 ? ra : rb;
       std::vector<float> want(64, 0.0f);
       if (pooling == Pooling::kMean) {
-        for (const auto& r : rows) for (size_t d = 0; d < 64; ++d) want[d] += r[d] / float(rows.size());
+        for (const auto& r : rows)
+          for (size_t d = 0; d < 64; ++d) want[d] += r[d] / float(rows.size());
       } else {
         want = pooling == Pooling::kCls ? rows.front() : rows.back();
       }

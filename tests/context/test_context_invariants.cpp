@@ -286,12 +286,21 @@ TEST(ContextInvariants, QuantizedKvStaysCloseToF16) {
 
 TEST(ContextInvariants, EvalCallbackSeesNamedActivations) {
   auto model = load_shared_model(kModel);
-  struct Seen { int attn_norm = 0, l_out = 0, result = 0; } seen;
+  struct Seen {
+    int attn_norm = 0, l_out = 0, result = 0;
+  } seen;
   ContextParams cp = small_params();
   cp.eval_callback = [](const char* name, int layer, const float*, int64_t cols, int64_t rows, void* u) {
     auto* s = static_cast<Seen*>(u);
-    if (std::string(name) == "attn_norm") { s->attn_norm++; EXPECT_EQ(cols, 64); EXPECT_EQ(rows, 3); }
-    if (std::string(name) == "l_out") { s->l_out++; EXPECT_GE(layer, 0); }
+    if (std::string(name) == "attn_norm") {
+      s->attn_norm++;
+      EXPECT_EQ(cols, 64);
+      EXPECT_EQ(rows, 3);
+    }
+    if (std::string(name) == "l_out") {
+      s->l_out++;
+      EXPECT_GE(layer, 0);
+    }
     if (std::string(name) == "result_output") s->result++;
     return true;
   };

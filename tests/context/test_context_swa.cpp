@@ -54,7 +54,8 @@ TEST(SlidingWindowMask, TokenAtPSeesExactlyTheLastNPositionsOfItsSequence) {
     for (size_t t = 0; t < pos.size(); ++t) {
       int seen = 0;
       for (int c = 0; c < n_kv; ++c) {
-        const bool want = cell_seq[size_t(c)] == seq[t] && cell_pos[size_t(c)] <= pos[t] && cell_pos[size_t(c)] > pos[t] - window;
+        const bool want =
+            cell_seq[size_t(c)] == seq[t] && cell_pos[size_t(c)] <= pos[t] && cell_pos[size_t(c)] > pos[t] - window;
         const float m = mask[t * size_t(n_kv) + size_t(c)];
         EXPECT_EQ(m == 0.0f, want) << "window " << window << " token pos " << pos[t] << " cell pos " << cell_pos[size_t(c)];
         if (!want) {
@@ -219,7 +220,8 @@ std::vector<std::vector<float>> iswa_script(std::shared_ptr<const Model> model, 
 TEST(WindowCache, GivesTheFullCachesLogitsBitForBit) {
   // gemma2 (shared models: a window of 16 on even layers) and gemma3 (tests/data: five sliding
   // layers per global one, their own RoPE base).
-  for (const std::string m : {shared_path("models/synth-gemma2-tiny-f32.gguf"), data_dir() + "/synth-gemma3-tiny-f32.gguf"}) {
+  for (const std::string m :
+       {shared_path("models/synth-gemma2-tiny-f32.gguf"), data_dir() + "/synth-gemma3-tiny-f32.gguf"}) {
     auto loaded = Model::load(m);
     ASSERT_TRUE(loaded.has_value()) << loaded.status().message();
     std::shared_ptr<const Model> model = *loaded;
@@ -267,7 +269,10 @@ TEST(WindowCache, SequenceStateRoundTripsAndPositionsFollowTheWindow) {
   ASSERT_TRUE(saved.has_value()) << saved.status().message();
   // Restored into sequence 1, the next token's logits equal sequence 0's.
   std::vector<int32_t> tokens;
-  { Status st = ctx->seq_state_load(*saved, 1, &tokens); ASSERT_TRUE(st.is_ok()) << st.message(); }
+  {
+    Status st = ctx->seq_state_load(*saved, 1, &tokens);
+    ASSERT_TRUE(st.is_ok()) << st.message();
+  }
   EXPECT_EQ(tokens, ids);
   const auto a = feed(*ctx, {77}, 600, 0);
   const auto b = feed(*ctx, {77}, 600, 1);

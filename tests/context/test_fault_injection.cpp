@@ -140,7 +140,9 @@ TEST(FaultInjection, AbortAtEveryPollLeavesTheCacheByteIdentical) {
     b.pos.push_back(3 + i);
     b.seq_ids.push_back({1});
   }
-  struct Poll { int calls = 0, abort_at = -1; } poll;
+  struct Poll {
+    int calls = 0, abort_at = -1;
+  } poll;
   auto cb = [](void* d) {
     auto* p = static_cast<Poll*>(d);
     return p->calls++ == p->abort_at;
@@ -177,8 +179,8 @@ TEST(FaultInjection, AbortAtEveryPollLeavesTheCacheByteIdentical) {
 class TempDir {
  public:
   TempDir() {
-    path_ = std::filesystem::temp_directory_path() / ("loom_fault_" + std::to_string(::getpid()) + "_" +
-                                                      std::to_string(counter_++));
+    path_ = std::filesystem::temp_directory_path() /
+            ("loom_fault_" + std::to_string(::getpid()) + "_" + std::to_string(counter_++));
     std::filesystem::create_directories(path_);
   }
   ~TempDir() { std::filesystem::remove_all(path_); }
@@ -202,7 +204,8 @@ std::vector<uint8_t> read_all(const std::string& path) {
 }
 
 void write_all(const std::string& path, const std::vector<uint8_t>& bytes, size_t n) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc).write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(n));
+  std::ofstream(path, std::ios::binary | std::ios::trunc)
+      .write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(n));
 }
 
 // Prefix lengths to try for a file of `size` bytes: every one of the first 256, then ~200 more.

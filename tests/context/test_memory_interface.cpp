@@ -60,7 +60,8 @@ struct Tok {
 
 std::vector<Tok> batch_of(const nlohmann::json& step) {
   std::vector<Tok> t;
-  for (const auto& e : step["batch"]) t.push_back({e[0].get<int32_t>(), e[1].get<int32_t>(), e[2].get<std::vector<int32_t>>(), e[3].get<bool>()});
+  for (const auto& e : step["batch"])
+    t.push_back({e[0].get<int32_t>(), e[1].get<int32_t>(), e[2].get<std::vector<int32_t>>(), e[3].get<bool>()});
   return t;
 }
 

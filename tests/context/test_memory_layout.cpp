@@ -52,7 +52,7 @@ TEST(MemoryLayout, LayersThatReuseAnotherLayersKvShareItsStorage) {
 TEST(MemoryLayout, SlidingLayersGetAWindowCacheAndReusersFollowTheirSource) {
   ModelHparams hp = decoder(6);
   hp.swa_window = 16;
-  hp.swa_pattern = 3;                  // layers 0, 1, 3, 4 slide; 2 and 5 are global
+  hp.swa_pattern = 3;                    // layers 0, 1, 3, 4 slide; 2 and 5 are global
   hp.kv_reuse = {-1, -1, -1, -1, 1, 2};  // 4 reads sliding layer 1, 5 global layer 2
   MemoryParams p = params(4096);
   p.swa_window = 16;
@@ -77,7 +77,7 @@ TEST(MemoryLayout, SlidingLayersGetAWindowCacheAndReusersFollowTheirSource) {
 TEST(MemoryLayout, AHybridKeepsKvOnlyForItsAttentionLayers) {
   ModelHparams hp = decoder(8);
   hp.n_head_kv_layer = {0, 0, 0, 2, 0, 0, 0, 4};  // attention on layers 3 and 7, different widths
-  hp.recurrent_layer = {1, 1, 1, 0, 1, 1, 1, 0};   // what the granitehybrid reader derives from it
+  hp.recurrent_layer = {1, 1, 1, 0, 1, 1, 1, 0};  // what the granitehybrid reader derives from it
   hp.rec_mixer = RecurrentMixer::kMamba2;
   hp.ssm_d_conv = 4;
   hp.ssm_d_inner = 128;

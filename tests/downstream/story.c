@@ -8,13 +8,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-int main(int argc, char ** argv) {
+int main(int argc, char** argv) {
   if (argc != 4) {
     fprintf(stderr, "usage: %s MODEL PROMPT N\n", argv[0]);
     return 2;
   }
   const int n_predict = atoi(argv[3]);
-  loom_model * model = loom_model_load_from_file(argv[1], NULL);
+  loom_model* model = loom_model_load_from_file(argv[1], NULL);
   if (!model) {
     fprintf(stderr, "load: %s\n", loom_last_error());
     return 1;
@@ -23,7 +23,7 @@ int main(int argc, char ** argv) {
   cp.n_ctx = 512;
   cp.n_threads = 1;
   cp.n_threads_batch = 1;
-  loom_context * ctx = loom_context_new(model, &cp);
+  loom_context* ctx = loom_context_new(model, &cp);
   if (!ctx) {
     fprintf(stderr, "context: %s\n", loom_last_error());
     return 1;
@@ -38,9 +38,10 @@ int main(int argc, char ** argv) {
       fprintf(stderr, "decode: %s\n", loom_last_error());
       return 1;
     }
-    const float * logits = loom_get_logits_ith(ctx, -1);
+    const float* logits = loom_get_logits_ith(ctx, -1);
     loom_token best = 0;
-    for (loom_token t = 1; t < n_vocab; ++t) if (logits[t] > logits[best]) best = t;
+    for (loom_token t = 1; t < n_vocab; ++t)
+      if (logits[t] > logits[best]) best = t;
     if (loom_token_is_eog(model, best)) break;
     char piece[64];
     const int32_t k = loom_token_to_piece(model, best, piece, sizeof piece, 0, false);

@@ -63,9 +63,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   switch (mode) {
     case 0:
-    case 1:
-      try {
-        check_chat_body(mode == 0 ? loom::api::anthropic_to_chat(body) : loom::api::responses_to_chat(body));
+    case 1: try { check_chat_body(mode == 0 ? loom::api::anthropic_to_chat(body) : loom::api::responses_to_chat(body));
       } catch (const loom::api::ApiError& e) {
         LOOM_FUZZ_CHECK((e.status >= 400 && e.status < 500) || e.status == 501);
         LOOM_FUZZ_CHECK(!e.message.empty());

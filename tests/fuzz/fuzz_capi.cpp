@@ -124,9 +124,9 @@ void run_speculative(loom::fuzz::Input& in) {
   bool stopped = false;
   Picks picks{&in};
   check_status(loom_kv_update(g_ctx));
-  const int32_t r = loom_speculative_round(g_ctx, seq, history.data(), int32_t(history.size()), draft.data(),
-                                           int32_t(draft.size()), fuzz_pick, &picks, out.data(), &n_out, &n_accepted,
-                                           &stopped);
+  const int32_t r =
+      loom_speculative_round(g_ctx, seq, history.data(), int32_t(history.size()), draft.data(), int32_t(draft.size()),
+                             fuzz_pick, &picks, out.data(), &n_out, &n_accepted, &stopped);
   if (r != LOOM_OK) {
     LOOM_FUZZ_CHECK(std::strlen(loom_last_error()) > 0);
     return;
@@ -206,9 +206,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (int32_t& x : a) x = small(in);
     if (std::getenv("LOOM_FUZZ_TRACE")) std::fprintf(stderr, "op %d (%d %d %d %d)\n", op, a[0], a[1], a[2], a[3]);
     switch (op) {
-      case 0: case 1: case 2:
-        run_decode(in);
-        break;
+      case 0:
+      case 1:
+      case 2: run_decode(in); break;
       case 3: check_status(loom_kv_seq_rm(g_ctx, a[0], a[1], a[2])); break;
       case 4: check_status(loom_kv_seq_cp(g_ctx, a[0], a[1], a[2], a[3])); break;
       case 5: check_status(loom_kv_seq_add(g_ctx, a[0], a[1], a[2], a[3])); break;

@@ -103,8 +103,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
   }
   if (auto it = req.find("output"); it != req.end() && it->is_string()) {
-    const chat::ParsedMessage pm = chat::parse_assistant_output(prepared->format, it->get<std::string>(),
-                                                                prepared->parse_options(flags));
+    const chat::ParsedMessage pm =
+        chat::parse_assistant_output(prepared->format, it->get<std::string>(), prepared->parse_options(flags));
     (void)pm.to_json().dump(-1, ' ', false, json::error_handler_t::replace);
     // Streaming: the partial parse of the reply and of its first half, with every reasoning_format.
     const std::string& out = it->get_ref<const std::string&>();
@@ -115,7 +115,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       for (bool partial : {false, true}) {
         po.partial = partial;
         for (size_t len : {out.size(), out.size() / 2}) {
-          const chat::ParsedMessage p = chat::parse_assistant_output(prepared->format, std::string_view(out).substr(0, len), po);
+          const chat::ParsedMessage p =
+              chat::parse_assistant_output(prepared->format, std::string_view(out).substr(0, len), po);
           (void)p.to_json().dump(-1, ' ', false, json::error_handler_t::replace);
         }
       }

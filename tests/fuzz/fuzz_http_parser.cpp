@@ -37,8 +37,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view in(reinterpret_cast<const char*>(data) + 1, size - 1);
   const Outcome a = parse(in, in.size() + 1), b = parse(in, piece);
   if (a.complete != b.complete || a.failed != b.failed || a.status != b.status) std::abort();
-  if (a.complete && (a.consumed != b.consumed || a.req.body != b.req.body ||
-                     a.req.headers != b.req.headers || a.req.target != b.req.target))
+  if (a.complete && (a.consumed != b.consumed || a.req.body != b.req.body || a.req.headers != b.req.headers ||
+                     a.req.target != b.req.target))
     std::abort();
   return 0;
 }

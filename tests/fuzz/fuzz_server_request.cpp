@@ -85,10 +85,13 @@ void run_generation(const server::json& body, bool completion, bool qwen, int n_
   for (const server::json& r : p.requests) {
     auto w = std::make_shared<Waiter>();
     api::GenerationInfo info;
-    auto id = api::submit_generation(sched.handle(), r, p.options, [w](const api::GenerationEvent& e) {
-      if (e.kind == LOOM_EVENT_ERROR) w->finish(e.token, e.text);
-      else if (e.kind == LOOM_EVENT_DONE) w->finish(LOOM_OK, {});
-    }, &info);
+    auto id = api::submit_generation(
+        sched.handle(), r, p.options,
+        [w](const api::GenerationEvent& e) {
+          if (e.kind == LOOM_EVENT_ERROR) w->finish(e.token, e.text);
+          else if (e.kind == LOOM_EVENT_DONE) w->finish(LOOM_OK, {});
+        },
+        &info);
     if (!id) {
       const server::HttpError e = server::http_error(id.status().code(), id.status().message());
       check_status(e.status, e.message);

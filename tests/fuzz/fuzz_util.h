@@ -11,12 +11,12 @@
 #include <string_view>
 
 // An invariant of the code under test failed: libFuzzer reports the abort as a crash.
-#define LOOM_FUZZ_CHECK(cond)                                                              \
-  do {                                                                                     \
-    if (!(cond)) {                                                                         \
+#define LOOM_FUZZ_CHECK(cond)                                                             \
+  do {                                                                                    \
+    if (!(cond)) {                                                                        \
       std::fprintf(stderr, "fuzz check failed: %s (%s:%d)\n", #cond, __FILE__, __LINE__); \
-      std::abort();                                                                        \
-    }                                                                                      \
+      std::abort();                                                                       \
+    }                                                                                     \
   } while (0)
 
 namespace loom::fuzz {

@@ -29,8 +29,7 @@ class RawGguf {
   }
   // A key with its value type; the value follows with the other calls.
   RawGguf& key(const std::string& k, ValueType t) { return str(k).u32(static_cast<uint32_t>(t)); }
-  RawGguf& tensor_info(const std::string& name, const std::vector<uint64_t>& ne, uint32_t type,
-                       uint64_t offset) {
+  RawGguf& tensor_info(const std::string& name, const std::vector<uint64_t>& ne, uint32_t type, uint64_t offset) {
     str(name).u32(static_cast<uint32_t>(ne.size()));
     for (uint64_t d : ne) u64(d);
     return u32(type).u64(offset);
@@ -105,10 +104,10 @@ inline GgufWriter make_small_writer(uint32_t version = 3) {
   const Array inner_a = make_array(std::vector<int32_t>{1, 2});
   const Array inner_b = make_array(std::vector<int32_t>{});
   ok(w.set("t.arr_nested", Value(make_array(std::vector<Array>{
-                                make_array(std::vector<Array>{inner_a, inner_b}),
-                                make_array(std::vector<Array>{}),
-                                make_array(std::vector<Array>{make_array(std::vector<std::string>{"x", ""})}),
-                            }))));
+                               make_array(std::vector<Array>{inner_a, inner_b}),
+                               make_array(std::vector<Array>{}),
+                               make_array(std::vector<Array>{make_array(std::vector<std::string>{"x", ""})}),
+                           }))));
   ok(w.add_tensor("a.f32", TensorType::F32, {8, 2}, pattern_bytes(8 * 2 * 4, 1)));
   ok(w.add_tensor("b.q4_0", TensorType::Q4_0, {32, 2}, pattern_bytes(2 * 18, 2)));
   ok(w.add_tensor("c.f16", TensorType::F16, {4}, pattern_bytes(8, 3)));
@@ -116,8 +115,6 @@ inline GgufWriter make_small_writer(uint32_t version = 3) {
   return w;
 }
 
-inline std::vector<uint8_t> make_small_image(uint32_t version = 3) {
-  return make_small_writer(version).to_bytes();
-}
+inline std::vector<uint8_t> make_small_image(uint32_t version = 3) { return make_small_writer(version).to_bytes(); }
 
 }  // namespace loom::gguf::testing

@@ -25,7 +25,7 @@ constexpr uint32_t kU32 = static_cast<uint32_t>(ValueType::kUint32);
 constexpr uint32_t kStr = static_cast<uint32_t>(ValueType::kString);
 constexpr uint32_t kArr = static_cast<uint32_t>(ValueType::kArray);
 constexpr uint32_t kBoolT = static_cast<uint32_t>(ValueType::kBool);
-constexpr uint32_t kF32 = 0;   // tensor type ids
+constexpr uint32_t kF32 = 0;  // tensor type ids
 constexpr uint32_t kQ4_0 = 2;
 
 bool mentions_position(const std::string& m) {
@@ -86,8 +86,7 @@ TEST(GgufFuzz, TruncationsOfStories260K) {
 
 // ---- corrupted headers ----
 
-void expect_refused(const std::vector<uint8_t>& bytes, const std::string& needle,
-                    StatusCode code = StatusCode::kCorrupt) {
+void expect_refused(const std::vector<uint8_t>& bytes, const std::string& needle, StatusCode code = StatusCode::kCorrupt) {
   auto f = GgufFile::from_bytes(bytes);
   ASSERT_FALSE(f) << "accepted; expected an error mentioning \"" << needle << "\"";
   EXPECT_EQ(f.status().code(), code) << f.status().message();
@@ -96,8 +95,7 @@ void expect_refused(const std::vector<uint8_t>& bytes, const std::string& needle
 }
 
 // One F32 tensor of 8 elements at offset 0, correctly padded: the base the tensor cases perturb.
-std::vector<uint8_t> one_tensor(const std::vector<uint64_t>& ne, uint32_t type, uint64_t offset,
-                                size_t data_bytes = 32) {
+std::vector<uint8_t> one_tensor(const std::vector<uint64_t>& ne, uint32_t type, uint64_t offset, size_t data_bytes = 32) {
   RawGguf r;
   r.header(1, 0).tensor_info("w", ne, type, offset).pad_to(32).zeros(data_bytes);
   return r.bytes;
@@ -309,24 +307,41 @@ void check_parse(const std::vector<uint8_t>& bytes, int* n_ok) {
 }
 
 // Values that tend to hit limits when written over a length, count or type field.
-constexpr uint64_t kInteresting[] = {0, 1, 2, 7, 8, 9, 12, 13, 31, 32, 33, 0x7F, 0x80, 0xFF, 0xFFFF,
-                                     0xFFFFFFFF, 0x100000000ull, 0x7FFFFFFFFFFFFFFFull,
-                                     0x8000000000000000ull, 0xFFFFFFFFFFFFFFFFull};
+constexpr uint64_t kInteresting[] = {0,
+                                     1,
+                                     2,
+                                     7,
+                                     8,
+                                     9,
+                                     12,
+                                     13,
+                                     31,
+                                     32,
+                                     33,
+                                     0x7F,
+                                     0x80,
+                                     0xFF,
+                                     0xFFFF,
+                                     0xFFFFFFFF,
+                                     0x100000000ull,
+                                     0x7FFFFFFFFFFFFFFFull,
+                                     0x8000000000000000ull,
+                                     0xFFFFFFFFFFFFFFFFull};
 
 void mutate(std::vector<uint8_t>& b, std::mt19937_64& rng, size_t region) {
   const int n = 1 + int(rng() % 4);
   for (int i = 0; i < n; ++i) {
     const size_t pos = rng() % region;
     switch (rng() % 4) {
-      case 0: b[pos] = uint8_t(rng()); break;                      // random byte
-      case 1: b[pos] ^= uint8_t(1u << (rng() % 8)); break;         // bit flip
-      case 2: {                                                   // interesting u32 / u64
+      case 0: b[pos] = uint8_t(rng()); break;               // random byte
+      case 1: b[pos] ^= uint8_t(1u << (rng() % 8)); break;  // bit flip
+      case 2: {                                             // interesting u32 / u64
         const uint64_t v = kInteresting[rng() % std::size(kInteresting)];
         const size_t width = rng() % 2 ? 4 : 8;
         if (pos + width <= b.size()) std::memcpy(&b[pos], &v, width);
         break;
       }
-      case 3: {                                                   // small increment of a u64
+      case 3: {  // small increment of a u64
         if (pos + 8 <= b.size()) {
           uint64_t v;
           std::memcpy(&v, &b[pos], 8);

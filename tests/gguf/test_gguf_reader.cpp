@@ -192,8 +192,8 @@ TEST(GgufReader, OpenErrors) {
   EXPECT_NE(dir.status().message().find("not a regular file"), std::string::npos);
 
   // An empty file is mapped as nothing and refused as truncated, naming the path.
-  const std::string empty = (std::filesystem::temp_directory_path() /
-                             ("loom_gguf_empty_" + std::to_string(::getpid()) + ".gguf")).string();
+  const std::string empty =
+      (std::filesystem::temp_directory_path() / ("loom_gguf_empty_" + std::to_string(::getpid()) + ".gguf")).string();
   { std::ofstream(empty, std::ios::binary); }
   auto e = GgufFile::open(empty);
   std::filesystem::remove(empty);

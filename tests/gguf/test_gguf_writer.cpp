@@ -130,9 +130,10 @@ TEST_P(RoundTrip, EveryValueTypeAndTensor) {
   // Tensors: identical bytes, aligned offsets, data section aligned, no bytes past the last one.
   ASSERT_EQ(f.tensors().size(), 4u);
   EXPECT_EQ(f.data_offset() % 32, 0u);
-  const std::vector<std::pair<std::string, std::vector<uint8_t>>> want = {
-      {"a.f32", pattern_bytes(64, 1)}, {"b.q4_0", pattern_bytes(36, 2)},
-      {"c.f16", pattern_bytes(8, 3)}, {"d.last", pattern_bytes(32, 4)}};
+  const std::vector<std::pair<std::string, std::vector<uint8_t>>> want = {{"a.f32", pattern_bytes(64, 1)},
+                                                                          {"b.q4_0", pattern_bytes(36, 2)},
+                                                                          {"c.f16", pattern_bytes(8, 3)},
+                                                                          {"d.last", pattern_bytes(32, 4)}};
   uint64_t end = 0;
   for (size_t i = 0; i < want.size(); ++i) {
     const TensorInfo& t = f.tensors()[i];
@@ -186,8 +187,9 @@ TEST(GgufWriter, CustomAlignment) {
     EXPECT_EQ(image.size() % align, 0u);  // the last tensor is padded too, as llama.cpp writes
     for (const auto& t : f.tensors()) {
       EXPECT_EQ(t.offset % align, 0u) << align << " " << t.name;
-      EXPECT_EQ(std::vector<uint8_t>(t.data, t.data + t.nbytes),
-                pattern_bytes(t.nbytes, t.name == "x" ? 5 : t.name == "y" ? 6 : 7));
+      EXPECT_EQ(std::vector<uint8_t>(t.data, t.data + t.nbytes), pattern_bytes(t.nbytes, t.name == "x"   ? 5
+                                                                                         : t.name == "y" ? 6
+                                                                                                         : 7));
     }
   }
   // Removing the key restores the default.
@@ -288,15 +290,12 @@ TEST(GgufWriter, TensorValidation) {
   EXPECT_NE(msg(w.add_tensor("t", TensorType::F32, {8}, f32x8)).find("duplicate tensor name 't'"), std::string::npos);
   EXPECT_NE(msg(w.add_tensor("u", TensorType::F32, {4}, f32x8)).find("needs 16"), std::string::npos);
   EXPECT_NE(msg(w.add_tensor("u", TensorType::F32, {}, f32x8)).find("0 dimensions"), std::string::npos);
-  EXPECT_NE(msg(w.add_tensor("u", TensorType::F32, {1, 1, 1, 1, 8}, f32x8)).find("5 dimensions"),
-            std::string::npos);
+  EXPECT_NE(msg(w.add_tensor("u", TensorType::F32, {1, 1, 1, 1, 8}, f32x8)).find("5 dimensions"), std::string::npos);
   EXPECT_NE(msg(w.add_tensor("u", TensorType::F32, {8, 0}, f32x8)).find("invalid dimension 0"), std::string::npos);
   EXPECT_NE(msg(w.add_tensor("u", TensorType::F32, {-8}, f32x8)).find("invalid dimension -8"), std::string::npos);
-  EXPECT_NE(msg(w.add_tensor("u", TensorType::F32, {int64_t(1) << 32, int64_t(1) << 32}, f32x8))
-                .find("invalid dimension"),
+  EXPECT_NE(msg(w.add_tensor("u", TensorType::F32, {int64_t(1) << 32, int64_t(1) << 32}, f32x8)).find("invalid dimension"),
             std::string::npos);
-  EXPECT_NE(msg(w.add_tensor("u", TensorType::Q4_0, {16}, pattern_bytes(9, 0))).find("block size 32"),
-            std::string::npos);
+  EXPECT_NE(msg(w.add_tensor("u", TensorType::Q4_0, {16}, pattern_bytes(9, 0))).find("block size 32"), std::string::npos);
   EXPECT_NE(msg(w.add_tensor("u", static_cast<TensorType>(4), {8}, f32x8)).find("unknown tensor type id 4"),
             std::string::npos);
   EXPECT_NE(msg(w.add_tensor(std::string(64, 'n'), TensorType::F32, {8}, f32x8)).find("name is 64 bytes"),

@@ -50,8 +50,7 @@ TEST(ChatGolden, EveryCaseRendersExactly) {
       if (*r == e["output"].get<std::string>()) ++passed;
     }
   }
-  std::printf("chat golden: %d/%zu cases pass (%d outputs, %d expected errors)\n", passed, expected.size(), outputs,
-              errors);
+  std::printf("chat golden: %d/%zu cases pass (%d outputs, %d expected errors)\n", passed, expected.size(), outputs, errors);
   EXPECT_EQ(size_t(passed), expected.size());
 }
 

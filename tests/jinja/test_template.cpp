@@ -53,8 +53,9 @@ namespace {
 // ---- deliberate deviation: list.append works (transformers' sandbox refuses it; llama.cpp allows) ----
 
 TEST(ChatUnit, ListAppendOnNamespaceList) {
-  auto r = render("{% set ns = namespace(xs=[]) %}{% for i in range(3) %}{% set _ = ns.xs.append(i * 2) %}{% endfor %}"
-                  "{{ ns.xs }}{% do ns.xs.append('x') %}{{ ns.xs|length }}");
+  auto r = render(
+      "{% set ns = namespace(xs=[]) %}{% for i in range(3) %}{% set _ = ns.xs.append(i * 2) %}{% endfor %}"
+      "{{ ns.xs }}{% do ns.xs.append('x') %}{{ ns.xs|length }}");
   ASSERT_TRUE(r.has_value()) << r.status().message();
   EXPECT_EQ(*r, "[0, 2, 4]4");
 }
@@ -69,7 +70,7 @@ TEST(ChatUnit, LenientModeRendersWhereJinja2Raises) {
     const char* src;
     const char* lenient_out;
   } cases[] = {
-      {"{{ 'a' + functions }}|", "a|"},                         // firefunction v2
+      {"{{ 'a' + functions }}|", "a|"},  // firefunction v2
       {"{{ functions + 'b' }}", "b"},
       {"{{ (tools | selectattr('type', 'equalto', 'x') | list | length) }}", "0"},  // functionary v3.1
       {"{% for t in tools %}x{% endfor %}none", "none"},
@@ -115,14 +116,45 @@ TEST(ChatErrors, SyntaxErrorsNameLineAndColumn) {
 }
 
 TEST(ChatErrors, MalformedTemplatesNeverCrash) {
-  const char* bad[] = {"{%", "{{", "{#", "{% if %}", "{% for %}", "{% for x %}", "{% for x in %}{% endfor %}",
-                       "{% set %}", "{% set x %}", "{% macro %}", "{% macro m( %}", "{% endmacro %}",
-                       "{{ a[ }}", "{{ a[1:2:3:4] }}", "{{ a. }}", "{{ a | }}", "{{ a is }}", "{{ (1, }}",
-                       "{{ {1: } }}", "{{ [1, 2 }}", "{{ ) }}", "{{ ] }}", "{{ } }}", "{% if x %}{% elif %}{% endif %}",
-                       "{% if x %}{% else %}{% else %}{% endif %}", "{% call %}{% endcall %}", "{% filter %}x{% endfilter %}",
-                       "{% raw %}never closed", "{{ 'a' 1 }}", "{{ x y }}", "{% include 'x' %}", "{% extends 'x' %}",
-                       "{% for x in y recursive %}{% endfor %}", "{{ 99999999999999999999999 }}", "{{ '\\x4' }}",
-                       "\xff\xfe{{ '\xc3' }}", "{{ a(*b) }}", "{{ a(x=1, 2) }}", "{% continue %}"};
+  const char* bad[] = {"{%",
+                       "{{",
+                       "{#",
+                       "{% if %}",
+                       "{% for %}",
+                       "{% for x %}",
+                       "{% for x in %}{% endfor %}",
+                       "{% set %}",
+                       "{% set x %}",
+                       "{% macro %}",
+                       "{% macro m( %}",
+                       "{% endmacro %}",
+                       "{{ a[ }}",
+                       "{{ a[1:2:3:4] }}",
+                       "{{ a. }}",
+                       "{{ a | }}",
+                       "{{ a is }}",
+                       "{{ (1, }}",
+                       "{{ {1: } }}",
+                       "{{ [1, 2 }}",
+                       "{{ ) }}",
+                       "{{ ] }}",
+                       "{{ } }}",
+                       "{% if x %}{% elif %}{% endif %}",
+                       "{% if x %}{% else %}{% else %}{% endif %}",
+                       "{% call %}{% endcall %}",
+                       "{% filter %}x{% endfilter %}",
+                       "{% raw %}never closed",
+                       "{{ 'a' 1 }}",
+                       "{{ x y }}",
+                       "{% include 'x' %}",
+                       "{% extends 'x' %}",
+                       "{% for x in y recursive %}{% endfor %}",
+                       "{{ 99999999999999999999999 }}",
+                       "{{ '\\x4' }}",
+                       "\xff\xfe{{ '\xc3' }}",
+                       "{{ a(*b) }}",
+                       "{{ a(x=1, 2) }}",
+                       "{% continue %}"};
   for (const char* src : bad) {
     SCOPED_TRACE(src);
     auto t = jinja::Template::parse(src);
@@ -166,7 +198,7 @@ TEST(ChatLimits, DeepExpressionNesting) {
   t = jinja::Template::parse(blocks);
   EXPECT_FALSE(t.has_value());
 
-  std::string nots = "{{ " ;
+  std::string nots = "{{ ";
   for (int i = 0; i < 100000; ++i) nots += "not ";
   EXPECT_FALSE(jinja::Template::parse(nots + "x }}").has_value());
   std::string negs = "{{ " + std::string(100000, '-') + "1 }}";
@@ -187,8 +219,8 @@ TEST(ChatLimits, HugeLoopsHitTheStepLimit) {
   const auto t0 = std::chrono::steady_clock::now();
   jinja::RenderOptions opts;
   opts.max_steps = 200000;
-  auto r = render("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
-                  ordered_json::object(), opts);
+  auto r = render("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", ordered_json::object(),
+                  opts);
   ASSERT_FALSE(r.has_value());
   EXPECT_NE(r.status().message().find("step limit"), std::string::npos) << r.status().message();
   // With the default limits too, a nested loop of 10^10 iterations stops (within a few seconds).
@@ -216,9 +248,10 @@ TEST(ChatLimits, OutputAndMemoryAreBounded) {
   // Many large strings kept alive: the total-bytes budget stops them.
   opts = {};
   opts.max_total_bytes = 64 << 20;
-  r = render("{% set ns = namespace(l=[]) %}{% set s = 'x' * 1000000 %}"
-             "{% for i in range(1000) %}{% do ns.l.append(s ~ i) %}{% endfor %}",
-             ordered_json::object(), opts);
+  r = render(
+      "{% set ns = namespace(l=[]) %}{% set s = 'x' * 1000000 %}"
+      "{% for i in range(1000) %}{% do ns.l.append(s ~ i) %}{% endfor %}",
+      ordered_json::object(), opts);
   ASSERT_FALSE(r.has_value());
   EXPECT_NE(r.status().message().find("bytes"), std::string::npos) << r.status().message();
   r = render("{{ ('a' * 1000000)|replace('a', 'bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb') }}");

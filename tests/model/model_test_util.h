@@ -70,9 +70,7 @@ inline std::string synth_gemma3n_model() {
   return generated_model("synth-gemma3n-tiny-f32", "gemma3n", 22895424, 0xc3ecb7e46b8cce77ull);
 }
 
-inline nlohmann::json load_json(const std::string& path) {
-  return nlohmann::json::parse(read_text_file(path));
-}
+inline nlohmann::json load_json(const std::string& path) { return nlohmann::json::parse(read_text_file(path)); }
 
 inline std::unique_ptr<Context> make_context(std::shared_ptr<const Model> m, int n_ctx = 512, int n_threads = 2,
                                              int n_ubatch = 512) {
@@ -95,10 +93,7 @@ inline std::vector<float> prompt_logits(Context& ctx, const std::vector<int32_t>
   return l ? std::vector<float>(l->begin(), l->end()) : std::vector<float>{};
 }
 
-
-inline int32_t argmax_of(const std::vector<float>& v) {
-  return int32_t(std::max_element(v.begin(), v.end()) - v.begin());
-}
+inline int32_t argmax_of(const std::vector<float>& v) { return int32_t(std::max_element(v.begin(), v.end()) - v.begin()); }
 
 // Teacher-forced comparison with one golden run (../shared/golden/README.md's format; `dir` holds
 // its .f32 files): the golden greedy ids are fed one by one and every step's logits are compared
@@ -108,8 +103,7 @@ inline int32_t argmax_of(const std::vector<float>& v) {
 // a closer call an engine within tolerance may legitimately pick the other token. Prints the worst
 // relative error.
 inline void check_teacher_forced(const std::shared_ptr<const Model>& model, const nlohmann::json& run,
-                                 const std::string& dir, const std::string& label, float rel_tol,
-                                 bool check_last = false) {
+                                 const std::string& dir, const std::string& label, float rel_tol, bool check_last = false) {
   const size_t nv = size_t(model->hparams().n_vocab);
   const auto ids = run["prompt_ids"].get<std::vector<int32_t>>();
   const auto greedy = run["greedy_ids"].get<std::vector<int32_t>>();
@@ -117,9 +111,7 @@ inline void check_teacher_forced(const std::shared_ptr<const Model>& model, cons
   const auto steps = read_f32_file(dir + "/" + run["step_logits_file"].get<std::string>());
   ASSERT_EQ(steps.size(), greedy.size() * nv);
   ASSERT_EQ(margins.size(), greedy.size());
-  auto step = [&](size_t k) {
-    return std::vector<float>(steps.begin() + long(k * nv), steps.begin() + long((k + 1) * nv));
-  };
+  auto step = [&](size_t k) { return std::vector<float>(steps.begin() + long(k * nv), steps.begin() + long((k + 1) * nv)); };
   size_t cutoff = 0;  // greedy ids are compared at steps < cutoff
   while (cutoff < margins.size() && margins[cutoff] >= 2.0f * rel_tol * max_abs(step(cutoff))) ++cutoff;
 
@@ -153,9 +145,8 @@ inline void check_teacher_forced(const std::shared_ptr<const Model>& model, cons
     got.assign(l->begin(), l->end());
   }
   std::printf("%-36s prompt %2zu ids:%s max|d|/max|golden| over %zu steps = %.3g, greedy ids checked at %zu steps\n",
-              label.c_str(), ids.size(),
-              check_last ? (" last-prompt " + std::to_string(rel_last) + ",").c_str() : "", greedy.size(),
-              double(worst), cutoff);
+              label.c_str(), ids.size(), check_last ? (" last-prompt " + std::to_string(rel_last) + ",").c_str() : "",
+              greedy.size(), double(worst), cutoff);
 }
 
 }  // namespace loom::test

@@ -65,7 +65,8 @@ TEST_P(ArchGolden, TeacherForcedStepsMatchLlamaCpp) {
     int32_t pos = int32_t(ids.size());
     for (size_t k = 0; k < greedy.size(); ++k) {
       std::vector<float> want(steps.begin() + long(k * nv), steps.begin() + long((k + 1) * nv));
-      ASSERT_LE(max_abs_diff(got, want), tolerance(name) * max_abs(want)) << name << " step " << k << " prompt " << run["prompt"];
+      ASSERT_LE(max_abs_diff(got, want), tolerance(name) * max_abs(want))
+          << name << " step " << k << " prompt " << run["prompt"];
       if (k + 1 == greedy.size()) break;
       std::vector<int32_t> one = {greedy[k]};
       ASSERT_TRUE(ctx->decode(Batch::from_tokens(one, pos++)).is_ok());
@@ -124,8 +125,8 @@ INSTANTIATE_TEST_SUITE_P(OwnData, ArchGolden,
                                            "synth-gemma3n-tiny-f32", "synth-qwen3moe-tiny-f32", "synth-olmoe-tiny-f32",
                                            "synth-mixtral-tiny-f32", "synth-qwen35moe-tiny-f32", "synth-lfm2moe-tiny-f32",
                                            "synth-granitemoe-tiny-f32", "synth-granitehybridmoe-tiny-f32",
-                                           "synth-gpt-oss-tiny-f32", "synth-gpt-oss-tiny-mxfp4",
-                                           "synth-gemma4moe-tiny-f32", "synth-qwen3next-tiny-f32"),
+                                           "synth-gpt-oss-tiny-f32", "synth-gpt-oss-tiny-mxfp4", "synth-gemma4moe-tiny-f32",
+                                           "synth-qwen3next-tiny-f32"),
                          [](const auto& info) { return param_name(info.param); });
 
 }  // namespace
@@ -218,10 +219,10 @@ TEST(LongRope, ContextSizePerSequenceSelectsLongOrShortFactors) {
   const auto long_ref = logits_at(lng, ids, 512);
   ASSERT_FALSE(short_ref.empty());
   EXPECT_GT(max_abs_diff(long_ref, short_ref), 1e-3f * max_abs(short_ref));
-  EXPECT_EQ(logits_at(lng, ids, 64), short_ref);       // 64 per sequence: not above 64
-  EXPECT_EQ(logits_at(lng, ids, 128, 2), short_ref);   // 128 cells, 2 sequences: 64 each
-  EXPECT_EQ(logits_at(lng, ids, 65), long_ref);        // above 64: long
-  EXPECT_EQ(logits_at(lng, ids, 129, 2), short_ref);   // 64.5 per sequence, integer 64: short
+  EXPECT_EQ(logits_at(lng, ids, 64), short_ref);      // 64 per sequence: not above 64
+  EXPECT_EQ(logits_at(lng, ids, 128, 2), short_ref);  // 128 cells, 2 sequences: 64 each
+  EXPECT_EQ(logits_at(lng, ids, 65), long_ref);       // above 64: long
+  EXPECT_EQ(logits_at(lng, ids, 129, 2), short_ref);  // 64.5 per sequence, integer 64: short
 }
 
 TEST(LongRope, KShiftRotatesWithTheSelectedFactors) {
@@ -354,7 +355,8 @@ TEST(RankPooling, ScoresMatchLlamaCpp) {
     const auto ids = run["ids"].get<std::vector<int32_t>>();
     // The server's layout ([BOS] query [EOS] [SEP] document [EOS], with the tokens this
     // vocabulary adds: [CLS] query [SEP] document) gives the reference's input.
-    const auto mine = v.rerank_input(v.tokenize(query, false, false), v.tokenize(run["document"].get<std::string>(), false, false));
+    const auto mine =
+        v.rerank_input(v.tokenize(query, false, false), v.tokenize(run["document"].get<std::string>(), false, false));
     EXPECT_EQ(mine, ids) << run["document"];
     EXPECT_EQ(mine.front(), v.bos());
     const auto want = run["score_raw"].get<std::vector<float>>();

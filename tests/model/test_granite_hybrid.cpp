@@ -376,8 +376,8 @@ TEST(GraniteHybrid, CliGenerateGivesTheGoldensGreedyIdsAndInfoNamesTheArchitectu
   const auto g = golden();
   for (int run : {0, 1}) {
     const auto& r = g["runs"][run];
-    auto out = run_loom("generate -m " + quote(path()) + " -p " + quote(r["prompt"].get<std::string>()) +
-                        " -n 16 --temp 0 --json");
+    auto out =
+        run_loom("generate -m " + quote(path()) + " -p " + quote(r["prompt"].get<std::string>()) + " -n 16 --temp 0 --json");
     ASSERT_EQ(out.exit_code, 0) << out.err;
     const auto j = nlohmann::json::parse(out.out);
     EXPECT_EQ(j["prompt_ids"].get<std::vector<int>>(), r["prompt_ids"].get<std::vector<int>>());

@@ -19,9 +19,7 @@
 namespace loom::model {
 namespace {
 
-std::string data_path(const std::string& name) {
-  return std::string(LOOM_SOURCE_DIR) + "/tests/data/imatrix/" + name;
-}
+std::string data_path(const std::string& name) { return std::string(LOOM_SOURCE_DIR) + "/tests/data/imatrix/" + name; }
 
 std::vector<uint8_t> file_bytes(const std::string& name) {
   auto b = read_file_bytes(data_path(name));
@@ -286,12 +284,30 @@ TEST(ImatrixGguf, HostileInputRefused) {
          const uint16_t one = 0x3c00;
          ASSERT_TRUE(w.add_tensor("a.counts", TensorType::F16, {1}, {reinterpret_cast<const uint8_t*>(&one), 2}).is_ok());
        }},
-      {"sums not a multiple of counts", [](gguf::GgufWriter& w) { add(w, "a", {1, 2, 3}, 3, {1, 1}); }},
-      {"NaN count", [&](gguf::GgufWriter& w) { add(w, "a", {1, 2}, 2, {nan}); }},
-      {"inf count", [&](gguf::GgufWriter& w) { add(w, "a", {1, 2}, 2, {inf}); }},
-      {"huge count", [](gguf::GgufWriter& w) { add(w, "a", {1, 2}, 2, {1e30f}); }},
-      {"NaN sum", [&](gguf::GgufWriter& w) { add(w, "a", {1, nan}, 2, {1}); }},
-      {"inf sum", [&](gguf::GgufWriter& w) { add(w, "a", {inf, 1}, 2, {1}); }},
+      {"sums not a multiple of counts",
+       [](gguf::GgufWriter& w) {
+         add(w, "a", {1, 2, 3}, 3, {1, 1});
+       }},
+      {"NaN count",
+       [&](gguf::GgufWriter& w) {
+         add(w, "a", {1, 2}, 2, {nan});
+       }},
+      {"inf count",
+       [&](gguf::GgufWriter& w) {
+         add(w, "a", {1, 2}, 2, {inf});
+       }},
+      {"huge count",
+       [](gguf::GgufWriter& w) {
+         add(w, "a", {1, 2}, 2, {1e30f});
+       }},
+      {"NaN sum",
+       [&](gguf::GgufWriter& w) {
+         add(w, "a", {1, nan}, 2, {1});
+       }},
+      {"inf sum",
+       [&](gguf::GgufWriter& w) {
+         add(w, "a", {inf, 1}, 2, {1});
+       }},
       {"negative chunk count",
        [](gguf::GgufWriter& w) {
          w.remove("imatrix.chunk_count");

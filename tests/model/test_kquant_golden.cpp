@@ -109,15 +109,13 @@ TEST_P(KQuantDequantizedTwin, TeacherForcedStepsMatchLlamaCppOnItsTwin) {
 
 // Every quantized model of golden/kq/ (the F32 source, BF16 and Q8_0 are also in
 // test_model_golden).
-const KqCase kCases[] = {{"q4_k_m"}, {"q5_k_m"}, {"q6_k"},   {"q3_k_m"}, {"q2_k"}, {"q4_k_s"},
-                         {"iq4_nl"}, {"iq4_xs"}, {"q5_k_s"}, {"q3_k_s"}, {"q3_k_l"}, {"q4_0"},
-                         {"q4_1"},   {"q5_0"},   {"q5_1"},   {"q8_0"}};
+const KqCase kCases[] = {{"q4_k_m"}, {"q5_k_m"}, {"q6_k"},   {"q3_k_m"}, {"q2_k"}, {"q4_k_s"}, {"iq4_nl"}, {"iq4_xs"},
+                         {"q5_k_s"}, {"q3_k_s"}, {"q3_k_l"}, {"q4_0"},   {"q4_1"}, {"q5_0"},   {"q5_1"},   {"q8_0"}};
 
 INSTANTIATE_TEST_SUITE_P(Models, KQuantGolden, ::testing::ValuesIn(kCases),
                          [](const auto& info) { return std::string(info.param.name); });
 INSTANTIATE_TEST_SUITE_P(Models, KQuantDequantizedTwin, ::testing::ValuesIn(kCases),
                          [](const auto& info) { return std::string(info.param.name); });
-
 
 // A mixture-of-experts model quantized by llama-quantize (tests/data/synth-qwen3moe-kq-q4_k_m.gguf:
 // Q4_K_M of `make_arch_variant bench-shape qwen3moe-kq`, 2 layers of n_embd 256, 8 experts of 256

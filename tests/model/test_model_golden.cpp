@@ -8,9 +8,9 @@ namespace loom::test {
 namespace {
 
 struct GoldenCase {
-  const char* model;     // file under models/ (or golden/kq/)
-  const char* golden;    // json under golden/
-  float rel_tol;         // max |Δ| <= rel_tol * max|golden|
+  const char* model;   // file under models/ (or golden/kq/)
+  const char* golden;  // json under golden/
+  float rel_tol;       // max |Δ| <= rel_tol * max|golden|
   bool check_top1;
 };
 
@@ -72,11 +72,11 @@ TEST_P(GoldenGreedy, GreedyIdsMatchLlamaCpp) {
 
 std::string case_name(const ::testing::TestParamInfo<GoldenCase>& info) { return param_name(info.param.golden); }
 
-INSTANTIATE_TEST_SUITE_P(
-    RealModels, GoldenGreedy,
-    ::testing::Values(GoldenCase{"models/stories260K.gguf", "golden/stories260K.json", 5e-3f, true},
-                      GoldenCase{"models/llama-2-tiny-random.gguf", "golden/llama-2-tiny-random.json", 1e-3f, false}),
-    case_name);
+INSTANTIATE_TEST_SUITE_P(RealModels, GoldenGreedy,
+                         ::testing::Values(GoldenCase{"models/stories260K.gguf", "golden/stories260K.json", 5e-3f, true},
+                                           GoldenCase{"models/llama-2-tiny-random.gguf", "golden/llama-2-tiny-random.json",
+                                                      1e-3f, false}),
+                         case_name);
 
 INSTANTIATE_TEST_SUITE_P(
     Models, GoldenLogits,

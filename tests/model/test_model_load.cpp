@@ -117,8 +117,8 @@ TEST(ModelLoad, MambaHyperparametersAndTensorsAreChecked) {
   expect_refused(set_u32("mamba.ssm.inner_size", 96), StatusCode::kUnsupported, "expansion factor", mamba);
   expect_refused(set_u32("mamba.ssm.conv_kernel", 1000), StatusCode::kCorrupt, "ssm.conv_kernel", mamba);
   expect_refused(set_u32("mamba.ssm.state_size", 0), StatusCode::kCorrupt, "ssm.state_size", mamba);
-  expect_refused([](gguf::GgufWriter& w) { w.remove("mamba.ssm.time_step_rank"); }, StatusCode::kNotFound,
-                 "time_step_rank", mamba);
+  expect_refused([](gguf::GgufWriter& w) { w.remove("mamba.ssm.time_step_rank"); }, StatusCode::kNotFound, "time_step_rank",
+                 mamba);
   expect_refused([](gguf::GgufWriter& w) { w.remove_tensor("blk.1.ssm_a"); }, StatusCode::kNotFound, "blk.1.ssm_a", mamba);
   // A state size that does not match the tensors: ssm_x's rows are dt_rank + 2 * d_state.
   expect_refused(set_u32("mamba.ssm.state_size", 8), StatusCode::kCorrupt, "ssm_x.weight", mamba);

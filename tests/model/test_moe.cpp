@@ -95,10 +95,9 @@ TEST(MoeRouting, TiesNaNAndInfinitiesChooseDistinctValidExperts) {
   }
   const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
   for (ExpertGating g : {ExpertGating::kSoftmax, ExpertGating::kSigmoid, ExpertGating::kSoftmaxChosen}) {
-    for (const std::vector<float>& bad : {std::vector<float>{nan, 1.0f, nan, 2.0f, 0.0f},
-                                          std::vector<float>{nan, nan, nan, nan, nan},
-                                          std::vector<float>{inf, -inf, inf, 0.0f, nan},
-                                          std::vector<float>{-inf, -inf, -inf, -inf, -inf}}) {
+    for (const std::vector<float>& bad :
+         {std::vector<float>{nan, 1.0f, nan, 2.0f, 0.0f}, std::vector<float>{nan, nan, nan, nan, nan},
+          std::vector<float>{inf, -inf, inf, 0.0f, nan}, std::vector<float>{-inf, -inf, -inf, -inf, -inf}}) {
       const ModelHparams hp = router(5, 3, g, true);
       std::vector<float> logits = bad;
       detail::route_tokens(hp, nullptr, logits.data(), 1, chosen.data(), w.data());
@@ -210,30 +209,43 @@ void set_u32(gguf::GgufWriter& w, const std::string& key, uint32_t v) {
 }
 
 TEST(MoeModels, InconsistentFilesAreRefusedWithTheKeyOrTensor) {
-  auto refused = [](const std::string& name, const std::function<void(gguf::GgufWriter&)>& change,
-                    const std::string& says) {
+  auto refused = [](const std::string& name, const std::function<void(gguf::GgufWriter&)>& change, const std::string& says) {
     const Status st = load_changed(name, change);
     EXPECT_FALSE(st.is_ok()) << says;
     EXPECT_NE(st.message().find(says), std::string::npos) << st.message();
   };
   // More experts used than there are, none used, or none at all in an MoE architecture.
-  refused("qwen3moe", [](gguf::GgufWriter& w) { set_u32(w, "qwen3moe.expert_used_count", 9); }, "expert_used_count");
-  refused("qwen3moe", [](gguf::GgufWriter& w) { set_u32(w, "qwen3moe.expert_used_count", 0); }, "expert_used_count");
-  refused("qwen3moe", [](gguf::GgufWriter& w) { w.remove("qwen3moe.expert_count"); }, "expert_count");
-  refused("qwen3moe", [](gguf::GgufWriter& w) { w.remove("qwen3moe.expert_used_count"); }, "expert_used_count");
+  refused(
+      "qwen3moe", [](gguf::GgufWriter& w) { set_u32(w, "qwen3moe.expert_used_count", 9); }, "expert_used_count");
+  refused(
+      "qwen3moe", [](gguf::GgufWriter& w) { set_u32(w, "qwen3moe.expert_used_count", 0); }, "expert_used_count");
+  refused(
+      "qwen3moe", [](gguf::GgufWriter& w) { w.remove("qwen3moe.expert_count"); }, "expert_count");
+  refused(
+      "qwen3moe", [](gguf::GgufWriter& w) { w.remove("qwen3moe.expert_used_count"); }, "expert_used_count");
   // An expert count that disagrees with the tensors, a width that disagrees with them.
-  refused("qwen3moe", [](gguf::GgufWriter& w) { set_u32(w, "qwen3moe.expert_count", 4); }, "ffn_gate_inp");
-  refused("qwen3moe", [](gguf::GgufWriter& w) { set_u32(w, "qwen3moe.expert_feed_forward_length", 48); }, "_exps");
-  refused("mixtral", [](gguf::GgufWriter& w) { set_u32(w, "llama.expert_count", 16); }, "ffn_gate_inp");
+  refused(
+      "qwen3moe", [](gguf::GgufWriter& w) { set_u32(w, "qwen3moe.expert_count", 4); }, "ffn_gate_inp");
+  refused(
+      "qwen3moe", [](gguf::GgufWriter& w) { set_u32(w, "qwen3moe.expert_feed_forward_length", 48); }, "_exps");
+  refused(
+      "mixtral", [](gguf::GgufWriter& w) { set_u32(w, "llama.expert_count", 16); }, "ffn_gate_inp");
   // Missing pieces: a stack, lfm2moe's selection bias, qwen35moe's shared-expert gate, the gating.
-  refused("qwen3moe", [](gguf::GgufWriter& w) { w.remove_tensor("blk.1.ffn_down_exps.weight"); }, "blk.1.ffn_down_exps");
-  refused("lfm2moe", [](gguf::GgufWriter& w) { w.remove_tensor("blk.2.exp_probs_b.bias"); }, "exp_probs_b");
-  refused("lfm2moe", [](gguf::GgufWriter& w) { w.remove("lfm2moe.expert_gating_func"); }, "expert_gating_func");
-  refused("lfm2moe", [](gguf::GgufWriter& w) { set_u32(w, "lfm2moe.expert_gating_func", 7); }, "expert_gating_func");
-  refused("qwen35moe", [](gguf::GgufWriter& w) { w.remove_tensor("blk.0.ffn_gate_inp_shexp.weight"); }, "ffn_gate_inp_shexp");
+  refused(
+      "qwen3moe", [](gguf::GgufWriter& w) { w.remove_tensor("blk.1.ffn_down_exps.weight"); }, "blk.1.ffn_down_exps");
+  refused(
+      "lfm2moe", [](gguf::GgufWriter& w) { w.remove_tensor("blk.2.exp_probs_b.bias"); }, "exp_probs_b");
+  refused(
+      "lfm2moe", [](gguf::GgufWriter& w) { w.remove("lfm2moe.expert_gating_func"); }, "expert_gating_func");
+  refused(
+      "lfm2moe", [](gguf::GgufWriter& w) { set_u32(w, "lfm2moe.expert_gating_func", 7); }, "expert_gating_func");
+  refused(
+      "qwen35moe", [](gguf::GgufWriter& w) { w.remove_tensor("blk.0.ffn_gate_inp_shexp.weight"); }, "ffn_gate_inp_shexp");
   // qwen3next: its fused β|α projection, its experts.
-  refused("qwen3next", [](gguf::GgufWriter& w) { w.remove_tensor("blk.1.ssm_ba.weight"); }, "blk.1.ssm_ba");
-  refused("qwen3next", [](gguf::GgufWriter& w) { w.remove("qwen3next.expert_count"); }, "expert_count");
+  refused(
+      "qwen3next", [](gguf::GgufWriter& w) { w.remove_tensor("blk.1.ssm_ba.weight"); }, "blk.1.ssm_ba");
+  refused(
+      "qwen3next", [](gguf::GgufWriter& w) { w.remove("qwen3next.expert_count"); }, "expert_count");
   // Experts where the architecture has none.
   auto dense = gguf::GgufFile::open(data_dir() + "/synth-mistral3-tiny-f32.gguf");
   ASSERT_TRUE(dense.has_value());
@@ -296,7 +308,8 @@ TEST(MoeGptOss, SwigluOaiClampsAsTheReference) {
   EXPECT_EQ(out[9], out[10] * float(8.0 / -6.0));
   EXPECT_EQ(out[11], 0.0f);  // up = -1: u + 1 = 0
   // NaN passes through (no crash, no clamp to a number).
-  std::vector<float> g = {std::numeric_limits<float>::quiet_NaN(), 1.0f}, u = {1.0f, std::numeric_limits<float>::quiet_NaN()};
+  std::vector<float> g = {std::numeric_limits<float>::quiet_NaN(), 1.0f},
+                     u = {1.0f, std::numeric_limits<float>::quiet_NaN()};
   ops::swiglu_oai_inplace(g.data(), u.data(), 2, kSwigluOaiAlpha, kSwigluOaiLimit);
   EXPECT_TRUE(std::isnan(g[0]) && std::isnan(g[1]));
 }
@@ -443,7 +456,8 @@ TEST(MoeGptOss, AttentionSinksJoinTheSoftmaxSum) {
 TEST(MoeGptOss, HyperparametersAndBindings) {
   for (const char* name : {"gpt-oss", "gpt-oss-mxfp4"}) {
     SCOPED_TRACE(name);
-    auto mm = Model::load(data_dir() + (std::string(name) == "gpt-oss" ? "/synth-gpt-oss-tiny-f32.gguf" : "/synth-gpt-oss-tiny-mxfp4.gguf"));
+    auto mm = Model::load(
+        data_dir() + (std::string(name) == "gpt-oss" ? "/synth-gpt-oss-tiny-f32.gguf" : "/synth-gpt-oss-tiny-mxfp4.gguf"));
     ASSERT_TRUE(mm.has_value()) << mm.status().message();
     const auto& m = *mm;
     const ModelHparams& hp = m->hparams();
@@ -491,23 +505,26 @@ TEST(MoeGptOss, InconsistentFilesAreRefused) {
   refused([](gguf::GgufWriter& w) { w.remove("gpt-oss.attention.sliding_window"); }, "sliding_window");
   refused([](gguf::GgufWriter& w) { set_u32(w, "gpt-oss.rope.dimension_count", 8); }, "rope.dimension_count");
   refused([](gguf::GgufWriter& w) { set_u32(w, "gpt-oss.attention.head_count", 4); }, "attn_q");
-  for (const char* t : {"blk.1.attn_sinks.weight", "blk.0.attn_output.bias", "blk.2.ffn_gate_inp.bias",
-                        "blk.3.ffn_gate_exps.bias", "blk.0.ffn_up_exps.bias", "blk.1.ffn_down_exps.bias",
-                        "blk.2.post_attention_norm.weight", "blk.0.attn_k.bias"}) {
+  for (const char* t :
+       {"blk.1.attn_sinks.weight", "blk.0.attn_output.bias", "blk.2.ffn_gate_inp.bias", "blk.3.ffn_gate_exps.bias",
+        "blk.0.ffn_up_exps.bias", "blk.1.ffn_down_exps.bias", "blk.2.post_attention_norm.weight", "blk.0.attn_k.bias"}) {
     refused([t](gguf::GgufWriter& w) { w.remove_tensor(t); }, t);
   }
   // A sink vector of the wrong length.
-  refused([](gguf::GgufWriter& w) {
-    w.remove_tensor("blk.0.attn_sinks.weight");
-    std::vector<uint8_t> b(4 * 4, 0);
-    ASSERT_TRUE(w.add_tensor("blk.0.attn_sinks.weight", TensorType::F32, {4}, b).is_ok());
-  }, "attn_sinks");
+  refused(
+      [](gguf::GgufWriter& w) {
+        w.remove_tensor("blk.0.attn_sinks.weight");
+        std::vector<uint8_t> b(4 * 4, 0);
+        ASSERT_TRUE(w.add_tensor("blk.0.attn_sinks.weight", TensorType::F32, {4}, b).is_ok());
+      },
+      "attn_sinks");
   // Without q/k/v biases (optional in the reference, all three) the file loads.
   EXPECT_TRUE(load_gpt_oss_changed([](gguf::GgufWriter& w) {
-    for (int il = 0; il < 4; ++il) {
-      for (const char* n : {"attn_q.bias", "attn_k.bias", "attn_v.bias"}) w.remove_tensor("blk." + std::to_string(il) + "." + n);
-    }
-  }).is_ok());
+                for (int il = 0; il < 4; ++il) {
+                  for (const char* n : {"attn_q.bias", "attn_k.bias", "attn_v.bias"})
+                    w.remove_tensor("blk." + std::to_string(il) + "." + n);
+                }
+              }).is_ok());
 }
 
 std::vector<float> feed(Context& ctx, const std::vector<int32_t>& ids, int pos0) {
@@ -532,7 +549,8 @@ std::unique_ptr<Context> f32_context(std::shared_ptr<const Model> m, bool swa_fu
 }
 
 std::vector<int32_t> long_prompt(const Model& m) {
-  return m.vocab().tokenize("The quick brown fox jumps over the lazy dog because it wanted to see the big red ball", true, false);
+  return m.vocab().tokenize("The quick brown fox jumps over the lazy dog because it wanted to see the big red ball", true,
+                            false);
 }
 
 // The K-shift turns every layer's K (sliding and full, YaRN's frequencies): a sequence decoded at
@@ -603,7 +621,8 @@ TEST(MoeGptOss, QuantizeMxfp4MoeMix) {
     TensorType want = TensorType::F32;
     if (n.find("_exps.weight") != std::string::npos) want = TensorType::MXFP4;
     else if (n.find(".weight") != std::string::npos && n.find("norm") == std::string::npos &&
-             n.find("ffn_gate_inp") == std::string::npos && n.find("attn_sinks") == std::string::npos) want = TensorType::Q8_0;
+             n.find("ffn_gate_inp") == std::string::npos && n.find("attn_sinks") == std::string::npos)
+      want = TensorType::Q8_0;
     EXPECT_EQ(t.type, want) << n;
   }
   // The result loads and decodes (its numbers are llama-quantize's file's: see the hash above).
@@ -681,10 +700,12 @@ TEST(MoeGemma4, InconsistentFilesAreRefused) {
   refused([](gguf::GgufWriter& w) { w.remove_tensor("blk.0.pre_ffw_norm_2.weight"); }, "pre_ffw_norm_2");
   refused([](gguf::GgufWriter& w) { w.remove_tensor("blk.6.post_ffw_norm_1.weight"); }, "post_ffw_norm_1");
   refused([](gguf::GgufWriter& w) { w.remove_tensor("blk.1.ffn_gate.weight"); }, "blk.1.ffn_gate.weight");
-  refused([](gguf::GgufWriter& w) {
-    w.remove("gemma4.expert_feed_forward_length");
-    ASSERT_TRUE(w.set_i32_array("gemma4.expert_feed_forward_length", {32, 32, 32, 48, 32, 32, 32}).is_ok());
-  }, "expert_feed_forward_length");
+  refused(
+      [](gguf::GgufWriter& w) {
+        w.remove("gemma4.expert_feed_forward_length");
+        ASSERT_TRUE(w.set_i32_array("gemma4.expert_feed_forward_length", {32, 32, 32, 48, 32, 32, 32}).is_ok());
+      },
+      "expert_feed_forward_length");
   // One width per layer, all equal, is the same model.
   auto same = gemma4moe_changed([](gguf::GgufWriter& w) {
     w.remove("gemma4.expert_feed_forward_length");
@@ -712,13 +733,14 @@ TEST(MoeGemma4, RouterAndExpertScalesMoveTheLogits) {
   };
   EXPECT_LE(miss([](gguf::GgufWriter&) {}), 1e-3f);
   EXPECT_GT(miss([&](gguf::GgufWriter& w) {
-    for (int il = 0; il < 7; ++il) w.remove_tensor("blk." + std::to_string(il) + ".ffn_down_exps.scale");
-  }), 1e-2f);
+              for (int il = 0; il < 7; ++il) w.remove_tensor("blk." + std::to_string(il) + ".ffn_down_exps.scale");
+            }),
+            1e-2f);
   EXPECT_GT(miss([&](gguf::GgufWriter& w) {
-    for (int il = 0; il < 7; ++il) fill_tensor(w, *f, "blk." + std::to_string(il) + ".ffn_gate_inp.scale", 1.0f);
-  }), 1e-2f);
+              for (int il = 0; il < 7; ++il) fill_tensor(w, *f, "blk." + std::to_string(il) + ".ffn_gate_inp.scale", 1.0f);
+            }),
+            1e-2f);
 }
-
 
 // ---- llama-quantize's rules on mixture-of-experts files ----------------------------------------
 

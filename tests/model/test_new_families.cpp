@@ -87,7 +87,7 @@ TEST(NewFamilies, HparamsAndMemory) {
     ASSERT_TRUE(m);
     const ModelHparams& hp = m->hparams();
     EXPECT_EQ(hp.rec_mixer, RecurrentMixer::kDeltaNet);
-    EXPECT_EQ(hp.n_layer, 4);        // block_count 5 less the MTP block
+    EXPECT_EQ(hp.n_layer, 4);  // block_count 5 less the MTP block
     EXPECT_EQ(hp.n_layer_nextn, 1);
     EXPECT_EQ(hp.recurrent_layer, (std::vector<uint8_t>{1, 1, 1, 0}));
     EXPECT_TRUE(hp.attn_output_gate);
@@ -208,8 +208,8 @@ TEST_P(Hybrid, StateSaveLoadRoundTripAndTailRemovalRefused) {
 
 TEST_P(Hybrid, CliGenerateGivesTheGoldensGreedyIds) {
   // gemma4's F32-cache golden is the strict one; the CLI's default cache is F16.
-  const auto g = std::string(GetParam()) == "gemma4" ? load_json(data_dir() + "/synth-gemma4-tiny-f32-kvf16.json")
-                                                     : golden(GetParam());
+  const auto g =
+      std::string(GetParam()) == "gemma4" ? load_json(data_dir() + "/synth-gemma4-tiny-f32-kvf16.json") : golden(GetParam());
   for (int run : {0, 1}) {
     const auto& r = g["runs"][run];
     auto out = run_loom("generate -m " + quote(path_of(GetParam())) + " -p " + quote(r["prompt"].get<std::string>()) +
@@ -240,8 +240,8 @@ INSTANTIATE_TEST_SUITE_P(Files, Hybrid, ::testing::Values("lfm2", "qwen35", "gem
 // the logits must still be the same bits (the kernels' per-output arithmetic does not depend on
 // the row count).
 INSTANTIATE_TEST_SUITE_P(MoE, Hybrid,
-                         ::testing::Values("qwen3moe", "qwen35moe", "lfm2moe", "granitemoe", "granitehybridmoe",
-                                           "olmoe", "mixtral", "gpt-oss", "gemma4moe", "qwen3next"));
+                         ::testing::Values("qwen3moe", "qwen35moe", "lfm2moe", "granitemoe", "granitehybridmoe", "olmoe",
+                                           "mixtral", "gpt-oss", "gemma4moe", "qwen3next"));
 
 class Dense : public Hybrid {};
 TEST_P(Dense, CliGenerateGivesTheGoldensGreedyIds) {
@@ -287,7 +287,8 @@ TEST(NewFamilies, SmolLM3KShiftRotatesOnlyTheRopeLayers) {
 }
 
 // Variants of a file built in memory.
-Expected<std::shared_ptr<const Model>> edited(const std::string& arch, const std::function<Status(gguf::GgufWriter&)>& edit) {
+Expected<std::shared_ptr<const Model>> edited(const std::string& arch,
+                                              const std::function<Status(gguf::GgufWriter&)>& edit) {
   LOOM_ASSIGN_OR_RETURN(gguf::GgufFile src, gguf::GgufFile::open(path_of(arch)));
   LOOM_ASSIGN_OR_RETURN(gguf::GgufWriter w, gguf::GgufWriter::from_file(src));
   LOOM_RETURN_IF_ERROR(edit(w));
@@ -312,46 +313,73 @@ Status set_tensor(gguf::GgufWriter& w, const std::string& name, std::vector<int6
 
 TEST(NewFamilies, BadFilesAreRefusedNamingTheTensorOrKey) {
   // Missing tensors of each mixer.
-  expect_refused(edited("qwen35", [](gguf::GgufWriter& w) { w.remove_tensor("blk.1.ssm_beta.weight"); return Status::ok(); }),
+  expect_refused(edited("qwen35",
+                        [](gguf::GgufWriter& w) {
+                          w.remove_tensor("blk.1.ssm_beta.weight");
+                          return Status::ok();
+                        }),
                  "blk.1.ssm_beta.weight");
-  expect_refused(edited("lfm2", [](gguf::GgufWriter& w) { w.remove_tensor("blk.2.shortconv.in_proj.weight"); return Status::ok(); }),
+  expect_refused(edited("lfm2",
+                        [](gguf::GgufWriter& w) {
+                          w.remove_tensor("blk.2.shortconv.in_proj.weight");
+                          return Status::ok();
+                        }),
                  "blk.2.shortconv.in_proj.weight");
-  expect_refused(edited("lfm2", [](gguf::GgufWriter& w) { w.remove_tensor("token_embd_norm.weight"); return Status::ok(); }),
+  expect_refused(edited("lfm2",
+                        [](gguf::GgufWriter& w) {
+                          w.remove_tensor("token_embd_norm.weight");
+                          return Status::ok();
+                        }),
                  "token_embd_norm.weight");
   // Wrong shapes.
-  expect_refused(edited("lfm2", [](gguf::GgufWriter& w) { return set_tensor(w, "blk.0.shortconv.conv.weight", {4, 64}); }),
+  expect_refused(edited("lfm2",
+                        [](gguf::GgufWriter& w) {
+                          return set_tensor(w, "blk.0.shortconv.conv.weight", {4, 64});
+                        }),
                  "blk.0.shortconv.conv.weight");
-  expect_refused(edited("qwen35", [](gguf::GgufWriter& w) { return set_tensor(w, "blk.3.attn_q.weight", {64, 64}); }),
+  expect_refused(edited("qwen35",
+                        [](gguf::GgufWriter& w) {
+                          return set_tensor(w, "blk.3.attn_q.weight", {64, 64});
+                        }),
                  "blk.3.attn_q.weight");
   // A decay that would make the state grow.
   expect_refused(edited("qwen35", [](gguf::GgufWriter& w) { return set_tensor(w, "blk.0.ssm_a", {4}, 0.5f); }),
                  "blk.0.ssm_a");
   // Layer patterns that do not match the layer count, and inconsistent head sizes.
-  expect_refused(edited("qwen35", [](gguf::GgufWriter& w) {
-                   return w.set_i32_array("qwen35.attention.recurrent_layers", {1, 1, 0});
-                 }),
+  expect_refused(edited("qwen35",
+                        [](gguf::GgufWriter& w) {
+                          return w.set_i32_array("qwen35.attention.recurrent_layers", {1, 1, 0});
+                        }),
                  "qwen35.attention.recurrent_layers");
-  expect_refused(edited("lfm2", [](gguf::GgufWriter& w) {
-                   w.remove("lfm2.attention.head_count_kv");
-                   return w.set_i32_array("lfm2.attention.head_count_kv", {0, 2, 0});
-                 }),
+  expect_refused(edited("lfm2",
+                        [](gguf::GgufWriter& w) {
+                          w.remove("lfm2.attention.head_count_kv");
+                          return w.set_i32_array("lfm2.attention.head_count_kv", {0, 2, 0});
+                        }),
                  "one per layer");
-  expect_refused(edited("qwen35", [](gguf::GgufWriter& w) {
-                   w.remove("qwen35.ssm.inner_size");
-                   return w.set_u32("qwen35.ssm.inner_size", 48);
-                 }),
+  expect_refused(edited("qwen35",
+                        [](gguf::GgufWriter& w) {
+                          w.remove("qwen35.ssm.inner_size");
+                          return w.set_u32("qwen35.ssm.inner_size", 48);
+                        }),
                  "ssm.inner_size");
-  expect_refused(edited("qwen35", [](gguf::GgufWriter& w) {
-                   w.remove("qwen35.nextn_predict_layers");
-                   return w.set_u32("qwen35.nextn_predict_layers", 5);
-                 }),
+  expect_refused(edited("qwen35",
+                        [](gguf::GgufWriter& w) {
+                          w.remove("qwen35.nextn_predict_layers");
+                          return w.set_u32("qwen35.nextn_predict_layers", 5);
+                        }),
                  "nextn_predict_layers");
-  expect_refused(edited("qwen35", [](gguf::GgufWriter& w) {
-                   w.remove("qwen35.rope.dimension_sections");
-                   return w.set_i32_array("qwen35.rope.dimension_sections", {4, 4, 4, 0});
-                 }),
+  expect_refused(edited("qwen35",
+                        [](gguf::GgufWriter& w) {
+                          w.remove("qwen35.rope.dimension_sections");
+                          return w.set_i32_array("qwen35.rope.dimension_sections", {4, 4, 4, 0});
+                        }),
                  "rope.dimension_sections");
-  expect_refused(edited("lfm2", [](gguf::GgufWriter& w) { w.remove("lfm2.shortconv.l_cache"); return Status::ok(); }),
+  expect_refused(edited("lfm2",
+                        [](gguf::GgufWriter& w) {
+                          w.remove("lfm2.shortconv.l_cache");
+                          return Status::ok();
+                        }),
                  "lfm2.shortconv.l_cache");
 }
 
@@ -375,7 +403,7 @@ TEST(NewFamilies, Gemma4HparamsAndItsTwoCaches) {
   ASSERT_TRUE(w.rope_freqs);
   EXPECT_EQ(w.rope_freqs[15], 1e30f);
   EXPECT_EQ(w.layers[1].wv.data, w.layers[1].wk.data);  // no attn_v: V is K's projection
-  EXPECT_TRUE(w.layers[5].wk.empty());                   // a shared-KV layer has no K/V weights
+  EXPECT_TRUE(w.layers[5].wk.empty());                  // a shared-KV layer has no K/V weights
   EXPECT_NE(w.layers[3].out_scale, 0.0f);
   auto ctx = context(m, 2, 512, TensorType::F16);
   ASSERT_TRUE(ctx);
@@ -420,20 +448,29 @@ TEST(NewFamilies, Gemma3nHparamsAndItsTwoCaches) {
 }
 
 TEST(NewFamilies, Gemma4BadFilesAreRefused) {
-  expect_refused(edited("gemma4", [](gguf::GgufWriter& w) {
-                   w.remove("gemma4.attention.sliding_window_pattern");
-                   return w.set_bool_array("gemma4.attention.sliding_window_pattern", {true, false});
-                 }),
+  expect_refused(edited("gemma4",
+                        [](gguf::GgufWriter& w) {
+                          w.remove("gemma4.attention.sliding_window_pattern");
+                          return w.set_bool_array("gemma4.attention.sliding_window_pattern", {true, false});
+                        }),
                  "sliding_window_pattern");
   // Shared-KV layers whose source would be a layer of the other kind.
-  expect_refused(edited("gemma4", [](gguf::GgufWriter& w) {
-                   w.remove("gemma4.attention.shared_kv_layers");
-                   return w.set_u32("gemma4.attention.shared_kv_layers", 1);
-                 }),
+  expect_refused(edited("gemma4",
+                        [](gguf::GgufWriter& w) {
+                          w.remove("gemma4.attention.shared_kv_layers");
+                          return w.set_u32("gemma4.attention.shared_kv_layers", 1);
+                        }),
                  "shared-KV layer");
-  expect_refused(edited("gemma4", [](gguf::GgufWriter& w) { w.remove_tensor("per_layer_model_proj.weight"); return Status::ok(); }),
+  expect_refused(edited("gemma4",
+                        [](gguf::GgufWriter& w) {
+                          w.remove_tensor("per_layer_model_proj.weight");
+                          return Status::ok();
+                        }),
                  "per_layer_model_proj.weight");
-  expect_refused(edited("gemma4", [](gguf::GgufWriter& w) { return set_tensor(w, "blk.2.attn_q.weight", {64, 64}); }),
+  expect_refused(edited("gemma4",
+                        [](gguf::GgufWriter& w) {
+                          return set_tensor(w, "blk.2.attn_q.weight", {64, 64});
+                        }),
                  "blk.2.attn_q.weight");
   // An expert count without the rest of Gemma 4 MoE's keys and tensors.
   expect_refused(edited("gemma4", [](gguf::GgufWriter& w) { return w.set_u32("gemma4.expert_count", 8); }),

@@ -42,7 +42,8 @@ class PackCache : public ::testing::Test {
   }
   std::vector<fs::path> files() const {
     std::vector<fs::path> out;
-    if (fs::exists(dir_)) for (const auto& e : fs::directory_iterator(dir_)) out.push_back(e.path());
+    if (fs::exists(dir_))
+      for (const auto& e : fs::directory_iterator(dir_)) out.push_back(e.path());
     return out;
   }
   fs::path dir_;
@@ -60,7 +61,7 @@ TEST_F(PackCache, SecondLoadMapsTheCacheAndComputesTheSame) {
   ASSERT_TRUE(first.has_value());
   EXPECT_FALSE((*first)->packed_from_cache());
   EXPECT_EQ(last_logits(*first), want);  // while the cache file is written in the background
-  (*first).reset();  // the last reference: joins the writer
+  (*first).reset();                      // the last reference: joins the writer
   const auto written = files();
   if (written.empty()) GTEST_SKIP() << "no packed kernels on this CPU: nothing to cache";
   ASSERT_EQ(written.size(), 1u);

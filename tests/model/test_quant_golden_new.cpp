@@ -49,8 +49,8 @@ TEST_P(QuantGoldenNew, TeacherForcedStepsMatchLlamaCpp) {
   const char* dir = std::getenv("LOOM_QUANT_GOLDEN_DIR");
   if (!dir || !*dir) {
     GTEST_SKIP() << "LOOM_QUANT_GOLDEN_DIR is not set: point it at a folder holding the files of "
-                    "tests/data/quant-golden/SHA256SUMS (" << file
-                 << " among them), as llama-quantize (tools/dev/make-quant-goldens.sh) or loom quantize write them";
+                    "tests/data/quant-golden/SHA256SUMS ("
+                 << file << " among them), as llama-quantize (tools/dev/make-quant-goldens.sh) or loom quantize write them";
   }
   const std::string path = std::string(dir) + "/" + file;
   ASSERT_TRUE(std::filesystem::exists(path)) << path << " is missing (LOOM_QUANT_GOLDEN_DIR=" << dir << ")";
@@ -74,11 +74,10 @@ TEST(QuantGoldenNewData, EveryListedFileHasGoldens) {
     const std::string stem = f.substr(0, f.rfind(".gguf"));
     EXPECT_TRUE(std::filesystem::exists(golden_dir() + "/" + stem + ".json")) << stem;
   }
-  for (const char* t : {"iq1_s", "iq1_m", "iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "tq1_0", "tq2_0",
-                        "mxfp4_moe", "q1_0", "q2_0"}) {
-    const bool listed = std::any_of(names.begin(), names.end(), [&](const std::string& n) {
-      return n.rfind(std::string("kq-") + t + "-", 0) == 0;
-    });
+  for (const char* t :
+       {"iq1_s", "iq1_m", "iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "tq1_0", "tq2_0", "mxfp4_moe", "q1_0", "q2_0"}) {
+    const bool listed = std::any_of(names.begin(), names.end(),
+                                    [&](const std::string& n) { return n.rfind(std::string("kq-") + t + "-", 0) == 0; });
     EXPECT_TRUE(listed) << t;
   }
 }

@@ -27,9 +27,9 @@
 namespace loom::test {
 namespace {
 
-const TensorType kNewTypes[] = {TensorType::IQ1_S, TensorType::IQ1_M, TensorType::IQ2_XXS, TensorType::IQ2_XS,
-                                TensorType::IQ2_S, TensorType::IQ3_XXS, TensorType::IQ3_S, TensorType::TQ1_0,
-                                TensorType::TQ2_0, TensorType::MXFP4, TensorType::Q1_0, TensorType::Q2_0};
+const TensorType kNewTypes[] = {TensorType::IQ1_S, TensorType::IQ1_M,   TensorType::IQ2_XXS, TensorType::IQ2_XS,
+                                TensorType::IQ2_S, TensorType::IQ3_XXS, TensorType::IQ3_S,   TensorType::TQ1_0,
+                                TensorType::TQ2_0, TensorType::MXFP4,   TensorType::Q1_0,    TensorType::Q2_0};
 
 const std::vector<int32_t> kPrompt = {1, 403, 407, 261, 378};  // "Once upon a time"
 
@@ -80,8 +80,9 @@ const std::vector<uint8_t>& model_of_type(TensorType t) {
   auto it = made.find(t);
   if (it == made.end() || it->second.empty()) {
     it = made.insert_or_assign(t, kq_model_image([t](const std::string&, const float* x, int64_t cols, int64_t rows) {
-                                  return std::make_pair(t, quantize_matrix(t, x, cols, rows));
-                                })).first;
+                                 return std::make_pair(t, quantize_matrix(t, x, cols, rows));
+                               }))
+             .first;
   }
   return it->second;
 }
@@ -101,7 +102,8 @@ std::vector<uint8_t> f32_twin(const std::vector<uint8_t>& image) {
     for (int64_t r = 0; r < t.n_rows(); ++r) quant::dequantize_row(t.type, t.data + r * rb, f.data() + r * t.ne[0], t.ne[0]);
     EXPECT_TRUE(w->remove_tensor(t.name));
     const auto* b = reinterpret_cast<const uint8_t*>(f.data());
-    EXPECT_TRUE(w->add_tensor(t.name, TensorType::F32, {t.ne[0], t.ne[1]}, std::span<const uint8_t>(b, f.size() * 4)).is_ok());
+    EXPECT_TRUE(
+        w->add_tensor(t.name, TensorType::F32, {t.ne[0], t.ne[1]}, std::span<const uint8_t>(b, f.size() * 4)).is_ok());
   }
   return w->to_bytes();
 }
@@ -122,8 +124,7 @@ std::vector<std::vector<float>> run_greedy(const std::shared_ptr<const Model>& m
   int32_t pos = int32_t(kPrompt.size());
   for (int s = 0; s < steps; ++s) {
     const std::vector<float>& last = out.back();
-    const int32_t next = forced ? (*forced)[size_t(s)]
-                                : int32_t(std::max_element(last.begin(), last.end()) - last.begin());
+    const int32_t next = forced ? (*forced)[size_t(s)] : int32_t(std::max_element(last.begin(), last.end()) - last.begin());
     const int32_t one[1] = {next};
     const Status st = ctx->decode(Batch::from_tokens(one, pos++));
     EXPECT_TRUE(st.is_ok()) << st.message();
@@ -135,7 +136,6 @@ std::vector<std::vector<float>> run_greedy(const std::shared_ptr<const Model>& m
   }
   return out;
 }
-
 
 class QuantTypesModel : public ::testing::TestWithParam<TensorType> {};
 
@@ -165,8 +165,8 @@ TEST_P(QuantTypesModel, LoadsAndDecodes) {
     worst = std::max(worst, rel);
     EXPECT_LE(rel, 5e-2f) << lower_name(t) << " step " << s;
   }
-  std::printf("%-8s model %zu bytes: max|d|/max|f32 twin| over %d steps = %.3g\n", lower_name(t).c_str(),
-              image.size(), kSteps + 1, double(worst));
+  std::printf("%-8s model %zu bytes: max|d|/max|f32 twin| over %d steps = %.3g\n", lower_name(t).c_str(), image.size(),
+              kSteps + 1, double(worst));
 }
 
 // ---- bad input ------------------------------------------------------------------------------

@@ -112,8 +112,8 @@ TEST_P(T5Golden, EncoderOutputAndTeacherForcedStepsMatchLlamaCpp) {
     EXPECT_EQ(ctx->decoder_start_token(), run.dec_ids[0]);
     check_run(*ctx, run, nv, E, &worst_enc, &worst_step);
   }
-  std::printf("%s: encoder output within %.2g, decoder steps within %.2g of max|golden|\n", name.c_str(),
-              double(worst_enc), double(worst_step));
+  std::printf("%s: encoder output within %.2g, decoder steps within %.2g of max|golden|\n", name.c_str(), double(worst_enc),
+              double(worst_step));
 }
 
 // The decoder's prompt (start token + teacher-forced ids) in one batch, in chunks of 3 and token by
@@ -284,7 +284,8 @@ TEST(T5Encoder, EmbeddingsMatchLlamaCpp) {
         auto e = (*ctx)->embeddings_seq(0);
         ASSERT_TRUE(e.has_value());
         double dot = 0, na = 0, nb = 0;
-        for (size_t d = 0; d < E; ++d) dot += double((*e)[d]) * pooled[d], na += double((*e)[d]) * (*e)[d], nb += double(pooled[d]) * pooled[d];
+        for (size_t d = 0; d < E; ++d)
+          dot += double((*e)[d]) * pooled[d], na += double((*e)[d]) * (*e)[d], nb += double(pooled[d]) * pooled[d];
         EXPECT_GE(dot / std::sqrt(na * nb), 0.9999);
         EXPECT_LE(max_abs_diff(*e, pooled), 1e-3f * max_abs(pooled));
       } else {
@@ -302,13 +303,13 @@ TEST(T5, RelativePositionBuckets) {
   // 32 buckets: bidirectional (encoder) 16 per direction, exact below 8; causal (decoder) exact
   // below 16; logarithmic up to 128, then the last bucket.
   EXPECT_EQ(relative_position_bucket(5, 5, 32, true), 0);
-  EXPECT_EQ(relative_position_bucket(4, 5, 32, true), 1);    // key before the query
-  EXPECT_EQ(relative_position_bucket(6, 5, 32, true), 17);   // key after: the upper half
+  EXPECT_EQ(relative_position_bucket(4, 5, 32, true), 1);   // key before the query
+  EXPECT_EQ(relative_position_bucket(6, 5, 32, true), 17);  // key after: the upper half
   EXPECT_EQ(relative_position_bucket(0, 7, 32, true), 7);
   EXPECT_EQ(relative_position_bucket(0, 8, 32, true), 8);
   EXPECT_EQ(relative_position_bucket(0, 1000, 32, true), 15);
   EXPECT_EQ(relative_position_bucket(1000, 0, 32, true), 31);
-  EXPECT_EQ(relative_position_bucket(9, 5, 32, false), 0);   // the future (masked anyway)
+  EXPECT_EQ(relative_position_bucket(9, 5, 32, false), 0);  // the future (masked anyway)
   EXPECT_EQ(relative_position_bucket(0, 15, 32, false), 15);
   EXPECT_EQ(relative_position_bucket(0, 1000, 32, false), 31);
   // Against the formula in double precision where no rounding edge is near.

@@ -49,9 +49,9 @@ struct Case {
   MaskKind mask = MaskKind::kCausal;
   float softcap = 0.0f;
   bool alibi = false;
-  bool pos_bias = false;  // T5's relative-position bias: a table per bucket and head, a bucket per (token, column)
-  float scale = 0.0f;     // 0: 1 / sqrt(head_dim)
-  size_t row_pad = 0;     // extra bytes per cell in the K/V rows
+  bool pos_bias = false;    // T5's relative-position bias: a table per bucket and head, a bucket per (token, column)
+  float scale = 0.0f;       // 0: 1 / sqrt(head_dim)
+  size_t row_pad = 0;       // extra bytes per cell in the K/V rows
   bool nan_hidden = false;  // K/V of cells no token sees hold NaN
 
   std::string name() const {
@@ -78,7 +78,7 @@ struct Problem {
   std::vector<int32_t> q_pos, kv_pos;
   std::vector<int32_t> buckets;  // [T][n_kv]
   std::vector<float> bias;       // [32 buckets][n_head]
-  std::vector<int32_t> groups;  // one prefix group where every token's visible cells nest (causal, all visible)
+  std::vector<int32_t> groups;   // one prefix group where every token's visible cells nest (causal, all visible)
 
   explicit Problem(const Case& cs, uint32_t seed = 1) : c(cs) {
     const int n_head = c.group * c.n_head_kv, D = c.head_dim, T = c.n_tokens, n_kv = c.n_kv;
@@ -195,8 +195,8 @@ void expect_close(const Problem& pr, const std::vector<float>& got, const std::v
     for (int d = 0; d < D; ++d) {
       const float a = got[row * D + d], b = want[row * D + d];
       if (!(std::fabs(a - b) <= tol) && reported++ < 5) {
-        ADD_FAILURE() << pr.c.name() << ": row " << row << " (token " << row / pr.p.n_head << ", head "
-                      << row % pr.p.n_head << ") dim " << d << ": fast " << a << " ref " << b << " tol " << tol;
+        ADD_FAILURE() << pr.c.name() << ": row " << row << " (token " << row / pr.p.n_head << ", head " << row % pr.p.n_head
+                      << ") dim " << d << ": fast " << a << " ref " << b << " tol " << tol;
       }
     }
   }
@@ -423,9 +423,11 @@ TEST(Attention, LargeScores) {
 // Groups that are not powers of two or exceed the rows of a tile, single kv head (MQA), and
 // decode over long caches (the cells are split into ranges and merged).
 TEST(Attention, OddGroupsAndSplitDecode) {
-  struct S { int group, hkv, n_kv, T; };
-  for (S s : {S{3, 2, 300, 3}, S{7, 2, 1000, 1}, S{12, 2, 300, 2}, S{16, 1, 1000, 1}, S{5, 1, 3000, 1},
-              S{2, 8, 3000, 1}, S{1, 1, 2000, 1}, S{8, 1, 1000, 5}}) {
+  struct S {
+    int group, hkv, n_kv, T;
+  };
+  for (S s : {S{3, 2, 300, 3}, S{7, 2, 1000, 1}, S{12, 2, 300, 2}, S{16, 1, 1000, 1}, S{5, 1, 3000, 1}, S{2, 8, 3000, 1},
+              S{1, 1, 2000, 1}, S{8, 1, 1000, 5}}) {
     for (TensorType t : {TensorType::F16, TensorType::Q8_0}) {
       Case c;
       c.group = s.group;
@@ -504,8 +506,10 @@ std::vector<std::vector<float>> run_layout(const InvSetup& u, const std::vector<
   std::vector<uint8_t> k(krow * size_t(std::max(n_kv, 1)), 0), v(vrow * size_t(std::max(n_kv, 1)), 0);
   for (int c = 0; c < n_kv; ++c) {
     if (cells[size_t(c)].first < 0) continue;
-    const auto kf = row_values(uint32_t(cells[size_t(c)].first), uint32_t(cells[size_t(c)].second), 1, size_t(u.n_head_kv) * D);
-    const auto vf = row_values(uint32_t(cells[size_t(c)].first), uint32_t(cells[size_t(c)].second), 2, size_t(u.n_head_kv) * D);
+    const auto kf =
+        row_values(uint32_t(cells[size_t(c)].first), uint32_t(cells[size_t(c)].second), 1, size_t(u.n_head_kv) * D);
+    const auto vf =
+        row_values(uint32_t(cells[size_t(c)].first), uint32_t(cells[size_t(c)].second), 2, size_t(u.n_head_kv) * D);
     for (int h = 0; h < u.n_head_kv; ++h) {
       quant::quantize_row(u.kt, kf.data() + size_t(h) * D, k.data() + size_t(c) * krow + size_t(h) * kh, D);
       quant::quantize_row(u.vt, vf.data() + size_t(h) * D, v.data() + size_t(c) * vrow + size_t(h) * vh, D);
@@ -625,18 +629,19 @@ void check_invariance(const InvSetup& u, int L, int T, uint32_t seed) {
     many.push_back({s, 2});
   }
   const auto got = run_layout(u, cells2, many, false, true, 2);
-  ASSERT_TRUE(same(got[0], ref.back())) << "among 40 tokens: D" << u.D << " L" << L << " "
-                                        << tensor_type_name(u.kt) << "/" << tensor_type_name(u.vt);
+  ASSERT_TRUE(same(got[0], ref.back())) << "among 40 tokens: D" << u.D << " L" << L << " " << tensor_type_name(u.kt) << "/"
+                                        << tensor_type_name(u.vt);
 }
 
 TEST(Attention, BatchInvariance) {
-  struct S { int D, group, hkv, L, T; };
+  struct S {
+    int D, group, hkv, L, T;
+  };
   const TensorType types[] = {TensorType::F32, TensorType::F16, TensorType::Q8_0};
-  bool first = true;  // every shape and type pair under the best target, a few under the others
+  bool first = true;                        // every shape and type pair under the best target, a few under the others
   const bool emu = test::under_emulator();  // QEMU: two shapes, same-type pairs, every target
   test::for_each_simd_target([&] {
-    for (S s : {S{64, 2, 2, 300, 5}, S{64, 1, 3, 600, 9}, S{128, 4, 2, 1100, 2}, S{32, 8, 1, 1500, 3},
-                S{64, 3, 4, 40, 7}}) {
+    for (S s : {S{64, 2, 2, 300, 5}, S{64, 1, 3, 600, 9}, S{128, 4, 2, 1100, 2}, S{32, 8, 1, 1500, 3}, S{64, 3, 4, 40, 7}}) {
       if ((!first || emu) && s.L != 300 && s.L != 1100) continue;
       if (emu && !first && s.L != 300) continue;
       for (TensorType kt : types) {
@@ -660,7 +665,10 @@ TEST(Attention, BatchInvariance) {
 
 // K/V types without a fast kernel, and head sizes it does not take, run the reference.
 TEST(Attention, OtherTypesFallBackToReference) {
-  struct S { TensorType k, v; int D; };
+  struct S {
+    TensorType k, v;
+    int D;
+  };
   for (S s : {S{TensorType::BF16, TensorType::BF16, 64}, S{TensorType::Q4_0, TensorType::F16, 64},
               S{TensorType::F32, TensorType::F32, 4}, S{TensorType::F16, TensorType::F16, 12}}) {
     Case c;

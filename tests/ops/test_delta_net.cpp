@@ -67,7 +67,8 @@ TEST(DeltaNet, VectorKernelMatchesScalarTwinOverSizes) {
           ops::delta_net(a.params(0, T), 0, Hv);
           ops::ref::delta_net(b.params(0, T), 0, Hv);
           for (size_t i = 0; i < a.out.size(); ++i) {
-            ASSERT_NEAR(a.out[i], b.out[i], 2e-5f * (1.0f + std::fabs(b.out[i]))) << "S " << S << " Hv " << Hv << " off " << off << " i " << i;
+            ASSERT_NEAR(a.out[i], b.out[i], 2e-5f * (1.0f + std::fabs(b.out[i])))
+                << "S " << S << " Hv " << Hv << " off " << off << " i " << i;
           }
           for (size_t i = 0; i < a.state.size(); ++i) {
             ASSERT_NEAR(a.state[i], b.state[i], 2e-5f * (1.0f + std::fabs(b.state[i]))) << "S " << S << " state " << i;

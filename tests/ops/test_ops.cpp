@@ -27,26 +27,26 @@ using test::random_vec;
 TEST(Ops, RmsNormMatchesDefinition) {
   // Every length 1..70 and a long row, at several misalignments, large values included.
   test::for_each_simd_target([] {
-  for (size_t n : {1, 2, 3, 7, 8, 9, 15, 16, 17, 31, 33, 64, 67, 70, 4099}) {
-    for (size_t off = 0; off < 3; ++off) {
-      auto xs = random_vec(n + off, uint32_t(n), n > 1000 ? 300.0f : 1.0f), w = random_vec(n, 2);
-      const float* x = xs.data() + off;
-      std::vector<float> out(n);
-      rms_norm_row(x, w.data(), int64_t(n), 1e-5f, out.data());
-      double ss = 0;
-      for (size_t i = 0; i < n; ++i) ss += double(x[i]) * x[i];
-      const double inv = 1.0 / std::sqrt(ss / double(n) + 1e-5);
-      for (size_t i = 0; i < n; ++i) {
-        const double want = x[i] * inv * w[i];
-        ASSERT_NEAR(out[i], want, 1e-5 * std::max(1.0, std::fabs(want))) << n << " " << off << " " << i;
-      }
-      // Without weights too.
-      rms_norm_row(x, nullptr, int64_t(n), 1e-5f, out.data());
-      for (size_t i = 0; i < n; ++i) {
-        ASSERT_NEAR(out[i], x[i] * inv, 1e-5 * std::max(1.0, std::fabs(x[i] * inv))) << n << " " << off;
+    for (size_t n : {1, 2, 3, 7, 8, 9, 15, 16, 17, 31, 33, 64, 67, 70, 4099}) {
+      for (size_t off = 0; off < 3; ++off) {
+        auto xs = random_vec(n + off, uint32_t(n), n > 1000 ? 300.0f : 1.0f), w = random_vec(n, 2);
+        const float* x = xs.data() + off;
+        std::vector<float> out(n);
+        rms_norm_row(x, w.data(), int64_t(n), 1e-5f, out.data());
+        double ss = 0;
+        for (size_t i = 0; i < n; ++i) ss += double(x[i]) * x[i];
+        const double inv = 1.0 / std::sqrt(ss / double(n) + 1e-5);
+        for (size_t i = 0; i < n; ++i) {
+          const double want = x[i] * inv * w[i];
+          ASSERT_NEAR(out[i], want, 1e-5 * std::max(1.0, std::fabs(want))) << n << " " << off << " " << i;
+        }
+        // Without weights too.
+        rms_norm_row(x, nullptr, int64_t(n), 1e-5f, out.data());
+        for (size_t i = 0; i < n; ++i) {
+          ASSERT_NEAR(out[i], x[i] * inv, 1e-5 * std::max(1.0, std::fabs(x[i] * inv))) << n << " " << off;
+        }
       }
     }
-  }
   });
 }
 
@@ -73,29 +73,46 @@ TEST(Ops, SwigluMatchesDefinition) {
 // The vectorised SiLU over the whole float range (huge, tiny, ±0, ±inf) at every length and
 // offset: relative error ~1e-6 against the double-precision definition, no NaN or overflow.
 TEST(Ops, SwigluWideRangeEveryLengthAndOffset) {
-  std::vector<float> vals = {0.0f, -0.0f, 1e-30f, -1e-30f, 0.5f, -0.5f, 3.0f, -3.0f, 20.0f, -20.0f,
-                             87.0f, -87.0f, 88.5f, -88.5f, 100.0f, -100.0f, 1e30f, -1e30f,
-                             std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()};
+  std::vector<float> vals = {0.0f,
+                             -0.0f,
+                             1e-30f,
+                             -1e-30f,
+                             0.5f,
+                             -0.5f,
+                             3.0f,
+                             -3.0f,
+                             20.0f,
+                             -20.0f,
+                             87.0f,
+                             -87.0f,
+                             88.5f,
+                             -88.5f,
+                             100.0f,
+                             -100.0f,
+                             1e30f,
+                             -1e30f,
+                             std::numeric_limits<float>::infinity(),
+                             -std::numeric_limits<float>::infinity()};
   auto r = random_vec(64, 9);
   for (float v : r) vals.push_back(v * 30.0f);
   test::for_each_simd_target([&] {
-  for (size_t off = 0; off < 3; ++off) {
-    for (size_t n = 0; n + off <= vals.size(); ++n) {
-      std::vector<float> g(vals.begin() + long(off), vals.begin() + long(off + n)), u(n, 1.5f);
-      auto out = g;
-      swiglu_inplace(out.data(), u.data(), int64_t(n));
-      for (size_t i = 0; i < n; ++i) {
-        const double x = g[i];
-        const double want = std::isinf(x) ? (x > 0 ? x * 1.5 : 0.0) : x / (1.0 + std::exp(-x)) * 1.5;
-        EXPECT_FALSE(std::isnan(out[i])) << "x=" << x;
-        if (std::isinf(want)) {
-          EXPECT_EQ(out[i], float(want));
-        } else {
-          EXPECT_NEAR(out[i], want, 2e-6 * std::fabs(want) + 1e-30) << "x=" << x;
+    for (size_t off = 0; off < 3; ++off) {
+      for (size_t n = 0; n + off <= vals.size(); ++n) {
+        std::vector<float> g(vals.begin() + long(off), vals.begin() + long(off + n)), u(n, 1.5f);
+        auto out = g;
+        swiglu_inplace(out.data(), u.data(), int64_t(n));
+        for (size_t i = 0; i < n; ++i) {
+          const double x = g[i];
+          const double want = std::isinf(x) ? (x > 0 ? x * 1.5 : 0.0) : x / (1.0 + std::exp(-x)) * 1.5;
+          EXPECT_FALSE(std::isnan(out[i])) << "x=" << x;
+          if (std::isinf(want)) {
+            EXPECT_EQ(out[i], float(want));
+          } else {
+            EXPECT_NEAR(out[i], want, 2e-6 * std::fabs(want) + 1e-30) << "x=" << x;
+          }
         }
       }
     }
-  }
   });
 }
 
@@ -217,7 +234,8 @@ TEST(Ops, MatmulMatchesDequantizedReferenceForEveryType) {
           // Q8_1 stores the activation block sums as f16 (as llama.cpp does): the min term of
           // Q4_1/Q5_1 carries that rounding.
           const bool has_min = t == TensorType::Q4_1 || t == TensorType::Q5_1;
-          EXPECT_NEAR(y[size_t(i * m + r)], s, (has_min ? 1e-3 : 1e-5) * (1 + mag)) << tensor_type_name(t) << " n " << n << " row " << r << " tok " << i;
+          EXPECT_NEAR(y[size_t(i * m + r)], s, (has_min ? 1e-3 : 1e-5) * (1 + mag))
+              << tensor_type_name(t) << " n " << n << " row " << r << " tok " << i;
         }
       }
     }
@@ -256,8 +274,8 @@ TEST(Ops, MatmulManyEqualsOneMatmulPerJob) {
   for (int threads : {1, 2}) {
     ThreadPool pool(threads);
     std::vector<std::unique_ptr<Weights>> ws;
-    ws.push_back(make(TensorType::Q4_K, 40, 256, true, 1));   // gate of "expert 0"
-    ws.push_back(make(TensorType::Q4_K, 40, 256, true, 2));   // up: shares gate's activations
+    ws.push_back(make(TensorType::Q4_K, 40, 256, true, 1));  // gate of "expert 0"
+    ws.push_back(make(TensorType::Q4_K, 40, 256, true, 2));  // up: shares gate's activations
     ws.push_back(make(TensorType::Q6_K, 256, 64 * 4, true, 3));
     ws.push_back(make(TensorType::Q8_0, 17, 96, true, 4));
     ws.push_back(make(TensorType::Q4_0, 33, 96, false, 5));  // row-major
@@ -305,10 +323,19 @@ TEST(Ops, AttentionMatchesNaiveReference) {
       for (int c = 0; c < n_kv; ++c) mask[size_t(t * n_kv + c)] = c <= 4 + t ? 0.0f : -INFINITY;
     }
     AttentionParams p;
-    p.n_tokens = T; p.n_head = H; p.n_head_kv = Hkv; p.head_dim = D; p.n_kv = n_kv;
-    p.k_type = kv_type; p.v_type = kv_type; p.k = k.data(); p.v = v.data();
-    p.k_row_bytes = head_bytes * Hkv; p.v_row_bytes = head_bytes * Hkv;
-    p.mask = mask.data(); p.scale = 1.0f / std::sqrt(float(D));
+    p.n_tokens = T;
+    p.n_head = H;
+    p.n_head_kv = Hkv;
+    p.head_dim = D;
+    p.n_kv = n_kv;
+    p.k_type = kv_type;
+    p.v_type = kv_type;
+    p.k = k.data();
+    p.v = v.data();
+    p.k_row_bytes = head_bytes * Hkv;
+    p.v_row_bytes = head_bytes * Hkv;
+    p.mask = mask.data();
+    p.scale = 1.0f / std::sqrt(float(D));
     std::vector<uint8_t> scratch(attention_scratch_bytes(T, n_kv, D, kv_type, pool.size()));
     std::vector<float> out(size_t(T * H * D));
     attention(pool, p, q.data(), out.data(), scratch.data());
@@ -355,11 +382,19 @@ TEST(Ops, AlibiSlopesAndBias) {
   const float slope = 0.5f;
   const int32_t q_pos = 2, kv_pos[3] = {0, 1, 2};
   AttentionParams p;
-  p.n_tokens = 1; p.n_head = 1; p.n_head_kv = 1; p.head_dim = D; p.n_kv = n_kv;
+  p.n_tokens = 1;
+  p.n_head = 1;
+  p.n_head_kv = 1;
+  p.head_dim = D;
+  p.n_kv = n_kv;
   p.k_type = p.v_type = TensorType::F32;
-  p.k = kf.data(); p.v = vf.data(); p.k_row_bytes = p.v_row_bytes = D * sizeof(float);
+  p.k = kf.data();
+  p.v = vf.data();
+  p.k_row_bytes = p.v_row_bytes = D * sizeof(float);
   p.mask = mask.data();
-  p.alibi_slopes = &slope; p.q_pos = &q_pos; p.kv_pos = kv_pos;
+  p.alibi_slopes = &slope;
+  p.q_pos = &q_pos;
+  p.kv_pos = kv_pos;
   std::vector<uint8_t> scratch(attention_scratch_bytes(1, n_kv, D, TensorType::F32, 1));
   attention(pool, p, q.data(), out.data(), scratch.data());
   const double w0 = std::exp(-1.0), w1 = std::exp(-0.5), w2 = 1.0;

@@ -64,7 +64,8 @@ TEST(Ssm, ScanMatchesScalarTwinOverSizes) {
           ops::ssm_scan(pa, 0, Ch);
           ops::ref::ssm_scan(pb, 0, Ch);
           for (size_t i = 0; i < a.y.size(); ++i) {
-            ASSERT_NEAR(a.y[i], b.y[i], 2e-5f * (1.0f + std::fabs(b.y[i]))) << "S " << S << " T " << T << " off " << off << " i " << i;
+            ASSERT_NEAR(a.y[i], b.y[i], 2e-5f * (1.0f + std::fabs(b.y[i])))
+                << "S " << S << " T " << T << " off " << off << " i " << i;
           }
           for (size_t i = 0; i < a.state.size(); ++i) {
             ASSERT_NEAR(a.state[i], b.state[i], 2e-5f * (1.0f + std::fabs(b.state[i]))) << "S " << S << " state " << i;
@@ -83,9 +84,9 @@ TEST(Ssm, Mamba2ScanMatchesScalarTwinAndTheFormula) {
       ScanCase a(T, Ch, S, 1, uint32_t(S), G);
       auto params = [&](ScanCase& k) {
         ops::SsmScan p = k.params(0, T);
-        p.head_dim = 2;                     // 4 heads
-        p.group_channels = 4;               // 2 groups of 2 heads
-        p.bc_stride = 2 * S * G;            // B of both groups, then C of both
+        p.head_dim = 2;           // 4 heads
+        p.group_channels = 4;     // 2 groups of 2 heads
+        p.bc_stride = 2 * S * G;  // B of both groups, then C of both
         p.C = p.B + S * G;
         return p;
       };
@@ -137,7 +138,8 @@ TEST(Ssm, ScanOverTokenPiecesEqualsOneCall) {
 
 TEST(Ssm, ConvIsCausalCarriesItsStateAndSplitsExactly) {
   const int T = 7, Ch = 3, K = 4;
-  const std::vector<float> x = random_vec(size_t(T * Ch), 11), w = random_vec(size_t(Ch * K), 12), b = random_vec(size_t(Ch), 13);
+  const std::vector<float> x = random_vec(size_t(T * Ch), 11), w = random_vec(size_t(Ch * K), 12),
+                           b = random_vec(size_t(Ch), 13);
   std::vector<float> st0 = random_vec(size_t(Ch * (K - 1)), 14);
   auto conv = [&](std::vector<float>& state, int t0, int n, std::vector<float>& y) {
     ops::SsmConv p;
@@ -206,7 +208,8 @@ TEST(Ssm, ConvVectorMatchesScalarTwinOverSizes) {
             ops::ssm_conv(params(st_a, y_a), c0, Ch);
             ops::ref::ssm_conv(params(st_b, y_b), c0, Ch);
             for (size_t i = 0; i < y_a.size(); ++i) {
-              ASSERT_NEAR(y_a[i], y_b[i], 1e-6f * (1.0f + std::fabs(y_b[i]))) << "K " << K << " Ch " << Ch << " T " << T << " variant " << variant;
+              ASSERT_NEAR(y_a[i], y_b[i], 1e-6f * (1.0f + std::fabs(y_b[i])))
+                  << "K " << K << " Ch " << Ch << " T " << T << " variant " << variant;
             }
             ASSERT_EQ(st_a, st_b) << "K " << K << " Ch " << Ch << " T " << T;
           }

@@ -17,33 +17,32 @@
 namespace loom::quant::test {
 
 inline const std::vector<TensorType>& all_types() {
-  static const std::vector<TensorType> types = {
-      TensorType::F32,  TensorType::F16,  TensorType::BF16, TensorType::Q8_0, TensorType::Q8_1,
-      TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1};
+  static const std::vector<TensorType> types = {TensorType::F32,  TensorType::F16,  TensorType::BF16,
+                                                TensorType::Q8_0, TensorType::Q8_1, TensorType::Q4_0,
+                                                TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1};
   return types;
 }
 
 // The super-block formats and IQ4_NL (all with reference quantizers; random_kq_row makes rows of
 // random bytes for them as well).
 inline const std::vector<TensorType>& kquant_types() {
-  static const std::vector<TensorType> types = {
-      TensorType::Q2_K,   TensorType::Q3_K,  TensorType::Q4_K,   TensorType::Q5_K,
-      TensorType::Q6_K,   TensorType::Q8_K,  TensorType::IQ4_NL, TensorType::IQ4_XS};
+  static const std::vector<TensorType> types = {TensorType::Q2_K, TensorType::Q3_K, TensorType::Q4_K,   TensorType::Q5_K,
+                                                TensorType::Q6_K, TensorType::Q8_K, TensorType::IQ4_NL, TensorType::IQ4_XS};
   return types;
 }
 // The IQ1/IQ2/IQ3 lattice formats (Q8_K activations). IQ2_XXS, IQ2_XS and IQ1_S have no
 // quantize_row (they need an importance matrix): their random rows are random bytes.
 inline const std::vector<TensorType>& iq_types() {
-  static const std::vector<TensorType> types = {
-      TensorType::IQ2_XXS, TensorType::IQ2_XS, TensorType::IQ2_S, TensorType::IQ3_XXS,
-      TensorType::IQ3_S,   TensorType::IQ1_S,  TensorType::IQ1_M};
+  static const std::vector<TensorType> types = {TensorType::IQ2_XXS, TensorType::IQ2_XS, TensorType::IQ2_S,
+                                                TensorType::IQ3_XXS, TensorType::IQ3_S,  TensorType::IQ1_S,
+                                                TensorType::IQ1_M};
   return types;
 }
 // The ternary, 1-/2-bit and FP4 formats (small_types.h): TQ1_0, TQ2_0 (Q8_K activations), MXFP4,
 // Q1_0, Q2_0 (Q8_0 activations; blocks of 32, 128 and 64).
 inline const std::vector<TensorType>& small_types() {
-  static const std::vector<TensorType> types = {TensorType::TQ1_0, TensorType::TQ2_0, TensorType::MXFP4,
-                                                TensorType::Q1_0, TensorType::Q2_0};
+  static const std::vector<TensorType> types = {TensorType::TQ1_0, TensorType::TQ2_0, TensorType::MXFP4, TensorType::Q1_0,
+                                                TensorType::Q2_0};
   return types;
 }
 // The types added with issue 27 (IQ and small), whose rows are multiples of 256 elements in the
@@ -105,9 +104,7 @@ inline std::string type_name(TensorType t) { return std::string(tensor_type_name
 inline int64_t block_size(TensorType t) { return tensor_type_info(t)->block_size; }
 inline int64_t block_bytes(TensorType t) { return tensor_type_info(t)->block_bytes; }
 inline bool has_min(TensorType t) { return t == TensorType::Q4_1 || t == TensorType::Q5_1; }
-inline bool has_kmin(TensorType t) {
-  return t == TensorType::Q2_K || t == TensorType::Q4_K || t == TensorType::Q5_K;
-}
+inline bool has_kmin(TensorType t) { return t == TensorType::Q2_K || t == TensorType::Q4_K || t == TensorType::Q5_K; }
 
 // Gaussian values with a per-block scale drawn over several orders of magnitude, a constant
 // block and an all-zero block now and then: the shapes real weights and activations take.

@@ -88,8 +88,7 @@ TEST(CpuSwitches, PackedKernelsFollowTheIsas) {
     }
 #elif defined(__aarch64__)
     // NEON is baseline: plain, dotprod or i8mm kernels run wherever SIMD is allowed.
-    EXPECT_EQ(quant::packed_kernels_available(tt.type), quant::detail::packed_neon_has_kernel(tt.type) && f.simd)
-        << tt.name;
+    EXPECT_EQ(quant::packed_kernels_available(tt.type), quant::detail::packed_neon_has_kernel(tt.type) && f.simd) << tt.name;
 #else
     EXPECT_FALSE(quant::packed_kernels_available(tt.type)) << tt.name;
 #endif

@@ -17,9 +17,7 @@ namespace loom {
 namespace {
 
 #if defined(__x86_64__)
-__attribute__((target("f16c"))) uint16_t hw_f32_to_f16(float f) {
-  return uint16_t(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT));
-}
+__attribute__((target("f16c"))) uint16_t hw_f32_to_f16(float f) { return uint16_t(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT)); }
 __attribute__((target("f16c"))) float hw_f16_to_f32(uint16_t h) { return _cvtsh_ss(h); }
 // CPUID leaf 1, ECX bit 29 (read directly: independent of LOOM_FORCE_SCALAR, and clang's
 // __builtin_cpu_supports does not know "f16c").
@@ -92,8 +90,8 @@ void check_nearest_even(float f, ToF32 to_f32, FromF32 from_f32, double max_fini
   const uint16_t mag = h & 0x7fff;
   const double ax = std::fabs(x), ar = std::fabs(r), err = std::fabs(ax - ar);
   if (err == 0) return;
-  const double neighbour = ax > ar ? std::fabs(double(to_f32(uint16_t(mag + 1))))
-                                   : std::fabs(double(to_f32(uint16_t(mag - 1))));
+  const double neighbour =
+      ax > ar ? std::fabs(double(to_f32(uint16_t(mag + 1)))) : std::fabs(double(to_f32(uint16_t(mag - 1))));
   const double half_gap = std::fabs(neighbour - ar) / 2;
   ASSERT_LE(err, half_gap) << f;
   if (err == half_gap) {
@@ -117,8 +115,8 @@ std::vector<float> sample_floats() {
       v.push_back(-f);
     }
   }
-  for (uint32_t u : {0x477ff000u, 0x477fefffu, 0x477fe000u, 0x7f800000u, 0x7f800001u, 0x7fc00000u,
-                     0x33000000u, 0x33000001u, 0x32ffffffu, 0x387fe000u, 0x38800000u, 0u}) {
+  for (uint32_t u : {0x477ff000u, 0x477fefffu, 0x477fe000u, 0x7f800000u, 0x7f800001u, 0x7fc00000u, 0x33000000u, 0x33000001u,
+                     0x32ffffffu, 0x387fe000u, 0x38800000u, 0u}) {
     v.push_back(bits_f32(u));
     v.push_back(bits_f32(u | 0x80000000u));
   }

@@ -61,36 +61,27 @@ struct IqType {
 #endif
 
 const IqType kIqTypes[] = {
-    {"iq2_xxs", 16, 66, ref::dequantize_row_iq2_xxs, ref::vec_dot_iq2_xxs_q8_k,
-     LOOM_X86_KERNEL(avx2::vec_dot_iq2_xxs_q8_k), LOOM_X86_KERNEL(avx512::vec_dot_iq2_xxs_q8_k),
-     LOOM_X86_KERNEL(avx2::dequantize_row_iq2_xxs)},
-    {"iq2_xs", 17, 74, ref::dequantize_row_iq2_xs, ref::vec_dot_iq2_xs_q8_k,
-     LOOM_X86_KERNEL(avx2::vec_dot_iq2_xs_q8_k), LOOM_X86_KERNEL(avx512::vec_dot_iq2_xs_q8_k),
-     LOOM_X86_KERNEL(avx2::dequantize_row_iq2_xs)},
-    {"iq2_s", 22, 82, ref::dequantize_row_iq2_s, ref::vec_dot_iq2_s_q8_k,
-     LOOM_X86_KERNEL(avx2::vec_dot_iq2_s_q8_k), LOOM_X86_KERNEL(avx512::vec_dot_iq2_s_q8_k),
-     LOOM_X86_KERNEL(avx2::dequantize_row_iq2_s)},
-    {"iq3_xxs", 18, 98, ref::dequantize_row_iq3_xxs, ref::vec_dot_iq3_xxs_q8_k,
-     LOOM_X86_KERNEL(avx2::vec_dot_iq3_xxs_q8_k), LOOM_X86_KERNEL(avx512::vec_dot_iq3_xxs_q8_k),
-     LOOM_X86_KERNEL(avx2::dequantize_row_iq3_xxs)},
-    {"iq3_s", 21, 110, ref::dequantize_row_iq3_s, ref::vec_dot_iq3_s_q8_k,
-     LOOM_X86_KERNEL(avx2::vec_dot_iq3_s_q8_k), LOOM_X86_KERNEL(avx512::vec_dot_iq3_s_q8_k),
-     LOOM_X86_KERNEL(avx2::dequantize_row_iq3_s)},
-    {"iq1_s", 19, 50, ref::dequantize_row_iq1_s, ref::vec_dot_iq1_s_q8_k,
-     LOOM_X86_KERNEL(avx2::vec_dot_iq1_s_q8_k), LOOM_X86_KERNEL(avx512::vec_dot_iq1_s_q8_k),
-     LOOM_X86_KERNEL(avx2::dequantize_row_iq1_s)},
-    {"iq1_m", 29, 56, ref::dequantize_row_iq1_m, ref::vec_dot_iq1_m_q8_k,
-     LOOM_X86_KERNEL(avx2::vec_dot_iq1_m_q8_k), LOOM_X86_KERNEL(avx512::vec_dot_iq1_m_q8_k),
-     LOOM_X86_KERNEL(avx2::dequantize_row_iq1_m)},
+    {"iq2_xxs", 16, 66, ref::dequantize_row_iq2_xxs, ref::vec_dot_iq2_xxs_q8_k, LOOM_X86_KERNEL(avx2::vec_dot_iq2_xxs_q8_k),
+     LOOM_X86_KERNEL(avx512::vec_dot_iq2_xxs_q8_k), LOOM_X86_KERNEL(avx2::dequantize_row_iq2_xxs)},
+    {"iq2_xs", 17, 74, ref::dequantize_row_iq2_xs, ref::vec_dot_iq2_xs_q8_k, LOOM_X86_KERNEL(avx2::vec_dot_iq2_xs_q8_k),
+     LOOM_X86_KERNEL(avx512::vec_dot_iq2_xs_q8_k), LOOM_X86_KERNEL(avx2::dequantize_row_iq2_xs)},
+    {"iq2_s", 22, 82, ref::dequantize_row_iq2_s, ref::vec_dot_iq2_s_q8_k, LOOM_X86_KERNEL(avx2::vec_dot_iq2_s_q8_k),
+     LOOM_X86_KERNEL(avx512::vec_dot_iq2_s_q8_k), LOOM_X86_KERNEL(avx2::dequantize_row_iq2_s)},
+    {"iq3_xxs", 18, 98, ref::dequantize_row_iq3_xxs, ref::vec_dot_iq3_xxs_q8_k, LOOM_X86_KERNEL(avx2::vec_dot_iq3_xxs_q8_k),
+     LOOM_X86_KERNEL(avx512::vec_dot_iq3_xxs_q8_k), LOOM_X86_KERNEL(avx2::dequantize_row_iq3_xxs)},
+    {"iq3_s", 21, 110, ref::dequantize_row_iq3_s, ref::vec_dot_iq3_s_q8_k, LOOM_X86_KERNEL(avx2::vec_dot_iq3_s_q8_k),
+     LOOM_X86_KERNEL(avx512::vec_dot_iq3_s_q8_k), LOOM_X86_KERNEL(avx2::dequantize_row_iq3_s)},
+    {"iq1_s", 19, 50, ref::dequantize_row_iq1_s, ref::vec_dot_iq1_s_q8_k, LOOM_X86_KERNEL(avx2::vec_dot_iq1_s_q8_k),
+     LOOM_X86_KERNEL(avx512::vec_dot_iq1_s_q8_k), LOOM_X86_KERNEL(avx2::dequantize_row_iq1_s)},
+    {"iq1_m", 29, 56, ref::dequantize_row_iq1_m, ref::vec_dot_iq1_m_q8_k, LOOM_X86_KERNEL(avx2::vec_dot_iq1_m_q8_k),
+     LOOM_X86_KERNEL(avx512::vec_dot_iq1_m_q8_k), LOOM_X86_KERNEL(avx2::dequantize_row_iq1_m)},
 };
 
 std::vector<uint8_t> read_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   return std::vector<uint8_t>((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
 }
-std::string data_path(const std::string& name) {
-  return std::string(LOOM_SOURCE_DIR) + "/tests/data/quant-ref/" + name;
-}
+std::string data_path(const std::string& name) { return std::string(LOOM_SOURCE_DIR) + "/tests/data/quant-ref/" + name; }
 
 // ---- grids ----------------------------------------------------------------------------------
 
@@ -101,8 +92,8 @@ uint8_t byte_of(uint64_t v, int j) { return uint8_t(v >> (8 * j)); }
 // even_parity: the sum of the entries' level positions is even (the IQ2 grids and IQ3_XXS's hold
 // lattice points of even parity).
 template <class T, class Rank>
-void expect_grid(const char* name, const T* grid, int size, int width, Rank rank,
-                 const std::vector<int>& levels, bool even_parity) {
+void expect_grid(const char* name, const T* grid, int size, int width, Rank rank, const std::vector<int>& levels,
+                 bool even_parity) {
   for (int k = 0; k < size; ++k) {
     int level_sum = 0;
     for (int j = 0; j < width; ++j) {
@@ -209,8 +200,7 @@ bool load_ref(const IqType& t, RefData& d) {
   d.dots.resize(size_t(d.nb) * 2);
   return take(d.blocks.data(), d.blocks.size()) && take(d.acts.data(), d.acts.size()) &&
          take(d.hashes.data(), d.hashes.size() * 8) && take(d.first_block.data(), 256 * 4) &&
-         take(d.dots.data(), d.dots.size() * 4) && take(&d.row_simd, 4) &&
-         take(&d.row_generic, 4) && pos == f.size();
+         take(d.dots.data(), d.dots.size() * 4) && take(&d.row_simd, 4) && take(&d.row_generic, 4) && pos == f.size();
 }
 
 class IqRef : public ::testing::TestWithParam<IqType> {};
@@ -395,8 +385,8 @@ TEST_P(IqSimd, VecDotEqualsReference) {
     std::memcpy(abuf.data() + ma, a.data(), a.size());
     const float want = t.dot(256 * int64_t(nb), w.data(), a.data());
     const float got = k(256 * int64_t(nb), wbuf.data() + mw, abuf.data() + ma);
-    ASSERT_EQ(std::memcmp(&want, &got, 4), 0) << t.name << " " << isa_name(isa) << " nb " << nb
-                                               << ": " << got << " vs " << want;
+    ASSERT_EQ(std::memcmp(&want, &got, 4), 0)
+        << t.name << " " << isa_name(isa) << " nb " << nb << ": " << got << " vs " << want;
     // Rows ending exactly at their buffers' ends (ASan builds catch a kernel reading past them).
     const float exact = k(256 * int64_t(nb), w.data(), a.data());
     ASSERT_EQ(std::memcmp(&want, &exact, 4), 0) << t.name << " " << isa_name(isa) << " nb " << nb;
@@ -547,8 +537,7 @@ TEST_P(IqSimdDequant, Avx2EqualsReference) {
 INSTANTIATE_TEST_SUITE_P(Types, IqSimdDequant, ::testing::ValuesIn(kIqTypes),
                          [](const auto& info) { return std::string(info.param.name); });
 
-INSTANTIATE_TEST_SUITE_P(Kernels, IqSimd,
-                         ::testing::Combine(::testing::ValuesIn(kIqTypes), ::testing::Values(0, 1)),
+INSTANTIATE_TEST_SUITE_P(Kernels, IqSimd, ::testing::Combine(::testing::ValuesIn(kIqTypes), ::testing::Values(0, 1)),
                          [](const auto& info) {
                            return std::string(std::get<0>(info.param).name) +
                                   (std::get<1>(info.param) == 0 ? "_avx2" : "_avx512");

@@ -20,9 +20,7 @@
 namespace loom::quant {
 namespace {
 
-std::string data_path(const std::string& name) {
-  return std::string(LOOM_SOURCE_DIR) + "/tests/data/quant-ref/" + name;
-}
+std::string data_path(const std::string& name) { return std::string(LOOM_SOURCE_DIR) + "/tests/data/quant-ref/" + name; }
 
 std::vector<uint8_t> read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -56,8 +54,7 @@ bool load_case(const std::string& name, QuantCase& c, std::string* why) {
   c.rows = h[11];
   const uint64_t row_bytes = uint64_t(c.n) / h[4] * h[5];
   const uint64_t act_bytes = uint64_t(c.n) / h[6] * h[7];
-  uint64_t pos = sizeof h + w * row_bytes + w * uint64_t(c.n) * 4 + k * uint64_t(c.n) * 4 + k * act_bytes +
-                 2 * k * w * 4;
+  uint64_t pos = sizeof h + w * row_bytes + w * uint64_t(c.n) * 4 + k * uint64_t(c.n) * 4 + k * act_bytes + 2 * k * w * 4;
   auto take = [&](void* dst, uint64_t n) {
     if (pos + n > f.size()) return false;
     std::memcpy(dst, f.data() + pos, n);
@@ -122,9 +119,9 @@ void check_file(const TypeCase& t, const std::string& file) {
     if (std::memcmp(want, have, row_bytes) != 0) {
       size_t at = 0;
       while (want[at] == have[at]) ++at;
-      ADD_FAILURE() << file << " row " << r << " (pattern " << r % 10 << "): first difference at byte " << at
-                    << " (block " << at / t.block_bytes << ", offset " << at % t.block_bytes << "): ggml "
-                    << int(want[at]) << ", loom " << int(have[at]);
+      ADD_FAILURE() << file << " row " << r << " (pattern " << r % 10 << "): first difference at byte " << at << " (block "
+                    << at / t.block_bytes << ", offset " << at % t.block_bytes << "): ggml " << int(want[at]) << ", loom "
+                    << int(have[at]);
     }
   }
   // The importance matrix matters: without it the bytes differ.
@@ -180,8 +177,8 @@ void check_bad_lengths(const TypeCase& t) {
 
 TEST_P(IqQuantize, RefusesBadRowLengths) {
   check_bad_lengths(GetParam());
-  EXPECT_EQ(quantize_iq(GetParam().type, std::vector<float>(256, 1.0f).data(), std::vector<uint8_t>(128).data(), 1,
-                        256, std::vector<float>(256, 1.0f).data()),
+  EXPECT_EQ(quantize_iq(GetParam().type, std::vector<float>(256, 1.0f).data(), std::vector<uint8_t>(128).data(), 1, 256,
+                        std::vector<float>(256, 1.0f).data()),
             GetParam().block_bytes);
 }
 
@@ -196,7 +193,8 @@ TEST_P(IqQuantize, SurvivesNonFiniteInput) {
     for (int mode = 0; mode < 3; ++mode) {
       std::vector<float> x(256);
       for (int i = 0; i < 256; ++i) x[i] = mode == 0 ? s : (mode == 1 && i % 7 == 0 ? s : std::sin(float(i)));
-      if (mode == 2) im[17] = s; else im[17] = 1.0f;
+      if (mode == 2) im[17] = s;
+      else im[17] = 1.0f;
       EXPECT_EQ(t.fn(x.data(), out.data(), 1, 256, im.data()), t.block_bytes);
       EXPECT_EQ(out.back(), 0xA5);
     }
@@ -217,8 +215,8 @@ TEST(IqQuantizeThreads, ConcurrentFirstUse) {
 }
 
 TEST(IqQuantizeRules, LlamaQuantizeRefusals) {
-  for (TensorType t : {TensorType::IQ2_XXS, TensorType::IQ2_XS, TensorType::IQ2_S, TensorType::IQ3_XXS,
-                       TensorType::IQ1_S, TensorType::IQ1_M}) {
+  for (TensorType t : {TensorType::IQ2_XXS, TensorType::IQ2_XS, TensorType::IQ2_S, TensorType::IQ3_XXS, TensorType::IQ1_S,
+                       TensorType::IQ1_M}) {
     EXPECT_TRUE(llama_quantize_requires_imatrix(t));
   }
   EXPECT_FALSE(llama_quantize_requires_imatrix(TensorType::IQ3_S));

@@ -86,15 +86,9 @@ std::vector<uint8_t> weight_row(TensorType t, int64_t nb, std::mt19937& rng, boo
         }
         break;
       }
-      case TensorType::MXFP4:
-        b[0] = ext ? uint8_t(rng() % 2 ? 254 : 1) : uint8_t(110 + rng() % 26);
-        break;
-      case TensorType::TQ1_0:
-        put_u16(b + 52, d);
-        break;
-      case TensorType::TQ2_0:
-        put_u16(b + 64, d);
-        break;
+      case TensorType::MXFP4: b[0] = ext ? uint8_t(rng() % 2 ? 254 : 1) : uint8_t(110 + rng() % 26); break;
+      case TensorType::TQ1_0: put_u16(b + 52, d); break;
+      case TensorType::TQ2_0: put_u16(b + 64, d); break;
       default:  // d first
         put_u16(b, d);
         break;
@@ -202,9 +196,8 @@ TEST_P(NewTiles, EveryShapeBitIdenticalWithVecDot) {
               for (int j = 0; j < nw; ++j) {
                 const float got = out[size_t(i) * os + size_t(j)], exp = want[i0 + i][j0 + j];
                 ASSERT_TRUE(same_bits(got, exp))
-                    << c.name << (via ? " quant::vec_dot_tile" : " kernel") << " blocks " << nb << " extreme "
-                    << extreme << " tile " << nw << "x" << na << " pair (" << i << "," << j << "): " << got
-                    << " vs vec_dot " << exp;
+                    << c.name << (via ? " quant::vec_dot_tile" : " kernel") << " blocks " << nb << " extreme " << extreme
+                    << " tile " << nw << "x" << na << " pair (" << i << "," << j << "): " << got << " vs vec_dot " << exp;
                 ++checked;
               }
               for (size_t j = size_t(nw); j < os; ++j) ASSERT_EQ(out[size_t(i) * os + j], -7.0f) << "wrote past the tile";
@@ -265,7 +258,8 @@ TEST(NewTilesBench, NsPerBlockRow) {
     const double tile = time([&] { c.fn(n, wbuf.data(), ws, kW, abuf.data(), as, kA, out.data(), kW); });
     const double loop = time([&] {
       for (int i = 0; i < kA; ++i)
-        for (int j = 0; j < kW; ++j) out[size_t(i) * kW + j] = vec_dot(c.type, n, wbuf.data() + ws * j, abuf.data() + as * i);
+        for (int j = 0; j < kW; ++j)
+          out[size_t(i) * kW + j] = vec_dot(c.type, n, wbuf.data() + ws * j, abuf.data() + as * i);
     });
     std::printf("%-8s tile %6.2f ns  vec_dot loop %6.2f ns  per (block, activation row)  x%.2f\n", c.name, tile, loop,
                 loop / tile);

@@ -27,12 +27,12 @@ struct Problem {
   TensorType t;
   int64_t rows, cols;
   int n;
-  std::vector<uint8_t> w;          // rows in the GGUF layout
-  std::vector<float> x;            // n activation rows
+  std::vector<uint8_t> w;  // rows in the GGUF layout
+  std::vector<float> x;    // n activation rows
   std::vector<uint8_t> packed;
-  std::vector<uint8_t> act;        // n packed activation rows
-  std::vector<uint8_t> act_q8;     // n rows in vec_dot_type(t), for the vec_dot comparison
-  std::vector<double> magnitude;   // Σ|w·a| per (i, r): the rounding scale
+  std::vector<uint8_t> act;       // n packed activation rows
+  std::vector<uint8_t> act_q8;    // n rows in vec_dot_type(t), for the vec_dot comparison
+  std::vector<double> magnitude;  // Σ|w·a| per (i, r): the rounding scale
 };
 
 Problem make(TensorType t, int64_t rows, int64_t cols, int n, std::mt19937& rng) {
@@ -70,16 +70,15 @@ void expect_close(const Problem& p, const float* out, size_t out_stride, const c
       const float want = ref::vec_dot(p.t, p.cols, p.w.data() + size_t(r) * rb, p.act_q8.data() + size_t(i) * qb);
       const double tol = 1e-5 * p.magnitude[size_t(i) * size_t(p.rows) + size_t(r)] + 1e-6;
       ASSERT_NEAR(out[size_t(i) * out_stride + size_t(r)], want, tol)
-          << what << " " << test::type_name(p.t) << " rows=" << p.rows << " cols=" << p.cols << " n=" << p.n
-          << " i=" << i << " r=" << r;
+          << what << " " << test::type_name(p.t) << " rows=" << p.rows << " cols=" << p.cols << " n=" << p.n << " i=" << i
+          << " r=" << r;
     }
   }
 }
 
 bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
-using Gemm = void (*)(TensorType, int64_t, int64_t, const void*, int64_t, int64_t, const void*, size_t, int,
-                      float*, size_t);
+using Gemm = void (*)(TensorType, int64_t, int64_t, const void*, int64_t, int64_t, const void*, size_t, int, float*, size_t);
 
 // Batch invariance: every activation row's outputs are bit-identical whether the row is computed
 // alone, with the n - 1 others (got: all rows in one call), or in a call of a few rows starting
@@ -99,8 +98,8 @@ void expect_rows_invariant(Gemm gemm, const Problem& p, const uint8_t* packed, s
     for (int s = 0; s < sub; ++s) {
       for (int64_t r = 0; r < p.rows; ++r) {
         ASSERT_TRUE(same_bits(one[size_t(s) * size_t(p.rows) + size_t(r)], got[size_t(i + s) * out_stride + size_t(r)]))
-            << what << " " << test::type_name(p.t) << " rows=" << p.rows << " cols=" << p.cols << " n=" << p.n
-            << ": row " << i + s << " in a call of " << sub << " from row " << i << " differs at r=" << r;
+            << what << " " << test::type_name(p.t) << " rows=" << p.rows << " cols=" << p.cols << " n=" << p.n << ": row "
+            << i + s << " in a call of " << sub << " from row " << i << " differs at r=" << r;
       }
     }
     if (i % 7 != 0) continue;
@@ -110,8 +109,8 @@ void expect_rows_invariant(Gemm gemm, const Problem& p, const uint8_t* packed, s
       gemm(p.t, p.rows, p.cols, packed, g, g + 1, act.data(), ab, 1, one.data(), size_t(p.rows));
       for (int64_t r = g * kPackRows; r < std::min(p.rows, (g + 1) * kPackRows); ++r) {
         ASSERT_TRUE(same_bits(one[size_t(r)], got[size_t(i) * out_stride + size_t(r)]))
-            << what << " " << test::type_name(p.t) << " rows=" << p.rows << " cols=" << p.cols << " n=" << p.n
-            << ": row " << i << " alone over group " << g << " differs at r=" << r;
+            << what << " " << test::type_name(p.t) << " rows=" << p.rows << " cols=" << p.cols << " n=" << p.n << ": row "
+            << i << " alone over group " << g << " differs at r=" << r;
       }
     }
   }
@@ -120,20 +119,17 @@ void expect_rows_invariant(Gemm gemm, const Problem& p, const uint8_t* packed, s
 int64_t block_size_of_type(TensorType t) { return tensor_type_info(t)->block_size; }
 
 // Every type with a packed layout; the 32-column block types of the AVX-512 kernel.
-const std::vector<TensorType> kAllPacked = {TensorType::Q4_0,   TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1,
-                                            TensorType::Q8_0,   TensorType::IQ4_NL, TensorType::F16, TensorType::BF16,
-                                            TensorType::Q2_K,
-                                            TensorType::Q3_K,   TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K,
-                                            TensorType::IQ4_XS, TensorType::MXFP4};
-const std::vector<TensorType> kBlocks32 = {TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_0,
-                                           TensorType::Q5_1, TensorType::Q8_0, TensorType::IQ4_NL,
-                                           TensorType::MXFP4};
+const std::vector<TensorType> kAllPacked = {TensorType::Q4_0, TensorType::Q4_1,   TensorType::Q5_0, TensorType::Q5_1,
+                                            TensorType::Q8_0, TensorType::IQ4_NL, TensorType::F16,  TensorType::BF16,
+                                            TensorType::Q2_K, TensorType::Q3_K,   TensorType::Q4_K, TensorType::Q5_K,
+                                            TensorType::Q6_K, TensorType::IQ4_XS, TensorType::MXFP4};
+const std::vector<TensorType> kBlocks32 = {TensorType::Q4_0, TensorType::Q4_1,   TensorType::Q5_0, TensorType::Q5_1,
+                                           TensorType::Q8_0, TensorType::IQ4_NL, TensorType::MXFP4};
 
 // Runs gemm over all groups, split in two calls, with misaligned inputs and an output stride
 // wider than rows; checks every output, that padding columns beyond rows are untouched, and that
 // each activation row's outputs do not depend on the other rows of the call.
-void check_variant(Gemm gemm, const char* what,
-                   std::vector<TensorType> types = kAllPacked) {
+void check_variant(Gemm gemm, const char* what, std::vector<TensorType> types = kAllPacked) {
   std::mt19937 rng(1234);
   for (TensorType t : types) {
     for (int64_t rows : {1, 5, 16, 17, 31, 48, 70}) {
@@ -263,7 +259,8 @@ TEST(Packed, ActivationBatchLayoutHoldsEachRowsQuantization) {
     for (int n : {1, 2, 3, 4, 5, 6, 7, 8, 9, 13}) {
       const std::vector<float> x = test::random_floats(int64_t(n) * cols, rng);
       std::vector<uint8_t> batch(ab * size_t(n), 0xcd), row(ab), got(ab);
-      for (int i0 = 0; i0 < n; i0 += 3) quantize_packed_act_rows(t, x.data(), cols, n, i0, std::min(n, i0 + 3), batch.data());
+      for (int i0 = 0; i0 < n; i0 += 3)
+        quantize_packed_act_rows(t, x.data(), cols, n, i0, std::min(n, i0 + 3), batch.data());
       for (int i = 0; i < n; ++i) {
         quantize_packed_act(t, x.data() + size_t(i) * size_t(cols), cols, row.data());
         if (detail::act_panels(t)) {
@@ -332,8 +329,8 @@ TEST(Packed, Avx512VnniMatchesReference) {
 
 // The F16, Q4_K, Q5_K and Q6_K kernels take no type argument: adapt them to the Gemm signature.
 template <void (*Gemm1)(int64_t, int64_t, const void*, int64_t, int64_t, const void*, size_t, int, float*, size_t)>
-void typed(TensorType, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1, const void* act,
-              size_t as, int n, float* out, size_t os) {
+void typed(TensorType, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1, const void* act, size_t as,
+           int n, float* out, size_t os) {
   Gemm1(rows, cols, packed, g0, g1, act, as, n, out, os);
 }
 
@@ -581,7 +578,7 @@ TEST(Packed, Mxfp4ScalesOutsideF16AreRefused) {
     EXPECT_TRUE(can_pack_data(TensorType::MXFP4, bad.data(), rb, 1, cols)) << int(e);
   }
   EXPECT_FALSE(can_pack_data(TensorType::MXFP4, rows.data(), rb, 1, 48));  // not whole blocks of 32
-  for (int e = 104; e <= 143; ++e) {  // the tile's f16 is the scale, exactly
+  for (int e = 104; e <= 143; ++e) {                                       // the tile's f16 is the scale, exactly
     const uint8_t blk[17] = {uint8_t(e), 0x12};
     EXPECT_EQ(detail::mxfp4_tile_scale(blk), int32_t(f32_to_f16(detail::e8m0_half(uint8_t(e))))) << e;
     EXPECT_EQ(f16_to_f32(uint16_t(detail::mxfp4_tile_scale(blk))), detail::e8m0_half(uint8_t(e))) << e;

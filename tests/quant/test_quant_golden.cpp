@@ -44,13 +44,19 @@ class Cursor {
     pos_ += n;
     return s;
   }
-  void skip(uint64_t n) { need(n); pos_ += n; }
+  void skip(uint64_t n) {
+    need(n);
+    pos_ += n;
+  }
   uint64_t pos() const { return pos_; }
 
   // Skips one metadata value of GGUF value type `type`.
   void skip_value(uint32_t type) {
     static const int kSizes[] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
-    if (type == 8) { str(); return; }
+    if (type == 8) {
+      str();
+      return;
+    }
     if (type == 9) {
       const uint32_t elem = get<uint32_t>();
       const uint64_t count = get<uint64_t>();
@@ -175,8 +181,8 @@ TEST_P(QuantGoldenDequant, BitExact) {
       const float g = golden[size_t(row * 256 + i)];
       if (f32_bits(r[size_t(i)]) != f32_bits(g) || f32_bits(s[size_t(i)]) != f32_bits(g)) {
         if (++mismatches <= 10) {
-          ADD_FAILURE() << gc.type << " row " << row << " col " << i << ": golden " << g
-                        << " ref " << r[size_t(i)] << " dispatch " << s[size_t(i)];
+          ADD_FAILURE() << gc.type << " row " << row << " col " << i << ": golden " << g << " ref " << r[size_t(i)]
+                        << " dispatch " << s[size_t(i)];
         }
       }
     }
@@ -192,13 +198,21 @@ INSTANTIATE_TEST_SUITE_P(Types, QuantGoldenDequant, ::testing::ValuesIn(kCases),
 // re-quantized from the F32 source and compared byte for byte.
 bool has_weight_quantizer(uint32_t type) {
   switch (static_cast<TensorType>(type)) {
-    case TensorType::Q4_0: case TensorType::Q4_1: case TensorType::Q5_0: case TensorType::Q5_1:
-    case TensorType::Q8_0: case TensorType::BF16: case TensorType::F16:
-    case TensorType::Q2_K: case TensorType::Q3_K: case TensorType::Q4_K: case TensorType::Q5_K:
-    case TensorType::Q6_K: case TensorType::IQ4_NL: case TensorType::IQ4_XS:
-      return true;
-    default:
-      return false;
+    case TensorType::Q4_0:
+    case TensorType::Q4_1:
+    case TensorType::Q5_0:
+    case TensorType::Q5_1:
+    case TensorType::Q8_0:
+    case TensorType::BF16:
+    case TensorType::F16:
+    case TensorType::Q2_K:
+    case TensorType::Q3_K:
+    case TensorType::Q4_K:
+    case TensorType::Q5_K:
+    case TensorType::Q6_K:
+    case TensorType::IQ4_NL:
+    case TensorType::IQ4_XS: return true;
+    default: return false;
   }
 }
 
@@ -233,9 +247,9 @@ TEST_P(QuantGoldenQuantize, ByteIdenticalWithLlamaQuantize) {
       if (std::memcmp(got.data(), want, size_t(rb)) != 0 && ++bad_rows <= 3) {
         size_t k = 0;
         while (got[k] == want[k]) ++k;
-        ADD_FAILURE() << name << " " << tname << " (" << tensor_type_name(type) << ") row " << r
-                      << ": first differing byte " << k << " of " << rb << " (block " << k / size_t(block_bytes(type))
-                      << ", byte " << k % size_t(block_bytes(type)) << "): " << int(got[k]) << " vs " << int(want[k]);
+        ADD_FAILURE() << name << " " << tname << " (" << tensor_type_name(type) << ") row " << r << ": first differing byte "
+                      << k << " of " << rb << " (block " << k / size_t(block_bytes(type)) << ", byte "
+                      << k % size_t(block_bytes(type)) << "): " << int(got[k]) << " vs " << int(want[k]);
       }
     }
     EXPECT_EQ(bad_rows, 0) << name << " " << tname << " (" << tensor_type_name(type) << ")";
@@ -246,9 +260,8 @@ TEST_P(QuantGoldenQuantize, ByteIdenticalWithLlamaQuantize) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, QuantGoldenQuantize,
-                         ::testing::Values("q2_k", "q3_k_s", "q3_k_m", "q3_k_l", "q4_k_s", "q4_k_m",
-                                           "q5_k_s", "q5_k_m", "q6_k", "iq4_nl", "iq4_xs", "q4_0",
-                                           "q4_1", "q5_0", "q5_1", "q8_0", "bf16"),
+                         ::testing::Values("q2_k", "q3_k_s", "q3_k_m", "q3_k_l", "q4_k_s", "q4_k_m", "q5_k_s", "q5_k_m",
+                                           "q6_k", "iq4_nl", "iq4_xs", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "bf16"),
                          [](const auto& info) { return std::string(info.param); });
 
 }  // namespace

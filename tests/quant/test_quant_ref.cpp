@@ -32,8 +32,8 @@ TEST(QuantTypes, VecDotType) {
   EXPECT_EQ(vec_dot_type(TensorType::Q5_1), TensorType::Q8_1);
   EXPECT_EQ(vec_dot_type(TensorType::Q8_1), TensorType::Q8_1);
   EXPECT_EQ(vec_dot_type(TensorType::IQ4_NL), TensorType::Q8_0);
-  for (TensorType t : {TensorType::Q2_K, TensorType::Q3_K, TensorType::Q4_K, TensorType::Q5_K,
-                       TensorType::Q6_K, TensorType::Q8_K, TensorType::IQ4_XS}) {
+  for (TensorType t : {TensorType::Q2_K, TensorType::Q3_K, TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K,
+                       TensorType::Q8_K, TensorType::IQ4_XS}) {
     EXPECT_EQ(vec_dot_type(t), TensorType::Q8_K) << type_name(t);
   }
   for (TensorType t : iq_types()) EXPECT_EQ(vec_dot_type(t), TensorType::Q8_K) << type_name(t);
@@ -69,7 +69,10 @@ TEST(QuantDeathTest, RejectsUnsupportedTypeAndPartialBlocks) {
 TEST(QuantLayout, Q4_0) {
   // Largest magnitude -8 => d = 1 and level = x + 8 exactly.
   float x[32];
-  for (int j = 0; j < 16; ++j) { x[j] = float(j - 8); x[j + 16] = float(7 - j); }
+  for (int j = 0; j < 16; ++j) {
+    x[j] = float(j - 8);
+    x[j + 16] = float(7 - j);
+  }
   uint8_t b[18];
   ref::quantize_row(TensorType::Q4_0, x, b, 32);
   EXPECT_EQ(get_u16(b), 0x3c00);  // f16 1.0
@@ -141,7 +144,7 @@ TEST(QuantLayout, Q5_1) {
 TEST(QuantLayout, Q8_0AndQ8_1) {
   float x[32];
   for (int j = 0; j < 32; ++j) x[j] = float(j * 8 - 127);  // amax 127 => d = 1
-  x[31] = 2.5f;   // ties round away from zero
+  x[31] = 2.5f;                                            // ties round away from zero
   x[30] = -3.5f;
   x[29] = 0.49999997f;  // just below one half: rounds to 0
   uint8_t b0[34], b1[36];
@@ -187,10 +190,19 @@ double block_error_bound(TensorType t, const float* x) {
   const double tiny = 1e-7 * amax + 1e-30;
   switch (t) {
     case TensorType::Q8_0:
-    case TensorType::Q8_1: { const double d = amax / 127; return 0.5 * d + 128 * (d * u + sub) + tiny; }
+    case TensorType::Q8_1: {
+      const double d = amax / 127;
+      return 0.5 * d + 128 * (d * u + sub) + tiny;
+    }
     // Symmetric 4/5-bit: one extreme clamps to the level next to it (error up to d).
-    case TensorType::Q4_0: { const double d = amax / 8; return d + 8 * (d * u + sub) + tiny; }
-    case TensorType::Q5_0: { const double d = amax / 16; return d + 16 * (d * u + sub) + tiny; }
+    case TensorType::Q4_0: {
+      const double d = amax / 8;
+      return d + 8 * (d * u + sub) + tiny;
+    }
+    case TensorType::Q5_0: {
+      const double d = amax / 16;
+      return d + 16 * (d * u + sub) + tiny;
+    }
     case TensorType::Q4_1: {
       const double d = (hi - lo) / 15;
       return 0.5 * d + 16 * (d * u + sub) + std::fabs(lo) * u + sub + 1e-6 * (hi - lo) + tiny;
@@ -216,8 +228,7 @@ TEST(QuantRoundTrip, BlockFormatsWithinBounds) {
       for (int64_t b = 0; b < n / 32; ++b) {
         const double bound = block_error_bound(t, x.data() + b * 32);
         for (int64_t j = b * 32; j < b * 32 + 32; ++j) {
-          ASSERT_LE(std::fabs(double(x[size_t(j)]) - y[size_t(j)]), bound)
-              << type_name(t) << " n=" << n << " element " << j;
+          ASSERT_LE(std::fabs(double(x[size_t(j)]) - y[size_t(j)]), bound) << type_name(t) << " n=" << n << " element " << j;
         }
       }
     }
@@ -263,7 +274,9 @@ TEST(QuantRoundTrip, HalfFormatsExactWhenRepresentableAndRoundToNearestEven) {
       std::vector<float> x(static_cast<size_t>(n));
       for (int64_t i = 0; i < n; ++i) {
         uint16_t v;
-        do { v = uint16_t(bits16(rng)); } while (std::isnan(to_f32(v)));
+        do {
+          v = uint16_t(bits16(rng));
+        } while (std::isnan(to_f32(v)));
         h[size_t(i)] = v;
         x[size_t(i)] = to_f32(v);
       }
@@ -275,8 +288,8 @@ TEST(QuantRoundTrip, HalfFormatsExactWhenRepresentableAndRoundToNearestEven) {
       EXPECT_EQ(y, x) << type_name(t) << " n=" << n;
     }
     // Midpoints between neighbours round to the even one; just above/below go to the nearest.
-    for (uint16_t v : {uint16_t(0x3c00), uint16_t(0x3c01), uint16_t(0x0001), uint16_t(0x4000),
-                       uint16_t(0xc123), uint16_t(0x0400)}) {
+    for (uint16_t v :
+         {uint16_t(0x3c00), uint16_t(0x3c01), uint16_t(0x0001), uint16_t(0x4000), uint16_t(0xc123), uint16_t(0x0400)}) {
       const double a = to_f32(v), b = to_f32(uint16_t(v + 1));
       const float mid = float((a + b) / 2);  // exact in f32 for both formats
       const uint16_t even = (v & 1) ? uint16_t(v + 1) : v;
@@ -391,9 +404,8 @@ TEST(QuantLayout, Q8_K) {
 // test_quant_golden on real tensors).
 TEST(QuantRoundTrip, KQuantsRelativeRmsError) {
   const std::pair<TensorType, double> bounds[] = {
-      {TensorType::Q2_K, 0.40}, {TensorType::Q3_K, 0.22}, {TensorType::Q4_K, 0.11},
-      {TensorType::Q5_K, 0.055}, {TensorType::Q6_K, 0.03}, {TensorType::IQ4_NL, 0.12},
-      {TensorType::IQ4_XS, 0.12}};
+      {TensorType::Q2_K, 0.40}, {TensorType::Q3_K, 0.22},   {TensorType::Q4_K, 0.11},  {TensorType::Q5_K, 0.055},
+      {TensorType::Q6_K, 0.03}, {TensorType::IQ4_NL, 0.12}, {TensorType::IQ4_XS, 0.12}};
   std::mt19937 rng(77);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   for (const auto& [t, bound] : bounds) {
@@ -425,9 +437,9 @@ TEST(QuantRoundTrip, KQuantsRelativeRmsError) {
 // refused by the row API (QuantDeathTest).
 TEST(QuantRoundTrip, NewTypesRelativeRmsError) {
   const std::pair<TensorType, double> bounds[] = {
-      {TensorType::IQ2_S, 0.40},  {TensorType::IQ3_XXS, 0.30}, {TensorType::IQ3_S, 0.25},
-      {TensorType::IQ1_M, 0.60},  {TensorType::TQ1_0, 0.90},   {TensorType::TQ2_0, 0.90},
-      {TensorType::MXFP4, 0.20},  {TensorType::Q1_0, 0.70},    {TensorType::Q2_0, 0.80}};
+      {TensorType::IQ2_S, 0.40}, {TensorType::IQ3_XXS, 0.30}, {TensorType::IQ3_S, 0.25},
+      {TensorType::IQ1_M, 0.60}, {TensorType::TQ1_0, 0.90},   {TensorType::TQ2_0, 0.90},
+      {TensorType::MXFP4, 0.20}, {TensorType::Q1_0, 0.70},    {TensorType::Q2_0, 0.80}};
   std::mt19937 rng(78);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   for (const auto& [t, bound] : bounds) {

@@ -36,18 +36,18 @@ std::vector<int64_t> lengths(TensorType t) {
   return v;
 }
 
-bool same_bits(float a, float b) {
-  return f32_bits(a) == f32_bits(b) || (std::isnan(a) && std::isnan(b));
-}
+bool same_bits(float a, float b) { return f32_bits(a) == f32_bits(b) || (std::isnan(a) && std::isnan(b)); }
 
 // Prints the kernel set this CPU gets, and checks that the three reports of it agree: the
 // dispatch switch (simd_enabled), the level `loom bench` prints (isa_level) and Highway's choice,
 // which must be one of the targets this build generated for this CPU.
 TEST(QuantSimd, ReportsKernelSet) {
   const CpuFeatures& f = cpu_features();
-  std::printf("cpu: avx2=%d fma=%d f16c=%d neon_dotprod=%d sve=%d -> %s%s kernels (level %s)\n", f.avx2,
-              f.fma, f.f16c, f.neon_dotprod, f.sve,
-              f.has_avx2_set() ? "AVX2 int8 + " : f.neon_dotprod ? "NEON dotprod + " : "",
+  std::printf("cpu: avx2=%d fma=%d f16c=%d neon_dotprod=%d sve=%d -> %s%s kernels (level %s)\n", f.avx2, f.fma, f.f16c,
+              f.neon_dotprod, f.sve,
+              f.has_avx2_set() ? "AVX2 int8 + "
+              : f.neon_dotprod ? "NEON dotprod + "
+                               : "",
               simd_enabled() ? ("Highway " + hwy_target_name()).c_str() : "scalar reference", f.isa_level());
   EXPECT_EQ(simd_enabled(), f.simd);
   const std::string level = f.isa_level();
@@ -82,7 +82,9 @@ std::vector<uint8_t> random_bytes_row(TensorType t, int64_t n, std::mt19937& rng
   for (auto& b : v) b = uint8_t(byte(rng));
   auto finite16 = [&](auto to_f32) {
     uint16_t h;
-    do { h = uint16_t(byte(rng) | byte(rng) << 8); } while (!std::isfinite(to_f32(h)));
+    do {
+      h = uint16_t(byte(rng) | byte(rng) << 8);
+    } while (!std::isfinite(to_f32(h)));
     return h;
   };
   if (t == TensorType::F16 || t == TensorType::BF16) {
@@ -123,9 +125,8 @@ TEST(QuantSimd, DequantizeBitExact) {
           for (int64_t i = 0; i < n; ++i) {
             float got;
             std::memcpy(&got, out.data() + 4 * i, 4);
-            ASSERT_TRUE(same_bits(got, expect[size_t(i)]))
-                << type_name(t) << " n=" << n << " i=" << i << " misalign " << ms << "/" << md
-                << ": " << got << " vs " << expect[size_t(i)];
+            ASSERT_TRUE(same_bits(got, expect[size_t(i)])) << type_name(t) << " n=" << n << " i=" << i << " misalign " << ms
+                                                           << "/" << md << ": " << got << " vs " << expect[size_t(i)];
           }
           ASSERT_EQ(out.data()[4 * n], 0xcd) << "wrote past the end: " << type_name(t);
         }
@@ -149,9 +150,8 @@ std::vector<float> tricky_floats(int64_t n, std::mt19937& rng) {
     }
   }
   if (n >= 16) {
-    const float specials[] = {1.0f + 1.0f / 2048, 1.0f + 3.0f / 2048, 65520.0f, 65519.99f,
-                              1e-8f, 3e-8f, -2.98023224e-8f, 5.96046448e-8f,
-                              1.0f + 1.0f / 256, 1.0f + 3.0f / 256, 1e38f, -0.0f};
+    const float specials[] = {1.0f + 1.0f / 2048, 1.0f + 3.0f / 2048, 65520.0f,          65519.99f,         1e-8f, 3e-8f,
+                              -2.98023224e-8f,    5.96046448e-8f,     1.0f + 1.0f / 256, 1.0f + 3.0f / 256, 1e38f, -0.0f};
     // Keep specials out of the block formats' rows: they only make sense for F16/BF16.
     for (size_t i = 0; i < std::size(specials) && i < size_t(n); ++i) x[i] = specials[i];
   }
@@ -231,8 +231,7 @@ TEST(QuantSimd, VecDotMatchesReference) {
       // Variant 1 (random bytes) only for block formats: random F16/BF16 bit patterns span the
       // whole exponent range and their products overflow.
       for (int variant = 0; variant < (block_size(t) > 1 ? 2 : 1); ++variant) {
-        const std::vector<uint8_t> w =
-            variant == 0 ? any_random_row(t, n, rng) : random_bytes_row(t, n, rng);
+        const std::vector<uint8_t> w = variant == 0 ? any_random_row(t, n, rng) : random_bytes_row(t, n, rng);
         const std::vector<uint8_t> a = random_row(at, n, rng);
         const float expect = ref::vec_dot(t, n, w.data(), a.data());
         const double tol = 2e-6 * dot_magnitude(t, n, w.data(), a.data()) + 1e-30;
@@ -242,8 +241,8 @@ TEST(QuantSimd, VecDotMatchesReference) {
             if (!w.empty()) std::memcpy(wb.data(), w.data(), w.size());
             if (!a.empty()) std::memcpy(ab.data(), a.data(), a.size());
             const float got = vec_dot(t, n, wb.data(), ab.data());
-            ASSERT_NEAR(got, expect, tol) << type_name(t) << " n=" << n << " variant " << variant
-                                          << " misalign " << mw << "/" << ma;
+            ASSERT_NEAR(got, expect, tol) << type_name(t) << " n=" << n << " variant " << variant << " misalign " << mw
+                                          << "/" << ma;
           }
         }
       }
@@ -255,7 +254,7 @@ TEST(QuantSimd, VecDotMatchesReference) {
 // row strides with odd padding and misaligned bases, cells outside the tile left untouched.
 TEST(QuantSimd, VecDotTileMatchesReference) {
   std::mt19937 rng(17);
-  const std::pair<int, int> shapes[] = {{1, 1}, {2, 1}, {1, 2}, {2, 4}, {3, 5}, {4, 8}, {5, 9},
+  const std::pair<int, int> shapes[] = {{1, 1}, {2, 1},  {1, 2}, {2, 4}, {3, 5},  {4, 8}, {5, 9},
                                         {7, 3}, {16, 6}, {4, 1}, {9, 1}, {16, 1}, {0, 3}, {3, 0}};
   for (TensorType t : every_supported_type()) {
     const TensorType at = vec_dot_type(t);
@@ -282,17 +281,16 @@ TEST(QuantSimd, VecDotTileMatchesReference) {
           std::vector<float> out(os * size_t(na) + 1, -7.0f);
           vec_dot_tile(t, k, wb.data(), ws, nw, ab.data(), as, na, out.data(), os);
           std::vector<float> rout(out.size(), -7.0f);
-          ref::vec_dot_tile(t, k, wr.empty() ? nullptr : wb.data(), ws, nw,
-                            ar.empty() ? nullptr : ab.data(), as, na, rout.data(), os);
+          ref::vec_dot_tile(t, k, wr.empty() ? nullptr : wb.data(), ws, nw, ar.empty() ? nullptr : ab.data(), as, na,
+                            rout.data(), os);
           for (int i = 0; i < na; ++i) {
             for (int j = 0; j < nw; ++j) {
               const float expect = ref::vec_dot(t, k, wr[size_t(j)].data(), ar[size_t(i)].data());
-              const double tol =
-                  2e-6 * dot_magnitude(t, k, wr[size_t(j)].data(), ar[size_t(i)].data()) + 1e-30;
+              const double tol = 2e-6 * dot_magnitude(t, k, wr[size_t(j)].data(), ar[size_t(i)].data()) + 1e-30;
               const size_t c = size_t(i) * os + size_t(j);
               ASSERT_TRUE(same_bits(rout[c], expect)) << type_name(t) << " k=" << k;
-              ASSERT_NEAR(out[c], expect, tol) << type_name(t) << " k=" << k << " tile " << nw
-                                               << "x" << na << " cell " << j << "," << i;
+              ASSERT_NEAR(out[c], expect, tol)
+                  << type_name(t) << " k=" << k << " tile " << nw << "x" << na << " cell " << j << "," << i;
               // Batch invariance: bit for bit the dispatched vec_dot of the pair.
               ASSERT_TRUE(same_bits(out[c], vec_dot(t, k, wb.data() + size_t(j) * ws, ab.data() + size_t(i) * as)))
                   << type_name(t) << " k=" << k << " tile " << nw << "x" << na << " cell " << j << "," << i;
@@ -308,7 +306,6 @@ TEST(QuantSimd, VecDotTileMatchesReference) {
     }
   }
 }
-
 
 // ---- the Highway kernels, called directly under every Highway target ------------------------
 //
@@ -326,13 +323,13 @@ const std::vector<TensorType>& hwy_dequant_types() {
   return v;
 }
 const std::vector<TensorType>& hwy_quant_types() {
-  static const std::vector<TensorType> v = {TensorType::Q8_0, TensorType::Q8_1, TensorType::Q8_K,
-                                            TensorType::F16, TensorType::BF16};
+  static const std::vector<TensorType> v = {TensorType::Q8_0, TensorType::Q8_1, TensorType::Q8_K, TensorType::F16,
+                                            TensorType::BF16};
   return v;
 }
 const std::vector<TensorType>& hwy_tile_types() {
-  static const std::vector<TensorType> v = {TensorType::F16, TensorType::Q4_0, TensorType::Q5_0,
-                                            TensorType::Q8_0, TensorType::IQ4_NL};
+  static const std::vector<TensorType> v = {TensorType::F16, TensorType::Q4_0, TensorType::Q5_0, TensorType::Q8_0,
+                                            TensorType::IQ4_NL};
   return v;
 }
 // vec_dot: every type whose table row has a Highway vec_dot (all but the IQ and small types).
@@ -369,9 +366,8 @@ TEST(QuantSimdHighway, DequantizeBitExact) {
           for (int64_t i = 0; i < n; ++i) {
             float got;
             std::memcpy(&got, out.data() + 4 * i, 4);
-            ASSERT_TRUE(same_bits(got, expect[size_t(i)]))
-                << type_name(t) << " n=" << n << " i=" << i << " misalign " << ms << "/" << md
-                << ": " << got << " vs " << expect[size_t(i)];
+            ASSERT_TRUE(same_bits(got, expect[size_t(i)])) << type_name(t) << " n=" << n << " i=" << i << " misalign " << ms
+                                                           << "/" << md << ": " << got << " vs " << expect[size_t(i)];
           }
           ASSERT_EQ(out.data()[4 * n], 0xcd) << "wrote past the end: " << type_name(t);
         }
@@ -445,9 +441,8 @@ TEST(QuantSimdHighway, QuantizeByteIdentical) {
             size_t i = 0;
             while (out.data()[i] == expect[i]) ++i;
             const size_t e = block_size(t) == 1 ? i / 2 : i / size_t(block_bytes(t)) * size_t(block_size(t));
-            FAIL() << type_name(t) << " n=" << n << " byte " << i << " misalign " << ms << "/" << md
-                   << ": " << int(out.data()[i]) << " vs " << int(expect[i]) << " (input " << e
-                   << " = " << x[e] << ")";
+            FAIL() << type_name(t) << " n=" << n << " byte " << i << " misalign " << ms << "/" << md << ": "
+                   << int(out.data()[i]) << " vs " << int(expect[i]) << " (input " << e << " = " << x[e] << ")";
           }
           ASSERT_EQ(out.data()[bytes], 0xcd) << "wrote past the end: " << type_name(t);
         }
@@ -473,7 +468,8 @@ TEST(QuantSimdHighway, RoundRowHalfIsQuantizeThenDequantize) {
           b.push_back(-bits_f32((h << 16) + d));
         }
       }
-      for (uint32_t u : {0x7f800000u, 0xff800000u, 0x7fc00000u, 0x7f800001u, 0xffc12345u, 0x7f7fffffu}) b.push_back(bits_f32(u));
+      for (uint32_t u : {0x7f800000u, 0xff800000u, 0x7fc00000u, 0x7f800001u, 0xffc12345u, 0x7f7fffffu})
+        b.push_back(bits_f32(u));
       inputs.push_back(b);
       for (const std::vector<float>& x : inputs) {
         const int64_t n = int64_t(x.size());
@@ -490,8 +486,8 @@ TEST(QuantSimdHighway, RoundRowHalfIsQuantizeThenDequantize) {
             float got;
             std::memcpy(&got, out.data() + 4 * i, 4);
             ASSERT_EQ(f32_bits(got), f32_bits(expect[size_t(i)]))
-                << type_name(t) << " n=" << n << " i=" << i << " misalign " << ms << "/" << md << ": input "
-                << x[size_t(i)] << " gives " << got << " vs " << expect[size_t(i)];
+                << type_name(t) << " n=" << n << " i=" << i << " misalign " << ms << "/" << md << ": input " << x[size_t(i)]
+                << " gives " << got << " vs " << expect[size_t(i)];
           }
           ASSERT_EQ(out.data()[4 * n], 0xcd) << "wrote past the end: " << type_name(t);
         }
@@ -504,8 +500,7 @@ TEST(QuantSimdHighway, RoundRowHalfIsQuantizeThenDequantize) {
 // all-min levels, ...), scales zero, large (f16 max for the block formats) or subnormal, and
 // activations of all-max magnitude with either sign (-128 included where the format allows).
 // Magnitudes stay far from float overflow.
-std::vector<std::pair<std::vector<uint8_t>, std::vector<uint8_t>>> extreme_pairs(TensorType t,
-                                                                                int64_t n) {
+std::vector<std::pair<std::vector<uint8_t>, std::vector<uint8_t>>> extreme_pairs(TensorType t, int64_t n) {
   const TensorType at = vec_dot_type(t);
   std::vector<std::pair<std::vector<uint8_t>, std::vector<uint8_t>>> out;
   std::mt19937 rng(uint32_t(t) * 7 + uint32_t(n));
@@ -617,8 +612,7 @@ void check_vec_dot(TensorType t, Fn fn, uint32_t seed) {
         if (!a.empty()) std::memcpy(ab.data(), a.data(), a.size());
         float got = -1.0f;
         ASSERT_TRUE(fn(t, n, wb.data(), ab.data(), &got)) << type_name(t);
-        ASSERT_NEAR(got, expect, tol) << type_name(t) << " n=" << n << " case " << c
-                                      << " misalign " << mw << "/" << ma;
+        ASSERT_NEAR(got, expect, tol) << type_name(t) << " n=" << n << " case " << c << " misalign " << mw << "/" << ma;
       }
     }
   }
@@ -631,8 +625,8 @@ void check_vec_dot(TensorType t, Fn fn, uint32_t seed) {
 template <class Fn, class Dot>
 void check_vec_dot_tile(TensorType t, Fn fn, Dot dot, uint32_t seed) {
   std::mt19937 rng(seed);
-  const std::pair<int, int> shapes[] = {{1, 1}, {2, 1}, {1, 2}, {2, 4}, {3, 5}, {5, 9}, {7, 3}, {4, 1},
-                                        {7, 1}, {9, 1}, {6, 5}, {0, 3}, {3, 0}};
+  const std::pair<int, int> shapes[] = {{1, 1}, {2, 1}, {1, 2}, {2, 4}, {3, 5}, {5, 9}, {7, 3},
+                                        {4, 1}, {7, 1}, {9, 1}, {6, 5}, {0, 3}, {3, 0}};
   const TensorType at = vec_dot_type(t);
   const int64_t bs = block_size(t);
   std::vector<int64_t> ks = {0, bs, 2 * bs, 3 * bs, 8 * bs, 17 * bs};
@@ -659,8 +653,7 @@ void check_vec_dot_tile(TensorType t, Fn fn, Dot dot, uint32_t seed) {
         for (int i = 0; i < na; ++i) {
           for (int j = 0; j < nw; ++j) {
             const float expect = ref::vec_dot(t, k, wr[size_t(j)].data(), ar[size_t(i)].data());
-            const double tol =
-                2e-6 * dot_magnitude(t, k, wr[size_t(j)].data(), ar[size_t(i)].data()) + 1e-30;
+            const double tol = 2e-6 * dot_magnitude(t, k, wr[size_t(j)].data(), ar[size_t(i)].data()) + 1e-30;
             ASSERT_NEAR(out[size_t(i) * os + size_t(j)], expect, tol)
                 << type_name(t) << " k=" << k << " tile " << nw << "x" << na << " cell " << j << "," << i;
             Misaligned w1(wr[size_t(j)].size() + 1, (mw + 1) % 8), a1(ar[size_t(i)].size() + 1, (ma + 3) % 8);
@@ -669,8 +662,8 @@ void check_vec_dot_tile(TensorType t, Fn fn, Dot dot, uint32_t seed) {
             float one = -1.0f;
             ASSERT_TRUE(dot(t, k, w1.data(), a1.data(), &one)) << type_name(t);
             ASSERT_TRUE(same_bits(out[size_t(i) * os + size_t(j)], one))
-                << type_name(t) << " k=" << k << " tile " << nw << "x" << na << " cell " << j << "," << i
-                << ": " << out[size_t(i) * os + size_t(j)] << " vs vec_dot " << one;
+                << type_name(t) << " k=" << k << " tile " << nw << "x" << na << " cell " << j << "," << i << ": "
+                << out[size_t(i) * os + size_t(j)] << " vs vec_dot " << one;
           }
         }
         for (size_t c = 0; c < out.size(); ++c) {
@@ -734,8 +727,8 @@ TEST(QuantSimdAvx2, TileMatchesReferenceAndVecDotBitForBit) {
 
 TEST(QuantSimdNeon, DotprodMatchesReference) {
   if (!cpu_features().neon_dotprod) GTEST_SKIP() << "no dotprod (or LOOM_FORCE_SCALAR)";
-  for (TensorType t : {TensorType::Q4_0, TensorType::Q5_0, TensorType::Q8_0, TensorType::IQ4_NL,
-                       TensorType::Q4_K, TensorType::Q6_K}) {
+  for (TensorType t :
+       {TensorType::Q4_0, TensorType::Q5_0, TensorType::Q8_0, TensorType::IQ4_NL, TensorType::Q4_K, TensorType::Q6_K}) {
     SCOPED_TRACE(type_name(t));
     check_vec_dot(t, detail::neon::vec_dot, 25);
   }

@@ -52,7 +52,7 @@ using loom::test::run_loom;
 using loom::test::shared_path;
 
 const gguf::GgufFile* source_model() {
-  static const gguf::GgufFile* f = [] () -> const gguf::GgufFile* {
+  static const gguf::GgufFile* f = []() -> const gguf::GgufFile* {
     const std::string path = shared_path("golden/kq/synth-llama-kq-f32.gguf");
     if (path.empty()) return nullptr;
     auto g = gguf::GgufFile::open(path);
@@ -64,7 +64,6 @@ const gguf::GgufFile* source_model() {
 
 // A scratch folder removed when the program ends.
 const fs::path& scratch_dir() { return test::scratch_dir("loom_quantize_test"); }
-
 
 gguf::GgufFile parse(const std::vector<uint8_t>& bytes) {
   auto f = gguf::GgufFile::from_bytes(bytes);
@@ -355,9 +354,9 @@ struct SynthSpec {
   int n_layer = 32;
   int n_head = 32;
   int n_head_kv = 32;
-  int64_t n_row = 256;   // row length of the weights
-  bool tied = false;     // no output.weight
-  bool reversed = false; // tensors in reverse order
+  int64_t n_row = 256;    // row length of the weights
+  bool tied = false;      // no output.weight
+  bool reversed = false;  // tensors in reverse order
   int64_t extra_row = 0;  // > 0: adds blk.0.extra_proj.weight with rows of this length
 };
 
@@ -368,7 +367,10 @@ gguf::GgufFile synth_model(const SynthSpec& s) {
   EXPECT_TRUE(w.set_u32("llama.block_count", uint32_t(s.n_layer)).is_ok());
   EXPECT_TRUE(w.set_u32("llama.attention.head_count", uint32_t(s.n_head)).is_ok());
   EXPECT_TRUE(w.set_u32("llama.attention.head_count_kv", uint32_t(s.n_head_kv)).is_ok());
-  struct T { std::string name; std::vector<int64_t> ne; };
+  struct T {
+    std::string name;
+    std::vector<int64_t> ne;
+  };
   std::vector<T> ts{{"token_embd.weight", {s.n_row, 4}}, {"output_norm.weight", {s.n_row}}};
   if (!s.tied) ts.push_back({"output.weight", {s.n_row, 4}});
   for (int l = 0; l < s.n_layer; ++l) {
@@ -436,7 +438,7 @@ TEST(QuantizeRules, OtherMixesOn32Layers) {
   auto m = plan_of(f, FileType::MOSTLY_Q3_K_M);
   EXPECT_EQ(layers_with(m, "attn_v", TensorType::Q5_K, 32), "0,1");
   EXPECT_EQ(layers_with(m, "ffn_down", TensorType::Q5_K, 32), "0,1");  // n_layer/16
-  EXPECT_EQ(count(m, TensorType::Q4_K), 30 + 30 + 32);                  // attn_v, ffn_down, attn_output
+  EXPECT_EQ(count(m, TensorType::Q4_K), 30 + 30 + 32);                 // attn_v, ffn_down, attn_output
   m = plan_of(f, FileType::MOSTLY_Q4_K_S);
   EXPECT_EQ(layers_with(m, "attn_v", TensorType::Q5_K, 32), "0,1,2,3");
   EXPECT_EQ(layers_with(m, "ffn_down", TensorType::Q5_K, 32), "0,1,2,3");  // n_layer/8
@@ -483,8 +485,8 @@ TEST(QuantizeRules, RowLengthFallbacks) {
   const gguf::GgufFile f = synth_model(s);
   auto m = plan_of(f, FileType::MOSTLY_Q4_K_M);
   EXPECT_EQ(m.at("output.weight"), TensorType::Q8_0);
-  EXPECT_EQ(m.at("blk.0.attn_q.weight"), TensorType::Q5_0);     // Q4_K -> Q5_0
-  EXPECT_EQ(m.at("blk.1.attn_v.weight"), TensorType::Q8_0);     // Q6_K -> Q8_0
+  EXPECT_EQ(m.at("blk.0.attn_q.weight"), TensorType::Q5_0);  // Q4_K -> Q5_0
+  EXPECT_EQ(m.at("blk.1.attn_v.weight"), TensorType::Q8_0);  // Q6_K -> Q8_0
   EXPECT_EQ(m.at("blk.0.attn_norm.weight"), TensorType::F32);
   m = plan_of(f, FileType::MOSTLY_Q5_K_S);
   EXPECT_EQ(m.at("blk.0.attn_q.weight"), TensorType::Q5_1);
@@ -539,9 +541,8 @@ TEST(QuantizeRules, TensorsThatStay) {
   ASSERT_TRUE(w.set_string("general.architecture", "llama").is_ok());
   ASSERT_TRUE(w.set_u32("llama.block_count", 1).is_ok());
   const std::vector<std::pair<std::string, std::vector<int64_t>>> ts = {
-      {"blk.0.attn_q.weight", {256, 2}},        {"blk.0.attn_q.bias", {256, 2}},
-      {"blk.0.attn_norm.weight", {256, 2}},     {"blk.0.ffn_gate_inp.weight", {256, 2}},
-      {"position_embd.weight", {256, 2}},       {"blk.0.ffn_up.weight", {256, 1}},
+      {"blk.0.attn_q.weight", {256, 2}},       {"blk.0.attn_q.bias", {256, 2}},    {"blk.0.attn_norm.weight", {256, 2}},
+      {"blk.0.ffn_gate_inp.weight", {256, 2}}, {"position_embd.weight", {256, 2}}, {"blk.0.ffn_up.weight", {256, 1}},
       {"blk.0.attn_k.weight", {256}}};
   for (const auto& [name, ne] : ts) {
     std::vector<uint8_t> b(size_t(ne[0] * (ne.size() > 1 ? ne[1] : 1) * 4));
@@ -580,7 +581,8 @@ TEST(QuantizeRules, IqMixesOn32Layers) {
   auto m = plan_with(f, FileType::MOSTLY_IQ2_XXS, &im);
   EXPECT_EQ(m.at("output.weight"), TensorType::Q5_K);
   EXPECT_EQ(m.at("token_embd.weight"), TensorType::Q2_K);
-  EXPECT_EQ(layers_with(m, "attn_v", TensorType::Q2_K, 32), "0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31");
+  EXPECT_EQ(layers_with(m, "attn_v", TensorType::Q2_K, 32),
+            "0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31");
   EXPECT_EQ(layers_with(m, "ffn_down", TensorType::Q2_K, 32), "0,1,2,3");
   EXPECT_EQ(m.at("blk.9.attn_output.weight"), TensorType::IQ2_XXS);
   m = plan_with(f, FileType::MOSTLY_IQ1_S, &im);
@@ -667,9 +669,11 @@ TEST(QuantizeRules, Mxfp4MoeExperts) {
   ASSERT_TRUE(w.set_string("general.architecture", "llama").is_ok());
   ASSERT_TRUE(w.set_u32("llama.block_count", 1).is_ok());
   ASSERT_TRUE(w.set_u32("llama.expert_count", 4).is_ok());
-  const std::vector<std::pair<std::string, std::vector<int64_t>>> ts = {
-      {"token_embd.weight", {64, 4}}, {"output.weight", {64, 4}}, {"blk.0.attn_q.weight", {64, 64}},
-      {"blk.0.ffn_down_exps.weight", {64, 2, 4}}, {"blk.0.ffn_gate_inp.weight", {64, 4}}};
+  const std::vector<std::pair<std::string, std::vector<int64_t>>> ts = {{"token_embd.weight", {64, 4}},
+                                                                        {"output.weight", {64, 4}},
+                                                                        {"blk.0.attn_q.weight", {64, 64}},
+                                                                        {"blk.0.ffn_down_exps.weight", {64, 2, 4}},
+                                                                        {"blk.0.ffn_gate_inp.weight", {64, 4}}};
   for (const auto& [name, ne] : ts) {
     int64_t n = 1;
     for (int64_t d : ne) n *= d;
@@ -713,7 +717,6 @@ TEST(QuantizeRules, Mxfp4MoeExperts) {
 }
 
 // ---- the command line ----
-
 
 // No stray temporary or output files in `dir` except the `allowed` names.
 std::vector<std::string> files_in(const fs::path& dir) {
@@ -784,7 +787,12 @@ TEST(QuantizeCli, ErrorsExitWithOneLineAndNoOutput) {
   }
 
   // A failing run leaves an existing OUT untouched.
-  { FILE* fp = std::fopen(out.c_str(), "wb"); ASSERT_NE(fp, nullptr); std::fputs("old", fp); std::fclose(fp); }
+  {
+    FILE* fp = std::fopen(out.c_str(), "wb");
+    ASSERT_NE(fp, nullptr);
+    std::fputs("old", fp);
+    std::fclose(fp);
+  }
   auto r = run_loom("quantize -q " + quote(q8) + " " + quote(out) + " q2_k");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(loom::test::read_text_file(out), "old");

@@ -43,16 +43,16 @@ struct SmallType {
 
 const std::vector<SmallType>& small_types() {
   static const std::vector<SmallType> v = {
-      {"tq1_0", TensorType::TQ1_0, TensorType::Q8_K, 256, 54, ref::dequantize_row_tq1_0,
-       ref::quantize_row_tq1_0, ref::vec_dot_tq1_0},
-      {"tq2_0", TensorType::TQ2_0, TensorType::Q8_K, 256, 66, ref::dequantize_row_tq2_0,
-       ref::quantize_row_tq2_0, ref::vec_dot_tq2_0},
-      {"mxfp4", TensorType::MXFP4, TensorType::Q8_0, 32, 17, ref::dequantize_row_mxfp4,
-       ref::quantize_row_mxfp4, ref::vec_dot_mxfp4},
-      {"q1_0", TensorType::Q1_0, TensorType::Q8_0, 128, 18, ref::dequantize_row_q1_0,
-       ref::quantize_row_q1_0, ref::vec_dot_q1_0},
-      {"q2_0", TensorType::Q2_0, TensorType::Q8_0, 64, 18, ref::dequantize_row_q2_0,
-       ref::quantize_row_q2_0, ref::vec_dot_q2_0},
+      {"tq1_0", TensorType::TQ1_0, TensorType::Q8_K, 256, 54, ref::dequantize_row_tq1_0, ref::quantize_row_tq1_0,
+       ref::vec_dot_tq1_0},
+      {"tq2_0", TensorType::TQ2_0, TensorType::Q8_K, 256, 66, ref::dequantize_row_tq2_0, ref::quantize_row_tq2_0,
+       ref::vec_dot_tq2_0},
+      {"mxfp4", TensorType::MXFP4, TensorType::Q8_0, 32, 17, ref::dequantize_row_mxfp4, ref::quantize_row_mxfp4,
+       ref::vec_dot_mxfp4},
+      {"q1_0", TensorType::Q1_0, TensorType::Q8_0, 128, 18, ref::dequantize_row_q1_0, ref::quantize_row_q1_0,
+       ref::vec_dot_q1_0},
+      {"q2_0", TensorType::Q2_0, TensorType::Q8_0, 64, 18, ref::dequantize_row_q2_0, ref::quantize_row_q2_0,
+       ref::vec_dot_q2_0},
   };
   return v;
 }
@@ -69,9 +69,7 @@ struct QRef {
   int64_t q_rows() const { return hdr[11]; }
 };
 
-std::string data_path(const std::string& name) {
-  return std::string(LOOM_SOURCE_DIR) + "/tests/data/quant-ref/" + name;
-}
+std::string data_path(const std::string& name) { return std::string(LOOM_SOURCE_DIR) + "/tests/data/quant-ref/" + name; }
 
 bool read_qref(const std::string& path, QRef* r) {
   std::ifstream f(path, std::ios::binary);
@@ -93,11 +91,9 @@ bool read_qref(const std::string& path, QRef* r) {
   r->act_q.resize(arow * size_t(k));
   r->dot.resize(size_t(k * w));
   r->dot_generic.resize(size_t(k * w));
-  bool ok = take(r->weights.data(), r->weights.size()) &&
-            take(r->dequant.data(), r->dequant.size() * 4) &&
+  bool ok = take(r->weights.data(), r->weights.size()) && take(r->dequant.data(), r->dequant.size() * 4) &&
             take(r->act.data(), r->act.size() * 4) && take(r->act_q.data(), r->act_q.size()) &&
-            take(r->dot.data(), r->dot.size() * 4) &&
-            take(r->dot_generic.data(), r->dot_generic.size() * 4);
+            take(r->dot.data(), r->dot.size() * 4) && take(r->dot_generic.data(), r->dot_generic.size() * 4);
   if (ok && q > 0) {
     r->qsrc.resize(size_t(q * n));
     r->qout.resize(row * size_t(q));
@@ -147,8 +143,7 @@ TEST_P(SmallTypesVsGgml, MatchesGgml) {
       t.dequantize(r.weights.data() + size_t(w) * row, deq.data(), n);
       for (int64_t i = 0; i < n; ++i) {
         ASSERT_EQ(bits_of(deq[size_t(i)]), bits_of(r.dequant[size_t(w * n + i)]))
-            << "row " << w << " element " << i << ": " << deq[size_t(i)] << " vs "
-            << r.dequant[size_t(w * n + i)];
+            << "row " << w << " element " << i << ": " << deq[size_t(i)] << " vs " << r.dequant[size_t(w * n + i)];
       }
     }
 
@@ -164,8 +159,7 @@ TEST_P(SmallTypesVsGgml, MatchesGgml) {
     // Dot products: ggml's scalar code (and its SIMD kernel) within float rounding.
     for (int64_t k = 0; k < r.a_rows(); ++k) {
       for (int64_t w = 0; w < r.w_rows(); ++w) {
-        const float got =
-            t.dot(n, r.weights.data() + size_t(w) * row, r.act_q.data() + size_t(k) * arow);
+        const float got = t.dot(n, r.weights.data() + size_t(w) * row, r.act_q.data() + size_t(k) * arow);
         const double tol = dot_tolerance(r.dequant.data() + w * n, adeq.data() + k * n, n);
         const float want = r.dot_generic[size_t(k * r.w_rows() + w)];
         const float want_simd = r.dot[size_t(k * r.w_rows() + w)];
@@ -184,8 +178,8 @@ TEST_P(SmallTypesVsGgml, MatchesGgml) {
       t.quantize(r.qsrc.data() + j * n, q.data(), n);
       const uint8_t* want = r.qout.data() + size_t(j) * row;
       for (size_t b = 0; b < row; ++b) {
-        ASSERT_EQ(int(q[b]), int(want[b])) << "quantizer row " << j << " byte " << b << " (block "
-                                           << b / size_t(t.bytes) << ")";
+        ASSERT_EQ(int(q[b]), int(want[b]))
+            << "quantizer row " << j << " byte " << b << " (block " << b / size_t(t.bytes) << ")";
       }
     }
   }
@@ -195,17 +189,17 @@ TEST_P(SmallTypesVsGgml, MatchesGgml) {
 // every code of the format with extreme scales, the quantizer's edge rows (exact ties, powers of
 // two, subnormal maxima, f16-limit and float-limit magnitudes, signed zeros).
 INSTANTIATE_TEST_SUITE_P(Files, SmallTypesVsGgml, ::testing::Values("", "-codes"),
-                         [](const auto& info) {
-                           return info.param.empty() ? std::string("random")
-                                                     : std::string("codes");
-                         });
+                         [](const auto& info) { return info.param.empty() ? std::string("random") : std::string("codes"); });
 
 // The "-codes" weights hold every byte value of the code bytes (so every code at every position;
 // for Q1_0 both signs at every position).
 TEST(SmallTypes, CodeFilesCoverEveryCode) {
-  struct Cover { const char* name; int first; int count; };  // code bytes within a block
-  const Cover covers[] = {{"tq1_0", 0, 48}, {"tq2_0", 0, 64}, {"mxfp4", 1, 16}, {"q2_0", 2, 16},
-                          {"q1_0", 2, 16}};
+  struct Cover {
+    const char* name;
+    int first;
+    int count;
+  };  // code bytes within a block
+  const Cover covers[] = {{"tq1_0", 0, 48}, {"tq2_0", 0, 64}, {"mxfp4", 1, 16}, {"q2_0", 2, 16}, {"q1_0", 2, 16}};
   for (const Cover& c : covers) {
     QRef r;
     ASSERT_TRUE(read_qref(data_path(std::string(c.name) + "-codes.qref"), &r)) << c.name;
@@ -540,8 +534,8 @@ TEST(SmallTypesSimd, Avx512AccumulationOrderIsTheScalarModel) {
         for (int j = 0; j < kRows; ++j) {
           const uint8_t* wj = w + ws * size_t(j);
           const float got = c.dot(n, wj, a), want = c.model(nb, wj, a);
-          ASSERT_TRUE(same_bits(got, want)) << t.name << " blocks " << nb << " mode " << mode << ": " << got
-                                            << " vs the model's " << want;
+          ASSERT_TRUE(same_bits(got, want))
+              << t.name << " blocks " << nb << " mode " << mode << ": " << got << " vs the model's " << want;
           if (c.multi) {
             ASSERT_TRUE(same_bits(multi[j], got)) << t.name << " vec_dots row " << j << " blocks " << nb;
           }
@@ -552,8 +546,7 @@ TEST(SmallTypesSimd, Avx512AccumulationOrderIsTheScalarModel) {
 #endif
 }
 
-INSTANTIATE_TEST_SUITE_P(Kernels, SmallTypesSimd,
-                         ::testing::Range(0, int(simd_dots().size())),
+INSTANTIATE_TEST_SUITE_P(Kernels, SmallTypesSimd, ::testing::Range(0, int(simd_dots().size())),
                          [](const auto& info) { return std::string(simd_dots()[size_t(info.param)].name); });
 
 struct SimdDequant {
@@ -609,15 +602,13 @@ TEST_P(SmallTypesSimdDequant, BitIdentical) {
       s.fn(w, reinterpret_cast<float*>(o), n);
       std::memcpy(got.data(), o, size_t(n) * 4);
       for (int64_t i = 0; i < n; ++i) {
-        ASSERT_EQ(bits_of(got[size_t(i)]), bits_of(want[size_t(i)]))
-            << s.name << " blocks " << nb << " element " << i;
+        ASSERT_EQ(bits_of(got[size_t(i)]), bits_of(want[size_t(i)])) << s.name << " blocks " << nb << " element " << i;
       }
     }
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Kernels, SmallTypesSimdDequant,
-                         ::testing::Range(0, int(simd_dequants().size())),
+INSTANTIATE_TEST_SUITE_P(Kernels, SmallTypesSimdDequant, ::testing::Range(0, int(simd_dequants().size())),
                          [](const auto& info) { return std::string(simd_dequants()[size_t(info.param)].name); });
 
 // Not a check: ns per block of each reference and kernel (LOOM_SMALL_TYPES_BENCH=1 to print):

@@ -45,7 +45,8 @@ TEST(GenerateCli, JsonSchemaPrintsOnlyMatchingJson) {
 
 TEST(GenerateCli, GrammarFileConstrainsTheText) {
   const std::string g = write_temp("root ::= \"The \" (\"cat\" | \"dog\") \" sat\" [.!]\n", ".gbnf");
-  auto r = run_loom("generate -m " + stories() + " -p Once -n 50 --seed 1 --temp 1.5 --grammar-file " + quote(g) + " --json");
+  auto r =
+      run_loom("generate -m " + stories() + " -p Once -n 50 --seed 1 --temp 1.5 --grammar-file " + quote(g) + " --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string text = nlohmann::json::parse(r.out)["text"];
   EXPECT_TRUE(text == "The cat sat." || text == "The cat sat!" || text == "The dog sat." || text == "The dog sat!") << text;

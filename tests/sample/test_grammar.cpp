@@ -149,7 +149,8 @@ TEST(Gbnf, LeftRecursionIsRefused) {
   // Indirect.
   EXPECT_NE(parse_error("root ::= a\na ::= b \"x\"\nb ::= a | \"y\"\n").find("left recursion"), std::string::npos);
   // Through rules that can be empty (directly or transitively).
-  EXPECT_NE(parse_error("root ::= e root \"x\" | \"y\"\ne ::= f\nf ::= \"\" | \"z\"\n").find("left recursion"), std::string::npos);
+  EXPECT_NE(parse_error("root ::= e root \"x\" | \"y\"\ne ::= f\nf ::= \"\" | \"z\"\n").find("left recursion"),
+            std::string::npos);
   EXPECT_NE(parse_error("root ::= (\"a\"? root) | \"b\"").find("left recursion"), std::string::npos);
   // Not left recursion: something is consumed first.
   EXPECT_TRUE(Grammar::parse("root ::= \"(\" root \")\" | \"x\""));
@@ -211,9 +212,10 @@ TEST(Gbnf, AmbiguousGrammarsStayPolynomial) {
 // Random byte soup and mutated grammars never crash the parser; whatever parses can be matched.
 TEST(Gbnf, RandomInputsAreHandled) {
   std::mt19937 rng(9);
-  const std::string pieces[] = {"root", " ::= ", "a", "b", "\"x\"", "[a-z]", "[^\\n]", "(", ")", "|", "*", "+", "?",
-                                "{1,3}", "{2}", "{,}", "\n", " ", "#c\n", "\\", "\"", "[", "]", "-", ".", "\xC3", "::=",
-                                "\\u00e9", "\\x4", "{", "}", "a ::= b\n", "b ::= a\n", "\"\"", "\r\n"};
+  const std::string pieces[] = {
+      "root", " ::= ", "a",   "b",       "\"x\"", "[a-z]", "[^\\n]", "(",         ")",         "|",    "*",   "+",
+      "?",    "{1,3}", "{2}", "{,}",     "\n",    " ",     "#c\n",   "\\",        "\"",        "[",    "]",   "-",
+      ".",    "\xC3",  "::=", "\\u00e9", "\\x4",  "{",     "}",      "a ::= b\n", "b ::= a\n", "\"\"", "\r\n"};
   int parsed = 0;
   for (int i = 0; i < 3000; ++i) {
     std::string g = (i % 3 == 0) ? "root ::= " : "";
@@ -251,10 +253,10 @@ TEST(Gbnf, PartialUtf8AcrossCalls) {
   GrammarMatcher m(gr);
   EXPECT_TRUE(m.accept_text("\xC3"));  // first byte of U+00E9
   EXPECT_FALSE(m.can_end());
-  EXPECT_FALSE(m.accept_text("\x80"));  // completes to U+00C0: no
-  EXPECT_TRUE(m.accept_text("\xA9\xE4"));  // U+00E9 done, start of a CJK character
+  EXPECT_FALSE(m.accept_text("\x80"));          // completes to U+00C0: no
+  EXPECT_TRUE(m.accept_text("\xA9\xE4"));       // U+00E9 done, start of a CJK character
   EXPECT_FALSE(m.accept_text("\xB8\x80\x80"));  // invalid continuation
-  EXPECT_TRUE(m.accept_text("\xB8\x80"));  // U+4E00
+  EXPECT_TRUE(m.accept_text("\xB8\x80"));       // U+4E00
   EXPECT_TRUE(m.can_end());
   // A lead byte that can only complete to characters outside the class is refused at once.
   GrammarMatcher m2(gr);
@@ -316,10 +318,10 @@ TEST(GrammarStage, TokensSpanningElementsAndEog) {
 TEST(GrammarStage, PartialUtf8Tokens) {
   FakeVocab fv;
   fv.add("</s>", true);
-  const int32_t lead_e9 = fv.add("\xC3");        // first byte of U+00E9 (or U+00C0..U+00FF)
-  const int32_t tail_e9 = fv.add("\xA9");        // completes U+00E9
-  const int32_t tail_c0 = fv.add("\x80");        // would complete U+00C0
-  const int32_t lead_cjk = fv.add("\xE4");       // a 3-byte lead
+  const int32_t lead_e9 = fv.add("\xC3");   // first byte of U+00E9 (or U+00C0..U+00FF)
+  const int32_t tail_e9 = fv.add("\xA9");   // completes U+00E9
+  const int32_t tail_c0 = fv.add("\x80");   // would complete U+00C0
+  const int32_t lead_cjk = fv.add("\xE4");  // a 3-byte lead
   const int32_t full_e9 = fv.add("\xC3\xA9");
   const int32_t bad = fv.add("\xFF");
   auto g = parse_ok(R"(root ::= "\u00e9"+)");
@@ -340,8 +342,8 @@ TEST(GrammarStage, PartialUtf8Tokens) {
 TEST(GrammarStage, ConstrainedGenerationWithAFakeVocab) {
   FakeVocab fv;
   const int32_t eos = fv.add("</s>", true);
-  for (const char* p : {"a", "b", "c", "(", ")", "((", "))", "ab", "1", "2", "12", "+", "+1", "1+", " ", "x", "(1",
-                        "2)", "))+", "hello", "\xC3", "\xA9", "\xC3\xA9", ",", "[", "]"})
+  for (const char* p : {"a",  "b", "c", "(",  ")",  "((",  "))",    "ab",   "1",    "2",        "12", "+", "+1",
+                        "1+", " ", "x", "(1", "2)", "))+", "hello", "\xC3", "\xA9", "\xC3\xA9", ",",  "[", "]"})
     fv.add(p);
   const std::string gbnf = R"g(
 root ::= expr

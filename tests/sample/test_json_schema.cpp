@@ -94,8 +94,10 @@ std::string validate_type(const json& v, const std::string& t, const json& s, co
     const double x = v.get<double>();
     if (s.contains("minimum") && x < s["minimum"].get<double>()) return at + ": below minimum";
     if (s.contains("maximum") && x > s["maximum"].get<double>()) return at + ": above maximum";
-    if (s.contains("exclusiveMinimum") && x <= s["exclusiveMinimum"].get<double>()) return at + ": not above exclusiveMinimum";
-    if (s.contains("exclusiveMaximum") && x >= s["exclusiveMaximum"].get<double>()) return at + ": not below exclusiveMaximum";
+    if (s.contains("exclusiveMinimum") && x <= s["exclusiveMinimum"].get<double>())
+      return at + ": not above exclusiveMinimum";
+    if (s.contains("exclusiveMaximum") && x >= s["exclusiveMaximum"].get<double>())
+      return at + ": not below exclusiveMaximum";
     return "";
   }
   if (t == "boolean") return v.is_boolean() ? "" : at + ": not a boolean";
@@ -124,7 +126,7 @@ std::string validate_type(const json& v, const std::string& t, const json& s, co
     for (const auto& r : s.value("required", json::array()))
       if (!v.contains(r.get<std::string>())) return at + ": missing required '" + r.get<std::string>() + "'";
     const json ap = s.contains("additionalProperties") ? s["additionalProperties"]
-                    : (s.contains("properties") ? json(false) : json(true));
+                                                       : (s.contains("properties") ? json(false) : json(true));
     for (auto it = v.begin(); it != v.end(); ++it) {
       if (props.contains(it.key())) {
         auto e = validate(it.value(), props[it.key()], root, at + "." + it.key());
@@ -160,7 +162,8 @@ std::string validate(const json& v, const json& s, const json& root, const std::
     // Properties outside every part are refused (additionalProperties false after merging).
     std::set<std::string> known;
     for (const auto& part0 : s["allOf"]) {
-      const json& part = part0.contains("$ref") ? root.at(json::json_pointer(part0["$ref"].get<std::string>().substr(1))) : part0;
+      const json& part =
+          part0.contains("$ref") ? root.at(json::json_pointer(part0["$ref"].get<std::string>().substr(1))) : part0;
       const json props = part.value("properties", json::object());
       for (auto it = props.begin(); it != props.end(); ++it) known.insert(it.key());
     }
@@ -234,12 +237,13 @@ bool accepts(const std::string& schema, const std::string& text) {
 }
 
 TEST(JsonSchema, GrammarsAcceptExactlyTheSchemasDocuments) {
-  const std::string obj = R"({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}, "c": {"type": "boolean"}}, "required": ["a"]})";
+  const std::string obj =
+      R"({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}, "c": {"type": "boolean"}}, "required": ["a"]})";
   EXPECT_TRUE(accepts(obj, R"({"a": 1})"));
   EXPECT_TRUE(accepts(obj, R"({"a": -12, "b": "x", "c": true})"));
   EXPECT_TRUE(accepts(obj, R"({"a": 0, "c": false})"));
-  EXPECT_FALSE(accepts(obj, R"({"b": "x"})"));                 // a is required
-  EXPECT_FALSE(accepts(obj, R"({"a": 1, "d": 2})"));           // no additional properties
+  EXPECT_FALSE(accepts(obj, R"({"b": "x"})"));        // a is required
+  EXPECT_FALSE(accepts(obj, R"({"a": 1, "d": 2})"));  // no additional properties
   EXPECT_FALSE(accepts(obj, R"({"a": 1.5})"));
   EXPECT_FALSE(accepts(obj, R"({"a": 01})"));
   const std::string ints = R"({"type": "integer", "minimum": -15, "maximum": 2048})";
@@ -286,7 +290,8 @@ TEST(JsonSchema, GrammarsAcceptExactlyTheSchemasDocuments) {
                                         {"properties": {"b": {"type": "null"}}, "required": ["b"]}]})";
   EXPECT_TRUE(accepts(all, R"({"a": 1, "b": null})"));
   EXPECT_FALSE(accepts(all, R"({"a": 1})"));
-  const std::string extra = R"({"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": {"type": "boolean"}})";
+  const std::string extra =
+      R"({"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": {"type": "boolean"}})";
   EXPECT_TRUE(accepts(extra, R"({"a": 1, "x": true, "y": false})"));
   EXPECT_TRUE(accepts(extra, R"({"x": true})"));
   EXPECT_FALSE(accepts(extra, R"({"x": 1})"));
@@ -296,7 +301,8 @@ TEST(JsonSchema, GrammarsAcceptExactlyTheSchemasDocuments) {
   EXPECT_FALSE(accepts(tuple, R"([1])"));
   // Draft-04/07 spellings llama.cpp takes too: the array form of items is a tuple, definitions
   // next to $defs.
-  const std::string old_tuple = R"({"type": "array", "items": [{"type": "integer"}, {"type": "string"}], "additionalItems": false})";
+  const std::string old_tuple =
+      R"({"type": "array", "items": [{"type": "integer"}, {"type": "string"}], "additionalItems": false})";
   EXPECT_TRUE(accepts(old_tuple, R"([1, "a"])"));
   EXPECT_FALSE(accepts(old_tuple, R"(["a", 1])"));
   EXPECT_FALSE(accepts(old_tuple, R"([1, "a", 2])"));
@@ -453,7 +459,8 @@ void run_generation(const std::string& model_file, int seeds) {
       try {
         v = json::parse(r.text);
       } catch (const std::exception& e) {
-        ADD_FAILURE() << model_file << " seed " << seed << ": not JSON (" << e.what() << "): " << r.text << "\nschema: " << schema_text;
+        ADD_FAILURE() << model_file << " seed " << seed << ": not JSON (" << e.what() << "): " << r.text
+                      << "\nschema: " << schema_text;
         continue;
       }
       EXPECT_EQ(r.text.find("<unk>"), std::string::npos) << "control/unknown token chosen: " << r.text;
@@ -471,7 +478,8 @@ TEST(JsonSchemaGeneration, Llama2TinyRandomVocab) { run_generation("llama-2-tiny
 TEST(JsonSchemaGeneration, UnboundedStringsEnd) {
   auto m = Model::load(test::shared_path("models/stories260K.gguf"), {.vocab_only = true, .repack = true, .progress = {}});
   ASSERT_TRUE(m) << m.status().message();
-  const json schema = json::parse(R"({"type": "object", "properties": {"s": {"type": "string"}, "any": {}}, "required": ["s", "any"]})");
+  const json schema =
+      json::parse(R"({"type": "object", "properties": {"s": {"type": "string"}, "any": {}}, "required": ["s", "any"]})");
   auto g = json_schema_to_grammar(schema);
   ASSERT_TRUE(g);
   for (int seed = 0; seed < 10; ++seed) {
@@ -492,7 +500,8 @@ namespace {
 // Found by the json_schema fuzzer: a $ref back to the root (or a cycle of definitions that match
 // nothing first) would be a left-recursive grammar; the schema is refused with the reason.
 TEST(JsonSchema, SelfReferenceWithoutContentIsRefused) {
-  for (const char* schema : {R"({"$ref": "#"})", R"({"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"})"}) {
+  for (const char* schema :
+       {R"({"$ref": "#"})", R"({"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"})"}) {
     auto g = json_schema_to_grammar(schema);
     ASSERT_FALSE(g.has_value()) << schema << " gave " << *g;
     EXPECT_NE(g.status().message().find("$ref"), std::string::npos) << g.status().message();

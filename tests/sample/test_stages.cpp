@@ -233,9 +233,9 @@ TEST(Stages, PenaltiesFollowTheWindow) {
   for (int32_t t : {0, 1, 1, 2}) st->accept(t);  // window: 1, 1, 2
   Candidates c = make({4, 4, -4, 4});
   st->apply(c);
-  EXPECT_FLOAT_EQ(c.data[0].logit, 4.0f);                     // left the window
+  EXPECT_FLOAT_EQ(c.data[0].logit, 4.0f);                         // left the window
   EXPECT_FLOAT_EQ(c.data[1].logit, 4.0f / 2 - 2 * 0.5f - 0.25f);  // count 2
-  EXPECT_FLOAT_EQ(c.data[2].logit, -4.0f * 2 - 0.5f - 0.25f);    // negative: multiplied
+  EXPECT_FLOAT_EQ(c.data[2].logit, -4.0f * 2 - 0.5f - 0.25f);     // negative: multiplied
   EXPECT_FLOAT_EQ(c.data[3].logit, 4.0f);
   st->reset();
   c = make({4, 4, 4});
@@ -339,7 +339,14 @@ TEST(Stages, DryMatchesLlamaCppCases) {
       {{0.25f, 0.25f, 0.25f, 0.25f}, {0, 1}, {0.25f, 0.25f, 0.25f, 0.25f}, 1.0f, 1.1f, 2, 4, {}},
       {{0.25f, 0.25f, 0.25f, 0.25f}, {0, 1, 2, 0, 1}, {0.296923f, 0.296923f, 0.109232f, 0.296923f}, 1.0f, 1.1f, 2, 5, {}},
       {{0.2f, 0.2f, 0.2f, 0.2f, 0.2f}, {0, 1, 3, 4, 0, 1}, {0.2f, 0.2f, 0.2f, 0.2f, 0.2f}, 1.0f, 1.1f, 2, 6, {{3}}},
-      {{0.2f, 0.2f, 0.2f, 0.2f, 0.2f}, {0, 1, 2, 0, 1}, {0.241818f, 0.241818f, 0.032727f, 0.241818f, 0.241818f}, 2.0f, 1.1f, 2, 5, {}},
+      {{0.2f, 0.2f, 0.2f, 0.2f, 0.2f},
+       {0, 1, 2, 0, 1},
+       {0.241818f, 0.241818f, 0.032727f, 0.241818f, 0.241818f},
+       2.0f,
+       1.1f,
+       2,
+       5,
+       {}},
       {{0.2f, 0.2f, 0.2f, 0.2f, 0.2f}, {0, 1, 2, 3, 4, 0, 1}, {0.2f, 0.2f, 0.2f, 0.2f, 0.2f}, 1.0f, 1.1f, 4, 7, {}},
   };
   for (const auto& k : cases) {
@@ -353,7 +360,8 @@ TEST(Stages, DryMatchesLlamaCppCases) {
     Candidates c = make(log_probs(k.probs));
     st->apply(c);
     c.softmax(false);
-    for (const auto& t : c.data) EXPECT_NEAR(t.p, k.want[size_t(t.id)], 1e-5) << "token " << t.id << " of case " << &k - cases.data();
+    for (const auto& t : c.data)
+      EXPECT_NEAR(t.p, k.want[size_t(t.id)], 1e-5) << "token " << t.id << " of case " << &k - cases.data();
   }
 }
 
@@ -375,7 +383,9 @@ TEST(Stages, DrySequenceBreakersStopTheMatch) {
   VocabData d;
   d.tokens = {"<unk>", "<s>", "</s>", "a", "b", "c", "\n", "d"};
   d.token_types = {2, 3, 3, 1, 1, 1, 1, 1};
-  d.unk = 0; d.bos = 1; d.eos = 2;
+  d.unk = 0;
+  d.bos = 1;
+  d.eos = 2;
   auto v = Vocab::from_data(d);
   ASSERT_TRUE(v) << v.status().message();
   DryParams p;

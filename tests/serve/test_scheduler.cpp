@@ -78,8 +78,8 @@ nlohmann::json golden() { return load_json(shared_path("golden/stories260K.json"
 // A prompt of about n tokens of story text (stories260K's vocabulary), BOS first.
 std::vector<int32_t> long_prompt(int n) {
   std::string text = "Once upon a time";
-  const std::vector<std::string> words = {" the", " little", " girl", " saw", " a", " big", " red", " ball", " in",
-                                          " park", " and", " she", " was", " happy", "."};
+  const std::vector<std::string> words = {" the", " little", " girl", " saw", " a",   " big",   " red", " ball",
+                                          " in",  " park",   " and",  " she", " was", " happy", "."};
   std::vector<int32_t> ids = tokenize(text);
   for (size_t i = 0; int(ids.size()) < n; ++i) {
     text += words[i % words.size()];
@@ -88,7 +88,6 @@ std::vector<int32_t> long_prompt(int n) {
   ids.resize(size_t(n));
   return ids;
 }
-
 
 TEST(StopMatcher, HoldsBackPrefixesAndCutsAtTheStop) {
   serve::StopMatcher m({"END", "\n\n"});
@@ -216,9 +215,14 @@ TEST(Scheduler, GreedyRequestGivesTheGoldenStory) {
 }
 
 TEST(Scheduler, ConcurrentRequestsEqualTheirSingleResults) {
-  const std::vector<std::string> prompts = {"Once upon a time", "The cat", "Lily and Tom went to the park",
-                                            "One day, a big dog", "Tim had a red ball", "The sun was hot",
-                                            "Mom said", "A little bird"};
+  const std::vector<std::string> prompts = {"Once upon a time",
+                                            "The cat",
+                                            "Lily and Tom went to the park",
+                                            "One day, a big dog",
+                                            "Tim had a red ball",
+                                            "The sun was hot",
+                                            "Mom said",
+                                            "A little bird"};
   std::vector<std::vector<int32_t>> alone;
   {
     auto s = make_sched(stories(), small_params(2048, 1));
@@ -435,7 +439,11 @@ TEST(Scheduler, ConcurrentSamePrefixIsComputedOnce) {
 TEST(Scheduler, EvictionPressureKeepsResultsExact) {
   // A cache of 256 cells for many distinct prompts: the tree is evicted again and again.
   auto s = make_sched(stories(), small_params(256, 2));
-  auto ref = make_sched(stories(), [] { auto p = small_params(256, 1); p.prefix_cache = false; return p; }());
+  auto ref = make_sched(stories(), [] {
+    auto p = small_params(256, 1);
+    p.prefix_cache = false;
+    return p;
+  }());
   std::mt19937 rng(11);
   const std::vector<std::string> words = {"Once", " upon", " a", " time", " the", " cat", " dog", " sat", " ran", " park"};
   for (int i = 0; i < 24; ++i) {
@@ -759,7 +767,12 @@ TEST(Scheduler, ExclusiveTasksKeepArrivalOrderWithWaitingRequests) {
   // A first task holds the loop while the rest arrives: request A, task T, request B.
   std::promise<void> release;
   std::shared_future<void> released = release.get_future().share();
-  std::thread hold([&] { (void)s->run_exclusive([released](Context&, serve::PrefixCache*) { released.wait(); return Status::ok(); }); });
+  std::thread hold([&] {
+    (void)s->run_exclusive([released](Context&, serve::PrefixCache*) {
+      released.wait();
+      return Status::ok();
+    });
+  });
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   Collected a, b;
   ASSERT_TRUE(s->submit(greedy(tokenize("Once upon a time"), 8), a.callback()).has_value());
@@ -1026,8 +1039,9 @@ TEST(Scheduler, RandomTrafficNeverStallsLosesOrErrs) {
 TEST(Scheduler, CacheDirSurvivesARestart) {
   const std::string dir = std::string(LOOM_BINARY_DIR) + "/sched_cache_dir_test";
   std::filesystem::remove_all(dir);
-  const std::string text = "Once upon a time, there was a little girl named Lily. She loved to play outside in the park "
-                           "with her friends every day.";
+  const std::string text =
+      "Once upon a time, there was a little girl named Lily. She loved to play outside in the park "
+      "with her friends every day.";
   std::vector<int32_t> want;
   {
     SchedulerParams p = small_params();
@@ -1110,11 +1124,13 @@ TEST(Scheduler, EmbeddingsMatchTheGolden) {
   std::mutex mu;
   std::condition_variable cv;
   std::optional<Expected<serve::EmbedResult>> got;
-  ASSERT_TRUE((*s)->submit_embed(r, [&](Expected<serve::EmbedResult> res) {
-                    std::lock_guard<std::mutex> l(mu);
-                    got.emplace(std::move(res));
-                    cv.notify_all();
-                  }).has_value());
+  ASSERT_TRUE((*s)->submit_embed(r,
+                                 [&](Expected<serve::EmbedResult> res) {
+                                   std::lock_guard<std::mutex> l(mu);
+                                   got.emplace(std::move(res));
+                                   cv.notify_all();
+                                 })
+                  .has_value());
   std::unique_lock<std::mutex> l(mu);
   ASSERT_TRUE(cv.wait_for(l, std::chrono::seconds(30), [&] { return got.has_value(); }));
   ASSERT_TRUE(got->has_value()) << got->status().message();

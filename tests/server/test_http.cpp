@@ -41,9 +41,7 @@ constexpr double kSlack = 3;
 constexpr double kSlack = 1;
 #endif
 
-double ms_since(Clock::time_point t) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
-}
+double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
 // ---- RequestParser ------------------------------------------------------------------------------
 
@@ -136,8 +134,9 @@ TEST(HttpParser, BodiesAndForms) {
   EXPECT_EQ(r.req.body, "hello");
   EXPECT_EQ(r.consumed, std::string("POST /p HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nhello").size());
 
-  r = parse("POST /c HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: Chunked\r\n\r\n"
-            "5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nTrailer-A: x\r\n\r\n");
+  r = parse(
+      "POST /c HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: Chunked\r\n\r\n"
+      "5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nTrailer-A: x\r\n\r\n");
   ASSERT_TRUE(r.complete) << r.status;
   EXPECT_EQ(r.req.body, "hello world");
   EXPECT_EQ(r.req.header("trailer-a"), nullptr);  // trailers are not merged
@@ -220,7 +219,7 @@ TEST(HttpParser, Errors) {
     int status;
   } cases[] = {
       {"garbage\r\n\r\n", 400},
-      {"GET /\r\n\r\n", 400},                      // HTTP/0.9
+      {"GET /\r\n\r\n", 400},                       // HTTP/0.9
       {"GET  / HTTP/1.1\r\nHost: h\r\n\r\n", 400},  // two spaces
       {"GET / HTTP/1.1 \r\nHost: h\r\n\r\n", 400},
       {"G(T / HTTP/1.1\r\nHost: h\r\n\r\n", 400},
@@ -289,9 +288,14 @@ TEST(HttpParser, LimitsAreExact) {
   EXPECT_TRUE(parse("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 10\r\n\r\n0123456789", 0, small).complete);
   EXPECT_EQ(parse("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 11\r\n\r\n", 0, small).status, 413);
   EXPECT_TRUE(parse("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
-                    "5\r\n01234\r\n5\r\n56789\r\n0\r\n\r\n", 0, ParserLimits{128, 10}).complete);
+                    "5\r\n01234\r\n5\r\n56789\r\n0\r\n\r\n",
+                    0, ParserLimits{128, 10})
+                  .complete);
   EXPECT_EQ(parse("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
-                  "5\r\n01234\r\n6\r\n", 0, ParserLimits{128, 10}).status, 413);
+                  "5\r\n01234\r\n6\r\n",
+                  0, ParserLimits{128, 10})
+                .status,
+            413);
   (void)req;
 }
 
@@ -317,8 +321,7 @@ TEST(HttpParser, IncrementalEqualsWhole) {
     ASSERT_TRUE(whole.complete) << in;
     expect_same(whole, parse(in, 1), "byte by byte: " + in);
     expect_same(whole, parse(in, 2), "pairs: " + in);
-    for (uint32_t seed = 0; seed < 20; ++seed)
-      expect_same(whole, parse_random_split(in, seed), "random split: " + in);
+    for (uint32_t seed = 0; seed < 20; ++seed) expect_same(whole, parse_random_split(in, seed), "random split: " + in);
   }
 }
 
@@ -349,8 +352,7 @@ TEST(HttpParser, RandomInputs) {
     const Parsed whole = parse(in, 0, ParserLimits{1024, 4096});
     if (whole.failed) {
       ++failed;
-      EXPECT_NE(std::find(std::begin(allowed), std::end(allowed), whole.status), std::end(allowed))
-          << whole.status;
+      EXPECT_NE(std::find(std::begin(allowed), std::end(allowed), whole.status), std::end(allowed)) << whole.status;
     }
     if (whole.complete) ++complete;
     RequestParser p(ParserLimits{1024, 4096});
@@ -435,8 +437,7 @@ class Client {
   std::optional<Reply> read_response(std::chrono::milliseconds timeout = 5s, bool head = false) {
     const auto deadline = Clock::now() + timeout;
     size_t hend = 0;
-    if (!read_until([&](const std::string& b) { return (hend = b.find("\r\n\r\n")) != b.npos; },
-                    deadline))
+    if (!read_until([&](const std::string& b) { return (hend = b.find("\r\n\r\n")) != b.npos; }, deadline))
       return std::nullopt;
     Reply r;
     const std::string head_text = buf_.substr(0, hend);
@@ -465,12 +466,10 @@ class Client {
       r.chunked = true;
       while (true) {
         size_t le = 0;
-        if (!read_until([&](const std::string& b) { return (le = b.find("\r\n", pos)) != b.npos; },
-                        deadline))
+        if (!read_until([&](const std::string& b) { return (le = b.find("\r\n", pos)) != b.npos; }, deadline))
           return std::nullopt;
         const size_t size = std::stoul(buf_.substr(pos, le - pos), nullptr, 16);
-        if (!read_until([&](const std::string& b) { return b.size() >= le + 2 + size + 2; }, deadline))
-          return std::nullopt;
+        if (!read_until([&](const std::string& b) { return b.size() >= le + 2 + size + 2; }, deadline)) return std::nullopt;
         if (size == 0) {
           pos = le + 4;
           break;
@@ -481,8 +480,7 @@ class Client {
       }
     } else if (cl) {
       const size_t n = std::stoul(*cl);
-      if (!read_until([&](const std::string& b) { return b.size() >= pos + n; }, deadline))
-        return std::nullopt;
+      if (!read_until([&](const std::string& b) { return b.size() >= pos + n; }, deadline)) return std::nullopt;
       r.body = buf_.substr(pos, n);
       pos += n;
     } else {
@@ -508,8 +506,8 @@ std::string get(std::string_view path, std::string_view extra = "") {
   return "GET " + std::string(path) + " HTTP/1.1\r\nHost: 127.0.0.1\r\n" + std::string(extra) + "\r\n";
 }
 std::string post(std::string_view path, std::string_view body, std::string_view extra = "") {
-  return "POST " + std::string(path) + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: " +
-         std::to_string(body.size()) + "\r\n" + std::string(extra) + "\r\n" + std::string(body);
+  return "POST " + std::string(path) + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: " + std::to_string(body.size()) +
+         "\r\n" + std::string(extra) + "\r\n" + std::string(body);
 }
 
 // "METHOD path?query|body" and the connection id in a header.
@@ -586,8 +584,9 @@ TEST(HttpServer, RequestFields) {
   });
   ASSERT_TRUE(server);
   Client c(server->port());
-  ASSERT_TRUE(c.send("PUT /a%2Fb/c?k=v&w HTTP/1.1\r\nHost: x\r\nX-Mixed-Case: Value\r\n"
-                     "Content-Length: 3\r\n\r\nabc"));
+  ASSERT_TRUE(
+      c.send("PUT /a%2Fb/c?k=v&w HTTP/1.1\r\nHost: x\r\nX-Mixed-Case: Value\r\n"
+             "Content-Length: 3\r\n\r\nabc"));
   auto r = c.read_response();
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 204);
@@ -665,10 +664,12 @@ TEST(HttpServer, PipelinedRequestsInOrderOneAtATime) {
 TEST(HttpServer, PipelinedLargeBodies) {
   ServerOptions o;
   o.max_header_bytes = 4096;  // also the most kept while a response is in progress
-  auto server = start_server([](Request&& req, std::shared_ptr<Response> res) {
-    std::this_thread::sleep_for(20ms);
-    res->send(200, "text/plain", std::to_string(req.body.size()) + req.body.substr(0, 1));
-  }, o);
+  auto server = start_server(
+      [](Request&& req, std::shared_ptr<Response> res) {
+        std::this_thread::sleep_for(20ms);
+        res->send(200, "text/plain", std::to_string(req.body.size()) + req.body.substr(0, 1));
+      },
+      o);
   ASSERT_TRUE(server);
   Client c(server->port());
   std::string all;
@@ -687,8 +688,9 @@ TEST(HttpServer, ChunkedRequestBody) {
   auto server = start_server(echo);
   ASSERT_TRUE(server);
   Client c(server->port());
-  ASSERT_TRUE(c.send("POST /chunked HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
-                     "4\r\nWiki\r\n5;foo=bar\r\npedia\r\n"));
+  ASSERT_TRUE(
+      c.send("POST /chunked HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+             "4\r\nWiki\r\n5;foo=bar\r\npedia\r\n"));
   std::this_thread::sleep_for(20ms);
   ASSERT_TRUE(c.send("E\r\n in\r\n\r\nchunks.\r\n0\r\nX-Trailer: 1\r\n\r\n"));
   auto r = c.read_response();
@@ -716,8 +718,9 @@ TEST(HttpServer, ExpectContinue) {
   {
     Client c(server->port());
     const auto t0 = Clock::now();
-    ASSERT_TRUE(c.send("POST /up HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
-                       "Content-Length: 100000000000\r\n\r\n"));
+    ASSERT_TRUE(
+        c.send("POST /up HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+               "Content-Length: 100000000000\r\n\r\n"));
     auto r = c.read_response(2s);
     ASSERT_TRUE(r);
     EXPECT_EQ(r->status, 413);  // instead of 100 Continue
@@ -731,10 +734,12 @@ TEST(HttpServer, TooLargeBodyRejectedWithoutReadingIt) {
   std::atomic<int> calls{0};
   ServerOptions o;
   o.max_body_bytes = 1 << 20;
-  auto server = start_server([&](Request&& req, std::shared_ptr<Response> res) {
-    ++calls;
-    echo(std::move(req), std::move(res));
-  }, o);
+  auto server = start_server(
+      [&](Request&& req, std::shared_ptr<Response> res) {
+        ++calls;
+        echo(std::move(req), std::move(res));
+      },
+      o);
   ASSERT_TRUE(server);
   Client c(server->port());
   const auto t0 = Clock::now();
@@ -811,8 +816,7 @@ TEST(HttpServer, MalformedRequests) {
     ASSERT_TRUE(c.wait_closed(3s)) << "seed " << seed;
     if (!c.buffer().empty()) {
       const int status = std::stoi(c.buffer().substr(9, 3));
-      EXPECT_TRUE(status == 400 || status == 505 || status == 431 || status == 413 ||
-                  status == 501 || status == 417)
+      EXPECT_TRUE(status == 400 || status == 505 || status == 431 || status == 413 || status == 501 || status == 417)
           << "seed " << seed << ": " << c.buffer().substr(0, 40);
     }
   }
@@ -890,8 +894,10 @@ TEST(HttpServer, SlowHeadersTimeOutWithoutDelayingOthers) {
     EXPECT_TRUE(slow[i]->wait_closed());
   }
   EXPECT_GE(server->stats().timeouts, uint64_t{kSlow});
-  std::printf("[          ] worst fast-client latency %.1f ms over %d rounds; %d tricklers all 408 by"
-              " %.0f ms\n", worst, answered, kSlow, last);
+  std::printf(
+      "[          ] worst fast-client latency %.1f ms over %d rounds; %d tricklers all 408 by"
+      " %.0f ms\n",
+      worst, answered, kSlow, last);
   server->shutdown();
 }
 
@@ -936,8 +942,7 @@ TEST(HttpServer, StreamingChunksArriveIncrementally) {
   ASSERT_TRUE(server);
   Client c(server->port());
   ASSERT_TRUE(c.send(get("/stream")));
-  ASSERT_TRUE(c.read_until([](const std::string& b) { return b.find("data: first") != b.npos; },
-                           Clock::now() + 3s));
+  ASSERT_TRUE(c.read_until([](const std::string& b) { return b.find("data: first") != b.npos; }, Clock::now() + 3s));
   EXPECT_EQ(c.buffer().find("data: second"), std::string::npos);
   first_seen.open();
   auto r = c.read_response();
@@ -967,7 +972,10 @@ TEST(HttpServer, StreamFromAnotherThread) {
   ASSERT_TRUE(server);
   Client c(server->port());
   ASSERT_TRUE(c.send(get("/s")));
-  ASSERT_TRUE(eventually([&] { std::lock_guard lk(mu); return kept.size() == 1; }));
+  ASSERT_TRUE(eventually([&] {
+    std::lock_guard lk(mu);
+    return kept.size() == 1;
+  }));
   std::thread scheduler([&] {
     std::shared_ptr<Response> res;
     {
@@ -1007,16 +1015,14 @@ TEST(HttpServer, ClientDisconnectMidStreamIsNoticedAtOnce) {
   ASSERT_TRUE(server);
   Client c(server->port());
   ASSERT_TRUE(c.send(get("/s")));
-  ASSERT_TRUE(c.read_until([](const std::string& b) { return b.find("hello") != b.npos; },
-                           Clock::now() + 3s));
+  ASSERT_TRUE(c.read_until([](const std::string& b) { return b.find("hello") != b.npos; }, Clock::now() + 3s));
   ASSERT_TRUE(ready.wait());
   // The stream is idle (the "model" is thinking): the close must be noticed without a write.
   const auto closed_at = Clock::now();
   c.close();
   ASSERT_TRUE(eventually([&] { return fired.load() > 0; }, 3s));
   const double latency =
-      std::chrono::duration<double, std::milli>(Clock::duration(fired_at.load()) -
-                                                closed_at.time_since_epoch()).count();
+      std::chrono::duration<double, std::milli>(Clock::duration(fired_at.load()) - closed_at.time_since_epoch()).count();
   EXPECT_LT(latency, 500 * kSlack);
   std::printf("[          ] on_disconnect %.2f ms after the client closed\n", latency);
   EXPECT_TRUE(kept->client_gone());
@@ -1038,18 +1044,20 @@ TEST(HttpServer, SlowReaderPastOutputCapIsDropped) {
   std::atomic<int> fired{0};
   std::atomic<bool> failed{false};
   std::atomic<size_t> written{0};
-  auto server = start_server([&](Request&&, std::shared_ptr<Response> res) {
-    res->on_disconnect([&] { ++fired; });
-    res->begin_stream(200, "text/event-stream");
-    const std::string chunk(64 * 1024, 'x');
-    for (int i = 0; i < 4000; ++i) {  // at most 256 MiB
-      if (!res->write(chunk)) {
-        failed = true;
-        return;
-      }
-      written += chunk.size();
-    }
-  }, o);
+  auto server = start_server(
+      [&](Request&&, std::shared_ptr<Response> res) {
+        res->on_disconnect([&] { ++fired; });
+        res->begin_stream(200, "text/event-stream");
+        const std::string chunk(64 * 1024, 'x');
+        for (int i = 0; i < 4000; ++i) {  // at most 256 MiB
+          if (!res->write(chunk)) {
+            failed = true;
+            return;
+          }
+          written += chunk.size();
+        }
+      },
+      o);
   ASSERT_TRUE(server);
   Client c(server->port(), 4096);  // a small receive window, and it never reads
   ASSERT_TRUE(c.send(get("/flood")));
@@ -1067,14 +1075,16 @@ TEST(HttpServer, StalledReaderHitsWriteTimeout) {
   std::atomic<int> fired{0};
   std::shared_ptr<Response> kept;
   Latch ready;
-  auto server = start_server([&](Request&&, std::shared_ptr<Response> res) {
-    res->on_disconnect([&] { ++fired; });
-    res->begin_stream(200, "application/octet-stream");
-    const std::string chunk(64 * 1024, 'y');
-    for (int i = 0; i < 128; ++i) res->write(chunk);  // 8 MiB: more than the socket buffers hold
-    kept = res;
-    ready.open();
-  }, o);
+  auto server = start_server(
+      [&](Request&&, std::shared_ptr<Response> res) {
+        res->on_disconnect([&] { ++fired; });
+        res->begin_stream(200, "application/octet-stream");
+        const std::string chunk(64 * 1024, 'y');
+        for (int i = 0; i < 128; ++i) res->write(chunk);  // 8 MiB: more than the socket buffers hold
+        kept = res;
+        ready.open();
+      },
+      o);
   ASSERT_TRUE(server);
   Client c(server->port(), 4096);
   ASSERT_TRUE(c.send(get("/stall")));
@@ -1138,10 +1148,12 @@ TEST(HttpServer, DroppedResponseGives500AndThrowingHandlerToo) {
   std::atomic<int> logged{0};
   ServerOptions o;
   o.log = [&](std::string_view) { ++logged; };
-  auto server = start_server([](Request&& req, std::shared_ptr<Response>) {
-    if (req.path == "/throw") throw std::runtime_error("boom");
-    // else: returns without replying
-  }, o);
+  auto server = start_server(
+      [](Request&& req, std::shared_ptr<Response>) {
+        if (req.path == "/throw") throw std::runtime_error("boom");
+        // else: returns without replying
+      },
+      o);
   ASSERT_TRUE(server);
   Client c(server->port());
   ASSERT_TRUE(c.send(get("/drop")));
@@ -1212,9 +1224,7 @@ TEST(HttpServer, CustomErrorBody) {
     return out;
   };
   o.error_content_type = "text/plain";
-  auto server = start_server([](Request&&, std::shared_ptr<Response> res) {
-    res->send_error(404, "no such model");
-  }, o);
+  auto server = start_server([](Request&&, std::shared_ptr<Response> res) { res->send_error(404, "no such model"); }, o);
   ASSERT_TRUE(server);
   Client c(server->port());
   ASSERT_TRUE(c.send(get("/x")));
@@ -1236,8 +1246,7 @@ TEST(HttpServer, CustomErrorBody) {
 TEST(HttpServer, ResponseHeadersCannotBeSplit) {
   auto server = start_server([](Request&&, std::shared_ptr<Response> res) {
     res->send(200, "text/plain", "ok",
-              {{"X-Good", "1"}, {"X-Bad", "a\r\nInjected: yes"}, {"Content-Length", "999"},
-               {"Bad Name", "v"}});
+              {{"X-Good", "1"}, {"X-Bad", "a\r\nInjected: yes"}, {"Content-Length", "999"}, {"Bad Name", "v"}});
   });
   ASSERT_TRUE(server);
   Client c(server->port());
@@ -1316,17 +1325,21 @@ TEST(HttpServer, ShutdownWithOpenStreams) {
     ASSERT_TRUE(clients.back()->send(get(path)));
   }
   for (int i = 0; i < 3; ++i)
-    ASSERT_TRUE(clients[i]->read_until([](const std::string& b) { return b.find("tick") != b.npos; },
-                                       Clock::now() + 3s));
+    ASSERT_TRUE(clients[i]->read_until([](const std::string& b) { return b.find("tick") != b.npos; }, Clock::now() + 3s));
   ASSERT_TRUE(eventually([&] { return server->open_streams() == 4; }));
   // Requests handed over but not yet picked up by a pool thread would be dropped by shutdown():
   // wait for the fourth handler to have run.
-  ASSERT_TRUE(eventually([&] { std::lock_guard lk(mu); return outliving != nullptr; }));
+  ASSERT_TRUE(eventually([&] {
+    std::lock_guard lk(mu);
+    return outliving != nullptr;
+  }));
   server->stop_accepting();
-  EXPECT_TRUE(eventually([&] {
-    Client late(server->port());
-    return !late.connected();
-  }, 2s));
+  EXPECT_TRUE(eventually(
+      [&] {
+        Client late(server->port());
+        return !late.connected();
+      },
+      2s));
   EXPECT_EQ(server->open_streams(), 4u);  // streams keep going while not accepting
   const auto t0 = Clock::now();
   server->shutdown();

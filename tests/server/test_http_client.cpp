@@ -144,7 +144,8 @@ TEST(HttpClient, GetAndPostOverTcp) {
 }
 
 TEST(HttpClient, UnixSocketAndStreamedBodyArrivesInPieces) {
-  const std::string sock = (std::filesystem::temp_directory_path() / ("loom-client-" + std::to_string(getpid()) + ".sock")).string();
+  const std::string sock =
+      (std::filesystem::temp_directory_path() / ("loom-client-" + std::to_string(getpid()) + ".sock")).string();
   std::atomic<bool> release{false};
   auto server = start({sock}, [&](Request&&, std::shared_ptr<Response> res) {
     std::thread([res, &release] {
@@ -217,8 +218,8 @@ TEST(HttpClient, ConnectFailures) {
 }
 
 TEST(HttpClient, GarbageStatusLine) {
-  for (const char* reply : {"HTTP/2 200 OK\r\n\r\n", "hello world\r\n\r\n", "HTTP/1.1 2x0 OK\r\n\r\n", "HTTP/1.1 200OK\r\n\r\n",
-                            "\x01\x02\x03\r\n\r\n", "HTTP/1.1 099 Low\r\n\r\n"}) {
+  for (const char* reply : {"HTTP/2 200 OK\r\n\r\n", "hello world\r\n\r\n", "HTTP/1.1 2x0 OK\r\n\r\n",
+                            "HTTP/1.1 200OK\r\n\r\n", "\x01\x02\x03\r\n\r\n", "HTTP/1.1 099 Low\r\n\r\n"}) {
     RawPeer peer([&](int fd) { send_all(fd, reply); });
     const Outcome o = ask(peer.port());
     EXPECT_FALSE(o.head_ok) << reply;
@@ -227,9 +228,9 @@ TEST(HttpClient, GarbageStatusLine) {
 }
 
 TEST(HttpClient, BadHeaders) {
-  for (const char* reply : {"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n", "HTTP/1.1 200 OK\r\n folded: x\r\n\r\n",
-                            "HTTP/1.1 200 OK\r\nContent-Length: 12x\r\n\r\n",
-                            "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n"}) {
+  for (const char* reply :
+       {"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n", "HTTP/1.1 200 OK\r\n folded: x\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nContent-Length: 12x\r\n\r\n", "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n"}) {
     RawPeer peer([&](int fd) { send_all(fd, reply); });
     const Outcome o = ask(peer.port());
     EXPECT_FALSE(o.head_ok) << reply;
@@ -356,9 +357,7 @@ TEST(HttpClient, ReaderStops) {
 }
 
 TEST(HttpClient, OversizedHeaders) {
-  RawPeer peer([](int fd) {
-    send_all(fd, "HTTP/1.1 200 OK\r\nX-Big: " + std::string(100000, 'a') + "\r\n\r\n");
-  });
+  RawPeer peer([](int fd) { send_all(fd, "HTTP/1.1 200 OK\r\nX-Big: " + std::string(100000, 'a') + "\r\n\r\n"); });
   const Outcome o = ask(peer.port());
   EXPECT_FALSE(o.head_ok);
   EXPECT_NE(o.head_error.find("larger than"), std::string::npos) << o.head_error;

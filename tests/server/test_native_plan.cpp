@@ -20,7 +20,8 @@ Tokenizer bytes_tokenizer(bool fim = true, bool repo = true) {
   };
   t.detokenize = [](const std::vector<int32_t>& ids) {
     std::string s;
-    for (int32_t id : ids) if (id >= 1000) s += char(id - 1000);
+    for (int32_t id : ids)
+      if (id >= 1000) s += char(id - 1000);
     return s;
   };
   t.bos = 1;
@@ -91,14 +92,26 @@ TEST(NativePlan, InfillLayout) {
   NativePlan p = plan_infill(body, -1, tok, 4096, 512);
   ASSERT_EQ(p.requests.size(), 1u);
   EXPECT_FALSE(p.requests[0].contains("input_prefix"));
-  const auto want = cat({{14}, bytes("myproject\n"), {15}, bytes("f.c\n"), bytes("x"), {15}, bytes("filename\n"), {1, 11},
-                         bytes("pre"), bytes("p"), {12}, bytes("suf"), {13}});
+  const auto want = cat({{14},
+                         bytes("myproject\n"),
+                         {15},
+                         bytes("f.c\n"),
+                         bytes("x"),
+                         {15},
+                         bytes("filename\n"),
+                         {1, 11},
+                         bytes("pre"),
+                         bytes("p"),
+                         {12},
+                         bytes("suf"),
+                         {13}});
   EXPECT_EQ(ids_of(p.requests[0]["prompt"]), want);
   // Without FIM_REP / FIM_SEP: a snippet separator before each chunk, no file markers.
   const Tokenizer plain = bytes_tokenizer(true, false);
   p = plan_infill(body, -1, plain, 4096, 512);
-  EXPECT_EQ(ids_of(p.requests[0]["prompt"]),
-            cat({bytes("\n\n--- snippet ---\n\n"), bytes("x"), {1, 11}, bytes("pre"), bytes("p"), {12}, bytes("suf"), {13}}));
+  EXPECT_EQ(
+      ids_of(p.requests[0]["prompt"]),
+      cat({bytes("\n\n--- snippet ---\n\n"), bytes("x"), {1, 11}, bytes("pre"), bytes("p"), {12}, bytes("suf"), {13}}));
   // A small batch keeps the prefix's end (3/4 of it) and what is left of a quarter for the suffix;
   // no room in the context: no extra context.
   const json longer = json::parse(R"({"input_prefix": "0123456789", "input_suffix": "abcdefgh", "prompt": "",
@@ -113,9 +126,10 @@ TEST(NativePlan, InfillLayout) {
     EXPECT_EQ(e.status, 501);
     EXPECT_NE(e.message.find("Infill is not supported"), std::string::npos);
   }
-  for (const char* bad : {R"({"input_suffix": "s"})", R"({"input_prefix": "s"})", R"({"input_prefix": "a", "input_suffix": "b", "prompt": 1})",
-                          R"({"input_prefix": "a", "input_suffix": "b", "input_extra": {}})",
-                          R"({"input_prefix": "a", "input_suffix": "b", "input_extra": [{"text": 1}]})"}) {
+  for (const char* bad :
+       {R"({"input_suffix": "s"})", R"({"input_prefix": "s"})", R"({"input_prefix": "a", "input_suffix": "b", "prompt": 1})",
+        R"({"input_prefix": "a", "input_suffix": "b", "input_extra": {}})",
+        R"({"input_prefix": "a", "input_suffix": "b", "input_extra": [{"text": 1}]})"}) {
     try {
       plan_infill(json::parse(bad), -1, tok, 4096, 512);
       ADD_FAILURE() << bad;

@@ -26,7 +26,8 @@ class RouterModels : public ::testing::Test {
     fs::create_directories(dir_ / "models");
     // Flags: "ctx-size"/"c"/LLAMA_ARG_CTX_SIZE take a value; "jinja" / "no-jinja" are booleans;
     // "model"/"m" is the file; "port" is the router's; anything else is unknown.
-    setup_.preset_option = [](const std::string& k, const std::string& v, std::string* canonical, std::vector<std::string>* args) {
+    setup_.preset_option = [](const std::string& k, const std::string& v, std::string* canonical,
+                              std::vector<std::string>* args) {
       args->clear();
       if (k == "ctx-size" || k == "c" || k == "LLAMA_ARG_CTX_SIZE") {
         *canonical = "--ctx-size";
@@ -66,8 +67,8 @@ class RouterModels : public ::testing::Test {
 TEST_F(RouterModels, DirectoryScan) {
   touch(dir_ / "models/a.gguf");
   touch(dir_ / "models/b-Q4_K_M.gguf");
-  touch(dir_ / "models/mmproj-a.gguf");   // a companion, not a model
-  touch(dir_ / "models/mtp-a.gguf");      // a draft sidecar
+  touch(dir_ / "models/mmproj-a.gguf");  // a companion, not a model
+  touch(dir_ / "models/mtp-a.gguf");     // a draft sidecar
   touch(dir_ / "models/readme.txt");
   touch(dir_ / "models/multi/multi-00002-of-00002.gguf");
   touch(dir_ / "models/multi/multi-00001-of-00002.gguf");
@@ -95,24 +96,24 @@ TEST_F(RouterModels, PresetsCascadeAndPrecedence) {
   touch(dir_ / "models/a.gguf");
   ServeOptions o;
   o.models_dir = (dir_ / "models").string();
-  o.models_preset = ini(
-      "version = 1\r\n"
-      "; comment\r\n"
-      "# another\r\n"
-      "[*]\r\n"
-      "c = 8192\r\n"
-      "stop-timeout = 3\r\n"
-      "\r\n"
-      "[a]\r\n"
-      "ctx-size = 4096   ; inline comment\r\n"
-      "no-jinja = true\r\n"
-      "port = 9999\r\n"
-      "[ custom ]\r\n"
-      "model = /m/custom.gguf\r\n"
-      "load-on-startup = true\r\n"
-      "LLAMA_ARG_CTX_SIZE = 100\r\n"
-      "[custom]\r\n"
-      "jinja = true\r\n");
+  o.models_preset =
+      ini("version = 1\r\n"
+          "; comment\r\n"
+          "# another\r\n"
+          "[*]\r\n"
+          "c = 8192\r\n"
+          "stop-timeout = 3\r\n"
+          "\r\n"
+          "[a]\r\n"
+          "ctx-size = 4096   ; inline comment\r\n"
+          "no-jinja = true\r\n"
+          "port = 9999\r\n"
+          "[ custom ]\r\n"
+          "model = /m/custom.gguf\r\n"
+          "load-on-startup = true\r\n"
+          "LLAMA_ARG_CTX_SIZE = 100\r\n"
+          "[custom]\r\n"
+          "jinja = true\r\n");
   std::vector<RouterModel> m;
   ASSERT_EQ(load_router_models(o, setup_, &m), "");
   ASSERT_EQ(m.size(), 2u);

@@ -171,8 +171,7 @@ Words pre_split(const std::string& pre, const std::string& text) {
 }
 
 TEST(PreTokenizer, Gpt2) {
-  EXPECT_EQ(pre_split("gpt-2", "Hello world's  test\n"),
-            (Words{"Hello", " world", "'s", " ", " test", "\n"}));
+  EXPECT_EQ(pre_split("gpt-2", "Hello world's  test\n"), (Words{"Hello", " world", "'s", " ", " test", "\n"}));
   EXPECT_EQ(pre_split("gpt-2", "x=12345;"), (Words{"x", "=", "12345", ";"}));
 }
 
@@ -194,7 +193,10 @@ TEST(PreTokenizer, EmptyMatchesSplit) {
 TEST(PreTokenizer, WhitespaceIsTheWhiteSpaceProperty) {
   // U+0085 (NEL) is whitespace; U+180E and U+200B are not (they join a punctuation run; PCRE2's
   // own \s would take U+180E as whitespace).
-  EXPECT_EQ(pre_split("gpt-2", "a\xC2\x85\xC2\x85" "b"), (Words{"a", "\xC2\x85", "\xC2\x85", "b"}));
+  EXPECT_EQ(pre_split("gpt-2",
+                      "a\xC2\x85\xC2\x85"
+                      "b"),
+            (Words{"a", "\xC2\x85", "\xC2\x85", "b"}));
   EXPECT_EQ(pre_split("gpt-2", "a \xE2\x80\x8B"), (Words{"a", " \xE2\x80\x8B"}));
   EXPECT_EQ(pre_split("gpt-2", "a!\xE1\xA0\x8E!"), (Words{"a", "!\xE1\xA0\x8E!"}));
   EXPECT_EQ(pre_split("llama-bpe", "a\xE3\x80\x80\xE3\x80\x80"), (Words{"a", "\xE3\x80\x80\xE3\x80\x80"}));
@@ -215,7 +217,9 @@ TEST(PreTokenizer, UnassignedCodePointsJoinPunctuationRuns) {
 
 TEST(PreTokenizer, HandWrittenSplitters) {
   // Kimi-K2: Han runs apart from other letters; a contraction stays with its word.
-  EXPECT_EQ(pre_split("kimi-k2", "\xE4\xB8\xAD\xE6\x96\x87" "English text's 12345"),
+  EXPECT_EQ(pre_split("kimi-k2",
+                      "\xE4\xB8\xAD\xE6\x96\x87"
+                      "English text's 12345"),
             (Words{"\xE4\xB8\xAD\xE6\x96\x87", "English", " text's", " ", "123", "45"}));
   // AFMoE's digit groups from the right (the text before a run goes with its first group, as in
   // llama.cpp, then the later regexes split it off again).
@@ -228,11 +232,11 @@ TEST(PreTokenizer, HandWrittenSplitters) {
 }
 
 TEST(PreTokenizer, EveryPresetCompilesAndSplits) {
-  const char* names[] = {"default", "llama3", "llama-bpe", "dbrx", "smaug-bpe", "chatglm-bpe",
-                         "deepseek-llm", "deepseek-coder", "deepseek-v3", "falcon", "starcoder",
-                         "refact", "command-r", "smollm", "gpt-2", "mpt", "olmo", "stablelm2",
-                         "qwen2", "bloom", "poro-chat", "viking", "tekken", "gpt-4o", "superbpe",
-                         "bailingmoe", "seed-coder", "chameleon", "hunyuan-dense", "roberta-bpe"};
+  const char* names[] = {"default",      "llama3",         "llama-bpe",   "dbrx",      "smaug-bpe",     "chatglm-bpe",
+                         "deepseek-llm", "deepseek-coder", "deepseek-v3", "falcon",    "starcoder",     "refact",
+                         "command-r",    "smollm",         "gpt-2",       "mpt",       "olmo",          "stablelm2",
+                         "qwen2",        "bloom",          "poro-chat",   "viking",    "tekken",        "gpt-4o",
+                         "superbpe",     "bailingmoe",     "seed-coder",  "chameleon", "hunyuan-dense", "roberta-bpe"};
   const std::string text = "Hello, World! I'm 2024 caf\xC3\xA9 \xE4\xB8\xAD\xE6\x96\x87 \t\n  x\xED\xA0\x80y";
   for (const char* name : names) {
     const Words words = pre_split(name, text);
@@ -256,7 +260,10 @@ TEST(PreTokenizer, LongWordsStayWhole) {
 
 TEST(PreTokenizer, InvalidUtf8BecomesReplacementCharacters) {
   // As in llama.cpp: an undecodable byte is U+FFFD from then on.
-  EXPECT_EQ(pre_split("gpt-2", "a\xFF" "b"), (Words{"a", "\xEF\xBF\xBD", "b"}));
+  EXPECT_EQ(pre_split("gpt-2",
+                      "a\xFF"
+                      "b"),
+            (Words{"a", "\xEF\xBF\xBD", "b"}));
 }
 
 // ---- WordPiece ----
@@ -265,9 +272,21 @@ Vocab toy_wpm() {
   VocabData d;
   d.model = "bert";
   // WordPiece GGUFs store word-initial pieces with a U+2581 prefix and "##x" as "x".
-  const std::vector<std::string> words = {"[PAD]", "\xE2\x96\x81" "hello", "\xE2\x96\x81" "un",
-                                          "aff", "able", "\xE2\x96\x81" ",",  "\xE2\x96\x81" "cafe",
-                                          "\xE2\x96\x81\xE4\xB8\xAD", "\xE2\x96\x81" "!", "s"};
+  const std::vector<std::string> words = {"[PAD]",
+                                          "\xE2\x96\x81"
+                                          "hello",
+                                          "\xE2\x96\x81"
+                                          "un",
+                                          "aff",
+                                          "able",
+                                          "\xE2\x96\x81"
+                                          ",",
+                                          "\xE2\x96\x81"
+                                          "cafe",
+                                          "\xE2\x96\x81\xE4\xB8\xAD",
+                                          "\xE2\x96\x81"
+                                          "!",
+                                          "s"};
   d.tokens = words;
   while (d.tokens.size() < 100) d.tokens.push_back("[unused" + std::to_string(d.tokens.size()) + "]");
   for (const char* s : {"[UNK]", "[CLS]", "[SEP]", "[MASK]"}) d.tokens.push_back(s);
@@ -282,10 +301,18 @@ TEST(WpmTokenizer, PreTokenizationNormalizes) {
   EXPECT_EQ(detail::wpm_pre_tokenize("Hello, World!", true), (Words{"hello", ",", "world", "!"}));
   EXPECT_EQ(detail::wpm_pre_tokenize("  Caf\xC3\xA9\tna\xC3\xAFve  ", true), (Words{"cafe", "naive"}));
   // Combining marks are dropped, CJK ideographs stand alone, control characters vanish.
-  EXPECT_EQ(detail::wpm_pre_tokenize("e\xCC\x81x \xE4\xB8\xAD\xE6\x96\x87" "ab\x01" "c", true),
+  EXPECT_EQ(detail::wpm_pre_tokenize("e\xCC\x81x \xE4\xB8\xAD\xE6\x96\x87"
+                                     "ab\x01"
+                                     "c",
+                                     true),
             (Words{"ex", "\xE4\xB8\xAD", "\xE6\x96\x87", "abc"}));
   // ASCII symbols split, non-ASCII symbols do not.
-  EXPECT_EQ(detail::wpm_pre_tokenize("a+b\xE2\x82\xAC" "c", true), (Words{"a", "+", "b\xE2\x82\xAC" "c"}));
+  EXPECT_EQ(detail::wpm_pre_tokenize("a+b\xE2\x82\xAC"
+                                     "c",
+                                     true),
+            (Words{"a", "+",
+                   "b\xE2\x82\xAC"
+                   "c"}));
   EXPECT_EQ(detail::wpm_pre_tokenize("", true), Words{});
 }
 
@@ -305,10 +332,10 @@ TEST(WpmTokenizer, GreedyLongestMatchWithUnknownWords) {
 // ---- robustness of every family on real vocabularies ----
 
 const char* const kVocabFiles[] = {
-    "golden/vocab/ggml-vocab-llama-spm.gguf", "golden/vocab/llama3-bpe.gguf",
-    "golden/vocab/ggml-vocab-gpt-2.gguf",     "golden/vocab/ggml-vocab-qwen2.gguf",
+    "golden/vocab/ggml-vocab-llama-spm.gguf",      "golden/vocab/llama3-bpe.gguf",
+    "golden/vocab/ggml-vocab-gpt-2.gguf",          "golden/vocab/ggml-vocab-qwen2.gguf",
     "golden/vocab/ggml-vocab-deepseek-coder.gguf", "golden/vocab/ggml-vocab-falcon.gguf",
-    "golden/vocab/bert-base-uncased.gguf",    "golden/vocab/ggml-vocab-bert-bge.gguf",
+    "golden/vocab/bert-base-uncased.gguf",         "golden/vocab/ggml-vocab-bert-bge.gguf",
 };
 
 Vocab load(const std::string& rel) {
@@ -324,9 +351,24 @@ TEST(FamilyRobustness, RandomBytesNeverFail) {
     SCOPED_TRACE(file);
     Vocab v = load(file);
     std::mt19937 rng(4321);
-    const std::string fragments[] = {"a", " ", "\n", "\xC3\xA9", "\xE4\xB8\xAD", "\xF0\x9F\xA6\x99", "'s",
-                                     "123", "<|endoftext|>", "[CLS]", "<s>", "\xED\xA0\x80", "\xF4\x90\x80\x80",
-                                     "\xC0\x80", "\xE2\x96\x81", "\r\n", "\t", "!!"};
+    const std::string fragments[] = {"a",
+                                     " ",
+                                     "\n",
+                                     "\xC3\xA9",
+                                     "\xE4\xB8\xAD",
+                                     "\xF0\x9F\xA6\x99",
+                                     "'s",
+                                     "123",
+                                     "<|endoftext|>",
+                                     "[CLS]",
+                                     "<s>",
+                                     "\xED\xA0\x80",
+                                     "\xF4\x90\x80\x80",
+                                     "\xC0\x80",
+                                     "\xE2\x96\x81",
+                                     "\r\n",
+                                     "\t",
+                                     "!!"};
     for (int iter = 0; iter < 300; ++iter) {
       std::string text;
       const size_t n = rng() % 48;
@@ -359,8 +401,8 @@ TEST(FamilyRobustness, ByteLevelBpeRoundTripsValidText) {
 
 TEST(FamilyRobustness, LongUniformRunsAreFast) {
   // Regex backtracking or merge queues must not go quadratic on one huge pre-token.
-  const std::string runs[] = {std::string(64 * 1024, ' '), std::string(64 * 1024, '!'),
-                              std::string(64 * 1024, '7'), std::string(64 * 1024, '\n'),
+  const std::string runs[] = {std::string(64 * 1024, ' '),        std::string(64 * 1024, '!'),
+                              std::string(64 * 1024, '7'),        std::string(64 * 1024, '\n'),
                               std::string(64 * 1024, '\t') + "x", std::string(64 * 1024, '\xFF')};
   for (const char* file : kVocabFiles) {
     Vocab v = load(file);
@@ -431,7 +473,8 @@ TEST(FamilyRobustness, LongInputsAreLinear) {
     };
     const double t1 = best_of_3(text1, run1), t2 = best_of_3(text2, run2);
     std::printf("%s: %.3f s, twice the input %.3f s (%.2fx)\n", file, t1, t2, t2 / t1);
-    EXPECT_LT(t2 / t1, 3.4) << file << ": " << t1 << " s for 112 KiB, " << t2 << " s for 224 KiB (linear: 2x, quadratic: 4x)";
+    EXPECT_LT(t2 / t1, 3.4) << file << ": " << t1 << " s for 112 KiB, " << t2
+                            << " s for 224 KiB (linear: 2x, quadratic: 4x)";
   }
 }
 

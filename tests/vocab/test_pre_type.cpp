@@ -111,8 +111,9 @@ TEST_P(PreTypes, MatchLlamaCpp) {
   const std::string base = g.at("base").get<std::string>();
   const VocabData* bd = base_data(base);
   if (bd == nullptr) {
-    GTEST_SKIP() << test::llama_cpp_src() << "/models/" << base
-                 << " not found: llama.cpp's source is fetched by scripts/fetch-llama-cpp-src.sh (or set LOOM_LLAMA_CPP_SRC)";
+    GTEST_SKIP()
+        << test::llama_cpp_src() << "/models/" << base
+        << " not found: llama.cpp's source is fetched by scripts/fetch-llama-cpp-src.sh (or set LOOM_LLAMA_CPP_SRC)";
   }
   // make_vocab_pre's changes.
   VocabData d = *bd;
@@ -163,7 +164,8 @@ TEST_P(PreTypes, MatchLlamaCpp) {
 
 INSTANTIATE_TEST_SUITE_P(Golden, PreTypes, ::testing::ValuesIn(entries()), [](const auto& info) {
   std::string name = info.param.name + "_" + info.param.group->at("model").template get<std::string>();
-  for (char& c : name) if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  for (char& c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
   return name;
 });
 
@@ -215,7 +217,8 @@ TEST_P(PreTokens, MatchLlamaCpp) {
 
 INSTANTIATE_TEST_SUITE_P(Golden, PreTokens, ::testing::ValuesIn(pretoken_entries()), [](const auto& info) {
   std::string name = info.param.name;
-  for (char& c : name) if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  for (char& c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
   return name;
 });
 

@@ -97,8 +97,7 @@ std::string check_stream(const Vocab& v, const Ids& ids, StreamDetokenizerOption
   return got;
 }
 
-const StreamDetokenizerOptions kAllOptions[] = {
-    {false, false}, {true, false}, {false, true}, {true, true}};
+const StreamDetokenizerOptions kAllOptions[] = {{false, false}, {true, false}, {false, true}, {true, true}};
 
 class StreamDetokenizerFile : public ::testing::TestWithParam<GoldenSet> {};
 
@@ -146,13 +145,11 @@ Ids tricky_ids(const Vocab& v) {
   Ids out;
   for (int32_t id = 0; id < v.n_tokens(); ++id) {
     const std::string piece = v.token_to_piece(id, true);
-    const bool cleanup_chars =
-        !piece.empty() && piece.size() <= 3 &&
-        std::all_of(piece.begin(), piece.end(), [](char c) {
-          return std::string_view(" '?!.,smtdrevl").find(c) != std::string_view::npos;
-        });
-    if (v.is_byte(id) || v.is_control(id) || v.is_unknown(id) || v.is_user_defined(id) ||
-        !is_valid_utf8(piece) || cleanup_chars || id == v.bos() || id == v.eos()) {
+    const bool cleanup_chars = !piece.empty() && piece.size() <= 3 && std::all_of(piece.begin(), piece.end(), [](char c) {
+      return std::string_view(" '?!.,smtdrevl").find(c) != std::string_view::npos;
+    });
+    if (v.is_byte(id) || v.is_control(id) || v.is_unknown(id) || v.is_user_defined(id) || !is_valid_utf8(piece) ||
+        cleanup_chars || id == v.bos() || id == v.eos()) {
       out.push_back(id);
     }
   }
@@ -213,7 +210,9 @@ TEST(StreamDetokenizer, IncompleteTailBecomesReplacementCharacterAtFlush) {
   EXPECT_EQ(detok.flush(), "\xEF\xBF\xBD");
   // A sequence cut short by the next token: the replacement comes out with that token.
   EXPECT_EQ(*detok.push(ids[0]), "");
-  EXPECT_EQ(*detok.push(v.byte_to_token('A')), "\xEF\xBF\xBD" "A");
+  EXPECT_EQ(*detok.push(v.byte_to_token('A')),
+            "\xEF\xBF\xBD"
+            "A");
   EXPECT_EQ(detok.flush(), "");
 }
 
@@ -271,8 +270,8 @@ TEST(StreamDetokenizer, SpmLeadingSpaceRule) {
 TEST(StreamDetokenizer, CleanSpacesHoldsASpaceUntilItIsSettled) {
   const Vocab& v = load_vocab("golden/vocab/ggml-vocab-gpt-2.gguf");
   ASSERT_TRUE(v.clean_spaces());
-  for (const char* text : {"etc... ???", "it 's fine , isn 't it ?", "a ' b", "we 're here", "x '",
-                           "' '' ' ", "  ?  !  ", "they 've, we 'll, I 'm, he 'd"}) {
+  for (const char* text : {"etc... ???", "it 's fine , isn 't it ?", "a ' b", "we 're here", "x '", "' '' ' ", "  ?  !  ",
+                           "they 've, we 'll, I 'm, he 'd"}) {
     SCOPED_TRACE(text);
     const Ids ids = v.tokenize(text, false, false);
     for (const StreamDetokenizerOptions& opt : kAllOptions) check_stream(v, ids, opt);
@@ -369,7 +368,7 @@ TEST(StreamDetokenizer, ContinuationKeepsTheFirstPiecesLeadingSpace) {
   StreamDetokenizer cont(v, opt);
   std::string b = *cont.push(ids[0]);
   EXPECT_EQ(b, v.token_to_piece(ids[0], false));  // as printed after a prompt
-  EXPECT_EQ(" " + a, b);                            // the document start drops one space
+  EXPECT_EQ(" " + a, b);                          // the document start drops one space
 }
 
 }  // namespace

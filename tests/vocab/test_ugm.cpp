@@ -90,7 +90,17 @@ TEST(Ugm, DefaultsFollowLlamaCpp) {
 Expected<Vocab> small_vocab(std::string charsmap, bool prefix, bool merge) {
   VocabData d;
   d.model = "t5";
-  d.tokens = {"<pad>", "</s>", "<unk>", "\xE2\x96\x81", "a", "b", "ab", "\xE2\x96\x81" "ab", "c", "fi"};
+  d.tokens = {"<pad>",
+              "</s>",
+              "<unk>",
+              "\xE2\x96\x81",
+              "a",
+              "b",
+              "ab",
+              "\xE2\x96\x81"
+              "ab",
+              "c",
+              "fi"};
   d.scores = {0, 0, 0, -2, -3, -3, -4, -5, -3, -2};
   d.token_types = {3, 3, 2, 1, 1, 1, 1, 1, 1, 1};
   d.precompiled_charsmap = std::move(charsmap);
@@ -100,12 +110,12 @@ Expected<Vocab> small_vocab(std::string charsmap, bool prefix, bool merge) {
 }
 
 TEST(Ugm, CharsmapBuilderRoundTripsThroughNormalization) {
-  const std::string cm = detail::build_precompiled_charsmap({{"\xEF\xBC\xA1", "a"},        // Ａ -> a
-                                                              {"\xEF\xAC\x81", "fi"},       // ﬁ -> fi
-                                                              {"x", ""},                    // removed
-                                                              {"ab", "c"},                  // two-byte key
-                                                              {"abc", "b b"},               // longest match wins
-                                                              {"\t", " "}});
+  const std::string cm = detail::build_precompiled_charsmap({{"\xEF\xBC\xA1", "a"},   // Ａ -> a
+                                                             {"\xEF\xAC\x81", "fi"},  // ﬁ -> fi
+                                                             {"x", ""},               // removed
+                                                             {"ab", "c"},             // two-byte key
+                                                             {"abc", "b b"},          // longest match wins
+                                                             {"\t", " "}});
   auto v = small_vocab(cm, true, true);
   ASSERT_TRUE(v.has_value()) << v.status().message();
   const std::string sp = "\xE2\x96\x81";
@@ -125,7 +135,10 @@ TEST(Ugm, CharsmapBuilderRoundTripsThroughNormalization) {
   ASSERT_TRUE(bare.has_value() && bare_plain.has_value());
   EXPECT_EQ(bare_plain->tokenize("ab", false, false), (Ids{6}));  // no prefix: "ab" (-4) beats "a" + "b"
   EXPECT_EQ(bare->tokenize("ab", false, false), (Ids{7}));
-  EXPECT_EQ(bare->tokenize("a\xE2\x98\x83\xE2\x98\x83" "b", false, false), (Ids{3, 4, 2, 5}));
+  EXPECT_EQ(bare->tokenize("a\xE2\x98\x83\xE2\x98\x83"
+                           "b",
+                           false, false),
+            (Ids{3, 4, 2, 5}));
   EXPECT_EQ(bare->tokenize("ab", true, false), (Ids{7, 1}));
 }
 
@@ -143,7 +156,9 @@ TEST(Ugm, CorruptCharsmapsAreRefusedOrHarmless) {
     cm += std::string(blob, 'y') + "ab";
     auto v = small_vocab(cm, true, true);
     ASSERT_TRUE(v.has_value()) << v.status().message();
-    EXPECT_EQ(v->ugm_normalize("ab"), "\xE2\x96\x81" "ab");
+    EXPECT_EQ(v->ugm_normalize("ab"),
+              "\xE2\x96\x81"
+              "ab");
   }
   // Anything else loads, and no walk through it can crash (llama.cpp throws on out-of-bounds
   // indices; loom stops the match).

@@ -70,9 +70,21 @@ std::string detok(const Vocab& v, const Ids& ids, bool remove_special = false, b
 
 TEST(SpmTokenizer, HigherScoreMergesFirst) {
   // "▁ab": the pairs "▁a" and "ab" compete; the higher-scoring one wins.
-  Vocab lo = toy_vocab({{"\xE2\x96\x81", -1}, {"a", -1}, {"b", -1}, {"\xE2\x96\x81" "a", -3}, {"ab", -2}});
+  Vocab lo = toy_vocab({{"\xE2\x96\x81", -1},
+                        {"a", -1},
+                        {"b", -1},
+                        {"\xE2\x96\x81"
+                         "a",
+                         -3},
+                        {"ab", -2}});
   EXPECT_EQ(lo.tokenize("ab", false, false), (Ids{kFirstExtra, kFirstExtra + 4}));  // ▁ ab
-  Vocab hi = toy_vocab({{"\xE2\x96\x81", -1}, {"a", -1}, {"b", -1}, {"\xE2\x96\x81" "a", -1}, {"ab", -2}});
+  Vocab hi = toy_vocab({{"\xE2\x96\x81", -1},
+                        {"a", -1},
+                        {"b", -1},
+                        {"\xE2\x96\x81"
+                         "a",
+                         -1},
+                        {"ab", -2}});
   EXPECT_EQ(hi.tokenize("ab", false, false), (Ids{kFirstExtra + 3, kFirstExtra + 2}));  // ▁a b
 }
 
@@ -83,26 +95,40 @@ TEST(SpmTokenizer, EqualScoresMergeLeftmostFirst) {
 }
 
 TEST(SpmTokenizer, MergesChainThroughIntermediateTokens) {
-  Vocab v = toy_vocab({{"\xE2\x96\x81", -5}, {"a", -5}, {"b", -5}, {"c", -5}, {"ab", -1}, {"abc", -2},
-                       {"\xE2\x96\x81" "abc", -3}});
+  Vocab v = toy_vocab({{"\xE2\x96\x81", -5},
+                       {"a", -5},
+                       {"b", -5},
+                       {"c", -5},
+                       {"ab", -1},
+                       {"abc", -2},
+                       {"\xE2\x96\x81"
+                        "abc",
+                        -3}});
   EXPECT_EQ(v.tokenize("abc", false, false), (Ids{kFirstExtra + 6}));
 }
 
 TEST(SpmTokenizer, UnknownCharactersFallBackToBytes) {
   Vocab v = toy_vocab({{"\xE2\x96\x81", -1}, {"a", -1}});
-  EXPECT_EQ(v.tokenize("a\xC3\xA9", false, false),
-            (Ids{kFirstExtra, kFirstExtra + 1, byte_id(0xC3), byte_id(0xA9)}));
+  EXPECT_EQ(v.tokenize("a\xC3\xA9", false, false), (Ids{kFirstExtra, kFirstExtra + 1, byte_id(0xC3), byte_id(0xA9)}));
   EXPECT_EQ(detok(v, v.tokenize("a\xC3\xA9", false, false)), "a\xC3\xA9");
 }
 
 TEST(SpmTokenizer, SpacesAreEscapedAndPrefixed) {
-  Vocab v = toy_vocab({{"\xE2\x96\x81", -1}, {"a", -1}, {"\xE2\x96\x81" "a", -0.5}});
+  Vocab v = toy_vocab({{"\xE2\x96\x81", -1},
+                       {"a", -1},
+                       {"\xE2\x96\x81"
+                        "a",
+                        -0.5}});
   EXPECT_EQ(v.tokenize("a a", false, false), (Ids{kFirstExtra + 2, kFirstExtra + 2}));
   EXPECT_EQ(v.tokenize(" a", false, false), (Ids{kFirstExtra, kFirstExtra + 2}));
   EXPECT_EQ(detok(v, {kFirstExtra, kFirstExtra + 2}), " a");  // only the prefix space is removed
   EXPECT_EQ(detok(v, {kFirstExtra + 2, kFirstExtra + 2}), "a a");
 
-  VocabData d = toy_data({{"\xE2\x96\x81", -1}, {"a", -1}, {"\xE2\x96\x81" "a", -0.5}});
+  VocabData d = toy_data({{"\xE2\x96\x81", -1},
+                          {"a", -1},
+                          {"\xE2\x96\x81"
+                           "a",
+                           -0.5}});
   d.add_space_prefix = false;
   auto no_prefix = Vocab::from_data(d);
   ASSERT_TRUE(no_prefix.has_value());
@@ -126,7 +152,10 @@ TEST(SpmTokenizer, BosAndEosFollowTheFlags) {
 // ---- special tokens ----
 
 TEST(SpecialTokens, ControlTokensNeedParseSpecialUserDefinedDoNot) {
-  Vocab v = toy_vocab({{"\xE2\x96\x81", -1}, {"x", -1}, {"y", -1}, {"<ctl>", 0, TokenType::kControl},
+  Vocab v = toy_vocab({{"\xE2\x96\x81", -1},
+                       {"x", -1},
+                       {"y", -1},
+                       {"<ctl>", 0, TokenType::kControl},
                        {"<usr>", 0, TokenType::kUserDefined}});
   const int32_t sp = kFirstExtra, x = sp + 1, y = sp + 2, ctl = sp + 3, usr = sp + 4;
   // Split out: a space prefix goes in front of the text after a special token.
@@ -145,8 +174,7 @@ TEST(SpecialTokens, ControlTokensNeedParseSpecialUserDefinedDoNot) {
 }
 
 TEST(SpecialTokens, LongerSpecialTokenWins) {
-  Vocab v = toy_vocab({{"\xE2\x96\x81", -1}, {"<a>", 0, TokenType::kUserDefined},
-                       {"<a><b>", 0, TokenType::kUserDefined}});
+  Vocab v = toy_vocab({{"\xE2\x96\x81", -1}, {"<a>", 0, TokenType::kUserDefined}, {"<a><b>", 0, TokenType::kUserDefined}});
   EXPECT_EQ(v.tokenize("<a><b><a>", false, false), (Ids{kFirstExtra + 2, kFirstExtra + 1}));
 }
 
@@ -254,7 +282,9 @@ vocab_test::GgufImage valid_image() {
   vocab_test::GgufImage img;
   img.str("general.architecture", "llama")
       .str("tokenizer.ggml.model", "llama")
-      .strings("tokenizer.ggml.tokens", {"<unk>", "<s>", "</s>", "\xE2\x96\x81", "a", "\xE2\x96\x81" "a"})
+      .strings("tokenizer.ggml.tokens", {"<unk>", "<s>", "</s>", "\xE2\x96\x81", "a",
+                                         "\xE2\x96\x81"
+                                         "a"})
       .f32s("tokenizer.ggml.scores", {0, 0, 0, -1, -1, -0.5f})
       .i32s("tokenizer.ggml.token_type", {2, 3, 3, 1, 1, 1})
       .u32("tokenizer.ggml.bos_token_id", 1)
@@ -298,66 +328,79 @@ TEST(VocabValidation, FromGgufRejectsCorruptMetadata) {
                    GgufImage().str("tokenizer.ggml.model", "gpt2").strings("tokenizer.ggml.tokens", toks),
                    StatusCode::kCorrupt});
   cases.push_back({"gpt2 merges not strings",
-                   GgufImage().str("tokenizer.ggml.model", "gpt2").strings("tokenizer.ggml.tokens", toks)
+                   GgufImage()
+                       .str("tokenizer.ggml.model", "gpt2")
+                       .strings("tokenizer.ggml.tokens", toks)
                        .i32s("tokenizer.ggml.merges", {1}),
                    StatusCode::kCorrupt});
   cases.push_back({"gpt2 unknown pre",
-                   GgufImage().str("tokenizer.ggml.model", "gpt2").str("tokenizer.ggml.pre", "martian")
-                       .strings("tokenizer.ggml.tokens", toks).strings("tokenizer.ggml.merges", {"a a"}),
+                   GgufImage()
+                       .str("tokenizer.ggml.model", "gpt2")
+                       .str("tokenizer.ggml.pre", "martian")
+                       .strings("tokenizer.ggml.tokens", toks)
+                       .strings("tokenizer.ggml.merges", {"a a"}),
                    StatusCode::kUnsupported});
   cases.push_back({"bert lowercase not a bool",
-                   GgufImage().str("tokenizer.ggml.model", "bert").strings("tokenizer.ggml.tokens", toks)
+                   GgufImage()
+                       .str("tokenizer.ggml.model", "bert")
+                       .strings("tokenizer.ggml.tokens", toks)
                        .str("tokenizer.ggml.normalizer.lowercase", "yes"),
                    StatusCode::kCorrupt});
   cases.push_back({"rwkv", GgufImage().str("tokenizer.ggml.model", "rwkv").strings("tokenizer.ggml.tokens", toks),
                    StatusCode::kUnsupported});
   cases.push_back({"t5 charsmap not bytes",
-                   GgufImage().str("tokenizer.ggml.model", "t5").strings("tokenizer.ggml.tokens", toks)
+                   GgufImage()
+                       .str("tokenizer.ggml.model", "t5")
+                       .strings("tokenizer.ggml.tokens", toks)
                        .i32s("tokenizer.ggml.precompiled_charsmap", {1, 2}),
                    StatusCode::kCorrupt});
   cases.push_back({"no tokens", GgufImage().str("tokenizer.ggml.model", "llama"), StatusCode::kNotFound});
   cases.push_back({"tokens not strings",
                    GgufImage().str("tokenizer.ggml.model", "llama").i32s("tokenizer.ggml.tokens", {1, 2}),
                    StatusCode::kCorrupt});
-  cases.push_back({"tokens not an array",
-                   GgufImage().str("tokenizer.ggml.model", "llama").str("tokenizer.ggml.tokens", "a"),
+  cases.push_back({"tokens not an array", GgufImage().str("tokenizer.ggml.model", "llama").str("tokenizer.ggml.tokens", "a"),
                    StatusCode::kCorrupt});
-  cases.push_back({"empty tokens",
-                   GgufImage().str("tokenizer.ggml.model", "llama").strings("tokenizer.ggml.tokens", {}),
+  cases.push_back({"empty tokens", GgufImage().str("tokenizer.ggml.model", "llama").strings("tokenizer.ggml.tokens", {}),
                    StatusCode::kCorrupt});
   cases.push_back({"scores too short",
-                   GgufImage().str("tokenizer.ggml.model", "llama").strings("tokenizer.ggml.tokens", toks)
+                   GgufImage()
+                       .str("tokenizer.ggml.model", "llama")
+                       .strings("tokenizer.ggml.tokens", toks)
                        .f32s("tokenizer.ggml.scores", {0, 0, 0}),
                    StatusCode::kCorrupt});
   cases.push_back({"scores are strings",
-                   GgufImage().str("tokenizer.ggml.model", "llama").strings("tokenizer.ggml.tokens", toks)
+                   GgufImage()
+                       .str("tokenizer.ggml.model", "llama")
+                       .strings("tokenizer.ggml.tokens", toks)
                        .strings("tokenizer.ggml.scores", toks),
                    StatusCode::kCorrupt});
   cases.push_back({"token types too long",
-                   GgufImage().str("tokenizer.ggml.model", "llama").strings("tokenizer.ggml.tokens", toks)
+                   GgufImage()
+                       .str("tokenizer.ggml.model", "llama")
+                       .strings("tokenizer.ggml.tokens", toks)
                        .i32s("tokenizer.ggml.token_type", {1, 1, 1, 1, 1}),
                    StatusCode::kCorrupt});
   cases.push_back({"token types are floats",
-                   GgufImage().str("tokenizer.ggml.model", "llama").strings("tokenizer.ggml.tokens", toks)
+                   GgufImage()
+                       .str("tokenizer.ggml.model", "llama")
+                       .strings("tokenizer.ggml.tokens", toks)
                        .f32s("tokenizer.ggml.token_type", {1, 1, 1, 1}),
                    StatusCode::kCorrupt});
   cases.push_back({"NaN score",
-                   GgufImage().str("tokenizer.ggml.model", "llama").strings("tokenizer.ggml.tokens", toks)
+                   GgufImage()
+                       .str("tokenizer.ggml.model", "llama")
+                       .strings("tokenizer.ggml.tokens", toks)
                        .f32s("tokenizer.ggml.scores", {0, 0, std::nanf(""), 0}),
                    StatusCode::kCorrupt});
   cases.push_back({"duplicate tokens",
-                   GgufImage().str("tokenizer.ggml.model", "llama")
-                       .strings("tokenizer.ggml.tokens", {"<unk>", "a", "a"}),
+                   GgufImage().str("tokenizer.ggml.model", "llama").strings("tokenizer.ggml.tokens", {"<unk>", "a", "a"}),
                    StatusCode::kCorrupt});
-  cases.push_back({"pad out of range", valid_image().u32("tokenizer.ggml.padding_token_id", 6),
-                   StatusCode::kCorrupt});
+  cases.push_back({"pad out of range", valid_image().u32("tokenizer.ggml.padding_token_id", 6), StatusCode::kCorrupt});
   cases.push_back({"negative eot", valid_image().i32("tokenizer.ggml.eot_token_id", -1), StatusCode::kCorrupt});
-  cases.push_back({"mask id is a string", valid_image().str("tokenizer.ggml.mask_token_id", "3"),
-                   StatusCode::kCorrupt});
-  cases.push_back({"add_bos not a bool", valid_image().u32("tokenizer.ggml.add_bos_token", 1),
-                   StatusCode::kCorrupt});
-  cases.push_back({"add_space_prefix not a bool", valid_image().str("tokenizer.ggml.add_space_prefix", "no"),
-                   StatusCode::kCorrupt});
+  cases.push_back({"mask id is a string", valid_image().str("tokenizer.ggml.mask_token_id", "3"), StatusCode::kCorrupt});
+  cases.push_back({"add_bos not a bool", valid_image().u32("tokenizer.ggml.add_bos_token", 1), StatusCode::kCorrupt});
+  cases.push_back(
+      {"add_space_prefix not a bool", valid_image().str("tokenizer.ggml.add_space_prefix", "no"), StatusCode::kCorrupt});
   for (const Case& c : cases) {
     const Status st = load_status(c.img);
     EXPECT_EQ(st.code(), c.code) << c.what << ": " << st.message();
@@ -422,12 +465,16 @@ TEST(Utf8, SanitizeReplacesMaximalSubparts) {
   EXPECT_EQ(sanitize_utf8("plain ascii"), "plain ascii");
   EXPECT_EQ(sanitize_utf8("caf\xC3\xA9 \xF0\x9F\xA6\x99"), "caf\xC3\xA9 \xF0\x9F\xA6\x99");
   EXPECT_EQ(sanitize_utf8("\x80"), fffd);
-  EXPECT_EQ(sanitize_utf8("a\xC3"), "a" + fffd);                       // truncated at the end
-  EXPECT_EQ(sanitize_utf8("\xF0\x9F\xA6" "a"), fffd + "a");             // one subpart, one U+FFFD
-  EXPECT_EQ(sanitize_utf8("\xC0\xAF"), fffd + fffd);                   // overlong lead byte
-  EXPECT_EQ(sanitize_utf8("\xED\xA0\x80"), fffd + fffd + fffd);        // surrogate
+  EXPECT_EQ(sanitize_utf8("a\xC3"), "a" + fffd);  // truncated at the end
+  EXPECT_EQ(sanitize_utf8("\xF0\x9F\xA6"
+                          "a"),
+            fffd + "a");                                                    // one subpart, one U+FFFD
+  EXPECT_EQ(sanitize_utf8("\xC0\xAF"), fffd + fffd);                        // overlong lead byte
+  EXPECT_EQ(sanitize_utf8("\xED\xA0\x80"), fffd + fffd + fffd);             // surrogate
   EXPECT_EQ(sanitize_utf8("\xF4\x90\x80\x80"), fffd + fffd + fffd + fffd);  // above U+10FFFF
-  EXPECT_EQ(sanitize_utf8("\xE2\x82" "\xE2\x82\xAC"), fffd + "\xE2\x82\xAC");
+  EXPECT_EQ(sanitize_utf8("\xE2\x82"
+                          "\xE2\x82\xAC"),
+            fffd + "\xE2\x82\xAC");
   EXPECT_TRUE(is_valid_utf8("\xE2\x82\xAC"));
   EXPECT_FALSE(is_valid_utf8("\xE2\x82"));
 }
@@ -472,8 +519,8 @@ TEST(VocabRobustness, WordByWordSegmentationIsExact) {
   for (const char* model : {"models/stories260K.gguf", "models/llama-2-tiny-random.gguf"}) {
     Vocab v = load_model_vocab(model);
     std::mt19937 rng(99);
-    const std::string pieces[] = {"\xE2\x96\x81", "\xE2\x96\x81\xE2\x96\x81", "a", "the", "ing", "\xE2",
-                                  "\x96", "\x81", "\xC3\xA9", "\xF0\x9F\xA6\x99", "\n", "Hello", "(", "."};
+    const std::string pieces[] = {"\xE2\x96\x81", "\xE2\x96\x81\xE2\x96\x81", "a",  "the",   "ing", "\xE2", "\x96", "\x81",
+                                  "\xC3\xA9",     "\xF0\x9F\xA6\x99",         "\n", "Hello", "(",   "."};
     for (int iter = 0; iter < 500; ++iter) {
       std::string text;
       const size_t n = rng() % 40;
@@ -487,8 +534,8 @@ TEST(VocabRobustness, WordByWordSegmentationIsExact) {
 }
 
 std::string long_text(size_t bytes) {
-  const std::string words[] = {"Once", "upon", "a", "time", "there", "was", "a", "little", "girl",
-                               "named", "Lily.", "café", "日本語", "🦙", "<s>", "\n", "  ", "\t"};
+  const std::string words[] = {"Once",  "upon",  "a",    "time",   "there", "was", "a",  "little", "girl",
+                               "named", "Lily.", "café", "日本語", "🦙",  "<s>", "\n", "  ",     "\t"};
   std::string text;
   std::mt19937 rng(7);
   while (text.size() < bytes) {

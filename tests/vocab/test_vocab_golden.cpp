@@ -229,24 +229,25 @@ TEST_P(LlamaCppVocabTest, MatchesLlamaCppIds) {
 
 INSTANTIATE_TEST_SUITE_P(LlamaCppModels, LlamaCppVocabTest,
                          // Every ggml-vocab-* with .inp/.out in llama.cpp's models/.
-                         ::testing::Values("bert-bge", "command-r", "deepseek-coder", "deepseek-llm", "falcon",
-                                           "gemma-4", "gpt-2", "llama-bpe", "llama-spm", "mpt", "phi-3", "qwen2",
-                                           "qwen35", "refact", "starcoder"),
+                         ::testing::Values("bert-bge", "command-r", "deepseek-coder", "deepseek-llm", "falcon", "gemma-4",
+                                           "gpt-2", "llama-bpe", "llama-spm", "mpt", "phi-3", "qwen2", "qwen35", "refact",
+                                           "starcoder"),
                          [](const auto& info) {
                            std::string name = info.param;
-                           for (char& c : name) if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+                           for (char& c : name)
+                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
                            return name;
                          });
 
 INSTANTIATE_TEST_SUITE_P(AllFamilies, UpstreamVocabTest,
-                         ::testing::Values("ggml-vocab-llama-spm.gguf", "ggml-vocab-phi-3.gguf",
-                                           "llama3-bpe.gguf", "ggml-vocab-gpt-2.gguf",
-                                           "ggml-vocab-qwen2.gguf", "ggml-vocab-deepseek-coder.gguf",
-                                           "ggml-vocab-falcon.gguf", "bert-base-uncased.gguf",
-                                           "ggml-vocab-bert-bge.gguf"),
+                         ::testing::Values("ggml-vocab-llama-spm.gguf", "ggml-vocab-phi-3.gguf", "llama3-bpe.gguf",
+                                           "ggml-vocab-gpt-2.gguf", "ggml-vocab-qwen2.gguf",
+                                           "ggml-vocab-deepseek-coder.gguf", "ggml-vocab-falcon.gguf",
+                                           "bert-base-uncased.gguf", "ggml-vocab-bert-bge.gguf"),
                          [](const auto& info) {
                            std::string name = info.param;
-                           for (char& c : name) if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+                           for (char& c : name)
+                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
                            return name;
                          });
 

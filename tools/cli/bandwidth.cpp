@@ -31,8 +31,14 @@ uint64_t read_scalar(const uint8_t* p, size_t n) {
   uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0, s7 = 0;
   size_t i = 0;
   for (; i + 8 <= words; i += 8) {
-    s0 += q[i + 0]; s1 += q[i + 1]; s2 += q[i + 2]; s3 += q[i + 3];
-    s4 += q[i + 4]; s5 += q[i + 5]; s6 += q[i + 6]; s7 += q[i + 7];
+    s0 += q[i + 0];
+    s1 += q[i + 1];
+    s2 += q[i + 2];
+    s3 += q[i + 3];
+    s4 += q[i + 4];
+    s5 += q[i + 5];
+    s6 += q[i + 6];
+    s7 += q[i + 7];
   }
   for (; i < words; ++i) s0 += q[i];
   return s0 + s1 + s2 + s3 + s4 + s5 + s6 + s7;

@@ -9,11 +9,11 @@
 namespace loom::cli {
 
 struct MemBandwidth {
-  double gbps = 0.0;       // best pass: bytes / seconds / 1e9
-  size_t bytes = 0;        // buffer size read per pass
+  double gbps = 0.0;  // best pass: bytes / seconds / 1e9
+  size_t bytes = 0;   // buffer size read per pass
   int threads = 0;
   int passes = 0;
-  std::string kernel;      // "avx2" or "scalar"
+  std::string kernel;  // "avx2" or "scalar"
 };
 
 // Allocates `bytes` (rounded up to 4 KiB), touches every page, then reads the whole buffer

@@ -45,8 +45,8 @@ int64_t now_us() {
   return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-#define BENCH_TRY(expr)                   \
-  do {                                    \
+#define BENCH_TRY(expr)                        \
+  do {                                         \
     if (Status st_ = (expr); !st_) return st_; \
   } while (0)
 
@@ -116,10 +116,10 @@ const std::vector<IntFlag>& bench_flags() {
 // The context one run measures in, and the token counts that size it.
 struct BenchShape {
   int n_threads = 0;
-  int np = 1;           // sequences decoded together
-  bool par = false;     // np > 1
-  bool enc_dec = false; // an encoder-decoder (T5)
-  int n_enc = 0;        // encoder tokens before the decoder's steps
+  int np = 1;            // sequences decoded together
+  bool par = false;      // np > 1
+  bool enc_dec = false;  // an encoder-decoder (T5)
+  int n_enc = 0;         // encoder tokens before the decoder's steps
   int64_t n_ctx = 0;
   int64_t n_ubatch = 0;
 };
@@ -173,9 +173,7 @@ api::Batch batch_of(const std::vector<int32_t>& toks, size_t from, size_t n, int
   return b;
 }
 
-double tokens_per_second(double tokens, int64_t t0) {
-  return tokens * 1e6 / double(std::max<int64_t>(1, now_us() - t0));
-}
+double tokens_per_second(double tokens, int64_t t0) { return tokens * 1e6 / double(std::max<int64_t>(1, now_us() - t0)); }
 
 // The timed runs of one context: each clears the cache first.
 class BenchRuns {
@@ -395,12 +393,11 @@ void print_tg_text(const BenchOptions& o, const BenchShape& sh, const BenchRepor
   if (sh.par) std::printf("per stream %10.2f tokens/s\n", r.tg_tps / sh.np);
   if (sh.par) {
     std::printf("tg reads %s per step of %d tokens (weights %s + KV %d x %s): %.2f GB/s\n",
-                human_bytes(r.weight_bytes + r.kv_bytes * sh.np).c_str(), sh.np, human_bytes(r.weight_bytes).c_str(),
-                sh.np, human_bytes(r.kv_bytes).c_str(), r.tg_gbps);
-  } else {
-    std::printf("tg reads %s per token (weights %s + KV %s): %.2f GB/s\n",
-                human_bytes(r.weight_bytes + r.kv_bytes).c_str(), human_bytes(r.weight_bytes).c_str(),
+                human_bytes(r.weight_bytes + r.kv_bytes * sh.np).c_str(), sh.np, human_bytes(r.weight_bytes).c_str(), sh.np,
                 human_bytes(r.kv_bytes).c_str(), r.tg_gbps);
+  } else {
+    std::printf("tg reads %s per token (weights %s + KV %s): %.2f GB/s\n", human_bytes(r.weight_bytes + r.kv_bytes).c_str(),
+                human_bytes(r.weight_bytes).c_str(), human_bytes(r.kv_bytes).c_str(), r.tg_gbps);
   }
 }
 
@@ -408,8 +405,8 @@ void print_text(const BenchOptions& o, const BenchShape& sh, const api::Model& m
   const std::string name = std::filesystem::path(o.model).filename().string();
   std::printf("model    %s: %s, %.2f M params, %s of weights read per token\n", name.c_str(), model.arch().c_str(),
               double(model.n_params()) / 1e6, human_bytes(r.weight_bytes).c_str());
-  std::printf("threads  %d (%s kernels), median of %d after a warm-up, depth %d", sh.n_threads,
-              cpu_features().isa_level(), o.reps, o.depth);
+  std::printf("threads  %d (%s kernels), median of %d after a warm-up, depth %d", sh.n_threads, cpu_features().isa_level(),
+              o.reps, o.depth);
   if (sh.par) std::printf(", %d sequences decoded together (aggregate tokens/s)", sh.np);
   std::printf("\n");
   std::printf("%-10s %12s   %s\n", "test", "tokens/s", "runs");

@@ -233,9 +233,9 @@ class ChatSession {
         continue;
       }
       if (int(prompt.size()) >= n_ctx) {
-        return api::Status(LOOM_ERR_RESOURCE_EXHAUSTED,
-                      "the message needs " + std::to_string(prompt.size()) + " tokens, which does not fit the context of " +
-                          std::to_string(n_ctx) + " (use -c)");
+        return api::Status(LOOM_ERR_RESOURCE_EXHAUSTED, "the message needs " + std::to_string(prompt.size()) +
+                                                            " tokens, which does not fit the context of " +
+                                                            std::to_string(n_ctx) + " (use -c)");
       }
       if (dropped > 0) note("context full: dropped the " + std::to_string(dropped) + " oldest turn(s)");
       return prompt;
@@ -287,22 +287,40 @@ class ChatSession {
     const auto t0 = std::chrono::steady_clock::now();
     api::Batch one(1);  // each reply token, decoded in turn
     while (o_.n_predict < 0 || n_gen < o_.n_predict) {
-      if (interrupted()) { end = TurnEnd::kInterrupted; break; }
+      if (interrupted()) {
+        end = TurnEnd::kInterrupted;
+        break;
+      }
       const float* logits = ctx_.logits(-1);
-      if (!logits) { error = api::Status(LOOM_ERR_INTERNAL, last_error()); break; }
+      if (!logits) {
+        error = api::Status(LOOM_ERR_INTERNAL, last_error());
+        break;
+      }
       const int32_t tok = sampler_.pick(logits, ctx_.n_vocab());
       if (tok < 0 || model_.is_eog(tok)) break;
       sampler_.accept(tok);
       auto chunk = detok.push(tok);
-      if (!chunk) { error = chunk.status(); break; }
+      if (!chunk) {
+        error = chunk.status();
+        break;
+      }
       show(*chunk);
       if (++n_gen == o_.n_predict) break;  // the last token need not be decoded
-      if (int(cached_.size()) >= ctx_.n_ctx()) { cut = true; break; }
+      if (int(cached_.size()) >= ctx_.n_ctx()) {
+        cut = true;
+        break;
+      }
       one.clear();
       one.add(tok, int32_t(cached_.size()), 0, true);
       api::Status st = ctx_.decode(one);
-      if (st.code() == LOOM_ERR_ABORTED) { end = TurnEnd::kInterrupted; break; }
-      if (!st) { error = st; break; }
+      if (st.code() == LOOM_ERR_ABORTED) {
+        end = TurnEnd::kInterrupted;
+        break;
+      }
+      if (!st) {
+        error = st;
+        break;
+      }
       cached_.push_back(tok);
     }
     show(detok.flush());
@@ -348,8 +366,8 @@ constexpr const char* kHelp =
     "commands: /reset (new conversation), /save FILE, /load FILE, /help, /quit; Ctrl-C stops a reply";
 
 bool has_chat_template(const api::Model& model) {
-  auto info = api::Model::detail_json(
-      [&](char* b, size_t n) { return loom_chat_template_info(model.handle(), nullptr, b, n); });
+  auto info =
+      api::Model::detail_json([&](char* b, size_t n) { return loom_chat_template_info(model.handle(), nullptr, b, n); });
   if (!info) return false;
   const nlohmann::json j = nlohmann::json::parse(*info, nullptr, false);
   return j.is_object() && j.value("has_template", false);
@@ -466,9 +484,11 @@ void register_chat(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<Opts>();
   CLI::App* sub = app.add_subcommand("chat", "Interactive chat using the model's chat template");
   sub->add_option("-m,--model", o->model, "GGUF model file")->required();
-  sub->add_option("-c,--ctx-size", o->n_ctx, "context size (default: training context, at most 4096)")->check(CLI::NonNegativeNumber);
+  sub->add_option("-c,--ctx-size", o->n_ctx, "context size (default: training context, at most 4096)")
+      ->check(CLI::NonNegativeNumber);
   sub->add_option("-t,--threads", o->threads, "threads (default: all cores)")->check(CLI::NonNegativeNumber);
-  sub->add_option("-n,--n-predict", o->n_predict, "most tokens per reply; -1 = until the end of the turn (default -1)")->check(CLI::Range(-1, 1 << 30));
+  sub->add_option("-n,--n-predict", o->n_predict, "most tokens per reply; -1 = until the end of the turn (default -1)")
+      ->check(CLI::Range(-1, 1 << 30));
   add_sampler_flags(sub, o->sampling, SamplerFlagSet::kChat);
   sub->add_option("--seed", o->seed, "random seed (default: random)");
   sub->add_option("--system", o->system, "system message that starts the conversation");

@@ -46,33 +46,50 @@ void register_embed(CLI::App& app, int& exit_code) {
     auto model = load_model_or_report(o->model);
     if (!model) return;
     const bool rank = o->pooling == "rank" || (o->pooling.empty() && model->pooling_type() == LOOM_POOLING_RANK);
-    if (rank && o->normalize) { fail("--normalize does not apply to rank scores"); return; }
+    if (rank && o->normalize) {
+      fail("--normalize does not apply to rank scores");
+      return;
+    }
     api::Expected<std::vector<api::Token>> tokenized = std::vector<api::Token>{};
     if (const size_t tab = o->prompt.find('\t'); rank && tab != std::string::npos) {
       tokenized = model->tokenize_rerank(o->prompt.substr(0, tab), o->prompt.substr(tab + 1));
     } else {
       tokenized = model->tokenize(o->prompt, true, false);
     }
-    if (!tokenized) { fail(tokenized.status()); return; }
+    if (!tokenized) {
+      fail(tokenized.status());
+      return;
+    }
     const std::vector<api::Token>& ids = *tokenized;
-    if (ids.empty()) { fail("the text produced no tokens"); return; }
-    static const std::map<std::string, int32_t> kPooling = {
-        {"none", LOOM_POOLING_NONE}, {"mean", LOOM_POOLING_MEAN}, {"cls", LOOM_POOLING_CLS},
-        {"last", LOOM_POOLING_LAST}, {"rank", LOOM_POOLING_RANK}};
+    if (ids.empty()) {
+      fail("the text produced no tokens");
+      return;
+    }
+    static const std::map<std::string, int32_t> kPooling = {{"none", LOOM_POOLING_NONE},
+                                                            {"mean", LOOM_POOLING_MEAN},
+                                                            {"cls", LOOM_POOLING_CLS},
+                                                            {"last", LOOM_POOLING_LAST},
+                                                            {"rank", LOOM_POOLING_RANK}};
     api::ContextParams cp;
     cp.p.n_ctx = std::max<int>(int(ids.size()), 8);
     cp.p.n_batch = cp.p.n_ubatch = cp.p.n_ctx;
     cp.p.n_threads = o->threads;
     cp.p.embeddings = true;
-    cp.p.pooling_type = !o->pooling.empty() ? kPooling.at(o->pooling)
+    cp.p.pooling_type = !o->pooling.empty()                                 ? kPooling.at(o->pooling)
                         : model->pooling_type() != LOOM_POOLING_UNSPECIFIED ? LOOM_POOLING_UNSPECIFIED
-                                                                             : LOOM_POOLING_MEAN;
+                                                                            : LOOM_POOLING_MEAN;
     auto ctx = api::Context::create(*model, cp);
-    if (!ctx) { fail(ctx.status()); return; }
+    if (!ctx) {
+      fail(ctx.status());
+      return;
+    }
     api::Batch batch(int32_t(ids.size()));
     batch.add_tokens(ids.data(), ids.size(), 0, 0, /*all_logits=*/true);
     api::Status st = ctx->causal() && !model->has_encoder() ? ctx->decode(batch) : ctx->encode(batch);
-    if (!st) { fail(st); return; }
+    if (!st) {
+      fail(st);
+      return;
+    }
     nlohmann::json j;
     const int n_embd = ctx->n_embd();
     j["n_embd"] = n_embd;
@@ -80,7 +97,10 @@ void register_embed(CLI::App& app, int& exit_code) {
       std::vector<std::vector<float>> rows;
       for (int i = 0; i < int(ids.size()); ++i) {
         const float* e = ctx->embeddings(i);
-        if (!e) { fail(last_error()); return; }
+        if (!e) {
+          fail(last_error());
+          return;
+        }
         rows.emplace_back(e, e + n_embd);
         if (o->normalize) l2_normalize(rows.back());
       }
@@ -94,7 +114,10 @@ void register_embed(CLI::App& app, int& exit_code) {
       }
     } else {
       const float* e = ctx->embeddings_seq(0);
-      if (!e) { fail(last_error()); return; }
+      if (!e) {
+        fail(last_error());
+        return;
+      }
       const bool ranked = ctx->pooling() == LOOM_POOLING_RANK;
       std::vector<float> v(e, e + (ranked ? model->n_cls_out() : n_embd));
       if (o->normalize) l2_normalize(v);

@@ -72,7 +72,8 @@ double rate(int64_t n, int64_t us) { return us > 0 ? 1e6 * double(n) / double(us
 api::Expected<Token> next_token(api::Sampler& sampler, const api::Model& model, const float* logits, int32_t n_vocab) {
   if (!logits) return api::Status(LOOM_ERR_INTERNAL, last_error());
   const Token tok = sampler.pick(logits, n_vocab);
-  if (tok == LOOM_TOKEN_NULL) return api::Status(LOOM_ERR_INVALID_ARGUMENT, "the grammar admits no token of this vocabulary here");
+  if (tok == LOOM_TOKEN_NULL)
+    return api::Status(LOOM_ERR_INVALID_ARGUMENT, "the grammar admits no token of this vocabulary here");
   if (model.is_eog(tok)) return Token(-1);
   if (api::Status st = sampler.accept(tok); !st) return st;
   return tok;
@@ -155,8 +156,8 @@ int generate_encoder_decoder(const Opts& o, const api::Model& model, const std::
     std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {
     if (o.json_schema_file.empty()) std::printf("\n");
-    std::fprintf(stderr, "loom: encoded %zu tokens %.1f tok/s, generated %zu tokens %.1f tok/s\n", prompt.size(),
-                 prompt_tps, out.size(), gen_tps);
+    std::fprintf(stderr, "loom: encoded %zu tokens %.1f tok/s, generated %zu tokens %.1f tok/s\n", prompt.size(), prompt_tps,
+                 out.size(), gen_tps);
   }
   return 0;
 }
@@ -185,7 +186,8 @@ struct Drafting {
 
 Status make_drafter(const Opts& o, const api::Model& model, const api::ContextParams& cp, Drafting& d) {
   if (o.draft_model.empty() && o.lookup <= 0) return Status::ok();
-  if (model.is_recurrent()) return error("speculative decoding needs to drop rejected tokens, which a recurrent model's state cannot");
+  if (model.is_recurrent())
+    return error("speculative decoding needs to drop rejected tokens, which a recurrent model's state cannot");
   if (o.context_shift) return error("speculative decoding cannot be combined with --context-shift");
   if (o.lookup > 0) {
     auto dr = api::Drafter::lookup(o.lookup, std::min(o.lookup, 2));
@@ -215,8 +217,8 @@ Status restore_state(const Opts& o, api::Context& ctx, bool recurrent, std::vect
     if (history.empty()) return error(o.load_state + " holds no tokens to resume from (pass -p)");
     prompt = history;  // no -p: resume the saved tokens
   }
-  const bool resume = history.size() >= prompt.size() && !history.empty() &&
-                      std::equal(prompt.begin(), prompt.end(), history.begin());
+  const bool resume =
+      history.size() >= prompt.size() && !history.empty() && std::equal(prompt.begin(), prompt.end(), history.begin());
   if (resume && loom_get_logits_ith(ctx.handle(), -1) != nullptr) {
     prompt = history;  // continue the saved generation: its logits are restored too
     reused = history.size();
@@ -241,8 +243,14 @@ class Stream {
  public:
   Stream(const Opts& o, const api::Model& model, api::Context& ctx, api::Sampler& sampler, api::Detokenizer& detok,
          api::Drafter* drafter, std::vector<Token> prompt)
-      : o_(o), model_(model), ctx_(ctx), sampler_(sampler), detok_(detok), drafter_(drafter),
-        history(std::move(prompt)), text{o.json, {}} {
+      : o_(o),
+        model_(model),
+        ctx_(ctx),
+        sampler_(sampler),
+        detok_(detok),
+        drafter_(drafter),
+        history(std::move(prompt)),
+        text{o.json, {}} {
     n_keep_ = std::min(history.size(), size_t(o.keep) + (!history.empty() && history[0] == model.bos() ? 1 : 0));
   }
 
@@ -297,15 +305,16 @@ class Stream {
       if (int(draft.size()) < o_.draft_min) draft.clear();
     }
     int picked = 0;
-    auto round = api::speculative_round(ctx_, 0, history, draft, [&](const float* logits, int32_t nv) -> api::Expected<api::SpecPick> {
-      auto tok = next_token(sampler_, model_, logits, nv);
-      if (!tok) return tok.status();
-      if (*tok < 0) return api::SpecPick{*tok, false, true};
-      ++picked;
-      const bool done = sampler_.grammar_done() || int(out.size()) + picked >= o_.n_predict ||
-                        int(history.size()) + picked >= ctx_.n_ctx();
-      return api::SpecPick{*tok, true, done};
-    });
+    auto round = api::speculative_round(
+        ctx_, 0, history, draft, [&](const float* logits, int32_t nv) -> api::Expected<api::SpecPick> {
+          auto tok = next_token(sampler_, model_, logits, nv);
+          if (!tok) return tok.status();
+          if (*tok < 0) return api::SpecPick{*tok, false, true};
+          ++picked;
+          const bool done = sampler_.grammar_done() || int(out.size()) + picked >= o_.n_predict ||
+                            int(history.size()) + picked >= ctx_.n_ctx();
+          return api::SpecPick{*tok, true, done};
+        });
     if (!round) return round.status();
     spec.add(*round);
     for (Token tok : round->tokens) {
@@ -383,21 +392,22 @@ void report_one(const Opts& o, api::Context& ctx, const Stream& s, const std::ve
     j["timings"] = {{"prompt_tps", prompt_tps}, {"gen_tps", gen_tps}, {"gen_wall_tps", wall_tps}};
     if (!o.load_state.empty()) j["reused_tokens"] = reused;
     if (drafter) {
-      j["speculative"] = {{"drafter", drafter->describe()}, {"rounds", s.spec.rounds}, {"drafted", s.spec.drafted},
-                          {"accepted", s.spec.accepted}, {"acceptance", s.spec.acceptance()},
-                          {"tokens_per_round", per_round}};
+      j["speculative"] = {{"drafter", drafter->describe()},    {"rounds", s.spec.rounds},
+                          {"drafted", s.spec.drafted},         {"accepted", s.spec.accepted},
+                          {"acceptance", s.spec.acceptance()}, {"tokens_per_round", per_round}};
     }
     std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     return;
   }
   if (o.json_schema_file.empty()) std::printf("\n");
-  std::fprintf(stderr, "loom: prompt %zu tokens %.1f tok/s, generated %zu tokens %.1f tok/s\n", prompt.size(),
-               prompt_tps, s.out.size(), gen_tps);
+  std::fprintf(stderr, "loom: prompt %zu tokens %.1f tok/s, generated %zu tokens %.1f tok/s\n", prompt.size(), prompt_tps,
+               s.out.size(), gen_tps);
   if (drafter) {
-    std::fprintf(stderr, "loom: speculative (%s): %lld rounds, %lld of %lld draft tokens accepted (%.1f %%), %.2f tokens per target decode, %.1f tok/s wall\n",
-                 drafter->describe().c_str(), static_cast<long long>(s.spec.rounds),
-                 static_cast<long long>(s.spec.accepted), static_cast<long long>(s.spec.drafted),
-                 100.0 * s.spec.acceptance(), per_round, wall_tps);
+    std::fprintf(stderr,
+                 "loom: speculative (%s): %lld rounds, %lld of %lld draft tokens accepted (%.1f %%), %.2f tokens per target "
+                 "decode, %.1f tok/s wall\n",
+                 drafter->describe().c_str(), static_cast<long long>(s.spec.rounds), static_cast<long long>(s.spec.accepted),
+                 static_cast<long long>(s.spec.drafted), 100.0 * s.spec.acceptance(), per_round, wall_tps);
   }
 }
 
@@ -454,8 +464,8 @@ Status generate_one(const Opts& o, const api::Model& model, std::vector<Token> p
 
 // The end of --parallel: every sequence's text, the aggregate speed.
 void report_parallel(const Opts& o, api::Context& ctx, const std::vector<Token>& prompt,
-                     const std::vector<std::vector<Token>>& ids, const std::vector<std::string>& texts,
-                     int64_t n_generated, double dt) {
+                     const std::vector<std::vector<Token>>& ids, const std::vector<std::string>& texts, int64_t n_generated,
+                     double dt) {
   const int n_seq = o.parallel;
   const double agg_tps = dt > 0 ? 1e6 * double(n_generated) / dt : 0.0;
   if (o.json) {
@@ -467,8 +477,8 @@ void report_parallel(const Opts& o, api::Context& ctx, const std::vector<Token>&
     for (int s = 0; s < n_seq; ++s) seqs.push_back({{"ids", ids[size_t(s)]}, {"text", texts[size_t(s)]}});
     j["sequences"] = seqs;
     const loom_perf_data perf = ctx.perf();
-    j["timings"] = {{"prompt_tps", rate(perf.n_prompt_tokens, perf.t_prompt_us)},
-                    {"gen_tps", agg_tps}, {"aggregate_tps", agg_tps}};
+    j["timings"] = {
+        {"prompt_tps", rate(perf.n_prompt_tokens, perf.t_prompt_us)}, {"gen_tps", agg_tps}, {"aggregate_tps", agg_tps}};
     std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {
     for (int s = 0; s < n_seq; ++s) std::printf("[sequence %d]%s\n", s, texts[size_t(s)].c_str());
@@ -486,7 +496,8 @@ int generate_parallel(const Opts& o, const api::Model& model, const std::vector<
   api::ContextParams cp;
   cp.p.n_seq_max = n_seq;
   const int64_t need = int64_t(prompt.size()) + int64_t(n_seq) * o.n_predict;
-  cp.p.n_ctx = o.n_ctx > 0 ? o.n_ctx : int(std::min<int64_t>(std::max<int64_t>(need, default_n_ctx(model)), model.n_ctx_train()));
+  cp.p.n_ctx =
+      o.n_ctx > 0 ? o.n_ctx : int(std::min<int64_t>(std::max<int64_t>(need, default_n_ctx(model)), model.n_ctx_train()));
   cp.p.n_threads = o.threads;
   cp.p.n_swa = o.n_swa;
   cp.p.n_batch = std::min<int>(cp.p.n_ctx, std::max<int>({512, int(prompt.size()), n_seq}));
@@ -606,21 +617,32 @@ int run_generate(const Opts& o) {
 // The flags of generation itself (the sampler's are add_sampler_flags').
 void add_generation_flags(CLI::App* sub, Opts& o) {
   auto* gf = sub->add_option("--grammar-file", o.grammar_file, "constrain the output with a GBNF grammar file");
-  sub->add_option("--json-schema", o.json_schema_file, "constrain the output to JSON matching this JSON schema file (stdout holds only the JSON)")->excludes(gf);
+  sub->add_option("--json-schema", o.json_schema_file,
+                  "constrain the output to JSON matching this JSON schema file (stdout holds only the JSON)")
+      ->excludes(gf);
   sub->add_option("--parallel", o.parallel, "generate N continuations at once, sharing the prompt's cache cells")
       ->check(CLI::Range(1, 256));
   sub->add_flag("--chat", o.chat, "apply the model's chat template to the prompt as one user message");
-  sub->add_flag("--context-shift", o.context_shift, "when the context is full, drop the oldest half (after --keep) and go on");
-  sub->add_option("--keep", o.keep, "prompt tokens kept by --context-shift (BOS is always kept)")->check(CLI::NonNegativeNumber);
+  sub->add_flag("--context-shift", o.context_shift,
+                "when the context is full, drop the oldest half (after --keep) and go on");
+  sub->add_option("--keep", o.keep, "prompt tokens kept by --context-shift (BOS is always kept)")
+      ->check(CLI::NonNegativeNumber);
   auto* save = sub->add_option("--save-state", o.save_state, "save the context (cache + tokens) to FILE at the end");
   sub->add_option("--load-state", o.load_state, "restore a saved context and reuse its tokens (resumes a saved generation)")
       ->excludes(save);
-  auto* dm = sub->add_option("--draft-model", o.draft_model, "speculative decoding with this draft model (same vocabulary); greedy and seeded output are unchanged");
+  auto* dm = sub->add_option(
+      "--draft-model", o.draft_model,
+      "speculative decoding with this draft model (same vocabulary); greedy and seeded output are unchanged");
   sub->add_option("--draft-max", o.draft_max, "most tokens drafted per step (default 16)")->check(CLI::Range(1, 256));
-  sub->add_option("--draft-min", o.draft_min, "drafts shorter than this are not verified (default 0)")->check(CLI::Range(0, 256));
-  sub->add_option("--draft-p-min", o.draft_p_min, "the draft model stops at a token below this probability (default 0.75)")->check(CLI::Range(0.0, 1.0));
-  sub->add_option("--lookup", o.lookup, "speculative decoding by prompt lookup: drafts from the longest repeated n-gram up to N tokens (no draft model)")
-      ->check(CLI::Range(1, 64))->excludes(dm);
+  sub->add_option("--draft-min", o.draft_min, "drafts shorter than this are not verified (default 0)")
+      ->check(CLI::Range(0, 256));
+  sub->add_option("--draft-p-min", o.draft_p_min, "the draft model stops at a token below this probability (default 0.75)")
+      ->check(CLI::Range(0.0, 1.0));
+  sub->add_option(
+         "--lookup", o.lookup,
+         "speculative decoding by prompt lookup: drafts from the longest repeated n-gram up to N tokens (no draft model)")
+      ->check(CLI::Range(1, 64))
+      ->excludes(dm);
 }
 
 }  // namespace
@@ -631,7 +653,8 @@ void register_generate(CLI::App& app, int& exit_code) {
   sub->add_option("-m,--model", o->model, "GGUF model file")->required();
   sub->add_option("-p,--prompt", o->prompt, "prompt text (optional with --load-state: resume the saved tokens)");
   sub->add_option("-n,--n-predict", o->n_predict, "tokens to generate (default 128)")->check(CLI::NonNegativeNumber);
-  sub->add_option("-c,--ctx-size", o->n_ctx, "context size (default: training context, at most 4096)")->check(CLI::NonNegativeNumber);
+  sub->add_option("-c,--ctx-size", o->n_ctx, "context size (default: training context, at most 4096)")
+      ->check(CLI::NonNegativeNumber);
   sub->add_option("-t,--threads", o->threads, "threads (default: all cores)")->check(CLI::NonNegativeNumber);
   add_sliding_window_option(sub, o->n_swa);
   sub->add_option("--seed", o->seed, "random seed (default: random)");

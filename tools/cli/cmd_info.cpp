@@ -36,23 +36,35 @@ void register_info(CLI::App& app, int& exit_code) {
   sub->add_flag("--swa-full", o->swa_full, "with -c: full-size caches for sliding-window layers");
   sub->callback([o, &exit_code] {
     auto described = api::gguf_describe(o->model);
-    if (!described) { exit_code = fail(described.status()); return; }
+    if (!described) {
+      exit_code = fail(described.status());
+      return;
+    }
     const nlohmann::json f = nlohmann::json::parse(*described);
     const nlohmann::json& meta = f["metadata"];
     const nlohmann::json& tensors = f["tensors"];
     nlohmann::json memory;
     if (o->n_ctx > 0) {
       auto model = api::Model::load(o->model);
-      if (!model) { exit_code = fail(model.status()); return; }
+      if (!model) {
+        exit_code = fail(model.status());
+        return;
+      }
       api::ContextParams cp;
       cp.p.n_ctx = o->n_ctx;
       cp.p.n_seq_max = o->slots;
       cp.p.n_threads = 1;
       const nlohmann::json options = {{"swa_full", o->swa_full}, {"kv_unified", true}};
       auto ctx = api::Context::create(*model, cp, options.dump());
-      if (!ctx) { exit_code = fail(ctx.status()); return; }
+      if (!ctx) {
+        exit_code = fail(ctx.status());
+        return;
+      }
       auto m = api::Model::detail_json([&](char* b, size_t n) { return loom_context_memory_json(ctx->handle(), b, n); });
-      if (!m) { exit_code = fail(m.status()); return; }
+      if (!m) {
+        exit_code = fail(m.status());
+        return;
+      }
       memory = nlohmann::json::parse(*m);
       memory["n_ctx"] = o->n_ctx;
       memory["slots"] = o->slots;
@@ -91,14 +103,17 @@ void register_info(CLI::App& app, int& exit_code) {
       }
       std::printf("\ntotal tensor bytes: %llu\n", static_cast<unsigned long long>(total));
       if (!memory.is_null()) {
-        std::printf("\nmemory of a context of %d cells, %d slot(s)%s:\n", o->n_ctx, o->slots, o->swa_full ? ", --swa-full" : "");
+        std::printf("\nmemory of a context of %d cells, %d slot(s)%s:\n", o->n_ctx, o->slots,
+                    o->swa_full ? ", --swa-full" : "");
         for (const char* part : {"kv", "kv_swa", "recurrent"}) {
           const auto& p = memory[part];
           if (p["bytes"].get<uint64_t>() == 0) continue;
           std::printf("  %-10s %12llu bytes  %7d cells  %3d layers\n", part,
-                      static_cast<unsigned long long>(p["bytes"].get<uint64_t>()), p["cells"].get<int>(), p["layers"].get<int>());
+                      static_cast<unsigned long long>(p["bytes"].get<uint64_t>()), p["cells"].get<int>(),
+                      p["layers"].get<int>());
         }
-        std::printf("  %-10s %12llu bytes\n", "total", static_cast<unsigned long long>(memory["total_bytes"].get<uint64_t>()));
+        std::printf("  %-10s %12llu bytes\n", "total",
+                    static_cast<unsigned long long>(memory["total_bytes"].get<uint64_t>()));
       }
     }
     exit_code = 0;

@@ -40,7 +40,8 @@ void register_quantize(CLI::App& app, int& exit_code) {
     std::vector<std::string> include_weights, exclude_weights;
   };
   auto o = std::make_shared<Opts>();
-  CLI::App* sub = app.add_subcommand("quantize", "Quantize a GGUF model (llama-quantize's file types and mixes, optional imatrix)");
+  CLI::App* sub =
+      app.add_subcommand("quantize", "Quantize a GGUF model (llama-quantize's file types and mixes, optional imatrix)");
   sub->add_option("input", o->input, "input GGUF (F32, F16 or BF16 weights)")->required();
   sub->add_option("output", o->output, "output GGUF (written atomically)")->required();
   sub->add_option("type", o->type, "target type: " + api::quantize_types())->required();
@@ -92,23 +93,26 @@ void register_quantize(CLI::App& app, int& exit_code) {
     auto progress = [quiet](const std::string& line) {
       if (quiet) return;
       const nlohmann::json t = nlohmann::json::parse(line);
-      std::fprintf(stderr, "[%4zu/%4zu] %-40s %-6s -> %-6s%s %-18s %9.3f MiB -> %9.3f MiB\n",
-                   t["index"].get<size_t>() + 1, t["count"].get<size_t>(), t["name"].get<std::string>().c_str(),
-                   t["type"].get<std::string>().c_str(), t["out_type"].get<std::string>().c_str(),
-                   t["fallback"].get<bool>() ? " (fallback)" : "", shape_of(t["shape"]).c_str(),
-                   mib(t["bytes"].get<uint64_t>()), mib(t["out_bytes"].get<uint64_t>()));
+      std::fprintf(stderr, "[%4zu/%4zu] %-40s %-6s -> %-6s%s %-18s %9.3f MiB -> %9.3f MiB\n", t["index"].get<size_t>() + 1,
+                   t["count"].get<size_t>(), t["name"].get<std::string>().c_str(), t["type"].get<std::string>().c_str(),
+                   t["out_type"].get<std::string>().c_str(), t["fallback"].get<bool>() ? " (fallback)" : "",
+                   shape_of(t["shape"]).c_str(), mib(t["bytes"].get<uint64_t>()), mib(t["out_bytes"].get<uint64_t>()));
     };
     auto summary = api::quantize(o->input, o->output, params.dump(), progress);
-    if (!summary) { exit_code = fail(summary.status()); return; }
+    if (!summary) {
+      exit_code = fail(summary.status());
+      return;
+    }
     const nlohmann::json sj = nlohmann::json::parse(*summary);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::error_code ec;
     const uint64_t out_size = std::filesystem::file_size(o->output, ec);
-    std::printf("quantized %s (%.2f MiB) -> %s (%.2f MiB) as %s (general.file_type %u): %d tensors converted "
-                "(%d fallback), %d copied, %.2f s\n",
-                o->input.c_str(), mib(sj["input_bytes"].get<uint64_t>()), o->output.c_str(), ec ? 0.0 : mib(out_size),
-                sj["file_type_name"].get<std::string>().c_str(), sj["file_type"].get<unsigned>(),
-                sj["converted"].get<int>(), sj["fallback"].get<int>(), sj["copied"].get<int>(), secs);
+    std::printf(
+        "quantized %s (%.2f MiB) -> %s (%.2f MiB) as %s (general.file_type %u): %d tensors converted "
+        "(%d fallback), %d copied, %.2f s\n",
+        o->input.c_str(), mib(sj["input_bytes"].get<uint64_t>()), o->output.c_str(), ec ? 0.0 : mib(out_size),
+        sj["file_type_name"].get<std::string>().c_str(), sj["file_type"].get<unsigned>(), sj["converted"].get<int>(),
+        sj["fallback"].get<int>(), sj["copied"].get<int>(), secs);
     exit_code = 0;
   });
 }

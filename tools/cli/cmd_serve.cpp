@@ -9,7 +9,8 @@
 namespace loom::cli {
 
 void register_serve(CLI::App& app, int& exit_code) {
-  CLI::App* sub = app.add_subcommand("serve", "OpenAI-compatible HTTP server with llama-server's flags (loom serve --help, docs/serving.md)");
+  CLI::App* sub = app.add_subcommand(
+      "serve", "OpenAI-compatible HTTP server with llama-server's flags (loom serve --help, docs/serving.md)");
   // Everything after `serve` goes to the flag table, --help included (it lists llama-server's flags).
   sub->prefix_command();
   sub->set_help_flag();

@@ -21,14 +21,21 @@ void register_template(CLI::App& app, int& exit_code) {
       ->required();
   sub->add_option("--now", o->now, "strftime_now() renders this instant (Unix seconds, UTC) instead of the clock")
       ->check(CLI::NonNegativeNumber);
-  sub->add_flag("--lenient", o->lenient,
-                "render as llama.cpp (and loom serve) where Python Jinja2 raises: undefined attributes, + undefined, none | filters");
+  sub->add_flag(
+      "--lenient", o->lenient,
+      "render as llama.cpp (and loom serve) where Python Jinja2 raises: undefined attributes, + undefined, none | filters");
   sub->callback([o, &exit_code] {
     std::string error;
     auto source = read_file(o->template_file, &error);
-    if (!source) { exit_code = fail(error); return; }
+    if (!source) {
+      exit_code = fail(error);
+      return;
+    }
     auto context = read_file(o->context_file, &error);
-    if (!context) { exit_code = fail(error); return; }
+    if (!context) {
+      exit_code = fail(error);
+      return;
+    }
     auto out = api::render_template(*source, *context, o->now, o->lenient);
     if (!out) {
       // Say which file is at fault: the context's JSON, or the template.

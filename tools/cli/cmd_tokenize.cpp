@@ -22,9 +22,15 @@ void register_tokenize(CLI::App& app, int& exit_code) {
   sub->add_flag("--json", o->json, "print one JSON object");
   sub->callback([o, &exit_code] {
     auto model = load_model_or_report(o->model, /*vocab_only=*/true);
-    if (!model) { exit_code = 1; return; }
+    if (!model) {
+      exit_code = 1;
+      return;
+    }
     auto tokenized = model->tokenize(o->prompt, !o->no_bos, o->parse_special);
-    if (!tokenized) { exit_code = fail(tokenized.status()); return; }
+    if (!tokenized) {
+      exit_code = fail(tokenized.status());
+      return;
+    }
     const std::vector<api::Token>& ids = *tokenized;
     if (o->json) {
       nlohmann::json j;

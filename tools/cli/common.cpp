@@ -41,8 +41,7 @@ const std::vector<SamplerFlag>& sampler_flags() {
        "tokens the penalties look back over; 0 = off, -1 = context (default 64)", CLI::Range(-1, 1 << 30)},
       {"--frequency-penalty", "frequency_penalty", false, false,
        "subtract count * F from a repeated token's logit (default 0)", any},
-      {"--presence-penalty", "presence_penalty", false, false, "subtract P from a repeated token's logit (default 0)",
-       any},
+      {"--presence-penalty", "presence_penalty", false, false, "subtract P from a repeated token's logit (default 0)", any},
       {"--dry-multiplier", "dry_multiplier", false, false, "DRY repetition penalty multiplier; 0 = off (default 0)",
        CLI::NonNegativeNumber},
       {"--dry-base", "dry_base", false, false, "DRY base (default 1.75)", CLI::Range(1.0, 1e9)},
@@ -53,8 +52,8 @@ const std::vector<SamplerFlag>& sampler_flags() {
       {"--mirostat", "mirostat", true, false, "mirostat sampling: 0 off, 1 v1, 2 v2 (default 0)", CLI::Range(0, 2)},
       {"--mirostat-lr", "mirostat_eta", false, false, "mirostat learning rate eta (default 0.1)", CLI::NonNegativeNumber},
       {"--mirostat-ent", "mirostat_tau", false, false, "mirostat target entropy tau (default 5)", CLI::NonNegativeNumber},
-      {"--xtc-probability", "xtc_probability", false, false,
-       "XTC: chance of removing the top choices; 0 = off (default 0)", CLI::Range(0.0, 1.0)},
+      {"--xtc-probability", "xtc_probability", false, false, "XTC: chance of removing the top choices; 0 = off (default 0)",
+       CLI::Range(0.0, 1.0)},
       {"--xtc-threshold", "xtc_threshold", false, false, "XTC: probability threshold (default 0.1)", CLI::Range(0.0, 1.0)},
       {"--dynatemp-range", "dynatemp_range", false, false,
        "dynamic temperature in [temp - R, temp + R]; 0 = off (default 0)", CLI::NonNegativeNumber},
@@ -70,9 +69,10 @@ void add_sampler_flags(CLI::App* sub, nlohmann::json& given, SamplerFlagSet set)
   for (const SamplerFlag& f : sampler_flags()) {
     if (set == SamplerFlagSet::kChat && !f.chat) continue;
     const std::string field = f.field;
-    CLI::Option* opt = f.integer
-                           ? sub->add_option_function<int>(f.names, [&given, field](int v) { given[field] = v; }, f.help)
-                           : sub->add_option_function<float>(f.names, [&given, field](float v) { given[field] = v; }, f.help);
+    CLI::Option* opt = f.integer ? sub->add_option_function<int>(
+                                       f.names, [&given, field](int v) { given[field] = v; }, f.help)
+                                 : sub->add_option_function<float>(
+                                       f.names, [&given, field](float v) { given[field] = v; }, f.help);
     opt->check(f.check);
   }
 }

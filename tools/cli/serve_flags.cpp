@@ -256,8 +256,11 @@ Handler quiet_if_positive() {
 }
 
 std::string cache_type(const std::string& v, int32_t* out) {
-  static const std::pair<const char*, int32_t> kTypes[] = {
-      {"f32", LOOM_TYPE_F32}, {"f16", LOOM_TYPE_F16}, {"bf16", LOOM_TYPE_BF16}, {"q8_0", LOOM_TYPE_Q8_0}, {"q4_0", LOOM_TYPE_Q4_0}};
+  static const std::pair<const char*, int32_t> kTypes[] = {{"f32", LOOM_TYPE_F32},
+                                                           {"f16", LOOM_TYPE_F16},
+                                                           {"bf16", LOOM_TYPE_BF16},
+                                                           {"q8_0", LOOM_TYPE_Q8_0},
+                                                           {"q4_0", LOOM_TYPE_Q4_0}};
   const std::string l = lower(v);
   for (const auto& [name, type] : kTypes) {
     if (l == name) {
@@ -265,7 +268,8 @@ std::string cache_type(const std::string& v, int32_t* out) {
       return "";
     }
   }
-  if (l == "q4_1" || l == "iq4_nl" || l == "q5_0" || l == "q5_1") return "the cache type " + v + " is not supported by loom (f32, f16, bf16, q8_0, q4_0)";
+  if (l == "q4_1" || l == "iq4_nl" || l == "q5_0" || l == "q5_1")
+    return "the cache type " + v + " is not supported by loom (f32, f16, bf16, q8_0, q4_0)";
   return "expected f32, f16, bf16, q8_0 or q4_0, not '" + v + "'";
 }
 
@@ -305,10 +309,14 @@ const std::vector<Flag>& table() {
     const std::string kNgram = "loom drafts n-grams per request (the request's lookup field), not by server flags";
 
     // ---- llama-server's common params ----
-    add(kCommon, "-h,--help,--usage", "", "", "", Kind::kInfo, "prints this list and exits",
-        [](Ctx& c, const Use&) { c.help = true; return std::string(); });
-    add(kCommon, "--version", "", "", "", Kind::kInfo, "prints loom's version and exits",
-        [](Ctx& c, const Use&) { c.version = true; return std::string(); });
+    add(kCommon, "-h,--help,--usage", "", "", "", Kind::kInfo, "prints this list and exits", [](Ctx& c, const Use&) {
+      c.help = true;
+      return std::string();
+    });
+    add(kCommon, "--version", "", "", "", Kind::kInfo, "prints loom's version and exits", [](Ctx& c, const Use&) {
+      c.version = true;
+      return std::string();
+    });
     add(kCommon, "-cl,--cache-list", "", "", "", Kind::kRefused, "loom keeps no cache of downloaded models");
     add(kCommon, "--completion-bash", "", "", "", Kind::kRefused, "no bash completion script");
     add(kCommon, "-t,--threads", "", "N", "LLAMA_ARG_THREADS", Kind::kImpl, "generation threads (-1: all cores)",
@@ -326,8 +334,7 @@ const std::vector<Flag>& table() {
     add(kCommon, "--prio-batch", "", "N", "", Kind::kNoop, kThreads, quiet_if("0"));
     add(kCommon, "--poll-batch", "", "<0|1>", "", Kind::kNoop, kThreads);
     add(kCommon, "-c,--ctx-size", "", "N", "LLAMA_ARG_CTX_SIZE", Kind::kImpl,
-        "KV cells in total, shared by every slot (0: the model's training context, at most 4096)",
-        [](Ctx& c, const Use& u) {
+        "KV cells in total, shared by every slot (0: the model's training context, at most 4096)", [](Ctx& c, const Use& u) {
           long long x;
           if (!to_int(u.v[0], &x) || x < 0 || x > (1LL << 30)) return int_error(u.v[0], 0, 1LL << 30);
           c.o->n_ctx = int(x);
@@ -340,7 +347,8 @@ const std::vector<Flag>& table() {
         int_to(&ServeOptions::n_batch, 1, 1 << 20));
     add(kCommon, "-ub,--ubatch-size", "", "N", "LLAMA_ARG_UBATCH", Kind::kImpl, "most tokens per forward pass",
         int_to(&ServeOptions::n_ubatch, 1, 1 << 20));
-    add(kCommon, "--keep", "", "N", "", Kind::kImpl, "n_keep of requests that give none", request_default("n_keep", DefaultKind::kInt));
+    add(kCommon, "--keep", "", "N", "", Kind::kImpl, "n_keep of requests that give none",
+        request_default("n_keep", DefaultKind::kInt));
     add(kCommon, "--swa-full", "", "", "LLAMA_ARG_SWA_FULL", Kind::kImpl, "full-size caches for sliding-window layers",
         bool_to(&ServeOptions::swa_full));
     {
@@ -377,15 +385,18 @@ const std::vector<Flag>& table() {
         one_of({"on", "auto", "off"}));
     add(kCommon, "--numa", "", "TYPE", "LLAMA_ARG_NUMA", Kind::kNoop, "loom does not place threads by NUMA node",
         one_of({"distribute", "isolate", "numactl"}));
-    add(kCommon, "-dev,--device", "", "<dev1,dev2,..>", "LLAMA_ARG_DEVICE", Kind::kCpu, "",
-        [](Ctx& c, const Use& u) {
-          const std::string l = lower(u.v[0]);
-          if (l == "none" || l == "cpu") c.quiet = true;
+    add(kCommon, "-dev,--device", "", "<dev1,dev2,..>", "LLAMA_ARG_DEVICE", Kind::kCpu, "", [](Ctx& c, const Use& u) {
+      const std::string l = lower(u.v[0]);
+      if (l == "none" || l == "cpu") c.quiet = true;
+      return std::string();
+    });
+    add(kCommon, "--list-devices", "", "", "", Kind::kInfo, "prints no offload device (loom runs on the CPU) and exits",
+        [](Ctx& c, const Use&) {
+          c.list_devices = true;
           return std::string();
         });
-    add(kCommon, "--list-devices", "", "", "", Kind::kInfo, "prints no offload device (loom runs on the CPU) and exits",
-        [](Ctx& c, const Use&) { c.list_devices = true; return std::string(); });
-    add(kCommon, "-ot,--override-tensor", "", "<tensor name pattern>=<buffer type>,...", "LLAMA_ARG_OVERRIDE_TENSOR", Kind::kCpu, "");
+    add(kCommon, "-ot,--override-tensor", "", "<tensor name pattern>=<buffer type>,...", "LLAMA_ARG_OVERRIDE_TENSOR",
+        Kind::kCpu, "");
     add(kCommon, "-cmoe,--cpu-moe", "", "", "LLAMA_ARG_CPU_MOE", Kind::kCpu, "every weight is on the CPU already");
     add(kCommon, "-ncmoe,--n-cpu-moe", "", "N", "LLAMA_ARG_N_CPU_MOE", Kind::kCpu, "", number());
     add(kCommon, "-ncffn,--n-cpu-ffn", "", "N", "LLAMA_ARG_N_CPU_FFN", Kind::kCpu, "", number());
@@ -406,8 +417,8 @@ const std::vector<Flag>& table() {
     add(kCommon, "--check-tensors", "", "", "", Kind::kNoop, "loom checks tensor types and sizes at load, not their values");
     add(kCommon, "--override-kv", "", "KEY=TYPE:VALUE,...", "", Kind::kRefused, "metadata overrides: not yet in loom");
     add(kCommon, "--op-offload", "--no-op-offload", "", "", Kind::kCpu, "");
-    add(kCommon, "--lora", "", "FNAME", "", Kind::kImpl, "LoRA adapters, comma-separated, scale 1 (loom also reads FNAME:SCALE)",
-        [](Ctx& c, const Use& u) {
+    add(kCommon, "--lora", "", "FNAME", "", Kind::kImpl,
+        "LoRA adapters, comma-separated, scale 1 (loom also reads FNAME:SCALE)", [](Ctx& c, const Use& u) {
           std::string err;
           for (const auto& item : split_csv(u.v[0])) add_lora(c, item, false, &err);
           return err;
@@ -422,9 +433,10 @@ const std::vector<Flag>& table() {
         });
     add(kCommon, "--control-vector", "", "FNAME", "", Kind::kRefused, "control vectors: not yet in loom");
     add(kCommon, "--control-vector-scaled", "", "FNAME:SCALE,...", "", Kind::kRefused, "control vectors: not yet in loom");
-    add(kCommon, "--control-vector-layer-range", "", "START END", "", Kind::kRefused, "control vectors: not yet in loom")->nargs = 2;
-    add(kCommon, "-m,--model", "", "FNAME", "LLAMA_ARG_MODEL", Kind::kImpl, "the GGUF model (without it: router mode with --models-dir / --models-preset)",
-        str_to(&ServeOptions::model));
+    add(kCommon, "--control-vector-layer-range", "", "START END", "", Kind::kRefused, "control vectors: not yet in loom")
+        ->nargs = 2;
+    add(kCommon, "-m,--model", "", "FNAME", "LLAMA_ARG_MODEL", Kind::kImpl,
+        "the GGUF model (without it: router mode with --models-dir / --models-preset)", str_to(&ServeOptions::model));
     add(kCommon, "-mu,--model-url", "", "MODEL_URL", "LLAMA_ARG_MODEL_URL", Kind::kRefused, kDownload);
     add(kCommon, "-dr,--docker-repo", "", "[<repo>/]<model>[:quant]", "LLAMA_ARG_DOCKER_REPO", Kind::kRefused, kDownload);
     add(kCommon, "-hf,-hfr,--hf-repo", "", "<user>/<model>[:quant]", "LLAMA_ARG_HF_REPO", Kind::kRefused, kDownload);
@@ -433,72 +445,107 @@ const std::vector<Flag>& table() {
     add(kCommon, "-hft,--hf-token", "", "TOKEN", "", Kind::kNoop, "loom downloads nothing (HF_TOKEN is not read)");
     add(kCommon, "--log-disable", "", "", "", Kind::kNotYet, "loom's log always goes to stderr");
     add(kCommon, "--log-file", "", "FNAME", "LLAMA_ARG_LOG_FILE", Kind::kNotYet, "loom's log always goes to stderr");
-    add(kCommon, "--log-jsonl", "--no-log-jsonl", "", "LLAMA_ARG_LOG_JSONL", Kind::kNotYet, "loom's log is plain lines", quiet_if_negative());
+    add(kCommon, "--log-jsonl", "--no-log-jsonl", "", "LLAMA_ARG_LOG_JSONL", Kind::kNotYet, "loom's log is plain lines",
+        quiet_if_negative());
     add(kCommon, "--log-colors", "", "[on|off|auto]", "LLAMA_ARG_LOG_COLORS", Kind::kNoop,
-        "loom's log has no colors (a bare --log-colors, as older llama-servers took it, is accepted too)", on_off_auto(true))->nargs = -1;
+        "loom's log has no colors (a bare --log-colors, as older llama-servers took it, is accepted too)", on_off_auto(true))
+        ->nargs = -1;
     // Sets ServeOptions::verbose; kNotYet until the server logs more with it.
     add(kCommon, "-v,--verbose,--log-verbose", "", "", "", Kind::kImpl,
         "logs each request as it arrives: method, target, connection, body size and its first 2 KiB",
-        [](Ctx& c, const Use&) { c.o->verbose = true; return std::string(); });
+        [](Ctx& c, const Use&) {
+          c.o->verbose = true;
+          return std::string();
+        });
     add(kCommon, "--offline", "", "", "LLAMA_ARG_OFFLINE", Kind::kNoop, "loom never uses the network for models");
     add(kCommon, "-lv,--verbosity,--log-verbosity", "", "N", "LLAMA_ARG_LOG_VERBOSITY", Kind::kNotYet,
-        "N >= 4 is --verbose; thresholds below 3 do not filter loom's log yet",
-        [](Ctx& c, const Use& u) {
+        "N >= 4 is --verbose; thresholds below 3 do not filter loom's log yet", [](Ctx& c, const Use& u) {
           long long x;
           if (!to_int(u.v[0], &x)) return int_error(u.v[0], 0, 5);
           if (x >= 4) c.o->verbose = true;
           if (x >= 3) c.quiet = true;
           return std::string();
         });
-    add(kCommon, "--log-prefix", "--no-log-prefix", "", "LLAMA_ARG_LOG_PREFIX", Kind::kNoop, "loom's log lines start with 'loom: '");
-    add(kCommon, "--log-timestamps", "--no-log-timestamps", "", "LLAMA_ARG_LOG_TIMESTAMPS", Kind::kNoop, "loom's log lines have no timestamps");
-    add(kCommon, "--spec-draft-type-k,-ctkd,--cache-type-k-draft", "", "TYPE", "LLAMA_ARG_SPEC_DRAFT_CACHE_TYPE_K", Kind::kNotYet,
-        "the draft model's cache is f16", quiet_if("f16"));
-    add(kCommon, "--spec-draft-type-v,-ctvd,--cache-type-v-draft", "", "TYPE", "LLAMA_ARG_SPEC_DRAFT_CACHE_TYPE_V", Kind::kNotYet,
-        "the draft model's cache is f16", quiet_if("f16"));
+    add(kCommon, "--log-prefix", "--no-log-prefix", "", "LLAMA_ARG_LOG_PREFIX", Kind::kNoop,
+        "loom's log lines start with 'loom: '");
+    add(kCommon, "--log-timestamps", "--no-log-timestamps", "", "LLAMA_ARG_LOG_TIMESTAMPS", Kind::kNoop,
+        "loom's log lines have no timestamps");
+    add(kCommon, "--spec-draft-type-k,-ctkd,--cache-type-k-draft", "", "TYPE", "LLAMA_ARG_SPEC_DRAFT_CACHE_TYPE_K",
+        Kind::kNotYet, "the draft model's cache is f16", quiet_if("f16"));
+    add(kCommon, "--spec-draft-type-v,-ctvd,--cache-type-v-draft", "", "TYPE", "LLAMA_ARG_SPEC_DRAFT_CACHE_TYPE_V",
+        Kind::kNotYet, "the draft model's cache is f16", quiet_if("f16"));
 
     // ---- sampling params: server-wide defaults ----
-    add(kSampling, "--samplers", "", "SAMPLERS", "", Kind::kImpl, kSamplingNote, request_default("samplers", DefaultKind::kString));
+    add(kSampling, "--samplers", "", "SAMPLERS", "", Kind::kImpl, kSamplingNote,
+        request_default("samplers", DefaultKind::kString));
     add(kSampling, "-s,--seed", "", "SEED", "", Kind::kImpl, kSamplingNote, request_default("seed", DefaultKind::kInt));
-    add(kSampling, "--sampler-seq,--sampling-seq", "", "SEQUENCE", "", Kind::kImpl, kSamplingNote, request_default("samplers", DefaultKind::kString));
-    add(kSampling, "--ignore-eos", "", "", "", Kind::kImpl, kSamplingNote, request_default("ignore_eos", DefaultKind::kTrue));
-    add(kSampling, "--temp,--temperature", "", "N", "LLAMA_ARG_TEMPERATURE", Kind::kImpl, kSamplingNote, request_default("temperature", DefaultKind::kNumber));
-    add(kSampling, "--top-k", "", "N", "LLAMA_ARG_TOP_K", Kind::kImpl, kSamplingNote, request_default("top_k", DefaultKind::kInt));
-    add(kSampling, "--top-p", "", "N", "LLAMA_ARG_TOP_P", Kind::kImpl, kSamplingNote, request_default("top_p", DefaultKind::kNumber));
-    add(kSampling, "--min-p", "", "N", "LLAMA_ARG_MIN_P", Kind::kImpl, kSamplingNote, request_default("min_p", DefaultKind::kNumber));
+    add(kSampling, "--sampler-seq,--sampling-seq", "", "SEQUENCE", "", Kind::kImpl, kSamplingNote,
+        request_default("samplers", DefaultKind::kString));
+    add(kSampling, "--ignore-eos", "", "", "", Kind::kImpl, kSamplingNote,
+        request_default("ignore_eos", DefaultKind::kTrue));
+    add(kSampling, "--temp,--temperature", "", "N", "LLAMA_ARG_TEMPERATURE", Kind::kImpl, kSamplingNote,
+        request_default("temperature", DefaultKind::kNumber));
+    add(kSampling, "--top-k", "", "N", "LLAMA_ARG_TOP_K", Kind::kImpl, kSamplingNote,
+        request_default("top_k", DefaultKind::kInt));
+    add(kSampling, "--top-p", "", "N", "LLAMA_ARG_TOP_P", Kind::kImpl, kSamplingNote,
+        request_default("top_p", DefaultKind::kNumber));
+    add(kSampling, "--min-p", "", "N", "LLAMA_ARG_MIN_P", Kind::kImpl, kSamplingNote,
+        request_default("min_p", DefaultKind::kNumber));
     add(kSampling, "--top-nsigma,--top-n-sigma", "", "N", "", Kind::kNotYet, kSamplingNote, number());
-    add(kSampling, "--xtc-probability", "", "N", "", Kind::kImpl, kSamplingNote, request_default("xtc_probability", DefaultKind::kNumber));
-    add(kSampling, "--xtc-threshold", "", "N", "", Kind::kImpl, kSamplingNote, request_default("xtc_threshold", DefaultKind::kNumber));
-    add(kSampling, "--typical,--typical-p", "", "N", "", Kind::kImpl, kSamplingNote, request_default("typical_p", DefaultKind::kNumber));
-    add(kSampling, "--repeat-last-n", "", "N", "", Kind::kImpl, kSamplingNote, request_default("repeat_last_n", DefaultKind::kInt));
-    add(kSampling, "--repeat-penalty", "", "N", "LLAMA_ARG_REPEAT_PENALTY", Kind::kImpl, kSamplingNote, request_default("repeat_penalty", DefaultKind::kNumber));
-    add(kSampling, "--presence-penalty", "", "N", "LLAMA_ARG_PRESENCE_PENALTY", Kind::kImpl, kSamplingNote, request_default("presence_penalty", DefaultKind::kNumber));
-    add(kSampling, "--frequency-penalty", "", "N", "LLAMA_ARG_FREQUENCY_PENALTY", Kind::kImpl, kSamplingNote, request_default("frequency_penalty", DefaultKind::kNumber));
-    add(kSampling, "--dry-multiplier", "", "N", "", Kind::kImpl, kSamplingNote, request_default("dry_multiplier", DefaultKind::kNumber));
+    add(kSampling, "--xtc-probability", "", "N", "", Kind::kImpl, kSamplingNote,
+        request_default("xtc_probability", DefaultKind::kNumber));
+    add(kSampling, "--xtc-threshold", "", "N", "", Kind::kImpl, kSamplingNote,
+        request_default("xtc_threshold", DefaultKind::kNumber));
+    add(kSampling, "--typical,--typical-p", "", "N", "", Kind::kImpl, kSamplingNote,
+        request_default("typical_p", DefaultKind::kNumber));
+    add(kSampling, "--repeat-last-n", "", "N", "", Kind::kImpl, kSamplingNote,
+        request_default("repeat_last_n", DefaultKind::kInt));
+    add(kSampling, "--repeat-penalty", "", "N", "LLAMA_ARG_REPEAT_PENALTY", Kind::kImpl, kSamplingNote,
+        request_default("repeat_penalty", DefaultKind::kNumber));
+    add(kSampling, "--presence-penalty", "", "N", "LLAMA_ARG_PRESENCE_PENALTY", Kind::kImpl, kSamplingNote,
+        request_default("presence_penalty", DefaultKind::kNumber));
+    add(kSampling, "--frequency-penalty", "", "N", "LLAMA_ARG_FREQUENCY_PENALTY", Kind::kImpl, kSamplingNote,
+        request_default("frequency_penalty", DefaultKind::kNumber));
+    add(kSampling, "--dry-multiplier", "", "N", "", Kind::kImpl, kSamplingNote,
+        request_default("dry_multiplier", DefaultKind::kNumber));
     add(kSampling, "--dry-base", "", "N", "", Kind::kImpl, kSamplingNote, request_default("dry_base", DefaultKind::kNumber));
-    add(kSampling, "--dry-allowed-length", "", "N", "", Kind::kImpl, kSamplingNote, request_default("dry_allowed_length", DefaultKind::kInt));
-    add(kSampling, "--dry-penalty-last-n", "", "N", "", Kind::kImpl, kSamplingNote, request_default("dry_penalty_last_n", DefaultKind::kInt));
-    add(kSampling, "--dry-sequence-breaker", "", "STRING", "", Kind::kImpl, kSamplingNote, request_default("dry_sequence_breakers", DefaultKind::kAppend));
+    add(kSampling, "--dry-allowed-length", "", "N", "", Kind::kImpl, kSamplingNote,
+        request_default("dry_allowed_length", DefaultKind::kInt));
+    add(kSampling, "--dry-penalty-last-n", "", "N", "", Kind::kImpl, kSamplingNote,
+        request_default("dry_penalty_last_n", DefaultKind::kInt));
+    add(kSampling, "--dry-sequence-breaker", "", "STRING", "", Kind::kImpl, kSamplingNote,
+        request_default("dry_sequence_breakers", DefaultKind::kAppend));
     add(kSampling, "--adaptive-target", "", "N", "", Kind::kNotYet, kSamplingNote, number());
     add(kSampling, "--adaptive-decay", "", "N", "", Kind::kNotYet, kSamplingNote, number());
-    add(kSampling, "--dynatemp-range", "", "N", "", Kind::kImpl, kSamplingNote, request_default("dynatemp_range", DefaultKind::kNumber));
-    add(kSampling, "--dynatemp-exp", "", "N", "", Kind::kImpl, kSamplingNote, request_default("dynatemp_exponent", DefaultKind::kNumber));
+    add(kSampling, "--dynatemp-range", "", "N", "", Kind::kImpl, kSamplingNote,
+        request_default("dynatemp_range", DefaultKind::kNumber));
+    add(kSampling, "--dynatemp-exp", "", "N", "", Kind::kImpl, kSamplingNote,
+        request_default("dynatemp_exponent", DefaultKind::kNumber));
     add(kSampling, "--mirostat", "", "N", "", Kind::kImpl, kSamplingNote, request_default("mirostat", DefaultKind::kInt));
-    add(kSampling, "--mirostat-lr", "", "N", "", Kind::kImpl, kSamplingNote, request_default("mirostat_eta", DefaultKind::kNumber));
-    add(kSampling, "--mirostat-ent", "", "N", "", Kind::kImpl, kSamplingNote, request_default("mirostat_tau", DefaultKind::kNumber));
+    add(kSampling, "--mirostat-lr", "", "N", "", Kind::kImpl, kSamplingNote,
+        request_default("mirostat_eta", DefaultKind::kNumber));
+    add(kSampling, "--mirostat-ent", "", "N", "", Kind::kImpl, kSamplingNote,
+        request_default("mirostat_tau", DefaultKind::kNumber));
     add(kSampling, "-l,--logit-bias", "", "TOKEN_ID(+/-)BIAS", "", Kind::kImpl, kSamplingNote, logit_bias_default());
-    add(kSampling, "--grammar", "", "GRAMMAR", "", Kind::kImpl, "the grammar of requests without their own (nor tools, response_format or json_schema)", request_default("grammar", DefaultKind::kString));
-    add(kSampling, "--grammar-file", "", "FNAME", "", Kind::kImpl, "the grammar of requests without their own (nor tools, response_format or json_schema)", request_default("grammar", DefaultKind::kFile));
-    add(kSampling, "-j,--json-schema", "", "SCHEMA", "", Kind::kImpl, "the JSON schema of requests without their own (nor tools, response_format or grammar)", request_default("json_schema", DefaultKind::kString));
-    add(kSampling, "-jf,--json-schema-file", "", "FILE", "", Kind::kImpl, "the JSON schema of requests without their own (nor tools, response_format or grammar)", request_default("json_schema", DefaultKind::kFile));
+    add(kSampling, "--grammar", "", "GRAMMAR", "", Kind::kImpl,
+        "the grammar of requests without their own (nor tools, response_format or json_schema)",
+        request_default("grammar", DefaultKind::kString));
+    add(kSampling, "--grammar-file", "", "FNAME", "", Kind::kImpl,
+        "the grammar of requests without their own (nor tools, response_format or json_schema)",
+        request_default("grammar", DefaultKind::kFile));
+    add(kSampling, "-j,--json-schema", "", "SCHEMA", "", Kind::kImpl,
+        "the JSON schema of requests without their own (nor tools, response_format or grammar)",
+        request_default("json_schema", DefaultKind::kString));
+    add(kSampling, "-jf,--json-schema-file", "", "FILE", "", Kind::kImpl,
+        "the JSON schema of requests without their own (nor tools, response_format or grammar)",
+        request_default("json_schema", DefaultKind::kFile));
     add(kSampling, "-bs,--backend-sampling", "", "", "LLAMA_ARG_BACKEND_SAMPLING", Kind::kCpu, "");
 
     // ---- server-specific params ----
     add(kServer, "-lcs,--lookup-cache-static", "", "FNAME", "", Kind::kNotYet, kNgram);
     add(kServer, "-lcd,--lookup-cache-dynamic", "", "FNAME", "", Kind::kNotYet, kNgram);
     add(kServer, "--kv-unified-per-slot", "", "N", "LLAMA_ARG_KV_UNIFIED_PER_SLOT", Kind::kImpl,
-        "without -c: the shared pool is -np x N cells (loom lets one request use all of -c)",
-        [](Ctx& c, const Use& u) {
+        "without -c: the shared pool is -np x N cells (loom lets one request use all of -c)", [](Ctx& c, const Use& u) {
           long long x;
           if (!to_int(u.v[0], &x) || x < 0 || x > (1 << 24)) return int_error(u.v[0], 0, 1 << 24);
           c.kv_per_slot = int(x);
@@ -509,8 +556,8 @@ const std::vector<Flag>& table() {
         int_to(&ServeOptions::ctx_checkpoints, 0, 1 << 20));
     add(kServer, "-cms,--checkpoint-min-step", "", "N", "LLAMA_ARG_CHECKPOINT_MIN_SPACING_NT", Kind::kNoop,
         "loom checkpoints at prompt, reply and system-prompt ends", number());
-    add(kServer, "-cram,--cache-ram", "", "N", "LLAMA_ARG_CACHE_RAM", Kind::kImpl, "MiB of checkpoints in all (-1: no limit, 0: none)",
-        [](Ctx& c, const Use& u) {
+    add(kServer, "-cram,--cache-ram", "", "N", "LLAMA_ARG_CACHE_RAM", Kind::kImpl,
+        "MiB of checkpoints in all (-1: no limit, 0: none)", [](Ctx& c, const Use& u) {
           long long x;
           const long long hi = 1LL << 30;
           if (!to_int(u.v[0], &x) || x < -1 || x > hi) return int_error(u.v[0], -1, hi);
@@ -527,24 +574,28 @@ const std::vector<Flag>& table() {
     add(kServer, "-sp,--special", "", "", "", Kind::kNotYet, "special tokens are not written into replies");
     add(kServer, "--warmup", "--no-warmup", "", "", Kind::kNoop, "loom runs no warm-up pass", quiet_if_negative());
     add(kServer, "--spm-infill", "", "", "", Kind::kNotYet, "/infill uses the prefix/suffix/middle order");
-    add(kServer, "--pooling", "", "{none,mean,cls,last,rank}", "LLAMA_ARG_POOLING", Kind::kImpl, "embedding pooling (default: the model's)",
-        [](Ctx& c, const Use& u) {
+    add(kServer, "--pooling", "", "{none,mean,cls,last,rank}", "LLAMA_ARG_POOLING", Kind::kImpl,
+        "embedding pooling (default: the model's)", [](Ctx& c, const Use& u) {
           std::string e = one_of({"none", "mean", "cls", "last", "rank"})(c, u);
           if (e.empty()) c.o->pooling = u.v[0];
           return e;
         });
-    add(kServer, "-np,--parallel", "", "N", "LLAMA_ARG_N_PARALLEL", Kind::kImpl, "slots: sequences generating at once (-1: auto = 4)",
-        [](Ctx& c, const Use& u) {
+    add(kServer, "-np,--parallel", "", "N", "LLAMA_ARG_N_PARALLEL", Kind::kImpl,
+        "slots: sequences generating at once (-1: auto = 4)", [](Ctx& c, const Use& u) {
           long long x;
-          if (!to_int(u.v[0], &x) || x == 0 || x < -1 || x > 128) return std::string("expected -1 (auto) or 1 to 128, not '") + u.v[0] + "'";
+          if (!to_int(u.v[0], &x) || x == 0 || x < -1 || x > 128)
+            return std::string("expected -1 (auto) or 1 to 128, not '") + u.v[0] + "'";
           c.o->slots = x < 0 ? ServeOptions{}.slots : int(x);
           return std::string();
         });
     add(kServer, "-cb,--cont-batching", "-nocb,--no-cont-batching", "", "LLAMA_ARG_CONT_BATCHING", Kind::kNoop,
         "loom always batches continuously", quiet_if_positive());
-    add(kServer, "-mm,--mmproj", "", "FILE", "LLAMA_ARG_MMPROJ", Kind::kRefused, "multimodal projectors: not supported by loom serve");
-    add(kServer, "-mmu,--mmproj-url", "", "URL", "LLAMA_ARG_MMPROJ_URL", Kind::kRefused, "multimodal projectors (and downloads)");
-    add(kServer, "--mmproj-auto", "--no-mmproj,--no-mmproj-auto", "", "LLAMA_ARG_MMPROJ_AUTO", Kind::kNoop, kNoMM, quiet_if_negative());
+    add(kServer, "-mm,--mmproj", "", "FILE", "LLAMA_ARG_MMPROJ", Kind::kRefused,
+        "multimodal projectors: not supported by loom serve");
+    add(kServer, "-mmu,--mmproj-url", "", "URL", "LLAMA_ARG_MMPROJ_URL", Kind::kRefused,
+        "multimodal projectors (and downloads)");
+    add(kServer, "--mmproj-auto", "--no-mmproj,--no-mmproj-auto", "", "LLAMA_ARG_MMPROJ_AUTO", Kind::kNoop, kNoMM,
+        quiet_if_negative());
     add(kServer, "--mmproj-offload", "--no-mmproj-offload", "", "LLAMA_ARG_MMPROJ_OFFLOAD", Kind::kCpu, "");
     add(kServer, "-mmdev,--mmproj-device", "", "DEVICE", "MTMD_BACKEND_DEVICE", Kind::kCpu, "");
     add(kServer, "--image-min-tokens", "", "N", "LLAMA_ARG_IMAGE_MIN_TOKENS", Kind::kNoop, kNoMM, number());
@@ -554,8 +605,7 @@ const std::vector<Flag>& table() {
     add(kServer, "--video-timestamp-interval", "", "N", "LLAMA_ARG_VIDEO_TIMESTAMP_INTERVAL", Kind::kNoop, kNoMM, number());
     add(kServer, "--video-ffmpeg-dir", "", "DIR", "LLAMA_ARG_VIDEO_FFMPEG_DIR", Kind::kNoop, kNoMM);
     add(kServer, "-a,--alias", "", "STRING", "LLAMA_ARG_ALIAS", Kind::kImpl,
-        "model names, comma-separated: the first is reported, all are accepted",
-        [](Ctx& c, const Use& u) {
+        "model names, comma-separated: the first is reported, all are accepted", [](Ctx& c, const Use& u) {
           for (const auto& a : split_csv(u.v[0])) {
             if (std::find(c.o->aliases.begin(), c.o->aliases.end(), a) == c.o->aliases.end()) c.o->aliases.push_back(a);
           }
@@ -569,11 +619,10 @@ const std::vector<Flag>& table() {
           }
           return std::string();
         });
-    add(kServer, "--embd-normalize", "", "N", "", Kind::kNotYet, "embeddings are normalized as the request asks (default euclidean)",
-        quiet_if("2"));
+    add(kServer, "--embd-normalize", "", "N", "", Kind::kNotYet,
+        "embeddings are normalized as the request asks (default euclidean)", quiet_if("2"));
     add(kServer, "--host", "", "HOST", "LLAMA_ARG_HOST", Kind::kImpl,
-        "addresses to listen on, a comma list; one ending in .sock is a UNIX socket file",
-        [](Ctx& c, const Use& u) {
+        "addresses to listen on, a comma list; one ending in .sock is a UNIX socket file", [](Ctx& c, const Use& u) {
           const std::vector<std::string> hosts = split_csv(u.v[0]);
           if (hosts.empty()) return std::string("requires at least one address");
           std::string joined;
@@ -584,35 +633,40 @@ const std::vector<Flag>& table() {
     add(kServer, "--port", "", "PORT", "LLAMA_ARG_PORT", Kind::kImpl, "the port (0: any free port, printed)",
         int_to(&ServeOptions::port, 0, 65535));
     add(kServer, "--reuse-port", "", "", "LLAMA_ARG_REUSE_PORT", Kind::kNotYet, "SO_REUSEPORT is not set");
-    add(kServer, "--path", "", "PATH", "LLAMA_ARG_STATIC_PATH", Kind::kRefused, "serving static files: not supported by loom serve",
-        [](Ctx& c, const Use& u) {
+    add(kServer, "--path", "", "PATH", "LLAMA_ARG_STATIC_PATH", Kind::kRefused,
+        "serving static files: not supported by loom serve", [](Ctx& c, const Use& u) {
           if (u.v[0].empty()) c.quiet = true;  // llama-server's default: nothing to refuse
           return std::string();
         });
     add(kServer, "--cors-origins", "", "ORIGINS", "LLAMA_ARG_CORS_ORIGINS", Kind::kImpl,
-        "allowed origins, comma-separated (*; localhost: reflect localhost origins only)", str_to(&ServeOptions::cors_origins));
+        "allowed origins, comma-separated (*; localhost: reflect localhost origins only)",
+        str_to(&ServeOptions::cors_origins));
     add(kServer, "--cors-methods", "", "METHODS", "LLAMA_ARG_CORS_METHODS", Kind::kImpl, "allowed methods",
         str_to(&ServeOptions::cors_methods));
     add(kServer, "--cors-headers", "", "HEADERS", "LLAMA_ARG_CORS_HEADERS", Kind::kImpl, "allowed headers",
         str_to(&ServeOptions::cors_headers));
     add(kServer, "--cors-credentials", "--no-cors-credentials", "", "LLAMA_ARG_CORS_CREDENTIALS", Kind::kImpl,
         "allow credentials (with *: the Origin is echoed)", bool_to(&ServeOptions::cors_credentials));
-    add(kServer, "--api-prefix", "", "PREFIX", "LLAMA_ARG_API_PREFIX", Kind::kRefused, "a path prefix for every route: not yet supported by loom serve",
-        [](Ctx& c, const Use& u) {
+    add(kServer, "--api-prefix", "", "PREFIX", "LLAMA_ARG_API_PREFIX", Kind::kRefused,
+        "a path prefix for every route: not yet supported by loom serve", [](Ctx& c, const Use& u) {
           if (u.v[0].empty()) c.quiet = true;
           return std::string();
         });
     add(kServer, "--ui-config,--webui-config", "", "JSON", "LLAMA_ARG_UI_CONFIG", Kind::kNoop, kNoUI);
     add(kServer, "--ui-config-file,--webui-config-file", "", "PATH", "LLAMA_ARG_UI_CONFIG_FILE", Kind::kNoop, kNoUI);
-    add(kServer, "--ui-mcp-proxy,--webui-mcp-proxy", "--no-ui-mcp-proxy,--no-webui-mcp-proxy", "", "LLAMA_ARG_UI_MCP_PROXY", Kind::kRefused, kAgent);
+    add(kServer, "--ui-mcp-proxy,--webui-mcp-proxy", "--no-ui-mcp-proxy,--no-webui-mcp-proxy", "", "LLAMA_ARG_UI_MCP_PROXY",
+        Kind::kRefused, kAgent);
     add(kServer, "--tools", "", "TOOL1,TOOL2,...", "LLAMA_ARG_TOOLS", Kind::kRefused, kAgent);
     add(kServer, "--tools-runtime", "", "OPTION", "LLAMA_ARG_TOOLS_RUNTIME", Kind::kRefused, kAgent);
     add(kServer, "--mcp-servers-config", "", "PATH", "LLAMA_ARG_MCP_SERVERS_CONFIG", Kind::kRefused, kAgent);
     add(kServer, "--mcp-servers-json", "", "JSON", "LLAMA_ARG_MCP_SERVERS_JSON", Kind::kRefused, kAgent);
     add(kServer, "-ag,--agent", "-no-ag,--no-agent", "", "LLAMA_ARG_AGENT", Kind::kRefused, kAgent);
     add(kServer, "--ui,--webui", "--no-ui,--no-webui", "", "LLAMA_ARG_UI", Kind::kNoop, kNoUI);
-    add(kServer, "--embedding,--embeddings", "", "", "LLAMA_ARG_EMBEDDINGS", Kind::kImpl, "serve embeddings (and rerank) instead of generation",
-        [](Ctx& c, const Use&) { c.o->embedding = true; return std::string(); });
+    add(kServer, "--embedding,--embeddings", "", "", "LLAMA_ARG_EMBEDDINGS", Kind::kImpl,
+        "serve embeddings (and rerank) instead of generation", [](Ctx& c, const Use&) {
+          c.o->embedding = true;
+          return std::string();
+        });
     add(kServer, "--rerank,--reranking", "", "", "LLAMA_ARG_RERANKING", Kind::kImpl, "--embedding with rank pooling",
         [](Ctx& c, const Use&) {
           c.o->embedding = true;
@@ -624,8 +678,8 @@ const std::vector<Flag>& table() {
           for (const auto& k : split_csv(u.v[0])) c.o->api_keys.push_back(k);
           return std::string();
         });
-    add(kServer, "--api-key-file", "", "FNAME", "LLAMA_ARG_API_KEY_FILE", Kind::kImpl, "keys, one a line (# starts a comment line)",
-        [](Ctx& c, const Use& u) {
+    add(kServer, "--api-key-file", "", "FNAME", "LLAMA_ARG_API_KEY_FILE", Kind::kImpl,
+        "keys, one a line (# starts a comment line)", [](Ctx& c, const Use& u) {
           std::ifstream f(u.v[0]);
           if (!f) return "cannot open " + u.v[0];
           std::string line;
@@ -635,11 +689,12 @@ const std::vector<Flag>& table() {
           }
           return std::string();
         });
-    add(kServer, "--ssl-key-file", "", "FNAME", "LLAMA_ARG_SSL_KEY_FILE", Kind::kRefused, "TLS: not supported by loom serve (put a TLS proxy in front)");
-    add(kServer, "--ssl-cert-file", "", "FNAME", "LLAMA_ARG_SSL_CERT_FILE", Kind::kRefused, "TLS: not supported by loom serve (put a TLS proxy in front)");
+    add(kServer, "--ssl-key-file", "", "FNAME", "LLAMA_ARG_SSL_KEY_FILE", Kind::kRefused,
+        "TLS: not supported by loom serve (put a TLS proxy in front)");
+    add(kServer, "--ssl-cert-file", "", "FNAME", "LLAMA_ARG_SSL_CERT_FILE", Kind::kRefused,
+        "TLS: not supported by loom serve (put a TLS proxy in front)");
     add(kServer, "--chat-template-kwargs", "", "STRING", "LLAMA_ARG_CHAT_TEMPLATE_KWARGS", Kind::kImpl,
-        "a JSON object merged under each chat request's chat_template_kwargs",
-        [](Ctx& c, const Use& u) {
+        "a JSON object merged under each chat request's chat_template_kwargs", [](Ctx& c, const Use& u) {
           nlohmann::json j;
           try {
             j = nlohmann::json::parse(u.v[0]);
@@ -653,12 +708,13 @@ const std::vector<Flag>& table() {
     add(kServer, "-to,--timeout", "", "N", "LLAMA_ARG_TIMEOUT", Kind::kImpl,
         "HTTP write timeout in s (loom's default 600; headers within min(N, 10) s, bodies min(N, 30) s)",
         int_to(&ServeOptions::timeout_s, 1, 1 << 30));
-    add(kServer, "--sse-ping-interval", "", "N", "LLAMA_ARG_SSE_PING_INTERVAL", Kind::kNotYet, "streams send no pings", number());
+    add(kServer, "--sse-ping-interval", "", "N", "LLAMA_ARG_SSE_PING_INTERVAL", Kind::kNotYet, "streams send no pings",
+        number());
     add(kServer, "--threads-http,--http-threads", "", "N", "LLAMA_ARG_THREADS_HTTP", Kind::kImpl,
-        "threads parsing requests (-1: loom's 4; --http-threads is loom's older spelling)",
-        [](Ctx& c, const Use& u) {
+        "threads parsing requests (-1: loom's 4; --http-threads is loom's older spelling)", [](Ctx& c, const Use& u) {
           long long x;
-          if (!to_int(u.v[0], &x) || x > 64 || x == 0 || x < -1) return std::string("expected -1 or 1 to 64, not '") + u.v[0] + "'";
+          if (!to_int(u.v[0], &x) || x > 64 || x == 0 || x < -1)
+            return std::string("expected -1 or 1 to 64, not '") + u.v[0] + "'";
           c.o->http_threads = x < 0 ? ServeOptions{}.http_threads : int(x);
           return std::string();
         });
@@ -667,37 +723,41 @@ const std::vector<Flag>& table() {
     add(kServer, "--cache-reuse", "", "N", "LLAMA_ARG_CACHE_REUSE", Kind::kNoop,
         "loom's prefix tree reuses cached prefixes without KV shifting", quiet_if("0"));
     add(kServer, "--metrics", "", "", "LLAMA_ARG_ENDPOINT_METRICS", Kind::kAlways, "/metrics is always served");
-    add(kServer, "--props", "", "", "LLAMA_ARG_ENDPOINT_PROPS", Kind::kNotYet, "GET /props is always served; POST /props not yet");
-    add(kServer, "--slots", "--no-slots", "", "LLAMA_ARG_ENDPOINT_SLOTS", Kind::kImpl, "GET /slots (on by default; --no-slots: 501)",
-        bool_to(&ServeOptions::slots_endpoint));
-    add(kServer, "--slot-save-path", "", "PATH", "", Kind::kImpl, "POST /slots/{id}?action=save|restore files live here (checksummed state files)",
+    add(kServer, "--props", "", "", "LLAMA_ARG_ENDPOINT_PROPS", Kind::kNotYet,
+        "GET /props is always served; POST /props not yet");
+    add(kServer, "--slots", "--no-slots", "", "LLAMA_ARG_ENDPOINT_SLOTS", Kind::kImpl,
+        "GET /slots (on by default; --no-slots: 501)", bool_to(&ServeOptions::slots_endpoint));
+    add(kServer, "--slot-save-path", "", "PATH", "", Kind::kImpl,
+        "POST /slots/{id}?action=save|restore files live here (checksummed state files)",
         str_to(&ServeOptions::slot_save_path));
     add(kServer, "--media-path", "", "PATH", "", Kind::kNoop, kNoMM);
-    add(kServer, "--models-dir", "", "PATH", "LLAMA_ARG_MODELS_DIR", Kind::kImpl, "router mode (no -m): every GGUF file here is a model, named by its file stem",
-        str_to(&ServeOptions::models_dir));
-    add(kServer, "--models-preset", "", "PATH", "LLAMA_ARG_MODELS_PRESET", Kind::kImpl, "router mode: llama-server's INI presets (a [section] per model, its flags as keys)",
+    add(kServer, "--models-dir", "", "PATH", "LLAMA_ARG_MODELS_DIR", Kind::kImpl,
+        "router mode (no -m): every GGUF file here is a model, named by its file stem", str_to(&ServeOptions::models_dir));
+    add(kServer, "--models-preset", "", "PATH", "LLAMA_ARG_MODELS_PRESET", Kind::kImpl,
+        "router mode: llama-server's INI presets (a [section] per model, its flags as keys)",
         str_to(&ServeOptions::models_preset));
-    add(kServer, "--models-max", "", "N", "LLAMA_ARG_MODELS_MAX", Kind::kImpl, "router mode: models loaded at once (default 4, 0 = no limit; least recently used unloaded)",
+    add(kServer, "--models-max", "", "N", "LLAMA_ARG_MODELS_MAX", Kind::kImpl,
+        "router mode: models loaded at once (default 4, 0 = no limit; least recently used unloaded)",
         int_to(&ServeOptions::models_max, 0, 1 << 16));
     add(kServer, "--models-autoload", "--no-models-autoload", "", "LLAMA_ARG_MODELS_AUTOLOAD", Kind::kImpl,
-        "router mode: a request naming a model that is not loaded loads it (?autoload= per request)", bool_to(&ServeOptions::models_autoload));
+        "router mode: a request naming a model that is not loaded loads it (?autoload= per request)",
+        bool_to(&ServeOptions::models_autoload));
     add(kServer, "--jinja", "--no-jinja", "", "LLAMA_ARG_JINJA", Kind::kAlways,
         "loom always renders the Jinja chat template (--no-jinja: said in the log, the template is used anyway)",
         [](Ctx& c, const Use& u) {
-          if (!u.pos && !c.said_no_jinja) std::fprintf(stderr, "loom: %s: loom renders the model's Jinja chat template anyway\n", u.name.c_str());
+          if (!u.pos && !c.said_no_jinja)
+            std::fprintf(stderr, "loom: %s: loom renders the model's Jinja chat template anyway\n", u.name.c_str());
           c.said_no_jinja = c.said_no_jinja || !u.pos;
           return std::string();
         });
     add(kServer, "--reasoning-format", "", "FORMAT", "LLAMA_ARG_THINK", Kind::kImpl,
-        "default reasoning_format of chat requests: none, deepseek, deepseek-legacy, auto",
-        [](Ctx& c, const Use& u) {
+        "default reasoning_format of chat requests: none, deepseek, deepseek-legacy, auto", [](Ctx& c, const Use& u) {
           std::string e = one_of({"none", "deepseek", "deepseek-legacy", "auto"})(c, u);
           if (e.empty()) c.o->reasoning_format = u.v[0];
           return e;
         });
     add(kServer, "-rea,--reasoning", "", "[on|off|auto]", "LLAMA_ARG_REASONING", Kind::kImpl,
-        "off: templates get enable_thinking false; on: true; auto: the template's default",
-        [](Ctx& c, const Use& u) {
+        "off: templates get enable_thinking false; on: true; auto: the template's default", [](Ctx& c, const Use& u) {
           if (truthy(u.v[0])) c.o->reasoning = "on";
           else if (falsey(u.v[0])) c.o->reasoning = "off";
           else if (autoy(u.v[0])) c.o->reasoning = "auto";
@@ -729,16 +789,21 @@ const std::vector<Flag>& table() {
         "a trailing assistant message is always continued", quiet_if_positive());
     add(kServer, "-sps,--slot-prompt-similarity", "", "SIMILARITY", "", Kind::kNoop,
         "loom finds cached prefixes in one tree, not per slot", number());
-    add(kServer, "--lora-init-without-apply", "", "", "", Kind::kImpl, "adapters load with scale 0 (POST /lora-adapters sets the scales)",
-        [](Ctx& c, const Use&) { c.lora_unapplied = true; return std::string(); });
+    add(kServer, "--lora-init-without-apply", "", "", "", Kind::kImpl,
+        "adapters load with scale 0 (POST /lora-adapters sets the scales)", [](Ctx& c, const Use&) {
+          c.lora_unapplied = true;
+          return std::string();
+        });
     add(kServer, "--sleep-idle-seconds", "", "SECONDS", "", Kind::kImpl,
         "after this long without work the model is unloaded; the next request loads it again (-1: never)",
         int_to(&ServeOptions::sleep_idle_seconds, -1, 1 << 30));
     add(kServer, "--log-prompts-dir", "", "PATH", "", Kind::kNotYet, "prompts are not logged to files");
-    add(kServer, "--spec-draft-hf,-hfd,-hfrd,--hf-repo-draft", "", "<user>/<model>[:quant]", "LLAMA_ARG_SPEC_DRAFT_HF_REPO", Kind::kRefused,
-        kDownload + " (-md for a draft model)");
-    add(kServer, "--spec-draft-threads,-td,--threads-draft", "", "N", "", Kind::kNoop, "the draft model runs on the server's threads", number());
-    add(kServer, "--spec-draft-threads-batch,-tbd,--threads-batch-draft", "", "N", "", Kind::kNoop, "the draft model runs on the server's threads", number());
+    add(kServer, "--spec-draft-hf,-hfd,-hfrd,--hf-repo-draft", "", "<user>/<model>[:quant]", "LLAMA_ARG_SPEC_DRAFT_HF_REPO",
+        Kind::kRefused, kDownload + " (-md for a draft model)");
+    add(kServer, "--spec-draft-threads,-td,--threads-draft", "", "N", "", Kind::kNoop,
+        "the draft model runs on the server's threads", number());
+    add(kServer, "--spec-draft-threads-batch,-tbd,--threads-batch-draft", "", "N", "", Kind::kNoop,
+        "the draft model runs on the server's threads", number());
     add(kServer, "--spec-draft-cpu-mask,-Cd,--cpu-mask-draft", "", "M", "", Kind::kNoop, kThreads);
     add(kServer, "--spec-draft-cpu-range,-Crd,--cpu-range-draft", "", "lo-hi", "", Kind::kNoop, kThreads);
     add(kServer, "--spec-draft-cpu-strict,--cpu-strict-draft", "", "<0|1>", "", Kind::kNoop, kThreads);
@@ -748,55 +813,63 @@ const std::vector<Flag>& table() {
     add(kServer, "--spec-draft-cpu-strict-batch,--cpu-strict-batch-draft", "", "<0|1>", "", Kind::kNoop, kThreads);
     add(kServer, "--spec-draft-prio-batch,--prio-batch-draft", "", "N", "", Kind::kNoop, kThreads);
     add(kServer, "--spec-draft-poll-batch,--poll-batch-draft", "", "<0|1>", "", Kind::kNoop, kThreads);
-    add(kServer, "--spec-draft-override-tensor,-otd,--override-tensor-draft", "", "<tensor name pattern>=<buffer type>,...", "", Kind::kCpu, "");
+    add(kServer, "--spec-draft-override-tensor,-otd,--override-tensor-draft", "", "<tensor name pattern>=<buffer type>,...",
+        "", Kind::kCpu, "");
     add(kServer, "--spec-draft-cpu-moe,-cmoed,--cpu-moe-draft", "", "", "LLAMA_ARG_SPEC_DRAFT_CPU_MOE", Kind::kCpu, "");
-    add(kServer, "--spec-draft-n-cpu-moe,--spec-draft-ncmoe,-ncmoed,--n-cpu-moe-draft", "", "N", "LLAMA_ARG_SPEC_DRAFT_N_CPU_MOE", Kind::kCpu, "", number());
-    add(kServer, "--spec-draft-n-max", "", "N", "LLAMA_ARG_SPEC_DRAFT_N_MAX", Kind::kImpl, "most draft tokens per step, 1 to 32 (loom's default 16)",
-        int_to(&ServeOptions::draft_max, 1, 32));
-    add(kServer, "--spec-draft-n-min", "", "N", "LLAMA_ARG_SPEC_DRAFT_N_MIN", Kind::kImpl, "shorter drafts are not verified, 0 to 32",
-        int_to(&ServeOptions::draft_min, 0, 32));
-    add(kServer, "--spec-synth-len", "", "L", "LLAMA_ARG_SPEC_SYNTH_LEN", Kind::kNoop, "llama.cpp's benchmarking aid", number());
-    add(kServer, "--spec-synth-rates", "", "P0,P1,...", "LLAMA_ARG_SPEC_SYNTH_RATES", Kind::kNoop, "llama.cpp's benchmarking aid");
-    add(kServer, "--spec-draft-p-split,--draft-p-split", "", "P", "LLAMA_ARG_SPEC_DRAFT_P_SPLIT", Kind::kNoop, "loom drafts one sequence (no tree)", number());
+    add(kServer, "--spec-draft-n-cpu-moe,--spec-draft-ncmoe,-ncmoed,--n-cpu-moe-draft", "", "N",
+        "LLAMA_ARG_SPEC_DRAFT_N_CPU_MOE", Kind::kCpu, "", number());
+    add(kServer, "--spec-draft-n-max", "", "N", "LLAMA_ARG_SPEC_DRAFT_N_MAX", Kind::kImpl,
+        "most draft tokens per step, 1 to 32 (loom's default 16)", int_to(&ServeOptions::draft_max, 1, 32));
+    add(kServer, "--spec-draft-n-min", "", "N", "LLAMA_ARG_SPEC_DRAFT_N_MIN", Kind::kImpl,
+        "shorter drafts are not verified, 0 to 32", int_to(&ServeOptions::draft_min, 0, 32));
+    add(kServer, "--spec-synth-len", "", "L", "LLAMA_ARG_SPEC_SYNTH_LEN", Kind::kNoop, "llama.cpp's benchmarking aid",
+        number());
+    add(kServer, "--spec-synth-rates", "", "P0,P1,...", "LLAMA_ARG_SPEC_SYNTH_RATES", Kind::kNoop,
+        "llama.cpp's benchmarking aid");
+    add(kServer, "--spec-draft-p-split,--draft-p-split", "", "P", "LLAMA_ARG_SPEC_DRAFT_P_SPLIT", Kind::kNoop,
+        "loom drafts one sequence (no tree)", number());
     add(kServer, "--spec-draft-p-min,--draft-p-min", "", "P", "LLAMA_ARG_SPEC_DRAFT_P_MIN", Kind::kImpl,
-        "the draft stops below this probability (loom's default 0.75)",
-        [](Ctx& c, const Use& u) {
+        "the draft stops below this probability (loom's default 0.75)", [](Ctx& c, const Use& u) {
           double x;
           if (!to_float(u.v[0], &x) || x < 0 || x > 1) return "expected a number from 0 to 1, not '" + u.v[0] + "'";
           c.o->draft_p_min = float(x);
           return std::string();
         });
-    add(kServer, "--spec-draft-backend-sampling", "--no-spec-draft-backend-sampling", "", "LLAMA_ARG_SPEC_DRAFT_BACKEND_SAMPLING", Kind::kCpu, "");
+    add(kServer, "--spec-draft-backend-sampling", "--no-spec-draft-backend-sampling", "",
+        "LLAMA_ARG_SPEC_DRAFT_BACKEND_SAMPLING", Kind::kCpu, "");
     add(kServer, "--spec-draft-device,-devd,--device-draft", "", "<dev1,dev2,..>", "", Kind::kCpu, "");
-    add(kServer, "--spec-draft-ngl,-ngld,--gpu-layers-draft,--n-gpu-layers-draft", "", "N", "LLAMA_ARG_N_GPU_LAYERS_DRAFT", Kind::kCpu, "");
-    add(kServer, "--spec-draft-model,-md,--model-draft,--draft-model", "", "FNAME", "LLAMA_ARG_SPEC_DRAFT_MODEL", Kind::kImpl,
-        "speculative decoding with this draft model (same vocabulary; --draft-model is loom's older spelling)",
+    add(kServer, "--spec-draft-ngl,-ngld,--gpu-layers-draft,--n-gpu-layers-draft", "", "N", "LLAMA_ARG_N_GPU_LAYERS_DRAFT",
+        Kind::kCpu, "");
+    add(kServer, "--spec-draft-model,-md,--model-draft,--draft-model", "", "FNAME", "LLAMA_ARG_SPEC_DRAFT_MODEL",
+        Kind::kImpl, "speculative decoding with this draft model (same vocabulary; --draft-model is loom's older spelling)",
         str_to(&ServeOptions::draft_model));
     add(kServer, "--spec-type", "", "none,draft-simple,...", "LLAMA_ARG_SPEC_TYPE", Kind::kNotYet,
-        "none and draft-simple (with -md) are what loom does; " + kNgram,
-        [](Ctx& c, const Use& u) {
+        "none and draft-simple (with -md) are what loom does; " + kNgram, [](Ctx& c, const Use& u) {
           c.quiet = true;
           for (const auto& t : split_csv(u.v[0])) {
             if (t != "none" && t != "draft-simple") c.quiet = false;
           }
           return std::string();
         });
-    for (const char* n : {"--spec-ngram-mod-n-min", "--spec-ngram-mod-n-max", "--spec-ngram-mod-n-match", "--spec-ngram-simple-size-n",
-                          "--spec-ngram-simple-size-m", "--spec-ngram-simple-min-hits", "--spec-ngram-map-k-size-n",
-                          "--spec-ngram-map-k-size-m", "--spec-ngram-map-k-min-hits", "--spec-ngram-map-k4v-size-n",
-                          "--spec-ngram-map-k4v-size-m", "--spec-ngram-map-k4v-min-hits"}) {
+    for (const char* n : {"--spec-ngram-mod-n-min", "--spec-ngram-mod-n-max", "--spec-ngram-mod-n-match",
+                          "--spec-ngram-simple-size-n", "--spec-ngram-simple-size-m", "--spec-ngram-simple-min-hits",
+                          "--spec-ngram-map-k-size-n", "--spec-ngram-map-k-size-m", "--spec-ngram-map-k-min-hits",
+                          "--spec-ngram-map-k4v-size-n", "--spec-ngram-map-k4v-size-m", "--spec-ngram-map-k4v-min-hits"}) {
       add(kServer, n, "", "N", "", Kind::kNotYet, kNgram, number());
     }
     add(kServer, "--draft,--draft-n,--draft-max", "", "N", "LLAMA_ARG_DRAFT_MAX", Kind::kImpl,
-        "as --spec-draft-n-max (llama.cpp has removed these spellings; loom keeps them)", int_to(&ServeOptions::draft_max, 1, 32));
-    add(kServer, "--draft-min,--draft-n-min", "", "N", "LLAMA_ARG_DRAFT_MIN", Kind::kImpl, "as --spec-draft-n-min (kept by loom)",
-        int_to(&ServeOptions::draft_min, 0, 32));
+        "as --spec-draft-n-max (llama.cpp has removed these spellings; loom keeps them)",
+        int_to(&ServeOptions::draft_max, 1, 32));
+    add(kServer, "--draft-min,--draft-n-min", "", "N", "LLAMA_ARG_DRAFT_MIN", Kind::kImpl,
+        "as --spec-draft-n-min (kept by loom)", int_to(&ServeOptions::draft_min, 0, 32));
     for (const char* n : {"--spec-ngram-size-n", "--spec-ngram-size-m", "--spec-ngram-min-hits"}) {
-      add(kServer, n, "", "N", "", Kind::kRefused, "removed by llama.cpp: use the --spec-ngram-*-size-n / -size-m / -min-hits spellings");
+      add(kServer, n, "", "N", "", Kind::kRefused,
+          "removed by llama.cpp: use the --spec-ngram-*-size-n / -size-m / -min-hits spellings");
     }
-    for (const char* n : {"--embd-gemma-default", "--fim-qwen-1.5b-default", "--fim-qwen-3b-default", "--fim-qwen-7b-default",
-                          "--fim-qwen-7b-spec", "--fim-qwen-14b-spec", "--fim-qwen-30b-default", "--gpt-oss-20b-default",
-                          "--gpt-oss-120b-default", "--vision-gemma-4b-default", "--vision-gemma-12b-default"}) {
+    for (const char* n :
+         {"--embd-gemma-default", "--fim-qwen-1.5b-default", "--fim-qwen-3b-default", "--fim-qwen-7b-default",
+          "--fim-qwen-7b-spec", "--fim-qwen-14b-spec", "--fim-qwen-30b-default", "--gpt-oss-20b-default",
+          "--gpt-oss-120b-default", "--vision-gemma-4b-default", "--vision-gemma-12b-default"}) {
       add(kServer, n, "", "", "", Kind::kRefused, "a preset that downloads a model: " + kDownload);
     }
     add(kServer, "--spec-default", "", "", "", Kind::kNotYet, kNgram);
@@ -811,10 +884,13 @@ const std::vector<Flag>& table() {
         int_to(&ServeOptions::step_tokens, 0, 1 << 20));
     add(kLoom, "--max-queue", "", "N", "", Kind::kImpl, "loom: waiting requests beyond which new ones get 503 (default 256)",
         int_to(&ServeOptions::max_queue, 0, 1 << 30));
-    add(kLoom, "--cache-dir", "", "DIR", "", Kind::kImpl, "loom: keep evicted and idle prefixes in this folder, also across restarts",
-        str_to(&ServeOptions::cache_dir));
-    add(kLoom, "--no-prefix-cache", "", "", "", Kind::kImpl, "loom: no prefix sharing between requests (= --no-cache-prompt)",
-        [](Ctx& c, const Use&) { c.o->prefix_cache = false; return std::string(); });
+    add(kLoom, "--cache-dir", "", "DIR", "", Kind::kImpl,
+        "loom: keep evicted and idle prefixes in this folder, also across restarts", str_to(&ServeOptions::cache_dir));
+    add(kLoom, "--no-prefix-cache", "", "", "", Kind::kImpl,
+        "loom: no prefix sharing between requests (= --no-cache-prompt)", [](Ctx& c, const Use&) {
+          c.o->prefix_cache = false;
+          return std::string();
+        });
     add(kLoom, "--max-body", "", "BYTES", "", Kind::kImpl, "loom: larger request bodies get 413 (default 8 MiB)",
         [](Ctx& c, const Use& u) {
           long long x;
@@ -822,8 +898,10 @@ const std::vector<Flag>& table() {
           c.o->max_body = size_t(x);
           return std::string();
         });
-    add(kHidden, "--flag-table-markdown", "", "", "", Kind::kInfo, "",
-        [](Ctx& c, const Use&) { c.markdown = true; return std::string(); });
+    add(kHidden, "--flag-table-markdown", "", "", "", Kind::kInfo, "", [](Ctx& c, const Use&) {
+      c.markdown = true;
+      return std::string();
+    });
     return f;
   }();
   return t;
@@ -860,9 +938,10 @@ std::string md_escape(const std::string& s) {
 }
 
 void print_help() {
-  std::printf("usage: loom serve -m MODEL [options]   (also: llama-server / loom-llama-server -m MODEL [options])\n\n"
-              "llama-server's command line; docs/serving.md, \"llama-server's flags\", says what loom does with each.\n"
-              "Environment variables (LLAMA_ARG_*) are read as llama-server reads them; arguments win.\n\n");
+  std::printf(
+      "usage: loom serve -m MODEL [options]   (also: llama-server / loom-llama-server -m MODEL [options])\n\n"
+      "llama-server's command line; docs/serving.md, \"llama-server's flags\", says what loom does with each.\n"
+      "Environment variables (LLAMA_ARG_*) are read as llama-server reads them; arguments win.\n\n");
   const char* heads[] = {"----- common params -----", "----- sampling params (server-wide defaults) -----",
                          "----- server-specific params -----", "----- older llama-server spellings and loom's own -----"};
   for (int g = kCommon; g <= kLoom; ++g) {
@@ -889,8 +968,8 @@ std::string serve_flag_table_markdown() {
     out += std::string("### ") + heads[g] + "\n\n| flag | env | in loom | notes |\n|---|---|---|---|\n";
     for (const Flag& f : table()) {
       if (f.group != g) continue;
-      out += "| `" + md_escape(names_of(f)) + "` | " + (f.env.empty() ? "" : "`" + f.env + "`") + " | " + status_of(f) + " | " +
-             md_escape(f.note) + " |\n";
+      out += "| `" + md_escape(names_of(f)) + "` | " + (f.env.empty() ? "" : "`" + f.env + "`") + " | " + status_of(f) +
+             " | " + md_escape(f.note) + " |\n";
     }
     out += "\n";
   }
@@ -974,7 +1053,8 @@ ServeParse parse_serve_args(const std::vector<std::string>& args, server::ServeO
     auto it = by_name.find(a);
     if (it == by_name.end()) {
       if (a.rfind("--", 0) == 0 && a.find('=') != std::string::npos) {
-        std::fprintf(stderr, "loom: invalid argument: %s (llama-server's flags take their value as the next argument)\n", args[i].c_str());
+        std::fprintf(stderr, "loom: invalid argument: %s (llama-server's flags take their value as the next argument)\n",
+                     args[i].c_str());
       } else {
         std::fprintf(stderr, "loom: invalid argument: %s (loom serve --help lists the flags)\n", args[i].c_str());
       }
@@ -1033,7 +1113,8 @@ ServeParse parse_serve_args(const std::vector<std::string>& args, server::ServeO
     for (auto& l : o->loras) l.second = 0.0f;
   }
   if (c.effort_set) {
-    nlohmann::json kw = o->chat_template_kwargs.empty() ? nlohmann::json::object() : nlohmann::json::parse(o->chat_template_kwargs);
+    nlohmann::json kw =
+        o->chat_template_kwargs.empty() ? nlohmann::json::object() : nlohmann::json::parse(o->chat_template_kwargs);
     if (c.effort == "default") kw.erase("reasoning_effort");
     else if (!kw.contains("reasoning_effort")) kw["reasoning_effort"] = c.effort;
     o->chat_template_kwargs = kw.empty() ? std::string() : kw.dump();
@@ -1048,8 +1129,9 @@ namespace {
 // Router mode: the flags the router owns (where it listens, its keys, its model list); every other
 // flag of its command line is given to each model's child.
 bool router_owned(const Flag& f) {
-  static const std::set<std::string> kOwned = {"--model", "--host", "--port", "--api-key", "--api-key-file", "--alias",
-                                               "--tags", "--models-dir", "--models-preset", "--models-max", "--models-autoload"};
+  static const std::set<std::string> kOwned = {"--model",         "--host",       "--port",           "--api-key",
+                                               "--api-key-file",  "--alias",      "--tags",           "--models-dir",
+                                               "--models-preset", "--models-max", "--models-autoload"};
   return !f.pos.empty() && kOwned.count(f.pos.back()) > 0;
 }
 

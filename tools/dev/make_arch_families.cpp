@@ -134,7 +134,8 @@ Status make_mistral3(const gguf::GgufFile& in, gguf::GgufWriter& w, std::mt19937
   int64_t E = 64, L = 3, H = 4, Hkv = 2, D = 16, F = 128;
   int64_t orig = 32;
   float factor = 4.0f, base = 1e6f;
-  if (shape.E > 0) E = shape.E, L = shape.L, H = shape.H, Hkv = shape.Hkv, D = shape.D, F = shape.F, orig = 16384, factor = 16.0f;
+  if (shape.E > 0)
+    E = shape.E, L = shape.L, H = shape.H, Hkv = shape.Hkv, D = shape.D, F = shape.F, orig = 16384, factor = 16.0f;
   LOOM_RETURN_IF_ERROR(w.set_string("general.architecture", a));
   LOOM_RETURN_IF_ERROR(w.set_u32(a + ".context_length", uint32_t(orig * int64_t(factor))));
   LOOM_RETURN_IF_ERROR(w.set_u32(a + ".embedding_length", uint32_t(E)));
@@ -246,8 +247,8 @@ Status make_gemma3n(const gguf::GgufFile& in, gguf::GgufWriter& w, std::mt19937&
 
 }  // namespace
 
-Status make_family_model(const gguf::GgufFile& in, gguf::GgufWriter& w, const std::string& a, bool untied,
-                         std::mt19937& rng, const FamilyShape& shape) {
+Status make_family_model(const gguf::GgufFile& in, gguf::GgufWriter& w, const std::string& a, bool untied, std::mt19937& rng,
+                         const FamilyShape& shape) {
   const bool smol = a == "smollm3", granite = a == "granite", lfm2 = a == "lfm2", qwen35 = a == "qwen35";
   if (a == "gemma4") return make_gemma4(in, w, rng, shape);
   if (a == "mistral3") return make_mistral3(in, w, rng, shape);

@@ -18,8 +18,12 @@ struct Draws {
   std::mt19937& rng;
   std::normal_distribution<float> unit{0.0f, 1.0f};
   std::uniform_real_distribution<float> uni{0.0f, 1.0f};
-  auto normal(float std) { return [this, std](int64_t) { return std * unit(rng); }; }
-  auto norm_weight() { return [this](int64_t) { return 1.0f + 0.1f * unit(rng); }; }
+  auto normal(float std) {
+    return [this, std](int64_t) { return std * unit(rng); };
+  }
+  auto norm_weight() {
+    return [this](int64_t) { return 1.0f + 0.1f * unit(rng); };
+  }
 };
 
 // Adds tensor `name` of shape ne with the values gen(0), gen(1), ... (drawn in that order): F32, or
@@ -54,9 +58,9 @@ struct FamilyShape {
   std::vector<int32_t> sections;                      // qwen35's M-RoPE sections
   int64_t n_expert = 0, n_expert_used = 0;            // MoE shapes (F: the experts' width)
   float rope_base = 0;
-  int64_t window = 0;                                 // gpt-oss: the sliding layers' window
-  float router_std = 0;                               // MoE routers N(0, router_std / sqrt(E)); 0: 2
-  bool f16 = false;                                   // matrices as F16
+  int64_t window = 0;    // gpt-oss: the sliding layers' window
+  float router_std = 0;  // MoE routers N(0, router_std / sqrt(E)); 0: 2
+  bool f16 = false;      // matrices as F16
 };
 
 // Drops w's architecture keys and tensors (a copy of in), keeping the tokenizer; returns n_vocab.

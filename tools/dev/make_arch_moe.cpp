@@ -49,8 +49,7 @@ struct GptOssDims {
   bool f16 = false;
 };
 
-Status make_gpt_oss(const gguf::GgufFile& in, gguf::GgufWriter& w, std::mt19937& rng, bool mxfp4,
-                    const GptOssDims& g = {}) {
+Status make_gpt_oss(const gguf::GgufFile& in, gguf::GgufWriter& w, std::mt19937& rng, bool mxfp4, const GptOssDims& g = {}) {
   LOOM_ASSIGN_OR_RETURN(const int64_t V, clear_model(in, w));
   const std::string a = "gpt-oss";
   const int64_t E = g.E, L = g.L, H = g.H, Hkv = g.Hkv, D = g.D, X = g.X, K = g.K, Fe = g.Fe, window = g.window,
@@ -142,7 +141,8 @@ Status qwen3next_mixers(const gguf::GgufFile& in, gguf::GgufWriter& w, const std
     const gguf::TensorInfo* bt = in.find_tensor(p + "ssm_beta.weight");
     const gguf::TensorInfo* at = in.find_tensor(p + "ssm_alpha.weight");
     if (!bt || !at) continue;
-    if (bt->type != TensorType::F32 || at->type != TensorType::F32) return invalid_argument(p + "ssm_beta/alpha must be F32");
+    if (bt->type != TensorType::F32 || at->type != TensorType::F32)
+      return invalid_argument(p + "ssm_beta/alpha must be F32");
     const size_t row = size_t(E) * 4;
     std::vector<uint8_t> ba(row * size_t(2 * Hv));
     for (int64_t k = 0; k < Hk; ++k) {
@@ -163,8 +163,8 @@ Status qwen3next_mixers(const gguf::GgufFile& in, gguf::GgufWriter& w, const std
 // its logits come out about N(0, 2)) with its input scale ffn_gate_inp.scale (norm weights), the
 // experts' pre-norm and the two halves' post-norms (norm weights), per-expert output scales
 // ffn_down_exps.scale U(0.5, 1.5); block 3 stores gate and up fused (ffn_gate_up_exps).
-Status make_gemma4_moe(gguf::GgufWriter& w, const std::string& a, int64_t E, int64_t L, int64_t X, int64_t K,
-                       int64_t Fe, std::mt19937& rng) {
+Status make_gemma4_moe(gguf::GgufWriter& w, const std::string& a, int64_t E, int64_t L, int64_t X, int64_t K, int64_t Fe,
+                       std::mt19937& rng) {
   LOOM_RETURN_IF_ERROR(w.set_u32(a + ".expert_count", uint32_t(X)));
   LOOM_RETURN_IF_ERROR(w.set_u32(a + ".expert_used_count", uint32_t(K)));
   LOOM_RETURN_IF_ERROR(w.set_u32(a + ".expert_feed_forward_length", uint32_t(Fe)));
@@ -195,20 +195,20 @@ Status make_gemma4_moe(gguf::GgufWriter& w, const std::string& a, int64_t E, int
 Status make_moe_model(const gguf::GgufFile& in, gguf::GgufWriter& w, const std::string& arch, std::mt19937& rng) {
   if (arch == "gpt-oss" || arch == "gpt-oss-mxfp4") return make_gpt_oss(in, w, rng, arch == "gpt-oss-mxfp4");
   const std::string from = *in.get_string("general.architecture");
-  const char* expected = arch == "qwen3moe" || arch == "olmoe" ? "qwen3"
+  const char* expected = arch == "qwen3moe" || arch == "olmoe"        ? "qwen3"
                          : arch == "qwen35moe" || arch == "qwen3next" ? "qwen35"
-                         : arch == "lfm2moe"                   ? "lfm2"
-                         : arch == "granitemoe"                ? "granite"
-                         : arch == "granitehybrid"             ? "granitehybrid"
-                         : arch == "llama"                     ? "llama"
-                         : arch == "gemma4"                    ? "gemma4"
-                                                               : nullptr;
+                         : arch == "lfm2moe"                          ? "lfm2"
+                         : arch == "granitemoe"                       ? "granite"
+                         : arch == "granitehybrid"                    ? "granitehybrid"
+                         : arch == "llama"                            ? "llama"
+                         : arch == "gemma4"                           ? "gemma4"
+                                                                      : nullptr;
   if (!expected) return invalid_argument("no MoE variant '" + arch + "'");
   if (from != expected) return invalid_argument(arch + " is made from a " + expected + " model, not " + from);
   const int64_t X = 8, K = 2, Fe = 32, Fs = 32;
   if (arch == "gemma4") {
-    return make_gemma4_moe(w, arch, *in.get_int("gemma4.embedding_length"), *in.get_int("gemma4.block_count"), X, K,
-                           Fe, rng);
+    return make_gemma4_moe(w, arch, *in.get_int("gemma4.embedding_length"), *in.get_int("gemma4.block_count"), X, K, Fe,
+                           rng);
   }
   // Metadata under the new prefix.
   if (arch != from) {

@@ -203,7 +203,8 @@ Status make_ssm_model(const gguf::GgufFile& in, gguf::GgufWriter& w, SsmKind kin
       LOOM_RETURN_IF_ERROR(add(p + "attn_q.weight", {E, n_head * D}, true, normal(1.0f / std::sqrt(float(E)))));
       LOOM_RETURN_IF_ERROR(add(p + "attn_k.weight", {E, n_head_kv * D}, true, normal(1.0f / std::sqrt(float(E)))));
       LOOM_RETURN_IF_ERROR(add(p + "attn_v.weight", {E, n_head_kv * D}, true, normal(1.0f / std::sqrt(float(E)))));
-      LOOM_RETURN_IF_ERROR(add(p + "attn_output.weight", {n_head * D, E}, true, normal(1.0f / std::sqrt(float(n_head * D)))));
+      LOOM_RETURN_IF_ERROR(
+          add(p + "attn_output.weight", {n_head * D, E}, true, normal(1.0f / std::sqrt(float(n_head * D)))));
     } else if (v2) {
       LOOM_RETURN_IF_ERROR(add(p + "ssm_in.weight", {E, Di + Cc + H}, true, normal(1.0f / std::sqrt(float(E)))));
       LOOM_RETURN_IF_ERROR(add(p + "ssm_conv1d.weight", {K, Cc}, false, normal(1.0f / std::sqrt(float(K)))));
@@ -219,9 +220,8 @@ Status make_ssm_model(const gguf::GgufFile& in, gguf::GgufWriter& w, SsmKind kin
       LOOM_RETURN_IF_ERROR(add(p + "ssm_x.weight", {Di, R + 2 * S}, true, normal(1.0f / std::sqrt(float(Di)))));
       LOOM_RETURN_IF_ERROR(add(p + "ssm_dt.weight", {R, Di}, true, normal(0.5f / std::sqrt(float(R)))));
       LOOM_RETURN_IF_ERROR(add(p + "ssm_dt.bias", {Di}, false, dt_bias));
-      LOOM_RETURN_IF_ERROR(add(p + "ssm_a", {S, Di}, false, [&](int64_t i) {
-        return -float(i % S + 1) * std::exp(0.1f * unit(rng));
-      }));
+      LOOM_RETURN_IF_ERROR(
+          add(p + "ssm_a", {S, Di}, false, [&](int64_t i) { return -float(i % S + 1) * std::exp(0.1f * unit(rng)); }));
       LOOM_RETURN_IF_ERROR(add(p + "ssm_d", {Di}, false, norm_weight));
     }
     if (!(granite && is_attn(il))) {
@@ -318,7 +318,7 @@ Status make_t5_vocab(const gguf::GgufFile& in, gguf::GgufWriter& w, bool plain) 
   // the charsmap (and splits into invalid pieces): a quirk worth a golden, but it would hide the
   // charsmap's full-width mappings in the other vocabulary.
   if (plain) add(utf8(0xFF21) + utf8(0xFF22), 4);
-  add(sp + "xyzzy", 5);                  // unused: still a Viterbi candidate in llama.cpp
+  add(sp + "xyzzy", 5);  // unused: still a Viterbi candidate in llama.cpp
   std::vector<float> scores(tokens.size(), 0.0f);
   for (size_t i = 0; i < tokens.size(); ++i) {
     uint32_t h = uint32_t(i) * 2654435761u;
@@ -551,7 +551,9 @@ int run_ssm(int argc, char** argv) {
   }
   std::mt19937 rng(1234);
   Status st = make_ssm_model(*in, *w,
-                             kind == "mamba" ? SsmKind::kMamba : kind == "mamba2" ? SsmKind::kMamba2 : SsmKind::kGraniteHybrid,
+                             kind == "mamba"    ? SsmKind::kMamba
+                             : kind == "mamba2" ? SsmKind::kMamba2
+                                                : SsmKind::kGraniteHybrid,
                              E, L, f16, untied, attn_layers, rng);
   if (st.is_ok()) st = w->write_file(argv[3]);
   if (!st) return fail(st.message());

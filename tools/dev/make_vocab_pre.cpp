@@ -62,8 +62,9 @@ int write_regexes(const char* path) {
 int main(int argc, char** argv) {
   if (argc == 3 && std::string(argv[1]) == "--regexes") return write_regexes(argv[2]);
   if (argc < 5) {
-    std::fprintf(stderr, "usage: make_vocab_pre BASE.gguf OUT_DIR MODEL NAME...\n"
-                         "       make_vocab_pre --regexes OUT.json\n");
+    std::fprintf(stderr,
+                 "usage: make_vocab_pre BASE.gguf OUT_DIR MODEL NAME...\n"
+                 "       make_vocab_pre --regexes OUT.json\n");
     return 2;
   }
   auto in = gguf::GgufFile::open(argv[1]);

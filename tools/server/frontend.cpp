@@ -73,7 +73,8 @@ void answer_preflight(const ServeOptions& o, const http::Request& req, http::Res
   res.set_header("Access-Control-Allow-Credentials", o.cors_credentials ? "true" : "false");
   res.set_header("Access-Control-Allow-Methods", o.cors_methods);
   const std::string* asked = req.header("access-control-request-headers");
-  res.set_header("Access-Control-Allow-Headers", o.cors_headers == "*" && asked && !asked->empty() ? *asked : o.cors_headers);
+  res.set_header("Access-Control-Allow-Headers",
+                 o.cors_headers == "*" && asked && !asked->empty() ? *asked : o.cors_headers);
   res.set_header("Access-Control-Max-Age", "86400");
   res.send(200, "text/html", "");
 }

@@ -41,8 +41,10 @@ inline const char* error_type(int status) {
 inline std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 inline std::string error_json(int status, std::string_view message, std::string_view type = {}) {
-  const json e = {{"error", {{"message", std::string(message)}, {"type", type.empty() ? error_type(status) : std::string(type)},
-                             {"code", status}}}};
+  const json e = {{"error",
+                   {{"message", std::string(message)},
+                    {"type", type.empty() ? error_type(status) : std::string(type)},
+                    {"code", status}}}};
   return dump(e);
 }
 
@@ -65,7 +67,8 @@ inline json parse_body(std::string_view body) {
 inline json parse_any_body(std::string_view body) {
   struct TooDeep {};
   const json::parser_callback_t limit = [](int depth, json::parse_event_t event, json&) {
-    if ((event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) && depth >= kMaxBodyDepth) {
+    if ((event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) &&
+        depth >= kMaxBodyDepth) {
       throw TooDeep{};
     }
     return true;
@@ -110,7 +113,8 @@ class Fields {
     if (v) {
       if (v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(INT64_MAX)) bad_request(where_ + k + ": out of range");
       if (v->is_number_integer()) x = v->get<int64_t>();
-      else if (v->is_number_float() && v->get<double>() == std::floor(v->get<double>()) && std::fabs(v->get<double>()) < 9e15)
+      else if (v->is_number_float() && v->get<double>() == std::floor(v->get<double>()) &&
+               std::fabs(v->get<double>()) < 9e15)
         x = int64_t(v->get<double>());
       else bad_request(where_ + k + ": expected an integer");
     }

@@ -60,7 +60,8 @@ std::string render_metrics(const json& s, const http::ServerStats& h) {
   o.value("loom_request_success_total{finished_reason=\"length\"}", n(m, "requests_length"));
   o.value("loom_request_success_total{finished_reason=\"cancelled\"}", n(m, "requests_cancelled"));
   o.counter("loom_request_errors_total", "Requests that failed while running.", n(m, "requests_error"));
-  o.counter("loom_requests_rejected_total", "Requests refused at admission (queue full, shutting down).", n(m, "requests_rejected"));
+  o.counter("loom_requests_rejected_total", "Requests refused at admission (queue full, shutting down).",
+            n(m, "requests_rejected"));
   o.counter("loom_embedding_requests_total", "Embedding and rerank requests served.", n(m, "embed_requests"));
   o.gauge("loom_num_requests_running", "Requests holding a slot.", n(s, "running"));
   o.gauge("loom_num_requests_waiting", "Requests waiting for a slot or KV cells.", n(s, "waiting"));
@@ -68,20 +69,27 @@ std::string render_metrics(const json& s, const http::ServerStats& h) {
   o.gauge("loom_slots_busy", "Slots in use.", n(s, "slots_busy"));
   o.gauge("loom_kv_cells_total", "KV cache cells (shared by every slot).", n(s, "kv_cells"));
   o.gauge("loom_kv_cells_used", "KV cache cells holding a token (running requests and cached prefixes).", n(s, "kv_used"));
-  o.gauge("loom_kv_cache_usage_perc", "Fraction of KV cells in use.", n(s, "kv_cells") > 0 ? n(s, "kv_used") / n(s, "kv_cells") : 0.0);
+  o.gauge("loom_kv_cache_usage_perc", "Fraction of KV cells in use.",
+          n(s, "kv_cells") > 0 ? n(s, "kv_used") / n(s, "kv_cells") : 0.0);
   o.gauge("loom_prefix_cache_tokens", "Tokens in the prefix cache.", n(s, "cached_tokens"));
   o.gauge("loom_prefix_cache_evictable_tokens", "Cached tokens no running request uses.", n(s, "cache_evictable"));
-  o.gauge("loom_prefix_cache_checkpoints", "Checkpoints of recurrent states / windows in the prefix cache.", n(s, "cache_checkpoints"));
-  o.gauge("loom_prefix_cache_checkpoint_bytes", "Bytes of those checkpoints (--cache-ram bounds them).", n(s, "cache_checkpoint_bytes"));
-  o.counter("loom_context_shifts_total", "Sequences that reached their cells and dropped old tokens to go on.", n(m, "context_shifts"));
+  o.gauge("loom_prefix_cache_checkpoints", "Checkpoints of recurrent states / windows in the prefix cache.",
+          n(s, "cache_checkpoints"));
+  o.gauge("loom_prefix_cache_checkpoint_bytes", "Bytes of those checkpoints (--cache-ram bounds them).",
+          n(s, "cache_checkpoint_bytes"));
+  o.counter("loom_context_shifts_total", "Sequences that reached their cells and dropped old tokens to go on.",
+            n(m, "context_shifts"));
   if (m.contains("expert_choices") && n(m, "expert_choices") > 0) {
     o.counter("loom_expert_choices_total", "Mixture of experts: experts chosen (tokens x MoE layers x experts per token).",
               n(m, "expert_choices"));
-    o.gauge("loom_expert_busiest_share", "Mixture of experts: the busiest expert's share of its layer's choices (even routing: 1 / experts).",
+    o.gauge("loom_expert_busiest_share",
+            "Mixture of experts: the busiest expert's share of its layer's choices (even routing: 1 / experts).",
             n(m, "expert_busiest_share"));
   }
-  o.counter("loom_scheduler_stalls_total", "Steps that found no KV cell for any row (resolved; 0 when sound).", n(m, "stalls"));
-  o.counter("loom_prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.", n(m, "prefix_queried_tokens"));
+  o.counter("loom_scheduler_stalls_total", "Steps that found no KV cell for any row (resolved; 0 when sound).",
+            n(m, "stalls"));
+  o.counter("loom_prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.",
+            n(m, "prefix_queried_tokens"));
   o.counter("loom_prefix_cache_hits_total", "Prompt tokens found in the prefix cache.", n(m, "prefix_hit_tokens"));
   o.counter("loom_prefix_cache_disk_loads_total", "Prefixes loaded from --cache-dir.", n(m, "disk_loads"));
   o.counter("loom_prefix_cache_disk_writes_total", "Prefixes written to --cache-dir.", n(m, "disk_writes"));
@@ -90,7 +98,8 @@ std::string render_metrics(const json& s, const http::ServerStats& h) {
   o.counter("loom_draft_tokens_total", "Draft tokens verified (prompt lookup or the draft model).", n(m, "draft_tokens"));
   o.counter("loom_draft_accepted_total", "Of them, accepted (equal to the sampled token).", n(m, "draft_accepted"));
   o.histogram("loom_time_to_first_token_seconds", "Time from arrival to the first generated token.", m.at("ttft_seconds"));
-  o.histogram("loom_inter_token_latency_seconds", "Time between consecutive tokens of a stream.", m.at("inter_token_seconds"));
+  o.histogram("loom_inter_token_latency_seconds", "Time between consecutive tokens of a stream.",
+              m.at("inter_token_seconds"));
   o.histogram("loom_request_queue_time_seconds", "Time from arrival to admission.", m.at("queue_seconds"));
   o.histogram("loom_e2e_request_latency_seconds", "Time from arrival to the last token.", m.at("e2e_seconds"));
   o.gauge("loom_http_connections_open", "Open HTTP connections.", double(h.connections_open));
@@ -98,22 +107,27 @@ std::string render_metrics(const json& s, const http::ServerStats& h) {
   o.counter("loom_http_requests_total", "HTTP requests handled.", double(h.requests_total));
   o.counter("loom_http_bad_requests_total", "Malformed HTTP requests answered with an error.", double(h.bad_requests));
   o.counter("loom_http_timeouts_total", "Connections timed out (slow clients).", double(h.timeouts));
-  o.counter("loom_http_client_disconnects_total", "Clients gone before their response was complete.", double(h.client_disconnects));
+  o.counter("loom_http_client_disconnects_total", "Clients gone before their response was complete.",
+            double(h.client_disconnects));
   o.gauge("loom_http_open_streams", "Responses not yet completely written.", double(h.open_streams));
   // llama-server's names (what its dashboards and autoscalers read), from the same figures.
   auto per_second = [](double n, double s) { return s > 0 ? n / s : 0.0; };
   const double steps = n(m, "steps");
-  o.counter("llamacpp:prompt_tokens_total", "Number of prompt tokens processed, excluding cached tokens", n(m, "prompt_tokens"));
-  o.counter("llamacpp:prompt_tokens_cached_total", "Number of prompt tokens reused from the cache", n(m, "prefix_hit_tokens"));
+  o.counter("llamacpp:prompt_tokens_total", "Number of prompt tokens processed, excluding cached tokens",
+            n(m, "prompt_tokens"));
+  o.counter("llamacpp:prompt_tokens_cached_total", "Number of prompt tokens reused from the cache",
+            n(m, "prefix_hit_tokens"));
   o.counter("llamacpp:prompt_seconds_total", "Total time spent processing prompts", n(m, "prompt_seconds"));
   o.counter("llamacpp:tokens_predicted_total", "Number of generation tokens processed", n(m, "generated_tokens"));
   o.counter("llamacpp:tokens_predicted_seconds_total", "Total time spent generating tokens", n(m, "predicted_seconds"));
   o.counter("llamacpp:n_decode_total", "Total number of batches decoded", steps);
   o.counter("llamacpp:n_tokens_max", "Largest observed sequence length (prompt + generation)", n(m, "n_tokens_max"));
-  o.counter("llamacpp:spec_decode_num_draft_tokens_total", "Speculative: Total draft tokens generated", n(m, "draft_tokens"));
+  o.counter("llamacpp:spec_decode_num_draft_tokens_total", "Speculative: Total draft tokens generated",
+            n(m, "draft_tokens"));
   o.counter("llamacpp:spec_decode_num_accepted_tokens_total", "Speculative: Total draft tokens accepted by the target model",
             n(m, "draft_accepted"));
-  o.gauge("llamacpp:prompt_tokens_seconds", "Average prompt throughput in tokens/s", per_second(n(m, "prompt_tokens"), n(m, "prompt_seconds")));
+  o.gauge("llamacpp:prompt_tokens_seconds", "Average prompt throughput in tokens/s",
+          per_second(n(m, "prompt_tokens"), n(m, "prompt_seconds")));
   o.gauge("llamacpp:predicted_tokens_seconds", "Average generation throughput in tokens/s",
           per_second(n(m, "generated_tokens"), n(m, "predicted_seconds")));
   o.gauge("llamacpp:requests_processing", "Number of requests processing", n(s, "running"));

@@ -101,7 +101,9 @@ GenerationPlan plan_completion(const json& body, int default_max_tokens) {
 
 namespace {
 
-bool is_token_id(const json& v) { return v.is_number_integer() || (v.is_number_float() && v.get<double>() == double(int64_t(v.get<double>()))); }
+bool is_token_id(const json& v) {
+  return v.is_number_integer() || (v.is_number_float() && v.get<double>() == double(int64_t(v.get<double>())));
+}
 
 // One native prompt -> token ids (a string stays a string: the C API tokenizes it the same way).
 json one_native_prompt(const json& p, const Tokenizer& tok, const std::string& where) {
@@ -110,7 +112,8 @@ json one_native_prompt(const json& p, const Tokenizer& tok, const std::string& w
     if (p.contains("multimodal_data") && !p.at("multimodal_data").is_null()) {
       throw HttpError{501, where + ".multimodal_data: this server has no vision or audio input", "not_supported_error", {}};
     }
-    if (!p.contains("prompt_string") || !p.at("prompt_string").is_string()) bad_request(where + ".prompt_string: expected a string");
+    if (!p.contains("prompt_string") || !p.at("prompt_string").is_string())
+      bad_request(where + ".prompt_string: expected a string");
     return p.at("prompt_string");
   }
   if (!p.is_array()) bad_request(where + ": expected a string, token ids, or an array of them");
@@ -168,7 +171,8 @@ NativePlan plan_native(const json& body, int default_max_tokens, const Tokenizer
   std::vector<json> prompts;
   if (prompt->is_array() && !prompt->empty() && !single_prompt_array(*prompt)) {
     if (prompt->size() > 64) bad_request("prompt: at most 64 prompts per request");
-    for (size_t i = 0; i < prompt->size(); ++i) prompts.push_back(one_native_prompt(prompt->at(i), tok, "prompt[" + std::to_string(i) + "]"));
+    for (size_t i = 0; i < prompt->size(); ++i)
+      prompts.push_back(one_native_prompt(prompt->at(i), tok, "prompt[" + std::to_string(i) + "]"));
   } else {
     prompts.push_back(one_native_prompt(*prompt, tok, "prompt"));
   }
@@ -232,10 +236,13 @@ NativePlan plan_infill(const json& body, int default_max_tokens, const Tokenizer
     extra.push_back(tok.fim_sep);
     for (int32_t t : tok.tokenize("filename\n", false)) extra.push_back(t);
   }
-  const int64_t n_predict = f.integer_in("n_predict", f.integer_in("max_tokens", default_max_tokens, -1, INT32_MAX), -1, INT32_MAX);
+  const int64_t n_predict =
+      f.integer_in("n_predict", f.integer_in("max_tokens", default_max_tokens, -1, INT32_MAX), -1, INT32_MAX);
   const size_t n_prefix = std::min<size_t>(prefix.size(), size_t(3 * (n_batch / 4)));
-  const size_t n_suffix = std::min<size_t>(suffix.size(), size_t(std::max<int64_t>(0, n_batch / 4 - (2 + int64_t(prompt.size())))));
-  const size_t n_extra = std::min<size_t>(size_t(std::max<int64_t>(0, int64_t(n_ctx) - n_batch - 2 * std::max<int64_t>(n_predict, 0))), extra.size());
+  const size_t n_suffix =
+      std::min<size_t>(suffix.size(), size_t(std::max<int64_t>(0, n_batch / 4 - (2 + int64_t(prompt.size())))));
+  const size_t n_extra = std::min<size_t>(
+      size_t(std::max<int64_t>(0, int64_t(n_ctx) - n_batch - 2 * std::max<int64_t>(n_predict, 0))), extra.size());
   prefix.erase(prefix.begin(), prefix.end() - std::ptrdiff_t(n_prefix));
   suffix.resize(n_suffix);
   json ids = json::array();

@@ -25,11 +25,11 @@ HttpError http_error(int32_t code, const std::string& message);
 // completion may give several; the chat endpoint always one) and how to answer.
 struct GenerationPlan {
   std::vector<json> requests;
-  loom::api::GenerationOptions options;   // endpoint, n_predict (loom_serve.hpp)
+  loom::api::GenerationOptions options;  // endpoint, n_predict (loom_serve.hpp)
   bool chat = true;
   bool stream = false, include_usage = false;
-  bool echo = false;                      // completions: the prompt's text starts each choice
-  std::vector<json> prompts;              // completions: each prompt as sent (echo's text)
+  bool echo = false;          // completions: the prompt's text starts each choice
+  std::vector<json> prompts;  // completions: each prompt as sent (echo's text)
 };
 // default_max_tokens: max_tokens for a request that gives none (`loom serve -n`).
 GenerationPlan plan_chat(const json& body, int default_max_tokens);
@@ -50,7 +50,7 @@ EmbeddingsPlan plan_embeddings(const json& body);
 
 // /v1/rerank: query, documents (1..2048 strings or {"text"}), top_n, return_documents.
 struct RerankPlan {
-  json request;                  // for loom_scheduler_embed
+  json request;                    // for loom_scheduler_embed
   std::vector<std::string> texts;  // the documents' texts
   int top_n = 0;
   bool return_documents = false;
@@ -72,7 +72,7 @@ struct Tokenizer {
   int32_t fim_pre = -1, fim_suf = -1, fim_mid = -1, fim_rep = -1, fim_sep = -1;
 };
 struct NativePlan {
-  std::vector<json> requests;        // one per prompt, for loom::api::submit_generation (endpoint "completion")
+  std::vector<json> requests;             // one per prompt, for loom::api::submit_generation (endpoint "completion")
   std::vector<std::string> prompt_texts;  // each prompt's text ("prompt" of the final object)
   loom::api::GenerationOptions options;
   bool stream = false;

@@ -149,9 +149,9 @@ std::string parse_ini(const std::string& path, std::vector<IniSection>* out) {
 
 // Flags a preset may not set for a child: the router owns them (llama-server removes them too).
 bool router_owned(const std::string& canonical) {
-  static const std::set<std::string> kOwned = {"--host", "--port", "--api-key", "--api-key-file", "--alias", "--tags",
-                                               "--models-dir", "--models-preset", "--models-max", "--models-autoload",
-                                               "--hf-repo", "--hf-file", "--model-url", "--hf-token"};
+  static const std::set<std::string> kOwned = {
+      "--host",          "--port",       "--api-key",         "--api-key-file", "--alias",   "--tags",      "--models-dir",
+      "--models-preset", "--models-max", "--models-autoload", "--hf-repo",      "--hf-file", "--model-url", "--hf-token"};
   return kOwned.count(canonical) > 0;
 }
 
@@ -175,7 +175,7 @@ struct Model {
   int waiting = 0;      // requests waiting for it to load (it is not evicted meanwhile)
   uint64_t last_used = 0;
   Clock::time_point stop_deadline{};
-  nlohmann::json info;  // the child's /v1/models entry, merged into /models
+  nlohmann::json info;           // the child's /v1/models entry, merged into /models
   std::deque<std::string> tail;  // the child's last stderr lines
   bool ever_ready = false;
   bool sleeping = false;  // the child said it sleeps (--sleep-idle-seconds); requests wake it
@@ -185,7 +185,7 @@ struct Model {
 
 // What identifies a model file's content for a reload: the file a path leads to, its size and time.
 std::string file_identity(const std::string& path) {
-  struct stat st{};
+  struct stat st {};
   if (stat(path.c_str(), &st) != 0) return std::string();
   return std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" + std::to_string(st.st_size) + ":" +
          std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec);
@@ -207,12 +207,33 @@ const char* state_name(State s) {
 
 // Paths the router relays to a model's child (llama-server's list and loom's own endpoints).
 bool relayed_post(const std::string& p) {
-  static const std::set<std::string> kPaths = {
-      "/completion", "/completions", "/v1/completions", "/chat/completions", "/v1/chat/completions",
-      "/v1/chat/completions/control", "/v1/responses", "/responses", "/v1/messages", "/v1/messages/count_tokens",
-      "/infill", "/embedding", "/embeddings", "/v1/embeddings", "/rerank", "/reranking", "/v1/rerank", "/v1/reranking",
-      "/tokenize", "/detokenize", "/apply-template", "/chat/completions/input_tokens", "/v1/chat/completions/input_tokens",
-      "/responses/input_tokens", "/v1/responses/input_tokens", "/lora-adapters", "/props"};
+  static const std::set<std::string> kPaths = {"/completion",
+                                               "/completions",
+                                               "/v1/completions",
+                                               "/chat/completions",
+                                               "/v1/chat/completions",
+                                               "/v1/chat/completions/control",
+                                               "/v1/responses",
+                                               "/responses",
+                                               "/v1/messages",
+                                               "/v1/messages/count_tokens",
+                                               "/infill",
+                                               "/embedding",
+                                               "/embeddings",
+                                               "/v1/embeddings",
+                                               "/rerank",
+                                               "/reranking",
+                                               "/v1/rerank",
+                                               "/v1/reranking",
+                                               "/tokenize",
+                                               "/detokenize",
+                                               "/apply-template",
+                                               "/chat/completions/input_tokens",
+                                               "/v1/chat/completions/input_tokens",
+                                               "/responses/input_tokens",
+                                               "/v1/responses/input_tokens",
+                                               "/lora-adapters",
+                                               "/props"};
   return kPaths.count(p) > 0 || p.rfind("/slots/", 0) == 0;
 }
 bool relayed_get(const std::string& p) { return p == "/props" || p == "/metrics" || p == "/lora-adapters" || p == "/slots"; }
@@ -352,7 +373,8 @@ class Router {
     std::vector<std::string> a = {"loom", "serve"};
     a.insert(a.end(), m.def.args.begin(), m.def.args.end());
     a.insert(a.end(), setup_.child_args.begin(), setup_.child_args.end());
-    for (const char* x : {"-m", m.def.path.c_str(), "--alias", m.def.id.c_str(), "--host", sock.c_str(), "--port", "0"}) a.push_back(x);
+    for (const char* x : {"-m", m.def.path.c_str(), "--alias", m.def.id.c_str(), "--host", sock.c_str(), "--port", "0"})
+      a.push_back(x);
     return a;
   }
 
@@ -409,8 +431,9 @@ class Router {
     for (const std::string& s : args) argv.push_back(const_cast<char*>(s.c_str()));
     argv.push_back(nullptr);
     // The environment, less what the router owns (children listen on their socket without a key).
-    static const char* kDrop[] = {"LLAMA_API_KEY=", "LLAMA_ARG_API_KEY_FILE=", "LLAMA_ARG_HOST=", "LLAMA_ARG_PORT=",
-                                  "LLAMA_ARG_MODEL=", "LLAMA_ARG_ALIAS=", "LLAMA_ARG_MODELS_DIR=", "LLAMA_ARG_MODELS_PRESET="};
+    static const char* kDrop[] = {
+        "LLAMA_API_KEY=",   "LLAMA_ARG_API_KEY_FILE=", "LLAMA_ARG_HOST=",       "LLAMA_ARG_PORT=",
+        "LLAMA_ARG_MODEL=", "LLAMA_ARG_ALIAS=",        "LLAMA_ARG_MODELS_DIR=", "LLAMA_ARG_MODELS_PRESET="};
     std::vector<char*> envp;
     for (char** e = environ; e && *e; ++e) {
       bool drop = false;
@@ -549,7 +572,8 @@ class Router {
         break;
       }
       if (m->ever_ready) m->failure = "the model's server " + how + (said.empty() || code >= 128 ? "" : ": " + said);
-      else m->failure = (said.empty() ? std::string("the model's server ") + how : said + " (the model's server " + how + ")");
+      else
+        m->failure = (said.empty() ? std::string("the model's server ") + how : said + " (the model's server " + how + ")");
       std::fprintf(stderr, "loom: router: %s failed: %s\n", id.c_str(), m->failure.c_str());
     } else {
       std::fprintf(stderr, "loom: router: %s unloaded\n", id.c_str());
@@ -657,8 +681,10 @@ class Router {
     std::unique_lock<std::mutex> l(mu_);
     Model& m = *lease.m;
     cv_.wait_for(l, std::chrono::milliseconds(2000), [&] { return m.gen != lease.gen || m.state == State::kUnloaded; });
-    if (m.gen == lease.gen && m.state == State::kUnloaded && m.failed) return "model '" + m.def.id + "' failed: " + m.failure;
-    if (m.gen == lease.gen && m.state == State::kUnloaded) return "model '" + m.def.id + "' was unloaded while the request ran";
+    if (m.gen == lease.gen && m.state == State::kUnloaded && m.failed)
+      return "model '" + m.def.id + "' failed: " + m.failure;
+    if (m.gen == lease.gen && m.state == State::kUnloaded)
+      return "model '" + m.def.id + "' was unloaded while the request ran";
     return "model '" + m.def.id + "': the connection to its server failed: " + conn_error;
   }
 
@@ -677,7 +703,9 @@ class Router {
       res.send(status, "application/json", error_json(status, e.message, e.type), h);
     }
   }
-  void send_json(http::Response& res, const nlohmann::json& j, int status = 200) { res.send(status, "application/json", dump(j)); }
+  void send_json(http::Response& res, const nlohmann::json& j, int status = 200) {
+    res.send(status, "application/json", dump(j));
+  }
 
   bool authorized(const http::Request& req) const { return api_key_ok(o_, req); }
   void cors(const http::Request& req, http::Response& res) const { apply_cors(o_, req, res); }
@@ -799,7 +827,9 @@ class Router {
           return send_json(*res, models_json());
         }
         if (post || m == "DELETE") {
-          return fail(req, *res, {501, "loom downloads no models: put GGUF files in --models-dir or name them in --models-preset", "not_supported_error"});
+          return fail(req, *res,
+                      {501, "loom downloads no models: put GGUF files in --models-dir or name them in --models-preset",
+                       "not_supported_error"});
         }
         return fail(req, *res, {405, "method " + m + " is not allowed on " + path, "invalid_request_error"});
       }
@@ -864,7 +894,8 @@ class Router {
       if (id.empty()) return fail(req, *res, {400, "model name is missing from the request", "invalid_request_error"});
       Model* model = find(id);
       if (!model) {
-        return fail(req, *res, {404, "model '" + id + "' not found; the models are: " + model_list_text(), "not_found_error"});
+        return fail(req, *res,
+                    {404, "model '" + id + "' not found; the models are: " + model_list_text(), "not_found_error"});
       }
       const std::string al = query_param(req.query, "autoload");
       const bool autoload = al.empty() ? o_.models_autoload : (al == "true" || al == "1");
@@ -904,8 +935,9 @@ class Router {
     res->on_disconnect([conn] { conn->abort(); });
 
     http::Headers fwd;
-    static const std::set<std::string> kHop = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te",
-                                               "trailer", "upgrade", "host", "content-length", "expect"};
+    static const std::set<std::string> kHop = {
+        "connection",     "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer", "upgrade", "host",
+        "content-length", "expect"};
     for (const auto& [k, v] : req.headers) {
       if (!kHop.count(k)) fwd.emplace_back(k, v);
     }
@@ -945,7 +977,8 @@ class Router {
     // Otherwise the child died or the client left: the stream is cut without its last chunk, so the
     // client sees it truncated.
     else if (!res->client_gone()) {
-      std::fprintf(stderr, "loom: router: %s: stream cut: %s\n", model.def.id.c_str(), child_failure(lease, got.status().message()).c_str());
+      std::fprintf(stderr, "loom: router: %s: stream cut: %s\n", model.def.id.c_str(),
+                   child_failure(lease, got.status().message()).c_str());
     }
   }
 };
@@ -1014,7 +1047,8 @@ std::string load_router_models(const ServeOptions& opts, const RouterSetup& setu
         if (e.key == "stop-timeout") {
           char* end = nullptr;
           const long v = std::strtol(e.value.c_str(), &end, 10);
-          if (e.value.empty() || *end || v < 0 || v > 86400) return where() + "stop-timeout: expected seconds, not '" + e.value + "'";
+          if (e.value.empty() || *end || v < 0 || v > 86400)
+            return where() + "stop-timeout: expected seconds, not '" + e.value + "'";
           p->stop_timeout = int(v);
           p->has_stop = true;
           continue;
@@ -1049,7 +1083,8 @@ std::string load_router_models(const ServeOptions& opts, const RouterSetup& setu
       auto it = models.find(s.name);
       if (it == models.end()) {
         if (p.model.empty()) {
-          return file + ":" + std::to_string(s.line) + ": preset '" + s.name + "' names no model file (model = PATH) and no model of --models-dir has its name";
+          return file + ":" + std::to_string(s.line) + ": preset '" + s.name +
+                 "' names no model file (model = PATH) and no model of --models-dir has its name";
         }
         it = models.emplace(s.name, RouterModel{s.name, p.model, "preset", {}, {}, false, 10}).first;
       } else if (!p.model.empty()) {
@@ -1132,11 +1167,14 @@ int run_router(const ServeOptions& opts, const RouterSetup& setup, std::atomic<b
     return 1;
   }
   r.http_ = std::move(*srv);
-  r.http_->start([&r](http::Request&& req, std::shared_ptr<http::Response> res) { r.handle(std::move(req), std::move(res)); });
+  r.http_->start(
+      [&r](http::Request&& req, std::shared_ptr<http::Response> res) { r.handle(std::move(req), std::move(res)); });
   std::vector<std::string> where;
   for (const std::string& h : hosts) {
     const bool sock = ends_with(h, ".sock") && h.size() > 5;
-    where.push_back(sock ? "unix:" + h : "http://" + (h.find(':') != std::string::npos ? "[" + h + "]" : h) + ":" + std::to_string(r.http_->port()));
+    where.push_back(sock ? "unix:" + h
+                         : "http://" + (h.find(':') != std::string::npos ? "[" + h + "]" : h) + ":" +
+                               std::to_string(r.http_->port()));
   }
   std::stable_partition(where.begin(), where.end(), [](const std::string& w) { return w.rfind("http://", 0) == 0; });
   for (const std::string& w : where) std::fprintf(stderr, "loom: listening on %s\n", w.c_str());
@@ -1162,7 +1200,8 @@ int run_router(const ServeOptions& opts, const RouterSetup& setup, std::atomic<b
     std::lock_guard<std::mutex> l(r.mu_);
     for (const auto& m : r.models_) {
       if (m->state == State::kStopping && m->pid > 0 && Clock::now() > m->stop_deadline) {
-        std::fprintf(stderr, "loom: router: %s did not stop within %d s: killed\n", m->def.id.c_str(), m->def.stop_timeout_s);
+        std::fprintf(stderr, "loom: router: %s did not stop within %d s: killed\n", m->def.id.c_str(),
+                     m->def.stop_timeout_s);
         kill(m->pid, SIGKILL);
         m->stop_deadline = Clock::now() + std::chrono::hours(1);
       }

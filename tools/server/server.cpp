@@ -130,8 +130,8 @@ struct App {
   ServeOptions o;
   std::optional<api::Model> model;
   std::optional<api::Scheduler> sched;
-  std::string template_override;  // --chat-template-file's source or --chat-template ("" = the model's template)
-  json default_kwargs = json::object();  // --chat-template-kwargs, with --reasoning on|off's enable_thinking
+  std::string template_override;           // --chat-template-file's source or --chat-template ("" = the model's template)
+  json default_kwargs = json::object();    // --chat-template-kwargs, with --reasoning on|off's enable_thinking
   json request_defaults = json::object();  // --temp, --top-k, -s, --grammar, ... (ServeOptions::request_defaults)
   // --lora adapters (freed with the App) and their scales; lora_mu orders /lora-adapters calls.
   struct Lora {
@@ -159,7 +159,8 @@ struct App {
   json lora_list() const {
     json out = json::array();
     for (size_t i = 0; i < loras.size(); ++i) {
-      out.push_back({{"id", i}, {"path", loras[i].path}, {"scale", loras[i].scale}, {"task_name", ""}, {"prompt_prefix", ""}});
+      out.push_back(
+          {{"id", i}, {"path", loras[i].path}, {"scale", loras[i].scale}, {"task_name", ""}, {"prompt_prefix", ""}});
     }
     return out;
   }
@@ -177,7 +178,8 @@ struct App {
       const Fields f(body[i], where + ".");
       if (!body[i].is_object()) bad_request(where + ": expected {\"id\", \"scale\"}");
       const int64_t id = f.integer_in("id", -1, -1, INT32_MAX);
-      if (id < 0 || id >= int64_t(loras.size())) bad_request(where + ".id: no adapter " + std::to_string(id) + " (" + std::to_string(loras.size()) + " loaded)");
+      if (id < 0 || id >= int64_t(loras.size()))
+        bad_request(where + ".id: no adapter " + std::to_string(id) + " (" + std::to_string(loras.size()) + " loaded)");
       const json* sc = f.get("scale");
       if (sc && (!sc->is_number() || !std::isfinite(sc->get<double>()))) bad_request(where + ".scale: expected a number");
       scales[size_t(id)] = sc ? float(sc->get<double>()) : 0.0f;
@@ -191,7 +193,7 @@ struct App {
     }
     send_json(res, {{"success", true}});
   }
-  std::string template_source;    // the template in use (/props)
+  std::string template_source;  // the template in use (/props)
   std::string alias;
   std::atomic<bool> ready{false};
 
@@ -207,10 +209,11 @@ struct App {
   std::atomic<int64_t> last_active_ms{0};
   std::function<std::string()> load_engine;  // run_server's loader: "" or why it failed
   json model_meta = json::object();          // n_vocab, n_ctx_train, n_embd, n_params, n_ctx, bos, eos
-  std::string last_stats;                     // the scheduler's stats when it went to sleep
+  std::string last_stats;                    // the scheduler's stats when it went to sleep
 
   static int64_t now_ms() {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
   }
   void touch() { last_active_ms.store(now_ms()); }
   // Held by an answer in progress (GenState, an embedding's callback).
@@ -228,10 +231,10 @@ struct App {
   void remember_meta() {
     loom_model* h = model->handle();
     auto piece = [&](loom_token t) { return t == LOOM_TOKEN_NULL ? std::string() : model->piece(t, true); };
-    model_meta = {{"n_vocab", model->n_vocab()}, {"n_ctx", sched->n_ctx() / std::max(1, o.slots)},
+    model_meta = {{"n_vocab", model->n_vocab()},         {"n_ctx", sched->n_ctx() / std::max(1, o.slots)},
                   {"n_ctx_train", model->n_ctx_train()}, {"n_embd", model->n_embd()},
-                  {"n_params", model->n_params()}, {"n_ctx_total", sched->n_ctx()},
-                  {"bos", piece(loom_token_bos(h))}, {"eos", piece(loom_token_eos(h))}};
+                  {"n_params", model->n_params()},       {"n_ctx_total", sched->n_ctx()},
+                  {"bos", piece(loom_token_bos(h))},     {"eos", piece(loom_token_eos(h))}};
   }
 
   // Frees the scheduler, the adapters and the model (engine_mu held unique, nothing busy).
@@ -366,7 +369,8 @@ struct App {
     if (path == "/v1/responses" || path == "/responses") return need(post), responses(req, res);
     if (path == "/v1/responses/input_tokens" || path == "/responses/input_tokens") {
       need(post);
-      send_json(*res, loom::api::responses_input_tokens_response(chat_prompt_tokens(loom::api::responses_to_chat(parse_body(req.body)))));
+      send_json(*res, loom::api::responses_input_tokens_response(
+                          chat_prompt_tokens(loom::api::responses_to_chat(parse_body(req.body)))));
       return;
     }
     if (path == "/v1/chat/completions/input_tokens" || path == "/chat/completions/input_tokens") {
@@ -379,14 +383,19 @@ struct App {
     if (path == "/v1/chat/completions/control") return need(post), control(req, *res);
     if (path == "/v1/embeddings") return need(post), embeddings(req, res);
     if (path == "/embedding" || path == "/embeddings") return need(post), native_embeddings(req, res);
-    if (path == "/v1/rerank" || path == "/rerank" || path == "/v1/reranking" || path == "/reranking") return need(post), rerank(req, res);
+    if (path == "/v1/rerank" || path == "/rerank" || path == "/v1/reranking" || path == "/reranking")
+      return need(post), rerank(req, res);
     if (path == "/v1/models" || path == "/models") return need(get), models(*res);
     if (path == "/tokenize") return need(post), tokenize(req, *res);
     if (path == "/detokenize") return need(post), detokenize(req, *res);
     if (path == "/apply-template") return need(post), apply_template(req, *res);
     if (path == "/metrics") return need(get), metrics(*res);
     if (path == "/props") {
-      if (post) throw HttpError{501, "This server does not support changing global properties. Start it with `--props`", "not_supported_error", {}};
+      if (post)
+        throw HttpError{501,
+                        "This server does not support changing global properties. Start it with `--props`",
+                        "not_supported_error",
+                        {}};
       return need(get), props(*res);
     }
     if (path == "/lora-adapters") return need(get || post), lora_adapters(req, *res);
@@ -431,7 +440,9 @@ struct App {
       r["reasoning_format"] = o.reasoning_format;
     }
     // --reasoning-budget, unless the request gives its own.
-    auto given = [&](const char* k) { return r.contains(k) && !r[k].is_null() && !(r[k].is_number() && r[k].get<double>() == -1); };
+    auto given = [&](const char* k) {
+      return r.contains(k) && !r[k].is_null() && !(r[k].is_number() && r[k].get<double>() == -1);
+    };
     if (o.reasoning_budget >= 0 && !given("reasoning_budget_tokens") && !given("thinking_budget_tokens")) {
       r["reasoning_budget_tokens"] = o.reasoning_budget;
     }
@@ -444,14 +455,14 @@ struct App {
   // Per HTTP request: the choices' accumulated output and the streaming state. Events arrive on
   // the scheduler's thread; everything is under mu.
   struct Choice {
-    std::string text;        // generated text so far
-    size_t streamed = 0;     // bytes of text already sent as deltas
+    std::string text;     // generated text so far
+    size_t streamed = 0;  // bytes of text already sent as deltas
     json logprobs = json::array();
     json unsent_logprobs = json::array();  // streamed chat: of tokens that added no delta yet
-    std::vector<int32_t> tokens;  // native: the generated ids
-    std::string stop_word;        // native: the stop string that ended it
-    std::string finish;      // OpenAI finish_reason
-    json message;            // chat: the assistant message (FINISH)
+    std::vector<int32_t> tokens;           // native: the generated ids
+    std::string stop_word;                 // native: the stop string that ended it
+    std::string finish;                    // OpenAI finish_reason
+    json message;                          // chat: the assistant message (FINISH)
     int text_offset = 0;
   };
   // Which API a generation answers in.
@@ -468,14 +479,14 @@ struct App {
   struct GenState {
     std::mutex mu;
     bool chat = true, stream = false, include_usage = false, echo = false;
-    bool open = false;                     // described and started (events before it wait in pending)
+    bool open = false;                           // described and started (events before it wait in pending)
     std::vector<std::pair<int, Event>> pending;  // (prompt index, event)
     std::string id, model;
     int64_t created = 0;
     bool want_logprobs = false;
-    std::vector<Choice> choices;           // n_prompts * n
-    int n = 1;                             // choices per prompt
-    std::vector<uint64_t> ids;             // one scheduler request per prompt
+    std::vector<Choice> choices;  // n_prompts * n
+    int n = 1;                    // choices per prompt
+    std::vector<uint64_t> ids;    // one scheduler request per prompt
     int done_requests = 0, n_requests = 1;
     Totals totals;
     std::shared_ptr<http::Response> res;
@@ -564,7 +575,8 @@ struct App {
   // GET /slots[?fail_on_no_slot=1]: each slot as llama-server shows it.
   void slots(http::Request& req, http::Response& res) {
     if (!o.slots_endpoint) {
-      throw HttpError{501, "This server does not support slots endpoint. Start it with `--slots`", "not_supported_error", {}};
+      throw HttpError{
+          501, "This server does not support slots endpoint. Start it with `--slots`", "not_supported_error", {}};
     }
     auto text = api::Model::detail_json([&](char* b, size_t n) { return loom_scheduler_slots(sched->handle(), b, n); });
     if (!text) throw http_error(text.status());
@@ -610,14 +622,16 @@ struct App {
   // POST /slots/{id}?action=save|restore|erase ({"filename"} in --slot-save-path for the first two).
   void slot_action(http::Request& req, http::Response& res, const std::string& id_text) {
     if (o.slot_save_path.empty()) {
-      throw HttpError{501, "This server does not support slots action. Start it with `--slot-save-path`", "not_supported_error", {}};
+      throw HttpError{
+          501, "This server does not support slots action. Start it with `--slot-save-path`", "not_supported_error", {}};
     }
     int slot = -1;
     {
       char* end = nullptr;
       errno = 0;
       const long v = id_text.empty() ? -1 : std::strtol(id_text.c_str(), &end, 10);
-      if (id_text.empty() || errno != 0 || *end != '\0' || v < 0 || v >= o.slots) throw HttpError{400, "Invalid slot ID", {}, {}};
+      if (id_text.empty() || errno != 0 || *end != '\0' || v < 0 || v >= o.slots)
+        throw HttpError{400, "Invalid slot ID", {}, {}};
       slot = int(v);
     }
     const std::string action = query_param(req, "action");
@@ -643,7 +657,10 @@ struct App {
       if (rc != LOOM_OK) throw http_error(api::Status::last(rc));
       std::error_code ec;
       const auto bytes = std::filesystem::file_size(path, ec);
-      send_json(res, {{"id_slot", slot}, {"filename", filename}, {"n_saved", n}, {"n_written", ec ? 0 : int64_t(bytes)},
+      send_json(res, {{"id_slot", slot},
+                      {"filename", filename},
+                      {"n_saved", n},
+                      {"n_written", ec ? 0 : int64_t(bytes)},
                       {"timings", {{"save_ms", ms()}}}});
       return;
     }
@@ -652,7 +669,10 @@ struct App {
     if (rc != LOOM_OK) throw http_error(api::Status::last(rc));
     std::error_code ec;
     const auto bytes = std::filesystem::file_size(path, ec);
-    send_json(res, {{"id_slot", slot}, {"filename", filename}, {"n_restored", n}, {"n_read", ec ? 0 : int64_t(bytes)},
+    send_json(res, {{"id_slot", slot},
+                    {"filename", filename},
+                    {"n_restored", n},
+                    {"n_read", ec ? 0 : int64_t(bytes)},
                     {"timings", {{"restore_ms", ms()}}}});
   }
 
@@ -736,7 +756,8 @@ struct App {
       json& r = plan.requests[size_t(i)];
       if (i > 0) r["seed"] = prompt_seed(seed, i);
       api::GenerationInfo info;
-      auto id = api::submit_generation(sched->handle(), r, plan.options, [this, st, i](const Event& e) { on_event(*st, i, e); }, &info);
+      auto id = api::submit_generation(
+          sched->handle(), r, plan.options, [this, st, i](const Event& e) { on_event(*st, i, e); }, &info);
       if (!id) {
         for (auto rid : st->ids) sched->cancel(rid);
         {
@@ -905,7 +926,8 @@ struct App {
   void native_completion(http::Request& req, const std::shared_ptr<http::Response>& res, bool infill) {
     const json body = parse_body(req.body);
     const Tokenizer tok = tokenizer();
-    NativePlan np = infill ? plan_infill(body, o.n_predict, tok, sched->n_ctx(), o.n_batch) : plan_native(body, o.n_predict, tok);
+    NativePlan np =
+        infill ? plan_infill(body, o.n_predict, tok, sched->n_ctx(), o.n_batch) : plan_native(body, o.n_predict, tok);
     GenerationPlan plan;
     plan.chat = false;
     plan.stream = np.stream;
@@ -979,7 +1001,8 @@ struct App {
         c.stop_word = e.stop_word;
         if (!e.text.empty()) {
           c.text += e.text;
-          if (st.stream) sse(st, loom::api::native_partial(prompt, e.text, {}, -1, int64_t(c.tokens.size()), prompt_n, nullptr));
+          if (st.stream)
+            sse(st, loom::api::native_partial(prompt, e.text, {}, -1, int64_t(c.tokens.size()), prompt_n, nullptr));
         }
         return;
       }
@@ -1027,7 +1050,8 @@ struct App {
           send_json(*st.res, st.finals[0]);
         } else {
           json all = std::move(st.finals);
-          std::sort(all.begin(), all.end(), [](const json& a, const json& b) { return a.at("index").get<int>() < b.at("index").get<int>(); });
+          std::sort(all.begin(), all.end(),
+                    [](const json& a, const json& b) { return a.at("index").get<int>() < b.at("index").get<int>(); });
           send_json(*st.res, all);
         }
         return;
@@ -1055,10 +1079,13 @@ struct App {
       apply_chat_defaults(r);
     }
     const std::string id = random_id(id_prefix);
-    start_generation(res, std::move(plan), [&](GenState& st) {
-      st.dialect = Dialect::kDialect;
-      st.id = id;
-    }, [&](GenState& st) { st.writer = make(st.id, st.prompt_n.empty() ? 0 : st.prompt_n[0]); });
+    start_generation(
+        res, std::move(plan),
+        [&](GenState& st) {
+          st.dialect = Dialect::kDialect;
+          st.id = id;
+        },
+        [&](GenState& st) { st.writer = make(st.id, st.prompt_n.empty() ? 0 : st.prompt_n[0]); });
   }
 
   loom::api::ChatResult chat_result(const GenState& st, const Choice& c) const {
@@ -1180,7 +1207,8 @@ struct App {
 
   // /v1/messages/count_tokens: the prompt a /v1/messages request with this body would get.
   void count_tokens(http::Request& req, http::Response& res) {
-    send_json(res, loom::api::anthropic_count_tokens_response(chat_prompt_tokens(loom::api::anthropic_to_chat(parse_body(req.body)))));
+    send_json(res, loom::api::anthropic_count_tokens_response(
+                       chat_prompt_tokens(loom::api::anthropic_to_chat(parse_body(req.body)))));
   }
 
   void handle_event(GenState& st, int prompt, const Event& e) {
@@ -1310,17 +1338,18 @@ struct App {
   // Runs an embedding request and calls done(result) on the scheduler's thread.
   void run_embed(const json& request, const std::shared_ptr<http::Response>& res,
                  std::function<void(api::Scheduler::Embeddings&)> done) {
-    auto id = api::submit_embedding(sched->handle(), request, [this, res, done, token = busy_token()](api::Expected<api::Scheduler::Embeddings> r) {
-      if (!r) {
-        send_error(*res, http_error(r.status()));
-        return;
-      }
-      try {
-        done(*r);
-      } catch (const std::exception& e) {
-        send_error(*res, {500, std::string("internal error: ") + e.what(), {}, {}});
-      }
-    });
+    auto id = api::submit_embedding(sched->handle(), request,
+                                    [this, res, done, token = busy_token()](api::Expected<api::Scheduler::Embeddings> r) {
+                                      if (!r) {
+                                        send_error(*res, http_error(r.status()));
+                                        return;
+                                      }
+                                      try {
+                                        done(*r);
+                                      } catch (const std::exception& e) {
+                                        send_error(*res, {500, std::string("internal error: ") + e.what(), {}, {}});
+                                      }
+                                    });
     if (!id) throw http_error(id.status());
   }
 
@@ -1344,7 +1373,9 @@ struct App {
         else item["embedding"] = std::vector<float>(e, e + r.n_dim);
         data.push_back(std::move(item));
       }
-      send_json(*res, {{"object", "list"}, {"data", data}, {"model", model_name},
+      send_json(*res, {{"object", "list"},
+                       {"data", data},
+                       {"model", model_name},
                        {"usage", {{"prompt_tokens", r.prompt_tokens}, {"total_tokens", r.prompt_tokens}}}});
     });
   }
@@ -1384,8 +1415,10 @@ struct App {
 
   void rerank(http::Request& req, const std::shared_ptr<http::Response>& res) {
     if (!o.embedding || !rank_pooling()) {
-      throw HttpError{501, "reranking needs a reranker model (rank pooling) started with --embedding --pooling rank",
-                      "not_supported_error", {}};
+      throw HttpError{501,
+                      "reranking needs a reranker model (rank pooling) started with --embedding --pooling rank",
+                      "not_supported_error",
+                      {}};
     }
     RerankPlan p = plan_rerank(parse_body(req.body));
     const int top_n = p.top_n;
@@ -1404,7 +1437,9 @@ struct App {
         if (return_docs) item["document"] = {{"text", texts[size_t(scores[size_t(k)].second)]}};
         results.push_back(std::move(item));
       }
-      send_json(*res, {{"model", model_name}, {"object", "list"}, {"results", results},
+      send_json(*res, {{"model", model_name},
+                       {"object", "list"},
+                       {"results", results},
                        {"usage", {{"prompt_tokens", r.prompt_tokens}, {"total_tokens", r.prompt_tokens}}}});
     });
   }
@@ -1417,23 +1452,40 @@ struct App {
   void models(http::Response& res) {
     std::error_code ec;
     const uintmax_t size = std::filesystem::file_size(o.model, ec);
-    const json meta = {{"n_vocab", model_meta["n_vocab"]}, {"n_ctx", model_meta["n_ctx"]},
+    const json meta = {{"n_vocab", model_meta["n_vocab"]},         {"n_ctx", model_meta["n_ctx"]},
                        {"n_ctx_train", model_meta["n_ctx_train"]}, {"n_embd", model_meta["n_embd"]},
-                       {"n_params", model_meta["n_params"]}, {"size", ec ? uintmax_t(0) : size}};
+                       {"n_params", model_meta["n_params"]},       {"size", ec ? uintmax_t(0) : size}};
     // llama-server's shape: OpenAI's list in "data" (with aliases and tags), ollama's in "models".
     json aliases = json::array();
     for (const std::string& a : o.aliases) {
       if (a != alias) aliases.push_back(a);
     }
-    const json ollama = {{"name", alias}, {"model", alias}, {"modified_at", ""}, {"size", ""}, {"digest", ""},
-                         {"type", "model"}, {"description", ""}, {"tags", o.tags.empty() ? json::array({""}) : json(o.tags)},
-                         {"capabilities", json::array({o.embedding ? "embedding" : "completion"})}, {"parameters", ""},
-                         {"details", {{"parent_model", ""}, {"format", "gguf"}, {"family", ""}, {"families", json::array({""})},
-                                      {"parameter_size", ""}, {"quantization_level", ""}}}};
+    const json ollama = {{"name", alias},
+                         {"model", alias},
+                         {"modified_at", ""},
+                         {"size", ""},
+                         {"digest", ""},
+                         {"type", "model"},
+                         {"description", ""},
+                         {"tags", o.tags.empty() ? json::array({""}) : json(o.tags)},
+                         {"capabilities", json::array({o.embedding ? "embedding" : "completion"})},
+                         {"parameters", ""},
+                         {"details",
+                          {{"parent_model", ""},
+                           {"format", "gguf"},
+                           {"family", ""},
+                           {"families", json::array({""})},
+                           {"parameter_size", ""},
+                           {"quantization_level", ""}}}};
     send_json(res, {{"models", json::array({ollama})},
                     {"object", "list"},
-                    {"data", json::array({{{"id", alias}, {"aliases", aliases}, {"tags", o.tags}, {"object", "model"},
-                                           {"created", created}, {"owned_by", "loom"}, {"meta", meta}}})}});
+                    {"data", json::array({{{"id", alias},
+                                           {"aliases", aliases},
+                                           {"tags", o.tags},
+                                           {"object", "model"},
+                                           {"created", created},
+                                           {"owned_by", "loom"},
+                                           {"meta", meta}}})}});
   }
 
   void tokenize(http::Request& req, http::Response& res) {
@@ -1529,7 +1581,8 @@ void announce_listening(const std::vector<std::string>& hosts, int port) {
   std::vector<std::string> where;
   for (const std::string& h : hosts) {
     const bool sock = h.size() > 5 && h.compare(h.size() - 5, 5, ".sock") == 0;
-    where.push_back(sock ? "unix:" + h : "http://" + (h.find(':') != std::string::npos ? "[" + h + "]" : h) + ":" + std::to_string(port));
+    where.push_back(sock ? "unix:" + h
+                         : "http://" + (h.find(':') != std::string::npos ? "[" + h + "]" : h) + ":" + std::to_string(port));
   }
   std::stable_partition(where.begin(), where.end(), [](const std::string& w) { return w.rfind("http://", 0) == 0; });
   for (const std::string& w : where) std::fprintf(stderr, "loom: listening on %s\n", w.c_str());
@@ -1567,8 +1620,10 @@ std::optional<StartError> configure(App& a, const ServeOptions& opts) {
     if (!a.request_defaults.is_object()) return StartError{2, "the request defaults are not a JSON object"};
   }
   if (opts.reasoning == "on" || opts.reasoning == "off") a.default_kwargs["enable_thinking"] = opts.reasoning == "on";
-  else if (opts.reasoning != "auto") return StartError{2, "--reasoning: expected on, off or auto, not '" + opts.reasoning + "'"};
-  if (opts.embedding && !opts.draft_model.empty()) return StartError{2, "--draft-model needs a generating server, not --embedding"};
+  else if (opts.reasoning != "auto")
+    return StartError{2, "--reasoning: expected on, off or auto, not '" + opts.reasoning + "'"};
+  if (opts.embedding && !opts.draft_model.empty())
+    return StartError{2, "--draft-model needs a generating server, not --embedding"};
   if (opts.embedding && opts.pooling == "none") {
     return StartError{2, "--pooling none is not served (the endpoints return one vector per input)"};
   }
@@ -1611,13 +1666,15 @@ api::SchedulerParams scheduler_params(const App& a, const ServeOptions& opts) {
 // The scheduler over the loaded model (and the draft model, with --draft-model).
 api::Expected<api::Scheduler> create_scheduler(const App& a, const ServeOptions& opts) {
   const api::SchedulerParams sp = scheduler_params(a, opts);
-  const json memory_options = {{"ctx_checkpoints", opts.ctx_checkpoints}, {"cache_ram_mib", opts.cache_ram_mib},
-                               {"swa_full", opts.swa_full}};
+  const json memory_options = {
+      {"ctx_checkpoints", opts.ctx_checkpoints}, {"cache_ram_mib", opts.cache_ram_mib}, {"swa_full", opts.swa_full}};
   if (opts.draft_model.empty()) return api::Scheduler::create_ext(*a.model, sp, nullptr, dump(memory_options));
   auto dm = api::Model::load(opts.draft_model);
   if (!dm) return api::Status(dm.status().code(), "--draft-model " + opts.draft_model + ": " + dm.status().message());
   json options = memory_options;
-  options.update({{"draft_max", opts.draft_max}, {"draft_min", opts.draft_min}, {"p_min", opts.draft_p_min},
+  options.update({{"draft_max", opts.draft_max},
+                  {"draft_min", opts.draft_min},
+                  {"p_min", opts.draft_p_min},
                   {"n_ctx", opts.draft_n_ctx}});
   return api::Scheduler::create_ext(*a.model, sp, &*dm, dump(options));
 }
@@ -1630,8 +1687,10 @@ std::string check_request_defaults(const App& a) {
   probe["prompt"] = "x";
   char small[1];
   const int32_t st = loom_scheduler_submit_ext(
-      a.sched->handle(), dump(probe).c_str(), nullptr, [](const loom_event*, void*) {}, nullptr, nullptr, small, sizeof small);
-  if (st != LOOM_OK && st != LOOM_ERR_RESOURCE_EXHAUSTED) return std::string("a server-wide sampling default: ") + loom_last_error();
+      a.sched->handle(), dump(probe).c_str(), nullptr, [](const loom_event*, void*) {}, nullptr, nullptr, small,
+      sizeof small);
+  if (st != LOOM_OK && st != LOOM_ERR_RESOURCE_EXHAUSTED)
+    return std::string("a server-wide sampling default: ") + loom_last_error();
   return std::string();
 }
 
@@ -1654,8 +1713,8 @@ std::string load_engine(App& a, const ServeOptions& opts, int* code) {
   a.model = std::move(*model);
   // The template is checked now, so that a broken one stops the start rather than every chat.
   auto info = api::Model::detail_json([&](char* b, size_t n) {
-    return loom_chat_template_info(a.model->handle(), a.template_override.empty() ? nullptr : a.template_override.c_str(),
-                                   b, n);
+    return loom_chat_template_info(a.model->handle(), a.template_override.empty() ? nullptr : a.template_override.c_str(), b,
+                                   n);
   });
   if (!info) return fail(1, "chat template: " + info.status().message());
   a.template_source = json::parse(*info).value("template", std::string());
@@ -1724,7 +1783,8 @@ int run_server(const ServeOptions& opts, std::atomic<bool>* stop) {
     return 1;
   }
   a.http = std::move(*srv);
-  a.http->start([&a](http::Request&& req, std::shared_ptr<http::Response> res) { a.handle(std::move(req), std::move(res)); });
+  a.http->start(
+      [&a](http::Request&& req, std::shared_ptr<http::Response> res) { a.handle(std::move(req), std::move(res)); });
   announce_listening(hosts, a.http->port());
 
   // A failure after the listener is up: say why, close it, exit with its code.

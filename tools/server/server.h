@@ -18,21 +18,21 @@ struct ServeOptions {
   std::string model;
   std::string host = "127.0.0.1";  // a comma list: addresses and UNIX socket paths (*.sock)
   int port = 8080;
-  int slots = 4;                 // -np
-  int n_ctx = 0;                 // -c: total KV cells shared by every slot (0: the model's, at most 4096 x slots... see run())
-  int n_batch = 2048;            // -b
-  int n_ubatch = 512;            // -ub
-  int step_tokens = 0;           // tokens per scheduler step (0: n_ubatch)
+  int slots = 4;        // -np
+  int n_ctx = 0;        // -c: total KV cells shared by every slot (0: the model's, at most 4096 x slots... see run())
+  int n_batch = 2048;   // -b
+  int n_ubatch = 512;   // -ub
+  int step_tokens = 0;  // tokens per scheduler step (0: n_ubatch)
   int threads = 0, threads_batch = 0;
   int32_t type_k = LOOM_TYPE_F16, type_v = LOOM_TYPE_F16;  // KV cache types (LOOM_TYPE_*)
   std::vector<std::string> api_keys;
   int max_queue = 256;
-  int timeout_s = 600;           // HTTP read/write timeout
+  int timeout_s = 600;  // HTTP read/write timeout
   std::string cache_dir;
   bool prefix_cache = true;
   bool embedding = false;
-  std::string pooling;           // "" = the model's
-  std::string alias;             // model name reported (default: the file name)
+  std::string pooling;  // "" = the model's
+  std::string alias;    // model name reported (default: the file name)
   std::string chat_template_file;
   std::vector<std::pair<std::string, float>> loras;
   bool context_shift = false;
@@ -43,7 +43,7 @@ struct ServeOptions {
   int64_t cache_ram_mib = 8192;
   bool swa_full = false;
   size_t max_body = size_t(8) << 20;
-  int n_predict = -1;            // default max_tokens when a request gives none
+  int n_predict = -1;  // default max_tokens when a request gives none
   int http_threads = 4;
   // Speculative decoding with a draft model (llama-server's -md / --draft-max / --draft-min /
   // --draft-p-min): requests without prompt lookup draft with it.

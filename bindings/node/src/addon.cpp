@@ -81,8 +81,11 @@ class PromiseWorker : public Napi::AsyncWorker {
   using Done = std::function<Napi::Value(Napi::Env, R&)>;
   using Settled = std::function<void(Napi::Env)>;  // on the JavaScript thread, after resolve / reject
   PromiseWorker(Napi::Env env, Work work, Done done, Settled settled = {})
-      : Napi::AsyncWorker(env, "loom"), deferred_(Napi::Promise::Deferred::New(env)), work_(std::move(work)),
-        done_(std::move(done)), settled_(std::move(settled)) {}
+      : Napi::AsyncWorker(env, "loom"),
+        deferred_(Napi::Promise::Deferred::New(env)),
+        work_(std::move(work)),
+        done_(std::move(done)),
+        settled_(std::move(settled)) {}
   void Execute() override {
     try {
       result_ = work_();
@@ -142,8 +145,8 @@ double number_arg(const Napi::CallbackInfo& info, size_t i, const char* name) {
 int32_t int_arg(const Napi::CallbackInfo& info, size_t i, const char* name, int32_t lo, int32_t hi) {
   const double d = number_arg(info, i, name);
   if (!std::isfinite(d) || d != std::floor(d) || d < lo || d > hi) {
-    throw Napi::RangeError::New(info.Env(), std::string(name) + " must be an integer between " + std::to_string(lo) +
-                                                " and " + std::to_string(hi));
+    throw Napi::RangeError::New(
+        info.Env(), std::string(name) + " must be an integer between " + std::to_string(lo) + " and " + std::to_string(hi));
   }
   return int32_t(d);
 }
@@ -153,12 +156,14 @@ std::vector<int32_t> tokens_arg(const Napi::CallbackInfo& info, size_t i, const 
   std::vector<int32_t> out;
   if (info.Length() > i && info[i].IsTypedArray()) {
     auto ta = info[i].As<Napi::TypedArray>();
-    if (ta.TypedArrayType() != napi_int32_array) type_error(info.Env(), std::string(name) + " must be an Int32Array or an array of integers");
+    if (ta.TypedArrayType() != napi_int32_array)
+      type_error(info.Env(), std::string(name) + " must be an Int32Array or an array of integers");
     auto a = info[i].As<Napi::Int32Array>();
     out.assign(a.Data(), a.Data() + a.ElementLength());
     return out;
   }
-  if (info.Length() <= i || !info[i].IsArray()) type_error(info.Env(), std::string(name) + " must be an Int32Array or an array of integers");
+  if (info.Length() <= i || !info[i].IsArray())
+    type_error(info.Env(), std::string(name) + " must be an Int32Array or an array of integers");
   auto a = info[i].As<Napi::Array>();
   out.reserve(a.Length());
   for (uint32_t k = 0; k < a.Length(); ++k) {
@@ -207,8 +212,8 @@ struct Native {
   std::shared_ptr<loom_model> model;
   std::shared_ptr<loom_scheduler> sched;  // null for vocab_only
   std::atomic<bool> released{false};
-  int ops = 0;                   // operations in flight (JavaScript thread only)
-  std::function<void()> on_idle; // set by release() while operations are in flight
+  int ops = 0;                    // operations in flight (JavaScript thread only)
+  std::function<void()> on_idle;  // set by release() while operations are in flight
 };
 
 std::shared_ptr<loom_model> own_model(loom_model* m) { return std::shared_ptr<loom_model>(m, loom_model_free); }
@@ -327,8 +332,8 @@ class Context : public Napi::ObjectWrap<Context> {
     sp.Set("addEos", loom_add_eos_token(m));
     o.Set("specialTokens", sp);
     try {
-      o.Set("chatTemplate", json_call([&](char* b, size_t s) { return loom_chat_template_info(m, nullptr, b, s); },
-                                      "chat template"));
+      o.Set("chatTemplate",
+            json_call([&](char* b, size_t s) { return loom_chat_template_info(m, nullptr, b, s); }, "chat template"));
     } catch (const std::exception& e) {
       o.Set("chatTemplateError", e.what());
     }
@@ -494,7 +499,8 @@ class Context : public Napi::ObjectWrap<Context> {
       const std::string msg = loom_last_error();
       r->tsfn.Release();
       delete r;
-      Napi::Error err = st == LOOM_ERR_INVALID_ARGUMENT ? Napi::Error(Napi::TypeError::New(env, msg)) : Napi::Error::New(env, msg);
+      Napi::Error err =
+          st == LOOM_ERR_INVALID_ARGUMENT ? Napi::Error(Napi::TypeError::New(env, msg)) : Napi::Error::New(env, msg);
       err.Set("code", Napi::String::New(env, loom_status_string(st)));
       throw err;
     }
@@ -528,9 +534,9 @@ class Context : public Napi::ObjectWrap<Context> {
     Napi::Env env = info.Env();
     auto s = sched(env);
     const std::string body = string_arg(info, 0, "request");
-    auto* job = new EmbedJob(Napi::ThreadSafeFunction::New(env, Napi::Function::New(env, [](const Napi::CallbackInfo&) {}),
-                                                           "loom-embed", 0, 1),
-                             Napi::Promise::Deferred::New(env));
+    auto* job = new EmbedJob(
+        Napi::ThreadSafeFunction::New(env, Napi::Function::New(env, [](const Napi::CallbackInfo&) {}), "loom-embed", 0, 1),
+        Napi::Promise::Deferred::New(env));
     Napi::Promise p = job->deferred.Promise();
     auto cb = [](int32_t status, const char* message, const float* data, int32_t n, int32_t dim, int32_t prompt_tokens,
                  void* user) {
@@ -577,7 +583,8 @@ class Context : public Napi::ObjectWrap<Context> {
 
   Napi::Value Stats(const Napi::CallbackInfo& info) {
     auto s = sched(info.Env());
-    return Napi::String::New(info.Env(), json_call([&](char* b, size_t n) { return loom_scheduler_stats(s.get(), b, n); }, "stats"));
+    return Napi::String::New(info.Env(),
+                             json_call([&](char* b, size_t n) { return loom_scheduler_stats(s.get(), b, n); }, "stats"));
   }
 
   // saveSession(path, tokens) -> Promise<number saved>
@@ -658,7 +665,8 @@ class Context : public Napi::ObjectWrap<Context> {
       Napi::Object o = v.As<Napi::Object>();
       Napi::Value p = o.Get("path"), sc = o.Get("scaled");
       if (!p.IsString()) type_error(env, "adapters[" + std::to_string(i) + "].path must be a string");
-      if (!sc.IsUndefined() && !sc.IsNumber()) type_error(env, "adapters[" + std::to_string(i) + "].scaled must be a number");
+      if (!sc.IsUndefined() && !sc.IsNumber())
+        type_error(env, "adapters[" + std::to_string(i) + "].scaled must be a number");
       list.emplace_back(p.As<Napi::String>().Utf8Value(), sc.IsNumber() ? sc.As<Napi::Number>().FloatValue() : 1.0f);
     }
     auto ad = std::make_shared<Adapters>();
@@ -677,8 +685,8 @@ class Context : public Napi::ObjectWrap<Context> {
     auto n = live(env);
     sched(env);
     AdaptersRef ad = load_adapters(env, n, info.Length() > 0 ? info[0] : env.Undefined());
-    auto ext = Napi::External<AdaptersRef>::New(env, new AdaptersRef(std::move(ad)),
-                                                [](Napi::Env, AdaptersRef* p) { delete p; });
+    auto ext =
+        Napi::External<AdaptersRef>::New(env, new AdaptersRef(std::move(ad)), [](Napi::Env, AdaptersRef* p) { delete p; });
     ext.TypeTag(&kAdaptersTag);
     return ext;
   }
@@ -701,7 +709,8 @@ class Context : public Napi::ObjectWrap<Context> {
     return run_op<int>(
         env, n,
         [s, ad] {
-          const int32_t st = loom_scheduler_set_lora(s.get(), ad->handles.data(), ad->scales.data(), int32_t(ad->handles.size()));
+          const int32_t st =
+              loom_scheduler_set_lora(s.get(), ad->handles.data(), ad->scales.data(), int32_t(ad->handles.size()));
           if (st != LOOM_OK) throw loom_error("applyLoraAdapters failed");
           return 0;
         },
@@ -716,7 +725,10 @@ class Context : public Napi::ObjectWrap<Context> {
     const int32_t pp = int_arg(info, 0, "pp", 0, 1 << 20), tg = int_arg(info, 1, "tg", 0, 1 << 20);
     const int32_t pl = int_arg(info, 2, "pl", 1, 4096), nr = int_arg(info, 3, "nr", 1, 1000);
     return run_op<std::string>(
-        env, n, [s, pp, tg, pl, nr] { return json_call([&](char* b, size_t n) { return loom_scheduler_bench(s.get(), pp, tg, pl, nr, b, n); }, "bench"); },
+        env, n,
+        [s, pp, tg, pl, nr] {
+          return json_call([&](char* b, size_t n) { return loom_scheduler_bench(s.get(), pp, tg, pl, nr, b, n); }, "bench");
+        },
         [](Napi::Env e, std::string& j) -> Napi::Value { return Napi::String::New(e, j); });
   }
 
@@ -726,8 +738,9 @@ class Context : public Napi::ObjectWrap<Context> {
     auto n = live(env);
     const std::string body = string_arg(info, 0, "request");
     try {
-      return Napi::String::New(env, json_call([&](char* b, size_t s) { return loom_chat_format(n->model.get(), body.c_str(), b, s); },
-                                              "getFormattedChat"));
+      return Napi::String::New(
+          env, json_call([&](char* b, size_t s) { return loom_chat_format(n->model.get(), body.c_str(), b, s); },
+                         "getFormattedChat"));
     } catch (const std::exception& e) {
       throw Napi::Error::New(env, e.what());
     }
@@ -741,9 +754,11 @@ class Context : public Napi::ObjectWrap<Context> {
     std::optional<std::string> over;
     if (info.Length() > 0 && !info[0].IsUndefined() && !info[0].IsNull()) over = string_arg(info, 0, "template");
     try {
-      return Napi::String::New(env, json_call([&](char* b, size_t s) {
-                                 return loom_chat_template_info(n->model.get(), over ? over->c_str() : nullptr, b, s);
-                               }, "chat template"));
+      return Napi::String::New(
+          env,
+          json_call([&](char* b,
+                        size_t s) { return loom_chat_template_info(n->model.get(), over ? over->c_str() : nullptr, b, s); },
+                    "chat template"));
     } catch (const std::exception& e) {
       throw Napi::Error::New(env, e.what());
     }
@@ -864,7 +879,8 @@ SchedOptions read_options(Napi::Env env, const Napi::Object& o) {
     if (!v.IsNumber()) type_error(env, std::string(k) + " must be a number");
     const double d = v.As<Napi::Number>().DoubleValue();
     if (!std::isfinite(d) || d < lo || d > hi) {
-      throw Napi::RangeError::New(env, std::string(k) + " must be between " + std::to_string(int64_t(lo)) + " and " + std::to_string(int64_t(hi)));
+      throw Napi::RangeError::New(
+          env, std::string(k) + " must be between " + std::to_string(int64_t(lo)) + " and " + std::to_string(int64_t(hi)));
     }
     dst = static_cast<std::remove_reference_t<decltype(dst)>>(d);
   };
@@ -928,10 +944,11 @@ loom_scheduler* make_scheduler(loom_model* m, const SchedOptions& o) {
   // The draft model is loaded for this scheduler, which keeps it alive; our handle goes at once.
   loom_model_params mp = loom_model_default_params();
   std::unique_ptr<loom_model, void (*)(loom_model*)> draft(loom_model_load_from_file(o.draft_model.c_str(), &mp),
-                                                            loom_model_free);
+                                                           loom_model_free);
   if (!draft) return nullptr;
-  const std::string opts = "{\"draft_max\": " + std::to_string(o.draft_max) + ", \"draft_min\": " +
-                           std::to_string(o.draft_min) + ", \"p_min\": " + std::to_string(o.draft_p_min) + "}";
+  const std::string opts = "{\"draft_max\": " + std::to_string(o.draft_max) +
+                           ", \"draft_min\": " + std::to_string(o.draft_min) +
+                           ", \"p_min\": " + std::to_string(o.draft_p_min) + "}";
   return loom_scheduler_new_with_draft(m, &p, draft.get(), opts.c_str());
 }
 
@@ -963,7 +980,8 @@ Napi::Value Context::Reconfigure(const Napi::CallbackInfo& info) {
 Napi::Value Context::Fork(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   auto n = live(env);
-  if (loom_model_is_vocab_only(n->model.get())) throw Napi::Error::New(env, "the model was loaded with vocab_only: no inference");
+  if (loom_model_is_vocab_only(n->model.get()))
+    throw Napi::Error::New(env, "the model was loaded with vocab_only: no inference");
   if (info.Length() < 1 || !info[0].IsObject()) type_error(env, "options must be an object");
   SchedOptions o = read_options(env, info[0].As<Napi::Object>());
   struct Made {
@@ -1098,7 +1116,10 @@ Napi::Value Describe(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   std::string path = string_arg(info, 0, "path");
   return run_async<std::string>(
-      env, [path = std::move(path)] { return json_call([&](char* b, size_t s) { return loom_gguf_describe(path.c_str(), b, s); }, "describe"); },
+      env,
+      [path = std::move(path)] {
+        return json_call([&](char* b, size_t s) { return loom_gguf_describe(path.c_str(), b, s); }, "describe");
+      },
       [](Napi::Env e, std::string& j) -> Napi::Value { return Napi::String::New(e, j); });
 }
 

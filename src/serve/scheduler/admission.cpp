@@ -105,8 +105,7 @@ void Scheduler::Impl::unstick() {
       running.erase(fwd);
       return;
     }
-    log_stall("scheduler: request %llu: no KV cells for its prompt; it waits again",
-              static_cast<unsigned long long>(q.id));
+    log_stall("scheduler: request %llu: no KV cells for its prompt; it waits again", static_cast<unsigned long long>(q.id));
     requeue(q);
     std::unique_ptr<Req> owned = std::move(*fwd);
     running.erase(fwd);
@@ -126,8 +125,7 @@ void Scheduler::Impl::requeue(Req& q) {
   q.requeued = true;
   Choice& c0 = q.ch[0];
   if (cache && q.r.cache_prompt && q.progress > 0 && c0.slot >= 0) {
-    checkpoint(cache->insert(std::span<const int32_t>(q.r.prompt).first(size_t(q.progress)), c0.slot), q.progress,
-               c0.slot);
+    checkpoint(cache->insert(std::span<const int32_t>(q.r.prompt).first(size_t(q.progress)), c0.slot), q.progress, c0.slot);
   }
   for (Choice& c : q.ch) {
     if (c.slot < 0) continue;

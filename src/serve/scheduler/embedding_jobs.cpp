@@ -13,7 +13,11 @@ void Scheduler::Impl::embed_step(uint64_t before) {
   const int cap_tokens = ctx->n_ubatch();
   const int cap_seqs = ctx->n_seq_max();
   Batch b;
-  struct Part { EmbedJob* job; size_t input; int seq; };
+  struct Part {
+    EmbedJob* job;
+    size_t input;
+    int seq;
+  };
   std::vector<Part> parts;
   for (auto& jp : embed_jobs) {
     EmbedJob& j = *jp;
@@ -21,7 +25,8 @@ void Scheduler::Impl::embed_step(uint64_t before) {
     while (j.next + parts.size() < j.r.inputs.size()) {
       // inputs are taken in order; the ones of this job already in the batch are counted
       size_t in = j.next;
-      for (const Part& pt : parts) if (pt.job == &j) in = std::max(in, pt.input + 1);
+      for (const Part& pt : parts)
+        if (pt.job == &j) in = std::max(in, pt.input + 1);
       if (in >= j.r.inputs.size()) break;
       const auto& toks = j.r.inputs[in];
       if (b.size() + int(toks.size()) > cap_tokens || int(parts.size()) >= cap_seqs) break;

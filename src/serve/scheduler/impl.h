@@ -51,14 +51,14 @@ struct Choice {
   int32_t pending = -1;         // sampled, decoded at the next step
   std::vector<int32_t> refill;  // context shift: tokens to decode again after the kept ones
   size_t refill_done = 0;
-  int row = -1;                 // output row of this step
-  std::vector<int32_t> draft;   // lookup draft verified this step, rows row+1 ...
-  int draft_reserved = 0;       // of its cells, taken from `reserved` (the rest: unreserved room)
-  int chunk = 0;                // refill tokens in this step
-  int reserved = 0;             // cells still reserved for this choice
+  int row = -1;                // output row of this step
+  std::vector<int32_t> draft;  // lookup draft verified this step, rows row+1 ...
+  int draft_reserved = 0;      // of its cells, taken from `reserved` (the rest: unreserved room)
+  int chunk = 0;               // refill tokens in this step
+  int reserved = 0;            // cells still reserved for this choice
   int max_tokens = 0;
   bool done = false;
-  bool end_reasoning = false;   // Scheduler::end_reasoning: close the reasoning block at the next token
+  bool end_reasoning = false;  // Scheduler::end_reasoning: close the reasoning block at the next token
   int64_t t_last_us = 0;
   // Memories with checkpoints: the end-only parts as of kv[0, rolling_len), saved every few
   // generated tokens. At the end the reply's last tokens often do not come back as they were (a
@@ -79,10 +79,10 @@ struct Req {
   int computed = 0;         // prompt tokens computed by this request
   int prompt_reserved = 0;  // prompt cells still reserved
   int reserve_per_choice = 0;
-  bool bounded = true;      // max_tokens given: its reservation is a guarantee
+  bool bounded = true;  // max_tokens given: its reservation is a guarantee
   PrefixCache::Node* lock = nullptr;
   bool cancelled = false;
-  bool requeued = false;    // sent back to waiting once for lack of cells (unstick)
+  bool requeued = false;                           // sent back to waiting once for lack of cells (unstick)
   int chunk = 0, chunk_from = 0, prompt_row = -1;  // this step's prompt chunk
   int64_t t_submit = 0, t_admit = 0, t_prompt_done = 0, t_first = 0;
   int n_generated = 0;
@@ -126,8 +126,8 @@ struct Scheduler::Impl {
   using EmbedJob = sched::EmbedJob;
   using StepBatch = sched::StepBatch;
 
-  static constexpr int kMinReserve = 16;  // tokens reserved at least for a request without max_tokens
-  static constexpr int kDraftRowsPerStep = 32;  // lookup draft rows verified in one step, all choices together
+  static constexpr int kMinReserve = 16;              // tokens reserved at least for a request without max_tokens
+  static constexpr int kDraftRowsPerStep = 32;        // lookup draft rows verified in one step, all choices together
   static constexpr int kRollingCheckpointTokens = 8;  // generated tokens between rolling checkpoints
   // Memories with checkpoints also keep one this many tokens before a prompt's end: the next turn's
   // prompt often tokenizes the end of this one differently (the generation prompt's last characters
@@ -166,9 +166,9 @@ struct Scheduler::Impl {
   int64_t stop_deadline_us = 0;
   mutable std::mutex stats_mu;
   SchedulerStats snapshot;
-  std::vector<SlotState> slot_snapshot;             // under stats_mu
-  std::vector<std::vector<int32_t>> slot_last;      // under stats_mu: each slot's last tokens
-  uint64_t rejected = 0;  // under mu
+  std::vector<SlotState> slot_snapshot;         // under stats_mu
+  std::vector<std::vector<int32_t>> slot_last;  // under stats_mu: each slot's last tokens
+  uint64_t rejected = 0;                        // under mu
 
   // ---- loop thread only ----
   std::deque<std::unique_ptr<Req>> waiting;
@@ -183,7 +183,7 @@ struct Scheduler::Impl {
   // the prompt takes no decoder cells and no prefix is shared.
   bool enc_dec = false;
   uint64_t choices_finished = 0;  // finish_choice() calls, to tell a step that ended choices
-  int64_t stall_logged_us = 0;  // last "no cells" log line (at most one a second)
+  int64_t stall_logged_us = 0;    // last "no cells" log line (at most one a second)
   // Draft-model speculation (p.draft_model): one drafter per slot, made on first use; a drafter
   // that cannot be made (out of memory) turns the draft model off with a log line.
   std::vector<std::unique_ptr<ModelDrafter>> drafters;

@@ -41,12 +41,12 @@ void Scheduler::Impl::add_draft(const Req& q, Choice& c, Batch* b) {
   const bool lookup = q.r.lookup > 0;
   const bool model_draft = !lookup && p.draft_model && !draft_model_off;
   if ((!lookup && !model_draft) || q.r.draft_max <= 0 || c.done) return;
-  if (ctx->recurrent()) return;  // a recurrent state cannot forget rejected draft tokens
+  if (ctx->recurrent()) return;      // a recurrent state cannot forget rejected draft tokens
   const int pos = int(c.kv.size());  // the pending token's
   const int claimable = n_ctx - kv_used() + (cache ? cache->evictable() : 0) - step_cells;
   int k = std::min({q.r.draft_max, model_draft ? p.draft_max : q.r.draft_max, n_ctx - pos - 1,
-                    c.max_tokens - int(c.generated.size()) - 1,
-                    std::max(c.reserved, q.bounded ? 0 : unreserved()), draft_rows_left, claimable});
+                    c.max_tokens - int(c.generated.size()) - 1, std::max(c.reserved, q.bounded ? 0 : unreserved()),
+                    draft_rows_left, claimable});
   if (k <= 0) return;
   std::vector<int32_t> history(c.kv);
   history.push_back(c.pending);

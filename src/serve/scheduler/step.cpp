@@ -24,8 +24,7 @@ bool Scheduler::Impl::step() {
   if (b.size() == 0) return choices_finished != finished_before;
   if (has_cells() && !ensure_free(b.size())) {
     // Every row was claimed above: a bookkeeping error. Nothing is decoded; unstick() resolves it.
-    log_stall("scheduler: %d cells needed, %d free after eviction (claimed %d)", b.size(), n_ctx - kv_used(),
-              step_cells);
+    log_stall("scheduler: %d cells needed, %d free after eviction (claimed %d)", b.size(), n_ctx - kv_used(), step_cells);
     return false;
   }
   LOOM_LOG(kDebug, "step: batch %d (gen %zu, prefill %zu), used %d, evictable %d, reserved %d", b.size(), s.gen.size(),
@@ -180,8 +179,7 @@ void Scheduler::Impl::take_prompt_chunks(const StepBatch& s) {
     metrics.prompt_tokens += uint64_t(q->chunk);
     if (cache && q->r.cache_prompt) {
       // The prompt so far joins the tree at once, so requests arriving meanwhile share it.
-      PrefixCache::Node* n = cache->insert(std::span<const int32_t>(q->r.prompt).first(size_t(q->progress)),
-                                           q->ch[0].slot);
+      PrefixCache::Node* n = cache->insert(std::span<const int32_t>(q->r.prompt).first(size_t(q->progress)), q->ch[0].slot);
       if (n && n != q->lock) {
         cache->lock(n);
         if (q->lock) cache->unlock(q->lock);

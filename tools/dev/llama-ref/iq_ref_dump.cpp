@@ -66,7 +66,7 @@ struct Type {
   const char* name;
   ggml_type type;
   int bytes;
-  int slots;      // grid indices per block
+  int slots;  // grid indices per block
   int grid_size;
   VecDot generic;
   // Sets grid index slot k of block b.
@@ -77,65 +77,87 @@ struct Type {
 
 void set_d_front(uint8_t* b, uint16_t d) { std::memcpy(b, &d, 2); }
 
-uint16_t get16(const uint8_t* p) { uint16_t v; std::memcpy(&v, p, 2); return v; }
+uint16_t get16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
 void put16(uint8_t* p, uint16_t v) { std::memcpy(p, &v, 2); }
 
 const Type kTypes[] = {
-  {"iq2_xxs", GGML_TYPE_IQ2_XXS, 66, 32, 256, ggml_vec_dot_iq2_xxs_q8_K_generic,
-   [](uint8_t* b, int k, int idx) { b[2 + 8 * (k / 4) + k % 4] = uint8_t(idx); }, set_d_front,
-   [](uint8_t* b) { for (int ib = 0; ib < 8; ++ib) b[2 + 8 * ib + 7] |= 0xf0; }},
-  {"iq2_xs", GGML_TYPE_IQ2_XS, 74, 32, 512, ggml_vec_dot_iq2_xs_q8_K_generic,
-   [](uint8_t* b, int k, int idx) { uint8_t* p = b + 2 + 2 * k; put16(p, uint16_t((get16(p) & ~511) | idx)); },
-   set_d_front, [](uint8_t* b) { std::memset(b + 66, 0xff, 8); }},
-  {"iq2_s", GGML_TYPE_IQ2_S, 82, 32, 1024, ggml_vec_dot_iq2_s_q8_K_generic,
-   [](uint8_t* b, int k, int idx) {
-     b[2 + k] = uint8_t(idx);
-     uint8_t& h = b[2 + 64 + k / 4];
-     h = uint8_t((h & ~(3 << (2 * (k % 4)))) | (idx >> 8) << (2 * (k % 4)));
-   },
-   set_d_front, [](uint8_t* b) { std::memset(b + 74, 0xff, 8); }},
-  {"iq3_xxs", GGML_TYPE_IQ3_XXS, 98, 64, 256, ggml_vec_dot_iq3_xxs_q8_K_generic,
-   [](uint8_t* b, int k, int idx) { b[2 + k] = uint8_t(idx); }, set_d_front,
-   [](uint8_t* b) { for (int ib = 0; ib < 8; ++ib) b[2 + 64 + 4 * ib + 3] |= 0xf0; }},
-  {"iq3_s", GGML_TYPE_IQ3_S, 110, 64, 512, ggml_vec_dot_iq3_s_q8_K_generic,
-   [](uint8_t* b, int k, int idx) {
-     b[2 + k] = uint8_t(idx);
-     uint8_t& h = b[2 + 64 + k / 8];
-     h = uint8_t((h & ~(1 << (k % 8))) | (idx >> 8) << (k % 8));
-   },
-   set_d_front, [](uint8_t* b) { std::memset(b + 106, 0xff, 4); }},
-  {"iq1_s", GGML_TYPE_IQ1_S, 50, 32, 2048, ggml_vec_dot_iq1_s_q8_K_generic,
-   [](uint8_t* b, int k, int idx) {
-     b[2 + k] = uint8_t(idx);
-     uint8_t* p = b + 34 + 2 * (k / 4);
-     const int sh = 3 * (k % 4);
-     put16(p, uint16_t((get16(p) & ~(7 << sh)) | (idx >> 8) << sh));
-   },
-   set_d_front, [](uint8_t* b) { for (int ib = 0; ib < 8; ++ib) put16(b + 34 + 2 * ib, get16(b + 34 + 2 * ib) | 0x7000); }},
-  {"iq1_m", GGML_TYPE_IQ1_M, 56, 32, 2048, ggml_vec_dot_iq1_m_q8_K_generic,
-   [](uint8_t* b, int k, int idx) {
-     b[k] = uint8_t(idx);
-     uint8_t& h = b[32 + k / 2];
-     const int sh = 4 * (k % 2);
-     h = uint8_t((h & ~(7 << sh)) | (idx >> 8) << sh);
-   },
-   [](uint8_t* b, uint16_t d) {  // the top nibble of each u16 scale word
-     for (int w = 0; w < 4; ++w) {
-       uint8_t* p = b + 48 + 2 * w;
-       put16(p, uint16_t((get16(p) & 0x0fff) | ((d >> (4 * w)) & 0xf) << 12));
-     }
-   },
-   [](uint8_t* b) { for (int w = 0; w < 4; ++w) put16(b + 48 + 2 * w, get16(b + 48 + 2 * w) | 0x0fff); }},
+    {"iq2_xxs", GGML_TYPE_IQ2_XXS, 66, 32, 256, ggml_vec_dot_iq2_xxs_q8_K_generic,
+     [](uint8_t* b, int k, int idx) { b[2 + 8 * (k / 4) + k % 4] = uint8_t(idx); }, set_d_front,
+     [](uint8_t* b) {
+       for (int ib = 0; ib < 8; ++ib) b[2 + 8 * ib + 7] |= 0xf0;
+     }},
+    {"iq2_xs", GGML_TYPE_IQ2_XS, 74, 32, 512, ggml_vec_dot_iq2_xs_q8_K_generic,
+     [](uint8_t* b, int k, int idx) {
+       uint8_t* p = b + 2 + 2 * k;
+       put16(p, uint16_t((get16(p) & ~511) | idx));
+     },
+     set_d_front, [](uint8_t* b) { std::memset(b + 66, 0xff, 8); }},
+    {"iq2_s", GGML_TYPE_IQ2_S, 82, 32, 1024, ggml_vec_dot_iq2_s_q8_K_generic,
+     [](uint8_t* b, int k, int idx) {
+       b[2 + k] = uint8_t(idx);
+       uint8_t& h = b[2 + 64 + k / 4];
+       h = uint8_t((h & ~(3 << (2 * (k % 4)))) | (idx >> 8) << (2 * (k % 4)));
+     },
+     set_d_front, [](uint8_t* b) { std::memset(b + 74, 0xff, 8); }},
+    {"iq3_xxs", GGML_TYPE_IQ3_XXS, 98, 64, 256, ggml_vec_dot_iq3_xxs_q8_K_generic,
+     [](uint8_t* b, int k, int idx) { b[2 + k] = uint8_t(idx); }, set_d_front,
+     [](uint8_t* b) {
+       for (int ib = 0; ib < 8; ++ib) b[2 + 64 + 4 * ib + 3] |= 0xf0;
+     }},
+    {"iq3_s", GGML_TYPE_IQ3_S, 110, 64, 512, ggml_vec_dot_iq3_s_q8_K_generic,
+     [](uint8_t* b, int k, int idx) {
+       b[2 + k] = uint8_t(idx);
+       uint8_t& h = b[2 + 64 + k / 8];
+       h = uint8_t((h & ~(1 << (k % 8))) | (idx >> 8) << (k % 8));
+     },
+     set_d_front, [](uint8_t* b) { std::memset(b + 106, 0xff, 4); }},
+    {"iq1_s", GGML_TYPE_IQ1_S, 50, 32, 2048, ggml_vec_dot_iq1_s_q8_K_generic,
+     [](uint8_t* b, int k, int idx) {
+       b[2 + k] = uint8_t(idx);
+       uint8_t* p = b + 34 + 2 * (k / 4);
+       const int sh = 3 * (k % 4);
+       put16(p, uint16_t((get16(p) & ~(7 << sh)) | (idx >> 8) << sh));
+     },
+     set_d_front,
+     [](uint8_t* b) {
+       for (int ib = 0; ib < 8; ++ib) put16(b + 34 + 2 * ib, get16(b + 34 + 2 * ib) | 0x7000);
+     }},
+    {"iq1_m", GGML_TYPE_IQ1_M, 56, 32, 2048, ggml_vec_dot_iq1_m_q8_K_generic,
+     [](uint8_t* b, int k, int idx) {
+       b[k] = uint8_t(idx);
+       uint8_t& h = b[32 + k / 2];
+       const int sh = 4 * (k % 2);
+       h = uint8_t((h & ~(7 << sh)) | (idx >> 8) << sh);
+     },
+     [](uint8_t* b, uint16_t d) {  // the top nibble of each u16 scale word
+       for (int w = 0; w < 4; ++w) {
+         uint8_t* p = b + 48 + 2 * w;
+         put16(p, uint16_t((get16(p) & 0x0fff) | ((d >> (4 * w)) & 0xf) << 12));
+       }
+     },
+     [](uint8_t* b) {
+       for (int w = 0; w < 4; ++w) put16(b + 48 + 2 * w, get16(b + 48 + 2 * w) | 0x0fff);
+     }},
 };
 
 void write_all(FILE* f, const void* p, size_t n) {
-  if (fwrite(p, 1, n, f) != n) { perror("write"); exit(1); }
+  if (fwrite(p, 1, n, f) != n) {
+    perror("write");
+    exit(1);
+  }
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) { fprintf(stderr, "usage: %s OUTDIR\n", argv[0]); return 2; }
+  if (argc != 2) {
+    fprintf(stderr, "usage: %s OUTDIR\n", argv[0]);
+    return 2;
+  }
   const std::string dir = argv[1];
   ggml_cpu_init();
 
@@ -159,7 +181,10 @@ int main(int argc, char** argv) {
   }
 
   for (const Type& t : kTypes) {
-    if (ggml_type_size(t.type) != size_t(t.bytes)) { fprintf(stderr, "%s: size\n", t.name); return 1; }
+    if (ggml_type_size(t.type) != size_t(t.bytes)) {
+      fprintf(stderr, "%s: size\n", t.name);
+      return 1;
+    }
     const int n_enum = (t.grid_size + t.slots - 1) / t.slots;
     const int n_random = 6, n_extreme = 2;
     const int nb = n_enum + n_random + n_extreme;
@@ -200,9 +225,11 @@ int main(int argc, char** argv) {
 
     const std::string path = dir + "/" + t.name + ".bin";
     FILE* f = fopen(path.c_str(), "wb");
-    if (!f) { perror(path.c_str()); return 1; }
-    const uint32_t head[6] = {1u, uint32_t(t.type), uint32_t(nb), uint32_t(t.bytes), uint32_t(n_act),
-                              uint32_t(n_row)};
+    if (!f) {
+      perror(path.c_str());
+      return 1;
+    }
+    const uint32_t head[6] = {1u, uint32_t(t.type), uint32_t(nb), uint32_t(t.bytes), uint32_t(n_act), uint32_t(n_row)};
     write_all(f, "LQIQ", 4);
     write_all(f, head, sizeof head);
     write_all(f, blocks.data(), blocks.size());
@@ -214,16 +241,19 @@ int main(int argc, char** argv) {
     fclose(f);
     int exact = 0;
     for (int i = 0; i < nb; ++i) exact += dots[2 * i] == dots[2 * i + 1];
-    printf("%s: %d blocks (%d enumerating the grid), simd == generic on %d/%d blocks, row %.9g / %.9g\n",
-           t.name, nb, n_enum, exact, nb, row[0], row[1]);
+    printf("%s: %d blocks (%d enumerating the grid), simd == generic on %d/%d blocks, row %.9g / %.9g\n", t.name, nb, n_enum,
+           exact, nb, row[0], row[1]);
   }
 
   const std::string gpath = dir + "/iq_grids.bin";
   FILE* g = fopen(gpath.c_str(), "wb");
-  if (!g) { perror(gpath.c_str()); return 1; }
-  const uint64_t gh[8] = {fnv1a(iq2xxs_grid, sizeof iq2xxs_grid), fnv1a(iq2xs_grid, sizeof iq2xs_grid),
-                          fnv1a(iq2s_grid, sizeof iq2s_grid),     fnv1a(iq3xxs_grid, sizeof iq3xxs_grid),
-                          fnv1a(iq3s_grid, sizeof iq3s_grid),     fnv1a(iq1s_grid, sizeof iq1s_grid),
+  if (!g) {
+    perror(gpath.c_str());
+    return 1;
+  }
+  const uint64_t gh[8] = {fnv1a(iq2xxs_grid, sizeof iq2xxs_grid),   fnv1a(iq2xs_grid, sizeof iq2xs_grid),
+                          fnv1a(iq2s_grid, sizeof iq2s_grid),       fnv1a(iq3xxs_grid, sizeof iq3xxs_grid),
+                          fnv1a(iq3s_grid, sizeof iq3s_grid),       fnv1a(iq1s_grid, sizeof iq1s_grid),
                           fnv1a(ksigns_iq2xs, sizeof ksigns_iq2xs), fnv1a(kmask_iq2xs, sizeof kmask_iq2xs)};
   write_all(g, "LQIG", 4);
   write_all(g, gh, sizeof gh);

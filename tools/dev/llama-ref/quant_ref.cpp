@@ -78,9 +78,9 @@
 // ggml's scalar dot products (ggml-cpu/quants.c). Declared weak: a build where an architecture
 // has no kernel of its own renames the generic function to the plain name, leaving no *_generic
 // symbol (the address is then null and dot_generic repeats dot).
-#define LOOM_GENERIC_DOT(name)                                                                   \
-  extern "C" void name(int n, float* s, size_t bs, const void* vx, size_t bx, const void* vy,  \
-                       size_t by, int nrc) __attribute__((weak));
+#define LOOM_GENERIC_DOT(name)                                                                                    \
+  extern "C" void name(int n, float* s, size_t bs, const void* vx, size_t bx, const void* vy, size_t by, int nrc) \
+      __attribute__((weak));
 LOOM_GENERIC_DOT(ggml_vec_dot_q1_0_q8_0_generic)
 LOOM_GENERIC_DOT(ggml_vec_dot_q2_0_q8_0_generic)
 LOOM_GENERIC_DOT(ggml_vec_dot_q4_0_q8_0_generic)
@@ -307,8 +307,7 @@ int main(int argc, char** argv) {
   if (!vtr->from_float) die("vec_dot_type has no from_float");
   const int64_t blk = ggml_blck_size(type), vblk = ggml_blck_size(vdt);
   if (n <= 0 || n % blk != 0 || n % vblk != 0) {
-    die("--n must be a positive multiple of " + std::to_string(blk) + " and " +
-        std::to_string(vblk));
+    die("--n must be a positive multiple of " + std::to_string(blk) + " and " + std::to_string(vblk));
   }
   const size_t row_bytes = ggml_row_size(type, n), arow_bytes = ggml_row_size(vdt, n);
   const size_t blk_bytes = ggml_type_size(type);
@@ -364,8 +363,7 @@ int main(int argc, char** argv) {
   } else {
     std::vector<float> src(size_t(n * wrows));
     for (auto& v : src) v = gauss(rng);
-    ggml_quantize_chunk(type, src.data(), weights.data(), 0, wrows, n,
-                        imatrix.empty() ? nullptr : imatrix.data());
+    ggml_quantize_chunk(type, src.data(), weights.data(), 0, wrows, n, imatrix.empty() ? nullptr : imatrix.data());
   }
   for (int64_t r = 0; r < wrows; ++r) {
     tr->to_float(weights.data() + size_t(r) * row_bytes, dequant.data() + r * n, n);
@@ -417,8 +415,7 @@ int main(int argc, char** argv) {
   }
   std::vector<uint8_t> qout(row_bytes * size_t(qrows));
   if (qrows > 0) {
-    ggml_quantize_chunk(type, qsrc.data(), qout.data(), 0, qrows, n,
-                        imatrix.empty() ? nullptr : imatrix.data());
+    ggml_quantize_chunk(type, qsrc.data(), qout.data(), 0, qrows, n, imatrix.empty() ? nullptr : imatrix.data());
   }
 
   uint32_t hdr[16] = {};
@@ -454,9 +451,8 @@ int main(int argc, char** argv) {
     put(f, qout.data(), qout.size());
   }
   if (std::fclose(f) != 0) die("write failed");
-  std::printf("%s: %s (vec_dot_type %s) N=%lld W=%lld K=%lld Q=%lld%s%s\n", out_path.c_str(),
-              ggml_type_name(type), ggml_type_name(vdt), (long long)n, (long long)wrows,
-              (long long)arows, (long long)qrows, hdr[12] & 2 ? " imatrix" : "",
-              gen ? " generic-dot" : "");
+  std::printf("%s: %s (vec_dot_type %s) N=%lld W=%lld K=%lld Q=%lld%s%s\n", out_path.c_str(), ggml_type_name(type),
+              ggml_type_name(vdt), (long long)n, (long long)wrows, (long long)arows, (long long)qrows,
+              hdr[12] & 2 ? " imatrix" : "", gen ? " generic-dot" : "");
   return 0;
 }

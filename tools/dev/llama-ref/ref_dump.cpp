@@ -57,10 +57,12 @@ const llama_vocab* g_vocab = nullptr;
 
 std::vector<llama_token> tokenize(const std::string& text, bool add_special, bool parse_special = false) {
   std::vector<llama_token> ids(text.size() + 8);
-  int n = llama_tokenize(g_vocab, text.c_str(), int32_t(text.size()), ids.data(), int32_t(ids.size()), add_special, parse_special);
+  int n = llama_tokenize(g_vocab, text.c_str(), int32_t(text.size()), ids.data(), int32_t(ids.size()), add_special,
+                         parse_special);
   if (n < 0) {
     ids.resize(size_t(-n));
-    n = llama_tokenize(g_vocab, text.c_str(), int32_t(text.size()), ids.data(), int32_t(ids.size()), add_special, parse_special);
+    n = llama_tokenize(g_vocab, text.c_str(), int32_t(text.size()), ids.data(), int32_t(ids.size()), add_special,
+                       parse_special);
   }
   ids.resize(size_t(n));
   return ids;
@@ -143,9 +145,12 @@ int golden(llama_model* model, int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--kv-f16")) g_kv_f16 = true;
   }
   const int n_vocab = llama_vocab_n_tokens(g_vocab);
-  json out = {{"model", name}, {"n_vocab", n_vocab},
-              {"reference", std::string("llama.cpp v0.5.0 (node-llama-cpp 3.22.1's source) via tools/dev/llama-ref/ref_dump (CPU, 1 thread, ") +
-                                (g_kv_f16 ? "F16" : "F32") + " K/V)"}};
+  json out = {
+      {"model", name},
+      {"n_vocab", n_vocab},
+      {"reference",
+       std::string("llama.cpp v0.5.0 (node-llama-cpp 3.22.1's source) via tools/dev/llama-ref/ref_dump (CPU, 1 thread, ") +
+           (g_kv_f16 ? "F16" : "F32") + " K/V)"}};
   if (g_kv_f16) out["kv_type"] = "f16";
   out["runs"] = json::array();
   for (size_t k = 0; k < prompts.size(); ++k) {
@@ -160,8 +165,11 @@ int golden(llama_model* model, int argc, char** argv) {
       int best = 0;
       float a = -1e30f, b2 = -1e30f;
       for (int t = 0; t < n_vocab; ++t) {
-        if (cur[size_t(t)] > a) { b2 = a; a = cur[size_t(t)]; best = t; }
-        else if (cur[size_t(t)] > b2) b2 = cur[size_t(t)];
+        if (cur[size_t(t)] > a) {
+          b2 = a;
+          a = cur[size_t(t)];
+          best = t;
+        } else if (cur[size_t(t)] > b2) b2 = cur[size_t(t)];
       }
       steps.insert(steps.end(), cur.begin(), cur.end());
       greedy.push_back(best);
@@ -171,9 +179,12 @@ int golden(llama_model* model, int argc, char** argv) {
       cur = logits(ctx, 0, n_vocab);
     }
     write_f32(out_dir + "/" + name + "." + std::to_string(k) + ".steps.f32", steps);
-    out["runs"].push_back({{"prompt", prompts[k]}, {"prompt_ids", ids},
+    out["runs"].push_back({{"prompt", prompts[k]},
+                           {"prompt_ids", ids},
                            {"last_logits_file", name + "." + std::to_string(k) + ".logits.f32"},
-                           {"greedy_ids", greedy}, {"greedy_text", detokenize(greedy)}, {"greedy_margins", margins},
+                           {"greedy_ids", greedy},
+                           {"greedy_text", detokenize(greedy)},
+                           {"greedy_margins", margins},
                            {"step_logits_file", name + "." + std::to_string(k) + ".steps.f32"}});
     llama_free(ctx);
   }
@@ -195,7 +206,6 @@ int golden(llama_model* model, int argc, char** argv) {
   std::ofstream(out_dir + "/" + name + ".json") << out.dump(1, ' ', false, json::error_handler_t::replace) << "\n";
   return 0;
 }
-
 
 llama_context* make_context_ex(llama_model* model, bool embeddings, enum llama_pooling_type pooling) {
   llama_context_params cp = llama_context_default_params();
@@ -245,10 +255,15 @@ int t5golden(llama_model* model, int argc, char** argv) {
   const int n_vocab = llama_vocab_n_tokens(g_vocab), n_embd = llama_model_n_embd(model);
   llama_token start = llama_model_decoder_start_token(model);
   if (start == LLAMA_TOKEN_NULL) start = llama_vocab_bos(g_vocab);
-  json out = {{"model", name}, {"n_vocab", n_vocab}, {"decoder_start", start},
-              {"reference", std::string("llama.cpp v0.5.0 (node-llama-cpp 3.22.1's source) via tools/dev/llama-ref/ref_dump t5golden (CPU, 1 thread, ") +
-                                (g_kv_f16 ? "F16" : "F32") + " K/V)"},
-              {"kv_type", g_kv_f16 ? "f16" : "f32"}};
+  json out = {
+      {"model", name},
+      {"n_vocab", n_vocab},
+      {"decoder_start", start},
+      {"reference",
+       std::string(
+           "llama.cpp v0.5.0 (node-llama-cpp 3.22.1's source) via tools/dev/llama-ref/ref_dump t5golden (CPU, 1 thread, ") +
+           (g_kv_f16 ? "F16" : "F32") + " K/V)"},
+      {"kv_type", g_kv_f16 ? "f16" : "f32"}};
   out["runs"] = json::array();
   for (size_t k = 0; k < prompts.size(); ++k) {
     llama_context* ctx = make_context_ex(model, false, LLAMA_POOLING_TYPE_NONE);
@@ -266,8 +281,11 @@ int t5golden(llama_model* model, int argc, char** argv) {
       int best = 0;
       float a = -1e30f, b2 = -1e30f;
       for (int t = 0; t < n_vocab; ++t) {
-        if (cur[size_t(t)] > a) { b2 = a; a = cur[size_t(t)]; best = t; }
-        else if (cur[size_t(t)] > b2) b2 = cur[size_t(t)];
+        if (cur[size_t(t)] > a) {
+          b2 = a;
+          a = cur[size_t(t)];
+          best = t;
+        } else if (cur[size_t(t)] > b2) b2 = cur[size_t(t)];
       }
       steps.insert(steps.end(), cur.begin(), cur.end());
       greedy.push_back(best);
@@ -277,10 +295,13 @@ int t5golden(llama_model* model, int argc, char** argv) {
       cur = logits(ctx, 0, n_vocab);
     }
     write_f32(base + ".steps.f32", steps);
-    out["runs"].push_back({{"prompt", prompts[k]}, {"prompt_ids", ids},
+    out["runs"].push_back({{"prompt", prompts[k]},
+                           {"prompt_ids", ids},
                            {"last_logits_file", name + "." + std::to_string(k) + ".logits.f32"},
                            {"encoder_output_file", name + "." + std::to_string(k) + ".enc.f32"},
-                           {"greedy_ids", greedy}, {"greedy_text", detokenize(greedy)}, {"greedy_margins", margins},
+                           {"greedy_ids", greedy},
+                           {"greedy_text", detokenize(greedy)},
+                           {"greedy_margins", margins},
                            {"step_logits_file", name + "." + std::to_string(k) + ".steps.f32"}});
     llama_free(ctx);
   }
@@ -307,8 +328,10 @@ int embed(llama_model* model, int argc, char** argv) {
   const std::string out_dir = argv[3], name = argv[4];
   const std::vector<std::string> prompts = prompts_of(argc, argv, nullptr);
   const int n_embd = llama_model_n_embd(model);
-  json out = {{"model", name}, {"n_embd", n_embd},
-              {"reference", "llama.cpp v0.5.0 (node-llama-cpp 3.22.1's source) via tools/dev/llama-ref/ref_dump embed (CPU, 1 thread)"}};
+  json out = {{"model", name},
+              {"n_embd", n_embd},
+              {"reference",
+               "llama.cpp v0.5.0 (node-llama-cpp 3.22.1's source) via tools/dev/llama-ref/ref_dump embed (CPU, 1 thread)"}};
   out["runs"] = json::array();
   for (size_t k = 0; k < prompts.size(); ++k) {
     const std::vector<llama_token> ids = tokenize(prompts[k], true);
@@ -325,7 +348,8 @@ int embed(llama_model* model, int argc, char** argv) {
     if (!e) return std::fprintf(stderr, "no embeddings\n"), 1;
     write_f32(base + ".tokens.f32", std::vector<float>(e, e + ids.size() * size_t(n_embd)));
     llama_free(ctx);
-    out["runs"].push_back({{"prompt", prompts[k]}, {"prompt_ids", ids},
+    out["runs"].push_back({{"prompt", prompts[k]},
+                           {"prompt_ids", ids},
                            {"embedding_file", name + "." + std::to_string(k) + ".embd.f32"},
                            {"token_embeddings_file", name + "." + std::to_string(k) + ".tokens.f32"}});
   }
@@ -414,7 +438,8 @@ int t5bench(llama_model* model, int, char** argv) {
     return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
   };
   json out = {{"pp_tps", median(pp)}, {"pp_decoder_tps", median(ppd)}, {"tg_tps", median(tg)},
-              {"pp_runs", pp}, {"pp_decoder_runs", ppd}, {"tg_runs", tg}, {"threads", threads}};
+              {"pp_runs", pp},        {"pp_decoder_runs", ppd},        {"tg_runs", tg},
+              {"threads", threads}};
   std::printf("%s\n", out.dump().c_str());
   llama_free(ctx);
   return 0;
@@ -450,8 +475,11 @@ int tokenize_cases(llama_model*, int, char** argv) {
   for (const std::string& text : cases) {
     const std::vector<llama_token> plain = tokenize(text, false);
     const std::string detok = detokenize(plain);
-    out["tokenize"].push_back({{"text_hex", hex(text)}, {"ids_add_special", tokenize(text, true)}, {"ids_plain", plain},
-                               {"ids_parse_special", tokenize(text, true, true)}, {"detokenized_hex", hex(detok)}});
+    out["tokenize"].push_back({{"text_hex", hex(text)},
+                               {"ids_add_special", tokenize(text, true)},
+                               {"ids_plain", plain},
+                               {"ids_parse_special", tokenize(text, true, true)},
+                               {"detokenized_hex", hex(detok)}});
   }
   std::ofstream(argv[4]) << out.dump(1, ' ', false, json::error_handler_t::replace) << "\n";
   return 0;
@@ -482,9 +510,17 @@ int seqops(llama_model* model, int, char** argv) {
   record({{"op", "seq_cp"}, {"src", 0}, {"dst", 2}, {"p0", 0}, {"p1", 2}});
   // Both copies continue the same state: equal logits.
   json l1, l2;
-  record({{"op", "decode"}, {"tokens", std::vector<llama_token>{t}}, {"pos0", na}, {"seq", 1}, {"ret", decode(ctx, run({t}, na, 1))}});
+  record({{"op", "decode"},
+          {"tokens", std::vector<llama_token>{t}},
+          {"pos0", na},
+          {"seq", 1},
+          {"ret", decode(ctx, run({t}, na, 1))}});
   const std::vector<float> after1 = logits(ctx, 0, n_vocab);
-  record({{"op", "decode"}, {"tokens", std::vector<llama_token>{t}}, {"pos0", na}, {"seq", 2}, {"ret", decode(ctx, run({t}, na, 2))}});
+  record({{"op", "decode"},
+          {"tokens", std::vector<llama_token>{t}},
+          {"pos0", na},
+          {"seq", 2},
+          {"ret", decode(ctx, run({t}, na, 2))}});
   const std::vector<float> after2 = logits(ctx, 0, n_vocab);
   write_f32(out_path + ".cp.f32", after1);
   llama_memory_seq_add(mem, 1, 0, -1, 10);
@@ -496,8 +532,15 @@ int seqops(llama_model* model, int, char** argv) {
   llama_memory_seq_div(mem, 1, 0, -1, 3);
   record({{"op", "seq_div"}, {"seq", 1}, {"p0", 0}, {"p1", -1}, {"d", 3}});
   // Positions must continue each state; a token of two sequences is refused (sequential split).
-  record({{"op", "decode"}, {"tokens", std::vector<llama_token>{t}}, {"pos0", na + 3}, {"seq", 0}, {"ret", decode(ctx, run({t}, na + 3, 0))}});
-  record({{"op", "decode_coupled"}, {"tokens", std::vector<llama_token>{t}}, {"pos0", na}, {"seqs", {0, 3}},
+  record({{"op", "decode"},
+          {"tokens", std::vector<llama_token>{t}},
+          {"pos0", na + 3},
+          {"seq", 0},
+          {"ret", decode(ctx, run({t}, na + 3, 0))}});
+  record({{"op", "decode_coupled"},
+          {"tokens", std::vector<llama_token>{t}},
+          {"pos0", na},
+          {"seqs", {0, 3}},
           {"ret", decode(ctx, {{t, na, {0, 3}, true}})}});
   llama_memory_seq_keep(mem, 2);
   record({{"op", "seq_keep"}, {"seq", 2}});
@@ -520,8 +563,12 @@ int seqops(llama_model* model, int, char** argv) {
   std::vector<float> both = logits(ctx, ia, n_vocab), lb = logits(ctx, ib, n_vocab);
   both.insert(both.end(), lb.begin(), lb.end());
   write_f32(out_path + ".ab.f32", both);
-  json out = {{"reference", "llama.cpp v0.5.0 (node-llama-cpp 3.22.1's source) via tools/dev/llama-ref/ref_dump seqops, n_seq_max 4"},
-              {"prompt_a", a}, {"prompt_b", b}, {"copies_equal", after1 == after2}, {"steps", steps}};
+  json out = {{"reference",
+               "llama.cpp v0.5.0 (node-llama-cpp 3.22.1's source) via tools/dev/llama-ref/ref_dump seqops, n_seq_max 4"},
+              {"prompt_a", a},
+              {"prompt_b", b},
+              {"copies_equal", after1 == after2},
+              {"steps", steps}};
   std::ofstream(out_path) << out.dump(1, ' ', false, json::error_handler_t::replace) << "\n";
   llama_free(ctx);
   return 0;
@@ -711,12 +758,21 @@ int memory_script(llama_model* model, int, char** argv) {
 
   write_f32(out_path + ".logits.f32", rows);
   const std::string out_name = out_path.substr(out_path.find_last_of('/') + 1);
-  json out = {{"reference", "llama.cpp (~/.cache/loom-llama-cpp) via tools/dev/llama-ref/ref_dump memory: n_ctx 512, n_batch 512, "
-                            "n_ubatch 64, n_seq_max 4, kv_unified, swa_full off, F32 K/V, 1 thread"},
-              {"n_ctx", 512}, {"n_batch", 512}, {"n_ubatch", 64}, {"n_seq_max", kSeqs},
-              {"prompt_a", A}, {"prompt_b", B}, {"n_vocab", n_vocab}, {"logits_file", out_name + ".logits.f32"},
-              {"logit_cols", n_cols}, {"shifts_left_out", no_rope},
-              {"n_logit_rows", n_rows}, {"steps", steps}};
+  json out = {{"reference",
+               "llama.cpp (~/.cache/loom-llama-cpp) via tools/dev/llama-ref/ref_dump memory: n_ctx 512, n_batch 512, "
+               "n_ubatch 64, n_seq_max 4, kv_unified, swa_full off, F32 K/V, 1 thread"},
+              {"n_ctx", 512},
+              {"n_batch", 512},
+              {"n_ubatch", 64},
+              {"n_seq_max", kSeqs},
+              {"prompt_a", A},
+              {"prompt_b", B},
+              {"n_vocab", n_vocab},
+              {"logits_file", out_name + ".logits.f32"},
+              {"logit_cols", n_cols},
+              {"shifts_left_out", no_rope},
+              {"n_logit_rows", n_rows},
+              {"steps", steps}};
   std::ofstream(out_path) << out.dump(1, ' ', false, json::error_handler_t::replace) << "\n";
   llama_free(ctx);
   return 0;
@@ -808,21 +864,24 @@ int split_cases(int argc, char** argv) {
 int main(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == "split") return split_cases(argc, argv);
   if (argc < 5) {
-    std::fprintf(stderr, "usage: ref_dump golden MODEL OUTDIR NAME [--prompt P]... [--gen N]\n"
-                         "       ref_dump seqops MODEL OUT.json PROMPT_A PROMPT_B\n"
-                         "       ref_dump memory MODEL OUT.json PROMPT_A PROMPT_B\n"
-                         "       ref_dump t5golden MODEL OUTDIR NAME [--prompt P]... [--gen N] [--kv-f16]\n"
-                         "       ref_dump embed MODEL OUTDIR NAME [--prompt P]...\n"
-                         "       ref_dump t5bench MODEL P N REPS THREADS\n"
-                         "       ref_dump ttft MODEL PROMPT THREADS\n"
-                         "       ref_dump tokenize MODEL CASES.txt OUT.json\n"
-                         "       ref_dump kvmem MODEL N_CTX N_SEQ [swa_full]\n");
+    std::fprintf(stderr,
+                 "usage: ref_dump golden MODEL OUTDIR NAME [--prompt P]... [--gen N]\n"
+                 "       ref_dump seqops MODEL OUT.json PROMPT_A PROMPT_B\n"
+                 "       ref_dump memory MODEL OUT.json PROMPT_A PROMPT_B\n"
+                 "       ref_dump t5golden MODEL OUTDIR NAME [--prompt P]... [--gen N] [--kv-f16]\n"
+                 "       ref_dump embed MODEL OUTDIR NAME [--prompt P]...\n"
+                 "       ref_dump t5bench MODEL P N REPS THREADS\n"
+                 "       ref_dump ttft MODEL PROMPT THREADS\n"
+                 "       ref_dump tokenize MODEL CASES.txt OUT.json\n"
+                 "       ref_dump kvmem MODEL N_CTX N_SEQ [swa_full]\n");
     return 2;
   }
-  llama_log_set([](ggml_log_level level, const char* text, void*) {
-    g_log_lines.emplace_back(text);
-    if (level >= GGML_LOG_LEVEL_WARN) std::fputs(text, stderr);
-  }, nullptr);
+  llama_log_set(
+      [](ggml_log_level level, const char* text, void*) {
+        g_log_lines.emplace_back(text);
+        if (level >= GGML_LOG_LEVEL_WARN) std::fputs(text, stderr);
+      },
+      nullptr);
   llama_backend_init();
   llama_model_params mp = llama_model_default_params();
   mp.vocab_only = std::string(argv[1]) == "tokenize";

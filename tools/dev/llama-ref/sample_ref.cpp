@@ -57,8 +57,8 @@ struct Config {
 void run(const Config& c) {
   llama_sampler* chain = llama_sampler_chain_init(llama_sampler_chain_default_params());
   if (c.mirostat == 0) {
-    llama_sampler_chain_add(chain, llama_sampler_init_penalties(c.n_vocab, c.penalty_last_n, c.penalty_repeat, c.penalty_freq,
-                                                                c.penalty_present));
+    llama_sampler_chain_add(chain, llama_sampler_init_penalties(c.n_vocab, c.penalty_last_n, c.penalty_repeat,
+                                                                c.penalty_freq, c.penalty_present));
     llama_sampler_chain_add(chain, llama_sampler_init_top_k(c.top_k));
     llama_sampler_chain_add(chain, llama_sampler_init_typical(c.typical_p, 0));
     llama_sampler_chain_add(chain, llama_sampler_init_top_p(c.top_p, 0));
@@ -74,12 +74,13 @@ void run(const Config& c) {
       llama_sampler_chain_add(chain, llama_sampler_init_mirostat_v2(c.seed, c.mirostat_tau, c.mirostat_eta));
     }
   }
-  std::printf("%s seed=%u n_vocab=%d steps=%d scale=%g boost=%g logit_seed=%llu temp=%g top_k=%d top_p=%g min_p=%g "
-              "typical_p=%g xtc_probability=%g xtc_threshold=%g penalty_last_n=%d penalty_repeat=%g penalty_freq=%g "
-              "penalty_present=%g mirostat=%d mirostat_tau=%g mirostat_eta=%g :",
-              c.name.c_str(), c.seed, c.n_vocab, c.steps, c.scale, c.boost, (unsigned long long)c.logit_seed, c.temp,
-              c.top_k, c.top_p, c.min_p, c.typical_p, c.xtc_probability, c.xtc_threshold, c.penalty_last_n,
-              c.penalty_repeat, c.penalty_freq, c.penalty_present, c.mirostat, c.mirostat_tau, c.mirostat_eta);
+  std::printf(
+      "%s seed=%u n_vocab=%d steps=%d scale=%g boost=%g logit_seed=%llu temp=%g top_k=%d top_p=%g min_p=%g "
+      "typical_p=%g xtc_probability=%g xtc_threshold=%g penalty_last_n=%d penalty_repeat=%g penalty_freq=%g "
+      "penalty_present=%g mirostat=%d mirostat_tau=%g mirostat_eta=%g :",
+      c.name.c_str(), c.seed, c.n_vocab, c.steps, c.scale, c.boost, (unsigned long long)c.logit_seed, c.temp, c.top_k,
+      c.top_p, c.min_p, c.typical_p, c.xtc_probability, c.xtc_threshold, c.penalty_last_n, c.penalty_repeat, c.penalty_freq,
+      c.penalty_present, c.mirostat, c.mirostat_tau, c.mirostat_eta);
   std::vector<llama_token_data> cand(size_t(c.n_vocab));
   for (int s = 0; s < c.steps; ++s) {
     for (int i = 0; i < c.n_vocab; ++i) {

@@ -88,7 +88,8 @@ ClientConnection::~ClientConnection() {
 Result<std::unique_ptr<ClientConnection>> ClientConnection::connect_unix(const std::string& path, ClientOptions opts) {
   sockaddr_un a{};
   a.sun_family = AF_UNIX;
-  if (path.size() >= sizeof a.sun_path) return Result<std::unique_ptr<ClientConnection>>::failure("socket path too long: " + path);
+  if (path.size() >= sizeof a.sun_path)
+    return Result<std::unique_ptr<ClientConnection>>::failure("socket path too long: " + path);
   std::memcpy(a.sun_path, path.data(), path.size());
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return Result<std::unique_ptr<ClientConnection>>::failure(std::string("socket: ") + std::strerror(errno));
@@ -100,7 +101,8 @@ Result<std::unique_ptr<ClientConnection>> ClientConnection::connect_unix(const s
   return std::unique_ptr<ClientConnection>(new ClientConnection(fd, opts));
 }
 
-Result<std::unique_ptr<ClientConnection>> ClientConnection::connect_tcp(const std::string& host, uint16_t port, ClientOptions opts) {
+Result<std::unique_ptr<ClientConnection>> ClientConnection::connect_tcp(const std::string& host, uint16_t port,
+                                                                        ClientOptions opts) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -223,13 +225,17 @@ Result<ClientResponse> ClientConnection::send(std::string_view method, std::stri
       if (crlf != std::string::npos && (lf == std::string::npos || crlf < lf)) end = crlf, sep = 4;
       else if (lf != std::string::npos) end = lf, sep = 2;
       if (end != std::string::npos) break;
-      if (buf_.size() > opts_.max_header_bytes) return R::failure("response headers larger than " + std::to_string(opts_.max_header_bytes) + " bytes");
+      if (buf_.size() > opts_.max_header_bytes)
+        return R::failure("response headers larger than " + std::to_string(opts_.max_header_bytes) + " bytes");
       std::string err;
       const long n = fill(&err);
       if (n < 0) return R::failure(err + (buf_.empty() ? "" : " (inside the response headers)"));
-      if (n == 0) return R::failure(buf_.empty() ? "the server closed the connection without answering" : "the server closed the connection inside the response headers");
+      if (n == 0)
+        return R::failure(buf_.empty() ? "the server closed the connection without answering"
+                                       : "the server closed the connection inside the response headers");
     }
-    if (end > opts_.max_header_bytes) return R::failure("response headers larger than " + std::to_string(opts_.max_header_bytes) + " bytes");
+    if (end > opts_.max_header_bytes)
+      return R::failure("response headers larger than " + std::to_string(opts_.max_header_bytes) + " bytes");
     const std::string head = buf_.substr(0, end);
     buf_.erase(0, end + sep);
 
@@ -244,7 +250,8 @@ Result<ClientResponse> ClientConnection::send(std::string_view method, std::stri
       }
       return R::failure("malformed status line: '" + shown + "'");
     };
-    if (line.size() < 12 || line.substr(0, 7) != "HTTP/1." || (line[7] != '0' && line[7] != '1') || line[8] != ' ') return bad_status();
+    if (line.size() < 12 || line.substr(0, 7) != "HTTP/1." || (line[7] != '0' && line[7] != '1') || line[8] != ' ')
+      return bad_status();
     for (int i = 9; i < 12; ++i) {
       if (line[i] < '0' || line[i] > '9') return bad_status();
     }
@@ -255,7 +262,8 @@ Result<ClientResponse> ClientConnection::send(std::string_view method, std::stri
     r.reason = line.size() > 13 ? std::string(line.substr(13)) : std::string();
     while (pos != std::string::npos) {
       const size_t next = head.find('\n', pos + 1);
-      std::string_view h = std::string_view(head).substr(pos + 1, next == std::string::npos ? std::string::npos : next - pos - 1);
+      std::string_view h =
+          std::string_view(head).substr(pos + 1, next == std::string::npos ? std::string::npos : next - pos - 1);
       pos = next;
       if (!h.empty() && h.back() == '\r') h.remove_suffix(1);
       if (h.empty()) continue;
@@ -264,7 +272,8 @@ Result<ClientResponse> ClientConnection::send(std::string_view method, std::stri
         return R::failure("malformed response header line: '" + std::string(h.substr(0, 80)) + "'");
       }
       const std::string_view name = h.substr(0, colon);
-      if (name.find_first_of(" \t") != std::string_view::npos) return R::failure("malformed response header name: '" + std::string(name) + "'");
+      if (name.find_first_of(" \t") != std::string_view::npos)
+        return R::failure("malformed response header name: '" + std::string(name) + "'");
       r.headers.emplace_back(lower(name), std::string(trim(h.substr(colon + 1))));
     }
     if (r.status < 200) continue;  // interim
@@ -317,15 +326,16 @@ Result<uint64_t> ClientConnection::read_body(const std::function<bool(std::strin
   };
   std::string err;
   switch (framing_) {
-    case Framing::kNone:
-      return R(uint64_t(0));
+    case Framing::kNone: return R(uint64_t(0));
     case Framing::kLength: {
       uint64_t left = length_;
       while (left > 0) {
         if (buf_.empty()) {
           const long n = fill(&err);
           if (n < 0) return fail(err);
-          if (n == 0) return fail("truncated body: the server closed the connection " + std::to_string(left) + " bytes before its end");
+          if (n == 0)
+            return fail("truncated body: the server closed the connection " + std::to_string(left) +
+                        " bytes before its end");
         }
         const size_t take = size_t(std::min<uint64_t>(left, buf_.size()));
         const std::string piece = buf_.substr(0, take);
@@ -427,7 +437,8 @@ Result<std::pair<ClientResponse, std::string>> ClientConnection::request(std::st
     return true;
   });
   if (!got) {
-    if (got.status().message() == "stopped by the reader") return R::failure("response body larger than " + std::to_string(max_body) + " bytes");
+    if (got.status().message() == "stopped by the reader")
+      return R::failure("response body larger than " + std::to_string(max_body) + " bytes");
     return R::failure(got.status().message());
   }
   return std::make_pair(std::move(*head), std::move(out));

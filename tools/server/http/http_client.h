@@ -47,7 +47,8 @@ class ClientConnection {
  public:
   static Result<std::unique_ptr<ClientConnection>> connect_unix(const std::string& path, ClientOptions opts = {});
   // host: a numeric IPv4/IPv6 address or a name (resolved with getaddrinfo).
-  static Result<std::unique_ptr<ClientConnection>> connect_tcp(const std::string& host, uint16_t port, ClientOptions opts = {});
+  static Result<std::unique_ptr<ClientConnection>> connect_tcp(const std::string& host, uint16_t port,
+                                                               ClientOptions opts = {});
   ~ClientConnection();
   ClientConnection(const ClientConnection&) = delete;
   ClientConnection& operator=(const ClientConnection&) = delete;
@@ -56,7 +57,8 @@ class ClientConnection {
   // one; Content-Length and Transfer-Encoding of `headers` are dropped) and reads the response's
   // status line and headers (interim 1xx responses are skipped). A malformed status line or
   // header, a close or a timeout before the headers end: an error.
-  Result<ClientResponse> send(std::string_view method, std::string_view target, const Headers& headers, std::string_view body);
+  Result<ClientResponse> send(std::string_view method, std::string_view target, const Headers& headers,
+                              std::string_view body);
   // Reads the body of the response send() returned, handing each piece to on_data as it arrives
   // (de-chunked). Returns the body's size once it is complete; an error for a truncated body (the
   // peer closed inside a Content-Length or chunked body), a bad chunk, a timeout, abort(), or

@@ -106,8 +106,8 @@ void RequestParser::fail(int status, std::string message) {
   error_message_ = std::move(message);
 }
 
-bool RequestParser::take_line(std::string_view data, size_t* i, size_t* counter, size_t limit,
-                              int status, const char* what) {
+bool RequestParser::take_line(std::string_view data, size_t* i, size_t* counter, size_t limit, int status,
+                              const char* what) {
   const char* begin = data.data() + *i;
   const size_t avail = data.size() - *i;
   const void* nl = std::memchr(begin, '\n', avail);
@@ -129,8 +129,8 @@ size_t RequestParser::feed(std::string_view data) {
   while (i < data.size() && state_ != State::kComplete && state_ != State::kError) {
     switch (state_) {
       case State::kRequestLine: {
-        const bool whole = take_line(data, &i, &header_bytes_, limits_.max_header_bytes, 431,
-                                     "request header fields too large");
+        const bool whole =
+            take_line(data, &i, &header_bytes_, limits_.max_header_bytes, 431, "request header fields too large");
         if (!started_ && line_.find_first_not_of('\r') != std::string::npos) started_ = true;
         if (!whole) break;
         if (!line_.empty()) on_request_line();  // empty lines before a request are ignored
@@ -140,8 +140,7 @@ size_t RequestParser::feed(std::string_view data) {
       case State::kHeaders:
       case State::kTrailers: {
         const bool trailer = state_ == State::kTrailers;
-        if (!take_line(data, &i, trailer ? &trailer_bytes_ : &header_bytes_,
-                       limits_.max_header_bytes, 431,
+        if (!take_line(data, &i, trailer ? &trailer_bytes_ : &header_bytes_, limits_.max_header_bytes, 431,
                        trailer ? "trailer fields too large" : "request header fields too large"))
           break;
         if (line_.empty()) {
@@ -154,8 +153,7 @@ size_t RequestParser::feed(std::string_view data) {
         break;
       }
       case State::kChunkSize: {
-        if (!take_line(data, &i, &chunk_line_bytes_, kMaxChunkLine, 400, "chunk size line too long"))
-          break;
+        if (!take_line(data, &i, &chunk_line_bytes_, kMaxChunkLine, 400, "chunk size line too long")) break;
         on_chunk_size_line();
         line_.clear();
         chunk_line_bytes_ = 0;
@@ -172,18 +170,15 @@ size_t RequestParser::feed(std::string_view data) {
       }
       case State::kBody:
       case State::kChunkData: {
-        const size_t take = static_cast<size_t>(
-            std::min<uint64_t>(remaining_, static_cast<uint64_t>(data.size() - i)));
+        const size_t take = static_cast<size_t>(std::min<uint64_t>(remaining_, static_cast<uint64_t>(data.size() - i)));
         req_.body.append(data.data() + i, take);
         i += take;
         remaining_ -= take;
-        if (remaining_ == 0)
-          state_ = state_ == State::kBody ? State::kComplete : State::kChunkDataEnd;
+        if (remaining_ == 0) state_ = state_ == State::kBody ? State::kComplete : State::kChunkDataEnd;
         break;
       }
       case State::kComplete:
-      case State::kError:
-        break;
+      case State::kError: break;
     }
   }
   return i;
@@ -205,13 +200,12 @@ void RequestParser::on_request_line() {
     if (!is_tchar(c)) return fail(400, "invalid character in method");
   for (unsigned char c : target)
     if (c < 0x21 || c > 0x7e) return fail(400, "invalid character in request target");
-  if (version.size() != 8 || version.substr(0, 5) != "HTTP/" || version[5] < '0' ||
-      version[5] > '9' || version[6] != '.' || version[7] < '0' || version[7] > '9')
+  if (version.size() != 8 || version.substr(0, 5) != "HTTP/" || version[5] < '0' || version[5] > '9' || version[6] != '.' ||
+      version[7] < '0' || version[7] > '9')
     return fail(400, "malformed HTTP version");
   req_.version_major = version[5] - '0';
   req_.version_minor = version[7] - '0';
-  if (req_.version_major != 1 || req_.version_minor > 1)
-    return fail(505, "HTTP version not supported");
+  if (req_.version_major != 1 || req_.version_minor > 1) return fail(505, "HTTP version not supported");
 
   // origin-form "/p?q", absolute-form "http://host/p?q", asterisk-form "*" (OPTIONS only).
   std::string_view path_query;
@@ -223,8 +217,7 @@ void RequestParser::on_request_line() {
   } else {
     const size_t scheme_end = target.find("://");
     if (scheme_end == std::string_view::npos ||
-        !(iequals(target.substr(0, scheme_end), "http") ||
-          iequals(target.substr(0, scheme_end), "https")))
+        !(iequals(target.substr(0, scheme_end), "http") || iequals(target.substr(0, scheme_end), "https")))
       return fail(400, "unsupported request target form");
     const std::string_view rest = target.substr(scheme_end + 3);
     const size_t path_start = rest.find_first_of("/?");
@@ -237,8 +230,7 @@ void RequestParser::on_request_line() {
   req_.path = std::string(path_query.substr(0, q));
   if (req_.path.empty()) req_.path.push_back('/');  // "http://host?q"
   if (q != std::string_view::npos) req_.query = std::string(path_query.substr(q + 1));
-  if (!percent_decode(req_.path, &req_.decoded_path))
-    return fail(400, "malformed percent-encoding in path");
+  if (!percent_decode(req_.path, &req_.decoded_path)) return fail(400, "malformed percent-encoding in path");
   req_.method = std::string(method);
   req_.target = std::string(target);
   state_ = State::kHeaders;
@@ -280,7 +272,10 @@ void RequestParser::on_headers_end() {
         uint64_t v = 0;
         bool big = false;
         for (char c : e) {
-          if (c < '0' || c > '9') { ok = false; return; }
+          if (c < '0' || c > '9') {
+            ok = false;
+            return;
+          }
           if (v > (UINT64_MAX - 9) / 10) big = true;
           else v = v * 10 + static_cast<uint64_t>(c - '0');
         }
@@ -320,8 +315,7 @@ void RequestParser::on_headers_end() {
     if (!iequals(*expect, "100-continue")) return fail(417, "unsupported expectation");
     expect_continue_ = true;
   }
-  if (have_cl && (cl_too_big || cl > limits_.max_body_bytes))
-    return fail(413, "request body too large");
+  if (have_cl && (cl_too_big || cl > limits_.max_body_bytes)) return fail(413, "request body too large");
   content_length_ = have_cl ? cl : 0;
   headers_complete_ = true;
   if (chunked_) {

@@ -24,11 +24,11 @@ struct Request {
   std::string decoded_path;  // path with %XX decoded (never contains NUL; '+' is left alone)
   std::string query;         // after the first '?', raw, without the '?'; "" when none
   int version_major = 1;
-  int version_minor = 1;     // 0 or 1
-  Headers headers;           // names lower-cased, values without surrounding whitespace
-  std::string body;          // de-chunked
-  std::string remote_addr;   // peer IP ("127.0.0.1", "::1"); set by the server
-  uint16_t remote_port = 0;  // set by the server
+  int version_minor = 1;       // 0 or 1
+  Headers headers;             // names lower-cased, values without surrounding whitespace
+  std::string body;            // de-chunked
+  std::string remote_addr;     // peer IP ("127.0.0.1", "::1"); set by the server
+  uint16_t remote_port = 0;    // set by the server
   uint64_t connection_id = 0;  // set by the server; the same for every request of one connection
 
   // First header with this name (any case), or nullptr.
@@ -36,7 +36,7 @@ struct Request {
 };
 
 struct ParserLimits {
-  size_t max_header_bytes = 16 * 1024;       // request line + headers (and, again, the trailers)
+  size_t max_header_bytes = 16 * 1024;      // request line + headers (and, again, the trailers)
   size_t max_body_bytes = 8 * 1024 * 1024;  // de-chunked body
 };
 
@@ -76,13 +76,19 @@ class RequestParser {
 
  private:
   enum class State {
-    kRequestLine, kHeaders, kBody, kChunkSize, kChunkData, kChunkDataEnd, kTrailers, kComplete,
+    kRequestLine,
+    kHeaders,
+    kBody,
+    kChunkSize,
+    kChunkData,
+    kChunkDataEnd,
+    kTrailers,
+    kComplete,
     kError,
   };
   // Appends bytes up to and including the next '\n' to line_ (without it). True when a whole line
   // is there, with one trailing CR removed. Fails with `status` once *counter would pass `limit`.
-  bool take_line(std::string_view data, size_t* i, size_t* counter, size_t limit, int status,
-                 const char* what);
+  bool take_line(std::string_view data, size_t* i, size_t* counter, size_t limit, int status, const char* what);
   void fail(int status, std::string message);
   void on_request_line();
   void on_header_line(bool trailer);

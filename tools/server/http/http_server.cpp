@@ -62,9 +62,8 @@ void append_date(std::string* out) {
   if (now != cached) {
     tm t{};
     gmtime_r(&now, &t);
-    std::snprintf(buf, sizeof buf, "%s, %02d %s %04d %02d:%02d:%02d GMT", kDays[t.tm_wday % 7],
-                  t.tm_mday, kMonths[t.tm_mon % 12], t.tm_year + 1900, t.tm_hour, t.tm_min,
-                  t.tm_sec);
+    std::snprintf(buf, sizeof buf, "%s, %02d %s %04d %02d:%02d:%02d GMT", kDays[t.tm_wday % 7], t.tm_mday,
+                  kMonths[t.tm_mon % 12], t.tm_year + 1900, t.tm_hour, t.tm_min, t.tm_sec);
     cached = now;
   }
   out->append("Date: ").append(buf).append("\r\n");
@@ -73,17 +72,14 @@ void append_date(std::string* out) {
 enum class Framing { kLength, kChunked, kNoBody, kUntilClose };
 
 // Status line and header fields, up to and including the empty line.
-void append_head(std::string* out, int status, std::string_view content_type, Framing framing,
-                 uint64_t length, bool close, int minor, const Headers& extra) {
+void append_head(std::string* out, int status, std::string_view content_type, Framing framing, uint64_t length, bool close,
+                 int minor, const Headers& extra) {
   out->append("HTTP/1.1 ").append(std::to_string(status)).append(" ");
   out->append(reason_phrase(status)).append("\r\nServer: loom\r\n");
   append_date(out);
-  if (!content_type.empty() && safe_value(content_type))
-    out->append("Content-Type: ").append(content_type).append("\r\n");
-  if (framing == Framing::kLength)
-    out->append("Content-Length: ").append(std::to_string(length)).append("\r\n");
-  else if (framing == Framing::kChunked)
-    out->append("Transfer-Encoding: chunked\r\n");
+  if (!content_type.empty() && safe_value(content_type)) out->append("Content-Type: ").append(content_type).append("\r\n");
+  if (framing == Framing::kLength) out->append("Content-Length: ").append(std::to_string(length)).append("\r\n");
+  else if (framing == Framing::kChunked) out->append("Transfer-Encoding: chunked\r\n");
   if (close) out->append("Connection: close\r\n");
   else if (minor == 0) out->append("Connection: keep-alive\r\n");
   for (const auto& [name, value] : extra) {
@@ -161,8 +157,7 @@ std::string default_error_body(int status, std::string_view message) {
       m.push_back(static_cast<char>(c));
     }
   }
-  return "{\"error\":{\"message\":\"" + m + "\",\"type\":\"" +
-         (status < 500 ? "invalid_request_error" : "server_error") +
+  return "{\"error\":{\"message\":\"" + m + "\",\"type\":\"" + (status < 500 ? "invalid_request_error" : "server_error") +
          "\",\"code\":" + std::to_string(status) + "}}";
 }
 
@@ -180,9 +175,8 @@ struct Core {
   std::atomic<bool> stop_accept_requested{false};
   std::atomic<bool> shutdown_requested{false};
   std::atomic<uint64_t> open_streams{0};
-  std::atomic<uint64_t> connections_open{0}, connections_total{0}, connections_rejected{0},
-      requests_total{0}, bad_requests{0}, timeouts{0}, client_disconnects{0}, bytes_received{0},
-      bytes_sent{0};
+  std::atomic<uint64_t> connections_open{0}, connections_total{0}, connections_rejected{0}, requests_total{0},
+      bad_requests{0}, timeouts{0}, client_disconnects{0}, bytes_received{0}, bytes_sent{0};
 
   ~Core() {
     if (wake_fd >= 0) ::close(wake_fd);
@@ -191,7 +185,8 @@ struct Core {
   void kick() {
     const uint64_t one = 1;
     ssize_t r;
-    do r = ::write(wake_fd, &one, sizeof one); while (r < 0 && errno == EINTR);
+    do r = ::write(wake_fd, &one, sizeof one);
+    while (r < 0 && errno == EINTR);
     // EAGAIN: the counter is saturated, so the I/O thread is due to wake anyway.
   }
 
@@ -232,12 +227,12 @@ enum class Phase { kNone, kStreaming, kDone };
 struct Exchange {
   std::shared_ptr<Core> core;
   uint64_t conn_id = 0;
-  bool head = false;        // HEAD request: no body bytes
-  int minor = 1;            // the request's HTTP/1.x
-  bool keep_alive = true;   // what the request allows
+  bool head = false;       // HEAD request: no body bytes
+  int minor = 1;           // the request's HTTP/1.x
+  bool keep_alive = true;  // what the request allows
 
   mutable std::mutex mu;
-  std::string out;          // queued bytes; out[out_off..] not yet written
+  std::string out;  // queued bytes; out[out_off..] not yet written
   size_t out_off = 0;
   Phase phase = Phase::kNone;
   bool chunked = false;
@@ -247,7 +242,7 @@ struct Exchange {
   bool overflow = false;     // a write passed max_output_bytes: the I/O thread drops the client
   bool completed = false;    // completely written; the connection has moved on
   std::function<void()> on_disconnect;
-  Headers always;            // set_header(): fields of whatever reply goes out
+  Headers always;  // set_header(): fields of whatever reply goes out
 
   size_t pending() const { return out.size() - out_off; }
 };
@@ -270,8 +265,8 @@ Response::~Response() {
       if (ex.phase == Phase::kNone) {
         const std::string body = ex.core->error_body(500, "the handler sent no response");
         ex.close_after = !ex.keep_alive || ex.core->draining.load();
-        append_head(&ex.out, 500, ex.core->opts.error_content_type, Framing::kLength, body.size(),
-                    ex.close_after, ex.minor, {});
+        append_head(&ex.out, 500, ex.core->opts.error_content_type, Framing::kLength, body.size(), ex.close_after, ex.minor,
+                    {});
         if (!ex.head) ex.out += body;
         ex.phase = Phase::kDone;
         wake = true;
@@ -285,8 +280,7 @@ Response::~Response() {
   if (wake) ex.core->wake(ex.conn_id);
 }
 
-void Response::send(int status, std::string_view content_type, std::string body,
-                    const Headers& extra) {
+void Response::send(int status, std::string_view content_type, std::string body, const Headers& extra) {
   Exchange& ex = *ex_;
   status = sane_status(status);
   {
@@ -296,9 +290,8 @@ void Response::send(int status, std::string_view content_type, std::string body,
     const bool with_body = body_allowed(status);
     Headers all = ex.always;
     all.insert(all.end(), extra.begin(), extra.end());
-    append_head(&ex.out, status, content_type, with_body || status == 304 ? Framing::kLength
-                                                                           : Framing::kNoBody,
-                body.size(), ex.close_after, ex.minor, all);
+    append_head(&ex.out, status, content_type, with_body || status == 304 ? Framing::kLength : Framing::kNoBody, body.size(),
+                ex.close_after, ex.minor, all);
     if (with_body && !ex.head) ex.out += body;
     ex.phase = Phase::kDone;
   }
@@ -326,9 +319,8 @@ bool Response::begin_stream(int status, std::string_view content_type, const Hea
     Headers all = ex.always;
     all.insert(all.end(), extra.begin(), extra.end());
     append_head(&ex.out, status, content_type,
-                !body_allowed(status) ? Framing::kNoBody
-                                      : (ex.chunked ? Framing::kChunked : Framing::kUntilClose),
-                0, ex.close_after, ex.minor, all);
+                !body_allowed(status) ? Framing::kNoBody : (ex.chunked ? Framing::kChunked : Framing::kUntilClose), 0,
+                ex.close_after, ex.minor, all);
     ex.phase = Phase::kStreaming;
     if (!body_allowed(status)) ex.head = true;  // nothing of the stream may go out
   }
@@ -502,8 +494,7 @@ struct Conn {
 std::string error_response(const detail::Core& core, int status, std::string_view message) {
   const std::string body = core.error_body(status, message);
   std::string out;
-  append_head(&out, status, core.opts.error_content_type, Framing::kLength, body.size(), true, 1,
-              {});
+  append_head(&out, status, core.opts.error_content_type, Framing::kLength, body.size(), true, 1, {});
   out += body;
   return out;
 }
@@ -512,7 +503,7 @@ std::string error_response(const detail::Core& core, int status, std::string_vie
 
 struct Server::Impl {
   std::shared_ptr<detail::Core> core = std::make_shared<detail::Core>();
-  std::vector<int> listen_fds;      // TCP and UNIX listeners, all under kListenId in epoll
+  std::vector<int> listen_fds;          // TCP and UNIX listeners, all under kListenId in epoll
   std::vector<std::string> unix_paths;  // socket files to remove when the server goes
   int epoll_fd = -1;
   int port = 0;
@@ -597,8 +588,7 @@ void Server::Impl::run() {
   std::vector<epoll_event> events(256);
   while (!core->shutdown_requested.load()) {
     if (core->stop_accept_requested.load() && !drained) do_stop_accepting();
-    const int n = epoll_wait(epoll_fd, events.data(), static_cast<int>(events.size()),
-                             wait_timeout_ms());
+    const int n = epoll_wait(epoll_fd, events.data(), static_cast<int>(events.size()), wait_timeout_ms());
     if (n < 0) {
       if (errno == EINTR) continue;
       core->log(std::string("loom_http: epoll_wait: ") + std::strerror(errno));
@@ -634,8 +624,7 @@ void Server::Impl::do_stop_accepting() {
   accept_resume = TimePoint::max();
   std::vector<Conn*> idle;
   for (auto& [id, c] : conns)
-    if (c->state == ConnState::kReading && !c->req_started && c->buffered() == 0 && !c->out_pending)
-      idle.push_back(c.get());
+    if (c->state == ConnState::kReading && !c->req_started && c->buffered() == 0 && !c->out_pending) idle.push_back(c.get());
   for (Conn* c : idle) close_conn(c);
 }
 
@@ -660,12 +649,11 @@ bool Server::Impl::accept_from(int listen_fd, TimePoint now) {
   for (int k = 0; k < 64; ++k) {
     sockaddr_storage ss{};
     socklen_t len = sizeof ss;
-    const int fd = accept4(listen_fd, reinterpret_cast<sockaddr*>(&ss), &len,
-                           SOCK_NONBLOCK | SOCK_CLOEXEC);
+    const int fd = accept4(listen_fd, reinterpret_cast<sockaddr*>(&ss), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       const int e = errno;
-      if (e == EINTR || e == ECONNABORTED || e == EPROTO || e == ENETDOWN || e == ENOPROTOOPT ||
-          e == EHOSTDOWN || e == ENONET || e == EHOSTUNREACH || e == EOPNOTSUPP || e == ENETUNREACH)
+      if (e == EINTR || e == ECONNABORTED || e == EPROTO || e == ENETDOWN || e == ENOPROTOOPT || e == EHOSTDOWN ||
+          e == ENONET || e == EHOSTUNREACH || e == EOPNOTSUPP || e == ENETUNREACH)
         continue;  // that connection failed; the next one may not
       if (e == EAGAIN || e == EWOULDBLOCK) return true;
       core->log(std::string("loom_http: accept: ") + std::strerror(e));
@@ -745,7 +733,8 @@ void Server::Impl::on_event(Conn* c, uint32_t events) {
 
 bool Server::Impl::on_readable(Conn* c) {
   ssize_t n;
-  do n = ::recv(c->fd, scratch.data(), scratch.size(), 0); while (n < 0 && errno == EINTR);
+  do n = ::recv(c->fd, scratch.data(), scratch.size(), 0);
+  while (n < 0 && errno == EINTR);
   if (n < 0) {
     if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
     abort_conn(c, true);
@@ -807,8 +796,7 @@ void Server::Impl::parse_input(Conn* c, TimePoint now) {
     if (c->parser.headers_complete() && !c->headers_seen) {
       c->headers_seen = true;
       c->body_start = now;
-      if (c->parser.expects_continue() && !c->parser.complete())
-        c->own.append("HTTP/1.1 100 Continue\r\n\r\n");
+      if (c->parser.expects_continue() && !c->parser.complete()) c->own.append("HTTP/1.1 100 Continue\r\n\r\n");
     }
     if (c->parser.complete()) {
       dispatch(c);
@@ -929,9 +917,7 @@ void Server::Impl::refresh(Conn* c) {
   switch (c->state) {
     case ConnState::kReading:
     case ConnState::kClosing:
-    case ConnState::kLinger:
-      want |= EPOLLIN;
-      break;
+    case ConnState::kLinger: want |= EPOLLIN; break;
     case ConnState::kHandling:
       // Pipelined bytes are kept up to the header limit; past it, only a close is noticed.
       if (c->buffered() < opts().max_header_bytes) want |= EPOLLIN;
@@ -952,11 +938,8 @@ void Server::Impl::refresh(Conn* c) {
       else t = c->body_start + opts().body_timeout;
       break;
     case ConnState::kClosing:
-    case ConnState::kLinger:
-      t = c->close_start + opts().linger_timeout;
-      break;
-    case ConnState::kHandling:
-      break;
+    case ConnState::kLinger: t = c->close_start + opts().linger_timeout; break;
+    case ConnState::kHandling: break;
   }
   if (c->out_pending) t = std::min(t, c->last_progress + opts().write_timeout);
   set_deadline(c, t);
@@ -976,8 +959,7 @@ void Server::Impl::run_timers() {
     if (!listen_fds.empty() && !listening) listening = watch_listeners();
   }
   std::vector<uint64_t> due;
-  for (auto it = timers.begin(); it != timers.end() && it->first <= now; ++it)
-    due.push_back(it->second);
+  for (auto it = timers.begin(); it != timers.end() && it->first <= now; ++it) due.push_back(it->second);
   for (uint64_t id : due) {
     auto it = conns.find(id);
     if (it != conns.end()) on_timeout(it->second.get(), now);
@@ -1007,8 +989,7 @@ void Server::Impl::on_timeout(Conn* c, TimePoint now) {
     case ConnState::kLinger:
       if (now >= c->close_start + opts().linger_timeout) return close_conn(c);
       break;
-    case ConnState::kHandling:
-      break;
+    case ConnState::kHandling: break;
   }
   drive(c);
 }
@@ -1075,7 +1056,7 @@ int listen_unix(const std::string& path, int backlog, std::string* error) {
     *error = "the socket path is longer than " + std::to_string(sizeof sa.sun_path - 1) + " bytes";
     return -1;
   }
-  struct stat st{};
+  struct stat st {};
   if (::lstat(path.c_str(), &st) == 0) {
     if (!S_ISSOCK(st.st_mode)) {
       *error = "a file that is not a socket is in the way";
@@ -1206,15 +1187,12 @@ void Server::stop_accepting() {
   }
 }
 
-size_t Server::open_streams() const {
-  return static_cast<size_t>(impl_->core->open_streams.load());
-}
+size_t Server::open_streams() const { return static_cast<size_t>(impl_->core->open_streams.load()); }
 
 bool Server::drain(std::chrono::milliseconds grace) {
   stop_accepting();
   const auto deadline = Clock::now() + grace;
-  while (open_streams() > 0 && Clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  while (open_streams() > 0 && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   const bool clean = open_streams() == 0;
   shutdown();
   return clean;

@@ -38,7 +38,7 @@ class Result {
     std::string text;
     const std::string& message() const { return text; }
   };
-  Result(T v) : v_(std::move(v)) {}                                  // NOLINT: implicit
+  Result(T v) : v_(std::move(v)) {}  // NOLINT: implicit
   static Result failure(std::string why) { return Result(Error{std::move(why)}); }
   bool has_value() const { return v_.has_value(); }
   explicit operator bool() const { return has_value(); }
@@ -101,8 +101,8 @@ class Response {
   // second registration replaces the first.
   void on_disconnect(std::function<void()> cb);
 
-  bool started() const;          // send() or begin_stream() has taken effect
-  size_t queued_bytes() const;   // bytes queued and not yet written to the socket
+  bool started() const;         // send() or begin_stream() has taken effect
+  size_t queued_bytes() const;  // bytes queued and not yet written to the socket
   uint64_t connection_id() const;
 
  private:
@@ -154,7 +154,7 @@ struct ServerStats {
   uint64_t client_disconnects = 0;    // connections gone before their response was complete
   uint64_t bytes_received = 0;
   uint64_t bytes_sent = 0;
-  uint64_t open_streams = 0;          // as open_streams()
+  uint64_t open_streams = 0;  // as open_streams()
 };
 
 class Server {
@@ -166,7 +166,8 @@ class Server {
   // others take it) and UNIX sockets (a host ending in ".sock" is a socket file path; a stale socket
   // file is replaced, the file is removed when the server goes). port() is the TCP port (0 when
   // there are only UNIX sockets).
-  static Result<std::unique_ptr<Server>> listen(const std::vector<std::string>& hosts, uint16_t port, ServerOptions opts = {});
+  static Result<std::unique_ptr<Server>> listen(const std::vector<std::string>& hosts, uint16_t port,
+                                                ServerOptions opts = {});
   ~Server();  // shutdown()
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
