@@ -109,22 +109,76 @@ size_t matmul_many_scratch_bytes(std::span<const MatmulJob> jobs) {
   return std::max(packed, other);
 }
 
+namespace {
+
+// A packed job: where its activations live, and its first group in the combined range.
+struct PackedJob {
+  const MatmulJob* job;
+  const uint8_t* act;
+  size_t act_bytes;
+  int64_t group0;
+};
+
+// A job whose activation rows are quantized into dst (jobs that share them are not listed).
+struct ActQuant {
+  const MatmulJob* job;
+  uint8_t* dst;
+  size_t row_bytes;
+};
+
+// Every listed job's activation rows, quantized as one range over the pool.
+void quantize_activations(ThreadPool& pool, std::span<const ActQuant> quant) {
+  std::vector<int64_t> row0(quant.size() + 1, 0);
+  for (size_t q = 0; q < quant.size(); ++q) row0[q + 1] = row0[q] + quant[q].job->n;
+  pool.parallel_for(
+      row0.back(),
+      [&](int64_t b, int64_t e) {
+        size_t q = size_t(std::upper_bound(row0.begin(), row0.end(), b) - row0.begin()) - 1;
+        for (int64_t r = b; r < e;) {
+          while (r >= row0[q + 1]) ++q;
+          const MatmulJob& job = *quant[q].job;
+          const int64_t stop = std::min(e, row0[q + 1]);
+          quant::quantize_packed_act_rows(job.w.type, job.x, job.w.cols, int(job.n), int(r - row0[q]), int(stop - row0[q]),
+                                          quant[q].dst);
+          r = stop;
+        }
+      },
+      16);
+}
+
+// Every job's groups as one range of `groups`; a thread's share may span several jobs.
+void run_packed_groups(ThreadPool& pool, std::span<const PackedJob> packed, int64_t groups) {
+  int64_t bytes = 0;
+  for (const PackedJob& p : packed) {
+    bytes += int64_t(quant::packed_group_bytes(p.job->w.type, p.job->w.cols)) * p.job->n *
+             ((p.job->w.rows + quant::kPackRows - 1) / quant::kPackRows);
+  }
+  const int64_t min_groups = std::max<int64_t>(1, int64_t(32 * 1024) * groups / std::max<int64_t>(1, bytes));
+  pool.parallel_for(
+      groups,
+      [&](int64_t g0, int64_t g1) {
+        size_t p = 0;
+        while (p + 1 < packed.size() && packed[p + 1].group0 <= g0) ++p;
+        for (int64_t g = g0; g < g1;) {
+          const PackedJob& pk = packed[p];
+          const MatmulJob& job = *pk.job;
+          const int64_t end = p + 1 < packed.size() ? packed[p + 1].group0 : groups;
+          const int64_t stop = std::min(g1, end);
+          quant::packed_gemm(job.w.type, job.w.rows, job.w.cols, job.w.packed, g - pk.group0, stop - pk.group0, pk.act,
+                             pk.act_bytes, int(job.n), job.y, size_t(job.w.rows));
+          g = stop;
+          ++p;
+        }
+      },
+      min_groups);
+}
+
+}  // namespace
+
 void matmul_many(ThreadPool& pool, std::span<const MatmulJob> jobs, void* scratch) {
-  // Each packed job: where its activations live, and its first group in the combined range.
-  struct Packed {
-    const MatmulJob* job;
-    const uint8_t* act;
-    size_t act_bytes;
-    int64_t group0;
-  };
-  std::vector<Packed> packed;
+  std::vector<PackedJob> packed;
   std::vector<int64_t> act_of(jobs.size(), -1);  // index into `packed` of the job that owns the activations
-  struct Quant {
-    const MatmulJob* job;
-    uint8_t* dst;
-    size_t row_bytes;
-  };
-  std::vector<Quant> quant;
+  std::vector<ActQuant> quant;
   auto* act = static_cast<uint8_t*>(scratch);
   int64_t groups = 0;
   for (size_t j = 0; j < jobs.size(); ++j) {
@@ -149,47 +203,8 @@ void matmul_many(ThreadPool& pool, std::span<const MatmulJob> jobs, void* scratc
     groups += (job.w.rows + quant::kPackRows - 1) / quant::kPackRows;
   }
   if (packed.empty()) return;
-  // Activation rows of every job, quantized as one range.
-  std::vector<int64_t> row0(quant.size() + 1, 0);
-  for (size_t q = 0; q < quant.size(); ++q) row0[q + 1] = row0[q] + quant[q].job->n;
-  pool.parallel_for(
-      row0.back(),
-      [&](int64_t b, int64_t e) {
-        size_t q = size_t(std::upper_bound(row0.begin(), row0.end(), b) - row0.begin()) - 1;
-        for (int64_t r = b; r < e;) {
-          while (r >= row0[q + 1]) ++q;
-          const MatmulJob& job = *quant[q].job;
-          const int64_t stop = std::min(e, row0[q + 1]);
-          quant::quantize_packed_act_rows(job.w.type, job.x, job.w.cols, int(job.n), int(r - row0[q]), int(stop - row0[q]),
-                                          quant[q].dst);
-          r = stop;
-        }
-      },
-      16);
-  // Every job's groups as one range; a thread's share may span several jobs.
-  int64_t bytes = 0;
-  for (const Packed& p : packed) {
-    bytes += int64_t(quant::packed_group_bytes(p.job->w.type, p.job->w.cols)) * p.job->n *
-             ((p.job->w.rows + quant::kPackRows - 1) / quant::kPackRows);
-  }
-  const int64_t min_groups = std::max<int64_t>(1, int64_t(32 * 1024) * groups / std::max<int64_t>(1, bytes));
-  pool.parallel_for(
-      groups,
-      [&](int64_t g0, int64_t g1) {
-        size_t p = 0;
-        while (p + 1 < packed.size() && packed[p + 1].group0 <= g0) ++p;
-        for (int64_t g = g0; g < g1;) {
-          const Packed& pk = packed[p];
-          const MatmulJob& job = *pk.job;
-          const int64_t end = p + 1 < packed.size() ? packed[p + 1].group0 : groups;
-          const int64_t stop = std::min(g1, end);
-          quant::packed_gemm(job.w.type, job.w.rows, job.w.cols, job.w.packed, g - pk.group0, stop - pk.group0, pk.act,
-                             pk.act_bytes, int(job.n), job.y, size_t(job.w.rows));
-          g = stop;
-          ++p;
-        }
-      },
-      min_groups);
+  quantize_activations(pool, quant);
+  run_packed_groups(pool, packed, groups);
 }
 
 }  // namespace loom::ops

@@ -242,11 +242,8 @@ class ChatSession {
     }
   }
 
-  api::Expected<TurnEnd> run_turn() {
-    auto fitted = fit_prompt();
-    if (!fitted) return fitted.status();
-    const std::vector<int32_t> prompt = std::move(*fitted);
-
+  // Decodes the part of the prompt the cache lacks; returns how many tokens were reused.
+  api::Expected<size_t> decode_prompt(const std::vector<int32_t>& prompt) {
     // Reuse the cached prefix; the last prompt token is always decoded again for its logits.
     size_t common = 0;
     while (common < cached_.size() && common < prompt.size() && cached_[common] == prompt[common]) ++common;
@@ -268,6 +265,16 @@ class ChatSession {
       if (!st) return st;
       cached_.insert(cached_.end(), prompt.begin() + std::ptrdiff_t(i), prompt.begin() + std::ptrdiff_t(i + n));
     }
+    return reused;
+  }
+
+  api::Expected<TurnEnd> run_turn() {
+    auto fitted = fit_prompt();
+    if (!fitted) return fitted.status();
+    const std::vector<int32_t> prompt = std::move(*fitted);
+    auto reused_or = decode_prompt(prompt);
+    if (!reused_or) return reused_or.status();
+    const size_t reused = *reused_or;
 
     sampler_.reset();
     sampler_.accept_history(prompt);

@@ -47,12 +47,10 @@ class Out {
   std::string s_;
 };
 
-}  // namespace
+double n(const json& j, const char* k) { return j.at(k).get<double>(); }
 
-std::string render_metrics(const json& s, const http::ServerStats& h) {
-  const json& m = s.at("metrics");
-  auto n = [](const json& j, const char* k) { return j.at(k).get<double>(); };
-  Out o;
+// loom's own names: the scheduler's stats `s` and its counters `m`.
+void render_loom(Out& o, const json& s, const json& m) {
   o.counter("loom_prompt_tokens_total", "Prompt tokens computed (not counting prefix-cache hits).", n(m, "prompt_tokens"));
   o.counter("loom_generation_tokens_total", "Tokens generated.", n(m, "generated_tokens"));
   o.head("loom_request_success_total", "counter", "Requests finished, by finish reason.");
@@ -102,6 +100,9 @@ std::string render_metrics(const json& s, const http::ServerStats& h) {
               m.at("inter_token_seconds"));
   o.histogram("loom_request_queue_time_seconds", "Time from arrival to admission.", m.at("queue_seconds"));
   o.histogram("loom_e2e_request_latency_seconds", "Time from arrival to the last token.", m.at("e2e_seconds"));
+}
+
+void render_http(Out& o, const http::ServerStats& h) {
   o.gauge("loom_http_connections_open", "Open HTTP connections.", double(h.connections_open));
   o.counter("loom_http_connections_total", "HTTP connections accepted.", double(h.connections_total));
   o.counter("loom_http_requests_total", "HTTP requests handled.", double(h.requests_total));
@@ -110,7 +111,10 @@ std::string render_metrics(const json& s, const http::ServerStats& h) {
   o.counter("loom_http_client_disconnects_total", "Clients gone before their response was complete.",
             double(h.client_disconnects));
   o.gauge("loom_http_open_streams", "Responses not yet completely written.", double(h.open_streams));
-  // llama-server's names (what its dashboards and autoscalers read), from the same figures.
+}
+
+// llama-server's names (what its dashboards and autoscalers read), from the same figures.
+void render_llamacpp(Out& o, const json& s, const json& m) {
   auto per_second = [](double n, double s) { return s > 0 ? n / s : 0.0; };
   const double steps = n(m, "steps");
   o.counter("llamacpp:prompt_tokens_total", "Number of prompt tokens processed, excluding cached tokens",
@@ -137,6 +141,16 @@ std::string render_metrics(const json& s, const http::ServerStats& h) {
   o.gauge("llamacpp:kv_cache_usage_ratio", "KV-cache usage. 1 means 100 percent usage",
           n(s, "kv_cells") > 0 ? n(s, "kv_used") / n(s, "kv_cells") : 0.0);
   o.gauge("llamacpp:kv_cache_tokens", "KV-cache tokens.", n(s, "kv_used"));
+}
+
+}  // namespace
+
+std::string render_metrics(const json& s, const http::ServerStats& h) {
+  const json& m = s.at("metrics");
+  Out o;
+  render_loom(o, s, m);
+  render_http(o, h);
+  render_llamacpp(o, s, m);
   return o.take();
 }
 

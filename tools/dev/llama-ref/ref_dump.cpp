@@ -485,6 +485,27 @@ int tokenize_cases(llama_model*, int, char** argv) {
   return 0;
 }
 
+// Two sequences in one batch, tokens interleaved (seq 0 = a, seq 1 = b); writes both last rows
+// of logits to `path` and returns decode's result.
+int decode_two(llama_context* ctx, const std::vector<llama_token>& a, const std::vector<llama_token>& b, int n_vocab,
+               const std::string& path) {
+  std::vector<Tok> ab;
+  for (size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
+    if (i < a.size()) ab.push_back({a[i], llama_pos(i), {0}, i + 1 == a.size()});
+    if (i < b.size()) ab.push_back({b[i], llama_pos(i), {1}, i + 1 == b.size()});
+  }
+  int ia = -1, ib = -1;
+  for (size_t i = 0; i < ab.size(); ++i) {
+    if (ab[i].out && ab[i].seqs[0] == 0) ia = int(i);
+    if (ab[i].out && ab[i].seqs[0] == 1) ib = int(i);
+  }
+  const int ret = decode(ctx, ab);
+  std::vector<float> both = logits(ctx, ia, n_vocab), lb = logits(ctx, ib, n_vocab);
+  both.insert(both.end(), lb.begin(), lb.end());
+  write_f32(path, both);
+  return ret;
+}
+
 int seqops(llama_model* model, int, char** argv) {
   const std::string out_path = argv[3];
   const std::vector<llama_token> a = tokenize(argv[4], true), b = tokenize(argv[5], true);
@@ -547,22 +568,8 @@ int seqops(llama_model* model, int, char** argv) {
   record({{"op", "seq_rm"}, {"seq", -1}, {"p0", 0}, {"p1", 5}, {"ret", llama_memory_seq_rm(mem, -1, 0, 5)}});
   record({{"op", "seq_rm"}, {"seq", -1}, {"p0", -1}, {"p1", -1}, {"ret", llama_memory_seq_rm(mem, -1, -1, -1)}});
   record({{"op", "seq_rm"}, {"seq", 2}, {"p0", 0}, {"p1", -1}, {"ret", llama_memory_seq_rm(mem, 2, 0, -1)}});
-  // Two sequences in one batch, tokens interleaved: seq 0 = a, seq 1 = b.
   llama_memory_clear(mem, true);
-  std::vector<Tok> ab;
-  for (size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
-    if (i < a.size()) ab.push_back({a[i], llama_pos(i), {0}, i + 1 == a.size()});
-    if (i < b.size()) ab.push_back({b[i], llama_pos(i), {1}, i + 1 == b.size()});
-  }
-  int ia = -1, ib = -1;
-  for (size_t i = 0; i < ab.size(); ++i) {
-    if (ab[i].out && ab[i].seqs[0] == 0) ia = int(i);
-    if (ab[i].out && ab[i].seqs[0] == 1) ib = int(i);
-  }
-  record({{"op", "decode_two"}, {"ret", decode(ctx, ab)}});
-  std::vector<float> both = logits(ctx, ia, n_vocab), lb = logits(ctx, ib, n_vocab);
-  both.insert(both.end(), lb.begin(), lb.end());
-  write_f32(out_path + ".ab.f32", both);
+  record({{"op", "decode_two"}, {"ret", decode_two(ctx, a, b, n_vocab, out_path + ".ab.f32")}});
   json out = {{"reference",
                "llama.cpp v0.5.0 (node-llama-cpp 3.22.1's source) via tools/dev/llama-ref/ref_dump seqops, n_seq_max 4"},
               {"prompt_a", a},
