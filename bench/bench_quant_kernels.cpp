@@ -1,7 +1,7 @@
 // Quant kernel timings on one thread, n = 4096 (L1-resident rows), per tensor type: the
 // dispatching entry points against their scalar reference twins, then the kernel sets side by side
 // (the x86 AVX2 intrinsics where the CPU has them, and Highway under each target it supports).
-// Plain main(); run build/bin/loom_bench_quant_kernels [dispatch|sets] (both without an argument).
+// Plain main(); run build/bin/loom_bench_quant_kernels [dispatch|sets|tiles] (all without an argument).
 // Random rows come from tests/quant/quant_test_util.h, as in the kernels' unit tests.
 #include <algorithm>
 #include <chrono>
@@ -175,6 +175,53 @@ void kernel_set_speed() {
   }
 }
 
+// The IQ, ternary, 1-/2-bit and FP4 types' tiles (the dispatched vec_dot_tile) against the loop
+// over the dispatched vec_dot, per (weight block, activation row): a 16 x 64 prompt tile over rows
+// of 4096 (weights in cache), and decode, one activation row against 16384 weight rows of 1024 in
+// groups of 16 as ops::matmul calls it (several MiB: the weights stream from memory; GB/s shown).
+void tile_speed() {
+  std::mt19937 rng(7);
+  volatile float sink = 0.0f;
+  for (TensorType t : new_types()) {
+    const TensorType at = vec_dot_type(t);
+    const int64_t blk = tensor_type_info(t)->block_size;
+    for (const bool decode : {false, true}) {
+      const int64_t n = decode ? 1024 : 4096;
+      const int nw = decode ? 16384 : 16, na = decode ? 1 : 64;
+      const size_t ws = size_t(row_bytes(t, n)), as = size_t(row_bytes(at, n));
+      std::vector<uint8_t> w, a;
+      for (int j = 0; j < nw; ++j) {
+        const auto r = any_random_row(t, n, rng);
+        w.insert(w.end(), r.begin(), r.end());
+      }
+      for (int i = 0; i < na; ++i) {
+        const auto r = random_row(at, n, rng);
+        a.insert(a.end(), r.begin(), r.end());
+      }
+      std::vector<float> out(size_t(nw) * size_t(na));
+      const double pairs = double(n / blk) * nw * na;
+      const double tile = best_ns([&] {
+        for (int j = 0; j < nw; j += 16) {
+          vec_dot_tile(t, n, w.data() + ws * size_t(j), ws, 16, a.data(), as, na, out.data() + j, size_t(nw));
+        }
+        sink = sink + out[1];
+      });
+      const double loop = best_ns([&] {
+        for (int i = 0; i < na; ++i) {
+          for (int j = 0; j < nw; ++j) {
+            out[size_t(i) * size_t(nw) + size_t(j)] = vec_dot(t, n, w.data() + ws * size_t(j), a.data() + as * size_t(i));
+          }
+        }
+        sink = sink + out[1];
+      });
+      std::printf("%-8s %-6s tile %6.2f ns  vec_dot loop %6.2f ns  per (block, activation row)  x%.2f", type_name(t).c_str(),
+                  decode ? "decode" : "prompt", tile / pairs, loop / pairs, loop / tile);
+      if (decode) std::printf("  (tile %.1f GB/s)", double(w.size()) / tile);
+      std::printf("\n");
+    }
+  }
+}
+
 }  // namespace
 }  // namespace loom::quant::test
 
@@ -182,5 +229,6 @@ int main(int argc, char** argv) {
   const std::string what = argc > 1 ? argv[1] : "";
   if (what.empty() || what == "dispatch") loom::quant::test::vec_dot_speed();
   if (what.empty() || what == "sets") loom::quant::test::kernel_set_speed();
+  if (what.empty() || what == "tiles") loom::quant::test::tile_speed();
   return 0;
 }

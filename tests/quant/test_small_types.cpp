@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -610,39 +609,6 @@ TEST_P(SmallTypesSimdDequant, BitIdentical) {
 
 INSTANTIATE_TEST_SUITE_P(Kernels, SmallTypesSimdDequant, ::testing::Range(0, int(simd_dequants().size())),
                          [](const auto& info) { return std::string(simd_dequants()[size_t(info.param)].name); });
-
-// Not a check: ns per block of each reference and kernel (LOOM_SMALL_TYPES_BENCH=1 to print):
-// one row of 8192 elements (activations in L1, as in a matrix-vector product), model-like
-// scales, the best of 20 runs of >= 1 ms each; `loom-quant-ref bench TYPE...` measures ggml's
-// kernels the same way.
-TEST(SmallTypesSimdBench, NsPerBlock) {
-  if (!std::getenv("LOOM_SMALL_TYPES_BENCH")) GTEST_SKIP() << "set LOOM_SMALL_TYPES_BENCH=1";
-  std::mt19937 rng(7);
-  for (size_t ti = 0; ti < small_types().size(); ++ti) {
-    const SmallType& t = small_types()[ti];
-    const int64_t n = 8192, nb = n / t.block;
-    std::vector<uint8_t> w(size_t(nb * t.bytes)), a(size_t(row_bytes(t.act, n)));
-    random_weights(t, rng, nb, w.data(), 3);
-    random_acts(t, rng, n, a.data(), 0);
-    auto time = [&](DotFn fn) {
-      const int reps = 4000000 / int(n);
-      volatile float sink = 0.0f;
-      double best = 1e30;
-      for (int rep = 0; rep < 20; ++rep) {
-        const auto t0 = std::chrono::steady_clock::now();
-        for (int k = 0; k < reps; ++k) sink = sink + fn(n, w.data(), a.data());
-        const double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
-        best = std::min(best, ns / (double(reps) * double(nb)));
-      }
-      return best;
-    };
-    std::printf("%-6s ref %7.2f ns/block", t.name, time(t.dot));
-    for (const SimdDot& s : simd_dots()) {
-      if (s.type_index == int(ti) && s.available()) std::printf("  %s %6.2f", s.name, time(s.fn));
-    }
-    std::printf("\n");
-  }
-}
 
 #endif  // __x86_64__
 

@@ -7,8 +7,8 @@
 //       ns per block of ggml's CPU vec_dot (this build's kernel) for each TYPE: one weight row of
 //       N elements (default 8192: the activations stay in L1, as in a matrix-vector product)
 //       quantized by ggml from Gaussian values x 0.02, activations quantized to the vec_dot_type,
-//       the best of 20 runs of >= 1 ms each. test_quant_small's SmallTypesSimdBench measures
-//       loom's kernels the same way.
+//       the best of 20 runs of >= 1 ms each. build/bin/loom_bench_quant_kernels times loom's
+//       kernels (dispatch, sets, tiles).
 //   loom-quant-ref TYPE SEED OUT [--n N] [--wrows W] [--arows K] [--weights random|quantize|FILE]
 //                  [--qrows Q] [--qsrc FILE.f32] [--imatrix none|random|FILE.f32]
 //
