@@ -40,11 +40,9 @@
 // sizeless): register tiles are named variables. The only target-conditional code picks between
 // equivalent formulations (the reduction, the Q8_0 tile height); no intrinsics.
 //
-// Speed (bench/micro_kernels BM_attention, Xeon with AVX-512, one thread): against the AVX2
-// intrinsics kernel this replaced, AVX3 prefill is 8-20% faster (capping AVX3 at 8 lanes was
-// slower) and AVX2 prefill 0-7% faster; decode, bound by memory, is at par on both. AVX3 gains a
-// few % more when K/V rows are 64-byte aligned (16-lane F16 loads then never split cache lines);
-// the KV cache's std::vector storage is only 16-byte aligned today.
+// AVX3 runs the full 16 lanes (bench/micro_kernels BM_attention measures it; capping it at 8 is
+// slower). Its F16 loads split cache lines unless K/V rows are 64-byte aligned; the KV cache's
+// storage only guarantees 16 bytes.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/attention_kernels_hwy.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep

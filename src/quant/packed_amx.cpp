@@ -13,9 +13,9 @@
 // falls in a run of 16 or in the remainder: bit for bit the VNNI kernel's (batch invariance).
 // (F16 has no AMX path: TDPBF16PS's accumulation order is the hardware's, which the 1-row FMA
 // kernel cannot reproduce, and it was not faster than that kernel at 512 rows either.)
-// Measured (perf): with the activation rows read in place (16 lines 1-5 KiB apart per A tile)
-// and accumulators in memory for 2 x 2 tiles, most of the time went to waiting for the A tile
-// loads; the panel and register accumulators made pp512 of the 500M Q4_0 model 1.18x faster.
+// The activation rows are copied into panels and the accumulators stay in tile registers: an A
+// tile loaded from the rows in place touches 16 lines 1-5 KiB apart, and waiting for those loads
+// dominated the kernel (perf; the figures are in CHANGELOG).
 // Only called when cpu_features().has_amx_int8_set(); see packed.h for the layout.
 #if defined(__x86_64__)
 

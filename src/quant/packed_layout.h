@@ -178,12 +178,10 @@ float packed_ref_dot_iq4xs(TensorType t, const uint8_t* grp, int r, const uint8_
 namespace loom::quant::detail {
 
 // Decode streams weights from DRAM faster with software prefetches a little ahead than with the
-// hardware prefetchers alone (measured 7 -> 13-14 GB/s on one core for a 150 MB Q4_0 matrix):
-// the kernels call this once per tile for the tile kPrefetchAhead bytes further on. Into L2
-// (PREFETCHT1), not L1: a prefetch into L1 holds one of the core's few L1 fill buffers until its
-// line arrives, and `perf` put 85 % of the Q4_0 decode kernel's samples on the instruction after
-// such a prefetch (the buffers full); into L2 the 500M Q4_0 model decodes 69 -> 80 tok/s on one
-// thread and 116 -> 154 on two (bench/README).
+// hardware prefetchers alone: the kernels call this once per tile for the tile kPrefetchAhead
+// bytes further on. Into L2 (PREFETCHT1), not L1: a prefetch into L1 holds one of the core's few
+// L1 fill buffers until its line arrives, and with the buffers full the decode kernel stalls on
+// the instruction after the prefetch (bench/README and CHANGELOG have the measurements).
 constexpr size_t kPrefetchAhead = 4096;
 inline void prefetch_ahead(const uint8_t* tile, size_t tile_bytes) {
   for (size_t off = 0; off < tile_bytes; off += 64) __builtin_prefetch(tile + kPrefetchAhead + off, 0, 2);
