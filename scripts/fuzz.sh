@@ -28,7 +28,7 @@ done
 all=(gguf model_load tokenizer grammar json_schema jinja chat_template state adapter capi server_request http_parser)
 [ ${#targets[@]} -eq 0 ] && targets=("${all[@]}")
 
-command -v clang++ >/dev/null || { echo "fuzz.sh: clang++ not found (apt-get install clang)" >&2; exit 2; }
+command -v clang++ >/dev/null || { echo "fuzz.sh: clang++ not found (scripts/install-deps.sh --fuzz installs it and libFuzzer)" >&2; exit 2; }
 dir=build-fuzz
 quick=OFF
 if [ "${LOOM_FUZZ_QUICK:-0}" = 1 ]; then dir=build-fuzz-quick; quick=ON; fi

@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
-# Installs everything loom needs to build, test and benchmark on Debian 12.
-# Idempotent: skips apt when every package is already present.
+# Installs everything loom needs to build, test and benchmark on Debian 12 (--fuzz: also clang and
+# libFuzzer for scripts/fuzz.sh). Idempotent: skips apt when every package is already present.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libgtest-dev libgmock-dev libbenchmark-dev
       nlohmann-json3-dev libcli11-dev libpcre2-dev libhwy-dev python3-numpy nginx curl
-      clang libclang-rt-dev  # clang + libFuzzer: scripts/fuzz.sh
       clang-tidy-14  # scripts/tidy-changed.sh (Debian 12's clang-tidy, pinned: checks differ by version)
       clang-format-14  # scripts/check-format.sh (pinned: versions format differently)
       dpkg-dev file)  # cpack -G DEB: dpkg-shlibdeps and file find the .deb's dependencies
+# clang + libFuzzer for scripts/fuzz.sh, only when asked (--fuzz, or test.sh's LOOM_FUZZ_SECONDS):
+# the suite itself builds with GCC, and CI's clean install is shorter without them.
+if [ "${1:-}" = --fuzz ] || [ "${LOOM_FUZZ_SECONDS:-0}" != 0 ]; then
+  pkgs+=(clang libclang-rt-dev)
+fi
 # Node.js runs the server's end-to-end tests (and the Node binding); use the one on PATH if any.
 # The Node binding (bindings/node) compiles against Node's C headers (node_api.h): next to the node
 # binary (nodesource, official tarballs) or Debian's libnode-dev.
