@@ -170,6 +170,156 @@ Status read_array(Cursor& c, Array* arr, int depth) {
   return Status::ok();
 }
 
+// The fixed header: magic, version (2 or 3), tensor and metadata counts (each bounded by what the
+// rest of the file can hold).
+struct Header {
+  uint32_t version = 0;
+  uint64_t n_tensors = 0, n_kv = 0;
+};
+
+Expected<Header> read_header(Cursor& c) {
+  Header h;
+  uint32_t magic = 0;
+  LOOM_RETURN_IF_ERROR(c.read(&magic, "magic"));
+  if (magic != kMagic) return corrupt("not a GGUF file (bad magic)" + at(0));
+  LOOM_RETURN_IF_ERROR(c.read(&h.version, "version"));
+  if (h.version == 1) return unsupported("GGUF version 1 is not supported (only 2 and 3)" + at(4));
+  if (h.version != 2 && h.version != 3) {
+    return corrupt("unknown GGUF version " + std::to_string(h.version) + at(4));
+  }
+  LOOM_RETURN_IF_ERROR(c.read(&h.n_tensors, "tensor count"));
+  LOOM_RETURN_IF_ERROR(c.read(&h.n_kv, "metadata count"));
+  // A key-value needs at least 8 (key length) + 4 (type) + 1 bytes; a tensor info 8+4+4+8.
+  if (h.n_kv > c.remaining() / 13) {
+    return corrupt("metadata count " + std::to_string(h.n_kv) + " exceeds what the file can hold" + at(16));
+  }
+  if (h.n_tensors > c.remaining() / 24) {
+    return corrupt("tensor count " + std::to_string(h.n_tensors) + " exceeds what the file can hold" + at(8));
+  }
+  return h;
+}
+
+// The n_kv key-values into kv: unique keys, known value types.
+Status read_metadata(Cursor& c, uint64_t n_kv, std::vector<KeyValue>& kvs) {
+  kvs.reserve(n_kv);
+  std::unordered_set<std::string> keys;
+  for (uint64_t i = 0; i < n_kv; ++i) {
+    const uint64_t kv_pos = c.pos();
+    KeyValue kv;
+    LOOM_RETURN_IF_ERROR(c.read_string(&kv.key, "metadata key"));
+    if (!keys.insert(kv.key).second) return corrupt("duplicate metadata key '" + kv.key + "'" + at(kv_pos));
+    const uint64_t type_pos = c.pos();
+    uint32_t type = 0;
+    LOOM_RETURN_IF_ERROR(c.read(&type, "metadata value type"));
+    if (!valid_value_type(type)) {
+      return corrupt("unknown value type " + std::to_string(type) + " for key '" + kv.key + "'" + at(type_pos));
+    }
+    Status st = read_value(c, static_cast<ValueType>(type), &kv.value, 0);
+    if (!st) return Status(st.code(), st.message() + " (key '" + kv.key + "')");
+    kvs.push_back(std::move(kv));
+  }
+  return Status::ok();
+}
+
+// general.alignment (a power of two up to 2^30, of an unsigned type or a positive int32) into
+// alignment; a non-positive int32 leaves it as it is.
+Status read_alignment(const Value& a, uint32_t& alignment) {
+  uint64_t align = 0;
+  if (type_of(a) == ValueType::kUint32) align = std::get<uint32_t>(a);
+  else if (type_of(a) == ValueType::kUint64) align = std::get<uint64_t>(a);
+  else if (type_of(a) == ValueType::kInt32 && std::get<int32_t>(a) > 0) align = std::get<int32_t>(a);
+  else if (type_of(a) != ValueType::kInt32) {
+    return corrupt("general.alignment has type " + std::string(value_type_name(type_of(a))) +
+                   ", expected an unsigned integer");
+  }
+  if (align == 0 || (align & (align - 1)) != 0 || align > (1u << 30)) {
+    return corrupt("general.alignment must be a power of two, got " + to_string(a));
+  }
+  alignment = static_cast<uint32_t>(align);
+  return Status::ok();
+}
+
+// A tensor's dimension count and dimensions into t (each positive, their product within
+// int64_t); returns the element count.
+Expected<int64_t> read_dims(Cursor& c, TensorInfo& t) {
+  const uint64_t dims_pos = c.pos();
+  uint32_t n_dims = 0;
+  LOOM_RETURN_IF_ERROR(c.read(&n_dims, "tensor dimension count"));
+  if (n_dims > static_cast<uint32_t>(kMaxDims)) {
+    return corrupt("tensor '" + t.name + "' has " + std::to_string(n_dims) + " dimensions (max 4)" + at(dims_pos));
+  }
+  t.n_dims = static_cast<int>(n_dims);
+  int64_t n_elements = 1;
+  for (uint32_t d = 0; d < n_dims; ++d) {
+    const uint64_t ne_pos = c.pos();
+    uint64_t ne = 0;
+    LOOM_RETURN_IF_ERROR(c.read(&ne, "tensor dimension"));
+    if (ne == 0 || ne > uint64_t(std::numeric_limits<int64_t>::max()) ||
+        int64_t(ne) > std::numeric_limits<int64_t>::max() / n_elements) {
+      return corrupt("tensor '" + t.name + "' has invalid dimension " + std::to_string(ne) + at(ne_pos));
+    }
+    t.ne[d] = static_cast<int64_t>(ne);
+    n_elements *= t.ne[d];
+  }
+  return n_elements;
+}
+
+// One tensor info: a unique name (names: those seen so far), its dimensions, a known type whose
+// blocks divide the rows, an aligned data offset, and its size in bytes.
+Expected<TensorInfo> read_tensor_info(Cursor& c, uint32_t alignment, std::unordered_set<std::string>& names) {
+  const uint64_t info_pos = c.pos();
+  TensorInfo t;
+  LOOM_RETURN_IF_ERROR(c.read_string(&t.name, "tensor name"));
+  if (!names.insert(t.name).second) return corrupt("duplicate tensor name '" + t.name + "'" + at(info_pos));
+  const uint64_t dims_pos = c.pos();
+  LOOM_ASSIGN_OR_RETURN(const int64_t n_elements, read_dims(c, t));
+  const uint64_t type_pos = c.pos();
+  uint32_t type = 0;
+  LOOM_RETURN_IF_ERROR(c.read(&type, "tensor type"));
+  auto info = tensor_type_info(type);
+  if (!info) {
+    return corrupt("tensor '" + t.name + "' has unknown type id " + std::to_string(type) + at(type_pos));
+  }
+  t.type = static_cast<TensorType>(type);
+  if (t.ne[0] % info->block_size != 0) {
+    return corrupt("tensor '" + t.name + "': row length " + std::to_string(t.ne[0]) + " is not a multiple of the " +
+                   std::string(info->name) + " block size " + std::to_string(info->block_size) + at(dims_pos));
+  }
+  const uint64_t off_pos = c.pos();
+  LOOM_RETURN_IF_ERROR(c.read(&t.offset, "tensor data offset"));
+  if (t.offset % alignment != 0) {
+    return corrupt("tensor '" + t.name + "' data offset " + std::to_string(t.offset) +
+                   " is not a multiple of the alignment " + std::to_string(alignment) + at(off_pos));
+  }
+  const uint64_t n_blocks = uint64_t(n_elements / info->block_size);
+  if (n_blocks > std::numeric_limits<uint64_t>::max() / uint64_t(info->block_bytes)) {
+    return corrupt("tensor '" + t.name + "' is too large" + at(dims_pos));
+  }
+  t.nbytes = uint64_t(n_elements / info->block_size) * uint64_t(info->block_bytes);
+  return t;
+}
+
+// The data section (at the first aligned offset after the header) of a file of `size` bytes at
+// `data`: each tensor's bytes must lie within it; sets their data pointers and returns its offset.
+Expected<uint64_t> place_tensor_data(std::vector<TensorInfo>& tensors, uint64_t header_end, uint32_t alignment,
+                                     const uint8_t* data, uint64_t size) {
+  uint64_t data_offset = (header_end + alignment - 1) / alignment * alignment;
+  if (!tensors.empty() && data_offset > size) {
+    return corrupt("truncated file: tensor data section starts at " + std::to_string(data_offset) +
+                   " past the end of the file" + at(header_end));
+  }
+  const uint64_t data_size = size > data_offset ? size - data_offset : 0;
+  for (auto& t : tensors) {
+    if (t.offset > data_size || t.nbytes > data_size - t.offset) {
+      return corrupt("tensor '" + t.name + "' data [" + std::to_string(data_offset + t.offset) + ", " +
+                     std::to_string(data_offset + t.offset + t.nbytes) + ") runs past the end of the file (" +
+                     std::to_string(size) + " bytes)");
+    }
+    t.data = data + data_offset + t.offset;
+  }
+  return data_offset;
+}
+
 }  // namespace
 
 Expected<GgufFile> GgufFile::open(const std::string& path) {
@@ -227,126 +377,18 @@ Expected<GgufFile> GgufFile::parse(std::shared_ptr<Storage> storage, std::string
   f.size_ = storage->size;
   Cursor c(storage->data, storage->size);
 
-  uint32_t magic = 0;
-  LOOM_RETURN_IF_ERROR(c.read(&magic, "magic"));
-  if (magic != kMagic) return corrupt("not a GGUF file (bad magic)" + at(0));
-  LOOM_RETURN_IF_ERROR(c.read(&f.version_, "version"));
-  if (f.version_ == 1) return unsupported("GGUF version 1 is not supported (only 2 and 3)" + at(4));
-  if (f.version_ != 2 && f.version_ != 3) {
-    return corrupt("unknown GGUF version " + std::to_string(f.version_) + at(4));
-  }
-  uint64_t n_tensors = 0, n_kv = 0;
-  LOOM_RETURN_IF_ERROR(c.read(&n_tensors, "tensor count"));
-  LOOM_RETURN_IF_ERROR(c.read(&n_kv, "metadata count"));
-  // A key-value needs at least 8 (key length) + 4 (type) + 1 bytes; a tensor info 8+4+4+8.
-  if (n_kv > c.remaining() / 13) {
-    return corrupt("metadata count " + std::to_string(n_kv) + " exceeds what the file can hold" + at(16));
-  }
-  if (n_tensors > c.remaining() / 24) {
-    return corrupt("tensor count " + std::to_string(n_tensors) + " exceeds what the file can hold" + at(8));
-  }
+  LOOM_ASSIGN_OR_RETURN(const Header h, read_header(c));
+  f.version_ = h.version;
+  LOOM_RETURN_IF_ERROR(read_metadata(c, h.n_kv, f.kv_));
+  if (const Value* a = f.find("general.alignment")) LOOM_RETURN_IF_ERROR(read_alignment(*a, f.alignment_));
 
-  f.kv_.reserve(n_kv);
-  std::unordered_set<std::string> keys;
-  for (uint64_t i = 0; i < n_kv; ++i) {
-    const uint64_t kv_pos = c.pos();
-    KeyValue kv;
-    LOOM_RETURN_IF_ERROR(c.read_string(&kv.key, "metadata key"));
-    if (!keys.insert(kv.key).second) return corrupt("duplicate metadata key '" + kv.key + "'" + at(kv_pos));
-    const uint64_t type_pos = c.pos();
-    uint32_t type = 0;
-    LOOM_RETURN_IF_ERROR(c.read(&type, "metadata value type"));
-    if (!valid_value_type(type)) {
-      return corrupt("unknown value type " + std::to_string(type) + " for key '" + kv.key + "'" + at(type_pos));
-    }
-    Status st = read_value(c, static_cast<ValueType>(type), &kv.value, 0);
-    if (!st) return Status(st.code(), st.message() + " (key '" + kv.key + "')");
-    f.kv_.push_back(std::move(kv));
-  }
-
-  if (const Value* a = f.find("general.alignment")) {
-    uint64_t align = 0;
-    if (type_of(*a) == ValueType::kUint32) align = std::get<uint32_t>(*a);
-    else if (type_of(*a) == ValueType::kUint64) align = std::get<uint64_t>(*a);
-    else if (type_of(*a) == ValueType::kInt32 && std::get<int32_t>(*a) > 0) align = std::get<int32_t>(*a);
-    else if (type_of(*a) != ValueType::kInt32) {
-      return corrupt("general.alignment has type " + std::string(value_type_name(type_of(*a))) +
-                     ", expected an unsigned integer");
-    }
-    if (align == 0 || (align & (align - 1)) != 0 || align > (1u << 30)) {
-      return corrupt("general.alignment must be a power of two, got " + to_string(*a));
-    }
-    f.alignment_ = static_cast<uint32_t>(align);
-  }
-
-  f.tensors_.reserve(n_tensors);
+  f.tensors_.reserve(h.n_tensors);
   std::unordered_set<std::string> names;
-  for (uint64_t i = 0; i < n_tensors; ++i) {
-    const uint64_t info_pos = c.pos();
-    TensorInfo t;
-    LOOM_RETURN_IF_ERROR(c.read_string(&t.name, "tensor name"));
-    if (!names.insert(t.name).second) return corrupt("duplicate tensor name '" + t.name + "'" + at(info_pos));
-    const uint64_t dims_pos = c.pos();
-    uint32_t n_dims = 0;
-    LOOM_RETURN_IF_ERROR(c.read(&n_dims, "tensor dimension count"));
-    if (n_dims > static_cast<uint32_t>(kMaxDims)) {
-      return corrupt("tensor '" + t.name + "' has " + std::to_string(n_dims) + " dimensions (max 4)" + at(dims_pos));
-    }
-    t.n_dims = static_cast<int>(n_dims);
-    int64_t n_elements = 1;
-    for (uint32_t d = 0; d < n_dims; ++d) {
-      const uint64_t ne_pos = c.pos();
-      uint64_t ne = 0;
-      LOOM_RETURN_IF_ERROR(c.read(&ne, "tensor dimension"));
-      if (ne == 0 || ne > uint64_t(std::numeric_limits<int64_t>::max()) ||
-          int64_t(ne) > std::numeric_limits<int64_t>::max() / n_elements) {
-        return corrupt("tensor '" + t.name + "' has invalid dimension " + std::to_string(ne) + at(ne_pos));
-      }
-      t.ne[d] = static_cast<int64_t>(ne);
-      n_elements *= t.ne[d];
-    }
-    const uint64_t type_pos = c.pos();
-    uint32_t type = 0;
-    LOOM_RETURN_IF_ERROR(c.read(&type, "tensor type"));
-    auto info = tensor_type_info(type);
-    if (!info) {
-      return corrupt("tensor '" + t.name + "' has unknown type id " + std::to_string(type) + at(type_pos));
-    }
-    t.type = static_cast<TensorType>(type);
-    if (t.ne[0] % info->block_size != 0) {
-      return corrupt("tensor '" + t.name + "': row length " + std::to_string(t.ne[0]) + " is not a multiple of the " +
-                     std::string(info->name) + " block size " + std::to_string(info->block_size) + at(dims_pos));
-    }
-    const uint64_t off_pos = c.pos();
-    LOOM_RETURN_IF_ERROR(c.read(&t.offset, "tensor data offset"));
-    if (t.offset % f.alignment_ != 0) {
-      return corrupt("tensor '" + t.name + "' data offset " + std::to_string(t.offset) +
-                     " is not a multiple of the alignment " + std::to_string(f.alignment_) + at(off_pos));
-    }
-    const uint64_t n_blocks = uint64_t(n_elements / info->block_size);
-    if (n_blocks > std::numeric_limits<uint64_t>::max() / uint64_t(info->block_bytes)) {
-      return corrupt("tensor '" + t.name + "' is too large" + at(dims_pos));
-    }
-    t.nbytes = uint64_t(n_elements / info->block_size) * uint64_t(info->block_bytes);
+  for (uint64_t i = 0; i < h.n_tensors; ++i) {
+    LOOM_ASSIGN_OR_RETURN(TensorInfo t, read_tensor_info(c, f.alignment_, names));
     f.tensors_.push_back(std::move(t));
   }
-
-  const uint64_t header_end = c.pos();
-  uint64_t data_offset = (header_end + f.alignment_ - 1) / f.alignment_ * f.alignment_;
-  if (n_tensors > 0 && data_offset > f.size_) {
-    return corrupt("truncated file: tensor data section starts at " + std::to_string(data_offset) +
-                   " past the end of the file" + at(header_end));
-  }
-  f.data_offset_ = data_offset;
-  const uint64_t data_size = f.size_ > data_offset ? f.size_ - data_offset : 0;
-  for (auto& t : f.tensors_) {
-    if (t.offset > data_size || t.nbytes > data_size - t.offset) {
-      return corrupt("tensor '" + t.name + "' data [" + std::to_string(data_offset + t.offset) + ", " +
-                     std::to_string(data_offset + t.offset + t.nbytes) + ") runs past the end of the file (" +
-                     std::to_string(f.size_) + " bytes)");
-    }
-    t.data = storage->data + data_offset + t.offset;
-  }
+  LOOM_ASSIGN_OR_RETURN(f.data_offset_, place_tensor_data(f.tensors_, c.pos(), f.alignment_, storage->data, f.size_));
   f.storage_ = std::move(storage);
   return f;
 }

@@ -38,44 +38,53 @@ void take_state_rows(const ForwardBatch& fb, const RecurrentView& rs, const Recu
   }
 }
 
-Status ssm_block(const Model& model, const ForwardBatch& fb, const ForwardConfig& cfg, ThreadPool& pool, int il,
-                 Buffers& b) {
-  const ModelHparams& hp = model.hparams();
-  const LayerWeights& l = model.weights().layers[size_t(il)];
-  const RecurrentView& rs = *fb.rs;
-  const RecurrentLayerView& st = rs.layers[size_t(il)];
-  const int T = fb.n_tokens;
-  const int64_t Di = hp.ssm_d_inner, S = hp.ssm_d_state, R = hp.ssm_dt_rank;
-  const int64_t XDB = R + 2 * S;
-  const bool v2 = hp.is_mamba2();
-  // Mamba-2: heads H (= R), groups G, conv channels Cc, the in-projection's row width.
-  const int64_t H = R, G = hp.ssm_n_group, Cc = hp.ssm_conv_channels(), XZ = v2 ? Di + Cc + H : 2 * Di;
-  const int n_runs = fb.n_seq_runs;
+namespace {
 
-  linear(pool, l.ssm_in, nullptr, b.xb, T, b.ssm_xz, b);  // [T][XZ]
-  take_state_rows(fb, rs, st);
+// The sizes of the mixer: d_inner Di, d_state S, dt_rank R (Mamba-2: heads H = R, groups G),
+// conv channels Cc, the in-projection's row width XZ and Mamba-1's x-projection width XDB.
+struct SsmShape {
+  int64_t Di, S, R, XDB, H, G, Cc, XZ;
+  bool v2;
+  explicit SsmShape(const ModelHparams& hp)
+      : Di(hp.ssm_d_inner),
+        S(hp.ssm_d_state),
+        R(hp.ssm_dt_rank),
+        XDB(R + 2 * S),
+        H(R),
+        G(hp.ssm_n_group),
+        Cc(hp.ssm_conv_channels()),
+        XZ(hp.is_mamba2() ? Di + Cc + H : 2 * Di),
+        v2(hp.is_mamba2()) {}
+};
 
-  // Mamba-1 convolves x (the first Di columns), Mamba-2 x|B|C (after z).
-  const int64_t conv_in = v2 ? Di : 0;
-  for_run_channels(pool, n_runs, Cc, [&](int r, int64_t c0, int64_t c1) {
+// silu(conv1d_causal(u) + b_conv) of each run into b.ssm_xc, continuing the run's conv state in
+// st: Mamba-1 convolves x (the first Di columns of b.ssm_xz), Mamba-2 x|B|C (after z).
+void convolve_input(const ModelHparams& hp, const SsmShape& sh, const LayerWeights& l, const ForwardBatch& fb,
+                    const RecurrentLayerView& st, ThreadPool& pool, Buffers& b) {
+  const int64_t conv_in = sh.v2 ? sh.Di : 0;
+  for_run_channels(pool, fb.n_seq_runs, sh.Cc, [&](int r, int64_t c0, int64_t c1) {
     const int t0 = fb.seq_start[r];
     ops::SsmConv p;
     p.n_tokens = fb.seq_start[r + 1] - t0;
     p.d_conv = int(hp.ssm_d_conv);
-    p.x = b.ssm_xz + int64_t(t0) * XZ + conv_in;
-    p.x_stride = XZ;
+    p.x = b.ssm_xz + int64_t(t0) * sh.XZ + conv_in;
+    p.x_stride = sh.XZ;
     p.w = l.ssm_conv;
     p.b = l.ssm_conv_b;
-    p.state = st.conv + int64_t(fb.state_dst[r]) * rs.conv_row;
-    p.y = b.ssm_xc + int64_t(t0) * Cc;
-    p.y_stride = Cc;
+    p.state = st.conv + int64_t(fb.state_dst[r]) * fb.rs->conv_row;
+    p.y = b.ssm_xc + int64_t(t0) * sh.Cc;
+    p.y_stride = sh.Cc;
     ops::ssm_conv(p, c0, c1);
   });
-  if (!observe(cfg, "ssm_conv", il, b.ssm_xc, Cc, T)) return aborted();
+}
 
-  if (v2) {
+// The T tokens' steps softplus(dt) into b.ssm_dt: Mamba-2's per head dt + b_dt; Mamba-1's
+// Wdt · dt_r + b_dt ([dt_r | B | C] = Wx · u into b.ssm_xdb; Falcon-Mamba: RMSNorm of dt_r, B, C first).
+void time_steps(const ModelHparams& hp, const SsmShape& sh, const LayerWeights& l, ThreadPool& pool, int T, Buffers& b) {
+  const int64_t Di = sh.Di, S = sh.S, R = sh.R, XDB = sh.XDB, H = sh.H;
+  if (sh.v2) {
     for (int t = 0; t < T; ++t) {
-      const float* dt = b.ssm_xz + t * XZ + Di + Cc;
+      const float* dt = b.ssm_xz + t * sh.XZ + Di + sh.Cc;
       for (int64_t h = 0; h < H; ++h) b.ssm_dt[t * H + h] = dt[h] + l.ssm_dt_b[h];
     }
   } else {
@@ -91,9 +100,15 @@ Status ssm_block(const Model& model, const ForwardBatch& fb, const ForwardConfig
     linear(pool, l.ssm_dt, nullptr, b.ssm_dtr, T, b.ssm_dt, b);  // [T][Di]
     ops::add_bias(b.ssm_dt, l.ssm_dt_b, T, Di);
   }
-  ops::softplus_inplace(b.ssm_dt, T * (v2 ? H : Di));  // the steps, in vectors
+  ops::softplus_inplace(b.ssm_dt, T * (sh.v2 ? H : Di));  // the steps, in vectors
+}
 
-  for_run_channels(pool, n_runs, Di, [&](int r, int64_t c0, int64_t c1) {
+// y = scan(x, dt, A, B, C) of each run into b.ssm_y, continuing the run's SSM state in st.
+void selective_scan(const SsmShape& sh, const LayerWeights& l, const ForwardBatch& fb, const RecurrentLayerView& st,
+                    ThreadPool& pool, Buffers& b) {
+  const int64_t Di = sh.Di, S = sh.S, H = sh.H, G = sh.G, Cc = sh.Cc, XDB = sh.XDB;
+  const bool v2 = sh.v2;
+  for_run_channels(pool, fb.n_seq_runs, Di, [&](int r, int64_t c0, int64_t c1) {
     const int t0 = fb.seq_start[r];
     ops::SsmScan p;
     p.n_tokens = fb.seq_start[r + 1] - t0;
@@ -104,10 +119,10 @@ Status ssm_block(const Model& model, const ForwardBatch& fb, const ForwardConfig
     p.dt_stride = v2 ? H : Di;
     p.dt_is_step = true;
     p.A = l.ssm_a;
-    p.B = v2 ? b.ssm_xc + int64_t(t0) * Cc + Di : b.ssm_xdb + int64_t(t0) * XDB + R;
+    p.B = v2 ? b.ssm_xc + int64_t(t0) * Cc + Di : b.ssm_xdb + int64_t(t0) * XDB + sh.R;
     p.C = p.B + (v2 ? G * S : S);
     p.bc_stride = v2 ? Cc : XDB;
-    p.state = st.ssm + int64_t(fb.state_dst[r]) * rs.ssm_row;
+    p.state = st.ssm + int64_t(fb.state_dst[r]) * fb.rs->ssm_row;
     p.y = b.ssm_y + int64_t(t0) * Di;
     p.y_stride = Di;
     if (v2) {
@@ -116,21 +131,25 @@ Status ssm_block(const Model& model, const ForwardBatch& fb, const ForwardConfig
     }
     ops::ssm_scan(p, c0, c1);
   });
-  // y = (y + D ⊙ x) · silu(z), by token rows in vectors (the scan's own D and z would take
-  // them one channel at a time).
+}
+
+// y = (y + D ⊙ x) · silu(z), by token rows in vectors (the scan's own D and z would take them
+// one channel at a time); Mamba-2: then RMSNorm over each group of Di / G channels (weight ssm_norm).
+void skip_gate_and_norm(const ModelHparams& hp, const SsmShape& sh, const LayerWeights& l, ThreadPool& pool, int T,
+                        Buffers& b) {
+  const int64_t Di = sh.Di, G = sh.G;
   pool.parallel_for(T, [&](int64_t lo, int64_t hi) {
     for (int64_t t = lo; t < hi; ++t) {
       float* y = b.ssm_y + t * Di;
-      const float* x = b.ssm_xc + t * Cc;
-      float* z = b.ssm_xz + t * XZ + (v2 ? 0 : Di);
-      const int64_t hd = v2 ? Di / H : 1;
+      const float* x = b.ssm_xc + t * sh.Cc;
+      float* z = b.ssm_xz + t * sh.XZ + (sh.v2 ? 0 : Di);
+      const int64_t hd = sh.v2 ? Di / sh.H : 1;
       for (int64_t c = 0; c < Di; ++c) y[c] += l.ssm_d[c / hd] * x[c];
       ops::swiglu_inplace(z, y, Di);  // z = silu(z) · y
       std::memcpy(y, z, sizeof(float) * size_t(Di));
     }
   });
-  if (v2 && l.ssm_norm) {
-    // RMSNorm over each group of Di / G channels, weight ssm_norm.
+  if (sh.v2 && l.ssm_norm) {
     for (int t = 0; t < T; ++t) {
       for (int64_t g = 0; g < G; ++g) {
         float* y = b.ssm_y + t * Di + g * (Di / G);
@@ -138,8 +157,27 @@ Status ssm_block(const Model& model, const ForwardBatch& fb, const ForwardConfig
       }
     }
   }
-  if (!observe(cfg, "ssm_out", il, b.ssm_y, Di, T)) return aborted();
+}
 
+}  // namespace
+
+Status ssm_block(const Model& model, const ForwardBatch& fb, const ForwardConfig& cfg, ThreadPool& pool, int il,
+                 Buffers& b) {
+  const ModelHparams& hp = model.hparams();
+  const LayerWeights& l = model.weights().layers[size_t(il)];
+  const RecurrentView& rs = *fb.rs;
+  const RecurrentLayerView& st = rs.layers[size_t(il)];
+  const int T = fb.n_tokens;
+  const SsmShape sh(hp);
+
+  linear(pool, l.ssm_in, nullptr, b.xb, T, b.ssm_xz, b);  // [T][XZ]
+  take_state_rows(fb, rs, st);
+  convolve_input(hp, sh, l, fb, st, pool, b);
+  if (!observe(cfg, "ssm_conv", il, b.ssm_xc, sh.Cc, T)) return aborted();
+  time_steps(hp, sh, l, pool, T, b);
+  selective_scan(sh, l, fb, st, pool, b);
+  skip_gate_and_norm(hp, sh, l, pool, T, b);
+  if (!observe(cfg, "ssm_out", il, b.ssm_y, sh.Di, T)) return aborted();
   linear(pool, l.ssm_out, nullptr, b.ssm_y, T, b.tmp, b);  // [T][E]
   return Status::ok();
 }

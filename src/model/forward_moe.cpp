@@ -143,16 +143,14 @@ void run_expert(const ModelHparams& hp, ThreadPool& pool, const TensorView& gate
 
 }  // namespace
 
-Status moe_block(const Model& model, const ForwardBatch& fb, const ForwardConfig& cfg, ThreadPool& pool, int il,
-                 Buffers& b) {
-  const ModelHparams& hp = model.hparams();
-  const LayerWeights& l = model.weights().layers[size_t(il)];
-  const int T = fb.n_tokens;
-  const int64_t E = hp.n_embd, X = hp.n_expert, K = hp.n_expert_used, F = hp.n_ff_exp;
+namespace {
 
+// s = Wrouter · h [+ brouter] into b.moe_logits ([T][X]); gemma4's router reads RMSNorm(x) (no
+// weight, x the residual stream) / sqrt(n_embd) times its per-channel scale, not the experts' input.
+Status router_logits(const ModelHparams& hp, const LayerWeights& l, const ForwardConfig& cfg, ThreadPool& pool, int il,
+                     int T, Buffers& b) {
+  const int64_t E = hp.n_embd, X = hp.n_expert;
   if (l.ffn_gate_inp_s) {
-    // gemma4: the router reads RMSNorm(x) (no weight, x the residual stream) / sqrt(n_embd) times
-    // its per-channel scale, not the experts' input.
     ops::rms_norm(b.x, nullptr, T, E, hp.rms_eps, b.moe_x);
     ops::scale_inplace(b.moe_x, 1.0f / std::sqrt(float(E)), int64_t(T) * E);
     for (int t = 0; t < T; ++t) {
@@ -165,150 +163,210 @@ Status moe_block(const Model& model, const ForwardBatch& fb, const ForwardConfig
   }
   if (!observe(cfg, "ffn_moe_logits", il, b.moe_logits, X, T)) return aborted();
   if (l.ffn_gate_inp_b) ops::add_bias(b.moe_logits, l.ffn_gate_inp_b, T, X);
+  return Status::ok();
+}
+
+// Groups the n_pairs (token, slot) pairs of b.moe_chosen by expert: offsets per expert into
+// b.moe_start ([X + 1]), then the pairs in token order into b.moe_pairs.
+void group_pairs_by_expert(int64_t X, int64_t n_pairs, Buffers& b) {
+  int32_t* start = b.moe_start;
+  std::fill(start, start + X + 1, 0);
+  for (int64_t i = 0; i < n_pairs; ++i) ++start[b.moe_chosen[i] + 1];
+  for (int64_t e = 0; e < X; ++e) start[e + 1] += start[e];
+  std::vector<int32_t> fill(start, start + X);
+  for (int64_t i = 0; i < n_pairs; ++i) b.moe_pairs[fill[size_t(b.moe_chosen[i])]++] = int32_t(i);
+}
+
+// The chosen experts run in waves: as many consecutive experts as the buffers' rows and the
+// matmul scratch hold, their gate/up products in one matmul_many and their down products in
+// another (decode: one wave, two pool passes for all n_expert_used experts instead of six per
+// expert). Each token's output in b.tmp sums its experts in expert order, wave or not.
+class ExpertWaves {
+ public:
+  ExpertWaves(const ModelHparams& hp, const LayerWeights& l, ThreadPool& pool, Buffers& b)
+      : hp_(hp),
+        l_(l),
+        pool_(pool),
+        b_(b),
+        E_(hp.n_embd),
+        K_(hp.n_expert_used),
+        F_(hp.n_ff_exp),
+        up_rows_(l.gate_up_fused ? 2 * F_ : F_),
+        gated_(!l.gate_up_fused && !l.ffn_gate_exps.empty()) {}
+
+  // Expert e over its n rows: into the current wave (run first when they would not fit), or alone
+  // when its products cannot share one pass's scratch.
+  void add(int64_t e, int n) {
+    up1_.clear();
+    down1_.clear();
+    jobs_of(e, n, 0, up1_, down1_);
+    const size_t need_up = ops::matmul_many_scratch_bytes(up1_), need_down = ops::matmul_many_scratch_bytes(down1_);
+    if (need_up > b_.mm_bytes || need_down > b_.mm_bytes) {
+      run_wave();
+      run_alone(e, n);
+      return;
+    }
+    if (rows_ + n > b_.rows || up_bytes_ + need_up > b_.mm_bytes || down_bytes_ + need_down > b_.mm_bytes) run_wave();
+    wave_.push_back({e, n, rows_});
+    jobs_of(e, n, rows_, up_jobs_, down_jobs_);
+    up_bytes_ += need_up;
+    down_bytes_ += need_down;
+    rows_ += n;
+  }
+
+  // Runs the experts of the current wave and starts an empty one.
+  void run_wave() {
+    if (wave_.empty()) return;
+    const int32_t* pairs = b_.moe_pairs + b_.moe_start[wave_.front().e];  // the wave's pairs, in row order
+    gather_rows(pairs, rows_);
+    ops::matmul_many(pool_, up_jobs_, b_.mm);
+    if (l_.gate_up_fused) split_gate_up(rows_);
+    for (const Member& m : wave_) scale_and_bias_gate_up(m);
+    expert_activation(hp_, gated_ || l_.gate_up_fused ? b_.gate : nullptr, b_.up, int64_t(rows_) * F_);
+    ops::matmul_many(pool_, down_jobs_, b_.mm);
+    for (const Member& m : wave_) {
+      float* y = b_.moe_y + int64_t(m.row) * E_;
+      if (l_.ffn_down_exps_s) ops::scale_inplace(y, l_.ffn_down_exps_s[m.e], int64_t(m.n) * E_);
+      if (l_.ffn_down_exps_b) ops::add_bias(y, l_.ffn_down_exps_b + m.e * E_, m.n, E_);
+      accumulate(pairs + m.row, y, m.n);
+    }
+    wave_.clear();
+    up_jobs_.clear();
+    down_jobs_.clear();
+    up_bytes_ = down_bytes_ = 0;
+    rows_ = 0;
+  }
+
+ private:
+  struct Member {
+    int64_t e;
+    int n, row;  // its rows, at this row of the wave's buffers
+  };
+
+  // Expert e's products over n rows at row `row` of the wave buffers: gate/up (or fused gate|up,
+  // or up alone) from moe_x into b.gate / b.up, down from the activation into moe_y.
+  void jobs_of(int64_t e, int n, int row, std::vector<ops::MatmulJob>& up, std::vector<ops::MatmulJob>& down) const {
+    const float* x = b_.moe_x + int64_t(row) * E_;
+    if (l_.gate_up_fused) {
+      up.push_back({expert_view(l_.ffn_up_exps, e, up_rows_), x, n, b_.gate + int64_t(row) * 2 * F_});
+    } else {
+      if (gated_) up.push_back({expert_view(l_.ffn_gate_exps, e, F_), x, n, b_.gate + int64_t(row) * F_});
+      up.push_back({expert_view(l_.ffn_up_exps, e, F_), x, n, b_.up + int64_t(row) * F_});
+    }
+    const float* act = (gated_ || l_.gate_up_fused ? b_.gate : b_.up) + int64_t(row) * F_;
+    down.push_back({expert_view(l_.ffn_down_exps, e, E_), act, n, b_.moe_y + int64_t(row) * E_});
+  }
+
+  // The experts' input rows of the n pairs, gathered from b.xb into b.moe_x.
+  void gather_rows(const int32_t* pairs, int n) const {
+    for (int r = 0; r < n; ++r) {
+      std::memcpy(b_.moe_x + int64_t(r) * E_, b_.xb + int64_t(pairs[r] / K_) * E_, sizeof(float) * size_t(E_));
+    }
+  }
+
+  // [n][2F] gate|up rows into [n][F] gate and [n][F] up.
+  void split_gate_up(int n) const {
+    for (int r = 0; r < n; ++r) {
+      std::memcpy(b_.up + int64_t(r) * F_, b_.gate + int64_t(r) * 2 * F_ + F_, sizeof(float) * size_t(F_));
+    }
+    for (int r = 1; r < n; ++r) {
+      std::memmove(b_.gate + int64_t(r) * F_, b_.gate + int64_t(r) * 2 * F_, sizeof(float) * size_t(F_));
+    }
+  }
+
+  // A wave member's gate/up scales and biases.
+  void scale_and_bias_gate_up(const Member& m) const {
+    float* gate = b_.gate + int64_t(m.row) * F_;
+    float* up = b_.up + int64_t(m.row) * F_;
+    if (l_.ffn_gate_exps_s) ops::scale_inplace(gate, l_.ffn_gate_exps_s[m.e], int64_t(m.n) * F_);
+    if (l_.ffn_up_exps_s) ops::scale_inplace(up, l_.ffn_up_exps_s[m.e], int64_t(m.n) * F_);
+    if (l_.ffn_gate_exps_b) ops::add_bias(gate, l_.ffn_gate_exps_b + m.e * F_, m.n, F_);
+    if (l_.ffn_up_exps_b) ops::add_bias(up, l_.ffn_up_exps_b + m.e * F_, m.n, F_);
+  }
+
+  // b.tmp[token of pair] += weight of pair · y row, for the n pairs and their rows of y.
+  void accumulate(const int32_t* pairs, const float* y, int n) const {
+    for (int r = 0; r < n; ++r) {
+      const int32_t pair = pairs[r];
+      const float w = b_.moe_weights[pair];
+      float* dst = b_.tmp + int64_t(pair / K_) * E_;
+      const float* src = y + int64_t(r) * E_;
+      for (int64_t i = 0; i < E_; ++i) dst[i] += w * src[i];
+    }
+  }
+
+  // An expert whose products cannot share one pass's scratch (gate and up of different weight
+  // types quantize the activations twice) runs alone, one product at a time.
+  void run_alone(int64_t e, int n) const {
+    const int32_t* pairs = b_.moe_pairs + b_.moe_start[e];
+    gather_rows(pairs, n);
+    ExpertBiases bias;
+    if (l_.ffn_gate_exps_b) bias.gate = l_.ffn_gate_exps_b + e * F_;
+    if (l_.ffn_up_exps_b) bias.up = l_.ffn_up_exps_b + e * F_;
+    if (l_.ffn_down_exps_b) bias.down = l_.ffn_down_exps_b + e * E_;
+    if (l_.ffn_gate_exps_s) bias.gate_s = l_.ffn_gate_exps_s[e];
+    if (l_.ffn_up_exps_s) bias.up_s = l_.ffn_up_exps_s[e];
+    if (l_.ffn_down_exps_s) bias.down_s = l_.ffn_down_exps_s[e];
+    run_expert(hp_, pool_, gated_ ? expert_view(l_.ffn_gate_exps, e, F_) : TensorView{},
+               expert_view(l_.ffn_up_exps, e, up_rows_), l_.gate_up_fused, expert_view(l_.ffn_down_exps, e, E_), bias,
+               b_.moe_x, n, b_.moe_y, b_);
+    accumulate(pairs, b_.moe_y, n);
+  }
+
+  const ModelHparams& hp_;
+  const LayerWeights& l_;
+  ThreadPool& pool_;
+  Buffers& b_;
+  const int64_t E_, K_, F_, up_rows_;
+  const bool gated_;
+  std::vector<Member> wave_;
+  std::vector<ops::MatmulJob> up_jobs_, down_jobs_, up1_, down1_;
+  size_t up_bytes_ = 0, down_bytes_ = 0;
+  int rows_ = 0;
+};
+
+// b.tmp += [σ(Wsg · h) ·] the shared expert of the T rows of b.xb (qwen35moe: gated).
+void add_shared_expert(const ModelHparams& hp, const LayerWeights& l, ThreadPool& pool, int T, Buffers& b) {
+  const int64_t E = hp.n_embd;
+  run_expert(hp, pool, l.ffn_gate_shexp, l.ffn_up_shexp, false, l.ffn_down_shexp, {}, b.xb, T, b.moe_y, b);
+  if (!l.ffn_gate_inp_shexp.empty()) {
+    // qwen35moe: the shared expert's output times σ(its own one-row router).
+    linear(pool, l.ffn_gate_inp_shexp, nullptr, b.xb, T, b.moe_logits, b);  // [T][1]
+    for (int t = 0; t < T; ++t) {
+      const float g = 1.0f / (1.0f + std::exp(-b.moe_logits[t]));
+      ops::scale_inplace(b.moe_y + int64_t(t) * E, g, E);
+    }
+  }
+  ops::add_inplace(b.tmp, b.moe_y, int64_t(T) * E);
+}
+
+}  // namespace
+
+Status moe_block(const Model& model, const ForwardBatch& fb, const ForwardConfig& cfg, ThreadPool& pool, int il,
+                 Buffers& b) {
+  const ModelHparams& hp = model.hparams();
+  const LayerWeights& l = model.weights().layers[size_t(il)];
+  const int T = fb.n_tokens;
+  const int64_t E = hp.n_embd, X = hp.n_expert, K = hp.n_expert_used;
+
+  LOOM_RETURN_IF_ERROR(router_logits(hp, l, cfg, pool, il, T, b));
   route_tokens(hp, l.ffn_exp_probs_b, b.moe_logits, T, b.moe_chosen, b.moe_weights);
   if (cfg.expert_counts) {
     uint64_t* counts = cfg.expert_counts + int64_t(il) * X;
     for (int64_t i = 0; i < int64_t(T) * K; ++i) ++counts[b.moe_chosen[i]];
   }
+  group_pairs_by_expert(X, int64_t(T) * K, b);
 
-  // Group the (token, slot) pairs by expert: offsets per expert, then the pairs in token order.
-  int32_t* start = b.moe_start;  // [X + 1]
-  std::fill(start, start + X + 1, 0);
-  for (int64_t i = 0; i < int64_t(T) * K; ++i) ++start[b.moe_chosen[i] + 1];
-  for (int64_t e = 0; e < X; ++e) start[e + 1] += start[e];
-  {
-    std::vector<int32_t> fill(start, start + X);
-    for (int64_t i = 0; i < int64_t(T) * K; ++i) b.moe_pairs[fill[size_t(b.moe_chosen[i])]++] = int32_t(i);
-  }
-
-  // The chosen experts run in waves: as many consecutive experts as the buffers' rows and the
-  // matmul scratch hold, their gate/up products in one matmul_many and their down products in
-  // another (decode: one wave, two pool passes for all n_expert_used experts instead of six per
-  // expert). Each token's output sums its experts in expert order, wave or not.
   std::fill(b.tmp, b.tmp + int64_t(T) * E, 0.0f);
-  const int64_t up_rows = l.gate_up_fused ? 2 * F : F;
-  const bool gated = !l.gate_up_fused && !l.ffn_gate_exps.empty();
-  struct Member {
-    int64_t e;
-    int n, row;  // its rows, at this row of the wave's buffers
-  };
-  std::vector<Member> wave;
-  std::vector<ops::MatmulJob> up_jobs, down_jobs;
-  size_t up_bytes = 0, down_bytes = 0;
-  int rows = 0;
-  // Expert e's products over n rows at row `row` of the wave buffers: gate/up (or fused gate|up,
-  // or up alone) from moe_x into b.gate / b.up, down from the activation into moe_y.
-  auto jobs_of = [&](int64_t e, int n, int row, std::vector<ops::MatmulJob>& up, std::vector<ops::MatmulJob>& down) {
-    const float* x = b.moe_x + int64_t(row) * E;
-    if (l.gate_up_fused) {
-      up.push_back({expert_view(l.ffn_up_exps, e, up_rows), x, n, b.gate + int64_t(row) * 2 * F});
-    } else {
-      if (gated) up.push_back({expert_view(l.ffn_gate_exps, e, F), x, n, b.gate + int64_t(row) * F});
-      up.push_back({expert_view(l.ffn_up_exps, e, F), x, n, b.up + int64_t(row) * F});
-    }
-    const float* act = (gated || l.gate_up_fused ? b.gate : b.up) + int64_t(row) * F;
-    down.push_back({expert_view(l.ffn_down_exps, e, E), act, n, b.moe_y + int64_t(row) * E});
-  };
-  auto run_wave = [&]() {
-    if (wave.empty()) return;
-    const int32_t* pairs = b.moe_pairs + start[wave.front().e];  // the wave's pairs, in row order
-    for (int r = 0; r < rows; ++r) {
-      std::memcpy(b.moe_x + int64_t(r) * E, b.xb + int64_t(pairs[r] / K) * E, sizeof(float) * size_t(E));
-    }
-    ops::matmul_many(pool, up_jobs, b.mm);
-    if (l.gate_up_fused) {
-      // [rows][2F] gate|up rows into [rows][F] gate and [rows][F] up.
-      for (int r = 0; r < rows; ++r) {
-        std::memcpy(b.up + int64_t(r) * F, b.gate + int64_t(r) * 2 * F + F, sizeof(float) * size_t(F));
-      }
-      for (int r = 1; r < rows; ++r) {
-        std::memmove(b.gate + int64_t(r) * F, b.gate + int64_t(r) * 2 * F, sizeof(float) * size_t(F));
-      }
-    }
-    for (const Member& m : wave) {
-      if (l.ffn_gate_exps_s) ops::scale_inplace(b.gate + int64_t(m.row) * F, l.ffn_gate_exps_s[m.e], int64_t(m.n) * F);
-      if (l.ffn_up_exps_s) ops::scale_inplace(b.up + int64_t(m.row) * F, l.ffn_up_exps_s[m.e], int64_t(m.n) * F);
-      if (l.ffn_gate_exps_b) ops::add_bias(b.gate + int64_t(m.row) * F, l.ffn_gate_exps_b + m.e * F, m.n, F);
-      if (l.ffn_up_exps_b) ops::add_bias(b.up + int64_t(m.row) * F, l.ffn_up_exps_b + m.e * F, m.n, F);
-    }
-    expert_activation(hp, gated || l.gate_up_fused ? b.gate : nullptr, b.up, int64_t(rows) * F);
-    ops::matmul_many(pool, down_jobs, b.mm);
-    for (const Member& m : wave) {
-      float* y = b.moe_y + int64_t(m.row) * E;
-      if (l.ffn_down_exps_s) ops::scale_inplace(y, l.ffn_down_exps_s[m.e], int64_t(m.n) * E);
-      if (l.ffn_down_exps_b) ops::add_bias(y, l.ffn_down_exps_b + m.e * E, m.n, E);
-      for (int r = 0; r < m.n; ++r) {
-        const int32_t pair = pairs[m.row + r];
-        const float w = b.moe_weights[pair];
-        float* dst = b.tmp + int64_t(pair / K) * E;
-        const float* src = y + int64_t(r) * E;
-        for (int64_t i = 0; i < E; ++i) dst[i] += w * src[i];
-      }
-    }
-    wave.clear();
-    up_jobs.clear();
-    down_jobs.clear();
-    up_bytes = down_bytes = 0;
-    rows = 0;
-  };
-  // An expert whose products cannot share one pass's scratch (gate and up of different weight
-  // types quantize the activations twice) runs alone, one product at a time.
-  auto run_alone = [&](int64_t e, int n) {
-    const int32_t* pairs = b.moe_pairs + start[e];
-    for (int r = 0; r < n; ++r) {
-      std::memcpy(b.moe_x + int64_t(r) * E, b.xb + int64_t(pairs[r] / K) * E, sizeof(float) * size_t(E));
-    }
-    ExpertBiases bias;
-    if (l.ffn_gate_exps_b) bias.gate = l.ffn_gate_exps_b + e * F;
-    if (l.ffn_up_exps_b) bias.up = l.ffn_up_exps_b + e * F;
-    if (l.ffn_down_exps_b) bias.down = l.ffn_down_exps_b + e * E;
-    if (l.ffn_gate_exps_s) bias.gate_s = l.ffn_gate_exps_s[e];
-    if (l.ffn_up_exps_s) bias.up_s = l.ffn_up_exps_s[e];
-    if (l.ffn_down_exps_s) bias.down_s = l.ffn_down_exps_s[e];
-    run_expert(hp, pool, gated ? expert_view(l.ffn_gate_exps, e, F) : TensorView{}, expert_view(l.ffn_up_exps, e, up_rows),
-               l.gate_up_fused, expert_view(l.ffn_down_exps, e, E), bias, b.moe_x, n, b.moe_y, b);
-    for (int r = 0; r < n; ++r) {
-      const float w = b.moe_weights[pairs[r]];
-      float* dst = b.tmp + int64_t(pairs[r] / K) * E;
-      const float* src = b.moe_y + int64_t(r) * E;
-      for (int64_t i = 0; i < E; ++i) dst[i] += w * src[i];
-    }
-  };
-  std::vector<ops::MatmulJob> up1, down1;
+  ExpertWaves waves(hp, l, pool, b);
   for (int64_t e = 0; e < X; ++e) {
-    const int n = start[e + 1] - start[e];
-    if (n == 0) continue;
-    up1.clear();
-    down1.clear();
-    jobs_of(e, n, 0, up1, down1);
-    const size_t need_up = ops::matmul_many_scratch_bytes(up1), need_down = ops::matmul_many_scratch_bytes(down1);
-    if (need_up > b.mm_bytes || need_down > b.mm_bytes) {
-      run_wave();
-      run_alone(e, n);
-      continue;
-    }
-    if (rows + n > b.rows || up_bytes + need_up > b.mm_bytes || down_bytes + need_down > b.mm_bytes) run_wave();
-    wave.push_back({e, n, rows});
-    jobs_of(e, n, rows, up_jobs, down_jobs);
-    up_bytes += need_up;
-    down_bytes += need_down;
-    rows += n;
+    const int n = b.moe_start[e + 1] - b.moe_start[e];
+    if (n > 0) waves.add(e, n);
   }
-  run_wave();
+  waves.run_wave();
   if (!observe(cfg, "ffn_moe_out", il, b.tmp, E, T)) return aborted();
 
-  if (!l.ffn_up_shexp.empty()) {
-    run_expert(hp, pool, l.ffn_gate_shexp, l.ffn_up_shexp, false, l.ffn_down_shexp, {}, b.xb, T, b.moe_y, b);
-    if (!l.ffn_gate_inp_shexp.empty()) {
-      // qwen35moe: the shared expert's output times σ(its own one-row router).
-      linear(pool, l.ffn_gate_inp_shexp, nullptr, b.xb, T, b.moe_logits, b);  // [T][1]
-      for (int t = 0; t < T; ++t) {
-        const float g = 1.0f / (1.0f + std::exp(-b.moe_logits[t]));
-        ops::scale_inplace(b.moe_y + int64_t(t) * E, g, E);
-      }
-    }
-    ops::add_inplace(b.tmp, b.moe_y, int64_t(T) * E);
-  }
+  if (!l.ffn_up_shexp.empty()) add_shared_expert(hp, l, pool, T, b);
   return Status::ok();
 }
 

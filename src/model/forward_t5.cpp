@@ -60,6 +60,101 @@ void t5_ffn(ThreadPool& pool, const LayerWeights& l, int T, int64_t F, Buffers& 
   linear(pool, l.ffn_down, nullptr, b.gate, T, b.tmp, b);
 }
 
+// Relative-position buckets of this micro-batch over its columns: bidirectional in the encoder,
+// causal in the decoder (key position minus query position).
+void position_buckets(const ModelHparams& hp, const ForwardBatch& fb, const AttnInputs& in, bool encoder, Buffers& b) {
+  for (int t = 0; t < fb.n_tokens; ++t) {
+    for (int c = 0; c < in.n_kv; ++c) {
+      b.pos_bucket[size_t(t) * size_t(in.n_kv) + size_t(c)] =
+          relative_position_bucket(in.kv_pos[c], fb.pos[t], hp.n_rel_buckets, encoder);
+    }
+  }
+}
+
+// The cross-attention's settings from the self-attention's: the encoder tokens' K/V rows, no bias.
+ops::AttentionParams cross_attention_params(const ops::AttentionParams& ap, const CrossAttentionView& cross) {
+  ops::AttentionParams cp = ap;
+  cp.pos_bucket = nullptr;
+  cp.pos_bias = nullptr;
+  cp.n_kv = cross.n_enc;
+  cp.k_type = cross.type_k;
+  cp.v_type = cross.type_v;
+  cp.k_row_bytes = cross.k_row_bytes;
+  cp.v_row_bytes = cross.v_row_bytes;
+  cp.mask = cross.mask;
+  cp.kv_cells = nullptr;
+  cp.prefix_group = nullptr;
+  return cp;
+}
+
+// x += Wo·attn(Wq·h, Wk·h, Wv·h; bias = rel_b[bucket]) with h = rms(x), K/V stored into the cache.
+Status self_attention(const ModelHparams& hp, const LayerWeights& l, const ForwardBatch& fb, const ForwardConfig& cfg,
+                      ThreadPool& pool, int il, ops::AttentionParams& ap, Buffers& b) {
+  const int T = fb.n_tokens;
+  const int64_t E = hp.n_embd, KV = hp.n_embd_kv();
+  const KvLayerView& cache = fb.attn.kv->layers[size_t(il)];
+  ops::rms_norm(b.x, l.attn_norm, T, E, hp.rms_eps, b.xb);
+  if (!observe(cfg, "attn_norm", il, b.xb, E, T)) return aborted();
+  linear(pool, l.wq, nullptr, b.xb, T, b.q, b);
+  linear(pool, l.wk, nullptr, b.xb, T, b.k, b);
+  linear(pool, l.wv, nullptr, b.xb, T, b.v, b);
+  if (!observe(cfg, "Qcur", il, b.q, hp.n_embd_q(), T) || !observe(cfg, "Kcur", il, b.k, KV, T) ||
+      !observe(cfg, "Vcur", il, b.v, KV, T)) {
+    return aborted();
+  }
+  store_kv(fb, fb.attn, il, b);
+  ap.k = cache.k;
+  ap.v = cache.v;
+  ap.pos_bias = l.attn_rel_b;
+  ops::attention(pool, ap, b.q, b.att, b.attn);
+  if (!observe(cfg, "kqv_out", il, b.att, hp.n_embd_q(), T)) return aborted();
+  linear(pool, l.wo, nullptr, b.att, T, b.tmp, b);
+  ops::add_inplace(b.x, b.tmp, int64_t(T) * E);
+  return Status::ok();
+}
+
+// The decoder's x += Wo_c·attn(Wq_c·rms(x) over the cross K/V of the encoder output).
+Status cross_attention(const ModelHparams& hp, const LayerWeights& l, const ForwardBatch& fb, const ForwardConfig& cfg,
+                       ThreadPool& pool, int il, ops::AttentionParams& cp, Buffers& b) {
+  const int T = fb.n_tokens;
+  const int64_t E = hp.n_embd;
+  ops::rms_norm(b.x, l.cross_norm, T, E, hp.rms_eps, b.xb);
+  if (!observe(cfg, "attn_norm_cross", il, b.xb, E, T)) return aborted();
+  linear(pool, l.wq_cross, nullptr, b.xb, T, b.q, b);
+  cp.k = fb.cross->k + size_t(il) * fb.cross->k_layer_bytes;
+  cp.v = fb.cross->v + size_t(il) * fb.cross->v_layer_bytes;
+  ops::attention(pool, cp, b.q, b.att, b.attn);
+  linear(pool, l.wo_cross, nullptr, b.att, T, b.tmp, b);
+  ops::add_inplace(b.x, b.tmp, int64_t(T) * E);
+  return Status::ok();
+}
+
+// x += ffn(rms(x)).
+Status ffn_sub_block(const ModelHparams& hp, const LayerWeights& l, const ForwardConfig& cfg, ThreadPool& pool, int il,
+                     int T, Buffers& b) {
+  const int64_t E = hp.n_embd;
+  if (!observe(cfg, "ffn_inp", il, b.x, E, T)) return aborted();
+  ops::rms_norm(b.x, l.ffn_norm, T, E, hp.rms_eps, b.xb);
+  if (!observe(cfg, "ffn_norm", il, b.xb, E, T)) return aborted();
+  t5_ffn(pool, l, T, hp.n_ff, b);
+  if (!observe(cfg, "ffn_out", il, b.tmp, E, T)) return aborted();
+  ops::add_inplace(b.x, b.tmp, int64_t(T) * E);
+  return Status::ok();
+}
+
+// The encoder's output: its final norm of the output rows (the embeddings, and what the decoder
+// attends to).
+Status encoder_output(const Model& model, const ForwardBatch& fb, const ForwardConfig& cfg, Buffers& b) {
+  const ModelHparams& hp = model.hparams();
+  const int64_t E = hp.n_embd;
+  for (int o = 0; o < fb.n_outputs; ++o) {
+    ops::rms_norm_row(b.x + int64_t(fb.output_rows[o]) * E, model.weights().enc_output_norm, E, hp.rms_eps, b.xb + o * E);
+  }
+  if (!observe(cfg, "result_norm", -1, b.xb, E, fb.n_outputs)) return aborted();
+  if (fb.hidden) std::memcpy(fb.hidden, b.xb, sizeof(float) * size_t(fb.n_outputs) * size_t(E));
+  return Status::ok();
+}
+
 }  // namespace
 
 Status forward_t5(const Model& model, const ForwardBatch& fb, ForwardScratch& scratch, ThreadPool& pool,
@@ -67,7 +162,7 @@ Status forward_t5(const Model& model, const ForwardBatch& fb, ForwardScratch& sc
   const ModelHparams& hp = model.hparams();
   const ModelWeights& w = model.weights();
   const int T = fb.n_tokens;
-  const int64_t E = hp.n_embd, KV = hp.n_embd_kv(), F = hp.n_ff;
+  const int64_t E = hp.n_embd;
   const bool encoder = fb.encoder || hp.arch == Arch::kT5Encoder;
   const AttnInputs& in = fb.attn;
   if (!in.kv_pos) return internal_error("t5: the forward needs the positions of the mask columns");
@@ -76,87 +171,24 @@ Status forward_t5(const Model& model, const ForwardBatch& fb, ForwardScratch& sc
 
   embed_tokens(model, fb, ForwardConfig{}, pool, b);  // (no adapters for T5)
   if (!observe(cfg, "inp_embd", -1, b.x, E, T)) return aborted();
-
-  // Relative-position buckets of this micro-batch over its columns: bidirectional in the
-  // encoder, causal in the decoder (key position minus query position).
-  for (int t = 0; t < T; ++t) {
-    for (int c = 0; c < in.n_kv; ++c) {
-      b.pos_bucket[size_t(t) * size_t(in.n_kv) + size_t(c)] =
-          relative_position_bucket(in.kv_pos[c], fb.pos[t], hp.n_rel_buckets, encoder);
-    }
-  }
+  position_buckets(hp, fb, in, encoder, b);
   ops::AttentionParams ap = attention_params(hp, fb, in, 0);
   ap.scale = 1.0f;
   ap.pos_bucket = b.pos_bucket;
-
-  ops::AttentionParams cp;  // cross-attention: the encoder tokens' K/V rows, no bias
-  if (!encoder) {
-    cp = ap;
-    cp.pos_bucket = nullptr;
-    cp.pos_bias = nullptr;
-    cp.n_kv = fb.cross->n_enc;
-    cp.k_type = fb.cross->type_k;
-    cp.v_type = fb.cross->type_v;
-    cp.k_row_bytes = fb.cross->k_row_bytes;
-    cp.v_row_bytes = fb.cross->v_row_bytes;
-    cp.mask = fb.cross->mask;
-    cp.kv_cells = nullptr;
-    cp.prefix_group = nullptr;
-  }
+  ops::AttentionParams cp;
+  if (!encoder) cp = cross_attention_params(ap, *fb.cross);
 
   const std::vector<LayerWeights>& layers = encoder ? w.enc_layers : w.layers;
   for (int il = 0; il < int(layers.size()); ++il) {
     if (cfg.abort_cb && cfg.abort_cb(cfg.abort_data)) return aborted();
     const LayerWeights& l = layers[size_t(il)];
-    const KvLayerView& cache = in.kv->layers[size_t(il)];
-
-    ops::rms_norm(b.x, l.attn_norm, T, E, hp.rms_eps, b.xb);
-    if (!observe(cfg, "attn_norm", il, b.xb, E, T)) return aborted();
-    linear(pool, l.wq, nullptr, b.xb, T, b.q, b);
-    linear(pool, l.wk, nullptr, b.xb, T, b.k, b);
-    linear(pool, l.wv, nullptr, b.xb, T, b.v, b);
-    if (!observe(cfg, "Qcur", il, b.q, hp.n_embd_q(), T) || !observe(cfg, "Kcur", il, b.k, KV, T) ||
-        !observe(cfg, "Vcur", il, b.v, KV, T)) {
-      return aborted();
-    }
-    store_kv(fb, in, il, b);
-    ap.k = cache.k;
-    ap.v = cache.v;
-    ap.pos_bias = l.attn_rel_b;
-    ops::attention(pool, ap, b.q, b.att, b.attn);
-    if (!observe(cfg, "kqv_out", il, b.att, hp.n_embd_q(), T)) return aborted();
-    linear(pool, l.wo, nullptr, b.att, T, b.tmp, b);
-    ops::add_inplace(b.x, b.tmp, int64_t(T) * E);
-
-    if (!encoder) {
-      ops::rms_norm(b.x, l.cross_norm, T, E, hp.rms_eps, b.xb);
-      if (!observe(cfg, "attn_norm_cross", il, b.xb, E, T)) return aborted();
-      linear(pool, l.wq_cross, nullptr, b.xb, T, b.q, b);
-      cp.k = fb.cross->k + size_t(il) * fb.cross->k_layer_bytes;
-      cp.v = fb.cross->v + size_t(il) * fb.cross->v_layer_bytes;
-      ops::attention(pool, cp, b.q, b.att, b.attn);
-      linear(pool, l.wo_cross, nullptr, b.att, T, b.tmp, b);
-      ops::add_inplace(b.x, b.tmp, int64_t(T) * E);
-    }
-    if (!observe(cfg, "ffn_inp", il, b.x, E, T)) return aborted();
-
-    ops::rms_norm(b.x, l.ffn_norm, T, E, hp.rms_eps, b.xb);
-    if (!observe(cfg, "ffn_norm", il, b.xb, E, T)) return aborted();
-    t5_ffn(pool, l, T, F, b);
-    if (!observe(cfg, "ffn_out", il, b.tmp, E, T)) return aborted();
-    ops::add_inplace(b.x, b.tmp, int64_t(T) * E);
+    LOOM_RETURN_IF_ERROR(self_attention(hp, l, fb, cfg, pool, il, ap, b));
+    if (!encoder) LOOM_RETURN_IF_ERROR(cross_attention(hp, l, fb, cfg, pool, il, cp, b));
+    LOOM_RETURN_IF_ERROR(ffn_sub_block(hp, l, cfg, pool, il, T, b));
     if (!observe(cfg, "l_out", il, b.x, E, T)) return aborted();
   }
-
   if (!encoder) return write_outputs(model, fb, cfg, pool, b);
-  // The encoder's output: its final norm of the output rows (the embeddings, and what the decoder
-  // attends to).
-  for (int o = 0; o < fb.n_outputs; ++o) {
-    ops::rms_norm_row(b.x + int64_t(fb.output_rows[o]) * E, w.enc_output_norm, E, hp.rms_eps, b.xb + o * E);
-  }
-  if (!observe(cfg, "result_norm", -1, b.xb, E, fb.n_outputs)) return aborted();
-  if (fb.hidden) std::memcpy(fb.hidden, b.xb, sizeof(float) * size_t(fb.n_outputs) * size_t(E));
-  return Status::ok();
+  return encoder_output(model, fb, cfg, b);
 }
 
 }  // namespace detail

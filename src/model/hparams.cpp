@@ -323,25 +323,12 @@ Status read_gpt_oss_hparams(const gguf::GgufFile& f, ModelHparams& hp, int64_t n
   return Status::ok();
 }
 
-// The mixture-of-experts keys, with the reference's per-architecture rules: which architectures
-// take experts, the expert width's default, the gating, whether the chosen weights are normalised.
-Status read_moe_hparams(const gguf::GgufFile& f, ModelHparams& hp, int64_t n_block) {
+// <arch>.expert_used_count: a number, or one per block (the reference allows it; loom takes one
+// count for every layer), between 1 and expert_count.
+Status read_expert_used_count(const gguf::GgufFile& f, ModelHparams& hp, int64_t n_block) {
   const std::string& a = hp.arch_name;
-  LOOM_ASSIGN_OR_RETURN(hp.n_expert, arch_int(f, a, "expert_count", 0, 0, 1 << 12));
-  const bool moe_name = a == "qwen3moe" || a == "qwen35moe" || a == "qwen3next" || a == "lfm2moe" || a == "granitemoe" ||
-                        a == "olmoe" || a == "gpt-oss";
-  if (hp.n_expert == 0) {
-    if (moe_name) return corrupt(a + ": expert_count is missing or 0 (a mixture-of-experts architecture needs experts)");
-    return Status::ok();
-  }
-  const bool takes_experts = moe_name || a == "llama" || a == "granite" || a == "granitehybrid" || a == "gemma4";
-  if (!takes_experts) {
-    return unsupported(a + ": a mixture-of-experts feed-forward (expert_count " + std::to_string(hp.n_expert) +
-                       ") is not supported for this architecture");
-  }
   const std::string ukey = a + ".expert_used_count";
   if (Expected<const gguf::Array*> arr = f.get_array(ukey); arr) {
-    // Per layer (the reference allows it); loom takes one count for every layer.
     if (!(*arr)->is_numeric() || (*arr)->count != uint64_t(n_block) || n_block == 0) {
       return corrupt(ukey + " must be a number or an array of " + std::to_string(n_block) + " numbers");
     }
@@ -357,39 +344,43 @@ Status read_moe_hparams(const gguf::GgufFile& f, ModelHparams& hp, int64_t n_blo
     return corrupt(ukey + " " + std::to_string(hp.n_expert_used) + " must be between 1 and expert_count " +
                    std::to_string(hp.n_expert));
   }
-  if (f.has(a + ".expert_group_count")) {
-    LOOM_ASSIGN_OR_RETURN(int64_t groups, arch_int(f, a, "expert_group_count", 0, 0, 1 << 12));
-    if (groups > 1)
-      return unsupported(a + ": grouped expert selection (expert_group_count " + std::to_string(groups) +
-                         ") is not supported");
-  }
-  // The experts' width: qwen3moe / qwen35moe default to n_ff / n_expert_used, lfm2moe, gpt-oss and
-  // gemma4 require the key; the llama, olmoe and granite loaders size experts by feed_forward_length.
+  return Status::ok();
+}
+
+// The experts' width: qwen3moe / qwen35moe default to n_ff / n_expert_used, lfm2moe, gpt-oss and
+// gemma4 require the key; the llama, olmoe and granite loaders size experts by feed_forward_length.
+Status read_expert_width(const gguf::GgufFile& f, ModelHparams& hp, int64_t n_block) {
+  const std::string& a = hp.arch_name;
   const bool own_width =
       a == "qwen3moe" || a == "qwen35moe" || a == "qwen3next" || a == "lfm2moe" || a == "gpt-oss" || a == "gemma4";
-  if (own_width) {
-    const std::optional<int64_t> def = a == "lfm2moe" || a == "gpt-oss" || a == "gemma4"
-                                           ? std::nullopt
-                                           : std::optional<int64_t>(hp.n_ff / hp.n_expert_used);
-    const std::string wkey = a + ".expert_feed_forward_length";
-    if (Expected<const gguf::Array*> arr = f.get_array(wkey); arr) {
-      // Per layer (gemma4's loader reads a number or an array); loom takes one width for every layer.
-      if (!(*arr)->is_numeric() || (*arr)->count != uint64_t(n_block)) {
-        return corrupt(wkey + " must be a number or an array of " + std::to_string(n_block) + " numbers");
-      }
-      hp.n_ff_exp = (*arr)->int_at(0);
-      for (uint64_t i = 1; i < (*arr)->count; ++i) {
-        if ((*arr)->int_at(i) != hp.n_ff_exp)
-          return unsupported(wkey + ": a different expert width per layer is not supported");
-      }
-      if (hp.n_ff_exp > (1 << 24)) return corrupt(wkey + " is out of range");
-    } else {
-      LOOM_ASSIGN_OR_RETURN(hp.n_ff_exp, arch_int(f, a, "expert_feed_forward_length", def, 1, 1 << 24));
-    }
-  } else {
+  if (!own_width) {
     hp.n_ff_exp = hp.n_ff;
+    return Status::ok();
   }
-  if (hp.n_ff_exp < 1) return corrupt(a + ": the experts' feed-forward width is 0");
+  const std::string wkey = a + ".expert_feed_forward_length";
+  if (Expected<const gguf::Array*> arr = f.get_array(wkey); arr) {
+    // Per layer (gemma4's loader reads a number or an array); loom takes one width for every layer.
+    if (!(*arr)->is_numeric() || (*arr)->count != uint64_t(n_block)) {
+      return corrupt(wkey + " must be a number or an array of " + std::to_string(n_block) + " numbers");
+    }
+    hp.n_ff_exp = (*arr)->int_at(0);
+    for (uint64_t i = 1; i < (*arr)->count; ++i) {
+      if ((*arr)->int_at(i) != hp.n_ff_exp)
+        return unsupported(wkey + ": a different expert width per layer is not supported");
+    }
+    if (hp.n_ff_exp > (1 << 24)) return corrupt(wkey + " is out of range");
+  } else if (a == "lfm2moe" || a == "gpt-oss" || a == "gemma4") {
+    LOOM_ASSIGN_OR_RETURN(hp.n_ff_exp, arch_int(f, a, "expert_feed_forward_length", std::nullopt, 1, 1 << 24));
+  } else {
+    LOOM_ASSIGN_OR_RETURN(hp.n_ff_exp, arch_int(f, a, "expert_feed_forward_length", hp.n_ff / hp.n_expert_used, 1, 1 << 24));
+  }
+  return Status::ok();
+}
+
+// The reference's per-architecture expert rules: the shared expert's width, lfm2moe's gating and
+// leading dense blocks, gpt-oss's and gemma4's fixed choices, whether the chosen weights are normalised.
+Status read_expert_rules(const gguf::GgufFile& f, ModelHparams& hp) {
+  const std::string& a = hp.arch_name;
   const bool gated_shexp = a == "qwen35moe" || a == "qwen3next";
   if (gated_shexp || a == "llama" || hp.arch == Arch::kGranite || hp.arch == Arch::kGraniteHybrid) {
     // qwen35moe and qwen3next always have a shared expert (n_ff wide unless given); the others only
@@ -419,11 +410,36 @@ Status read_moe_hparams(const gguf::GgufFile& f, ModelHparams& hp, int64_t n_blo
   return Status::ok();
 }
 
-}  // namespace
+// The mixture-of-experts keys, with the reference's per-architecture rules: which architectures
+// take experts, the expert width's default, the gating, whether the chosen weights are normalised.
+Status read_moe_hparams(const gguf::GgufFile& f, ModelHparams& hp, int64_t n_block) {
+  const std::string& a = hp.arch_name;
+  LOOM_ASSIGN_OR_RETURN(hp.n_expert, arch_int(f, a, "expert_count", 0, 0, 1 << 12));
+  const bool moe_name = a == "qwen3moe" || a == "qwen35moe" || a == "qwen3next" || a == "lfm2moe" || a == "granitemoe" ||
+                        a == "olmoe" || a == "gpt-oss";
+  if (hp.n_expert == 0) {
+    if (moe_name) return corrupt(a + ": expert_count is missing or 0 (a mixture-of-experts architecture needs experts)");
+    return Status::ok();
+  }
+  const bool takes_experts = moe_name || a == "llama" || a == "granite" || a == "granitehybrid" || a == "gemma4";
+  if (!takes_experts) {
+    return unsupported(a + ": a mixture-of-experts feed-forward (expert_count " + std::to_string(hp.n_expert) +
+                       ") is not supported for this architecture");
+  }
+  LOOM_RETURN_IF_ERROR(read_expert_used_count(f, hp, n_block));
+  if (f.has(a + ".expert_group_count")) {
+    LOOM_ASSIGN_OR_RETURN(int64_t groups, arch_int(f, a, "expert_group_count", 0, 0, 1 << 12));
+    if (groups > 1)
+      return unsupported(a + ": grouped expert selection (expert_group_count " + std::to_string(groups) +
+                         ") is not supported");
+  }
+  LOOM_RETURN_IF_ERROR(read_expert_width(f, hp, n_block));
+  if (hp.n_ff_exp < 1) return corrupt(a + ": the experts' feed-forward width is 0");
+  return read_expert_rules(f, hp);
+}
 
-Expected<ModelHparams> read_hparams(const gguf::GgufFile& f) {
-  ModelHparams hp;
-  LOOM_ASSIGN_OR_RETURN(hp.arch_name, f.get_string("general.architecture"));
+// The architecture's family (its forward pass and traits), RoPE mode and recurrent mixer.
+Status identify_family(ModelHparams& hp) {
   const std::string& a = hp.arch_name;
   struct Family {
     const char* name;
@@ -481,17 +497,21 @@ Expected<ModelHparams> read_hparams(const gguf::GgufFile& f) {
     case Arch::kQwen35: hp.rec_mixer = RecurrentMixer::kDeltaNet; break;
     default: break;
   }
-  constexpr int64_t kBig = int64_t(1) << 31;
-  if (hp.is_recurrent()) return read_mamba_hparams(f, std::move(hp));
+  return Status::ok();
+}
+
+// The sizes of the stack: embedding width, blocks (less qwen35's multi-token-prediction blocks,
+// which follow the trunk and are not run), heads, and the FFN widths (one, or one per layer:
+// gemma4's wider MLP on its shared-KV layers, n_ff the largest). Returns the block count.
+Expected<int64_t> read_stack_sizes(const gguf::GgufFile& f, ModelHparams& hp) {
+  const std::string& a = hp.arch_name;
   LOOM_ASSIGN_OR_RETURN(hp.n_embd, arch_int(f, a, "embedding_length", std::nullopt, 1, 1 << 20));
   LOOM_ASSIGN_OR_RETURN(const int64_t n_block, arch_int(f, a, "block_count", std::nullopt, 1, 4096));
-  // Multi-token-prediction blocks (qwen35's nextn) follow the trunk and are not run.
   LOOM_ASSIGN_OR_RETURN(hp.n_layer_nextn, arch_int(f, a, "nextn_predict_layers", 0, 0, n_block - 1));
   hp.n_layer = n_block - hp.n_layer_nextn;
   LOOM_ASSIGN_OR_RETURN(hp.n_head, arch_int(f, a, "attention.head_count", std::nullopt, 1, 1 << 16));
   LOOM_RETURN_IF_ERROR(read_head_count_kv(f, hp));
   if (Expected<const gguf::Array*> ffa = f.get_array(a + ".feed_forward_length"); ffa) {
-    // One width per layer (gemma4's wider MLP on its shared-KV layers); n_ff is the largest.
     const gguf::Array& arr = **ffa;
     if (!arr.is_numeric() || arr.count != uint64_t(n_block)) {
       return corrupt(a + ".feed_forward_length must be a number or an array of " + std::to_string(n_block) + " numbers");
@@ -507,6 +527,13 @@ Expected<ModelHparams> read_hparams(const gguf::GgufFile& f) {
     const std::optional<int64_t> ff_default = hp.arch == Arch::kGptOss ? std::optional<int64_t>(1) : std::nullopt;
     LOOM_ASSIGN_OR_RETURN(hp.n_ff, arch_int(f, a, "feed_forward_length", ff_default, 1, 1 << 24));
   }
+  return n_block;
+}
+
+// The training context, the head size (key_length; value_length must match) and the rotated dims.
+Status read_head_sizes(const gguf::GgufFile& f, ModelHparams& hp) {
+  const std::string& a = hp.arch_name;
+  constexpr int64_t kBig = int64_t(1) << 31;
   LOOM_ASSIGN_OR_RETURN(hp.n_ctx_train, arch_int(f, a, "context_length", 2048, 1, kBig));
   const int64_t default_head_dim = hp.n_embd % hp.n_head == 0 ? hp.n_embd / hp.n_head : 0;
   LOOM_ASSIGN_OR_RETURN(hp.head_dim,
@@ -516,12 +543,19 @@ Expected<ModelHparams> read_hparams(const gguf::GgufFile& f) {
   if (v_len != hp.head_dim) return unsupported("attention.value_length differs from key_length");
   LOOM_ASSIGN_OR_RETURN(hp.n_rot, arch_int(f, a, "rope.dimension_count", hp.head_dim, 0, hp.head_dim));
   if (hp.n_rot % 2 != 0 || hp.n_rot > ops::kMaxRopeDims) return corrupt("rope.dimension_count must be even and <= 1024");
+  return Status::ok();
+}
+
+// The norms' epsilons and the RoPE: base, linear scale (rope.scaling.factor, else the older
+// rope.scale_linear: the reference's order), scaling type, YaRN parameters, attention factor.
+Status read_norm_and_rope(const gguf::GgufFile& f, ModelHparams& hp) {
+  const std::string& a = hp.arch_name;
+  constexpr int64_t kBig = int64_t(1) << 31;
   LOOM_ASSIGN_OR_RETURN(double eps, f.get_float_or(a + ".attention.layer_norm_rms_epsilon", 1e-5));
   LOOM_ASSIGN_OR_RETURN(double norm_eps, f.get_float_or(a + ".attention.layer_norm_epsilon", 1e-12));
   if (!(norm_eps > 0 && norm_eps < 1)) return corrupt("layer_norm_epsilon out of range");
   hp.norm_eps = float(norm_eps);
   LOOM_ASSIGN_OR_RETURN(double base, f.get_float_or(a + ".rope.freq_base", 10000.0));
-  // rope.scaling.factor, else the older rope.scale_linear (the reference's order).
   LOOM_ASSIGN_OR_RETURN(double scale_linear, f.get_float_or(a + ".rope.scale_linear", 1.0));
   if (f.has(a + ".rope.scaling.factor")) {
     LOOM_ASSIGN_OR_RETURN(scale_linear, f.get_float_or(a + ".rope.scaling.factor", 1.0));
@@ -556,6 +590,13 @@ Expected<ModelHparams> read_hparams(const gguf::GgufFile& f) {
   if (!(rope_attn_factor > 0 && std::isfinite(rope_attn_factor)))
     return corrupt("rope.scaling.attn_factor must be positive");
   hp.rope_attn_factor = float(rope_attn_factor);
+  return Status::ok();
+}
+
+// The vocabulary size, pooling, a classifier's labels and whether attention is causal.
+Status read_output_hparams(const gguf::GgufFile& f, ModelHparams& hp) {
+  const std::string& a = hp.arch_name;
+  constexpr int64_t kBig = int64_t(1) << 31;
   LOOM_ASSIGN_OR_RETURN(hp.n_vocab, arch_int(f, a, "vocab_size", 0, 0, kBig));
   LOOM_ASSIGN_OR_RETURN(int64_t pooling, arch_int(f, a, "pooling_type", -1, -1, 4));
   hp.pooling_type = int(pooling);
@@ -568,46 +609,102 @@ Expected<ModelHparams> read_hparams(const gguf::GgufFile& f) {
     hp.n_cls_out = int64_t(labels->count);
   }
   LOOM_ASSIGN_OR_RETURN(hp.causal, f.get_bool_or(a + ".attention.causal", !hp.is_encoder()));
+  return Status::ok();
+}
 
-  // Family traits.
+// gemma, gemma2, gemma3: GELU (through the f16 table), embeddings scaled by sqrt(n_embd); gemma2
+// and gemma3 add post-norms and sliding-window layers, gemma2 soft-capping, gemma3 q/k norms.
+Status read_gemma_traits(const gguf::GgufFile& f, ModelHparams& hp) {
+  const std::string& a = hp.arch_name;
+  constexpr int64_t kBig = int64_t(1) << 31;
+  hp.ffn_act = FfnAct::kGelu;
+  hp.gelu_f16_table = true;
+  hp.embd_scale = std::sqrt(float(hp.n_embd));
+  if (hp.arch == Arch::kGemma3) {
+    // Five sliding-window layers per global one; local layers keep the base 10000 rotation,
+    // q and k get per-head RMSNorm, no soft-capping.
+    hp.post_norms = true;
+    hp.qk_norm = true;
+    LOOM_ASSIGN_OR_RETURN(int64_t swa, arch_int(f, a, "attention.sliding_window", 4096, 0, kBig));
+    hp.swa_window = int(swa);
+    hp.swa_pattern = 6;
+    hp.rope_freq_base_swa = 10000.0f;
+    if (hp.n_layer == 62) hp.attn_scale = 1.0f / std::sqrt(float(hp.n_embd / hp.n_head));  // 27B: query_pre_attn_scalar
+  } else if (hp.arch == Arch::kGemma2) {
+    hp.post_norms = true;
+    LOOM_ASSIGN_OR_RETURN(double cap, f.get_float_or(a + ".attn_logit_softcapping", 50.0));
+    LOOM_ASSIGN_OR_RETURN(double fcap, f.get_float_or(a + ".final_logit_softcapping", 30.0));
+    LOOM_ASSIGN_OR_RETURN(int64_t swa, arch_int(f, a, "attention.sliding_window", 4096, 0, kBig));
+    if (cap < 0 || fcap < 0) return corrupt("soft-capping values must not be negative");
+    hp.attn_softcap = float(cap);
+    hp.final_softcap = float(fcap);
+    hp.swa_window = int(swa);
+    hp.swa_pattern = 2;  // even layers slide, odd layers see everything
+    // The 27B model scales queries by 1/sqrt(n_embd / n_head) instead of 1/sqrt(head_dim).
+    if (hp.n_layer == 46) hp.attn_scale = 1.0f / std::sqrt(float(hp.n_embd / hp.n_head));
+  }
+  return Status::ok();
+}
+
+// t5 / t5encoder: relative-position buckets instead of rotary positions; t5's decoder blocks and
+// start token.
+Status read_t5_hparams(const gguf::GgufFile& f, ModelHparams& hp) {
+  const std::string& a = hp.arch_name;
+  constexpr int64_t kBig = int64_t(1) << 31;
+  hp.n_rot = 0;
+  LOOM_ASSIGN_OR_RETURN(hp.n_rel_buckets, arch_int(f, a, "attention.relative_buckets_count", std::nullopt, 2, 1 << 16));
+  if (hp.arch != Arch::kT5) return Status::ok();
+  LOOM_ASSIGN_OR_RETURN(hp.n_dec_layer, arch_int(f, a, "decoder_block_count", hp.n_layer, 1, 4096));
+  if (hp.n_dec_layer > hp.n_layer) {
+    return unsupported("t5: " + std::to_string(hp.n_dec_layer) + " decoder layers but " + std::to_string(hp.n_layer) +
+                       " encoder layers (more decoder than encoder layers is not "
+                       "supported, as in llama.cpp)");
+  }
+  LOOM_ASSIGN_OR_RETURN(int64_t start, arch_int(f, a, "decoder_start_token_id", -1, -1, kBig));
+  hp.dec_start_token = int32_t(start);
+  return Status::ok();
+}
+
+// granite, granitemoe, granitehybrid: Granite's multipliers (0 or absent: none) and RoPE switch
+// (rope.scaling.finetuned, true when absent: the reference's rule); granitehybrid also the Mamba-2
+// sizes of its recurrent layers.
+Status read_granite_hparams(const gguf::GgufFile& f, ModelHparams& hp) {
+  const std::string& a = hp.arch_name;
+  LOOM_ASSIGN_OR_RETURN(hp.embd_scale, finite_float(f, a + ".embedding_scale", 0.0));
+  LOOM_ASSIGN_OR_RETURN(hp.residual_scale, finite_float(f, a + ".residual_scale", 0.0));
+  LOOM_ASSIGN_OR_RETURN(hp.logit_scale, finite_float(f, a + ".logit_scale", 0.0));
+  LOOM_ASSIGN_OR_RETURN(hp.attn_scale, finite_float(f, a + ".attention.scale", 0.0));
+  LOOM_ASSIGN_OR_RETURN(hp.use_rope, f.get_bool_or(a + ".rope.scaling.finetuned", true));
+  if (hp.arch == Arch::kGraniteHybrid) LOOM_RETURN_IF_ERROR(read_ssm_hparams(f, hp));
+  return Status::ok();
+}
+
+// lfm2, lfm2moe: q/k norms, the short conv's cache length, and sliding attention layers when
+// the file gives a window (LFM2-VL style files: every attention layer slides).
+Status read_lfm2_hparams(const gguf::GgufFile& f, ModelHparams& hp) {
+  const std::string& a = hp.arch_name;
+  constexpr int64_t kBig = int64_t(1) << 31;
+  hp.qk_norm = true;
+  LOOM_ASSIGN_OR_RETURN(hp.ssm_d_conv, arch_int(f, a, "shortconv.l_cache", std::nullopt, 2, 64));
+  hp.ssm_d_inner = hp.n_embd;  // the conv runs over B ⊙ x, n_embd channels; no SSM state
+  LOOM_ASSIGN_OR_RETURN(int64_t swa, arch_int(f, a, "attention.sliding_window", 0, 0, kBig));
+  if (swa > 0) {
+    hp.swa_window = int(swa);
+    hp.swa_pattern = 1;
+  }
+  return Status::ok();
+}
+
+// The traits of each family of the decoder-style forward passes (and BERT's and T5's).
+Status read_family_traits(const gguf::GgufFile& f, ModelHparams& hp, int64_t n_block) {
+  const std::string& a = hp.arch_name;
   switch (hp.arch) {
     case Arch::kQwen2: hp.qkv_bias = true; break;
     case Arch::kQwen3: hp.qk_norm = true; break;
     case Arch::kLlama: hp.qk_norm_full = a == "olmoe"; break;
-    case Arch::kGemma3: {
-      // Five sliding-window layers per global one; local layers keep the base 10000 rotation,
-      // q and k get per-head RMSNorm, no soft-capping.
-      hp.ffn_act = FfnAct::kGelu;
-      hp.gelu_f16_table = true;
-      hp.embd_scale = std::sqrt(float(hp.n_embd));
-      hp.post_norms = true;
-      hp.qk_norm = true;
-      LOOM_ASSIGN_OR_RETURN(int64_t swa, arch_int(f, a, "attention.sliding_window", 4096, 0, kBig));
-      hp.swa_window = int(swa);
-      hp.swa_pattern = 6;
-      hp.rope_freq_base_swa = 10000.0f;
-      if (hp.n_layer == 62) hp.attn_scale = 1.0f / std::sqrt(float(hp.n_embd / hp.n_head));  // 27B: query_pre_attn_scalar
-      break;
-    }
     case Arch::kGemma:
     case Arch::kGemma2:
-      hp.ffn_act = FfnAct::kGelu;
-      hp.gelu_f16_table = true;
-      hp.embd_scale = std::sqrt(float(hp.n_embd));
-      if (hp.arch == Arch::kGemma2) {
-        hp.post_norms = true;
-        LOOM_ASSIGN_OR_RETURN(double cap, f.get_float_or(a + ".attn_logit_softcapping", 50.0));
-        LOOM_ASSIGN_OR_RETURN(double fcap, f.get_float_or(a + ".final_logit_softcapping", 30.0));
-        LOOM_ASSIGN_OR_RETURN(int64_t swa, arch_int(f, a, "attention.sliding_window", 4096, 0, kBig));
-        if (cap < 0 || fcap < 0) return corrupt("soft-capping values must not be negative");
-        hp.attn_softcap = float(cap);
-        hp.final_softcap = float(fcap);
-        hp.swa_window = int(swa);
-        hp.swa_pattern = 2;  // even layers slide, odd layers see everything
-        // The 27B model scales queries by 1/sqrt(n_embd / n_head) instead of 1/sqrt(head_dim).
-        if (hp.n_layer == 46) hp.attn_scale = 1.0f / std::sqrt(float(hp.n_embd / hp.n_head));
-      }
-      break;
+    case Arch::kGemma3: return read_gemma_traits(f, hp);
     case Arch::kBert: hp.ffn_act = FfnAct::kGelu; break;
     case Arch::kNomicBert:
       hp.ffn_act = FfnAct::kSilu;
@@ -617,54 +714,13 @@ Expected<ModelHparams> read_hparams(const gguf::GgufFile& f) {
     // llama.attention.sliding_window of Mistral-style llama files. Both therefore use full
     // attention unless a context asks for a window (ContextParams::n_swa).
     case Arch::kT5:
-    case Arch::kT5Encoder: {
-      hp.n_rot = 0;  // relative-position buckets instead of rotary positions
-      LOOM_ASSIGN_OR_RETURN(hp.n_rel_buckets, arch_int(f, a, "attention.relative_buckets_count", std::nullopt, 2, 1 << 16));
-      if (hp.arch == Arch::kT5) {
-        LOOM_ASSIGN_OR_RETURN(hp.n_dec_layer, arch_int(f, a, "decoder_block_count", hp.n_layer, 1, 4096));
-        if (hp.n_dec_layer > hp.n_layer) {
-          return unsupported("t5: " + std::to_string(hp.n_dec_layer) + " decoder layers but " + std::to_string(hp.n_layer) +
-                             " encoder layers (more decoder than encoder layers is not "
-                             "supported, as in llama.cpp)");
-        }
-        LOOM_ASSIGN_OR_RETURN(int64_t start, arch_int(f, a, "decoder_start_token_id", -1, -1, kBig));
-        hp.dec_start_token = int32_t(start);
-      }
-      break;
-    }
-    case Arch::kGraniteHybrid: {
-      // Granite's multipliers (0 or absent: none) and the Mamba-2 sizes of the recurrent layers.
-      LOOM_ASSIGN_OR_RETURN(hp.embd_scale, finite_float(f, a + ".embedding_scale", 0.0));
-      LOOM_ASSIGN_OR_RETURN(hp.residual_scale, finite_float(f, a + ".residual_scale", 0.0));
-      LOOM_ASSIGN_OR_RETURN(hp.logit_scale, finite_float(f, a + ".logit_scale", 0.0));
-      LOOM_ASSIGN_OR_RETURN(hp.attn_scale, finite_float(f, a + ".attention.scale", 0.0));
-      // Granite uses rope.scaling.finetuned as its RoPE switch, true when absent (the reference's rule).
-      LOOM_ASSIGN_OR_RETURN(hp.use_rope, f.get_bool_or(a + ".rope.scaling.finetuned", true));
-      LOOM_RETURN_IF_ERROR(read_ssm_hparams(f, hp));
-      break;
-    }
-    case Arch::kGranite: {
-      LOOM_ASSIGN_OR_RETURN(hp.embd_scale, finite_float(f, a + ".embedding_scale", 0.0));
-      LOOM_ASSIGN_OR_RETURN(hp.residual_scale, finite_float(f, a + ".residual_scale", 0.0));
-      LOOM_ASSIGN_OR_RETURN(hp.logit_scale, finite_float(f, a + ".logit_scale", 0.0));
-      LOOM_ASSIGN_OR_RETURN(hp.attn_scale, finite_float(f, a + ".attention.scale", 0.0));
-      LOOM_ASSIGN_OR_RETURN(hp.use_rope, f.get_bool_or(a + ".rope.scaling.finetuned", true));
-      break;
-    }
+    case Arch::kT5Encoder: return read_t5_hparams(f, hp);
+    case Arch::kGraniteHybrid:
+    case Arch::kGranite: return read_granite_hparams(f, hp);
     case Arch::kSmolLM3: hp.no_rope_step = 4; break;  // the reference's fixed pattern: every fourth layer
-    case Arch::kLfm2: {
-      hp.qk_norm = true;
-      LOOM_ASSIGN_OR_RETURN(hp.ssm_d_conv, arch_int(f, a, "shortconv.l_cache", std::nullopt, 2, 64));
-      hp.ssm_d_inner = hp.n_embd;  // the conv runs over B ⊙ x, n_embd channels; no SSM state
-      LOOM_ASSIGN_OR_RETURN(int64_t swa, arch_int(f, a, "attention.sliding_window", 0, 0, kBig));
-      if (swa > 0) {  // every attention layer slides (LFM2-VL style files)
-        hp.swa_window = int(swa);
-        hp.swa_pattern = 1;
-      }
-      break;
-    }
-    case Arch::kGemma4: LOOM_RETURN_IF_ERROR(read_gemma4_hparams(f, hp, n_block)); break;
-    case Arch::kGemma3n: LOOM_RETURN_IF_ERROR(read_gemma3n_hparams(f, hp, n_block)); break;
+    case Arch::kLfm2: return read_lfm2_hparams(f, hp);
+    case Arch::kGemma4: return read_gemma4_hparams(f, hp, n_block);
+    case Arch::kGemma3n: return read_gemma3n_hparams(f, hp, n_block);
     case Arch::kMistral3: {
       LOOM_ASSIGN_OR_RETURN(hp.attn_temp_scale, finite_float(f, a + ".attention.temperature_scale", 0.0));
       break;
@@ -673,16 +729,30 @@ Expected<ModelHparams> read_hparams(const gguf::GgufFile& f) {
       hp.qk_norm = true;
       hp.attn_output_gate = true;
       hp.delta_kv_interleaved = hp.delta_ba_fused = a == "qwen3next";
-      LOOM_RETURN_IF_ERROR(read_delta_net_hparams(f, hp, n_block));
-      break;
-    case Arch::kGptOss: LOOM_RETURN_IF_ERROR(read_gpt_oss_hparams(f, hp, n_block)); break;
+      return read_delta_net_hparams(f, hp, n_block);
+    case Arch::kGptOss: return read_gpt_oss_hparams(f, hp, n_block);
     case Arch::kPhi3:
     case Arch::kMamba:
     case Arch::kMamba2: break;
   }
+  return Status::ok();
+}
+
+}  // namespace
+
+Expected<ModelHparams> read_hparams(const gguf::GgufFile& f) {
+  ModelHparams hp;
+  LOOM_ASSIGN_OR_RETURN(hp.arch_name, f.get_string("general.architecture"));
+  LOOM_RETURN_IF_ERROR(identify_family(hp));
+  if (hp.is_recurrent()) return read_mamba_hparams(f, std::move(hp));
+  LOOM_ASSIGN_OR_RETURN(const int64_t n_block, read_stack_sizes(f, hp));
+  LOOM_RETURN_IF_ERROR(read_head_sizes(f, hp));
+  LOOM_RETURN_IF_ERROR(read_norm_and_rope(f, hp));
+  LOOM_RETURN_IF_ERROR(read_output_hparams(f, hp));
+  LOOM_RETURN_IF_ERROR(read_family_traits(f, hp, n_block));
   LOOM_RETURN_IF_ERROR(read_moe_hparams(f, hp, n_block));
   if (hp.n_layer_nextn > 0 && hp.arch != Arch::kQwen35) {
-    return unsupported(a + ".nextn_predict_layers " + std::to_string(hp.n_layer_nextn) +
+    return unsupported(hp.arch_name + ".nextn_predict_layers " + std::to_string(hp.n_layer_nextn) +
                        ": multi-token-prediction blocks are only read for qwen35");
   }
   return hp;

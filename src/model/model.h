@@ -94,7 +94,8 @@ struct LayerWeights {
   // Short-conv blocks (lfm2) reuse ssm_in ([3·n_embd rows][n_embd]: B, C, x), ssm_conv ([n_embd][L])
   // and ssm_out ([n_embd rows][n_embd]). Gated DeltaNet blocks (qwen35; Hk key heads and Hv value
   // heads of S = d_state channels, Cc = 2·Hk·S + Di) reuse ssm_in (attn_qkv: [Cc rows][n_embd]),
-  // ssm_conv ([Cc][d_conv]), ssm_dt_b ([Hv]), ssm_a ([Hv], negative), ssm_norm ([S]), ssm_out, and add:
+  // ssm_conv ([Cc][d_conv]), ssm_dt_b ([Hv]), ssm_a ([Hv], negative), ssm_norm ([S]) and ssm_out;
+  // their own projections ssm_z, ssm_beta and ssm_alpha follow the gemma3n fields below.
   // gemma4: the layer's output scale (0: none) and its per-layer-embedding block: gate [P rows][n_embd],
   // projection [n_embd rows][P], post-norm [n_embd] (P = n_embd_per_layer).
   float out_scale = 0.0f;
@@ -112,6 +113,7 @@ struct LayerWeights {
   TensorView laurel_l;
   TensorView laurel_r;
   const float* laurel_post_norm = nullptr;
+  // Gated DeltaNet (qwen35, see the Mamba fields above):
   TensorView ssm_z;      // [Di rows][n_embd] the output gate (attn_gate)
   TensorView ssm_beta;   // [Hv rows][n_embd] the write strength, through a sigmoid (qwen3next:
                          // ssm_ba, [2·Hv rows], per key head its β rows then its α rows)

@@ -85,17 +85,31 @@ Expected<std::vector<uint8_t>> convert_tensor(const TensorInfo& t, TensorType to
   }
   return out;
 }
-}  // namespace
 
-Expected<gguf::GgufWriter> quantize_model(const gguf::GgufFile& in, const QuantizeParams& params,
-                                          const std::function<void(const TensorProgress&)>& progress, QuantizeStats* stats) {
-  LOOM_ASSIGN_OR_RETURN(const std::vector<TensorPlan> plans, plan_tensor_types(in, params));
+// Tensor t's refusals without importance values (has_imatrix: whether it has them): a plan that
+// requires them (very low-bit mixes), or a type whose quantizer cannot go without.
+Status check_importance(const TensorInfo& t, const TensorPlan& plan, const Imatrix* imatrix, bool has_imatrix) {
+  if (!has_imatrix && plan.requires_imatrix) {
+    return invalid_argument("missing importance matrix for tensor " + t.name + " in a very low-bit quantization (" +
+                            std::string(tensor_type_name(plan.type)) + "): the imatrix has no entry for it");
+  }
+  if (!has_imatrix && quant::iq_requires_imatrix(plan.type)) {
+    return invalid_argument("tensor " + t.name + " cannot be quantized to " + std::string(tensor_type_name(plan.type)) +
+                            " without importance values, and " +
+                            (imatrix ? "the imatrix has no entry for it" : "no --imatrix was given") +
+                            " (llama-quantize aborts here; choose another type for it" +
+                            (t.name == "output.weight"       ? std::string(", e.g. with --output-tensor-type")
+                             : t.name == "token_embd.weight" ? std::string(", e.g. with --token-embedding-type")
+                                                             : std::string()) +
+                            ")");
+  }
+  return Status::ok();
+}
 
-  const auto& ts = in.tensors();
-  const Imatrix* imatrix = params.imatrix != nullptr && !params.imatrix->entries.empty() ? params.imatrix : nullptr;
-
-  // Each converted tensor's importance values, as llama-quantize picks them; its refusals before
-  // anything is converted.
+// Each converted tensor's importance values, as llama-quantize picks them (null: none); its
+// refusals before anything is converted.
+Expected<std::vector<const float*>> importance_per_tensor(const std::vector<TensorInfo>& ts,
+                                                          const std::vector<TensorPlan>& plans, const Imatrix* imatrix) {
   std::vector<const float*> tensor_imatrix(ts.size(), nullptr);
   for (size_t i = 0; i < ts.size(); ++i) {
     const TensorInfo& t = ts[i];
@@ -109,26 +123,15 @@ Expected<gguf::GgufWriter> quantize_model(const gguf::GgufFile& in, const Quanti
         return v.status();  // llama-quantize lets only the token embeddings go without
       }
     }
-    if (!tensor_imatrix[i] && plan.requires_imatrix) {
-      return invalid_argument("missing importance matrix for tensor " + t.name + " in a very low-bit quantization (" +
-                              std::string(tensor_type_name(plan.type)) + "): the imatrix has no entry for it");
-    }
-    if (!tensor_imatrix[i] && quant::iq_requires_imatrix(plan.type)) {
-      return invalid_argument("tensor " + t.name + " cannot be quantized to " + std::string(tensor_type_name(plan.type)) +
-                              " without importance values, and " +
-                              (imatrix ? "the imatrix has no entry for it" : "no --imatrix was given") +
-                              " (llama-quantize aborts here; choose another type for it" +
-                              (t.name == "output.weight"       ? std::string(", e.g. with --output-tensor-type")
-                               : t.name == "token_embd.weight" ? std::string(", e.g. with --token-embedding-type")
-                                                               : std::string()) +
-                              ")");
-    }
+    LOOM_RETURN_IF_ERROR(check_importance(t, plan, imatrix, tensor_imatrix[i] != nullptr));
   }
+  return tensor_imatrix;
+}
 
-  // Metadata: the input's, general.quantization_version and general.file_type moved to the end,
-  // then llama-quantize's quantize.imatrix.* keys; split.* dropped.
+// Metadata: the input's, general.quantization_version and general.file_type moved to the end,
+// then llama-quantize's quantize.imatrix.* keys; split.* dropped.
+Status write_metadata(const gguf::GgufFile& in, const QuantizeParams& params, const Imatrix* imatrix, gguf::GgufWriter& w) {
   const auto cut127 = [](const std::string& s) { return s.substr(0, std::min<size_t>(s.size(), 127)); };
-  gguf::GgufWriter w;
   for (const gguf::KeyValue& kv : in.metadata()) {
     if (kv.key == "general.file_type" || kv.key == "general.quantization_version" || kv.key == "split.no" ||
         kv.key == "split.count" || kv.key == "split.tensors.count") {
@@ -153,7 +156,11 @@ Expected<gguf::GgufWriter> quantize_model(const gguf::GgufFile& in, const Quanti
       LOOM_RETURN_IF_ERROR(w.set_u32("quantize.imatrix.chunks_count", uint32_t(imatrix->chunk_count)));
     }
   }
+  return Status::ok();
+}
 
+// The order the tensors are written in: llama-quantize's, or the input's.
+std::vector<size_t> output_order(const std::vector<TensorInfo>& ts, const QuantizeParams& params) {
   std::vector<size_t> order;
   if (params.llama_cpp_order) {
     order = llama_cpp_tensor_order(ts);
@@ -161,6 +168,40 @@ Expected<gguf::GgufWriter> quantize_model(const gguf::GgufFile& in, const Quanti
     order.resize(ts.size());
     std::iota(order.begin(), order.end(), size_t(0));
   }
+  return order;
+}
+
+// Tensor t converted to its plan's type (or copied) into w; returns its output bytes.
+Expected<uint64_t> write_tensor(const TensorInfo& t, const TensorPlan& plan, const float* imatrix, ThreadPool& pool,
+                                gguf::GgufWriter& w, QuantizeStats& st) {
+  const std::vector<int64_t> ne(t.ne.begin(), t.ne.begin() + t.n_dims);
+  uint64_t out_bytes = t.nbytes;
+  if (plan.convert) {
+    LOOM_ASSIGN_OR_RETURN(const std::vector<uint8_t> data, convert_tensor(t, plan.type, imatrix, pool));
+    out_bytes = data.size();
+    LOOM_RETURN_IF_ERROR(w.add_tensor(t.name, plan.type, ne, data));
+    ++st.n_converted;
+    if (plan.fallback) ++st.n_fallback;
+  } else {
+    LOOM_RETURN_IF_ERROR(w.add_tensor(t.name, t.type, ne, std::span<const uint8_t>(t.data, size_t(t.nbytes))));
+    ++st.n_copied;
+  }
+  st.in_tensor_bytes += t.nbytes;
+  st.out_tensor_bytes += out_bytes;
+  return out_bytes;
+}
+
+}  // namespace
+
+Expected<gguf::GgufWriter> quantize_model(const gguf::GgufFile& in, const QuantizeParams& params,
+                                          const std::function<void(const TensorProgress&)>& progress, QuantizeStats* stats) {
+  LOOM_ASSIGN_OR_RETURN(const std::vector<TensorPlan> plans, plan_tensor_types(in, params));
+  const auto& ts = in.tensors();
+  const Imatrix* imatrix = params.imatrix != nullptr && !params.imatrix->entries.empty() ? params.imatrix : nullptr;
+  LOOM_ASSIGN_OR_RETURN(const std::vector<const float*> tensor_imatrix, importance_per_tensor(ts, plans, imatrix));
+  gguf::GgufWriter w;
+  LOOM_RETURN_IF_ERROR(write_metadata(in, params, imatrix, w));
+  const std::vector<size_t> order = output_order(ts, params);
 
   int n_threads = params.n_threads > 0 ? params.n_threads : int(std::thread::hardware_concurrency());
   ThreadPool pool(std::max(1, n_threads));
@@ -168,20 +209,7 @@ Expected<gguf::GgufWriter> quantize_model(const gguf::GgufFile& in, const Quanti
   for (size_t k = 0; k < order.size(); ++k) {
     const TensorInfo& t = ts[order[k]];
     const TensorPlan& plan = plans[order[k]];
-    const std::vector<int64_t> ne(t.ne.begin(), t.ne.begin() + t.n_dims);
-    uint64_t out_bytes = t.nbytes;
-    if (plan.convert) {
-      LOOM_ASSIGN_OR_RETURN(const std::vector<uint8_t> data, convert_tensor(t, plan.type, tensor_imatrix[order[k]], pool));
-      out_bytes = data.size();
-      LOOM_RETURN_IF_ERROR(w.add_tensor(t.name, plan.type, ne, data));
-      ++st.n_converted;
-      if (plan.fallback) ++st.n_fallback;
-    } else {
-      LOOM_RETURN_IF_ERROR(w.add_tensor(t.name, t.type, ne, std::span<const uint8_t>(t.data, size_t(t.nbytes))));
-      ++st.n_copied;
-    }
-    st.in_tensor_bytes += t.nbytes;
-    st.out_tensor_bytes += out_bytes;
+    LOOM_ASSIGN_OR_RETURN(const uint64_t out_bytes, write_tensor(t, plan, tensor_imatrix[order[k]], pool, w, st));
     if (progress) {
       TensorProgress p;
       p.index = k;

@@ -249,147 +249,204 @@ Expected<int> layer_index(const RuleState& qs, int counter, const std::string& n
   return il;
 }
 
+// What llama.cpp's llama_tensor_get_type_impl asks of the file type and the model, for the rules
+// of each tensor category below.
+struct MixCase {
+  FileType ftype;
+  int n_layer, n_expert;
+  bool falcon;
+  bool iq12;    // a 1- or 2-bit IQ file type
+  bool iq2s_m;  // IQ2_S or IQ2_M
+  bool is(std::initializer_list<FileType> l) const { return std::find(l.begin(), l.end(), ftype) != l.end(); }
+};
+
+MixCase mix_case(const RuleState& qs, FileType ftype) {
+  using FT = FileType;
+  MixCase c{ftype, qs.m.n_layer, qs.m.n_expert, qs.m.falcon(), false, false};
+  c.iq12 =
+      c.is({FT::MOSTLY_IQ2_XXS, FT::MOSTLY_IQ2_XS, FT::MOSTLY_IQ1_S, FT::MOSTLY_IQ2_S, FT::MOSTLY_IQ2_M, FT::MOSTLY_IQ1_M});
+  c.iq2s_m = c.is({FT::MOSTLY_IQ2_S, FT::MOSTLY_IQ2_M});
+  return c;
+}
+
+// The output (and the token embeddings of models that share them with the output).
+TensorType output_type(const MixCase& c, const TensorInfo& t, TensorType new_type, const QuantizeParams& params) {
+  using FT = FileType;
+  using TT = TensorType;
+  if (params.output_tensor_type) return *params.output_tensor_type;
+  if (c.ftype == FT::MOSTLY_MXFP4_MOE || c.falcon || t.ne[0] % block_size(new_type) != 0) return TT::Q8_0;
+  if (c.iq12 || c.ftype == FT::MOSTLY_IQ3_XXS) return TT::Q5_K;
+  if (new_type != TT::Q8_0) return TT::Q6_K;
+  return new_type;
+}
+
+// MXFP4_MOE: expert tensors (3-D) MXFP4, the rest Q8_0.
+TensorType mxfp4_moe_type(const RuleState& qs, const TensorInfo& t, Cat cat) {
+  const bool expert_role = cat == Cat::kFfnUp || cat == Cat::kFfnGate || cat == Cat::kFfnDown;
+  return t.ne[2] > 1 && (qs.m.arch != "bailingmoe3" || expert_role) ? TensorType::MXFP4 : TensorType::Q8_0;
+}
+
+TensorType token_embd_type(const MixCase& c, TensorType new_type, const QuantizeParams& params) {
+  using FT = FileType;
+  using TT = TensorType;
+  if (params.token_embedding_type) return *params.token_embedding_type;
+  if (c.is({FT::MOSTLY_IQ2_XXS, FT::MOSTLY_IQ2_XS, FT::MOSTLY_IQ1_S, FT::MOSTLY_IQ1_M})) return TT::Q2_K;
+  if (c.iq2s_m || c.ftype == FT::MOSTLY_IQ3_XXS) return TT::IQ3_S;
+  if (c.is({FT::MOSTLY_TQ1_0, FT::MOSTLY_TQ2_0, FT::MOSTLY_Q2_0})) return TT::Q4_K;
+  return new_type;
+}
+
+// The 1- and 2-bit IQ file types' rules (attn_v-like, attn_k, ffn_down, attn_output).
+TensorType iq12_type(const MixCase& c, RuleState& qs, Cat cat, TensorType new_type) {
+  using FT = FileType;
+  using TT = TensorType;
+  if (is_attn_v_like(cat)) {
+    if (qs.m.n_gqa() >= 4 || c.n_expert >= 4) new_type = TT::Q4_K;
+    else new_type = c.iq2s_m ? TT::IQ3_S : TT::Q2_K;
+    ++qs.i_attention_wv;
+  } else if (c.n_expert == 8 && cat == Cat::kAttnK) {
+    new_type = TT::Q4_K;
+  } else if (cat == Cat::kFfnDown) {
+    if (qs.i_ffn_down < c.n_layer / 8) new_type = c.iq2s_m ? TT::IQ3_S : TT::Q2_K;
+    ++qs.i_ffn_down;
+  } else if (cat == Cat::kAttnOutput) {
+    if (c.n_expert == 8) new_type = TT::Q5_K;
+    else if (c.is({FT::MOSTLY_IQ1_S, FT::MOSTLY_IQ1_M})) new_type = TT::IQ2_XXS;
+    else if (c.iq2s_m) new_type = TT::IQ3_S;
+  }
+  return new_type;
+}
+
+// attn_v (and the tensors like it): more bits for grouped-query attention, the first layers of
+// the _M mixes, 70B models and 8-expert models.
+TensorType attn_v_type(const MixCase& c, RuleState& qs, TensorType new_type) {
+  using FT = FileType;
+  using TT = TensorType;
+  const FileType ftype = c.ftype;
+  const int n_gqa = qs.m.n_gqa();
+  if (ftype == FT::MOSTLY_Q2_K) {
+    new_type = n_gqa >= 4 ? TT::Q4_K : TT::Q3_K;
+  } else if (ftype == FT::MOSTLY_Q2_K_S && n_gqa >= 4) {
+    new_type = TT::Q4_K;
+  } else if (ftype == FT::MOSTLY_IQ3_XXS) {
+    new_type = n_gqa >= 4 ? TT::Q4_K : !qs.has_imatrix ? TT::IQ3_S : TT::IQ3_XXS;
+  } else if (c.is({FT::MOSTLY_IQ3_XS, FT::MOSTLY_IQ3_S}) && n_gqa >= 4) {
+    new_type = TT::Q4_K;
+  } else if (ftype == FT::MOSTLY_IQ3_M) {
+    new_type = TT::Q4_K;
+  } else if (ftype == FT::MOSTLY_Q3_K_M) {
+    new_type = qs.i_attention_wv < 2 ? TT::Q5_K : TT::Q4_K;
+  } else if (ftype == FT::MOSTLY_Q3_K_L) {
+    new_type = TT::Q5_K;
+  } else if (c.is({FT::MOSTLY_IQ4_NL, FT::MOSTLY_IQ4_XS}) && n_gqa >= 4) {
+    new_type = TT::Q5_K;
+  } else if (c.is({FT::MOSTLY_Q4_K_M, FT::MOSTLY_Q5_K_M}) && use_more_bits(qs.i_attention_wv, qs.n_attention_wv)) {
+    new_type = TT::Q6_K;
+  } else if (ftype == FT::MOSTLY_Q4_K_S && qs.i_attention_wv < 4) {
+    new_type = TT::Q5_K;
+  }
+  if (qs.m.is_70b && (new_type == TT::Q3_K || new_type == TT::Q4_K)) new_type = TT::Q5_K;
+  if (c.n_expert == 8) new_type = TT::Q8_0;
+  ++qs.i_attention_wv;
+  return new_type;
+}
+
+// attn_k and attn_q: fewer bits in the IQ3 mixes (8-expert models keep attn_k at Q8_0).
+TensorType attn_qk_type(const MixCase& c, Cat cat, TensorType new_type) {
+  using FT = FileType;
+  using TT = TensorType;
+  if (cat == Cat::kAttnK && c.n_expert == 8) return TT::Q8_0;
+  if (c.ftype == FT::MOSTLY_IQ3_XS) return TT::IQ3_XXS;
+  if (c.ftype == FT::MOSTLY_IQ3_XXS) return TT::IQ2_S;
+  return new_type;
+}
+
+// ffn_down: more bits by layer position (the first eighth, use_more_bits) in most mixes.
+Expected<TensorType> ffn_down_type(const MixCase& c, RuleState& qs, const std::string& name, TensorType new_type) {
+  using FT = FileType;
+  using TT = TensorType;
+  const FileType ftype = c.ftype;
+  const int n_layer = c.n_layer;
+  const bool falcon = c.falcon;
+  LOOM_ASSIGN_OR_RETURN(const int i_layer, layer_index(qs, qs.i_ffn_down, name));
+  if (ftype == FT::MOSTLY_Q2_K) {
+    new_type = TT::Q3_K;
+  } else if (ftype == FT::MOSTLY_Q2_K_S) {
+    if (i_layer < n_layer / 8) new_type = TT::Q4_K;
+  } else if (ftype == FT::MOSTLY_IQ3_XXS && !qs.has_imatrix) {
+    new_type = i_layer < n_layer / 8 ? TT::Q4_K : TT::Q3_K;
+  } else if (ftype == FT::MOSTLY_Q3_K_M) {
+    new_type = i_layer < n_layer / 16 ? TT::Q5_K : !falcon || use_more_bits(i_layer, n_layer) ? TT::Q4_K : TT::Q3_K;
+  } else if (ftype == FT::MOSTLY_IQ3_M && (i_layer < n_layer / 8 || (c.n_expert == 8 && use_more_bits(i_layer, n_layer)))) {
+    new_type = TT::Q4_K;
+  } else if (ftype == FT::MOSTLY_Q3_K_L) {
+    new_type = falcon ? TT::Q4_K : TT::Q5_K;
+  } else if (ftype == FT::MOSTLY_Q4_K_M) {
+    if (falcon) {
+      new_type = i_layer < n_layer / 16 ? TT::Q6_K : use_more_bits(i_layer, n_layer) ? TT::Q5_K : TT::Q4_K;
+    } else if (use_more_bits(i_layer, n_layer)) {
+      new_type = TT::Q6_K;
+    }
+  } else if (i_layer < n_layer / 8 && c.is({FT::MOSTLY_IQ4_NL, FT::MOSTLY_IQ4_XS}) && !qs.has_imatrix) {
+    new_type = TT::Q5_K;
+  } else if (ftype == FT::MOSTLY_Q5_K_M && use_more_bits(i_layer, n_layer)) {
+    new_type = TT::Q6_K;
+  } else if (ftype == FT::MOSTLY_Q4_K_S && !falcon && i_layer < n_layer / 8) {
+    new_type = TT::Q5_K;
+  } else if (c.is({FT::MOSTLY_Q4_0, FT::MOSTLY_Q5_0}) && qs.has_imatrix && i_layer < n_layer / 8) {
+    new_type = ftype == FT::MOSTLY_Q4_0 ? TT::Q4_1 : TT::Q5_1;
+  }
+  ++qs.i_ffn_down;
+  return new_type;
+}
+
+// attn_output: more bits in the low-bit mixes (8-expert models: Q5_K in most).
+TensorType attn_output_type(const MixCase& c, TensorType new_type) {
+  using FT = FileType;
+  using TT = TensorType;
+  const FileType ftype = c.ftype;
+  if (c.falcon) return ftype == FT::MOSTLY_Q3_K_L ? TT::Q4_K : new_type;
+  if (c.n_expert == 8) {
+    if (c.is({FT::MOSTLY_Q2_K, FT::MOSTLY_IQ3_XS, FT::MOSTLY_IQ3_XXS, FT::MOSTLY_Q3_K_S, FT::MOSTLY_Q3_K_M,
+              FT::MOSTLY_IQ4_NL, FT::MOSTLY_Q4_K_S, FT::MOSTLY_Q4_K_M, FT::MOSTLY_IQ3_S, FT::MOSTLY_IQ3_M,
+              FT::MOSTLY_IQ4_XS})) {
+      new_type = TT::Q5_K;
+    }
+  } else {
+    if (ftype == FT::MOSTLY_Q2_K) new_type = TT::Q3_K;
+    else if (ftype == FT::MOSTLY_IQ3_XXS) new_type = TT::IQ3_S;
+    else if (ftype == FT::MOSTLY_Q3_K_M) new_type = TT::Q4_K;
+    else if (ftype == FT::MOSTLY_Q3_K_L) new_type = TT::Q5_K;
+    else if (ftype == FT::MOSTLY_IQ3_M) new_type = TT::Q4_K;
+  }
+  return new_type;
+}
+
+// ffn_gate and ffn_up: IQ3_XS takes IQ3_XXS on the middle layers.
+Expected<TensorType> ffn_gate_up_type(const MixCase& c, RuleState& qs, Cat cat, const std::string& name,
+                                      TensorType new_type) {
+  int& counter = cat == Cat::kFfnGate ? qs.i_ffn_gate : qs.i_ffn_up;
+  LOOM_ASSIGN_OR_RETURN(const int i_layer, layer_index(qs, counter, name));
+  if (c.ftype == FileType::MOSTLY_IQ3_XS && i_layer >= c.n_layer / 8 && i_layer < 7 * c.n_layer / 8) {
+    new_type = TensorType::IQ3_XXS;
+  }
+  ++counter;
+  return new_type;
+}
+
 // llama.cpp's llama_tensor_get_type_impl: the mix's choice for one tensor.
 Expected<TensorType> mix_rule(RuleState& qs, TensorType new_type, const TensorInfo& t, FileType ftype, Cat cat,
                               const QuantizeParams& params) {
-  using FT = FileType;
-  using TT = TensorType;
-  const std::string& name = t.name;
-  const int n_layer = qs.m.n_layer;
-  const bool falcon = qs.m.falcon();
-  const int n_expert = qs.m.n_expert;
-  const auto is = [ftype](std::initializer_list<FT> l) { return std::find(l.begin(), l.end(), ftype) != l.end(); };
-  const bool iq12 =
-      is({FT::MOSTLY_IQ2_XXS, FT::MOSTLY_IQ2_XS, FT::MOSTLY_IQ1_S, FT::MOSTLY_IQ2_S, FT::MOSTLY_IQ2_M, FT::MOSTLY_IQ1_M});
-  const bool iq2s_m = is({FT::MOSTLY_IQ2_S, FT::MOSTLY_IQ2_M});
-
-  if (cat == Cat::kOutput || (qs.tied_embeddings && cat == Cat::kTokenEmbd)) {
-    // Also the token embeddings of models that share them with the output.
-    if (params.output_tensor_type) {
-      new_type = *params.output_tensor_type;
-    } else if (ftype == FT::MOSTLY_MXFP4_MOE || falcon || t.ne[0] % block_size(new_type) != 0) {
-      new_type = TT::Q8_0;
-    } else if (iq12 || ftype == FT::MOSTLY_IQ3_XXS) {
-      new_type = TT::Q5_K;
-    } else if (new_type != TT::Q8_0) {
-      new_type = TT::Q6_K;
-    }
-  } else if (ftype == FT::MOSTLY_MXFP4_MOE) {
-    // Expert tensors (3-D) MXFP4, the rest Q8_0.
-    const bool expert_role = cat == Cat::kFfnUp || cat == Cat::kFfnGate || cat == Cat::kFfnDown;
-    new_type = t.ne[2] > 1 && (qs.m.arch != "bailingmoe3" || expert_role) ? TT::MXFP4 : TT::Q8_0;
-  } else if (cat == Cat::kTokenEmbd) {
-    if (params.token_embedding_type) {
-      new_type = *params.token_embedding_type;
-    } else if (is({FT::MOSTLY_IQ2_XXS, FT::MOSTLY_IQ2_XS, FT::MOSTLY_IQ1_S, FT::MOSTLY_IQ1_M})) {
-      new_type = TT::Q2_K;
-    } else if (iq2s_m || ftype == FT::MOSTLY_IQ3_XXS) {
-      new_type = TT::IQ3_S;
-    } else if (is({FT::MOSTLY_TQ1_0, FT::MOSTLY_TQ2_0, FT::MOSTLY_Q2_0})) {
-      new_type = TT::Q4_K;
-    }
-  } else if (iq12) {
-    if (is_attn_v_like(cat)) {
-      if (qs.m.n_gqa() >= 4 || n_expert >= 4) new_type = TT::Q4_K;
-      else new_type = iq2s_m ? TT::IQ3_S : TT::Q2_K;
-      ++qs.i_attention_wv;
-    } else if (n_expert == 8 && cat == Cat::kAttnK) {
-      new_type = TT::Q4_K;
-    } else if (cat == Cat::kFfnDown) {
-      if (qs.i_ffn_down < n_layer / 8) new_type = iq2s_m ? TT::IQ3_S : TT::Q2_K;
-      ++qs.i_ffn_down;
-    } else if (cat == Cat::kAttnOutput) {
-      if (n_expert == 8) new_type = TT::Q5_K;
-      else if (is({FT::MOSTLY_IQ1_S, FT::MOSTLY_IQ1_M})) new_type = TT::IQ2_XXS;
-      else if (iq2s_m) new_type = TT::IQ3_S;
-    }
-  } else if (is_attn_v_like(cat)) {
-    const int n_gqa = qs.m.n_gqa();
-    if (ftype == FT::MOSTLY_Q2_K) {
-      new_type = n_gqa >= 4 ? TT::Q4_K : TT::Q3_K;
-    } else if (ftype == FT::MOSTLY_Q2_K_S && n_gqa >= 4) {
-      new_type = TT::Q4_K;
-    } else if (ftype == FT::MOSTLY_IQ3_XXS) {
-      new_type = n_gqa >= 4 ? TT::Q4_K : !qs.has_imatrix ? TT::IQ3_S : TT::IQ3_XXS;
-    } else if (is({FT::MOSTLY_IQ3_XS, FT::MOSTLY_IQ3_S}) && n_gqa >= 4) {
-      new_type = TT::Q4_K;
-    } else if (ftype == FT::MOSTLY_IQ3_M) {
-      new_type = TT::Q4_K;
-    } else if (ftype == FT::MOSTLY_Q3_K_M) {
-      new_type = qs.i_attention_wv < 2 ? TT::Q5_K : TT::Q4_K;
-    } else if (ftype == FT::MOSTLY_Q3_K_L) {
-      new_type = TT::Q5_K;
-    } else if (is({FT::MOSTLY_IQ4_NL, FT::MOSTLY_IQ4_XS}) && n_gqa >= 4) {
-      new_type = TT::Q5_K;
-    } else if (is({FT::MOSTLY_Q4_K_M, FT::MOSTLY_Q5_K_M}) && use_more_bits(qs.i_attention_wv, qs.n_attention_wv)) {
-      new_type = TT::Q6_K;
-    } else if (ftype == FT::MOSTLY_Q4_K_S && qs.i_attention_wv < 4) {
-      new_type = TT::Q5_K;
-    }
-    if (qs.m.is_70b && (new_type == TT::Q3_K || new_type == TT::Q4_K)) new_type = TT::Q5_K;
-    if (n_expert == 8) new_type = TT::Q8_0;
-    ++qs.i_attention_wv;
-  } else if (cat == Cat::kAttnK) {
-    if (n_expert == 8) new_type = TT::Q8_0;
-    else if (ftype == FT::MOSTLY_IQ3_XS) new_type = TT::IQ3_XXS;
-    else if (ftype == FT::MOSTLY_IQ3_XXS) new_type = TT::IQ2_S;
-  } else if (cat == Cat::kAttnQ) {
-    if (ftype == FT::MOSTLY_IQ3_XS) new_type = TT::IQ3_XXS;
-    else if (ftype == FT::MOSTLY_IQ3_XXS) new_type = TT::IQ2_S;
-  } else if (cat == Cat::kFfnDown) {
-    LOOM_ASSIGN_OR_RETURN(const int i_layer, layer_index(qs, qs.i_ffn_down, name));
-    if (ftype == FT::MOSTLY_Q2_K) {
-      new_type = TT::Q3_K;
-    } else if (ftype == FT::MOSTLY_Q2_K_S) {
-      if (i_layer < n_layer / 8) new_type = TT::Q4_K;
-    } else if (ftype == FT::MOSTLY_IQ3_XXS && !qs.has_imatrix) {
-      new_type = i_layer < n_layer / 8 ? TT::Q4_K : TT::Q3_K;
-    } else if (ftype == FT::MOSTLY_Q3_K_M) {
-      new_type = i_layer < n_layer / 16 ? TT::Q5_K : !falcon || use_more_bits(i_layer, n_layer) ? TT::Q4_K : TT::Q3_K;
-    } else if (ftype == FT::MOSTLY_IQ3_M && (i_layer < n_layer / 8 || (n_expert == 8 && use_more_bits(i_layer, n_layer)))) {
-      new_type = TT::Q4_K;
-    } else if (ftype == FT::MOSTLY_Q3_K_L) {
-      new_type = falcon ? TT::Q4_K : TT::Q5_K;
-    } else if (ftype == FT::MOSTLY_Q4_K_M) {
-      if (falcon) {
-        new_type = i_layer < n_layer / 16 ? TT::Q6_K : use_more_bits(i_layer, n_layer) ? TT::Q5_K : TT::Q4_K;
-      } else if (use_more_bits(i_layer, n_layer)) {
-        new_type = TT::Q6_K;
-      }
-    } else if (i_layer < n_layer / 8 && is({FT::MOSTLY_IQ4_NL, FT::MOSTLY_IQ4_XS}) && !qs.has_imatrix) {
-      new_type = TT::Q5_K;
-    } else if (ftype == FT::MOSTLY_Q5_K_M && use_more_bits(i_layer, n_layer)) {
-      new_type = TT::Q6_K;
-    } else if (ftype == FT::MOSTLY_Q4_K_S && !falcon && i_layer < n_layer / 8) {
-      new_type = TT::Q5_K;
-    } else if (is({FT::MOSTLY_Q4_0, FT::MOSTLY_Q5_0}) && qs.has_imatrix && i_layer < n_layer / 8) {
-      new_type = ftype == FT::MOSTLY_Q4_0 ? TT::Q4_1 : TT::Q5_1;
-    }
-    ++qs.i_ffn_down;
-  } else if (cat == Cat::kAttnOutput) {
-    if (!falcon) {
-      if (n_expert == 8) {
-        if (is({FT::MOSTLY_Q2_K, FT::MOSTLY_IQ3_XS, FT::MOSTLY_IQ3_XXS, FT::MOSTLY_Q3_K_S, FT::MOSTLY_Q3_K_M,
-                FT::MOSTLY_IQ4_NL, FT::MOSTLY_Q4_K_S, FT::MOSTLY_Q4_K_M, FT::MOSTLY_IQ3_S, FT::MOSTLY_IQ3_M,
-                FT::MOSTLY_IQ4_XS})) {
-          new_type = TT::Q5_K;
-        }
-      } else {
-        if (ftype == FT::MOSTLY_Q2_K) new_type = TT::Q3_K;
-        else if (ftype == FT::MOSTLY_IQ3_XXS) new_type = TT::IQ3_S;
-        else if (ftype == FT::MOSTLY_Q3_K_M) new_type = TT::Q4_K;
-        else if (ftype == FT::MOSTLY_Q3_K_L) new_type = TT::Q5_K;
-        else if (ftype == FT::MOSTLY_IQ3_M) new_type = TT::Q4_K;
-      }
-    } else if (ftype == FT::MOSTLY_Q3_K_L) {
-      new_type = TT::Q4_K;
-    }
-  } else if (cat == Cat::kFfnGate || cat == Cat::kFfnUp) {
-    int& counter = cat == Cat::kFfnGate ? qs.i_ffn_gate : qs.i_ffn_up;
-    LOOM_ASSIGN_OR_RETURN(const int i_layer, layer_index(qs, counter, name));
-    if (ftype == FT::MOSTLY_IQ3_XS && i_layer >= n_layer / 8 && i_layer < 7 * n_layer / 8) new_type = TT::IQ3_XXS;
-    ++counter;
-  }
+  const MixCase c = mix_case(qs, ftype);
+  if (cat == Cat::kOutput || (qs.tied_embeddings && cat == Cat::kTokenEmbd)) return output_type(c, t, new_type, params);
+  if (ftype == FileType::MOSTLY_MXFP4_MOE) return mxfp4_moe_type(qs, t, cat);
+  if (cat == Cat::kTokenEmbd) return token_embd_type(c, new_type, params);
+  if (c.iq12) return iq12_type(c, qs, cat, new_type);
+  if (is_attn_v_like(cat)) return attn_v_type(c, qs, new_type);
+  if (cat == Cat::kAttnK || cat == Cat::kAttnQ) return attn_qk_type(c, cat, new_type);
+  if (cat == Cat::kFfnDown) return ffn_down_type(c, qs, t.name, new_type);
+  if (cat == Cat::kAttnOutput) return attn_output_type(c, new_type);
+  if (cat == Cat::kFfnGate || cat == Cat::kFfnUp) return ffn_gate_up_type(c, qs, cat, t.name, new_type);
   // (attn_qkv is attn_v-like above, so llama.cpp's separate attn_qkv rules never apply.)
   return new_type;
 }
