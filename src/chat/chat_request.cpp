@@ -1,446 +1,25 @@
+// ChatTemplate: a chat template parsed and probed for what it can render, and rendered on a
+// request's messages and tools (their checks and rewrites are in chat_messages.cpp); loom's ChatML
+// template; tool_choice and the prepared chat prompt of a request.
 #include "chat/chat_request.h"
 
 #include <algorithm>
 #include <cctype>
 #include <mutex>
 
+#include "chat/chat_messages.h"
 #include "chat/chat_prompt.h"
 #include "chat/named_templates.h"
 #include "sample/grammar.h"
 
 namespace loom::chat {
-namespace {
+using namespace detail;  // ChatTemplate::render's internals (chat_messages.h)
 
-using json = nlohmann::ordered_json;
+namespace {
 
 // llama.cpp passes the special tokens' pieces (token_to_piece with special = true).
 std::string special_text(const Vocab& vocab, int32_t id) {
   return vocab.is_valid(id) ? vocab.token_to_piece(id, /*special=*/true) : std::string();
-}
-
-// JSON text as Python's json.dumps writes it (", " and ": " separators, non-ASCII kept): how
-// templates print arguments, so how models saw them.
-void dump_spaced(const json& v, std::string* out) {
-  if (v.is_object()) {
-    if (v.empty()) {
-      *out += "{}";
-      return;
-    }
-    *out += '{';
-    bool first = true;
-    for (auto it = v.begin(); it != v.end(); ++it) {
-      if (!first) *out += ", ";
-      first = false;
-      *out += json(it.key()).dump();
-      *out += ": ";
-      dump_spaced(it.value(), out);
-    }
-    *out += '}';
-  } else if (v.is_array()) {
-    if (v.empty()) {
-      *out += "[]";
-      return;
-    }
-    *out += '[';
-    for (size_t i = 0; i < v.size(); ++i) {
-      if (i) *out += ", ";
-      dump_spaced(v[i], out);
-    }
-    *out += ']';
-  } else {
-    *out += v.dump();
-  }
-}
-std::string dump_spaced(const json& v) {
-  std::string s;
-  dump_spaced(v, &s);
-  return s;
-}
-
-// --- messages, checked -----------------------------------------------------------------------
-
-struct Call {
-  std::optional<std::string> id;
-  std::string name;
-  json args_object;       // the arguments as an object; null when the text is not a JSON object
-  std::string args_text;  // the arguments as JSON text
-};
-
-struct Msg {
-  std::string role;
-  json content;  // a string, or null (assistant messages with tool calls)
-  std::vector<Call> calls;
-  bool has_calls = false;
-  std::optional<std::string> tool_call_id, name;
-  std::optional<json> reasoning_content;  // a string or null
-};
-
-bool is_media_part(const std::string& type) {
-  return type == "image_url" || type == "image" || type == "input_image" || type == "input_audio" || type == "audio" ||
-         type == "file" || type == "input_file" || type == "video" || type == "video_url";
-}
-
-Status parse_optional_string(const json& m, const char* key, const std::string& where, std::optional<std::string>* out) {
-  auto it = m.find(key);
-  if (it == m.end() || it->is_null()) return Status::ok();
-  if (!it->is_string()) return invalid_argument(where + "." + key + ": expected a string");
-  *out = it->get<std::string>();
-  return Status::ok();
-}
-
-Status parse_tool_calls(const json& tcs, const std::string& where, std::vector<Call>* out) {
-  if (!tcs.is_array()) return invalid_argument(where + ": expected an array of tool calls");
-  for (size_t j = 0; j < tcs.size(); ++j) {
-    const std::string w = where + "[" + std::to_string(j) + "]";
-    const json& tc = tcs[j];
-    if (!tc.is_object()) return invalid_argument(w + ": expected an object");
-    if (auto t = tc.find("type"); t != tc.end() && !(t->is_string() && *t == "function"))
-      return invalid_argument(w + ".type: expected \"function\", got " + t->dump());
-    Call c;
-    LOOM_RETURN_IF_ERROR(parse_optional_string(tc, "id", w, &c.id));
-    auto fn = tc.find("function");
-    if (fn == tc.end() || !fn->is_object()) return invalid_argument(w + ".function: expected an object");
-    auto name = fn->find("name");
-    if (name == fn->end() || !name->is_string() || name->get_ref<const std::string&>().empty())
-      return invalid_argument(w + ".function.name: expected a non-empty string");
-    c.name = name->get<std::string>();
-    auto args = fn->find("arguments");
-    if (args == fn->end() || args->is_null()) {
-      c.args_object = json::object();
-      c.args_text = "{}";
-    } else if (args->is_string()) {
-      c.args_text = args->get<std::string>();
-      if (c.args_text.find_first_not_of(" \t\r\n") == std::string::npos) {
-        c.args_object = json::object();
-      } else {
-        json v = json::parse(c.args_text, nullptr, /*allow_exceptions=*/false);
-        if (!v.is_discarded() && v.is_object()) c.args_object = std::move(v);
-      }
-    } else if (args->is_object()) {
-      c.args_object = *args;
-      c.args_text = dump_spaced(*args);
-    } else {
-      return invalid_argument(w + ".function.arguments: expected a JSON string or an object, got " + args->dump());
-    }
-    out->push_back(std::move(c));
-  }
-  return Status::ok();
-}
-
-Expected<std::vector<Msg>> parse_messages(const json& messages) {
-  if (!messages.is_array()) return invalid_argument("messages: expected an array of messages");
-  std::vector<Msg> out;
-  out.reserve(messages.size());
-  for (size_t i = 0; i < messages.size(); ++i) {
-    const std::string where = "messages[" + std::to_string(i) + "]";
-    const json& m = messages[i];
-    if (!m.is_object()) return invalid_argument(where + ": expected an object");
-    Msg msg;
-    auto role = m.find("role");
-    if (role == m.end()) return invalid_argument(where + ".role: missing");
-    if (!role->is_string()) return invalid_argument(where + ".role: expected a string, got " + role->dump());
-    msg.role = role->get<std::string>();
-    if (msg.role.empty()) return invalid_argument(where + ".role: empty");
-    if (msg.role == "developer") msg.role = "system";
-    const bool assistant = msg.role == "assistant";
-
-    if (auto tcs = m.find("tool_calls"); tcs != m.end() && !tcs->is_null()) {
-      if (!assistant) return invalid_argument(where + ".tool_calls: only assistant messages carry tool calls");
-      LOOM_RETURN_IF_ERROR(parse_tool_calls(*tcs, where + ".tool_calls", &msg.calls));
-      msg.has_calls = !msg.calls.empty();
-    }
-
-    auto content = m.find("content");
-    if (content == m.end() || content->is_null()) {
-      if (!assistant)
-        return invalid_argument(where + ".content: " + (content == m.end() ? "missing" : "null") +
-                                " (only assistant messages may omit it)");
-      msg.content = msg.has_calls ? json(nullptr) : json("");
-    } else if (content->is_string()) {
-      msg.content = *content;
-    } else if (content->is_array()) {
-      // llama.cpp's concatenation: text parts joined with "\n".
-      std::string text;
-      for (size_t j = 0; j < content->size(); ++j) {
-        const std::string w = where + ".content[" + std::to_string(j) + "]";
-        const json& part = (*content)[j];
-        if (!part.is_object()) return invalid_argument(w + ": expected a content part object");
-        auto type = part.find("type");
-        if (type == part.end() || !type->is_string()) return invalid_argument(w + ".type: expected a string");
-        const std::string t = *type;
-        if (t == "text") {
-          auto tx = part.find("text");
-          if (tx == part.end() || !tx->is_string()) return invalid_argument(w + ".text: expected a string");
-          if (!text.empty()) text += '\n';
-          text += tx->get_ref<const std::string&>();
-        } else if (is_media_part(t)) {
-          return invalid_argument(w + ": \"" + t + "\" parts are not supported (loom renders text only)");
-        } else {
-          return invalid_argument(w + ".type: unknown content part type \"" + t + "\"");
-        }
-      }
-      msg.content = std::move(text);
-    } else {
-      return invalid_argument(where + ".content: expected a string, an array of content parts or null, got " +
-                              content->dump());
-    }
-
-    LOOM_RETURN_IF_ERROR(parse_optional_string(m, "tool_call_id", where, &msg.tool_call_id));
-    LOOM_RETURN_IF_ERROR(parse_optional_string(m, "name", where, &msg.name));
-    if (auto rc = m.find("reasoning_content"); rc != m.end()) {
-      if (!rc->is_null() && !rc->is_string())
-        return invalid_argument(where + ".reasoning_content: expected a string or null");
-      msg.reasoning_content = *rc;
-    }
-    out.push_back(std::move(msg));
-  }
-  return out;
-}
-
-// --- tool calls written as text, for templates that cannot render them ------------------------
-
-// Gemma 4's value syntax, as its template's format_argument writes arguments (keys in dictsort's
-// order; null as JSON's null, which its parser reads, where the template would print None).
-void gemma4_value_text(const json& v, std::string* out) {
-  if (v.is_string()) {
-    *out += "<|\"|>" + v.get<std::string>() + "<|\"|>";
-  } else if (v.is_object()) {
-    std::vector<std::string> keys;
-    for (auto it = v.begin(); it != v.end(); ++it) keys.push_back(it.key());
-    const auto lower = [](std::string s) {
-      for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
-      return s;
-    };
-    std::stable_sort(keys.begin(), keys.end(),
-                     [&](const std::string& a, const std::string& b) { return lower(a) < lower(b); });
-    *out += '{';
-    for (size_t i = 0; i < keys.size(); ++i) {
-      if (i) *out += ',';
-      *out += keys[i] + ":";
-      gemma4_value_text(v[keys[i]], out);
-    }
-    *out += '}';
-  } else if (v.is_array()) {
-    *out += '[';
-    for (size_t i = 0; i < v.size(); ++i) {
-      if (i) *out += ',';
-      gemma4_value_text(v[i], out);
-    }
-    *out += ']';
-  } else {
-    *out += v.dump();
-  }
-}
-
-std::string args_for_text(const Call& c) { return c.args_object.is_object() ? dump_spaced(c.args_object) : c.args_text; }
-
-std::string calls_as_text(ToolCallFormat f, const std::vector<Call>& calls) {
-  std::string s;
-  switch (f) {
-    case ToolCallFormat::kHermes:
-      for (size_t i = 0; i < calls.size(); ++i) {
-        if (i) s += '\n';
-        s += "<tool_call>\n{\"name\": " + json(calls[i].name).dump() + ", \"arguments\": " + args_for_text(calls[i]) +
-             "}\n</tool_call>";
-      }
-      return s;
-    case ToolCallFormat::kQwenXml:
-      for (size_t i = 0; i < calls.size(); ++i) {
-        if (i) s += '\n';
-        s += "<tool_call>\n<function=" + calls[i].name + ">\n";
-        if (calls[i].args_object.is_object()) {
-          for (const auto& [k, v] : calls[i].args_object.items())
-            s += "<parameter=" + k + ">\n" + (v.is_string() ? v.get<std::string>() : v.dump()) + "\n</parameter>\n";
-        }
-        s += "</function>\n</tool_call>";
-      }
-      return s;
-    case ToolCallFormat::kLlama31:
-      for (size_t i = 0; i < calls.size(); ++i) {
-        if (i) s += "; ";
-        s += "{\"name\": " + json(calls[i].name).dump() + ", \"parameters\": " + args_for_text(calls[i]) + "}";
-      }
-      return s;
-    case ToolCallFormat::kMistral:
-      s = "[TOOL_CALLS][";
-      for (size_t i = 0; i < calls.size(); ++i) {
-        if (i) s += ", ";
-        s += "{\"name\": " + json(calls[i].name).dump() + ", \"arguments\": " + args_for_text(calls[i]);
-        if (calls[i].id) s += ", \"id\": " + json(*calls[i].id).dump();
-        s += "}";
-      }
-      return s + "]";
-    case ToolCallFormat::kMistralArgs:
-      for (const Call& c : calls) s += "[TOOL_CALLS]" + c.name + "[ARGS]" + args_for_text(c);
-      return s;
-    case ToolCallFormat::kLfm2:
-      // name(key=JSON value, ...); arguments that are not an object are left out.
-      s = "<|tool_call_start|>[";
-      for (size_t i = 0; i < calls.size(); ++i) {
-        if (i) s += ", ";
-        s += calls[i].name + "(";
-        if (calls[i].args_object.is_object()) {
-          bool first = true;
-          for (const auto& [k, v] : calls[i].args_object.items()) {
-            s += (first ? "" : ", ") + k + "=" + v.dump();
-            first = false;
-          }
-        }
-        s += ")";
-      }
-      return s + "]<|tool_call_end|>";
-    case ToolCallFormat::kGemma4:
-      for (const Call& c : calls) {
-        s += "<|tool_call>call:" + c.name;
-        gemma4_value_text(c.args_object.is_object() ? c.args_object : json::object(), &s);
-        s += "<tool_call|>";
-      }
-      return s;
-    case ToolCallFormat::kGeneric:
-    case ToolCallFormat::kNone: {
-      const auto one = [](const Call& c, bool with_id) {
-        json o = json::object();
-        o["name"] = c.name;
-        o["arguments"] = c.args_object.is_object() ? c.args_object : json(c.args_text);
-        if (with_id && c.id) o["id"] = *c.id;
-        return o;
-      };
-      json o = json::object();
-      if (calls.size() == 1) {
-        o["tool_call"] = one(calls[0], false);
-      } else {
-        json arr = json::array();
-        for (const Call& c : calls) arr.push_back(one(c, true));
-        o["tool_calls"] = std::move(arr);
-      }
-      return o.dump(2);
-    }
-  }
-  return s;
-}
-
-std::string example_call(ToolCallFormat f) {
-  Call c;
-  c.id = "call00001";
-  c.name = "tool_name";
-  c.args_object = json{{"arg1", "some_value"}};
-  return calls_as_text(f, {c});
-}
-
-// Mistral's templates require tool-call ids of 9 alphanumerics: others map to one derived from them.
-bool is_mistral_id(const std::string& id) {
-  return id.size() == 9 && std::all_of(id.begin(), id.end(), [](char c) { return std::isalnum((unsigned char)c); });
-}
-std::string mistral_id(const std::string& id) {
-  if (is_mistral_id(id)) return id;
-  static constexpr char kAlnum[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-  uint64_t h = 0xCBF29CE484222325ull;
-  for (unsigned char c : id) h = (h ^ c) * 0x100000001B3ull;
-  std::string s;
-  for (int i = 0; i < 9; ++i) {
-    h ^= h >> 29;
-    h *= 0xBF58476D1CE4E5B9ull;
-    h ^= h >> 32;
-    s.push_back(kAlnum[h % 62]);
-  }
-  return s;
-}
-
-constexpr const char* kGenericInstruction =
-    "Respond in JSON format, either with `tool_call` (a request to call tools) or with `response` reply to the "
-    "user's request";
-
-void add_system(json& messages, const std::string& text) {
-  if (!messages.empty() && messages[0]["role"] == "system" && messages[0]["content"].is_string()) {
-    std::string c = messages[0]["content"];
-    messages[0]["content"] = c.empty() ? text : c + "\n\n" + text;
-    return;
-  }
-  json m = json::object();
-  m["role"] = "system";
-  m["content"] = text;
-  messages.insert(messages.begin(), std::move(m));
-}
-
-// minja's system-role polyfill: system messages are folded into the user message that follows
-// (or kept as a user message when none follows).
-json fold_system_messages(const json& messages) {
-  json out = json::array();
-  std::string pending;
-  for (const json& m : messages) {
-    if (m["role"] == "system") {
-      if (!pending.empty()) pending += '\n';
-      if (m["content"].is_string()) pending += m["content"].get<std::string>();
-      continue;
-    }
-    out.push_back(m);
-    if (!pending.empty() && m["role"] == "user" && m["content"].is_string()) {
-      const std::string c = m["content"];
-      out.back()["content"] = c.empty() ? pending : pending + "\n" + c;
-      pending.clear();
-    }
-  }
-  if (!pending.empty()) out.push_back(json{{"role", "user"}, {"content", pending}});
-  return out;
-}
-
-// llama.cpp's workaround for Gemma 4 templates older than the one that reads role "tool" messages
-// (no "OpenAI Chat Completions" branch: google-gemma-4-31B-it-interleaved): an assistant message
-// with tool calls, the tool results after it and a final assistant answer (without calls) become
-// one assistant message {tool_calls, tool_responses: [{name, response}], content,
-// reasoning_content}. A result's response is its content parsed as JSON when it parses, else the
-// text; its name is the call's at the same index, else its tool_call_id.
-json gemma4_tool_responses(const json& messages) {
-  const auto has_calls = [](const json& m) {
-    return m.contains("tool_calls") && m["tool_calls"].is_array() && !m["tool_calls"].empty();
-  };
-  json out = json::array();
-  size_t i = 0;
-  while (i < messages.size()) {
-    const json& msg = messages[i];
-    if (msg.value("role", "") != "assistant" || !has_calls(msg)) {
-      out.push_back(msg);
-      ++i;
-      continue;
-    }
-    json calls = msg["tool_calls"], responses = json::array(), content, reasoning;
-    if (msg.contains("reasoning_content") && msg["reasoning_content"].is_string()) reasoning = msg["reasoning_content"];
-    ++i;
-    while (i < messages.size() && messages[i].value("role", "") == "tool") {
-      const json& t = messages[i];
-      json response;
-      if (t.contains("content")) {
-        response = t["content"];
-        if (response.is_string()) {
-          json v = json::parse(response.get<std::string>(), nullptr, /*allow_exceptions=*/false);
-          if (!v.is_discarded()) response = std::move(v);
-        }
-      }
-      std::string name;
-      if (responses.size() < calls.size()) {
-        const json& tc = calls[responses.size()];
-        if (tc.contains("function") && tc["function"].is_object()) name = tc["function"].value("name", "");
-      }
-      if (name.empty() && t.contains("tool_call_id") && t["tool_call_id"].is_string()) name = t["tool_call_id"];
-      responses.push_back(json{{"name", name}, {"response", std::move(response)}});
-      ++i;
-    }
-    if (i < messages.size() && messages[i].value("role", "") == "assistant" && !has_calls(messages[i])) {
-      const json& c = messages[i].contains("content") ? messages[i]["content"] : json();
-      if ((c.is_string() && !c.get_ref<const std::string&>().empty()) || (c.is_array() && !c.empty())) {
-        content = c;
-        ++i;
-      }
-    }
-    json m = json::object();
-    m["role"] = "assistant";
-    m["tool_calls"] = std::move(calls);
-    if (!responses.empty()) m["tool_responses"] = std::move(responses);
-    if (!content.is_null()) m["content"] = std::move(content);
-    if (!reasoning.is_null()) m["reasoning_content"] = std::move(reasoning);
-    out.push_back(std::move(m));
-  }
-  return out;
 }
 
 // --- loom's ChatML template ------------------------------------------------------------------
@@ -471,61 +50,6 @@ const char* const kChatMlTemplate = R"JINJA({%- if tools -%}
 {%- endfor -%}
 {%- if add_generation_prompt -%}{{- '<|im_start|>assistant\n' -}}{%- endif -%})JINJA";
 
-}  // namespace
-
-const std::string& chatml_template_source() {
-  static const std::string s = kChatMlTemplate;
-  return s;
-}
-
-// --- ChatTemplate ------------------------------------------------------------------------------
-
-struct ChatTemplate::State {
-  std::string source, bos, eos;
-  jinja::Template tmpl;
-  ToolCallFormat format = ToolCallFormat::kGeneric;
-  // Gemma 4's older template, which needs tool results folded into the calling message.
-  bool fold_tool_responses = false;
-  // Ministral 3 (llama.cpp's rule, and the template renders thinking blocks): reasoning_content is
-  // passed as a {"type": "thinking"} content block before the text.
-  bool thinking_blocks = false;
-  std::once_flag probed;
-  TemplateCaps caps;
-
-  json context(json messages, const json& tools) const {
-    json ctx = json::object();
-    ctx["messages"] = std::move(messages);
-    if (!tools.is_null()) ctx["tools"] = tools;
-    ctx["add_generation_prompt"] = false;
-    ctx["bos_token"] = bos;
-    ctx["eos_token"] = eos;
-    return ctx;
-  }
-  bool renders(const json& ctx, std::string_view needle) const {
-    RenderOptions o;
-    o.now_unix = 1753531200;
-    auto r = tmpl.render(ctx, o);
-    return r && r->find(needle) != std::string::npos;
-  }
-  bool renders_args(const json& ctx) const {
-    RenderOptions o;
-    o.now_unix = 1753531200;
-    auto r = tmpl.render(ctx, o);
-    // Gemma 4 writes text arguments as they are, inside its own braces: only objects render its syntax.
-    if (format == ToolCallFormat::kGemma4)
-      return r && r->find("argument_needle:<|\"|>loom_probe<|\"|>") != std::string::npos;
-    // JSON / Python dicts, Python keyword arguments (LFM2), XML parameters (Qwen3-Coder, Qwen3.5).
-    return r &&
-           (r->find("\"argument_needle\":") != std::string::npos || r->find("'argument_needle':") != std::string::npos ||
-            r->find("argument_needle='loom_probe'") != std::string::npos ||
-            r->find("argument_needle=\"loom_probe\"") != std::string::npos ||
-            r->find("<parameter=argument_needle>") != std::string::npos);
-  }
-  void probe();
-};
-
-namespace {
-
 json probe_user() { return json{{"role", "user"}, {"content", "loom probe question"}}; }
 
 json probe_call(const std::string& name, const std::string& id, bool object_args) {
@@ -547,244 +71,6 @@ json probe_assistant(bool null_content, bool object_args, int n_calls) {
   m["tool_calls"] = std::move(calls);
   return m;
 }
-
-}  // namespace
-
-void ChatTemplate::State::probe() {
-  const json tools = json::parse(R"([{"type": "function", "function": {"name": "loom_probe_tool",
-      "description": "A probe.", "parameters": {"type": "object", "properties": {"arg": {"type": "string",
-      "description": "An argument."}}, "required": ["arg"]}}}])");
-  caps.supports_tools = renders(context(json::array({probe_user()}), tools), "loom_probe_tool");
-
-  // Tool calls: content "" before null, arguments as text before an object.
-  struct Variant {
-    bool null_content, object_args;
-  };
-  static constexpr Variant kVariants[] = {{false, false}, {false, true}, {true, false}, {true, true}};
-  std::optional<Variant> ok;
-  for (const Variant& v : kVariants) {
-    if (renders_args(context(json::array({probe_user(), probe_assistant(v.null_content, v.object_args, 1)}), nullptr))) {
-      ok = v;
-      break;
-    }
-  }
-  json assistant = json{{"role", "assistant"}, {"content", "loom probe answer"}};
-  if (ok) {
-    caps.supports_tool_calls = true;
-    caps.requires_null_content = ok->null_content;
-    caps.requires_object_arguments = ok->object_args;
-    assistant = probe_assistant(ok->null_content, ok->object_args, 1);
-    const json two = probe_assistant(ok->null_content, ok->object_args, 2);
-    RenderOptions o;
-    o.now_unix = 1753531200;
-    auto r = tmpl.render(context(json::array({probe_user(), two}), nullptr), o);
-    caps.supports_parallel_tool_calls =
-        r && r->find("loom_probe_a") != std::string::npos && r->find("loom_probe_b") != std::string::npos;
-  }
-  json tool = json::object();
-  tool["role"] = "tool";
-  tool["tool_call_id"] = "call00001";
-  tool["name"] = "loom_probe_fn";
-  tool["content"] = "loom_probe_result";
-  caps.supports_tool_responses =
-      renders(context(json::array({probe_user(), assistant, tool}), nullptr), "loom_probe_result");
-}
-
-Expected<ChatTemplate> ChatTemplate::parse(std::string_view source, std::string bos_text, std::string eos_text) {
-  auto t = jinja::Template::parse(source);
-  if (!t) return Status(t.status().code(), "chat template: " + t.status().message());
-  ChatTemplate ct;
-  ct.s_ = std::make_shared<State>();
-  ct.s_->source = std::string(source);
-  ct.s_->bos = std::move(bos_text);
-  ct.s_->eos = std::move(eos_text);
-  ct.s_->tmpl = std::move(*t);
-  ct.s_->format = detect_tool_call_format(source);
-  const auto has = [&](std::string_view m) { return source.find(m) != std::string_view::npos; };
-  ct.s_->fold_tool_responses = ct.s_->format == ToolCallFormat::kGemma4 && !has("{#- OpenAI Chat Completions:");
-  ct.s_->thinking_blocks = ct.s_->format == ToolCallFormat::kMistralArgs && has("[SYSTEM_PROMPT]") && !has("[CALL_ID]") &&
-                           has("[THINK]") && has("'thinking'");
-  return ct;
-}
-
-Expected<ChatTemplate> ChatTemplate::from_model(const Model& model, const std::string* template_override) {
-  std::string source;
-  if (template_override) {
-    // Jinja source, or one of llama.cpp's built-in names ("llama3", ...).
-    LOOM_ASSIGN_OR_RETURN(source, resolve_chat_template(*template_override));
-  } else if (has_chat_template(model)) {
-    auto s = model.file().get_string(kChatTemplateKey);
-    if (!s) return corrupt(std::string(kChatTemplateKey) + ": " + s.status().message());
-    source = std::move(*s);
-  } else {
-    source = chatml_template_source();
-  }
-  const Vocab& v = model.vocab();
-  return parse(source, special_text(v, v.bos()), special_text(v, v.eos()));
-}
-
-const std::string& ChatTemplate::source() const { return s_->source; }
-const std::string& ChatTemplate::bos_text() const { return s_->bos; }
-const std::string& ChatTemplate::eos_text() const { return s_->eos; }
-ToolCallFormat ChatTemplate::tool_call_format() const { return s_->format; }
-
-const TemplateCaps& ChatTemplate::caps() const {
-  State* s = s_.get();
-  std::call_once(s->probed, [s] { s->probe(); });
-  return s->caps;
-}
-
-Expected<std::string> ChatTemplate::render(const ChatInputs& inputs, const RenderOptions& opts) const {
-  LOOM_ASSIGN_OR_RETURN(std::vector<Msg> msgs, parse_messages(inputs.messages));
-  LOOM_ASSIGN_OR_RETURN(json tools, normalize_tools(inputs.tools));
-  if (!inputs.extra.is_null() && !inputs.extra.is_object())
-    return invalid_argument("chat_template_kwargs: expected an object");
-  for (const char* reserved : {"messages", "tools", "add_generation_prompt", "bos_token", "eos_token"})
-    if (inputs.extra.is_object() && inputs.extra.contains(reserved))
-      return invalid_argument(std::string("chat_template_kwargs.") + reserved + ": set by the request, not here");
-
-  bool needs_caps = !tools.is_null();
-  for (const Msg& m : msgs) needs_caps = needs_caps || m.has_calls || m.role == "tool";
-  const TemplateCaps caps = needs_caps ? this->caps() : TemplateCaps{};
-  const ToolCallFormat format = s_->format;
-  if (format == ToolCallFormat::kMistral || format == ToolCallFormat::kMistralArgs) {
-    for (size_t i = 0; i < msgs.size(); ++i) {
-      Msg& m = msgs[i];
-      for (size_t j = 0; j < m.calls.size(); ++j)
-        m.calls[j].id = mistral_id(m.calls[j].id ? *m.calls[j].id : "m" + std::to_string(i) + "c" + std::to_string(j));
-      if (m.tool_call_id) m.tool_call_id = mistral_id(*m.tool_call_id);
-    }
-  }
-
-  json messages = json::array();
-  for (const Msg& m : msgs) {
-    json jm = json::object();
-    jm["role"] = m.role;
-    json content = m.content;
-    if (m.has_calls && !caps.supports_tool_calls) {
-      // Written into the content in the format's syntax.
-      std::string text = content.is_string() ? content.get<std::string>() : std::string();
-      if (!text.empty()) text += '\n';
-      text += calls_as_text(format, m.calls);
-      content = std::move(text);
-    } else if (content.is_null() && !(m.has_calls && caps.requires_null_content)) {
-      content = "";
-    }
-    if (m.role == "tool" && !caps.supports_tool_responses) {
-      json r = json::object();
-      if (m.name) r["tool"] = *m.name;
-      r["content"] = content;
-      if (m.tool_call_id) r["tool_call_id"] = *m.tool_call_id;
-      jm["role"] = "user";
-      jm["content"] = json{{"tool_response", std::move(r)}}.dump(2);
-      messages.push_back(std::move(jm));
-      continue;
-    }
-    jm["content"] = std::move(content);
-    if (m.has_calls && caps.supports_tool_calls) {
-      json calls = json::array();
-      for (const Call& c : m.calls) {
-        json tc = json::object();
-        if (c.id) tc["id"] = *c.id;
-        tc["type"] = "function";
-        json args = caps.requires_object_arguments && c.args_object.is_object() ? c.args_object : json(c.args_text);
-        tc["function"] = json{{"name", c.name}, {"arguments", std::move(args)}};
-        calls.push_back(std::move(tc));
-      }
-      jm["tool_calls"] = std::move(calls);
-    }
-    if (m.tool_call_id) jm["tool_call_id"] = *m.tool_call_id;
-    if (m.name) jm["name"] = *m.name;
-    if (s_->thinking_blocks && (m.role == "assistant" || m.role == "system") && m.reasoning_content &&
-        m.reasoning_content->is_string()) {
-      // llama.cpp's Ministral 3 handler: [thinking, text] blocks.
-      json blocks = json::array({json{{"type", "thinking"}, {"thinking", *m.reasoning_content}}});
-      if (jm["content"].is_string()) blocks.push_back(json{{"type", "text"}, {"text", jm["content"]}});
-      jm["content"] = std::move(blocks);
-    } else if (m.reasoning_content) {
-      jm["reasoning_content"] = *m.reasoning_content;
-    }
-    messages.push_back(std::move(jm));
-  }
-  if (s_->fold_tool_responses) messages = gemma4_tool_responses(messages);
-  if (!tools.is_null()) {
-    if (!caps.supports_tools) {
-      add_system(messages, "You can call any of the following tools to satisfy the user's requests: " + tools.dump(2) +
-                               "\n\nExample tool call syntax:\n\n" + example_call(format));
-    }
-    if (format == ToolCallFormat::kGeneric) add_system(messages, kGenericInstruction);
-  }
-
-  const auto context = [&](json msgs_json) {
-    json ctx = json::object();
-    ctx["messages"] = std::move(msgs_json);
-    if (!tools.is_null()) ctx["tools"] = tools;
-    ctx["add_generation_prompt"] = inputs.add_generation_prompt;
-    ctx["bos_token"] = s_->bos;
-    ctx["eos_token"] = s_->eos;
-    if (inputs.extra.is_object())
-      for (auto it = inputs.extra.begin(); it != inputs.extra.end(); ++it) ctx[it.key()] = it.value();
-    return ctx;
-  };
-  // Gemma 4's template ends on "<turn|>\n" after a message with text, calls and their results,
-  // without opening the model's turn: llama.cpp opens it.
-  const auto finish = [&](std::string prompt) {
-    if (format == ToolCallFormat::kGemma4 && inputs.add_generation_prompt && prompt.ends_with("<turn|>\n"))
-      prompt += "<|turn>model\n";
-    return prompt;
-  };
-  auto out = s_->tmpl.render(context(messages), opts);
-  if (out) return finish(std::move(*out));
-  // Templates without a system role (Gemma) raise on one: retry with it folded into the user turn.
-  bool has_system = false;
-  for (const json& m : messages) has_system = has_system || m["role"] == "system";
-  if (has_system) {
-    auto again = s_->tmpl.render(context(fold_system_messages(messages)), opts);
-    if (again) return finish(std::move(*again));
-  }
-  return Status(out.status().code(), "chat template: " + out.status().message());
-}
-
-Expected<std::string> render_chat(const Model& model, const ChatInputs& inputs, const std::string* template_override) {
-  LOOM_ASSIGN_OR_RETURN(ChatTemplate t, ChatTemplate::from_model(model, template_override));
-  return t.render(inputs);
-}
-
-Expected<std::string> render_chat(std::string_view template_source, const ChatInputs& inputs, std::string bos_text,
-                                  std::string eos_text, const RenderOptions& opts) {
-  LOOM_ASSIGN_OR_RETURN(ChatTemplate t, ChatTemplate::parse(template_source, std::move(bos_text), std::move(eos_text)));
-  return t.render(inputs, opts);
-}
-
-// --- requests ----------------------------------------------------------------------------------
-
-Expected<ToolChoice> parse_tool_choice(const json& v) {
-  ToolChoice c;
-  if (v.is_null()) return c;
-  if (v.is_string()) {
-    const std::string s = v;
-    if (s == "auto") return c;
-    if (s == "none") c.mode = ToolChoice::kNone;
-    else if (s == "required") c.mode = ToolChoice::kRequired;
-    else return invalid_argument("tool_choice: expected \"auto\", \"none\", \"required\" or a function, got \"" + s + "\"");
-    return c;
-  }
-  if (v.is_object()) {
-    auto t = v.find("type");
-    if (t == v.end() || *t != "function") return invalid_argument("tool_choice.type: expected \"function\"");
-    auto f = v.find("function");
-    if (f == v.end() || !f->is_object()) return invalid_argument("tool_choice.function: expected an object");
-    auto n = f->find("name");
-    if (n == f->end() || !n->is_string() || n->get_ref<const std::string&>().empty())
-      return invalid_argument("tool_choice.function.name: expected a non-empty string");
-    c.mode = ToolChoice::kFunction;
-    c.function_name = *n;
-    return c;
-  }
-  return invalid_argument("tool_choice: expected a string or an object, got " + v.dump());
-}
-
-namespace {
 
 // The prompt of a conversation whose final assistant message is continued: the template renders
 // it with a marker in place of the text being continued, and the prompt ends where the marker
@@ -861,6 +147,331 @@ Expected<std::string> render_continuation(const ChatTemplate& tmpl, ChatInputs i
 }
 
 }  // namespace
+
+const std::string& chatml_template_source() {
+  static const std::string s = kChatMlTemplate;
+  return s;
+}
+
+// --- ChatTemplate ------------------------------------------------------------------------------
+
+struct ChatTemplate::State {
+  std::string source, bos, eos;
+  jinja::Template tmpl;
+  ToolCallFormat format = ToolCallFormat::kGeneric;
+  // Gemma 4's older template, which needs tool results folded into the calling message.
+  bool fold_tool_responses = false;
+  // Ministral 3 (llama.cpp's rule, and the template renders thinking blocks): reasoning_content is
+  // passed as a {"type": "thinking"} content block before the text.
+  bool thinking_blocks = false;
+  std::once_flag probed;
+  TemplateCaps caps;
+
+  json context(json messages, const json& tools) const {
+    json ctx = json::object();
+    ctx["messages"] = std::move(messages);
+    if (!tools.is_null()) ctx["tools"] = tools;
+    ctx["add_generation_prompt"] = false;
+    ctx["bos_token"] = bos;
+    ctx["eos_token"] = eos;
+    return ctx;
+  }
+  bool renders(const json& ctx, std::string_view needle) const {
+    RenderOptions o;
+    o.now_unix = 1753531200;
+    auto r = tmpl.render(ctx, o);
+    return r && r->find(needle) != std::string::npos;
+  }
+  bool renders_args(const json& ctx) const {
+    RenderOptions o;
+    o.now_unix = 1753531200;
+    auto r = tmpl.render(ctx, o);
+    // Gemma 4 writes text arguments as they are, inside its own braces: only objects render its syntax.
+    if (format == ToolCallFormat::kGemma4)
+      return r && r->find("argument_needle:<|\"|>loom_probe<|\"|>") != std::string::npos;
+    // JSON / Python dicts, Python keyword arguments (LFM2), XML parameters (Qwen3-Coder, Qwen3.5).
+    return r &&
+           (r->find("\"argument_needle\":") != std::string::npos || r->find("'argument_needle':") != std::string::npos ||
+            r->find("argument_needle='loom_probe'") != std::string::npos ||
+            r->find("argument_needle=\"loom_probe\"") != std::string::npos ||
+            r->find("<parameter=argument_needle>") != std::string::npos);
+  }
+  void probe();
+  // The template rendered on the messages (retried with system messages folded into the user turn
+  // when it refuses them).
+  Expected<std::string> render_prompt(const json& messages, const json& tools, const ChatInputs& inputs,
+                                      const RenderOptions& opts) const;
+};
+
+void ChatTemplate::State::probe() {
+  const json tools = json::parse(R"([{"type": "function", "function": {"name": "loom_probe_tool",
+      "description": "A probe.", "parameters": {"type": "object", "properties": {"arg": {"type": "string",
+      "description": "An argument."}}, "required": ["arg"]}}}])");
+  caps.supports_tools = renders(context(json::array({probe_user()}), tools), "loom_probe_tool");
+
+  // Tool calls: content "" before null, arguments as text before an object.
+  struct Variant {
+    bool null_content, object_args;
+  };
+  static constexpr Variant kVariants[] = {{false, false}, {false, true}, {true, false}, {true, true}};
+  std::optional<Variant> ok;
+  for (const Variant& v : kVariants) {
+    if (renders_args(context(json::array({probe_user(), probe_assistant(v.null_content, v.object_args, 1)}), nullptr))) {
+      ok = v;
+      break;
+    }
+  }
+  json assistant = json{{"role", "assistant"}, {"content", "loom probe answer"}};
+  if (ok) {
+    caps.supports_tool_calls = true;
+    caps.requires_null_content = ok->null_content;
+    caps.requires_object_arguments = ok->object_args;
+    assistant = probe_assistant(ok->null_content, ok->object_args, 1);
+    const json two = probe_assistant(ok->null_content, ok->object_args, 2);
+    RenderOptions o;
+    o.now_unix = 1753531200;
+    auto r = tmpl.render(context(json::array({probe_user(), two}), nullptr), o);
+    caps.supports_parallel_tool_calls =
+        r && r->find("loom_probe_a") != std::string::npos && r->find("loom_probe_b") != std::string::npos;
+  }
+  json tool = json::object();
+  tool["role"] = "tool";
+  tool["tool_call_id"] = "call00001";
+  tool["name"] = "loom_probe_fn";
+  tool["content"] = "loom_probe_result";
+  caps.supports_tool_responses =
+      renders(context(json::array({probe_user(), assistant, tool}), nullptr), "loom_probe_result");
+}
+
+Expected<ChatTemplate> ChatTemplate::parse(std::string_view source, std::string bos_text, std::string eos_text) {
+  auto t = jinja::Template::parse(source);
+  if (!t) return Status(t.status().code(), "chat template: " + t.status().message());
+  ChatTemplate ct;
+  ct.s_ = std::make_shared<State>();
+  ct.s_->source = std::string(source);
+  ct.s_->bos = std::move(bos_text);
+  ct.s_->eos = std::move(eos_text);
+  ct.s_->tmpl = std::move(*t);
+  ct.s_->format = detect_tool_call_format(source);
+  const auto has = [&](std::string_view m) { return source.find(m) != std::string_view::npos; };
+  ct.s_->fold_tool_responses = ct.s_->format == ToolCallFormat::kGemma4 && !has("{#- OpenAI Chat Completions:");
+  ct.s_->thinking_blocks = ct.s_->format == ToolCallFormat::kMistralArgs && has("[SYSTEM_PROMPT]") && !has("[CALL_ID]") &&
+                           has("[THINK]") && has("'thinking'");
+  return ct;
+}
+
+Expected<ChatTemplate> ChatTemplate::from_model(const Model& model, const std::string* template_override) {
+  std::string source;
+  if (template_override) {
+    // Jinja source, or one of llama.cpp's built-in names ("llama3", ...).
+    LOOM_ASSIGN_OR_RETURN(source, resolve_chat_template(*template_override));
+  } else if (has_chat_template(model)) {
+    auto s = model.file().get_string(kChatTemplateKey);
+    if (!s) return corrupt(std::string(kChatTemplateKey) + ": " + s.status().message());
+    source = std::move(*s);
+  } else {
+    source = chatml_template_source();
+  }
+  const Vocab& v = model.vocab();
+  return parse(source, special_text(v, v.bos()), special_text(v, v.eos()));
+}
+
+const std::string& ChatTemplate::source() const { return s_->source; }
+
+const std::string& ChatTemplate::bos_text() const { return s_->bos; }
+
+const std::string& ChatTemplate::eos_text() const { return s_->eos; }
+
+ToolCallFormat ChatTemplate::tool_call_format() const { return s_->format; }
+
+const TemplateCaps& ChatTemplate::caps() const {
+  State* s = s_.get();
+  std::call_once(s->probed, [s] { s->probe(); });
+  return s->caps;
+}
+
+namespace {
+
+Status check_template_kwargs(const json& extra) {
+  if (!extra.is_null() && !extra.is_object()) return invalid_argument("chat_template_kwargs: expected an object");
+  for (const char* reserved : {"messages", "tools", "add_generation_prompt", "bos_token", "eos_token"})
+    if (extra.is_object() && extra.contains(reserved))
+      return invalid_argument(std::string("chat_template_kwargs.") + reserved + ": set by the request, not here");
+  return Status::ok();
+}
+
+// Mistral's templates need ids of 9 alphanumerics; a call without an id gets one from its place.
+void assign_mistral_ids(std::vector<Msg>& msgs) {
+  for (size_t i = 0; i < msgs.size(); ++i) {
+    Msg& m = msgs[i];
+    for (size_t j = 0; j < m.calls.size(); ++j)
+      m.calls[j].id = mistral_id(m.calls[j].id ? *m.calls[j].id : "m" + std::to_string(i) + "c" + std::to_string(j));
+    if (m.tool_call_id) m.tool_call_id = mistral_id(*m.tool_call_id);
+  }
+}
+
+// A message's content as the template gets it: with its calls written into it in the format's
+// syntax when the template cannot render calls; null only where the template requires it.
+json template_content(const Msg& m, const TemplateCaps& caps, ToolCallFormat format) {
+  json content = m.content;
+  if (m.has_calls && !caps.supports_tool_calls) {
+    std::string text = content.is_string() ? content.get<std::string>() : std::string();
+    if (!text.empty()) text += '\n';
+    text += calls_as_text(format, m.calls);
+    content = std::move(text);
+  } else if (content.is_null() && !(m.has_calls && caps.requires_null_content)) {
+    content = "";
+  }
+  return content;
+}
+
+// A tool result as a user message, for templates that cannot render tool responses.
+json tool_response_as_user(const Msg& m, const json& content) {
+  json r = json::object();
+  if (m.name) r["tool"] = *m.name;
+  r["content"] = content;
+  if (m.tool_call_id) r["tool_call_id"] = *m.tool_call_id;
+  json jm = json::object();
+  jm["role"] = "user";
+  jm["content"] = json{{"tool_response", std::move(r)}}.dump(2);
+  return jm;
+}
+
+json template_tool_calls(const Msg& m, const TemplateCaps& caps) {
+  json calls = json::array();
+  for (const Call& c : m.calls) {
+    json tc = json::object();
+    if (c.id) tc["id"] = *c.id;
+    tc["type"] = "function";
+    json args = caps.requires_object_arguments && c.args_object.is_object() ? c.args_object : json(c.args_text);
+    tc["function"] = json{{"name", c.name}, {"arguments", std::move(args)}};
+    calls.push_back(std::move(tc));
+  }
+  return calls;
+}
+
+// One message as the template gets it.
+json template_message(const Msg& m, const TemplateCaps& caps, ToolCallFormat format, bool thinking_blocks) {
+  json content = template_content(m, caps, format);
+  if (m.role == "tool" && !caps.supports_tool_responses) return tool_response_as_user(m, content);
+  json jm = json::object();
+  jm["role"] = m.role;
+  jm["content"] = std::move(content);
+  if (m.has_calls && caps.supports_tool_calls) jm["tool_calls"] = template_tool_calls(m, caps);
+  if (m.tool_call_id) jm["tool_call_id"] = *m.tool_call_id;
+  if (m.name) jm["name"] = *m.name;
+  if (thinking_blocks && (m.role == "assistant" || m.role == "system") && m.reasoning_content &&
+      m.reasoning_content->is_string()) {
+    // llama.cpp's Ministral 3 handler: [thinking, text] blocks.
+    json blocks = json::array({json{{"type", "thinking"}, {"thinking", *m.reasoning_content}}});
+    if (jm["content"].is_string()) blocks.push_back(json{{"type", "text"}, {"text", jm["content"]}});
+    jm["content"] = std::move(blocks);
+  } else if (m.reasoning_content) {
+    jm["reasoning_content"] = *m.reasoning_content;
+  }
+  return jm;
+}
+
+// The tools described in a system message for templates that do not list them, and the generic
+// format's instruction.
+void add_tool_instructions(json& messages, const json& tools, const TemplateCaps& caps, ToolCallFormat format) {
+  if (!caps.supports_tools) {
+    add_system(messages, "You can call any of the following tools to satisfy the user's requests: " + tools.dump(2) +
+                             "\n\nExample tool call syntax:\n\n" + example_call(format));
+  }
+  if (format == ToolCallFormat::kGeneric) add_system(messages, kGenericInstruction);
+}
+
+}  // namespace
+
+Expected<std::string> ChatTemplate::State::render_prompt(const json& messages, const json& tools, const ChatInputs& inputs,
+                                                         const RenderOptions& opts) const {
+  const auto context = [&](json msgs_json) {
+    json ctx = json::object();
+    ctx["messages"] = std::move(msgs_json);
+    if (!tools.is_null()) ctx["tools"] = tools;
+    ctx["add_generation_prompt"] = inputs.add_generation_prompt;
+    ctx["bos_token"] = bos;
+    ctx["eos_token"] = eos;
+    if (inputs.extra.is_object())
+      for (auto it = inputs.extra.begin(); it != inputs.extra.end(); ++it) ctx[it.key()] = it.value();
+    return ctx;
+  };
+  // Gemma 4's template ends on "<turn|>\n" after a message with text, calls and their results,
+  // without opening the model's turn: llama.cpp opens it.
+  const auto finish = [&](std::string prompt) {
+    if (format == ToolCallFormat::kGemma4 && inputs.add_generation_prompt && prompt.ends_with("<turn|>\n"))
+      prompt += "<|turn>model\n";
+    return prompt;
+  };
+  auto out = tmpl.render(context(messages), opts);
+  if (out) return finish(std::move(*out));
+  // Templates without a system role (Gemma) raise on one: retry with it folded into the user turn.
+  bool has_system = false;
+  for (const json& m : messages) has_system = has_system || m["role"] == "system";
+  if (has_system) {
+    auto again = tmpl.render(context(fold_system_messages(messages)), opts);
+    if (again) return finish(std::move(*again));
+  }
+  return Status(out.status().code(), "chat template: " + out.status().message());
+}
+
+Expected<std::string> ChatTemplate::render(const ChatInputs& inputs, const RenderOptions& opts) const {
+  LOOM_ASSIGN_OR_RETURN(std::vector<Msg> msgs, parse_messages(inputs.messages));
+  LOOM_ASSIGN_OR_RETURN(json tools, normalize_tools(inputs.tools));
+  LOOM_RETURN_IF_ERROR(check_template_kwargs(inputs.extra));
+
+  bool needs_caps = !tools.is_null();
+  for (const Msg& m : msgs) needs_caps = needs_caps || m.has_calls || m.role == "tool";
+  const TemplateCaps caps = needs_caps ? this->caps() : TemplateCaps{};
+  const ToolCallFormat format = s_->format;
+  if (format == ToolCallFormat::kMistral || format == ToolCallFormat::kMistralArgs) assign_mistral_ids(msgs);
+
+  json messages = json::array();
+  for (const Msg& m : msgs) messages.push_back(template_message(m, caps, format, s_->thinking_blocks));
+  if (s_->fold_tool_responses) messages = gemma4_tool_responses(messages);
+  if (!tools.is_null()) add_tool_instructions(messages, tools, caps, format);
+  return s_->render_prompt(messages, tools, inputs, opts);
+}
+
+Expected<std::string> render_chat(const Model& model, const ChatInputs& inputs, const std::string* template_override) {
+  LOOM_ASSIGN_OR_RETURN(ChatTemplate t, ChatTemplate::from_model(model, template_override));
+  return t.render(inputs);
+}
+
+Expected<std::string> render_chat(std::string_view template_source, const ChatInputs& inputs, std::string bos_text,
+                                  std::string eos_text, const RenderOptions& opts) {
+  LOOM_ASSIGN_OR_RETURN(ChatTemplate t, ChatTemplate::parse(template_source, std::move(bos_text), std::move(eos_text)));
+  return t.render(inputs, opts);
+}
+
+// --- requests ----------------------------------------------------------------------------------
+
+Expected<ToolChoice> parse_tool_choice(const json& v) {
+  ToolChoice c;
+  if (v.is_null()) return c;
+  if (v.is_string()) {
+    const std::string s = v;
+    if (s == "auto") return c;
+    if (s == "none") c.mode = ToolChoice::kNone;
+    else if (s == "required") c.mode = ToolChoice::kRequired;
+    else return invalid_argument("tool_choice: expected \"auto\", \"none\", \"required\" or a function, got \"" + s + "\"");
+    return c;
+  }
+  if (v.is_object()) {
+    auto t = v.find("type");
+    if (t == v.end() || *t != "function") return invalid_argument("tool_choice.type: expected \"function\"");
+    auto f = v.find("function");
+    if (f == v.end() || !f->is_object()) return invalid_argument("tool_choice.function: expected an object");
+    auto n = f->find("name");
+    if (n == f->end() || !n->is_string() || n->get_ref<const std::string&>().empty())
+      return invalid_argument("tool_choice.function.name: expected a non-empty string");
+    c.mode = ToolChoice::kFunction;
+    c.function_name = *n;
+    return c;
+  }
+  return invalid_argument("tool_choice: expected a string or an object, got " + v.dump());
+}
 
 Expected<PreparedChat> prepare_chat(const ChatTemplate& tmpl, const ChatInputs& inputs, const ChatRequestOptions& opts) {
   LOOM_ASSIGN_OR_RETURN(json tools, normalize_tools(inputs.tools));
