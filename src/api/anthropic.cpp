@@ -94,6 +94,7 @@ std::string tool_result_text(const json& block, const std::string& bp) {
 
 // What an array-content message's blocks have gathered so far.
 struct MessageBlocks {
+  MessageBlocks(const std::string& r, bool a) : role(r), assistant(a) {}
   const std::string& role;
   bool assistant;
   json parts = json::array();       // text parts not yet emitted
