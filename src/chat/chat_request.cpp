@@ -277,11 +277,8 @@ Expected<ChatTemplate> ChatTemplate::from_model(const Model& model, const std::s
 }
 
 const std::string& ChatTemplate::source() const { return s_->source; }
-
 const std::string& ChatTemplate::bos_text() const { return s_->bos; }
-
 const std::string& ChatTemplate::eos_text() const { return s_->eos; }
-
 ToolCallFormat ChatTemplate::tool_call_format() const { return s_->format; }
 
 const TemplateCaps& ChatTemplate::caps() const {
@@ -300,12 +297,20 @@ Status check_template_kwargs(const json& extra) {
   return Status::ok();
 }
 
+// "m<i>c<j>": the id of call j of message i when it has none.
+std::string place_id(size_t i, size_t j) {
+  std::string s = "m";
+  s += std::to_string(i);
+  s += 'c';
+  s += std::to_string(j);
+  return s;
+}
+
 // Mistral's templates need ids of 9 alphanumerics; a call without an id gets one from its place.
 void assign_mistral_ids(std::vector<Msg>& msgs) {
   for (size_t i = 0; i < msgs.size(); ++i) {
     Msg& m = msgs[i];
-    for (size_t j = 0; j < m.calls.size(); ++j)
-      m.calls[j].id = mistral_id(m.calls[j].id ? *m.calls[j].id : "m" + std::to_string(i) + "c" + std::to_string(j));
+    for (size_t j = 0; j < m.calls.size(); ++j) m.calls[j].id = mistral_id(m.calls[j].id ? *m.calls[j].id : place_id(i, j));
     if (m.tool_call_id) m.tool_call_id = mistral_id(*m.tool_call_id);
   }
 }
