@@ -92,13 +92,98 @@ std::string tool_result_text(const json& block, const std::string& bp) {
   return text;
 }
 
+// What an array-content message's blocks have gathered so far.
+struct MessageBlocks {
+  MessageBlocks(const std::string& r, bool a) : role(r), assistant(a) {}
+  const std::string& role;
+  bool assistant;
+  json parts = json::array();       // text parts not yet emitted
+  json tool_calls = json::array();  // assistant
+  std::string reasoning;            // assistant
+  bool has_reasoning = false;
+};
+
+// Emits the text parts gathered so far as one message of the block's role.
+void flush_text_parts(MessageBlocks& m, json& out) {
+  if (m.parts.empty()) return;
+  out.push_back(json{{"role", m.role}, {"content", std::move(m.parts)}});
+  m.parts = json::array();
+}
+
+json tool_use_call(const json& b, const std::string& bp) {
+  const json* id = get(b, "id");
+  if (!id) bad(dot(bp, "id"), "required");
+  const json* name = get(b, "name");
+  if (!name) bad(dot(bp, "name"), "required");
+  std::string arguments = "{}";
+  if (const json* in = get(b, "input")) arguments = dump_json(as_object(*in, dot(bp, "input")));
+  return json{{"id", as_string(*id, dot(bp, "id"))},
+              {"type", "function"},
+              {"function", {{"name", as_string(*name, dot(bp, "name"))}, {"arguments", arguments}}}};
+}
+
+void convert_tool_result(const json& b, const std::string& bp, MessageBlocks& m, json& out) {
+  const json* id = get(b, "tool_use_id");
+  if (!id) bad(dot(bp, "tool_use_id"), "required");
+  const std::string& call_id = as_string(*id, dot(bp, "tool_use_id"));
+  std::string text = tool_result_text(b, bp);
+  flush_text_parts(m, out);
+  out.push_back(json{{"role", "tool"}, {"tool_call_id", call_id}, {"content", std::move(text)}});
+}
+
+void convert_block(const json& b, const std::string& bp, MessageBlocks& m, json& out) {
+  const json* t = get(b, "type");
+  const std::string tp = dot(bp, "type");
+  if (!t) bad(tp, "required");
+  const std::string& type = as_string(*t, tp);
+  auto only_assistant = [&] {
+    if (!m.assistant) bad(tp, "'" + type + "' blocks are only allowed in assistant messages");
+  };
+  if (type == "text") {
+    const json* tx = get(b, "text");
+    if (!tx) bad(dot(bp, "text"), "required");
+    m.parts.push_back(text_part(as_string(*tx, dot(bp, "text"))));
+  } else if (type == "image") {
+    bad(tp, "image content is not supported");
+  } else if (type == "document") {
+    bad(tp, "document content is not supported");
+  } else if (type == "tool_use") {
+    only_assistant();
+    m.tool_calls.push_back(tool_use_call(b, bp));
+  } else if (type == "tool_result") {
+    if (m.assistant) bad(tp, "'tool_result' blocks are only allowed in user messages");
+    convert_tool_result(b, bp, m, out);
+  } else if (type == "thinking") {
+    only_assistant();
+    const json* th = get(b, "thinking");
+    if (!th) bad(dot(bp, "thinking"), "required");
+    m.reasoning += as_string(*th, dot(bp, "thinking"));
+    m.has_reasoning = true;
+    if (const json* s = get(b, "signature")) as_string(*s, dot(bp, "signature"));
+  } else if (type == "redacted_thinking") {
+    only_assistant();  // encrypted; nothing a local model can read
+  } else {
+    bad(tp, "unknown content block type '" + type + "'");
+  }
+}
+
+// The assistant message the blocks make, if any is left (llama-server drops empty ones).
+void emit_assistant(MessageBlocks& m, json& out) {
+  if (m.parts.empty() && m.tool_calls.empty() && !m.has_reasoning) return;  // nothing left (llama-server)
+  json msg{{"role", "assistant"}};
+  if (!m.parts.empty()) msg["content"] = std::move(m.parts);
+  else msg["content"] = "";
+  if (!m.tool_calls.empty()) msg["tool_calls"] = std::move(m.tool_calls);
+  if (m.has_reasoning) msg["reasoning_content"] = m.reasoning;
+  out.push_back(std::move(msg));
+}
+
 void convert_message(const json& msg, const std::string& mp, json& out) {
   as_object(msg, mp);
   const json* r = get(msg, "role");
   if (!r) bad(dot(mp, "role"), "required");
   const std::string& role = as_string(*r, dot(mp, "role"));
   if (role != "user" && role != "assistant") bad(dot(mp, "role"), "must be 'user' or 'assistant', got '" + role + "'");
-  const bool assistant = role == "assistant";
   const json* c = get(msg, "content");
   const std::string cp = dot(mp, "content");
   if (!c) bad(cp, "required");
@@ -108,76 +193,13 @@ void convert_message(const json& msg, const std::string& mp, json& out) {
   }
   if (!c->is_array()) bad_type(cp, "a string or an array of content blocks", *c);
 
-  json parts = json::array();       // text parts not yet emitted
-  json tool_calls = json::array();  // assistant
-  std::string reasoning;            // assistant
-  bool has_reasoning = false;
-  auto flush_user_text = [&] {
-    if (parts.empty()) return;
-    out.push_back(json{{"role", role}, {"content", std::move(parts)}});
-    parts = json::array();
-  };
+  MessageBlocks m{role, role == "assistant"};
   for (size_t j = 0; j < c->size(); ++j) {
     const std::string bp = at(cp, j);
-    const json& b = as_object((*c)[j], bp);
-    const json* t = get(b, "type");
-    const std::string tp = dot(bp, "type");
-    if (!t) bad(tp, "required");
-    const std::string& type = as_string(*t, tp);
-    auto only_assistant = [&] {
-      if (!assistant) bad(tp, "'" + type + "' blocks are only allowed in assistant messages");
-    };
-    if (type == "text") {
-      const json* tx = get(b, "text");
-      if (!tx) bad(dot(bp, "text"), "required");
-      parts.push_back(text_part(as_string(*tx, dot(bp, "text"))));
-    } else if (type == "image") {
-      bad(tp, "image content is not supported");
-    } else if (type == "document") {
-      bad(tp, "document content is not supported");
-    } else if (type == "tool_use") {
-      only_assistant();
-      const json* id = get(b, "id");
-      if (!id) bad(dot(bp, "id"), "required");
-      const json* name = get(b, "name");
-      if (!name) bad(dot(bp, "name"), "required");
-      std::string arguments = "{}";
-      if (const json* in = get(b, "input")) arguments = dump_json(as_object(*in, dot(bp, "input")));
-      tool_calls.push_back(json{{"id", as_string(*id, dot(bp, "id"))},
-                                {"type", "function"},
-                                {"function", {{"name", as_string(*name, dot(bp, "name"))}, {"arguments", arguments}}}});
-    } else if (type == "tool_result") {
-      if (assistant) bad(tp, "'tool_result' blocks are only allowed in user messages");
-      const json* id = get(b, "tool_use_id");
-      if (!id) bad(dot(bp, "tool_use_id"), "required");
-      const std::string& call_id = as_string(*id, dot(bp, "tool_use_id"));
-      std::string text = tool_result_text(b, bp);
-      flush_user_text();
-      out.push_back(json{{"role", "tool"}, {"tool_call_id", call_id}, {"content", std::move(text)}});
-    } else if (type == "thinking") {
-      only_assistant();
-      const json* th = get(b, "thinking");
-      if (!th) bad(dot(bp, "thinking"), "required");
-      reasoning += as_string(*th, dot(bp, "thinking"));
-      has_reasoning = true;
-      if (const json* s = get(b, "signature")) as_string(*s, dot(bp, "signature"));
-    } else if (type == "redacted_thinking") {
-      only_assistant();  // encrypted; nothing a local model can read
-    } else {
-      bad(tp, "unknown content block type '" + type + "'");
-    }
+    convert_block(as_object((*c)[j], bp), bp, m, out);
   }
-  if (!assistant) {
-    flush_user_text();
-    return;
-  }
-  if (parts.empty() && tool_calls.empty() && !has_reasoning) return;  // nothing left (llama-server)
-  json m{{"role", "assistant"}};
-  if (!parts.empty()) m["content"] = std::move(parts);
-  else m["content"] = "";
-  if (!tool_calls.empty()) m["tool_calls"] = std::move(tool_calls);
-  if (has_reasoning) m["reasoning_content"] = reasoning;
-  out.push_back(std::move(m));
+  if (m.assistant) emit_assistant(m, out);
+  else flush_text_parts(m, out);
 }
 
 json convert_tools(const json& tools) {
@@ -207,12 +229,7 @@ json convert_tools(const json& tools) {
   return out;
 }
 
-json translate(const json& body) {
-  if (!body.is_object()) bad_type("request body", "a JSON object", body);
-  check_depth(body);
-  json out = json::object();
-  if (const json* m = get(body, "model")) out["model"] = as_string(*m, "model");
-
+json translate_messages(const json& body) {
   json messages = json::array();
   if (const json* sys = get(body, "system")) messages.push_back(json{{"role", "system"}, {"content", system_text(*sys)}});
   const json* msgs = get(body, "messages");
@@ -220,34 +237,34 @@ json translate(const json& body) {
   as_array(*msgs, "messages");
   if (msgs->empty()) bad("messages", "must not be empty");
   for (size_t i = 0; i < msgs->size(); ++i) convert_message((*msgs)[i], at("messages", i), messages);
-  out["messages"] = std::move(messages);
+  return messages;
+}
 
-  if (const json* tools = get(body, "tools")) {
-    json t = convert_tools(*tools);
-    if (!t.empty()) out["tools"] = std::move(t);
+void translate_tool_choice(const json& tc, json& out) {
+  as_object(tc, "tool_choice");
+  const json* ty = get(tc, "type");
+  if (!ty) bad("tool_choice.type", "required");
+  const std::string& type = as_string(*ty, "tool_choice.type");
+  if (type == "auto") {
+    out["tool_choice"] = "auto";
+  } else if (type == "any") {
+    out["tool_choice"] = "required";
+  } else if (type == "none") {
+    out["tool_choice"] = "none";
+  } else if (type == "tool") {
+    const json* name = get(tc, "name");
+    if (!name) bad("tool_choice.name", "required when type is 'tool'");
+    out["tool_choice"] = json{{"type", "function"}, {"function", {{"name", as_string(*name, "tool_choice.name")}}}};
+  } else {
+    bad("tool_choice.type", "must be 'auto', 'any', 'tool' or 'none', got '" + type + "'");
   }
-  if (const json* tc = get(body, "tool_choice")) {
-    as_object(*tc, "tool_choice");
-    const json* ty = get(*tc, "type");
-    if (!ty) bad("tool_choice.type", "required");
-    const std::string& type = as_string(*ty, "tool_choice.type");
-    if (type == "auto") {
-      out["tool_choice"] = "auto";
-    } else if (type == "any") {
-      out["tool_choice"] = "required";
-    } else if (type == "none") {
-      out["tool_choice"] = "none";
-    } else if (type == "tool") {
-      const json* name = get(*tc, "name");
-      if (!name) bad("tool_choice.name", "required when type is 'tool'");
-      out["tool_choice"] = json{{"type", "function"}, {"function", {{"name", as_string(*name, "tool_choice.name")}}}};
-    } else {
-      bad("tool_choice.type", "must be 'auto', 'any', 'tool' or 'none', got '" + type + "'");
-    }
-    if (const json* dp = get(*tc, "disable_parallel_tool_use")) {
-      if (as_bool(*dp, "tool_choice.disable_parallel_tool_use")) out["parallel_tool_calls"] = false;
-    }
+  if (const json* dp = get(tc, "disable_parallel_tool_use")) {
+    if (as_bool(*dp, "tool_choice.disable_parallel_tool_use")) out["parallel_tool_calls"] = false;
   }
+}
+
+// stop_sequences, max_tokens, temperature, top_p, top_k and stream.
+void translate_sampling(const json& body, json& out) {
   if (const json* s = get(body, "stop_sequences")) {
     as_array(*s, "stop_sequences");
     for (size_t i = 0; i < s->size(); ++i) as_string((*s)[i], at("stop_sequences", i));
@@ -274,7 +291,10 @@ json translate(const json& body) {
     out["top_k"] = k;
   }
   if (const json* v = get(body, "stream")) out["stream"] = as_bool(*v, "stream");
+}
 
+// thinking -> chat_template_kwargs.enable_thinking (unless given) and thinking_budget_tokens.
+void translate_thinking(const json& body, json& out) {
   json kwargs = json::object();
   if (const json* k = get(body, "chat_template_kwargs")) kwargs = as_object(*k, "chat_template_kwargs");
   std::optional<int64_t> budget;
@@ -300,10 +320,11 @@ json translate(const json& body) {
   }
   if (!kwargs.empty() || get(body, "chat_template_kwargs")) out["chat_template_kwargs"] = std::move(kwargs);
   if (budget) out["thinking_budget_tokens"] = *budget;
+}
 
-  if (const json* md = get(body, "metadata")) as_object(*md, "metadata");
-  // llama.cpp's own request fields (grammar, json_schema, seed, min_p, n_probs, ...) pass on, as
-  // they do on /v1/responses; Anthropic's other fields stay behind.
+// llama.cpp's own request fields (grammar, json_schema, seed, min_p, n_probs, ...) pass on, as
+// they do on /v1/responses; Anthropic's other fields stay behind.
+void pass_other_fields(const json& body, json& out) {
   static const char* const kAnthropicFields[] = {"model",
                                                  "messages",
                                                  "system",
@@ -329,6 +350,23 @@ json translate(const json& body) {
     for (const char* f : kAnthropicFields) known = known || it.key() == f;
     if (!known) out[it.key()] = it.value();
   }
+}
+
+json translate(const json& body) {
+  if (!body.is_object()) bad_type("request body", "a JSON object", body);
+  check_depth(body);
+  json out = json::object();
+  if (const json* m = get(body, "model")) out["model"] = as_string(*m, "model");
+  out["messages"] = translate_messages(body);
+  if (const json* tools = get(body, "tools")) {
+    json t = convert_tools(*tools);
+    if (!t.empty()) out["tools"] = std::move(t);
+  }
+  if (const json* tc = get(body, "tool_choice")) translate_tool_choice(*tc, out);
+  translate_sampling(body, out);
+  translate_thinking(body, out);
+  if (const json* md = get(body, "metadata")) as_object(*md, "metadata");
+  pass_other_fields(body, out);
   return out;
 }
 

@@ -1,5 +1,6 @@
-// Internals of the C API shared by its translation units (loom_c.cpp: models, contexts;
-// loom_serve_c.cpp: the scheduler): the handle structs, the thread-local error message and the
+// Internals of the C API shared by its translation units (loom_c.cpp: models and vocabulary;
+// loom_context_c.cpp: contexts, batches, decode, KV cache; loom_state_c.cpp: state, adapters,
+// perf; loom_serve_c.cpp: the scheduler): the handle structs, the thread-local error message and the
 // exception guards. Not installed; nothing outside src/capi includes it.
 #pragma once
 
@@ -135,13 +136,23 @@ inline int32_t copy_sized(const char* fn, std::string_view s, char* buf, int32_t
   return int32_t(s.size());
 }
 
-// loom_context_params -> ContextParams (defined in loom_c.cpp).
+// loom_context_params -> ContextParams (defined in loom_context_c.cpp).
 loom::Status to_params(const loom_context_params& p, loom::ContextParams* out);
 
-// loom_context_new and loom_context_new_ext (defined in loom_c.cpp): the checks, the params, then
+// loom_context_new and loom_context_new_ext (defined in loom_context_c.cpp): the checks, the params, then
 // `adjust` (may be empty; returns false after recording an error) for what the params struct
 // cannot hold, then the context. Errors are recorded under `fn`.
 loom_context* new_context(const char* fn, const loom_model* model, const loom_context_params* params,
                           const std::function<bool(loom::ContextParams&)>& adjust);
 
 }  // namespace loom::capi
+
+// The start of a C entry point that needs its loom_context* `ctx`: NULL records an error and
+// returns `ret`.
+#define LOOM_NEED_CTX(ret)                    \
+  do {                                        \
+    if (!ctx) {                               \
+      set_error(__func__, "context is NULL"); \
+      return ret;                             \
+    }                                         \
+  } while (0)

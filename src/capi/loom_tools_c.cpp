@@ -470,116 +470,153 @@ int32_t loom_quantize_types(char* buf, size_t buf_size) {
   });
 }
 
+namespace {
+
+// loom_model_quantize's params_json, read.
+struct QuantizeRequest {
+  loom::model::QuantizeParams p;
+  std::string imatrix_path;
+  std::vector<std::string> include_weights, exclude_weights;
+};
+
+// A string or an array of strings, appended to `out`; false on any other value.
+bool read_string_list(const nlohmann::json& v, std::vector<std::string>& out) {
+  if (v.is_string()) {
+    out.push_back(v.get<std::string>());
+    return true;
+  }
+  if (!v.is_array()) return false;
+  for (const auto& e : v) {
+    if (!e.is_string()) return false;
+    out.push_back(e.get<std::string>());
+  }
+  return true;
+}
+
+// One params_json key other than "type": LOOM_OK, or the error set.
+int32_t read_quantize_param(const char* fn, const std::string& key, const nlohmann::json& value, QuantizeRequest& r) {
+  loom::model::QuantizeParams& p = r.p;
+  if (key == "threads") {
+    if (!value.is_number_integer() || value.get<int64_t>() < 0 || value.get<int64_t>() > 4096)
+      return fail_arg(fn, "threads must be an integer in [0, 4096]");
+    p.n_threads = value.get<int>();
+  } else if (key == "allow_requantize" || key == "llama_order" || key == "pure" || key == "leave_output_tensor") {
+    if (!value.is_boolean()) return fail_arg(fn, (key + " must be a boolean").c_str());
+    const bool b = value.get<bool>();
+    if (key == "allow_requantize") p.allow_requantize = b;
+    else if (key == "llama_order") p.llama_cpp_order = b;
+    else if (key == "pure") p.pure = b;
+    else p.quantize_output_tensor = !b;
+  } else if (key == "imatrix") {
+    if (!value.is_string() || value.get<std::string>().empty()) return fail_arg(fn, "imatrix must be a file path");
+    r.imatrix_path = value.get<std::string>();
+  } else if (key == "include_weights" || key == "exclude_weights") {
+    if (!read_string_list(value, key == "include_weights" ? r.include_weights : r.exclude_weights))
+      return fail_arg(fn, (key + " must be a string or an array of strings").c_str());
+  } else if (key == "output_tensor_type" || key == "token_embedding_type") {
+    if (!value.is_string()) return fail_arg(fn, (key + " must be a string").c_str());
+    const auto tt = loom::parse_tensor_type(value.get<std::string>());
+    if (!tt || !loom::model::can_quantize_to(*tt)) {
+      set_error(fn, "invalid " + key + " '" + value.get<std::string>() + "' (not a tensor type loom quantizes to)");
+      return LOOM_ERR_INVALID_ARGUMENT;
+    }
+    (key == "output_tensor_type" ? p.output_tensor_type : p.token_embedding_type) = *tt;
+  } else {
+    set_error(fn, "unknown parameter '" + key + "'");
+    return LOOM_ERR_INVALID_ARGUMENT;
+  }
+  return LOOM_OK;
+}
+
+// params_json into `r` (its "type" into r.p.ftype): LOOM_OK, or the error set.
+int32_t read_quantize_request(const char* fn, const char* params_json, QuantizeRequest& r) {
+  nlohmann::json o = nlohmann::json::parse(params_json ? params_json : "{}", nullptr, false);
+  if (o.is_discarded() || !o.is_object()) return fail_arg(fn, "params_json is not a JSON object");
+  if (!o.contains("type") || !o["type"].is_string()) return fail_arg(fn, "params_json needs \"type\" (a string)");
+  const std::string type = o["type"].get<std::string>();
+  const auto ftype = loom::model::parse_file_type(type);
+  if (!ftype) {
+    std::string known;
+    for (const auto& f : loom::model::file_types()) known += (known.empty() ? "" : ", ") + std::string(f.name);
+    set_error(fn, "unknown quantization type '" + type + "' (known: " + known + ")");
+    return LOOM_ERR_INVALID_ARGUMENT;
+  }
+  r.p.ftype = *ftype;
+  for (const auto& [key, value] : o.items()) {
+    if (key == "type") continue;
+    if (int32_t rc = read_quantize_param(fn, key, value, r); rc != LOOM_OK) return rc;
+  }
+  if (!r.include_weights.empty() && !r.exclude_weights.empty()) {
+    return fail_arg(fn, "include_weights and exclude_weights cannot be used together");
+  }
+  if (r.imatrix_path.empty() && (!r.include_weights.empty() || !r.exclude_weights.empty())) {
+    return fail_arg(fn, "include_weights / exclude_weights need an imatrix");
+  }
+  return LOOM_OK;
+}
+
+// The request's imatrix (if any), filtered, into `imatrix`, and r.p pointed at it.
+int32_t load_quantize_imatrix(const char* fn, QuantizeRequest& r, loom::model::Imatrix& imatrix) {
+  if (r.imatrix_path.empty()) return LOOM_OK;
+  auto im = loom::model::read_imatrix(r.imatrix_path);
+  if (!im) return fail(fn, im.status());
+  auto filtered = loom::model::filter_imatrix(*im, r.include_weights, r.exclude_weights);
+  if (!filtered) return fail(fn, filtered.status());
+  imatrix = std::move(*filtered);
+  r.p.imatrix = &imatrix;
+  r.p.imatrix_path = r.imatrix_path;
+  return LOOM_OK;
+}
+
+std::string quantize_progress_json(const loom::model::TensorProgress& pr) {
+  const loom::gguf::TensorInfo& t = *pr.tensor;
+  const nlohmann::json j = {{"index", pr.index},
+                            {"count", pr.count},
+                            {"name", t.name},
+                            {"type", std::string(loom::tensor_type_name(t.type))},
+                            {"out_type", std::string(loom::tensor_type_name(pr.out_type))},
+                            {"fallback", pr.fallback},
+                            {"shape", std::vector<int64_t>(t.ne.begin(), t.ne.begin() + t.n_dims)},
+                            {"bytes", t.nbytes},
+                            {"out_bytes", pr.out_bytes}};
+  return dump_json(j);
+}
+
+std::string quantize_summary_json(const QuantizeRequest& r, const loom::model::QuantizeStats& stats,
+                                  const loom::model::Imatrix& imatrix, uint64_t input_bytes) {
+  const nlohmann::json j = {{"file_type", static_cast<unsigned>(r.p.ftype)},
+                            {"file_type_name", std::string(loom::model::file_type_info(r.p.ftype).name)},
+                            {"converted", stats.n_converted},
+                            {"fallback", stats.n_fallback},
+                            {"copied", stats.n_copied},
+                            {"imatrix_entries", r.p.imatrix ? imatrix.entries.size() : size_t(0)},
+                            {"input_bytes", input_bytes}};
+  return dump_json(j);
+}
+
+}  // namespace
+
 int32_t loom_model_quantize(const char* input, const char* output, const char* params_json,
                             loom_quantize_progress_callback progress, void* user_data, char* summary_json,
                             size_t summary_size) {
   const char* fn = "loom_model_quantize";
   if (!input || !output) return fail_arg(fn, "input or output is NULL");
   return guarded_status(fn, [&]() -> int32_t {
-    nlohmann::json o = nlohmann::json::parse(params_json ? params_json : "{}", nullptr, false);
-    if (o.is_discarded() || !o.is_object()) return fail_arg(fn, "params_json is not a JSON object");
-    loom::model::QuantizeParams p;
-    if (!o.contains("type") || !o["type"].is_string()) return fail_arg(fn, "params_json needs \"type\" (a string)");
-    const std::string type = o["type"].get<std::string>();
-    const auto ftype = loom::model::parse_file_type(type);
-    if (!ftype) {
-      std::string known;
-      for (const auto& f : loom::model::file_types()) known += (known.empty() ? "" : ", ") + std::string(f.name);
-      set_error(fn, "unknown quantization type '" + type + "' (known: " + known + ")");
-      return LOOM_ERR_INVALID_ARGUMENT;
-    }
-    p.ftype = *ftype;
-    std::string imatrix_path;
-    std::vector<std::string> include_weights, exclude_weights;
-    const auto string_list = [](const nlohmann::json& v, std::vector<std::string>& out) {
-      if (v.is_string()) {
-        out.push_back(v.get<std::string>());
-        return true;
-      }
-      if (!v.is_array()) return false;
-      for (const auto& e : v) {
-        if (!e.is_string()) return false;
-        out.push_back(e.get<std::string>());
-      }
-      return true;
-    };
-    for (const auto& [key, value] : o.items()) {
-      if (key == "type") continue;
-      if (key == "threads") {
-        if (!value.is_number_integer() || value.get<int64_t>() < 0 || value.get<int64_t>() > 4096)
-          return fail_arg(fn, "threads must be an integer in [0, 4096]");
-        p.n_threads = value.get<int>();
-      } else if (key == "allow_requantize" || key == "llama_order" || key == "pure" || key == "leave_output_tensor") {
-        if (!value.is_boolean()) return fail_arg(fn, (key + " must be a boolean").c_str());
-        const bool b = value.get<bool>();
-        if (key == "allow_requantize") p.allow_requantize = b;
-        else if (key == "llama_order") p.llama_cpp_order = b;
-        else if (key == "pure") p.pure = b;
-        else p.quantize_output_tensor = !b;
-      } else if (key == "imatrix") {
-        if (!value.is_string() || value.get<std::string>().empty()) return fail_arg(fn, "imatrix must be a file path");
-        imatrix_path = value.get<std::string>();
-      } else if (key == "include_weights" || key == "exclude_weights") {
-        if (!string_list(value, key == "include_weights" ? include_weights : exclude_weights))
-          return fail_arg(fn, (key + " must be a string or an array of strings").c_str());
-      } else if (key == "output_tensor_type" || key == "token_embedding_type") {
-        if (!value.is_string()) return fail_arg(fn, (key + " must be a string").c_str());
-        const auto tt = loom::parse_tensor_type(value.get<std::string>());
-        if (!tt || !loom::model::can_quantize_to(*tt)) {
-          set_error(fn, "invalid " + key + " '" + value.get<std::string>() + "' (not a tensor type loom quantizes to)");
-          return LOOM_ERR_INVALID_ARGUMENT;
-        }
-        (key == "output_tensor_type" ? p.output_tensor_type : p.token_embedding_type) = *tt;
-      } else {
-        set_error(fn, "unknown parameter '" + key + "'");
-        return LOOM_ERR_INVALID_ARGUMENT;
-      }
-    }
-    if (!include_weights.empty() && !exclude_weights.empty()) {
-      return fail_arg(fn, "include_weights and exclude_weights cannot be used together");
-    }
-    if (imatrix_path.empty() && (!include_weights.empty() || !exclude_weights.empty())) {
-      return fail_arg(fn, "include_weights / exclude_weights need an imatrix");
-    }
+    QuantizeRequest r;
+    if (int32_t rc = read_quantize_request(fn, params_json, r); rc != LOOM_OK) return rc;
     loom::model::Imatrix imatrix;
-    if (!imatrix_path.empty()) {
-      auto im = loom::model::read_imatrix(imatrix_path);
-      if (!im) return fail(fn, im.status());
-      auto filtered = loom::model::filter_imatrix(*im, include_weights, exclude_weights);
-      if (!filtered) return fail(fn, filtered.status());
-      imatrix = std::move(*filtered);
-      p.imatrix = &imatrix;
-      p.imatrix_path = imatrix_path;
-    }
+    if (int32_t rc = load_quantize_imatrix(fn, r, imatrix); rc != LOOM_OK) return rc;
     auto in = loom::gguf::GgufFile::open(input);
     if (!in) return fail(fn, in.status());
     auto report = [&](const loom::model::TensorProgress& pr) {
-      if (!progress) return;
-      const loom::gguf::TensorInfo& t = *pr.tensor;
-      const nlohmann::json j = {{"index", pr.index},
-                                {"count", pr.count},
-                                {"name", t.name},
-                                {"type", std::string(loom::tensor_type_name(t.type))},
-                                {"out_type", std::string(loom::tensor_type_name(pr.out_type))},
-                                {"fallback", pr.fallback},
-                                {"shape", std::vector<int64_t>(t.ne.begin(), t.ne.begin() + t.n_dims)},
-                                {"bytes", t.nbytes},
-                                {"out_bytes", pr.out_bytes}};
-      progress(dump_json(j).c_str(), user_data);
+      if (progress) progress(quantize_progress_json(pr).c_str(), user_data);
     };
     loom::model::QuantizeStats stats;
-    auto w = loom::model::quantize_model(*in, p, report, &stats);
+    auto w = loom::model::quantize_model(*in, r.p, report, &stats);
     if (!w) return fail(fn, w.status());
     if (loom::Status st = w->write_file(output); !st) return fail(fn, st);
     if (summary_json && summary_size > 0) {
-      const nlohmann::json j = {{"file_type", static_cast<unsigned>(*ftype)},
-                                {"file_type_name", std::string(loom::model::file_type_info(*ftype).name)},
-                                {"converted", stats.n_converted},
-                                {"fallback", stats.n_fallback},
-                                {"copied", stats.n_copied},
-                                {"imatrix_entries", p.imatrix ? imatrix.entries.size() : size_t(0)},
-                                {"input_bytes", in->file_size()}};
-      copy_string(dump_json(j), summary_json, summary_size);
+      copy_string(quantize_summary_json(r, stats, imatrix, in->file_size()), summary_json, summary_size);
     }
     return LOOM_OK;
   });

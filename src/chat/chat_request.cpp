@@ -1,446 +1,25 @@
+// ChatTemplate: a chat template parsed and probed for what it can render, and rendered on a
+// request's messages and tools (their checks and rewrites are in chat_messages.cpp); loom's ChatML
+// template; tool_choice and the prepared chat prompt of a request.
 #include "chat/chat_request.h"
 
 #include <algorithm>
 #include <cctype>
 #include <mutex>
 
+#include "chat/chat_messages.h"
 #include "chat/chat_prompt.h"
 #include "chat/named_templates.h"
 #include "sample/grammar.h"
 
 namespace loom::chat {
-namespace {
+using namespace detail;  // ChatTemplate::render's internals (chat_messages.h)
 
-using json = nlohmann::ordered_json;
+namespace {
 
 // llama.cpp passes the special tokens' pieces (token_to_piece with special = true).
 std::string special_text(const Vocab& vocab, int32_t id) {
   return vocab.is_valid(id) ? vocab.token_to_piece(id, /*special=*/true) : std::string();
-}
-
-// JSON text as Python's json.dumps writes it (", " and ": " separators, non-ASCII kept): how
-// templates print arguments, so how models saw them.
-void dump_spaced(const json& v, std::string* out) {
-  if (v.is_object()) {
-    if (v.empty()) {
-      *out += "{}";
-      return;
-    }
-    *out += '{';
-    bool first = true;
-    for (auto it = v.begin(); it != v.end(); ++it) {
-      if (!first) *out += ", ";
-      first = false;
-      *out += json(it.key()).dump();
-      *out += ": ";
-      dump_spaced(it.value(), out);
-    }
-    *out += '}';
-  } else if (v.is_array()) {
-    if (v.empty()) {
-      *out += "[]";
-      return;
-    }
-    *out += '[';
-    for (size_t i = 0; i < v.size(); ++i) {
-      if (i) *out += ", ";
-      dump_spaced(v[i], out);
-    }
-    *out += ']';
-  } else {
-    *out += v.dump();
-  }
-}
-std::string dump_spaced(const json& v) {
-  std::string s;
-  dump_spaced(v, &s);
-  return s;
-}
-
-// --- messages, checked -----------------------------------------------------------------------
-
-struct Call {
-  std::optional<std::string> id;
-  std::string name;
-  json args_object;       // the arguments as an object; null when the text is not a JSON object
-  std::string args_text;  // the arguments as JSON text
-};
-
-struct Msg {
-  std::string role;
-  json content;  // a string, or null (assistant messages with tool calls)
-  std::vector<Call> calls;
-  bool has_calls = false;
-  std::optional<std::string> tool_call_id, name;
-  std::optional<json> reasoning_content;  // a string or null
-};
-
-bool is_media_part(const std::string& type) {
-  return type == "image_url" || type == "image" || type == "input_image" || type == "input_audio" || type == "audio" ||
-         type == "file" || type == "input_file" || type == "video" || type == "video_url";
-}
-
-Status parse_optional_string(const json& m, const char* key, const std::string& where, std::optional<std::string>* out) {
-  auto it = m.find(key);
-  if (it == m.end() || it->is_null()) return Status::ok();
-  if (!it->is_string()) return invalid_argument(where + "." + key + ": expected a string");
-  *out = it->get<std::string>();
-  return Status::ok();
-}
-
-Status parse_tool_calls(const json& tcs, const std::string& where, std::vector<Call>* out) {
-  if (!tcs.is_array()) return invalid_argument(where + ": expected an array of tool calls");
-  for (size_t j = 0; j < tcs.size(); ++j) {
-    const std::string w = where + "[" + std::to_string(j) + "]";
-    const json& tc = tcs[j];
-    if (!tc.is_object()) return invalid_argument(w + ": expected an object");
-    if (auto t = tc.find("type"); t != tc.end() && !(t->is_string() && *t == "function"))
-      return invalid_argument(w + ".type: expected \"function\", got " + t->dump());
-    Call c;
-    LOOM_RETURN_IF_ERROR(parse_optional_string(tc, "id", w, &c.id));
-    auto fn = tc.find("function");
-    if (fn == tc.end() || !fn->is_object()) return invalid_argument(w + ".function: expected an object");
-    auto name = fn->find("name");
-    if (name == fn->end() || !name->is_string() || name->get_ref<const std::string&>().empty())
-      return invalid_argument(w + ".function.name: expected a non-empty string");
-    c.name = name->get<std::string>();
-    auto args = fn->find("arguments");
-    if (args == fn->end() || args->is_null()) {
-      c.args_object = json::object();
-      c.args_text = "{}";
-    } else if (args->is_string()) {
-      c.args_text = args->get<std::string>();
-      if (c.args_text.find_first_not_of(" \t\r\n") == std::string::npos) {
-        c.args_object = json::object();
-      } else {
-        json v = json::parse(c.args_text, nullptr, /*allow_exceptions=*/false);
-        if (!v.is_discarded() && v.is_object()) c.args_object = std::move(v);
-      }
-    } else if (args->is_object()) {
-      c.args_object = *args;
-      c.args_text = dump_spaced(*args);
-    } else {
-      return invalid_argument(w + ".function.arguments: expected a JSON string or an object, got " + args->dump());
-    }
-    out->push_back(std::move(c));
-  }
-  return Status::ok();
-}
-
-Expected<std::vector<Msg>> parse_messages(const json& messages) {
-  if (!messages.is_array()) return invalid_argument("messages: expected an array of messages");
-  std::vector<Msg> out;
-  out.reserve(messages.size());
-  for (size_t i = 0; i < messages.size(); ++i) {
-    const std::string where = "messages[" + std::to_string(i) + "]";
-    const json& m = messages[i];
-    if (!m.is_object()) return invalid_argument(where + ": expected an object");
-    Msg msg;
-    auto role = m.find("role");
-    if (role == m.end()) return invalid_argument(where + ".role: missing");
-    if (!role->is_string()) return invalid_argument(where + ".role: expected a string, got " + role->dump());
-    msg.role = role->get<std::string>();
-    if (msg.role.empty()) return invalid_argument(where + ".role: empty");
-    if (msg.role == "developer") msg.role = "system";
-    const bool assistant = msg.role == "assistant";
-
-    if (auto tcs = m.find("tool_calls"); tcs != m.end() && !tcs->is_null()) {
-      if (!assistant) return invalid_argument(where + ".tool_calls: only assistant messages carry tool calls");
-      LOOM_RETURN_IF_ERROR(parse_tool_calls(*tcs, where + ".tool_calls", &msg.calls));
-      msg.has_calls = !msg.calls.empty();
-    }
-
-    auto content = m.find("content");
-    if (content == m.end() || content->is_null()) {
-      if (!assistant)
-        return invalid_argument(where + ".content: " + (content == m.end() ? "missing" : "null") +
-                                " (only assistant messages may omit it)");
-      msg.content = msg.has_calls ? json(nullptr) : json("");
-    } else if (content->is_string()) {
-      msg.content = *content;
-    } else if (content->is_array()) {
-      // llama.cpp's concatenation: text parts joined with "\n".
-      std::string text;
-      for (size_t j = 0; j < content->size(); ++j) {
-        const std::string w = where + ".content[" + std::to_string(j) + "]";
-        const json& part = (*content)[j];
-        if (!part.is_object()) return invalid_argument(w + ": expected a content part object");
-        auto type = part.find("type");
-        if (type == part.end() || !type->is_string()) return invalid_argument(w + ".type: expected a string");
-        const std::string t = *type;
-        if (t == "text") {
-          auto tx = part.find("text");
-          if (tx == part.end() || !tx->is_string()) return invalid_argument(w + ".text: expected a string");
-          if (!text.empty()) text += '\n';
-          text += tx->get_ref<const std::string&>();
-        } else if (is_media_part(t)) {
-          return invalid_argument(w + ": \"" + t + "\" parts are not supported (loom renders text only)");
-        } else {
-          return invalid_argument(w + ".type: unknown content part type \"" + t + "\"");
-        }
-      }
-      msg.content = std::move(text);
-    } else {
-      return invalid_argument(where + ".content: expected a string, an array of content parts or null, got " +
-                              content->dump());
-    }
-
-    LOOM_RETURN_IF_ERROR(parse_optional_string(m, "tool_call_id", where, &msg.tool_call_id));
-    LOOM_RETURN_IF_ERROR(parse_optional_string(m, "name", where, &msg.name));
-    if (auto rc = m.find("reasoning_content"); rc != m.end()) {
-      if (!rc->is_null() && !rc->is_string())
-        return invalid_argument(where + ".reasoning_content: expected a string or null");
-      msg.reasoning_content = *rc;
-    }
-    out.push_back(std::move(msg));
-  }
-  return out;
-}
-
-// --- tool calls written as text, for templates that cannot render them ------------------------
-
-// Gemma 4's value syntax, as its template's format_argument writes arguments (keys in dictsort's
-// order; null as JSON's null, which its parser reads, where the template would print None).
-void gemma4_value_text(const json& v, std::string* out) {
-  if (v.is_string()) {
-    *out += "<|\"|>" + v.get<std::string>() + "<|\"|>";
-  } else if (v.is_object()) {
-    std::vector<std::string> keys;
-    for (auto it = v.begin(); it != v.end(); ++it) keys.push_back(it.key());
-    const auto lower = [](std::string s) {
-      for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
-      return s;
-    };
-    std::stable_sort(keys.begin(), keys.end(),
-                     [&](const std::string& a, const std::string& b) { return lower(a) < lower(b); });
-    *out += '{';
-    for (size_t i = 0; i < keys.size(); ++i) {
-      if (i) *out += ',';
-      *out += keys[i] + ":";
-      gemma4_value_text(v[keys[i]], out);
-    }
-    *out += '}';
-  } else if (v.is_array()) {
-    *out += '[';
-    for (size_t i = 0; i < v.size(); ++i) {
-      if (i) *out += ',';
-      gemma4_value_text(v[i], out);
-    }
-    *out += ']';
-  } else {
-    *out += v.dump();
-  }
-}
-
-std::string args_for_text(const Call& c) { return c.args_object.is_object() ? dump_spaced(c.args_object) : c.args_text; }
-
-std::string calls_as_text(ToolCallFormat f, const std::vector<Call>& calls) {
-  std::string s;
-  switch (f) {
-    case ToolCallFormat::kHermes:
-      for (size_t i = 0; i < calls.size(); ++i) {
-        if (i) s += '\n';
-        s += "<tool_call>\n{\"name\": " + json(calls[i].name).dump() + ", \"arguments\": " + args_for_text(calls[i]) +
-             "}\n</tool_call>";
-      }
-      return s;
-    case ToolCallFormat::kQwenXml:
-      for (size_t i = 0; i < calls.size(); ++i) {
-        if (i) s += '\n';
-        s += "<tool_call>\n<function=" + calls[i].name + ">\n";
-        if (calls[i].args_object.is_object()) {
-          for (const auto& [k, v] : calls[i].args_object.items())
-            s += "<parameter=" + k + ">\n" + (v.is_string() ? v.get<std::string>() : v.dump()) + "\n</parameter>\n";
-        }
-        s += "</function>\n</tool_call>";
-      }
-      return s;
-    case ToolCallFormat::kLlama31:
-      for (size_t i = 0; i < calls.size(); ++i) {
-        if (i) s += "; ";
-        s += "{\"name\": " + json(calls[i].name).dump() + ", \"parameters\": " + args_for_text(calls[i]) + "}";
-      }
-      return s;
-    case ToolCallFormat::kMistral:
-      s = "[TOOL_CALLS][";
-      for (size_t i = 0; i < calls.size(); ++i) {
-        if (i) s += ", ";
-        s += "{\"name\": " + json(calls[i].name).dump() + ", \"arguments\": " + args_for_text(calls[i]);
-        if (calls[i].id) s += ", \"id\": " + json(*calls[i].id).dump();
-        s += "}";
-      }
-      return s + "]";
-    case ToolCallFormat::kMistralArgs:
-      for (const Call& c : calls) s += "[TOOL_CALLS]" + c.name + "[ARGS]" + args_for_text(c);
-      return s;
-    case ToolCallFormat::kLfm2:
-      // name(key=JSON value, ...); arguments that are not an object are left out.
-      s = "<|tool_call_start|>[";
-      for (size_t i = 0; i < calls.size(); ++i) {
-        if (i) s += ", ";
-        s += calls[i].name + "(";
-        if (calls[i].args_object.is_object()) {
-          bool first = true;
-          for (const auto& [k, v] : calls[i].args_object.items()) {
-            s += (first ? "" : ", ") + k + "=" + v.dump();
-            first = false;
-          }
-        }
-        s += ")";
-      }
-      return s + "]<|tool_call_end|>";
-    case ToolCallFormat::kGemma4:
-      for (const Call& c : calls) {
-        s += "<|tool_call>call:" + c.name;
-        gemma4_value_text(c.args_object.is_object() ? c.args_object : json::object(), &s);
-        s += "<tool_call|>";
-      }
-      return s;
-    case ToolCallFormat::kGeneric:
-    case ToolCallFormat::kNone: {
-      const auto one = [](const Call& c, bool with_id) {
-        json o = json::object();
-        o["name"] = c.name;
-        o["arguments"] = c.args_object.is_object() ? c.args_object : json(c.args_text);
-        if (with_id && c.id) o["id"] = *c.id;
-        return o;
-      };
-      json o = json::object();
-      if (calls.size() == 1) {
-        o["tool_call"] = one(calls[0], false);
-      } else {
-        json arr = json::array();
-        for (const Call& c : calls) arr.push_back(one(c, true));
-        o["tool_calls"] = std::move(arr);
-      }
-      return o.dump(2);
-    }
-  }
-  return s;
-}
-
-std::string example_call(ToolCallFormat f) {
-  Call c;
-  c.id = "call00001";
-  c.name = "tool_name";
-  c.args_object = json{{"arg1", "some_value"}};
-  return calls_as_text(f, {c});
-}
-
-// Mistral's templates require tool-call ids of 9 alphanumerics: others map to one derived from them.
-bool is_mistral_id(const std::string& id) {
-  return id.size() == 9 && std::all_of(id.begin(), id.end(), [](char c) { return std::isalnum((unsigned char)c); });
-}
-std::string mistral_id(const std::string& id) {
-  if (is_mistral_id(id)) return id;
-  static constexpr char kAlnum[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-  uint64_t h = 0xCBF29CE484222325ull;
-  for (unsigned char c : id) h = (h ^ c) * 0x100000001B3ull;
-  std::string s;
-  for (int i = 0; i < 9; ++i) {
-    h ^= h >> 29;
-    h *= 0xBF58476D1CE4E5B9ull;
-    h ^= h >> 32;
-    s.push_back(kAlnum[h % 62]);
-  }
-  return s;
-}
-
-constexpr const char* kGenericInstruction =
-    "Respond in JSON format, either with `tool_call` (a request to call tools) or with `response` reply to the "
-    "user's request";
-
-void add_system(json& messages, const std::string& text) {
-  if (!messages.empty() && messages[0]["role"] == "system" && messages[0]["content"].is_string()) {
-    std::string c = messages[0]["content"];
-    messages[0]["content"] = c.empty() ? text : c + "\n\n" + text;
-    return;
-  }
-  json m = json::object();
-  m["role"] = "system";
-  m["content"] = text;
-  messages.insert(messages.begin(), std::move(m));
-}
-
-// minja's system-role polyfill: system messages are folded into the user message that follows
-// (or kept as a user message when none follows).
-json fold_system_messages(const json& messages) {
-  json out = json::array();
-  std::string pending;
-  for (const json& m : messages) {
-    if (m["role"] == "system") {
-      if (!pending.empty()) pending += '\n';
-      if (m["content"].is_string()) pending += m["content"].get<std::string>();
-      continue;
-    }
-    out.push_back(m);
-    if (!pending.empty() && m["role"] == "user" && m["content"].is_string()) {
-      const std::string c = m["content"];
-      out.back()["content"] = c.empty() ? pending : pending + "\n" + c;
-      pending.clear();
-    }
-  }
-  if (!pending.empty()) out.push_back(json{{"role", "user"}, {"content", pending}});
-  return out;
-}
-
-// llama.cpp's workaround for Gemma 4 templates older than the one that reads role "tool" messages
-// (no "OpenAI Chat Completions" branch: google-gemma-4-31B-it-interleaved): an assistant message
-// with tool calls, the tool results after it and a final assistant answer (without calls) become
-// one assistant message {tool_calls, tool_responses: [{name, response}], content,
-// reasoning_content}. A result's response is its content parsed as JSON when it parses, else the
-// text; its name is the call's at the same index, else its tool_call_id.
-json gemma4_tool_responses(const json& messages) {
-  const auto has_calls = [](const json& m) {
-    return m.contains("tool_calls") && m["tool_calls"].is_array() && !m["tool_calls"].empty();
-  };
-  json out = json::array();
-  size_t i = 0;
-  while (i < messages.size()) {
-    const json& msg = messages[i];
-    if (msg.value("role", "") != "assistant" || !has_calls(msg)) {
-      out.push_back(msg);
-      ++i;
-      continue;
-    }
-    json calls = msg["tool_calls"], responses = json::array(), content, reasoning;
-    if (msg.contains("reasoning_content") && msg["reasoning_content"].is_string()) reasoning = msg["reasoning_content"];
-    ++i;
-    while (i < messages.size() && messages[i].value("role", "") == "tool") {
-      const json& t = messages[i];
-      json response;
-      if (t.contains("content")) {
-        response = t["content"];
-        if (response.is_string()) {
-          json v = json::parse(response.get<std::string>(), nullptr, /*allow_exceptions=*/false);
-          if (!v.is_discarded()) response = std::move(v);
-        }
-      }
-      std::string name;
-      if (responses.size() < calls.size()) {
-        const json& tc = calls[responses.size()];
-        if (tc.contains("function") && tc["function"].is_object()) name = tc["function"].value("name", "");
-      }
-      if (name.empty() && t.contains("tool_call_id") && t["tool_call_id"].is_string()) name = t["tool_call_id"];
-      responses.push_back(json{{"name", name}, {"response", std::move(response)}});
-      ++i;
-    }
-    if (i < messages.size() && messages[i].value("role", "") == "assistant" && !has_calls(messages[i])) {
-      const json& c = messages[i].contains("content") ? messages[i]["content"] : json();
-      if ((c.is_string() && !c.get_ref<const std::string&>().empty()) || (c.is_array() && !c.empty())) {
-        content = c;
-        ++i;
-      }
-    }
-    json m = json::object();
-    m["role"] = "assistant";
-    m["tool_calls"] = std::move(calls);
-    if (!responses.empty()) m["tool_responses"] = std::move(responses);
-    if (!content.is_null()) m["content"] = std::move(content);
-    if (!reasoning.is_null()) m["reasoning_content"] = std::move(reasoning);
-    out.push_back(std::move(m));
-  }
-  return out;
 }
 
 // --- loom's ChatML template ------------------------------------------------------------------
@@ -470,6 +49,102 @@ const char* const kChatMlTemplate = R"JINJA({%- if tools -%}
 {%- endif -%}
 {%- endfor -%}
 {%- if add_generation_prompt -%}{{- '<|im_start|>assistant\n' -}}{%- endif -%})JINJA";
+
+json probe_user() { return json{{"role", "user"}, {"content", "loom probe question"}}; }
+
+json probe_call(const std::string& name, const std::string& id, bool object_args) {
+  json args = json{{"argument_needle", "loom_probe"}};
+  json tc = json::object();
+  tc["id"] = id;
+  tc["type"] = "function";
+  tc["function"] = json{{"name", name}, {"arguments", object_args ? args : json(dump_spaced(args))}};
+  return tc;
+}
+
+json probe_assistant(bool null_content, bool object_args, int n_calls) {
+  json m = json::object();
+  m["role"] = "assistant";
+  m["content"] = null_content ? json(nullptr) : json("");
+  json calls = json::array();
+  calls.push_back(probe_call(n_calls == 1 ? "loom_probe_fn" : "loom_probe_a", "call00001", object_args));
+  if (n_calls == 2) calls.push_back(probe_call("loom_probe_b", "call00002", object_args));
+  m["tool_calls"] = std::move(calls);
+  return m;
+}
+
+// The prompt of a conversation whose final assistant message is continued: the template renders
+// it with a marker in place of the text being continued, and the prompt ends where the marker
+// starts, followed by the text (so whatever the template writes after a message, its end of turn,
+// is left out). Reasoning that the template does not show (most drop past reasoning) is written
+// after the generation prompt inside <think>, as llama.cpp does.
+Expected<std::string> render_continuation(const ChatTemplate& tmpl, ChatInputs in, const RenderOptions& render,
+                                          bool* continues_reasoning) {
+  if (!in.messages.is_array() || in.messages.empty() || !in.messages.back().is_object()) {
+    return invalid_argument("continue_final_message: there is no final message to continue");
+  }
+  json last = in.messages.back();
+  if (!last.contains("role") || last["role"] != "assistant") {
+    return invalid_argument("continue_final_message: the final message is not an assistant message");
+  }
+  const auto text_of = [&](const char* k) -> std::string {
+    if (!last.contains(k) || last[k].is_null()) return {};
+    if (last[k].is_string()) return last[k].get<std::string>();
+    if (last[k].is_array()) {  // content parts: joined as the renderer joins them
+      std::string t;
+      for (const json& part : last[k]) {
+        if (part.is_object() && part.contains("text") && part["text"].is_string())
+          t += (t.empty() ? "" : "\n") + part["text"].get<std::string>();
+      }
+      return t;
+    }
+    return {};
+  };
+  const std::string content = text_of("content"), reasoning = text_of("reasoning_content");
+  ChatInputs::Continue mode = in.continue_final;
+  if (mode == ChatInputs::Continue::kAuto) {
+    mode = content.empty() && !reasoning.empty() ? ChatInputs::Continue::kReasoning : ChatInputs::Continue::kContent;
+  }
+  *continues_reasoning = mode == ChatInputs::Continue::kReasoning;
+  const std::string& text = *continues_reasoning ? reasoning : content;
+  static const std::string kMarker = "\x1e\x1dLOOM-CONTINUE\x1d\x1e";
+  json marked = last;
+  if (*continues_reasoning) {
+    marked["reasoning_content"] = kMarker;
+    marked["content"] = "";
+  } else {
+    marked["content"] = kMarker;
+  }
+  in.messages.back() = marked;
+  in.add_generation_prompt = false;
+  const bool gemma4 = tmpl.tool_call_format() == ToolCallFormat::kGemma4;
+  // (Gemma 4 trims the content, marker included, and shows no reasoning without calls: it is
+  // continued as llama.cpp does, below.)
+  auto rendered = gemma4 ? Expected<std::string>(std::string()) : tmpl.render(in, render);
+  if (rendered) {
+    const size_t at = rendered->find(kMarker);
+    if (at != std::string::npos) return rendered->substr(0, at) + text;
+  }
+  // The template does not show the marked text (or fails on it): the conversation before the
+  // message, the generation prompt, and the text.
+  in.messages.erase(in.messages.size() - 1);
+  in.add_generation_prompt = true;
+  LOOM_ASSIGN_OR_RETURN(std::string prompt, tmpl.render(in, render));
+  if (gemma4) {
+    // llama.cpp: the model's turn, its thinking channel with the reasoning (closed, then the text,
+    // when the content is continued), in place of the empty thought the template may have closed.
+    constexpr std::string_view kEmptyThought = "<|channel>thought\n<channel|>";
+    if (prompt.ends_with(kEmptyThought)) prompt.resize(prompt.size() - kEmptyThought.size());
+    prompt += "<|channel>thought\n" + reasoning;
+    return *continues_reasoning ? prompt : prompt + "<channel|>" + text;
+  }
+  if (!*continues_reasoning) {
+    if (!content.empty() && reasoning.empty()) return prompt + text;
+    return invalid_argument("continue_final_message: the chat template does not show the final message's content");
+  }
+  if (prompt.ends_with("<think>\n") || prompt.ends_with("<think>")) return prompt + text;
+  if (tmpl.source().find("[THINK]") != std::string::npos) return prompt + "[THINK]" + text;
+  return prompt + "<think>\n" + text;
+}
 
 }  // namespace
 
@@ -522,33 +197,11 @@ struct ChatTemplate::State {
             r->find("<parameter=argument_needle>") != std::string::npos);
   }
   void probe();
+  // The template rendered on the messages (retried with system messages folded into the user turn
+  // when it refuses them).
+  Expected<std::string> render_prompt(const json& messages, const json& tools, const ChatInputs& inputs,
+                                      const RenderOptions& opts) const;
 };
-
-namespace {
-
-json probe_user() { return json{{"role", "user"}, {"content", "loom probe question"}}; }
-
-json probe_call(const std::string& name, const std::string& id, bool object_args) {
-  json args = json{{"argument_needle", "loom_probe"}};
-  json tc = json::object();
-  tc["id"] = id;
-  tc["type"] = "function";
-  tc["function"] = json{{"name", name}, {"arguments", object_args ? args : json(dump_spaced(args))}};
-  return tc;
-}
-
-json probe_assistant(bool null_content, bool object_args, int n_calls) {
-  json m = json::object();
-  m["role"] = "assistant";
-  m["content"] = null_content ? json(nullptr) : json("");
-  json calls = json::array();
-  calls.push_back(probe_call(n_calls == 1 ? "loom_probe_fn" : "loom_probe_a", "call00001", object_args));
-  if (n_calls == 2) calls.push_back(probe_call("loom_probe_b", "call00002", object_args));
-  m["tool_calls"] = std::move(calls);
-  return m;
-}
-
-}  // namespace
 
 void ChatTemplate::State::probe() {
   const json tools = json::parse(R"([{"type": "function", "function": {"name": "loom_probe_tool",
@@ -634,94 +287,117 @@ const TemplateCaps& ChatTemplate::caps() const {
   return s->caps;
 }
 
-Expected<std::string> ChatTemplate::render(const ChatInputs& inputs, const RenderOptions& opts) const {
-  LOOM_ASSIGN_OR_RETURN(std::vector<Msg> msgs, parse_messages(inputs.messages));
-  LOOM_ASSIGN_OR_RETURN(json tools, normalize_tools(inputs.tools));
-  if (!inputs.extra.is_null() && !inputs.extra.is_object())
-    return invalid_argument("chat_template_kwargs: expected an object");
+namespace {
+
+Status check_template_kwargs(const json& extra) {
+  if (!extra.is_null() && !extra.is_object()) return invalid_argument("chat_template_kwargs: expected an object");
   for (const char* reserved : {"messages", "tools", "add_generation_prompt", "bos_token", "eos_token"})
-    if (inputs.extra.is_object() && inputs.extra.contains(reserved))
+    if (extra.is_object() && extra.contains(reserved))
       return invalid_argument(std::string("chat_template_kwargs.") + reserved + ": set by the request, not here");
+  return Status::ok();
+}
 
-  bool needs_caps = !tools.is_null();
-  for (const Msg& m : msgs) needs_caps = needs_caps || m.has_calls || m.role == "tool";
-  const TemplateCaps caps = needs_caps ? this->caps() : TemplateCaps{};
-  const ToolCallFormat format = s_->format;
-  if (format == ToolCallFormat::kMistral || format == ToolCallFormat::kMistralArgs) {
-    for (size_t i = 0; i < msgs.size(); ++i) {
-      Msg& m = msgs[i];
-      for (size_t j = 0; j < m.calls.size(); ++j)
-        m.calls[j].id = mistral_id(m.calls[j].id ? *m.calls[j].id : "m" + std::to_string(i) + "c" + std::to_string(j));
-      if (m.tool_call_id) m.tool_call_id = mistral_id(*m.tool_call_id);
-    }
-  }
+// "m<i>c<j>": the id of call j of message i when it has none.
+std::string place_id(size_t i, size_t j) {
+  std::string s = "m";
+  s += std::to_string(i);
+  s += 'c';
+  s += std::to_string(j);
+  return s;
+}
 
-  json messages = json::array();
-  for (const Msg& m : msgs) {
-    json jm = json::object();
-    jm["role"] = m.role;
-    json content = m.content;
-    if (m.has_calls && !caps.supports_tool_calls) {
-      // Written into the content in the format's syntax.
-      std::string text = content.is_string() ? content.get<std::string>() : std::string();
-      if (!text.empty()) text += '\n';
-      text += calls_as_text(format, m.calls);
-      content = std::move(text);
-    } else if (content.is_null() && !(m.has_calls && caps.requires_null_content)) {
-      content = "";
-    }
-    if (m.role == "tool" && !caps.supports_tool_responses) {
-      json r = json::object();
-      if (m.name) r["tool"] = *m.name;
-      r["content"] = content;
-      if (m.tool_call_id) r["tool_call_id"] = *m.tool_call_id;
-      jm["role"] = "user";
-      jm["content"] = json{{"tool_response", std::move(r)}}.dump(2);
-      messages.push_back(std::move(jm));
-      continue;
-    }
-    jm["content"] = std::move(content);
-    if (m.has_calls && caps.supports_tool_calls) {
-      json calls = json::array();
-      for (const Call& c : m.calls) {
-        json tc = json::object();
-        if (c.id) tc["id"] = *c.id;
-        tc["type"] = "function";
-        json args = caps.requires_object_arguments && c.args_object.is_object() ? c.args_object : json(c.args_text);
-        tc["function"] = json{{"name", c.name}, {"arguments", std::move(args)}};
-        calls.push_back(std::move(tc));
-      }
-      jm["tool_calls"] = std::move(calls);
-    }
-    if (m.tool_call_id) jm["tool_call_id"] = *m.tool_call_id;
-    if (m.name) jm["name"] = *m.name;
-    if (s_->thinking_blocks && (m.role == "assistant" || m.role == "system") && m.reasoning_content &&
-        m.reasoning_content->is_string()) {
-      // llama.cpp's Ministral 3 handler: [thinking, text] blocks.
-      json blocks = json::array({json{{"type", "thinking"}, {"thinking", *m.reasoning_content}}});
-      if (jm["content"].is_string()) blocks.push_back(json{{"type", "text"}, {"text", jm["content"]}});
-      jm["content"] = std::move(blocks);
-    } else if (m.reasoning_content) {
-      jm["reasoning_content"] = *m.reasoning_content;
-    }
-    messages.push_back(std::move(jm));
+// Mistral's templates need ids of 9 alphanumerics; a call without an id gets one from its place.
+void assign_mistral_ids(std::vector<Msg>& msgs) {
+  for (size_t i = 0; i < msgs.size(); ++i) {
+    Msg& m = msgs[i];
+    for (size_t j = 0; j < m.calls.size(); ++j) m.calls[j].id = mistral_id(m.calls[j].id ? *m.calls[j].id : place_id(i, j));
+    if (m.tool_call_id) m.tool_call_id = mistral_id(*m.tool_call_id);
   }
-  if (s_->fold_tool_responses) messages = gemma4_tool_responses(messages);
-  if (!tools.is_null()) {
-    if (!caps.supports_tools) {
-      add_system(messages, "You can call any of the following tools to satisfy the user's requests: " + tools.dump(2) +
-                               "\n\nExample tool call syntax:\n\n" + example_call(format));
-    }
-    if (format == ToolCallFormat::kGeneric) add_system(messages, kGenericInstruction);
-  }
+}
 
+// A message's content as the template gets it: with its calls written into it in the format's
+// syntax when the template cannot render calls; null only where the template requires it.
+json template_content(const Msg& m, const TemplateCaps& caps, ToolCallFormat format) {
+  json content = m.content;
+  if (m.has_calls && !caps.supports_tool_calls) {
+    std::string text = content.is_string() ? content.get<std::string>() : std::string();
+    if (!text.empty()) text += '\n';
+    text += calls_as_text(format, m.calls);
+    content = std::move(text);
+  } else if (content.is_null() && !(m.has_calls && caps.requires_null_content)) {
+    content = "";
+  }
+  return content;
+}
+
+// A tool result as a user message, for templates that cannot render tool responses.
+json tool_response_as_user(const Msg& m, const json& content) {
+  json r = json::object();
+  if (m.name) r["tool"] = *m.name;
+  r["content"] = content;
+  if (m.tool_call_id) r["tool_call_id"] = *m.tool_call_id;
+  json jm = json::object();
+  jm["role"] = "user";
+  jm["content"] = json{{"tool_response", std::move(r)}}.dump(2);
+  return jm;
+}
+
+json template_tool_calls(const Msg& m, const TemplateCaps& caps) {
+  json calls = json::array();
+  for (const Call& c : m.calls) {
+    json tc = json::object();
+    if (c.id) tc["id"] = *c.id;
+    tc["type"] = "function";
+    json args = caps.requires_object_arguments && c.args_object.is_object() ? c.args_object : json(c.args_text);
+    tc["function"] = json{{"name", c.name}, {"arguments", std::move(args)}};
+    calls.push_back(std::move(tc));
+  }
+  return calls;
+}
+
+// One message as the template gets it.
+json template_message(const Msg& m, const TemplateCaps& caps, ToolCallFormat format, bool thinking_blocks) {
+  json content = template_content(m, caps, format);
+  if (m.role == "tool" && !caps.supports_tool_responses) return tool_response_as_user(m, content);
+  json jm = json::object();
+  jm["role"] = m.role;
+  jm["content"] = std::move(content);
+  if (m.has_calls && caps.supports_tool_calls) jm["tool_calls"] = template_tool_calls(m, caps);
+  if (m.tool_call_id) jm["tool_call_id"] = *m.tool_call_id;
+  if (m.name) jm["name"] = *m.name;
+  if (thinking_blocks && (m.role == "assistant" || m.role == "system") && m.reasoning_content &&
+      m.reasoning_content->is_string()) {
+    // llama.cpp's Ministral 3 handler: [thinking, text] blocks.
+    json blocks = json::array({json{{"type", "thinking"}, {"thinking", *m.reasoning_content}}});
+    if (jm["content"].is_string()) blocks.push_back(json{{"type", "text"}, {"text", jm["content"]}});
+    jm["content"] = std::move(blocks);
+  } else if (m.reasoning_content) {
+    jm["reasoning_content"] = *m.reasoning_content;
+  }
+  return jm;
+}
+
+// The tools described in a system message for templates that do not list them, and the generic
+// format's instruction.
+void add_tool_instructions(json& messages, const json& tools, const TemplateCaps& caps, ToolCallFormat format) {
+  if (!caps.supports_tools) {
+    add_system(messages, "You can call any of the following tools to satisfy the user's requests: " + tools.dump(2) +
+                             "\n\nExample tool call syntax:\n\n" + example_call(format));
+  }
+  if (format == ToolCallFormat::kGeneric) add_system(messages, kGenericInstruction);
+}
+
+}  // namespace
+
+Expected<std::string> ChatTemplate::State::render_prompt(const json& messages, const json& tools, const ChatInputs& inputs,
+                                                         const RenderOptions& opts) const {
   const auto context = [&](json msgs_json) {
     json ctx = json::object();
     ctx["messages"] = std::move(msgs_json);
     if (!tools.is_null()) ctx["tools"] = tools;
     ctx["add_generation_prompt"] = inputs.add_generation_prompt;
-    ctx["bos_token"] = s_->bos;
-    ctx["eos_token"] = s_->eos;
+    ctx["bos_token"] = bos;
+    ctx["eos_token"] = eos;
     if (inputs.extra.is_object())
       for (auto it = inputs.extra.begin(); it != inputs.extra.end(); ++it) ctx[it.key()] = it.value();
     return ctx;
@@ -733,16 +409,34 @@ Expected<std::string> ChatTemplate::render(const ChatInputs& inputs, const Rende
       prompt += "<|turn>model\n";
     return prompt;
   };
-  auto out = s_->tmpl.render(context(messages), opts);
+  auto out = tmpl.render(context(messages), opts);
   if (out) return finish(std::move(*out));
   // Templates without a system role (Gemma) raise on one: retry with it folded into the user turn.
   bool has_system = false;
   for (const json& m : messages) has_system = has_system || m["role"] == "system";
   if (has_system) {
-    auto again = s_->tmpl.render(context(fold_system_messages(messages)), opts);
+    auto again = tmpl.render(context(fold_system_messages(messages)), opts);
     if (again) return finish(std::move(*again));
   }
   return Status(out.status().code(), "chat template: " + out.status().message());
+}
+
+Expected<std::string> ChatTemplate::render(const ChatInputs& inputs, const RenderOptions& opts) const {
+  LOOM_ASSIGN_OR_RETURN(std::vector<Msg> msgs, parse_messages(inputs.messages));
+  LOOM_ASSIGN_OR_RETURN(json tools, normalize_tools(inputs.tools));
+  LOOM_RETURN_IF_ERROR(check_template_kwargs(inputs.extra));
+
+  bool needs_caps = !tools.is_null();
+  for (const Msg& m : msgs) needs_caps = needs_caps || m.has_calls || m.role == "tool";
+  const TemplateCaps caps = needs_caps ? this->caps() : TemplateCaps{};
+  const ToolCallFormat format = s_->format;
+  if (format == ToolCallFormat::kMistral || format == ToolCallFormat::kMistralArgs) assign_mistral_ids(msgs);
+
+  json messages = json::array();
+  for (const Msg& m : msgs) messages.push_back(template_message(m, caps, format, s_->thinking_blocks));
+  if (s_->fold_tool_responses) messages = gemma4_tool_responses(messages);
+  if (!tools.is_null()) add_tool_instructions(messages, tools, caps, format);
+  return s_->render_prompt(messages, tools, inputs, opts);
 }
 
 Expected<std::string> render_chat(const Model& model, const ChatInputs& inputs, const std::string* template_override) {
@@ -783,84 +477,6 @@ Expected<ToolChoice> parse_tool_choice(const json& v) {
   }
   return invalid_argument("tool_choice: expected a string or an object, got " + v.dump());
 }
-
-namespace {
-
-// The prompt of a conversation whose final assistant message is continued: the template renders
-// it with a marker in place of the text being continued, and the prompt ends where the marker
-// starts, followed by the text (so whatever the template writes after a message, its end of turn,
-// is left out). Reasoning that the template does not show (most drop past reasoning) is written
-// after the generation prompt inside <think>, as llama.cpp does.
-Expected<std::string> render_continuation(const ChatTemplate& tmpl, ChatInputs in, const RenderOptions& render,
-                                          bool* continues_reasoning) {
-  if (!in.messages.is_array() || in.messages.empty() || !in.messages.back().is_object()) {
-    return invalid_argument("continue_final_message: there is no final message to continue");
-  }
-  json last = in.messages.back();
-  if (!last.contains("role") || last["role"] != "assistant") {
-    return invalid_argument("continue_final_message: the final message is not an assistant message");
-  }
-  const auto text_of = [&](const char* k) -> std::string {
-    if (!last.contains(k) || last[k].is_null()) return {};
-    if (last[k].is_string()) return last[k].get<std::string>();
-    if (last[k].is_array()) {  // content parts: joined as the renderer joins them
-      std::string t;
-      for (const json& part : last[k]) {
-        if (part.is_object() && part.contains("text") && part["text"].is_string())
-          t += (t.empty() ? "" : "\n") + part["text"].get<std::string>();
-      }
-      return t;
-    }
-    return {};
-  };
-  const std::string content = text_of("content"), reasoning = text_of("reasoning_content");
-  ChatInputs::Continue mode = in.continue_final;
-  if (mode == ChatInputs::Continue::kAuto) {
-    mode = content.empty() && !reasoning.empty() ? ChatInputs::Continue::kReasoning : ChatInputs::Continue::kContent;
-  }
-  *continues_reasoning = mode == ChatInputs::Continue::kReasoning;
-  const std::string& text = *continues_reasoning ? reasoning : content;
-  static const std::string kMarker = "\x1e\x1dLOOM-CONTINUE\x1d\x1e";
-  json marked = last;
-  if (*continues_reasoning) {
-    marked["reasoning_content"] = kMarker;
-    marked["content"] = "";
-  } else {
-    marked["content"] = kMarker;
-  }
-  in.messages.back() = marked;
-  in.add_generation_prompt = false;
-  const bool gemma4 = tmpl.tool_call_format() == ToolCallFormat::kGemma4;
-  // (Gemma 4 trims the content, marker included, and shows no reasoning without calls: it is
-  // continued as llama.cpp does, below.)
-  auto rendered = gemma4 ? Expected<std::string>(std::string()) : tmpl.render(in, render);
-  if (rendered) {
-    const size_t at = rendered->find(kMarker);
-    if (at != std::string::npos) return rendered->substr(0, at) + text;
-  }
-  // The template does not show the marked text (or fails on it): the conversation before the
-  // message, the generation prompt, and the text.
-  in.messages.erase(in.messages.size() - 1);
-  in.add_generation_prompt = true;
-  LOOM_ASSIGN_OR_RETURN(std::string prompt, tmpl.render(in, render));
-  if (gemma4) {
-    // llama.cpp: the model's turn, its thinking channel with the reasoning (closed, then the text,
-    // when the content is continued), in place of the empty thought the template may have closed.
-    constexpr std::string_view kEmptyThought = "<|channel>thought\n<channel|>";
-    if (prompt.ends_with(kEmptyThought)) prompt.resize(prompt.size() - kEmptyThought.size());
-    prompt += "<|channel>thought\n" + reasoning;
-    return *continues_reasoning ? prompt : prompt + "<channel|>" + text;
-  }
-  if (!*continues_reasoning) {
-    if (!content.empty() && reasoning.empty()) return prompt + text;
-    return invalid_argument("continue_final_message: the chat template does not show the final message's content");
-  }
-  if (prompt.ends_with("<think>\n") || prompt.ends_with("<think>")) return prompt + text;
-  if (tmpl.source().find("[THINK]") != std::string::npos) return prompt + "[THINK]" + text;
-  return prompt + "<think>\n" + text;
-}
-
-}  // namespace
 
 Expected<PreparedChat> prepare_chat(const ChatTemplate& tmpl, const ChatInputs& inputs, const ChatRequestOptions& opts) {
   LOOM_ASSIGN_OR_RETURN(json tools, normalize_tools(inputs.tools));

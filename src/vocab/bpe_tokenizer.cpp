@@ -10,7 +10,8 @@
 //     property; an unassigned code point has a flag there, so it is part of a punctuation/symbol
 //     run like any other non-letter, non-number, non-space); here they are those regexes;
 //   - "\p{Han}+" (Kimi-K2), "\p{AFMoE_digits}" and Tiny Aya's digit-group regex (both the AFMoE
-//     digit grouper there), and "[^\n]+|[\n]+" are hand-written there and here;
+//     digit grouper there), and "[^\n]+|[\n]+" are hand-written there and here
+//     (bpe_split.cpp);
 //   - every other string goes to std::regex there, over a text in which every non-ASCII
 //     whitespace is U+000B, and, where the regex names a category, every other non-ASCII code
 //     point stands for its category (so \p{Lu}, \p{Ll}, ... all mean \p{L}), and \d is ASCII.
@@ -29,6 +30,7 @@
 #include <algorithm>
 #include <array>
 
+#include "vocab/bpe_split.h"
 #include "vocab/unicode.h"
 #include "vocab/utf8.h"
 #include "vocab/vocab.h"
@@ -356,159 +358,6 @@ pcre2_match_context* thread_match_context() {
   return ctx.context;
 }
 
-// --- Hand-written splitters (llama.cpp's unicode.cpp) ---
-
-using Pieces = std::vector<std::pair<size_t, size_t>>;  // [begin, end) code point indices
-
-bool is_han(uint32_t cp) {
-  return (cp >= 0x4E00 && cp <= 0x9FFF) || (cp >= 0x3400 && cp <= 0x4DBF) || (cp >= 0x20000 && cp <= 0x2A6DF) ||
-         (cp >= 0x2A700 && cp <= 0x2B73F) || (cp >= 0x2B740 && cp <= 0x2B81F) || (cp >= 0x2B820 && cp <= 0x2CEAF) ||
-         (cp >= 0x2CEB0 && cp <= 0x2EBEF) || (cp >= 0xF900 && cp <= 0xFAFF) || (cp >= 0x2F800 && cp <= 0x2FA1F);
-}
-
-// Appends the pieces of one piece [ini, end) as llama.cpp's _add_token bookkeeping does.
-struct PieceWriter {
-  Pieces& out;
-  size_t prev;
-  void add(size_t end) {
-    if (end > prev) out.emplace_back(prev, end);
-    prev = end;
-  }
-};
-
-// Kimi-K2's pattern: [\p{Han}]+ | letters without Han, with an optional leading non-letter and an
-// optional contraction | \p{N}{1,3} | " ?[^\s\p{L}\p{N}]+[\r\n]*" | whitespace as in Llama-3.
-void split_kimi_k2(const std::vector<uint32_t>& cps, size_t ini, size_t end, Pieces& out) {
-  constexpr uint32_t kOut = 0xFFFFFFFF;
-  auto cpt_at = [&](size_t p) { return p >= ini && p < end ? cps[p] : kOut; };
-  auto fl = [&](size_t p) -> uint8_t { return p >= ini && p < end ? unicode::flags(cps[p]) : 0; };
-  auto letter = [&](size_t p) { return (fl(p) & unicode::kLetter) != 0; };
-  auto inside = [&](size_t p) { return p >= ini && p < end; };
-  PieceWriter w{out, ini};
-  for (size_t pos = ini; pos < end;) {
-    const uint32_t cpt = cpt_at(pos);
-    const uint8_t flags = fl(pos);
-    const bool is_letter = flags & unicode::kLetter, is_number = flags & unicode::kNumber;
-    if (is_han(cpt)) {
-      while (is_han(cpt_at(pos))) pos++;
-      w.add(pos);
-      continue;
-    }
-    const bool lead_ok = !(cpt == '\r' || cpt == '\n' || is_letter || is_number);
-    if ((is_letter && !is_han(cpt)) || (lead_ok && letter(pos + 1) && !is_han(cpt_at(pos + 1)))) {
-      bool has_leading = false;
-      if (lead_ok) {
-        has_leading = true;
-        pos++;
-      }
-      bool has_letters = false;
-      while (letter(pos) && !is_han(cpt_at(pos))) {
-        has_letters = true;
-        pos++;
-      }
-      if (has_letters || (!has_leading && letter(pos) && !is_han(cpt_at(pos)))) {
-        if (!has_letters) pos++;
-        while (letter(pos) && !is_han(cpt_at(pos))) pos++;
-        if (cpt_at(pos) == '\'' && pos + 1 < end) {
-          const uint32_t n1 = unicode::to_lower(cpt_at(pos + 1));
-          if (n1 == 's' || n1 == 't' || n1 == 'm' || n1 == 'd') {
-            pos += 2;
-          } else if (pos + 2 < end) {
-            const uint32_t n2 = unicode::to_lower(cpt_at(pos + 2));
-            if ((n1 == 'r' && n2 == 'e') || (n1 == 'v' && n2 == 'e') || (n1 == 'l' && n2 == 'l')) pos += 3;
-          }
-        }
-        w.add(pos);
-        continue;
-      } else if (has_leading) {
-        pos--;
-      }
-    }
-    if (is_number) {
-      size_t start = pos;
-      while (fl(pos) & unicode::kNumber) {
-        if (++pos - start >= 3) {
-          w.add(pos);
-          start = pos;
-        }
-      }
-      w.add(pos);
-      continue;
-    }
-    // " ?[^\s\p{L}\p{N}]+[\r\n]*". (llama.cpp also requires as_uint() != 0, which every code
-    // point inside the piece has, unassigned ones included.)
-    auto punct = [&](size_t p) {
-      return inside(p) && !(fl(p) & (unicode::kWhitespace | unicode::kLetter | unicode::kNumber));
-    };
-    if (punct(cpt == ' ' ? pos + 1 : pos)) {
-      pos += (cpt == ' ');
-      while (punct(pos)) pos++;
-      while (cpt_at(pos) == '\r' || cpt_at(pos) == '\n') pos++;
-      w.add(pos);
-      continue;
-    }
-    size_t num_ws = 0, last_rn = 0;
-    while (fl(pos + num_ws) & unicode::kWhitespace) {
-      const uint32_t c2 = cpt_at(pos + num_ws);
-      if (c2 == '\r' || c2 == '\n') last_rn = pos + num_ws + 1;
-      num_ws++;
-    }
-    if (last_rn > 0) {
-      pos = last_rn;
-      w.add(pos);
-      continue;
-    }
-    if (num_ws > 1 && cpt_at(pos + num_ws) != kOut) {
-      pos += num_ws - 1;
-      w.add(pos);
-      continue;
-    }
-    if (num_ws > 0) {
-      pos += num_ws;
-      w.add(pos);
-      continue;
-    }
-    w.add(++pos);
-  }
-}
-
-// AFMoE's digit grouper (also Tiny Aya's "\d{1,3}(?=(?:\d{3})*\b)" there): a run of \p{N} is cut
-// into a leading group of (length mod 3) and groups of three. As in llama.cpp, the text before a
-// run is not cut off: it goes with the run's first group.
-void split_digit_groups(const std::vector<uint32_t>& cps, size_t ini, size_t end, Pieces& out) {
-  auto number = [&](size_t p) { return p >= ini && p < end && (unicode::flags(cps[p]) & unicode::kNumber); };
-  PieceWriter w{out, ini};
-  for (size_t pos = ini; pos < end;) {
-    if (number(pos)) {
-      const size_t start = pos;
-      while (number(pos)) pos++;
-      const size_t count = pos - start, rem = count % 3;
-      size_t cur = start;
-      if (rem > 0) {
-        w.add(cur + rem);
-        cur += rem;
-      }
-      while (cur < start + count) {
-        w.add(cur + 3);
-        cur += 3;
-      }
-      continue;
-    }
-    pos++;
-  }
-  if (w.prev < end) w.add(end);
-}
-
-// "[^\n]+|[\n]+": runs of newlines and runs of everything else.
-void split_newlines(const std::vector<uint32_t>& cps, size_t ini, size_t end, Pieces& out) {
-  for (size_t pos = ini; pos < end;) {
-    const bool nl = cps[pos] == '\n';
-    const size_t start = pos;
-    while (pos < end && (cps[pos] == '\n') == nl) pos++;
-    out.emplace_back(start, pos);
-  }
-}
-
 }  // namespace
 
 struct BpeTokenizer::Regex {
@@ -579,29 +428,93 @@ int32_t BpeTokenizer::merge_rank(std::string_view left, std::string_view right) 
   return it == ranks_.end() ? -1 : it->second;
 }
 
-std::vector<std::string> BpeTokenizer::pre_tokenize(std::string_view text) const {
-  std::vector<std::string> words;
-  if (text.empty()) return words;
-  const std::vector<uint32_t> cps = unicode::decode_lenient(text);
-  const size_t n = cps.size();
-  // The regexes' subject: valid UTF-8 for PCRE2 (surrogates, which lenient decoding lets through,
-  // stand in as a private-use character), every non-ASCII whitespace U+000B (as llama.cpp's
-  // std::regex sees it). `start[i]` is the byte offset of code point i, `index_of` the inverse.
-  std::string subject;
-  subject.reserve(text.size());
-  std::vector<size_t> start(n + 1);
-  for (size_t i = 0; i < n; ++i) {
-    start[i] = subject.size();
-    uint32_t cp = cps[i];
-    if (cp >= 0xD800 && cp <= 0xDFFF) cp = 0xE000;
-    else if (cp >= 0x80 && unicode::is_whitespace(cp)) cp = 0x0B;
-    unicode::append_utf8(subject, cp);
-  }
-  start[n] = subject.size();
-  std::vector<uint32_t> index_of(subject.size() + 1, 0);
-  for (size_t i = 0; i <= n; ++i) index_of[start[i]] = uint32_t(i);
+namespace {
 
-  Pieces pieces{{0, n}}, next;
+// The regexes' subject: valid UTF-8 for PCRE2 (surrogates, which lenient decoding lets through,
+// stand in as a private-use character), every non-ASCII whitespace U+000B (as llama.cpp's
+// std::regex sees it). `start[i]` is the byte offset of code point i, `index_of` the inverse.
+struct RegexSubject {
+  std::string text;
+  std::vector<size_t> start;
+  std::vector<uint32_t> index_of;
+
+  RegexSubject(std::string_view original, const std::vector<uint32_t>& cps) : start(cps.size() + 1) {
+    const size_t n = cps.size();
+    text.reserve(original.size());
+    for (size_t i = 0; i < n; ++i) {
+      start[i] = text.size();
+      uint32_t cp = cps[i];
+      if (cp >= 0xD800 && cp <= 0xDFFF) cp = 0xE000;
+      else if (cp >= 0x80 && unicode::is_whitespace(cp)) cp = 0x0B;
+      unicode::append_utf8(text, cp);
+    }
+    start[n] = text.size();
+    index_of.assign(text.size() + 1, 0);
+    for (size_t i = 0; i <= n; ++i) index_of[start[i]] = uint32_t(i);
+  }
+};
+
+// One regex step over the piece [b, e): its matches and the text between them, appended to `next`.
+void split_by_regex(pcre2_code* code, const RegexSubject& s, size_t b, size_t e, pcre2_match_data* md,
+                    pcre2_match_context* mctx, Pieces& next) {
+  const size_t begin = s.start[b], end = s.start[e];
+  const auto* piece = reinterpret_cast<PCRE2_SPTR>(s.text.data() + begin);
+  const size_t len = end - begin;
+  size_t pos = 0, last = 0;
+  auto push = [&](size_t from, size_t to) { next.emplace_back(s.index_of[begin + from], s.index_of[begin + to]); };
+  // After an empty match, std::regex_iterator (llama.cpp) first looks for a non-empty match
+  // at the same place, then searches on from the next character.
+  uint32_t retry = 0;
+  while (pos <= len) {
+    const int rc = pcre2_match(code, piece, len, pos, PCRE2_NO_UTF_CHECK | retry, md, mctx);
+    if (rc < 0) {
+      // No further match. A matching error (a resource limit, reachable only with pre-tokens
+      // of hundreds of KB; llama.cpp's recursive std::regex would overflow the stack there)
+      // leaves the rest of the piece as one pre-token.
+      if (retry == 0 || pos >= len) break;
+      retry = 0;
+      pos += std::min(utf8_seq_len(uint8_t(s.text[begin + pos])), len - pos);
+      continue;
+    }
+    const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
+    const size_t ms = ov[0], me = ov[1];
+    if (ms > last) push(last, ms);
+    last = pos = me;
+    // An empty match only splits (llama.cpp makes it an empty word, which has no tokens).
+    if (me > ms) push(ms, me);
+    retry = me == ms ? PCRE2_NOTEMPTY_ATSTART | PCRE2_ANCHORED : 0;
+  }
+  if (last < len) push(last, len);
+}
+
+// The pieces as words: their UTF-8, GPT-2 byte-encoded when `byte_encode`.
+std::vector<std::string> pieces_to_words(const std::vector<uint32_t>& cps, const Pieces& pieces, bool byte_encode) {
+  std::vector<std::string> words;
+  const ByteMap& map = byte_map();
+  words.reserve(pieces.size());
+  std::string raw;
+  for (const auto& [b, e] : pieces) {
+    raw.clear();
+    for (size_t i = b; i < e; ++i) unicode::append_utf8(raw, cps[i]);
+    if (!byte_encode) {
+      words.push_back(raw);
+      continue;
+    }
+    std::string w;
+    w.reserve(raw.size() * 2);
+    for (char c : raw) w.append(map.encoded[uint8_t(c)]);
+    words.push_back(std::move(w));
+  }
+  return words;
+}
+
+}  // namespace
+
+std::vector<std::string> BpeTokenizer::pre_tokenize(std::string_view text) const {
+  if (text.empty()) return {};
+  const std::vector<uint32_t> cps = unicode::decode_lenient(text);
+  const RegexSubject subject(text, cps);
+  Pieces pieces{{0, cps.size()}}, next;
   pcre2_match_context* mctx = thread_match_context();
   for (const Step& step : steps_) {
     next.clear();
@@ -616,56 +529,11 @@ std::vector<std::string> BpeTokenizer::pre_tokenize(std::string_view text) const
     }
     pcre2_code* code = step.regex->code;
     pcre2_match_data* md = pcre2_match_data_create_from_pattern(code, nullptr);
-    for (const auto& [b, e] : pieces) {
-      const size_t begin = start[b], end = start[e];
-      const auto* piece = reinterpret_cast<PCRE2_SPTR>(subject.data() + begin);
-      const size_t len = end - begin;
-      size_t pos = 0, last = 0;
-      auto push = [&](size_t from, size_t to) { next.emplace_back(index_of[begin + from], index_of[begin + to]); };
-      // After an empty match, std::regex_iterator (llama.cpp) first looks for a non-empty match
-      // at the same place, then searches on from the next character.
-      uint32_t retry = 0;
-      while (pos <= len) {
-        const int rc = pcre2_match(code, piece, len, pos, PCRE2_NO_UTF_CHECK | retry, md, mctx);
-        if (rc < 0) {
-          // No further match. A matching error (a resource limit, reachable only with pre-tokens
-          // of hundreds of KB; llama.cpp's recursive std::regex would overflow the stack there)
-          // leaves the rest of the piece as one pre-token.
-          if (retry == 0 || pos >= len) break;
-          retry = 0;
-          pos += std::min(utf8_seq_len(uint8_t(subject[begin + pos])), len - pos);
-          continue;
-        }
-        const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
-        const size_t ms = ov[0], me = ov[1];
-        if (ms > last) push(last, ms);
-        last = pos = me;
-        // An empty match only splits (llama.cpp makes it an empty word, which has no tokens).
-        if (me > ms) push(ms, me);
-        retry = me == ms ? PCRE2_NOTEMPTY_ATSTART | PCRE2_ANCHORED : 0;
-      }
-      if (last < len) push(last, len);
-    }
+    for (const auto& [b, e] : pieces) split_by_regex(code, subject, b, e, md, mctx, next);
     pcre2_match_data_free(md);
     pieces.swap(next);
   }
-
-  const ByteMap& map = byte_map();
-  words.reserve(pieces.size());
-  std::string raw;
-  for (const auto& [b, e] : pieces) {
-    raw.clear();
-    for (size_t i = b; i < e; ++i) unicode::append_utf8(raw, cps[i]);
-    if (!preset_.byte_encode) {
-      words.push_back(raw);
-      continue;
-    }
-    std::string w;
-    w.reserve(raw.size() * 2);
-    for (char c : raw) w.append(map.encoded[uint8_t(c)]);
-    words.push_back(std::move(w));
-  }
-  return words;
+  return pieces_to_words(cps, pieces, preset_.byte_encode);
 }
 
 void BpeTokenizer::tokenize(const Vocab& vocab, std::string_view text, std::vector<int32_t>& out) const {

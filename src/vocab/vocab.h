@@ -218,6 +218,15 @@ class Vocab {
 
   Vocab() = default;
   Status init(VocabData& data);
+  // init's steps, in order (vocab_load.cpp).
+  Status init_type(VocabData& data);
+  Status load_tokens(VocabData& data);
+  void build_byte_tokens();
+  void set_family_defaults(const VocabData& data);
+  Status apply_metadata(const VocabData& data);
+  void build_special_token_list();
+  Status init_ugm(VocabData& data);
+  void apply_phi3_rstrip(std::string name);
   void detect_special_tokens_by_text();
   void build_eog_set();
   void set_attr_by_text(std::string_view text, uint32_t bit, bool on);
