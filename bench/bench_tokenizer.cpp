@@ -160,9 +160,7 @@ double median(std::vector<double> xs) {
   return xs.size() % 2 ? xs[m] : (xs[m - 1] + xs[m]) / 2;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+Options parse_options(int argc, char** argv) {
   Options opt;
   if (const char* env = std::getenv("LOOM_SHARED")) opt.shared = env;
   else opt.shared = "../shared";
@@ -181,89 +179,115 @@ int main(int argc, char** argv) {
     else if (a == "-h" || a == "--help") usage(0);
     else usage(2);
   }
+  return opt;
+}
 
-  namespace fs = std::filesystem;
-  const fs::path vocab_dir = fs::path(opt.shared) / "golden" / "vocab";
+// The benchmark text, built from vocab_dir's tokenize-cases.txt (and written to --dump-text);
+// false after printing why not.
+bool load_text(const Options& opt, const std::filesystem::path& vocab_dir, std::string& text) {
   std::string cases;
   if (!read_file((vocab_dir / "tokenize-cases.txt").string(), cases)) {
     std::fprintf(stderr, "loom_bench_tokenizer: cannot read %s (set --shared or LOOM_SHARED)\n",
                  (vocab_dir / "tokenize-cases.txt").c_str());
-    return 1;
+    return false;
   }
-  const std::string text = build_text(cases, opt.bytes);
+  text = build_text(cases, opt.bytes);
   if (!opt.dump_text.empty()) {
     std::ofstream out(opt.dump_text, std::ios::binary);
     out << text;
   }
+  return true;
+}
 
-  std::vector<fs::path> files;
-  for (const auto& entry : fs::directory_iterator(vocab_dir)) {
+// The vocab-only GGUFs of vocab_dir, sorted by name.
+std::vector<std::filesystem::path> vocab_files(const std::filesystem::path& vocab_dir) {
+  std::vector<std::filesystem::path> files;
+  for (const auto& entry : std::filesystem::directory_iterator(vocab_dir)) {
     if (entry.path().extension() == ".gguf") files.push_back(entry.path());
   }
   std::sort(files.begin(), files.end());
+  return files;
+}
 
-  std::vector<Result> results;
-  for (const fs::path& path : files) {
-    const std::string name = path.stem().string();
-    if (!opt.only.empty() && name.find(opt.only) == std::string::npos) continue;
-    auto file = loom::gguf::GgufFile::open(path.string());
-    if (!file.has_value()) {
-      std::fprintf(stderr, "loom_bench_tokenizer: %s: %s\n", path.c_str(), file.status().message().c_str());
-      return 1;
-    }
-    auto vocab = loom::Vocab::from_gguf(*file);
-    if (!vocab.has_value()) {
-      std::fprintf(stderr, "loom_bench_tokenizer: %s: %s\n", path.c_str(), vocab.status().message().c_str());
-      return 1;
-    }
-    Result r;
-    r.name = name;
-    r.type = type_name(vocab->type());
-    r.n_tokens = vocab->tokenize(text, false, false).size();  // warm-up (code, allocator)
-    for (int rep = 0; rep < opt.reps; ++rep) {
-      // A fresh Vocab: its BPE word cache starts empty, as llama.cpp (which has none) always is.
-      auto fresh = loom::Vocab::from_gguf(*file);
-      if (!fresh.has_value()) return 1;
-      for (int pass = 0; pass < 2; ++pass) {
-        const auto t0 = std::chrono::steady_clock::now();
-        const std::vector<int32_t> ids = fresh->tokenize(text, false, false);
-        const auto t1 = std::chrono::steady_clock::now();
-        if (ids.size() != r.n_tokens) {
-          std::fprintf(stderr, "loom_bench_tokenizer: %s: token count changed between runs\n", name.c_str());
-          return 1;
-        }
-        (pass == 0 ? r.runs_s : r.warm_runs_s).push_back(std::chrono::duration<double>(t1 - t0).count());
+// Times one vocabulary: a warm-up, then reps runs on fresh Vocabs (cold, then warm). False after
+// printing an error (a file that does not load, a token count that changes).
+bool bench_vocab(const std::filesystem::path& path, const std::string& text, int reps, Result& r) {
+  const std::string name = path.stem().string();
+  auto file = loom::gguf::GgufFile::open(path.string());
+  if (!file.has_value()) {
+    std::fprintf(stderr, "loom_bench_tokenizer: %s: %s\n", path.c_str(), file.status().message().c_str());
+    return false;
+  }
+  auto vocab = loom::Vocab::from_gguf(*file);
+  if (!vocab.has_value()) {
+    std::fprintf(stderr, "loom_bench_tokenizer: %s: %s\n", path.c_str(), vocab.status().message().c_str());
+    return false;
+  }
+  r.name = name;
+  r.type = type_name(vocab->type());
+  r.n_tokens = vocab->tokenize(text, false, false).size();  // warm-up (code, allocator)
+  for (int rep = 0; rep < reps; ++rep) {
+    // A fresh Vocab: its BPE word cache starts empty, as llama.cpp (which has none) always is.
+    auto fresh = loom::Vocab::from_gguf(*file);
+    if (!fresh.has_value()) return false;
+    for (int pass = 0; pass < 2; ++pass) {
+      const auto t0 = std::chrono::steady_clock::now();
+      const std::vector<int32_t> ids = fresh->tokenize(text, false, false);
+      const auto t1 = std::chrono::steady_clock::now();
+      if (ids.size() != r.n_tokens) {
+        std::fprintf(stderr, "loom_bench_tokenizer: %s: token count changed between runs\n", name.c_str());
+        return false;
       }
-    }
-    r.median_s = median(r.runs_s);
-    r.warm_median_s = median(r.warm_runs_s);
-    results.push_back(std::move(r));
-    if (!opt.json) {
-      const Result& x = results.back();
-      std::printf("%-26s %-4s %8zu tokens %8.4f s %10.0f tokens/s %7.2f MB/s   warm %10.0f tokens/s\n", x.name.c_str(),
-                  x.type.c_str(), x.n_tokens, x.median_s, double(x.n_tokens) / x.median_s,
-                  double(text.size()) / 1e6 / x.median_s, double(x.n_tokens) / x.warm_median_s);
-      std::fflush(stdout);
+      (pass == 0 ? r.runs_s : r.warm_runs_s).push_back(std::chrono::duration<double>(t1 - t0).count());
     }
   }
+  r.median_s = median(r.runs_s);
+  r.warm_median_s = median(r.warm_runs_s);
+  return true;
+}
 
+void print_text_row(const Result& x, size_t text_bytes) {
+  std::printf("%-26s %-4s %8zu tokens %8.4f s %10.0f tokens/s %7.2f MB/s   warm %10.0f tokens/s\n", x.name.c_str(),
+              x.type.c_str(), x.n_tokens, x.median_s, double(x.n_tokens) / x.median_s, double(text_bytes) / 1e6 / x.median_s,
+              double(x.n_tokens) / x.warm_median_s);
+  std::fflush(stdout);
+}
+
+void print_json(const std::vector<Result>& results, const std::string& text, int reps) {
+  std::printf("{\"engine\": \"loom\", \"text_bytes\": %zu, \"text_fnv1a\": \"%016" PRIx64 "\", \"reps\": %d, \"vocabs\": [",
+              text.size(), fnv1a(text), reps);
+  for (size_t i = 0; i < results.size(); ++i) {
+    const Result& x = results[i];
+    std::printf(
+        "%s\n  {\"name\": \"%s\", \"type\": \"%s\", \"n_tokens\": %zu, \"seconds\": %.6f, "
+        "\"tokens_per_s\": %.1f, \"mb_per_s\": %.3f, \"runs_s\": [",
+        i ? "," : "", x.name.c_str(), x.type.c_str(), x.n_tokens, x.median_s, double(x.n_tokens) / x.median_s,
+        double(text.size()) / 1e6 / x.median_s);
+    for (size_t k = 0; k < x.runs_s.size(); ++k) std::printf("%s%.6f", k ? ", " : "", x.runs_s[k]);
+    std::printf("], \"tokens_per_s_warm\": %.1f, \"runs_warm_s\": [", double(x.n_tokens) / x.warm_median_s);
+    for (size_t k = 0; k < x.warm_runs_s.size(); ++k) std::printf("%s%.6f", k ? ", " : "", x.warm_runs_s[k]);
+    std::printf("]}");
+  }
+  std::printf("\n]}\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options opt = parse_options(argc, argv);
+  const std::filesystem::path vocab_dir = std::filesystem::path(opt.shared) / "golden" / "vocab";
+  std::string text;
+  if (!load_text(opt, vocab_dir, text)) return 1;
+  std::vector<Result> results;
+  for (const std::filesystem::path& path : vocab_files(vocab_dir)) {
+    if (!opt.only.empty() && path.stem().string().find(opt.only) == std::string::npos) continue;
+    Result r;
+    if (!bench_vocab(path, text, opt.reps, r)) return 1;
+    results.push_back(std::move(r));
+    if (!opt.json) print_text_row(results.back(), text.size());
+  }
   if (opt.json) {
-    std::printf("{\"engine\": \"loom\", \"text_bytes\": %zu, \"text_fnv1a\": \"%016" PRIx64
-                "\", \"reps\": %d, \"vocabs\": [",
-                text.size(), fnv1a(text), opt.reps);
-    for (size_t i = 0; i < results.size(); ++i) {
-      const Result& x = results[i];
-      std::printf(
-          "%s\n  {\"name\": \"%s\", \"type\": \"%s\", \"n_tokens\": %zu, \"seconds\": %.6f, "
-          "\"tokens_per_s\": %.1f, \"mb_per_s\": %.3f, \"runs_s\": [",
-          i ? "," : "", x.name.c_str(), x.type.c_str(), x.n_tokens, x.median_s, double(x.n_tokens) / x.median_s,
-          double(text.size()) / 1e6 / x.median_s);
-      for (size_t k = 0; k < x.runs_s.size(); ++k) std::printf("%s%.6f", k ? ", " : "", x.runs_s[k]);
-      std::printf("], \"tokens_per_s_warm\": %.1f, \"runs_warm_s\": [", double(x.n_tokens) / x.warm_median_s);
-      for (size_t k = 0; k < x.warm_runs_s.size(); ++k) std::printf("%s%.6f", k ? ", " : "", x.warm_runs_s[k]);
-      std::printf("]}");
-    }
-    std::printf("\n]}\n");
+    print_json(results, text, opt.reps);
   } else {
     std::printf("text: %zu bytes (fnv1a %016" PRIx64
                 "), median of %d runs after a warm-up; tokens/s and MB/s\n"

@@ -196,15 +196,29 @@ class Converter {
            "schemas nested more than " + std::to_string(kMaxDepth) + " deep");
       return "value";
     }
-    if (s.is_boolean()) {
-      if (s.get<bool>()) return add_primitive("value");
-      fail(err, StatusCode::kUnsupported, path, "the schema 'false' matches nothing");
-      return "value";
-    }
+    if (s.is_boolean()) return visit_boolean(s, path, err);
     if (!s.is_object()) {
       fail(err, StatusCode::kInvalidArgument, path, "a schema must be an object or a boolean");
       return "value";
     }
+    if (!check_supported(s, path, err)) return "value";
+    if (s.contains("$ref")) return visit_ref(s["$ref"], path + "/$ref", err);
+    if (s.contains("oneOf") || s.contains("anyOf")) return visit_alternatives(s, name, path, err);
+    if (s.contains("allOf")) return visit_all_of(s, name, path, err);
+    if (s.contains("const")) return add_rule(name, literal(s["const"].dump()) + " space");
+    if (s.contains("enum")) return visit_enum(s["enum"], name, path, err);
+    return visit_typed(s, name, path, err);
+  }
+
+  // true matches any value, false nothing.
+  std::string visit_boolean(const json& s, const std::string& path, std::string* err) {
+    if (s.get<bool>()) return add_primitive("value");
+    fail(err, StatusCode::kUnsupported, path, "the schema 'false' matches nothing");
+    return "value";
+  }
+
+  // Refuses the keywords the converter cannot express (false, with err set).
+  bool check_supported(const json& s, const std::string& path, std::string* err) {
     static const std::set<std::string> kUnsupported = {"pattern",
                                                        "not",
                                                        "if",
@@ -230,58 +244,46 @@ class Converter {
     for (auto it = s.begin(); it != s.end(); ++it) {
       if (kUnsupported.count(it.key())) {
         fail(err, StatusCode::kUnsupported, path + "/" + pointer_escape(it.key()), "'" + it.key() + "' is not supported");
-        return "value";
+        return false;
       }
     }
     if (s.contains("uniqueItems") && s["uniqueItems"] == true) {
       fail(err, StatusCode::kUnsupported, path + "/uniqueItems", "'uniqueItems' is not supported");
+      return false;
+    }
+    return true;
+  }
+
+  // oneOf / anyOf (oneOf first when both are there): one alternative per sub-schema.
+  std::string visit_alternatives(const json& s, const std::string& name, const std::string& path, std::string* err) {
+    const char* k = s.contains("oneOf") ? "oneOf" : "anyOf";
+    const json& alts = s[k];
+    if (!alts.is_array() || alts.empty()) {
+      fail(err, StatusCode::kInvalidArgument, path + "/" + k, std::string("'") + k + "' must be a non-empty array");
       return "value";
     }
-
-    if (s.contains("$ref")) return visit_ref(s["$ref"], path + "/$ref", err);
-    for (const char* k : {"oneOf", "anyOf"}) {
-      if (!s.contains(k)) continue;
-      const json& alts = s[k];
-      if (!alts.is_array() || alts.empty()) {
-        fail(err, StatusCode::kInvalidArgument, path + "/" + k, std::string("'") + k + "' must be a non-empty array");
-        return "value";
-      }
-      std::string body;
-      for (size_t i = 0; i < alts.size(); ++i) {
-        const std::string r = visit(alts[i], name + "-" + std::to_string(i), path + "/" + k + "/" + std::to_string(i), err);
-        body += (i ? " | " : "") + r;
-      }
-      return add_rule(name, body);
+    std::string body;
+    for (size_t i = 0; i < alts.size(); ++i) {
+      const std::string r = visit(alts[i], name + "-" + std::to_string(i), path + "/" + k + "/" + std::to_string(i), err);
+      body += (i ? " | " : "") + r;
     }
-    if (s.contains("allOf")) return visit_all_of(s, name, path, err);
-    if (s.contains("const")) return add_rule(name, literal(s["const"].dump()) + " space");
-    if (s.contains("enum")) {
-      const json& e = s["enum"];
-      if (!e.is_array() || e.empty()) {
-        fail(err, StatusCode::kInvalidArgument, path + "/enum", "'enum' must be a non-empty array");
-        return "value";
-      }
-      std::string body = "(";
-      for (size_t i = 0; i < e.size(); ++i) body += (i ? " | " : "") + literal(e[i].dump());
-      return add_rule(name, body + ") space");
-    }
+    return add_rule(name, body);
+  }
 
+  std::string visit_enum(const json& e, const std::string& name, const std::string& path, std::string* err) {
+    if (!e.is_array() || e.empty()) {
+      fail(err, StatusCode::kInvalidArgument, path + "/enum", "'enum' must be a non-empty array");
+      return "value";
+    }
+    std::string body = "(";
+    for (size_t i = 0; i < e.size(); ++i) body += (i ? " | " : "") + literal(e[i].dump());
+    return add_rule(name, body + ") space");
+  }
+
+  // By "type" (or, without one, by the keywords that imply it); a list of types is a union.
+  std::string visit_typed(const json& s, const std::string& name, const std::string& path, std::string* err) {
     json type = s.contains("type") ? s["type"] : json();
-    if (type.is_array()) {
-      if (type.empty()) {
-        fail(err, StatusCode::kInvalidArgument, path + "/type", "'type' must not be empty");
-        return "value";
-      }
-      std::string body;
-      for (size_t i = 0; i < type.size(); ++i) {
-        json one = s;
-        one["type"] = type[i];
-        const std::string r =
-            visit(one, name + "-" + (type[i].is_string() ? type[i].get<std::string>() : std::to_string(i)), path, err);
-        body += (i ? " | " : "") + r;
-      }
-      return add_rule(name, body);
-    }
+    if (type.is_array()) return visit_type_union(s, type, name, path, err);
     if (!type.is_null() && !type.is_string()) {
       fail(err, StatusCode::kInvalidArgument, path + "/type", "'type' must be a string or an array of strings");
       return "value";
@@ -303,6 +305,24 @@ class Converter {
     if (t.empty()) return add_primitive("value");
     fail(err, StatusCode::kUnsupported, path + "/type", "unknown type '" + t + "'");
     return "value";
+  }
+
+  // "type": [...]: the schema once per type, as alternatives.
+  std::string visit_type_union(const json& s, const json& type, const std::string& name, const std::string& path,
+                               std::string* err) {
+    if (type.empty()) {
+      fail(err, StatusCode::kInvalidArgument, path + "/type", "'type' must not be empty");
+      return "value";
+    }
+    std::string body;
+    for (size_t i = 0; i < type.size(); ++i) {
+      json one = s;
+      one["type"] = type[i];
+      const std::string r =
+          visit(one, name + "-" + (type[i].is_string() ? type[i].get<std::string>() : std::to_string(i)), path, err);
+      body += (i ? " | " : "") + r;
+    }
+    return add_rule(name, body);
   }
 
   const json* resolve(const json& ref, const std::string& path, std::string* err) {

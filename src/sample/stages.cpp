@@ -329,38 +329,47 @@ class Dry final : public Cloneable<Dry> {
     if (!enabled_) return;
     const int n = std::min(int(last_.size()), std::min(last_n_, n_ctx_));
     if (n <= allowed_) return;
-    auto rat = [&](int i) { return last_[last_.size() - 1 - size_t(i)]; };  // i-th most recent
+    const int rep_limit = repetition_limit(n);
+    if (rep_limit < allowed_) return;
+    fill_repeat_lengths(n, rep_limit);
+    collect_max_repeats(n);
+    if (max_repeat_.empty()) return;
+    penalize(c);
+    c.sorted = false;
+  }
 
-    // 1. The most recent sequence breaker limits how far back a repetition may reach.
-    int rep_limit = n;
+ private:
+  int32_t recent(int i) const { return last_[last_.size() - 1 - size_t(i)]; }  // i-th most recent
+
+  // 1. The most recent sequence breaker limits how far back a repetition may reach.
+  int repetition_limit(int n) const {
     for (int i = 0; i < n; ++i) {
-      auto range = breakers_->equal_range(rat(i));
+      auto range = breakers_->equal_range(recent(i));
       if (range.first == range.second) continue;
       int longest = -1;
       for (auto it = range.first; it != range.second; ++it) {
         const int len = int(it->second.size());
         if (len > longest && len <= i) {
           bool match = true;
-          for (int o = 0; o < len && match; ++o) match = it->second[size_t(o)] == rat(i - o - 1);
+          for (int o = 0; o < len && match; ++o) match = it->second[size_t(o)] == recent(i - o - 1);
           if (match) longest = len;
         }
       }
-      if (longest >= 0) {
-        rep_limit = i - longest;
-        break;
-      }
+      if (longest >= 0) return i - longest;
     }
-    if (rep_limit < allowed_) return;
+    return n;
+  }
 
-    // 2. Z-algorithm over the reversed history: repeat[last - k] = length of the longest suffix
-    //    of the history that also ends k tokens earlier (capped at rep_limit).
+  // 2. Z-algorithm over the reversed history: repeat[last - k] = length of the longest suffix
+  //    of the history that also ends k tokens earlier (capped at rep_limit).
+  void fill_repeat_lengths(int n, int rep_limit) {
     repeat_.assign(size_t(n), 0);
     const int last = n - 1;
     int rt = 0, lt = 0;
     for (int k = 1; k < n; ++k) {
       if (k > rt) {
         int m = 0;
-        while (m + k < n && rat(m) == rat(m + k)) ++m;
+        while (m + k < n && recent(m) == recent(m + k)) ++m;
         repeat_[size_t(last - k)] = std::min(m, rep_limit);
         if (m > 0) {
           lt = k;
@@ -373,26 +382,29 @@ class Dry final : public Cloneable<Dry> {
           repeat_[size_t(last - k)] = std::min(repeat_[size_t(last - p)], rep_limit);
         } else {
           int i = rt + 1;
-          while (i < n && rat(i) == rat(i - k)) ++i;
+          while (i < n && recent(i) == recent(i - k)) ++i;
           repeat_[size_t(last - k)] = std::min(i - k, rep_limit);
           lt = k;
           rt = i - 1;
         }
       }
     }
+  }
 
-    // 3. The token following each repeated sequence would extend it.
+  // 3. The token following each repeated sequence would extend it.
+  void collect_max_repeats(int n) {
     max_repeat_.clear();
     for (int i = 0; i < n - 1; ++i) {
       const int len = repeat_[size_t(i)];
       if (len < allowed_) continue;
-      const int32_t tok = rat(n - 2 - i);
+      const int32_t tok = recent(n - 2 - i);
       auto it = max_repeat_.find(tok);
       if (it == max_repeat_.end() || it->second < len) max_repeat_[tok] = len;
     }
-    if (max_repeat_.empty()) return;
+  }
 
-    // 4. Penalize (exponent clamped so pow stays finite).
+  // 4. Penalize (exponent clamped so pow stays finite).
+  void penalize(Candidates& c) const {
     constexpr float kFloatMaxLog = 88.7228391f;
     int max_exp = 0;
     if (base_ > 1.000001f) max_exp = int(kFloatMaxLog / std::log(base_));
@@ -407,10 +419,8 @@ class Dry final : public Cloneable<Dry> {
       if (max_exp > 0 && e > max_exp) e = max_exp;
       t.logit -= mult_ * std::pow(base_, float(e));
     }
-    c.sorted = false;
   }
 
- private:
   float mult_, base_;
   int allowed_, n_ctx_, last_n_ = 0;
   bool enabled_ = false;

@@ -472,114 +472,153 @@ int PrefixCache::n_leaves() const {
   return k;
 }
 
-Status PrefixCache::check_invariants() const {
+namespace {
+
+using Node = PrefixCache::Node;
+
+// What check_invariants counts over the tree, to compare with the cache's counters.
+struct TreeTally {
   int evictable = 0, tokens = 0, nodes = 0, ckpts = 0;
   int64_t ckpt_bytes = 0;
-  {
-    // At most per_path checkpoints on any root-to-node path.
-    std::vector<std::pair<const Node*, int>> stack = {{&root_, 0}};
-    while (!stack.empty()) {
-      auto [n, on_path] = stack.back();
-      stack.pop_back();
-      on_path += n->ckpt ? 1 : 0;
-      if (on_path > std::max(limits_.per_path, 0)) {
-        return internal_error(std::to_string(on_path) + " checkpoints on the path to position " + std::to_string(n->end()));
-      }
-      for (const auto& c : n->children) stack.emplace_back(c.get(), on_path);
+};
+
+// At most per_path checkpoints on any root-to-node path.
+Status check_checkpoints_per_path(const Node& root, int per_path) {
+  std::vector<std::pair<const Node*, int>> stack = {{&root, 0}};
+  while (!stack.empty()) {
+    auto [n, on_path] = stack.back();
+    stack.pop_back();
+    on_path += n->ckpt ? 1 : 0;
+    if (on_path > per_path) {
+      return internal_error(std::to_string(on_path) + " checkpoints on the path to position " + std::to_string(n->end()));
     }
+    for (const auto& c : n->children) stack.emplace_back(c.get(), on_path);
   }
-  if (!kv_shared_) {
-    // An index of checkpoints: structure and counters only.
-    std::vector<const Node*> stack = {&root_};
-    while (!stack.empty()) {
-      const Node* n = stack.back();
-      stack.pop_back();
-      for (const auto& c : n->children) {
-        if (c->parent != n) return internal_error("bad parent link");
-        stack.push_back(c.get());
-      }
-      if (n == &root_) continue;
-      ++nodes;
-      tokens += int(n->tokens.size());
-      if (n->tokens.empty()) return internal_error("empty node");
-      if (n->seq >= 0) return internal_error("a node of a checkpoint index owns a sequence");
-      if (n->ckpt) ++ckpts, ckpt_bytes += int64_t(n->ckpt->size());
+  return Status::ok();
+}
+
+// An index of checkpoints: structure only, counted into t.
+Status tally_checkpoint_index(const Node& root, TreeTally& t) {
+  std::vector<const Node*> stack = {&root};
+  while (!stack.empty()) {
+    const Node* n = stack.back();
+    stack.pop_back();
+    for (const auto& c : n->children) {
+      if (c->parent != n) return internal_error("bad parent link");
+      stack.push_back(c.get());
     }
-    if (tokens != n_tokens_ || nodes != n_nodes_) return internal_error("token or node count mismatch");
-    if (ckpts != n_ckpt_ || ckpt_bytes != ckpt_bytes_) return internal_error("checkpoint count mismatch");
-    if (evictable_ != 0) return internal_error("a checkpoint index counts evictable cells");
-    return Status::ok();
+    if (n == &root) continue;
+    ++t.nodes;
+    t.tokens += int(n->tokens.size());
+    if (n->tokens.empty()) return internal_error("empty node");
+    if (n->seq >= 0) return internal_error("a node of a checkpoint index owns a sequence");
+    if (n->ckpt) ++t.ckpts, t.ckpt_bytes += int64_t(n->ckpt->size());
   }
-  const KvCache& kv = ctx_.kv();
-  // Walks the tree; appends the leaf sequences of n's subtree to *out.
-  std::function<Status(const Node*, std::vector<int>*)> walk = [&](const Node* n, std::vector<int>* out) -> Status {
-    std::vector<int> mine;
-    std::vector<int>* seqs = &mine;
-    if (n != &root_) {
-      ++nodes;
-      tokens += int(n->tokens.size());
-      if (n->ckpt) ++ckpts, ckpt_bytes += int64_t(n->ckpt->size());
-      if (n->ref == 0) evictable += int(n->tokens.size());
-      if (n->tokens.empty()) return internal_error("empty node");
-      if (n->ref < 0) return internal_error("negative ref");
-      if (n->parent != &root_ && n->parent->end() != n->start)
-        return internal_error("node start does not follow its parent");
-      if (n->parent->ref < n->ref) return internal_error("a node is locked more than its parent");
+  return Status::ok();
+}
+
+// A leaf's sequence holds exactly positions 0..end-1, one cell each.
+Status check_leaf_cells(const KvCache& kv, const Node& n) {
+  std::vector<int> count(size_t(n.end()), 0);
+  for (int c = 0; c < kv.size(); ++c) {
+    const KvCell& cell = kv.cell(c);
+    if (cell.empty() || !cell.seqs.test(size_t(n.seq))) continue;
+    if (cell.pos < 0 || cell.pos >= n.end())
+      return internal_error("leaf sequence " + std::to_string(n.seq) + " holds position " + std::to_string(cell.pos) +
+                            " beyond its path end " + std::to_string(n.end()));
+    ++count[size_t(cell.pos)];
+  }
+  for (int p = 0; p < n.end(); ++p) {
+    if (count[size_t(p)] != 1)
+      return internal_error("leaf sequence " + std::to_string(n.seq) + " has " + std::to_string(count[size_t(p)]) +
+                            " cells at position " + std::to_string(p));
+  }
+  return Status::ok();
+}
+
+// All leaves below n (their sequences: seqs) share one cell per position of n.
+Status check_shared_cells(const KvCache& kv, const Node& n, const std::vector<int>& seqs) {
+  for (int p = n.start; p < n.end(); ++p) {
+    int cell_of_first = -1;
+    for (int c = 0; c < kv.size(); ++c) {
+      const KvCell& cell = kv.cell(c);
+      if (cell.empty() || cell.pos != p || !cell.seqs.test(size_t(seqs.front()))) continue;
+      cell_of_first = c;
     }
-    if (n->leaf() && n != &root_) {
-      if (!is_cache_seq(n->seq)) return internal_error("leaf without a cache sequence");
-      seqs->push_back(n->seq);
-      // Its sequence holds exactly positions 0..end-1, one cell each.
-      std::vector<int> count(size_t(n->end()), 0);
+    for (int s : seqs) {
+      bool found = false;
       for (int c = 0; c < kv.size(); ++c) {
         const KvCell& cell = kv.cell(c);
-        if (cell.empty() || !cell.seqs.test(size_t(n->seq))) continue;
-        if (cell.pos < 0 || cell.pos >= n->end())
-          return internal_error("leaf sequence " + std::to_string(n->seq) + " holds position " + std::to_string(cell.pos) +
-                                " beyond its path end " + std::to_string(n->end()));
-        ++count[size_t(cell.pos)];
+        if (!cell.empty() && cell.pos == p && cell.seqs.test(size_t(s))) found = (c == cell_of_first);
       }
-      for (int p = 0; p < n->end(); ++p) {
-        if (count[size_t(p)] != 1)
-          return internal_error("leaf sequence " + std::to_string(n->seq) + " has " + std::to_string(count[size_t(p)]) +
-                                " cells at position " + std::to_string(p));
-      }
-    } else if (n != &root_ && n->seq >= 0) {
+      if (!found) return internal_error("leaves below a node do not share its cell at position " + std::to_string(p));
+    }
+  }
+  return Status::ok();
+}
+
+// A tree whose nodes' cells live in cache sequences, walked against the KV cache.
+struct SharedTreeWalk {
+  const PrefixCache& cache;
+  const Node& root;
+  const KvCache& kv;
+  TreeTally tally;
+
+  // Counts n and checks its links and refs.
+  Status visit_node(const Node& n) {
+    ++tally.nodes;
+    tally.tokens += int(n.tokens.size());
+    if (n.ckpt) ++tally.ckpts, tally.ckpt_bytes += int64_t(n.ckpt->size());
+    if (n.ref == 0) tally.evictable += int(n.tokens.size());
+    if (n.tokens.empty()) return internal_error("empty node");
+    if (n.ref < 0) return internal_error("negative ref");
+    if (n.parent != &root && n.parent->end() != n.start) return internal_error("node start does not follow its parent");
+    if (n.parent->ref < n.ref) return internal_error("a node is locked more than its parent");
+    return Status::ok();
+  }
+
+  // Checks n's subtree; appends its leaf sequences to *out.
+  Status walk(const Node* n, std::vector<int>* out) {
+    std::vector<int> seqs;
+    if (n != &root) LOOM_RETURN_IF_ERROR(visit_node(*n));
+    if (n->leaf() && n != &root) {
+      if (!cache.is_cache_seq(n->seq)) return internal_error("leaf without a cache sequence");
+      seqs.push_back(n->seq);
+      LOOM_RETURN_IF_ERROR(check_leaf_cells(kv, *n));
+    } else if (n != &root && n->seq >= 0) {
       return internal_error("inner node owns a sequence");
     }
     for (const auto& c : n->children) {
       if (c->parent != n) return internal_error("bad parent link");
-      LOOM_RETURN_IF_ERROR(walk(c.get(), seqs));
+      LOOM_RETURN_IF_ERROR(walk(c.get(), &seqs));
     }
-    if (n != &root_) {
-      // All leaves below share one cell per position of this node.
-      for (int p = n->start; p < n->end(); ++p) {
-        int cell_of_first = -1;
-        for (int c = 0; c < kv.size(); ++c) {
-          const KvCell& cell = kv.cell(c);
-          if (cell.empty() || cell.pos != p || !cell.seqs.test(size_t(seqs->front()))) continue;
-          cell_of_first = c;
-        }
-        for (int s : *seqs) {
-          bool found = false;
-          for (int c = 0; c < kv.size(); ++c) {
-            const KvCell& cell = kv.cell(c);
-            if (!cell.empty() && cell.pos == p && cell.seqs.test(size_t(s))) found = (c == cell_of_first);
-          }
-          if (!found) return internal_error("leaves below a node do not share its cell at position " + std::to_string(p));
-        }
-      }
-    }
-    out->insert(out->end(), mine.begin(), mine.end());
+    if (n != &root) LOOM_RETURN_IF_ERROR(check_shared_cells(kv, *n, seqs));
+    out->insert(out->end(), seqs.begin(), seqs.end());
     return Status::ok();
-  };
+  }
+};
+
+}  // namespace
+
+Status PrefixCache::check_invariants() const {
+  LOOM_RETURN_IF_ERROR(check_checkpoints_per_path(root_, std::max(limits_.per_path, 0)));
+  if (!kv_shared_) {
+    TreeTally t;
+    LOOM_RETURN_IF_ERROR(tally_checkpoint_index(root_, t));
+    if (t.tokens != n_tokens_ || t.nodes != n_nodes_) return internal_error("token or node count mismatch");
+    if (t.ckpts != n_ckpt_ || t.ckpt_bytes != ckpt_bytes_) return internal_error("checkpoint count mismatch");
+    if (evictable_ != 0) return internal_error("a checkpoint index counts evictable cells");
+    return Status::ok();
+  }
+  SharedTreeWalk w{*this, root_, ctx_.kv(), {}};
   std::vector<int> all;
-  LOOM_RETURN_IF_ERROR(walk(&root_, &all));
-  if (evictable != evictable_)
-    return internal_error("evictable count " + std::to_string(evictable_) + " != " + std::to_string(evictable));
-  if (tokens != n_tokens_) return internal_error("token count mismatch");
-  if (nodes != n_nodes_) return internal_error("node count mismatch");
-  if (ckpts != n_ckpt_ || ckpt_bytes != ckpt_bytes_) return internal_error("checkpoint count mismatch");
+  LOOM_RETURN_IF_ERROR(w.walk(&root_, &all));
+  const TreeTally& t = w.tally;
+  if (t.evictable != evictable_)
+    return internal_error("evictable count " + std::to_string(evictable_) + " != " + std::to_string(t.evictable));
+  if (t.tokens != n_tokens_) return internal_error("token count mismatch");
+  if (t.nodes != n_nodes_) return internal_error("node count mismatch");
+  if (t.ckpts != n_ckpt_ || t.ckpt_bytes != ckpt_bytes_) return internal_error("checkpoint count mismatch");
   if (int(all.size() + free_seqs_.size()) != n_seqs_) return internal_error("cache sequences leaked");
   return Status::ok();
 }

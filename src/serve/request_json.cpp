@@ -223,11 +223,10 @@ void parse_logit_bias(const json& lb, const Vocab& vocab, SamplerParams& sp) {
   }
 }
 
-}  // namespace
-
-void parse_generation(const Fields& f, const Vocab& vocab, int default_max_tokens, bool chat, GenerateRequest& r) {
-  SamplerParams& sp = r.sampling;
-  namespace d = sampling_defaults;  // a field not in the request takes the sampler's default
+// The sampler's numeric settings and its order; a field not in the request takes the sampler's
+// default.
+void parse_sampler_fields(const Fields& f, SamplerParams& sp) {
+  namespace d = sampling_defaults;
   sp.temp = float(f.number_in("temperature", d::kTemperature, 0.0, 100.0));
   sp.top_k = int(f.integer_in("top_k", d::kTopK, -1, 1 << 30));
   sp.top_p = float(f.number_in("top_p", d::kTopP, 0.0, 1.0));
@@ -262,12 +261,10 @@ void parse_generation(const Fields& f, const Vocab& vocab, int default_max_token
     if (!parsed) request_error(parsed.status(), "samplers: ");
     sp.order = *parsed;
   }
-  // seed: absent or -1 = random.
-  const int64_t seed = f.integer("seed", -1);
-  sp.seed = seed >= 0 ? uint64_t(seed) : std::random_device{}();
-  // temperature 0 is greedy whatever the other samplers say.
-  if (sp.temp <= 0.0f) sp.xtc_probability = 0.0f;
-  if (const json* lb = f.get("logit_bias")) parse_logit_bias(*lb, vocab, sp);
+}
+
+// Lengths, stops, slots and prompt-lookup drafting.
+void parse_length_fields(const Fields& f, int default_max_tokens, GenerateRequest& r) {
   // Lengths: max_completion_tokens (chat), max_tokens, n_predict (llama.cpp); the last given wins.
   int64_t max_tokens = default_max_tokens;
   for (const char* k : {"n_predict", "max_tokens", "max_completion_tokens"}) {
@@ -289,8 +286,11 @@ void parse_generation(const Fields& f, const Vocab& vocab, int default_max_token
   r.lookup = int(f.integer_in("lookup", 0, 0, 64));
   r.draft_max = int(f.integer_in("speculative.n_max", 16, 0, 256));
   r.draft_min = int(f.integer_in("speculative.n_min", 0, 0, 256));
-  // logprobs: chat has logprobs (bool) + top_logprobs; completions has logprobs (int);
-  // llama.cpp's n_probs is both.
+}
+
+// logprobs: chat has logprobs (bool) + top_logprobs; completions has logprobs (int);
+// llama.cpp's n_probs is both.
+void parse_logprob_fields(const Fields& f, bool chat, GenerateRequest& r) {
   if (chat) {
     r.logprobs = f.boolean("logprobs", false);
     r.top_logprobs = r.logprobs ? int(f.integer_in("top_logprobs", 0, 0, kMaxTopLogprobs)) : 0;
@@ -307,8 +307,11 @@ void parse_generation(const Fields& f, const Vocab& vocab, int default_max_token
     r.top_logprobs = int(f.integer_in("n_probs", 0, 0, kMaxTopLogprobs));
     r.logprobs = r.logprobs || r.top_logprobs > 0;
   }
-  // Grammars: GBNF, or a JSON schema (llama.cpp's top-level json_schema: an object, or its JSON
-  // text as llama.node passes it).
+}
+
+// Grammars: GBNF, or a JSON schema (llama.cpp's top-level json_schema: an object, or its JSON
+// text as llama.node passes it).
+void parse_grammar_fields(const Fields& f, SamplerParams& sp) {
   if (f.has("grammar")) sp.grammar = f.string("grammar");
   if (const json* js = f.get("json_schema")) {
     if (!sp.grammar.empty()) request_error("give either grammar or json_schema, not both");
@@ -321,6 +324,22 @@ void parse_generation(const Fields& f, const Vocab& vocab, int default_max_token
     if (!g) request_error(g.status(), "json_schema: ");
     sp.grammar = *g;
   }
+}
+
+}  // namespace
+
+void parse_generation(const Fields& f, const Vocab& vocab, int default_max_tokens, bool chat, GenerateRequest& r) {
+  SamplerParams& sp = r.sampling;
+  parse_sampler_fields(f, sp);
+  // seed: absent or -1 = random.
+  const int64_t seed = f.integer("seed", -1);
+  sp.seed = seed >= 0 ? uint64_t(seed) : std::random_device{}();
+  // temperature 0 is greedy whatever the other samplers say.
+  if (sp.temp <= 0.0f) sp.xtc_probability = 0.0f;
+  if (const json* lb = f.get("logit_bias")) parse_logit_bias(*lb, vocab, sp);
+  parse_length_fields(f, default_max_tokens, r);
+  parse_logprob_fields(f, chat, r);
+  parse_grammar_fields(f, sp);
 }
 
 namespace {
@@ -343,14 +362,10 @@ int rendered_prefix(const chat::ChatTemplate& tmpl, const chat::ChatInputs& in, 
   return int(ids.size());
 }
 
-}  // namespace
-
-ChatGeneration parse_chat_generation(const Fields& f, const chat::ChatTemplate& tmpl, const Vocab& vocab,
-                                     int default_max_tokens, uint64_t id_seed, bool checkpoints) {
-  const json* msgs = f.get("messages");
-  if (!msgs || !msgs->is_array() || msgs->empty()) request_error("messages: expected a non-empty array");
+// The conversation, tools and template context of a chat request.
+chat::ChatInputs chat_inputs(const Fields& f, const json& msgs) {
   chat::ChatInputs in;
-  in.messages = *msgs;
+  in.messages = msgs;
   if (const json* t = f.get("tools")) in.tools = *t;
   if (const json* k = f.get("chat_template_kwargs")) {
     if (!k->is_object()) request_error("chat_template_kwargs: expected an object");
@@ -368,8 +383,12 @@ ChatGeneration parse_chat_generation(const Fields& f, const chat::ChatTemplate& 
     std::strftime(buf, sizeof buf, "%d %b %Y", &tm);
     in.extra["date_string"] = buf;
   }
-  // continue_final_message (true, "content", "reasoning_content") and llama-server's prefill: a
-  // conversation ending with an assistant message continues it.
+  return in;
+}
+
+// continue_final_message (true, "content", "reasoning_content") and llama-server's prefill: a
+// conversation ending with an assistant message continues it.
+void parse_continue_final(const Fields& f, const json& msgs, chat::ChatInputs& in) {
   using Continue = chat::ChatInputs::Continue;
   if (const json* c = f.get("continue_final_message")) {
     if (c->is_boolean()) in.continue_final = c->get<bool>() ? Continue::kAuto : Continue::kNone;
@@ -377,10 +396,10 @@ ChatGeneration parse_chat_generation(const Fields& f, const chat::ChatTemplate& 
     else if (c->is_string() && *c == "reasoning_content") in.continue_final = Continue::kReasoning;
     else request_error("continue_final_message: expected a boolean, \"content\" or \"reasoning_content\"");
   }
-  const json& last = msgs->back();
+  const json& last = msgs.back();
   const bool ends_assistant = last.is_object() && last.contains("role") && last["role"] == "assistant";
   if (in.continue_final == Continue::kNone && ends_assistant) {
-    const json& before = msgs->size() >= 2 ? (*msgs)[msgs->size() - 2] : json();
+    const json& before = msgs.size() >= 2 ? msgs[msgs.size() - 2] : json();
     if (before.is_object() && before.contains("role") && before["role"] == "assistant") {
       request_error("messages: cannot have 2 or more assistant messages at the end of the list");
     }
@@ -393,6 +412,10 @@ ChatGeneration parse_chat_generation(const Fields& f, const chat::ChatTemplate& 
       request_error("continue_final_message: cannot continue an assistant message that contains tool calls");
     }
   }
+}
+
+// tool_choice, parallel_tool_calls, response_format.
+chat::ChatRequestOptions chat_request_options(const Fields& f) {
   chat::ChatRequestOptions co;
   co.render.lenient = true;  // serving renders as llama.cpp where Python Jinja2 raises
   if (const json* tc = f.get("tool_choice")) {
@@ -402,23 +425,59 @@ ChatGeneration parse_chat_generation(const Fields& f, const chat::ChatTemplate& 
   }
   co.parallel_tool_calls = f.boolean("parallel_tool_calls", false);
   if (const json* rf = f.get("response_format")) co.response_format = *rf;
+  return co;
+}
+
+void parse_reasoning_fields(const Fields& f, SamplerParams& sp) {
+  // A thinking budget (llama-server's reasoning_budget_tokens, Anthropic's thinking budget as
+  // thinking_budget_tokens): -1 none.
+  const int64_t budget = f.integer_in(pick(f, {"reasoning_budget_tokens", "thinking_budget_tokens"}), -1, -1, INT32_MAX);
+  if (budget >= 0) {
+    sp.reasoning_budget = int32_t(budget);
+    sp.reasoning_budget_message = f.string("reasoning_budget_message");
+  }
+  // llama-server's reasoning_control: the reasoning block can be ended while it runs
+  // (/v1/chat/completions/control, Scheduler::end_reasoning).
+  sp.reasoning_control = f.boolean("reasoning_control", false);
+  if (sp.reasoning_control && budget < 0) sp.reasoning_budget_message = f.string("reasoning_budget_message");
+}
+
+// Checkpoints where the system messages and the conversation before the last user message end
+// (when they render as prefixes of the prompt).
+void add_prompt_checkpoints(const chat::ChatTemplate& tmpl, const chat::ChatInputs& in, const std::string& prompt_text,
+                            const Vocab& vocab, GenerateRequest& r) {
+  size_t n_system = 0, last_user = 0;
+  for (size_t i = 0; i < in.messages.size(); ++i) {
+    const json& m = in.messages[i];
+    const std::string role =
+        m.is_object() && m.contains("role") && m["role"].is_string() ? m["role"].get<std::string>() : "";
+    if (role == "system" && n_system == i) n_system = i + 1;
+    if (role == "user") last_user = i;
+  }
+  for (size_t n : {n_system, last_user}) {
+    const int at = rendered_prefix(tmpl, in, n, prompt_text, r.prompt, vocab);
+    if (at > 0 && std::find(r.prompt_checkpoints.begin(), r.prompt_checkpoints.end(), at) == r.prompt_checkpoints.end()) {
+      r.prompt_checkpoints.push_back(at);
+    }
+  }
+}
+
+}  // namespace
+
+ChatGeneration parse_chat_generation(const Fields& f, const chat::ChatTemplate& tmpl, const Vocab& vocab,
+                                     int default_max_tokens, uint64_t id_seed, bool checkpoints) {
+  const json* msgs = f.get("messages");
+  if (!msgs || !msgs->is_array() || msgs->empty()) request_error("messages: expected a non-empty array");
+  chat::ChatInputs in = chat_inputs(f, *msgs);
+  parse_continue_final(f, *msgs, in);
+  const chat::ChatRequestOptions co = chat_request_options(f);
   auto prepared = chat::prepare_chat(tmpl, in, co);
   if (!prepared) request_error(prepared.status());
 
   ChatGeneration g;
   GenerateRequest& r = g.request;
   parse_generation(f, vocab, default_max_tokens, /*chat=*/true, r);
-  // A thinking budget (llama-server's reasoning_budget_tokens, Anthropic's thinking budget as
-  // thinking_budget_tokens): -1 none.
-  const int64_t budget = f.integer_in(pick(f, {"reasoning_budget_tokens", "thinking_budget_tokens"}), -1, -1, INT32_MAX);
-  if (budget >= 0) {
-    r.sampling.reasoning_budget = int32_t(budget);
-    r.sampling.reasoning_budget_message = f.string("reasoning_budget_message");
-  }
-  // llama-server's reasoning_control: the reasoning block can be ended while it runs
-  // (/v1/chat/completions/control, Scheduler::end_reasoning).
-  r.sampling.reasoning_control = f.boolean("reasoning_control", false);
-  if (r.sampling.reasoning_control && budget < 0) r.sampling.reasoning_budget_message = f.string("reasoning_budget_message");
+  parse_reasoning_fields(f, r.sampling);
   if (!prepared->grammar.empty()) {
     if (!r.sampling.grammar.empty()) request_error("grammar / json_schema cannot be combined with tools or response_format");
     r.sampling.grammar = prepared->grammar;
@@ -426,22 +485,7 @@ ChatGeneration parse_chat_generation(const Fields& f, const chat::ChatTemplate& 
   for (const auto& s : prepared->stops) r.stop.push_back(s);
   r.unparse_special = !prepared->preserved_tokens.empty();
   r.prompt = chat::tokenize_chat_prompt(vocab, prepared->prompt);
-  if (checkpoints && in.messages.is_array()) {
-    size_t n_system = 0, last_user = 0;
-    for (size_t i = 0; i < in.messages.size(); ++i) {
-      const json& m = in.messages[i];
-      const std::string role =
-          m.is_object() && m.contains("role") && m["role"].is_string() ? m["role"].get<std::string>() : "";
-      if (role == "system" && n_system == i) n_system = i + 1;
-      if (role == "user") last_user = i;
-    }
-    for (size_t n : {n_system, last_user}) {
-      const int at = rendered_prefix(tmpl, in, n, prepared->prompt, r.prompt, vocab);
-      if (at > 0 && std::find(r.prompt_checkpoints.begin(), r.prompt_checkpoints.end(), at) == r.prompt_checkpoints.end()) {
-        r.prompt_checkpoints.push_back(at);
-      }
-    }
-  }
+  if (checkpoints && in.messages.is_array()) add_prompt_checkpoints(tmpl, in, prepared->prompt, vocab, r);
   g.format = prepared->format;
   g.parse_options = prepared->parse_options(id_seed);
   g.triggers = chat::tool_call_syntax(prepared->format).triggers;

@@ -25,6 +25,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <random>
 #include <sstream>
 
@@ -380,11 +381,13 @@ bool has_chat_template(const api::Model& model) {
   return j.is_object() && j.value("has_template", false);
 }
 
-int run_chat(const Opts& o) {
+// The model, its context and sampler as the flags say; nothing after reporting the error.
+std::unique_ptr<ChatSession> open_session(const Opts& o, bool* has_template) {
   auto model = load_model_or_report(o.model);
-  if (!model) return 1;
+  if (!model) return nullptr;
   if (model->has_encoder()) {
-    return fail("chat is not supported for encoder-decoder or encoder models (" + model->arch() + "); use loom generate");
+    fail("chat is not supported for encoder-decoder or encoder models (" + model->arch() + "); use loom generate");
+    return nullptr;
   }
   api::ContextParams cp;
   cp.p.n_ctx = o.n_ctx > 0 ? o.n_ctx : default_n_ctx(*model);
@@ -392,16 +395,125 @@ int run_chat(const Opts& o) {
   cp.p.n_batch = std::min(cp.p.n_ctx, 512);
   cp.p.abort_callback = [](void*) { return interrupted(); };
   auto ctx_or = api::Context::create(*model, cp);
-  if (!ctx_or) return fail(ctx_or.status());
-
+  if (!ctx_or) {
+    fail(ctx_or.status());
+    return nullptr;
+  }
   nlohmann::json sp = o.sampling;
   sp["seed"] = o.seed >= 0 ? o.seed : int64_t(std::random_device{}());
   sp["n_ctx"] = ctx_or->n_ctx();
   auto sampler = api::Sampler::create(*model, sp.dump());
-  if (!sampler) return fail(sampler.status());
-  const bool has_template = has_chat_template(*model);
+  if (!sampler) {
+    fail(sampler.status());
+    return nullptr;
+  }
+  *has_template = has_chat_template(*model);
+  return std::make_unique<ChatSession>(o, *model, std::move(*ctx_or), std::move(*sampler));
+}
 
-  ChatSession session(o, *model, std::move(*ctx_or), std::move(*sampler));
+// What the loop does after reading: handle the line, read again, or end the chat.
+enum class Next { kLine, kAgain, kStop };
+
+// Prompts (on a terminal) and reads a line. A Ctrl-C at the prompt asks for another line, a
+// second one in a row ends the chat; a read error ends it with *exit_code 1.
+Next read_line(LineReader& reader, bool tty, bool& last_was_interrupt, std::string& line, int* exit_code) {
+  if (tty) {
+    std::fputs("> ", stderr);
+    std::fflush(stderr);
+  }
+  const LineReader::Result r = reader.next(&line);
+  if (r == LineReader::Result::kInterrupted) {
+    g_sigint.store(0);
+    if (last_was_interrupt) {
+      std::fputs("\n", stderr);
+      return Next::kStop;
+    }
+    last_was_interrupt = true;
+    std::fputs("\n(Ctrl-C again or /quit to exit)\n", stderr);
+    return Next::kAgain;
+  }
+  if (r == LineReader::Result::kEof) return Next::kStop;
+  if (r == LineReader::Result::kError) {
+    note(std::string("cannot read stdin: ") + std::strerror(errno));
+    *exit_code = 1;
+    return Next::kStop;
+  }
+  last_was_interrupt = false;
+  return line.empty() ? Next::kAgain : Next::kLine;
+}
+
+// A "/command" line; false for /quit (or /exit).
+bool run_command(ChatSession& session, const std::string& line, bool tty) {
+  auto [cmd, arg] = split_command(line);
+  if (cmd == "quit" || cmd == "exit") return false;
+  if (cmd == "help") {
+    std::fprintf(stderr, "%s\n", kHelp);
+  } else if (cmd == "reset") {
+    session.reset();
+    if (tty) std::fputs("(new conversation)\n", stderr);
+  } else if (cmd == "save" || cmd == "load") {
+    if (arg.empty()) {
+      note("/" + cmd + " needs a file name");
+      return true;
+    }
+    api::Status st = cmd == "save" ? session.save(arg) : session.load(arg);
+    if (!st) {
+      fail(st);
+    } else if (tty) {
+      std::fprintf(stderr, "(%s %s: %zu messages)\n", cmd == "save" ? "saved to" : "loaded from", arg.c_str(),
+                   session.n_messages());
+    }
+  } else {
+    note("unknown command " + line.substr(0, line.find_first_of(" \t")) + "; " + kHelp);
+  }
+  return true;
+}
+
+// One user message and its reply; false when the turn failed (not for a Ctrl-C).
+bool run_user_turn(ChatSession& session, const std::string& line, bool& last_was_interrupt) {
+  bool ok = true;
+  g_sigint.store(0);
+  auto end = session.turn(line);
+  if (!end) {
+    if (end.status().code() == LOOM_ERR_ABORTED) {
+      std::fputs("\n(interrupted)\n", stderr);
+      last_was_interrupt = true;
+    } else {
+      fail(end.status());
+      ok = false;
+    }
+  } else if (*end == ChatSession::TurnEnd::kInterrupted) {
+    std::fputs("(interrupted)\n", stderr);
+    last_was_interrupt = true;
+  }
+  g_sigint.store(0);
+  return ok;
+}
+
+// Lines until /quit, EOF, a read error or a double Ctrl-C; 1 when a turn or a read failed.
+int chat_loop(ChatSession& session, bool tty) {
+  LineReader reader;
+  int exit_code = 0;
+  bool last_was_interrupt = false;  // the previous event was a Ctrl-C (nothing typed since)
+  for (;;) {
+    std::string line;
+    const Next next = read_line(reader, tty, last_was_interrupt, line, &exit_code);
+    if (next == Next::kStop) break;
+    if (next == Next::kAgain) continue;
+    if (line[0] == '/') {
+      if (!run_command(session, line, tty)) break;
+      continue;
+    }
+    if (!run_user_turn(session, line, last_was_interrupt)) exit_code = 1;
+  }
+  return exit_code;
+}
+
+// `loom chat`: 0, or 1 when the model could not be loaded or a turn failed.
+int run_chat(const Opts& o) {
+  bool has_template = false;
+  std::unique_ptr<ChatSession> session = open_session(o, &has_template);
+  if (!session) return 1;
   SigintGuard sigint_guard;
   g_sigint.store(0);
   const bool tty = isatty(STDIN_FILENO) == 1;
@@ -410,79 +522,7 @@ int run_chat(const Opts& o) {
                  has_template ? "" : " (no chat template in the model: using ChatML)");
     std::fprintf(stderr, "%s\n", kHelp);
   }
-
-  LineReader reader;
-  int exit_code = 0;
-  bool last_was_interrupt = false;  // the previous event was a Ctrl-C (nothing typed since)
-  for (;;) {
-    if (tty) {
-      std::fputs("> ", stderr);
-      std::fflush(stderr);
-    }
-    std::string line;
-    const LineReader::Result r = reader.next(&line);
-    if (r == LineReader::Result::kInterrupted) {
-      g_sigint.store(0);
-      if (last_was_interrupt) {
-        std::fputs("\n", stderr);
-        break;
-      }
-      last_was_interrupt = true;
-      std::fputs("\n(Ctrl-C again or /quit to exit)\n", stderr);
-      continue;
-    }
-    if (r == LineReader::Result::kEof) break;
-    if (r == LineReader::Result::kError) {
-      note(std::string("cannot read stdin: ") + std::strerror(errno));
-      exit_code = 1;
-      break;
-    }
-    last_was_interrupt = false;
-    if (line.empty()) continue;
-
-    if (line[0] == '/') {
-      auto [cmd, arg] = split_command(line);
-      if (cmd == "quit" || cmd == "exit") break;
-      if (cmd == "help") {
-        std::fprintf(stderr, "%s\n", kHelp);
-      } else if (cmd == "reset") {
-        session.reset();
-        if (tty) std::fputs("(new conversation)\n", stderr);
-      } else if (cmd == "save" || cmd == "load") {
-        if (arg.empty()) {
-          note("/" + cmd + " needs a file name");
-          continue;
-        }
-        api::Status st = cmd == "save" ? session.save(arg) : session.load(arg);
-        if (!st) {
-          fail(st);
-        } else if (tty) {
-          std::fprintf(stderr, "(%s %s: %zu messages)\n", cmd == "save" ? "saved to" : "loaded from", arg.c_str(),
-                       session.n_messages());
-        }
-      } else {
-        note("unknown command " + line.substr(0, line.find_first_of(" \t")) + "; " + kHelp);
-      }
-      continue;
-    }
-
-    g_sigint.store(0);
-    auto end = session.turn(line);
-    if (!end) {
-      if (end.status().code() == LOOM_ERR_ABORTED) {
-        std::fputs("\n(interrupted)\n", stderr);
-        last_was_interrupt = true;
-      } else {
-        fail(end.status());
-        exit_code = 1;
-      }
-    } else if (*end == ChatSession::TurnEnd::kInterrupted) {
-      std::fputs("(interrupted)\n", stderr);
-      last_was_interrupt = true;
-    }
-    g_sigint.store(0);
-  }
-  return exit_code;
+  return chat_loop(*session, tty);
 }
 
 }  // namespace

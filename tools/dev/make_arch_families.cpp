@@ -37,6 +37,58 @@ Expected<int64_t> clear_model(const gguf::GgufFile& in, gguf::GgufWriter& w) {
 
 namespace {
 
+// gemma4's dimensions: the tiny test shape, or shape's when it has one.
+struct Gemma4Dims {
+  int64_t E = 64, L = 7, H = 4, Hkv = 2, D = 32, Ds = 16, P = 8, n_shared = 2, window = 16, n_turning = 12;
+  std::vector<int32_t> swa = {1, 1, 0, 1, 0, 1, 0};
+  std::vector<int32_t> n_ff = {128, 128, 128, 128, 128, 256, 256};
+};
+
+Gemma4Dims gemma4_dims(const FamilyShape& shape) {
+  Gemma4Dims g;
+  if (shape.E > 0) {  // E2B-like: four sliding layers per global one, the last 20 reading shared K/V
+    g.E = shape.E, g.L = shape.L, g.H = shape.H, g.Hkv = shape.Hkv, g.D = shape.D, g.Ds = shape.S, g.P = 256,
+    g.n_shared = 20;
+    g.window = 512, g.n_turning = g.D / 8;
+    g.swa.clear();
+    g.n_ff.clear();
+    for (int64_t il = 0; il < g.L; ++il) {
+      g.swa.push_back(il % 5 != 4);
+      g.n_ff.push_back(int32_t(il >= g.L - g.n_shared ? 2 * shape.F : shape.F));
+    }
+  }
+  return g;
+}
+
+Status set_gemma4_metadata(gguf::GgufWriter& w, const Gemma4Dims& g, int64_t V) {
+  const std::string a = "gemma4";
+  LOOM_RETURN_IF_ERROR(w.set_string("general.architecture", a));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".context_length", 4096));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".embedding_length", uint32_t(g.E)));
+  LOOM_RETURN_IF_ERROR(w.set_i32_array(a + ".feed_forward_length", g.n_ff));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.head_count", uint32_t(g.H)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.head_count_kv", uint32_t(g.Hkv)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".block_count", uint32_t(g.L)));
+  LOOM_RETURN_IF_ERROR(w.set_f32(a + ".attention.layer_norm_rms_epsilon", 1e-6f));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.key_length", uint32_t(g.D)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.value_length", uint32_t(g.D)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.key_length_swa", uint32_t(g.Ds)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.value_length_swa", uint32_t(g.Ds)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".rope.dimension_count", uint32_t(g.D)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".rope.dimension_count_swa", uint32_t(g.Ds)));
+  LOOM_RETURN_IF_ERROR(w.set_f32(a + ".rope.freq_base", 1000000.0f));
+  LOOM_RETURN_IF_ERROR(w.set_f32(a + ".rope.freq_base_swa", 10000.0f));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.sliding_window", uint32_t(g.window)));
+  std::vector<bool> pattern;
+  for (int32_t v : g.swa) pattern.push_back(v != 0);
+  LOOM_RETURN_IF_ERROR(w.set_bool_array(a + ".attention.sliding_window_pattern", pattern));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.shared_kv_layers", uint32_t(g.n_shared)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".embedding_length_per_layer_input", uint32_t(g.P)));
+  LOOM_RETURN_IF_ERROR(w.set_f32(a + ".final_logit_softcapping", 30.0f));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".vocab_size", uint32_t(V)));
+  return Status::ok();
+}
+
 // gemma4 (tiny): 7 layers, sliding (window 16, heads of 16, base 1e4) on 0, 1, 3, 5 and global
 // (heads of 32, base 1e6, rope_freqs: 12 pairs turning, 4 held still) on 2, 4, 6; the last two
 // layers read the K/V of layers 3 and 4 (shared_kv_layers 2) and have a twice wider FFN (n_ff
@@ -44,44 +96,12 @@ namespace {
 // per-layer output scales; final soft-cap 30; tied output.
 Status make_gemma4(const gguf::GgufFile& in, gguf::GgufWriter& w, std::mt19937& rng, const FamilyShape& shape) {
   LOOM_ASSIGN_OR_RETURN(const int64_t V, clear_model(in, w));
-  const std::string a = "gemma4";
-  int64_t E = 64, L = 7, H = 4, Hkv = 2, D = 32, Ds = 16, P = 8, n_shared = 2, window = 16, n_turning = 12;
-  std::vector<int32_t> swa = {1, 1, 0, 1, 0, 1, 0};
-  std::vector<int32_t> n_ff = {128, 128, 128, 128, 128, 256, 256};
-  if (shape.E > 0) {  // E2B-like: four sliding layers per global one, the last 20 reading shared K/V
-    E = shape.E, L = shape.L, H = shape.H, Hkv = shape.Hkv, D = shape.D, Ds = shape.S, P = 256, n_shared = 20;
-    window = 512, n_turning = D / 8;
-    swa.clear();
-    n_ff.clear();
-    for (int64_t il = 0; il < L; ++il) {
-      swa.push_back(il % 5 != 4);
-      n_ff.push_back(int32_t(il >= L - n_shared ? 2 * shape.F : shape.F));
-    }
-  }
-  LOOM_RETURN_IF_ERROR(w.set_string("general.architecture", a));
-  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".context_length", 4096));
-  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".embedding_length", uint32_t(E)));
-  LOOM_RETURN_IF_ERROR(w.set_i32_array(a + ".feed_forward_length", n_ff));
-  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.head_count", uint32_t(H)));
-  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.head_count_kv", uint32_t(Hkv)));
-  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".block_count", uint32_t(L)));
-  LOOM_RETURN_IF_ERROR(w.set_f32(a + ".attention.layer_norm_rms_epsilon", 1e-6f));
-  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.key_length", uint32_t(D)));
-  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.value_length", uint32_t(D)));
-  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.key_length_swa", uint32_t(Ds)));
-  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.value_length_swa", uint32_t(Ds)));
-  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".rope.dimension_count", uint32_t(D)));
-  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".rope.dimension_count_swa", uint32_t(Ds)));
-  LOOM_RETURN_IF_ERROR(w.set_f32(a + ".rope.freq_base", 1000000.0f));
-  LOOM_RETURN_IF_ERROR(w.set_f32(a + ".rope.freq_base_swa", 10000.0f));
-  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.sliding_window", uint32_t(window)));
-  std::vector<bool> pattern;
-  for (int32_t v : swa) pattern.push_back(v != 0);
-  LOOM_RETURN_IF_ERROR(w.set_bool_array(a + ".attention.sliding_window_pattern", pattern));
-  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.shared_kv_layers", uint32_t(n_shared)));
-  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".embedding_length_per_layer_input", uint32_t(P)));
-  LOOM_RETURN_IF_ERROR(w.set_f32(a + ".final_logit_softcapping", 30.0f));
-  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".vocab_size", uint32_t(V)));
+  const Gemma4Dims g = gemma4_dims(shape);
+  const int64_t E = g.E, L = g.L, H = g.H, Hkv = g.Hkv, D = g.D, Ds = g.Ds, P = g.P, n_shared = g.n_shared;
+  const int64_t n_turning = g.n_turning;
+  const std::vector<int32_t>& swa = g.swa;
+  const std::vector<int32_t>& n_ff = g.n_ff;
+  LOOM_RETURN_IF_ERROR(set_gemma4_metadata(w, g, V));
 
   Draws rnd{rng};
   const TensorFiller add{w, shape.f16};
@@ -245,134 +265,178 @@ Status make_gemma3n(const gguf::GgufFile& in, gguf::GgufWriter& w, std::mt19937&
   return Status::ok();
 }
 
-}  // namespace
-
-Status make_family_model(const gguf::GgufFile& in, gguf::GgufWriter& w, const std::string& a, bool untied, std::mt19937& rng,
-                         const FamilyShape& shape) {
-  const bool smol = a == "smollm3", granite = a == "granite", lfm2 = a == "lfm2", qwen35 = a == "qwen35";
-  if (a == "gemma4") return make_gemma4(in, w, rng, shape);
-  if (a == "mistral3") return make_mistral3(in, w, rng, shape);
-  if (a == "gemma3n") return make_gemma3n(in, w, rng);
-  if (a == "qwen3moe") return make_qwen3moe_shape(in, w, rng, shape);
-  if (a == "gpt-oss") return make_gpt_oss_shape(in, w, rng, shape);
-  if (!smol && !granite && !lfm2 && !qwen35) return invalid_argument("unknown family '" + a + "'");
-  LOOM_ASSIGN_OR_RETURN(const int64_t V, clear_model(in, w));
-  int64_t E = 64, H = 4, Hkv = 2, D = 16, F = 128, n_rot = qwen35 ? 8 : D;
-  int64_t L = granite ? 3 : 4, n_nextn = qwen35 ? 1 : 0;
+// The layout of the dense families (smollm3, granite, lfm2, qwen35): the tiny test shape (see the
+// top of the file), or shape's when it has one.
+struct DenseFamily {
+  std::string a;
+  bool smol = false, granite = false, lfm2 = false, qwen35 = false;
+  int64_t E = 64, H = 4, Hkv = 2, D = 16, F = 128, n_rot = 16;
+  int64_t L = 4, n_nextn = 0;
   // qwen35's DeltaNet: key heads Hk, value heads Hv of S channels, conv taps K.
   int64_t S = 16, Hk = 2, Hv = 4, K = 4;
   std::vector<int64_t> lfm2_attn = {1, 3};
   std::vector<int32_t> sections = {2, 1, 1, 0};
-  float rope_base = lfm2 ? 1e6f : qwen35 ? 1e7f : 1e4f;
-  if (shape.E > 0) {  // a real model's shape (speed benchmarks)
-    E = shape.E, L = shape.L, H = shape.H, Hkv = shape.Hkv, D = shape.D, F = shape.F, n_rot = shape.n_rot;
-    S = shape.S, Hk = shape.Hk, Hv = shape.Hv, K = shape.K, n_nextn = shape.n_nextn;
-    if (!shape.lfm2_attn.empty()) lfm2_attn = shape.lfm2_attn;
-    if (!shape.sections.empty()) sections = shape.sections;
-    if (shape.rope_base > 0) rope_base = shape.rope_base;
-  }
-  const int64_t Di = Hv * S, Cc = 2 * Hk * S + Di;
-  auto is_attn = [&](int64_t il) {
+  float rope_base = 1e4f;
+
+  int64_t Di() const { return Hv * S; }
+  int64_t Cc() const { return 2 * Hk * S + Di(); }
+  bool is_attn(int64_t il) const {
     if (lfm2) return std::find(lfm2_attn.begin(), lfm2_attn.end(), il) != lfm2_attn.end();
     if (qwen35) return (il + 1) % 4 == 0 || il >= L;
     return true;
-  };
+  }
+};
 
+DenseFamily dense_family(const std::string& a, const FamilyShape& shape) {
+  DenseFamily f;
+  f.a = a;
+  f.smol = a == "smollm3", f.granite = a == "granite", f.lfm2 = a == "lfm2", f.qwen35 = a == "qwen35";
+  f.n_rot = f.qwen35 ? 8 : f.D;
+  f.L = f.granite ? 3 : 4, f.n_nextn = f.qwen35 ? 1 : 0;
+  f.rope_base = f.lfm2 ? 1e6f : f.qwen35 ? 1e7f : 1e4f;
+  if (shape.E > 0) {  // a real model's shape (speed benchmarks)
+    f.E = shape.E, f.L = shape.L, f.H = shape.H, f.Hkv = shape.Hkv, f.D = shape.D, f.F = shape.F, f.n_rot = shape.n_rot;
+    f.S = shape.S, f.Hk = shape.Hk, f.Hv = shape.Hv, f.K = shape.K, f.n_nextn = shape.n_nextn;
+    if (!shape.lfm2_attn.empty()) f.lfm2_attn = shape.lfm2_attn;
+    if (!shape.sections.empty()) f.sections = shape.sections;
+    if (shape.rope_base > 0) f.rope_base = shape.rope_base;
+  }
+  return f;
+}
+
+// qwen35's attention and DeltaNet keys.
+Status set_qwen35_metadata(gguf::GgufWriter& w, const DenseFamily& f) {
+  const std::string& a = f.a;
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.key_length", uint32_t(f.D)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.value_length", uint32_t(f.D)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".rope.dimension_count", uint32_t(f.n_rot)));
+  LOOM_RETURN_IF_ERROR(w.set_i32_array(a + ".rope.dimension_sections", f.sections));
+  LOOM_RETURN_IF_ERROR(w.set_f32(a + ".rope.freq_base", f.rope_base));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".full_attention_interval", 4));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".nextn_predict_layers", uint32_t(f.n_nextn)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".ssm.conv_kernel", uint32_t(f.K)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".ssm.inner_size", uint32_t(f.Di())));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".ssm.state_size", uint32_t(f.S)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".ssm.time_step_rank", uint32_t(f.Hv)));
+  return w.set_u32(a + ".ssm.group_count", uint32_t(f.Hk));
+}
+
+Status set_dense_metadata(gguf::GgufWriter& w, const DenseFamily& f, int64_t V) {
+  const std::string& a = f.a;
   LOOM_RETURN_IF_ERROR(w.set_string("general.architecture", a));
   LOOM_RETURN_IF_ERROR(w.set_u32(a + ".context_length", 4096));
-  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".embedding_length", uint32_t(E)));
-  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".feed_forward_length", uint32_t(F)));
-  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.head_count", uint32_t(H)));
-  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".block_count", uint32_t(L + n_nextn)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".embedding_length", uint32_t(f.E)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".feed_forward_length", uint32_t(f.F)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.head_count", uint32_t(f.H)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".block_count", uint32_t(f.L + f.n_nextn)));
   LOOM_RETURN_IF_ERROR(w.set_f32(a + ".attention.layer_norm_rms_epsilon", 1e-6f));
   LOOM_RETURN_IF_ERROR(w.set_u32(a + ".vocab_size", uint32_t(V)));
-  if (lfm2) {
+  if (f.lfm2) {
     std::vector<int32_t> kv_heads;
-    for (int64_t il = 0; il < L; ++il) kv_heads.push_back(is_attn(il) ? int32_t(Hkv) : 0);
+    for (int64_t il = 0; il < f.L; ++il) kv_heads.push_back(f.is_attn(il) ? int32_t(f.Hkv) : 0);
     LOOM_RETURN_IF_ERROR(w.set_i32_array(a + ".attention.head_count_kv", kv_heads));
     LOOM_RETURN_IF_ERROR(w.set_u32(a + ".shortconv.l_cache", 3));
-    LOOM_RETURN_IF_ERROR(w.set_f32(a + ".rope.freq_base", rope_base));
+    LOOM_RETURN_IF_ERROR(w.set_f32(a + ".rope.freq_base", f.rope_base));
   } else {
-    LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.head_count_kv", uint32_t(Hkv)));
+    LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.head_count_kv", uint32_t(f.Hkv)));
   }
-  if (qwen35) {
-    LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.key_length", uint32_t(D)));
-    LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.value_length", uint32_t(D)));
-    LOOM_RETURN_IF_ERROR(w.set_u32(a + ".rope.dimension_count", uint32_t(n_rot)));
-    LOOM_RETURN_IF_ERROR(w.set_i32_array(a + ".rope.dimension_sections", sections));
-    LOOM_RETURN_IF_ERROR(w.set_f32(a + ".rope.freq_base", rope_base));
-    LOOM_RETURN_IF_ERROR(w.set_u32(a + ".full_attention_interval", 4));
-    LOOM_RETURN_IF_ERROR(w.set_u32(a + ".nextn_predict_layers", uint32_t(n_nextn)));
-    LOOM_RETURN_IF_ERROR(w.set_u32(a + ".ssm.conv_kernel", uint32_t(K)));
-    LOOM_RETURN_IF_ERROR(w.set_u32(a + ".ssm.inner_size", uint32_t(Di)));
-    LOOM_RETURN_IF_ERROR(w.set_u32(a + ".ssm.state_size", uint32_t(S)));
-    LOOM_RETURN_IF_ERROR(w.set_u32(a + ".ssm.time_step_rank", uint32_t(Hv)));
-    LOOM_RETURN_IF_ERROR(w.set_u32(a + ".ssm.group_count", uint32_t(Hk)));
-  } else if (!lfm2) {
-    LOOM_RETURN_IF_ERROR(w.set_u32(a + ".rope.dimension_count", uint32_t(n_rot)));
-    if (D != E / H) {
-      LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.key_length", uint32_t(D)));
-      LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.value_length", uint32_t(D)));
+  if (f.qwen35) {
+    LOOM_RETURN_IF_ERROR(set_qwen35_metadata(w, f));
+  } else if (!f.lfm2) {
+    LOOM_RETURN_IF_ERROR(w.set_u32(a + ".rope.dimension_count", uint32_t(f.n_rot)));
+    if (f.D != f.E / f.H) {
+      LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.key_length", uint32_t(f.D)));
+      LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.value_length", uint32_t(f.D)));
     }
-    LOOM_RETURN_IF_ERROR(w.set_f32(a + ".rope.freq_base", rope_base));
+    LOOM_RETURN_IF_ERROR(w.set_f32(a + ".rope.freq_base", f.rope_base));
   }
-  if (granite) {
+  if (f.granite) {
     LOOM_RETURN_IF_ERROR(w.set_f32(a + ".embedding_scale", 12.0f));
     LOOM_RETURN_IF_ERROR(w.set_f32(a + ".residual_scale", 0.22f));
     LOOM_RETURN_IF_ERROR(w.set_f32(a + ".attention.scale", 0.125f));
     LOOM_RETURN_IF_ERROR(w.set_f32(a + ".logit_scale", 4.0f));
   }
+  return Status::ok();
+}
+
+// A layer's token mixer: attention, lfm2's short convolution or qwen35's Gated DeltaNet.
+Status add_dense_mixer(const DenseFamily& f, const TensorFiller& add, Draws& rnd, const std::string& p, int64_t il) {
+  const int64_t E = f.E, H = f.H, Hkv = f.Hkv, D = f.D, Hv = f.Hv, Di = f.Di(), Cc = f.Cc();
+  auto fan_in = [&](int64_t n) { return rnd.normal(1.0f / std::sqrt(float(n))); };
+  if (f.is_attn(il)) {
+    LOOM_RETURN_IF_ERROR(add(p + "attn_q.weight", {E, (f.qwen35 ? 2 : 1) * H * D}, fan_in(E)));
+    LOOM_RETURN_IF_ERROR(add(p + "attn_k.weight", {E, Hkv * D}, fan_in(E)));
+    LOOM_RETURN_IF_ERROR(add(p + "attn_v.weight", {E, Hkv * D}, fan_in(E)));
+    LOOM_RETURN_IF_ERROR(add(p + "attn_output.weight", {H * D, E}, fan_in(H * D)));
+    if (f.lfm2 || f.qwen35) {
+      LOOM_RETURN_IF_ERROR(add(p + "attn_q_norm.weight", {D}, rnd.norm_weight()));
+      LOOM_RETURN_IF_ERROR(add(p + "attn_k_norm.weight", {D}, rnd.norm_weight()));
+    }
+  } else if (f.lfm2) {
+    LOOM_RETURN_IF_ERROR(add(p + "shortconv.conv.weight", {3, E}, rnd.normal(1.0f / std::sqrt(3.0f))));  // l_cache 3
+    LOOM_RETURN_IF_ERROR(add(p + "shortconv.in_proj.weight", {E, 3 * E}, fan_in(E)));
+    LOOM_RETURN_IF_ERROR(add(p + "shortconv.out_proj.weight", {E, E}, fan_in(E)));
+  } else {  // qwen35's Gated DeltaNet
+    LOOM_RETURN_IF_ERROR(add(p + "attn_qkv.weight", {E, Cc}, fan_in(E)));
+    LOOM_RETURN_IF_ERROR(add(p + "attn_gate.weight", {E, Di}, fan_in(E)));
+    LOOM_RETURN_IF_ERROR(add(p + "ssm_conv1d.weight", {f.K, Cc}, rnd.normal(1.0f / std::sqrt(float(f.K)))));
+    LOOM_RETURN_IF_ERROR(add(p + "ssm_dt.bias", {Hv}, [&](int64_t) {
+      const float dt = std::exp(std::log(1e-3f) + rnd.uni(rnd.rng) * (std::log(1e-1f) - std::log(1e-3f)));
+      return std::log(std::expm1(dt));
+    }));
+    LOOM_RETURN_IF_ERROR(add(p + "ssm_a", {Hv}, [&](int64_t) { return -(1.0f + 15.0f * rnd.uni(rnd.rng)); }));
+    LOOM_RETURN_IF_ERROR(add(p + "ssm_beta.weight", {E, Hv}, fan_in(E)));
+    LOOM_RETURN_IF_ERROR(add(p + "ssm_alpha.weight", {E, Hv}, fan_in(E)));
+    LOOM_RETURN_IF_ERROR(add(p + "ssm_norm.weight", {f.S}, rnd.norm_weight()));
+    LOOM_RETURN_IF_ERROR(add(p + "ssm_out.weight", {Di, E}, fan_in(Di)));
+  }
+  return Status::ok();
+}
+
+// Block il: norm, mixer, SwiGLU FFN, and for qwen35's multi-token-prediction block its extras.
+Status add_dense_block(const DenseFamily& f, const TensorFiller& add, Draws& rnd, int64_t il) {
+  const int64_t E = f.E, F = f.F;
+  auto fan_in = [&](int64_t n) { return rnd.normal(1.0f / std::sqrt(float(n))); };
+  auto norm_weight = rnd.norm_weight();
+  const std::string p = "blk." + std::to_string(il) + ".";
+  LOOM_RETURN_IF_ERROR(add(p + "attn_norm.weight", {E}, norm_weight));
+  LOOM_RETURN_IF_ERROR(add_dense_mixer(f, add, rnd, p, il));
+  LOOM_RETURN_IF_ERROR(add(p + (f.qwen35 ? "post_attention_norm.weight" : "ffn_norm.weight"), {E}, norm_weight));
+  LOOM_RETURN_IF_ERROR(add(p + "ffn_gate.weight", {E, F}, fan_in(E)));
+  LOOM_RETURN_IF_ERROR(add(p + "ffn_up.weight", {E, F}, fan_in(E)));
+  LOOM_RETURN_IF_ERROR(add(p + "ffn_down.weight", {F, E}, fan_in(F)));
+  if (il >= f.L) {  // qwen35's multi-token-prediction block
+    LOOM_RETURN_IF_ERROR(add(p + "nextn.eh_proj.weight", {2 * E, E}, fan_in(2 * E)));
+    LOOM_RETURN_IF_ERROR(add(p + "nextn.enorm.weight", {E}, norm_weight));
+    LOOM_RETURN_IF_ERROR(add(p + "nextn.hnorm.weight", {E}, norm_weight));
+    LOOM_RETURN_IF_ERROR(add(p + "nextn.shared_head_norm.weight", {E}, norm_weight));
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Status make_family_model(const gguf::GgufFile& in, gguf::GgufWriter& w, const std::string& a, bool untied, std::mt19937& rng,
+                         const FamilyShape& shape) {
+  if (a == "gemma4") return make_gemma4(in, w, rng, shape);
+  if (a == "mistral3") return make_mistral3(in, w, rng, shape);
+  if (a == "gemma3n") return make_gemma3n(in, w, rng);
+  if (a == "qwen3moe") return make_qwen3moe_shape(in, w, rng, shape);
+  if (a == "gpt-oss") return make_gpt_oss_shape(in, w, rng, shape);
+  if (a != "smollm3" && a != "granite" && a != "lfm2" && a != "qwen35")
+    return invalid_argument("unknown family '" + a + "'");
+  LOOM_ASSIGN_OR_RETURN(const int64_t V, clear_model(in, w));
+  const DenseFamily f = dense_family(a, shape);
+  LOOM_RETURN_IF_ERROR(set_dense_metadata(w, f, V));
 
   Draws rnd{rng};
   const TensorFiller add{w, shape.f16};
-  auto normal = [&](float std) { return rnd.normal(std); };
-  auto fan_in = [&](int64_t n) { return rnd.normal(1.0f / std::sqrt(float(n))); };
-  auto norm_weight = rnd.norm_weight();
-
-  LOOM_RETURN_IF_ERROR(add("token_embd.weight", {E, V}, normal(granite ? 0.1f : 0.5f)));
-  LOOM_RETURN_IF_ERROR(add(lfm2 ? "token_embd_norm.weight" : "output_norm.weight", {E}, norm_weight));
-  if (untied) LOOM_RETURN_IF_ERROR(add("output.weight", {E, V}, normal((granite ? 4.0f : 1.0f) / std::sqrt(float(E)))));
-  for (int64_t il = 0; il < L + n_nextn; ++il) {
-    const std::string p = "blk." + std::to_string(il) + ".";
-    LOOM_RETURN_IF_ERROR(add(p + "attn_norm.weight", {E}, norm_weight));
-    if (is_attn(il)) {
-      LOOM_RETURN_IF_ERROR(add(p + "attn_q.weight", {E, (qwen35 ? 2 : 1) * H * D}, fan_in(E)));
-      LOOM_RETURN_IF_ERROR(add(p + "attn_k.weight", {E, Hkv * D}, fan_in(E)));
-      LOOM_RETURN_IF_ERROR(add(p + "attn_v.weight", {E, Hkv * D}, fan_in(E)));
-      LOOM_RETURN_IF_ERROR(add(p + "attn_output.weight", {H * D, E}, fan_in(H * D)));
-      if (lfm2 || qwen35) {
-        LOOM_RETURN_IF_ERROR(add(p + "attn_q_norm.weight", {D}, norm_weight));
-        LOOM_RETURN_IF_ERROR(add(p + "attn_k_norm.weight", {D}, norm_weight));
-      }
-    } else if (lfm2) {
-      LOOM_RETURN_IF_ERROR(add(p + "shortconv.conv.weight", {3, E}, normal(1.0f / std::sqrt(3.0f))));  // l_cache 3
-      LOOM_RETURN_IF_ERROR(add(p + "shortconv.in_proj.weight", {E, 3 * E}, fan_in(E)));
-      LOOM_RETURN_IF_ERROR(add(p + "shortconv.out_proj.weight", {E, E}, fan_in(E)));
-    } else {  // qwen35's Gated DeltaNet
-      LOOM_RETURN_IF_ERROR(add(p + "attn_qkv.weight", {E, Cc}, fan_in(E)));
-      LOOM_RETURN_IF_ERROR(add(p + "attn_gate.weight", {E, Di}, fan_in(E)));
-      LOOM_RETURN_IF_ERROR(add(p + "ssm_conv1d.weight", {K, Cc}, normal(1.0f / std::sqrt(float(K)))));
-      LOOM_RETURN_IF_ERROR(add(p + "ssm_dt.bias", {Hv}, [&](int64_t) {
-        const float dt = std::exp(std::log(1e-3f) + rnd.uni(rng) * (std::log(1e-1f) - std::log(1e-3f)));
-        return std::log(std::expm1(dt));
-      }));
-      LOOM_RETURN_IF_ERROR(add(p + "ssm_a", {Hv}, [&](int64_t) { return -(1.0f + 15.0f * rnd.uni(rng)); }));
-      LOOM_RETURN_IF_ERROR(add(p + "ssm_beta.weight", {E, Hv}, fan_in(E)));
-      LOOM_RETURN_IF_ERROR(add(p + "ssm_alpha.weight", {E, Hv}, fan_in(E)));
-      LOOM_RETURN_IF_ERROR(add(p + "ssm_norm.weight", {S}, norm_weight));
-      LOOM_RETURN_IF_ERROR(add(p + "ssm_out.weight", {Di, E}, fan_in(Di)));
-    }
-    LOOM_RETURN_IF_ERROR(add(p + (qwen35 ? "post_attention_norm.weight" : "ffn_norm.weight"), {E}, norm_weight));
-    LOOM_RETURN_IF_ERROR(add(p + "ffn_gate.weight", {E, F}, fan_in(E)));
-    LOOM_RETURN_IF_ERROR(add(p + "ffn_up.weight", {E, F}, fan_in(E)));
-    LOOM_RETURN_IF_ERROR(add(p + "ffn_down.weight", {F, E}, fan_in(F)));
-    if (il >= L) {  // qwen35's multi-token-prediction block
-      LOOM_RETURN_IF_ERROR(add(p + "nextn.eh_proj.weight", {2 * E, E}, fan_in(2 * E)));
-      LOOM_RETURN_IF_ERROR(add(p + "nextn.enorm.weight", {E}, norm_weight));
-      LOOM_RETURN_IF_ERROR(add(p + "nextn.hnorm.weight", {E}, norm_weight));
-      LOOM_RETURN_IF_ERROR(add(p + "nextn.shared_head_norm.weight", {E}, norm_weight));
-    }
-  }
+  const int64_t E = f.E;
+  LOOM_RETURN_IF_ERROR(add("token_embd.weight", {E, V}, rnd.normal(f.granite ? 0.1f : 0.5f)));
+  LOOM_RETURN_IF_ERROR(add(f.lfm2 ? "token_embd_norm.weight" : "output_norm.weight", {E}, rnd.norm_weight()));
+  if (untied)
+    LOOM_RETURN_IF_ERROR(add("output.weight", {E, V}, rnd.normal((f.granite ? 4.0f : 1.0f) / std::sqrt(float(E)))));
+  for (int64_t il = 0; il < f.L + f.n_nextn; ++il) LOOM_RETURN_IF_ERROR(add_dense_block(f, add, rnd, il));
   return Status::ok();
 }
 

@@ -1,4 +1,5 @@
-// make_arch_variant's generator for smollm3, granite, lfm2 and qwen35 (make_arch_families.cpp).
+// make_arch_variant's generators: the families of make_arch_families.cpp, the MoE variants of
+// make_arch_moe.cpp and the state-space models of make_arch_ssm.cpp.
 #pragma once
 
 #include <cstring>
@@ -76,6 +77,17 @@ bool family_shape(const std::string& name, std::string& arch, FamilyShape& shape
 // tokenizer; untied adds output.weight.
 Status make_family_model(const gguf::GgufFile& in, gguf::GgufWriter& w, const std::string& arch, bool untied,
                          std::mt19937& rng, const FamilyShape& shape = {});
+
+// A Mamba-1, Mamba-2 or Granite 4 hybrid model from scratch with `in`'s tokenizer (make_arch_ssm.cpp;
+// make_arch_variant.cpp's usage). Weights are scaled so that activations stay O(1): projections
+// N(0, 1/sqrt(fan_in)), A = -(n + 1)·e^N(0, 0.1) (S4D-real; Mamba-2: -U(1, 16) per head), dt bias =
+// softplus^-1 of a log-uniform step in [1e-3, 1e-1], D = 1 + N(0, 0.1). granitehybrid adds, per
+// layer, the FFN (n_ff 2·N_EMBD) and on the attention layers (ATTN_LAYERS, others Mamba-2) q/k/v/o
+// of 4 heads of 16 with 2 kv heads, no RoPE (rope.scaling.finetuned false, as Granite 4.0 H), and
+// Granite's multipliers: embedding 12, residual 0.22, attention 0.125 (not 1/sqrt(16)), logits 1/4.
+enum class SsmKind { kMamba, kMamba2, kGraniteHybrid };
+Status make_ssm_model(const gguf::GgufFile& in, gguf::GgufWriter& w, SsmKind kind, int64_t E, int64_t L, bool f16,
+                      bool untied, const std::vector<int64_t>& attn_layers, std::mt19937& rng);
 
 // Turns w (a copy of `in`, a dense synthetic model of the base family) into the mixture-of-experts
 // architecture `arch` (qwen3moe, olmoe, llama, qwen35moe, qwen3next, lfm2moe, granitemoe, granitehybrid, gemma4):

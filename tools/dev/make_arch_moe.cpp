@@ -190,98 +190,135 @@ Status make_gemma4_moe(gguf::GgufWriter& w, const std::string& a, int64_t E, int
   return Status::ok();
 }
 
+// The dense architecture a MoE variant is made from (nullptr: no such variant).
+const char* moe_base_arch(const std::string& arch) {
+  return arch == "qwen3moe" || arch == "olmoe"        ? "qwen3"
+         : arch == "qwen35moe" || arch == "qwen3next" ? "qwen35"
+         : arch == "lfm2moe"                          ? "lfm2"
+         : arch == "granitemoe"                       ? "granite"
+         : arch == "granitehybrid"                    ? "granitehybrid"
+         : arch == "llama"                            ? "llama"
+         : arch == "gemma4"                           ? "gemma4"
+                                                      : nullptr;
+}
+
+// Moves w's "<from>.x" keys to "<to>.x" and sets general.architecture to `to`.
+Status move_arch_keys(gguf::GgufWriter& w, const std::string& from, const std::string& to) {
+  for (const auto& kv : std::vector<gguf::KeyValue>(w.metadata())) {
+    if (kv.key.rfind(from + ".", 0) != 0) continue;
+    LOOM_RETURN_IF_ERROR(w.set(to + kv.key.substr(from.size()), kv.value));
+    w.remove(kv.key);
+  }
+  w.remove("general.architecture");
+  return w.set_string("general.architecture", to);
+}
+
+// What a MoE variant of a dense model adds: 8 experts of 32, 2 chosen, and per architecture a
+// shared expert (gated for qwen35moe / qwen3next), a leading dense block (lfm2moe).
+struct MoeVariant {
+  std::string arch, from;
+  int64_t E = 0, L = 0;
+  static constexpr int64_t X = 8, K = 2, Fe = 32, Fs = 32;
+  bool next = false, own_width = false, gated_shared = false, shared = false;
+  int64_t lead = 0;
+};
+
+MoeVariant moe_variant(const gguf::GgufFile& in, const std::string& arch, const std::string& from) {
+  MoeVariant v;
+  v.arch = arch, v.from = from;
+  v.E = *in.get_int(from + ".embedding_length"), v.L = *in.get_int(from + ".block_count");
+  v.next = arch == "qwen3next";
+  v.own_width = arch == "qwen3moe" || arch == "qwen35moe" || v.next || arch == "lfm2moe";
+  v.gated_shared = arch == "qwen35moe" || v.next;
+  v.shared = v.gated_shared || arch == "granitemoe" || arch == "granitehybrid";
+  v.lead = arch == "lfm2moe" ? 1 : 0;
+  return v;
+}
+
+Status set_moe_metadata(const gguf::GgufFile& in, gguf::GgufWriter& w, const MoeVariant& v) {
+  const std::string& a = v.arch;
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".expert_count", uint32_t(v.X)));
+  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".expert_used_count", uint32_t(v.K)));
+  if (v.own_width) {
+    LOOM_RETURN_IF_ERROR(w.set_u32(a + ".expert_feed_forward_length", uint32_t(v.Fe)));
+  } else {
+    w.remove(a + ".feed_forward_length");
+    LOOM_RETURN_IF_ERROR(w.set_u32(a + ".feed_forward_length", uint32_t(v.Fe)));
+  }
+  if (v.shared) LOOM_RETURN_IF_ERROR(w.set_u32(a + ".expert_shared_feed_forward_length", uint32_t(v.Fs)));
+  if (a == "olmoe") {
+    w.remove(a + ".attention.head_count_kv");
+    LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.head_count_kv", uint32_t(*in.get_int(v.from + ".attention.head_count"))));
+  }
+  if (a == "lfm2moe") {
+    LOOM_RETURN_IF_ERROR(w.set_u32(a + ".leading_dense_block_count", uint32_t(v.lead)));
+    LOOM_RETURN_IF_ERROR(w.set_u32(a + ".expert_gating_func", 2));
+  }
+  return Status::ok();
+}
+
+// Block p's dense FFN replaced by the experts (and the shared expert); olmoe's attention widened.
+Status add_moe_block(const MoeVariant& v, gguf::GgufWriter& w, const TensorFiller& add, Draws& rnd, const std::string& p,
+                     bool fused) {
+  const int64_t E = v.E, X = v.X, Fe = v.Fe, Fs = v.Fs;
+  auto fan_in = [&](int64_t n) { return rnd.normal(1.0f / std::sqrt(float(n))); };
+  for (const char* n : {"ffn_gate.weight", "ffn_up.weight", "ffn_down.weight"}) w.remove_tensor(p + n);
+  LOOM_RETURN_IF_ERROR(add(p + "ffn_gate_inp.weight", {E, X}, rnd.normal(2.0f / std::sqrt(float(E)))));
+  if (fused) {
+    LOOM_RETURN_IF_ERROR(add(p + "ffn_gate_up_exps.weight", {E, 2 * Fe, X}, fan_in(E)));
+  } else {
+    LOOM_RETURN_IF_ERROR(add(p + "ffn_gate_exps.weight", {E, Fe, X}, fan_in(E)));
+    LOOM_RETURN_IF_ERROR(add(p + "ffn_up_exps.weight", {E, Fe, X}, fan_in(E)));
+  }
+  LOOM_RETURN_IF_ERROR(add(p + "ffn_down_exps.weight", {Fe, E, X}, fan_in(Fe)));
+  if (v.arch == "lfm2moe") LOOM_RETURN_IF_ERROR(add(p + "exp_probs_b.bias", {X}, rnd.normal(0.1f)));
+  if (v.shared) {
+    LOOM_RETURN_IF_ERROR(add(p + "ffn_gate_shexp.weight", {E, Fs}, fan_in(E)));
+    LOOM_RETURN_IF_ERROR(add(p + "ffn_up_shexp.weight", {E, Fs}, fan_in(E)));
+    LOOM_RETURN_IF_ERROR(add(p + "ffn_down_shexp.weight", {Fs, E}, fan_in(Fs)));
+    if (v.gated_shared) LOOM_RETURN_IF_ERROR(add(p + "ffn_gate_inp_shexp.weight", {E}, fan_in(E)));
+  }
+  if (v.arch == "olmoe") {
+    // OLMoE has as many K/V heads as query heads (the reference's norms are n_embd wide): new K
+    // and V projections of n_embd rows, norms across all heads.
+    for (const char* n : {"attn_q_norm.weight", "attn_k_norm.weight", "attn_k.weight", "attn_v.weight"}) {
+      w.remove_tensor(p + n);
+    }
+    LOOM_RETURN_IF_ERROR(add(p + "attn_k.weight", {E, E}, fan_in(E)));
+    LOOM_RETURN_IF_ERROR(add(p + "attn_v.weight", {E, E}, fan_in(E)));
+    LOOM_RETURN_IF_ERROR(add(p + "attn_q_norm.weight", {E}, rnd.norm_weight()));
+    LOOM_RETURN_IF_ERROR(add(p + "attn_k_norm.weight", {E}, rnd.norm_weight()));
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 Status make_moe_model(const gguf::GgufFile& in, gguf::GgufWriter& w, const std::string& arch, std::mt19937& rng) {
   if (arch == "gpt-oss" || arch == "gpt-oss-mxfp4") return make_gpt_oss(in, w, rng, arch == "gpt-oss-mxfp4");
   const std::string from = *in.get_string("general.architecture");
-  const char* expected = arch == "qwen3moe" || arch == "olmoe"        ? "qwen3"
-                         : arch == "qwen35moe" || arch == "qwen3next" ? "qwen35"
-                         : arch == "lfm2moe"                          ? "lfm2"
-                         : arch == "granitemoe"                       ? "granite"
-                         : arch == "granitehybrid"                    ? "granitehybrid"
-                         : arch == "llama"                            ? "llama"
-                         : arch == "gemma4"                           ? "gemma4"
-                                                                      : nullptr;
+  const char* expected = moe_base_arch(arch);
   if (!expected) return invalid_argument("no MoE variant '" + arch + "'");
   if (from != expected) return invalid_argument(arch + " is made from a " + expected + " model, not " + from);
-  const int64_t X = 8, K = 2, Fe = 32, Fs = 32;
   if (arch == "gemma4") {
-    return make_gemma4_moe(w, arch, *in.get_int("gemma4.embedding_length"), *in.get_int("gemma4.block_count"), X, K, Fe,
-                           rng);
+    return make_gemma4_moe(w, arch, *in.get_int("gemma4.embedding_length"), *in.get_int("gemma4.block_count"), MoeVariant::X,
+                           MoeVariant::K, MoeVariant::Fe, rng);
   }
   // Metadata under the new prefix.
-  if (arch != from) {
-    for (const auto& kv : std::vector<gguf::KeyValue>(w.metadata())) {
-      if (kv.key.rfind(from + ".", 0) != 0) continue;
-      LOOM_RETURN_IF_ERROR(w.set(arch + kv.key.substr(from.size()), kv.value));
-      w.remove(kv.key);
-    }
-    w.remove("general.architecture");
-    LOOM_RETURN_IF_ERROR(w.set_string("general.architecture", arch));
-  }
-  const std::string& a = arch;
-  const int64_t E = *in.get_int(from + ".embedding_length"), L = *in.get_int(from + ".block_count");
-  const bool next = arch == "qwen3next";
-  const bool own_width = arch == "qwen3moe" || arch == "qwen35moe" || next || arch == "lfm2moe";
-  const bool gated_shared = arch == "qwen35moe" || next;
-  const bool shared = gated_shared || arch == "granitemoe" || arch == "granitehybrid";
-  const int64_t lead = arch == "lfm2moe" ? 1 : 0;
-  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".expert_count", uint32_t(X)));
-  LOOM_RETURN_IF_ERROR(w.set_u32(a + ".expert_used_count", uint32_t(K)));
-  if (own_width) {
-    LOOM_RETURN_IF_ERROR(w.set_u32(a + ".expert_feed_forward_length", uint32_t(Fe)));
-  } else {
-    w.remove(a + ".feed_forward_length");
-    LOOM_RETURN_IF_ERROR(w.set_u32(a + ".feed_forward_length", uint32_t(Fe)));
-  }
-  if (shared) LOOM_RETURN_IF_ERROR(w.set_u32(a + ".expert_shared_feed_forward_length", uint32_t(Fs)));
-  if (arch == "olmoe") {
-    w.remove(a + ".attention.head_count_kv");
-    LOOM_RETURN_IF_ERROR(w.set_u32(a + ".attention.head_count_kv", uint32_t(*in.get_int(from + ".attention.head_count"))));
-  }
-  if (arch == "lfm2moe") {
-    LOOM_RETURN_IF_ERROR(w.set_u32(a + ".leading_dense_block_count", uint32_t(lead)));
-    LOOM_RETURN_IF_ERROR(w.set_u32(a + ".expert_gating_func", 2));
-  }
+  if (arch != from) LOOM_RETURN_IF_ERROR(move_arch_keys(w, from, arch));
+  const MoeVariant v = moe_variant(in, arch, from);
+  LOOM_RETURN_IF_ERROR(set_moe_metadata(in, w, v));
 
   Draws rnd{rng};
   const TensorFiller add{w, false};
-  auto fan_in = [&](int64_t n) { return rnd.normal(1.0f / std::sqrt(float(n))); };
   // The last trunk block of qwen35moe stores gate and up as one tensor.
   auto nextn = in.get_int_or(from + ".nextn_predict_layers", 0);
-  const int64_t fused_block = gated_shared ? L - (nextn ? *nextn : 0) - 1 : -1;
-  if (next) LOOM_RETURN_IF_ERROR(qwen3next_mixers(in, w, a, L));
-  for (int64_t il = lead; il < L; ++il) {
+  const int64_t fused_block = v.gated_shared ? v.L - (nextn ? *nextn : 0) - 1 : -1;
+  if (v.next) LOOM_RETURN_IF_ERROR(qwen3next_mixers(in, w, arch, v.L));
+  for (int64_t il = v.lead; il < v.L; ++il) {
     const std::string p = "blk." + std::to_string(il) + ".";
     if (!in.find_tensor(p + "ffn_gate.weight")) continue;
-    for (const char* n : {"ffn_gate.weight", "ffn_up.weight", "ffn_down.weight"}) w.remove_tensor(p + n);
-    LOOM_RETURN_IF_ERROR(add(p + "ffn_gate_inp.weight", {E, X}, rnd.normal(2.0f / std::sqrt(float(E)))));
-    if (il == fused_block) {
-      LOOM_RETURN_IF_ERROR(add(p + "ffn_gate_up_exps.weight", {E, 2 * Fe, X}, fan_in(E)));
-    } else {
-      LOOM_RETURN_IF_ERROR(add(p + "ffn_gate_exps.weight", {E, Fe, X}, fan_in(E)));
-      LOOM_RETURN_IF_ERROR(add(p + "ffn_up_exps.weight", {E, Fe, X}, fan_in(E)));
-    }
-    LOOM_RETURN_IF_ERROR(add(p + "ffn_down_exps.weight", {Fe, E, X}, fan_in(Fe)));
-    if (arch == "lfm2moe") LOOM_RETURN_IF_ERROR(add(p + "exp_probs_b.bias", {X}, rnd.normal(0.1f)));
-    if (shared) {
-      LOOM_RETURN_IF_ERROR(add(p + "ffn_gate_shexp.weight", {E, Fs}, fan_in(E)));
-      LOOM_RETURN_IF_ERROR(add(p + "ffn_up_shexp.weight", {E, Fs}, fan_in(E)));
-      LOOM_RETURN_IF_ERROR(add(p + "ffn_down_shexp.weight", {Fs, E}, fan_in(Fs)));
-      if (gated_shared) LOOM_RETURN_IF_ERROR(add(p + "ffn_gate_inp_shexp.weight", {E}, fan_in(E)));
-    }
-    if (arch == "olmoe") {
-      // OLMoE has as many K/V heads as query heads (the reference's norms are n_embd wide): new K
-      // and V projections of n_embd rows, norms across all heads.
-      for (const char* n : {"attn_q_norm.weight", "attn_k_norm.weight", "attn_k.weight", "attn_v.weight"}) {
-        w.remove_tensor(p + n);
-      }
-      LOOM_RETURN_IF_ERROR(add(p + "attn_k.weight", {E, E}, fan_in(E)));
-      LOOM_RETURN_IF_ERROR(add(p + "attn_v.weight", {E, E}, fan_in(E)));
-      LOOM_RETURN_IF_ERROR(add(p + "attn_q_norm.weight", {E}, rnd.norm_weight()));
-      LOOM_RETURN_IF_ERROR(add(p + "attn_k_norm.weight", {E}, rnd.norm_weight()));
-    }
+    LOOM_RETURN_IF_ERROR(add_moe_block(v, w, add, rnd, p, il == fused_block));
   }
   return Status::ok();
 }
