@@ -1,5 +1,7 @@
 #include "frontend.h"
 
+#include <signal.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -104,6 +106,28 @@ http::ServerOptions http_options(const ServeOptions& o) {
   ho.error_body = [](int status, std::string_view msg) { return error_json(status, msg); };
   ho.log = [](std::string_view m) { std::fprintf(stderr, "loom: http: %.*s\n", int(m.size()), m.data()); };
   return ho;
+}
+
+sigset_t block_stop_signals() {
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  return sigs;
+}
+
+void announce_listening(const std::vector<std::string>& hosts, int port) {
+  std::vector<std::string> where;
+  for (const std::string& h : hosts) {
+    const bool sock = h.size() > 5 && h.compare(h.size() - 5, 5, ".sock") == 0;
+    where.push_back(sock ? "unix:" + h
+                         : "http://" + (h.find(':') != std::string::npos ? "[" + h + "]" : h) + ":" + std::to_string(port));
+  }
+  std::stable_partition(where.begin(), where.end(), [](const std::string& w) { return w.rfind("http://", 0) == 0; });
+  for (const std::string& w : where) std::fprintf(stderr, "loom: listening on %s\n", w.c_str());
+  std::fflush(stderr);
 }
 
 }  // namespace loom::server

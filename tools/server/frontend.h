@@ -1,7 +1,9 @@
 // What both HTTP fronts of `loom serve` — the single-model server (server.cpp) and the router
 // (router.cpp) — do alike with llama-server's flags: the API key check, CORS and its preflight,
-// the listening addresses and loom_http's options.
+// the listening addresses and loom_http's options; and their signals and first lines.
 #pragma once
+
+#include <signal.h>
 
 #include <string>
 #include <vector>
@@ -29,5 +31,13 @@ std::vector<std::string> listen_hosts(const std::string& host_list);
 
 // loom_http's options from the server's (body limit, handler threads, timeouts, error body, log).
 http::ServerOptions http_options(const ServeOptions& o);
+
+// SIGINT and SIGTERM blocked (the thread that starts the server takes them synchronously with
+// sigtimedwait; every thread started after this inherits the blocked mask), SIGPIPE ignored.
+sigset_t block_stop_signals();
+
+// "loom: listening on ..." for each address, as people type it: the TCP ones first (the first is
+// what scripts and tests read), then the UNIX sockets.
+void announce_listening(const std::vector<std::string>& hosts, int port);
 
 }  // namespace loom::server

@@ -178,12 +178,11 @@ long ClientConnection::fill(std::string* err) {
   }
 }
 
-Result<ClientResponse> ClientConnection::send(std::string_view method, std::string_view target, const Headers& headers,
-                                              std::string_view body) {
-  using R = Result<ClientResponse>;
-  if (aborted_) return R::failure("aborted");
-  if (framing_ != Framing::kNone || !buf_.empty()) return R::failure("the previous response was not read to its end");
-  head_request_ = method == "HEAD";
+namespace {
+
+// The request's bytes: the request line, the caller's headers (less Content-Length,
+// Transfer-Encoding and any that would break the framing), Host when missing, the body's length.
+std::string request_bytes(std::string_view method, std::string_view target, const Headers& headers, std::string_view body) {
   std::string out;
   out.reserve(256 + body.size());
   out.append(method).append(" ").append(target).append(" HTTP/1.1\r\n");
@@ -201,223 +200,264 @@ Result<ClientResponse> ClientConnection::send(std::string_view method, std::stri
   }
   out.append("\r\n");
   out.append(body);
+  return out;
+}
 
+// HTTP/1.x SP 3DIGIT [SP reason] into r; the error otherwise.
+std::string parse_status_line(std::string_view line, ClientResponse* r) {
+  auto bad_status = [&] {
+    std::string shown(line.substr(0, 80));
+    for (char& c : shown) {
+      if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+    }
+    return "malformed status line: '" + shown + "'";
+  };
+  if (line.size() < 12 || line.substr(0, 7) != "HTTP/1." || (line[7] != '0' && line[7] != '1') || line[8] != ' ')
+    return bad_status();
+  for (int i = 9; i < 12; ++i) {
+    if (line[i] < '0' || line[i] > '9') return bad_status();
+  }
+  if (line.size() > 12 && line[12] != ' ') return bad_status();
+  r->version_minor = line[7] - '0';
+  r->status = (line[9] - '0') * 100 + (line[10] - '0') * 10 + (line[11] - '0');
+  if (r->status < 100) return bad_status();
+  r->reason = line.size() > 13 ? std::string(line.substr(13)) : std::string();
+  return std::string();
+}
+
+// The status line and the header lines of a response head (without its blank line) into r.
+std::string parse_response_head(const std::string& head, ClientResponse* r) {
+  size_t pos = head.find('\n');
+  if (std::string e = parse_status_line(trim(std::string_view(head).substr(0, pos)), r); !e.empty()) return e;
+  while (pos != std::string::npos) {
+    const size_t next = head.find('\n', pos + 1);
+    std::string_view h =
+        std::string_view(head).substr(pos + 1, next == std::string::npos ? std::string::npos : next - pos - 1);
+    pos = next;
+    if (!h.empty() && h.back() == '\r') h.remove_suffix(1);
+    if (h.empty()) continue;
+    const size_t colon = h.find(':');
+    if (colon == std::string_view::npos || colon == 0 || h[0] == ' ' || h[0] == '\t') {
+      return "malformed response header line: '" + std::string(h.substr(0, 80)) + "'";
+    }
+    const std::string_view name = h.substr(0, colon);
+    if (name.find_first_of(" \t") != std::string_view::npos)
+      return "malformed response header name: '" + std::string(name) + "'";
+    r->headers.emplace_back(lower(name), std::string(trim(h.substr(colon + 1))));
+  }
+  return std::string();
+}
+
+// A chunk size line's hexadecimal size (extensions after ';' ignored); false when malformed.
+bool parse_chunk_size(const std::string& line, uint64_t* size) {
+  const std::string_view size_part = trim(std::string_view(line).substr(0, line.find(';')));
+  if (size_part.empty() || size_part.size() > 15) return false;
+  *size = 0;
+  for (char ch : size_part) {
+    int d;
+    if (ch >= '0' && ch <= '9') d = ch - '0';
+    else if (ch >= 'a' && ch <= 'f') d = ch - 'a' + 10;
+    else if (ch >= 'A' && ch <= 'F') d = ch - 'A' + 10;
+    else return false;
+    *size = *size * 16 + uint64_t(d);
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string ClientConnection::send_all(const std::string& out) {
   size_t sent = 0;
   while (sent < out.size()) {
     const Wait w = wait(POLLOUT);
-    if (w == Wait::kAborted) return R::failure("aborted");
-    if (w == Wait::kTimeout) return R::failure("timed out sending the request");
-    if (w == Wait::kError) return R::failure(std::string("poll: ") + std::strerror(errno));
+    if (w == Wait::kAborted) return "aborted";
+    if (w == Wait::kTimeout) return "timed out sending the request";
+    if (w == Wait::kError) return std::string("poll: ") + std::strerror(errno);
     const ssize_t n = ::send(fd_, out.data() + sent, out.size() - sent, MSG_NOSIGNAL);
     if (n < 0) {
       if (errno == EINTR || errno == EAGAIN) continue;
-      return R::failure(aborted_ ? std::string("aborted") : std::string("send: ") + std::strerror(errno));
+      return aborted_ ? std::string("aborted") : std::string("send: ") + std::strerror(errno);
     }
     sent += size_t(n);
   }
+  return std::string();
+}
+
+std::string ClientConnection::read_head(std::string* head) {
+  size_t end = std::string::npos, sep = 0;
+  for (;;) {
+    const size_t crlf = buf_.find("\r\n\r\n");
+    const size_t lf = buf_.find("\n\n");
+    if (crlf != std::string::npos && (lf == std::string::npos || crlf < lf)) end = crlf, sep = 4;
+    else if (lf != std::string::npos) end = lf, sep = 2;
+    if (end != std::string::npos) break;
+    if (buf_.size() > opts_.max_header_bytes)
+      return "response headers larger than " + std::to_string(opts_.max_header_bytes) + " bytes";
+    std::string err;
+    const long n = fill(&err);
+    if (n < 0) return err + (buf_.empty() ? "" : " (inside the response headers)");
+    if (n == 0)
+      return buf_.empty() ? "the server closed the connection without answering"
+                          : "the server closed the connection inside the response headers";
+  }
+  if (end > opts_.max_header_bytes)
+    return "response headers larger than " + std::to_string(opts_.max_header_bytes) + " bytes";
+  *head = buf_.substr(0, end);
+  buf_.erase(0, end + sep);
+  return std::string();
+}
+
+std::string ClientConnection::choose_framing(const ClientResponse& r) {
+  keep_alive_ = r.version_minor == 1;
+  if (const std::string* c = r.header("connection")) {
+    if (has_token(*c, "close")) keep_alive_ = false;
+    if (has_token(*c, "keep-alive")) keep_alive_ = true;
+  }
+  const std::string* te = r.header("transfer-encoding");
+  const std::string* cl = r.header("content-length");
+  if (head_request_ || r.status == 204 || r.status == 304) {
+    framing_ = Framing::kNone;
+    length_ = 0;
+  } else if (te) {
+    if (!has_token(*te, "chunked")) return "unsupported transfer-encoding: " + *te;
+    framing_ = Framing::kChunked;
+  } else if (cl) {
+    uint64_t n = 0;
+    if (cl->empty() || cl->size() > 18) return "bad content-length: '" + *cl + "'";
+    for (char ch : *cl) {
+      if (ch < '0' || ch > '9') return "bad content-length: '" + *cl + "'";
+      n = n * 10 + uint64_t(ch - '0');
+    }
+    framing_ = Framing::kLength;
+    length_ = n;
+  } else {
+    framing_ = Framing::kClose;
+    keep_alive_ = false;
+  }
+  if (framing_ == Framing::kNone) reusable_ = keep_alive_ && buf_.empty();
+  else reusable_ = false;
+  return std::string();
+}
+
+Result<ClientResponse> ClientConnection::send(std::string_view method, std::string_view target, const Headers& headers,
+                                              std::string_view body) {
+  using R = Result<ClientResponse>;
+  if (aborted_) return R::failure("aborted");
+  if (framing_ != Framing::kNone || !buf_.empty()) return R::failure("the previous response was not read to its end");
+  head_request_ = method == "HEAD";
+  if (std::string e = send_all(request_bytes(method, target, headers, body)); !e.empty()) return R::failure(e);
 
   // The response head; interim 1xx responses (100 Continue) are skipped.
   for (;;) {
-    size_t end = std::string::npos, sep = 0;
-    for (;;) {
-      const size_t crlf = buf_.find("\r\n\r\n");
-      const size_t lf = buf_.find("\n\n");
-      if (crlf != std::string::npos && (lf == std::string::npos || crlf < lf)) end = crlf, sep = 4;
-      else if (lf != std::string::npos) end = lf, sep = 2;
-      if (end != std::string::npos) break;
-      if (buf_.size() > opts_.max_header_bytes)
-        return R::failure("response headers larger than " + std::to_string(opts_.max_header_bytes) + " bytes");
-      std::string err;
-      const long n = fill(&err);
-      if (n < 0) return R::failure(err + (buf_.empty() ? "" : " (inside the response headers)"));
-      if (n == 0)
-        return R::failure(buf_.empty() ? "the server closed the connection without answering"
-                                       : "the server closed the connection inside the response headers");
-    }
-    if (end > opts_.max_header_bytes)
-      return R::failure("response headers larger than " + std::to_string(opts_.max_header_bytes) + " bytes");
-    const std::string head = buf_.substr(0, end);
-    buf_.erase(0, end + sep);
-
+    std::string head;
+    if (std::string e = read_head(&head); !e.empty()) return R::failure(e);
     ClientResponse r;
-    size_t pos = head.find('\n');
-    std::string_view line = trim(std::string_view(head).substr(0, pos));
-    // HTTP/1.x SP 3DIGIT [SP reason]
-    auto bad_status = [&] {
-      std::string shown(line.substr(0, 80));
-      for (char& c : shown) {
-        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
-      }
-      return R::failure("malformed status line: '" + shown + "'");
-    };
-    if (line.size() < 12 || line.substr(0, 7) != "HTTP/1." || (line[7] != '0' && line[7] != '1') || line[8] != ' ')
-      return bad_status();
-    for (int i = 9; i < 12; ++i) {
-      if (line[i] < '0' || line[i] > '9') return bad_status();
-    }
-    if (line.size() > 12 && line[12] != ' ') return bad_status();
-    r.version_minor = line[7] - '0';
-    r.status = (line[9] - '0') * 100 + (line[10] - '0') * 10 + (line[11] - '0');
-    if (r.status < 100) return bad_status();
-    r.reason = line.size() > 13 ? std::string(line.substr(13)) : std::string();
-    while (pos != std::string::npos) {
-      const size_t next = head.find('\n', pos + 1);
-      std::string_view h =
-          std::string_view(head).substr(pos + 1, next == std::string::npos ? std::string::npos : next - pos - 1);
-      pos = next;
-      if (!h.empty() && h.back() == '\r') h.remove_suffix(1);
-      if (h.empty()) continue;
-      const size_t colon = h.find(':');
-      if (colon == std::string_view::npos || colon == 0 || h[0] == ' ' || h[0] == '\t') {
-        return R::failure("malformed response header line: '" + std::string(h.substr(0, 80)) + "'");
-      }
-      const std::string_view name = h.substr(0, colon);
-      if (name.find_first_of(" \t") != std::string_view::npos)
-        return R::failure("malformed response header name: '" + std::string(name) + "'");
-      r.headers.emplace_back(lower(name), std::string(trim(h.substr(colon + 1))));
-    }
+    if (std::string e = parse_response_head(head, &r); !e.empty()) return R::failure(e);
     if (r.status < 200) continue;  // interim
-
     // The body's framing (RFC 9112, 6.3).
-    keep_alive_ = r.version_minor == 1;
-    if (const std::string* c = r.header("connection")) {
-      if (has_token(*c, "close")) keep_alive_ = false;
-      if (has_token(*c, "keep-alive")) keep_alive_ = true;
-    }
-    const std::string* te = r.header("transfer-encoding");
-    const std::string* cl = r.header("content-length");
-    if (head_request_ || r.status == 204 || r.status == 304) {
-      framing_ = Framing::kNone;
-      length_ = 0;
-    } else if (te) {
-      if (!has_token(*te, "chunked")) return R::failure("unsupported transfer-encoding: " + *te);
-      framing_ = Framing::kChunked;
-    } else if (cl) {
-      uint64_t n = 0;
-      if (cl->empty() || cl->size() > 18) return R::failure("bad content-length: '" + *cl + "'");
-      for (char ch : *cl) {
-        if (ch < '0' || ch > '9') return R::failure("bad content-length: '" + *cl + "'");
-        n = n * 10 + uint64_t(ch - '0');
-      }
-      framing_ = Framing::kLength;
-      length_ = n;
-    } else {
-      framing_ = Framing::kClose;
-      keep_alive_ = false;
-    }
-    if (framing_ == Framing::kNone) reusable_ = keep_alive_ && buf_.empty();
-    else reusable_ = false;
+    if (std::string e = choose_framing(r); !e.empty()) return R::failure(e);
     return r;
   }
 }
 
-Result<uint64_t> ClientConnection::read_body(const std::function<bool(std::string_view)>& on_data) {
+bool ClientConnection::deliver(std::string_view piece, const OnData& on_data, uint64_t* total) {
+  *total += piece.size();
+  return piece.empty() || on_data(piece);
+}
+
+std::string ClientConnection::read_exactly(uint64_t left, const OnData& on_data, uint64_t* total, const char* truncated) {
+  std::string err;
+  while (left > 0) {
+    if (buf_.empty()) {
+      const long n = fill(&err);
+      if (n < 0) return err;
+      if (n == 0) {
+        if (truncated) return truncated;
+        return "truncated body: the server closed the connection " + std::to_string(left) + " bytes before its end";
+      }
+    }
+    const size_t take = size_t(std::min<uint64_t>(left, buf_.size()));
+    const std::string piece = buf_.substr(0, take);
+    buf_.erase(0, take);
+    left -= take;
+    if (!deliver(piece, on_data, total)) return "stopped by the reader";
+  }
+  return std::string();
+}
+
+std::string ClientConnection::read_to_close(const OnData& on_data, uint64_t* total) {
+  std::string err;
+  if (!buf_.empty()) {
+    const std::string piece = std::move(buf_);
+    buf_.clear();
+    if (!deliver(piece, on_data, total)) return "stopped by the reader";
+  }
+  for (;;) {
+    const long n = fill(&err);
+    if (n < 0) return err;
+    if (n == 0) break;
+    const std::string piece = std::move(buf_);
+    buf_.clear();
+    if (!deliver(piece, on_data, total)) return "stopped by the reader";
+  }
+  return std::string();
+}
+
+std::string ClientConnection::read_line(std::string* line, const char* what) {
+  std::string err;
+  for (;;) {
+    const size_t nl = buf_.find('\n');
+    if (nl != std::string::npos) {
+      *line = buf_.substr(0, nl);
+      if (!line->empty() && line->back() == '\r') line->pop_back();
+      buf_.erase(0, nl + 1);
+      return std::string();
+    }
+    if (buf_.size() > 4096) return std::string("bad chunked body: ") + what + " line too long";
+    const long n = fill(&err);
+    if (n < 0) return err;
+    if (n == 0) return std::string("truncated chunked body: the server closed the connection in a ") + what + " line";
+  }
+}
+
+std::string ClientConnection::read_chunked(const OnData& on_data, uint64_t* total) {
+  for (;;) {
+    std::string line;
+    if (std::string e = read_line(&line, "chunk size"); !e.empty()) return e;
+    uint64_t size = 0;
+    if (!parse_chunk_size(line, &size)) return "bad chunk size line: '" + line.substr(0, 40) + "'";
+    if (size == 0) {
+      // Trailers up to the empty line, dropped.
+      for (;;) {
+        if (std::string e = read_line(&line, "trailer"); !e.empty()) return e;
+        if (line.empty()) break;
+      }
+      return std::string();
+    }
+    if (std::string e =
+            read_exactly(size, on_data, total, "truncated chunked body: the server closed the connection inside a chunk");
+        !e.empty())
+      return e;
+    if (std::string e = read_line(&line, "chunk end"); !e.empty()) return e;
+    if (!line.empty()) return "bad chunked body: a chunk is not followed by CRLF";
+  }
+}
+
+Result<uint64_t> ClientConnection::read_body(const OnData& on_data) {
   using R = Result<uint64_t>;
   uint64_t total = 0;
-  auto fail = [&](std::string why) {
-    framing_ = Framing::kNone;
-    reusable_ = false;
-    aborted_ = true;  // unusable from here on
-    return R::failure(std::move(why));
-  };
-  auto deliver = [&](std::string_view piece) {
-    total += piece.size();
-    return piece.empty() || on_data(piece);
-  };
   std::string err;
   switch (framing_) {
     case Framing::kNone: return R(uint64_t(0));
-    case Framing::kLength: {
-      uint64_t left = length_;
-      while (left > 0) {
-        if (buf_.empty()) {
-          const long n = fill(&err);
-          if (n < 0) return fail(err);
-          if (n == 0)
-            return fail("truncated body: the server closed the connection " + std::to_string(left) +
-                        " bytes before its end");
-        }
-        const size_t take = size_t(std::min<uint64_t>(left, buf_.size()));
-        const std::string piece = buf_.substr(0, take);
-        buf_.erase(0, take);
-        left -= take;
-        if (!deliver(piece)) return fail("stopped by the reader");
-      }
-      break;
-    }
-    case Framing::kClose: {
-      if (!buf_.empty()) {
-        const std::string piece = std::move(buf_);
-        buf_.clear();
-        if (!deliver(piece)) return fail("stopped by the reader");
-      }
-      for (;;) {
-        const long n = fill(&err);
-        if (n < 0) return fail(err);
-        if (n == 0) break;
-        const std::string piece = std::move(buf_);
-        buf_.clear();
-        if (!deliver(piece)) return fail("stopped by the reader");
-      }
-      break;
-    }
-    case Framing::kChunked: {
-      // Reads one line (without CRLF / LF) into *line; false when the peer closed first.
-      auto read_line = [&](std::string* line, const char* what) -> std::string {
-        for (;;) {
-          const size_t nl = buf_.find('\n');
-          if (nl != std::string::npos) {
-            *line = buf_.substr(0, nl);
-            if (!line->empty() && line->back() == '\r') line->pop_back();
-            buf_.erase(0, nl + 1);
-            return std::string();
-          }
-          if (buf_.size() > 4096) return std::string("bad chunked body: ") + what + " line too long";
-          const long n = fill(&err);
-          if (n < 0) return err;
-          if (n == 0) return std::string("truncated chunked body: the server closed the connection in a ") + what + " line";
-        }
-      };
-      for (;;) {
-        std::string line;
-        if (std::string e = read_line(&line, "chunk size"); !e.empty()) return fail(e);
-        const std::string_view size_part = trim(std::string_view(line).substr(0, line.find(';')));
-        if (size_part.empty() || size_part.size() > 15) return fail("bad chunk size line: '" + line.substr(0, 40) + "'");
-        uint64_t size = 0;
-        for (char ch : size_part) {
-          int d;
-          if (ch >= '0' && ch <= '9') d = ch - '0';
-          else if (ch >= 'a' && ch <= 'f') d = ch - 'a' + 10;
-          else if (ch >= 'A' && ch <= 'F') d = ch - 'A' + 10;
-          else return fail("bad chunk size line: '" + line.substr(0, 40) + "'");
-          size = size * 16 + uint64_t(d);
-        }
-        if (size == 0) {
-          // Trailers up to the empty line, dropped.
-          for (;;) {
-            if (std::string e = read_line(&line, "trailer"); !e.empty()) return fail(e);
-            if (line.empty()) break;
-          }
-          break;
-        }
-        uint64_t left = size;
-        while (left > 0) {
-          if (buf_.empty()) {
-            const long n = fill(&err);
-            if (n < 0) return fail(err);
-            if (n == 0) return fail("truncated chunked body: the server closed the connection inside a chunk");
-          }
-          const size_t take = size_t(std::min<uint64_t>(left, buf_.size()));
-          const std::string piece = buf_.substr(0, take);
-          buf_.erase(0, take);
-          left -= take;
-          if (!deliver(piece)) return fail("stopped by the reader");
-        }
-        if (std::string e = read_line(&line, "chunk end"); !e.empty()) return fail(e);
-        if (!line.empty()) return fail("bad chunked body: a chunk is not followed by CRLF");
-      }
-      break;
-    }
+    case Framing::kLength: err = read_exactly(length_, on_data, &total, nullptr); break;
+    case Framing::kClose: err = read_to_close(on_data, &total); break;
+    case Framing::kChunked: err = read_chunked(on_data, &total); break;
+  }
+  if (!err.empty()) {
+    framing_ = Framing::kNone;
+    reusable_ = false;
+    aborted_ = true;  // unusable from here on
+    return R::failure(std::move(err));
   }
   framing_ = Framing::kNone;
   reusable_ = keep_alive_ && buf_.empty() && !aborted_;

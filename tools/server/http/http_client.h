@@ -81,6 +81,17 @@ class ClientConnection {
   Wait wait(short events);
   // Reads more bytes into buf_; 0 at the peer's close, -1 on error (why in *err).
   long fill(std::string* err);
+  // The steps of send() and read_body(); each returns the error, empty when it went well.
+  using OnData = std::function<bool(std::string_view)>;
+  std::string send_all(const std::string& out);
+  std::string read_head(std::string* head);  // up to the blank line, which is consumed
+  std::string choose_framing(const ClientResponse& r);
+  static bool deliver(std::string_view piece, const OnData& on_data, uint64_t* total);
+  // `left` bytes of body; at a close before them, `truncated` (or the count of bytes missing).
+  std::string read_exactly(uint64_t left, const OnData& on_data, uint64_t* total, const char* truncated);
+  std::string read_to_close(const OnData& on_data, uint64_t* total);
+  std::string read_line(std::string* line, const char* what);  // a chunked body's line, without CRLF
+  std::string read_chunked(const OnData& on_data, uint64_t* total);
 
   int fd_ = -1;
   ClientOptions opts_;
