@@ -1,7 +1,7 @@
 'use strict';
 // loom-node: @fugood/llama.node's API (1.7) over loom's scheduler. Switching is a one-line change:
 //   const { loadModel } = require('loom-node')   // was require('@fugood/llama.node')
-// The native addon (src/addon.cpp) does the work off the event loop; this file checks options,
+// The native addon (src/, over the C API) does the work off the event loop; this file checks options,
 // translates llama.node's names into loom's request JSON (include/loom/loom_serve.h) and shapes
 // results the way llama.node returns them. See README.md for what differs.
 const os = require('node:os');
