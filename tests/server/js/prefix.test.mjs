@@ -5,7 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 
-import { metrics, post, startServer } from './harness.mjs';
+import { metrics, post, sleep, startServer } from './harness.mjs';
 
 const system = 'Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her friends. '
   + 'One day, she saw a big red ball under a tree. She ran to get it and showed it to her mom.';
@@ -78,8 +78,11 @@ test('--cache-dir: a prefix is found again after a restart; bad files are skippe
     fs.writeFileSync(path.join(dir, 'deadbeefdeadbeef.loomkv'), 'not a state file');
     const srv = await startServer(['-np', '2', '-c', '1024', '--cache-dir', dir]);
     try {
-      assert.match(srv.stderr(), /skipping .*deadbeefdeadbeef/);
       const r = await post(srv.url, '/v1/chat/completions', chat('Who was Lily?'));
+      // Under load the warning reached this process after the server was ready (once, load 12):
+      // it is waited for, bounded, rather than read once.
+      for (let t = 0; t < 500 && !/skipping .*deadbeefdeadbeef/.test(srv.stderr()); ++t) await sleep(20);
+      assert.match(srv.stderr(), /skipping .*deadbeefdeadbeef/);
       assert.equal(r.json.choices[0].message.content, want);
       assert.ok(r.json.usage.prompt_tokens_details.cached_tokens > 40, JSON.stringify(r.json.usage));
       const m = await metrics(srv.url);
