@@ -123,7 +123,9 @@ TEST(CApiTools, SpeculativeRoundsGiveThePlainGreedyTokens) {
     std::vector<Token> history(prompt.begin(), prompt.end() - 1);
     Batch b(256);
     b.add_tokens(history.data(), history.size(), 0);
-    if (b.size() > 0) ASSERT_TRUE(ctx.decode(b));
+    if (b.size() > 0) {
+      ASSERT_TRUE(ctx.decode(b));
+    }
     history.push_back(prompt.back());
     std::vector<Token> out;
     int64_t accepted = 0;
@@ -146,7 +148,9 @@ TEST(CApiTools, SpeculativeRoundsGiveThePlainGreedyTokens) {
       if (round->stopped) break;
     }
     EXPECT_EQ(out, want) << drafter.describe();
-    if (&drafter == &drafters[1]) EXPECT_GT(accepted, 0) << "the target drafting for itself must be accepted";
+    if (&drafter == &drafters[1]) {
+      EXPECT_GT(accepted, 0) << "the target drafting for itself must be accepted";
+    }
   }
 }
 

@@ -220,7 +220,7 @@ std::vector<std::vector<float>> iswa_script(std::shared_ptr<const Model> model, 
 TEST(WindowCache, GivesTheFullCachesLogitsBitForBit) {
   // gemma2 (shared models: a window of 16 on even layers) and gemma3 (tests/data: five sliding
   // layers per global one, their own RoPE base).
-  for (const std::string m :
+  for (const std::string& m :
        {shared_path("models/synth-gemma2-tiny-f32.gguf"), data_dir() + "/synth-gemma3-tiny-f32.gguf"}) {
     auto loaded = Model::load(m);
     ASSERT_TRUE(loaded.has_value()) << loaded.status().message();
