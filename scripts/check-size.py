@@ -196,6 +196,9 @@ def scan_functions(code, path="<text>"):
             ch = code[i]
             if ch == "{":
                 header = code[head:i]
+                if header.count("(") > header.count(")"):
+                    i = matching(i) + 1  # a brace inside a parameter list (`Opts o = {}`): part of the header
+                    continue
                 kind = classify(header)
                 # A constructor's member initializer `x_{a}` or a brace init after a `:`.
                 flat = top_level(" ".join(header.split()))
@@ -310,6 +313,7 @@ def self_test():
         ("extern \"C\" {\nint c_api(int a,\n          int b) {\n  return 1'000;\n}\n}\n", [("c_api", 2, 5)]),
         ("class C {\n public:\n  C() = default;\n  void m();\n private:\n  int n_ = 0;\n};\n"
          "void C::m() {\n}\n", [("C::m", 8, 9)]),
+        ("struct T {\n  int run(Opts o = {}, int k = {}) {\n    return k;\n  }\n};\n", [("run", 2, 4)]),
     ]
     failures = 0
     for src, want in cases:
