@@ -228,20 +228,28 @@ PyValue py_value(std::string_view s, size_t pos, int depth) {
   return literal_word(s, pos, kWords);
 }
 
-// One call name(key=value, ...) from pos: the call and where it ends, or, with `partial` and a
-// call the end of s cuts off, *cut set and `pending` filled once the name and "(" have come (the
-// arguments so far, as a prefix of their final compact JSON: whole arguments, then a string
-// argument's text so far).
-std::optional<ToolCall> read_lfm2_call(std::string_view s, size_t pos, bool partial, size_t* end, bool* cut,
-                                       std::optional<ToolCall>* pending) {
+// The two keyword-call syntaxes: LFM2's name(key=value, ...) and Gemma 4's name{key:value,...}.
+struct CallSyntax {
+  char open, close;
+  bool (*name_char)(char);
+  DictKey (*key)(std::string_view s, size_t p);      // p at the key; DictKey::key unset: not a call
+  PyValue (*value)(std::string_view s, size_t pos);  // pos at (or before) the value
+};
+
+// One call from pos: the call and where its closing character ends, or, with `partial` and a call
+// the end of s cuts off, *cut set and `pending` filled once the name and the opening character
+// have come (the arguments so far, as a prefix of their final compact JSON: whole arguments, then
+// a string argument's text so far).
+std::optional<ToolCall> read_keyword_call(const CallSyntax& syn, std::string_view s, size_t pos, bool partial, size_t* end,
+                                          bool* cut, std::optional<ToolCall>* pending) {
   *cut = false;
   size_t p = pos;
-  while (p < s.size() && (py_ident_char(s[p]) || s[p] == '.' || s[p] == '-')) ++p;
+  while (p < s.size() && syn.name_char(s[p])) ++p;
   if (p == s.size()) {
     *cut = partial;
     return std::nullopt;
   }
-  if (p == pos || s[p] != '(') return std::nullopt;
+  if (p == pos || s[p] != syn.open) return std::nullopt;
   ToolCall tc;
   tc.name = std::string(s.substr(pos, p - pos));
   json args = json::object();
@@ -256,18 +264,13 @@ std::optional<ToolCall> read_lfm2_call(std::string_view s, size_t pos, bool part
   p = skip_ws(s, p + 1);
   for (;;) {
     if (p >= s.size()) return cut_off("");
-    if (s[p] == ')') break;
-    size_t k = p;
-    while (k < s.size() && py_ident_char(s[k])) ++k;
-    if (k == s.size()) return cut_off("");
-    if (k == p) return std::nullopt;
-    const std::string key(s.substr(p, k - p));
-    if (args.contains(key)) return std::nullopt;
-    p = skip_ws(s, k);
-    if (p >= s.size()) return cut_off("");
-    if (s[p] != '=') return std::nullopt;
+    if (s[p] == syn.close) break;
+    DictKey dk = syn.key(s, p);
+    if (dk.cut) return cut_off("");
+    if (!dk.key || dk.key->empty() || args.contains(*dk.key)) return std::nullopt;
+    const std::string& key = *dk.key;
     const std::string sep = args.empty() ? "" : ",";
-    PyValue v = py_value(s, p + 1);
+    PyValue v = syn.value(s, dk.value_pos);
     if (v.cut) {
       if (!v.in_string) return cut_off("");
       std::string d = compact(json(v.partial_string));
@@ -280,14 +283,34 @@ std::optional<ToolCall> read_lfm2_call(std::string_view s, size_t pos, bool part
     p = skip_ws(s, v.end);
     if (p >= s.size()) return cut_off("");
     if (s[p] == ',') p = skip_ws(s, p + 1);
-    else if (s[p] != ')') return std::nullopt;
+    else if (s[p] != syn.close) return std::nullopt;
   }
   tc.arguments = compact(args);
   *end = p + 1;
   return tc;
 }
 
-bool g4_name_char(char c) { return py_ident_char(c) || c == '.' || c == '-'; }
+// A called function's name: an identifier that may hold '.' and '-' (both syntaxes).
+bool call_name_char(char c) { return py_ident_char(c) || c == '.' || c == '-'; }
+
+// An identifier, then '=' (spaces around it allowed).
+DictKey lfm2_key(std::string_view s, size_t p) {
+  DictKey d;
+  size_t k = p;
+  while (k < s.size() && py_ident_char(s[k])) ++k;
+  const size_t eq = skip_ws(s, k);
+  if (k == s.size() || eq >= s.size()) {
+    d.cut = true;
+    return d;
+  }
+  if (k == p || s[eq] != '=') return d;
+  d.key = std::string(s.substr(p, k - p));
+  d.value_pos = eq + 1;
+  return d;
+}
+
+const CallSyntax kLfm2Call{'(', ')', call_name_char, lfm2_key,
+                           [](std::string_view s, size_t pos) { return py_value(s, pos); }};
 
 // A Gemma 4 string cut off at b (after its opening <|"|>): its text so far, without a tail that may
 // be the beginning of its closing <|"|>.
@@ -349,62 +372,9 @@ PyValue g4_value(std::string_view s, size_t pos, int depth = 0) {
   return literal_word(s, pos, kWords);
 }
 
-// One call name{key:value,...} from pos (after "call:"): the call and where its "}" ends, or,
-// with `partial` and a call the end of s cuts off, *cut set and `pending` filled once the name
-// and "{" have come (whole arguments, then a string argument's text so far).
-std::optional<ToolCall> read_gemma4_call(std::string_view s, size_t pos, bool partial, size_t* end, bool* cut,
-                                         std::optional<ToolCall>* pending) {
-  *cut = false;
-  size_t p = pos;
-  while (p < s.size() && g4_name_char(s[p])) ++p;
-  if (p == s.size()) {
-    *cut = partial;
-    return std::nullopt;
-  }
-  if (p == pos || s[p] != '{') return std::nullopt;
-  ToolCall tc;
-  tc.name = std::string(s.substr(pos, p - pos));
-  json args = json::object();
-  std::string streamed = "{";
-  const auto cut_off = [&](const std::string& extra) {
-    if (partial) {
-      *cut = true;
-      *pending = ToolCall{"", tc.name, streamed + extra};
-    }
-    return std::nullopt;
-  };
-  p = skip_ws(s, p + 1);
-  for (;;) {
-    if (p >= s.size()) return cut_off("");
-    if (s[p] == '}') break;
-    size_t k = p;
-    while (k < s.size() && s[k] != ':' && s[k] != '}') ++k;
-    if (k == s.size()) return cut_off("");
-    if (k == p || s[k] != ':') return std::nullopt;
-    std::string key(rstrip(s.substr(p, k - p)));
-    if (key.size() >= 2 * kGemma4Quote.size() && key.starts_with(kGemma4Quote) && key.ends_with(kGemma4Quote))
-      key = key.substr(kGemma4Quote.size(), key.size() - 2 * kGemma4Quote.size());
-    if (key.empty() || args.contains(key)) return std::nullopt;
-    const std::string sep = args.empty() ? "" : ",";
-    PyValue v = g4_value(s, k + 1);
-    if (v.cut) {
-      if (!v.in_string) return cut_off("");
-      std::string d = compact(json(v.partial_string));
-      d.pop_back();  // its closing quote has not come yet
-      return cut_off(sep + compact(json(key)) + ":" + d);
-    }
-    if (!v.value) return std::nullopt;
-    streamed += sep + compact(json(key)) + ":" + compact(*v.value);
-    args[key] = std::move(*v.value);
-    p = skip_ws(s, v.end);
-    if (p >= s.size()) return cut_off("");
-    if (s[p] == ',') p = skip_ws(s, p + 1);
-    else if (s[p] != '}') return std::nullopt;
-  }
-  tc.arguments = compact(args);
-  *end = p + 1;
-  return tc;
-}
+// Gemma 4's calls, name{key:value,...} after "call:".
+const CallSyntax kGemma4Call{'{', '}', call_name_char, g4_dict_key,
+                             [](std::string_view s, size_t pos) { return g4_value(s, pos); }};
 
 }  // namespace
 
@@ -431,7 +401,7 @@ Scan scan_lfm2(std::string_view s, bool partial) {
       size_t end = 0;
       bool cut = false;
       std::optional<ToolCall> pending;
-      auto tc = read_lfm2_call(s, p, partial, &end, &cut, &pending);
+      auto tc = read_keyword_call(kLfm2Call, s, p, partial, &end, &cut, &pending);
       if (cut) {
         r.held = pos;
         r.pending = std::move(pending);
@@ -491,7 +461,7 @@ Scan scan_gemma4(std::string_view s, bool partial) {
     size_t end = 0;
     bool cut = false;
     std::optional<ToolCall> pending;
-    auto tc = read_gemma4_call(s, p + 5, partial, &end, &cut, &pending);
+    auto tc = read_keyword_call(kGemma4Call, s, p + 5, partial, &end, &cut, &pending);
     if (cut) {
       r.held = pos;
       r.pending = std::move(pending);
