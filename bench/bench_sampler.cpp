@@ -50,10 +50,10 @@ void BM_Greedy32k(benchmark::State& state) {
 BENCHMARK(BM_Greedy32k)->Unit(benchmark::kMicrosecond);
 
 void BM_GrammarFullVocabInsideString32k(benchmark::State& state) {
-  auto gbnf = loom::json_schema_to_grammar(
+  auto gbnf = loom::sample::json_schema_to_grammar(
       R"({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]})");
   auto g = loom::Grammar::parse(*gbnf);
-  auto v = std::make_shared<loom::GrammarVocab>();
+  auto v = std::make_shared<loom::sample::GrammarVocab>();
   std::mt19937 rng(5);
   const std::string alphabet = "abcdefghijklmnopqrstuvwxyz ABCDEFGHIJ,.:\"{}[]0123456789";
   v->pieces.push_back("{\"name\": \"");
@@ -67,10 +67,10 @@ void BM_GrammarFullVocabInsideString32k(benchmark::State& state) {
     v->pieces.push_back(s);
     v->is_eog.push_back(0);
   }
-  loom::GrammarStage st(*g, v);
+  loom::sample::GrammarStage st(*g, v);
   if (!st.try_accept(0)) state.SkipWithError("setup token refused");
   std::vector<float> logits(kVocab, 0.0f);
-  loom::Candidates c;
+  loom::sample::Candidates c;
   for (auto _ : state) {
     c.fill(logits);
     st.apply(c);

@@ -122,7 +122,7 @@ std::string build_text(const std::string& cases_file, size_t target_bytes) {
     if (block % 4 == 0) text += unit;
   }
   // Valid UTF-8 on both sides (JavaScript strings cannot hold invalid bytes).
-  return loom::sanitize_utf8(text);
+  return loom::vocab::sanitize_utf8(text);
 }
 
 uint64_t fnv1a(std::string_view s) {

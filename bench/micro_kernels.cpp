@@ -61,7 +61,7 @@ std::vector<float> random_floats(size_t n, uint32_t seed) {
 // `rows` rows of k elements in type t: one row quantized (the weight quantizers of some types are
 // slow searches) and copied, which reads the same as distinct rows.
 std::vector<uint8_t> quantized(TensorType t, int64_t k, int64_t rows, uint32_t seed) {
-  const size_t rb = size_t(loom::row_bytes(t, k));
+  const size_t rb = size_t(loom::gguf::row_bytes(t, k));
   const std::vector<float> f = random_floats(size_t(k), seed);
   std::vector<uint8_t> out(rb * size_t(rows));
   quant::quantize_row(t, f.data(), out.data(), k);
@@ -88,13 +88,13 @@ void BM_quantize_act(benchmark::State& state, TensorType t) {
   const TensorType dt = quant::vec_dot_type(t);
   const int64_t k = state.range(0);
   const std::vector<float> x = random_floats(size_t(k), 3);
-  std::vector<uint8_t> out(size_t(loom::row_bytes(dt, k)));
+  std::vector<uint8_t> out(size_t(loom::gguf::row_bytes(dt, k)));
   for (auto _ : state) {
     quant::quantize_row(dt, x.data(), out.data(), k);
     benchmark::DoNotOptimize(out.data());
   }
   state.SetBytesProcessed(int64_t(state.iterations()) * k * int64_t(sizeof(float)));
-  state.SetLabel(std::string(loom::tensor_type_name(dt)));
+  state.SetLabel(std::string(loom::gguf::tensor_type_name(dt)));
 }
 
 // kPacked: the row-interleaved copy model loading makes (quant/packed.h), as decode uses it.
@@ -108,7 +108,7 @@ void matmul_bench(benchmark::State& state, TensorType t) {
   view.data = w.data();
   view.cols = k;
   view.rows = m;
-  view.row_bytes = size_t(loom::row_bytes(t, k));
+  view.row_bytes = size_t(loom::gguf::row_bytes(t, k));
   std::vector<uint8_t> packed;
   if (kPacked) {
     packed.resize(quant::packed_size(t, m, k));
@@ -144,7 +144,7 @@ struct AttnBench {
   std::vector<int32_t> group;  // one sequence: every token in prefix group 0
 
   AttnBench(TensorType t, int n_kv_, int n_tokens_) : n_kv(n_kv_), n_tokens(n_tokens_) {
-    const size_t head = size_t(loom::row_bytes(t, kDim));
+    const size_t head = size_t(loom::gguf::row_bytes(t, kDim));
     k_row = v_row = head * kHeadKv;
     layer_bytes = k_row * size_t(n_kv);
     n_layers = int(std::max<size_t>(1, (kMinBytes + layer_bytes - 1) / layer_bytes));
@@ -232,7 +232,7 @@ void BM_kv_read(benchmark::State& state) {
 int main(int argc, char** argv) {
   for (TensorType t : kCandidates) {
     if (!quant::is_supported(t)) continue;
-    const std::string name(loom::tensor_type_name(t));
+    const std::string name(loom::gguf::tensor_type_name(t));
     benchmark::RegisterBenchmark(("BM_vec_dot/" + name).c_str(), BM_vec_dot, t)->Arg(4096);
     benchmark::RegisterBenchmark(("BM_vec_dot_ref/" + name).c_str(), BM_vec_dot_ref, t)->Arg(4096);
     benchmark::RegisterBenchmark(("BM_quantize_act/" + name).c_str(), BM_quantize_act, t)->Arg(4096);
@@ -252,7 +252,7 @@ int main(int argc, char** argv) {
     }
   }
   for (TensorType t : {TensorType::F16, TensorType::Q8_0, TensorType::F32}) {
-    const std::string name(loom::tensor_type_name(t));
+    const std::string name(loom::gguf::tensor_type_name(t));
     for (const bool ref : {false, true}) {
       const std::string impl = ref ? "ref" : "fast";
       auto* dec = benchmark::RegisterBenchmark(("BM_attention/" + impl + "/" + name + "/decode").c_str(),

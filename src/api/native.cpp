@@ -49,7 +49,7 @@ size_t valid_utf8_prefix(const std::string& s) {
 }
 
 json generation_settings(const json& body, uint64_t seed, bool stream) {
-  namespace d = sampling_defaults;
+  namespace d = sample::defaults;
   const json n_predict = pick(body, {"n_predict", "max_tokens"}, -1);
   json samplers =
       pick(body, {"samplers"},

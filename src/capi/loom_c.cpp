@@ -132,7 +132,7 @@ loom_model* loom_model_load_from_file(const char* path, const loom_model_params*
       set_error("loom_model_load_from_file", "path is NULL");
       return nullptr;
     }
-    loom::ModelLoadParams lp;
+    loom::model::ModelLoadParams lp;
     lp.vocab_only = params ? params->vocab_only : false;
     if (params && params->progress_callback) {
       lp.progress = [cb = params->progress_callback, u = params->progress_callback_user_data](float f) { cb(f, u); };
@@ -204,7 +204,7 @@ int32_t loom_model_desc(const loom_model* model, char* buf, size_t buf_size) {
     if (!bytes.empty()) {
       auto best =
           std::max_element(bytes.begin(), bytes.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
-      type = std::string(loom::tensor_type_name(loom::TensorType(best->first)));
+      type = std::string(loom::gguf::tensor_type_name(loom::TensorType(best->first)));
       for (char& ch : type) ch = char(std::toupper(static_cast<unsigned char>(ch)));
     }
     const std::string desc =

@@ -39,10 +39,10 @@ loom::Status loom::capi::to_params(const loom_context_params& p, loom::ContextPa
   cp.n_threads = p.n_threads;
   cp.n_threads_batch = p.n_threads_batch;
   switch (p.rope_scaling_type) {
-    case LOOM_ROPE_SCALING_UNSPECIFIED: cp.rope_scaling = loom::RopeScaling::kUnspecified; break;
-    case LOOM_ROPE_SCALING_NONE: cp.rope_scaling = loom::RopeScaling::kNone; break;
-    case LOOM_ROPE_SCALING_LINEAR: cp.rope_scaling = loom::RopeScaling::kLinear; break;
-    case LOOM_ROPE_SCALING_YARN: cp.rope_scaling = loom::RopeScaling::kYarn; break;
+    case LOOM_ROPE_SCALING_UNSPECIFIED: cp.rope_scaling = loom::context::RopeScaling::kUnspecified; break;
+    case LOOM_ROPE_SCALING_NONE: cp.rope_scaling = loom::context::RopeScaling::kNone; break;
+    case LOOM_ROPE_SCALING_LINEAR: cp.rope_scaling = loom::context::RopeScaling::kLinear; break;
+    case LOOM_ROPE_SCALING_YARN: cp.rope_scaling = loom::context::RopeScaling::kYarn; break;
     default: return loom::invalid_argument("unknown rope_scaling_type " + std::to_string(p.rope_scaling_type));
   }
   switch (p.pooling_type) {
@@ -55,9 +55,9 @@ loom::Status loom::capi::to_params(const loom_context_params& p, loom::ContextPa
     default: return loom::invalid_argument("unknown pooling_type " + std::to_string(p.pooling_type));
   }
   switch (p.attention_type) {
-    case LOOM_ATTENTION_UNSPECIFIED: cp.attention = loom::AttentionType::kUnspecified; break;
-    case LOOM_ATTENTION_CAUSAL: cp.attention = loom::AttentionType::kCausal; break;
-    case LOOM_ATTENTION_NON_CAUSAL: cp.attention = loom::AttentionType::kNonCausal; break;
+    case LOOM_ATTENTION_UNSPECIFIED: cp.attention = loom::context::AttentionType::kUnspecified; break;
+    case LOOM_ATTENTION_CAUSAL: cp.attention = loom::context::AttentionType::kCausal; break;
+    case LOOM_ATTENTION_NON_CAUSAL: cp.attention = loom::context::AttentionType::kNonCausal; break;
     default: return loom::invalid_argument("unknown attention_type " + std::to_string(p.attention_type));
   }
   cp.rope_freq_base = p.rope_freq_base;
@@ -70,7 +70,7 @@ loom::Status loom::capi::to_params(const loom_context_params& p, loom::ContextPa
   cp.n_swa = p.n_swa;
   cp.defrag_thold = p.defrag_thold;
   for (int32_t t : {p.type_k, p.type_v}) {
-    if (t < 0 || !loom::tensor_type_info(uint32_t(t))) {
+    if (t < 0 || !loom::gguf::tensor_type_info(uint32_t(t))) {
       return loom::invalid_argument("unknown KV cache type id " + std::to_string(t));
     }
   }
@@ -167,7 +167,7 @@ int32_t run_batch(const char* fn, loom_context* ctx, const loom_batch* batch, Ru
     loom::Status st = to_batch(ctx, *batch, ctx->batch);
     if (st) st = run(ctx->batch);
     if (!st) set_error(fn, st.message());
-    return loom::decode_result_code(st);
+    return loom::context::decode_result_code(st);
   } catch (const std::bad_alloc&) {
     set_error(fn, "out of memory");
   } catch (const std::exception& e) {

@@ -281,7 +281,7 @@ loom_perf_data loom_perf_get(const loom_context* ctx) {
     set_error(__func__, "context is NULL");
     return d;
   }
-  const loom::PerfCounters& p = ctx->c->perf();
+  const loom::context::PerfCounters& p = ctx->c->perf();
   d.t_load_us = p.t_load_us;
   d.n_prompt_tokens = p.n_prompt_tokens;
   d.t_prompt_us = p.t_prompt_us;

@@ -272,7 +272,7 @@ int32_t loom_json_schema_to_grammar(const char* schema_json, char* buf, size_t b
       set_error("loom_json_schema_to_grammar", "schema_json is NULL");
       return -1;
     }
-    auto g = loom::json_schema_to_grammar(std::string_view(schema_json));
+    auto g = loom::sample::json_schema_to_grammar(std::string_view(schema_json));
     if (!g) {
       fail("loom_json_schema_to_grammar", g.status());
       return -1;
@@ -330,8 +330,9 @@ loom_drafter* loom_drafter_lookup_new(int32_t ngram_max, int32_t ngram_min) {
     set_error(__func__, "need 1 <= ngram_min <= ngram_max <= 64");
     return nullptr;
   }
-  return guarded<loom_drafter*>(
-      __func__, nullptr, [&] { return new loom_drafter{std::make_unique<loom::LookupDrafter>(ngram_max, ngram_min)}; });
+  return guarded<loom_drafter*>(__func__, nullptr, [&] {
+    return new loom_drafter{std::make_unique<loom::speculative::LookupDrafter>(ngram_max, ngram_min)};
+  });
 }
 
 loom_drafter* loom_drafter_model_new(const loom_model* draft, const loom_model* target, const loom_context_params* params,
@@ -397,7 +398,7 @@ int32_t loom_speculative_round(loom_context* ctx, loom_seq_id seq, const loom_to
   if (!tokens_out || !n_out) return fail_arg(fn, "tokens_out and n_out must not be NULL");
   return guarded_status(fn, [&]() -> int32_t {
     int32_t callback_status = LOOM_OK;
-    auto round = loom::speculative_round(
+    auto round = loom::speculative::speculative_round(
         *ctx->c, seq, std::span<const int32_t>(history, size_t(n_history)), std::span<const int32_t>(draft, size_t(n_draft)),
         [&](std::span<const float> logits) -> loom::Expected<loom::SpecPick> {
           loom_spec_pick p{LOOM_TOKEN_NULL, true, false};
@@ -452,7 +453,7 @@ int32_t loom_gguf_describe(const char* path, char* buf, size_t buf_size) {
     nlohmann::json tensors = nlohmann::json::array();
     for (const auto& t : f.tensors()) {
       tensors.push_back({{"name", t.name},
-                         {"type", std::string(loom::tensor_type_name(t.type))},
+                         {"type", std::string(loom::gguf::tensor_type_name(t.type))},
                          {"shape", std::vector<int64_t>(t.ne.begin(), t.ne.begin() + t.n_dims)},
                          {"bytes", t.nbytes},
                          {"offset", t.offset}});
@@ -515,7 +516,7 @@ int32_t read_quantize_param(const char* fn, const std::string& key, const nlohma
       return fail_arg(fn, (key + " must be a string or an array of strings").c_str());
   } else if (key == "output_tensor_type" || key == "token_embedding_type") {
     if (!value.is_string()) return fail_arg(fn, (key + " must be a string").c_str());
-    const auto tt = loom::parse_tensor_type(value.get<std::string>());
+    const auto tt = loom::gguf::parse_tensor_type(value.get<std::string>());
     if (!tt || !loom::model::can_quantize_to(*tt)) {
       set_error(fn, "invalid " + key + " '" + value.get<std::string>() + "' (not a tensor type loom quantizes to)");
       return LOOM_ERR_INVALID_ARGUMENT;
@@ -573,8 +574,8 @@ std::string quantize_progress_json(const loom::model::TensorProgress& pr) {
   const nlohmann::json j = {{"index", pr.index},
                             {"count", pr.count},
                             {"name", t.name},
-                            {"type", std::string(loom::tensor_type_name(t.type))},
-                            {"out_type", std::string(loom::tensor_type_name(pr.out_type))},
+                            {"type", std::string(loom::gguf::tensor_type_name(t.type))},
+                            {"out_type", std::string(loom::gguf::tensor_type_name(pr.out_type))},
                             {"fallback", pr.fallback},
                             {"shape", std::vector<int64_t>(t.ne.begin(), t.ne.begin() + t.n_dims)},
                             {"bytes", t.nbytes},

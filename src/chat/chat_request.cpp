@@ -524,7 +524,7 @@ Expected<PreparedChat> prepare_chat(const ChatTemplate& tmpl, const ChatInputs& 
     const std::string close = tmpl.tool_call_format() == ToolCallFormat::kGemma4   ? "<channel|>"
                               : tmpl.source().find("[THINK]") != std::string::npos ? "[/THINK]"
                                                                                    : "</think>";
-    p.grammar = "root ::= think-text " + gbnf_literal(close) + " [ \\t\\r\\n]{0,8} g-root\nthink-text ::= .*\n" +
+    p.grammar = "root ::= think-text " + sample::gbnf_literal(close) + " [ \\t\\r\\n]{0,8} g-root\nthink-text ::= .*\n" +
                 prefix_gbnf_rules(p.grammar, "g-");
   } else if (!p.grammar.empty()) {
     // Models that may think first, in their own markers (as llama.cpp's grammars for them allow):
@@ -538,7 +538,7 @@ Expected<PreparedChat> prepare_chat(const ChatTemplate& tmpl, const ChatInputs& 
       close = "[/THINK]";
     }
     if (!open.empty()) {
-      p.grammar = "root ::= ( " + gbnf_literal(open) + " think-text " + gbnf_literal(close) +
+      p.grammar = "root ::= ( " + sample::gbnf_literal(open) + " think-text " + sample::gbnf_literal(close) +
                   " )? g-root\nthink-text ::= .*\n" + prefix_gbnf_rules(p.grammar, "g-");
     }
   }

@@ -13,7 +13,7 @@ using namespace detail;  // the tool-call internals (tool_calls_internal.h)
 namespace {
 
 // The JSON form of a name ("\"get_weather\"") as a GBNF literal.
-std::string json_string_literal(const std::string& s) { return gbnf_literal(json(s).dump()); }
+std::string json_string_literal(const std::string& s) { return sample::gbnf_literal(json(s).dump()); }
 
 constexpr const char* kSp = R"(tc-sp ::= | " " | "\n"{1,2} [ \t]{0,20})";
 
@@ -88,7 +88,7 @@ Expected<std::string> g4_value_rule(const json& schema, const std::string& name,
                                     int depth = 0) {
   if (!schema.is_object() || depth > 32) return std::string("g4-any");
   const auto literal_of = [](const json& v) {
-    return v.is_string() ? gbnf_literal("<|\"|>" + v.get<std::string>() + "<|\"|>") : gbnf_literal(v.dump());
+    return v.is_string() ? sample::gbnf_literal("<|\"|>" + v.get<std::string>() + "<|\"|>") : sample::gbnf_literal(v.dump());
   };
   if (auto e = schema.find("enum"); e != schema.end() && e->is_array() && !e->empty()) {
     std::string alts;
@@ -105,7 +105,7 @@ Expected<std::string> g4_value_rule(const json& schema, const std::string& name,
   const std::string type = *t;
   if (type == "string") return std::string("g4-string");
   if (type == "integer" || type == "number" || type == "boolean" || type == "null") {
-    auto g = json_schema_to_grammar(schema);
+    auto g = sample::json_schema_to_grammar(schema);
     if (!g) return g.status();
     *sub += prefix_gbnf_rules(*g, name + "-j-");
     return name + "-j-root";
@@ -126,7 +126,7 @@ Expected<std::string> g4_value_rule(const json& schema, const std::string& name,
   for (const std::string& key : dictsort_keys(*props)) {
     const std::string prule = name + "-p" + std::to_string(k++);
     LOOM_ASSIGN_OR_RETURN(std::string v, g4_value_rule((*props)[key], prule + "-v", rules, sub, depth + 1));
-    *rules += prule + " ::= " + gbnf_literal(key + ":") + " " + v + "\n";
+    *rules += prule + " ::= " + sample::gbnf_literal(key + ":") + " " + v + "\n";
     items.emplace_back(prule, std::find(req.begin(), req.end(), json(key)) != req.end());
   }
   // name-a<n>-first / -rest: the members from the n-th on, without or with a leading ",".
@@ -208,7 +208,7 @@ Status collect_tools(const json& norm, const std::string* forced_name, CallGramm
     const json& f = norm[i]["function"];
     const std::string name = f["name"];
     if (forced_name && name != *forced_name) continue;
-    auto gr = json_schema_to_grammar(f["parameters"]);
+    auto gr = sample::json_schema_to_grammar(f["parameters"]);
     if (!gr) {
       return Status(gr.status().code(), "tools[" + std::to_string(i) + "].function.parameters: " + gr.status().message());
     }
@@ -251,7 +251,7 @@ std::string mistral_calls(CallGrammar& g, bool parallel) {
 
 std::string mistral_args_calls(CallGrammar& g, bool parallel) {
   for (size_t i = 0; i < g.tools.size(); ++i)
-    g.add_alt(i, gbnf_literal(g.tools[i].name) + R"( "[ARGS]" )" + g.tools[i].args_rule);
+    g.add_alt(i, sample::gbnf_literal(g.tools[i].name) + R"( "[ARGS]" )" + g.tools[i].args_rule);
   g.rules += R"(tc-call ::= "[TOOL_CALLS]" tc-body)"
              "\n";
   return parallel ? "tc-call+" : "tc-call";
@@ -281,7 +281,7 @@ Expected<std::string> generic_grammar(const std::vector<Tool>& list, bool parall
                                                                         {"properties", {{"response", {{"type", "string"}}}}},
                                                                         {"required", json::array({"response"})}}})}}
                                : call;
-  auto g = json_schema_to_grammar(schema);
+  auto g = sample::json_schema_to_grammar(schema);
   if (!g) return Status(g.status().code(), "tools: " + g.status().message());
   return std::move(*g);
 }
@@ -312,7 +312,7 @@ Expected<std::string> qwen_xml_calls(CallGrammar& g, bool parallel) {
       const XmlValue kind =
           xml_value_kind(json::array({json{{"function", json{{"name", tool.name}, {"parameters", ps}}}}}), tool.name, key);
       if (kind == XmlValue::kJson) {
-        auto gr = json_schema_to_grammar(schema);
+        auto gr = sample::json_schema_to_grammar(schema);
         if (!gr) return Status(gr.status().code(), "tools: " + tool.name + "." + key + ": " + gr.status().message());
         g.sub += prefix_gbnf_rules(*gr, prule + "-v-");
         value = prule + "-v-root";
@@ -320,14 +320,14 @@ Expected<std::string> qwen_xml_calls(CallGrammar& g, bool parallel) {
         strings = true;
         value = "xs0";
       }
-      g.rules += prule + " ::= " + gbnf_literal("<parameter=" + key + ">\n") + " " + value + " " +
-                 gbnf_literal("\n</parameter>\n") + "\n";
+      g.rules += prule + " ::= " + sample::gbnf_literal("<parameter=" + key + ">\n") + " " + value + " " +
+                 sample::gbnf_literal("\n</parameter>\n") + "\n";
       const bool is_req = std::find(req.begin(), req.end(), json(key)) != req.end();
       (is_req ? required : optional) += (is_req ? " " : optional.empty() ? "" : " | ") + prule;
     }
-    std::string body = gbnf_literal("<function=" + tool.name + ">\n") + required;
+    std::string body = sample::gbnf_literal("<function=" + tool.name + ">\n") + required;
     if (!optional.empty()) body += " ( " + optional + " )*";
-    g.add_alt(i, body + " " + gbnf_literal("</function>\n"));
+    g.add_alt(i, body + " " + sample::gbnf_literal("</function>\n"));
   }
   if (strings) g.rules += xml_string_rules();
   g.rules += R"(tc-call ::= "<tool_call>\n" tc-body "</tool_call>")"
@@ -349,10 +349,10 @@ Expected<std::string> lfm2_calls(CallGrammar& g, bool parallel) {
     size_t k = 0;
     for (const auto& [key, schema] : props.items()) {
       const std::string prule = fi + "-p" + std::to_string(k++);
-      auto gr = json_schema_to_grammar(schema);
+      auto gr = sample::json_schema_to_grammar(schema);
       if (!gr) return Status(gr.status().code(), "tools: " + tool.name + "." + key + ": " + gr.status().message());
       g.sub += prefix_gbnf_rules(*gr, prule + "-v-");
-      g.rules += prule + " ::= " + gbnf_literal(key + "=") + " " + prule + "-v-root\n";
+      g.rules += prule + " ::= " + sample::gbnf_literal(key + "=") + " " + prule + "-v-root\n";
       items.emplace_back(prule, std::find(req.begin(), req.end(), json(key)) != req.end());
     }
     const auto a = [&](size_t n, bool first) { return fi + "-a" + std::to_string(n) + (first ? "-first" : "-rest"); };
@@ -363,7 +363,7 @@ Expected<std::string> lfm2_calls(CallGrammar& g, bool parallel) {
       g.rules += a(n, true) + " ::= " + take_first + (items[n].second ? "" : " | " + a(n + 1, true)) + "\n";
       g.rules += a(n, false) + " ::= " + take_rest + (items[n].second ? "" : " | " + a(n + 1, false)) + "\n";
     }
-    g.add_alt(i, gbnf_literal(tool.name + "(") + " " + a(0, true) + " \")\"");
+    g.add_alt(i, sample::gbnf_literal(tool.name + "(") + " " + a(0, true) + " \")\"");
   }
   g.rules += "tc-comma ::= \",\" \" \"?\n";
   return std::string(parallel ? R"("<|tool_call_start|>[" tc-body ( tc-comma tc-body )* "]<|tool_call_end|>")"
@@ -377,7 +377,7 @@ Expected<std::string> gemma4_calls(CallGrammar& g, bool parallel) {
     auto r = g4_value_rule(g.tools[i].parameters, fi, &g.rules, &g.sub);
     if (!r) return Status(r.status().code(), "tools: " + g.tools[i].name + ": " + r.status().message());
     const std::string args = *r == "g4-any" ? "g4-dict" : *r;
-    g.add_alt(i, gbnf_literal(g.tools[i].name) + " " + args);
+    g.add_alt(i, sample::gbnf_literal(g.tools[i].name) + " " + args);
   }
   g.rules += kGemma4ValueRules;
   g.rules += R"(tc-call ::= "<|tool_call>call:" tc-body "<tool_call|>")"
@@ -430,7 +430,7 @@ Expected<std::string> response_format_grammar(const json& rf) {
   const std::string t = *type;
   const auto convert = [](const json& schema, const std::string& where) -> Expected<std::string> {
     if (!schema.is_object() && !schema.is_boolean()) return invalid_argument(where + ": expected a JSON schema object");
-    auto g = json_schema_to_grammar(schema);
+    auto g = sample::json_schema_to_grammar(schema);
     if (!g) return Status(g.status().code(), where + ": " + g.status().message());
     return std::move(*g);
   };

@@ -7,7 +7,7 @@
 #include <span>
 #include <vector>
 
-namespace loom {
+namespace loom::context {
 
 struct Batch {
   std::vector<int32_t> tokens;  // token ids, or empty when `embd` is used
@@ -45,4 +45,9 @@ struct Batch {
   }
 };
 
+}  // namespace loom::context
+
+// Re-exported: the layers above name these as loom::X (CONTRIBUTING.md, "Namespaces").
+namespace loom {
+using context::Batch;
 }  // namespace loom

@@ -10,7 +10,7 @@
 #include "ops/matmul.h"
 #include "ops/ops.h"
 
-namespace loom {
+namespace loom::context {
 
 std::optional<Pooling> parse_pooling(std::string_view name) {
   static constexpr std::pair<std::string_view, Pooling> kNames[] = {{"none", Pooling::kNone},
@@ -46,7 +46,7 @@ Status check_context_params(const ContextParams& p, const ModelHparams& hp) {
   if (p.n_batch == 0 && p.n_ubatch == 0) return invalid_argument("n_batch and n_ubatch cannot both be zero");
   if (p.n_ctx == 0 && hp.n_ctx_train == 0)
     return invalid_argument("n_ctx and the model's training context cannot both be zero");
-  if (p.n_seq_max > kMaxSeqs) return invalid_argument("n_seq_max must be at most " + std::to_string(kMaxSeqs));
+  if (p.n_seq_max > kv::kMaxSeqs) return invalid_argument("n_seq_max must be at most " + std::to_string(kv::kMaxSeqs));
   if (p.n_swa < -1) return invalid_argument("n_swa must be -1 (the model's), 0 (off) or a window of at least one token");
   if (p.n_swa > 0 && hp.is_encoder()) return unsupported("a sliding window is not supported for encoder models");
   if (p.n_swa > 0 && hp.is_recurrent())
@@ -75,9 +75,9 @@ ops::RopeParams context_rope(const Model& model, const ContextParams& p, Context
   if (p.rope_freq_base > 0) rope.freq_base = p.rope_freq_base;
   if (p.rope_freq_scale > 0) rope.freq_scale = p.rope_freq_scale;
   if (cp.rope_scaling == RopeScaling::kUnspecified) {
-    cp.rope_scaling = hp.rope_scaling == RopeScalingKind::kYarn ? RopeScaling::kYarn
-                      : hp.rope_freq_scale != 1.0f              ? RopeScaling::kLinear
-                                                                : RopeScaling::kNone;
+    cp.rope_scaling = hp.rope_scaling == model::RopeScalingKind::kYarn ? RopeScaling::kYarn
+                      : hp.rope_freq_scale != 1.0f                     ? RopeScaling::kLinear
+                                                                       : RopeScaling::kNone;
   }
   if (cp.rope_scaling == RopeScaling::kNone) rope.freq_scale = 1.0f;
   rope.ext_factor = p.yarn_ext_factor < 0 ? (cp.rope_scaling == RopeScaling::kYarn ? 1.0f : 0.0f) : p.yarn_ext_factor;
@@ -119,9 +119,9 @@ void size_batches(const ContextParams& p, bool causal, ContextParams& cp) {
 
 // The memory: KV parts for the attention layers, a window-sized cache for an iSWA model's
 // sliding layers, recurrent states for the others (kv/memory.h).
-MemoryParams memory_params(const ContextParams& p, const ContextParams& cp, const ModelHparams& hp, bool swa_all_layers,
-                           bool causal) {
-  MemoryParams mp;
+kv::MemoryParams memory_params(const ContextParams& p, const ContextParams& cp, const ModelHparams& hp, bool swa_all_layers,
+                               bool causal) {
+  kv::MemoryParams mp;
   mp.n_ctx = cp.n_ctx;
   mp.n_seq_max = cp.n_seq_max;
   mp.n_seq_swa = p.n_seq_swa;
@@ -169,13 +169,13 @@ Expected<std::unique_ptr<Context>> Context::create_unguarded(std::shared_ptr<con
 
   LOOM_ASSIGN_OR_RETURN(ctx->mem_, Memory::create(hp, memory_params(p, cp, hp, ctx->swa_all_layers_, ctx->causal_)));
   if (hp.has_encoder() || hp.is_encoder()) {
-    LOOM_ASSIGN_OR_RETURN(
-        ctx->enc_kv_, KvCache::create(KvCacheParams::uniform(int(hp.n_layer), cp.n_ubatch, hp.n_embd_kv(), hp.n_embd_kv(),
-                                                             hp.head_dim, TensorType::F32, TensorType::F32)));
+    LOOM_ASSIGN_OR_RETURN(ctx->enc_kv_, KvCache::create(kv::KvCacheParams::uniform(
+                                            int(hp.n_layer), cp.n_ubatch, hp.n_embd_kv(), hp.n_embd_kv(), hp.head_dim,
+                                            TensorType::F32, TensorType::F32)));
   }
   if (hp.is_recurrent()) cp.type_k = cp.type_v = TensorType::F32;  // states are F32; no K/V
   const int max_kv = ctx->mem_->kv() ? ctx->mem_->kv()->size() : 0;
-  ctx->scratch_ = ForwardScratch(*ctx->model_, cp.n_ubatch, max_kv, cp.type_k, ctx->pool_->size());
+  ctx->scratch_ = model::ForwardScratch(*ctx->model_, cp.n_ubatch, max_kv, cp.type_k, ctx->pool_->size());
   ctx->fwd_.abort_cb = p.abort_callback;
   ctx->fwd_.abort_data = p.abort_data;
   ctx->fwd_.eval_cb = p.eval_callback;
@@ -486,7 +486,7 @@ Status Context::kv_update() {
   for (KvCache* part : {mem_->kv(), mem_->kv_swa()}) {
     if (!part || !part->has_shift()) continue;
     part->pending_deltas(deltas_.data());
-    ForwardConfig cfg = fwd_;
+    model::ForwardConfig cfg = fwd_;
     LOOM_RETURN_IF_ERROR(shift_k(*model_, part->view(), deltas_.data(), scratch_, *pool_, cfg));
     part->clear_shift();
   }
@@ -561,8 +561,8 @@ void Context::rebuild_adapters() {
   adapters_.output.clear();
   adapters_.max_rank = 0;
   for (const auto& [a, scale] : loras_) {
-    for (const LoraTarget& t : a->targets()) {
-      LoraPair p{t.a, t.b, a->effective_scale(scale, t.rank)};
+    for (const model::LoraTarget& t : a->targets()) {
+      model::LoraPair p{t.a, t.b, a->effective_scale(scale, t.rank)};
       if (t.weight == "token_embd.weight") adapters_.tok_embd.push_back(p);
       else if (t.weight == "output.weight") adapters_.output.push_back(p);
       else adapters_.layers[size_t(t.layer)][t.kind].push_back(p);
@@ -570,8 +570,8 @@ void Context::rebuild_adapters() {
     }
   }
   if (adapters_.max_rank > scratch_.max_lora_rank()) {
-    scratch_ = ForwardScratch(*model_, params_.n_ubatch, mem_->kv() ? mem_->kv()->size() : 0, params_.type_k, pool_->size(),
-                              adapters_.max_rank);
+    scratch_ = model::ForwardScratch(*model_, params_.n_ubatch, mem_->kv() ? mem_->kv()->size() : 0, params_.type_k,
+                                     pool_->size(), adapters_.max_rank);
   }
   fwd_.adapters = &adapters_;
 }
@@ -634,4 +634,4 @@ Context::ExpertUsage Context::expert_usage() const {
   return u;
 }
 
-}  // namespace loom
+}  // namespace loom::context

@@ -25,7 +25,7 @@
 #include "model/rank_head.h"
 #include "model/model.h"
 
-namespace loom {
+namespace loom::context {
 
 enum class RopeScaling { kUnspecified, kNone, kLinear, kYarn };
 enum class Pooling { kUnspecified, kNone, kMean, kCls, kLast, kRank };
@@ -76,7 +76,7 @@ struct ContextParams {
   bool no_perf = false;
   bool (*abort_callback)(void* data) = nullptr;  // polled between layers; true stops the decode
   void* abort_data = nullptr;
-  EvalCallback eval_callback = nullptr;  // observes named intermediate activations
+  model::EvalCallback eval_callback = nullptr;  // observes named intermediate activations
   void* eval_data = nullptr;
 };
 
@@ -167,8 +167,8 @@ class Context {
   void kv_clear();
   // `parts` (MemoryPart bits) restricts an edit to some parts of the memory: a prefix cache shares
   // the full KV part's cells by range and keeps the other parts as checkpoints.
-  Status seq_rm(int seq, int p0, int p1, uint8_t parts = kPartsAll);
-  Status seq_cp(int src, int dst, int p0, int p1, uint8_t parts = kPartsAll);
+  Status seq_rm(int seq, int p0, int p1, uint8_t parts = kv::kPartsAll);
+  Status seq_cp(int src, int dst, int p0, int p1, uint8_t parts = kv::kPartsAll);
   Status seq_keep(int seq);
   Status seq_add(int seq, int p0, int p1, int delta);
   Status seq_div(int seq, int p0, int p1, int d);
@@ -189,7 +189,7 @@ class Context {
   // of the memory (a checkpoint of the parts valid at the sequence's end, kPartsAtEnd); loading
   // replaces the destination's memory in the parts the state holds and leaves the others alone.
   Expected<std::vector<uint8_t>> seq_state_save(int seq, std::span<const int32_t> tokens = {},
-                                                uint8_t parts = kPartsAll) const;
+                                                uint8_t parts = kv::kPartsAll) const;
   Status seq_state_load(std::span<const uint8_t> data, int dst_seq, std::vector<int32_t>* tokens = nullptr);
   Status seq_state_save_file(const std::string& path, int seq, std::span<const int32_t> tokens = {}) const;
   Status seq_state_load_file(const std::string& path, int dst_seq, std::vector<int32_t>* tokens = nullptr);
@@ -246,9 +246,31 @@ class Context {
   // The next micro-batch after `done` tokens; 0 when none is left.
   int next_ubatch(const Batch& batch, const Checked& c, bool encoding, int done, Ubatch* ub);
   // A KV part's mask and columns for a micro-batch (cells: where its tokens went in that part).
-  void build_attn(const KvCache& part, const Ubatch& ub, const int32_t* cells, const MaskParams& mp, AttnBuffers& buf,
-                  AttnInputs* out);
+  void build_attn(const KvCache& part, const Ubatch& ub, const int32_t* cells, const kv::MaskParams& mp, AttnBuffers& buf,
+                  model::AttnInputs* out);
   Status validate_recurrent(const Batch& batch, int n) const;
+  // Pieces of run_ubatches (decode.cpp): the recurrent part's plan for the batch's n rows; a T5
+  // encoder micro-batch's mask over its own cells; a T5 decoder micro-batch's view of the encoder
+  // rows; the micro-batch's output rows (stored after `stored` earlier ones; returns their number);
+  // outputs stored in micro-batch order put back into batch order.
+  Status plan_recurrent(RecurrentCache& rs, int n, std::span<RecurrentCache::SeqPlan>* plans);
+  void build_encoder_mask(const Batch& batch, const Ubatch& ub, model::ForwardBatch* fb);
+  model::CrossAttentionView build_cross_attention(const Batch& batch, const Ubatch& ub);
+  int mark_outputs(const Ubatch& ub, int stored);
+  // The memory parts one call runs over (an encode: its own cells only) and their masks.
+  struct MemoryParts {
+    KvCache* kv = nullptr;   // full KV part (or the encoder's cells)
+    KvCache* kvs = nullptr;  // sliding-window cache
+    RecurrentCache* rs = nullptr;
+    kv::MaskParams mp, mp_swa;  // the full part's mask; the window layers'
+    bool encoding = false;
+    int swa_taken = 0;  // window cells taken so far by this call (swa_cells_)
+  };
+  // Places a micro-batch in every part (cells, masks, state rows, T5 encoder/cross views) and
+  // points the forward batch at them; fails when the window cache has no room.
+  Status attach_memory(const Batch& batch, const Ubatch& ub, MemoryParts& parts, model::ForwardBatch* fb,
+                       model::CrossAttentionView* cross);
+  void reorder_outputs(int n, int n_out, float* out_base, size_t out_row);
   // Marks the batch rows that produce an output in output_of_row_; returns their number.
   int assign_outputs(const Batch& batch, int n, bool all);
   void reserve_ubatch_buffers();
@@ -268,16 +290,16 @@ class Context {
   // llama.cpp's encoders (which use no cache) do, whatever the cache types: n_ubatch cells.
   std::unique_ptr<KvCache> enc_kv_;
   std::unique_ptr<ThreadPool> pool_;
-  ForwardScratch scratch_;
-  ForwardConfig fwd_;
-  ForwardAdapters adapters_;
+  model::ForwardScratch scratch_;
+  model::ForwardConfig fwd_;
+  model::ForwardAdapters adapters_;
   std::vector<std::pair<std::shared_ptr<const LoraAdapter>, float>> loras_;
 
   // Reserved at creation, reused by every decode.
   UninitFloats logits_;                 // [n_outputs_max][n_vocab], pages resident once written
   std::vector<float> embd_;             // [n_batch][n_embd] per-token outputs (embeddings mode)
   std::vector<float> pooled_;           // [n_seq_max][n_embd]
-  RankHead rank_;                       // rank pooling: the classification head's buffers and scores
+  model::RankHead rank_;                // rank pooling: the classification head's buffers and scores
   std::vector<uint8_t> pooled_valid_;   // [n_seq_max]
   std::vector<int32_t> pool_count_;     // [n_seq_max] tokens pooled per sequence
   std::vector<int32_t> pool_pos_;       // [n_seq_max] position of the cls / last token chosen
@@ -328,9 +350,9 @@ class Context {
   std::vector<float> perm_tmp_;                      // [max(n_vocab, n_embd)]
   // T5: each sequence's encoder output as cross K/V, and a decoder micro-batch's cross mask
   // ([n_ubatch][encoder rows], grown as the rows grow) and its tokens' sequence sets.
-  EncoderState enc_;
+  model::EncoderState enc_;
   std::vector<float> cross_mask_;
-  std::vector<EncoderState::SeqSet> cross_seqs_;
+  std::vector<model::EncoderState::SeqSet> cross_seqs_;
   int n_outputs_ = 0;
   int last_batch_size_ = 0;
   bool last_was_embd_ = false;
@@ -338,4 +360,11 @@ class Context {
   std::vector<uint64_t> expert_counts_;  // see expert_counts(); fwd_.expert_counts points here
 };
 
+}  // namespace loom::context
+
+// Re-exported: the layers above name these as loom::X (CONTRIBUTING.md, "Namespaces").
+namespace loom {
+using context::Context;
+using context::ContextParams;
+using context::Pooling;
 }  // namespace loom

@@ -16,7 +16,7 @@
 #include "base/timer.h"
 #include "context/context.h"
 
-namespace loom {
+namespace loom::context {
 
 namespace {
 
@@ -114,7 +114,7 @@ Status Context::validate_recurrent(const Batch& batch, int n) const {
     const int32_t s = seq_[size_t(i)];
     int32_t& next = rs_index_[size_t(s)];
     if (next == -2) {
-      const Pos last = rs.seq_pos_max(s);
+      const kv::Pos last = rs.seq_pos_max(s);
       next = rs.tail(s) >= 0 ? last + 1 : -1;  // -1: a new sequence may start anywhere
     }
     if (next >= 0 && pos_[size_t(i)] != next) {
@@ -196,8 +196,8 @@ int Context::next_ubatch(const Batch& batch, const Checked& c, bool encoding, in
   return m;
 }
 
-void Context::build_attn(const KvCache& part, const Ubatch& ub, const int32_t* cells, const MaskParams& mp, AttnBuffers& buf,
-                         AttnInputs* out) {
+void Context::build_attn(const KvCache& part, const Ubatch& ub, const int32_t* cells, const kv::MaskParams& mp,
+                         AttnBuffers& buf, model::AttnInputs* out) {
   const int m = ub.m;
   const int n_kv = part.n_kv();
   // Batch invariance (docs/design.md): the mask columns list each token's visible cells in
@@ -296,7 +296,7 @@ Status Context::encode(const Batch& batch) {
     // Keep the output (every token is an output here) for the decoder of its sequences, as the
     // cross K/V of every decoder layer, computed once instead of at every decode step.
     for (int i = 0; i < c.n; ++i) {
-      EncoderState::SeqSet& set = cross_seqs_[size_t(i)];
+      model::EncoderState::SeqSet& set = cross_seqs_[size_t(i)];
       set.reset();
       if (batch.seq_ids.empty()) set.set(0);
       else
@@ -304,8 +304,8 @@ Status Context::encode(const Batch& batch) {
     }
     pool_->set_active(c.n > 1 ? params_.n_threads_batch : params_.n_threads);
     LOOM_RETURN_IF_ERROR(enc_.store(*model_, embd_.data(),
-                                    std::span<const EncoderState::SeqSet>(cross_seqs_.data(), size_t(c.n)), params_.type_k,
-                                    scratch_, *pool_));
+                                    std::span<const model::EncoderState::SeqSet>(cross_seqs_.data(), size_t(c.n)),
+                                    params_.type_k, scratch_, *pool_));
   }
   if (!params_.no_perf) {
     perf_.n_prompt_tokens += c.n;
@@ -314,187 +314,110 @@ Status Context::encode(const Batch& batch) {
   return Status::ok();
 }
 
-Status Context::run_ubatches(const Batch& batch, const Checked& c, bool encoding) {
-  const int n = c.n;
-  const bool embd_out = params_.embeddings || encoding;
-  const bool pooled = embd_out && params_.pooling != Pooling::kNone;
-  const ModelHparams& hp = model_->hparams();
-  const bool t5_decoder = hp.arch == Arch::kT5 && !encoding;
-  // An encode attends over its own F32 cells; a decode over the memory's parts.
-  KvCache* kv = encoding && enc_kv_ ? enc_kv_.get() : mem_->kv();
-  KvCache* kvs = encoding ? nullptr : mem_->kv_swa();
-  RecurrentCache* rs = encoding ? nullptr : mem_->rs();
-  // A T5 encode keeps every token's output (the decoder attends to all of them).
-  const int n_out = assign_outputs(batch, n, pooled || (encoding && hp.arch == Arch::kT5));
-  n_outputs_ = 0;  // outputs of a failed call are not readable
-  std::fill(pooled_valid_.begin(), pooled_valid_.end(), 0);
-
-  // The full KV part's cells are all chosen up front (so the call fails before computing anything
-  // when the cache is full); each micro-batch occupies its own only when it runs, as a
-  // sequential decode would. Every cell taken is recorded so a failure can give them back.
-  if (kv && !kv->find_slot(n, cells_.data())) return Status(StatusCode::kResourceExhausted, "no KV slot for the batch");
-  int swa_taken = 0;
-  auto give_back = [&](Status st) {
-    if (kv) kv->release_cells(std::span<const int32_t>(cells_.data(), size_t(n)));
-    if (kvs) kvs->release_cells(std::span<const int32_t>(swa_cells_.data(), size_t(swa_taken)));
-    return st;
-  };
-
-  // The recurrent part: sequences in order of first appearance, their rows grouped (a counting
-  // sort), each with the row it continues from and a fresh row to write.
-  std::span<RecurrentCache::SeqPlan> plans;
-  if (rs) {
-    std::fill(rs_index_.begin(), rs_index_.end(), -1);
-    int n_seqs = 0;
-    for (int i = 0; i < n; ++i) {
-      int32_t& k = rs_index_[size_t(seq_[size_t(i)])];
-      if (k < 0) {
-        k = n_seqs++;
-        rs_plans_[size_t(k)] = RecurrentCache::SeqPlan{};
-        rs_plans_[size_t(k)].seq = seq_[size_t(i)];
-        rs_count_[size_t(k)] = 0;
-      }
-      ++rs_count_[size_t(k)];
-      rs_plans_[size_t(k)].last_pos = pos_[size_t(i)];
+// The recurrent part: sequences in order of first appearance, their rows grouped (a counting sort),
+// each with the row it continues from and a fresh row to write. Fails (taking nothing) when the
+// part has too few free state rows.
+Status Context::plan_recurrent(RecurrentCache& rs, int n, std::span<RecurrentCache::SeqPlan>* plans) {
+  std::fill(rs_index_.begin(), rs_index_.end(), -1);
+  int n_seqs = 0;
+  for (int i = 0; i < n; ++i) {
+    int32_t& k = rs_index_[size_t(seq_[size_t(i)])];
+    if (k < 0) {
+      k = n_seqs++;
+      rs_plans_[size_t(k)] = RecurrentCache::SeqPlan{};
+      rs_plans_[size_t(k)].seq = seq_[size_t(i)];
+      rs_count_[size_t(k)] = 0;
     }
-    for (int k = 0, off = 0; k < n_seqs; ++k) {
-      rs_off_[size_t(k)] = off;
-      off += rs_count_[size_t(k)];
-      rs_done_[size_t(k)] = 0;
-    }
-    for (int i = 0; i < n; ++i) {
-      const int k = rs_index_[size_t(seq_[size_t(i)])];
-      rs_tok_[size_t(rs_off_[size_t(k)] + rs_done_[size_t(k)]++)] = i;
-    }
-    std::fill(rs_done_.begin(), rs_done_.begin() + n_seqs, 0);
-    plans = std::span<RecurrentCache::SeqPlan>(rs_plans_.data(), size_t(n_seqs));
-    n_plans_ = n_seqs;
-    if (rs->cells_needed(plans) > rs->size() - rs->used()) {
-      return give_back(Status(StatusCode::kResourceExhausted,
-                              "no recurrent state cell: " + std::to_string(rs->size()) + " states are held (n_seq_states)"));
-    }
-    rs->plan(plans);
+    ++rs_count_[size_t(k)];
+    rs_plans_[size_t(k)].last_pos = pos_[size_t(i)];
   }
-
-  MaskParams mp;
-  mp.causal = causal_ && !encoding;
-  if (swa_all_layers_) mp.swa_window = params_.n_swa;  // every layer slides: one mask
-  // The window layers' mask: over their own cache, or the full one (swa_full).
-  MaskParams mp_swa = mp;
-  mp_swa.swa_window = params_.n_swa;
-  const bool swa_mask = !attn_swa_.mask.empty();
-
-  const size_t out_row = embd_out ? size_t(n_embd()) : size_t(n_vocab());
-  float* const out_base = embd_out ? embd_.data() : logits_.data();
-  int stored = 0;
-  ForwardConfig cfg = fwd_;
-  Ubatch ub;
-  for (int done = 0; next_ubatch(batch, c, encoding, done, &ub) > 0; done += ub.m) {
-    const int m = ub.m;
-    ForwardBatch fb;
-    fb.n_tokens = m;
-    fb.tokens = ub.tokens;
-    fb.embd = ub.embd;
-    fb.pos = ub.pos;
-    if (kv) {
-      for (int t = 0; t < m; ++t) {
-        const int i = ub.rows[t];
-        if (batch.seq_ids.empty()) {
-          const int32_t zero = 0;
-          kv->occupy(ub.cells[t], ub.pos[t], std::span<const int32_t>(&zero, 1));
-        } else {
-          kv->occupy(ub.cells[t], ub.pos[t], batch.seq_ids[size_t(i)]);
-        }
-      }
-      build_attn(*kv, ub, ub.cells, mp, attn_, &fb.attn);
-    }
-    if (kvs) {
-      // The window cache: cells for this micro-batch now (reusing those out of every window).
-      int32_t* wc = swa_cells_.data() + swa_taken;
-      if (!kvs->find_slot(m, wc)) {
-        return give_back(Status(StatusCode::kResourceExhausted, "no KV slot in the sliding-window cache"));
-      }
-      for (int t = 0; t < m; ++t) {
-        const int i = ub.rows[t];
-        if (batch.seq_ids.empty()) {
-          const int32_t zero = 0;
-          kvs->occupy(wc[t], ub.pos[t], std::span<const int32_t>(&zero, 1));
-        } else {
-          kvs->occupy(wc[t], ub.pos[t], batch.seq_ids[size_t(i)]);
-        }
-      }
-      swa_taken += m;
-      build_attn(*kvs, ub, wc, mp_swa, attn_swa_, &fb.attn_swa);
-    } else if (swa_mask && kv) {
-      build_attn(*kv, ub, ub.cells, mp_swa, attn_swa_, &fb.attn_swa);
-    }
-    if (rs) {
-      fb.rs = &rs->view();
-      fb.n_seq_runs = ub.n_runs;
-      fb.seq_start = ub_start_.data();
-      fb.state_src = ub_src_.data();
-      fb.state_dst = ub_dst_.data();
-    }
-    CrossAttentionView cross;
-    if (hp.is_t5() && encoding) {
-      // The T5 encoder attends within its batch only, as the reference's (which has no cache
-      // there): the columns are the batch's own cells, a token seeing those that hold its first
-      // sequence; a decoder's cells of the same sequence stay out of view.
-      const int first = ub.rows[0];
-      for (int col = 0; col < m; ++col) {
-        attn_.col_cells[size_t(col)] = ub.cells[col];
-        attn_.col_pos[size_t(col)] = ub.pos[col];
-      }
-      for (int t = 0; t < m; ++t) {
-        const int32_t s = ub.seq[t];
-        for (int col = 0; col < m; ++col) {
-          bool in = batch.seq_ids.empty() ? s == 0 : false;
-          if (!batch.seq_ids.empty()) {
-            for (int32_t sid : batch.seq_ids[size_t(first + col)]) in = in || sid == s;
-          }
-          attn_.mask[size_t(t) * size_t(m) + size_t(col)] = in ? 0.0f : -INFINITY;
-        }
-      }
-      fb.attn.n_kv = m;
-      fb.attn.kv_cells = attn_.col_cells.data();
-      fb.attn.kv_pos = attn_.col_pos.data();
-      fb.encoder = true;
-    } else if (hp.is_t5()) {
-      fb.encoder = !t5_decoder;
-    }
-    if (t5_decoder) {
-      // Token t sees the encoder rows of its sequences (llama.cpp's cross mask).
-      for (int t = 0; t < m; ++t) {
-        EncoderState::SeqSet& set = cross_seqs_[size_t(t)];
-        set.reset();
-        if (batch.seq_ids.empty()) set.set(0);
-        else
-          for (int32_t sid : batch.seq_ids[size_t(ub.rows[t])]) set.set(size_t(sid));
-      }
-      const size_t need = size_t(m) * size_t(enc_.n_rows());
-      if (cross_mask_.size() < need) cross_mask_.resize(need);
-      cross = enc_.view(std::span<const EncoderState::SeqSet>(cross_seqs_.data(), size_t(m)), cross_mask_.data());
-      fb.cross = &cross;
-    }
-    // Outputs are stored in micro-batch order (batch order unless the split regrouped rows).
-    int m_out = 0;
-    for (int t = 0; t < m; ++t) {
-      const int i = ub.rows[t];
-      if (output_of_row_[size_t(i)] >= 0) {
-        out_store_[size_t(i)] = stored + m_out;
-        out_rows_[size_t(m_out++)] = t;
-      }
-    }
-    fb.n_outputs = m_out;
-    fb.output_rows = out_rows_.data();
-    fb.logits = embd_out ? nullptr : out_base + size_t(stored) * out_row;
-    fb.hidden = embd_out ? out_base + size_t(stored) * out_row : nullptr;
-    cfg.n_threads = m > 1 ? params_.n_threads_batch : params_.n_threads;
-    Status st = forward(*model_, fb, scratch_, *pool_, cfg);
-    if (!st) return give_back(st);
-    stored += m_out;
+  for (int k = 0, off = 0; k < n_seqs; ++k) {
+    rs_off_[size_t(k)] = off;
+    off += rs_count_[size_t(k)];
+    rs_done_[size_t(k)] = 0;
   }
+  for (int i = 0; i < n; ++i) {
+    const int k = rs_index_[size_t(seq_[size_t(i)])];
+    rs_tok_[size_t(rs_off_[size_t(k)] + rs_done_[size_t(k)]++)] = i;
+  }
+  std::fill(rs_done_.begin(), rs_done_.begin() + n_seqs, 0);
+  *plans = std::span<RecurrentCache::SeqPlan>(rs_plans_.data(), size_t(n_seqs));
+  n_plans_ = n_seqs;
+  if (rs.cells_needed(*plans) > rs.size() - rs.used()) {
+    return Status(StatusCode::kResourceExhausted,
+                  "no recurrent state cell: " + std::to_string(rs.size()) + " states are held (n_seq_states)");
+  }
+  rs.plan(*plans);
+  return Status::ok();
+}
 
+namespace {
+
+// Puts m tokens (batch rows `rows`, positions `pos`) into `cells` of a KV part with their sequences.
+void occupy_cells(KvCache& part, const Batch& batch, int m, const int32_t* rows, const int32_t* pos, const int32_t* cells) {
+  static constexpr int32_t kSeqZero = 0;
+  for (int t = 0; t < m; ++t) {
+    if (batch.seq_ids.empty()) part.occupy(cells[t], pos[t], std::span<const int32_t>(&kSeqZero, 1));
+    else part.occupy(cells[t], pos[t], batch.seq_ids[size_t(rows[t])]);
+  }
+}
+
+}  // namespace
+
+void Context::build_encoder_mask(const Batch& batch, const Ubatch& ub, model::ForwardBatch* fb) {
+  // The T5 encoder attends within its batch only, as the reference's (which has no cache there):
+  // the columns are the batch's own cells, a token seeing those that hold its first sequence; a
+  // decoder's cells of the same sequence stay out of view.
+  const int m = ub.m;
+  const int first = ub.rows[0];
+  for (int col = 0; col < m; ++col) {
+    attn_.col_cells[size_t(col)] = ub.cells[col];
+    attn_.col_pos[size_t(col)] = ub.pos[col];
+  }
+  for (int t = 0; t < m; ++t) {
+    const int32_t s = ub.seq[t];
+    for (int col = 0; col < m; ++col) {
+      bool in = batch.seq_ids.empty() ? s == 0 : false;
+      if (!batch.seq_ids.empty()) {
+        for (int32_t sid : batch.seq_ids[size_t(first + col)]) in = in || sid == s;
+      }
+      attn_.mask[size_t(t) * size_t(m) + size_t(col)] = in ? 0.0f : -INFINITY;
+    }
+  }
+  fb->attn.n_kv = m;
+  fb->attn.kv_cells = attn_.col_cells.data();
+  fb->attn.kv_pos = attn_.col_pos.data();
+  fb->encoder = true;
+}
+
+model::CrossAttentionView Context::build_cross_attention(const Batch& batch, const Ubatch& ub) {
+  // Token t sees the encoder rows of its sequences (llama.cpp's cross mask).
+  for (int t = 0; t < ub.m; ++t) {
+    model::EncoderState::SeqSet& set = cross_seqs_[size_t(t)];
+    set.reset();
+    if (batch.seq_ids.empty()) set.set(0);
+    else
+      for (int32_t sid : batch.seq_ids[size_t(ub.rows[t])]) set.set(size_t(sid));
+  }
+  const size_t need = size_t(ub.m) * size_t(enc_.n_rows());
+  if (cross_mask_.size() < need) cross_mask_.resize(need);
+  return enc_.view(std::span<const model::EncoderState::SeqSet>(cross_seqs_.data(), size_t(ub.m)), cross_mask_.data());
+}
+
+int Context::mark_outputs(const Ubatch& ub, int stored) {
+  // Outputs are stored in micro-batch order (batch order unless the split regrouped rows).
+  int m_out = 0;
+  for (int t = 0; t < ub.m; ++t) {
+    const int i = ub.rows[t];
+    if (output_of_row_[size_t(i)] >= 0) {
+      out_store_[size_t(i)] = stored + m_out;
+      out_rows_[size_t(m_out++)] = t;
+    }
+  }
+  return m_out;
+}
+
+void Context::reorder_outputs(int n, int n_out, float* out_base, size_t out_row) {
   // Put outputs stored in micro-batch order into batch order.
   bool in_order = true;
   for (int i = 0; i < n; ++i) {
@@ -504,7 +427,105 @@ Status Context::run_ubatches(const Batch& batch, const Checked& c, bool encoding
     perm_dest_[size_t(out_store_[size_t(i)])] = o;
   }
   if (!in_order) permute_rows(out_base, out_row, perm_dest_.data(), n_out, perm_done_.data(), perm_tmp_.data());
-  if (rs) rs->commit(plans);
+}
+
+Status Context::attach_memory(const Batch& batch, const Ubatch& ub, MemoryParts& parts, model::ForwardBatch* fb,
+                              model::CrossAttentionView* cross) {
+  const int m = ub.m;
+  if (KvCache* kv = parts.kv) {
+    occupy_cells(*kv, batch, m, ub.rows, ub.pos, ub.cells);
+    build_attn(*kv, ub, ub.cells, parts.mp, attn_, &fb->attn);
+  }
+  if (KvCache* kvs = parts.kvs) {
+    // The window cache: cells for this micro-batch now (reusing those out of every window).
+    int32_t* wc = swa_cells_.data() + parts.swa_taken;
+    if (!kvs->find_slot(m, wc)) return Status(StatusCode::kResourceExhausted, "no KV slot in the sliding-window cache");
+    occupy_cells(*kvs, batch, m, ub.rows, ub.pos, wc);
+    parts.swa_taken += m;
+    build_attn(*kvs, ub, wc, parts.mp_swa, attn_swa_, &fb->attn_swa);
+  } else if (!attn_swa_.mask.empty() && parts.kv) {
+    build_attn(*parts.kv, ub, ub.cells, parts.mp_swa, attn_swa_, &fb->attn_swa);
+  }
+  if (parts.rs) {
+    fb->rs = &parts.rs->view();
+    fb->n_seq_runs = ub.n_runs;
+    fb->seq_start = ub_start_.data();
+    fb->state_src = ub_src_.data();
+    fb->state_dst = ub_dst_.data();
+  }
+  const ModelHparams& hp = model_->hparams();
+  const bool t5_decoder = hp.arch == Arch::kT5 && !parts.encoding;
+  if (hp.is_t5() && parts.encoding) build_encoder_mask(batch, ub, fb);
+  else if (hp.is_t5()) fb->encoder = !t5_decoder;  // an encoder-only T5 decodes as an encoder
+  if (t5_decoder) {
+    *cross = build_cross_attention(batch, ub);
+    fb->cross = cross;
+  }
+  return Status::ok();
+}
+
+Status Context::run_ubatches(const Batch& batch, const Checked& c, bool encoding) {
+  const int n = c.n;
+  const bool embd_out = params_.embeddings || encoding;
+  const bool pooled = embd_out && params_.pooling != Pooling::kNone;
+  // An encode attends over its own F32 cells; a decode over the memory's parts.
+  MemoryParts parts;
+  parts.encoding = encoding;
+  parts.kv = encoding && enc_kv_ ? enc_kv_.get() : mem_->kv();
+  parts.kvs = encoding ? nullptr : mem_->kv_swa();
+  parts.rs = encoding ? nullptr : mem_->rs();
+  parts.mp.causal = causal_ && !encoding;
+  if (swa_all_layers_) parts.mp.swa_window = params_.n_swa;  // every layer slides: one mask
+  // The window layers' mask: over their own cache, or the full one (swa_full).
+  parts.mp_swa = parts.mp;
+  parts.mp_swa.swa_window = params_.n_swa;
+  // A T5 encode keeps every token's output (the decoder attends to all of them).
+  const int n_out = assign_outputs(batch, n, pooled || (encoding && model_->hparams().arch == Arch::kT5));
+  n_outputs_ = 0;  // outputs of a failed call are not readable
+  std::fill(pooled_valid_.begin(), pooled_valid_.end(), 0);
+
+  // The full KV part's cells are all chosen up front (so the call fails before computing anything
+  // when the cache is full); each micro-batch occupies its own only when it runs, as a
+  // sequential decode would. Every cell taken is recorded so a failure can give them back.
+  if (parts.kv && !parts.kv->find_slot(n, cells_.data())) {
+    return Status(StatusCode::kResourceExhausted, "no KV slot for the batch");
+  }
+  auto give_back = [&](Status st) {
+    if (parts.kv) parts.kv->release_cells(std::span<const int32_t>(cells_.data(), size_t(n)));
+    if (parts.kvs) parts.kvs->release_cells(std::span<const int32_t>(swa_cells_.data(), size_t(parts.swa_taken)));
+    return st;
+  };
+  std::span<RecurrentCache::SeqPlan> plans;
+  if (parts.rs) {
+    if (Status st = plan_recurrent(*parts.rs, n, &plans); !st) return give_back(st);
+  }
+
+  const size_t out_row = embd_out ? size_t(n_embd()) : size_t(n_vocab());
+  float* const out_base = embd_out ? embd_.data() : logits_.data();
+  int stored = 0;
+  model::ForwardConfig cfg = fwd_;
+  Ubatch ub;
+  for (int done = 0; next_ubatch(batch, c, encoding, done, &ub) > 0; done += ub.m) {
+    model::ForwardBatch fb;
+    fb.n_tokens = ub.m;
+    fb.tokens = ub.tokens;
+    fb.embd = ub.embd;
+    fb.pos = ub.pos;
+    model::CrossAttentionView cross;
+    if (Status st = attach_memory(batch, ub, parts, &fb, &cross); !st) return give_back(st);
+    const int m_out = mark_outputs(ub, stored);
+    fb.n_outputs = m_out;
+    fb.output_rows = out_rows_.data();
+    fb.logits = embd_out ? nullptr : out_base + size_t(stored) * out_row;
+    fb.hidden = embd_out ? out_base + size_t(stored) * out_row : nullptr;
+    cfg.n_threads = ub.m > 1 ? params_.n_threads_batch : params_.n_threads;
+    Status st = forward(*model_, fb, scratch_, *pool_, cfg);
+    if (!st) return give_back(st);
+    stored += m_out;
+  }
+
+  reorder_outputs(n, n_out, out_base, out_row);
+  if (parts.rs) parts.rs->commit(plans);
   n_outputs_ = n_out;
   last_batch_size_ = n;
   last_was_embd_ = embd_out;
@@ -512,4 +533,4 @@ Status Context::run_ubatches(const Batch& batch, const Checked& c, bool encoding
   return Status::ok();
 }
 
-}  // namespace loom
+}  // namespace loom::context

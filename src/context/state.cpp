@@ -31,7 +31,7 @@
 #include "base/file_util.h"
 #include "context/context.h"
 
-namespace loom {
+namespace loom::context {
 namespace {
 
 constexpr char kMagic[8] = {'L', 'O', 'O', 'M', 'S', 'T', 'A', 'T'};
@@ -101,7 +101,7 @@ struct Parsed {
   const uint8_t* floats = nullptr;
   struct Cell {
     int32_t pos, delta;
-    std::bitset<kMaxSeqs> seqs;
+    std::bitset<kv::kMaxSeqs> seqs;
   };
   struct Part {
     int store = -1;  // index of the context's part it loads into
@@ -145,9 +145,9 @@ struct PartStore {
   }
   int size() const { return kv ? kv->size() : rs->size(); }
   bool empty(int c) const { return kv ? kv->cell(c).empty() : rs->cell(c).empty(); }
-  Pos pos(int c) const { return kv ? kv->cell(c).pos : rs->cell(c).pos; }
-  Pos delta(int c) const { return kv ? kv->cell(c).delta : 0; }
-  const std::bitset<kMaxSeqs>& seqs(int c) const { return kv ? kv->cell(c).seqs : rs->cell(c).seqs; }
+  kv::Pos pos(int c) const { return kv ? kv->cell(c).pos : rs->cell(c).pos; }
+  kv::Pos delta(int c) const { return kv ? kv->cell(c).delta : 0; }
+  const std::bitset<kv::kMaxSeqs>& seqs(int c) const { return kv ? kv->cell(c).seqs : rs->cell(c).seqs; }
   const uint8_t* k_row(int il, int c) const {
     return kv ? kv->k_row(il, c) : reinterpret_cast<const uint8_t*>(rs->conv_row(il, rs->cell(c).row));
   }
@@ -174,12 +174,12 @@ struct Store {
   int n_layer = 0;
   std::vector<PartStore> parts;
 
-  static Store of(Memory& m, const ModelHparams& hp, uint8_t mask = kPartsAll) {
+  static Store of(Memory& m, const ModelHparams& hp, uint8_t mask = kv::kPartsAll) {
     Store st;
     st.n_layer = int(hp.n_layer);
-    if (m.kv() && (mask & kPartKv)) st.parts.push_back({1, m.kv(), nullptr});
-    if (m.kv_swa() && (mask & kPartKvSwa)) st.parts.push_back({2, m.kv_swa(), nullptr});
-    if (m.rs() && (mask & kPartRecurrent)) st.parts.push_back({3, nullptr, m.rs()});
+    if (m.kv() && (mask & kv::kPartKv)) st.parts.push_back({1, m.kv(), nullptr});
+    if (m.kv_swa() && (mask & kv::kPartKvSwa)) st.parts.push_back({2, m.kv_swa(), nullptr});
+    if (m.rs() && (mask & kv::kPartRecurrent)) st.parts.push_back({3, nullptr, m.rs()});
     if (m.kv()) {
       st.type_k = m.kv()->params().type_k;
       st.type_v = m.kv()->params().type_v;
@@ -231,9 +231,9 @@ void write_part(Writer& w, const PartStore& p, const std::vector<int>& cells, bo
     w.put<int32_t>(p.pos(c));
     w.put<int32_t>(p.delta(c));
     if (with_seqs) {
-      const std::bitset<kMaxSeqs>& seqs = p.seqs(c);
+      const std::bitset<kv::kMaxSeqs>& seqs = p.seqs(c);
       w.put<uint32_t>(uint32_t(seqs.count()));
-      for (int s = 0; s < kMaxSeqs; ++s) {
+      for (int s = 0; s < kv::kMaxSeqs; ++s) {
         if (seqs.test(size_t(s))) w.put<int32_t>(s);
       }
     }
@@ -357,7 +357,7 @@ Status parse_part(Reader& r, const Store& st, uint32_t version, uint32_t kind, i
     if (kind == kKindWhole) {
       uint32_t n_seq = 0;
       LOOM_RETURN_IF_ERROR(r.get(&n_seq, "cell sequence count"));
-      if (n_seq == 0 || n_seq > uint32_t(kMaxSeqs)) return corrupt("state cell has an invalid sequence count");
+      if (n_seq == 0 || n_seq > uint32_t(kv::kMaxSeqs)) return corrupt("state cell has an invalid sequence count");
       for (uint32_t j = 0; j < n_seq; ++j) {
         int32_t s = 0;
         LOOM_RETURN_IF_ERROR(r.get(&s, "cell sequence id"));
@@ -374,7 +374,7 @@ Status parse_part(Reader& r, const Store& st, uint32_t version, uint32_t kind, i
     if (kind == kKindSeq && out->cells.size() > 1) {
       return corrupt("sequence state holds " + std::to_string(out->cells.size()) + " recurrent states");
     }
-    std::bitset<kMaxSeqs> seqs;
+    std::bitset<kv::kMaxSeqs> seqs;
     for (const Parsed::Cell& c : out->cells) {
       if ((seqs & c.seqs).any()) return corrupt("state holds two recurrent states for one sequence");
       seqs |= c.seqs;
@@ -485,7 +485,7 @@ Status Context::state_load(std::span<const uint8_t> data, std::vector<int32_t>* 
         ps.rs->restore_cell(int(i), part.cells[i].pos, part.cells[i].seqs);
         continue;
       }
-      KvCell cell;
+      kv::KvCell cell;
       cell.pos = part.cells[i].pos;
       cell.delta = part.cells[i].delta;
       cell.seqs = part.cells[i].seqs;
@@ -528,7 +528,7 @@ Status Context::seq_state_load(std::span<const uint8_t> data, int dst_seq, std::
     if (!ps.kv) continue;
     int freed = 0;
     for (int c = 0; c < ps.kv->size(); ++c) {
-      const KvCell& cell = ps.kv->cell(c);
+      const kv::KvCell& cell = ps.kv->cell(c);
       if (!cell.empty() && cell.seqs.test(size_t(dst_seq)) && cell.seqs.count() == 1) ++freed;
     }
     const int need = int(part.cells.size());
@@ -542,10 +542,10 @@ Status Context::seq_state_load(std::span<const uint8_t> data, int dst_seq, std::
   uint8_t present = 0;
   for (const Parsed::Part& part : p.parts) {
     const uint8_t id = st.parts[size_t(part.store)].id;
-    present |= id == 1 ? kPartKv : id == 2 ? kPartKvSwa : kPartRecurrent;
+    present |= id == 1 ? kv::kPartKv : id == 2 ? kv::kPartKvSwa : kv::kPartRecurrent;
   }
   (void)mem_->seq_rm(dst_seq, -1, -1, present);
-  std::bitset<kMaxSeqs> seqs;
+  std::bitset<kv::kMaxSeqs> seqs;
   seqs.set(size_t(dst_seq));
   for (const Parsed::Part& part : p.parts) {
     PartStore& ps = st.parts[size_t(part.store)];
@@ -563,7 +563,7 @@ Status Context::seq_state_load(std::span<const uint8_t> data, int dst_seq, std::
     for (size_t i = 0; i < part.cells.size(); ++i) {
       const int32_t one = dst_seq;
       ps.kv->occupy(dst[i], part.cells[i].pos, std::span<const int32_t>(&one, 1));  // (frees a reused window cell)
-      KvCell cell = ps.kv->cell(dst[i]);
+      kv::KvCell cell = ps.kv->cell(dst[i]);
       cell.delta = part.cells[i].delta;
       ps.kv->set_cell(dst[i], cell);
     }
@@ -619,4 +619,4 @@ Status Context::seq_state_load_file(const std::string& path, int dst_seq, std::v
   return st ? st : Status(st.code(), path + ": " + st.message());
 }
 
-}  // namespace loom
+}  // namespace loom::context

@@ -4,7 +4,7 @@
 
 #include "gguf/tensor_type_table.h"
 
-namespace loom {
+namespace loom::gguf {
 
 std::optional<TensorTypeInfo> tensor_type_info(uint32_t id) { return gguf_types::find(id); }
 
@@ -31,4 +31,4 @@ int64_t row_bytes(TensorType t, int64_t n) {
   return n / info->block_size * info->block_bytes;
 }
 
-}  // namespace loom
+}  // namespace loom::gguf

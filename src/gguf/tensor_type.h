@@ -6,7 +6,7 @@
 #include <optional>
 #include <string_view>
 
-namespace loom {
+namespace loom::gguf {
 
 enum class TensorType : uint32_t {
   F32 = 0,
@@ -62,4 +62,10 @@ std::optional<TensorType> parse_tensor_type(std::string_view name);
 // Bytes of a row of n elements; -1 when n is not a multiple of the block size or type unknown.
 int64_t row_bytes(TensorType t, int64_t n);
 
+}  // namespace loom::gguf
+
+// Re-exported: the layers above name these as loom::X (CONTRIBUTING.md, "Namespaces").
+namespace loom {
+using gguf::TensorType;
+using gguf::TensorTypeInfo;
 }  // namespace loom

@@ -296,7 +296,7 @@ std::vector<uint32_t> utf8_decode(std::string_view s) {
   return out;
 }
 
-void utf8_append(std::string& out, uint32_t cp) { unicode::append_utf8(out, cp); }
+void utf8_append(std::string& out, uint32_t cp) { vocab::unicode::append_utf8(out, cp); }
 
 std::string utf8_encode(const std::vector<uint32_t>& cps, size_t begin, size_t end) {
   std::string out;

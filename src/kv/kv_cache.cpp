@@ -6,7 +6,7 @@
 
 #include "quant/quant.h"
 
-namespace loom {
+namespace loom::kv {
 
 Expected<std::unique_ptr<KvCache>> KvCache::create(const KvCacheParams& p) {
   if (p.n_cells <= 0 || p.layers.empty() || p.n_layer <= 0)
@@ -45,10 +45,10 @@ Expected<std::unique_ptr<KvCache>> KvCache::create(const KvCacheParams& p) {
   v.type_k = p.type_k;
   v.type_v = p.type_v;
   v.n_cells = p.n_cells;
-  v.layers.assign(size_t(p.n_layer), KvLayerView{});
+  v.layers.assign(size_t(p.n_layer), model::KvLayerView{});
   size_t total = 0;
   for (const KvLayerSpec& l : p.layers) {
-    KvLayerView& lv = v.layers[size_t(l.layer)];
+    model::KvLayerView& lv = v.layers[size_t(l.layer)];
     if (lv.k_row_bytes) return invalid_argument("KV cache layer " + std::to_string(l.layer) + " is listed twice");
     lv.n_embd_k = l.n_embd_k;
     lv.n_embd_v = l.n_embd_v;
@@ -61,7 +61,7 @@ Expected<std::unique_ptr<KvCache>> KvCache::create(const KvCacheParams& p) {
   uint8_t* base = kv->storage_.data();
   for (const KvLayerSpec& l : p.layers) {
     if (l.reuse >= 0) continue;
-    KvLayerView& lv = v.layers[size_t(l.layer)];
+    model::KvLayerView& lv = v.layers[size_t(l.layer)];
     lv.k = base;
     base += lv.k_row_bytes * size_t(p.n_cells);
     lv.v = base;
@@ -69,7 +69,7 @@ Expected<std::unique_ptr<KvCache>> KvCache::create(const KvCacheParams& p) {
   }
   for (const KvLayerSpec& l : p.layers) {
     if (l.reuse < 0) continue;
-    KvLayerView& lv = v.layers[size_t(l.layer)];
+    model::KvLayerView& lv = v.layers[size_t(l.layer)];
     lv.k = v.layers[size_t(l.reuse)].k;
     lv.v = v.layers[size_t(l.reuse)].v;
     lv.reused = true;
@@ -365,4 +365,4 @@ void KvCache::defrag() {
   }
 }
 
-}  // namespace loom
+}  // namespace loom::kv

@@ -18,7 +18,7 @@
 #include "gguf/tensor_type.h"
 #include "model/forward.h"
 
-namespace loom {
+namespace loom::kv {
 
 using SeqId = int32_t;
 using Pos = int32_t;
@@ -146,11 +146,11 @@ class KvCache {
   // Raw row access (state save/restore) by model layer; the layer must be stored here.
   bool has_layer(int layer) const { return layer >= 0 && layer < int(view_.layers.size()) && view_.layers[size_t(layer)].k; }
   uint8_t* k_row(int layer, int cell) {
-    const KvLayerView& l = view_.layers[size_t(layer)];
+    const model::KvLayerView& l = view_.layers[size_t(layer)];
     return static_cast<uint8_t*>(l.k) + size_t(cell) * l.k_row_bytes;
   }
   uint8_t* v_row(int layer, int cell) {
-    const KvLayerView& l = view_.layers[size_t(layer)];
+    const model::KvLayerView& l = view_.layers[size_t(layer)];
     return static_cast<uint8_t*>(l.v) + size_t(cell) * l.v_row_bytes;
   }
   const uint8_t* k_row(int layer, int cell) const { return const_cast<KvCache*>(this)->k_row(layer, cell); }
@@ -177,4 +177,9 @@ class KvCache {
   bool has_shift_ = false;
 };
 
+}  // namespace loom::kv
+
+// Re-exported: the layers above name these as loom::X (CONTRIBUTING.md, "Namespaces").
+namespace loom {
+using kv::KvCache;
 }  // namespace loom

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace loom {
+namespace loom::kv {
 
 int swa_cache_cells(int n_ctx, int window, int n_seq, int n_ubatch) {
   const int64_t want = int64_t(window) * std::max(1, n_seq) + n_ubatch;
@@ -155,4 +155,4 @@ MemoryBreakdown Memory::breakdown() const {
   return b;
 }
 
-}  // namespace loom
+}  // namespace loom::kv

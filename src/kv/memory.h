@@ -12,7 +12,7 @@
 //   mamba / mamba2                                        rs
 //   hybrids (granitehybrid: Mamba-2 + attention layers)   kv + rs
 //
-// Each part stores only its layers (KvView / RecurrentView have one entry per model layer, null
+// Each part stores only its layers (KvView / model::RecurrentView have one entry per model layer, null
 // where a layer keeps nothing in that part), so a hybrid with attention on one layer in four
 // allocates K/V for that quarter. Sequence operations apply to every part with llama.cpp's rules
 // (llama_memory_hybrid, llama_kv_cache_iswa): seq_rm tries the recurrent part first and, when it
@@ -29,7 +29,7 @@
 #include "kv/recurrent_cache.h"
 #include "model/hparams.h"
 
-namespace loom {
+namespace loom::kv {
 
 // Parts of a memory, as a mask: what an operation applies to. A prefix of the full KV part can be
 // shared between sequences at any length (seq_cp of a range); the window cache and recurrent
@@ -114,4 +114,10 @@ class Memory {
 // The SWA cache's cells: min(n_ctx, window * n_seq + n_ubatch) rounded up to 256, as llama.cpp.
 int swa_cache_cells(int n_ctx, int window, int n_seq, int n_ubatch);
 
+}  // namespace loom::kv
+
+// Re-exported: the layers above name these as loom::X (CONTRIBUTING.md, "Namespaces").
+namespace loom {
+using kv::Memory;
+using kv::MemoryBreakdown;
 }  // namespace loom

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace loom {
+namespace loom::kv {
 
 namespace {
 constexpr Pos kPosMax = std::numeric_limits<Pos>::max();
@@ -29,11 +29,11 @@ Expected<std::unique_ptr<RecurrentCache>> RecurrentCache::create(const Recurrent
   const size_t per_layer = size_t(p.conv_row + p.ssm_row) * size_t(n_rows);
   rs->storage_.assign(per_layer * rs->layers_.size(), 0.0f);
   rs->taken_.assign(size_t(n_rows), 0);
-  RecurrentView& v = rs->view_;
+  model::RecurrentView& v = rs->view_;
   v.conv_row = p.conv_row;
   v.ssm_row = p.ssm_row;
   v.n_rows = n_rows;
-  v.layers.assign(size_t(p.n_layer), RecurrentLayerView{});
+  v.layers.assign(size_t(p.n_layer), model::RecurrentLayerView{});
   for (size_t k = 0; k < rs->layers_.size(); ++k) {
     float* base = rs->storage_.data() + per_layer * k;
     v.layers[size_t(rs->layers_[k])].conv = base;
@@ -233,4 +233,4 @@ int RecurrentCache::restore_cell(int i, Pos pos, const std::bitset<kMaxSeqs>& se
   return c.row;
 }
 
-}  // namespace loom
+}  // namespace loom::kv

@@ -21,7 +21,7 @@
 #include "kv/kv_cache.h"
 #include "model/forward.h"
 
-namespace loom {
+namespace loom::kv {
 
 struct RsCell {
   Pos pos = -1;                // position of the last token in the state
@@ -31,7 +31,7 @@ struct RsCell {
 };
 
 struct RecurrentCacheParams {
-  int n_layer = 0;          // the model's layers (RecurrentView::layers has one entry per layer)
+  int n_layer = 0;          // the model's layers (model::RecurrentView::layers has one entry per layer)
   std::vector<int> layers;  // the recurrent ones (a hybrid's); empty: all of them
   int n_cells = 0;          // max(1, n_seq_max)
   int64_t conv_row = 0;     // floats of one conv state
@@ -49,7 +49,7 @@ class RecurrentCache {
   int n_tokens() const;
   const RsCell& cell(int i) const { return cells_[size_t(i)]; }
   int tail(SeqId s) const { return tails_[size_t(s)]; }  // the cell holding s, or -1
-  const RecurrentView& view() const { return view_; }
+  const model::RecurrentView& view() const { return view_; }
   size_t bytes() const { return storage_.size() * sizeof(float); }
   // Bytes of one sequence's states over all layers (what a decode step reads and writes).
   size_t seq_state_bytes() const { return sizeof(float) * size_t(params_.conv_row + params_.ssm_row) * layers_.size(); }
@@ -115,8 +115,13 @@ class RecurrentCache {
   std::vector<int> tails_;  // [kMaxSeqs]
   std::vector<float> storage_;
   mutable std::vector<uint8_t> taken_;
-  RecurrentView view_;
+  model::RecurrentView view_;
   int used_ = 0;
 };
 
+}  // namespace loom::kv
+
+// Re-exported: the layers above name these as loom::X (CONTRIBUTING.md, "Namespaces").
+namespace loom {
+using kv::RecurrentCache;
 }  // namespace loom

@@ -7,7 +7,7 @@
 #include "model/model.h"
 #include "quant/quant.h"
 
-namespace loom {
+namespace loom::model {
 namespace {
 
 const char* kLayerSuffix[kNumLayerWeights] = {"attn_q.weight",   "attn_k.weight", "attn_v.weight",  "attn_output.weight",
@@ -161,4 +161,4 @@ Status ControlVector::add(const ControlVector& o) {
   return Status::ok();
 }
 
-}  // namespace loom
+}  // namespace loom::model

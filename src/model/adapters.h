@@ -11,7 +11,7 @@
 #include "gguf/gguf.h"
 #include "model/forward.h"
 
-namespace loom {
+namespace loom::model {
 
 class Model;
 
@@ -62,4 +62,10 @@ struct ControlVector {
   Status add(const ControlVector& other);
 };
 
+}  // namespace loom::model
+
+// Re-exported: the layers above name these as loom::X (CONTRIBUTING.md, "Namespaces").
+namespace loom {
+using model::ControlVector;
+using model::LoraAdapter;
 }  // namespace loom

@@ -10,7 +10,7 @@
 #include "quant/packed.h"
 #include "quant/quant.h"
 
-namespace loom {
+namespace loom::model {
 namespace {
 
 using detail::Binder;
@@ -397,4 +397,4 @@ Status Model::bind_decoder() {
   return Status::ok();
 }
 
-}  // namespace loom
+}  // namespace loom::model

@@ -6,7 +6,7 @@
 
 #include "model/model.h"
 
-namespace loom {
+namespace loom::model {
 
 void EncoderState::reset(const Model& model) {
   const ModelHparams& hp = model.hparams();
@@ -92,4 +92,4 @@ CrossAttentionView EncoderState::view(std::span<const SeqSet> token_seqs, float*
   return v;
 }
 
-}  // namespace loom
+}  // namespace loom::model

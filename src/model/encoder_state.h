@@ -19,7 +19,7 @@
 #include "base/threadpool.h"
 #include "model/forward.h"
 
-namespace loom {
+namespace loom::model {
 
 class Model;
 
@@ -53,4 +53,4 @@ class EncoderState {
   int n_ = 0;
 };
 
-}  // namespace loom
+}  // namespace loom::model

@@ -11,7 +11,7 @@
 #include "ops/matmul.h"
 #include "quant/quant.h"
 
-namespace loom {
+namespace loom::model {
 namespace detail {
 namespace {
 
@@ -361,4 +361,4 @@ Status shift_k(const Model& model, const KvView& kv, const int32_t* deltas, Forw
   return Status::ok();
 }
 
-}  // namespace loom
+}  // namespace loom::model

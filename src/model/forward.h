@@ -14,7 +14,7 @@
 #include "ops/ops.h"
 #include "ops/tensor_view.h"
 
-namespace loom {
+namespace loom::model {
 
 class Model;
 
@@ -192,4 +192,9 @@ Status t5_cross_kv(const Model& model, const float* enc, int n_enc, const CrossA
 Status shift_k(const Model& model, const KvView& kv, const int32_t* deltas, ForwardScratch& scratch, ThreadPool& pool,
                const ForwardConfig& config);
 
+}  // namespace loom::model
+
+// Re-exported: the layers above name these as loom::X (CONTRIBUTING.md, "Namespaces").
+namespace loom {
+using model::KvView;
 }  // namespace loom

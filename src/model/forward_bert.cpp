@@ -11,7 +11,7 @@
 #include "ops/matmul.h"
 #include "ops/ops.h"
 
-namespace loom::detail {
+namespace loom::model::detail {
 namespace {
 
 // x = LN(tok_embd[t] + type_embd[0] + pos_embd[pos]) for the T rows.
@@ -124,4 +124,4 @@ Status forward_bert(const Model& model, const ForwardBatch& fb, ForwardScratch& 
   return Status::ok();
 }
 
-}  // namespace loom::detail
+}  // namespace loom::model::detail

@@ -25,7 +25,7 @@
 #include "ops/matmul.h"
 #include "ops/ops.h"
 
-namespace loom::detail {
+namespace loom::model::detail {
 namespace {
 
 // fn(first row, rows) over a prompt's T rows split across the pool (a decode's row runs inline):
@@ -347,4 +347,4 @@ Status forward_decoder(const Model& model, const ForwardBatch& fb, ForwardScratc
   return write_outputs(model, fb, cfg, pool, b, rows.compacted);
 }
 
-}  // namespace loom::detail
+}  // namespace loom::model::detail

@@ -17,7 +17,7 @@
 #include "ops/delta_net.h"
 #include "ops/ssm.h"
 
-namespace loom::detail {
+namespace loom::model::detail {
 namespace {
 
 // The mixer's per-token inputs, carved from b.ssm_xz: qkv [T][Cc], z [T][Di], β [T][Hv], g [T][Hv].
@@ -181,4 +181,4 @@ Status delta_net_block(const Model& model, const ForwardBatch& fb, const Forward
   return Status::ok();
 }
 
-}  // namespace loom::detail
+}  // namespace loom::model::detail

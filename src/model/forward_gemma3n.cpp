@@ -21,7 +21,7 @@
 #include "model/forward_internal.h"
 #include "ops/ops.h"
 
-namespace loom::detail {
+namespace loom::model::detail {
 namespace {
 
 constexpr float kSparsityStdMul = 1.6448533535003662f;  // the normal distribution's 0.95 quantile
@@ -249,4 +249,4 @@ Status forward_gemma3n(const Model& model, const ForwardBatch& fb, ForwardScratc
   return write_outputs(model, fb, cfg, pool, b);
 }
 
-}  // namespace loom::detail
+}  // namespace loom::model::detail

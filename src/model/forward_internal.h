@@ -8,7 +8,7 @@
 #include "model/model.h"
 #include "ops/attention.h"
 
-namespace loom::detail {
+namespace loom::model::detail {
 
 // Activation buffers of one micro-batch of T tokens, carved from the scratch arena.
 struct Buffers {
@@ -170,4 +170,4 @@ Status forward_gemma3n(const Model& m, const ForwardBatch& fb, ForwardScratch& s
 // gemma4 / gemma3n: the micro-batch's per-layer inputs into b.pl_inp (forward_decoder.cpp).
 void per_layer_inputs(const Model& model, const ForwardBatch& fb, ThreadPool& pool, Buffers& b);
 
-}  // namespace loom::detail
+}  // namespace loom::model::detail

@@ -23,7 +23,7 @@
 #include "ops/ops.h"
 #include "ops/ssm.h"
 
-namespace loom::detail {
+namespace loom::model::detail {
 
 void take_state_rows(const ForwardBatch& fb, const RecurrentView& rs, const RecurrentLayerView& st) {
   for (int r = 0; r < fb.n_seq_runs; ++r) {
@@ -205,4 +205,4 @@ Status forward_mamba(const Model& model, const ForwardBatch& fb, ForwardScratch&
   return write_outputs(model, fb, cfg, pool, b);
 }
 
-}  // namespace loom::detail
+}  // namespace loom::model::detail

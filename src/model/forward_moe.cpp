@@ -24,7 +24,7 @@
 #include "ops/matmul.h"
 #include "ops/ops.h"
 
-namespace loom::detail {
+namespace loom::model::detail {
 namespace {
 
 // The router's score for choosing: NaN ranks below every number (never chosen over one).
@@ -370,4 +370,4 @@ Status moe_block(const Model& model, const ForwardBatch& fb, const ForwardConfig
   return Status::ok();
 }
 
-}  // namespace loom::detail
+}  // namespace loom::model::detail

@@ -6,7 +6,7 @@
 #include "model/forward_internal.h"
 #include "ops/ssm.h"
 
-namespace loom::detail {
+namespace loom::model::detail {
 
 Status short_conv_block(const Model& model, const ForwardBatch& fb, const ForwardConfig& cfg, ThreadPool& pool, int il,
                         Buffers& b) {
@@ -48,4 +48,4 @@ Status short_conv_block(const Model& model, const ForwardBatch& fb, const Forwar
   return Status::ok();
 }
 
-}  // namespace loom::detail
+}  // namespace loom::model::detail

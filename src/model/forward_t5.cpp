@@ -20,7 +20,7 @@
 #include "ops/ops.h"
 #include "quant/quant.h"
 
-namespace loom {
+namespace loom::model {
 
 int32_t relative_position_bucket(int32_t x, int32_t y, int64_t n_buckets, bool bidirectional) {
   constexpr int64_t kMaxDistance = 128;
@@ -214,4 +214,4 @@ Status t5_cross_kv(const Model& model, const float* enc, int n_enc, const CrossA
   return Status::ok();
 }
 
-}  // namespace loom
+}  // namespace loom::model

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-namespace loom {
+namespace loom::model {
 namespace {
 
 // "<arch>.<key>" as a positive integer within [lo, hi].
@@ -758,4 +758,4 @@ Expected<ModelHparams> read_hparams(const gguf::GgufFile& f) {
   return hp;
 }
 
-}  // namespace loom
+}  // namespace loom::model

@@ -9,7 +9,7 @@
 #include "gguf/gguf.h"
 #include "ops/ops.h"
 
-namespace loom {
+namespace loom::model {
 
 // Architecture families. The decoder families share one forward (forward_decoder.cpp) driven by
 // the fields below; BERT-style encoders have their own (forward_bert.cpp).
@@ -257,4 +257,10 @@ struct ModelHparams {
 // when the metadata lacks it.
 Expected<ModelHparams> read_hparams(const gguf::GgufFile& file);
 
+}  // namespace loom::model
+
+// Re-exported: the layers above name these as loom::X (CONTRIBUTING.md, "Namespaces").
+namespace loom {
+using model::Arch;
+using model::ModelHparams;
 }  // namespace loom

@@ -12,7 +12,7 @@
 #include "quant/packed.h"
 #include "quant/quant.h"
 
-namespace loom {
+namespace loom::model {
 
 std::vector<const TensorView*> LayerWeights::matrices() const {
   return {&wq,
@@ -325,4 +325,4 @@ Status Model::bind_bert() {
   return Status::ok();
 }
 
-}  // namespace loom
+}  // namespace loom::model

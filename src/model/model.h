@@ -14,7 +14,7 @@
 #include "ops/tensor_view.h"
 #include "vocab/vocab.h"
 
-namespace loom {
+namespace loom::model {
 
 // Weights of one block. Optional tensors are null/empty when the family has none. Fused tensors
 // in the file (phi3's attn_qkv and gate+up) are bound as row ranges, so the forward sees the
@@ -245,4 +245,10 @@ class Model {
   int64_t load_time_us_ = 0;
 };
 
+}  // namespace loom::model
+
+// Re-exported: the layers above name these as loom::X (CONTRIBUTING.md, "Namespaces").
+namespace loom {
+using model::Model;
+using model::ModelWeights;
 }  // namespace loom

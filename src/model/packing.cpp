@@ -23,7 +23,7 @@
 #include <system_error>
 #include <string>
 
-namespace loom::detail {
+namespace loom::model::detail {
 
 PackedStorage::~PackedStorage() {
   if (cache_writer.joinable()) cache_writer.join();
@@ -301,4 +301,4 @@ int64_t pack_model_weights(const gguf::GgufFile& file, ModelWeights& w, PackedSt
   return extra;
 }
 
-}  // namespace loom::detail
+}  // namespace loom::model::detail

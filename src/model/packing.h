@@ -11,7 +11,7 @@
 #include "gguf/gguf.h"
 #include "model/model.h"
 
-namespace loom::detail {
+namespace loom::model::detail {
 
 // Owns the packed copies: one allocation, on Linux an anonymous mapping advised to use
 // transparent huge pages (decode streams all of it every token: 2 MiB pages spare a TLB miss
@@ -53,4 +53,4 @@ bool repacking_enabled();
 int64_t pack_model_weights(const gguf::GgufFile& file, ModelWeights& w, PackedStorage& store,
                            const std::function<void(float)>& progress = {});
 
-}  // namespace loom::detail
+}  // namespace loom::model::detail

@@ -7,7 +7,7 @@
 #include "ops/matmul.h"
 #include "ops/ops.h"
 
-namespace loom {
+namespace loom::model {
 
 void RankHead::reserve(const Model& model, int n_seq) {
   const ModelWeights& w = model.weights();
@@ -64,4 +64,4 @@ std::span<const float> RankHead::scores(int seq) const {
   return std::span<const float>(scores_.data() + size_t(seq) * size_t(n_cls_out_), size_t(n_cls_out_));
 }
 
-}  // namespace loom
+}  // namespace loom::model

@@ -12,7 +12,7 @@
 
 #include "base/threadpool.h"
 
-namespace loom {
+namespace loom::model {
 
 class Model;
 
@@ -33,4 +33,4 @@ class RankHead {
   int64_t n_cls_out_ = 1;
 };
 
-}  // namespace loom
+}  // namespace loom::model

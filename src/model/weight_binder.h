@@ -11,7 +11,7 @@
 #include "model/model.h"
 #include "quant/quant.h"
 
-namespace loom::detail {
+namespace loom::model::detail {
 
 inline std::string shape_str(std::initializer_list<int64_t> ne) {
   std::string s = "[";
@@ -153,4 +153,4 @@ class Binder {
 // layers of hybrids), prefix p = "blk.N."; the block's norm is bound by the caller (model.cpp).
 Status bind_ssm_mixer(Binder& b, const ModelHparams& hp, const std::string& p, LayerWeights& l);
 
-}  // namespace loom::detail
+}  // namespace loom::model::detail

@@ -7,7 +7,7 @@
 
 #include "gguf/tensor_type.h"
 
-namespace loom {
+namespace loom::ops {
 
 struct TensorView {
   TensorType type = TensorType::F32;
@@ -23,4 +23,9 @@ struct TensorView {
   const uint8_t* row(int64_t r) const { return static_cast<const uint8_t*>(data) + r * row_bytes; }
 };
 
+}  // namespace loom::ops
+
+// Re-exported: the layers above name these as loom::X (CONTRIBUTING.md, "Namespaces").
+namespace loom {
+using ops::TensorView;
 }  // namespace loom

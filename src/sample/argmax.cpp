@@ -4,7 +4,7 @@
 
 #include "base/cpu.h"
 
-namespace loom {
+namespace loom::sample {
 
 int32_t argmax_reference(std::span<const float> x) {
   if (x.empty()) return 0;
@@ -73,4 +73,4 @@ int32_t argmax(std::span<const float> x) {
   return fn(x.data(), x.size());
 }
 
-}  // namespace loom
+}  // namespace loom::sample

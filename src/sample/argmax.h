@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <span>
 
-namespace loom {
+namespace loom::sample {
 
 // The first index of the largest value. NaN values are never the maximum, except that a NaN at
 // index 0 makes the answer 0 (as the candidate chain's greedy stage: it never replaces its first
@@ -14,4 +14,4 @@ namespace loom {
 int32_t argmax(std::span<const float> x);
 int32_t argmax_reference(std::span<const float> x);
 
-}  // namespace loom
+}  // namespace loom::sample

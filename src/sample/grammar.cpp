@@ -11,7 +11,7 @@
 
 #include "vocab/vocab.h"
 
-namespace loom {
+namespace loom::sample {
 
 namespace {
 
@@ -450,4 +450,4 @@ void GrammarStage::reset() {
   ended_ = false;
 }
 
-}  // namespace loom
+}  // namespace loom::sample

@@ -29,9 +29,14 @@
 #include "base/status.h"
 #include "sample/stage.h"
 
-namespace loom {
-
+namespace loom::vocab {
 class Vocab;
+}  // namespace loom::vocab
+namespace loom {
+using vocab::Vocab;
+}  // namespace loom
+
+namespace loom::sample {
 
 // A GBNF string literal ("...") matching exactly the bytes of `text`: quotes, backslashes and
 // control characters escaped (\n \r \t, else \xHH). For generators of grammars.
@@ -186,4 +191,10 @@ class GrammarStage final : public SamplerStage {
   std::vector<std::vector<GrammarMatcher::Candidate>> pool_;
 };
 
+}  // namespace loom::sample
+
+// Re-exported: the layers above name these as loom::X (CONTRIBUTING.md, "Namespaces").
+namespace loom {
+using sample::Grammar;
+using sample::GrammarMatcher;
 }  // namespace loom

@@ -4,11 +4,11 @@
 
 #include "sample/grammar.h"
 
-namespace loom::grammar_internal {
+namespace loom::sample::grammar_internal {
 
 // Whether e ends an alternative (the end of its rule or the start of the next alternative).
 inline bool is_end_of_sequence(const GrammarElem& e) {
   return e.type == GrammarElemType::kEnd || e.type == GrammarElemType::kAlt;
 }
 
-}  // namespace loom::grammar_internal
+}  // namespace loom::sample::grammar_internal

@@ -10,7 +10,7 @@
 #include <cstdio>
 #include <map>
 
-namespace loom {
+namespace loom::sample {
 
 std::string gbnf_literal(std::string_view text) {
   static constexpr char kHex[] = "0123456789ABCDEF";
@@ -486,7 +486,7 @@ std::string Grammar::to_string() const {
       std::snprintf(buf, sizeof buf, "\\x%02X", unsigned(cp));
       out += buf;
     } else {
-      unicode::append_utf8(out, cp);
+      vocab::unicode::append_utf8(out, cp);
     }
   };
   std::string out;
@@ -531,4 +531,4 @@ std::string Grammar::to_string() const {
   return out;
 }
 
-}  // namespace loom
+}  // namespace loom::sample

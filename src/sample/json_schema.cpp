@@ -10,7 +10,7 @@
 
 #include "sample/grammar.h"
 
-namespace loom {
+namespace loom::sample {
 
 namespace {
 
@@ -720,4 +720,4 @@ Expected<std::string> json_schema_to_grammar(std::string_view schema_text) {
   return json_schema_to_grammar(j);
 }
 
-}  // namespace loom
+}  // namespace loom::sample

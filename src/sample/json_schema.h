@@ -23,7 +23,7 @@
 
 #include "base/status.h"
 
-namespace loom {
+namespace loom::sample {
 
 Expected<std::string> json_schema_to_grammar(const nlohmann::ordered_json& schema);
 // Parses the schema text first (kInvalidArgument when it is not JSON).
@@ -35,4 +35,4 @@ inline Expected<std::string> json_schema_to_grammar(const char* schema_text) {
   return json_schema_to_grammar(std::string_view(schema_text));
 }
 
-}  // namespace loom
+}  // namespace loom::sample

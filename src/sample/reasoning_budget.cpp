@@ -2,7 +2,7 @@
 
 #include "vocab/vocab.h"
 
-namespace loom {
+namespace loom::sample {
 
 namespace {
 
@@ -87,4 +87,4 @@ void ReasoningBudget::give_up() {
   next_ = 0;
 }
 
-}  // namespace loom
+}  // namespace loom::sample

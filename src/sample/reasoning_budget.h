@@ -15,9 +15,14 @@
 #include <string>
 #include <vector>
 
-namespace loom {
-
+namespace loom::vocab {
 class Vocab;
+}  // namespace loom::vocab
+namespace loom {
+using vocab::Vocab;
+}  // namespace loom
+
+namespace loom::sample {
 
 class ReasoningBudget {
  public:
@@ -54,4 +59,4 @@ class ReasoningBudget {
   size_t next_ = 0;
 };
 
-}  // namespace loom
+}  // namespace loom::sample

@@ -5,7 +5,7 @@
 
 #include "vocab/vocab.h"
 
-namespace loom {
+namespace loom::sample {
 
 // ---------------------------------------------------------------------------------------------
 // SamplerChain
@@ -274,4 +274,4 @@ void Sampler::reset() {
   if (budget_) budget_->reset();
 }
 
-}  // namespace loom
+}  // namespace loom::sample

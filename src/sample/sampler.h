@@ -28,9 +28,14 @@
 #include "sample/stage.h"
 #include "sample/stages.h"
 
-namespace loom {
-
+namespace loom::vocab {
 class Vocab;
+}  // namespace loom::vocab
+namespace loom {
+using vocab::Vocab;
+}  // namespace loom
+
+namespace loom::sample {
 
 // A sequence of stages applied in order to one candidate array.
 class SamplerChain {
@@ -69,25 +74,25 @@ Expected<std::vector<SamplerType>> parse_sampler_order(std::string_view text);
 const char* sampler_type_name(SamplerType t);
 
 struct SamplerParams {
-  float temp = float(sampling_defaults::kTemperature);  // <= 0 (with dynatemp_range 0): greedy
-  int top_k = sampling_defaults::kTopK;                 // <= 0: all
-  float top_p = float(sampling_defaults::kTopP);        // >= 1: off
+  float temp = float(defaults::kTemperature);  // <= 0 (with dynatemp_range 0): greedy
+  int top_k = defaults::kTopK;                 // <= 0: all
+  float top_p = float(defaults::kTopP);        // >= 1: off
   uint64_t seed = 0;
-  float min_p = float(sampling_defaults::kMinP);          // <= 0: off
-  float typical_p = float(sampling_defaults::kTypicalP);  // >= 1: off
-  float dynatemp_range = float(sampling_defaults::kDynatempRange);
-  float dynatemp_exponent = float(sampling_defaults::kDynatempExponent);
-  float xtc_probability = float(sampling_defaults::kXtcProbability);
-  float xtc_threshold = float(sampling_defaults::kXtcThreshold);
-  int32_t min_keep = sampling_defaults::kMinKeep;
-  int32_t penalty_last_n = sampling_defaults::kPenaltyLastN;  // -1: n_ctx; 0: off
-  float penalty_repeat = float(sampling_defaults::kPenaltyRepeat);
-  float penalty_freq = float(sampling_defaults::kPenaltyFreq);
-  float penalty_present = float(sampling_defaults::kPenaltyPresent);
-  DryParams dry;                                    // multiplier 0: off
-  int32_t mirostat = sampling_defaults::kMirostat;  // 0 off, 1 v1, 2 v2 (replaces the truncation stages and dist)
-  float mirostat_tau = float(sampling_defaults::kMirostatTau);
-  float mirostat_eta = float(sampling_defaults::kMirostatEta);
+  float min_p = float(defaults::kMinP);          // <= 0: off
+  float typical_p = float(defaults::kTypicalP);  // >= 1: off
+  float dynatemp_range = float(defaults::kDynatempRange);
+  float dynatemp_exponent = float(defaults::kDynatempExponent);
+  float xtc_probability = float(defaults::kXtcProbability);
+  float xtc_threshold = float(defaults::kXtcThreshold);
+  int32_t min_keep = defaults::kMinKeep;
+  int32_t penalty_last_n = defaults::kPenaltyLastN;  // -1: n_ctx; 0: off
+  float penalty_repeat = float(defaults::kPenaltyRepeat);
+  float penalty_freq = float(defaults::kPenaltyFreq);
+  float penalty_present = float(defaults::kPenaltyPresent);
+  DryParams dry;                           // multiplier 0: off
+  int32_t mirostat = defaults::kMirostat;  // 0 off, 1 v1, 2 v2 (replaces the truncation stages and dist)
+  float mirostat_tau = float(defaults::kMirostatTau);
+  float mirostat_eta = float(defaults::kMirostatEta);
   int32_t n_ctx = 4096;  // what -1 means for penalty_last_n and dry.penalty_last_n
   std::vector<std::pair<int32_t, float>> logit_bias;
   std::vector<SamplerType> order = {SamplerType::kPenalties, SamplerType::kDry,        SamplerType::kTopK,
@@ -148,4 +153,10 @@ class Sampler {
   Candidates cur_;
 };
 
+}  // namespace loom::sample
+
+// Re-exported: the layers above name these as loom::X (CONTRIBUTING.md, "Namespaces").
+namespace loom {
+using sample::Sampler;
+using sample::SamplerParams;
 }  // namespace loom

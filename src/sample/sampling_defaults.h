@@ -4,7 +4,7 @@
 // them (api/native.cpp). Header only: no library to link.
 #pragma once
 
-namespace loom::sampling_defaults {
+namespace loom::sample::defaults {
 
 inline constexpr double kTemperature = 0.8;
 inline constexpr int kTopK = 40;
@@ -28,4 +28,4 @@ inline constexpr int kMirostat = 0;
 inline constexpr double kMirostatTau = 5.0;
 inline constexpr double kMirostatEta = 0.1;
 
-}  // namespace loom::sampling_defaults
+}  // namespace loom::sample::defaults

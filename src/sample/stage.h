@@ -14,7 +14,7 @@
 #include <span>
 #include <vector>
 
-namespace loom {
+namespace loom::sample {
 
 struct TokenData {
   // Left uninitialized on purpose: refilling a 100k-entry array every token must not zero it first.
@@ -92,4 +92,4 @@ class Rng {
   std::vector<double> cum_;  // discrete()'s scratch
 };
 
-}  // namespace loom
+}  // namespace loom::sample

@@ -9,7 +9,7 @@
 
 #include "vocab/vocab.h"
 
-namespace loom {
+namespace loom::sample {
 
 // ---------------------------------------------------------------------------------------------
 // Candidates and Rng
@@ -765,4 +765,4 @@ std::unique_ptr<SamplerStage> make_mirostat_v2(uint64_t seed, float tau, float e
 std::unique_ptr<SamplerStage> make_greedy() { return std::make_unique<Greedy>(); }
 std::unique_ptr<SamplerStage> make_dist(uint64_t seed) { return std::make_unique<Dist>(seed); }
 
-}  // namespace loom
+}  // namespace loom::sample

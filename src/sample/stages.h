@@ -11,9 +11,14 @@
 #include "sample/sampling_defaults.h"
 #include "sample/stage.h"
 
-namespace loom {
-
+namespace loom::vocab {
 class Vocab;
+}  // namespace loom::vocab
+namespace loom {
+using vocab::Vocab;
+}  // namespace loom
+
+namespace loom::sample {
 
 // Adds a bias to the logit of each listed token (-INFINITY bans it).
 std::unique_ptr<SamplerStage> make_logit_bias(std::vector<std::pair<int32_t, float>> biases);
@@ -29,10 +34,10 @@ std::unique_ptr<SamplerStage> make_penalties(int32_t last_n, float repeat, float
 // are mapped onto token sequences with the vocabulary, as llama.cpp does (vocab may be null:
 // then no breakers apply). multiplier 0 disables.
 struct DryParams {
-  float multiplier = float(sampling_defaults::kDryMultiplier);
-  float base = float(sampling_defaults::kDryBase);
-  int32_t allowed_length = sampling_defaults::kDryAllowedLength;
-  int32_t penalty_last_n = sampling_defaults::kDryPenaltyLastN;
+  float multiplier = float(defaults::kDryMultiplier);
+  float base = float(defaults::kDryBase);
+  int32_t allowed_length = defaults::kDryAllowedLength;
+  int32_t penalty_last_n = defaults::kDryPenaltyLastN;
   std::vector<std::string> sequence_breakers = {"\n", ":", "\"", "*"};
 };
 std::unique_ptr<SamplerStage> make_dry(const DryParams& p, const Vocab* vocab, int32_t n_ctx);
@@ -65,4 +70,4 @@ std::unique_ptr<SamplerStage> make_greedy();
 // Picks a token at random from the softmax of the logits.
 std::unique_ptr<SamplerStage> make_dist(uint64_t seed);
 
-}  // namespace loom
+}  // namespace loom::sample

@@ -21,8 +21,8 @@ int child_index(const PrefixCache::Node* n, int32_t t) {
 PrefixCache::PrefixCache(Context& ctx, int first_seq, int n_seqs, CheckpointLimits limits)
     : ctx_(ctx), first_seq_(first_seq), n_seqs_(n_seqs), limits_(limits) {
   const uint8_t parts = ctx.memory().parts();
-  kv_shared_ = (parts & kPartKv) != 0;
-  needs_ckpt_ = (parts & kPartsAtEnd) != 0;
+  kv_shared_ = (parts & kv::kPartKv) != 0;
+  needs_ckpt_ = (parts & kv::kPartsAtEnd) != 0;
   if (!kv_shared_) n_seqs_ = 0;  // an index of checkpoints: no cells, no cache sequences
   for (int s = first_seq + n_seqs_ - 1; s >= first_seq; --s) free_seqs_.push_back(s);
 }
@@ -78,14 +78,14 @@ int PrefixCache::holder(const Node* n) const {
 
 Status PrefixCache::share(const Match& m, int seq) {
   if (m.len == 0 || !m.node) return Status::ok();
-  if (kv_shared_) LOOM_RETURN_IF_ERROR(ctx_.seq_cp(holder(m.node), seq, 0, m.len, kPartKv));
+  if (kv_shared_) LOOM_RETURN_IF_ERROR(ctx_.seq_cp(holder(m.node), seq, 0, m.len, kv::kPartKv));
   if (needs_ckpt_) {
     if (!m.node->ckpt) return internal_error("prefix cache: no checkpoint at the match");
     m.node->ckpt_stamp = ++clock_;
     LOOM_LOG(kDebug, "prefix cache: sequence %d resumes from the checkpoint at %d", seq, m.len);
     Status st = ctx_.seq_state_load(*m.node->ckpt, seq);
     if (!st) {
-      if (kv_shared_) (void)ctx_.seq_rm(seq, -1, -1, kPartKv);
+      if (kv_shared_) (void)ctx_.seq_rm(seq, -1, -1, kv::kPartKv);
       return st;
     }
   }
@@ -149,7 +149,7 @@ int PrefixCache::take_free_seq() {
 
 void PrefixCache::release_seq(int seq) {
   if (seq < 0) return;
-  (void)ctx_.seq_rm(seq, -1, -1, kPartKv);
+  (void)ctx_.seq_rm(seq, -1, -1, kv::kPartKv);
   free_seqs_.push_back(seq);
 }
 
@@ -197,7 +197,7 @@ PrefixCache::Node* PrefixCache::insert(std::span<const int32_t> tokens, int src)
   }
   if (at != &root_ && at->leaf()) {
     // Extend the leaf in place: its sequence already holds the path up to depth.
-    if (!ctx_.seq_cp(src, at->seq, depth, n, kPartKv).is_ok()) return at;
+    if (!ctx_.seq_cp(src, at->seq, depth, n, kv::kPartKv).is_ok()) return at;
     const int old_end = at->end();
     at->tokens.insert(at->tokens.end(), rest.begin(), rest.end());
     if (at->ref == 0) evictable_ += int(rest.size());
@@ -219,11 +219,11 @@ PrefixCache::Node* PrefixCache::insert(std::span<const int32_t> tokens, int src)
   const int seq = take_free_seq();
   if (guard) unlock(guard);
   if (seq < 0) return depth > 0 ? last : nullptr;
-  if (depth > 0 && !ctx_.seq_cp(holder(at), seq, 0, depth, kPartKv).is_ok()) {
+  if (depth > 0 && !ctx_.seq_cp(holder(at), seq, 0, depth, kv::kPartKv).is_ok()) {
     release_seq(seq);
     return last;
   }
-  if (!ctx_.seq_cp(src, seq, depth, n, kPartKv).is_ok()) {
+  if (!ctx_.seq_cp(src, seq, depth, n, kv::kPartKv).is_ok()) {
     release_seq(seq);
     return last;
   }
@@ -237,18 +237,18 @@ PrefixCache::Node* PrefixCache::adopt(std::span<const int32_t> tokens, int seq) 
     return m.node;
   }
   // seq's own cells for the cached part are duplicates: drop them and take the tree's instead.
-  (void)ctx_.seq_rm(seq, 0, m.len, kPartKv);
+  (void)ctx_.seq_rm(seq, 0, m.len, kv::kPartKv);
   Node* at = &root_;
   if (m.node) {
     at = m.len < m.node->end() ? split(m.node, m.len) : m.node;
-    if (!ctx_.seq_cp(holder(at), seq, 0, m.len, kPartKv).is_ok()) {
+    if (!ctx_.seq_cp(holder(at), seq, 0, m.len, kv::kPartKv).is_ok()) {
       release_seq(seq);
       return m.node;
     }
   }
   if (at != &root_ && at->leaf()) {
     // at's own sequence holds the path: move seq's cells to it and free seq.
-    if (ctx_.seq_cp(seq, at->seq, m.len, int(tokens.size()), kPartKv).is_ok()) {
+    if (ctx_.seq_cp(seq, at->seq, m.len, int(tokens.size()), kv::kPartKv).is_ok()) {
       const std::span<const int32_t> rest = tokens.subspan(size_t(m.len));
       at->tokens.insert(at->tokens.end(), rest.begin(), rest.end());
       if (at->ref == 0) evictable_ += int(rest.size());
@@ -306,7 +306,7 @@ void PrefixCache::remove_leaf(Node* leaf) {
   const int c = leaf->seq;
   Node* parent = leaf->parent;
   drop_checkpoint(leaf);
-  if (c >= 0) (void)ctx_.seq_rm(c, leaf->start, -1, kPartKv);  // the leaf's own cells: held by c alone, freed
+  if (c >= 0) (void)ctx_.seq_rm(c, leaf->start, -1, kv::kPartKv);  // the leaf's own cells: held by c alone, freed
   if (leaf->ref == 0 && kv_shared_) evictable_ -= int(leaf->tokens.size());
   n_tokens_ -= int(leaf->tokens.size());
   --n_nodes_;
@@ -337,7 +337,7 @@ void PrefixCache::prune(Node* n) {
 
 void PrefixCache::set_checkpoint(Node* n, int seq) {
   if (!needs_ckpt_ || !n || n == &root_) return;
-  auto data = ctx_.seq_state_save(seq, {}, kPartsAtEnd);
+  auto data = ctx_.seq_state_save(seq, {}, kv::kPartsAtEnd);
   if (!data) {
     LOOM_LOG(kWarn, "prefix cache: checkpoint not saved: %s", data.status().message().c_str());
     return;
@@ -419,7 +419,7 @@ int PrefixCache::evict(int cells) {
     if (len > want) {
       // Only the tail is needed: the leaf keeps its first len - want tokens.
       const int new_end = victim->end() - want;
-      (void)ctx_.seq_rm(victim->seq, new_end, -1, kPartKv);
+      (void)ctx_.seq_rm(victim->seq, new_end, -1, kv::kPartKv);
       drop_checkpoint(victim);  // its end moves
       victim->tokens.resize(size_t(len - want));
       evictable_ -= want;
@@ -521,7 +521,7 @@ Status tally_checkpoint_index(const Node& root, TreeTally& t) {
 Status check_leaf_cells(const KvCache& kv, const Node& n) {
   std::vector<int> count(size_t(n.end()), 0);
   for (int c = 0; c < kv.size(); ++c) {
-    const KvCell& cell = kv.cell(c);
+    const kv::KvCell& cell = kv.cell(c);
     if (cell.empty() || !cell.seqs.test(size_t(n.seq))) continue;
     if (cell.pos < 0 || cell.pos >= n.end())
       return internal_error("leaf sequence " + std::to_string(n.seq) + " holds position " + std::to_string(cell.pos) +
@@ -541,14 +541,14 @@ Status check_shared_cells(const KvCache& kv, const Node& n, const std::vector<in
   for (int p = n.start; p < n.end(); ++p) {
     int cell_of_first = -1;
     for (int c = 0; c < kv.size(); ++c) {
-      const KvCell& cell = kv.cell(c);
+      const kv::KvCell& cell = kv.cell(c);
       if (cell.empty() || cell.pos != p || !cell.seqs.test(size_t(seqs.front()))) continue;
       cell_of_first = c;
     }
     for (int s : seqs) {
       bool found = false;
       for (int c = 0; c < kv.size(); ++c) {
-        const KvCell& cell = kv.cell(c);
+        const kv::KvCell& cell = kv.cell(c);
         if (!cell.empty() && cell.pos == p && cell.seqs.test(size_t(s))) found = (c == cell_of_first);
       }
       if (!found) return internal_error("leaves below a node do not share its cell at position " + std::to_string(p));

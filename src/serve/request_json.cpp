@@ -226,7 +226,7 @@ void parse_logit_bias(const json& lb, const Vocab& vocab, SamplerParams& sp) {
 // The sampler's numeric settings and its order; a field not in the request takes the sampler's
 // default.
 void parse_sampler_fields(const Fields& f, SamplerParams& sp) {
-  namespace d = sampling_defaults;
+  namespace d = sample::defaults;
   sp.temp = float(f.number_in("temperature", d::kTemperature, 0.0, 100.0));
   sp.top_k = int(f.integer_in("top_k", d::kTopK, -1, 1 << 30));
   sp.top_p = float(f.number_in("top_p", d::kTopP, 0.0, 1.0));
@@ -257,7 +257,7 @@ void parse_sampler_fields(const Fields& f, SamplerParams& sp) {
     } else {
       for (const auto& s : f.strings("samplers")) order += s + ";";
     }
-    auto parsed = parse_sampler_order(order);
+    auto parsed = sample::parse_sampler_order(order);
     if (!parsed) request_error(parsed.status(), "samplers: ");
     sp.order = *parsed;
   }

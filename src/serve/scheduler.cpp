@@ -24,8 +24,8 @@ namespace {
 
 // The parameters a scheduler cannot run with; for T5 the ones its encoder rules out are turned off.
 Status check_params(const Model& model, SchedulerParams& params) {
-  if (params.n_slots < 1 || params.n_slots > kMaxSeqs / 2) {
-    return invalid_argument("slots must be between 1 and " + std::to_string(kMaxSeqs / 2));
+  if (params.n_slots < 1 || params.n_slots > kv::kMaxSeqs / 2) {
+    return invalid_argument("slots must be between 1 and " + std::to_string(kv::kMaxSeqs / 2));
   }
   if (params.max_queue < 0) return invalid_argument("max_queue must be >= 0");
   if (params.ctx_checkpoints < 0 || params.cache_ram_mib < 0) {
@@ -39,7 +39,7 @@ Status check_params(const Model& model, SchedulerParams& params) {
     params.cache_dir.clear();
   }
   if (!params.draft_model) return Status::ok();
-  LOOM_RETURN_IF_ERROR(check_same_vocab(*params.draft_model, model));
+  LOOM_RETURN_IF_ERROR(speculative::check_same_vocab(*params.draft_model, model));
   const ModelHparams& dh = params.draft_model->hparams();
   if (dh.is_recurrent() || dh.arch == Arch::kT5) {
     return invalid_argument("the draft model must be a decoder with a KV cache (not " + dh.arch_name + ")");
@@ -65,12 +65,12 @@ ContextParams context_params_for(const Model& model, const SchedulerParams& para
   if (cp.n_ctx <= 0) cp.n_ctx = int(std::min<int64_t>(model.hparams().n_ctx_train, 4096));
   const bool embed = cp.embeddings;
   if (embed) {
-    cp.n_seq_max = kMaxSeqs;
+    cp.n_seq_max = kv::kMaxSeqs;
   } else {
-    const int cache_seqs =
-        params.prefix_cache
-            ? (params.cache_seqs > 0 ? std::min(params.cache_seqs, kMaxSeqs - params.n_slots) : kMaxSeqs - params.n_slots)
-            : 0;
+    const int cache_seqs = params.prefix_cache
+                               ? (params.cache_seqs > 0 ? std::min(params.cache_seqs, kv::kMaxSeqs - params.n_slots)
+                                                        : kv::kMaxSeqs - params.n_slots)
+                               : 0;
     cp.n_seq_max = params.n_slots + cache_seqs;
   }
   cp.kv_unified = true;  // one request may use every cell

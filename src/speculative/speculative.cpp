@@ -6,7 +6,7 @@
 #include "sample/argmax.h"
 #include "vocab/vocab.h"
 
-namespace loom {
+namespace loom::speculative {
 
 // ---- LookupDrafter ----
 
@@ -103,7 +103,7 @@ Expected<std::vector<int32_t>> ModelDrafter::draft(std::span<const int32_t> hist
   }
   for (int j = 0; j < n_max; ++j) {
     LOOM_ASSIGN_OR_RETURN(std::span<const float> logits, ctx_->logits(-1));
-    const int32_t tok = argmax(logits);
+    const int32_t tok = sample::argmax(logits);
     if (p_min_ > 0.0f) {
       // softmax probability of the top token: 1 / sum(exp(l - l_max))
       const float mx = logits[size_t(tok)];
@@ -169,4 +169,4 @@ Expected<SpecRound> speculative_round(Context& ctx, int seq, std::span<const int
   return r;
 }
 
-}  // namespace loom
+}  // namespace loom::speculative

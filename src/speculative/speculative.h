@@ -26,7 +26,7 @@
 #include "context/context.h"
 #include "model/model.h"
 
-namespace loom {
+namespace loom::speculative {
 
 class Drafter {
  public:
@@ -112,4 +112,11 @@ struct SpecStats {
   double acceptance() const { return drafted > 0 ? double(accepted) / double(drafted) : 0.0; }
 };
 
+}  // namespace loom::speculative
+
+// Re-exported: the layers above name these as loom::X (CONTRIBUTING.md, "Namespaces").
+namespace loom {
+using speculative::Drafter;
+using speculative::ModelDrafter;
+using speculative::SpecPick;
 }  // namespace loom

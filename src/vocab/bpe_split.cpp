@@ -5,7 +5,7 @@
 
 #include "vocab/unicode.h"
 
-namespace loom::detail {
+namespace loom::vocab::detail {
 
 namespace {
 
@@ -189,4 +189,4 @@ void split_newlines(const std::vector<uint32_t>& cps, size_t ini, size_t end, Pi
   }
 }
 
-}  // namespace loom::detail
+}  // namespace loom::vocab::detail

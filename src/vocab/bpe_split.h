@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-namespace loom::detail {
+namespace loom::vocab::detail {
 
 using Pieces = std::vector<std::pair<size_t, size_t>>;  // [begin, end) code point indices
 
@@ -19,4 +19,4 @@ void split_digit_groups(const std::vector<uint32_t>& cps, size_t ini, size_t end
 // "[^\n]+|[\n]+".
 void split_newlines(const std::vector<uint32_t>& cps, size_t ini, size_t end, Pieces& out);
 
-}  // namespace loom::detail
+}  // namespace loom::vocab::detail

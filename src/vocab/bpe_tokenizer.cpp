@@ -35,7 +35,7 @@
 #include "vocab/utf8.h"
 #include "vocab/vocab.h"
 
-namespace loom::detail {
+namespace loom::vocab::detail {
 
 namespace {
 
@@ -683,4 +683,4 @@ std::string byte_level_decode(std::string_view text) {
   return out;
 }
 
-}  // namespace loom::detail
+}  // namespace loom::vocab::detail

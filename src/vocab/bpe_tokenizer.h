@@ -17,7 +17,7 @@
 
 #include "base/status.h"
 
-namespace loom {
+namespace loom::vocab {
 
 class Vocab;
 
@@ -98,4 +98,4 @@ uint32_t byte_to_codepoint(uint8_t byte);
 std::string byte_level_decode(std::string_view text);
 
 }  // namespace detail
-}  // namespace loom
+}  // namespace loom::vocab

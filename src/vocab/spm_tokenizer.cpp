@@ -25,7 +25,7 @@
 #include "vocab/utf8.h"
 #include "vocab/vocab.h"
 
-namespace loom::detail {
+namespace loom::vocab::detail {
 
 namespace {
 
@@ -176,4 +176,4 @@ void spm_segment(const Vocab& vocab, std::string_view text, bool split_at_spaces
   }
 }
 
-}  // namespace loom::detail
+}  // namespace loom::vocab::detail

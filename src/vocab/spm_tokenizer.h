@@ -5,7 +5,7 @@
 #include <string_view>
 #include <vector>
 
-namespace loom {
+namespace loom::vocab {
 
 class Vocab;
 
@@ -19,4 +19,4 @@ namespace detail {
 void spm_segment(const Vocab& vocab, std::string_view text, bool split_at_spaces, std::vector<int32_t>& out);
 
 }  // namespace detail
-}  // namespace loom
+}  // namespace loom::vocab

@@ -16,7 +16,7 @@
 
 #include "vocab/utf8.h"
 
-namespace loom {
+namespace loom::vocab {
 
 namespace {
 
@@ -148,4 +148,4 @@ void StreamDetokenizer::emit_raw(size_t n, bool final, std::string& out) {
   utf8_.erase(0, done);
 }
 
-}  // namespace loom
+}  // namespace loom::vocab

@@ -27,7 +27,7 @@
 #include "base/status.h"
 #include "vocab/vocab.h"
 
-namespace loom {
+namespace loom::vocab {
 
 struct StreamDetokenizerOptions {
   // Render control (and unknown) tokens as their text, as detokenize's unparse_special.
@@ -74,4 +74,10 @@ class StreamDetokenizer {
   std::string utf8_;           // cleaned bytes ending in an incomplete UTF-8 sequence
 };
 
+}  // namespace loom::vocab
+
+// Re-exported: the layers above name these as loom::X (CONTRIBUTING.md, "Namespaces").
+namespace loom {
+using vocab::StreamDetokenizer;
+using vocab::StreamDetokenizerOptions;
 }  // namespace loom

@@ -10,7 +10,7 @@
 #include "vocab/utf8.h"
 #include "vocab/vocab.h"
 
-namespace loom::detail {
+namespace loom::vocab::detail {
 
 namespace {
 
@@ -296,4 +296,4 @@ std::string build_precompiled_charsmap(const std::vector<std::pair<std::string, 
   return out;
 }
 
-}  // namespace loom::detail
+}  // namespace loom::vocab::detail

@@ -31,7 +31,7 @@
 
 #include "base/status.h"
 
-namespace loom {
+namespace loom::vocab {
 
 class Vocab;
 
@@ -95,4 +95,4 @@ class UgmTokenizer {
 std::string build_precompiled_charsmap(const std::vector<std::pair<std::string, std::string>>& mappings);
 
 }  // namespace detail
-}  // namespace loom
+}  // namespace loom::vocab

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace loom::unicode {
+namespace loom::vocab::unicode {
 
 std::vector<uint32_t> decode_lenient(std::string_view s) {
   std::vector<uint32_t> out;
@@ -85,4 +85,4 @@ uint32_t to_lower(uint32_t cp) {
   return lookup(unicode_tables::kLowercase, unicode_tables::kLowercaseCount, cp);
 }
 
-}  // namespace loom::unicode
+}  // namespace loom::vocab::unicode

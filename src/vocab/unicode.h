@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-namespace loom {
+namespace loom::vocab {
 
 struct CodepointPair {
   uint32_t from;
@@ -59,4 +59,4 @@ extern const CodepointPair kLowercase[];
 extern const size_t kLowercaseCount;
 }  // namespace unicode_tables
 
-}  // namespace loom
+}  // namespace loom::vocab

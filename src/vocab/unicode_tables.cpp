@@ -2,7 +2,7 @@
 // Do not edit.
 #include "vocab/unicode.h"
 
-namespace loom::unicode_tables {
+namespace loom::vocab::unicode_tables {
 
 // (first code point << 8) | flags, ascending.
 extern const uint32_t kCategoryRuns[] = {
@@ -880,4 +880,4 @@ extern const CodepointPair kLowercase[] = {
 };
 extern const size_t kLowercaseCount = 1433;
 
-}  // namespace loom::unicode_tables
+}  // namespace loom::vocab::unicode_tables

@@ -1,6 +1,6 @@
 #include "vocab/utf8.h"
 
-namespace loom {
+namespace loom::vocab {
 
 namespace {
 
@@ -76,4 +76,4 @@ bool is_valid_utf8(std::string_view s) {
   return ok;
 }
 
-}  // namespace loom
+}  // namespace loom::vocab

@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-namespace loom {
+namespace loom::vocab {
 
 // Length of the UTF-8 sequence announced by its first byte, the way llama.cpp splits text into
 // symbols: judged from the top four bits only, so a stray continuation byte (0x80..0xBF) counts
@@ -26,4 +26,4 @@ std::string sanitize_utf8(std::string_view s);
 // True when `s` is well-formed UTF-8 (no surrogates, no overlongs, nothing above U+10FFFF).
 bool is_valid_utf8(std::string_view s);
 
-}  // namespace loom
+}  // namespace loom::vocab

@@ -15,7 +15,7 @@
 #include "vocab/unicode.h"
 #include "vocab/wpm_tokenizer.h"
 
-namespace loom {
+namespace loom::vocab {
 
 namespace {
 
@@ -344,4 +344,4 @@ Expected<std::string> Vocab::detokenize(std::span<const int32_t> ids, bool remov
   return out;
 }
 
-}  // namespace loom
+}  // namespace loom::vocab

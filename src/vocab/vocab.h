@@ -36,7 +36,7 @@
 #include "gguf/gguf.h"
 #include "vocab/utf8.h"
 
-namespace loom {
+namespace loom::vocab {
 
 // The values of `tokenizer.ggml.token_type` (llama_token_type).
 enum class TokenType : int32_t {
@@ -278,4 +278,11 @@ class Vocab {
   bool clean_spaces_ = false;
 };
 
+}  // namespace loom::vocab
+
+// Re-exported: the layers above name these as loom::X (CONTRIBUTING.md, "Namespaces").
+namespace loom {
+using vocab::Vocab;
+using vocab::VocabData;
+using vocab::VocabType;
 }  // namespace loom

@@ -12,7 +12,7 @@
 #include "vocab/ugm_tokenizer.h"
 #include "vocab/vocab.h"
 
-namespace loom {
+namespace loom::vocab {
 
 namespace {
 
@@ -575,4 +575,4 @@ void Vocab::build_eog_set() {
   eog_ids_ = std::move(eog);
 }
 
-}  // namespace loom
+}  // namespace loom::vocab

@@ -6,7 +6,7 @@
 #include "vocab/unicode.h"
 #include "vocab/vocab.h"
 
-namespace loom::detail {
+namespace loom::vocab::detail {
 
 namespace {
 
@@ -76,4 +76,4 @@ void wpm_segment(const Vocab& vocab, std::string_view text, bool lowercase, std:
   }
 }
 
-}  // namespace loom::detail
+}  // namespace loom::vocab::detail

@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-namespace loom {
+namespace loom::vocab {
 
 class Vocab;
 
@@ -24,4 +24,4 @@ std::vector<std::string> wpm_pre_tokenize(std::string_view text, bool lowercase)
 void wpm_segment(const Vocab& vocab, std::string_view text, bool lowercase, std::vector<int32_t>& out);
 
 }  // namespace detail
-}  // namespace loom
+}  // namespace loom::vocab

@@ -31,10 +31,10 @@ TEST(ContextParamsTest, DerivedValuesFollowTheReference) {
   EXPECT_EQ(ctx->pooling(), Pooling::kNone);  // unspecified -> model's -> none
   // YaRN: ext_factor < 0 resolves to 1 with YaRN scaling, 0 otherwise.
   cp = ContextParams{};
-  cp.rope_scaling = RopeScaling::kYarn;
+  cp.rope_scaling = context::RopeScaling::kYarn;
   cp.rope_freq_scale = 0.25f;
   EXPECT_EQ(new_context(model, cp)->params().yarn_ext_factor, 1.0f);
-  cp.rope_scaling = RopeScaling::kNone;  // none forces freq_scale 1
+  cp.rope_scaling = context::RopeScaling::kNone;  // none forces freq_scale 1
   EXPECT_EQ(new_context(model, cp)->params().rope_freq_scale, 1.0f);
   EXPECT_EQ(new_context(model, cp)->params().yarn_ext_factor, 0.0f);
 }
@@ -72,7 +72,7 @@ TEST(ContextInvalidInput, DecodeRefusesBadBatchesWithoutChangingTheCache) {
   auto expect_invalid = [&](const Batch& b, const char* what) {
     Status st = ctx->decode(b);
     EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << what << ": " << st.message();
-    EXPECT_LT(decode_result_code(st), 0) << what;
+    EXPECT_LT(context::decode_result_code(st), 0) << what;
     EXPECT_EQ(ctx->state_save(), before) << what;
   };
   expect_invalid(Batch{}, "empty batch");
@@ -96,7 +96,7 @@ TEST(ContextInvalidInput, DecodeRefusesBadBatchesWithoutChangingTheCache) {
   expect_invalid(b, "embeddings of the wrong width");
   // Non-causal batches must fit one micro-batch.
   ContextParams nc = small_params(64, 1);
-  nc.attention = AttentionType::kNonCausal;
+  nc.attention = context::AttentionType::kNonCausal;
   nc.n_ubatch = 4;
   auto nctx = new_context(model, nc);
   EXPECT_EQ(nctx->decode(Batch::from_tokens(std::vector<int32_t>(5, 7), 0)).code(), StatusCode::kInvalidArgument);
@@ -248,7 +248,7 @@ TEST(ContextEmbeddings, EncodeIsNonCausalAndLeavesTheCacheAlone) {
   EXPECT_GT(max_abs_diff(encv, decv), 1e-3f);  // earlier tokens saw later ones
   // A non-causal context decodes the same way as encode does.
   ContextParams nc = cp;
-  nc.attention = AttentionType::kNonCausal;
+  nc.attention = context::AttentionType::kNonCausal;
   auto nctx = new_context(model, nc);
   ASSERT_TRUE(nctx->decode(Batch::from_tokens(ids, 0)).is_ok());
   auto ncv = nctx->embeddings_seq(0);

@@ -226,7 +226,7 @@ TEST(ContextInvariants, FullCacheReturnsNoSlotAndLeavesCacheUnchanged) {
   std::vector<int32_t> more(5, 301);
   Status st = ctx->decode(Batch::from_tokens(more, 30));
   EXPECT_EQ(st.code(), StatusCode::kResourceExhausted);
-  EXPECT_EQ(decode_result_code(st), 1);
+  EXPECT_EQ(context::decode_result_code(st), 1);
   EXPECT_EQ(ctx->state_save(), state);
   EXPECT_EQ(ctx->kv().used(), 30);
   // Freeing cells and retrying works.
@@ -249,7 +249,7 @@ TEST(ContextInvariants, AbortReturns2AndLeavesCacheUnchanged) {
   std::vector<int32_t> more(12, 301);
   Status st = ctx->decode(Batch::from_tokens(more, 10));
   EXPECT_EQ(st.code(), StatusCode::kAborted);
-  EXPECT_EQ(decode_result_code(st), 2);
+  EXPECT_EQ(context::decode_result_code(st), 2);
   EXPECT_EQ(ctx->kv().used(), 10);
   EXPECT_EQ(*ctx->seq_state_save(0), state);
   EXPECT_FALSE(ctx->logits(-1).has_value());

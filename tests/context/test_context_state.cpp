@@ -175,7 +175,7 @@ TEST(ContextState, StatesOfAnotherMemoryKindAreRefusedUnchanged) {
     auto st = ctxs.back()->seq_state_save(0, ids);
     ASSERT_TRUE(st.has_value()) << k.name << ": " << st.status().message();
     states.push_back(std::move(*st));
-    auto ck = ctxs.back()->seq_state_save(0, ids, kPartsAtEnd);
+    auto ck = ctxs.back()->seq_state_save(0, ids, kv::kPartsAtEnd);
     checkpoints.push_back(ck ? std::move(*ck) : std::vector<uint8_t>{});
     EXPECT_EQ(ck.has_value(), k.name != "kv") << k.name;  // a plain KV memory has no end-only part
   }
@@ -199,7 +199,7 @@ TEST(ContextState, StatesOfAnotherMemoryKindAreRefusedUnchanged) {
   // the source sequence's once the full KV part is shared too (the prefix cache's way).
   for (size_t a = 1; a < kinds.size(); ++a) {
     Context& c = *ctxs[a];
-    ASSERT_TRUE(c.seq_cp(0, 1, -1, -1, kPartKv).is_ok());
+    ASSERT_TRUE(c.seq_cp(0, 1, -1, -1, kv::kPartKv).is_ok());
     ASSERT_TRUE(c.seq_state_load(checkpoints[a], 1).is_ok()) << kinds[a].name;
     EXPECT_EQ(feed(c, {90}, 8, 1), feed(c, {90}, 8, 0)) << kinds[a].name;
   }

@@ -30,7 +30,7 @@ std::vector<float> logits_with_window(std::shared_ptr<const Model> model, const 
 }
 
 TEST(SlidingWindowMask, TokenAtPSeesExactlyTheLastNPositionsOfItsSequence) {
-  auto kv = KvCache::create(KvCacheParams::uniform(1, 64, 4, 4, 4, TensorType::F32, TensorType::F32));
+  auto kv = KvCache::create(kv::KvCacheParams::uniform(1, 64, 4, 4, 4, TensorType::F32, TensorType::F32));
   ASSERT_TRUE(kv.has_value()) << kv.status().message();
   // Sequence 0 at positions 0..19 and sequence 1 at 0..9, interleaved over the cells.
   std::vector<int32_t> cell_pos, cell_seq;
@@ -48,7 +48,7 @@ TEST(SlidingWindowMask, TokenAtPSeesExactlyTheLastNPositionsOfItsSequence) {
   for (int window : {1, 3, 8, 25}) {
     const std::vector<int32_t> pos = {19, 7, 0, 9}, seq = {0, 0, 0, 1};
     std::vector<float> mask(pos.size() * size_t(n_kv));
-    MaskParams mp;
+    kv::MaskParams mp;
     mp.swa_window = window;
     (*kv)->build_mask(int(pos.size()), pos.data(), seq.data(), n_kv, mp, mask.data());
     for (size_t t = 0; t < pos.size(); ++t) {
@@ -232,7 +232,7 @@ TEST(WindowCache, GivesTheFullCachesLogitsBitForBit) {
     for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], want[i]) << m << " output " << i;
     // The window layers keep window * sequences + n_ubatch cells, padded to 256, not n_ctx.
     const int window = model->hparams().swa_window;
-    EXPECT_EQ(small.kv_swa_cells, swa_cache_cells(1024, window, 4, 64)) << m;
+    EXPECT_EQ(small.kv_swa_cells, kv::swa_cache_cells(1024, window, 4, 64)) << m;
     EXPECT_LT(small.kv_swa_cells, 1024) << m;
     EXPECT_GT(small.kv_swa_layers, 0);
     EXPECT_EQ(small.kv_layers + small.kv_swa_layers, int(model->hparams().n_layer));

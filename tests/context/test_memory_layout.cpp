@@ -19,8 +19,8 @@ ModelHparams decoder(int n_layer) {
   return hp;
 }
 
-MemoryParams params(int n_ctx = 1024) {
-  MemoryParams p;
+kv::MemoryParams params(int n_ctx = 1024) {
+  kv::MemoryParams p;
   p.n_ctx = n_ctx;
   p.n_seq_max = 2;
   p.n_ubatch = 64;
@@ -54,7 +54,7 @@ TEST(MemoryLayout, SlidingLayersGetAWindowCacheAndReusersFollowTheirSource) {
   hp.swa_window = 16;
   hp.swa_pattern = 3;                    // layers 0, 1, 3, 4 slide; 2 and 5 are global
   hp.kv_reuse = {-1, -1, -1, -1, 1, 2};  // 4 reads sliding layer 1, 5 global layer 2
-  MemoryParams p = params(4096);
+  kv::MemoryParams p = params(4096);
   p.swa_window = 16;
   auto m = Memory::create(hp, p);
   ASSERT_TRUE(m.has_value()) << m.status().message();
@@ -64,7 +64,7 @@ TEST(MemoryLayout, SlidingLayersGetAWindowCacheAndReusersFollowTheirSource) {
   EXPECT_EQ(mem.kv_swa()->stored_layers(), (std::vector<int>{0, 1, 3}));
   EXPECT_EQ(mem.kv_of_layer(4), mem.kv_swa());
   EXPECT_EQ(mem.kv_of_layer(5), mem.kv());
-  EXPECT_EQ(mem.kv_swa()->size(), swa_cache_cells(4096, 16, 2, 64));
+  EXPECT_EQ(mem.kv_swa()->size(), kv::swa_cache_cells(4096, 16, 2, 64));
   EXPECT_EQ(mem.kv_swa()->size(), 256);  // 16 x 2 + 64, rounded up to 256
   // swa_full: one cache of n_ctx cells for every stored layer.
   p.swa_full = true;
@@ -78,14 +78,14 @@ TEST(MemoryLayout, AHybridKeepsKvOnlyForItsAttentionLayers) {
   ModelHparams hp = decoder(8);
   hp.n_head_kv_layer = {0, 0, 0, 2, 0, 0, 0, 4};  // attention on layers 3 and 7, different widths
   hp.recurrent_layer = {1, 1, 1, 0, 1, 1, 1, 0};  // what the granitehybrid reader derives from it
-  hp.rec_mixer = RecurrentMixer::kMamba2;
+  hp.rec_mixer = model::RecurrentMixer::kMamba2;
   hp.ssm_d_conv = 4;
   hp.ssm_d_inner = 128;
   hp.ssm_d_state = 16;
   hp.ssm_n_group = 1;
   hp.ssm_dt_rank = 8;
   ASSERT_TRUE(hp.is_hybrid());
-  MemoryParams p = params();
+  kv::MemoryParams p = params();
   p.n_seq_states = 1;  // one state cell although two sequence ids exist
   auto m = Memory::create(hp, p);
   ASSERT_TRUE(m.has_value()) << m.status().message();
@@ -96,7 +96,7 @@ TEST(MemoryLayout, AHybridKeepsKvOnlyForItsAttentionLayers) {
   EXPECT_EQ(mem.kv()->view().layers[0].k, nullptr);
   EXPECT_EQ(mem.rs()->layers(), (std::vector<int>{0, 1, 2, 4, 5, 6}));
   EXPECT_EQ(mem.rs()->size(), 1);
-  EXPECT_EQ(mem.parts(), kPartKv | kPartRecurrent);
+  EXPECT_EQ(mem.parts(), kv::kPartKv | kv::kPartRecurrent);
   EXPECT_TRUE(mem.equal_split());
 }
 

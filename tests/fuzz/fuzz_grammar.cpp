@@ -28,7 +28,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const std::string_view piece = in.until("\xff");
     if (piece.empty()) continue;
     // The filter's answer for this piece as a candidate token.
-    const DecodedText d = decode_utf8_partial(piece, m.partial());
+    const sample::DecodedText d = decode_utf8_partial(piece, m.partial());
     int filter = -1;  // -1: not a candidate (invalid UTF-8)
     if (d.partial.n_remain >= 0) {
       std::vector<GrammarMatcher::Candidate> one{{0, d.cps.data(), d.cps.data() + d.cps.size(), d.partial}};
@@ -38,7 +38,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (m.exhausted()) break;  // an ambiguous grammar past its work budget: refused, fast
     }
     const auto stacks_before = m.stacks();
-    const PartialUtf8 partial_before = m.partial();
+    const sample::PartialUtf8 partial_before = m.partial();
     const bool accepted = m.accept_text(piece);
     if (m.exhausted()) {
       LOOM_FUZZ_CHECK(!accepted && m.stacks() == stacks_before);

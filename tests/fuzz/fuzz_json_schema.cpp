@@ -11,7 +11,7 @@ using namespace loom;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
-  auto gbnf = json_schema_to_grammar(text);
+  auto gbnf = sample::json_schema_to_grammar(text);
   if (!gbnf) {
     LOOM_FUZZ_CHECK(!gbnf.status().message().empty());
     return 0;

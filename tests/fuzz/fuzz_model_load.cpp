@@ -14,7 +14,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto f = gguf::GgufFile::from_bytes(std::span<const uint8_t>(data, size));
   if (!f) return 0;
   for (bool vocab_only : {true, false}) {
-    ModelLoadParams p;
+    model::ModelLoadParams p;
     p.vocab_only = vocab_only;
     auto m = Model::from_gguf(*f, p);
     if (!m) {

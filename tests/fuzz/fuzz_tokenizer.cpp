@@ -38,7 +38,7 @@ constexpr const char* kPresetBase = "golden/vocab/ggml-vocab-deepseek-coder.gguf
 struct Vocabs {
   std::vector<std::unique_ptr<Vocab>> files;
   VocabData preset_base;
-  std::vector<std::string_view> presets = detail::bpe_preset_names();
+  std::vector<std::string_view> presets = vocab::detail::bpe_preset_names();
   std::map<size_t, std::unique_ptr<Vocab>> by_preset;  // built on first use
 
   std::vector<std::unique_ptr<Vocab>> extra;  // kSourceVocabFiles, after the presets (seed indices stay)
@@ -81,13 +81,13 @@ void check_stream(const Vocab& v, const std::vector<int32_t>& ids, bool remove_s
   for (int32_t id : ids) {
     auto chunk = sd.push(id);
     LOOM_FUZZ_CHECK(chunk.has_value());
-    LOOM_FUZZ_CHECK(is_valid_utf8(*chunk));
+    LOOM_FUZZ_CHECK(vocab::is_valid_utf8(*chunk));
     streamed += *chunk;
   }
   const std::string tail = sd.flush();
-  LOOM_FUZZ_CHECK(is_valid_utf8(tail));
+  LOOM_FUZZ_CHECK(vocab::is_valid_utf8(tail));
   streamed += tail;
-  LOOM_FUZZ_CHECK(streamed == sanitize_utf8(*whole));
+  LOOM_FUZZ_CHECK(streamed == vocab::sanitize_utf8(*whole));
 }
 
 }  // namespace

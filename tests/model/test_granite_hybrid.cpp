@@ -67,7 +67,7 @@ TEST(GraniteHybrid, HparamsAndTheHybridMemory) {
   EXPECT_FALSE(w.layers[1].wq.empty());
   EXPECT_TRUE(w.layers[1].ssm_in.empty());
   EXPECT_EQ(w.layers[1].wk.rows, 32);
-  for (const LayerWeights& l : w.layers) EXPECT_FALSE(l.ffn_down.empty());
+  for (const model::LayerWeights& l : w.layers) EXPECT_FALSE(l.ffn_down.empty());
 
   auto ctx = context(m, 3, 512, TensorType::F16);
   ASSERT_TRUE(ctx);

@@ -35,7 +35,7 @@ TEST_P(GoldenLogits, LastPromptLogitsMatchLlamaCpp) {
     const float tol = c.rel_tol * max_abs(want);
     EXPECT_LE(max_abs_diff(got, want), tol) << "prompt: " << run["prompt"];
     if (c.check_top1) {
-      EXPECT_EQ(argmax(got), argmax(want)) << "prompt: " << run["prompt"];
+      EXPECT_EQ(sample::argmax(got), sample::argmax(want)) << "prompt: " << run["prompt"];
     }
   }
 }
@@ -57,7 +57,7 @@ TEST_P(GoldenGreedy, GreedyIdsMatchLlamaCpp) {
     std::vector<int32_t> got;
     int32_t pos = int32_t(ids.size());
     while (got.size() < want.size()) {
-      int32_t tok = argmax(logits);
+      int32_t tok = sample::argmax(logits);
       got.push_back(tok);
       if (model->vocab().is_eog(tok)) break;
       int32_t one[1] = {tok};

@@ -26,7 +26,7 @@
 namespace loom::test {
 namespace {
 
-ModelHparams router(int64_t n_expert, int64_t n_used, ExpertGating g, bool norm) {
+ModelHparams router(int64_t n_expert, int64_t n_used, model::ExpertGating g, bool norm) {
   ModelHparams hp;
   hp.n_expert = n_expert;
   hp.n_expert_used = n_used;
@@ -36,20 +36,20 @@ ModelHparams router(int64_t n_expert, int64_t n_used, ExpertGating g, bool norm)
 }
 
 TEST(MoeRouting, SoftmaxChoosesTheLargestAndNormalises) {
-  const ModelHparams hp = router(4, 2, ExpertGating::kSoftmax, true);
+  const ModelHparams hp = router(4, 2, model::ExpertGating::kSoftmax, true);
   std::vector<float> logits = {1.0f, 3.0f, 2.0f, 0.0f, /* token 1 */ 0.5f, -1.0f, 0.25f, 4.0f};
   std::vector<int32_t> chosen(4);
   std::vector<float> w(4);
-  detail::route_tokens(hp, nullptr, logits.data(), 2, chosen.data(), w.data());
+  model::detail::route_tokens(hp, nullptr, logits.data(), 2, chosen.data(), w.data());
   EXPECT_EQ(chosen, (std::vector<int32_t>{1, 2, 3, 0}));
   // Normalised over the chosen two: e^3 / (e^3 + e^2), e^2 / (e^3 + e^2).
   EXPECT_NEAR(w[0], std::exp(3.0) / (std::exp(3.0) + std::exp(2.0)), 1e-6);
   EXPECT_NEAR(w[1], std::exp(2.0) / (std::exp(3.0) + std::exp(2.0)), 1e-6);
   EXPECT_NEAR(w[2] + w[3], 1.0, 1e-6);
   // Without normalisation the weights are the softmax over all four.
-  const ModelHparams raw = router(4, 2, ExpertGating::kSoftmax, false);
+  const ModelHparams raw = router(4, 2, model::ExpertGating::kSoftmax, false);
   logits = {1.0f, 3.0f, 2.0f, 0.0f};
-  detail::route_tokens(raw, nullptr, logits.data(), 1, chosen.data(), w.data());
+  model::detail::route_tokens(raw, nullptr, logits.data(), 1, chosen.data(), w.data());
   const double z = std::exp(1.0) + std::exp(3.0) + std::exp(2.0) + 1.0;
   EXPECT_NEAR(w[0], std::exp(3.0) / z, 1e-6);
   EXPECT_NEAR(w[1], std::exp(2.0) / z, 1e-6);
@@ -58,12 +58,12 @@ TEST(MoeRouting, SoftmaxChoosesTheLargestAndNormalises) {
 TEST(MoeRouting, SigmoidChoosesByBiasedScoresAndWeighsByUnbiasedOnes) {
   // lfm2moe: the bias moves expert 0 (σ = 0.5, the lowest) to first place (0.5 + 0.5) ahead of
   // expert 1 (σ(2) = 0.88) and expert 2 (σ(1) = 0.73) for the choice; the weights stay σ(logit).
-  const ModelHparams hp = router(3, 2, ExpertGating::kSigmoid, true);
+  const ModelHparams hp = router(3, 2, model::ExpertGating::kSigmoid, true);
   std::vector<float> logits = {0.0f, 2.0f, 1.0f};
   const std::vector<float> bias = {0.5f, 0.0f, 0.0f};
   std::vector<int32_t> chosen(2);
   std::vector<float> w(2);
-  detail::route_tokens(hp, bias.data(), logits.data(), 1, chosen.data(), w.data());
+  model::detail::route_tokens(hp, bias.data(), logits.data(), 1, chosen.data(), w.data());
   EXPECT_EQ(chosen, (std::vector<int32_t>{0, 1}));
   const double s1 = 1.0 / (1.0 + std::exp(-2.0)), s0 = 0.5;
   EXPECT_NEAR(w[0], s0 / (s1 + s0), 1e-6);
@@ -71,12 +71,12 @@ TEST(MoeRouting, SigmoidChoosesByBiasedScoresAndWeighsByUnbiasedOnes) {
 }
 
 TEST(MoeRouting, SoftmaxOverTheChosenLogitsAndAScale) {
-  ModelHparams hp = router(4, 2, ExpertGating::kSoftmaxChosen, false);
+  ModelHparams hp = router(4, 2, model::ExpertGating::kSoftmaxChosen, false);
   hp.expert_weights_scale = 2.5f;
   std::vector<float> logits = {-1.0f, 0.5f, 1.5f, 0.0f};
   std::vector<int32_t> chosen(2);
   std::vector<float> w(2);
-  detail::route_tokens(hp, nullptr, logits.data(), 1, chosen.data(), w.data());
+  model::detail::route_tokens(hp, nullptr, logits.data(), 1, chosen.data(), w.data());
   EXPECT_EQ(chosen, (std::vector<int32_t>{2, 1}));
   const double e = std::exp(1.0);  // softmax of {1.5, 0.5}
   EXPECT_NEAR(w[0], 2.5 * e / (e + 1.0), 1e-6);
@@ -87,20 +87,21 @@ TEST(MoeRouting, TiesNaNAndInfinitiesChooseDistinctValidExperts) {
   std::vector<int32_t> chosen(3);
   std::vector<float> w(3);
   {  // all equal: the lowest indices, weights equal
-    const ModelHparams hp = router(5, 3, ExpertGating::kSoftmax, true);
+    const ModelHparams hp = router(5, 3, model::ExpertGating::kSoftmax, true);
     std::vector<float> logits(5, 0.25f);
-    detail::route_tokens(hp, nullptr, logits.data(), 1, chosen.data(), w.data());
+    model::detail::route_tokens(hp, nullptr, logits.data(), 1, chosen.data(), w.data());
     EXPECT_EQ(chosen, (std::vector<int32_t>{0, 1, 2}));
     for (float v : w) EXPECT_NEAR(v, 1.0f / 3.0f, 1e-6);
   }
   const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
-  for (ExpertGating g : {ExpertGating::kSoftmax, ExpertGating::kSigmoid, ExpertGating::kSoftmaxChosen}) {
+  for (model::ExpertGating g :
+       {model::ExpertGating::kSoftmax, model::ExpertGating::kSigmoid, model::ExpertGating::kSoftmaxChosen}) {
     for (const std::vector<float>& bad :
          {std::vector<float>{nan, 1.0f, nan, 2.0f, 0.0f}, std::vector<float>{nan, nan, nan, nan, nan},
           std::vector<float>{inf, -inf, inf, 0.0f, nan}, std::vector<float>{-inf, -inf, -inf, -inf, -inf}}) {
       const ModelHparams hp = router(5, 3, g, true);
       std::vector<float> logits = bad;
-      detail::route_tokens(hp, nullptr, logits.data(), 1, chosen.data(), w.data());
+      model::detail::route_tokens(hp, nullptr, logits.data(), 1, chosen.data(), w.data());
       std::vector<int32_t> sorted = chosen;
       std::sort(sorted.begin(), sorted.end());
       EXPECT_TRUE(std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end()) << "an expert chosen twice";
@@ -120,17 +121,17 @@ TEST(MoeModels, HyperparametersAndBindings) {
     const char* name;
     Arch arch;
     int64_t n_ff_exp, n_ff_shexp, lead;
-    ExpertGating gating;
+    model::ExpertGating gating;
     bool norm;
   };
-  for (const Want& c : {Want{"qwen3moe", Arch::kQwen3, 32, 0, 0, ExpertGating::kSoftmax, true},
-                        Want{"olmoe", Arch::kLlama, 32, 0, 0, ExpertGating::kSoftmax, false},
-                        Want{"mixtral", Arch::kLlama, 32, 0, 0, ExpertGating::kSoftmax, true},
-                        Want{"qwen35moe", Arch::kQwen35, 32, 32, 0, ExpertGating::kSoftmax, true},
-                        Want{"lfm2moe", Arch::kLfm2, 32, 0, 1, ExpertGating::kSigmoid, true},
-                        Want{"granitemoe", Arch::kGranite, 32, 32, 0, ExpertGating::kSoftmax, true},
-                        Want{"granitehybridmoe", Arch::kGraniteHybrid, 32, 32, 0, ExpertGating::kSoftmax, true},
-                        Want{"qwen3next", Arch::kQwen35, 32, 32, 0, ExpertGating::kSoftmax, true}}) {
+  for (const Want& c : {Want{"qwen3moe", Arch::kQwen3, 32, 0, 0, model::ExpertGating::kSoftmax, true},
+                        Want{"olmoe", Arch::kLlama, 32, 0, 0, model::ExpertGating::kSoftmax, false},
+                        Want{"mixtral", Arch::kLlama, 32, 0, 0, model::ExpertGating::kSoftmax, true},
+                        Want{"qwen35moe", Arch::kQwen35, 32, 32, 0, model::ExpertGating::kSoftmax, true},
+                        Want{"lfm2moe", Arch::kLfm2, 32, 0, 1, model::ExpertGating::kSigmoid, true},
+                        Want{"granitemoe", Arch::kGranite, 32, 32, 0, model::ExpertGating::kSoftmax, true},
+                        Want{"granitehybridmoe", Arch::kGraniteHybrid, 32, 32, 0, model::ExpertGating::kSoftmax, true},
+                        Want{"qwen3next", Arch::kQwen35, 32, 32, 0, model::ExpertGating::kSoftmax, true}}) {
     SCOPED_TRACE(c.name);
     auto m = load(c.name);
     ASSERT_TRUE(m);
@@ -147,7 +148,7 @@ TEST(MoeModels, HyperparametersAndBindings) {
     const ModelWeights& w = m->weights();
     uint64_t stacks = 0;
     for (int64_t il = 0; il < hp.n_layer; ++il) {
-      const LayerWeights& l = w.layers[size_t(il)];
+      const model::LayerWeights& l = w.layers[size_t(il)];
       EXPECT_EQ(hp.layer_is_moe(il), il >= c.lead);
       if (!hp.layer_is_moe(il)) {
         EXPECT_FALSE(l.ffn_gate.empty());
@@ -166,7 +167,7 @@ TEST(MoeModels, HyperparametersAndBindings) {
         stacks += uint64_t(t->rows) * t->row_bytes;
       }
       // An expert's view is its slice of the stack.
-      const TensorView e3 = expert_view(l.ffn_down_exps, 3, hp.n_embd);
+      const TensorView e3 = model::expert_view(l.ffn_down_exps, 3, hp.n_embd);
       EXPECT_EQ(e3.data, l.ffn_down_exps.row(3 * hp.n_embd));
       EXPECT_EQ(e3.rows, hp.n_embd);
     }
@@ -295,7 +296,7 @@ TEST(MoeGptOss, SwigluOaiClampsAsTheReference) {
   const std::vector<float> gate = {0.0f, 1.0f, -1.0f, 6.5f, 7.0f, 7.5f, 100.0f, -10.0f, -100.0f, 3.0f, 3.0f, 3.0f, 2.0f};
   const std::vector<float> up = {0.0f, 0.5f, 2.0f, -3.0f, 9.0f, -9.0f, 50.0f, 1.0f, 1.0f, 7.0f, -7.5f, -1.0f, 1e30f};
   std::vector<float> out = gate;
-  ops::swiglu_oai_inplace(out.data(), up.data(), int64_t(out.size()), kSwigluOaiAlpha, kSwigluOaiLimit);
+  ops::swiglu_oai_inplace(out.data(), up.data(), int64_t(out.size()), model::kSwigluOaiAlpha, model::kSwigluOaiLimit);
   for (size_t i = 0; i < gate.size(); ++i) {
     const double w = want(gate[i], up[i]);
     EXPECT_NEAR(out[i], w, 1e-6 * std::max(1.0, std::fabs(w))) << "gate " << gate[i] << " up " << up[i];
@@ -310,7 +311,7 @@ TEST(MoeGptOss, SwigluOaiClampsAsTheReference) {
   // NaN passes through (no crash, no clamp to a number).
   std::vector<float> g = {std::numeric_limits<float>::quiet_NaN(), 1.0f},
                      u = {1.0f, std::numeric_limits<float>::quiet_NaN()};
-  ops::swiglu_oai_inplace(g.data(), u.data(), 2, kSwigluOaiAlpha, kSwigluOaiLimit);
+  ops::swiglu_oai_inplace(g.data(), u.data(), 2, model::kSwigluOaiAlpha, model::kSwigluOaiLimit);
   EXPECT_TRUE(std::isnan(g[0]) && std::isnan(g[1]));
 }
 
@@ -320,7 +321,7 @@ TEST(MoeGptOss, RoutingIsASoftmaxOverTheChosenBiasedLogits) {
   auto m = load("gpt-oss");
   ASSERT_TRUE(m);
   const ModelHparams& hp = m->hparams();
-  ASSERT_EQ(hp.expert_gating, ExpertGating::kSoftmaxChosen);
+  ASSERT_EQ(hp.expert_gating, model::ExpertGating::kSoftmaxChosen);
   ASSERT_FALSE(hp.expert_weights_norm);
   ASSERT_EQ(hp.expert_weights_scale, 0.0f);
   ModelHparams r = router(8, 4, hp.expert_gating, hp.expert_weights_norm);
@@ -330,7 +331,7 @@ TEST(MoeGptOss, RoutingIsASoftmaxOverTheChosenBiasedLogits) {
   for (size_t e = 0; e < 8; ++e) logits[e] = raw[e] + bias[e];  // {1.1, 0.5, -1, 0.5, 1.5, 2, -3, 1.25}
   std::vector<int32_t> chosen(4);
   std::vector<float> w(4);
-  detail::route_tokens(r, nullptr, logits.data(), 1, chosen.data(), w.data());
+  model::detail::route_tokens(r, nullptr, logits.data(), 1, chosen.data(), w.data());
   EXPECT_EQ(chosen, (std::vector<int32_t>{5, 4, 7, 0}));
   const double z = std::exp(2.0) + std::exp(1.5) + std::exp(1.25) + std::exp(1.1);
   EXPECT_NEAR(w[0], std::exp(2.0) / z, 1e-6);
@@ -468,16 +469,16 @@ TEST(MoeGptOss, HyperparametersAndBindings) {
     EXPECT_EQ(hp.n_expert, 8);
     EXPECT_EQ(hp.n_expert_used, 4);
     EXPECT_EQ(hp.n_ff_exp, 64);
-    EXPECT_EQ(hp.ffn_act, FfnAct::kSwigluOai);
+    EXPECT_EQ(hp.ffn_act, model::FfnAct::kSwigluOai);
     EXPECT_EQ(hp.n_head * hp.head_dim, 128);  // wider than n_embd 64
     // Even layers slide over 8 tokens, odd ones see everything; YaRN from the file.
     EXPECT_EQ(hp.swa_window, 8);
     for (int il = 0; il < 4; ++il) EXPECT_EQ(hp.is_swa_layer(il), il % 2 == 0) << il;
-    EXPECT_EQ(hp.rope_scaling, RopeScalingKind::kYarn);
+    EXPECT_EQ(hp.rope_scaling, model::RopeScalingKind::kYarn);
     EXPECT_EQ(hp.rope_freq_scale, 0.25f);
     EXPECT_EQ(hp.n_ctx_orig_yarn, 32);
     EXPECT_EQ(hp.rope_freq_base_swa, hp.rope_freq_base);
-    for (const LayerWeights& l : m->weights().layers) {
+    for (const model::LayerWeights& l : m->weights().layers) {
       EXPECT_TRUE(l.bq && l.bk && l.bv && l.bo && l.attn_sinks);
       EXPECT_TRUE(l.ffn_gate_inp_b && l.ffn_gate_exps_b && l.ffn_up_exps_b && l.ffn_down_exps_b);
       EXPECT_TRUE(l.ffn_norm);  // post_attention_norm
@@ -670,13 +671,13 @@ TEST(MoeGemma4, HyperparametersAndBindings) {
   EXPECT_EQ(hp.n_expert, 8);
   EXPECT_EQ(hp.n_expert_used, 2);
   EXPECT_EQ(hp.n_ff_exp, 32);
-  EXPECT_EQ(hp.expert_gating, ExpertGating::kSoftmax);
+  EXPECT_EQ(hp.expert_gating, model::ExpertGating::kSoftmax);
   EXPECT_TRUE(hp.expert_weights_norm);
   EXPECT_TRUE(hp.moe_beside_dense);
   EXPECT_EQ(hp.n_ff_at(5), 256);  // the dense half keeps gemma4's per-layer widths
   for (int64_t il = 0; il < hp.n_layer; ++il) {
     SCOPED_TRACE(il);
-    const LayerWeights& l = m->weights().layers[size_t(il)];
+    const model::LayerWeights& l = m->weights().layers[size_t(il)];
     EXPECT_TRUE(hp.layer_is_moe(il));
     EXPECT_EQ(l.ffn_gate.rows, hp.n_ff_at(il));  // the dense FFN beside the experts
     EXPECT_EQ(l.ffn_down.cols, hp.n_ff_at(il));

@@ -69,7 +69,7 @@ TEST(NewFamilies, HparamsAndMemory) {
     auto m = load("lfm2");
     ASSERT_TRUE(m);
     const ModelHparams& hp = m->hparams();
-    EXPECT_EQ(hp.rec_mixer, RecurrentMixer::kShortConv);
+    EXPECT_EQ(hp.rec_mixer, model::RecurrentMixer::kShortConv);
     EXPECT_EQ(hp.recurrent_layer, (std::vector<uint8_t>{1, 0, 1, 0}));
     EXPECT_TRUE(hp.is_hybrid());
     EXPECT_EQ(hp.n_embd_conv_state(), 2 * 64);  // l_cache 3: two values per channel
@@ -86,7 +86,7 @@ TEST(NewFamilies, HparamsAndMemory) {
     auto m = load("qwen35");
     ASSERT_TRUE(m);
     const ModelHparams& hp = m->hparams();
-    EXPECT_EQ(hp.rec_mixer, RecurrentMixer::kDeltaNet);
+    EXPECT_EQ(hp.rec_mixer, model::RecurrentMixer::kDeltaNet);
     EXPECT_EQ(hp.n_layer, 4);  // block_count 5 less the MTP block
     EXPECT_EQ(hp.n_layer_nextn, 1);
     EXPECT_EQ(hp.recurrent_layer, (std::vector<uint8_t>{1, 1, 1, 0}));
@@ -260,7 +260,7 @@ TEST(NewFamilies, Mistral3ReadsYarnAndTemperatureScaling) {
   ASSERT_TRUE(m);
   const ModelHparams& hp = m->hparams();
   EXPECT_EQ(hp.arch, Arch::kMistral3);
-  EXPECT_EQ(hp.rope_scaling, RopeScalingKind::kYarn);
+  EXPECT_EQ(hp.rope_scaling, model::RopeScalingKind::kYarn);
   EXPECT_EQ(hp.rope_freq_scale, 0.25f);
   EXPECT_EQ(hp.n_ctx_orig_yarn, 32);
   EXPECT_EQ(hp.yarn_log_mul, 1.0f);

@@ -35,7 +35,7 @@
 #include "gguf/gguf.h"
 #include "test_util.h"
 
-namespace loom {
+namespace loom::model {
 namespace {
 
 namespace fs = std::filesystem;
@@ -355,4 +355,4 @@ TEST(QuantizeGoldens, RefusalsExitWithOneLineAndNoOutput) {
 }
 
 }  // namespace
-}  // namespace loom
+}  // namespace loom::model

@@ -302,25 +302,25 @@ TEST(T5Encoder, EmbeddingsMatchLlamaCpp) {
 TEST(T5, RelativePositionBuckets) {
   // 32 buckets: bidirectional (encoder) 16 per direction, exact below 8; causal (decoder) exact
   // below 16; logarithmic up to 128, then the last bucket.
-  EXPECT_EQ(relative_position_bucket(5, 5, 32, true), 0);
-  EXPECT_EQ(relative_position_bucket(4, 5, 32, true), 1);   // key before the query
-  EXPECT_EQ(relative_position_bucket(6, 5, 32, true), 17);  // key after: the upper half
-  EXPECT_EQ(relative_position_bucket(0, 7, 32, true), 7);
-  EXPECT_EQ(relative_position_bucket(0, 8, 32, true), 8);
-  EXPECT_EQ(relative_position_bucket(0, 1000, 32, true), 15);
-  EXPECT_EQ(relative_position_bucket(1000, 0, 32, true), 31);
-  EXPECT_EQ(relative_position_bucket(9, 5, 32, false), 0);  // the future (masked anyway)
-  EXPECT_EQ(relative_position_bucket(0, 15, 32, false), 15);
-  EXPECT_EQ(relative_position_bucket(0, 1000, 32, false), 31);
+  EXPECT_EQ(model::relative_position_bucket(5, 5, 32, true), 0);
+  EXPECT_EQ(model::relative_position_bucket(4, 5, 32, true), 1);   // key before the query
+  EXPECT_EQ(model::relative_position_bucket(6, 5, 32, true), 17);  // key after: the upper half
+  EXPECT_EQ(model::relative_position_bucket(0, 7, 32, true), 7);
+  EXPECT_EQ(model::relative_position_bucket(0, 8, 32, true), 8);
+  EXPECT_EQ(model::relative_position_bucket(0, 1000, 32, true), 15);
+  EXPECT_EQ(model::relative_position_bucket(1000, 0, 32, true), 31);
+  EXPECT_EQ(model::relative_position_bucket(9, 5, 32, false), 0);  // the future (masked anyway)
+  EXPECT_EQ(model::relative_position_bucket(0, 15, 32, false), 15);
+  EXPECT_EQ(model::relative_position_bucket(0, 1000, 32, false), 31);
   // Against the formula in double precision where no rounding edge is near.
   for (int d = 16; d < 128; ++d) {
     const double large = 16 + std::log(d / 16.0) / std::log(128.0 / 16.0) * 16;
     if (std::fabs(large - std::round(large)) < 1e-4) continue;
-    EXPECT_EQ(relative_position_bucket(0, d, 32, false), std::min(31, int(std::floor(large)))) << d;
+    EXPECT_EQ(model::relative_position_bucket(0, d, 32, false), std::min(31, int(std::floor(large)))) << d;
   }
   for (int x = -300; x <= 300; ++x) {
     for (bool bi : {true, false}) {
-      const int b = relative_position_bucket(x, 0, 32, bi);
+      const int b = model::relative_position_bucket(x, 0, 32, bi);
       EXPECT_TRUE(b >= 0 && b < 32);
     }
   }

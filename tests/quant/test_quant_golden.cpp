@@ -152,7 +152,7 @@ class QuantGoldenDequant : public ::testing::TestWithParam<GoldenCase> {};
 
 TEST_P(QuantGoldenDequant, BitExact) {
   const GoldenCase& gc = GetParam();
-  const auto type = parse_tensor_type(gc.type);
+  const auto type = gguf::parse_tensor_type(gc.type);
   ASSERT_TRUE(type.has_value()) << gc.type;
   const std::string model_path = loom::test::shared_path(std::string("golden/kq/") + gc.source);
   const std::string golden_path = loom::test::shared_path(std::string("golden/kq/dequant/") + gc.file);
@@ -166,7 +166,7 @@ TEST_P(QuantGoldenDequant, BitExact) {
   ASSERT_EQ(t->ne, (std::vector<int64_t>{256, 128}));
   const int64_t n = 256 * 128;
   ASSERT_EQ(golden.size(), size_t(n));
-  const int64_t bytes = row_bytes(*type, n);
+  const int64_t bytes = gguf::row_bytes(*type, n);
   ASSERT_LE(t->offset + uint64_t(bytes), model.size());
   const uint8_t* data = model.data() + t->offset;
 

@@ -509,7 +509,7 @@ TEST(TypeTable, GeometryIsGgufs) {
   for (uint32_t id = 0; id < 64; ++id) {
     const auto t = static_cast<TensorType>(id);
     const TypeTraits& tt = type_traits(t);
-    const auto info = tensor_type_info(id);
+    const auto info = gguf::tensor_type_info(id);
     SCOPED_TRACE(id);
     if (!info) {
       EXPECT_EQ(tt.block_size, 0);

@@ -8,7 +8,7 @@
 #include "sample/grammar.h"
 #include "sample/sampler.h"
 
-namespace loom {
+namespace loom::sample {
 namespace {
 
 std::shared_ptr<const Grammar> parse_ok(const std::string& g) {
@@ -267,7 +267,7 @@ TEST(Gbnf, PartialUtf8AcrossCalls) {
 // Token level, with a fake vocabulary.
 
 struct FakeVocab {
-  std::shared_ptr<GrammarVocab> v = std::make_shared<GrammarVocab>();
+  std::shared_ptr<sample::GrammarVocab> v = std::make_shared<sample::GrammarVocab>();
   int32_t add(const std::string& piece, bool eog = false) {
     v->pieces.push_back(piece);
     v->is_eog.push_back(eog);
@@ -275,8 +275,8 @@ struct FakeVocab {
   }
 };
 
-std::vector<int32_t> allowed(GrammarStage& st, size_t n) {
-  Candidates c;
+std::vector<int32_t> allowed(sample::GrammarStage& st, size_t n) {
+  sample::Candidates c;
   c.fill(std::vector<float>(n, 0.0f));
   st.apply(c);
   std::vector<int32_t> out;
@@ -296,14 +296,14 @@ TEST(GrammarStage, TokensSpanningElementsAndEog) {
   const int32_t t_cab = fv.add("cab");
   (void)t_empty;
   auto g = parse_ok(R"(root ::= "a" "b"+ "c"?)");
-  GrammarStage st(g, fv.v);
+  sample::GrammarStage st(g, fv.v);
   const size_t n = fv.v->pieces.size();
   EXPECT_EQ(allowed(st, n), (std::vector<int32_t>{t_ab, t_a}));
   for (int32_t t : {t_a, t_b, t_c, t_cab, eos}) EXPECT_EQ(st.allows(t), t == t_a) << t;
   st.accept(t_ab);
   // After "ab": more b's, "c", "bc", or the end.
   EXPECT_EQ(allowed(st, n), (std::vector<int32_t>{eos, t_bc, t_b, t_c}));
-  GrammarStage copy = st;
+  sample::GrammarStage copy = st;
   st.accept(t_bc);
   EXPECT_EQ(allowed(st, n), (std::vector<int32_t>{eos}));
   EXPECT_TRUE(st.matcher().is_done());
@@ -325,7 +325,7 @@ TEST(GrammarStage, PartialUtf8Tokens) {
   const int32_t full_e9 = fv.add("\xC3\xA9");
   const int32_t bad = fv.add("\xFF");
   auto g = parse_ok(R"(root ::= "\u00e9"+)");
-  GrammarStage st(g, fv.v);
+  sample::GrammarStage st(g, fv.v);
   const size_t n = fv.v->pieces.size();
   EXPECT_EQ(allowed(st, n), (std::vector<int32_t>{lead_e9, full_e9}));
   st.accept(lead_e9);
@@ -363,14 +363,14 @@ num ::= [12]{1,3}
   for (uint64_t seed = 0; seed < 40; ++seed) {
     p.seed = seed;
     // Sampler::create needs a Vocab; assemble the same chain by hand with the stage.
-    SamplerChain chain = build_chain(p, nullptr, int32_t(fv.v->pieces.size()));
-    GrammarStage st(g, fv.v);
+    sample::SamplerChain chain = build_chain(p, nullptr, int32_t(fv.v->pieces.size()));
+    sample::GrammarStage st(g, fv.v);
     std::string text;
     for (int step = 0; step < 200; ++step) {
       std::vector<float> logits(fv.v->pieces.size());
       for (auto& x : logits) x = nd(rng);
       logits[size_t(eos)] += 1.0f;
-      Candidates c;
+      sample::Candidates c;
       c.fill(logits);
       st.apply(c);
       ASSERT_FALSE(c.empty()) << text;
@@ -392,4 +392,4 @@ num ::= [12]{1,3}
 }
 
 }  // namespace
-}  // namespace loom
+}  // namespace loom::sample

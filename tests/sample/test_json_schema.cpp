@@ -15,7 +15,7 @@
 #include "sample/sampler.h"
 #include "test_util.h"
 
-namespace loom {
+namespace loom::sample {
 namespace {
 
 using json = nlohmann::ordered_json;
@@ -217,7 +217,7 @@ TEST(JsonSchema, ConvertsAndParses) {
       R"({"type": "object", "additionalProperties": {"type": "integer"}})",
   };
   for (const char* s : schemas) {
-    auto g = json_schema_to_grammar(s);
+    auto g = sample::json_schema_to_grammar(s);
     ASSERT_TRUE(g) << s << ": " << g.status().message();
     auto parsed = Grammar::parse(*g);
     EXPECT_TRUE(parsed) << s << "\n" << *g << "\n" << parsed.status().message();
@@ -226,7 +226,7 @@ TEST(JsonSchema, ConvertsAndParses) {
 
 // Text-level checks of the converted grammars against hand-picked documents.
 bool accepts(const std::string& schema, const std::string& text) {
-  auto g = json_schema_to_grammar(schema);
+  auto g = sample::json_schema_to_grammar(schema);
   EXPECT_TRUE(g) << g.status().message();
   if (!g) return false;
   auto gr = Grammar::parse(*g);
@@ -313,26 +313,27 @@ TEST(JsonSchema, GrammarsAcceptExactlyTheSchemasDocuments) {
 }
 
 TEST(JsonSchema, UnsupportedConstructsNameTheirPath) {
-  auto e = json_schema_to_grammar(R"({"type": "object", "properties": {"name": {"type": "string", "pattern": "^a+$"}}})");
+  auto e =
+      sample::json_schema_to_grammar(R"({"type": "object", "properties": {"name": {"type": "string", "pattern": "^a+$"}}})");
   ASSERT_FALSE(e);
   EXPECT_EQ(e.status().code(), StatusCode::kUnsupported);
   EXPECT_EQ(e.status().message(), "json schema /properties/name/pattern: 'pattern' is not supported");
-  e = json_schema_to_grammar(R"({"type": "array", "items": {"not": {"type": "null"}}})");
+  e = sample::json_schema_to_grammar(R"({"type": "array", "items": {"not": {"type": "null"}}})");
   ASSERT_FALSE(e);
   EXPECT_EQ(e.status().message(), "json schema /items/not: 'not' is not supported");
-  e = json_schema_to_grammar(R"({"$ref": "https://example.com/s.json"})");
+  e = sample::json_schema_to_grammar(R"({"$ref": "https://example.com/s.json"})");
   ASSERT_FALSE(e);
   EXPECT_NE(e.status().message().find("/$ref"), std::string::npos);
-  e = json_schema_to_grammar(R"({"$ref": "#/$defs/missing"})");
+  e = sample::json_schema_to_grammar(R"({"$ref": "#/$defs/missing"})");
   ASSERT_FALSE(e);
   EXPECT_NE(e.status().message().find("unresolvable"), std::string::npos);
-  e = json_schema_to_grammar(R"({"type": "string", "format": "email"})");
+  e = sample::json_schema_to_grammar(R"({"type": "string", "format": "email"})");
   ASSERT_FALSE(e);
   EXPECT_EQ(e.status().message().rfind("json schema /format:", 0), 0u);
-  e = json_schema_to_grammar(R"({"type": "number", "minimum": -1.5})");
+  e = sample::json_schema_to_grammar(R"({"type": "number", "minimum": -1.5})");
   ASSERT_FALSE(e);
   EXPECT_EQ(e.status().message().rfind("json schema /minimum:", 0), 0u);
-  e = json_schema_to_grammar(R"({"allOf": [{"type": "string"}]})");
+  e = sample::json_schema_to_grammar(R"({"allOf": [{"type": "string"}]})");
   ASSERT_FALSE(e);
   EXPECT_EQ(e.status().message().rfind("json schema /allOf/0:", 0), 0u);
   e = json_schema_to_grammar("{not json");
@@ -347,11 +348,11 @@ TEST(JsonSchema, NestingIsBounded) {
     for (int i = 0; i < n; ++i) s += R"({"type": "array", "items": )";
     return s + R"({"type": "integer"})" + std::string(size_t(n), '}');
   };
-  auto ok = json_schema_to_grammar(nested(100));
+  auto ok = sample::json_schema_to_grammar(nested(100));
   ASSERT_TRUE(ok) << ok.status().message();
   EXPECT_TRUE(Grammar::parse(*ok));
   for (int n : {128, 5000}) {
-    auto e = json_schema_to_grammar(nested(n));
+    auto e = sample::json_schema_to_grammar(nested(n));
     ASSERT_FALSE(e) << n;
     EXPECT_EQ(e.status().code(), StatusCode::kInvalidArgument);
     EXPECT_NE(e.status().message().find("nested more than 128 deep"), std::string::npos) << e.status().message();
@@ -450,7 +451,7 @@ void run_generation(const std::string& model_file, int seeds) {
   const Vocab& vocab = (*m)->vocab();
   for (const char* schema_text : kGenSchemas) {
     const json schema = json::parse(schema_text);
-    auto g = json_schema_to_grammar(schema);
+    auto g = sample::json_schema_to_grammar(schema);
     ASSERT_TRUE(g) << g.status().message();
     for (int seed = 0; seed < seeds; ++seed) {
       GenResult r = generate(vocab, *g, uint64_t(seed), 3.0f);
@@ -480,7 +481,7 @@ TEST(JsonSchemaGeneration, UnboundedStringsEnd) {
   ASSERT_TRUE(m) << m.status().message();
   const json schema =
       json::parse(R"({"type": "object", "properties": {"s": {"type": "string"}, "any": {}}, "required": ["s", "any"]})");
-  auto g = json_schema_to_grammar(schema);
+  auto g = sample::json_schema_to_grammar(schema);
   ASSERT_TRUE(g);
   for (int seed = 0; seed < 10; ++seed) {
     GenResult r = generate((*m)->vocab(), *g, uint64_t(seed), 4.0f);
@@ -492,9 +493,9 @@ TEST(JsonSchemaGeneration, UnboundedStringsEnd) {
 }
 
 }  // namespace
-}  // namespace loom
+}  // namespace loom::sample
 
-namespace loom {
+namespace loom::sample {
 namespace {
 
 // Found by the json_schema fuzzer: a $ref back to the root (or a cycle of definitions that match
@@ -502,15 +503,15 @@ namespace {
 TEST(JsonSchema, SelfReferenceWithoutContentIsRefused) {
   for (const char* schema :
        {R"({"$ref": "#"})", R"({"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"})"}) {
-    auto g = json_schema_to_grammar(schema);
+    auto g = sample::json_schema_to_grammar(schema);
     ASSERT_FALSE(g.has_value()) << schema << " gave " << *g;
     EXPECT_NE(g.status().message().find("$ref"), std::string::npos) << g.status().message();
   }
   // A recursive schema that matches something before recursing stays fine.
-  auto list = json_schema_to_grammar(
+  auto list = sample::json_schema_to_grammar(
       R"({"$defs": {"node": {"type": "object", "properties": {"next": {"anyOf": [{"$ref": "#/$defs/node"}, {"type": "null"}]}}}}, "$ref": "#/$defs/node"})");
   EXPECT_TRUE(list.has_value()) << list.status().message();
 }
 
 }  // namespace
-}  // namespace loom
+}  // namespace loom::sample

@@ -15,7 +15,7 @@
 #include "sample/sampler.h"
 #include "test_util.h"
 
-namespace loom {
+namespace loom::sample {
 namespace {
 
 uint64_t splitmix64(uint64_t x) {
@@ -76,7 +76,7 @@ TEST(LlamaDraws, SeededPicksEqualLlamaCpps) {
     const int n_vocab = int(c.num("n_vocab"));
     const float scale = float(c.num("scale")), boost = float(c.num("boost"));
     const uint64_t logit_seed = std::stoull(c.kv.at("logit_seed"));
-    SamplerChain chain = build_chain(p, nullptr, n_vocab);
+    sample::SamplerChain chain = build_chain(p, nullptr, n_vocab);
     std::vector<float> logits(static_cast<size_t>(n_vocab), 0.0f);
     std::vector<int32_t> got;
     for (size_t s = 0; s < c.tokens.size(); ++s) {
@@ -94,4 +94,4 @@ TEST(LlamaDraws, SeededPicksEqualLlamaCpps) {
 }
 
 }  // namespace
-}  // namespace loom
+}  // namespace loom::sample

@@ -11,7 +11,7 @@
 #include "test_util.h"
 #include "vocab/vocab.h"
 
-namespace loom {
+namespace loom::sample {
 namespace {
 
 struct Gen {
@@ -154,4 +154,4 @@ TEST_F(ReasoningBudgetTest, ReasoningControlClosesTheBlockOnDemand) {
 }
 
 }  // namespace
-}  // namespace loom
+}  // namespace loom::sample

@@ -13,16 +13,16 @@
 #include "sample/sampler.h"
 #include "vocab/vocab.h"
 
-namespace loom {
+namespace loom::sample {
 namespace {
 
-Candidates make(std::vector<float> logits) {
-  Candidates c;
+sample::Candidates make(std::vector<float> logits) {
+  sample::Candidates c;
   c.fill(logits);
   return c;
 }
 
-std::vector<int32_t> ids(const Candidates& c) {
+std::vector<int32_t> ids(const sample::Candidates& c) {
   std::vector<int32_t> v;
   for (const auto& t : c.data) v.push_back(t.id);
   return v;
@@ -76,7 +76,7 @@ TEST(Sampler, GreedyShortcutEqualsTheFullChain) {
 }
 
 TEST(Candidates, FillSortSoftmax) {
-  Candidates c = make({1, 3, 2, 3});
+  sample::Candidates c = make({1, 3, 2, 3});
   EXPECT_TRUE(c.identity);
   c.softmax();
   EXPECT_EQ(ids(c), (std::vector<int32_t>{1, 3, 2, 0}));  // ties by id
@@ -89,14 +89,14 @@ TEST(Candidates, FillSortSoftmax) {
 }
 
 TEST(Stages, TopKKeepsTheLargestInOrder) {
-  Candidates c = make({0.1f, 5, -1, 3, 4, 2});
-  make_top_k(3)->apply(c);
+  sample::Candidates c = make({0.1f, 5, -1, 3, 4, 2});
+  sample::make_top_k(3)->apply(c);
   EXPECT_EQ(ids(c), (std::vector<int32_t>{1, 4, 3}));
   EXPECT_TRUE(c.sorted);
-  Candidates all = make({1, 2, 3});
-  make_top_k(0)->apply(all);  // 0 = off
+  sample::Candidates all = make({1, 2, 3});
+  sample::make_top_k(0)->apply(all);  // 0 = off
   EXPECT_EQ(all.size(), 3u);
-  make_top_k(10)->apply(all);
+  sample::make_top_k(10)->apply(all);
   EXPECT_EQ(ids(all), (std::vector<int32_t>{2, 1, 0}));
 }
 
@@ -106,8 +106,8 @@ TEST(Stages, TopKOnALargeArrayMatchesAFullSort) {
   std::vector<float> l(5000);
   for (auto& x : l) x = nd(g);
   l[17] = l[4000] = 100.0f;  // a tie: lower id first
-  Candidates c = make(l), ref = make(l);
-  make_top_k(40)->apply(c);
+  sample::Candidates c = make(l), ref = make(l);
+  sample::make_top_k(40)->apply(c);
   ref.sort();
   ref.truncate(40);
   EXPECT_EQ(ids(c), ids(ref));
@@ -117,20 +117,20 @@ TEST(Stages, TopKOnALargeArrayMatchesAFullSort) {
 TEST(Stages, TopPKeepsTheSmallestNucleus) {
   // p = 0.5, 0.25, 0.125, 0.125
   std::vector<float> lp = log_probs({0.125f, 0.5f, 0.125f, 0.25f});
-  Candidates c = make(lp);
-  make_top_p(0.7f)->apply(c);
+  sample::Candidates c = make(lp);
+  sample::make_top_p(0.7f)->apply(c);
   EXPECT_EQ(ids(c), (std::vector<int32_t>{1, 3}));
   c = make(lp);
-  make_top_p(0.75f)->apply(c);  // reaching p exactly stops
+  sample::make_top_p(0.75f)->apply(c);  // reaching p exactly stops
   EXPECT_EQ(ids(c), (std::vector<int32_t>{1, 3}));
   c = make(lp);
-  make_top_p(0.4f)->apply(c);
+  sample::make_top_p(0.4f)->apply(c);
   EXPECT_EQ(ids(c), (std::vector<int32_t>{1}));
   c = make(lp);
-  make_top_p(0.1f, 3)->apply(c);  // min_keep
+  sample::make_top_p(0.1f, 3)->apply(c);  // min_keep
   EXPECT_EQ(c.size(), 3u);
   c = make(lp);
-  make_top_p(1.0f)->apply(c);
+  sample::make_top_p(1.0f)->apply(c);
   EXPECT_EQ(c.size(), 4u);
 }
 
@@ -139,8 +139,8 @@ TEST(Stages, TopPOnALargeUnsortedArray) {
   std::normal_distribution<float> nd(0, 3);
   std::vector<float> l(5000);
   for (auto& x : l) x = nd(g);
-  Candidates c = make(l);
-  make_top_p(0.9f)->apply(c);
+  sample::Candidates c = make(l);
+  sample::make_top_p(0.9f)->apply(c);
   // Reference: full sort.
   std::vector<float> p = softmax(l);
   std::vector<int32_t> order(l.size());
@@ -158,62 +158,62 @@ TEST(Stages, TopPOnALargeUnsortedArray) {
 
 TEST(Stages, MinPDropsTokensBelowAFractionOfTheBest) {
   std::vector<float> lp = log_probs({0.4f, 0.3f, 0.2f, 0.1f});
-  Candidates c = make(lp);
-  make_min_p(0.5f)->apply(c);  // keeps p >= 0.2
+  sample::Candidates c = make(lp);
+  sample::make_min_p(0.5f)->apply(c);  // keeps p >= 0.2
   EXPECT_EQ(ids(c), (std::vector<int32_t>{0, 1, 2}));
   c = make(lp);
-  make_min_p(0.76f)->apply(c);
+  sample::make_min_p(0.76f)->apply(c);
   EXPECT_EQ(ids(c), (std::vector<int32_t>{0}));
   c = make(lp);
-  make_min_p(0.9f, 2)->apply(c);
+  sample::make_min_p(0.9f, 2)->apply(c);
   EXPECT_EQ(ids(c), (std::vector<int32_t>{0, 1}));
   c = make(lp);
-  make_min_p(0.0f)->apply(c);
+  sample::make_min_p(0.0f)->apply(c);
   EXPECT_EQ(c.size(), 4u);
 }
 
 TEST(Stages, TypicalKeepsTokensNearTheEntropy) {
   // llama.cpp's cases: the likely token is closest to the entropy in the first, farthest in the second.
-  Candidates c = make(log_probs({0.97f, 0.01f, 0.01f, 0.01f}));
-  make_typical(0.5f)->apply(c);
+  sample::Candidates c = make(log_probs({0.97f, 0.01f, 0.01f, 0.01f}));
+  sample::make_typical(0.5f)->apply(c);
   EXPECT_EQ(ids(c), (std::vector<int32_t>{0}));
   c = make(log_probs({0.4f, 0.2f, 0.2f, 0.2f}));
-  make_typical(0.5f)->apply(c);
+  sample::make_typical(0.5f)->apply(c);
   EXPECT_EQ(ids(c), (std::vector<int32_t>{1, 2, 3}));
   c = make(log_probs({0.2f, 0.8f}));
-  make_typical(1.0f)->apply(c);
+  sample::make_typical(1.0f)->apply(c);
   EXPECT_EQ(c.size(), 2u);
 }
 
 TEST(Stages, TemperatureScalesLogitsAndZeroKeepsTheMax) {
-  Candidates c = make({1, 2, 4});
-  make_temperature(2.0f)->apply(c);
+  sample::Candidates c = make({1, 2, 4});
+  sample::make_temperature(2.0f)->apply(c);
   EXPECT_FLOAT_EQ(c.data[2].logit, 2.0f);
   EXPECT_FLOAT_EQ(c.data[0].logit, 0.5f);
   c = make({1, 4, 2, 4});
-  make_temperature(0.0f)->apply(c);
+  sample::make_temperature(0.0f)->apply(c);
   ASSERT_EQ(c.size(), 1u);
   EXPECT_EQ(c.data[0].id, 1);
 }
 
 TEST(Stages, DynamicTemperatureFollowsTheEntropy) {
   // Uniform distribution: normalized entropy 1, so the temperature is temp + delta.
-  Candidates c = make({1, 1, 1, 1});
-  make_temperature_ext(1.0f, 0.5f, 1.0f)->apply(c);
+  sample::Candidates c = make({1, 1, 1, 1});
+  sample::make_temperature_ext(1.0f, 0.5f, 1.0f)->apply(c);
   EXPECT_NEAR(c.data[0].logit, 1.0f / 1.5f, 1e-6);
   // A nearly deterministic distribution gets close to temp - delta.
   c = make({30, 0, 0, 0});
-  make_temperature_ext(1.0f, 0.5f, 1.0f)->apply(c);
+  sample::make_temperature_ext(1.0f, 0.5f, 1.0f)->apply(c);
   EXPECT_NEAR(c.data[0].logit, 30.0f / 0.5f, 0.01f);
   // delta 0: plain temperature.
   c = make({2, 4});
-  make_temperature_ext(2.0f, 0.0f, 1.0f)->apply(c);
+  sample::make_temperature_ext(2.0f, 0.0f, 1.0f)->apply(c);
   EXPECT_FLOAT_EQ(c.data[1].logit, 2.0f);
 }
 
 TEST(Stages, LogitBias) {
-  auto st = make_logit_bias({{1, 5.0f}, {2, -INFINITY}});
-  Candidates c = make({0, 0, 0});
+  auto st = sample::make_logit_bias({{1, 5.0f}, {2, -INFINITY}});
+  sample::Candidates c = make({0, 0, 0});
   st->apply(c);
   EXPECT_FLOAT_EQ(c.data[1].logit, 5.0f);
   EXPECT_EQ(c.data[2].logit, -INFINITY);
@@ -229,9 +229,9 @@ TEST(Stages, LogitBias) {
 }
 
 TEST(Stages, PenaltiesFollowTheWindow) {
-  auto st = make_penalties(3, 2.0f, 0.5f, 0.25f);
+  auto st = sample::make_penalties(3, 2.0f, 0.5f, 0.25f);
   for (int32_t t : {0, 1, 1, 2}) st->accept(t);  // window: 1, 1, 2
-  Candidates c = make({4, 4, -4, 4});
+  sample::Candidates c = make({4, 4, -4, 4});
   st->apply(c);
   EXPECT_FLOAT_EQ(c.data[0].logit, 4.0f);                         // left the window
   EXPECT_FLOAT_EQ(c.data[1].logit, 4.0f / 2 - 2 * 0.5f - 0.25f);  // count 2
@@ -242,7 +242,7 @@ TEST(Stages, PenaltiesFollowTheWindow) {
   st->apply(c);
   EXPECT_FLOAT_EQ(c.data[1].logit, 4.0f);
   // Same on a non-identity (sorted) array.
-  auto st2 = make_penalties(64, 2.0f, 0, 0);
+  auto st2 = sample::make_penalties(64, 2.0f, 0, 0);
   st2->accept(2);
   c = make({1, 2, 3});
   c.sort();
@@ -255,15 +255,15 @@ TEST(Stages, PenaltiesFollowTheWindow) {
 }
 
 TEST(Stages, DryPenalizesTheTokenThatExtendsARepeat) {
-  DryParams p;
+  sample::DryParams p;
   p.multiplier = 1.0f;
   p.base = 2.0f;
   p.allowed_length = 2;
   p.penalty_last_n = -1;
-  auto st = make_dry(p, nullptr, 1024);
+  auto st = sample::make_dry(p, nullptr, 1024);
   // History: 0 1 2 3 | 0 1 2 -> emitting 3 would repeat "0 1 2 3" (repeat length 3).
   for (int32_t t : {0, 1, 2, 3, 9, 0, 1, 2}) st->accept(t);
-  Candidates c = make(std::vector<float>(10, 0.0f));
+  sample::Candidates c = make(std::vector<float>(10, 0.0f));
   st->apply(c);
   EXPECT_FLOAT_EQ(c.data[3].logit, -std::pow(2.0f, 3 - 2));
   for (int i : {0, 1, 2, 4, 5, 9}) EXPECT_FLOAT_EQ(c.data[size_t(i)].logit, 0.0f) << i;
@@ -280,39 +280,39 @@ TEST(Stages, DryPenalizesTheTokenThatExtendsARepeat) {
 TEST(Stages, TruncationsMatchLlamaCppCases) {
   const std::vector<float> base = {0.1f, 0.2f, 0.3f, 0.4f};
   struct Case {
-    std::unique_ptr<SamplerStage> stage;
+    std::unique_ptr<sample::SamplerStage> stage;
     std::vector<float> probs, want;
   };
   std::vector<Case> cases;
-  cases.push_back({make_temperature(1.0f), base, {0.1f, 0.2f, 0.3f, 0.4f}});
-  cases.push_back({make_temperature(0.0f), base, {1.0f}});
-  cases.push_back({make_temperature_ext(1.0f, 0.0f, 1.0f), base, {0.1f, 0.2f, 0.3f, 0.4f}});
-  cases.push_back({make_top_k(1), base, {1.0f}});
-  cases.push_back({make_top_k(3), base, {0.44444f, 0.33333f, 0.22222f}});
-  cases.push_back({make_top_k(4), base, {0.4f, 0.3f, 0.2f, 0.1f}});
-  cases.push_back({make_top_k(0), base, {0.1f, 0.2f, 0.3f, 0.4f}});
-  cases.push_back({make_top_p(0.0f), base, {1.0f}});
-  cases.push_back({make_top_p(0.7f), base, {0.571429f, 0.428571f}});
-  cases.push_back({make_top_p(0.8f), base, {0.44444f, 0.33333f, 0.22222f}});
-  cases.push_back({make_top_p(1.0f), base, {0.1f, 0.2f, 0.3f, 0.4f}});
-  cases.push_back({make_min_p(0.00f), base, {0.1f, 0.2f, 0.3f, 0.4f}});
-  cases.push_back({make_min_p(0.24f), base, {0.1f, 0.2f, 0.3f, 0.4f}});
-  cases.push_back({make_min_p(0.26f), base, {0.2f / 0.9f, 0.3f / 0.9f, 0.4f / 0.9f}});
-  cases.push_back({make_min_p(0.49f), base, {0.2f / 0.9f, 0.3f / 0.9f, 0.4f / 0.9f}});
-  cases.push_back({make_min_p(0.51f), base, {0.3f / 0.7f, 0.4f / 0.7f}});
-  cases.push_back({make_min_p(0.74f), base, {0.3f / 0.7f, 0.4f / 0.7f}});
-  cases.push_back({make_min_p(0.76f), base, {1.0f}});
+  cases.push_back({sample::make_temperature(1.0f), base, {0.1f, 0.2f, 0.3f, 0.4f}});
+  cases.push_back({sample::make_temperature(0.0f), base, {1.0f}});
+  cases.push_back({sample::make_temperature_ext(1.0f, 0.0f, 1.0f), base, {0.1f, 0.2f, 0.3f, 0.4f}});
+  cases.push_back({sample::make_top_k(1), base, {1.0f}});
+  cases.push_back({sample::make_top_k(3), base, {0.44444f, 0.33333f, 0.22222f}});
+  cases.push_back({sample::make_top_k(4), base, {0.4f, 0.3f, 0.2f, 0.1f}});
+  cases.push_back({sample::make_top_k(0), base, {0.1f, 0.2f, 0.3f, 0.4f}});
+  cases.push_back({sample::make_top_p(0.0f), base, {1.0f}});
+  cases.push_back({sample::make_top_p(0.7f), base, {0.571429f, 0.428571f}});
+  cases.push_back({sample::make_top_p(0.8f), base, {0.44444f, 0.33333f, 0.22222f}});
+  cases.push_back({sample::make_top_p(1.0f), base, {0.1f, 0.2f, 0.3f, 0.4f}});
+  cases.push_back({sample::make_min_p(0.00f), base, {0.1f, 0.2f, 0.3f, 0.4f}});
+  cases.push_back({sample::make_min_p(0.24f), base, {0.1f, 0.2f, 0.3f, 0.4f}});
+  cases.push_back({sample::make_min_p(0.26f), base, {0.2f / 0.9f, 0.3f / 0.9f, 0.4f / 0.9f}});
+  cases.push_back({sample::make_min_p(0.49f), base, {0.2f / 0.9f, 0.3f / 0.9f, 0.4f / 0.9f}});
+  cases.push_back({sample::make_min_p(0.51f), base, {0.3f / 0.7f, 0.4f / 0.7f}});
+  cases.push_back({sample::make_min_p(0.74f), base, {0.3f / 0.7f, 0.4f / 0.7f}});
+  cases.push_back({sample::make_min_p(0.76f), base, {1.0f}});
   cases.push_back({make_min_p(1.00f), base, {1.0f}});
   cases.push_back({make_min_p(1.05f), base, {1.0f}});
   const std::vector<float> desc = {0.4f, 0.3f, 0.2f, 0.1f};
-  cases.push_back({make_xtc(0.99f, 0.09f, 1, 0), desc, {1.0f}});
-  cases.push_back({make_xtc(0.99f, 0.19f, 1, 0), desc, {0.2f / 0.3f, 0.1f / 0.3f}});
-  cases.push_back({make_xtc(0.99f, 0.29f, 1, 0), desc, {0.3f / 0.6f, 0.2f / 0.6f, 0.1f / 0.6f}});
-  cases.push_back({make_xtc(0.99f, 0.39f, 1, 0), desc, {0.4f, 0.3f, 0.2f, 0.1f}});
-  cases.push_back({make_typical(0.5f), {0.97f, 0.01f, 0.01f, 0.01f}, {1.0f}});
-  cases.push_back({make_typical(0.5f), {0.4f, 0.2f, 0.2f, 0.2f}, {1 / 3.f, 1 / 3.f, 1 / 3.f}});
+  cases.push_back({sample::make_xtc(0.99f, 0.09f, 1, 0), desc, {1.0f}});
+  cases.push_back({sample::make_xtc(0.99f, 0.19f, 1, 0), desc, {0.2f / 0.3f, 0.1f / 0.3f}});
+  cases.push_back({sample::make_xtc(0.99f, 0.29f, 1, 0), desc, {0.3f / 0.6f, 0.2f / 0.6f, 0.1f / 0.6f}});
+  cases.push_back({sample::make_xtc(0.99f, 0.39f, 1, 0), desc, {0.4f, 0.3f, 0.2f, 0.1f}});
+  cases.push_back({sample::make_typical(0.5f), {0.97f, 0.01f, 0.01f, 0.01f}, {1.0f}});
+  cases.push_back({sample::make_typical(0.5f), {0.4f, 0.2f, 0.2f, 0.2f}, {1 / 3.f, 1 / 3.f, 1 / 3.f}});
   for (size_t i = 0; i < cases.size(); ++i) {
-    Candidates c = make(log_probs(cases[i].probs));
+    sample::Candidates c = make(log_probs(cases[i].probs));
     cases[i].stage->apply(c);
     c.softmax(false);
     std::vector<float> got;
@@ -350,14 +350,14 @@ TEST(Stages, DryMatchesLlamaCppCases) {
       {{0.2f, 0.2f, 0.2f, 0.2f, 0.2f}, {0, 1, 2, 3, 4, 0, 1}, {0.2f, 0.2f, 0.2f, 0.2f, 0.2f}, 1.0f, 1.1f, 4, 7, {}},
   };
   for (const auto& k : cases) {
-    DryParams p;
+    sample::DryParams p;
     p.multiplier = k.mult;
     p.base = k.base;
     p.allowed_length = k.allowed;
     p.penalty_last_n = k.last_n;
-    auto st = make_dry_with_token_breakers(p, 1024, k.breakers);
+    auto st = sample::make_dry_with_token_breakers(p, 1024, k.breakers);
     for (int32_t t : k.last) st->accept(t);
-    Candidates c = make(log_probs(k.probs));
+    sample::Candidates c = make(log_probs(k.probs));
     st->apply(c);
     c.softmax(false);
     for (const auto& t : c.data)
@@ -367,9 +367,9 @@ TEST(Stages, DryMatchesLlamaCppCases) {
 
 // llama.cpp's test_penalties_candidates: duplicate ids in an unsorted array.
 TEST(Stages, PenaltiesOnDuplicateCandidates) {
-  Candidates c;
+  sample::Candidates c;
   c.data = {{4, 2.0f}, {1, -2.0f}, {1, 4.0f}, {7, 1.0f}};
-  auto st = make_penalties(3, 2.0f, 0.25f, 0.5f);
+  auto st = sample::make_penalties(3, 2.0f, 0.25f, 0.5f);
   for (int32_t t : {1, 1, 7}) st->accept(t);
   st->apply(c);
   EXPECT_FLOAT_EQ(c.data[0].logit, 2.0f);
@@ -388,18 +388,18 @@ TEST(Stages, DrySequenceBreakersStopTheMatch) {
   d.eos = 2;
   auto v = Vocab::from_data(d);
   ASSERT_TRUE(v) << v.status().message();
-  DryParams p;
+  sample::DryParams p;
   p.multiplier = 1.0f;
   p.base = 2.0f;
   p.allowed_length = 1;
   // Without breakers: "a b \n c | a b \n" -> c is penalized (repeat length 3).
-  auto plain = make_dry(p, nullptr, 1024);
+  auto plain = sample::make_dry(p, nullptr, 1024);
   auto with = make_dry(p, &*v, 1024);
   for (int32_t t : {3, 4, 6, 5, 7, 3, 4, 6}) {
     plain->accept(t);
     with->accept(t);
   }
-  Candidates c = make(std::vector<float>(8, 0.0f));
+  sample::Candidates c = make(std::vector<float>(8, 0.0f));
   plain->apply(c);
   EXPECT_LT(c.data[5].logit, 0.0f);
   c = make(std::vector<float>(8, 0.0f));
@@ -409,49 +409,49 @@ TEST(Stages, DrySequenceBreakersStopTheMatch) {
 
 TEST(Stages, XtcRemovesTheTopChoicesButTheLast) {
   std::vector<float> lp = log_probs({0.4f, 0.3f, 0.2f, 0.05f, 0.05f});
-  Candidates c = make(lp);
-  make_xtc(1.0f, 0.1f, 1, 42)->apply(c);
+  sample::Candidates c = make(lp);
+  sample::make_xtc(1.0f, 0.1f, 1, 42)->apply(c);
   EXPECT_EQ(ids(c), (std::vector<int32_t>{2, 3, 4}));
   c = make(lp);
-  make_xtc(0.0f, 0.1f, 1, 42)->apply(c);
+  sample::make_xtc(0.0f, 0.1f, 1, 42)->apply(c);
   EXPECT_EQ(c.size(), 5u);
   c = make(lp);
-  make_xtc(1.0f, 0.6f, 1, 42)->apply(c);  // threshold > 0.5: off
+  sample::make_xtc(1.0f, 0.6f, 1, 42)->apply(c);  // threshold > 0.5: off
   EXPECT_EQ(c.size(), 5u);
 }
 
 TEST(Stages, GreedyPicksTheFirstMax) {
-  Candidates c = make({1, 7, 3, 7});
-  make_greedy()->apply(c);
+  sample::Candidates c = make({1, 7, 3, 7});
+  sample::make_greedy()->apply(c);
   EXPECT_EQ(c.selected_id(), 1);
 }
 
 TEST(Stages, MirostatV2TruncatesBySurpriseAndLearns) {
-  auto st = make_mirostat_v2(7, 3.0f, 0.5f);  // mu = 6: keeps p >= 2^-6
+  auto st = sample::make_mirostat_v2(7, 3.0f, 0.5f);  // mu = 6: keeps p >= 2^-6
   std::vector<float> lp = log_probs({0.5f, 0.3f, 0.19f, 0.01f});
-  Candidates c = make(lp);
+  sample::Candidates c = make(lp);
   st->apply(c);
   EXPECT_EQ(c.size(), 3u);  // 0.01 < 1/64
   const int32_t tok = c.selected_id();
   ASSERT_GE(tok, 0);
   st->accept(tok);
   // mu dropped or rose by eta * (surprise - tau); surprise of these tokens < 3 bits, so mu grows.
-  Candidates c2 = make(log_probs({0.9f, 0.05f, 0.03f, 0.015f, 0.005f}));
-  auto st_fresh = make_mirostat_v2(7, 3.0f, 0.5f);
-  Candidates c3 = c2;
+  sample::Candidates c2 = make(log_probs({0.9f, 0.05f, 0.03f, 0.015f, 0.005f}));
+  auto st_fresh = sample::make_mirostat_v2(7, 3.0f, 0.5f);
+  sample::Candidates c3 = c2;
   st->apply(c2);
   st_fresh->apply(c3);
   EXPECT_GE(c2.size(), c3.size());
 }
 
 TEST(Stages, MirostatV1Samples) {
-  auto st = make_mirostat(100, 3, 5.0f, 0.1f, 100);
+  auto st = sample::make_mirostat(100, 3, 5.0f, 0.1f, 100);
   std::mt19937 g(3);
   std::normal_distribution<float> nd(0, 2);
   for (int i = 0; i < 20; ++i) {
     std::vector<float> l(100);
     for (auto& x : l) x = nd(g);
-    Candidates c = make(l);
+    sample::Candidates c = make(l);
     st->apply(c);
     ASSERT_GE(c.selected_id(), 0);
     st->accept(c.selected_id());
@@ -550,7 +550,7 @@ TEST(Sampling, GreedyChainEqualsArgmax) {
     for (auto& x : l) x = nd(g);
     l[size_t(i * 7)] = 50.0f;
     l[size_t(i * 7 + 3)] = 50.0f;  // tie: the first wins
-    EXPECT_EQ(s.sample(l), argmax(l));
+    EXPECT_EQ(s.sample(l), sample::argmax(l));
   }
 }
 
@@ -580,7 +580,7 @@ TEST(Sampling, ArgmaxEqualsReferenceLoop) {
           }
           if (kind == 6) x[at(g)] = inf, x[at(g)] = inf;
         }
-        ASSERT_EQ(argmax(x), argmax_reference(x)) << "n " << n << " offset " << off << " kind " << kind;
+        ASSERT_EQ(sample::argmax(x), sample::argmax_reference(x)) << "n " << n << " offset " << off << " kind " << kind;
         ++checked;
       }
     }
@@ -595,7 +595,7 @@ TEST(Sampling, ArgmaxEqualsReferenceLoop) {
   std::vector<float> l(32000);
   for (int i = 0; i < 20; ++i) {
     for (auto& v : l) v = float(small(g));
-    EXPECT_EQ(chain.sample(l), argmax(l));
+    EXPECT_EQ(chain.sample(l), sample::argmax(l));
   }
 }
 
@@ -604,23 +604,23 @@ TEST(Sampling, ChainOrderIsTheUsers) {
   p.penalty_repeat = 1.2f;
   p.dry.multiplier = 0.5f;
   EXPECT_EQ(build_chain(p, nullptr, 0).describe(), "penalties -> dry -> top-k -> top-p -> min-p -> temp -> dist");
-  auto order = parse_sampler_order("temperature;min_p,top-k");
+  auto order = sample::parse_sampler_order("temperature;min_p,top-k");
   ASSERT_TRUE(order);
   p.order = *order;
   EXPECT_EQ(build_chain(p, nullptr, 0).describe(), "temp -> min-p -> top-k -> dist");
-  EXPECT_FALSE(parse_sampler_order("top_k;bogus"));
+  EXPECT_FALSE(sample::parse_sampler_order("top_k;bogus"));
   p.mirostat = 2;
   EXPECT_EQ(build_chain(p, nullptr, 0).describe(), "temp -> mirostat-v2");
   p.mirostat = 0;
   p.temp = 0;
-  p.order = {SamplerType::kTopK};
+  p.order = {sample::SamplerType::kTopK};
   EXPECT_EQ(build_chain(p, nullptr, 0).describe(), "top-k -> greedy");
   // Order changes results: min-p after a high temperature keeps more.
   std::vector<float> l = {0, -1, -2, -3, -4};
-  SamplerChain a, b;
-  a.add(make_min_p(0.2f)).add(make_temperature(4.0f));
-  b.add(make_temperature(4.0f)).add(make_min_p(0.2f));
-  Candidates ca = make(l), cb = make(l);
+  sample::SamplerChain a, b;
+  a.add(sample::make_min_p(0.2f)).add(sample::make_temperature(4.0f));
+  b.add(sample::make_temperature(4.0f)).add(sample::make_min_p(0.2f));
+  sample::Candidates ca = make(l), cb = make(l);
   a.apply(ca);
   b.apply(cb);
   EXPECT_LT(ca.size(), cb.size());
@@ -665,4 +665,4 @@ TEST(Sampling, DefaultChainOverheadOn32kVocab) {
 }
 
 }  // namespace
-}  // namespace loom
+}  // namespace loom::sample

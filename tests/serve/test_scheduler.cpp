@@ -649,7 +649,7 @@ TEST(Scheduler, SlidingWindowModelsResumeFromCheckpointsWithAWindowCache) {
   auto s = make_sched(m, small_params(1024, 2));
   Status st = s->run_exclusive([](Context& ctx, serve::PrefixCache*) {
     const MemoryBreakdown b = ctx.memory().breakdown();
-    if (b.kv_swa_cells != swa_cache_cells(1024, 16, 2, 64) || b.kv_swa_cells >= 1024) {
+    if (b.kv_swa_cells != kv::swa_cache_cells(1024, 16, 2, 64) || b.kv_swa_cells >= 1024) {
       return internal_error("window cache of " + std::to_string(b.kv_swa_cells) + " cells");
     }
     return Status::ok();

@@ -9,7 +9,7 @@
 #include "sample/sampler.h"
 #include "speculative/speculative.h"
 
-namespace loom {
+namespace loom::speculative {
 namespace {
 
 using test::load_shared_model;
@@ -25,7 +25,7 @@ std::shared_ptr<const Model> draft_q4() {
 }
 
 TEST(LookupDrafter, ProposesWhatFollowedTheLatestLongestNgram) {
-  LookupDrafter d(3, 1);
+  speculative::LookupDrafter d(3, 1);
   // "1 2 3 9 ... 1 2 3" -> 9; the latest occurrence wins over an earlier one.
   std::vector<int32_t> h = {1, 2, 3, 9, 8, 7, 1, 2, 3, 5, 6, 4, 1, 2, 3};
   auto got = d.draft(h, 2);
@@ -43,17 +43,17 @@ TEST(LookupDrafter, ProposesWhatFollowedTheLatestLongestNgram) {
   EXPECT_TRUE(d.draft(std::vector<int32_t>{1, 2, 3}, 4)->empty());
   EXPECT_TRUE(d.draft(std::vector<int32_t>{1}, 4)->empty());
   EXPECT_TRUE(d.draft(h, 0)->empty());
-  LookupDrafter strict(3, 2);
+  speculative::LookupDrafter strict(3, 2);
   EXPECT_TRUE(strict.draft(std::vector<int32_t>{7, 1, 8, 9, 1}, 4)->empty());  // only a 1-gram repeats
 }
 
 TEST(ModelDrafter, RefusesAnotherVocabulary) {
   auto stories = load_shared_model("models/stories260K.gguf");
-  Status st = check_same_vocab(*stories, *target());
+  Status st = speculative::check_same_vocab(*stories, *target());
   ASSERT_FALSE(st.is_ok());
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(st.message().find("vocabularies must be the same"), std::string::npos) << st.message();
-  EXPECT_TRUE(check_same_vocab(*draft_q4(), *target()).is_ok());
+  EXPECT_TRUE(speculative::check_same_vocab(*draft_q4(), *target()).is_ok());
   ContextParams p;
   p.n_ctx = 256;
   EXPECT_FALSE(ModelDrafter::create(stories, *target(), p, 0.0f).has_value());
@@ -78,7 +78,7 @@ class RandomDrafter final : public Drafter {
 struct Run {
   std::vector<int32_t> ids;
   std::vector<float> next_logits;  // after decoding the last token: the cache's content, checked
-  SpecStats stats;
+  speculative::SpecStats stats;
 };
 
 // `loom generate`'s loop: plain when drafter is null, else speculative rounds.
@@ -97,7 +97,7 @@ Run generate(const SamplerParams& sp, Drafter* drafter, int n_predict, int draft
       auto d = drafter->draft(history, std::min(draft_max, left));
       EXPECT_TRUE(d.has_value());
       int picked = 0;
-      auto r = speculative_round(*ctx, 0, history, *d, [&](std::span<const float> l) -> Expected<SpecPick> {
+      auto r = speculative::speculative_round(*ctx, 0, history, *d, [&](std::span<const float> l) -> Expected<SpecPick> {
         const int32_t tok = sampler->sample(l);
         if (vocab.is_eog(tok)) return SpecPick{tok, false, true};
         sampler->accept(tok);
@@ -143,7 +143,7 @@ void expect_same_as_plain(const SamplerParams& sp, const char* what) {
   dp.n_threads = 2;
   auto model_drafter = ModelDrafter::create(draft_q4(), *target(), dp, 0.0f);
   ASSERT_TRUE(model_drafter.has_value()) << model_drafter.status().message();
-  LookupDrafter lookup(3, 1);
+  speculative::LookupDrafter lookup(3, 1);
   RandomDrafter random;
   Drafter* drafters[] = {model_drafter->get(), &lookup, &random};
   for (Drafter* d : drafters) {
@@ -185,15 +185,15 @@ TEST(Speculative, ARoundThatCannotRunChangesNothing) {
   const int used = ctx->kv().used();
   const std::vector<int32_t> too_long(40, 5);
   auto pick = [](std::span<const float>) -> Expected<SpecPick> { return SpecPick{5, true, false}; };
-  auto r = speculative_round(*ctx, 0, h, too_long, pick);
+  auto r = speculative::speculative_round(*ctx, 0, h, too_long, pick);
   ASSERT_FALSE(r.has_value());
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(ctx->kv().used(), used);
-  EXPECT_FALSE(speculative_round(*ctx, 0, {}, {}, pick).has_value());
+  EXPECT_FALSE(speculative::speculative_round(*ctx, 0, {}, {}, pick).has_value());
   // A pick that fails: its error, and the cache as before the round (history.back() pending).
   auto bad = [](std::span<const float>) -> Expected<SpecPick> { return invalid_argument("no token fits"); };
   const std::vector<int32_t> draft = {7, 8, 9};
-  r = speculative_round(*ctx, 0, h, draft, bad);
+  r = speculative::speculative_round(*ctx, 0, h, draft, bad);
   ASSERT_FALSE(r.has_value());
   EXPECT_EQ(r.status().message(), "no token fits");
   EXPECT_EQ(ctx->kv().used(), used);
@@ -201,4 +201,4 @@ TEST(Speculative, ARoundThatCannotRunChangesNothing) {
 }
 
 }  // namespace
-}  // namespace loom
+}  // namespace loom::speculative

@@ -20,7 +20,7 @@
 #include "vocab/vocab.h"
 #include "vocab/wpm_tokenizer.h"
 
-namespace loom {
+namespace loom::vocab {
 namespace {
 
 using Ids = std::vector<int32_t>;
@@ -28,7 +28,7 @@ using Words = std::vector<std::string>;
 
 std::string cp_utf8(uint32_t cp) {
   std::string s;
-  unicode::append_utf8(s, cp);
+  vocab::unicode::append_utf8(s, cp);
   return s;
 }
 
@@ -74,10 +74,10 @@ Vocab toy_bpe(const std::vector<std::string>& extra, const std::vector<std::pair
   d.pre = pre;
   for (int b = 0; b < 256; ++b) d.tokens.push_back(enc(std::string(1, char(b))));
   for (const std::string& e : extra) d.tokens.push_back(enc(e));
-  d.token_types.assign(d.tokens.size(), int32_t(TokenType::kNormal));
+  d.token_types.assign(d.tokens.size(), int32_t(vocab::TokenType::kNormal));
   for (const std::string& s : specials) {
     d.tokens.push_back(s);
-    d.token_types.push_back(int32_t(TokenType::kControl));
+    d.token_types.push_back(int32_t(vocab::TokenType::kControl));
   }
   for (const auto& [l, r] : merges) d.merges.push_back(enc(l) + " " + enc(r));
   auto v = Vocab::from_data(std::move(d));
@@ -290,8 +290,8 @@ Vocab toy_wpm() {
   d.tokens = words;
   while (d.tokens.size() < 100) d.tokens.push_back("[unused" + std::to_string(d.tokens.size()) + "]");
   for (const char* s : {"[UNK]", "[CLS]", "[SEP]", "[MASK]"}) d.tokens.push_back(s);
-  d.token_types.assign(d.tokens.size(), int32_t(TokenType::kNormal));
-  for (int32_t id : {0, 100, 101, 102, 103}) d.token_types[size_t(id)] = int32_t(TokenType::kControl);
+  d.token_types.assign(d.tokens.size(), int32_t(vocab::TokenType::kNormal));
+  for (int32_t id : {0, 100, 101, 102, 103}) d.token_types[size_t(id)] = int32_t(vocab::TokenType::kControl);
   auto v = Vocab::from_data(std::move(d));
   EXPECT_TRUE(v.has_value()) << v.status().message();
   return std::move(v).value();
@@ -393,7 +393,7 @@ TEST(FamilyRobustness, ByteLevelBpeRoundTripsValidText) {
     for (int iter = 0; iter < 200; ++iter) {
       std::string bytes(rng() % 64, '\0');
       for (char& c : bytes) c = char(rng() % 256);
-      std::string text = sanitize_utf8(bytes);
+      std::string text = vocab::sanitize_utf8(bytes);
       EXPECT_EQ(detok(v, v.tokenize(text, false, false)), text) << file << " iteration " << iter;
     }
   }
@@ -479,4 +479,4 @@ TEST(FamilyRobustness, LongInputsAreLinear) {
 }
 
 }  // namespace
-}  // namespace loom
+}  // namespace loom::vocab

@@ -22,7 +22,7 @@
 #include "vocab/bpe_tokenizer.h"
 #include "vocab/vocab.h"
 
-namespace loom {
+namespace loom::vocab {
 namespace {
 
 using nlohmann::json;
@@ -248,4 +248,4 @@ TEST(PreTypeNames, SameAsLlamaCpp) {
 }
 
 }  // namespace
-}  // namespace loom
+}  // namespace loom::vocab

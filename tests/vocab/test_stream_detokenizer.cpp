@@ -23,7 +23,7 @@
 #include "vocab/utf8.h"
 #include "vocab/vocab.h"
 
-namespace loom {
+namespace loom::vocab {
 namespace {
 
 using Ids = std::vector<int32_t>;
@@ -61,7 +61,7 @@ json load_json(const std::string& rel) {
   return json::parse(in);
 }
 
-std::string escaped(const std::string& s) { return json(sanitize_utf8(s)).dump(); }
+std::string escaped(const std::string& s) { return json(vocab::sanitize_utf8(s)).dump(); }
 
 std::string ids_str(const Ids& ids) {
   std::string s = "[";
@@ -83,17 +83,17 @@ std::string check_stream(const Vocab& v, const Ids& ids, StreamDetokenizerOption
     auto chunk = detok.push(id);
     EXPECT_TRUE(chunk.has_value()) << chunk.status().message();
     if (!chunk.has_value()) return {};
-    EXPECT_TRUE(is_valid_utf8(*chunk)) << "chunk " << escaped(*chunk) << " after id " << id;
+    EXPECT_TRUE(vocab::is_valid_utf8(*chunk)) << "chunk " << escaped(*chunk) << " after id " << id;
     got += *chunk;
     // Nothing returned may ever change: what came out so far is a prefix of the result.
-    EXPECT_EQ(sanitize_utf8(*want).compare(0, got.size(), got), 0)
+    EXPECT_EQ(vocab::sanitize_utf8(*want).compare(0, got.size(), got), 0)
         << "streamed " << escaped(got) << " is not a prefix of " << escaped(*want);
   }
   const std::string tail = detok.flush();
-  EXPECT_TRUE(is_valid_utf8(tail));
+  EXPECT_TRUE(vocab::is_valid_utf8(tail));
   EXPECT_EQ(detok.pending_bytes(), 0u);
   got += tail;
-  EXPECT_EQ(got, sanitize_utf8(*want));
+  EXPECT_EQ(got, vocab::sanitize_utf8(*want));
   return got;
 }
 
@@ -148,7 +148,7 @@ Ids tricky_ids(const Vocab& v) {
     const bool cleanup_chars = !piece.empty() && piece.size() <= 3 && std::all_of(piece.begin(), piece.end(), [](char c) {
       return std::string_view(" '?!.,smtdrevl").find(c) != std::string_view::npos;
     });
-    if (v.is_byte(id) || v.is_control(id) || v.is_unknown(id) || v.is_user_defined(id) || !is_valid_utf8(piece) ||
+    if (v.is_byte(id) || v.is_control(id) || v.is_unknown(id) || v.is_user_defined(id) || !vocab::is_valid_utf8(piece) ||
         cleanup_chars || id == v.bos() || id == v.eos()) {
       out.push_back(id);
     }
@@ -227,8 +227,8 @@ TEST(StreamDetokenizer, BpeTokenEndingInsideACharacter) {
   std::string got;
   for (int32_t id : ids) {
     std::string chunk = *detok.push(id);
-    EXPECT_TRUE(is_valid_utf8(chunk));
-    held |= !is_valid_utf8(v.token_to_piece(id, false));
+    EXPECT_TRUE(vocab::is_valid_utf8(chunk));
+    held |= !vocab::is_valid_utf8(v.token_to_piece(id, false));
     got += chunk;
   }
   got += detok.flush();
@@ -352,9 +352,9 @@ TEST(StreamDetokenizer, ResetAndFlushStartANewText) {
 }
 
 }  // namespace
-}  // namespace loom
+}  // namespace loom::vocab
 
-namespace loom {
+namespace loom::vocab {
 namespace {
 
 TEST(StreamDetokenizer, ContinuationKeepsTheFirstPiecesLeadingSpace) {
@@ -372,4 +372,4 @@ TEST(StreamDetokenizer, ContinuationKeepsTheFirstPiecesLeadingSpace) {
 }
 
 }  // namespace
-}  // namespace loom
+}  // namespace loom::vocab

@@ -15,7 +15,7 @@
 #include "vocab/ugm_tokenizer.h"
 #include "vocab/vocab.h"
 
-namespace loom {
+namespace loom::vocab {
 namespace {
 
 using nlohmann::json;
@@ -203,4 +203,4 @@ TEST(Ugm, RandomBytesNeverCrashAndGiveValidIds) {
 }
 
 }  // namespace
-}  // namespace loom
+}  // namespace loom::vocab

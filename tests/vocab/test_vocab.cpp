@@ -19,7 +19,7 @@
 #include "vocab/utf8.h"
 #include "vocab/vocab.h"
 
-namespace loom {
+namespace loom::vocab {
 namespace {
 
 using Ids = std::vector<int32_t>;
@@ -28,20 +28,21 @@ using Ids = std::vector<int32_t>;
 struct ToyToken {
   std::string text;
   float score;
-  TokenType type = TokenType::kNormal;
+  vocab::TokenType type = vocab::TokenType::kNormal;
 };
 
 VocabData toy_data(const std::vector<ToyToken>& extra) {
   VocabData d;
   d.tokens = {"<unk>", "<s>", "</s>"};
   d.scores = {0, 0, 0};
-  d.token_types = {int32_t(TokenType::kUnknown), int32_t(TokenType::kControl), int32_t(TokenType::kControl)};
+  d.token_types = {int32_t(vocab::TokenType::kUnknown), int32_t(vocab::TokenType::kControl),
+                   int32_t(vocab::TokenType::kControl)};
   for (int b = 0; b < 256; ++b) {
     char name[8];
     std::snprintf(name, sizeof name, "<0x%02X>", b);
     d.tokens.push_back(name);
     d.scores.push_back(0);
-    d.token_types.push_back(int32_t(TokenType::kByte));
+    d.token_types.push_back(int32_t(vocab::TokenType::kByte));
   }
   for (const ToyToken& t : extra) {
     d.tokens.push_back(t.text);
@@ -155,8 +156,8 @@ TEST(SpecialTokens, ControlTokensNeedParseSpecialUserDefinedDoNot) {
   Vocab v = toy_vocab({{"\xE2\x96\x81", -1},
                        {"x", -1},
                        {"y", -1},
-                       {"<ctl>", 0, TokenType::kControl},
-                       {"<usr>", 0, TokenType::kUserDefined}});
+                       {"<ctl>", 0, vocab::TokenType::kControl},
+                       {"<usr>", 0, vocab::TokenType::kUserDefined}});
   const int32_t sp = kFirstExtra, x = sp + 1, y = sp + 2, ctl = sp + 3, usr = sp + 4;
   // Split out: a space prefix goes in front of the text after a special token.
   EXPECT_EQ(v.tokenize("x<ctl>y", false, true), (Ids{sp, x, ctl, sp, y}));
@@ -174,23 +175,24 @@ TEST(SpecialTokens, ControlTokensNeedParseSpecialUserDefinedDoNot) {
 }
 
 TEST(SpecialTokens, LongerSpecialTokenWins) {
-  Vocab v = toy_vocab({{"\xE2\x96\x81", -1}, {"<a>", 0, TokenType::kUserDefined}, {"<a><b>", 0, TokenType::kUserDefined}});
+  Vocab v = toy_vocab(
+      {{"\xE2\x96\x81", -1}, {"<a>", 0, vocab::TokenType::kUserDefined}, {"<a><b>", 0, vocab::TokenType::kUserDefined}});
   EXPECT_EQ(v.tokenize("<a><b><a>", false, false), (Ids{kFirstExtra + 2, kFirstExtra + 1}));
 }
 
 TEST(SpecialTokens, Phi3NameMakesSpecialsEatFollowingWhitespace) {
-  VocabData d = toy_data({{"\xE2\x96\x81", -1}, {"x", -1}, {"<|user|>", 0, TokenType::kControl}});
+  VocabData d = toy_data({{"\xE2\x96\x81", -1}, {"x", -1}, {"<|user|>", 0, vocab::TokenType::kControl}});
   d.name = "Phi3 mini";
   auto v = Vocab::from_data(d);
   ASSERT_TRUE(v.has_value());
   const int32_t sp = kFirstExtra, x = sp + 1, user = sp + 2;
-  EXPECT_TRUE(v->token_attr(user) & kAttrRStrip);
-  EXPECT_FALSE(v->token_attr(1) & kAttrRStrip);  // <s> is exempt
+  EXPECT_TRUE(v->token_attr(user) & vocab::kAttrRStrip);
+  EXPECT_FALSE(v->token_attr(1) & vocab::kAttrRStrip);  // <s> is exempt
   EXPECT_EQ(v->tokenize("<|user|>\n x", false, true), (Ids{user, sp, x}));
 }
 
 TEST(SpecialTokens, EndOfGenerationFromIdsAndTexts) {
-  Vocab v = toy_vocab({{"<|im_end|>", 0, TokenType::kNormal}, {"<|end|>", 0, TokenType::kUserDefined}});
+  Vocab v = toy_vocab({{"<|im_end|>", 0, vocab::TokenType::kNormal}, {"<|end|>", 0, vocab::TokenType::kUserDefined}});
   const int32_t im_end = kFirstExtra, end = kFirstExtra + 1;
   EXPECT_TRUE(v.is_eog(2));  // eos
   EXPECT_TRUE(v.is_eog(im_end));
@@ -259,11 +261,11 @@ TEST(VocabValidation, OddButLoadableData) {
   // values load as undefined; a one-token vocabulary has no default BOS/EOS.
   VocabData d;
   d.tokens = {"", "a"};
-  d.token_types = {int32_t(TokenType::kUserDefined), 99};
+  d.token_types = {int32_t(vocab::TokenType::kUserDefined), 99};
   auto v = Vocab::from_data(d);
   ASSERT_TRUE(v.has_value()) << v.status().message();
   EXPECT_EQ(v->token_text(0), "[EMPTY_0]");
-  EXPECT_EQ(v->token_attr(1), kAttrUndefined);
+  EXPECT_EQ(v->token_attr(1), vocab::kAttrUndefined);
   // BOS defaults to id 1 ("a"); characters without a token and without byte tokens fall back
   // to <unk> (id 0, the renamed empty token): "▁" is three bytes, "b" and "c" one each.
   EXPECT_EQ(v->tokenize("abc", true, true), (Ids{1, 0, 0, 0, 1, 0, 0}));
@@ -448,7 +450,7 @@ TEST(VocabIds, OutOfRangeIdsAreReportedNotFatal) {
     EXPECT_EQ(v.token_to_piece(bad, true), "");
     EXPECT_EQ(v.token_text(bad), "");
     EXPECT_EQ(v.token_score(bad), 0.0f);
-    EXPECT_EQ(v.token_attr(bad), kAttrUndefined);
+    EXPECT_EQ(v.token_attr(bad), vocab::kAttrUndefined);
     EXPECT_FALSE(v.is_eog(bad));
     auto s = v.detokenize(Ids{4, bad}, false, false);
     ASSERT_FALSE(s.has_value());
@@ -461,22 +463,22 @@ TEST(VocabIds, OutOfRangeIdsAreReportedNotFatal) {
 
 TEST(Utf8, SanitizeReplacesMaximalSubparts) {
   const std::string fffd = "\xEF\xBF\xBD";
-  EXPECT_EQ(sanitize_utf8(""), "");
-  EXPECT_EQ(sanitize_utf8("plain ascii"), "plain ascii");
-  EXPECT_EQ(sanitize_utf8("caf\xC3\xA9 \xF0\x9F\xA6\x99"), "caf\xC3\xA9 \xF0\x9F\xA6\x99");
-  EXPECT_EQ(sanitize_utf8("\x80"), fffd);
-  EXPECT_EQ(sanitize_utf8("a\xC3"), "a" + fffd);  // truncated at the end
-  EXPECT_EQ(sanitize_utf8("\xF0\x9F\xA6"
-                          "a"),
-            fffd + "a");                                                    // one subpart, one U+FFFD
-  EXPECT_EQ(sanitize_utf8("\xC0\xAF"), fffd + fffd);                        // overlong lead byte
-  EXPECT_EQ(sanitize_utf8("\xED\xA0\x80"), fffd + fffd + fffd);             // surrogate
-  EXPECT_EQ(sanitize_utf8("\xF4\x90\x80\x80"), fffd + fffd + fffd + fffd);  // above U+10FFFF
-  EXPECT_EQ(sanitize_utf8("\xE2\x82"
-                          "\xE2\x82\xAC"),
+  EXPECT_EQ(vocab::sanitize_utf8(""), "");
+  EXPECT_EQ(vocab::sanitize_utf8("plain ascii"), "plain ascii");
+  EXPECT_EQ(vocab::sanitize_utf8("caf\xC3\xA9 \xF0\x9F\xA6\x99"), "caf\xC3\xA9 \xF0\x9F\xA6\x99");
+  EXPECT_EQ(vocab::sanitize_utf8("\x80"), fffd);
+  EXPECT_EQ(vocab::sanitize_utf8("a\xC3"), "a" + fffd);  // truncated at the end
+  EXPECT_EQ(vocab::sanitize_utf8("\xF0\x9F\xA6"
+                                 "a"),
+            fffd + "a");                                                           // one subpart, one U+FFFD
+  EXPECT_EQ(vocab::sanitize_utf8("\xC0\xAF"), fffd + fffd);                        // overlong lead byte
+  EXPECT_EQ(vocab::sanitize_utf8("\xED\xA0\x80"), fffd + fffd + fffd);             // surrogate
+  EXPECT_EQ(vocab::sanitize_utf8("\xF4\x90\x80\x80"), fffd + fffd + fffd + fffd);  // above U+10FFFF
+  EXPECT_EQ(vocab::sanitize_utf8("\xE2\x82"
+                                 "\xE2\x82\xAC"),
             fffd + "\xE2\x82\xAC");
-  EXPECT_TRUE(is_valid_utf8("\xE2\x82\xAC"));
-  EXPECT_FALSE(is_valid_utf8("\xE2\x82"));
+  EXPECT_TRUE(vocab::is_valid_utf8("\xE2\x82\xAC"));
+  EXPECT_FALSE(vocab::is_valid_utf8("\xE2\x82"));
 }
 
 // ---- real vocabularies: robustness and speed ----
@@ -497,7 +499,7 @@ TEST(VocabRobustness, RandomInputs) {
     for (char& c : bytes) c = static_cast<char>(rng() % 256);
     // Any bytes tokenize. In invalid UTF-8 a lead byte can swallow part of an escaped space, so
     // only valid UTF-8 (without U+2581, which comes back as a space) round-trips exactly.
-    const std::string valid = sanitize_utf8(bytes);
+    const std::string valid = vocab::sanitize_utf8(bytes);
     for (bool parse_special : {false, true}) {
       const Ids raw_ids = v.tokenize(bytes, iter % 2 == 0, parse_special);
       ASSERT_TRUE(v.check_ids(raw_ids).is_ok());
@@ -580,4 +582,4 @@ TEST(VocabRobustness, OneMegabyteAndEdgeInputs) {
 }
 
 }  // namespace
-}  // namespace loom
+}  // namespace loom::vocab

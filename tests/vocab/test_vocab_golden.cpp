@@ -18,7 +18,7 @@
 #include "vocab/utf8.h"
 #include "vocab/vocab.h"
 
-namespace loom {
+namespace loom::vocab {
 namespace {
 
 using Ids = std::vector<int32_t>;
@@ -92,11 +92,11 @@ TEST_P(GoldenTokenize, AllCasesMatchLlamaCpp) {
     // Detokenize the golden ids, so a tokenization mismatch does not hide a detokenization one.
     auto detok = v.detokenize(want_plain, false, false);
     ASSERT_TRUE(detok.has_value()) << detok.status().message();
-    EXPECT_EQ(sanitize_utf8(*detok), c.at("detokenized_plain").get<std::string>());
+    EXPECT_EQ(vocab::sanitize_utf8(*detok), c.at("detokenized_plain").get<std::string>());
     if (c.contains("detokenized_parse_special")) {
       auto detok_special = v.detokenize(want_parse, false, true);
       ASSERT_TRUE(detok_special.has_value()) << detok_special.status().message();
-      EXPECT_EQ(sanitize_utf8(*detok_special), c.at("detokenized_parse_special").get<std::string>());
+      EXPECT_EQ(vocab::sanitize_utf8(*detok_special), c.at("detokenized_parse_special").get<std::string>());
     }
     if (::testing::Test::HasFailure() && ++failures > 20) FAIL() << "too many failures";
   }
@@ -137,7 +137,7 @@ TEST_P(GoldenModel, RunsPromptIdsAndGreedyText) {
     EXPECT_EQ(ids_str(vocab->tokenize(prompt, true, false)), ids_str(run.at("prompt_ids").get<Ids>()));
     auto text = vocab->detokenize(run.at("greedy_ids").get<Ids>(), false, false);
     ASSERT_TRUE(text.has_value()) << text.status().message();
-    EXPECT_EQ(sanitize_utf8(*text), run.at("greedy_text").get<std::string>());
+    EXPECT_EQ(vocab::sanitize_utf8(*text), run.at("greedy_text").get<std::string>());
   }
 }
 
@@ -252,4 +252,4 @@ INSTANTIATE_TEST_SUITE_P(AllFamilies, UpstreamVocabTest,
                          });
 
 }  // namespace
-}  // namespace loom
+}  // namespace loom::vocab

@@ -153,7 +153,7 @@ std::string t5_charsmap() {
   m.push_back({"A" + utf8(0x030A), utf8(0x00C5)});  // A + combining ring -> Å (not in the vocabulary)
   m.push_back({utf8(0x200B), ""});
   m.push_back({utf8(0x00AD), ""});
-  return detail::build_precompiled_charsmap(m);
+  return vocab::detail::build_precompiled_charsmap(m);
 }
 
 // A Unigram vocabulary from a SentencePiece one: <pad> 0, </s> 1, <unk> 2 (T5's ids), IN's normal

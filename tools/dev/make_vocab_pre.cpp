@@ -43,11 +43,11 @@ int write_regexes(const char* path) {
   std::ofstream out(path, std::ios::binary);
   out << "{";
   bool first = true;
-  for (std::string_view name : detail::bpe_preset_names()) {
+  for (std::string_view name : vocab::detail::bpe_preset_names()) {
     out << (first ? "\n" : ",\n") << json_string(name) << ": [";
     first = false;
     bool first_re = true;
-    for (std::string_view re : detail::bpe_pre_tokenizer_regexes(name)) {
+    for (std::string_view re : vocab::detail::bpe_pre_tokenizer_regexes(name)) {
       out << (first_re ? "" : ", ") << json_string(re);
       first_re = false;
     }

@@ -98,7 +98,7 @@ int Scheduler::Impl::tail_checkpoint(const Req& q) const {
 void Scheduler::Impl::rolling_checkpoint(const Req& q, Choice& c) {
   if (!cache || !cache->needs_checkpoints() || !q.r.cache_prompt || !c.draft.empty()) return;
   if (int(c.kv.size()) - std::max(c.rolling_len, int(q.r.prompt.size())) < kRollingCheckpointTokens) return;
-  auto d = ctx->seq_state_save(c.slot, {}, kPartsAtEnd);
+  auto d = ctx->seq_state_save(c.slot, {}, kv::kPartsAtEnd);
   if (!d) return;
   c.rolling = std::move(*d);
   c.rolling_len = int(c.kv.size());

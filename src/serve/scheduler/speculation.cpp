@@ -52,7 +52,7 @@ void Scheduler::Impl::add_draft(const Req& q, Choice& c, Batch* b) {
   history.push_back(c.pending);
   Expected<std::vector<int32_t>> d = std::vector<int32_t>{};
   if (lookup) {
-    d = LookupDrafter(q.r.lookup, std::min(q.r.lookup, 2)).draft(history, k);
+    d = speculative::LookupDrafter(q.r.lookup, std::min(q.r.lookup, 2)).draft(history, k);
   } else if (ModelDrafter* drafter = drafter_for(c.slot)) {
     d = drafter->draft(history, k);
     if (!d) LOOM_LOG(kWarn, "scheduler: the draft model failed: %s", d.status().message().c_str());
