@@ -103,6 +103,13 @@ struct Scan {
   std::string_view rest;
   size_t held = std::string_view::npos;
 
+  // A call the end of s cuts off: the scan holds the text from `at` back, with the call so far
+  // (pending, starting at pending_at) when its name is known.
+  void hold(size_t at, std::optional<ToolCall> cut_call, size_t pending_at) {
+    held = at;
+    pending = std::move(cut_call);
+    pending_start = pending_at;
+  }
   void add(ToolCall tc, size_t end, size_t start = std::string_view::npos) {
     calls.push_back(std::move(tc));
     ends.push_back(end);

@@ -218,9 +218,7 @@ Scan scan_hermes(std::string_view s, bool partial) {
       }
     }
     if (cut) {
-      r.held = pos;
-      r.pending = pending_hermes(s, pos);
-      r.pending_start = pos;
+      r.hold(pos, pending_hermes(s, pos), pos);
       break;
     }
     if (!tc) break;

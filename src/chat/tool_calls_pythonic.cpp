@@ -403,9 +403,7 @@ Scan scan_lfm2(std::string_view s, bool partial) {
       std::optional<ToolCall> pending;
       auto tc = read_keyword_call(kLfm2Call, s, p, partial, &end, &cut, &pending);
       if (cut) {
-        r.held = pos;
-        r.pending = std::move(pending);
-        r.pending_start = p;
+        r.hold(pos, std::move(pending), p);
         stop = true;
         break;
       }
@@ -463,9 +461,7 @@ Scan scan_gemma4(std::string_view s, bool partial) {
     std::optional<ToolCall> pending;
     auto tc = read_keyword_call(kGemma4Call, s, p + 5, partial, &end, &cut, &pending);
     if (cut) {
-      r.held = pos;
-      r.pending = std::move(pending);
-      r.pending_start = pos;
+      r.hold(pos, std::move(pending), pos);
       break;
     }
     if (!tc) break;

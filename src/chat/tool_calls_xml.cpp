@@ -33,7 +33,8 @@ std::string cut_off_param(std::string_view s, size_t v, const std::string& key, 
     if (!text.empty() && text.back() == '\n') text.remove_suffix(1);
     std::string d = compact(json(std::string(text)));
     d.pop_back();
-    so_far += (first ? "" : ",") + compact(json(key)) + ":" + d;
+    if (!first) so_far += ',';
+    so_far += compact(json(key)) + ":" + d;
   }
   return so_far;
 }
@@ -86,7 +87,8 @@ bool read_xml_params(std::string_view s, size_t* p, const json& tools, bool part
     if (!text.empty() && text.back() == '\n') text.remove_suffix(1);
     auto value = xml_value(text, kind);
     if (!value) return false;
-    a.streamed += (a.first ? "" : ",") + compact(json(key)) + ":" + compact(*value);
+    if (!a.first) a.streamed += ',';
+    a.streamed += compact(json(key)) + ":" + compact(*value);
     a.first = false;
     a.args[key] = std::move(*value);
     *p = skip_ws(s, close + 12);
@@ -190,9 +192,7 @@ Scan scan_qwen_xml(std::string_view s, bool partial, const json& tools) {
     std::optional<ToolCall> pending;
     auto tc = read_xml_call(s, pos, tools, partial, &end, &cut, &pending);
     if (cut) {
-      r.held = pos;
-      r.pending = std::move(pending);
-      r.pending_start = pos;
+      r.hold(pos, std::move(pending), pos);
       break;
     }
     if (!tc) break;
