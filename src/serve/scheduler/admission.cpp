@@ -129,9 +129,7 @@ void Scheduler::Impl::requeue(Req& q) {
   }
   for (Choice& c : q.ch) {
     if (c.slot < 0) continue;
-    (void)ctx->seq_rm(c.slot, -1, -1);
-    free_slots.push_back(c.slot);
-    c.slot = -1;
+    release_slot(c);
     c.reserved = 0;
   }
   if (cache && q.lock) cache->unlock(q.lock);

@@ -244,6 +244,9 @@ struct Scheduler::Impl {
   void start_generating(Req& q);
   void finish_choice(Req& q, int ci, FinishReason reason, std::string stop_word = {});
   void retire(Req& q);
+  // Empties choice c's slot (its cells and, for an encoder-decoder model, its encoder output),
+  // returns it to the free list and unbinds it from c.
+  void release_slot(Choice& c);
   void retire_finished();
   void fail_request(Req& q, const Status& st);
   void cancel_running(Req& q);

@@ -175,10 +175,7 @@ void Scheduler::Impl::retire(Req& q) {
           s.n_cached = int(slot_last[size_t(c.slot)].size());
         }
       }
-      (void)ctx->seq_rm(c.slot, -1, -1);
-      if (enc_dec) ctx->encoder_forget(c.slot);
-      free_slots.push_back(c.slot);
-      c.slot = -1;
+      release_slot(c);
     }
     if (cache && q.lock) cache->unlock(q.lock);
     q.lock = nullptr;
@@ -205,14 +202,16 @@ void Scheduler::Impl::retire(Req& q) {
   emit(q, std::move(e));
 }
 
+void Scheduler::Impl::release_slot(Choice& c) {
+  (void)ctx->seq_rm(c.slot, -1, -1);
+  if (enc_dec) ctx->encoder_forget(c.slot);
+  free_slots.push_back(c.slot);
+  c.slot = -1;
+}
+
 void Scheduler::Impl::fail_request(Req& q, const Status& st) {
   for (Choice& c : q.ch) {
-    if (c.slot >= 0) {
-      (void)ctx->seq_rm(c.slot, -1, -1);
-      if (enc_dec) ctx->encoder_forget(c.slot);
-      free_slots.push_back(c.slot);
-      c.slot = -1;
-    }
+    if (c.slot >= 0) release_slot(c);
   }
   if (cache && q.lock) cache->unlock(q.lock);
   q.lock = nullptr;
