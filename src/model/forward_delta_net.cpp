@@ -149,7 +149,11 @@ void delta_rule_heads(const ModelHparams& hp, const ForwardBatch& fb, const Recu
 
 Status delta_net_block(const Model& model, const ForwardBatch& fb, const ForwardConfig& cfg, ThreadPool& pool, int il,
                        Buffers& b) {
-  const auto& [hp, l, rs, st, T] = RecurrentLayer(model, fb, il);
+  const ModelHparams& hp = model.hparams();
+  const LayerWeights& l = model.weights().layers[size_t(il)];
+  const RecurrentView& rs = *fb.rs;
+  const RecurrentLayerView& st = rs.layers[size_t(il)];
+  const int T = fb.n_tokens;
   const int64_t Di = hp.ssm_d_inner, S = hp.ssm_d_state, Hv = hp.ssm_dt_rank, Cc = hp.ssm_conv_channels();
   const DeltaInputs d = carve_inputs(hp, T, b);
 

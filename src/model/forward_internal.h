@@ -129,18 +129,6 @@ Status moe_block(const Model& m, const ForwardBatch& fb, const ForwardConfig& cf
 // into weights [T][K].
 void route_tokens(const ModelHparams& hp, const float* bias, float* logits, int T, int32_t* chosen, float* weights);
 
-// What every recurrent mixer of layer il reads first: the hyperparameters, the layer's weights, the
-// micro-batch's state view and this layer's rows in it, and the token count.
-struct RecurrentLayer {
-  const ModelHparams& hp;
-  const LayerWeights& l;
-  const RecurrentView& rs;
-  const RecurrentLayerView& st;
-  int T;
-  RecurrentLayer(const Model& m, const ForwardBatch& fb, int il)
-      : hp(m.hparams()), l(m.weights().layers[size_t(il)]), rs(*fb.rs), st(fb.rs->layers[size_t(il)]), T(fb.n_tokens) {}
-};
-
 // lfm2's gated short convolution of layer il: forward_short_conv.cpp.
 Status short_conv_block(const Model& m, const ForwardBatch& fb, const ForwardConfig& cfg, ThreadPool& pool, int il,
                         Buffers& b);

@@ -163,7 +163,11 @@ void skip_gate_and_norm(const ModelHparams& hp, const SsmShape& sh, const LayerW
 
 Status ssm_block(const Model& model, const ForwardBatch& fb, const ForwardConfig& cfg, ThreadPool& pool, int il,
                  Buffers& b) {
-  const auto& [hp, l, rs, st, T] = RecurrentLayer(model, fb, il);
+  const ModelHparams& hp = model.hparams();
+  const LayerWeights& l = model.weights().layers[size_t(il)];
+  const RecurrentView& rs = *fb.rs;
+  const RecurrentLayerView& st = rs.layers[size_t(il)];
+  const int T = fb.n_tokens;
   const SsmShape sh(hp);
 
   linear(pool, l.ssm_in, nullptr, b.xb, T, b.ssm_xz, b);  // [T][XZ]

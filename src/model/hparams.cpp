@@ -629,7 +629,10 @@ Status read_gemma_traits(const gguf::GgufFile& f, ModelHparams& hp) {
     hp.swa_window = int(swa);
     hp.swa_pattern = 6;
     hp.rope_freq_base_swa = 10000.0f;
-    if (hp.n_layer == 62) hp.attn_scale = 1.0f / std::sqrt(float(hp.n_embd / hp.n_head));  // 27B: query_pre_attn_scalar
+    if (hp.n_layer == 62) {
+      // 27B: query_pre_attn_scalar = n_embd / n_head, an integer division as the reference writes it.
+      hp.attn_scale = 1.0f / std::sqrt(float(hp.n_embd / hp.n_head));  // NOLINT(bugprone-integer-division)
+    }
   } else if (hp.arch == Arch::kGemma2) {
     hp.post_norms = true;
     LOOM_ASSIGN_OR_RETURN(double cap, f.get_float_or(a + ".attn_logit_softcapping", 50.0));
@@ -641,7 +644,9 @@ Status read_gemma_traits(const gguf::GgufFile& f, ModelHparams& hp) {
     hp.swa_window = int(swa);
     hp.swa_pattern = 2;  // even layers slide, odd layers see everything
     // The 27B model scales queries by 1/sqrt(n_embd / n_head) instead of 1/sqrt(head_dim).
-    if (hp.n_layer == 46) hp.attn_scale = 1.0f / std::sqrt(float(hp.n_embd / hp.n_head));
+    if (hp.n_layer == 46) {
+      hp.attn_scale = 1.0f / std::sqrt(float(hp.n_embd / hp.n_head));  // NOLINT(bugprone-integer-division): as the reference
+    }
   }
   return Status::ok();
 }

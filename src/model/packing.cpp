@@ -167,7 +167,7 @@ void write_cache(const std::string& dir, const std::string& path, const std::str
   std::memcpy(head.data(), kPackCacheMagic, sizeof kPackCacheMagic);
   const uint64_t len = key.size();
   std::memcpy(head.data() + sizeof kPackCacheMagic, &len, 8);
-  std::memcpy(head.data() + sizeof kPackCacheMagic + 8, key.data(), key.size());
+  std::copy(key.begin(), key.end(), head.begin() + std::ptrdiff_t(sizeof kPackCacheMagic + 8));
   auto write_all = [fd](const void* p, size_t n) {
     const auto* b = static_cast<const uint8_t*>(p);
     while (n > 0) {
@@ -280,7 +280,8 @@ int64_t pack_model_weights(const gguf::GgufFile& file, ModelWeights& w, PackedSt
   }
   for (const auto& [lo, hi] : merged) {
     if (overlaps_embedding(w, lo, hi)) continue;
-    file.release_pages(reinterpret_cast<const void*>(lo), hi - lo);
+    // The ranges were merged as addresses (integers); back to a pointer for madvise.
+    file.release_pages(reinterpret_cast<const void*>(lo), hi - lo);  // NOLINT(performance-no-int-to-ptr)
   }
 #if defined(__linux__)
   // The first load does not wait for the file: it is written (and synced) in the background.

@@ -195,7 +195,7 @@ void accept_candidates(const Grammar& g, const std::vector<GrammarMatcher::Stack
 
 DecodedText decode_utf8_partial(std::string_view text, PartialUtf8 start) {
   static const int kLen[] = {1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 2, 2, 3, 4};
-  const DecodedText invalid{{}, {0, -1, 0}};
+  DecodedText invalid{{}, {0, -1, 0}};  // not const: each return moves it
   DecodedText out;
   out.cps.reserve(text.size());
   size_t pos = 0;

@@ -129,12 +129,11 @@ class GrammarParser {
   size_t parse_space(size_t p, bool newline_ok) {
     while (!eof(p)) {
       const char c = src_[p];
-      if (c == ' ' || c == '\t') {
+      const bool newline = c == '\n' || c == '\r';
+      if (c == ' ' || c == '\t' || (newline_ok && newline)) {
         ++p;
       } else if (c == '#') {
         while (!eof(p) && src_[p] != '\n' && src_[p] != '\r') ++p;
-      } else if (newline_ok && (c == '\n' || c == '\r')) {
-        ++p;
       } else {
         break;
       }
