@@ -199,7 +199,8 @@ void tile_speed() {
         a.insert(a.end(), r.begin(), r.end());
       }
       std::vector<float> out(size_t(nw) * size_t(na));
-      const double pairs = double(n / blk) * nw * na;
+      const int64_t blocks = n / blk;  // whole blocks per row
+      const double pairs = double(blocks) * nw * na;
       const double tile = best_ns([&] {
         for (int j = 0; j < nw; j += 16) {
           vec_dot_tile(t, n, w.data() + ws * size_t(j), ws, 16, a.data(), as, na, out.data() + j, size_t(nw));

@@ -360,7 +360,9 @@ void GgufFile::release_pages(const void* p, size_t n) const {
   if (lo < base || lo + n > base + storage_->size) return;
   const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
   const uintptr_t first = (lo + page - 1) / page * page, last = (lo + n) / page * page;
-  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+  if (last > first)
+    madvise(reinterpret_cast<void*>(first), last - first,
+            MADV_DONTNEED);  // NOLINT(performance-no-int-to-ptr): page bounds are computed as integers
 }
 
 Expected<GgufFile> GgufFile::from_bytes(std::span<const uint8_t> bytes) {

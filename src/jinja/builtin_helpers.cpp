@@ -484,8 +484,7 @@ Value round_value(Interpreter& in, const Value& v, int64_t precision, const std:
     const double scaled = x * m;
     double fl = std::floor(scaled);
     const double diff = scaled - fl;
-    if (diff > 0.5) fl += 1;
-    else if (diff == 0.5 && std::fmod(fl, 2.0) != 0) fl += 1;
+    if (diff > 0.5 || (diff == 0.5 && std::fmod(fl, 2.0) != 0)) fl += 1;
     r = fl / m;
     // Prefer the correctly rounded decimal when scaling introduced error (e.g. 2.675).
     char buf[64];

@@ -233,10 +233,9 @@ ExprPtr Parser::parse_test(ExprPtr subject) {
     next();
     t->negated = true;
   }
-  if (cur().kind == Tok::kName) {
-    t->name = next().text;
-  } else if (cur().kind == Tok::kOp && (cur().text == "==" || cur().text == "!=" || cur().text == "<" ||
-                                        cur().text == "<=" || cur().text == ">" || cur().text == ">=")) {
+  const bool comparison = cur().kind == Tok::kOp && (cur().text == "==" || cur().text == "!=" || cur().text == "<" ||
+                                                     cur().text == "<=" || cur().text == ">" || cur().text == ">=");
+  if (cur().kind == Tok::kName || comparison) {  // a test's name, or a comparison used as one (`is ==`)
     t->name = next().text;
   } else {
     fail("expected a test name after 'is', got " + describe(cur()));

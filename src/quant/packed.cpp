@@ -18,8 +18,6 @@
 
 namespace loom::quant {
 
-using detail::PackedLayout;
-
 bool can_pack(TensorType t) { return type_traits(t).packable(); }
 
 bool can_pack_data(TensorType t, const void* src, size_t src_row_bytes, int64_t rows, int64_t cols) {

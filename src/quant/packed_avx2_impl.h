@@ -682,6 +682,7 @@ struct Q4K {
 
 // Every type this copy has a kernel for (packed_avx2_has_kernel; F16 and BF16 in the AVX2 copy
 // only); the others must not get here.
+// NOLINTNEXTLINE(misc-definitions-in-headers): the body of one .cpp per ISA, each its own namespace
 void packed_gemm(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1, const void* act,
                  size_t act_stride, int n, float* out, size_t out_stride) {
   constexpr Blocks32 kQ40 = blocks32_of(kLayoutQ4_0), kQ41 = blocks32_of(kLayoutQ4_1), kQ50 = blocks32_of(kLayoutQ5_0),

@@ -16,7 +16,7 @@
 #include "http_client.h"
 #include "router_impl.h"
 
-extern char** environ;
+extern char** environ;  // NOLINT(readability-redundant-declaration): unistd.h has it only with _GNU_SOURCE
 
 namespace loom::server::router_detail {
 
@@ -40,7 +40,7 @@ nlohmann::json child_models_entry(const std::string& sock) {
 std::string last_words(const std::deque<std::string>& tail) {
   for (auto it = tail.rbegin(); it != tail.rend(); ++it) {
     if (it->rfind("loom: ", 0) != 0) continue;
-    const std::string t = it->substr(6);
+    std::string t = it->substr(6);
     if (t.rfind("listening on", 0) == 0 || t.rfind("ready", 0) == 0 || t.rfind("stopp", 0) == 0) continue;
     return t;
   }

@@ -115,7 +115,7 @@ Napi::Value Context::Cancel(const Napi::CallbackInfo& info) {
 }
 
 struct Context::EmbedJob {
-  EmbedJob(Napi::ThreadSafeFunction t, Napi::Promise::Deferred d) : tsfn(std::move(t)), deferred(std::move(d)) {}
+  EmbedJob(Napi::ThreadSafeFunction t, Napi::Promise::Deferred d) : tsfn(t), deferred(d) {}
   Napi::ThreadSafeFunction tsfn;
   Napi::Promise::Deferred deferred;
   int32_t status = 0;
