@@ -176,7 +176,7 @@ size_t tensor_info_pos(const std::vector<uint8_t>& image, const std::string& nam
   std::vector<uint8_t> key(8 + name.size());
   const uint64_t len = name.size();
   std::memcpy(key.data(), &len, 8);
-  std::memcpy(key.data() + 8, name.data(), name.size());
+  std::copy(name.begin(), name.end(), key.begin() + 8);  // (memcpy here trips GCC 12's -Wstringop-overflow)
   const auto it = std::search(image.begin(), image.end(), key.begin(), key.end());
   EXPECT_NE(it, image.end()) << name;
   return it == image.end() ? 0 : size_t(it - image.begin()) + key.size();
