@@ -218,6 +218,24 @@ bool overlaps_embedding(const ModelWeights& w, uintptr_t lo, uintptr_t hi) {
   return lo < e_hi && e_lo < hi;
 }
 
+// Releases the pages of the original bytes (ranges of addresses) once packed copies replace them:
+// touching ranges merged (fused tensors are bound as several views), never the embedding (token
+// lookups still read it; a tied output shares it).
+void release_merged(const gguf::GgufFile& file, const ModelWeights& w,
+                    std::vector<std::pair<uintptr_t, uintptr_t>>& ranges) {
+  std::sort(ranges.begin(), ranges.end());
+  std::vector<std::pair<uintptr_t, uintptr_t>> merged;
+  for (const auto& r : ranges) {
+    if (!merged.empty() && r.first <= merged.back().second) merged.back().second = std::max(merged.back().second, r.second);
+    else merged.push_back(r);
+  }
+  for (const auto& [lo, hi] : merged) {
+    if (overlaps_embedding(w, lo, hi)) continue;
+    // NOLINTNEXTLINE(performance-no-int-to-ptr): ranges merge as integers, madvise takes a pointer
+    file.release_pages(reinterpret_cast<const void*>(lo), hi - lo);
+  }
+}
+
 }  // namespace
 
 int64_t pack_model_weights(const gguf::GgufFile& file, ModelWeights& w, PackedStorage& store,
@@ -270,19 +288,7 @@ int64_t pack_model_weights(const gguf::GgufFile& file, ModelWeights& w, PackedSt
       if (t->data == a->data && t->rows == a->rows) a->packed = t->packed;
     }
   }
-  // Merge touching ranges (fused tensors are bound as several views), never release the
-  // embedding (token lookups still read it; a tied output shares it).
-  std::sort(ranges.begin(), ranges.end());
-  std::vector<std::pair<uintptr_t, uintptr_t>> merged;
-  for (const auto& r : ranges) {
-    if (!merged.empty() && r.first <= merged.back().second) merged.back().second = std::max(merged.back().second, r.second);
-    else merged.push_back(r);
-  }
-  for (const auto& [lo, hi] : merged) {
-    if (overlaps_embedding(w, lo, hi)) continue;
-    // The ranges were merged as addresses (integers); back to a pointer for madvise.
-    file.release_pages(reinterpret_cast<const void*>(lo), hi - lo);  // NOLINT(performance-no-int-to-ptr)
-  }
+  release_merged(file, w, ranges);
 #if defined(__linux__)
   // The first load does not wait for the file: it is written (and synced) in the background.
   if (!key.empty() && !store.from_cache) {
