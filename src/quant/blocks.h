@@ -203,4 +203,26 @@ inline uint32_t qh_bits(const uint8_t (&qh)[4]) {
   return uint32_t(qh[0]) | uint32_t(qh[1]) << 8 | uint32_t(qh[2]) << 16 | uint32_t(qh[3]) << 24;
 }
 
+// Float-to-integer conversions of ggml's reference quantizers, the same on every platform. A
+// block whose largest magnitude is tiny (a scale that is subnormal or zero in f32) has a
+// reciprocal scale of infinity, so x * id is +-inf or NaN. C and C++ leave converting those to
+// an integer undefined, and the hardware differs: x86-64's cvttss2si gives INT32_MIN (the
+// "integer indefinite"), AArch64's fcvtzs saturates (and gives 0 for NaN).
+//
+// trunc_x86: a C cast (int)v, (int8_t)v or (uint8_t)v of ggml's code as it runs on x86-64, where
+// llama.cpp's files and the goldens are made (the narrow casts keep the low byte of this value).
+inline int32_t trunc_x86(float v) {
+  if (!(v >= -2147483648.0f && v < 2147483648.0f)) return INT32_MIN;
+  return int32_t(v);
+}
+// ggml's nearest_int: adds 1.5 * 2^23 and reads the low mantissa bits, i.e. rounds to nearest even
+// for |v| < 2^22; for larger or non-finite v it returns what those bits happen to be (no float to
+// integer conversion, so no platform dependence; every caller clamps or narrows the result).
+inline int nearest_int_ggml(float v) {
+  const float t = v + 12582912.0f;
+  int32_t bits;
+  std::memcpy(&bits, &t, 4);
+  return (bits & 0x007fffff) - 0x00400000;
+}
+
 }  // namespace loom::quant::detail

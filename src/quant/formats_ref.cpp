@@ -132,8 +132,9 @@ void quant_q4_0(const float* src, void* dst, int64_t nb) {
     b.d = f32_to_f16(d);
     for (int j = 0; j < 16; ++j) {
       // +8.5 then truncation: round half up into 0..16; 16 (only the extreme) clamps to 15.
-      const int q0 = std::min(15, int(load_f32(x, j) * id + 8.5f));
-      const int q1 = std::min(15, int(load_f32(x, j + 16) * id + 8.5f));
+      // trunc_x86 (blocks.h): ggml's cast, also for the infinite id of a block of tiny values.
+      const int q0 = std::min(15, trunc_x86(load_f32(x, j) * id + 8.5f));
+      const int q1 = std::min(15, trunc_x86(load_f32(x, j + 16) * id + 8.5f));
       b.qs[j] = uint8_t(q0 | q1 << 4);
     }
     store_block(dst, i, b);
@@ -151,8 +152,8 @@ void quant_q4_1(const float* src, void* dst, int64_t nb) {
     b.d = f32_to_f16(d);
     b.m = f32_to_f16(vmin);
     for (int j = 0; j < 16; ++j) {
-      const int q0 = std::min(15, int((load_f32(x, j) - vmin) * id + 0.5f));
-      const int q1 = std::min(15, int((load_f32(x, j + 16) - vmin) * id + 0.5f));
+      const int q0 = std::min(15, trunc_x86((load_f32(x, j) - vmin) * id + 0.5f));
+      const int q1 = std::min(15, trunc_x86((load_f32(x, j + 16) - vmin) * id + 0.5f));
       b.qs[j] = uint8_t(q0 | q1 << 4);
     }
     store_block(dst, i, b);
@@ -172,8 +173,8 @@ void quant_q5_0(const float* src, void* dst, int64_t nb) {
     b.d = f32_to_f16(d);
     uint32_t qh = 0;
     for (int j = 0; j < 16; ++j) {
-      const int q0 = std::min(31, int(load_f32(x, j) * id + 16.5f));
-      const int q1 = std::min(31, int(load_f32(x, j + 16) * id + 16.5f));
+      const int q0 = std::min(31, trunc_x86(load_f32(x, j) * id + 16.5f));
+      const int q1 = std::min(31, trunc_x86(load_f32(x, j + 16) * id + 16.5f));
       b.qs[j] = uint8_t((q0 & 0x0f) | (q1 & 0x0f) << 4);
       qh |= uint32_t(q0 >> 4 & 1) << j | uint32_t(q1 >> 4 & 1) << (j + 16);
     }
@@ -196,8 +197,8 @@ void quant_q5_1(const float* src, void* dst, int64_t nb) {
     for (int j = 0; j < 16; ++j) {
       // No clamp here (ggml has none for Q5_1): (x - min) * id <= 31 + rounding, so the
       // truncated value never exceeds 31.
-      const int q0 = int((load_f32(x, j) - vmin) * id + 0.5f);
-      const int q1 = int((load_f32(x, j + 16) - vmin) * id + 0.5f);
+      const int q0 = trunc_x86((load_f32(x, j) - vmin) * id + 0.5f);
+      const int q1 = trunc_x86((load_f32(x, j + 16) - vmin) * id + 0.5f);
       b.qs[j] = uint8_t((q0 & 0x0f) | (q1 & 0x0f) << 4);
       qh |= uint32_t(q0 >> 4 & 1) << j | uint32_t(q1 >> 4 & 1) << (j + 16);
     }
@@ -215,7 +216,7 @@ int quant_q8_block(const float* x, int8_t* qs, float* d_out) {
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
   int sum = 0;
   for (int j = 0; j < kBlock; ++j) {
-    qs[j] = int8_t(std::round(load_f32(x, j) * id));
+    qs[j] = int8_t(trunc_x86(std::round(load_f32(x, j) * id)));
     sum += qs[j];
   }
   *d_out = d;

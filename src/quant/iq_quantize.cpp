@@ -40,15 +40,8 @@ constexpr float kEpsIq2s = 1e-8f;
 constexpr float kEpsIq1m = 1e-7f;
 constexpr float kEpsIq1s = 1e-12f;
 
-// ggml's nearest_int: adds 1.5 * 2^23 and reads the low mantissa bits, i.e. round to nearest
-// even for |v| < 2^22; for larger or non-finite v it returns what those bits happen to be, which
-// is reproduced here too (every caller clamps the result).
-inline int round_ggml(float v) {
-  const float t = v + 12582912.0f;
-  int32_t bits;
-  std::memcpy(&bits, &t, 4);
-  return (bits & 0x007fffff) - 0x00400000;
-}
+// ggml's nearest_int (blocks.h), also for large and non-finite v (every caller clamps the result).
+inline int round_ggml(float v) { return detail::nearest_int_ggml(v); }
 // ggml's MAX / MIN macros (their behaviour with NaN operands differs from std::max / std::min).
 inline float gmax(float a, float b) { return a > b ? a : b; }
 inline int imax(int a, int b) { return a > b ? a : b; }

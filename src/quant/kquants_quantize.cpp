@@ -22,8 +22,10 @@ namespace {
 // Smallest group magnitude treated as nonzero (ggml's GROUP_MAX_EPS).
 constexpr float kGroupEps = 1e-15f;
 
-// Round to nearest, ties to even (what ggml's nearest_int computes for the magnitudes here).
-inline int rint_even(float v) { return int(std::nearbyint(v)); }
+// Round to nearest, ties to even: ggml's nearest_int (blocks.h), also where v is out of range or
+// not finite (a tiny sub-block's scale has an infinite reciprocal), so that those rows give
+// ggml's bytes on every platform rather than whatever the hardware's float-to-int conversion does.
+inline int rint_even(float v) { return nearest_int_ggml(v); }
 inline int clampi(int v, int lo, int hi) { return std::max(lo, std::min(hi, v)); }
 
 // Asymmetric fit of n values to levels 0..nmax: x ~ scale * L - min_out with min_out >= 0

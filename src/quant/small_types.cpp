@@ -14,6 +14,7 @@
 
 #include "base/cpu.h"
 #include "base/half.h"
+#include "quant/blocks.h"
 
 namespace loom::quant::ref {
 namespace {
@@ -48,13 +49,10 @@ inline float ld(const float* p, int64_t i) {
 }
 inline void st(float* p, int64_t i, float v) { std::memcpy(reinterpret_cast<uint8_t*>(p) + i * 4, &v, 4); }
 
-// Float-to-integer conversions as ggml's C code gets them on x86-64, where a value out of range
-// (or NaN) converts to the "integer indefinite" 0x80...0 of cvttss2si. Such values arise when a
-// block's maximum is so small that its reciprocal overflows to infinity.
-inline int32_t trunc_i32(float v) {
-  if (!(v >= -2147483648.0f && v < 2147483648.0f)) return INT32_MIN;
-  return int32_t(v);
-}
+// Float-to-integer conversions as ggml's C code gets them on x86-64 (trunc_x86 of blocks.h for
+// the 32-bit ones), where a value out of range (or NaN) converts to the "integer indefinite"
+// 0x80...0 of cvttss2si. Such values arise when a block's maximum is so small that its reciprocal
+// overflows to infinity.
 // lroundf: half away from zero; out of range or NaN -> LONG_MIN (glibc returns (long) x there).
 inline int64_t lround_i64(float v) {
   if (!(v > -9.2233720e18f && v < 9.2233720e18f)) return INT64_MIN;
@@ -152,7 +150,7 @@ void quantize_row_q2_0(const float* src, void* dst, int64_t n) {
     BlockQ2_0 b{};
     b.d = f32_to_f16(amax);
     for (int j = 0; j < kQ2_0Block; ++j) {
-      int32_t q = trunc_i32(std::round(ld(x, j) * id));
+      int32_t q = trunc_x86(std::round(ld(x, j) * id));
       q = q < INT32_MAX ? q + 1 : q;  // (INT32_MIN + 1 stays negative and clamps to 0)
       q = q < 0 ? 0 : (q > 3 ? 3 : q);
       b.qs[j / 4] |= uint8_t(q << (2 * (j % 4)));
@@ -359,7 +357,7 @@ void quantize_row_mxfp4(const float* src, void* dst, int64_t n) {
     BlockMXFP4 b{};
     if (amax > 0.0f) {
       const float biased = std::floor(std::log2(amax)) - 2.0f + 127.0f;
-      b.e = uint8_t(uint32_t(trunc_i32(biased)));
+      b.e = uint8_t(uint32_t(trunc_x86(biased)));
     }
     const float d = e8m0_half(b.e);
     for (int j = 0; j < 16; ++j) {

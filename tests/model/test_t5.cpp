@@ -74,9 +74,9 @@ std::unique_ptr<Context> f32_context(std::shared_ptr<const Model> m, int n_seq =
   return ctx ? std::move(*ctx) : nullptr;
 }
 
-// Encodes the run's input and checks the encoder output and every teacher-forced decoder step
-// against the golden within 1e-3 of max|golden|; the worst relative differences go to *enc / *step.
-void check_run(Context& ctx, const T5Run& run, size_t nv, size_t E, float* enc, float* step) {
+// Encodes the run's input and checks the encoder output within 1e-3 and every teacher-forced
+// decoder step within step_tol of max|golden|; the worst relative differences go to *enc / *step.
+void check_run(Context& ctx, const T5Run& run, size_t nv, size_t E, float* enc, float* step, float step_tol = 1e-3f) {
   ASSERT_TRUE(ctx.encode(Batch::from_tokens(run.enc_ids, 0)).is_ok());
   ASSERT_EQ(ctx.n_encoded(), int(run.enc_ids.size()));
   // The encoder output is readable as embeddings after encode (llama.cpp: llama_get_embeddings).
@@ -94,7 +94,7 @@ void check_run(Context& ctx, const T5Run& run, size_t nv, size_t E, float* enc, 
     auto l = ctx.logits(-1);
     ASSERT_TRUE(l.has_value());
     const auto want = slice(run.steps, k, nv);
-    EXPECT_LE(max_abs_diff(*l, want), 1e-3f * max_abs(want)) << "step " << k;
+    EXPECT_LE(max_abs_diff(*l, want), step_tol * max_abs(want)) << "step " << k;
     *step = std::max(*step, max_abs_diff(*l, want) / max_abs(want));
   }
 }
@@ -223,8 +223,13 @@ TEST_P(T5Golden, DecoderCacheEditsAndStateRestoreKeepTheGolden) {
 
 // A flan-T5-style model whose heads are wider than the model (4 heads of 32 = 128 != n_embd 64),
 // against llama.cpp with its default F16 K/V cache: loom with its own default (F16 self-attention
-// K/V; cross-attention K/V kept in F32 as llama.cpp keeps them) within 1e-3 of max|logit| at every
-// teacher-forced step. With the cross K/V in F16 it was 1.4e-3 on such a model.
+// K/V; cross-attention K/V kept in F32 as llama.cpp keeps them) within 1.15e-3 of max|logit| at
+// every teacher-forced step. With the cross K/V in F16 it was 1.4e-3 on such a model. The cache
+// rounds to F16 values whose F32 sums differ in their last bits with the kernels' summation order
+// (the vector width), which moves this figure: measured 8.9e-4 (x86-64 AVX-512), 9.5e-4 (the
+// scalar twins, x86-64 and AArch64), 8.3e-4 (NEON, SVE 128-bit), 9.8e-4 (SVE 256-bit), 1.003e-3
+// (SVE 512- and 2048-bit, step 7; QEMU's -cpu max). With F32 K/V every path agrees with the
+// goldens to 1.7e-4 or better (OwnData/T5Golden.*).
 TEST(T5Golden, WideHeadsWithTheDefaultF16CacheMatchLlamaCppsF16) {
   const std::string name = "synth-flan-t5-wide-f32";
   auto model = load_model(name);
@@ -241,7 +246,7 @@ TEST(T5Golden, WideHeadsWithTheDefaultF16CacheMatchLlamaCppsF16) {
     ASSERT_TRUE(made.has_value()) << made.status().message();
     auto& ctx = *made;
     float enc_worst = 0;
-    check_run(*ctx, run, nv, size_t(model->hparams().n_embd), &enc_worst, &worst);
+    check_run(*ctx, run, nv, size_t(model->hparams().n_embd), &enc_worst, &worst, 1.15e-3f);
     std::printf("encoder output within %.2g\n", double(enc_worst));
   }
   std::printf("%s (F16 K/V): decoder steps within %.2g of max|golden|\n", name.c_str(), double(worst));
