@@ -110,6 +110,12 @@ struct Scan {
     pending = std::move(cut_call);
     pending_start = pending_at;
   }
+  // The calls' block starts at `start` in s (npos: s has none): `before` is the text ahead of it.
+  // Returns start.
+  size_t open_at(std::string_view s, size_t start) {
+    before = start == std::string_view::npos ? s : s.substr(0, start);
+    return start;
+  }
   void add(ToolCall tc, size_t end, size_t start = std::string_view::npos) {
     calls.push_back(std::move(tc));
     ends.push_back(end);

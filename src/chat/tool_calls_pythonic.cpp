@@ -382,12 +382,8 @@ namespace detail {
 
 Scan scan_lfm2(std::string_view s, bool partial) {
   Scan r;
-  const size_t start = s.find(kLfm2Start);
-  if (start == std::string_view::npos) {
-    r.before = s;
-    return r;
-  }
-  r.before = s.substr(0, start);
+  const size_t start = r.open_at(s, s.find(kLfm2Start));
+  if (start == std::string_view::npos) return r;
   size_t pos = start;  // after the last call read (and its block's end, when closed)
   for (;;) {
     size_t p = skip_ws(s, pos + kLfm2Start.size());
@@ -443,12 +439,8 @@ Scan scan_lfm2(std::string_view s, bool partial) {
 
 Scan scan_gemma4(std::string_view s, bool partial) {
   Scan r;
-  const size_t start = s.find(kGemma4Start);
-  if (start == std::string_view::npos) {
-    r.before = s;
-    return r;
-  }
-  r.before = s.substr(0, start);
+  const size_t start = r.open_at(s, s.find(kGemma4Start));
+  if (start == std::string_view::npos) return r;
   size_t pos = start;  // after the last call read (and its <tool_call|>)
   for (;;) {
     const size_t p = pos + kGemma4Start.size();

@@ -179,12 +179,8 @@ std::string compact(const json& v) { return v.dump(-1, ' ', false, json::error_h
 Scan scan_qwen_xml(std::string_view s, bool partial, const json& tools) {
   Scan r;
   const size_t a = s.find("<tool_call>"), b = s.find("<function=");
-  const size_t start = std::min(a, b);
-  if (start == std::string_view::npos) {
-    r.before = s;
-    return r;
-  }
-  r.before = s.substr(0, start);
+  const size_t start = r.open_at(s, std::min(a, b));
+  if (start == std::string_view::npos) return r;
   size_t pos = start;
   for (;;) {
     size_t end = 0;
