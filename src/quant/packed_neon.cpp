@@ -60,6 +60,7 @@ bool packed_neon_has_kernel(TensorType t) {
     case TensorType::Q5_1:
     case TensorType::Q8_0:
     case TensorType::IQ4_NL:
+    case TensorType::MXFP4:
     case TensorType::Q4_K:
     case TensorType::Q5_K:
     case TensorType::Q6_K:

@@ -116,11 +116,12 @@ LOOM_PN void store4(float* o, float32x4_t v, int r0, int valid) {
 
 // ---- the 32-column block types ---------------------------------------------------------------
 
-// What a 32-column block type's tile holds beyond Q4_0's (PackedLayout).
+// What a 32-column block type's tile holds beyond Q4_0's (PackedLayout): lut says the nibbles
+// index a table, mxfp4 which one (MXFP4's, else IQ4_NL's), as in the x86 copies.
 struct Blocks32 {
-  bool nibbles, has_min, fifth_bit, lut;
+  bool nibbles, has_min, fifth_bit, lut, mxfp4;
 };
-constexpr Blocks32 blocks32_of(const PackedLayout& L) { return Blocks32{L.nibbles, L.has_min, L.fifth_bit, L.lut}; }
+constexpr Blocks32 blocks32_of(const PackedLayout& L) { return Blocks32{L.nibbles, L.has_min, L.fifth_bit, L.lut, L.mxfp4}; }
 
 // The tile geometry of a 32-column block type as constants (PackedLayout's, which the kernels
 // would otherwise read at run time: GCC then computes every chunk address with CSELs).
@@ -138,16 +139,34 @@ constexpr bool geo_matches(const PackedLayout& L) {
 }
 static_assert(geo_matches<blocks32_of(kLayoutQ4_0)>(kLayoutQ4_0) && geo_matches<blocks32_of(kLayoutQ4_1)>(kLayoutQ4_1) &&
               geo_matches<blocks32_of(kLayoutQ5_0)>(kLayoutQ5_0) && geo_matches<blocks32_of(kLayoutQ5_1)>(kLayoutQ5_1) &&
-              geo_matches<blocks32_of(kLayoutQ8_0)>(kLayoutQ8_0) && geo_matches<blocks32_of(kLayoutIQ4_NL)>(kLayoutIQ4_NL));
+              geo_matches<blocks32_of(kLayoutQ8_0)>(kLayoutQ8_0) && geo_matches<blocks32_of(kLayoutIQ4_NL)>(kLayoutIQ4_NL) &&
+              geo_matches<blocks32_of(kLayoutMXFP4)>(kLayoutMXFP4));
 
 // The IQ4_NL levels as signed bytes (kIq4nlBiased - 128): TBL decodes a nibble to its level.
 alignas(16) inline constexpr int8_t kIq4nlSigned[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                                         1,    13,   25,  38,  53,  69,  89,  113};
+// MXFP4's levels as signed bytes (kMxfp4Biased - 128: twice the E2M1 values, the tile's f16 d
+// being 2^(e - 128)).
+alignas(16) inline constexpr int8_t kMxfp4Signed[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+constexpr bool signed_is_biased_minus_128(const int8_t* s, const uint8_t* b) {
+  for (int i = 0; i < 16; ++i) {
+    if (s[i] != b[i] - 128) return false;
+  }
+  return true;
+}
+static_assert(signed_is_biased_minus_128(kIq4nlSigned, kIq4nlBiased) &&
+              signed_is_biased_minus_128(kMxfp4Signed, kMxfp4Biased));
+// The signed table a lut type's nibbles go through (TBL).
+template <Blocks32 F>
+constexpr const int8_t* signed_table() {
+  return F.mxfp4 ? kMxfp4Signed : kIq4nlSigned;
+}
 
 // Geo::kBias is the bias the integer sums start from (-bias · Σ q): the levels are kept as stored
 // (nibbles, nibble + 16 · fifth bit), so Q4_0's 8 and Q5_0's 16 come off there; Q8_0's bytes are
-// its signed levels on AArch64 (packed_layout.h), IQ4_NL's table is signed, the types with a
-// minimum have bias 0.
+// its signed levels on AArch64 (packed_layout.h), the IQ4_NL and MXFP4 tables are signed (the
+// layouts' bias 128 is that of the biased tables the x86 VNNI kernels use: Σ (u - 128) · q is
+// Σ u · q - 128 Σ q exactly), the types with a minimum have bias 0.
 
 // Register R's weights of chunk c of a tile: lo and hi as signed bytes (nibble types: the low
 // nibbles are elements 4c.., the high ones 16 + 4c..; Q8_0: lo only, elements 4c..).
@@ -167,7 +186,7 @@ LOOM_PN void decode(const uint8_t* tile, int c, int R, int8x16_t& lo, int8x16_t&
       h = vorrq_u8(h, fifth_bits(mask + 8));
     }
     if constexpr (F.lut) {
-      const int8x16_t table = vld1q_s8(kIq4nlSigned);
+      const int8x16_t table = vld1q_s8(signed_table<F>());
       lo = vqtbl1q_s8(table, l);
       hi = vqtbl1q_s8(table, h);
     } else {
@@ -270,7 +289,7 @@ LOOM_PN void mmla_weights(const uint8_t* tile, int h, int R, int8x16_t lo[2], in
     for (int z = 0; z < 2; ++z) {
       const uint8x16_t l = vandq_u8(zz[z], vdupq_n_u8(0x0f)), hh = vshrq_n_u8(zz[z], 4);
       if constexpr (F.lut) {
-        const int8x16_t table = vld1q_s8(kIq4nlSigned);
+        const int8x16_t table = vld1q_s8(signed_table<F>());
         lo[z] = vqtbl1q_s8(table, l);
         hi[z] = vqtbl1q_s8(table, hh);
       } else {
@@ -838,11 +857,13 @@ void run_f16(TensorType t, int64_t rows, int64_t cols, const void* packed, int64
 void packed_gemm(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1, const void* act,
                  size_t act_stride, int n, float* out, size_t out_stride) {
   constexpr Blocks32 kQ40 = blocks32_of(kLayoutQ4_0), kQ80 = blocks32_of(kLayoutQ8_0), kIq4 = blocks32_of(kLayoutIQ4_NL),
-                     kQ50 = blocks32_of(kLayoutQ5_0), kQ41 = blocks32_of(kLayoutQ4_1), kQ51 = blocks32_of(kLayoutQ5_1);
+                     kQ50 = blocks32_of(kLayoutQ5_0), kQ41 = blocks32_of(kLayoutQ4_1), kQ51 = blocks32_of(kLayoutQ5_1),
+                     kMxfp4 = blocks32_of(kLayoutMXFP4);
   switch (t) {
     case TensorType::Q4_0: return run_blocks32<kQ40>(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
     case TensorType::Q8_0: return run_blocks32<kQ80>(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
     case TensorType::IQ4_NL: return run_blocks32<kIq4>(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+    case TensorType::MXFP4: return run_blocks32<kMxfp4>(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
     case TensorType::Q5_0: return run_blocks32<kQ50>(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
     case TensorType::Q4_1: return run_blocks32<kQ41>(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
     case TensorType::Q5_1: return run_blocks32<kQ51>(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);

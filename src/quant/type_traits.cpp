@@ -301,8 +301,9 @@ constexpr TypeEntry kEntries[] = {
     {.type = TT::MXFP4, .weight_format = true, .vec_dot_type = TT::Q8_0,
      .ref = {ref::dequantize_row_mxfp4, ref::quantize_row_mxfp4, ref::vec_dot_mxfp4},
      .avx2 = {SMALL_X86(dequantize_row_mxfp4_avx2), nullptr, SMALL_X86(vec_dot_mxfp4_x86), NEW_TILE(mxfp4)},
-     // IQ4_NL's tile with MXFP4's table (packed_layout.h); no AMX or AArch64 kernels (yet).
-     .packed = blocks32(detail::kLayoutMXFP4, PackedAct::kQ8_0Blocks, nullptr)},
+     // IQ4_NL's tile with MXFP4's table (packed_layout.h), IQ4_NL's kernels on AArch64 too
+     // (packed_neon.cpp); no AMX kernel.
+     .packed = neon_packed(blocks32(detail::kLayoutMXFP4, PackedAct::kQ8_0Blocks, nullptr))},
     {.type = TT::Q1_0, .weight_format = true, .vec_dot_type = TT::Q8_0,
      .ref = {ref::dequantize_row_q1_0, ref::quantize_row_q1_0, ref::vec_dot_q1_0},
      .avx2 = {SMALL_X86(dequantize_row_q1_0_avx2), nullptr, SMALL_X86(vec_dot_q1_0_x86), NEW_TILE(q1_0)}},

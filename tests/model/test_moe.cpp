@@ -19,9 +19,11 @@
 #include "base/threadpool.h"
 #include "gguf/gguf_writer.h"
 #include "model/forward_internal.h"
+#include "model/packing.h"
 #include "model/quantize_model.h"
 #include "ops/attention.h"
 #include "ops/ops.h"
+#include "quant/packed.h"
 
 namespace loom::test {
 namespace {
@@ -485,6 +487,12 @@ TEST(MoeGptOss, HyperparametersAndBindings) {
       EXPECT_EQ(l.post_attn_norm, nullptr);
       EXPECT_EQ(l.ffn_up_exps.rows, 8 * 64);
       EXPECT_EQ(l.ffn_down_exps.type, std::string(name) == "gpt-oss" ? TensorType::F32 : TensorType::MXFP4);
+      // The MXFP4 stacks are packed where this CPU has MXFP4 packed kernels (x86-64, AArch64).
+      if (std::string(name) != "gpt-oss") {
+        const bool packs = model::detail::repacking_enabled() && quant::packed_kernels_available(TensorType::MXFP4);
+        EXPECT_EQ(l.ffn_down_exps.packed != nullptr, packs);
+        EXPECT_EQ(l.ffn_up_exps.packed != nullptr, packs);
+      }
     }
     auto ctx = make_context(m);
     ASSERT_TRUE(ctx);

@@ -20,7 +20,9 @@
 
 #include "gguf/gguf_writer.h"
 #include "model_test_util.h"
+#include "model/packing.h"
 #include "quant/iq_quantize.h"
+#include "quant/packed.h"
 #include "quant/quant.h"
 #include "quant/type_traits.h"
 
@@ -261,6 +263,47 @@ TEST_P(QuantTypesModel, BadInputIsRefusedByName) {
   ASSERT_TRUE(m.has_value()) << m.status().message();
   const auto logits = run_greedy(*m, 2);
   EXPECT_EQ(logits.size(), 3u);
+}
+
+// An MXFP4 matrix with one block whose E8M0 scale the packed tile's f16 cannot hold (exponent
+// 100, non-zero levels) keeps the GGUF layout and goes through the row kernels, while the others
+// are packed where this CPU has MXFP4 packed kernels (x86-64, AArch64); the logits stay within
+// the usual distance of the F32 twin.
+TEST(QuantTypesModelMxfp4, ScalesOutsideF16StayUnpacked) {
+  const TensorType t = TensorType::MXFP4;
+  const std::vector<uint8_t>& image = model_of_type(t);
+  ASSERT_FALSE(image.empty());
+  auto f = gguf::GgufFile::from_bytes(image);
+  ASSERT_TRUE(f.has_value());
+  std::vector<uint8_t> bad = image;
+  bool found = false;
+  for (const gguf::TensorInfo& ti : f->tensors()) {
+    if (ti.name != "blk.1.ffn_down.weight") continue;
+    ASSERT_EQ(ti.type, t);
+    uint8_t* blk = bad.data() + f->data_offset() + ti.offset + 17 * 5;  // row 0, block 5
+    blk[0] = 100;
+    blk[1] = 0x31;
+    found = true;
+  }
+  ASSERT_TRUE(found);
+  auto m = load_image(bad);
+  ASSERT_TRUE(m.has_value()) << m.status().message();
+  const model::LayerWeights& l = (*m)->weights().layers[1];
+  EXPECT_EQ(l.ffn_down.packed, nullptr);
+  const bool packs = model::detail::repacking_enabled() && quant::packed_kernels_available(t);
+  EXPECT_EQ(l.ffn_up.packed != nullptr, packs);
+  EXPECT_EQ((*m)->weights().layers[0].ffn_down.packed != nullptr, packs);
+  auto twin = load_image(f32_twin(bad));
+  ASSERT_TRUE(twin.has_value()) << twin.status().message();
+  const auto got = run_greedy(*m, 2);
+  ASSERT_EQ(got.size(), 3u);
+  std::vector<int32_t> ids = {argmax_of(got[0]), argmax_of(got[1])};
+  const auto want = run_greedy(*twin, 2, &ids);
+  ASSERT_EQ(want.size(), got.size());
+  for (size_t s = 0; s < got.size(); ++s) {
+    ASSERT_EQ(got[s].size(), want[s].size());
+    EXPECT_LE(max_abs_diff(got[s], want[s]) / max_abs(want[s]), 5e-2f) << "step " << s;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, QuantTypesModel, ::testing::ValuesIn(kNewTypes),

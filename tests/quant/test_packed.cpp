@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "base/cpu.h"
@@ -598,6 +599,69 @@ TEST(Packed, Mxfp4ScalesOutsideF16AreRefused) {
   packed_gemm(TensorType::MXFP4, 1, cols, packed.data(), 0, 1, act.data(), act.size(), 1, &got, 1);
   const float want = ref::vec_dot(TensorType::MXFP4, cols, rows.data(), q8.data());
   EXPECT_NEAR(got, want, 1e-5 * test::dot_magnitude(TensorType::MXFP4, cols, rows.data(), q8.data()) + 1e-6);
+}
+
+// MXFP4 blocks at the extreme scales that still pack (E8M0 104 and 143: the tile's f16 d 2^-24, a
+// subnormal, and 2^15), at their extreme levels (nibbles 7 and 15: ±12 in the doubled table) and
+// mixed, among blocks of zeros whose exponent f16 cannot hold (packed with d 0; not 255, which E8M0
+// reads as NaN, and the row dot's 0 · NaN is NaN): every kernel this CPU has within the rounding of
+// the reference over runs of 1, 2, 4 and 8 activation rows, and on AArch64 the three copies (and
+// the dispatched one) bit-identical.
+TEST(Packed, Mxfp4ExtremeScales) {
+  const TensorType t = TensorType::MXFP4;
+  std::vector<std::pair<Gemm, const char*>> gemms = {{&ref::packed_gemm, "ref"}, {&packed_gemm, "dispatched"}};
+#if defined(__aarch64__)
+  gemms.emplace_back(&detail::packed_gemm_neon, "neon");
+  if (cpu_features().neon_dotprod) gemms.emplace_back(&detail::packed_gemm_neon_dot, "neon-dot");
+  if (cpu_features().neon_i8mm) gemms.emplace_back(&detail::packed_gemm_neon_i8mm, "neon-i8mm");
+#endif
+  std::mt19937 rng(17);
+  const int64_t rows = 35, cols = 320;
+  const size_t rb = size_t(row_bytes(t, cols)), qb = size_t(row_bytes(TensorType::Q8_0, cols));
+  for (int n : {1, 2, 4, 8, 11}) {
+    Problem p = make(t, rows, cols, n, rng);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t b = 0; b < cols / 32; ++b) {
+        uint8_t* blk = p.w.data() + size_t(r) * rb + 17 * size_t(b);
+        const int kind = int(r + 3 * b) % 5;
+        blk[0] = kind == 4 ? uint8_t(r % 2 ? 200 : 0) : (r + b) % 2 ? 143 : 104;
+        for (int k = 1; k < 17; ++k) {
+          if (kind == 0) blk[k] = 0x77;  // +12 everywhere
+          if (kind == 1) blk[k] = 0xff;  // -12 everywhere
+          if (kind == 2) blk[k] = k % 3 ? 0x7f : 0xf7;
+          if (kind == 4) blk[k] = uint8_t(k % 2 ? 0x08 : 0x80);  // +0 and -0
+        }
+      }
+    }
+    if (n == 1) std::fill(p.x.begin(), p.x.end(), 1.0f);  // every product at its largest
+    ASSERT_TRUE(can_pack_data(t, p.w.data(), rb, rows, cols));
+    pack_weights(t, p.w.data(), rb, rows, cols, p.packed.data(), 0, (rows + kPackRows - 1) / kPackRows);
+    quantize_packed_act_rows(t, p.x.data(), cols, n, 0, n, p.act.data());
+    p.magnitude.clear();
+    for (int i = 0; i < n; ++i) {
+      ref::quantize_row(TensorType::Q8_0, p.x.data() + size_t(i) * size_t(cols), p.act_q8.data() + size_t(i) * qb, cols);
+      for (int64_t r = 0; r < rows; ++r) {
+        p.magnitude.push_back(test::dot_magnitude(t, cols, p.w.data() + size_t(r) * rb, p.act_q8.data() + size_t(i) * qb));
+      }
+    }
+    const int64_t groups = (rows + kPackRows - 1) / kPackRows;
+    const size_t ab = packed_act_row_bytes(t, cols);
+    std::vector<float> first;
+    for (const auto& [gemm, what] : gemms) {
+      std::vector<float> out(size_t(rows) * size_t(n), 777.0f);
+      gemm(t, rows, cols, p.packed.data(), 0, groups, p.act.data(), ab, n, out.data(), size_t(rows));
+      expect_close(p, out.data(), size_t(rows), what);
+      if (::testing::Test::HasFatalFailure()) return;
+#if defined(__aarch64__)
+      if (std::string(what) == "ref") continue;  // the dispatched kernel is one of the copies
+      if (first.empty()) first = out;
+      for (size_t e = 0; e < out.size(); ++e) {
+        ASSERT_TRUE(same_bits(out[e], first[e]))
+            << what << " n=" << n << " at " << e << ": " << out[e] << " vs " << first[e];
+      }
+#endif
+    }
+  }
 }
 
 // kAllPacked names every packable type of the table, so a new layout is tested.
