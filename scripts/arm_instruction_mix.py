@@ -29,6 +29,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # iteration, units per outer iteration (0: no outer part counted))
 Q40 = r'Blocks32\{true\}'
 Q80 = r'Blocks32\{\}'
+MX4 = r'Blocks32\{true, false, false, true, true\}'  # MXFP4: IQ4_NL's tile, MXFP4's table
 NIB0 = r'\(loom::quant::detail::neon_[a-z0-9]+::\(anonymous namespace\)::Nib256\)0'
 KERNELS = [
     ('Q4_0', 'decode', 'loom dotprod (16 rows x 1)', 'loom', r'neon_dot::.*sdot_pass<1, [^>]*' + Q40, 16, 1, 0),
@@ -46,6 +47,12 @@ KERNELS = [
     ('Q8_0', 'prompt', 'loom dotprod (8 rows x 4, SDOT)', 'loom', r'neon_dot::.*sdot_panels<4, [^>]*' + Q80 + r', 0, 2, false>', 32, 1, 0),
     ('Q8_0', 'prompt', 'llama.cpp gemm_q8_0_4x8_q8_0 (SMMLA)', 'repack', r'^ggml_gemm_q8_0_4x8_q8_0$', 16, 1, 0),
     ('Q8_0', 'prompt', 'llama.cpp gemm_q8_0_4x4_q8_0 (SDOT)', 'repack', r'^ggml_gemm_q8_0_4x4_q8_0$', 16, 1, 0),
+    ('MXFP4', 'decode', 'loom dotprod (16 rows x 1)', 'loom', r'neon_dot::.*sdot_pass<1, [^>]*' + MX4, 16, 1, 0),
+    ('MXFP4', 'decode', 'llama.cpp gemv_mxfp4_4x4_q8_0', 'repack', r'^ggml_gemv_mxfp4_4x4_q8_0$', 4, 1, 0),
+    ('MXFP4', 'decode', 'llama.cpp vec_dot_mxfp4_q8_0 (row)', 'quants', r'^ggml_vec_dot_mxfp4_q8_0$', 2, 1, 0),
+    ('MXFP4', 'prompt', 'loom i8mm (4 rows x 8, SMMLA)', 'loom', r'neon_i8mm::.*mmla_pass<4, [^>]*' + MX4 + r', 0, 1, false>', 32, 1, 0),
+    ('MXFP4', 'prompt', 'loom dotprod (8 rows x 4, SDOT)', 'loom', r'neon_dot::.*sdot_panels<4, [^>]*' + MX4 + r', 0, 2, false>', 32, 1, 0),
+    ('MXFP4', 'prompt', 'llama.cpp gemm_mxfp4_4x4_q8_0 (SDOT)', 'repack', r'^ggml_gemm_mxfp4_4x4_q8_0$', 16, 1, 0),
     ('Q4_K', 'decode', 'loom dotprod (16 rows x 1)', 'loom', r'neon_dot::.*q4k_pass<1, 0, 4, ' + NIB0, 32, 4, 128),
     ('Q4_K', 'decode', 'llama.cpp gemv_q4_K_8x4_q8_K', 'repack', r'^ggml_gemv_q4_K_8x4_q8_K$', 16, 4, 64),
     ('Q4_K', 'decode', 'llama.cpp gemv_q4_K_8x8_q8_K', 'repack', r'^ggml_gemv_q4_K_8x8_q8_K$', 16, 4, 64),
