@@ -761,30 +761,28 @@ LOOM_PN void q4k_mmla_dscale(const uint8_t* tile, int j, int R, int32x4_t d[2]) 
   d[1] = vmovl_high_s16(w);
 }
 
-// Register R's mins as int16: mw[k] = [m_2k of rows 4R..4R+3, m_2k+1 of them] (LD4 of 32-bit
-// words: lane j of word R of each 16-byte row of the mins).
-LOOM_PN void q4k_mins16(const uint8_t* tile, int R, int16x8_t mw[4]) {
-  for (int k = 0; k < 2; ++k) {
-    const uint32x4x4_t v = vld4q_u32(reinterpret_cast<const uint32_t*>(tile + PackedQ4K::kM + 64 * size_t(k)));
-    const uint8x16_t b = vreinterpretq_u8_u32(v.val[R]);
-    mw[2 * k] = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(b)));
-    mw[2 * k + 1] = vreinterpretq_s16_u16(vmovl_high_u8(b));
-  }
+// Register R's mins as SMMLA weight operands: mz[z] = [m_0..7 of row 4R + 2z, of row 4R + 2z + 1]
+// (LD4 of 32-bit words: lane j of word R holds m_j of rows 4R..4R+3; TBL gathers the bytes).
+LOOM_PN void q4k_mins8(const uint8_t* tile, int R, int8x16_t mz[2]) {
+  alignas(16) static constexpr uint8_t kIdx[2][16] = {{0, 4, 8, 12, 16, 20, 24, 28, 1, 5, 9, 13, 17, 21, 25, 29},
+                                                      {2, 6, 10, 14, 18, 22, 26, 30, 3, 7, 11, 15, 19, 23, 27, 31}};
+  const uint32x4x4_t lo = vld4q_u32(reinterpret_cast<const uint32_t*>(tile + PackedQ4K::kM));
+  const uint32x4x4_t hi = vld4q_u32(reinterpret_cast<const uint32_t*>(tile + PackedQ4K::kM + 64));
+  const uint8x16x2_t t = {{vreinterpretq_u8_u32(lo.val[R]), vreinterpretq_u8_u32(hi.val[R])}};
+  for (int z = 0; z < 2; ++z) mz[z] = vreinterpretq_s8_u8(vqtbl2q_u8(t, vld1q_u8(kIdx[z])));
 }
 
-// Σ_j m_j · bsum_j of register R's 4 rows against one activation row's Q8_K block: bsum_j is the
-// sum of the block's bsums 2j, 2j + 1 (fits int16).
-LOOM_PN int32x4_t q4k_msum_row(const int16x8_t mw[4], const uint8_t* ab) {
-  const int16_t* bp = reinterpret_cast<const int16_t*>(ab + offsetof(BlockQ8_K, bsums));
-  const int16x8_t bs = vpaddq_s16(vld1q_s16(bp), vld1q_s16(bp + 8));
-  int32x4_t s = vmull_laneq_s16(vget_low_s16(mw[0]), bs, 0);
-  s = vmlal_high_laneq_s16(s, mw[0], bs, 1);
-  s = vmlal_laneq_s16(s, vget_low_s16(mw[1]), bs, 2);
-  s = vmlal_high_laneq_s16(s, mw[1], bs, 3);
-  s = vmlal_laneq_s16(s, vget_low_s16(mw[2]), bs, 4);
-  s = vmlal_high_laneq_s16(s, mw[2], bs, 5);
-  s = vmlal_laneq_s16(s, vget_low_s16(mw[3]), bs, 6);
-  return vmlal_high_laneq_s16(s, mw[3], bs, 7);
+// A pair's sub-block sums bsum_j (the sums of the Q8_K block's bsums 2j, 2j + 1; |bsum_j| <= 4096)
+// as SMMLA activation operands, bsum = 128 · hi + lo: hi (-32..31) and lo (0..127) of row 0's 8
+// sub-blocks, then row 1's.
+LOOM_PN void q4k_bsum8(const uint8_t* a0, const uint8_t* a1, int8x16_t& hi, int8x16_t& lo) {
+  auto sums = [](const uint8_t* a) LOOM_PN_ATTR {
+    const int16_t* bp = reinterpret_cast<const int16_t*>(a + offsetof(BlockQ8_K, bsums));
+    return vpaddq_s16(vld1q_s16(bp), vld1q_s16(bp + 8));
+  };
+  const int16x8_t b0 = sums(a0), b1 = sums(a1);
+  hi = vshrn_high_n_s16(vshrn_n_s16(b0, 7), b1, 7);
+  lo = vandq_s8(vuzp1q_s8(vreinterpretq_s8_s16(b0), vreinterpretq_s8_s16(b1)), vdupq_n_s8(0x7f));
 }
 
 // The end of a super-block in q4k_mmla: the mins' sums, then q4k_pass's float operations per
@@ -796,12 +794,12 @@ LOOM_PN void q4k_mmla_finish(const uint8_t* tile, int R, const uint8_t* ab, size
   const float32x4_t d = f16x4(tile + PackedQ4K::kD + 8 * size_t(R));
   const float32x4_t dz[2] = {vzip1q_f32(d, d), vzip2q_f32(d, d)};
   float32x4_t mz[2] = {d, d};
-  int16x8_t mw[4];
+  int8x16_t mw[2];
   if constexpr (!kIq4) {
     const float32x4_t dmin = f16x4(tile + PackedQ4K::kDmin + 8 * size_t(R));
     mz[0] = vzip1q_f32(dmin, dmin);
     mz[1] = vzip2q_f32(dmin, dmin);
-    q4k_mins16(tile, R, mw);
+    q4k_mins8(tile, R, mw);
   }
   for (int p = 0; p < NP; ++p) {
     const uint8_t* a0 = ab + size_t(2 * p) * as;
@@ -809,10 +807,12 @@ LOOM_PN void q4k_mmla_finish(const uint8_t* tile, int R, const uint8_t* ab, size
     dv = vld1_lane_f32(reinterpret_cast<const float*>(a0 + as), dv, 1);
     const float32x4_t da = vcombine_f32(dv, dv);
     int32x4_t ms[2] = {isum[p][0], isum[p][0]};
-    if constexpr (!kIq4) {
-      const int32x4_t m0 = q4k_msum_row(mw, a0), m1 = q4k_msum_row(mw, a0 + as);
-      ms[0] = vzip1q_s32(m0, m1);
-      ms[1] = vzip2q_s32(m0, m1);
+    if constexpr (!kIq4) {  // Σ_j m_j · bsum_j = 128 · Σ_j m_j · hi_j + Σ_j m_j · lo_j
+      int8x16_t hi, lo;
+      q4k_bsum8(a0, a0 + as, hi, lo);
+      for (int z = 0; z < 2; ++z) {
+        ms[z] = vmmlaq_s32(vshlq_n_s32(vmmlaq_s32(vdupq_n_s32(0), mw[z], hi), 7), mw[z], lo);
+      }
     }
     for (int z = 0; z < 2; ++z) {
       const float32x4_t fi = vcvtq_f32_s32(isum[p][z]);
