@@ -32,6 +32,10 @@
 //    d_w · d_a) and the same fma per output, so an output's bits do not depend on whether SDOT
 //    or SMMLA computed it (batch invariance: runs of 1 row take SDOT, longer runs SMMLA).
 //    Deinterleaved (UZP1/UZP2) once per group at the store.
+//  - q4k_pass (all levels) and q4k_mmla (level 2; runs of 8) for the super-block nibble types
+//    (Q4_K, Q5_K, IQ4_XS) against Q8_K rows; q4k_mmla is mmla_pass's arrangement with the
+//    activation registers zipped from the pair's rows, and applies q4k_pass's float operations
+//    per output to the same exact integer sums.
 // Every integer sum is exact, so every copy gives the same bits as the others (and as the x86
 // kernels, which apply the same float operations), and the reference's result to float rounding.
 #if !defined(LOOM_PN_NS) || !defined(LOOM_PN_LEVEL)
@@ -928,9 +932,12 @@ LOOM_PN_ATTR void q6k_pass(const uint8_t* grp, int64_t cols, const uint8_t* act,
   }
 }
 
-// Runs of 8 activation rows (kMaxNa 8: the i8mm copy's Q4_K, Q5_K, IQ4_XS) and of 4 in 4 passes of
-// 4 weight rows, runs of 2 in 2 passes of 8, single rows over all 16 (the accumulators of a pass
-// stay in registers).
+// Runs of 8 activation rows (kMaxNa 8: the i8mm copy's Q4_K, Q5_K, IQ4_XS, with q4k_mmla) and of
+// 4 in 4 passes of 4 weight rows, runs of 2 in 2 passes of 8, single rows over all 16 (the
+// accumulators of a pass stay in registers). Runs of 4 stay with SDOT: q4k_mmla over 2 pairs
+// (4.48 instructions per unit for Q4_K against 6.55) models 4 % more cycles on llvm-mca's A76
+// model and as many on Apple's (30 % more for IQ4_XS on the A76 model), and they are one run per
+// group at most.
 template <template <int, int, int> class P, int kMaxNa>
 void super_run(int64_t cols, int na, const uint8_t* grp, const uint8_t* a, size_t as, float* o, size_t os, int valid) {
   if constexpr (kMaxNa == 8) {
