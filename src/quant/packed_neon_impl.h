@@ -935,9 +935,8 @@ LOOM_PN_ATTR void q6k_pass(const uint8_t* grp, int64_t cols, const uint8_t* act,
 // Runs of 8 activation rows (kMaxNa 8: the i8mm copy's Q4_K, Q5_K, IQ4_XS, with q4k_mmla) and of
 // 4 in 4 passes of 4 weight rows, runs of 2 in 2 passes of 8, single rows over all 16 (the
 // accumulators of a pass stay in registers). Runs of 4 stay with SDOT: q4k_mmla over 2 pairs
-// (4.48 instructions per unit for Q4_K against 6.55) models 4 % more cycles on llvm-mca's A76
-// model and as many on Apple's (30 % more for IQ4_XS on the A76 model), and they are one run per
-// group at most.
+// does fewer instructions but models more cycles on out-of-order cores (docs/arm.md), and they
+// are one run per group at most.
 template <template <int, int, int> class P, int kMaxNa>
 void super_run(int64_t cols, int na, const uint8_t* grp, const uint8_t* a, size_t as, float* o, size_t os, int valid) {
   if constexpr (kMaxNa == 8) {
