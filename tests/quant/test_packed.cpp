@@ -515,7 +515,7 @@ void check_extreme_levels(Gemm gemm, const char* what, const std::vector<TensorT
       }
     }
     // Even rows mixed signs, odd rows all +1 (every product of a sum at its largest: the int16
-    // sums of the AVX2 kernels at their limit), row 7 all -1 (levels -128).
+    // sums of the AVX2 kernels at their limit), row 7 (in the run of 8) all -1.
     for (size_t k = 0; k < p.x.size(); ++k) {
       const size_t row = k / size_t(cols);
       p.x[k] = row == 7 ? -1.0f : row % 2 == 0 && k % 3 == 0 ? -1.0f : 1.0f;
