@@ -681,6 +681,39 @@ struct Nib256Geo {
   static constexpr size_t kSc = kIq4 ? PackedIQ4XS::kSc : PackedQ4K::kSc;
 };
 
+// Q5_K's fifth bits of q4k_mmla_weights' w[m][z] (16 or 0 per byte). LD4 of halfwords over the
+// chunk masks of chunks 4i..4i+3 (64 bytes) leaves register R's 2-byte mask of chunk c and nibble
+// half h in halfword 2c + h (byte z: rows 2z and 2z + 1 in its low and high 4 bits), so the mask
+// bytes of chunks 2m and 2m + 1 are bytes 8m + 2h + z and 4 further: EXT brings them to 0 and 4,
+// TBL spreads them over the zipped register's bytes (0..3, 8..11 and 4..7, 12..15), CMTST tests
+// each byte's bit.
+LOOM_PN void q5k_mmla_fifth(const uint8_t* tile, int j, int i, int R, uint8x16_t f[2][2]) {
+  alignas(16) static constexpr uint8_t kSpread[16] = {0, 0, 0, 0, 4, 4, 4, 4, 0, 0, 0, 0, 4, 4, 4, 4};
+  alignas(16) static constexpr uint8_t kSel[16] = {1, 2, 4, 8, 1, 2, 4, 8, 16, 32, 64, 128, 16, 32, 64, 128};
+  const uint16x8x4_t mv =
+      vld4q_u16(reinterpret_cast<const uint16_t*>(tile + PackedQ5K::kQh + 128 * size_t(j / 2) + 64 * size_t(i)));
+  const uint8x16_t bytes = vreinterpretq_u8_u16(mv.val[R]);
+  const uint8x16_t spread = vld1q_u8(kSpread), sel = vld1q_u8(kSel);
+  auto ext = [&](int n) LOOM_PN_ATTR {
+    switch (n) {
+      case 0: return bytes;
+      case 1: return vextq_u8(bytes, bytes, 1);
+      case 2: return vextq_u8(bytes, bytes, 2);
+      case 3: return vextq_u8(bytes, bytes, 3);
+      case 8: return vextq_u8(bytes, bytes, 8);
+      case 9: return vextq_u8(bytes, bytes, 9);
+      case 10: return vextq_u8(bytes, bytes, 10);
+      default: return vextq_u8(bytes, bytes, 11);
+    }
+  };
+  for (int m = 0; m < 2; ++m) {
+    for (int z = 0; z < 2; ++z) {
+      const uint8x16_t b = vqtbl1q_u8(ext(8 * m + 2 * (j % 2) + z), spread);
+      f[m][z] = vandq_u8(vtstq_u8(b, sel), vdupq_n_u8(16));
+    }
+  }
+}
+
 // SMMLA's weight operands of register R for columns 16i..16i+15 of sub-block j (half-pair j / 2:
 // low nibbles for even j, high ones for odd j) from chunks c[k] = chunk 4i + k of R: w[m][z] =
 // columns 16i + 8m..+7 of rows 4R + 2z, 4R + 2z + 1 (chunks 2m, 2m + 1 zipped as in mmla_weights).
@@ -689,22 +722,17 @@ LOOM_PN void q4k_mmla_weights(const uint8x16_t c[4], const uint8_t* tile, int j,
   using G = Nib256Geo<K>;
   const int h = j % 2;
   auto nib = [h](uint8x16_t v) LOOM_PN_ATTR { return h == 0 ? vandq_u8(v, vdupq_n_u8(0x0f)) : vshrq_n_u8(v, 4); };
-  uint8x16_t u[2][2];
+  uint8x16_t u[2][2], f[2][2];
   for (int m = 0; m < 2; ++m) {
-    uint8x16_t u0 = c[2 * m], u1 = c[2 * m + 1];
-    if constexpr (G::kQ5) {  // each chunk's levels with their fifth bits, then the zip
-      const uint8_t* mask =
-          tile + PackedQ5K::kQh + 128 * size_t(j / 2) + 16 * size_t(4 * i + 2 * m) + 2 * size_t(R) + 8 * size_t(h);
-      u0 = vorrq_u8(nib(u0), fifth_bits(mask));
-      u1 = vorrq_u8(nib(u1), fifth_bits(mask + 16));
-    }
-    const uint32x4_t a = vreinterpretq_u32_u8(u0), b = vreinterpretq_u32_u8(u1);
+    const uint32x4_t a = vreinterpretq_u32_u8(c[2 * m]), b = vreinterpretq_u32_u8(c[2 * m + 1]);
     u[m][0] = vreinterpretq_u8_u32(vzip1q_u32(a, b));
     u[m][1] = vreinterpretq_u8_u32(vzip2q_u32(a, b));
   }
+  if constexpr (G::kQ5) q5k_mmla_fifth(tile, j, i, R, f);
   for (int m = 0; m < 2; ++m) {
     for (int z = 0; z < 2; ++z) {
-      const uint8x16_t v = G::kQ5 ? u[m][z] : nib(u[m][z]);
+      uint8x16_t v = nib(u[m][z]);
+      if constexpr (G::kQ5) v = vorrq_u8(v, f[m][z]);
       if constexpr (G::kIq4) w[m][z] = vqtbl1q_s8(vld1q_s8(kIq4nlSigned), v);
       else w[m][z] = vreinterpretq_s8_u8(v);
     }
