@@ -57,7 +57,8 @@ KERNELS = [
     ('Q4_K', 'decode', 'llama.cpp gemv_q4_K_8x4_q8_K', 'repack', r'^ggml_gemv_q4_K_8x4_q8_K$', 16, 4, 64),
     ('Q4_K', 'decode', 'llama.cpp gemv_q4_K_8x8_q8_K', 'repack', r'^ggml_gemv_q4_K_8x8_q8_K$', 16, 4, 64),
     ('Q4_K', 'decode', 'llama.cpp vec_dot_q4_K_q8_K (row)', 'quants', r'^ggml_vec_dot_q4_K_q8_K$', 8, 1, 0),
-    ('Q4_K', 'prompt', 'loom dotprod/i8mm (4 rows x 4, SDOT)', 'loom', r'neon_dot::.*q4k_pass<4, 0, 1, ' + NIB0, 32, 4, 128),
+    ('Q4_K', 'prompt', 'loom i8mm (4 rows x 8, SMMLA)', 'loom', r'neon_i8mm::.*q4k_mmla<4, 1, ' + NIB0, 256, 1, 0),
+    ('Q4_K', 'prompt', 'loom dotprod (4 rows x 4, SDOT)', 'loom', r'neon_dot::.*q4k_pass<4, 0, 1, ' + NIB0, 32, 4, 128),
     ('Q4_K', 'prompt', 'llama.cpp gemm_q4_K_8x8_q8_K (SMMLA)', 'repack', r'^ggml_gemm_q4_K_8x8_q8_K$', 64, 4, 256),
     ('Q4_K', 'prompt', 'llama.cpp gemm_q4_K_8x4_q8_K (SDOT)', 'repack', r'^ggml_gemm_q4_K_8x4_q8_K$', 64, 4, 256),
 ]

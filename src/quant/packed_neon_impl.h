@@ -32,6 +32,10 @@
 //    d_w · d_a) and the same fma per output, so an output's bits do not depend on whether SDOT
 //    or SMMLA computed it (batch invariance: runs of 1 row take SDOT, longer runs SMMLA).
 //    Deinterleaved (UZP1/UZP2) once per group at the store.
+//  - q4k_pass (all levels) and q4k_mmla (level 2; runs of 8) for the super-block nibble types
+//    (Q4_K, Q5_K, IQ4_XS) against Q8_K rows; q4k_mmla is mmla_pass's arrangement with the
+//    activation registers zipped from the pair's rows, and applies q4k_pass's float operations
+//    per output to the same exact integer sums.
 // Every integer sum is exact, so every copy gives the same bits as the others (and as the x86
 // kernels, which apply the same float operations), and the reference's result to float rounding.
 #if !defined(LOOM_PN_NS) || !defined(LOOM_PN_LEVEL)
@@ -684,6 +688,234 @@ LOOM_PN_ATTR void q4k_pass(const uint8_t* grp, int64_t cols, const uint8_t* act,
   }
 }
 
+#if LOOM_PN_LEVEL >= 2
+// ---- Q4_K (Q5_K, IQ4_XS) with SMMLA: runs of 8 activation rows ---------------------------------
+
+// The tile offsets of a Nib256 type.
+template <Nib256 K>
+struct Nib256Geo {
+  static constexpr bool kQ5 = K == Nib256::kQ5K, kIq4 = K == Nib256::kIQ4XS;
+  static constexpr size_t kTile = kQ5 ? PackedQ5K::kTileBytes : kIq4 ? PackedIQ4XS::kTileBytes : PackedQ4K::kTileBytes;
+  static constexpr size_t kQs = kIq4 ? PackedIQ4XS::kQs : PackedQ4K::kQs;
+  static constexpr size_t kSc = kIq4 ? PackedIQ4XS::kSc : PackedQ4K::kSc;
+};
+
+// Q5_K's fifth bits of q4k_mmla_weights' w[m][z] (16 or 0 per byte). LD4 of halfwords over the
+// chunk masks of chunks 4i..4i+3 (64 bytes) leaves register R's 2-byte mask of chunk c and nibble
+// half h in halfword 2c + h (byte z: rows 2z and 2z + 1 in its low and high 4 bits), so the mask
+// bytes of chunks 2m and 2m + 1 are bytes 8m + 2h + z and 4 further: EXT brings them to 0 and 4,
+// TBL spreads them over the zipped register's bytes (0..3, 8..11 and 4..7, 12..15), CMTST tests
+// each byte's bit.
+LOOM_PN void q5k_mmla_fifth(const uint8_t* tile, int j, int i, int R, uint8x16_t f[2][2]) {
+  alignas(16) static constexpr uint8_t kSpread[16] = {0, 0, 0, 0, 4, 4, 4, 4, 0, 0, 0, 0, 4, 4, 4, 4};
+  alignas(16) static constexpr uint8_t kSel[16] = {1, 2, 4, 8, 1, 2, 4, 8, 16, 32, 64, 128, 16, 32, 64, 128};
+  const uint16x8x4_t mv =
+      vld4q_u16(reinterpret_cast<const uint16_t*>(tile + PackedQ5K::kQh + 128 * size_t(j / 2) + 64 * size_t(i)));
+  const uint8x16_t bytes = vreinterpretq_u8_u16(mv.val[R]);
+  const uint8x16_t spread = vld1q_u8(kSpread), sel = vld1q_u8(kSel);
+  auto ext = [&](int n) LOOM_PN_ATTR {
+    switch (n) {
+      case 0: return bytes;
+      case 1: return vextq_u8(bytes, bytes, 1);
+      case 2: return vextq_u8(bytes, bytes, 2);
+      case 3: return vextq_u8(bytes, bytes, 3);
+      case 8: return vextq_u8(bytes, bytes, 8);
+      case 9: return vextq_u8(bytes, bytes, 9);
+      case 10: return vextq_u8(bytes, bytes, 10);
+      default: return vextq_u8(bytes, bytes, 11);
+    }
+  };
+  for (int m = 0; m < 2; ++m) {
+    for (int z = 0; z < 2; ++z) {
+      const uint8x16_t b = vqtbl1q_u8(ext(8 * m + 2 * (j % 2) + z), spread);
+      f[m][z] = vandq_u8(vtstq_u8(b, sel), vdupq_n_u8(16));
+    }
+  }
+}
+
+// SMMLA's weight operands of register R for columns 16i..16i+15 of sub-block j (half-pair j / 2:
+// low nibbles for even j, high ones for odd j) from chunks c[k] = chunk 4i + k of R: w[m][z] =
+// columns 16i + 8m..+7 of rows 4R + 2z, 4R + 2z + 1 (chunks 2m, 2m + 1 zipped as in mmla_weights).
+template <Nib256 K>
+LOOM_PN void q4k_mmla_weights(const uint8x16_t c[4], const uint8_t* tile, int j, int i, int R, int8x16_t w[2][2]) {
+  using G = Nib256Geo<K>;
+  const int h = j % 2;
+  auto nib = [h](uint8x16_t v) LOOM_PN_ATTR { return h == 0 ? vandq_u8(v, vdupq_n_u8(0x0f)) : vshrq_n_u8(v, 4); };
+  uint8x16_t u[2][2], f[2][2];
+  for (int m = 0; m < 2; ++m) {
+    const uint32x4_t a = vreinterpretq_u32_u8(c[2 * m]), b = vreinterpretq_u32_u8(c[2 * m + 1]);
+    u[m][0] = vreinterpretq_u8_u32(vzip1q_u32(a, b));
+    u[m][1] = vreinterpretq_u8_u32(vzip2q_u32(a, b));
+  }
+  if constexpr (G::kQ5) q5k_mmla_fifth(tile, j, i, R, f);
+  for (int m = 0; m < 2; ++m) {
+    for (int z = 0; z < 2; ++z) {
+      uint8x16_t v = nib(u[m][z]);
+      if constexpr (G::kQ5) v = vorrq_u8(v, f[m][z]);
+      if constexpr (G::kIq4) w[m][z] = vqtbl1q_s8(vld1q_s8(kIq4nlSigned), v);
+      else w[m][z] = vreinterpretq_s8_u8(v);
+    }
+  }
+}
+
+// One step of q4k_mmla: columns 16i..16i+15 of sub-block j, register R against NP pairs of
+// activation rows (row a's Q8_K block at ab + a · as), into the running sums S[p][z]. Written in
+// the order an in-order core (Cortex-A510) wants, which GCC keeps (LOOM_PN_NO_PRESCHED): loads a
+// few instructions before their use, and SMMLAs into the same accumulator 4 apart.
+template <int NP, Nib256 K>
+LOOM_PN void q4k_mmla_step(const uint8_t* tile, int j, int i, int R, const uint8_t* ab, size_t as, int32x4_t (*S)[2]) {
+  const uint8_t* q = tile + Nib256Geo<K>::kQs + 512 * size_t(j / 2) + 64 * size_t(4 * i) + 16 * size_t(R);
+  uint8x16_t c[4];
+  for (int k = 0; k < 4; ++k) c[k] = vld1q_u8(q + 64 * k);
+  const size_t off = offsetof(BlockQ8_K, qs) + 32 * size_t(j) + 16 * size_t(i);
+  int64x2_t r[NP][2];  // pair p's rows' 16 bytes
+  auto load = [&](int p) LOOM_PN_ATTR {
+    r[p][0] = vreinterpretq_s64_u8(vld1q_u8(ab + size_t(2 * p) * as + off));
+    r[p][1] = vreinterpretq_s64_u8(vld1q_u8(ab + size_t(2 * p + 1) * as + off));
+  };
+  for (int p = 0; p < NP && p < 2; ++p) load(p);
+  int8x16_t w[2][2];
+  q4k_mmla_weights<K>(c, tile, j, i, R, w);
+  // Pairs two at a time: the next two pairs' loads between the first pairs' SMMLAs of columns
+  // 0..7 (m = 0) and 8..15 (m = 1).
+  for (int p0 = 0; p0 < NP; p0 += 2) {
+    const int np = NP - p0 < 2 ? NP - p0 : 2;
+    int8x16_t x[2][2];  // [pair][m]: columns 8m..8m+7 of both rows
+    for (int p = 0; p < np; ++p) {
+      x[p][0] = vreinterpretq_s8_s64(vzip1q_s64(r[p0 + p][0], r[p0 + p][1]));
+      x[p][1] = vreinterpretq_s8_s64(vzip2q_s64(r[p0 + p][0], r[p0 + p][1]));
+    }
+    for (int m = 0; m < 2; ++m) {
+      for (int p = 0; p < np; ++p) {
+        for (int z = 0; z < 2; ++z) S[p0 + p][z] = vmmlaq_s32(S[p0 + p][z], w[m][z], x[p][m]);
+      }
+      if (m == 0) {
+        for (int p = p0 + 2; p < NP && p < p0 + 4; ++p) load(p);
+      }
+    }
+  }
+}
+
+// q4k_mmla keeps one running sum per output over a super-block, S_j = sub_0 + .. + sub_j (SMMLA
+// accumulates on: no zeroing per sub-block), and isum = Σ_j sc_j · sub_j as Σ_j S_j · (sc_j -
+// sc_j+1) with sc_8 = 0, exactly (wrapping int32 arithmetic, whose result fits). This gives register
+// R's sc_j - sc_j+1 (int8: scales 0..63, IQ4_XS's -32..31) in SMMLA's arrangement:
+// d[z] = [Δ(4R + 2z), Δ(4R + 2z), Δ(4R + 2z + 1), Δ(4R + 2z + 1)].
+template <Nib256 K>
+LOOM_PN void q4k_mmla_dscale(const uint8_t* tile, int j, int R, int32x4_t d[2]) {
+  // 8 bytes from row 4R's (the 4 beyond are the next register's or the mins, unused).
+  const int8_t* p = reinterpret_cast<const int8_t*>(tile + Nib256Geo<K>::kSc + 16 * size_t(j) + 4 * size_t(R));
+  int8x8_t s = vld1_s8(p);
+  if (j < 7) s = vsub_s8(s, vld1_s8(p + 16));
+  const int16x8_t w = vmovl_s8(vzip1_s8(s, s));
+  d[0] = vmovl_s16(vget_low_s16(w));
+  d[1] = vmovl_high_s16(w);
+}
+
+// Register R's mins as SMMLA weight operands: mz[z] = [m_0..7 of row 4R + 2z, of row 4R + 2z + 1]
+// (LD4 of 32-bit words: lane j of word R holds m_j of rows 4R..4R+3; TBL gathers the bytes).
+LOOM_PN void q4k_mins8(const uint8_t* tile, int R, int8x16_t mz[2]) {
+  alignas(16) static constexpr uint8_t kIdx[2][16] = {{0, 4, 8, 12, 16, 20, 24, 28, 1, 5, 9, 13, 17, 21, 25, 29},
+                                                      {2, 6, 10, 14, 18, 22, 26, 30, 3, 7, 11, 15, 19, 23, 27, 31}};
+  const uint32x4x4_t lo = vld4q_u32(reinterpret_cast<const uint32_t*>(tile + PackedQ4K::kM));
+  const uint32x4x4_t hi = vld4q_u32(reinterpret_cast<const uint32_t*>(tile + PackedQ4K::kM + 64));
+  const uint8x16x2_t t = {{vreinterpretq_u8_u32(lo.val[R]), vreinterpretq_u8_u32(hi.val[R])}};
+  for (int z = 0; z < 2; ++z) mz[z] = vreinterpretq_s8_u8(vqtbl2q_u8(t, vld1q_u8(kIdx[z])));
+}
+
+// A pair's sub-block sums bsum_j (the sums of the Q8_K block's bsums 2j, 2j + 1; |bsum_j| <= 4096)
+// as SMMLA activation operands, bsum = 128 · hi + lo: hi (-32..31) and lo (0..127) of row 0's 8
+// sub-blocks, then row 1's.
+LOOM_PN void q4k_bsum8(const uint8_t* a0, const uint8_t* a1, int8x16_t& hi, int8x16_t& lo) {
+  auto sums = [](const uint8_t* a) LOOM_PN_ATTR {
+    const int16_t* bp = reinterpret_cast<const int16_t*>(a + offsetof(BlockQ8_K, bsums));
+    return vpaddq_s16(vld1q_s16(bp), vld1q_s16(bp + 8));
+  };
+  const int16x8_t b0 = sums(a0), b1 = sums(a1);
+  hi = vshrn_high_n_s16(vshrn_n_s16(b0, 7), b1, 7);
+  lo = vandq_s8(vuzp1q_s8(vreinterpretq_s8_s16(b0), vreinterpretq_s8_s16(b1)), vdupq_n_s8(0x7f));
+}
+
+// The end of a super-block in q4k_mmla: the mins' sums, then q4k_pass's float operations per
+// output in SMMLA's arrangement ([d0, d0, d1, d1] · [da0, da1, da0, da1]: the same products).
+template <int NP, Nib256 K>
+LOOM_PN void q4k_mmla_finish(const uint8_t* tile, int R, const uint8_t* ab, size_t as, const int32x4_t (*isum)[2],
+                             float (*acc)[2][4]) {
+  constexpr bool kIq4 = K == Nib256::kIQ4XS;
+  const float32x4_t d = f16x4(tile + PackedQ4K::kD + 8 * size_t(R));
+  const float32x4_t dz[2] = {vzip1q_f32(d, d), vzip2q_f32(d, d)};
+  float32x4_t mz[2] = {d, d};
+  int8x16_t mw[2];
+  if constexpr (!kIq4) {
+    const float32x4_t dmin = f16x4(tile + PackedQ4K::kDmin + 8 * size_t(R));
+    mz[0] = vzip1q_f32(dmin, dmin);
+    mz[1] = vzip2q_f32(dmin, dmin);
+    q4k_mins8(tile, R, mw);
+  }
+  for (int p = 0; p < NP; ++p) {
+    const uint8_t* a0 = ab + size_t(2 * p) * as;
+    float32x2_t dv = vld1_dup_f32(reinterpret_cast<const float*>(a0));
+    dv = vld1_lane_f32(reinterpret_cast<const float*>(a0 + as), dv, 1);
+    const float32x4_t da = vcombine_f32(dv, dv);
+    int32x4_t ms[2] = {isum[p][0], isum[p][0]};
+    if constexpr (!kIq4) {  // Σ_j m_j · bsum_j = 128 · Σ_j m_j · hi_j + Σ_j m_j · lo_j
+      int8x16_t hi, lo;
+      q4k_bsum8(a0, a0 + as, hi, lo);
+      for (int z = 0; z < 2; ++z) {
+        ms[z] = vmmlaq_s32(vshlq_n_s32(vmmlaq_s32(vdupq_n_s32(0), mw[z], hi), 7), mw[z], lo);
+      }
+    }
+    for (int z = 0; z < 2; ++z) {
+      const float32x4_t fi = vcvtq_f32_s32(isum[p][z]);
+      float32x4_t t;
+      if constexpr (kIq4) t = vmulq_f32(dz[z], fi);
+      else t = vfmaq_f32(vnegq_f32(vmulq_f32(mz[z], vcvtq_f32_s32(ms[z]))), dz[z], fi);
+      vst1q_f32(acc[p][z], vfmaq_f32(vld1q_f32(acc[p][z]), da, t));
+    }
+  }
+}
+
+// NP activation pairs against the 4 rows of register R of one group of Q4_K (Q5_K, IQ4_XS)
+// tiles with SMMLA, accumulators as mmla_pass's (pair p, rows 4R + 2z, 4R + 2z + 1). A pair's
+// activation registers are its two rows' Q8_K bytes zipped (ZIP1/ZIP2 of 64-bit lanes), 16
+// columns at a time. Integer sums: q4k_mmla_dscale; floats: q4k_mmla_finish (q4k_pass's).
+template <int NP, int R, Nib256 K>
+LOOM_PN_ATTR LOOM_PN_NO_PRESCHED void q4k_mmla(const uint8_t* grp, int64_t cols, const uint8_t* act, size_t act_stride,
+                                               float* out, size_t out_stride, int valid) {
+  using G = Nib256Geo<K>;
+  // The float sums live in memory (read and written once per super-block): in registers they
+  // would leave too few for the integer sums, and GCC spills inside the sub-block loop.
+  float acc[NP][2][4] = {};
+  const int64_t ns = cols / PackedQ4K::kCols;
+  for (int64_t sb = 0; sb < ns; ++sb) {
+    const uint8_t* tile = grp + size_t(sb) * G::kTile;
+    if constexpr (R == 0) prefetch_ahead(tile, G::kTile);
+    const uint8_t* ab = act + size_t(sb) * sizeof(BlockQ8_K);  // activation row a at ab + a · act_stride
+    int32x4_t S[NP][2], isum[NP][2];
+    for (int p = 0; p < NP; ++p) S[p][0] = S[p][1] = isum[p][0] = isum[p][1] = vdupq_n_s32(0);
+    unroll<8>([&](auto jj) LOOM_PN_ATTR {
+      constexpr int J = decltype(jj)::value;
+      // GCC keeps the half-pair's zipped chunks from the low nibbles' sub-block for the high
+      // ones' (8 registers; it spills 3 of the integer sums around them instead: fewer
+      // instructions than loading and zipping the chunks again).
+      for (int i = 0; i < 2; ++i) q4k_mmla_step<NP, K>(tile, J, i, R, ab, act_stride, S);
+      int32x4_t ds[2];
+      q4k_mmla_dscale<K>(tile, J, R, ds);
+      for (int p = 0; p < NP; ++p) {
+        for (int z = 0; z < 2; ++z) isum[p][z] = vmlaq_s32(isum[p][z], S[p][z], ds[z]);
+      }
+    });
+    q4k_mmla_finish<NP, K>(tile, R, ab, act_stride, isum, acc);
+  }
+#pragma GCC unroll 8
+  for (int p = 0; p < NP; ++p) {
+    const float32x4_t a0 = vld1q_f32(acc[p][0]), a1 = vld1q_f32(acc[p][1]);
+    store4(out + size_t(2 * p) * out_stride, vuzp1q_f32(a0, a1), 4 * R, valid);
+    store4(out + size_t(2 * p + 1) * out_stride, vuzp2q_f32(a0, a1), 4 * R, valid);
+  }
+}
+#endif  // LOOM_PN_LEVEL >= 2
+
 // Q6_K (PackedQ6K): per sub-block s of 16 columns, chunks 4s..4s+3 against lanes 0..3 of the
 // activation register of those columns (SDOT by element: levels 0..63 as they are stored), the
 // sum weighted by the signed scale (MLA); the levels' bias 32 comes off once per super-block as
@@ -747,10 +979,22 @@ LOOM_PN_ATTR void q6k_pass(const uint8_t* grp, int64_t cols, const uint8_t* act,
   }
 }
 
-// Runs of 4 activation rows in 4 passes of 4 weight rows, runs of 2 in 2 passes of 8, single rows
-// over all 16 (the accumulators of a pass stay in registers).
-template <template <int, int, int> class P>
+// Runs of 8 activation rows (kMaxNa 8: the i8mm copy's Q4_K, Q5_K, IQ4_XS, with q4k_mmla) and of
+// 4 in 4 passes of 4 weight rows, runs of 2 in 2 passes of 8, single rows over all 16 (the
+// accumulators of a pass stay in registers). Runs of 4 stay with SDOT: q4k_mmla over 2 pairs
+// does fewer instructions but models more cycles on out-of-order cores (docs/arm.md), and they
+// are one run per group at most.
+template <template <int, int, int> class P, int kMaxNa>
 void super_run(int64_t cols, int na, const uint8_t* grp, const uint8_t* a, size_t as, float* o, size_t os, int valid) {
+  if constexpr (kMaxNa == 8) {
+    if (na == 8) {
+      P<8, 0, 1>::run(grp, cols, a, as, o, os, valid);
+      P<8, 1, 1>::run(grp, cols, a, as, o, os, valid);
+      P<8, 2, 1>::run(grp, cols, a, as, o, os, valid);
+      P<8, 3, 1>::run(grp, cols, a, as, o, os, valid);
+      return;
+    }
+  }
   switch (na) {
     case 4:
       P<4, 0, 1>::run(grp, cols, a, as, o, os, valid);
@@ -770,7 +1014,12 @@ struct Q4KPass {
   template <int NA, int R0, int NR>
   struct P {
     static void run(const uint8_t* g, int64_t c, const uint8_t* a, size_t as, float* o, size_t os, int v) {
+#if LOOM_PN_LEVEL >= 2
+      if constexpr (NA == 8) q4k_mmla<4, R0, K>(g, c, a, as, o, os, v);
+      else q4k_pass<NA, R0, NR, K>(g, c, a, as, o, os, v);
+#else
       q4k_pass<NA, R0, NR, K>(g, c, a, as, o, os, v);
+#endif
     }
   };
 };
@@ -781,12 +1030,12 @@ struct Q6KPass {
   }
 };
 
-template <template <int, int, int> class P>
+template <template <int, int, int> class P, int kMaxNa = 4>
 void run_super(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1, const void* act,
                size_t act_stride, int n, float* out, size_t out_stride) {
   auto kernel = [cols](int na, const uint8_t* grp, const PackedLayout&, int64_t, const uint8_t* a, size_t as, float* o,
-                       size_t os, int valid) { super_run<P>(cols, na, grp, a, as, o, os, valid); };
-  packed_gemm_loop(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride, 4, kernel);
+                       size_t os, int valid) { super_run<P, kMaxNa>(cols, na, grp, a, as, o, os, valid); };
+  packed_gemm_loop(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride, kMaxNa, kernel);
 }
 
 // ---- F16 / BF16 -------------------------------------------------------------------------------
@@ -868,11 +1117,14 @@ void packed_gemm(TensorType t, int64_t rows, int64_t cols, const void* packed, i
     case TensorType::Q4_1: return run_blocks32<kQ41>(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
     case TensorType::Q5_1: return run_blocks32<kQ51>(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
     case TensorType::Q4_K:
-      return run_super<Q4KPass<Nib256::kQ4K>::P>(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+      return run_super<Q4KPass<Nib256::kQ4K>::P, kMaxRun>(t, rows, cols, packed, g0, g1, act, act_stride, n, out,
+                                                          out_stride);
     case TensorType::Q5_K:
-      return run_super<Q4KPass<Nib256::kQ5K>::P>(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+      return run_super<Q4KPass<Nib256::kQ5K>::P, kMaxRun>(t, rows, cols, packed, g0, g1, act, act_stride, n, out,
+                                                          out_stride);
     case TensorType::IQ4_XS:
-      return run_super<Q4KPass<Nib256::kIQ4XS>::P>(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+      return run_super<Q4KPass<Nib256::kIQ4XS>::P, kMaxRun>(t, rows, cols, packed, g0, g1, act, act_stride, n, out,
+                                                            out_stride);
     case TensorType::Q6_K: return run_super<Q6KPass>(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
     case TensorType::F16: return run_f16<false>(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
     case TensorType::BF16: return run_f16<true>(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);

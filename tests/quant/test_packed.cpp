@@ -497,7 +497,7 @@ void check_extreme_levels(Gemm gemm, const char* what, const std::vector<TensorT
   const int64_t rows = 16, cols = 256;
   for (TensorType t : types) {
     if (t == TensorType::F16 || t == TensorType::BF16) continue;
-    Problem p = make(t, rows, cols, 2, rng);
+    Problem p = make(t, rows, cols, 11, rng);  // runs of 8, 2 and 1 rows
     const size_t bb = size_t(test::block_bytes(t));
     if (t == TensorType::Q4_0 || t == TensorType::Q8_0) {
       for (size_t off = 0; off < p.w.size(); off += bb) {
@@ -515,9 +515,12 @@ void check_extreme_levels(Gemm gemm, const char* what, const std::vector<TensorT
         }
       }
     }
-    // Row 0 mixed signs, row 1 all +1 (every product of a sum at its largest: the int16 sums of
-    // the AVX2 kernels at their limit).
-    for (float& v : p.x) v = (&v - p.x.data()) >= cols || (&v - p.x.data()) % 3 != 0 ? 1.0f : -1.0f;
+    // Even rows mixed signs, odd rows all +1 (every product of a sum at its largest: the int16
+    // sums of the AVX2 kernels at their limit), row 7 (in the run of 8) all -1.
+    for (size_t k = 0; k < p.x.size(); ++k) {
+      const size_t row = k / size_t(cols);
+      p.x[k] = row == 7 ? -1.0f : row % 2 == 0 && k % 3 == 0 ? -1.0f : 1.0f;
+    }
     pack_weights(t, p.w.data(), size_t(row_bytes(t, cols)), rows, cols, p.packed.data(), 0, 1);
     const TensorType dt = vec_dot_type(t);
     const size_t qb = size_t(row_bytes(dt, cols)), ab = packed_act_row_bytes(t, cols);
@@ -530,7 +533,7 @@ void check_extreme_levels(Gemm gemm, const char* what, const std::vector<TensorT
                                                   p.act_q8.data() + size_t(i) * qb));
       }
     }
-    std::vector<float> out(size_t(rows) * 2);
+    std::vector<float> out(size_t(rows) * size_t(p.n));
     gemm(t, rows, cols, p.packed.data(), 0, 1, p.act.data(), ab, p.n, out.data(), size_t(rows));
     expect_close(p, out.data(), size_t(rows), what);
   }
