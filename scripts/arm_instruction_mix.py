@@ -13,7 +13,9 @@ memory bandwidth, is not in it). docs/arm.md has the results and how to read the
 
 Compiles src/quant/packed_neon.cpp as the build does (-O3 -ffp-contract=off, no -march: the
 kernels carry their target attributes) and llama.cpp's ggml-cpu/arch/arm/{repack.cpp,quants.c}
-with -O3 -march=armv8.2-a+dotprod+i8mm (its kernels are selected by those macros).
+with -O3 -march=armv8.2-a+dotprod+i8mm (its kernels are selected by those macros); for F16 its
+ggml-cpu/vec.cpp with that -march and with -march=armv8.2-a+fp16, and llamafile/sgemm.cpp with
+the latter.
 """
 import argparse
 import collections
@@ -61,9 +63,21 @@ KERNELS = [
     ('Q4_K', 'prompt', 'loom dotprod (4 rows x 4, SDOT)', 'loom', r'neon_dot::.*q4k_pass<4, 0, 1, ' + NIB0, 32, 4, 128),
     ('Q4_K', 'prompt', 'llama.cpp gemm_q4_K_8x8_q8_K (SMMLA)', 'repack', r'^ggml_gemm_q4_K_8x8_q8_K$', 64, 4, 256),
     ('Q4_K', 'prompt', 'llama.cpp gemm_q4_K_8x4_q8_K (SDOT)', 'repack', r'^ggml_gemm_q4_K_8x4_q8_K$', 64, 4, 256),
+    # F16: the multiply-adds are the "dot" column (FMLA / FMLAL / FMLAL2) and units = 0 counts the
+    # loop's units from their lanes (a .4s FMLA or FMLAL is 4 multiply-adds, a .8h FMLA 8; 32 per unit).
+    ('F16', 'decode', 'loom FCVTL + FMLA (16 rows x 1)', 'loom', r'neon_dot::.*f16_pass<1, false>', 0, 1, 0, 'f16'),
+    ('F16', 'decode', 'loom FMLAL (16 rows x 1, FEAT_FHM)', 'loom', r'neon_plain::.*f16_fhm_pass<1>', 0, 1, 0, 'f16'),
+    ('F16', 'decode', 'llama.cpp vec_dot_f16 (row, FP16 arithmetic: f16 sums)', 'vec_fp16', r'^ggml_vec_dot_f16$', 0, 1, 0, 'f16'),
+    ('F16', 'decode', 'llama.cpp vec_dot_f16 (row, no FP16: FCVTL + FMLA)', 'vec', r'^ggml_vec_dot_f16$', 0, 1, 0, 'f16'),
+    ('F16', 'prompt', 'loom FCVTL + FMLA (16 rows x 4)', 'loom', r'neon_dot::.*f16_pass<4, false>', 0, 1, 0, 'f16'),
+    ('F16', 'prompt', 'loom FMLAL (16 rows x 4, FEAT_FHM)', 'loom', r'neon_plain::.*f16_fhm_pass<4>', 0, 1, 0, 'f16'),
+    ('F16', 'prompt', 'llama.cpp tinyBLAS gemm_bloc<4, 6> (f16 sums)', 'sgemm_fp16',
+     r'tinyBLAS<8, __Float16x8_t, __Float16x8_t, unsigned short, unsigned short, float>::gemm_bloc<4, 6>', 0, 1, 0, 'f16'),
 ]
 
 INT_OPS = re.compile(r'^(sdot|udot|usdot|sudot|smmla|ummla|usmmla)$')
+F16_OPS = re.compile(r'^(fmla|fmlal|fmlal2)$')
+DOT_OPS = INT_OPS
 
 
 def parse(listing):
@@ -97,7 +111,7 @@ def loops(ins):
 def innermost(ins):
     best = None
     for tgt, addr, body in loops(ins):
-        if any(INT_OPS.match(op) for _, op, _ in body) and (best is None or len(body) < len(best[2])):
+        if any(DOT_OPS.match(op) for _, op, _ in body) and (best is None or len(body) < len(best[2])):
             best = (tgt, addr, body)
     if not best:
         return None, 0
@@ -109,7 +123,7 @@ def innermost(ins):
 
 
 def klass(op, args):
-    if INT_OPS.match(op):
+    if DOT_OPS.match(op):
         return 'dot'
     if op.startswith('prfm'):
         return 'prefetch'
@@ -145,13 +159,23 @@ def main():
         src = os.path.join(g, 'src/ggml-cpu/arch/arm', name + ('.cpp' if name == 'repack' else '.c'))
         run([comp, '-O3', '-march=armv8.2-a+dotprod+i8mm'] + inc + ['-c', src, '-o', os.path.join(tmp, name + '.o')])
         objs[name] = os.path.join(tmp, name + '.o')
+    # F16: ggml_vec_dot_f16 (decode; activations converted to f16) with and without FP16 vector
+    # arithmetic (+fp16: FMLA .8h, sums in f16; else FCVTL + FMLA .4s), and tinyBLAS (llamafile's
+    # sgemm: prompt runs of 8 rows and more, FP16 arithmetic only).
+    for name, src, march in (('vec', 'vec.cpp', 'armv8.2-a+dotprod+i8mm'), ('vec_fp16', 'vec.cpp', 'armv8.2-a+fp16'),
+                             ('sgemm_fp16', 'llamafile/sgemm.cpp', 'armv8.2-a+fp16')):
+        run([cxx, '-std=c++17', '-O3', '-march=' + march] + inc + ['-c', os.path.join(g, 'src/ggml-cpu', src), '-o',
+                                                                     os.path.join(tmp, name + '.o')])
+        objs[name] = os.path.join(tmp, name + '.o')
     funcs = {k: parse(run(['aarch64-linux-gnu-objdump', '-d', '--no-show-raw-insn', '-C', v])) for k, v in objs.items()}
     have_mca = subprocess.run(['which', 'llvm-mca'], capture_output=True).returncode == 0
     cpus = [c for c in args.mca.split(',') if c] if have_mca else []
     head = f"| type | path | kernel | instr/unit | dot | load | simd | float | other |" + ''.join(f" {c} cyc/unit |" for c in cpus)
     print(head)
     print('|' + '---|' * (head.count('|') - 1))
-    for typ, path, label, obj, fre, units, trips, outer_units in KERNELS:
+    global DOT_OPS
+    for typ, path, label, obj, fre, units, trips, outer_units, *ops in KERNELS:
+        DOT_OPS = F16_OPS if ops == ['f16'] else INT_OPS
         names = [n for n in funcs[obj] if re.search(fre, n)]
         if not names:
             print(f'| {typ} | {path} | {label} | (not found: {fre}) |', file=sys.stderr)
@@ -159,6 +183,9 @@ def main():
         body, extra = innermost(funcs[obj][names[0]])
         if body is None:
             continue
+        if units == 0:  # multiply-adds by lanes (the destination's arrangement), 32 per unit
+            lanes = {'4s': 4, '2s': 2, '8h': 8, '4h': 4}
+            units = sum(lanes.get(re.search(r'\.(\w+)', a).group(1), 0) for _, op, a in body if DOT_OPS.match(op)) / 32
         if outer_units:
             per = (len(body) * trips + extra) / outer_units
             scale = trips / outer_units
@@ -174,7 +201,7 @@ def main():
                 for _, op, a in body:
                     if not is_branch(op):
                         f.write('\t%s\t%s\n' % (op, re.sub(r'\s*<.*>', '', a)))
-            out = subprocess.run(['llvm-mca', '-mtriple=aarch64', '-mcpu=' + c, '-mattr=+dotprod,+i8mm,+fullfp16',
+            out = subprocess.run(['llvm-mca', '-mtriple=aarch64', '-mcpu=' + c, '-mattr=+dotprod,+i8mm,+fullfp16,+fp16fml',
                                   '-iterations=100', asm], capture_output=True, text=True).stdout
             m = re.search(r'Total Cycles:\s+(\d+)', out)
             row += f" {int(m.group(1)) / 100 * scale:.2f} |" if m else ' - |'

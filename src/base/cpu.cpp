@@ -106,15 +106,18 @@ CpuFeatures detect_arm64() {
   f.neon_fp16 = hwcap & (1ul << 10);     // HWCAP_ASIMDHP
   f.neon_dotprod = hwcap & (1ul << 20);  // HWCAP_ASIMDDP
   f.sve = hwcap & (1ul << 22);           // HWCAP_SVE
+  f.neon_fhm = hwcap & (1ul << 23);      // HWCAP_ASIMDFHM
   f.neon_i8mm = hwcap2 & (1ul << 13);    // HWCAP2_I8MM
 #elif defined(__APPLE__)
   f.neon_fp16 = apple_feature("hw.optional.arm.FEAT_FP16") || apple_feature("hw.optional.neon_fp16");
   f.neon_dotprod = apple_feature("hw.optional.arm.FEAT_DotProd");
   f.neon_i8mm = apple_feature("hw.optional.arm.FEAT_I8MM");
+  f.neon_fhm = apple_feature("hw.optional.arm.FEAT_FHM");
 #endif
   // The switches hide an ISA and what builds on it (the i8mm kernels use SDOT too).
   if (!env_allows("LOOM_NO_DOTPROD")) f.neon_dotprod = false;
   if (!f.neon_dotprod || !env_allows("LOOM_NO_I8MM")) f.neon_i8mm = false;
+  if (!env_allows("LOOM_NO_FHM")) f.neon_fhm = false;
   return f;
 }
 #endif
@@ -161,6 +164,13 @@ const char* CpuFeatures::isa_level() const {
 #else
   return "generic";
 #endif
+}
+
+const char* CpuFeatures::isa_extras() const {
+#if defined(__aarch64__)
+  if (simd && neon_fhm) return "+fhm";
+#endif
+  return "";
 }
 
 const CpuFeatures& cpu_features() {

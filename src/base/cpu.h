@@ -15,6 +15,10 @@ struct CpuFeatures {
   bool neon_dotprod = false;
   bool neon_i8mm = false;  // only with neon_dotprod (the i8mm kernels use SDOT too)
   bool neon_fp16 = false;
+  // FMLAL / FMLAL2 (FEAT_FHM, HWCAP_ASIMDFHM, "fp16fml"; Cortex-A510/A710/X2 on, Neoverse V1/N2,
+  // Apple M1 on; not Cortex-A55/A76 nor Neoverse N1): f16 x f16 products added to f32
+  // accumulators, which the F16 weight kernels use in place of FCVTL + FMLA (the same bits).
+  bool neon_fhm = false;
   bool sve = false;
   bool avx2 = false;
   bool fma = false;
@@ -42,6 +46,9 @@ struct CpuFeatures {
   // dotprod and i8mm: SMMLA prompt kernels), "neon-dotprod", "neon" (ARMv8.0: plain NEON), or
   // "scalar" (LOOM_FORCE_SCALAR).
   const char* isa_level() const;
+  // What the reports add after isa_level for kernels outside that ladder: "+fhm" on AArch64 where
+  // F16 weights run by FMLAL (neon_fhm), else "".
+  const char* isa_extras() const;
 };
 
 // Detected once (this also applies the environment switches to Highway's target choice, so call
@@ -56,7 +63,9 @@ struct CpuFeatures {
 //                       target is then SSE4;
 //   LOOM_NO_AMX=1       AMX;
 //   LOOM_NO_I8MM=1      AArch64 i8mm (SMMLA): the dotprod kernels of a Cortex-A76 / Apple M1;
-//   LOOM_NO_DOTPROD=1   AArch64 dotprod and i8mm: the plain NEON kernels of an ARMv8.0 core.
+//   LOOM_NO_DOTPROD=1   AArch64 dotprod and i8mm: the plain NEON kernels of an ARMv8.0 core;
+//   LOOM_NO_FHM=1       AArch64 FMLAL (FEAT_FHM): F16 weights by FCVTL + FMLA, as on a core
+//                       without it (Cortex-A53, A55 without FP16).
 const CpuFeatures& cpu_features();
 int cpu_count();
 

@@ -120,6 +120,7 @@ std::string build_system_info() {
   add("NEON_DOTPROD", f.neon_dotprod);
   add("NEON_I8MM", f.neon_i8mm);
   add("NEON_FP16", f.neon_fp16);
+  add("NEON_FHM", f.neon_fhm);
   add("SVE", f.sve);
   const char* kernels = !f.simd                   ? "scalar"
                         : f.has_amx_int8_set()    ? "amx+avx512"

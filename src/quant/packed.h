@@ -153,6 +153,12 @@ void packed_gemm_neon_dot(TensorType t, int64_t rows, int64_t cols, const void* 
                           const void* act, size_t act_stride, int n, float* out, size_t out_stride);
 void packed_gemm_neon_i8mm(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1,
                            const void* act, size_t act_stride, int n, float* out, size_t out_stride);
+// F16 weights, the two ways the three copies above choose between (the same bits): FCVTL + FMLA
+// (every core) and FMLAL / FMLAL2 (only where cpu_features().neon_fhm; taken there).
+void packed_gemm_f16_neon_fcvtl(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1, const void* act,
+                                size_t act_stride, int n, float* out, size_t out_stride);
+void packed_gemm_f16_neon_fhm(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1, const void* act,
+                              size_t act_stride, int n, float* out, size_t out_stride);
 #endif  // __aarch64__
 }  // namespace detail
 

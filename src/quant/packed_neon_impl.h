@@ -6,6 +6,8 @@
 //                  instructions of its own feature level, and is called only where
 //                  cpu_features() has that level
 //   LOOM_PN_LEVEL  0 plain, 1 dotprod, 2 i8mm
+// and LOOM_PN_FHM_ATTR, the target attribute of the FMLAL (FEAT_FHM) F16 kernel, which only the
+// plain copy compiles (every copy calls it where cpu_features().neon_fhm: F16 / BF16 section).
 //
 // The layout is the x86 one (packed.h): a 64-byte chunk holds 4 consecutive weights of each of a
 // group's 16 rows, i.e. 4 q registers of 4 rows each, lane r of register R = 4 bytes of row 4R + r.
@@ -1043,50 +1045,148 @@ void run_super(TensorType t, int64_t rows, int64_t cols, const void* packed, int
 // NA activation rows (f32, rounded through the weight type) against one group of F16 (BF16)
 // tiles: column c of a tile is 16 weights, one per row (4 registers after FCVTL / SHLL), applied
 // to the rows' x[c] by FMLA by element. One FMA chain per output over the columns in order
-// whatever NA (batch invariance); no FP16 arithmetic, so every AArch64 core runs it.
+// whatever NA (batch invariance); no FP16 arithmetic, so every AArch64 core runs it. Where the
+// core has FEAT_FHM, F16 takes f16_fhm_pass instead (the same bits; below).
+// Every index of acc below is a constant (folds over index sequences, no loops): GCC's early
+// scalar replacement runs before loops are unrolled, and an array indexed in a loop stays in
+// memory, stored to on every iteration (4 to 16 stores per 4 columns before).
+template <int K>
+LOOM_PN void f16_row(float32x4_t (&acc)[4], float32x4_t w0, float32x4_t w1, float32x4_t w2, float32x4_t w3, float32x4_t x) {
+  acc[0] = vfmaq_laneq_f32(acc[0], w0, x, K);
+  acc[1] = vfmaq_laneq_f32(acc[1], w1, x, K);
+  acc[2] = vfmaq_laneq_f32(acc[2], w2, x, K);
+  acc[3] = vfmaq_laneq_f32(acc[3], w3, x, K);
+}
+// Column K of 4 (at col4), widened, for the NA rows.
+template <bool kBf16, int NA, int K, int... A>
+LOOM_PN void f16_column(std::integer_sequence<int, A...>, float32x4_t (&acc)[NA][4], const uint8_t* col4,
+                        const float32x4_t (&xv)[NA]) {
+  const uint8_t* col = col4 + 32 * K;
+  const uint16x8_t h0 = vld1q_u16(reinterpret_cast<const uint16_t*>(col));
+  const uint16x8_t h1 = vld1q_u16(reinterpret_cast<const uint16_t*>(col + 16));
+  float32x4_t w0, w1, w2, w3;
+  if constexpr (kBf16) {
+    w0 = vreinterpretq_f32_u32(vshll_n_u16(vget_low_u16(h0), 16));
+    w1 = vreinterpretq_f32_u32(vshll_high_n_u16(h0, 16));
+    w2 = vreinterpretq_f32_u32(vshll_n_u16(vget_low_u16(h1), 16));
+    w3 = vreinterpretq_f32_u32(vshll_high_n_u16(h1, 16));
+  } else {
+    w0 = vcvt_f32_f16(vget_low_f16(vreinterpretq_f16_u16(h0)));
+    w1 = vcvt_high_f32_f16(vreinterpretq_f16_u16(h0));
+    w2 = vcvt_f32_f16(vget_low_f16(vreinterpretq_f16_u16(h1)));
+    w3 = vcvt_high_f32_f16(vreinterpretq_f16_u16(h1));
+  }
+  (f16_row<K>(acc[A], w0, w1, w2, w3, xv[A]), ...);
+}
+template <bool kBf16, int NA, int... K>
+LOOM_PN void f16_columns(std::integer_sequence<int, K...>, float32x4_t (&acc)[NA][4], const uint8_t* col4,
+                         const float32x4_t (&xv)[NA]) {
+  (f16_column<kBf16, NA, K>(std::make_integer_sequence<int, NA>{}, acc, col4, xv), ...);
+}
+template <int A, int NA>
+LOOM_PN void f16_act_row(float32x4_t (&xv)[NA], const uint8_t* act, size_t act_stride, int64_t c) {
+  xv[A] = vld1q_f32(reinterpret_cast<const float*>(act + size_t(A) * act_stride) + c);
+}
+template <int NA, int... A>
+LOOM_PN void f16_act(std::integer_sequence<int, A...>, float32x4_t (&xv)[NA], const uint8_t* act, size_t act_stride,
+                     int64_t c) {
+  (f16_act_row<A>(xv, act, act_stride, c), ...);
+}
+template <int NA, int... I>
+LOOM_PN void f16_store(std::integer_sequence<int, I...>, const float32x4_t (&acc)[NA][4], float* out, size_t out_stride,
+                       int valid) {
+  (store4(out + size_t(I / 4) * out_stride, acc[I / 4][I % 4], 4 * (I % 4), valid), ...);
+}
+
 template <int NA, bool kBf16>
 LOOM_PN_ATTR void f16_pass(const uint8_t* grp, int64_t cols, const uint8_t* act, size_t act_stride, float* out,
                            size_t out_stride, int valid) {
-  float32x4_t acc[NA][4];
-  for (int a = 0; a < NA; ++a) {
-    for (int R = 0; R < 4; ++R) acc[a][R] = vdupq_n_f32(0.0f);
-  }
+  float32x4_t acc[NA][4] = {};
   for (int64_t c0 = 0; c0 < cols; c0 += 32) {
     const uint8_t* tile = grp + size_t(c0) * 32;  // 32 columns x 16 rows x 2 bytes
     prefetch_ahead(tile, 1024);
     for (int c4 = 0; c4 < 32; c4 += 4) {
       float32x4_t xv[NA];
-      for (int a = 0; a < NA; ++a) {
-        xv[a] = vld1q_f32(reinterpret_cast<const float*>(act + size_t(a) * act_stride) + c0 + c4);
-      }
-      unroll<4>([&](auto kk) LOOM_PN_ATTR {
-        constexpr int K = decltype(kk)::value;
-        const uint8_t* col = tile + 32 * size_t(c4 + K);
-        const uint16x8_t h0 = vld1q_u16(reinterpret_cast<const uint16_t*>(col));
-        const uint16x8_t h1 = vld1q_u16(reinterpret_cast<const uint16_t*>(col + 16));
-        float32x4_t w[4];
-        if constexpr (kBf16) {
-          w[0] = vreinterpretq_f32_u32(vshll_n_u16(vget_low_u16(h0), 16));
-          w[1] = vreinterpretq_f32_u32(vshll_high_n_u16(h0, 16));
-          w[2] = vreinterpretq_f32_u32(vshll_n_u16(vget_low_u16(h1), 16));
-          w[3] = vreinterpretq_f32_u32(vshll_high_n_u16(h1, 16));
-        } else {
-          w[0] = vcvt_f32_f16(vget_low_f16(vreinterpretq_f16_u16(h0)));
-          w[1] = vcvt_high_f32_f16(vreinterpretq_f16_u16(h0));
-          w[2] = vcvt_f32_f16(vget_low_f16(vreinterpretq_f16_u16(h1)));
-          w[3] = vcvt_high_f32_f16(vreinterpretq_f16_u16(h1));
-        }
-        for (int a = 0; a < NA; ++a) {
-#pragma GCC unroll 4
-          for (int R = 0; R < 4; ++R) acc[a][R] = vfmaq_laneq_f32(acc[a][R], w[R], xv[a], K);
-        }
-      });
+      f16_act<NA>(std::make_integer_sequence<int, NA>{}, xv, act, act_stride, c0 + c4);
+      f16_columns<kBf16, NA>(std::make_integer_sequence<int, 4>{}, acc, tile + 32 * size_t(c4), xv);
     }
   }
-  for (int a = 0; a < NA; ++a) {
-    for (int R = 0; R < 4; ++R) store4(out + size_t(a) * out_stride, acc[a][R], 4 * R, valid);
-  }
+  f16_store<NA>(std::make_integer_sequence<int, 4 * NA>{}, acc, out, out_stride, valid);
 }
+
+#if LOOM_PN_LEVEL == 0
+// F16 by FMLAL / FMLAL2 by element (FEAT_FHM; compiled once, in the plain copy, with its own target
+// attribute, and called from every copy where cpu_features().neon_fhm): acc + w · x with the f16
+// product exact in f32 (11 x 11 significant bits; 2^-48 .. 2^32) and one rounding, i.e.
+// fma(float(w), float(x), acc) — with the default FPCR (FZ = FZ16 = 0: f16 subnormals are
+// operands like the others) the same bits as f16_pass's FCVTL + FMLA, in the same order per
+// output. The activations are f16 values held as f32, so FCVTN / FCVTN2 give them back exactly
+// (once per 8 columns per row, shared by the 16 rows); the weights need no widening: FMLAL takes
+// rows 4R..4R+3 from the low half of a column's register, FMLAL2 rows 4R+4..4R+7 from the high
+// half. The indexed operand must lie in v0..v15, which NA <= 4 registers leave room for.
+#define LOOM_PN_FHM LOOM_PN_FHM_ATTR inline __attribute__((always_inline))
+// Constant indices only, as in f16_pass.
+template <int K>
+LOOM_PN_FHM void fhm_row(float32x4_t (&acc)[4], float16x8_t h0, float16x8_t h1, float16x8_t xh) {
+  acc[0] = vfmlalq_laneq_low_f16(acc[0], h0, xh, K);
+  acc[1] = vfmlalq_laneq_high_f16(acc[1], h0, xh, K);
+  acc[2] = vfmlalq_laneq_low_f16(acc[2], h1, xh, K);
+  acc[3] = vfmlalq_laneq_high_f16(acc[3], h1, xh, K);
+}
+// Column K of 8 (at col8) for the NA rows: 4 FMLAL / FMLAL2 per row, the activation's lane K.
+template <int NA, int K, int... A>
+LOOM_PN_FHM void fhm_column(std::integer_sequence<int, A...>, float32x4_t (&acc)[NA][4], const uint8_t* col8,
+                            const float16x8_t (&xh)[NA]) {
+  const uint8_t* col = col8 + 32 * K;
+  const float16x8_t h0 = vreinterpretq_f16_u16(vld1q_u16(reinterpret_cast<const uint16_t*>(col)));
+  const float16x8_t h1 = vreinterpretq_f16_u16(vld1q_u16(reinterpret_cast<const uint16_t*>(col + 16)));
+  (fhm_row<K>(acc[A], h0, h1, xh[A]), ...);
+}
+template <int NA, int... K>
+LOOM_PN_FHM void fhm_columns(std::integer_sequence<int, K...>, float32x4_t (&acc)[NA][4], const uint8_t* col8,
+                             const float16x8_t (&xh)[NA]) {
+  (fhm_column<NA, K>(std::make_integer_sequence<int, NA>{}, acc, col8, xh), ...);
+}
+// Columns c..c+7 of row A as f16 (FCVTN, FCVTN2: exact, the values are f16). One function per
+// row: Clang does not expand a parameter pack inside its intrinsics' statement-expression macros.
+template <int A, int NA>
+LOOM_PN_FHM void fhm_act_row(float16x8_t (&xh)[NA], const uint8_t* act, size_t act_stride, int64_t c) {
+  const float* x = reinterpret_cast<const float*>(act + size_t(A) * act_stride) + c;
+  xh[A] = vcvt_high_f16_f32(vcvt_f16_f32(vld1q_f32(x)), vld1q_f32(x + 4));
+}
+template <int NA, int... A>
+LOOM_PN_FHM void fhm_act(std::integer_sequence<int, A...>, float16x8_t (&xh)[NA], const uint8_t* act, size_t act_stride,
+                         int64_t c) {
+  (fhm_act_row<A>(xh, act, act_stride, c), ...);
+}
+template <int NA>
+LOOM_PN_FHM_ATTR void f16_fhm_pass(const uint8_t* grp, int64_t cols, const uint8_t* act, size_t act_stride, float* out,
+                                   size_t out_stride, int valid) {
+  float32x4_t acc[NA][4] = {};
+  for (int64_t c0 = 0; c0 < cols; c0 += 32) {
+    const uint8_t* tile = grp + size_t(c0) * 32;  // 32 columns x 16 rows x 2 bytes
+    prefetch_ahead(tile, 1024);
+    for (int c8 = 0; c8 < 32; c8 += 8) {
+      float16x8_t xh[NA];
+      fhm_act<NA>(std::make_integer_sequence<int, NA>{}, xh, act, act_stride, c0 + c8);
+      fhm_columns<NA>(std::make_integer_sequence<int, 8>{}, acc, tile + 32 * size_t(c8), xh);
+    }
+  }
+  f16_store<NA>(std::make_integer_sequence<int, 4 * NA>{}, acc, out, out_stride, valid);
+}
+#undef LOOM_PN_FHM
+
+void run_f16_fhm(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1, const void* act,
+                 size_t act_stride, int n, float* out, size_t out_stride) {
+  auto kernel = [cols](int na, const uint8_t* grp, const PackedLayout&, int64_t, const uint8_t* a, size_t as, float* o,
+                       size_t os, int valid) {
+    if (na == 4) return f16_fhm_pass<4>(grp, cols, a, as, o, os, valid);
+    if (na == 2) return f16_fhm_pass<2>(grp, cols, a, as, o, os, valid);
+    f16_fhm_pass<1>(grp, cols, a, as, o, os, valid);
+  };
+  packed_gemm_loop(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride, 4, kernel);
+}
+#endif
 
 template <bool kBf16>
 void run_f16(TensorType t, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1, const void* act,
@@ -1126,11 +1226,29 @@ void packed_gemm(TensorType t, int64_t rows, int64_t cols, const void* packed, i
       return run_super<Q4KPass<Nib256::kIQ4XS>::P, kMaxRun>(t, rows, cols, packed, g0, g1, act, act_stride, n, out,
                                                             out_stride);
     case TensorType::Q6_K: return run_super<Q6KPass>(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
-    case TensorType::F16: return run_f16<false>(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+    case TensorType::F16:
+      // FMLAL where the core has it (the plain copy's, whichever copy runs): the same bits.
+      if (cpu_features().neon_fhm) {
+        return packed_gemm_f16_neon_fhm(rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+      }
+      return run_f16<false>(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
     case TensorType::BF16: return run_f16<true>(t, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
     default: break;
   }
 }
+
+#if LOOM_PN_LEVEL == 0
+// The two F16 kernels by name (packed.h), whatever the CPU picks: FCVTL + FMLA (every core) and
+// FMLAL (FEAT_FHM only).
+void f16_fcvtl(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1, const void* act, size_t act_stride,
+               int n, float* out, size_t out_stride) {
+  run_f16<false>(TensorType::F16, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+}
+void f16_fhm(int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1, const void* act, size_t act_stride,
+             int n, float* out, size_t out_stride) {
+  run_f16_fhm(TensorType::F16, rows, cols, packed, g0, g1, act, act_stride, n, out, out_stride);
+}
+#endif
 
 }  // namespace loom::quant::detail::LOOM_PN_NS
 

@@ -24,6 +24,8 @@ TEST(CpuSwitches, HiddenIsasStayHidden) {
   if (env_set("LOOM_FORCE_SCALAR")) {
     EXPECT_FALSE(f.simd);
     EXPECT_FALSE(f.has_avx2_set());
+    EXPECT_FALSE(f.neon_fhm);
+    EXPECT_STREQ(f.isa_extras(), "");
     return;
   }
   if (env_set("LOOM_NO_AVX2")) {
@@ -54,9 +56,16 @@ TEST(CpuSwitches, HiddenIsasStayHidden) {
   if (env_set("LOOM_NO_I8MM")) {
     EXPECT_FALSE(f.neon_i8mm);
   }
+  if (env_set("LOOM_NO_FHM")) {
+    EXPECT_FALSE(f.neon_fhm);
+  }
   EXPECT_TRUE(!f.neon_i8mm || f.neon_dotprod);  // the i8mm kernels use SDOT too
 #if defined(__aarch64__)
   EXPECT_STREQ(f.isa_level(), !f.simd ? "scalar" : f.neon_i8mm ? "neon-i8mm" : f.neon_dotprod ? "neon-dotprod" : "neon");
+  EXPECT_STREQ(f.isa_extras(), f.simd && f.neon_fhm ? "+fhm" : "");  // F16 by FMLAL
+#else
+  EXPECT_FALSE(f.neon_fhm);
+  EXPECT_STREQ(f.isa_extras(), "");
 #endif
 #if defined(__x86_64__)
   // Highway's targets follow (cpu_features() above applied the switches).

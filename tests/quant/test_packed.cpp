@@ -5,9 +5,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/cpu.h"
@@ -469,6 +471,139 @@ TEST(Packed, NeonKernelsAgreeBitForBit) {
                                                     << " n=" << n << " at " << e << ": " << got[e] << " vs " << want[e];
           }
         }
+      }
+    }
+  }
+}
+
+// F16 weights by FMLAL (FEAT_FHM) and by FCVTL + FMLA: both are the chain acc = fma(w, x, acc)
+// over the columns in order from +0 (the f16 product is exact in f32), so both give the bits of
+// this reference, whatever the values; NaN results only need to be NaN (payloads aside).
+template <void (*F16Gemm)(int64_t, int64_t, const void*, int64_t, int64_t, const void*, size_t, int, float*, size_t)>
+void f16_typed(TensorType, int64_t rows, int64_t cols, const void* packed, int64_t g0, int64_t g1, const void* act,
+               size_t as, int n, float* out, size_t os) {
+  F16Gemm(rows, cols, packed, g0, g1, act, as, n, out, os);
+}
+
+std::vector<std::pair<Gemm, const char*>> f16_gemms() {
+  std::vector<std::pair<Gemm, const char*>> gemms = {{&f16_typed<&detail::packed_gemm_f16_neon_fcvtl>, "fcvtl"},
+                                                     {&packed_gemm, "dispatched"},
+                                                     {&detail::packed_gemm_neon, "neon"}};
+  if (cpu_features().neon_dotprod) gemms.emplace_back(&detail::packed_gemm_neon_dot, "neon-dot");
+  if (cpu_features().neon_i8mm) gemms.emplace_back(&detail::packed_gemm_neon_i8mm, "neon-i8mm");
+  if (cpu_features().neon_fhm) gemms.emplace_back(&f16_typed<&detail::packed_gemm_f16_neon_fhm>, "fmlal");
+  return gemms;
+}
+
+// out[i][r] of the fma chain on the GGUF rows (w) and the f32 activation rows (x, f16 values).
+std::vector<float> f16_fma_reference(const uint16_t* w, const float* x, int64_t rows, int64_t cols, int n) {
+  std::vector<float> out(size_t(rows) * size_t(n));
+  for (int i = 0; i < n; ++i) {
+    for (int64_t r = 0; r < rows; ++r) {
+      float acc = 0.0f;
+      for (int64_t c = 0; c < cols; ++c) {
+        acc = std::fma(f16_to_f32(w[size_t(r) * size_t(cols) + size_t(c)]), x[size_t(i) * size_t(cols) + size_t(c)], acc);
+      }
+      out[size_t(i) * size_t(rows) + size_t(r)] = acc;
+    }
+  }
+  return out;
+}
+
+void expect_f16_bits(const std::vector<float>& want, const float* got, int64_t rows, int n, size_t out_stride,
+                     const std::string& what) {
+  for (int i = 0; i < n; ++i) {
+    for (int64_t r = 0; r < rows; ++r) {
+      const float w = want[size_t(i) * size_t(rows) + size_t(r)], g = got[size_t(i) * out_stride + size_t(r)];
+      if (std::isnan(w)) {
+        ASSERT_TRUE(std::isnan(g)) << what << " i=" << i << " r=" << r << ": " << g << ", want NaN";
+      } else {
+        ASSERT_TRUE(same_bits(w, g)) << what << " i=" << i << " r=" << r << ": " << g << " vs " << w;
+      }
+    }
+  }
+}
+
+// Random F16 problems (check_variant's sizes, misaligned buffers): every F16 kernel this CPU runs,
+// FMLAL's among them where it has FEAT_FHM, gives the fma chain's bits.
+TEST(Packed, F16KernelsGiveTheFmaChainBits) {
+  std::mt19937 rng(99);
+  const auto gemms = f16_gemms();
+  for (int64_t rows : {1, 5, 16, 17, 31, 48, 70}) {
+    for (int64_t cols : {32, 64, 96, 256, 1024}) {
+      for (int n : {1, 2, 3, 4, 5, 8, 13}) {
+        if (cols == 1024 && rows > 17) continue;
+        Problem p = make(TensorType::F16, rows, cols, n, rng);
+        const size_t ab = packed_act_row_bytes(TensorType::F16, cols);
+        const std::vector<float> want = f16_fma_reference(reinterpret_cast<const uint16_t*>(p.w.data()),
+                                                          reinterpret_cast<const float*>(p.act.data()), rows, cols, n);
+        const size_t mis = size_t(rows + n + cols / 32) % 61;
+        Misaligned packed(p.packed.size(), mis), act(p.act.size(), (mis * 5) % 64);
+        std::memcpy(packed.data(), p.packed.data(), p.packed.size());
+        std::memcpy(act.data(), p.act.data(), p.act.size());
+        const size_t os = size_t(rows) + 1;
+        std::vector<float> out(os * size_t(n));
+        for (const auto& [gemm, name] : gemms) {
+          gemm(TensorType::F16, rows, cols, packed.data(), 0, (rows + kPackRows - 1) / kPackRows, act.data(), ab, n,
+               out.data(), os);
+          expect_f16_bits(want, out.data(), rows, n, os,
+                          std::string(name) + " rows=" + std::to_string(rows) + " cols=" + std::to_string(cols) +
+                              " n=" + std::to_string(n));
+          if (::testing::Test::HasFatalFailure()) return;
+        }
+      }
+    }
+  }
+  if (!cpu_features().neon_fhm) std::printf("(no FEAT_FHM on this CPU: the FMLAL kernel was not run)\n");
+}
+
+// FMLAL by name against FCVTL + FMLA with check_variant's own checks (tolerance to the reference,
+// batch invariance, untouched padding).
+TEST(Packed, F16FmlalMatchesReference) {
+  if (!cpu_features().neon_fhm) GTEST_SKIP() << "no FEAT_FHM (FMLAL) on this CPU";
+  check_variant(&f16_typed<&detail::packed_gemm_f16_neon_fhm>, "f16-fmlal", {TensorType::F16});
+  check_variant(&f16_typed<&detail::packed_gemm_f16_neon_fcvtl>, "f16-fcvtl", {TensorType::F16});
+}
+
+// Weights and activations at the edges of f16: subnormals (the smallest, 2^-24, and the largest),
+// ±65504, ±0, ±inf and NaN, among ordinary values: the same bits as the fma chain in every kernel
+// (f16 subnormals are operands like the others with the default FPCR; inf · 0 and inf - inf NaN).
+TEST(Packed, F16KernelsAtTheEdgesOfF16) {
+  const uint16_t kFinite[] = {0x0001, 0x8001, 0x03ff, 0x83ff, 0x0400, 0x7bff, 0xfbff, 0x0000,
+                              0x8000, 0x3c00, 0xbc00, 0x3555, 0x1234, 0x0200, 0x4000, 0xc900};
+  const uint16_t kSpecial[] = {0x7c00, 0xfc00, 0x7e00};
+  std::mt19937 rng(5);
+  for (bool special : {false, true}) {
+    for (int n : {1, 2, 4, 3}) {
+      const int64_t rows = 33, cols = 96;
+      std::vector<uint16_t> w(size_t(rows) * size_t(cols));
+      std::vector<float> x(size_t(n) * size_t(cols));
+      for (size_t k = 0; k < w.size(); ++k) {
+        w[k] = rng() % 3 == 0 ? uint16_t(rng() & 0x7bff) : kFinite[rng() % std::size(kFinite)];
+        if (special && rng() % 97 == 0) w[k] = kSpecial[rng() % std::size(kSpecial)];
+      }
+      for (size_t k = 0; k < x.size(); ++k) {
+        uint16_t h = rng() % 2 == 0 ? kFinite[rng() % std::size(kFinite)] : uint16_t(rng() & 0xfbff);
+        if (special && rng() % 101 == 0) h = kSpecial[rng() % std::size(kSpecial)];
+        x[k] = f16_to_f32(h);
+      }
+      // Row 0 all subnormal products, row 1 at the largest magnitudes (no overflow in f32).
+      for (int64_t c = 0; c < cols; ++c) {
+        w[size_t(c)] = c % 2 ? 0x0001 : 0x83ff;
+        w[size_t(cols + c)] = c % 2 ? 0x7bff : 0xfbff;
+        x[size_t(c)] = f16_to_f32(c % 3 ? 0x03ff : 0x8001);
+      }
+      std::vector<uint8_t> packed(packed_size(TensorType::F16, rows, cols));
+      pack_weights(TensorType::F16, w.data(), size_t(cols) * 2, rows, cols, packed.data(), 0,
+                   (rows + kPackRows - 1) / kPackRows);
+      const std::vector<float> want = f16_fma_reference(w.data(), x.data(), rows, cols, n);
+      std::vector<float> out(size_t(rows) * size_t(n));
+      for (const auto& [gemm, name] : f16_gemms()) {
+        gemm(TensorType::F16, rows, cols, packed.data(), 0, (rows + kPackRows - 1) / kPackRows, x.data(), size_t(cols) * 4,
+             n, out.data(), size_t(rows));
+        expect_f16_bits(want, out.data(), rows, n, size_t(rows),
+                        std::string(name) + (special ? " inf/NaN" : " finite") + " n=" + std::to_string(n));
+        if (::testing::Test::HasFatalFailure()) return;
       }
     }
   }

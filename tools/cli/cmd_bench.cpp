@@ -352,6 +352,7 @@ void print_json(const BenchOptions& o, const BenchShape& sh, const BenchReport& 
   j["model"] = o.model;
   j["threads"] = sh.n_threads;
   j["isa"] = cpu_features().isa_level();
+  j["isa_extras"] = cpu_features().isa_extras();  // "+fhm": F16 weights by FMLAL (AArch64)
   j["pp_tokens"] = o.n_prompt;
   j["tg_tokens"] = o.n_gen;
   j["pp_tps"] = round2(r.pp_tps);
@@ -405,8 +406,8 @@ void print_text(const BenchOptions& o, const BenchShape& sh, const api::Model& m
   const std::string name = std::filesystem::path(o.model).filename().string();
   std::printf("model    %s: %s, %.2f M params, %s of weights read per token\n", name.c_str(), model.arch().c_str(),
               double(model.n_params()) / 1e6, human_bytes(r.weight_bytes).c_str());
-  std::printf("threads  %d (%s kernels), median of %d after a warm-up, depth %d", sh.n_threads, cpu_features().isa_level(),
-              o.reps, o.depth);
+  std::printf("threads  %d (%s%s kernels), median of %d after a warm-up, depth %d", sh.n_threads, cpu_features().isa_level(),
+              cpu_features().isa_extras(), o.reps, o.depth);
   if (sh.par) std::printf(", %d sequences decoded together (aggregate tokens/s)", sh.np);
   std::printf("\n");
   std::printf("%-10s %12s   %s\n", "test", "tokens/s", "runs");
