@@ -591,6 +591,15 @@ void run_blocks32(TensorType t, int64_t rows, int64_t cols, const void* packed, 
 // Q4_K's nibble arrangement (PackedQ4K), and the two types that share it.
 enum class Nib256 { kQ4K, kQ5K, kIQ4XS };
 
+// The tile offsets of a Nib256 type.
+template <Nib256 K>
+struct Nib256Geo {
+  static constexpr bool kQ5 = K == Nib256::kQ5K, kIq4 = K == Nib256::kIQ4XS;
+  static constexpr size_t kTile = kQ5 ? PackedQ5K::kTileBytes : kIq4 ? PackedIQ4XS::kTileBytes : PackedQ4K::kTileBytes;
+  static constexpr size_t kQs = kIq4 ? PackedIQ4XS::kQs : PackedQ4K::kQs;
+  static constexpr size_t kSc = kIq4 ? PackedIQ4XS::kSc : PackedQ4K::kSc;
+};
+
 // NA activation rows against the rows of registers [R0, R0 + NR) of one group of Q4_K (Q5_K,
 // IQ4_XS) tiles. One half-pair g at a time: each chunk loaded once, its low nibbles (sub-block 2g)
 // and high nibbles (2g + 1) against activation lane c of the sub-blocks' registers (SDOT by
@@ -602,10 +611,9 @@ enum class Nib256 { kQ4K, kQ5K, kIQ4XS };
 template <int NA, int R0, int NR, Nib256 K>
 LOOM_PN_ATTR void q4k_pass(const uint8_t* grp, int64_t cols, const uint8_t* act, size_t act_stride, float* out,
                            size_t out_stride, int valid) {
-  constexpr bool kQ5 = K == Nib256::kQ5K, kIq4 = K == Nib256::kIQ4XS;
-  constexpr size_t kTile = kQ5 ? PackedQ5K::kTileBytes : kIq4 ? PackedIQ4XS::kTileBytes : PackedQ4K::kTileBytes;
-  constexpr size_t kQs = kIq4 ? PackedIQ4XS::kQs : PackedQ4K::kQs;
-  constexpr size_t kSc = kIq4 ? PackedIQ4XS::kSc : PackedQ4K::kSc;
+  using G = Nib256Geo<K>;
+  constexpr bool kQ5 = G::kQ5, kIq4 = G::kIq4;
+  constexpr size_t kTile = G::kTile, kQs = G::kQs, kSc = G::kSc;
   float32x4_t acc[NA][NR];
   for (int a = 0; a < NA; ++a) {
     for (int R = 0; R < NR; ++R) acc[a][R] = vdupq_n_f32(0.0f);
@@ -692,15 +700,6 @@ LOOM_PN_ATTR void q4k_pass(const uint8_t* grp, int64_t cols, const uint8_t* act,
 
 #if LOOM_PN_LEVEL >= 2
 // ---- Q4_K (Q5_K, IQ4_XS) with SMMLA: runs of 8 activation rows ---------------------------------
-
-// The tile offsets of a Nib256 type.
-template <Nib256 K>
-struct Nib256Geo {
-  static constexpr bool kQ5 = K == Nib256::kQ5K, kIq4 = K == Nib256::kIQ4XS;
-  static constexpr size_t kTile = kQ5 ? PackedQ5K::kTileBytes : kIq4 ? PackedIQ4XS::kTileBytes : PackedQ4K::kTileBytes;
-  static constexpr size_t kQs = kIq4 ? PackedIQ4XS::kQs : PackedQ4K::kQs;
-  static constexpr size_t kSc = kIq4 ? PackedIQ4XS::kSc : PackedQ4K::kSc;
-};
 
 // Q5_K's fifth bits of q4k_mmla_weights' w[m][z] (16 or 0 per byte). LD4 of halfwords over the
 // chunk masks of chunks 4i..4i+3 (64 bytes) leaves register R's 2-byte mask of chunk c and nibble
