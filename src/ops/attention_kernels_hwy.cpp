@@ -23,7 +23,7 @@
 // cells with all kv heads (step 2 for every head), then step 3 for all rows, then the V rows in
 // steps with all heads (step 4): memory in order, the next step's rows prefetched a few per dot
 // product (the hardware prefetchers follow one kv head's strided rows poorly, and bursts of
-// prefetches stall the loads). Steps only order the memory reads: every row gets the chunk's
+// prefetches stall the loads), in address order when the step's rows are one run of memory. Steps only order the memory reads: every row gets the chunk's
 // arithmetic of the per-head order (AccumulateV over part of a chunk continues it exactly).
 // Queries are first rounded to the format the reference dot product consumes
 // (quant::vec_dot_type(k_type)): F32 as is, F16 rounded to half precision and widened back,
