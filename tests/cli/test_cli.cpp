@@ -270,6 +270,17 @@ TEST(Cli, BenchJsonReportsSpeedAndBandwidth) {
   EXPECT_GT(j["pp_tps"].get<double>(), 0.0);
   EXPECT_GT(j["tg_gbps"].get<double>(), 0.0);
   EXPECT_EQ(run_loom("bench -m " + model("stories260K.gguf") + " -r 0").exit_code, 2);
+  // At a depth both tests run after that many tokens (llama-bench's -d): the labels say so.
+  auto d = run_loom("bench -m " + model("stories260K.gguf") + " -p 8 -n 4 -d 40 -r 1 --bw-mib 0");
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  EXPECT_NE(d.out.find("pp8@d40"), std::string::npos) << d.out;
+  EXPECT_NE(d.out.find("tg4@d40"), std::string::npos) << d.out;
+  // The context is sized for depth + prompt, past the model's trained 512 positions too.
+  auto deep = run_loom("bench -m " + model("stories260K.gguf") + " -p 8 -n 2 -d 600 -r 1 --bw-mib 0 --json");
+  ASSERT_EQ(deep.exit_code, 0) << deep.err;
+  auto dj = nlohmann::json::parse(deep.out);
+  EXPECT_EQ(dj["depth"], 600);
+  EXPECT_GT(dj["pp_tps"].get<double>(), 0.0);
 }
 
 TEST(Cli, BenchParallelReportsAggregateAndPerStream) {

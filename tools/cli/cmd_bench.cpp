@@ -100,7 +100,8 @@ const std::vector<IntFlag>& bench_flags() {
       {"-n,--n-gen", &BenchOptions::n_gen, "tg: single-token decode steps; 0 skips (default 128)", CLI::NonNegativeNumber},
       {"-t,--threads", &BenchOptions::threads, "threads (default: all cores)", CLI::NonNegativeNumber},
       {"-r,--reps", &BenchOptions::reps, "repetitions; the median is reported (default 3)", CLI::Range(1, 1000)},
-      {"-d,--depth", &BenchOptions::depth, "tokens already in the cache before the tg steps (default 0)",
+      {"-d,--depth", &BenchOptions::depth,
+       "tokens already in the cache before the pp batch and before the tg steps, as llama-bench's -d (default 0)",
        CLI::NonNegativeNumber},
       {"--bw-mib", &BenchOptions::bw_mib, "buffer for the memory bandwidth pass in MiB; 0 skips (default 1024)",
        CLI::Range(0, 1 << 20)},
@@ -137,8 +138,10 @@ std::optional<BenchShape> bench_shape(const BenchOptions& o, const api::Model& m
   }
   sh.n_enc = sh.enc_dec ? (o.n_prompt > 0 ? o.n_prompt : int(std::min<int64_t>(512, model.n_ctx_train()))) : 0;
   // Parallel: every sequence holds its prompt, the extra depth and its generated tokens at once.
+  // One sequence: the prompt after the depth (an encoder-decoder's pp is its encoder's, from 0).
+  const int64_t pp_depth = sh.enc_dec ? 0 : o.depth;
   sh.n_ctx = sh.par ? std::max<int64_t>(int64_t(sh.np) * (int64_t(o.n_prompt) + o.depth + o.n_gen), 1)
-                    : std::max<int64_t>({int64_t(o.n_prompt), int64_t(o.depth) + o.n_gen, 1});
+                    : std::max<int64_t>({pp_depth + o.n_prompt, int64_t(o.depth) + o.n_gen, 1});
   sh.n_ubatch = sh.par ? std::min<int64_t>(std::max<int64_t>(int64_t(sh.np) * o.n_prompt, sh.np), 512)
                        : (o.n_prompt > 0 ? o.n_prompt : std::max<int64_t>(sh.n_enc, std::min<int64_t>(512, sh.n_ctx)));
   // The context reserves an n_ubatch × n_ctx attention mask of floats: refuse absurd sizes up front.
@@ -183,11 +186,14 @@ class BenchRuns {
 
   std::vector<double> pp_dec_runs;  // an encoder-decoder's decoder over the prompt, per pp run
 
-  // pp: the prompt in one batch (the encoder's, then the decoder's, for an encoder-decoder).
+  // pp: the prompt in one batch after the depth (the encoder's, then the decoder's, for an
+  // encoder-decoder, from position 0).
   Status run_pp(double& tps) {
     ctx_.kv_clear();
-    const std::vector<int32_t> toks = random_tokens(o_.n_prompt, true);
-    const api::Batch b = batch_of(toks, 0, toks.size(), 0);
+    const int depth = sh_.enc_dec ? 0 : o_.depth;
+    BENCH_TRY(fill_depth(depth));
+    const std::vector<int32_t> toks = random_tokens(o_.n_prompt, depth == 0);
+    const api::Batch b = batch_of(toks, 0, toks.size(), depth);
     if (sh_.enc_dec) {
       int64_t t0 = now_us();
       BENCH_TRY(ctx_.encode(b));
@@ -210,12 +216,7 @@ class BenchRuns {
       const std::vector<int32_t> enc = random_tokens(sh_.n_enc, true);
       BENCH_TRY(ctx_.encode(batch_of(enc, 0, enc.size(), 0)));
     }
-    // Fill the cache to the depth (not timed), in batches of n_ubatch.
-    const std::vector<int32_t> fill = random_tokens(o_.depth, true);
-    for (int i = 0; i < o_.depth; i += ctx_.n_ubatch()) {
-      const int n = std::min(ctx_.n_ubatch(), o_.depth - i);
-      BENCH_TRY(ctx_.decode(batch_of(fill, size_t(i), size_t(n), i)));
-    }
+    BENCH_TRY(fill_depth(o_.depth));
     const std::vector<int32_t> toks = random_tokens(o_.n_gen, o_.depth == 0);
     api::Batch b(1);
     const int64_t t0 = now_us();
@@ -260,6 +261,16 @@ class BenchRuns {
     for (size_t i = 0; i < t.size(); ++i) t[i] = int32_t(rng_() % uint32_t(n_vocab_));
     if (with_bos && !t.empty() && bos_ >= 0 && bos_ < n_vocab_) t[0] = bos_;
     return t;
+  }
+
+  // Fills the cache of sequence 0 to `depth` tokens (not timed), in batches of n_ubatch.
+  Status fill_depth(int depth) {
+    const std::vector<int32_t> fill = random_tokens(depth, true);
+    for (int i = 0; i < depth; i += ctx_.n_ubatch()) {
+      const int n = std::min(ctx_.n_ubatch(), depth - i);
+      BENCH_TRY(ctx_.decode(batch_of(fill, size_t(i), size_t(n), i)));
+    }
+    return Status::ok();
   }
 
   // Extra depth per sequence of a parallel run (not timed).
@@ -413,7 +424,9 @@ void print_text(const BenchOptions& o, const BenchShape& sh, const api::Model& m
   std::printf("%-10s %12s   %s\n", "test", "tokens/s", "runs");
   if (o.n_prompt > 0) {
     char label[32];
-    std::snprintf(label, sizeof label, sh.par ? "pp%dx%d" : "pp%d", o.n_prompt, sh.np);
+    if (sh.par) std::snprintf(label, sizeof label, "pp%dx%d", o.n_prompt, sh.np);
+    else if (o.depth > 0 && !sh.enc_dec) std::snprintf(label, sizeof label, "pp%d@d%d", o.n_prompt, o.depth);
+    else std::snprintf(label, sizeof label, "pp%d", o.n_prompt);
     std::printf("%-10s %12.2f   %s%s\n", label, r.pp_tps, join_runs(r.runs.pp_runs).c_str(),
                 sh.enc_dec ? "   (encoder)" : "");
     if (sh.enc_dec) {
