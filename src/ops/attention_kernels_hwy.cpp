@@ -100,7 +100,8 @@ struct TileScratch {
   // head kl of a streaming tile sets pf_off = kl * pf_head_stride.
   int pf_n = 0, pf_bytes = 0;
   size_t pf_off = 0, pf_head_stride = 0;
-  int s_shift = 0;  // query row q0 + r keeps its scores in ts.s row q0 + r - s_shift
+  bool pf_run = false;  // the planned rows are pieces of one run of memory (PrefetchLineStarts)
+  int s_shift = 0;      // query row q0 + r keeps its scores in ts.s row q0 + r - s_shift
 };
 
 inline size_t q_bytes(int head_dim) {
@@ -178,6 +179,13 @@ using D16 = hn::Repartition<int16_t, DF>;
 // the next kv head's first (rows of a cell's kv heads are adjacent), prefetched with it.
 HWY_INLINE void PrefetchBytes(const uint8_t* p, int bytes) {
   for (int o = 0; o < bytes; o += 64) __builtin_prefetch(p + o, 0, 2);  // into L2 (see kPrefetchAhead)
+}
+
+// The cache lines that start in [p, p + bytes): pieces of one run of memory, each line once
+// (a Q8_0 head of 68 bytes would otherwise ask for most lines twice).
+HWY_INLINE void PrefetchLineStarts(const uint8_t* p, int bytes) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p), end = a + uintptr_t(bytes);
+  for (uintptr_t q = (a + 63) & ~uintptr_t(63); q < end; q += 64) __builtin_prefetch(reinterpret_cast<const void*>(q), 0, 2);
 }
 
 // The f16 at p (a Q8_0 block scale) in every lane, converted as a vector: the compiler then keeps
@@ -456,7 +464,10 @@ HWY_INLINE void QkTileQ8(D d, const uint8_t* const* kp, const int16_t* qv, size_
 // row q0 of the query buffers; scores into ts.s row q0 + r - s_shift.
 // Prefetches of ts.pf for the cells [j, j + n) of a call over [j0, ...).
 HWY_INLINE void PrefetchPlanned(const TileScratch& ts, int j, int n, int j0) {
-  for (int c = j - j0; c < j - j0 + n && c < ts.pf_n; ++c) PrefetchBytes(ts.pf[c] + ts.pf_off, ts.pf_bytes);
+  for (int c = j - j0; c < j - j0 + n && c < ts.pf_n; ++c) {
+    if (ts.pf_run) PrefetchLineStarts(ts.pf[c] + ts.pf_off, ts.pf_bytes);
+    else PrefetchBytes(ts.pf[c] + ts.pf_off, ts.pf_bytes);
+  }
 }
 
 template <class KR, int NH>
@@ -781,6 +792,7 @@ HWY_NOINLINE void TileImpl(const AttentionParams& p, const float* q, float* out,
       for (int i = 1; i < n; ++i) ts.pf[i] = ts.pf[0] + size_t(i) * head;
     }
     ts.pf_head_stride = run ? size_t(n) * head : head;
+    ts.pf_run = run;
     ts.pf_n = n;
     ts.pf_bytes = int(head);
   };
