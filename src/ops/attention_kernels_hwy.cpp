@@ -184,8 +184,8 @@ HWY_INLINE void PrefetchBytes(const uint8_t* p, int bytes) {
 // The cache lines that start in [p, p + bytes): pieces of one run of memory, each line once
 // (a Q8_0 head of 68 bytes would otherwise ask for most lines twice).
 HWY_INLINE void PrefetchLineStarts(const uint8_t* p, int bytes) {
-  const uintptr_t a = reinterpret_cast<uintptr_t>(p), end = a + uintptr_t(bytes);
-  for (uintptr_t q = (a + 63) & ~uintptr_t(63); q < end; q += 64) __builtin_prefetch(reinterpret_cast<const void*>(q), 0, 2);
+  const int first = int((64 - reinterpret_cast<uintptr_t>(p) % 64) % 64);
+  for (int o = first; o < bytes; o += 64) __builtin_prefetch(p + o, 0, 2);
 }
 
 // The f16 at p (a Q8_0 block scale) in every lane, converted as a vector: the compiler then keeps
