@@ -40,8 +40,8 @@ constexpr int kAttnRangeCells = kAttnChunk * kAttnRangeChunks;
 // Streaming tiles (decode) read a chunk's K rows, then its V rows, in steps of cells whose rows of
 // the tile's kv heads take at most about this many bytes (16..kAttnChunk cells, a power of two),
 // prefetching the next step: an order of memory reads only, it does not change the arithmetic.
-// (32 KiB: 16 cells of 8 kv heads at head size 64 in F16 or Q8_0, 4-8 % faster decode at depth
-// 3072 than 64 KiB on AMD Zen 5, AVX2 and AVX-512 alike, and within a Zen 3's 32 KiB L1.)
+// (32 KiB: 16 cells of 8 kv heads at head size 64 in F16 or Q8_0, within a Zen 3's 32 KiB L1;
+// the step sizes measured are in bench/README, "Decode attention at depth on AVX2".)
 constexpr size_t kAttnStreamStepBytes = 32 << 10;
 
 struct AttnTile {

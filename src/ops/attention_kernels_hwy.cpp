@@ -23,8 +23,9 @@
 // cells with all kv heads (step 2 for every head), then step 3 for all rows, then the V rows in
 // steps with all heads (step 4): memory in order, the next step's rows prefetched a few per dot
 // product (the hardware prefetchers follow one kv head's strided rows poorly, and bursts of
-// prefetches stall the loads), in address order when the step's rows are one run of memory. Steps only order the memory reads: every row gets the chunk's
-// arithmetic of the per-head order (AccumulateV over part of a chunk continues it exactly).
+// prefetches stall the loads), in address order when the step's rows are one run of memory.
+// Steps only order the memory reads: every row gets the chunk's arithmetic of the per-head order
+// (AccumulateV over part of a chunk continues it exactly).
 // Queries are first rounded to the format the reference dot product consumes
 // (quant::vec_dot_type(k_type)): F32 as is, F16 rounded to half precision and widened back,
 // Q8_0 quantized with quant::quantize_row and dotted per 32-block in integers (int8 widened to
@@ -774,11 +775,9 @@ HWY_NOINLINE void TileImpl(const AttentionParams& p, const float* q, float* out,
   // when j0 < 0 (the next chunk's, not gathered yet), spread over the calls of the current step:
   // each kv head's calls prefetch n rows' worth. When those rows are one run of memory (adjacent
   // cells whose rows hold just the tile's kv heads: decode over a contiguous cache), the calls
-  // walk it in address order, kv head kl taking the kl-th n-th of it: a sequential stream, which
-  // the L2 stream prefetcher follows and extends, where each kv head's own rows (one short row
-  // per cell, a cell row apart) leave every line to the software prefetches, whose throughput
-  // the core's few L1 miss buffers cap (AVX2 decode at depth 3072 on AMD Zen 5: ~15 % faster
-  // attention, bench/README). Otherwise each kv head prefetches its own rows.
+  // walk it in address order, kv head kl taking the kl-th n-th of it, each line once; measured
+  // faster than each kv head prefetching its own short rows a cell row apart (bench/README,
+  // "Decode attention at depth on AVX2"). Otherwise each kv head prefetches its own rows.
   auto plan = [&](int j0, int j1, int c0, int c1, const uint8_t* base, size_t row_bytes, size_t head) {
     int n = 0;
     if (j0 >= 0) {

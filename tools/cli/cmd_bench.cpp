@@ -121,6 +121,7 @@ struct BenchShape {
   bool par = false;      // np > 1
   bool enc_dec = false;  // an encoder-decoder (T5)
   int n_enc = 0;         // encoder tokens before the decoder's steps
+  int pp_depth = 0;      // tokens in the cache before the pp batch (-d; 0 for an encoder-decoder)
   int64_t n_ctx = 0;
   int64_t n_ubatch = 0;
 };
@@ -139,9 +140,9 @@ std::optional<BenchShape> bench_shape(const BenchOptions& o, const api::Model& m
   sh.n_enc = sh.enc_dec ? (o.n_prompt > 0 ? o.n_prompt : int(std::min<int64_t>(512, model.n_ctx_train()))) : 0;
   // Parallel: every sequence holds its prompt, the extra depth and its generated tokens at once.
   // One sequence: the prompt after the depth (an encoder-decoder's pp is its encoder's, from 0).
-  const int64_t pp_depth = sh.enc_dec ? 0 : o.depth;
+  sh.pp_depth = sh.enc_dec || sh.par ? 0 : o.depth;
   sh.n_ctx = sh.par ? std::max<int64_t>(int64_t(sh.np) * (int64_t(o.n_prompt) + o.depth + o.n_gen), 1)
-                    : std::max<int64_t>({pp_depth + o.n_prompt, int64_t(o.depth) + o.n_gen, 1});
+                    : std::max<int64_t>({int64_t(sh.pp_depth) + o.n_prompt, int64_t(o.depth) + o.n_gen, 1});
   sh.n_ubatch = sh.par ? std::min<int64_t>(std::max<int64_t>(int64_t(sh.np) * o.n_prompt, sh.np), 512)
                        : (o.n_prompt > 0 ? o.n_prompt : std::max<int64_t>(sh.n_enc, std::min<int64_t>(512, sh.n_ctx)));
   // The context reserves an n_ubatch × n_ctx attention mask of floats: refuse absurd sizes up front.
@@ -190,10 +191,9 @@ class BenchRuns {
   // encoder-decoder, from position 0).
   Status run_pp(double& tps) {
     ctx_.kv_clear();
-    const int depth = sh_.enc_dec ? 0 : o_.depth;
-    BENCH_TRY(fill_depth(depth));
-    const std::vector<int32_t> toks = random_tokens(o_.n_prompt, depth == 0);
-    const api::Batch b = batch_of(toks, 0, toks.size(), depth);
+    BENCH_TRY(fill_depth(sh_.pp_depth));
+    const std::vector<int32_t> toks = random_tokens(o_.n_prompt, sh_.pp_depth == 0);
+    const api::Batch b = batch_of(toks, 0, toks.size(), sh_.pp_depth);
     if (sh_.enc_dec) {
       int64_t t0 = now_us();
       BENCH_TRY(ctx_.encode(b));
@@ -425,7 +425,7 @@ void print_text(const BenchOptions& o, const BenchShape& sh, const api::Model& m
   if (o.n_prompt > 0) {
     char label[32];
     if (sh.par) std::snprintf(label, sizeof label, "pp%dx%d", o.n_prompt, sh.np);
-    else if (o.depth > 0 && !sh.enc_dec) std::snprintf(label, sizeof label, "pp%d@d%d", o.n_prompt, o.depth);
+    else if (sh.pp_depth > 0) std::snprintf(label, sizeof label, "pp%d@d%d", o.n_prompt, sh.pp_depth);
     else std::snprintf(label, sizeof label, "pp%d", o.n_prompt);
     std::printf("%-10s %12.2f   %s%s\n", label, r.pp_tps, join_runs(r.runs.pp_runs).c_str(),
                 sh.enc_dec ? "   (encoder)" : "");
